@@ -1,0 +1,67 @@
+/* Host allocation wrappers with failure injection for tests (SQLite's
+ * method: fail the Nth allocation, once or for ever, and loop N until the
+ * operation succeeds). Failures are reported as CUABI_ERROR_OUT_OF_MEMORY by
+ * the callers' error paths, never by abort(). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic long fail_countdown; /* 0: off; n: the nth call fails */
+static _Atomic bool fail_sticky;
+
+void cuabi__alloc_fail_at(long n, bool sticky)
+{
+    atomic_store(&fail_sticky, sticky);
+    atomic_store(&fail_countdown, n);
+}
+
+static bool should_fail(void)
+{
+    long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
+    if (CUABI__UNLIKELY(n > 0)) {
+        if (n == 1) {
+            if (!atomic_load(&fail_sticky))
+                atomic_store(&fail_countdown, 0);
+            return true;
+        }
+        atomic_fetch_sub(&fail_countdown, 1);
+    }
+    return false;
+}
+
+static void *oom(size_t size)
+{
+    cuabi__error(CUABI_ERROR_OUT_OF_MEMORY,
+                 "out of host memory allocating %zu bytes", size);
+    return NULL;
+}
+
+void *cuabi__malloc(size_t size)
+{
+    void *p = should_fail() ? NULL : malloc(size ? size : 1);
+    return p ? p : oom(size);
+}
+
+void *cuabi__calloc(size_t n, size_t size)
+{
+    void *p = should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    return p ? p : oom(n * size);
+}
+
+void *cuabi__realloc(void *old, size_t size)
+{
+    void *p = should_fail() ? NULL : realloc(old, size ? size : 1);
+    return p ? p : oom(size);
+}
+
+char *cuabi__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = cuabi__malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+void cuabi__free(void *p) { free(p); }

@@ -1,0 +1,44 @@
+/* The cuabi command-line tool: shared helpers for subcommands.
+ * The tool uses only the public API (it links libcuabi.so). */
+#ifndef CUABI_CLI_H
+#define CUABI_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cuabi.h"
+
+/* A subcommand: argv[0] is the subcommand name. Returns the exit code. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} cli_command;
+
+/* Subcommands; each lives in its own src/cli/<name>.c. */
+int cli_info(int argc, char **argv);
+
+/* Print "cuabi NAME: <last error message>" (and the log, if any) to stderr;
+ * returns 1. */
+int cli_fail(const char *command, cuabi_status st);
+/* True if argv holds --help or -h. */
+bool cli_wants_help(int argc, char **argv);
+
+/* Minimal JSON writer on a FILE: enough for flat records and arrays.
+ * Commas are inserted automatically. */
+typedef struct cli_json {
+    FILE *out;
+    int depth;
+    bool need_comma[32];
+} cli_json;
+void json_begin_object(cli_json *j, const char *key);
+void json_end_object(cli_json *j);
+void json_begin_array(cli_json *j, const char *key);
+void json_end_array(cli_json *j);
+void json_string(cli_json *j, const char *key, const char *value);
+void json_int(cli_json *j, const char *key, long long value);
+void json_double(cli_json *j, const char *key, double value);
+void json_bool(cli_json *j, const char *key, bool value);
+void json_null(cli_json *j, const char *key);
+
+#endif

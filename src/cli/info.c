@@ -1,0 +1,168 @@
+/* cuabi info: versions, loaded libraries, and one block per GPU. */
+#include "cli.h"
+
+#include <string.h>
+
+static void print_lib(const char *name, cuabi_status st, int version, const char *path,
+                      const char *error)
+{
+    if (st == CUABI_SUCCESS)
+        printf("%-10s %d.%d  %s\n", name, version / 1000, (version % 1000) / 10, path);
+    else
+        printf("%-10s not available: %s\n", name, error);
+}
+
+static void uuid_string(char out[37], const uint8_t u[16])
+{
+    static const int dash[] = { 4, 6, 8, 10 };
+    char *p = out;
+    for (int i = 0, d = 0; i < 16; i++) {
+        if (d < 4 && i == dash[d]) {
+            *p++ = '-';
+            d++;
+        }
+        p += sprintf(p, "%02x", u[i]);
+    }
+}
+
+static void json_lib(cli_json *j, const char *key, cuabi_status st, int version,
+                     const char *path, const char *error)
+{
+    json_begin_object(j, key);
+    json_bool(j, "available", st == CUABI_SUCCESS);
+    json_int(j, "version", version);
+    json_string(j, "path", path);
+    json_string(j, "error", error);
+    json_end_object(j);
+}
+
+static void json_device(cli_json *j, const cuabi_device_properties *p, uint64_t free_mem)
+{
+    char uuid[37];
+    uuid_string(uuid, p->uuid);
+    json_begin_object(j, NULL);
+    json_int(j, "ordinal", p->ordinal);
+    json_string(j, "name", p->name);
+    json_string(j, "uuid", uuid);
+    json_string(j, "pci_bus_id", p->pci_bus_id);
+    json_int(j, "compute_capability_major", p->compute_capability_major);
+    json_int(j, "compute_capability_minor", p->compute_capability_minor);
+    json_int(j, "multiprocessors", p->multiprocessor_count);
+    json_int(j, "total_memory", (long long)p->total_memory);
+    json_int(j, "free_memory", (long long)free_mem);
+    json_int(j, "max_threads_per_block", p->max_threads_per_block);
+    json_int(j, "max_threads_per_multiprocessor", p->max_threads_per_multiprocessor);
+    json_int(j, "max_blocks_per_multiprocessor", p->max_blocks_per_multiprocessor);
+    json_int(j, "registers_per_multiprocessor", p->max_registers_per_multiprocessor);
+    json_int(j, "shared_memory_per_block", p->max_shared_memory_per_block);
+    json_int(j, "shared_memory_per_block_optin", p->max_shared_memory_per_block_optin);
+    json_int(j, "shared_memory_per_multiprocessor", p->max_shared_memory_per_multiprocessor);
+    json_int(j, "l2_cache_size", p->l2_cache_size);
+    json_bool(j, "cluster_launch", p->cluster_launch);
+    json_bool(j, "cooperative_launch", p->cooperative_launch);
+    json_bool(j, "memory_pools", p->memory_pools_supported);
+    json_end_object(j);
+}
+
+static void text_device(const cuabi_device_properties *p, uint64_t free_mem)
+{
+    char uuid[37];
+    uuid_string(uuid, p->uuid);
+    printf("\nGPU %d: %s\n", p->ordinal, p->name);
+    printf("  compute capability   %d.%d (sm_%d%d)\n", p->compute_capability_major,
+           p->compute_capability_minor, p->compute_capability_major, p->compute_capability_minor);
+    printf("  multiprocessors      %d\n", p->multiprocessor_count);
+    printf("  memory               %.1f GiB (%.1f GiB free)\n",
+           (double)p->total_memory / (1 << 30), (double)free_mem / (1 << 30));
+    printf("  PCI bus id / UUID    %s / GPU-%s\n", p->pci_bus_id, uuid);
+    printf("  threads              %d per block, %d per SM, %d blocks per SM\n",
+           p->max_threads_per_block, p->max_threads_per_multiprocessor,
+           p->max_blocks_per_multiprocessor);
+    printf("  registers            %d per SM, %d per block\n",
+           p->max_registers_per_multiprocessor, p->max_registers_per_block);
+    printf("  shared memory        %d per block (%d opt-in), %d per SM\n",
+           p->max_shared_memory_per_block, p->max_shared_memory_per_block_optin,
+           p->max_shared_memory_per_multiprocessor);
+    printf("  L2 cache             %d KiB\n", p->l2_cache_size / 1024);
+    printf("  clusters/cooperative %s/%s, memory pools %s\n", p->cluster_launch ? "yes" : "no",
+           p->cooperative_launch ? "yes" : "no", p->memory_pools_supported ? "yes" : "no");
+}
+
+int cli_info(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: cuabi info [--json]\n\n"
+                   "Print cuabi's version, the CUDA driver, NVRTC and nvJitLink it loaded\n"
+                   "(version and file), and one block per GPU. Without a driver or GPU it\n"
+                   "says so and exits 0.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "cuabi info: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    cuabi_runtime_info rt = CUABI_RUNTIME_INFO_INIT;
+    cuabi_status st = cuabi_runtime_info_get(&rt);
+    if (st != CUABI_SUCCESS)
+        return cli_fail("info", st);
+    int count = 0;
+    cuabi_status dst = rt.driver_status == CUABI_SUCCESS ? cuabi_device_count(&count)
+                                                         : rt.driver_status;
+    const char *why = dst != CUABI_SUCCESS ? rt.driver_status != CUABI_SUCCESS ? rt.driver_error
+                                                                              : cuabi_last_error()->message
+                                           : "";
+    cli_json j = { stdout, 0, { false } };
+    if (json) {
+        json_begin_object(&j, NULL);
+        json_string(&j, "library_version", rt.library_version);
+        json_int(&j, "abi_version", rt.abi_version);
+        json_lib(&j, "driver", rt.driver_status, rt.driver_version, rt.driver_path, rt.driver_error);
+        json_lib(&j, "nvrtc", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
+        json_lib(&j, "nvjitlink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
+                 rt.nvjitlink_error);
+        json_begin_array(&j, "devices");
+    } else {
+        printf("cuabi      %s (ABI %u)\n", rt.library_version, rt.abi_version);
+        print_lib("driver", rt.driver_status, rt.driver_version, rt.driver_path, rt.driver_error);
+        print_lib("NVRTC", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
+        print_lib("nvJitLink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
+                  rt.nvjitlink_error);
+        if (dst != CUABI_SUCCESS)
+            printf("\nNo GPU available: %s\n", why);
+        else if (count == 0)
+            printf("\nNo GPU available: the driver sees no CUDA devices\n");
+    }
+    int rc = 0;
+    for (int i = 0; dst == CUABI_SUCCESS && i < count; i++) {
+        cuabi_device *d;
+        cuabi_device_properties p = CUABI_DEVICE_PROPERTIES_INIT;
+        uint64_t free_mem = 0, total = 0;
+        st = cuabi_device_get(&d, i);
+        if (st == CUABI_SUCCESS) {
+            st = cuabi_device_get_properties(&p, d);
+            if (st == CUABI_SUCCESS)
+                cuabi_device_memory_info(&free_mem, &total, d);
+            cuabi_device_release(d);
+        }
+        if (st != CUABI_SUCCESS) {
+            rc = cli_fail("info", st);
+            continue;
+        }
+        if (json)
+            json_device(&j, &p, free_mem);
+        else
+            text_device(&p, free_mem);
+    }
+    if (json) {
+        json_end_array(&j);
+        json_string(&j, "gpu_unavailable_reason", dst != CUABI_SUCCESS ? why
+                                                   : count == 0 ? "the driver sees no CUDA devices"
+                                                                : "");
+        json_end_object(&j);
+    }
+    return rc;
+}

@@ -1,0 +1,41 @@
+/* cuabi: show what the library does. `cuabi help` lists the subcommands. */
+#include "cli.h"
+
+#include <string.h>
+
+static const cli_command commands[] = {
+    { "info", "library, driver, NVRTC and nvJitLink versions and every GPU", cli_info },
+    /* Later subcommands register here: compile, occupancy, cache, demo. */
+};
+static const size_t ncommands = sizeof commands / sizeof commands[0];
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: cuabi <command> [options]   (cuabi <command> --help for details)\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < ncommands; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nEvery command takes --json for machine-readable output.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("cuabi %s\n", cuabi_version_string());
+        return 0;
+    }
+    for (size_t i = 0; i < ncommands; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "cuabi: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

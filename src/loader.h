@@ -1,0 +1,154 @@
+/* Lazy loading of the CUDA driver, NVRTC and nvJitLink.
+ *
+ * Nothing here is linked at build time: each library is dlopen()ed on first
+ * use. Driver entry points are resolved one by one through cuGetProcAddress
+ * at the CUDA version whose signature we use (the number in each X() entry,
+ * matching PFN_<name>_v<version> in cudaTypedefs.h), so a driver that lacks
+ * one entry point fails only the calls that need it.
+ *
+ * The tables are plain structs of function pointers so tests can swap
+ * entries to inject failures (see cuabi__driver_for_test()).
+ */
+#ifndef CUABI_LOADER_H
+#define CUABI_LOADER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nvrtc.h>
+#include <nvJitLink.h>
+
+/* Every driver entry point cuabi uses: X(name, cuda_version). Add new ones
+ * here; the version picks the signature (PFN_<name>_v<version>). */
+#define CUABI__DRIVER_FUNCS(X) \
+    X(cuInit, 2000) X(cuDriverGetVersion, 2020) \
+    X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) \
+    X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000) X(cuDeviceGetName, 2000) \
+    X(cuDeviceGetUuid, 11040) X(cuDeviceGetAttribute, 2000) \
+    X(cuDeviceTotalMem, 3020) X(cuDeviceGetPCIBusId, 4010) \
+    X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetDefaultMemPool, 11020) \
+    X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
+    X(cuCtxGetCurrent, 4000) X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 2000) \
+    X(cuCtxSynchronize, 2000) X(cuCtxGetStreamPriorityRange, 5050) \
+    X(cuCtxPushCurrent, 4000) X(cuCtxPopCurrent, 4000) \
+    X(cuMemGetInfo, 3020) \
+    X(cuStreamCreateWithPriority, 5050) X(cuStreamDestroy, 4000) \
+    X(cuStreamSynchronize, 2000) X(cuStreamQuery, 2000) \
+    X(cuStreamWaitEvent, 3020) X(cuStreamGetPriority, 5050) \
+    X(cuStreamGetFlags, 5050) X(cuStreamGetCtx, 9020) X(cuStreamGetId, 12000) \
+    X(cuEventCreate, 2000) X(cuEventDestroy, 4000) X(cuEventRecord, 2000) \
+    X(cuEventSynchronize, 2000) X(cuEventQuery, 2000) \
+    X(cuEventElapsedTime, 2000) \
+    X(cuMemAlloc, 3020) X(cuMemFree, 3020) \
+    X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) \
+    X(cuMemAllocFromPoolAsync, 11020) X(cuMemPoolCreate, 11020) \
+    X(cuMemPoolDestroy, 11020) X(cuMemPoolSetAttribute, 11020) \
+    X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020) \
+    X(cuMemAllocHost, 3020) X(cuMemFreeHost, 2000) \
+    X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000) \
+    X(cuMemAllocManaged, 6000) X(cuMemPrefetchAsync, 12020) \
+    X(cuMemcpy, 4000) X(cuMemcpyAsync, 4000) \
+    X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020) X(cuMemcpyDtoD, 3020) \
+    X(cuMemcpyHtoDAsync, 3020) X(cuMemcpyDtoHAsync, 3020) \
+    X(cuMemcpyDtoDAsync, 3020) \
+    X(cuMemsetD8, 3020) X(cuMemsetD16, 3020) X(cuMemsetD32, 3020) \
+    X(cuMemsetD8Async, 3020) X(cuMemsetD16Async, 3020) \
+    X(cuMemsetD32Async, 3020) \
+    X(cuPointerGetAttribute, 4000) X(cuPointerGetAttributes, 7000) \
+    X(cuLibraryLoadData, 12000) X(cuLibraryLoadFromFile, 12000) \
+    X(cuLibraryUnload, 12000) X(cuLibraryGetKernel, 12000) \
+    X(cuLibraryGetKernelCount, 12040) X(cuLibraryEnumerateKernels, 12040) \
+    X(cuLibraryGetModule, 12000) \
+    X(cuKernelGetName, 12030) X(cuKernelGetAttribute, 12000) \
+    X(cuKernelSetAttribute, 12000) X(cuKernelGetFunction, 12000) \
+    X(cuKernelGetParamInfo, 12040) X(cuKernelGetLibrary, 12050) \
+    X(cuModuleGetFunction, 2000) \
+    X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) \
+    X(cuFuncGetName, 12030) X(cuFuncGetParamInfo, 12040) \
+    X(cuLaunchKernel, 4000) X(cuLaunchKernelEx, 11060) \
+    X(cuLaunchCooperativeKernel, 9000) \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000) \
+    X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000) \
+    X(cuOccupancyAvailableDynamicSMemPerBlock, 10020) \
+    X(cuOccupancyMaxPotentialClusterSize, 11070) \
+    X(cuOccupancyMaxActiveClusters, 11070)
+
+#define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
+typedef struct cuabi__driver {
+    CUABI__DRIVER_FUNCS(CUABI__DRV_FIELD)
+} cuabi__driver;
+#undef CUABI__DRV_FIELD
+
+/* NVRTC entry points: X(name, required). Optional ones may be NULL. */
+#define CUABI__NVRTC_FUNCS(X) \
+    X(nvrtcVersion, 1) X(nvrtcGetErrorString, 1) \
+    X(nvrtcCreateProgram, 1) X(nvrtcDestroyProgram, 1) \
+    X(nvrtcCompileProgram, 1) \
+    X(nvrtcGetPTXSize, 1) X(nvrtcGetPTX, 1) \
+    X(nvrtcGetCUBINSize, 1) X(nvrtcGetCUBIN, 1) \
+    X(nvrtcGetLTOIRSize, 0) X(nvrtcGetLTOIR, 0) \
+    X(nvrtcGetProgramLogSize, 1) X(nvrtcGetProgramLog, 1) \
+    X(nvrtcAddNameExpression, 1) X(nvrtcGetLoweredName, 1) \
+    X(nvrtcGetNumSupportedArchs, 0) X(nvrtcGetSupportedArchs, 0)
+
+#define CUABI__NVRTC_FIELD(name, req) __typeof__(&name) name;
+typedef struct cuabi__nvrtc {
+    CUABI__NVRTC_FUNCS(CUABI__NVRTC_FIELD)
+} cuabi__nvrtc;
+#undef CUABI__NVRTC_FIELD
+
+/* nvJitLink entry points. The header maps each name to a versioned symbol
+ * (__nvJitLinkCreate_13_0); the library also exports the plain names, which
+ * is what we resolve, falling back to the versioned ones. X(name, required) */
+#define CUABI__NVJITLINK_FUNCS(X) \
+    X(nvJitLinkCreate, 1) X(nvJitLinkDestroy, 1) X(nvJitLinkAddData, 1) \
+    X(nvJitLinkAddFile, 1) X(nvJitLinkComplete, 1) \
+    X(nvJitLinkGetLinkedCubinSize, 1) X(nvJitLinkGetLinkedCubin, 1) \
+    X(nvJitLinkGetLinkedPtxSize, 1) X(nvJitLinkGetLinkedPtx, 1) \
+    X(nvJitLinkGetErrorLogSize, 1) X(nvJitLinkGetErrorLog, 1) \
+    X(nvJitLinkGetInfoLogSize, 1) X(nvJitLinkGetInfoLog, 1) \
+    X(nvJitLinkVersion, 0)
+
+#define CUABI__NVJITLINK_FIELD(name, req) __typeof__(&name) name;
+typedef struct cuabi__nvjitlink {
+    CUABI__NVJITLINK_FUNCS(CUABI__NVJITLINK_FIELD)
+} cuabi__nvjitlink;
+#undef CUABI__NVJITLINK_FIELD
+
+/* Load (once) and return the table; on failure set the last error (status
+ * CUABI_ERROR_DRIVER_NOT_FOUND / NO_DEVICE / NVRTC_NOT_FOUND /
+ * NVJITLINK_NOT_FOUND) and return it. Thread-safe. */
+cuabi_status cuabi__driver_get(const cuabi__driver **out);
+cuabi_status cuabi__nvrtc_get(const cuabi__nvrtc **out);
+cuabi_status cuabi__nvjitlink_get(const cuabi__nvjitlink **out);
+
+/* Facts about what was loaded, for cuabi_runtime_info_get(). */
+typedef struct cuabi__lib_info {
+    int loaded;           /* 1 loaded, 0 not tried, -1 failed */
+    char path[1024];      /* resolved file path of the loaded library */
+    char error[2048];     /* why loading failed */
+    int version;          /* driver: 13000 style; NVRTC/nvJitLink: major*1000+minor*10 */
+} cuabi__lib_info;
+const cuabi__lib_info *cuabi__driver_info(void);
+const cuabi__lib_info *cuabi__nvrtc_info(void);
+const cuabi__lib_info *cuabi__nvjitlink_info(void);
+
+/* Error for an entry point the loaded driver does not have. */
+cuabi_status cuabi__missing_entry(const char *entry, const char *caller);
+/* Convert a CUresult from `entry` into a status + last error. */
+cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller);
+
+/* Call a driver entry point, converting failure into a status:
+ *   cuabi_status st = CUABI__CU(drv, cuStreamSynchronize, s);           */
+#define CUABI__CU(drv, fn, ...) \
+    ((drv)->fn ? cuabi__cu_check((drv)->fn(__VA_ARGS__), #fn, __func__) \
+               : cuabi__missing_entry(#fn, __func__))
+
+/* Testing: replace the driver table wholesale (marks the driver loaded) or
+ * reach the live tables to swap entries. Pass NULL to forget a fake and
+ * return to "not loaded". Not exported from the shared library. */
+void cuabi__driver_install_fake(const cuabi__driver *fake);
+cuabi__driver *cuabi__driver_for_test(void);
+cuabi__nvrtc *cuabi__nvrtc_for_test(void);
+cuabi__nvjitlink *cuabi__nvjitlink_for_test(void);
+
+#endif

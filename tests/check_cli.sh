@@ -1,0 +1,20 @@
+#!/bin/sh
+# The cuabi tool: help, info (text and JSON) with or without a GPU.
+builddir=${CUABI_TEST_BUILDDIR:-.}
+cuabi="$builddir/cuabi"
+fail() { echo "FAIL: $*"; exit 1; }
+"$cuabi" --help | grep -q "info" || fail "help lists info"
+"$cuabi" info --help | grep -q "usage: cuabi info" || fail "info --help"
+"$cuabi" nope >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command exits 2"
+out=$("$cuabi" info) || fail "info exits 0"
+echo "$out"
+echo "$out" | grep -q "^cuabi " || fail "info prints the library version"
+echo "$out" | grep -q "^NVRTC " || fail "info prints NVRTC"
+echo "$out" | grep -Eq "^GPU 0:|^No GPU available: " || fail "info names GPUs or says there is none"
+json=$("$cuabi" info --json) || fail "info --json exits 0"
+echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "devices" in d and "nvrtc" in d' \
+    || fail "info --json is JSON with devices and nvrtc"
+# No driver at all: one clear line, exit 0.
+out=$(CUABI_DRIVER_PATH=/nonexistent/libcuda.so.1 "$cuabi" info) || fail "info without driver exits 0"
+echo "$out" | grep -q "^No GPU available: .*libcuda" || fail "info without driver says so"
+exit 0

@@ -1,0 +1,200 @@
+/* A fake CUDA driver for CPU-only tests: enough of the entry points for
+ * devices, streams and events to behave plausibly, so their code paths and
+ * error paths run without a GPU. Streams and events are heap tokens, so a
+ * missing destroy shows up as a leak under LeakSanitizer.
+ *
+ * Use: fake_driver_install(); ... cuabi__driver_install_fake(NULL) to undo.
+ * Tests swap single entries of cuabi__driver_for_test() to inject failures. */
+#ifndef CUABI_FAKE_DRIVER_H
+#define CUABI_FAKE_DRIVER_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { FAKE_DEVICES = 2 };
+static int fake_ctx_refs[FAKE_DEVICES];
+static _Thread_local CUcontext fake_current;
+static int fake_live_streams, fake_live_events;
+
+typedef struct fake_stream { int priority; unsigned flags; } fake_stream;
+
+static CUresult CUDAAPI fake_cuInit(unsigned int f) { (void)f; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuGetErrorName(CUresult r, const char **s)
+{
+    *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuGetErrorString(CUresult r, const char **s)
+{
+    (void)r;
+    *s = "fake driver error";
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetCount(int *n) { *n = FAKE_DEVICES; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuDeviceGet(CUdevice *d, int ord)
+{
+    if (ord < 0 || ord >= FAKE_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ord;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    snprintf(name, (size_t)len, "Fake GPU %d", d);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetUuid(CUuuid *u, CUdevice d)
+{
+    for (int i = 0; i < 16; i++) u->bytes[i] = (char)(i + d);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetPCIBusId(char *s, int len, CUdevice d)
+{
+    snprintf(s, (size_t)len, "0000:%02x:00.0", d + 1);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceTotalMem(size_t *b, CUdevice d)
+{
+    (void)d;
+    *b = (size_t)80 << 30;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)d;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+    default: *v = 1; break;
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceCanAccessPeer(int *v, CUdevice a, CUdevice b)
+{
+    *v = a != b;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    fake_ctx_refs[d]++;
+    *c = (CUcontext)(uintptr_t)(0x1000 + d);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    fake_ctx_refs[d]--;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuCtxGetCurrent(CUcontext *c) { *c = fake_current; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuCtxSetCurrent(CUcontext c) { fake_current = c; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuCtxSynchronize(void)
+{
+    return fake_current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+static CUresult CUDAAPI fake_cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    *least = 0;
+    *greatest = -5;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemGetInfo(size_t *f, size_t *t)
+{
+    *f = (size_t)70 << 30;
+    *t = (size_t)80 << 30;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *fs = malloc(sizeof *fs);
+    fs->priority = prio;
+    fs->flags = flags;
+    fake_live_streams++;
+    *s = (CUstream)fs;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuStreamDestroy(CUstream s)
+{
+    free(s);
+    fake_live_streams--;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuStreamOk(CUstream s) { (void)s; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
+{
+    (void)s; (void)e; (void)f;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuStreamGetPriority(CUstream s, int *p)
+{
+    *p = (uintptr_t)s <= 2 ? 0 : ((fake_stream *)s)->priority;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuEventCreate(CUevent *e, unsigned flags)
+{
+    (void)flags;
+    *e = (CUevent)malloc(8);
+    fake_live_events++;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuEventDestroy(CUevent e)
+{
+    free(e);
+    fake_live_events--;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuEventOk(CUevent e) { (void)e; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    (void)a; (void)b;
+    *ms = 1.5f;
+    return CUDA_SUCCESS;
+}
+
+static inline void fake_driver_install(void)
+{
+    cuabi__driver d;
+    memset(&d, 0, sizeof d);
+    d.cuInit = fake_cuInit;
+    d.cuDriverGetVersion = fake_cuDriverGetVersion;
+    d.cuGetErrorName = fake_cuGetErrorName;
+    d.cuGetErrorString = fake_cuGetErrorString;
+    d.cuDeviceGetCount = fake_cuDeviceGetCount;
+    d.cuDeviceGet = fake_cuDeviceGet;
+    d.cuDeviceGetName = fake_cuDeviceGetName;
+    d.cuDeviceGetUuid = fake_cuDeviceGetUuid;
+    d.cuDeviceGetPCIBusId = fake_cuDeviceGetPCIBusId;
+    d.cuDeviceTotalMem = fake_cuDeviceTotalMem;
+    d.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
+    d.cuDeviceCanAccessPeer = fake_cuDeviceCanAccessPeer;
+    d.cuDevicePrimaryCtxRetain = fake_cuDevicePrimaryCtxRetain;
+    d.cuDevicePrimaryCtxRelease = fake_cuDevicePrimaryCtxRelease;
+    d.cuCtxGetCurrent = fake_cuCtxGetCurrent;
+    d.cuCtxSetCurrent = fake_cuCtxSetCurrent;
+    d.cuCtxSynchronize = fake_cuCtxSynchronize;
+    d.cuCtxGetStreamPriorityRange = fake_cuCtxGetStreamPriorityRange;
+    d.cuMemGetInfo = fake_cuMemGetInfo;
+    d.cuStreamCreateWithPriority = fake_cuStreamCreateWithPriority;
+    d.cuStreamDestroy = fake_cuStreamDestroy;
+    d.cuStreamSynchronize = fake_cuStreamOk;
+    d.cuStreamQuery = fake_cuStreamOk;
+    d.cuStreamWaitEvent = fake_cuStreamWaitEvent;
+    d.cuStreamGetPriority = fake_cuStreamGetPriority;
+    d.cuEventCreate = fake_cuEventCreate;
+    d.cuEventDestroy = fake_cuEventDestroy;
+    d.cuEventRecord = fake_cuEventRecord;
+    d.cuEventSynchronize = fake_cuEventOk;
+    d.cuEventQuery = fake_cuEventOk;
+    d.cuEventElapsedTime = fake_cuEventElapsedTime;
+    cuabi__driver_install_fake(&d);
+}
+
+#endif

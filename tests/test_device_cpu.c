@@ -1,0 +1,293 @@
+/* Devices, streams and events against the fake driver: every code path and
+ * error path without a GPU. */
+#include "testutil.h"
+#include "fake_driver.h"
+
+static void setup(void) { fake_driver_install(); }
+static void teardown(void)
+{
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+START_TEST(device_count_and_get)
+{
+    int n = -1;
+    ck_assert_ok(cuabi_device_count(&n));
+    ck_assert_int_eq(n, FAKE_DEVICES);
+    cuabi_device *a, *b, *c;
+    ck_assert_ok(cuabi_device_get(&a, 0));
+    ck_assert_ok(cuabi_device_get(&b, 0));
+    ck_assert_ptr_eq(a, b); /* same handle for the same ordinal */
+    ck_assert_ok(cuabi_device_get(&c, 1));
+    ck_assert_ptr_ne(a, c);
+    int ord;
+    ck_assert_ok(cuabi_device_ordinal(&ord, c));
+    ck_assert_int_eq(ord, 1);
+    ck_assert_status(cuabi_device_get(&b, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("out of range");
+    ck_assert_ptr_null(b);
+    ck_assert_status(cuabi_device_get(&b, -1), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_device_get(NULL, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_device_count(NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_device_release(a));
+    ck_assert_ok(cuabi_device_release(a));
+    ck_assert_status(cuabi_device_ordinal(&ord, a), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_device_release(c));
+}
+END_TEST
+
+START_TEST(device_properties_and_attributes)
+{
+    cuabi_device *d;
+    ck_assert_ok(cuabi_device_get(&d, 1));
+    cuabi_device_properties p = CUABI_DEVICE_PROPERTIES_INIT;
+    ck_assert_ok(cuabi_device_get_properties(&p, d));
+    ck_assert_str_eq(p.name, "Fake GPU 1");
+    ck_assert_str_eq(p.pci_bus_id, "0000:02:00.0");
+    ck_assert_int_eq(p.compute_capability_major, 9);
+    ck_assert_int_eq(p.multiprocessor_count, 132);
+    ck_assert_int_eq(p.uuid[3], 4);
+    ck_assert_uint_eq(p.total_memory, (uint64_t)80 << 30);
+    ck_assert_int_eq(p.max_shared_memory_per_block_optin, 232448);
+    cuabi_device_properties bad = CUABI_DEVICE_PROPERTIES_INIT;
+    bad.version = 0;
+    ck_assert_status(cuabi_device_get_properties(&bad, d), CUABI_ERROR_INVALID_VERSION);
+    ck_assert_status(cuabi_device_get_properties(NULL, d), CUABI_ERROR_INVALID_ARGUMENT);
+    int v;
+    ck_assert_ok(cuabi_device_attribute(&v, d, CU_DEVICE_ATTRIBUTE_WARP_SIZE));
+    ck_assert_int_eq(v, 32);
+    ck_assert_status(cuabi_device_attribute(&v, d, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_device_attribute(&v, d, 100000), CUABI_ERROR_INVALID_ARGUMENT);
+    uint64_t f, t;
+    ck_assert_ok(cuabi_device_memory_info(&f, &t, d));
+    ck_assert_uint_eq(t, (uint64_t)80 << 30);
+    int least, greatest;
+    ck_assert_ok(cuabi_device_stream_priority_range(&least, &greatest, d));
+    ck_assert_int_eq(greatest, -5);
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
+START_TEST(primary_context_retained_once_and_released)
+{
+    cuabi_device *d;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    ck_assert_int_eq(fake_ctx_refs[0], 0); /* lazily */
+    ck_assert_ok(cuabi_device_set_current(d));
+    ck_assert_ok(cuabi_device_set_current(d));
+    ck_assert_int_eq(fake_ctx_refs[0], 1);
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    uintptr_t ctx;
+    ck_assert_ok(cuabi_device_context(&ctx, d));
+    ck_assert_uint_eq(ctx, 0x1000);
+    ck_assert_ok(cuabi_device_synchronize(d));
+    ck_assert_ok(cuabi_device_release(d));
+    ck_assert_int_eq(fake_ctx_refs[0], 0);
+}
+END_TEST
+
+START_TEST(streams_keep_device_alive)
+{
+    cuabi_device *d;
+    cuabi_stream *s;
+    size_t live = cuabi__handle_live_count();
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    cuabi_stream_options o = CUABI_STREAM_OPTIONS_INIT;
+    o.flags = CUABI_STREAM_NON_BLOCKING;
+    o.priority = -3;
+    ck_assert_ok(cuabi_stream_create(&s, d, &o));
+    ck_assert_int_eq(fake_live_streams, 1);
+    ck_assert_ok(cuabi_device_release(d)); /* the stream still holds it */
+    cuabi_device *got;
+    ck_assert_ok(cuabi_stream_device(&got, s));
+    ck_assert_ptr_eq(got, d);
+    int prio, done;
+    ck_assert_ok(cuabi_stream_priority(&prio, s));
+    ck_assert_int_eq(prio, -3);
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_ok(cuabi_stream_query(&done, s));
+    ck_assert_int_eq(done, 1);
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_int_eq(fake_live_streams, 0);
+    ck_assert_int_eq(fake_ctx_refs[0], 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
+START_TEST(stream_options_and_misuse)
+{
+    cuabi_device *d;
+    cuabi_stream *s = (cuabi_stream *)1;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
+    ck_assert_ok(cuabi_stream_release(s));
+    cuabi_stream_options o = CUABI_STREAM_OPTIONS_INIT;
+    o.version = 7;
+    ck_assert_status(cuabi_stream_create(&s, d, &o), CUABI_ERROR_INVALID_VERSION);
+    ck_assert_ptr_null(s);
+    o.version = CUABI_STREAM_OPTIONS_VERSION;
+    o.flags = 0x80;
+    ck_assert_status(cuabi_stream_create(&s, d, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("unknown stream flags");
+    ck_assert_status(cuabi_stream_create(&s, NULL, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_create(NULL, d, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    /* A device handle is not a stream. */
+    ck_assert_status(cuabi_stream_synchronize((cuabi_stream *)d), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_query(NULL, (cuabi_stream *)d), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fake_live_streams, 0);
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
+START_TEST(wrapped_and_default_streams_are_not_destroyed)
+{
+    cuabi_device *d;
+    cuabi_stream *w, *legacy, *per_thread;
+    ck_assert_ok(cuabi_device_get(&d, 1));
+    ck_assert_ok(cuabi_stream_wrap(&w, d, 0xdead0));
+    ck_assert_ok(cuabi_stream_legacy_default(&legacy, d));
+    ck_assert_ok(cuabi_stream_per_thread_default(&per_thread, d));
+    uintptr_t raw;
+    ck_assert_ok(cuabi_stream_raw(&raw, w));
+    ck_assert_uint_eq(raw, 0xdead0);
+    ck_assert_ok(cuabi_stream_raw(&raw, legacy));
+    ck_assert_uint_eq(raw, (uintptr_t)CU_STREAM_LEGACY);
+    ck_assert_ok(cuabi_stream_raw(&raw, per_thread));
+    ck_assert_uint_eq(raw, (uintptr_t)CU_STREAM_PER_THREAD);
+    /* Default streams act on the current context: the device is made current. */
+    fake_current = NULL;
+    ck_assert_ok(cuabi_stream_synchronize(legacy));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
+    ck_assert_ok(cuabi_stream_release(w)); /* would crash if it freed 0xdead0 */
+    ck_assert_ok(cuabi_stream_release(legacy));
+    ck_assert_ok(cuabi_stream_release(per_thread));
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
+START_TEST(events_record_wait_time)
+{
+    cuabi_device *d, *d1;
+    cuabi_stream *s, *s1;
+    cuabi_event *a, *b;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    ck_assert_ok(cuabi_device_get(&d1, 1));
+    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
+    ck_assert_ok(cuabi_stream_create(&s1, d1, NULL));
+    ck_assert_ok(cuabi_event_create(&a, d, NULL));
+    cuabi_event_options o = CUABI_EVENT_OPTIONS_INIT;
+    o.flags = CUABI_EVENT_BLOCKING_SYNC;
+    ck_assert_ok(cuabi_event_create(&b, d, &o));
+    ck_assert_ok(cuabi_event_record(a, s));
+    ck_assert_ok(cuabi_event_record(b, s));
+    ck_assert_status(cuabi_event_record(a, s1), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("device 0 but the stream on device 1");
+    ck_assert_ok(cuabi_stream_wait_event(s, a));
+    ck_assert_ok(cuabi_event_synchronize(b));
+    int done;
+    ck_assert_ok(cuabi_event_query(&done, b));
+    ck_assert_int_eq(done, 1);
+    float ms;
+    ck_assert_ok(cuabi_event_elapsed_ms(&ms, a, b));
+    ck_assert_float_eq(ms, 1.5f);
+    ck_assert_status(cuabi_event_elapsed_ms(&ms, a, (cuabi_event *)s), CUABI_ERROR_INVALID_HANDLE);
+    o.flags = 0x40;
+    cuabi_event *bad;
+    ck_assert_status(cuabi_event_create(&bad, d, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    uintptr_t raw;
+    ck_assert_ok(cuabi_event_raw(&raw, a));
+    ck_assert_uint_ne(raw, 0);
+    ck_assert_ok(cuabi_event_release(a));
+    ck_assert_ok(cuabi_event_release(b));
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_stream_release(s1));
+    ck_assert_ok(cuabi_device_release(d));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_int_eq(fake_live_events, 0);
+}
+END_TEST
+
+static CUresult CUDAAPI failing_stream_create(CUstream *s, unsigned f, int p)
+{
+    (void)s; (void)f; (void)p;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+START_TEST(injected_driver_failure_gives_status_and_no_leak)
+{
+    cuabi_device *d;
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    size_t live = cuabi__handle_live_count();
+    cuabi__driver_for_test()->cuStreamCreateWithPriority = failing_stream_create;
+    ck_assert_status(cuabi_stream_create(&s, d, NULL), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_error_mentions("cuStreamCreateWithPriority failed with CUDA_ERROR_OUT_OF_MEMORY");
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    /* A driver without an entry point fails only that call. */
+    cuabi__driver_for_test()->cuStreamCreateWithPriority = fake_cuStreamCreateWithPriority;
+    cuabi__driver_for_test()->cuStreamGetPriority = NULL;
+    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
+    int prio;
+    ck_assert_status(cuabi_stream_priority(&prio, s), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_error_mentions("cuStreamGetPriority");
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
+START_TEST(allocation_failures_at_every_step)
+{
+    /* SQLite's method: fail the Nth allocation for N = 1, 2, ... until the
+     * whole operation succeeds; each failure must be clean. */
+    cuabi_device *d;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    size_t live = cuabi__handle_live_count();
+    int failures = 0;
+    for (long n = 1; n < 100; n++) {
+        cuabi_stream *s = NULL;
+        cuabi_event *e = NULL;
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_stream_create(&s, d, NULL);
+        if (st == CUABI_SUCCESS)
+            st = cuabi_event_create(&e, d, NULL);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS) {
+            ck_assert_ok(cuabi_event_release(e));
+            ck_assert_ok(cuabi_stream_release(s));
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(st, CUABI_ERROR_OUT_OF_MEMORY);
+        if (s)
+            ck_assert_ok(cuabi_stream_release(s));
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+        ck_assert_int_eq(fake_live_streams, 0);
+        ck_assert_int_eq(fake_live_events, 0);
+    }
+    ck_assert_int_ge(failures, 2);
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("device_cpu");
+    TCase *tc = tcase_create("fake driver");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, device_count_and_get);
+    tcase_add_test(tc, device_properties_and_attributes);
+    tcase_add_test(tc, primary_context_retained_once_and_released);
+    tcase_add_test(tc, streams_keep_device_alive);
+    tcase_add_test(tc, stream_options_and_misuse);
+    tcase_add_test(tc, wrapped_and_default_streams_are_not_destroyed);
+    tcase_add_test(tc, events_record_wait_time);
+    tcase_add_test(tc, injected_driver_failure_gives_status_and_no_leak);
+    tcase_add_test(tc, allocation_failures_at_every_step);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return cuabi_test_run(suite()); }
