@@ -8,6 +8,17 @@
 #include "cuabi/device.h"
 #include "cuabi/stream.h"
 #include "cuabi/event.h"
+#include "cuabi/memory.h"
+#include "cuabi/buffer.h"
+#include "cuabi/view.h"
+#include "cuabi/objcode.h"
+#include "cuabi/kernel.h"
+#include "cuabi/linker.h"
+#include "cuabi/program.h"
+#include "cuabi/cache.h"
+#include "cuabi/argpack.h"
+#include "cuabi/launch.h"
+#include "cuabi/occupancy.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

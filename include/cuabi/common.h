@@ -58,6 +58,20 @@ typedef enum cuabi_status {
     CUABI_STATUS_FORCE32 = 0x7fffffff
 } cuabi_status;
 
+/** Kinds of code cuabi compiles, links and loads. */
+typedef enum cuabi_code_type {
+    CUABI_CODE_NONE = 0, /**< No code / unknown. */
+    CUABI_CODE_CUDA_CXX = 1, /**< CUDA C++ source (NVRTC). */
+    CUABI_CODE_PTX = 2, /**< PTX assembly text. */
+    CUABI_CODE_CUBIN = 3, /**< A CUBIN (ELF) for one architecture. */
+    CUABI_CODE_LTOIR = 4, /**< LTO-IR (NVVM bitcode for link-time optimisation). */
+    CUABI_CODE_FATBIN = 5, /**< A fat binary holding several CUBIN/PTX images. */
+    CUABI_CODE_OBJECT = 6, /**< A host object file with embedded device code (nvcc -rdc). */
+    CUABI_CODE_LIBRARY = 7, /**< A static library (.a) of such objects. */
+    CUABI_CODE_NVVM = 8, /**< NVVM IR (needs libNVVM). */
+    CUABI_CODE_TYPE_FORCE32 = 0x7fffffff
+} cuabi_code_type;
+
 /**
  * The calling thread's last error, filled by the library. The pointers stay
  * valid until the next cuabi call on the same thread that fails or clears it.

@@ -3,9 +3,22 @@
 
 #include <string.h>
 
+/* Each subcommand lives in src/cli/<name>.c, added to cuabi_SOURCES by its
+ * area's mk/ fragment. They are weak here so the tool links while an area
+ * is still being built; a missing one is simply not listed. */
+int cli_compile(int argc, char **argv) __attribute__((weak));
+int cli_cache(int argc, char **argv) __attribute__((weak));
+int cli_occupancy(int argc, char **argv) __attribute__((weak));
+int cli_demo(int argc, char **argv) __attribute__((weak));
+
 static const cli_command commands[] = {
     { "info", "library, driver, NVRTC and nvJitLink versions and every GPU", cli_info },
-    /* Later subcommands register here: compile, occupancy, cache, demo. */
+    { "compile", "compile CUDA C++ or PTX to PTX/CUBIN/LTO-IR and show kernel resources",
+      cli_compile },
+    { "occupancy", "occupancy per block size, live or for a named architecture",
+      cli_occupancy },
+    { "cache", "inspect, clear or warm the compile cache", cli_cache },
+    { "demo", "compile, link, inspect and run the segmented-reduction kernel", cli_demo },
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 
@@ -14,7 +27,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: cuabi <command> [options]   (cuabi <command> --help for details)\n\n"
                  "commands:\n");
     for (size_t i = 0; i < ncommands; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        if (commands[i].run)
+            fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nEvery command takes --json for machine-readable output.\n");
 }
 
@@ -33,7 +47,7 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < ncommands; i++)
-        if (!strcmp(argv[1], commands[i].name))
+        if (commands[i].run && !strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "cuabi: unknown command '%s'\n", argv[1]);
     usage(stderr);
