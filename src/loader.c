@@ -313,3 +313,55 @@ cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller)
     }
     return CUABI_SUCCESS;
 }
+
+/* ---------------------------------------------------------- fault injection */
+
+_Atomic int cuabi__faults_armed;
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fault_entry[128];
+static long fault_countdown;
+static bool fault_sticky;
+static CUresult fault_code;
+static long fault_fired;
+
+void cuabi__fault_arm(const char *entry, long n, bool sticky, CUresult result)
+{
+    pthread_mutex_lock(&fault_lock);
+    snprintf(fault_entry, sizeof fault_entry, "%s", entry ? entry : "");
+    fault_countdown = n;
+    fault_sticky = sticky;
+    fault_code = result;
+    fault_fired = 0;
+    atomic_store(&cuabi__faults_armed, n > 0);
+    pthread_mutex_unlock(&fault_lock);
+}
+
+bool cuabi__fault_fires(const char *entry)
+{
+    bool fire = false;
+    pthread_mutex_lock(&fault_lock);
+    if (fault_countdown > 0 && (!fault_entry[0] || strcmp(fault_entry, entry) == 0)) {
+        if (fault_countdown == 1) {
+            fire = true;
+            fault_fired++;
+            if (!fault_sticky) {
+                fault_countdown = 0;
+                atomic_store(&cuabi__faults_armed, 0);
+            }
+        } else {
+            fault_countdown--;
+        }
+    }
+    pthread_mutex_unlock(&fault_lock);
+    return fire;
+}
+
+CUresult cuabi__fault_result(void) { return fault_code; }
+
+long cuabi__fault_count(void)
+{
+    pthread_mutex_lock(&fault_lock);
+    long n = fault_fired;
+    pthread_mutex_unlock(&fault_lock);
+    return n;
+}
