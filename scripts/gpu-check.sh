@@ -56,6 +56,18 @@ for arg in "$@"; do
             PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 bench/bench_python.py 2>&1 |
             tee -a "$out/bench.txt"
         ;;
+    --sanitizer)
+        # compute-sanitizer over every GPU suite: memcheck, then racecheck.
+        for t in tests/test_gpu_*; do
+            case $t in *.*) continue ;; esac
+            [ -x "$t" ] || continue
+            for tool in memcheck racecheck; do
+                echo "== compute-sanitizer --tool $tool $t"
+                compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" 2>&1 | tail -n 4
+                echo "exit: ${PIPESTATUS[0]}"
+            done
+        done 2>&1 | tee "$out/sanitizer.txt"
+        ;;
     esac
 done
 exit "$status"
