@@ -69,9 +69,9 @@ static void *open_first(loaded_lib *lib, const char *env, const char *const *nam
     return NULL;
 }
 
-static cuabi_status fail_fast(loaded_lib *lib, const char *what)
+static cuabi_status fail_fast(loaded_lib *lib, const char *what, const char *caller)
 {
-    return cuabi__error(lib->fail_status, "%s: %s", what, lib->info.error);
+    return cuabi__error(lib->fail_status, "%s: %s unavailable: %s", caller, what, lib->info.error);
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -133,7 +133,8 @@ static int load_driver(void)
     return 1;
 }
 
-static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what)
+static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what,
+                           const char *caller)
 {
     int state = atomic_load_explicit(&lib->state, memory_order_acquire);
     if (CUABI__UNLIKELY(state == 0)) {
@@ -146,12 +147,12 @@ static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what)
         }
         pthread_mutex_unlock(&lib->lock);
     }
-    return state == 1 ? CUABI_SUCCESS : fail_fast(lib, what);
+    return state == 1 ? CUABI_SUCCESS : fail_fast(lib, what, caller);
 }
 
-cuabi_status cuabi__driver_get(const cuabi__driver **out)
+cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller)
 {
-    cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver");
+    cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver", caller);
     *out = &drv;
     return st;
 }
@@ -214,9 +215,9 @@ static int load_nvrtc(void)
     return 1;
 }
 
-cuabi_status cuabi__nvrtc_get(const cuabi__nvrtc **out)
+cuabi_status cuabi__nvrtc_get_for(const cuabi__nvrtc **out, const char *caller)
 {
-    cuabi_status st = ensure(&nvrtc_lib, load_nvrtc, "NVRTC");
+    cuabi_status st = ensure(&nvrtc_lib, load_nvrtc, "NVRTC", caller);
     *out = &nvrtc;
     return st;
 }
@@ -270,9 +271,9 @@ static int load_nvjitlink(void)
     return 1;
 }
 
-cuabi_status cuabi__nvjitlink_get(const cuabi__nvjitlink **out)
+cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *caller)
 {
-    cuabi_status st = ensure(&jit_lib, load_nvjitlink, "nvJitLink");
+    cuabi_status st = ensure(&jit_lib, load_nvjitlink, "nvJitLink", caller);
     *out = &jit;
     return st;
 }

@@ -119,9 +119,13 @@ typedef struct cuabi__nvjitlink {
 /* Load (once) and return the table; on failure set the last error (status
  * CUABI_ERROR_DRIVER_NOT_FOUND / NO_DEVICE / NVRTC_NOT_FOUND /
  * NVJITLINK_NOT_FOUND) and return it. Thread-safe. */
-cuabi_status cuabi__driver_get(const cuabi__driver **out);
-cuabi_status cuabi__nvrtc_get(const cuabi__nvrtc **out);
-cuabi_status cuabi__nvjitlink_get(const cuabi__nvjitlink **out);
+cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller);
+cuabi_status cuabi__nvrtc_get_for(const cuabi__nvrtc **out, const char *caller);
+cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *caller);
+/* The error message names the calling public function. */
+#define cuabi__driver_get(out) cuabi__driver_get_for((out), __func__)
+#define cuabi__nvrtc_get(out) cuabi__nvrtc_get_for((out), __func__)
+#define cuabi__nvjitlink_get(out) cuabi__nvjitlink_get_for((out), __func__)
 
 /* Facts about what was loaded, for cuabi_runtime_info_get(). */
 typedef struct cuabi__lib_info {
