@@ -11,7 +11,10 @@ typedef enum cuabi__handle_type {
     CUABI__T_MEMORY_RESOURCE = 4,
     CUABI__T_BUFFER = 5,
     CUABI__T_VIEW = 6,
-    CUABI__T_COUNT = 7
+    CUABI__T_OBJCODE = 7,
+    CUABI__T_KERNEL = 8,
+    CUABI__T_LINKER = 9,
+    CUABI__T_COUNT = 10
 } cuabi__handle_type;
 
 #endif
