@@ -11,7 +11,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_OBJCODE = 4,
     CUABI__T_KERNEL = 5,
     CUABI__T_LINKER = 6,
-    CUABI__T_COUNT = 7
+    CUABI__T_PROGRAM = 7,
+    CUABI__T_COUNT = 8
 } cuabi__handle_type;
 
 #endif
