@@ -163,6 +163,26 @@ typedef struct cuabi_api {
     cuabi_status (*linker_complete)(cuabi_objcode **out, cuabi_linker *linker, cuabi_code_type output);
     cuabi_status (*linker_info_log)(const char **out, cuabi_linker *linker);
     cuabi_status (*linker_error_log)(const char **out, cuabi_linker *linker);
+    cuabi_status (*program_retain)(cuabi_program *handle);
+    cuabi_status (*program_release)(cuabi_program *handle);
+    cuabi_status (*program_options_init)(cuabi_program_options *opts, unsigned int version);
+    cuabi_status (*program_create)(cuabi_program **out, cuabi_code_type type, const char *source, size_t size, const char *name);
+    cuabi_status (*program_compile)(cuabi_objcode **out, cuabi_program *program, const cuabi_program_options *options);
+    cuabi_status (*program_log)(const char **out, cuabi_program *program);
+    cuabi_status (*program_lowered_name)(const char **out, cuabi_program *program, const char *name_expression);
+    cuabi_status (*program_cache_hit)(int *out, cuabi_program *program);
+    cuabi_status (*program_supported_archs)(int *out, size_t capacity, size_t *count);
+    cuabi_status (*cache_stats_init)(cuabi_cache_stats *opts, unsigned int version);
+    cuabi_status (*cache_entry_info_init)(cuabi_cache_entry_info *opts, unsigned int version);
+    cuabi_status (*precompile_item_init)(cuabi_precompile_item *opts, unsigned int version);
+    cuabi_status (*cache_set_directory)(const char *path);
+    cuabi_status (*cache_get_directory)(char *out, size_t *size);
+    cuabi_status (*cache_set_enabled)(int enabled);
+    cuabi_status (*cache_set_size_limit)(uint64_t bytes);
+    cuabi_status (*cache_get_stats)(cuabi_cache_stats *out);
+    cuabi_status (*cache_list)(cuabi_cache_list_fn fn, void *payload);
+    cuabi_status (*cache_clear)(unsigned int flags);
+    cuabi_status (*cache_precompile)(const cuabi_precompile_item *items, size_t num_items, const char **archs, size_t num_archs, cuabi_precompile_progress_fn progress, void *payload);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -14,7 +14,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_OBJCODE = 7,
     CUABI__T_KERNEL = 8,
     CUABI__T_LINKER = 9,
-    CUABI__T_COUNT = 10
+    CUABI__T_PROGRAM = 10,
+    CUABI__T_COUNT = 11
 } cuabi__handle_type;
 
 #endif
