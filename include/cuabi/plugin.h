@@ -104,6 +104,12 @@ typedef struct cuabi_api {
     cuabi_status (*argpack_set_bytes)(cuabi_argpack *pack, size_t slot, const void *data, size_t size);
     cuabi_status (*argpack_get_bytes)(void *out, size_t size, cuabi_argpack *pack, size_t slot);
     cuabi_status (*argpack_set_blob)(cuabi_argpack *pack, const void *blob, size_t size);
+    cuabi_status (*occupancy_result_init)(cuabi_occupancy_result *opts, unsigned int version);
+    cuabi_status (*occupancy_options_init)(cuabi_occupancy_options *opts, unsigned int version);
+    cuabi_status (*arch_limits_init)(cuabi_arch_limits *opts, unsigned int version);
+    cuabi_status (*arch_limits_get)(cuabi_arch_limits *out, const char *arch);
+    cuabi_status (*arch_limits_at)(cuabi_arch_limits *out, size_t index);
+    const char * (*occupancy_limiter_name)(cuabi_occupancy_limiter limiter);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

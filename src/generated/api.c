@@ -119,6 +119,39 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *opts, unsigned int version)
+{
+    static const cuabi_occupancy_result defaults = CUABI_OCCUPANCY_RESULT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_result_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_result", version, CUABI_OCCUPANCY_RESULT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_options_init(cuabi_occupancy_options *opts, unsigned int version)
+{
+    static const cuabi_occupancy_options defaults = CUABI_OCCUPANCY_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_options", version, CUABI_OCCUPANCY_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsigned int version)
+{
+    static const cuabi_arch_limits defaults = CUABI_ARCH_LIMITS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arch_limits_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arch_limits", version, CUABI_ARCH_LIMITS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry { const char *type, *field; size_t value; } layout_entry;
 
 static const layout_entry struct_layouts[] = {
@@ -203,6 +236,42 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
+    { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
+    { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },
+    { "cuabi_occupancy_result", "active_warps_per_sm", offsetof(cuabi_occupancy_result, active_warps_per_sm) },
+    { "cuabi_occupancy_result", "occupancy", offsetof(cuabi_occupancy_result, occupancy) },
+    { "cuabi_occupancy_result", "limiter", offsetof(cuabi_occupancy_result, limiter) },
+    { "cuabi_occupancy_result", "limiters", offsetof(cuabi_occupancy_result, limiters) },
+    { "cuabi_occupancy_result", "limit_warps", offsetof(cuabi_occupancy_result, limit_warps) },
+    { "cuabi_occupancy_result", "limit_registers", offsetof(cuabi_occupancy_result, limit_registers) },
+    { "cuabi_occupancy_result", "limit_shared_memory", offsetof(cuabi_occupancy_result, limit_shared_memory) },
+    { "cuabi_occupancy_result", "limit_blocks", offsetof(cuabi_occupancy_result, limit_blocks) },
+    { "cuabi_occupancy_result", "registers_per_block", offsetof(cuabi_occupancy_result, registers_per_block) },
+    { "cuabi_occupancy_result", "shared_bytes_per_block", offsetof(cuabi_occupancy_result, shared_bytes_per_block) },
+    { "cuabi_occupancy_options", NULL, sizeof(cuabi_occupancy_options) },
+    { "cuabi_occupancy_options", "version", offsetof(cuabi_occupancy_options, version) },
+    { "cuabi_occupancy_options", "max_dynamic_shared_bytes", offsetof(cuabi_occupancy_options, max_dynamic_shared_bytes) },
+    { "cuabi_occupancy_options", "carveout", offsetof(cuabi_occupancy_options, carveout) },
+    { "cuabi_occupancy_options", "sm_count", offsetof(cuabi_occupancy_options, sm_count) },
+    { "cuabi_arch_limits", NULL, sizeof(cuabi_arch_limits) },
+    { "cuabi_arch_limits", "version", offsetof(cuabi_arch_limits, version) },
+    { "cuabi_arch_limits", "arch", offsetof(cuabi_arch_limits, arch) },
+    { "cuabi_arch_limits", "example_gpu", offsetof(cuabi_arch_limits, example_gpu) },
+    { "cuabi_arch_limits", "sm_count", offsetof(cuabi_arch_limits, sm_count) },
+    { "cuabi_arch_limits", "warp_size", offsetof(cuabi_arch_limits, warp_size) },
+    { "cuabi_arch_limits", "max_threads_per_block", offsetof(cuabi_arch_limits, max_threads_per_block) },
+    { "cuabi_arch_limits", "max_threads_per_sm", offsetof(cuabi_arch_limits, max_threads_per_sm) },
+    { "cuabi_arch_limits", "max_blocks_per_sm", offsetof(cuabi_arch_limits, max_blocks_per_sm) },
+    { "cuabi_arch_limits", "registers_per_sm", offsetof(cuabi_arch_limits, registers_per_sm) },
+    { "cuabi_arch_limits", "registers_per_block", offsetof(cuabi_arch_limits, registers_per_block) },
+    { "cuabi_arch_limits", "max_registers_per_thread", offsetof(cuabi_arch_limits, max_registers_per_thread) },
+    { "cuabi_arch_limits", "shared_bytes_per_sm", offsetof(cuabi_arch_limits, shared_bytes_per_sm) },
+    { "cuabi_arch_limits", "shared_bytes_per_block", offsetof(cuabi_arch_limits, shared_bytes_per_block) },
+    { "cuabi_arch_limits", "shared_bytes_per_block_optin", offsetof(cuabi_arch_limits, shared_bytes_per_block_optin) },
+    { "cuabi_arch_limits", "reserved_shared_bytes_per_block", offsetof(cuabi_arch_limits, reserved_shared_bytes_per_block) },
+    { "cuabi_arch_limits", "max_cluster_size", offsetof(cuabi_arch_limits, max_cluster_size) },
+    { "cuabi_arch_limits", "max_cluster_size_nonportable", offsetof(cuabi_arch_limits, max_cluster_size_nonportable) },
     { NULL, NULL, 0 }
 };
 

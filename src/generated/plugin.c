@@ -74,6 +74,12 @@ static const cuabi_api api_table = {
     cuabi_argpack_set_bytes,
     cuabi_argpack_get_bytes,
     cuabi_argpack_set_blob,
+    cuabi_occupancy_result_init,
+    cuabi_occupancy_options_init,
+    cuabi_arch_limits_init,
+    cuabi_arch_limits_get,
+    cuabi_arch_limits_at,
+    cuabi_occupancy_limiter_name,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)
