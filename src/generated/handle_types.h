@@ -12,7 +12,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_KERNEL = 5,
     CUABI__T_LINKER = 6,
     CUABI__T_ARGPACK = 7,
-    CUABI__T_COUNT = 8
+    CUABI__T_PREPARED = 8,
+    CUABI__T_COUNT = 9
 } cuabi__handle_type;
 
 #endif
