@@ -15,7 +15,7 @@ static int fake_cluster_support = 1;
 static int fake_blocks_per_sm = 2;
 static int fake_libraries;
 
-static CUresult CUDAAPI fake_cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o,
+static CUresult CUDAAPI lf_cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o,
                                                void **ov, unsigned n, CUlibraryOption *lo,
                                                void **lov, unsigned ln)
 {
@@ -24,15 +24,15 @@ static CUresult CUDAAPI fake_cuLibraryLoadData(CUlibrary *l, const void *code, C
     *l = (CUlibrary)(uintptr_t)0x5000;
     return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI fake_cuLibraryUnload(CUlibrary l) { (void)l; fake_libraries--; return CUDA_SUCCESS; }
-static CUresult CUDAAPI fake_cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name)
+static CUresult CUDAAPI lf_cuLibraryUnload(CUlibrary l) { (void)l; fake_libraries--; return CUDA_SUCCESS; }
+static CUresult CUDAAPI lf_cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name)
 {
     (void)l;
     if (strcmp(name, "add") != 0) return CUDA_ERROR_NOT_FOUND;
     *k = (CUkernel)(uintptr_t)0x6000;
     return CUDA_SUCCESS;
 }
-static CUresult CUDAAPI fake_cuKernelGetFunction(CUfunction *f, CUkernel k)
+static CUresult CUDAAPI lf_cuKernelGetFunction(CUfunction *f, CUkernel k)
 {
     if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
     *f = (CUfunction)((uintptr_t)k + 1);
@@ -92,10 +92,10 @@ static void setup(void)
 {
     fake_driver_install();
     cuabi__driver *d = cuabi__driver_for_test();
-    d->cuLibraryLoadData = fake_cuLibraryLoadData;
-    d->cuLibraryUnload = fake_cuLibraryUnload;
-    d->cuLibraryGetKernel = fake_cuLibraryGetKernel;
-    d->cuKernelGetFunction = fake_cuKernelGetFunction;
+    d->cuLibraryLoadData = lf_cuLibraryLoadData;
+    d->cuLibraryUnload = lf_cuLibraryUnload;
+    d->cuLibraryGetKernel = lf_cuLibraryGetKernel;
+    d->cuKernelGetFunction = lf_cuKernelGetFunction;
     d->cuFuncGetAttribute = fake_cuFuncGetAttribute;
     d->cuDeviceGetAttribute = fake_attr_no_cluster;
     d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = fake_cuOccupancyBlocks;
