@@ -42,6 +42,22 @@ static cuabi_status resolve_target(target *t, const cuabi_launch_config *c, cons
     return CUABI_SUCCESS;
 }
 
+cuabi_status cuabi__launch_target(cuabi__device **dev, CUstream *stream,
+                                  const cuabi_launch_config *c, const char *caller)
+{
+    target t;
+    if (!c)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: config is NULL", caller);
+    if (c->version == 0 || c->version > CUABI_LAUNCH_CONFIG_VERSION)
+        return cuabi__error(CUABI_ERROR_INVALID_VERSION,
+                            "%s: cuabi_launch_config version %u is not supported (use "
+                            "CUABI_LAUNCH_CONFIG_INIT)", caller, c->version);
+    CUABI__TRY(resolve_target(&t, c, caller));
+    *dev = t.dev;
+    *stream = t.cu_stream;
+    return CUABI_SUCCESS;
+}
+
 /* ------------------------------------------------------------ checks */
 
 static cuabi_status config_error(const char *caller, const char *fmt, ...) CUABI__PRINTF(2, 3);
@@ -192,7 +208,7 @@ static cuabi_status check_pack(cuabi__argpack *p, cuabi__kernel *k, const char *
 /* ------------------------------------------------------------ the driver call */
 
 /* Fill `lc` (and its attributes) from a configuration. */
-static void fill_launch(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
+void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
                         const cuabi_launch_config *c, CUstream s)
 {
     memset(lc, 0, sizeof *lc);
@@ -260,7 +276,7 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     CUABI__TRY(cuabi__argpack_resolve(p, __func__));
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
-    fill_launch(&lc, attrs, config, t.cu_stream);
+    cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
     if (CUABI__UNLIKELY(!drv->cuLaunchKernelEx))
         return cuabi__missing_entry("cuLaunchKernelEx", __func__);
     CUresult r = drv->cuLaunchKernelEx(&lc, f, p->params, NULL);
@@ -332,7 +348,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     pl->config = *config;
     pl->config.stream = NULL;
     pl->config.device = NULL;
-    fill_launch(&pl->lc, pl->attrs, &pl->config, t.cu_stream);
+    cuabi__launch_fill(&pl->lc, pl->attrs, &pl->config, t.cu_stream);
     cuabi_status st = cuabi__handle_register(&pl->base, CUABI__T_PREPARED, prepared_destroy);
     if (st != CUABI_SUCCESS) {
         cuabi__free(pl);

@@ -73,4 +73,11 @@ void cuabi__occ_best_block(int *block, int *blocks, const cuabi__arch_limits *a,
                            const cuabi__occ_kernel *k, cuabi__occ_smem_fn fn, void *payload,
                            size_t dyn, int block_limit, int carveout);
 
+/* From launch.c: a configuration as the driver takes it (attrs: room for 2),
+ * and the device and stream a configuration names. */
+void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
+                        const cuabi_launch_config *c, CUstream s);
+cuabi_status cuabi__launch_target(cuabi__device **dev, CUstream *stream,
+                                  const cuabi_launch_config *c, const char *caller);
+
 #endif

@@ -66,6 +66,36 @@ static CUresult CUDAAPI fake_cuOccupancyBlocks(int *n, CUfunction f, int block, 
     *n = fake_blocks_per_sm;
     return CUDA_SUCCESS;
 }
+static size_t fake_cb_bytes;
+static CUresult CUDAAPI fake_cuOccupancyBest(int *grid, int *block, CUfunction f,
+                                             CUoccupancyB2DSize fn, size_t smem, int limit,
+                                             unsigned flags)
+{
+    (void)f; (void)flags; (void)limit;
+    fake_cb_bytes = fn ? fn(128) : smem;
+    *block = 128;
+    *grid = 264;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyAvail(size_t *out, CUfunction f, int n, int b)
+{
+    (void)f; (void)b;
+    *out = 232448 / (size_t)n;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyClusterSize(int *out, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)f;
+    *out = c->blockDimX <= 256 ? 8 : 4;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyActiveClusters(int *out, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)f;
+    *out = c->numAttrs == 1 ? 132 / (int)c->attrs[0].value.clusterDim.x : -1;
+    return CUDA_SUCCESS;
+}
+
 /* `add(float *a, const float *b, int n, double s)`: record the values. */
 static CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
                                               void **extra)
@@ -100,6 +130,10 @@ static void setup(void)
     d->cuDeviceGetAttribute = fake_attr_no_cluster;
     d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = fake_cuOccupancyBlocks;
     d->cuLaunchKernelEx = fake_cuLaunchKernelEx;
+    d->cuOccupancyMaxPotentialBlockSizeWithFlags = fake_cuOccupancyBest;
+    d->cuOccupancyAvailableDynamicSMemPerBlock = fake_cuOccupancyAvail;
+    d->cuOccupancyMaxPotentialClusterSize = fake_cuOccupancyClusterSize;
+    d->cuOccupancyMaxActiveClusters = fake_cuOccupancyActiveClusters;
     fake_launches = 0;
     fake_launch_result = CUDA_SUCCESS;
     fake_cluster_support = 1;
@@ -438,6 +472,53 @@ START_TEST(released_buffer_in_prepared_pack)
 }
 END_TEST
 
+static size_t per_thread(int block, void *payload)
+{
+    return (size_t)block * *(int *)payload;
+}
+
+START_TEST(live_occupancy)
+{
+    /* The fake device reports 1 for most attributes; give the calculator an
+     * H100's numbers through the table's sm_90 entry (cc 9.0). */
+    cuabi_occupancy_result r = CUABI_OCCUPANCY_RESULT_INIT;
+    ck_assert_ok(cuabi_occupancy_max_active_blocks(&r, kern, dev, 128, 0));
+    ck_assert_int_eq(r.active_blocks_per_sm, 2); /* what the driver said */
+    ck_assert_int_ne(r.limiter, CUABI_OCCUPANCY_LIMIT_NONE);
+    int b, g, bytes = 16;
+    ck_assert_ok(cuabi_occupancy_max_potential_block_size(&b, &g, kern, dev, per_thread, &bytes, 0, 0));
+    ck_assert_int_eq(b, 128);
+    ck_assert_int_eq(g, 264);
+    ck_assert_uint_eq(fake_cb_bytes, 128 * 16); /* the callback got its payload */
+    ck_assert_ok(cuabi_occupancy_max_potential_block_size(&b, NULL, kern, dev, NULL, NULL, 99, 0));
+    ck_assert_uint_eq(fake_cb_bytes, 99);
+    size_t avail;
+    ck_assert_ok(cuabi_occupancy_available_dynamic_smem(&avail, kern, dev, 2, 128));
+    ck_assert_uint_eq(avail, 116224);
+    cuabi_launch_config c = config(8, 128);
+    c.cluster[0] = 2;
+    int n;
+    ck_assert_ok(cuabi_occupancy_max_potential_cluster_size(&n, kern, &c));
+    ck_assert_int_eq(n, 8);
+    ck_assert_ok(cuabi_occupancy_max_active_clusters(&n, kern, &c));
+    ck_assert_int_eq(n, 66);
+    /* bad input */
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, kern, dev, 0, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(NULL, kern, dev, 32, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, NULL, dev, 32, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, kern, (cuabi_device *)kern, 32, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_potential_block_size(NULL, NULL, kern, dev, NULL, NULL, 0, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_potential_block_size(&b, NULL, NULL, dev, NULL, NULL, 0, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_available_dynamic_smem(&avail, kern, dev, 0, 128), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_available_dynamic_smem(&avail, kern, NULL, 1, 128), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_active_clusters(&n, kern, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_clusters(NULL, kern, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_potential_cluster_size(&n, NULL, &c), CUABI_ERROR_INVALID_HANDLE);
+    c.version = 9;
+    ck_assert_status(cuabi_occupancy_max_potential_cluster_size(&n, kern, &c), CUABI_ERROR_INVALID_VERSION);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("launch_cpu");
@@ -450,6 +531,7 @@ int main(void)
     tcase_add_test(tc, prepared_launches);
     tcase_add_test(tc, bad_handles);
     tcase_add_test(tc, released_buffer_in_prepared_pack);
+    tcase_add_test(tc, live_occupancy);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

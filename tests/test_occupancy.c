@@ -261,6 +261,97 @@ START_TEST(arch_names_and_table)
 }
 END_TEST
 
+static cuabi_kernel_resources res(int regs, size_t smem)
+{
+    cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    r.arch = 90;
+    r.registers = regs;
+    r.shared_static_bytes = smem;
+    return r;
+}
+
+START_TEST(public_offline_api)
+{
+    cuabi_kernel_resources r = res(64, 0);
+    cuabi_occupancy_result o = CUABI_OCCUPANCY_RESULT_INIT;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 256, 0, NULL));
+    ck_assert_int_eq(o.active_blocks_per_sm, 4);
+    ck_assert_int_eq(o.active_warps_per_sm, 32);
+    ck_assert(o.occupancy == 0.5);
+    ck_assert_int_eq(o.limiter, CUABI_OCCUPANCY_LIMIT_REGISTERS);
+    ck_assert_int_eq(o.registers_per_block, 16384);
+    /* options: a raised dynamic limit lets 100 KB fit */
+    cuabi_occupancy_options opt = CUABI_OCCUPANCY_OPTIONS_INIT;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 128, 100000, NULL));
+    ck_assert_int_eq(o.active_blocks_per_sm, 0);
+    ck_assert_int_eq(o.limiter, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY);
+    opt.max_dynamic_shared_bytes = 232448;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 128, 100000, &opt));
+    ck_assert_int_eq(o.active_blocks_per_sm, 2);
+    /* best block size and grid: 132 SMs, or the given count */
+    r = res(32, 0);
+    int b, g;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_block_size(&b, &g, "sm_90", &r, NULL, NULL,
+                                                                  0, 0, NULL));
+    ck_assert_int_eq(b, 1024);
+    ck_assert_int_eq(g, 264);
+    opt.sm_count = 114;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_block_size(&b, &g, "sm_90", &r, NULL, NULL,
+                                                                  0, 0, &opt));
+    ck_assert_int_eq(g, 228);
+    size_t per_thread = 40;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_block_size(
+        &b, NULL, "sm_90", &r, (cuabi_block_smem_fn)smem_per_thread, &per_thread, 0, 0, NULL));
+    ck_assert_int_gt(b, 0);
+    size_t avail;
+    ck_assert_ok(cuabi_occupancy_offline_available_dynamic_smem(&avail, "sm_90", &r, 4, 256, &opt));
+    ck_assert_uint_eq(avail, 57 * 1024);
+    ck_assert_status(cuabi_occupancy_offline_available_dynamic_smem(&avail, "sm_90", &r, 9, 256, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    /* cluster estimates */
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.block[0] = 1024;
+    c.cluster[0] = 2;
+    int n;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_cluster_size(&n, "sm_90", &r, &c, NULL));
+    ck_assert_int_eq(n, 8);
+    ck_assert_ok(cuabi_occupancy_offline_max_active_clusters(&n, "sm_90", &r, &c, NULL));
+    ck_assert_int_eq(n, 16 * 8); /* 2 blocks x 16 SMs per GPC / 2, 8 GPCs */
+    ck_assert_status(cuabi_occupancy_offline_max_active_clusters(&n, "sm_80", &r, &c, NULL),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("no thread-block clusters");
+    /* bad input */
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", NULL, 256, 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_91", &r, 256, 0, NULL),
+                     CUABI_ERROR_NOT_FOUND);
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 0, 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(NULL, "sm_90", &r, 32, 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    opt.carveout = 101;
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 32, 0, &opt),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    opt.version = 0;
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 32, 0, &opt),
+                     CUABI_ERROR_INVALID_VERSION);
+    r.version = 0;
+    ck_assert_status(cuabi_occupancy_offline_max_active_blocks(&o, "sm_90", &r, 32, 0, NULL),
+                     CUABI_ERROR_INVALID_VERSION);
+    r = res(32, 0);
+    ck_assert_status(cuabi_occupancy_offline_max_potential_block_size(NULL, NULL, "sm_90", &r, NULL,
+                                                                      NULL, 0, 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_max_potential_block_size(&b, NULL, "sm_90", &r, NULL,
+                                                                      NULL, 0, -1, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_max_potential_cluster_size(&n, "sm_90", &r, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_max_potential_cluster_size(NULL, "sm_90", &r, &c, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("occupancy");
@@ -272,6 +363,7 @@ int main(void)
     tcase_add_test(tc, best_block_size);
     tcase_add_test(tc, available_dynamic_smem);
     tcase_add_test(tc, arch_names_and_table);
+    tcase_add_test(tc, public_offline_api);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

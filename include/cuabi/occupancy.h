@@ -23,6 +23,9 @@ extern "C" {
  * a particular GPU's SMs are grouped); everything else matches the driver.
  */
 
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_kernel cuabi_kernel;
+
 typedef struct cuabi_occupancy_result cuabi_occupancy_result;
 typedef struct cuabi_occupancy_options cuabi_occupancy_options;
 typedef struct cuabi_arch_limits cuabi_arch_limits;
@@ -151,6 +154,84 @@ CUABI_EXTERN(cuabi_status) cuabi_arch_limits_at(cuabi_arch_limits *out, size_t i
 
 /** "warps", "registers", "shared memory", "blocks", "block size" or "none"; never NULL. */
 CUABI_EXTERN(const char *) cuabi_occupancy_limiter_name(cuabi_occupancy_limiter limiter);
+
+/**
+ * Resident blocks per SM of `kernel` on `device` for a block size and dynamic shared memory (cuOccupancyMaxActiveBlocksPerMultiprocessor), with warps, occupancy and the limiting resource.
+ * @param out [inout] Its version field must be set.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_blocks(cuabi_occupancy_result *out, cuabi_kernel *kernel, cuabi_device *device, int block_size, size_t dynamic_shared_bytes);
+
+/**
+ * The block size with the most resident threads per SM, and the smallest grid that fills the GPU with it (cuOccupancyMaxPotentialBlockSize).
+ * @param out [out] The block size.
+ * @param min_grid_size [out, may be NULL]
+ * @param smem_fn [may be NULL] Dynamic shared memory per block size; NULL to use dynamic_shared_bytes for all.
+ * @param payload [may be NULL] Passed to smem_fn.
+ * @param block_size_limit Largest block size to consider; 0 for no limit.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_block_size(int *out, int *min_grid_size, cuabi_kernel *kernel, cuabi_device *device, cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit);
+
+/**
+ * Dynamic shared memory per block available when `num_blocks` blocks of `block_size` threads are resident on one SM (cuOccupancyAvailableDynamicSMemPerBlock).
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_available_dynamic_smem(size_t *out, cuabi_kernel *kernel, cuabi_device *device, int num_blocks, int block_size);
+
+/**
+ * The largest cluster size that can co-exist on the GPU for a configuration (block size, dynamic shared memory; device from its stream or device field).
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_cluster_size(int *out, cuabi_kernel *kernel, const cuabi_launch_config *config);
+
+/**
+ * How many clusters of the configuration's cluster size can be resident at once.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_clusters(int *out, cuabi_kernel *kernel, const cuabi_launch_config *config);
+
+/**
+ * As cuabi_occupancy_max_active_blocks, for a named architecture without a GPU, from the kernel's resources (cuabi_kernel_get_resources).
+ * @param out [inout] Its version field must be set.
+ * @param arch "sm_90", ...
+ * @param options [may be NULL] NULL for the driver's defaults.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_active_blocks(cuabi_occupancy_result *out, const char *arch, const cuabi_kernel_resources *resources, int block_size, size_t dynamic_shared_bytes, const cuabi_occupancy_options *options);
+
+/**
+ * As cuabi_occupancy_max_potential_block_size, offline (min_grid_size uses options.sm_count or the architecture's example GPU).
+ * @param out [out]
+ * @param min_grid_size [out, may be NULL]
+ * @param smem_fn [may be NULL]
+ * @param payload [may be NULL]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_potential_block_size(int *out, int *min_grid_size, const char *arch, const cuabi_kernel_resources *resources, cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit, const cuabi_occupancy_options *options);
+
+/**
+ * As cuabi_occupancy_available_dynamic_smem, offline.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_available_dynamic_smem(size_t *out, const char *arch, const cuabi_kernel_resources *resources, int num_blocks, int block_size, const cuabi_occupancy_options *options);
+
+/**
+ * An estimate of cuabi_occupancy_max_potential_cluster_size for a named architecture (SMs per GPC of its example GPU). CUABI_ERROR_NOT_SUPPORTED for architectures without clusters.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_potential_cluster_size(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
+
+/**
+ * An estimate of cuabi_occupancy_max_active_clusters for a named architecture.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_active_clusters(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
 
 #ifdef __cplusplus
 }

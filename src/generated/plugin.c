@@ -194,6 +194,16 @@ static const cuabi_api api_table = {
     cuabi_arch_limits_get,
     cuabi_arch_limits_at,
     cuabi_occupancy_limiter_name,
+    cuabi_occupancy_max_active_blocks,
+    cuabi_occupancy_max_potential_block_size,
+    cuabi_occupancy_available_dynamic_smem,
+    cuabi_occupancy_max_potential_cluster_size,
+    cuabi_occupancy_max_active_clusters,
+    cuabi_occupancy_offline_max_active_blocks,
+    cuabi_occupancy_offline_max_potential_block_size,
+    cuabi_occupancy_offline_available_dynamic_smem,
+    cuabi_occupancy_offline_max_potential_cluster_size,
+    cuabi_occupancy_offline_max_active_clusters,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)
