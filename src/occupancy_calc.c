@@ -105,12 +105,12 @@ void cuabi__occ_blocks(cuabi__occ_result *r, const cuabi__arch_limits *a,
     if (r->limit_smem < n) n = r->limit_smem;
     if (r->limit_blocks < n) n = r->limit_blocks;
     r->blocks = n;
-    /* Report the scarcest resource; on ties the one the kernel controls
-     * (shared memory, registers) before the fixed ones. */
-    static const int order[] = { CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY,
-                                 CUABI_OCCUPANCY_LIMIT_REGISTERS, CUABI_OCCUPANCY_LIMIT_WARPS,
-                                 CUABI_OCCUPANCY_LIMIT_BLOCKS };
-    const int lims[] = { r->limit_smem, r->limit_regs, r->limit_warps, r->limit_blocks };
+    /* Report the scarcest resource. On ties: warps first (all warp slots in
+     * use is full occupancy, whatever else is also used up), then what the
+     * kernel controls (shared memory, registers), then the block count. */
+    static const int order[] = { CUABI_OCCUPANCY_LIMIT_WARPS, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY,
+                                 CUABI_OCCUPANCY_LIMIT_REGISTERS, CUABI_OCCUPANCY_LIMIT_BLOCKS };
+    const int lims[] = { r->limit_warps, r->limit_smem, r->limit_regs, r->limit_blocks };
     for (int i = 3; i >= 0; i--)
         if (lims[i] == n) {
             r->limiters |= 1u << order[i];

@@ -54,7 +54,7 @@ struct cuabi_occupancy_result {
     int active_warps_per_sm;
     /** active warps / the SM's maximum warps (0..1). */
     double occupancy;
-    /** The resource that limits it (on ties: shared memory, registers, warps, blocks). */
+    /** The resource that limits it (on ties: warps, shared memory, registers, blocks). */
     cuabi_occupancy_limiter limiter;
     /** Bit (1 << limiter) for every resource at its limit. */
     unsigned int limiters;
