@@ -1,0 +1,17 @@
+#!/bin/sh
+# The Python binding's tests (pytest), against the freshly built libcuabi.
+# Exit 77 (SKIP) when pytest or numpy is missing.
+srcdir=${CUABI_TEST_SRCDIR:-$(dirname "$0")/..}
+builddir=${CUABI_TEST_BUILDDIR:-.}
+command -v python3 >/dev/null 2>&1 || { echo "python3 missing"; exit 77; }
+python3 -c 'import pytest' 2>/dev/null || { echo "pytest missing (pip install pytest)"; exit 77; }
+python3 -c 'import numpy' 2>/dev/null || { echo "numpy missing (pip install numpy)"; exit 77; }
+lib=$(ls "$builddir"/.libs/libcuabi.so 2>/dev/null)
+[ -n "$lib" ] || { echo "libcuabi.so not built in $builddir/.libs"; exit 1; }
+CUABI_LIBRARY=$(cd "$(dirname "$lib")" && pwd)/libcuabi.so
+export CUABI_LIBRARY
+# Keep bytecode out of the source tree (distcheck makes it read-only).
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE
+cd "$srcdir" || exit 1
+exec python3 -m pytest -q -p no:cacheprovider bindings/python/tests
