@@ -213,6 +213,59 @@ class cuabi_event_options(C.Structure):
 
 
 
+# ---- argpack
+
+CUABI_ARG_NONE = 0
+CUABI_ARG_I8 = 1
+CUABI_ARG_I16 = 2
+CUABI_ARG_I32 = 3
+CUABI_ARG_I64 = 4
+CUABI_ARG_U8 = 5
+CUABI_ARG_U16 = 6
+CUABI_ARG_U32 = 7
+CUABI_ARG_U64 = 8
+CUABI_ARG_F16 = 9
+CUABI_ARG_BF16 = 10
+CUABI_ARG_F32 = 11
+CUABI_ARG_F64 = 12
+CUABI_ARG_C64 = 13
+CUABI_ARG_C128 = 14
+CUABI_ARG_BOOL = 15
+CUABI_ARG_PTR = 16
+CUABI_ARG_BUFFER = 17
+CUABI_ARG_VIEW = 18
+CUABI_ARG_HANDLE = 19
+CUABI_ARG_TENSORMAP = 20
+CUABI_ARG_STRUCT = 21
+CUABI_ARG_RAW = 22
+
+
+class cuabi_arg_type(C.Structure):
+    """One entry of a type-descriptor array (cuabi_argpack_create_from_types). The"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('kind', C.c_int),
+        ('align', C.c_size_t),
+        ('size', C.c_size_t),
+        ('member_count', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_arg_info(C.Structure):
+    """Layout of one item of a pack, filled by cuabi_argpack_item(). Items are the"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('kind', C.c_int),
+        ('size', C.c_size_t),
+        ('align', C.c_size_t),
+        ('offset', C.c_size_t),
+        ('slot', C.c_size_t),
+        ('depth', C.c_int),
+        ('member_count', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
 
 
 
@@ -224,6 +277,8 @@ STRUCTS = {
     'cuabi_device_properties': cuabi_device_properties,
     'cuabi_stream_options': cuabi_stream_options,
     'cuabi_event_options': cuabi_event_options,
+    'cuabi_arg_type': cuabi_arg_type,
+    'cuabi_arg_info': cuabi_arg_info,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -231,11 +286,14 @@ VERSIONED = {
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
+    'cuabi_arg_type': 1,
+    'cuabi_arg_info': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
     'cuabi_stream': 'shared',
     'cuabi_event': 'shared',
+    'cuabi_argpack': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -287,6 +345,31 @@ ENUMS = {
         'CUABI_EVENT_DEFAULT': 0,
         'CUABI_EVENT_BLOCKING_SYNC': 1,
         'CUABI_EVENT_DISABLE_TIMING': 2,
+    },
+    'cuabi_arg_kind': {
+        'CUABI_ARG_NONE': 0,
+        'CUABI_ARG_I8': 1,
+        'CUABI_ARG_I16': 2,
+        'CUABI_ARG_I32': 3,
+        'CUABI_ARG_I64': 4,
+        'CUABI_ARG_U8': 5,
+        'CUABI_ARG_U16': 6,
+        'CUABI_ARG_U32': 7,
+        'CUABI_ARG_U64': 8,
+        'CUABI_ARG_F16': 9,
+        'CUABI_ARG_BF16': 10,
+        'CUABI_ARG_F32': 11,
+        'CUABI_ARG_F64': 12,
+        'CUABI_ARG_C64': 13,
+        'CUABI_ARG_C128': 14,
+        'CUABI_ARG_BOOL': 15,
+        'CUABI_ARG_PTR': 16,
+        'CUABI_ARG_BUFFER': 17,
+        'CUABI_ARG_VIEW': 18,
+        'CUABI_ARG_HANDLE': 19,
+        'CUABI_ARG_TENSORMAP': 20,
+        'CUABI_ARG_STRUCT': 21,
+        'CUABI_ARG_RAW': 22,
     },
 }
 STATUS_NAMES = {
@@ -371,6 +454,28 @@ FUNCTIONS = {
     'cuabi_event_query': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_elapsed_ms': (C.c_int, (C.POINTER(C.c_float), C.c_void_p, C.c_void_p, ), (('out', 'float *', 'out', 'host', False, 'borrow', None), ('start', 'cuabi_event *', 'in', 'host', False, 'borrow', None), ('end', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_arg_info_init': (C.c_int, (C.POINTER(cuabi_arg_info), C.c_uint, ), (('opts', 'cuabi_arg_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_char_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('signature', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_create_from_types': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(cuabi_arg_type), C.c_size_t, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('types', 'const cuabi_arg_type *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_create_from_sizes': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_size_t), C.POINTER(C.c_size_t), C.c_size_t, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('sizes', 'const size_t *', 'in', 'host', False, 'borrow', 'count'), ('offsets', 'const size_t *', 'in', 'host', True, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_blob_size': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_slot_size': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.c_size_t, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_slot_offset': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.c_size_t, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_slot_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_arg_kind *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_item_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_item': (C.c_int, (C.POINTER(cuabi_arg_info), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_arg_info *', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_int': (C.c_int, (C.c_void_p, C.c_size_t, C.c_int64, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'int64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_uint': (C.c_int, (C.c_void_p, C.c_size_t, C.c_uint64, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_float': (C.c_int, (C.c_void_p, C.c_size_t, C.c_double, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'double', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_complex': (C.c_int, (C.c_void_p, C.c_size_t, C.c_double, C.c_double, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('real', 'double', 'in', 'host', False, 'borrow', None), ('imag', 'double', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_pointer': (C.c_int, (C.c_void_p, C.c_size_t, C.c_uint64, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_get_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('out', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_blob': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('blob', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',

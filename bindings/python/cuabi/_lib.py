@@ -111,7 +111,10 @@ def raise_last(status: int, where: str = ""):
         msg, log, codes = f"{where} failed", "", {}
     if where and not msg.startswith(where):
         msg = f"{where}: {msg}"
-    raise error_class(status)(msg, status=status, log=log, **codes)
+    err = error_class(status)(msg, status=status, log=log, **codes)
+    from ._callbacks import take_exception
+    cause = take_exception() if status == _capi.CUABI_ERROR_CALLBACK else None
+    raise err from cause
 
 
 def _errcheck(result, func, args):
