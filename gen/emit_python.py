@@ -136,12 +136,16 @@ class _Types:
             s = "C.c_char_p"
         elif t.ptr == 1 and t.base in self.api.structs:
             s = f"C.POINTER({t.base})"
+        elif t.ptr == 2 and t.base == "char":
+            s = "C.POINTER(C.c_char_p)"
         else:
             s = "C.c_void_p"
         return f"({s} * {fd.array})" if fd.array else s
 
     def callback_arg(self, t) -> str:
         # Callbacks see raw addresses: the Python side converts them.
+        if t.ptr == 1 and t.base == "char":
+            return "C.c_char_p"
         return "C.c_void_p" if t.ptr else self.base(t.base)
 
 
