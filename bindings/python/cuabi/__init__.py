@@ -21,6 +21,10 @@ if _has("cuabi_argpack_create"):
     from ._argpack import ArgPack, Packer, device_pointer  # noqa: F401
 if _has("cuabi_buffer_allocate"):
     from ._memory import Buffer, MemoryResource, default_resource  # noqa: F401
+if _has("cuabi_objcode_from_memory"):
+    from ._compile import ObjectCode, Kernel, Linker, LinkerOptions  # noqa: F401
+if _has("cuabi_program_compile"):
+    from ._compile import Program, ProgramOptions, cache, supported_archs  # noqa: F401
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
 

@@ -208,7 +208,61 @@ class cuabi_event_options(C.Structure):
 
 
 
+# ---- objcode
 
+
+
+# ---- kernel
+
+
+
+class cuabi_kernel_resources(C.Structure):
+    """What a kernel needs per thread and per block, read from its CUBIN (ELF"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('arch', C.c_int),
+        ('registers', C.c_int),
+        ('shared_static_bytes', C.c_size_t),
+        ('const_bytes', C.c_size_t),
+        ('local_bytes', C.c_size_t),
+        ('stack_bytes', C.c_size_t),
+        ('max_threads_per_block', C.c_int),
+        ('max_threads', (C.c_int * 3)),
+        ('required_threads', (C.c_int * 3)),
+        ('max_registers', C.c_int),
+        ('barriers', C.c_int),
+        ('param_bytes', C.c_size_t),
+        ('param_count', C.c_size_t),
+        ('cluster_dim', (C.c_int * 3)),
+        ('max_cluster_rank', C.c_int),
+        ('code_bytes', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- linker
+
+
+
+class cuabi_linker_options(C.Structure):
+    """How to link. Tri-state fields: -1 leaves nvJitLink's default, 0 off, 1 on."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('arch', C.c_char_p),
+        ('lto', C.c_int),
+        ('optimization', C.c_int),
+        ('debug', C.c_int),
+        ('line_info', C.c_int),
+        ('ftz', C.c_int),
+        ('prec_div', C.c_int),
+        ('prec_sqrt', C.c_int),
+        ('fma', C.c_int),
+        ('max_registers', C.c_int),
+        ('verbose', C.c_int),
+        ('extra_options', C.POINTER(C.c_char_p)),
+        ('extra_option_count', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
 
 
 
@@ -268,6 +322,70 @@ class cuabi_arg_info(C.Structure):
 
 
 
+# ---- occupancy
+
+CUABI_OCCUPANCY_LIMIT_NONE = 0
+CUABI_OCCUPANCY_LIMIT_WARPS = 1
+CUABI_OCCUPANCY_LIMIT_REGISTERS = 2
+CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3
+CUABI_OCCUPANCY_LIMIT_BLOCKS = 4
+CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5
+cuabi_block_smem_fn = C.CFUNCTYPE(C.c_size_t, C.c_int, C.c_void_p)
+
+
+class cuabi_occupancy_result(C.Structure):
+    """Occupancy of one (block size, dynamic shared memory) configuration. Filled by the library; set `version` first."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('active_blocks_per_sm', C.c_int),
+        ('active_warps_per_sm', C.c_int),
+        ('occupancy', C.c_double),
+        ('limiter', C.c_int),
+        ('limiters', C.c_uint),
+        ('limit_warps', C.c_int),
+        ('limit_registers', C.c_int),
+        ('limit_shared_memory', C.c_int),
+        ('limit_blocks', C.c_int),
+        ('registers_per_block', C.c_int),
+        ('shared_bytes_per_block', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_occupancy_options(C.Structure):
+    """Settings of the kernel that occupancy depends on, for offline answers."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('max_dynamic_shared_bytes', C.c_int64),
+        ('carveout', C.c_int),
+        ('sm_count', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_arch_limits(C.Structure):
+    """An architecture's published limits, as the offline calculator uses them."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('arch', C.c_int),
+        ('example_gpu', (C.c_char * 32)),
+        ('sm_count', C.c_int),
+        ('warp_size', C.c_int),
+        ('max_threads_per_block', C.c_int),
+        ('max_threads_per_sm', C.c_int),
+        ('max_blocks_per_sm', C.c_int),
+        ('registers_per_sm', C.c_int),
+        ('registers_per_block', C.c_int),
+        ('max_registers_per_thread', C.c_int),
+        ('shared_bytes_per_sm', C.c_size_t),
+        ('shared_bytes_per_block', C.c_size_t),
+        ('shared_bytes_per_block_optin', C.c_size_t),
+        ('reserved_shared_bytes_per_block', C.c_size_t),
+        ('max_cluster_size', C.c_int),
+        ('max_cluster_size_nonportable', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
 
 # ---- tables
 
@@ -277,8 +395,13 @@ STRUCTS = {
     'cuabi_device_properties': cuabi_device_properties,
     'cuabi_stream_options': cuabi_stream_options,
     'cuabi_event_options': cuabi_event_options,
+    'cuabi_kernel_resources': cuabi_kernel_resources,
+    'cuabi_linker_options': cuabi_linker_options,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
+    'cuabi_occupancy_result': cuabi_occupancy_result,
+    'cuabi_occupancy_options': cuabi_occupancy_options,
+    'cuabi_arch_limits': cuabi_arch_limits,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -286,13 +409,21 @@ VERSIONED = {
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
+    'cuabi_kernel_resources': 1,
+    'cuabi_linker_options': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
+    'cuabi_occupancy_result': 1,
+    'cuabi_occupancy_options': 1,
+    'cuabi_arch_limits': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
     'cuabi_stream': 'shared',
     'cuabi_event': 'shared',
+    'cuabi_objcode': 'shared',
+    'cuabi_kernel': 'shared',
+    'cuabi_linker': 'unique',
     'cuabi_argpack': 'shared',
 }
 ENUMS = {
@@ -370,6 +501,14 @@ ENUMS = {
         'CUABI_ARG_TENSORMAP': 20,
         'CUABI_ARG_STRUCT': 21,
         'CUABI_ARG_RAW': 22,
+    },
+    'cuabi_occupancy_limiter': {
+        'CUABI_OCCUPANCY_LIMIT_NONE': 0,
+        'CUABI_OCCUPANCY_LIMIT_WARPS': 1,
+        'CUABI_OCCUPANCY_LIMIT_REGISTERS': 2,
+        'CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY': 3,
+        'CUABI_OCCUPANCY_LIMIT_BLOCKS': 4,
+        'CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE': 5,
     },
 }
 STATUS_NAMES = {
@@ -454,6 +593,40 @@ FUNCTIONS = {
     'cuabi_event_query': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_elapsed_ms': (C.c_int, (C.POINTER(C.c_float), C.c_void_p, C.c_void_p, ), (('out', 'float *', 'out', 'host', False, 'borrow', None), ('start', 'cuabi_event *', 'in', 'host', False, 'borrow', None), ('end', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_from_memory': (C.c_int, (C.POINTER(C.c_void_p), C.c_int, C.c_void_p, C.c_size_t, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_objcode_from_file': (C.c_int, (C.POINTER(C.c_void_p), C.c_int, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('path', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_code_type': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_code_type *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_bytes': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_size_t), C.c_void_p, ), (('data', 'const void **', 'out', 'host', False, 'borrow', None), ('size', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_load': (C.c_int, (C.c_void_p, ), (('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_get_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_char_p, ), (('out', 'cuabi_kernel **', 'out', 'host', False, 'transfer', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_kernel_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_kernel_name': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, C.c_size_t, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_lowered_name': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, C.c_char_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('name_expression', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_kernel_resources': (C.c_int, (C.POINTER(cuabi_kernel_resources), C.c_void_p, C.c_char_p, C.c_char_p, ), (('out', 'cuabi_kernel_resources *', 'inout', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_objcode_arch': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_resources_init': (C.c_int, (C.POINTER(cuabi_kernel_resources), C.c_uint, ), (('opts', 'cuabi_kernel_resources *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_name': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_objcode': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_attribute': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('attribute', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_set_attribute': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, C.c_int, ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('attribute', 'int', 'in', 'host', False, 'borrow', None), ('value', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_param_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_param_info': (C.c_int, (C.POINTER(C.c_size_t), C.POINTER(C.c_size_t), C.c_void_p, C.c_size_t, ), (('offset', 'size_t *', 'out', 'host', False, 'borrow', None), ('size', 'size_t *', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_get_resources': (C.c_int, (C.POINTER(cuabi_kernel_resources), C.c_void_p, ), (('out', 'cuabi_kernel_resources *', 'inout', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_function': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_destroy': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_options_init': (C.c_int, (C.POINTER(cuabi_linker_options), C.c_uint, ), (('opts', 'cuabi_linker_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_create': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(cuabi_linker_options), ), (('out', 'cuabi_linker **', 'out', 'host', False, 'transfer', None), ('options', 'const cuabi_linker_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_linker_add_data': (C.c_int, (C.c_void_p, C.c_int, C.c_void_p, C.c_size_t, C.c_char_p, ), (('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_linker_add_file': (C.c_int, (C.c_void_p, C.c_int, C.c_char_p, ), (('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('path', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_add_objcode': (C.c_int, (C.c_void_p, C.c_void_p, ), (('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_complete': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('output', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_info_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_error_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -476,6 +649,12 @@ FUNCTIONS = {
     'cuabi_argpack_set_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_get_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('out', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_set_blob': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('blob', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_result_init': (C.c_int, (C.POINTER(cuabi_occupancy_result), C.c_uint, ), (('opts', 'cuabi_occupancy_result *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_options_init': (C.c_int, (C.POINTER(cuabi_occupancy_options), C.c_uint, ), (('opts', 'cuabi_occupancy_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_arch_limits_init': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_uint, ), (('opts', 'cuabi_arch_limits *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_arch_limits_get': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_char_p, ), (('out', 'cuabi_arch_limits *', 'inout', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_arch_limits_at': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_size_t, ), (('out', 'cuabi_arch_limits *', 'inout', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_limiter_name': (C.c_char_p, (C.c_int, ), (('limiter', 'cuabi_occupancy_limiter', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -501,4 +680,9 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_event_synchronize',
     'cuabi_event_query',
     'cuabi_event_elapsed_ms',
+    'cuabi_objcode_load',
+    'cuabi_kernel_attribute',
+    'cuabi_kernel_set_attribute',
+    'cuabi_kernel_raw',
+    'cuabi_kernel_function',
 })
