@@ -25,6 +25,8 @@ if _has("cuabi_objcode_from_memory"):
     from ._compile import ObjectCode, Kernel, Linker, LinkerOptions  # noqa: F401
 if _has("cuabi_program_compile"):
     from ._compile import Program, ProgramOptions, cache, supported_archs  # noqa: F401
+if _has("cuabi_arch_limits_get"):
+    from ._occupancy import arch_limits, known_archs  # noqa: F401
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
 

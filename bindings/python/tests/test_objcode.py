@@ -73,3 +73,13 @@ def test_objcode_from_missing_file():
     with pytest.raises(cuabi.CuabiError) as ei:
         cuabi.ObjectCode.from_file("/nonexistent/k.cubin")
     assert "/nonexistent/k.cubin" in str(ei.value)
+
+
+@pytest.mark.skipif(not hasattr(cuabi, "arch_limits"), reason="no occupancy module")
+def test_arch_limits():
+    lim = cuabi.arch_limits("sm_90")
+    assert lim["arch"] == 90 and lim["registers_per_sm"] == 65536
+    assert lim["shared_bytes_per_block_optin"] == 232448
+    assert 90 in cuabi.known_archs()
+    with pytest.raises(cuabi.NotFoundError):
+        cuabi.arch_limits("sm_10")
