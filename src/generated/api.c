@@ -39,6 +39,9 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_device",
     "cuabi_stream",
     "cuabi_event",
+    "cuabi_memory_resource",
+    "cuabi_buffer",
+    "cuabi_view",
     "cuabi_objcode",
     "cuabi_kernel",
     "cuabi_linker",
@@ -95,6 +98,39 @@ CUABI_EXTERN(cuabi_status) cuabi_event_options_init(cuabi_event_options *opts, u
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_event_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_event_options", version, CUABI_EVENT_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_callbacks_init(cuabi_memory_resource_callbacks *opts, unsigned int version)
+{
+    static const cuabi_memory_resource_callbacks defaults = CUABI_MEMORY_RESOURCE_CALLBACKS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_memory_resource_callbacks_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_memory_resource_callbacks", version, CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_pool_options_init(cuabi_memory_pool_options *opts, unsigned int version)
+{
+    static const cuabi_memory_pool_options defaults = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_memory_pool_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_memory_pool_options", version, CUABI_MEMORY_POOL_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_info_init(cuabi_view_info *opts, unsigned int version)
+{
+    static const cuabi_view_info defaults = CUABI_VIEW_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_view_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_view_info", version, CUABI_VIEW_INFO_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -246,6 +282,31 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_event_options", NULL, sizeof(cuabi_event_options) },
     { "cuabi_event_options", "version", offsetof(cuabi_event_options, version) },
     { "cuabi_event_options", "flags", offsetof(cuabi_event_options, flags) },
+    { "cuabi_memory_resource_callbacks", NULL, sizeof(cuabi_memory_resource_callbacks) },
+    { "cuabi_memory_resource_callbacks", "version", offsetof(cuabi_memory_resource_callbacks, version) },
+    { "cuabi_memory_resource_callbacks", "allocate", offsetof(cuabi_memory_resource_callbacks, allocate) },
+    { "cuabi_memory_resource_callbacks", "deallocate", offsetof(cuabi_memory_resource_callbacks, deallocate) },
+    { "cuabi_memory_resource_callbacks", "release_payload", offsetof(cuabi_memory_resource_callbacks, release_payload) },
+    { "cuabi_memory_resource_callbacks", "kind", offsetof(cuabi_memory_resource_callbacks, kind) },
+    { "cuabi_memory_resource_callbacks", "stream_ordered", offsetof(cuabi_memory_resource_callbacks, stream_ordered) },
+    { "cuabi_memory_pool_options", NULL, sizeof(cuabi_memory_pool_options) },
+    { "cuabi_memory_pool_options", "version", offsetof(cuabi_memory_pool_options, version) },
+    { "cuabi_memory_pool_options", "release_threshold", offsetof(cuabi_memory_pool_options, release_threshold) },
+    { "cuabi_view_info", NULL, sizeof(cuabi_view_info) },
+    { "cuabi_view_info", "version", offsetof(cuabi_view_info, version) },
+    { "cuabi_view_info", "data", offsetof(cuabi_view_info, data) },
+    { "cuabi_view_info", "byte_offset", offsetof(cuabi_view_info, byte_offset) },
+    { "cuabi_view_info", "device_type", offsetof(cuabi_view_info, device_type) },
+    { "cuabi_view_info", "device_id", offsetof(cuabi_view_info, device_id) },
+    { "cuabi_view_info", "dtype_code", offsetof(cuabi_view_info, dtype_code) },
+    { "cuabi_view_info", "dtype_bits", offsetof(cuabi_view_info, dtype_bits) },
+    { "cuabi_view_info", "dtype_lanes", offsetof(cuabi_view_info, dtype_lanes) },
+    { "cuabi_view_info", "ndim", offsetof(cuabi_view_info, ndim) },
+    { "cuabi_view_info", "shape", offsetof(cuabi_view_info, shape) },
+    { "cuabi_view_info", "strides", offsetof(cuabi_view_info, strides) },
+    { "cuabi_view_info", "flags", offsetof(cuabi_view_info, flags) },
+    { "cuabi_view_info", "itemsize", offsetof(cuabi_view_info, itemsize) },
+    { "cuabi_view_info", "size", offsetof(cuabi_view_info, size) },
     { "cuabi_kernel_resources", NULL, sizeof(cuabi_kernel_resources) },
     { "cuabi_kernel_resources", "version", offsetof(cuabi_kernel_resources, version) },
     { "cuabi_kernel_resources", "arch", offsetof(cuabi_kernel_resources, arch) },
@@ -390,6 +451,31 @@ CUABI_EXTERN(cuabi_status) cuabi_event_retain(cuabi_event *handle)
 CUABI_EXTERN(cuabi_status) cuabi_event_release(cuabi_event *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_EVENT);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_retain(cuabi_memory_resource *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_MEMORY_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_release(cuabi_memory_resource *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_MEMORY_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_destroy(cuabi_buffer *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_BUFFER);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_retain(cuabi_view *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_VIEW);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_release(cuabi_view *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_VIEW);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_objcode_retain(cuabi_objcode *handle)

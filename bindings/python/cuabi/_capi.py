@@ -205,7 +205,92 @@ class cuabi_event_options(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- memory
 
+CUABI_MEMORY_HOST = 1
+CUABI_MEMORY_DEVICE = 2
+CUABI_MEMORY_PINNED = 3
+CUABI_MEMORY_MANAGED = 4
+cuabi_memory_allocate_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p)
+cuabi_memory_deallocate_fn = C.CFUNCTYPE(C.c_int, C.c_size_t, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p)
+cuabi_memory_payload_release_fn = C.CFUNCTYPE(None, C.c_void_p)
+
+
+class cuabi_memory_resource_callbacks(C.Structure):
+    """A user-defined memory resource: a table of C callbacks. The table is copied."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('allocate', cuabi_memory_allocate_fn),
+        ('deallocate', cuabi_memory_deallocate_fn),
+        ('release_payload', cuabi_memory_payload_release_fn),
+        ('kind', C.c_int),
+        ('stream_ordered', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_memory_pool_options(C.Structure):
+    """How to create a device memory pool."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('release_threshold', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- buffer
+
+cuabi_buffer_release_fn = C.CFUNCTYPE(None, C.c_size_t, C.c_size_t, C.c_void_p)
+
+
+# ---- view
+
+CUABI_VIEW_MAX_NDIM = 64
+CUABI_DTYPE_INT = 0
+CUABI_DTYPE_UINT = 1
+CUABI_DTYPE_FLOAT = 2
+CUABI_DTYPE_OPAQUE_HANDLE = 3
+CUABI_DTYPE_BFLOAT = 4
+CUABI_DTYPE_COMPLEX = 5
+CUABI_DTYPE_BOOL = 6
+CUABI_DTYPE_FLOAT8_E3M4 = 7
+CUABI_DTYPE_FLOAT8_E4M3 = 8
+CUABI_DTYPE_FLOAT8_E4M3B11FNUZ = 9
+CUABI_DTYPE_FLOAT8_E4M3FN = 10
+CUABI_DTYPE_FLOAT8_E4M3FNUZ = 11
+CUABI_DTYPE_FLOAT8_E5M2 = 12
+CUABI_DTYPE_FLOAT8_E5M2FNUZ = 13
+CUABI_DTYPE_FLOAT8_E8M0FNU = 14
+CUABI_DTYPE_FLOAT6_E2M3FN = 15
+CUABI_DTYPE_FLOAT6_E3M2FN = 16
+CUABI_DTYPE_FLOAT4_E2M1FN = 17
+CUABI_DLPACK_CPU = 1
+CUABI_DLPACK_CUDA = 2
+CUABI_DLPACK_CUDA_HOST = 3
+CUABI_DLPACK_CUDA_MANAGED = 13
+CUABI_VIEW_READ_ONLY = 1
+CUABI_VIEW_IS_COPIED = 2
+
+
+class cuabi_view_info(C.Structure):
+    """Everything about a view, filled by cuabi_view_get_info(). shape and strides are borrowed: valid while the view lives."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('data', C.c_size_t),
+        ('byte_offset', C.c_uint64),
+        ('device_type', C.c_int),
+        ('device_id', C.c_int),
+        ('dtype_code', C.c_int),
+        ('dtype_bits', C.c_int),
+        ('dtype_lanes', C.c_int),
+        ('ndim', C.c_int),
+        ('shape', C.c_void_p),
+        ('strides', C.c_void_p),
+        ('flags', C.c_uint),
+        ('itemsize', C.c_size_t),
+        ('size', C.c_int64),
+    ]
+    _cuabi_version_ = 1
 
 
 # ---- objcode
@@ -395,6 +480,9 @@ STRUCTS = {
     'cuabi_device_properties': cuabi_device_properties,
     'cuabi_stream_options': cuabi_stream_options,
     'cuabi_event_options': cuabi_event_options,
+    'cuabi_memory_resource_callbacks': cuabi_memory_resource_callbacks,
+    'cuabi_memory_pool_options': cuabi_memory_pool_options,
+    'cuabi_view_info': cuabi_view_info,
     'cuabi_kernel_resources': cuabi_kernel_resources,
     'cuabi_linker_options': cuabi_linker_options,
     'cuabi_arg_type': cuabi_arg_type,
@@ -409,6 +497,9 @@ VERSIONED = {
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
+    'cuabi_memory_resource_callbacks': 1,
+    'cuabi_memory_pool_options': 1,
+    'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 1,
     'cuabi_arg_type': 1,
@@ -421,6 +512,9 @@ HANDLES = {
     'cuabi_device': 'shared',
     'cuabi_stream': 'shared',
     'cuabi_event': 'shared',
+    'cuabi_memory_resource': 'shared',
+    'cuabi_buffer': 'unique',
+    'cuabi_view': 'shared',
     'cuabi_objcode': 'shared',
     'cuabi_kernel': 'shared',
     'cuabi_linker': 'unique',
@@ -476,6 +570,42 @@ ENUMS = {
         'CUABI_EVENT_DEFAULT': 0,
         'CUABI_EVENT_BLOCKING_SYNC': 1,
         'CUABI_EVENT_DISABLE_TIMING': 2,
+    },
+    'cuabi_memory_kind': {
+        'CUABI_MEMORY_HOST': 1,
+        'CUABI_MEMORY_DEVICE': 2,
+        'CUABI_MEMORY_PINNED': 3,
+        'CUABI_MEMORY_MANAGED': 4,
+    },
+    'cuabi_dtype_code': {
+        'CUABI_DTYPE_INT': 0,
+        'CUABI_DTYPE_UINT': 1,
+        'CUABI_DTYPE_FLOAT': 2,
+        'CUABI_DTYPE_OPAQUE_HANDLE': 3,
+        'CUABI_DTYPE_BFLOAT': 4,
+        'CUABI_DTYPE_COMPLEX': 5,
+        'CUABI_DTYPE_BOOL': 6,
+        'CUABI_DTYPE_FLOAT8_E3M4': 7,
+        'CUABI_DTYPE_FLOAT8_E4M3': 8,
+        'CUABI_DTYPE_FLOAT8_E4M3B11FNUZ': 9,
+        'CUABI_DTYPE_FLOAT8_E4M3FN': 10,
+        'CUABI_DTYPE_FLOAT8_E4M3FNUZ': 11,
+        'CUABI_DTYPE_FLOAT8_E5M2': 12,
+        'CUABI_DTYPE_FLOAT8_E5M2FNUZ': 13,
+        'CUABI_DTYPE_FLOAT8_E8M0FNU': 14,
+        'CUABI_DTYPE_FLOAT6_E2M3FN': 15,
+        'CUABI_DTYPE_FLOAT6_E3M2FN': 16,
+        'CUABI_DTYPE_FLOAT4_E2M1FN': 17,
+    },
+    'cuabi_dlpack_device_type': {
+        'CUABI_DLPACK_CPU': 1,
+        'CUABI_DLPACK_CUDA': 2,
+        'CUABI_DLPACK_CUDA_HOST': 3,
+        'CUABI_DLPACK_CUDA_MANAGED': 13,
+    },
+    'cuabi_view_flags': {
+        'CUABI_VIEW_READ_ONLY': 1,
+        'CUABI_VIEW_IS_COPIED': 2,
     },
     'cuabi_arg_kind': {
         'CUABI_ARG_NONE': 0,
@@ -593,6 +723,53 @@ FUNCTIONS = {
     'cuabi_event_query': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_elapsed_ms': (C.c_int, (C.POINTER(C.c_float), C.c_void_p, C.c_void_p, ), (('out', 'float *', 'out', 'host', False, 'borrow', None), ('start', 'cuabi_event *', 'in', 'host', False, 'borrow', None), ('end', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_event_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_callbacks_init': (C.c_int, (C.POINTER(cuabi_memory_resource_callbacks), C.c_uint, ), (('opts', 'cuabi_memory_resource_callbacks *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_pool_options_init': (C.c_int, (C.POINTER(cuabi_memory_pool_options), C.c_uint, ), (('opts', 'cuabi_memory_pool_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_host': (C.c_int, (C.POINTER(C.c_void_p), ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), )),
+    'cuabi_memory_resource_device_default': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_pool_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_memory_pool_options), ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_memory_pool_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_memory_resource_pinned': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_managed': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_user': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_memory_resource_callbacks), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', True, 'borrow', None), ('callbacks', 'const cuabi_memory_resource_callbacks *', 'in', 'host', False, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_memory_resource_allocate': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('alignment', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_memory_resource_deallocate': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('ptr', 'uintptr_t', 'in', 'either', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('alignment', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_memory_resource_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_memory_kind *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_pool': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_memory_resource_trim': (C.c_int, (C.c_void_p, C.c_size_t, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('keep_bytes', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_destroy': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_allocate': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('alignment', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_buffer_wrap': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, C.c_size_t, C.c_size_t, cuabi_buffer_release_fn, C.c_void_p, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', True, 'borrow', None), ('kind', 'cuabi_memory_kind', 'in', 'host', False, 'borrow', None), ('ptr', 'uintptr_t', 'in', 'either', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('release', 'cuabi_buffer_release_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_buffer_free_async': (C.c_int, (C.c_void_p, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_pointer': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_size': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_memory_kind *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_buffer_copy': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('dst', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('dst_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('src_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_buffer_copy_from_host': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_void_p, ), (('dst', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('dst_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('src', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_buffer_copy_to_host': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('dst', 'void *', 'out', 'host', False, 'borrow', 'size'), ('src', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('src_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_buffer_memset': (C.c_int, (C.c_void_p, C.c_size_t, C.c_uint32, C.c_uint, C.c_size_t, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint32_t', 'in', 'host', False, 'borrow', None), ('width', 'unsigned int', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_view_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_info_init': (C.c_int, (C.POINTER(cuabi_view_info), C.c_uint, ), (('opts', 'cuabi_view_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_from_dlpack_versioned': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('tensor', 'DLManagedTensorVersioned *', 'in', 'host', False, 'transfer', None), )),
+    'cuabi_view_from_dlpack': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('tensor', 'DLManagedTensor *', 'in', 'host', False, 'transfer', None), )),
+    'cuabi_view_from_dltensor': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('tensor', 'const DLTensor *', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint64, C.c_int, C.c_int, C.c_int, C.POINTER(C.c_int64), C.POINTER(C.c_int64), C.c_uint, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'uint64_t', 'in', 'host', False, 'borrow', None), ('dtype_code', 'int', 'in', 'host', False, 'borrow', None), ('dtype_bits', 'int', 'in', 'host', False, 'borrow', None), ('ndim', 'int', 'in', 'host', False, 'borrow', None), ('shape', 'const int64_t *', 'in', 'host', True, 'borrow', 'ndim'), ('strides', 'const int64_t *', 'in', 'host', True, 'borrow', 'ndim'), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_slice': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, C.POINTER(C.c_int64), C.POINTER(C.c_int64), C.POINTER(C.c_int64), ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('ndim', 'int', 'in', 'host', False, 'borrow', None), ('start', 'const int64_t *', 'in', 'host', True, 'borrow', 'ndim'), ('stop', 'const int64_t *', 'in', 'host', True, 'borrow', 'ndim'), ('step', 'const int64_t *', 'in', 'host', True, 'borrow', 'ndim'), )),
+    'cuabi_view_to_dlpack_versioned': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'DLManagedTensorVersioned **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_to_dlpack': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'DLManagedTensor **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_get_info': (C.c_int, (C.POINTER(cuabi_view_info), C.c_void_p, ), (('out', 'cuabi_view_info *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_data_pointer': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_ndim': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_shape': (C.c_int, (C.POINTER(C.c_int64), C.c_size_t, C.c_void_p, ), (('out', 'int64_t *', 'out', 'host', False, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_strides': (C.c_int, (C.POINTER(C.c_int64), C.c_size_t, C.c_void_p, ), (('out', 'int64_t *', 'out', 'host', False, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_is_c_contiguous': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_is_f_contiguous': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_nbytes': (C.c_int, (C.POINTER(C.c_uint64), C.c_void_p, ), (('out', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_objcode_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_objcode_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_objcode_from_memory': (C.c_int, (C.POINTER(C.c_void_p), C.c_int, C.c_void_p, C.c_size_t, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', True, 'borrow', None), )),
@@ -680,6 +857,11 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_event_synchronize',
     'cuabi_event_query',
     'cuabi_event_elapsed_ms',
+    'cuabi_memory_resource_device_default',
+    'cuabi_memory_resource_pool_create',
+    'cuabi_memory_resource_pinned',
+    'cuabi_memory_resource_managed',
+    'cuabi_memory_resource_trim',
     'cuabi_objcode_load',
     'cuabi_kernel_attribute',
     'cuabi_kernel_set_attribute',
