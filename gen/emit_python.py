@@ -138,6 +138,9 @@ class _Types:
             s = f"C.POINTER({t.base})"
         elif t.ptr == 2 and t.base == "char":
             s = "C.POINTER(C.c_char_p)"
+        elif t.ptr == 1 and t.base not in BYTEISH and (t.base in SCALARS
+                                                       or t.base in self.api.enums):
+            s = f"C.POINTER({self.base(t.base)})"
         else:
             s = "C.c_void_p"
         return f"({s} * {fd.array})" if fd.array else s

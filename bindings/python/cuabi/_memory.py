@@ -273,7 +273,7 @@ class Buffer(Handle):
             raise ValueError("destination must be writable and C-contiguous")
         n = mv.nbytes if size is None else size
         buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
-        lib.cuabi_buffer_copy_to_host(buf, n, self, offset, n, _stream_arg(stream))
+        lib.cuabi_buffer_copy_to_host(buf, self, offset, n, _stream_arg(stream))
         return dst
 
     def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,

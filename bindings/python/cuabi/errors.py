@@ -50,6 +50,7 @@ _MIXINS = {
     "CUABI_ERROR_NOT_FOUND": (LookupError,),
     "CUABI_ERROR_IO": (OSError,),
     "CUABI_ERROR_ARGUMENT_MISMATCH": (TypeError,),
+    "CUABI_ERROR_DLPACK": (BufferError,),
 }
 
 
