@@ -112,15 +112,32 @@ class View(Handle):
     def __init__(self, obj, stream=None):
         """View of any DLPack / CUDA-array-interface / buffer-protocol object."""
         other = from_dlpack(obj, stream=stream)
-        Handle.__init__(self, other._h)
-        other._fin.detach()
+        self._h, self._fin = other._h, None
         other._h = None
         self._info, self._stream, self._owner = other._info, other._stream, other._owner
 
+    _release_view = raw("cuabi_view_release")
+
+    def close(self) -> None:
+        h = self._h
+        if h is not None:
+            self._h = None
+            self._release_view(C.c_void_p(h))
+
+    def __del__(self):
+        try:
+            self.close()
+        except BaseException:  # interpreter shutdown
+            pass
+
     @classmethod
     def _new(cls, h, stream=None, owner=None):
+        # Views are made per array exchange: a weakref.finalize costs more
+        # than the whole import, so views release in __del__ (same effect:
+        # close() or garbage collection, errors swallowed at shutdown).
         obj = cls.__new__(cls)
-        Handle.__init__(obj, h)
+        obj._h = h
+        obj._fin = None
         obj._info = None
         obj._stream = stream
         obj._owner = owner
@@ -296,19 +313,17 @@ class View(Handle):
 def _import_capsule(capsule):
     """A new View handle from a DLPack capsule (versioned or legacy)."""
     out = C.c_void_p()
-    if _capsule_valid(capsule, _VERSIONED):
+    try:  # one C-API call for the common (versioned) case
         ptr = _capsule_ptr(capsule, _VERSIONED)
-        # The library owns the tensor from here on, also when it refuses it.
-        _capsule_rename(capsule, _USED_VERSIONED)
-        st = _view_from_v(C.byref(out), C.c_void_p(ptr))
-        where = "cuabi_view_from_dlpack_versioned"
-    elif _capsule_valid(capsule, _LEGACY):
+        used, fn, where = _USED_VERSIONED, _view_from_v, "cuabi_view_from_dlpack_versioned"
+    except ValueError:
+        if not _capsule_valid(capsule, _LEGACY):
+            raise TypeError("not a DLPack capsule (or one already consumed)") from None
         ptr = _capsule_ptr(capsule, _LEGACY)
-        _capsule_rename(capsule, _USED_LEGACY)
-        st = _view_from_l(C.byref(out), C.c_void_p(ptr))
-        where = "cuabi_view_from_dlpack"
-    else:
-        raise TypeError("not a DLPack capsule (or one already consumed)")
+        used, fn, where = _USED_LEGACY, _view_from_l, "cuabi_view_from_dlpack"
+    # The library owns the tensor from here on, also when it refuses it.
+    _capsule_rename(capsule, used)
+    st = fn(C.byref(out), C.c_void_p(ptr))
     if st:
         from ._lib import raise_last
         raise_last(st, where)
