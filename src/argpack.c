@@ -653,6 +653,14 @@ static cuabi_status store_int(cuabi__argpack *p, size_t slot, bool neg, uint64_t
     case CUABI_ARG_U32: hi = UINT32_MAX; lo = 0; break;
     case CUABI_ARG_U64: hi = UINT64_MAX; lo = 0; break;
     case CUABI_ARG_BOOL: hi = 1; lo = 0; break;
+    case CUABI_ARG_RAW:
+        /* Raw slots (from a kernel's parameter sizes) take any integer of
+         * their size, signed or unsigned. */
+        if (it->size != 1 && it->size != 2 && it->size != 4 && it->size != 8)
+            return kind_error(p, slot, "an integer", caller);
+        hi = it->size == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * it->size)) - 1;
+        lo = UINT64_C(1) << (8 * it->size - 1);
+        break;
     default: return kind_error(p, slot, "an integer", caller);
     }
     if (neg ? mag > lo : mag > hi)
@@ -734,12 +742,18 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_float(cuabi_argpack *pack, size_t s
     GET_SLOT(p, pack, slot);
     void *dst = p->params[slot];
     switch (slot_of(p, slot)->kind) {
-    case CUABI_ARG_F64: memcpy(dst, &value, 8); return CUABI_SUCCESS;
+    case CUABI_ARG_RAW:
+        if (slot_of(p, slot)->size != 4 && slot_of(p, slot)->size != 8)
+            break;
+        if (slot_of(p, slot)->size == 8) { memcpy(dst, &value, 8); return CUABI_SUCCESS; }
+        /* fall through - a 4-byte raw slot takes a float */
     case CUABI_ARG_F32: { float x = (float)value; memcpy(dst, &x, 4); return CUABI_SUCCESS; }
+    case CUABI_ARG_F64: memcpy(dst, &value, 8); return CUABI_SUCCESS;
     case CUABI_ARG_F16: { uint16_t h = cuabi__f32_to_f16((float)value); memcpy(dst, &h, 2); return CUABI_SUCCESS; }
     case CUABI_ARG_BF16: { uint16_t h = cuabi__f32_to_bf16((float)value); memcpy(dst, &h, 2); return CUABI_SUCCESS; }
-    default: return kind_error(p, slot, "a floating-point type (f16, bf16, f32, f64)", __func__);
+    default: break;
     }
+    return kind_error(p, slot, "a floating-point type (f16, bf16, f32, f64)", __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_argpack_set_complex(cuabi_argpack *pack, size_t slot, double real,
@@ -765,7 +779,8 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_pointer(cuabi_argpack *pack, size_t
     cuabi__argpack *p;
     GET_SLOT(p, pack, slot);
     cuabi_arg_kind k = slot_of(p, slot)->kind;
-    if (k != CUABI_ARG_PTR && k != CUABI_ARG_HANDLE && k != CUABI_ARG_U64)
+    if (k != CUABI_ARG_PTR && k != CUABI_ARG_HANDLE && k != CUABI_ARG_U64 &&
+        !(k == CUABI_ARG_RAW && slot_of(p, slot)->size == 8))
         return kind_error(p, slot, "ptr or handle", __func__);
     clear_ref(p, slot);
     memcpy(p->params[slot], &value, 8);

@@ -28,6 +28,7 @@ typedef struct cuabi__argpack {
     unsigned char *ref_kind;    /* nslots: CUABI__REF_* */
     uint64_t *ref_handle;       /* nslots: buffer/view handle value, 0 = unset */
     size_t nrefs;               /* slots with ref_kind != NONE */
+    _Atomic uint64_t checked_kernel; /* handle of the last kernel the layout matched */
 } cuabi__argpack;
 
 /* Write the current device address of every buffer/view slot into the

@@ -3,6 +3,7 @@
 #define CUABI_ARGPACK_H
 
 #include "cuabi/common.h"
+#include "cuabi/kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,8 @@ extern "C" {
  * dangling address. A pack may be read from several threads at once, but
  * setting values while another thread launches with the same pack is a race.
  */
+
+typedef struct cuabi_kernel cuabi_kernel;
 
 /**
  * A kernel parameter list with the storage for its values.
@@ -227,6 +230,15 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_get_bytes(void *out, size_t size, cuabi
  * @param blob [array of size elements]
  */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const void *blob, size_t size);
+
+/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi_kernel *kernel);
+
+/**
+ * A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel);
 
 #ifdef __cplusplus
 }

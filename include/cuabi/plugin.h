@@ -185,6 +185,17 @@ typedef struct cuabi_api {
     cuabi_status (*argpack_set_bytes)(cuabi_argpack *pack, size_t slot, const void *data, size_t size);
     cuabi_status (*argpack_get_bytes)(void *out, size_t size, cuabi_argpack *pack, size_t slot);
     cuabi_status (*argpack_set_blob)(cuabi_argpack *pack, const void *blob, size_t size);
+    cuabi_status (*argpack_check_kernel)(cuabi_argpack *pack, cuabi_kernel *kernel);
+    cuabi_status (*argpack_create_for_kernel)(cuabi_argpack **out, cuabi_kernel *kernel);
+    cuabi_status (*prepared_retain)(cuabi_prepared *handle);
+    cuabi_status (*prepared_release)(cuabi_prepared *handle);
+    cuabi_status (*launch_config_init)(cuabi_launch_config *opts, unsigned int version);
+    cuabi_status (*launch)(cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*launch_check)(cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*prepared_create)(cuabi_prepared **out, cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*prepared_launch)(cuabi_prepared *prepared);
+    cuabi_status (*prepared_pack)(cuabi_argpack **out, cuabi_prepared *prepared);
+    cuabi_status (*prepared_set_grid)(cuabi_prepared *prepared, unsigned int x, unsigned int y, unsigned int z);
     cuabi_status (*occupancy_result_init)(cuabi_occupancy_result *opts, unsigned int version);
     cuabi_status (*occupancy_options_init)(cuabi_occupancy_options *opts, unsigned int version);
     cuabi_status (*arch_limits_init)(cuabi_arch_limits *opts, unsigned int version);

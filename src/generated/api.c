@@ -46,6 +46,7 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_kernel",
     "cuabi_linker",
     "cuabi_argpack",
+    "cuabi_prepared",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -175,6 +176,17 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_arg_info", version, CUABI_ARG_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_launch_config_init(cuabi_launch_config *opts, unsigned int version)
+{
+    static const cuabi_launch_config defaults = CUABI_LAUNCH_CONFIG_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_config_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_launch_config", version, CUABI_LAUNCH_CONFIG_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -355,6 +367,15 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_launch_config", NULL, sizeof(cuabi_launch_config) },
+    { "cuabi_launch_config", "version", offsetof(cuabi_launch_config, version) },
+    { "cuabi_launch_config", "grid", offsetof(cuabi_launch_config, grid) },
+    { "cuabi_launch_config", "block", offsetof(cuabi_launch_config, block) },
+    { "cuabi_launch_config", "cluster", offsetof(cuabi_launch_config, cluster) },
+    { "cuabi_launch_config", "dynamic_shared_bytes", offsetof(cuabi_launch_config, dynamic_shared_bytes) },
+    { "cuabi_launch_config", "cooperative", offsetof(cuabi_launch_config, cooperative) },
+    { "cuabi_launch_config", "stream", offsetof(cuabi_launch_config, stream) },
+    { "cuabi_launch_config", "device", offsetof(cuabi_launch_config, device) },
     { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
     { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
     { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },
@@ -511,5 +532,15 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle)
 CUABI_EXTERN(cuabi_status) cuabi_argpack_release(cuabi_argpack *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_ARGPACK);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_PREPARED);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_PREPARED);
 }
 

@@ -15,7 +15,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_KERNEL = 8,
     CUABI__T_LINKER = 9,
     CUABI__T_ARGPACK = 10,
-    CUABI__T_COUNT = 11
+    CUABI__T_PREPARED = 11,
+    CUABI__T_COUNT = 12
 } cuabi__handle_type;
 
 #endif

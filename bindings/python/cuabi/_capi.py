@@ -406,6 +406,24 @@ class cuabi_arg_info(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- launch
+
+
+
+class cuabi_launch_config(C.Structure):
+    """Where and how to launch."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('grid', (C.c_uint * 3)),
+        ('block', (C.c_uint * 3)),
+        ('cluster', (C.c_uint * 3)),
+        ('dynamic_shared_bytes', C.c_size_t),
+        ('cooperative', C.c_int),
+        ('stream', C.c_void_p),
+        ('device', C.c_void_p),
+    ]
+    _cuabi_version_ = 1
+
 
 # ---- occupancy
 
@@ -487,6 +505,7 @@ STRUCTS = {
     'cuabi_linker_options': cuabi_linker_options,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
+    'cuabi_launch_config': cuabi_launch_config,
     'cuabi_occupancy_result': cuabi_occupancy_result,
     'cuabi_occupancy_options': cuabi_occupancy_options,
     'cuabi_arch_limits': cuabi_arch_limits,
@@ -504,6 +523,7 @@ VERSIONED = {
     'cuabi_linker_options': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
+    'cuabi_launch_config': 1,
     'cuabi_occupancy_result': 1,
     'cuabi_occupancy_options': 1,
     'cuabi_arch_limits': 1,
@@ -519,6 +539,7 @@ HANDLES = {
     'cuabi_kernel': 'shared',
     'cuabi_linker': 'unique',
     'cuabi_argpack': 'shared',
+    'cuabi_prepared': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -826,6 +847,17 @@ FUNCTIONS = {
     'cuabi_argpack_set_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('data', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_get_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('out', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_set_blob': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('blob', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_check_kernel': (C.c_int, (C.c_void_p, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_create_for_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_launch_config_init': (C.c_int, (C.POINTER(cuabi_launch_config), C.c_uint, ), (('opts', 'cuabi_launch_config *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_launch': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_launch_check': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('out', 'cuabi_prepared **', 'out', 'host', False, 'transfer', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_launch': (C.c_int, (C.c_void_p, ), (('prepared', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_pack': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'borrow', None), ('prepared', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_prepared_set_grid': (C.c_int, (C.c_void_p, C.c_uint, C.c_uint, C.c_uint, ), (('prepared', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), ('x', 'unsigned int', 'in', 'host', False, 'borrow', None), ('y', 'unsigned int', 'in', 'host', False, 'borrow', None), ('z', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_occupancy_result_init': (C.c_int, (C.POINTER(cuabi_occupancy_result), C.c_uint, ), (('opts', 'cuabi_occupancy_result *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_occupancy_options_init': (C.c_int, (C.POINTER(cuabi_occupancy_options), C.c_uint, ), (('opts', 'cuabi_occupancy_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arch_limits_init': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_uint, ), (('opts', 'cuabi_arch_limits *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -867,4 +899,9 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_kernel_set_attribute',
     'cuabi_kernel_raw',
     'cuabi_kernel_function',
+    'cuabi_launch',
+    'cuabi_launch_check',
+    'cuabi_prepared_create',
+    'cuabi_prepared_launch',
+    'cuabi_prepared_set_grid',
 })

@@ -194,6 +194,17 @@ typedef struct cuabi_arg_info {
     int depth;
     size_t member_count;
 } cuabi_arg_info;
+typedef struct cuabi_prepared cuabi_prepared;
+typedef struct cuabi_launch_config {
+    unsigned int version;
+    unsigned int grid[3];
+    unsigned int block[3];
+    unsigned int cluster[3];
+    size_t dynamic_shared_bytes;
+    int cooperative;
+    cuabi_stream * stream;
+    cuabi_device * device;
+} cuabi_launch_config;
 typedef enum cuabi_occupancy_limiter { CUABI_OCCUPANCY_LIMIT_NONE = 0, CUABI_OCCUPANCY_LIMIT_WARPS = 1, CUABI_OCCUPANCY_LIMIT_REGISTERS = 2, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3, CUABI_OCCUPANCY_LIMIT_BLOCKS = 4, CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5 } cuabi_occupancy_limiter;
 typedef size_t (*cuabi_block_smem_fn)(int block_size, void * payload);
 typedef struct cuabi_occupancy_result {
@@ -386,6 +397,17 @@ cuabi_status cuabi_argpack_set_pointer(cuabi_argpack * pack, size_t slot, uint64
 cuabi_status cuabi_argpack_set_bytes(cuabi_argpack * pack, size_t slot, const void * data, size_t size);
 cuabi_status cuabi_argpack_get_bytes(void * out, size_t size, cuabi_argpack * pack, size_t slot);
 cuabi_status cuabi_argpack_set_blob(cuabi_argpack * pack, const void * blob, size_t size);
+cuabi_status cuabi_argpack_check_kernel(cuabi_argpack * pack, cuabi_kernel * kernel);
+cuabi_status cuabi_argpack_create_for_kernel(cuabi_argpack ** out, cuabi_kernel * kernel);
+cuabi_status cuabi_prepared_retain(cuabi_prepared * handle);
+cuabi_status cuabi_prepared_release(cuabi_prepared * handle);
+cuabi_status cuabi_launch_config_init(cuabi_launch_config * opts, unsigned int version);
+cuabi_status cuabi_launch(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
+cuabi_status cuabi_launch_check(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
+cuabi_status cuabi_prepared_create(cuabi_prepared ** out, cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
+cuabi_status cuabi_prepared_launch(cuabi_prepared * prepared);
+cuabi_status cuabi_prepared_pack(cuabi_argpack ** out, cuabi_prepared * prepared);
+cuabi_status cuabi_prepared_set_grid(cuabi_prepared * prepared, unsigned int x, unsigned int y, unsigned int z);
 cuabi_status cuabi_occupancy_result_init(cuabi_occupancy_result * opts, unsigned int version);
 cuabi_status cuabi_occupancy_options_init(cuabi_occupancy_options * opts, unsigned int version);
 cuabi_status cuabi_arch_limits_init(cuabi_arch_limits * opts, unsigned int version);
