@@ -350,6 +350,94 @@ class cuabi_linker_options(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- program
+
+
+
+class cuabi_program_options(C.Structure):
+    """How to compile a program. Arrays are given as pointer + count; NULL with a"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('arch', C.c_char_p),
+        ('output', C.c_int),
+        ('std', C.c_char_p),
+        ('opt_level', C.c_int),
+        ('debug', C.c_int),
+        ('line_info', C.c_int),
+        ('fast_math', C.c_int),
+        ('relocatable', C.c_int),
+        ('lto', C.c_int),
+        ('defines', C.POINTER(C.c_char_p)),
+        ('num_defines', C.c_size_t),
+        ('include_paths', C.POINTER(C.c_char_p)),
+        ('num_include_paths', C.c_size_t),
+        ('header_names', C.POINTER(C.c_char_p)),
+        ('header_contents', C.POINTER(C.c_char_p)),
+        ('num_headers', C.c_size_t),
+        ('name_expressions', C.POINTER(C.c_char_p)),
+        ('num_name_expressions', C.c_size_t),
+        ('extra_options', C.POINTER(C.c_char_p)),
+        ('num_extra_options', C.c_size_t),
+        ('cache', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- cache
+
+CUABI_CACHE_CLEAR_MEMORY = 1
+CUABI_CACHE_CLEAR_DISK = 2
+CUABI_CACHE_CLEAR_ALL = 3
+cuabi_cache_list_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
+cuabi_precompile_progress_fn = C.CFUNCTYPE(C.c_int, C.c_size_t, C.c_size_t, C.c_char_p, C.c_char_p, C.c_int, C.c_int, C.c_void_p)
+
+
+class cuabi_cache_stats(C.Structure):
+    """Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('enabled', C.c_int),
+        ('memory_hits', C.c_uint64),
+        ('disk_hits', C.c_uint64),
+        ('misses', C.c_uint64),
+        ('stores', C.c_uint64),
+        ('store_failures', C.c_uint64),
+        ('corrupt', C.c_uint64),
+        ('evictions', C.c_uint64),
+        ('entries', C.c_uint64),
+        ('bytes', C.c_uint64),
+        ('memory_entries', C.c_uint64),
+        ('memory_bytes', C.c_uint64),
+        ('size_limit', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_cache_entry_info(C.Structure):
+    """One entry of the directory, handed to a cuabi_cache_list_fn."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('key', (C.c_char * 33)),
+        ('code_type', C.c_int),
+        ('size', C.c_uint64),
+        ('last_used', C.c_int64),
+        ('num_names', C.c_size_t),
+        ('path', C.c_char_p),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_precompile_item(C.Structure):
+    """One program for cuabi_cache_precompile()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('type', C.c_int),
+        ('source', C.c_char_p),
+        ('size', C.c_size_t),
+        ('name', C.c_char_p),
+        ('options', C.POINTER(cuabi_program_options)),
+    ]
+    _cuabi_version_ = 1
 
 
 # ---- argpack
@@ -503,6 +591,10 @@ STRUCTS = {
     'cuabi_view_info': cuabi_view_info,
     'cuabi_kernel_resources': cuabi_kernel_resources,
     'cuabi_linker_options': cuabi_linker_options,
+    'cuabi_program_options': cuabi_program_options,
+    'cuabi_cache_stats': cuabi_cache_stats,
+    'cuabi_cache_entry_info': cuabi_cache_entry_info,
+    'cuabi_precompile_item': cuabi_precompile_item,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
     'cuabi_launch_config': cuabi_launch_config,
@@ -521,6 +613,10 @@ VERSIONED = {
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 1,
+    'cuabi_program_options': 1,
+    'cuabi_cache_stats': 1,
+    'cuabi_cache_entry_info': 1,
+    'cuabi_precompile_item': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
     'cuabi_launch_config': 1,
@@ -538,6 +634,7 @@ HANDLES = {
     'cuabi_objcode': 'shared',
     'cuabi_kernel': 'shared',
     'cuabi_linker': 'unique',
+    'cuabi_program': 'shared',
     'cuabi_argpack': 'shared',
     'cuabi_prepared': 'shared',
 }
@@ -627,6 +724,11 @@ ENUMS = {
     'cuabi_view_flags': {
         'CUABI_VIEW_READ_ONLY': 1,
         'CUABI_VIEW_IS_COPIED': 2,
+    },
+    'cuabi_cache_clear_flags': {
+        'CUABI_CACHE_CLEAR_MEMORY': 1,
+        'CUABI_CACHE_CLEAR_DISK': 2,
+        'CUABI_CACHE_CLEAR_ALL': 3,
     },
     'cuabi_arg_kind': {
         'CUABI_ARG_NONE': 0,
@@ -825,6 +927,26 @@ FUNCTIONS = {
     'cuabi_linker_complete': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('output', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_info_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_error_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_options_init': (C.c_int, (C.POINTER(cuabi_program_options), C.c_uint, ), (('opts', 'cuabi_program_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_int, C.c_char_p, C.c_size_t, C.c_char_p, ), (('out', 'cuabi_program **', 'out', 'host', False, 'transfer', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('source', 'const char *', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_program_compile': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_program_options), ), (('out', 'cuabi_objcode **', 'out', 'host', True, 'transfer', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_program_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_program_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_lowered_name': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, C.c_char_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), ('name_expression', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_cache_hit': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_supported_archs': (C.c_int, (C.POINTER(C.c_int), C.c_size_t, C.POINTER(C.c_size_t), ), (('out', 'int *', 'out', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_cache_stats_init': (C.c_int, (C.POINTER(cuabi_cache_stats), C.c_uint, ), (('opts', 'cuabi_cache_stats *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_entry_info_init': (C.c_int, (C.POINTER(cuabi_cache_entry_info), C.c_uint, ), (('opts', 'cuabi_cache_entry_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_precompile_item_init': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_uint, ), (('opts', 'cuabi_precompile_item *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_set_directory': (C.c_int, (C.c_char_p, ), (('path', 'const char *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_cache_get_directory': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), )),
+    'cuabi_cache_set_enabled': (C.c_int, (C.c_int, ), (('enabled', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_set_size_limit': (C.c_int, (C.c_uint64, ), (('bytes', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_get_stats': (C.c_int, (C.POINTER(cuabi_cache_stats), ), (('out', 'cuabi_cache_stats *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_cache_list': (C.c_int, (cuabi_cache_list_fn, C.c_void_p, ), (('fn', 'cuabi_cache_list_fn', 'in', 'host', False, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_cache_clear': (C.c_int, (C.c_uint, ), (('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_precompile': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_size_t, C.POINTER(C.c_char_p), C.c_size_t, cuabi_precompile_progress_fn, C.c_void_p, ), (('items', 'const cuabi_precompile_item *', 'in', 'host', False, 'borrow', 'num_items'), ('num_items', 'size_t', 'in', 'host', False, 'borrow', None), ('archs', 'const char **', 'in', 'host', True, 'borrow', 'num_archs'), ('num_archs', 'size_t', 'in', 'host', False, 'borrow', None), ('progress', 'cuabi_precompile_progress_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_argpack_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
