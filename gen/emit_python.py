@@ -235,6 +235,8 @@ def emit_capi(api) -> str:
 
 def emit_cdef(api) -> str:
     out = [f"/* {NOTE} */\n", DLPACK_CDEF]
+    # Forward-declare every struct (callbacks may name one defined later).
+    out += [f"typedef struct {s} {s};\n" for s in api.structs]
     for m in api.modules:
         for c in m.consts:
             if _pyint(c.value) is not None:
@@ -248,11 +250,11 @@ def emit_cdef(api) -> str:
             ps = ", ".join(f"{p.type.c()} {p.name}" for p in cb.params) or "void"
             out.append(f"typedef {cb.returns.c()} (*{cb.name})({ps});\n")
         for s in m.structs:
-            out.append(f"typedef struct {s.name} {{\n")
+            out.append(f"struct {s.name} {{\n")
             for fd in s.fields:
                 arr = f"[{fd.array}]" if fd.array else ""
                 out.append(f"    {fd.type.c()} {fd.name}{arr};\n")
-            out.append(f"}} {s.name};\n")
+            out.append("};\n")
     for f in api.functions:
         ps = ", ".join(f"{p.type.c()} {p.name}" for p in f.params) or "void"
         out.append(f"{f.returns.c()} {f.name}({ps});\n")

@@ -27,6 +27,8 @@ if _has("cuabi_program_compile"):
     from ._compile import Program, ProgramOptions, cache, supported_archs  # noqa: F401
 if _has("cuabi_arch_limits_get"):
     from ._occupancy import arch_limits, known_archs  # noqa: F401
+if _has("cuabi_prepared_create"):
+    from ._launch import LaunchConfig, PreparedLaunch, launch, prepare  # noqa: F401
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
 

@@ -65,11 +65,35 @@ def _bf16(v) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
-def _as_bytes(size):
+def _as_bytes(size, raw=False):
+    """Bytes for a struct/raw slot. Raw slots (a kernel's parameter info gives
+    sizes only) also take Python/numpy numbers, packed by size (ints as
+    integers, floats as f16/f32/f64), and pointer-like objects (8 bytes)."""
+    ffmt = {2: "<e", 4: "<f", 8: "<d"}.get(size)
+
     def conv(v):
-        b = v.tobytes() if hasattr(v, "tobytes") else bytes(v)
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            b = bytes(v)
+        elif raw and isinstance(v, (int, float)) or (raw and hasattr(v, "dtype")
+                                                     and getattr(v.dtype, "names", None) is None
+                                                     and v.dtype.itemsize != size):
+            v = v.item() if hasattr(v, "item") else v
+            if isinstance(v, float):
+                if ffmt is None:
+                    raise TypeError(f"no float type of {size} bytes")
+                return struct.pack(ffmt, v)
+            try:
+                return int(v).to_bytes(size, "little", signed=v < 0)
+            except OverflowError:
+                raise TypeError(f"kernel argument {v} does not fit {size} bytes") from None
+        elif hasattr(v, "tobytes"):
+            b = v.tobytes()
+        elif raw and size == 8:
+            return device_pointer(v).to_bytes(8, "little")
+        else:
+            b = bytes(v)
         if len(b) != size:
-            raise ValueError(f"struct argument has {len(b)} bytes, the parameter {size}")
+            raise ValueError(f"argument has {len(b)} bytes, the parameter {size}")
         return b
     return conv
 
@@ -101,7 +125,7 @@ class Packer:
             elif kind in _FMT:              # ints, floats, bool: struct converts
                 f, conv = _FMT[kind], None  # (numpy scalars too, via __index__/__float__)
             else:                           # struct, raw, tensormap: bytes
-                f, conv = f"{size}s", _as_bytes(size)
+                f, conv = f"{size}s", _as_bytes(size, raw=kind == K.CUABI_ARG_RAW)
             fmt.append(f)
             if conv is None:
                 exprs.append(f"a{i}")
@@ -162,6 +186,15 @@ class ArgPack(Handle):
         arr = C.c_size_t * max(n, 1)
         offs = arr(*offsets) if offsets is not None else None
         return cls._wrap(call("cuabi_argpack_create_from_sizes", arr(*sizes), offs, n))
+
+    @classmethod
+    def for_kernel(cls, kernel) -> "ArgPack":
+        """One raw slot per kernel parameter (sizes from its parameter info)."""
+        return cls._wrap(call("cuabi_argpack_create_for_kernel", kernel))
+
+    def check(self, kernel) -> None:
+        """Raise unless the pack matches the kernel's parameters."""
+        lib.cuabi_argpack_check_kernel(self, kernel)
 
     @classmethod
     def from_types(cls, types) -> "ArgPack":

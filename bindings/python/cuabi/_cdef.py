@@ -19,9 +19,29 @@ typedef struct DLManagedTensorVersioned {
     void (*deleter)(struct DLManagedTensorVersioned *self);
     uint64_t flags; DLTensor dl_tensor;
 } DLManagedTensorVersioned;
+typedef struct cuabi_error_info cuabi_error_info;
+typedef struct cuabi_runtime_info cuabi_runtime_info;
+typedef struct cuabi_device_properties cuabi_device_properties;
+typedef struct cuabi_stream_options cuabi_stream_options;
+typedef struct cuabi_event_options cuabi_event_options;
+typedef struct cuabi_memory_resource_callbacks cuabi_memory_resource_callbacks;
+typedef struct cuabi_memory_pool_options cuabi_memory_pool_options;
+typedef struct cuabi_view_info cuabi_view_info;
+typedef struct cuabi_kernel_resources cuabi_kernel_resources;
+typedef struct cuabi_linker_options cuabi_linker_options;
+typedef struct cuabi_program_options cuabi_program_options;
+typedef struct cuabi_cache_stats cuabi_cache_stats;
+typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
+typedef struct cuabi_precompile_item cuabi_precompile_item;
+typedef struct cuabi_arg_type cuabi_arg_type;
+typedef struct cuabi_arg_info cuabi_arg_info;
+typedef struct cuabi_launch_config cuabi_launch_config;
+typedef struct cuabi_occupancy_result cuabi_occupancy_result;
+typedef struct cuabi_occupancy_options cuabi_occupancy_options;
+typedef struct cuabi_arch_limits cuabi_arch_limits;
 typedef enum cuabi_status { CUABI_SUCCESS = 0, CUABI_ERROR_INVALID_ARGUMENT = 1, CUABI_ERROR_INVALID_HANDLE = 2, CUABI_ERROR_INVALID_VERSION = 3, CUABI_ERROR_OUT_OF_MEMORY = 4, CUABI_ERROR_NOT_SUPPORTED = 5, CUABI_ERROR_NOT_FOUND = 6, CUABI_ERROR_BUFFER_TOO_SMALL = 7, CUABI_ERROR_IO = 8, CUABI_ERROR_DRIVER_NOT_FOUND = 9, CUABI_ERROR_NO_DEVICE = 10, CUABI_ERROR_ENTRY_POINT_NOT_FOUND = 11, CUABI_ERROR_NVRTC_NOT_FOUND = 12, CUABI_ERROR_NVJITLINK_NOT_FOUND = 13, CUABI_ERROR_CUDA = 14, CUABI_ERROR_DEVICE_OUT_OF_MEMORY = 15, CUABI_ERROR_NOT_READY = 16, CUABI_ERROR_COMPILE = 17, CUABI_ERROR_LINK = 18, CUABI_ERROR_INVALID_IMAGE = 19, CUABI_ERROR_CACHE = 20, CUABI_ERROR_LAUNCH_CONFIG = 21, CUABI_ERROR_ARGUMENT_MISMATCH = 22, CUABI_ERROR_DLPACK = 23, CUABI_ERROR_NVRTC = 24, CUABI_ERROR_NVJITLINK = 25, CUABI_ERROR_CALLBACK = 26, CUABI_ERROR_INTERNAL = 27 } cuabi_status;
 typedef enum cuabi_code_type { CUABI_CODE_NONE = 0, CUABI_CODE_CUDA_CXX = 1, CUABI_CODE_PTX = 2, CUABI_CODE_CUBIN = 3, CUABI_CODE_LTOIR = 4, CUABI_CODE_FATBIN = 5, CUABI_CODE_OBJECT = 6, CUABI_CODE_LIBRARY = 7, CUABI_CODE_NVVM = 8 } cuabi_code_type;
-typedef struct cuabi_error_info {
+struct cuabi_error_info {
     unsigned int version;
     cuabi_status status;
     const char * message;
@@ -30,8 +50,8 @@ typedef struct cuabi_error_info {
     int nvjitlink_result;
     const char * log;
     size_t log_size;
-} cuabi_error_info;
-typedef struct cuabi_runtime_info {
+};
+struct cuabi_runtime_info {
     unsigned int version;
     const char * library_version;
     unsigned int abi_version;
@@ -47,9 +67,9 @@ typedef struct cuabi_runtime_info {
     int nvjitlink_version;
     const char * nvjitlink_path;
     const char * nvjitlink_error;
-} cuabi_runtime_info;
+};
 typedef struct cuabi_device cuabi_device;
-typedef struct cuabi_device_properties {
+struct cuabi_device_properties {
     unsigned int version;
     int ordinal;
     char name[256];
@@ -83,37 +103,37 @@ typedef struct cuabi_device_properties {
     int unified_addressing;
     int integrated;
     int ecc_enabled;
-} cuabi_device_properties;
+};
 typedef struct cuabi_stream cuabi_stream;
 typedef enum cuabi_stream_flags { CUABI_STREAM_DEFAULT = 0, CUABI_STREAM_NON_BLOCKING = 1 } cuabi_stream_flags;
-typedef struct cuabi_stream_options {
+struct cuabi_stream_options {
     unsigned int version;
     unsigned int flags;
     int priority;
-} cuabi_stream_options;
+};
 typedef struct cuabi_event cuabi_event;
 typedef enum cuabi_event_flags { CUABI_EVENT_DEFAULT = 0, CUABI_EVENT_BLOCKING_SYNC = 1, CUABI_EVENT_DISABLE_TIMING = 2 } cuabi_event_flags;
-typedef struct cuabi_event_options {
+struct cuabi_event_options {
     unsigned int version;
     unsigned int flags;
-} cuabi_event_options;
+};
 typedef struct cuabi_memory_resource cuabi_memory_resource;
 typedef enum cuabi_memory_kind { CUABI_MEMORY_HOST = 1, CUABI_MEMORY_DEVICE = 2, CUABI_MEMORY_PINNED = 3, CUABI_MEMORY_MANAGED = 4 } cuabi_memory_kind;
 typedef int (*cuabi_memory_allocate_fn)(uintptr_t * out, size_t size, size_t alignment, uintptr_t stream, void * payload);
 typedef int (*cuabi_memory_deallocate_fn)(uintptr_t ptr, size_t size, size_t alignment, uintptr_t stream, void * payload);
 typedef void (*cuabi_memory_payload_release_fn)(void * payload);
-typedef struct cuabi_memory_resource_callbacks {
+struct cuabi_memory_resource_callbacks {
     unsigned int version;
     cuabi_memory_allocate_fn allocate;
     cuabi_memory_deallocate_fn deallocate;
     cuabi_memory_payload_release_fn release_payload;
     cuabi_memory_kind kind;
     int stream_ordered;
-} cuabi_memory_resource_callbacks;
-typedef struct cuabi_memory_pool_options {
+};
+struct cuabi_memory_pool_options {
     unsigned int version;
     uint64_t release_threshold;
-} cuabi_memory_pool_options;
+};
 typedef struct cuabi_buffer cuabi_buffer;
 typedef void (*cuabi_buffer_release_fn)(uintptr_t ptr, size_t size, void * payload);
 #define CUABI_VIEW_MAX_NDIM 64
@@ -121,7 +141,7 @@ typedef struct cuabi_view cuabi_view;
 typedef enum cuabi_dtype_code { CUABI_DTYPE_INT = 0, CUABI_DTYPE_UINT = 1, CUABI_DTYPE_FLOAT = 2, CUABI_DTYPE_OPAQUE_HANDLE = 3, CUABI_DTYPE_BFLOAT = 4, CUABI_DTYPE_COMPLEX = 5, CUABI_DTYPE_BOOL = 6, CUABI_DTYPE_FLOAT8_E3M4 = 7, CUABI_DTYPE_FLOAT8_E4M3 = 8, CUABI_DTYPE_FLOAT8_E4M3B11FNUZ = 9, CUABI_DTYPE_FLOAT8_E4M3FN = 10, CUABI_DTYPE_FLOAT8_E4M3FNUZ = 11, CUABI_DTYPE_FLOAT8_E5M2 = 12, CUABI_DTYPE_FLOAT8_E5M2FNUZ = 13, CUABI_DTYPE_FLOAT8_E8M0FNU = 14, CUABI_DTYPE_FLOAT6_E2M3FN = 15, CUABI_DTYPE_FLOAT6_E3M2FN = 16, CUABI_DTYPE_FLOAT4_E2M1FN = 17 } cuabi_dtype_code;
 typedef enum cuabi_dlpack_device_type { CUABI_DLPACK_CPU = 1, CUABI_DLPACK_CUDA = 2, CUABI_DLPACK_CUDA_HOST = 3, CUABI_DLPACK_CUDA_MANAGED = 13 } cuabi_dlpack_device_type;
 typedef enum cuabi_view_flags { CUABI_VIEW_READ_ONLY = 1, CUABI_VIEW_IS_COPIED = 2 } cuabi_view_flags;
-typedef struct cuabi_view_info {
+struct cuabi_view_info {
     unsigned int version;
     uintptr_t data;
     uint64_t byte_offset;
@@ -136,10 +156,10 @@ typedef struct cuabi_view_info {
     unsigned int flags;
     size_t itemsize;
     int64_t size;
-} cuabi_view_info;
+};
 typedef struct cuabi_objcode cuabi_objcode;
 typedef struct cuabi_kernel cuabi_kernel;
-typedef struct cuabi_kernel_resources {
+struct cuabi_kernel_resources {
     unsigned int version;
     int arch;
     int registers;
@@ -157,9 +177,9 @@ typedef struct cuabi_kernel_resources {
     int cluster_dim[3];
     int max_cluster_rank;
     size_t code_bytes;
-} cuabi_kernel_resources;
+};
 typedef struct cuabi_linker cuabi_linker;
-typedef struct cuabi_linker_options {
+struct cuabi_linker_options {
     unsigned int version;
     const char * arch;
     int lto;
@@ -174,9 +194,9 @@ typedef struct cuabi_linker_options {
     int verbose;
     const char ** extra_options;
     size_t extra_option_count;
-} cuabi_linker_options;
+};
 typedef struct cuabi_program cuabi_program;
-typedef struct cuabi_program_options {
+struct cuabi_program_options {
     unsigned int version;
     const char * arch;
     cuabi_code_type output;
@@ -199,11 +219,11 @@ typedef struct cuabi_program_options {
     const char ** extra_options;
     size_t num_extra_options;
     int cache;
-} cuabi_program_options;
+};
 typedef enum cuabi_cache_clear_flags { CUABI_CACHE_CLEAR_MEMORY = 1, CUABI_CACHE_CLEAR_DISK = 2, CUABI_CACHE_CLEAR_ALL = 3 } cuabi_cache_clear_flags;
 typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info * entry, void * payload);
 typedef int (*cuabi_precompile_progress_fn)(size_t done, size_t total, const char * name, const char * arch, cuabi_status status, int cache_hit, void * payload);
-typedef struct cuabi_cache_stats {
+struct cuabi_cache_stats {
     unsigned int version;
     int enabled;
     uint64_t memory_hits;
@@ -218,8 +238,8 @@ typedef struct cuabi_cache_stats {
     uint64_t memory_entries;
     uint64_t memory_bytes;
     uint64_t size_limit;
-} cuabi_cache_stats;
-typedef struct cuabi_cache_entry_info {
+};
+struct cuabi_cache_entry_info {
     unsigned int version;
     char key[33];
     cuabi_code_type code_type;
@@ -227,25 +247,25 @@ typedef struct cuabi_cache_entry_info {
     int64_t last_used;
     size_t num_names;
     const char * path;
-} cuabi_cache_entry_info;
-typedef struct cuabi_precompile_item {
+};
+struct cuabi_precompile_item {
     unsigned int version;
     cuabi_code_type type;
     const char * source;
     size_t size;
     const char * name;
     const cuabi_program_options * options;
-} cuabi_precompile_item;
+};
 typedef struct cuabi_argpack cuabi_argpack;
 typedef enum cuabi_arg_kind { CUABI_ARG_NONE = 0, CUABI_ARG_I8 = 1, CUABI_ARG_I16 = 2, CUABI_ARG_I32 = 3, CUABI_ARG_I64 = 4, CUABI_ARG_U8 = 5, CUABI_ARG_U16 = 6, CUABI_ARG_U32 = 7, CUABI_ARG_U64 = 8, CUABI_ARG_F16 = 9, CUABI_ARG_BF16 = 10, CUABI_ARG_F32 = 11, CUABI_ARG_F64 = 12, CUABI_ARG_C64 = 13, CUABI_ARG_C128 = 14, CUABI_ARG_BOOL = 15, CUABI_ARG_PTR = 16, CUABI_ARG_BUFFER = 17, CUABI_ARG_VIEW = 18, CUABI_ARG_HANDLE = 19, CUABI_ARG_TENSORMAP = 20, CUABI_ARG_STRUCT = 21, CUABI_ARG_RAW = 22 } cuabi_arg_kind;
-typedef struct cuabi_arg_type {
+struct cuabi_arg_type {
     unsigned int version;
     cuabi_arg_kind kind;
     size_t align;
     size_t size;
     size_t member_count;
-} cuabi_arg_type;
-typedef struct cuabi_arg_info {
+};
+struct cuabi_arg_info {
     unsigned int version;
     cuabi_arg_kind kind;
     size_t size;
@@ -254,9 +274,9 @@ typedef struct cuabi_arg_info {
     size_t slot;
     int depth;
     size_t member_count;
-} cuabi_arg_info;
+};
 typedef struct cuabi_prepared cuabi_prepared;
-typedef struct cuabi_launch_config {
+struct cuabi_launch_config {
     unsigned int version;
     unsigned int grid[3];
     unsigned int block[3];
@@ -265,10 +285,10 @@ typedef struct cuabi_launch_config {
     int cooperative;
     cuabi_stream * stream;
     cuabi_device * device;
-} cuabi_launch_config;
+};
 typedef enum cuabi_occupancy_limiter { CUABI_OCCUPANCY_LIMIT_NONE = 0, CUABI_OCCUPANCY_LIMIT_WARPS = 1, CUABI_OCCUPANCY_LIMIT_REGISTERS = 2, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3, CUABI_OCCUPANCY_LIMIT_BLOCKS = 4, CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5 } cuabi_occupancy_limiter;
 typedef size_t (*cuabi_block_smem_fn)(int block_size, void * payload);
-typedef struct cuabi_occupancy_result {
+struct cuabi_occupancy_result {
     unsigned int version;
     int active_blocks_per_sm;
     int active_warps_per_sm;
@@ -281,14 +301,14 @@ typedef struct cuabi_occupancy_result {
     int limit_blocks;
     int registers_per_block;
     size_t shared_bytes_per_block;
-} cuabi_occupancy_result;
-typedef struct cuabi_occupancy_options {
+};
+struct cuabi_occupancy_options {
     unsigned int version;
     int64_t max_dynamic_shared_bytes;
     int carveout;
     int sm_count;
-} cuabi_occupancy_options;
-typedef struct cuabi_arch_limits {
+};
+struct cuabi_arch_limits {
     unsigned int version;
     int arch;
     char example_gpu[32];
@@ -306,7 +326,7 @@ typedef struct cuabi_arch_limits {
     size_t reserved_shared_bytes_per_block;
     int max_cluster_size;
     int max_cluster_size_nonportable;
-} cuabi_arch_limits;
+};
 cuabi_status cuabi_error_info_init(cuabi_error_info * opts, unsigned int version);
 const cuabi_error_info * cuabi_last_error(void);
 void cuabi_error_clear(void);
