@@ -10,6 +10,7 @@
  * gives kernel parameters, so slot offsets compare directly with
  * cuKernelGetParamInfo. */
 #include "argpack.h"
+#include "memory.h"
 
 #include <ffi.h>
 #include <math.h>
@@ -845,14 +846,56 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const voi
 
 /* ------------------------------------------------------------ buffers and views */
 
-/* Buffers and views come from area/memory; until it lands, slots of those
- * kinds can be described but not resolved. */
+/* The pack keeps buffer and view *handles*, not references: a pack must
+ * not keep memory alive behind the user's back, and a handle lookup (a few
+ * loads) at launch tells a released buffer from a live one. */
 static cuabi_status resolve_ref(uint64_t *addr, int ref, uint64_t handle)
 {
-    (void)addr;
-    (void)ref;
-    (void)handle;
-    return CUABI_ERROR_NOT_SUPPORTED;
+    void *obj;
+    const void *h = (const void *)(uintptr_t)handle;
+    if (ref == CUABI__REF_BUFFER) {
+        CUABI__TRY(cuabi__handle_get(h, CUABI__T_BUFFER, &obj, "launch"));
+        *addr = ((cuabi__buffer *)obj)->ptr;
+    } else {
+        CUABI__TRY(cuabi__handle_get(h, CUABI__T_VIEW, &obj, "launch"));
+        *addr = ((cuabi__view *)obj)->data + ((cuabi__view *)obj)->byte_offset;
+    }
+    return CUABI_SUCCESS;
+}
+
+/* Point a buffer/view (or ptr) slot at a handle. */
+static cuabi_status set_ref(cuabi_argpack *pack, size_t slot, const void *handle, int ref,
+                            const char *caller)
+{
+    cuabi__argpack *p;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(pack, CUABI__T_ARGPACK, &obj, caller));
+    p = obj;
+    if (slot >= p->nslots)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: slot %zu is out of range (the pack has %zu)",
+                            caller, slot, p->nslots);
+    cuabi_arg_kind k = slot_of(p, slot)->kind;
+    cuabi_arg_kind want = ref == CUABI__REF_BUFFER ? CUABI_ARG_BUFFER : CUABI_ARG_VIEW;
+    if (k != want && k != CUABI_ARG_PTR)
+        return kind_error(p, slot, ref == CUABI__REF_BUFFER ? "buffer or ptr" : "view or ptr", caller);
+    CUABI__TRY(cuabi__handle_get(handle, ref == CUABI__REF_BUFFER ? CUABI__T_BUFFER : CUABI__T_VIEW,
+                                 &obj, caller));
+    if (!p->ref_kind[slot])
+        p->nrefs++;
+    p->ref_kind[slot] = (unsigned char)ref;
+    p->ref_handle[slot] = (uint64_t)(uintptr_t)handle;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_buffer(cuabi_argpack *pack, size_t slot,
+                                                    cuabi_buffer *buffer)
+{
+    return set_ref(pack, slot, buffer, CUABI__REF_BUFFER, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_view(cuabi_argpack *pack, size_t slot, cuabi_view *view)
+{
+    return set_ref(pack, slot, view, CUABI__REF_VIEW, __func__);
 }
 
 cuabi_status cuabi__argpack_resolve_slow(cuabi__argpack *p, const char *caller)

@@ -473,6 +473,61 @@ START_TEST(buffer_and_view_slots)
 }
 END_TEST
 
+START_TEST(live_buffers_and_views)
+{
+    static float host[64];
+    cuabi_buffer *buf;
+    ck_assert_ok(cuabi_buffer_wrap(&buf, NULL, CUABI_MEMORY_HOST, (uintptr_t)host, sizeof host,
+                                   NULL, NULL));
+    int64_t shape[1] = { 8 };
+    cuabi_view *view;
+    ck_assert_ok(cuabi_view_create(&view, buf, 16, CUABI_DTYPE_FLOAT, 32, 1, shape, NULL, 0));
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create(&p, "buffer, view, ptr, i32"));
+    cuabi__argpack *in;
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_ARGPACK, (void **)&in, "test"));
+    ck_assert_ok(cuabi_argpack_set_buffer(p, 0, buf));
+    ck_assert_ok(cuabi_argpack_set_view(p, 1, view));
+    ck_assert_ok(cuabi_argpack_set_view(p, 2, view));   /* a ptr slot takes a view too */
+    ck_assert_uint_eq(in->nrefs, 3);
+    ck_assert_ok(cuabi__argpack_resolve(in, "cuabi_launch"));
+    uint64_t a, b, c;
+    memcpy(&a, in->params[0], 8);
+    memcpy(&b, in->params[1], 8);
+    memcpy(&c, in->params[2], 8);
+    ck_assert_uint_eq(a, (uintptr_t)host);
+    ck_assert_uint_eq(b, (uintptr_t)host + 16);
+    ck_assert_uint_eq(c, (uintptr_t)host + 16);
+    /* wrong kinds and handles */
+    ck_assert_status(cuabi_argpack_set_buffer(p, 1, buf), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_set_view(p, 0, view), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_set_buffer(p, 3, buf), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_set_buffer(p, 4, buf), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_argpack_set_buffer(p, 0, (cuabi_buffer *)view), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_set_view(p, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_set_buffer(NULL, 0, buf), CUABI_ERROR_INVALID_HANDLE);
+    /* a raw pointer replaces the view in the ptr slot */
+    ck_assert_ok(cuabi_argpack_set_pointer(p, 2, 0x1000));
+    ck_assert_uint_eq(in->nrefs, 2);
+    /* the buffer goes away: the next launch is refused, naming slot 0 */
+    ck_assert_ok(cuabi_buffer_destroy(buf));
+    ck_assert_status(cuabi__argpack_resolve(in, "cuabi_launch"), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("cuabi_launch: argument 0 holds a buffer that was released");
+    /* set again with a live view: fine (the view keeps the memory) */
+    ck_assert_ok(cuabi_argpack_set_pointer(p, 2, 0));
+    cuabi_argpack_release(p);
+    ck_assert_ok(cuabi_argpack_create(&p, "view"));
+    ck_assert_ok(cuabi_argpack_set_view(p, 0, view));
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_ARGPACK, (void **)&in, "test"));
+    ck_assert_ok(cuabi__argpack_resolve(in, "cuabi_launch"));
+    ck_assert_ok(cuabi_view_release(view));
+    ck_assert_status(cuabi__argpack_resolve(in, "cuabi_launch"), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("argument 0 holds a view");
+    cuabi_argpack_release(p);
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+}
+END_TEST
+
 START_TEST(layout_check)
 {
     cuabi_argpack *p;
@@ -588,6 +643,7 @@ int main(void)
     tcase_add_test(tc, float_setters);
     tcase_add_test(tc, bytes_pointer_and_blob);
     tcase_add_test(tc, buffer_and_view_slots);
+    tcase_add_test(tc, live_buffers_and_views);
     tcase_add_test(tc, layout_check);
     tcase_add_test(tc, bad_handles);
     tcase_add_test(tc, allocation_failures_leak_nothing);

@@ -4,6 +4,8 @@
 
 #include "cuabi/common.h"
 #include "cuabi/kernel.h"
+#include "cuabi/buffer.h"
+#include "cuabi/view.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +32,9 @@ extern "C" {
  * setting values while another thread launches with the same pack is a race.
  */
 
+typedef struct cuabi_buffer cuabi_buffer;
 typedef struct cuabi_kernel cuabi_kernel;
+typedef struct cuabi_view cuabi_view;
 
 /**
  * A kernel parameter list with the storage for its values.
@@ -212,6 +216,12 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_complex(cuabi_argpack *pack, size_t
  * @param value A CUdeviceptr, CUtexObject or CUsurfObject.
  */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_set_pointer(cuabi_argpack *pack, size_t slot, uint64_t value);
+
+/** Set a buffer slot (or a ptr slot) to a buffer. The pack keeps the handle, not a reference: the address is looked up at launch, and a released buffer fails the launch. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_buffer(cuabi_argpack *pack, size_t slot, cuabi_buffer *buffer);
+
+/** Set a view slot (or a ptr slot) to a view: its data pointer plus byte offset, looked up at launch. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_view(cuabi_argpack *pack, size_t slot, cuabi_view *view);
 
 /**
  * Copy the bytes of any slot (structs, tensor maps, raw); size must equal the slot's size.

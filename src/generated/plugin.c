@@ -172,6 +172,8 @@ static const cuabi_api api_table = {
     cuabi_argpack_set_float,
     cuabi_argpack_set_complex,
     cuabi_argpack_set_pointer,
+    cuabi_argpack_set_buffer,
+    cuabi_argpack_set_view,
     cuabi_argpack_set_bytes,
     cuabi_argpack_get_bytes,
     cuabi_argpack_set_blob,

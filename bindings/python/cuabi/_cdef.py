@@ -495,6 +495,8 @@ cuabi_status cuabi_argpack_set_uint(cuabi_argpack * pack, size_t slot, uint64_t 
 cuabi_status cuabi_argpack_set_float(cuabi_argpack * pack, size_t slot, double value);
 cuabi_status cuabi_argpack_set_complex(cuabi_argpack * pack, size_t slot, double real, double imag);
 cuabi_status cuabi_argpack_set_pointer(cuabi_argpack * pack, size_t slot, uint64_t value);
+cuabi_status cuabi_argpack_set_buffer(cuabi_argpack * pack, size_t slot, cuabi_buffer * buffer);
+cuabi_status cuabi_argpack_set_view(cuabi_argpack * pack, size_t slot, cuabi_view * view);
 cuabi_status cuabi_argpack_set_bytes(cuabi_argpack * pack, size_t slot, const void * data, size_t size);
 cuabi_status cuabi_argpack_get_bytes(void * out, size_t size, cuabi_argpack * pack, size_t slot);
 cuabi_status cuabi_argpack_set_blob(cuabi_argpack * pack, const void * blob, size_t size);
