@@ -517,4 +517,14 @@ cuabi_status cuabi_arch_limits_init(cuabi_arch_limits * opts, unsigned int versi
 cuabi_status cuabi_arch_limits_get(cuabi_arch_limits * out, const char * arch);
 cuabi_status cuabi_arch_limits_at(cuabi_arch_limits * out, size_t index);
 const char * cuabi_occupancy_limiter_name(cuabi_occupancy_limiter limiter);
+cuabi_status cuabi_occupancy_max_active_blocks(cuabi_occupancy_result * out, cuabi_kernel * kernel, cuabi_device * device, int block_size, size_t dynamic_shared_bytes);
+cuabi_status cuabi_occupancy_max_potential_block_size(int * out, int * min_grid_size, cuabi_kernel * kernel, cuabi_device * device, cuabi_block_smem_fn smem_fn, void * payload, size_t dynamic_shared_bytes, int block_size_limit);
+cuabi_status cuabi_occupancy_available_dynamic_smem(size_t * out, cuabi_kernel * kernel, cuabi_device * device, int num_blocks, int block_size);
+cuabi_status cuabi_occupancy_max_potential_cluster_size(int * out, cuabi_kernel * kernel, const cuabi_launch_config * config);
+cuabi_status cuabi_occupancy_max_active_clusters(int * out, cuabi_kernel * kernel, const cuabi_launch_config * config);
+cuabi_status cuabi_occupancy_offline_max_active_blocks(cuabi_occupancy_result * out, const char * arch, const cuabi_kernel_resources * resources, int block_size, size_t dynamic_shared_bytes, const cuabi_occupancy_options * options);
+cuabi_status cuabi_occupancy_offline_max_potential_block_size(int * out, int * min_grid_size, const char * arch, const cuabi_kernel_resources * resources, cuabi_block_smem_fn smem_fn, void * payload, size_t dynamic_shared_bytes, int block_size_limit, const cuabi_occupancy_options * options);
+cuabi_status cuabi_occupancy_offline_available_dynamic_smem(size_t * out, const char * arch, const cuabi_kernel_resources * resources, int num_blocks, int block_size, const cuabi_occupancy_options * options);
+cuabi_status cuabi_occupancy_offline_max_potential_cluster_size(int * out, const char * arch, const cuabi_kernel_resources * resources, const cuabi_launch_config * config, const cuabi_occupancy_options * options);
+cuabi_status cuabi_occupancy_offline_max_active_clusters(int * out, const char * arch, const cuabi_kernel_resources * resources, const cuabi_launch_config * config, const cuabi_occupancy_options * options);
 '''
