@@ -82,6 +82,28 @@ typedef struct cuabi_api {
     cuabi_status (*event_query)(int *out, cuabi_event *event);
     cuabi_status (*event_elapsed_ms)(float *out, cuabi_event *start, cuabi_event *end);
     cuabi_status (*event_raw)(uintptr_t *out, cuabi_event *event);
+    cuabi_status (*argpack_retain)(cuabi_argpack *handle);
+    cuabi_status (*argpack_release)(cuabi_argpack *handle);
+    cuabi_status (*arg_type_init)(cuabi_arg_type *opts, unsigned int version);
+    cuabi_status (*arg_info_init)(cuabi_arg_info *opts, unsigned int version);
+    cuabi_status (*argpack_create)(cuabi_argpack **out, const char *signature);
+    cuabi_status (*argpack_create_from_types)(cuabi_argpack **out, const cuabi_arg_type *types, size_t count);
+    cuabi_status (*argpack_create_from_sizes)(cuabi_argpack **out, const size_t *sizes, const size_t *offsets, size_t count);
+    cuabi_status (*argpack_count)(size_t *out, cuabi_argpack *pack);
+    cuabi_status (*argpack_blob_size)(size_t *out, cuabi_argpack *pack);
+    cuabi_status (*argpack_slot_size)(size_t *out, cuabi_argpack *pack, size_t slot);
+    cuabi_status (*argpack_slot_offset)(size_t *out, cuabi_argpack *pack, size_t slot);
+    cuabi_status (*argpack_slot_kind)(cuabi_arg_kind *out, cuabi_argpack *pack, size_t slot);
+    cuabi_status (*argpack_item_count)(size_t *out, cuabi_argpack *pack);
+    cuabi_status (*argpack_item)(cuabi_arg_info *out, cuabi_argpack *pack, size_t index);
+    cuabi_status (*argpack_set_int)(cuabi_argpack *pack, size_t slot, int64_t value);
+    cuabi_status (*argpack_set_uint)(cuabi_argpack *pack, size_t slot, uint64_t value);
+    cuabi_status (*argpack_set_float)(cuabi_argpack *pack, size_t slot, double value);
+    cuabi_status (*argpack_set_complex)(cuabi_argpack *pack, size_t slot, double real, double imag);
+    cuabi_status (*argpack_set_pointer)(cuabi_argpack *pack, size_t slot, uint64_t value);
+    cuabi_status (*argpack_set_bytes)(cuabi_argpack *pack, size_t slot, const void *data, size_t size);
+    cuabi_status (*argpack_get_bytes)(void *out, size_t size, cuabi_argpack *pack, size_t slot);
+    cuabi_status (*argpack_set_blob)(cuabi_argpack *pack, const void *blob, size_t size);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

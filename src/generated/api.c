@@ -39,6 +39,7 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_device",
     "cuabi_stream",
     "cuabi_event",
+    "cuabi_argpack",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -91,6 +92,28 @@ CUABI_EXTERN(cuabi_status) cuabi_event_options_init(cuabi_event_options *opts, u
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_event_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_event_options", version, CUABI_EVENT_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned int version)
+{
+    static const cuabi_arg_type defaults = CUABI_ARG_TYPE_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_type_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arg_type", version, CUABI_ARG_TYPE_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned int version)
+{
+    static const cuabi_arg_info defaults = CUABI_ARG_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arg_info", version, CUABI_ARG_INFO_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -165,6 +188,21 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_event_options", NULL, sizeof(cuabi_event_options) },
     { "cuabi_event_options", "version", offsetof(cuabi_event_options, version) },
     { "cuabi_event_options", "flags", offsetof(cuabi_event_options, flags) },
+    { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
+    { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
+    { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },
+    { "cuabi_arg_type", "align", offsetof(cuabi_arg_type, align) },
+    { "cuabi_arg_type", "size", offsetof(cuabi_arg_type, size) },
+    { "cuabi_arg_type", "member_count", offsetof(cuabi_arg_type, member_count) },
+    { "cuabi_arg_info", NULL, sizeof(cuabi_arg_info) },
+    { "cuabi_arg_info", "version", offsetof(cuabi_arg_info, version) },
+    { "cuabi_arg_info", "kind", offsetof(cuabi_arg_info, kind) },
+    { "cuabi_arg_info", "size", offsetof(cuabi_arg_info, size) },
+    { "cuabi_arg_info", "align", offsetof(cuabi_arg_info, align) },
+    { "cuabi_arg_info", "offset", offsetof(cuabi_arg_info, offset) },
+    { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
+    { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
+    { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
     { NULL, NULL, 0 }
 };
 
@@ -225,5 +263,15 @@ CUABI_EXTERN(cuabi_status) cuabi_event_retain(cuabi_event *handle)
 CUABI_EXTERN(cuabi_status) cuabi_event_release(cuabi_event *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_EVENT);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_ARGPACK);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_release(cuabi_argpack *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_ARGPACK);
 }
 

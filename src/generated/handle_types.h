@@ -8,7 +8,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_DEVICE = 1,
     CUABI__T_STREAM = 2,
     CUABI__T_EVENT = 3,
-    CUABI__T_COUNT = 4
+    CUABI__T_ARGPACK = 4,
+    CUABI__T_COUNT = 5
 } cuabi__handle_type;
 
 #endif
