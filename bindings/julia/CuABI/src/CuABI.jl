@@ -15,7 +15,7 @@ include("LibCuABI.jl")
 using .LibCuABI
 const L = LibCuABI
 
-export CuABIError, Device, Stream, Event, device_count, runtime_info,
+export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
        synchronize, record, elapsed_ms, check_layouts
 
 # ------------------------------------------------------------------ errors
@@ -288,6 +288,76 @@ function elapsed_ms(start::Event, stop::Event)
     v = Ref{Cfloat}(0)
     check(L.cuabi_event_elapsed_ms(v, start, stop))
     Float64(v[])
+end
+
+# ------------------------------------------------------------ argument packs
+
+"""
+    ArgPack(signature)
+    ArgPack(args...)
+
+A kernel's parameter list with storage for its values. From a signature
+string (`"ptr, i32, f32"`), or typed from values: `ArgPack(DevicePtr(p), Int32(n),
+1.5f0)` derives the signature from the Julia types and stores the values.
+`pack[slot] = value` sets a slot (0-based, as in C) checking kind and range.
+"""
+mutable struct ArgPack <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::ArgPack, p) = L.cuabi_argpack_release(p)
+
+"A raw device address for a `ptr` parameter."
+struct DevicePtr
+    addr::UInt64
+end
+
+_sig(::Int8) = "i8"; _sig(::Int16) = "i16"; _sig(::Int32) = "i32"; _sig(::Int64) = "i64"
+_sig(::UInt8) = "u8"; _sig(::UInt16) = "u16"; _sig(::UInt32) = "u32"; _sig(::UInt64) = "u64"
+_sig(::Bool) = "bool"; _sig(::Float32) = "f32"; _sig(::Float64) = "f64"; _sig(::DevicePtr) = "ptr"
+_sig(x) = throw(ArgumentError("ArgPack: no kernel parameter type for $(typeof(x)); pass a signature string"))
+
+ArgPack(signature::AbstractString) =
+    _own(ArgPack, _create(out -> L.cuabi_argpack_create(out, signature)))
+
+function ArgPack(args...)
+    pack = ArgPack(join(map(_sig, args), ", "))
+    for (i, a) in enumerate(args)
+        pack[i - 1] = a
+    end
+    pack
+end
+
+Base.setindex!(p::ArgPack, v::Union{Signed,Bool}, slot::Integer) =
+    check(L.cuabi_argpack_set_int(p, slot, Int64(v)))
+Base.setindex!(p::ArgPack, v::Unsigned, slot::Integer) =
+    check(L.cuabi_argpack_set_uint(p, slot, UInt64(v)))
+Base.setindex!(p::ArgPack, v::AbstractFloat, slot::Integer) =
+    check(L.cuabi_argpack_set_float(p, slot, Float64(v)))
+Base.setindex!(p::ArgPack, v::Complex, slot::Integer) =
+    check(L.cuabi_argpack_set_complex(p, slot, Float64(real(v)), Float64(imag(v))))
+Base.setindex!(p::ArgPack, v::DevicePtr, slot::Integer) =
+    check(L.cuabi_argpack_set_pointer(p, slot, v.addr))
+# Any isbits value (a struct matching the kernel's) by its bytes.
+function Base.setindex!(p::ArgPack, v::T, slot::Integer) where {T}
+    isbitstype(T) || throw(ArgumentError("ArgPack: $(T) is not a plain-data type"))
+    check(L.cuabi_argpack_set_bytes(p, slot, Ref(v), sizeof(T)))
+end
+
+function _size_query(f, p::ArgPack, extra...)
+    out = Ref{Csize_t}(0)
+    check(f(out, p, extra...))
+    Int(out[])
+end
+Base.length(p::ArgPack) = _size_query(L.cuabi_argpack_count, p)
+blob_size(p::ArgPack) = _size_query(L.cuabi_argpack_blob_size, p)
+slot_offset(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_offset, p, slot)
+slot_size(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_size, p, slot)
+
+"A slot's current bytes."
+function Base.getindex(p::ArgPack, slot::Integer)
+    buf = zeros(UInt8, slot_size(p, slot))
+    check(L.cuabi_argpack_get_bytes(buf, length(buf), p, slot))
+    buf
 end
 
 end # module CuABI

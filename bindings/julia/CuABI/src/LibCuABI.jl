@@ -822,6 +822,297 @@ end
 
 # ---- module argpack (api/argpack.toml)
 
+# A kernel parameter list with the storage for its values.
+# Opaque handle: used as Ptr{cuabi_argpack} == Ptr{Cvoid}.
+const cuabi_argpack = Cvoid
+
+"""
+Kinds of kernel parameters (and of struct members).
+"""
+const cuabi_arg_kind = Cint
+const CUABI_ARG_NONE = cuabi_arg_kind(0)
+const CUABI_ARG_I8 = cuabi_arg_kind(1)
+const CUABI_ARG_I16 = cuabi_arg_kind(2)
+const CUABI_ARG_I32 = cuabi_arg_kind(3)
+const CUABI_ARG_I64 = cuabi_arg_kind(4)
+const CUABI_ARG_U8 = cuabi_arg_kind(5)
+const CUABI_ARG_U16 = cuabi_arg_kind(6)
+const CUABI_ARG_U32 = cuabi_arg_kind(7)
+const CUABI_ARG_U64 = cuabi_arg_kind(8)
+const CUABI_ARG_F16 = cuabi_arg_kind(9)
+const CUABI_ARG_BF16 = cuabi_arg_kind(10)
+const CUABI_ARG_F32 = cuabi_arg_kind(11)
+const CUABI_ARG_F64 = cuabi_arg_kind(12)
+const CUABI_ARG_C64 = cuabi_arg_kind(13)
+const CUABI_ARG_C128 = cuabi_arg_kind(14)
+const CUABI_ARG_BOOL = cuabi_arg_kind(15)
+const CUABI_ARG_PTR = cuabi_arg_kind(16)
+const CUABI_ARG_BUFFER = cuabi_arg_kind(17)
+const CUABI_ARG_VIEW = cuabi_arg_kind(18)
+const CUABI_ARG_HANDLE = cuabi_arg_kind(19)
+const CUABI_ARG_TENSORMAP = cuabi_arg_kind(20)
+const CUABI_ARG_STRUCT = cuabi_arg_kind(21)
+const CUABI_ARG_RAW = cuabi_arg_kind(22)
+
+"""
+One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
+array lists the parameters in order; a CUABI_ARG_STRUCT entry is followed by
+its `member_count` members (each possibly a struct with its own members),
+depth first.
+"""
+struct cuabi_arg_type
+    version::Cuint
+    kind::cuabi_arg_kind
+    align::Csize_t
+    size::Csize_t
+    member_count::Csize_t
+end
+const CUABI_ARG_TYPE_VERSION = Cuint(1)
+
+"""
+Layout of one item of a pack, filled by cuabi_argpack_item(). Items are the
+slots and all struct members, depth first, in signature order.
+"""
+struct cuabi_arg_info
+    version::Cuint
+    kind::cuabi_arg_kind
+    size::Csize_t
+    align::Csize_t
+    offset::Csize_t
+    slot::Csize_t
+    depth::Cint
+    member_count::Csize_t
+end
+const CUABI_ARG_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_argpack_retain(handle)
+
+Add a reference to a cuabi_argpack.
+"""
+function cuabi_argpack_retain(handle)
+    ccall((:cuabi_argpack_retain, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+end
+
+"""
+cuabi_argpack_release(handle)
+
+Drop a reference to a cuabi_argpack; the last one frees it and invalidates the handle.
+"""
+function cuabi_argpack_release(handle)
+    ccall((:cuabi_argpack_release, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+end
+
+"""
+cuabi_arg_type_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_TYPE_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_arg_type_init(opts, version)
+    ccall((:cuabi_arg_type_init, libcuabi), cuabi_status, (Ptr{cuabi_arg_type}, Cuint), opts, version)
+end
+
+"""
+cuabi_arg_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_arg_info_init(opts, version)
+    ccall((:cuabi_arg_info_init, libcuabi), cuabi_status, (Ptr{cuabi_arg_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_argpack_create(out, signature)
+
+Make a pack from a signature string, e.g. "ptr, i32, f32, struct{f32, f32, f32, i32}". Values start zeroed.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_argpack_create(out, signature)
+    ccall((:cuabi_argpack_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{Cchar}), out, signature)
+end
+
+"""
+cuabi_argpack_create_from_types(out, types, count)
+
+Make a pack from an array of type descriptors (see cuabi_arg_type).
+
+- `out` [out, ownership transferred]
+- `count` Number of entries in types (members included).
+"""
+function cuabi_argpack_create_from_types(out, types, count)
+    ccall((:cuabi_argpack_create_from_types, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_arg_type}, Csize_t), out, types, count)
+end
+
+"""
+cuabi_argpack_create_from_sizes(out, sizes, offsets, count)
+
+Make a pack of opaque slots from parameter sizes and offsets (what the driver reports for a kernel). Each slot is CUABI_ARG_RAW; alignment is taken from the offsets.
+
+- `out` [out, ownership transferred]
+- `offsets` [may be C_NULL] NULL to lay the slots out naturally.
+"""
+function cuabi_argpack_create_from_sizes(out, sizes, offsets, count)
+    ccall((:cuabi_argpack_create_from_sizes, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{Csize_t}, Ptr{Csize_t}, Csize_t), out, sizes, offsets, count)
+end
+
+"""
+cuabi_argpack_count(out, pack)
+
+Number of slots (top-level parameters).
+
+- `out` [out]
+"""
+function cuabi_argpack_count(out, pack)
+    ccall((:cuabi_argpack_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+end
+
+"""
+cuabi_argpack_blob_size(out, pack)
+
+Size of the packed blob: every slot at its C offset, as one struct of all parameters (what cuabi_argpack_set_blob takes).
+
+- `out` [out]
+"""
+function cuabi_argpack_blob_size(out, pack)
+    ccall((:cuabi_argpack_blob_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+end
+
+"""
+cuabi_argpack_slot_size(out, pack, slot)
+
+`cuabi_argpack_slot_size` from the C API.
+
+- `out` [out]
+"""
+function cuabi_argpack_slot_size(out, pack, slot)
+    ccall((:cuabi_argpack_slot_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+end
+
+"""
+cuabi_argpack_slot_offset(out, pack, slot)
+
+Offset of a slot in the packed blob (the kernel's parameter offset).
+
+- `out` [out]
+"""
+function cuabi_argpack_slot_offset(out, pack, slot)
+    ccall((:cuabi_argpack_slot_offset, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+end
+
+"""
+cuabi_argpack_slot_kind(out, pack, slot)
+
+`cuabi_argpack_slot_kind` from the C API.
+
+- `out` [out]
+"""
+function cuabi_argpack_slot_kind(out, pack, slot)
+    ccall((:cuabi_argpack_slot_kind, libcuabi), cuabi_status, (Ptr{cuabi_arg_kind}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+end
+
+"""
+cuabi_argpack_item_count(out, pack)
+
+Number of items: slots plus all struct members.
+
+- `out` [out]
+"""
+function cuabi_argpack_item_count(out, pack)
+    ccall((:cuabi_argpack_item_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+end
+
+"""
+cuabi_argpack_item(out, pack, index)
+
+Layout of item `index` (depth-first order over slots and struct members).
+
+- `out` [out] version must be set (CUABI_ARG_INFO_INIT).
+"""
+function cuabi_argpack_item(out, pack, index)
+    ccall((:cuabi_argpack_item, libcuabi), cuabi_status, (Ptr{cuabi_arg_info}, Ptr{cuabi_argpack}, Csize_t), out, pack, index)
+end
+
+"""
+cuabi_argpack_set_int(pack, slot, value)
+
+Set an integer or bool slot (i8..i64, u8..u64, bool), checking the value fits.
+"""
+function cuabi_argpack_set_int(pack, slot, value)
+    ccall((:cuabi_argpack_set_int, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Int64), pack, slot, value)
+end
+
+"""
+cuabi_argpack_set_uint(pack, slot, value)
+
+Set an integer or bool slot from an unsigned value, checking it fits.
+"""
+function cuabi_argpack_set_uint(pack, slot, value)
+    ccall((:cuabi_argpack_set_uint, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+end
+
+"""
+cuabi_argpack_set_float(pack, slot, value)
+
+Set a f16, bf16, f32 or f64 slot (rounded to nearest even).
+"""
+function cuabi_argpack_set_float(pack, slot, value)
+    ccall((:cuabi_argpack_set_float, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble), pack, slot, value)
+end
+
+"""
+cuabi_argpack_set_complex(pack, slot, real, imag)
+
+Set a c64 or c128 slot.
+"""
+function cuabi_argpack_set_complex(pack, slot, real, imag)
+    ccall((:cuabi_argpack_set_complex, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble, Cdouble), pack, slot, real, imag)
+end
+
+"""
+cuabi_argpack_set_pointer(pack, slot, value)
+
+Set a ptr or handle slot to a raw device address / 64-bit handle value.
+
+- `value` A CUdeviceptr, CUtexObject or CUsurfObject.
+"""
+function cuabi_argpack_set_pointer(pack, slot, value)
+    ccall((:cuabi_argpack_set_pointer, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+end
+
+"""
+cuabi_argpack_set_bytes(pack, slot, data, size)
+
+Copy the bytes of any slot (structs, tensor maps, raw); size must equal the slot's size.
+"""
+function cuabi_argpack_set_bytes(pack, slot, data, size)
+    ccall((:cuabi_argpack_set_bytes, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{Cvoid}, Csize_t), pack, slot, data, size)
+end
+
+"""
+cuabi_argpack_get_bytes(out, size, pack, slot)
+
+Copy a slot's current bytes out; size must equal the slot's size. Buffer and view slots give the handle value.
+
+- `out` [out]
+"""
+function cuabi_argpack_get_bytes(out, size, pack, slot)
+    ccall((:cuabi_argpack_get_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_argpack}, Csize_t), out, size, pack, slot)
+end
+
+"""
+cuabi_argpack_set_blob(pack, blob, size)
+
+Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
+"""
+function cuabi_argpack_set_blob(pack, blob, size)
+    ccall((:cuabi_argpack_set_blob, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{Cvoid}, Csize_t), pack, blob, size)
+end
+
 
 # ---- module launch (api/launch.toml)
 
@@ -836,6 +1127,8 @@ const STRUCT_LAYOUTS = [
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
+    ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
+    ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
 ]
 
 # Every C function this module wraps.
@@ -888,6 +1181,28 @@ const FUNCTIONS = [
     :cuabi_event_query,
     :cuabi_event_elapsed_ms,
     :cuabi_event_raw,
+    :cuabi_argpack_retain,
+    :cuabi_argpack_release,
+    :cuabi_arg_type_init,
+    :cuabi_arg_info_init,
+    :cuabi_argpack_create,
+    :cuabi_argpack_create_from_types,
+    :cuabi_argpack_create_from_sizes,
+    :cuabi_argpack_count,
+    :cuabi_argpack_blob_size,
+    :cuabi_argpack_slot_size,
+    :cuabi_argpack_slot_offset,
+    :cuabi_argpack_slot_kind,
+    :cuabi_argpack_item_count,
+    :cuabi_argpack_item,
+    :cuabi_argpack_set_int,
+    :cuabi_argpack_set_uint,
+    :cuabi_argpack_set_float,
+    :cuabi_argpack_set_complex,
+    :cuabi_argpack_set_pointer,
+    :cuabi_argpack_set_bytes,
+    :cuabi_argpack_get_bytes,
+    :cuabi_argpack_set_blob,
 ]
 
 end # module LibCuABI

@@ -56,6 +56,18 @@ end
         @test L.cuabi_stream_options_init(Ref{L.cuabi_stream_options}(), 0) == L.CUABI_ERROR_INVALID_VERSION
     end
 
+    @testset "argument packs" begin
+        p = ArgPack(DevicePtr(0x1000), Int32(7), 2.5f0, UInt8(1), 3.0)
+        @test length(p) == 5
+        @test [CuABI.slot_offset(p, i) for i in 0:4] == [0, 8, 12, 16, 24]
+        @test CuABI.blob_size(p) == 32
+        @test p[1] == reinterpret(UInt8, [Int32(7)])
+        p2 = ArgPack("i8, f32")
+        p2[0] = Int8(-5)
+        @test_throws CuABIError (p2[0] = 1000)
+        @test_throws CuABIError ArgPack("i32, nonsense")
+    end
+
     @testset "GPU: devices, streams, events" begin
         if !gpu_available()
             @test_skip "no GPU"

@@ -658,6 +658,239 @@ unsafe extern "C" {
 
 // ---- module argpack (api/argpack.toml)
 
+/// A kernel parameter list with the storage for its values.
+///
+/// Shared: released with `cuabi_argpack_release`.
+#[repr(C)]
+pub struct cuabi_argpack {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Kinds of kernel parameters (and of struct members).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_arg_kind(pub i32);
+
+impl cuabi_arg_kind {
+    /// Not a kind (end marker / error).
+    pub const CUABI_ARG_NONE: cuabi_arg_kind = cuabi_arg_kind(0);
+    /// int8_t.
+    pub const CUABI_ARG_I8: cuabi_arg_kind = cuabi_arg_kind(1);
+    /// int16_t.
+    pub const CUABI_ARG_I16: cuabi_arg_kind = cuabi_arg_kind(2);
+    /// int32_t.
+    pub const CUABI_ARG_I32: cuabi_arg_kind = cuabi_arg_kind(3);
+    /// int64_t.
+    pub const CUABI_ARG_I64: cuabi_arg_kind = cuabi_arg_kind(4);
+    /// uint8_t.
+    pub const CUABI_ARG_U8: cuabi_arg_kind = cuabi_arg_kind(5);
+    /// uint16_t.
+    pub const CUABI_ARG_U16: cuabi_arg_kind = cuabi_arg_kind(6);
+    /// uint32_t.
+    pub const CUABI_ARG_U32: cuabi_arg_kind = cuabi_arg_kind(7);
+    /// uint64_t.
+    pub const CUABI_ARG_U64: cuabi_arg_kind = cuabi_arg_kind(8);
+    /// IEEE half (__half), 2 bytes.
+    pub const CUABI_ARG_F16: cuabi_arg_kind = cuabi_arg_kind(9);
+    /// bfloat16 (__nv_bfloat16), 2 bytes.
+    pub const CUABI_ARG_BF16: cuabi_arg_kind = cuabi_arg_kind(10);
+    /// float.
+    pub const CUABI_ARG_F32: cuabi_arg_kind = cuabi_arg_kind(11);
+    /// double.
+    pub const CUABI_ARG_F64: cuabi_arg_kind = cuabi_arg_kind(12);
+    /// complex float (cuFloatComplex): 8 bytes, 8-aligned.
+    pub const CUABI_ARG_C64: cuabi_arg_kind = cuabi_arg_kind(13);
+    /// complex double (cuDoubleComplex): 16 bytes, 16-aligned.
+    pub const CUABI_ARG_C128: cuabi_arg_kind = cuabi_arg_kind(14);
+    /// bool, 1 byte.
+    pub const CUABI_ARG_BOOL: cuabi_arg_kind = cuabi_arg_kind(15);
+    /// A raw device pointer (8 bytes).
+    pub const CUABI_ARG_PTR: cuabi_arg_kind = cuabi_arg_kind(16);
+    /// A cuabi_buffer: its device address, looked up at launch.
+    pub const CUABI_ARG_BUFFER: cuabi_arg_kind = cuabi_arg_kind(17);
+    /// A cuabi_view: its data pointer plus byte offset, looked up at launch.
+    pub const CUABI_ARG_VIEW: cuabi_arg_kind = cuabi_arg_kind(18);
+    /// A 64-bit opaque handle (CUtexObject, CUsurfObject).
+    pub const CUABI_ARG_HANDLE: cuabi_arg_kind = cuabi_arg_kind(19);
+    /// CUtensorMap: 128 bytes, 64-aligned.
+    pub const CUABI_ARG_TENSORMAP: cuabi_arg_kind = cuabi_arg_kind(20);
+    /// A struct by value; its members follow it in a descriptor array.
+    pub const CUABI_ARG_STRUCT: cuabi_arg_kind = cuabi_arg_kind(21);
+    /// Opaque bytes of a given size and alignment.
+    pub const CUABI_ARG_RAW: cuabi_arg_kind = cuabi_arg_kind(22);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_ARG_NONE"),
+            1 => Some("CUABI_ARG_I8"),
+            2 => Some("CUABI_ARG_I16"),
+            3 => Some("CUABI_ARG_I32"),
+            4 => Some("CUABI_ARG_I64"),
+            5 => Some("CUABI_ARG_U8"),
+            6 => Some("CUABI_ARG_U16"),
+            7 => Some("CUABI_ARG_U32"),
+            8 => Some("CUABI_ARG_U64"),
+            9 => Some("CUABI_ARG_F16"),
+            10 => Some("CUABI_ARG_BF16"),
+            11 => Some("CUABI_ARG_F32"),
+            12 => Some("CUABI_ARG_F64"),
+            13 => Some("CUABI_ARG_C64"),
+            14 => Some("CUABI_ARG_C128"),
+            15 => Some("CUABI_ARG_BOOL"),
+            16 => Some("CUABI_ARG_PTR"),
+            17 => Some("CUABI_ARG_BUFFER"),
+            18 => Some("CUABI_ARG_VIEW"),
+            19 => Some("CUABI_ARG_HANDLE"),
+            20 => Some("CUABI_ARG_TENSORMAP"),
+            21 => Some("CUABI_ARG_STRUCT"),
+            22 => Some("CUABI_ARG_RAW"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_arg_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_arg_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_ARG_NONE: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_NONE;
+pub const CUABI_ARG_I8: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_I8;
+pub const CUABI_ARG_I16: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_I16;
+pub const CUABI_ARG_I32: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_I32;
+pub const CUABI_ARG_I64: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_I64;
+pub const CUABI_ARG_U8: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_U8;
+pub const CUABI_ARG_U16: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_U16;
+pub const CUABI_ARG_U32: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_U32;
+pub const CUABI_ARG_U64: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_U64;
+pub const CUABI_ARG_F16: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_F16;
+pub const CUABI_ARG_BF16: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_BF16;
+pub const CUABI_ARG_F32: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_F32;
+pub const CUABI_ARG_F64: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_F64;
+pub const CUABI_ARG_C64: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_C64;
+pub const CUABI_ARG_C128: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_C128;
+pub const CUABI_ARG_BOOL: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_BOOL;
+pub const CUABI_ARG_PTR: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_PTR;
+pub const CUABI_ARG_BUFFER: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_BUFFER;
+pub const CUABI_ARG_VIEW: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_VIEW;
+pub const CUABI_ARG_HANDLE: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_HANDLE;
+pub const CUABI_ARG_TENSORMAP: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_TENSORMAP;
+pub const CUABI_ARG_STRUCT: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_STRUCT;
+pub const CUABI_ARG_RAW: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_RAW;
+
+/// One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
+/// array lists the parameters in order; a CUABI_ARG_STRUCT entry is followed by
+/// its `member_count` members (each possibly a struct with its own members),
+/// depth first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_arg_type {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// What the parameter is.
+    pub kind: cuabi_arg_kind,
+    /// Alignment in bytes (a power of two); 0 for the kind's natural alignment. May only raise it.
+    pub align: usize,
+    /// CUABI_ARG_RAW only: size in bytes.
+    pub size: usize,
+    /// CUABI_ARG_STRUCT only: number of direct members that follow.
+    pub member_count: usize,
+}
+
+impl Default for cuabi_arg_type {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_arg_type.
+pub const CUABI_ARG_TYPE_VERSION: c_uint = 1;
+
+/// Layout of one item of a pack, filled by cuabi_argpack_item(). Items are the
+/// slots and all struct members, depth first, in signature order.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_arg_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The item's kind.
+    pub kind: cuabi_arg_kind,
+    /// Size in bytes.
+    pub size: usize,
+    /// Alignment in bytes.
+    pub align: usize,
+    /// Offset from the start of its slot for a member; for a slot, its offset in the packed blob.
+    pub offset: usize,
+    /// Index of the slot (top-level parameter) the item belongs to.
+    pub slot: usize,
+    /// 0 for a slot, 1 for its members, ...
+    pub depth: c_int,
+    /// Direct members of a struct; 0 otherwise.
+    pub member_count: usize,
+}
+
+impl Default for cuabi_arg_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_arg_info.
+pub const CUABI_ARG_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_argpack.
+    pub fn cuabi_argpack_retain(handle: *mut cuabi_argpack) -> cuabi_status;
+    /// Drop a reference to a cuabi_argpack; the last one frees it and invalidates the handle.
+    pub fn cuabi_argpack_release(handle: *mut cuabi_argpack) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_TYPE_VERSION).
+    pub fn cuabi_arg_type_init(opts: *mut cuabi_arg_type, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_INFO_VERSION).
+    pub fn cuabi_arg_info_init(opts: *mut cuabi_arg_info, version: c_uint) -> cuabi_status;
+    /// Make a pack from a signature string, e.g. "ptr, i32, f32, struct{f32, f32, f32, i32}". Values start zeroed.
+    pub fn cuabi_argpack_create(out: *mut *mut cuabi_argpack, signature: *const c_char) -> cuabi_status;
+    /// Make a pack from an array of type descriptors (see cuabi_arg_type).
+    pub fn cuabi_argpack_create_from_types(out: *mut *mut cuabi_argpack, types: *const cuabi_arg_type, count: usize) -> cuabi_status;
+    /// Make a pack of opaque slots from parameter sizes and offsets (what the driver reports for a kernel). Each slot is CUABI_ARG_RAW; alignment is taken from the offsets.
+    pub fn cuabi_argpack_create_from_sizes(out: *mut *mut cuabi_argpack, sizes: *const usize, offsets: *const usize, count: usize) -> cuabi_status;
+    /// Number of slots (top-level parameters).
+    pub fn cuabi_argpack_count(out: *mut usize, pack: *mut cuabi_argpack) -> cuabi_status;
+    /// Size of the packed blob: every slot at its C offset, as one struct of all parameters (what cuabi_argpack_set_blob takes).
+    pub fn cuabi_argpack_blob_size(out: *mut usize, pack: *mut cuabi_argpack) -> cuabi_status;
+    pub fn cuabi_argpack_slot_size(out: *mut usize, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
+    /// Offset of a slot in the packed blob (the kernel's parameter offset).
+    pub fn cuabi_argpack_slot_offset(out: *mut usize, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
+    pub fn cuabi_argpack_slot_kind(out: *mut cuabi_arg_kind, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
+    /// Number of items: slots plus all struct members.
+    pub fn cuabi_argpack_item_count(out: *mut usize, pack: *mut cuabi_argpack) -> cuabi_status;
+    /// Layout of item `index` (depth-first order over slots and struct members).
+    pub fn cuabi_argpack_item(out: *mut cuabi_arg_info, pack: *mut cuabi_argpack, index: usize) -> cuabi_status;
+    /// Set an integer or bool slot (i8..i64, u8..u64, bool), checking the value fits.
+    pub fn cuabi_argpack_set_int(pack: *mut cuabi_argpack, slot: usize, value: i64) -> cuabi_status;
+    /// Set an integer or bool slot from an unsigned value, checking it fits.
+    pub fn cuabi_argpack_set_uint(pack: *mut cuabi_argpack, slot: usize, value: u64) -> cuabi_status;
+    /// Set a f16, bf16, f32 or f64 slot (rounded to nearest even).
+    pub fn cuabi_argpack_set_float(pack: *mut cuabi_argpack, slot: usize, value: f64) -> cuabi_status;
+    /// Set a c64 or c128 slot.
+    pub fn cuabi_argpack_set_complex(pack: *mut cuabi_argpack, slot: usize, real: f64, imag: f64) -> cuabi_status;
+    /// Set a ptr or handle slot to a raw device address / 64-bit handle value.
+    pub fn cuabi_argpack_set_pointer(pack: *mut cuabi_argpack, slot: usize, value: u64) -> cuabi_status;
+    /// Copy the bytes of any slot (structs, tensor maps, raw); size must equal the slot's size.
+    pub fn cuabi_argpack_set_bytes(pack: *mut cuabi_argpack, slot: usize, data: *const c_void, size: usize) -> cuabi_status;
+    /// Copy a slot's current bytes out; size must equal the slot's size. Buffer and view slots give the handle value.
+    pub fn cuabi_argpack_get_bytes(out: *mut c_void, size: usize, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
+    /// Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
+    pub fn cuabi_argpack_set_blob(pack: *mut cuabi_argpack, blob: *const c_void, size: usize) -> cuabi_status;
+}
+
 // ---- module launch (api/launch.toml)
 
 // ---- module occupancy (api/occupancy.toml)
@@ -671,6 +904,8 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
+    ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
+    ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -725,5 +960,27 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_event_query", cuabi_event_query as *const () as usize),
         ("cuabi_event_elapsed_ms", cuabi_event_elapsed_ms as *const () as usize),
         ("cuabi_event_raw", cuabi_event_raw as *const () as usize),
+        ("cuabi_argpack_retain", cuabi_argpack_retain as *const () as usize),
+        ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
+        ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),
+        ("cuabi_arg_info_init", cuabi_arg_info_init as *const () as usize),
+        ("cuabi_argpack_create", cuabi_argpack_create as *const () as usize),
+        ("cuabi_argpack_create_from_types", cuabi_argpack_create_from_types as *const () as usize),
+        ("cuabi_argpack_create_from_sizes", cuabi_argpack_create_from_sizes as *const () as usize),
+        ("cuabi_argpack_count", cuabi_argpack_count as *const () as usize),
+        ("cuabi_argpack_blob_size", cuabi_argpack_blob_size as *const () as usize),
+        ("cuabi_argpack_slot_size", cuabi_argpack_slot_size as *const () as usize),
+        ("cuabi_argpack_slot_offset", cuabi_argpack_slot_offset as *const () as usize),
+        ("cuabi_argpack_slot_kind", cuabi_argpack_slot_kind as *const () as usize),
+        ("cuabi_argpack_item_count", cuabi_argpack_item_count as *const () as usize),
+        ("cuabi_argpack_item", cuabi_argpack_item as *const () as usize),
+        ("cuabi_argpack_set_int", cuabi_argpack_set_int as *const () as usize),
+        ("cuabi_argpack_set_uint", cuabi_argpack_set_uint as *const () as usize),
+        ("cuabi_argpack_set_float", cuabi_argpack_set_float as *const () as usize),
+        ("cuabi_argpack_set_complex", cuabi_argpack_set_complex as *const () as usize),
+        ("cuabi_argpack_set_pointer", cuabi_argpack_set_pointer as *const () as usize),
+        ("cuabi_argpack_set_bytes", cuabi_argpack_set_bytes as *const () as usize),
+        ("cuabi_argpack_get_bytes", cuabi_argpack_get_bytes as *const () as usize),
+        ("cuabi_argpack_set_blob", cuabi_argpack_set_blob as *const () as usize),
     ]
 }

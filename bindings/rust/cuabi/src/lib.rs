@@ -19,7 +19,9 @@ mod library;
 mod device;
 mod stream;
 mod event;
+mod argpack;
 
+pub use argpack::{ArgInfo, ArgPack, ArgPackBuilder, Bytes, DevicePtr, KernelArg};
 pub use device::{Device, DeviceProperties, device_count};
 pub use error::{Error, Result, Status};
 pub use event::{Event, EventFlags};
