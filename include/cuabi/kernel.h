@@ -3,12 +3,148 @@
 #define CUABI_KERNEL_H
 
 #include "cuabi/common.h"
+#include "cuabi/device.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Kernels: one entry function of an objcode, which it keeps alive. Attributes
+ * come from the driver per device (cuKernelGetAttribute); parameters from
+ * cuKernelGetParamInfo where the driver has it, else from the CUBIN; resources
+ * (registers, shared memory, ...) from the CUBIN without a GPU. A kernel may be
+ * used from several threads at once.
+ */
+
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_objcode cuabi_objcode;
+
+/**
+ * A kernel of an objcode. Obtained with cuabi_objcode_get_kernel().
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_kernel cuabi_kernel;
+
+typedef struct cuabi_kernel_resources cuabi_kernel_resources;
+
+/**
+ * What a kernel needs per thread and per block, read from its CUBIN (ELF
+ * .nv.info attributes and section sizes) without a GPU: the numbers the driver
+ * uses for occupancy. Filled by the library; set `version` first.
+ */
+struct cuabi_kernel_resources {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** SM architecture of the CUBIN (90 for sm_90). */
+    int arch;
+    /** Registers per thread (CU_FUNC_ATTRIBUTE_NUM_REGS). */
+    int registers;
+    /** Static shared memory per block, without the system-reserved part (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES). */
+    size_t shared_static_bytes;
+    /** Size of the kernel's constant bank 0 (parameters and driver data; ptxas' cmem[0]). */
+    size_t const_bytes;
+    /** Local memory (stack frame) per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES). */
+    size_t local_bytes;
+    /** Maximum call stack per thread (from EIATTR_MAX_STACK_SIZE / MIN_STACK_SIZE); 0 without calls. */
+    size_t stack_bytes;
+    /** From __launch_bounds__ / .maxntid (product of the three); 0 when none. */
+    int max_threads_per_block;
+    /** .maxntid x, y, z; zeros when none. */
+    int max_threads[3];
+    /** .reqntid x, y, z; zeros when none. */
+    int required_threads[3];
+    /** Register limit ptxas worked under (EIATTR_MAXREG_COUNT); 0 when not recorded. */
+    int max_registers;
+    /** Named barriers used (EIATTR_NUM_BARRIERS). */
+    int barriers;
+    /** Bytes of the parameter block. */
+    size_t param_bytes;
+    /** Number of parameters. */
+    size_t param_count;
+    /** Compile-time cluster dimensions (__cluster_dims__ / .reqnctapercluster); zeros when none. */
+    int cluster_dim[3];
+    /** Maximum cluster size (.maxclusterrank); 0 when none. */
+    int max_cluster_rank;
+    /** Size of the kernel's machine code. */
+    size_t code_bytes;
+};
+/** Current version of cuabi_kernel_resources. */
+#define CUABI_KERNEL_RESOURCES_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_KERNEL_RESOURCES_INIT { CUABI_KERNEL_RESOURCES_VERSION, 0, 0, 0, 0, 0, 0, 0, {0}, {0}, 0, 0, 0, 0, {0}, 0, 0 }
+
+/** Add a reference to a cuabi_kernel. */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_retain(cuabi_kernel *handle);
+
+/** Drop a reference to a cuabi_kernel; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_release(cuabi_kernel *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_KERNEL_RESOURCES_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_resources_init(cuabi_kernel_resources *opts, unsigned int version);
+
+/**
+ * The kernel's (lowered) entry name, borrowed: valid while the kernel lives.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_name(const char **out, cuabi_kernel *kernel);
+
+/**
+ * The objcode the kernel belongs to, borrowed: valid while the kernel lives.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_objcode(cuabi_objcode **out, cuabi_kernel *kernel);
+
+/**
+ * Read a CUfunction_attribute (CU_FUNC_ATTRIBUTE_*) of the kernel on a device: registers, shared/const/local bytes, max threads per block, PTX and binary version, cache mode, max dynamic shared memory, preferred carveout, cluster attributes...
+ * @param out [out]
+ * @param attribute A CUfunction_attribute value.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_attribute(int *out, cuabi_kernel *kernel, cuabi_device *device, int attribute);
+
+/**
+ * Set a settable CUfunction_attribute on a device: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, _PREFERRED_SHARED_MEMORY_CARVEOUT, _REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, _CLUSTER_SCHEDULING_POLICY_PREFERENCE. Others give CUABI_ERROR_INVALID_ARGUMENT.
+ * @param attribute A CUfunction_attribute value.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_set_attribute(cuabi_kernel *kernel, cuabi_device *device, int attribute, int value);
+
+/**
+ * Number of parameters: from cuKernelGetParamInfo (driver 12.4+) when the kernel is loaded, else from the CUBIN (EIATTR_KPARAM_INFO), so it works without a GPU for CUBIN/PTX/LTO-IR images.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_param_count(size_t *out, cuabi_kernel *kernel);
+
+/**
+ * Offset and size in bytes of parameter `index` in the kernel's parameter block.
+ * @param offset [out]
+ * @param size [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_param_info(size_t *offset, size_t *size, cuabi_kernel *kernel, size_t index);
+
+/**
+ * The kernel's resources read from its CUBIN without a GPU (see cuabi_kernel_resources). A PTX/LTO-IR objcode is compiled to a CUBIN for sm_90 (or the loaded device's architecture).
+ * @param out [inout] Its version field must be set.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_get_resources(cuabi_kernel_resources *out, cuabi_kernel *kernel);
+
+/**
+ * The CUkernel (context-independent) behind the handle, loading the objcode if needed.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_raw(uintptr_t *out, cuabi_kernel *kernel);
+
+/**
+ * The CUfunction of the kernel in the device's primary context (cuKernelGetFunction), cached per device.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_function(uintptr_t *out, cuabi_kernel *kernel, cuabi_device *device);
 
 #ifdef __cplusplus
 }

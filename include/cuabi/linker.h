@@ -3,12 +3,111 @@
 #define CUABI_LINKER_H
 
 #include "cuabi/common.h"
+#include "cuabi/objcode.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * The linker: nvJitLink. Inputs CUBIN, PTX, LTO-IR, fatbin, host object and
+ * static library, from memory or files; output a CUBIN or PTX objcode. Logs are
+ * kept on the linker; a failed link gives CUABI_ERROR_LINK with the error log in
+ * the last error. A linker is used by one thread at a time.
+ */
+
+typedef struct cuabi_objcode cuabi_objcode;
+
+/**
+ * One nvJitLink session.
+ * Single owner: cuabi_*_destroy.
+ */
+typedef struct cuabi_linker cuabi_linker;
+
+typedef struct cuabi_linker_options cuabi_linker_options;
+
+/** How to link. Tri-state fields: -1 leaves nvJitLink's default, 0 off, 1 on. */
+struct cuabi_linker_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU. */
+    const char *arch;
+    /** Link-time optimisation (-lto): needed when inputs are LTO-IR. */
+    int lto;
+    /** -O0..-O3; -1 for the default (3). */
+    int optimization;
+    /** -g. */
+    int debug;
+    /** -lineinfo. */
+    int line_info;
+    /** -ftz (LTO only). */
+    int ftz;
+    /** -prec-div (LTO only). */
+    int prec_div;
+    /** -prec-sqrt (LTO only). */
+    int prec_sqrt;
+    /** -fma (LTO only). */
+    int fma;
+    /** -maxrregcount; 0 for no limit. */
+    int max_registers;
+    /** -verbose: resource usage in the info log. */
+    int verbose;
+    /** More raw nvJitLink options, passed as given. */
+    const char **extra_options;
+    size_t extra_option_count;
+};
+/** Current version of cuabi_linker_options. */
+#define CUABI_LINKER_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_LINKER_OPTIONS_INIT { CUABI_LINKER_OPTIONS_VERSION, NULL, 0, -1, 0, 0, -1, -1, -1, -1, 0, 0, NULL, 0 }
+
+/** Free a cuabi_linker and invalidate the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_linker_destroy(cuabi_linker *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_LINKER_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts, unsigned int version);
+
+/**
+ * Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+ * @param out [out, ownership transferred]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out, const cuabi_linker_options *options);
+
+/**
+ * Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+ * @param data [array of size elements]
+ * @param name [may be NULL] For messages; NULL for "<memory>".
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_data(cuabi_linker *linker, cuabi_code_type type, const void *data, size_t size, const char *name);
+
+/** Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a). */
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_file(cuabi_linker *linker, cuabi_code_type type, const char *path);
+
+/** Add an objcode's image as an input. */
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_objcode *objcode);
+
+/**
+ * Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+ * @param out [out, ownership transferred]
+ * @param output CUABI_CODE_CUBIN or CUABI_CODE_PTX.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_linker *linker, cuabi_code_type output);
+
+/**
+ * nvJitLink's info log so far, borrowed: valid until the next call on the linker.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_info_log(const char **out, cuabi_linker *linker);
+
+/**
+ * nvJitLink's error log so far, borrowed: valid until the next call on the linker.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker *linker);
 
 #ifdef __cplusplus
 }

@@ -3,12 +3,103 @@
 #define CUABI_OBJCODE_H
 
 #include "cuabi/common.h"
+#include "cuabi/kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Object code: a compiled or compilable image (CUBIN, PTX, fatbin, LTO-IR) held
+ * in memory. It is loaded lazily, at the first kernel lookup, through
+ * cuLibraryLoadData, so it does not depend on a current context and serves
+ * every device. Its kernels can be enumerated, and their resources (registers,
+ * shared memory, ...) read from the CUBIN without a GPU. An objcode may be used
+ * from several threads at once.
+ */
+
+typedef struct cuabi_kernel cuabi_kernel;
+
+/**
+ * An immutable code image and, once loaded, its CUlibrary. Kernels retain it.
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_objcode cuabi_objcode;
+
+/** Add a reference to a cuabi_objcode. */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_retain(cuabi_objcode *handle);
+
+/** Drop a reference to a cuabi_objcode; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_release(cuabi_objcode *handle);
+
+/**
+ * Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+ * @param out [out, ownership transferred]
+ * @param type CUBIN, PTX, FATBIN, LTOIR, or NONE to detect.
+ * @param data [array of size elements]
+ * @param size Bytes at data; for PTX a terminating NUL is optional.
+ * @param name [may be NULL] A name for messages (e.g. the source file); NULL for "<memory>".
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_from_memory(cuabi_objcode **out, cuabi_code_type type, const void *data, size_t size, const char *name);
+
+/**
+ * Read a code file into a new objcode. CUABI_CODE_NONE detects the type from the contents, then the extension (.cubin, .ptx, .fatbin, .ltoir). A missing or unreadable file gives CUABI_ERROR_IO naming the path and the OS error.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_from_file(cuabi_objcode **out, cuabi_code_type type, const char *path);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_code_type(cuabi_code_type *out, cuabi_objcode *objcode);
+
+/**
+ * The image bytes, borrowed: valid while the objcode lives.
+ * @param data [out]
+ * @param size [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_bytes(const void **data, size_t *size, cuabi_objcode *objcode);
+
+/**
+ * Load the image into the driver now (cuLibraryLoadData) instead of at the first kernel lookup. Loading twice is a no-op. A image the driver rejects gives CUABI_ERROR_INVALID_IMAGE (or the driver's status) with the driver's message and JIT log.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_load(cuabi_objcode *objcode);
+
+/**
+ * A new reference to the kernel `name`: a kernel (entry) name as in the image, or a name expression registered at compile time (e.g. "segred<float, 256>"), which is replaced by its lowered name. With a driver, the image is loaded and the kernel looked up (cuLibraryGetKernel); without a GPU the name is checked against the CUBIN's symbol table and the kernel serves the offline queries (resources, parameters). An unknown name gives CUABI_ERROR_NOT_FOUND.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_objcode *objcode, const char *name);
+
+/**
+ * Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_count(size_t *out, cuabi_objcode *objcode);
+
+/**
+ * The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode lives. Kernels are listed in the image's symbol order.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_name(const char **out, cuabi_objcode *objcode, size_t index);
+
+/**
+ * The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_lowered_name(const char **out, cuabi_objcode *objcode, const char *name_expression);
+
+/**
+ * Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+ * @param out [inout] Its version field must be set.
+ * @param arch [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources *out, cuabi_objcode *objcode, const char *name, const char *arch);
+
+/**
+ * The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_arch(int *out, cuabi_objcode *objcode);
 
 #ifdef __cplusplus
 }

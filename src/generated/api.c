@@ -39,6 +39,9 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_device",
     "cuabi_stream",
     "cuabi_event",
+    "cuabi_objcode",
+    "cuabi_kernel",
+    "cuabi_linker",
     "cuabi_argpack",
 };
 
@@ -97,6 +100,28 @@ CUABI_EXTERN(cuabi_status) cuabi_event_options_init(cuabi_event_options *opts, u
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_kernel_resources_init(cuabi_kernel_resources *opts, unsigned int version)
+{
+    static const cuabi_kernel_resources defaults = CUABI_KERNEL_RESOURCES_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_kernel_resources_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_kernel_resources", version, CUABI_KERNEL_RESOURCES_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts, unsigned int version)
+{
+    static const cuabi_linker_options defaults = CUABI_LINKER_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_linker_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_linker_options", version, CUABI_LINKER_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned int version)
 {
     static const cuabi_arg_type defaults = CUABI_ARG_TYPE_INIT;
@@ -114,6 +139,39 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_arg_info", version, CUABI_ARG_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *opts, unsigned int version)
+{
+    static const cuabi_occupancy_result defaults = CUABI_OCCUPANCY_RESULT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_result_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_result", version, CUABI_OCCUPANCY_RESULT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_options_init(cuabi_occupancy_options *opts, unsigned int version)
+{
+    static const cuabi_occupancy_options defaults = CUABI_OCCUPANCY_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_options", version, CUABI_OCCUPANCY_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsigned int version)
+{
+    static const cuabi_arch_limits defaults = CUABI_ARCH_LIMITS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arch_limits_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arch_limits", version, CUABI_ARCH_LIMITS_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -188,6 +246,39 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_event_options", NULL, sizeof(cuabi_event_options) },
     { "cuabi_event_options", "version", offsetof(cuabi_event_options, version) },
     { "cuabi_event_options", "flags", offsetof(cuabi_event_options, flags) },
+    { "cuabi_kernel_resources", NULL, sizeof(cuabi_kernel_resources) },
+    { "cuabi_kernel_resources", "version", offsetof(cuabi_kernel_resources, version) },
+    { "cuabi_kernel_resources", "arch", offsetof(cuabi_kernel_resources, arch) },
+    { "cuabi_kernel_resources", "registers", offsetof(cuabi_kernel_resources, registers) },
+    { "cuabi_kernel_resources", "shared_static_bytes", offsetof(cuabi_kernel_resources, shared_static_bytes) },
+    { "cuabi_kernel_resources", "const_bytes", offsetof(cuabi_kernel_resources, const_bytes) },
+    { "cuabi_kernel_resources", "local_bytes", offsetof(cuabi_kernel_resources, local_bytes) },
+    { "cuabi_kernel_resources", "stack_bytes", offsetof(cuabi_kernel_resources, stack_bytes) },
+    { "cuabi_kernel_resources", "max_threads_per_block", offsetof(cuabi_kernel_resources, max_threads_per_block) },
+    { "cuabi_kernel_resources", "max_threads", offsetof(cuabi_kernel_resources, max_threads) },
+    { "cuabi_kernel_resources", "required_threads", offsetof(cuabi_kernel_resources, required_threads) },
+    { "cuabi_kernel_resources", "max_registers", offsetof(cuabi_kernel_resources, max_registers) },
+    { "cuabi_kernel_resources", "barriers", offsetof(cuabi_kernel_resources, barriers) },
+    { "cuabi_kernel_resources", "param_bytes", offsetof(cuabi_kernel_resources, param_bytes) },
+    { "cuabi_kernel_resources", "param_count", offsetof(cuabi_kernel_resources, param_count) },
+    { "cuabi_kernel_resources", "cluster_dim", offsetof(cuabi_kernel_resources, cluster_dim) },
+    { "cuabi_kernel_resources", "max_cluster_rank", offsetof(cuabi_kernel_resources, max_cluster_rank) },
+    { "cuabi_kernel_resources", "code_bytes", offsetof(cuabi_kernel_resources, code_bytes) },
+    { "cuabi_linker_options", NULL, sizeof(cuabi_linker_options) },
+    { "cuabi_linker_options", "version", offsetof(cuabi_linker_options, version) },
+    { "cuabi_linker_options", "arch", offsetof(cuabi_linker_options, arch) },
+    { "cuabi_linker_options", "lto", offsetof(cuabi_linker_options, lto) },
+    { "cuabi_linker_options", "optimization", offsetof(cuabi_linker_options, optimization) },
+    { "cuabi_linker_options", "debug", offsetof(cuabi_linker_options, debug) },
+    { "cuabi_linker_options", "line_info", offsetof(cuabi_linker_options, line_info) },
+    { "cuabi_linker_options", "ftz", offsetof(cuabi_linker_options, ftz) },
+    { "cuabi_linker_options", "prec_div", offsetof(cuabi_linker_options, prec_div) },
+    { "cuabi_linker_options", "prec_sqrt", offsetof(cuabi_linker_options, prec_sqrt) },
+    { "cuabi_linker_options", "fma", offsetof(cuabi_linker_options, fma) },
+    { "cuabi_linker_options", "max_registers", offsetof(cuabi_linker_options, max_registers) },
+    { "cuabi_linker_options", "verbose", offsetof(cuabi_linker_options, verbose) },
+    { "cuabi_linker_options", "extra_options", offsetof(cuabi_linker_options, extra_options) },
+    { "cuabi_linker_options", "extra_option_count", offsetof(cuabi_linker_options, extra_option_count) },
     { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
     { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
     { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },
@@ -203,6 +294,42 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
+    { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
+    { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },
+    { "cuabi_occupancy_result", "active_warps_per_sm", offsetof(cuabi_occupancy_result, active_warps_per_sm) },
+    { "cuabi_occupancy_result", "occupancy", offsetof(cuabi_occupancy_result, occupancy) },
+    { "cuabi_occupancy_result", "limiter", offsetof(cuabi_occupancy_result, limiter) },
+    { "cuabi_occupancy_result", "limiters", offsetof(cuabi_occupancy_result, limiters) },
+    { "cuabi_occupancy_result", "limit_warps", offsetof(cuabi_occupancy_result, limit_warps) },
+    { "cuabi_occupancy_result", "limit_registers", offsetof(cuabi_occupancy_result, limit_registers) },
+    { "cuabi_occupancy_result", "limit_shared_memory", offsetof(cuabi_occupancy_result, limit_shared_memory) },
+    { "cuabi_occupancy_result", "limit_blocks", offsetof(cuabi_occupancy_result, limit_blocks) },
+    { "cuabi_occupancy_result", "registers_per_block", offsetof(cuabi_occupancy_result, registers_per_block) },
+    { "cuabi_occupancy_result", "shared_bytes_per_block", offsetof(cuabi_occupancy_result, shared_bytes_per_block) },
+    { "cuabi_occupancy_options", NULL, sizeof(cuabi_occupancy_options) },
+    { "cuabi_occupancy_options", "version", offsetof(cuabi_occupancy_options, version) },
+    { "cuabi_occupancy_options", "max_dynamic_shared_bytes", offsetof(cuabi_occupancy_options, max_dynamic_shared_bytes) },
+    { "cuabi_occupancy_options", "carveout", offsetof(cuabi_occupancy_options, carveout) },
+    { "cuabi_occupancy_options", "sm_count", offsetof(cuabi_occupancy_options, sm_count) },
+    { "cuabi_arch_limits", NULL, sizeof(cuabi_arch_limits) },
+    { "cuabi_arch_limits", "version", offsetof(cuabi_arch_limits, version) },
+    { "cuabi_arch_limits", "arch", offsetof(cuabi_arch_limits, arch) },
+    { "cuabi_arch_limits", "example_gpu", offsetof(cuabi_arch_limits, example_gpu) },
+    { "cuabi_arch_limits", "sm_count", offsetof(cuabi_arch_limits, sm_count) },
+    { "cuabi_arch_limits", "warp_size", offsetof(cuabi_arch_limits, warp_size) },
+    { "cuabi_arch_limits", "max_threads_per_block", offsetof(cuabi_arch_limits, max_threads_per_block) },
+    { "cuabi_arch_limits", "max_threads_per_sm", offsetof(cuabi_arch_limits, max_threads_per_sm) },
+    { "cuabi_arch_limits", "max_blocks_per_sm", offsetof(cuabi_arch_limits, max_blocks_per_sm) },
+    { "cuabi_arch_limits", "registers_per_sm", offsetof(cuabi_arch_limits, registers_per_sm) },
+    { "cuabi_arch_limits", "registers_per_block", offsetof(cuabi_arch_limits, registers_per_block) },
+    { "cuabi_arch_limits", "max_registers_per_thread", offsetof(cuabi_arch_limits, max_registers_per_thread) },
+    { "cuabi_arch_limits", "shared_bytes_per_sm", offsetof(cuabi_arch_limits, shared_bytes_per_sm) },
+    { "cuabi_arch_limits", "shared_bytes_per_block", offsetof(cuabi_arch_limits, shared_bytes_per_block) },
+    { "cuabi_arch_limits", "shared_bytes_per_block_optin", offsetof(cuabi_arch_limits, shared_bytes_per_block_optin) },
+    { "cuabi_arch_limits", "reserved_shared_bytes_per_block", offsetof(cuabi_arch_limits, reserved_shared_bytes_per_block) },
+    { "cuabi_arch_limits", "max_cluster_size", offsetof(cuabi_arch_limits, max_cluster_size) },
+    { "cuabi_arch_limits", "max_cluster_size_nonportable", offsetof(cuabi_arch_limits, max_cluster_size_nonportable) },
     { NULL, NULL, 0 }
 };
 
@@ -263,6 +390,31 @@ CUABI_EXTERN(cuabi_status) cuabi_event_retain(cuabi_event *handle)
 CUABI_EXTERN(cuabi_status) cuabi_event_release(cuabi_event *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_EVENT);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_retain(cuabi_objcode *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_OBJCODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_release(cuabi_objcode *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_OBJCODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_kernel_retain(cuabi_kernel *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_KERNEL);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_kernel_release(cuabi_kernel *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_KERNEL);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_destroy(cuabi_linker *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_LINKER);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle)

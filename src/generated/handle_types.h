@@ -8,8 +8,11 @@ typedef enum cuabi__handle_type {
     CUABI__T_DEVICE = 1,
     CUABI__T_STREAM = 2,
     CUABI__T_EVENT = 3,
-    CUABI__T_ARGPACK = 4,
-    CUABI__T_COUNT = 5
+    CUABI__T_OBJCODE = 4,
+    CUABI__T_KERNEL = 5,
+    CUABI__T_LINKER = 6,
+    CUABI__T_ARGPACK = 7,
+    CUABI__T_COUNT = 8
 } cuabi__handle_type;
 
 #endif

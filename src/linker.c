@@ -1,0 +1,445 @@
+/* The linker: one nvJitLink session per handle. Also the one-input link
+ * (PTX/LTO-IR -> CUBIN) behind the objcode's offline queries. */
+#include <stdio.h>
+#include <string.h>
+
+#include "objcode.h"
+
+typedef struct cuabi__linker {
+    cuabi__object base;
+    nvJitLinkHandle h;
+    const cuabi__nvjitlink *nvj;
+    char arch[16];
+    bool completed;
+    size_t inputs;
+    char *info_log, *error_log;      /* refreshed by the log getters */
+} cuabi__linker;
+
+static const char *nvj_result_name(nvJitLinkResult r)
+{
+    switch (r) {
+    case NVJITLINK_SUCCESS: return "NVJITLINK_SUCCESS";
+    case NVJITLINK_ERROR_UNRECOGNIZED_OPTION: return "NVJITLINK_ERROR_UNRECOGNIZED_OPTION";
+    case NVJITLINK_ERROR_MISSING_ARCH: return "NVJITLINK_ERROR_MISSING_ARCH";
+    case NVJITLINK_ERROR_INVALID_INPUT: return "NVJITLINK_ERROR_INVALID_INPUT";
+    case NVJITLINK_ERROR_PTX_COMPILE: return "NVJITLINK_ERROR_PTX_COMPILE";
+    case NVJITLINK_ERROR_NVVM_COMPILE: return "NVJITLINK_ERROR_NVVM_COMPILE";
+    case NVJITLINK_ERROR_INTERNAL: return "NVJITLINK_ERROR_INTERNAL";
+    default: return "nvJitLink error";
+    }
+}
+
+/* A fresh copy of the error or info log ("" when empty), or NULL. */
+static char *get_log(const cuabi__nvjitlink *nvj, nvJitLinkHandle h, bool error)
+{
+    size_t n = 0;
+    nvJitLinkResult r = error ? nvj->nvJitLinkGetErrorLogSize(h, &n)
+                              : nvj->nvJitLinkGetInfoLogSize(h, &n);
+    char *log = cuabi__calloc(1, (r == NVJITLINK_SUCCESS ? n : 0) + 1);
+    if (log && r == NVJITLINK_SUCCESS && n > 0) {
+        r = error ? nvj->nvJitLinkGetErrorLog(h, log) : nvj->nvJitLinkGetInfoLog(h, log);
+        if (r != NVJITLINK_SUCCESS)
+            log[0] = '\0';
+        log[n] = '\0';
+    }
+    return log;
+}
+
+/* Record a failed nvJitLink call with its error log. */
+static cuabi_status fail(cuabi_status status, const cuabi__nvjitlink *nvj, nvJitLinkHandle h,
+                         nvJitLinkResult r, const char *caller, const char *what)
+{
+    char *log = h ? get_log(nvj, h, true) : NULL;
+    const char *l = log ? log : "";
+    size_t len = strlen(l);
+    while (len > 0 && (l[len - 1] == '\n' || l[len - 1] == ' '))
+        len--;
+    cuabi__error(status, "%s: %s failed with %s (%d)%s%.*s", caller, what, nvj_result_name(r),
+                 (int)r, len ? ": " : "", (int)(len > 3000 ? 3000 : len), l);
+    cuabi__error_set_nvjitlink((int)r);
+    if (log)
+        cuabi__error_set_log(log, strlen(log));
+    cuabi__free(log);
+    return status;
+}
+
+static cuabi_status input_type(nvJitLinkInputType *out, cuabi_code_type type,
+                               const void *data, size_t size, const char *caller)
+{
+    if (type == CUABI_CODE_NONE && data)
+        type = cuabi__code_detect(data, size);
+    switch (type) {
+    case CUABI_CODE_CUBIN: *out = NVJITLINK_INPUT_CUBIN; return CUABI_SUCCESS;
+    case CUABI_CODE_PTX: *out = NVJITLINK_INPUT_PTX; return CUABI_SUCCESS;
+    case CUABI_CODE_LTOIR: *out = NVJITLINK_INPUT_LTOIR; return CUABI_SUCCESS;
+    case CUABI_CODE_FATBIN: *out = NVJITLINK_INPUT_FATBIN; return CUABI_SUCCESS;
+    case CUABI_CODE_OBJECT: *out = NVJITLINK_INPUT_OBJECT; return CUABI_SUCCESS;
+    case CUABI_CODE_LIBRARY: *out = NVJITLINK_INPUT_LIBRARY; return CUABI_SUCCESS;
+    case CUABI_CODE_NONE:
+        if (!data) {
+            *out = NVJITLINK_INPUT_ANY; /* a file: nvJitLink looks at its name */
+            return CUABI_SUCCESS;
+        }
+        return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                            "%s: cannot tell what kind of code the input is; pass its "
+                            "cuabi_code_type", caller);
+    default:
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: nvJitLink takes CUBIN, PTX, LTO-IR, fatbin, object or library "
+                            "inputs, not %s (type %d)", caller, cuabi__code_type_name(type),
+                            (int)type);
+    }
+}
+
+/* ------------------------------------------------------------ options */
+
+typedef struct optlist {
+    char *v[32];
+    size_t n;
+} optlist;
+
+static cuabi_status add_opt(optlist *o, const char *fmt, const char *s, int i)
+{
+    if (o->n == sizeof o->v / sizeof o->v[0])
+        return cuabi__error(CUABI_ERROR_INTERNAL, "cuabi_linker: too many options");
+    char buf[64];
+    if (s)
+        snprintf(buf, sizeof buf, fmt, s);
+    else
+        snprintf(buf, sizeof buf, fmt, i);
+    if (!(o->v[o->n] = cuabi__strdup(buf)))
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    o->n++;
+    return CUABI_SUCCESS;
+}
+
+static void free_opts(optlist *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        cuabi__free(o->v[i]);
+}
+
+static cuabi_status check_tristate(int v, const char *name, const char *caller)
+{
+    if (v < -1 || v > 1)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: options->%s is %d; use -1 (default), 0 or 1", caller, name, v);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status build_opts(optlist *o, const cuabi_linker_options *opt, const char *arch,
+                               const char *caller)
+{
+    static const struct { const char *name, *flag; size_t off; } tri[] = {
+        { "ftz", "-ftz=%d", offsetof(cuabi_linker_options, ftz) },
+        { "prec_div", "-prec-div=%d", offsetof(cuabi_linker_options, prec_div) },
+        { "prec_sqrt", "-prec-sqrt=%d", offsetof(cuabi_linker_options, prec_sqrt) },
+        { "fma", "-fma=%d", offsetof(cuabi_linker_options, fma) },
+    };
+    CUABI__CHECK_ARG(opt->optimization >= -1 && opt->optimization <= 3,
+                     "%s: options->optimization is %d; use -1 (default) or 0..3", caller,
+                     opt->optimization);
+    CUABI__CHECK_ARG(opt->max_registers >= 0 && opt->max_registers <= 255,
+                     "%s: options->max_registers is %d; use 0 (no limit) or 1..255", caller,
+                     opt->max_registers);
+    CUABI__CHECK_ARG(opt->extra_option_count == 0 || opt->extra_options,
+                     "%s: options->extra_options is NULL but extra_option_count is %zu", caller,
+                     opt->extra_option_count);
+    CUABI__TRY(add_opt(o, "-arch=%s", arch, 0));
+    if (opt->lto)
+        CUABI__TRY(add_opt(o, "-lto", NULL, 0));
+    if (opt->optimization >= 0)
+        CUABI__TRY(add_opt(o, "-O%d", NULL, opt->optimization));
+    if (opt->debug)
+        CUABI__TRY(add_opt(o, "-g", NULL, 0));
+    if (opt->line_info)
+        CUABI__TRY(add_opt(o, "-lineinfo", NULL, 0));
+    for (size_t i = 0; i < sizeof tri / sizeof tri[0]; i++) {
+        int v = *(const int *)((const char *)opt + tri[i].off);
+        CUABI__TRY(check_tristate(v, tri[i].name, caller));
+        if (v >= 0)
+            CUABI__TRY(add_opt(o, tri[i].flag, NULL, v));
+    }
+    if (opt->max_registers > 0)
+        CUABI__TRY(add_opt(o, "-maxrregcount=%d", NULL, opt->max_registers));
+    if (opt->verbose)
+        CUABI__TRY(add_opt(o, "-verbose", NULL, 0));
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ one-shot link */
+
+cuabi_status cuabi__link_to_cubin(void **cubin, size_t *size, cuabi_code_type type,
+                                  const void *data, size_t data_size, const char *name,
+                                  const char *arch, const char *caller)
+{
+    const cuabi__nvjitlink *nvj;
+    *cubin = NULL;
+    *size = 0;
+    CUABI__TRY(cuabi__nvjitlink_get(&nvj));
+    char archopt[32];
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    const char *opts[2] = { archopt, "-lto" };
+    nvJitLinkHandle h = NULL;
+    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, type == CUABI_CODE_LTOIR ? 2 : 1, opts);
+    if (r != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, h, r, caller, "nvJitLinkCreate");
+    nvJitLinkInputType it = type == CUABI_CODE_LTOIR ? NVJITLINK_INPUT_LTOIR : NVJITLINK_INPUT_PTX;
+    /* PTX is NUL-terminated one byte past the size (see objcode.h). */
+    size_t n = type == CUABI_CODE_PTX ? data_size + 1 : data_size;
+    cuabi_status st = CUABI_SUCCESS;
+    r = nvj->nvJitLinkAddData(h, it, data, n, name);
+    if (r == NVJITLINK_SUCCESS)
+        r = nvj->nvJitLinkComplete(h);
+    if (r == NVJITLINK_SUCCESS)
+        r = nvj->nvJitLinkGetLinkedCubinSize(h, size);
+    if (r == NVJITLINK_SUCCESS) {
+        *cubin = cuabi__malloc(*size ? *size : 1);
+        if (!*cubin)
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        else
+            r = nvj->nvJitLinkGetLinkedCubin(h, *cubin);
+    }
+    if (st == CUABI_SUCCESS && r != NVJITLINK_SUCCESS) {
+        char what[300];
+        snprintf(what, sizeof what, "compiling %s %s for %s with nvJitLink",
+                 cuabi__code_type_name(type), name, arch);
+        st = fail(CUABI_ERROR_INVALID_IMAGE, nvj, h, r, caller, what);
+    }
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(*cubin);
+        *cubin = NULL;
+        *size = 0;
+    }
+    nvj->nvJitLinkDestroy(&h);
+    return st;
+}
+
+/* ------------------------------------------------------------ public API */
+
+static void linker_destroy(cuabi__object *base)
+{
+    cuabi__linker *l = (cuabi__linker *)base;
+    if (l->h)
+        l->nvj->nvJitLinkDestroy(&l->h);
+    cuabi__free(l->info_log);
+    cuabi__free(l->error_log);
+    cuabi__free(l);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
+                                               const cuabi_linker_options *options)
+{
+    static const cuabi_linker_options defaults = CUABI_LINKER_OPTIONS_INIT;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_OPTS(options, "cuabi_linker_options", CUABI_LINKER_OPTIONS_VERSION, true);
+    if (!options)
+        options = &defaults;
+    const cuabi__nvjitlink *nvj;
+    CUABI__TRY(cuabi__nvjitlink_get(&nvj));
+    char arch[16];
+    if (options->arch) {
+        CUABI__CHECK_ARG(strlen(options->arch) < sizeof arch && strncmp(options->arch, "sm_", 3) == 0,
+                         "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", __func__,
+                         options->arch);
+        snprintf(arch, sizeof arch, "%s", options->arch);
+    } else {
+        cuabi__default_arch(arch, sizeof arch);
+    }
+    optlist o = { .n = 0 };
+    cuabi_status st = build_opts(&o, options, arch, __func__);
+    size_t nopt = o.n + options->extra_option_count;
+    const char **all = st == CUABI_SUCCESS ? cuabi__calloc(nopt, sizeof *all) : NULL;
+    if (st == CUABI_SUCCESS && !all)
+        st = CUABI_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; st == CUABI_SUCCESS && i < options->extra_option_count; i++)
+        if (!options->extra_options[i])
+            st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                              "%s: options->extra_options[%zu] is NULL", __func__, i);
+    cuabi__linker *l = NULL;
+    if (st == CUABI_SUCCESS) {
+        for (size_t i = 0; i < o.n; i++)
+            all[i] = o.v[i];
+        for (size_t i = 0; i < options->extra_option_count; i++)
+            all[o.n + i] = options->extra_options[i];
+        l = cuabi__calloc(1, sizeof *l);
+        st = l ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    if (st == CUABI_SUCCESS) {
+        l->nvj = nvj;
+        snprintf(l->arch, sizeof l->arch, "%s", arch);
+        nvJitLinkResult r = nvj->nvJitLinkCreate(&l->h, (uint32_t)nopt, all);
+        if (r != NVJITLINK_SUCCESS) {
+            st = fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, l->h, r, __func__,
+                      "nvJitLinkCreate (check the options)");
+            if (l->h)
+                nvj->nvJitLinkDestroy(&l->h);
+        }
+    }
+    if (st == CUABI_SUCCESS)
+        st = cuabi__handle_register(&l->base, CUABI__T_LINKER, linker_destroy);
+    cuabi__free(all);
+    free_opts(&o);
+    if (st != CUABI_SUCCESS) {
+        if (l && l->h)
+            nvj->nvJitLinkDestroy(&l->h);
+        cuabi__free(l);
+        return st;
+    }
+    *out = CUABI__HANDLE(l, cuabi_linker);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status check_open(const cuabi__linker *l, const char *caller)
+{
+    if (l->completed)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: the linker has completed; create a new one to link again",
+                            caller);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status add_data(cuabi__linker *l, cuabi_code_type type, const void *data,
+                             size_t size, const char *name, const char *caller)
+{
+    nvJitLinkInputType it = NVJITLINK_INPUT_NONE;
+    CUABI__TRY(input_type(&it, type, data, size, caller));
+    if (!name)
+        name = "<memory>";
+    nvJitLinkResult r = l->nvj->nvJitLinkAddData(l->h, it, data, size, name);
+    if (r != NVJITLINK_SUCCESS) {
+        char what[300];
+        snprintf(what, sizeof what, "adding %s", name);
+        return fail(CUABI_ERROR_INVALID_IMAGE, l->nvj, l->h, r, caller, what);
+    }
+    l->inputs++;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_data(cuabi_linker *linker, cuabi_code_type type,
+                                                 const void *data, size_t size, const char *name)
+{
+    cuabi__linker *l;
+    CUABI__GET(l, linker, LINKER);
+    CUABI__CHECK_ARG(data, "%s: data is NULL", __func__);
+    CUABI__CHECK_ARG(size > 0, "%s: size is 0", __func__);
+    CUABI__TRY(check_open(l, __func__));
+    if (type == CUABI_CODE_PTX && ((const char *)data)[size - 1] != '\0') {
+        /* nvJitLink reads PTX as a C string: give it a terminated copy. */
+        char *copy = cuabi__malloc(size + 1);
+        if (!copy)
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        memcpy(copy, data, size);
+        copy[size] = '\0';
+        cuabi_status st = add_data(l, type, copy, size + 1, name, __func__);
+        cuabi__free(copy);
+        return st;
+    }
+    return add_data(l, type, data, size, name, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_file(cuabi_linker *linker, cuabi_code_type type,
+                                                 const char *path)
+{
+    cuabi__linker *l;
+    CUABI__GET(l, linker, LINKER);
+    CUABI__CHECK_ARG(path, "%s: path is NULL", __func__);
+    CUABI__TRY(check_open(l, __func__));
+    /* Read it ourselves: a clear CUABI_ERROR_IO for missing files, and the
+     * type detection of objcodes. */
+    void *data;
+    size_t size;
+    CUABI__TRY(cuabi__read_file(path, &data, &size, __func__));
+    cuabi_status st;
+    if (size == 0)
+        st = cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: '%s' is empty", __func__, path);
+    else
+        st = add_data(l, type, data, type == CUABI_CODE_PTX ? size + 1 : size, path, __func__);
+    cuabi__free(data);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_objcode *objcode)
+{
+    cuabi__linker *l;
+    cuabi__objcode *o;
+    CUABI__GET(l, linker, LINKER);
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(check_open(l, __func__));
+    size_t n = o->type == CUABI_CODE_PTX ? o->size + 1 : o->size;
+    return add_data(l, o->type, o->data, n, o->name, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_linker *linker,
+                                                 cuabi_code_type output)
+{
+    cuabi__linker *l;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(l, linker, LINKER);
+    CUABI__CHECK_ARG(output == CUABI_CODE_CUBIN || output == CUABI_CODE_PTX,
+                     "%s: the output must be CUABI_CODE_CUBIN or CUABI_CODE_PTX, not %s",
+                     __func__, cuabi__code_type_name(output));
+    CUABI__TRY(check_open(l, __func__));
+    CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
+    const cuabi__nvjitlink *nvj = l->nvj;
+    l->completed = true;
+    nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);
+    if (r != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__, "nvJitLinkComplete");
+    size_t size = 0;
+    bool ptx = output == CUABI_CODE_PTX;
+    r = ptx ? nvj->nvJitLinkGetLinkedPtxSize(l->h, &size)
+            : nvj->nvJitLinkGetLinkedCubinSize(l->h, &size);
+    if (r != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__,
+                    ptx ? "nvJitLinkGetLinkedPtxSize (PTX output needs LTO inputs and -lto)"
+                        : "nvJitLinkGetLinkedCubinSize");
+    char *data = cuabi__malloc(size + 1);
+    if (!data)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r = ptx ? nvj->nvJitLinkGetLinkedPtx(l->h, data) : nvj->nvJitLinkGetLinkedCubin(l->h, data);
+    if (r != NVJITLINK_SUCCESS) {
+        cuabi__free(data);
+        return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__, "getting the linked output");
+    }
+    data[size] = '\0';
+    if (ptx)
+        size = strlen(data); /* the reported size counts the NUL */
+    char name[64];
+    snprintf(name, sizeof name, "<linked %s for %s>", ptx ? "PTX" : "CUBIN", l->arch);
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new(&o, output, data, size, name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status log_getter(const char **out, cuabi_linker *linker, bool error,
+                               const char *caller)
+{
+    cuabi__linker *l;
+    void *obj;
+    if (!out)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
+    CUABI__TRY(cuabi__handle_get(linker, CUABI__T_LINKER, &obj, caller));
+    l = obj;
+    char *log = get_log(l->nvj, l->h, error);
+    if (!log)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    char **slot = error ? &l->error_log : &l->info_log;
+    cuabi__free(*slot);
+    *slot = log;
+    *out = log;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_info_log(const char **out, cuabi_linker *linker)
+{
+    return log_getter(out, linker, false, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker *linker)
+{
+    return log_getter(out, linker, true, __func__);
+}

@@ -1,0 +1,699 @@
+/* Object code: an image in memory, loaded lazily into the driver as a
+ * context-independent CUlibrary, with an offline (ELF) view for queries
+ * that need no GPU. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kernel.h"
+#include "objcode.h"
+
+/* The default target of offline compiles when no GPU says otherwise. */
+#define DEFAULT_OFFLINE_ARCH "sm_90"
+
+/* ------------------------------------------------------------ code types */
+
+const char *cuabi__code_type_name(cuabi_code_type type)
+{
+    switch (type) {
+    case CUABI_CODE_NONE: return "unknown code";
+    case CUABI_CODE_CUDA_CXX: return "CUDA C++";
+    case CUABI_CODE_PTX: return "PTX";
+    case CUABI_CODE_CUBIN: return "CUBIN";
+    case CUABI_CODE_LTOIR: return "LTO-IR";
+    case CUABI_CODE_FATBIN: return "fatbin";
+    case CUABI_CODE_OBJECT: return "object";
+    case CUABI_CODE_LIBRARY: return "library";
+    case CUABI_CODE_NVVM: return "NVVM IR";
+    default: break;
+    }
+    return "invalid code type";
+}
+
+static bool starts_with(const void *data, size_t size, const void *magic, size_t n)
+{
+    return size >= n && memcmp(data, magic, n) == 0;
+}
+
+/* PTX: text whose first directives include .version or .target. */
+static bool looks_like_ptx(const char *p, size_t size)
+{
+    size_t n = size < 4096 ? size : 4096;
+    for (size_t i = 0; i + 8 <= n; i++)
+        if (p[i] == '.' && (memcmp(p + i, ".version", 8) == 0 || memcmp(p + i, ".target ", 8) == 0))
+            return true;
+    return false;
+}
+
+cuabi_code_type cuabi__code_detect(const void *data, size_t size)
+{
+    static const unsigned char fatbin[4] = { 0x50, 0xed, 0x55, 0xba };
+    static const unsigned char bitcode[4] = { 'B', 'C', 0xc0, 0xde };
+    static const unsigned char bitcode_wrapper[4] = { 0xde, 0xc0, 0x17, 0x0b };
+    static const unsigned char nvlto[4] = { 0xed, 0x43, 0x4e, 0x7f }; /* NVVM LTO container */
+    if (!data || size == 0)
+        return CUABI_CODE_NONE;
+    if (cuabi__elf_is_elf(data, size)) {
+        const unsigned char *p = data;
+        /* EM_CUDA (190) images are CUBINs; other ELF files are host objects. */
+        return size >= 20 && p[18] == 190 && p[19] == 0 ? CUABI_CODE_CUBIN : CUABI_CODE_OBJECT;
+    }
+    if (starts_with(data, size, fatbin, 4))
+        return CUABI_CODE_FATBIN;
+    if (starts_with(data, size, bitcode, 4) || starts_with(data, size, bitcode_wrapper, 4) ||
+        starts_with(data, size, nvlto, 4))
+        return CUABI_CODE_LTOIR;
+    if (starts_with(data, size, "!<arch>\n", 8))
+        return CUABI_CODE_LIBRARY;
+    if (looks_like_ptx(data, size))
+        return CUABI_CODE_PTX;
+    return CUABI_CODE_NONE;
+}
+
+static cuabi_code_type type_from_extension(const char *path)
+{
+    static const struct { const char *ext; cuabi_code_type type; } table[] = {
+        { ".cubin", CUABI_CODE_CUBIN }, { ".ptx", CUABI_CODE_PTX },
+        { ".ltoir", CUABI_CODE_LTOIR }, { ".fatbin", CUABI_CODE_FATBIN },
+        { ".o", CUABI_CODE_OBJECT }, { ".a", CUABI_CODE_LIBRARY },
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(dot, table[i].ext) == 0)
+            return table[i].type;
+    return CUABI_CODE_NONE;
+}
+
+cuabi_status cuabi__read_file(const char *path, void **data, size_t *size, const char *caller)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cuabi__error(CUABI_ERROR_IO, "%s: cannot open '%s': %s", caller, path,
+                            strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return cuabi__error(CUABI_ERROR_IO, "%s: '%s' is not a regular file", caller, path);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *buf = cuabi__malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    size_t got = fread(buf, 1, n, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (got != n) {
+        cuabi__free(buf);
+        return cuabi__error(CUABI_ERROR_IO, "%s: reading '%s' failed: %s", caller, path,
+                            err ? strerror(err) : "file changed size while read");
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *size = n;
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static void free_names(cuabi__objcode *o)
+{
+    for (size_t i = 0; i < o->name_count; i++) {
+        cuabi__free(o->names[i].expression);
+        cuabi__free(o->names[i].lowered);
+    }
+    cuabi__free(o->names);
+    for (size_t i = 0; i < o->driver_kernel_count; i++)
+        cuabi__free(o->driver_kernels[i]);
+    cuabi__free(o->driver_kernels);
+}
+
+static void objcode_free(cuabi__objcode *o)
+{
+    free_names(o);
+    cuabi__elf_free(o->elf);
+    cuabi__free(o->offline_cubin);
+    cuabi__free(o->data);
+    cuabi__free(o->name);
+    pthread_mutex_destroy(&o->lock);
+    cuabi__free(o);
+}
+
+static void objcode_destroy(cuabi__object *base)
+{
+    cuabi__objcode *o = (cuabi__objcode *)base;
+    const cuabi__driver *drv;
+    if (o->loaded && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuLibraryUnload)
+        drv->cuLibraryUnload(o->library);
+    objcode_free(o);
+}
+
+/* Check `type` against the bytes; NONE becomes the detected type. */
+static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
+                               const char *what, const char *caller)
+{
+    cuabi_code_type found = cuabi__code_detect(*data, size);
+    if (*type == CUABI_CODE_NONE) {
+        if (found == CUABI_CODE_NONE)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                "%s: cannot tell what kind of code %s is (not a CUBIN, fatbin, "
+                                "LTO-IR or PTX); pass its cuabi_code_type", caller, what);
+        *type = found;
+    }
+    switch (*type) {
+    case CUABI_CODE_CUBIN: case CUABI_CODE_FATBIN: case CUABI_CODE_LTOIR:
+        if (found != *type)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                "%s: %s is not a %s image (its first bytes are %s)", caller,
+                                what, cuabi__code_type_name(*type),
+                                found == CUABI_CODE_NONE ? "unrecognised"
+                                                         : cuabi__code_type_name(found));
+        return CUABI_SUCCESS;
+    case CUABI_CODE_PTX: {
+        if (found != CUABI_CODE_PTX && found != CUABI_CODE_NONE)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: %s is a %s image, not PTX",
+                                caller, what, cuabi__code_type_name(found));
+        if (memchr(*data, 0, size) && strlen(*data) + 1 < size)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                "%s: PTX %s has a NUL byte before its end (wrong size?)",
+                                caller, what);
+        /* The driver and nvJitLink want PTX NUL-terminated. */
+        char *p = cuabi__realloc(*data, size + 1);
+        if (!p)
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        p[size] = '\0';
+        *data = p;
+        return CUABI_SUCCESS;
+    }
+    default:
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: an objcode holds CUBIN, PTX, fatbin or LTO-IR, not %s (type %d)",
+                            caller, cuabi__code_type_name(*type), (int)*type);
+    }
+}
+
+cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                size_t size, const char *name)
+{
+    static const char caller[] = "cuabi_objcode";
+    *out = NULL;
+    cuabi__objcode *o = cuabi__calloc(1, sizeof *o);
+    if (!o) {
+        cuabi__free(data);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    o->data = data;
+    o->size = size;
+    o->name = cuabi__strdup(name ? name : "<memory>");
+    if (!o->name) {
+        objcode_free(o);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    cuabi_status st = check_type(&type, &o->data, size, o->name, caller);
+    o->type = type;
+    /* A CUBIN is parsed now: a malformed one fails here, not at first use. */
+    if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN)
+        st = cuabi__elf_parse(&o->elf, o->data, size, caller, o->name);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__handle_register(&o->base, CUABI__T_OBJCODE, objcode_destroy);
+    if (st != CUABI_SUCCESS) {
+        objcode_free(o);
+        return st;
+    }
+    *out = o;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
+                                     const char *lowered_name)
+{
+    if (!name_expression || !lowered_name)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: NULL name", __func__);
+    char *e = cuabi__strdup(name_expression), *l = cuabi__strdup(lowered_name);
+    pthread_mutex_lock(&o->lock);
+    cuabi__name_entry *n = e && l ? cuabi__realloc(o->names, (o->name_count + 1) * sizeof *n)
+                                  : NULL;
+    if (n) {
+        o->names = n;
+        n[o->name_count++] = (cuabi__name_entry){ e, l };
+    }
+    pthread_mutex_unlock(&o->lock);
+    if (!n) {
+        cuabi__free(e);
+        cuabi__free(l);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    return CUABI_SUCCESS;
+}
+
+/* Names are only added while the creator holds the only reference (the
+ * program module, before handing the objcode out), so reads need no lock. */
+static const char *lookup_name(const cuabi__objcode *o, const char *expr)
+{
+    for (size_t i = 0; i < o->name_count; i++)
+        if (strcmp(o->names[i].expression, expr) == 0)
+            return o->names[i].lowered;
+    return NULL;
+}
+
+const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name)
+{
+    const char *lowered = lookup_name(o, name);
+    return lowered ? lowered : name;
+}
+
+/* ------------------------------------------------------------ loading */
+
+static bool is_image_error(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX ||
+           r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+           r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND ||
+           r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND || r == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY ||
+           r == CUDA_ERROR_INVALID_VALUE;
+}
+
+static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, const char *caller)
+{
+    if (!drv->cuLibraryLoadData)
+        return cuabi__missing_entry("cuLibraryLoadData", caller);
+    enum { LOG = 16384 };
+    char *log = cuabi__calloc(1, LOG);
+    if (!log)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    CUjit_option opt[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+    void *val[2] = { log, (void *)(uintptr_t)LOG };
+    CUlibrary lib = NULL;
+    CUresult r = drv->cuLibraryLoadData(&lib, o->data, opt, val, 2, NULL, NULL, 0);
+    if (r == CUDA_SUCCESS) {
+        o->library = lib;
+        o->loaded = true;
+        cuabi__free(log);
+        return CUABI_SUCCESS;
+    }
+    cuabi_status st = cuabi__cu_check(r, "cuLibraryLoadData", caller);
+    if (is_image_error(r)) {
+        const char *ename = NULL;
+        if (drv->cuGetErrorName)
+            drv->cuGetErrorName(r, &ename);
+        const char *hint = r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+            ? " (the PTX is newer than this driver: compile to a CUBIN instead)"
+            : r == CUDA_ERROR_NO_BINARY_FOR_GPU ? " (no code for this GPU's architecture)" : "";
+        log[LOG - 1] = '\0';
+        st = cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: the driver rejected %s %s: %s%s%s%s",
+                          caller, cuabi__code_type_name(o->type), o->name,
+                          ename ? ename : "error", hint, *log ? ": " : "", log);
+        cuabi__error_set_cu((int)r);
+        cuabi__error_set_log(log, strlen(log));
+    }
+    cuabi__free(log);
+    return st;
+}
+
+cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
+                                    CUlibrary *out, const char *caller)
+{
+    pthread_mutex_lock(&o->lock);
+    cuabi_status st = o->loaded ? CUABI_SUCCESS : load_locked(o, drv, caller);
+    *out = o->library;
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------ offline view */
+
+/* The architecture for offline compiles: the caller's, else device 0's
+ * when a GPU is there, else sm_90. */
+void cuabi__default_arch(char *buf, size_t len)
+{
+    const cuabi__driver *drv;
+    int n = 0, major = 0, minor = 0;
+    CUdevice dev;
+    if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDeviceGetCount &&
+        drv->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 && drv->cuDeviceGet &&
+        drv->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && drv->cuDeviceGetAttribute &&
+        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
+        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
+        major > 0) {
+        snprintf(buf, len, "sm_%d%d", major, minor);
+    } else {
+        snprintf(buf, len, "%s", DEFAULT_OFFLINE_ARCH);
+    }
+    cuabi_error_clear();
+}
+
+static cuabi_status check_arch(const char *arch, const char *caller)
+{
+    size_t n = strlen(arch);
+    bool ok = n >= 5 && n < 16 && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9';
+    for (size_t i = 4; ok && i < n; i++)
+        ok = (arch[i] >= '0' && arch[i] <= '9') || (i == n - 1 && (arch[i] == 'a' || arch[i] == 'f'));
+    if (!ok)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: architecture '%s' is not of the form sm_XY (e.g. sm_90)", caller,
+                            arch);
+    return CUABI_SUCCESS;
+}
+
+/* Compile a PTX/LTO-IR image to a CUBIN and parse it. */
+static cuabi_status offline_build(cuabi__objcode *o, const char *arch, void **cubin,
+                                  cuabi__elf_info **elf, const char *caller)
+{
+    size_t size = 0;
+    *cubin = NULL;
+    *elf = NULL;
+    if (o->type != CUABI_CODE_PTX && o->type != CUABI_CODE_LTOIR)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: offline queries on a %s objcode (%s) are not supported; "
+                            "use a CUBIN, PTX or LTO-IR image, or query through a GPU",
+                            caller, cuabi__code_type_name(o->type), o->name);
+    CUABI__TRY(cuabi__link_to_cubin(cubin, &size, o->type, o->data, o->size, o->name, arch, caller));
+    cuabi_status st = cuabi__elf_parse(elf, *cubin, size, caller, o->name);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(*cubin);
+        *cubin = NULL;
+    }
+    return st;
+}
+
+cuabi_status cuabi__objcode_elf(cuabi__objcode *o, const char *arch,
+                                const cuabi__elf_info **out, const char *caller)
+{
+    if (o->type == CUABI_CODE_CUBIN) {
+        *out = o->elf; /* parsed at creation, immutable */
+        return CUABI_SUCCESS;
+    }
+    char want[16];
+    if (arch) {
+        CUABI__TRY(check_arch(arch, caller));
+        snprintf(want, sizeof want, "%s", arch);
+    } else {
+        cuabi__default_arch(want, sizeof want);
+    }
+    pthread_mutex_lock(&o->lock);
+    cuabi_status st = CUABI_SUCCESS;
+    if (!o->elf) {
+        st = offline_build(o, want, &o->offline_cubin, &o->elf, caller);
+        if (st == CUABI_SUCCESS)
+            snprintf(o->offline_arch, sizeof o->offline_arch, "%s", want);
+    } else if (strcmp(o->offline_arch, want) != 0) {
+        /* Another architecture: not cached (rare); the caller frees it via
+         * the objcode's scratch list would be overkill, so refuse politely. */
+        st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                          "%s: %s was already compiled for %s for offline queries; "
+                          "link it for %s with cuabi_linker to query that architecture",
+                          caller, o->name, o->offline_arch, want);
+    }
+    *out = o->elf;
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------ public API */
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_from_memory(cuabi_objcode **out, cuabi_code_type type,
+                                                     const void *data, size_t size,
+                                                     const char *name)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_ARG(data, "%s: data is NULL", __func__);
+    CUABI__CHECK_ARG(size > 0, "%s: size is 0", __func__);
+    CUABI__CHECK_ARG((unsigned)type <= CUABI_CODE_NVVM, "%s: unknown code type %d", __func__,
+                     (int)type);
+    void *copy = cuabi__malloc(size);
+    if (!copy)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, data, size);
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new(&o, type, copy, size, name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_from_file(cuabi_objcode **out, cuabi_code_type type,
+                                                   const char *path)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_ARG(path, "%s: path is NULL", __func__);
+    CUABI__CHECK_ARG((unsigned)type <= CUABI_CODE_NVVM, "%s: unknown code type %d", __func__,
+                     (int)type);
+    void *data;
+    size_t size;
+    CUABI__TRY(cuabi__read_file(path, &data, &size, __func__));
+    if (size == 0) {
+        cuabi__free(data);
+        return cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: '%s' is empty", __func__, path);
+    }
+    if (type == CUABI_CODE_NONE && cuabi__code_detect(data, size) == CUABI_CODE_NONE)
+        type = type_from_extension(path);
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new(&o, type, data, size, path));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_code_type(cuabi_code_type *out, cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    *out = o->type;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_bytes(const void **data, size_t *size,
+                                               cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    CUABI__CHECK_ARG(data && size, "%s: data or size is NULL", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    *data = o->data;
+    *size = o->size;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_arch(int *out, cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    *out = o->type == CUABI_CODE_CUBIN ? o->elf->arch : 0;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_load(cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    const cuabi__driver *drv;
+    CUlibrary lib;
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    return cuabi__objcode_library(o, drv, &lib, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_lowered_name(const char **out, cuabi_objcode *objcode,
+                                                      const char *name_expression)
+{
+    cuabi__objcode *o;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_ARG(name_expression, "%s: name_expression is NULL", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    *out = lookup_name(o, name_expression);
+    if (!*out)
+        return cuabi__error(CUABI_ERROR_NOT_FOUND,
+                            "%s: name expression '%s' was not registered when %s was compiled "
+                            "(add it to the program's name expressions)",
+                            __func__, name_expression, o->name);
+    return CUABI_SUCCESS;
+}
+
+/* Kernel names through the driver (cuLibraryEnumerateKernels), once. */
+static cuabi_status driver_kernel_names(cuabi__objcode *o, const char *caller)
+{
+    const cuabi__driver *drv;
+    CUlibrary lib;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__objcode_library(o, drv, &lib, caller));
+    pthread_mutex_lock(&o->lock);
+    cuabi_status st = CUABI_SUCCESS;
+    unsigned int n = 0;
+    CUkernel *ks = NULL;
+    char **names = NULL;
+    if (o->driver_kernels)
+        goto done;
+    st = CUABI__CU(drv, cuLibraryGetKernelCount, &n, lib);
+    if (st == CUABI_SUCCESS && n > 0) {
+        ks = cuabi__calloc(n, sizeof *ks);
+        names = cuabi__calloc(n, sizeof *names);
+        st = ks && names ? CUABI__CU(drv, cuLibraryEnumerateKernels, ks, n, lib)
+                         : CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    for (unsigned i = 0; st == CUABI_SUCCESS && i < n; i++) {
+        const char *kn = NULL;
+        st = CUABI__CU(drv, cuKernelGetName, &kn, ks[i]);
+        if (st == CUABI_SUCCESS && !(names[i] = cuabi__strdup(kn ? kn : "")))
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    if (st == CUABI_SUCCESS) {
+        if (!names && !(names = cuabi__calloc(1, sizeof *names)))
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        o->driver_kernels = names;
+        o->driver_kernel_count = n;
+        names = NULL;
+    }
+    for (unsigned i = 0; names && i < n; i++)
+        cuabi__free(names[i]);
+    cuabi__free(names);
+done:
+    cuabi__free(ks);
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
+/* Enumeration source: the offline view where one exists, else the driver. */
+static cuabi_status kernel_list(cuabi__objcode *o, const cuabi__elf_info **elf,
+                                const char *caller)
+{
+    *elf = NULL;
+    if (o->type == CUABI_CODE_CUBIN || o->type == CUABI_CODE_PTX || o->type == CUABI_CODE_LTOIR) {
+        cuabi_status st = cuabi__objcode_elf(o, NULL, elf, caller);
+        if (st == CUABI_SUCCESS || o->type == CUABI_CODE_CUBIN)
+            return st;
+        /* No nvJitLink (or it failed): the driver may still list them. */
+    }
+    return driver_kernel_names(o, caller);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_count(size_t *out, cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    const cuabi__elf_info *elf;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(kernel_list(o, &elf, __func__));
+    *out = elf ? elf->kernel_count : o->driver_kernel_count;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_name(const char **out, cuabi_objcode *objcode,
+                                                     size_t index)
+{
+    cuabi__objcode *o;
+    const cuabi__elf_info *elf;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(kernel_list(o, &elf, __func__));
+    size_t n = elf ? elf->kernel_count : o->driver_kernel_count;
+    if (index >= n)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: index %zu is out of range (%s has %zu kernels)", __func__, index,
+                            o->name, n);
+    *out = elf ? elf->kernels[index].name : o->driver_kernels[index];
+    return CUABI_SUCCESS;
+}
+
+/* "a, b, c" of up to a few kernel names, for not-found messages. */
+static void list_names(const cuabi__elf_info *elf, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; elf && i < elf->kernel_count && used + 1 < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", elf->kernels[i].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (!elf || elf->kernel_count == 0)
+        snprintf(buf, len, "none");
+}
+
+static cuabi_status not_found(const cuabi__objcode *o, const cuabi__elf_info *elf,
+                              const char *name, const char *caller)
+{
+    char names[512];
+    list_names(elf, names, sizeof names);
+    return cuabi__error(CUABI_ERROR_NOT_FOUND,
+                        "%s: no kernel '%s' in %s (kernels: %s); use the extern \"C\" name, the "
+                        "mangled name, or a name expression registered at compile time",
+                        caller, name, o->name, elf ? names : "see cuabi_objcode_kernel_name");
+}
+
+cuabi_status cuabi__objcode_find_offline(cuabi__objcode *o, const char *name, const char *arch,
+                                         const cuabi__elf_kernel **out, const char *caller)
+{
+    const cuabi__elf_info *elf;
+    *out = NULL;
+    CUABI__TRY(cuabi__objcode_elf(o, arch, &elf, caller));
+    const char *lowered = cuabi__objcode_resolve_name(o, name);
+    *out = cuabi__elf_find(elf, lowered);
+    return *out ? CUABI_SUCCESS : not_found(o, elf, name, caller);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources *out,
+                                                          cuabi_objcode *objcode,
+                                                          const char *name, const char *arch)
+{
+    cuabi__objcode *o;
+    const cuabi__elf_kernel *k;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__CHECK_ARG(name, "%s: name is NULL", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    if (arch)
+        CUABI__TRY(check_arch(arch, __func__));
+    if (arch && o->type == CUABI_CODE_CUBIN) {
+        char have[16];
+        snprintf(have, sizeof have, "sm_%d", o->elf->arch);
+        if (strncmp(arch, have, strlen(have)) != 0)
+            return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                                "%s: %s is a CUBIN for %s, not %s", __func__, o->name, have, arch);
+    }
+    CUABI__TRY(cuabi__objcode_find_offline(o, name, arch, &k, __func__));
+    return cuabi__elf_copy_resources(out, k, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_objcode *objcode,
+                                                    const char *name)
+{
+    cuabi__objcode *o;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_ARG(name && *name, "%s: name is NULL or empty", __func__);
+    CUABI__GET(o, objcode, OBJCODE);
+    const char *lowered = cuabi__objcode_resolve_name(o, name);
+    const cuabi__driver *drv;
+    CUkernel ck = NULL;
+    cuabi_status st = cuabi__driver_get(&drv);
+    if (st == CUABI_SUCCESS) {
+        CUlibrary lib;
+        CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
+        if (!drv->cuLibraryGetKernel)
+            return cuabi__missing_entry("cuLibraryGetKernel", __func__);
+        CUresult r = drv->cuLibraryGetKernel(&ck, lib, lowered);
+        if (r == CUDA_ERROR_NOT_FOUND) {
+            const cuabi__elf_info *elf = o->type == CUABI_CODE_CUBIN ? o->elf : NULL;
+            return not_found(o, elf, name, __func__);
+        }
+        CUABI__TRY(cuabi__cu_check(r, "cuLibraryGetKernel", __func__));
+    } else if (st == CUABI_ERROR_DRIVER_NOT_FOUND || st == CUABI_ERROR_NO_DEVICE) {
+        /* No GPU: a kernel for the offline queries, checked against the CUBIN. */
+        const cuabi__elf_kernel *k;
+        CUABI__TRY(cuabi__objcode_find_offline(o, name, NULL, &k, __func__));
+        cuabi_error_clear();
+    } else {
+        return st;
+    }
+    cuabi__kernel *k;
+    CUABI__TRY(cuabi__kernel_new(&k, o, lowered, ck));
+    *out = CUABI__HANDLE(k, cuabi_kernel);
+    return CUABI_SUCCESS;
+}

@@ -1,0 +1,80 @@
+/* Object code internals, shared with the program (NVRTC) and linker modules. */
+#ifndef CUABI_OBJCODE_INTERNAL_H
+#define CUABI_OBJCODE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "cubin_elf.h"
+#include "internal.h"
+
+typedef struct cuabi__name_entry {
+    char *expression;                /* "segred<float, 256>" */
+    char *lowered;                   /* "_Z6segredIfLi256EEvPKT_PS0_" */
+} cuabi__name_entry;
+
+typedef struct cuabi__objcode {
+    cuabi__object base;
+    cuabi_code_type type;
+    void *data;                      /* owned; PTX is NUL-terminated past size */
+    size_t size;
+    char *name;                      /* for messages */
+
+    pthread_mutex_t lock;            /* guards everything below */
+    CUlibrary library;               /* loaded lazily (cuLibraryLoadData) */
+    bool loaded;
+    cuabi__name_entry *names;        /* name expression -> lowered name */
+    size_t name_count;
+    /* Offline view: the image's CUBIN, or one compiled from PTX/LTO-IR for
+     * offline queries, parsed. Built lazily, kept for the objcode's life. */
+    cuabi__elf_info *elf;
+    void *offline_cubin;             /* owned when compiled here */
+    char offline_arch[16];           /* what it was compiled for */
+    /* Kernel names from the driver, for images with no offline view. */
+    char **driver_kernels;
+    size_t driver_kernel_count;
+} cuabi__objcode;
+
+/* Wrap `data` (allocated with cuabi__malloc; ownership passes, also on
+ * failure) of `size` bytes in a new objcode handle (refs = 1). The type is
+ * checked against the bytes (CUABI_CODE_NONE detects it); a CUBIN is parsed
+ * now so a malformed one fails here with CUABI_ERROR_INVALID_IMAGE. */
+cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                size_t size, const char *name);
+/* Register a name expression and its lowered name (copies both). */
+cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
+                                     const char *lowered_name);
+/* The lowered name for `name` when it is a registered expression, else
+ * `name` itself. Borrowed from the objcode. */
+const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name);
+/* The loaded CUlibrary, loading it on first use. */
+cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
+                                    CUlibrary *out, const char *caller);
+/* The offline (ELF) view; PTX/LTO-IR is compiled with nvJitLink for `arch`
+ * (NULL: sm_90). Borrowed from the objcode. */
+cuabi_status cuabi__objcode_elf(cuabi__objcode *o, const char *arch,
+                                const cuabi__elf_info **out, const char *caller);
+
+/* The offline kernel `name` (kernel name or registered expression); NOT_FOUND
+ * lists the image's kernels. */
+cuabi_status cuabi__objcode_find_offline(cuabi__objcode *o, const char *name, const char *arch,
+                                         const cuabi__elf_kernel **out, const char *caller);
+
+/* Link one PTX/LTO-IR image to a CUBIN for `arch` with nvJitLink (linker.c).
+ * *cubin is cuabi__malloc'ed. CUABI_ERROR_LINK / INVALID_IMAGE with the
+ * linker's log on failure. */
+cuabi_status cuabi__link_to_cubin(void **cubin, size_t *size, cuabi_code_type type,
+                                  const void *data, size_t data_size, const char *name,
+                                  const char *arch, const char *caller);
+
+/* "sm_XY" of device 0 when a GPU is there, else "sm_90". Never fails. */
+void cuabi__default_arch(char *buf, size_t len);
+
+/* Detect a code type from bytes (CUABI_CODE_NONE when unknown). */
+cuabi_code_type cuabi__code_detect(const void *data, size_t size);
+/* "CUBIN", "PTX", ... for messages. */
+const char *cuabi__code_type_name(cuabi_code_type type);
+/* Read a whole file into a cuabi__malloc'ed buffer (one spare NUL byte
+ * past *size). CUABI_ERROR_IO with the OS reason on failure. */
+cuabi_status cuabi__read_file(const char *path, void **data, size_t *size, const char *caller);
+
+#endif
