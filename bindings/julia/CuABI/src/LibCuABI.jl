@@ -807,11 +807,447 @@ end
 
 # ---- module objcode (api/objcode.toml)
 
+# An immutable code image and, once loaded, its CUlibrary. Kernels retain it.
+# Opaque handle: used as Ptr{cuabi_objcode} == Ptr{Cvoid}.
+const cuabi_objcode = Cvoid
+
+"""
+cuabi_objcode_retain(handle)
+
+Add a reference to a cuabi_objcode.
+"""
+function cuabi_objcode_retain(handle)
+    ccall((:cuabi_objcode_retain, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+end
+
+"""
+cuabi_objcode_release(handle)
+
+Drop a reference to a cuabi_objcode; the last one frees it and invalidates the handle.
+"""
+function cuabi_objcode_release(handle)
+    ccall((:cuabi_objcode_release, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+end
+
+"""
+cuabi_objcode_from_memory(out, var"type", data, size, name)
+
+Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+
+- `out` [out, ownership transferred]
+- `type` CUBIN, PTX, FATBIN, LTOIR, or NONE to detect.
+- `size` Bytes at data; for PTX a terminating NUL is optional.
+- `name` [may be C_NULL] A name for messages (e.g. the source file); NULL for "<memory>".
+"""
+function cuabi_objcode_from_memory(out, var"type", data, size, name)
+    ccall((:cuabi_objcode_from_memory, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, cuabi_code_type, Ptr{Cvoid}, Csize_t, Ptr{Cchar}), out, var"type", data, size, name)
+end
+
+"""
+cuabi_objcode_from_file(out, var"type", path)
+
+Read a code file into a new objcode. CUABI_CODE_NONE detects the type from the contents, then the extension (.cubin, .ptx, .fatbin, .ltoir). A missing or unreadable file gives CUABI_ERROR_IO naming the path and the OS error.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_objcode_from_file(out, var"type", path)
+    ccall((:cuabi_objcode_from_file, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, cuabi_code_type, Ptr{Cchar}), out, var"type", path)
+end
+
+"""
+cuabi_objcode_code_type(out, objcode)
+
+`cuabi_objcode_code_type` from the C API.
+
+- `out` [out]
+"""
+function cuabi_objcode_code_type(out, objcode)
+    ccall((:cuabi_objcode_code_type, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{cuabi_objcode}), out, objcode)
+end
+
+"""
+cuabi_objcode_bytes(data, size, objcode)
+
+The image bytes, borrowed: valid while the objcode lives.
+
+- `data` [out]
+- `size` [out]
+"""
+function cuabi_objcode_bytes(data, size, objcode)
+    ccall((:cuabi_objcode_bytes, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{Csize_t}, Ptr{cuabi_objcode}), data, size, objcode)
+end
+
+"""
+cuabi_objcode_load(objcode)
+
+Load the image into the driver now (cuLibraryLoadData) instead of at the first kernel lookup. Loading twice is a no-op. A image the driver rejects gives CUABI_ERROR_INVALID_IMAGE (or the driver's status) with the driver's message and JIT log.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_objcode_load(objcode)
+    ccall((:cuabi_objcode_load, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), objcode)
+end
+
+"""
+cuabi_objcode_get_kernel(out, objcode, name)
+
+A new reference to the kernel `name`: a kernel (entry) name as in the image, or a name expression registered at compile time (e.g. "segred<float, 256>"), which is replaced by its lowered name. With a driver, the image is loaded and the kernel looked up (cuLibraryGetKernel); without a GPU the name is checked against the CUBIN's symbol table and the kernel serves the offline queries (resources, parameters). An unknown name gives CUABI_ERROR_NOT_FOUND.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_objcode_get_kernel(out, objcode, name)
+    ccall((:cuabi_objcode_get_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_kernel}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name)
+end
+
+"""
+cuabi_objcode_kernel_count(out, objcode)
+
+Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+
+- `out` [out]
+"""
+function cuabi_objcode_kernel_count(out, objcode)
+    ccall((:cuabi_objcode_kernel_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+end
+
+"""
+cuabi_objcode_kernel_name(out, objcode, index)
+
+The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode lives. Kernels are listed in the image's symbol order.
+
+- `out` [out]
+"""
+function cuabi_objcode_kernel_name(out, objcode, index)
+    ccall((:cuabi_objcode_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Csize_t), out, objcode, index)
+end
+
+"""
+cuabi_objcode_lowered_name(out, objcode, name_expression)
+
+The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
+
+- `out` [out]
+"""
+function cuabi_objcode_lowered_name(out, objcode, name_expression)
+    ccall((:cuabi_objcode_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name_expression)
+end
+
+"""
+cuabi_objcode_kernel_resources(out, objcode, name, arch)
+
+Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+
+- `out` [inout] Its version field must be set.
+- `arch` [may be C_NULL]
+"""
+function cuabi_objcode_kernel_resources(out, objcode, name, arch)
+    ccall((:cuabi_objcode_kernel_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_objcode}, Ptr{Cchar}, Ptr{Cchar}), out, objcode, name, arch)
+end
+
+"""
+cuabi_objcode_arch(out, objcode)
+
+The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
+
+- `out` [out]
+"""
+function cuabi_objcode_arch(out, objcode)
+    ccall((:cuabi_objcode_arch, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_objcode}), out, objcode)
+end
+
 
 # ---- module kernel (api/kernel.toml)
 
+# A kernel of an objcode. Obtained with cuabi_objcode_get_kernel().
+# Opaque handle: used as Ptr{cuabi_kernel} == Ptr{Cvoid}.
+const cuabi_kernel = Cvoid
+
+"""
+What a kernel needs per thread and per block, read from its CUBIN (ELF
+.nv.info attributes and section sizes) without a GPU: the numbers the driver
+uses for occupancy. Filled by the library; set `version` first.
+"""
+struct cuabi_kernel_resources
+    version::Cuint
+    arch::Cint
+    registers::Cint
+    shared_static_bytes::Csize_t
+    const_bytes::Csize_t
+    local_bytes::Csize_t
+    stack_bytes::Csize_t
+    max_threads_per_block::Cint
+    max_threads::NTuple{3, Cint}
+    required_threads::NTuple{3, Cint}
+    max_registers::Cint
+    barriers::Cint
+    param_bytes::Csize_t
+    param_count::Csize_t
+    cluster_dim::NTuple{3, Cint}
+    max_cluster_rank::Cint
+    code_bytes::Csize_t
+end
+const CUABI_KERNEL_RESOURCES_VERSION = Cuint(1)
+
+"""
+cuabi_kernel_retain(handle)
+
+Add a reference to a cuabi_kernel.
+"""
+function cuabi_kernel_retain(handle)
+    ccall((:cuabi_kernel_retain, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+end
+
+"""
+cuabi_kernel_release(handle)
+
+Drop a reference to a cuabi_kernel; the last one frees it and invalidates the handle.
+"""
+function cuabi_kernel_release(handle)
+    ccall((:cuabi_kernel_release, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+end
+
+"""
+cuabi_kernel_resources_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_KERNEL_RESOURCES_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_kernel_resources_init(opts, version)
+    ccall((:cuabi_kernel_resources_init, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Cuint), opts, version)
+end
+
+"""
+cuabi_kernel_name(out, kernel)
+
+The kernel's (lowered) entry name, borrowed: valid while the kernel lives.
+
+- `out` [out]
+"""
+function cuabi_kernel_name(out, kernel)
+    ccall((:cuabi_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_objcode(out, kernel)
+
+The objcode the kernel belongs to, borrowed: valid while the kernel lives.
+
+- `out` [out]
+"""
+function cuabi_kernel_objcode(out, kernel)
+    ccall((:cuabi_kernel_objcode, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_attribute(out, kernel, device, attribute)
+
+Read a CUfunction_attribute (CU_FUNC_ATTRIBUTE_*) of the kernel on a device: registers, shared/const/local bytes, max threads per block, PTX and binary version, cache mode, max dynamic shared memory, preferred carveout, cluster attributes...
+
+- `out` [out]
+- `attribute` A CUfunction_attribute value.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_kernel_attribute(out, kernel, device, attribute)
+    ccall((:cuabi_kernel_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint), out, kernel, device, attribute)
+end
+
+"""
+cuabi_kernel_set_attribute(kernel, device, attribute, value)
+
+Set a settable CUfunction_attribute on a device: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, _PREFERRED_SHARED_MEMORY_CARVEOUT, _REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, _CLUSTER_SCHEDULING_POLICY_PREFERENCE. Others give CUABI_ERROR_INVALID_ARGUMENT.
+
+- `attribute` A CUfunction_attribute value.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_kernel_set_attribute(kernel, device, attribute, value)
+    ccall((:cuabi_kernel_set_attribute, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Cint), kernel, device, attribute, value)
+end
+
+"""
+cuabi_kernel_param_count(out, kernel)
+
+Number of parameters: from cuKernelGetParamInfo (driver 12.4+) when the kernel is loaded, else from the CUBIN (EIATTR_KPARAM_INFO), so it works without a GPU for CUBIN/PTX/LTO-IR images.
+
+- `out` [out]
+"""
+function cuabi_kernel_param_count(out, kernel)
+    ccall((:cuabi_kernel_param_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_param_info(offset, size, kernel, index)
+
+Offset and size in bytes of parameter `index` in the kernel's parameter block.
+
+- `offset` [out]
+- `size` [out]
+"""
+function cuabi_kernel_param_info(offset, size, kernel, index)
+    ccall((:cuabi_kernel_param_info, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{Csize_t}, Ptr{cuabi_kernel}, Csize_t), offset, size, kernel, index)
+end
+
+"""
+cuabi_kernel_get_resources(out, kernel)
+
+The kernel's resources read from its CUBIN without a GPU (see cuabi_kernel_resources). A PTX/LTO-IR objcode is compiled to a CUBIN for sm_90 (or the loaded device's architecture).
+
+- `out` [inout] Its version field must be set.
+"""
+function cuabi_kernel_get_resources(out, kernel)
+    ccall((:cuabi_kernel_get_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_raw(out, kernel)
+
+The CUkernel (context-independent) behind the handle, loading the objcode if needed.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_kernel_raw(out, kernel)
+    ccall((:cuabi_kernel_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_function(out, kernel, device)
+
+The CUfunction of the kernel in the device's primary context (cuKernelGetFunction), cached per device.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_kernel_function(out, kernel, device)
+    ccall((:cuabi_kernel_function, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}, Ptr{cuabi_device}), out, kernel, device)
+end
+
 
 # ---- module linker (api/linker.toml)
+
+# One nvJitLink session.
+# Opaque handle: used as Ptr{cuabi_linker} == Ptr{Cvoid}.
+const cuabi_linker = Cvoid
+
+"""
+How to link. Tri-state fields: -1 leaves nvJitLink's default, 0 off, 1 on.
+"""
+struct cuabi_linker_options
+    version::Cuint
+    arch::Ptr{Cchar}
+    lto::Cint
+    optimization::Cint
+    debug::Cint
+    line_info::Cint
+    ftz::Cint
+    prec_div::Cint
+    prec_sqrt::Cint
+    fma::Cint
+    max_registers::Cint
+    verbose::Cint
+    extra_options::Ptr{Ptr{Cchar}}
+    extra_option_count::Csize_t
+end
+const CUABI_LINKER_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_linker_destroy(handle)
+
+Free a cuabi_linker and invalidate the handle.
+"""
+function cuabi_linker_destroy(handle)
+    ccall((:cuabi_linker_destroy, libcuabi), cuabi_status, (Ptr{cuabi_linker},), handle)
+end
+
+"""
+cuabi_linker_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_LINKER_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_linker_options_init(opts, version)
+    ccall((:cuabi_linker_options_init, libcuabi), cuabi_status, (Ptr{cuabi_linker_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_linker_create(out, options)
+
+Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL]
+"""
+function cuabi_linker_create(out, options)
+    ccall((:cuabi_linker_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_linker}}, Ptr{cuabi_linker_options}), out, options)
+end
+
+"""
+cuabi_linker_add_data(linker, var"type", data, size, name)
+
+Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+
+- `name` [may be C_NULL] For messages; NULL for "<memory>".
+"""
+function cuabi_linker_add_data(linker, var"type", data, size, name)
+    ccall((:cuabi_linker_add_data, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cvoid}, Csize_t, Ptr{Cchar}), linker, var"type", data, size, name)
+end
+
+"""
+cuabi_linker_add_file(linker, var"type", path)
+
+Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a).
+"""
+function cuabi_linker_add_file(linker, var"type", path)
+    ccall((:cuabi_linker_add_file, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cchar}), linker, var"type", path)
+end
+
+"""
+cuabi_linker_add_objcode(linker, objcode)
+
+Add an objcode's image as an input.
+"""
+function cuabi_linker_add_objcode(linker, objcode)
+    ccall((:cuabi_linker_add_objcode, libcuabi), cuabi_status, (Ptr{cuabi_linker}, Ptr{cuabi_objcode}), linker, objcode)
+end
+
+"""
+cuabi_linker_complete(out, linker, output)
+
+Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+
+- `out` [out, ownership transferred]
+- `output` CUABI_CODE_CUBIN or CUABI_CODE_PTX.
+"""
+function cuabi_linker_complete(out, linker, output)
+    ccall((:cuabi_linker_complete, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_linker}, cuabi_code_type), out, linker, output)
+end
+
+"""
+cuabi_linker_info_log(out, linker)
+
+nvJitLink's info log so far, borrowed: valid until the next call on the linker.
+
+- `out` [out]
+"""
+function cuabi_linker_info_log(out, linker)
+    ccall((:cuabi_linker_info_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+end
+
+"""
+cuabi_linker_error_log(out, linker)
+
+nvJitLink's error log so far, borrowed: valid until the next call on the linker.
+
+- `out` [out]
+"""
+function cuabi_linker_error_log(out, linker)
+    ccall((:cuabi_linker_error_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+end
 
 
 # ---- module program (api/program.toml)
@@ -1119,6 +1555,138 @@ end
 
 # ---- module occupancy (api/occupancy.toml)
 
+"""
+The resource that limits the number of resident blocks.
+"""
+const cuabi_occupancy_limiter = Cint
+const CUABI_OCCUPANCY_LIMIT_NONE = cuabi_occupancy_limiter(0)
+const CUABI_OCCUPANCY_LIMIT_WARPS = cuabi_occupancy_limiter(1)
+const CUABI_OCCUPANCY_LIMIT_REGISTERS = cuabi_occupancy_limiter(2)
+const CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = cuabi_occupancy_limiter(3)
+const CUABI_OCCUPANCY_LIMIT_BLOCKS = cuabi_occupancy_limiter(4)
+const CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = cuabi_occupancy_limiter(5)
+
+# Callback cuabi_block_smem_fn: a C function pointer (see @cfunction).
+const cuabi_block_smem_fn = Ptr{Cvoid}
+
+"""
+Occupancy of one (block size, dynamic shared memory) configuration. Filled by the library; set `version` first.
+"""
+struct cuabi_occupancy_result
+    version::Cuint
+    active_blocks_per_sm::Cint
+    active_warps_per_sm::Cint
+    occupancy::Cdouble
+    limiter::cuabi_occupancy_limiter
+    limiters::Cuint
+    limit_warps::Cint
+    limit_registers::Cint
+    limit_shared_memory::Cint
+    limit_blocks::Cint
+    registers_per_block::Cint
+    shared_bytes_per_block::Csize_t
+end
+const CUABI_OCCUPANCY_RESULT_VERSION = Cuint(1)
+
+"""
+Settings of the kernel that occupancy depends on, for offline answers.
+"""
+struct cuabi_occupancy_options
+    version::Cuint
+    max_dynamic_shared_bytes::Int64
+    carveout::Cint
+    sm_count::Cint
+end
+const CUABI_OCCUPANCY_OPTIONS_VERSION = Cuint(1)
+
+"""
+An architecture's published limits, as the offline calculator uses them.
+"""
+struct cuabi_arch_limits
+    version::Cuint
+    arch::Cint
+    example_gpu::NTuple{32, Cchar}
+    sm_count::Cint
+    warp_size::Cint
+    max_threads_per_block::Cint
+    max_threads_per_sm::Cint
+    max_blocks_per_sm::Cint
+    registers_per_sm::Cint
+    registers_per_block::Cint
+    max_registers_per_thread::Cint
+    shared_bytes_per_sm::Csize_t
+    shared_bytes_per_block::Csize_t
+    shared_bytes_per_block_optin::Csize_t
+    reserved_shared_bytes_per_block::Csize_t
+    max_cluster_size::Cint
+    max_cluster_size_nonportable::Cint
+end
+const CUABI_ARCH_LIMITS_VERSION = Cuint(1)
+
+"""
+cuabi_occupancy_result_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_RESULT_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_occupancy_result_init(opts, version)
+    ccall((:cuabi_occupancy_result_init, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_result}, Cuint), opts, version)
+end
+
+"""
+cuabi_occupancy_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_occupancy_options_init(opts, version)
+    ccall((:cuabi_occupancy_options_init, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_arch_limits_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARCH_LIMITS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_arch_limits_init(opts, version)
+    ccall((:cuabi_arch_limits_init, libcuabi), cuabi_status, (Ptr{cuabi_arch_limits}, Cuint), opts, version)
+end
+
+"""
+cuabi_arch_limits_get(out, arch)
+
+The limits of a named architecture: "sm_90", "sm_90a", "compute_90", "90" or "9.0". CUABI_ERROR_NOT_FOUND for one the table lacks.
+
+- `out` [inout] Its version field must be set.
+"""
+function cuabi_arch_limits_get(out, arch)
+    ccall((:cuabi_arch_limits_get, libcuabi), cuabi_status, (Ptr{cuabi_arch_limits}, Ptr{Cchar}), out, arch)
+end
+
+"""
+cuabi_arch_limits_at(out, index)
+
+Entry `index` of the limits table (ascending architectures); CUABI_ERROR_NOT_FOUND past the end.
+
+- `out` [inout] Its version field must be set.
+"""
+function cuabi_arch_limits_at(out, index)
+    ccall((:cuabi_arch_limits_at, libcuabi), cuabi_status, (Ptr{cuabi_arch_limits}, Csize_t), out, index)
+end
+
+"""
+cuabi_occupancy_limiter_name(limiter)
+
+"warps", "registers", "shared memory", "blocks", "block size" or "none"; never NULL.
+"""
+function cuabi_occupancy_limiter_name(limiter)
+    ccall((:cuabi_occupancy_limiter_name, libcuabi), Ptr{Cchar}, (cuabi_occupancy_limiter,), limiter)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -1127,8 +1695,13 @@ const STRUCT_LAYOUTS = [
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
+    ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
+    ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
+    ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
+    ("cuabi_occupancy_options", cuabi_occupancy_options, ["version", "max_dynamic_shared_bytes", "carveout", "sm_count"]),
+    ("cuabi_arch_limits", cuabi_arch_limits, ["version", "arch", "example_gpu", "sm_count", "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread", "shared_bytes_per_sm", "shared_bytes_per_block", "shared_bytes_per_block_optin", "reserved_shared_bytes_per_block", "max_cluster_size", "max_cluster_size_nonportable"]),
 ]
 
 # Every C function this module wraps.
@@ -1181,6 +1754,40 @@ const FUNCTIONS = [
     :cuabi_event_query,
     :cuabi_event_elapsed_ms,
     :cuabi_event_raw,
+    :cuabi_objcode_retain,
+    :cuabi_objcode_release,
+    :cuabi_objcode_from_memory,
+    :cuabi_objcode_from_file,
+    :cuabi_objcode_code_type,
+    :cuabi_objcode_bytes,
+    :cuabi_objcode_load,
+    :cuabi_objcode_get_kernel,
+    :cuabi_objcode_kernel_count,
+    :cuabi_objcode_kernel_name,
+    :cuabi_objcode_lowered_name,
+    :cuabi_objcode_kernel_resources,
+    :cuabi_objcode_arch,
+    :cuabi_kernel_retain,
+    :cuabi_kernel_release,
+    :cuabi_kernel_resources_init,
+    :cuabi_kernel_name,
+    :cuabi_kernel_objcode,
+    :cuabi_kernel_attribute,
+    :cuabi_kernel_set_attribute,
+    :cuabi_kernel_param_count,
+    :cuabi_kernel_param_info,
+    :cuabi_kernel_get_resources,
+    :cuabi_kernel_raw,
+    :cuabi_kernel_function,
+    :cuabi_linker_destroy,
+    :cuabi_linker_options_init,
+    :cuabi_linker_create,
+    :cuabi_linker_add_data,
+    :cuabi_linker_add_file,
+    :cuabi_linker_add_objcode,
+    :cuabi_linker_complete,
+    :cuabi_linker_info_log,
+    :cuabi_linker_error_log,
     :cuabi_argpack_retain,
     :cuabi_argpack_release,
     :cuabi_arg_type_init,
@@ -1203,6 +1810,12 @@ const FUNCTIONS = [
     :cuabi_argpack_set_bytes,
     :cuabi_argpack_get_bytes,
     :cuabi_argpack_set_blob,
+    :cuabi_occupancy_result_init,
+    :cuabi_occupancy_options_init,
+    :cuabi_arch_limits_init,
+    :cuabi_arch_limits_get,
+    :cuabi_arch_limits_at,
+    :cuabi_occupancy_limiter_name,
 ]
 
 end # module LibCuABI

@@ -648,9 +648,220 @@ unsafe extern "C" {
 
 // ---- module objcode (api/objcode.toml)
 
+/// An immutable code image and, once loaded, its CUlibrary. Kernels retain it.
+///
+/// Shared: released with `cuabi_objcode_release`.
+#[repr(C)]
+pub struct cuabi_objcode {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_objcode.
+    pub fn cuabi_objcode_retain(handle: *mut cuabi_objcode) -> cuabi_status;
+    /// Drop a reference to a cuabi_objcode; the last one frees it and invalidates the handle.
+    pub fn cuabi_objcode_release(handle: *mut cuabi_objcode) -> cuabi_status;
+    /// Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+    pub fn cuabi_objcode_from_memory(out: *mut *mut cuabi_objcode, r#type: cuabi_code_type, data: *const c_void, size: usize, name: *const c_char) -> cuabi_status;
+    /// Read a code file into a new objcode. CUABI_CODE_NONE detects the type from the contents, then the extension (.cubin, .ptx, .fatbin, .ltoir). A missing or unreadable file gives CUABI_ERROR_IO naming the path and the OS error.
+    pub fn cuabi_objcode_from_file(out: *mut *mut cuabi_objcode, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
+    pub fn cuabi_objcode_code_type(out: *mut cuabi_code_type, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// The image bytes, borrowed: valid while the objcode lives.
+    pub fn cuabi_objcode_bytes(data: *mut *const c_void, size: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// Load the image into the driver now (cuLibraryLoadData) instead of at the first kernel lookup. Loading twice is a no-op. A image the driver rejects gives CUABI_ERROR_INVALID_IMAGE (or the driver's status) with the driver's message and JIT log.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_objcode_load(objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// A new reference to the kernel `name`: a kernel (entry) name as in the image, or a name expression registered at compile time (e.g. "segred<float, 256>"), which is replaced by its lowered name. With a driver, the image is loaded and the kernel looked up (cuLibraryGetKernel); without a GPU the name is checked against the CUBIN's symbol table and the kernel serves the offline queries (resources, parameters). An unknown name gives CUABI_ERROR_NOT_FOUND.
+    pub fn cuabi_objcode_get_kernel(out: *mut *mut cuabi_kernel, objcode: *mut cuabi_objcode, name: *const c_char) -> cuabi_status;
+    /// Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+    pub fn cuabi_objcode_kernel_count(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode lives. Kernels are listed in the image's symbol order.
+    pub fn cuabi_objcode_kernel_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
+    /// The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
+    pub fn cuabi_objcode_lowered_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, name_expression: *const c_char) -> cuabi_status;
+    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+    pub fn cuabi_objcode_kernel_resources(out: *mut cuabi_kernel_resources, objcode: *mut cuabi_objcode, name: *const c_char, arch: *const c_char) -> cuabi_status;
+    /// The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
+    pub fn cuabi_objcode_arch(out: *mut c_int, objcode: *mut cuabi_objcode) -> cuabi_status;
+}
+
 // ---- module kernel (api/kernel.toml)
 
+/// A kernel of an objcode. Obtained with cuabi_objcode_get_kernel().
+///
+/// Shared: released with `cuabi_kernel_release`.
+#[repr(C)]
+pub struct cuabi_kernel {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// What a kernel needs per thread and per block, read from its CUBIN (ELF
+/// .nv.info attributes and section sizes) without a GPU: the numbers the driver
+/// uses for occupancy. Filled by the library; set `version` first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_kernel_resources {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// SM architecture of the CUBIN (90 for sm_90).
+    pub arch: c_int,
+    /// Registers per thread (CU_FUNC_ATTRIBUTE_NUM_REGS).
+    pub registers: c_int,
+    /// Static shared memory per block, without the system-reserved part (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).
+    pub shared_static_bytes: usize,
+    /// Size of the kernel's constant bank 0 (parameters and driver data; ptxas' cmem[0]).
+    pub const_bytes: usize,
+    /// Local memory (stack frame) per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).
+    pub local_bytes: usize,
+    /// Maximum call stack per thread (from EIATTR_MAX_STACK_SIZE / MIN_STACK_SIZE); 0 without calls.
+    pub stack_bytes: usize,
+    /// From __launch_bounds__ / .maxntid (product of the three); 0 when none.
+    pub max_threads_per_block: c_int,
+    /// .maxntid x, y, z; zeros when none.
+    pub max_threads: [c_int; 3],
+    /// .reqntid x, y, z; zeros when none.
+    pub required_threads: [c_int; 3],
+    /// Register limit ptxas worked under (EIATTR_MAXREG_COUNT); 0 when not recorded.
+    pub max_registers: c_int,
+    /// Named barriers used (EIATTR_NUM_BARRIERS).
+    pub barriers: c_int,
+    /// Bytes of the parameter block.
+    pub param_bytes: usize,
+    /// Number of parameters.
+    pub param_count: usize,
+    /// Compile-time cluster dimensions (__cluster_dims__ / .reqnctapercluster); zeros when none.
+    pub cluster_dim: [c_int; 3],
+    /// Maximum cluster size (.maxclusterrank); 0 when none.
+    pub max_cluster_rank: c_int,
+    /// Size of the kernel's machine code.
+    pub code_bytes: usize,
+}
+
+impl Default for cuabi_kernel_resources {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_kernel_resources.
+pub const CUABI_KERNEL_RESOURCES_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_kernel.
+    pub fn cuabi_kernel_retain(handle: *mut cuabi_kernel) -> cuabi_status;
+    /// Drop a reference to a cuabi_kernel; the last one frees it and invalidates the handle.
+    pub fn cuabi_kernel_release(handle: *mut cuabi_kernel) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_KERNEL_RESOURCES_VERSION).
+    pub fn cuabi_kernel_resources_init(opts: *mut cuabi_kernel_resources, version: c_uint) -> cuabi_status;
+    /// The kernel's (lowered) entry name, borrowed: valid while the kernel lives.
+    pub fn cuabi_kernel_name(out: *mut *const c_char, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// The objcode the kernel belongs to, borrowed: valid while the kernel lives.
+    pub fn cuabi_kernel_objcode(out: *mut *mut cuabi_objcode, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// Read a CUfunction_attribute (CU_FUNC_ATTRIBUTE_*) of the kernel on a device: registers, shared/const/local bytes, max threads per block, PTX and binary version, cache mode, max dynamic shared memory, preferred carveout, cluster attributes...
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_kernel_attribute(out: *mut c_int, kernel: *mut cuabi_kernel, device: *mut cuabi_device, attribute: c_int) -> cuabi_status;
+    /// Set a settable CUfunction_attribute on a device: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, _PREFERRED_SHARED_MEMORY_CARVEOUT, _REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, _CLUSTER_SCHEDULING_POLICY_PREFERENCE. Others give CUABI_ERROR_INVALID_ARGUMENT.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_kernel_set_attribute(kernel: *mut cuabi_kernel, device: *mut cuabi_device, attribute: c_int, value: c_int) -> cuabi_status;
+    /// Number of parameters: from cuKernelGetParamInfo (driver 12.4+) when the kernel is loaded, else from the CUBIN (EIATTR_KPARAM_INFO), so it works without a GPU for CUBIN/PTX/LTO-IR images.
+    pub fn cuabi_kernel_param_count(out: *mut usize, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// Offset and size in bytes of parameter `index` in the kernel's parameter block.
+    pub fn cuabi_kernel_param_info(offset: *mut usize, size: *mut usize, kernel: *mut cuabi_kernel, index: usize) -> cuabi_status;
+    /// The kernel's resources read from its CUBIN without a GPU (see cuabi_kernel_resources). A PTX/LTO-IR objcode is compiled to a CUBIN for sm_90 (or the loaded device's architecture).
+    pub fn cuabi_kernel_get_resources(out: *mut cuabi_kernel_resources, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// The CUkernel (context-independent) behind the handle, loading the objcode if needed.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_kernel_raw(out: *mut usize, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// The CUfunction of the kernel in the device's primary context (cuKernelGetFunction), cached per device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_kernel_function(out: *mut usize, kernel: *mut cuabi_kernel, device: *mut cuabi_device) -> cuabi_status;
+}
+
 // ---- module linker (api/linker.toml)
+
+/// One nvJitLink session.
+///
+/// Single owner: freed with `cuabi_linker_destroy`.
+#[repr(C)]
+pub struct cuabi_linker {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// How to link. Tri-state fields: -1 leaves nvJitLink's default, 0 off, 1 on.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_linker_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU.
+    pub arch: *const c_char,
+    /// Link-time optimisation (-lto): needed when inputs are LTO-IR.
+    pub lto: c_int,
+    /// -O0..-O3; -1 for the default (3).
+    pub optimization: c_int,
+    /// -g.
+    pub debug: c_int,
+    /// -lineinfo.
+    pub line_info: c_int,
+    /// -ftz (LTO only).
+    pub ftz: c_int,
+    /// -prec-div (LTO only).
+    pub prec_div: c_int,
+    /// -prec-sqrt (LTO only).
+    pub prec_sqrt: c_int,
+    /// -fma (LTO only).
+    pub fma: c_int,
+    /// -maxrregcount; 0 for no limit.
+    pub max_registers: c_int,
+    /// -verbose: resource usage in the info log.
+    pub verbose: c_int,
+    /// More raw nvJitLink options, passed as given.
+    pub extra_options: *mut *const c_char,
+    pub extra_option_count: usize,
+}
+
+impl Default for cuabi_linker_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_linker_options.
+pub const CUABI_LINKER_OPTIONS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Free a cuabi_linker and invalidate the handle.
+    pub fn cuabi_linker_destroy(handle: *mut cuabi_linker) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_LINKER_OPTIONS_VERSION).
+    pub fn cuabi_linker_options_init(opts: *mut cuabi_linker_options, version: c_uint) -> cuabi_status;
+    /// Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+    pub fn cuabi_linker_create(out: *mut *mut cuabi_linker, options: *const cuabi_linker_options) -> cuabi_status;
+    /// Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+    pub fn cuabi_linker_add_data(linker: *mut cuabi_linker, r#type: cuabi_code_type, data: *const c_void, size: usize, name: *const c_char) -> cuabi_status;
+    /// Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a).
+    pub fn cuabi_linker_add_file(linker: *mut cuabi_linker, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
+    /// Add an objcode's image as an input.
+    pub fn cuabi_linker_add_objcode(linker: *mut cuabi_linker, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+    pub fn cuabi_linker_complete(out: *mut *mut cuabi_objcode, linker: *mut cuabi_linker, output: cuabi_code_type) -> cuabi_status;
+    /// nvJitLink's info log so far, borrowed: valid until the next call on the linker.
+    pub fn cuabi_linker_info_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
+    /// nvJitLink's error log so far, borrowed: valid until the next call on the linker.
+    pub fn cuabi_linker_error_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
+}
 
 // ---- module program (api/program.toml)
 
@@ -895,6 +1106,175 @@ unsafe extern "C" {
 
 // ---- module occupancy (api/occupancy.toml)
 
+/// The resource that limits the number of resident blocks.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_occupancy_limiter(pub i32);
+
+impl cuabi_occupancy_limiter {
+    /// Nothing (not computed).
+    pub const CUABI_OCCUPANCY_LIMIT_NONE: cuabi_occupancy_limiter = cuabi_occupancy_limiter(0);
+    /// Warp (thread) slots of the SM.
+    pub const CUABI_OCCUPANCY_LIMIT_WARPS: cuabi_occupancy_limiter = cuabi_occupancy_limiter(1);
+    /// Registers.
+    pub const CUABI_OCCUPANCY_LIMIT_REGISTERS: cuabi_occupancy_limiter = cuabi_occupancy_limiter(2);
+    /// Shared memory.
+    pub const CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY: cuabi_occupancy_limiter = cuabi_occupancy_limiter(3);
+    /// The maximum number of resident blocks per SM.
+    pub const CUABI_OCCUPANCY_LIMIT_BLOCKS: cuabi_occupancy_limiter = cuabi_occupancy_limiter(4);
+    /// The block is larger than the device or the kernel allows: none fit.
+    pub const CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE: cuabi_occupancy_limiter = cuabi_occupancy_limiter(5);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_OCCUPANCY_LIMIT_NONE"),
+            1 => Some("CUABI_OCCUPANCY_LIMIT_WARPS"),
+            2 => Some("CUABI_OCCUPANCY_LIMIT_REGISTERS"),
+            3 => Some("CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY"),
+            4 => Some("CUABI_OCCUPANCY_LIMIT_BLOCKS"),
+            5 => Some("CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_occupancy_limiter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_occupancy_limiter({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_OCCUPANCY_LIMIT_NONE: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_NONE;
+pub const CUABI_OCCUPANCY_LIMIT_WARPS: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_WARPS;
+pub const CUABI_OCCUPANCY_LIMIT_REGISTERS: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_REGISTERS;
+pub const CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY;
+pub const CUABI_OCCUPANCY_LIMIT_BLOCKS: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_BLOCKS;
+pub const CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE: cuabi_occupancy_limiter = cuabi_occupancy_limiter::CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE;
+
+/// Dynamic shared memory (bytes) a block of `block_size` threads needs; used when searching block sizes. Must not call back into cuabi.
+pub type cuabi_block_smem_fn = Option<unsafe extern "C" fn(block_size: c_int, payload: *mut c_void) -> usize>;
+
+/// Occupancy of one (block size, dynamic shared memory) configuration. Filled by the library; set `version` first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_occupancy_result {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Resident blocks per SM.
+    pub active_blocks_per_sm: c_int,
+    /// Resident warps per SM.
+    pub active_warps_per_sm: c_int,
+    /// active warps / the SM's maximum warps (0..1).
+    pub occupancy: f64,
+    /// The resource that limits it (on ties: shared memory, registers, warps, blocks).
+    pub limiter: cuabi_occupancy_limiter,
+    /// Bit (1 << limiter) for every resource at its limit.
+    pub limiters: c_uint,
+    /// Blocks per SM the warp slots allow.
+    pub limit_warps: c_int,
+    /// Blocks per SM the registers allow (INT_MAX: unlimited).
+    pub limit_registers: c_int,
+    /// Blocks per SM the shared memory allows (INT_MAX: unlimited).
+    pub limit_shared_memory: c_int,
+    /// The SM's maximum resident blocks.
+    pub limit_blocks: c_int,
+    /// Registers allocated to one block.
+    pub registers_per_block: c_int,
+    /// Shared memory allocated to one block (static + dynamic + reserved, rounded).
+    pub shared_bytes_per_block: usize,
+}
+
+impl Default for cuabi_occupancy_result {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_occupancy_result.
+pub const CUABI_OCCUPANCY_RESULT_VERSION: c_uint = 1;
+
+/// Settings of the kernel that occupancy depends on, for offline answers.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_occupancy_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; -1 for the driver's default (48 KiB minus static shared memory).
+    pub max_dynamic_shared_bytes: i64,
+    /// Preferred shared-memory carveout in percent (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT); -1 for none.
+    pub carveout: c_int,
+    /// SMs of the GPU (min grid size, cluster estimates); 0 for the architecture's example GPU.
+    pub sm_count: c_int,
+}
+
+impl Default for cuabi_occupancy_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_occupancy_options.
+pub const CUABI_OCCUPANCY_OPTIONS_VERSION: c_uint = 1;
+
+/// An architecture's published limits, as the offline calculator uses them.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_arch_limits {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// 90 for sm_90.
+    pub arch: c_int,
+    /// The GPU whose SM count is given.
+    pub example_gpu: [c_char; 32],
+    pub sm_count: c_int,
+    pub warp_size: c_int,
+    pub max_threads_per_block: c_int,
+    pub max_threads_per_sm: c_int,
+    pub max_blocks_per_sm: c_int,
+    pub registers_per_sm: c_int,
+    pub registers_per_block: c_int,
+    pub max_registers_per_thread: c_int,
+    pub shared_bytes_per_sm: usize,
+    /// Without opt-in.
+    pub shared_bytes_per_block: usize,
+    pub shared_bytes_per_block_optin: usize,
+    pub reserved_shared_bytes_per_block: usize,
+    /// Portable maximum; 0 without thread-block clusters.
+    pub max_cluster_size: c_int,
+    pub max_cluster_size_nonportable: c_int,
+}
+
+impl Default for cuabi_arch_limits {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_arch_limits.
+pub const CUABI_ARCH_LIMITS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_RESULT_VERSION).
+    pub fn cuabi_occupancy_result_init(opts: *mut cuabi_occupancy_result, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_OPTIONS_VERSION).
+    pub fn cuabi_occupancy_options_init(opts: *mut cuabi_occupancy_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARCH_LIMITS_VERSION).
+    pub fn cuabi_arch_limits_init(opts: *mut cuabi_arch_limits, version: c_uint) -> cuabi_status;
+    /// The limits of a named architecture: "sm_90", "sm_90a", "compute_90", "90" or "9.0". CUABI_ERROR_NOT_FOUND for one the table lacks.
+    pub fn cuabi_arch_limits_get(out: *mut cuabi_arch_limits, arch: *const c_char) -> cuabi_status;
+    /// Entry `index` of the limits table (ascending architectures); CUABI_ERROR_NOT_FOUND past the end.
+    pub fn cuabi_arch_limits_at(out: *mut cuabi_arch_limits, index: usize) -> cuabi_status;
+    /// "warps", "registers", "shared memory", "blocks", "block size" or "none"; never NULL.
+    pub fn cuabi_occupancy_limiter_name(limiter: cuabi_occupancy_limiter) -> *const c_char;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -904,8 +1284,13 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
+    ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
+    ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
+    ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
+    ("cuabi_occupancy_options", core::mem::size_of::<cuabi_occupancy_options>(), &[("version", core::mem::offset_of!(cuabi_occupancy_options, version)), ("max_dynamic_shared_bytes", core::mem::offset_of!(cuabi_occupancy_options, max_dynamic_shared_bytes)), ("carveout", core::mem::offset_of!(cuabi_occupancy_options, carveout)), ("sm_count", core::mem::offset_of!(cuabi_occupancy_options, sm_count))]),
+    ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -960,6 +1345,40 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_event_query", cuabi_event_query as *const () as usize),
         ("cuabi_event_elapsed_ms", cuabi_event_elapsed_ms as *const () as usize),
         ("cuabi_event_raw", cuabi_event_raw as *const () as usize),
+        ("cuabi_objcode_retain", cuabi_objcode_retain as *const () as usize),
+        ("cuabi_objcode_release", cuabi_objcode_release as *const () as usize),
+        ("cuabi_objcode_from_memory", cuabi_objcode_from_memory as *const () as usize),
+        ("cuabi_objcode_from_file", cuabi_objcode_from_file as *const () as usize),
+        ("cuabi_objcode_code_type", cuabi_objcode_code_type as *const () as usize),
+        ("cuabi_objcode_bytes", cuabi_objcode_bytes as *const () as usize),
+        ("cuabi_objcode_load", cuabi_objcode_load as *const () as usize),
+        ("cuabi_objcode_get_kernel", cuabi_objcode_get_kernel as *const () as usize),
+        ("cuabi_objcode_kernel_count", cuabi_objcode_kernel_count as *const () as usize),
+        ("cuabi_objcode_kernel_name", cuabi_objcode_kernel_name as *const () as usize),
+        ("cuabi_objcode_lowered_name", cuabi_objcode_lowered_name as *const () as usize),
+        ("cuabi_objcode_kernel_resources", cuabi_objcode_kernel_resources as *const () as usize),
+        ("cuabi_objcode_arch", cuabi_objcode_arch as *const () as usize),
+        ("cuabi_kernel_retain", cuabi_kernel_retain as *const () as usize),
+        ("cuabi_kernel_release", cuabi_kernel_release as *const () as usize),
+        ("cuabi_kernel_resources_init", cuabi_kernel_resources_init as *const () as usize),
+        ("cuabi_kernel_name", cuabi_kernel_name as *const () as usize),
+        ("cuabi_kernel_objcode", cuabi_kernel_objcode as *const () as usize),
+        ("cuabi_kernel_attribute", cuabi_kernel_attribute as *const () as usize),
+        ("cuabi_kernel_set_attribute", cuabi_kernel_set_attribute as *const () as usize),
+        ("cuabi_kernel_param_count", cuabi_kernel_param_count as *const () as usize),
+        ("cuabi_kernel_param_info", cuabi_kernel_param_info as *const () as usize),
+        ("cuabi_kernel_get_resources", cuabi_kernel_get_resources as *const () as usize),
+        ("cuabi_kernel_raw", cuabi_kernel_raw as *const () as usize),
+        ("cuabi_kernel_function", cuabi_kernel_function as *const () as usize),
+        ("cuabi_linker_destroy", cuabi_linker_destroy as *const () as usize),
+        ("cuabi_linker_options_init", cuabi_linker_options_init as *const () as usize),
+        ("cuabi_linker_create", cuabi_linker_create as *const () as usize),
+        ("cuabi_linker_add_data", cuabi_linker_add_data as *const () as usize),
+        ("cuabi_linker_add_file", cuabi_linker_add_file as *const () as usize),
+        ("cuabi_linker_add_objcode", cuabi_linker_add_objcode as *const () as usize),
+        ("cuabi_linker_complete", cuabi_linker_complete as *const () as usize),
+        ("cuabi_linker_info_log", cuabi_linker_info_log as *const () as usize),
+        ("cuabi_linker_error_log", cuabi_linker_error_log as *const () as usize),
         ("cuabi_argpack_retain", cuabi_argpack_retain as *const () as usize),
         ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
         ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),
@@ -982,5 +1401,11 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_set_bytes", cuabi_argpack_set_bytes as *const () as usize),
         ("cuabi_argpack_get_bytes", cuabi_argpack_get_bytes as *const () as usize),
         ("cuabi_argpack_set_blob", cuabi_argpack_set_blob as *const () as usize),
+        ("cuabi_occupancy_result_init", cuabi_occupancy_result_init as *const () as usize),
+        ("cuabi_occupancy_options_init", cuabi_occupancy_options_init as *const () as usize),
+        ("cuabi_arch_limits_init", cuabi_arch_limits_init as *const () as usize),
+        ("cuabi_arch_limits_get", cuabi_arch_limits_get as *const () as usize),
+        ("cuabi_arch_limits_at", cuabi_arch_limits_at as *const () as usize),
+        ("cuabi_occupancy_limiter_name", cuabi_occupancy_limiter_name as *const () as usize),
     ]
 }
