@@ -27,17 +27,19 @@ LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 CARGO_TARGET_DIR="$builddir/rust-target"
 export PKG_CONFIG_PATH LD_LIBRARY_PATH CARGO_TARGET_DIR
 
-# A sanitizer build of libcuabi needs the runtimes loaded first in a
-# program that was not itself built with them.
+# A sanitizer build of libcuabi needs its runtimes loaded first in programs
+# that were not built with them. Only the test binaries get them (through a
+# cargo runner): rustc itself crashes under LD_PRELOAD=libasan.
 if readelf -d "$libdir/libcuabi.so" | grep -q 'libasan'; then
     asan=$(${CC:-cc} -print-file-name=libasan.so)
     ubsan=$(${CC:-cc} -print-file-name=libubsan.so)
-    LD_PRELOAD="$asan $ubsan"; export LD_PRELOAD
-    # Rust's own runtime keeps a few allocations to exit (thread-locals).
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"; export ASAN_OPTIONS
-    echo "note: sanitizer build; LD_PRELOAD=$LD_PRELOAD"
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    var=CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER
+    # Rust's runtime keeps a few allocations until exit: no leak report.
+    eval "$var=\"env LD_PRELOAD=$asan:$ubsan ASAN_OPTIONS=detect_leaks=0\""
+    export "$var"
+    echo "note: sanitizer build; test binaries run with LD_PRELOAD=$asan:$ubsan"
 fi
 
 cd "$srcdir/bindings/rust" || exit 1
-# Building scripts (build.rs) under LD_PRELOAD=asan is fine; rustc itself too.
 exec cargo test --offline --locked 2>&1
