@@ -5,6 +5,14 @@
 
 #include "objcode.h"
 
+/* An input kept for a PTX-output relink (see cuabi_linker_complete). */
+typedef struct kept_input {
+    nvJitLinkInputType type;
+    void *data;
+    size_t size;
+    char *name;
+} kept_input;
+
 typedef struct cuabi__linker {
     cuabi__object base;
     nvJitLinkHandle h;
@@ -13,6 +21,13 @@ typedef struct cuabi__linker {
     bool completed;
     size_t inputs;
     char *info_log, *error_log;      /* refreshed by the log getters */
+    /* nvJitLink emits PTX only when created with -ptx, but the output kind
+     * is chosen at completion: with -lto the options and inputs are kept,
+     * and a PTX completion relinks them in a second session. */
+    bool keep;
+    char **opts;
+    size_t nopts;
+    kept_input *kept;
 } cuabi__linker;
 
 static const char *nvj_result_name(nvJitLinkResult r)
@@ -217,14 +232,40 @@ cuabi_status cuabi__link_to_cubin(void **cubin, size_t *size, cuabi_code_type ty
 
 /* ------------------------------------------------------------ public API */
 
-static void linker_destroy(cuabi__object *base)
+static void free_linker(cuabi__linker *l)
 {
-    cuabi__linker *l = (cuabi__linker *)base;
     if (l->h)
         l->nvj->nvJitLinkDestroy(&l->h);
+    for (size_t i = 0; l->kept && i < l->inputs; i++) {
+        cuabi__free(l->kept[i].data);
+        cuabi__free(l->kept[i].name);
+    }
+    cuabi__free(l->kept);
+    for (size_t i = 0; l->opts && i < l->nopts; i++)
+        cuabi__free(l->opts[i]);
+    cuabi__free(l->opts);
     cuabi__free(l->info_log);
     cuabi__free(l->error_log);
     cuabi__free(l);
+}
+
+static void linker_destroy(cuabi__object *base)
+{
+    free_linker((cuabi__linker *)base);
+}
+
+/* Keep a copy of the option list for a later relink. */
+static cuabi_status keep_opts(cuabi__linker *l, const char **all, size_t n)
+{
+    l->opts = cuabi__calloc(n + 1, sizeof *l->opts);
+    if (!l->opts)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++) {
+        if (!(l->opts[i] = cuabi__strdup(all[i])))
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        l->nopts = i + 1;
+    }
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
@@ -268,7 +309,12 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     }
     if (st == CUABI_SUCCESS) {
         l->nvj = nvj;
+        l->keep = options->lto != 0;
         snprintf(l->arch, sizeof l->arch, "%s", arch);
+        if (l->keep)
+            st = keep_opts(l, all, nopt);
+    }
+    if (st == CUABI_SUCCESS) {
         nvJitLinkResult r = nvj->nvJitLinkCreate(&l->h, (uint32_t)nopt, all);
         if (r != NVJITLINK_SUCCESS) {
             st = fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, l->h, r, __func__,
@@ -282,9 +328,8 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     cuabi__free(all);
     free_opts(&o);
     if (st != CUABI_SUCCESS) {
-        if (l && l->h)
-            nvj->nvJitLinkDestroy(&l->h);
-        cuabi__free(l);
+        if (l)
+            free_linker(l);
         return st;
     }
     *out = CUABI__HANDLE(l, cuabi_linker);
@@ -307,12 +352,31 @@ static cuabi_status add_data(cuabi__linker *l, cuabi_code_type type, const void 
     CUABI__TRY(input_type(&it, type, data, size, caller));
     if (!name)
         name = "<memory>";
+    kept_input k = { it, NULL, size, NULL };
+    if (l->keep) {
+        kept_input *nk = cuabi__realloc(l->kept, (l->inputs + 1) * sizeof *nk);
+        if (!nk)
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        l->kept = nk;
+        k.data = cuabi__malloc(size);
+        k.name = cuabi__strdup(name);
+        if (!k.data || !k.name) {
+            cuabi__free(k.data);
+            cuabi__free(k.name);
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(k.data, data, size);
+    }
     nvJitLinkResult r = l->nvj->nvJitLinkAddData(l->h, it, data, size, name);
     if (r != NVJITLINK_SUCCESS) {
+        cuabi__free(k.data);
+        cuabi__free(k.name);
         char what[300];
         snprintf(what, sizeof what, "adding %s", name);
         return fail(CUABI_ERROR_INVALID_IMAGE, l->nvj, l->h, r, caller, what);
     }
+    if (l->keep)
+        l->kept[l->inputs] = k;
     l->inputs++;
     return CUABI_SUCCESS;
 }
@@ -371,6 +435,39 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_
     return add_data(l, o->type, o->data, n, o->name, __func__);
 }
 
+/* Replace the session with one created with -ptx, fed the kept inputs. */
+static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
+{
+    const cuabi__nvjitlink *nvj = l->nvj;
+    const char **opts = cuabi__calloc(l->nopts + 1, sizeof *opts);
+    if (!opts)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < l->nopts; i++)
+        opts[i] = l->opts[i];
+    opts[l->nopts] = "-ptx";
+    nvJitLinkHandle h = NULL;
+    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + 1, opts);
+    cuabi__free(opts);
+    if (r != NVJITLINK_SUCCESS) {
+        cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)");
+        if (h)
+            nvj->nvJitLinkDestroy(&h);
+        return st;
+    }
+    for (size_t i = 0; i < l->inputs; i++) {
+        const kept_input *k = &l->kept[i];
+        r = nvj->nvJitLinkAddData(h, k->type, k->data, k->size, k->name);
+        if (r != NVJITLINK_SUCCESS) {
+            cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)");
+            nvj->nvJitLinkDestroy(&h);
+            return st;
+        }
+    }
+    nvj->nvJitLinkDestroy(&l->h);
+    l->h = h;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_linker *linker,
                                                  cuabi_code_type output)
 {
@@ -384,18 +481,22 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
     CUABI__TRY(check_open(l, __func__));
     CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
     const cuabi__nvjitlink *nvj = l->nvj;
+    bool ptx = output == CUABI_CODE_PTX;
+    CUABI__CHECK_ARG(!ptx || l->keep,
+                     "%s: PTX output needs link-time optimisation: set options.lto = 1 and "
+                     "add LTO-IR inputs", __func__);
     l->completed = true;
+    if (ptx)
+        CUABI__TRY(relink_for_ptx(l, __func__));
     nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);
     if (r != NVJITLINK_SUCCESS)
         return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__, "nvJitLinkComplete");
     size_t size = 0;
-    bool ptx = output == CUABI_CODE_PTX;
     r = ptx ? nvj->nvJitLinkGetLinkedPtxSize(l->h, &size)
             : nvj->nvJitLinkGetLinkedCubinSize(l->h, &size);
     if (r != NVJITLINK_SUCCESS)
         return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__,
-                    ptx ? "nvJitLinkGetLinkedPtxSize (PTX output needs LTO inputs and -lto)"
-                        : "nvJitLinkGetLinkedCubinSize");
+                    ptx ? "nvJitLinkGetLinkedPtxSize" : "nvJitLinkGetLinkedCubinSize");
     char *data = cuabi__malloc(size + 1);
     if (!data)
         return CUABI_ERROR_OUT_OF_MEMORY;
