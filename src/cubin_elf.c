@@ -309,9 +309,15 @@ static cuabi_status fill_kernel(const reader *r, cuabi__elf_kernel *k, uint32_t 
     if (st == CUABI_SUCCESS)
         st = take_params(k, &c);
     cuabi__free(c.params);
-    const int *mt = res->max_threads;
-    if (mt[0] > 0)
-        res->max_threads_per_block = mt[0] * (mt[1] > 0 ? mt[1] : 1) * (mt[2] > 0 ? mt[2] : 1);
+    /* The product, saturated: a damaged image must not overflow an int. */
+    int64_t prod = res->max_threads[0] > 0 ? 1 : 0;
+    for (int i = 0; i < 3 && prod; i++) {
+        if (res->max_threads[i] > 0)
+            prod *= res->max_threads[i];
+        if (prod > INT32_MAX)
+            prod = INT32_MAX;
+    }
+    res->max_threads_per_block = (int)prod;
     return st;
 }
 

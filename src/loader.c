@@ -69,9 +69,9 @@ static void *open_first(loaded_lib *lib, const char *env, const char *const *nam
     return NULL;
 }
 
-static cuabi_status fail_fast(loaded_lib *lib, const char *what)
+static cuabi_status fail_fast(loaded_lib *lib, const char *what, const char *caller)
 {
-    return cuabi__error(lib->fail_status, "%s: %s", what, lib->info.error);
+    return cuabi__error(lib->fail_status, "%s: %s unavailable: %s", caller, what, lib->info.error);
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -133,7 +133,8 @@ static int load_driver(void)
     return 1;
 }
 
-static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what)
+static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what,
+                           const char *caller)
 {
     int state = atomic_load_explicit(&lib->state, memory_order_acquire);
     if (CUABI__UNLIKELY(state == 0)) {
@@ -146,12 +147,12 @@ static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what)
         }
         pthread_mutex_unlock(&lib->lock);
     }
-    return state == 1 ? CUABI_SUCCESS : fail_fast(lib, what);
+    return state == 1 ? CUABI_SUCCESS : fail_fast(lib, what, caller);
 }
 
-cuabi_status cuabi__driver_get(const cuabi__driver **out)
+cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller)
 {
-    cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver");
+    cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver", caller);
     *out = &drv;
     return st;
 }
@@ -214,9 +215,9 @@ static int load_nvrtc(void)
     return 1;
 }
 
-cuabi_status cuabi__nvrtc_get(const cuabi__nvrtc **out)
+cuabi_status cuabi__nvrtc_get_for(const cuabi__nvrtc **out, const char *caller)
 {
-    cuabi_status st = ensure(&nvrtc_lib, load_nvrtc, "NVRTC");
+    cuabi_status st = ensure(&nvrtc_lib, load_nvrtc, "NVRTC", caller);
     *out = &nvrtc;
     return st;
 }
@@ -270,9 +271,9 @@ static int load_nvjitlink(void)
     return 1;
 }
 
-cuabi_status cuabi__nvjitlink_get(const cuabi__nvjitlink **out)
+cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *caller)
 {
-    cuabi_status st = ensure(&jit_lib, load_nvjitlink, "nvJitLink");
+    cuabi_status st = ensure(&jit_lib, load_nvjitlink, "nvJitLink", caller);
     *out = &jit;
     return st;
 }
@@ -312,4 +313,56 @@ cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller)
         return st;
     }
     return CUABI_SUCCESS;
+}
+
+/* ---------------------------------------------------------- fault injection */
+
+_Atomic int cuabi__faults_armed;
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fault_entry[128];
+static long fault_countdown;
+static bool fault_sticky;
+static CUresult fault_code;
+static long fault_fired;
+
+void cuabi__fault_arm(const char *entry, long n, bool sticky, CUresult result)
+{
+    pthread_mutex_lock(&fault_lock);
+    snprintf(fault_entry, sizeof fault_entry, "%s", entry ? entry : "");
+    fault_countdown = n;
+    fault_sticky = sticky;
+    fault_code = result;
+    fault_fired = 0;
+    atomic_store(&cuabi__faults_armed, n > 0);
+    pthread_mutex_unlock(&fault_lock);
+}
+
+bool cuabi__fault_fires(const char *entry)
+{
+    bool fire = false;
+    pthread_mutex_lock(&fault_lock);
+    if (fault_countdown > 0 && (!fault_entry[0] || strcmp(fault_entry, entry) == 0)) {
+        if (fault_countdown == 1) {
+            fire = true;
+            fault_fired++;
+            if (!fault_sticky) {
+                fault_countdown = 0;
+                atomic_store(&cuabi__faults_armed, 0);
+            }
+        } else {
+            fault_countdown--;
+        }
+    }
+    pthread_mutex_unlock(&fault_lock);
+    return fire;
+}
+
+CUresult cuabi__fault_result(void) { return fault_code; }
+
+long cuabi__fault_count(void)
+{
+    pthread_mutex_lock(&fault_lock);
+    long n = fault_fired;
+    pthread_mutex_unlock(&fault_lock);
+    return n;
 }

@@ -16,6 +16,8 @@
 #include <cudaTypedefs.h>
 #include <nvrtc.h>
 #include <nvJitLink.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 /* Every driver entry point cuabi uses: X(name, cuda_version). Add new ones
  * here; the version picks the signature (PFN_<name>_v<version>). */
@@ -117,9 +119,13 @@ typedef struct cuabi__nvjitlink {
 /* Load (once) and return the table; on failure set the last error (status
  * CUABI_ERROR_DRIVER_NOT_FOUND / NO_DEVICE / NVRTC_NOT_FOUND /
  * NVJITLINK_NOT_FOUND) and return it. Thread-safe. */
-cuabi_status cuabi__driver_get(const cuabi__driver **out);
-cuabi_status cuabi__nvrtc_get(const cuabi__nvrtc **out);
-cuabi_status cuabi__nvjitlink_get(const cuabi__nvjitlink **out);
+cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller);
+cuabi_status cuabi__nvrtc_get_for(const cuabi__nvrtc **out, const char *caller);
+cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *caller);
+/* The error message names the calling public function. */
+#define cuabi__driver_get(out) cuabi__driver_get_for((out), __func__)
+#define cuabi__nvrtc_get(out) cuabi__nvrtc_get_for((out), __func__)
+#define cuabi__nvjitlink_get(out) cuabi__nvjitlink_get_for((out), __func__)
 
 /* Facts about what was loaded, for cuabi_runtime_info_get(). */
 typedef struct cuabi__lib_info {
@@ -139,9 +145,24 @@ cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller);
 
 /* Call a driver entry point, converting failure into a status:
  *   cuabi_status st = CUABI__CU(drv, cuStreamSynchronize, s);           */
-#define CUABI__CU(drv, fn, ...) \
-    ((drv)->fn ? cuabi__cu_check((drv)->fn(__VA_ARGS__), #fn, __func__) \
-               : cuabi__missing_entry(#fn, __func__))
+#define CUABI__CU(drv, fn, ...)                                               \
+    (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
+                                          memory_order_relaxed)) &&            \
+             cuabi__fault_fires(#fn)                                           \
+         ? cuabi__cu_check(cuabi__fault_result(), #fn, __func__)               \
+     : (drv)->fn ? cuabi__cu_check((drv)->fn(__VA_ARGS__), #fn, __func__)      \
+                 : cuabi__missing_entry(#fn, __func__))
+
+/* Fault injection for tests (SQLite's method applied to CUDA): make the Nth
+ * driver call made through CUABI__CU fail with `result` — only calls to
+ * `entry` when it is not NULL — once, or every call from the Nth on when
+ * `sticky`. n = 0 disarms. The check costs one relaxed load when disarmed.
+ * cuabi__fault_count() returns how many faults fired since arming. */
+extern _Atomic int cuabi__faults_armed;
+void cuabi__fault_arm(const char *entry, long n, bool sticky, CUresult result);
+bool cuabi__fault_fires(const char *entry);
+CUresult cuabi__fault_result(void);
+long cuabi__fault_count(void);
 
 /* Testing: replace the driver table wholesale (marks the driver loaded) or
  * reach the live tables to swap entries. Pass NULL to forget a fake and

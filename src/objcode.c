@@ -565,9 +565,9 @@ static cuabi_status kernel_list(cuabi__objcode *o, const cuabi__elf_info **elf,
     *elf = NULL;
     if (o->type == CUABI_CODE_CUBIN || o->type == CUABI_CODE_PTX || o->type == CUABI_CODE_LTOIR) {
         cuabi_status st = cuabi__objcode_elf(o, NULL, elf, caller);
-        if (st == CUABI_SUCCESS || o->type == CUABI_CODE_CUBIN)
+        if (st != CUABI_ERROR_NVJITLINK_NOT_FOUND)
             return st;
-        /* No nvJitLink (or it failed): the driver may still list them. */
+        /* No nvJitLink: the driver may still list them. */
     }
     return driver_kernel_names(o, caller);
 }

@@ -197,4 +197,120 @@ static inline void fake_driver_install(void)
     cuabi__driver_install_fake(&d);
 }
 
+
+/* ---- Libraries and kernels (added by the objcode area). A fake library
+ * accepts any image starting with ELF magic or holding ".version"; a kernel
+ * is found when its name appears in the image after ".entry " (PTX) or as a
+ * NUL-terminated string (CUBIN string table). Kernels report 3 parameters of
+ * 8 bytes. Install with fake_driver_install_libraries() after
+ * fake_driver_install(). */
+typedef struct fake_library { const char *image; size_t size; } fake_library;
+typedef struct fake_kernel { char name[128]; } fake_kernel;
+static int fake_live_libraries, fake_library_loads;
+static fake_kernel fake_kernels[16];
+static int fake_kernel_count;
+
+static CUresult CUDAAPI fake_cuLibraryLoadData(CUlibrary *lib, const void *code,
+                                               CUjit_option *jo, void **jv, unsigned nj,
+                                               CUlibraryOption *lo, void **lv, unsigned nl)
+{
+    (void)lo; (void)lv; (void)nl;
+    const char *c = code;
+    if (memcmp(c, "\x7f" "ELF", 4) != 0 && !strstr(c, ".version")) {
+        for (unsigned i = 0; i < nj; i++)
+            if (jo[i] == CU_JIT_ERROR_LOG_BUFFER)
+                snprintf(jv[i], 64, "fake JIT: not an image");
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    fake_library *fl = malloc(sizeof *fl);
+    fl->image = c;
+    fl->size = 0;
+    fake_live_libraries++;
+    fake_library_loads++;
+    *lib = (CUlibrary)fl;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuLibraryUnload(CUlibrary lib)
+{
+    free(lib);
+    fake_live_libraries--;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    const char *img = ((fake_library *)lib)->image;
+    char pat[160];
+    snprintf(pat, sizeof pat, ".entry %s(", name);
+    bool found = strstr(img, pat) != NULL;
+    if (!found && memcmp(img, "\x7f" "ELF", 4) == 0) {
+        /* The image's extent: its section and program header tables end it
+         * (cuabi only loads CUBINs it has parsed). */
+        uint64_t shoff, phoff;
+        uint16_t phentsize, phnum, shentsize, shnum;
+        memcpy(&phoff, img + 32, 8); memcpy(&shoff, img + 40, 8);
+        memcpy(&phentsize, img + 54, 2); memcpy(&phnum, img + 56, 2);
+        memcpy(&shentsize, img + 58, 2); memcpy(&shnum, img + 60, 2);
+        uint64_t end = shoff + (uint64_t)shentsize * shnum;
+        if (phoff + (uint64_t)phentsize * phnum > end) end = phoff + (uint64_t)phentsize * phnum;
+        found = memmem(img, end, name, strlen(name) + 1) != NULL;
+    }
+    if (!found)
+        return CUDA_ERROR_NOT_FOUND;
+    for (int i = 0; i < fake_kernel_count; i++)
+        if (strcmp(fake_kernels[i].name, name) == 0) {
+            *k = (CUkernel)&fake_kernels[i];
+            return CUDA_SUCCESS;
+        }
+    if (fake_kernel_count == 16)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    snprintf(fake_kernels[fake_kernel_count].name, 128, "%s", name);
+    *k = (CUkernel)&fake_kernels[fake_kernel_count++];
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuKernelGetFunction(CUfunction *f, CUkernel k)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    *f = (CUfunction)((char *)k + 1);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k,
+                                                  CUdevice d)
+{
+    (void)k; (void)d;
+    *v = a == CU_FUNC_ATTRIBUTE_NUM_REGS ? 42 : (int)a * 10;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k,
+                                                  CUdevice d)
+{
+    (void)a; (void)k; (void)d;
+    return v < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    (void)k;
+    if (i >= 3) return CUDA_ERROR_INVALID_VALUE;
+    *off = i * 8;
+    *size = 8;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuKernelGetName(const char **name, CUkernel k)
+{
+    *name = ((fake_kernel *)k)->name;
+    return CUDA_SUCCESS;
+}
+
+static inline void fake_driver_install_libraries(void)
+{
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuLibraryLoadData = fake_cuLibraryLoadData;
+    d->cuLibraryUnload = fake_cuLibraryUnload;
+    d->cuLibraryGetKernel = fake_cuLibraryGetKernel;
+    d->cuKernelGetFunction = fake_cuKernelGetFunction;
+    d->cuKernelGetAttribute = fake_cuKernelGetAttribute;
+    d->cuKernelSetAttribute = fake_cuKernelSetAttribute;
+    d->cuKernelGetParamInfo = fake_cuKernelGetParamInfo;
+    d->cuKernelGetName = fake_cuKernelGetName;
+}
+
 #endif

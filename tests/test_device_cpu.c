@@ -272,6 +272,56 @@ START_TEST(allocation_failures_at_every_step)
 }
 END_TEST
 
+START_TEST(driver_failures_at_every_call)
+{
+    /* Fail the Nth driver call for N = 1, 2, ... through a whole
+     * device -> stream -> event -> record -> sync sequence; every failure
+     * must give CUABI_ERROR_CUDA with the injected code, leak nothing, and
+     * leave the library usable. */
+    size_t live = cuabi__handle_live_count();
+    int failures = 0;
+    for (long n = 1; n < 200; n++) {
+        cuabi_device *d = NULL;
+        cuabi_stream *s = NULL;
+        cuabi_event *e = NULL;
+        cuabi__fault_arm(NULL, n, false, CUDA_ERROR_LAUNCH_FAILED);
+        cuabi_status st = cuabi_device_get(&d, 0);
+        if (st == CUABI_SUCCESS) st = cuabi_stream_create(&s, d, NULL);
+        if (st == CUABI_SUCCESS) st = cuabi_event_create(&e, d, NULL);
+        if (st == CUABI_SUCCESS) st = cuabi_event_record(e, s);
+        if (st == CUABI_SUCCESS) st = cuabi_stream_synchronize(s);
+        long fired = cuabi__fault_count();
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        if (e) ck_assert_ok(cuabi_event_release(e));
+        if (s) ck_assert_ok(cuabi_stream_release(s));
+        if (d) ck_assert_ok(cuabi_device_release(d));
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+        ck_assert_int_eq(fake_live_streams, 0);
+        ck_assert_int_eq(fake_live_events, 0);
+        if (fired == 0) {
+            ck_assert_ok(st);
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(st, CUABI_ERROR_CUDA);
+        ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_LAUNCH_FAILED);
+    }
+    ck_assert_int_ge(failures, 5);
+    /* Targeted and sticky: every cuEventCreate fails. */
+    cuabi_device *d;
+    cuabi_event *e;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    cuabi__fault_arm("cuEventCreate", 1, true, CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < 3; i++)
+        ck_assert_status(cuabi_event_create(&e, d, NULL), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
+    ck_assert_int_eq(cuabi__fault_count(), 3);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_ok(cuabi_event_create(&e, d, NULL));
+    ck_assert_ok(cuabi_event_release(e));
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("device_cpu");
@@ -286,6 +336,7 @@ static Suite *suite(void)
     tcase_add_test(tc, events_record_wait_time);
     tcase_add_test(tc, injected_driver_failure_gives_status_and_no_leak);
     tcase_add_test(tc, allocation_failures_at_every_step);
+    tcase_add_test(tc, driver_failures_at_every_call);
     suite_add_tcase(s, tc);
     return s;
 }

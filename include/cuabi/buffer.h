@@ -3,12 +3,115 @@
 #define CUABI_BUFFER_H
 
 #include "cuabi/common.h"
+#include "cuabi/device.h"
+#include "cuabi/stream.h"
+#include "cuabi/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Buffers: a range of memory with an owner. A buffer is allocated from a memory
+ * resource (stream-ordered where the resource is) or wraps memory allocated
+ * elsewhere, with an optional release callback. Copies (buffer to buffer, to and
+ * from host memory) and memsets run synchronously, or on a stream when one is
+ * given. A buffer keeps its resource alive; views over it keep its memory alive
+ * after the buffer handle is destroyed.
+ *
+ * cuabi_buffer_destroy() (or cuabi_buffer_free_async()) invalidates the handle
+ * at once. The memory goes back to its resource when the last view over it is
+ * gone: on the stream the buffer was allocated on, or the one given to
+ * cuabi_buffer_free_async(). A buffer may be used from several threads at once;
+ * destroying it while another thread uses the handle is the caller's race.
+ */
+
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_memory_resource cuabi_memory_resource;
+typedef struct cuabi_stream cuabi_stream;
+
+/**
+ * A range of memory and who frees it.
+ * Single owner: cuabi_*_destroy.
+ */
+typedef struct cuabi_buffer cuabi_buffer;
+
+/** Called exactly once when a wrapped buffer's memory is no longer used (the buffer and every view over it are gone). */
+typedef void (*cuabi_buffer_release_fn)(uintptr_t ptr, size_t size, void *payload);
+
+/** Free a cuabi_buffer and invalidate the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_destroy(cuabi_buffer *handle);
+
+/**
+ * Allocate `size` bytes from a resource. Stream-ordered resources allocate on `stream` and later free on it (or on the stream given to cuabi_buffer_free_async()).
+ * @param out [out, ownership transferred]
+ * @param alignment A power of two, or 0 for the resource's default.
+ * @param stream [may be NULL] NULL = the default stream.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out, cuabi_memory_resource *resource, size_t size, size_t alignment, cuabi_stream *stream);
+
+/**
+ * Wrap memory allocated elsewhere. `release` (if any) is called exactly once with `ptr`, `size` and `payload` when the memory is no longer used; on failure nothing is called and the memory stays the caller's.
+ * @param out [out, ownership transferred]
+ * @param device [may be NULL] The memory's device; NULL only for CUABI_MEMORY_HOST.
+ * @param release [may be NULL]
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *device, cuabi_memory_kind kind, uintptr_t ptr, size_t size, cuabi_buffer_release_fn release, void *payload);
+
+/** Destroy the buffer handle; its memory is freed in order on `stream` (for stream-ordered resources; others free at once) when the last view over it is gone. The handle is invalid afterwards, also when an error is returned. */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_stream *stream);
+
+/**
+ * The buffer's address (a device pointer for device memory).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_pointer(uintptr_t *out, cuabi_buffer *buffer);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_size(size_t *out, cuabi_buffer *buffer);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_kind(cuabi_memory_kind *out, cuabi_buffer *buffer);
+
+/**
+ * The buffer's device, borrowed; NULL for host memory without a device.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_device(cuabi_device **out, cuabi_buffer *buffer);
+
+/**
+ * The resource the buffer came from, borrowed; NULL for wrapped buffers.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_resource(cuabi_memory_resource **out, cuabi_buffer *buffer);
+
+/**
+ * Copy `size` bytes between buffers (any kinds, cuMemcpy with unified addressing; plain host to host is memcpy). With a stream the copy is queued on it; NULL copies synchronously.
+ * @param stream [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src, size_t src_offset, size_t size, cuabi_stream *stream);
+
+/**
+ * Copy `size` bytes of host memory into the buffer. With a stream the host memory must stay valid until the stream reaches the copy.
+ * @param src [array of size elements]
+ * @param stream [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_from_host(cuabi_buffer *dst, size_t dst_offset, const void *src, size_t size, cuabi_stream *stream);
+
+/**
+ * Copy `size` bytes of the buffer into host memory. With a stream the data is there once the stream reaches the copy.
+ * @param dst [out, array of size elements]
+ * @param stream [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_to_host(void *dst, cuabi_buffer *src, size_t src_offset, size_t size, cuabi_stream *stream);
+
+/**
+ * Set `count` elements of `width` bytes (1, 2 or 4) starting at byte `offset` (a multiple of width) to `value` (cuMemsetD8/16/32; a loop for host memory).
+ * @param value Must fit in `width` bytes.
+ * @param stream [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offset, uint32_t value, unsigned int width, size_t count, cuabi_stream *stream);
 
 #ifdef __cplusplus
 }

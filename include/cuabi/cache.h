@@ -3,12 +3,197 @@
 #define CUABI_CACHE_H
 
 #include "cuabi/common.h"
+#include "cuabi/program.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * The compile cache, one per process and shared by every binding: an in-memory
+ * layer in front of an on-disk directory that several processes share.
+ *
+ * Directory: cuabi_cache_set_directory(), else $CUABI_CACHE_DIR, else
+ * $XDG_CACHE_HOME/cuabi, else ~/.cache/cuabi (created with mode 0700).
+ * CUABI_CACHE=0 in the environment turns the cache off at start-up.
+ * Keys are XXH3-128 hashes over the compiler identity, code type, normalised
+ * options, source, in-memory headers, name expressions and output kind.
+ * Entries carry a checksum; a corrupt one is ignored, removed and rebuilt.
+ * A directory that cannot be written never fails a compile: the cache is
+ * skipped and the reason goes to the program's log. All functions are
+ * thread-safe.
+ */
+
+typedef struct cuabi_cache_stats cuabi_cache_stats;
+typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
+typedef struct cuabi_precompile_item cuabi_precompile_item;
+
+/** What cuabi_cache_clear() empties. */
+typedef enum cuabi_cache_clear_flags {
+    CUABI_CACHE_CLEAR_MEMORY = 1, /**< The in-memory layer of this process. */
+    CUABI_CACHE_CLEAR_DISK = 2, /**< Every entry in the directory. */
+    CUABI_CACHE_CLEAR_ALL = 3, /**< Both. */
+    CUABI_CACHE_CLEAR_FLAGS_FORCE32 = 0x7fffffff
+} cuabi_cache_clear_flags;
+
+/** Called once per entry; return 0 to go on, anything else to stop. */
+typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info *entry, void *payload);
+
+/**
+ * Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+ * @param done Compiles finished so far (1..total).
+ * @param total Items x architectures.
+ * @param name The item's name ("" when it has none).
+ * @param arch The architecture just compiled for.
+ * @param status How that compile went.
+ * @param cache_hit 0 compiled, 1 in memory, 2 on disk.
+ */
+typedef int (*cuabi_precompile_progress_fn)(size_t done, size_t total, const char *name, const char *arch, cuabi_status status, int cache_hit, void *payload);
+
+/** Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats(). */
+struct cuabi_cache_stats {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** 1 when compiles use the cache. */
+    int enabled;
+    /** Lookups answered by the in-memory layer (this process). */
+    uint64_t memory_hits;
+    /** Lookups answered by the directory (this process). */
+    uint64_t disk_hits;
+    /** Lookups that had to compile (this process). */
+    uint64_t misses;
+    /** Entries written to the directory (this process). */
+    uint64_t stores;
+    /** Entries that could not be written (read-only or full directory). */
+    uint64_t store_failures;
+    /** Entries found corrupt and removed (this process). */
+    uint64_t corrupt;
+    /** Entries removed to stay under the size limit (this process). */
+    uint64_t evictions;
+    /** Entries in the directory. */
+    uint64_t entries;
+    /** Bytes of those entries. */
+    uint64_t bytes;
+    /** Entries in the in-memory layer. */
+    uint64_t memory_entries;
+    /** Bytes in the in-memory layer. */
+    uint64_t memory_bytes;
+    /** Directory size limit in bytes; 0 = none. */
+    uint64_t size_limit;
+};
+/** Current version of cuabi_cache_stats. */
+#define CUABI_CACHE_STATS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_CACHE_STATS_INIT { CUABI_CACHE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** One entry of the directory, handed to a cuabi_cache_list_fn. */
+struct cuabi_cache_entry_info {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The key as 32 hex digits. */
+    char key[33];
+    /** Kind of code stored. */
+    cuabi_code_type code_type;
+    /** Bytes of the entry file. */
+    uint64_t size;
+    /** Last use, seconds since the Unix epoch (the LRU order). */
+    int64_t last_used;
+    /** Name expressions stored with it. */
+    size_t num_names;
+    /** The entry's file; valid during the callback. */
+    const char *path;
+};
+/** Current version of cuabi_cache_entry_info. */
+#define CUABI_CACHE_ENTRY_INFO_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_CACHE_ENTRY_INFO_INIT { CUABI_CACHE_ENTRY_INFO_VERSION, {0}, 0, 0, 0, 0, 0 }
+
+/** One program for cuabi_cache_precompile(). */
+struct cuabi_precompile_item {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX. */
+    cuabi_code_type type;
+    const char *source;
+    /** Bytes of source, or 0 when NUL-terminated. */
+    size_t size;
+    /** Name shown in progress and logs; may be NULL. */
+    const char *name;
+    /** NULL for the defaults; its arch is replaced by each of the archs given. */
+    const cuabi_program_options *options;
+};
+/** Current version of cuabi_precompile_item. */
+#define CUABI_PRECOMPILE_ITEM_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_PRECOMPILE_ITEM_INIT { CUABI_PRECOMPILE_ITEM_VERSION, CUABI_CODE_CUDA_CXX, NULL, 0, NULL, NULL }
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_stats_init(cuabi_cache_stats *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_ENTRY_INFO_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_entry_info_init(cuabi_cache_entry_info *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_PRECOMPILE_ITEM_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_precompile_item_init(cuabi_precompile_item *opts, unsigned int version);
+
+/**
+ * Use this directory from now on (created 0700 when first written). NULL: back to the default ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
+ * @param path [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_directory(const char *path);
+
+/**
+ * The directory in use, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit.
+ * @param out [out, may be NULL, array of size elements]
+ * @param size [inout]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_get_directory(char *out, size_t *size);
+
+/** Turn the whole cache (both layers) on (1) or off (0). The default is on unless CUABI_CACHE=0. */
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_enabled(int enabled);
+
+/** Limit of the directory in bytes (default 1 GiB, or $CUABI_CACHE_SIZE); 0 = none. Least recently used entries are removed after each store until the directory fits. */
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes);
+
+/**
+ * Counters and the directory's current size (this scans the directory).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out);
+
+/**
+ * Call fn for each valid-looking entry of the directory, least recently used first.
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload);
+
+/**
+ * Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
+ * @param flags cuabi_cache_clear_flags.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags);
+
+/**
+ * Compile every item for every architecture into the cache, without loading
+ * anything on a GPU (what Warp's load_module does ahead of time). A failed
+ * compile does not stop the others: it is reported through `progress`, and the
+ * call returns its status at the end (the first failure's). The cache must be
+ * enabled (else CUABI_ERROR_CACHE).
+ * @param items [array of num_items elements]
+ * @param archs [may be NULL, array of num_archs elements] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
+ * @param progress [may be NULL]
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_precompile(const cuabi_precompile_item *items, size_t num_items, const char **archs, size_t num_archs, cuabi_precompile_progress_fn progress, void *payload);
 
 #ifdef __cplusplus
 }

@@ -3,12 +3,185 @@
 #define CUABI_MEMORY_H
 
 #include "cuabi/common.h"
+#include "cuabi/device.h"
+#include "cuabi/stream.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Memory resources: where buffers get their memory. Every resource has one
+ * interface, allocate and deallocate with a size, an alignment and a stream:
+ * the device's stream-ordered default pool or a pool you create (with a release
+ * threshold), pinned host memory, managed memory, plain host memory (works
+ * without a GPU), and user-defined resources made of C callbacks plus a payload,
+ * so a binding can plug in its own allocator (PyTorch's, RMM's).
+ *
+ * A resource keeps its device alive; a buffer keeps its resource alive.
+ * Resources may be used from several threads at once.
+ */
+
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_stream cuabi_stream;
+
+/**
+ * An allocator of one kind of memory (see cuabi_memory_kind).
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_memory_resource cuabi_memory_resource;
+
+typedef struct cuabi_memory_resource_callbacks cuabi_memory_resource_callbacks;
+typedef struct cuabi_memory_pool_options cuabi_memory_pool_options;
+
+/** Where a resource's or buffer's memory lives. */
+typedef enum cuabi_memory_kind {
+    CUABI_MEMORY_HOST = 1, /**< Plain (pageable) host memory; needs no GPU. DLPack: kDLCPU. */
+    CUABI_MEMORY_DEVICE = 2, /**< Device memory. DLPack: kDLCUDA with the device ordinal. */
+    CUABI_MEMORY_PINNED = 3, /**< Page-locked host memory reachable by the GPU. DLPack: kDLCUDAHost. */
+    CUABI_MEMORY_MANAGED = 4, /**< Managed (unified) memory. DLPack: kDLCUDAManaged. */
+    CUABI_MEMORY_KIND_FORCE32 = 0x7fffffff
+} cuabi_memory_kind;
+
+/**
+ * Allocate `size` bytes aligned to `alignment` (a power of two), ordered on the CUstream `stream` (0 = the default stream); store the address in *out and return 0, or return non-zero on failure. Never called with size 0.
+ * @param out [out]
+ */
+typedef int (*cuabi_memory_allocate_fn)(uintptr_t *out, size_t size, size_t alignment, uintptr_t stream, void *payload);
+
+/** Free memory from the matching allocate call (same size and alignment), ordered on the CUstream `stream`; return 0, or non-zero on failure. */
+typedef int (*cuabi_memory_deallocate_fn)(uintptr_t ptr, size_t size, size_t alignment, uintptr_t stream, void *payload);
+
+/** Called once with the payload when the resource is destroyed (after its last buffer). */
+typedef void (*cuabi_memory_payload_release_fn)(void *payload);
+
+/** A user-defined memory resource: a table of C callbacks. The table is copied. */
+struct cuabi_memory_resource_callbacks {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Required. */
+    cuabi_memory_allocate_fn allocate;
+    /** Required. */
+    cuabi_memory_deallocate_fn deallocate;
+    /** Optional: called once when the resource is destroyed. */
+    cuabi_memory_payload_release_fn release_payload;
+    /** What the memory is; every kind but CUABI_MEMORY_HOST needs a device. */
+    cuabi_memory_kind kind;
+    /** Non-zero: buffers remember their allocation stream and deallocate on it. */
+    int stream_ordered;
+};
+/** Current version of cuabi_memory_resource_callbacks. */
+#define CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_MEMORY_RESOURCE_CALLBACKS_INIT { CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION, NULL, NULL, NULL, CUABI_MEMORY_DEVICE, 1 }
+
+/** How to create a device memory pool. */
+struct cuabi_memory_pool_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Bytes of reserved memory the pool keeps at a synchronisation before returning memory to the system (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); UINT64_MAX keeps everything, 0 returns all unused memory. */
+    uint64_t release_threshold;
+};
+/** Current version of cuabi_memory_pool_options. */
+#define CUABI_MEMORY_POOL_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_MEMORY_POOL_OPTIONS_INIT { CUABI_MEMORY_POOL_OPTIONS_VERSION, UINT64_MAX }
+
+/** Add a reference to a cuabi_memory_resource. */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_retain(cuabi_memory_resource *handle);
+
+/** Drop a reference to a cuabi_memory_resource; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_release(cuabi_memory_resource *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_callbacks_init(cuabi_memory_resource_callbacks *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_POOL_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_pool_options_init(cuabi_memory_pool_options *opts, unsigned int version);
+
+/**
+ * A resource of plain host memory (aligned malloc). Needs no driver or GPU; the stream is ignored.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_host(cuabi_memory_resource **out);
+
+/**
+ * The device's default stream-ordered memory pool (cuDeviceGetDefaultMemPool): allocations use cuMemAllocFromPoolAsync, deallocations cuMemFreeAsync.
+ * @param out [out, ownership transferred]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_resource **out, cuabi_device *device);
+
+/**
+ * A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last reference (after its last buffer).
+ * @param out [out, ownership transferred]
+ * @param options [may be NULL] NULL for the defaults.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(cuabi_memory_resource **out, cuabi_device *device, const cuabi_memory_pool_options *options);
+
+/**
+ * Page-locked host memory (cuMemAllocHost / cuMemFreeHost) in the device's context. Not stream-ordered.
+ * @param out [out, ownership transferred]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out, cuabi_device *device);
+
+/**
+ * Managed memory (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL / cuMemFree). Not stream-ordered.
+ * @param out [out, ownership transferred]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_managed(cuabi_memory_resource **out, cuabi_device *device);
+
+/**
+ * A user-defined resource from a table of callbacks. On failure nothing is called and the payload stays the caller's.
+ * @param out [out, ownership transferred]
+ * @param device [may be NULL] The device the memory belongs to; NULL only for CUABI_MEMORY_HOST.
+ * @param payload [may be NULL] Passed to every callback.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_user(cuabi_memory_resource **out, cuabi_device *device, const cuabi_memory_resource_callbacks *callbacks, void *payload);
+
+/**
+ * Allocate raw memory from a resource; size 0 gives address 0. Most code wants cuabi_buffer_allocate(), which frees itself.
+ * @param out [out]
+ * @param alignment A power of two, or 0 for the resource's default (256 for CUDA memory, 64 for host memory). CUDA resources support up to 256.
+ * @param stream [may be NULL] Orders stream-ordered allocations; NULL = the default stream.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_allocate(uintptr_t *out, cuabi_memory_resource *resource, size_t size, size_t alignment, cuabi_stream *stream);
+
+/**
+ * Return memory from cuabi_memory_resource_allocate() with the same size and alignment; address 0 is ignored.
+ * @param stream [may be NULL] Orders stream-ordered deallocations; NULL = the default stream.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_deallocate(cuabi_memory_resource *resource, uintptr_t ptr, size_t size, size_t alignment, cuabi_stream *stream);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_kind(cuabi_memory_kind *out, cuabi_memory_resource *resource);
+
+/**
+ * The resource's device, borrowed (valid while the resource lives); NULL for host-memory resources without one.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device(cuabi_device **out, cuabi_memory_resource *resource);
+
+/**
+ * The CUmemoryPool behind a device-pool resource; CUABI_ERROR_NOT_SUPPORTED for other kinds.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool(uintptr_t *out, cuabi_memory_resource *resource);
+
+/**
+ * Release unused memory of a pool resource back to the system, keeping at least `keep_bytes` reserved (cuMemPoolTrimTo).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_trim(cuabi_memory_resource *resource, size_t keep_bytes);
 
 #ifdef __cplusplus
 }

@@ -89,7 +89,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_name(const char **out, cuabi_obj
 CUABI_EXTERN(cuabi_status) cuabi_objcode_lowered_name(const char **out, cuabi_objcode *objcode, const char *name_expression);
 
 /**
- * Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+ * Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
  * @param out [inout] Its version field must be set.
  * @param arch [may be NULL]
  */

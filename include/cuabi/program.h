@@ -8,7 +8,131 @@
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Programs: CUDA C++ (through NVRTC) or PTX (through nvJitLink) source compiled
+ * to PTX, CUBIN or LTO-IR, with name expressions for template instantiation.
+ * Every compile goes through the compile cache (see cuabi/cache.h) unless the
+ * cache or the options' `cache` field turn it off.
+ *
+ * A program may be used from several threads; compiles of one program are
+ * serialised, and the log and lowered-name pointers it hands out stay valid
+ * until its next compile or its last release.
+ */
+
+typedef struct cuabi_objcode cuabi_objcode;
+
+/**
+ * Source code (CUDA C++ or PTX) and the results of its last compile.
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_program cuabi_program;
+
+typedef struct cuabi_program_options cuabi_program_options;
+
+/**
+ * How to compile a program. Arrays are given as pointer + count; NULL with a
+ * count of 0 means none. Strings are copied during the call.
+ */
+struct cuabi_program_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. */
+    const char *arch;
+    /** CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). */
+    cuabi_code_type output;
+    /** C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default. */
+    const char *std;
+    /** 0..3: ptxas optimisation level (-Xptxas -O<n>); -1: the compiler's default. */
+    int opt_level;
+    /** 1: device debug information (-G); conflicts with opt_level > 0. */
+    int debug;
+    /** 1: line-number information (-lineinfo). */
+    int line_info;
+    /** 1: --use_fast_math. */
+    int fast_math;
+    /** 1: relocatable device code (-rdc=true), for linking. */
+    int relocatable;
+    /** 1: link-time optimisation (-dlto); implied by output = CUABI_CODE_LTOIR, which it requires. */
+    int lto;
+    /** "NAME" or "NAME=VALUE" each. */
+    const char **defines;
+    size_t num_defines;
+    /** Directories searched for #include. Files found there are not part of the cache key: give headers that change as in-memory headers. */
+    const char **include_paths;
+    size_t num_include_paths;
+    /** In-memory headers: the name #include uses. */
+    const char **header_names;
+    /** In-memory headers: NUL-terminated contents, same order. */
+    const char **header_contents;
+    size_t num_headers;
+    /** Kernels to instantiate and look up by the same text, e.g. "segred<float, 256>". */
+    const char **name_expressions;
+    size_t num_name_expressions;
+    /** Further raw NVRTC (or, for PTX input, nvJitLink) options, passed last. */
+    const char **extra_options;
+    size_t num_extra_options;
+    /** 1: use the compile cache when it is enabled; 0: always compile, and store nothing. */
+    int cache;
+};
+/** Current version of cuabi_program_options. */
+#define CUABI_PROGRAM_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_PROGRAM_OPTIONS_INIT { CUABI_PROGRAM_OPTIONS_VERSION, NULL, CUABI_CODE_CUBIN, NULL, -1, 0, 0, 0, 0, 0, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0, 1 }
+
+/** Add a reference to a cuabi_program. */
+CUABI_EXTERN(cuabi_status) cuabi_program_retain(cuabi_program *handle);
+
+/** Drop a reference to a cuabi_program; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_program_release(cuabi_program *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_PROGRAM_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_options_init(cuabi_program_options *opts, unsigned int version);
+
+/**
+ * A program from source text. `size` is the length in bytes, or 0 when `source`
+ * is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+ * @param out [out, ownership transferred]
+ * @param type CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX.
+ * @param name [may be NULL] File name shown in the log; NULL: "program.cu" or "program.ptx".
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_type type, const char *source, size_t size, const char *name);
+
+/**
+ * Compile (or fetch from the compile cache) and return the code as an object.
+ * A compile error returns CUABI_ERROR_COMPILE, the message carries the log
+ * (file:line: error), and the log stays readable with cuabi_program_log().
+ * @param out [out, may be NULL, ownership transferred] The compiled code; NULL to compile into the cache only.
+ * @param options [may be NULL] NULL for the defaults.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_program *program, const cuabi_program_options *options);
+
+/**
+ * The log of the last compile (compiler messages, then any 'cuabi cache:' notes); "" before the first. Borrowed: valid until the program's next compile or last release.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_log(const char **out, cuabi_program *program);
+
+/**
+ * The mangled name NVRTC gave a name expression of the last successful compile. Borrowed like cuabi_program_log(). CUABI_ERROR_NOT_FOUND when the expression was not given.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_program *program, const char *name_expression);
+
+/**
+ * Where the last compile's code came from: 0 compiled, 1 in-memory cache, 2 on-disk cache.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_cache_hit(int *out, cuabi_program *program);
+
+/**
+ * The architectures the loaded NVRTC can target, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+ * @param out [out, may be NULL, array of capacity elements]
+ * @param count [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capacity, size_t *count);
 
 #ifdef __cplusplus
 }

@@ -2,13 +2,230 @@
 #ifndef CUABI_VIEW_H
 #define CUABI_VIEW_H
 
+#include "cuabi/dlpack.h"
 #include "cuabi/common.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Strided views: typed, shaped windows onto memory, and their exchange with
+ * other libraries through DLPack (1.x DLManagedTensorVersioned and the legacy
+ * DLManagedTensor). A view holds a data pointer, a device (DLPack device type
+ * and ordinal), a dtype (DLPack codes), a shape, strides in elements, a byte
+ * offset, flags (read-only, copied) and an owner it keeps alive: the producer's
+ * DLPack tensor, a buffer's memory, or the view it was sliced from.
+ *
+ * Imports take ownership of the DLPack tensor: its deleter is called exactly
+ * once, when the view's last reference goes, or at once when the import is
+ * refused. Exports keep the memory alive until the consumer calls the export's
+ * deleter, which may happen on any thread and after the view is released.
+ * Views are immutable and may be used from several threads at once.
+ */
+
+/** Most dimensions a view may have. */
+#define CUABI_VIEW_MAX_NDIM 64
+
+typedef struct cuabi_buffer cuabi_buffer;
+
+/**
+ * A strided, typed view of memory that keeps its owner alive.
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_view cuabi_view;
+
+typedef struct cuabi_view_info cuabi_view_info;
+
+/** Element type codes: the values of DLPack's DLDataTypeCode (1.1). Views support whole-byte elements with one lane. */
+typedef enum cuabi_dtype_code {
+    CUABI_DTYPE_INT = 0, /**< Signed integer, 8/16/32/64 bits. */
+    CUABI_DTYPE_UINT = 1, /**< Unsigned integer, 8/16/32/64 bits. */
+    CUABI_DTYPE_FLOAT = 2, /**< IEEE float, 16/32/64 bits. */
+    CUABI_DTYPE_OPAQUE_HANDLE = 3, /**< Not supported by views. */
+    CUABI_DTYPE_BFLOAT = 4, /**< bfloat16 (16 bits). */
+    CUABI_DTYPE_COMPLEX = 5, /**< Complex, 32/64/128 bits (both parts). */
+    CUABI_DTYPE_BOOL = 6, /**< Boolean stored in 8 bits. */
+    CUABI_DTYPE_FLOAT8_E3M4 = 7, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E4M3 = 8, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E4M3B11FNUZ = 9, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E4M3FN = 10, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E4M3FNUZ = 11, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E5M2 = 12, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E5M2FNUZ = 13, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT8_E8M0FNU = 14, /**< 8 bits. */
+    CUABI_DTYPE_FLOAT6_E2M3FN = 15, /**< Sub-byte: not supported by views. */
+    CUABI_DTYPE_FLOAT6_E3M2FN = 16, /**< Sub-byte: not supported by views. */
+    CUABI_DTYPE_FLOAT4_E2M1FN = 17, /**< Sub-byte: not supported by views. */
+    CUABI_DTYPE_CODE_FORCE32 = 0x7fffffff
+} cuabi_dtype_code;
+
+/** The DLPack device types views support (values of DLDeviceType). */
+typedef enum cuabi_dlpack_device_type {
+    CUABI_DLPACK_CPU = 1, /**< Host memory (kDLCPU); device id 0. */
+    CUABI_DLPACK_CUDA = 2, /**< CUDA device memory (kDLCUDA); device id = ordinal. */
+    CUABI_DLPACK_CUDA_HOST = 3, /**< Pinned host memory (kDLCUDAHost); device id 0. */
+    CUABI_DLPACK_CUDA_MANAGED = 13, /**< Managed memory (kDLCUDAManaged); device id 0. */
+    CUABI_DLPACK_DEVICE_TYPE_FORCE32 = 0x7fffffff
+} cuabi_dlpack_device_type;
+
+/** View flags; the same bits as DLPack's DLPACK_FLAG_BITMASK_*. */
+typedef enum cuabi_view_flags {
+    CUABI_VIEW_READ_ONLY = 1, /**< The memory must not be written through this view. */
+    CUABI_VIEW_IS_COPIED = 2, /**< The producer made a copy that the view owns alone. */
+    CUABI_VIEW_FLAGS_FORCE32 = 0x7fffffff
+} cuabi_view_flags;
+
+/** Everything about a view, filled by cuabi_view_get_info(). shape and strides are borrowed: valid while the view lives. */
+struct cuabi_view_info {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The base data pointer (without byte_offset). */
+    uintptr_t data;
+    /** Bytes from data to the first element. */
+    uint64_t byte_offset;
+    /** cuabi_dlpack_device_type. */
+    int device_type;
+    /** DLPack device id (the ordinal for CUDA memory). */
+    int device_id;
+    /** cuabi_dtype_code. */
+    int dtype_code;
+    /** Bits per element. */
+    int dtype_bits;
+    /** Always 1. */
+    int dtype_lanes;
+    int ndim;
+    /** ndim extents. */
+    const int64_t *shape;
+    /** ndim strides in elements; never NULL (filled in for row-major producers). */
+    const int64_t *strides;
+    /** cuabi_view_flags. */
+    unsigned int flags;
+    /** Bytes per element. */
+    size_t itemsize;
+    /** Number of elements. */
+    int64_t size;
+};
+/** Current version of cuabi_view_info. */
+#define CUABI_VIEW_INFO_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_VIEW_INFO_INIT { CUABI_VIEW_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Add a reference to a cuabi_view. */
+CUABI_EXTERN(cuabi_status) cuabi_view_retain(cuabi_view *handle);
+
+/** Drop a reference to a cuabi_view; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_view_release(cuabi_view *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_VIEW_INFO_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_info_init(cuabi_view_info *opts, unsigned int version);
+
+/**
+ * Import a DLPack 1.x tensor, taking ownership: the deleter is called exactly
+ * once, when the view's last reference goes, or before returning when the
+ * import is refused (CUABI_ERROR_DLPACK: major version other than 1, negative
+ * ndim or more than CUABI_VIEW_MAX_NDIM, a negative extent, NULL data with a
+ * non-zero size, strides whose extent overflows, an unsupported dtype or device
+ * type). READ_ONLY and IS_COPIED flags are kept.
+ * @param out [out, ownership transferred]
+ * @param tensor [ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_from_dlpack_versioned(cuabi_view **out, DLManagedTensorVersioned *tensor);
+
+/**
+ * Import a legacy (pre-1.0) DLManagedTensor, taking ownership as cuabi_view_from_dlpack_versioned() does.
+ * @param out [out, ownership transferred]
+ * @param tensor [ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_from_dlpack(cuabi_view **out, DLManagedTensor *tensor);
+
+/**
+ * View a borrowed DLTensor: shape and strides are copied, the memory is not owned; the caller keeps it alive while the view (and any export of it) lives.
+ * @param out [out, ownership transferred]
+ * @param flags cuabi_view_flags.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_from_dltensor(cuabi_view **out, const DLTensor *tensor, unsigned int flags);
+
+/**
+ * A view over a buffer: `ndim` extents and strides in elements (NULL strides = row-major) from byte `offset`; every element must lie inside the buffer. The view keeps the buffer's memory alive.
+ * @param out [out, ownership transferred]
+ * @param offset Byte offset of the first element.
+ * @param dtype_code cuabi_dtype_code.
+ * @param shape [may be NULL, array of ndim elements] May be NULL when ndim is 0.
+ * @param strides [may be NULL, array of ndim elements]
+ * @param flags cuabi_view_flags.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_create(cuabi_view **out, cuabi_buffer *buffer, uint64_t offset, int dtype_code, int dtype_bits, int ndim, const int64_t *shape, const int64_t *strides, unsigned int flags);
+
+/**
+ * A sub-view: per dimension, the elements start, start+step, ... before stop,
+ * with the values Python's slice.indices(n) gives (0 <= start <= n for step > 0;
+ * -1 <= stop <= start < n for step < 0; step != 0). The sub-view keeps the
+ * view's owner alive.
+ * @param out [out, ownership transferred]
+ * @param ndim Must equal the view's ndim.
+ * @param start [may be NULL, array of ndim elements]
+ * @param stop [may be NULL, array of ndim elements]
+ * @param step [may be NULL, array of ndim elements] NULL = all 1.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_slice(cuabi_view **out, cuabi_view *view, int ndim, const int64_t *start, const int64_t *stop, const int64_t *step);
+
+/**
+ * Export as a DLPack 1.x tensor (version 1.1, READ_ONLY/IS_COPIED flags from the view). The consumer owns the result and calls its deleter exactly once, from any thread; until then the memory stays alive.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_to_dlpack_versioned(DLManagedTensorVersioned **out, cuabi_view *view);
+
+/**
+ * Export as a legacy DLManagedTensor. Refused (CUABI_ERROR_DLPACK) for read-only views, which the legacy struct cannot mark.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_to_dlpack(DLManagedTensor **out, cuabi_view *view);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_view_get_info(cuabi_view_info *out, cuabi_view *view);
+
+/**
+ * The address of the first element: data + byte_offset. This is what a kernel receives for a view.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_data_pointer(uintptr_t *out, cuabi_view *view);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_view_ndim(int *out, cuabi_view *view);
+
+/**
+ * Copy the extents into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+ * @param out [out, array of capacity elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_shape(int64_t *out, size_t capacity, cuabi_view *view);
+
+/**
+ * Copy the strides (in elements) into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+ * @param out [out, array of capacity elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_strides(int64_t *out, size_t capacity, cuabi_view *view);
+
+/**
+ * *out = 1 when the elements are dense in row-major order (NumPy's rule: extents of 1 ignore their stride; empty views are contiguous).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_is_c_contiguous(int *out, cuabi_view *view);
+
+/**
+ * *out = 1 when the elements are dense in column-major order.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_is_f_contiguous(int *out, cuabi_view *view);
+
+/**
+ * Number of elements times the element size.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_view_nbytes(uint64_t *out, cuabi_view *view);
 
 #ifdef __cplusplus
 }

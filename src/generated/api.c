@@ -39,9 +39,13 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_device",
     "cuabi_stream",
     "cuabi_event",
+    "cuabi_memory_resource",
+    "cuabi_buffer",
+    "cuabi_view",
     "cuabi_objcode",
     "cuabi_kernel",
     "cuabi_linker",
+    "cuabi_program",
     "cuabi_argpack",
 };
 
@@ -100,6 +104,39 @@ CUABI_EXTERN(cuabi_status) cuabi_event_options_init(cuabi_event_options *opts, u
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_callbacks_init(cuabi_memory_resource_callbacks *opts, unsigned int version)
+{
+    static const cuabi_memory_resource_callbacks defaults = CUABI_MEMORY_RESOURCE_CALLBACKS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_memory_resource_callbacks_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_memory_resource_callbacks", version, CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_pool_options_init(cuabi_memory_pool_options *opts, unsigned int version)
+{
+    static const cuabi_memory_pool_options defaults = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_memory_pool_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_memory_pool_options", version, CUABI_MEMORY_POOL_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_info_init(cuabi_view_info *opts, unsigned int version)
+{
+    static const cuabi_view_info defaults = CUABI_VIEW_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_view_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_view_info", version, CUABI_VIEW_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_kernel_resources_init(cuabi_kernel_resources *opts, unsigned int version)
 {
     static const cuabi_kernel_resources defaults = CUABI_KERNEL_RESOURCES_INIT;
@@ -117,6 +154,50 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts,
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_linker_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_linker_options", version, CUABI_LINKER_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_options_init(cuabi_program_options *opts, unsigned int version)
+{
+    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_program_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_program_options", version, CUABI_PROGRAM_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_stats_init(cuabi_cache_stats *opts, unsigned int version)
+{
+    static const cuabi_cache_stats defaults = CUABI_CACHE_STATS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_cache_stats_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_cache_stats", version, CUABI_CACHE_STATS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_entry_info_init(cuabi_cache_entry_info *opts, unsigned int version)
+{
+    static const cuabi_cache_entry_info defaults = CUABI_CACHE_ENTRY_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_cache_entry_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_cache_entry_info", version, CUABI_CACHE_ENTRY_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_precompile_item_init(cuabi_precompile_item *opts, unsigned int version)
+{
+    static const cuabi_precompile_item defaults = CUABI_PRECOMPILE_ITEM_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_precompile_item_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_precompile_item", version, CUABI_PRECOMPILE_ITEM_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -246,6 +327,31 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_event_options", NULL, sizeof(cuabi_event_options) },
     { "cuabi_event_options", "version", offsetof(cuabi_event_options, version) },
     { "cuabi_event_options", "flags", offsetof(cuabi_event_options, flags) },
+    { "cuabi_memory_resource_callbacks", NULL, sizeof(cuabi_memory_resource_callbacks) },
+    { "cuabi_memory_resource_callbacks", "version", offsetof(cuabi_memory_resource_callbacks, version) },
+    { "cuabi_memory_resource_callbacks", "allocate", offsetof(cuabi_memory_resource_callbacks, allocate) },
+    { "cuabi_memory_resource_callbacks", "deallocate", offsetof(cuabi_memory_resource_callbacks, deallocate) },
+    { "cuabi_memory_resource_callbacks", "release_payload", offsetof(cuabi_memory_resource_callbacks, release_payload) },
+    { "cuabi_memory_resource_callbacks", "kind", offsetof(cuabi_memory_resource_callbacks, kind) },
+    { "cuabi_memory_resource_callbacks", "stream_ordered", offsetof(cuabi_memory_resource_callbacks, stream_ordered) },
+    { "cuabi_memory_pool_options", NULL, sizeof(cuabi_memory_pool_options) },
+    { "cuabi_memory_pool_options", "version", offsetof(cuabi_memory_pool_options, version) },
+    { "cuabi_memory_pool_options", "release_threshold", offsetof(cuabi_memory_pool_options, release_threshold) },
+    { "cuabi_view_info", NULL, sizeof(cuabi_view_info) },
+    { "cuabi_view_info", "version", offsetof(cuabi_view_info, version) },
+    { "cuabi_view_info", "data", offsetof(cuabi_view_info, data) },
+    { "cuabi_view_info", "byte_offset", offsetof(cuabi_view_info, byte_offset) },
+    { "cuabi_view_info", "device_type", offsetof(cuabi_view_info, device_type) },
+    { "cuabi_view_info", "device_id", offsetof(cuabi_view_info, device_id) },
+    { "cuabi_view_info", "dtype_code", offsetof(cuabi_view_info, dtype_code) },
+    { "cuabi_view_info", "dtype_bits", offsetof(cuabi_view_info, dtype_bits) },
+    { "cuabi_view_info", "dtype_lanes", offsetof(cuabi_view_info, dtype_lanes) },
+    { "cuabi_view_info", "ndim", offsetof(cuabi_view_info, ndim) },
+    { "cuabi_view_info", "shape", offsetof(cuabi_view_info, shape) },
+    { "cuabi_view_info", "strides", offsetof(cuabi_view_info, strides) },
+    { "cuabi_view_info", "flags", offsetof(cuabi_view_info, flags) },
+    { "cuabi_view_info", "itemsize", offsetof(cuabi_view_info, itemsize) },
+    { "cuabi_view_info", "size", offsetof(cuabi_view_info, size) },
     { "cuabi_kernel_resources", NULL, sizeof(cuabi_kernel_resources) },
     { "cuabi_kernel_resources", "version", offsetof(cuabi_kernel_resources, version) },
     { "cuabi_kernel_resources", "arch", offsetof(cuabi_kernel_resources, arch) },
@@ -279,6 +385,59 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_linker_options", "verbose", offsetof(cuabi_linker_options, verbose) },
     { "cuabi_linker_options", "extra_options", offsetof(cuabi_linker_options, extra_options) },
     { "cuabi_linker_options", "extra_option_count", offsetof(cuabi_linker_options, extra_option_count) },
+    { "cuabi_program_options", NULL, sizeof(cuabi_program_options) },
+    { "cuabi_program_options", "version", offsetof(cuabi_program_options, version) },
+    { "cuabi_program_options", "arch", offsetof(cuabi_program_options, arch) },
+    { "cuabi_program_options", "output", offsetof(cuabi_program_options, output) },
+    { "cuabi_program_options", "std", offsetof(cuabi_program_options, std) },
+    { "cuabi_program_options", "opt_level", offsetof(cuabi_program_options, opt_level) },
+    { "cuabi_program_options", "debug", offsetof(cuabi_program_options, debug) },
+    { "cuabi_program_options", "line_info", offsetof(cuabi_program_options, line_info) },
+    { "cuabi_program_options", "fast_math", offsetof(cuabi_program_options, fast_math) },
+    { "cuabi_program_options", "relocatable", offsetof(cuabi_program_options, relocatable) },
+    { "cuabi_program_options", "lto", offsetof(cuabi_program_options, lto) },
+    { "cuabi_program_options", "defines", offsetof(cuabi_program_options, defines) },
+    { "cuabi_program_options", "num_defines", offsetof(cuabi_program_options, num_defines) },
+    { "cuabi_program_options", "include_paths", offsetof(cuabi_program_options, include_paths) },
+    { "cuabi_program_options", "num_include_paths", offsetof(cuabi_program_options, num_include_paths) },
+    { "cuabi_program_options", "header_names", offsetof(cuabi_program_options, header_names) },
+    { "cuabi_program_options", "header_contents", offsetof(cuabi_program_options, header_contents) },
+    { "cuabi_program_options", "num_headers", offsetof(cuabi_program_options, num_headers) },
+    { "cuabi_program_options", "name_expressions", offsetof(cuabi_program_options, name_expressions) },
+    { "cuabi_program_options", "num_name_expressions", offsetof(cuabi_program_options, num_name_expressions) },
+    { "cuabi_program_options", "extra_options", offsetof(cuabi_program_options, extra_options) },
+    { "cuabi_program_options", "num_extra_options", offsetof(cuabi_program_options, num_extra_options) },
+    { "cuabi_program_options", "cache", offsetof(cuabi_program_options, cache) },
+    { "cuabi_cache_stats", NULL, sizeof(cuabi_cache_stats) },
+    { "cuabi_cache_stats", "version", offsetof(cuabi_cache_stats, version) },
+    { "cuabi_cache_stats", "enabled", offsetof(cuabi_cache_stats, enabled) },
+    { "cuabi_cache_stats", "memory_hits", offsetof(cuabi_cache_stats, memory_hits) },
+    { "cuabi_cache_stats", "disk_hits", offsetof(cuabi_cache_stats, disk_hits) },
+    { "cuabi_cache_stats", "misses", offsetof(cuabi_cache_stats, misses) },
+    { "cuabi_cache_stats", "stores", offsetof(cuabi_cache_stats, stores) },
+    { "cuabi_cache_stats", "store_failures", offsetof(cuabi_cache_stats, store_failures) },
+    { "cuabi_cache_stats", "corrupt", offsetof(cuabi_cache_stats, corrupt) },
+    { "cuabi_cache_stats", "evictions", offsetof(cuabi_cache_stats, evictions) },
+    { "cuabi_cache_stats", "entries", offsetof(cuabi_cache_stats, entries) },
+    { "cuabi_cache_stats", "bytes", offsetof(cuabi_cache_stats, bytes) },
+    { "cuabi_cache_stats", "memory_entries", offsetof(cuabi_cache_stats, memory_entries) },
+    { "cuabi_cache_stats", "memory_bytes", offsetof(cuabi_cache_stats, memory_bytes) },
+    { "cuabi_cache_stats", "size_limit", offsetof(cuabi_cache_stats, size_limit) },
+    { "cuabi_cache_entry_info", NULL, sizeof(cuabi_cache_entry_info) },
+    { "cuabi_cache_entry_info", "version", offsetof(cuabi_cache_entry_info, version) },
+    { "cuabi_cache_entry_info", "key", offsetof(cuabi_cache_entry_info, key) },
+    { "cuabi_cache_entry_info", "code_type", offsetof(cuabi_cache_entry_info, code_type) },
+    { "cuabi_cache_entry_info", "size", offsetof(cuabi_cache_entry_info, size) },
+    { "cuabi_cache_entry_info", "last_used", offsetof(cuabi_cache_entry_info, last_used) },
+    { "cuabi_cache_entry_info", "num_names", offsetof(cuabi_cache_entry_info, num_names) },
+    { "cuabi_cache_entry_info", "path", offsetof(cuabi_cache_entry_info, path) },
+    { "cuabi_precompile_item", NULL, sizeof(cuabi_precompile_item) },
+    { "cuabi_precompile_item", "version", offsetof(cuabi_precompile_item, version) },
+    { "cuabi_precompile_item", "type", offsetof(cuabi_precompile_item, type) },
+    { "cuabi_precompile_item", "source", offsetof(cuabi_precompile_item, source) },
+    { "cuabi_precompile_item", "size", offsetof(cuabi_precompile_item, size) },
+    { "cuabi_precompile_item", "name", offsetof(cuabi_precompile_item, name) },
+    { "cuabi_precompile_item", "options", offsetof(cuabi_precompile_item, options) },
     { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
     { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
     { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },
@@ -392,6 +551,31 @@ CUABI_EXTERN(cuabi_status) cuabi_event_release(cuabi_event *handle)
     return cuabi__handle_release(handle, CUABI__T_EVENT);
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_retain(cuabi_memory_resource *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_MEMORY_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_release(cuabi_memory_resource *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_MEMORY_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_destroy(cuabi_buffer *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_BUFFER);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_retain(cuabi_view *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_VIEW);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_release(cuabi_view *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_VIEW);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_objcode_retain(cuabi_objcode *handle)
 {
     return cuabi__handle_retain(handle, CUABI__T_OBJCODE);
@@ -415,6 +599,16 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_release(cuabi_kernel *handle)
 CUABI_EXTERN(cuabi_status) cuabi_linker_destroy(cuabi_linker *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_LINKER);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_retain(cuabi_program *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_PROGRAM);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_release(cuabi_program *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_PROGRAM);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle)

@@ -8,11 +8,15 @@ typedef enum cuabi__handle_type {
     CUABI__T_DEVICE = 1,
     CUABI__T_STREAM = 2,
     CUABI__T_EVENT = 3,
-    CUABI__T_OBJCODE = 4,
-    CUABI__T_KERNEL = 5,
-    CUABI__T_LINKER = 6,
-    CUABI__T_ARGPACK = 7,
-    CUABI__T_COUNT = 8
+    CUABI__T_MEMORY_RESOURCE = 4,
+    CUABI__T_BUFFER = 5,
+    CUABI__T_VIEW = 6,
+    CUABI__T_OBJCODE = 7,
+    CUABI__T_KERNEL = 8,
+    CUABI__T_LINKER = 9,
+    CUABI__T_PROGRAM = 10,
+    CUABI__T_ARGPACK = 11,
+    CUABI__T_COUNT = 12
 } cuabi__handle_type;
 
 #endif

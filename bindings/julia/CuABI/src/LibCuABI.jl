@@ -798,11 +798,676 @@ end
 
 # ---- module memory (api/memory.toml)
 
+# An allocator of one kind of memory (see cuabi_memory_kind).
+# Opaque handle: used as Ptr{cuabi_memory_resource} == Ptr{Cvoid}.
+const cuabi_memory_resource = Cvoid
+
+"""
+Where a resource's or buffer's memory lives.
+"""
+const cuabi_memory_kind = Cint
+const CUABI_MEMORY_HOST = cuabi_memory_kind(1)
+const CUABI_MEMORY_DEVICE = cuabi_memory_kind(2)
+const CUABI_MEMORY_PINNED = cuabi_memory_kind(3)
+const CUABI_MEMORY_MANAGED = cuabi_memory_kind(4)
+
+# Callback cuabi_memory_allocate_fn: a C function pointer (see @cfunction).
+const cuabi_memory_allocate_fn = Ptr{Cvoid}
+
+# Callback cuabi_memory_deallocate_fn: a C function pointer (see @cfunction).
+const cuabi_memory_deallocate_fn = Ptr{Cvoid}
+
+# Callback cuabi_memory_payload_release_fn: a C function pointer (see @cfunction).
+const cuabi_memory_payload_release_fn = Ptr{Cvoid}
+
+"""
+A user-defined memory resource: a table of C callbacks. The table is copied.
+"""
+struct cuabi_memory_resource_callbacks
+    version::Cuint
+    allocate::cuabi_memory_allocate_fn
+    deallocate::cuabi_memory_deallocate_fn
+    release_payload::cuabi_memory_payload_release_fn
+    kind::cuabi_memory_kind
+    stream_ordered::Cint
+end
+const CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION = Cuint(1)
+
+"""
+How to create a device memory pool.
+"""
+struct cuabi_memory_pool_options
+    version::Cuint
+    release_threshold::UInt64
+end
+const CUABI_MEMORY_POOL_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_memory_resource_retain(handle)
+
+Add a reference to a cuabi_memory_resource.
+"""
+function cuabi_memory_resource_retain(handle)
+    ccall((:cuabi_memory_resource_retain, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+end
+
+"""
+cuabi_memory_resource_release(handle)
+
+Drop a reference to a cuabi_memory_resource; the last one frees it and invalidates the handle.
+"""
+function cuabi_memory_resource_release(handle)
+    ccall((:cuabi_memory_resource_release, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+end
+
+"""
+cuabi_memory_resource_callbacks_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_memory_resource_callbacks_init(opts, version)
+    ccall((:cuabi_memory_resource_callbacks_init, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource_callbacks}, Cuint), opts, version)
+end
+
+"""
+cuabi_memory_pool_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_POOL_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_memory_pool_options_init(opts, version)
+    ccall((:cuabi_memory_pool_options_init, libcuabi), cuabi_status, (Ptr{cuabi_memory_pool_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_memory_resource_host(out)
+
+A resource of plain host memory (aligned malloc). Needs no driver or GPU; the stream is ignored.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_memory_resource_host(out)
+    ccall((:cuabi_memory_resource_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}},), out)
+end
+
+"""
+cuabi_memory_resource_device_default(out, device)
+
+The device's default stream-ordered memory pool (cuDeviceGetDefaultMemPool): allocations use cuMemAllocFromPoolAsync, deallocations cuMemFreeAsync.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_memory_resource_device_default(out, device)
+    ccall((:cuabi_memory_resource_device_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+end
+
+"""
+cuabi_memory_resource_pool_create(out, device, options)
+
+A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last reference (after its last buffer).
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL] NULL for the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_memory_resource_pool_create(out, device, options)
+    ccall((:cuabi_memory_resource_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_pool_options}), out, device, options)
+end
+
+"""
+cuabi_memory_resource_pinned(out, device)
+
+Page-locked host memory (cuMemAllocHost / cuMemFreeHost) in the device's context. Not stream-ordered.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_memory_resource_pinned(out, device)
+    ccall((:cuabi_memory_resource_pinned, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+end
+
+"""
+cuabi_memory_resource_managed(out, device)
+
+Managed memory (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL / cuMemFree). Not stream-ordered.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_memory_resource_managed(out, device)
+    ccall((:cuabi_memory_resource_managed, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+end
+
+"""
+cuabi_memory_resource_user(out, device, callbacks, payload)
+
+A user-defined resource from a table of callbacks. On failure nothing is called and the payload stays the caller's.
+
+- `out` [out, ownership transferred]
+- `device` [may be C_NULL] The device the memory belongs to; NULL only for CUABI_MEMORY_HOST.
+- `payload` [may be C_NULL] Passed to every callback.
+"""
+function cuabi_memory_resource_user(out, device, callbacks, payload)
+    ccall((:cuabi_memory_resource_user, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_resource_callbacks}, Ptr{Cvoid}), out, device, callbacks, payload)
+end
+
+"""
+cuabi_memory_resource_allocate(out, resource, size, alignment, stream)
+
+Allocate raw memory from a resource; size 0 gives address 0. Most code wants cuabi_buffer_allocate(), which frees itself.
+
+- `out` [out]
+- `alignment` A power of two, or 0 for the resource's default (256 for CUDA memory, 64 for host memory). CUDA resources support up to 256.
+- `stream` [may be C_NULL] Orders stream-ordered allocations; NULL = the default stream.
+"""
+function cuabi_memory_resource_allocate(out, resource, size, alignment, stream)
+    ccall((:cuabi_memory_resource_allocate, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+end
+
+"""
+cuabi_memory_resource_deallocate(resource, ptr, size, alignment, stream)
+
+Return memory from cuabi_memory_resource_allocate() with the same size and alignment; address 0 is ignored.
+
+- `stream` [may be C_NULL] Orders stream-ordered deallocations; NULL = the default stream.
+"""
+function cuabi_memory_resource_deallocate(resource, ptr, size, alignment, stream)
+    ccall((:cuabi_memory_resource_deallocate, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Cuintptr_t, Csize_t, Csize_t, Ptr{cuabi_stream}), resource, ptr, size, alignment, stream)
+end
+
+"""
+cuabi_memory_resource_kind(out, resource)
+
+`cuabi_memory_resource_kind` from the C API.
+
+- `out` [out]
+"""
+function cuabi_memory_resource_kind(out, resource)
+    ccall((:cuabi_memory_resource_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_memory_resource}), out, resource)
+end
+
+"""
+cuabi_memory_resource_device(out, resource)
+
+The resource's device, borrowed (valid while the resource lives); NULL for host-memory resources without one.
+
+- `out` [out]
+"""
+function cuabi_memory_resource_device(out, resource)
+    ccall((:cuabi_memory_resource_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_memory_resource}), out, resource)
+end
+
+"""
+cuabi_memory_resource_pool(out, resource)
+
+The CUmemoryPool behind a device-pool resource; CUABI_ERROR_NOT_SUPPORTED for other kinds.
+
+- `out` [out]
+"""
+function cuabi_memory_resource_pool(out, resource)
+    ccall((:cuabi_memory_resource_pool, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}), out, resource)
+end
+
+"""
+cuabi_memory_resource_trim(resource, keep_bytes)
+
+Release unused memory of a pool resource back to the system, keeping at least `keep_bytes` reserved (cuMemPoolTrimTo).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_memory_resource_trim(resource, keep_bytes)
+    ccall((:cuabi_memory_resource_trim, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Csize_t), resource, keep_bytes)
+end
+
 
 # ---- module buffer (api/buffer.toml)
 
+# A range of memory and who frees it.
+# Opaque handle: used as Ptr{cuabi_buffer} == Ptr{Cvoid}.
+const cuabi_buffer = Cvoid
+
+# Callback cuabi_buffer_release_fn: a C function pointer (see @cfunction).
+const cuabi_buffer_release_fn = Ptr{Cvoid}
+
+"""
+cuabi_buffer_destroy(handle)
+
+Free a cuabi_buffer and invalidate the handle.
+"""
+function cuabi_buffer_destroy(handle)
+    ccall((:cuabi_buffer_destroy, libcuabi), cuabi_status, (Ptr{cuabi_buffer},), handle)
+end
+
+"""
+cuabi_buffer_allocate(out, resource, size, alignment, stream)
+
+Allocate `size` bytes from a resource. Stream-ordered resources allocate on `stream` and later free on it (or on the stream given to cuabi_buffer_free_async()).
+
+- `out` [out, ownership transferred]
+- `alignment` A power of two, or 0 for the resource's default.
+- `stream` [may be C_NULL] NULL = the default stream.
+"""
+function cuabi_buffer_allocate(out, resource, size, alignment, stream)
+    ccall((:cuabi_buffer_allocate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+end
+
+"""
+cuabi_buffer_wrap(out, device, kind, ptr, size, release, payload)
+
+Wrap memory allocated elsewhere. `release` (if any) is called exactly once with `ptr`, `size` and `payload` when the memory is no longer used; on failure nothing is called and the memory stays the caller's.
+
+- `out` [out, ownership transferred]
+- `device` [may be C_NULL] The memory's device; NULL only for CUABI_MEMORY_HOST.
+- `release` [may be C_NULL]
+- `payload` [may be C_NULL]
+"""
+function cuabi_buffer_wrap(out, device, kind, ptr, size, release, payload)
+    ccall((:cuabi_buffer_wrap, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_device}, cuabi_memory_kind, Cuintptr_t, Csize_t, cuabi_buffer_release_fn, Ptr{Cvoid}), out, device, kind, ptr, size, release, payload)
+end
+
+"""
+cuabi_buffer_free_async(buffer, stream)
+
+Destroy the buffer handle; its memory is freed in order on `stream` (for stream-ordered resources; others free at once) when the last view over it is gone. The handle is invalid afterwards, also when an error is returned.
+"""
+function cuabi_buffer_free_async(buffer, stream)
+    ccall((:cuabi_buffer_free_async, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Ptr{cuabi_stream}), buffer, stream)
+end
+
+"""
+cuabi_buffer_pointer(out, buffer)
+
+The buffer's address (a device pointer for device memory).
+
+- `out` [out]
+"""
+function cuabi_buffer_pointer(out, buffer)
+    ccall((:cuabi_buffer_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_buffer}), out, buffer)
+end
+
+"""
+cuabi_buffer_size(out, buffer)
+
+`cuabi_buffer_size` from the C API.
+
+- `out` [out]
+"""
+function cuabi_buffer_size(out, buffer)
+    ccall((:cuabi_buffer_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_buffer}), out, buffer)
+end
+
+"""
+cuabi_buffer_kind(out, buffer)
+
+`cuabi_buffer_kind` from the C API.
+
+- `out` [out]
+"""
+function cuabi_buffer_kind(out, buffer)
+    ccall((:cuabi_buffer_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_buffer}), out, buffer)
+end
+
+"""
+cuabi_buffer_device(out, buffer)
+
+The buffer's device, borrowed; NULL for host memory without a device.
+
+- `out` [out]
+"""
+function cuabi_buffer_device(out, buffer)
+    ccall((:cuabi_buffer_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_buffer}), out, buffer)
+end
+
+"""
+cuabi_buffer_resource(out, buffer)
+
+The resource the buffer came from, borrowed; NULL for wrapped buffers.
+
+- `out` [out]
+"""
+function cuabi_buffer_resource(out, buffer)
+    ccall((:cuabi_buffer_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_buffer}), out, buffer)
+end
+
+"""
+cuabi_buffer_copy(dst, dst_offset, src, src_offset, size, stream)
+
+Copy `size` bytes between buffers (any kinds, cuMemcpy with unified addressing; plain host to host is memcpy). With a stream the copy is queued on it; NULL copies synchronously.
+
+- `stream` [may be C_NULL]
+"""
+function cuabi_buffer_copy(dst, dst_offset, src, src_offset, size, stream)
+    ccall((:cuabi_buffer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+end
+
+"""
+cuabi_buffer_copy_from_host(dst, dst_offset, src, size, stream)
+
+Copy `size` bytes of host memory into the buffer. With a stream the host memory must stay valid until the stream reaches the copy.
+
+- `stream` [may be C_NULL]
+"""
+function cuabi_buffer_copy_from_host(dst, dst_offset, src, size, stream)
+    ccall((:cuabi_buffer_copy_from_host, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, size, stream)
+end
+
+"""
+cuabi_buffer_copy_to_host(dst, src, src_offset, size, stream)
+
+Copy `size` bytes of the buffer into host memory. With a stream the data is there once the stream reaches the copy.
+
+- `dst` [out]
+- `stream` [may be C_NULL]
+"""
+function cuabi_buffer_copy_to_host(dst, src, src_offset, size, stream)
+    ccall((:cuabi_buffer_copy_to_host, libcuabi), cuabi_status, (Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, src, src_offset, size, stream)
+end
+
+"""
+cuabi_buffer_memset(buffer, offset, value, width, count, stream)
+
+Set `count` elements of `width` bytes (1, 2 or 4) starting at byte `offset` (a multiple of width) to `value` (cuMemsetD8/16/32; a loop for host memory).
+
+- `value` Must fit in `width` bytes.
+- `stream` [may be C_NULL]
+"""
+function cuabi_buffer_memset(buffer, offset, value, width, count, stream)
+    ccall((:cuabi_buffer_memset, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t, Ptr{cuabi_stream}), buffer, offset, value, width, count, stream)
+end
+
 
 # ---- module view (api/view.toml)
+
+"""
+Most dimensions a view may have.
+"""
+const CUABI_VIEW_MAX_NDIM = Cint(64)
+
+# A strided, typed view of memory that keeps its owner alive.
+# Opaque handle: used as Ptr{cuabi_view} == Ptr{Cvoid}.
+const cuabi_view = Cvoid
+
+"""
+Element type codes: the values of DLPack's DLDataTypeCode (1.1). Views support whole-byte elements with one lane.
+"""
+const cuabi_dtype_code = Cint
+const CUABI_DTYPE_INT = cuabi_dtype_code(0)
+const CUABI_DTYPE_UINT = cuabi_dtype_code(1)
+const CUABI_DTYPE_FLOAT = cuabi_dtype_code(2)
+const CUABI_DTYPE_OPAQUE_HANDLE = cuabi_dtype_code(3)
+const CUABI_DTYPE_BFLOAT = cuabi_dtype_code(4)
+const CUABI_DTYPE_COMPLEX = cuabi_dtype_code(5)
+const CUABI_DTYPE_BOOL = cuabi_dtype_code(6)
+const CUABI_DTYPE_FLOAT8_E3M4 = cuabi_dtype_code(7)
+const CUABI_DTYPE_FLOAT8_E4M3 = cuabi_dtype_code(8)
+const CUABI_DTYPE_FLOAT8_E4M3B11FNUZ = cuabi_dtype_code(9)
+const CUABI_DTYPE_FLOAT8_E4M3FN = cuabi_dtype_code(10)
+const CUABI_DTYPE_FLOAT8_E4M3FNUZ = cuabi_dtype_code(11)
+const CUABI_DTYPE_FLOAT8_E5M2 = cuabi_dtype_code(12)
+const CUABI_DTYPE_FLOAT8_E5M2FNUZ = cuabi_dtype_code(13)
+const CUABI_DTYPE_FLOAT8_E8M0FNU = cuabi_dtype_code(14)
+const CUABI_DTYPE_FLOAT6_E2M3FN = cuabi_dtype_code(15)
+const CUABI_DTYPE_FLOAT6_E3M2FN = cuabi_dtype_code(16)
+const CUABI_DTYPE_FLOAT4_E2M1FN = cuabi_dtype_code(17)
+
+"""
+The DLPack device types views support (values of DLDeviceType).
+"""
+const cuabi_dlpack_device_type = Cint
+const CUABI_DLPACK_CPU = cuabi_dlpack_device_type(1)
+const CUABI_DLPACK_CUDA = cuabi_dlpack_device_type(2)
+const CUABI_DLPACK_CUDA_HOST = cuabi_dlpack_device_type(3)
+const CUABI_DLPACK_CUDA_MANAGED = cuabi_dlpack_device_type(13)
+
+"""
+View flags; the same bits as DLPack's DLPACK_FLAG_BITMASK_*.
+"""
+const cuabi_view_flags = Cint
+const CUABI_VIEW_READ_ONLY = cuabi_view_flags(1)
+const CUABI_VIEW_IS_COPIED = cuabi_view_flags(2)
+
+"""
+Everything about a view, filled by cuabi_view_get_info(). shape and strides are borrowed: valid while the view lives.
+"""
+struct cuabi_view_info
+    version::Cuint
+    data::Cuintptr_t
+    byte_offset::UInt64
+    device_type::Cint
+    device_id::Cint
+    dtype_code::Cint
+    dtype_bits::Cint
+    dtype_lanes::Cint
+    ndim::Cint
+    shape::Ptr{Int64}
+    strides::Ptr{Int64}
+    flags::Cuint
+    itemsize::Csize_t
+    size::Int64
+end
+const CUABI_VIEW_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_view_retain(handle)
+
+Add a reference to a cuabi_view.
+"""
+function cuabi_view_retain(handle)
+    ccall((:cuabi_view_retain, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+end
+
+"""
+cuabi_view_release(handle)
+
+Drop a reference to a cuabi_view; the last one frees it and invalidates the handle.
+"""
+function cuabi_view_release(handle)
+    ccall((:cuabi_view_release, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+end
+
+"""
+cuabi_view_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_VIEW_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_view_info_init(opts, version)
+    ccall((:cuabi_view_info_init, libcuabi), cuabi_status, (Ptr{cuabi_view_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_view_from_dlpack_versioned(out, tensor)
+
+Import a DLPack 1.x tensor, taking ownership: the deleter is called exactly
+once, when the view's last reference goes, or before returning when the
+import is refused (CUABI_ERROR_DLPACK: major version other than 1, negative
+ndim or more than CUABI_VIEW_MAX_NDIM, a negative extent, NULL data with a
+non-zero size, strides whose extent overflows, an unsupported dtype or device
+type). READ_ONLY and IS_COPIED flags are kept.
+
+- `out` [out, ownership transferred]
+- `tensor` [ownership transferred]
+"""
+function cuabi_view_from_dlpack_versioned(out, tensor)
+    ccall((:cuabi_view_from_dlpack_versioned, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLManagedTensorVersioned}), out, tensor)
+end
+
+"""
+cuabi_view_from_dlpack(out, tensor)
+
+Import a legacy (pre-1.0) DLManagedTensor, taking ownership as cuabi_view_from_dlpack_versioned() does.
+
+- `out` [out, ownership transferred]
+- `tensor` [ownership transferred]
+"""
+function cuabi_view_from_dlpack(out, tensor)
+    ccall((:cuabi_view_from_dlpack, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLManagedTensor}), out, tensor)
+end
+
+"""
+cuabi_view_from_dltensor(out, tensor, flags)
+
+View a borrowed DLTensor: shape and strides are copied, the memory is not owned; the caller keeps it alive while the view (and any export of it) lives.
+
+- `out` [out, ownership transferred]
+- `flags` cuabi_view_flags.
+"""
+function cuabi_view_from_dltensor(out, tensor, flags)
+    ccall((:cuabi_view_from_dltensor, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLTensor}, Cuint), out, tensor, flags)
+end
+
+"""
+cuabi_view_create(out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
+
+A view over a buffer: `ndim` extents and strides in elements (NULL strides = row-major) from byte `offset`; every element must lie inside the buffer. The view keeps the buffer's memory alive.
+
+- `out` [out, ownership transferred]
+- `offset` Byte offset of the first element.
+- `dtype_code` cuabi_dtype_code.
+- `shape` [may be C_NULL] May be NULL when ndim is 0.
+- `strides` [may be C_NULL]
+- `flags` cuabi_view_flags.
+"""
+function cuabi_view_create(out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
+    ccall((:cuabi_view_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_buffer}, UInt64, Cint, Cint, Cint, Ptr{Int64}, Ptr{Int64}, Cuint), out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
+end
+
+"""
+cuabi_view_slice(out, view, ndim, start, stop, step)
+
+A sub-view: per dimension, the elements start, start+step, ... before stop,
+with the values Python's slice.indices(n) gives (0 <= start <= n for step > 0;
+-1 <= stop <= start < n for step < 0; step != 0). The sub-view keeps the
+view's owner alive.
+
+- `out` [out, ownership transferred]
+- `ndim` Must equal the view's ndim.
+- `start` [may be C_NULL]
+- `stop` [may be C_NULL]
+- `step` [may be C_NULL] NULL = all 1.
+"""
+function cuabi_view_slice(out, view, ndim, start, stop, step)
+    ccall((:cuabi_view_slice, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_view}, Cint, Ptr{Int64}, Ptr{Int64}, Ptr{Int64}), out, view, ndim, start, stop, step)
+end
+
+"""
+cuabi_view_to_dlpack_versioned(out, view)
+
+Export as a DLPack 1.x tensor (version 1.1, READ_ONLY/IS_COPIED flags from the view). The consumer owns the result and calls its deleter exactly once, from any thread; until then the memory stays alive.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_view_to_dlpack_versioned(out, view)
+    ccall((:cuabi_view_to_dlpack_versioned, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensorVersioned}}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_to_dlpack(out, view)
+
+Export as a legacy DLManagedTensor. Refused (CUABI_ERROR_DLPACK) for read-only views, which the legacy struct cannot mark.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_view_to_dlpack(out, view)
+    ccall((:cuabi_view_to_dlpack, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensor}}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_get_info(out, view)
+
+`cuabi_view_get_info` from the C API.
+
+- `out` [out]
+"""
+function cuabi_view_get_info(out, view)
+    ccall((:cuabi_view_get_info, libcuabi), cuabi_status, (Ptr{cuabi_view_info}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_data_pointer(out, view)
+
+The address of the first element: data + byte_offset. This is what a kernel receives for a view.
+
+- `out` [out]
+"""
+function cuabi_view_data_pointer(out, view)
+    ccall((:cuabi_view_data_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_ndim(out, view)
+
+`cuabi_view_ndim` from the C API.
+
+- `out` [out]
+"""
+function cuabi_view_ndim(out, view)
+    ccall((:cuabi_view_ndim, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_shape(out, capacity, view)
+
+Copy the extents into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+
+- `out` [out]
+"""
+function cuabi_view_shape(out, capacity, view)
+    ccall((:cuabi_view_shape, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+end
+
+"""
+cuabi_view_strides(out, capacity, view)
+
+Copy the strides (in elements) into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+
+- `out` [out]
+"""
+function cuabi_view_strides(out, capacity, view)
+    ccall((:cuabi_view_strides, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+end
+
+"""
+cuabi_view_is_c_contiguous(out, view)
+
+*out = 1 when the elements are dense in row-major order (NumPy's rule: extents of 1 ignore their stride; empty views are contiguous).
+
+- `out` [out]
+"""
+function cuabi_view_is_c_contiguous(out, view)
+    ccall((:cuabi_view_is_c_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_is_f_contiguous(out, view)
+
+*out = 1 when the elements are dense in column-major order.
+
+- `out` [out]
+"""
+function cuabi_view_is_f_contiguous(out, view)
+    ccall((:cuabi_view_is_f_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+end
+
+"""
+cuabi_view_nbytes(out, view)
+
+Number of elements times the element size.
+
+- `out` [out]
+"""
+function cuabi_view_nbytes(out, view)
+    ccall((:cuabi_view_nbytes, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_view}), out, view)
+end
 
 
 # ---- module objcode (api/objcode.toml)
@@ -935,7 +1600,7 @@ end
 """
 cuabi_objcode_kernel_resources(out, objcode, name, arch)
 
-Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
 
 - `out` [inout] Its version field must be set.
 - `arch` [may be C_NULL]
@@ -1252,8 +1917,330 @@ end
 
 # ---- module program (api/program.toml)
 
+# Source code (CUDA C++ or PTX) and the results of its last compile.
+# Opaque handle: used as Ptr{cuabi_program} == Ptr{Cvoid}.
+const cuabi_program = Cvoid
+
+"""
+How to compile a program. Arrays are given as pointer + count; NULL with a
+count of 0 means none. Strings are copied during the call.
+"""
+struct cuabi_program_options
+    version::Cuint
+    arch::Ptr{Cchar}
+    output::cuabi_code_type
+    std::Ptr{Cchar}
+    opt_level::Cint
+    debug::Cint
+    line_info::Cint
+    fast_math::Cint
+    relocatable::Cint
+    lto::Cint
+    defines::Ptr{Ptr{Cchar}}
+    num_defines::Csize_t
+    include_paths::Ptr{Ptr{Cchar}}
+    num_include_paths::Csize_t
+    header_names::Ptr{Ptr{Cchar}}
+    header_contents::Ptr{Ptr{Cchar}}
+    num_headers::Csize_t
+    name_expressions::Ptr{Ptr{Cchar}}
+    num_name_expressions::Csize_t
+    extra_options::Ptr{Ptr{Cchar}}
+    num_extra_options::Csize_t
+    cache::Cint
+end
+const CUABI_PROGRAM_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_program_retain(handle)
+
+Add a reference to a cuabi_program.
+"""
+function cuabi_program_retain(handle)
+    ccall((:cuabi_program_retain, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+end
+
+"""
+cuabi_program_release(handle)
+
+Drop a reference to a cuabi_program; the last one frees it and invalidates the handle.
+"""
+function cuabi_program_release(handle)
+    ccall((:cuabi_program_release, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+end
+
+"""
+cuabi_program_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_PROGRAM_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_program_options_init(opts, version)
+    ccall((:cuabi_program_options_init, libcuabi), cuabi_status, (Ptr{cuabi_program_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_program_create(out, var"type", source, size, name)
+
+A program from source text. `size` is the length in bytes, or 0 when `source`
+is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+
+- `out` [out, ownership transferred]
+- `type` CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX.
+- `name` [may be C_NULL] File name shown in the log; NULL: "program.cu" or "program.ptx".
+"""
+function cuabi_program_create(out, var"type", source, size, name)
+    ccall((:cuabi_program_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_program}}, cuabi_code_type, Ptr{Cchar}, Csize_t, Ptr{Cchar}), out, var"type", source, size, name)
+end
+
+"""
+cuabi_program_compile(out, program, options)
+
+Compile (or fetch from the compile cache) and return the code as an object.
+A compile error returns CUABI_ERROR_COMPILE, the message carries the log
+(file:line: error), and the log stays readable with cuabi_program_log().
+
+- `out` [out, may be C_NULL, ownership transferred] The compiled code; NULL to compile into the cache only.
+- `options` [may be C_NULL] NULL for the defaults.
+"""
+function cuabi_program_compile(out, program, options)
+    ccall((:cuabi_program_compile, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_program}, Ptr{cuabi_program_options}), out, program, options)
+end
+
+"""
+cuabi_program_log(out, program)
+
+The log of the last compile (compiler messages, then any 'cuabi cache:' notes); "" before the first. Borrowed: valid until the program's next compile or last release.
+
+- `out` [out]
+"""
+function cuabi_program_log(out, program)
+    ccall((:cuabi_program_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}), out, program)
+end
+
+"""
+cuabi_program_lowered_name(out, program, name_expression)
+
+The mangled name NVRTC gave a name expression of the last successful compile. Borrowed like cuabi_program_log(). CUABI_ERROR_NOT_FOUND when the expression was not given.
+
+- `out` [out]
+"""
+function cuabi_program_lowered_name(out, program, name_expression)
+    ccall((:cuabi_program_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}, Ptr{Cchar}), out, program, name_expression)
+end
+
+"""
+cuabi_program_cache_hit(out, program)
+
+Where the last compile's code came from: 0 compiled, 1 in-memory cache, 2 on-disk cache.
+
+- `out` [out]
+"""
+function cuabi_program_cache_hit(out, program)
+    ccall((:cuabi_program_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_program}), out, program)
+end
+
+"""
+cuabi_program_supported_archs(out, capacity, count)
+
+The architectures the loaded NVRTC can target, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+
+- `out` [out, may be C_NULL]
+- `count` [out]
+"""
+function cuabi_program_supported_archs(out, capacity, count)
+    ccall((:cuabi_program_supported_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}), out, capacity, count)
+end
+
 
 # ---- module cache (api/cache.toml)
+
+"""
+What cuabi_cache_clear() empties.
+"""
+const cuabi_cache_clear_flags = Cint
+const CUABI_CACHE_CLEAR_MEMORY = cuabi_cache_clear_flags(1)
+const CUABI_CACHE_CLEAR_DISK = cuabi_cache_clear_flags(2)
+const CUABI_CACHE_CLEAR_ALL = cuabi_cache_clear_flags(3)
+
+# Callback cuabi_cache_list_fn: a C function pointer (see @cfunction).
+const cuabi_cache_list_fn = Ptr{Cvoid}
+
+# Callback cuabi_precompile_progress_fn: a C function pointer (see @cfunction).
+const cuabi_precompile_progress_fn = Ptr{Cvoid}
+
+"""
+Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
+"""
+struct cuabi_cache_stats
+    version::Cuint
+    enabled::Cint
+    memory_hits::UInt64
+    disk_hits::UInt64
+    misses::UInt64
+    stores::UInt64
+    store_failures::UInt64
+    corrupt::UInt64
+    evictions::UInt64
+    entries::UInt64
+    bytes::UInt64
+    memory_entries::UInt64
+    memory_bytes::UInt64
+    size_limit::UInt64
+end
+const CUABI_CACHE_STATS_VERSION = Cuint(1)
+
+"""
+One entry of the directory, handed to a cuabi_cache_list_fn.
+"""
+struct cuabi_cache_entry_info
+    version::Cuint
+    key::NTuple{33, Cchar}
+    code_type::cuabi_code_type
+    size::UInt64
+    last_used::Int64
+    num_names::Csize_t
+    path::Ptr{Cchar}
+end
+const CUABI_CACHE_ENTRY_INFO_VERSION = Cuint(1)
+
+"""
+One program for cuabi_cache_precompile().
+"""
+struct cuabi_precompile_item
+    version::Cuint
+    var"type"::cuabi_code_type
+    source::Ptr{Cchar}
+    size::Csize_t
+    name::Ptr{Cchar}
+    options::Ptr{cuabi_program_options}
+end
+const CUABI_PRECOMPILE_ITEM_VERSION = Cuint(1)
+
+"""
+cuabi_cache_stats_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_cache_stats_init(opts, version)
+    ccall((:cuabi_cache_stats_init, libcuabi), cuabi_status, (Ptr{cuabi_cache_stats}, Cuint), opts, version)
+end
+
+"""
+cuabi_cache_entry_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_ENTRY_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_cache_entry_info_init(opts, version)
+    ccall((:cuabi_cache_entry_info_init, libcuabi), cuabi_status, (Ptr{cuabi_cache_entry_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_precompile_item_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_PRECOMPILE_ITEM_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_precompile_item_init(opts, version)
+    ccall((:cuabi_precompile_item_init, libcuabi), cuabi_status, (Ptr{cuabi_precompile_item}, Cuint), opts, version)
+end
+
+"""
+cuabi_cache_set_directory(path)
+
+Use this directory from now on (created 0700 when first written). NULL: back to the default (\$CUABI_CACHE_DIR, \$XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
+
+- `path` [may be C_NULL]
+"""
+function cuabi_cache_set_directory(path)
+    ccall((:cuabi_cache_set_directory, libcuabi), cuabi_status, (Ptr{Cchar},), path)
+end
+
+"""
+cuabi_cache_get_directory(out, size)
+
+The directory in use, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit.
+
+- `out` [out, may be C_NULL]
+- `size` [inout]
+"""
+function cuabi_cache_get_directory(out, size)
+    ccall((:cuabi_cache_get_directory, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}), out, size)
+end
+
+"""
+cuabi_cache_set_enabled(enabled)
+
+Turn the whole cache (both layers) on (1) or off (0). The default is on unless CUABI_CACHE=0.
+"""
+function cuabi_cache_set_enabled(enabled)
+    ccall((:cuabi_cache_set_enabled, libcuabi), cuabi_status, (Cint,), enabled)
+end
+
+"""
+cuabi_cache_set_size_limit(bytes)
+
+Limit of the directory in bytes (default 1 GiB, or \$CUABI_CACHE_SIZE); 0 = none. Least recently used entries are removed after each store until the directory fits.
+"""
+function cuabi_cache_set_size_limit(bytes)
+    ccall((:cuabi_cache_set_size_limit, libcuabi), cuabi_status, (UInt64,), bytes)
+end
+
+"""
+cuabi_cache_get_stats(out)
+
+Counters and the directory's current size (this scans the directory).
+
+- `out` [out]
+"""
+function cuabi_cache_get_stats(out)
+    ccall((:cuabi_cache_get_stats, libcuabi), cuabi_status, (Ptr{cuabi_cache_stats},), out)
+end
+
+"""
+cuabi_cache_list(fn, payload)
+
+Call fn for each valid-looking entry of the directory, least recently used first.
+
+- `payload` [may be C_NULL]
+"""
+function cuabi_cache_list(fn, payload)
+    ccall((:cuabi_cache_list, libcuabi), cuabi_status, (cuabi_cache_list_fn, Ptr{Cvoid}), fn, payload)
+end
+
+"""
+cuabi_cache_clear(flags)
+
+Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
+
+- `flags` cuabi_cache_clear_flags.
+"""
+function cuabi_cache_clear(flags)
+    ccall((:cuabi_cache_clear, libcuabi), cuabi_status, (Cuint,), flags)
+end
+
+"""
+cuabi_cache_precompile(items, num_items, archs, num_archs, progress, payload)
+
+Compile every item for every architecture into the cache, without loading
+anything on a GPU (what Warp's load_module does ahead of time). A failed
+compile does not stop the others: it is reported through `progress`, and the
+call returns its status at the end (the first failure's). The cache must be
+enabled (else CUABI_ERROR_CACHE).
+
+- `archs` [may be C_NULL] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
+- `progress` [may be C_NULL]
+- `payload` [may be C_NULL]
+"""
+function cuabi_cache_precompile(items, num_items, archs, num_archs, progress, payload)
+    ccall((:cuabi_cache_precompile, libcuabi), cuabi_status, (Ptr{cuabi_precompile_item}, Csize_t, Ptr{Ptr{Cchar}}, Csize_t, cuabi_precompile_progress_fn, Ptr{Cvoid}), items, num_items, archs, num_archs, progress, payload)
+end
 
 
 # ---- module argpack (api/argpack.toml)
@@ -1695,8 +2682,15 @@ const STRUCT_LAYOUTS = [
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
+    ("cuabi_memory_resource_callbacks", cuabi_memory_resource_callbacks, ["version", "allocate", "deallocate", "release_payload", "kind", "stream_ordered"]),
+    ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold"]),
+    ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count"]),
+    ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache"]),
+    ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
+    ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path"]),
+    ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
     ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
@@ -1754,6 +2748,53 @@ const FUNCTIONS = [
     :cuabi_event_query,
     :cuabi_event_elapsed_ms,
     :cuabi_event_raw,
+    :cuabi_memory_resource_retain,
+    :cuabi_memory_resource_release,
+    :cuabi_memory_resource_callbacks_init,
+    :cuabi_memory_pool_options_init,
+    :cuabi_memory_resource_host,
+    :cuabi_memory_resource_device_default,
+    :cuabi_memory_resource_pool_create,
+    :cuabi_memory_resource_pinned,
+    :cuabi_memory_resource_managed,
+    :cuabi_memory_resource_user,
+    :cuabi_memory_resource_allocate,
+    :cuabi_memory_resource_deallocate,
+    :cuabi_memory_resource_kind,
+    :cuabi_memory_resource_device,
+    :cuabi_memory_resource_pool,
+    :cuabi_memory_resource_trim,
+    :cuabi_buffer_destroy,
+    :cuabi_buffer_allocate,
+    :cuabi_buffer_wrap,
+    :cuabi_buffer_free_async,
+    :cuabi_buffer_pointer,
+    :cuabi_buffer_size,
+    :cuabi_buffer_kind,
+    :cuabi_buffer_device,
+    :cuabi_buffer_resource,
+    :cuabi_buffer_copy,
+    :cuabi_buffer_copy_from_host,
+    :cuabi_buffer_copy_to_host,
+    :cuabi_buffer_memset,
+    :cuabi_view_retain,
+    :cuabi_view_release,
+    :cuabi_view_info_init,
+    :cuabi_view_from_dlpack_versioned,
+    :cuabi_view_from_dlpack,
+    :cuabi_view_from_dltensor,
+    :cuabi_view_create,
+    :cuabi_view_slice,
+    :cuabi_view_to_dlpack_versioned,
+    :cuabi_view_to_dlpack,
+    :cuabi_view_get_info,
+    :cuabi_view_data_pointer,
+    :cuabi_view_ndim,
+    :cuabi_view_shape,
+    :cuabi_view_strides,
+    :cuabi_view_is_c_contiguous,
+    :cuabi_view_is_f_contiguous,
+    :cuabi_view_nbytes,
     :cuabi_objcode_retain,
     :cuabi_objcode_release,
     :cuabi_objcode_from_memory,
@@ -1788,6 +2829,26 @@ const FUNCTIONS = [
     :cuabi_linker_complete,
     :cuabi_linker_info_log,
     :cuabi_linker_error_log,
+    :cuabi_program_retain,
+    :cuabi_program_release,
+    :cuabi_program_options_init,
+    :cuabi_program_create,
+    :cuabi_program_compile,
+    :cuabi_program_log,
+    :cuabi_program_lowered_name,
+    :cuabi_program_cache_hit,
+    :cuabi_program_supported_archs,
+    :cuabi_cache_stats_init,
+    :cuabi_cache_entry_info_init,
+    :cuabi_precompile_item_init,
+    :cuabi_cache_set_directory,
+    :cuabi_cache_get_directory,
+    :cuabi_cache_set_enabled,
+    :cuabi_cache_set_size_limit,
+    :cuabi_cache_get_stats,
+    :cuabi_cache_list,
+    :cuabi_cache_clear,
+    :cuabi_cache_precompile,
     :cuabi_argpack_retain,
     :cuabi_argpack_release,
     :cuabi_arg_type_init,

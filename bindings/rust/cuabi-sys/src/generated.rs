@@ -642,9 +642,469 @@ unsafe extern "C" {
 
 // ---- module memory (api/memory.toml)
 
+/// An allocator of one kind of memory (see cuabi_memory_kind).
+///
+/// Shared: released with `cuabi_memory_resource_release`.
+#[repr(C)]
+pub struct cuabi_memory_resource {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Where a resource's or buffer's memory lives.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_memory_kind(pub i32);
+
+impl cuabi_memory_kind {
+    /// Plain (pageable) host memory; needs no GPU. DLPack: kDLCPU.
+    pub const CUABI_MEMORY_HOST: cuabi_memory_kind = cuabi_memory_kind(1);
+    /// Device memory. DLPack: kDLCUDA with the device ordinal.
+    pub const CUABI_MEMORY_DEVICE: cuabi_memory_kind = cuabi_memory_kind(2);
+    /// Page-locked host memory reachable by the GPU. DLPack: kDLCUDAHost.
+    pub const CUABI_MEMORY_PINNED: cuabi_memory_kind = cuabi_memory_kind(3);
+    /// Managed (unified) memory. DLPack: kDLCUDAManaged.
+    pub const CUABI_MEMORY_MANAGED: cuabi_memory_kind = cuabi_memory_kind(4);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_MEMORY_HOST"),
+            2 => Some("CUABI_MEMORY_DEVICE"),
+            3 => Some("CUABI_MEMORY_PINNED"),
+            4 => Some("CUABI_MEMORY_MANAGED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_memory_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_memory_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MEMORY_HOST: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_HOST;
+pub const CUABI_MEMORY_DEVICE: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_DEVICE;
+pub const CUABI_MEMORY_PINNED: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_PINNED;
+pub const CUABI_MEMORY_MANAGED: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_MANAGED;
+
+/// Allocate `size` bytes aligned to `alignment` (a power of two), ordered on the CUstream `stream` (0 = the default stream); store the address in *out and return 0, or return non-zero on failure. Never called with size 0.
+pub type cuabi_memory_allocate_fn = Option<unsafe extern "C" fn(out: *mut usize, size: usize, alignment: usize, stream: usize, payload: *mut c_void) -> c_int>;
+
+/// Free memory from the matching allocate call (same size and alignment), ordered on the CUstream `stream`; return 0, or non-zero on failure.
+pub type cuabi_memory_deallocate_fn = Option<unsafe extern "C" fn(ptr: usize, size: usize, alignment: usize, stream: usize, payload: *mut c_void) -> c_int>;
+
+/// Called once with the payload when the resource is destroyed (after its last buffer).
+pub type cuabi_memory_payload_release_fn = Option<unsafe extern "C" fn(payload: *mut c_void)>;
+
+/// A user-defined memory resource: a table of C callbacks. The table is copied.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_memory_resource_callbacks {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Required.
+    pub allocate: cuabi_memory_allocate_fn,
+    /// Required.
+    pub deallocate: cuabi_memory_deallocate_fn,
+    /// Optional: called once when the resource is destroyed.
+    pub release_payload: cuabi_memory_payload_release_fn,
+    /// What the memory is; every kind but CUABI_MEMORY_HOST needs a device.
+    pub kind: cuabi_memory_kind,
+    /// Non-zero: buffers remember their allocation stream and deallocate on it.
+    pub stream_ordered: c_int,
+}
+
+impl Default for cuabi_memory_resource_callbacks {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_memory_resource_callbacks.
+pub const CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION: c_uint = 1;
+
+/// How to create a device memory pool.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_memory_pool_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Bytes of reserved memory the pool keeps at a synchronisation before returning memory to the system (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); UINT64_MAX keeps everything, 0 returns all unused memory.
+    pub release_threshold: u64,
+}
+
+impl Default for cuabi_memory_pool_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_memory_pool_options.
+pub const CUABI_MEMORY_POOL_OPTIONS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_memory_resource.
+    pub fn cuabi_memory_resource_retain(handle: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Drop a reference to a cuabi_memory_resource; the last one frees it and invalidates the handle.
+    pub fn cuabi_memory_resource_release(handle: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION).
+    pub fn cuabi_memory_resource_callbacks_init(opts: *mut cuabi_memory_resource_callbacks, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_MEMORY_POOL_OPTIONS_VERSION).
+    pub fn cuabi_memory_pool_options_init(opts: *mut cuabi_memory_pool_options, version: c_uint) -> cuabi_status;
+    /// A resource of plain host memory (aligned malloc). Needs no driver or GPU; the stream is ignored.
+    pub fn cuabi_memory_resource_host(out: *mut *mut cuabi_memory_resource) -> cuabi_status;
+    /// The device's default stream-ordered memory pool (cuDeviceGetDefaultMemPool): allocations use cuMemAllocFromPoolAsync, deallocations cuMemFreeAsync.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_memory_resource_device_default(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
+    /// A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last reference (after its last buffer).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_memory_resource_pool_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_memory_pool_options) -> cuabi_status;
+    /// Page-locked host memory (cuMemAllocHost / cuMemFreeHost) in the device's context. Not stream-ordered.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_memory_resource_pinned(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
+    /// Managed memory (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL / cuMemFree). Not stream-ordered.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_memory_resource_managed(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
+    /// A user-defined resource from a table of callbacks. On failure nothing is called and the payload stays the caller's.
+    pub fn cuabi_memory_resource_user(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, callbacks: *const cuabi_memory_resource_callbacks, payload: *mut c_void) -> cuabi_status;
+    /// Allocate raw memory from a resource; size 0 gives address 0. Most code wants cuabi_buffer_allocate(), which frees itself.
+    pub fn cuabi_memory_resource_allocate(out: *mut usize, resource: *mut cuabi_memory_resource, size: usize, alignment: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Return memory from cuabi_memory_resource_allocate() with the same size and alignment; address 0 is ignored.
+    pub fn cuabi_memory_resource_deallocate(resource: *mut cuabi_memory_resource, ptr: usize, size: usize, alignment: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    pub fn cuabi_memory_resource_kind(out: *mut cuabi_memory_kind, resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// The resource's device, borrowed (valid while the resource lives); NULL for host-memory resources without one.
+    pub fn cuabi_memory_resource_device(out: *mut *mut cuabi_device, resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// The CUmemoryPool behind a device-pool resource; CUABI_ERROR_NOT_SUPPORTED for other kinds.
+    pub fn cuabi_memory_resource_pool(out: *mut usize, resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Release unused memory of a pool resource back to the system, keeping at least `keep_bytes` reserved (cuMemPoolTrimTo).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_memory_resource_trim(resource: *mut cuabi_memory_resource, keep_bytes: usize) -> cuabi_status;
+}
+
 // ---- module buffer (api/buffer.toml)
 
+/// A range of memory and who frees it.
+///
+/// Single owner: freed with `cuabi_buffer_destroy`.
+#[repr(C)]
+pub struct cuabi_buffer {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Called exactly once when a wrapped buffer's memory is no longer used (the buffer and every view over it are gone).
+pub type cuabi_buffer_release_fn = Option<unsafe extern "C" fn(ptr: usize, size: usize, payload: *mut c_void)>;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Free a cuabi_buffer and invalidate the handle.
+    pub fn cuabi_buffer_destroy(handle: *mut cuabi_buffer) -> cuabi_status;
+    /// Allocate `size` bytes from a resource. Stream-ordered resources allocate on `stream` and later free on it (or on the stream given to cuabi_buffer_free_async()).
+    pub fn cuabi_buffer_allocate(out: *mut *mut cuabi_buffer, resource: *mut cuabi_memory_resource, size: usize, alignment: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Wrap memory allocated elsewhere. `release` (if any) is called exactly once with `ptr`, `size` and `payload` when the memory is no longer used; on failure nothing is called and the memory stays the caller's.
+    pub fn cuabi_buffer_wrap(out: *mut *mut cuabi_buffer, device: *mut cuabi_device, kind: cuabi_memory_kind, ptr: usize, size: usize, release: cuabi_buffer_release_fn, payload: *mut c_void) -> cuabi_status;
+    /// Destroy the buffer handle; its memory is freed in order on `stream` (for stream-ordered resources; others free at once) when the last view over it is gone. The handle is invalid afterwards, also when an error is returned.
+    pub fn cuabi_buffer_free_async(buffer: *mut cuabi_buffer, stream: *mut cuabi_stream) -> cuabi_status;
+    /// The buffer's address (a device pointer for device memory).
+    pub fn cuabi_buffer_pointer(out: *mut usize, buffer: *mut cuabi_buffer) -> cuabi_status;
+    pub fn cuabi_buffer_size(out: *mut usize, buffer: *mut cuabi_buffer) -> cuabi_status;
+    pub fn cuabi_buffer_kind(out: *mut cuabi_memory_kind, buffer: *mut cuabi_buffer) -> cuabi_status;
+    /// The buffer's device, borrowed; NULL for host memory without a device.
+    pub fn cuabi_buffer_device(out: *mut *mut cuabi_device, buffer: *mut cuabi_buffer) -> cuabi_status;
+    /// The resource the buffer came from, borrowed; NULL for wrapped buffers.
+    pub fn cuabi_buffer_resource(out: *mut *mut cuabi_memory_resource, buffer: *mut cuabi_buffer) -> cuabi_status;
+    /// Copy `size` bytes between buffers (any kinds, cuMemcpy with unified addressing; plain host to host is memcpy). With a stream the copy is queued on it; NULL copies synchronously.
+    pub fn cuabi_buffer_copy(dst: *mut cuabi_buffer, dst_offset: usize, src: *mut cuabi_buffer, src_offset: usize, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `size` bytes of host memory into the buffer. With a stream the host memory must stay valid until the stream reaches the copy.
+    pub fn cuabi_buffer_copy_from_host(dst: *mut cuabi_buffer, dst_offset: usize, src: *const c_void, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `size` bytes of the buffer into host memory. With a stream the data is there once the stream reaches the copy.
+    pub fn cuabi_buffer_copy_to_host(dst: *mut c_void, src: *mut cuabi_buffer, src_offset: usize, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Set `count` elements of `width` bytes (1, 2 or 4) starting at byte `offset` (a multiple of width) to `value` (cuMemsetD8/16/32; a loop for host memory).
+    pub fn cuabi_buffer_memset(buffer: *mut cuabi_buffer, offset: usize, value: u32, width: c_uint, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+}
+
 // ---- module view (api/view.toml)
+
+/// Most dimensions a view may have.
+pub const CUABI_VIEW_MAX_NDIM: c_int = 64;
+
+/// A strided, typed view of memory that keeps its owner alive.
+///
+/// Shared: released with `cuabi_view_release`.
+#[repr(C)]
+pub struct cuabi_view {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Element type codes: the values of DLPack's DLDataTypeCode (1.1). Views support whole-byte elements with one lane.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_dtype_code(pub i32);
+
+impl cuabi_dtype_code {
+    /// Signed integer, 8/16/32/64 bits.
+    pub const CUABI_DTYPE_INT: cuabi_dtype_code = cuabi_dtype_code(0);
+    /// Unsigned integer, 8/16/32/64 bits.
+    pub const CUABI_DTYPE_UINT: cuabi_dtype_code = cuabi_dtype_code(1);
+    /// IEEE float, 16/32/64 bits.
+    pub const CUABI_DTYPE_FLOAT: cuabi_dtype_code = cuabi_dtype_code(2);
+    /// Not supported by views.
+    pub const CUABI_DTYPE_OPAQUE_HANDLE: cuabi_dtype_code = cuabi_dtype_code(3);
+    /// bfloat16 (16 bits).
+    pub const CUABI_DTYPE_BFLOAT: cuabi_dtype_code = cuabi_dtype_code(4);
+    /// Complex, 32/64/128 bits (both parts).
+    pub const CUABI_DTYPE_COMPLEX: cuabi_dtype_code = cuabi_dtype_code(5);
+    /// Boolean stored in 8 bits.
+    pub const CUABI_DTYPE_BOOL: cuabi_dtype_code = cuabi_dtype_code(6);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E3M4: cuabi_dtype_code = cuabi_dtype_code(7);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E4M3: cuabi_dtype_code = cuabi_dtype_code(8);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E4M3B11FNUZ: cuabi_dtype_code = cuabi_dtype_code(9);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E4M3FN: cuabi_dtype_code = cuabi_dtype_code(10);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E4M3FNUZ: cuabi_dtype_code = cuabi_dtype_code(11);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E5M2: cuabi_dtype_code = cuabi_dtype_code(12);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E5M2FNUZ: cuabi_dtype_code = cuabi_dtype_code(13);
+    /// 8 bits.
+    pub const CUABI_DTYPE_FLOAT8_E8M0FNU: cuabi_dtype_code = cuabi_dtype_code(14);
+    /// Sub-byte: not supported by views.
+    pub const CUABI_DTYPE_FLOAT6_E2M3FN: cuabi_dtype_code = cuabi_dtype_code(15);
+    /// Sub-byte: not supported by views.
+    pub const CUABI_DTYPE_FLOAT6_E3M2FN: cuabi_dtype_code = cuabi_dtype_code(16);
+    /// Sub-byte: not supported by views.
+    pub const CUABI_DTYPE_FLOAT4_E2M1FN: cuabi_dtype_code = cuabi_dtype_code(17);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_DTYPE_INT"),
+            1 => Some("CUABI_DTYPE_UINT"),
+            2 => Some("CUABI_DTYPE_FLOAT"),
+            3 => Some("CUABI_DTYPE_OPAQUE_HANDLE"),
+            4 => Some("CUABI_DTYPE_BFLOAT"),
+            5 => Some("CUABI_DTYPE_COMPLEX"),
+            6 => Some("CUABI_DTYPE_BOOL"),
+            7 => Some("CUABI_DTYPE_FLOAT8_E3M4"),
+            8 => Some("CUABI_DTYPE_FLOAT8_E4M3"),
+            9 => Some("CUABI_DTYPE_FLOAT8_E4M3B11FNUZ"),
+            10 => Some("CUABI_DTYPE_FLOAT8_E4M3FN"),
+            11 => Some("CUABI_DTYPE_FLOAT8_E4M3FNUZ"),
+            12 => Some("CUABI_DTYPE_FLOAT8_E5M2"),
+            13 => Some("CUABI_DTYPE_FLOAT8_E5M2FNUZ"),
+            14 => Some("CUABI_DTYPE_FLOAT8_E8M0FNU"),
+            15 => Some("CUABI_DTYPE_FLOAT6_E2M3FN"),
+            16 => Some("CUABI_DTYPE_FLOAT6_E3M2FN"),
+            17 => Some("CUABI_DTYPE_FLOAT4_E2M1FN"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_dtype_code {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_dtype_code({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_DTYPE_INT: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_INT;
+pub const CUABI_DTYPE_UINT: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_UINT;
+pub const CUABI_DTYPE_FLOAT: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT;
+pub const CUABI_DTYPE_OPAQUE_HANDLE: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_OPAQUE_HANDLE;
+pub const CUABI_DTYPE_BFLOAT: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_BFLOAT;
+pub const CUABI_DTYPE_COMPLEX: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_COMPLEX;
+pub const CUABI_DTYPE_BOOL: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_BOOL;
+pub const CUABI_DTYPE_FLOAT8_E3M4: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E3M4;
+pub const CUABI_DTYPE_FLOAT8_E4M3: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E4M3;
+pub const CUABI_DTYPE_FLOAT8_E4M3B11FNUZ: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E4M3B11FNUZ;
+pub const CUABI_DTYPE_FLOAT8_E4M3FN: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E4M3FN;
+pub const CUABI_DTYPE_FLOAT8_E4M3FNUZ: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E4M3FNUZ;
+pub const CUABI_DTYPE_FLOAT8_E5M2: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E5M2;
+pub const CUABI_DTYPE_FLOAT8_E5M2FNUZ: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E5M2FNUZ;
+pub const CUABI_DTYPE_FLOAT8_E8M0FNU: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT8_E8M0FNU;
+pub const CUABI_DTYPE_FLOAT6_E2M3FN: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT6_E2M3FN;
+pub const CUABI_DTYPE_FLOAT6_E3M2FN: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT6_E3M2FN;
+pub const CUABI_DTYPE_FLOAT4_E2M1FN: cuabi_dtype_code = cuabi_dtype_code::CUABI_DTYPE_FLOAT4_E2M1FN;
+
+/// The DLPack device types views support (values of DLDeviceType).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_dlpack_device_type(pub i32);
+
+impl cuabi_dlpack_device_type {
+    /// Host memory (kDLCPU); device id 0.
+    pub const CUABI_DLPACK_CPU: cuabi_dlpack_device_type = cuabi_dlpack_device_type(1);
+    /// CUDA device memory (kDLCUDA); device id = ordinal.
+    pub const CUABI_DLPACK_CUDA: cuabi_dlpack_device_type = cuabi_dlpack_device_type(2);
+    /// Pinned host memory (kDLCUDAHost); device id 0.
+    pub const CUABI_DLPACK_CUDA_HOST: cuabi_dlpack_device_type = cuabi_dlpack_device_type(3);
+    /// Managed memory (kDLCUDAManaged); device id 0.
+    pub const CUABI_DLPACK_CUDA_MANAGED: cuabi_dlpack_device_type = cuabi_dlpack_device_type(13);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_DLPACK_CPU"),
+            2 => Some("CUABI_DLPACK_CUDA"),
+            3 => Some("CUABI_DLPACK_CUDA_HOST"),
+            13 => Some("CUABI_DLPACK_CUDA_MANAGED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_dlpack_device_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_dlpack_device_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_DLPACK_CPU: cuabi_dlpack_device_type = cuabi_dlpack_device_type::CUABI_DLPACK_CPU;
+pub const CUABI_DLPACK_CUDA: cuabi_dlpack_device_type = cuabi_dlpack_device_type::CUABI_DLPACK_CUDA;
+pub const CUABI_DLPACK_CUDA_HOST: cuabi_dlpack_device_type = cuabi_dlpack_device_type::CUABI_DLPACK_CUDA_HOST;
+pub const CUABI_DLPACK_CUDA_MANAGED: cuabi_dlpack_device_type = cuabi_dlpack_device_type::CUABI_DLPACK_CUDA_MANAGED;
+
+/// View flags; the same bits as DLPack's DLPACK_FLAG_BITMASK_*.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_view_flags(pub i32);
+
+impl cuabi_view_flags {
+    /// The memory must not be written through this view.
+    pub const CUABI_VIEW_READ_ONLY: cuabi_view_flags = cuabi_view_flags(1);
+    /// The producer made a copy that the view owns alone.
+    pub const CUABI_VIEW_IS_COPIED: cuabi_view_flags = cuabi_view_flags(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_VIEW_READ_ONLY"),
+            2 => Some("CUABI_VIEW_IS_COPIED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_view_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_view_flags({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_VIEW_READ_ONLY: cuabi_view_flags = cuabi_view_flags::CUABI_VIEW_READ_ONLY;
+pub const CUABI_VIEW_IS_COPIED: cuabi_view_flags = cuabi_view_flags::CUABI_VIEW_IS_COPIED;
+
+/// Everything about a view, filled by cuabi_view_get_info(). shape and strides are borrowed: valid while the view lives.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_view_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The base data pointer (without byte_offset).
+    pub data: usize,
+    /// Bytes from data to the first element.
+    pub byte_offset: u64,
+    /// cuabi_dlpack_device_type.
+    pub device_type: c_int,
+    /// DLPack device id (the ordinal for CUDA memory).
+    pub device_id: c_int,
+    /// cuabi_dtype_code.
+    pub dtype_code: c_int,
+    /// Bits per element.
+    pub dtype_bits: c_int,
+    /// Always 1.
+    pub dtype_lanes: c_int,
+    pub ndim: c_int,
+    /// ndim extents.
+    pub shape: *const i64,
+    /// ndim strides in elements; never NULL (filled in for row-major producers).
+    pub strides: *const i64,
+    /// cuabi_view_flags.
+    pub flags: c_uint,
+    /// Bytes per element.
+    pub itemsize: usize,
+    /// Number of elements.
+    pub size: i64,
+}
+
+impl Default for cuabi_view_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_view_info.
+pub const CUABI_VIEW_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_view.
+    pub fn cuabi_view_retain(handle: *mut cuabi_view) -> cuabi_status;
+    /// Drop a reference to a cuabi_view; the last one frees it and invalidates the handle.
+    pub fn cuabi_view_release(handle: *mut cuabi_view) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_VIEW_INFO_VERSION).
+    pub fn cuabi_view_info_init(opts: *mut cuabi_view_info, version: c_uint) -> cuabi_status;
+    /// Import a DLPack 1.x tensor, taking ownership: the deleter is called exactly
+    /// once, when the view's last reference goes, or before returning when the
+    /// import is refused (CUABI_ERROR_DLPACK: major version other than 1, negative
+    /// ndim or more than CUABI_VIEW_MAX_NDIM, a negative extent, NULL data with a
+    /// non-zero size, strides whose extent overflows, an unsupported dtype or device
+    /// type). READ_ONLY and IS_COPIED flags are kept.
+    pub fn cuabi_view_from_dlpack_versioned(out: *mut *mut cuabi_view, tensor: *mut DLManagedTensorVersioned) -> cuabi_status;
+    /// Import a legacy (pre-1.0) DLManagedTensor, taking ownership as cuabi_view_from_dlpack_versioned() does.
+    pub fn cuabi_view_from_dlpack(out: *mut *mut cuabi_view, tensor: *mut DLManagedTensor) -> cuabi_status;
+    /// View a borrowed DLTensor: shape and strides are copied, the memory is not owned; the caller keeps it alive while the view (and any export of it) lives.
+    pub fn cuabi_view_from_dltensor(out: *mut *mut cuabi_view, tensor: *const DLTensor, flags: c_uint) -> cuabi_status;
+    /// A view over a buffer: `ndim` extents and strides in elements (NULL strides = row-major) from byte `offset`; every element must lie inside the buffer. The view keeps the buffer's memory alive.
+    pub fn cuabi_view_create(out: *mut *mut cuabi_view, buffer: *mut cuabi_buffer, offset: u64, dtype_code: c_int, dtype_bits: c_int, ndim: c_int, shape: *const i64, strides: *const i64, flags: c_uint) -> cuabi_status;
+    /// A sub-view: per dimension, the elements start, start+step, ... before stop,
+    /// with the values Python's slice.indices(n) gives (0 <= start <= n for step > 0;
+    /// -1 <= stop <= start < n for step < 0; step != 0). The sub-view keeps the
+    /// view's owner alive.
+    pub fn cuabi_view_slice(out: *mut *mut cuabi_view, view: *mut cuabi_view, ndim: c_int, start: *const i64, stop: *const i64, step: *const i64) -> cuabi_status;
+    /// Export as a DLPack 1.x tensor (version 1.1, READ_ONLY/IS_COPIED flags from the view). The consumer owns the result and calls its deleter exactly once, from any thread; until then the memory stays alive.
+    pub fn cuabi_view_to_dlpack_versioned(out: *mut *mut DLManagedTensorVersioned, view: *mut cuabi_view) -> cuabi_status;
+    /// Export as a legacy DLManagedTensor. Refused (CUABI_ERROR_DLPACK) for read-only views, which the legacy struct cannot mark.
+    pub fn cuabi_view_to_dlpack(out: *mut *mut DLManagedTensor, view: *mut cuabi_view) -> cuabi_status;
+    pub fn cuabi_view_get_info(out: *mut cuabi_view_info, view: *mut cuabi_view) -> cuabi_status;
+    /// The address of the first element: data + byte_offset. This is what a kernel receives for a view.
+    pub fn cuabi_view_data_pointer(out: *mut usize, view: *mut cuabi_view) -> cuabi_status;
+    pub fn cuabi_view_ndim(out: *mut c_int, view: *mut cuabi_view) -> cuabi_status;
+    /// Copy the extents into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+    pub fn cuabi_view_shape(out: *mut i64, capacity: usize, view: *mut cuabi_view) -> cuabi_status;
+    /// Copy the strides (in elements) into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity < ndim.
+    pub fn cuabi_view_strides(out: *mut i64, capacity: usize, view: *mut cuabi_view) -> cuabi_status;
+    /// *out = 1 when the elements are dense in row-major order (NumPy's rule: extents of 1 ignore their stride; empty views are contiguous).
+    pub fn cuabi_view_is_c_contiguous(out: *mut c_int, view: *mut cuabi_view) -> cuabi_status;
+    /// *out = 1 when the elements are dense in column-major order.
+    pub fn cuabi_view_is_f_contiguous(out: *mut c_int, view: *mut cuabi_view) -> cuabi_status;
+    /// Number of elements times the element size.
+    pub fn cuabi_view_nbytes(out: *mut u64, view: *mut cuabi_view) -> cuabi_status;
+}
 
 // ---- module objcode (api/objcode.toml)
 
@@ -682,7 +1142,7 @@ unsafe extern "C" {
     pub fn cuabi_objcode_kernel_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
     /// The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
     pub fn cuabi_objcode_lowered_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, name_expression: *const c_char) -> cuabi_status;
-    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin: the CUBIN for `arch` inside it (NULL: the highest).
+    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
     pub fn cuabi_objcode_kernel_resources(out: *mut cuabi_kernel_resources, objcode: *mut cuabi_objcode, name: *const c_char, arch: *const c_char) -> cuabi_status;
     /// The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
     pub fn cuabi_objcode_arch(out: *mut c_int, objcode: *mut cuabi_objcode) -> cuabi_status;
@@ -865,7 +1325,275 @@ unsafe extern "C" {
 
 // ---- module program (api/program.toml)
 
+/// Source code (CUDA C++ or PTX) and the results of its last compile.
+///
+/// Shared: released with `cuabi_program_release`.
+#[repr(C)]
+pub struct cuabi_program {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// How to compile a program. Arrays are given as pointer + count; NULL with a
+/// count of 0 means none. Strings are copied during the call.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_program_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU.
+    pub arch: *const c_char,
+    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one).
+    pub output: cuabi_code_type,
+    /// C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default.
+    pub std: *const c_char,
+    /// 0..3: ptxas optimisation level (-Xptxas -O<n>); -1: the compiler's default.
+    pub opt_level: c_int,
+    /// 1: device debug information (-G); conflicts with opt_level > 0.
+    pub debug: c_int,
+    /// 1: line-number information (-lineinfo).
+    pub line_info: c_int,
+    /// 1: --use_fast_math.
+    pub fast_math: c_int,
+    /// 1: relocatable device code (-rdc=true), for linking.
+    pub relocatable: c_int,
+    /// 1: link-time optimisation (-dlto); implied by output = CUABI_CODE_LTOIR, which it requires.
+    pub lto: c_int,
+    /// "NAME" or "NAME=VALUE" each.
+    pub defines: *mut *const c_char,
+    pub num_defines: usize,
+    /// Directories searched for #include. Files found there are not part of the cache key: give headers that change as in-memory headers.
+    pub include_paths: *mut *const c_char,
+    pub num_include_paths: usize,
+    /// In-memory headers: the name #include uses.
+    pub header_names: *mut *const c_char,
+    /// In-memory headers: NUL-terminated contents, same order.
+    pub header_contents: *mut *const c_char,
+    pub num_headers: usize,
+    /// Kernels to instantiate and look up by the same text, e.g. "segred<float, 256>".
+    pub name_expressions: *mut *const c_char,
+    pub num_name_expressions: usize,
+    /// Further raw NVRTC (or, for PTX input, nvJitLink) options, passed last.
+    pub extra_options: *mut *const c_char,
+    pub num_extra_options: usize,
+    /// 1: use the compile cache when it is enabled; 0: always compile, and store nothing.
+    pub cache: c_int,
+}
+
+impl Default for cuabi_program_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_program_options.
+pub const CUABI_PROGRAM_OPTIONS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_program.
+    pub fn cuabi_program_retain(handle: *mut cuabi_program) -> cuabi_status;
+    /// Drop a reference to a cuabi_program; the last one frees it and invalidates the handle.
+    pub fn cuabi_program_release(handle: *mut cuabi_program) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_PROGRAM_OPTIONS_VERSION).
+    pub fn cuabi_program_options_init(opts: *mut cuabi_program_options, version: c_uint) -> cuabi_status;
+    /// A program from source text. `size` is the length in bytes, or 0 when `source`
+    /// is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+    pub fn cuabi_program_create(out: *mut *mut cuabi_program, r#type: cuabi_code_type, source: *const c_char, size: usize, name: *const c_char) -> cuabi_status;
+    /// Compile (or fetch from the compile cache) and return the code as an object.
+    /// A compile error returns CUABI_ERROR_COMPILE, the message carries the log
+    /// (file:line: error), and the log stays readable with cuabi_program_log().
+    pub fn cuabi_program_compile(out: *mut *mut cuabi_objcode, program: *mut cuabi_program, options: *const cuabi_program_options) -> cuabi_status;
+    /// The log of the last compile (compiler messages, then any 'cuabi cache:' notes); "" before the first. Borrowed: valid until the program's next compile or last release.
+    pub fn cuabi_program_log(out: *mut *const c_char, program: *mut cuabi_program) -> cuabi_status;
+    /// The mangled name NVRTC gave a name expression of the last successful compile. Borrowed like cuabi_program_log(). CUABI_ERROR_NOT_FOUND when the expression was not given.
+    pub fn cuabi_program_lowered_name(out: *mut *const c_char, program: *mut cuabi_program, name_expression: *const c_char) -> cuabi_status;
+    /// Where the last compile's code came from: 0 compiled, 1 in-memory cache, 2 on-disk cache.
+    pub fn cuabi_program_cache_hit(out: *mut c_int, program: *mut cuabi_program) -> cuabi_status;
+    /// The architectures the loaded NVRTC can target, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+    pub fn cuabi_program_supported_archs(out: *mut c_int, capacity: usize, count: *mut usize) -> cuabi_status;
+}
+
 // ---- module cache (api/cache.toml)
+
+/// What cuabi_cache_clear() empties.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_cache_clear_flags(pub i32);
+
+impl cuabi_cache_clear_flags {
+    /// The in-memory layer of this process.
+    pub const CUABI_CACHE_CLEAR_MEMORY: cuabi_cache_clear_flags = cuabi_cache_clear_flags(1);
+    /// Every entry in the directory.
+    pub const CUABI_CACHE_CLEAR_DISK: cuabi_cache_clear_flags = cuabi_cache_clear_flags(2);
+    /// Both.
+    pub const CUABI_CACHE_CLEAR_ALL: cuabi_cache_clear_flags = cuabi_cache_clear_flags(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_CACHE_CLEAR_MEMORY"),
+            2 => Some("CUABI_CACHE_CLEAR_DISK"),
+            3 => Some("CUABI_CACHE_CLEAR_ALL"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_cache_clear_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_cache_clear_flags({})", self.0),
+        }
+    }
+}
+
+impl core::ops::BitOr for cuabi_cache_clear_flags {
+    type Output = cuabi_cache_clear_flags;
+    fn bitor(self, o: cuabi_cache_clear_flags) -> cuabi_cache_clear_flags { cuabi_cache_clear_flags(self.0 | o.0) }
+}
+
+pub const CUABI_CACHE_CLEAR_MEMORY: cuabi_cache_clear_flags = cuabi_cache_clear_flags::CUABI_CACHE_CLEAR_MEMORY;
+pub const CUABI_CACHE_CLEAR_DISK: cuabi_cache_clear_flags = cuabi_cache_clear_flags::CUABI_CACHE_CLEAR_DISK;
+pub const CUABI_CACHE_CLEAR_ALL: cuabi_cache_clear_flags = cuabi_cache_clear_flags::CUABI_CACHE_CLEAR_ALL;
+
+/// Called once per entry; return 0 to go on, anything else to stop.
+pub type cuabi_cache_list_fn = Option<unsafe extern "C" fn(entry: *const cuabi_cache_entry_info, payload: *mut c_void) -> c_int>;
+
+/// Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+pub type cuabi_precompile_progress_fn = Option<unsafe extern "C" fn(done: usize, total: usize, name: *const c_char, arch: *const c_char, status: cuabi_status, cache_hit: c_int, payload: *mut c_void) -> c_int>;
+
+/// Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_cache_stats {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// 1 when compiles use the cache.
+    pub enabled: c_int,
+    /// Lookups answered by the in-memory layer (this process).
+    pub memory_hits: u64,
+    /// Lookups answered by the directory (this process).
+    pub disk_hits: u64,
+    /// Lookups that had to compile (this process).
+    pub misses: u64,
+    /// Entries written to the directory (this process).
+    pub stores: u64,
+    /// Entries that could not be written (read-only or full directory).
+    pub store_failures: u64,
+    /// Entries found corrupt and removed (this process).
+    pub corrupt: u64,
+    /// Entries removed to stay under the size limit (this process).
+    pub evictions: u64,
+    /// Entries in the directory.
+    pub entries: u64,
+    /// Bytes of those entries.
+    pub bytes: u64,
+    /// Entries in the in-memory layer.
+    pub memory_entries: u64,
+    /// Bytes in the in-memory layer.
+    pub memory_bytes: u64,
+    /// Directory size limit in bytes; 0 = none.
+    pub size_limit: u64,
+}
+
+impl Default for cuabi_cache_stats {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_cache_stats.
+pub const CUABI_CACHE_STATS_VERSION: c_uint = 1;
+
+/// One entry of the directory, handed to a cuabi_cache_list_fn.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_cache_entry_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The key as 32 hex digits.
+    pub key: [c_char; 33],
+    /// Kind of code stored.
+    pub code_type: cuabi_code_type,
+    /// Bytes of the entry file.
+    pub size: u64,
+    /// Last use, seconds since the Unix epoch (the LRU order).
+    pub last_used: i64,
+    /// Name expressions stored with it.
+    pub num_names: usize,
+    /// The entry's file; valid during the callback.
+    pub path: *const c_char,
+}
+
+impl Default for cuabi_cache_entry_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_cache_entry_info.
+pub const CUABI_CACHE_ENTRY_INFO_VERSION: c_uint = 1;
+
+/// One program for cuabi_cache_precompile().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_precompile_item {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX.
+    pub r#type: cuabi_code_type,
+    pub source: *const c_char,
+    /// Bytes of source, or 0 when NUL-terminated.
+    pub size: usize,
+    /// Name shown in progress and logs; may be NULL.
+    pub name: *const c_char,
+    /// NULL for the defaults; its arch is replaced by each of the archs given.
+    pub options: *const cuabi_program_options,
+}
+
+impl Default for cuabi_precompile_item {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_precompile_item.
+pub const CUABI_PRECOMPILE_ITEM_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
+    pub fn cuabi_cache_stats_init(opts: *mut cuabi_cache_stats, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_ENTRY_INFO_VERSION).
+    pub fn cuabi_cache_entry_info_init(opts: *mut cuabi_cache_entry_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_PRECOMPILE_ITEM_VERSION).
+    pub fn cuabi_precompile_item_init(opts: *mut cuabi_precompile_item, version: c_uint) -> cuabi_status;
+    /// Use this directory from now on (created 0700 when first written). NULL: back to the default ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
+    pub fn cuabi_cache_set_directory(path: *const c_char) -> cuabi_status;
+    /// The directory in use, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit.
+    pub fn cuabi_cache_get_directory(out: *mut c_char, size: *mut usize) -> cuabi_status;
+    /// Turn the whole cache (both layers) on (1) or off (0). The default is on unless CUABI_CACHE=0.
+    pub fn cuabi_cache_set_enabled(enabled: c_int) -> cuabi_status;
+    /// Limit of the directory in bytes (default 1 GiB, or $CUABI_CACHE_SIZE); 0 = none. Least recently used entries are removed after each store until the directory fits.
+    pub fn cuabi_cache_set_size_limit(bytes: u64) -> cuabi_status;
+    /// Counters and the directory's current size (this scans the directory).
+    pub fn cuabi_cache_get_stats(out: *mut cuabi_cache_stats) -> cuabi_status;
+    /// Call fn for each valid-looking entry of the directory, least recently used first.
+    pub fn cuabi_cache_list(r#fn: cuabi_cache_list_fn, payload: *mut c_void) -> cuabi_status;
+    /// Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
+    pub fn cuabi_cache_clear(flags: c_uint) -> cuabi_status;
+    /// Compile every item for every architecture into the cache, without loading
+    /// anything on a GPU (what Warp's load_module does ahead of time). A failed
+    /// compile does not stop the others: it is reported through `progress`, and the
+    /// call returns its status at the end (the first failure's). The cache must be
+    /// enabled (else CUABI_ERROR_CACHE).
+    pub fn cuabi_cache_precompile(items: *const cuabi_precompile_item, num_items: usize, archs: *mut *const c_char, num_archs: usize, progress: cuabi_precompile_progress_fn, payload: *mut c_void) -> cuabi_status;
+}
 
 // ---- module argpack (api/argpack.toml)
 
@@ -1284,8 +2012,15 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
+    ("cuabi_memory_resource_callbacks", core::mem::size_of::<cuabi_memory_resource_callbacks>(), &[("version", core::mem::offset_of!(cuabi_memory_resource_callbacks, version)), ("allocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, allocate)), ("deallocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, deallocate)), ("release_payload", core::mem::offset_of!(cuabi_memory_resource_callbacks, release_payload)), ("kind", core::mem::offset_of!(cuabi_memory_resource_callbacks, kind)), ("stream_ordered", core::mem::offset_of!(cuabi_memory_resource_callbacks, stream_ordered))]),
+    ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold))]),
+    ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count))]),
+    ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache))]),
+    ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
+    ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path))]),
+    ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
@@ -1345,6 +2080,53 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_event_query", cuabi_event_query as *const () as usize),
         ("cuabi_event_elapsed_ms", cuabi_event_elapsed_ms as *const () as usize),
         ("cuabi_event_raw", cuabi_event_raw as *const () as usize),
+        ("cuabi_memory_resource_retain", cuabi_memory_resource_retain as *const () as usize),
+        ("cuabi_memory_resource_release", cuabi_memory_resource_release as *const () as usize),
+        ("cuabi_memory_resource_callbacks_init", cuabi_memory_resource_callbacks_init as *const () as usize),
+        ("cuabi_memory_pool_options_init", cuabi_memory_pool_options_init as *const () as usize),
+        ("cuabi_memory_resource_host", cuabi_memory_resource_host as *const () as usize),
+        ("cuabi_memory_resource_device_default", cuabi_memory_resource_device_default as *const () as usize),
+        ("cuabi_memory_resource_pool_create", cuabi_memory_resource_pool_create as *const () as usize),
+        ("cuabi_memory_resource_pinned", cuabi_memory_resource_pinned as *const () as usize),
+        ("cuabi_memory_resource_managed", cuabi_memory_resource_managed as *const () as usize),
+        ("cuabi_memory_resource_user", cuabi_memory_resource_user as *const () as usize),
+        ("cuabi_memory_resource_allocate", cuabi_memory_resource_allocate as *const () as usize),
+        ("cuabi_memory_resource_deallocate", cuabi_memory_resource_deallocate as *const () as usize),
+        ("cuabi_memory_resource_kind", cuabi_memory_resource_kind as *const () as usize),
+        ("cuabi_memory_resource_device", cuabi_memory_resource_device as *const () as usize),
+        ("cuabi_memory_resource_pool", cuabi_memory_resource_pool as *const () as usize),
+        ("cuabi_memory_resource_trim", cuabi_memory_resource_trim as *const () as usize),
+        ("cuabi_buffer_destroy", cuabi_buffer_destroy as *const () as usize),
+        ("cuabi_buffer_allocate", cuabi_buffer_allocate as *const () as usize),
+        ("cuabi_buffer_wrap", cuabi_buffer_wrap as *const () as usize),
+        ("cuabi_buffer_free_async", cuabi_buffer_free_async as *const () as usize),
+        ("cuabi_buffer_pointer", cuabi_buffer_pointer as *const () as usize),
+        ("cuabi_buffer_size", cuabi_buffer_size as *const () as usize),
+        ("cuabi_buffer_kind", cuabi_buffer_kind as *const () as usize),
+        ("cuabi_buffer_device", cuabi_buffer_device as *const () as usize),
+        ("cuabi_buffer_resource", cuabi_buffer_resource as *const () as usize),
+        ("cuabi_buffer_copy", cuabi_buffer_copy as *const () as usize),
+        ("cuabi_buffer_copy_from_host", cuabi_buffer_copy_from_host as *const () as usize),
+        ("cuabi_buffer_copy_to_host", cuabi_buffer_copy_to_host as *const () as usize),
+        ("cuabi_buffer_memset", cuabi_buffer_memset as *const () as usize),
+        ("cuabi_view_retain", cuabi_view_retain as *const () as usize),
+        ("cuabi_view_release", cuabi_view_release as *const () as usize),
+        ("cuabi_view_info_init", cuabi_view_info_init as *const () as usize),
+        ("cuabi_view_from_dlpack_versioned", cuabi_view_from_dlpack_versioned as *const () as usize),
+        ("cuabi_view_from_dlpack", cuabi_view_from_dlpack as *const () as usize),
+        ("cuabi_view_from_dltensor", cuabi_view_from_dltensor as *const () as usize),
+        ("cuabi_view_create", cuabi_view_create as *const () as usize),
+        ("cuabi_view_slice", cuabi_view_slice as *const () as usize),
+        ("cuabi_view_to_dlpack_versioned", cuabi_view_to_dlpack_versioned as *const () as usize),
+        ("cuabi_view_to_dlpack", cuabi_view_to_dlpack as *const () as usize),
+        ("cuabi_view_get_info", cuabi_view_get_info as *const () as usize),
+        ("cuabi_view_data_pointer", cuabi_view_data_pointer as *const () as usize),
+        ("cuabi_view_ndim", cuabi_view_ndim as *const () as usize),
+        ("cuabi_view_shape", cuabi_view_shape as *const () as usize),
+        ("cuabi_view_strides", cuabi_view_strides as *const () as usize),
+        ("cuabi_view_is_c_contiguous", cuabi_view_is_c_contiguous as *const () as usize),
+        ("cuabi_view_is_f_contiguous", cuabi_view_is_f_contiguous as *const () as usize),
+        ("cuabi_view_nbytes", cuabi_view_nbytes as *const () as usize),
         ("cuabi_objcode_retain", cuabi_objcode_retain as *const () as usize),
         ("cuabi_objcode_release", cuabi_objcode_release as *const () as usize),
         ("cuabi_objcode_from_memory", cuabi_objcode_from_memory as *const () as usize),
@@ -1379,6 +2161,26 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_linker_complete", cuabi_linker_complete as *const () as usize),
         ("cuabi_linker_info_log", cuabi_linker_info_log as *const () as usize),
         ("cuabi_linker_error_log", cuabi_linker_error_log as *const () as usize),
+        ("cuabi_program_retain", cuabi_program_retain as *const () as usize),
+        ("cuabi_program_release", cuabi_program_release as *const () as usize),
+        ("cuabi_program_options_init", cuabi_program_options_init as *const () as usize),
+        ("cuabi_program_create", cuabi_program_create as *const () as usize),
+        ("cuabi_program_compile", cuabi_program_compile as *const () as usize),
+        ("cuabi_program_log", cuabi_program_log as *const () as usize),
+        ("cuabi_program_lowered_name", cuabi_program_lowered_name as *const () as usize),
+        ("cuabi_program_cache_hit", cuabi_program_cache_hit as *const () as usize),
+        ("cuabi_program_supported_archs", cuabi_program_supported_archs as *const () as usize),
+        ("cuabi_cache_stats_init", cuabi_cache_stats_init as *const () as usize),
+        ("cuabi_cache_entry_info_init", cuabi_cache_entry_info_init as *const () as usize),
+        ("cuabi_precompile_item_init", cuabi_precompile_item_init as *const () as usize),
+        ("cuabi_cache_set_directory", cuabi_cache_set_directory as *const () as usize),
+        ("cuabi_cache_get_directory", cuabi_cache_get_directory as *const () as usize),
+        ("cuabi_cache_set_enabled", cuabi_cache_set_enabled as *const () as usize),
+        ("cuabi_cache_set_size_limit", cuabi_cache_set_size_limit as *const () as usize),
+        ("cuabi_cache_get_stats", cuabi_cache_get_stats as *const () as usize),
+        ("cuabi_cache_list", cuabi_cache_list as *const () as usize),
+        ("cuabi_cache_clear", cuabi_cache_clear as *const () as usize),
+        ("cuabi_cache_precompile", cuabi_cache_precompile as *const () as usize),
         ("cuabi_argpack_retain", cuabi_argpack_retain as *const () as usize),
         ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
         ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),

@@ -1,0 +1,291 @@
+/* bench_compile: what the compile cache buys, on the segmented-reduction
+ * kernel segred<float, 256>.
+ *
+ *   direct   nvrtcCompileProgram (+ lowered name + CUBIN) called directly
+ *   cold     cuabi_program_compile on a miss (key, compile, store on disk)
+ *   disk     a new process: cuabi_program_compile hitting the on-disk cache,
+ *            plus loading the module and looking the kernel up (needs a GPU;
+ *            without one the load is left out and the row says so). The
+ *            driver and NVRTC are loaded before the clock starts; their
+ *            first-use cost is shown on its own row.
+ *   memory   cuabi_program_compile hitting the in-memory layer (+ release)
+ *
+ * Targets (issue 3): disk <= 0.3 ms, memory <= 2 us, cold <= 1.05 x direct.
+ * Usage: bench_compile [--reps N] [--arch sm_XX]
+ */
+#include <nvrtc.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuabi.h"
+
+static const char *src =
+    "template <typename T, int BLOCK>\n"
+    "__global__ void segred(const T *in, T *out, const int *offsets)\n"
+    "{\n"
+    "    __shared__ T part[BLOCK];\n"
+    "    int s = blockIdx.x, t = threadIdx.x;\n"
+    "    T acc = 0;\n"
+    "    for (int i = offsets[s] + t; i < offsets[s + 1]; i += BLOCK) acc += in[i];\n"
+    "    part[t] = acc;\n"
+    "    __syncthreads();\n"
+    "    for (int w = BLOCK / 2; w > 0; w /= 2) {\n"
+    "        if (t < w) part[t] += part[t + w];\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "    if (t == 0) out[s] = part[0];\n"
+    "}\n";
+static const char *expr = "segred<float, 256>";
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void row(const char *name, double *t, int n, const char *note)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += t[i];
+    const char *unit = t[n / 2] < 1e-3 ? "us" : "ms";
+    double k = t[n / 2] < 1e-3 ? 1e6 : 1e3;
+    printf("%-44s %10.3f %10.3f %10.3f %s %6d  %s\n", name, t[n / 2] * k, sum / n * k, t[0] * k,
+           unit, n, note);
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_compile: %s: %s\n", what, cuabi_last_error()->message);
+    exit(1);
+}
+
+static cuabi_program_options opts_for(const char *arch, const char **names)
+{
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = arch;
+    o.name_expressions = names;
+    o.num_name_expressions = 1;
+    return o;
+}
+
+/* One direct NVRTC compile with the options cuabi passes. */
+static double direct_once(const char *arch)
+{
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    const char *opts[] = { archopt };
+    double t0 = now();
+    nvrtcProgram p;
+    if (nvrtcCreateProgram(&p, src, "segred.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
+        nvrtcAddNameExpression(p, expr) != NVRTC_SUCCESS ||
+        nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS) {
+        fprintf(stderr, "bench_compile: direct NVRTC compile failed\n");
+        exit(1);
+    }
+    const char *low;
+    size_t n;
+    nvrtcGetLoweredName(p, expr, &low);
+    nvrtcGetCUBINSize(p, &n);
+    char *cubin = malloc(n);
+    nvrtcGetCUBIN(p, cubin);
+    free(cubin);
+    nvrtcDestroyProgram(&p);
+    return now() - t0;
+}
+
+/* Child: the driver and NVRTC are loaded first; then time a disk hit with
+ * the module load. Prints "seconds loaded_flag first_use_seconds". */
+static int child_disk(const char *arch)
+{
+    double t0 = now();
+    int gpu = 0;
+    cuabi_device *dev = NULL;
+    int ndev = 0;
+    if (cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0 &&
+        cuabi_device_get(&dev, 0) == CUABI_SUCCESS && cuabi_device_set_current(dev) == CUABI_SUCCESS)
+        gpu = 1;
+    size_t na;
+    cuabi_program_supported_archs(NULL, 0, &na); /* loads NVRTC */
+    double first_use = now() - t0;
+
+    const char *names[] = { expr };
+    cuabi_program_options o = opts_for(arch, names);
+    double t1 = now();
+    cuabi_program *p;
+    cuabi_objcode *obj;
+    cuabi_kernel *k = NULL;
+    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+        cuabi_program_compile(&obj, p, &o))
+        die("disk hit");
+    if (gpu && cuabi_objcode_get_kernel(&k, obj, expr))
+        die("kernel lookup");
+    double t = now() - t1;
+    int hit = 0;
+    cuabi_program_cache_hit(&hit, p);
+    if (hit != 2) {
+        fprintf(stderr, "bench_compile: expected an on-disk hit, got %d\n", hit);
+        return 1;
+    }
+    printf("%.9f %d %.9f\n", t, gpu, first_use);
+    if (k)
+        cuabi_kernel_release(k);
+    cuabi_objcode_release(obj);
+    cuabi_program_release(p);
+    if (dev)
+        cuabi_device_release(dev);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 5;
+    const char *arch = NULL;
+    bool child = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--arch") && i + 1 < argc)
+            arch = argv[++i];
+        else if (!strcmp(argv[i], "--child-disk"))
+            child = true;
+        else {
+            fprintf(stderr, "usage: bench_compile [--reps N] [--arch sm_XX]\n");
+            return 2;
+        }
+    }
+    if (reps < 1)
+        reps = 1;
+    if (child)
+        return child_disk(arch ? arch : "sm_90");
+
+    char dir[] = "/tmp/cuabi-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setenv("CUABI_CACHE_DIR", dir, 1);
+    unsetenv("CUABI_CACHE");
+    if (cuabi_cache_set_directory(dir))
+        die("cache directory");
+
+    /* The target: the device's architecture, or sm_90. */
+    char target[32] = "sm_90";
+    cuabi_device *dev;
+    cuabi_device_properties props = CUABI_DEVICE_PROPERTIES_INIT;
+    const char *devname = "no GPU";
+    int ndev = 0;
+    if (cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0 &&
+        cuabi_device_get(&dev, 0) == CUABI_SUCCESS &&
+        cuabi_device_get_properties(&props, dev) == CUABI_SUCCESS) {
+        snprintf(target, sizeof target, "sm_%d%d", props.compute_capability_major,
+                 props.compute_capability_minor);
+        devname = props.name;
+    }
+    if (arch)
+        snprintf(target, sizeof target, "%s", arch);
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    time_t wall = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&wall));
+    printf("cuabi %s compile benchmark: segred<float, 256> for %s\n", cuabi_version_string(),
+           target);
+    printf("date %s; device %s; NVRTC %d.%d; %d reps\n\n", date, devname, major, minor, reps);
+    printf("%-44s %10s %10s %10s %s %6s\n", "case", "median", "mean", "min", "  ", "reps");
+
+    const char *names[] = { expr };
+    cuabi_program_options o = opts_for(target, names);
+    double *t = calloc((size_t)(reps > 10000 ? reps : 10000), sizeof *t);
+    double direct_med, cold_med;
+
+    direct_once(target); /* warm NVRTC's own start-up */
+    for (int i = 0; i < reps; i++)
+        t[i] = direct_once(target);
+    row("direct nvrtcCompileProgram", t, reps, "");
+    direct_med = t[reps / 2];
+
+    for (int i = 0; i < reps; i++) {
+        cuabi_cache_clear(CUABI_CACHE_CLEAR_ALL);
+        double t0 = now();
+        cuabi_program *p;
+        cuabi_objcode *obj;
+        if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+            cuabi_program_compile(&obj, p, &o))
+            die("cold compile");
+        t[i] = now() - t0;
+        cuabi_objcode_release(obj);
+        cuabi_program_release(p);
+    }
+    cold_med = t[reps / 2];
+    char note[96];
+    snprintf(note, sizeof note, "%.3f x direct (target <= 1.05)", cold_med / direct_med);
+    row("cuabi cold compile (miss + store)", t, reps, note);
+
+    /* The entry exists now; each child is a fresh process. */
+    int gpu = 0, n = 0;
+    double first_use[64];
+    int children = reps < 64 ? (reps < 5 ? 5 : reps) : 64;
+    for (int i = 0; i < children; i++) {
+        int fds[2];
+        if (pipe(fds))
+            return 1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            execl("/proc/self/exe", argv[0], "--child-disk", "--arch", target, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        char buf[128] = "";
+        ssize_t r = read(fds[0], buf, sizeof buf - 1);
+        close(fds[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        if (r <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            fprintf(stderr, "bench_compile: child failed\n");
+            return 1;
+        }
+        buf[r] = '\0';
+        if (sscanf(buf, "%lf %d %lf", &t[n], &gpu, &first_use[n]) == 3)
+            n++;
+    }
+    row(gpu ? "disk hit, new process, + module load" : "disk hit, new process (no GPU: no load)",
+        t, n, "target <= 0.3 ms");
+    row("  (first use in a process: driver + NVRTC)", first_use, n, "not in the row above");
+
+    cuabi_program *p;
+    cuabi_objcode *obj;
+    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+        cuabi_program_compile(&obj, p, &o))
+        die("memory hit");
+    cuabi_objcode_release(obj);
+    int loops = 10000;
+    for (int i = 0; i < loops; i++) {
+        double t0 = now();
+        if (cuabi_program_compile(&obj, p, &o))
+            die("memory hit");
+        cuabi_objcode_release(obj);
+        t[i] = now() - t0;
+    }
+    row("memory hit (compile + release)", t, loops, "target <= 2 us");
+    cuabi_program_release(p);
+    free(t);
+    cuabi_cache_clear(CUABI_CACHE_CLEAR_DISK);
+    rmdir(dir);
+    return 0;
+}

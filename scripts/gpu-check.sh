@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE (gcc, make, CUDA driver; no autotools, libffi
+# headers or Check), from the repository root, after scripts/gpu-prepare.sh
+# filled .gpu/ here. Unpacks the Debian packages into a local prefix, builds
+# the `make dist` tarball against it, runs `make check` (every GPU suite runs
+# for real) and the benchmarks, and prints the summary line.
+#   scripts/gpu-check.sh [--bench] [--sanitizer]
+# Logs go to $OUT (if set) or .gpu/out.
+set -uo pipefail
+root=$PWD
+out=${OUT:-$root/.gpu/out}
+mkdir -p "$out"
+P=/tmp/cuabi-prefix
+L=$P/usr/lib/x86_64-linux-gnu
+rm -rf "$P" && mkdir -p "$P"
+for d in "$root"/.gpu/debs/*.deb; do dpkg -x "$d" "$P"; done
+export LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ls "$root"/.gpu/wheels/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/cuabi-site "$root"/.gpu/wheels/*.whl >/dev/null 2>&1
+    export PYTHONPATH=/tmp/cuabi-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+work=/tmp/cuabi-gpu
+rm -rf "$work" && mkdir -p "$work"
+tar xzf "$root"/.gpu/cuabi-*.tar.gz -C "$work"
+src=$(ls -d "$work"/cuabi-*)
+cd "$src" || exit 1
+flags=(CPPFLAGS="-I$P/usr/include -I$P/usr/include/x86_64-linux-gnu"
+       LDFLAGS="-L$L"
+       LIBFFI_CFLAGS="-I$P/usr/include/x86_64-linux-gnu" LIBFFI_LIBS="-L$L -lffi"
+       CHECK_CFLAGS="-I$P/usr/include -pthread"
+       CHECK_LIBS="-L$L -lcheck_pic -lsubunit -lrt -lm -pthread")
+./configure -q --with-cuda=/usr/local/cuda "${flags[@]}" >"$out/configure.log" 2>&1 ||
+    { tail -n 30 "$out/configure.log" config.log; exit 1; }
+make -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -n 40; exit 1; }
+export CUDA_CACHE_DISABLE=1
+make -j4 check >"$out/check.log" 2>&1
+python3 scripts/summarize-tests.py --verbose . | tee "$out/summary.txt"
+status=${PIPESTATUS[0]}
+for f in $(grep -l -E ':test-result: (FAIL|ERROR)' $(find . -name '*.trs')); do
+    echo "=== ${f%.trs}.log"; tail -n 40 "${f%.trs}.log"
+done | tee "$out/failures.txt" | head -c 6000
+tar czf "$out/test-logs.tar.gz" $(find . -name '*.log' -path '*tests*') 2>/dev/null
+for arg in "$@"; do
+    case $arg in
+    --bench)
+        for b in bench/bench_launch bench/bench_memory bench/bench_compile; do
+            [ -x "$b" ] && { echo "== $b"; "$b"; } 2>&1 | tee -a "$out/bench.txt"
+        done
+        if [ -f "$root/.gpu/peers/launch_raw.c" ]; then
+            nvcc -O2 -o /tmp/launch_raw "$root/.gpu/peers/launch_raw.c" -lcuda -lnvrtc &&
+                { echo "== raw (peer script)"; /tmp/launch_raw 200000; } 2>&1 | tee -a "$out/bench.txt"
+        fi
+        [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 bench/bench_python.py 2>&1 |
+            tee -a "$out/bench.txt"
+        ;;
+    --sanitizer)
+        # compute-sanitizer over every GPU suite: memcheck, then racecheck.
+        for t in tests/test_gpu_*; do
+            case $t in *.*) continue ;; esac
+            [ -x "$t" ] || continue
+            for tool in memcheck racecheck; do
+                echo "== compute-sanitizer --tool $tool $t"
+                compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" 2>&1 | tail -n 4
+                echo "exit: ${PIPESTATUS[0]}"
+            done
+        done 2>&1 | tee "$out/sanitizer.txt"
+        ;;
+    esac
+done
+exit "$status"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's second command: every test suite (C, Python, Rust, Julia
+# checks), once in a normal build and once built with
+# -fsanitize=address,undefined, then `make distcheck`. Ends with one line:
+#   N passed, N failed, N skipped
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+[ -x configure ] || autoreconf -fi || exit 1
+
+build() { # dir, configure args...
+    local dir=$1; shift
+    mkdir -p "$dir"
+    (cd "$dir" && { [ -f Makefile ] || "$root/configure" -q "$@"; } && make -j"$jobs" >/dev/null)
+}
+
+status=0
+build build --with-cuda="${CUDA_HOME:-/usr/local/cuda}" || { echo "build failed"; exit 1; }
+make -C build -j"$jobs" check || status=1
+
+# Sanitizer run: the C suites only (the language bindings load the library
+# into interpreters that are not built with ASan).
+build build-asan --enable-sanitizers --with-cuda="${CUDA_HOME:-/usr/local/cuda}" || { echo "sanitizer build failed"; exit 1; }
+CUABI_SKIP_BINDINGS=1 make -C build-asan -j"$jobs" check || status=1
+
+# A release tarball builds and passes its tests from a read-only source tree.
+mkdir -p build-dist
+if make -C build distcheck >build-dist/distcheck.log 2>&1; then
+    printf ':test-result: PASS\n' > build-dist/distcheck.trs
+else
+    printf ':test-result: FAIL\n' > build-dist/distcheck.trs
+    tail -n 40 build-dist/distcheck.log
+    status=1
+fi
+
+python3 scripts/summarize-tests.py --verbose build build-asan build-dist || status=1
+exit $status

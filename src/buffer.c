@@ -1,0 +1,357 @@
+/* Buffers: memory from a resource or wrapped, with copies and memsets.
+ *
+ * The handle is unique and dies at cuabi_buffer_destroy(); the memory has
+ * its own reference count (the handle's plus one per view) so views keep it
+ * alive after the handle is gone. */
+#include "memory.h"
+
+#include <string.h>
+
+void cuabi__buffer_mem_retain(cuabi__buffer *b)
+{
+    atomic_fetch_add_explicit(&b->mem_refs, 1, memory_order_relaxed);
+}
+
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
+{
+    if (atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
+        return CUABI_SUCCESS;
+    cuabi_status st = CUABI_SUCCESS;
+    if (b->res)
+        st = cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, b->stream,
+                                        "cuabi_buffer_destroy");
+    else if (b->release)
+        b->release(b->ptr, b->size, b->payload);
+    if (b->stream)
+        cuabi__object_release(&b->stream->base);
+    if (b->res)
+        cuabi__object_release(&b->res->base);
+    if (b->device)
+        cuabi__object_release(&b->device->base);
+    cuabi__free(b);
+    return st;
+}
+
+static void buffer_destroy(cuabi__object *o)
+{
+    (void)cuabi__buffer_mem_release((cuabi__buffer *)o);
+}
+
+/* Register a filled buffer and take its references; on failure the struct
+ * is freed and nothing else is touched. */
+static cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
+{
+    atomic_store_explicit(&b->mem_refs, 1, memory_order_relaxed);
+    cuabi_status st = cuabi__handle_register(&b->base, CUABI__T_BUFFER, buffer_destroy);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(b);
+        return st;
+    }
+    if (b->device)
+        cuabi__object_retain(&b->device->base);
+    if (b->res)
+        cuabi__object_retain(&b->res->base);
+    if (b->stream)
+        cuabi__object_retain(&b->stream->base);
+    *out = CUABI__HANDLE(b, cuabi_buffer);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, const char *caller)
+{
+    *s = NULL;
+    if (!stream)
+        return CUABI_SUCCESS;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
+    *s = obj;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
+                                                 cuabi_memory_resource *resource, size_t size,
+                                                 size_t alignment, cuabi_stream *stream)
+{
+    cuabi__memory_resource *r;
+    cuabi__stream *s;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    cuabi__buffer *b = cuabi__malloc(sizeof *b);
+    if (!b)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    uintptr_t ptr;
+    cuabi_status st = cuabi__resource_allocate(&ptr, r, size, &alignment, s, __func__);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(b);
+        return st;
+    }
+    b->ptr = ptr;
+    b->size = size;
+    b->alignment = alignment;
+    b->kind = r->kind;
+    b->device = r->device;
+    b->res = r;
+    b->stream = r->stream_ordered ? s : NULL;
+    b->release = NULL;
+    b->payload = NULL;
+    st = buffer_publish(out, b);
+    if (st != CUABI_SUCCESS)
+        (void)cuabi__resource_deallocate(r, ptr, size, alignment, s, __func__);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *device,
+                                             cuabi_memory_kind kind, uintptr_t ptr, size_t size,
+                                             cuabi_buffer_release_fn release, void *payload)
+{
+    cuabi__device *dev = NULL;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    if (device)
+        CUABI__GET(dev, device, DEVICE);
+    CUABI__CHECK_ARG(kind >= CUABI_MEMORY_HOST && kind <= CUABI_MEMORY_MANAGED,
+                     "%s: %d is not a cuabi_memory_kind", __func__, (int)kind);
+    CUABI__CHECK_ARG(dev || kind == CUABI_MEMORY_HOST,
+                     "%s: memory of kind %d needs a device (only CUABI_MEMORY_HOST may pass NULL)",
+                     __func__, (int)kind);
+    CUABI__CHECK_ARG(ptr || size == 0, "%s: ptr is 0 but size is %zu", __func__, size);
+    CUABI__CHECK_ARG(ptr + size >= ptr, "%s: ptr + size wraps around", __func__);
+    cuabi__buffer *b = cuabi__calloc(1, sizeof *b);
+    if (!b)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    b->ptr = ptr;
+    b->size = size;
+    b->kind = kind;
+    b->device = dev;
+    b->release = release;
+    b->payload = payload;
+    return buffer_publish(out, b);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_stream *stream)
+{
+    cuabi__buffer *b;
+    cuabi__stream *s;
+    CUABI__GET(b, buffer, BUFFER);
+    CUABI__GET(s, stream, STREAM);
+    if (b->res && b->res->stream_ordered && s != b->stream) {
+        cuabi__stream *old = b->stream;
+        cuabi__object_retain(&s->base);
+        b->stream = s;
+        if (old)
+            cuabi__object_release(&old->base);
+    }
+    /* Hold the memory across the handle's end so the deallocation's status
+     * (when this is the last reference) reaches the caller. */
+    cuabi__buffer_mem_retain(b);
+    cuabi__object_release(&b->base);
+    return cuabi__buffer_mem_release(b);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_pointer(uintptr_t *out, cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(b, buffer, BUFFER);
+    *out = b->ptr;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_size(size_t *out, cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(b, buffer, BUFFER);
+    *out = b->size;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_kind(cuabi_memory_kind *out, cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(b, buffer, BUFFER);
+    *out = b->kind;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_device(cuabi_device **out, cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(b, buffer, BUFFER);
+    if (b->device)
+        *out = CUABI__HANDLE(b->device, cuabi_device);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_resource(cuabi_memory_resource **out,
+                                                 cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(b, buffer, BUFFER);
+    if (b->res)
+        *out = CUABI__HANDLE(b->res, cuabi_memory_resource);
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------ copies, memsets */
+
+static cuabi_status check_range(const cuabi__buffer *b, size_t offset, size_t size,
+                                const char *what, const char *caller)
+{
+    if (offset > b->size || size > b->size - offset)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: %zu bytes at offset %zu run past the end of the %s buffer "
+                            "(%zu bytes)", caller, size, offset, what, b->size);
+    return CUABI_SUCCESS;
+}
+
+/* Make a context current for a driver copy/memset and pick the stream:
+ * the stream's device when one is given, else the first buffer device. */
+static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
+                                 cuabi__device *a, cuabi__device *b)
+{
+    CUABI__TRY(cuabi__driver_get(drv));
+    if (s) {
+        *raw = s->cu_stream;
+        return cuabi__stream_prepare(s, *drv);
+    }
+    *raw = NULL;
+    return cuabi__device_activate(a ? a : b, *drv);
+}
+
+/* Without a stream the operation is synchronous: wait for the legacy
+ * default stream, where cuMemcpy/cuMemset queue device-side work. */
+static cuabi_status driver_end(const cuabi__driver *drv, cuabi__stream *s)
+{
+    return s ? CUABI_SUCCESS : CUABI__CU(drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+}
+
+static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_host, uintptr_t src,
+                             cuabi__device *src_dev, bool src_host, size_t size, cuabi__stream *s)
+{
+    if (size == 0)
+        return CUABI_SUCCESS;
+    if (dst_host && src_host) {
+        memmove((void *)dst, (const void *)src, size);
+        return CUABI_SUCCESS;
+    }
+    const cuabi__driver *drv;
+    CUstream raw;
+    CUABI__TRY(driver_begin(&drv, &raw, s, dst_dev, src_dev));
+    if (s)
+        return CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, size, raw);
+    CUABI__TRY(CUABI__CU(drv, cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, size));
+    return driver_end(drv, s);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offset,
+                                             cuabi_buffer *src, size_t src_offset, size_t size,
+                                             cuabi_stream *stream)
+{
+    cuabi__buffer *d, *sb;
+    cuabi__stream *s;
+    CUABI__GET(d, dst, BUFFER);
+    CUABI__GET(sb, src, BUFFER);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
+    CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
+                    sb->ptr + src_offset, sb->device, sb->kind == CUABI_MEMORY_HOST, size, s);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_from_host(cuabi_buffer *dst, size_t dst_offset,
+                                                       const void *src, size_t size,
+                                                       cuabi_stream *stream)
+{
+    cuabi__buffer *d;
+    cuabi__stream *s;
+    CUABI__GET(d, dst, BUFFER);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__CHECK_ARG(src || size == 0, "%s: src is NULL", __func__);
+    CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
+    return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
+                    (uintptr_t)src, NULL, true, size, s);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_to_host(void *dst, cuabi_buffer *src,
+                                                     size_t src_offset, size_t size,
+                                                     cuabi_stream *stream)
+{
+    cuabi__buffer *sb;
+    cuabi__stream *s;
+    CUABI__CHECK_ARG(dst || size == 0, "%s: dst is NULL", __func__);
+    CUABI__GET(sb, src, BUFFER);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    return copy_raw((uintptr_t)dst, NULL, true, sb->ptr + src_offset, sb->device,
+                    sb->kind == CUABI_MEMORY_HOST, size, s);
+}
+
+static void host_fill(void *p, uint32_t value, unsigned width, size_t count)
+{
+    if (width == 1) {
+        memset(p, (int)value, count);
+        return;
+    }
+    /* memcpy per element: wrapped host memory need not be aligned. */
+    uint16_t v16 = (uint16_t)value;
+    const void *v = width == 2 ? (const void *)&v16 : (const void *)&value;
+    for (size_t i = 0; i < count; i++)
+        memcpy((char *)p + i * width, v, width);
+}
+
+static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, size_t count,
+                                cuabi__device *dev, cuabi__stream *s)
+{
+    const cuabi__driver *drv;
+    CUstream raw;
+    CUdeviceptr d = (CUdeviceptr)p;
+    CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL));
+    if (s) {
+        if (width == 1)
+            return CUABI__CU(drv, cuMemsetD8Async, d, (unsigned char)value, count, raw);
+        if (width == 2)
+            return CUABI__CU(drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
+        return CUABI__CU(drv, cuMemsetD32Async, d, value, count, raw);
+    }
+    if (width == 1)
+        CUABI__TRY(CUABI__CU(drv, cuMemsetD8, d, (unsigned char)value, count));
+    else if (width == 2)
+        CUABI__TRY(CUABI__CU(drv, cuMemsetD16, d, (unsigned short)value, count));
+    else
+        CUABI__TRY(CUABI__CU(drv, cuMemsetD32, d, value, count));
+    return driver_end(drv, s);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offset,
+                                               uint32_t value, unsigned int width, size_t count,
+                                               cuabi_stream *stream)
+{
+    cuabi__buffer *b;
+    cuabi__stream *s;
+    CUABI__GET(b, buffer, BUFFER);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__CHECK_ARG(width == 1 || width == 2 || width == 4,
+                     "%s: width must be 1, 2 or 4 bytes, not %u", __func__, width);
+    CUABI__CHECK_ARG(width == 4 || value < (UINT32_C(1) << (8 * width)),
+                     "%s: value 0x%x does not fit in %u byte%s", __func__, value, width,
+                     width == 1 ? "" : "s");
+    CUABI__CHECK_ARG(offset % width == 0, "%s: offset %zu is not a multiple of the width %u",
+                     __func__, offset, width);
+    CUABI__CHECK_ARG(count <= SIZE_MAX / width, "%s: count %zu overflows", __func__, count);
+    CUABI__TRY(check_range(b, offset, count * width, "target", __func__));
+    if (count == 0)
+        return CUABI_SUCCESS;
+    if (b->kind == CUABI_MEMORY_HOST) {
+        host_fill((void *)(b->ptr + offset), value, width, count);
+        return CUABI_SUCCESS;
+    }
+    return driver_fill(b->ptr + offset, value, width, count, b->device, s);
+}

@@ -1,0 +1,1084 @@
+/* The compile cache: an in-memory layer in front of a directory of entry
+ * files that several processes share.
+ *
+ * Entry file "<32 hex key>.bin":
+ *   header (64 bytes, little-endian host order):
+ *     0  magic "CUABICE\0"       8  u32 format   12 u32 code type
+ *     16 u64 payload bytes       24 key[16]      40 XXH3-128 of the payload[16]
+ *     56 u32 number of names     60 u32 zero
+ *   payload: blobs, each u64 length + bytes: data, log, then per name the
+ *   expression and its lowered name.
+ * Files are written to a temp file in the same directory and renamed into
+ * place, so readers see either nothing or a whole file; several writers of
+ * one key each rename a complete file and the last one wins. The checksum
+ * catches truncation and bit flips: a bad file is removed and reported as a
+ * miss, so the caller compiles and stores it again.
+ * The LRU order is the files' mtime, refreshed on every disk hit. */
+#include "program.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define HEADER_SIZE 64
+#define DEFAULT_LIMIT ((uint64_t)1 << 30)
+#define MEMORY_LIMIT ((size_t)256 << 20)
+#define NBUCKETS 1024
+#define STALE_TEMP_SECONDS 600
+
+static const char magic[8] = "CUABICE";
+
+/* ------------------------------------------------------------ strings */
+
+void cuabi__str_addn(cuabi__str *b, const char *text, size_t n)
+{
+    if (!b)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 128;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *s = realloc(b->s, cap); /* best effort: no error recorded */
+        if (!s)
+            return;
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, text, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+void cuabi__str_add(cuabi__str *b, const char *fmt, ...)
+{
+    char buf[1024];
+    if (!b)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        cuabi__str_addn(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+void cuabi__str_free(cuabi__str *b)
+{
+    free(b->s);
+    *b = (cuabi__str){ 0 };
+}
+
+/* ------------------------------------------------------------ entries */
+
+void cuabi__cache_entry_clear(cuabi__cache_entry *e)
+{
+    for (size_t i = 0; i < e->num_names; i++) {
+        if (e->exprs)
+            cuabi__free(e->exprs[i]);
+        if (e->lowered)
+            cuabi__free(e->lowered[i]);
+    }
+    cuabi__free(e->exprs);
+    cuabi__free(e->lowered);
+    cuabi__free(e->data);
+    cuabi__free(e->log);
+    *e = (cuabi__cache_entry){ 0 };
+}
+
+/* Deep copy; on failure `dst` is left empty and OUT_OF_MEMORY recorded. */
+static cuabi_status entry_copy(cuabi__cache_entry *dst, const cuabi__cache_entry *src)
+{
+    *dst = (cuabi__cache_entry){ .type = src->type, .size = src->size };
+    dst->data = cuabi__malloc(src->size ? src->size : 1);
+    dst->log = cuabi__strdup(src->log ? src->log : "");
+    if (src->num_names) {
+        dst->exprs = cuabi__calloc(src->num_names, sizeof(char *));
+        dst->lowered = cuabi__calloc(src->num_names, sizeof(char *));
+    }
+    if (!dst->data || !dst->log || (src->num_names && (!dst->exprs || !dst->lowered)))
+        goto oom;
+    memcpy(dst->data, src->data, src->size);
+    dst->num_names = src->num_names;
+    for (size_t i = 0; i < src->num_names; i++) {
+        dst->exprs[i] = cuabi__strdup(src->exprs[i]);
+        dst->lowered[i] = cuabi__strdup(src->lowered[i]);
+        if (!dst->exprs[i] || !dst->lowered[i])
+            goto oom;
+    }
+    return CUABI_SUCCESS;
+oom:
+    cuabi__cache_entry_clear(dst);
+    return CUABI_ERROR_OUT_OF_MEMORY;
+}
+
+static size_t entry_bytes(const cuabi__cache_entry *e)
+{
+    size_t n = e->size + (e->log ? strlen(e->log) : 0) + sizeof *e;
+    for (size_t i = 0; i < e->num_names; i++)
+        n += strlen(e->exprs[i]) + strlen(e->lowered[i]) + 2 * sizeof(char *);
+    return n;
+}
+
+/* ---------------------------------------------------------------- keys */
+
+void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_128bits_reset(&st);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t len = fields[i].size;
+        XXH3_128bits_update(&st, &len, sizeof len);
+        if (len)
+            XXH3_128bits_update(&st, fields[i].data, fields[i].size);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
+    memcpy(out->b, c.digest, sizeof out->b);
+}
+
+void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[key->b[i] >> 4];
+        out[2 * i + 1] = hex[key->b[i] & 15];
+    }
+    out[32] = '\0';
+}
+
+static void checksum(uint8_t out[16], const void *data, size_t size)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, size));
+    memcpy(out, c.digest, 16);
+}
+
+/* --------------------------------------------------------------- state */
+
+typedef struct mem_entry mem_entry;
+struct mem_entry {
+    cuabi__cache_key key;
+    cuabi__cache_entry e;
+    size_t bytes;
+    mem_entry *next_in_bucket;
+    mem_entry *newer, *older;   /* LRU list */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    bool loaded;                /* environment read */
+    int enabled;
+    char *dir;                  /* NULL until resolved */
+    uint64_t limit;
+    uint64_t memory_hits, disk_hits, misses, stores, store_failures, corrupt, evictions;
+    mem_entry *buckets[NBUCKETS];
+    mem_entry *newest, *oldest;
+    size_t mem_entries, mem_bytes;
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Read the environment once (under the lock). */
+static void load_env(void)
+{
+    if (g.loaded)
+        return;
+    g.loaded = true;
+    const char *e = getenv("CUABI_CACHE");
+    g.enabled = !(e && (!strcmp(e, "0") || !strcmp(e, "off") || !strcmp(e, "false")));
+    g.limit = DEFAULT_LIMIT;
+    const char *s = getenv("CUABI_CACHE_SIZE");
+    if (s && *s) {
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (*end == '\0')
+            g.limit = v;
+    }
+}
+
+/* The default directory, or NULL with the reason in `notes`. Caller frees. */
+static char *default_dir(cuabi__str *notes)
+{
+    const char *d = getenv("CUABI_CACHE_DIR");
+    char *out = NULL;
+    if (d && *d)
+        out = cuabi__strdup(d);
+    else if ((d = getenv("XDG_CACHE_HOME")) && *d == '/') {
+        if (asprintf(&out, "%s/cuabi", d) < 0)
+            out = NULL;
+    } else if ((d = getenv("HOME")) && *d) {
+        if (asprintf(&out, "%s/.cache/cuabi", d) < 0)
+            out = NULL;
+    } else if (notes)
+        cuabi__str_add(notes, "cuabi cache: no directory (CUABI_CACHE_DIR, XDG_CACHE_HOME "
+                              "and HOME are unset); using memory only\n");
+    return out;
+}
+
+/* The directory in use (under the lock); NULL when none can be named. */
+static const char *current_dir(cuabi__str *notes)
+{
+    load_env();
+    if (!g.dir)
+        g.dir = default_dir(notes);
+    return g.dir;
+}
+
+bool cuabi__cache_enabled(void)
+{
+    pthread_mutex_lock(&g.lock);
+    load_env();
+    bool on = g.enabled;
+    pthread_mutex_unlock(&g.lock);
+    return on;
+}
+
+/* ------------------------------------------------------- memory layer */
+
+static mem_entry **bucket(const cuabi__cache_key *k)
+{
+    uint32_t h;
+    memcpy(&h, k->b, sizeof h);
+    return &g.buckets[h % NBUCKETS];
+}
+
+static void lru_unlink(mem_entry *m)
+{
+    if (m->newer) m->newer->older = m->older; else g.newest = m->older;
+    if (m->older) m->older->newer = m->newer; else g.oldest = m->newer;
+    m->newer = m->older = NULL;
+}
+
+static void lru_push(mem_entry *m)
+{
+    m->older = g.newest;
+    m->newer = NULL;
+    if (g.newest) g.newest->newer = m; else g.oldest = m;
+    g.newest = m;
+}
+
+static mem_entry *mem_find(const cuabi__cache_key *k)
+{
+    for (mem_entry *m = *bucket(k); m; m = m->next_in_bucket)
+        if (!memcmp(m->key.b, k->b, sizeof k->b))
+            return m;
+    return NULL;
+}
+
+static void mem_remove(mem_entry *m)
+{
+    mem_entry **p = bucket(&m->key);
+    while (*p != m)
+        p = &(*p)->next_in_bucket;
+    *p = m->next_in_bucket;
+    lru_unlink(m);
+    g.mem_entries--;
+    g.mem_bytes -= m->bytes;
+    cuabi__cache_entry_clear(&m->e);
+    cuabi__free(m);
+}
+
+static void mem_clear(void)
+{
+    while (g.oldest)
+        mem_remove(g.oldest);
+}
+
+/* Insert a copy (under the lock); silently skipped when memory is short. */
+static void mem_insert(const cuabi__cache_key *k, const cuabi__cache_entry *e)
+{
+    if (mem_find(k))
+        return;
+    mem_entry *m = cuabi__calloc(1, sizeof *m);
+    if (!m || entry_copy(&m->e, e) != CUABI_SUCCESS) {
+        cuabi__free(m);
+        cuabi_error_clear();
+        return;
+    }
+    m->key = *k;
+    m->bytes = entry_bytes(e);
+    mem_entry **b = bucket(k);
+    m->next_in_bucket = *b;
+    *b = m;
+    lru_push(m);
+    g.mem_entries++;
+    g.mem_bytes += m->bytes;
+    while (g.mem_bytes > MEMORY_LIMIT && g.oldest && g.oldest != m)
+        mem_remove(g.oldest);
+}
+
+/* --------------------------------------------------------- directory */
+
+static char *entry_path_in(const char *dir, const cuabi__cache_key *key)
+{
+    char hex[33], *p;
+    cuabi__cache_key_hex(hex, key);
+    if (asprintf(&p, "%s/%s.bin", dir, hex) < 0)
+        return NULL;
+    return p;
+}
+
+char *cuabi__cache_entry_path(const cuabi__cache_key *key)
+{
+    pthread_mutex_lock(&g.lock);
+    const char *dir = current_dir(NULL);
+    char *p = dir ? entry_path_in(dir, key) : NULL;
+    pthread_mutex_unlock(&g.lock);
+    return p;
+}
+
+/* mkdir -p with mode 0700 for what is created. */
+static int make_dirs(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    for (char *p = copy + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(copy, 0700) != 0 && errno != EEXIST) {
+            free(copy);
+            return -1;
+        }
+        *p = '/';
+    }
+    int r = mkdir(copy, 0700);
+    free(copy);
+    return r != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static bool is_entry_name(const char *n)
+{
+    size_t len = strlen(n);
+    if (len != 36 || strcmp(n + 32, ".bin"))
+        return false;
+    for (int i = 0; i < 32; i++)
+        if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* Read a whole file into a malloc'ed buffer. */
+static int read_file(const char *path, uint8_t **out, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) != 0 || !(buf = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *size = got;
+    return 0;
+}
+
+/* Blob reader over the payload. */
+typedef struct reader { const uint8_t *p, *end; } reader;
+static bool read_blob(reader *r, const uint8_t **data, uint64_t *len)
+{
+    if ((size_t)(r->end - r->p) < sizeof *len)
+        return false;
+    memcpy(len, r->p, sizeof *len);
+    r->p += sizeof *len;
+    if (*len > (uint64_t)(r->end - r->p))
+        return false;
+    *data = r->p;
+    r->p += *len;
+    return true;
+}
+
+static char *blob_string(const uint8_t *d, uint64_t len)
+{
+    char *s = cuabi__malloc(len + 1);
+    if (s) {
+        memcpy(s, d, len);
+        s[len] = '\0';
+    }
+    return s;
+}
+
+/* Parse an entry file; returns NULL on success or why it is bad. On OOM
+ * sets *oom. */
+static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cache_key *key,
+                               cuabi__cache_entry *e, bool *oom)
+{
+    uint32_t format, type, nnames;
+    uint64_t payload;
+    uint8_t sum[16];
+    if (size < HEADER_SIZE)
+        return "truncated header";
+    if (memcmp(buf, magic, 8))
+        return "not a cuabi cache entry";
+    memcpy(&format, buf + 8, 4);
+    memcpy(&type, buf + 12, 4);
+    memcpy(&payload, buf + 16, 8);
+    memcpy(&nnames, buf + 56, 4);
+    if (format != CUABI__CACHE_FORMAT)
+        return "unknown format version";
+    if (payload != size - HEADER_SIZE)
+        return "truncated or padded payload";
+    if (memcmp(buf + 24, key->b, 16))
+        return "key does not match the file name";
+    checksum(sum, buf + HEADER_SIZE, payload);
+    if (memcmp(sum, buf + 40, 16))
+        return "checksum mismatch";
+    reader r = { buf + HEADER_SIZE, buf + size };
+    const uint8_t *d;
+    uint64_t len;
+    *e = (cuabi__cache_entry){ .type = (cuabi_code_type)type };
+    if (nnames > payload / 16)
+        return "name count out of range";
+    if (!read_blob(&r, &d, &len))
+        return "bad data blob";
+    e->data = cuabi__malloc(len ? len : 1);
+    if (!e->data)
+        goto oom;
+    memcpy(e->data, d, len);
+    e->size = len;
+    if (!read_blob(&r, &d, &len))
+        return "bad log blob";
+    if (!(e->log = blob_string(d, len)))
+        goto oom;
+    if (nnames) {
+        e->exprs = cuabi__calloc(nnames, sizeof(char *));
+        e->lowered = cuabi__calloc(nnames, sizeof(char *));
+        if (!e->exprs || !e->lowered)
+            goto oom;
+    }
+    e->num_names = nnames;
+    for (uint32_t i = 0; i < nnames; i++) {
+        if (!read_blob(&r, &d, &len))
+            return "bad name blob";
+        if (!(e->exprs[i] = blob_string(d, len)))
+            goto oom;
+        if (!read_blob(&r, &d, &len))
+            return "bad name blob";
+        if (!(e->lowered[i] = blob_string(d, len)))
+            goto oom;
+    }
+    if (r.p != r.end)
+        return "trailing bytes";
+    return NULL;
+oom:
+    *oom = true;
+    return "out of memory";
+}
+
+/* Look in the directory. Returns 1 hit, 0 miss, -1 out of memory. */
+static int disk_lookup(const char *dir, const cuabi__cache_key *key, cuabi__cache_entry *e,
+                       cuabi__str *notes)
+{
+    char *path = entry_path_in(dir, key);
+    if (!path)
+        return 0;
+    uint8_t *buf;
+    size_t size;
+    if (read_file(path, &buf, &size) != 0) {
+        if (errno != ENOENT && notes)
+            cuabi__str_add(notes, "cuabi cache: cannot read %s: %s\n", path, strerror(errno));
+        free(path);
+        return 0;
+    }
+    bool oom = false;
+    const char *bad = parse_entry(buf, size, key, e, &oom);
+    free(buf);
+    if (bad) {
+        cuabi__cache_entry_clear(e);
+        if (oom) {
+            free(path);
+            return -1;
+        }
+        cuabi__str_add(notes, "cuabi cache: ignored and removed corrupt entry %s (%s)\n",
+                       path, bad);
+        unlink(path);
+        pthread_mutex_lock(&g.lock);
+        g.corrupt++;
+        pthread_mutex_unlock(&g.lock);
+        free(path);
+        return 0;
+    }
+    utimensat(AT_FDCWD, path, NULL, 0); /* LRU: mark as just used */
+    free(path);
+    return 1;
+}
+
+static bool write_all(int fd, const void *data, size_t size)
+{
+    const uint8_t *p = data;
+    while (size) {
+        ssize_t w = write(fd, p, size);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return false;
+        }
+        p += w;
+        size -= (size_t)w;
+    }
+    return true;
+}
+
+static void put_blob(cuabi__str *b, const void *data, uint64_t len)
+{
+    cuabi__str_addn(b, (const char *)&len, sizeof len);
+    cuabi__str_addn(b, data, len);
+}
+
+/* Serialise an entry; false when out of memory. */
+static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi__cache_entry *e)
+{
+    uint8_t header[HEADER_SIZE] = { 0 };
+    cuabi__str_addn(out, (const char *)header, sizeof header);
+    put_blob(out, e->data, e->size);
+    put_blob(out, e->log ? e->log : "", e->log ? strlen(e->log) : 0);
+    for (size_t i = 0; i < e->num_names; i++) {
+        put_blob(out, e->exprs[i], strlen(e->exprs[i]));
+        put_blob(out, e->lowered[i], strlen(e->lowered[i]));
+    }
+    size_t expect = HEADER_SIZE + 16 + e->size + (e->log ? strlen(e->log) : 0);
+    for (size_t i = 0; i < e->num_names; i++)
+        expect += 16 + strlen(e->exprs[i]) + strlen(e->lowered[i]);
+    if (out->len != expect)
+        return false;
+    uint8_t *h = (uint8_t *)out->s;
+    uint32_t format = CUABI__CACHE_FORMAT, type = (uint32_t)e->type, n = (uint32_t)e->num_names;
+    uint64_t payload = out->len - HEADER_SIZE;
+    memcpy(h, magic, 8);
+    memcpy(h + 8, &format, 4);
+    memcpy(h + 12, &type, 4);
+    memcpy(h + 16, &payload, 8);
+    memcpy(h + 24, key->b, 16);
+    checksum(h + 40, h + HEADER_SIZE, payload);
+    memcpy(h + 56, &n, 4);
+    return true;
+}
+
+/* Write the entry atomically. Returns 0, or -1 with the reason in notes. */
+static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi__cache_entry *e,
+                      cuabi__str *notes)
+{
+    if (make_dirs(dir) != 0) {
+        cuabi__str_add(notes, "cuabi cache: not stored: cannot create %s: %s\n", dir,
+                       strerror(errno));
+        return -1;
+    }
+    char hex[33], *tmp = NULL, *path = entry_path_in(dir, key);
+    cuabi__cache_key_hex(hex, key);
+    cuabi__str file = { 0 };
+    int rc = -1;
+    if (!path || asprintf(&tmp, "%s/tmp-%s-XXXXXX", dir, hex) < 0) {
+        tmp = NULL;
+        goto out;
+    }
+    if (!serialise(&file, key, e)) {
+        cuabi__str_add(notes, "cuabi cache: not stored: out of memory\n");
+        goto out;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        cuabi__str_add(notes, "cuabi cache: not stored: cannot write in %s: %s\n", dir,
+                       strerror(errno));
+        goto out;
+    }
+    bool ok = write_all(fd, file.s, file.len);
+    int err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok)
+            err = errno;
+        cuabi__str_add(notes, "cuabi cache: not stored: cannot write %s: %s\n", path,
+                       strerror(err));
+        unlink(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    cuabi__str_free(&file);
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+/* One directory entry for listing and eviction. */
+typedef struct file_info {
+    char *path;
+    char name[40];
+    uint64_t size;
+    struct timespec mtime;
+} file_info;
+
+static int by_mtime(const void *a, const void *b)
+{
+    const file_info *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec)
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void free_files(file_info *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(f[i].path);
+    free(f);
+}
+
+/* Entry files of `dir`, oldest first; removes stale temp files on the way.
+ * Returns -1 when the directory cannot be read (a missing one is empty). */
+static int scan_dir(const char *dir, file_info **out, size_t *count, uint64_t *bytes)
+{
+    *out = NULL;
+    *count = 0;
+    *bytes = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+    file_info *files = NULL;
+    size_t n = 0, cap = 0;
+    time_t now = time(NULL);
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        bool entry = is_entry_name(de->d_name);
+        bool temp = !strncmp(de->d_name, "tmp-", 4);
+        if (!entry && !temp)
+            continue;
+        struct stat st;
+        char *path;
+        if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
+            rc = -1;
+            break;
+        }
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(path);
+            continue;
+        }
+        if (temp) { /* left by a writer that died */
+            if (now - st.st_mtime > STALE_TEMP_SECONDS)
+                unlink(path);
+            free(path);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            file_info *f = realloc(files, cap * sizeof *f);
+            if (!f) {
+                free(path);
+                rc = -1;
+                break;
+            }
+            files = f;
+        }
+        files[n] = (file_info){ .path = path, .size = (uint64_t)st.st_size, .mtime = st.st_mtim };
+        snprintf(files[n].name, sizeof files[n].name, "%s", de->d_name);
+        *bytes += (uint64_t)st.st_size;
+        n++;
+    }
+    closedir(d);
+    if (rc != 0) {
+        free_files(files, n);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (n)
+        qsort(files, n, sizeof *files, by_mtime);
+    *out = files;
+    *count = n;
+    return 0;
+}
+
+/* Remove least recently used entries until the directory fits the limit,
+ * sparing `keep` (the entry just written). */
+static void evict(const char *dir, uint64_t limit, const cuabi__cache_key *keep)
+{
+    file_info *files;
+    size_t n;
+    uint64_t bytes;
+    if (!limit || scan_dir(dir, &files, &n, &bytes) != 0)
+        return;
+    char keep_name[40];
+    cuabi__cache_key_hex(keep_name, keep);
+    strcat(keep_name, ".bin");
+    uint64_t removed = 0;
+    for (size_t i = 0; i < n && bytes > limit; i++) {
+        if (!strcmp(files[i].name, keep_name))
+            continue;
+        if (unlink(files[i].path) == 0) {
+            bytes -= files[i].size;
+            removed++;
+        }
+    }
+    free_files(files, n);
+    pthread_mutex_lock(&g.lock);
+    g.evictions += removed;
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* ------------------------------------------------------ lookup / store */
+
+/* Snapshot of the settings, so the directory work runs unlocked. */
+static char *snapshot(uint64_t *limit, cuabi__str *notes)
+{
+    pthread_mutex_lock(&g.lock);
+    const char *dir = current_dir(notes);
+    char *copy = dir ? strdup(dir) : NULL;
+    *limit = g.limit;
+    pthread_mutex_unlock(&g.lock);
+    return copy;
+}
+
+cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry *out,
+                                 int *where, cuabi__str *notes)
+{
+    *where = 0;
+    pthread_mutex_lock(&g.lock);
+    mem_entry *m = mem_find(key);
+    if (m) {
+        cuabi_status st = entry_copy(out, &m->e);
+        if (st == CUABI_SUCCESS) {
+            lru_unlink(m);
+            lru_push(m);
+            g.memory_hits++;
+            *where = 1;
+        }
+        pthread_mutex_unlock(&g.lock);
+        return st;
+    }
+    pthread_mutex_unlock(&g.lock);
+
+    uint64_t limit;
+    char *dir = snapshot(&limit, notes);
+    int r = dir ? disk_lookup(dir, key, out, notes) : 0;
+    free(dir);
+    if (r < 0)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g.lock);
+    if (r == 1) {
+        g.disk_hits++;
+        mem_insert(key, out);
+        *where = 2;
+    } else {
+        g.misses++;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return CUABI_SUCCESS;
+}
+
+void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
+                        cuabi__str *notes)
+{
+    pthread_mutex_lock(&g.lock);
+    mem_insert(key, e);
+    pthread_mutex_unlock(&g.lock);
+
+    uint64_t limit;
+    char *dir = snapshot(&limit, notes);
+    if (!dir)
+        return;
+    int r = disk_store(dir, key, e, notes);
+    pthread_mutex_lock(&g.lock);
+    if (r == 0)
+        g.stores++;
+    else
+        g.store_failures++;
+    pthread_mutex_unlock(&g.lock);
+    if (r == 0)
+        evict(dir, limit, key);
+    free(dir);
+}
+
+void cuabi__cache_reset_for_test(void)
+{
+    pthread_mutex_lock(&g.lock);
+    mem_clear();
+    free(g.dir);
+    g.dir = NULL;
+    g.loaded = false;
+    g.memory_hits = g.disk_hits = g.misses = g.stores = 0;
+    g.store_failures = g.corrupt = g.evictions = 0;
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* ------------------------------------------------------------ public */
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_directory(const char *path)
+{
+    CUABI__CHECK_ARG(!path || *path, "%s: path is empty (pass NULL for the default)", __func__);
+    char *copy = NULL;
+    if (path && !(copy = strdup(path)))
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", __func__);
+    pthread_mutex_lock(&g.lock);
+    free(g.dir);
+    g.dir = copy;
+    if (!path)
+        g.loaded = false; /* re-read the environment */
+    load_env();
+    mem_clear(); /* the memory layer mirrors one directory */
+    pthread_mutex_unlock(&g.lock);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_get_directory(char *out, size_t *size)
+{
+    CUABI__CHECK_ARG(size, "%s: size is NULL", __func__);
+    CUABI__CHECK_ARG(out || *size == 0, "%s: out is NULL but *size is %zu", __func__, *size);
+    pthread_mutex_lock(&g.lock);
+    const char *dir = current_dir(NULL);
+    size_t need = dir ? strlen(dir) + 1 : 0;
+    bool fits = dir && need <= *size;
+    if (fits)
+        memcpy(out, dir, need);
+    pthread_mutex_unlock(&g.lock);
+    if (!need)
+        return cuabi__error(CUABI_ERROR_NOT_FOUND,
+                            "%s: no cache directory: set CUABI_CACHE_DIR, XDG_CACHE_HOME or "
+                            "HOME, or call cuabi_cache_set_directory()", __func__);
+    size_t had = *size;
+    *size = need;
+    if (!fits)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
+                            "%s: the directory needs %zu bytes, the buffer has %zu", __func__,
+                            need, had);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_enabled(int enabled)
+{
+    CUABI__CHECK_ARG(enabled == 0 || enabled == 1, "%s: enabled must be 0 or 1, not %d",
+                     __func__, enabled);
+    pthread_mutex_lock(&g.lock);
+    load_env();
+    g.enabled = enabled;
+    pthread_mutex_unlock(&g.lock);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes)
+{
+    pthread_mutex_lock(&g.lock);
+    load_env();
+    g.limit = bytes;
+    pthread_mutex_unlock(&g.lock);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
+{
+    CUABI__CHECK_OPTS(out, "cuabi_cache_stats", CUABI_CACHE_STATS_VERSION, false);
+    uint64_t limit;
+    char *dir = snapshot(&limit, NULL);
+    file_info *files = NULL;
+    size_t n = 0;
+    uint64_t bytes = 0;
+    int r = dir ? scan_dir(dir, &files, &n, &bytes) : 0;
+    int err = errno;
+    free_files(files, n);
+    pthread_mutex_lock(&g.lock);
+    unsigned int version = out->version;
+    *out = (cuabi_cache_stats){
+        .version = version, .enabled = g.enabled, .memory_hits = g.memory_hits,
+        .disk_hits = g.disk_hits, .misses = g.misses, .stores = g.stores,
+        .store_failures = g.store_failures, .corrupt = g.corrupt, .evictions = g.evictions,
+        .entries = n, .bytes = bytes, .memory_entries = g.mem_entries,
+        .memory_bytes = g.mem_bytes, .size_limit = g.limit,
+    };
+    pthread_mutex_unlock(&g.lock);
+    cuabi_status st = CUABI_SUCCESS;
+    if (r != 0)
+        st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
+                          __func__, dir, strerror(err));
+    free(dir);
+    return st;
+}
+
+/* Header facts of an entry file for listing; false if it does not look like one. */
+static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
+{
+    uint8_t h[HEADER_SIZE];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && !memcmp(h, magic, 8);
+    close(fd);
+    if (ok) {
+        uint32_t t, n;
+        memcpy(&t, h + 12, 4);
+        memcpy(&n, h + 56, 4);
+        *type = (cuabi_code_type)t;
+        *names = n;
+    }
+    return ok;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload)
+{
+    CUABI__CHECK_ARG(fn, "%s: fn is NULL", __func__);
+    uint64_t limit, bytes;
+    char *dir = snapshot(&limit, NULL);
+    if (!dir)
+        return CUABI_SUCCESS;
+    file_info *files;
+    size_t n;
+    if (scan_dir(dir, &files, &n, &bytes) != 0) {
+        cuabi_status st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory "
+                                       "%s: %s", __func__, dir, strerror(errno));
+        free(dir);
+        return st;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cuabi_cache_entry_info info = CUABI_CACHE_ENTRY_INFO_INIT;
+        if (!peek_entry(files[i].path, &info.code_type, &info.num_names))
+            continue;
+        memcpy(info.key, files[i].name, 32);
+        info.key[32] = '\0';
+        info.size = files[i].size;
+        info.last_used = (int64_t)files[i].mtime.tv_sec;
+        info.path = files[i].path;
+        if (fn(&info, payload) != 0)
+            break;
+    }
+    free_files(files, n);
+    free(dir);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
+{
+    CUABI__CHECK_ARG(flags && !(flags & ~(unsigned)CUABI_CACHE_CLEAR_ALL),
+                     "%s: flags 0x%x: use CUABI_CACHE_CLEAR_MEMORY, _DISK or _ALL", __func__,
+                     flags);
+    if (flags & CUABI_CACHE_CLEAR_MEMORY) {
+        pthread_mutex_lock(&g.lock);
+        mem_clear();
+        pthread_mutex_unlock(&g.lock);
+    }
+    if (!(flags & CUABI_CACHE_CLEAR_DISK))
+        return CUABI_SUCCESS;
+    uint64_t limit, bytes;
+    char *dir = snapshot(&limit, NULL);
+    if (!dir)
+        return CUABI_SUCCESS;
+    file_info *files;
+    size_t n;
+    cuabi_status st = CUABI_SUCCESS;
+    if (scan_dir(dir, &files, &n, &bytes) != 0) {
+        st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
+                          __func__, dir, strerror(errno));
+    } else {
+        for (size_t i = 0; i < n && st == CUABI_SUCCESS; i++)
+            if (unlink(files[i].path) != 0 && errno != ENOENT)
+                st = cuabi__error(CUABI_ERROR_IO, "%s: cannot remove %s: %s", __func__,
+                                  files[i].path, strerror(errno));
+        free_files(files, n);
+    }
+    free(dir);
+    return st;
+}
+
+/* ---------------------------------------------------------- precompile */
+
+static cuabi_status precompile_one(const cuabi_precompile_item *it, const char *arch,
+                                   int *hit)
+{
+    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
+    cuabi_program_options o = it->options ? *it->options : defaults;
+    cuabi_program *prog;
+    if (arch)
+        o.arch = arch;
+    o.cache = 1;
+    CUABI__TRY(cuabi_program_create(&prog, it->type, it->source, it->size, it->name));
+    cuabi_status st = cuabi_program_compile(NULL, prog, &o);
+    cuabi_program_cache_hit(hit, prog);
+    if (st != CUABI_SUCCESS) {
+        /* Keep the failure's record across the release. */
+        cuabi_program_release(prog);
+        return st;
+    }
+    return cuabi_program_release(prog);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_precompile(const cuabi_precompile_item *items,
+                                                  size_t num_items, const char **archs,
+                                                  size_t num_archs,
+                                                  cuabi_precompile_progress_fn progress,
+                                                  void *payload)
+{
+    CUABI__CHECK_ARG(items || !num_items, "%s: items is NULL but num_items is %zu", __func__,
+                     num_items);
+    CUABI__CHECK_ARG(archs || !num_archs, "%s: archs is NULL but num_archs is %zu", __func__,
+                     num_archs);
+    for (size_t i = 0; i < num_items; i++) {
+        CUABI__CHECK_VERSION("cuabi_precompile_item", items[i].version,
+                             CUABI_PRECOMPILE_ITEM_VERSION);
+        CUABI__CHECK_ARG(items[i].source, "%s: items[%zu].source is NULL", __func__, i);
+    }
+    for (size_t i = 0; i < num_archs; i++)
+        CUABI__CHECK_ARG(archs[i] && *archs[i], "%s: archs[%zu] is NULL or empty", __func__, i);
+    if (!cuabi__cache_enabled())
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: the compile cache is disabled (CUABI_CACHE=0 "
+                            "or cuabi_cache_set_enabled(0)); precompiling would be lost",
+                            __func__);
+    size_t per = num_archs ? num_archs : 1, total = num_items * per, done = 0, failed = 0;
+    cuabi_status first = CUABI_SUCCESS;
+    char first_msg[1024] = "";
+    for (size_t i = 0; i < num_items; i++) {
+        for (size_t a = 0; a < per; a++) {
+            const char *arch = num_archs ? archs[a] : NULL;
+            char shown[32];
+            if (!arch) {
+                const cuabi_program_options *o = items[i].options;
+                if (o && o->arch && *o->arch)
+                    snprintf(shown, sizeof shown, "%s", o->arch);
+                else
+                    cuabi__current_arch(shown);
+            }
+            int hit = 0;
+            cuabi_status st = precompile_one(&items[i], arch, &hit);
+            if (st != CUABI_SUCCESS && failed++ == 0) {
+                first = st;
+                snprintf(first_msg, sizeof first_msg, "%s", cuabi_last_error()->message);
+            }
+            done++;
+            if (progress && progress(done, total, items[i].name ? items[i].name : "",
+                                     arch ? arch : shown, st, hit, payload) != 0)
+                return cuabi__error(CUABI_ERROR_CALLBACK, "%s: cancelled by the progress "
+                                    "callback after %zu of %zu compiles", __func__, done,
+                                    total);
+        }
+    }
+    if (failed)
+        return cuabi__error(first, "%s: %zu of %zu compiles failed; the first: %s", __func__,
+                            failed, total, first_msg);
+    return CUABI_SUCCESS;
+}

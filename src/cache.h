@@ -1,0 +1,70 @@
+/* The compile cache, seen from inside the library (src/program.c uses it).
+ *
+ * A key is an XXH3-128 hash over length-prefixed fields that the caller
+ * lists; an entry is the compiled code plus its name-expression map and
+ * compile log. Lookups try the in-memory layer, then the directory; stores
+ * go to both. Problems with the directory never fail a compile: they are
+ * described in `notes` (which ends up in the program's log). */
+#ifndef CUABI_CACHE_INTERNAL_H
+#define CUABI_CACHE_INTERNAL_H
+
+#include "internal.h"
+
+/* Format of the key and of entry files; part of every key, so bumping it
+ * makes old entries unreachable (they age out by LRU). */
+#define CUABI__CACHE_FORMAT 1
+
+typedef struct cuabi__cache_key {
+    uint8_t b[16];
+} cuabi__cache_key;
+
+/* One input of a key. */
+typedef struct cuabi__bytes {
+    const void *data;
+    size_t size;
+} cuabi__bytes;
+
+/* A growable NUL-terminated string (for logs and notes). */
+typedef struct cuabi__str {
+    char *s;
+    size_t len, cap;
+} cuabi__str;
+/* Append; on allocation failure the text is dropped (notes are best effort). */
+void cuabi__str_add(cuabi__str *b, const char *fmt, ...) CUABI__PRINTF(2, 3);
+void cuabi__str_addn(cuabi__str *b, const char *text, size_t n);
+void cuabi__str_free(cuabi__str *b);
+
+typedef struct cuabi__cache_entry {
+    cuabi_code_type type;
+    void *data;            /* cuabi__malloc'ed */
+    size_t size;
+    size_t num_names;
+    char **exprs;          /* name expressions ... */
+    char **lowered;        /* ... and their lowered names */
+    char *log;             /* compile log ("" when none) */
+} cuabi__cache_entry;
+void cuabi__cache_entry_clear(cuabi__cache_entry *e);
+
+/* Hash the fields (each length-prefixed, so boundaries count) into a key. */
+void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n);
+void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key);
+
+/* Whether compiles should use the cache at all (cuabi_cache_set_enabled, CUABI_CACHE). */
+bool cuabi__cache_enabled(void);
+
+/* Look `key` up. On a hit fill *out with copies (the caller clears it) and
+ * set *where to 1 (memory) or 2 (disk); on a miss *where = 0. Fails only on
+ * OUT_OF_MEMORY; directory trouble is described in `notes`. */
+cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry *out,
+                                 int *where, cuabi__str *notes);
+/* Store a copy of `e` in memory and on disk (best effort; reasons for not
+ * storing go to `notes`). */
+void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
+                        cuabi__str *notes);
+
+/* Testing: forget all state and re-read the environment. */
+void cuabi__cache_reset_for_test(void);
+/* Testing: the entry file of a key (caller frees), or NULL. */
+char *cuabi__cache_entry_path(const cuabi__cache_key *key);
+
+#endif

@@ -1,0 +1,371 @@
+/* cuabi compile: CUDA C++ (or PTX) to CUBIN / PTX / LTO-IR through the
+ * compile cache, writing the output and printing each kernel's resources. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_compile(int argc, char **argv);
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cuabi compile FILE [--arch sm_XX]... [-D NAME=V]... [-I DIR]...\n"
+            "                     [--name-expr E]... [--ptx | --cubin | --ltoir] [-o OUT] [--json]\n\n"
+            "Compile FILE (CUDA C++, or PTX when it ends in .ptx) through the compile cache,\n"
+            "write the result and print each kernel's registers, shared, local and stack\n"
+            "memory, thread limit and barriers, read from the CUBIN without a GPU.\n\n"
+            "  --arch A        target (sm_90, compute_90, ...); repeat for several; default:\n"
+            "                  the current GPU's, or sm_90 without one\n"
+            "  -D NAME[=V]     define a macro            -I DIR   add an include directory\n"
+            "  --name-expr E   instantiate and name a template kernel, e.g. 'segred<float, 256>'\n"
+            "  --ptx --cubin --ltoir   output kind (default --cubin)\n"
+            "  -o OUT          output file (default FILE's name with .cubin/.ptx/.ltoir); with\n"
+            "                  several --arch, the arch goes before the extension\n"
+            "  --json          machine-readable report on stdout\n");
+}
+
+typedef struct list {
+    const char **v;
+    size_t n;
+} list;
+
+static int push(list *l, const char *s)
+{
+    const char **v = realloc(l->v, (l->n + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    v[l->n++] = s;
+    l->v = v;
+    return 0;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *b = realloc(buf, cap *= 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = b;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+static const char *ext_of(cuabi_code_type t)
+{
+    return t == CUABI_CODE_PTX ? "ptx" : t == CUABI_CODE_LTOIR ? "ltoir" : "cubin";
+}
+
+/* The output path: OUT or FILE's stem, with ".ARCH" before the extension
+ * when several architectures are built. */
+static char *out_path(const char *file, const char *out, const char *arch, bool several,
+                      cuabi_code_type kind)
+{
+    char *res;
+    if (out) {
+        if (!several)
+            return strdup(out);
+        const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+        if (dot && (!slash || dot > slash)) {
+            if (asprintf(&res, "%.*s.%s%s", (int)(dot - out), out, arch, dot) < 0)
+                return NULL;
+        } else if (asprintf(&res, "%s.%s", out, arch) < 0)
+            return NULL;
+        return res;
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    const char *dot = strrchr(base, '.');
+    int stem = dot ? (int)(dot - base) : (int)strlen(base);
+    if (asprintf(&res, several ? "%.*s.%s.%s" : "%.*s.%s%.0s", stem, base,
+                 several ? arch : ext_of(kind), ext_of(kind)) < 0)
+        return NULL;
+    return res;
+}
+
+static int write_file(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && w == size ? 0 : -1;
+}
+
+static const char *hit_name(int hit)
+{
+    return hit == 1 ? "memory cache" : hit == 2 ? "disk cache" : "compiled";
+}
+
+/* Kernels and their resources, as text or JSON. */
+static void report_kernels(cuabi_objcode *o, const char *arch, bool json, cli_json *j)
+{
+    size_t count = 0;
+    const char *res_arch = !strncmp(arch, "sm_", 3) ? arch : NULL;
+    if (cuabi_objcode_kernel_count(&count, o) != CUABI_SUCCESS) {
+        if (!json)
+            printf("  (kernels unavailable: %s)\n", cuabi_last_error()->message);
+        count = 0;
+    }
+    if (json)
+        json_begin_array(j, "kernels");
+    else if (count)
+        printf("  %-40s %5s %8s %7s %7s %7s %8s\n", "kernel", "regs", "smem", "local", "stack",
+               "maxthr", "barriers");
+    for (size_t i = 0; i < count; i++) {
+        const char *name;
+        if (cuabi_objcode_kernel_name(&name, o, i) != CUABI_SUCCESS)
+            continue;
+        cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+        cuabi_status st = cuabi_objcode_kernel_resources(&r, o, name, res_arch);
+        if (json) {
+            json_begin_object(j, NULL);
+            json_string(j, "name", name);
+            if (st == CUABI_SUCCESS) {
+                json_int(j, "registers", r.registers);
+                json_int(j, "shared_static_bytes", (long long)r.shared_static_bytes);
+                json_int(j, "local_bytes", (long long)r.local_bytes);
+                json_int(j, "stack_bytes", (long long)r.stack_bytes);
+                json_int(j, "max_threads_per_block", r.max_threads_per_block);
+                json_int(j, "barriers", r.barriers);
+                json_int(j, "param_bytes", (long long)r.param_bytes);
+            } else {
+                json_string(j, "error", cuabi_last_error()->message);
+            }
+            json_end_object(j);
+        } else if (st == CUABI_SUCCESS) {
+            printf("  %-40s %5d %8zu %7zu %7zu %7d %8d\n", name, r.registers,
+                   r.shared_static_bytes, r.local_bytes, r.stack_bytes,
+                   r.max_threads_per_block, r.barriers);
+        } else {
+            printf("  %-40s (%s)\n", name, cuabi_last_error()->message);
+        }
+    }
+    if (json)
+        json_end_array(j);
+}
+
+typedef struct job {
+    const char *file, *out;
+    const char *source;
+    cuabi_code_type type, kind;
+    list archs, defines, incs, names;
+    bool json;
+} job;
+
+/* Compile for one architecture; returns the exit code. */
+static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
+{
+    cuabi_program *p;
+    cuabi_status st = cuabi_program_create(&p, jb->type, jb->source, 0, jb->file);
+    if (st != CUABI_SUCCESS)
+        return cli_fail("compile", st);
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = arch;
+    o.output = jb->kind;
+    o.defines = jb->defines.v;
+    o.num_defines = jb->defines.n;
+    o.include_paths = jb->incs.v;
+    o.num_include_paths = jb->incs.n;
+    o.name_expressions = jb->names.v;
+    o.num_name_expressions = jb->names.n;
+    cuabi_objcode *obj, *cubin = NULL;
+    st = cuabi_program_compile(&obj, p, &o);
+    if (st != CUABI_SUCCESS) {
+        /* The message carries the compiler's log already. */
+        fprintf(stderr, "cuabi compile: %s (%s)\n", cuabi_last_error()->message,
+                cuabi_status_name(st));
+        cuabi_program_release(p);
+        return 1;
+    }
+    int hit = 0;
+    cuabi_program_cache_hit(&hit, p);
+    /* Resources live in a CUBIN: for PTX / LTO-IR output of a real
+     * architecture, read them from the same program compiled to one. */
+    if (jb->kind != CUABI_CODE_CUBIN && (!arch || !strncmp(arch, "sm_", 3))) {
+        cuabi_program *again;
+        cuabi_program_options oc = o;
+        oc.output = CUABI_CODE_CUBIN;
+        if (cuabi_program_create(&again, jb->type, jb->source, 0, jb->file) == CUABI_SUCCESS) {
+            if (cuabi_program_compile(&cubin, again, &oc) != CUABI_SUCCESS)
+                cubin = NULL;
+            cuabi_program_release(again);
+        }
+    }
+    const void *data;
+    size_t size;
+    cuabi_objcode_bytes(&data, &size, obj);
+    char shown[32];
+    int sm = 0;
+    cuabi_objcode_arch(&sm, cubin ? cubin : obj);
+    if (arch)
+        snprintf(shown, sizeof shown, "%s", arch);
+    else if (sm > 0)
+        snprintf(shown, sizeof shown, "sm_%d", sm);
+    else
+        snprintf(shown, sizeof shown, "default");
+    char *path = out_path(jb->file, jb->out, shown, several, jb->kind);
+    int rc = 0;
+    if (!path || write_file(path, data, size) != 0) {
+        fprintf(stderr, "cuabi compile: cannot write %s\n", path ? path : "(out of memory)");
+        rc = 1;
+    } else if (jb->json) {
+        json_begin_object(j, NULL);
+        json_string(j, "arch", shown);
+        json_string(j, "output", ext_of(jb->kind));
+        json_string(j, "path", path);
+        json_int(j, "bytes", (long long)size);
+        json_string(j, "source", hit_name(hit));
+        json_begin_array(j, "name_expressions");
+        for (size_t i = 0; i < jb->names.n; i++) {
+            const char *low = "";
+            cuabi_program_lowered_name(&low, p, jb->names.v[i]);
+            json_begin_object(j, NULL);
+            json_string(j, "expression", jb->names.v[i]);
+            json_string(j, "lowered", low);
+            json_end_object(j);
+        }
+        json_end_array(j);
+        report_kernels(cubin ? cubin : obj, shown, true, j);
+        const char *log = "";
+        cuabi_program_log(&log, p);
+        json_string(j, "log", log);
+        json_end_object(j);
+    } else {
+        printf("%s -> %s (%s, %s, %zu bytes, %s)\n", jb->file, path, shown, ext_of(jb->kind),
+               size, hit_name(hit));
+        for (size_t i = 0; i < jb->names.n; i++) {
+            const char *low = "";
+            cuabi_program_lowered_name(&low, p, jb->names.v[i]);
+            printf("  %s = %s\n", jb->names.v[i], low);
+        }
+        report_kernels(cubin ? cubin : obj, shown, false, NULL);
+        const char *log = "";
+        cuabi_program_log(&log, p);
+        if (*log)
+            fprintf(stderr, "%s", log);
+    }
+    free(path);
+    if (cubin)
+        cuabi_objcode_release(cubin);
+    cuabi_objcode_release(obj);
+    cuabi_program_release(p);
+    return rc;
+}
+
+static int parse(job *jb, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        list *target = NULL;
+        if (!strcmp(a, "--json"))
+            jb->json = true;
+        else if (!strcmp(a, "--ptx"))
+            jb->kind = CUABI_CODE_PTX;
+        else if (!strcmp(a, "--cubin"))
+            jb->kind = CUABI_CODE_CUBIN;
+        else if (!strcmp(a, "--ltoir"))
+            jb->kind = CUABI_CODE_LTOIR;
+        else if (!strcmp(a, "--arch"))
+            target = &jb->archs;
+        else if (!strcmp(a, "-D"))
+            target = &jb->defines;
+        else if (!strcmp(a, "-I"))
+            target = &jb->incs;
+        else if (!strcmp(a, "--name-expr"))
+            target = &jb->names;
+        else if (!strcmp(a, "-o")) {
+            if (!val)
+                goto missing;
+            jb->out = val;
+            i++;
+        } else if (!strncmp(a, "-D", 2) && a[2]) {
+            if (push(&jb->defines, a + 2)) return 1;
+        } else if (!strncmp(a, "-I", 2) && a[2]) {
+            if (push(&jb->incs, a + 2)) return 1;
+        } else if (!strncmp(a, "--arch=", 7)) {
+            if (push(&jb->archs, a + 7)) return 1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "cuabi compile: unknown option %s (see cuabi compile --help)\n", a);
+            return 2;
+        } else if (jb->file) {
+            fprintf(stderr, "cuabi compile: one FILE only (got %s and %s)\n", jb->file, a);
+            return 2;
+        } else
+            jb->file = a;
+        if (target) {
+            if (!val)
+                goto missing;
+            if (push(target, val))
+                return 1;
+            i++;
+        }
+        continue;
+    missing:
+        fprintf(stderr, "cuabi compile: %s needs a value\n", a);
+        return 2;
+    }
+    if (!jb->file) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int cli_compile(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    job jb = { .kind = CUABI_CODE_CUBIN, .type = CUABI_CODE_CUDA_CXX };
+    int rc = parse(&jb, argc, argv);
+    char *text = NULL;
+    if (rc)
+        goto out;
+    size_t len = strlen(jb.file);
+    if (len > 4 && !strcmp(jb.file + len - 4, ".ptx"))
+        jb.type = CUABI_CODE_PTX;
+    if (!(text = read_text(jb.file))) {
+        fprintf(stderr, "cuabi compile: cannot read %s\n", jb.file);
+        rc = 1;
+        goto out;
+    }
+    jb.source = text;
+    cli_json j = { .out = stdout };
+    if (jb.json) {
+        json_begin_object(&j, NULL);
+        json_string(&j, "file", jb.file);
+        json_begin_array(&j, "outputs");
+    }
+    size_t n = jb.archs.n ? jb.archs.n : 1;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = build_one(&jb, jb.archs.n ? jb.archs.v[i] : NULL, jb.archs.n > 1, &j);
+    if (jb.json) {
+        json_end_array(&j);
+        json_end_object(&j);
+        fputc('\n', stdout);
+    }
+out:
+    free(text);
+    free(jb.archs.v);
+    free(jb.defines.v);
+    free(jb.incs.v);
+    free(jb.names.v);
+    return rc;
+}

@@ -1,0 +1,107 @@
+/* Internal declarations of memory resources, buffers and views. */
+#ifndef CUABI_MEMORY_INTERNAL_H
+#define CUABI_MEMORY_INTERNAL_H
+
+#include "internal.h"
+
+/* ------------------------------------------------------------ resources */
+
+typedef enum cuabi__resource_impl {
+    CUABI__RES_HOST = 1,     /* aligned malloc */
+    CUABI__RES_POOL,         /* cuMemAllocFromPoolAsync / cuMemFreeAsync */
+    CUABI__RES_PINNED,       /* cuMemAllocHost / cuMemFreeHost */
+    CUABI__RES_MANAGED,      /* cuMemAllocManaged / cuMemFree */
+    CUABI__RES_USER,         /* callbacks */
+} cuabi__resource_impl;
+
+typedef struct cuabi__memory_resource {
+    cuabi__object base;
+    cuabi__resource_impl impl;
+    cuabi_memory_kind kind;
+    bool stream_ordered;           /* buffers remember their stream */
+    cuabi__device *device;         /* retained; NULL for host without device */
+    CUmemoryPool pool;             /* CUABI__RES_POOL */
+    bool owns_pool;                /* created here: destroy with the resource */
+    cuabi_memory_resource_callbacks user;
+    void *payload;
+} cuabi__memory_resource;
+
+/* Allocate / deallocate through a resource. `stream` may be NULL (default
+ * stream). Size 0 gives 0 and deallocating 0 does nothing. `caller` names
+ * the public function in error messages. *alignment (0 = default) is
+ * checked and replaced by the alignment used: pass that to deallocate. */
+cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *res, size_t size,
+                                      size_t *alignment, cuabi__stream *stream, const char *caller);
+cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *res, uintptr_t ptr, size_t size,
+                                        size_t alignment, cuabi__stream *stream,
+                                        const char *caller);
+
+/* -------------------------------------------------------------- buffers */
+
+/* The handle (base) is unique: destroying it invalidates it at once. The
+ * memory has its own count (`mem_refs`: one for the handle, one per view)
+ * and goes back to its resource, or to the release callback, at zero. */
+typedef struct cuabi__buffer {
+    cuabi__object base;
+    _Atomic int64_t mem_refs;
+    uintptr_t ptr;
+    size_t size, alignment;
+    cuabi_memory_kind kind;
+    cuabi__device *device;           /* retained; NULL for host memory */
+    cuabi__memory_resource *res;     /* retained; NULL when wrapped */
+    cuabi__stream *stream;           /* retained; deallocate on it (may be NULL) */
+    cuabi_buffer_release_fn release; /* wrapped buffers */
+    void *payload;
+} cuabi__buffer;
+
+void cuabi__buffer_mem_retain(cuabi__buffer *b);
+/* Drop one memory reference; the last one frees the memory and the struct.
+ * Returns the deallocation's status (success when nothing was freed). */
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b);
+
+/* ---------------------------------------------------------------- views */
+
+typedef enum cuabi__view_owner {
+    CUABI__OWN_NONE = 0,       /* borrowed DLTensor */
+    CUABI__OWN_VERSIONED,      /* DLManagedTensorVersioned *: call its deleter */
+    CUABI__OWN_LEGACY,         /* DLManagedTensor *: call its deleter */
+    CUABI__OWN_BUFFER,         /* cuabi__buffer *: a memory reference */
+    CUABI__OWN_VIEW,           /* cuabi__view *: an object reference */
+} cuabi__view_owner;
+
+/* One allocation: the struct, then shape[ndim] and strides[ndim]. */
+typedef struct cuabi__view {
+    cuabi__object base;
+    uintptr_t data;
+    uint64_t byte_offset;
+    int32_t device_type, device_id;
+    uint8_t code, bits;
+    int32_t ndim;
+    unsigned flags;                /* cuabi_view_flags */
+    cuabi__view_owner owner_kind;
+    void *owner;
+    int64_t size;                  /* number of elements */
+    int64_t *shape, *strides;      /* point into dims */
+    int64_t dims[];
+} cuabi__view;
+
+/* Allocate a view with room for ndim dimensions (fields zeroed except
+ * shape/strides pointers); not yet registered. */
+cuabi__view *cuabi__view_alloc(int32_t ndim);
+/* Register `v` and hand out its handle; on failure `v` is freed WITHOUT
+ * touching its owner (the caller undoes that). */
+cuabi_status cuabi__view_publish(cuabi_view **out, cuabi__view *v);
+/* Bytes per element of a supported dtype, or 0 (and an error naming
+ * `caller`) for unsupported ones. */
+size_t cuabi__dtype_itemsize(int code, int bits, int lanes, cuabi_status status,
+                             const char *caller);
+/* Check extents/strides of a tensor and compute its element count and the
+ * lowest/highest element index reached (relative to the first element).
+ * Errors use `status` and name `caller`. */
+cuabi_status cuabi__check_layout(int64_t *size, int64_t *lo, int64_t *hi, int32_t ndim,
+                                 const int64_t *shape, const int64_t *strides,
+                                 cuabi_status status, const char *caller);
+/* Fill row-major strides. */
+void cuabi__row_major(int64_t *strides, const int64_t *shape, int32_t ndim);
+
+#endif

@@ -1,0 +1,797 @@
+/* Programs: CUDA C++ through NVRTC, PTX through nvJitLink, with every
+ * compile going through the compile cache (src/cache.c).
+ *
+ * A compile is: check the options and build the compiler's argument list
+ * (compile_args), hash everything that decides the output into a key,
+ * look the key up, and on a miss compile and store. The result, fresh or
+ * cached, is a cuabi__cache_entry (code, compile log, name map), turned
+ * into an object code for the caller. */
+#include "program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objcode.h"
+
+/* ---------------------------------------------------------- lifetime */
+
+static void free_names(cuabi__program *p)
+{
+    for (size_t i = 0; i < p->num_names; i++) {
+        cuabi__free(p->exprs[i]);
+        cuabi__free(p->lowered[i]);
+    }
+    cuabi__free(p->exprs);
+    cuabi__free(p->lowered);
+    p->exprs = p->lowered = NULL;
+    p->num_names = 0;
+}
+
+static void program_destroy(cuabi__object *o)
+{
+    cuabi__program *p = (cuabi__program *)o;
+    free_names(p);
+    cuabi__free(p->log);
+    cuabi__free(p->source);
+    cuabi__free(p->name);
+    pthread_mutex_destroy(&p->lock);
+    cuabi__free(p);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_type type,
+                                                const char *source, size_t size,
+                                                const char *name)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    if (type == CUABI_CODE_NVVM)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: NVVM IR programs are not supported by this build; give CUDA "
+                            "C++ or PTX", __func__);
+    CUABI__CHECK_ARG(type == CUABI_CODE_CUDA_CXX || type == CUABI_CODE_PTX,
+                     "%s: type %d is not a source type: use CUABI_CODE_CUDA_CXX or "
+                     "CUABI_CODE_PTX (CUBIN, LTO-IR and fatbin go to cuabi_objcode or "
+                     "cuabi_linker)", __func__, (int)type);
+    CUABI__CHECK_ARG(source, "%s: source is NULL", __func__);
+    if (size == 0)
+        size = strlen(source);
+    else
+        CUABI__CHECK_ARG(!memchr(source, '\0', size),
+                         "%s: source has a NUL byte before the given size %zu: the size is "
+                         "wrong, or pass 0 for NUL-terminated text", __func__, size);
+    CUABI__CHECK_ARG(size > 0, "%s: source is empty", __func__);
+    CUABI__CHECK_ARG(!name || *name, "%s: name is empty (pass NULL for the default)", __func__);
+
+    cuabi__program *p = cuabi__calloc(1, sizeof *p);
+    if (!p)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    p->type = type;
+    p->size = size;
+    p->source = cuabi__malloc(size + 1);
+    p->name = cuabi__strdup(name ? name : type == CUABI_CODE_PTX ? "program.ptx" : "program.cu");
+    p->log = cuabi__strdup("");
+    if (!p->source || !p->name || !p->log) {
+        cuabi__free(p->source);
+        cuabi__free(p->name);
+        cuabi__free(p->log);
+        cuabi__free(p);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(p->source, source, size);
+    p->source[size] = '\0';
+    pthread_mutex_init(&p->lock, NULL);
+    cuabi_status st = cuabi__handle_register(&p->base, CUABI__T_PROGRAM, program_destroy);
+    if (st != CUABI_SUCCESS) {
+        program_destroy(&p->base);
+        return st;
+    }
+    *out = CUABI__HANDLE(p, cuabi_program);
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------ architecture */
+
+void cuabi__current_arch(char out[32])
+{
+    const cuabi__driver *drv;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    snprintf(out, 32, "sm_90");
+    /* No driver or no GPU: not an error here, the default is sm_90. */
+    if (cuabi__driver_get(&drv) != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        return;
+    }
+    if (!drv->cuCtxGetDevice || drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        if (!drv->cuDeviceGet || drv->cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+            return;
+    if (!drv->cuDeviceGetAttribute ||
+        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        return;
+    snprintf(out, 32, "sm_%d%d", major, minor);
+}
+
+/* NVRTC's supported architectures; *n = 0 when it cannot say. */
+static cuabi_status supported_archs(int *archs, size_t cap, size_t *n)
+{
+    const cuabi__nvrtc *nv;
+    *n = 0;
+    CUABI__TRY(cuabi__nvrtc_get(&nv));
+    int count = 0;
+    if (!nv->nvrtcGetNumSupportedArchs || !nv->nvrtcGetSupportedArchs ||
+        nv->nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0)
+        return CUABI_SUCCESS;
+    int *all = cuabi__malloc((size_t)count * sizeof *all);
+    if (!all)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    if (nv->nvrtcGetSupportedArchs(all) == NVRTC_SUCCESS) {
+        for (size_t i = 0; i < (size_t)count && i < cap; i++)
+            archs[i] = all[i];
+        *n = (size_t)count;
+    }
+    cuabi__free(all);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capacity,
+                                                         size_t *count)
+{
+    CUABI__CHECK_ARG(count, "%s: count is NULL", __func__);
+    CUABI__CHECK_ARG(out || capacity == 0, "%s: out is NULL but capacity is %zu", __func__,
+                     capacity);
+    return supported_archs(out, capacity, count);
+}
+
+/* Check "sm_90", "sm_90a", "compute_100f": *virt tells compute_. */
+static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
+{
+    const char *digits;
+    if (!strncmp(arch, "sm_", 3))
+        digits = arch + 3, *virt = false;
+    else if (!strncmp(arch, "compute_", 8))
+        digits = arch + 8, *virt = true;
+    else
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: architecture \"%s\" is not of the form sm_XX or compute_XX",
+                            caller, arch);
+    char *end;
+    long num = strtol(digits, &end, 10);
+    if (end == digits || num <= 0 || (*end && (strcmp(end, "a") && strcmp(end, "f"))))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: architecture \"%s\" is not of the form sm_XX or compute_XX "
+                            "(optionally followed by a or f)", caller, arch);
+    int archs[128];
+    size_t n;
+    cuabi_status st = supported_archs(archs, 128, &n);
+    if (st != CUABI_SUCCESS || n == 0) {
+        cuabi_error_clear(); /* cannot check: let the compiler decide */
+        return CUABI_SUCCESS;
+    }
+    for (size_t i = 0; i < n && i < 128; i++)
+        if (archs[i] == num)
+            return CUABI_SUCCESS;
+    char list[512] = "";
+    for (size_t i = 0, len = 0; i < n && i < 128 && len < sizeof list - 16; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", i ? " " : "", archs[i]);
+    return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                        "%s: architecture \"%s\" is not supported by the loaded NVRTC "
+                        "(it supports %s)", caller, arch, list);
+}
+
+/* ------------------------------------------------------------ options */
+
+void cuabi__compile_args_free(cuabi__compile_args *a)
+{
+    for (size_t i = 0; i < a->argc; i++)
+        cuabi__free(a->argv[i]);
+    cuabi__free(a->argv);
+    a->argv = NULL;
+    a->argc = 0;
+}
+
+static cuabi_status add_arg(cuabi__compile_args *a, size_t cap, const char *fmt, const char *s)
+{
+    char *arg;
+    if (a->argc >= cap || asprintf(&arg, fmt, s) < 0)
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "out of memory building options");
+    char *copy = cuabi__strdup(arg);
+    free(arg);
+    if (!copy)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    a->argv[a->argc++] = copy;
+    return CUABI_SUCCESS;
+}
+
+/* An array field: count > 0 needs a pointer, and no element may be NULL/empty. */
+static cuabi_status check_strings(const char **v, size_t n, const char *what, bool allow_empty,
+                                  const char *caller)
+{
+    if (n && !v)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s is NULL but its "
+                            "count is %zu", caller, what, n);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i] || (!allow_empty && !*v[i]))
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s[%zu] is %s",
+                                caller, what, i, v[i] ? "empty" : "NULL");
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status check_flags(const cuabi_program_options *o, const char *caller)
+{
+    const struct { const char *name; int v; } flags[] = {
+        { "debug", o->debug }, { "line_info", o->line_info }, { "fast_math", o->fast_math },
+        { "relocatable", o->relocatable }, { "lto", o->lto }, { "cache", o->cache },
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (flags[i].v != 0 && flags[i].v != 1)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s must be 0 or 1, "
+                                "not %d", caller, flags[i].name, flags[i].v);
+    if (o->opt_level < -1 || o->opt_level > 3)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.opt_level must be -1 "
+                            "(default) or 0..3, not %d", caller, o->opt_level);
+    if (o->debug && o->opt_level > 0)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.debug = 1 turns "
+                            "optimisation off; it conflicts with opt_level = %d (use -1 or 0)",
+                            caller, o->opt_level);
+    if (o->std) {
+        static const char *const stds[] = { "c++03", "c++11", "c++14", "c++17", "c++20" };
+        bool ok = false;
+        for (size_t i = 0; i < sizeof stds / sizeof stds[0]; i++)
+            ok |= !strcmp(o->std, stds[i]);
+        if (!ok)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.std \"%s\" is not "
+                                "one of c++03, c++11, c++14, c++17, c++20", caller, o->std);
+    }
+    CUABI__TRY(check_strings(o->defines, o->num_defines, "defines", false, caller));
+    for (size_t i = 0; i < o->num_defines; i++)
+        if (o->defines[i][0] == '=')
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.defines[%zu] \"%s\" "
+                                "has no name before '='", caller, i, o->defines[i]);
+    CUABI__TRY(check_strings(o->include_paths, o->num_include_paths, "include_paths", false,
+                             caller));
+    CUABI__TRY(check_strings(o->header_names, o->num_headers, "header_names", false, caller));
+    CUABI__TRY(check_strings(o->header_contents, o->num_headers, "header_contents", true,
+                             caller));
+    CUABI__TRY(check_strings(o->name_expressions, o->num_name_expressions, "name_expressions",
+                             false, caller));
+    CUABI__TRY(check_strings(o->extra_options, o->num_extra_options, "extra_options", false,
+                             caller));
+    return CUABI_SUCCESS;
+}
+
+/* What the output kind and the code type allow. */
+static cuabi_status check_output(const cuabi_program_options *o, cuabi_code_type type,
+                                 bool virt, const char *arch, const char *caller)
+{
+    cuabi_code_type out = o->output;
+    if (out == CUABI_CODE_FATBIN)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: NVRTC cannot produce a fatbin; ask "
+                            "for CUABI_CODE_CUBIN (one architecture) or CUABI_CODE_PTX, and "
+                            "compile once per architecture (cuabi_cache_precompile)", caller);
+    if (out != CUABI_CODE_CUBIN && out != CUABI_CODE_PTX && out != CUABI_CODE_LTOIR)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.output %d is not "
+                            "CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR", caller,
+                            (int)out);
+    if (o->lto && out != CUABI_CODE_LTOIR)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.lto = 1 produces LTO-IR: "
+                            "set output = CUABI_CODE_LTOIR (or lto = 0)", caller);
+    if (out == CUABI_CODE_CUBIN && virt)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: a CUBIN needs a real "
+                            "architecture (sm_XX), not %s; or ask for CUABI_CODE_PTX", caller,
+                            arch);
+    if (type == CUABI_CODE_PTX) {
+        if (out == CUABI_CODE_LTOIR)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: PTX cannot be turned into "
+                                "LTO-IR; ask for CUABI_CODE_CUBIN", caller);
+        const char *cxx_only = o->std ? "std" : o->fast_math ? "fast_math"
+            : o->relocatable ? "relocatable" : o->num_defines ? "defines"
+            : o->num_include_paths ? "include_paths" : o->num_headers ? "headers"
+            : o->num_name_expressions ? "name_expressions" : NULL;
+        if (o->opt_level == 1 || o->opt_level == 2)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: nvJitLink assembles PTX at "
+                                "optimisation level 0 or 3 only, not %d", caller, o->opt_level);
+        if (cxx_only)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s applies to CUDA "
+                                "C++ only, and this program is PTX", caller, cxx_only);
+    }
+    return CUABI_SUCCESS;
+}
+
+/* The argument list NVRTC (or nvJitLink, for PTX) gets. */
+static cuabi_status build_argv(cuabi__compile_args *a, cuabi_code_type type,
+                               const cuabi_program_options *o)
+{
+    size_t cap = 16 + o->num_defines + o->num_include_paths + o->num_extra_options;
+    a->argv = cuabi__calloc(cap, sizeof(char *));
+    if (!a->argv)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    char opt[16];
+    CUABI__TRY(add_arg(a, cap, "-arch=%s", a->arch));
+    if (type == CUABI_CODE_PTX) {
+        if (o->opt_level >= 0) {
+            snprintf(opt, sizeof opt, "%d", o->opt_level);
+            CUABI__TRY(add_arg(a, cap, "-O%s", opt));
+        }
+        if (o->debug)
+            CUABI__TRY(add_arg(a, cap, "%s", "-g"));
+        if (o->line_info)
+            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
+    } else {
+        if (o->std)
+            CUABI__TRY(add_arg(a, cap, "-std=%s", o->std));
+        if (o->opt_level >= 0) {
+            snprintf(opt, sizeof opt, "%d", o->opt_level);
+            CUABI__TRY(add_arg(a, cap, "--ptxas-options=-O%s", opt));
+        }
+        if (o->debug)
+            CUABI__TRY(add_arg(a, cap, "%s", "-G"));
+        if (o->line_info)
+            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
+        if (o->fast_math)
+            CUABI__TRY(add_arg(a, cap, "%s", "-use_fast_math"));
+        if (o->relocatable)
+            CUABI__TRY(add_arg(a, cap, "%s", "-rdc=true"));
+        if (a->output == CUABI_CODE_LTOIR)
+            CUABI__TRY(add_arg(a, cap, "%s", "-dlto"));
+        for (size_t i = 0; i < o->num_defines; i++)
+            CUABI__TRY(add_arg(a, cap, "-D%s", o->defines[i]));
+        for (size_t i = 0; i < o->num_include_paths; i++)
+            CUABI__TRY(add_arg(a, cap, "-I%s", o->include_paths[i]));
+    }
+    for (size_t i = 0; i < o->num_extra_options; i++)
+        CUABI__TRY(add_arg(a, cap, "%s", o->extra_options[i]));
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type type,
+                                       const cuabi_program_options *opts, const char *caller)
+{
+    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
+    *a = (cuabi__compile_args){ 0 };
+    if (opts)
+        CUABI__CHECK_VERSION("cuabi_program_options", opts->version,
+                             CUABI_PROGRAM_OPTIONS_VERSION);
+    else
+        opts = &defaults;
+    CUABI__TRY(check_flags(opts, caller));
+    if (opts->arch && *opts->arch) {
+        if (strlen(opts->arch) >= sizeof a->arch)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch is too long",
+                                caller);
+        snprintf(a->arch, sizeof a->arch, "%s", opts->arch);
+    } else {
+        cuabi__current_arch(a->arch);
+    }
+    bool virt;
+    CUABI__TRY(check_arch(a->arch, &virt, caller));
+    CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
+    a->output = opts->output;
+    a->use_cache = opts->cache;
+    a->opts = opts;
+    cuabi_status st = build_argv(a, type, opts);
+    if (st != CUABI_SUCCESS)
+        cuabi__compile_args_free(a);
+    return st;
+}
+
+/* ------------------------------------------------------------------ key */
+
+/* Everything that decides the output goes into the key, each field
+ * length-prefixed: compiler identity, code type, argument list, source,
+ * in-memory headers, name expressions, output kind. */
+cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
+                                const cuabi__compile_args *a)
+{
+    const cuabi_program_options *o = a->opts;
+    char ident[96];
+    int nvrtc = cuabi__nvrtc_info()->version, jit = 0;
+    if (p->type == CUABI_CODE_PTX || a->output == CUABI_CODE_CUBIN) {
+        const cuabi__nvjitlink *j;
+        if (p->type == CUABI_CODE_PTX && cuabi__nvjitlink_get(&j) != CUABI_SUCCESS)
+            return cuabi_last_error()->status;
+        jit = cuabi__nvjitlink_info()->version;
+    }
+    int n = snprintf(ident, sizeof ident, "cuabi-cache-format=%d nvrtc=%d nvjitlink=%d",
+                     CUABI__CACHE_FORMAT, nvrtc, p->type == CUABI_CODE_PTX ? jit : 0);
+    uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
+    uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
+    size_t nf = 6 + a->argc + 2 * o->num_headers + o->num_name_expressions;
+    cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
+    if (!f)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    size_t k = 0;
+    f[k++] = (cuabi__bytes){ ident, (size_t)n };
+    f[k++] = (cuabi__bytes){ &type, sizeof type };
+    f[k++] = (cuabi__bytes){ &output, sizeof output };
+    f[k++] = (cuabi__bytes){ counts, sizeof counts };
+    for (size_t i = 0; i < a->argc; i++)
+        f[k++] = (cuabi__bytes){ a->argv[i], strlen(a->argv[i]) };
+    f[k++] = (cuabi__bytes){ p->source, p->size };
+    for (size_t i = 0; i < o->num_headers; i++) {
+        f[k++] = (cuabi__bytes){ o->header_names[i], strlen(o->header_names[i]) };
+        f[k++] = (cuabi__bytes){ o->header_contents[i], strlen(o->header_contents[i]) };
+    }
+    for (size_t i = 0; i < o->num_name_expressions; i++)
+        f[k++] = (cuabi__bytes){ o->name_expressions[i], strlen(o->name_expressions[i]) };
+    f[k++] = (cuabi__bytes){ "end", 3 };
+    cuabi__cache_key_compute(out, f, k);
+    cuabi__free(f);
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ compiling */
+
+static char *nvrtc_log(const cuabi__nvrtc *nv, nvrtcProgram prog)
+{
+    size_t n = 0;
+    if (nv->nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0)
+        return cuabi__strdup("");
+    char *log = cuabi__malloc(n);
+    if (log && nv->nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+        log[0] = '\0';
+    return log;
+}
+
+/* NVRTC compiles the name expressions into a pseudo-file "__nv_name_map",
+ * line N holding expression N: an error there means the expression names
+ * nothing in the source. Returns its index or -1. */
+static long bad_name_expression(const char *log, size_t n)
+{
+    const char *m = strstr(log, "__nv_name_map(");
+    if (!m)
+        return -1;
+    long line = strtol(m + strlen("__nv_name_map("), NULL, 10);
+    return line >= 1 && (size_t)line <= n ? line - 1 : -1;
+}
+
+/* Log + failure status of a failed NVRTC compile. */
+static cuabi_status compile_failed(nvrtcResult r, const char *log, const cuabi__program *p,
+                                   const cuabi_program_options *o, const char *caller)
+{
+    cuabi_status st;
+    long bad = bad_name_expression(log, o->num_name_expressions);
+    if (r == NVRTC_ERROR_COMPILATION && bad >= 0)
+        st = cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: name expression \"%s\" does not name a "
+                          "kernel or function of %s:\n%s", caller, o->name_expressions[bad],
+                          p->name, log);
+    else if (r == NVRTC_ERROR_COMPILATION)
+        st = cuabi__error(CUABI_ERROR_COMPILE, "%s: %s failed to compile:\n%s", caller,
+                          p->name, log);
+    else if (r == NVRTC_ERROR_INVALID_OPTION)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: NVRTC rejected an option: %s",
+                          caller, log);
+    else
+        st = cuabi__error(CUABI_ERROR_NVRTC, "%s: NVRTC failed on %s with error %d: %s",
+                          caller, p->name, (int)r, log);
+    cuabi__error_set_nvrtc((int)r);
+    cuabi__error_set_log(log, strlen(log));
+    return st;
+}
+
+/* Copy the output of kind `a->output` out of `prog`. */
+static cuabi_status nvrtc_output(const cuabi__nvrtc *nv, nvrtcProgram prog,
+                                 cuabi_code_type kind, cuabi__cache_entry *e, const char *caller)
+{
+    nvrtcResult (*get_size)(nvrtcProgram, size_t *) = nv->nvrtcGetCUBINSize;
+    nvrtcResult (*get)(nvrtcProgram, char *) = nv->nvrtcGetCUBIN;
+    if (kind == CUABI_CODE_PTX)
+        get_size = nv->nvrtcGetPTXSize, get = nv->nvrtcGetPTX;
+    else if (kind == CUABI_CODE_LTOIR)
+        get_size = nv->nvrtcGetLTOIRSize, get = nv->nvrtcGetLTOIR;
+    if (!get_size || !get)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the loaded NVRTC cannot return "
+                            "LTO-IR (it is older than CUDA 12.0)", caller);
+    size_t n = 0;
+    nvrtcResult r = get_size(prog, &n);
+    if (r != NVRTC_SUCCESS || n == 0) {
+        cuabi__error(CUABI_ERROR_NVRTC, "%s: NVRTC produced no output of the requested kind "
+                     "(error %d)", caller, (int)r);
+        cuabi__error_set_nvrtc((int)r);
+        return CUABI_ERROR_NVRTC;
+    }
+    e->data = cuabi__malloc(n);
+    if (!e->data)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    if ((r = get(prog, e->data)) != NVRTC_SUCCESS) {
+        cuabi__error(CUABI_ERROR_NVRTC, "%s: NVRTC failed to return its output (error %d)",
+                     caller, (int)r);
+        cuabi__error_set_nvrtc((int)r);
+        return CUABI_ERROR_NVRTC;
+    }
+    /* PTX comes NUL-terminated; keep the NUL out of the size but in the buffer. */
+    e->size = kind == CUABI_CODE_PTX && ((char *)e->data)[n - 1] == '\0' ? n - 1 : n;
+    e->type = kind;
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status lowered_names(const cuabi__nvrtc *nv, nvrtcProgram prog,
+                                  const cuabi_program_options *o, cuabi__cache_entry *e,
+                                  const char *caller)
+{
+    size_t n = o->num_name_expressions;
+    if (!n)
+        return CUABI_SUCCESS;
+    e->exprs = cuabi__calloc(n, sizeof(char *));
+    e->lowered = cuabi__calloc(n, sizeof(char *));
+    if (!e->exprs || !e->lowered)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    e->num_names = n;
+    for (size_t i = 0; i < n; i++) {
+        const char *low = NULL;
+        nvrtcResult r = nv->nvrtcGetLoweredName(prog, o->name_expressions[i], &low);
+        if (r != NVRTC_SUCCESS || !low) {
+            cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: NVRTC has no lowered name for \"%s\"",
+                         caller, o->name_expressions[i]);
+            cuabi__error_set_nvrtc((int)r);
+            return CUABI_ERROR_NOT_FOUND;
+        }
+        if (!(e->exprs[i] = cuabi__strdup(o->name_expressions[i])) ||
+            !(e->lowered[i] = cuabi__strdup(low)))
+            return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    return CUABI_SUCCESS;
+}
+
+/* Compile CUDA C++ with NVRTC into `e` (cleared on failure by the caller);
+ * `*log` gets the compiler's log either way. */
+static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_args *a,
+                                cuabi__cache_entry *e, char **log, const char *caller)
+{
+    const cuabi__nvrtc *nv;
+    const cuabi_program_options *o = a->opts;
+    CUABI__TRY(cuabi__nvrtc_get(&nv));
+    nvrtcProgram prog;
+    nvrtcResult r = nv->nvrtcCreateProgram(&prog, p->source, p->name, (int)o->num_headers,
+                                           o->header_contents, o->header_names);
+    if (r != NVRTC_SUCCESS) {
+        cuabi_status st = r == NVRTC_ERROR_OUT_OF_MEMORY ? CUABI_ERROR_OUT_OF_MEMORY
+                                                         : CUABI_ERROR_NVRTC;
+        cuabi__error(st, "%s: nvrtcCreateProgram failed (error %d)", caller, (int)r);
+        cuabi__error_set_nvrtc((int)r);
+        return st;
+    }
+    cuabi_status st = CUABI_SUCCESS;
+    for (size_t i = 0; i < o->num_name_expressions && r == NVRTC_SUCCESS; i++)
+        r = nv->nvrtcAddNameExpression(prog, o->name_expressions[i]);
+    if (r != NVRTC_SUCCESS) {
+        st = cuabi__error(CUABI_ERROR_NVRTC, "%s: nvrtcAddNameExpression failed (error %d)",
+                          caller, (int)r);
+        goto out;
+    }
+    r = nv->nvrtcCompileProgram(prog, (int)a->argc, (const char *const *)a->argv);
+    *log = nvrtc_log(nv, prog);
+    if (!*log) {
+        st = CUABI_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (r != NVRTC_SUCCESS) {
+        st = compile_failed(r, *log, p, o, caller);
+        goto out;
+    }
+    st = nvrtc_output(nv, prog, a->output, e, caller);
+    if (st == CUABI_SUCCESS)
+        st = lowered_names(nv, prog, o, e, caller);
+out:
+    nv->nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+/* PTX to CUBIN with nvJitLink. */
+static cuabi_status compile_ptx(const cuabi__program *p, const cuabi__compile_args *a,
+                                cuabi__cache_entry *e, char **log, const char *caller)
+{
+    if (a->output == CUABI_CODE_PTX) { /* nothing to do */
+        e->type = CUABI_CODE_PTX;
+        e->size = p->size;
+        e->data = cuabi__malloc(p->size + 1);
+        *log = cuabi__strdup("");
+        if (!e->data || !*log)
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        memcpy(e->data, p->source, p->size + 1);
+        return CUABI_SUCCESS;
+    }
+    const cuabi__nvjitlink *jl;
+    CUABI__TRY(cuabi__nvjitlink_get(&jl));
+    nvJitLinkHandle h;
+    nvJitLinkResult r = jl->nvJitLinkCreate(&h, (uint32_t)a->argc, (const char **)a->argv);
+    if (r != NVJITLINK_SUCCESS) {
+        cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: nvJitLink rejected the options "
+                     "(error %d)", caller, (int)r);
+        cuabi__error_set_nvjitlink((int)r);
+        return CUABI_ERROR_INVALID_ARGUMENT;
+    }
+    cuabi_status st = CUABI_SUCCESS;
+    r = jl->nvJitLinkAddData(h, NVJITLINK_INPUT_PTX, p->source, p->size + 1, p->name);
+    if (r == NVJITLINK_SUCCESS)
+        r = jl->nvJitLinkComplete(h);
+    size_t n = 0;
+    if (jl->nvJitLinkGetErrorLogSize(h, &n) == NVJITLINK_SUCCESS && n > 1 &&
+        (*log = cuabi__malloc(n)) && jl->nvJitLinkGetErrorLog(h, *log) != NVJITLINK_SUCCESS)
+        (*log)[0] = '\0';
+    if (!*log && !(*log = cuabi__strdup(""))) {
+        st = CUABI_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (r != NVJITLINK_SUCCESS) {
+        st = cuabi__error(CUABI_ERROR_COMPILE, "%s: PTX %s failed to assemble:\n%s", caller,
+                          p->name, *log);
+        cuabi__error_set_nvjitlink((int)r);
+        cuabi__error_set_log(*log, strlen(*log));
+        goto out;
+    }
+    if ((r = jl->nvJitLinkGetLinkedCubinSize(h, &n)) != NVJITLINK_SUCCESS ||
+        !(e->data = cuabi__malloc(n ? n : 1)) ||
+        (r = jl->nvJitLinkGetLinkedCubin(h, e->data)) != NVJITLINK_SUCCESS) {
+        st = e->data || r != NVJITLINK_SUCCESS
+                 ? cuabi__error(CUABI_ERROR_NVJITLINK, "%s: nvJitLink did not return the "
+                                "CUBIN (error %d)", caller, (int)r)
+                 : CUABI_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    e->size = n;
+    e->type = CUABI_CODE_CUBIN;
+out:
+    jl->nvJitLinkDestroy(&h);
+    return st;
+}
+
+/* ------------------------------------------------------------- results */
+
+/* Remember the log and the name map of this compile in the program. */
+static cuabi_status remember(cuabi__program *p, const cuabi__cache_entry *e, const char *log,
+                             const cuabi__str *notes)
+{
+    size_t ll = strlen(log), nl = notes->len;
+    char *full = cuabi__malloc(ll + nl + 1);
+    if (!full)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    memcpy(full, log, ll);
+    if (nl)
+        memcpy(full + ll, notes->s, nl);
+    full[ll + nl] = '\0';
+    cuabi__free(p->log);
+    p->log = full;
+    if (!e)
+        return CUABI_SUCCESS;
+    char **exprs = NULL, **lowered = NULL;
+    if (e->num_names) {
+        exprs = cuabi__calloc(e->num_names, sizeof(char *));
+        lowered = cuabi__calloc(e->num_names, sizeof(char *));
+        bool ok = exprs && lowered;
+        for (size_t i = 0; ok && i < e->num_names; i++)
+            ok = (exprs[i] = cuabi__strdup(e->exprs[i])) &&
+                 (lowered[i] = cuabi__strdup(e->lowered[i]));
+        if (!ok) {
+            for (size_t i = 0; i < e->num_names; i++) {
+                if (exprs) cuabi__free(exprs[i]);
+                if (lowered) cuabi__free(lowered[i]);
+            }
+            cuabi__free(exprs);
+            cuabi__free(lowered);
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    free_names(p);
+    p->exprs = exprs;
+    p->lowered = lowered;
+    p->num_names = e->num_names;
+    return CUABI_SUCCESS;
+}
+
+/* Turn an entry into an object code (taking its data). */
+static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__cache_entry *e)
+{
+    cuabi__objcode *o;
+    void *data = e->data;
+    e->data = NULL;
+    CUABI__TRY(cuabi__objcode_new(&o, e->type, data, e->size, p->name));
+    for (size_t i = 0; i < e->num_names; i++) {
+        cuabi_status st = cuabi__objcode_add_name(o, e->exprs[i], e->lowered[i]);
+        if (st != CUABI_SUCCESS) {
+            cuabi__object_release(&o->base);
+            return st;
+        }
+    }
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+/* Look up or compile; the entry is filled on success. */
+static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
+                           cuabi__cache_entry *e, cuabi__str *notes, const char *caller)
+{
+    cuabi__cache_key key;
+    bool cached = a->use_cache && cuabi__cache_enabled();
+    p->hit = 0;
+    if (cached) {
+        CUABI__TRY(cuabi__program_key(&key, p, a));
+        CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
+        if (p->hit)
+            return CUABI_SUCCESS;
+    }
+    char *log = NULL;
+    cuabi_status st = p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
+                                                : compile_cxx(p, a, e, &log, caller);
+    if (st == CUABI_SUCCESS) {
+        e->log = log;
+        if (cached)
+            cuabi__cache_store(&key, e, notes);
+        return CUABI_SUCCESS;
+    }
+    /* Keep the failed compile's log readable through cuabi_program_log();
+     * remember() only touches the error record if it runs out of memory. */
+    if (log) {
+        if (remember(p, NULL, log, notes) != CUABI_SUCCESS)
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        cuabi__free(log);
+    }
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_program *program,
+                                                 const cuabi_program_options *options)
+{
+    cuabi__program *p;
+    if (out)
+        *out = NULL;
+    CUABI__GET(p, program, PROGRAM);
+    cuabi__compile_args a;
+    CUABI__TRY(cuabi__compile_args_build(&a, p->type, options, __func__));
+    cuabi__cache_entry e = { 0 };
+    cuabi__str notes = { 0 };
+    pthread_mutex_lock(&p->lock);
+    cuabi_status st = obtain(p, &a, &e, &notes, __func__);
+    if (st == CUABI_SUCCESS)
+        st = remember(p, &e, e.log, &notes);
+    pthread_mutex_unlock(&p->lock);
+    if (st == CUABI_SUCCESS && out)
+        st = make_objcode(out, p, &e);
+    cuabi__cache_entry_clear(&e);
+    cuabi__str_free(&notes);
+    cuabi__compile_args_free(&a);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_log(const char **out, cuabi_program *program)
+{
+    cuabi__program *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(p, program, PROGRAM);
+    pthread_mutex_lock(&p->lock);
+    *out = p->log;
+    pthread_mutex_unlock(&p->lock);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_program *program,
+                                                      const char *name_expression)
+{
+    cuabi__program *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(p, program, PROGRAM);
+    CUABI__CHECK_ARG(name_expression, "%s: name_expression is NULL", __func__);
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->num_names && !*out; i++)
+        if (!strcmp(p->exprs[i], name_expression))
+            *out = p->lowered[i];
+    pthread_mutex_unlock(&p->lock);
+    if (!*out)
+        return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: \"%s\" was not a name expression of "
+                            "the program's last successful compile: list it in "
+                            "options.name_expressions", __func__, name_expression);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_cache_hit(int *out, cuabi_program *program)
+{
+    cuabi__program *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(p, program, PROGRAM);
+    pthread_mutex_lock(&p->lock);
+    *out = p->hit;
+    pthread_mutex_unlock(&p->lock);
+    return CUABI_SUCCESS;
+}

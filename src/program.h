@@ -1,0 +1,44 @@
+/* Programs, seen from inside the library (tests and the cache use these). */
+#ifndef CUABI_PROGRAM_INTERNAL_H
+#define CUABI_PROGRAM_INTERNAL_H
+
+#include <pthread.h>
+
+#include "cache.h"
+
+typedef struct cuabi__program {
+    cuabi__object base;
+    cuabi_code_type type;
+    char *source;              /* NUL-terminated copy */
+    size_t size;
+    char *name;
+    pthread_mutex_t lock;      /* serialises compiles; guards what follows */
+    char *log;                 /* last compile's log, "" before */
+    size_t num_names;          /* last successful compile's name map */
+    char **exprs, **lowered;
+    int hit;                   /* 0 compiled, 1 memory, 2 disk */
+} cuabi__program;
+
+/* The options of one compile, checked and turned into the argument list
+ * the compiler gets (which is also what the cache key hashes). */
+typedef struct cuabi__compile_args {
+    char arch[32];
+    cuabi_code_type output;
+    char **argv;
+    size_t argc;
+    int use_cache;
+    const cuabi_program_options *opts; /* borrowed: headers, name expressions */
+} cuabi__compile_args;
+
+/* Check `opts` (NULL: defaults) for a program of `type` and build the
+ * argument list; `caller` names the public function in errors. */
+cuabi_status cuabi__compile_args_build(cuabi__compile_args *out, cuabi_code_type type,
+                                       const cuabi_program_options *opts, const char *caller);
+void cuabi__compile_args_free(cuabi__compile_args *a);
+/* The cache key of compiling `p` with `a`. */
+cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
+                                const cuabi__compile_args *a);
+/* The default architecture: the current device's, else "sm_90". */
+void cuabi__current_arch(char out[32]);
+
+#endif

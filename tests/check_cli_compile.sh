@@ -1,0 +1,73 @@
+#!/bin/sh
+# cuabi compile and cuabi cache, without a GPU, in a private cache directory.
+builddir=${CUABI_TEST_BUILDDIR:-.}
+cuabi="$builddir/cuabi"
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d /tmp/cuabi-cli-compile-XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export CUABI_CACHE_DIR="$tmp/cache"
+cat > "$tmp/segred.cu" <<'SRC'
+template <typename T, int BLOCK>
+__global__ void segred(const T *in, T *out, const int *offsets)
+{
+    __shared__ T part[BLOCK];
+    int s = blockIdx.x, t = threadIdx.x;
+    T acc = 0;
+    for (int i = offsets[s] + t; i < offsets[s + 1]; i += BLOCK) acc += in[i];
+    part[t] = acc;
+    __syncthreads();
+    for (int w = BLOCK / 2; w > 0; w /= 2) { if (t < w) part[t] += part[t + w]; __syncthreads(); }
+    if (t == 0) out[s] = part[0] * SCALE;
+}
+SRC
+printf 'extern "C" __global__ void z(int *x) { x[0] = 1; }\n' > "$tmp/z.cu"
+printf '__global__ void broken() { nope; }\n' > "$tmp/broken.cu"
+
+"$cuabi" compile --help | grep -q "usage: cuabi compile" || fail "compile --help"
+"$cuabi" cache --help | grep -q "usage: cuabi cache" || fail "cache --help"
+"$cuabi" compile >/dev/null 2>&1; [ $? -eq 2 ] || fail "compile without FILE exits 2"
+"$cuabi" compile "$tmp/z.cu" --bogus >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option exits 2"
+"$cuabi" compile "$tmp/nonexistent.cu" 2>&1 | grep -q "cannot read" || fail "unreadable file"
+
+out=$("$cuabi" compile "$tmp/segred.cu" -D SCALE=2 --name-expr 'segred<float, 256>' \
+      -o "$tmp/s.cubin") || fail "compile exits 0"
+echo "$out"
+echo "$out" | grep -q "compiled" || fail "first compile compiles"
+echo "$out" | grep -q "segred<float, 256> = _Z6segredIfLi256EEvPKT_PS0_PKi" || fail "lowered name"
+echo "$out" | grep -Eq "_Z6segredIfLi256EEvPKT_PS0_PKi +[0-9]+ +1024 " || fail "resources (1024 B smem)"
+head -c 4 "$tmp/s.cubin" | od -c | grep -q "E   L   F" || fail "writes a CUBIN"
+out=$("$cuabi" compile "$tmp/segred.cu" -DSCALE=2 --name-expr 'segred<float, 256>' -o "$tmp/s.cubin")
+echo "$out" | grep -q "disk cache" || fail "second run hits the disk cache: $out"
+
+"$cuabi" compile "$tmp/segred.cu" -D SCALE=1 --arch sm_80 --arch sm_90 --ptx -o "$tmp/s.ptx" \
+    >/dev/null || fail "two archs"
+grep -q "target sm_80" "$tmp/s.sm_80.ptx" || fail "sm_80 PTX"
+grep -q "target sm_90" "$tmp/s.sm_90.ptx" || fail "sm_90 PTX"
+"$cuabi" compile "$tmp/z.cu" --ltoir -o "$tmp/z.ltoir" >/dev/null || fail "ltoir"
+[ -s "$tmp/z.ltoir" ] || fail "ltoir written"
+json=$("$cuabi" compile "$tmp/z.cu" --json -o "$tmp/z.cubin") || fail "compile --json"
+echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); o=d["outputs"][0]; assert o["kernels"][0]["name"]=="z" and "registers" in o["kernels"][0], d' \
+    || fail "compile --json has kernels with resources"
+err=$("$cuabi" compile "$tmp/broken.cu" 2>&1); [ $? -eq 1 ] || fail "compile error exits 1"
+echo "$err" | grep -q "broken.cu(1): error" || fail "compile error shows file:line: $err"
+"$cuabi" compile "$tmp/z.cu" --arch sm_42 2>&1 | grep -q "not supported" || fail "unknown arch"
+
+"$cuabi" cache stats | grep -q "^entries" || fail "cache stats"
+"$cuabi" cache stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["entries"] >= 4, d' \
+    || fail "cache stats --json"
+"$cuabi" cache list | grep -Eq "^[0-9a-f]{32} +cubin" || fail "cache list"
+"$cuabi" cache list --json | python3 -c 'import json,sys; assert len(json.load(sys.stdin)) >= 4' \
+    || fail "cache list --json"
+"$cuabi" cache clear | grep -q cleared || fail "cache clear"
+"$cuabi" cache stats --json | python3 -c 'import json,sys; assert json.load(sys.stdin)["entries"] == 0' \
+    || fail "clear empties the cache"
+"$cuabi" cache warm "$tmp/z.cu" "$tmp/broken.cu" --arch sm_80 --arch sm_90 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] || fail "warm with a failing file exits 1"
+grep -q "4/4" "$tmp/err" || fail "warm shows a progress bar"
+grep -q "nope" "$tmp/err" || fail "warm names the failure"
+"$cuabi" cache warm "$tmp/z.cu" --arch sm_80 --arch sm_90 >/dev/null 2>&1 || fail "warm exits 0"
+"$cuabi" cache warm "$tmp/z.cu" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["source"] != "compiled", d' \
+    || fail "warm --json: a second warm hits"
+CUABI_CACHE=0 "$cuabi" cache stats | grep -q "enabled *no" || fail "CUABI_CACHE=0 shows disabled"
+"$cuabi" cache frob >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown cache subcommand exits 2"
+exit 0

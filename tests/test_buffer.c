@@ -1,0 +1,367 @@
+/* Buffers: host buffers for real; device, pinned and managed buffers,
+ * copies and memsets against the fake driver. */
+#include "testutil.h"
+#include "fake_memory.h"
+#include "memory.h"
+
+static void setup(void) { fake_driver_install(); fake_memory_install(); }
+static void teardown(void)
+{
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+START_TEST(host_buffer_getters_and_lifetime)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *b;
+    size_t live = cuabi__handle_live_count();
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 1000, 0, NULL));
+    ck_assert_ok(cuabi_memory_resource_release(r)); /* the buffer keeps it */
+    uintptr_t p;
+    size_t n;
+    cuabi_memory_kind k;
+    cuabi_device *d = (cuabi_device *)1;
+    cuabi_memory_resource *got;
+    ck_assert_ok(cuabi_buffer_pointer(&p, b));
+    ck_assert_uint_ne(p, 0);
+    ck_assert_uint_eq(p % 64, 0);
+    ck_assert_ok(cuabi_buffer_size(&n, b));
+    ck_assert_uint_eq(n, 1000);
+    ck_assert_ok(cuabi_buffer_kind(&k, b));
+    ck_assert_int_eq(k, CUABI_MEMORY_HOST);
+    ck_assert_ok(cuabi_buffer_device(&d, b));
+    ck_assert_ptr_null(d);
+    ck_assert_ok(cuabi_buffer_resource(&got, b));
+    ck_assert_ptr_eq(got, r);
+    ck_assert_ok(cuabi_memory_resource_kind(&k, got)); /* still alive */
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    /* A freed buffer is an invalid handle. */
+    ck_assert_status(cuabi_buffer_pointer(&p, b), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("already released");
+    ck_assert_status(cuabi_buffer_destroy(b), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_memory_resource_kind(&k, r), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    /* size 0 */
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 0, 0, NULL));
+    ck_assert_ok(cuabi_buffer_pointer(&p, b));
+    ck_assert_uint_eq(p, 0);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(buffer_handle_misuse)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *b, *bad;
+    cuabi_device *dev;
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    cuabi_buffer *wrong = (cuabi_buffer *)r;
+    uintptr_t p;
+    size_t n;
+    cuabi_memory_kind k;
+    cuabi_device *d;
+    cuabi_memory_resource *got;
+    char host[8];
+    ck_assert_status(cuabi_buffer_allocate(NULL, r, 8, 0, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_allocate(&bad, NULL, 8, 0, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_allocate(&bad, (cuabi_memory_resource *)dev, 8, 0, NULL),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_allocate(&bad, r, 8, 0, (cuabi_stream *)r),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_allocate(&bad, r, 8, 3, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 8, 0, NULL));
+    ck_assert_status(cuabi_buffer_pointer(&p, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("expected cuabi_buffer");
+    ck_assert_status(cuabi_buffer_size(&n, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_kind(&k, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_device(&d, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_resource(&got, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_destroy(wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_free_async(wrong, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_free_async(b, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_copy(b, 0, wrong, 0, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_copy(wrong, 0, b, 0, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_copy(b, 0, b, 0, 1, (cuabi_stream *)b), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_copy_from_host(wrong, 0, host, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_copy_to_host(host, wrong, 0, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_memset(wrong, 0, 0, 1, 1, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_pointer(NULL, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_size(NULL, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_kind(NULL, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_device(NULL, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_resource(NULL, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_copy_from_host(b, 0, NULL, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_copy_to_host(NULL, b, 0, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
+static int released;
+static uintptr_t released_ptr;
+static void on_release(uintptr_t ptr, size_t size, void *payload)
+{
+    (void)size;
+    released++;
+    released_ptr = ptr;
+    *(int *)payload += 1;
+}
+
+START_TEST(wrapped_buffers_release_once)
+{
+    static char mem[64];
+    int calls = 0;
+    cuabi_buffer *b;
+    released = 0;
+    ck_assert_ok(cuabi_buffer_wrap(&b, NULL, CUABI_MEMORY_HOST, (uintptr_t)mem, sizeof mem,
+                                   on_release, &calls));
+    cuabi_memory_resource *got = (cuabi_memory_resource *)1;
+    ck_assert_ok(cuabi_buffer_resource(&got, b));
+    ck_assert_ptr_null(got);
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 7, 1, 64, NULL));
+    ck_assert_int_eq(mem[63], 7);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_int_eq(released, 1);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_uint_eq(released_ptr, (uintptr_t)mem);
+    /* without a callback */
+    ck_assert_ok(cuabi_buffer_wrap(&b, NULL, CUABI_MEMORY_HOST, (uintptr_t)mem, 8, NULL, NULL));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    /* device memory needs a device; failures call nothing */
+    cuabi_device *dev;
+    ck_assert_ok(cuabi_device_get(&dev, 1));
+    ck_assert_status(cuabi_buffer_wrap(&b, NULL, CUABI_MEMORY_DEVICE, 0x1000, 8, on_release, &calls),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("needs a device");
+    ck_assert_status(cuabi_buffer_wrap(&b, dev, 0, 0x1000, 8, on_release, &calls),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_wrap(&b, dev, CUABI_MEMORY_DEVICE, 0, 8, on_release, &calls),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_wrap(&b, dev, CUABI_MEMORY_DEVICE, UINTPTR_MAX, 8, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_wrap(&b, (cuabi_device *)mem, CUABI_MEMORY_HOST, 1, 1, NULL, NULL),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_buffer_wrap(NULL, dev, CUABI_MEMORY_DEVICE, 1, 1, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_ok(cuabi_buffer_wrap(&b, dev, CUABI_MEMORY_DEVICE, 0x1000, 8, on_release, &calls));
+    ck_assert_ok(cuabi_device_release(dev)); /* kept by the buffer */
+    cuabi_device *got_dev;
+    ck_assert_ok(cuabi_buffer_device(&got_dev, b));
+    ck_assert_ptr_eq(got_dev, dev);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_int_eq(calls, 2);
+    ck_assert_int_eq(fake_ctx_refs[1], 0);
+}
+END_TEST
+
+START_TEST(host_copies_and_bounds)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *a, *b;
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_buffer_allocate(&a, r, 16, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 16, 0, NULL));
+    const char src[16] = "abcdefghijklmno";
+    char out[16] = { 0 };
+    ck_assert_ok(cuabi_buffer_copy_from_host(a, 0, src, 16, NULL));
+    ck_assert_ok(cuabi_buffer_copy(b, 4, a, 0, 12, NULL));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 4, 12, NULL));
+    ck_assert_int_eq(memcmp(out, src, 12), 0);
+    ck_assert_ok(cuabi_buffer_copy(a, 1, a, 0, 8, NULL)); /* overlapping: memmove */
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, a, 0, 9, NULL));
+    ck_assert_int_eq(memcmp(out, "aabcdefgh", 9), 0);
+    ck_assert_ok(cuabi_buffer_copy(a, 16, b, 0, 0, NULL)); /* empty at the end */
+    ck_assert_status(cuabi_buffer_copy(a, 8, b, 0, 9, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("destination buffer (16 bytes)");
+    ck_assert_status(cuabi_buffer_copy(a, 0, b, 17, 0, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_copy(a, 0, b, SIZE_MAX, 2, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_copy_from_host(a, 1, src, 16, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_copy_to_host(out, a, 0, 17, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_buffer_destroy(a));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(host_memsets_of_each_width)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 16, 0, NULL));
+    uint8_t out[16];
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 0xab, 1, 16, NULL));
+    ck_assert_ok(cuabi_buffer_memset(b, 2, 0x1234, 2, 2, NULL));
+    ck_assert_ok(cuabi_buffer_memset(b, 8, 0xdeadbeef, 4, 2, NULL));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 0, 16, NULL));
+    uint16_t h;
+    uint32_t w;
+    ck_assert_uint_eq(out[0], 0xab);
+    memcpy(&h, out + 4, 2);
+    ck_assert_uint_eq(h, 0x1234);
+    ck_assert_uint_eq(out[6], 0xab);
+    memcpy(&w, out + 12, 4);
+    ck_assert_uint_eq(w, 0xdeadbeef);
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 0, 4, 0, NULL));
+    ck_assert_status(cuabi_buffer_memset(b, 0, 0, 3, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("width must be 1, 2 or 4");
+    ck_assert_status(cuabi_buffer_memset(b, 0, 0x100, 1, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("does not fit");
+    ck_assert_status(cuabi_buffer_memset(b, 0, 0x10000, 2, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_memset(b, 2, 0, 4, 1, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("not a multiple");
+    ck_assert_status(cuabi_buffer_memset(b, 8, 0, 4, 3, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_buffer_memset(b, 0, 0, 4, SIZE_MAX / 2, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(device_buffers_on_the_fake_driver)
+{
+    cuabi_device *dev;
+    cuabi_stream *s, *s2;
+    cuabi_memory_resource *pool, *pin, *man;
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_stream_create(&s, dev, NULL));
+    ck_assert_ok(cuabi_stream_create(&s2, dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_pool_create(&pool, dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_pinned(&pin, dev));
+    ck_assert_ok(cuabi_memory_resource_managed(&man, dev));
+    uintptr_t raw_s, raw_s2;
+    ck_assert_ok(cuabi_stream_raw(&raw_s, s));
+    ck_assert_ok(cuabi_stream_raw(&raw_s2, s2));
+    cuabi_buffer *d, *p, *m;
+    ck_assert_ok(cuabi_buffer_allocate(&d, pool, 64, 0, s));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw_s);
+    ck_assert_ok(cuabi_buffer_allocate(&p, pin, 64, 0, s));
+    ck_assert_ok(cuabi_buffer_allocate(&m, man, 64, 0, NULL));
+    ck_assert_int_eq(fake_live_allocs, 3);
+    cuabi_memory_kind k;
+    ck_assert_ok(cuabi_buffer_kind(&k, d));
+    ck_assert_int_eq(k, CUABI_MEMORY_DEVICE);
+    /* every direction, sync (waits on the legacy stream) and on a stream */
+    uint32_t in[16], out[16];
+    for (int i = 0; i < 16; i++) in[i] = (uint32_t)i * 3u;
+    int syncs = fake_syncs;
+    ck_assert_ok(cuabi_buffer_copy_from_host(d, 0, in, 64, NULL));
+    ck_assert_int_eq(fake_syncs, syncs + 1);
+    ck_assert_ok(cuabi_buffer_copy(p, 0, d, 0, 64, s));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw_s);
+    ck_assert_int_eq(fake_syncs, syncs + 1);
+    ck_assert_ok(cuabi_buffer_copy(m, 0, p, 0, 64, NULL));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, m, 0, 64, s2));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw_s2);
+    ck_assert_int_eq(memcmp(in, out, 64), 0);
+    /* memsets through the driver, each width, sync and async */
+    ck_assert_ok(cuabi_buffer_memset(d, 0, 0x7f, 1, 4, NULL));
+    ck_assert_ok(cuabi_buffer_memset(d, 4, 0xbeef, 2, 2, s));
+    ck_assert_ok(cuabi_buffer_memset(d, 8, 0xcafef00d, 4, 1, NULL));
+    ck_assert_ok(cuabi_buffer_memset(m, 0, 1, 4, 16, s));
+    ck_assert_ok(cuabi_buffer_memset(p, 0, 2, 2, 32, NULL));
+    ck_assert_ok(cuabi_buffer_memset(p, 0, 3, 1, 1, s));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, d, 0, 12, NULL));
+    ck_assert_uint_eq(out[0], 0x7f7f7f7f);
+    ck_assert_uint_eq(out[1], 0xbeefbeef);
+    ck_assert_uint_eq(out[2], 0xcafef00d);
+    /* free on another stream: stream-ordered, on that stream */
+    int frees = fake_async_frees;
+    ck_assert_ok(cuabi_buffer_free_async(d, s2));
+    ck_assert_int_eq(fake_async_frees, frees + 1);
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw_s2);
+    ck_assert_status(cuabi_buffer_pointer(&raw_s, d), CUABI_ERROR_INVALID_HANDLE);
+    /* destroy frees a pool buffer on its allocation stream */
+    ck_assert_ok(cuabi_buffer_allocate(&d, pool, 64, 0, s));
+    ck_assert_ok(cuabi_stream_release(s)); /* the buffer keeps it */
+    ck_assert_ok(cuabi_buffer_destroy(d));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw_s);
+    ck_assert_ok(cuabi_buffer_free_async(p, s2)); /* pinned: not stream-ordered */
+    ck_assert_ok(cuabi_buffer_destroy(m));
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_ok(cuabi_memory_resource_release(pin));
+    ck_assert_ok(cuabi_memory_resource_release(man));
+    ck_assert_ok(cuabi_stream_release(s2));
+    ck_assert_int_eq(fake_live_streams, 0);
+    ck_assert_int_eq(fake_live_pools, 0);
+    ck_assert_ok(cuabi_device_release(dev));
+    ck_assert_int_eq(fake_ctx_refs[0], 0);
+}
+END_TEST
+
+static CUresult CUDAAPI failing_free_async(CUdeviceptr d, CUstream s)
+{
+    fake_cuMemFreeAsync(d, s);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+START_TEST(failures_leak_nothing)
+{
+    cuabi_device *dev;
+    cuabi_stream *s;
+    cuabi_memory_resource *pool;
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_stream_create(&s, dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_device_default(&pool, dev));
+    size_t live = cuabi__handle_live_count();
+    int failures = 0;
+    for (long n = 1; n < 50; n++) {
+        cuabi_buffer *b = NULL;
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_buffer_allocate(&b, pool, 100, 0, s);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS) {
+            ck_assert_ok(cuabi_buffer_destroy(b));
+            break;
+        }
+        failures++;
+        ck_assert_int_eq(st, CUABI_ERROR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(b);
+        ck_assert_int_eq(fake_live_allocs, 0);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    }
+    ck_assert_int_ge(failures, 1);
+    /* a failing deallocation is reported by free_async; the handle is gone */
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, pool, 100, 0, s));
+    cuabi__driver_for_test()->cuMemFreeAsync = failing_free_async;
+    ck_assert_status(cuabi_buffer_free_async(b, s), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
+    ck_assert_error_mentions("cuMemFreeAsync");
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    cuabi__driver_for_test()->cuMemcpy = NULL;
+    ck_assert_ok(cuabi_buffer_allocate(&b, pool, 100, 0, s));
+    char host[4];
+    ck_assert_status(cuabi_buffer_copy_to_host(host, b, 0, 4, NULL), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_ok(cuabi_buffer_copy_to_host(host, b, 0, 4, s));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("buffer");
+    TCase *tc = tcase_create("buffers");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, host_buffer_getters_and_lifetime);
+    tcase_add_test(tc, buffer_handle_misuse);
+    tcase_add_test(tc, wrapped_buffers_release_once);
+    tcase_add_test(tc, host_copies_and_bounds);
+    tcase_add_test(tc, host_memsets_of_each_width);
+    tcase_add_test(tc, device_buffers_on_the_fake_driver);
+    tcase_add_test(tc, failures_leak_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return cuabi_test_run(suite()); }

@@ -1,0 +1,697 @@
+/* The compile cache without a GPU: hits and misses in both layers, what the
+ * key covers, corrupt entries, threads and processes filling one key, LRU
+ * eviction, unwritable and full directories, turning it off, precompile. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "program.h"
+
+static const char *src =
+    "template <typename T, int N> __global__ void segred(T *x) { x[threadIdx.x] *= N; }\n"
+    "extern \"C\" __global__ void plain(float *x) { x[0] = 1.0f; }\n";
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+    strcpy(tmpdir, "/tmp/cuabi-test-cache-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    setenv("CUABI_CACHE_DIR", tmpdir, 1);
+    unsetenv("CUABI_CACHE");
+    unsetenv("CUABI_CACHE_SIZE");
+    cuabi__cache_reset_for_test();
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+}
+
+static void teardown(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", tmpdir, tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+}
+
+/* Compile `source` (with name expression segred<float, 256>); returns where it came from. */
+static int compile_src(const char *source, const char *arch, char **log_out)
+{
+    cuabi_program *p;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, source, 0, "c.cu"));
+    const char *names[] = { "segred<float, 256>" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = arch;
+    o.name_expressions = names;
+    o.num_name_expressions = 1;
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_program_compile(&obj, p, &o));
+    const char *low;
+    ck_assert_ok(cuabi_objcode_lowered_name(&low, obj, "segred<float, 256>"));
+    ck_assert_str_eq(low, "_Z6segredIfLi256EEvPT_");
+    ck_assert_ok(cuabi_program_lowered_name(&low, p, "segred<float, 256>"));
+    ck_assert_str_eq(low, "_Z6segredIfLi256EEvPT_");
+    int hit;
+    ck_assert_ok(cuabi_program_cache_hit(&hit, p));
+    if (log_out) {
+        const char *log;
+        ck_assert_ok(cuabi_program_log(&log, p));
+        *log_out = strdup(log);
+    }
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_program_release(p));
+    return hit;
+}
+static int compile_one(void) { return compile_src(src, NULL, NULL); }
+
+static cuabi_cache_stats stats(void)
+{
+    cuabi_cache_stats s = CUABI_CACHE_STATS_INIT;
+    ck_assert_ok(cuabi_cache_get_stats(&s));
+    return s;
+}
+
+/* The only entry file of the cache directory (caller frees). */
+static char *only_entry(void)
+{
+    cuabi_program *p;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "c.cu"));
+    const char *names[] = { "segred<float, 256>" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.name_expressions = names;
+    o.num_name_expressions = 1;
+    cuabi__compile_args a;
+    cuabi__cache_key key;
+    ck_assert_ok(cuabi__compile_args_build(&a, CUABI_CODE_CUDA_CXX, &o, "test"));
+    cuabi__program *pp;
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_PROGRAM, (void **)&pp, "test"));
+    ck_assert_ok(cuabi__program_key(&key, pp, &a));
+    cuabi__compile_args_free(&a);
+    ck_assert_ok(cuabi_program_release(p));
+    char *path = cuabi__cache_entry_path(&key);
+    ck_assert_ptr_nonnull(path);
+    return path;
+}
+
+START_TEST(miss_then_memory_then_disk_hit)
+{
+    ck_assert_int_eq(compile_one(), 0);
+    ck_assert_int_eq(compile_one(), 1);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 2); /* the name map came from disk too */
+    ck_assert_int_eq(compile_one(), 1);
+    cuabi_cache_stats s = stats();
+    ck_assert_int_eq(s.enabled, 1);
+    ck_assert_uint_eq(s.misses, 1);
+    ck_assert_uint_eq(s.memory_hits, 2);
+    ck_assert_uint_eq(s.disk_hits, 1);
+    ck_assert_uint_eq(s.stores, 1);
+    ck_assert_uint_eq(s.entries, 1);
+    ck_assert_uint_gt(s.bytes, 100);
+    ck_assert_uint_eq(s.memory_entries, 1);
+    ck_assert_uint_eq(s.size_limit, (uint64_t)1 << 30);
+    struct stat st;
+    ck_assert_int_eq(stat(tmpdir, &st), 0);
+    char *path = only_entry();
+    ck_assert_int_eq(stat(path, &st), 0);
+    free(path);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_ALL));
+    ck_assert_uint_eq(stats().entries, 0);
+    ck_assert_int_eq(compile_one(), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ key sensitivity */
+
+static cuabi__cache_key key_of(cuabi_code_type type, const char *source,
+                               const cuabi_program_options *o)
+{
+    cuabi_program *p;
+    cuabi__program *pp;
+    cuabi__compile_args a;
+    cuabi__cache_key k;
+    ck_assert_ok(cuabi_program_create(&p, type, source, 0, "k.cu"));
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_PROGRAM, (void **)&pp, "test"));
+    ck_assert_ok(cuabi__compile_args_build(&a, type, o, "test"));
+    ck_assert_ok(cuabi__program_key(&k, pp, &a));
+    cuabi__compile_args_free(&a);
+    ck_assert_ok(cuabi_program_release(p));
+    return k;
+}
+
+START_TEST(every_ingredient_changes_the_key)
+{
+    const char *hn[] = { "a.h", "b.h" }, *hc[] = { "int a;", "int b;" };
+    const char *hc2[] = { "int a;", "int c;" }, *hn2[] = { "a.h", "c.h" };
+    const char *defs[] = { "X=1" }, *defs2[] = { "X=2" };
+    const char *incs[] = { "/inc" }, *incs2[] = { "/inc2" };
+    const char *names[] = { "segred<float, 256>" }, *names2[] = { "segred<float, 128>" };
+    const char *extra[] = { "--extra-device-vectorization" };
+    cuabi_program_options base = CUABI_PROGRAM_OPTIONS_INIT;
+    base.arch = "sm_90";
+    base.header_names = hn;
+    base.header_contents = hc;
+    base.num_headers = 2;
+    base.defines = defs;
+    base.num_defines = 1;
+    base.include_paths = incs;
+    base.num_include_paths = 1;
+    base.name_expressions = names;
+    base.num_name_expressions = 1;
+    cuabi__cache_key k0 = key_of(CUABI_CODE_CUDA_CXX, src, &base);
+    cuabi__cache_key again = key_of(CUABI_CODE_CUDA_CXX, src, &base);
+    ck_assert_int_eq(memcmp(&k0, &again, sizeof k0), 0);
+    /* The default architecture without a driver is sm_90: same key. */
+    cuabi_program_options o = base;
+    o.arch = NULL;
+    again = key_of(CUABI_CODE_CUDA_CXX, src, &o);
+    ck_assert_int_eq(memcmp(&k0, &again, sizeof k0), 0);
+
+    cuabi__cache_key seen[32];
+    int n = 0;
+    seen[n++] = k0;
+#define VARY(setup)                                                              \
+    do {                                                                         \
+        o = base;                                                                \
+        setup;                                                                   \
+        cuabi__cache_key k = key_of(CUABI_CODE_CUDA_CXX, src, &o);               \
+        for (int i = 0; i < n; i++)                                              \
+            ck_assert_msg(memcmp(&k, &seen[i], sizeof k) != 0, "%s: same key as #%d", \
+                          #setup, i);                                            \
+        seen[n++] = k;                                                           \
+    } while (0)
+    VARY(o.arch = "sm_80");
+    VARY(o.arch = "sm_90a");
+    VARY(o.output = CUABI_CODE_PTX);
+    VARY(o.output = CUABI_CODE_LTOIR);
+    VARY(o.std = "c++17");
+    VARY(o.opt_level = 1);
+    VARY(o.debug = 1);
+    VARY(o.line_info = 1);
+    VARY(o.fast_math = 1);
+    VARY(o.relocatable = 1);
+    VARY(o.defines = defs2);
+    VARY(o.num_defines = 0);
+    VARY(o.include_paths = incs2);
+    VARY(o.header_contents = hc2);
+    VARY(o.header_names = hn2);
+    VARY(o.num_headers = 1);
+    VARY(o.name_expressions = names2);
+    VARY(o.num_name_expressions = 0);
+    VARY((o.extra_options = extra, o.num_extra_options = 1));
+#undef VARY
+    /* the source, by one byte */
+    char *src2 = strdup(src);
+    src2[strlen(src2) - 2] = ' ';
+    cuabi__cache_key k = key_of(CUABI_CODE_CUDA_CXX, src2, &base);
+    ck_assert_int_ne(memcmp(&k, &k0, sizeof k), 0);
+    free(src2);
+    /* the code type (PTX input of the same text) */
+    cuabi_program_options plain = CUABI_PROGRAM_OPTIONS_INIT;
+    cuabi__cache_key kc = key_of(CUABI_CODE_CUDA_CXX, src, &plain);
+    cuabi__cache_key kp = key_of(CUABI_CODE_PTX, src, &plain);
+    ck_assert_int_ne(memcmp(&kc, &kp, sizeof kc), 0);
+    /* the compiler's identity */
+    cuabi__lib_info *info = (cuabi__lib_info *)cuabi__nvrtc_info();
+    int version = info->version;
+    info->version = version + 10;
+    k = key_of(CUABI_CODE_CUDA_CXX, src, &base);
+    info->version = version;
+    ck_assert_int_ne(memcmp(&k, &k0, sizeof k), 0);
+    /* field boundaries count: "ab"+"c" is not "a"+"bc" */
+    cuabi__bytes f1[] = { { "ab", 2 }, { "c", 1 } }, f2[] = { { "a", 1 }, { "bc", 2 } };
+    cuabi__cache_key a, b;
+    cuabi__cache_key_compute(&a, f1, 2);
+    cuabi__cache_key_compute(&b, f2, 2);
+    ck_assert_int_ne(memcmp(&a, &b, sizeof a), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ corruption */
+
+static void corrupt_and_check(void (*damage)(const char *path))
+{
+    ck_assert_int_eq(compile_one(), 0);
+    char *path = only_entry();
+    damage(path);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    char *log;
+    ck_assert_int_eq(compile_src(src, NULL, &log), 0); /* ignored: compiled again */
+    ck_assert_msg(strstr(log, "corrupt entry") != NULL, "log: %s", log);
+    free(log);
+    ck_assert_uint_eq(stats().corrupt, 1);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 2); /* and rebuilt */
+    free(path);
+}
+
+static void truncate_it(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size / 2), 0);
+}
+static void truncate_header(const char *path) { ck_assert_int_eq(truncate(path, 10), 0); }
+static void flip_at(const char *path, long where)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    struct stat st;
+    fstat(fd, &st);
+    off_t off = where >= 0 ? where : st.st_size + where;
+    unsigned char c;
+    ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+    c ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+static void flip_payload(const char *path) { flip_at(path, 200); }
+static void flip_last(const char *path) { flip_at(path, -1); }
+static void flip_magic(const char *path) { flip_at(path, 0); }
+static void flip_checksum(const char *path) { flip_at(path, 45); }
+
+START_TEST(corrupt_entries_are_rebuilt)
+{
+    void (*damages[])(const char *) = { truncate_it, truncate_header, flip_payload, flip_last,
+                                        flip_magic, flip_checksum };
+    for (size_t i = 0; i < sizeof damages / sizeof damages[0]; i++) {
+        teardown();
+        setup();
+        corrupt_and_check(damages[i]);
+    }
+}
+END_TEST
+
+/* ----------------------------------------------------------- concurrency */
+
+static void *thread_compile(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3; i++) {
+        cuabi_program *p;
+        cuabi_objcode *o;
+        if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "c.cu") != CUABI_SUCCESS)
+            return (void *)1;
+        cuabi_status st = cuabi_program_compile(&o, p, NULL);
+        cuabi_program_release(p);
+        if (st != CUABI_SUCCESS)
+            return (void *)2;
+        const void *d;
+        size_t n;
+        cuabi_code_type t;
+        if (cuabi_objcode_bytes(&d, &n, o) != CUABI_SUCCESS || cuabi_objcode_code_type(&t, o) ||
+            t != CUABI_CODE_CUBIN || memcmp(d, "\x7f" "ELF", 4))
+            st = CUABI_ERROR_INTERNAL;
+        cuabi_objcode_release(o);
+        if (st != CUABI_SUCCESS)
+            return (void *)3;
+        cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY); /* make the next one go to disk */
+    }
+    return NULL;
+}
+
+START_TEST(threads_fill_one_key)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, thread_compile, NULL), 0);
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    cuabi_cache_stats s = stats();
+    ck_assert_uint_eq(s.entries, 1);
+    ck_assert_uint_eq(s.corrupt, 0);
+    ck_assert_uint_eq(s.memory_hits + s.disk_hits + s.misses, 24);
+}
+END_TEST
+
+START_TEST(processes_fill_one_key)
+{
+    const char *other = "extern \"C\" __global__ void forked(int *x) { x[0] = 4; }\n"
+        "template <typename T, int N> __global__ void segred(T *x) { x[threadIdx.x] *= N; }\n";
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++) {
+        kids[i] = fork();
+        ck_assert_int_ge(kids[i], 0);
+        if (kids[i] == 0) {
+            int ok = 1;
+            for (int r = 0; r < 3 && ok; r++) {
+                cuabi_program *p;
+                cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+                const char *names[] = { "segred<float, 256>" };
+                o.name_expressions = names;
+                o.num_name_expressions = 1;
+                ok = cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, other, 0, "f.cu") ==
+                         CUABI_SUCCESS &&
+                     cuabi_program_compile(NULL, p, &o) == CUABI_SUCCESS;
+                cuabi_program_release(p);
+                cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY);
+            }
+            _exit(ok && stats().corrupt == 0 ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int status;
+        ck_assert_int_eq(waitpid(kids[i], &status, 0), kids[i]);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+    }
+    ck_assert_int_eq(compile_src(other, NULL, NULL), 2);
+    ck_assert_uint_eq(stats().entries, 1);
+    ck_assert_uint_eq(stats().corrupt, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ LRU */
+
+static char *variant(int i)
+{
+    char *s;
+    ck_assert_int_ge(asprintf(&s, "%s// variant %d\n", src, i), 0);
+    return s;
+}
+
+static int compile_variant(int i)
+{
+    char *s = variant(i);
+    int hit = compile_src(s, NULL, NULL);
+    free(s);
+    return hit;
+}
+
+START_TEST(lru_eviction)
+{
+    ck_assert_int_eq(compile_variant(0), 0);
+    uint64_t one = stats().bytes;
+    ck_assert_ok(cuabi_cache_set_size_limit(3 * one + one / 2)); /* room for three */
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
+    for (int i = 1; i < 3; i++) {
+        nanosleep(&pause, NULL);
+        ck_assert_int_eq(compile_variant(i), 0);
+    }
+    nanosleep(&pause, NULL);
+    /* use variant 0 again (from disk): now 1 is the least recently used */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_variant(0), 2);
+    nanosleep(&pause, NULL);
+    ck_assert_int_eq(compile_variant(3), 0);
+    cuabi_cache_stats s = stats();
+    ck_assert_uint_eq(s.entries, 3);
+    ck_assert_uint_eq(s.evictions, 1);
+    ck_assert_uint_le(s.bytes, s.size_limit);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_variant(1), 0); /* evicted */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_variant(3), 2);
+    ck_assert_ok(cuabi_cache_set_size_limit(0));
+}
+END_TEST
+
+/* ------------------------------------------------- unusable directories */
+
+START_TEST(unwritable_directory_does_not_fail)
+{
+    /* A path under a regular file can never be created, even by root. */
+    char file[128], dir[160];
+    snprintf(file, sizeof file, "%s/file", tmpdir);
+    fclose(fopen(file, "w"));
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    ck_assert_ok(cuabi_cache_set_directory(dir));
+    char *log;
+    ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+    ck_assert_msg(strstr(log, "cuabi cache: not stored") != NULL, "log: %s", log);
+    free(log);
+    ck_assert_uint_eq(stats().store_failures, 1);
+    ck_assert_int_eq(compile_one(), 1); /* the memory layer still works */
+    if (geteuid() != 0) { /* a read-only directory, where permissions bind */
+        ck_assert_ok(cuabi_cache_set_directory(tmpdir));
+        ck_assert_int_eq(chmod(tmpdir, 0500), 0);
+        ck_assert_int_eq(compile_src(src, "sm_80", &log), 0);
+        ck_assert_msg(strstr(log, "Permission denied") != NULL, "log: %s", log);
+        free(log);
+        chmod(tmpdir, 0700);
+    }
+}
+END_TEST
+
+START_TEST(full_directory_does_not_fail)
+{
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        /* A file size limit makes every write fail like a full disk. */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = { 100, 100 };
+        setrlimit(RLIMIT_FSIZE, &rl);
+        char *log = NULL;
+        cuabi_program *p;
+        cuabi_status st = cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "c.cu");
+        if (st == CUABI_SUCCESS)
+            st = cuabi_program_compile(NULL, p, NULL);
+        const char *l = "";
+        cuabi_program_log(&l, p);
+        log = strdup(l);
+        cuabi_program_release(p);
+        cuabi_cache_stats s = stats();
+        int ok = st == CUABI_SUCCESS && strstr(log, "not stored") && s.store_failures == 1 &&
+                 s.entries == 0;
+        if (!ok)
+            fprintf(stderr, "status %d, log: %s\n", st, log);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(kid, &status, 0), kid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------- on and off */
+
+START_TEST(disabled_cache)
+{
+    ck_assert_ok(cuabi_cache_set_enabled(0));
+    ck_assert_int_eq(compile_one(), 0);
+    ck_assert_int_eq(compile_one(), 0);
+    cuabi_cache_stats s = stats();
+    ck_assert_int_eq(s.enabled, 0);
+    ck_assert_uint_eq(s.entries, 0);
+    ck_assert_uint_eq(s.misses, 0);
+    ck_assert_ok(cuabi_cache_set_enabled(1));
+    ck_assert_int_eq(compile_one(), 0);
+    ck_assert_int_eq(compile_one(), 1);
+
+    setenv("CUABI_CACHE", "0", 1);
+    cuabi__cache_reset_for_test();
+    ck_assert_int_eq(compile_one(), 0);
+    ck_assert_int_eq(stats().enabled, 0);
+    unsetenv("CUABI_CACHE");
+    cuabi__cache_reset_for_test();
+    ck_assert_int_eq(stats().enabled, 1);
+    ck_assert_status(cuabi_cache_set_enabled(2), CUABI_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(directory_resolution)
+{
+    char buf[512], xdg[128];
+    size_t n = sizeof buf;
+    ck_assert_ok(cuabi_cache_get_directory(buf, &n));
+    ck_assert_str_eq(buf, tmpdir);
+    ck_assert_uint_eq(n, strlen(tmpdir) + 1);
+    n = 4;
+    ck_assert_status(cuabi_cache_get_directory(buf, &n), CUABI_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_uint_eq(n, strlen(tmpdir) + 1);
+    ck_assert_status(cuabi_cache_get_directory(NULL, &n), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_cache_get_directory(buf, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+
+    unsetenv("CUABI_CACHE_DIR");
+    snprintf(xdg, sizeof xdg, "%s/xdg", tmpdir);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+    n = sizeof buf;
+    ck_assert_ok(cuabi_cache_get_directory(buf, &n));
+    ck_assert_str_eq(buf + strlen(buf) - 10, "/xdg/cuabi");
+    ck_assert_int_eq(compile_one(), 0);
+    struct stat st;
+    ck_assert_int_eq(stat(buf, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0700);
+
+    const char *old_xdg = NULL;
+    unsetenv("XDG_CACHE_HOME");
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    setenv("HOME", tmpdir, 1);
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+    n = sizeof buf;
+    ck_assert_ok(cuabi_cache_get_directory(buf, &n));
+    ck_assert_str_eq(buf + strlen(buf) - 13, "/.cache/cuabi");
+    unsetenv("HOME");
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+    n = sizeof buf;
+    ck_assert_status(cuabi_cache_get_directory(buf, &n), CUABI_ERROR_NOT_FOUND);
+    ck_assert_int_eq(compile_one(), 0); /* memory only, still works */
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
+    (void)old_xdg;
+    ck_assert_ok(cuabi_cache_set_directory(tmpdir));
+    ck_assert_status(cuabi_cache_set_directory(""), CUABI_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
+static int count_entries(const cuabi_cache_entry_info *e, void *payload)
+{
+    ck_assert_int_eq(strlen(e->key), 32);
+    ck_assert_int_eq(e->code_type, CUABI_CODE_CUBIN);
+    ck_assert_uint_eq(e->num_names, 1);
+    ck_assert_uint_gt(e->size, 64);
+    ck_assert_ptr_nonnull(strstr(e->path, e->key));
+    return ++*(int *)payload == 2; /* stop after two */
+}
+
+START_TEST(list_and_clear)
+{
+    for (int i = 0; i < 3; i++)
+        compile_variant(i);
+    int seen = 0;
+    ck_assert_ok(cuabi_cache_list(count_entries, &seen));
+    ck_assert_int_eq(seen, 2);
+    ck_assert_status(cuabi_cache_list(NULL, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_cache_clear(0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_cache_clear(8), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_DISK));
+    ck_assert_uint_eq(stats().entries, 0);
+    ck_assert_uint_eq(stats().memory_entries, 3);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_uint_eq(stats().memory_entries, 0);
+    cuabi_cache_stats s = CUABI_CACHE_STATS_INIT;
+    s.version = 0;
+    ck_assert_status(cuabi_cache_get_stats(&s), CUABI_ERROR_INVALID_VERSION);
+    ck_assert_status(cuabi_cache_get_stats(NULL), CUABI_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* ------------------------------------------------------------ precompile */
+
+typedef struct progress_log {
+    size_t calls, last_done, total, failures;
+    int cancel_at;
+    char archs[8][16];
+} progress_log;
+
+static int on_progress(size_t done, size_t total, const char *name, const char *arch,
+                       cuabi_status status, int hit, void *payload)
+{
+    progress_log *l = payload;
+    (void)hit;
+    ck_assert_uint_eq(done, l->calls + 1);
+    ck_assert_ptr_nonnull(name);
+    if (l->calls < 8)
+        snprintf(l->archs[l->calls], 16, "%s", arch);
+    l->calls++;
+    l->last_done = done;
+    l->total = total;
+    l->failures += status != CUABI_SUCCESS;
+    return l->cancel_at && (int)done == l->cancel_at;
+}
+
+START_TEST(precompile_into_the_cache)
+{
+    const char *names[] = { "segred<float, 256>" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.name_expressions = names;
+    o.num_name_expressions = 1;
+    cuabi_precompile_item items[2] = { CUABI_PRECOMPILE_ITEM_INIT, CUABI_PRECOMPILE_ITEM_INIT };
+    items[0].source = src;
+    items[0].name = "segred";
+    items[0].options = &o;
+    char *v = variant(7);
+    items[1].source = v;
+    items[1].options = &o;
+    const char *archs[] = { "sm_80", "sm_90" };
+    progress_log l = { 0 };
+    ck_assert_ok(cuabi_cache_precompile(items, 2, archs, 2, on_progress, &l));
+    ck_assert_uint_eq(l.calls, 4);
+    ck_assert_uint_eq(l.total, 4);
+    ck_assert_str_eq(l.archs[0], "sm_80");
+    ck_assert_str_eq(l.archs[1], "sm_90");
+    ck_assert_uint_eq(stats().entries, 4);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_src(src, "sm_80", NULL), 2);
+    ck_assert_int_eq(compile_src(v, "sm_90", NULL), 2);
+    /* no archs: each item's own (here the default) */
+    l = (progress_log){ 0 };
+    ck_assert_ok(cuabi_cache_precompile(items, 1, NULL, 0, on_progress, &l));
+    ck_assert_str_eq(l.archs[0], "sm_90");
+    ck_assert_uint_eq(l.calls, 1);
+    free(v);
+
+    /* a failing item does not stop the others */
+    cuabi_precompile_item bad[2] = { CUABI_PRECOMPILE_ITEM_INIT, CUABI_PRECOMPILE_ITEM_INIT };
+    bad[0].source = "__global__ void k() { nope; }";
+    bad[0].name = "broken";
+    bad[1].source = src;
+    l = (progress_log){ 0 };
+    ck_assert_status(cuabi_cache_precompile(bad, 2, archs, 2, on_progress, &l),
+                     CUABI_ERROR_COMPILE);
+    ck_assert_error_mentions("2 of 4 compiles failed");
+    ck_assert_uint_eq(l.calls, 4);
+    ck_assert_uint_eq(l.failures, 2);
+    /* cancel */
+    l = (progress_log){ .cancel_at = 1 };
+    ck_assert_status(cuabi_cache_precompile(items, 1, archs, 2, on_progress, &l),
+                     CUABI_ERROR_CALLBACK);
+    ck_assert_uint_eq(l.calls, 1);
+    /* bad input */
+    ck_assert_status(cuabi_cache_precompile(NULL, 1, NULL, 0, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_cache_precompile(items, 1, NULL, 2, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    const char *empty_arch[] = { "" };
+    ck_assert_status(cuabi_cache_precompile(items, 1, empty_arch, 1, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_precompile_item nosrc = CUABI_PRECOMPILE_ITEM_INIT;
+    ck_assert_status(cuabi_cache_precompile(&nosrc, 1, NULL, 0, NULL, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    nosrc.version = 0;
+    ck_assert_status(cuabi_cache_precompile(&nosrc, 1, NULL, 0, NULL, NULL),
+                     CUABI_ERROR_INVALID_VERSION);
+    const char *unknown[] = { "sm_42" };
+    ck_assert_status(cuabi_cache_precompile(items, 1, unknown, 1, NULL, NULL),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ok(cuabi_cache_precompile(items, 0, NULL, 0, NULL, NULL));
+    ck_assert_ok(cuabi_cache_set_enabled(0));
+    ck_assert_status(cuabi_cache_precompile(items, 1, NULL, 0, NULL, NULL), CUABI_ERROR_CACHE);
+    ck_assert_ok(cuabi_cache_set_enabled(1));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cache");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, miss_then_memory_then_disk_hit);
+    tcase_add_test(tc, every_ingredient_changes_the_key);
+    tcase_add_test(tc, corrupt_entries_are_rebuilt);
+    tcase_add_test(tc, threads_fill_one_key);
+    tcase_add_test(tc, processes_fill_one_key);
+    tcase_add_test(tc, lru_eviction);
+    tcase_add_test(tc, unwritable_directory_does_not_fail);
+    tcase_add_test(tc, full_directory_does_not_fail);
+    tcase_add_test(tc, disabled_cache);
+    tcase_add_test(tc, directory_resolution);
+    tcase_add_test(tc, list_and_clear);
+    tcase_add_test(tc, precompile_into_the_cache);
+    suite_add_tcase(s, tc);
+    return cuabi_test_run(s);
+}
