@@ -41,7 +41,10 @@ status=${PIPESTATUS[0]}
 for f in $(grep -l -E ':test-result: (FAIL|ERROR)' $(find . -name '*.trs')); do
     echo "=== ${f%.trs}.log"; tail -n 40 "${f%.trs}.log"
 done | tee "$out/failures.txt" | head -c 6000
-tar czf "$out/test-logs.tar.gz" $(find . -name '*.log' -path '*tests*') 2>/dev/null
+for f in $(find . -name '*.log' \( -path './tests/*' -o -path './examples/*' \) | sort); do
+    echo "=================== $f"; cat "$f"
+done > "$out/all-logs.txt" 2>/dev/null
+rm -f "$out/configure.log" "$out/build.log"  # kept only when they failed (above)
 for arg in "$@"; do
     case $arg in
     --bench)
