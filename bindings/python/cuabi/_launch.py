@@ -93,7 +93,7 @@ class _PlainLaunch:
     (cuabi_argpack_blob_pointer), and one packer per tuple of argument types,
     so a plain launch is Python packing plus one C call (cuabi_launch)."""
 
-    __slots__ = ("pack", "mem", "slots", "generic", "packers", "k", "p")
+    __slots__ = ("pack", "mem", "slots", "generic", "packers", "k", "p", "last")
 
     def __init__(self, kernel):
         self.pack = ArgPack.for_kernel(kernel)
@@ -103,7 +103,12 @@ class _PlainLaunch:
         self.slots = self.pack._packer.slots
         self.generic = Packer(self.slots, size, target=self.mem).pack
         self.packers = {}
+        self.last = self._first
         self.k, self.p = _ptr(kernel.handle), _ptr(self.pack.handle)
+
+    @staticmethod
+    def _first(*args):
+        return False
 
     def packer(self, args):
         key = tuple(map(type, args))
@@ -131,11 +136,17 @@ class _PlainLaunch:
         env.update(_pack_into=struct.Struct("".join(fmt)).pack_into, _mem=self.mem,
                    _error=struct.error, _generic=self.generic)
         params = ", ".join(f"a{i}" for i in range(len(args)))
+        # The guard lets launch() try the last packer without building a key.
+        guard = " or ".join(f"type(a{i}) is not _T{i}" for i in range(len(args))) or "False"
+        env.update({f"_T{i}": type(a) for i, a in enumerate(args)})
         src = (f"def pack({params}):\n"
+               f"    if {guard}:\n"
+               f"        return False\n"
                f"    try:\n"
                f"        _pack_into(_mem, 0{''.join(', ' + e for e in exprs)})\n"
                f"    except _error:\n"          # e.g. an unsigned value: the exact path
-               f"        _generic({params})\n")
+               f"        _generic({params})\n"
+               f"    return True\n")
         exec(src, env)
         return env["pack"]
 
@@ -155,8 +166,9 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
     straight into the kernel's pack; then one call into C. See docs/python.md
     for what each parameter accepts."""
     pl = kernel._launch_cache.get("plain") or _plain(kernel)
-    fn = pl.packers.get(tuple(map(type, args))) or pl.packer(args)
-    fn(*args)
+    if not pl.last(*args):       # other argument types than last time
+        pl.last = fn = pl.packer(args)
+        fn(*args)
     c = config._c
     if stream is None:
         if c.stream is not None:

