@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Python launch and from_dlpack overhead: cuabi against its peers, one table.
 
-    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 bench/bench_python.py
+    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 bench/bench_python.py \
+        [--raw-us US]
+
+--raw-us: bench_launch's "raw cuLaunchKernel" figure from the same machine;
+the table then also gives each launch row as a ratio to it.
 
 Same empty kernel as the peer figures in docs/PERFORMANCE.md
 (k(float*, int, float)); host time per call, best of 3 runs of N calls.
 Rows whose library is missing (or whose cuabi module has not landed) say so.
 """
+import argparse
 import os
 import sys
 import time
@@ -60,6 +65,8 @@ def cuabi_rows():
     row("cuabi launch() plain", lambda: per_call(lambda: cuabi.launch(s, cfg, k, buf, a, b), s.sync))
     prep = cuabi.prepare(k, cfg, s, buf, a, b)
     row("cuabi prepared launch", lambda: per_call(prep, s.sync))
+    if hasattr(prep, "raw_launch"):  # the foreign function bound to the handle (status out)
+        row("cuabi prepared raw_launch (status)", lambda: per_call(prep.raw_launch, s.sync))
     try:
         import cupy as cp
         x = cp.zeros(16, cp.float32)
@@ -91,11 +98,17 @@ def cuda_core_rows():
     row("cuda.core launch()", lambda: per_call(lambda: launch(s, cfg, ker, buf, a, b), s.sync))
     try:
         from cuda.core.utils import StridedMemoryView
-        arr = np.zeros(16, np.float32)
+    except ImportError:
+        return
+    arr = np.zeros(16, np.float32)
+    # The direct constructor is deprecated (DeprecationWarning) in cuda.core 1.x.
+    make = getattr(StridedMemoryView, "from_dlpack", None)
+    if make is not None:
+        row("cuda.core StridedMemoryView.from_dlpack(numpy)",
+            lambda: per_call(lambda: make(arr, stream_ptr=-1), n=N // 5))
+    else:
         row("cuda.core StridedMemoryView(numpy)",
             lambda: per_call(lambda: StridedMemoryView(arr, stream_ptr=-1), n=N // 5))
-    except ImportError:
-        pass
 
 
 def cupy_rows():
@@ -108,7 +121,15 @@ def cupy_rows():
                                              cp.cuda.runtime.deviceSynchronize))
 
 
-def main():
+def _is_launch_row(name):
+    return "launch" in name.lower() or "RawKernel" in name
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--raw-us", type=float, default=None,
+                    help="bench_launch's raw cuLaunchKernel us/launch on this machine")
+    opts = ap.parse_args(argv)
     row_start = len(rows)
     for name, fn in (("cuabi", cuabi_rows), ("cuda.core", cuda_core_rows), ("CuPy", cupy_rows)):
         try:
@@ -116,10 +137,20 @@ def main():
         except Exception as e:
             rows.append((name, f"n/a ({type(e).__name__}: {str(e)[:60]})"))
     width = max(len(r[0]) for r in rows[row_start:])
-    print(f"{'path':<{width}}  us per call")
-    print("-" * width + "  -----------")
+    raw = opts.raw_us
+    if raw:
+        rows.insert(row_start, ("raw cuLaunchKernel (bench_launch, C)", f"{raw:.3f}"))
+        width = max(width, len(rows[row_start][0]))
+    print(f"{'path':<{width}}  us per call" + ("  x raw C launch" if raw else ""))
+    print("-" * width + "  -----------" + ("  --------------" if raw else ""))
     for name, val in rows:
-        print(f"{name:<{width}}  {val}")
+        ratio = ""
+        if raw and (_is_launch_row(name) or name.startswith("raw ")):
+            try:
+                ratio = f"  {float(val) / raw:.3f}x"
+            except ValueError:
+                pass
+        print(f"{name:<{width}}  {val:>11}{ratio}")
     return 0
 
 

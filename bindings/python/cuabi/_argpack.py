@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes as C
 import struct
+import sys
 
 from . import _capi
 from ._handle import Handle
@@ -24,22 +25,52 @@ _FMT = {K.CUABI_ARG_I8: "b", K.CUABI_ARG_I16: "h", K.CUABI_ARG_I32: "i", K.CUABI
 _KIND_NAMES = {v: k[len("CUABI_ARG_"):].lower() for k, v in _capi.ENUMS["cuabi_arg_kind"].items()}
 
 
+def _numpy_scalar(v) -> bool:
+    # numpy scalars exist only once numpy is imported: no import here.
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(v, np.generic)
+
+
+def is_scalar(v) -> bool:
+    """A true number (Python or numpy scalar), not an array of one element."""
+    return isinstance(v, (int, float, complex)) or _numpy_scalar(v)
+
+
+def is_array_like(v) -> bool:
+    """Something whose kernel argument is its data address: cuabi Buffers and
+    Views, __cuda_array_interface__ / __array_interface__ / DLPack objects
+    (numpy, CuPy, torch, JAX arrays), objects with data_ptr(). Checked before
+    any conversion to a number: .item() of an array is not its address."""
+    if getattr(type(v), "_cuabi_pointer_", False):
+        return True
+    if is_scalar(v) or isinstance(v, (bytes, bytearray, memoryview, str)):
+        return False
+    return (hasattr(v, "__cuda_array_interface__") or callable(getattr(v, "data_ptr", None))
+            or hasattr(v, "__array_interface__") or hasattr(v, "__dlpack__"))
+
+
 def device_pointer(obj) -> int:
-    """The device address an argument stands for: ints as they are, cuabi
-    Buffers and Views, __cuda_array_interface__ objects (CuPy, numba),
-    torch tensors, any DLPack producer."""
+    """The address an argument stands for: ints as they are, cuabi Buffers
+    and Views, __cuda_array_interface__ objects (CuPy, numba), torch tensors
+    (data_ptr()), __array_interface__ objects (numpy: host memory), any DLPack
+    producer."""
     if obj is None:
         return 0
     if isinstance(obj, int):
         return obj
     if getattr(type(obj), "_cuabi_pointer_", False):   # cuabi Buffer / View
         return obj.ptr
+    if _numpy_scalar(obj):                             # numpy integers
+        return obj.__index__()
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        return int(cai["data"][0])
+        return int(cai["data"][0] or 0)
     dp = getattr(obj, "data_ptr", None)                # torch, without DLPack's cost
     if callable(dp):
         return int(dp())
+    ai = getattr(obj, "__array_interface__", None)     # numpy arrays (host memory)
+    if ai is not None:
+        return int(ai["data"][0] or 0)
     if hasattr(obj, "__dlpack__"):
         from ._view import from_dlpack
         v = from_dlpack(obj)
@@ -47,7 +78,7 @@ def device_pointer(obj) -> int:
             return v.ptr
         finally:
             v.close()
-    if hasattr(obj, "__index__"):                      # numpy integers
+    if hasattr(obj, "__index__"):
         return obj.__index__()
     raise TypeError(f"cannot pass {type(obj).__name__} as a pointer argument")
 
@@ -74,10 +105,16 @@ def _as_bytes(size, raw=False):
     def conv(v):
         if isinstance(v, (bytes, bytearray, memoryview)):
             b = bytes(v)
-        elif raw and isinstance(v, (int, float)) or (raw and hasattr(v, "dtype")
-                                                     and getattr(v.dtype, "names", None) is None
-                                                     and v.dtype.itemsize != size):
-            v = v.item() if hasattr(v, "item") else v
+        elif raw and is_array_like(v):      # before any number conversion
+            if size != 8:
+                raise TypeError(f"cannot pass {type(v).__name__} (an array: its address) "
+                                f"to a {size}-byte parameter")
+            return device_pointer(v).to_bytes(8, "little")
+        elif raw and is_scalar(v) and not (getattr(v, "dtype", None) is not None
+                                           and v.dtype.itemsize == size):
+            v = v.item() if not isinstance(v, (int, float, complex)) else v
+            if isinstance(v, complex):
+                raise TypeError("complex numbers need a c64/c128 parameter (use an ArgPack)")
             if isinstance(v, float):
                 if ffmt is None:
                     raise TypeError(f"no float type of {size} bytes")
@@ -86,7 +123,7 @@ def _as_bytes(size, raw=False):
                 return int(v).to_bytes(size, "little", signed=v < 0)
             except OverflowError:
                 raise TypeError(f"kernel argument {v} does not fit {size} bytes") from None
-        elif hasattr(v, "tobytes"):
+        elif hasattr(v, "tobytes"):         # numpy scalars of the slot's size, records
             b = v.tobytes()
         elif raw and size == 8:
             return device_pointer(v).to_bytes(8, "little")
@@ -105,10 +142,12 @@ class Packer:
 
     __slots__ = ("slots", "blob", "size", "pack")
 
-    def __init__(self, slots, blob_size: int):
+    def __init__(self, slots, blob_size: int, target=None):
+        """target: writable memory of blob_size bytes to pack into (the
+        pack's own storage), else a new buffer."""
         self.slots = list(slots)
         self.size = blob_size
-        self.blob = C.create_string_buffer(max(blob_size, 1))
+        self.blob = C.create_string_buffer(max(blob_size, 1)) if target is None else target
         fmt, pos, exprs, env = ["<"], 0, [], {}
         for i, (kind, size, offset) in enumerate(self.slots):
             if offset < pos:

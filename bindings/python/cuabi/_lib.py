@@ -257,3 +257,16 @@ else:
         cffi_lib = ffi.dlopen(LIBRARY_PATH)
     except Exception:  # cffi cannot parse/open: fall back to ctypes
         ffi = cffi_lib = None
+
+
+def hot(name: str):
+    """(function, pointer) for a hot call: the cffi function when cffi is
+    there (~0.1 us a call), else an unchecked ctypes pointer (raw()). Pass
+    its pointer arguments made by pointer(value) once, up front."""
+    if cffi_lib is not None:
+        return getattr(cffi_lib, name), _cffi_pointer
+    return raw(name), C.c_void_p
+
+
+def _cffi_pointer(value):
+    return ffi.cast("void *", value or 0)

@@ -2555,6 +2555,17 @@ function cuabi_argpack_set_blob(pack, blob, size)
 end
 
 """
+cuabi_argpack_blob_pointer(out, pack)
+
+The pack's own blob storage (cuabi_argpack_blob_size bytes, laid out as for cuabi_argpack_set_blob), valid while the pack lives: writing into it sets the arguments with no call, for bindings that pack in place. Refused (argument mismatch) for packs with buffer or view slots, whose handles are kept apart from the blob; references set earlier on ptr slots are dropped.
+
+- `out` [out]
+"""
+function cuabi_argpack_blob_pointer(out, pack)
+    ccall((:cuabi_argpack_blob_pointer, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{cuabi_argpack}), out, pack)
+end
+
+"""
 cuabi_argpack_check_kernel(pack, kernel)
 
 Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images.
@@ -3161,6 +3172,7 @@ const FUNCTIONS = [
     :cuabi_argpack_set_bytes,
     :cuabi_argpack_get_bytes,
     :cuabi_argpack_set_blob,
+    :cuabi_argpack_blob_pointer,
     :cuabi_argpack_check_kernel,
     :cuabi_argpack_create_for_kernel,
     :cuabi_prepared_retain,

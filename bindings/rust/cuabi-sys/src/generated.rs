@@ -1832,6 +1832,8 @@ unsafe extern "C" {
     pub fn cuabi_argpack_get_bytes(out: *mut c_void, size: usize, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
     /// Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
     pub fn cuabi_argpack_set_blob(pack: *mut cuabi_argpack, blob: *const c_void, size: usize) -> cuabi_status;
+    /// The pack's own blob storage (cuabi_argpack_blob_size bytes, laid out as for cuabi_argpack_set_blob), valid while the pack lives: writing into it sets the arguments with no call, for bindings that pack in place. Refused (argument mismatch) for packs with buffer or view slots, whose handles are kept apart from the blob; references set earlier on ptr slots are dropped.
+    pub fn cuabi_argpack_blob_pointer(out: *mut *mut c_void, pack: *mut cuabi_argpack) -> cuabi_status;
     /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images.
     pub fn cuabi_argpack_check_kernel(pack: *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
     /// A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
@@ -2317,6 +2319,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_set_bytes", cuabi_argpack_set_bytes as *const () as usize),
         ("cuabi_argpack_get_bytes", cuabi_argpack_get_bytes as *const () as usize),
         ("cuabi_argpack_set_blob", cuabi_argpack_set_blob as *const () as usize),
+        ("cuabi_argpack_blob_pointer", cuabi_argpack_blob_pointer as *const () as usize),
         ("cuabi_argpack_check_kernel", cuabi_argpack_check_kernel as *const () as usize),
         ("cuabi_argpack_create_for_kernel", cuabi_argpack_create_for_kernel as *const () as usize),
         ("cuabi_prepared_retain", cuabi_prepared_retain as *const () as usize),
