@@ -114,6 +114,11 @@ macro_rules! managed_impl {
                 if t.ndim <= 0 || t.shape.is_null() { &[] } else { unsafe { core::slice::from_raw_parts(t.shape, t.ndim as usize) } }
             }
         }
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, concat!(stringify!($name), "({:p}, shape {:?})"), self.0, self.shape())
+            }
+        }
         impl Drop for $name {
             fn drop(&mut self) {
                 let p = self.0.as_ptr();
