@@ -27,7 +27,7 @@ load_objcode(path::AbstractString; type = L.CUABI_CODE_NONE) =
 code_type(o::ObjectCode) = _bq(L.cuabi_objcode_code_type, o, Cint)
 arch(o::ObjectCode) = Int(_bq(L.cuabi_objcode_arch, o, Cint))
 "A copy of the image bytes."
-function Base.Vector{UInt8}(o::ObjectCode)
+function (::Type{Vector{UInt8}})(o::ObjectCode)
     p, n = Ref{Ptr{Cvoid}}(C_NULL), Ref{Csize_t}(0)
     check(L.cuabi_objcode_bytes(p, n, o))
     GC.@preserve o copy(unsafe_wrap(Array, Ptr{UInt8}(p[]), Int(n[])))

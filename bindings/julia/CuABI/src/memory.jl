@@ -81,7 +81,7 @@ function copyfrom_buffer!(dst::Array, b::Buffer; offset::Integer = 0, stream = n
     dst
 end
 "The whole buffer as a `Vector{T}`."
-function Base.Vector{T}(b::Buffer) where {T}
+function (::Type{Vector{T}})(b::Buffer) where {T}
     n, r = divrem(sizeof(b), sizeof(T))
     r == 0 || throw(ArgumentError("buffer of $(sizeof(b)) bytes is not a whole number of $(T)"))
     copyfrom_buffer!(Vector{T}(undef, n), b)
