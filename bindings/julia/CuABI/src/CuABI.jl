@@ -16,7 +16,9 @@ using .LibCuABI
 const L = LibCuABI
 
 export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
-       synchronize, record, elapsed_ms, check_layouts
+       synchronize, record, elapsed_ms, check_layouts,
+       MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
+       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array
 
 # ------------------------------------------------------------------ errors
 
@@ -359,5 +361,8 @@ function Base.getindex(p::ArgPack, slot::Integer)
     check(L.cuabi_argpack_get_bytes(buf, length(buf), p, slot))
     buf
 end
+
+include("memory.jl")
+include("compute.jl")
 
 end # module CuABI

@@ -2,9 +2,12 @@
 use crate::error::{c_string, check, Error, Result};
 use crate::sys;
 
-shared_handle!(
+handle_core!(
     /// A kernel's parameter list with the storage for its values.
-    ArgPack, sys::cuabi_argpack, sys::cuabi_argpack_retain, sys::cuabi_argpack_release
+    ///
+    /// Not `Clone`: a second owner could set values while this one
+    /// launches, which the C side documents as a race.
+    ArgPack, sys::cuabi_argpack, sys::cuabi_argpack_release
 );
 
 // SAFETY: api/argpack.toml: a pack may be read from several threads at once;
@@ -80,6 +83,27 @@ impl<T: Copy> KernelArg for Bytes<T> {
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         let p = &self.0 as *const T as *const core::ffi::c_void;
         check(unsafe { sys::cuabi_argpack_set_bytes(pack.as_raw(), slot, p, core::mem::size_of::<T>()) })
+    }
+}
+
+/// A buffer passed as a `buffer` parameter (its address at launch time).
+/// Holds the handle, not the buffer: the library looks the handle up at
+/// each launch and fails cleanly, naming the slot, if it was destroyed.
+#[derive(Copy, Clone, Debug)]
+pub struct BufferArg(pub(crate) *mut sys::cuabi_buffer);
+impl KernelArg for BufferArg {
+    fn signature(&self) -> String { "buffer".into() }
+    fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        check(unsafe { sys::cuabi_argpack_set_buffer(pack.as_raw(), slot, self.0) })
+    }
+}
+/// A view passed as a `view` parameter (its first element's address).
+#[derive(Copy, Clone, Debug)]
+pub struct ViewArg(pub(crate) *mut sys::cuabi_view);
+impl KernelArg for ViewArg {
+    fn signature(&self) -> String { "view".into() }
+    fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        check(unsafe { sys::cuabi_argpack_set_view(pack.as_raw(), slot, self.0) })
     }
 }
 

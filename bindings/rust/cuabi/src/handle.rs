@@ -4,6 +4,25 @@
 /// `$release` on drop; `Clone` (when `$retain` is given) takes another.
 macro_rules! shared_handle {
     ($(#[$doc:meta])* $name:ident, $raw:ty, $retain:path, $release:path) => {
+        handle_core!($(#[$doc])* $name, $raw, $release);
+
+        impl Clone for $name {
+            fn clone(&self) -> Self {
+                // Retaining a live handle only fails if the library is broken.
+                let st = unsafe { $retain(self.ptr.as_ptr()) };
+                assert_eq!(st, $crate::sys::CUABI_SUCCESS, "cuabi: retain of a live handle failed");
+                $name { ptr: self.ptr }
+            }
+        }
+    };
+}
+
+/// Define `$name`, owning one reference (or the only one) to a `$raw`
+/// handle, released or destroyed by `$release` on drop; no `Clone`: for
+/// single-owner handles and for shared ones whose setters must not race
+/// with other owners.
+macro_rules! handle_core {
+    ($(#[$doc:meta])* $name:ident, $raw:ty, $release:path) => {
         $(#[$doc])*
         pub struct $name {
             ptr: core::ptr::NonNull<$raw>,
@@ -25,6 +44,7 @@ macro_rules! shared_handle {
             }
 
             /// Give up ownership: the caller must release the handle.
+            #[allow(dead_code)]
             pub fn into_raw(self) -> *mut $raw {
                 let p = self.ptr.as_ptr();
                 core::mem::forget(self);
@@ -42,15 +62,6 @@ macro_rules! shared_handle {
                 unsafe { Self::from_raw(out) }.ok_or_else(|| {
                     $crate::Error::internal(concat!(stringify!($name), ": library returned NULL"))
                 })
-            }
-        }
-
-        impl Clone for $name {
-            fn clone(&self) -> Self {
-                // Retaining a live handle only fails if the library is broken.
-                let st = unsafe { $retain(self.ptr.as_ptr()) };
-                assert_eq!(st, $crate::sys::CUABI_SUCCESS, "cuabi: retain of a live handle failed");
-                $name { ptr: self.ptr }
             }
         }
 
