@@ -197,8 +197,8 @@ static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
     }
 }
 
-cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
-                                size_t size, const char *name)
+static cuabi_status objcode_create(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                   size_t size, const char *name, bool parse_now)
 {
     static const char caller[] = "cuabi_objcode";
     *out = NULL;
@@ -218,7 +218,7 @@ cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void
     cuabi_status st = check_type(&type, &o->data, size, o->name, caller);
     o->type = type;
     /* A CUBIN is parsed now: a malformed one fails here, not at first use. */
-    if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN)
+    if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN && parse_now)
         st = cuabi__elf_parse(&o->elf, o->data, size, caller, o->name);
     if (st == CUABI_SUCCESS)
         st = cuabi__handle_register(&o->base, CUABI__T_OBJCODE, objcode_destroy);
@@ -228,6 +228,30 @@ cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void
     }
     *out = o;
     return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                size_t size, const char *name)
+{
+    return objcode_create(out, type, data, size, name, true);
+}
+
+cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                        size_t size, const char *name)
+{
+    return objcode_create(out, type, data, size, name, false);
+}
+
+/* A CUBIN's parsed ELF, parsed at the first need when the objcode was
+ * created trusted. */
+static cuabi_status cubin_elf(cuabi__objcode *o, const cuabi__elf_info **out, const char *caller)
+{
+    pthread_mutex_lock(&o->lock);
+    cuabi_status st = o->elf ? CUABI_SUCCESS
+                             : cuabi__elf_parse(&o->elf, o->data, o->size, caller, o->name);
+    *out = o->elf;
+    pthread_mutex_unlock(&o->lock);
+    return st;
 }
 
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
@@ -427,10 +451,8 @@ static cuabi_status offline_build(cuabi__objcode *o, const char *arch, void **cu
 cuabi_status cuabi__objcode_elf(cuabi__objcode *o, const char *arch,
                                 const cuabi__elf_info **out, const char *caller)
 {
-    if (o->type == CUABI_CODE_CUBIN) {
-        *out = o->elf; /* parsed at creation, immutable */
-        return CUABI_SUCCESS;
-    }
+    if (o->type == CUABI_CODE_CUBIN)
+        return cubin_elf(o, out, caller); /* immutable once parsed */
     char want[16];
     if (arch) {
         CUABI__TRY(check_arch(arch, caller));
@@ -527,7 +549,12 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_arch(int *out, cuabi_objcode *objcode)
     cuabi__objcode *o;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(o, objcode, OBJCODE);
-    *out = o->type == CUABI_CODE_CUBIN ? o->elf->arch : 0;
+    *out = 0;
+    if (o->type == CUABI_CODE_CUBIN) {
+        const cuabi__elf_info *elf;
+        CUABI__TRY(cubin_elf(o, &elf, __func__));
+        *out = elf->arch;
+    }
     return CUABI_SUCCESS;
 }
 
@@ -701,7 +728,9 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources
         CUABI__TRY(check_arch(arch, __func__));
     if (arch && o->type == CUABI_CODE_CUBIN) {
         char have[16];
-        snprintf(have, sizeof have, "sm_%d", o->elf->arch);
+        const cuabi__elf_info *elf;
+        CUABI__TRY(cubin_elf(o, &elf, __func__));
+        snprintf(have, sizeof have, "sm_%d", elf->arch);
         if (strncmp(arch, have, strlen(have)) != 0)
             return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                                 "%s: %s is a CUBIN for %s, not %s", __func__, o->name, have, arch);
@@ -729,7 +758,9 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
             return cuabi__missing_entry("cuLibraryGetKernel", __func__);
         CUresult r = drv->cuLibraryGetKernel(&ck, lib, lowered);
         if (r == CUDA_ERROR_NOT_FOUND) {
-            const cuabi__elf_info *elf = o->type == CUABI_CODE_CUBIN ? o->elf : NULL;
+            const cuabi__elf_info *elf = NULL;
+            if (o->type == CUABI_CODE_CUBIN)
+                CUABI__TRY(cubin_elf(o, &elf, __func__));
             return not_found(o, elf, name, __func__);
         }
         CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernel", __func__));

@@ -44,6 +44,11 @@ typedef struct cuabi__objcode {
  * now so a malformed one fails here with CUABI_ERROR_INVALID_IMAGE. */
 cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
                                 size_t size, const char *name);
+/* The same for bytes known good (compiler output, checksummed cache
+ * entries): a CUBIN is parsed at its first offline query, not now, which
+ * keeps an in-memory cache hit cheap. */
+cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                        size_t size, const char *name);
 /* Register a name expression and its lowered name (copies both). */
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
                                      const char *lowered_name);
