@@ -657,6 +657,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("argpack");
     TCase *tc = tcase_create("argpack");
     tcase_add_test(tc, issue_signature_matches_c);

@@ -521,6 +521,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("launch_cpu");
     TCase *tc = tcase_create("launch");
     tcase_add_checked_fixture(tc, setup, teardown);
