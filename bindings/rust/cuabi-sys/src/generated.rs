@@ -1832,7 +1832,7 @@ unsafe extern "C" {
     pub fn cuabi_argpack_get_bytes(out: *mut c_void, size: usize, pack: *mut cuabi_argpack, slot: usize) -> cuabi_status;
     /// Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
     pub fn cuabi_argpack_set_blob(pack: *mut cuabi_argpack, blob: *const c_void, size: usize) -> cuabi_status;
-    /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images.
+    /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16).
     pub fn cuabi_argpack_check_kernel(pack: *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
     /// A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
     pub fn cuabi_argpack_create_for_kernel(out: *mut *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
