@@ -26,7 +26,7 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
         cuabi__object_release(&b->stream->base);
     if (b->res)
         cuabi__object_release(&b->res->base);
-    if (b->device)
+    else if (b->device)
         cuabi__object_release(&b->device->base);
     cuabi__free(b);
     return st;
@@ -47,10 +47,11 @@ static cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
         cuabi__free(b);
         return st;
     }
-    if (b->device)
-        cuabi__object_retain(&b->device->base);
+    /* A resource holds its device: one reference fewer per buffer. */
     if (b->res)
         cuabi__object_retain(&b->res->base);
+    else if (b->device)
+        cuabi__object_retain(&b->device->base);
     if (b->stream)
         cuabi__object_retain(&b->stream->base);
     *out = CUABI__HANDLE(b, cuabi_buffer);
@@ -143,10 +144,11 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_s
         if (old)
             cuabi__object_release(&old->base);
     }
-    /* Hold the memory across the handle's end so the deallocation's status
-     * (when this is the last reference) reaches the caller. */
-    cuabi__buffer_mem_retain(b);
-    cuabi__object_release(&b->base);
+    /* The handle's last reference: drop its memory reference here, so the
+     * deallocation's status (when no view holds the memory) reaches the
+     * caller. */
+    if (!cuabi__object_drop(&b->base))
+        return CUABI_SUCCESS;
     return cuabi__buffer_mem_release(b);
 }
 

@@ -247,7 +247,7 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const voi
  */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_blob_pointer(void **out, cuabi_argpack *pack);
 
-/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. */
+/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16). */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi_kernel *kernel);
 
 /**

@@ -2568,7 +2568,7 @@ end
 """
 cuabi_argpack_check_kernel(pack, kernel)
 
-Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images.
+Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16).
 """
 function cuabi_argpack_check_kernel(pack, kernel)
     ccall((:cuabi_argpack_check_kernel, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{cuabi_kernel}), pack, kernel)

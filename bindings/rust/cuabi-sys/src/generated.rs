@@ -1834,7 +1834,7 @@ unsafe extern "C" {
     pub fn cuabi_argpack_set_blob(pack: *mut cuabi_argpack, blob: *const c_void, size: usize) -> cuabi_status;
     /// The pack's own blob storage (cuabi_argpack_blob_size bytes, laid out as for cuabi_argpack_set_blob), valid while the pack lives: writing into it sets the arguments with no call, for bindings that pack in place. Refused (argument mismatch) for packs with buffer or view slots, whose handles are kept apart from the blob; references set earlier on ptr slots are dropped.
     pub fn cuabi_argpack_blob_pointer(out: *mut *mut c_void, pack: *mut cuabi_argpack) -> cuabi_status;
-    /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images.
+    /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16).
     pub fn cuabi_argpack_check_kernel(pack: *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
     /// A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
     pub fn cuabi_argpack_create_for_kernel(out: *mut *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
