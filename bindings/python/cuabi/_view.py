@@ -397,7 +397,9 @@ def from_dlpack(obj, *, stream=None) -> View:
         if stream is not None:
             dev = obj.__dlpack_device__()[0]
             if dev != CPU:
-                kw["stream"] = raw_stream_of(stream)
+                # DLPack: 0 is not a valid CUDA stream value; the legacy
+                # default stream is 1 (torch rejects 0 outright).
+                kw["stream"] = raw_stream_of(stream) or 1
         try:
             capsule = dl(max_version=(1, 0), **kw)
         except TypeError:  # a producer older than DLPack 1.0
