@@ -154,3 +154,7 @@ def test_imports_from_threads_do_not_mix():
     for t in ts:
         t.join()
     assert not bad
+
+
+def test_backend_is_visible():
+    assert cuabi.backend in ("cffi", "ctypes") and isinstance(cuabi.backend_note, str)
