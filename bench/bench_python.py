@@ -45,6 +45,9 @@ def row(name, f):
 def cuabi_rows():
     import numpy as np
     import cuabi
+    print(f"cuabi backend: {getattr(cuabi, 'backend', '?')} "
+          f"({getattr(cuabi, 'backend_note', '')})")
+    tag = f" [{getattr(cuabi, 'backend', '?')}]"
     row("cuabi.from_dlpack(numpy)", lambda: per_call(
         lambda a=np.zeros(16, np.float32): cuabi.from_dlpack(a), n=N // 5))
     row("cuabi ArgPack.set(ptr, i32, f32) (pack only)", lambda: per_call(
@@ -62,11 +65,11 @@ def cuabi_rows():
         return
     cfg = cuabi.LaunchConfig(grid=1, block=32)
     a, b = np.int32(5), np.float32(1.0)
-    row("cuabi launch() plain", lambda: per_call(lambda: cuabi.launch(s, cfg, k, buf, a, b), s.sync))
+    row("cuabi launch() plain" + tag, lambda: per_call(lambda: cuabi.launch(s, cfg, k, buf, a, b), s.sync))
     prep = cuabi.prepare(k, cfg, s, buf, a, b)
-    row("cuabi prepared launch", lambda: per_call(prep, s.sync))
+    row("cuabi prepared launch" + tag, lambda: per_call(prep, s.sync))
     if hasattr(prep, "raw_launch"):  # the foreign function bound to the handle (status out)
-        row("cuabi prepared raw_launch (status)", lambda: per_call(prep.raw_launch, s.sync))
+        row("cuabi prepared raw_launch (status)" + tag, lambda: per_call(prep.raw_launch, s.sync))
     try:
         import cupy as cp
         x = cp.zeros(16, cp.float32)

@@ -8,7 +8,7 @@ from . import _capi
 from . import errors
 from .errors import CuabiError, CuabiImportError, ClosedHandleError, ERRORS
 from .errors import *  # noqa: F401,F403  (one exception class per status)
-from ._lib import LIBRARY_PATH, status_name, status_message
+from ._lib import LIBRARY_PATH, backend, backend_note, status_name, status_message
 from ._core import (Device, Event, Stream, abi_version, device_count, raw_stream_of,
                     runtime_info, version)
 

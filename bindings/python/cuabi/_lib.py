@@ -245,18 +245,28 @@ def status_message(status: int) -> str:
 
 
 # Optional cffi backend for hot calls (ABI mode: no compiler needed).
-try:
-    import cffi as _cffi
-except ImportError:  # ctypes always works
-    ffi = cffi_lib = None
+# CUABI_BACKEND=ctypes forces ctypes (to compare); `backend` says which one
+# the hot calls use and `backend_note` why, so benchmarks can print it.
+ffi = cffi_lib = None
+backend_note = ""
+if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
+    backend_note = "CUABI_BACKEND=ctypes"
 else:
-    from ._cdef import CDEF as _CDEF
-    ffi = _cffi.FFI()
     try:
-        ffi.cdef(_CDEF)
-        cffi_lib = ffi.dlopen(LIBRARY_PATH)
-    except Exception:  # cffi cannot parse/open: fall back to ctypes
-        ffi = cffi_lib = None
+        import cffi as _cffi
+    except ImportError as e:  # ctypes always works
+        backend_note = f"cffi not importable ({e})"
+    else:
+        from ._cdef import CDEF as _CDEF
+        try:
+            ffi = _cffi.FFI()
+            ffi.cdef(_CDEF)
+            cffi_lib = ffi.dlopen(LIBRARY_PATH)
+            backend_note = f"cffi {_cffi.__version__} ABI mode"
+        except Exception as e:  # cffi cannot parse/open: fall back to ctypes
+            ffi = cffi_lib = None
+            backend_note = f"cffi failed: {type(e).__name__}: {e}"
+backend = "cffi" if cffi_lib is not None else "ctypes"
 
 
 def hot(name: str):

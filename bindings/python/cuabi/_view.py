@@ -3,11 +3,13 @@ __cuda_array_interface__, in and out."""
 from __future__ import annotations
 
 import ctypes as C
+import struct
+import threading
 
 from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
-from ._lib import call, lib, new_struct, raw
+from ._lib import call, lib, new_struct, raise_last, raw
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 
@@ -107,7 +109,8 @@ class View(Handle):
 
     _ctype = "cuabi_view"
     _cuabi_pointer_ = True     # a kernel argument: its data pointer
-    __slots__ = ("_info", "_stream", "_owner", "__dict__")
+    # No __dict__ and no weakref.finalize: a view is made per array exchange.
+    __slots__ = ("_info", "_stream", "_owner")
 
     def __init__(self, obj, stream=None):
         """View of any DLPack / CUDA-array-interface / buffer-protocol object."""
@@ -125,10 +128,13 @@ class View(Handle):
             self._release_view(C.c_void_p(h))
 
     def __del__(self):
-        try:
-            self.close()
-        except BaseException:  # interpreter shutdown
-            pass
+        h = self._h      # close(), inlined: this runs once per array exchange
+        if h is not None:
+            self._h = None
+            try:
+                self._release_view(C.c_void_p(h))
+            except BaseException:  # interpreter shutdown
+                pass
 
     @classmethod
     def _new(cls, h, stream=None, owner=None):
@@ -224,7 +230,10 @@ class View(Handle):
     @property
     def stream(self):
         """The stream the producer said the data is ready on (or None)."""
-        return self._stream
+        s = self._stream
+        if type(s) is int:   # a raw CUstream from an array interface: wrap once
+            s = self._stream = _as_stream(Stream.wrap(s))
+        return s
 
     def __len__(self):
         return self.shape[0] if self.ndim else 0
@@ -267,8 +276,9 @@ class View(Handle):
         elif stream is not None and stream != -1 and self._stream is not None:
             # The consumer will use the data on `stream`: order it after the
             # producer's stream (no host sync).
-            consumer = Stream.wrap(stream, self._stream.device)
-            consumer.wait(self._stream)
+            producer = self.stream
+            consumer = Stream.wrap(stream, producer.device)
+            consumer.wait(producer)
             consumer.close()
         if max_version is not None and tuple(max_version) >= (1, 0):
             ptr = call("cuabi_view_to_dlpack_versioned", self)
@@ -298,7 +308,8 @@ class View(Handle):
         if self.__dlpack_device__()[0] == CPU:
             raise AttributeError("host views have __array_interface__, not __cuda_array_interface__")
         d = self._interface()
-        d["stream"] = None if self._stream is None else (self._stream.raw or None)
+        s = self._stream
+        d["stream"] = None if s is None else ((s if type(s) is int else s.raw) or None)
         return d
 
     @property
@@ -309,10 +320,84 @@ class View(Handle):
 
 
 # ---- import
+#
+# from_dlpack() is on the hot path of every array exchange, so it picks a
+# handler once per argument type (_HANDLERS) and each handler does the least
+# work that gives the same view as the DLPack path:
+#   torch tensors        their attributes (data_ptr(), shape, stride(), ...):
+#                        torch's own __dlpack__ costs several microseconds;
+#   __cuda_array_interface__ objects (CuPy, numba): the interface dict;
+#   everything else      the DLPack capsule (numpy's __dlpack__ is cheaper
+#                        than its __array_interface__).
+# The attribute paths describe the memory to cuabi_view_from_dltensor (one C
+# call, the same validation as a DLPack import) and keep the array itself
+# alive as the view's owner. With a consumer stream they are not used: only
+# the producer's __dlpack__(stream=...) can order its work before it.
+
+_HEADER = struct.Struct("<QiiiBBHQQQ")   # DLTensor: data, device, ndim, dtype,
+assert (_capi.DLTensor.shape.offset, _capi.DLTensor.strides.offset,    # shape*,
+        _capi.DLTensor.byte_offset.offset, C.sizeof(_capi.DLTensor)) == \
+    (24, 32, 40, _HEADER.size), "DLTensor layout differs from the packer's"  # strides*, offset
+_SCRATCH_SIZE = _HEADER.size + 2 * 8 * _capi.CUABI_VIEW_MAX_NDIM
+_ROW_MAJOR: dict = {}                    # ndim -> struct.Struct (NULL strides)
+_STRIDED: dict = {}                      # ndim -> struct.Struct (with strides)
+_tls = threading.local()
+_from_dltensor = raw("cuabi_view_from_dltensor")
+
+
+class _Scratch:
+    """Per-thread storage for one import: a DLTensor followed by its shape
+    and strides, and the out parameter (calls release the GIL, so threads
+    must not share them)."""
+    __slots__ = ("mem", "base", "ref", "out", "out_ref")
+
+    def __init__(self):
+        self.mem = (C.c_char * _SCRATCH_SIZE)()
+        self.base = C.addressof(self.mem)
+        self.ref = C.byref(self.mem)
+        self.out = C.c_void_p()
+        self.out_ref = C.byref(self.out)
+
+
+def _scratch() -> _Scratch:
+    s = _tls.__dict__.get("s")
+    if s is None:
+        s = _tls.s = _Scratch()
+    return s
+
+
+def _layout(nd: int, strided: bool) -> struct.Struct:
+    if nd > _capi.CUABI_VIEW_MAX_NDIM:
+        raise BufferError(f"cuabi.from_dlpack: {nd} dimensions (at most "
+                          f"{_capi.CUABI_VIEW_MAX_NDIM})")
+    fmt = struct.Struct(_HEADER.format + f"{nd}q" * (1 + strided))
+    (_STRIDED if strided else _ROW_MAJOR)[nd] = fmt
+    return fmt
+
+
+def _view_of(ptr, dev_type, dev_id, code, bits, shape, strides, flags, owner, stream=None):
+    """A View of borrowed memory described field by field (strides in
+    elements or None = row-major); `owner` stays alive as long as the view."""
+    sc = _tls.__dict__.get("s") or _scratch()
+    nd = len(shape)
+    base = sc.base
+    try:
+        if strides is None:
+            (_ROW_MAJOR.get(nd) or _layout(nd, False)).pack_into(sc.mem, 0, ptr, dev_type, dev_id, nd, code, bits, 1,
+                                         base + 48, 0, 0, *shape)
+        else:
+            (_STRIDED.get(nd) or _layout(nd, True)).pack_into(sc.mem, 0, ptr, dev_type, dev_id, nd, code, bits, 1,
+                                        base + 48, base + 48 + 8 * nd, 0, *shape, *strides)
+    except struct.error as e:
+        raise BufferError(f"cuabi.from_dlpack: cannot describe the array ({e})") from None
+    st = _from_dltensor(sc.out_ref, sc.ref, flags)
+    if st:
+        raise_last(st, "cuabi_view_from_dltensor")
+    return View._new(sc.out.value, stream, owner)
+
 
 def _import_capsule(capsule):
     """A new View handle from a DLPack capsule (versioned or legacy)."""
-    out = C.c_void_p()
     try:  # one C-API call for the common (versioned) case
         ptr = _capsule_ptr(capsule, _VERSIONED)
         used, fn, where = _USED_VERSIONED, _view_from_v, "cuabi_view_from_dlpack_versioned"
@@ -323,40 +408,42 @@ def _import_capsule(capsule):
         used, fn, where = _USED_LEGACY, _view_from_l, "cuabi_view_from_dlpack"
     # The library owns the tensor from here on, also when it refuses it.
     _capsule_rename(capsule, used)
-    st = fn(C.byref(out), C.c_void_p(ptr))
+    sc = _tls.__dict__.get("s") or _scratch()
+    st = fn(sc.out_ref, C.c_void_p(ptr))
     if st:
-        from ._lib import raise_last
         raise_last(st, where)
-    return out.value
+    return sc.out.value
 
 
 def _from_cai(obj, cai, stream, is_cuda):
     """View of an object with __cuda_array_interface__ (or __array_interface__),
     borrowing its memory: the view keeps `obj` alive."""
-    shape = tuple(cai["shape"])
-    code, bits = dtype_code(cai["typestr"])
-    itemsize = bits // 8
+    if cai.get("mask") is not None:
+        raise BufferError("cuabi.from_dlpack: masked arrays are not supported")
+    shape = cai["shape"]
+    typestr = cai["typestr"]
+    cb = _TYPESTR_CODE.get(typestr) or dtype_code(typestr)
     ptr, ro = cai["data"]
     strides = cai.get("strides")
-    nd = len(shape)
-    t = _capi.DLTensor()
-    t.data = ptr
-    t.device.device_type = CUDA if is_cuda else CPU
-    t.device.device_id = _cai_device_id(obj) if is_cuda else 0
-    t.ndim = nd
-    t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
-    shp = (C.c_int64 * max(nd, 1))(*shape)
-    t.shape = C.cast(shp, C.POINTER(C.c_int64))
     if strides is not None:
+        itemsize = cb[1] >> 3
         if any(s % itemsize for s in strides):
-            raise ValueError("strides are not a multiple of the item size")
-        st = (C.c_int64 * max(nd, 1))(*(s // itemsize for s in strides))
-        t.strides = C.cast(st, C.POINTER(C.c_int64))
-    flags = _capi.CUABI_VIEW_READ_ONLY if ro else 0
-    h = call("cuabi_view_from_dltensor", C.byref(t), flags)
-    if is_cuda and stream is None and cai.get("stream") not in (None, 0):
-        stream = cai["stream"]
-    return View._new(h, _as_stream(stream, obj), owner=obj)
+            raise BufferError("cuabi.from_dlpack: strides are not a multiple of the item size")
+        strides = [s // itemsize for s in strides]
+    if is_cuda:
+        dev = CUDA, _cai_device_id(obj)
+        if stream is None:
+            stream = cai.get("stream") or None   # a raw CUstream: wrapped on demand
+    else:
+        dev = CPU, 0
+    return _view_of(ptr, dev[0], dev[1], cb[0], cb[1], shape, strides,
+                    _READ_ONLY if ro else 0, obj, _as_stream(stream))
+
+
+_READ_ONLY = _capi.CUABI_VIEW_READ_ONLY
+# Array-interface typestrs -> (code, bits), for the common little-endian ones.
+_TYPESTR_CODE = {order + _typestr(*cb)[1:]: cb for cb in _BY_NAME.values()
+                 if cb[0] in _TYPESTR_KIND for order in "<|="}
 
 
 def _cai_device_id(obj) -> int:
@@ -371,14 +458,106 @@ def _cai_device_id(obj) -> int:
 
 
 def _as_stream(stream, obj=None):
+    """What a View records as its producer stream: a cuabi Stream, or a raw
+    CUstream int wrapped on first use (View.stream), or None."""
     if stream is None or stream == -1:
         return None
-    if isinstance(stream, Stream):
+    if isinstance(stream, (Stream, int)):
         return stream
     try:
         return Stream.wrap(stream)
     except Exception:
         return None
+
+
+# ---- per-type handlers (stream=None)
+
+def _dlpack_handler(obj):
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0
+        capsule = obj.__dlpack__()
+    return View._new(_import_capsule(capsule))
+
+
+def _cai_handler(obj):
+    return _from_cai(obj, obj.__cuda_array_interface__, None, True)
+
+
+def _ai_handler(obj):
+    return _from_cai(obj, obj.__array_interface__, None, False)
+
+
+def _capsule_handler(obj):
+    return View._new(_import_capsule(obj))
+
+
+def _view_handler(obj):
+    return View._borrowed(obj.handle)
+
+
+def _torch_handler_for(torch):
+    """Torch tensors through their attributes: data_ptr() already includes
+    the storage offset, stride() is in elements, as torch's DLPack export
+    gives them (data = data_ptr(), byte_offset 0, flags 0). Anything torch's
+    __dlpack__ would refuse or describe differently takes that path."""
+    if getattr(getattr(torch, "version", None), "hip", None):
+        return _dlpack_handler          # ROCm: device "cuda" is kDLROCM in DLPack
+    dtypes = {}
+    for name, cb in _BY_NAME.items():
+        dt = getattr(torch, name, None)
+        if dt is not None:
+            dtypes[dt] = cb
+    strided = getattr(torch, "strided", None)
+
+    def torch_handler(t):
+        cb = dtypes.get(t.dtype)
+        dev = t.device
+        kind = dev.type
+        if (cb is None or t.requires_grad or t.layout is not strided or t.is_conj()
+                or t.is_neg() or (kind != "cuda" and kind != "cpu")):
+            return _dlpack_handler(t)   # refused or converted by torch itself
+        if kind == "cuda":
+            dev_type, dev_id = CUDA, dev.index or 0
+        else:
+            dev_type, dev_id = CPU, 0
+        return _view_of(t.data_ptr(), dev_type, dev_id, cb[0], cb[1], t.shape, t.stride(), 0, t)
+    return torch_handler
+
+
+def _handler_for(tp):
+    """The cheapest exact import for objects of type `tp`."""
+    if tp is View:
+        return _view_handler
+    mod = tp.__module__ or ""
+    if (mod == "torch" or mod.startswith("torch.")) and hasattr(tp, "data_ptr") \
+            and hasattr(tp, "__dlpack__"):
+        import sys
+        torch = sys.modules.get("torch")
+        return _dlpack_handler if torch is None else _torch_handler_for(torch)
+    if hasattr(tp, "__dlpack__"):
+        # A CUDA array interface (CuPy, numba) is cheaper than a capsule.
+        if hasattr(tp, "__cuda_array_interface__") and mod.split(".")[0] != "numpy":
+            return _cai_or_dlpack_handler
+        return _dlpack_handler
+    if tp.__name__ == "PyCapsule":
+        return _capsule_handler
+    if hasattr(tp, "__cuda_array_interface__"):
+        return _cai_handler
+    if hasattr(tp, "__array_interface__"):
+        return _ai_handler
+    return None
+
+
+def _cai_or_dlpack_handler(obj):
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:   # e.g. a host array of a library exposing both
+        return _dlpack_handler(obj)
+    return _from_cai(obj, cai, None, True)
+
+
+_HANDLERS: dict = {}
 
 
 def from_dlpack(obj, *, stream=None) -> View:
@@ -389,6 +568,22 @@ def from_dlpack(obj, *, stream=None) -> View:
     `stream` (a cuabi Stream, a foreign stream or a raw CUstream int) is
     where the caller will use a CUDA array: the producer orders its pending
     work before it, as the DLPack protocol says."""
+    if stream is None:
+        tp = type(obj)
+        h = _HANDLERS.get(tp)
+        if h is None:
+            h = _HANDLERS[tp] = _handler_for(tp) or _no_handler
+        return h(obj)
+    return _from_dlpack_stream(obj, stream)
+
+
+def _no_handler(obj):
+    # Instances may gain interfaces their type lacks (e.g. set in __init__).
+    return _from_dlpack_stream(obj, None)
+
+
+def _from_dlpack_stream(obj, stream) -> View:
+    """The general path: what from_dlpack() does for any object and stream."""
     if type(obj) is View:
         return View._borrowed(obj.handle)
     dl = getattr(obj, "__dlpack__", None)

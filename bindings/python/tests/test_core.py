@@ -156,7 +156,9 @@ def test_no_driver_is_reported():
 
 def test_cffi_backend_when_installed():
     pytest.importorskip("cffi")
-    assert _lib.cffi_lib is not None
+    if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
+        pytest.skip("CUABI_BACKEND=ctypes")
+    assert _lib.cffi_lib is not None and cuabi.backend == "cffi"
     assert _lib.ffi.sizeof("cuabi_device_properties") == C.sizeof(_capi.cuabi_device_properties)
     assert _lib.ffi.string(_lib.cffi_lib.cuabi_version_string()).decode() == cuabi.__version__
 
