@@ -189,30 +189,47 @@ static const char *type_name(uint32_t type)
     return type < CUABI__T_COUNT ? cuabi__handle_type_names[type] : "handle";
 }
 
-cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
-                               void **out, const char *caller)
+/* The error of a failed lookup, out of line so the fast path stays small. */
+static __attribute__((noinline, cold)) cuabi_status
+handle_error(const void *handle, cuabi__handle_type type, const char *caller)
 {
     uint64_t v = (uint64_t)(uintptr_t)handle;
-    if (CUABI__UNLIKELY(!handle))
+    if (!handle)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %s handle is NULL", caller, type_name(type));
-    uint32_t idx = (uint32_t)(v & INDEX_MASK);
-    uint64_t gen = (v >> INDEX_BITS) & GEN_MASK;
-    slot *s = (v >> 48) == MAGIC ? slot_at(idx) : NULL;
-    if (CUABI__UNLIKELY(!s))
+    slot *s = (v >> 48) == MAGIC ? slot_at((uint32_t)(v & INDEX_MASK)) : NULL;
+    if (!s)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %p is not a cuabi handle (expected %s)",
                             caller, handle, type_name(type));
     uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
-    if (CUABI__UNLIKELY((state >> 8) != gen || (state & 0xff) == 0))
+    if ((state >> 8) != ((v >> INDEX_BITS) & GEN_MASK) || (state & 0xff) == 0)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %s handle %p was already released or "
                             "destroyed", caller, type_name(type), handle);
-    if (CUABI__UNLIKELY((state & 0xff) != (uint64_t)type))
-        return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
-                            "%s: handle %p is a %s, expected %s", caller,
-                            handle, type_name((uint32_t)(state & 0xff)),
-                            type_name(type));
+    return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
+                        "%s: handle %p is a %s, expected %s", caller,
+                        handle, type_name((uint32_t)(state & 0xff)),
+                        type_name(type));
+}
+
+cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
+                               void **out, const char *caller)
+{
+    /* One compare checks magic, liveness, generation and type at once:
+     * the state a live object of `type` with this handle's generation has. */
+    uint64_t v = (uint64_t)(uintptr_t)handle;
+    slot *chunk = (v >> 48) == MAGIC
+                      ? atomic_load_explicit(&chunks[(v & INDEX_MASK) >> CHUNK_BITS],
+                                             memory_order_acquire)
+                      : NULL;
+    if (CUABI__UNLIKELY(!chunk))
+        return handle_error(handle, type, caller);
+    slot *s = &chunk[v & (CHUNK_SIZE - 1)];
+    uint64_t want = ((v >> INDEX_BITS) & GEN_MASK) << 8 | (uint64_t)type;
+    if (CUABI__UNLIKELY(atomic_load_explicit(&s->state, memory_order_acquire) != want ||
+                        type == 0))
+        return handle_error(handle, type, caller);
     *out = atomic_load_explicit(&s->obj, memory_order_relaxed);
     return CUABI_SUCCESS;
 }
@@ -245,6 +262,11 @@ static void unregister(cuabi__object *obj)
     pthread_mutex_lock(&registry_lock);
     global_push(idx);
     pthread_mutex_unlock(&registry_lock);
+}
+
+void cuabi__object_invalidate(cuabi__object *obj)
+{
+    unregister(obj);
 }
 
 bool cuabi__object_drop(cuabi__object *obj)
