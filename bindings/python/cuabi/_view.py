@@ -3,13 +3,17 @@ __cuda_array_interface__, in and out."""
 from __future__ import annotations
 
 import ctypes as C
+import itertools
+import math
 import struct
+import sys
 import threading
 
 from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
 from ._lib import call, lib, new_struct, raise_last, raw
+from .errors import ClosedHandleError
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 
@@ -100,53 +104,121 @@ def _dlpack_device_of(device) -> tuple[int, int]:
     return tuple(device)
 
 
+class _CView:
+    """Owns one reference to a C view and drops it when collected (or on
+    release()). Views are made per array exchange: a weakref.finalize costs
+    more than the whole import, and a __del__ on View itself would run for
+    every lazy view too, which has nothing to release."""
+    __slots__ = ("h",)
+
+    _release = raw("cuabi_view_release")
+
+    def release(self):
+        h = self.h
+        if h is not None:
+            self.h = None
+            self._release(C.c_void_p(h))
+
+    def __del__(self):
+        h = self.h
+        if h is not None:
+            self.h = None
+            try:
+                self._release(C.c_void_p(h))
+            except BaseException:  # interpreter shutdown
+                pass
+
+
+def _release_on_death(h) -> _CView:
+    r = _CView.__new__(_CView)
+    r.h = h
+    return r
+
+
 class View(Handle):
     """A typed, strided window onto memory that keeps its owner alive.
 
     Implements __dlpack__/__dlpack_device__ (array API standard), and
     __cuda_array_interface__ (device memory) or __array_interface__ (host
-    memory), so numpy, torch, CuPy and JAX take it without a copy."""
+    memory), so numpy, torch, CuPy and JAX take it without a copy.
+
+    A view made by from_dlpack()'s attribute paths (numpy, torch, CUDA array
+    interface) is *lazy*: it holds a Python description of the array (`_d`)
+    and no C view until something needs one (`handle`, __dlpack__, slicing, a
+    C function taking the view); its facts and its kernel-argument address
+    come from the description. Views from DLPack capsules and buffers are C
+    views from the start (`_d` is None)."""
 
     _ctype = "cuabi_view"
     _cuabi_pointer_ = True     # a kernel argument: its data pointer
     # No __dict__ and no weakref.finalize: a view is made per array exchange.
-    __slots__ = ("_info", "_stream", "_owner")
+    __slots__ = ("_info", "_stream", "_owner", "_d")
 
     def __init__(self, obj, stream=None):
         """View of any DLPack / CUDA-array-interface / buffer-protocol object."""
         other = from_dlpack(obj, stream=stream)
-        self._h, self._fin = other._h, None
-        other._h = None
+        self._h, self._fin = other._h, other._fin
+        other._h = other._fin = None
         self._info, self._stream, self._owner = other._info, other._stream, other._owner
+        self._d = other._d
 
-    _release_view = raw("cuabi_view_release")
+    @property
+    def handle(self) -> int:
+        """The C view (an int), made now for a lazy view; raises after close()."""
+        h = self._h
+        if h is None:
+            h = self._materialize()
+        return h
+
+    def _materialize(self) -> int:
+        # One C view per View even when threads ask at once (the C call
+        # releases the GIL, hence the lock).
+        with _MATERIALIZE_LOCK:
+            h = self._h
+            if h is None:
+                d = self._d
+                if d is None:
+                    raise ClosedHandleError("View is closed")
+                h = _c_view_of(d, self._owner)
+                self._fin = _release_on_death(h)
+                self._h = h
+            return h
+
+    @property
+    def closed(self) -> bool:
+        return self._h is None and self._d is None
+
+    @property
+    def lazy(self) -> bool:
+        """True while the view has no C view yet (see the class notes)."""
+        return self._h is None and self._d is not None
 
     def close(self) -> None:
-        h = self._h
-        if h is not None:
-            self._h = None
-            self._release_view(C.c_void_p(h))
+        self._d = None
+        self._h = None
+        f = self._fin
+        if f is not None:
+            self._fin = None
+            f.release()
 
-    def __del__(self):
-        h = self._h      # close(), inlined: this runs once per array exchange
-        if h is not None:
-            self._h = None
-            try:
-                self._release_view(C.c_void_p(h))
-            except BaseException:  # interpreter shutdown
-                pass
+    def __eq__(self, other):
+        return self is other or (type(other) is type(self) and self._h is not None
+                                 and other._h == self._h)
+
+    def __hash__(self):
+        # Equal views share a C view, hence a data pointer; stable across
+        # materialisation.
+        return hash((View, None if self.closed else self.ptr))
 
     @classmethod
     def _new(cls, h, stream=None, owner=None):
-        # Views are made per array exchange: a weakref.finalize costs more
-        # than the whole import, so views release in __del__ (same effect:
-        # close() or garbage collection, errors swallowed at shutdown).
         obj = cls.__new__(cls)
         obj._h = h
-        obj._fin = None
+        obj._fin = _release_on_death(h)
         obj._info = None
         obj._stream = stream
         obj._owner = owner
+        obj._d = None
         return obj
 
     @classmethod
@@ -167,7 +239,7 @@ class View(Handle):
         return cls._new(call("cuabi_view_create", buffer, offset, code, bits, ndim, shp, st,
                              flags))
 
-    # ---- facts
+    # ---- facts: from the description (lazy views) or the C view
     def _get_info(self):
         info = self._info
         if info is None:
@@ -178,53 +250,84 @@ class View(Handle):
 
     @property
     def ndim(self) -> int:
-        return self._get_info().ndim
+        d = self._d
+        return len(d[5]) if d is not None else self._get_info().ndim
 
     @property
     def shape(self) -> tuple:
+        d = self._d
+        if d is not None:
+            return tuple(d[5])
         i = self._get_info()
         return tuple(i.shape[k] for k in range(i.ndim))
 
     @property
     def strides(self) -> tuple:
         """Strides in elements."""
+        d = self._d
+        if d is not None:
+            return _elem_strides(d)
         i = self._get_info()
         return tuple(i.strides[k] for k in range(i.ndim))
 
     @property
+    def _code_bits(self) -> tuple:
+        d = self._d
+        if d is not None:
+            return d[3], d[4]
+        i = self._get_info()
+        return i.dtype_code, i.dtype_bits
+
+    @property
     def dtype(self) -> str:
         """Element type name ("float32", "int64", "bfloat16", ...)."""
-        i = self._get_info()
-        return _NAMES.get((i.dtype_code, i.dtype_bits), f"dtype({i.dtype_code},{i.dtype_bits})")
+        cb = self._code_bits
+        return _NAMES.get(cb, f"dtype({cb[0]},{cb[1]})")
 
     @property
     def itemsize(self) -> int:
-        return self._get_info().itemsize
+        d = self._d
+        return d[4] >> 3 if d is not None else self._get_info().itemsize
 
     @property
     def size(self) -> int:
-        return self._get_info().size
+        d = self._d
+        return math.prod(d[5]) if d is not None else self._get_info().size
 
     @property
     def nbytes(self) -> int:
+        d = self._d
+        if d is not None:
+            return math.prod(d[5]) * (d[4] >> 3)
         return call("cuabi_view_nbytes", self)
 
     @property
     def ptr(self) -> int:
         """Address of the first element (what a kernel receives)."""
+        d = self._d
+        if d is not None:
+            return d[0]
         i = self._get_info()
         return i.data + i.byte_offset
 
     @property
     def readonly(self) -> bool:
-        return bool(self._get_info().flags & _capi.CUABI_VIEW_READ_ONLY)
+        d = self._d
+        flags = d[7] if d is not None else self._get_info().flags
+        return bool(flags & _capi.CUABI_VIEW_READ_ONLY)
 
     @property
     def is_c_contiguous(self) -> bool:
+        d = self._d
+        if d is not None:
+            return _contiguous(d[5], _elem_strides(d), True)
         return bool(call("cuabi_view_is_c_contiguous", self))
 
     @property
     def is_f_contiguous(self) -> bool:
+        d = self._d
+        if d is not None:
+            return _contiguous(d[5], _elem_strides(d), False)
         return bool(call("cuabi_view_is_f_contiguous", self))
 
     @property
@@ -242,7 +345,7 @@ class View(Handle):
         if self.closed:
             return "<cuabi.View closed>"
         return (f"<cuabi.View {self.dtype}{list(self.shape)} on "
-                f"{self.__dlpack_device__()} at 0x{self.ptr:x}>")
+                f"{self.__dlpack_device__()} at 0x{self.ptr:x}{' (lazy)' if self.lazy else ''}>")
 
     def __getitem__(self, key):
         """Basic slicing (slices only, one per dimension or fewer)."""
@@ -261,6 +364,9 @@ class View(Handle):
 
     # ---- array API: DLPack export
     def __dlpack_device__(self) -> tuple[int, int]:
+        d = self._d
+        if d is not None:
+            return (d[1], d[2])
         i = self._get_info()
         return (i.device_type, i.device_id)
 
@@ -294,14 +400,10 @@ class View(Handle):
 
     # ---- array interfaces
     def _interface(self):
-        i = self._get_info()
-        nd = i.ndim
-        shape = tuple(i.shape[k] for k in range(nd))
-        strides = None if call("cuabi_view_is_c_contiguous", self) else \
-            tuple(i.strides[k] * i.itemsize for k in range(nd))
-        return {"shape": shape, "typestr": _typestr(i.dtype_code, i.dtype_bits),
-                "data": (i.data + i.byte_offset, bool(i.flags & _capi.CUABI_VIEW_READ_ONLY)),
-                "strides": strides, "version": 3}
+        isz = self.itemsize
+        strides = None if self.is_c_contiguous else tuple(s * isz for s in self.strides)
+        return {"shape": self.shape, "typestr": _typestr(*self._code_bits),
+                "data": (self.ptr, self.readonly), "strides": strides, "version": 3}
 
     @property
     def __cuda_array_interface__(self):
@@ -317,6 +419,142 @@ class View(Handle):
         if self.__dlpack_device__()[0] not in (CPU, CUDA_HOST, CUDA_MANAGED):
             raise AttributeError("device views have __cuda_array_interface__, not __array_interface__")
         return self._interface()
+
+
+_View_new = View.__new__
+
+
+# ---- lazy views
+#
+# A lazy view's description `_d` is the tuple
+#   (data pointer, device type, device id, dtype code, bits, shape,
+#    strides or None (row-major), view flags, stride unit)
+# where strides are in units of `unit` bytes (1 = already in elements; the
+# item size for producers that give byte strides, converted on demand).
+
+_MATERIALIZE_LOCK = threading.Lock()
+
+
+def _lazy(d, owner, stream=None):
+    v = _View_new(View)
+    v._h = None
+    v._fin = None
+    v._info = None
+    v._stream = stream
+    v._owner = owner
+    v._d = d
+    return v
+
+
+def _row_major(shape) -> tuple:
+    # cuabi__row_major(): extents of 0 or 1 do not scale the next stride.
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= n if n > 1 else 1
+    return tuple(reversed(out))
+
+
+def _elem_strides(d) -> tuple:
+    st = d[6]
+    if st is None:
+        return _row_major(d[5])
+    u = d[8]
+    if u == 1:
+        return tuple(st)
+    # Exact for the multiples the importers admit; elsewhere (extents of 1,
+    # which numpy exempts) C's truncating division, as numpy's export does.
+    return tuple([s // u if s >= 0 else -(-s // u) for s in st])
+
+
+def _contiguous(shape, strides, c_order) -> bool:
+    # The C library's rule (NumPy's): extents of 1 ignore their stride;
+    # empty views are dense.
+    if 0 in shape:
+        return True
+    expected = 1
+    dims = range(len(shape) - 1, -1, -1) if c_order else range(len(shape))
+    for k in dims:
+        n = shape[k]
+        if n == 1:
+            continue
+        if strides[k] != expected:
+            return False
+        expected *= n
+    return True
+
+
+_INT64_LIMIT = 1 << 63
+
+
+def _layout_ok(shape, byte_strides, itemsize, ptr) -> bool:
+    """Whether the C import (cuabi__check_layout and import_tensor) will
+    accept this layout; byte strides or None (row-major). False sends the
+    caller to the C import, which raises its own error."""
+    if len(shape) > _capi.CUABI_VIEW_MAX_NDIM or (shape and min(shape) < 0):
+        return False
+    n = math.prod(shape)
+    if n == 0:
+        return True
+    if n >= _INT64_LIMIT or not ptr:
+        return False
+    if byte_strides is None:
+        return n * itemsize < _INT64_LIMIT
+    lo = hi = 0
+    for e, s in zip(shape, byte_strides):
+        if e != 1:
+            r = (e - 1) * s
+            if r > 0:
+                hi += r
+            else:
+                lo += r
+    return -lo < _INT64_LIMIT and hi + itemsize < _INT64_LIMIT
+
+
+# The C view of a lazy view: a DLManagedTensorVersioned whose deleter drops
+# the owner, so the owner lives exactly as long as the C view (which may
+# outlive the Python View: exported capsules, sub-views).
+_OWNERS: dict = {}                  # key -> (owner, tensor, dims); no lock:
+_owner_keys = itertools.count(1)   # the deleter may run inside any allocation
+_MT = _capi.DLManagedTensorVersioned
+_MT_DELETER_T = dict(_MT._fields_)["deleter"]
+
+
+def _drop_owner(p):
+    try:
+        _OWNERS.pop(p.contents.manager_ctx, None)
+    except BaseException:  # interpreter shutdown
+        pass
+
+
+_OWNER_DELETER = _MT_DELETER_T(_drop_owner)
+_I64P = C.POINTER(C.c_int64)
+
+
+def _c_view_of(d, owner) -> int:
+    ptr, dev_type, dev_id, code, bits, shape, _st, flags, _u = d
+    nd = len(shape)
+    strides = _elem_strides(d)
+    dims = (C.c_int64 * (2 * nd or 1))(*shape, *strides)
+    mt = _MT()
+    mt.version.major, mt.version.minor = 1, 1
+    key = next(_owner_keys)
+    mt.manager_ctx = key
+    mt.deleter = _OWNER_DELETER
+    mt.flags = flags
+    t = mt.dl_tensor
+    t.data = ptr
+    t.device.device_type, t.device.device_id = dev_type, dev_id
+    t.ndim = nd
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
+    t.shape = C.cast(dims, _I64P)
+    t.strides = C.cast(C.addressof(dims) + 8 * nd, _I64P)
+    _OWNERS[key] = (owner, mt, dims)
+    out = C.c_void_p()
+    st = _view_from_v(C.byref(out), C.byref(mt))   # refusals call the deleter
+    if st:
+        raise_last(st, "cuabi_view_from_dlpack_versioned")
+    return out.value
 
 
 # ---- import
@@ -416,8 +654,8 @@ def _import_capsule(capsule):
 
 
 def _from_cai(obj, cai, stream, is_cuda):
-    """View of an object with __cuda_array_interface__ (or __array_interface__),
-    borrowing its memory: the view keeps `obj` alive."""
+    """Lazy View of an object with __cuda_array_interface__ (or
+    __array_interface__), borrowing its memory: the view keeps `obj` alive."""
     if cai.get("mask") is not None:
         raise BufferError("cuabi.from_dlpack: masked arrays are not supported")
     shape = cai["shape"]
@@ -425,19 +663,23 @@ def _from_cai(obj, cai, stream, is_cuda):
     cb = _TYPESTR_CODE.get(typestr) or dtype_code(typestr)
     ptr, ro = cai["data"]
     strides = cai.get("strides")
-    if strides is not None:
-        itemsize = cb[1] >> 3
-        if any(s % itemsize for s in strides):
-            raise BufferError("cuabi.from_dlpack: strides are not a multiple of the item size")
-        strides = [s // itemsize for s in strides]
+    itemsize = cb[1] >> 3
+    if strides is not None and any(s % itemsize for s in strides):
+        raise BufferError("cuabi.from_dlpack: strides are not a multiple of the item size")
     if is_cuda:
         dev = CUDA, _cai_device_id(obj)
         if stream is None:
             stream = cai.get("stream") or None   # a raw CUstream: wrapped on demand
     else:
         dev = CPU, 0
-    return _view_of(ptr, dev[0], dev[1], cb[0], cb[1], shape, strides,
-                    _READ_ONLY if ro else 0, obj, _as_stream(stream))
+    flags = _READ_ONLY if ro else 0
+    if not _layout_ok(shape, strides, itemsize, ptr):   # the C import says why
+        return _view_of(ptr, dev[0], dev[1], cb[0], cb[1], shape,
+                        None if strides is None else [s // itemsize for s in strides],
+                        flags, obj, _as_stream(stream))
+    return _lazy((ptr or 0, dev[0], dev[1], cb[0], cb[1], tuple(shape),
+                  None if strides is None else tuple(strides), flags, itemsize),
+                 obj, _as_stream(stream))
 
 
 _READ_ONLY = _capi.CUABI_VIEW_READ_ONLY
@@ -493,6 +735,9 @@ def _capsule_handler(obj):
 
 
 def _view_handler(obj):
+    d = obj._d
+    if d is not None:     # another lazy view of the same description
+        return _lazy(d, obj._owner, obj._stream)
     return View._borrowed(obj.handle)
 
 
@@ -521,8 +766,88 @@ def _torch_handler_for(torch):
             dev_type, dev_id = CUDA, dev.index or 0
         else:
             dev_type, dev_id = CPU, 0
-        return _view_of(t.data_ptr(), dev_type, dev_id, cb[0], cb[1], t.shape, t.stride(), 0, t)
+        shape = t.shape
+        if len(shape) > _MAX_NDIM:      # the C import says why
+            return _view_of(t.data_ptr(), dev_type, dev_id, cb[0], cb[1], shape, t.stride(),
+                            0, t)
+        # torch keeps every element inside its storage: extents are sane.
+        return _lazy((t.data_ptr(), dev_type, dev_id, cb[0], cb[1], shape, t.stride(), 0, 1), t)
     return torch_handler
+
+
+_MAX_NDIM = _capi.CUABI_VIEW_MAX_NDIM
+_CPU0 = (CPU, 0)
+_SUPPORTED_DEVICES = (CPU, CUDA, CUDA_HOST, CUDA_MANAGED)
+# All of memory as 8-byte words: _WORDS[addr >> 3] reads the word at addr
+# (a third of c_void_p.from_address(addr).value). Nothing is touched until
+# an index is read.
+_WORDS = memoryview((C.c_uint64 * (sys.maxsize // 8)).from_address(0)).cast("B").cast("Q")
+_NPY_C_CONTIGUOUS, _NPY_WRITEABLE = 0x1, 0x400
+
+
+def _numpy_handler_for(np):
+    """numpy.ndarray through its C struct (PyArrayObject_fields, part of
+    numpy's ABI: data right after the object header, flags 48 bytes later),
+    read with one memory access each instead of __array_interface__
+    (~1.5 us) or a capsule; shape, strides and dtype through attributes.
+    The layout is checked on probe arrays first; anything the fast path is
+    not sure about (dtypes other than the native built-in ones, strides numpy
+    or the C import would refuse) takes the DLPack path, which gives the
+    producer's or the library's own error."""
+    off = object.__basicsize__
+    if sys.implementation.name != "cpython" or off % 8:
+        return _dlpack_handler
+    words = _WORDS
+
+    def layout_holds(a):
+        addr = id(a) + off
+        fl = words[(addr + 48) >> 3] & 0xFFFFFFFF
+        return (words[addr >> 3] == a.__array_interface__["data"][0]
+                and bool(fl & _NPY_C_CONTIGUOUS) == a.flags.c_contiguous
+                and bool(fl & _NPY_WRITEABLE) == a.flags.writeable)
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    ro = base[1:]
+    ro.flags.writeable = False
+    if not all(layout_holds(a) for a in (base, base[1:, ::2], base.T, ro, np.zeros(0, np.int8))):
+        return _dlpack_handler
+    # Native built-in dtypes are singletons: key them by identity (kept
+    # alive here, so no other object can take their id).
+    dts = [(np.dtype(name), cb) for name, cb in _BY_NAME.items() if name != "bfloat16"]
+    codes = {id(dt): (cb[0], cb[1], cb[1] >> 3, dt) for dt, cb in dts}
+    cget = codes.get
+
+    def numpy_handler(a):
+        c = cget(id(a.dtype))
+        addr = id(a) + off
+        fl = words[(addr + 48) >> 3]
+        if c is None or not (fl & _NPY_C_CONTIGUOUS or _np_strides_ok(a, c[2])):
+            return _dlpack_handler(a)
+        if a.base is None:
+            dev = _CPU0
+        else:   # numpy arrays from a capsule report the capsule's device
+            dev = a.__dlpack_device__()
+            if dev[0] not in _SUPPORTED_DEVICES:
+                return _dlpack_handler(a)
+        v = _View_new(View)
+        v._h = None
+        v._fin = None
+        v._info = None
+        v._stream = None
+        v._owner = a
+        v._d = (words[addr >> 3], dev[0], dev[1], c[0], c[1], a.shape, a.strides,
+                0 if fl & _NPY_WRITEABLE else _READ_ONLY, c[2])
+        return v
+    return numpy_handler
+
+
+def _np_strides_ok(a, itemsize) -> bool:
+    """A non-C-contiguous array: numpy's DLPack export rule (strides of
+    extents other than 1 are multiples of the item size, unless the array has
+    one element) and the C import's extent rule."""
+    shape, strides = a.shape, a.strides
+    if a.size != 1 and any(n != 1 and s % itemsize for n, s in zip(shape, strides)):
+        return False
+    return _layout_ok(shape, strides, itemsize, 1)
 
 
 def _handler_for(tp):
@@ -530,9 +855,12 @@ def _handler_for(tp):
     if tp is View:
         return _view_handler
     mod = tp.__module__ or ""
+    if mod == "numpy" and tp.__name__ == "ndarray":   # exactly: not subclasses
+        np = sys.modules.get("numpy")
+        if np is not None and tp is np.ndarray:
+            return _numpy_handler_for(np)
     if (mod == "torch" or mod.startswith("torch.")) and hasattr(tp, "data_ptr") \
             and hasattr(tp, "__dlpack__"):
-        import sys
         torch = sys.modules.get("torch")
         return _dlpack_handler if torch is None else _torch_handler_for(torch)
     if hasattr(tp, "__dlpack__"):
