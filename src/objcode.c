@@ -148,7 +148,7 @@ static void objcode_destroy(cuabi__object *base)
     cuabi__objcode *o = (cuabi__objcode *)base;
     const cuabi__driver *drv;
     if (o->loaded && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuLibraryUnload)
-        drv->cuLibraryUnload(o->library);
+        CUABI__CU_RAW(drv, cuLibraryUnload, o->library);
     objcode_free(o);
 }
 
@@ -289,7 +289,7 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
     CUjit_option opt[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
     void *val[2] = { log, (void *)(uintptr_t)LOG };
     CUlibrary lib = NULL;
-    CUresult r = drv->cuLibraryLoadData(&lib, o->data, opt, val, 2, NULL, NULL, 0);
+    CUresult r = CUABI__CU_RAW(drv, cuLibraryLoadData, &lib, o->data, opt, val, 2, NULL, NULL, 0);
     if (r == CUDA_SUCCESS) {
         o->library = lib;
         o->loaded = true;
@@ -335,10 +335,10 @@ void cuabi__default_arch(char *buf, size_t len)
     int n = 0, major = 0, minor = 0;
     CUdevice dev;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDeviceGetCount &&
-        drv->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 && drv->cuDeviceGet &&
-        drv->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && drv->cuDeviceGetAttribute &&
-        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
-        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
+        CUABI__CU_RAW(drv, cuDeviceGetCount, &n) == CUDA_SUCCESS && n > 0 && drv->cuDeviceGet &&
+        CUABI__CU_RAW(drv, cuDeviceGet, &dev, 0) == CUDA_SUCCESS && drv->cuDeviceGetAttribute &&
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
         major > 0) {
         snprintf(buf, len, "sm_%d%d", major, minor);
     } else {
@@ -678,7 +678,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
         CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
         if (!drv->cuLibraryGetKernel)
             return cuabi__missing_entry("cuLibraryGetKernel", __func__);
-        CUresult r = drv->cuLibraryGetKernel(&ck, lib, lowered);
+        CUresult r = CUABI__CU_RAW(drv, cuLibraryGetKernel, &ck, lib, lowered);
         if (r == CUDA_ERROR_NOT_FOUND) {
             const cuabi__elf_info *elf = o->type == CUABI_CODE_CUBIN ? o->elf : NULL;
             return not_found(o, elf, name, __func__);

@@ -103,12 +103,12 @@ void cuabi__current_arch(char out[32])
         cuabi_error_clear();
         return;
     }
-    if (!drv->cuCtxGetDevice || drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        if (!drv->cuDeviceGet || drv->cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+    if (!drv->cuCtxGetDevice || CUABI__CU_RAW(drv, cuCtxGetDevice, &dev) != CUDA_SUCCESS)
+        if (!drv->cuDeviceGet || CUABI__CU_RAW(drv, cuDeviceGet, &dev, 0) != CUDA_SUCCESS)
             return;
     if (!drv->cuDeviceGetAttribute ||
-        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
-        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
         return;
     snprintf(out, 32, "sm_%d%d", major, minor);
 }
