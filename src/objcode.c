@@ -350,7 +350,9 @@ void cuabi__default_arch(char *buf, size_t len)
 static cuabi_status check_arch(const char *arch, const char *caller)
 {
     size_t n = strlen(arch);
-    bool ok = n >= 5 && n < 16 && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9';
+    /* Two digits at least: nvJitLink exit()s the process on "-arch=sm_8f". */
+    bool ok = n >= 5 && n < 16 && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' &&
+              arch[3] <= '9' && arch[4] >= '0' && arch[4] <= '9';
     for (size_t i = 4; ok && i < n; i++)
         ok = (arch[i] >= '0' && arch[i] <= '9') || (i == n - 1 && (arch[i] == 'a' || arch[i] == 'f'));
     if (!ok)

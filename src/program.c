@@ -158,7 +158,10 @@ static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
                             caller, arch);
     char *end;
     long num = strtol(digits, &end, 10);
-    if (end == digits || num <= 0 || (*end && (strcmp(end, "a") && strcmp(end, "f"))))
+    /* Two digits at least, no sign or space: nvJitLink (PTX programs)
+     * exit()s the process on "-arch=sm_9". */
+    if (end == digits || *digits < '1' || *digits > '9' || num < 10 ||
+        (*end && (strcmp(end, "a") && strcmp(end, "f"))))
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: architecture \"%s\" is not of the form sm_XX or compute_XX "
                             "(optionally followed by a or f)", caller, arch);
