@@ -3,12 +3,252 @@
 #define CUABI_ARGPACK_H
 
 #include "cuabi/common.h"
+#include "cuabi/kernel.h"
+#include "cuabi/buffer.h"
+#include "cuabi/view.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Argument packs: a kernel's parameter list described once, laid out with C
+ * rules (libffi), holding the argument values for launches.
+ *
+ * A pack is made from a signature string ("ptr, i32, f32, struct{f32, f32,
+ * f32, i32}"), from an array of cuabi_arg_type descriptors, or from a kernel's
+ * own parameter info. Each top-level parameter is a *slot*; the pack owns the
+ * storage of every slot, so values set once stay valid for every later launch.
+ *
+ * Signature types: i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64 c64 c128
+ * bool ptr buffer view handle tensormap, vector types int2 int4 uint2 uint4
+ * float2 float4 double2 (8- or 16-byte aligned as in CUDA), struct{...}
+ * (nested allowed) and an explicit alignment prefix `align(N)` on any type.
+ *
+ * Buffer and view slots keep the handle, not the pointer: the device address is
+ * looked up at each launch, so a buffer released after it was set is reported
+ * (CUABI_ERROR_INVALID_HANDLE naming the slot) instead of launching with a
+ * dangling address. A pack may be read from several threads at once, but
+ * setting values while another thread launches with the same pack is a race.
+ */
+
+typedef struct cuabi_buffer cuabi_buffer;
+typedef struct cuabi_kernel cuabi_kernel;
+typedef struct cuabi_view cuabi_view;
+
+/**
+ * A kernel parameter list with the storage for its values.
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_argpack cuabi_argpack;
+
+typedef struct cuabi_arg_type cuabi_arg_type;
+typedef struct cuabi_arg_info cuabi_arg_info;
+
+/** Kinds of kernel parameters (and of struct members). */
+typedef enum cuabi_arg_kind {
+    CUABI_ARG_NONE = 0, /**< Not a kind (end marker / error). */
+    CUABI_ARG_I8 = 1, /**< int8_t. */
+    CUABI_ARG_I16 = 2, /**< int16_t. */
+    CUABI_ARG_I32 = 3, /**< int32_t. */
+    CUABI_ARG_I64 = 4, /**< int64_t. */
+    CUABI_ARG_U8 = 5, /**< uint8_t. */
+    CUABI_ARG_U16 = 6, /**< uint16_t. */
+    CUABI_ARG_U32 = 7, /**< uint32_t. */
+    CUABI_ARG_U64 = 8, /**< uint64_t. */
+    CUABI_ARG_F16 = 9, /**< IEEE half (__half), 2 bytes. */
+    CUABI_ARG_BF16 = 10, /**< bfloat16 (__nv_bfloat16), 2 bytes. */
+    CUABI_ARG_F32 = 11, /**< float. */
+    CUABI_ARG_F64 = 12, /**< double. */
+    CUABI_ARG_C64 = 13, /**< complex float (cuFloatComplex): 8 bytes, 8-aligned. */
+    CUABI_ARG_C128 = 14, /**< complex double (cuDoubleComplex): 16 bytes, 16-aligned. */
+    CUABI_ARG_BOOL = 15, /**< bool, 1 byte. */
+    CUABI_ARG_PTR = 16, /**< A raw device pointer (8 bytes). */
+    CUABI_ARG_BUFFER = 17, /**< A cuabi_buffer: its device address, looked up at launch. */
+    CUABI_ARG_VIEW = 18, /**< A cuabi_view: its data pointer plus byte offset, looked up at launch. */
+    CUABI_ARG_HANDLE = 19, /**< A 64-bit opaque handle (CUtexObject, CUsurfObject). */
+    CUABI_ARG_TENSORMAP = 20, /**< CUtensorMap: 128 bytes, 64-aligned. */
+    CUABI_ARG_STRUCT = 21, /**< A struct by value; its members follow it in a descriptor array. */
+    CUABI_ARG_RAW = 22, /**< Opaque bytes of a given size and alignment. */
+    CUABI_ARG_KIND_FORCE32 = 0x7fffffff
+} cuabi_arg_kind;
+
+/**
+ * One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
+ * array lists the parameters in order; a CUABI_ARG_STRUCT entry is followed by
+ * its `member_count` members (each possibly a struct with its own members),
+ * depth first.
+ */
+struct cuabi_arg_type {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** What the parameter is. */
+    cuabi_arg_kind kind;
+    /** Alignment in bytes (a power of two); 0 for the kind's natural alignment. May only raise it. */
+    size_t align;
+    /** CUABI_ARG_RAW only: size in bytes. */
+    size_t size;
+    /** CUABI_ARG_STRUCT only: number of direct members that follow. */
+    size_t member_count;
+};
+/** Current version of cuabi_arg_type. */
+#define CUABI_ARG_TYPE_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_ARG_TYPE_INIT { CUABI_ARG_TYPE_VERSION, CUABI_ARG_NONE, 0, 0, 0 }
+
+/**
+ * Layout of one item of a pack, filled by cuabi_argpack_item(). Items are the
+ * slots and all struct members, depth first, in signature order.
+ */
+struct cuabi_arg_info {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The item's kind. */
+    cuabi_arg_kind kind;
+    /** Size in bytes. */
+    size_t size;
+    /** Alignment in bytes. */
+    size_t align;
+    /** Offset from the start of its slot for a member; for a slot, its offset in the packed blob. */
+    size_t offset;
+    /** Index of the slot (top-level parameter) the item belongs to. */
+    size_t slot;
+    /** 0 for a slot, 1 for its members, ... */
+    int depth;
+    /** Direct members of a struct; 0 otherwise. */
+    size_t member_count;
+};
+/** Current version of cuabi_arg_info. */
+#define CUABI_ARG_INFO_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_ARG_INFO_INIT { CUABI_ARG_INFO_VERSION, CUABI_ARG_NONE, 0, 0, 0, 0, 0, 0 }
+
+/** Add a reference to a cuabi_argpack. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle);
+
+/** Drop a reference to a cuabi_argpack; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_release(cuabi_argpack *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_TYPE_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_INFO_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned int version);
+
+/**
+ * Make a pack from a signature string, e.g. "ptr, i32, f32, struct{f32, f32, f32, i32}". Values start zeroed.
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create(cuabi_argpack **out, const char *signature);
+
+/**
+ * Make a pack from an array of type descriptors (see cuabi_arg_type).
+ * @param out [out, ownership transferred]
+ * @param types [array of count elements]
+ * @param count Number of entries in types (members included).
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_types(cuabi_argpack **out, const cuabi_arg_type *types, size_t count);
+
+/**
+ * Make a pack of opaque slots from parameter sizes and offsets (what the driver reports for a kernel). Each slot is CUABI_ARG_RAW; alignment is taken from the offsets.
+ * @param out [out, ownership transferred]
+ * @param sizes [array of count elements]
+ * @param offsets [may be NULL, array of count elements] NULL to lay the slots out naturally.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_sizes(cuabi_argpack **out, const size_t *sizes, const size_t *offsets, size_t count);
+
+/**
+ * Number of slots (top-level parameters).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_count(size_t *out, cuabi_argpack *pack);
+
+/**
+ * Size of the packed blob: every slot at its C offset, as one struct of all parameters (what cuabi_argpack_set_blob takes).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_blob_size(size_t *out, cuabi_argpack *pack);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_slot_size(size_t *out, cuabi_argpack *pack, size_t slot);
+
+/**
+ * Offset of a slot in the packed blob (the kernel's parameter offset).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_slot_offset(size_t *out, cuabi_argpack *pack, size_t slot);
+
+/** @param out [out] */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_slot_kind(cuabi_arg_kind *out, cuabi_argpack *pack, size_t slot);
+
+/**
+ * Number of items: slots plus all struct members.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_item_count(size_t *out, cuabi_argpack *pack);
+
+/**
+ * Layout of item `index` (depth-first order over slots and struct members).
+ * @param out [out] version must be set (CUABI_ARG_INFO_INIT).
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_item(cuabi_arg_info *out, cuabi_argpack *pack, size_t index);
+
+/** Set an integer or bool slot (i8..i64, u8..u64, bool), checking the value fits. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_int(cuabi_argpack *pack, size_t slot, int64_t value);
+
+/** Set an integer or bool slot from an unsigned value, checking it fits. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_uint(cuabi_argpack *pack, size_t slot, uint64_t value);
+
+/** Set a f16, bf16, f32 or f64 slot (rounded to nearest even). */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_float(cuabi_argpack *pack, size_t slot, double value);
+
+/** Set a c64 or c128 slot. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_complex(cuabi_argpack *pack, size_t slot, double real, double imag);
+
+/**
+ * Set a ptr or handle slot to a raw device address / 64-bit handle value.
+ * @param value A CUdeviceptr, CUtexObject or CUsurfObject.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_pointer(cuabi_argpack *pack, size_t slot, uint64_t value);
+
+/** Set a buffer slot (or a ptr slot) to a buffer. The pack keeps the handle, not a reference: the address is looked up at launch, and a released buffer fails the launch. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_buffer(cuabi_argpack *pack, size_t slot, cuabi_buffer *buffer);
+
+/** Set a view slot (or a ptr slot) to a view: its data pointer plus byte offset, looked up at launch. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_view(cuabi_argpack *pack, size_t slot, cuabi_view *view);
+
+/**
+ * Copy the bytes of any slot (structs, tensor maps, raw); size must equal the slot's size.
+ * @param data [array of size elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_bytes(cuabi_argpack *pack, size_t slot, const void *data, size_t size);
+
+/**
+ * Copy a slot's current bytes out; size must equal the slot's size. Buffer and view slots give the handle value.
+ * @param out [out, array of size elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_get_bytes(void *out, size_t size, cuabi_argpack *pack, size_t slot);
+
+/**
+ * Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
+ * @param blob [array of size elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const void *blob, size_t size);
+
+/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi_kernel *kernel);
+
+/**
+ * A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
+ * @param out [out, ownership transferred]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel);
 
 #ifdef __cplusplus
 }

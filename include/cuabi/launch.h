@@ -3,12 +3,121 @@
 #define CUABI_LAUNCH_H
 
 #include "cuabi/common.h"
+#include "cuabi/device.h"
+#include "cuabi/stream.h"
+#include "cuabi/kernel.h"
+#include "cuabi/argpack.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Kernel launches: a kernel, an argument pack and a launch configuration.
+ *
+ * cuabi_launch() checks the pack against the kernel's parameters (count, size
+ * and offset of each; CUABI_ERROR_ARGUMENT_MISMATCH names the parameter) and
+ * the configuration (CUABI_ERROR_LAUNCH_CONFIG says what is wrong: zero
+ * dimensions, a block larger than the kernel allows, dynamic shared memory over
+ * its limit, clusters on a GPU without them, a cooperative grid larger than can
+ * be resident), then launches through cuLaunchKernelEx. Nothing is launched
+ * when a check fails.
+ *
+ * A prepared launch binds kernel, pack and configuration once, checked and
+ * with the CUfunction and the kernelParams array resolved, so that
+ * cuabi_prepared_launch() does almost nothing but the driver call: for
+ * bindings where each call into C is expensive. Change argument values between
+ * launches with the cuabi_argpack_set_* functions on the bound pack (the
+ * layout is fixed, so nothing needs checking again). No launch allocates
+ * memory. Launches may come from any thread; the right context is made
+ * current.
+ */
+
+typedef struct cuabi_argpack cuabi_argpack;
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_kernel cuabi_kernel;
+typedef struct cuabi_stream cuabi_stream;
+
+/**
+ * A kernel, an argument pack and a launch configuration bound and checked for repeated launches.
+ * Shared: cuabi_*_retain / cuabi_*_release.
+ */
+typedef struct cuabi_prepared cuabi_prepared;
+
+typedef struct cuabi_launch_config cuabi_launch_config;
+
+/** Where and how to launch. */
+struct cuabi_launch_config {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Grid size in blocks (x, y, z); each at least 1. */
+    unsigned int grid[3];
+    /** Block size in threads (x, y, z); each at least 1. */
+    unsigned int block[3];
+    /** Thread-block cluster size in blocks (sm_90+); all 0 for none. Each must divide the grid's. */
+    unsigned int cluster[3];
+    /** Dynamic shared memory per block. */
+    size_t dynamic_shared_bytes;
+    /** Non-zero for a cooperative launch (grid-wide sync): the whole grid must be resident at once. */
+    int cooperative;
+    /** Stream to launch on; NULL for the legacy default stream of `device`. */
+    cuabi_stream *stream;
+    /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). */
+    cuabi_device *device;
+};
+/** Current version of cuabi_launch_config. */
+#define CUABI_LAUNCH_CONFIG_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_LAUNCH_CONFIG_INIT { CUABI_LAUNCH_CONFIG_VERSION, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 0, 0, 0, 0 }
+
+/** Add a reference to a cuabi_prepared. */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle);
+
+/** Drop a reference to a cuabi_prepared; the last one frees it and invalidates the handle. */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_CONFIG_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_launch_config_init(cuabi_launch_config *opts, unsigned int version);
+
+/**
+ * Check and launch `kernel` with the values in `pack`.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+
+/**
+ * Every check cuabi_launch() makes (pack against kernel, configuration against kernel and device), without launching.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+
+/**
+ * Bind and check kernel, pack and configuration (as cuabi_launch_check), resolving the CUfunction. The prepared launch retains the kernel, the pack and the configuration's stream and device.
+ * @param out [out, ownership transferred]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+
+/**
+ * Launch again with the pack's current values. Buffer and view slots are looked up (a released one fails, naming the slot).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared);
+
+/**
+ * The bound pack, borrowed: set argument values on it between launches.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_pack(cuabi_argpack **out, cuabi_prepared *prepared);
+
+/**
+ * Change the grid size of later launches (checked against cooperative residency and cluster divisibility).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_prepared_set_grid(cuabi_prepared *prepared, unsigned int x, unsigned int y, unsigned int z);
 
 #ifdef __cplusplus
 }

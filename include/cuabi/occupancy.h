@@ -3,12 +3,235 @@
 #define CUABI_OCCUPANCY_H
 
 #include "cuabi/common.h"
+#include "cuabi/device.h"
+#include "cuabi/kernel.h"
+#include "cuabi/launch.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** (to be written) */
+/**
+ * Occupancy: how many blocks of a kernel fit on one SM, which resource limits
+ * them, and which block size fills the SM best.
+ *
+ * Live functions ask the driver about a kernel on a device. Offline functions
+ * give the same answers for a named architecture ("sm_90") with no GPU, from a
+ * kernel's resources (cuabi_kernel_get_resources) and the architecture's
+ * published limits (cuabi_arch_limits_get), using the rules of the toolkit's
+ * cuda_occupancy.h. Cluster answers offline are estimates (they depend on how
+ * a particular GPU's SMs are grouped); everything else matches the driver.
+ */
+
+typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_kernel cuabi_kernel;
+
+typedef struct cuabi_occupancy_result cuabi_occupancy_result;
+typedef struct cuabi_occupancy_options cuabi_occupancy_options;
+typedef struct cuabi_arch_limits cuabi_arch_limits;
+
+/** The resource that limits the number of resident blocks. */
+typedef enum cuabi_occupancy_limiter {
+    CUABI_OCCUPANCY_LIMIT_NONE = 0, /**< Nothing (not computed). */
+    CUABI_OCCUPANCY_LIMIT_WARPS = 1, /**< Warp (thread) slots of the SM. */
+    CUABI_OCCUPANCY_LIMIT_REGISTERS = 2, /**< Registers. */
+    CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3, /**< Shared memory. */
+    CUABI_OCCUPANCY_LIMIT_BLOCKS = 4, /**< The maximum number of resident blocks per SM. */
+    CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5, /**< The block is larger than the device or the kernel allows: none fit. */
+    CUABI_OCCUPANCY_LIMITER_FORCE32 = 0x7fffffff
+} cuabi_occupancy_limiter;
+
+/** Dynamic shared memory (bytes) a block of `block_size` threads needs; used when searching block sizes. Must not call back into cuabi. */
+typedef size_t (*cuabi_block_smem_fn)(int block_size, void *payload);
+
+/** Occupancy of one (block size, dynamic shared memory) configuration. Filled by the library; set `version` first. */
+struct cuabi_occupancy_result {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Resident blocks per SM. */
+    int active_blocks_per_sm;
+    /** Resident warps per SM. */
+    int active_warps_per_sm;
+    /** active warps / the SM's maximum warps (0..1). */
+    double occupancy;
+    /** The resource that limits it (on ties: warps, shared memory, registers, blocks). */
+    cuabi_occupancy_limiter limiter;
+    /** Bit (1 << limiter) for every resource at its limit. */
+    unsigned int limiters;
+    /** Blocks per SM the warp slots allow. */
+    int limit_warps;
+    /** Blocks per SM the registers allow (INT_MAX: unlimited). */
+    int limit_registers;
+    /** Blocks per SM the shared memory allows (INT_MAX: unlimited). */
+    int limit_shared_memory;
+    /** The SM's maximum resident blocks. */
+    int limit_blocks;
+    /** Registers allocated to one block. */
+    int registers_per_block;
+    /** Shared memory allocated to one block (static + dynamic + reserved, rounded). */
+    size_t shared_bytes_per_block;
+};
+/** Current version of cuabi_occupancy_result. */
+#define CUABI_OCCUPANCY_RESULT_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_OCCUPANCY_RESULT_INIT { CUABI_OCCUPANCY_RESULT_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Settings of the kernel that occupancy depends on, for offline answers. */
+struct cuabi_occupancy_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; -1 for the driver's default (48 KiB minus static shared memory). */
+    int64_t max_dynamic_shared_bytes;
+    /** Preferred shared-memory carveout in percent (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT); -1 for none. */
+    int carveout;
+    /** SMs of the GPU (min grid size, cluster estimates); 0 for the architecture's example GPU. */
+    int sm_count;
+};
+/** Current version of cuabi_occupancy_options. */
+#define CUABI_OCCUPANCY_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_OCCUPANCY_OPTIONS_INIT { CUABI_OCCUPANCY_OPTIONS_VERSION, -1, -1, 0 }
+
+/** An architecture's published limits, as the offline calculator uses them. */
+struct cuabi_arch_limits {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** 90 for sm_90. */
+    int arch;
+    /** The GPU whose SM count is given. */
+    char example_gpu[32];
+    int sm_count;
+    int warp_size;
+    int max_threads_per_block;
+    int max_threads_per_sm;
+    int max_blocks_per_sm;
+    int registers_per_sm;
+    int registers_per_block;
+    int max_registers_per_thread;
+    size_t shared_bytes_per_sm;
+    /** Without opt-in. */
+    size_t shared_bytes_per_block;
+    size_t shared_bytes_per_block_optin;
+    size_t reserved_shared_bytes_per_block;
+    /** Portable maximum; 0 without thread-block clusters. */
+    int max_cluster_size;
+    int max_cluster_size_nonportable;
+};
+/** Current version of cuabi_arch_limits. */
+#define CUABI_ARCH_LIMITS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_ARCH_LIMITS_INIT { CUABI_ARCH_LIMITS_VERSION, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_RESULT_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_options_init(cuabi_occupancy_options *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_ARCH_LIMITS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsigned int version);
+
+/**
+ * The limits of a named architecture: "sm_90", "sm_90a", "compute_90", "90" or "9.0". CUABI_ERROR_NOT_FOUND for one the table lacks.
+ * @param out [inout] Its version field must be set.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_get(cuabi_arch_limits *out, const char *arch);
+
+/**
+ * Entry `index` of the limits table (ascending architectures); CUABI_ERROR_NOT_FOUND past the end.
+ * @param out [inout] Its version field must be set.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_at(cuabi_arch_limits *out, size_t index);
+
+/** "warps", "registers", "shared memory", "blocks", "block size" or "none"; never NULL. */
+CUABI_EXTERN(const char *) cuabi_occupancy_limiter_name(cuabi_occupancy_limiter limiter);
+
+/**
+ * Resident blocks per SM of `kernel` on `device` for a block size and dynamic shared memory (cuOccupancyMaxActiveBlocksPerMultiprocessor), with warps, occupancy and the limiting resource.
+ * @param out [inout] Its version field must be set.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_blocks(cuabi_occupancy_result *out, cuabi_kernel *kernel, cuabi_device *device, int block_size, size_t dynamic_shared_bytes);
+
+/**
+ * The block size with the most resident threads per SM, and the smallest grid that fills the GPU with it (cuOccupancyMaxPotentialBlockSize).
+ * @param out [out] The block size.
+ * @param min_grid_size [out, may be NULL]
+ * @param smem_fn [may be NULL] Dynamic shared memory per block size; NULL to use dynamic_shared_bytes for all.
+ * @param payload [may be NULL] Passed to smem_fn.
+ * @param block_size_limit Largest block size to consider; 0 for no limit.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_block_size(int *out, int *min_grid_size, cuabi_kernel *kernel, cuabi_device *device, cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit);
+
+/**
+ * Dynamic shared memory per block available when `num_blocks` blocks of `block_size` threads are resident on one SM (cuOccupancyAvailableDynamicSMemPerBlock).
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_available_dynamic_smem(size_t *out, cuabi_kernel *kernel, cuabi_device *device, int num_blocks, int block_size);
+
+/**
+ * The largest cluster size that can co-exist on the GPU for a configuration (block size, dynamic shared memory; device from its stream or device field).
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_cluster_size(int *out, cuabi_kernel *kernel, const cuabi_launch_config *config);
+
+/**
+ * How many clusters of the configuration's cluster size can be resident at once.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_clusters(int *out, cuabi_kernel *kernel, const cuabi_launch_config *config);
+
+/**
+ * As cuabi_occupancy_max_active_blocks, for a named architecture without a GPU, from the kernel's resources (cuabi_kernel_get_resources).
+ * @param out [inout] Its version field must be set.
+ * @param arch "sm_90", ...
+ * @param options [may be NULL] NULL for the driver's defaults.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_active_blocks(cuabi_occupancy_result *out, const char *arch, const cuabi_kernel_resources *resources, int block_size, size_t dynamic_shared_bytes, const cuabi_occupancy_options *options);
+
+/**
+ * As cuabi_occupancy_max_potential_block_size, offline (min_grid_size uses options.sm_count or the architecture's example GPU).
+ * @param out [out]
+ * @param min_grid_size [out, may be NULL]
+ * @param smem_fn [may be NULL]
+ * @param payload [may be NULL]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_potential_block_size(int *out, int *min_grid_size, const char *arch, const cuabi_kernel_resources *resources, cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit, const cuabi_occupancy_options *options);
+
+/**
+ * As cuabi_occupancy_available_dynamic_smem, offline.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_available_dynamic_smem(size_t *out, const char *arch, const cuabi_kernel_resources *resources, int num_blocks, int block_size, const cuabi_occupancy_options *options);
+
+/**
+ * An estimate of cuabi_occupancy_max_potential_cluster_size for a named architecture (SMs per GPC of its example GPU). CUABI_ERROR_NOT_SUPPORTED for architectures without clusters.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_potential_cluster_size(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
+
+/**
+ * An estimate of cuabi_occupancy_max_active_clusters for a named architecture.
+ * @param out [out]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_active_clusters(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,8 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_kernel",
     "cuabi_linker",
     "cuabi_program",
+    "cuabi_argpack",
+    "cuabi_prepared",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -197,6 +199,72 @@ CUABI_EXTERN(cuabi_status) cuabi_precompile_item_init(cuabi_precompile_item *opt
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_precompile_item_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_precompile_item", version, CUABI_PRECOMPILE_ITEM_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned int version)
+{
+    static const cuabi_arg_type defaults = CUABI_ARG_TYPE_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_type_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arg_type", version, CUABI_ARG_TYPE_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned int version)
+{
+    static const cuabi_arg_info defaults = CUABI_ARG_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arg_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arg_info", version, CUABI_ARG_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_launch_config_init(cuabi_launch_config *opts, unsigned int version)
+{
+    static const cuabi_launch_config defaults = CUABI_LAUNCH_CONFIG_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_config_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_launch_config", version, CUABI_LAUNCH_CONFIG_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *opts, unsigned int version)
+{
+    static const cuabi_occupancy_result defaults = CUABI_OCCUPANCY_RESULT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_result_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_result", version, CUABI_OCCUPANCY_RESULT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_options_init(cuabi_occupancy_options *opts, unsigned int version)
+{
+    static const cuabi_occupancy_options defaults = CUABI_OCCUPANCY_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_occupancy_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_occupancy_options", version, CUABI_OCCUPANCY_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsigned int version)
+{
+    static const cuabi_arch_limits defaults = CUABI_ARCH_LIMITS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arch_limits_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_arch_limits", version, CUABI_ARCH_LIMITS_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -382,6 +450,66 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_precompile_item", "size", offsetof(cuabi_precompile_item, size) },
     { "cuabi_precompile_item", "name", offsetof(cuabi_precompile_item, name) },
     { "cuabi_precompile_item", "options", offsetof(cuabi_precompile_item, options) },
+    { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
+    { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
+    { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },
+    { "cuabi_arg_type", "align", offsetof(cuabi_arg_type, align) },
+    { "cuabi_arg_type", "size", offsetof(cuabi_arg_type, size) },
+    { "cuabi_arg_type", "member_count", offsetof(cuabi_arg_type, member_count) },
+    { "cuabi_arg_info", NULL, sizeof(cuabi_arg_info) },
+    { "cuabi_arg_info", "version", offsetof(cuabi_arg_info, version) },
+    { "cuabi_arg_info", "kind", offsetof(cuabi_arg_info, kind) },
+    { "cuabi_arg_info", "size", offsetof(cuabi_arg_info, size) },
+    { "cuabi_arg_info", "align", offsetof(cuabi_arg_info, align) },
+    { "cuabi_arg_info", "offset", offsetof(cuabi_arg_info, offset) },
+    { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
+    { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
+    { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_launch_config", NULL, sizeof(cuabi_launch_config) },
+    { "cuabi_launch_config", "version", offsetof(cuabi_launch_config, version) },
+    { "cuabi_launch_config", "grid", offsetof(cuabi_launch_config, grid) },
+    { "cuabi_launch_config", "block", offsetof(cuabi_launch_config, block) },
+    { "cuabi_launch_config", "cluster", offsetof(cuabi_launch_config, cluster) },
+    { "cuabi_launch_config", "dynamic_shared_bytes", offsetof(cuabi_launch_config, dynamic_shared_bytes) },
+    { "cuabi_launch_config", "cooperative", offsetof(cuabi_launch_config, cooperative) },
+    { "cuabi_launch_config", "stream", offsetof(cuabi_launch_config, stream) },
+    { "cuabi_launch_config", "device", offsetof(cuabi_launch_config, device) },
+    { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
+    { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
+    { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },
+    { "cuabi_occupancy_result", "active_warps_per_sm", offsetof(cuabi_occupancy_result, active_warps_per_sm) },
+    { "cuabi_occupancy_result", "occupancy", offsetof(cuabi_occupancy_result, occupancy) },
+    { "cuabi_occupancy_result", "limiter", offsetof(cuabi_occupancy_result, limiter) },
+    { "cuabi_occupancy_result", "limiters", offsetof(cuabi_occupancy_result, limiters) },
+    { "cuabi_occupancy_result", "limit_warps", offsetof(cuabi_occupancy_result, limit_warps) },
+    { "cuabi_occupancy_result", "limit_registers", offsetof(cuabi_occupancy_result, limit_registers) },
+    { "cuabi_occupancy_result", "limit_shared_memory", offsetof(cuabi_occupancy_result, limit_shared_memory) },
+    { "cuabi_occupancy_result", "limit_blocks", offsetof(cuabi_occupancy_result, limit_blocks) },
+    { "cuabi_occupancy_result", "registers_per_block", offsetof(cuabi_occupancy_result, registers_per_block) },
+    { "cuabi_occupancy_result", "shared_bytes_per_block", offsetof(cuabi_occupancy_result, shared_bytes_per_block) },
+    { "cuabi_occupancy_options", NULL, sizeof(cuabi_occupancy_options) },
+    { "cuabi_occupancy_options", "version", offsetof(cuabi_occupancy_options, version) },
+    { "cuabi_occupancy_options", "max_dynamic_shared_bytes", offsetof(cuabi_occupancy_options, max_dynamic_shared_bytes) },
+    { "cuabi_occupancy_options", "carveout", offsetof(cuabi_occupancy_options, carveout) },
+    { "cuabi_occupancy_options", "sm_count", offsetof(cuabi_occupancy_options, sm_count) },
+    { "cuabi_arch_limits", NULL, sizeof(cuabi_arch_limits) },
+    { "cuabi_arch_limits", "version", offsetof(cuabi_arch_limits, version) },
+    { "cuabi_arch_limits", "arch", offsetof(cuabi_arch_limits, arch) },
+    { "cuabi_arch_limits", "example_gpu", offsetof(cuabi_arch_limits, example_gpu) },
+    { "cuabi_arch_limits", "sm_count", offsetof(cuabi_arch_limits, sm_count) },
+    { "cuabi_arch_limits", "warp_size", offsetof(cuabi_arch_limits, warp_size) },
+    { "cuabi_arch_limits", "max_threads_per_block", offsetof(cuabi_arch_limits, max_threads_per_block) },
+    { "cuabi_arch_limits", "max_threads_per_sm", offsetof(cuabi_arch_limits, max_threads_per_sm) },
+    { "cuabi_arch_limits", "max_blocks_per_sm", offsetof(cuabi_arch_limits, max_blocks_per_sm) },
+    { "cuabi_arch_limits", "registers_per_sm", offsetof(cuabi_arch_limits, registers_per_sm) },
+    { "cuabi_arch_limits", "registers_per_block", offsetof(cuabi_arch_limits, registers_per_block) },
+    { "cuabi_arch_limits", "max_registers_per_thread", offsetof(cuabi_arch_limits, max_registers_per_thread) },
+    { "cuabi_arch_limits", "shared_bytes_per_sm", offsetof(cuabi_arch_limits, shared_bytes_per_sm) },
+    { "cuabi_arch_limits", "shared_bytes_per_block", offsetof(cuabi_arch_limits, shared_bytes_per_block) },
+    { "cuabi_arch_limits", "shared_bytes_per_block_optin", offsetof(cuabi_arch_limits, shared_bytes_per_block_optin) },
+    { "cuabi_arch_limits", "reserved_shared_bytes_per_block", offsetof(cuabi_arch_limits, reserved_shared_bytes_per_block) },
+    { "cuabi_arch_limits", "max_cluster_size", offsetof(cuabi_arch_limits, max_cluster_size) },
+    { "cuabi_arch_limits", "max_cluster_size_nonportable", offsetof(cuabi_arch_limits, max_cluster_size_nonportable) },
     { NULL, NULL, 0 }
 };
 
@@ -502,5 +630,25 @@ CUABI_EXTERN(cuabi_status) cuabi_program_retain(cuabi_program *handle)
 CUABI_EXTERN(cuabi_status) cuabi_program_release(cuabi_program *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_PROGRAM);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_ARGPACK);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_release(cuabi_argpack *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_ARGPACK);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_PREPARED);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_PREPARED);
 }
 

@@ -15,7 +15,9 @@ typedef enum cuabi__handle_type {
     CUABI__T_KERNEL = 8,
     CUABI__T_LINKER = 9,
     CUABI__T_PROGRAM = 10,
-    CUABI__T_COUNT = 11
+    CUABI__T_ARGPACK = 11,
+    CUABI__T_PREPARED = 12,
+    CUABI__T_COUNT = 13
 } cuabi__handle_type;
 
 #endif

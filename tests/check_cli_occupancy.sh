@@ -1,0 +1,49 @@
+#!/bin/sh
+# cuabi occupancy: offline tables, JSON records, SVG, errors; live on a GPU.
+builddir=${CUABI_TEST_BUILDDIR:-.}
+srcdir=${CUABI_TEST_SRCDIR:-.}
+cuabi="$builddir/cuabi"
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/k.cu" <<'CU'
+template <int N> __global__ void fill(float *o, int n) {
+  __shared__ float s[N];
+  s[threadIdx.x % N] = threadIdx.x;
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) o[i] = s[(threadIdx.x + 1) % N];
+}
+extern "C" __global__ void plain(float *o) { o[threadIdx.x] = 1.0f; }
+CU
+"$cuabi" occupancy --help | grep -q "usage: cuabi occupancy" || fail "--help"
+"$cuabi" occupancy "$tmp/k.cu" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing --kernel exits 2"
+out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90) || fail "offline sm_90 exits 0"
+echo "$out" | head -8
+echo "$out" | grep -q "plain on sm_90 (offline)" || fail "title names kernel and arch"
+echo "$out" | grep -Eq "^ +1024 +2 +64 +100%" || fail "1024 threads: 2 blocks, 64 warps, 100%"
+echo "$out" | grep -Eq "^ +32 +32 +32 +50% +blocks" || fail "32 threads limited by blocks on sm_90"
+echo "$out" | grep -q "|########################################|" || fail "bar chart"
+# a template through a name expression, with dynamic shared memory, as JSON
+json=$("$cuabi" occupancy "$tmp/k.cu" --kernel 'fill<4096>' --name-expr 'fill<4096>' \
+       --arch sm_86 --smem 65536 --json --svg "$tmp/chart.svg") || fail "json exits 0"
+echo "$json" | python3 -c '
+import json, sys
+recs = json.load(sys.stdin)
+assert len(recs) == 32, len(recs)
+for r in recs:
+    assert set(["block_size", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter"]) <= set(r)
+    assert 0 <= r["occupancy"] <= 1
+# 16 KiB static + 64 KiB dynamic + 1 KiB reserved on a 100 KiB SM: one block
+assert recs[0]["active_blocks_per_sm"] == 1 and recs[0]["limiter"] == "shared memory", recs[0]
+' || fail "json records"
+grep -q "<svg" "$tmp/chart.svg" || fail "svg written"
+grep -q "limited by shared memory" "$tmp/chart.svg" || fail "svg legend"
+"$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_61 >/dev/null 2>&1 && fail "unknown arch fails"
+"$cuabi" occupancy "$tmp/k.cu" --kernel nope --arch sm_90 2>"$tmp/err" && fail "unknown kernel fails"
+grep -q "nope" "$tmp/err" || fail "unknown kernel named in the error"
+"$cuabi" occupancy "$tmp/none.cu" --kernel plain --arch sm_90 2>/dev/null && fail "missing file fails"
+# default: live on a GPU, else offline sm_90 and says so
+out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain) || fail "default mode exits 0"
+echo "$out" | grep -Eq "No GPU available: offline answers for sm_90|\(live\)" || fail "says live or offline"
+exit 0

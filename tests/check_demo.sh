@@ -1,0 +1,26 @@
+#!/bin/sh
+# cuabi demo: works with or without a GPU (exit 0), second run from the cache.
+builddir=${CUABI_TEST_BUILDDIR:-.}
+cuabi="$builddir/cuabi"
+fail() { echo "FAIL: $*"; exit 1; }
+XDG_CACHE_HOME=$(mktemp -d) || exit 1
+export XDG_CACHE_HOME
+trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+"$cuabi" demo --help | grep -q "usage: cuabi demo" || fail "--help"
+out=$("$cuabi" demo) || fail "first run exits 0: $out"
+echo "$out"
+echo "$out" | grep -q "compiled now" || fail "first run compiles"
+echo "$out" | grep -q "linked with nvJitLink" || fail "links with nvJitLink"
+echo "$out" | grep -q "resources: .* registers" || fail "prints resources"
+echo "$out" | grep -q "occupancy on sm_" || fail "prints occupancy"
+if echo "$out" | grep -q "No GPU available"; then
+    echo "$out" | grep -q "skipping the launch" || fail "says the launch is skipped"
+else
+    echo "$out" | grep -q "\[10, 26, 42\] (correct)" || fail "small case"
+    echo "$out" | grep -q "all sums match the CPU" || fail "large case"
+fi
+out=$("$cuabi" demo) || fail "second run exits 0"
+echo "$out" | grep -q "from the on-disk cache" || fail "second run from the cache"
+"$cuabi" demo --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["from_cache"] and "resources" in d' \
+    || fail "json"
+exit 0

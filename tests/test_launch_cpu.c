@@ -1,0 +1,537 @@
+/* Launches against the fake driver: what reaches cuLaunchKernelEx, every
+ * configuration and argument check, prepared launches, bad handles. */
+#include "testutil.h"
+#include "fake_driver.h"
+#include "argpack.h"
+
+/* ---- the fake's launch side: libraries, kernels, functions, launches */
+
+static int fake_launches;
+static CUlaunchConfig fake_last;
+static CUlaunchAttribute fake_last_attrs[4];
+static unsigned char fake_last_params[64];
+static CUresult fake_launch_result = CUDA_SUCCESS;
+static int fake_cluster_support = 1;
+static int fake_blocks_per_sm = 2;
+static int fake_libraries;
+
+static CUresult CUDAAPI lf_cuLibraryLoadData(CUlibrary *l, const void *code, CUjit_option *o,
+                                               void **ov, unsigned n, CUlibraryOption *lo,
+                                               void **lov, unsigned ln)
+{
+    (void)code; (void)o; (void)ov; (void)n; (void)lo; (void)lov; (void)ln;
+    fake_libraries++;
+    *l = (CUlibrary)(uintptr_t)0x5000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI lf_cuLibraryUnload(CUlibrary l) { (void)l; fake_libraries--; return CUDA_SUCCESS; }
+static CUresult CUDAAPI lf_cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name)
+{
+    (void)l;
+    if (strcmp(name, "add") != 0) return CUDA_ERROR_NOT_FOUND;
+    *k = (CUkernel)(uintptr_t)0x6000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI lf_cuKernelGetFunction(CUfunction *f, CUkernel k)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    *f = (CUfunction)((uintptr_t)k + 1);
+    return CUDA_SUCCESS;
+}
+/* The CUBIN's `add`: __launch_bounds__(256), 1200 bytes of static smem. */
+static CUresult CUDAAPI fake_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
+{
+    (void)f;
+    switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 256; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = 11; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = 1200; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = 48 * 1024 - 1200; break;
+    default: *v = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_attr_no_cluster(int *v, CUdevice_attribute a, CUdevice d)
+{
+    if (a == CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) {
+        *v = fake_cluster_support;
+        return CUDA_SUCCESS;
+    }
+    return fake_cuDeviceGetAttribute(v, a, d);
+}
+static CUresult CUDAAPI fake_cuOccupancyBlocks(int *n, CUfunction f, int block, size_t smem,
+                                               unsigned flags)
+{
+    (void)f; (void)block; (void)smem; (void)flags;
+    *n = fake_blocks_per_sm;
+    return CUDA_SUCCESS;
+}
+static size_t fake_cb_bytes;
+static CUresult CUDAAPI fake_cuOccupancyBest(int *grid, int *block, CUfunction f,
+                                             CUoccupancyB2DSize fn, size_t smem, int limit,
+                                             unsigned flags)
+{
+    (void)f; (void)flags; (void)limit;
+    fake_cb_bytes = fn ? fn(128) : smem;
+    *block = 128;
+    *grid = 264;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyAvail(size_t *out, CUfunction f, int n, int b)
+{
+    (void)f; (void)b;
+    *out = 232448 / (size_t)n;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyClusterSize(int *out, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)f;
+    *out = c->blockDimX <= 256 ? 8 : 4;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuOccupancyActiveClusters(int *out, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)f;
+    *out = c->numAttrs == 1 ? 132 / (int)c->attrs[0].value.clusterDim.x : -1;
+    return CUDA_SUCCESS;
+}
+
+/* `add(float *a, const float *b, int n, double s)`: record the values. */
+static CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+                                              void **extra)
+{
+    (void)extra;
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    if (f != (CUfunction)(uintptr_t)0x6001) return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_launch_result != CUDA_SUCCESS) return fake_launch_result;
+    fake_launches++;
+    fake_last = *c;
+    memcpy(fake_last_attrs, c->attrs, c->numAttrs * sizeof *c->attrs);
+    memcpy(fake_last_params, params[0], 8);
+    memcpy(fake_last_params + 8, params[1], 8);
+    memcpy(fake_last_params + 16, params[2], 4);
+    memcpy(fake_last_params + 24, params[3], 8);
+    return CUDA_SUCCESS;
+}
+
+static cuabi_device *dev;
+static cuabi_objcode *code;
+static cuabi_kernel *kern;
+
+static void setup(void)
+{
+    fake_driver_install();
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuLibraryLoadData = lf_cuLibraryLoadData;
+    d->cuLibraryUnload = lf_cuLibraryUnload;
+    d->cuLibraryGetKernel = lf_cuLibraryGetKernel;
+    d->cuKernelGetFunction = lf_cuKernelGetFunction;
+    d->cuFuncGetAttribute = fake_cuFuncGetAttribute;
+    d->cuDeviceGetAttribute = fake_attr_no_cluster;
+    d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = fake_cuOccupancyBlocks;
+    d->cuLaunchKernelEx = fake_cuLaunchKernelEx;
+    d->cuOccupancyMaxPotentialBlockSizeWithFlags = fake_cuOccupancyBest;
+    d->cuOccupancyAvailableDynamicSMemPerBlock = fake_cuOccupancyAvail;
+    d->cuOccupancyMaxPotentialClusterSize = fake_cuOccupancyClusterSize;
+    d->cuOccupancyMaxActiveClusters = fake_cuOccupancyActiveClusters;
+    fake_launches = 0;
+    fake_launch_result = CUDA_SUCCESS;
+    fake_cluster_support = 1;
+    fake_blocks_per_sm = 2;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/objcode_kernels_sm90.cubin", cuabi_test_srcdir());
+    ck_assert_ok(cuabi_objcode_from_file(&code, CUABI_CODE_CUBIN, path));
+    ck_assert_ok(cuabi_objcode_get_kernel(&kern, code, "add"));
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+}
+
+static void teardown(void)
+{
+    cuabi_kernel_release(kern);
+    cuabi_objcode_release(code);
+    cuabi_device_release(dev);
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+    ck_assert_int_eq(fake_libraries, 0);
+    ck_assert_int_eq(fake_live_streams, 0);
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+static cuabi_argpack *add_pack(void)
+{
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, ptr, i32, f64"));
+    ck_assert_ok(cuabi_argpack_set_pointer(p, 0, 0xA000));
+    ck_assert_ok(cuabi_argpack_set_pointer(p, 1, 0xB000));
+    ck_assert_ok(cuabi_argpack_set_int(p, 2, 1000));
+    ck_assert_ok(cuabi_argpack_set_float(p, 3, 2.5));
+    return p;
+}
+
+static cuabi_launch_config config(unsigned grid, unsigned block)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = grid;
+    c.block[0] = block;
+    c.device = dev;
+    return c;
+}
+
+START_TEST(launch_passes_values_and_config)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_launch_config c = config(4, 256);
+    c.dynamic_shared_bytes = 512;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_int_eq(fake_launches, 1);
+    ck_assert_uint_eq(fake_last.gridDimX, 4);
+    ck_assert_uint_eq(fake_last.gridDimY, 1);
+    ck_assert_uint_eq(fake_last.blockDimX, 256);
+    ck_assert_uint_eq(fake_last.sharedMemBytes, 512);
+    ck_assert_uint_eq(fake_last.numAttrs, 0);
+    ck_assert_ptr_null(fake_last.hStream);
+    uint64_t a, b;
+    int32_t n;
+    double s;
+    memcpy(&a, fake_last_params, 8);
+    memcpy(&b, fake_last_params + 8, 8);
+    memcpy(&n, fake_last_params + 16, 4);
+    memcpy(&s, fake_last_params + 24, 8);
+    ck_assert_uint_eq(a, 0xA000);
+    ck_assert_uint_eq(b, 0xB000);
+    ck_assert_int_eq(n, 1000);
+    ck_assert(s == 2.5);
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    /* from a thread with another context current: made right again */
+    fake_current = (CUcontext)(uintptr_t)0x1001;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    /* on a stream: the stream's device, the stream's handle */
+    cuabi_stream *st;
+    ck_assert_ok(cuabi_stream_create(&st, dev, NULL));
+    c.device = NULL;
+    c.stream = st;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    uintptr_t raw;
+    ck_assert_ok(cuabi_stream_raw(&raw, st));
+    ck_assert_ptr_eq(fake_last.hStream, (CUstream)raw);
+    /* a released stream: nothing launched */
+    ck_assert_ok(cuabi_stream_release(st));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(fake_launches, 3);
+    c.stream = NULL;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("neither a stream nor a device");
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(cluster_and_cooperative_attributes)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_launch_config c = config(8, 128);
+    c.cluster[0] = 2;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_uint_eq(fake_last.numAttrs, 1);
+    ck_assert_int_eq(fake_last_attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    ck_assert_uint_eq(fake_last_attrs[0].value.clusterDim.x, 2);
+    ck_assert_uint_eq(fake_last_attrs[0].value.clusterDim.y, 1);
+    c.cooperative = 1;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_uint_eq(fake_last.numAttrs, 2);
+    ck_assert_int_eq(fake_last_attrs[1].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+    ck_assert_int_eq(fake_last_attrs[1].value.cooperative, 1);
+    ck_assert_ok(cuabi_launch_check(kern, p, &c));
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(argument_mismatch_launches_nothing)
+{
+    cuabi_argpack *p;
+    cuabi_launch_config c = config(1, 32);
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, ptr, i32"));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("the kernel takes 4 parameters, the pack has 3");
+    ck_assert_status(cuabi_argpack_check_kernel(p, kern), CUABI_ERROR_ARGUMENT_MISMATCH);
+    cuabi_argpack_release(p);
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, ptr, i64, f64"));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("parameter 2: the kernel expects 4 bytes, the pack gives 8");
+    cuabi_prepared *pl = (cuabi_prepared *)1;
+    ck_assert_status(cuabi_prepared_create(&pl, kern, p, &c), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ptr_null(pl);
+    cuabi_argpack_release(p);
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, ptr, i32, f32"));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("parameter 3: the kernel expects 8 bytes");
+    cuabi_argpack_release(p);
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, ptr, i32, align(16) f64"));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("parameter 3: the kernel expects offset 24, the pack has 32");
+    cuabi_argpack_release(p);
+    ck_assert_int_eq(fake_launches, 0);
+    /* the kernel's own layout */
+    ck_assert_ok(cuabi_argpack_create_for_kernel(&p, kern));
+    size_t n, off;
+    ck_assert_ok(cuabi_argpack_count(&n, p));
+    ck_assert_uint_eq(n, 4);
+    ck_assert_ok(cuabi_argpack_slot_offset(&off, p, 3));
+    ck_assert_uint_eq(off, 24);
+    ck_assert_ok(cuabi_argpack_set_pointer(p, 0, 0xA000));
+    ck_assert_ok(cuabi_argpack_set_int(p, 2, -7));
+    ck_assert_ok(cuabi_argpack_set_float(p, 3, 0.25));
+    ck_assert_ok(cuabi_argpack_check_kernel(p, kern));
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    int32_t v;
+    memcpy(&v, fake_last_params + 16, 4);
+    ck_assert_int_eq(v, -7);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(configuration_errors)
+{
+    cuabi_argpack *p = add_pack();
+    struct { unsigned grid[3], block[3], cluster[3]; const char *says; } bad[] = {
+        { { 0, 1, 1 }, { 32, 1, 1 }, { 0, 0, 0 }, "at least 1" },
+        { { 1, 1, 1 }, { 32, 0, 1 }, { 0, 0, 0 }, "at least 1" },
+        { { 1, 1, 1 }, { 2048, 1, 1 }, { 0, 0, 0 }, "block.x = 2048" },
+        { { 1, 1, 1 }, { 1, 1, 65 }, { 0, 0, 0 }, "block.z = 65" },
+        { { 1, 1, 1 }, { 64, 32, 1 }, { 0, 0, 0 }, "2048 threads" },
+        { { 1, 70000, 1 }, { 32, 1, 1 }, { 0, 0, 0 }, "grid.y = 70000" },
+        { { 6, 1, 1 }, { 32, 1, 1 }, { 4, 0, 0 }, "cluster.x = 4 does not divide grid.x = 6" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cuabi_launch_config c = config(1, 1);
+        memcpy(c.grid, bad[i].grid, sizeof c.grid);
+        memcpy(c.block, bad[i].block, sizeof c.block);
+        memcpy(c.cluster, bad[i].cluster, sizeof c.cluster);
+        ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+        ck_assert_error_mentions(bad[i].says);
+        ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    }
+    /* the kernel's own limits: launch bounds of 256 */
+    cuabi_launch_config c = config(1, 512);
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("a block of 512 threads is larger than the kernel allows (256");
+    /* the driver refuses it in cuabi_launch: the check says why */
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("larger than the kernel allows");
+    /* refused for a reason no check knows: the driver's error */
+    c = config(1, 32);
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_CUDA);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    fake_launch_result = CUDA_SUCCESS;
+    /* dynamic shared memory over the kernel's limit, then the device's */
+    c.dynamic_shared_bytes = 48 * 1024;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("over the kernel's limit of 47952");
+    ck_assert_error_mentions("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES");
+    c.dynamic_shared_bytes = 232448;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("over the device's limit of 232448");
+    /* clusters on a GPU without them; too large clusters */
+    c = config(8, 32);
+    c.cluster[0] = 2;
+    fake_cluster_support = 0;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("clusters need a GPU of compute capability 9.0");
+    fake_cluster_support = 1;
+    c = config(32, 32);
+    c.cluster[0] = 16;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("portable limit of 8");
+    /* a cooperative grid larger than can be resident: 2 x 132 */
+    c = config(265, 128);
+    c.cooperative = 1;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("cooperative grid of 265 blocks is larger than can be resident at once (264");
+    c.grid[0] = 264;
+    ck_assert_ok(cuabi_launch_check(kern, p, &c));
+    /* versions and NULLs */
+    c.version = 0;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_VERSION);
+    ck_assert_status(cuabi_launch(kern, p, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fake_launches, 0);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(prepared_launches)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_stream *st;
+    ck_assert_ok(cuabi_stream_create(&st, dev, NULL));
+    cuabi_launch_config c = config(4, 128);
+    c.stream = st;
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    /* the prepared launch keeps what it needs alive */
+    ck_assert_ok(cuabi_stream_release(st));
+    ck_assert_ok(cuabi_argpack_release(p));
+    ck_assert_int_eq(fake_live_streams, 1);
+    for (int i = 0; i < 3; i++) {
+        cuabi_argpack *bound;
+        ck_assert_ok(cuabi_prepared_pack(&bound, pl));
+        ck_assert_ok(cuabi_argpack_set_int(bound, 2, i));
+        ck_assert_ok(cuabi_prepared_launch(pl));
+        int32_t n;
+        memcpy(&n, fake_last_params + 16, 4);
+        ck_assert_int_eq(n, i);
+    }
+    ck_assert_int_eq(fake_launches, 3);
+    ck_assert_uint_eq(fake_last.gridDimX, 4);
+    ck_assert_ok(cuabi_prepared_set_grid(pl, 7, 2, 1));
+    ck_assert_ok(cuabi_prepared_launch(pl));
+    ck_assert_uint_eq(fake_last.gridDimX, 7);
+    ck_assert_uint_eq(fake_last.gridDimY, 2);
+    ck_assert_status(cuabi_prepared_set_grid(pl, 0, 1, 1), CUABI_ERROR_LAUNCH_CONFIG);
+    /* driver failures come back as statuses */
+    fake_launch_result = CUDA_ERROR_LAUNCH_FAILED;
+    ck_assert_status(cuabi_prepared_launch(pl), CUABI_ERROR_CUDA);
+    fake_launch_result = CUDA_SUCCESS;
+    ck_assert_ok(cuabi_prepared_release(pl));
+    ck_assert_int_eq(fake_live_streams, 0);
+    /* creation runs the full checks */
+    p = add_pack();
+    c = config(1, 512);
+    pl = (cuabi_prepared *)1;
+    ck_assert_status(cuabi_prepared_create(&pl, kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_ptr_null(pl);
+    /* cooperative prepared launches check a new grid */
+    c = config(2, 128);
+    c.cooperative = 1;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    ck_assert_status(cuabi_prepared_set_grid(pl, 300, 1, 1), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_ok(cuabi_prepared_set_grid(pl, 264, 1, 1));
+    ck_assert_ok(cuabi_prepared_release(pl));
+    /* out of memory while creating: nothing leaks */
+    c = config(1, 32);
+    cuabi__alloc_fail_at(1, false);
+    ck_assert_status(cuabi_prepared_create(&pl, kern, p, &c), CUABI_ERROR_OUT_OF_MEMORY);
+    cuabi__alloc_fail_at(0, false);
+    ck_assert_ok(cuabi_argpack_release(p));
+}
+END_TEST
+
+START_TEST(bad_handles)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_launch_config c = config(1, 32);
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    cuabi_prepared *dead = pl;
+    ck_assert_ok(cuabi_prepared_release(pl));
+    cuabi_argpack *a;
+    /* NULL, released, and another type's handle */
+    ck_assert_status(cuabi_prepared_launch(NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_launch(dead), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_launch((cuabi_prepared *)p), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_pack(&a, dead), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_pack(NULL, dead), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_prepared_set_grid(dead, 1, 1, 1), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_retain(dead), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_create(NULL, kern, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_kernel *k_as_pack = (cuabi_kernel *)p;
+    cuabi_argpack *pack_as_k = (cuabi_argpack *)kern;
+    ck_assert_status(cuabi_launch(NULL, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_launch(k_as_pack, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_launch(kern, NULL, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_launch(kern, pack_as_k, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_launch_check(kern, NULL, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_prepared_create(&pl, NULL, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_check_kernel(p, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_check_kernel(NULL, kern), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_create_for_kernel(&a, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_create_for_kernel(NULL, kern), CUABI_ERROR_INVALID_ARGUMENT);
+    c.device = (cuabi_device *)p;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    c.device = NULL;
+    c.stream = (cuabi_stream *)dev;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(fake_launches, 0);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(released_buffer_in_prepared_pack)
+{
+    /* A buffer slot whose handle is gone: the launch is refused and names
+     * the slot (values from a blob, as a binding would pass them). */
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create(&p, "buffer, ptr, i32, f64"));
+    uint64_t blob[4] = { (uint64_t)(uintptr_t)dev, 0, 0, 0 }; /* a device, not a buffer */
+    ck_assert_ok(cuabi_argpack_set_blob(p, blob, sizeof blob));
+    cuabi_launch_config c = config(1, 32);
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("argument 0 holds a buffer");
+    ck_assert_int_eq(fake_launches, 0);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+static size_t per_thread(int block, void *payload)
+{
+    return (size_t)block * *(int *)payload;
+}
+
+START_TEST(live_occupancy)
+{
+    /* The fake device reports 1 for most attributes; give the calculator an
+     * H100's numbers through the table's sm_90 entry (cc 9.0). */
+    cuabi_occupancy_result r = CUABI_OCCUPANCY_RESULT_INIT;
+    ck_assert_ok(cuabi_occupancy_max_active_blocks(&r, kern, dev, 128, 0));
+    ck_assert_int_eq(r.active_blocks_per_sm, 2); /* what the driver said */
+    ck_assert_int_ne(r.limiter, CUABI_OCCUPANCY_LIMIT_NONE);
+    int b, g, bytes = 16;
+    ck_assert_ok(cuabi_occupancy_max_potential_block_size(&b, &g, kern, dev, per_thread, &bytes, 0, 0));
+    ck_assert_int_eq(b, 128);
+    ck_assert_int_eq(g, 264);
+    ck_assert_uint_eq(fake_cb_bytes, 128 * 16); /* the callback got its payload */
+    ck_assert_ok(cuabi_occupancy_max_potential_block_size(&b, NULL, kern, dev, NULL, NULL, 99, 0));
+    ck_assert_uint_eq(fake_cb_bytes, 99);
+    size_t avail;
+    ck_assert_ok(cuabi_occupancy_available_dynamic_smem(&avail, kern, dev, 2, 128));
+    ck_assert_uint_eq(avail, 116224);
+    cuabi_launch_config c = config(8, 128);
+    c.cluster[0] = 2;
+    int n;
+    ck_assert_ok(cuabi_occupancy_max_potential_cluster_size(&n, kern, &c));
+    ck_assert_int_eq(n, 8);
+    ck_assert_ok(cuabi_occupancy_max_active_clusters(&n, kern, &c));
+    ck_assert_int_eq(n, 66);
+    /* bad input */
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, kern, dev, 0, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(NULL, kern, dev, 32, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, NULL, dev, 32, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_active_blocks(&r, kern, (cuabi_device *)kern, 32, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_potential_block_size(NULL, NULL, kern, dev, NULL, NULL, 0, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_potential_block_size(&b, NULL, NULL, dev, NULL, NULL, 0, 0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_available_dynamic_smem(&avail, kern, dev, 0, 128), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_available_dynamic_smem(&avail, kern, NULL, 1, 128), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_occupancy_max_active_clusters(&n, kern, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_active_clusters(NULL, kern, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_max_potential_cluster_size(&n, NULL, &c), CUABI_ERROR_INVALID_HANDLE);
+    c.version = 9;
+    ck_assert_status(cuabi_occupancy_max_potential_cluster_size(&n, kern, &c), CUABI_ERROR_INVALID_VERSION);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("launch_cpu");
+    TCase *tc = tcase_create("launch");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, launch_passes_values_and_config);
+    tcase_add_test(tc, cluster_and_cooperative_attributes);
+    tcase_add_test(tc, argument_mismatch_launches_nothing);
+    tcase_add_test(tc, configuration_errors);
+    tcase_add_test(tc, prepared_launches);
+    tcase_add_test(tc, bad_handles);
+    tcase_add_test(tc, released_buffer_in_prepared_pack);
+    tcase_add_test(tc, live_occupancy);
+    suite_add_tcase(s, tc);
+    return cuabi_test_run(s);
+}
