@@ -197,3 +197,22 @@ size_t cuabi__handle_live_count(void)
 {
     return atomic_load(&live_count);
 }
+
+/* At dlclose() (and process exit) give the slot chunks back, so that
+ * loading and unloading the library repeatedly does not leak them. Only
+ * when no handle is live: a live one may still be reached by a DLPack
+ * deleter running from another library's destructor, and a lookup after
+ * this finds no chunk and reports an invalid handle. */
+__attribute__((destructor)) static void registry_unload(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (atomic_load(&live_count) == 0) {
+        for (uint32_t c = 0; c < MAX_CHUNKS; c++) {
+            slot *chunk = atomic_exchange(&chunks[c], NULL);
+            free(chunk);
+        }
+        next_unused = 0;
+        free_head = free_tail = NO_SLOT;
+    }
+    pthread_mutex_unlock(&registry_lock);
+}

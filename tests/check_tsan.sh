@@ -33,7 +33,7 @@ $CC $FLAGS $CPPFLAGS "$srcdir/tests/test_concurrency.c" $objs -o "$out/test_conc
 cat > "$out/tsan.supp" <<'SUPP'
 called_from_lib:libnvrtc.so
 called_from_lib:libnvJitLink.so
-called_from_lib:libnvrtc-builtins.so
+race:libnvrtc-builtins
 SUPP
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$out/tsan.supp"
 export XDG_CACHE_HOME="$out/cache-home"
