@@ -36,12 +36,21 @@ flags=(CPPFLAGS="-I$P/usr/include -I$P/usr/include/x86_64-linux-gnu"
 make -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -n 40; exit 1; }
 export CUDA_CACHE_DISABLE=1
 make -j4 check >"$out/check.log" 2>&1
+# Rust test binaries built on the preparing machine (scripts/rust-gpu-prep.sh),
+# run against the library built here; counted like a test suite.
+if [ -x "$root/.gpu/rust/run-rust-gpu.sh" ]; then
+    if "$root/.gpu/rust/run-rust-gpu.sh" "$src/.libs" >tests/rust-gpu.log 2>&1; then r=PASS; else r=FAIL; fi
+    printf ':test-result: %s\n' "$r" > tests/rust-gpu.trs
+fi
 python3 scripts/summarize-tests.py --verbose . | tee "$out/summary.txt"
 status=${PIPESTATUS[0]}
 for f in $(grep -l -E ':test-result: (FAIL|ERROR)' $(find . -name '*.trs')); do
     echo "=== ${f%.trs}.log"; tail -n 40 "${f%.trs}.log"
 done | tee "$out/failures.txt" | head -c 6000
-tar czf "$out/test-logs.tar.gz" $(find . -name '*.log' -path '*tests*') 2>/dev/null
+for f in $(find . -name '*.log' \( -path './tests/*' -o -path './examples/*' \) | sort); do
+    echo "=================== $f"; cat "$f"
+done > "$out/all-logs.txt" 2>/dev/null
+rm -f "$out/configure.log" "$out/build.log"  # kept only when they failed (above)
 for arg in "$@"; do
     case $arg in
     --bench)
@@ -52,8 +61,10 @@ for arg in "$@"; do
             nvcc -O2 -o /tmp/launch_raw "$root/.gpu/peers/launch_raw.c" -lcuda -lnvrtc &&
                 { echo "== raw (peer script)"; /tmp/launch_raw 200000; } 2>&1 | tee -a "$out/bench.txt"
         fi
+        raw=$(awk '/raw cuLaunchKernel/ {print $3; exit}' "$out/bench.txt")
         [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
-            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 bench/bench_python.py 2>&1 |
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
+            bench/bench_python.py ${raw:+--raw-us $raw} 2>&1 |
             tee -a "$out/bench.txt"
         ;;
     --sanitizer)

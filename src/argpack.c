@@ -844,6 +844,28 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const voi
     return CUABI_SUCCESS;
 }
 
+/* Bindings pack arguments straight into the storage (no copy, no call per
+ * launch). Buffer/view slots keep handles apart from the blob, so writes
+ * there would be ignored: such packs are refused. */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_blob_pointer(void **out, cuabi_argpack *pack)
+{
+    cuabi__argpack *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(p, pack, ARGPACK);
+    for (size_t s = 0; s < p->nslots; s++) {
+        cuabi_arg_kind k = slot_of(p, s)->kind;
+        if (k == CUABI_ARG_BUFFER || k == CUABI_ARG_VIEW)
+            return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,
+                                "%s: slot %zu is a %s slot, whose handle is not in the blob; "
+                                "use cuabi_argpack_set_blob or cuabi_argpack_set_%s",
+                                __func__, s, kind_name(k), kind_name(k));
+    }
+    for (size_t s = 0; s < p->nslots; s++)
+        clear_ref(p, s);
+    *out = p->storage;
+    return CUABI_SUCCESS;
+}
+
 /* ------------------------------------------------------------ buffers and views */
 
 /* The pack keeps buffer and view *handles*, not references: a pack must

@@ -5,7 +5,94 @@
  * alive after the handle is gone. */
 #include "memory.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------- buffer struct cache */
+
+/* Allocating and freeing buffers in a loop is the common pattern, so each
+ * thread keeps a few freed buffer structs (linked through `payload`) instead
+ * of calling malloc/free for every buffer. A thread's structs are freed when
+ * it ends. Sanitizer builds keep none, so that use-after-free of a buffer
+ * struct is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#  define BUFFER_CACHE_CAP 0
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define BUFFER_CACHE_CAP 0
+#  endif
+#endif
+#ifndef BUFFER_CACHE_CAP
+#  define BUFFER_CACHE_CAP 32
+#endif
+
+typedef struct buffer_cache {
+    cuabi__buffer *head;
+    unsigned count;
+} buffer_cache;
+static _Thread_local buffer_cache bcache;
+static _Thread_local int bcache_state;  /* 0 unknown, 1 usable, -1 not (no TSD key) */
+static pthread_key_t bcache_key;
+static pthread_once_t bcache_once = PTHREAD_ONCE_INIT;
+static bool bcache_key_ok;
+
+static void bcache_flush_at_exit(void *p)
+{
+    buffer_cache *c = p;
+    while (c->head) {
+        cuabi__buffer *b = c->head;
+        c->head = b->payload;
+        free(b);
+    }
+    c->count = 0;
+}
+
+void cuabi__buffer_cache_flush(void)
+{
+    bcache_flush_at_exit(&bcache);
+}
+
+static void bcache_key_create(void)
+{
+    bcache_key_ok = pthread_key_create(&bcache_key, bcache_flush_at_exit) == 0;
+}
+
+/* This thread's cache, or NULL when it could not be freed at thread exit. */
+static buffer_cache *my_bcache(void)
+{
+    if (CUABI__UNLIKELY(bcache_state == 0)) {
+        pthread_once(&bcache_once, bcache_key_create);
+        bcache_state = bcache_key_ok && pthread_setspecific(bcache_key, &bcache) == 0 ? 1 : -1;
+    }
+    return bcache_state > 0 ? &bcache : NULL;
+}
+
+static cuabi__buffer *buffer_struct_alloc(void)
+{
+    buffer_cache *c = BUFFER_CACHE_CAP ? my_bcache() : NULL;
+    if (c && c->head) {
+        cuabi__buffer *b = c->head;
+        c->head = b->payload;
+        c->count--;
+        return b;
+    }
+    return cuabi__malloc(sizeof(cuabi__buffer));
+}
+
+static void buffer_struct_free(cuabi__buffer *b)
+{
+    buffer_cache *c = BUFFER_CACHE_CAP ? my_bcache() : NULL;
+    if (c && c->count < BUFFER_CACHE_CAP) {
+        b->payload = c->head;
+        c->head = b;
+        c->count++;
+        return;
+    }
+    cuabi__free(b);
+}
+
+/* ------------------------------------------------------------- buffers */
 
 void cuabi__buffer_mem_retain(cuabi__buffer *b)
 {
@@ -14,7 +101,11 @@ void cuabi__buffer_mem_retain(cuabi__buffer *b)
 
 cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
 {
-    if (atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
+    /* A count of 1 seen with acquire is ours alone: a new reference needs
+     * the buffer handle or a view holding one of the others, so no one can
+     * add one now and the atomic decrement can be skipped. */
+    if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
         return CUABI_SUCCESS;
     cuabi_status st = CUABI_SUCCESS;
     if (b->res)
@@ -26,9 +117,9 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
         cuabi__object_release(&b->stream->base);
     if (b->res)
         cuabi__object_release(&b->res->base);
-    if (b->device)
+    else if (b->device)
         cuabi__object_release(&b->device->base);
-    cuabi__free(b);
+    buffer_struct_free(b);
     return st;
 }
 
@@ -44,13 +135,14 @@ static cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
     atomic_store_explicit(&b->mem_refs, 1, memory_order_relaxed);
     cuabi_status st = cuabi__handle_register(&b->base, CUABI__T_BUFFER, buffer_destroy);
     if (st != CUABI_SUCCESS) {
-        cuabi__free(b);
+        buffer_struct_free(b);
         return st;
     }
-    if (b->device)
-        cuabi__object_retain(&b->device->base);
+    /* A resource holds its device: one reference fewer per buffer. */
     if (b->res)
         cuabi__object_retain(&b->res->base);
+    else if (b->device)
+        cuabi__object_retain(&b->device->base);
     if (b->stream)
         cuabi__object_retain(&b->stream->base);
     *out = CUABI__HANDLE(b, cuabi_buffer);
@@ -78,13 +170,13 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     *out = NULL;
     CUABI__GET(r, resource, MEMORY_RESOURCE);
     CUABI__TRY(optional_stream(&s, stream, __func__));
-    cuabi__buffer *b = cuabi__malloc(sizeof *b);
+    cuabi__buffer *b = buffer_struct_alloc();
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
     uintptr_t ptr;
     cuabi_status st = cuabi__resource_allocate(&ptr, r, size, &alignment, s, __func__);
     if (st != CUABI_SUCCESS) {
-        cuabi__free(b);
+        buffer_struct_free(b);
         return st;
     }
     b->ptr = ptr;
@@ -118,9 +210,10 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *d
                      __func__, (int)kind);
     CUABI__CHECK_ARG(ptr || size == 0, "%s: ptr is 0 but size is %zu", __func__, size);
     CUABI__CHECK_ARG(ptr + size >= ptr, "%s: ptr + size wraps around", __func__);
-    cuabi__buffer *b = cuabi__calloc(1, sizeof *b);
+    cuabi__buffer *b = buffer_struct_alloc();
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
+    memset(b, 0, sizeof *b);
     b->ptr = ptr;
     b->size = size;
     b->kind = kind;
@@ -143,10 +236,11 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_s
         if (old)
             cuabi__object_release(&old->base);
     }
-    /* Hold the memory across the handle's end so the deallocation's status
-     * (when this is the last reference) reaches the caller. */
-    cuabi__buffer_mem_retain(b);
-    cuabi__object_release(&b->base);
+    /* A buffer handle is unique (nothing retains it), so this is its only
+     * reference: invalidate it, then drop its memory reference here so the
+     * deallocation's status (when no view holds the memory) reaches the
+     * caller. */
+    cuabi__object_invalidate(&b->base);
     return cuabi__buffer_mem_release(b);
 }
 

@@ -13,6 +13,14 @@
  * are reused first-in first-out, so a stale handle would need ~16M reuses of
  * the same slot to alias a new object.
  *
+ * Registering and releasing take no lock in the common case: each thread
+ * keeps its freed slots in a small FIFO ring of its own and reuses one only
+ * once more than CACHE_KEEP others wait behind it (so a thread churning one
+ * object cycles through at least CACHE_KEEP + 1 slots, never one). A full
+ * ring hands its older half to the global FIFO list; a thread's ring goes
+ * there when the thread ends. A free slot is owned by exactly one ring or
+ * the global list, so only its owner touches it.
+ *
  * Using a handle on one thread while another thread drops its last reference
  * is a race in the caller's program, as with any reference-counted API.
  */
@@ -42,7 +50,19 @@ static _Atomic(slot *) chunks[MAX_CHUNKS];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t next_unused;            /* first never-used index */
 static uint32_t free_head = NO_SLOT, free_tail = NO_SLOT;
-static _Atomic size_t live_count;
+
+/* The per-thread ring of freed slots (oldest at head). */
+#define CACHE_CAP  64
+#define CACHE_KEEP 16
+typedef struct slot_cache {
+    uint32_t idx[CACHE_CAP];
+    uint32_t head, count;
+} slot_cache;
+static _Thread_local slot_cache cache;
+static _Thread_local int cache_state;   /* 0 unknown, 1 usable, -1 not (no TSD key) */
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_ok;
 
 static inline uint64_t encode(uint32_t index, uint32_t gen)
 {
@@ -56,54 +76,112 @@ static inline slot *slot_at(uint32_t index)
     return chunk ? &chunk[index & (CHUNK_SIZE - 1)] : NULL;
 }
 
-/* Take a free slot index; called with registry_lock held. */
+/* Append `idx` to the global FIFO list; registry_lock held. */
+static void global_push(uint32_t idx)
+{
+    slot_at(idx)->next_free = NO_SLOT;
+    if (free_tail != NO_SLOT)
+        slot_at(free_tail)->next_free = idx;
+    else
+        free_head = idx;
+    free_tail = idx;
+}
+
+/* Move the `n` oldest slots of a ring to the global list; registry_lock held. */
+static void cache_spill(slot_cache *c, uint32_t n)
+{
+    for (; n > 0 && c->count > 0; n--, c->count--) {
+        global_push(c->idx[c->head]);
+        c->head = (c->head + 1) % CACHE_CAP;
+    }
+}
+
+static void cache_flush_at_exit(void *p)
+{
+    pthread_mutex_lock(&registry_lock);
+    cache_spill(p, CACHE_CAP);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void cache_key_create(void)
+{
+    cache_key_ok = pthread_key_create(&cache_key, cache_flush_at_exit) == 0;
+}
+
+/* This thread's ring, or NULL when threads can't be told to flush it. */
+static slot_cache *my_cache(void)
+{
+    if (CUABI__UNLIKELY(cache_state == 0)) {
+        pthread_once(&cache_once, cache_key_create);
+        cache_state = cache_key_ok && pthread_setspecific(cache_key, &cache) == 0 ? 1 : -1;
+    }
+    return cache_state > 0 ? &cache : NULL;
+}
+
+/* Pop the ring's oldest slot when it holds more than `keep`. */
+static bool cache_pop(slot_cache *c, uint32_t keep, uint32_t *out)
+{
+    if (!c || c->count <= keep)
+        return false;
+    *out = c->idx[c->head];
+    c->head = (c->head + 1) % CACHE_CAP;
+    c->count--;
+    return true;
+}
+
+/* Take a free slot: from this thread's ring past CACHE_KEEP, else the global
+ * list, else a never-used slot, else the rest of the ring, else a new chunk. */
 static cuabi_status take_slot(uint32_t *out)
 {
+    slot_cache *c = my_cache();
+    if (cache_pop(c, CACHE_KEEP, out))
+        return CUABI_SUCCESS;
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&registry_lock);
+    uint32_t ci = next_unused >> CHUNK_BITS;
     if (free_head != NO_SLOT) {
-        uint32_t idx = free_head;
-        free_head = slot_at(idx)->next_free;
+        *out = free_head;
+        free_head = slot_at(free_head)->next_free;
         if (free_head == NO_SLOT)
             free_tail = NO_SLOT;
-        *out = idx;
-        return CUABI_SUCCESS;
-    }
-    if (next_unused > INDEX_MASK)
-        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY,
-                            "too many live cuabi handles (limit %u)",
-                            INDEX_MASK + 1);
-    uint32_t c = next_unused >> CHUNK_BITS;
-    if (!atomic_load_explicit(&chunks[c], memory_order_relaxed)) {
+    } else if (next_unused <= INDEX_MASK &&
+               atomic_load_explicit(&chunks[ci], memory_order_relaxed)) {
+        *out = next_unused++;
+    } else if (cache_pop(c, 0, out)) {
+        /* reuse a recent slot rather than grow */
+    } else if (next_unused > INDEX_MASK) {
+        st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "too many live cuabi handles (limit %u)",
+                          INDEX_MASK + 1);
+    } else {
         slot *chunk = cuabi__calloc(CHUNK_SIZE, sizeof(slot));
-        if (!chunk)
-            return CUABI_ERROR_OUT_OF_MEMORY;
-        atomic_store_explicit(&chunks[c], chunk, memory_order_release);
+        if (chunk) {
+            atomic_store_explicit(&chunks[ci], chunk, memory_order_release);
+            *out = next_unused++;
+        } else {
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        }
     }
-    *out = next_unused++;
-    return CUABI_SUCCESS;
+    pthread_mutex_unlock(&registry_lock);
+    return st;
 }
 
 cuabi_status cuabi__handle_register(cuabi__object *obj, cuabi__handle_type type,
                                     void (*destroy)(cuabi__object *))
 {
     uint32_t idx = 0;
-    pthread_mutex_lock(&registry_lock);
-    cuabi_status st = take_slot(&idx);
-    if (st == CUABI_SUCCESS) {
-        slot *s = slot_at(idx);
-        uint64_t gen = ((atomic_load(&s->state) >> 8) + 1) & GEN_MASK;
-        if (gen == 0)
-            gen = 1;
-        atomic_store(&obj->refs, 1);
-        obj->type = type;
-        obj->destroy = destroy;
-        obj->handle = encode(idx, (uint32_t)gen);
-        atomic_store_explicit(&s->obj, obj, memory_order_relaxed);
-        atomic_store_explicit(&s->state, gen << 8 | (uint64_t)type,
-                              memory_order_release);
-        atomic_fetch_add(&live_count, 1);
-    }
-    pthread_mutex_unlock(&registry_lock);
-    return st;
+    CUABI__TRY(take_slot(&idx));
+    slot *s = slot_at(idx);
+    uint64_t gen = ((atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) + 1) & GEN_MASK;
+    if (gen == 0)
+        gen = 1;
+    atomic_store_explicit(&obj->refs, 1, memory_order_relaxed);
+    obj->type = type;
+    obj->destroy = destroy;
+    obj->handle = encode(idx, (uint32_t)gen);
+    atomic_store_explicit(&s->obj, obj, memory_order_relaxed);
+    /* publishes the object to cuabi__handle_get (acquire) */
+    atomic_store_explicit(&s->state, gen << 8 | (uint64_t)type, memory_order_release);
+    return CUABI_SUCCESS;
 }
 
 static const char *type_name(uint32_t type)
@@ -111,30 +189,47 @@ static const char *type_name(uint32_t type)
     return type < CUABI__T_COUNT ? cuabi__handle_type_names[type] : "handle";
 }
 
-cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
-                               void **out, const char *caller)
+/* The error of a failed lookup, out of line so the fast path stays small. */
+static __attribute__((noinline, cold)) cuabi_status
+handle_error(const void *handle, cuabi__handle_type type, const char *caller)
 {
     uint64_t v = (uint64_t)(uintptr_t)handle;
-    if (CUABI__UNLIKELY(!handle))
+    if (!handle)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %s handle is NULL", caller, type_name(type));
-    uint32_t idx = (uint32_t)(v & INDEX_MASK);
-    uint64_t gen = (v >> INDEX_BITS) & GEN_MASK;
-    slot *s = (v >> 48) == MAGIC ? slot_at(idx) : NULL;
-    if (CUABI__UNLIKELY(!s))
+    slot *s = (v >> 48) == MAGIC ? slot_at((uint32_t)(v & INDEX_MASK)) : NULL;
+    if (!s)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %p is not a cuabi handle (expected %s)",
                             caller, handle, type_name(type));
     uint64_t state = atomic_load_explicit(&s->state, memory_order_acquire);
-    if (CUABI__UNLIKELY((state >> 8) != gen || (state & 0xff) == 0))
+    if ((state >> 8) != ((v >> INDEX_BITS) & GEN_MASK) || (state & 0xff) == 0)
         return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
                             "%s: %s handle %p was already released or "
                             "destroyed", caller, type_name(type), handle);
-    if (CUABI__UNLIKELY((state & 0xff) != (uint64_t)type))
-        return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
-                            "%s: handle %p is a %s, expected %s", caller,
-                            handle, type_name((uint32_t)(state & 0xff)),
-                            type_name(type));
+    return cuabi__error(CUABI_ERROR_INVALID_HANDLE,
+                        "%s: handle %p is a %s, expected %s", caller,
+                        handle, type_name((uint32_t)(state & 0xff)),
+                        type_name(type));
+}
+
+cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
+                               void **out, const char *caller)
+{
+    /* One compare checks magic, liveness, generation and type at once:
+     * the state a live object of `type` with this handle's generation has. */
+    uint64_t v = (uint64_t)(uintptr_t)handle;
+    slot *chunk = (v >> 48) == MAGIC
+                      ? atomic_load_explicit(&chunks[(v & INDEX_MASK) >> CHUNK_BITS],
+                                             memory_order_acquire)
+                      : NULL;
+    if (CUABI__UNLIKELY(!chunk))
+        return handle_error(handle, type, caller);
+    slot *s = &chunk[v & (CHUNK_SIZE - 1)];
+    uint64_t want = ((v >> INDEX_BITS) & GEN_MASK) << 8 | (uint64_t)type;
+    if (CUABI__UNLIKELY(atomic_load_explicit(&s->state, memory_order_acquire) != want ||
+                        type == 0))
+        return handle_error(handle, type, caller);
     *out = atomic_load_explicit(&s->obj, memory_order_relaxed);
     return CUABI_SUCCESS;
 }
@@ -144,27 +239,42 @@ void cuabi__object_retain(cuabi__object *obj)
     atomic_fetch_add_explicit(&obj->refs, 1, memory_order_relaxed);
 }
 
-/* Invalidate the object's slot and put it at the tail of the free list. */
+/* Invalidate the object's slot and hand it to this thread's ring (or, when
+ * the ring is full or unusable, the global list). */
 static void unregister(cuabi__object *obj)
 {
     uint32_t idx = (uint32_t)(obj->handle & INDEX_MASK);
-    pthread_mutex_lock(&registry_lock);
     slot *s = slot_at(idx); /* never NULL: the object was registered */
-    if (!s) {
-        pthread_mutex_unlock(&registry_lock);
-        return;
-    }
-    uint64_t gen = (atomic_load(&s->state) >> 8);
+    uint64_t gen = atomic_load_explicit(&s->state, memory_order_relaxed) >> 8;
     atomic_store_explicit(&s->state, gen << 8, memory_order_release);
     atomic_store_explicit(&s->obj, NULL, memory_order_relaxed);
-    s->next_free = NO_SLOT;
-    if (free_tail != NO_SLOT)
-        slot_at(free_tail)->next_free = idx;
-    else
-        free_head = idx;
-    free_tail = idx;
-    atomic_fetch_sub(&live_count, 1);
+    slot_cache *c = my_cache();
+    if (c && c->count == CACHE_CAP) {
+        pthread_mutex_lock(&registry_lock);
+        cache_spill(c, CACHE_CAP / 2);
+        pthread_mutex_unlock(&registry_lock);
+    }
+    if (c) {
+        c->idx[(c->head + c->count) % CACHE_CAP] = idx;
+        c->count++;
+        return;
+    }
+    pthread_mutex_lock(&registry_lock);
+    global_push(idx);
     pthread_mutex_unlock(&registry_lock);
+}
+
+void cuabi__object_invalidate(cuabi__object *obj)
+{
+    unregister(obj);
+}
+
+bool cuabi__object_drop(cuabi__object *obj)
+{
+    if (atomic_fetch_sub_explicit(&obj->refs, 1, memory_order_acq_rel) != 1)
+        return false;
+    unregister(obj);
+    return true;
 }
 
 void cuabi__object_release(cuabi__object *obj)
@@ -193,9 +303,18 @@ cuabi_status cuabi__handle_release(const void *handle, cuabi__handle_type type)
     return st;
 }
 
+/* Counted by a scan rather than a shared counter that every register and
+ * release would have to update: only tests ask. */
 size_t cuabi__handle_live_count(void)
 {
-    return atomic_load(&live_count);
+    pthread_mutex_lock(&registry_lock);
+    uint32_t n = next_unused;
+    pthread_mutex_unlock(&registry_lock);
+    size_t live = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&slot_at(i)->state, memory_order_acquire) & 0xff)
+            live++;
+    return live;
 }
 
 /* At dlclose() (and process exit) give the slot chunks back, so that

@@ -103,6 +103,13 @@ cuabi_status cuabi__handle_release(const void *handle, cuabi__handle_type type);
 /* Reference counting on objects already resolved (child -> parent). */
 void cuabi__object_retain(cuabi__object *obj);
 void cuabi__object_release(cuabi__object *obj);
+/* Drop one reference; the last one invalidates the handle and returns true
+ * WITHOUT calling destroy: the caller finishes the object. */
+bool cuabi__object_drop(cuabi__object *obj);
+/* Invalidate the handle of an object whose only reference the caller holds
+ * (unique handles, e.g. buffers: nothing else retains them), without the
+ * atomic count update of cuabi__object_drop; destroy is not called. */
+void cuabi__object_invalidate(cuabi__object *obj);
 /* Number of live handles (tests check nothing leaks). */
 size_t cuabi__handle_live_count(void);
 

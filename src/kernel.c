@@ -57,7 +57,7 @@ cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv, 
         if (r == CUDA_ERROR_NOT_FOUND)
             return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: the driver finds no kernel '%s' in %s",
                                 caller, k->name, k->objcode->name);
-        CUABI__TRY(cuabi__cu_check(r, "cuLibraryGetKernel", caller));
+        CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, r, "cuLibraryGetKernel", caller));
         /* Two threads may race here; both get the same CUkernel. */
         atomic_store_explicit(&k->cu_kernel, ck, memory_order_release);
     }
@@ -78,7 +78,11 @@ cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
     CUkernel ck;
     CUABI__TRY(cuabi__kernel_cukernel(k, drv, &ck, __func__));
     CUABI__TRY(cuabi__device_activate(dev, drv));
-    CUABI__TRY(CUABI__CU(drv, cuKernelGetFunction, &f, ck));
+    /* Lazy loading compiles for this device now: image errors show here. */
+    if (!drv->cuKernelGetFunction)
+        return cuabi__missing_entry("cuKernelGetFunction", __func__);
+    CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, CUABI__CU_RAW(drv, cuKernelGetFunction, &f, ck),
+                                       "cuKernelGetFunction", __func__));
     if (cached)
         atomic_store_explicit(&k->functions[dev->ordinal], f, memory_order_release);
     *out = f;

@@ -143,6 +143,14 @@ cuabi_status cuabi__missing_entry(const char *entry, const char *caller);
 /* Convert a CUresult from `entry` into a status + last error. */
 cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller);
 
+/* Success stays inline (no call on the hot path); failure is converted
+ * out of line. */
+static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const char *caller)
+{
+    return __builtin_expect(r == CUDA_SUCCESS, 1) ? CUABI_SUCCESS
+                                                  : cuabi__cu_check(r, entry, caller);
+}
+
 /* Call a driver entry point, converting failure into a status:
  *   cuabi_status st = CUABI__CU(drv, cuStreamSynchronize, s);           */
 #define CUABI__CU(drv, fn, ...)                                               \
@@ -150,7 +158,7 @@ cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller);
                                           memory_order_relaxed)) &&            \
              cuabi__fault_fires(#fn)                                           \
          ? cuabi__cu_check(cuabi__fault_result(), #fn, __func__)               \
-     : (drv)->fn ? cuabi__cu_check((drv)->fn(__VA_ARGS__), #fn, __func__)      \
+     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, __func__)     \
                  : cuabi__missing_entry(#fn, __func__))
 
 /* The same for calls whose raw CUresult the caller inspects (or ignores, as

@@ -86,6 +86,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
     cuabi__memory_resource *r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
     if (!r)
         return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
     r->pool = pool;
     r->stream_ordered = true;
     return resource_publish(out, r);
@@ -121,6 +122,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
         st = r ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
     }
     if (st == CUABI_SUCCESS) {
+        r->drv = drv;
         r->pool = pool;
         r->owns_pool = true;
         r->stream_ordered = true;
@@ -139,7 +141,10 @@ static cuabi_status simple_gpu_resource(cuabi_memory_resource **out, cuabi_devic
     const cuabi__driver *drv;
     CUABI__TRY(gpu_resource_begin(out, device, &dev, &drv, caller));
     cuabi__memory_resource *r = resource_alloc(impl, kind, dev);
-    return r ? resource_publish(out, r) : CUABI_ERROR_OUT_OF_MEMORY;
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
+    return resource_publish(out, r);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out,
@@ -254,8 +259,7 @@ cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r,
         *out = p;
         return CUABI_SUCCESS;
     }
-    const cuabi__driver *drv;
-    CUABI__TRY(cuabi__driver_get(&drv));
+    const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
     CUdeviceptr d = 0;
@@ -295,8 +299,7 @@ cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *r, uintptr_t ptr
                                       "%s: the user resource's deallocate callback failed "
                                       "(returned %d)", caller, rc);
     }
-    const cuabi__driver *drv;
-    CUABI__TRY(cuabi__driver_get(&drv));
+    const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
     switch (r->impl) {

@@ -20,6 +20,9 @@ typedef struct cuabi__memory_resource {
     cuabi_memory_kind kind;
     bool stream_ordered;           /* buffers remember their stream */
     cuabi__device *device;         /* retained; NULL for host without device */
+    /* GPU resources: the driver table, loaded before they were made (saves
+     * a loader check per allocation and deallocation). */
+    const cuabi__driver *drv;
     CUmemoryPool pool;             /* CUABI__RES_POOL */
     bool owns_pool;                /* created here: destroy with the resource */
     cuabi_memory_resource_callbacks user;
@@ -58,6 +61,10 @@ void cuabi__buffer_mem_retain(cuabi__buffer *b);
 /* Drop one memory reference; the last one frees the memory and the struct.
  * Returns the deallocation's status (success when nothing was freed). */
 cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b);
+
+/* Free this thread's cached buffer structs (tests: make the next buffer
+ * come from cuabi__malloc, to inject its failure). */
+void cuabi__buffer_cache_flush(void);
 
 /* ---------------------------------------------------------------- views */
 

@@ -137,6 +137,7 @@ static void objcode_free(cuabi__objcode *o)
     free_names(o);
     cuabi__elf_free(o->elf);
     cuabi__free(o->offline_cubin);
+    cuabi__free(o->jit_log);
     cuabi__free(o->data);
     cuabi__free(o->name);
     pthread_mutex_destroy(&o->lock);
@@ -196,8 +197,8 @@ static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
     }
 }
 
-cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
-                                size_t size, const char *name)
+static cuabi_status objcode_create(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                   size_t size, const char *name, bool parse_now)
 {
     static const char caller[] = "cuabi_objcode";
     *out = NULL;
@@ -217,7 +218,7 @@ cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void
     cuabi_status st = check_type(&type, &o->data, size, o->name, caller);
     o->type = type;
     /* A CUBIN is parsed now: a malformed one fails here, not at first use. */
-    if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN)
+    if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN && parse_now)
         st = cuabi__elf_parse(&o->elf, o->data, size, caller, o->name);
     if (st == CUABI_SUCCESS)
         st = cuabi__handle_register(&o->base, CUABI__T_OBJCODE, objcode_destroy);
@@ -227,6 +228,30 @@ cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void
     }
     *out = o;
     return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                size_t size, const char *name)
+{
+    return objcode_create(out, type, data, size, name, true);
+}
+
+cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                        size_t size, const char *name)
+{
+    return objcode_create(out, type, data, size, name, false);
+}
+
+/* A CUBIN's parsed ELF, parsed at the first need when the objcode was
+ * created trusted. */
+static cuabi_status cubin_elf(cuabi__objcode *o, const cuabi__elf_info **out, const char *caller)
+{
+    pthread_mutex_lock(&o->lock);
+    cuabi_status st = o->elf ? CUABI_SUCCESS
+                             : cuabi__elf_parse(&o->elf, o->data, o->size, caller, o->name);
+    *out = o->elf;
+    pthread_mutex_unlock(&o->lock);
+    return st;
 }
 
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
@@ -269,50 +294,92 @@ const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name)
 
 /* ------------------------------------------------------------ loading */
 
+/* Results that say the image itself is unusable here. At load time the
+ * driver also answers CUDA_ERROR_INVALID_VALUE for bytes it cannot parse. */
 static bool is_image_error(CUresult r)
 {
     return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX ||
            r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
            r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND ||
-           r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND || r == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY ||
-           r == CUDA_ERROR_INVALID_VALUE;
+           r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND;
+}
+
+enum { JIT_LOG_SIZE = 16384 };
+
+static cuabi_status image_error(cuabi__objcode *o, const cuabi__driver *drv, CUresult r,
+                                const char *api, const char *caller)
+{
+    const char *ename = NULL, *estr = NULL;
+    if (drv->cuGetErrorName)
+        drv->cuGetErrorName(r, &ename);
+    if (drv->cuGetErrorString)
+        drv->cuGetErrorString(r, &estr);
+    const char *hint =
+        r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+            ? " (the PTX is newer than this driver: update the driver or compile to a CUBIN)"
+        : r == CUDA_ERROR_NO_BINARY_FOR_GPU
+            ? " (no code for this GPU's architecture: compile for it, or include PTX)"
+        : r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+            ? " (the driver's PTX JIT compiler is missing: compile to a CUBIN)" : "";
+    /* Copy the log: the driver may write it again on a later lookup. */
+    char *log = o->jit_log ? cuabi__malloc(JIT_LOG_SIZE) : NULL;
+    size_t n = 0;
+    if (log) {
+        memcpy(log, o->jit_log, JIT_LOG_SIZE);
+        log[JIT_LOG_SIZE - 1] = '\0';
+        n = strlen(log);
+        while (n && (log[n - 1] == '\n' || log[n - 1] == ' '))
+            log[--n] = '\0';
+    }
+    cuabi_status st = cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                   "%s: the driver rejected %s %s (%s failed with %s (%d): %s)%s%s%s",
+                                   caller, cuabi__code_type_name(o->type), o->name, api,
+                                   ename ? ename : "error", (int)r, estr ? estr : "", hint,
+                                   n ? ": " : "", n ? log : "");
+    cuabi__error_set_cu((int)r);
+    if (n)
+        cuabi__error_set_log(log, n);
+    cuabi__free(log);
+    return st;
+}
+
+cuabi_status cuabi__objcode_cu_check(cuabi__objcode *o, const cuabi__driver *drv, CUresult r,
+                                     const char *api, const char *caller)
+{
+    if (r != CUDA_SUCCESS && is_image_error(r))
+        return image_error(o, drv, r, api, caller);
+    return cuabi__cu_check(r, api, caller);
 }
 
 static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, const char *caller)
 {
     if (!drv->cuLibraryLoadData)
         return cuabi__missing_entry("cuLibraryLoadData", caller);
-    enum { LOG = 16384 };
-    char *log = cuabi__calloc(1, LOG);
-    if (!log)
+    if (!o->jit_log && !(o->jit_log = cuabi__calloc(1, JIT_LOG_SIZE)))
         return CUABI_ERROR_OUT_OF_MEMORY;
     CUjit_option opt[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-    void *val[2] = { log, (void *)(uintptr_t)LOG };
+    void *val[2] = { o->jit_log, (void *)(uintptr_t)JIT_LOG_SIZE };
     CUlibrary lib = NULL;
     CUresult r = CUABI__CU_RAW(drv, cuLibraryLoadData, &lib, o->data, opt, val, 2, NULL, NULL, 0);
-    if (r == CUDA_SUCCESS) {
-        o->library = lib;
-        o->loaded = true;
-        cuabi__free(log);
-        return CUABI_SUCCESS;
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return image_error(o, drv, r, "cuLibraryLoadData", caller);
+    CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryLoadData", caller));
+    /* With lazy loading (the default) the driver has not even parsed the
+     * image yet; counting its kernels makes it, so a broken image fails
+     * here with its JIT log rather than at some later lookup. */
+    if (drv->cuLibraryGetKernelCount) {
+        unsigned int n;
+        r = CUABI__CU_RAW(drv, cuLibraryGetKernelCount, &n, lib);
+        if (r != CUDA_SUCCESS) {
+            cuabi_status st = cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernelCount", caller);
+            if (drv->cuLibraryUnload)
+                CUABI__CU_RAW(drv, cuLibraryUnload, lib);
+            return st;
+        }
     }
-    cuabi_status st = cuabi__cu_check(r, "cuLibraryLoadData", caller);
-    if (is_image_error(r)) {
-        const char *ename = NULL;
-        if (drv->cuGetErrorName)
-            drv->cuGetErrorName(r, &ename);
-        const char *hint = r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-            ? " (the PTX is newer than this driver: compile to a CUBIN instead)"
-            : r == CUDA_ERROR_NO_BINARY_FOR_GPU ? " (no code for this GPU's architecture)" : "";
-        log[LOG - 1] = '\0';
-        st = cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: the driver rejected %s %s: %s%s%s%s",
-                          caller, cuabi__code_type_name(o->type), o->name,
-                          ename ? ename : "error", hint, *log ? ": " : "", log);
-        cuabi__error_set_cu((int)r);
-        cuabi__error_set_log(log, strlen(log));
-    }
-    cuabi__free(log);
-    return st;
+    o->library = lib;
+    o->loaded = true;
+    return CUABI_SUCCESS;
 }
 
 cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
@@ -386,10 +453,8 @@ static cuabi_status offline_build(cuabi__objcode *o, const char *arch, void **cu
 cuabi_status cuabi__objcode_elf(cuabi__objcode *o, const char *arch,
                                 const cuabi__elf_info **out, const char *caller)
 {
-    if (o->type == CUABI_CODE_CUBIN) {
-        *out = o->elf; /* parsed at creation, immutable */
-        return CUABI_SUCCESS;
-    }
+    if (o->type == CUABI_CODE_CUBIN)
+        return cubin_elf(o, out, caller); /* immutable once parsed */
     char want[16];
     if (arch) {
         CUABI__TRY(check_arch(arch, caller));
@@ -486,7 +551,12 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_arch(int *out, cuabi_objcode *objcode)
     cuabi__objcode *o;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(o, objcode, OBJCODE);
-    *out = o->type == CUABI_CODE_CUBIN ? o->elf->arch : 0;
+    *out = 0;
+    if (o->type == CUABI_CODE_CUBIN) {
+        const cuabi__elf_info *elf;
+        CUABI__TRY(cubin_elf(o, &elf, __func__));
+        *out = elf->arch;
+    }
     return CUABI_SUCCESS;
 }
 
@@ -531,12 +601,18 @@ static cuabi_status driver_kernel_names(cuabi__objcode *o, const char *caller)
     char **names = NULL;
     if (o->driver_kernels)
         goto done;
-    st = CUABI__CU(drv, cuLibraryGetKernelCount, &n, lib);
+    st = drv->cuLibraryGetKernelCount
+             ? cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetKernelCount, &n, lib),
+                                       "cuLibraryGetKernelCount", caller)
+             : cuabi__missing_entry("cuLibraryGetKernelCount", caller);
     if (st == CUABI_SUCCESS && n > 0) {
         ks = cuabi__calloc(n, sizeof *ks);
         names = cuabi__calloc(n, sizeof *names);
-        st = ks && names ? CUABI__CU(drv, cuLibraryEnumerateKernels, ks, n, lib)
-                         : CUABI_ERROR_OUT_OF_MEMORY;
+        st = !(ks && names) ? CUABI_ERROR_OUT_OF_MEMORY
+             : drv->cuLibraryEnumerateKernels
+             ? cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryEnumerateKernels, ks, n, lib),
+                                       "cuLibraryEnumerateKernels", caller)
+             : cuabi__missing_entry("cuLibraryEnumerateKernels", caller);
     }
     for (unsigned i = 0; st == CUABI_SUCCESS && i < n; i++) {
         const char *kn = NULL;
@@ -654,7 +730,9 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources
         CUABI__TRY(check_arch(arch, __func__));
     if (arch && o->type == CUABI_CODE_CUBIN) {
         char have[16];
-        snprintf(have, sizeof have, "sm_%d", o->elf->arch);
+        const cuabi__elf_info *elf;
+        CUABI__TRY(cubin_elf(o, &elf, __func__));
+        snprintf(have, sizeof have, "sm_%d", elf->arch);
         if (strncmp(arch, have, strlen(have)) != 0)
             return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                                 "%s: %s is a CUBIN for %s, not %s", __func__, o->name, have, arch);
@@ -682,10 +760,12 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
             return cuabi__missing_entry("cuLibraryGetKernel", __func__);
         CUresult r = CUABI__CU_RAW(drv, cuLibraryGetKernel, &ck, lib, lowered);
         if (r == CUDA_ERROR_NOT_FOUND) {
-            const cuabi__elf_info *elf = o->type == CUABI_CODE_CUBIN ? o->elf : NULL;
+            const cuabi__elf_info *elf = NULL;
+            if (o->type == CUABI_CODE_CUBIN)
+                CUABI__TRY(cubin_elf(o, &elf, __func__));
             return not_found(o, elf, name, __func__);
         }
-        CUABI__TRY(cuabi__cu_check(r, "cuLibraryGetKernel", __func__));
+        CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernel", __func__));
     } else if (st == CUABI_ERROR_DRIVER_NOT_FOUND || st == CUABI_ERROR_NO_DEVICE) {
         /* No GPU: a kernel for the offline queries, checked against the CUBIN. */
         const cuabi__elf_kernel *k;

@@ -22,6 +22,10 @@ typedef struct cuabi__objcode {
     pthread_mutex_t lock;            /* guards everything below */
     CUlibrary library;               /* loaded lazily (cuLibraryLoadData) */
     bool loaded;
+    /* The JIT error log given to cuLibraryLoadData. Kept while the library
+     * is loaded: with lazy module loading the driver JIT-compiles at the
+     * first lookup (cuLibraryGetKernel) and writes its log here then. */
+    char *jit_log;
     cuabi__name_entry *names;        /* name expression -> lowered name */
     size_t name_count;
     /* Offline view: the image's CUBIN, or one compiled from PTX/LTO-IR for
@@ -40,6 +44,11 @@ typedef struct cuabi__objcode {
  * now so a malformed one fails here with CUABI_ERROR_INVALID_IMAGE. */
 cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
                                 size_t size, const char *name);
+/* The same for bytes known good (compiler output, checksummed cache
+ * entries): a CUBIN is parsed at its first offline query, not now, which
+ * keeps an in-memory cache hit cheap. */
+cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                        size_t size, const char *name);
 /* Register a name expression and its lowered name (copies both). */
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
                                      const char *lowered_name);
@@ -47,6 +56,12 @@ cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_express
  * `name` itself. Borrowed from the objcode. */
 const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name);
 /* The loaded CUlibrary, loading it on first use. */
+/* A driver result `r` of `api` on this objcode's library as a status:
+ * image errors (invalid PTX, no code for this GPU, PTX too new, ...) become
+ * CUABI_ERROR_INVALID_IMAGE with the driver's message and JIT log, the CUDA
+ * result kept in the error; others as cuabi__cu_check. */
+cuabi_status cuabi__objcode_cu_check(cuabi__objcode *o, const cuabi__driver *drv, CUresult r,
+                                     const char *api, const char *caller);
 cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
                                     CUlibrary *out, const char *caller);
 /* The offline (ELF) view; PTX/LTO-IR is compiled with nvJitLink for `arch`

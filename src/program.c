@@ -113,26 +113,52 @@ void cuabi__current_arch(char out[32])
     snprintf(out, 32, "sm_%d%d", major, minor);
 }
 
-/* NVRTC's supported architectures; *n = 0 when it cannot say. */
-static cuabi_status supported_archs(int *archs, size_t cap, size_t *n)
+/* NVRTC's supported architectures; *n = 0 when it cannot say. The list is
+ * fixed once NVRTC is loaded, so it is asked once: every compile checks
+ * its architecture against it, a cache hit included. */
+static struct {
+    pthread_mutex_t lock;
+    bool known;
+    int archs[128];
+    size_t n;
+} nvrtc_archs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static cuabi_status query_archs(void)
 {
     const cuabi__nvrtc *nv;
-    *n = 0;
     CUABI__TRY(cuabi__nvrtc_get(&nv));
     int count = 0;
+    nvrtc_archs.n = 0;
     if (!nv->nvrtcGetNumSupportedArchs || !nv->nvrtcGetSupportedArchs ||
-        nv->nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0)
+        nv->nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) {
+        nvrtc_archs.known = true;
         return CUABI_SUCCESS;
+    }
     int *all = cuabi__malloc((size_t)count * sizeof *all);
     if (!all)
         return CUABI_ERROR_OUT_OF_MEMORY;
     if (nv->nvrtcGetSupportedArchs(all) == NVRTC_SUCCESS) {
-        for (size_t i = 0; i < (size_t)count && i < cap; i++)
-            archs[i] = all[i];
-        *n = (size_t)count;
+        size_t keep = (size_t)count < 128 ? (size_t)count : 128;
+        memcpy(nvrtc_archs.archs, all, keep * sizeof *all);
+        nvrtc_archs.n = keep;
     }
     cuabi__free(all);
+    nvrtc_archs.known = true;
     return CUABI_SUCCESS;
+}
+
+static cuabi_status supported_archs(int *archs, size_t cap, size_t *n)
+{
+    *n = 0;
+    pthread_mutex_lock(&nvrtc_archs.lock);
+    cuabi_status st = nvrtc_archs.known ? CUABI_SUCCESS : query_archs();
+    if (st == CUABI_SUCCESS) {
+        for (size_t i = 0; i < nvrtc_archs.n && i < cap; i++)
+            archs[i] = nvrtc_archs.archs[i];
+        *n = nvrtc_archs.n;
+    }
+    pthread_mutex_unlock(&nvrtc_archs.lock);
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capacity,
@@ -396,8 +422,19 @@ cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
             return cuabi_last_error()->status;
         jit = cuabi__nvjitlink_info()->version;
     }
-    int n = snprintf(ident, sizeof ident, "cuabi-cache-format=%d nvrtc=%d nvjitlink=%d",
-                     CUABI__CACHE_FORMAT, nvrtc, p->type == CUABI_CODE_PTX ? jit : 0);
+    /* The identity string, formatted once per thread per compiler pair:
+     * snprintf was a tenth of an in-memory hit. */
+    static _Thread_local struct { int nvrtc, jit, n; char s[96]; } id = { -1, -1, 0, "" };
+    if (p->type != CUABI_CODE_PTX)
+        jit = 0;
+    if (id.nvrtc != nvrtc || id.jit != jit) {
+        id.n = snprintf(id.s, sizeof id.s, "cuabi-cache-format=%d nvrtc=%d nvjitlink=%d",
+                        CUABI__CACHE_FORMAT, nvrtc, jit);
+        id.nvrtc = nvrtc;
+        id.jit = jit;
+    }
+    int n = id.n;
+    memcpy(ident, id.s, sizeof ident);
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
     size_t nf = 6 + a->argc + 2 * o->num_headers + o->num_name_expressions;
@@ -689,7 +726,7 @@ static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__
     cuabi__objcode *o;
     void *data = e->data;
     e->data = NULL;
-    CUABI__TRY(cuabi__objcode_new(&o, e->type, data, e->size, p->name));
+    CUABI__TRY(cuabi__objcode_new_trusted(&o, e->type, data, e->size, p->name));
     for (size_t i = 0; i < e->num_names; i++) {
         cuabi_status st = cuabi__objcode_add_name(o, e->exprs[i], e->lowered[i]);
         if (st != CUABI_SUCCESS) {

@@ -46,4 +46,28 @@ grep -q "nope" "$tmp/err" || fail "unknown kernel named in the error"
 # default: live on a GPU, else offline sm_90 and says so
 out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain) || fail "default mode exits 0"
 echo "$out" | grep -Eq "No GPU available: offline answers for sm_90|\(live\)" || fail "says live or offline"
+# on a GPU, live: compiled for the local device, and the same answers as
+# offline for that architecture (offline runs above never load the code, so
+# they work whatever the GPU is)
+live=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --json) || fail "default json exits 0"
+if echo "$live" | grep -q '"live": *true'; then
+    echo "live run on a GPU"
+    larch=$(echo "$live" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["arch"])') ||
+        fail "live arch"
+    off=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch "$larch" --json) ||
+        fail "offline for the live arch $larch exits 0"
+    printf '%s\n%s\n' "$live" "$off" | python3 -c '
+import json, sys
+dec = json.JSONDecoder(); text = sys.stdin.read().strip()
+live, end = dec.raw_decode(text); off, _ = dec.raw_decode(text[end:].strip())
+assert all(r["live"] for r in live) and not any(r["live"] for r in off)
+assert len(live) == len(off), (len(live), len(off))
+for a, b in zip(live, off):
+    assert a["active_blocks_per_sm"] == b["active_blocks_per_sm"], (a, b)
+' || fail "live and offline agree for $larch"
+    "$cuabi" occupancy "$tmp/k.cu" --kernel 'fill<4096>' --name-expr 'fill<4096>' --smem 65536 \
+        --json >/dev/null || fail "live with opt-in shared memory exits 0"
+else
+    echo "$live" | grep -q '"live": *false' || fail "json says live or not"
+fi
 exit 0

@@ -448,6 +448,34 @@ START_TEST(bytes_pointer_and_blob)
 }
 END_TEST
 
+START_TEST(blob_pointer_writes_in_place)
+{
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create(&p, "ptr, i32, f32"));
+    void *blob = NULL;
+    ck_assert_ok(cuabi_argpack_blob_pointer(&blob, p));
+    cuabi__argpack *in;
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_ARGPACK, (void **)&in, "test"));
+    ck_assert_ptr_eq(blob, in->storage);
+    struct { uint64_t p; int32_t i; float f; } v = { 0xabc0, -7, 1.5f };
+    memcpy(blob, &v, sizeof v);             /* writing is setting */
+    int32_t i;
+    ck_assert_ok(cuabi_argpack_get_bytes(&i, 4, p, 1));
+    ck_assert_int_eq(i, -7);
+    ck_assert_int_eq(*(int32_t *)in->params[1], -7);
+    ck_assert_status(cuabi_argpack_blob_pointer(NULL, p), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_argpack_release(p);
+    ck_assert_status(cuabi_argpack_blob_pointer(&blob, p), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_argpack_blob_pointer(&blob, NULL), CUABI_ERROR_INVALID_HANDLE);
+    /* buffer/view handles live outside the blob: refused, naming the slot */
+    ck_assert_ok(cuabi_argpack_create(&p, "i32, view"));
+    ck_assert_status(cuabi_argpack_blob_pointer(&blob, p), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("slot 1");
+    cuabi_argpack_release(p);
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+}
+END_TEST
+
 START_TEST(buffer_and_view_slots)
 {
     cuabi_argpack *p;
@@ -629,6 +657,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("argpack");
     TCase *tc = tcase_create("argpack");
     tcase_add_test(tc, issue_signature_matches_c);
@@ -642,6 +671,7 @@ int main(void)
     tcase_add_test(tc, int_setters);
     tcase_add_test(tc, float_setters);
     tcase_add_test(tc, bytes_pointer_and_blob);
+    tcase_add_test(tc, blob_pointer_writes_in_place);
     tcase_add_test(tc, buffer_and_view_slots);
     tcase_add_test(tc, live_buffers_and_views);
     tcase_add_test(tc, layout_check);

@@ -4,6 +4,9 @@
 #include "fake_memory.h"
 #include "memory.h"
 
+#include <pthread.h>
+#include <string.h>
+
 static void setup(void) { fake_driver_install(); fake_memory_install(); }
 static void teardown(void)
 {
@@ -314,6 +317,7 @@ START_TEST(failures_leak_nothing)
     int failures = 0;
     for (long n = 1; n < 50; n++) {
         cuabi_buffer *b = NULL;
+        cuabi__buffer_cache_flush(); /* the struct comes from malloc */
         cuabi__alloc_fail_at(n, false);
         cuabi_status st = cuabi_buffer_allocate(&b, pool, 100, 0, s);
         cuabi__alloc_fail_at(0, false);
@@ -348,6 +352,96 @@ START_TEST(failures_leak_nothing)
 }
 END_TEST
 
+/* Pool allocate + free on a created stream must cost exactly the two
+ * driver calls an application would make itself: every other entry point
+ * is removed from the table, so any extra call fails the pair. */
+static int pair_allocs, pair_frees;
+static CUresult CUDAAPI counting_alloc(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s)
+{
+    pair_allocs++;
+    return fake_cuMemAllocFromPoolAsync(d, n, p, s);
+}
+static CUresult CUDAAPI counting_free(CUdeviceptr d, CUstream s)
+{
+    pair_frees++;
+    return fake_cuMemFreeAsync(d, s);
+}
+
+START_TEST(pool_pair_makes_only_the_two_driver_calls)
+{
+    cuabi_device *dev;
+    cuabi_stream *s;
+    cuabi_memory_resource *pool;
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_stream_create(&s, dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_device_default(&pool, dev));
+    cuabi__driver *d = cuabi__driver_for_test();
+    cuabi__driver saved = *d;
+    memset(d, 0, sizeof *d);
+    d->cuMemAllocFromPoolAsync = counting_alloc;
+    d->cuMemFreeAsync = counting_free;
+    pair_allocs = pair_frees = 0;
+    for (int i = 0; i < 100; i++) {
+        cuabi_buffer *b;
+        size_t n;
+        ck_assert_ok(cuabi_buffer_allocate(&b, pool, 1 << 20, 0, s));
+        ck_assert_ok(cuabi_buffer_free_async(b, s));
+        /* freed: invalid at once */
+        ck_assert_status(cuabi_buffer_size(&n, b), CUABI_ERROR_INVALID_HANDLE);
+    }
+    ck_assert_int_eq(pair_allocs, 100);
+    ck_assert_int_eq(pair_frees, 100);
+    *d = saved;
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
+/* Buffers freed on other threads, and threads ending with cached buffer
+ * structs, lose nothing (the sanitizer build checks for leaks). */
+static cuabi_memory_resource *thread_pool;
+static cuabi_stream *thread_stream;
+static void *churn(void *arg)
+{
+    cuabi_buffer **handoff = arg;
+    for (int i = 0; i < 100; i++) {
+        cuabi_buffer *b;
+        if (cuabi_buffer_allocate(&b, thread_pool, 256, 0, thread_stream) != CUABI_SUCCESS ||
+            cuabi_buffer_free_async(b, thread_stream) != CUABI_SUCCESS)
+            return (void *)1;
+    }
+    /* made here, freed by the main thread */
+    return cuabi_buffer_allocate(handoff, thread_pool, 256, 0, thread_stream) == CUABI_SUCCESS
+               ? NULL : (void *)1;
+}
+
+START_TEST(buffers_across_threads)
+{
+    cuabi_device *dev;
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_stream_create(&thread_stream, dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_host(&thread_pool));
+    size_t live = cuabi__handle_live_count();
+    pthread_t t[4];
+    cuabi_buffer *handoff[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn, &handoff[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        ck_assert_int_eq(pthread_join(t[i], &rc), 0);
+        ck_assert_ptr_null(rc);
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_ok(cuabi_buffer_destroy(handoff[i]));
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_ok(cuabi_memory_resource_release(thread_pool));
+    ck_assert_ok(cuabi_stream_release(thread_stream));
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("buffer");
@@ -360,8 +454,14 @@ static Suite *suite(void)
     tcase_add_test(tc, host_memsets_of_each_width);
     tcase_add_test(tc, device_buffers_on_the_fake_driver);
     tcase_add_test(tc, failures_leak_nothing);
+    tcase_add_test(tc, pool_pair_makes_only_the_two_driver_calls);
+    tcase_add_test(tc, buffers_across_threads);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void) { return cuabi_test_run(suite()); }
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}

@@ -264,6 +264,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("elf");
     TCase *tc = tcase_create("elf");
     tcase_set_timeout(tc, 120);

@@ -123,4 +123,8 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return cuabi_test_run(suite()); }
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}

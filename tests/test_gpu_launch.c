@@ -25,6 +25,7 @@ static const char source[] =
     "  out[4] = v.x; out[5] = v.y; out[6] = v.z; out[7] = v.w; out[8] = (float)d;\n"
     "  out[9] = q.c; out[10] = q.in.s; out[11] = (float)q.in.d; out[12] = q.u; out[13] = b;\n"
     "}\n"
+    "extern \"C\" __global__ void v4(signed char b, float4 v, float *out) { out[0] = v.w + b; }\n"
     "extern \"C\" __global__ void rank(unsigned *out) {\n"
     "  unsigned r = 0;\n"
     "#if __CUDA_ARCH__ >= 900\n"
@@ -205,12 +206,27 @@ START_TEST(struct_by_value)
     const float want[14] = { 1.5f, 2.5f, 3.5f, 42, 5, 6, 7, 8, 9.25f, 9, 10, 11, 12, -13 };
     for (int i = 0; i < 14; i++)
         ck_assert_msg(out[i] == want[i], "out[%d] = %f, want %f", i, out[i], want[i]);
-    /* float4 as a plain struct of four floats is misaligned: caught */
-    cuabi_argpack *bad;
-    ck_assert_ok(cuabi_argpack_create(&bad,
+    /* The driver describes parameters by offset and size only: after a
+     * 16-byte struct, a plain struct of four floats lands at offset 16 just
+     * as a float4 does, so that pack has the same layout and passes. */
+    cuabi_argpack *same;
+    ck_assert_ok(cuabi_argpack_create(&same,
         "struct{f32, f32, f32, i32}, struct{f32, f32, f32, f32}, f64, struct{i8, struct{i16, f64}, u8}, i8, ptr"));
-    ck_assert_status(cuabi_argpack_check_kernel(bad, k), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ok(cuabi_argpack_check_kernel(same, k));
+    cuabi_argpack_release(same);
+    /* After an i8 the plain struct is at offset 4, the float4 at 16: caught. */
+    cuabi_kernel *k4;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k4, code, "v4"));
+    cuabi_argpack *bad, *good;
+    ck_assert_ok(cuabi_argpack_create(&bad, "i8, struct{f32, f32, f32, f32}, ptr"));
+    ck_assert_ok(cuabi_argpack_create(&good, "i8, float4, ptr"));
+    ck_assert_status(cuabi_argpack_check_kernel(bad, k4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ok(cuabi_argpack_check_kernel(good, k4));
+    ck_assert_status(cuabi_argpack_check_kernel(bad, k4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_check_kernel(good, k), CUABI_ERROR_ARGUMENT_MISMATCH);
     cuabi_argpack_release(bad);
+    cuabi_argpack_release(good);
+    cuabi_kernel_release(k4);
     cuabi_argpack_release(p);
     cuabi_buffer_destroy(bout);
     cuabi_kernel_release(k);

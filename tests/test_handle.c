@@ -171,6 +171,67 @@ START_TEST(threads_register_and_release_concurrently)
 }
 END_TEST
 
+/* Handles made on one thread and released on another: freed slots land in
+ * the releasing thread's ring, spill to the global list when it fills, and
+ * return there when the thread ends; none is lost or handed out twice. */
+enum { HANDOFF = 3000 };
+static fake_obj *handoff[HANDOFF];
+static int handoff_destroyed;
+
+static void *make_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < HANDOFF; i++)
+        if (!(handoff[i] = fake_new(CUABI__T_EVENT, &handoff_destroyed)))
+            return (void *)1;
+    return NULL;
+}
+
+static void *release_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < HANDOFF; i++)
+        if (cuabi_event_release((void *)(uintptr_t)handoff[i]->base.handle))
+            return (void *)1;
+    return NULL;
+}
+
+START_TEST(handles_released_on_another_thread)
+{
+    size_t live = cuabi__handle_live_count();
+    for (int round = 0; round < 3; round++) {
+        pthread_t t;
+        void *r;
+        ck_assert_int_eq(pthread_create(&t, NULL, make_many, NULL), 0);
+        pthread_join(t, &r);
+        ck_assert_ptr_null(r);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live + HANDOFF);
+        /* all distinct */
+        for (int i = 1; i < HANDOFF; i++)
+            ck_assert_uint_ne(handoff[i]->base.handle, handoff[i - 1]->base.handle);
+        ck_assert_int_eq(pthread_create(&t, NULL, release_many, NULL), 0);
+        pthread_join(t, &r);
+        ck_assert_ptr_null(r);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    }
+    ck_assert_int_eq(handoff_destroyed, 3 * HANDOFF);
+    /* one object churned on one thread cycles through several slots */
+    uint64_t first = 0;
+    int same = 0;
+    for (int i = 0; i < 100; i++) {
+        int d = 0;
+        fake_obj *f = fake_new(CUABI__T_STREAM, &d);
+        uint32_t idx = (uint32_t)(f->base.handle & 0xffffff);
+        if (i == 0)
+            first = idx;
+        else
+            same += idx == first;
+        ck_assert_ok(cuabi_stream_release((void *)(uintptr_t)f->base.handle));
+    }
+    ck_assert_int_lt(same, 10);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("handle");
@@ -182,8 +243,13 @@ static Suite *suite(void)
     tcase_add_test(tc, stale_handle_stays_invalid_after_slot_reuse);
     tcase_add_test(tc, register_fails_cleanly_when_allocation_fails);
     tcase_add_test(tc, threads_register_and_release_concurrently);
+    tcase_add_test(tc, handles_released_on_another_thread);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void) { return cuabi_test_run(suite()); }
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}

@@ -162,6 +162,70 @@ START_TEST(params_from_driver)
 }
 END_TEST
 
+/* A driver with lazy module loading: cuLibraryLoadData keeps the JIT log
+ * buffer and accepts anything; the JIT runs (and fails) at the first
+ * lookup, writing its log then. */
+static char *lazy_log;
+static CUresult CUDAAPI lazy_load(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv,
+                                  unsigned nj, CUlibraryOption *lo, void **lv, unsigned nl)
+{
+    for (unsigned i = 0; i < nj; i++)
+        if (jo[i] == CU_JIT_ERROR_LOG_BUFFER)
+            lazy_log = jv[i];
+    (void)code;
+    return fake_cuLibraryLoadData(lib, "\x7f" "ELF", NULL, NULL, 0, lo, lv, nl);
+}
+static CUresult CUDAAPI lazy_get_kernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    (void)k; (void)lib; (void)name;
+    if (lazy_log)
+        snprintf(lazy_log, 64, "ptxas fatal: unknown instruction 'frobnicate'\n");
+    return CUDA_ERROR_INVALID_PTX;
+}
+static CUresult CUDAAPI count_fails(unsigned *n, CUlibrary lib)
+{
+    (void)n; (void)lib;
+    if (lazy_log)
+        snprintf(lazy_log, 64, "ptxas fatal: unknown instruction 'frobnicate'\n");
+    return CUDA_ERROR_INVALID_PTX;
+}
+
+/* Regression (H200, driver 580): broken PTX loaded fine and the lookup
+ * failed with CUABI_ERROR_CUDA; it is an image error, with the JIT log. */
+START_TEST(lazy_jit_errors_are_image_errors)
+{
+    static const char bad[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry broken() { frobnicate; }\n";
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuLibraryLoadData = lazy_load;
+    d->cuLibraryGetKernel = lazy_get_kernel;
+    cuabi_objcode *o;
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_PTX, bad, sizeof bad - 1, "broken.ptx"));
+    ck_assert_ok(cuabi_objcode_load(o)); /* no cuLibraryGetKernelCount: nothing to check yet */
+    cuabi_kernel *k;
+    ck_assert_status(cuabi_objcode_get_kernel(&k, o, "broken"), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_ptr_null(k);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_PTX);
+    ck_assert_error_mentions("broken.ptx");
+    ck_assert_error_mentions("cuLibraryGetKernel");
+    ck_assert_error_mentions("frobnicate");
+    ck_assert_uint_gt(cuabi_last_error()->log_size, 0);
+    ck_assert_ok(cuabi_objcode_release(o));
+    ck_assert_int_eq(fake_live_libraries, 0);
+    /* A driver that can count kernels: load itself makes the JIT run. */
+    d->cuLibraryGetKernelCount = count_fails;
+    lazy_log = NULL;
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_PTX, bad, sizeof bad - 1, "broken.ptx"));
+    ck_assert_status(cuabi_objcode_load(o), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_PTX);
+    ck_assert_error_mentions("frobnicate");
+    ck_assert_int_eq(fake_live_libraries, 0); /* the failed library is unloaded */
+    ck_assert_status(cuabi_objcode_get_kernel(&k, o, "broken"), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_ok(cuabi_objcode_release(o));
+    lazy_log = NULL;
+}
+END_TEST
+
 /* Without a driver at all: the kernel serves offline queries only. */
 START_TEST(offline_kernel)
 {
@@ -210,11 +274,13 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("kernel");
     TCase *tc = tcase_create("kernel");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, lazy_load_once_and_lookup);
     tcase_add_test(tc, driver_rejects_image);
+    tcase_add_test(tc, lazy_jit_errors_are_image_errors);
     tcase_add_test(tc, attributes_and_functions);
     tcase_add_test(tc, params_from_driver);
     tcase_add_test(tc, offline_kernel);

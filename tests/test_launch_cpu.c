@@ -290,6 +290,76 @@ START_TEST(argument_mismatch_launches_nothing)
 }
 END_TEST
 
+/* Parameter info from the driver (cuKernelGetParamInfo), as for a real
+ * kernel: `fake_params` lists (offset, size) pairs, ending with size 0. */
+static const size_t (*fake_params)[2];
+static CUresult CUDAAPI table_cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    (void)k;
+    for (size_t j = 0; fake_params && fake_params[j][1]; j++)
+        if (j == i) {
+            *off = fake_params[j][0];
+            *size = fake_params[j][1];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+/* sbv(P p, float4 v, double d, Q q, signed char b, float *out) and
+ * v4(signed char b, float4 v, float *out) as nvcc lays them out */
+static const size_t sbv_params[][2] = { { 0, 16 }, { 16, 16 }, { 32, 8 }, { 40, 32 },
+                                         { 72, 1 }, { 80, 8 }, { 0, 0 } };
+static const size_t v4_params[][2] = { { 0, 1 }, { 16, 16 }, { 32, 8 }, { 0, 0 } };
+
+/* A kernel whose parameter layout comes from the driver. */
+static cuabi_kernel *driver_kernel(const size_t (*params)[2])
+{
+    cuabi__driver_for_test()->cuKernelGetParamInfo = table_cuKernelGetParamInfo;
+    fake_params = params;
+    cuabi_kernel *k;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, code, "add"));
+    size_t n;
+    ck_assert_ok(cuabi_kernel_param_count(&n, k)); /* the layout is read (and kept) now */
+    return k;
+}
+
+/* GPU run 2: a pack whose types differ from the kernel's passed the check.
+ * The driver gives only offsets and sizes, so a plain struct of four floats
+ * where a float4 lands at the same offset is the same layout; where the
+ * alignment moves it (after an i8) the offsets differ and it is caught, and
+ * the per-pack memo of a checked kernel never covers another kernel or pack. */
+START_TEST(check_uses_the_drivers_offsets)
+{
+    cuabi_kernel *sbv = driver_kernel(sbv_params), *v4 = driver_kernel(v4_params);
+    cuabi_argpack *good, *same, *bad, *v4good;
+    ck_assert_ok(cuabi_argpack_create(&good,
+        "struct{f32, f32, f32, i32}, float4, f64, struct{i8, struct{i16, f64}, u8}, i8, buffer"));
+    ck_assert_ok(cuabi_argpack_create(&same,
+        "struct{f32, f32, f32, i32}, struct{f32, f32, f32, f32}, f64, struct{i8, struct{i16, f64}, u8}, i8, ptr"));
+    ck_assert_ok(cuabi_argpack_create(&bad, "i8, struct{f32, f32, f32, f32}, ptr"));
+    ck_assert_ok(cuabi_argpack_create(&v4good, "i8, float4, ptr"));
+    ck_assert_ok(cuabi_argpack_check_kernel(good, sbv));
+    ck_assert_ok(cuabi_argpack_check_kernel(same, sbv));
+    ck_assert_status(cuabi_argpack_check_kernel(bad, v4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_error_mentions("parameter 1: the kernel expects offset 16, the pack has 4");
+    ck_assert_ok(cuabi_argpack_check_kernel(v4good, v4));
+    /* memo: checked against one kernel says nothing of another, nor of another pack */
+    ck_assert_status(cuabi_argpack_check_kernel(bad, v4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_check_kernel(v4good, sbv), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_check_kernel(good, v4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ok(cuabi_argpack_check_kernel(good, sbv));
+    /* nor does a kernel released and looked up again inherit it */
+    cuabi_kernel_release(v4);
+    v4 = driver_kernel(sbv_params);
+    ck_assert_status(cuabi_argpack_check_kernel(v4good, v4), CUABI_ERROR_ARGUMENT_MISMATCH);
+    cuabi_argpack_release(good);
+    cuabi_argpack_release(same);
+    cuabi_argpack_release(bad);
+    cuabi_argpack_release(v4good);
+    cuabi_kernel_release(sbv);
+    cuabi_kernel_release(v4);
+}
+END_TEST
+
 START_TEST(configuration_errors)
 {
     cuabi_argpack *p = add_pack();
@@ -521,12 +591,14 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("launch_cpu");
     TCase *tc = tcase_create("launch");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, launch_passes_values_and_config);
     tcase_add_test(tc, cluster_and_cooperative_attributes);
     tcase_add_test(tc, argument_mismatch_launches_nothing);
+    tcase_add_test(tc, check_uses_the_drivers_offsets);
     tcase_add_test(tc, configuration_errors);
     tcase_add_test(tc, prepared_launches);
     tcase_add_test(tc, bad_handles);

@@ -344,6 +344,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     if (getenv("CUABI_TEST_NO_NVJITLINK_CHILD"))
         return no_nvjitlink_child();
     Suite *s = suite_create("linker");

@@ -394,6 +394,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("objcode");
     TCase *tc = tcase_create("objcode");
     tcase_set_timeout(tc, 300);

@@ -354,6 +354,7 @@ END_TEST
 
 int main(void)
 {
+    cuabi_test_no_driver();
     Suite *s = suite_create("occupancy");
     TCase *tc = tcase_create("offline");
     tcase_add_test(tc, sm90_warps_and_registers);

@@ -49,6 +49,15 @@ static inline int cuabi_test_require_gpu(void)
     return n;
 }
 
+/* CPU suites call this first in main(): they then see the machine as one
+ * without a CUDA driver (cuabi loads none), on a GPU machine too, and
+ * install the fake driver where they need one. Without it a real driver
+ * would load wherever a suite asks for the driver outside a fake. */
+static inline void cuabi_test_no_driver(void)
+{
+    setenv("CUABI_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);
+}
+
 /* Run one suite without fork; exit status for Automake. */
 static inline int cuabi_test_run(Suite *s)
 {

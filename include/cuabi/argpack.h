@@ -241,7 +241,13 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_get_bytes(void *out, size_t size, cuabi
  */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_set_blob(cuabi_argpack *pack, const void *blob, size_t size);
 
-/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. */
+/**
+ * The pack's own blob storage (cuabi_argpack_blob_size bytes, laid out as for cuabi_argpack_set_blob), valid while the pack lives: writing into it sets the arguments with no call, for bindings that pack in place. Refused (argument mismatch) for packs with buffer or view slots, whose handles are kept apart from the blob; references set earlier on ptr slots are dropped.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_argpack_blob_pointer(void **out, cuabi_argpack *pack);
+
+/** Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16). */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi_kernel *kernel);
 
 /**

@@ -207,6 +207,7 @@ typedef struct cuabi_api {
     cuabi_status (*argpack_set_bytes)(cuabi_argpack *pack, size_t slot, const void *data, size_t size);
     cuabi_status (*argpack_get_bytes)(void *out, size_t size, cuabi_argpack *pack, size_t slot);
     cuabi_status (*argpack_set_blob)(cuabi_argpack *pack, const void *blob, size_t size);
+    cuabi_status (*argpack_blob_pointer)(void **out, cuabi_argpack *pack);
     cuabi_status (*argpack_check_kernel)(cuabi_argpack *pack, cuabi_kernel *kernel);
     cuabi_status (*argpack_create_for_kernel)(cuabi_argpack **out, cuabi_kernel *kernel);
     cuabi_status (*prepared_retain)(cuabi_prepared *handle);

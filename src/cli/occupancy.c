@@ -147,8 +147,13 @@ static int parse(opts *o, int argc, char **argv)
     return 0;
 }
 
-/* Compile and find the kernel. */
-static cuabi_status build(cuabi_kernel **k, const opts *o, const char *arch, const char *src)
+/* Compile for `arch`.  Live (k != NULL), the kernel is loaded
+ * (cuLibraryGetKernel) for the driver's queries, so the code must be for the
+ * local device.  Offline (k == NULL) only the resources are read from the
+ * CUBIN: the code is never loaded, so any architecture works with or without
+ * a GPU. */
+static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, const opts *o,
+                          const char *arch, const char *src)
 {
     cuabi_program *prog = NULL;
     cuabi_objcode *code = NULL;
@@ -162,8 +167,13 @@ static cuabi_status build(cuabi_kernel **k, const opts *o, const char *arch, con
     cuabi_status st = cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, src, strlen(src), o->file);
     if (st == CUABI_SUCCESS)
         st = cuabi_program_compile(&code, prog, &po);
-    if (st == CUABI_SUCCESS)
+    if (st == CUABI_SUCCESS && k) {
         st = cuabi_objcode_get_kernel(k, code, o->kernel);
+        if (st == CUABI_SUCCESS)
+            st = cuabi_kernel_get_resources(res, *k);
+    } else if (st == CUABI_SUCCESS) {
+        st = cuabi_objcode_kernel_resources(res, code, o->kernel, arch);
+    }
     if (code)
         cuabi_objcode_release(code);
     if (prog)
@@ -205,15 +215,16 @@ int cli_occupancy(int argc, char **argv)
             printf("No GPU available: offline answers for sm_90 (name another with --arch)\n");
     }
     cuabi_kernel *k = NULL;
-    cuabi_status st = build(&k, &o, live ? NULL : arch, src);
+    cuabi_kernel_resources res = CUABI_KERNEL_RESOURCES_INIT;
+    cuabi_status st = build(live ? &k : NULL, &res, &o, live ? live_arch : arch, src);
     free(src);
     if (st != CUABI_SUCCESS) {
+        if (k)
+            cuabi_kernel_release(k);
         if (dev)
             cuabi_device_release(dev);
         return cli_fail("occupancy", st);
     }
-    cuabi_kernel_resources res = CUABI_KERNEL_RESOURCES_INIT;
-    st = cuabi_kernel_get_resources(&res, k);
     cuabi_occupancy_options oo = CUABI_OCCUPANCY_OPTIONS_INIT;
     cuabi_arch_limits lim = CUABI_ARCH_LIMITS_INIT;
     if (st == CUABI_SUCCESS && !live)

@@ -177,6 +177,7 @@ static const cuabi_api api_table = {
     cuabi_argpack_set_bytes,
     cuabi_argpack_get_bytes,
     cuabi_argpack_set_blob,
+    cuabi_argpack_blob_pointer,
     cuabi_argpack_check_kernel,
     cuabi_argpack_create_for_kernel,
     cuabi_prepared_retain,

@@ -1,0 +1,368 @@
+"""
+    CuABI
+
+Idiomatic Julia API over libcuabi: handles are Julia objects whose finalizers
+release the C reference (call `close` to release early), failures throw a
+[`CuABIError`](@ref) carrying the status, the library's message and any
+compiler/linker log. The raw generated `ccall` layer is `CuABI.LibCuABI`.
+
+The library is found through `ENV["CUABI_LIBRARY"]` (a path) or the dynamic
+loader's search path (`LD_LIBRARY_PATH`), read when the package is compiled.
+"""
+module CuABI
+
+include("LibCuABI.jl")
+using .LibCuABI
+const L = LibCuABI
+
+export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
+       synchronize, record, elapsed_ms, check_layouts,
+       MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
+       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array
+
+# ------------------------------------------------------------------ errors
+
+"""
+    CuABIError <: Exception
+
+A failed cuabi call: `status` (a `cuabi_status` value), its enumerator
+`name`, the library's `message` (naming the C function), the compiler or
+linker `log` ("" when none), and the underlying CUDA/NVRTC/nvJitLink codes.
+"""
+struct CuABIError <: Exception
+    status::Cint
+    name::String
+    message::String
+    log::String
+    cu_result::Cint
+    nvrtc_result::Cint
+    nvjitlink_result::Cint
+end
+
+function Base.showerror(io::IO, e::CuABIError)
+    print(io, "CuABIError: ", e.name, ": ", e.message)
+    isempty(e.log) || print(io, "\n", e.log)
+end
+
+_str(p::Ptr) = p == C_NULL ? "" : unsafe_string(Ptr{UInt8}(p))
+
+status_name(st::Integer) = unsafe_string(ccall((:cuabi_status_name, L.libcuabi), Cstring, (Cint,), st))
+
+"Build the error for `st` from the calling thread's last-error record."
+function last_error(st::Integer)
+    rec = unsafe_load(ccall((:cuabi_last_error, L.libcuabi), Ptr{L.cuabi_error_info}, ()))
+    if rec.status == st
+        CuABIError(st, status_name(st), _str(rec.message), _str(rec.log),
+                   rec.cu_result, rec.nvrtc_result, rec.nvjitlink_result)
+    else
+        msg = unsafe_string(ccall((:cuabi_status_message, L.libcuabi), Cstring, (Cint,), st))
+        CuABIError(st, status_name(st), msg, "", 0, 0, 0)
+    end
+end
+
+"Throw a `CuABIError` unless `st` is `CUABI_SUCCESS`."
+@inline function check(st::Integer)
+    st == L.CUABI_SUCCESS || throw(last_error(st))
+    nothing
+end
+
+# A versioned struct with its library defaults (the C `*_init`).
+function _init(::Type{T}, initfn, version) where {T}
+    r = Ref{T}()
+    check(initfn(r, version))
+    r[]
+end
+
+# A copy of an immutable struct with some fields replaced.
+function _with(s::T; kw...) where {T}
+    T((haskey(kw, f) ? convert(fieldtype(T, f), kw[f]) : getfield(s, f) for f in fieldnames(T))...)
+end
+
+# ------------------------------------------------------------ library info
+
+"cuabi's version as a `VersionNumber`."
+version() = VersionNumber(unsafe_string(ccall((:cuabi_version_string, L.libcuabi), Cstring, ())))
+
+"The library's ABI version (the soname major)."
+abi_version() = Int(ccall((:cuabi_abi_version, L.libcuabi), Cuint, ()))
+
+"""
+    runtime_info() -> NamedTuple
+
+Loads (once) the CUDA driver, NVRTC and nvJitLink and reports what was found:
+for each, `status` (`nothing` when usable, else a `CuABIError`), version and path.
+"""
+function runtime_info()
+    r = Ref(_init(L.cuabi_runtime_info, L.cuabi_runtime_info_init, L.CUABI_RUNTIME_INFO_VERSION))
+    check(L.cuabi_runtime_info_get(r))
+    i = r[]
+    part(st, ver, path, err) = (status = st == L.CUABI_SUCCESS ? nothing :
+                                    CuABIError(st, status_name(st), _str(err), "", 0, 0, 0),
+                                version = Int(ver), path = _str(path))
+    (library_version = _str(i.library_version), abi_version = Int(i.abi_version),
+     driver = part(i.driver_status, i.driver_version, i.driver_path, i.driver_error),
+     nvrtc = part(i.nvrtc_status, i.nvrtc_version, i.nvrtc_path, i.nvrtc_error),
+     nvjitlink = part(i.nvjitlink_status, i.nvjitlink_version, i.nvjitlink_path, i.nvjitlink_error))
+end
+
+"The library's sizeof() of a public struct."
+function struct_size(name::AbstractString)
+    out = Ref{Csize_t}(0)
+    check(ccall((:cuabi_struct_size, L.libcuabi), L.cuabi_status, (Ref{Csize_t}, Cstring), out, name))
+    Int(out[])
+end
+
+"The library's offsetof() of a field of a public struct."
+function struct_field_offset(name::AbstractString, field::AbstractString)
+    out = Ref{Csize_t}(0)
+    check(L.cuabi_struct_field_offset(out, name, field))
+    Int(out[])
+end
+
+"""
+    check_layouts()
+
+Compare every struct of `LibCuABI` with the loaded library's layout; throws
+an `ErrorException` naming the first mismatch.
+"""
+function check_layouts()
+    for (name, T, fields) in L.STRUCT_LAYOUTS
+        struct_size(name) == sizeof(T) ||
+            error("CuABI: sizeof($name) is $(struct_size(name)) in libcuabi but $(sizeof(T)) in Julia; regenerate LibCuABI.jl for this library")
+        for (i, f) in enumerate(fields)
+            off = struct_field_offset(name, f)
+            off == fieldoffset(T, i) ||
+                error("CuABI: offsetof($name, $f) is $off in libcuabi but $(fieldoffset(T, i)) in Julia")
+        end
+    end
+    nothing
+end
+
+# ----------------------------------------------------------------- handles
+
+"""
+Common behaviour of handle objects: `h.ptr` is the C handle (C_NULL after
+`close`), the finalizer releases it, `close(h)` releases it now.
+"""
+abstract type Handle end
+
+Base.unsafe_convert(::Type{Ptr{Cvoid}}, h::Handle) =
+    h.ptr == C_NULL ? throw(ArgumentError("$(typeof(h)) is closed")) : h.ptr
+Base.isopen(h::Handle) = h.ptr != C_NULL
+
+function Base.close(h::Handle)
+    if h.ptr != C_NULL
+        p = h.ptr
+        h.ptr = C_NULL
+        _release(h, p)
+    end
+    nothing
+end
+
+# Wrap a new reference (from a constructor) in a finalized object.
+function _own(::Type{T}, p::Ptr{Cvoid}, extra...) where {T<:Handle}
+    h = T(p, extra...)
+    finalizer(close, h)
+end
+
+function _create(f)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check(f(out))
+    out[]
+end
+
+# ----------------------------------------------------------------- devices
+
+"Number of visible CUDA devices; throws `CuABIError` when there is no driver."
+function device_count()
+    n = Ref{Cint}(0)
+    check(L.cuabi_device_count(n))
+    Int(n[])
+end
+
+"""
+    Device(ordinal = 0)
+
+One GPU and its primary context. Usable from any task or thread.
+"""
+mutable struct Device <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::Device, p) = L.cuabi_device_release(p)
+
+Device(ordinal::Integer = 0) = _own(Device, _create(out -> L.cuabi_device_get(out, ordinal)))
+
+function ordinal(d::Device)
+    n = Ref{Cint}(0)
+    check(L.cuabi_device_ordinal(n, d))
+    Int(n[])
+end
+
+"The device's `cuabi_device_properties` (`String(collect(...))` helpers: `name`)."
+function properties(d::Device)
+    r = Ref(_init(L.cuabi_device_properties, L.cuabi_device_properties_init,
+                  L.CUABI_DEVICE_PROPERTIES_VERSION))
+    check(L.cuabi_device_get_properties(r, d))
+    r[]
+end
+
+_cstring(t::NTuple{N,Cchar}) where {N} = String(UInt8[reinterpret(UInt8, c) for c in t if c != 0])
+
+"The device's marketing name."
+name(d::Device) = _cstring(properties(d).name)
+
+"(free, total) device memory in bytes."
+function memory_info(d::Device)
+    free, total = Ref{UInt64}(0), Ref{UInt64}(0)
+    check(L.cuabi_device_memory_info(free, total, d))
+    (Int(free[]), Int(total[]))
+end
+
+synchronize(d::Device) = check(L.cuabi_device_synchronize(d))
+
+# ----------------------------------------------------------------- streams
+
+"""
+    Stream(device; nonblocking = false, priority = 0)
+
+A CUDA stream; keeps its device alive. May be used from several threads at once.
+"""
+mutable struct Stream <: Handle
+    ptr::Ptr{Cvoid}
+    device::Device
+end
+_release(::Stream, p) = L.cuabi_stream_release(p)
+
+function Stream(d::Device; nonblocking::Bool = false, priority::Integer = 0)
+    o = _init(L.cuabi_stream_options, L.cuabi_stream_options_init, L.CUABI_STREAM_OPTIONS_VERSION)
+    o = _with(o; flags = nonblocking ? L.CUABI_STREAM_NON_BLOCKING : L.CUABI_STREAM_DEFAULT,
+              priority = priority)
+    _own(Stream, _create(out -> L.cuabi_stream_create(out, d, Ref(o))), d)
+end
+
+synchronize(s::Stream) = check(L.cuabi_stream_synchronize(s))
+
+"True when all work on the stream has finished."
+function Base.isready(s::Stream)
+    v = Ref{Cint}(0)
+    check(L.cuabi_stream_query(v, s))
+    v[] != 0
+end
+
+"The CUstream behind the handle, as a `UInt`."
+function raw(s::Stream)
+    v = Ref{Cuintptr_t}(0)
+    check(L.cuabi_stream_raw(v, s))
+    v[]
+end
+
+# ------------------------------------------------------------------ events
+
+"""
+    Event(device; timing = true, blocking = false)
+
+A CUDA event, for ordering and timing work on streams.
+"""
+mutable struct Event <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::Event, p) = L.cuabi_event_release(p)
+
+function Event(d::Device; timing::Bool = true, blocking::Bool = false)
+    flags = (timing ? 0 : L.CUABI_EVENT_DISABLE_TIMING) | (blocking ? L.CUABI_EVENT_BLOCKING_SYNC : 0)
+    o = _with(_init(L.cuabi_event_options, L.cuabi_event_options_init, L.CUABI_EVENT_OPTIONS_VERSION);
+              flags = flags)
+    _own(Event, _create(out -> L.cuabi_event_create(out, d, Ref(o))))
+end
+
+record(e::Event, s::Stream) = check(L.cuabi_event_record(e, s))
+synchronize(e::Event) = check(L.cuabi_event_synchronize(e))
+Base.wait(s::Stream, e::Event) = check(L.cuabi_stream_wait_event(s, e))
+
+function Base.isready(e::Event)
+    v = Ref{Cint}(0)
+    check(L.cuabi_event_query(v, e))
+    v[] != 0
+end
+
+"Milliseconds between two recorded events."
+function elapsed_ms(start::Event, stop::Event)
+    v = Ref{Cfloat}(0)
+    check(L.cuabi_event_elapsed_ms(v, start, stop))
+    Float64(v[])
+end
+
+# ------------------------------------------------------------ argument packs
+
+"""
+    ArgPack(signature)
+    ArgPack(args...)
+
+A kernel's parameter list with storage for its values. From a signature
+string (`"ptr, i32, f32"`), or typed from values: `ArgPack(DevicePtr(p), Int32(n),
+1.5f0)` derives the signature from the Julia types and stores the values.
+`pack[slot] = value` sets a slot (0-based, as in C) checking kind and range.
+"""
+mutable struct ArgPack <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::ArgPack, p) = L.cuabi_argpack_release(p)
+
+"A raw device address for a `ptr` parameter."
+struct DevicePtr
+    addr::UInt64
+end
+
+_sig(::Int8) = "i8"; _sig(::Int16) = "i16"; _sig(::Int32) = "i32"; _sig(::Int64) = "i64"
+_sig(::UInt8) = "u8"; _sig(::UInt16) = "u16"; _sig(::UInt32) = "u32"; _sig(::UInt64) = "u64"
+_sig(::Bool) = "bool"; _sig(::Float32) = "f32"; _sig(::Float64) = "f64"; _sig(::DevicePtr) = "ptr"
+_sig(x) = throw(ArgumentError("ArgPack: no kernel parameter type for $(typeof(x)); pass a signature string"))
+
+ArgPack(signature::AbstractString) =
+    _own(ArgPack, _create(out -> L.cuabi_argpack_create(out, signature)))
+
+function ArgPack(args...)
+    pack = ArgPack(join(map(_sig, args), ", "))
+    for (i, a) in enumerate(args)
+        pack[i - 1] = a
+    end
+    pack
+end
+
+Base.setindex!(p::ArgPack, v::Union{Signed,Bool}, slot::Integer) =
+    check(L.cuabi_argpack_set_int(p, slot, Int64(v)))
+Base.setindex!(p::ArgPack, v::Unsigned, slot::Integer) =
+    check(L.cuabi_argpack_set_uint(p, slot, UInt64(v)))
+Base.setindex!(p::ArgPack, v::AbstractFloat, slot::Integer) =
+    check(L.cuabi_argpack_set_float(p, slot, Float64(v)))
+Base.setindex!(p::ArgPack, v::Complex, slot::Integer) =
+    check(L.cuabi_argpack_set_complex(p, slot, Float64(real(v)), Float64(imag(v))))
+Base.setindex!(p::ArgPack, v::DevicePtr, slot::Integer) =
+    check(L.cuabi_argpack_set_pointer(p, slot, v.addr))
+# Any isbits value (a struct matching the kernel's) by its bytes.
+function Base.setindex!(p::ArgPack, v::T, slot::Integer) where {T}
+    isbitstype(T) || throw(ArgumentError("ArgPack: $(T) is not a plain-data type"))
+    check(L.cuabi_argpack_set_bytes(p, slot, Ref(v), sizeof(T)))
+end
+
+function _size_query(f, p::ArgPack, extra...)
+    out = Ref{Csize_t}(0)
+    check(f(out, p, extra...))
+    Int(out[])
+end
+Base.length(p::ArgPack) = _size_query(L.cuabi_argpack_count, p)
+blob_size(p::ArgPack) = _size_query(L.cuabi_argpack_blob_size, p)
+slot_offset(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_offset, p, slot)
+slot_size(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_size, p, slot)
+
+"A slot's current bytes."
+function Base.getindex(p::ArgPack, slot::Integer)
+    buf = zeros(UInt8, slot_size(p, slot))
+    check(L.cuabi_argpack_get_bytes(buf, length(buf), p, slot))
+    buf
+end
+
+include("memory.jl")
+include("compute.jl")
+
+end # module CuABI

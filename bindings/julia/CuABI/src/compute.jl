@@ -1,0 +1,363 @@
+# Object code, kernels, the linker, programs, the compile cache, launches
+# and occupancy (included by CuABI.jl).
+
+_nonul(s::AbstractString) = ('\0' in s) ? throw(ArgumentError("string contains a NUL byte")) : String(s)
+_cptr(s::Union{Nothing,String}) = s === nothing ? Ptr{Cchar}(C_NULL) : Ptr{Cchar}(pointer(s))
+# Strings must be `String`s kept alive (GC.@preserve) by the caller.
+_cptrs(v::Vector{String}) = isempty(v) ? Ptr{Cchar}[] : Ptr{Cchar}[Ptr{Cchar}(pointer(s)) for s in v]
+_arr(v::Vector{Ptr{Cchar}}) = isempty(v) ? Ptr{Ptr{Cchar}}(C_NULL) : pointer(v)
+
+"An immutable code image (CUBIN, PTX, fatbin, LTO-IR); kernels keep it alive."
+mutable struct ObjectCode <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::ObjectCode, p) = L.cuabi_objcode_release(p)
+
+"One kernel of an objcode."
+mutable struct Kernel <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::Kernel, p) = L.cuabi_kernel_release(p)
+
+ObjectCode(data::Vector{UInt8}; type = L.CUABI_CODE_NONE, name::AbstractString = "<memory>") =
+    _own(ObjectCode, _create(out -> L.cuabi_objcode_from_memory(out, type, data, length(data), _nonul(name))))
+load_objcode(path::AbstractString; type = L.CUABI_CODE_NONE) =
+    _own(ObjectCode, _create(out -> L.cuabi_objcode_from_file(out, type, _nonul(path))))
+
+code_type(o::ObjectCode) = _bq(L.cuabi_objcode_code_type, o, Cint)
+arch(o::ObjectCode) = Int(_bq(L.cuabi_objcode_arch, o, Cint))
+"A copy of the image bytes."
+function (::Type{Vector{UInt8}})(o::ObjectCode)
+    p, n = Ref{Ptr{Cvoid}}(C_NULL), Ref{Csize_t}(0)
+    check(L.cuabi_objcode_bytes(p, n, o))
+    GC.@preserve o copy(unsafe_wrap(Array, Ptr{UInt8}(p[]), Int(n[])))
+end
+"A kernel by entry name or registered name expression."
+Base.getindex(o::ObjectCode, name::AbstractString) =
+    _own(Kernel, _create(out -> L.cuabi_objcode_get_kernel(out, o, _nonul(name))))
+function kernel_names(o::ObjectCode)
+    n = Int(_bq(L.cuabi_objcode_kernel_count, o, Csize_t))
+    map(0:n-1) do i
+        p = Ref{Ptr{Cchar}}(C_NULL)
+        check(L.cuabi_objcode_kernel_name(p, o, i))
+        _str(p[])
+    end
+end
+function lowered_name(o::ObjectCode, expr::AbstractString)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_objcode_lowered_name(p, o, _nonul(expr)))
+    _str(p[])
+end
+load!(o::ObjectCode) = (check(L.cuabi_objcode_load(o)); o)
+
+_resources() = _init(L.cuabi_kernel_resources, L.cuabi_kernel_resources_init, L.CUABI_KERNEL_RESOURCES_VERSION)
+"A kernel's resources read from the CUBIN, no GPU needed."
+function resources(k::Kernel)
+    r = Ref(_resources())
+    check(L.cuabi_kernel_get_resources(r, k))
+    r[]
+end
+function resources(o::ObjectCode, name::AbstractString; arch = nothing)
+    r = Ref(_resources())
+    check(L.cuabi_objcode_kernel_resources(r, o, _nonul(name), arch === nothing ? Ptr{Cchar}(C_NULL) : _nonul(arch)))
+    r[]
+end
+function name(k::Kernel)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_kernel_name(p, k))
+    _str(p[])
+end
+param_count(k::Kernel) = Int(_bq(L.cuabi_kernel_param_count, k, Csize_t))
+"(offset, size) of parameter `i` (0-based)."
+function param_info(k::Kernel, i::Integer)
+    o, s = Ref{Csize_t}(0), Ref{Csize_t}(0)
+    check(L.cuabi_kernel_param_info(o, s, k, i))
+    (Int(o[]), Int(s[]))
+end
+function attribute(k::Kernel, d::Device, attr::Integer)
+    v = Ref{Cint}(0)
+    check(L.cuabi_kernel_attribute(v, k, d, attr))
+    Int(v[])
+end
+set_attribute!(k::Kernel, d::Device, attr::Integer, value::Integer) = check(L.cuabi_kernel_set_attribute(k, d, attr, value))
+
+# ------------------------------------------------------------------ linker
+
+"One nvJitLink session (used by one task at a time)."
+mutable struct Linker <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::Linker, p) = L.cuabi_linker_destroy(p)
+
+function Linker(; arch = nothing, lto::Bool = false, optimization::Integer = -1, verbose::Bool = false,
+                extra_options::Vector{String} = String[])
+    a = arch === nothing ? nothing : _nonul(arch)
+    extra = map(_nonul, extra_options)
+    ps = _cptrs(extra)
+    GC.@preserve a extra ps begin
+        o = _init(L.cuabi_linker_options, L.cuabi_linker_options_init, L.CUABI_LINKER_OPTIONS_VERSION)
+        o = _with(o; arch = _cptr(a), lto = Cint(lto), optimization = optimization, verbose = Cint(verbose),
+                  extra_options = _arr(ps), extra_option_count = length(ps))
+        _own(Linker, _create(out -> L.cuabi_linker_create(out, Ref(o))))
+    end
+end
+Base.push!(l::Linker, o::ObjectCode) = (check(L.cuabi_linker_add_objcode(l, o)); l)
+add_data!(l::Linker, data::Vector{UInt8}; type = L.CUABI_CODE_NONE, name::AbstractString = "<memory>") =
+    (check(L.cuabi_linker_add_data(l, type, data, length(data), _nonul(name))); l)
+add_file!(l::Linker, path::AbstractString; type = L.CUABI_CODE_NONE) = (check(L.cuabi_linker_add_file(l, type, _nonul(path))); l)
+complete(l::Linker; output = L.CUABI_CODE_CUBIN) = _own(ObjectCode, _create(out -> L.cuabi_linker_complete(out, l, output)))
+function error_log(l::Linker)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_linker_error_log(p, l))
+    _str(p[])
+end
+
+# ---------------------------------------------------------------- programs
+
+"CUDA C++ (or PTX, `type = CUABI_CODE_PTX`) source and its last compile."
+mutable struct Program <: Handle
+    ptr::Ptr{Cvoid}
+end
+_release(::Program, p) = L.cuabi_program_release(p)
+
+Program(source::AbstractString; type = L.CUABI_CODE_CUDA_CXX, name::AbstractString = "program.cu") =
+    _own(Program, _create(out -> L.cuabi_program_create(out, type, _nonul(source), 0, _nonul(name))))
+
+# Build cuabi_program_options from keywords and run f(Ref(options)) while its strings live.
+function _with_program_options(f; arch = nothing, output = L.CUABI_CODE_CUBIN, std = nothing, opt_level::Integer = -1,
+                               relocatable::Bool = false, lto::Bool = false, fast_math::Bool = false,
+                               defines::Vector{String} = String[], headers::Vector{Pair{String,String}} = Pair{String,String}[],
+                               name_expressions::Vector{String} = String[], extra_options::Vector{String} = String[],
+                               cache::Bool = true)
+    a = arch === nothing ? nothing : _nonul(arch)
+    s = std === nothing ? nothing : _nonul(std)
+    strs = [map(_nonul, defines), map(_nonul ∘ first, headers), map(_nonul ∘ last, headers),
+            map(_nonul, name_expressions), map(_nonul, extra_options)]
+    ps = map(_cptrs, strs)
+    GC.@preserve a s strs ps begin
+        o = _init(L.cuabi_program_options, L.cuabi_program_options_init, L.CUABI_PROGRAM_OPTIONS_VERSION)
+        o = _with(o; arch = _cptr(a), std = _cptr(s), output = output, opt_level = opt_level,
+                  relocatable = Cint(relocatable), lto = Cint(lto), fast_math = Cint(fast_math),
+                  defines = _arr(ps[1]), num_defines = length(ps[1]),
+                  header_names = _arr(ps[2]), header_contents = _arr(ps[3]), num_headers = length(ps[2]),
+                  name_expressions = _arr(ps[4]), num_name_expressions = length(ps[4]),
+                  extra_options = _arr(ps[5]), num_extra_options = length(ps[5]), cache = Cint(cache))
+        f(Ref(o))
+    end
+end
+
+"""
+    compile(program; arch, output, name_expressions = ["segred<float, 256>"], ...) -> ObjectCode
+
+Compile (or fetch from the compile cache). A compile error throws a
+`CuABIError` whose `log` has the compiler's messages.
+"""
+compile(p::Program; kw...) =
+    _with_program_options(o -> _own(ObjectCode, _create(out -> L.cuabi_program_compile(out, p, o))); kw...)
+function log(p::Program)
+    s = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_program_log(s, p))
+    _str(s[])
+end
+function lowered_name(p::Program, expr::AbstractString)
+    s = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_program_lowered_name(s, p, _nonul(expr)))
+    _str(s[])
+end
+"0 compiled, 1 in-memory cache, 2 on-disk cache."
+cache_hit(p::Program) = Int(_bq(L.cuabi_program_cache_hit, p, Cint))
+
+# ------------------------------------------------------------------- cache
+
+"The process-wide compile cache."
+module Cache
+import ..CuABI
+import ..CuABI: check, _nonul, _str, _init, _with_program_options
+const L = CuABI.LibCuABI
+set_directory(path::Union{Nothing,AbstractString}) =
+    check(L.cuabi_cache_set_directory(path === nothing ? Ptr{Cchar}(C_NULL) : _nonul(path)))
+function directory()
+    n = Ref{Csize_t}(0)
+    L.cuabi_cache_get_directory(Ptr{Cchar}(C_NULL), n)   # size query: BUFFER_TOO_SMALL expected
+    buf = zeros(UInt8, max(Int(n[]), 1))
+    n[] = length(buf)
+    check(L.cuabi_cache_get_directory(buf, n))
+    String(buf[1:something(findfirst(==(0x00), buf), length(buf) + 1) - 1])
+end
+set_enabled(on::Bool) = check(L.cuabi_cache_set_enabled(Cint(on)))
+set_size_limit(bytes::Integer) = check(L.cuabi_cache_set_size_limit(UInt64(bytes)))
+function stats()
+    r = Ref(_init(L.cuabi_cache_stats, L.cuabi_cache_stats_init, L.CUABI_CACHE_STATS_VERSION))
+    check(L.cuabi_cache_get_stats(r))
+    r[]
+end
+clear(flags = L.CUABI_CACHE_CLEAR_ALL) = check(L.cuabi_cache_clear(flags))
+
+mutable struct _Progress
+    f::Any
+    err::Any
+end
+function _progress_tramp(done::Csize_t, total::Csize_t, name::Ptr{Cchar}, arch::Ptr{Cchar},
+                         status::Cint, hit::Cint, payload::Ptr{Cvoid})::Cint
+    ctx = unsafe_pointer_to_objref(payload)::_Progress
+    ctx.err === nothing || return Cint(1)
+    try
+        return ctx.f((done = Int(done), total = Int(total), name = _str(name), arch = _str(arch),
+                      status = Int(status), cache_hit = Int(hit))) === false ? Cint(1) : Cint(0)
+    catch e
+        ctx.err = e     # never unwind into C: rethrown after the call
+        return Cint(1)
+    end
+end
+
+"""
+    precompile(sources; archs = ["sm_90"], progress = nothing, options...)
+
+Compile each CUDA C++ source (a `String` or `name => source`) for each
+architecture into the cache. `progress(p)` gets a NamedTuple after each
+compile; returning `false` cancels.
+"""
+function precompile(sources::Vector; archs::Vector{String} = String[], progress = nothing, kw...)
+    pairs = [s isa Pair ? (_nonul(first(s)), _nonul(last(s))) : ("", _nonul(s)) for s in sources]
+    as = map(_nonul, archs)
+    aps = Ptr{Cchar}[Ptr{Cchar}(pointer(a)) for a in as]
+    ctx = _Progress(progress, nothing)
+    cb = @cfunction(_progress_tramp, Cint, (Csize_t, Csize_t, Ptr{Cchar}, Ptr{Cchar}, Cint, Cint, Ptr{Cvoid}))
+    st = _with_program_options(; kw...) do o
+        GC.@preserve pairs as aps ctx o begin
+            base = _init(L.cuabi_precompile_item, L.cuabi_precompile_item_init, L.CUABI_PRECOMPILE_ITEM_VERSION)
+            items = [L.cuabi_precompile_item(base.version, L.CUABI_CODE_CUDA_CXX, Ptr{Cchar}(pointer(src)), 0,
+                                             Ptr{Cchar}(pointer(nm)), Base.unsafe_convert(Ptr{L.cuabi_program_options}, o))
+                     for (nm, src) in pairs]
+            L.cuabi_cache_precompile(items, length(items), isempty(aps) ? Ptr{Ptr{Cchar}}(C_NULL) : pointer(aps), length(aps),
+                                     progress === nothing ? C_NULL : cb,
+                                     progress === nothing ? C_NULL : pointer_from_objref(ctx))
+        end
+    end
+    ctx.err === nothing || throw(ctx.err)
+    check(st)
+end
+end # module Cache
+
+# ------------------------------------------------------------------ launch
+
+"""
+    LaunchConfig(grid, block; shared = 0, stream = nothing, device = nothing, cluster = (0, 0, 0), cooperative = false)
+
+Where and how to launch; `grid`, `block` and `cluster` are integers or 3-tuples.
+"""
+struct LaunchConfig
+    grid::NTuple{3,Int}
+    block::NTuple{3,Int}
+    cluster::NTuple{3,Int}
+    shared::Int
+    cooperative::Bool
+    stream::Union{Nothing,Stream}
+    device::Union{Nothing,Device}
+end
+_dim3(x::Integer) = (Int(x), 1, 1)
+_dim3(x::Tuple) = ntuple(i -> i <= length(x) ? Int(x[i]) : 1, 3)
+LaunchConfig(grid, block; shared::Integer = 0, stream = nothing, device = nothing, cluster = (0, 0, 0),
+             cooperative::Bool = false) =
+    LaunchConfig(_dim3(grid), _dim3(block), Tuple(Int.(cluster)), shared, cooperative, stream, device)
+
+# The C struct; the caller keeps `c` (its stream and device) alive.
+function _config(c::LaunchConfig)
+    o = _init(L.cuabi_launch_config, L.cuabi_launch_config_init, L.CUABI_LAUNCH_CONFIG_VERSION)
+    _with(o; grid = Cuint.(c.grid), block = Cuint.(c.block), cluster = Cuint.(c.cluster),
+          dynamic_shared_bytes = c.shared, cooperative = Cint(c.cooperative),
+          stream = _sp(c.stream), device = _sp(c.device))
+end
+
+# Buffers and views as kernel arguments (the pack keeps the handle; looked up at launch).
+_sig(::Buffer) = "buffer"
+_sig(::View) = "view"
+Base.setindex!(p::ArgPack, b::Buffer, slot::Integer) = check(L.cuabi_argpack_set_buffer(p, slot, b))
+Base.setindex!(p::ArgPack, v::View, slot::Integer) = check(L.cuabi_argpack_set_view(p, slot, v))
+
+"Check and launch `k` with the values in `pack`."
+launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = GC.@preserve c check(L.cuabi_launch(k, pack, Ref(_config(c))))
+launch_check(k::Kernel, pack::ArgPack, c::LaunchConfig) = GC.@preserve c check(L.cuabi_launch_check(k, pack, Ref(_config(c))))
+"`launch(k, c, args...)`: a pack typed from the arguments."
+launch(k::Kernel, c::LaunchConfig, args...) = launch(k, ArgPack(args...), c)
+
+"A kernel, pack and configuration bound once for repeated launches (`launch(p)`; `p.pack[slot] = v` between)."
+mutable struct PreparedLaunch <: Handle
+    ptr::Ptr{Cvoid}
+    pack::ArgPack
+end
+_release(::PreparedLaunch, p) = L.cuabi_prepared_release(p)
+PreparedLaunch(k::Kernel, pack::ArgPack, c::LaunchConfig) =
+    GC.@preserve c _own(PreparedLaunch, _create(out -> L.cuabi_prepared_create(out, k, pack, Ref(_config(c)))), pack)
+launch(p::PreparedLaunch) = check(L.cuabi_prepared_launch(p))
+set_grid!(p::PreparedLaunch, x::Integer, y::Integer = 1, z::Integer = 1) = check(L.cuabi_prepared_set_grid(p, x, y, z))
+
+# --------------------------------------------------------------- occupancy
+
+_occ_result() = _init(L.cuabi_occupancy_result, L.cuabi_occupancy_result_init, L.CUABI_OCCUPANCY_RESULT_VERSION)
+limiter_name(l::Integer) = _str(L.cuabi_occupancy_limiter_name(l))
+
+"Resident blocks per SM of `k` on `d` (driver)."
+function occupancy(k::Kernel, d::Device, block_size::Integer; shared::Integer = 0)
+    r = Ref(_occ_result())
+    check(L.cuabi_occupancy_max_active_blocks(r, k, d, block_size, shared))
+    r[]
+end
+"Resident blocks per SM offline, for an architecture and a kernel's resources."
+function occupancy(arch::AbstractString, res::L.cuabi_kernel_resources, block_size::Integer; shared::Integer = 0)
+    r = Ref(_occ_result())
+    check(L.cuabi_occupancy_offline_max_active_blocks(r, _nonul(arch), Ref(res), block_size, shared, C_NULL))
+    r[]
+end
+
+mutable struct _Smem
+    f::Any
+    err::Any
+end
+function _smem_tramp(block_size::Cint, payload::Ptr{Cvoid})::Csize_t
+    ctx = unsafe_pointer_to_objref(payload)::_Smem
+    ctx.err === nothing || return Csize_t(0)
+    try
+        return Csize_t(ctx.f(Int(block_size)))
+    catch e
+        ctx.err = e   # rethrown after the C call returns
+        return Csize_t(0)
+    end
+end
+function _with_smem(g, smem)
+    smem === nothing && return g(C_NULL, C_NULL)
+    ctx = _Smem(smem, nothing)
+    cb = @cfunction(_smem_tramp, Csize_t, (Cint, Ptr{Cvoid}))
+    st = GC.@preserve ctx g(cb, pointer_from_objref(ctx))
+    ctx.err === nothing || throw(ctx.err)
+    st
+end
+
+"""
+    max_potential_block_size(k, d; smem = bs -> 0, shared = 0, limit = 0)
+    max_potential_block_size(arch, resources; ...)
+
+The block size with the most resident threads and the smallest grid
+filling the GPU; `smem(block_size)` gives dynamic shared memory per block.
+"""
+function max_potential_block_size(k::Kernel, d::Device; smem = nothing, shared::Integer = 0, limit::Integer = 0)
+    b, g = Ref{Cint}(0), Ref{Cint}(0)
+    check(_with_smem(smem) do cb, p
+        L.cuabi_occupancy_max_potential_block_size(b, g, k, d, cb, p, shared, limit)
+    end)
+    (block_size = Int(b[]), min_grid_size = Int(g[]))
+end
+function max_potential_block_size(arch::AbstractString, res::L.cuabi_kernel_resources; smem = nothing,
+                                  shared::Integer = 0, limit::Integer = 0)
+    b, g = Ref{Cint}(0), Ref{Cint}(0)
+    a = _nonul(arch)
+    check(_with_smem(smem) do cb, p
+        L.cuabi_occupancy_offline_max_potential_block_size(b, g, a, Ref(res), cb, p, shared, limit, C_NULL)
+    end)
+    (block_size = Int(b[]), min_grid_size = Int(g[]))
+end
+function arch_limits(arch::AbstractString)
+    r = Ref(_init(L.cuabi_arch_limits, L.cuabi_arch_limits_init, L.CUABI_ARCH_LIMITS_VERSION))
+    check(L.cuabi_arch_limits_get(r, _nonul(arch)))
+    r[]
+end

@@ -1,0 +1,255 @@
+# Tests of CuABI.jl. Run with `julia --project=bindings/julia/CuABI -e 'using Pkg; Pkg.test()'`
+# and libcuabi on the loader path (LD_LIBRARY_PATH) or ENV["CUABI_LIBRARY"]
+# set to its path. GPU tests are skipped when no driver or device is found.
+using Test
+using CuABI
+const L = CuABI.LibCuABI
+
+function gpu_available()
+    try
+        return device_count() > 0
+    catch e
+        e isa CuABIError || rethrow()
+        @info "no CUDA driver: GPU tests skipped" e.message
+        return false
+    end
+end
+
+@testset "CuABI" begin
+    @testset "library" begin
+        v = CuABI.version()
+        @test v isa VersionNumber
+        @test CuABI.abi_version() >= 1
+        info = runtime_info()
+        @test info.library_version == string(v)
+        @test info.abi_version == CuABI.abi_version()
+    end
+
+    @testset "struct layouts match the library" begin
+        for (name, T, fields) in L.STRUCT_LAYOUTS
+            @test CuABI.struct_size(name) == sizeof(T)
+            @test length(fields) == fieldcount(T)
+            for (i, f) in enumerate(fields)
+                @test CuABI.struct_field_offset(name, f) == fieldoffset(T, i)
+            end
+        end
+        @test check_layouts() === nothing
+    end
+
+    @testset "errors" begin
+        err = try
+            CuABI.struct_size("cuabi_no_such_struct")
+            nothing
+        catch e
+            e
+        end
+        @test err isa CuABIError
+        @test err.status == L.CUABI_ERROR_NOT_FOUND
+        @test err.name == "CUABI_ERROR_NOT_FOUND"
+        @test occursin("cuabi_struct_size", err.message)
+        @test occursin("CUABI_ERROR_NOT_FOUND", sprint(showerror, err))
+        # Handle checks: a NULL handle is an error, never a crash.
+        @test L.cuabi_stream_release(C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+        n = Ref{Cint}(0)
+        @test L.cuabi_device_ordinal(n, C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+        # Versioned structs: version 0 is refused.
+        @test L.cuabi_stream_options_init(Ref{L.cuabi_stream_options}(), 0) == L.CUABI_ERROR_INVALID_VERSION
+    end
+
+    @testset "argument packs" begin
+        p = ArgPack(DevicePtr(0x1000), Int32(7), 2.5f0, UInt8(1), 3.0)
+        @test length(p) == 5
+        @test [CuABI.slot_offset(p, i) for i in 0:4] == [0, 8, 12, 16, 24]
+        @test CuABI.blob_size(p) == 32
+        @test p[1] == reinterpret(UInt8, [Int32(7)])
+        p2 = ArgPack("i8, f32")
+        p2[0] = Int8(-5)
+        @test_throws CuABIError (p2[0] = 1000)
+        @test_throws CuABIError ArgPack("i32, nonsense")
+    end
+
+    @testset "GPU: devices, streams, events" begin
+        if !gpu_available()
+            @test_skip "no GPU"
+        else
+            d = Device(0)
+            @test CuABI.ordinal(d) == 0
+            @test !isempty(CuABI.name(d))
+            free, total = CuABI.memory_info(d)
+            @test 0 < free <= total
+            s = Stream(d; nonblocking = true)
+            a, b = Event(d), Event(d)
+            record(a, s)
+            record(b, s)
+            synchronize(s)
+            @test isready(s)
+            @test elapsed_ms(a, b) >= 0
+            wait(Stream(d), b)
+            close(s)
+            @test !isopen(s)
+            @test_throws ArgumentError synchronize(s)
+        end
+    end
+
+    @testset "host buffers and views" begin
+        r = MemoryResource(:host)
+        b = Buffer(r, 64)
+        @test sizeof(b) == 64
+        @test CuABI.kind(b) == L.CUABI_MEMORY_HOST
+        CuABI.copyto_buffer!(b, Float32.(1:16))
+        @test Vector{Float32}(b) == Float32.(1:16)
+        c = Buffer(r, 64)
+        CuABI.memset!(c, 0xab)
+        @test all(==(0xab), Vector{UInt8}(c))
+        copyto!(c, 8, b, 0, 16)
+        @test Vector{Float32}(c)[3:6] == Float32[1, 2, 3, 4]
+        @test_throws CuABIError CuABI.copyfrom_buffer!(zeros(UInt8, 65), c)
+
+        a = collect(Int32(0):Int32(11))
+        wb = Buffer(a)                          # shares a's memory
+        v = View(wb, Int32, (3, 4))             # row-major 3x4
+        i = CuABI.info(v)
+        @test i.shape == [3, 4] && i.strides == [4, 1] && i.eltype == Int32
+        @test CuABI.is_c_contiguous(v) && !CuABI.is_f_contiguous(v)
+        @test collect(v) == permutedims(reshape(a, 4, 3))
+        sv = CuABI.slice(v, [0, 1], [3, 3], [2, 1])   # rows 0, 2; columns 1, 2
+        @test collect(sv) == Int32[1 2; 9 10]
+        @test !CuABI.is_c_contiguous(sv)
+        @test_throws ArgumentError unsafe_array(sv)
+        GC.@preserve v begin
+            arr = unsafe_array(v)               # a free transpose: dims (4, 3)
+            @test size(arr) == (4, 3) && arr[:, 1] == Int32[0, 1, 2, 3]
+        end
+        @test_throws CuABIError View(wb, Int32, (3, 5))
+    end
+
+    @testset "DLPack exchange" begin
+        x = Float64[1 2 3; 4 5 6]               # Julia column-major 2x3
+        v = View(x)                              # exported as DLPack, imported
+        i = CuABI.info(v)
+        @test i.shape == [2, 3] && i.strides == [1, 2]
+        @test CuABI.is_f_contiguous(v)
+        @test collect(v) == x
+        GC.@preserve v begin
+            y = unsafe_array(v)                  # shares x's memory
+            @test y == x
+            y[1, 1] = 42.0
+        end
+        @test x[1, 1] == 42.0
+        t = to_dlpack(v)                         # export, import again
+        v2 = from_dlpack(t)
+        @test collect(v2) == x
+        close(v); close(v2)
+        CuABI.dlpack_delete(to_dlpack(View(zeros(Int16, 3))))
+        ro = View(zeros(UInt8, 4); readonly = true)
+        @test_throws CuABIError CuABI.to_dlpack_legacy(ro)
+        lt = CuABI.to_dlpack_legacy(View(Float32[1, 2, 3]))
+        @test collect(from_dlpack(lt)) == Float32[1, 2, 3]
+    end
+
+    segred = """
+    template <typename T, int BLOCK>
+    __global__ void segred(const T *in, const int *off, T *out, int segs) {
+      __shared__ T part[BLOCK];
+      int s = blockIdx.x; if (s >= segs) return;
+      T acc = 0;
+      for (int i = off[s] + threadIdx.x; i < off[s + 1]; i += BLOCK) acc += in[i];
+      part[threadIdx.x] = acc; __syncthreads();
+      for (int st = BLOCK / 2; st > 0; st /= 2) {
+        if (threadIdx.x < st) part[threadIdx.x] += part[threadIdx.x + st];
+        __syncthreads(); }
+      if (threadIdx.x == 0) out[s] = part[0];
+    }
+    """
+    expr = "segred<float, 256>"
+
+    @testset "compile, kernels, offline occupancy" begin
+        p = Program(segred; name = "segred.cu")
+        code = compile(p; arch = "sm_90", name_expressions = [expr])
+        low = CuABI.lowered_name(p, expr)
+        @test startswith(low, "_Z")
+        @test CuABI.kernel_names(code) == [low]
+        @test CuABI.arch(code) == 90
+        k = code[expr]
+        @test CuABI.name(k) == low
+        @test CuABI.param_count(k) == 4
+        @test CuABI.param_info(k, 3) == (24, 4)
+        r = CuABI.resources(k)
+        @test r.shared_static_bytes == 1024 && r.registers > 0
+        o = occupancy("sm_90", r, 256)
+        @test 1 <= o.active_blocks_per_sm <= 8
+        @test !isempty(CuABI.limiter_name(o.limiter))
+        seen = Int[]
+        b = CuABI.max_potential_block_size("sm_90", r; smem = bs -> (push!(seen, bs); 4bs))
+        @test b.block_size > 0 && !isempty(seen)
+        @test_throws DomainError CuABI.max_potential_block_size("sm_90", r; smem = bs -> throw(DomainError(bs)))
+        @test CuABI.arch_limits("sm_90").warp_size == 32
+        bad = Program("__global__ void k() { nope(); }"; name = "bad.cu")
+        err = try compile(bad; arch = "sm_90"); nothing catch e; e end
+        @test err isa CuABIError && err.status == L.CUABI_ERROR_COMPILE
+        @test occursin("nope", err.log * err.message)
+        @test_throws CuABIError code["missing"]
+    end
+
+    @testset "link two LTO-IR units" begin
+        a = compile(Program("extern __device__ float twice(float);\n" *
+                            "extern \"C\" __global__ void scale(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n");
+                    arch = "sm_90", output = L.CUABI_CODE_LTOIR, relocatable = true)
+        b = compile(Program("__device__ float twice(float v) { return 2.0f * v; }\n");
+                    arch = "sm_90", output = L.CUABI_CODE_LTOIR, relocatable = true)
+        l = Linker(; arch = "sm_90", lto = true)
+        push!(l, a)
+        CuABI.add_data!(l, Vector{UInt8}(b); name = "b.ltoir")
+        out = CuABI.complete(l)
+        @test CuABI.kernel_names(out) == ["scale"]
+        l2 = Linker(; arch = "sm_90", lto = true)
+        push!(l2, a)
+        @test_throws CuABIError CuABI.complete(l2)
+    end
+
+    @testset "compile cache and precompile" begin
+        dir = mktempdir()
+        CuABI.Cache.set_directory(dir)
+        CuABI.Cache.set_enabled(true)
+        @test CuABI.Cache.directory() == dir
+        src = "extern \"C\" __global__ void jl_cache_k(int *o) { *o = 1; }\n"
+        p = Program(src)
+        compile(p; arch = "sm_90"); @test CuABI.cache_hit(p) == 0
+        compile(p; arch = "sm_90"); @test CuABI.cache_hit(p) == 1
+        @test CuABI.Cache.stats().entries >= 1
+        events = []
+        CuABI.Cache.precompile(["a" => "__global__ void pa() {}", "__global__ void pb() {}"];
+                               archs = ["sm_80", "sm_90"], progress = ev -> (push!(events, ev); true))
+        @test length(events) == 4 && all(e -> e.total == 4, events)
+        @test_throws CuABIError CuABI.Cache.precompile(["__global__ void pc() {}"]; archs = ["sm_90"], progress = ev -> false)
+        CuABI.Cache.clear()
+        CuABI.Cache.set_directory(nothing)
+    end
+
+    @testset "GPU: segmented reduction, prepared launch" begin
+        if !gpu_available()
+            @test_skip "no GPU"
+        else
+            d = Device(0)
+            k = compile(Program(segred); name_expressions = [expr])[expr]
+            r = MemoryResource(:device, d)
+            s = Stream(d)
+            bin, boff, bout = Buffer(r, 48), Buffer(r, 16), Buffer(r, 12)
+            CuABI.copyto_buffer!(bin, Float32.(1:12))
+            CuABI.copyto_buffer!(boff, Int32[0, 4, 8, 12])
+            launch(k, LaunchConfig(3, 256; stream = s), bin, boff, bout, Int32(3))
+            synchronize(s)
+            @test Vector{Float32}(bout) == Float32[10, 26, 42]
+            vout = View(bout, Float32, (3,))
+            CuABI.memset!(bout, 0; width = 4)
+            pl = PreparedLaunch(k, ArgPack(View(bin, Float32, (12,)), boff, vout, Int32(3)), LaunchConfig(3, 256; device = d))
+            launch(pl)
+            synchronize(d)
+            @test Vector{Float32}(bout) == Float32[10, 26, 42]
+            o = occupancy(k, d, 256)
+            @test o.active_blocks_per_sm >= 1
+            @test CuABI.max_potential_block_size(k, d; smem = bs -> 0).block_size > 0
+            @test_throws CuABIError launch(k, LaunchConfig(3, 4096; device = d), bin, boff, bout, Int32(3))
+        end
+    end
+end

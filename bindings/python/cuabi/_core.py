@@ -1,0 +1,242 @@
+"""Library information, devices, streams and events."""
+from __future__ import annotations
+
+import ctypes as C
+from types import SimpleNamespace
+
+from . import _capi
+from ._handle import Handle
+from ._lib import call, lib, new_struct, struct_to_dict
+
+
+def version() -> str:
+    """libcuabi's version, "MAJOR.MINOR.PATCH"."""
+    return lib.cuabi_version_string().decode()
+
+
+def abi_version() -> int:
+    return lib.cuabi_abi_version()
+
+
+def runtime_info() -> dict:
+    """What the library found: driver, NVRTC and nvJitLink versions, paths,
+    and why any of them is unusable."""
+    info = new_struct(_capi.cuabi_runtime_info)
+    lib.cuabi_runtime_info_get(C.byref(info))
+    d = struct_to_dict(info)
+    d.pop("version", None)
+    return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in d.items()}
+
+
+def device_count() -> int:
+    """Number of visible GPUs (0 with a driver but no GPU); raises
+    DriverNotFoundError without a driver."""
+    return call("cuabi_device_count")
+
+
+class Device(Handle):
+    """One GPU and its primary context. Device(0) is the first GPU."""
+
+    _ctype = "cuabi_device"
+
+    def __init__(self, ordinal: int = 0):
+        Handle.__init__(self, call("cuabi_device_get", int(ordinal)))
+
+    @property
+    def ordinal(self) -> int:
+        return call("cuabi_device_ordinal", self)
+
+    @property
+    def properties(self) -> SimpleNamespace:
+        """The cuabi_device_properties fields as attributes (name, uuid,
+        compute_capability_major, multiprocessor_count, ...)."""
+        props = new_struct(_capi.cuabi_device_properties)
+        lib.cuabi_device_get_properties(C.byref(props), self)
+        d = struct_to_dict(props)
+        d.pop("version", None)
+        return SimpleNamespace(**d)
+
+    @property
+    def name(self) -> str:
+        return self.properties.name
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        p = self.properties
+        return p.compute_capability_major, p.compute_capability_minor
+
+    @property
+    def arch(self) -> str:
+        """"sm_90" style architecture name, for compiler options."""
+        return "sm_%d%d" % self.compute_capability
+
+    def attribute(self, attribute: int) -> int:
+        return call("cuabi_device_attribute", self, int(attribute))
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes."""
+        return call("cuabi_device_memory_info", self)
+
+    def set_current(self) -> None:
+        lib.cuabi_device_set_current(self)
+
+    def synchronize(self) -> None:
+        lib.cuabi_device_synchronize(self)
+
+    @property
+    def context(self) -> int:
+        """The raw CUcontext (primary context)."""
+        return call("cuabi_device_context", self)
+
+    def stream_priority_range(self) -> tuple[int, int]:
+        return call("cuabi_device_stream_priority_range", self)
+
+    def can_access_peer(self, peer: "Device") -> bool:
+        return bool(call("cuabi_device_can_access_peer", self, peer))
+
+    def create_stream(self, non_blocking: bool = False, priority: int = 0) -> "Stream":
+        return Stream(self, non_blocking=non_blocking, priority=priority)
+
+    def create_event(self, timing: bool = True, blocking_sync: bool = False) -> "Event":
+        return Event(self, timing=timing, blocking_sync=blocking_sync)
+
+    def default_stream(self) -> "Stream":
+        """The legacy default stream (CU_STREAM_LEGACY)."""
+        return Stream._wrap(call("cuabi_stream_legacy_default", self))
+
+    def per_thread_default_stream(self) -> "Stream":
+        return Stream._wrap(call("cuabi_stream_per_thread_default", self))
+
+
+def _as_device(device) -> Device:
+    if device is None:
+        return Device(0)
+    if isinstance(device, Device):
+        return device
+    return Device(int(device))
+
+
+def raw_stream_of(obj) -> int:
+    """The CUstream behind a cuabi Stream, a `__cuda_stream__` object
+    (cuda.core), a torch.cuda.Stream (.cuda_stream), a CuPy stream (.ptr) or
+    an int."""
+    if isinstance(obj, Stream):
+        return obj.raw
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        return int(proto()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(obj, attr, None)
+        if isinstance(v, int):
+            return v
+    return int(obj)
+
+
+class Stream(Handle):
+    """A CUDA stream. Stream(device) creates one; Stream.wrap(x) adopts a
+    stream created elsewhere (torch, CuPy, cuda.core, a raw CUstream)."""
+
+    _ctype = "cuabi_stream"
+
+    def __init__(self, device=None, non_blocking: bool = False, priority: int = 0):
+        dev = _as_device(device)
+        opts = new_struct(_capi.cuabi_stream_options)
+        opts.flags = _capi.CUABI_STREAM_NON_BLOCKING if non_blocking else 0
+        opts.priority = priority
+        Handle.__init__(self, call("cuabi_stream_create", dev, C.byref(opts)))
+        self._raw = None
+
+    @classmethod
+    def _wrap(cls, value):
+        obj = super()._wrap(value)
+        obj._raw = None
+        return obj
+
+    @classmethod
+    def wrap(cls, obj, device=None) -> "Stream":
+        """Adopt a foreign stream; the caller keeps the original alive."""
+        if isinstance(obj, Stream):
+            return obj
+        return cls._wrap(call("cuabi_stream_wrap", _as_device(device), raw_stream_of(obj)))
+
+    @property
+    def raw(self) -> int:
+        """The CUstream value (cached: it never changes)."""
+        r = self._raw
+        if r is None:
+            r = self._raw = call("cuabi_stream_raw", self)
+        return r
+
+    def __cuda_stream__(self):
+        """cuda.core's stream protocol: (version, CUstream)."""
+        return (0, self.raw)
+
+    @property
+    def device(self) -> Device:
+        return Device._borrowed(call("cuabi_stream_device", self))
+
+    @property
+    def priority(self) -> int:
+        return call("cuabi_stream_priority", self)
+
+    def synchronize(self) -> None:
+        lib.cuabi_stream_synchronize(self)
+
+    sync = synchronize
+
+    def query(self) -> bool:
+        """True when all work on the stream has finished."""
+        return bool(call("cuabi_stream_query", self))
+
+    def wait(self, event_or_stream) -> None:
+        """Make later work on this stream wait for an event (or for the work
+        queued so far on another stream)."""
+        if isinstance(event_or_stream, Stream):
+            ev = event_or_stream.record()
+            try:
+                lib.cuabi_stream_wait_event(self, ev)
+            finally:
+                ev.close()
+            return
+        lib.cuabi_stream_wait_event(self, event_or_stream)
+
+    def record(self, event: "Event | None" = None) -> "Event":
+        """Record an event (a new timing-disabled one by default) on the stream."""
+        if event is None:
+            event = Event(self.device, timing=False)
+        event.record(self)
+        return event
+
+
+class Event(Handle):
+    """A CUDA event: a marker on a stream, for ordering and timing."""
+
+    _ctype = "cuabi_event"
+
+    def __init__(self, device=None, timing: bool = True, blocking_sync: bool = False):
+        opts = new_struct(_capi.cuabi_event_options)
+        opts.flags = ((0 if timing else _capi.CUABI_EVENT_DISABLE_TIMING) |
+                      (_capi.CUABI_EVENT_BLOCKING_SYNC if blocking_sync else 0))
+        Handle.__init__(self, call("cuabi_event_create", _as_device(device), C.byref(opts)))
+
+    def record(self, stream: Stream) -> "Event":
+        lib.cuabi_event_record(self, stream)
+        return self
+
+    def synchronize(self) -> None:
+        lib.cuabi_event_synchronize(self)
+
+    def query(self) -> bool:
+        return bool(call("cuabi_event_query", self))
+
+    def elapsed_ms(self, end: "Event") -> float:
+        """Milliseconds from this event to `end`."""
+        return call("cuabi_event_elapsed_ms", self, end)
+
+    def __sub__(self, start: "Event") -> float:
+        """end - start: elapsed milliseconds, as cuda.core's events."""
+        return start.elapsed_ms(self)
+
+    @property
+    def raw(self) -> int:
+        return call("cuabi_event_raw", self)

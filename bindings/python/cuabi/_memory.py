@@ -1,0 +1,304 @@
+"""Memory resources and buffers."""
+from __future__ import annotations
+
+import ctypes as C
+
+from . import _callbacks, _capi
+from ._core import Device, Stream, _as_device
+from ._handle import Handle
+from ._lib import call, lib, new_struct
+
+HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
+                                 _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
+_KINDS = {"host": HOST, "device": DEVICE, "pinned": PINNED, "managed": MANAGED}
+_KIND_NAMES = {v: k for k, v in _KINDS.items()}
+
+
+def _kind(kind) -> int:
+    return _KINDS[kind] if isinstance(kind, str) else int(kind)
+
+
+def _stream_arg(stream):
+    """None, a cuabi Stream, or anything Stream.wrap() takes."""
+    if stream is None or isinstance(stream, Stream):
+        return stream
+    return Stream.wrap(stream)
+
+
+# ---- user-defined resources: C callbacks into Python methods
+
+def _py_allocate(out, size, alignment, stream, payload):
+    try:
+        ptr = _callbacks.get(payload).allocate(size, alignment, stream)
+        C.c_size_t.from_address(out).value = int(ptr)
+        return 0
+    except BaseException as e:  # never let an exception cross into C
+        _callbacks.note_exception(e)
+        return 1
+
+
+def _py_deallocate(ptr, size, alignment, stream, payload):
+    try:
+        _callbacks.get(payload).deallocate(ptr, size, alignment, stream)
+        return 0
+    except BaseException as e:
+        _callbacks.note_exception(e)
+        return 1
+
+
+def _py_release(payload):
+    _callbacks.drop(payload)
+
+
+_ALLOC = _capi.cuabi_memory_allocate_fn(_py_allocate)
+_DEALLOC = _capi.cuabi_memory_deallocate_fn(_py_deallocate)
+_RELEASE = _capi.cuabi_memory_payload_release_fn(_py_release)
+
+
+class MemoryResource(Handle):
+    """An allocator of one kind of memory.
+
+    Built-in resources come from the class methods (host(), device_default(),
+    pool(), pinned(), managed()). To write one in Python, subclass and define
+    allocate(size, alignment, stream) -> address and deallocate(ptr, size,
+    alignment, stream) (stream is a raw CUstream int), then call
+    super().__init__(device, kind="device", stream_ordered=True)."""
+
+    _ctype = "cuabi_memory_resource"
+
+    def __init__(self, device=None, kind="device", stream_ordered: bool = True):
+        if type(self).allocate is MemoryResource.allocate:
+            raise TypeError("MemoryResource() is abstract: use MemoryResource.host(), "
+                            ".device_default(dev), ... or subclass it and define "
+                            "allocate() and deallocate()")
+        cbs = new_struct(_capi.cuabi_memory_resource_callbacks)
+        cbs.allocate, cbs.deallocate, cbs.release_payload = _ALLOC, _DEALLOC, _RELEASE
+        cbs.kind = _kind(kind)
+        cbs.stream_ordered = int(bool(stream_ordered))
+        dev = None if cbs.kind == HOST and device is None else _as_device(device)
+        # The registry keeps self alive until the library releases the payload
+        # (after the resource's last buffer): close() the resource when done.
+        key = _callbacks.keep(self)
+        try:
+            h = call("cuabi_memory_resource_user", dev, C.byref(cbs), key)
+        except BaseException:
+            _callbacks.drop(key)
+            raise
+        Handle.__init__(self, h)
+
+    def allocate(self, size: int, alignment: int = 0, stream=None) -> int:
+        """Raw allocation (most code wants Buffer(), which frees itself)."""
+        return call("cuabi_memory_resource_allocate", self, size, alignment,
+                    _stream_arg(stream))
+
+    def deallocate(self, ptr: int, size: int, alignment: int = 0, stream=None) -> None:
+        lib.cuabi_memory_resource_deallocate(self, ptr, size, alignment, _stream_arg(stream))
+
+    # The methods above are what Python subclasses override; keep the
+    # library's own calls reachable for them under other names.
+    def _raw_allocate(self, size, alignment=0, stream=None):
+        return MemoryResource.allocate(self, size, alignment, stream)
+
+    @classmethod
+    def host(cls) -> "MemoryResource":
+        """Plain host memory; needs no GPU."""
+        return cls._wrap(call("cuabi_memory_resource_host"))
+
+    @classmethod
+    def device_default(cls, device=None) -> "MemoryResource":
+        """The device's default stream-ordered pool."""
+        return cls._wrap(call("cuabi_memory_resource_device_default", _as_device(device)))
+
+    @classmethod
+    def pool(cls, device=None, release_threshold: int | None = None) -> "MemoryResource":
+        opts = new_struct(_capi.cuabi_memory_pool_options)
+        if release_threshold is not None:
+            opts.release_threshold = release_threshold
+        return cls._wrap(call("cuabi_memory_resource_pool_create", _as_device(device),
+                              C.byref(opts)))
+
+    @classmethod
+    def pinned(cls, device=None) -> "MemoryResource":
+        return cls._wrap(call("cuabi_memory_resource_pinned", _as_device(device)))
+
+    @classmethod
+    def managed(cls, device=None) -> "MemoryResource":
+        return cls._wrap(call("cuabi_memory_resource_managed", _as_device(device)))
+
+    @property
+    def kind(self) -> str:
+        """"host", "device", "pinned" or "managed"."""
+        return _KIND_NAMES.get(call("cuabi_memory_resource_kind", self), "?")
+
+    @property
+    def device(self) -> Device | None:
+        h = call("cuabi_memory_resource_device", self)
+        return Device._borrowed(h) if h else None
+
+    def trim(self, keep_bytes: int = 0) -> None:
+        lib.cuabi_memory_resource_trim(self, keep_bytes)
+
+
+_default_resources: dict = {}
+
+
+def default_resource(device=None) -> MemoryResource:
+    """The device's default pool (cached per ordinal)."""
+    dev = _as_device(device)
+    key = dev.ordinal
+    res = _default_resources.get(key)
+    if res is None or res.closed:
+        res = _default_resources[key] = MemoryResource.device_default(dev)
+    return res
+
+
+def _host_bytes(obj):
+    """(address, nbytes, keepalive) of a host object with the buffer protocol."""
+    mv = memoryview(obj)
+    if not mv.c_contiguous:
+        raise ValueError("host data must be C-contiguous")
+    nbytes = mv.nbytes
+    if mv.readonly:
+        buf = (C.c_char * nbytes).from_buffer_copy(mv) if nbytes else None
+    else:
+        buf = (C.c_char * nbytes).from_buffer(mv.cast("B")) if nbytes else None
+    return (C.addressof(buf) if buf is not None else None), nbytes, buf
+
+
+def _py_buffer_release(ptr, size, payload):
+    _callbacks.drop(payload)
+
+
+_BUF_RELEASE = _capi.cuabi_buffer_release_fn(_py_buffer_release)
+
+
+class Buffer(Handle):
+    """A range of memory with an owner.
+
+    Buffer(size, resource=None, stream=None): from `resource` (default: the
+    default pool of device 0; pass MemoryResource.host() for host memory),
+    ordered on `stream`. Buffer.wrap(ptr, size, ...) adopts foreign memory."""
+
+    _ctype = "cuabi_buffer"
+    _cuabi_pointer_ = True     # a kernel argument: its address
+
+    def __init__(self, size: int, resource: MemoryResource | None = None,
+                 stream=None, alignment: int = 0):
+        res = resource if resource is not None else default_resource()
+        Handle.__init__(self, call("cuabi_buffer_allocate", res, int(size), alignment,
+                                   _stream_arg(stream)))
+        self._ptr = None
+
+    @classmethod
+    def _wrap(cls, value):
+        obj = super()._wrap(value)
+        obj._ptr = None
+        return obj
+
+    @classmethod
+    def wrap(cls, ptr: int, size: int, kind="device", device=None, owner=None) -> "Buffer":
+        """Adopt memory allocated elsewhere; `owner` (any Python object) is kept
+        alive until the buffer and every view over it are gone."""
+        k = _kind(kind)
+        dev = None if (k == HOST and device is None) else _as_device(device)
+        if owner is None:
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size), None, None))
+        key = _callbacks.keep(owner)
+        try:
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
+                                  _BUF_RELEASE, key))
+        except BaseException:
+            _callbacks.drop(key)
+            raise
+
+    @classmethod
+    def from_host(cls, data, resource: MemoryResource | None = None, stream=None) -> "Buffer":
+        """A new buffer holding a copy of a host object (bytes, numpy array, ...)."""
+        nbytes = memoryview(data).nbytes
+        buf = cls(nbytes, resource, stream)
+        buf.copy_from(data, stream=stream)
+        return buf
+
+    @property
+    def ptr(self) -> int:
+        """The buffer's address (device pointer for device memory)."""
+        p = self._ptr
+        if p is None:
+            p = self._ptr = call("cuabi_buffer_pointer", self)
+        return p
+
+    @property
+    def size(self) -> int:
+        return call("cuabi_buffer_size", self)
+
+    nbytes = size
+
+    def __len__(self):
+        return self.size
+
+    @property
+    def kind(self) -> str:
+        return _KIND_NAMES.get(call("cuabi_buffer_kind", self), "?")
+
+    @property
+    def device(self) -> Device | None:
+        h = call("cuabi_buffer_device", self)
+        return Device._borrowed(h) if h else None
+
+    @property
+    def resource(self) -> MemoryResource | None:
+        h = call("cuabi_buffer_resource", self)
+        return MemoryResource._borrowed(h) if h else None
+
+    def copy_from(self, src, offset: int = 0, stream=None) -> None:
+        """Copy from another Buffer or a host object into this buffer at `offset`.
+        With a stream, host memory must stay valid until the stream gets there."""
+        if isinstance(src, Buffer):
+            lib.cuabi_buffer_copy(self, offset, src, 0, src.size, _stream_arg(stream))
+            return
+        addr, nbytes, keep = _host_bytes(src)
+        lib.cuabi_buffer_copy_from_host(self, offset, addr, nbytes, _stream_arg(stream))
+        del keep
+
+    def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None):
+        """Copy into a writable host object (or a new bytearray, returned)."""
+        if isinstance(dst, Buffer):
+            n = self.size - offset if size is None else size
+            lib.cuabi_buffer_copy(dst, 0, self, offset, n, _stream_arg(stream))
+            return dst
+        if dst is None:
+            dst = bytearray(self.size - offset if size is None else size)
+        mv = memoryview(dst)
+        if mv.readonly or not mv.c_contiguous:
+            raise ValueError("destination must be writable and C-contiguous")
+        n = mv.nbytes if size is None else size
+        buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
+        lib.cuabi_buffer_copy_to_host(buf, self, offset, n, _stream_arg(stream))
+        return dst
+
+    def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,
+             stream=None) -> None:
+        """memset: `count` elements of `width` bytes (1, 2 or 4) set to `value`."""
+        if count is None:
+            count = (self.size - offset) // width
+        lib.cuabi_buffer_memset(self, offset, value, width, count, _stream_arg(stream))
+
+    def free_async(self, stream) -> None:
+        """Destroy the handle; the memory goes back on `stream` once unused."""
+        h = self.handle
+        self._h = None
+        if self._fin is not None:
+            self._fin.detach()
+        lib.cuabi_buffer_free_async(C.c_void_p(h), _stream_arg(stream))
+
+    def view(self, dtype, shape=None, strides=None, offset: int = 0, readonly: bool = False):
+        """A typed View of the buffer (strides in elements; None = row-major)."""
+        from ._view import View
+        return View.of_buffer(self, dtype, shape, strides, offset, readonly)
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.kind == "host":
+            raise AttributeError("host buffers have no __cuda_array_interface__")
+        return {"shape": (self.size,), "typestr": "|u1", "data": (self.ptr, False),
+                "strides": None, "version": 3}

@@ -1,0 +1,171 @@
+"""Loading, ABI and layout checks, errors and handle misuse: no GPU needed."""
+import ctypes as C
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cuabi
+from cuabi import _capi, _lib
+from cuabi._core import Stream
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_version_and_abi():
+    assert cuabi.__version__.count(".") == 2
+    assert cuabi.abi_version() == _capi.ABI_VERSION
+    assert os.path.exists(cuabi.LIBRARY_PATH) or "libcuabi" in cuabi.LIBRARY_PATH
+
+
+def test_runtime_info():
+    info = cuabi.runtime_info()
+    assert info["library_version"] == cuabi.__version__
+    assert info["abi_version"] == _capi.ABI_VERSION
+    for lib in ("driver", "nvrtc", "nvjitlink"):
+        assert isinstance(info[lib + "_path"], str)
+        assert info[lib + "_status"] == 0 or info[lib + "_error"]
+
+
+def test_every_function_bound_with_generated_signature():
+    for name, (restype, argtypes, params) in _capi.FUNCTIONS.items():
+        fn = getattr(_lib.lib, name).ctypes_function
+        assert fn.restype is restype
+        assert tuple(fn.argtypes) == argtypes
+        assert len(params) == len(argtypes)
+
+
+def test_layouts_match_library():
+    _lib.check_library(_lib._cdll, "libcuabi")  # what import did
+
+
+def _struct_like(cls, change):
+    fields = list(cls._fields_)
+    fields = change(fields)
+    return type(cls.__name__, (C.Structure,), {"_fields_": fields, "_cuabi_version_": 1})
+
+
+def test_layout_mismatch_refused():
+    bad = _struct_like(_capi.cuabi_stream_options,
+                       lambda f: [f[0], ("flags", C.c_uint64), f[2]])
+    with pytest.raises(cuabi.CuabiImportError) as ei:
+        _lib.check_library(_lib._cdll, "libX", structs={"cuabi_stream_options": bad})
+    msg = str(ei.value)
+    assert "cuabi_stream_options" in msg and "size" in msg and "priority: offset" in msg
+    assert isinstance(ei.value, ImportError)
+
+
+def test_unknown_struct_and_missing_function_refused():
+    fake = type("cuabi_nonexistent", (C.Structure,), {"_fields_": [("x", C.c_int)]})
+    with pytest.raises(cuabi.CuabiImportError, match="cuabi_nonexistent: unknown"):
+        _lib.check_library(_lib._cdll, "libX", structs={"cuabi_nonexistent": fake})
+    with pytest.raises(cuabi.CuabiImportError, match="lacks 1 function.*cuabi_frobnicate"):
+        _lib.check_library(_lib._cdll, "libX", functions={"cuabi_frobnicate": None})
+
+
+def test_abi_mismatch_refused(monkeypatch):
+    monkeypatch.setattr(_capi, "ABI_VERSION", _capi.ABI_VERSION + 1)
+    with pytest.raises(cuabi.CuabiImportError, match="ABI version"):
+        _lib.check_library(_lib._cdll, "libX")
+
+
+def test_bad_library_path_is_import_error():
+    env = dict(os.environ, CUABI_LIBRARY="/nonexistent/libcuabi.so")
+    r = subprocess.run([sys.executable, "-c", "import cuabi"], cwd=HERE, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "CuabiImportError" in r.stderr and "CUABI_LIBRARY" in r.stderr
+
+
+def test_error_classes():
+    for status, name in _capi.STATUS_NAMES.items():
+        if status == 0:
+            continue
+        cls = cuabi.ERRORS[status]
+        assert issubclass(cls, cuabi.CuabiError) and cls.status == status
+        assert cls.status_name == name
+        assert getattr(cuabi, cls.__name__) is cls
+        assert cuabi.status_name(status) == name
+        assert cuabi.status_message(status)
+    assert issubclass(cuabi.InvalidArgumentError, ValueError)
+    assert issubclass(cuabi.InvalidHandleError, cuabi.CuabiError)
+
+
+def test_invalid_handle_raises_with_details():
+    s = Stream._wrap(0x12345)
+    with pytest.raises(cuabi.InvalidHandleError) as ei:
+        s.raw
+    e = ei.value
+    assert e.status == _capi.CUABI_ERROR_INVALID_HANDLE
+    assert e.status_name == "CUABI_ERROR_INVALID_HANDLE"
+    assert "cuabi_stream_raw" in e.message
+    assert e.log == ""
+    s.close()  # releasing a bogus handle is swallowed by the finalizer
+    s.close()
+    assert s.closed
+    with pytest.raises(cuabi.ClosedHandleError):
+        s.raw
+    with pytest.raises(cuabi.ClosedHandleError):
+        with s:
+            pass
+
+
+def test_wrong_type_handle():
+    with pytest.raises(cuabi.InvalidHandleError):
+        cuabi.Event._wrap(0x999).raw
+
+
+def test_finalizer_runs_on_collect():
+    s = Stream._wrap(0x777)
+    fin = s._fin
+    del s
+    gc.collect()
+    assert not fin.alive
+
+
+def test_null_handle_refused():
+    with pytest.raises(ValueError):
+        Stream._wrap(0)
+
+
+def test_bad_struct_version():
+    opts = _capi.cuabi_stream_options()
+    with pytest.raises(cuabi.InvalidVersionError, match="version"):
+        _lib.lib.cuabi_stream_options_init(C.byref(opts), 99)
+    assert _lib.new_struct(_capi.cuabi_stream_options).version == 1
+
+
+def test_generic_call_arity():
+    with pytest.raises(TypeError, match="missing argument 'stream'"):
+        _lib.call("cuabi_stream_raw")
+    with pytest.raises(TypeError, match="too many"):
+        _lib.call("cuabi_stream_raw", None, 1)
+
+
+def test_no_driver_is_reported():
+    if cuabi.runtime_info()["driver_status"] == 0:
+        pytest.skip("a driver is present")
+    with pytest.raises(cuabi.DriverNotFoundError) as ei:
+        cuabi.device_count()
+    assert "libcuda" in str(ei.value)
+    with pytest.raises(cuabi.DriverNotFoundError):
+        cuabi.Device(0)
+
+
+def test_cffi_backend_when_installed():
+    pytest.importorskip("cffi")
+    if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
+        pytest.skip("CUABI_BACKEND=ctypes")
+    assert _lib.cffi_lib is not None and cuabi.backend == "cffi"
+    assert _lib.ffi.sizeof("cuabi_device_properties") == C.sizeof(_capi.cuabi_device_properties)
+    assert _lib.ffi.string(_lib.cffi_lib.cuabi_version_string()).decode() == cuabi.__version__
+
+
+def test_exit_with_live_handles_is_clean():
+    code = ("import cuabi; from cuabi._core import Stream\n"
+            "keep = [Stream._wrap(0x4242 + i) for i in range(3)]\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""

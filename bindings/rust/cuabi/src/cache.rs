@@ -1,0 +1,184 @@
+//! The process-wide compile cache and precompilation (include/cuabi/cache.h).
+//! All functions are thread-safe.
+use crate::error::{c_string, check, cstr, Result};
+use crate::objcode::CodeType;
+use crate::program::ProgramOptions;
+use crate::sys;
+use core::ffi::{c_char, c_int, c_void};
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+/// Counters and sizes (`cuabi_cache_stats`).
+pub type CacheStats = sys::cuabi_cache_stats;
+
+/// One directory entry, as `list` reports it.
+#[derive(Clone, Debug)]
+pub struct CacheEntry {
+    pub key: String,
+    pub code_type: CodeType,
+    pub size: u64,
+    pub last_used: i64,
+    pub num_names: usize,
+    pub path: PathBuf,
+}
+
+/// Use this directory (None: back to the default from the environment).
+pub fn set_directory(path: Option<&Path>) -> Result<()> {
+    let p = path.map(|p| c_string("path", &p.to_string_lossy())).transpose()?;
+    check(unsafe { sys::cuabi_cache_set_directory(p.as_ref().map_or(core::ptr::null(), |p| p.as_ptr())) })
+}
+
+/// The directory in use.
+pub fn directory() -> Result<PathBuf> {
+    let mut n = 0usize;
+    // A size query: BUFFER_TOO_SMALL with the size needed is expected here.
+    let _ = unsafe { sys::cuabi_cache_get_directory(core::ptr::null_mut(), &mut n) };
+    let mut buf = vec![0u8; n.max(1)];
+    let mut cap = buf.len();
+    check(unsafe { sys::cuabi_cache_get_directory(buf.as_mut_ptr().cast(), &mut cap) })?;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(PathBuf::from(String::from_utf8_lossy(&buf[..end]).into_owned()))
+}
+
+pub fn set_enabled(on: bool) -> Result<()> {
+    check(unsafe { sys::cuabi_cache_set_enabled(i32::from(on)) })
+}
+/// Directory size limit in bytes (0 = none).
+pub fn set_size_limit(bytes: u64) -> Result<()> {
+    check(unsafe { sys::cuabi_cache_set_size_limit(bytes) })
+}
+pub fn stats() -> Result<CacheStats> {
+    let mut s = CacheStats::default();
+    unsafe {
+        check(sys::cuabi_cache_stats_init(&mut s, sys::CUABI_CACHE_STATS_VERSION))?;
+        check(sys::cuabi_cache_get_stats(&mut s))?;
+    }
+    Ok(s)
+}
+/// Empty the memory layer (1), the directory (2) or both (3).
+pub fn clear(flags: sys::cuabi_cache_clear_flags) -> Result<()> {
+    check(unsafe { sys::cuabi_cache_clear(flags.0 as u32) })
+}
+
+/// A Rust closure behind a C callback's payload, with any panic it raised
+/// kept to be resumed once control is back in Rust.
+struct Ctx<'a, A: ?Sized> {
+    f: &'a mut A,
+    panic: Option<Box<dyn Any + Send>>,
+}
+
+impl<A: ?Sized> Ctx<'_, A> {
+    /// Run `call` unless an earlier call panicked; a panic is stored, never unwound into C.
+    fn run<R>(&mut self, stop: R, call: impl FnOnce(&mut A) -> R) -> R {
+        if self.panic.is_some() {
+            return stop;
+        }
+        match catch_unwind(AssertUnwindSafe(|| call(&mut *self.f))) {
+            Ok(r) => r,
+            Err(p) => { self.panic = Some(p); stop }
+        }
+    }
+    fn finish(self) {
+        if let Some(p) = self.panic { resume_unwind(p) }
+    }
+}
+
+type ListFn<'a> = dyn FnMut(&CacheEntry) -> bool + 'a;
+
+unsafe extern "C" fn list_trampoline(e: *const sys::cuabi_cache_entry_info, payload: *mut c_void) -> c_int {
+    let ctx = unsafe { &mut *payload.cast::<Ctx<ListFn>>() };
+    let e = unsafe { &*e };
+    let key_end = e.key.iter().position(|&c| c == 0).unwrap_or(e.key.len());
+    let entry = CacheEntry {
+        key: e.key[..key_end].iter().map(|&c| c as u8 as char).collect(),
+        code_type: e.code_type, size: e.size, last_used: e.last_used, num_names: e.num_names,
+        path: PathBuf::from(unsafe { cstr(e.path) }),
+    };
+    ctx.run(1, |f| c_int::from(!f(&entry)))
+}
+
+/// Call `f` for each entry, least recently used first; return false to stop.
+pub fn list(mut f: impl FnMut(&CacheEntry) -> bool) -> Result<()> {
+    let fr: &mut ListFn = &mut f;
+    let mut ctx = Ctx { f: fr, panic: None };
+    let st = unsafe { sys::cuabi_cache_list(Some(list_trampoline), (&mut ctx as *mut Ctx<ListFn>).cast()) };
+    ctx.finish();
+    check(st)
+}
+
+/// One program to precompile.
+#[derive(Clone, Debug)]
+pub struct PrecompileItem {
+    /// `CUABI_CODE_CUDA_CXX` or `CUABI_CODE_PTX`.
+    pub code_type: CodeType,
+    pub source: String,
+    pub name: Option<String>,
+    /// None for the defaults; its arch is replaced by each of the archs given.
+    pub options: Option<ProgramOptions>,
+}
+
+/// What the progress closure is told after each compile.
+#[derive(Clone, Debug)]
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub name: &'a str,
+    pub arch: &'a str,
+    pub status: sys::cuabi_status,
+    /// 0 compiled, 1 memory, 2 disk.
+    pub cache_hit: i32,
+}
+
+type ProgressFn<'a> = dyn for<'p> FnMut(&Progress<'p>) -> bool + 'a;
+
+unsafe extern "C" fn progress_trampoline(done: usize, total: usize, name: *const c_char, arch: *const c_char,
+                                         status: sys::cuabi_status, cache_hit: c_int, payload: *mut c_void) -> c_int {
+    let ctx = unsafe { &mut *payload.cast::<Ctx<ProgressFn>>() };
+    let (name, arch) = unsafe { (cstr(name), cstr(arch)) };
+    let p = Progress { done, total, name: &name, arch: &arch, status, cache_hit };
+    ctx.run(1, |f| c_int::from(!f(&p)))
+}
+
+/// Compile every item for every arch into the cache (nothing is loaded on a
+/// GPU). `progress` returns false to cancel (CUABI_ERROR_CALLBACK); a panic
+/// in it cancels too and is resumed after the C call returns.
+pub fn precompile(items: &[PrecompileItem], archs: &[&str],
+                  progress: Option<&mut dyn for<'p> FnMut(&Progress<'p>) -> bool>) -> Result<()> {
+    let mut keep = Vec::new(); // C strings and options alive during the call
+    let mut opts = Vec::new();
+    let mut raw = Vec::with_capacity(items.len());
+    for it in items {
+        let mut r = sys::cuabi_precompile_item::default();
+        check(unsafe { sys::cuabi_precompile_item_init(&mut r, sys::CUABI_PRECOMPILE_ITEM_VERSION) })?;
+        let src = c_string("source", &it.source)?;
+        r.r#type = it.code_type;
+        r.source = src.as_ptr();
+        keep.push(src);
+        if let Some(n) = &it.name {
+            let c = c_string("name", n)?;
+            r.name = c.as_ptr();
+            keep.push(c);
+        }
+        if let Some(o) = &it.options {
+            opts.push(Box::new(o.to_c()?));
+            r.options = &opts.last().unwrap().raw;
+        }
+        raw.push(r);
+    }
+    let archs_c = archs.iter().map(|a| c_string("arch", a)).collect::<Result<Vec<_>>>()?;
+    let archs_p: Vec<*const c_char> = archs_c.iter().map(|a| a.as_ptr()).collect();
+    let ap = if archs_p.is_empty() { core::ptr::null_mut() } else { archs_p.as_ptr() as *mut _ };
+    match progress {
+        None => check(unsafe { sys::cuabi_cache_precompile(raw.as_ptr(), raw.len(), ap, archs_p.len(), None, core::ptr::null_mut()) }),
+        Some(f) => {
+            let mut ctx = Ctx { f, panic: None };
+            let st = unsafe {
+                sys::cuabi_cache_precompile(raw.as_ptr(), raw.len(), ap, archs_p.len(), Some(progress_trampoline),
+                                            (&mut ctx as *mut Ctx<ProgressFn>).cast())
+            };
+            ctx.finish();
+            check(st)
+        }
+    }
+}

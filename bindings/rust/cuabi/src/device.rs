@@ -1,0 +1,112 @@
+//! CUDA devices.
+use crate::error::{check, Result};
+use crate::sys;
+
+shared_handle!(
+    /// One GPU and its primary context. The library hands out the same
+    /// handle for the same ordinal while any reference lives.
+    Device, sys::cuabi_device, sys::cuabi_device_retain, sys::cuabi_device_release
+);
+
+// SAFETY: cuabi device functions may be called from any thread, also at once
+// on one handle; the library makes the context current itself.
+unsafe impl Send for Device {}
+unsafe impl Sync for Device {}
+
+/// Number of visible CUDA devices; an error when there is no driver.
+pub fn device_count() -> Result<usize> {
+    let mut n = 0;
+    check(unsafe { sys::cuabi_device_count(&mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// Facts about a device (the C struct, with string helpers).
+#[derive(Clone, Debug)]
+pub struct DeviceProperties {
+    pub raw: sys::cuabi_device_properties,
+}
+
+fn c_array_string(chars: &[core::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl DeviceProperties {
+    pub fn name(&self) -> String {
+        c_array_string(&self.raw.name)
+    }
+    pub fn pci_bus_id(&self) -> String {
+        c_array_string(&self.raw.pci_bus_id)
+    }
+    /// (major, minor) compute capability.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        (self.raw.compute_capability_major, self.raw.compute_capability_minor)
+    }
+}
+
+impl Device {
+    /// The device with this ordinal (0 .. device_count()).
+    pub fn get(ordinal: usize) -> Result<Device> {
+        let ordinal = i32::try_from(ordinal)
+            .map_err(|_| crate::Error::invalid_argument("Device::get: ordinal out of range"))?;
+        Device::create(|out| unsafe { sys::cuabi_device_get(out, ordinal) })
+    }
+
+    pub fn ordinal(&self) -> Result<usize> {
+        let mut n = 0;
+        check(unsafe { sys::cuabi_device_ordinal(&mut n, self.as_raw()) })?;
+        Ok(n as usize)
+    }
+
+    pub fn properties(&self) -> Result<DeviceProperties> {
+        let mut raw = sys::cuabi_device_properties::default();
+        unsafe {
+            check(sys::cuabi_device_properties_init(&mut raw, sys::CUABI_DEVICE_PROPERTIES_VERSION))?;
+            check(sys::cuabi_device_get_properties(&mut raw, self.as_raw()))?;
+        }
+        Ok(DeviceProperties { raw })
+    }
+
+    /// Any CUdevice_attribute, by its value from cuda.h.
+    pub fn attribute(&self, attribute: i32) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_device_attribute(&mut v, self.as_raw(), attribute) })?;
+        Ok(v)
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory_info(&self) -> Result<(u64, u64)> {
+        let (mut free, mut total) = (0u64, 0u64);
+        check(unsafe { sys::cuabi_device_memory_info(&mut free, &mut total, self.as_raw()) })?;
+        Ok((free, total))
+    }
+
+    /// Make the primary context current on this thread.
+    pub fn set_current(&self) -> Result<()> {
+        check(unsafe { sys::cuabi_device_set_current(self.as_raw()) })
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        check(unsafe { sys::cuabi_device_synchronize(self.as_raw()) })
+    }
+
+    /// The raw CUcontext, kept alive by this handle.
+    pub fn raw_context(&self) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_device_context(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+
+    /// (least, greatest) stream priority; numerically lower is higher.
+    pub fn stream_priority_range(&self) -> Result<(i32, i32)> {
+        let (mut l, mut g) = (0, 0);
+        check(unsafe { sys::cuabi_device_stream_priority_range(&mut l, &mut g, self.as_raw()) })?;
+        Ok((l, g))
+    }
+
+    pub fn can_access_peer(&self, peer: &Device) -> Result<bool> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_device_can_access_peer(&mut v, self.as_raw(), peer.as_raw()) })?;
+        Ok(v != 0)
+    }
+}

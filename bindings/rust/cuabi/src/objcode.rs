@@ -1,0 +1,158 @@
+//! Object code and kernels (include/cuabi/objcode.h, kernel.h).
+use crate::device::Device;
+use crate::error::{c_string, check, cstr, Error, Result};
+use crate::sys;
+
+shared_handle!(
+    /// An immutable code image (CUBIN, PTX, fatbin, LTO-IR), loaded lazily.
+    ObjectCode, sys::cuabi_objcode, sys::cuabi_objcode_retain, sys::cuabi_objcode_release
+);
+shared_handle!(
+    /// One entry function of an objcode, which it keeps alive.
+    Kernel, sys::cuabi_kernel, sys::cuabi_kernel_retain, sys::cuabi_kernel_release
+);
+// SAFETY: objcode.h / kernel.h: "may be used from several threads at once";
+// both are immutable apart from lazy loading, which the library serialises.
+unsafe impl Send for ObjectCode {}
+unsafe impl Sync for ObjectCode {}
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+/// Kind of code (`cuabi_code_type`).
+pub type CodeType = sys::cuabi_code_type;
+/// A kernel's needs read from its CUBIN (`cuabi_kernel_resources`).
+pub type KernelResources = sys::cuabi_kernel_resources;
+
+pub(crate) fn new_resources() -> Result<KernelResources> {
+    let mut r = KernelResources::default();
+    check(unsafe { sys::cuabi_kernel_resources_init(&mut r, sys::CUABI_KERNEL_RESOURCES_VERSION) })?;
+    Ok(r)
+}
+
+fn opt_cstring(what: &str, s: Option<&str>) -> Result<Option<std::ffi::CString>> {
+    s.map(|s| c_string(what, s)).transpose()
+}
+
+impl ObjectCode {
+    /// Copy an image (`CUABI_CODE_NONE` detects the type).
+    pub fn from_bytes(ty: CodeType, data: &[u8], name: Option<&str>) -> Result<ObjectCode> {
+        let n = opt_cstring("name", name)?;
+        let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
+        ObjectCode::create(|o| unsafe { sys::cuabi_objcode_from_memory(o, ty, data.as_ptr().cast(), data.len(), np) })
+    }
+    /// Read a code file.
+    pub fn from_file(ty: CodeType, path: &std::path::Path) -> Result<ObjectCode> {
+        let p = c_string("path", &path.to_string_lossy())?;
+        ObjectCode::create(|o| unsafe { sys::cuabi_objcode_from_file(o, ty, p.as_ptr()) })
+    }
+    pub fn code_type(&self) -> Result<CodeType> {
+        let mut t = CodeType::default();
+        check(unsafe { sys::cuabi_objcode_code_type(&mut t, self.as_raw()) })?;
+        Ok(t)
+    }
+    /// The image bytes (immutable, alive as long as `self`).
+    pub fn bytes(&self) -> Result<&[u8]> {
+        let (mut p, mut n) = (core::ptr::null(), 0usize);
+        check(unsafe { sys::cuabi_objcode_bytes(&mut p, &mut n, self.as_raw()) })?;
+        Ok(if n == 0 { &[] } else { unsafe { core::slice::from_raw_parts(p.cast(), n) } })
+    }
+    /// Load into the driver now (needs a GPU).
+    pub fn load(&self) -> Result<()> {
+        check(unsafe { sys::cuabi_objcode_load(self.as_raw()) })
+    }
+    /// A kernel by entry name or registered name expression.
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        let n = c_string("kernel name", name)?;
+        Kernel::create(|o| unsafe { sys::cuabi_objcode_get_kernel(o, self.as_raw(), n.as_ptr()) })
+    }
+    pub fn kernel_count(&self) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_objcode_kernel_count(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+    /// Every kernel's entry name, in the image's symbol order.
+    pub fn kernel_names(&self) -> Result<Vec<String>> {
+        (0..self.kernel_count()?).map(|i| {
+            let mut p = core::ptr::null();
+            check(unsafe { sys::cuabi_objcode_kernel_name(&mut p, self.as_raw(), i) })?;
+            Ok(unsafe { cstr(p) })
+        }).collect()
+    }
+    /// The mangled name registered for a name expression.
+    pub fn lowered_name(&self, name_expression: &str) -> Result<String> {
+        let n = c_string("name expression", name_expression)?;
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_objcode_lowered_name(&mut p, self.as_raw(), n.as_ptr()) })?;
+        Ok(unsafe { cstr(p) })
+    }
+    /// A kernel's resources from the CUBIN, without a GPU (`arch` None: the image's).
+    pub fn kernel_resources(&self, name: &str, arch: Option<&str>) -> Result<KernelResources> {
+        let n = c_string("kernel name", name)?;
+        let a = opt_cstring("arch", arch)?;
+        let mut r = new_resources()?;
+        check(unsafe { sys::cuabi_objcode_kernel_resources(&mut r, self.as_raw(), n.as_ptr(),
+                                                          a.as_ref().map_or(core::ptr::null(), |a| a.as_ptr())) })?;
+        Ok(r)
+    }
+    /// SM architecture of a CUBIN (90 for sm_90); 0 for other types.
+    pub fn arch(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_objcode_arch(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+}
+
+impl Kernel {
+    /// The (lowered) entry name.
+    pub fn name(&self) -> Result<String> {
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_kernel_name(&mut p, self.as_raw()) })?;
+        Ok(unsafe { cstr(p) })
+    }
+    /// The objcode (a new reference).
+    pub fn objcode(&self) -> Result<ObjectCode> {
+        let mut p = core::ptr::null_mut();
+        check(unsafe { sys::cuabi_kernel_objcode(&mut p, self.as_raw()) })?;
+        check(unsafe { sys::cuabi_objcode_retain(p) })?;
+        unsafe { ObjectCode::from_raw(p) }.ok_or_else(|| Error::internal("cuabi_kernel_objcode returned NULL"))
+    }
+    /// A CUfunction_attribute on a device (needs a GPU).
+    pub fn attribute(&self, device: &Device, attribute: i32) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_kernel_attribute(&mut v, self.as_raw(), device.as_raw(), attribute) })?;
+        Ok(v)
+    }
+    /// Set a settable CUfunction_attribute on a device (needs a GPU).
+    pub fn set_attribute(&self, device: &Device, attribute: i32, value: i32) -> Result<()> {
+        check(unsafe { sys::cuabi_kernel_set_attribute(self.as_raw(), device.as_raw(), attribute, value) })
+    }
+    pub fn param_count(&self) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_kernel_param_count(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+    /// (offset, size) of parameter `index` in the parameter block.
+    pub fn param_info(&self, index: usize) -> Result<(usize, usize)> {
+        let (mut o, mut s) = (0usize, 0usize);
+        check(unsafe { sys::cuabi_kernel_param_info(&mut o, &mut s, self.as_raw(), index) })?;
+        Ok((o, s))
+    }
+    /// Resources from the CUBIN, without a GPU.
+    pub fn resources(&self) -> Result<KernelResources> {
+        let mut r = new_resources()?;
+        check(unsafe { sys::cuabi_kernel_get_resources(&mut r, self.as_raw()) })?;
+        Ok(r)
+    }
+    /// The CUkernel (needs a GPU).
+    pub fn raw(&self) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_kernel_raw(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+    /// The CUfunction in the device's primary context (needs a GPU).
+    pub fn function(&self, device: &Device) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_kernel_function(&mut v, self.as_raw(), device.as_raw()) })?;
+        Ok(v)
+    }
+}

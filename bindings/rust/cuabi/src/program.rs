@@ -1,0 +1,165 @@
+//! Programs: CUDA C++ / PTX compiled through NVRTC or nvJitLink (include/cuabi/program.h).
+use crate::error::{c_string, check, cstr, Result};
+use crate::objcode::{CodeType, ObjectCode};
+use crate::sys;
+use core::ffi::c_char;
+use std::ffi::CString;
+
+handle_core!(
+    /// Source code and the results of its last compile.
+    ///
+    /// `Send` but neither `Sync` nor `Clone`: the log and lowered names the C
+    /// side hands out are valid only until the program's next compile, so
+    /// compiling and reading them must not happen on two threads at once.
+    Program, sys::cuabi_program, sys::cuabi_program_release
+);
+unsafe impl Send for Program {}
+
+/// How to compile (see `cuabi_program_options`); `Default` = the C defaults.
+#[derive(Clone, Debug)]
+pub struct ProgramOptions {
+    /// "sm_90", "compute_90"...; None: the current device's, or sm_90 without a GPU.
+    pub arch: Option<String>,
+    /// CUBIN, PTX or LTOIR.
+    pub output: CodeType,
+    pub std: Option<String>,
+    /// 0..3, or -1 for the default.
+    pub opt_level: i32,
+    pub debug: bool,
+    pub line_info: bool,
+    pub fast_math: bool,
+    pub relocatable: bool,
+    pub lto: bool,
+    pub defines: Vec<String>,
+    pub include_paths: Vec<String>,
+    /// In-memory headers: (name used by #include, contents).
+    pub headers: Vec<(String, String)>,
+    /// E.g. "segred<float, 256>": instantiated and looked up by the same text.
+    pub name_expressions: Vec<String>,
+    pub extra_options: Vec<String>,
+    /// Use the compile cache (when enabled).
+    pub cache: bool,
+}
+
+impl Default for ProgramOptions {
+    fn default() -> Self {
+        ProgramOptions {
+            arch: None, output: sys::CUABI_CODE_CUBIN, std: None, opt_level: -1, debug: false,
+            line_info: false, fast_math: false, relocatable: false, lto: false, defines: vec![],
+            include_paths: vec![], headers: vec![], name_expressions: vec![], extra_options: vec![], cache: true,
+        }
+    }
+}
+
+/// A `cuabi_program_options` with the C strings it points into.
+pub(crate) struct CProgramOptions {
+    pub raw: sys::cuabi_program_options,
+    _strings: Vec<CString>,
+    _arrays: Vec<Vec<*const c_char>>,
+}
+
+impl ProgramOptions {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Builder-style helpers for the common fields.
+    pub fn arch(mut self, a: &str) -> Self { self.arch = Some(a.into()); self }
+    pub fn output(mut self, o: CodeType) -> Self { self.output = o; self }
+    pub fn name_expression(mut self, e: &str) -> Self { self.name_expressions.push(e.into()); self }
+    pub fn define(mut self, d: &str) -> Self { self.defines.push(d.into()); self }
+    pub fn header(mut self, name: &str, contents: &str) -> Self { self.headers.push((name.into(), contents.into())); self }
+
+    pub(crate) fn to_c(&self) -> Result<CProgramOptions> {
+        let mut o = sys::cuabi_program_options::default();
+        check(unsafe { sys::cuabi_program_options_init(&mut o, sys::CUABI_PROGRAM_OPTIONS_VERSION) })?;
+        let mut strings = Vec::new();
+        let mut arrays: Vec<Vec<*const c_char>> = Vec::new();
+        let mut one = |what: &str, s: &Option<String>| -> Result<*const c_char> {
+            Ok(match s {
+                Some(s) => { let c = c_string(what, s)?; let p = c.as_ptr(); strings.push(c); p }
+                None => core::ptr::null(),
+            })
+        };
+        o.arch = one("arch", &self.arch)?;
+        o.std = one("std", &self.std)?;
+        let mut list = |what: &str, v: &[&String]| -> Result<(*mut *const c_char, usize)> {
+            if v.is_empty() { return Ok((core::ptr::null_mut(), 0)); }
+            let cs = v.iter().map(|s| c_string(what, s)).collect::<Result<Vec<_>>>()?;
+            let ps: Vec<*const c_char> = cs.iter().map(|c| c.as_ptr()).collect();
+            strings.extend(cs);
+            let p = ps.as_ptr() as *mut _;
+            arrays.push(ps); // moving the Vec keeps its heap block where it is
+            Ok((p, v.len()))
+        };
+        (o.defines, o.num_defines) = list("define", &self.defines.iter().collect::<Vec<_>>())?;
+        (o.include_paths, o.num_include_paths) = list("include path", &self.include_paths.iter().collect::<Vec<_>>())?;
+        let names: Vec<&String> = self.headers.iter().map(|h| &h.0).collect();
+        let bodies: Vec<&String> = self.headers.iter().map(|h| &h.1).collect();
+        (o.header_names, o.num_headers) = list("header name", &names)?;
+        (o.header_contents, _) = list("header contents", &bodies)?;
+        (o.name_expressions, o.num_name_expressions) = list("name expression", &self.name_expressions.iter().collect::<Vec<_>>())?;
+        (o.extra_options, o.num_extra_options) = list("option", &self.extra_options.iter().collect::<Vec<_>>())?;
+        o.output = self.output;
+        o.opt_level = self.opt_level;
+        o.debug = i32::from(self.debug);
+        o.line_info = i32::from(self.line_info);
+        o.fast_math = i32::from(self.fast_math);
+        o.relocatable = i32::from(self.relocatable);
+        o.lto = i32::from(self.lto);
+        o.cache = i32::from(self.cache);
+        Ok(CProgramOptions { raw: o, _strings: strings, _arrays: arrays })
+    }
+}
+
+impl Program {
+    /// CUDA C++ source (`name` shown in the log).
+    pub fn new(source: &str, name: Option<&str>) -> Result<Program> {
+        Program::with_type(sys::CUABI_CODE_CUDA_CXX, source, name)
+    }
+    /// CUDA C++ (`CUABI_CODE_CUDA_CXX`) or PTX (`CUABI_CODE_PTX`) source.
+    pub fn with_type(ty: CodeType, source: &str, name: Option<&str>) -> Result<Program> {
+        let n = name.map(|n| c_string("name", n)).transpose()?;
+        let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
+        // Given with its length, so no terminating NUL is needed; the C side refuses interior NULs.
+        Program::create(|o| unsafe { sys::cuabi_program_create(o, ty, source.as_ptr().cast(), source.len(), np) })
+    }
+    /// Compile (or fetch from the cache). A compile error's `log` has the compiler's messages.
+    pub fn compile(&mut self, options: &ProgramOptions) -> Result<ObjectCode> {
+        let o = options.to_c()?;
+        ObjectCode::create(|out| unsafe { sys::cuabi_program_compile(out, self.as_raw(), &o.raw) })
+    }
+    /// Compile into the cache only.
+    pub fn compile_to_cache(&mut self, options: &ProgramOptions) -> Result<()> {
+        let o = options.to_c()?;
+        check(unsafe { sys::cuabi_program_compile(core::ptr::null_mut(), self.as_raw(), &o.raw) })
+    }
+    /// The last compile's log ("" before the first).
+    pub fn log(&self) -> Result<String> {
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_program_log(&mut p, self.as_raw()) })?;
+        Ok(unsafe { cstr(p) })
+    }
+    /// The mangled name of a name expression of the last compile.
+    pub fn lowered_name(&self, name_expression: &str) -> Result<String> {
+        let e = c_string("name expression", name_expression)?;
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_program_lowered_name(&mut p, self.as_raw(), e.as_ptr()) })?;
+        Ok(unsafe { cstr(p) })
+    }
+    /// Where the last compile's code came from: 0 compiled, 1 memory cache, 2 disk cache.
+    pub fn cache_hit(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_program_cache_hit(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+}
+
+/// The architectures the loaded NVRTC can target (90 for sm_90).
+pub fn supported_archs() -> Result<Vec<i32>> {
+    let mut n = 0usize;
+    check(unsafe { sys::cuabi_program_supported_archs(core::ptr::null_mut(), 0, &mut n) })?;
+    let mut v = vec![0i32; n];
+    check(unsafe { sys::cuabi_program_supported_archs(v.as_mut_ptr(), v.len(), &mut n) })?;
+    v.truncate(n);
+    Ok(v)
+}

@@ -1,0 +1,90 @@
+//! Streams.
+use crate::device::Device;
+use crate::error::{check, Result};
+use crate::event::Event;
+use crate::sys;
+
+shared_handle!(
+    /// A CUDA stream; it keeps its device alive.
+    Stream, sys::cuabi_stream, sys::cuabi_stream_retain, sys::cuabi_stream_release
+);
+
+// SAFETY: api/stream.toml: all stream functions may be called from any
+// thread, and a stream may be used from several threads at once.
+unsafe impl Send for Stream {}
+unsafe impl Sync for Stream {}
+
+/// Stream creation flags (`cuabi_stream_flags`).
+pub type StreamFlags = sys::cuabi_stream_flags;
+
+impl Stream {
+    /// A new stream with default flags and priority.
+    pub fn new(device: &Device) -> Result<Stream> {
+        Stream::with_options(device, sys::CUABI_STREAM_DEFAULT, 0)
+    }
+
+    /// A new stream with these flags and priority (lower is higher).
+    pub fn with_options(device: &Device, flags: StreamFlags, priority: i32) -> Result<Stream> {
+        let mut o = sys::cuabi_stream_options::default();
+        check(unsafe { sys::cuabi_stream_options_init(&mut o, sys::CUABI_STREAM_OPTIONS_VERSION) })?;
+        o.flags = flags.0 as u32;
+        o.priority = priority;
+        Stream::create(|out| unsafe { sys::cuabi_stream_create(out, device.as_raw(), &o) })
+    }
+
+    /// Wrap a CUstream created elsewhere; cuabi never destroys it.
+    ///
+    /// # Safety
+    /// `raw` must be a CUstream of `device` (or 0/1/2) that outlives the handle.
+    pub unsafe fn wrap(device: &Device, raw: usize) -> Result<Stream> {
+        Stream::create(|out| unsafe { sys::cuabi_stream_wrap(out, device.as_raw(), raw) })
+    }
+
+    /// The device's legacy default stream.
+    pub fn legacy_default(device: &Device) -> Result<Stream> {
+        Stream::create(|out| unsafe { sys::cuabi_stream_legacy_default(out, device.as_raw()) })
+    }
+
+    /// The per-thread default stream.
+    pub fn per_thread_default(device: &Device) -> Result<Stream> {
+        Stream::create(|out| unsafe { sys::cuabi_stream_per_thread_default(out, device.as_raw()) })
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        check(unsafe { sys::cuabi_stream_synchronize(self.as_raw()) })
+    }
+
+    /// True when all work on the stream has finished.
+    pub fn query(&self) -> Result<bool> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_stream_query(&mut v, self.as_raw()) })?;
+        Ok(v != 0)
+    }
+
+    /// Future work waits for the event's last record.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        check(unsafe { sys::cuabi_stream_wait_event(self.as_raw(), event.as_raw()) })
+    }
+
+    /// The CUstream behind the handle.
+    pub fn raw(&self) -> Result<usize> {
+        let mut v = 0usize;
+        check(unsafe { sys::cuabi_stream_raw(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+
+    /// The stream's device (a new reference).
+    pub fn device(&self) -> Result<Device> {
+        let mut d = core::ptr::null_mut();
+        check(unsafe { sys::cuabi_stream_device(&mut d, self.as_raw()) })?;
+        // The getter borrows; take our own reference.
+        check(unsafe { sys::cuabi_device_retain(d) })?;
+        unsafe { Device::from_raw(d) }.ok_or_else(|| crate::Error::internal("cuabi_stream_device returned NULL"))
+    }
+
+    pub fn priority(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_stream_priority(&mut v, self.as_raw()) })?;
+        Ok(v)
+    }
+}

@@ -1,0 +1,65 @@
+//! Argument packs and the typed builder (no GPU needed).
+use cuabi::{sys, ArgPack, Bytes, DevicePtr};
+
+#[test]
+fn builder_lays_out_like_c() {
+    let pack = ArgPack::builder().arg(DevicePtr(0x1000)).arg(7i32).arg(2.5f32).arg(1u8).arg(3.0f64).build().unwrap();
+    assert_eq!(pack.len().unwrap(), 5);
+    // struct { void *p; int32_t n; float f; uint8_t b; double d; }
+    assert_eq!(pack.slot_offset(0).unwrap(), 0);
+    assert_eq!(pack.slot_offset(1).unwrap(), 8);
+    assert_eq!(pack.slot_offset(2).unwrap(), 12);
+    assert_eq!(pack.slot_offset(3).unwrap(), 16);
+    assert_eq!(pack.slot_offset(4).unwrap(), 24);
+    assert_eq!(pack.blob_size().unwrap(), 32);
+    assert_eq!(pack.get_bytes(0).unwrap(), 0x1000u64.to_ne_bytes());
+    assert_eq!(pack.get_bytes(1).unwrap(), 7i32.to_ne_bytes());
+    assert_eq!(pack.get_bytes(2).unwrap(), 2.5f32.to_ne_bytes());
+    assert_eq!(pack.slot_kind(4).unwrap(), sys::CUABI_ARG_F64);
+}
+
+#[test]
+fn builder_signature_and_bytes() {
+    #[repr(C)]
+    #[derive(Copy, Clone)]
+    struct P { x: f32, y: f32, z: f32, w: i32 }
+    let b = ArgPack::builder().arg(Bytes(P { x: 1.0, y: 2.0, z: 3.0, w: 4 })).arg(5i64);
+    assert!(b.signature().starts_with("align(4) struct{u8"));
+    let pack = b.build().unwrap();
+    assert_eq!(pack.slot_size(0).unwrap(), 16);
+    assert_eq!(pack.slot_offset(1).unwrap(), 16);
+    assert_eq!(&pack.get_bytes(0).unwrap()[12..16], &4i32.to_ne_bytes());
+}
+
+#[test]
+fn typed_set_checks_kind_and_range() {
+    let mut pack = ArgPack::new("i8, f32").unwrap();
+    pack.set(0, &-5i8).unwrap();
+    let e = pack.set(0, &1000i32).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_INVALID_ARGUMENT, "{e}");
+    assert!(e.message.contains("cuabi_argpack_set_int"), "{e}");
+    assert!(pack.set(5, &1i8).is_err());
+}
+
+#[test]
+fn bad_signature_is_an_error() {
+    let e = ArgPack::new("i32, nonsense").unwrap_err();
+    assert!(e.message.contains("cuabi_argpack_create"), "{e}");
+}
+
+#[test]
+fn items_and_sizes() {
+    let pack = ArgPack::new("struct{f32, f32}, float4").unwrap();
+    assert!(pack.item_count().unwrap() >= 4, "2 slots + 2 struct members at least");
+    let it = pack.item(1).unwrap();
+    assert_eq!(it.depth, 1);
+    assert_eq!(pack.slot_offset(1).unwrap(), 16, "float4 is 16-aligned");
+    let p2 = ArgPack::from_sizes(&[8, 4], None).unwrap();
+    assert_eq!(p2.blob_size().unwrap(), 16);
+    let mut blob = vec![0u8; 16];
+    blob[8] = 9;
+    let mut p2 = p2;
+    p2.set_blob(&blob).unwrap();
+    assert_eq!(p2.get_bytes(1).unwrap(), vec![9, 0, 0, 0]);
+    assert!(ArgPack::from_sizes(&[8], Some(&[0, 8])).is_err());
+}

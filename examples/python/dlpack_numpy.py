@@ -1,0 +1,18 @@
+#!/usr/bin/env python3
+"""Share memory between numpy and cuabi through DLPack, both ways (no GPU needed).
+
+    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 examples/python/dlpack_numpy.py
+"""
+import numpy as np
+
+import cuabi
+
+a = np.arange(12, dtype=np.float32).reshape(3, 4)
+v = cuabi.from_dlpack(a)                  # no copy: v points at a's memory
+print(v, v.shape, v.strides, v.dtype)
+
+with cuabi.MemoryResource.host() as host, cuabi.Buffer(48, host) as buf:
+    w = buf.view("int32", (3, 4))
+    arr = np.from_dlpack(w)               # numpy writes into the cuabi buffer
+    arr[:] = 7
+    print(bytes(buf.copy_to())[:8])

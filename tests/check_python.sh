@@ -1,0 +1,26 @@
+#!/bin/sh
+# The Python binding's tests (pytest), against the freshly built libcuabi.
+# Exit 77 (SKIP) when pytest or numpy is missing.
+srcdir=${CUABI_TEST_SRCDIR:-$(dirname "$0")/..}
+builddir=${CUABI_TEST_BUILDDIR:-.}
+command -v python3 >/dev/null 2>&1 || { echo "python3 missing"; exit 77; }
+python3 -c 'import pytest' 2>/dev/null || { echo "pytest missing (pip install pytest)"; exit 77; }
+python3 -c 'import numpy' 2>/dev/null || { echo "numpy missing (pip install numpy)"; exit 77; }
+lib=$(ls "$builddir"/.libs/libcuabi.so 2>/dev/null)
+[ -n "$lib" ] || { echo "libcuabi.so not built in $builddir/.libs"; exit 1; }
+CUABI_LIBRARY=$(cd "$(dirname "$lib")" && pwd)/libcuabi.so
+export CUABI_LIBRARY
+# A sanitizer build: the ASan runtime must be loaded first, and Python's own
+# allocations at exit are not ours to report.
+if command -v ldd >/dev/null 2>&1 && ldd "$lib" 2>/dev/null | grep -q libasan; then
+    asan=$(${CC:-cc} -print-file-name=libasan.so 2>/dev/null)
+    [ -f "$asan" ] || { echo "ASan build but libasan.so not found"; exit 77; }
+    LD_PRELOAD="$asan${LD_PRELOAD:+ $LD_PRELOAD}"
+    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    export LD_PRELOAD ASAN_OPTIONS
+fi
+# Keep bytecode out of the source tree (distcheck makes it read-only).
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE
+cd "$srcdir" || exit 1
+exec python3 -m pytest -q -p no:cacheprovider bindings/python/tests
