@@ -317,21 +317,13 @@ size_t cuabi__handle_live_count(void)
     return live;
 }
 
-/* At dlclose() (and process exit) give the slot chunks back, so that
- * loading and unloading the library repeatedly does not leak them. Only
- * when no handle is live: a live one may still be reached by a DLPack
- * deleter running from another library's destructor, and a lookup after
- * this finds no chunk and reports an invalid handle. */
+/* At dlclose() (and process exit): delete the key whose destructor flushes
+ * a thread's ring, so a thread that used cuabi and ends after the library
+ * is unloaded does not call into unmapped code. The slot chunks are kept
+ * (about 96 KiB per load cycle): at process exit another thread may still
+ * be registering handles, and freeing them under it would crash. */
 __attribute__((destructor)) static void registry_unload(void)
 {
-    pthread_mutex_lock(&registry_lock);
-    if (atomic_load(&live_count) == 0) {
-        for (uint32_t c = 0; c < MAX_CHUNKS; c++) {
-            slot *chunk = atomic_exchange(&chunks[c], NULL);
-            free(chunk);
-        }
-        next_unused = 0;
-        free_head = free_tail = NO_SLOT;
-    }
-    pthread_mutex_unlock(&registry_lock);
+    if (cache_key_ok)
+        pthread_key_delete(cache_key);
 }
