@@ -9,12 +9,16 @@
 
 static _Atomic long fail_countdown; /* 0: off; n: the nth call fails */
 static _Atomic bool fail_sticky;
+static _Atomic long fail_fired;     /* failures injected since arming */
 
 void cuabi__alloc_fail_at(long n, bool sticky)
 {
     atomic_store(&fail_sticky, sticky);
+    atomic_store(&fail_fired, 0);
     atomic_store(&fail_countdown, n);
 }
+
+long cuabi__alloc_fail_count(void) { return atomic_load(&fail_fired); }
 
 static bool should_fail(void)
 {
@@ -23,6 +27,7 @@ static bool should_fail(void)
         if (n == 1) {
             if (!atomic_load(&fail_sticky))
                 atomic_store(&fail_countdown, 0);
+            atomic_fetch_add(&fail_fired, 1);
             return true;
         }
         atomic_fetch_sub(&fail_countdown, 1);

@@ -23,7 +23,7 @@ static void device_destroy(cuabi__object *o)
     CUcontext ctx = atomic_load(&dev->primary);
     const cuabi__driver *drv;
     if (ctx && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDevicePrimaryCtxRelease)
-        drv->cuDevicePrimaryCtxRelease(dev->cu_device);
+        CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device);
     cuabi__free(dev);
 }
 
@@ -115,7 +115,7 @@ cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv
         if (atomic_compare_exchange_strong(&dev->primary, &expected, fresh)) {
             ctx = fresh;
         } else {
-            drv->cuDevicePrimaryCtxRelease(dev->cu_device); /* lost the race */
+            CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device); /* lost the race */
             ctx = expected;
         }
     }
@@ -200,7 +200,7 @@ CUABI_EXTERN(cuabi_status) cuabi_device_get_properties(cuabi_device_properties *
     for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         int *field = (int *)((char *)out + attrs[i].offset);
         /* Attributes a driver does not know read as 0 rather than failing. */
-        if (drv->cuDeviceGetAttribute(field, attrs[i].attr, dev->cu_device) != CUDA_SUCCESS)
+        if (CUABI__CU_RAW(drv, cuDeviceGetAttribute, field, attrs[i].attr, dev->cu_device) != CUDA_SUCCESS)
             *field = 0;
     }
     return CUABI_SUCCESS;

@@ -36,10 +36,18 @@ static void free_thread_log(void *p)
     rec->log = NULL;
 }
 
+static bool log_key_ok;
 static void make_log_key(void)
 {
     /* If key creation fails we only lose the exit-time free of the log. */
-    (void)pthread_key_create(&log_key, free_thread_log);
+    log_key_ok = pthread_key_create(&log_key, free_thread_log) == 0;
+}
+
+/* At dlclose(): no thread may run free_thread_log once it is unmapped. */
+__attribute__((destructor)) static void error_unload(void)
+{
+    if (log_key_ok)
+        pthread_key_delete(log_key);
 }
 
 static void drop_log(error_record *rec)

@@ -6,7 +6,7 @@ static void event_destroy(cuabi__object *o)
     cuabi__event *e = (cuabi__event *)o;
     const cuabi__driver *drv;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuEventDestroy)
-        drv->cuEventDestroy(e->cu_event);
+        CUABI__CU_RAW(drv, cuEventDestroy, e->cu_event);
     cuabi__object_release(&e->device->base);
     cuabi__free(e);
 }
@@ -35,7 +35,7 @@ CUABI_EXTERN(cuabi_status) cuabi_event_create(cuabi_event **out, cuabi_device *d
     if (st == CUABI_SUCCESS) {
         st = cuabi__handle_register(&e->base, CUABI__T_EVENT, event_destroy);
         if (st != CUABI_SUCCESS)
-            drv->cuEventDestroy(e->cu_event);
+            CUABI__CU_RAW(drv, cuEventDestroy, e->cu_event);
     }
     if (st != CUABI_SUCCESS) {
         cuabi__free(e);

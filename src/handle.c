@@ -316,3 +316,14 @@ size_t cuabi__handle_live_count(void)
             live++;
     return live;
 }
+
+/* At dlclose() (and process exit): delete the key whose destructor flushes
+ * a thread's ring, so a thread that used cuabi and ends after the library
+ * is unloaded does not call into unmapped code. The slot chunks are kept
+ * (about 96 KiB per load cycle): at process exit another thread may still
+ * be registering handles, and freeing them under it would crash. */
+__attribute__((destructor)) static void registry_unload(void)
+{
+    if (cache_key_ok)
+        pthread_key_delete(cache_key);
+}

@@ -138,6 +138,8 @@ void cuabi__free(void *p);
 /* Testing: make the Nth allocation from now fail (1 = next one); 0 turns
  * injection off. `sticky` keeps failing after the Nth. */
 void cuabi__alloc_fail_at(long n, bool sticky);
+/* Testing: how many allocations failed by injection since the last arming. */
+long cuabi__alloc_fail_count(void);
 
 /* -------------------------------------------------------------- devices */
 

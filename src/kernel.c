@@ -53,7 +53,7 @@ cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv, 
         CUABI__TRY(cuabi__objcode_library(k->objcode, drv, &lib, caller));
         if (!drv->cuLibraryGetKernel)
             return cuabi__missing_entry("cuLibraryGetKernel", caller);
-        CUresult r = drv->cuLibraryGetKernel(&ck, lib, k->name);
+        CUresult r = CUABI__CU_RAW(drv, cuLibraryGetKernel, &ck, lib, k->name);
         if (r == CUDA_ERROR_NOT_FOUND)
             return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: the driver finds no kernel '%s' in %s",
                                 caller, k->name, k->objcode->name);
@@ -81,7 +81,7 @@ cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
     /* Lazy loading compiles for this device now: image errors show here. */
     if (!drv->cuKernelGetFunction)
         return cuabi__missing_entry("cuKernelGetFunction", __func__);
-    CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, drv->cuKernelGetFunction(&f, ck),
+    CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, CUABI__CU_RAW(drv, cuKernelGetFunction, &f, ck),
                                        "cuKernelGetFunction", __func__));
     if (cached)
         atomic_store_explicit(&k->functions[dev->ordinal], f, memory_order_release);
@@ -106,7 +106,7 @@ static bool params_from_driver(cuabi__kernel *k)
     size_t cap = 0, n = 0, *offs = NULL, *sizes = NULL;
     for (;;) {
         size_t off, size;
-        CUresult r = drv->cuKernelGetParamInfo(ck, n, &off, &size);
+        CUresult r = CUABI__CU_RAW(drv, cuKernelGetParamInfo, ck, n, &off, &size);
         if (r == CUDA_ERROR_INVALID_VALUE && n > 0)
             break;
         if (r != CUDA_SUCCESS) {

@@ -268,6 +268,18 @@ static cuabi_status keep_opts(cuabi__linker *l, const char **all, size_t n)
     return CUABI_SUCCESS;
 }
 
+/* sm_ then two or more digits (no leading zero), optionally a or f:
+ * nvJitLink exit()s the whole process on a one-digit arch ("-arch=sm_9"). */
+static bool arch_form_ok(const char *a)
+{
+    size_t n = strlen(a), d = 3;
+    if (n >= 16 || strncmp(a, "sm_", 3) != 0 || a[3] < '1' || a[3] > '9')
+        return false;
+    while (d < n && a[d] >= '0' && a[d] <= '9')
+        d++;
+    return d - 3 >= 2 && (d == n || (d == n - 1 && (a[d] == 'a' || a[d] == 'f')));
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
                                                const cuabi_linker_options *options)
 {
@@ -281,7 +293,7 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     CUABI__TRY(cuabi__nvjitlink_get(&nvj));
     char arch[16];
     if (options->arch) {
-        CUABI__CHECK_ARG(strlen(options->arch) < sizeof arch && strncmp(options->arch, "sm_", 3) == 0,
+        CUABI__CHECK_ARG(arch_form_ok(options->arch),
                          "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", __func__,
                          options->arch);
         snprintf(arch, sizeof arch, "%s", options->arch);

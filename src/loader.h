@@ -161,6 +161,16 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
      : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, __func__)     \
                  : cuabi__missing_entry(#fn, __func__))
 
+/* The same for calls whose raw CUresult the caller inspects (or ignores, as
+ * in destroy functions): returns the CUresult, with fault injection, and
+ * expects the caller to have checked that the entry point exists. */
+#define CUABI__CU_RAW(drv, fn, ...)                                           \
+    (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
+                                          memory_order_relaxed)) &&            \
+             cuabi__fault_fires(#fn)                                           \
+         ? cuabi__fault_result()                                               \
+         : (drv)->fn(__VA_ARGS__))
+
 /* Fault injection for tests (SQLite's method applied to CUDA): make the Nth
  * driver call made through CUABI__CU fail with `result` — only calls to
  * `entry` when it is not NULL — once, or every call from the Nth on when

@@ -17,7 +17,7 @@ static void resource_destroy(cuabi__object *o)
     cuabi__memory_resource *r = (cuabi__memory_resource *)o;
     const cuabi__driver *drv;
     if (r->owns_pool && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuMemPoolDestroy)
-        drv->cuMemPoolDestroy(r->pool);
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, r->pool);
     if (r->impl == CUABI__RES_USER && r->user.release_payload)
         r->user.release_payload(r->payload);
     if (r->device)
@@ -129,7 +129,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
         st = resource_publish(out, r);
     }
     if (st != CUABI_SUCCESS)
-        drv->cuMemPoolDestroy(pool);
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
     return st;
 }
 

@@ -149,7 +149,7 @@ static void objcode_destroy(cuabi__object *base)
     cuabi__objcode *o = (cuabi__objcode *)base;
     const cuabi__driver *drv;
     if (o->loaded && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuLibraryUnload)
-        drv->cuLibraryUnload(o->library);
+        CUABI__CU_RAW(drv, cuLibraryUnload, o->library);
     objcode_free(o);
 }
 
@@ -360,7 +360,7 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
     CUjit_option opt[2] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
     void *val[2] = { o->jit_log, (void *)(uintptr_t)JIT_LOG_SIZE };
     CUlibrary lib = NULL;
-    CUresult r = drv->cuLibraryLoadData(&lib, o->data, opt, val, 2, NULL, NULL, 0);
+    CUresult r = CUABI__CU_RAW(drv, cuLibraryLoadData, &lib, o->data, opt, val, 2, NULL, NULL, 0);
     if (r == CUDA_ERROR_INVALID_VALUE)
         return image_error(o, drv, r, "cuLibraryLoadData", caller);
     CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryLoadData", caller));
@@ -369,11 +369,11 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
      * here with its JIT log rather than at some later lookup. */
     if (drv->cuLibraryGetKernelCount) {
         unsigned int n;
-        r = drv->cuLibraryGetKernelCount(&n, lib);
+        r = CUABI__CU_RAW(drv, cuLibraryGetKernelCount, &n, lib);
         if (r != CUDA_SUCCESS) {
             cuabi_status st = cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernelCount", caller);
             if (drv->cuLibraryUnload)
-                drv->cuLibraryUnload(lib);
+                CUABI__CU_RAW(drv, cuLibraryUnload, lib);
             return st;
         }
     }
@@ -402,10 +402,10 @@ void cuabi__default_arch(char *buf, size_t len)
     int n = 0, major = 0, minor = 0;
     CUdevice dev;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDeviceGetCount &&
-        drv->cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0 && drv->cuDeviceGet &&
-        drv->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && drv->cuDeviceGetAttribute &&
-        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
-        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
+        CUABI__CU_RAW(drv, cuDeviceGetCount, &n) == CUDA_SUCCESS && n > 0 && drv->cuDeviceGet &&
+        CUABI__CU_RAW(drv, cuDeviceGet, &dev, 0) == CUDA_SUCCESS && drv->cuDeviceGetAttribute &&
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
         major > 0) {
         snprintf(buf, len, "sm_%d%d", major, minor);
     } else {
@@ -417,7 +417,9 @@ void cuabi__default_arch(char *buf, size_t len)
 static cuabi_status check_arch(const char *arch, const char *caller)
 {
     size_t n = strlen(arch);
-    bool ok = n >= 5 && n < 16 && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9';
+    /* Two digits at least: nvJitLink exit()s the process on "-arch=sm_8f". */
+    bool ok = n >= 5 && n < 16 && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' &&
+              arch[3] <= '9' && arch[4] >= '0' && arch[4] <= '9';
     for (size_t i = 4; ok && i < n; i++)
         ok = (arch[i] >= '0' && arch[i] <= '9') || (i == n - 1 && (arch[i] == 'a' || arch[i] == 'f'));
     if (!ok)
@@ -600,7 +602,7 @@ static cuabi_status driver_kernel_names(cuabi__objcode *o, const char *caller)
     if (o->driver_kernels)
         goto done;
     st = drv->cuLibraryGetKernelCount
-             ? cuabi__objcode_cu_check(o, drv, drv->cuLibraryGetKernelCount(&n, lib),
+             ? cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetKernelCount, &n, lib),
                                        "cuLibraryGetKernelCount", caller)
              : cuabi__missing_entry("cuLibraryGetKernelCount", caller);
     if (st == CUABI_SUCCESS && n > 0) {
@@ -608,7 +610,7 @@ static cuabi_status driver_kernel_names(cuabi__objcode *o, const char *caller)
         names = cuabi__calloc(n, sizeof *names);
         st = !(ks && names) ? CUABI_ERROR_OUT_OF_MEMORY
              : drv->cuLibraryEnumerateKernels
-             ? cuabi__objcode_cu_check(o, drv, drv->cuLibraryEnumerateKernels(ks, n, lib),
+             ? cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryEnumerateKernels, ks, n, lib),
                                        "cuLibraryEnumerateKernels", caller)
              : cuabi__missing_entry("cuLibraryEnumerateKernels", caller);
     }
@@ -756,7 +758,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
         CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
         if (!drv->cuLibraryGetKernel)
             return cuabi__missing_entry("cuLibraryGetKernel", __func__);
-        CUresult r = drv->cuLibraryGetKernel(&ck, lib, lowered);
+        CUresult r = CUABI__CU_RAW(drv, cuLibraryGetKernel, &ck, lib, lowered);
         if (r == CUDA_ERROR_NOT_FOUND) {
             const cuabi__elf_info *elf = NULL;
             if (o->type == CUABI_CODE_CUBIN)

@@ -103,12 +103,12 @@ void cuabi__current_arch(char out[32])
         cuabi_error_clear();
         return;
     }
-    if (!drv->cuCtxGetDevice || drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        if (!drv->cuDeviceGet || drv->cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+    if (!drv->cuCtxGetDevice || CUABI__CU_RAW(drv, cuCtxGetDevice, &dev) != CUDA_SUCCESS)
+        if (!drv->cuDeviceGet || CUABI__CU_RAW(drv, cuDeviceGet, &dev, 0) != CUDA_SUCCESS)
             return;
     if (!drv->cuDeviceGetAttribute ||
-        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
-        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+        CUABI__CU_RAW(drv, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
         return;
     snprintf(out, 32, "sm_%d%d", major, minor);
 }
@@ -184,7 +184,10 @@ static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
                             caller, arch);
     char *end;
     long num = strtol(digits, &end, 10);
-    if (end == digits || num <= 0 || (*end && (strcmp(end, "a") && strcmp(end, "f"))))
+    /* Two digits at least, no sign or space: nvJitLink (PTX programs)
+     * exit()s the process on "-arch=sm_9". */
+    if (end == digits || *digits < '1' || *digits > '9' || num < 10 ||
+        (*end && (strcmp(end, "a") && strcmp(end, "f"))))
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: architecture \"%s\" is not of the form sm_XX or compute_XX "
                             "(optionally followed by a or f)", caller, arch);

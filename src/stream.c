@@ -6,7 +6,7 @@ static void stream_destroy(cuabi__object *o)
     cuabi__stream *s = (cuabi__stream *)o;
     const cuabi__driver *drv;
     if (s->owned && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuStreamDestroy)
-        drv->cuStreamDestroy(s->cu_stream);
+        CUABI__CU_RAW(drv, cuStreamDestroy, s->cu_stream);
     cuabi__object_release(&s->device->base);
     cuabi__free(s);
 }
@@ -50,7 +50,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device 
     CUABI__TRY(CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags, options->priority));
     cuabi_status st = stream_new(out, dev, raw, true);
     if (st != CUABI_SUCCESS)
-        drv->cuStreamDestroy(raw);
+        CUABI__CU_RAW(drv, cuStreamDestroy, raw);
     return st;
 }
 

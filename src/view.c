@@ -152,7 +152,11 @@ void cuabi__row_major(int64_t *strides, const int64_t *shape, int32_t ndim)
     int64_t s = 1;
     for (int32_t d = ndim - 1; d >= 0; d--) {
         strides[d] = s;
-        s *= shape[d] > 1 ? shape[d] : 1;
+        /* Saturate: the product can only overflow for an empty tensor (an
+         * extent of 0 elsewhere; others are rejected by check_layout), whose
+         * strides address nothing. */
+        if (__builtin_mul_overflow(s, shape[d] > 1 ? shape[d] : 1, &s))
+            s = INT64_MAX;
     }
 }
 
@@ -271,8 +275,11 @@ CUABI_EXTERN(cuabi_status) cuabi_view_slice(cuabi_view **out, cuabi_view *view, 
             return s;
         }
         v->shape[d] = len;
-        n *= len;
-        if (len > 0)
+        /* Only an empty parent (an extent of 0 elsewhere) can overflow these;
+         * its slice is empty too, and first is then unused. */
+        if (__builtin_mul_overflow(n, len, &n))
+            n = INT64_MAX;
+        if (len > 0 && p->size > 0)
             first += start[d] * p->strides[d]; /* inside the parent: cannot overflow */
     }
     /* The first element lies inside the parent, so data + offset stays in

@@ -1,0 +1,7 @@
+#!/bin/sh
+# CI fuzz smoke run: every libFuzzer target for CUABI_FUZZ_SECONDS (default
+# 30) seconds, seed corpora and the regression inputs first. SKIP (77)
+# without clang/libFuzzer; fails on any crash, leak or sanitizer report.
+srcdir=${CUABI_TEST_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+builddir=${CUABI_TEST_BUILDDIR:-.}
+exec "$srcdir/fuzz/run.sh" "$builddir" "${CUABI_FUZZ_SECONDS:-30}"

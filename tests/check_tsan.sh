@@ -1,0 +1,40 @@
+#!/bin/sh
+# ThreadSanitizer run of tests/test_concurrency (8 threads x 1,000 mixed
+# operations, 4 processes on one cache) and of the threaded fault test: the
+# library sources are compiled again with gcc -fsanitize=thread into
+# BUILDDIR/tsan/ (apart from the normal build). SKIP (77) when the compiler
+# cannot link a TSan program.
+set -eu
+srcdir=${CUABI_TEST_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+builddir=$(cd "${CUABI_TEST_BUILDDIR:-.}" && pwd)
+CC=${TSAN_CC:-gcc}
+out=$builddir/tsan
+mkdir -p "$out/obj"
+echo 'int main(void) { return 0; }' > "$out/probe.c"
+"$CC" -fsanitize=thread "$out/probe.c" -o "$out/probe" 2>/dev/null && "$out/probe" ||
+    { echo "SKIP: $CC cannot build ThreadSanitizer programs"; exit 77; }
+
+var() { sed -n "s/^$1 = //p" "$builddir/Makefile" | head -1; }
+CPPFLAGS="-DHAVE_CONFIG_H -I$builddir -I$builddir/include -I$srcdir/include -I$srcdir/src \
+ -I$srcdir/tests $(var CUDA_CPPFLAGS) $(var DLPACK_CPPFLAGS) $(var LIBFFI_CFLAGS) \
+ $(var CHECK_CFLAGS) -DCUABI_CUDA_LIBDIR=\"$(var CUDA_LIBDIR)\" -D_GNU_SOURCE"
+FLAGS="-std=c11 -pthread -g -O1 -fsanitize=thread"
+objs=""
+for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
+    o="$out/obj/$(basename "$f" .c).o"
+    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+        $CC $FLAGS $CPPFLAGS -c "$f" -o "$o"
+    fi
+    objs="$objs $o"
+done
+$CC $FLAGS $CPPFLAGS "$srcdir/tests/test_concurrency.c" $objs -o "$out/test_concurrency" \
+    $(var CHECK_LIBS) $(var LIBFFI_LIBS) -ldl -lm
+# NVIDIA's libraries are not built with TSan: their internals are not ours.
+cat > "$out/tsan.supp" <<'SUPP'
+called_from_lib:libnvrtc.so
+called_from_lib:libnvJitLink.so
+race:libnvrtc-builtins
+SUPP
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$out/tsan.supp"
+export XDG_CACHE_HOME="$out/cache-home"
+"$out/test_concurrency"

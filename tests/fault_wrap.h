@@ -1,0 +1,134 @@
+/* Fault injection for NVRTC and nvJitLink, the same way CUABI__CU does it
+ * for the driver: every entry point of the loaded tables is replaced by a
+ * wrapper that asks the loader's fault counter (cuabi__fault_fires) whether
+ * this call fails, so cuabi__fault_arm(NULL or "nvrtcCompileProgram", n,
+ * sticky, ...) counts driver, NVRTC and nvJitLink calls together.
+ *
+ * An injected failure returns NVRTC_ERROR_OUT_OF_MEMORY /
+ * NVJITLINK_ERROR_INTERNAL without calling the library, except for the
+ * destroy functions: they do their work and then report the failure (a
+ * destroy that fails without destroying would be a leak of our making, not
+ * the library's). nvrtcGetErrorString and the version queries cannot fail
+ * and are not wrapped.
+ *
+ * Usage: fault_wrap_install() once NVRTC/nvJitLink load; every wrapped
+ * entry point is listed in fault_wrap_entries[]. */
+#ifndef CUABI_FAULT_WRAP_H
+#define CUABI_FAULT_WRAP_H
+
+#include "internal.h"
+
+static cuabi__nvrtc fw_nvrtc;         /* the real tables */
+static cuabi__nvjitlink fw_nvjitlink;
+
+static inline bool fw_fires(const char *name)
+{
+    return atomic_load_explicit(&cuabi__faults_armed, memory_order_relaxed) &&
+           cuabi__fault_fires(name);
+}
+
+#define FW_NVRTC(name, params, args)                                          \
+    static nvrtcResult fw_##name params                                        \
+    {                                                                          \
+        if (fw_fires(#name)) return NVRTC_ERROR_OUT_OF_MEMORY;                 \
+        return fw_nvrtc.name args;                                             \
+    }
+#define FW_JL(name, params, args)                                             \
+    static nvJitLinkResult fw_##name params                                    \
+    {                                                                          \
+        if (fw_fires(#name)) return NVJITLINK_ERROR_INTERNAL;                  \
+        return fw_nvjitlink.name args;                                         \
+    }
+
+FW_NVRTC(nvrtcCreateProgram,
+         (nvrtcProgram *p, const char *src, const char *name, int n, const char *const *h,
+          const char *const *inc), (p, src, name, n, h, inc))
+static nvrtcResult fw_nvrtcDestroyProgram(nvrtcProgram *p)
+{
+    nvrtcResult r = fw_nvrtc.nvrtcDestroyProgram(p);
+    return fw_fires("nvrtcDestroyProgram") ? NVRTC_ERROR_OUT_OF_MEMORY : r;
+}
+FW_NVRTC(nvrtcCompileProgram, (nvrtcProgram p, int n, const char *const *o), (p, n, o))
+FW_NVRTC(nvrtcGetPTXSize, (nvrtcProgram p, size_t *n), (p, n))
+FW_NVRTC(nvrtcGetPTX, (nvrtcProgram p, char *s), (p, s))
+FW_NVRTC(nvrtcGetCUBINSize, (nvrtcProgram p, size_t *n), (p, n))
+FW_NVRTC(nvrtcGetCUBIN, (nvrtcProgram p, char *s), (p, s))
+FW_NVRTC(nvrtcGetLTOIRSize, (nvrtcProgram p, size_t *n), (p, n))
+FW_NVRTC(nvrtcGetLTOIR, (nvrtcProgram p, char *s), (p, s))
+FW_NVRTC(nvrtcGetProgramLogSize, (nvrtcProgram p, size_t *n), (p, n))
+FW_NVRTC(nvrtcGetProgramLog, (nvrtcProgram p, char *s), (p, s))
+FW_NVRTC(nvrtcAddNameExpression, (nvrtcProgram p, const char *const e), (p, e))
+FW_NVRTC(nvrtcGetLoweredName, (nvrtcProgram p, const char *const e, const char **l), (p, e, l))
+FW_NVRTC(nvrtcGetNumSupportedArchs, (int *n), (n))
+FW_NVRTC(nvrtcGetSupportedArchs, (int *a), (a))
+
+FW_JL(nvJitLinkCreate, (nvJitLinkHandle *h, uint32_t n, const char **o), (h, n, o))
+static nvJitLinkResult fw_nvJitLinkDestroy(nvJitLinkHandle *h)
+{
+    nvJitLinkResult r = fw_nvjitlink.nvJitLinkDestroy(h);
+    return fw_fires("nvJitLinkDestroy") ? NVJITLINK_ERROR_INTERNAL : r;
+}
+FW_JL(nvJitLinkAddData,
+      (nvJitLinkHandle h, nvJitLinkInputType t, const void *d, size_t n, const char *name),
+      (h, t, d, n, name))
+FW_JL(nvJitLinkAddFile, (nvJitLinkHandle h, nvJitLinkInputType t, const char *f), (h, t, f))
+FW_JL(nvJitLinkComplete, (nvJitLinkHandle h), (h))
+FW_JL(nvJitLinkGetLinkedCubinSize, (nvJitLinkHandle h, size_t *n), (h, n))
+FW_JL(nvJitLinkGetLinkedCubin, (nvJitLinkHandle h, void *d), (h, d))
+FW_JL(nvJitLinkGetLinkedPtxSize, (nvJitLinkHandle h, size_t *n), (h, n))
+FW_JL(nvJitLinkGetLinkedPtx, (nvJitLinkHandle h, char *d), (h, d))
+FW_JL(nvJitLinkGetErrorLogSize, (nvJitLinkHandle h, size_t *n), (h, n))
+FW_JL(nvJitLinkGetErrorLog, (nvJitLinkHandle h, char *d), (h, d))
+FW_JL(nvJitLinkGetInfoLogSize, (nvJitLinkHandle h, size_t *n), (h, n))
+FW_JL(nvJitLinkGetInfoLog, (nvJitLinkHandle h, char *d), (h, d))
+
+/* Swap the wrappers in (idempotent). Returns false if either library is
+ * missing. Optional entry points the library lacks stay NULL. */
+static inline bool fault_wrap_install(void)
+{
+    const cuabi__nvrtc *nv;
+    const cuabi__nvjitlink *jl;
+    if (cuabi__nvrtc_get(&nv) != CUABI_SUCCESS || cuabi__nvjitlink_get(&jl) != CUABI_SUCCESS)
+        return false;
+    cuabi__nvrtc *t = cuabi__nvrtc_for_test();
+    cuabi__nvjitlink *j = cuabi__nvjitlink_for_test();
+    if (t->nvrtcCompileProgram == fw_nvrtcCompileProgram)
+        return true;
+    fw_nvrtc = *t;
+    fw_nvjitlink = *j;
+#define FW_SWAP(tab, name) if ((tab)->name) (tab)->name = fw_##name;
+    FW_SWAP(t, nvrtcCreateProgram) FW_SWAP(t, nvrtcDestroyProgram)
+    FW_SWAP(t, nvrtcCompileProgram) FW_SWAP(t, nvrtcGetPTXSize) FW_SWAP(t, nvrtcGetPTX)
+    FW_SWAP(t, nvrtcGetCUBINSize) FW_SWAP(t, nvrtcGetCUBIN) FW_SWAP(t, nvrtcGetLTOIRSize)
+    FW_SWAP(t, nvrtcGetLTOIR) FW_SWAP(t, nvrtcGetProgramLogSize) FW_SWAP(t, nvrtcGetProgramLog)
+    FW_SWAP(t, nvrtcAddNameExpression) FW_SWAP(t, nvrtcGetLoweredName)
+    FW_SWAP(t, nvrtcGetNumSupportedArchs) FW_SWAP(t, nvrtcGetSupportedArchs)
+    FW_SWAP(j, nvJitLinkCreate) FW_SWAP(j, nvJitLinkDestroy) FW_SWAP(j, nvJitLinkAddData)
+    FW_SWAP(j, nvJitLinkAddFile) FW_SWAP(j, nvJitLinkComplete)
+    FW_SWAP(j, nvJitLinkGetLinkedCubinSize) FW_SWAP(j, nvJitLinkGetLinkedCubin)
+    FW_SWAP(j, nvJitLinkGetLinkedPtxSize) FW_SWAP(j, nvJitLinkGetLinkedPtx)
+    FW_SWAP(j, nvJitLinkGetErrorLogSize) FW_SWAP(j, nvJitLinkGetErrorLog)
+    FW_SWAP(j, nvJitLinkGetInfoLogSize) FW_SWAP(j, nvJitLinkGetInfoLog)
+#undef FW_SWAP
+    return true;
+}
+
+/* Every entry point that can be made to fail: driver entries of the fake
+ * driver the scenarios use, then the wrapped NVRTC and nvJitLink ones. */
+#define FW_STR(name, v) #name,
+static const char *const fault_wrap_entries[] = {
+    CUABI__DRIVER_FUNCS(FW_STR)
+    "nvrtcCreateProgram", "nvrtcDestroyProgram", "nvrtcCompileProgram",
+    "nvrtcGetPTXSize", "nvrtcGetPTX", "nvrtcGetCUBINSize", "nvrtcGetCUBIN",
+    "nvrtcGetLTOIRSize", "nvrtcGetLTOIR", "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",
+    "nvrtcAddNameExpression", "nvrtcGetLoweredName", "nvrtcGetNumSupportedArchs",
+    "nvrtcGetSupportedArchs",
+    "nvJitLinkCreate", "nvJitLinkDestroy", "nvJitLinkAddData", "nvJitLinkAddFile",
+    "nvJitLinkComplete", "nvJitLinkGetLinkedCubinSize", "nvJitLinkGetLinkedCubin",
+    "nvJitLinkGetLinkedPtxSize", "nvJitLinkGetLinkedPtx", "nvJitLinkGetErrorLogSize",
+    "nvJitLinkGetErrorLog", "nvJitLinkGetInfoLogSize", "nvJitLinkGetInfoLog",
+};
+#undef FW_STR
+#define FAULT_WRAP_NUM_ENTRIES (sizeof fault_wrap_entries / sizeof *fault_wrap_entries)
+
+#endif
