@@ -4,6 +4,7 @@
 # library sources are compiled again with gcc -fsanitize=thread into
 # BUILDDIR/tsan/ (apart from the normal build). SKIP (77) when the compiler
 # cannot link a TSan program.
+if [ -n "${CUABI_SKIP_TSAN:-}" ]; then echo "SKIP: the ThreadSanitizer run already ran in the main build (CUABI_SKIP_TSAN)"; exit 77; fi
 set -eu
 srcdir=${CUABI_TEST_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 builddir=$(cd "${CUABI_TEST_BUILDDIR:-.}" && pwd)
