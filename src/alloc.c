@@ -35,35 +35,35 @@ static bool should_fail(void)
     return false;
 }
 
-static void *oom(size_t size)
+static void *oom(size_t size, const char *caller)
 {
     cuabi__error(CUABI_ERROR_OUT_OF_MEMORY,
-                 "out of host memory allocating %zu bytes", size);
+                 "%s: out of host memory allocating %zu bytes", caller, size);
     return NULL;
 }
 
-void *cuabi__malloc(size_t size)
+void *cuabi__malloc_in(size_t size, const char *caller)
 {
     void *p = should_fail() ? NULL : malloc(size ? size : 1);
-    return p ? p : oom(size);
+    return p ? p : oom(size, caller);
 }
 
-void *cuabi__calloc(size_t n, size_t size)
+void *cuabi__calloc_in(size_t n, size_t size, const char *caller)
 {
     void *p = should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
-    return p ? p : oom(n * size);
+    return p ? p : oom(n * size, caller);
 }
 
-void *cuabi__realloc(void *old, size_t size)
+void *cuabi__realloc_in(void *old, size_t size, const char *caller)
 {
     void *p = should_fail() ? NULL : realloc(old, size ? size : 1);
-    return p ? p : oom(size);
+    return p ? p : oom(size, caller);
 }
 
-char *cuabi__strdup(const char *s)
+char *cuabi__strdup_in(const char *s, const char *caller)
 {
     size_t n = strlen(s) + 1;
-    char *p = cuabi__malloc(n);
+    char *p = cuabi__malloc_in(n, caller);
     if (p)
         memcpy(p, s, n);
     return p;

@@ -130,10 +130,15 @@ size_t cuabi__handle_live_count(void);
 
 /* Allocation wrappers: failures set CUABI_ERROR_OUT_OF_MEMORY (tests can
  * make them fail; see cuabi__alloc_fail_at). */
-void *cuabi__malloc(size_t size);
-void *cuabi__calloc(size_t n, size_t size);
-void *cuabi__realloc(void *p, size_t size);
-char *cuabi__strdup(const char *s);
+void *cuabi__malloc_in(size_t size, const char *caller);
+void *cuabi__calloc_in(size_t n, size_t size, const char *caller);
+void *cuabi__realloc_in(void *p, size_t size, const char *caller);
+char *cuabi__strdup_in(const char *s, const char *caller);
+/* The out-of-memory message names the function that allocated. */
+#define cuabi__malloc(size) cuabi__malloc_in((size), __func__)
+#define cuabi__calloc(n, size) cuabi__calloc_in((n), (size), __func__)
+#define cuabi__realloc(p, size) cuabi__realloc_in((p), (size), __func__)
+#define cuabi__strdup(s) cuabi__strdup_in((s), __func__)
 void cuabi__free(void *p);
 /* Testing: make the Nth allocation from now fail (1 = next one); 0 turns
  * injection off. `sticky` keeps failing after the Nth. */
