@@ -2,11 +2,12 @@
  *
  * The one-shot path makes only the checks that cost nothing (dimensions,
  * the pack's layout against the kernel, cached per pack) before calling
- * cuLaunchKernelEx; when the driver refuses a launch, the full checks run
+ * the driver (cuLaunchKernel, or cuLaunchKernelEx when the launch has
+ * cluster or cooperative attributes); when the driver refuses a launch, the full checks run
  * to say why in cuabi's words. Nothing is launched either way. The prepared
  * path runs the full checks once, at creation, and keeps everything the
  * driver call needs: the launch itself is a handle lookup, a context check
- * and cuLaunchKernelEx. No launch allocates. */
+ * and the driver call. No launch allocates. */
 #include "argpack.h"
 #include "kernel.h"
 #include "occupancy.h"
@@ -239,6 +240,24 @@ void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
     lc->numAttrs = n;
 }
 
+/* The driver call. Without launch attributes cuLaunchKernel does the same
+ * work as cuLaunchKernelEx with less to read (measured on an H200: Ex cost
+ * a few percent more per launch), so it is used whenever it can be. */
+static inline CUresult drive(const cuabi__driver *drv, const CUlaunchConfig *lc, CUfunction f,
+                             void **params, const char **entry)
+{
+    if (lc->numAttrs == 0 && drv->cuLaunchKernel) {
+        *entry = "cuLaunchKernel";
+        return drv->cuLaunchKernel(f, lc->gridDimX, lc->gridDimY, lc->gridDimZ, lc->blockDimX,
+                                   lc->blockDimY, lc->blockDimZ, lc->sharedMemBytes, lc->hStream,
+                                   params, NULL);
+    }
+    *entry = "cuLaunchKernelEx";
+    if (CUABI__UNLIKELY(!drv->cuLaunchKernelEx))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return drv->cuLaunchKernelEx(lc, f, params, NULL);
+}
+
 /* Everything a launch needs, resolved: function, device, stream. */
 static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
                                    cuabi__argpack **p, cuabi_kernel *kernel, cuabi_argpack *pack,
@@ -264,6 +283,17 @@ static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
     return cuabi__device_activate(t->dev, *drv);
 }
 
+/* The driver refused a launch: say why in our words when a check can tell. */
+static cuabi_status launch_refused(CUresult r, const char *entry, CUfunction f, const target *t,
+                                   const cuabi_launch_config *config, const cuabi__driver *drv,
+                                   const char *caller)
+{
+    if (r == CUDA_ERROR_NOT_SUPPORTED && !drv->cuLaunchKernelEx)
+        return cuabi__missing_entry(entry, caller);
+    CUABI__TRY(check_full(f, t->dev, config, drv, caller));
+    return cuabi__cu_check(r, entry, caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack,
                                         const cuabi_launch_config *config)
 {
@@ -277,14 +307,11 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
     cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
-    if (CUABI__UNLIKELY(!drv->cuLaunchKernelEx))
-        return cuabi__missing_entry("cuLaunchKernelEx", __func__);
-    CUresult r = drv->cuLaunchKernelEx(&lc, f, p->params, NULL);
-    if (r == CUDA_SUCCESS)
-        return CUABI_SUCCESS;
-    /* Refused: say why in our words when a check can tell. */
-    CUABI__TRY(check_full(f, t.dev, config, drv, __func__));
-    return cuabi__cu_check(r, "cuLaunchKernelEx", __func__);
+    const char *entry;
+    CUresult r = drive(drv, &lc, f, p->params, &entry);
+    if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
+        return launch_refused(r, entry, f, &t, config, drv, __func__);
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpack *pack,
@@ -371,10 +398,12 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
     CUABI__TRY(cuabi__argpack_resolve(pl->pack, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__device_activate(pl->device, drv));
-    CUresult r = drv->cuLaunchKernelEx(&pl->lc, pl->func, pl->pack->params, NULL);
-    if (r == CUDA_SUCCESS)
-        return CUABI_SUCCESS;
-    return cuabi__cu_check(r, "cuLaunchKernelEx", __func__);
+    const char *entry;
+    CUresult r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
+    if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
+        return !drv->cuLaunchKernelEx && pl->lc.numAttrs ? cuabi__missing_entry(entry, __func__)
+                                                         : cuabi__cu_check(r, entry, __func__);
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_prepared_pack(cuabi_argpack **out, cuabi_prepared *prepared)

@@ -114,6 +114,18 @@ static CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunctio
     return CUDA_SUCCESS;
 }
 
+/* cuLaunchKernel (used when a launch has no attributes): count which entry
+ * point was used, then record like the Ex variant. */
+static int fake_plain_launches;
+static CUresult CUDAAPI fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                            CUstream s, void **params, void **extra)
+{
+    CUlaunchConfig c = { gx, gy, gz, bx, by, bz, smem, s, NULL, 0 };
+    fake_plain_launches++;
+    return fake_cuLaunchKernelEx(&c, f, params, extra);
+}
+
 static cuabi_device *dev;
 static cuabi_objcode *code;
 static cuabi_kernel *kern;
@@ -130,11 +142,13 @@ static void setup(void)
     d->cuDeviceGetAttribute = fake_attr_no_cluster;
     d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = fake_cuOccupancyBlocks;
     d->cuLaunchKernelEx = fake_cuLaunchKernelEx;
+    d->cuLaunchKernel = fake_cuLaunchKernel;
     d->cuOccupancyMaxPotentialBlockSizeWithFlags = fake_cuOccupancyBest;
     d->cuOccupancyAvailableDynamicSMemPerBlock = fake_cuOccupancyAvail;
     d->cuOccupancyMaxPotentialClusterSize = fake_cuOccupancyClusterSize;
     d->cuOccupancyMaxActiveClusters = fake_cuOccupancyActiveClusters;
     fake_launches = 0;
+    fake_plain_launches = 0;
     fake_launch_result = CUDA_SUCCESS;
     fake_cluster_support = 1;
     fake_blocks_per_sm = 2;
@@ -219,6 +233,8 @@ START_TEST(launch_passes_values_and_config)
     ck_assert_ok(cuabi_stream_release(st));
     ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_int_eq(fake_launches, 3);
+    /* No launch attributes: the plain entry point carries them all. */
+    ck_assert_int_eq(fake_plain_launches, 3);
     c.stream = NULL;
     ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("neither a stream nor a device");
@@ -242,6 +258,8 @@ START_TEST(cluster_and_cooperative_attributes)
     ck_assert_int_eq(fake_last_attrs[1].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
     ck_assert_int_eq(fake_last_attrs[1].value.cooperative, 1);
     ck_assert_ok(cuabi_launch_check(kern, p, &c));
+    /* Attributes need cuLaunchKernelEx. */
+    ck_assert_int_eq(fake_plain_launches, 0);
     cuabi_argpack_release(p);
 }
 END_TEST
