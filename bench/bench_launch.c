@@ -4,7 +4,7 @@
  *   prepared cuabi_prepared_launch(prepared),
  * on the legacy default stream, interleaved in rounds; the best round of
  * each is reported as microseconds per launch and as a ratio to raw.
- * Usage: bench_launch [launches per round (default 100000)] [rounds (5)].
+ * Usage: bench_launch [launches per round (default 100000)] [rounds (11)].
  * Without a GPU it says so and exits 0. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -39,7 +39,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 100000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    int rounds = argc > 2 ? atoi(argv[2]) : 11;
     int ndev = 0;
     if (cuabi_device_count(&ndev) != CUABI_SUCCESS || ndev == 0) {
         printf("bench_launch: no GPU (%s); nothing measured\n",
