@@ -74,7 +74,7 @@ for arg in "$@"; do
             [ -x "$t" ] || continue
             for tool in memcheck racecheck; do
                 echo "== compute-sanitizer --tool $tool $t"
-                compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" 2>&1 | tail -n 4
+                timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" 2>&1 | tail -n 4
                 echo "exit: ${PIPESTATUS[0]}"
             done
         done 2>&1 | tee "$out/sanitizer.txt"
