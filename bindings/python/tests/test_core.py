@@ -169,3 +169,28 @@ def test_exit_with_live_handles_is_clean():
     r = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
+
+
+def test_exit_with_live_objects_of_every_kind_is_clean():
+    """Interpreter exit with live handles everywhere, and numpy arrays that
+    share cuabi memory outliving every cuabi object (their DLPack deleters
+    run at the very end of shutdown)."""
+    code = "\n".join([
+        "import numpy as np, cuabi",
+        "host = cuabi.MemoryResource.host()",
+        "buf = cuabi.Buffer(4096, resource=host)",
+        "view = buf.view('float32', (32, 32))",
+        "arr = np.from_dlpack(view)",
+        "arr[:] = 1.0",
+        "back = cuabi.from_dlpack(np.arange(10.0))",
+        "pack = cuabi.ArgPack('ptr, i32, f32')",
+        "obj = cuabi.Program('extern \"C\" __global__ void k(int *p) { *p = 1; }')"
+        ".compile(arch='sm_90')",
+        "keep = [host, buf, view, back, pack, obj]",
+        "del host, buf, view",        # only arr (and keep) hold the memory now
+        "assert arr.sum() == 1024.0",
+    ])
+    r = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
