@@ -564,7 +564,9 @@ def _c_view_of(d, owner) -> int:
 # work that gives the same view as the DLPack path:
 #   torch tensors        their attributes (data_ptr(), shape, stride(), ...):
 #                        torch's own __dlpack__ costs several microseconds;
-#   __cuda_array_interface__ objects (CuPy, numba): the interface dict;
+#   cupy.ndarray         its attributes (data.ptr, shape, strides, dtype, ...),
+#                        as its __cuda_array_interface__ would give them;
+#   __cuda_array_interface__ objects (numba, ...): the interface dict;
 #   everything else      the DLPack capsule (numpy's __dlpack__ is cheaper
 #                        than its __array_interface__).
 # The attribute paths describe the memory to cuabi_view_from_dltensor (one C
@@ -753,26 +755,76 @@ def _torch_handler_for(torch):
         dt = getattr(torch, name, None)
         if dt is not None:
             dtypes[dt] = cb
+    dget = dtypes.get
     strided = getattr(torch, "strided", None)
 
     def torch_handler(t):
-        cb = dtypes.get(t.dtype)
-        dev = t.device
+        cb = dget(t.dtype)
+        dev = t.device                  # a new torch.device per read: read once
         kind = dev.type
         if (cb is None or t.requires_grad or t.layout is not strided or t.is_conj()
                 or t.is_neg() or (kind != "cuda" and kind != "cpu")):
             return _dlpack_handler(t)   # refused or converted by torch itself
-        if kind == "cuda":
-            dev_type, dev_id = CUDA, dev.index or 0
-        else:
-            dev_type, dev_id = CPU, 0
+        d = (CUDA, dev.index or 0) if kind == "cuda" else _CPU0
         shape = t.shape
         if len(shape) > _MAX_NDIM:      # the C import says why
-            return _view_of(t.data_ptr(), dev_type, dev_id, cb[0], cb[1], shape, t.stride(),
-                            0, t)
+            return _view_of(t.data_ptr(), d[0], d[1], cb[0], cb[1], shape, t.stride(), 0, t)
         # torch keeps every element inside its storage: extents are sane.
-        return _lazy((t.data_ptr(), dev_type, dev_id, cb[0], cb[1], shape, t.stride(), 0, 1), t)
+        v = _View_new(View)
+        v._h = v._fin = v._info = v._stream = None
+        v._owner = t
+        v._d = (t.data_ptr(), d[0], d[1], cb[0], cb[1], shape, t.stride(), 0, 1)
+        return v
     return torch_handler
+
+
+def _cupy_handler_for(cupy):
+    """cupy.ndarray through its attributes, giving exactly the view its
+    __cuda_array_interface__ gives (CuPy builds that dict on every read,
+    ~1 us): strides None when CuPy marks the array C-contiguous, data 0 for
+    empty arrays, and as producer stream CuPy's current stream, the legacy
+    or per-thread default one when that is the null stream (what the
+    interface's "stream" entry says, read the way CuPy reads it). Anything
+    unusual (dtypes outside the map, strides that are not multiples of the
+    item size, layouts the C import refuses, interface version other than 3)
+    goes through the interface itself."""
+    try:
+        if getattr(cupy.cuda.runtime, "is_hip", True):
+            return _cai_or_dlpack_handler      # HIP: no CUDA array interface
+        current = cupy.cuda.get_current_stream
+        util = cupy._core._util
+        util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION
+        import importlib
+        default_ptr = importlib.import_module("cupy_backends.cuda.stream").get_default_stream_ptr
+        np = sys.modules["numpy"]
+        codes = {np.dtype(name): (cb[0], cb[1], cb[1] >> 3)
+                 for name, cb in _BY_NAME.items() if name != "bfloat16"}
+    except Exception:
+        return _cai_or_dlpack_handler
+    cget = codes.get
+
+    def cupy_handler(x):
+        c = cget(x.dtype)
+        if c is None or util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION != 3:
+            return _cai_or_dlpack_handler(x)
+        isz = c[2]
+        shape = x.shape
+        if x._c_contiguous:
+            strides = None
+        else:
+            strides = x.strides
+            if any(s % isz for s in strides):
+                return _cai_or_dlpack_handler(x)
+        ptr = x.data.ptr if x.size else 0
+        if not _layout_ok(shape, strides, isz, ptr):
+            return _cai_or_dlpack_handler(x)
+        v = _View_new(View)
+        v._h = v._fin = v._info = None
+        v._stream = current().ptr or default_ptr()   # a raw CUstream, wrapped on demand
+        v._owner = x
+        v._d = (ptr, CUDA, x.device.id, c[0], c[1], shape, strides, 0, isz)
+        return v
+    return cupy_handler
 
 
 _MAX_NDIM = _capi.CUABI_VIEW_MAX_NDIM
@@ -863,6 +915,10 @@ def _handler_for(tp):
             and hasattr(tp, "__dlpack__"):
         torch = sys.modules.get("torch")
         return _dlpack_handler if torch is None else _torch_handler_for(torch)
+    if mod.startswith("cupy") and tp.__name__ == "ndarray":
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and getattr(cupy, "ndarray", None) is tp:   # exactly
+            return _cupy_handler_for(cupy)
     if hasattr(tp, "__dlpack__"):
         # A CUDA array interface (CuPy, numba) is cheaper than a capsule.
         if hasattr(tp, "__cuda_array_interface__") and mod.split(".")[0] != "numpy":

@@ -19,8 +19,16 @@ class _Dtype:
 
 
 class _Device:
+    """torch.device: compares and hashes by (type, index)."""
+
     def __init__(self, type, index=None):
         self.type, self.index = type, index
+
+    def __eq__(self, other):
+        return isinstance(other, _Device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
 
 
 def make_fake_torch():
@@ -83,19 +91,70 @@ class _CupyDevice:
         self.id = id
 
 
-class FakeCupyArray:
-    """cupy.ndarray's __cuda_array_interface__ (v3: strides in bytes, None
-    when C-contiguous; stream) and .device.id, over a numpy array."""
+class _MemoryPointer:
+    def __init__(self, ptr, device):
+        self.ptr, self.device = ptr, device
 
-    def __init__(self, arr, device_id=0, stream=1):
-        self._a, self.device, self._stream = arr, _CupyDevice(device_id), stream
+
+# What CuPy's __cuda_array_interface__ reads besides the array: the current
+# stream (a Stream with .ptr; the null stream is 0), the default stream
+# (legacy 1, per-thread 2) and the export version (cupy._core._util, a
+# module attribute CuPy's own tests change at run time).
+CUPY_STATE = types.SimpleNamespace(current=0, ptds=False)
+CUPY_UTIL = types.SimpleNamespace(CUDA_ARRAY_INTERFACE_EXPORT_VERSION=3)
+
+
+def _c_contiguous(shape, strides, itemsize):
+    # cupy._core.internal.get_c_contiguity: empty arrays are contiguous,
+    # extents of 1 ignore their stride.
+    if 0 in shape:
+        return True
+    expected = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
+class FakeCupyArray:
+    """cupy.ndarray over a numpy array: data.ptr (a MemoryPointer), shape,
+    strides in bytes, size, dtype (a numpy dtype), device.id, _c_contiguous
+    (readonly in CuPy), and __cuda_array_interface__ built the way CuPy
+    builds it (v3: strides None when C-contiguous, data 0 when empty, the
+    current stream or the default one when that is the null stream)."""
+
+    def __init__(self, arr, device_id=0):
+        self._a = arr
+        self.device = _CupyDevice(device_id)
+        self.data = _MemoryPointer(arr.__array_interface__["data"][0], self.device)
+        self.dtype = arr.dtype
+        self.size = arr.size
+        self._c_contiguous = _c_contiguous(arr.shape, arr.strides, arr.itemsize)
+
+    @property
+    def shape(self):
+        return tuple(self._a.shape)
+
+    @property
+    def strides(self):
+        return tuple(self._a.strides)
 
     @property
     def __cuda_array_interface__(self):
-        ai = self._a.__array_interface__
-        return {"shape": ai["shape"], "typestr": ai["typestr"], "descr": ai["descr"],
-                "data": ai["data"], "strides": ai["strides"], "version": 3,
-                "stream": self._stream}
+        desc = {"shape": self.shape, "typestr": self.dtype.str, "descr": self.dtype.descr}
+        ver = CUPY_UTIL.CUDA_ARRAY_INTERFACE_EXPORT_VERSION
+        if ver == 3:
+            desc["stream"] = CUPY_STATE.current or _default_stream_ptr()
+        elif ver != 2:
+            raise ValueError("CUPY_CUDA_ARRAY_INTERFACE_EXPORT_VERSION can only be set to "
+                             "3 (default) or 2")
+        desc["version"] = ver
+        desc["strides"] = None if self._c_contiguous else self.strides
+        desc["data"] = (self.data.ptr if self.size > 0 else 0, False)
+        return desc
 
     def __dlpack__(self, stream=None, max_version=None, **kw):
         return self._a.__dlpack__(max_version=max_version)
@@ -106,3 +165,22 @@ class FakeCupyArray:
 
 FakeCupyArray.__module__ = "cupy"
 FakeCupyArray.__name__ = FakeCupyArray.__qualname__ = "ndarray"
+
+
+def _default_stream_ptr():
+    return 2 if CUPY_STATE.ptds else 1
+
+
+def make_fake_cupy():
+    """{module name: module} for "cupy" (ndarray, cuda.get_current_stream,
+    cuda.runtime.is_hip, _core._util) and "cupy_backends.cuda.stream"
+    (get_default_stream_ptr), the parts cuabi's CuPy handler reads."""
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray = FakeCupyArray
+    cupy.cuda = types.SimpleNamespace(
+        runtime=types.SimpleNamespace(is_hip=False),
+        get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=CUPY_STATE.current))
+    cupy._core = types.SimpleNamespace(_util=CUPY_UTIL)
+    backends = types.ModuleType("cupy_backends.cuda.stream")
+    backends.get_default_stream_ptr = _default_stream_ptr
+    return {"cupy": cupy, "cupy_backends.cuda.stream": backends}

@@ -7,7 +7,7 @@ import pytest
 
 import cuabi
 from cuabi import _view as V
-from fake_arrays import FakeCupyArray, make_fake_torch
+from fake_arrays import CUPY_STATE, CUPY_UTIL, FakeCupyArray, make_fake_torch
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128"]
@@ -94,17 +94,26 @@ def test_cuda_array_interface_path_matches_dlpack(a):
     fast = cuabi.from_dlpack(c)
     dl = V._dlpack_handler(c)          # numpy's capsule: CPU, otherwise the same
     assert fast.__dlpack_device__() == (V.CUDA, 1)
-    assert facts(fast, False)[3:] == facts(dl, False)[3:] and facts(fast, False)[:2] == \
-        facts(dl, False)[:2]
+    f, d = facts(fast, False), facts(dl, False)
+    # CuPy arrays are always writable (its interface says so), numpy's may not be.
+    assert f[1:2] == d[1:2] and f[3:5] == d[3:5] and f[6:] == d[6:] and f[5] is False
+    # CuPy's interface says data 0 for empty arrays.
+    assert fast.ptr == (dl.ptr if a.size else 0)
     assert fast._owner is c
 
 
 def test_cuda_array_interface_stream_is_wrapped_lazily():
-    c = FakeCupyArray(np.zeros(4, np.float32), stream=0x1234)
-    v = cuabi.from_dlpack(c)
-    assert v._stream == 0x1234                      # no Stream made per import
-    assert v.__cuda_array_interface__["stream"] == 0x1234
-    assert cuabi.from_dlpack(FakeCupyArray(np.zeros(4, np.float32), stream=None))._stream is None
+    c = FakeCupyArray(np.zeros(4, np.float32))
+    try:
+        CUPY_STATE.current = 0x1234
+        v = V._cai_or_dlpack_handler(c)
+        assert v._stream == 0x1234                      # no Stream made per import
+        assert v.__cuda_array_interface__["stream"] == 0x1234
+        CUPY_UTIL.CUDA_ARRAY_INTERFACE_EXPORT_VERSION = 2   # exports no stream
+        assert V._cai_or_dlpack_handler(c)._stream is None
+    finally:
+        CUPY_STATE.current = 0
+        CUPY_UTIL.CUDA_ARRAY_INTERFACE_EXPORT_VERSION = 3
 
 
 def test_owner_lives_exactly_as_long_as_the_view(torch):
