@@ -29,7 +29,7 @@
 
 typedef struct buffer_cache {
     cuabi__buffer *head;
-    unsigned count;
+    int count; /* signed: the cap is 0 in sanitizer builds */
 } buffer_cache;
 static _Thread_local buffer_cache bcache;
 static _Thread_local int bcache_state;  /* 0 unknown, 1 usable, -1 not (no TSD key) */
