@@ -58,13 +58,18 @@ static void bcache_key_create(void)
     bcache_key_ok = pthread_key_create(&bcache_key, bcache_flush_at_exit) == 0;
 }
 
-/* This thread's cache, or NULL when it could not be freed at thread exit. */
-static buffer_cache *my_bcache(void)
+/* A thread's first use: register its cache for the flush at thread exit. */
+static __attribute__((noinline, cold)) void bcache_init(void)
 {
-    if (CUABI__UNLIKELY(bcache_state == 0)) {
-        pthread_once(&bcache_once, bcache_key_create);
-        bcache_state = bcache_key_ok && pthread_setspecific(bcache_key, &bcache) == 0 ? 1 : -1;
-    }
+    pthread_once(&bcache_once, bcache_key_create);
+    bcache_state = bcache_key_ok && pthread_setspecific(bcache_key, &bcache) == 0 ? 1 : -1;
+}
+
+/* This thread's cache, or NULL when it could not be freed at thread exit. */
+static inline buffer_cache *my_bcache(void)
+{
+    if (CUABI__UNLIKELY(bcache_state == 0))
+        bcache_init();
     return bcache_state > 0 ? &bcache : NULL;
 }
 

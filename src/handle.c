@@ -4,7 +4,7 @@
  * generation under a magic tag:
  *
  *     bits 63..48  0xCAB1 (magic)     bits 47..24  generation
- *     bits 23..0   slot index
+ *     bits 23..0   slot index          (constants and slot: handle.h)
  *
  * Slots live in chunks that are allocated once and never freed or moved, so
  * resolving a handle is a few loads and compares with no lock and no read of
@@ -29,24 +29,19 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define MAGIC          UINT64_C(0xCAB1)
-#define INDEX_BITS     24
-#define GEN_BITS       24
-#define CHUNK_BITS     12
-#define CHUNK_SIZE     (1u << CHUNK_BITS)
-#define MAX_CHUNKS     (1u << (INDEX_BITS - CHUNK_BITS))
-#define GEN_MASK       ((1u << GEN_BITS) - 1)
-#define INDEX_MASK     ((1u << INDEX_BITS) - 1)
+/* The handle layout (magic, index and generation bits, chunk size) and the
+ * slot struct are in handle.h, shared with the inline cuabi__handle_get. */
+#define MAGIC          CUABI__HANDLE_MAGIC
+#define INDEX_BITS     CUABI__HANDLE_INDEX_BITS
+#define CHUNK_BITS     CUABI__HANDLE_CHUNK_BITS
+#define CHUNK_SIZE     CUABI__HANDLE_CHUNK_SIZE
+#define GEN_MASK       CUABI__HANDLE_GEN_MASK
+#define INDEX_MASK     CUABI__HANDLE_INDEX_MASK
 #define NO_SLOT        UINT32_MAX
 
-typedef struct slot {
-    /* state: generation << 8 | type; type 0 means free. */
-    _Atomic uint64_t state;
-    _Atomic(cuabi__object *) obj;
-    uint32_t next_free;
-} slot;
-
-static _Atomic(slot *) chunks[MAX_CHUNKS];
+typedef cuabi__slot slot;
+#define chunks cuabi__handle_chunks
+_Atomic(slot *) cuabi__handle_chunks[CUABI__HANDLE_MAX_CHUNKS];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t next_unused;            /* first never-used index */
 static uint32_t free_head = NO_SLOT, free_tail = NO_SLOT;
@@ -108,13 +103,18 @@ static void cache_key_create(void)
     cache_key_ok = pthread_key_create(&cache_key, cache_flush_at_exit) == 0;
 }
 
-/* This thread's ring, or NULL when threads can't be told to flush it. */
-static slot_cache *my_cache(void)
+/* A thread's first use: register its ring for the flush at thread exit. */
+static __attribute__((noinline, cold)) void cache_init(void)
 {
-    if (CUABI__UNLIKELY(cache_state == 0)) {
-        pthread_once(&cache_once, cache_key_create);
-        cache_state = cache_key_ok && pthread_setspecific(cache_key, &cache) == 0 ? 1 : -1;
-    }
+    pthread_once(&cache_once, cache_key_create);
+    cache_state = cache_key_ok && pthread_setspecific(cache_key, &cache) == 0 ? 1 : -1;
+}
+
+/* This thread's ring, or NULL when threads can't be told to flush it. */
+static inline slot_cache *my_cache(void)
+{
+    if (CUABI__UNLIKELY(cache_state == 0))
+        cache_init();
     return cache_state > 0 ? &cache : NULL;
 }
 
@@ -189,9 +189,9 @@ static const char *type_name(uint32_t type)
     return type < CUABI__T_COUNT ? cuabi__handle_type_names[type] : "handle";
 }
 
-/* The error of a failed lookup, out of line so the fast path stays small. */
-static __attribute__((noinline, cold)) cuabi_status
-handle_error(const void *handle, cuabi__handle_type type, const char *caller)
+/* The error of a failed lookup, out of line so the inline fast path
+ * (handle.h) stays small. */
+cuabi_status cuabi__handle_error(const void *handle, cuabi__handle_type type, const char *caller)
 {
     uint64_t v = (uint64_t)(uintptr_t)handle;
     if (!handle)
@@ -211,32 +211,6 @@ handle_error(const void *handle, cuabi__handle_type type, const char *caller)
                         "%s: handle %p is a %s, expected %s", caller,
                         handle, type_name((uint32_t)(state & 0xff)),
                         type_name(type));
-}
-
-cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
-                               void **out, const char *caller)
-{
-    /* One compare checks magic, liveness, generation and type at once:
-     * the state a live object of `type` with this handle's generation has. */
-    uint64_t v = (uint64_t)(uintptr_t)handle;
-    slot *chunk = (v >> 48) == MAGIC
-                      ? atomic_load_explicit(&chunks[(v & INDEX_MASK) >> CHUNK_BITS],
-                                             memory_order_acquire)
-                      : NULL;
-    if (CUABI__UNLIKELY(!chunk))
-        return handle_error(handle, type, caller);
-    slot *s = &chunk[v & (CHUNK_SIZE - 1)];
-    uint64_t want = ((v >> INDEX_BITS) & GEN_MASK) << 8 | (uint64_t)type;
-    if (CUABI__UNLIKELY(atomic_load_explicit(&s->state, memory_order_acquire) != want ||
-                        type == 0))
-        return handle_error(handle, type, caller);
-    *out = atomic_load_explicit(&s->obj, memory_order_relaxed);
-    return CUABI_SUCCESS;
-}
-
-void cuabi__object_retain(cuabi__object *obj)
-{
-    atomic_fetch_add_explicit(&obj->refs, 1, memory_order_relaxed);
 }
 
 /* Invalidate the object's slot and hand it to this thread's ring (or, when
@@ -277,10 +251,9 @@ bool cuabi__object_drop(cuabi__object *obj)
     return true;
 }
 
-void cuabi__object_release(cuabi__object *obj)
+/* The last reference of cuabi__object_release (internal.h) is gone. */
+void cuabi__object_finish(cuabi__object *obj)
 {
-    if (atomic_fetch_sub_explicit(&obj->refs, 1, memory_order_acq_rel) != 1)
-        return;
     unregister(obj);
     obj->destroy(obj);
 }

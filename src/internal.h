@@ -94,15 +94,24 @@ struct cuabi__object {
  * registered and the caller still owns obj. */
 cuabi_status cuabi__handle_register(cuabi__object *obj, cuabi__handle_type type,
                                     void (*destroy)(cuabi__object *));
-/* Resolve a public handle to its object, checking liveness and type;
- * `caller` names the public function for the error message. */
-cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
-                               void **out, const char *caller);
+/* cuabi__handle_get (inline): resolve a public handle to its object,
+ * checking liveness and type; `caller` names the public function for the
+ * error message. */
+#include "handle.h"
 cuabi_status cuabi__handle_retain(const void *handle, cuabi__handle_type type);
 cuabi_status cuabi__handle_release(const void *handle, cuabi__handle_type type);
-/* Reference counting on objects already resolved (child -> parent). */
-void cuabi__object_retain(cuabi__object *obj);
-void cuabi__object_release(cuabi__object *obj);
+/* Reference counting on objects already resolved (child -> parent). The
+ * count updates are inline; the last release calls cuabi__object_finish. */
+void cuabi__object_finish(cuabi__object *obj);
+static inline void cuabi__object_retain(cuabi__object *obj)
+{
+    atomic_fetch_add_explicit(&obj->refs, 1, memory_order_relaxed);
+}
+static inline void cuabi__object_release(cuabi__object *obj)
+{
+    if (atomic_fetch_sub_explicit(&obj->refs, 1, memory_order_acq_rel) == 1)
+        cuabi__object_finish(obj);
+}
 /* Drop one reference; the last one invalidates the handle and returns true
  * WITHOUT calling destroy: the caller finishes the object. */
 bool cuabi__object_drop(cuabi__object *obj);

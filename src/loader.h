@@ -153,13 +153,15 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
 
 /* Call a driver entry point, converting failure into a status:
  *   cuabi_status st = CUABI__CU(drv, cuStreamSynchronize, s);           */
-#define CUABI__CU(drv, fn, ...)                                               \
+#define CUABI__CU(drv, fn, ...) CUABI__CU_IN(__func__, drv, fn, __VA_ARGS__)
+/* The same, with the error naming `caller` (a public function's name). */
+#define CUABI__CU_IN(caller, drv, fn, ...)                                    \
     (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
                                           memory_order_relaxed)) &&            \
              cuabi__fault_fires(#fn)                                           \
-         ? cuabi__cu_check(cuabi__fault_result(), #fn, __func__)               \
-     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, __func__)     \
-                 : cuabi__missing_entry(#fn, __func__))
+         ? cuabi__cu_check(cuabi__fault_result(), #fn, (caller))               \
+     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, (caller))     \
+                 : cuabi__missing_entry(#fn, (caller)))
 
 /* The same for calls whose raw CUresult the caller inspects (or ignores, as
  * in destroy functions): returns the CUresult, with fault injection, and

@@ -239,14 +239,41 @@ static cuabi_status host_allocate(uintptr_t *out, size_t size, size_t alignment,
     return CUABI_SUCCESS;
 }
 
+/* A pool resource ordered on a created stream (which carries its context):
+ * the hot path of cuabi_buffer_allocate / cuabi_buffer_free_async, taken
+ * before anything else so that it stays a few instructions around the
+ * driver call. */
+static inline bool pool_fast(const cuabi__memory_resource *r, const cuabi__stream *s)
+{
+    return r->impl == CUABI__RES_POOL && s && (uintptr_t)s->cu_stream > 2;
+}
+
+static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
+                                           size_t size, size_t alignment, cuabi__stream *s,
+                                           const char *caller);
+
 cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
                                       size_t *alignment_io, cuabi__stream *s, const char *caller)
 {
     *out = 0;
     CUABI__TRY(check_alignment(alignment_io, r, caller));
-    size_t alignment = *alignment_io;
     if (size == 0)
         return CUABI_SUCCESS;
+    if (pool_fast(r, s)) {
+        CUdeviceptr d = 0;
+        CUABI__TRY(CUABI__CU_IN(caller, r->drv, cuMemAllocFromPoolAsync, &d, size, r->pool,
+                                s->cu_stream));
+        *out = (uintptr_t)d;
+        return CUABI_SUCCESS;
+    }
+    return resource_allocate_slow(out, r, size, *alignment_io, s, caller);
+}
+
+/* Every other resource and stream. */
+static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
+                                           size_t size, size_t alignment, cuabi__stream *s,
+                                           const char *caller)
+{
     if (r->impl == CUABI__RES_HOST)
         return host_allocate(out, size, alignment, caller);
     if (r->impl == CUABI__RES_USER) {
@@ -266,14 +293,14 @@ cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r,
     void *h = NULL;
     switch (r->impl) {
     case CUABI__RES_POOL:
-        CUABI__TRY(CUABI__CU(drv, cuMemAllocFromPoolAsync, &d, size, r->pool, raw));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocFromPoolAsync, &d, size, r->pool, raw));
         break;
     case CUABI__RES_PINNED:
-        CUABI__TRY(CUABI__CU(drv, cuMemAllocHost, &h, size));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocHost, &h, size));
         d = (CUdeviceptr)(uintptr_t)h;
         break;
     case CUABI__RES_MANAGED:
-        CUABI__TRY(CUABI__CU(drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
         break;
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
@@ -282,11 +309,25 @@ cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r,
     return CUABI_SUCCESS;
 }
 
+static cuabi_status resource_deallocate_slow(cuabi__memory_resource *r, uintptr_t ptr,
+                                             size_t size, size_t alignment, cuabi__stream *s,
+                                             const char *caller);
+
 cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *r, uintptr_t ptr, size_t size,
                                         size_t alignment, cuabi__stream *s, const char *caller)
 {
     if (ptr == 0)
         return CUABI_SUCCESS;
+    if (pool_fast(r, s))
+        return CUABI__CU_IN(caller, r->drv, cuMemFreeAsync, (CUdeviceptr)ptr, s->cu_stream);
+    return resource_deallocate_slow(r, ptr, size, alignment, s, caller);
+}
+
+/* Every other resource and stream. */
+static cuabi_status resource_deallocate_slow(cuabi__memory_resource *r, uintptr_t ptr,
+                                             size_t size, size_t alignment, cuabi__stream *s,
+                                             const char *caller)
+{
     if (r->impl == CUABI__RES_HOST) {
         free((void *)ptr);
         return CUABI_SUCCESS;
@@ -304,11 +345,11 @@ cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *r, uintptr_t ptr
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
     switch (r->impl) {
     case CUABI__RES_POOL:
-        return CUABI__CU(drv, cuMemFreeAsync, (CUdeviceptr)ptr, raw);
+        return CUABI__CU_IN(caller, drv, cuMemFreeAsync, (CUdeviceptr)ptr, raw);
     case CUABI__RES_PINNED:
-        return CUABI__CU(drv, cuMemFreeHost, (void *)ptr);
+        return CUABI__CU_IN(caller, drv, cuMemFreeHost, (void *)ptr);
     case CUABI__RES_MANAGED:
-        return CUABI__CU(drv, cuMemFree, (CUdeviceptr)ptr);
+        return CUABI__CU_IN(caller, drv, cuMemFree, (CUdeviceptr)ptr);
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
     }

@@ -339,6 +339,20 @@ START_TEST(failures_leak_nothing)
     ck_assert_status(cuabi_buffer_free_async(b, s), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
     ck_assert_error_mentions("cuMemFreeAsync");
     ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    /* a failing pool allocation names the public function, on a created
+     * stream (the fast path) and on the default stream alike */
+    cuabi_stream *on[2] = {s, NULL};
+    for (int i = 0; i < 2; i++) {
+        cuabi__fault_arm("cuMemAllocFromPoolAsync", 1, false, CUDA_ERROR_OUT_OF_MEMORY);
+        b = NULL;
+        ck_assert_status(cuabi_buffer_allocate(&b, pool, 100, 0, on[i]),
+                         CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        ck_assert_error_mentions("cuabi_buffer_allocate");
+        ck_assert_error_mentions("cuMemAllocFromPoolAsync");
+        ck_assert_ptr_null(b);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    }
     cuabi__driver_for_test()->cuMemcpy = NULL;
     ck_assert_ok(cuabi_buffer_allocate(&b, pool, 100, 0, s));
     char host[4];

@@ -106,7 +106,8 @@ static CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunctio
     if (fake_launch_result != CUDA_SUCCESS) return fake_launch_result;
     fake_launches++;
     fake_last = *c;
-    memcpy(fake_last_attrs, c->attrs, c->numAttrs * sizeof *c->attrs);
+    if (c->numAttrs) /* attrs may be NULL then (UBSan: memcpy from NULL) */
+        memcpy(fake_last_attrs, c->attrs, c->numAttrs * sizeof *c->attrs);
     memcpy(fake_last_params, params[0], 8);
     memcpy(fake_last_params + 8, params[1], 8);
     memcpy(fake_last_params + 16, params[2], 4);

@@ -1,0 +1,75 @@
+/* Handle registry layout, shared by src/handle.c and the inline lookup below
+ * (every public call resolves handles, so the common case is inlined).
+ * The facts about how a handle encodes its slot live here and nowhere else;
+ * src/handle.c documents the registry's guarantees. Include internal.h,
+ * not this file. */
+#ifndef CUABI_HANDLE_H
+#define CUABI_HANDLE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cuabi.h"
+#include "generated/handle_types.h"
+
+/*     bits 63..48  0xCAB1 (magic)     bits 47..24  generation
+ *     bits 23..0   slot index                                       */
+#define CUABI__HANDLE_MAGIC      UINT64_C(0xCAB1)
+#define CUABI__HANDLE_INDEX_BITS 24
+#define CUABI__HANDLE_GEN_BITS   24
+#define CUABI__HANDLE_CHUNK_BITS 12
+#define CUABI__HANDLE_CHUNK_SIZE (1u << CUABI__HANDLE_CHUNK_BITS)
+#define CUABI__HANDLE_MAX_CHUNKS (1u << (CUABI__HANDLE_INDEX_BITS - CUABI__HANDLE_CHUNK_BITS))
+#define CUABI__HANDLE_GEN_MASK   ((1u << CUABI__HANDLE_GEN_BITS) - 1)
+#define CUABI__HANDLE_INDEX_MASK ((1u << CUABI__HANDLE_INDEX_BITS) - 1)
+
+typedef struct cuabi__object cuabi__object;
+
+typedef struct cuabi__slot {
+    /* state: generation << 8 | type; type 0 means free. */
+    _Atomic uint64_t state;
+    _Atomic(cuabi__object *) obj;
+    uint32_t next_free;
+} cuabi__slot;
+
+/* Slot chunks: allocated once, never freed or moved (see handle.c). */
+extern _Atomic(cuabi__slot *) cuabi__handle_chunks[CUABI__HANDLE_MAX_CHUNKS];
+
+/* The error of a failed lookup (NULL, foreign, destroyed, wrong type). */
+cuabi_status cuabi__handle_error(const void *handle, cuabi__handle_type type, const char *caller)
+#if defined(__GNUC__)
+    __attribute__((cold))
+#endif
+    ;
+
+/* Resolve a public handle to its object, checking liveness and type;
+ * `caller` names the public function for the error message. One compare
+ * checks magic, liveness, generation and type at once: the slot's state
+ * must be the one a live object of `type` with this handle's generation
+ * has. The acquire loads pair with the release stores of handle.c. */
+static inline cuabi_status cuabi__handle_get(const void *handle, cuabi__handle_type type,
+                                             void **out, const char *caller)
+{
+    uint64_t v = (uint64_t)(uintptr_t)handle;
+    cuabi__slot *chunk =
+        (v >> 48) == CUABI__HANDLE_MAGIC
+            ? atomic_load_explicit(&cuabi__handle_chunks[(v & CUABI__HANDLE_INDEX_MASK) >>
+                                                         CUABI__HANDLE_CHUNK_BITS],
+                                   memory_order_acquire)
+            : NULL;
+    if (__builtin_expect(!chunk, 0))
+        goto fail;
+    cuabi__slot *s = &chunk[v & (CUABI__HANDLE_CHUNK_SIZE - 1)];
+    uint64_t want = ((v >> CUABI__HANDLE_INDEX_BITS) & CUABI__HANDLE_GEN_MASK) << 8 |
+                    (uint64_t)type;
+    if (__builtin_expect(atomic_load_explicit(&s->state, memory_order_acquire) != want ||
+                             type == 0, 0))
+        goto fail;
+    *out = atomic_load_explicit(&s->obj, memory_order_relaxed);
+    return CUABI_SUCCESS;
+fail:
+    *out = NULL; /* callers' compilers can't see that the error is never success */
+    return cuabi__handle_error(handle, type, caller);
+}
+
+#endif
