@@ -29,9 +29,12 @@ CPPFLAGS="-DHAVE_CONFIG_H -I$builddir -I$builddir/include -I$srcdir/include -I$s
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 mkdir -p "$out/obj"
 objs=""
+# Rebuild an object when its source or any header it may include changed.
+newest_h=$(ls -t "$srcdir"/src/*.h "$srcdir"/src/generated/*.h "$srcdir"/include/cuabi/*.h \
+           "$srcdir"/include/cuabi.h | head -n 1)
 for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
     o="$out/obj/$(basename "$f" .c).o"
-    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+    if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
         "$CLANG" -std=c11 -pthread $CPPFLAGS $SAN -fsanitize=fuzzer-no-link -c "$f" -o "$o"
     fi
     objs="$objs $o"

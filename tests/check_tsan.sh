@@ -21,9 +21,12 @@ CPPFLAGS="-DHAVE_CONFIG_H -I$builddir -I$builddir/include -I$srcdir/include -I$s
  $(var CHECK_CFLAGS) -DCUABI_CUDA_LIBDIR=\"$(var CUDA_LIBDIR)\" -D_GNU_SOURCE"
 FLAGS="-std=c11 -pthread -g -O1 -fsanitize=thread"
 objs=""
+# Rebuild an object when its source or any header it may include changed.
+newest_h=$(ls -t "$srcdir"/src/*.h "$srcdir"/src/generated/*.h "$srcdir"/include/cuabi/*.h \
+           "$srcdir"/include/cuabi.h | head -n 1)
 for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
     o="$out/obj/$(basename "$f" .c).o"
-    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+    if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
         $CC $FLAGS $CPPFLAGS -c "$f" -o "$o"
     fi
     objs="$objs $o"
