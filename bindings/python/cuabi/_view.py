@@ -791,10 +791,12 @@ def _cupy_handler_for(cupy):
     try:
         if getattr(cupy.cuda.runtime, "is_hip", True):
             return _cai_or_dlpack_handler      # HIP: no CUDA array interface
-        current = cupy.cuda.get_current_stream
-        util = cupy._core._util
-        util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION
         import importlib
+        current = cupy.cuda.get_current_stream
+        # A submodule: not an attribute of cupy._core until imported
+        # (CuPy 14.2 on the H200 machine).
+        util = importlib.import_module("cupy._core._util")
+        util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION
         default_ptr = importlib.import_module("cupy_backends.cuda.stream").get_default_stream_ptr
         np = sys.modules["numpy"]
         codes = {np.dtype(name): (cb[0], cb[1], cb[1] >> 3)

@@ -180,7 +180,10 @@ def make_fake_cupy():
     cupy.cuda = types.SimpleNamespace(
         runtime=types.SimpleNamespace(is_hip=False),
         get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=CUPY_STATE.current))
-    cupy._core = types.SimpleNamespace(_util=CUPY_UTIL)
+    # As in CuPy 14.2: _util is a submodule that is not an attribute of
+    # cupy._core until someone imports it.
+    cupy._core = types.ModuleType("cupy._core")
     backends = types.ModuleType("cupy_backends.cuda.stream")
     backends.get_default_stream_ptr = _default_stream_ptr
-    return {"cupy": cupy, "cupy_backends.cuda.stream": backends}
+    return {"cupy": cupy, "cupy._core": cupy._core, "cupy._core._util": CUPY_UTIL,
+            "cupy_backends.cuda.stream": backends}
