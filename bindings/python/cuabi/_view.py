@@ -793,10 +793,19 @@ def _cupy_handler_for(cupy):
             return _cai_or_dlpack_handler      # HIP: no CUDA array interface
         import importlib
         current = cupy.cuda.get_current_stream
-        # A submodule: not an attribute of cupy._core until imported
-        # (CuPy 14.2 on the H200 machine).
-        util = importlib.import_module("cupy._core._util")
-        util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION
+        # Where CuPy keeps the interface's export version: cupy._util in
+        # CuPy 14 (seen on the H200 machine), cupy._core._util before. A
+        # submodule is not an attribute of its package until imported.
+        util = None
+        for name in ("cupy._util", "cupy._core._util"):
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
+                continue
+            if hasattr(mod, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION"):
+                util = mod
+                break
+        util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION    # AttributeError: no handler
         default_ptr = importlib.import_module("cupy_backends.cuda.stream").get_default_stream_ptr
         np = sys.modules["numpy"]
         codes = {np.dtype(name): (cb[0], cb[1], cb[1] >> 3)

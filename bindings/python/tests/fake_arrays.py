@@ -173,17 +173,17 @@ def _default_stream_ptr():
 
 def make_fake_cupy():
     """{module name: module} for "cupy" (ndarray, cuda.get_current_stream,
-    cuda.runtime.is_hip, _core._util) and "cupy_backends.cuda.stream"
+    cuda.runtime.is_hip, the submodule cupy._util) and "cupy_backends.cuda.stream"
     (get_default_stream_ptr), the parts cuabi's CuPy handler reads."""
     cupy = types.ModuleType("cupy")
     cupy.ndarray = FakeCupyArray
     cupy.cuda = types.SimpleNamespace(
         runtime=types.SimpleNamespace(is_hip=False),
         get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=CUPY_STATE.current))
-    # As in CuPy 14.2: _util is a submodule that is not an attribute of
-    # cupy._core until someone imports it.
+    # As in CuPy 14.2: the export version lives in the submodule cupy._util,
+    # which is not an attribute of cupy until someone imports it.
     cupy._core = types.ModuleType("cupy._core")
     backends = types.ModuleType("cupy_backends.cuda.stream")
     backends.get_default_stream_ptr = _default_stream_ptr
-    return {"cupy": cupy, "cupy._core": cupy._core, "cupy._core._util": CUPY_UTIL,
+    return {"cupy": cupy, "cupy._core": cupy._core, "cupy._util": CUPY_UTIL,
             "cupy_backends.cuda.stream": backends}
