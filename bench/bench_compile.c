@@ -25,22 +25,7 @@
 
 #include "cuabi.h"
 
-static const char *src =
-    "template <typename T, int BLOCK>\n"
-    "__global__ void segred(const T *in, T *out, const int *offsets)\n"
-    "{\n"
-    "    __shared__ T part[BLOCK];\n"
-    "    int s = blockIdx.x, t = threadIdx.x;\n"
-    "    T acc = 0;\n"
-    "    for (int i = offsets[s] + t; i < offsets[s + 1]; i += BLOCK) acc += in[i];\n"
-    "    part[t] = acc;\n"
-    "    __syncthreads();\n"
-    "    for (int w = BLOCK / 2; w > 0; w /= 2) {\n"
-    "        if (t < w) part[t] += part[t + w];\n"
-    "        __syncthreads();\n"
-    "    }\n"
-    "    if (t == 0) out[s] = part[0];\n"
-    "}\n";
+#include "segred_kernel.h"
 static const char *expr = "segred<float, 256>";
 
 static double now(void)
@@ -91,7 +76,7 @@ static double direct_once(const char *arch)
     const char *opts[] = { archopt };
     double t0 = now();
     nvrtcProgram p;
-    if (nvrtcCreateProgram(&p, src, "segred.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
+    if (nvrtcCreateProgram(&p, segred_src, "segred.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
         nvrtcAddNameExpression(p, expr) != NVRTC_SUCCESS ||
         nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS) {
         fprintf(stderr, "bench_compile: direct NVRTC compile failed\n");
@@ -129,7 +114,7 @@ static int child_disk(const char *arch)
     cuabi_program *p;
     cuabi_objcode *obj;
     cuabi_kernel *k = NULL;
-    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, segred_src, 0, "segred.cu") ||
         cuabi_program_compile(&obj, p, &o))
         die("disk hit");
     if (gpu && cuabi_objcode_get_kernel(&k, obj, expr))
@@ -223,7 +208,7 @@ int main(int argc, char **argv)
         double t0 = now();
         cuabi_program *p;
         cuabi_objcode *obj;
-        if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+        if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, segred_src, 0, "segred.cu") ||
             cuabi_program_compile(&obj, p, &o))
             die("cold compile");
         t[i] = now() - t0;
@@ -274,7 +259,7 @@ int main(int argc, char **argv)
 
     cuabi_program *p;
     cuabi_objcode *obj;
-    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "segred.cu") ||
+    if (cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, segred_src, 0, "segred.cu") ||
         cuabi_program_compile(&obj, p, &o))
         die("memory hit");
     cuabi_objcode_release(obj);

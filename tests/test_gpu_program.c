@@ -9,22 +9,7 @@
 #include "testutil.h"
 #include "internal.h"
 
-static const char *segred_src =
-    "template <typename T, int BLOCK>\n"
-    "__global__ void segred(const T *in, T *out, const int *offsets)\n"
-    "{\n"
-    "    __shared__ T part[BLOCK];\n"
-    "    int s = blockIdx.x, t = threadIdx.x;\n"
-    "    T acc = 0;\n"
-    "    for (int i = offsets[s] + t; i < offsets[s + 1]; i += BLOCK) acc += in[i];\n"
-    "    part[t] = acc;\n"
-    "    __syncthreads();\n"
-    "    for (int w = BLOCK / 2; w > 0; w /= 2) {\n"
-    "        if (t < w) part[t] += part[t + w];\n"
-    "        __syncthreads();\n"
-    "    }\n"
-    "    if (t == 0) out[s] = part[0];\n"
-    "}\n";
+#include "segred_kernel.h"
 
 static char tmpdir[64];
 static cuabi_device *dev;
