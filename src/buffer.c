@@ -118,7 +118,7 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
                                         "cuabi_buffer_destroy");
     else if (b->release)
         b->release(b->ptr, b->size, b->payload);
-    if (b->stream)
+    if (b->stream && b->stream_owned)
         cuabi__object_release(&b->stream->base);
     if (b->res)
         cuabi__object_release(&b->res->base);
@@ -131,6 +131,17 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b)
 static void buffer_destroy(cuabi__object *o)
 {
     (void)cuabi__buffer_mem_release((cuabi__buffer *)o);
+}
+
+/* Keep `s` alive for the buffer's deallocation: through the resource's
+ * stream set where it can, else with a reference of the buffer's own.
+ * Returns whether the buffer owns a reference. */
+static bool buffer_keep_stream(cuabi__buffer *b, cuabi__stream *s)
+{
+    if (b->res && cuabi__resource_keep_stream(b->res, s))
+        return false;
+    cuabi__object_retain(&s->base);
+    return true;
 }
 
 /* Register a filled buffer and take its references; on failure the struct
@@ -148,8 +159,9 @@ static cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
         cuabi__object_retain(&b->res->base);
     else if (b->device)
         cuabi__object_retain(&b->device->base);
+    b->stream_owned = false;
     if (b->stream)
-        cuabi__object_retain(&b->stream->base);
+        b->stream_owned = buffer_keep_stream(b, b->stream);
     *out = CUABI__HANDLE(b, cuabi_buffer);
     return CUABI_SUCCESS;
 }
@@ -236,9 +248,10 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_s
     CUABI__GET(s, stream, STREAM);
     if (b->res && b->res->stream_ordered && s != b->stream) {
         cuabi__stream *old = b->stream;
-        cuabi__object_retain(&s->base);
+        bool old_owned = b->stream_owned;
+        b->stream_owned = buffer_keep_stream(b, s);
         b->stream = s;
-        if (old)
+        if (old && old_owned)
             cuabi__object_release(&old->base);
     }
     /* A buffer handle is unique (nothing retains it), so this is its only

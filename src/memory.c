@@ -20,6 +20,11 @@ static void resource_destroy(cuabi__object *o)
         CUABI__CU_RAW(drv, cuMemPoolDestroy, r->pool);
     if (r->impl == CUABI__RES_USER && r->user.release_payload)
         r->user.release_payload(r->payload);
+    for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
+        cuabi__stream *s = atomic_load_explicit(&r->streams[i], memory_order_acquire);
+        if (s)
+            cuabi__object_release(&s->base);
+    }
     if (r->device)
         cuabi__object_release(&r->device->base);
     cuabi__free(r);
@@ -58,6 +63,34 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_host(cuabi_memory_resource **ou
     *out = NULL;
     cuabi__memory_resource *r = resource_alloc(CUABI__RES_HOST, CUABI_MEMORY_HOST, NULL);
     return r ? resource_publish(out, r) : CUABI_ERROR_OUT_OF_MEMORY;
+}
+
+/* Every buffer must keep its stream alive until its memory is freed on it,
+ * but a reference per buffer costs two atomic updates per allocate + free
+ * pair, a tenth of what the driver takes for the pair. Most programs order
+ * a resource's memory on a few long-lived streams, so the resource keeps
+ * the first CUABI__RESOURCE_STREAMS of them until it is destroyed, and
+ * buffers on those share that reference (a buffer keeps its resource).
+ * Slots go from NULL to a stream once and are read without a lock. */
+bool cuabi__resource_keep_stream(cuabi__memory_resource *r, cuabi__stream *s)
+{
+    for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
+        cuabi__stream *held = atomic_load_explicit(&r->streams[i], memory_order_acquire);
+        if (held == s)
+            return true;
+        if (held)
+            continue;
+        cuabi__object_retain(&s->base);
+        cuabi__stream *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&r->streams[i], &expected, s,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return true;
+        cuabi__object_release(&s->base); /* another thread filled the slot */
+        if (expected == s)
+            return true;
+    }
+    return false;
 }
 
 /* Common start of the GPU resource constructors. */

@@ -14,11 +14,19 @@ typedef enum cuabi__resource_impl {
     CUABI__RES_USER,         /* callbacks */
 } cuabi__resource_impl;
 
+/* How many streams a stream-ordered resource keeps for its buffers. */
+#define CUABI__RESOURCE_STREAMS 4
+
 typedef struct cuabi__memory_resource {
     cuabi__object base;
     cuabi__resource_impl impl;
     cuabi_memory_kind kind;
     bool stream_ordered;           /* buffers remember their stream */
+    /* The first streams the resource's buffers were ordered on, retained
+     * until the resource is destroyed; filled once each, never cleared.
+     * A buffer on one of them shares this reference instead of taking its
+     * own (see cuabi__resource_keep_stream). */
+    _Atomic(cuabi__stream *) streams[CUABI__RESOURCE_STREAMS];
     cuabi__device *device;         /* retained; NULL for host without device */
     /* GPU resources: the driver table, loaded before they were made (saves
      * a loader check per allocation and deallocation). */
@@ -39,6 +47,11 @@ cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *res, uintptr_t p
                                         size_t alignment, cuabi__stream *stream,
                                         const char *caller);
 
+/* Whether `res` holds a reference to `stream` (which the caller keeps alive
+ * during the call), taking one into a free place of its stream set if it
+ * has one. True means a buffer of `res` may keep `stream` by keeping `res`. */
+bool cuabi__resource_keep_stream(cuabi__memory_resource *res, cuabi__stream *stream);
+
 /* -------------------------------------------------------------- buffers */
 
 /* The handle (base) is unique: destroying it invalidates it at once. The
@@ -52,7 +65,9 @@ typedef struct cuabi__buffer {
     cuabi_memory_kind kind;
     cuabi__device *device;           /* retained; NULL for host memory */
     cuabi__memory_resource *res;     /* retained; NULL when wrapped */
-    cuabi__stream *stream;           /* retained; deallocate on it (may be NULL) */
+    cuabi__stream *stream;           /* deallocate on it (may be NULL); kept alive by
+                                        the buffer (stream_owned) or the resource */
+    bool stream_owned;
     cuabi_buffer_release_fn release; /* wrapped buffers */
     void *payload;
 } cuabi__buffer;

@@ -5,6 +5,8 @@
 #include "memory.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void setup(void) { fake_driver_install(); fake_memory_install(); }
@@ -413,6 +415,117 @@ START_TEST(pool_pair_makes_only_the_two_driver_calls)
 }
 END_TEST
 
+/* A stream-ordered resource keeps its first CUABI__RESOURCE_STREAMS streams
+ * for its buffers; a buffer on any other stream keeps that stream itself. */
+START_TEST(resource_keeps_its_first_streams)
+{
+    enum { N = CUABI__RESOURCE_STREAMS + 2 };
+    cuabi_device *dev;
+    cuabi_memory_resource *pool;
+    cuabi_stream *s[N];
+    uintptr_t raw[N];
+    cuabi_buffer *b[N];
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_memory_resource_device_default(&pool, dev));
+    for (int i = 0; i < N; i++) {
+        ck_assert_ok(cuabi_stream_create(&s[i], dev, NULL));
+        ck_assert_ok(cuabi_stream_raw(&raw[i], s[i]));
+        ck_assert_ok(cuabi_buffer_allocate(&b[i], pool, 64, 0, s[i]));
+        if (i > 0)
+            ck_assert_ok(cuabi_stream_release(s[i])); /* the buffer keeps it */
+    }
+    ck_assert_int_eq(fake_live_streams, N);
+    /* Past the resource's set: the buffer's own reference, gone with it. */
+    ck_assert_ok(cuabi_buffer_destroy(b[N - 2]));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw[N - 2]);
+    ck_assert_int_eq(fake_live_streams, N - 1);
+    /* A view holds the memory past free_async on a stream in the set; the
+     * deferred free still happens on it. */
+    cuabi_view *v;
+    int64_t shape = 16;
+    ck_assert_ok(cuabi_view_create(&v, b[N - 1], 0, 2, 32, 1, &shape, NULL, 0));
+    ck_assert_ok(cuabi_buffer_free_async(b[N - 1], s[0]));
+    ck_assert_int_eq(fake_live_streams, N - 2); /* its allocation stream went */
+    ck_assert_ok(cuabi_stream_release(s[0]));   /* the resource keeps it */
+    int frees = fake_async_frees;
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_int_eq(fake_async_frees, frees + 1);
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw[0]);
+    /* In the set: destroyed only with the resource. */
+    for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
+        ck_assert_ok(cuabi_buffer_destroy(b[i]));
+        ck_assert_ptr_eq(fake_last_stream, (CUstream)raw[i]);
+    }
+    ck_assert_int_eq(fake_live_streams, CUABI__RESOURCE_STREAMS);
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_int_eq(fake_live_streams, 0);
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
+/* Threads filling a resource's stream set at once: each stream is kept
+ * exactly once (no leak, no double release; the sanitizer builds check). */
+static cuabi_memory_resource *race_pool;
+static _Atomic int race_live;
+static CUresult CUDAAPI race_alloc(CUdeviceptr *d, size_t n, CUmemoryPool p, CUstream s)
+{
+    (void)p; (void)s;
+    *d = (CUdeviceptr)(uintptr_t)malloc(n);
+    atomic_fetch_add(&race_live, 1);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI race_free(CUdeviceptr d, CUstream s)
+{
+    (void)s;
+    free((void *)(uintptr_t)d);
+    atomic_fetch_sub(&race_live, 1);
+    return CUDA_SUCCESS;
+}
+static void *allocate_on_own_stream(void *arg)
+{
+    cuabi_stream *s = arg;
+    for (int i = 0; i < 200; i++) {
+        cuabi_buffer *b;
+        if (cuabi_buffer_allocate(&b, race_pool, 256, 0, s) != CUABI_SUCCESS ||
+            cuabi_buffer_free_async(b, s) != CUABI_SUCCESS)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(resource_stream_set_under_threads)
+{
+    enum { T = 2 * CUABI__RESOURCE_STREAMS };
+    cuabi_device *dev;
+    cuabi_stream *s[T];
+    pthread_t t[T];
+    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_memory_resource_device_default(&race_pool, dev));
+    for (int i = 0; i < T; i++)
+        ck_assert_ok(cuabi_stream_create(&s[i], dev, NULL));
+    cuabi__driver *d = cuabi__driver_for_test(); /* the fake's counters are not atomic */
+    cuabi__driver saved = *d;
+    d->cuMemAllocFromPoolAsync = race_alloc;
+    d->cuMemFreeAsync = race_free;
+    for (int i = 0; i < T; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, allocate_on_own_stream, s[i]), 0);
+    for (int i = 0; i < T; i++) {
+        void *rc;
+        ck_assert_int_eq(pthread_join(t[i], &rc), 0);
+        ck_assert_ptr_null(rc);
+    }
+    *d = saved;
+    ck_assert_int_eq(atomic_load(&race_live), 0);
+    for (int i = 0; i < T; i++)
+        ck_assert_ok(cuabi_stream_release(s[i]));
+    ck_assert_int_eq(fake_live_streams, CUABI__RESOURCE_STREAMS);
+    ck_assert_ok(cuabi_memory_resource_release(race_pool));
+    ck_assert_int_eq(fake_live_streams, 0);
+    ck_assert_ok(cuabi_device_release(dev));
+}
+END_TEST
+
 /* Buffers freed on other threads, and threads ending with cached buffer
  * structs, lose nothing (the sanitizer build checks for leaks). */
 static cuabi_memory_resource *thread_pool;
@@ -470,6 +583,8 @@ static Suite *suite(void)
     tcase_add_test(tc, failures_leak_nothing);
     tcase_add_test(tc, pool_pair_makes_only_the_two_driver_calls);
     tcase_add_test(tc, buffers_across_threads);
+    tcase_add_test(tc, resource_keeps_its_first_streams);
+    tcase_add_test(tc, resource_stream_set_under_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -22,8 +22,13 @@ extern "C" {
  * cuabi_buffer_destroy() (or cuabi_buffer_free_async()) invalidates the handle
  * at once. The memory goes back to its resource when the last view over it is
  * gone: on the stream the buffer was allocated on, or the one given to
- * cuabi_buffer_free_async(). A buffer may be used from several threads at once;
- * destroying it while another thread uses the handle is the caller's race.
+ * cuabi_buffer_free_async(). That stream stays alive until then, also when its
+ * handle is released first: a stream-ordered resource keeps the first four
+ * streams its buffers are ordered on until the resource is destroyed (buffers on
+ * those share the resource's reference, which saves two atomic updates per
+ * allocation), and a buffer on any other stream keeps that stream itself. A
+ * buffer may be used from several threads at once; destroying it while another
+ * thread uses the handle is the caller's race.
  */
 
 typedef struct cuabi_device cuabi_device;

@@ -18,7 +18,9 @@ extern "C" {
  * without a GPU), and user-defined resources made of C callbacks plus a payload,
  * so a binding can plug in its own allocator (PyTorch's, RMM's).
  *
- * A resource keeps its device alive; a buffer keeps its resource alive.
+ * A resource keeps its device alive; a buffer keeps its resource alive. A
+ * stream-ordered resource also keeps the first four streams it allocates on
+ * alive until it is destroyed (see cuabi/buffer.h: its buffers free on them).
  * Resources may be used from several threads at once.
  */
 
