@@ -589,7 +589,7 @@ class _Scratch:
     """Per-thread storage for one import: a DLTensor followed by its shape
     and strides, and the out parameter (calls release the GIL, so threads
     must not share them)."""
-    __slots__ = ("mem", "base", "ref", "out", "out_ref")
+    __slots__ = ("mem", "base", "ref", "out", "out_ref", "out_addr")
 
     def __init__(self):
         self.mem = (C.c_char * _SCRATCH_SIZE)()
@@ -597,6 +597,7 @@ class _Scratch:
         self.ref = C.byref(self.mem)
         self.out = C.c_void_p()
         self.out_ref = C.byref(self.out)
+        self.out_addr = C.addressof(self.out)
 
 
 def _scratch() -> _Scratch:
@@ -714,6 +715,90 @@ def _as_stream(stream, obj=None):
         return None
 
 
+# ---- the DLPack C exchange API (DLPack 1.3)
+#
+# A producer type may carry `__dlpack_c_exchange_api__`: a capsule named
+# "dlpack_exchange_api" holding a static DLPackExchangeAPI table of C
+# functions that describe one of its objects without going through
+# __dlpack__ (torch >= 2.10; before, an int named __c_dlpack_exchange_api__).
+# The functions need the GIL and report failure as -1 with a Python
+# exception set, so they are called through PYFUNCTYPE (the GIL stays held
+# and ctypes raises the exception). "NoSync": they order nothing, like a
+# from_dlpack() without a stream.
+
+class _ExchangeHeader(C.Structure):
+    pass
+
+
+_ExchangeHeader._fields_ = [("major", C.c_uint32), ("minor", C.c_uint32),
+                            ("prev_api", C.POINTER(_ExchangeHeader))]
+
+
+class _ExchangeAPI(C.Structure):
+    _fields_ = [("header", _ExchangeHeader),
+                ("managed_tensor_allocator", C.c_void_p),
+                ("managed_tensor_from_py_object_no_sync", C.c_void_p),
+                ("managed_tensor_to_py_object_no_sync", C.c_void_p),
+                ("dltensor_from_py_object_no_sync", C.c_void_p),
+                ("current_work_stream", C.c_void_p)]
+
+
+_EXCHANGE_CAPSULE = b"dlpack_exchange_api"
+# int fn(void *py_object, DLManagedTensorVersioned **out) and
+# int fn(void *py_object, DLTensor *out): both (object, address).
+_FROM_PYOBJECT = C.PYFUNCTYPE(C.c_int, C.py_object, C.c_void_p)
+
+
+def _exchange_api_of(tp):
+    """The major-version-1 DLPackExchangeAPI table of type `tp`, or None."""
+    cap = getattr(tp, "__dlpack_c_exchange_api__", None)
+    if cap is not None:
+        if type(cap).__name__ != "PyCapsule" or not _capsule_valid(cap, _EXCHANGE_CAPSULE):
+            return None
+        addr = _capsule_ptr(cap, _EXCHANGE_CAPSULE)
+    else:
+        addr = getattr(tp, "__c_dlpack_exchange_api__", None)
+        if type(addr) is not int:
+            return None
+    # Newer major versions may chain an older table through prev_api.
+    seen = 0
+    while addr and seen < 16:
+        api = _ExchangeAPI.from_address(addr)
+        if api.header.major == 1:
+            return api
+        addr = C.cast(api.header.prev_api, C.c_void_p).value
+        seen += 1
+    return None
+
+
+def _exchange_handler_for(tp):
+    """Any producer with an exchange table: its owning export
+    (managed_tensor_from_py_object_no_sync) straight into the C import,
+    which takes the tensor's flags (read-only, ...) as a capsule's. Without
+    the function, or when it fails, the producer's __dlpack__ decides."""
+    api = _exchange_api_of(tp)
+    fn = api.managed_tensor_from_py_object_no_sync if api is not None else None
+    if not fn:
+        return None
+    export = _FROM_PYOBJECT(fn)
+
+    def exchange_handler(obj):
+        sc = _tls.__dict__.get("s") or _scratch()
+        sc.out.value = None
+        try:
+            rc = export(obj, sc.out_addr)
+        except Exception:   # the producer's exception: let __dlpack__ say it
+            rc = -1
+        ptr = sc.out.value
+        if rc or not ptr:
+            return _dlpack_handler(obj)
+        st = _view_from_v(sc.out_ref, C.c_void_p(ptr))   # owns it, also on refusal
+        if st:
+            raise_last(st, "cuabi_view_from_dlpack_versioned")
+        return View._new(sc.out.value)
+    return exchange_handler
+
+
 # ---- per-type handlers (stream=None)
 
 def _dlpack_handler(obj):
@@ -743,13 +828,69 @@ def _view_handler(obj):
     return View._borrowed(obj.handle)
 
 
-def _torch_handler_for(torch):
+def _torch_handler_for(torch, tp=None):
+    """Torch tensors: through torch's DLPack C exchange API where it has one
+    (torch >= 2.10), else through their attributes."""
+    if getattr(getattr(torch, "version", None), "hip", None):
+        return _dlpack_handler          # ROCm: device "cuda" is kDLROCM in DLPack
+    by_attributes = _torch_attribute_handler_for(torch)
+    api = _exchange_api_of(tp) if tp is not None else None
+    if api is not None and api.dltensor_from_py_object_no_sync:
+        return _torch_exchange_handler(_FROM_PYOBJECT(api.dltensor_from_py_object_no_sync),
+                                       by_attributes)
+    return by_attributes
+
+
+def _torch_exchange_handler(fill, fallback):
+    """One C call fills a DLTensor that borrows the tensor's own data,
+    shape and strides (dltensor_from_py_object_no_sync: no allocation, no
+    reference taken); the lazy view copies them and keeps the tensor alive.
+    The table does not refuse what torch's __dlpack__ refuses or resolves
+    (conjugate and negative bits), so those tensors, and anything unusual
+    (dtypes outside the map, lanes, devices), take `fallback`, the
+    attribute path, which sends them to __dlpack__. Tensors that require
+    grad are shared as their data (as t.detach() would be), as through the
+    exchange API everywhere."""
+    unpack = _HEADER.unpack_from
+    words = _I64
+    names = _NAMES
+    devices = _SUPPORTED_DEVICES
+
+    def torch_handler(t):
+        sc = _tls.__dict__.get("s") or _scratch()
+        try:
+            rc = fill(t, sc.base)
+        except Exception:       # torch's exception (sparse, ...): let __dlpack__ say it
+            rc = -1
+        if rc:
+            return _dlpack_handler(t)
+        data, dt, did, nd, code, bits, lanes, sp, stp, off = unpack(sc.mem)
+        if (lanes != 1 or (code, bits) not in names or dt not in devices or nd > _MAX_NDIM
+                or (sp | stp) & 7 or (code == _COMPLEX and t.is_conj()) or t.is_neg()):
+            return fallback(t)
+        i = sp >> 3
+        shape = tuple(words[i:i + nd])
+        if stp:
+            i = stp >> 3
+            strides = tuple(words[i:i + nd])
+        else:
+            strides = None
+        v = _View_new(View)
+        v._h = v._fin = v._info = v._stream = None
+        v._owner = t
+        v._d = (data + off, dt, did, code, bits, shape, strides, 0, 1)
+        return v
+    return torch_handler
+
+
+_COMPLEX = _CODES["complex"]
+
+
+def _torch_attribute_handler_for(torch):
     """Torch tensors through their attributes: data_ptr() already includes
     the storage offset, stride() is in elements, as torch's DLPack export
     gives them (data = data_ptr(), byte_offset 0, flags 0). Anything torch's
     __dlpack__ would refuse or describe differently takes that path."""
-    if getattr(getattr(torch, "version", None), "hip", None):
-        return _dlpack_handler          # ROCm: device "cuda" is kDLROCM in DLPack
     dtypes = {}
     for name, cb in _BY_NAME.items():
         dt = getattr(torch, name, None)
@@ -792,7 +933,12 @@ def _cupy_handler_for(cupy):
         if getattr(cupy.cuda.runtime, "is_hip", True):
             return _cai_or_dlpack_handler      # HIP: no CUDA array interface
         import importlib
-        current = cupy.cuda.get_current_stream
+        # CuPy's current stream as a pointer: get_current_stream_ptr()
+        # where CuPy has it (no Stream object made), else the Stream's .ptr.
+        current_ptr = getattr(getattr(cupy.cuda, "stream", None), "get_current_stream_ptr", None)
+        if current_ptr is None:
+            current = cupy.cuda.get_current_stream
+            current_ptr = lambda: current().ptr     # noqa: E731
         # Where CuPy keeps the interface's export version: cupy._util in
         # CuPy 14 (seen on the H200 machine), cupy._core._util before. A
         # submodule is not an attribute of its package until imported.
@@ -820,20 +966,23 @@ def _cupy_handler_for(cupy):
             return _cai_or_dlpack_handler(x)
         isz = c[2]
         shape = x.shape
+        mem = x.data                       # a MemoryPointer: .ptr, .device_id
+        ptr = mem.ptr if x.size else 0
         if x._c_contiguous:
+            # An allocation's own extent is sane: only what the C import
+            # limits beyond CuPy (dimensions) and a NULL data pointer.
             strides = None
+            if len(shape) > _MAX_NDIM or (not ptr and x.size):
+                return _cai_or_dlpack_handler(x)
         else:
             strides = x.strides
-            if any(s % isz for s in strides):
+            if any(s % isz for s in strides) or not _layout_ok(shape, strides, isz, ptr):
                 return _cai_or_dlpack_handler(x)
-        ptr = x.data.ptr if x.size else 0
-        if not _layout_ok(shape, strides, isz, ptr):
-            return _cai_or_dlpack_handler(x)
         v = _View_new(View)
         v._h = v._fin = v._info = None
-        v._stream = current().ptr or default_ptr()   # a raw CUstream, wrapped on demand
+        v._stream = current_ptr() or default_ptr()   # a raw CUstream, wrapped on demand
         v._owner = x
-        v._d = (ptr, CUDA, x.device.id, c[0], c[1], shape, strides, 0, isz)
+        v._d = (ptr, CUDA, mem.device_id, c[0], c[1], shape, strides, 0, isz)
         return v
     return cupy_handler
 
@@ -845,6 +994,8 @@ _SUPPORTED_DEVICES = (CPU, CUDA, CUDA_HOST, CUDA_MANAGED)
 # (a third of c_void_p.from_address(addr).value). Nothing is touched until
 # an index is read.
 _WORDS = memoryview((C.c_uint64 * (sys.maxsize // 8)).from_address(0)).cast("B").cast("Q")
+# The same as signed words, for int64 arrays (shapes, strides).
+_I64 = memoryview((C.c_int64 * (sys.maxsize // 8)).from_address(0)).cast("B").cast("q")
 _NPY_C_CONTIGUOUS, _NPY_WRITEABLE = 0x1, 0x400
 
 
@@ -925,12 +1076,15 @@ def _handler_for(tp):
     if (mod == "torch" or mod.startswith("torch.")) and hasattr(tp, "data_ptr") \
             and hasattr(tp, "__dlpack__"):
         torch = sys.modules.get("torch")
-        return _dlpack_handler if torch is None else _torch_handler_for(torch)
+        return _dlpack_handler if torch is None else _torch_handler_for(torch, tp)
     if mod.startswith("cupy") and tp.__name__ == "ndarray":
         cupy = sys.modules.get("cupy")
         if cupy is not None and getattr(cupy, "ndarray", None) is tp:   # exactly
             return _cupy_handler_for(cupy)
     if hasattr(tp, "__dlpack__"):
+        h = _exchange_handler_for(tp)
+        if h is not None:
+            return h
         # A CUDA array interface (CuPy, numba) is cheaper than a capsule.
         if hasattr(tp, "__cuda_array_interface__") and mod.split(".")[0] != "numpy":
             return _cai_or_dlpack_handler

@@ -1,6 +1,7 @@
 """Stand-ins for torch tensors and CuPy arrays, built over numpy arrays, that
 expose exactly the attributes cuabi's from_dlpack fast paths read (so those
 paths are tested without the libraries; the GPU tests use the real ones)."""
+import ctypes as C
 import types
 
 import numpy as np
@@ -31,8 +32,110 @@ class _Device:
         return hash((self.type, self.index))
 
 
-def make_fake_torch():
-    """A module object named "torch" with a Tensor type mimicking torch.Tensor."""
+# ---- the DLPack C exchange API (DLPack 1.3) with Python callbacks
+
+class _Header(C.Structure):
+    pass
+
+
+_Header._fields_ = [("major", C.c_uint32), ("minor", C.c_uint32),
+                    ("prev_api", C.POINTER(_Header))]
+
+
+class _Table(C.Structure):
+    _fields_ = [("header", _Header), ("managed_tensor_allocator", C.c_void_p),
+                ("managed_tensor_from_py_object_no_sync", C.c_void_p),
+                ("managed_tensor_to_py_object_no_sync", C.c_void_p),
+                ("dltensor_from_py_object_no_sync", C.c_void_p),
+                ("current_work_stream", C.c_void_p)]
+
+
+_FROM_OBJECT = C.CFUNCTYPE(C.c_int, C.py_object, C.c_void_p)
+_capsule_new = C.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = C.py_object, [C.c_void_p, C.c_char_p, C.c_void_p]
+_capsule_ptr = C.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype, _capsule_ptr.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+_capsule_rename = C.pythonapi.PyCapsule_SetName
+_capsule_rename.restype, _capsule_rename.argtypes = C.c_int, [C.py_object, C.c_char_p]
+
+
+class ExchangeTable:
+    """A DLPackExchangeAPI table whose functions are Python callbacks
+    (`fill(obj, DLTensor address)`, `export(obj) -> DLManagedTensorVersioned
+    address`; each returns -1 to fail), counting calls. `capsule` is what a
+    producer type puts in __dlpack_c_exchange_api__, `address` the table."""
+
+    def __init__(self, fill=None, export=None, major=1, minor=3, prev=None,
+                 name=b"dlpack_exchange_api"):
+        self.calls = {"fill": 0, "export": 0}
+        self.prev = prev
+        t = self.table = _Table()
+        t.header.major, t.header.minor = major, minor
+        if prev is not None:
+            t.header.prev_api = C.cast(C.addressof(prev.table), C.POINTER(_Header))
+        self._fns = []
+        if fill is not None:
+            t.dltensor_from_py_object_no_sync = self._keep("fill", fill, lambda o, out: fill(o, out))
+        if export is not None:
+            def call_export(o, out):
+                p = export(o)
+                if p == -1:
+                    return -1
+                C.c_void_p.from_address(out).value = p
+                return 0
+            t.managed_tensor_from_py_object_no_sync = self._keep("export", export, call_export)
+        self.address = C.addressof(t)
+        self._name = name
+        self.capsule = _capsule_new(self.address, name, None)
+
+    def _keep(self, what, _fn, body):
+        def counted(obj, out):
+            self.calls[what] += 1
+            return body(obj, out)
+        f = _FROM_OBJECT(counted)
+        self._fns.append(f)
+        return C.cast(f, C.c_void_p).value
+
+
+def numpy_export(arr):
+    """numpy's own owning DLManagedTensorVersioned for `arr` (the capsule is
+    marked used, so the consumer owns the tensor and calls its deleter)."""
+    cap = arr.__dlpack__(max_version=(1, 0))
+    p = _capsule_ptr(cap, b"dltensor_versioned")
+    _capsule_rename(cap, b"used_dltensor_versioned")
+    return p
+
+
+_DL_CODE = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+def torch_fill(t, out):
+    """dltensor_from_py_object_no_sync for the fake torch Tensor: borrowed
+    shape and strides kept on the tensor, as torch keeps them in its
+    TensorImpl."""
+    from cuabi import _capi
+    a = t._a
+    d = _capi.DLTensor.from_address(out)
+    d.data = a.__array_interface__["data"][0]
+    d.device.device_type, d.device.device_id = t.__dlpack_device__()
+    d.ndim = a.ndim
+    name = t.dtype.name
+    if name == "complex32":
+        d.dtype.code, d.dtype.bits = 5, 32
+    else:
+        d.dtype.code, d.dtype.bits = _DL_CODE[a.dtype.kind], a.dtype.itemsize * 8
+    d.dtype.lanes = 1
+    dims = t._dims = (C.c_int64 * (2 * a.ndim or 1))(*a.shape, *t.stride())
+    d.shape = C.cast(C.addressof(dims), C.POINTER(C.c_int64))
+    d.strides = C.cast(C.addressof(dims) + 8 * a.ndim, C.POINTER(C.c_int64))
+    d.byte_offset = 0
+    return 0
+
+
+def make_fake_torch(exchange=None):
+    """A module object named "torch" with a Tensor type mimicking torch.Tensor;
+    with `exchange` (an ExchangeTable) the type also carries it as
+    __dlpack_c_exchange_api__, as torch >= 2.10 does."""
     torch = types.ModuleType("torch")
     for n in _TORCH_DTYPES:
         setattr(torch, n, _Dtype(n))
@@ -45,12 +148,13 @@ def make_fake_torch():
         (CPU), which the fast path must reproduce exactly."""
 
         def __init__(self, arr, device=("cpu", None), dtype=None, requires_grad=False,
-                     conj=False, layout=None):
+                     conj=False, layout=None, neg=False):
             self._a = arr
             self.device = _Device(*device)
             self.dtype = dtype or getattr(torch, arr.dtype.name)
             self.requires_grad = requires_grad
             self._conj = conj
+            self._neg = neg
             self.layout = torch.strided if layout is None else layout
 
         @property
@@ -67,7 +171,7 @@ def make_fake_torch():
             return self._conj
 
         def is_neg(self):
-            return False
+            return self._neg
 
         def __dlpack__(self, stream=None, max_version=None, **kw):
             if self.requires_grad:
@@ -81,6 +185,8 @@ def make_fake_torch():
             return (2, self.device.index or 0) if self.device.type == "cuda" else (1, 0)
 
     Tensor.__module__ = "torch"
+    if exchange is not None:
+        Tensor.__dlpack_c_exchange_api__ = exchange.capsule
     torch.Tensor = Tensor
     torch.from_numpy = Tensor
     return torch
@@ -93,7 +199,7 @@ class _CupyDevice:
 
 class _MemoryPointer:
     def __init__(self, ptr, device):
-        self.ptr, self.device = ptr, device
+        self.ptr, self.device, self.device_id = ptr, device, device.id
 
 
 # What CuPy's __cuda_array_interface__ reads besides the array: the current
@@ -171,7 +277,7 @@ def _default_stream_ptr():
     return 2 if CUPY_STATE.ptds else 1
 
 
-def make_fake_cupy():
+def make_fake_cupy(with_stream_ptr=True):
     """{module name: module} for "cupy" (ndarray, cuda.get_current_stream,
     cuda.runtime.is_hip, the submodule cupy._util) and "cupy_backends.cuda.stream"
     (get_default_stream_ptr), the parts cuabi's CuPy handler reads."""
@@ -179,9 +285,14 @@ def make_fake_cupy():
     cupy.ndarray = FakeCupyArray
     cupy.cuda = types.SimpleNamespace(
         runtime=types.SimpleNamespace(is_hip=False),
-        get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=CUPY_STATE.current))
+        get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=CUPY_STATE.current),
+        # CuPy's pointer-only query (cupy.cuda.stream); with_stream_ptr=False
+        # gives a CuPy without it.
+        stream=types.SimpleNamespace(get_current_stream_ptr=lambda: CUPY_STATE.current))
     # As in CuPy 14.2: the export version lives in the submodule cupy._util,
     # which is not an attribute of cupy until someone imports it.
+    if not with_stream_ptr:
+        del cupy.cuda.stream
     cupy._core = types.ModuleType("cupy._core")
     backends = types.ModuleType("cupy_backends.cuda.stream")
     backends.get_default_stream_ptr = _default_stream_ptr

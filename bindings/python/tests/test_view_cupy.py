@@ -15,9 +15,10 @@ from test_view_lazy import facts
 ids = lambda a: f"{a.dtype}{a.shape}{a.strides}"  # noqa: E731
 
 
-@pytest.fixture
-def cupy(monkeypatch):
-    mods = make_fake_cupy()
+@pytest.fixture(params=[True, False], ids=["stream_ptr", "stream_obj"])
+def cupy(monkeypatch, request):
+    """The fake CuPy, with and without cupy.cuda.stream.get_current_stream_ptr."""
+    mods = make_fake_cupy(with_stream_ptr=request.param)
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(V, "_HANDLERS", {})           # no handler cached from other tests

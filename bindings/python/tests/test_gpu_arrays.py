@@ -1,0 +1,89 @@
+"""from_dlpack's fast paths against the real torch and CuPy on a GPU: the
+same view their DLPack export / CUDA array interface gives (skipped without
+a GPU; each needs its library)."""
+import numpy as np
+import pytest
+
+import cuabi
+from cuabi import _view as V
+
+
+def facts(v):
+    return (v.ptr, v.shape, v.strides, v.__dlpack_device__(), v.dtype, v.readonly,
+            v.itemsize, v.size, v.is_c_contiguous, v.is_f_contiguous)
+
+
+def torch_tensors(torch):
+    base = torch.arange(2 * 3 * 4, device="cuda", dtype=torch.float32).reshape(2, 3, 4)
+    yield base
+    yield base[:, 1:, ::2]
+    yield base.transpose(0, 2)
+    yield base[1]
+    yield base[0, 0, 0]                               # 0-d
+    yield base[:, :0]                                 # empty
+    yield base.expand(5, 2, 3, 4)                     # zero strides
+    for dt in (torch.int8, torch.int64, torch.bool, torch.float16, torch.bfloat16,
+               torch.complex64, torch.uint8):
+        yield base.to(dt)
+    yield torch.arange(6, dtype=torch.float64).reshape(2, 3)             # host
+    yield torch.arange(6, dtype=torch.int32).pin_memory()[1:]           # pinned host
+
+
+def test_torch_uses_the_exchange_api(gpu):
+    torch = pytest.importorskip("torch")
+    assert hasattr(torch.Tensor, "__dlpack_c_exchange_api__"), torch.__version__
+    n = 0
+    for t in torch_tensors(torch):
+        v = cuabi.from_dlpack(t)
+        assert V._HANDLERS[type(t)].__name__ == "torch_handler"
+        assert V._HANDLERS[type(t)].__qualname__.startswith("_torch_exchange_handler")
+        assert v.lazy and v._owner is t
+        assert facts(v) == facts(V._dlpack_handler(t)), t
+        assert facts(cuabi.View._borrowed(v.handle)) == facts(v)
+        n += 1
+    assert n == 16
+
+
+def test_torch_exchange_shares_memory_and_refuses_like_torch(gpu):
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(8, device="cuda")
+    back = torch.from_dlpack(cuabi.from_dlpack(x))
+    back[3] = 5
+    assert x[3].item() == 5
+    g = torch.ones(4, device="cuda", requires_grad=True)
+    assert cuabi.from_dlpack(g).ptr == g.data_ptr()     # its data, as g.detach()
+    c = torch.tensor([1 + 2j, 3 - 4j], device="cuda")
+    with pytest.raises(Exception) as fast:
+        cuabi.from_dlpack(c.conj())
+    with pytest.raises(Exception) as dl:
+        V._dlpack_handler(c.conj())
+    assert type(fast.value) is type(dl.value)
+    neg = c.conj().imag                                  # the negative bit
+    if neg.is_neg():
+        try:
+            want = facts(V._dlpack_handler(neg))
+        except Exception as e:
+            with pytest.raises(type(e)):
+                cuabi.from_dlpack(neg)
+        else:
+            assert facts(cuabi.from_dlpack(neg)) == want
+    sparse = torch.eye(3, device="cuda").to_sparse()
+    with pytest.raises(Exception) as e:
+        cuabi.from_dlpack(sparse)
+    assert "layout" in str(e.value) or "sparse" in str(e.value).lower()
+
+
+def test_cupy_handler_equals_its_interface(gpu):
+    cp = pytest.importorskip("cupy")
+    base = cp.arange(2 * 3 * 4, dtype=cp.float32).reshape(2, 3, 4)
+    with cp.cuda.Stream(non_blocking=True) as s:
+        arrays = [base, base[:, 1:, ::2], base.transpose(0, 2), base[:, :0], base[1, 1, 1],
+                  base.astype(cp.int16), base.astype(cp.complex128)]
+        for x in arrays:
+            fast = cuabi.from_dlpack(x)
+            cai = V._cai_or_dlpack_handler(x)
+            assert fast.lazy and fast._d == cai._d and facts(fast) == facts(cai)
+            assert fast._stream == cai._stream == s.ptr      # the current stream
+    fast = cuabi.from_dlpack(base)
+    assert fast._stream == V._cai_or_dlpack_handler(base)._stream
+    assert np.array_equal(cp.asnumpy(cp.from_dlpack(fast)), cp.asnumpy(base))
