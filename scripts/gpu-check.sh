@@ -54,17 +54,28 @@ rm -f "$out/configure.log" "$out/build.log"  # kept only when they failed (above
 for arg in "$@"; do
     case $arg in
     --bench)
+        # BENCH_REPEAT=N runs the memory and Python benchmarks N times (for
+        # medians: the host's run-to-run spread is a few percent).
+        repeat=${BENCH_REPEAT:-1}
         for b in bench/bench_launch bench/bench_memory bench/bench_compile; do
-            [ -x "$b" ] && { echo "== $b"; "$b"; } 2>&1 | tee -a "$out/bench.txt"
+            n=1
+            [ "$b" = bench/bench_memory ] && n=$repeat
+            for _ in $(seq "$n"); do
+                [ -x "$b" ] && { echo "== $b"; "$b"; } 2>&1 | tee -a "$out/bench.txt"
+            done
         done
         if [ -f "$root/.gpu/peers/launch_raw.c" ]; then
             nvcc -O2 -o /tmp/launch_raw "$root/.gpu/peers/launch_raw.c" -lcuda -lnvrtc &&
                 { echo "== raw (peer script)"; /tmp/launch_raw 200000; } 2>&1 | tee -a "$out/bench.txt"
         fi
         raw=$(awk '/raw cuLaunchKernel/ {print $3; exit}' "$out/bench.txt")
-        [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
-            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
-            bench/bench_python.py ${raw:+--raw-us $raw} 2>&1 |
+        for _ in $(seq "$repeat"); do
+            [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+                PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
+                bench/bench_python.py ${raw:+--raw-us $raw} 2>&1 |
+                tee -a "$out/bench.txt"
+        done
+        [ -f bench/dlpack_sources.py ] && python3 bench/dlpack_sources.py 2>&1 |
             tee -a "$out/bench.txt"
         ;;
     --sanitizer)
