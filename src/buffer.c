@@ -30,9 +30,10 @@
 typedef struct buffer_cache {
     cuabi__buffer *head;
     int count; /* signed: the cap is 0 in sanitizer builds */
+    int state; /* 0 unknown, 1 usable, -1 not (no TSD key); in the struct: one
+                  thread-local access per use (each is a call in a .so) */
 } buffer_cache;
 static _Thread_local buffer_cache bcache;
-static _Thread_local int bcache_state;  /* 0 unknown, 1 usable, -1 not (no TSD key) */
 static pthread_key_t bcache_key;
 static pthread_once_t bcache_once = PTHREAD_ONCE_INIT;
 static bool bcache_key_ok;
@@ -59,18 +60,19 @@ static void bcache_key_create(void)
 }
 
 /* A thread's first use: register its cache for the flush at thread exit. */
-static __attribute__((noinline, cold)) void bcache_init(void)
+static __attribute__((noinline, cold)) void bcache_init(buffer_cache *c)
 {
     pthread_once(&bcache_once, bcache_key_create);
-    bcache_state = bcache_key_ok && pthread_setspecific(bcache_key, &bcache) == 0 ? 1 : -1;
+    c->state = bcache_key_ok && pthread_setspecific(bcache_key, c) == 0 ? 1 : -1;
 }
 
 /* This thread's cache, or NULL when it could not be freed at thread exit. */
 static inline buffer_cache *my_bcache(void)
 {
-    if (CUABI__UNLIKELY(bcache_state == 0))
-        bcache_init();
-    return bcache_state > 0 ? &bcache : NULL;
+    buffer_cache *c = &bcache;
+    if (CUABI__UNLIKELY(c->state == 0))
+        bcache_init(c);
+    return c->state > 0 ? c : NULL;
 }
 
 static cuabi__buffer *buffer_struct_alloc(void)

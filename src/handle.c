@@ -49,12 +49,14 @@ static uint32_t free_head = NO_SLOT, free_tail = NO_SLOT;
 /* The per-thread ring of freed slots (oldest at head). */
 #define CACHE_CAP  64
 #define CACHE_KEEP 16
+/* One thread-local object (state included): in a shared library each
+ * thread-local access is a call, so the hot paths make one. */
 typedef struct slot_cache {
     uint32_t idx[CACHE_CAP];
     uint32_t head, count;
+    int state;                          /* 0 unknown, 1 usable, -1 not (no TSD key) */
 } slot_cache;
 static _Thread_local slot_cache cache;
-static _Thread_local int cache_state;   /* 0 unknown, 1 usable, -1 not (no TSD key) */
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static bool cache_key_ok;
@@ -104,18 +106,19 @@ static void cache_key_create(void)
 }
 
 /* A thread's first use: register its ring for the flush at thread exit. */
-static __attribute__((noinline, cold)) void cache_init(void)
+static __attribute__((noinline, cold)) void cache_init(slot_cache *c)
 {
     pthread_once(&cache_once, cache_key_create);
-    cache_state = cache_key_ok && pthread_setspecific(cache_key, &cache) == 0 ? 1 : -1;
+    c->state = cache_key_ok && pthread_setspecific(cache_key, c) == 0 ? 1 : -1;
 }
 
 /* This thread's ring, or NULL when threads can't be told to flush it. */
 static inline slot_cache *my_cache(void)
 {
-    if (CUABI__UNLIKELY(cache_state == 0))
-        cache_init();
-    return cache_state > 0 ? &cache : NULL;
+    slot_cache *c = &cache;
+    if (CUABI__UNLIKELY(c->state == 0))
+        cache_init(c);
+    return c->state > 0 ? c : NULL;
 }
 
 /* Pop the ring's oldest slot when it holds more than `keep`. */
