@@ -106,36 +106,8 @@ def numpy_export(arr):
     return p
 
 
-_DL_CODE = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
-
-
-def torch_fill(t, out):
-    """dltensor_from_py_object_no_sync for the fake torch Tensor: borrowed
-    shape and strides kept on the tensor, as torch keeps them in its
-    TensorImpl."""
-    from cuabi import _capi
-    a = t._a
-    d = _capi.DLTensor.from_address(out)
-    d.data = a.__array_interface__["data"][0]
-    d.device.device_type, d.device.device_id = t.__dlpack_device__()
-    d.ndim = a.ndim
-    name = t.dtype.name
-    if name == "complex32":
-        d.dtype.code, d.dtype.bits = 5, 32
-    else:
-        d.dtype.code, d.dtype.bits = _DL_CODE[a.dtype.kind], a.dtype.itemsize * 8
-    d.dtype.lanes = 1
-    dims = t._dims = (C.c_int64 * (2 * a.ndim or 1))(*a.shape, *t.stride())
-    d.shape = C.cast(C.addressof(dims), C.POINTER(C.c_int64))
-    d.strides = C.cast(C.addressof(dims) + 8 * a.ndim, C.POINTER(C.c_int64))
-    d.byte_offset = 0
-    return 0
-
-
-def make_fake_torch(exchange=None):
-    """A module object named "torch" with a Tensor type mimicking torch.Tensor;
-    with `exchange` (an ExchangeTable) the type also carries it as
-    __dlpack_c_exchange_api__, as torch >= 2.10 does."""
+def make_fake_torch():
+    """A module object named "torch" with a Tensor type mimicking torch.Tensor."""
     torch = types.ModuleType("torch")
     for n in _TORCH_DTYPES:
         setattr(torch, n, _Dtype(n))
@@ -161,7 +133,20 @@ def make_fake_torch(exchange=None):
         def shape(self):
             return tuple(self._a.shape)   # torch.Size is a tuple subclass
 
+        @property
+        def is_cuda(self):
+            return self.device.type == "cuda"
+
+        @property
+        def is_cpu(self):
+            return self.device.type == "cpu"
+
+        def get_device(self):
+            return (self.device.index or 0) if self.device.type == "cuda" else -1
+
         def stride(self):
+            if self.layout is not torch.strided:   # as torch: sparse has none
+                raise RuntimeError("sparse tensors do not have strides")
             return tuple(s // self._a.itemsize for s in self._a.strides)
 
         def data_ptr(self):
@@ -179,14 +164,14 @@ def make_fake_torch(exchange=None):
                                    "use tensor.detach()")
             if self._conj:
                 raise RuntimeError("conjugate bit set: call resolve_conj() first")
+            if self.layout is not torch.strided:
+                raise RuntimeError("Can't export tensors with layout other than torch.strided")
             return self._a.__dlpack__(max_version=max_version)
 
         def __dlpack_device__(self):
             return (2, self.device.index or 0) if self.device.type == "cuda" else (1, 0)
 
     Tensor.__module__ = "torch"
-    if exchange is not None:
-        Tensor.__dlpack_c_exchange_api__ = exchange.capsule
     torch.Tensor = Tensor
     torch.from_numpy = Tensor
     return torch

@@ -69,11 +69,20 @@ def test_torch_cuda_device_and_fallbacks(torch):
     v = cuabi.from_dlpack(torch.Tensor(a, device=("cuda", 3)))
     assert v.__dlpack_device__() == (V.CUDA, 3) and v.shape == (3, 3) and v.strides == (4, 1)
     assert v.ptr == a.__array_interface__["data"][0] and not v.readonly
-    # What torch's __dlpack__ refuses, the fast path refuses too (by asking it).
-    with pytest.raises(RuntimeError, match="require gradient"):
-        cuabi.from_dlpack(torch.Tensor(a, requires_grad=True))
+    # Tensors that require grad are shared as their data (torch's __dlpack__
+    # refuses them; consumers of its exchange API take them too).
+    g = cuabi.from_dlpack(torch.Tensor(a, requires_grad=True))
+    assert g.ptr == v.ptr and g.shape == (3, 3)
+    # What torch's __dlpack__ refuses otherwise, the fast path refuses too
+    # (by asking it): the conjugate bit, layouts without strides.
+    c = np.zeros(3, np.complex64)
     with pytest.raises(RuntimeError, match="conjugate"):
-        cuabi.from_dlpack(torch.Tensor(a, conj=True))
+        cuabi.from_dlpack(torch.Tensor(c, conj=True))
+    with pytest.raises(RuntimeError, match="layout"):
+        cuabi.from_dlpack(torch.Tensor(a, layout=torch.sparse_coo))
+    # The conjugate bit only matters for complex tensors (it is never set
+    # on others); the negative bit is ignored, as torch's export does.
+    assert cuabi.from_dlpack(torch.Tensor(a, neg=True)).ptr == v.ptr
     # A dtype cuabi has no fast mapping for goes through DLPack as well.
     t = torch.Tensor(a, dtype=torch.complex32)
     assert cuabi.from_dlpack(t).dtype == "float32"     # numpy's capsule says float32
