@@ -112,10 +112,13 @@ static __attribute__((noinline, cold)) void cache_init(slot_cache *c)
     c->state = cache_key_ok && pthread_setspecific(cache_key, c) == 0 ? 1 : -1;
 }
 
-/* This thread's ring, or NULL when threads can't be told to flush it. */
+/* This thread's ring, or NULL when threads can't be told to flush it. The
+ * empty asm keeps the address in a register: left alone, the compiler
+ * computes a thread-local address again (a call in a .so) at each use. */
 static inline slot_cache *my_cache(void)
 {
     slot_cache *c = &cache;
+    __asm__("" : "+r"(c));
     if (CUABI__UNLIKELY(c->state == 0))
         cache_init(c);
     return c->state > 0 ? c : NULL;
@@ -132,13 +135,21 @@ static bool cache_pop(slot_cache *c, uint32_t keep, uint32_t *out)
     return true;
 }
 
-/* Take a free slot: from this thread's ring past CACHE_KEEP, else the global
- * list, else a never-used slot, else the rest of the ring, else a new chunk. */
-static cuabi_status take_slot(uint32_t *out)
+static cuabi_status take_slot_locked(slot_cache *c, uint32_t *out);
+
+/* Take a free slot: from this thread's ring past CACHE_KEEP, else (under the
+ * lock, out of line) the global list, a never-used slot, the rest of the
+ * ring or a new chunk. */
+static inline cuabi_status take_slot(uint32_t *out)
 {
     slot_cache *c = my_cache();
-    if (cache_pop(c, CACHE_KEEP, out))
+    if (CUABI__LIKELY(cache_pop(c, CACHE_KEEP, out)))
         return CUABI_SUCCESS;
+    return take_slot_locked(c, out);
+}
+
+static __attribute__((noinline)) cuabi_status take_slot_locked(slot_cache *c, uint32_t *out)
+{
     cuabi_status st = CUABI_SUCCESS;
     pthread_mutex_lock(&registry_lock);
     uint32_t ci = next_unused >> CHUNK_BITS;
@@ -216,6 +227,8 @@ cuabi_status cuabi__handle_error(const void *handle, cuabi__handle_type type, co
                         type_name(type));
 }
 
+static void unregister_locked(slot_cache *c, uint32_t idx);
+
 /* Invalidate the object's slot and hand it to this thread's ring (or, when
  * the ring is full or unusable, the global list). */
 static void unregister(cuabi__object *obj)
@@ -226,18 +239,25 @@ static void unregister(cuabi__object *obj)
     atomic_store_explicit(&s->state, gen << 8, memory_order_release);
     atomic_store_explicit(&s->obj, NULL, memory_order_relaxed);
     slot_cache *c = my_cache();
-    if (c && c->count == CACHE_CAP) {
-        pthread_mutex_lock(&registry_lock);
-        cache_spill(c, CACHE_CAP / 2);
-        pthread_mutex_unlock(&registry_lock);
-    }
-    if (c) {
+    if (CUABI__LIKELY(c && c->count < CACHE_CAP)) {
         c->idx[(c->head + c->count) % CACHE_CAP] = idx;
         c->count++;
         return;
     }
+    unregister_locked(c, idx);
+}
+
+/* The ring is full (spill half of it first) or unusable (global list). */
+static __attribute__((noinline)) void unregister_locked(slot_cache *c, uint32_t idx)
+{
     pthread_mutex_lock(&registry_lock);
-    global_push(idx);
+    if (c) {
+        cache_spill(c, CACHE_CAP / 2);
+        c->idx[(c->head + c->count) % CACHE_CAP] = idx;
+        c->count++;
+    } else {
+        global_push(idx);
+    }
     pthread_mutex_unlock(&registry_lock);
 }
 

@@ -15,9 +15,11 @@
 #if defined(__GNUC__)
 #  define CUABI__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #  define CUABI__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#  define CUABI__LIKELY(x) __builtin_expect(!!(x), 1)
 #else
 #  define CUABI__PRINTF(fmt, args)
 #  define CUABI__UNLIKELY(x) (x)
+#  define CUABI__LIKELY(x) (x)
 #endif
 
 /* ---------------------------------------------------------------- errors */

@@ -9,7 +9,7 @@
 /* The driver returns at least 256-byte aligned memory for every CUDA
  * allocation; larger alignments would need over-allocation, which the
  * stream-ordered pools make hard to undo exactly, so they are refused. */
-#define CUDA_ALIGNMENT 256
+#define CUDA_ALIGNMENT CUABI__CUDA_ALIGNMENT
 #define HOST_ALIGNMENT 64
 
 static void resource_destroy(cuabi__object *o)
@@ -272,15 +272,6 @@ static cuabi_status host_allocate(uintptr_t *out, size_t size, size_t alignment,
     return CUABI_SUCCESS;
 }
 
-/* A pool resource ordered on a created stream (which carries its context):
- * the hot path of cuabi_buffer_allocate / cuabi_buffer_free_async, taken
- * before anything else so that it stays a few instructions around the
- * driver call. */
-static inline bool pool_fast(const cuabi__memory_resource *r, const cuabi__stream *s)
-{
-    return r->impl == CUABI__RES_POOL && s && (uintptr_t)s->cu_stream > 2;
-}
-
 static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
                                            size_t size, size_t alignment, cuabi__stream *s,
                                            const char *caller);
@@ -292,7 +283,7 @@ cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r,
     CUABI__TRY(check_alignment(alignment_io, r, caller));
     if (size == 0)
         return CUABI_SUCCESS;
-    if (pool_fast(r, s)) {
+    if (cuabi__pool_fast(r, s)) {
         CUdeviceptr d = 0;
         CUABI__TRY(CUABI__CU_IN(caller, r->drv, cuMemAllocFromPoolAsync, &d, size, r->pool,
                                 s->cu_stream));
@@ -351,7 +342,7 @@ cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *r, uintptr_t ptr
 {
     if (ptr == 0)
         return CUABI_SUCCESS;
-    if (pool_fast(r, s))
+    if (cuabi__pool_fast(r, s))
         return CUABI__CU_IN(caller, r->drv, cuMemFreeAsync, (CUdeviceptr)ptr, s->cu_stream);
     return resource_deallocate_slow(r, ptr, size, alignment, s, caller);
 }

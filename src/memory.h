@@ -47,6 +47,18 @@ cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *res, uintptr_t p
                                         size_t alignment, cuabi__stream *stream,
                                         const char *caller);
 
+/* Every CUDA allocation is at least this aligned (and more is refused). */
+#define CUABI__CUDA_ALIGNMENT 256
+
+/* A pool resource ordered on a created stream (which carries its context):
+ * the hot path of cuabi_buffer_allocate / cuabi_buffer_free_async, taken
+ * before anything else so that it stays a few instructions around the
+ * driver call. */
+static inline bool cuabi__pool_fast(const cuabi__memory_resource *r, const cuabi__stream *s)
+{
+    return r->impl == CUABI__RES_POOL && s && (uintptr_t)s->cu_stream > 2;
+}
+
 /* Whether `res` holds a reference to `stream` (which the caller keeps alive
  * during the call), taking one into a free place of its stream set if it
  * has one. True means a buffer of `res` may keep `stream` by keeping `res`. */
@@ -74,8 +86,9 @@ typedef struct cuabi__buffer {
 
 void cuabi__buffer_mem_retain(cuabi__buffer *b);
 /* Drop one memory reference; the last one frees the memory and the struct.
- * Returns the deallocation's status (success when nothing was freed). */
-cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b);
+ * Returns the deallocation's status (success when nothing was freed);
+ * `caller` names the public function in its error. */
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller);
 
 /* Free this thread's cached buffer structs (tests: make the next buffer
  * come from cuabi__malloc, to inject its failure). */

@@ -21,7 +21,7 @@ static void view_destroy(cuabi__object *o)
         break;
     }
     case CUABI__OWN_BUFFER:
-        (void)cuabi__buffer_mem_release(v->owner);
+        (void)cuabi__buffer_mem_release(v->owner, "cuabi_view_release");
         break;
     case CUABI__OWN_VIEW:
         cuabi__object_release(v->owner);

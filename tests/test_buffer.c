@@ -340,6 +340,7 @@ START_TEST(failures_leak_nothing)
     cuabi__driver_for_test()->cuMemFreeAsync = failing_free_async;
     ck_assert_status(cuabi_buffer_free_async(b, s), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
     ck_assert_error_mentions("cuMemFreeAsync");
+    ck_assert_error_mentions("cuabi_buffer_free_async"); /* not cuabi_buffer_destroy */
     ck_assert_uint_eq(cuabi__handle_live_count(), live);
     /* a failing pool allocation names the public function, on a created
      * stream (the fast path) and on the default stream alike */
