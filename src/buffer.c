@@ -116,12 +116,8 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
         atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
         return CUABI_SUCCESS;
     cuabi_status st = CUABI_SUCCESS;
-    cuabi__memory_resource *r = b->res;
-    if (r && b->ptr && cuabi__pool_fast(r, b->stream))  /* the hot pair, inline */
-        st = CUABI__CU_IN(caller, r->drv, cuMemFreeAsync, (CUdeviceptr)b->ptr,
-                          b->stream->cu_stream);
-    else if (r)
-        st = cuabi__resource_deallocate(r, b->ptr, b->size, b->alignment, b->stream, caller);
+    if (b->res)
+        st = cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, b->stream, caller);
     else if (b->release)
         b->release(b->ptr, b->size, b->payload);
     if (b->stream && b->stream_owned)
@@ -183,37 +179,6 @@ static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, con
     return CUABI_SUCCESS;
 }
 
-/* cuabi_buffer_allocate's hot case, folded: a pool on a created stream,
- * the default alignment, a non-zero size. The same buffer as the general
- * path below makes. */
-static cuabi_status allocate_from_pool(cuabi_buffer **out, cuabi__memory_resource *r,
-                                       cuabi__stream *s, size_t size)
-{
-    cuabi__buffer *b = buffer_struct_alloc();
-    if (!b)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    CUdeviceptr d = 0;
-    cuabi_status st = CUABI__CU_IN("cuabi_buffer_allocate", r->drv, cuMemAllocFromPoolAsync,
-                                   &d, size, r->pool, s->cu_stream);
-    if (CUABI__UNLIKELY(st != CUABI_SUCCESS)) {
-        buffer_struct_free(b);
-        return st;
-    }
-    b->ptr = (uintptr_t)d;
-    b->size = size;
-    b->alignment = CUABI__CUDA_ALIGNMENT;
-    b->kind = r->kind;
-    b->device = r->device;
-    b->res = r;
-    b->stream = s;
-    b->release = NULL;
-    b->payload = NULL;
-    st = buffer_publish(out, b);
-    if (CUABI__UNLIKELY(st != CUABI_SUCCESS))
-        (void)CUABI__CU_IN("cuabi_buffer_allocate", r->drv, cuMemFreeAsync, d, s->cu_stream);
-    return st;
-}
-
 CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
                                                  cuabi_memory_resource *resource, size_t size,
                                                  size_t alignment, cuabi_stream *stream)
@@ -224,8 +189,6 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     *out = NULL;
     CUABI__GET(r, resource, MEMORY_RESOURCE);
     CUABI__TRY(optional_stream(&s, stream, __func__));
-    if (CUABI__LIKELY(alignment == 0 && size != 0 && cuabi__pool_fast(r, s)))
-        return allocate_from_pool(out, r, s, size);
     cuabi__buffer *b = buffer_struct_alloc();
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;

@@ -67,7 +67,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_host(cuabi_memory_resource **ou
 
 /* Every buffer must keep its stream alive until its memory is freed on it,
  * but a reference per buffer costs two atomic updates per allocate + free
- * pair, a tenth of what the driver takes for the pair. Most programs order
+ * pair. Most programs order
  * a resource's memory on a few long-lived streams, so the resource keeps
  * the first CUABI__RESOURCE_STREAMS of them until it is destroyed, and
  * buffers on those share that reference (a buffer keeps its resource).
@@ -276,24 +276,19 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
                                            size_t size, size_t alignment, cuabi__stream *s,
                                            const char *caller);
 
-cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
-                                      size_t *alignment_io, cuabi__stream *s, const char *caller)
+cuabi_status cuabi__resource_allocate_general(uintptr_t *out, cuabi__memory_resource *r,
+                                              size_t size, size_t *alignment_io,
+                                              cuabi__stream *s, const char *caller)
 {
     *out = 0;
     CUABI__TRY(check_alignment(alignment_io, r, caller));
     if (size == 0)
         return CUABI_SUCCESS;
-    if (cuabi__pool_fast(r, s)) {
-        CUdeviceptr d = 0;
-        CUABI__TRY(CUABI__CU_IN(caller, r->drv, cuMemAllocFromPoolAsync, &d, size, r->pool,
-                                s->cu_stream));
-        *out = (uintptr_t)d;
-        return CUABI_SUCCESS;
-    }
     return resource_allocate_slow(out, r, size, *alignment_io, s, caller);
 }
 
-/* Every other resource and stream. */
+/* Every resource and stream (memory.h inlines a pool on a created stream
+ * with the default alignment). */
 static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
                                            size_t size, size_t alignment, cuabi__stream *s,
                                            const char *caller)
@@ -333,25 +328,13 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     return CUABI_SUCCESS;
 }
 
-static cuabi_status resource_deallocate_slow(cuabi__memory_resource *r, uintptr_t ptr,
-                                             size_t size, size_t alignment, cuabi__stream *s,
-                                             const char *caller);
-
-cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *r, uintptr_t ptr, size_t size,
-                                        size_t alignment, cuabi__stream *s, const char *caller)
+/* Everything but a pool on a created stream (memory.h inlines that). */
+cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintptr_t ptr,
+                                                size_t size, size_t alignment,
+                                                cuabi__stream *s, const char *caller)
 {
     if (ptr == 0)
         return CUABI_SUCCESS;
-    if (cuabi__pool_fast(r, s))
-        return CUABI__CU_IN(caller, r->drv, cuMemFreeAsync, (CUdeviceptr)ptr, s->cu_stream);
-    return resource_deallocate_slow(r, ptr, size, alignment, s, caller);
-}
-
-/* Every other resource and stream. */
-static cuabi_status resource_deallocate_slow(cuabi__memory_resource *r, uintptr_t ptr,
-                                             size_t size, size_t alignment, cuabi__stream *s,
-                                             const char *caller)
-{
     if (r->impl == CUABI__RES_HOST) {
         free((void *)ptr);
         return CUABI_SUCCESS;

@@ -37,26 +37,53 @@ typedef struct cuabi__memory_resource {
     void *payload;
 } cuabi__memory_resource;
 
-/* Allocate / deallocate through a resource. `stream` may be NULL (default
- * stream). Size 0 gives 0 and deallocating 0 does nothing. `caller` names
- * the public function in error messages. *alignment (0 = default) is
- * checked and replaced by the alignment used: pass that to deallocate. */
-cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *res, size_t size,
-                                      size_t *alignment, cuabi__stream *stream, const char *caller);
-cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *res, uintptr_t ptr, size_t size,
-                                        size_t alignment, cuabi__stream *stream,
-                                        const char *caller);
-
 /* Every CUDA allocation is at least this aligned (and more is refused). */
 #define CUABI__CUDA_ALIGNMENT 256
 
 /* A pool resource ordered on a created stream (which carries its context):
- * the hot path of cuabi_buffer_allocate / cuabi_buffer_free_async, taken
- * before anything else so that it stays a few instructions around the
- * driver call. */
+ * the hot case of cuabi_buffer_allocate / cuabi_buffer_free_async. */
 static inline bool cuabi__pool_fast(const cuabi__memory_resource *r, const cuabi__stream *s)
 {
     return r->impl == CUABI__RES_POOL && s && (uintptr_t)s->cu_stream > 2;
+}
+
+/* Every case of the two below (memory.c). */
+cuabi_status cuabi__resource_allocate_general(uintptr_t *out, cuabi__memory_resource *res,
+                                              size_t size, size_t *alignment,
+                                              cuabi__stream *stream, const char *caller);
+cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *res, uintptr_t ptr,
+                                                size_t size, size_t alignment,
+                                                cuabi__stream *stream, const char *caller);
+
+/* Allocate / deallocate through a resource. `stream` may be NULL (default
+ * stream). Size 0 gives 0 and deallocating 0 does nothing. `caller` names
+ * the public function in error messages. *alignment (0 = default) is
+ * checked and replaced by the alignment used: pass that to deallocate.
+ * Inline so that the hot case (a pool on a created stream, the default
+ * alignment) is the driver call and a few compares in its caller. */
+static inline cuabi_status cuabi__resource_allocate(uintptr_t *out, cuabi__memory_resource *res,
+                                                    size_t size, size_t *alignment,
+                                                    cuabi__stream *stream, const char *caller)
+{
+    if (CUABI__LIKELY(*alignment == 0 && size != 0 && cuabi__pool_fast(res, stream))) {
+        CUdeviceptr d = 0;
+        cuabi_status st = CUABI__CU_IN(caller, res->drv, cuMemAllocFromPoolAsync, &d, size,
+                                       res->pool, stream->cu_stream);
+        *out = (uintptr_t)d;
+        *alignment = CUABI__CUDA_ALIGNMENT;
+        return st;
+    }
+    return cuabi__resource_allocate_general(out, res, size, alignment, stream, caller);
+}
+
+static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *res, uintptr_t ptr,
+                                                      size_t size, size_t alignment,
+                                                      cuabi__stream *stream, const char *caller)
+{
+    if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream)))
+        return CUABI__CU_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
+                            stream->cu_stream);
+    return cuabi__resource_deallocate_general(res, ptr, size, alignment, stream, caller);
 }
 
 /* Whether `res` holds a reference to `stream` (which the caller keeps alive
