@@ -744,8 +744,8 @@ class _ExchangeAPI(C.Structure):
 
 
 _EXCHANGE_CAPSULE = b"dlpack_exchange_api"
-# int fn(void *py_object, DLManagedTensorVersioned **out) and
-# int fn(void *py_object, DLTensor *out): both (object, address).
+# int managed_tensor_from_py_object_no_sync(void *py_object,
+#                                           DLManagedTensorVersioned **out)
 _FROM_PYOBJECT = C.PYFUNCTYPE(C.c_int, C.py_object, C.c_void_p)
 
 

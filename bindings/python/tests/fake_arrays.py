@@ -60,22 +60,20 @@ _capsule_rename.restype, _capsule_rename.argtypes = C.c_int, [C.py_object, C.c_c
 
 
 class ExchangeTable:
-    """A DLPackExchangeAPI table whose functions are Python callbacks
-    (`fill(obj, DLTensor address)`, `export(obj) -> DLManagedTensorVersioned
-    address`; each returns -1 to fail), counting calls. `capsule` is what a
-    producer type puts in __dlpack_c_exchange_api__, `address` the table."""
+    """A DLPackExchangeAPI table whose owning export is a Python callback
+    (`export(obj) -> DLManagedTensorVersioned address`, -1 to fail), counting
+    calls. `capsule` is what a producer type puts in
+    __dlpack_c_exchange_api__, `address` the table."""
 
-    def __init__(self, fill=None, export=None, major=1, minor=3, prev=None,
+    def __init__(self, export=None, major=1, minor=3, prev=None,
                  name=b"dlpack_exchange_api"):
-        self.calls = {"fill": 0, "export": 0}
+        self.calls = {"export": 0}
         self.prev = prev
         t = self.table = _Table()
         t.header.major, t.header.minor = major, minor
         if prev is not None:
             t.header.prev_api = C.cast(C.addressof(prev.table), C.POINTER(_Header))
         self._fns = []
-        if fill is not None:
-            t.dltensor_from_py_object_no_sync = self._keep("fill", fill, lambda o, out: fill(o, out))
         if export is not None:
             def call_export(o, out):
                 p = export(o)
@@ -83,14 +81,14 @@ class ExchangeTable:
                     return -1
                 C.c_void_p.from_address(out).value = p
                 return 0
-            t.managed_tensor_from_py_object_no_sync = self._keep("export", export, call_export)
+            t.managed_tensor_from_py_object_no_sync = self._keep(call_export)
         self.address = C.addressof(t)
         self._name = name
         self.capsule = _capsule_new(self.address, name, None)
 
-    def _keep(self, what, _fn, body):
+    def _keep(self, body):
         def counted(obj, out):
-            self.calls[what] += 1
+            self.calls["export"] += 1
             return body(obj, out)
         f = _FROM_OBJECT(counted)
         self._fns.append(f)
