@@ -184,6 +184,9 @@ def _params(raw: list[dict], where: str) -> list[Param]:
     return out
 
 
+TABLE_ORDER = "table_order.txt"
+
+
 class Api:
     """The whole API description, modules in the order of api/index.toml."""
 
@@ -202,6 +205,29 @@ class Api:
         self.callbacks = {c.name: c for m in self.modules for c in m.callbacks}
         self.functions = [f for m in self.modules for f in m.functions]
         self._validate()
+        self.table_functions = self._table_order()
+
+    def _table_order(self) -> list["Function"]:
+        """The plugin table's order: every function already in
+        api/table_order.txt where it stands, then new ones (module order).
+        The table only grows at its end, so a host built against an older
+        table keeps working; a function may never leave it."""
+        by_name = {f.name: f for f in self.functions}
+        path = os.path.join(self.root, "api", TABLE_ORDER)
+        try:
+            with open(path, encoding="utf-8") as f:
+                names = [ln.strip() for ln in f
+                         if ln.strip() and not ln.startswith("#")]
+        except FileNotFoundError:
+            names = []
+        gone = [n for n in names if n not in by_name]
+        if gone:
+            raise ApiError(f"{TABLE_ORDER} lists functions the description no "
+                           f"longer has ({', '.join(gone[:5])}): the plugin "
+                           "table may only grow")
+        known = set(names)
+        return ([by_name[n] for n in names]
+                + [f for f in self.functions if f.name not in known])
 
     def _load(self, name: str) -> Module:
         path = os.path.join(self.root, "api", name + ".toml")
@@ -468,13 +494,19 @@ def emit_umbrella(api: Api) -> str:
             '#include "cuabi/plugin.h"\n\n#endif /* CUABI_H */\n')
 
 
+def emit_table_order(api: Api) -> str:
+    """api/table_order.txt: the plugin table's order, kept by `make gen`."""
+    return ("# The plugin table's (struct cuabi_api) order. Written by `make gen`:\n"
+            "# new functions are appended; never reorder or remove a line.\n"
+            + "".join(f"{f.name}\n" for f in api.table_functions))
+
+
 def emit_plugin_header(api: Api) -> str:
-    """The plugin table: one struct of every entry point, in a stable order
-    (index.toml module order, then declaration order); new functions are
-    only ever appended at the end of a module list's tail."""
+    """The plugin table: one struct of every entry point, in the stable
+    order of api/table_order.txt (new functions only ever at the end)."""
     fields = "".join(
         f"    {c_decl_type(f.returns)} (*{f.name[len('cuabi_'):]})"
-        f"({c_params(f.params)});\n" for f in api.functions)
+        f"({c_params(f.params)});\n" for f in api.table_functions)
     incs = "".join(f'#include "cuabi/{m.name}.h"\n' for m in api.modules)
     return f"""/* {HEADER_NOTE.format(src='the api/ directory')} */
 #ifndef CUABI_PLUGIN_H
@@ -516,7 +548,7 @@ CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api *
 
 
 def emit_plugin_source(api: Api) -> str:
-    inits = "".join(f"    {f.name},\n" for f in api.functions)
+    inits = "".join(f"    {f.name},\n" for f in api.table_functions)
     return f"""/* {HEADER_NOTE.format(src='the api/ directory')} */
 #include "internal.h"
 
@@ -680,6 +712,7 @@ def core_outputs(api: Api) -> dict[str, str]:
         files[f"include/cuabi/{m.name}.h"] = emit_module_header(api, m)
     files["include/cuabi.h"] = emit_umbrella(api)
     files["include/cuabi/plugin.h"] = emit_plugin_header(api)
+    files["api/" + TABLE_ORDER] = emit_table_order(api)
     files["src/generated/plugin.c"] = emit_plugin_source(api)
     files["src/generated/api.c"] = emit_generated_source(api)
     files["src/generated/handle_types.h"] = emit_handle_types(api)
