@@ -4,7 +4,8 @@
 # filled .gpu/ here. Unpacks the Debian packages into a local prefix, builds
 # the `make dist` tarball against it, runs `make check` (every GPU suite runs
 # for real) and the benchmarks, and prints the summary line.
-#   scripts/gpu-check.sh [--bench] [--sanitizer]
+#   scripts/gpu-check.sh [--skip-check] [--bench] [--cold] [--sanitizer]
+# --skip-check builds without running `make check` (benchmarks only).
 # Logs go to $OUT (if set) or .gpu/out.
 set -uo pipefail
 root=$PWD
@@ -35,7 +36,14 @@ flags=(CPPFLAGS="-I$P/usr/include -I$P/usr/include/x86_64-linux-gnu"
     { tail -n 30 "$out/configure.log" config.log; exit 1; }
 make -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -n 40; exit 1; }
 export CUDA_CACHE_DISABLE=1
-make -j4 check >"$out/check.log" 2>&1
+skip_check=0
+for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
+if [ $skip_check = 1 ]; then
+    make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
+        >>"$out/build.log" 2>&1
+else
+    make -j4 check >"$out/check.log" 2>&1
+fi
 # Rust test binaries built on the preparing machine (scripts/rust-gpu-prep.sh),
 # run against the library built here; counted like a test suite.
 if [ -x "$root/.gpu/rust/run-rust-gpu.sh" ]; then
@@ -77,6 +85,13 @@ for arg in "$@"; do
         done
         [ -f bench/dlpack_sources.py ] && python3 bench/dlpack_sources.py 2>&1 |
             tee -a "$out/bench.txt"
+        ;;
+    --cold)
+        # A new process from import to first result, beside CuPy, cuda.core
+        # and the driver alone (bench/bench_cold.py); the compute cache on.
+        CUABI_LIBRARY=$src/.libs/libcuabi.so PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} \
+            env -u CUDA_CACHE_DISABLE python3 -W ignore bench/bench_cold.py --runs "${COLD_RUNS:-5}" \
+            --json "$out/cold.json" 2>&1 | tee -a "$out/bench.txt"
         ;;
     --sanitizer)
         # compute-sanitizer over every GPU suite: memcheck, then racecheck.
