@@ -19,7 +19,9 @@ and whether NVRTC / nvJitLink were mapped into the process by the hit.
 Peers: cuabi, CuPy (its disk cache), cuda.core (without a cache for name
 expressions: an extern "C" wrapper, compiled each time, reported as such)
 and the driver alone (bench/cold_driver: dlopen + cuInit + context, module
-load, first result), the floor. Medians over the runs are printed as a table.
+load, first result), the floor; `driver_seq` is the driver alone making
+cuabi's own calls (library API, default pool, async copies), each timed.
+Medians over the runs are printed as a table.
 """
 import argparse
 import json
@@ -88,12 +90,6 @@ def child_cuabi(warm):
     dev = cuabi.Device(0)
     stream = dev.create_stream(non_blocking=True)
     steps["context"] = ms(time.perf_counter())
-    obj = cuabi.Program(SRC, name="segred.cu").compile(arch=dev.arch, name_expressions=[NAME])
-    k = obj.get_kernel(NAME)
-    k.function(dev)                      # loaded on the device
-    steps["kernel_ready"] = ms(time.perf_counter())
-    steps.update(mapped())
-    data, offsets, want = host_data()
     sub, t = {}, time.perf_counter()
 
     def mark(name):
@@ -101,6 +97,16 @@ def child_cuabi(warm):
         now = time.perf_counter()
         sub[name] = round((now - t) * 1e3, 2)
         t = now
+    obj = cuabi.Program(SRC, name="segred.cu").compile(arch=dev.arch, name_expressions=[NAME])
+    mark("compile_hit")
+    k = obj.get_kernel(NAME)
+    mark("get_kernel")
+    k.function(dev)                      # loaded on the device
+    mark("load")
+    steps["kernel_ready"] = ms(time.perf_counter())
+    steps.update(mapped())
+    data, offsets, want = host_data()
+    t = time.perf_counter()
     d_in = cuabi.Buffer.from_host(data, stream=stream)
     mark("buffer_in")
     d_off = cuabi.Buffer.from_host(offsets, stream=stream)
@@ -210,12 +216,13 @@ def run_child(peer, env, warm=False):
     return d
 
 
-def run_driver(cubin, name):
+def run_driver(cubin, name, cuabi_sequence=False):
     exe = os.path.join(HERE, "cold_driver")
     if not os.path.exists(exe):
         return {"error": ["bench/cold_driver not built (make)"]}
     t0 = time.perf_counter()
-    p = subprocess.run([exe, cubin, name], capture_output=True, text=True, timeout=120)
+    cmd = [exe, cubin, name] + (["--cuabi-sequence"] if cuabi_sequence else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     wall = (time.perf_counter() - t0) * 1e3
     if p.returncode:
         return {"error": [p.stderr.strip()]}
@@ -245,7 +252,7 @@ def dump_cubin(env, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--peers", default="cuabi,cupy,cuda_core,driver")
+    ap.add_argument("--peers", default="cuabi,cupy,cuda_core,driver,driver_seq")
     ap.add_argument("--json")
     ap.add_argument("--child")
     ap.add_argument("--warm", action="store_true")
@@ -264,12 +271,13 @@ def main():
             if "error" in w:
                 print(f"{p}: warm-up failed: {w['error']}")
     cubin = os.path.join(tmp, "segred.cubin")
-    lowered = dump_cubin(env, cubin) if "driver" in peers else None
+    lowered = dump_cubin(env, cubin) if {"driver", "driver_seq"} & set(peers) else None
     results = {p: [] for p in peers}
     for _ in range(a.runs):
         for p in peers:
-            if p == "driver":
-                r = run_driver(cubin, lowered) if lowered else {"error": ["no cubin"]}
+            if p.startswith("driver"):
+                r = (run_driver(cubin, lowered, p == "driver_seq") if lowered
+                     else {"error": ["no cubin"]})
             else:
                 r = run_child(p, env)
             results[p].append(r)
@@ -285,12 +293,16 @@ def main():
             print(f"{p:10} failed: {rs[0].get('error')}")
             table[p] = {"error": rs[0].get("error")}
             continue
-        if p == "driver":
+        if p.startswith("driver"):
             med = {k: statistics.median(r[k] for r in ok)
                    for k in ("driver_init", "module_load", "first_result", "total", "process")}
             print(f"{p:10} {'':>8} {med['driver_init']:8.1f} {med['module_load']:8.1f} "
                   f"{med['first_result']:8.1f} {med['total']:8.1f} {med['process']:8.1f}  "
                   f"correct={all(r['correct'] for r in ok)}")
+            if "steps" in ok[0]:
+                med["steps"] = {k: statistics.median(r["steps"][k] for r in ok) for k in ok[0]["steps"]}
+                print(f"{'':10} driver calls (ms): "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in med["steps"].items()))
         else:
             inc = {s: statistics.median(r[s] - (r[steps[i - 1]] if i else 0) for r in ok)
                    for i, s in enumerate(steps)}

@@ -2,8 +2,11 @@
  *   raw      cuLaunchKernel with a void *[3] built by hand (the floor),
  *   pack     cuabi_launch(kernel, pack, config),
  *   prepared cuabi_prepared_launch(prepared),
- * on the legacy default stream, interleaved in rounds; the best round of
- * each is reported as microseconds per launch and as a ratio to raw.
+ * on the legacy default stream (and again on a created stream, where no
+ * current-context check is needed; plus raw with a cuCtxGetCurrent per
+ * launch, what the legacy stream's check costs), interleaved in rounds. Each
+ * row: the best round in microseconds per launch, its ratio to the best raw
+ * round, and the median over rounds of the round's own ratio to raw.
  * Usage: bench_launch [launches per round (default 100000)] [rounds (11)].
  * Without a GPU it says so and exits 0. */
 #include <dlfcn.h>
@@ -36,6 +39,12 @@ static double now(void)
         }                                                                              \
     } while (0)
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 100000;
@@ -46,7 +55,10 @@ int main(int argc, char **argv)
                ndev == 0 ? "0 devices" : cuabi_last_error()->message);
         return 0;
     }
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    /* The driver cuabi uses (CUABI_DRIVER_PATH, e.g. the do-nothing
+     * bench/.libs/fake_libcuda.so: then the ratios are cuabi's own cost). */
+    const char *path = getenv("CUABI_DRIVER_PATH");
+    void *cuda = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     launch_fn raw_launch = cuda ? (launch_fn)dlsym(cuda, "cuLaunchKernel") : NULL;
     sync_fn ctx_sync = cuda ? (sync_fn)dlsym(cuda, "cuCtxSynchronize") : NULL;
     if (!raw_launch || !ctx_sync) {
@@ -77,39 +89,82 @@ int main(int argc, char **argv)
     cuabi_prepared *prep;
     CHECK(cuabi_prepared_create(&prep, kern, pack, &cfg));
 
+    /* The same launches on a created stream (no current-context check needed). */
+    cuabi_stream *stream;
+    uintptr_t raw_stream;
+    CHECK(cuabi_stream_create(&stream, dev, NULL));
+    CHECK(cuabi_stream_raw(&raw_stream, stream));
+    cuabi_launch_config scfg = cfg;
+    scfg.stream = stream;
+    cuabi_prepared *sprep;
+    CHECK(cuabi_prepared_create(&sprep, kern, pack, &scfg));
+    typedef CUresult (*ctx_get_fn)(CUcontext *);
+    ctx_get_fn ctx_get = (ctx_get_fn)dlsym(cuda, "cuCtxGetCurrent");
+
     CUdeviceptr p = 0;
     int in = 1000;
     float s = 2.0f;
     void *params[3] = { &p, &in, &s };
-    double best[3] = { 1e30, 1e30, 1e30 };
-    static const char *names[3] = { "raw cuLaunchKernel", "cuabi_launch (pack)",
-                                    "cuabi_prepared_launch" };
+    enum { MODES = 7 };
+    static double times[MODES][64];
+    if (rounds > 63) rounds = 63;
+    static const char *names[MODES] = {
+        "raw cuLaunchKernel", "cuabi_launch (pack)", "cuabi_prepared_launch",
+        "raw cuCtxGetCurrent+launch", "raw, created stream", "cuabi_launch, created stream",
+        "cuabi_prepared, created stream" };
     for (int r = 0; r <= rounds; r++) {          /* round 0 warms up */
-        for (int m = 0; m < 3; m++) {
+        for (int m = 0; m < MODES; m++) {
+            if (m == 3 && !ctx_get) continue;
             ctx_sync();
             double t0 = now();
             for (long i = 0; i < n; i++) {
-                if (m == 0) {
-                    if (raw_launch((CUfunction)fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL)) {
-                        fprintf(stderr, "bench_launch: cuLaunchKernel failed\n");
-                        return 1;
-                    }
-                } else if (m == 1) {
-                    CHECK(cuabi_launch(kern, pack, &cfg));
-                } else {
-                    CHECK(cuabi_prepared_launch(prep));
+                CUresult cr = CUDA_SUCCESS;
+                CUcontext cur;
+                switch (m) {
+                case 0: cr = raw_launch((CUfunction)fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL); break;
+                case 1: CHECK(cuabi_launch(kern, pack, &cfg)); break;
+                case 2: CHECK(cuabi_prepared_launch(prep)); break;
+                case 3:
+                    cr = ctx_get(&cur);
+                    if (!cr) cr = raw_launch((CUfunction)fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+                    break;
+                case 4:
+                    cr = raw_launch((CUfunction)fn, 1, 1, 1, 32, 1, 1, 0, (CUstream)raw_stream,
+                                    params, NULL);
+                    break;
+                case 5: CHECK(cuabi_launch(kern, pack, &scfg)); break;
+                case 6: CHECK(cuabi_prepared_launch(sprep)); break;
+                }
+                if (cr) {
+                    fprintf(stderr, "bench_launch: cuLaunchKernel failed (%d)\n", (int)cr);
+                    return 1;
                 }
             }
             ctx_sync();
-            double us = (now() - t0) / (double)n * 1e6;
-            if (r > 0 && us < best[m])
-                best[m] = us;
+            if (r > 0)
+                times[m][r - 1] = (now() - t0) / (double)n * 1e6;
         }
     }
-    printf("launch overhead, empty kernel k(float*, int, float), %ld launches x %d rounds, best round\n",
+    /* Best round, and the median over rounds of each round's ratio to the raw
+     * launch on the same stream kind in that round (the host drifts between
+     * rounds; a paired ratio cancels most of it). */
+    printf("launch overhead, empty kernel k(float*, int, float), %ld launches x %d rounds\n",
            n, rounds);
-    for (int m = 0; m < 3; m++)
-        printf("  %-24s %7.3f us/launch  %5.3fx raw\n", names[m], best[m], best[m] / best[0]);
+    printf("  %-32s %9s %9s %12s\n", "", "best us", "x raw", "median ratio");
+    for (int m = 0; m < MODES; m++) {
+        if (m == 3 && !ctx_get) continue;
+        int base = m >= 4 ? 4 : 0;
+        double best = 1e30, best_raw = 1e30, ratio[64];
+        for (int r = 0; r < rounds; r++) {
+            if (times[m][r] < best) best = times[m][r];
+            if (times[base][r] < best_raw) best_raw = times[base][r];
+            ratio[r] = times[m][r] / times[base][r];
+        }
+        qsort(ratio, (size_t)rounds, sizeof ratio[0], cmp_double);
+        printf("  %-32s %9.3f %9.3f %12.3f\n", names[m], best, best / best_raw, ratio[rounds / 2]);
+    }
+    cuabi_prepared_release(sprep);
+    cuabi_stream_release(stream);
     cuabi_prepared_release(prep);
     cuabi_argpack_release(pack);
     cuabi_kernel_release(kern);

@@ -4,7 +4,8 @@
  *
  *     CUABI_DRIVER_PATH=bench/.libs/fake_libcuda.so bench/bench_memory
  *
- * (bench_memory opens the same library for its raw calls) "cuabi - raw" is
+ * (bench_memory and bench_launch open the same library for their raw calls)
+ * "cuabi - raw" is
  * what the library itself costs, TLS and PLT included, which a test binary
  * linking the objects statically does not show. Never a correctness fake:
  * tests use tests/fake_driver.h. Every entry point not named here returns
@@ -77,7 +78,57 @@ static CUresult free_async(CUdeviceptr d, CUstream s)
     return CUDA_SUCCESS;
 }
 
+/* Enough of the library/kernel API for bench_launch: tokens for handles; the
+ * parameter layout comes from the CUBIN (cuabi's fallback when the driver
+ * can't tell). */
+static int token_library, token_kernel, token_function;
+static CUresult library_load(CUlibrary *l, const void *image, CUjit_option *jo, void **jv,
+                             unsigned nj, CUlibraryOption *lo, void **lv, unsigned nl)
+{
+    (void)image; (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+    *l = (CUlibrary)&token_library;
+    return CUDA_SUCCESS;
+}
+static CUresult library_kernel(CUkernel *k, CUlibrary l, const char *name)
+{
+    (void)l; (void)name;
+    *k = (CUkernel)&token_kernel;
+    return CUDA_SUCCESS;
+}
+static CUresult kernel_function(CUfunction *f, CUkernel k)
+{
+    (void)k;
+    *f = (CUfunction)&token_function;
+    return CUDA_SUCCESS;
+}
+static CUresult param_info(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    (void)k; (void)i; (void)off; (void)size;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static CUresult func_attribute(int *v, CUfunction_attribute a, CUfunction f)
+{
+    (void)f;
+    *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                       void **extra)
+{
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)s;
+    (void)extra;
+    /* Touch the arguments as the driver does (it copies them). */
+    volatile char sink = params ? *(char *)params[0] : 0;
+    (void)sink;
+    return CUDA_SUCCESS;
+}
+
 static const struct { const char *name; void *fn; } table[] = {
+    {"cuLibraryLoadData", (void *)library_load}, {"cuLibraryGetKernel", (void *)library_kernel},
+    {"cuKernelGetFunction", (void *)kernel_function},
+    {"cuKernelGetParamInfo", (void *)param_info}, {"cuFuncGetAttribute", (void *)func_attribute},
+    {"cuLaunchKernel", (void *)launch},
     {"cuDriverGetVersion", (void *)driver_version}, {"cuDeviceGetCount", (void *)device_count},
     {"cuDeviceGet", (void *)device_get}, {"cuDeviceGetAttribute", (void *)device_attribute},
     {"cuDeviceGetName", (void *)device_name}, {"cuDeviceTotalMem", (void *)total_mem},
@@ -110,3 +161,12 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p
     return pool_alloc(d, n, p, s);
 }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { return free_async(d, s); }
+
+/* What bench_launch resolves with dlsym for its raw loop. */
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned smem, CUstream s,
+                               void **params, void **extra)
+{
+    return launch(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }

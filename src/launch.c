@@ -85,9 +85,23 @@ static bool has_cluster(const cuabi_launch_config *c)
     return c->cluster[0] || c->cluster[1] || c->cluster[2];
 }
 
+/* The common case in a handful of compares: every dimension in range (an
+ * unsigned v - 1 < max rejects 0 and too large at once), a block of at most
+ * 1024 threads, no cluster. */
+static inline bool dims_plain(const cuabi_launch_config *c)
+{
+    return (c->grid[0] - 1u) < 2147483647u && (c->grid[1] - 1u) < 65535u &&
+           (c->grid[2] - 1u) < 65535u && (c->block[0] - 1u) < 1024u &&
+           (c->block[1] - 1u) < 1024u && (c->block[2] - 1u) < 64u &&
+           (unsigned long long)c->block[0] * c->block[1] * c->block[2] <= 1024 &&
+           !(c->cluster[0] | c->cluster[1] | c->cluster[2]);
+}
+
 /* Checks that need neither kernel nor device. */
 static cuabi_status check_dims(const cuabi_launch_config *c, const char *caller)
 {
+    if (CUABI__LIKELY(dims_plain(c)))
+        return CUABI_SUCCESS;
     static const char axis[] = "xyz";
     static const unsigned int max_block[3] = { 1024, 1024, 64 };
     static const unsigned int max_grid[3] = { 2147483647u, 65535, 65535 };
@@ -258,6 +272,24 @@ static inline CUresult drive(const cuabi__driver *drv, const CUlaunchConfig *lc,
     return drv->cuLaunchKernelEx(lc, f, params, NULL);
 }
 
+/* A launch on the legacy default stream (or a wrapped 0 / CU_STREAM_LEGACY /
+ * CU_STREAM_PER_THREAD) goes to the current context's stream, so the device
+ * must be made current first; a created or wrapped stream carries its
+ * context and needs no cuCtxGetCurrent per launch (cuda-api-wrappers #367
+ * dropped the same call). */
+static inline bool needs_current_context(const target *t)
+{
+    return (uintptr_t)t->cu_stream <= 2;
+}
+
+/* The driver refused a launch made without making the device current: when
+ * it says the context is wrong (a driver that wants one current for every
+ * launch), make it current and launch once more. */
+static inline bool context_refused(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 /* Everything a launch needs, resolved: function, device, stream. */
 static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
                                    cuabi__argpack **p, cuabi_kernel *kernel, cuabi_argpack *pack,
@@ -280,7 +312,7 @@ static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
     CUABI__TRY(resolve_target(t, config, caller));
     CUABI__TRY(cuabi__driver_get(drv));
     CUABI__TRY(cuabi__kernel_function(*k, t->dev, *drv, f));
-    return cuabi__device_activate(t->dev, *drv);
+    return needs_current_context(t) ? cuabi__device_activate(t->dev, *drv) : CUABI_SUCCESS;
 }
 
 /* The driver refused a launch: say why in our words when a check can tell. */
@@ -309,8 +341,13 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
     const char *entry;
     CUresult r = drive(drv, &lc, f, p->params, &entry);
-    if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
-        return launch_refused(r, entry, f, &t, config, drv, __func__);
+    if (CUABI__UNLIKELY(r != CUDA_SUCCESS)) {
+        if (context_refused(r) && !needs_current_context(&t) &&
+            cuabi__device_activate(t.dev, drv) == CUABI_SUCCESS)
+            r = drive(drv, &lc, f, p->params, &entry);
+        if (r != CUDA_SUCCESS)
+            return launch_refused(r, entry, f, &t, config, drv, __func__);
+    }
     return CUABI_SUCCESS;
 }
 
@@ -335,6 +372,7 @@ typedef struct cuabi__prepared {
     cuabi__stream *stream;        /* retained, or NULL */
     cuabi__device *device;        /* retained */
     CUfunction func;
+    bool activate;                /* a default stream: make the device current per launch */
     cuabi_launch_config config;   /* stream/device fields are not used after creation */
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
@@ -372,6 +410,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     pl->stream = t.stream;
     pl->device = t.dev;
     pl->func = f;
+    pl->activate = needs_current_context(&t);
     pl->config = *config;
     pl->config.stream = NULL;
     pl->config.device = NULL;
@@ -390,6 +429,19 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     return CUABI_SUCCESS;
 }
 
+/* Out of line: the prepared launch's failure path (see context_refused). */
+static cuabi_status prepared_refused(cuabi__prepared *pl, const cuabi__driver *drv, CUresult r,
+                                     const char *entry)
+{
+    if (context_refused(r) && !pl->activate &&
+        cuabi__device_activate(pl->device, drv) == CUABI_SUCCESS)
+        r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
+    if (r == CUDA_SUCCESS)
+        return CUABI_SUCCESS;
+    return !drv->cuLaunchKernelEx && pl->lc.numAttrs ? cuabi__missing_entry(entry, "cuabi_prepared_launch")
+                                                     : cuabi__cu_check(r, entry, "cuabi_prepared_launch");
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
 {
     cuabi__prepared *pl;
@@ -397,12 +449,12 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
     CUABI__GET(pl, prepared, PREPARED);
     CUABI__TRY(cuabi__argpack_resolve(pl->pack, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(pl->device, drv));
+    if (pl->activate)
+        CUABI__TRY(cuabi__device_activate(pl->device, drv));
     const char *entry;
     CUresult r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
-        return !drv->cuLaunchKernelEx && pl->lc.numAttrs ? cuabi__missing_entry(entry, __func__)
-                                                         : cuabi__cu_check(r, entry, __func__);
+        return prepared_refused(pl, drv, r, entry);
     return CUABI_SUCCESS;
 }
 

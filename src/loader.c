@@ -28,7 +28,9 @@ static loaded_lib driver_lib = { PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0} };
 static loaded_lib nvrtc_lib = { PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0} };
 static loaded_lib jit_lib = { PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0} };
 
-static cuabi__driver drv;
+cuabi__driver cuabi__drv;
+_Atomic int cuabi__driver_ready;
+#define drv cuabi__drv
 static cuabi__nvrtc nvrtc;
 static cuabi__nvjitlink jit;
 
@@ -154,12 +156,15 @@ cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller
 {
     cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver", caller);
     *out = &drv;
+    if (st == CUABI_SUCCESS)
+        atomic_store_explicit(&cuabi__driver_ready, 1, memory_order_release);
     return st;
 }
 
 void cuabi__driver_install_fake(const cuabi__driver *fake)
 {
     pthread_mutex_lock(&driver_lib.lock);
+    atomic_store(&cuabi__driver_ready, 0);
     if (fake) {
         drv = *fake;
         driver_lib.info.loaded = 1;

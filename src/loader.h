@@ -122,8 +122,20 @@ typedef struct cuabi__nvjitlink {
 cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller);
 cuabi_status cuabi__nvrtc_get_for(const cuabi__nvrtc **out, const char *caller);
 cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *caller);
+/* The driver's table once it has loaded: cuabi__driver_get's fast path is
+ * one acquire load and no call (it runs on every launch). */
+extern cuabi__driver cuabi__drv;
+extern _Atomic int cuabi__driver_ready;
+static inline cuabi_status cuabi__driver_get_fast(const cuabi__driver **out, const char *caller)
+{
+    if (__builtin_expect(atomic_load_explicit(&cuabi__driver_ready, memory_order_acquire), 1)) {
+        *out = &cuabi__drv;
+        return CUABI_SUCCESS;
+    }
+    return cuabi__driver_get_for(out, caller);
+}
 /* The error message names the calling public function. */
-#define cuabi__driver_get(out) cuabi__driver_get_for((out), __func__)
+#define cuabi__driver_get(out) cuabi__driver_get_fast((out), __func__)
 #define cuabi__nvrtc_get(out) cuabi__nvrtc_get_for((out), __func__)
 #define cuabi__nvjitlink_get(out) cuabi__nvjitlink_get_for((out), __func__)
 

@@ -4,6 +4,8 @@
 #include "testutil.h"
 
 #include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 static const char source[] =
     "template <typename T, int BLOCK>\n"
@@ -295,6 +297,74 @@ START_TEST(cooperative)
 }
 END_TEST
 
+/* A launch on a created stream needs no current context (cuabi makes no
+ * cuCtxGetCurrent call for it): from a thread with no context current, and
+ * from one where another context of the same device is current, every
+ * launch lands on the stream's device and counts. */
+typedef struct ctxless_job {
+    cuabi_kernel *k;
+    cuabi_argpack *p;
+    cuabi_launch_config c;
+    cuabi_prepared *pl;
+    int foreign_context;
+    cuabi_status st[4];
+} ctxless_job;
+
+static void *ctxless_thread(void *arg)
+{
+    ctxless_job *j = arg;
+    CUcontext mine = NULL;
+    typedef CUresult (*create_fn)(CUcontext *, unsigned, CUdevice);
+    typedef CUresult (*destroy_fn)(CUcontext);
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    create_fn create = cuda ? (create_fn)dlsym(cuda, "cuCtxCreate_v2") : NULL;
+    destroy_fn destroy = cuda ? (destroy_fn)dlsym(cuda, "cuCtxDestroy_v2") : NULL;
+    if (j->foreign_context && (!create || create(&mine, 0, 0) != CUDA_SUCCESS))
+        mine = NULL;
+    j->st[0] = cuabi_prepared_launch(j->pl);
+    j->st[1] = cuabi_launch(j->k, j->p, &j->c);
+    j->st[2] = cuabi_prepared_launch(j->pl);
+    j->st[3] = mine || !j->foreign_context ? CUABI_SUCCESS : CUABI_ERROR_CUDA;
+    if (mine)
+        destroy(mine);
+    if (cuda)
+        dlclose(cuda);
+    return NULL;
+}
+
+START_TEST(created_stream_without_current_context)
+{
+    cuabi_kernel *k;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, code, "count"));
+    cuabi_buffer *bc = upload(NULL, sizeof(unsigned));
+    cuabi_stream *st;
+    ck_assert_ok(cuabi_stream_create(&st, dev, NULL));
+    ctxless_job j = { .k = k, .c = cfg(3, 32) };
+    j.c.stream = st;
+    ck_assert_ok(cuabi_argpack_create(&j.p, "buffer"));
+    ck_assert_ok(cuabi_argpack_set_buffer(j.p, 0, bc));
+    ck_assert_ok(cuabi_prepared_create(&j.pl, k, j.p, &j.c));
+    for (int foreign = 0; foreign < 2; foreign++) {
+        pthread_t t;
+        j.foreign_context = foreign;
+        ck_assert_int_eq(pthread_create(&t, NULL, ctxless_thread, &j), 0);
+        pthread_join(t, NULL);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(j.st[i] == CUABI_SUCCESS, "launch %d (foreign context %d): %s", i,
+                          foreign, cuabi_status_name(j.st[i]));
+    }
+    ck_assert_ok(cuabi_stream_synchronize(st));
+    unsigned n;
+    ck_assert_ok(cuabi_buffer_copy_to_host(&n, bc, 0, sizeof n, NULL));
+    ck_assert_uint_eq(n, 2 * 3 * 3);     /* 2 threads x 3 launches x 3 blocks */
+    cuabi_prepared_release(j.pl);
+    cuabi_argpack_release(j.p);
+    cuabi_stream_release(st);
+    cuabi_buffer_destroy(bc);
+    cuabi_kernel_release(k);
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_require_gpu();
@@ -307,6 +377,7 @@ int main(void)
     tcase_add_test(tc, struct_by_value);
     tcase_add_test(tc, clusters);
     tcase_add_test(tc, cooperative);
+    tcase_add_test(tc, created_stream_without_current_context);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

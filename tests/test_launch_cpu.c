@@ -505,6 +505,64 @@ START_TEST(prepared_launches)
 }
 END_TEST
 
+/* Launches on a created stream make no current-context check (the stream
+ * carries its context); the legacy default stream needs one per launch. A
+ * driver that refuses the launch for want of a current context gets the
+ * device made current and the launch once more. */
+static int ctx_get_calls;
+static CUresult CUDAAPI counting_ctx_get(CUcontext *c)
+{
+    ctx_get_calls++;
+    *c = fake_current;
+    return CUDA_SUCCESS;
+}
+
+START_TEST(created_streams_skip_the_context_check)
+{
+    cuabi__driver_for_test()->cuCtxGetCurrent = counting_ctx_get;
+    cuabi_argpack *p = add_pack();
+    cuabi_stream *st;
+    ck_assert_ok(cuabi_stream_create(&st, dev, NULL));
+    cuabi_launch_config legacy = config(2, 64), created = config(2, 64);
+    created.stream = st;
+    cuabi_prepared *pl_legacy, *pl_created;
+    ck_assert_ok(cuabi_prepared_create(&pl_legacy, kern, p, &legacy));
+    ck_assert_ok(cuabi_prepared_create(&pl_created, kern, p, &created));
+    ck_assert_ok(cuabi_launch(kern, p, &legacy)); /* resolves and caches everything */
+
+    ctx_get_calls = 0;
+    ck_assert_ok(cuabi_launch(kern, p, &created));
+    ck_assert_ok(cuabi_prepared_launch(pl_created));
+    ck_assert_int_eq(ctx_get_calls, 0);
+    ck_assert_ok(cuabi_launch(kern, p, &legacy));
+    ck_assert_ok(cuabi_prepared_launch(pl_legacy));
+    ck_assert_int_eq(ctx_get_calls, 2);
+
+    /* A thread with no current context: the fake refuses, cuabi activates
+     * and launches again, once. */
+    int before = fake_launches;
+    fake_current = NULL;
+    ck_assert_ok(cuabi_launch(kern, p, &created));
+    ck_assert_ptr_nonnull(fake_current);
+    fake_current = NULL;
+    ck_assert_ok(cuabi_prepared_launch(pl_created));
+    ck_assert_ptr_nonnull(fake_current);
+    ck_assert_int_eq(fake_launches, before + 2);
+    /* Other failures are not retried. */
+    fake_launch_result = CUDA_ERROR_LAUNCH_FAILED;
+    ctx_get_calls = 0;
+    ck_assert_status(cuabi_prepared_launch(pl_created), CUABI_ERROR_CUDA);
+    ck_assert_status(cuabi_launch(kern, p, &created), CUABI_ERROR_CUDA);
+    fake_launch_result = CUDA_SUCCESS;
+    ck_assert_int_eq(fake_launches, before + 2);
+
+    ck_assert_ok(cuabi_prepared_release(pl_legacy));
+    ck_assert_ok(cuabi_prepared_release(pl_created));
+    ck_assert_ok(cuabi_stream_release(st));
+    ck_assert_ok(cuabi_argpack_release(p));
+}
+END_TEST
+
 START_TEST(bad_handles)
 {
     cuabi_argpack *p = add_pack();
@@ -620,6 +678,7 @@ int main(void)
     tcase_add_test(tc, check_uses_the_drivers_offsets);
     tcase_add_test(tc, configuration_errors);
     tcase_add_test(tc, prepared_launches);
+    tcase_add_test(tc, created_streams_skip_the_context_check);
     tcase_add_test(tc, bad_handles);
     tcase_add_test(tc, released_buffer_in_prepared_pack);
     tcase_add_test(tc, live_occupancy);
