@@ -226,13 +226,27 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_launch_attributes_init(cuabi_launch_attributes *opts, unsigned int version)
+{
+    static const cuabi_launch_attributes defaults = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_attributes_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_launch_attributes", version, CUABI_LAUNCH_ATTRIBUTES_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_launch_config_init(cuabi_launch_config *opts, unsigned int version)
 {
     static const cuabi_launch_config defaults = CUABI_LAUNCH_CONFIG_INIT;
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_config_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_launch_config", version, CUABI_LAUNCH_CONFIG_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_launch_config, attributes);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -465,6 +479,24 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_launch_attributes", NULL, sizeof(cuabi_launch_attributes) },
+    { "cuabi_launch_attributes", "version", offsetof(cuabi_launch_attributes, version) },
+    { "cuabi_launch_attributes", "preferred_cluster", offsetof(cuabi_launch_attributes, preferred_cluster) },
+    { "cuabi_launch_attributes", "cluster_scheduling_policy", offsetof(cuabi_launch_attributes, cluster_scheduling_policy) },
+    { "cuabi_launch_attributes", "programmatic_stream_serialization", offsetof(cuabi_launch_attributes, programmatic_stream_serialization) },
+    { "cuabi_launch_attributes", "programmatic_event", offsetof(cuabi_launch_attributes, programmatic_event) },
+    { "cuabi_launch_attributes", "programmatic_event_trigger_at_block_start", offsetof(cuabi_launch_attributes, programmatic_event_trigger_at_block_start) },
+    { "cuabi_launch_attributes", "launch_completion_event", offsetof(cuabi_launch_attributes, launch_completion_event) },
+    { "cuabi_launch_attributes", "priority", offsetof(cuabi_launch_attributes, priority) },
+    { "cuabi_launch_attributes", "access_policy_base", offsetof(cuabi_launch_attributes, access_policy_base) },
+    { "cuabi_launch_attributes", "access_policy_bytes", offsetof(cuabi_launch_attributes, access_policy_bytes) },
+    { "cuabi_launch_attributes", "access_policy_hit_ratio", offsetof(cuabi_launch_attributes, access_policy_hit_ratio) },
+    { "cuabi_launch_attributes", "access_policy_hit_property", offsetof(cuabi_launch_attributes, access_policy_hit_property) },
+    { "cuabi_launch_attributes", "access_policy_miss_property", offsetof(cuabi_launch_attributes, access_policy_miss_property) },
+    { "cuabi_launch_attributes", "mem_sync_domain", offsetof(cuabi_launch_attributes, mem_sync_domain) },
+    { "cuabi_launch_attributes", "mem_sync_domain_map", offsetof(cuabi_launch_attributes, mem_sync_domain_map) },
+    { "cuabi_launch_attributes", "preferred_shared_memory_carveout", offsetof(cuabi_launch_attributes, preferred_shared_memory_carveout) },
+    { "cuabi_launch_attributes", "nvlink_util_centric_scheduling", offsetof(cuabi_launch_attributes, nvlink_util_centric_scheduling) },
     { "cuabi_launch_config", NULL, sizeof(cuabi_launch_config) },
     { "cuabi_launch_config", "version", offsetof(cuabi_launch_config, version) },
     { "cuabi_launch_config", "grid", offsetof(cuabi_launch_config, grid) },
@@ -474,6 +506,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_launch_config", "cooperative", offsetof(cuabi_launch_config, cooperative) },
     { "cuabi_launch_config", "stream", offsetof(cuabi_launch_config, stream) },
     { "cuabi_launch_config", "device", offsetof(cuabi_launch_config, device) },
+    { "cuabi_launch_config", "attributes", offsetof(cuabi_launch_config, attributes) },
     { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
     { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
     { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },

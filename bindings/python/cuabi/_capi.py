@@ -496,10 +496,43 @@ class cuabi_arg_info(C.Structure):
 
 # ---- launch
 
+CUABI_LAUNCH_UNSET = -2147483648
+CUABI_CLUSTER_SCHEDULING_DEFAULT = 0
+CUABI_CLUSTER_SCHEDULING_SPREAD = 1
+CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = 2
+CUABI_ACCESS_PROPERTY_NORMAL = 0
+CUABI_ACCESS_PROPERTY_STREAMING = 1
+CUABI_ACCESS_PROPERTY_PERSISTING = 2
+CUABI_MEM_SYNC_DOMAIN_DEFAULT = 0
+CUABI_MEM_SYNC_DOMAIN_REMOTE = 1
+
+
+class cuabi_launch_attributes(C.Structure):
+    """The cuLaunchKernelEx attributes beyond clusters and cooperative launches,"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('preferred_cluster', (C.c_uint * 3)),
+        ('cluster_scheduling_policy', C.c_int),
+        ('programmatic_stream_serialization', C.c_int),
+        ('programmatic_event', C.c_void_p),
+        ('programmatic_event_trigger_at_block_start', C.c_int),
+        ('launch_completion_event', C.c_void_p),
+        ('priority', C.c_int),
+        ('access_policy_base', C.c_size_t),
+        ('access_policy_bytes', C.c_size_t),
+        ('access_policy_hit_ratio', C.c_float),
+        ('access_policy_hit_property', C.c_int),
+        ('access_policy_miss_property', C.c_int),
+        ('mem_sync_domain', C.c_int),
+        ('mem_sync_domain_map', (C.c_int * 2)),
+        ('preferred_shared_memory_carveout', C.c_int),
+        ('nvlink_util_centric_scheduling', C.c_int),
+    ]
+    _cuabi_version_ = 1
 
 
 class cuabi_launch_config(C.Structure):
-    """Where and how to launch."""
+    """Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`."""
     _fields_ = [
         ('version', C.c_uint),
         ('grid', (C.c_uint * 3)),
@@ -509,8 +542,9 @@ class cuabi_launch_config(C.Structure):
         ('cooperative', C.c_int),
         ('stream', C.c_void_p),
         ('device', C.c_void_p),
+        ('attributes', C.POINTER(cuabi_launch_attributes)),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- occupancy
@@ -597,6 +631,7 @@ STRUCTS = {
     'cuabi_precompile_item': cuabi_precompile_item,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
+    'cuabi_launch_attributes': cuabi_launch_attributes,
     'cuabi_launch_config': cuabi_launch_config,
     'cuabi_occupancy_result': cuabi_occupancy_result,
     'cuabi_occupancy_options': cuabi_occupancy_options,
@@ -619,7 +654,8 @@ VERSIONED = {
     'cuabi_precompile_item': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
-    'cuabi_launch_config': 1,
+    'cuabi_launch_attributes': 1,
+    'cuabi_launch_config': 2,
     'cuabi_occupancy_result': 1,
     'cuabi_occupancy_options': 1,
     'cuabi_arch_limits': 1,
@@ -754,6 +790,20 @@ ENUMS = {
         'CUABI_ARG_TENSORMAP': 20,
         'CUABI_ARG_STRUCT': 21,
         'CUABI_ARG_RAW': 22,
+    },
+    'cuabi_cluster_scheduling_policy': {
+        'CUABI_CLUSTER_SCHEDULING_DEFAULT': 0,
+        'CUABI_CLUSTER_SCHEDULING_SPREAD': 1,
+        'CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING': 2,
+    },
+    'cuabi_access_property': {
+        'CUABI_ACCESS_PROPERTY_NORMAL': 0,
+        'CUABI_ACCESS_PROPERTY_STREAMING': 1,
+        'CUABI_ACCESS_PROPERTY_PERSISTING': 2,
+    },
+    'cuabi_mem_sync_domain': {
+        'CUABI_MEM_SYNC_DOMAIN_DEFAULT': 0,
+        'CUABI_MEM_SYNC_DOMAIN_REMOTE': 1,
     },
     'cuabi_occupancy_limiter': {
         'CUABI_OCCUPANCY_LIMIT_NONE': 0,
@@ -976,6 +1026,7 @@ FUNCTIONS = {
     'cuabi_argpack_create_for_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_launch_attributes_init': (C.c_int, (C.POINTER(cuabi_launch_attributes), C.c_uint, ), (('opts', 'cuabi_launch_attributes *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch_config_init': (C.c_int, (C.POINTER(cuabi_launch_config), C.c_uint, ), (('opts', 'cuabi_launch_config *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch_check': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),

@@ -35,6 +35,7 @@ typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
 typedef struct cuabi_precompile_item cuabi_precompile_item;
 typedef struct cuabi_arg_type cuabi_arg_type;
 typedef struct cuabi_arg_info cuabi_arg_info;
+typedef struct cuabi_launch_attributes cuabi_launch_attributes;
 typedef struct cuabi_launch_config cuabi_launch_config;
 typedef struct cuabi_occupancy_result cuabi_occupancy_result;
 typedef struct cuabi_occupancy_options cuabi_occupancy_options;
@@ -275,7 +276,30 @@ struct cuabi_arg_info {
     int depth;
     size_t member_count;
 };
+#define CUABI_LAUNCH_UNSET -2147483648
 typedef struct cuabi_prepared cuabi_prepared;
+typedef enum cuabi_cluster_scheduling_policy { CUABI_CLUSTER_SCHEDULING_DEFAULT = 0, CUABI_CLUSTER_SCHEDULING_SPREAD = 1, CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = 2 } cuabi_cluster_scheduling_policy;
+typedef enum cuabi_access_property { CUABI_ACCESS_PROPERTY_NORMAL = 0, CUABI_ACCESS_PROPERTY_STREAMING = 1, CUABI_ACCESS_PROPERTY_PERSISTING = 2 } cuabi_access_property;
+typedef enum cuabi_mem_sync_domain { CUABI_MEM_SYNC_DOMAIN_DEFAULT = 0, CUABI_MEM_SYNC_DOMAIN_REMOTE = 1 } cuabi_mem_sync_domain;
+struct cuabi_launch_attributes {
+    unsigned int version;
+    unsigned int preferred_cluster[3];
+    cuabi_cluster_scheduling_policy cluster_scheduling_policy;
+    int programmatic_stream_serialization;
+    cuabi_event * programmatic_event;
+    int programmatic_event_trigger_at_block_start;
+    cuabi_event * launch_completion_event;
+    int priority;
+    uintptr_t access_policy_base;
+    size_t access_policy_bytes;
+    float access_policy_hit_ratio;
+    cuabi_access_property access_policy_hit_property;
+    cuabi_access_property access_policy_miss_property;
+    int mem_sync_domain;
+    int mem_sync_domain_map[2];
+    int preferred_shared_memory_carveout;
+    int nvlink_util_centric_scheduling;
+};
 struct cuabi_launch_config {
     unsigned int version;
     unsigned int grid[3];
@@ -285,6 +309,7 @@ struct cuabi_launch_config {
     int cooperative;
     cuabi_stream * stream;
     cuabi_device * device;
+    const cuabi_launch_attributes * attributes;
 };
 typedef enum cuabi_occupancy_limiter { CUABI_OCCUPANCY_LIMIT_NONE = 0, CUABI_OCCUPANCY_LIMIT_WARPS = 1, CUABI_OCCUPANCY_LIMIT_REGISTERS = 2, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3, CUABI_OCCUPANCY_LIMIT_BLOCKS = 4, CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5 } cuabi_occupancy_limiter;
 typedef size_t (*cuabi_block_smem_fn)(int block_size, void * payload);
@@ -505,6 +530,7 @@ cuabi_status cuabi_argpack_check_kernel(cuabi_argpack * pack, cuabi_kernel * ker
 cuabi_status cuabi_argpack_create_for_kernel(cuabi_argpack ** out, cuabi_kernel * kernel);
 cuabi_status cuabi_prepared_retain(cuabi_prepared * handle);
 cuabi_status cuabi_prepared_release(cuabi_prepared * handle);
+cuabi_status cuabi_launch_attributes_init(cuabi_launch_attributes * opts, unsigned int version);
 cuabi_status cuabi_launch_config_init(cuabi_launch_config * opts, unsigned int version);
 cuabi_status cuabi_launch(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
 cuabi_status cuabi_launch_check(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);

@@ -2588,12 +2588,68 @@ end
 
 # ---- module launch (api/launch.toml)
 
+"""
+INT_MIN: an int field of cuabi_launch_attributes left unset, so the stream's (or the kernel's) setting applies.
+"""
+const CUABI_LAUNCH_UNSET = Cint(-2147483648)
+
 # A kernel, an argument pack and a launch configuration bound and checked for repeated launches.
 # Opaque handle: used as Ptr{cuabi_prepared} == Ptr{Cvoid}.
 const cuabi_prepared = Cvoid
 
 """
-Where and how to launch.
+How the blocks of a cluster are placed on SMs (values of CUclusterSchedulingPolicy).
+"""
+const cuabi_cluster_scheduling_policy = Cint
+const CUABI_CLUSTER_SCHEDULING_DEFAULT = cuabi_cluster_scheduling_policy(0)
+const CUABI_CLUSTER_SCHEDULING_SPREAD = cuabi_cluster_scheduling_policy(1)
+const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = cuabi_cluster_scheduling_policy(2)
+
+"""
+L2 cache treatment of the lines of an access-policy window (values of CUaccessProperty).
+"""
+const cuabi_access_property = Cint
+const CUABI_ACCESS_PROPERTY_NORMAL = cuabi_access_property(0)
+const CUABI_ACCESS_PROPERTY_STREAMING = cuabi_access_property(1)
+const CUABI_ACCESS_PROPERTY_PERSISTING = cuabi_access_property(2)
+
+"""
+Memory synchronization domains of a launch (values of CUlaunchMemSyncDomain).
+"""
+const cuabi_mem_sync_domain = Cint
+const CUABI_MEM_SYNC_DOMAIN_DEFAULT = cuabi_mem_sync_domain(0)
+const CUABI_MEM_SYNC_DOMAIN_REMOTE = cuabi_mem_sync_domain(1)
+
+"""
+The cuLaunchKernelEx attributes beyond clusters and cooperative launches,
+pointed to by cuabi_launch_config.attributes (configuration version 2). Every
+field's default leaves its attribute out of the launch. Read during
+cuabi_launch() and cuabi_launch_check(); cuabi_prepared_create() copies it
+and retains its events.
+"""
+struct cuabi_launch_attributes
+    version::Cuint
+    preferred_cluster::NTuple{3, Cuint}
+    cluster_scheduling_policy::cuabi_cluster_scheduling_policy
+    programmatic_stream_serialization::Cint
+    programmatic_event::Ptr{cuabi_event}
+    programmatic_event_trigger_at_block_start::Cint
+    launch_completion_event::Ptr{cuabi_event}
+    priority::Cint
+    access_policy_base::Cuintptr_t
+    access_policy_bytes::Csize_t
+    access_policy_hit_ratio::Cfloat
+    access_policy_hit_property::cuabi_access_property
+    access_policy_miss_property::cuabi_access_property
+    mem_sync_domain::Cint
+    mem_sync_domain_map::NTuple{2, Cint}
+    preferred_shared_memory_carveout::Cint
+    nvlink_util_centric_scheduling::Cint
+end
+const CUABI_LAUNCH_ATTRIBUTES_VERSION = Cuint(1)
+
+"""
+Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`.
 """
 struct cuabi_launch_config
     version::Cuint
@@ -2604,8 +2660,9 @@ struct cuabi_launch_config
     cooperative::Cint
     stream::Ptr{cuabi_stream}
     device::Ptr{cuabi_device}
+    attributes::Ptr{cuabi_launch_attributes}
 end
-const CUABI_LAUNCH_CONFIG_VERSION = Cuint(1)
+const CUABI_LAUNCH_CONFIG_VERSION = Cuint(2)
 
 """
 cuabi_prepared_retain(handle)
@@ -2623,6 +2680,17 @@ Drop a reference to a cuabi_prepared; the last one frees it and invalidates the 
 """
 function cuabi_prepared_release(handle)
     ccall((:cuabi_prepared_release, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+end
+
+"""
+cuabi_launch_attributes_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_ATTRIBUTES_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_launch_attributes_init(opts, version)
+    ccall((:cuabi_launch_attributes_init, libcuabi), cuabi_status, (Ptr{cuabi_launch_attributes}, Cuint), opts, version)
 end
 
 """
@@ -2991,7 +3059,8 @@ const STRUCT_LAYOUTS = [
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
-    ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device"]),
+    ("cuabi_launch_attributes", cuabi_launch_attributes, ["version", "preferred_cluster", "cluster_scheduling_policy", "programmatic_stream_serialization", "programmatic_event", "programmatic_event_trigger_at_block_start", "launch_completion_event", "priority", "access_policy_base", "access_policy_bytes", "access_policy_hit_ratio", "access_policy_hit_property", "access_policy_miss_property", "mem_sync_domain", "mem_sync_domain_map", "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling"]),
+    ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device", "attributes"]),
     ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
     ("cuabi_occupancy_options", cuabi_occupancy_options, ["version", "max_dynamic_shared_bytes", "carveout", "sm_count"]),
     ("cuabi_arch_limits", cuabi_arch_limits, ["version", "arch", "example_gpu", "sm_count", "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread", "shared_bytes_per_sm", "shared_bytes_per_block", "shared_bytes_per_block_optin", "reserved_shared_bytes_per_block", "max_cluster_size", "max_cluster_size_nonportable"]),
@@ -3177,6 +3246,7 @@ const FUNCTIONS = [
     :cuabi_argpack_create_for_kernel,
     :cuabi_prepared_retain,
     :cuabi_prepared_release,
+    :cuabi_launch_attributes_init,
     :cuabi_launch_config_init,
     :cuabi_launch,
     :cuabi_launch_check,

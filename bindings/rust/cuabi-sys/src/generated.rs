@@ -1842,6 +1842,9 @@ unsafe extern "C" {
 
 // ---- module launch (api/launch.toml)
 
+/// INT_MIN: an int field of cuabi_launch_attributes left unset, so the stream's (or the kernel's) setting applies.
+pub const CUABI_LAUNCH_UNSET: c_int = -2147483648;
+
 /// A kernel, an argument pack and a launch configuration bound and checked for repeated launches.
 ///
 /// Shared: released with `cuabi_prepared_release`.
@@ -1851,7 +1854,165 @@ pub struct cuabi_prepared {
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
-/// Where and how to launch.
+/// How the blocks of a cluster are placed on SMs (values of CUclusterSchedulingPolicy).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_cluster_scheduling_policy(pub i32);
+
+impl cuabi_cluster_scheduling_policy {
+    /// The kernel's own preference (the attribute is not passed).
+    pub const CUABI_CLUSTER_SCHEDULING_DEFAULT: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(0);
+    /// Spread the blocks of a cluster over the SMs.
+    pub const CUABI_CLUSTER_SCHEDULING_SPREAD: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(1);
+    /// Let the hardware balance the blocks of a cluster over the SMs.
+    pub const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_CLUSTER_SCHEDULING_DEFAULT"),
+            1 => Some("CUABI_CLUSTER_SCHEDULING_SPREAD"),
+            2 => Some("CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_cluster_scheduling_policy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_cluster_scheduling_policy({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_CLUSTER_SCHEDULING_DEFAULT: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_DEFAULT;
+pub const CUABI_CLUSTER_SCHEDULING_SPREAD: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_SPREAD;
+pub const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING;
+
+/// L2 cache treatment of the lines of an access-policy window (values of CUaccessProperty).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_access_property(pub i32);
+
+impl cuabi_access_property {
+    /// Normal cache persistence.
+    pub const CUABI_ACCESS_PROPERTY_NORMAL: cuabi_access_property = cuabi_access_property(0);
+    /// Less likely to persist in L2.
+    pub const CUABI_ACCESS_PROPERTY_STREAMING: cuabi_access_property = cuabi_access_property(1);
+    /// More likely to persist in L2 (the device's persisting L2 set-aside).
+    pub const CUABI_ACCESS_PROPERTY_PERSISTING: cuabi_access_property = cuabi_access_property(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_ACCESS_PROPERTY_NORMAL"),
+            1 => Some("CUABI_ACCESS_PROPERTY_STREAMING"),
+            2 => Some("CUABI_ACCESS_PROPERTY_PERSISTING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_access_property {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_access_property({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_ACCESS_PROPERTY_NORMAL: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_NORMAL;
+pub const CUABI_ACCESS_PROPERTY_STREAMING: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_STREAMING;
+pub const CUABI_ACCESS_PROPERTY_PERSISTING: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_PERSISTING;
+
+/// Memory synchronization domains of a launch (values of CUlaunchMemSyncDomain).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_mem_sync_domain(pub i32);
+
+impl cuabi_mem_sync_domain {
+    /// The default domain.
+    pub const CUABI_MEM_SYNC_DOMAIN_DEFAULT: cuabi_mem_sync_domain = cuabi_mem_sync_domain(0);
+    /// The remote domain: its memory fences do not wait for default-domain traffic (e.g. for kernels that talk to other GPUs).
+    pub const CUABI_MEM_SYNC_DOMAIN_REMOTE: cuabi_mem_sync_domain = cuabi_mem_sync_domain(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_MEM_SYNC_DOMAIN_DEFAULT"),
+            1 => Some("CUABI_MEM_SYNC_DOMAIN_REMOTE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_mem_sync_domain {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_mem_sync_domain({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MEM_SYNC_DOMAIN_DEFAULT: cuabi_mem_sync_domain = cuabi_mem_sync_domain::CUABI_MEM_SYNC_DOMAIN_DEFAULT;
+pub const CUABI_MEM_SYNC_DOMAIN_REMOTE: cuabi_mem_sync_domain = cuabi_mem_sync_domain::CUABI_MEM_SYNC_DOMAIN_REMOTE;
+
+/// The cuLaunchKernelEx attributes beyond clusters and cooperative launches,
+/// pointed to by cuabi_launch_config.attributes (configuration version 2). Every
+/// field's default leaves its attribute out of the launch. Read during
+/// cuabi_launch() and cuabi_launch_check(); cuabi_prepared_create() copies it
+/// and retains its events.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_launch_attributes {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Preferred substitute cluster size in blocks (CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION; used by sm_100 and newer); all 0 for none. Needs config.cluster; x and y multiples of the cluster's, z equal to it, each dividing the grid.
+    pub preferred_cluster: [c_uint; 3],
+    /// CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE; needs config.cluster.
+    pub cluster_scheduling_policy: cuabi_cluster_scheduling_policy,
+    /// Non-zero: programmatic dependent launch (PDL). The kernel may start before the previous kernel on the stream ends, once that one's blocks have all run griddepcontrol.launch_dependents (cudaTriggerProgrammaticLaunchCompletion) or exited; it waits with griddepcontrol.wait (cudaGridDependencySynchronize) before using its results. Compute capability 9.0 and newer overlap; older GPUs serialize as usual.
+    pub programmatic_stream_serialization: c_int,
+    /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block has triggered (griddepcontrol.launch_dependents) or exited; work waiting on it may overlap the kernel's tail. NULL for none. Compute capability 9.0 and newer.
+    pub programmatic_event: *mut cuabi_event,
+    /// Non-zero: each block triggers the programmatic event as it starts.
+    pub programmatic_event_trigger_at_block_start: c_int,
+    /// CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block of the kernel has started (best effort). NULL for none. Needs a CUDA 12.3 driver.
+    pub launch_completion_event: *mut cuabi_event,
+    /// Execution priority of this launch (CU_LAUNCH_ATTRIBUTE_PRIORITY), in the range of cuabi_device_stream_priority_range (numerically lower is higher); CUABI_LAUNCH_UNSET for the stream's.
+    pub priority: c_int,
+    /// Start of the L2 access-policy window (CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW): a device address.
+    pub access_policy_base: usize,
+    /// Size of the window in bytes, at most the device's CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE; 0 for no window.
+    pub access_policy_bytes: usize,
+    /// Fraction (0 to 1) of the window's lines given hit_property; the others get miss_property.
+    pub access_policy_hit_ratio: f32,
+    /// Property of the hit lines.
+    pub access_policy_hit_property: cuabi_access_property,
+    /// Property of the other lines: NORMAL or STREAMING.
+    pub access_policy_miss_property: cuabi_access_property,
+    /// cuabi_mem_sync_domain of the launch (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN); CUABI_LAUNCH_UNSET for the stream's.
+    pub mem_sync_domain: c_int,
+    /// Domain ids for the default and the remote domain (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP), each below the device's CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT; both CUABI_LAUNCH_UNSET for the stream's map.
+    pub mem_sync_domain_map: [c_int; 2],
+    /// Preferred shared-memory carveout of this launch in percent, 0 to 100 (CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, a hint); CUABI_LAUNCH_UNSET for the kernel's.
+    pub preferred_shared_memory_carveout: c_int,
+    /// Non-zero: hint that the kernel's blocks carry NVLink traffic evenly (CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING). Needs a CUDA 13.0 driver.
+    pub nvlink_util_centric_scheduling: c_int,
+}
+
+impl Default for cuabi_launch_attributes {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_launch_attributes.
+pub const CUABI_LAUNCH_ATTRIBUTES_VERSION: c_uint = 1;
+
+/// Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_launch_config {
@@ -1871,6 +2032,8 @@ pub struct cuabi_launch_config {
     pub stream: *mut cuabi_stream,
     /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used).
     pub device: *mut cuabi_device,
+    /// Version 2: the other cuLaunchKernelEx attributes (PDL, events, priority, access policy, memory sync domains, preferred clusters, ...); NULL for none, which keeps the launch on its fastest path.
+    pub attributes: *const cuabi_launch_attributes,
 }
 
 impl Default for cuabi_launch_config {
@@ -1881,7 +2044,7 @@ impl Default for cuabi_launch_config {
 }
 
 /// Current version of cuabi_launch_config.
-pub const CUABI_LAUNCH_CONFIG_VERSION: c_uint = 1;
+pub const CUABI_LAUNCH_CONFIG_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1889,6 +2052,8 @@ unsafe extern "C" {
     pub fn cuabi_prepared_retain(handle: *mut cuabi_prepared) -> cuabi_status;
     /// Drop a reference to a cuabi_prepared; the last one frees it and invalidates the handle.
     pub fn cuabi_prepared_release(handle: *mut cuabi_prepared) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_ATTRIBUTES_VERSION).
+    pub fn cuabi_launch_attributes_init(opts: *mut cuabi_launch_attributes, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_CONFIG_VERSION).
     pub fn cuabi_launch_config_init(opts: *mut cuabi_launch_config, version: c_uint) -> cuabi_status;
     /// Check and launch `kernel` with the values in `pack`.
@@ -2136,7 +2301,8 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
-    ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device))]),
+    ("cuabi_launch_attributes", core::mem::size_of::<cuabi_launch_attributes>(), &[("version", core::mem::offset_of!(cuabi_launch_attributes, version)), ("preferred_cluster", core::mem::offset_of!(cuabi_launch_attributes, preferred_cluster)), ("cluster_scheduling_policy", core::mem::offset_of!(cuabi_launch_attributes, cluster_scheduling_policy)), ("programmatic_stream_serialization", core::mem::offset_of!(cuabi_launch_attributes, programmatic_stream_serialization)), ("programmatic_event", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event)), ("programmatic_event_trigger_at_block_start", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event_trigger_at_block_start)), ("launch_completion_event", core::mem::offset_of!(cuabi_launch_attributes, launch_completion_event)), ("priority", core::mem::offset_of!(cuabi_launch_attributes, priority)), ("access_policy_base", core::mem::offset_of!(cuabi_launch_attributes, access_policy_base)), ("access_policy_bytes", core::mem::offset_of!(cuabi_launch_attributes, access_policy_bytes)), ("access_policy_hit_ratio", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_ratio)), ("access_policy_hit_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_property)), ("access_policy_miss_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_miss_property)), ("mem_sync_domain", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain)), ("mem_sync_domain_map", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain_map)), ("preferred_shared_memory_carveout", core::mem::offset_of!(cuabi_launch_attributes, preferred_shared_memory_carveout)), ("nvlink_util_centric_scheduling", core::mem::offset_of!(cuabi_launch_attributes, nvlink_util_centric_scheduling))]),
+    ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device)), ("attributes", core::mem::offset_of!(cuabi_launch_config, attributes))]),
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
     ("cuabi_occupancy_options", core::mem::size_of::<cuabi_occupancy_options>(), &[("version", core::mem::offset_of!(cuabi_occupancy_options, version)), ("max_dynamic_shared_bytes", core::mem::offset_of!(cuabi_occupancy_options, max_dynamic_shared_bytes)), ("carveout", core::mem::offset_of!(cuabi_occupancy_options, carveout)), ("sm_count", core::mem::offset_of!(cuabi_occupancy_options, sm_count))]),
     ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
@@ -2324,6 +2490,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_create_for_kernel", cuabi_argpack_create_for_kernel as *const () as usize),
         ("cuabi_prepared_retain", cuabi_prepared_retain as *const () as usize),
         ("cuabi_prepared_release", cuabi_prepared_release as *const () as usize),
+        ("cuabi_launch_attributes_init", cuabi_launch_attributes_init as *const () as usize),
         ("cuabi_launch_config_init", cuabi_launch_config_init as *const () as usize),
         ("cuabi_launch", cuabi_launch as *const () as usize),
         ("cuabi_launch_check", cuabi_launch_check as *const () as usize),
