@@ -72,6 +72,8 @@ impl cuabi_status {
     pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status(26);
     /// internal error in cuabi (please report it)
     pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status(27);
+    /// the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it
+    pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status(36);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -103,6 +105,7 @@ impl cuabi_status {
             25 => Some("CUABI_ERROR_NVJITLINK"),
             26 => Some("CUABI_ERROR_CALLBACK"),
             27 => Some("CUABI_ERROR_INTERNAL"),
+            36 => Some("CUABI_ERROR_TENSOR_MAP"),
             _ => None,
         }
     }
@@ -145,6 +148,7 @@ pub const CUABI_ERROR_NVRTC: cuabi_status = cuabi_status::CUABI_ERROR_NVRTC;
 pub const CUABI_ERROR_NVJITLINK: cuabi_status = cuabi_status::CUABI_ERROR_NVJITLINK;
 pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status::CUABI_ERROR_CALLBACK;
 pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status::CUABI_ERROR_INTERNAL;
+pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status::CUABI_ERROR_TENSOR_MAP;
 
 /// Kinds of code cuabi compiles, links and loads.
 #[repr(transparent)]
@@ -2281,6 +2285,400 @@ unsafe extern "C" {
     pub fn cuabi_occupancy_offline_max_active_clusters(out: *mut c_int, arch: *const c_char, resources: *const cuabi_kernel_resources, config: *const cuabi_launch_config, options: *const cuabi_occupancy_options) -> cuabi_status;
 }
 
+// ---- module tensormap (api/tensormap.toml)
+
+/// Most dimensions a tensor map may have.
+pub const CUABI_TENSORMAP_MAX_RANK: c_int = 5;
+
+/// Size of the descriptor (CUtensorMap); the driver wants it 64-byte aligned.
+pub const CUABI_TENSORMAP_BYTES: c_int = 128;
+
+/// A TMA descriptor (CUtensorMap) of a view, which it keeps alive.
+///
+/// Shared: released with `cuabi_tensormap_release`.
+#[repr(C)]
+pub struct cuabi_tensormap {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// How a tensor map traverses its tensor.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_kind(pub i32);
+
+impl cuabi_tensormap_kind {
+    /// Boxes (tiles) of the tensor: cuTensorMapEncodeTiled.
+    pub const CUABI_TENSORMAP_TILED: cuabi_tensormap_kind = cuabi_tensormap_kind(1);
+    /// Im2col patches of an NWC / NHWC / NDHWC tensor: cuTensorMapEncodeIm2col.
+    pub const CUABI_TENSORMAP_IM2COL: cuabi_tensormap_kind = cuabi_tensormap_kind(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_TENSORMAP_TILED"),
+            2 => Some("CUABI_TENSORMAP_IM2COL"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_TILED: cuabi_tensormap_kind = cuabi_tensormap_kind::CUABI_TENSORMAP_TILED;
+pub const CUABI_TENSORMAP_IM2COL: cuabi_tensormap_kind = cuabi_tensormap_kind::CUABI_TENSORMAP_IM2COL;
+
+/// Element types of a tensor map (values of CUtensorMapDataType). The view's dtype picks one unless the options name another of the same size.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_data_type(pub i32);
+
+impl cuabi_tensormap_data_type {
+    /// From the view's dtype (8-bit types as UINT8, 16-bit integers as UINT16).
+    pub const CUABI_TENSORMAP_DATA_TYPE_AUTO: cuabi_tensormap_data_type = cuabi_tensormap_data_type(-1);
+    /// 1 byte.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT8: cuabi_tensormap_data_type = cuabi_tensormap_data_type(0);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(1);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(2);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_INT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(3);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(4);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_INT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(5);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(6);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(7);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(8);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_BFLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(9);
+    /// 4 bytes, denormals flushed to zero.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type(10);
+    /// 4 bytes, rounded to TF32.
+    pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(11);
+    /// 4 bytes, TF32 with denormals flushed.
+    pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type(12);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            -1 => Some("CUABI_TENSORMAP_DATA_TYPE_AUTO"),
+            0 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT8"),
+            1 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT16"),
+            2 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT32"),
+            3 => Some("CUABI_TENSORMAP_DATA_TYPE_INT32"),
+            4 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT64"),
+            5 => Some("CUABI_TENSORMAP_DATA_TYPE_INT64"),
+            6 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT16"),
+            7 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT32"),
+            8 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT64"),
+            9 => Some("CUABI_TENSORMAP_DATA_TYPE_BFLOAT16"),
+            10 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ"),
+            11 => Some("CUABI_TENSORMAP_DATA_TYPE_TFLOAT32"),
+            12 => Some("CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_data_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_data_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_DATA_TYPE_AUTO: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_AUTO;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT8: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT8;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_INT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_INT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_INT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_INT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_BFLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_BFLOAT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ;
+pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_TFLOAT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ;
+
+/// Interleaved layouts (values of CUtensorMapInterleave), e.g. NC/8HWC8 with 16 bytes per C8 group.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_interleave(pub i32);
+
+impl cuabi_tensormap_interleave {
+    /// Not interleaved.
+    pub const CUABI_TENSORMAP_INTERLEAVE_NONE: cuabi_tensormap_interleave = cuabi_tensormap_interleave(0);
+    /// 16-byte interleave (rank 3 and more).
+    pub const CUABI_TENSORMAP_INTERLEAVE_16B: cuabi_tensormap_interleave = cuabi_tensormap_interleave(1);
+    /// 32-byte interleave (rank 3 and more; 32-byte aligned address and strides, 32-byte swizzle).
+    pub const CUABI_TENSORMAP_INTERLEAVE_32B: cuabi_tensormap_interleave = cuabi_tensormap_interleave(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_INTERLEAVE_NONE"),
+            1 => Some("CUABI_TENSORMAP_INTERLEAVE_16B"),
+            2 => Some("CUABI_TENSORMAP_INTERLEAVE_32B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_interleave {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_interleave({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_INTERLEAVE_NONE: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_NONE;
+pub const CUABI_TENSORMAP_INTERLEAVE_16B: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_16B;
+pub const CUABI_TENSORMAP_INTERLEAVE_32B: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_32B;
+
+/// Shared-memory bank swizzles (values of CUtensorMapSwizzle). Without interleave, the box's innermost row may not be longer than the span.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_swizzle(pub i32);
+
+impl cuabi_tensormap_swizzle {
+    /// Rows land as they are.
+    pub const CUABI_TENSORMAP_SWIZZLE_NONE: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(0);
+    /// 16-byte chunks swizzled within a 32-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(1);
+    /// 16-byte chunks within a 64-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(2);
+    /// 16-byte chunks within a 128-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(3);
+    /// 32-byte chunks within a 128-byte span (CUDA 12.8 drivers, sm_100 and newer).
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(4);
+    /// As ATOM_32B, swapping 8-byte halves on alternate rows.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(5);
+    /// 64-byte chunks within a 128-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(6);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_SWIZZLE_NONE"),
+            1 => Some("CUABI_TENSORMAP_SWIZZLE_32B"),
+            2 => Some("CUABI_TENSORMAP_SWIZZLE_64B"),
+            3 => Some("CUABI_TENSORMAP_SWIZZLE_128B"),
+            4 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B"),
+            5 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B"),
+            6 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_swizzle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_swizzle({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_SWIZZLE_NONE: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_NONE;
+pub const CUABI_TENSORMAP_SWIZZLE_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_32B;
+pub const CUABI_TENSORMAP_SWIZZLE_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_64B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B;
+
+/// L2 fetch granularity (values of CUtensorMapL2promotion).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_l2_promotion(pub i32);
+
+impl cuabi_tensormap_l2_promotion {
+    /// No promotion.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_NONE: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(0);
+    /// 64-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_64B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(1);
+    /// 128-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_128B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(2);
+    /// 256-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_256B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_L2_PROMOTION_NONE"),
+            1 => Some("CUABI_TENSORMAP_L2_PROMOTION_64B"),
+            2 => Some("CUABI_TENSORMAP_L2_PROMOTION_128B"),
+            3 => Some("CUABI_TENSORMAP_L2_PROMOTION_256B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_l2_promotion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_l2_promotion({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_L2_PROMOTION_NONE: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_NONE;
+pub const CUABI_TENSORMAP_L2_PROMOTION_64B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_64B;
+pub const CUABI_TENSORMAP_L2_PROMOTION_128B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_128B;
+pub const CUABI_TENSORMAP_L2_PROMOTION_256B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_256B;
+
+/// What a box reads outside the tensor (values of CUtensorMapFloatOOBfill).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_oob_fill(pub i32);
+
+impl cuabi_tensormap_oob_fill {
+    /// Zeros.
+    pub const CUABI_TENSORMAP_OOB_FILL_NONE: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill(0);
+    /// A NaN that FMA treats as zero (floating-point types only).
+    pub const CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_OOB_FILL_NONE"),
+            1 => Some("CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_oob_fill {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_oob_fill({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_OOB_FILL_NONE: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill::CUABI_TENSORMAP_OOB_FILL_NONE;
+pub const CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill::CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+
+/// How a tensor map reads its view; the defaults read plain (no interleave, swizzle, promotion or NaN fill) with the view's element type.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_tensormap_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Element type; AUTO takes the view's. Another must have the view's element size (e.g. TFLOAT32 for a float32 view).
+    pub data_type: cuabi_tensormap_data_type,
+    /// Traversal step per dimension in the view's order, 1..8 (0 means 1); the innermost one is ignored without interleave.
+    pub element_strides: [u32; 5],
+    pub interleave: cuabi_tensormap_interleave,
+    pub swizzle: cuabi_tensormap_swizzle,
+    pub l2_promotion: cuabi_tensormap_l2_promotion,
+    pub oob_fill: cuabi_tensormap_oob_fill,
+    /// Ordinal of the GPU that will read the map: -1 for the view's (device 0 for pinned or managed memory, whose DLPack device id is 0).
+    pub device: c_int,
+}
+
+impl Default for cuabi_tensormap_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_tensormap_options.
+pub const CUABI_TENSORMAP_OPTIONS_VERSION: c_uint = 1;
+
+/// What a tensor map describes, filled by cuabi_tensormap_get_info(). Dimensions are in the view's order.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_tensormap_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub kind: cuabi_tensormap_kind,
+    /// The element type encoded (never AUTO).
+    pub data_type: cuabi_tensormap_data_type,
+    pub rank: c_int,
+    /// The global address: the view's first element.
+    pub address: usize,
+    /// Extents; rank of them.
+    pub shape: [u64; 5],
+    /// Byte strides; rank of them, the innermost being the element size.
+    pub byte_strides: [u64; 5],
+    /// Tiled: the box; im2col: channels per pixel innermost, then 1s.
+    pub r#box: [u32; 5],
+    pub element_strides: [u32; 5],
+    pub interleave: cuabi_tensormap_interleave,
+    pub swizzle: cuabi_tensormap_swizzle,
+    pub l2_promotion: cuabi_tensormap_l2_promotion,
+    pub oob_fill: cuabi_tensormap_oob_fill,
+    /// Ordinal of the GPU the map was encoded for.
+    pub device: c_int,
+}
+
+impl Default for cuabi_tensormap_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_tensormap_info.
+pub const CUABI_TENSORMAP_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_tensormap.
+    pub fn cuabi_tensormap_retain(handle: *mut cuabi_tensormap) -> cuabi_status;
+    /// Drop a reference to a cuabi_tensormap; the last one frees it and invalidates the handle.
+    pub fn cuabi_tensormap_release(handle: *mut cuabi_tensormap) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_OPTIONS_VERSION).
+    pub fn cuabi_tensormap_options_init(opts: *mut cuabi_tensormap_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_INFO_VERSION).
+    pub fn cuabi_tensormap_info_init(opts: *mut cuabi_tensormap_info, version: c_uint) -> cuabi_status;
+    /// A tiled tensor map of `view` (cuTensorMapEncodeTiled): a copy moves a box of
+    /// `box` elements per dimension. The view must be in GPU-accessible memory
+    /// (device, pinned or managed) of a GPU of compute capability 9.0 or newer. A
+    /// broken TMA rule gives CUABI_ERROR_TENSOR_MAP naming it; nothing is made.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_encode_tiled(out: *mut *mut cuabi_tensormap, view: *mut cuabi_view, r#box: *const u32, rank: usize, options: *const cuabi_tensormap_options) -> cuabi_status;
+    /// An im2col tensor map of `view` (cuTensorMapEncodeIm2col), a tensor laid out
+    /// N, spatial dimensions (W; H, W; or D, H, W), C: a copy gathers
+    /// `pixels_per_column` pixels of `channels_per_pixel` channels within the
+    /// bounding box the corners offset from the tensor's edges.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_encode_im2col(out: *mut *mut cuabi_tensormap, view: *mut cuabi_view, lower_corner: *const c_int, upper_corner: *const c_int, spatial_rank: usize, channels_per_pixel: u32, pixels_per_column: u32, options: *const cuabi_tensormap_options) -> cuabi_status;
+    /// Point the tensor map at `view` instead (cuTensorMapReplaceAddress), in
+    /// place: the view must have the encoded view's element size, shape, byte
+    /// strides and device, and its address the same alignment. The map keeps the
+    /// new view and lets the old one go. Set it again in packs that hold it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_replace_address(tensormap: *mut cuabi_tensormap, view: *mut cuabi_view) -> cuabi_status;
+    pub fn cuabi_tensormap_get_info(out: *mut cuabi_tensormap_info, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// Copy the 128-byte descriptor (the CUtensorMap a kernel receives) into `out`; `size` must be CUABI_TENSORMAP_BYTES.
+    pub fn cuabi_tensormap_bytes(out: *mut c_void, size: usize, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// The view the tensor map describes, borrowed (valid while the map keeps it: until it is released or its address replaced).
+    pub fn cuabi_tensormap_view(out: *mut *mut cuabi_view, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// Copy the tensor map's descriptor into a `tensormap` slot (or a 128-byte raw slot from a kernel's parameter info): the kernel receives it by value. The pack holds the bytes, not the map: keep the map (and so its memory) alive while launches use them.
+    pub fn cuabi_argpack_set_tensormap(pack: *mut cuabi_argpack, slot: usize, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -2306,6 +2704,8 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
     ("cuabi_occupancy_options", core::mem::size_of::<cuabi_occupancy_options>(), &[("version", core::mem::offset_of!(cuabi_occupancy_options, version)), ("max_dynamic_shared_bytes", core::mem::offset_of!(cuabi_occupancy_options, max_dynamic_shared_bytes)), ("carveout", core::mem::offset_of!(cuabi_occupancy_options, carveout)), ("sm_count", core::mem::offset_of!(cuabi_occupancy_options, sm_count))]),
     ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
+    ("cuabi_tensormap_options", core::mem::size_of::<cuabi_tensormap_options>(), &[("version", core::mem::offset_of!(cuabi_tensormap_options, version)), ("data_type", core::mem::offset_of!(cuabi_tensormap_options, data_type)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_options, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_options, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_options, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_options, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_options, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_options, device))]),
+    ("cuabi_tensormap_info", core::mem::size_of::<cuabi_tensormap_info>(), &[("version", core::mem::offset_of!(cuabi_tensormap_info, version)), ("kind", core::mem::offset_of!(cuabi_tensormap_info, kind)), ("data_type", core::mem::offset_of!(cuabi_tensormap_info, data_type)), ("rank", core::mem::offset_of!(cuabi_tensormap_info, rank)), ("address", core::mem::offset_of!(cuabi_tensormap_info, address)), ("shape", core::mem::offset_of!(cuabi_tensormap_info, shape)), ("byte_strides", core::mem::offset_of!(cuabi_tensormap_info, byte_strides)), ("box", core::mem::offset_of!(cuabi_tensormap_info, r#box)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_info, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_info, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_info, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_info, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_info, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_info, device))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -2514,5 +2914,16 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_occupancy_offline_available_dynamic_smem", cuabi_occupancy_offline_available_dynamic_smem as *const () as usize),
         ("cuabi_occupancy_offline_max_potential_cluster_size", cuabi_occupancy_offline_max_potential_cluster_size as *const () as usize),
         ("cuabi_occupancy_offline_max_active_clusters", cuabi_occupancy_offline_max_active_clusters as *const () as usize),
+        ("cuabi_tensormap_retain", cuabi_tensormap_retain as *const () as usize),
+        ("cuabi_tensormap_release", cuabi_tensormap_release as *const () as usize),
+        ("cuabi_tensormap_options_init", cuabi_tensormap_options_init as *const () as usize),
+        ("cuabi_tensormap_info_init", cuabi_tensormap_info_init as *const () as usize),
+        ("cuabi_tensormap_encode_tiled", cuabi_tensormap_encode_tiled as *const () as usize),
+        ("cuabi_tensormap_encode_im2col", cuabi_tensormap_encode_im2col as *const () as usize),
+        ("cuabi_tensormap_replace_address", cuabi_tensormap_replace_address as *const () as usize),
+        ("cuabi_tensormap_get_info", cuabi_tensormap_get_info as *const () as usize),
+        ("cuabi_tensormap_bytes", cuabi_tensormap_bytes as *const () as usize),
+        ("cuabi_tensormap_view", cuabi_tensormap_view as *const () as usize),
+        ("cuabi_argpack_set_tensormap", cuabi_argpack_set_tensormap as *const () as usize),
     ]
 }
