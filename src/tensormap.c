@@ -304,7 +304,15 @@ static cuabi_status map_device(cuabi__device **out, const cuabi__view *v, int or
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.device = %d, but the view "
                             "is memory of device %d", caller, ordinal, v->device_id);
     cuabi_device *handle;
-    CUABI__TRY(cuabi_device_get(&handle, ordinal));
+    cuabi_status got = cuabi_device_get(&handle, ordinal);
+    if (got != CUABI_SUCCESS) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", cuabi_last_error()->message);
+        int cu = cuabi_last_error()->cu_result;
+        cuabi__error(got, "%s: the map's device: %s", caller, why);
+        cuabi__error_set_cu(cu);
+        return got;
+    }
     void *obj;
     (void)cuabi__handle_get(handle, CUABI__T_DEVICE, &obj, caller);
     cuabi__device *dev = obj;
