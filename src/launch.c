@@ -443,7 +443,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     copy_config(&pl->config, config);
     cuabi__launch_fill(&pl->lc, pl->attrs, &pl->config, t.cu_stream);
     if (a) {
-        pl->attributes = *a;
+        pl->attributes = *a;     /* version 1 is the only one: copy by version once it grows */
         pl->config.attributes = &pl->attributes;
         pl->events = ev;
         pl->lc.numAttrs = cuabi__launch_attrs_fill(pl->attrs, pl->lc.numAttrs, a, &ev);
