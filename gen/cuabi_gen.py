@@ -92,6 +92,7 @@ class Field:
     doc: str = ""
     array: int | None = None
     default: str | None = None
+    since: int = 1          # the struct version that added the field
 
 
 @dataclass
@@ -259,7 +260,7 @@ class Api:
             for fd in s.get("fields", []):
                 fields.append(Field(fd["name"], parse_type(fd["type"]),
                                     fd.get("doc", ""), fd.get("array"),
-                                    fd.get("default")))
+                                    fd.get("default"), fd.get("since", 1)))
             m.structs.append(Struct(s["name"], name, fields, s.get("doc", ""),
                                     s.get("versioned", False),
                                     s.get("version", 1)))
@@ -335,6 +336,11 @@ class Api:
                 if not self.known_type(fd.type.base):
                     raise ApiError(f"{s.name}.{fd.name}: unknown type "
                                    f"{fd.type.base}")
+            since = [fd.since for fd in s.fields]
+            if since != sorted(since) or since[-1] > s.version or (
+                    s.version > 1 and not set(range(2, s.version + 1)) <= set(since)):
+                raise ApiError(f"{s.name}: every version 2..{s.version} must add "
+                               "fields at the end (`since = N`, in order)")
 
 
 # ---------------------------------------------------------------- C headers
@@ -595,7 +601,11 @@ def emit_generated_source(api: Api) -> str:
         out.append(f"    static const {s.name} defaults = {s.upper}_INIT;\n")
         out.append(f'    if (!opts)\n        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "{s.name}_init: opts is NULL");\n')
         out.append(f'    CUABI__CHECK_VERSION("{s.name}", version, {s.upper}_VERSION);\n')
-        out.append("    *opts = defaults;\n    opts->version = version;\n")
+        if s.version == 1:
+            out.append("    *opts = defaults;\n")
+        else:
+            out.append(_version_sizes(s) + "    memcpy(opts, &defaults, size);\n")
+        out.append("    opts->version = version;\n")
         out.append("    return CUABI_SUCCESS;\n}\n\n")
     out.append(_emit_layout_queries(api))
     for h in api.handles.values():
@@ -608,6 +618,18 @@ def emit_generated_source(api: Api) -> str:
         else:
             out.append(f"CUABI_EXTERN(cuabi_status) {h.name}_destroy({h.name} *handle)\n{{\n"
                        f"    return cuabi__handle_release(handle, {tag});\n}}\n\n")
+    return "".join(out)
+
+
+def _version_sizes(s: Struct) -> str:
+    """The bytes of `s` that a caller of struct version `version` has: a
+    caller built against an older header passes a shorter struct, so its
+    *_init() must not write the fields added after its version."""
+    out = ["    size_t size = sizeof *opts;\n"]
+    for v in range(s.version - 1, 0, -1):
+        first = next(fd for fd in s.fields if fd.since > v)
+        out.append(f"    if (version <= {v})\n"
+                   f"        size = offsetof({s.name}, {first.name});\n")
     return "".join(out)
 
 

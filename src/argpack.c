@@ -476,12 +476,26 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_types(cuabi_argpack **out,
 }
 
 /* Largest power of two dividing x, at most 16 (0 -> 16). */
-static size_t pow2_divisor(size_t x)
+static size_t pow2_divisor_upto(size_t x, size_t cap)
 {
     size_t a = 1;
-    while (a < 16 && x % (a * 2) == 0)
+    while (a < cap && x % (a * 2) == 0)
         a *= 2;
     return a;
+}
+
+static size_t pow2_divisor(size_t x)
+{
+    return pow2_divisor_upto(x, 16);
+}
+
+/* The alignment a parameter at `offset` of `size` bytes may have: what the
+ * offset shows, up to 16, or up to the size's own for larger parameters
+ * (a CUtensorMap is 128 bytes aligned to 64: offset 64 after a pointer). */
+static size_t offset_alignment(size_t offset, size_t size)
+{
+    size_t by_size = pow2_divisor_upto(size, 4096);
+    return pow2_divisor_upto(offset, by_size > 16 ? by_size : 16);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_sizes(cuabi_argpack **out, const size_t *sizes,
@@ -500,7 +514,7 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_sizes(cuabi_argpack **out, 
         t.size = sizes[i];
         /* The offset shows the alignment the compiler used; without one,
          * guess the natural alignment of a scalar of that size. */
-        t.align = offsets ? pow2_divisor(offsets[i]) : pow2_divisor(sizes[i]);
+        t.align = offsets ? offset_alignment(offsets[i], sizes[i]) : pow2_divisor(sizes[i]);
         if (t.align > 8 && !offsets)
             t.align = 8;
         if (sizes[i] == 0)

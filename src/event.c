@@ -42,6 +42,7 @@ CUABI_EXTERN(cuabi_status) cuabi_event_create(cuabi_event **out, cuabi_device *d
         return st;
     }
     e->device = dev;
+    e->flags = options->flags;
     cuabi__object_retain(&dev->base);
     *out = CUABI__HANDLE(e, cuabi_event);
     return CUABI_SUCCESS;

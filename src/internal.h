@@ -191,6 +191,7 @@ typedef struct cuabi__event {
     cuabi__object base;
     cuabi__device *device;   /* retained */
     CUevent cu_event;
+    unsigned flags;          /* cuabi_event_flags it was created with */
 } cuabi__event;
 
 #endif

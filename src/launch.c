@@ -3,13 +3,15 @@
  * The one-shot path makes only the checks that cost nothing (dimensions,
  * the pack's layout against the kernel, cached per pack) before calling
  * the driver (cuLaunchKernel, or cuLaunchKernelEx when the launch has
- * cluster or cooperative attributes); when the driver refuses a launch, the full checks run
+ * cluster or cooperative attributes, or a version-2 configuration's
+ * cuabi_launch_attributes: launch_attrs.c); when the driver refuses a launch, the full checks run
  * to say why in cuabi's words. Nothing is launched either way. The prepared
  * path runs the full checks once, at creation, and keeps everything the
  * driver call needs: the launch itself is a handle lookup, a context check
  * and the driver call. No launch allocates. */
 #include "argpack.h"
 #include "kernel.h"
+#include "launch_attrs.h"
 #include "occupancy.h"
 
 #include <string.h>
@@ -202,6 +204,9 @@ static cuabi_status check_full(CUfunction f, cuabi__device *dev, const cuabi_lau
                                 "resident at once (%llu: %d per SM x %d SMs)", blocks, most,
                                 per_sm, sms);
     }
+    const cuabi_launch_attributes *a = cuabi__launch_attributes(c);
+    if (a)
+        CUABI__TRY(cuabi__launch_attrs_check_device(a, dev, drv, caller));
     return CUABI_SUCCESS;
 }
 
@@ -290,6 +295,19 @@ static inline bool context_refused(CUresult r)
     return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
+/* drive(), and once more in the device's context when the driver refused
+ * a launch made without it (see context_refused). */
+static inline CUresult drive_in_context(const cuabi__driver *drv, const CUlaunchConfig *lc,
+                                        CUfunction f, void **params, const char **entry,
+                                        const target *t)
+{
+    CUresult r = drive(drv, lc, f, params, entry);
+    if (CUABI__UNLIKELY(r != CUDA_SUCCESS) && context_refused(r) && !needs_current_context(t) &&
+        cuabi__device_activate(t->dev, drv) == CUABI_SUCCESS)
+        r = drive(drv, lc, f, params, entry);
+    return r;
+}
+
 /* Everything a launch needs, resolved: function, device, stream. */
 static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
                                    cuabi__argpack **p, cuabi_kernel *kernel, cuabi_argpack *pack,
@@ -326,6 +344,32 @@ static cuabi_status launch_refused(CUresult r, const char *entry, CUfunction f, 
     return cuabi__cu_check(r, entry, caller);
 }
 
+/* A launch whose configuration carries cuabi_launch_attributes: kept out of
+ * cuabi_launch's common path. The attributes' own checks run first (they
+ * need no driver), then the launch; a refusal names the attributes. */
+static __attribute__((noinline)) cuabi_status
+launch_with_attributes(CUfunction f, const target *t, cuabi__argpack *p,
+                                           const cuabi_launch_config *config,
+                                           const cuabi__driver *drv, const char *caller)
+{
+    cuabi__launch_events ev;
+    const cuabi_launch_attributes *a = config->attributes;
+    CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t->dev, caller));
+    CUlaunchConfig lc;
+    CUlaunchAttribute attrs[CUABI__LAUNCH_MAX_ATTRS];
+    cuabi__launch_fill(&lc, attrs, config, t->cu_stream);
+    lc.numAttrs = cuabi__launch_attrs_fill(attrs, lc.numAttrs, a, &ev);
+    const char *entry;
+    CUresult r = drive_in_context(drv, &lc, f, p->params, &entry, t);
+    if (r == CUDA_SUCCESS)
+        return CUABI_SUCCESS;
+    if (r == CUDA_ERROR_NOT_SUPPORTED && !drv->cuLaunchKernelEx)
+        return cuabi__missing_entry(entry, caller);
+    CUABI__TRY(check_full(f, t->dev, config, drv, caller));
+    return lc.numAttrs ? cuabi__launch_attrs_refused(r, entry, &lc, drv, caller)
+                       : cuabi__cu_check(r, entry, caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack,
                                         const cuabi_launch_config *config)
 {
@@ -336,18 +380,15 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     CUABI__TRY(cuabi__argpack_resolve(p, __func__));
+    if (CUABI__UNLIKELY(cuabi__launch_attributes(config) != NULL))
+        return launch_with_attributes(f, &t, p, config, drv, __func__);
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
     cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
     const char *entry;
-    CUresult r = drive(drv, &lc, f, p->params, &entry);
-    if (CUABI__UNLIKELY(r != CUDA_SUCCESS)) {
-        if (context_refused(r) && !needs_current_context(&t) &&
-            cuabi__device_activate(t.dev, drv) == CUABI_SUCCESS)
-            r = drive(drv, &lc, f, p->params, &entry);
-        if (r != CUDA_SUCCESS)
-            return launch_refused(r, entry, f, &t, config, drv, __func__);
-    }
+    CUresult r = drive_in_context(drv, &lc, f, p->params, &entry, &t);
+    if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
+        return launch_refused(r, entry, f, &t, config, drv, __func__);
     return CUABI_SUCCESS;
 }
 
@@ -360,6 +401,10 @@ CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpac
     cuabi__argpack *p;
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
+    const cuabi_launch_attributes *a = cuabi__launch_attributes(config);
+    cuabi__launch_events ev;
+    if (a)
+        CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
     return check_full(f, t.dev, config, drv, __func__);
 }
 
@@ -373,10 +418,33 @@ typedef struct cuabi__prepared {
     cuabi__device *device;        /* retained */
     CUfunction func;
     bool activate;                /* a default stream: make the device current per launch */
-    cuabi_launch_config config;   /* stream/device fields are not used after creation */
+    cuabi_launch_config config;   /* stream/device fields are not used after creation;
+                                     attributes, if any, points to `attributes` */
     CUlaunchConfig lc;
-    CUlaunchAttribute attrs[2];
+    CUlaunchAttribute attrs[CUABI__LAUNCH_MAX_ATTRS];
+    cuabi_launch_attributes attributes;  /* the caller's, copied */
+    cuabi__launch_events events;  /* retained */
 } cuabi__prepared;
+
+/* The caller's configuration, only the fields of its version: a version-1
+ * caller's struct ends before `attributes`. */
+static void copy_config(cuabi_launch_config *dst, const cuabi_launch_config *src)
+{
+    size_t size = src->version >= 2 ? sizeof *dst : offsetof(cuabi_launch_config, attributes);
+    memset(dst, 0, sizeof *dst);
+    memcpy(dst, src, size);
+    dst->version = CUABI_LAUNCH_CONFIG_VERSION;
+    dst->stream = NULL;
+    dst->device = NULL;
+}
+
+static void events_retain(const cuabi__launch_events *ev)
+{
+    if (ev->programmatic)
+        cuabi__object_retain(&ev->programmatic->base);
+    if (ev->completion)
+        cuabi__object_retain(&ev->completion->base);
+}
 
 static void prepared_destroy(cuabi__object *o)
 {
@@ -386,6 +454,10 @@ static void prepared_destroy(cuabi__object *o)
     if (pl->stream)
         cuabi__object_release(&pl->stream->base);
     cuabi__object_release(&pl->device->base);
+    if (pl->events.programmatic)
+        cuabi__object_release(&pl->events.programmatic->base);
+    if (pl->events.completion)
+        cuabi__object_release(&pl->events.completion->base);
     cuabi__free(pl);
 }
 
@@ -401,6 +473,10 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
+    const cuabi_launch_attributes *a = cuabi__launch_attributes(config);
+    cuabi__launch_events ev = { NULL, NULL };
+    if (a)
+        CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
     CUABI__TRY(check_full(f, t.dev, config, drv, __func__));
     cuabi__prepared *pl = cuabi__calloc(1, sizeof *pl);
     if (!pl)
@@ -411,10 +487,14 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     pl->device = t.dev;
     pl->func = f;
     pl->activate = needs_current_context(&t);
-    pl->config = *config;
-    pl->config.stream = NULL;
-    pl->config.device = NULL;
+    copy_config(&pl->config, config);
     cuabi__launch_fill(&pl->lc, pl->attrs, &pl->config, t.cu_stream);
+    if (a) {
+        pl->attributes = *a;     /* version 1 is the only one: copy by version once it grows */
+        pl->config.attributes = &pl->attributes;
+        pl->events = ev;
+        pl->lc.numAttrs = cuabi__launch_attrs_fill(pl->attrs, pl->lc.numAttrs, a, &ev);
+    }
     cuabi_status st = cuabi__handle_register(&pl->base, CUABI__T_PREPARED, prepared_destroy);
     if (st != CUABI_SUCCESS) {
         cuabi__free(pl);
@@ -425,21 +505,27 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     if (t.stream)
         cuabi__object_retain(&t.stream->base);
     cuabi__object_retain(&t.dev->base);
+    events_retain(&ev);
     *out = CUABI__HANDLE(pl, cuabi_prepared);
     return CUABI_SUCCESS;
 }
 
-/* Out of line: the prepared launch's failure path (see context_refused). */
-static cuabi_status prepared_refused(cuabi__prepared *pl, const cuabi__driver *drv, CUresult r,
-                                     const char *entry)
+/* Out of line: the prepared launch's failure path (a refusal for want of a
+ * current context is retried once in it: see context_refused). */
+static __attribute__((noinline, cold)) cuabi_status
+prepared_refused(cuabi__prepared *pl, const cuabi__driver *drv, CUresult r, const char *entry)
 {
+    const char *caller = "cuabi_prepared_launch";
     if (context_refused(r) && !pl->activate &&
         cuabi__device_activate(pl->device, drv) == CUABI_SUCCESS)
         r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
     if (r == CUDA_SUCCESS)
         return CUABI_SUCCESS;
-    return !drv->cuLaunchKernelEx && pl->lc.numAttrs ? cuabi__missing_entry(entry, "cuabi_prepared_launch")
-                                                     : cuabi__cu_check(r, entry, "cuabi_prepared_launch");
+    if (!drv->cuLaunchKernelEx && pl->lc.numAttrs)
+        return cuabi__missing_entry(entry, caller);
+    if (pl->config.attributes && pl->lc.numAttrs)
+        return cuabi__launch_attrs_refused(r, entry, &pl->lc, drv, caller);
+    return cuabi__cu_check(r, entry, caller);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
@@ -478,6 +564,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_set_grid(cuabi_prepared *prepared, uns
     c.grid[1] = y;
     c.grid[2] = z;
     CUABI__TRY(check_dims(&c, __func__));
+    if (c.attributes)
+        CUABI__TRY(cuabi__launch_attrs_check_grid(c.attributes, c.grid, c.cluster, __func__));
     if (c.cooperative) {
         CUABI__TRY(cuabi__driver_get(&drv));
         CUABI__TRY(cuabi__device_activate(pl->device, drv));

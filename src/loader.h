@@ -72,7 +72,10 @@
     X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, 10020) \
     X(cuOccupancyMaxPotentialClusterSize, 11070) \
-    X(cuOccupancyMaxActiveClusters, 11070)
+    X(cuOccupancyMaxActiveClusters, 11070) \
+    /* launchattrs: TMA tensor maps */ \
+    X(cuTensorMapEncodeTiled, 12000) X(cuTensorMapEncodeIm2col, 12000) \
+    X(cuTensorMapReplaceAddress, 12000)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

@@ -313,4 +313,151 @@ static inline void fake_driver_install_libraries(void)
     d->cuKernelGetName = fake_cuKernelGetName;
 }
 
+
+/* ---- TMA tensor maps and launches (added by the launchattrs area).
+ * cuabi checks the TMA rules itself, so the fake encoder stays simple: it
+ * refuses a descriptor that is not 64-byte aligned (as the driver
+ * documents), records the last call's parameters, and writes a marker, the
+ * address, the rank and the data type into the descriptor. The fake launch
+ * entry points accept any function and count launches with attributes.
+ * Install with fake_driver_install_tensormaps() / _launches() after
+ * fake_driver_install(). */
+typedef struct fake_tensormap_call {
+    int kind;                       /* 1 tiled, 2 im2col, 3 replace */
+    CUtensorMapDataType type;
+    unsigned rank;
+    void *address;
+    cuuint64_t dims[5], strides[4];
+    cuuint32_t box[5], estrides[5];
+    int lower[3], upper[3];
+    unsigned channels, pixels;
+    int interleave, swizzle, l2, oob;
+} fake_tensormap_call;
+#define FAKE_TENSORMAP_MARK 0x7e45u
+static fake_tensormap_call fake_tm_last;
+static int fake_tm_calls;
+static CUresult fake_tm_result = CUDA_SUCCESS;  /* returned by every tensor-map call */
+
+static CUresult fake_tm_write(CUtensorMap *m, int kind, CUtensorMapDataType t, cuuint32_t rank,
+                              void *addr, const cuuint64_t *dims, const cuuint64_t *strides,
+                              const cuuint32_t *es, CUtensorMapInterleave il,
+                              CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                              CUtensorMapFloatOOBfill oob)
+{
+    if ((uintptr_t)m % 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_tm_result != CUDA_SUCCESS)
+        return fake_tm_result;
+    fake_tm_calls++;
+    memset(&fake_tm_last, 0, sizeof fake_tm_last);
+    fake_tm_last.kind = kind;
+    fake_tm_last.type = t;
+    fake_tm_last.rank = rank;
+    fake_tm_last.address = addr;
+    for (cuuint32_t i = 0; i < rank && i < 5; i++) {
+        fake_tm_last.dims[i] = dims[i];
+        fake_tm_last.estrides[i] = es[i];
+        if (i + 1 < rank)
+            fake_tm_last.strides[i] = strides[i];
+    }
+    fake_tm_last.interleave = il;
+    fake_tm_last.swizzle = sw;
+    fake_tm_last.l2 = l2;
+    fake_tm_last.oob = oob;
+    memset(m, 0, sizeof *m);
+    m->opaque[0] = FAKE_TENSORMAP_MARK;
+    m->opaque[1] = (uintptr_t)addr;
+    m->opaque[2] = rank;
+    m->opaque[3] = (cuuint64_t)t;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t,
+                                                    cuuint32_t rank, void *addr,
+                                                    const cuuint64_t *dims,
+                                                    const cuuint64_t *strides,
+                                                    const cuuint32_t *box, const cuuint32_t *es,
+                                                    CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                                                    CUtensorMapL2promotion l2,
+                                                    CUtensorMapFloatOOBfill oob)
+{
+    CUresult r = fake_tm_write(m, 1, t, rank, addr, dims, strides, es, il, sw, l2, oob);
+    for (cuuint32_t i = 0; r == CUDA_SUCCESS && i < rank && i < 5; i++)
+        fake_tm_last.box[i] = box[i];
+    return r;
+}
+static CUresult CUDAAPI fake_cuTensorMapEncodeIm2col(CUtensorMap *m, CUtensorMapDataType t,
+                                                     cuuint32_t rank, void *addr,
+                                                     const cuuint64_t *dims,
+                                                     const cuuint64_t *strides, const int *lower,
+                                                     const int *upper, cuuint32_t channels,
+                                                     cuuint32_t pixels, const cuuint32_t *es,
+                                                     CUtensorMapInterleave il,
+                                                     CUtensorMapSwizzle sw,
+                                                     CUtensorMapL2promotion l2,
+                                                     CUtensorMapFloatOOBfill oob)
+{
+    CUresult r = fake_tm_write(m, 2, t, rank, addr, dims, strides, es, il, sw, l2, oob);
+    for (cuuint32_t i = 0; r == CUDA_SUCCESS && i + 2 < rank && i < 3; i++) {
+        fake_tm_last.lower[i] = lower[i];
+        fake_tm_last.upper[i] = upper[i];
+    }
+    fake_tm_last.channels = channels;
+    fake_tm_last.pixels = pixels;
+    return r;
+}
+static CUresult CUDAAPI fake_cuTensorMapReplaceAddress(CUtensorMap *m, void *addr)
+{
+    if ((uintptr_t)m % 64 || m->opaque[0] != FAKE_TENSORMAP_MARK)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_tm_result != CUDA_SUCCESS)
+        return fake_tm_result;
+    fake_tm_calls++;
+    m->opaque[1] = (uintptr_t)addr;
+    return CUDA_SUCCESS;
+}
+
+static inline void fake_driver_install_tensormaps(void)
+{
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuTensorMapEncodeTiled = fake_cuTensorMapEncodeTiled;
+    d->cuTensorMapEncodeIm2col = fake_cuTensorMapEncodeIm2col;
+    d->cuTensorMapReplaceAddress = fake_cuTensorMapReplaceAddress;
+    fake_tm_calls = 0;
+    fake_tm_result = CUDA_SUCCESS;
+}
+
+static int fake_attr_launches;   /* launches that carried attributes */
+static CUresult CUDAAPI fake_la_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
+{
+    (void)f;
+    *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024
+       : a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? 48 * 1024 : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_la_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f,
+                                                 void **params, void **extra)
+{
+    (void)f; (void)params; (void)extra;
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->numAttrs) fake_attr_launches++;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_la_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy,
+                                               unsigned gz, unsigned bx, unsigned by,
+                                               unsigned bz, unsigned smem, CUstream s,
+                                               void **params, void **extra)
+{
+    CUlaunchConfig c = { gx, gy, gz, bx, by, bz, smem, s, NULL, 0 };
+    return fake_la_cuLaunchKernelEx(&c, f, params, extra);
+}
+
+static inline void fake_driver_install_launches(void)
+{
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuFuncGetAttribute = fake_la_cuFuncGetAttribute;
+    d->cuLaunchKernelEx = fake_la_cuLaunchKernelEx;
+    d->cuLaunchKernel = fake_la_cuLaunchKernel;
+    fake_attr_launches = 0;
+}
+
 #endif

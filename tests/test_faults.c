@@ -268,6 +268,103 @@ static cuabi_status sc_linker(void)
     return st;
 }
 
+/* A borrowed view of device memory at a made-up address (nothing reads it). */
+static cuabi_status device_view(cuabi_view **out, uintptr_t addr, int ndim, const int64_t *shape)
+{
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    t.data = (void *)addr;
+    t.device.device_type = kDLCUDA;
+    t.ndim = ndim;
+    t.dtype = (DLDataType){ kDLFloat, 32, 1 };
+    t.shape = (int64_t *)shape;
+    return cuabi_view_from_dltensor(out, &t, 0);
+}
+
+/* Tensor maps: tiled and im2col encodings, info, bytes, a pack slot, a new
+ * address. */
+static cuabi_status sc_tensormap(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_view *v = NULL, *w = NULL, *img = NULL;
+    cuabi_tensormap *tiled = NULL, *im2col = NULL;
+    cuabi_argpack *p = NULL;
+    static const int64_t shape[2] = { 64, 64 }, nhwc[4] = { 1, 8, 8, 16 };
+    const uint32_t box[2] = { 16, 16 };
+    const int lower[2] = { -1, -1 }, upper[2] = { 1, 1 };
+    cuabi_tensormap_options o = CUABI_TENSORMAP_OPTIONS_INIT;
+    o.swizzle = CUABI_TENSORMAP_SWIZZLE_64B;
+    cuabi_tensormap_info info = CUABI_TENSORMAP_INFO_INIT;
+    uint64_t bytes[16];
+    STEP(device_view(&v, 0x100000, 2, shape));
+    STEP(device_view(&w, 0x200000, 2, shape));
+    STEP(device_view(&img, 0x300000, 4, nhwc));
+    STEP(cuabi_tensormap_encode_tiled(&tiled, v, box, 2, &o));
+    STEP(cuabi_tensormap_encode_im2col(&im2col, img, lower, upper, 2, 16, 64, NULL));
+    STEP(cuabi_tensormap_get_info(&info, tiled));
+    STEP(cuabi_tensormap_bytes(bytes, sizeof bytes, im2col));
+    STEP(cuabi_argpack_create(&p, "tensormap, ptr"));
+    STEP(cuabi_argpack_set_tensormap(p, 0, tiled));
+    STEP(cuabi_tensormap_replace_address(tiled, w));
+    if (p) cuabi_argpack_release(p);
+    if (im2col) cuabi_tensormap_release(im2col);
+    if (tiled) cuabi_tensormap_release(tiled);
+    if (img) cuabi_view_release(img);
+    if (w) cuabi_view_release(w);
+    if (v) cuabi_view_release(v);
+    return st;
+}
+
+/* Launches with every attribute: checked, one-shot and prepared. */
+static cuabi_status sc_launch_attrs(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_event *pe = NULL, *ce = NULL;
+    cuabi_objcode *o = NULL;
+    cuabi_kernel *k = NULL;
+    cuabi_argpack *p = NULL;
+    cuabi_prepared *pl = NULL;
+    cuabi_event_options eo = CUABI_EVENT_OPTIONS_INIT;
+    eo.flags = CUABI_EVENT_DISABLE_TIMING;
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_event_create(&pe, d, &eo));
+    STEP(cuabi_event_create(&ce, d, &eo));
+    STEP(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, cubin_sm90, cubin_sm90_size, "k.cubin"));
+    STEP(cuabi_objcode_get_kernel(&k, o, "add"));
+    STEP(cuabi_argpack_create_for_kernel(&p, k));   /* the layout the kernel reports */
+    cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    a.preferred_cluster[0] = 4;
+    a.programmatic_stream_serialization = 1;
+    a.programmatic_event = pe;
+    a.launch_completion_event = ce;
+    a.priority = -1;
+    a.access_policy_base = 0x100000;
+    a.access_policy_bytes = 1;     /* the fake device's largest window */
+    a.mem_sync_domain_map[0] = a.mem_sync_domain_map[1] = 0;
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 8;
+    c.cluster[0] = 2;
+    c.stream = s;
+    c.attributes = &a;
+    STEP(cuabi_launch_check(k, p, &c));
+    STEP(cuabi_launch(k, p, &c));
+    STEP(cuabi_prepared_create(&pl, k, p, &c));
+    STEP(cuabi_prepared_launch(pl));
+    STEP(cuabi_stream_synchronize(s));
+    if (pl) cuabi_prepared_release(pl);
+    if (p) cuabi_argpack_release(p);
+    if (k) cuabi_kernel_release(k);
+    if (o) cuabi_objcode_release(o);
+    if (ce) cuabi_event_release(ce);
+    if (pe) cuabi_event_release(pe);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 typedef struct scenario {
     const char *name;
     scenario_fn fn;
@@ -275,7 +372,7 @@ typedef struct scenario {
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
-    { "linker", sc_linker },
+    { "linker", sc_linker }, { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -319,6 +416,8 @@ static void setup(void)
     fake_driver_install();
     fake_memory_install();
     fake_driver_install_libraries();
+    fake_driver_install_tensormaps();
+    fake_driver_install_launches();
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     strcpy(tmpdir, "/tmp/cuabi-test-faults-XXXXXX");

@@ -1,5 +1,9 @@
 /* Launches against the fake driver: what reaches cuLaunchKernelEx, every
  * configuration and argument check, prepared launches, bad handles. */
+#include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "testutil.h"
 #include "fake_driver.h"
 #include "argpack.h"
@@ -8,7 +12,7 @@
 
 static int fake_launches;
 static CUlaunchConfig fake_last;
-static CUlaunchAttribute fake_last_attrs[4];
+static CUlaunchAttribute fake_last_attrs[16];
 static unsigned char fake_last_params[64];
 static CUresult fake_launch_result = CUDA_SUCCESS;
 static int fake_cluster_support = 1;
@@ -51,13 +55,17 @@ static CUresult CUDAAPI fake_cuFuncGetAttribute(int *v, CUfunction_attribute a, 
     }
     return CUDA_SUCCESS;
 }
+/* The device's answers the launch-attribute checks read. */
+static int fake_cc_major = 9, fake_window_bytes = 1 << 20, fake_sync_domains = 4;
 static CUresult CUDAAPI fake_attr_no_cluster(int *v, CUdevice_attribute a, CUdevice d)
 {
-    if (a == CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) {
-        *v = fake_cluster_support;
-        return CUDA_SUCCESS;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = fake_cluster_support; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = fake_cc_major; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *v = fake_window_bytes; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: *v = fake_sync_domains; return CUDA_SUCCESS;
+    default: return fake_cuDeviceGetAttribute(v, a, d);
     }
-    return fake_cuDeviceGetAttribute(v, a, d);
 }
 static CUresult CUDAAPI fake_cuOccupancyBlocks(int *n, CUfunction f, int block, size_t smem,
                                                unsigned flags)
@@ -153,6 +161,9 @@ static void setup(void)
     fake_launch_result = CUDA_SUCCESS;
     fake_cluster_support = 1;
     fake_blocks_per_sm = 2;
+    fake_cc_major = 9;
+    fake_window_bytes = 1 << 20;
+    fake_sync_domains = 4;
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/objcode_kernels_sm90.cubin", cuabi_test_srcdir());
     ck_assert_ok(cuabi_objcode_from_file(&code, CUABI_CODE_CUBIN, path));
@@ -666,6 +677,372 @@ START_TEST(live_occupancy)
 }
 END_TEST
 
+/* ---- launch attributes (configuration version 2) */
+
+/* The attribute of `id` among those of the last launch, or NULL. */
+static const CUlaunchAttribute *last_attr(CUlaunchAttributeID id)
+{
+    for (unsigned i = 0; i < fake_last.numAttrs; i++)
+        if (fake_last_attrs[i].id == id)
+            return &fake_last_attrs[i];
+    return NULL;
+}
+
+static cuabi_event *no_timing_event(void)
+{
+    cuabi_event *e;
+    cuabi_event_options o = CUABI_EVENT_OPTIONS_INIT;
+    o.flags = CUABI_EVENT_DISABLE_TIMING;
+    ck_assert_ok(cuabi_event_create(&e, dev, &o));
+    return e;
+}
+
+/* Every attribute set, then each one checked as it reached cuLaunchKernelEx. */
+static void set_every_attribute(cuabi_launch_attributes *a, cuabi_event *pe, cuabi_event *ce)
+{
+    a->preferred_cluster[0] = 4;
+    a->cluster_scheduling_policy = CUABI_CLUSTER_SCHEDULING_SPREAD;
+    a->programmatic_stream_serialization = 1;
+    a->programmatic_event = pe;
+    a->programmatic_event_trigger_at_block_start = 1;
+    a->launch_completion_event = ce;
+    a->priority = -3;
+    a->access_policy_base = 0xC0000;
+    a->access_policy_bytes = 4096;
+    a->access_policy_hit_ratio = 0.5f;
+    a->mem_sync_domain = CUABI_MEM_SYNC_DOMAIN_REMOTE;
+    a->mem_sync_domain_map[0] = 0;
+    a->mem_sync_domain_map[1] = 3;
+    a->preferred_shared_memory_carveout = 50;
+    a->nvlink_util_centric_scheduling = 1;
+}
+
+static void assert_every_attribute(CUevent pe, CUevent ce)
+{
+    ck_assert_uint_eq(fake_last.numAttrs, 13);
+    const CUlaunchAttribute *at;
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
+    ck_assert_uint_eq(at->value.clusterDim.x, 2);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_COOPERATIVE));
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION));
+    ck_assert_uint_eq(at->value.preferredClusterDim.x, 4);
+    ck_assert_uint_eq(at->value.preferredClusterDim.y, 1);
+    ck_assert_uint_eq(at->value.preferredClusterDim.z, 1);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE));
+    ck_assert_int_eq(at->value.clusterSchedulingPolicyPreference, CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION));
+    ck_assert_int_eq(at->value.programmaticStreamSerializationAllowed, 1);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT));
+    ck_assert_ptr_eq(at->value.programmaticEvent.event, pe);
+    ck_assert_int_eq(at->value.programmaticEvent.triggerAtBlockStart, 1);
+    ck_assert_int_eq(at->value.programmaticEvent.flags, 0);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT));
+    ck_assert_ptr_eq(at->value.launchCompletionEvent.event, ce);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_PRIORITY));
+    ck_assert_int_eq(at->value.priority, -3);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW));
+    ck_assert_ptr_eq(at->value.accessPolicyWindow.base_ptr, (void *)0xC0000);
+    ck_assert_uint_eq(at->value.accessPolicyWindow.num_bytes, 4096);
+    ck_assert(at->value.accessPolicyWindow.hitRatio == 0.5f);
+    ck_assert_int_eq(at->value.accessPolicyWindow.hitProp, CU_ACCESS_PROPERTY_PERSISTING);
+    ck_assert_int_eq(at->value.accessPolicyWindow.missProp, CU_ACCESS_PROPERTY_STREAMING);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN));
+    ck_assert_int_eq(at->value.memSyncDomain, CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP));
+    ck_assert_uint_eq(at->value.memSyncDomainMap.default_, 0);
+    ck_assert_uint_eq(at->value.memSyncDomainMap.remote, 3);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT));
+    ck_assert_uint_eq(at->value.sharedMemCarveout, 50);
+    ck_assert_ptr_nonnull(at = last_attr(CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING));
+    ck_assert_uint_eq(at->value.nvlinkUtilCentricScheduling, 1);
+}
+
+static CUevent raw_event(cuabi_event *e)
+{
+    uintptr_t raw;
+    ck_assert_ok(cuabi_event_raw(&raw, e));
+    return (CUevent)raw;
+}
+
+START_TEST(every_attribute_reaches_the_driver)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_event *pe = no_timing_event(), *ce = no_timing_event();
+    cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    cuabi_launch_config c = config(8, 128);
+    c.cluster[0] = 2;
+    c.cooperative = 1;
+    c.attributes = &a;
+    /* all defaults: nothing added, the plain entry point */
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_uint_eq(fake_last.numAttrs, 2);
+    c.cluster[0] = 0;
+    c.cooperative = 0;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_uint_eq(fake_last.numAttrs, 0);
+    ck_assert_int_eq(fake_plain_launches, 1);
+    c.cluster[0] = 2;
+    c.cooperative = 1;
+    set_every_attribute(&a, pe, ce);
+    ck_assert_ok(cuabi_launch_check(kern, p, &c));
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    assert_every_attribute(raw_event(pe), raw_event(ce));
+    /* a prepared launch copies the attributes and keeps its events */
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    memset(&a, 0xff, sizeof a);
+    CUevent rpe = raw_event(pe), rce = raw_event(ce);
+    ck_assert_ok(cuabi_event_release(pe));
+    ck_assert_ok(cuabi_event_release(ce));
+    ck_assert_int_eq(fake_live_events, 2);
+    memset(fake_last_attrs, 0, sizeof fake_last_attrs);
+    ck_assert_ok(cuabi_prepared_launch(pl));
+    assert_every_attribute(rpe, rce);
+    /* a new grid is checked against the preferred cluster (4 divides 8, not 6) */
+    ck_assert_status(cuabi_prepared_set_grid(pl, 6, 1, 1), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("attributes.preferred_cluster.x = 4 does not divide grid.x = 6");
+    ck_assert_ok(cuabi_prepared_set_grid(pl, 16, 1, 1));
+    ck_assert_ok(cuabi_prepared_release(pl));
+    ck_assert_int_eq(fake_live_events, 0);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+START_TEST(attribute_errors_name_the_field)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_event *timed, *good = no_timing_event();
+    ck_assert_ok(cuabi_event_create(&timed, dev, NULL));
+    static const struct { cuabi_status st; const char *says; } bad[] = {
+        { CUABI_ERROR_INVALID_VERSION, "cuabi_launch_attributes version 0" },
+        { CUABI_ERROR_INVALID_VERSION, "knows 1..1" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "preferred_cluster.x = 3 must be a multiple of cluster.x = 2" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "preferred_cluster.x = 16 does not divide grid.x = 8" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "preferred_cluster.z = 2 must equal cluster.z = 1" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "cluster_scheduling_policy = 7 is not" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "access_policy_base is 0" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "access_policy_hit_ratio = 1.5 is not in 0..1" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "access_policy_hit_ratio = nan" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "access_policy_hit_property = 3" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "no persisting misses" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "mem_sync_domain = 2" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "set both" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "mem_sync_domain_map[1] = 256" },
+        { CUABI_ERROR_LAUNCH_CONFIG, "carveout = 101 is not a percentage" },
+        { CUABI_ERROR_INVALID_HANDLE, "attributes.programmatic_event is not a live cuabi_event" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+        cuabi_launch_config c = config(8, 128);
+        c.cluster[0] = 2;
+        c.attributes = &a;
+        switch (i) {
+        case 0: a.version = 0; break;
+        case 1: a.version = 2; break;
+        case 2: a.preferred_cluster[0] = 3; break;
+        case 3: a.preferred_cluster[0] = 16; break;
+        case 4: a.preferred_cluster[0] = 4; a.preferred_cluster[2] = 2; break;
+        case 5: a.cluster_scheduling_policy = 7; break;
+        case 6: a.access_policy_bytes = 64; a.access_policy_base = 0; break;
+        case 7: case 8: case 9: case 10:
+            a.access_policy_bytes = 64;
+            a.access_policy_base = 0x1000;
+            if (i == 7) a.access_policy_hit_ratio = 1.5f;
+            if (i == 8) a.access_policy_hit_ratio = nanf("");
+            if (i == 9) a.access_policy_hit_property = 3;
+            if (i == 10) a.access_policy_miss_property = CUABI_ACCESS_PROPERTY_PERSISTING;
+            break;
+        case 11: a.mem_sync_domain = 2; break;
+        case 12: a.mem_sync_domain_map[0] = 1; break;
+        case 13: a.mem_sync_domain_map[0] = 1; a.mem_sync_domain_map[1] = 256; break;
+        case 14: a.preferred_shared_memory_carveout = 101; break;
+        case 15: a.programmatic_event = (cuabi_event *)kern; break;
+        }
+        ck_assert_status(cuabi_launch(kern, p, &c), bad[i].st);
+        ck_assert_error_mentions(bad[i].says);
+        ck_assert_error_mentions("cuabi_launch: ");
+        ck_assert_status(cuabi_launch_check(kern, p, &c), bad[i].st);
+        cuabi_prepared *pl = (cuabi_prepared *)1;
+        ck_assert_status(cuabi_prepared_create(&pl, kern, p, &c), bad[i].st);
+        ck_assert_ptr_null(pl);
+    }
+    /* attributes that need a cluster */
+    cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    cuabi_launch_config c = config(8, 128);
+    c.attributes = &a;
+    a.preferred_cluster[1] = 2;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("preferred_cluster needs a cluster size");
+    a = (cuabi_launch_attributes)CUABI_LAUNCH_ATTRIBUTES_INIT;
+    a.cluster_scheduling_policy = CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("cluster_scheduling_policy needs a cluster size");
+    /* events: with timing, of another device, released */
+    a = (cuabi_launch_attributes)CUABI_LAUNCH_ATTRIBUTES_INIT;
+    a.launch_completion_event = timed;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("attributes.launch_completion_event must be created with "
+                             "CUABI_EVENT_DISABLE_TIMING");
+    cuabi_device *dev1;
+    cuabi_event *other;
+    cuabi_event_options o = CUABI_EVENT_OPTIONS_INIT;
+    o.flags = CUABI_EVENT_DISABLE_TIMING;
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    ck_assert_ok(cuabi_event_create(&other, dev1, &o));
+    a.launch_completion_event = NULL;
+    a.programmatic_event = other;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("attributes.programmatic_event is an event of device 1, the launch "
+                             "is on device 0");
+    a.programmatic_event = good;
+    ck_assert_ok(cuabi_event_release(good));
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("not a live cuabi_event");
+    ck_assert_int_eq(fake_launches, 0);
+    cuabi_event_release(other);
+    cuabi_event_release(timed);
+    cuabi_device_release(dev1);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+/* What the device cannot do, found by the full checks (cuabi_launch_check,
+ * cuabi_prepared_create, and cuabi_launch once the driver refuses). */
+START_TEST(attributes_against_the_device)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_event *pe = no_timing_event();
+    cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    cuabi_launch_config c = config(8, 128);
+    c.attributes = &a;
+    a.programmatic_event = pe;
+    fake_cc_major = 8;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("programmatic_event needs compute capability 9.0 or newer, device 0 "
+                             "has 8.x");
+    /* cuabi_launch leaves it to the driver; its refusal is explained the same way */
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("needs compute capability 9.0");
+    fake_launch_result = CUDA_SUCCESS;
+    fake_cc_major = 9;
+    a.programmatic_event = NULL;
+    a.access_policy_base = 0x1000;
+    a.access_policy_bytes = (1 << 20) + 1;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("access_policy_bytes = 1048577 is over device 0's largest "
+                             "access-policy window of 1048576 bytes");
+    fake_window_bytes = 0;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("device 0 has no L2 access-policy windows");
+    a.access_policy_bytes = 0;
+    a.mem_sync_domain_map[0] = 0;
+    a.mem_sync_domain_map[1] = 4;
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("mem_sync_domain_map[1] = 4 is not below device 0's 4 memory sync "
+                             "domains");
+    cuabi_prepared *pl;
+    ck_assert_status(cuabi_prepared_create(&pl, kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    a.mem_sync_domain_map[1] = 3;
+    ck_assert_ok(cuabi_launch_check(kern, p, &c));
+    /* a device query that fails is reported, not ignored */
+    cuabi__fault_arm("cuDeviceGetAttribute", 1, true, CUDA_ERROR_LAUNCH_FAILED);
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_int_eq(fake_launches, 0);
+    cuabi_event_release(pe);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+/* The driver refuses a launch whose attributes passed every check: the
+ * error names what the launch carried, and what the driver is too old for. */
+START_TEST(driver_refusal_names_the_attributes)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_event *ce = no_timing_event();
+    cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    cuabi_launch_config c = config(8, 128);
+    c.attributes = &a;
+    a.programmatic_stream_serialization = 1;
+    a.priority = -2;
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("cuabi_launch: cuLaunchKernelEx refused the launch with");
+    ck_assert_error_mentions("programmatic_stream_serialization, priority -2");
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    fake_launch_result = CUDA_ERROR_NOT_SUPPORTED;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    fake_launch_result = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_CUDA);
+    ck_assert_error_mentions("the launch had the attributes: programmatic_stream_serialization");
+    /* a driver older than an attribute: named, NOT_SUPPORTED */
+    cuabi__lib_info *info = (cuabi__lib_info *)cuabi__driver_info();
+    info->version = 12020;
+    a.launch_completion_event = ce;
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("launch_completion_event needs a CUDA 12.3 driver; this driver is 12.2");
+    /* the same from a prepared launch */
+    fake_launch_result = CUDA_SUCCESS;
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_prepared_launch(pl), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("cuabi_prepared_launch: cuLaunchKernelEx refused the launch");
+    ck_assert_error_mentions("launch_completion_event needs a CUDA 12.3 driver");
+    info->version = 13000;
+    fake_launch_result = CUDA_SUCCESS;
+    ck_assert_ok(cuabi_prepared_release(pl));
+    /* without cuLaunchKernelEx at all */
+    cuabi__driver_for_test()->cuLaunchKernelEx = NULL;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_error_mentions("does not provide cuLaunchKernelEx");
+    cuabi_event_release(ce);
+    cuabi_argpack_release(p);
+}
+END_TEST
+
+/* A caller built against the version-1 header passes a shorter struct: the
+ * library must not read past `device`. The struct is placed right before
+ * an inaccessible page, so a read of `attributes` would crash the test. */
+START_TEST(version_1_configurations_keep_working)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(mem, MAP_FAILED);
+    ck_assert_int_eq(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
+    size_t v1 = offsetof(cuabi_launch_config, attributes);
+    cuabi_launch_config *c = (cuabi_launch_config *)(mem + page - v1);
+    /* the generated initialiser writes version 1's fields only */
+    ck_assert_ok(cuabi_launch_config_init(c, 1));
+    ck_assert_uint_eq(c->version, 1);
+    ck_assert_uint_eq(c->grid[0], 1);
+    c->grid[0] = 8;
+    c->block[0] = 128;
+    c->cluster[0] = 2;
+    c->device = dev;
+    cuabi_argpack *p = add_pack();
+    ck_assert_ok(cuabi_launch(kern, p, c));
+    ck_assert_uint_eq(fake_last.numAttrs, 1);
+    ck_assert_ok(cuabi_launch_check(kern, p, c));
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, c));
+    ck_assert_ok(cuabi_prepared_launch(pl));
+    ck_assert_ok(cuabi_prepared_set_grid(pl, 4, 1, 1));
+    ck_assert_ok(cuabi_prepared_release(pl));
+    int n;
+    ck_assert_ok(cuabi_occupancy_max_potential_cluster_size(&n, kern, c));
+    /* the driver refuses: the full checks read version 1's fields only */
+    fake_launch_result = CUDA_ERROR_INVALID_VALUE;
+    ck_assert_status(cuabi_launch(kern, p, c), CUABI_ERROR_CUDA);
+    fake_launch_result = CUDA_SUCCESS;
+    cuabi_argpack_release(p);
+    munmap(mem, (size_t)page * 2);
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_no_driver();
@@ -682,6 +1059,11 @@ int main(void)
     tcase_add_test(tc, bad_handles);
     tcase_add_test(tc, released_buffer_in_prepared_pack);
     tcase_add_test(tc, live_occupancy);
+    tcase_add_test(tc, every_attribute_reaches_the_driver);
+    tcase_add_test(tc, attribute_errors_name_the_field);
+    tcase_add_test(tc, attributes_against_the_device);
+    tcase_add_test(tc, driver_refusal_names_the_attributes);
+    tcase_add_test(tc, version_1_configurations_keep_working);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -55,6 +55,7 @@ typedef enum cuabi_status {
     CUABI_ERROR_NVJITLINK = 25, /**< an nvJitLink call failed; see nvjitlink_result in the last error */
     CUABI_ERROR_CALLBACK = 26, /**< a user callback reported failure */
     CUABI_ERROR_INTERNAL = 27, /**< internal error in cuabi (please report it) */
+    CUABI_ERROR_TENSOR_MAP = 36, /**< the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it */
     CUABI_STATUS_FORCE32 = 0x7fffffff
 } cuabi_status;
 

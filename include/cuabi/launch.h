@@ -33,8 +33,12 @@ extern "C" {
  * current.
  */
 
+/** INT_MIN: an int field of cuabi_launch_attributes left unset, so the stream's (or the kernel's) setting applies. */
+#define CUABI_LAUNCH_UNSET -2147483648
+
 typedef struct cuabi_argpack cuabi_argpack;
 typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_event cuabi_event;
 typedef struct cuabi_kernel cuabi_kernel;
 typedef struct cuabi_stream cuabi_stream;
 
@@ -44,9 +48,81 @@ typedef struct cuabi_stream cuabi_stream;
  */
 typedef struct cuabi_prepared cuabi_prepared;
 
+typedef struct cuabi_launch_attributes cuabi_launch_attributes;
 typedef struct cuabi_launch_config cuabi_launch_config;
 
-/** Where and how to launch. */
+/** How the blocks of a cluster are placed on SMs (values of CUclusterSchedulingPolicy). */
+typedef enum cuabi_cluster_scheduling_policy {
+    CUABI_CLUSTER_SCHEDULING_DEFAULT = 0, /**< The kernel's own preference (the attribute is not passed). */
+    CUABI_CLUSTER_SCHEDULING_SPREAD = 1, /**< Spread the blocks of a cluster over the SMs. */
+    CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = 2, /**< Let the hardware balance the blocks of a cluster over the SMs. */
+    CUABI_CLUSTER_SCHEDULING_POLICY_FORCE32 = 0x7fffffff
+} cuabi_cluster_scheduling_policy;
+
+/** L2 cache treatment of the lines of an access-policy window (values of CUaccessProperty). */
+typedef enum cuabi_access_property {
+    CUABI_ACCESS_PROPERTY_NORMAL = 0, /**< Normal cache persistence. */
+    CUABI_ACCESS_PROPERTY_STREAMING = 1, /**< Less likely to persist in L2. */
+    CUABI_ACCESS_PROPERTY_PERSISTING = 2, /**< More likely to persist in L2 (the device's persisting L2 set-aside). */
+    CUABI_ACCESS_PROPERTY_FORCE32 = 0x7fffffff
+} cuabi_access_property;
+
+/** Memory synchronization domains of a launch (values of CUlaunchMemSyncDomain). */
+typedef enum cuabi_mem_sync_domain {
+    CUABI_MEM_SYNC_DOMAIN_DEFAULT = 0, /**< The default domain. */
+    CUABI_MEM_SYNC_DOMAIN_REMOTE = 1, /**< The remote domain: its memory fences do not wait for default-domain traffic (e.g. for kernels that talk to other GPUs). */
+    CUABI_MEM_SYNC_DOMAIN_FORCE32 = 0x7fffffff
+} cuabi_mem_sync_domain;
+
+/**
+ * The cuLaunchKernelEx attributes beyond clusters and cooperative launches,
+ * pointed to by cuabi_launch_config.attributes (configuration version 2). Every
+ * field's default leaves its attribute out of the launch. Read during
+ * cuabi_launch() and cuabi_launch_check(); cuabi_prepared_create() copies it
+ * and retains its events.
+ */
+struct cuabi_launch_attributes {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Preferred substitute cluster size in blocks (CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION; used by sm_100 and newer); all 0 for none. Needs config.cluster; x and y multiples of the cluster's, z equal to it, each dividing the grid. */
+    unsigned int preferred_cluster[3];
+    /** CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE; needs config.cluster. */
+    cuabi_cluster_scheduling_policy cluster_scheduling_policy;
+    /** Non-zero: programmatic dependent launch (PDL). The kernel may start before the previous kernel on the stream ends, once that one's blocks have all run griddepcontrol.launch_dependents (cudaTriggerProgrammaticLaunchCompletion) or exited; it waits with griddepcontrol.wait (cudaGridDependencySynchronize) before using its results. Compute capability 9.0 and newer overlap; older GPUs serialize as usual. */
+    int programmatic_stream_serialization;
+    /** CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block has triggered (griddepcontrol.launch_dependents) or exited; work waiting on it may overlap the kernel's tail. NULL for none. Compute capability 9.0 and newer. */
+    cuabi_event *programmatic_event;
+    /** Non-zero: each block triggers the programmatic event as it starts. */
+    int programmatic_event_trigger_at_block_start;
+    /** CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block of the kernel has started (best effort). NULL for none. Needs a CUDA 12.3 driver. */
+    cuabi_event *launch_completion_event;
+    /** Execution priority of this launch (CU_LAUNCH_ATTRIBUTE_PRIORITY), in the range of cuabi_device_stream_priority_range (numerically lower is higher); CUABI_LAUNCH_UNSET for the stream's. */
+    int priority;
+    /** Start of the L2 access-policy window (CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW): a device address. */
+    uintptr_t access_policy_base;
+    /** Size of the window in bytes, at most the device's CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE; 0 for no window. */
+    size_t access_policy_bytes;
+    /** Fraction (0 to 1) of the window's lines given hit_property; the others get miss_property. */
+    float access_policy_hit_ratio;
+    /** Property of the hit lines. */
+    cuabi_access_property access_policy_hit_property;
+    /** Property of the other lines: NORMAL or STREAMING. */
+    cuabi_access_property access_policy_miss_property;
+    /** cuabi_mem_sync_domain of the launch (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN); CUABI_LAUNCH_UNSET for the stream's. */
+    int mem_sync_domain;
+    /** Domain ids for the default and the remote domain (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP), each below the device's CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT; both CUABI_LAUNCH_UNSET for the stream's map. */
+    int mem_sync_domain_map[2];
+    /** Preferred shared-memory carveout of this launch in percent, 0 to 100 (CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, a hint); CUABI_LAUNCH_UNSET for the kernel's. */
+    int preferred_shared_memory_carveout;
+    /** Non-zero: hint that the kernel's blocks carry NVLink traffic evenly (CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING). Needs a CUDA 13.0 driver. */
+    int nvlink_util_centric_scheduling;
+};
+/** Current version of cuabi_launch_attributes. */
+#define CUABI_LAUNCH_ATTRIBUTES_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_LAUNCH_ATTRIBUTES_INIT { CUABI_LAUNCH_ATTRIBUTES_VERSION, {0, 0, 0}, CUABI_CLUSTER_SCHEDULING_DEFAULT, 0, 0, 0, 0, CUABI_LAUNCH_UNSET, 0, 0, 1.0f, CUABI_ACCESS_PROPERTY_PERSISTING, CUABI_ACCESS_PROPERTY_STREAMING, CUABI_LAUNCH_UNSET, {CUABI_LAUNCH_UNSET, CUABI_LAUNCH_UNSET}, CUABI_LAUNCH_UNSET, 0 }
+
+/** Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`. */
 struct cuabi_launch_config {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
     unsigned int version;
@@ -64,17 +140,25 @@ struct cuabi_launch_config {
     cuabi_stream *stream;
     /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). */
     cuabi_device *device;
+    /** Version 2: the other cuLaunchKernelEx attributes (PDL, events, priority, access policy, memory sync domains, preferred clusters, ...); NULL for none, which keeps the launch on its fastest path. */
+    const cuabi_launch_attributes *attributes;
 };
 /** Current version of cuabi_launch_config. */
-#define CUABI_LAUNCH_CONFIG_VERSION 1
+#define CUABI_LAUNCH_CONFIG_VERSION 2
 /** Static initialiser with the defaults. */
-#define CUABI_LAUNCH_CONFIG_INIT { CUABI_LAUNCH_CONFIG_VERSION, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 0, 0, 0, 0 }
+#define CUABI_LAUNCH_CONFIG_INIT { CUABI_LAUNCH_CONFIG_VERSION, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 0, 0, 0, 0, 0 }
 
 /** Add a reference to a cuabi_prepared. */
 CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle);
 
 /** Drop a reference to a cuabi_prepared; the last one frees it and invalidates the handle. */
 CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_ATTRIBUTES_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_launch_attributes_init(cuabi_launch_attributes *opts, unsigned int version);
 
 /**
  * Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_CONFIG_VERSION).

@@ -18,6 +18,7 @@
 #include "cuabi/argpack.h"
 #include "cuabi/launch.h"
 #include "cuabi/occupancy.h"
+#include "cuabi/tensormap.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -235,6 +236,18 @@ typedef struct cuabi_api {
     cuabi_status (*occupancy_offline_available_dynamic_smem)(size_t *out, const char *arch, const cuabi_kernel_resources *resources, int num_blocks, int block_size, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_potential_cluster_size)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_active_clusters)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
+    cuabi_status (*launch_attributes_init)(cuabi_launch_attributes *opts, unsigned int version);
+    cuabi_status (*tensormap_retain)(cuabi_tensormap *handle);
+    cuabi_status (*tensormap_release)(cuabi_tensormap *handle);
+    cuabi_status (*tensormap_options_init)(cuabi_tensormap_options *opts, unsigned int version);
+    cuabi_status (*tensormap_info_init)(cuabi_tensormap_info *opts, unsigned int version);
+    cuabi_status (*tensormap_encode_tiled)(cuabi_tensormap **out, cuabi_view *view, const uint32_t *box, size_t rank, const cuabi_tensormap_options *options);
+    cuabi_status (*tensormap_encode_im2col)(cuabi_tensormap **out, cuabi_view *view, const int *lower_corner, const int *upper_corner, size_t spatial_rank, uint32_t channels_per_pixel, uint32_t pixels_per_column, const cuabi_tensormap_options *options);
+    cuabi_status (*tensormap_replace_address)(cuabi_tensormap *tensormap, cuabi_view *view);
+    cuabi_status (*tensormap_get_info)(cuabi_tensormap_info *out, cuabi_tensormap *tensormap);
+    cuabi_status (*tensormap_bytes)(void *out, size_t size, cuabi_tensormap *tensormap);
+    cuabi_status (*tensormap_view)(cuabi_view **out, cuabi_tensormap *tensormap);
+    cuabi_status (*argpack_set_tensormap)(cuabi_argpack *pack, size_t slot, cuabi_tensormap *tensormap);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

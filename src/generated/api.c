@@ -31,6 +31,7 @@ const cuabi__status_info cuabi__status_table[] = {
     { CUABI_ERROR_NVJITLINK, "CUABI_ERROR_NVJITLINK", "an nvJitLink call failed; see nvjitlink_result in the last error" },
     { CUABI_ERROR_CALLBACK, "CUABI_ERROR_CALLBACK", "a user callback reported failure" },
     { CUABI_ERROR_INTERNAL, "CUABI_ERROR_INTERNAL", "internal error in cuabi (please report it)" },
+    { CUABI_ERROR_TENSOR_MAP, "CUABI_ERROR_TENSOR_MAP", "the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it" },
     { 0, NULL, NULL }
 };
 
@@ -48,6 +49,7 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_program",
     "cuabi_argpack",
     "cuabi_prepared",
+    "cuabi_tensormap",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -226,13 +228,27 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_launch_attributes_init(cuabi_launch_attributes *opts, unsigned int version)
+{
+    static const cuabi_launch_attributes defaults = CUABI_LAUNCH_ATTRIBUTES_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_attributes_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_launch_attributes", version, CUABI_LAUNCH_ATTRIBUTES_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_launch_config_init(cuabi_launch_config *opts, unsigned int version)
 {
     static const cuabi_launch_config defaults = CUABI_LAUNCH_CONFIG_INIT;
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_launch_config_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_launch_config", version, CUABI_LAUNCH_CONFIG_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_launch_config, attributes);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -265,6 +281,28 @@ CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsig
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arch_limits_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_arch_limits", version, CUABI_ARCH_LIMITS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_tensormap_options_init(cuabi_tensormap_options *opts, unsigned int version)
+{
+    static const cuabi_tensormap_options defaults = CUABI_TENSORMAP_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_tensormap_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_tensormap_options", version, CUABI_TENSORMAP_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_tensormap_info_init(cuabi_tensormap_info *opts, unsigned int version)
+{
+    static const cuabi_tensormap_info defaults = CUABI_TENSORMAP_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_tensormap_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_tensormap_info", version, CUABI_TENSORMAP_INFO_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -465,6 +503,24 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_launch_attributes", NULL, sizeof(cuabi_launch_attributes) },
+    { "cuabi_launch_attributes", "version", offsetof(cuabi_launch_attributes, version) },
+    { "cuabi_launch_attributes", "preferred_cluster", offsetof(cuabi_launch_attributes, preferred_cluster) },
+    { "cuabi_launch_attributes", "cluster_scheduling_policy", offsetof(cuabi_launch_attributes, cluster_scheduling_policy) },
+    { "cuabi_launch_attributes", "programmatic_stream_serialization", offsetof(cuabi_launch_attributes, programmatic_stream_serialization) },
+    { "cuabi_launch_attributes", "programmatic_event", offsetof(cuabi_launch_attributes, programmatic_event) },
+    { "cuabi_launch_attributes", "programmatic_event_trigger_at_block_start", offsetof(cuabi_launch_attributes, programmatic_event_trigger_at_block_start) },
+    { "cuabi_launch_attributes", "launch_completion_event", offsetof(cuabi_launch_attributes, launch_completion_event) },
+    { "cuabi_launch_attributes", "priority", offsetof(cuabi_launch_attributes, priority) },
+    { "cuabi_launch_attributes", "access_policy_base", offsetof(cuabi_launch_attributes, access_policy_base) },
+    { "cuabi_launch_attributes", "access_policy_bytes", offsetof(cuabi_launch_attributes, access_policy_bytes) },
+    { "cuabi_launch_attributes", "access_policy_hit_ratio", offsetof(cuabi_launch_attributes, access_policy_hit_ratio) },
+    { "cuabi_launch_attributes", "access_policy_hit_property", offsetof(cuabi_launch_attributes, access_policy_hit_property) },
+    { "cuabi_launch_attributes", "access_policy_miss_property", offsetof(cuabi_launch_attributes, access_policy_miss_property) },
+    { "cuabi_launch_attributes", "mem_sync_domain", offsetof(cuabi_launch_attributes, mem_sync_domain) },
+    { "cuabi_launch_attributes", "mem_sync_domain_map", offsetof(cuabi_launch_attributes, mem_sync_domain_map) },
+    { "cuabi_launch_attributes", "preferred_shared_memory_carveout", offsetof(cuabi_launch_attributes, preferred_shared_memory_carveout) },
+    { "cuabi_launch_attributes", "nvlink_util_centric_scheduling", offsetof(cuabi_launch_attributes, nvlink_util_centric_scheduling) },
     { "cuabi_launch_config", NULL, sizeof(cuabi_launch_config) },
     { "cuabi_launch_config", "version", offsetof(cuabi_launch_config, version) },
     { "cuabi_launch_config", "grid", offsetof(cuabi_launch_config, grid) },
@@ -474,6 +530,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_launch_config", "cooperative", offsetof(cuabi_launch_config, cooperative) },
     { "cuabi_launch_config", "stream", offsetof(cuabi_launch_config, stream) },
     { "cuabi_launch_config", "device", offsetof(cuabi_launch_config, device) },
+    { "cuabi_launch_config", "attributes", offsetof(cuabi_launch_config, attributes) },
     { "cuabi_occupancy_result", NULL, sizeof(cuabi_occupancy_result) },
     { "cuabi_occupancy_result", "version", offsetof(cuabi_occupancy_result, version) },
     { "cuabi_occupancy_result", "active_blocks_per_sm", offsetof(cuabi_occupancy_result, active_blocks_per_sm) },
@@ -510,6 +567,30 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arch_limits", "reserved_shared_bytes_per_block", offsetof(cuabi_arch_limits, reserved_shared_bytes_per_block) },
     { "cuabi_arch_limits", "max_cluster_size", offsetof(cuabi_arch_limits, max_cluster_size) },
     { "cuabi_arch_limits", "max_cluster_size_nonportable", offsetof(cuabi_arch_limits, max_cluster_size_nonportable) },
+    { "cuabi_tensormap_options", NULL, sizeof(cuabi_tensormap_options) },
+    { "cuabi_tensormap_options", "version", offsetof(cuabi_tensormap_options, version) },
+    { "cuabi_tensormap_options", "data_type", offsetof(cuabi_tensormap_options, data_type) },
+    { "cuabi_tensormap_options", "element_strides", offsetof(cuabi_tensormap_options, element_strides) },
+    { "cuabi_tensormap_options", "interleave", offsetof(cuabi_tensormap_options, interleave) },
+    { "cuabi_tensormap_options", "swizzle", offsetof(cuabi_tensormap_options, swizzle) },
+    { "cuabi_tensormap_options", "l2_promotion", offsetof(cuabi_tensormap_options, l2_promotion) },
+    { "cuabi_tensormap_options", "oob_fill", offsetof(cuabi_tensormap_options, oob_fill) },
+    { "cuabi_tensormap_options", "device", offsetof(cuabi_tensormap_options, device) },
+    { "cuabi_tensormap_info", NULL, sizeof(cuabi_tensormap_info) },
+    { "cuabi_tensormap_info", "version", offsetof(cuabi_tensormap_info, version) },
+    { "cuabi_tensormap_info", "kind", offsetof(cuabi_tensormap_info, kind) },
+    { "cuabi_tensormap_info", "data_type", offsetof(cuabi_tensormap_info, data_type) },
+    { "cuabi_tensormap_info", "rank", offsetof(cuabi_tensormap_info, rank) },
+    { "cuabi_tensormap_info", "address", offsetof(cuabi_tensormap_info, address) },
+    { "cuabi_tensormap_info", "shape", offsetof(cuabi_tensormap_info, shape) },
+    { "cuabi_tensormap_info", "byte_strides", offsetof(cuabi_tensormap_info, byte_strides) },
+    { "cuabi_tensormap_info", "box", offsetof(cuabi_tensormap_info, box) },
+    { "cuabi_tensormap_info", "element_strides", offsetof(cuabi_tensormap_info, element_strides) },
+    { "cuabi_tensormap_info", "interleave", offsetof(cuabi_tensormap_info, interleave) },
+    { "cuabi_tensormap_info", "swizzle", offsetof(cuabi_tensormap_info, swizzle) },
+    { "cuabi_tensormap_info", "l2_promotion", offsetof(cuabi_tensormap_info, l2_promotion) },
+    { "cuabi_tensormap_info", "oob_fill", offsetof(cuabi_tensormap_info, oob_fill) },
+    { "cuabi_tensormap_info", "device", offsetof(cuabi_tensormap_info, device) },
     { NULL, NULL, 0 }
 };
 
@@ -650,5 +731,15 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle)
 CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_PREPARED);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_tensormap_retain(cuabi_tensormap *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_TENSORMAP);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_tensormap_release(cuabi_tensormap *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_TENSORMAP);
 }
 

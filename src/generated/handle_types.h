@@ -17,7 +17,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_PROGRAM = 10,
     CUABI__T_ARGPACK = 11,
     CUABI__T_PREPARED = 12,
-    CUABI__T_COUNT = 13
+    CUABI__T_TENSORMAP = 13,
+    CUABI__T_COUNT = 14
 } cuabi__handle_type;
 
 #endif

@@ -205,6 +205,18 @@ static const cuabi_api api_table = {
     cuabi_occupancy_offline_available_dynamic_smem,
     cuabi_occupancy_offline_max_potential_cluster_size,
     cuabi_occupancy_offline_max_active_clusters,
+    cuabi_launch_attributes_init,
+    cuabi_tensormap_retain,
+    cuabi_tensormap_release,
+    cuabi_tensormap_options_init,
+    cuabi_tensormap_info_init,
+    cuabi_tensormap_encode_tiled,
+    cuabi_tensormap_encode_im2col,
+    cuabi_tensormap_replace_address,
+    cuabi_tensormap_get_info,
+    cuabi_tensormap_bytes,
+    cuabi_tensormap_view,
+    cuabi_argpack_set_tensormap,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -29,7 +29,12 @@ if _has("cuabi_arch_limits_get"):
     from ._occupancy import arch_limits, known_archs  # noqa: F401
 if _has("cuabi_prepared_create"):
     from ._launch import LaunchConfig, PreparedLaunch, launch, prepare  # noqa: F401
+    from ._launch import AccessPolicyWindow  # noqa: F401
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
+if _has("cuabi_tensormap_encode_tiled"):
+    from ._tensormap import (TensorMapDescriptor, TensorMapDescriptorOptions,  # noqa: F401
+                             TensorMapDataType, TensorMapInterleave, TensorMapSwizzle,
+                             TensorMapL2Promotion, TensorMapOOBFill)
 
 __version__ = version()

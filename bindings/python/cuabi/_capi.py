@@ -78,6 +78,7 @@ CUABI_ERROR_NVRTC = 24
 CUABI_ERROR_NVJITLINK = 25
 CUABI_ERROR_CALLBACK = 26
 CUABI_ERROR_INTERNAL = 27
+CUABI_ERROR_TENSOR_MAP = 36
 CUABI_CODE_NONE = 0
 CUABI_CODE_CUDA_CXX = 1
 CUABI_CODE_PTX = 2
@@ -496,10 +497,43 @@ class cuabi_arg_info(C.Structure):
 
 # ---- launch
 
+CUABI_LAUNCH_UNSET = -2147483648
+CUABI_CLUSTER_SCHEDULING_DEFAULT = 0
+CUABI_CLUSTER_SCHEDULING_SPREAD = 1
+CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = 2
+CUABI_ACCESS_PROPERTY_NORMAL = 0
+CUABI_ACCESS_PROPERTY_STREAMING = 1
+CUABI_ACCESS_PROPERTY_PERSISTING = 2
+CUABI_MEM_SYNC_DOMAIN_DEFAULT = 0
+CUABI_MEM_SYNC_DOMAIN_REMOTE = 1
+
+
+class cuabi_launch_attributes(C.Structure):
+    """The cuLaunchKernelEx attributes beyond clusters and cooperative launches,"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('preferred_cluster', (C.c_uint * 3)),
+        ('cluster_scheduling_policy', C.c_int),
+        ('programmatic_stream_serialization', C.c_int),
+        ('programmatic_event', C.c_void_p),
+        ('programmatic_event_trigger_at_block_start', C.c_int),
+        ('launch_completion_event', C.c_void_p),
+        ('priority', C.c_int),
+        ('access_policy_base', C.c_size_t),
+        ('access_policy_bytes', C.c_size_t),
+        ('access_policy_hit_ratio', C.c_float),
+        ('access_policy_hit_property', C.c_int),
+        ('access_policy_miss_property', C.c_int),
+        ('mem_sync_domain', C.c_int),
+        ('mem_sync_domain_map', (C.c_int * 2)),
+        ('preferred_shared_memory_carveout', C.c_int),
+        ('nvlink_util_centric_scheduling', C.c_int),
+    ]
+    _cuabi_version_ = 1
 
 
 class cuabi_launch_config(C.Structure):
-    """Where and how to launch."""
+    """Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`."""
     _fields_ = [
         ('version', C.c_uint),
         ('grid', (C.c_uint * 3)),
@@ -509,8 +543,9 @@ class cuabi_launch_config(C.Structure):
         ('cooperative', C.c_int),
         ('stream', C.c_void_p),
         ('device', C.c_void_p),
+        ('attributes', C.POINTER(cuabi_launch_attributes)),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- occupancy
@@ -578,6 +613,80 @@ class cuabi_arch_limits(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- tensormap
+
+CUABI_TENSORMAP_MAX_RANK = 5
+CUABI_TENSORMAP_BYTES = 128
+CUABI_TENSORMAP_TILED = 1
+CUABI_TENSORMAP_IM2COL = 2
+CUABI_TENSORMAP_DATA_TYPE_AUTO = -1
+CUABI_TENSORMAP_DATA_TYPE_UINT8 = 0
+CUABI_TENSORMAP_DATA_TYPE_UINT16 = 1
+CUABI_TENSORMAP_DATA_TYPE_UINT32 = 2
+CUABI_TENSORMAP_DATA_TYPE_INT32 = 3
+CUABI_TENSORMAP_DATA_TYPE_UINT64 = 4
+CUABI_TENSORMAP_DATA_TYPE_INT64 = 5
+CUABI_TENSORMAP_DATA_TYPE_FLOAT16 = 6
+CUABI_TENSORMAP_DATA_TYPE_FLOAT32 = 7
+CUABI_TENSORMAP_DATA_TYPE_FLOAT64 = 8
+CUABI_TENSORMAP_DATA_TYPE_BFLOAT16 = 9
+CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ = 10
+CUABI_TENSORMAP_DATA_TYPE_TFLOAT32 = 11
+CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ = 12
+CUABI_TENSORMAP_INTERLEAVE_NONE = 0
+CUABI_TENSORMAP_INTERLEAVE_16B = 1
+CUABI_TENSORMAP_INTERLEAVE_32B = 2
+CUABI_TENSORMAP_SWIZZLE_NONE = 0
+CUABI_TENSORMAP_SWIZZLE_32B = 1
+CUABI_TENSORMAP_SWIZZLE_64B = 2
+CUABI_TENSORMAP_SWIZZLE_128B = 3
+CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B = 4
+CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B = 5
+CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B = 6
+CUABI_TENSORMAP_L2_PROMOTION_NONE = 0
+CUABI_TENSORMAP_L2_PROMOTION_64B = 1
+CUABI_TENSORMAP_L2_PROMOTION_128B = 2
+CUABI_TENSORMAP_L2_PROMOTION_256B = 3
+CUABI_TENSORMAP_OOB_FILL_NONE = 0
+CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1
+
+
+class cuabi_tensormap_options(C.Structure):
+    """How a tensor map reads its view; the defaults read plain (no interleave, swizzle, promotion or NaN fill) with the view's element type."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('data_type', C.c_int),
+        ('element_strides', (C.c_uint32 * 5)),
+        ('interleave', C.c_int),
+        ('swizzle', C.c_int),
+        ('l2_promotion', C.c_int),
+        ('oob_fill', C.c_int),
+        ('device', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_tensormap_info(C.Structure):
+    """What a tensor map describes, filled by cuabi_tensormap_get_info(). Dimensions are in the view's order."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('kind', C.c_int),
+        ('data_type', C.c_int),
+        ('rank', C.c_int),
+        ('address', C.c_size_t),
+        ('shape', (C.c_uint64 * 5)),
+        ('byte_strides', (C.c_uint64 * 5)),
+        ('box', (C.c_uint32 * 5)),
+        ('element_strides', (C.c_uint32 * 5)),
+        ('interleave', C.c_int),
+        ('swizzle', C.c_int),
+        ('l2_promotion', C.c_int),
+        ('oob_fill', C.c_int),
+        ('device', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
 # ---- tables
 
 STRUCTS = {
@@ -597,10 +706,13 @@ STRUCTS = {
     'cuabi_precompile_item': cuabi_precompile_item,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
+    'cuabi_launch_attributes': cuabi_launch_attributes,
     'cuabi_launch_config': cuabi_launch_config,
     'cuabi_occupancy_result': cuabi_occupancy_result,
     'cuabi_occupancy_options': cuabi_occupancy_options,
     'cuabi_arch_limits': cuabi_arch_limits,
+    'cuabi_tensormap_options': cuabi_tensormap_options,
+    'cuabi_tensormap_info': cuabi_tensormap_info,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -619,10 +731,13 @@ VERSIONED = {
     'cuabi_precompile_item': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
-    'cuabi_launch_config': 1,
+    'cuabi_launch_attributes': 1,
+    'cuabi_launch_config': 2,
     'cuabi_occupancy_result': 1,
     'cuabi_occupancy_options': 1,
     'cuabi_arch_limits': 1,
+    'cuabi_tensormap_options': 1,
+    'cuabi_tensormap_info': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -637,6 +752,7 @@ HANDLES = {
     'cuabi_program': 'shared',
     'cuabi_argpack': 'shared',
     'cuabi_prepared': 'shared',
+    'cuabi_tensormap': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -668,6 +784,7 @@ ENUMS = {
         'CUABI_ERROR_NVJITLINK': 25,
         'CUABI_ERROR_CALLBACK': 26,
         'CUABI_ERROR_INTERNAL': 27,
+        'CUABI_ERROR_TENSOR_MAP': 36,
     },
     'cuabi_code_type': {
         'CUABI_CODE_NONE': 0,
@@ -755,6 +872,20 @@ ENUMS = {
         'CUABI_ARG_STRUCT': 21,
         'CUABI_ARG_RAW': 22,
     },
+    'cuabi_cluster_scheduling_policy': {
+        'CUABI_CLUSTER_SCHEDULING_DEFAULT': 0,
+        'CUABI_CLUSTER_SCHEDULING_SPREAD': 1,
+        'CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING': 2,
+    },
+    'cuabi_access_property': {
+        'CUABI_ACCESS_PROPERTY_NORMAL': 0,
+        'CUABI_ACCESS_PROPERTY_STREAMING': 1,
+        'CUABI_ACCESS_PROPERTY_PERSISTING': 2,
+    },
+    'cuabi_mem_sync_domain': {
+        'CUABI_MEM_SYNC_DOMAIN_DEFAULT': 0,
+        'CUABI_MEM_SYNC_DOMAIN_REMOTE': 1,
+    },
     'cuabi_occupancy_limiter': {
         'CUABI_OCCUPANCY_LIMIT_NONE': 0,
         'CUABI_OCCUPANCY_LIMIT_WARPS': 1,
@@ -762,6 +893,50 @@ ENUMS = {
         'CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY': 3,
         'CUABI_OCCUPANCY_LIMIT_BLOCKS': 4,
         'CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE': 5,
+    },
+    'cuabi_tensormap_kind': {
+        'CUABI_TENSORMAP_TILED': 1,
+        'CUABI_TENSORMAP_IM2COL': 2,
+    },
+    'cuabi_tensormap_data_type': {
+        'CUABI_TENSORMAP_DATA_TYPE_AUTO': -1,
+        'CUABI_TENSORMAP_DATA_TYPE_UINT8': 0,
+        'CUABI_TENSORMAP_DATA_TYPE_UINT16': 1,
+        'CUABI_TENSORMAP_DATA_TYPE_UINT32': 2,
+        'CUABI_TENSORMAP_DATA_TYPE_INT32': 3,
+        'CUABI_TENSORMAP_DATA_TYPE_UINT64': 4,
+        'CUABI_TENSORMAP_DATA_TYPE_INT64': 5,
+        'CUABI_TENSORMAP_DATA_TYPE_FLOAT16': 6,
+        'CUABI_TENSORMAP_DATA_TYPE_FLOAT32': 7,
+        'CUABI_TENSORMAP_DATA_TYPE_FLOAT64': 8,
+        'CUABI_TENSORMAP_DATA_TYPE_BFLOAT16': 9,
+        'CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ': 10,
+        'CUABI_TENSORMAP_DATA_TYPE_TFLOAT32': 11,
+        'CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ': 12,
+    },
+    'cuabi_tensormap_interleave': {
+        'CUABI_TENSORMAP_INTERLEAVE_NONE': 0,
+        'CUABI_TENSORMAP_INTERLEAVE_16B': 1,
+        'CUABI_TENSORMAP_INTERLEAVE_32B': 2,
+    },
+    'cuabi_tensormap_swizzle': {
+        'CUABI_TENSORMAP_SWIZZLE_NONE': 0,
+        'CUABI_TENSORMAP_SWIZZLE_32B': 1,
+        'CUABI_TENSORMAP_SWIZZLE_64B': 2,
+        'CUABI_TENSORMAP_SWIZZLE_128B': 3,
+        'CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B': 4,
+        'CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B': 5,
+        'CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B': 6,
+    },
+    'cuabi_tensormap_l2_promotion': {
+        'CUABI_TENSORMAP_L2_PROMOTION_NONE': 0,
+        'CUABI_TENSORMAP_L2_PROMOTION_64B': 1,
+        'CUABI_TENSORMAP_L2_PROMOTION_128B': 2,
+        'CUABI_TENSORMAP_L2_PROMOTION_256B': 3,
+    },
+    'cuabi_tensormap_oob_fill': {
+        'CUABI_TENSORMAP_OOB_FILL_NONE': 0,
+        'CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA': 1,
     },
 }
 STATUS_NAMES = {
@@ -793,6 +968,7 @@ STATUS_NAMES = {
     25: 'CUABI_ERROR_NVJITLINK',
     26: 'CUABI_ERROR_CALLBACK',
     27: 'CUABI_ERROR_INTERNAL',
+    36: 'CUABI_ERROR_TENSOR_MAP',
 }
 
 # name: (restype, argtypes, params), params = ((name, C type, dir,
@@ -976,6 +1152,7 @@ FUNCTIONS = {
     'cuabi_argpack_create_for_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_launch_attributes_init': (C.c_int, (C.POINTER(cuabi_launch_attributes), C.c_uint, ), (('opts', 'cuabi_launch_attributes *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch_config_init': (C.c_int, (C.POINTER(cuabi_launch_config), C.c_uint, ), (('opts', 'cuabi_launch_config *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch_check': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
@@ -999,6 +1176,17 @@ FUNCTIONS = {
     'cuabi_occupancy_offline_available_dynamic_smem': (C.c_int, (C.POINTER(C.c_size_t), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.c_int, C.c_int, C.POINTER(cuabi_occupancy_options), ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('num_blocks', 'int', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_occupancy_offline_max_potential_cluster_size': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.POINTER(cuabi_launch_config), C.POINTER(cuabi_occupancy_options), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_occupancy_offline_max_active_clusters': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.POINTER(cuabi_launch_config), C.POINTER(cuabi_occupancy_options), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_tensormap_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_options_init': (C.c_int, (C.POINTER(cuabi_tensormap_options), C.c_uint, ), (('opts', 'cuabi_tensormap_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_info_init': (C.c_int, (C.POINTER(cuabi_tensormap_info), C.c_uint, ), (('opts', 'cuabi_tensormap_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_encode_tiled': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_uint32), C.c_size_t, C.POINTER(cuabi_tensormap_options), ), (('out', 'cuabi_tensormap **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('box', 'const uint32_t *', 'in', 'host', False, 'borrow', 'rank'), ('rank', 'size_t', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_tensormap_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_tensormap_encode_im2col': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_int), C.POINTER(C.c_int), C.c_size_t, C.c_uint32, C.c_uint32, C.POINTER(cuabi_tensormap_options), ), (('out', 'cuabi_tensormap **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('lower_corner', 'const int *', 'in', 'host', False, 'borrow', 'spatial_rank'), ('upper_corner', 'const int *', 'in', 'host', False, 'borrow', 'spatial_rank'), ('spatial_rank', 'size_t', 'in', 'host', False, 'borrow', None), ('channels_per_pixel', 'uint32_t', 'in', 'host', False, 'borrow', None), ('pixels_per_column', 'uint32_t', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_tensormap_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_tensormap_replace_address': (C.c_int, (C.c_void_p, C.c_void_p, ), (('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_get_info': (C.c_int, (C.POINTER(cuabi_tensormap_info), C.c_void_p, ), (('out', 'cuabi_tensormap_info *', 'out', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_tensormap_view': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_tensormap': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1044,4 +1232,7 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_occupancy_available_dynamic_smem',
     'cuabi_occupancy_max_potential_cluster_size',
     'cuabi_occupancy_max_active_clusters',
+    'cuabi_tensormap_encode_tiled',
+    'cuabi_tensormap_encode_im2col',
+    'cuabi_tensormap_replace_address',
 })

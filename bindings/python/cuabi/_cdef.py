@@ -35,11 +35,14 @@ typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
 typedef struct cuabi_precompile_item cuabi_precompile_item;
 typedef struct cuabi_arg_type cuabi_arg_type;
 typedef struct cuabi_arg_info cuabi_arg_info;
+typedef struct cuabi_launch_attributes cuabi_launch_attributes;
 typedef struct cuabi_launch_config cuabi_launch_config;
 typedef struct cuabi_occupancy_result cuabi_occupancy_result;
 typedef struct cuabi_occupancy_options cuabi_occupancy_options;
 typedef struct cuabi_arch_limits cuabi_arch_limits;
-typedef enum cuabi_status { CUABI_SUCCESS = 0, CUABI_ERROR_INVALID_ARGUMENT = 1, CUABI_ERROR_INVALID_HANDLE = 2, CUABI_ERROR_INVALID_VERSION = 3, CUABI_ERROR_OUT_OF_MEMORY = 4, CUABI_ERROR_NOT_SUPPORTED = 5, CUABI_ERROR_NOT_FOUND = 6, CUABI_ERROR_BUFFER_TOO_SMALL = 7, CUABI_ERROR_IO = 8, CUABI_ERROR_DRIVER_NOT_FOUND = 9, CUABI_ERROR_NO_DEVICE = 10, CUABI_ERROR_ENTRY_POINT_NOT_FOUND = 11, CUABI_ERROR_NVRTC_NOT_FOUND = 12, CUABI_ERROR_NVJITLINK_NOT_FOUND = 13, CUABI_ERROR_CUDA = 14, CUABI_ERROR_DEVICE_OUT_OF_MEMORY = 15, CUABI_ERROR_NOT_READY = 16, CUABI_ERROR_COMPILE = 17, CUABI_ERROR_LINK = 18, CUABI_ERROR_INVALID_IMAGE = 19, CUABI_ERROR_CACHE = 20, CUABI_ERROR_LAUNCH_CONFIG = 21, CUABI_ERROR_ARGUMENT_MISMATCH = 22, CUABI_ERROR_DLPACK = 23, CUABI_ERROR_NVRTC = 24, CUABI_ERROR_NVJITLINK = 25, CUABI_ERROR_CALLBACK = 26, CUABI_ERROR_INTERNAL = 27 } cuabi_status;
+typedef struct cuabi_tensormap_options cuabi_tensormap_options;
+typedef struct cuabi_tensormap_info cuabi_tensormap_info;
+typedef enum cuabi_status { CUABI_SUCCESS = 0, CUABI_ERROR_INVALID_ARGUMENT = 1, CUABI_ERROR_INVALID_HANDLE = 2, CUABI_ERROR_INVALID_VERSION = 3, CUABI_ERROR_OUT_OF_MEMORY = 4, CUABI_ERROR_NOT_SUPPORTED = 5, CUABI_ERROR_NOT_FOUND = 6, CUABI_ERROR_BUFFER_TOO_SMALL = 7, CUABI_ERROR_IO = 8, CUABI_ERROR_DRIVER_NOT_FOUND = 9, CUABI_ERROR_NO_DEVICE = 10, CUABI_ERROR_ENTRY_POINT_NOT_FOUND = 11, CUABI_ERROR_NVRTC_NOT_FOUND = 12, CUABI_ERROR_NVJITLINK_NOT_FOUND = 13, CUABI_ERROR_CUDA = 14, CUABI_ERROR_DEVICE_OUT_OF_MEMORY = 15, CUABI_ERROR_NOT_READY = 16, CUABI_ERROR_COMPILE = 17, CUABI_ERROR_LINK = 18, CUABI_ERROR_INVALID_IMAGE = 19, CUABI_ERROR_CACHE = 20, CUABI_ERROR_LAUNCH_CONFIG = 21, CUABI_ERROR_ARGUMENT_MISMATCH = 22, CUABI_ERROR_DLPACK = 23, CUABI_ERROR_NVRTC = 24, CUABI_ERROR_NVJITLINK = 25, CUABI_ERROR_CALLBACK = 26, CUABI_ERROR_INTERNAL = 27, CUABI_ERROR_TENSOR_MAP = 36 } cuabi_status;
 typedef enum cuabi_code_type { CUABI_CODE_NONE = 0, CUABI_CODE_CUDA_CXX = 1, CUABI_CODE_PTX = 2, CUABI_CODE_CUBIN = 3, CUABI_CODE_LTOIR = 4, CUABI_CODE_FATBIN = 5, CUABI_CODE_OBJECT = 6, CUABI_CODE_LIBRARY = 7, CUABI_CODE_NVVM = 8 } cuabi_code_type;
 struct cuabi_error_info {
     unsigned int version;
@@ -275,7 +278,30 @@ struct cuabi_arg_info {
     int depth;
     size_t member_count;
 };
+#define CUABI_LAUNCH_UNSET -2147483648
 typedef struct cuabi_prepared cuabi_prepared;
+typedef enum cuabi_cluster_scheduling_policy { CUABI_CLUSTER_SCHEDULING_DEFAULT = 0, CUABI_CLUSTER_SCHEDULING_SPREAD = 1, CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = 2 } cuabi_cluster_scheduling_policy;
+typedef enum cuabi_access_property { CUABI_ACCESS_PROPERTY_NORMAL = 0, CUABI_ACCESS_PROPERTY_STREAMING = 1, CUABI_ACCESS_PROPERTY_PERSISTING = 2 } cuabi_access_property;
+typedef enum cuabi_mem_sync_domain { CUABI_MEM_SYNC_DOMAIN_DEFAULT = 0, CUABI_MEM_SYNC_DOMAIN_REMOTE = 1 } cuabi_mem_sync_domain;
+struct cuabi_launch_attributes {
+    unsigned int version;
+    unsigned int preferred_cluster[3];
+    cuabi_cluster_scheduling_policy cluster_scheduling_policy;
+    int programmatic_stream_serialization;
+    cuabi_event * programmatic_event;
+    int programmatic_event_trigger_at_block_start;
+    cuabi_event * launch_completion_event;
+    int priority;
+    uintptr_t access_policy_base;
+    size_t access_policy_bytes;
+    float access_policy_hit_ratio;
+    cuabi_access_property access_policy_hit_property;
+    cuabi_access_property access_policy_miss_property;
+    int mem_sync_domain;
+    int mem_sync_domain_map[2];
+    int preferred_shared_memory_carveout;
+    int nvlink_util_centric_scheduling;
+};
 struct cuabi_launch_config {
     unsigned int version;
     unsigned int grid[3];
@@ -285,6 +311,7 @@ struct cuabi_launch_config {
     int cooperative;
     cuabi_stream * stream;
     cuabi_device * device;
+    const cuabi_launch_attributes * attributes;
 };
 typedef enum cuabi_occupancy_limiter { CUABI_OCCUPANCY_LIMIT_NONE = 0, CUABI_OCCUPANCY_LIMIT_WARPS = 1, CUABI_OCCUPANCY_LIMIT_REGISTERS = 2, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY = 3, CUABI_OCCUPANCY_LIMIT_BLOCKS = 4, CUABI_OCCUPANCY_LIMIT_BLOCK_SIZE = 5 } cuabi_occupancy_limiter;
 typedef size_t (*cuabi_block_smem_fn)(int block_size, void * payload);
@@ -326,6 +353,41 @@ struct cuabi_arch_limits {
     size_t reserved_shared_bytes_per_block;
     int max_cluster_size;
     int max_cluster_size_nonportable;
+};
+#define CUABI_TENSORMAP_MAX_RANK 5
+#define CUABI_TENSORMAP_BYTES 128
+typedef struct cuabi_tensormap cuabi_tensormap;
+typedef enum cuabi_tensormap_kind { CUABI_TENSORMAP_TILED = 1, CUABI_TENSORMAP_IM2COL = 2 } cuabi_tensormap_kind;
+typedef enum cuabi_tensormap_data_type { CUABI_TENSORMAP_DATA_TYPE_AUTO = -1, CUABI_TENSORMAP_DATA_TYPE_UINT8 = 0, CUABI_TENSORMAP_DATA_TYPE_UINT16 = 1, CUABI_TENSORMAP_DATA_TYPE_UINT32 = 2, CUABI_TENSORMAP_DATA_TYPE_INT32 = 3, CUABI_TENSORMAP_DATA_TYPE_UINT64 = 4, CUABI_TENSORMAP_DATA_TYPE_INT64 = 5, CUABI_TENSORMAP_DATA_TYPE_FLOAT16 = 6, CUABI_TENSORMAP_DATA_TYPE_FLOAT32 = 7, CUABI_TENSORMAP_DATA_TYPE_FLOAT64 = 8, CUABI_TENSORMAP_DATA_TYPE_BFLOAT16 = 9, CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ = 10, CUABI_TENSORMAP_DATA_TYPE_TFLOAT32 = 11, CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ = 12 } cuabi_tensormap_data_type;
+typedef enum cuabi_tensormap_interleave { CUABI_TENSORMAP_INTERLEAVE_NONE = 0, CUABI_TENSORMAP_INTERLEAVE_16B = 1, CUABI_TENSORMAP_INTERLEAVE_32B = 2 } cuabi_tensormap_interleave;
+typedef enum cuabi_tensormap_swizzle { CUABI_TENSORMAP_SWIZZLE_NONE = 0, CUABI_TENSORMAP_SWIZZLE_32B = 1, CUABI_TENSORMAP_SWIZZLE_64B = 2, CUABI_TENSORMAP_SWIZZLE_128B = 3, CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B = 4, CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B = 5, CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B = 6 } cuabi_tensormap_swizzle;
+typedef enum cuabi_tensormap_l2_promotion { CUABI_TENSORMAP_L2_PROMOTION_NONE = 0, CUABI_TENSORMAP_L2_PROMOTION_64B = 1, CUABI_TENSORMAP_L2_PROMOTION_128B = 2, CUABI_TENSORMAP_L2_PROMOTION_256B = 3 } cuabi_tensormap_l2_promotion;
+typedef enum cuabi_tensormap_oob_fill { CUABI_TENSORMAP_OOB_FILL_NONE = 0, CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1 } cuabi_tensormap_oob_fill;
+struct cuabi_tensormap_options {
+    unsigned int version;
+    cuabi_tensormap_data_type data_type;
+    uint32_t element_strides[5];
+    cuabi_tensormap_interleave interleave;
+    cuabi_tensormap_swizzle swizzle;
+    cuabi_tensormap_l2_promotion l2_promotion;
+    cuabi_tensormap_oob_fill oob_fill;
+    int device;
+};
+struct cuabi_tensormap_info {
+    unsigned int version;
+    cuabi_tensormap_kind kind;
+    cuabi_tensormap_data_type data_type;
+    int rank;
+    uintptr_t address;
+    uint64_t shape[5];
+    uint64_t byte_strides[5];
+    uint32_t box[5];
+    uint32_t element_strides[5];
+    cuabi_tensormap_interleave interleave;
+    cuabi_tensormap_swizzle swizzle;
+    cuabi_tensormap_l2_promotion l2_promotion;
+    cuabi_tensormap_oob_fill oob_fill;
+    int device;
 };
 cuabi_status cuabi_error_info_init(cuabi_error_info * opts, unsigned int version);
 const cuabi_error_info * cuabi_last_error(void);
@@ -505,6 +567,7 @@ cuabi_status cuabi_argpack_check_kernel(cuabi_argpack * pack, cuabi_kernel * ker
 cuabi_status cuabi_argpack_create_for_kernel(cuabi_argpack ** out, cuabi_kernel * kernel);
 cuabi_status cuabi_prepared_retain(cuabi_prepared * handle);
 cuabi_status cuabi_prepared_release(cuabi_prepared * handle);
+cuabi_status cuabi_launch_attributes_init(cuabi_launch_attributes * opts, unsigned int version);
 cuabi_status cuabi_launch_config_init(cuabi_launch_config * opts, unsigned int version);
 cuabi_status cuabi_launch(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
 cuabi_status cuabi_launch_check(cuabi_kernel * kernel, cuabi_argpack * pack, const cuabi_launch_config * config);
@@ -528,4 +591,15 @@ cuabi_status cuabi_occupancy_offline_max_potential_block_size(int * out, int * m
 cuabi_status cuabi_occupancy_offline_available_dynamic_smem(size_t * out, const char * arch, const cuabi_kernel_resources * resources, int num_blocks, int block_size, const cuabi_occupancy_options * options);
 cuabi_status cuabi_occupancy_offline_max_potential_cluster_size(int * out, const char * arch, const cuabi_kernel_resources * resources, const cuabi_launch_config * config, const cuabi_occupancy_options * options);
 cuabi_status cuabi_occupancy_offline_max_active_clusters(int * out, const char * arch, const cuabi_kernel_resources * resources, const cuabi_launch_config * config, const cuabi_occupancy_options * options);
+cuabi_status cuabi_tensormap_retain(cuabi_tensormap * handle);
+cuabi_status cuabi_tensormap_release(cuabi_tensormap * handle);
+cuabi_status cuabi_tensormap_options_init(cuabi_tensormap_options * opts, unsigned int version);
+cuabi_status cuabi_tensormap_info_init(cuabi_tensormap_info * opts, unsigned int version);
+cuabi_status cuabi_tensormap_encode_tiled(cuabi_tensormap ** out, cuabi_view * view, const uint32_t * box, size_t rank, const cuabi_tensormap_options * options);
+cuabi_status cuabi_tensormap_encode_im2col(cuabi_tensormap ** out, cuabi_view * view, const int * lower_corner, const int * upper_corner, size_t spatial_rank, uint32_t channels_per_pixel, uint32_t pixels_per_column, const cuabi_tensormap_options * options);
+cuabi_status cuabi_tensormap_replace_address(cuabi_tensormap * tensormap, cuabi_view * view);
+cuabi_status cuabi_tensormap_get_info(cuabi_tensormap_info * out, cuabi_tensormap * tensormap);
+cuabi_status cuabi_tensormap_bytes(void * out, size_t size, cuabi_tensormap * tensormap);
+cuabi_status cuabi_tensormap_view(cuabi_view ** out, cuabi_tensormap * tensormap);
+cuabi_status cuabi_argpack_set_tensormap(cuabi_argpack * pack, size_t slot, cuabi_tensormap * tensormap);
 '''

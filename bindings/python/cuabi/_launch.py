@@ -21,14 +21,80 @@ def _dim3(v):
     return v + (1,) * (3 - len(v))
 
 
+_SCHEDULING = {"default": _capi.CUABI_CLUSTER_SCHEDULING_DEFAULT,
+               "spread": _capi.CUABI_CLUSTER_SCHEDULING_SPREAD,
+               "load_balancing": _capi.CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING}
+_ACCESS = {"normal": _capi.CUABI_ACCESS_PROPERTY_NORMAL,
+           "streaming": _capi.CUABI_ACCESS_PROPERTY_STREAMING,
+           "persisting": _capi.CUABI_ACCESS_PROPERTY_PERSISTING}
+_DOMAIN = {"default": _capi.CUABI_MEM_SYNC_DOMAIN_DEFAULT,
+           "remote": _capi.CUABI_MEM_SYNC_DOMAIN_REMOTE}
+_UNSET = _capi.CUABI_LAUNCH_UNSET
+
+
+def _named(table, what, v) -> int:
+    """A C enum value from a name of `table` or the number itself."""
+    if isinstance(v, str):
+        try:
+            return table[v.lower()]
+        except KeyError:
+            raise ValueError(f"{what} must be one of {', '.join(table)}, not {v!r}") from None
+    return int(v)
+
+
+class AccessPolicyWindow:
+    """An L2 access-policy window for a launch (CUaccessPolicyWindow):
+    `num_bytes` from `base` (an address, or a Buffer, View or array whose
+    data it starts at); `hit_ratio` of its lines get `hit_prop`, the others
+    `miss_prop` ("normal", "streaming" or "persisting"; misses may not
+    persist)."""
+
+    __slots__ = ("base", "num_bytes", "hit_ratio", "hit_prop", "miss_prop")
+
+    def __init__(self, base, num_bytes: int, hit_ratio: float = 1.0,
+                 hit_prop="persisting", miss_prop="streaming"):
+        self.base = base if isinstance(base, int) else device_pointer(base)
+        self.num_bytes, self.hit_ratio = int(num_bytes), float(hit_ratio)
+        self.hit_prop = _named(_ACCESS, "hit_prop", hit_prop)
+        self.miss_prop = _named(_ACCESS, "miss_prop", miss_prop)
+
+    def __repr__(self):
+        return (f"AccessPolicyWindow(base={self.base:#x}, num_bytes={self.num_bytes}, "
+                f"hit_ratio={self.hit_ratio})")
+
+
 class LaunchConfig:
     """grid, block (ints or up to 3-tuples), cluster, shared_mem (dynamic
-    bytes), cooperative. The C struct is built once and reused."""
+    bytes), cooperative, and the other cuLaunchKernelEx attributes as
+    keywords (cuda.core's names where it has them; docs/python.md):
+    programmatic_stream_serialization (PDL), programmatic_event (+
+    programmatic_event_trigger_at_block_start), launch_completion_event,
+    priority, access_policy_window, preferred_cluster,
+    cluster_scheduling_policy, mem_sync_domain, mem_sync_domain_map,
+    preferred_shared_memory_carveout, nvlink_util_centric_scheduling. The C
+    structs are built once and reused; the config keeps its events alive."""
 
-    __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p")
+    __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p",
+                 "programmatic_stream_serialization", "programmatic_event",
+                 "programmatic_event_trigger_at_block_start", "launch_completion_event",
+                 "priority", "access_policy_window", "preferred_cluster",
+                 "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",
+                 "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a")
 
     def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
-                 cooperative: bool = False):
+                 cooperative: bool = False, *,
+                 programmatic_stream_serialization: bool = False,
+                 programmatic_event=None,
+                 programmatic_event_trigger_at_block_start: bool = False,
+                 launch_completion_event=None,
+                 priority: int | None = None,
+                 access_policy_window: AccessPolicyWindow | None = None,
+                 preferred_cluster=None,
+                 cluster_scheduling_policy="default",
+                 mem_sync_domain=None,
+                 mem_sync_domain_map=None,
+                 preferred_shared_memory_carveout: int | None = None,
+                 nvlink_util_centric_scheduling: bool = False):
         self.grid, self.block = _dim3(grid), _dim3(block)
         self.cluster = _dim3(cluster) if cluster else (0, 0, 0)
         self.shared_mem, self.cooperative = shared_mem, cooperative
@@ -37,6 +103,66 @@ class LaunchConfig:
         c.dynamic_shared_bytes, c.cooperative = shared_mem, int(cooperative)
         self._c = c
         self._p = _ptr(C.addressof(c))
+        self.programmatic_stream_serialization = bool(programmatic_stream_serialization)
+        self.programmatic_event = programmatic_event
+        self.programmatic_event_trigger_at_block_start = bool(
+            programmatic_event_trigger_at_block_start)
+        self.launch_completion_event = launch_completion_event
+        self.priority = priority
+        self.access_policy_window = access_policy_window
+        self.preferred_cluster = _dim3(preferred_cluster) if preferred_cluster else None
+        self.cluster_scheduling_policy = cluster_scheduling_policy
+        self.mem_sync_domain = mem_sync_domain
+        self.mem_sync_domain_map = (tuple(mem_sync_domain_map)
+                                    if mem_sync_domain_map is not None else None)
+        self.preferred_shared_memory_carveout = preferred_shared_memory_carveout
+        self.nvlink_util_centric_scheduling = bool(nvlink_util_centric_scheduling)
+        self._a = self._attributes()
+        if self._a is not None:
+            c.attributes = C.pointer(self._a)
+
+    def _attributes(self):
+        """The cuabi_launch_attributes of the keywords, or None when every
+        one is at its default (the launch then takes the plain path)."""
+        a = new_struct(_capi.cuabi_launch_attributes)
+        used = False
+        if self.preferred_cluster:
+            a.preferred_cluster[:] = self.preferred_cluster
+            used = True
+        policy = _named(_SCHEDULING, "cluster_scheduling_policy", self.cluster_scheduling_policy)
+        if policy != _capi.CUABI_CLUSTER_SCHEDULING_DEFAULT:
+            a.cluster_scheduling_policy, used = policy, True
+        if self.programmatic_stream_serialization:
+            a.programmatic_stream_serialization, used = 1, True
+        for name in ("programmatic_event", "launch_completion_event"):
+            ev = getattr(self, name)
+            if ev is not None:
+                setattr(a, name, ev.handle)
+                used = True
+        a.programmatic_event_trigger_at_block_start = int(
+            self.programmatic_event_trigger_at_block_start)
+        if self.priority is not None:
+            a.priority, used = int(self.priority), True
+        w = self.access_policy_window
+        if w is not None:
+            a.access_policy_base, a.access_policy_bytes = w.base, w.num_bytes
+            a.access_policy_hit_ratio = w.hit_ratio
+            a.access_policy_hit_property, a.access_policy_miss_property = w.hit_prop, w.miss_prop
+            used = True
+        if self.mem_sync_domain is not None:
+            a.mem_sync_domain = _named(_DOMAIN, "mem_sync_domain", self.mem_sync_domain)
+            used = True
+        if self.mem_sync_domain_map is not None:
+            if len(self.mem_sync_domain_map) != 2:
+                raise ValueError("mem_sync_domain_map is (default_domain_id, remote_domain_id)")
+            a.mem_sync_domain_map[:] = [int(v) for v in self.mem_sync_domain_map]
+            used = True
+        if self.preferred_shared_memory_carveout is not None:
+            a.preferred_shared_memory_carveout = int(self.preferred_shared_memory_carveout)
+            used = True
+        if self.nvlink_util_centric_scheduling:
+            a.nvlink_util_centric_scheduling, used = 1, True
+        return a if used else None
 
     def _for(self, stream):
         c = self._c
@@ -44,7 +170,11 @@ class LaunchConfig:
         return c
 
     def __repr__(self):
-        return f"LaunchConfig(grid={self.grid}, block={self.block}, shared_mem={self.shared_mem})"
+        extra = "".join(f", {n}={getattr(self, n)!r}" for n in (
+            "programmatic_stream_serialization", "priority", "access_policy_window",
+            "preferred_cluster") if getattr(self, n) not in (None, False))
+        return (f"LaunchConfig(grid={self.grid}, block={self.block}, "
+                f"shared_mem={self.shared_mem}{extra})")
 
 
 _launch, _ptr = hot("cuabi_launch")

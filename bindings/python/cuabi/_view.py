@@ -239,6 +239,12 @@ class View(Handle):
         return cls._new(call("cuabi_view_create", buffer, offset, code, bits, ndim, shp, st,
                              flags))
 
+    def as_tensor_map(self, box_dim=None, *, options=None, **kwargs):
+        """A tiled TMA descriptor of this view (cuda.core's
+        StridedMemoryView.as_tensor_map); see TensorMapDescriptor.from_tiled."""
+        from ._tensormap import TensorMapDescriptor
+        return TensorMapDescriptor.from_tiled(self, box_dim, options=options, **kwargs)
+
     # ---- facts: from the description (lazy views) or the C view
     def _get_info(self):
         info = self._info

@@ -51,6 +51,7 @@ _MIXINS = {
     "CUABI_ERROR_IO": (OSError,),
     "CUABI_ERROR_ARGUMENT_MISMATCH": (TypeError,),
     "CUABI_ERROR_DLPACK": (BufferError,),
+    "CUABI_ERROR_TENSOR_MAP": (ValueError,),
 }
 
 

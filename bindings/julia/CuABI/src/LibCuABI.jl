@@ -102,6 +102,7 @@ const CUABI_ERROR_NVRTC = cuabi_status(24)
 const CUABI_ERROR_NVJITLINK = cuabi_status(25)
 const CUABI_ERROR_CALLBACK = cuabi_status(26)
 const CUABI_ERROR_INTERNAL = cuabi_status(27)
+const CUABI_ERROR_TENSOR_MAP = cuabi_status(36)
 
 """
 Kinds of code cuabi compiles, links and loads.
@@ -2588,12 +2589,68 @@ end
 
 # ---- module launch (api/launch.toml)
 
+"""
+INT_MIN: an int field of cuabi_launch_attributes left unset, so the stream's (or the kernel's) setting applies.
+"""
+const CUABI_LAUNCH_UNSET = Cint(-2147483648)
+
 # A kernel, an argument pack and a launch configuration bound and checked for repeated launches.
 # Opaque handle: used as Ptr{cuabi_prepared} == Ptr{Cvoid}.
 const cuabi_prepared = Cvoid
 
 """
-Where and how to launch.
+How the blocks of a cluster are placed on SMs (values of CUclusterSchedulingPolicy).
+"""
+const cuabi_cluster_scheduling_policy = Cint
+const CUABI_CLUSTER_SCHEDULING_DEFAULT = cuabi_cluster_scheduling_policy(0)
+const CUABI_CLUSTER_SCHEDULING_SPREAD = cuabi_cluster_scheduling_policy(1)
+const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING = cuabi_cluster_scheduling_policy(2)
+
+"""
+L2 cache treatment of the lines of an access-policy window (values of CUaccessProperty).
+"""
+const cuabi_access_property = Cint
+const CUABI_ACCESS_PROPERTY_NORMAL = cuabi_access_property(0)
+const CUABI_ACCESS_PROPERTY_STREAMING = cuabi_access_property(1)
+const CUABI_ACCESS_PROPERTY_PERSISTING = cuabi_access_property(2)
+
+"""
+Memory synchronization domains of a launch (values of CUlaunchMemSyncDomain).
+"""
+const cuabi_mem_sync_domain = Cint
+const CUABI_MEM_SYNC_DOMAIN_DEFAULT = cuabi_mem_sync_domain(0)
+const CUABI_MEM_SYNC_DOMAIN_REMOTE = cuabi_mem_sync_domain(1)
+
+"""
+The cuLaunchKernelEx attributes beyond clusters and cooperative launches,
+pointed to by cuabi_launch_config.attributes (configuration version 2). Every
+field's default leaves its attribute out of the launch. Read during
+cuabi_launch() and cuabi_launch_check(); cuabi_prepared_create() copies it
+and retains its events.
+"""
+struct cuabi_launch_attributes
+    version::Cuint
+    preferred_cluster::NTuple{3, Cuint}
+    cluster_scheduling_policy::cuabi_cluster_scheduling_policy
+    programmatic_stream_serialization::Cint
+    programmatic_event::Ptr{cuabi_event}
+    programmatic_event_trigger_at_block_start::Cint
+    launch_completion_event::Ptr{cuabi_event}
+    priority::Cint
+    access_policy_base::Cuintptr_t
+    access_policy_bytes::Csize_t
+    access_policy_hit_ratio::Cfloat
+    access_policy_hit_property::cuabi_access_property
+    access_policy_miss_property::cuabi_access_property
+    mem_sync_domain::Cint
+    mem_sync_domain_map::NTuple{2, Cint}
+    preferred_shared_memory_carveout::Cint
+    nvlink_util_centric_scheduling::Cint
+end
+const CUABI_LAUNCH_ATTRIBUTES_VERSION = Cuint(1)
+
+"""
+Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`.
 """
 struct cuabi_launch_config
     version::Cuint
@@ -2604,8 +2661,9 @@ struct cuabi_launch_config
     cooperative::Cint
     stream::Ptr{cuabi_stream}
     device::Ptr{cuabi_device}
+    attributes::Ptr{cuabi_launch_attributes}
 end
-const CUABI_LAUNCH_CONFIG_VERSION = Cuint(1)
+const CUABI_LAUNCH_CONFIG_VERSION = Cuint(2)
 
 """
 cuabi_prepared_retain(handle)
@@ -2623,6 +2681,17 @@ Drop a reference to a cuabi_prepared; the last one frees it and invalidates the 
 """
 function cuabi_prepared_release(handle)
     ccall((:cuabi_prepared_release, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+end
+
+"""
+cuabi_launch_attributes_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_ATTRIBUTES_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_launch_attributes_init(opts, version)
+    ccall((:cuabi_launch_attributes_init, libcuabi), cuabi_status, (Ptr{cuabi_launch_attributes}, Cuint), opts, version)
 end
 
 """
@@ -2972,6 +3041,258 @@ function cuabi_occupancy_offline_max_active_clusters(out, arch, resources, confi
     ccall((:cuabi_occupancy_offline_max_active_clusters, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cchar}, Ptr{cuabi_kernel_resources}, Ptr{cuabi_launch_config}, Ptr{cuabi_occupancy_options}), out, arch, resources, config, options)
 end
 
+
+# ---- module tensormap (api/tensormap.toml)
+
+"""
+Most dimensions a tensor map may have.
+"""
+const CUABI_TENSORMAP_MAX_RANK = Cint(5)
+
+"""
+Size of the descriptor (CUtensorMap); the driver wants it 64-byte aligned.
+"""
+const CUABI_TENSORMAP_BYTES = Cint(128)
+
+# A TMA descriptor (CUtensorMap) of a view, which it keeps alive.
+# Opaque handle: used as Ptr{cuabi_tensormap} == Ptr{Cvoid}.
+const cuabi_tensormap = Cvoid
+
+"""
+How a tensor map traverses its tensor.
+"""
+const cuabi_tensormap_kind = Cint
+const CUABI_TENSORMAP_TILED = cuabi_tensormap_kind(1)
+const CUABI_TENSORMAP_IM2COL = cuabi_tensormap_kind(2)
+
+"""
+Element types of a tensor map (values of CUtensorMapDataType). The view's dtype picks one unless the options name another of the same size.
+"""
+const cuabi_tensormap_data_type = Cint
+const CUABI_TENSORMAP_DATA_TYPE_AUTO = cuabi_tensormap_data_type(-1)
+const CUABI_TENSORMAP_DATA_TYPE_UINT8 = cuabi_tensormap_data_type(0)
+const CUABI_TENSORMAP_DATA_TYPE_UINT16 = cuabi_tensormap_data_type(1)
+const CUABI_TENSORMAP_DATA_TYPE_UINT32 = cuabi_tensormap_data_type(2)
+const CUABI_TENSORMAP_DATA_TYPE_INT32 = cuabi_tensormap_data_type(3)
+const CUABI_TENSORMAP_DATA_TYPE_UINT64 = cuabi_tensormap_data_type(4)
+const CUABI_TENSORMAP_DATA_TYPE_INT64 = cuabi_tensormap_data_type(5)
+const CUABI_TENSORMAP_DATA_TYPE_FLOAT16 = cuabi_tensormap_data_type(6)
+const CUABI_TENSORMAP_DATA_TYPE_FLOAT32 = cuabi_tensormap_data_type(7)
+const CUABI_TENSORMAP_DATA_TYPE_FLOAT64 = cuabi_tensormap_data_type(8)
+const CUABI_TENSORMAP_DATA_TYPE_BFLOAT16 = cuabi_tensormap_data_type(9)
+const CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ = cuabi_tensormap_data_type(10)
+const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32 = cuabi_tensormap_data_type(11)
+const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ = cuabi_tensormap_data_type(12)
+
+"""
+Interleaved layouts (values of CUtensorMapInterleave), e.g. NC/8HWC8 with 16 bytes per C8 group.
+"""
+const cuabi_tensormap_interleave = Cint
+const CUABI_TENSORMAP_INTERLEAVE_NONE = cuabi_tensormap_interleave(0)
+const CUABI_TENSORMAP_INTERLEAVE_16B = cuabi_tensormap_interleave(1)
+const CUABI_TENSORMAP_INTERLEAVE_32B = cuabi_tensormap_interleave(2)
+
+"""
+Shared-memory bank swizzles (values of CUtensorMapSwizzle). Without interleave, the box's innermost row may not be longer than the span.
+"""
+const cuabi_tensormap_swizzle = Cint
+const CUABI_TENSORMAP_SWIZZLE_NONE = cuabi_tensormap_swizzle(0)
+const CUABI_TENSORMAP_SWIZZLE_32B = cuabi_tensormap_swizzle(1)
+const CUABI_TENSORMAP_SWIZZLE_64B = cuabi_tensormap_swizzle(2)
+const CUABI_TENSORMAP_SWIZZLE_128B = cuabi_tensormap_swizzle(3)
+const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B = cuabi_tensormap_swizzle(4)
+const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B = cuabi_tensormap_swizzle(5)
+const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B = cuabi_tensormap_swizzle(6)
+
+"""
+L2 fetch granularity (values of CUtensorMapL2promotion).
+"""
+const cuabi_tensormap_l2_promotion = Cint
+const CUABI_TENSORMAP_L2_PROMOTION_NONE = cuabi_tensormap_l2_promotion(0)
+const CUABI_TENSORMAP_L2_PROMOTION_64B = cuabi_tensormap_l2_promotion(1)
+const CUABI_TENSORMAP_L2_PROMOTION_128B = cuabi_tensormap_l2_promotion(2)
+const CUABI_TENSORMAP_L2_PROMOTION_256B = cuabi_tensormap_l2_promotion(3)
+
+"""
+What a box reads outside the tensor (values of CUtensorMapFloatOOBfill).
+"""
+const cuabi_tensormap_oob_fill = Cint
+const CUABI_TENSORMAP_OOB_FILL_NONE = cuabi_tensormap_oob_fill(0)
+const CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA = cuabi_tensormap_oob_fill(1)
+
+"""
+How a tensor map reads its view; the defaults read plain (no interleave, swizzle, promotion or NaN fill) with the view's element type.
+"""
+struct cuabi_tensormap_options
+    version::Cuint
+    data_type::cuabi_tensormap_data_type
+    element_strides::NTuple{5, UInt32}
+    interleave::cuabi_tensormap_interleave
+    swizzle::cuabi_tensormap_swizzle
+    l2_promotion::cuabi_tensormap_l2_promotion
+    oob_fill::cuabi_tensormap_oob_fill
+    device::Cint
+end
+const CUABI_TENSORMAP_OPTIONS_VERSION = Cuint(1)
+
+"""
+What a tensor map describes, filled by cuabi_tensormap_get_info(). Dimensions are in the view's order.
+"""
+struct cuabi_tensormap_info
+    version::Cuint
+    kind::cuabi_tensormap_kind
+    data_type::cuabi_tensormap_data_type
+    rank::Cint
+    address::Cuintptr_t
+    shape::NTuple{5, UInt64}
+    byte_strides::NTuple{5, UInt64}
+    box::NTuple{5, UInt32}
+    element_strides::NTuple{5, UInt32}
+    interleave::cuabi_tensormap_interleave
+    swizzle::cuabi_tensormap_swizzle
+    l2_promotion::cuabi_tensormap_l2_promotion
+    oob_fill::cuabi_tensormap_oob_fill
+    device::Cint
+end
+const CUABI_TENSORMAP_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_tensormap_retain(handle)
+
+Add a reference to a cuabi_tensormap.
+"""
+function cuabi_tensormap_retain(handle)
+    ccall((:cuabi_tensormap_retain, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+end
+
+"""
+cuabi_tensormap_release(handle)
+
+Drop a reference to a cuabi_tensormap; the last one frees it and invalidates the handle.
+"""
+function cuabi_tensormap_release(handle)
+    ccall((:cuabi_tensormap_release, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+end
+
+"""
+cuabi_tensormap_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_tensormap_options_init(opts, version)
+    ccall((:cuabi_tensormap_options_init, libcuabi), cuabi_status, (Ptr{cuabi_tensormap_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_tensormap_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_tensormap_info_init(opts, version)
+    ccall((:cuabi_tensormap_info_init, libcuabi), cuabi_status, (Ptr{cuabi_tensormap_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_tensormap_encode_tiled(out, view, box, rank, options)
+
+A tiled tensor map of `view` (cuTensorMapEncodeTiled): a copy moves a box of
+`box` elements per dimension. The view must be in GPU-accessible memory
+(device, pinned or managed) of a GPU of compute capability 9.0 or newer. A
+broken TMA rule gives CUABI_ERROR_TENSOR_MAP naming it; nothing is made.
+
+- `out` [out, ownership transferred]
+- `box` Box size per dimension, the view's order (outermost first), each 1..256.
+- `rank` Must equal the view's ndim (1..5).
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_tensormap_encode_tiled(out, view, box, rank, options)
+    ccall((:cuabi_tensormap_encode_tiled, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{UInt32}, Csize_t, Ptr{cuabi_tensormap_options}), out, view, box, rank, options)
+end
+
+"""
+cuabi_tensormap_encode_im2col(out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
+
+An im2col tensor map of `view` (cuTensorMapEncodeIm2col), a tensor laid out
+N, spatial dimensions (W; H, W; or D, H, W), C: a copy gathers
+`pixels_per_column` pixels of `channels_per_pixel` channels within the
+bounding box the corners offset from the tensor's edges.
+
+- `out` [out, ownership transferred]
+- `lower_corner` Offsets of the box's lower corner per spatial dimension, the view's order; within -32768..32767 (rank 3), -128..127 (rank 4), -16..15 (rank 5).
+- `upper_corner` Offsets of the upper corner, same ranges.
+- `spatial_rank` The view's ndim minus 2 (1..3).
+- `channels_per_pixel` 1..256.
+- `pixels_per_column` 1..1024.
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_tensormap_encode_im2col(out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
+    ccall((:cuabi_tensormap_encode_im2col, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{Cint}, Ptr{Cint}, Csize_t, UInt32, UInt32, Ptr{cuabi_tensormap_options}), out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
+end
+
+"""
+cuabi_tensormap_replace_address(tensormap, view)
+
+Point the tensor map at `view` instead (cuTensorMapReplaceAddress), in
+place: the view must have the encoded view's element size, shape, byte
+strides and device, and its address the same alignment. The map keeps the
+new view and lets the old one go. Set it again in packs that hold it.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_tensormap_replace_address(tensormap, view)
+    ccall((:cuabi_tensormap_replace_address, libcuabi), cuabi_status, (Ptr{cuabi_tensormap}, Ptr{cuabi_view}), tensormap, view)
+end
+
+"""
+cuabi_tensormap_get_info(out, tensormap)
+
+`cuabi_tensormap_get_info` from the C API.
+
+- `out` [out]
+"""
+function cuabi_tensormap_get_info(out, tensormap)
+    ccall((:cuabi_tensormap_get_info, libcuabi), cuabi_status, (Ptr{cuabi_tensormap_info}, Ptr{cuabi_tensormap}), out, tensormap)
+end
+
+"""
+cuabi_tensormap_bytes(out, size, tensormap)
+
+Copy the 128-byte descriptor (the CUtensorMap a kernel receives) into `out`; `size` must be CUABI_TENSORMAP_BYTES.
+
+- `out` [out]
+"""
+function cuabi_tensormap_bytes(out, size, tensormap)
+    ccall((:cuabi_tensormap_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_tensormap}), out, size, tensormap)
+end
+
+"""
+cuabi_tensormap_view(out, tensormap)
+
+The view the tensor map describes, borrowed (valid while the map keeps it: until it is released or its address replaced).
+
+- `out` [out]
+"""
+function cuabi_tensormap_view(out, tensormap)
+    ccall((:cuabi_tensormap_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_tensormap}), out, tensormap)
+end
+
+"""
+cuabi_argpack_set_tensormap(pack, slot, tensormap)
+
+Copy the tensor map's descriptor into a `tensormap` slot (or a 128-byte raw slot from a kernel's parameter info): the kernel receives it by value. The pack holds the bytes, not the map: keep the map (and so its memory) alive while launches use them.
+"""
+function cuabi_argpack_set_tensormap(pack, slot, tensormap)
+    ccall((:cuabi_argpack_set_tensormap, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_tensormap}), pack, slot, tensormap)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -2991,10 +3312,13 @@ const STRUCT_LAYOUTS = [
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
-    ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device"]),
+    ("cuabi_launch_attributes", cuabi_launch_attributes, ["version", "preferred_cluster", "cluster_scheduling_policy", "programmatic_stream_serialization", "programmatic_event", "programmatic_event_trigger_at_block_start", "launch_completion_event", "priority", "access_policy_base", "access_policy_bytes", "access_policy_hit_ratio", "access_policy_hit_property", "access_policy_miss_property", "mem_sync_domain", "mem_sync_domain_map", "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling"]),
+    ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device", "attributes"]),
     ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
     ("cuabi_occupancy_options", cuabi_occupancy_options, ["version", "max_dynamic_shared_bytes", "carveout", "sm_count"]),
     ("cuabi_arch_limits", cuabi_arch_limits, ["version", "arch", "example_gpu", "sm_count", "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread", "shared_bytes_per_sm", "shared_bytes_per_block", "shared_bytes_per_block_optin", "reserved_shared_bytes_per_block", "max_cluster_size", "max_cluster_size_nonportable"]),
+    ("cuabi_tensormap_options", cuabi_tensormap_options, ["version", "data_type", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
+    ("cuabi_tensormap_info", cuabi_tensormap_info, ["version", "kind", "data_type", "rank", "address", "shape", "byte_strides", "box", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
 ]
 
 # Every C function this module wraps.
@@ -3177,6 +3501,7 @@ const FUNCTIONS = [
     :cuabi_argpack_create_for_kernel,
     :cuabi_prepared_retain,
     :cuabi_prepared_release,
+    :cuabi_launch_attributes_init,
     :cuabi_launch_config_init,
     :cuabi_launch,
     :cuabi_launch_check,
@@ -3200,6 +3525,17 @@ const FUNCTIONS = [
     :cuabi_occupancy_offline_available_dynamic_smem,
     :cuabi_occupancy_offline_max_potential_cluster_size,
     :cuabi_occupancy_offline_max_active_clusters,
+    :cuabi_tensormap_retain,
+    :cuabi_tensormap_release,
+    :cuabi_tensormap_options_init,
+    :cuabi_tensormap_info_init,
+    :cuabi_tensormap_encode_tiled,
+    :cuabi_tensormap_encode_im2col,
+    :cuabi_tensormap_replace_address,
+    :cuabi_tensormap_get_info,
+    :cuabi_tensormap_bytes,
+    :cuabi_tensormap_view,
+    :cuabi_argpack_set_tensormap,
 ]
 
 end # module LibCuABI

@@ -242,9 +242,64 @@ end # module Cache
 # ------------------------------------------------------------------ launch
 
 """
-    LaunchConfig(grid, block; shared = 0, stream = nothing, device = nothing, cluster = (0, 0, 0), cooperative = false)
+    AccessPolicyWindow(base, num_bytes; hit_ratio = 1.0, hit_prop = :persisting, miss_prop = :streaming)
 
-Where and how to launch; `grid`, `block` and `cluster` are integers or 3-tuples.
+An L2 access-policy window of a launch: `num_bytes` from `base` (an address,
+a `Buffer` or a `View`); `hit_ratio` of its lines get `hit_prop`, the others
+`miss_prop` (`:normal`, `:streaming` or `:persisting`; misses may not persist).
+"""
+struct AccessPolicyWindow
+    base::UInt
+    num_bytes::Int
+    hit_ratio::Float32
+    hit_prop::Symbol
+    miss_prop::Symbol
+end
+_address(x::Integer) = UInt(x)
+_address(b::Buffer) = UInt(pointer_address(b))
+_address(v::View) = UInt(data_pointer(v))
+AccessPolicyWindow(base, num_bytes::Integer; hit_ratio::Real = 1.0, hit_prop::Symbol = :persisting,
+                   miss_prop::Symbol = :streaming) =
+    AccessPolicyWindow(_address(base), Int(num_bytes), Float32(hit_ratio), hit_prop, miss_prop)
+
+const _ACCESS = Dict(:normal => L.CUABI_ACCESS_PROPERTY_NORMAL, :streaming => L.CUABI_ACCESS_PROPERTY_STREAMING,
+                     :persisting => L.CUABI_ACCESS_PROPERTY_PERSISTING)
+const _SCHEDULING = Dict(:default => L.CUABI_CLUSTER_SCHEDULING_DEFAULT, :spread => L.CUABI_CLUSTER_SCHEDULING_SPREAD,
+                         :load_balancing => L.CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING)
+const _DOMAIN = Dict(:default => L.CUABI_MEM_SYNC_DOMAIN_DEFAULT, :remote => L.CUABI_MEM_SYNC_DOMAIN_REMOTE)
+_lookup(table, what, s::Symbol) = haskey(table, s) ? table[s] :
+    throw(ArgumentError("$(what) must be one of $(join(sort(collect(keys(table))), ", ")), not :$(s)"))
+
+"The cuLaunchKernelEx attributes of a `LaunchConfig` (see its keywords); keeps its events alive."
+struct LaunchAttributes
+    preferred_cluster::NTuple{3,Int}
+    cluster_scheduling_policy::Symbol
+    programmatic_stream_serialization::Bool
+    programmatic_event::Union{Nothing,Event}
+    programmatic_event_trigger_at_block_start::Bool
+    launch_completion_event::Union{Nothing,Event}
+    priority::Union{Nothing,Int}
+    access_policy_window::Union{Nothing,AccessPolicyWindow}
+    mem_sync_domain::Union{Nothing,Symbol}
+    mem_sync_domain_map::Union{Nothing,NTuple{2,Int}}
+    preferred_shared_memory_carveout::Union{Nothing,Int}
+    nvlink_util_centric_scheduling::Bool
+end
+
+"""
+    LaunchConfig(grid, block; shared = 0, stream = nothing, device = nothing, cluster = (0, 0, 0), cooperative = false,
+                 programmatic_stream_serialization = false, programmatic_event = nothing,
+                 programmatic_event_trigger_at_block_start = false, launch_completion_event = nothing,
+                 priority = nothing, access_policy_window = nothing, preferred_cluster = nothing,
+                 cluster_scheduling_policy = :default, mem_sync_domain = nothing, mem_sync_domain_map = nothing,
+                 preferred_shared_memory_carveout = nothing, nvlink_util_centric_scheduling = false)
+
+Where and how to launch; `grid`, `block`, `cluster` and `preferred_cluster` are
+integers or 3-tuples. The keywords after `cooperative` are the other
+cuLaunchKernelEx attributes (docs/launch.md): programmatic dependent launch,
+events (made with `timing = false`), priority, an `AccessPolicyWindow`,
+`:spread` / `:load_balancing` cluster scheduling, `:default` / `:remote`
+memory sync domain and its `(default_id, remote_id)` map, a carveout percentage.
 """
 struct LaunchConfig
     grid::NTuple{3,Int}
@@ -254,12 +309,61 @@ struct LaunchConfig
     cooperative::Bool
     stream::Union{Nothing,Stream}
     device::Union{Nothing,Device}
+    attributes::Union{Nothing,LaunchAttributes}
 end
 _dim3(x::Integer) = (Int(x), 1, 1)
 _dim3(x::Tuple) = ntuple(i -> i <= length(x) ? Int(x[i]) : 1, 3)
-LaunchConfig(grid, block; shared::Integer = 0, stream = nothing, device = nothing, cluster = (0, 0, 0),
-             cooperative::Bool = false) =
-    LaunchConfig(_dim3(grid), _dim3(block), Tuple(Int.(cluster)), shared, cooperative, stream, device)
+function LaunchConfig(grid, block; shared::Integer = 0, stream = nothing, device = nothing, cluster = (0, 0, 0),
+                      cooperative::Bool = false, programmatic_stream_serialization::Bool = false,
+                      programmatic_event::Union{Nothing,Event} = nothing,
+                      programmatic_event_trigger_at_block_start::Bool = false,
+                      launch_completion_event::Union{Nothing,Event} = nothing,
+                      priority::Union{Nothing,Integer} = nothing,
+                      access_policy_window::Union{Nothing,AccessPolicyWindow} = nothing,
+                      preferred_cluster = nothing, cluster_scheduling_policy::Symbol = :default,
+                      mem_sync_domain::Union{Nothing,Symbol} = nothing, mem_sync_domain_map = nothing,
+                      preferred_shared_memory_carveout::Union{Nothing,Integer} = nothing,
+                      nvlink_util_centric_scheduling::Bool = false)
+    a = LaunchAttributes(preferred_cluster === nothing ? (0, 0, 0) : _dim3(preferred_cluster),
+                         cluster_scheduling_policy, programmatic_stream_serialization, programmatic_event,
+                         programmatic_event_trigger_at_block_start, launch_completion_event,
+                         priority === nothing ? nothing : Int(priority), access_policy_window, mem_sync_domain,
+                         mem_sync_domain_map === nothing ? nothing : (Int(mem_sync_domain_map[1]), Int(mem_sync_domain_map[2])),
+                         preferred_shared_memory_carveout === nothing ? nothing : Int(preferred_shared_memory_carveout),
+                         nvlink_util_centric_scheduling)
+    used = a.preferred_cluster != (0, 0, 0) || cluster_scheduling_policy != :default ||
+           programmatic_stream_serialization || programmatic_event !== nothing ||
+           launch_completion_event !== nothing || priority !== nothing || access_policy_window !== nothing ||
+           mem_sync_domain !== nothing || mem_sync_domain_map !== nothing ||
+           preferred_shared_memory_carveout !== nothing || nvlink_util_centric_scheduling
+    used && _attributes(a)      # bad names fail here, not at launch
+    LaunchConfig(_dim3(grid), _dim3(block), Tuple(Int.(cluster)), shared, cooperative, stream, device,
+                 used ? a : nothing)
+end
+
+# The C attributes; the caller keeps `a` (its events) alive.
+function _attributes(a::LaunchAttributes)
+    o = _init(L.cuabi_launch_attributes, L.cuabi_launch_attributes_init, L.CUABI_LAUNCH_ATTRIBUTES_VERSION)
+    w = a.access_policy_window
+    _with(o; preferred_cluster = Cuint.(a.preferred_cluster),
+          cluster_scheduling_policy = _lookup(_SCHEDULING, "cluster_scheduling_policy", a.cluster_scheduling_policy),
+          programmatic_stream_serialization = Cint(a.programmatic_stream_serialization),
+          programmatic_event = _sp(a.programmatic_event),
+          programmatic_event_trigger_at_block_start = Cint(a.programmatic_event_trigger_at_block_start),
+          launch_completion_event = _sp(a.launch_completion_event),
+          priority = a.priority === nothing ? o.priority : Cint(a.priority),
+          access_policy_base = w === nothing ? o.access_policy_base : w.base,
+          access_policy_bytes = w === nothing ? o.access_policy_bytes : w.num_bytes,
+          access_policy_hit_ratio = w === nothing ? o.access_policy_hit_ratio : w.hit_ratio,
+          access_policy_hit_property = w === nothing ? o.access_policy_hit_property : _lookup(_ACCESS, "hit_prop", w.hit_prop),
+          access_policy_miss_property = w === nothing ? o.access_policy_miss_property : _lookup(_ACCESS, "miss_prop", w.miss_prop),
+          mem_sync_domain = a.mem_sync_domain === nothing ? o.mem_sync_domain :
+                            Cint(_lookup(_DOMAIN, "mem_sync_domain", a.mem_sync_domain)),
+          mem_sync_domain_map = a.mem_sync_domain_map === nothing ? o.mem_sync_domain_map : Cint.(a.mem_sync_domain_map),
+          preferred_shared_memory_carveout = a.preferred_shared_memory_carveout === nothing ?
+                                             o.preferred_shared_memory_carveout : Cint(a.preferred_shared_memory_carveout),
+          nvlink_util_centric_scheduling = Cint(a.nvlink_util_centric_scheduling))
+end
 
 # The C struct; the caller keeps `c` (its stream and device) alive.
 function _config(c::LaunchConfig)
@@ -269,6 +373,14 @@ function _config(c::LaunchConfig)
           stream = _sp(c.stream), device = _sp(c.device))
 end
 
+# Call f(Ref(config)) with the C struct and, when set, its attributes alive.
+function _with_config(f, c::LaunchConfig)
+    o = _config(c)
+    c.attributes === nothing && return GC.@preserve c f(Ref(o))
+    a = Ref(_attributes(c.attributes))
+    GC.@preserve c a f(Ref(_with(o; attributes = Base.unsafe_convert(Ptr{L.cuabi_launch_attributes}, a))))
+end
+
 # Buffers and views as kernel arguments (the pack keeps the handle; looked up at launch).
 _sig(::Buffer) = "buffer"
 _sig(::View) = "view"
@@ -276,8 +388,8 @@ Base.setindex!(p::ArgPack, b::Buffer, slot::Integer) = check(L.cuabi_argpack_set
 Base.setindex!(p::ArgPack, v::View, slot::Integer) = check(L.cuabi_argpack_set_view(p, slot, v))
 
 "Check and launch `k` with the values in `pack`."
-launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = GC.@preserve c check(L.cuabi_launch(k, pack, Ref(_config(c))))
-launch_check(k::Kernel, pack::ArgPack, c::LaunchConfig) = GC.@preserve c check(L.cuabi_launch_check(k, pack, Ref(_config(c))))
+launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch(k, pack, r)), c)
+launch_check(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch_check(k, pack, r)), c)
 "`launch(k, c, args...)`: a pack typed from the arguments."
 launch(k::Kernel, c::LaunchConfig, args...) = launch(k, ArgPack(args...), c)
 
@@ -288,7 +400,7 @@ mutable struct PreparedLaunch <: Handle
 end
 _release(::PreparedLaunch, p) = L.cuabi_prepared_release(p)
 PreparedLaunch(k::Kernel, pack::ArgPack, c::LaunchConfig) =
-    GC.@preserve c _own(PreparedLaunch, _create(out -> L.cuabi_prepared_create(out, k, pack, Ref(_config(c)))), pack)
+    _own(PreparedLaunch, _with_config(r -> _create(out -> L.cuabi_prepared_create(out, k, pack, r)), c), pack)
 launch(p::PreparedLaunch) = check(L.cuabi_prepared_launch(p))
 set_grid!(p::PreparedLaunch, x::Integer, y::Integer = 1, z::Integer = 1) = check(L.cuabi_prepared_set_grid(p, x, y, z))
 

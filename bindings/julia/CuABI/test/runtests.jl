@@ -252,4 +252,79 @@ end
             @test_throws CuABIError launch(k, LaunchConfig(3, 4096; device = d), bin, boff, bout, Int32(3))
         end
     end
+
+    @testset "launch attributes" begin
+        @test LaunchConfig(4, 128).attributes === nothing
+        w = AccessPolicyWindow(0x7000_0000, 4096; hit_ratio = 0.5, miss_prop = :normal)
+        c = LaunchConfig(8, 64; cluster = (2, 1, 1), programmatic_stream_serialization = true, priority = -2,
+                         access_policy_window = w, preferred_cluster = 4, cluster_scheduling_policy = :spread,
+                         mem_sync_domain = :remote, mem_sync_domain_map = (0, 1),
+                         preferred_shared_memory_carveout = 50, nvlink_util_centric_scheduling = true)
+        a = CuABI._attributes(c.attributes)
+        @test a.preferred_cluster == (4, 1, 1)
+        @test a.cluster_scheduling_policy == L.CUABI_CLUSTER_SCHEDULING_SPREAD
+        @test a.programmatic_stream_serialization == 1 && a.priority == -2
+        @test (a.access_policy_base, a.access_policy_bytes, a.access_policy_hit_ratio) == (0x7000_0000, 4096, 0.5f0)
+        @test a.access_policy_miss_property == L.CUABI_ACCESS_PROPERTY_NORMAL
+        @test a.mem_sync_domain == 1 && a.mem_sync_domain_map == (0, 1)
+        @test a.preferred_shared_memory_carveout == 50 && a.nvlink_util_centric_scheduling == 1
+        u = CuABI._attributes(LaunchConfig(1, 1; priority = 0).attributes)
+        @test u.priority == 0 && u.mem_sync_domain == L.CUABI_LAUNCH_UNSET
+        @test_throws ArgumentError LaunchConfig(1, 1; cluster_scheduling_policy = :round_robin)
+        @test_throws ArgumentError LaunchConfig(1, 1; mem_sync_domain = :far)
+    end
+
+    @testset "GPU: tensor maps and programmatic dependent launch" begin
+        if !gpu_available() || CuABI.properties(Device(0)).compute_capability_major < 9
+            @test_skip "needs a GPU of compute capability 9.0"
+        else
+            d = Device(0)
+            r = MemoryResource(:device, d)
+            tma = """
+            struct __align__(64) TmaMap { unsigned long long q[16]; };
+            extern "C" __global__ void tile(const __grid_constant__ TmaMap map, float *out) {
+              __shared__ __align__(128) float t[16 * 32];
+              __shared__ __align__(8) unsigned long long bar;
+              unsigned b = (unsigned)__cvta_generic_to_shared(&bar), s = (unsigned)__cvta_generic_to_shared(t);
+              if (threadIdx.x == 0) {
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+              }
+              __syncthreads();
+              if (threadIdx.x == 0) {
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(2048u) : "memory");
+                asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                             :: "r"(s), "l"((unsigned long long)&map), "r"(0), "r"(0), "r"(b) : "memory");
+              }
+              unsigned done = 0;
+              while (!done)
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(b) : "memory");
+              for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) out[i] = t[i];
+            }
+            """
+            k = compile(Program(tma))["tile"]
+            host = Float32.(0:(64 * 96 - 1))
+            buf = Buffer(r, sizeof(host))
+            CuABI.copyto_buffer!(buf, host)
+            v = View(buf, Float32, (62, 88); offset = (2 * 96 + 8) * 4, strides = (96, 1))
+            m = TensorMap(v, (16, 32))
+            @test CuABI.info(m).shape == [62, 88] && CuABI.info(m).box == [16, 32]
+            @test length(tensormap_bytes(m)) == 128
+            out = Buffer(r, 16 * 32 * 4)
+            s = Stream(d)
+            launch(k, LaunchConfig(1, 128; stream = s), m, out)
+            synchronize(s)
+            got = Vector{Float32}(out)
+            @test all(got[r * 32 + c + 1] == host[(r + 2) * 96 + c + 8 + 1] for r in 0:15, c in 0:31)
+            bad = View(buf, Float32, (62, 88); offset = 4, strides = (96, 1))
+            err = try TensorMap(bad, (16, 32)); nothing catch e; e end
+            @test err isa CuABIError && occursin("16-byte aligned", err.message)
+            # PDL: accepted on a stream, the result right
+            pdl = LaunchConfig(1, 32; stream = s, programmatic_stream_serialization = true)
+            launch(k, pdl, m, out)
+            synchronize(s)
+            @test Vector{Float32}(out) == got
+        end
+    end
 end

@@ -72,6 +72,8 @@ impl cuabi_status {
     pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status(26);
     /// internal error in cuabi (please report it)
     pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status(27);
+    /// the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it
+    pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status(36);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -103,6 +105,7 @@ impl cuabi_status {
             25 => Some("CUABI_ERROR_NVJITLINK"),
             26 => Some("CUABI_ERROR_CALLBACK"),
             27 => Some("CUABI_ERROR_INTERNAL"),
+            36 => Some("CUABI_ERROR_TENSOR_MAP"),
             _ => None,
         }
     }
@@ -145,6 +148,7 @@ pub const CUABI_ERROR_NVRTC: cuabi_status = cuabi_status::CUABI_ERROR_NVRTC;
 pub const CUABI_ERROR_NVJITLINK: cuabi_status = cuabi_status::CUABI_ERROR_NVJITLINK;
 pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status::CUABI_ERROR_CALLBACK;
 pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status::CUABI_ERROR_INTERNAL;
+pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status::CUABI_ERROR_TENSOR_MAP;
 
 /// Kinds of code cuabi compiles, links and loads.
 #[repr(transparent)]
@@ -1842,6 +1846,9 @@ unsafe extern "C" {
 
 // ---- module launch (api/launch.toml)
 
+/// INT_MIN: an int field of cuabi_launch_attributes left unset, so the stream's (or the kernel's) setting applies.
+pub const CUABI_LAUNCH_UNSET: c_int = -2147483648;
+
 /// A kernel, an argument pack and a launch configuration bound and checked for repeated launches.
 ///
 /// Shared: released with `cuabi_prepared_release`.
@@ -1851,7 +1858,165 @@ pub struct cuabi_prepared {
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
-/// Where and how to launch.
+/// How the blocks of a cluster are placed on SMs (values of CUclusterSchedulingPolicy).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_cluster_scheduling_policy(pub i32);
+
+impl cuabi_cluster_scheduling_policy {
+    /// The kernel's own preference (the attribute is not passed).
+    pub const CUABI_CLUSTER_SCHEDULING_DEFAULT: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(0);
+    /// Spread the blocks of a cluster over the SMs.
+    pub const CUABI_CLUSTER_SCHEDULING_SPREAD: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(1);
+    /// Let the hardware balance the blocks of a cluster over the SMs.
+    pub const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_CLUSTER_SCHEDULING_DEFAULT"),
+            1 => Some("CUABI_CLUSTER_SCHEDULING_SPREAD"),
+            2 => Some("CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_cluster_scheduling_policy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_cluster_scheduling_policy({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_CLUSTER_SCHEDULING_DEFAULT: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_DEFAULT;
+pub const CUABI_CLUSTER_SCHEDULING_SPREAD: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_SPREAD;
+pub const CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING: cuabi_cluster_scheduling_policy = cuabi_cluster_scheduling_policy::CUABI_CLUSTER_SCHEDULING_LOAD_BALANCING;
+
+/// L2 cache treatment of the lines of an access-policy window (values of CUaccessProperty).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_access_property(pub i32);
+
+impl cuabi_access_property {
+    /// Normal cache persistence.
+    pub const CUABI_ACCESS_PROPERTY_NORMAL: cuabi_access_property = cuabi_access_property(0);
+    /// Less likely to persist in L2.
+    pub const CUABI_ACCESS_PROPERTY_STREAMING: cuabi_access_property = cuabi_access_property(1);
+    /// More likely to persist in L2 (the device's persisting L2 set-aside).
+    pub const CUABI_ACCESS_PROPERTY_PERSISTING: cuabi_access_property = cuabi_access_property(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_ACCESS_PROPERTY_NORMAL"),
+            1 => Some("CUABI_ACCESS_PROPERTY_STREAMING"),
+            2 => Some("CUABI_ACCESS_PROPERTY_PERSISTING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_access_property {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_access_property({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_ACCESS_PROPERTY_NORMAL: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_NORMAL;
+pub const CUABI_ACCESS_PROPERTY_STREAMING: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_STREAMING;
+pub const CUABI_ACCESS_PROPERTY_PERSISTING: cuabi_access_property = cuabi_access_property::CUABI_ACCESS_PROPERTY_PERSISTING;
+
+/// Memory synchronization domains of a launch (values of CUlaunchMemSyncDomain).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_mem_sync_domain(pub i32);
+
+impl cuabi_mem_sync_domain {
+    /// The default domain.
+    pub const CUABI_MEM_SYNC_DOMAIN_DEFAULT: cuabi_mem_sync_domain = cuabi_mem_sync_domain(0);
+    /// The remote domain: its memory fences do not wait for default-domain traffic (e.g. for kernels that talk to other GPUs).
+    pub const CUABI_MEM_SYNC_DOMAIN_REMOTE: cuabi_mem_sync_domain = cuabi_mem_sync_domain(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_MEM_SYNC_DOMAIN_DEFAULT"),
+            1 => Some("CUABI_MEM_SYNC_DOMAIN_REMOTE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_mem_sync_domain {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_mem_sync_domain({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MEM_SYNC_DOMAIN_DEFAULT: cuabi_mem_sync_domain = cuabi_mem_sync_domain::CUABI_MEM_SYNC_DOMAIN_DEFAULT;
+pub const CUABI_MEM_SYNC_DOMAIN_REMOTE: cuabi_mem_sync_domain = cuabi_mem_sync_domain::CUABI_MEM_SYNC_DOMAIN_REMOTE;
+
+/// The cuLaunchKernelEx attributes beyond clusters and cooperative launches,
+/// pointed to by cuabi_launch_config.attributes (configuration version 2). Every
+/// field's default leaves its attribute out of the launch. Read during
+/// cuabi_launch() and cuabi_launch_check(); cuabi_prepared_create() copies it
+/// and retains its events.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_launch_attributes {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Preferred substitute cluster size in blocks (CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION; used by sm_100 and newer); all 0 for none. Needs config.cluster; x and y multiples of the cluster's, z equal to it, each dividing the grid.
+    pub preferred_cluster: [c_uint; 3],
+    /// CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE; needs config.cluster.
+    pub cluster_scheduling_policy: cuabi_cluster_scheduling_policy,
+    /// Non-zero: programmatic dependent launch (PDL). The kernel may start before the previous kernel on the stream ends, once that one's blocks have all run griddepcontrol.launch_dependents (cudaTriggerProgrammaticLaunchCompletion) or exited; it waits with griddepcontrol.wait (cudaGridDependencySynchronize) before using its results. Compute capability 9.0 and newer overlap; older GPUs serialize as usual.
+    pub programmatic_stream_serialization: c_int,
+    /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block has triggered (griddepcontrol.launch_dependents) or exited; work waiting on it may overlap the kernel's tail. NULL for none. Compute capability 9.0 and newer.
+    pub programmatic_event: *mut cuabi_event,
+    /// Non-zero: each block triggers the programmatic event as it starts.
+    pub programmatic_event_trigger_at_block_start: c_int,
+    /// CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: an event on the launch's device, created with CUABI_EVENT_DISABLE_TIMING, recorded once every block of the kernel has started (best effort). NULL for none. Needs a CUDA 12.3 driver.
+    pub launch_completion_event: *mut cuabi_event,
+    /// Execution priority of this launch (CU_LAUNCH_ATTRIBUTE_PRIORITY), in the range of cuabi_device_stream_priority_range (numerically lower is higher); CUABI_LAUNCH_UNSET for the stream's.
+    pub priority: c_int,
+    /// Start of the L2 access-policy window (CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW): a device address.
+    pub access_policy_base: usize,
+    /// Size of the window in bytes, at most the device's CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE; 0 for no window.
+    pub access_policy_bytes: usize,
+    /// Fraction (0 to 1) of the window's lines given hit_property; the others get miss_property.
+    pub access_policy_hit_ratio: f32,
+    /// Property of the hit lines.
+    pub access_policy_hit_property: cuabi_access_property,
+    /// Property of the other lines: NORMAL or STREAMING.
+    pub access_policy_miss_property: cuabi_access_property,
+    /// cuabi_mem_sync_domain of the launch (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN); CUABI_LAUNCH_UNSET for the stream's.
+    pub mem_sync_domain: c_int,
+    /// Domain ids for the default and the remote domain (CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP), each below the device's CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT; both CUABI_LAUNCH_UNSET for the stream's map.
+    pub mem_sync_domain_map: [c_int; 2],
+    /// Preferred shared-memory carveout of this launch in percent, 0 to 100 (CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, a hint); CUABI_LAUNCH_UNSET for the kernel's.
+    pub preferred_shared_memory_carveout: c_int,
+    /// Non-zero: hint that the kernel's blocks carry NVLink traffic evenly (CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING). Needs a CUDA 13.0 driver.
+    pub nvlink_util_centric_scheduling: c_int,
+}
+
+impl Default for cuabi_launch_attributes {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_launch_attributes.
+pub const CUABI_LAUNCH_ATTRIBUTES_VERSION: c_uint = 1;
+
+/// Where and how to launch. Version 1 ends at `device`; version 2 adds `attributes`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_launch_config {
@@ -1871,6 +2036,8 @@ pub struct cuabi_launch_config {
     pub stream: *mut cuabi_stream,
     /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used).
     pub device: *mut cuabi_device,
+    /// Version 2: the other cuLaunchKernelEx attributes (PDL, events, priority, access policy, memory sync domains, preferred clusters, ...); NULL for none, which keeps the launch on its fastest path.
+    pub attributes: *const cuabi_launch_attributes,
 }
 
 impl Default for cuabi_launch_config {
@@ -1881,7 +2048,7 @@ impl Default for cuabi_launch_config {
 }
 
 /// Current version of cuabi_launch_config.
-pub const CUABI_LAUNCH_CONFIG_VERSION: c_uint = 1;
+pub const CUABI_LAUNCH_CONFIG_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1889,6 +2056,8 @@ unsafe extern "C" {
     pub fn cuabi_prepared_retain(handle: *mut cuabi_prepared) -> cuabi_status;
     /// Drop a reference to a cuabi_prepared; the last one frees it and invalidates the handle.
     pub fn cuabi_prepared_release(handle: *mut cuabi_prepared) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_ATTRIBUTES_VERSION).
+    pub fn cuabi_launch_attributes_init(opts: *mut cuabi_launch_attributes, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_LAUNCH_CONFIG_VERSION).
     pub fn cuabi_launch_config_init(opts: *mut cuabi_launch_config, version: c_uint) -> cuabi_status;
     /// Check and launch `kernel` with the values in `pack`.
@@ -2116,6 +2285,400 @@ unsafe extern "C" {
     pub fn cuabi_occupancy_offline_max_active_clusters(out: *mut c_int, arch: *const c_char, resources: *const cuabi_kernel_resources, config: *const cuabi_launch_config, options: *const cuabi_occupancy_options) -> cuabi_status;
 }
 
+// ---- module tensormap (api/tensormap.toml)
+
+/// Most dimensions a tensor map may have.
+pub const CUABI_TENSORMAP_MAX_RANK: c_int = 5;
+
+/// Size of the descriptor (CUtensorMap); the driver wants it 64-byte aligned.
+pub const CUABI_TENSORMAP_BYTES: c_int = 128;
+
+/// A TMA descriptor (CUtensorMap) of a view, which it keeps alive.
+///
+/// Shared: released with `cuabi_tensormap_release`.
+#[repr(C)]
+pub struct cuabi_tensormap {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// How a tensor map traverses its tensor.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_kind(pub i32);
+
+impl cuabi_tensormap_kind {
+    /// Boxes (tiles) of the tensor: cuTensorMapEncodeTiled.
+    pub const CUABI_TENSORMAP_TILED: cuabi_tensormap_kind = cuabi_tensormap_kind(1);
+    /// Im2col patches of an NWC / NHWC / NDHWC tensor: cuTensorMapEncodeIm2col.
+    pub const CUABI_TENSORMAP_IM2COL: cuabi_tensormap_kind = cuabi_tensormap_kind(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_TENSORMAP_TILED"),
+            2 => Some("CUABI_TENSORMAP_IM2COL"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_TILED: cuabi_tensormap_kind = cuabi_tensormap_kind::CUABI_TENSORMAP_TILED;
+pub const CUABI_TENSORMAP_IM2COL: cuabi_tensormap_kind = cuabi_tensormap_kind::CUABI_TENSORMAP_IM2COL;
+
+/// Element types of a tensor map (values of CUtensorMapDataType). The view's dtype picks one unless the options name another of the same size.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_data_type(pub i32);
+
+impl cuabi_tensormap_data_type {
+    /// From the view's dtype (8-bit types as UINT8, 16-bit integers as UINT16).
+    pub const CUABI_TENSORMAP_DATA_TYPE_AUTO: cuabi_tensormap_data_type = cuabi_tensormap_data_type(-1);
+    /// 1 byte.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT8: cuabi_tensormap_data_type = cuabi_tensormap_data_type(0);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(1);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(2);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_INT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(3);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_UINT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(4);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_INT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(5);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(6);
+    /// 4 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(7);
+    /// 8 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type(8);
+    /// 2 bytes.
+    pub const CUABI_TENSORMAP_DATA_TYPE_BFLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type(9);
+    /// 4 bytes, denormals flushed to zero.
+    pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type(10);
+    /// 4 bytes, rounded to TF32.
+    pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type(11);
+    /// 4 bytes, TF32 with denormals flushed.
+    pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type(12);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            -1 => Some("CUABI_TENSORMAP_DATA_TYPE_AUTO"),
+            0 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT8"),
+            1 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT16"),
+            2 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT32"),
+            3 => Some("CUABI_TENSORMAP_DATA_TYPE_INT32"),
+            4 => Some("CUABI_TENSORMAP_DATA_TYPE_UINT64"),
+            5 => Some("CUABI_TENSORMAP_DATA_TYPE_INT64"),
+            6 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT16"),
+            7 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT32"),
+            8 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT64"),
+            9 => Some("CUABI_TENSORMAP_DATA_TYPE_BFLOAT16"),
+            10 => Some("CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ"),
+            11 => Some("CUABI_TENSORMAP_DATA_TYPE_TFLOAT32"),
+            12 => Some("CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_data_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_data_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_DATA_TYPE_AUTO: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_AUTO;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT8: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT8;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_INT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_INT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_UINT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_UINT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_INT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_INT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT64: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT64;
+pub const CUABI_TENSORMAP_DATA_TYPE_BFLOAT16: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_BFLOAT16;
+pub const CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_FLOAT32_FTZ;
+pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_TFLOAT32;
+pub const CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ: cuabi_tensormap_data_type = cuabi_tensormap_data_type::CUABI_TENSORMAP_DATA_TYPE_TFLOAT32_FTZ;
+
+/// Interleaved layouts (values of CUtensorMapInterleave), e.g. NC/8HWC8 with 16 bytes per C8 group.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_interleave(pub i32);
+
+impl cuabi_tensormap_interleave {
+    /// Not interleaved.
+    pub const CUABI_TENSORMAP_INTERLEAVE_NONE: cuabi_tensormap_interleave = cuabi_tensormap_interleave(0);
+    /// 16-byte interleave (rank 3 and more).
+    pub const CUABI_TENSORMAP_INTERLEAVE_16B: cuabi_tensormap_interleave = cuabi_tensormap_interleave(1);
+    /// 32-byte interleave (rank 3 and more; 32-byte aligned address and strides, 32-byte swizzle).
+    pub const CUABI_TENSORMAP_INTERLEAVE_32B: cuabi_tensormap_interleave = cuabi_tensormap_interleave(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_INTERLEAVE_NONE"),
+            1 => Some("CUABI_TENSORMAP_INTERLEAVE_16B"),
+            2 => Some("CUABI_TENSORMAP_INTERLEAVE_32B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_interleave {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_interleave({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_INTERLEAVE_NONE: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_NONE;
+pub const CUABI_TENSORMAP_INTERLEAVE_16B: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_16B;
+pub const CUABI_TENSORMAP_INTERLEAVE_32B: cuabi_tensormap_interleave = cuabi_tensormap_interleave::CUABI_TENSORMAP_INTERLEAVE_32B;
+
+/// Shared-memory bank swizzles (values of CUtensorMapSwizzle). Without interleave, the box's innermost row may not be longer than the span.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_swizzle(pub i32);
+
+impl cuabi_tensormap_swizzle {
+    /// Rows land as they are.
+    pub const CUABI_TENSORMAP_SWIZZLE_NONE: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(0);
+    /// 16-byte chunks swizzled within a 32-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(1);
+    /// 16-byte chunks within a 64-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(2);
+    /// 16-byte chunks within a 128-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(3);
+    /// 32-byte chunks within a 128-byte span (CUDA 12.8 drivers, sm_100 and newer).
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(4);
+    /// As ATOM_32B, swapping 8-byte halves on alternate rows.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(5);
+    /// 64-byte chunks within a 128-byte span.
+    pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle(6);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_SWIZZLE_NONE"),
+            1 => Some("CUABI_TENSORMAP_SWIZZLE_32B"),
+            2 => Some("CUABI_TENSORMAP_SWIZZLE_64B"),
+            3 => Some("CUABI_TENSORMAP_SWIZZLE_128B"),
+            4 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B"),
+            5 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B"),
+            6 => Some("CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_swizzle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_swizzle({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_SWIZZLE_NONE: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_NONE;
+pub const CUABI_TENSORMAP_SWIZZLE_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_32B;
+pub const CUABI_TENSORMAP_SWIZZLE_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_64B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_32B_FLIP_8B;
+pub const CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B: cuabi_tensormap_swizzle = cuabi_tensormap_swizzle::CUABI_TENSORMAP_SWIZZLE_128B_ATOM_64B;
+
+/// L2 fetch granularity (values of CUtensorMapL2promotion).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_l2_promotion(pub i32);
+
+impl cuabi_tensormap_l2_promotion {
+    /// No promotion.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_NONE: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(0);
+    /// 64-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_64B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(1);
+    /// 128-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_128B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(2);
+    /// 256-byte L2 requests.
+    pub const CUABI_TENSORMAP_L2_PROMOTION_256B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_L2_PROMOTION_NONE"),
+            1 => Some("CUABI_TENSORMAP_L2_PROMOTION_64B"),
+            2 => Some("CUABI_TENSORMAP_L2_PROMOTION_128B"),
+            3 => Some("CUABI_TENSORMAP_L2_PROMOTION_256B"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_l2_promotion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_l2_promotion({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_L2_PROMOTION_NONE: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_NONE;
+pub const CUABI_TENSORMAP_L2_PROMOTION_64B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_64B;
+pub const CUABI_TENSORMAP_L2_PROMOTION_128B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_128B;
+pub const CUABI_TENSORMAP_L2_PROMOTION_256B: cuabi_tensormap_l2_promotion = cuabi_tensormap_l2_promotion::CUABI_TENSORMAP_L2_PROMOTION_256B;
+
+/// What a box reads outside the tensor (values of CUtensorMapFloatOOBfill).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_tensormap_oob_fill(pub i32);
+
+impl cuabi_tensormap_oob_fill {
+    /// Zeros.
+    pub const CUABI_TENSORMAP_OOB_FILL_NONE: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill(0);
+    /// A NaN that FMA treats as zero (floating-point types only).
+    pub const CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TENSORMAP_OOB_FILL_NONE"),
+            1 => Some("CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_tensormap_oob_fill {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_tensormap_oob_fill({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TENSORMAP_OOB_FILL_NONE: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill::CUABI_TENSORMAP_OOB_FILL_NONE;
+pub const CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA: cuabi_tensormap_oob_fill = cuabi_tensormap_oob_fill::CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+
+/// How a tensor map reads its view; the defaults read plain (no interleave, swizzle, promotion or NaN fill) with the view's element type.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_tensormap_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Element type; AUTO takes the view's. Another must have the view's element size (e.g. TFLOAT32 for a float32 view).
+    pub data_type: cuabi_tensormap_data_type,
+    /// Traversal step per dimension in the view's order, 1..8 (0 means 1); the innermost one is ignored without interleave.
+    pub element_strides: [u32; 5],
+    pub interleave: cuabi_tensormap_interleave,
+    pub swizzle: cuabi_tensormap_swizzle,
+    pub l2_promotion: cuabi_tensormap_l2_promotion,
+    pub oob_fill: cuabi_tensormap_oob_fill,
+    /// Ordinal of the GPU that will read the map: -1 for the view's (device 0 for pinned or managed memory, whose DLPack device id is 0).
+    pub device: c_int,
+}
+
+impl Default for cuabi_tensormap_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_tensormap_options.
+pub const CUABI_TENSORMAP_OPTIONS_VERSION: c_uint = 1;
+
+/// What a tensor map describes, filled by cuabi_tensormap_get_info(). Dimensions are in the view's order.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_tensormap_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub kind: cuabi_tensormap_kind,
+    /// The element type encoded (never AUTO).
+    pub data_type: cuabi_tensormap_data_type,
+    pub rank: c_int,
+    /// The global address: the view's first element.
+    pub address: usize,
+    /// Extents; rank of them.
+    pub shape: [u64; 5],
+    /// Byte strides; rank of them, the innermost being the element size.
+    pub byte_strides: [u64; 5],
+    /// Tiled: the box; im2col: channels per pixel innermost, then 1s.
+    pub r#box: [u32; 5],
+    pub element_strides: [u32; 5],
+    pub interleave: cuabi_tensormap_interleave,
+    pub swizzle: cuabi_tensormap_swizzle,
+    pub l2_promotion: cuabi_tensormap_l2_promotion,
+    pub oob_fill: cuabi_tensormap_oob_fill,
+    /// Ordinal of the GPU the map was encoded for.
+    pub device: c_int,
+}
+
+impl Default for cuabi_tensormap_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_tensormap_info.
+pub const CUABI_TENSORMAP_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_tensormap.
+    pub fn cuabi_tensormap_retain(handle: *mut cuabi_tensormap) -> cuabi_status;
+    /// Drop a reference to a cuabi_tensormap; the last one frees it and invalidates the handle.
+    pub fn cuabi_tensormap_release(handle: *mut cuabi_tensormap) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_OPTIONS_VERSION).
+    pub fn cuabi_tensormap_options_init(opts: *mut cuabi_tensormap_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TENSORMAP_INFO_VERSION).
+    pub fn cuabi_tensormap_info_init(opts: *mut cuabi_tensormap_info, version: c_uint) -> cuabi_status;
+    /// A tiled tensor map of `view` (cuTensorMapEncodeTiled): a copy moves a box of
+    /// `box` elements per dimension. The view must be in GPU-accessible memory
+    /// (device, pinned or managed) of a GPU of compute capability 9.0 or newer. A
+    /// broken TMA rule gives CUABI_ERROR_TENSOR_MAP naming it; nothing is made.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_encode_tiled(out: *mut *mut cuabi_tensormap, view: *mut cuabi_view, r#box: *const u32, rank: usize, options: *const cuabi_tensormap_options) -> cuabi_status;
+    /// An im2col tensor map of `view` (cuTensorMapEncodeIm2col), a tensor laid out
+    /// N, spatial dimensions (W; H, W; or D, H, W), C: a copy gathers
+    /// `pixels_per_column` pixels of `channels_per_pixel` channels within the
+    /// bounding box the corners offset from the tensor's edges.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_encode_im2col(out: *mut *mut cuabi_tensormap, view: *mut cuabi_view, lower_corner: *const c_int, upper_corner: *const c_int, spatial_rank: usize, channels_per_pixel: u32, pixels_per_column: u32, options: *const cuabi_tensormap_options) -> cuabi_status;
+    /// Point the tensor map at `view` instead (cuTensorMapReplaceAddress), in
+    /// place: the view must have the encoded view's element size, shape, byte
+    /// strides and device, and its address the same alignment. The map keeps the
+    /// new view and lets the old one go. Set it again in packs that hold it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_tensormap_replace_address(tensormap: *mut cuabi_tensormap, view: *mut cuabi_view) -> cuabi_status;
+    pub fn cuabi_tensormap_get_info(out: *mut cuabi_tensormap_info, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// Copy the 128-byte descriptor (the CUtensorMap a kernel receives) into `out`; `size` must be CUABI_TENSORMAP_BYTES.
+    pub fn cuabi_tensormap_bytes(out: *mut c_void, size: usize, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// The view the tensor map describes, borrowed (valid while the map keeps it: until it is released or its address replaced).
+    pub fn cuabi_tensormap_view(out: *mut *mut cuabi_view, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+    /// Copy the tensor map's descriptor into a `tensormap` slot (or a 128-byte raw slot from a kernel's parameter info): the kernel receives it by value. The pack holds the bytes, not the map: keep the map (and so its memory) alive while launches use them.
+    pub fn cuabi_argpack_set_tensormap(pack: *mut cuabi_argpack, slot: usize, tensormap: *mut cuabi_tensormap) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -2136,10 +2699,13 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
-    ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device))]),
+    ("cuabi_launch_attributes", core::mem::size_of::<cuabi_launch_attributes>(), &[("version", core::mem::offset_of!(cuabi_launch_attributes, version)), ("preferred_cluster", core::mem::offset_of!(cuabi_launch_attributes, preferred_cluster)), ("cluster_scheduling_policy", core::mem::offset_of!(cuabi_launch_attributes, cluster_scheduling_policy)), ("programmatic_stream_serialization", core::mem::offset_of!(cuabi_launch_attributes, programmatic_stream_serialization)), ("programmatic_event", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event)), ("programmatic_event_trigger_at_block_start", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event_trigger_at_block_start)), ("launch_completion_event", core::mem::offset_of!(cuabi_launch_attributes, launch_completion_event)), ("priority", core::mem::offset_of!(cuabi_launch_attributes, priority)), ("access_policy_base", core::mem::offset_of!(cuabi_launch_attributes, access_policy_base)), ("access_policy_bytes", core::mem::offset_of!(cuabi_launch_attributes, access_policy_bytes)), ("access_policy_hit_ratio", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_ratio)), ("access_policy_hit_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_property)), ("access_policy_miss_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_miss_property)), ("mem_sync_domain", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain)), ("mem_sync_domain_map", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain_map)), ("preferred_shared_memory_carveout", core::mem::offset_of!(cuabi_launch_attributes, preferred_shared_memory_carveout)), ("nvlink_util_centric_scheduling", core::mem::offset_of!(cuabi_launch_attributes, nvlink_util_centric_scheduling))]),
+    ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device)), ("attributes", core::mem::offset_of!(cuabi_launch_config, attributes))]),
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
     ("cuabi_occupancy_options", core::mem::size_of::<cuabi_occupancy_options>(), &[("version", core::mem::offset_of!(cuabi_occupancy_options, version)), ("max_dynamic_shared_bytes", core::mem::offset_of!(cuabi_occupancy_options, max_dynamic_shared_bytes)), ("carveout", core::mem::offset_of!(cuabi_occupancy_options, carveout)), ("sm_count", core::mem::offset_of!(cuabi_occupancy_options, sm_count))]),
     ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
+    ("cuabi_tensormap_options", core::mem::size_of::<cuabi_tensormap_options>(), &[("version", core::mem::offset_of!(cuabi_tensormap_options, version)), ("data_type", core::mem::offset_of!(cuabi_tensormap_options, data_type)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_options, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_options, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_options, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_options, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_options, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_options, device))]),
+    ("cuabi_tensormap_info", core::mem::size_of::<cuabi_tensormap_info>(), &[("version", core::mem::offset_of!(cuabi_tensormap_info, version)), ("kind", core::mem::offset_of!(cuabi_tensormap_info, kind)), ("data_type", core::mem::offset_of!(cuabi_tensormap_info, data_type)), ("rank", core::mem::offset_of!(cuabi_tensormap_info, rank)), ("address", core::mem::offset_of!(cuabi_tensormap_info, address)), ("shape", core::mem::offset_of!(cuabi_tensormap_info, shape)), ("byte_strides", core::mem::offset_of!(cuabi_tensormap_info, byte_strides)), ("box", core::mem::offset_of!(cuabi_tensormap_info, r#box)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_info, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_info, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_info, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_info, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_info, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_info, device))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -2324,6 +2890,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_create_for_kernel", cuabi_argpack_create_for_kernel as *const () as usize),
         ("cuabi_prepared_retain", cuabi_prepared_retain as *const () as usize),
         ("cuabi_prepared_release", cuabi_prepared_release as *const () as usize),
+        ("cuabi_launch_attributes_init", cuabi_launch_attributes_init as *const () as usize),
         ("cuabi_launch_config_init", cuabi_launch_config_init as *const () as usize),
         ("cuabi_launch", cuabi_launch as *const () as usize),
         ("cuabi_launch_check", cuabi_launch_check as *const () as usize),
@@ -2347,5 +2914,16 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_occupancy_offline_available_dynamic_smem", cuabi_occupancy_offline_available_dynamic_smem as *const () as usize),
         ("cuabi_occupancy_offline_max_potential_cluster_size", cuabi_occupancy_offline_max_potential_cluster_size as *const () as usize),
         ("cuabi_occupancy_offline_max_active_clusters", cuabi_occupancy_offline_max_active_clusters as *const () as usize),
+        ("cuabi_tensormap_retain", cuabi_tensormap_retain as *const () as usize),
+        ("cuabi_tensormap_release", cuabi_tensormap_release as *const () as usize),
+        ("cuabi_tensormap_options_init", cuabi_tensormap_options_init as *const () as usize),
+        ("cuabi_tensormap_info_init", cuabi_tensormap_info_init as *const () as usize),
+        ("cuabi_tensormap_encode_tiled", cuabi_tensormap_encode_tiled as *const () as usize),
+        ("cuabi_tensormap_encode_im2col", cuabi_tensormap_encode_im2col as *const () as usize),
+        ("cuabi_tensormap_replace_address", cuabi_tensormap_replace_address as *const () as usize),
+        ("cuabi_tensormap_get_info", cuabi_tensormap_get_info as *const () as usize),
+        ("cuabi_tensormap_bytes", cuabi_tensormap_bytes as *const () as usize),
+        ("cuabi_tensormap_view", cuabi_tensormap_view as *const () as usize),
+        ("cuabi_argpack_set_tensormap", cuabi_argpack_set_tensormap as *const () as usize),
     ]
 }

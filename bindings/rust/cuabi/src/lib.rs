@@ -40,7 +40,15 @@ mod launch;
 pub mod occupancy;
 
 pub use argpack::{BufferArg, ViewArg};
-pub use launch::{launch, launch_check, LaunchConfig, PreparedLaunch};
+pub use launch::{
+    launch, launch_check, AccessPolicyWindow, AccessProperty, ClusterSchedulingPolicy,
+    LaunchAttributes, LaunchConfig, MemSyncDomain, PreparedLaunch,
+};
+mod tensormap;
+pub use tensormap::{
+    TensorMap, TensorMapDataType, TensorMapInfo, TensorMapInterleave, TensorMapL2Promotion,
+    TensorMapOobFill, TensorMapOptions, TensorMapSwizzle,
+};
 pub use linker::{Linker, LinkerOptions};
 pub use memory::{Buffer, MemoryKind, MemoryResource, Pod};
 pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode};
