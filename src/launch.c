@@ -448,15 +448,3 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi
     CUABI__GET(k, kernel, KERNEL);
     return check_pack(p, k, __func__);
 }
-
-CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel)
-{
-    cuabi__kernel *k;
-    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
-    *out = NULL;
-    CUABI__GET(k, kernel, KERNEL);
-    size_t n;
-    const size_t *offs, *sizes;
-    CUABI__TRY(cuabi__kernel_param_layout(k, &n, &offs, &sizes));
-    return cuabi_argpack_create_from_sizes(out, sizes, offs, n);
-}

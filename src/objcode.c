@@ -8,6 +8,7 @@
 
 #include "kernel.h"
 #include "objcode.h"
+#include "param_types.h"
 
 /* The default target of offline compiles when no GPU says otherwise. */
 #define DEFAULT_OFFLINE_ARCH "sm_90"
@@ -138,6 +139,7 @@ static void objcode_free(cuabi__objcode *o)
     cuabi__elf_free(o->elf);
     cuabi__free(o->offline_cubin);
     cuabi__free(o->jit_log);
+    cuabi__free(o->signatures);
     cuabi__free(o->data);
     cuabi__free(o->name);
     pthread_mutex_destroy(&o->lock);
@@ -290,6 +292,27 @@ const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name)
 {
     const char *lowered = lookup_name(o, name);
     return lowered ? lowered : name;
+}
+
+void cuabi__objcode_set_signatures(cuabi__objcode *o, char *sigs)
+{
+    cuabi__free(o->signatures);
+    o->signatures = sigs;
+    o->signatures_ready = true;
+}
+
+cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&o->lock);
+    if (!o->signatures_ready) {
+        if (o->type == CUABI_CODE_PTX)
+            st = cuabi__ptx_signatures(&o->signatures, o->data, o->size);
+        o->signatures_ready = st == CUABI_SUCCESS;
+    }
+    *out = o->signatures;
+    pthread_mutex_unlock(&o->lock);
+    return st;
 }
 
 /* ------------------------------------------------------------ loading */

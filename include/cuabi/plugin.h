@@ -235,6 +235,9 @@ typedef struct cuabi_api {
     cuabi_status (*occupancy_offline_available_dynamic_smem)(size_t *out, const char *arch, const cuabi_kernel_resources *resources, int num_blocks, int block_size, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_potential_cluster_size)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_active_clusters)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
+    cuabi_status (*param_type_init)(cuabi_param_type *opts, unsigned int version);
+    cuabi_status (*kernel_param_type)(cuabi_param_type *out, cuabi_kernel *kernel, size_t index);
+    cuabi_status (*kernel_signature)(const char **out, cuabi_kernel *kernel);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -205,6 +205,9 @@ static const cuabi_api api_table = {
     cuabi_occupancy_offline_available_dynamic_smem,
     cuabi_occupancy_offline_max_potential_cluster_size,
     cuabi_occupancy_offline_max_active_clusters,
+    cuabi_param_type_init,
+    cuabi_kernel_param_type,
+    cuabi_kernel_signature,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)
