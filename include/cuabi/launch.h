@@ -62,7 +62,7 @@ struct cuabi_launch_config {
     int cooperative;
     /** Stream to launch on; NULL for the legacy default stream of `device`. */
     cuabi_stream *stream;
-    /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). */
+    /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). With both NULL: the device whose context is current on the calling thread, else the first device the kernel was loaded on, else device 0 (kept for the process's life, as the CUDA runtime keeps its current device). */
     cuabi_device *device;
 };
 /** Current version of cuabi_launch_config. */

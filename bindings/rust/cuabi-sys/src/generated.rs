@@ -1949,7 +1949,7 @@ pub struct cuabi_launch_config {
     pub cooperative: c_int,
     /// Stream to launch on; NULL for the legacy default stream of `device`.
     pub stream: *mut cuabi_stream,
-    /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used).
+    /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). With both NULL: the device whose context is current on the calling thread, else the first device the kernel was loaded on, else device 0 (kept for the process's life, as the CUDA runtime keeps its current device).
     pub device: *mut cuabi_device,
 }
 
