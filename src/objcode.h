@@ -57,6 +57,9 @@ cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type ty
 /* Register a name expression and its lowered name (copies both). */
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
                                      const char *lowered_name);
+/* Whether two name expressions are the same but for white space that does
+ * not separate two words ("t<float,4>" and "t<float, 4>"). */
+bool cuabi__same_expression(const char *a, const char *b);
 /* The lowered name for `name` when it is a registered expression, else
  * `name` itself. Borrowed from the objcode. */
 const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name);

@@ -846,6 +846,9 @@ CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_pr
     for (size_t i = 0; i < p->num_names && !*out; i++)
         if (!strcmp(p->exprs[i], name_expression))
             *out = p->lowered[i];
+    for (size_t i = 0; i < p->num_names && !*out; i++)
+        if (cuabi__same_expression(p->exprs[i], name_expression))
+            *out = p->lowered[i];
     pthread_mutex_unlock(&p->lock);
     if (!*out)
         return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: \"%s\" was not a name expression of "
