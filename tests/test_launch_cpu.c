@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include "fake_driver.h"
 #include "argpack.h"
+#include "occupancy.h"
 
 /* ---- the fake's launch side: libraries, kernels, functions, launches */
 
