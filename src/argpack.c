@@ -705,17 +705,19 @@ static cuabi_status kind_error(const cuabi__argpack *p, size_t slot, const char 
                         caller, slot, kind_name(p->items[p->slot_item[slot]].kind), wanted);
 }
 
-/* Slots that take a buffer or view besides raw addresses. */
-static inline bool address_slot(cuabi_arg_kind k)
+/* Slots that take a buffer or view besides raw addresses: pointers,
+ * integers-or-pointers (PTX .u64) and 8-byte slots of unknown type. */
+static inline bool address_slot(const cuabi__arg_item *it)
 {
-    return k == CUABI_ARG_PTR || k == CUABI_ARG_INTPTR;
+    return it->kind == CUABI_ARG_PTR || it->kind == CUABI_ARG_INTPTR ||
+           (it->kind == CUABI_ARG_RAW && it->size == 8);
 }
 
 /* A slot that holds a raw value from now on (a buffer/view reference set
  * earlier on a ptr slot is dropped). */
 static inline void clear_ref(cuabi__argpack *p, size_t slot)
 {
-    if (p->ref_kind[slot] && address_slot(slot_of(p, slot)->kind)) {
+    if (p->ref_kind[slot] && address_slot(slot_of(p, slot))) {
         p->ref_kind[slot] = CUABI__REF_NONE;
         p->ref_handle[slot] = 0;
         p->nrefs--;
@@ -755,6 +757,7 @@ static cuabi_status store_int(cuabi__argpack *p, size_t slot, bool neg, uint64_t
                             caller, neg ? "-" : "", (unsigned long long)mag, slot,
                             kind_name(it->kind));
     uint64_t v = neg ? (uint64_t)0 - mag : mag; /* two's complement */
+    clear_ref(p, slot);
     switch (it->size) {
     case 1: { uint8_t x = (uint8_t)v; memcpy(dst, &x, 1); break; }
     case 2: { uint16_t x = (uint16_t)v; memcpy(dst, &x, 2); break; }
@@ -832,6 +835,7 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_float(cuabi_argpack *pack, size_t s
     case CUABI_ARG_RAW:
         if (slot_of(p, slot)->size != 4 && slot_of(p, slot)->size != 8)
             break;
+        clear_ref(p, slot);   /* an 8-byte raw slot may have held a buffer */
         if (slot_of(p, slot)->size == 8) { memcpy(dst, &value, 8); return CUABI_SUCCESS; }
         /* fall through - a 4-byte raw slot takes a float */
     case CUABI_ARG_F32: { float x = (float)value; memcpy(dst, &x, 4); return CUABI_SUCCESS; }
@@ -984,7 +988,7 @@ static cuabi_status set_ref(cuabi_argpack *pack, size_t slot, const void *handle
                             caller, slot, p->nslots);
     cuabi_arg_kind k = slot_of(p, slot)->kind;
     cuabi_arg_kind want = ref == CUABI__REF_BUFFER ? CUABI_ARG_BUFFER : CUABI_ARG_VIEW;
-    if (k != want && !address_slot(k))
+    if (k != want && !address_slot(slot_of(p, slot)))
         return kind_error(p, slot, ref == CUABI__REF_BUFFER ? "buffer or ptr" : "view or ptr", caller);
     CUABI__TRY(cuabi__handle_get(handle, ref == CUABI__REF_BUFFER ? CUABI__T_BUFFER : CUABI__T_VIEW,
                                  &obj, caller));

@@ -353,6 +353,22 @@ START_TEST(typed_pack_intptr_takes_buffers)
     ck_assert_ok(cuabi_buffer_allocate(&b, host, 64, 0, NULL));
     ck_assert_ok(cuabi_argpack_set_buffer(p, 1, b));
     ck_assert_status(cuabi_argpack_set_buffer(p, 0, b), CUABI_ERROR_ARGUMENT_MISMATCH);
+    /* a value set afterwards replaces the buffer (it is not looked up at launch) */
+    cuabi__argpack *ip;
+    ck_assert_ok(cuabi__handle_get(p, CUABI__T_ARGPACK, (void **)&ip, "test"));
+    ck_assert_uint_eq(ip->nrefs, 1);
+    ck_assert_ok(cuabi_argpack_set_int(p, 1, 42));
+    ck_assert_uint_eq(ip->nrefs, 0);
+    /* an 8-byte slot of unknown type takes a buffer too (its address) */
+    cuabi_argpack *raw;
+    size_t sizes[] = { 8, 4 };
+    ck_assert_ok(cuabi_argpack_create_from_sizes(&raw, sizes, NULL, 2));
+    ck_assert_ok(cuabi_argpack_set_buffer(raw, 0, b));
+    ck_assert_status(cuabi_argpack_set_buffer(raw, 1, b), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ok(cuabi_argpack_set_float(raw, 0, 1.5));
+    ck_assert_ok(cuabi__handle_get(raw, CUABI__T_ARGPACK, (void **)&ip, "test"));
+    ck_assert_uint_eq(ip->nrefs, 0);
+    cuabi_argpack_release(raw);
     cuabi_buffer_destroy(b);
     cuabi_memory_resource_release(host);
     cuabi_argpack_release(p);

@@ -128,6 +128,14 @@ impl ArgPack {
         ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_from_sizes(out, sizes.as_ptr(), op, sizes.len()) })
     }
 
+    /// A pack for `kernel`: one slot per parameter, typed as its mangled name
+    /// or PTX says (`Kernel::param_types`), raw where nothing does. The typed
+    /// setters then refuse a value of the wrong kind (an `f32` for an `int`
+    /// parameter) instead of reinterpreting its bits.
+    pub fn for_kernel(kernel: &crate::Kernel) -> Result<ArgPack> {
+        ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_for_kernel(out, kernel.as_raw()) })
+    }
+
     /// Start a typed builder: `ArgPack::builder().arg(DevicePtr(p)).arg(n).build()`.
     pub fn builder() -> ArgPackBuilder {
         ArgPackBuilder { args: Vec::new() }
