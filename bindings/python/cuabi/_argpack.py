@@ -542,6 +542,12 @@ class ArgPack(Handle):
 
     def __setitem__(self, slot: int, value):
         s = self._packer._slot_objs[slot]
+        if s.kind in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):   # the handle, not bytes
+            s.plan(value)                                      # refuses non-handles
+            fn = lib.cuabi_argpack_set_buffer if s.kind == K.CUABI_ARG_BUFFER \
+                else lib.cuabi_argpack_set_view
+            fn(self, slot, C.c_void_p(_handle_value(value)))
+            return
         blob = C.create_string_buffer(max(s.size, 1))
         s.pack_exact(blob, value, offset=0)
         lib.cuabi_argpack_set_bytes(self, slot, blob, s.size)

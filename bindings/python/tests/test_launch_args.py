@@ -152,6 +152,20 @@ def test_typed_pack_rules():
     assert p[0] == struct.pack("<i", 1)
 
 
+def test_setitem_per_slot_kind():
+    p = cuabi.ArgPack("i32, f64, buffer")
+    p[0] = np.int8(-4)
+    p[1] = 3
+    assert p[0] == struct.pack("<i", -4) and p[1] == struct.pack("<d", 3.0)
+    with pytest.raises(TypeError, match=r"argument 0 \(i32\).*float is refused"):
+        p[0] = 1.5
+    with cuabi.MemoryResource.host() as r, cuabi.Buffer(64, r) as b:
+        p[2] = b                          # a buffer slot keeps the handle
+        assert p[2] == struct.pack("<Q", b.handle)
+        with pytest.raises(TypeError, match=r"argument 2 \(buffer\)"):
+            p[2] = 1.0
+
+
 def test_wrong_argument_count_says_how_many():
     p = cuabi.ArgPack("ptr, i32, f32")
     with pytest.raises(TypeError, match=r"the pack takes 3 arguments \(ptr, i32, f32\), 2 given"):
