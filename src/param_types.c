@@ -115,7 +115,7 @@ static bool word_at_end(const char *t, size_t n, const char *w)
     return n > k && t[n - k - 1] == ' ' && memcmp(t + n - k, w, k) == 0;
 }
 
-/* Drop top-level const/volatile (they do not change how a value is passed). */
+/* Drop top-level qualifiers (they do not change how a value is passed). */
 static void strip_cv(const char **t, size_t *n)
 {
     for (bool again = true; again;) {
@@ -124,8 +124,8 @@ static void strip_cv(const char **t, size_t *n)
             (*n)--;
         while (*n && **t == ' ')
             (*t)++, (*n)--;
-        static const char *const words[] = { "const", "volatile" };
-        for (int w = 0; w < 2; w++) {
+        static const char *const words[] = { "const", "volatile", "restrict", "__restrict" };
+        for (int w = 0; w < 4; w++) {
             size_t k = strlen(words[w]);
             if (*n > k && memcmp(*t, words[w], k) == 0 && (*t)[k] == ' ') {
                 *t += k + 1, *n -= k + 1, again = true;

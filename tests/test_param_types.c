@@ -98,6 +98,12 @@ START_TEST(demangled_templates_and_oddities)
     t = build("_Z1kM1AFviE", NULL, 1, s16);
     ck_assert_int_eq(t.params[0].kind, CUABI_ARG_RAW);
     cuabi__param_types_free(&t);
+    /* a pointer to a restrict-qualified pointer, a volatile int: qualifiers dropped */
+    size_t s8_4[] = { 8, 4 };
+    t = build("_Z1kPPrfVi", NULL, 2, s8_4);
+    ck_assert_int_eq(t.params[0].kind, CUABI_ARG_PTR);
+    ck_assert_int_eq(t.params[1].kind, CUABI_ARG_I32);
+    cuabi__param_types_free(&t);
     /* k() and k(void): none */
     t = build("_Z1kv", NULL, 0, NULL);
     ck_assert_str_eq(t.signature, "");
