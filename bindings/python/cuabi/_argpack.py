@@ -144,11 +144,12 @@ class _Slot:
     """One parameter as the packer sees it: kind, size, offset, and how to
     name it in messages ("argument 2 (float const*)")."""
 
-    __slots__ = ("index", "kind", "size", "offset", "type_name")
+    __slots__ = ("index", "kind", "size", "offset", "type_name", "vector")
 
-    def __init__(self, index, kind, size, offset, type_name=""):
+    def __init__(self, index, kind, size, offset, type_name="", vector=None):
         self.index, self.kind, self.size, self.offset = index, kind, size, offset
         self.type_name = type_name
+        self.vector = vector    # (count, element kind) of a struct of equal scalars
 
     def label(self):
         kind = _KIND_NAMES.get(self.kind, "?")
@@ -191,6 +192,9 @@ class _Slot:
             return "Q", _handle_value
         if k == K.CUABI_ARG_RAW:
             return self._raw_plan(value)
+        if self.vector and isinstance(value, (tuple, list)):
+            n, elem = self.vector          # float4 from (x, y, z, w)
+            return _FMT[elem] * n, self._vector
         return f"{size}s", self._bytes   # struct, tensor map: the bytes of the value
 
     def _want_integer(self, value, what):
@@ -259,6 +263,23 @@ class _Slot:
         if hasattr(value, "tobytes"):
             return f"{size}s", self._bytes
         raise self.refuse(value, f"cannot pass it to {a_size} parameter of unknown type")
+
+    def _vector(self, v):
+        """A tuple or list of numbers for a struct of equal scalars (a CUDA
+        vector type): the count and each element's kind are checked."""
+        n, elem = self.vector
+        if len(v) != n:
+            raise self.refuse(v, f"the parameter is a struct of {n} "
+                              f"{_KIND_NAMES.get(elem, '?')}: give {n} numbers")
+        want_int = elem not in _FLOAT_KINDS
+        for x in v:
+            if is_array_like(x) or not (isinstance(x, (int, float)) or
+                                        _np_kind(x) in ("i", "u", "b", "f")):
+                raise self.refuse(v, "give numbers")
+            if want_int and (isinstance(x, float) or _np_kind(x) == "f"):
+                raise self.refuse(v, f"the elements are {_KIND_NAMES.get(elem, '?')}: "
+                                  "a float is refused")
+        return tuple(v)
 
     def _bytes(self, v):
         """The bytes of a value for a struct/raw slot, checked for size."""
@@ -347,10 +368,11 @@ class Packer:
                  "__weakref__")
 
     def __init__(self, slots, blob_size: int, target=None, type_names=None,
-                 what: str = "the kernel"):
+                 what: str = "the kernel", vectors=None):
         """target: writable memory of blob_size bytes to pack into (the
         pack's own storage), else a new buffer. type_names: the parameters'
-        C types, for messages."""
+        C types, for messages. vectors: {slot: (count, element kind)} for
+        structs of equal scalars, which then also take a tuple of numbers."""
         self.slots = list(slots)
         self.size = blob_size
         self.blob = C.create_string_buffer(max(blob_size, 1)) if target is None else target
@@ -360,7 +382,8 @@ class Packer:
             if offset < pos:
                 raise ValueError("argument slots overlap")
             pos = offset + size
-        self._slot_objs = [_Slot(i, k, s, o, names[i] if i < len(names) else "")
+        vectors = vectors or {}
+        self._slot_objs = [_Slot(i, k, s, o, names[i] if i < len(names) else "", vectors.get(i))
                            for i, (k, s, o) in enumerate(self.slots)]
         self._packers = {}
         self._what = what
@@ -401,7 +424,8 @@ class Packer:
                 exprs.append(f"a{i}")
             else:
                 env[f"c{i}"] = conv
-                exprs.append(("*" if len(f) == 2 and f[0] == f[1] else "") + f"c{i}(a{i})")
+                star = len(f) >= 2 and f == f[0] * len(f)   # complex, vectors: one value each
+                exprs.append(("*" if star else "") + f"c{i}(a{i})")
             pos = slot.offset + slot.size
         fmt.append("x" * (self.size - pos))
         n = len(args)
@@ -447,6 +471,28 @@ def _kernel_label(kernel) -> str:
         return "the kernel"
 
 
+def _vector_slots(pack) -> dict:
+    """{slot: (count, element kind)} of the pack's structs whose members are
+    equal scalars laid out without gaps (CUDA vector types such as float4)."""
+    out, members, n = {}, {}, call("cuabi_argpack_item_count", pack)
+    if n == call("cuabi_argpack_count", pack):
+        return out                      # no struct members at all: nothing to read
+    for i in range(n):
+        info = new_struct(_capi.cuabi_arg_info)
+        lib.cuabi_argpack_item(C.byref(info), pack, i)
+        if info.depth == 1:
+            members.setdefault(info.slot, []).append((info.kind, info.size, info.offset))
+        elif info.depth > 1:
+            members[info.slot] = None   # nested: not a vector
+    for slot, ms in members.items():
+        if not ms or len({k for k, _s, _o in ms}) != 1 or ms[0][0] not in _FMT or \
+                len(_FMT[ms[0][0]]) != 1:
+            continue
+        if all(o == j * ms[0][1] for j, (_k, _s, o) in enumerate(ms)):
+            out[slot] = (len(ms), ms[0][0])
+    return out
+
+
 def _pack_slots(pack):
     n = call("cuabi_argpack_count", pack)
     return [(call("cuabi_argpack_slot_kind", pack, i), call("cuabi_argpack_slot_size", pack, i),
@@ -467,7 +513,7 @@ class ArgPack(Handle):
 
     def _init(self, type_names=None, what="the pack"):
         self._packer = Packer(_pack_slots(self), call("cuabi_argpack_blob_size", self),
-                              type_names=type_names, what=what)
+                              type_names=type_names, what=what, vectors=_vector_slots(self))
 
     @classmethod
     def _wrap(cls, value):

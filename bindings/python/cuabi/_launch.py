@@ -83,7 +83,8 @@ class _PlainLaunch(Packer):
         mem = (C.c_char * max(size, 1)).from_address(
             call("cuabi_argpack_blob_pointer", self.argpack))
         Packer.__init__(self, src.slots, size, target=mem,
-                        type_names=[s.type_name for s in src._slot_objs], what=src._what)
+                        type_names=[s.type_name for s in src._slot_objs], what=src._what,
+                        vectors={s.index: s.vector for s in src._slot_objs if s.vector})
         self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
 
 

@@ -166,6 +166,20 @@ def test_setitem_per_slot_kind():
             p[2] = 1.0
 
 
+def test_vector_structs_take_tuples():
+    p = cuabi.ArgPack("i8, float4, int2, struct{f32, i32}")
+    p.set(1, (1, 2.5, np.float32(3), 4), [5, -6], b"\0" * 8)
+    assert p[1] == struct.pack("<4f", 1, 2.5, 3, 4) and p[2] == struct.pack("<2i", 5, -6)
+    p.set(1, struct.pack("<4f", 9, 9, 9, 9), (1, 2), bytes(8))     # bytes still work
+    assert p[1] == struct.pack("<4f", 9, 9, 9, 9)
+    with pytest.raises(TypeError, match=r"argument 1 \(float4\)|argument 1 \(struct\).*4 f32"):
+        p.set(1, (1, 2, 3), (1, 2), bytes(8))
+    with pytest.raises(TypeError, match=r"argument 2 .*a float is refused"):
+        p.set(1, (1, 2, 3, 4), (1.5, 2), bytes(8))
+    with pytest.raises(TypeError, match=r"argument 3 .*pass bytes"):
+        p.set(1, (1, 2, 3, 4), (1, 2), (1.0, 2))    # mixed struct: bytes only
+
+
 def test_wrong_argument_count_says_how_many():
     p = cuabi.ArgPack("ptr, i32, f32")
     with pytest.raises(TypeError, match=r"the pack takes 3 arguments \(ptr, i32, f32\), 2 given"):
@@ -276,6 +290,13 @@ def test_cxx_kernel_types_from_the_mangled_name(cxx):
     pack = cuabi.ArgPack.for_kernel(k)
     pack.set(0, None, 2, np.int8(3), struct.pack("<4f", 1, 2, 3, 4), True)
     assert pack[2] == struct.pack("<d", 2.0) and pack[3] == struct.pack("<i", 3)
+    pack.set(0, None, 2, 3, (1, 2, 3, 4.5), False)          # float4 from a tuple
+    assert pack[4] == struct.pack("<4f", 1, 2, 3, 4.5)
+    try:                                                    # the plain launch path too
+        cuabi.launch(None, cuabi.LaunchConfig(), k, 0, None, 2.0, 3, (1, 2, 3, 4), True)
+    except cuabi.CuabiError:
+        pass                                                # no GPU: packed, not launched
+    assert bytes(k._launch_cache["plain"].blob)[32:48] == struct.pack("<4f", 1, 2, 3, 4)
     with pytest.raises(TypeError, match=r"argument 3 \(int\): the parameter is an integer"):
         pack.set(0, 0, 1.0, 3.7, bytes(16), False)
     with pytest.raises(TypeError, match=r"argument 0 \(double const\*\).*float is refused"):
