@@ -42,6 +42,6 @@ done
 for t in "$srcdir"/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)
     "$CLANG" -std=c11 -pthread $CPPFLAGS $SAN -fsanitize=fuzzer -I"$srcdir/tests" \
-        "$t" $objs -o "$out/$name" $(var LIBFFI_LIBS) -ldl -lm
+        "$t" $objs -o "$out/$name" $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
     echo "built $out/$name"
 done

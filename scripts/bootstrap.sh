@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="autoconf automake libtool pkg-config make gcc g++ libffi-dev libdlpack-dev libxxhash-dev check libsubunit-dev python3 python3-pip"
+PKGS="autoconf automake libtool pkg-config make gcc g++ libffi-dev libdlpack-dev libxxhash-dev libiberty-dev check libsubunit-dev python3 python3-pip"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -29,6 +29,7 @@ Cflags: -I\${includedir}
 PC
 export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export CARGO_TARGET_DIR="$builddir/rust-target"
+mkdir -p "$CARGO_TARGET_DIR"   # the JSON below is written there before cargo makes it
 cd "$srcdir/bindings/rust"
 json="$builddir/rust-target/gpu-prep.json"
 cargo test --offline --locked --release --no-run --message-format=json > "$json"

@@ -36,6 +36,15 @@ static const cuabi__arch_limits table[] = {
       100 * KIB, 48 * KIB, 99 * KIB, 1 * KIB, 128, carve_ga10x, 1, 0, 0, 7 },
     { 87, "Jetson AGX Orin", 16, 32, 1024, 1536, 16, 65536, 65536, 255, 256, 4,
       164 * KIB, 48 * KIB, 163 * KIB, 1 * KIB, 128, carve_ga100, 1, 0, 0, 2 },
+    /* NVRTC 13 targets sm_88, which no published GPU or specification table
+     * names yet: the limits are cuda_occupancy.h's rules for compute 8.x
+     * other than 8.0/8.7 (16 blocks and 100 KiB of shared memory per SM,
+     * 1 KiB reserved per block, 128-byte units) with the 1536 threads per SM
+     * of every other such part (8.6, 8.7, 8.9); the SM count is sm_86's
+     * example, a placeholder that only sizes suggested grids (pass
+     * cuabi_occupancy_options.sm_count for a real GPU). */
+    { 88, "compute 8.8 (no published GPU)", 82, 32, 1024, 1536, 16, 65536, 65536, 255, 256, 4,
+      100 * KIB, 48 * KIB, 99 * KIB, 1 * KIB, 128, carve_ga10x, 1, 0, 0, 7 },
     { 89, "RTX 4090", 128, 32, 1024, 1536, 24, 65536, 65536, 255, 256, 4,
       100 * KIB, 48 * KIB, 99 * KIB, 1 * KIB, 128, carve_ga10x, 1, 0, 0, 11 },
     { 90, "H100 SXM", 132, 32, 1024, 2048, 32, 65536, 65536, 255, 256, 4,

@@ -10,7 +10,9 @@
  * gives kernel parameters, so slot offsets compare directly with
  * cuKernelGetParamInfo. */
 #include "argpack.h"
+#include "kernel.h"
 #include "memory.h"
+#include "param_types.h"
 
 #include <ffi.h>
 #include <math.h>
@@ -52,6 +54,9 @@ static const kind_info kinds[] = {
     [CUABI_ARG_TENSORMAP] = { "tensormap", 128, 64, NULL, &ffi_type_uint64, 16 },
     [CUABI_ARG_STRUCT] = { "struct", 0, 0, NULL, NULL, 0 },
     [CUABI_ARG_RAW] = { "raw", 0, 0, NULL, NULL, 0 },
+    /* Sized by the descriptor (1, 2, 4 or 8), signedness unknown (PTX .u32). */
+    [CUABI_ARG_INTEGER] = { "integer", 0, 0, NULL, NULL, 0 },
+    [CUABI_ARG_INTPTR] = { "intptr", 8, 8, &ffi_type_uint64, NULL, 0 },
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -96,6 +101,11 @@ static cuabi_status check_entry(builder *b, size_t i)
     if (t->kind == CUABI_ARG_RAW && t->size == 0)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: types[%zu] is raw with size 0",
                             b->caller, i);
+    if (t->kind == CUABI_ARG_INTEGER && t->size != 1 && t->size != 2 && t->size != 4 &&
+        t->size != 8)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: types[%zu] is an integer of size %zu (1, 2, 4 or 8)",
+                            b->caller, i, t->size);
     if (t->kind == CUABI_ARG_STRUCT && t->member_count == 0)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: types[%zu] is a struct with no members",
                             b->caller, i);
@@ -173,6 +183,12 @@ static cuabi_status build_one(builder *b, int depth)
         n->type.type = FFI_TYPE_STRUCT;
         n->type.size = t->size;
         n->type.alignment = (unsigned short)(t->align ? t->align : 1);
+    } else if (t->kind == CUABI_ARG_INTEGER) {
+        static ffi_type *const by_size[9] = { [1] = &ffi_type_uint8, [2] = &ffi_type_uint16,
+                                              [4] = &ffi_type_uint32, [8] = &ffi_type_uint64 };
+        n->type = *by_size[t->size];
+        if (t->align > n->type.alignment)
+            n->type.alignment = (unsigned short)t->align;
     } else if (ki->ffi) {
         n->type = *ki->ffi;
         if (t->align > n->type.alignment)
@@ -358,14 +374,6 @@ static cuabi_status push(parser *ps, cuabi_arg_kind kind, size_t align, size_t *
     return CUABI_SUCCESS;
 }
 
-/* CUDA vector types: a struct of n equal members, aligned as in
- * vector_types.h (8 for 8-byte vectors, 16 for 16-byte ones). */
-static const struct { const char *name; cuabi_arg_kind elem; int n; size_t align; } vectors[] = {
-    { "int2", CUABI_ARG_I32, 2, 8 }, { "int4", CUABI_ARG_I32, 4, 16 },
-    { "uint2", CUABI_ARG_U32, 2, 8 }, { "uint4", CUABI_ARG_U32, 4, 16 },
-    { "float2", CUABI_ARG_F32, 2, 8 }, { "float4", CUABI_ARG_F32, 4, 16 },
-    { "double2", CUABI_ARG_F64, 2, 16 }, { "longlong2", CUABI_ARG_I64, 2, 16 },
-};
 static const struct { const char *name; cuabi_arg_kind kind; } aliases[] = {
     { "int", CUABI_ARG_I32 }, { "uint", CUABI_ARG_U32 }, { "unsigned", CUABI_ARG_U32 },
     { "float", CUABI_ARG_F32 }, { "double", CUABI_ARG_F64 }, { "half", CUABI_ARG_F16 },
@@ -423,14 +431,17 @@ static cuabi_status parse_type(parser *ps, size_t *direct, int depth)
         ps->types[idx].member_count = members;
         return CUABI_SUCCESS;
     }
-    for (size_t v = 0; v < sizeof vectors / sizeof vectors[0]; v++) {
-        if (strcmp(name, vectors[v].name) != 0)
-            continue;
+    /* CUDA vector types: a struct of n equal members, aligned as in
+     * vector_types.h (float4 and int4 to 16, float2 to 8, float3 to 4, ...). */
+    cuabi_arg_kind elem;
+    int count;
+    size_t valign;
+    if (cuabi__vector_type(name, strlen(name), &elem, &count, &valign)) {
         size_t idx;
-        CUABI__TRY(push(ps, CUABI_ARG_STRUCT, align > vectors[v].align ? align : vectors[v].align, &idx));
-        ps->types[idx].member_count = (size_t)vectors[v].n;
-        for (int e = 0; e < vectors[v].n; e++)
-            CUABI__TRY(push(ps, vectors[v].elem, 0, NULL));
+        CUABI__TRY(push(ps, CUABI_ARG_STRUCT, align > valign ? align : valign, &idx));
+        ps->types[idx].member_count = (size_t)count;
+        for (int e = 0; e < count; e++)
+            CUABI__TRY(push(ps, elem, 0, NULL));
         return CUABI_SUCCESS;
     }
     for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++)
@@ -438,7 +449,7 @@ static cuabi_status parse_type(parser *ps, size_t *direct, int depth)
             return push(ps, aliases[a].kind, align, NULL);
     for (size_t k = 1; k < NKINDS; k++)
         if (kinds[k].name && k != CUABI_ARG_STRUCT && k != CUABI_ARG_RAW &&
-            strcmp(name, kinds[k].name) == 0)
+            k != CUABI_ARG_INTEGER && strcmp(name, kinds[k].name) == 0)
             return push(ps, (cuabi_arg_kind)k, align, NULL);
     ps->p -= n;
     return parse_error(ps, "unknown type");
@@ -542,6 +553,74 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_sizes(cuabi_argpack **out, 
     return CUABI_SUCCESS;
 }
 
+/* A pack for a kernel: one slot per parameter, typed where the kernel's
+ * name or PTX says the type (param_types.h), raw elsewhere with the
+ * alignment its offset shows. Typing never makes this fail: a typed layout
+ * that disagrees with the kernel's (it cannot, short of a bug) falls back
+ * to raw slots. */
+static cuabi_status kernel_types(cuabi_arg_type **out, size_t *count,
+                                 const cuabi__param_types *t, const size_t *offs,
+                                 const size_t *sizes)
+{
+    size_t n = t->count;
+    for (size_t i = 0; i < t->count; i++)
+        if (t->params[i].kind == CUABI_ARG_STRUCT)
+            n += (size_t)t->params[i].count;
+    cuabi_arg_type *types = cuabi__calloc(n ? n : 1, sizeof *types);
+    if (!types)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    size_t at = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const cuabi__param *p = &t->params[i];
+        cuabi_arg_type e = CUABI_ARG_TYPE_INIT;
+        e.kind = p->kind;
+        if (p->kind == CUABI_ARG_RAW) {
+            e.size = sizes[i];
+            e.align = pow2_divisor(offs[i]);
+        } else if (p->kind == CUABI_ARG_INTEGER) {
+            e.size = p->size;
+        } else if (p->kind == CUABI_ARG_STRUCT) {
+            e.align = p->align;
+            e.member_count = (size_t)p->count;
+        }
+        types[at++] = e;
+        for (int m = 0; p->kind == CUABI_ARG_STRUCT && m < p->count; m++) {
+            cuabi_arg_type member = CUABI_ARG_TYPE_INIT;
+            member.kind = p->elem;
+            types[at++] = member;
+        }
+    }
+    *out = types;
+    *count = n;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel)
+{
+    cuabi__kernel *k;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(k, kernel, KERNEL);
+    size_t n, count;
+    const size_t *offs, *sizes;
+    const cuabi__param_types *t;
+    cuabi_arg_type *types;
+    CUABI__TRY(cuabi__kernel_param_layout(k, &n, &offs, &sizes));
+    CUABI__TRY(cuabi__kernel_param_types(k, &t, __func__));
+    CUABI__TRY(kernel_types(&types, &count, t, offs, sizes));
+    cuabi_status st = pack_build(out, types, count, __func__);
+    cuabi__free(types);
+    CUABI__TRY(st);
+    cuabi__argpack *p;
+    CUABI__GET(p, *out, ARGPACK);
+    if (cuabi__argpack_check_layout(p, n, offs, sizes, __func__) == CUABI_SUCCESS)
+        return CUABI_SUCCESS;
+    cuabi_error_clear();
+    cuabi_argpack_release(*out);
+    *out = NULL;
+    return cuabi_argpack_create_from_sizes(out, sizes, offs, n);
+}
+
 /* ------------------------------------------------------------ getters */
 
 #define GET_SLOT(p, pack, slot)                                                     \
@@ -640,11 +719,19 @@ static cuabi_status kind_error(const cuabi__argpack *p, size_t slot, const char 
                         caller, slot, kind_name(p->items[p->slot_item[slot]].kind), wanted);
 }
 
+/* Slots that take a buffer or view besides raw addresses: pointers,
+ * integers-or-pointers (PTX .u64) and 8-byte slots of unknown type. */
+static inline bool address_slot(const cuabi__arg_item *it)
+{
+    return it->kind == CUABI_ARG_PTR || it->kind == CUABI_ARG_INTPTR ||
+           (it->kind == CUABI_ARG_RAW && it->size == 8);
+}
+
 /* A slot that holds a raw value from now on (a buffer/view reference set
  * earlier on a ptr slot is dropped). */
 static inline void clear_ref(cuabi__argpack *p, size_t slot)
 {
-    if (p->ref_kind[slot] && slot_of(p, slot)->kind == CUABI_ARG_PTR) {
+    if (p->ref_kind[slot] && address_slot(slot_of(p, slot))) {
         p->ref_kind[slot] = CUABI__REF_NONE;
         p->ref_handle[slot] = 0;
         p->nrefs--;
@@ -668,9 +755,10 @@ static cuabi_status store_int(cuabi__argpack *p, size_t slot, bool neg, uint64_t
     case CUABI_ARG_U32: hi = UINT32_MAX; lo = 0; break;
     case CUABI_ARG_U64: hi = UINT64_MAX; lo = 0; break;
     case CUABI_ARG_BOOL: hi = 1; lo = 0; break;
-    case CUABI_ARG_RAW:
-        /* Raw slots (from a kernel's parameter sizes) take any integer of
-         * their size, signed or unsigned. */
+    case CUABI_ARG_RAW: case CUABI_ARG_INTEGER: case CUABI_ARG_INTPTR:
+        /* Raw slots (from a kernel's parameter sizes) and integers of
+         * unknown signedness (PTX .u32, .u64) take any integer of their
+         * size, signed or unsigned. */
         if (it->size != 1 && it->size != 2 && it->size != 4 && it->size != 8)
             return kind_error(p, slot, "an integer", caller);
         hi = it->size == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * it->size)) - 1;
@@ -683,6 +771,7 @@ static cuabi_status store_int(cuabi__argpack *p, size_t slot, bool neg, uint64_t
                             caller, neg ? "-" : "", (unsigned long long)mag, slot,
                             kind_name(it->kind));
     uint64_t v = neg ? (uint64_t)0 - mag : mag; /* two's complement */
+    clear_ref(p, slot);
     switch (it->size) {
     case 1: { uint8_t x = (uint8_t)v; memcpy(dst, &x, 1); break; }
     case 2: { uint16_t x = (uint16_t)v; memcpy(dst, &x, 2); break; }
@@ -760,6 +849,7 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_float(cuabi_argpack *pack, size_t s
     case CUABI_ARG_RAW:
         if (slot_of(p, slot)->size != 4 && slot_of(p, slot)->size != 8)
             break;
+        clear_ref(p, slot);   /* an 8-byte raw slot may have held a buffer */
         if (slot_of(p, slot)->size == 8) { memcpy(dst, &value, 8); return CUABI_SUCCESS; }
         /* fall through - a 4-byte raw slot takes a float */
     case CUABI_ARG_F32: { float x = (float)value; memcpy(dst, &x, 4); return CUABI_SUCCESS; }
@@ -795,7 +885,7 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_pointer(cuabi_argpack *pack, size_t
     GET_SLOT(p, pack, slot);
     cuabi_arg_kind k = slot_of(p, slot)->kind;
     if (k != CUABI_ARG_PTR && k != CUABI_ARG_HANDLE && k != CUABI_ARG_U64 &&
-        !(k == CUABI_ARG_RAW && slot_of(p, slot)->size == 8))
+        k != CUABI_ARG_INTPTR && !(k == CUABI_ARG_RAW && slot_of(p, slot)->size == 8))
         return kind_error(p, slot, "ptr or handle", __func__);
     clear_ref(p, slot);
     memcpy(p->params[slot], &value, 8);
@@ -912,7 +1002,7 @@ static cuabi_status set_ref(cuabi_argpack *pack, size_t slot, const void *handle
                             caller, slot, p->nslots);
     cuabi_arg_kind k = slot_of(p, slot)->kind;
     cuabi_arg_kind want = ref == CUABI__REF_BUFFER ? CUABI_ARG_BUFFER : CUABI_ARG_VIEW;
-    if (k != want && k != CUABI_ARG_PTR)
+    if (k != want && !address_slot(slot_of(p, slot)))
         return kind_error(p, slot, ref == CUABI__REF_BUFFER ? "buffer or ptr" : "view or ptr", caller);
     CUABI__TRY(cuabi__handle_get(handle, ref == CUABI__REF_BUFFER ? CUABI__T_BUFFER : CUABI__T_VIEW,
                                  &obj, caller));

@@ -7,7 +7,8 @@
  *     16 u64 payload bytes       24 key[16]      40 XXH3-128 of the payload[16]
  *     56 u32 number of names     60 u32 zero
  *   payload: blobs, each u64 length + bytes: data, log, then per name the
- *   expression and its lowered name.
+ *   expression and its lowered name, then the kernels' PTX signatures
+ *   (param_types.h; empty when unknown).
  * Files are written to a temp file in the same directory and renamed into
  * place, so readers see either nothing or a whole file; several writers of
  * one key each rename a complete file and the last one wins. The checksum
@@ -93,6 +94,7 @@ void cuabi__cache_entry_clear(cuabi__cache_entry *e)
     cuabi__free(e->lowered);
     cuabi__free(e->data);
     cuabi__free(e->log);
+    cuabi__free(e->signatures);
     *e = (cuabi__cache_entry){ 0 };
 }
 
@@ -106,6 +108,8 @@ static cuabi_status entry_copy(cuabi__cache_entry *dst, const cuabi__cache_entry
         dst->exprs = cuabi__calloc(src->num_names, sizeof(char *));
         dst->lowered = cuabi__calloc(src->num_names, sizeof(char *));
     }
+    if (src->signatures && !(dst->signatures = cuabi__strdup(src->signatures)))
+        goto oom;
     if (!dst->data || !dst->log || (src->num_names && (!dst->exprs || !dst->lowered)))
         goto oom;
     memcpy(dst->data, src->data, src->size);
@@ -124,7 +128,8 @@ oom:
 
 static size_t entry_bytes(const cuabi__cache_entry *e)
 {
-    size_t n = e->size + (e->log ? strlen(e->log) : 0) + sizeof *e;
+    size_t n = e->size + (e->log ? strlen(e->log) : 0) + sizeof *e +
+               (e->signatures ? strlen(e->signatures) : 0);
     for (size_t i = 0; i < e->num_names; i++)
         n += strlen(e->exprs[i]) + strlen(e->lowered[i]) + 2 * sizeof(char *);
     return n;
@@ -481,6 +486,10 @@ static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cac
         if (!(e->lowered[i] = blob_string(d, len)))
             goto oom;
     }
+    if (!read_blob(&r, &d, &len))
+        return "bad signature blob";
+    if (len && !(e->signatures = blob_string(d, len)))
+        goto oom;
     if (r.p != r.end)
         return "trailing bytes";
     return NULL;
@@ -562,7 +571,9 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
         put_blob(out, e->exprs[i], strlen(e->exprs[i]));
         put_blob(out, e->lowered[i], strlen(e->lowered[i]));
     }
-    size_t expect = HEADER_SIZE + 16 + e->size + (e->log ? strlen(e->log) : 0);
+    size_t sigs = e->signatures ? strlen(e->signatures) : 0;
+    put_blob(out, sigs ? e->signatures : "", sigs);
+    size_t expect = HEADER_SIZE + 24 + e->size + (e->log ? strlen(e->log) : 0) + sigs;
     for (size_t i = 0; i < e->num_names; i++)
         expect += 16 + strlen(e->exprs[i]) + strlen(e->lowered[i]);
     if (out->len != expect)

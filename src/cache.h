@@ -11,8 +11,9 @@
 #include "internal.h"
 
 /* Format of the key and of entry files; part of every key, so bumping it
- * makes old entries unreachable (they age out by LRU). */
-#define CUABI__CACHE_FORMAT 1
+ * makes old entries unreachable (they age out by LRU). 2: entries end with
+ * the kernels' PTX signatures. */
+#define CUABI__CACHE_FORMAT 2
 
 typedef struct cuabi__cache_key {
     uint8_t b[16];
@@ -42,6 +43,7 @@ typedef struct cuabi__cache_entry {
     char **exprs;          /* name expressions ... */
     char **lowered;        /* ... and their lowered names */
     char *log;             /* compile log ("" when none) */
+    char *signatures;      /* the kernels' PTX signatures (param_types.h); NULL: unknown */
 } cuabi__cache_entry;
 void cuabi__cache_entry_clear(cuabi__cache_entry *e);
 

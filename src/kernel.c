@@ -13,6 +13,7 @@ static void kernel_destroy(cuabi__object *base)
     cuabi__free(k->name);
     cuabi__free(k->param_offsets);
     cuabi__free(k->param_sizes);
+    cuabi__param_types_free(&k->types);
     pthread_mutex_destroy(&k->lock);
     cuabi__free(k);
 }
@@ -189,6 +190,28 @@ cuabi_status cuabi__kernel_param_layout(cuabi__kernel *k, size_t *count, const s
     return CUABI_SUCCESS;
 }
 
+cuabi_status cuabi__kernel_param_types(cuabi__kernel *k, const cuabi__param_types **out,
+                                       const char *caller)
+{
+    size_t n;
+    const size_t *offs, *sizes;
+    const char *sigs;
+    CUABI__TRY(cuabi__kernel_param_layout(k, &n, &offs, &sizes));
+    CUABI__TRY(cuabi__objcode_signatures(k->objcode, &sigs));
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&k->lock);
+    if (!k->types_ready) {
+        st = cuabi__param_types_build(&k->types, k->name, sigs, n, offs, sizes);
+        k->types_ready = st == CUABI_SUCCESS;
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (st != CUABI_SUCCESS)
+        return cuabi__error(st, "%s: out of memory reading the parameter types of '%s'",
+                            caller, k->name);
+    *out = &k->types;
+    return CUABI_SUCCESS;
+}
+
 /* ------------------------------------------------------------ public API */
 
 CUABI_EXTERN(cuabi_status) cuabi_kernel_name(const char **out, cuabi_kernel *kernel)
@@ -333,5 +356,36 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_function(uintptr_t *out, cuabi_kernel *k
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__kernel_function(k, dev, drv, &f));
     *out = (uintptr_t)f;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_kernel_param_type(cuabi_param_type *out, cuabi_kernel *kernel,
+                                                   size_t index)
+{
+    cuabi__kernel *k;
+    const cuabi__param_types *t;
+    CUABI__CHECK_OPTS(out, "cuabi_param_type", CUABI_PARAM_TYPE_VERSION, false);
+    CUABI__GET(k, kernel, KERNEL);
+    CUABI__TRY(cuabi__kernel_param_types(k, &t, __func__));
+    CUABI__CHECK_ARG(index < t->count, "%s: parameter %zu is out of range ('%s' has %zu)",
+                     __func__, index, k->name, t->count);
+    const cuabi__param *p = &t->params[index];
+    out->kind = p->kind;
+    out->size = k->param_sizes[index];
+    out->offset = k->param_offsets[index];
+    out->source = p->source;
+    out->type_name = p->type_name;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_kernel_signature(const char **out, cuabi_kernel *kernel)
+{
+    cuabi__kernel *k;
+    const cuabi__param_types *t;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(k, kernel, KERNEL);
+    CUABI__TRY(cuabi__kernel_param_types(k, &t, __func__));
+    *out = t->signature;
     return CUABI_SUCCESS;
 }

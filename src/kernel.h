@@ -3,6 +3,7 @@
 #define CUABI_KERNEL_INTERNAL_H
 
 #include "objcode.h"
+#include "param_types.h"
 
 /* Devices whose CUfunction a kernel caches (by ordinal); more still work,
  * uncached. */
@@ -15,10 +16,12 @@ typedef struct cuabi__kernel {
     _Atomic(CUkernel) cu_kernel;     /* NULL until looked up through the driver */
     _Atomic(CUfunction) functions[CUABI__KERNEL_FUNCTION_CACHE];
 
-    pthread_mutex_t lock;            /* guards the parameter layout */
+    pthread_mutex_t lock;            /* guards the parameter layout and types */
     bool params_ready;
     size_t param_count;
     size_t *param_offsets, *param_sizes;
+    bool types_ready;
+    cuabi__param_types types;
 } cuabi__kernel;
 
 /* A new kernel handle (refs = 1) retaining `o`; `cu_kernel` may be NULL
@@ -37,5 +40,10 @@ cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
  * are borrowed from the kernel. */
 cuabi_status cuabi__kernel_param_layout(cuabi__kernel *k, size_t *count,
                                         const size_t **offsets, const size_t **sizes);
+
+/* The parameter types (param_types.h), built once after the layout.
+ * Borrowed from the kernel. */
+cuabi_status cuabi__kernel_param_types(cuabi__kernel *k, const cuabi__param_types **out,
+                                       const char *caller);
 
 #endif

@@ -24,7 +24,64 @@ typedef struct target {
     CUstream cu_stream;
 } target;
 
-static cuabi_status resolve_target(target *t, const cuabi_launch_config *c, const char *caller)
+/* Devices used implicitly (a launch naming neither stream nor device),
+ * kept for the life of the process as the CUDA runtime keeps its current
+ * device: a borrowed target must outlive the launch. */
+#define IMPLICIT_DEVICES 64
+static _Atomic(cuabi__device *) implicit_devices[IMPLICIT_DEVICES];
+
+/* The device of a launch with neither stream nor device: the one whose
+ * context is current on this thread, else the first the kernel was loaded
+ * on, else device 0. */
+static cuabi_status implicit_device(cuabi__device **out, const cuabi__kernel *k,
+                                    const char *caller)
+{
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    int ordinal = -1;
+    CUcontext ctx = NULL;
+    CUdevice cu;
+    if (drv->cuCtxGetCurrent && drv->cuCtxGetDevice &&
+        CUABI__CU_RAW(drv, cuCtxGetCurrent, &ctx) == CUDA_SUCCESS && ctx &&
+        CUABI__CU_RAW(drv, cuCtxGetDevice, &cu) == CUDA_SUCCESS)
+        ordinal = (int)cu;   /* CUdevice values are the visible ordinals */
+    for (int i = 0; ordinal < 0 && k && i < CUABI__KERNEL_FUNCTION_CACHE; i++)
+        if (atomic_load_explicit(&k->functions[i], memory_order_acquire))
+            ordinal = i;
+    if (ordinal < 0)
+        ordinal = 0;
+    if (ordinal >= IMPLICIT_DEVICES)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: the current device (%d) has no implicit default stream here; "
+                            "set config.stream or config.device", caller, ordinal);
+    cuabi__device *dev = atomic_load_explicit(&implicit_devices[ordinal], memory_order_acquire);
+    if (!dev) {
+        cuabi_device *h;
+        void *obj;
+        CUABI__TRY(cuabi_device_get(&h, ordinal));
+        CUABI__TRY(cuabi__handle_get(h, CUABI__T_DEVICE, &obj, caller));
+        cuabi__device *expected = NULL;
+        dev = obj;
+        if (!atomic_compare_exchange_strong(&implicit_devices[ordinal], &expected, dev)) {
+            cuabi__object_release(&dev->base);   /* another thread kept it first */
+            dev = expected;
+        }
+    }
+    *out = dev;
+    return CUABI_SUCCESS;
+}
+
+void cuabi__launch_forget_implicit_devices(void)
+{
+    for (int i = 0; i < IMPLICIT_DEVICES; i++) {
+        cuabi__device *dev = atomic_exchange(&implicit_devices[i], NULL);
+        if (dev)
+            cuabi__object_release(&dev->base);
+    }
+}
+
+static cuabi_status resolve_target(target *t, const cuabi_launch_config *c,
+                                   const cuabi__kernel *k, const char *caller)
 {
     void *obj;
     t->stream = NULL;
@@ -37,9 +94,7 @@ static cuabi_status resolve_target(target *t, const cuabi_launch_config *c, cons
         return CUABI_SUCCESS;
     }
     if (!c->device)
-        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
-                            "%s: the launch configuration names neither a stream nor a device "
-                            "(set config.stream, or config.device for its default stream)", caller);
+        return implicit_device(&t->dev, k, caller);
     CUABI__TRY(cuabi__handle_get(c->device, CUABI__T_DEVICE, &obj, caller));
     t->dev = obj;
     return CUABI_SUCCESS;
@@ -55,7 +110,7 @@ cuabi_status cuabi__launch_target(cuabi__device **dev, CUstream *stream,
         return cuabi__error(CUABI_ERROR_INVALID_VERSION,
                             "%s: cuabi_launch_config version %u is not supported (use "
                             "CUABI_LAUNCH_CONFIG_INIT)", caller, c->version);
-    CUABI__TRY(resolve_target(&t, c, caller));
+    CUABI__TRY(resolve_target(&t, c, NULL, caller));
     *dev = t.dev;
     *stream = t.cu_stream;
     return CUABI_SUCCESS;
@@ -327,7 +382,7 @@ static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
                             "CUABI_LAUNCH_CONFIG_INIT)", caller, config->version);
     CUABI__TRY(check_dims(config, caller));
     CUABI__TRY(check_pack(*p, *k, caller));
-    CUABI__TRY(resolve_target(t, config, caller));
+    CUABI__TRY(resolve_target(t, config, *k, caller));
     CUABI__TRY(cuabi__driver_get(drv));
     CUABI__TRY(cuabi__kernel_function(*k, t->dev, *drv, f));
     return needs_current_context(t) ? cuabi__device_activate(t->dev, *drv) : CUABI_SUCCESS;
@@ -587,16 +642,4 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi
     CUABI__GET(p, pack, ARGPACK);
     CUABI__GET(k, kernel, KERNEL);
     return check_pack(p, k, __func__);
-}
-
-CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel)
-{
-    cuabi__kernel *k;
-    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
-    *out = NULL;
-    CUABI__GET(k, kernel, KERNEL);
-    size_t n;
-    const size_t *offs, *sizes;
-    CUABI__TRY(cuabi__kernel_param_layout(k, &n, &offs, &sizes));
-    return cuabi_argpack_create_from_sizes(out, sizes, offs, n);
 }

@@ -8,6 +8,7 @@
 
 #include "kernel.h"
 #include "objcode.h"
+#include "param_types.h"
 
 /* The default target of offline compiles when no GPU says otherwise. */
 #define DEFAULT_OFFLINE_ARCH "sm_90"
@@ -138,6 +139,7 @@ static void objcode_free(cuabi__objcode *o)
     cuabi__elf_free(o->elf);
     cuabi__free(o->offline_cubin);
     cuabi__free(o->jit_log);
+    cuabi__free(o->signatures);
     cuabi__free(o->data);
     cuabi__free(o->name);
     pthread_mutex_destroy(&o->lock);
@@ -276,6 +278,47 @@ cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_express
     return CUABI_SUCCESS;
 }
 
+static bool word_char(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_';
+}
+
+/* The next character of a name expression with insignificant white space
+ * dropped: a run of spaces counts only between two word characters
+ * ("unsigned int"), and then as one space. 0 at the end. */
+static int canon_next(const char **p, int *prev)
+{
+    const char *s = *p;
+    bool space = false;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++, space = true;
+    *p = s;
+    if (!*s)
+        return 0;
+    if (space && word_char(*prev) && word_char((unsigned char)*s)) {
+        *prev = ' ';
+        return ' ';
+    }
+    *prev = (unsigned char)*s;
+    *p = s + 1;
+    return (unsigned char)*s;
+}
+
+/* "t<float,4>" is "t<float, 4>": NVRTC registers expressions as written,
+ * users write them either way. */
+bool cuabi__same_expression(const char *a, const char *b)
+{
+    int pa = 0, pb = 0;
+    for (;;) {
+        int ca = canon_next(&a, &pa), cb = canon_next(&b, &pb);
+        if (ca != cb)
+            return false;
+        if (!ca)
+            return true;
+    }
+}
+
 /* Names are only added while the creator holds the only reference (the
  * program module, before handing the objcode out), so reads need no lock. */
 static const char *lookup_name(const cuabi__objcode *o, const char *expr)
@@ -283,13 +326,51 @@ static const char *lookup_name(const cuabi__objcode *o, const char *expr)
     for (size_t i = 0; i < o->name_count; i++)
         if (strcmp(o->names[i].expression, expr) == 0)
             return o->names[i].lowered;
+    for (size_t i = 0; i < o->name_count; i++)
+        if (cuabi__same_expression(o->names[i].expression, expr))
+            return o->names[i].lowered;
     return NULL;
+}
+
+/* "; name expressions: \"a\", \"b\"" of the registered expressions, or "". */
+static void list_expressions(const cuabi__objcode *o, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < o->name_count && used + 1 < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s\"%s\"", i ? ", " : "; name expressions: ",
+                         o->names[i].expression);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
 }
 
 const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name)
 {
     const char *lowered = lookup_name(o, name);
     return lowered ? lowered : name;
+}
+
+void cuabi__objcode_set_signatures(cuabi__objcode *o, char *sigs)
+{
+    cuabi__free(o->signatures);
+    o->signatures = sigs;
+    o->signatures_ready = true;
+}
+
+cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&o->lock);
+    if (!o->signatures_ready) {
+        if (o->type == CUABI_CODE_PTX)
+            st = cuabi__ptx_signatures(&o->signatures, o->data, o->size);
+        o->signatures_ready = st == CUABI_SUCCESS;
+    }
+    *out = o->signatures;
+    pthread_mutex_unlock(&o->lock);
+    return st;
 }
 
 /* ------------------------------------------------------------ loading */
@@ -579,11 +660,14 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_lowered_name(const char **out, cuabi_ob
     CUABI__CHECK_ARG(name_expression, "%s: name_expression is NULL", __func__);
     CUABI__GET(o, objcode, OBJCODE);
     *out = lookup_name(o, name_expression);
-    if (!*out)
+    if (!*out) {
+        char exprs[512];
+        list_expressions(o, exprs, sizeof exprs);
         return cuabi__error(CUABI_ERROR_NOT_FOUND,
                             "%s: name expression '%s' was not registered when %s was compiled "
-                            "(add it to the program's name expressions)",
-                            __func__, name_expression, o->name);
+                            "(add it to the program's name expressions%s)",
+                            __func__, name_expression, o->name, exprs);
+    }
     return CUABI_SUCCESS;
 }
 
@@ -698,12 +782,14 @@ static void list_names(const cuabi__elf_info *elf, char *buf, size_t len)
 static cuabi_status not_found(const cuabi__objcode *o, const cuabi__elf_info *elf,
                               const char *name, const char *caller)
 {
-    char names[512];
+    char names[512], exprs[512];
     list_names(elf, names, sizeof names);
+    list_expressions(o, exprs, sizeof exprs);
     return cuabi__error(CUABI_ERROR_NOT_FOUND,
-                        "%s: no kernel '%s' in %s (kernels: %s); use the extern \"C\" name, the "
-                        "mangled name, or a name expression registered at compile time",
-                        caller, name, o->name, elf ? names : "see cuabi_objcode_kernel_name");
+                        "%s: no kernel '%s' in %s (kernels: %s%s); use the extern \"C\" name, "
+                        "the mangled name, or a name expression registered at compile time",
+                        caller, name, o->name, elf ? names : "see cuabi_objcode_kernel_name",
+                        exprs);
 }
 
 cuabi_status cuabi__objcode_find_offline(cuabi__objcode *o, const char *name, const char *arch,

@@ -36,6 +36,11 @@ typedef struct cuabi__objcode {
     /* Kernel names from the driver, for images with no offline view. */
     char **driver_kernels;
     size_t driver_kernel_count;
+    /* PTX signatures of the kernels (param_types.h): handed over by the
+     * compiler for its output, read from the image for PTX; NULL when
+     * unknown. Read once, kept for the objcode's life. */
+    char *signatures;
+    bool signatures_ready;
 } cuabi__objcode;
 
 /* Wrap `data` (allocated with cuabi__malloc; ownership passes, also on
@@ -52,9 +57,19 @@ cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type ty
 /* Register a name expression and its lowered name (copies both). */
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
                                      const char *lowered_name);
+/* Whether two name expressions are the same but for white space that does
+ * not separate two words ("t<float,4>" and "t<float, 4>"). */
+bool cuabi__same_expression(const char *a, const char *b);
 /* The lowered name for `name` when it is a registered expression, else
  * `name` itself. Borrowed from the objcode. */
 const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name);
+/* Keep `sigs` (cuabi__malloc'ed, may be NULL; ownership passes) as the
+ * objcode's PTX signature text. Only while the creator holds the only
+ * reference, before handing the objcode out. */
+void cuabi__objcode_set_signatures(cuabi__objcode *o, char *sigs);
+/* The PTX signature text of the objcode's kernels, NULL when unknown
+ * (borrowed). Fails only when out of memory. */
+cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out);
 /* The loaded CUlibrary, loading it on first use. */
 /* A driver result `r` of `api` on this objcode's library as a status:
  * image errors (invalid PTX, no code for this GPU, PTX too new, ...) become

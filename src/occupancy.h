@@ -77,6 +77,9 @@ void cuabi__occ_best_block(int *block, int *blocks, const cuabi__arch_limits *a,
  * and the device and stream a configuration names. */
 void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
                         const cuabi_launch_config *c, CUstream s);
+/* Testing: release the devices kept for launches naming neither stream nor
+ * device (launch.c). */
+void cuabi__launch_forget_implicit_devices(void);
 cuabi_status cuabi__launch_target(cuabi__device **dev, CUstream *stream,
                                   const cuabi_launch_config *c, const char *caller);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "objcode.h"
+#include "param_types.h"
 
 /* ---------------------------------------------------------- lifetime */
 
@@ -574,6 +575,27 @@ static cuabi_status lowered_names(const cuabi__nvrtc *nv, nvrtcProgram prog,
     return CUABI_SUCCESS;
 }
 
+/* The kernels' parameter types as the PTX declares them, kept with a CUBIN
+ * (param_types.h): NVRTC returns the PTX beside a CUBIN. Best effort: no
+ * PTX (LTO-IR output) leaves them unknown; only running out of memory
+ * fails. PTX output needs nothing: the objcode reads its own text. */
+static cuabi_status keep_signatures(const cuabi__nvrtc *nv, nvrtcProgram prog,
+                                    cuabi__cache_entry *e)
+{
+    size_t n = 0;
+    if (e->type == CUABI_CODE_PTX || !nv->nvrtcGetPTXSize || !nv->nvrtcGetPTX ||
+        nv->nvrtcGetPTXSize(prog, &n) != NVRTC_SUCCESS || n == 0)
+        return CUABI_SUCCESS;
+    char *ptx = cuabi__malloc(n);
+    if (!ptx)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    cuabi_status st = CUABI_SUCCESS;
+    if (nv->nvrtcGetPTX(prog, ptx) == NVRTC_SUCCESS)
+        st = cuabi__ptx_signatures(&e->signatures, ptx, strnlen(ptx, n));
+    cuabi__free(ptx);
+    return st;
+}
+
 /* Compile CUDA C++ with NVRTC into `e` (cleared on failure by the caller);
  * `*log` gets the compiler's log either way. */
 static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_args *a,
@@ -613,6 +635,8 @@ static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_ar
     st = nvrtc_output(nv, prog, a->output, e, caller);
     if (st == CUABI_SUCCESS)
         st = lowered_names(nv, prog, o, e, caller);
+    if (st == CUABI_SUCCESS)
+        st = keep_signatures(nv, prog, e);
 out:
     nv->nvrtcDestroyProgram(&prog);
     return st;
@@ -672,6 +696,7 @@ static cuabi_status compile_ptx(const cuabi__program *p, const cuabi__compile_ar
     }
     e->size = n;
     e->type = CUABI_CODE_CUBIN;
+    st = cuabi__ptx_signatures(&e->signatures, p->source, p->size);
 out:
     jl->nvJitLinkDestroy(&h);
     return st;
@@ -727,6 +752,10 @@ static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__
     void *data = e->data;
     e->data = NULL;
     CUABI__TRY(cuabi__objcode_new_trusted(&o, e->type, data, e->size, p->name));
+    if (e->signatures) {
+        cuabi__objcode_set_signatures(o, e->signatures);
+        e->signatures = NULL;
+    }
     for (size_t i = 0; i < e->num_names; i++) {
         cuabi_status st = cuabi__objcode_add_name(o, e->exprs[i], e->lowered[i]);
         if (st != CUABI_SUCCESS) {
@@ -816,6 +845,9 @@ CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_pr
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->num_names && !*out; i++)
         if (!strcmp(p->exprs[i], name_expression))
+            *out = p->lowered[i];
+    for (size_t i = 0; i < p->num_names && !*out; i++)
+        if (cuabi__same_expression(p->exprs[i], name_expression))
             *out = p->lowered[i];
     pthread_mutex_unlock(&p->lock);
     if (!*out)

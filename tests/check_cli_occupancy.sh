@@ -17,7 +17,19 @@ template <int N> __global__ void fill(float *o, int n) {
 extern "C" __global__ void plain(float *o) { o[threadIdx.x] = 1.0f; }
 CU
 "$cuabi" occupancy --help | grep -q "usage: cuabi occupancy" || fail "--help"
-"$cuabi" occupancy "$tmp/k.cu" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing --kernel exits 2"
+"$cuabi" occupancy >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing FILE exits 2"
+# issue 17: without --kernel, the file's only kernel, or a list of them
+out=$("$cuabi" occupancy "$tmp/k.cu" --arch sm_90) || fail "one kernel needs no --kernel"
+echo "$out" | grep -q "plain on sm_90 (offline)" || fail "the only kernel is used"
+cat > "$tmp/two.cu" <<'CU'
+extern "C" __global__ void first(float *o) { o[0] = 1; }
+extern "C" __global__ void second(float *o) { o[1] = 2; }
+CU
+"$cuabi" occupancy "$tmp/two.cu" --arch sm_90 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "two kernels without --kernel exit 2 (got $rc)"
+grep -q "has 2 kernels; name one with --kernel: first, second" "$tmp/err" ||
+    grep -q "has 2 kernels; name one with --kernel: second, first" "$tmp/err" ||
+    fail "the kernels are listed: $(cat "$tmp/err")"
 out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90) || fail "offline sm_90 exits 0"
 echo "$out" | head -8
 echo "$out" | grep -q "plain on sm_90 (offline)" || fail "title names kernel and arch"
@@ -39,6 +51,29 @@ assert recs[0]["active_blocks_per_sm"] == 1 and recs[0]["limiter"] == "shared me
 ' || fail "json records"
 grep -q "<svg" "$tmp/chart.svg" || fail "svg written"
 grep -q "limited by shared memory" "$tmp/chart.svg" || fail "svg legend"
+# issue 17 / 12: a template kernel through --kernel alone or --name-expr alone;
+# the SVG stays well-formed XML (the title holds '<'), legend inside, y axis named
+"$cuabi" occupancy "$tmp/k.cu" --kernel 'fill<1024>' --arch sm_90 --svg "$tmp/t.svg" \
+    >"$tmp/out" || fail "--kernel with template arguments needs no --name-expr"
+grep -q "fill<1024> on sm_90" "$tmp/out" || fail "title of --kernel 'fill<1024>'"
+"$cuabi" occupancy "$tmp/k.cu" --name-expr 'fill< 1024 >' --arch sm_90 --json >/dev/null ||
+    fail "--name-expr alone"
+python3 - "$tmp/t.svg" <<'PY' || fail "svg parses and is laid out"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+texts = [t for t in root.iter(ns + "text")]
+assert texts[0].text.startswith("fill<1024> on sm_90"), texts[0].text
+width = float(root.get("width"))
+legend = [t for t in texts if (t.text or "").startswith("limited by")]
+assert len(legend) == 4
+for t in legend:   # ~6 px a character at 11 px: the legend ends inside the picture
+    assert float(t.get("x")) + 6.5 * len(t.text) <= width, (t.get("x"), t.text, width)
+assert any("occupancy" in (t.text or "") and "rotate" in (t.get("transform") or "")
+           for t in texts), "y axis label"
+PY
+# every architecture NVRTC targets has limits (sm_88 was missing)
+"$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_88 >/dev/null || fail "sm_88 limits"
 "$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_61 >/dev/null 2>&1 && fail "unknown arch fails"
 "$cuabi" occupancy "$tmp/k.cu" --kernel nope --arch sm_90 2>"$tmp/err" && fail "unknown kernel fails"
 grep -q "nope" "$tmp/err" || fail "unknown kernel named in the error"

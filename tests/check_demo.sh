@@ -15,9 +15,20 @@ echo "$out" | grep -q "resources: .* registers" || fail "prints resources"
 echo "$out" | grep -q "occupancy on sm_" || fail "prints occupancy"
 if echo "$out" | grep -q "No GPU available"; then
     echo "$out" | grep -q "skipping the launch" || fail "says the launch is skipped"
+    # issue 17: no GPU is not fixed by pointing CUABI_DRIVER_PATH somewhere
+    echo "$out" | grep -q "CUABI_DRIVER_PATH" && fail "no GPU: no CUABI_DRIVER_PATH remedy"
+    "$cuabi" demo --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["launched"] is False and d["correct"] is None, d
+assert d["skipped_because"], d' || fail "json without a GPU: correct is null"
 else
     echo "$out" | grep -q "\[10, 26, 42\] (correct)" || fail "small case"
     echo "$out" | grep -q "all sums match the CPU" || fail "large case"
+    "$cuabi" demo --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["launched"] is True and d["correct"] is True, d' || fail "json on a GPU"
 fi
 out=$("$cuabi" demo) || fail "second run exits 0"
 echo "$out" | grep -q "from the on-disk cache" || fail "second run from the cache"

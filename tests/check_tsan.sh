@@ -32,7 +32,7 @@ for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
     objs="$objs $o"
 done
 $CC $FLAGS $CPPFLAGS "$srcdir/tests/test_concurrency.c" $objs -o "$out/test_concurrency" \
-    $(var CHECK_LIBS) $(var LIBFFI_LIBS) -ldl -lm
+    $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
 # NVIDIA's libraries are not built with TSan: their internals are not ours.
 cat > "$out/tsan.supp" <<'SUPP'
 called_from_lib:libnvrtc.so

@@ -94,6 +94,12 @@ static CUresult CUDAAPI fake_cuDevicePrimaryCtxRelease(CUdevice d)
 }
 static CUresult CUDAAPI fake_cuCtxGetCurrent(CUcontext *c) { *c = fake_current; return CUDA_SUCCESS; }
 static CUresult CUDAAPI fake_cuCtxSetCurrent(CUcontext c) { fake_current = c; return CUDA_SUCCESS; }
+static CUresult CUDAAPI fake_cuCtxGetDevice(CUdevice *d)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = (CUdevice)((uintptr_t)fake_current - 0x1000);   /* primary contexts only */
+    return CUDA_SUCCESS;
+}
 static CUresult CUDAAPI fake_cuCtxSynchronize(void)
 {
     return fake_current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -179,6 +185,7 @@ static inline void fake_driver_install(void)
     d.cuDevicePrimaryCtxRelease = fake_cuDevicePrimaryCtxRelease;
     d.cuCtxGetCurrent = fake_cuCtxGetCurrent;
     d.cuCtxSetCurrent = fake_cuCtxSetCurrent;
+    d.cuCtxGetDevice = fake_cuCtxGetDevice;
     d.cuCtxSynchronize = fake_cuCtxSynchronize;
     d.cuCtxGetStreamPriorityRange = fake_cuCtxGetStreamPriorityRange;
     d.cuMemGetInfo = fake_cuMemGetInfo;

@@ -35,7 +35,14 @@ static const char source[] =
     "#endif\n"
     "  if (threadIdx.x == 0) out[blockIdx.x] = r;\n"
     "}\n"
-    "extern \"C\" __global__ void count(unsigned *c) { if (threadIdx.x == 0) atomicAdd(c, 1u); }\n";
+    "extern \"C\" __global__ void count(unsigned *c) { if (threadIdx.x == 0) atomicAdd(c, 1u); }\n"
+    "extern \"C\" __global__ void typed(int n, double d, float f, unsigned u, float *out) {\n"
+    "  out[0] = n; out[1] = (float)d; out[2] = f; out[3] = (float)u;\n"
+    "}\n"
+    "template <typename T> __global__ void typedt(T *out, T d, int n, bool b) {\n"
+    "  out[0] = d; out[1] = n; out[2] = b;\n"
+    "}\n"
+    "template __global__ void typedt<double>(double *, double, int, bool);\n";
 
 static cuabi_device *dev;
 static cuabi_objcode *code;
@@ -235,6 +242,69 @@ START_TEST(struct_by_value)
 }
 END_TEST
 
+/* Issue 17: packs made for a kernel are typed from its PTX (extern "C")
+ * or its mangled name (C++), so each value reaches the kernel as itself;
+ * issue 12: neither stream nor device launches on the current device. */
+START_TEST(typed_packs_and_implicit_stream)
+{
+    cuabi_kernel *k;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, code, "typed"));
+    const char *sig;
+    ck_assert_ok(cuabi_kernel_signature(&sig, k));
+    ck_assert_str_eq(sig, ".u32, .f64, .f32, .u32, .u64");
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create_for_kernel(&p, k));
+    ck_assert_status(cuabi_argpack_set_float(p, 0, 3.7), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_status(cuabi_argpack_set_int(p, 1, 2), CUABI_ERROR_ARGUMENT_MISMATCH);
+    ck_assert_ok(cuabi_argpack_set_int(p, 0, -3));
+    ck_assert_ok(cuabi_argpack_set_float(p, 1, 2.0));
+    ck_assert_ok(cuabi_argpack_set_float(p, 2, 3.5));
+    ck_assert_ok(cuabi_argpack_set_uint(p, 3, 4000000000u));   /* an unsigned beyond INT_MAX */
+    cuabi_buffer *bout = upload(NULL, 4 * sizeof(float));
+    ck_assert_ok(cuabi_argpack_set_buffer(p, 4, bout));
+    cuabi_launch_config c = cfg(1, 1);
+    c.device = NULL;                         /* the current device's legacy stream */
+    ck_assert_ok(cuabi_device_set_current(dev));
+    ck_assert_ok(cuabi_launch(k, p, &c));
+    ck_assert_ok(cuabi_device_synchronize(dev));
+    float out[4];
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, bout, 0, sizeof out, NULL));
+    ck_assert(out[0] == -3 && out[1] == 2.0f && out[2] == 3.5f && out[3] == 4e9f);
+    cuabi_argpack_release(p);
+    cuabi_kernel_release(k);
+    /* A C++ template: exact types from the mangled name. */
+    cuabi_program *prog;
+    const char *exprs[] = { "typedt<double>" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.name_expressions = exprs;
+    o.num_name_expressions = 1;
+    cuabi_objcode *tcode;
+    ck_assert_ok(cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, source, sizeof source - 1, "t.cu"));
+    ck_assert_ok(cuabi_program_compile(&tcode, prog, &o));
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, tcode, "typedt< double >"));
+    ck_assert_ok(cuabi_kernel_signature(&sig, k));
+    ck_assert_str_eq(sig, "double*, double, int, bool");
+    ck_assert_ok(cuabi_argpack_create_for_kernel(&p, k));
+    cuabi_buffer *bd = upload(NULL, 3 * sizeof(double));
+    ck_assert_ok(cuabi_argpack_set_buffer(p, 0, bd));
+    ck_assert_ok(cuabi_argpack_set_float(p, 1, 0.125));
+    ck_assert_ok(cuabi_argpack_set_int(p, 2, -7));
+    ck_assert_status(cuabi_argpack_set_int(p, 3, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_argpack_set_int(p, 3, 1));
+    c = cfg(1, 1);
+    ck_assert_ok(cuabi_launch(k, p, &c));
+    double dout[3];
+    ck_assert_ok(cuabi_buffer_copy_to_host(dout, bd, 0, sizeof dout, NULL));
+    ck_assert(dout[0] == 0.125 && dout[1] == -7 && dout[2] == 1);
+    cuabi_argpack_release(p);
+    cuabi_kernel_release(k);
+    cuabi_buffer_destroy(bd);
+    cuabi_buffer_destroy(bout);
+    cuabi_objcode_release(tcode);
+    cuabi_program_release(prog);
+}
+END_TEST
+
 START_TEST(clusters)
 {
     cuabi_kernel *k;
@@ -375,6 +445,7 @@ int main(void)
     tcase_add_test(tc, segmented_reduction);
     tcase_add_test(tc, large_random_reduction);
     tcase_add_test(tc, struct_by_value);
+    tcase_add_test(tc, typed_packs_and_implicit_stream);
     tcase_add_test(tc, clusters);
     tcase_add_test(tc, cooperative);
     tcase_add_test(tc, created_stream_without_current_context);

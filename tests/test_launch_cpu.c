@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "fake_driver.h"
 #include "argpack.h"
+#include "occupancy.h"
 
 /* ---- the fake's launch side: libraries, kernels, functions, launches */
 
@@ -247,10 +248,49 @@ START_TEST(launch_passes_values_and_config)
     ck_assert_int_eq(fake_launches, 3);
     /* No launch attributes: the plain entry point carries them all. */
     ck_assert_int_eq(fake_plain_launches, 3);
-    c.stream = NULL;
-    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
-    ck_assert_error_mentions("neither a stream nor a device");
     cuabi_argpack_release(p);
+}
+END_TEST
+
+/* Issue 12: neither stream nor device is the legacy default stream of the
+ * current device (the current context's), else of the kernel's device,
+ * else of device 0. */
+START_TEST(implicit_default_stream)
+{
+    cuabi_argpack *p = add_pack();
+    cuabi_launch_config c = config(1, 32);
+    c.device = NULL;
+    cuabi_device *other;
+    ck_assert_ok(cuabi_device_get(&other, 1));
+    /* Nothing current, the kernel never loaded: device 0. */
+    fake_current = NULL;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_ptr_eq(fake_last.hStream, NULL);   /* the legacy default stream */
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    /* Device 1 current: there. */
+    ck_assert_ok(cuabi_device_set_current(other));
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
+    /* Nothing current again: the first device the kernel was loaded on. */
+    fake_current = NULL;
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    /* Prepared launches resolve it once. */
+    cuabi_prepared *pl;
+    ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
+    ck_assert_ok(cuabi_prepared_launch(pl));
+    cuabi_prepared_release(pl);
+    /* The driver cannot say what is current: the kernel's device still. */
+    cuabi__driver *drv = cuabi__driver_for_test();
+    CUresult (*saved)(CUcontext *) = drv->cuCtxGetCurrent;
+    drv->cuCtxGetCurrent = NULL;
+    fake_current = NULL;
+    cuabi_status st = cuabi_launch(kern, p, &c);
+    drv->cuCtxGetCurrent = saved;
+    ck_assert_int_eq(st, CUABI_ERROR_ENTRY_POINT_NOT_FOUND); /* activation needs it */
+    cuabi_device_release(other);
+    cuabi_argpack_release(p);
+    cuabi__launch_forget_implicit_devices();   /* for the teardown's handle count */
 }
 END_TEST
 
@@ -1050,6 +1090,7 @@ int main(void)
     TCase *tc = tcase_create("launch");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, launch_passes_values_and_config);
+    tcase_add_test(tc, implicit_default_stream);
     tcase_add_test(tc, cluster_and_cooperative_attributes);
     tcase_add_test(tc, argument_mismatch_launches_nothing);
     tcase_add_test(tc, check_uses_the_drivers_offsets);

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "objcode.h"
 #include "objcode_testutil.h"
 
 static const char unit_kernel[] =

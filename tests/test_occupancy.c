@@ -227,7 +227,7 @@ START_TEST(arch_names_and_table)
     ck_assert_int_eq(cuabi__arch_parse("sm_9x"), -1);
     ck_assert_int_eq(cuabi__arch_parse("9"), -1);
     ck_assert_int_eq(cuabi__arch_parse(NULL), -1);
-    static const int want[] = { 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121 };
+    static const int want[] = { 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121 };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         cuabi_arch_limits l = CUABI_ARCH_LIMITS_INIT;
         ck_assert_ok(cuabi_arch_limits_at(&l, i));
@@ -243,7 +243,23 @@ START_TEST(arch_names_and_table)
         ck_assert_msg(found, "sm_%d: smem per SM is not a carveout", want[i]);
     }
     cuabi_arch_limits l = CUABI_ARCH_LIMITS_INIT;
-    ck_assert_status(cuabi_arch_limits_at(&l, 13), CUABI_ERROR_NOT_FOUND);
+    ck_assert_status(cuabi_arch_limits_at(&l, 14), CUABI_ERROR_NOT_FOUND);
+    /* issue 17: every architecture the loaded NVRTC targets has limits
+     * (sm_88 had none) */
+    int archs[128];
+    size_t narch = 0;
+    if (cuabi_program_supported_archs(archs, 128, &narch) == CUABI_SUCCESS) {
+        for (size_t i = 0; i < narch && i < 128; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "sm_%d", archs[i]);
+            ck_assert_msg(cuabi_arch_limits_get(&l, name) == CUABI_SUCCESS,
+                          "NVRTC targets %s but cuabi has no limits for it", name);
+        }
+    }
+    cuabi_error_clear();
+    ck_assert_ok(cuabi_arch_limits_get(&l, "sm_88"));
+    ck_assert_int_eq(l.max_blocks_per_sm, 16);
+    ck_assert_uint_eq(l.shared_bytes_per_sm, 100 * 1024);
     ck_assert_ok(cuabi_arch_limits_get(&l, "sm_90a"));
     ck_assert_int_eq(l.sm_count, 132);
     ck_assert_uint_eq(l.shared_bytes_per_block_optin, 232448);

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Share memory between numpy and cuabi through DLPack, both ways (no GPU needed).
 
-    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 examples/python/dlpack_numpy.py
+    python3 examples/python/dlpack_numpy.py
+
+Runs from any directory of a source checkout built in build/ (see
+_cuabi_path.py); elsewhere install the package (pip install ./bindings/python)
+or set CUABI_LIBRARY to the absolute path of libcuabi.so.
 """
 import numpy as np
 
+import _cuabi_path  # noqa: F401  (finds bindings/python and build/.libs)
 import cuabi
 
 a = np.arange(12, dtype=np.float32).reshape(3, 4)

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Link PTX into a CUBIN with nvJitLink and inspect the kernel, without a GPU.
 
-    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 examples/python/link_ptx.py
+    python3 examples/python/link_ptx.py
+
+Runs from any directory of a source checkout built in build/ (see
+_cuabi_path.py); elsewhere install the package (pip install ./bindings/python)
+or set CUABI_LIBRARY to the absolute path of libcuabi.so.
 """
+import _cuabi_path  # noqa: F401  (finds bindings/python and build/.libs)
 import cuabi
 
 PTX = b""".version 8.0

@@ -44,6 +44,7 @@ typedef struct cuabi_argpack cuabi_argpack;
 
 typedef struct cuabi_arg_type cuabi_arg_type;
 typedef struct cuabi_arg_info cuabi_arg_info;
+typedef struct cuabi_param_type cuabi_param_type;
 
 /** Kinds of kernel parameters (and of struct members). */
 typedef enum cuabi_arg_kind {
@@ -70,8 +71,18 @@ typedef enum cuabi_arg_kind {
     CUABI_ARG_TENSORMAP = 20, /**< CUtensorMap: 128 bytes, 64-aligned. */
     CUABI_ARG_STRUCT = 21, /**< A struct by value; its members follow it in a descriptor array. */
     CUABI_ARG_RAW = 22, /**< Opaque bytes of a given size and alignment. */
+    CUABI_ARG_INTEGER = 23, /**< An integer of a given size (1, 2, 4 or 8 bytes) whose signedness is unknown: what a PTX .u8/.u16/.u32 parameter says (NVVM writes .u32 for int and unsigned alike). Takes every value that fits as signed or as unsigned; no floats. */
+    CUABI_ARG_INTPTR = 24, /**< 8 bytes holding an integer or a device address: a PTX .u64 parameter (a pointer, long, size_t, ...). Takes integers as CUABI_ARG_INTEGER does, raw pointers, buffers and views; no floats. */
     CUABI_ARG_KIND_FORCE32 = 0x7fffffff
 } cuabi_arg_kind;
+
+/** Where a kernel parameter's type was learnt. */
+typedef enum cuabi_param_source {
+    CUABI_PARAM_UNKNOWN = 0, /**< Nothing tells: only the size is known (a CUBIN from elsewhere with an extern "C" name). The argument pack slot is raw. */
+    CUABI_PARAM_FROM_NAME = 1, /**< The C++ (Itanium-mangled) kernel name: the exact C++ type. */
+    CUABI_PARAM_FROM_PTX = 2, /**< The PTX .entry declaration (kept with code compiled from CUDA C++ or PTX): integer, float, integer-or-pointer or bytes. */
+    CUABI_PARAM_SOURCE_FORCE32 = 0x7fffffff
+} cuabi_param_source;
 
 /**
  * One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
@@ -86,7 +97,7 @@ struct cuabi_arg_type {
     cuabi_arg_kind kind;
     /** Alignment in bytes (a power of two); 0 for the kind's natural alignment. May only raise it. */
     size_t align;
-    /** CUABI_ARG_RAW only: size in bytes. */
+    /** CUABI_ARG_RAW: size in bytes; CUABI_ARG_INTEGER: 1, 2, 4 or 8; 0 for the other kinds. */
     size_t size;
     /** CUABI_ARG_STRUCT only: number of direct members that follow. */
     size_t member_count;
@@ -123,6 +134,30 @@ struct cuabi_arg_info {
 /** Static initialiser with the defaults. */
 #define CUABI_ARG_INFO_INIT { CUABI_ARG_INFO_VERSION, CUABI_ARG_NONE, 0, 0, 0, 0, 0, 0 }
 
+/**
+ * What is known of one kernel parameter, filled by cuabi_kernel_param_type():
+ * its place in the parameter block and its type, as a cuabi_arg_kind and as
+ * its source spells it. Set `version` first (CUABI_PARAM_TYPE_INIT).
+ */
+struct cuabi_param_type {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The slot kind cuabi_argpack_create_for_kernel gives the parameter (CUABI_ARG_RAW when unknown; CUABI_ARG_STRUCT for CUDA vector types such as float4). */
+    cuabi_arg_kind kind;
+    /** Size in bytes (the kernel's parameter info). */
+    size_t size;
+    /** Offset in the parameter block. */
+    size_t offset;
+    /** Where the type was learnt. */
+    cuabi_param_source source;
+    /** The type as its source spells it: the C++ type ("const float *", "int", "float4", "Particle"), the PTX type (".u32", ".b8[16]"), or "" when unknown. Borrowed: valid while the kernel lives. */
+    const char *type_name;
+};
+/** Current version of cuabi_param_type. */
+#define CUABI_PARAM_TYPE_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_PARAM_TYPE_INIT { CUABI_PARAM_TYPE_VERSION, CUABI_ARG_NONE, 0, 0, CUABI_PARAM_UNKNOWN, 0 }
+
 /** Add a reference to a cuabi_argpack. */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_retain(cuabi_argpack *handle);
 
@@ -140,6 +175,12 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned in
  * @param opts [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_PARAM_TYPE_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_param_type_init(cuabi_param_type *opts, unsigned int version);
 
 /**
  * Make a pack from a signature string, e.g. "ptr, i32, f32, struct{f32, f32, f32, i32}". Values start zeroed.
@@ -251,10 +292,22 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_blob_pointer(void **out, cuabi_argpack 
 CUABI_EXTERN(cuabi_status) cuabi_argpack_check_kernel(cuabi_argpack *pack, cuabi_kernel *kernel);
 
 /**
- * A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
+ * A pack with one slot per kernel parameter, sized and placed as the kernel's parameter info says, typed as cuabi_kernel_param_type says: exact kinds from a C++ kernel's mangled name (i32, f32, ptr, float4 as a struct, ...), integer / f32 / f64 / intptr from the PTX of an extern "C" kernel, and raw slots where nothing tells (a CUBIN from elsewhere, structs by value). The typed setters then refuse a float for an integer parameter and the reverse.
  * @param out [out, ownership transferred]
  */
 CUABI_EXTERN(cuabi_status) cuabi_argpack_create_for_kernel(cuabi_argpack **out, cuabi_kernel *kernel);
+
+/**
+ * The type of parameter `index`: from the mangled name of a C++ kernel (libiberty's demangler), else from the PTX declaration kept with code compiled from CUDA C++ or PTX, else unknown (size only). Works without a GPU wherever cuabi_kernel_param_info does.
+ * @param out [inout] Its version field must be set.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_param_type(cuabi_param_type *out, cuabi_kernel *kernel, size_t index);
+
+/**
+ * Every parameter's type name (cuabi_param_type.type_name) joined with ", ", "?" for an unknown one; "" for a kernel without parameters. Borrowed: valid while the kernel lives.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_kernel_signature(const char **out, cuabi_kernel *kernel);
 
 #ifdef __cplusplus
 }

@@ -138,7 +138,7 @@ struct cuabi_launch_config {
     int cooperative;
     /** Stream to launch on; NULL for the legacy default stream of `device`. */
     cuabi_stream *stream;
-    /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). */
+    /** Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). With both NULL: the device whose context is current on the calling thread, else the first device the kernel was loaded on, else device 0 (kept for the process's life, as the CUDA runtime keeps its current device). */
     cuabi_device *device;
     /** Version 2: the other cuLaunchKernelEx attributes (PDL, events, priority, access policy, memory sync domains, preferred clusters, ...); NULL for none, which keeps the launch on its fastest path. */
     const cuabi_launch_attributes *attributes;

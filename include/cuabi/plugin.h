@@ -248,6 +248,9 @@ typedef struct cuabi_api {
     cuabi_status (*tensormap_bytes)(void *out, size_t size, cuabi_tensormap *tensormap);
     cuabi_status (*tensormap_view)(cuabi_view **out, cuabi_tensormap *tensormap);
     cuabi_status (*argpack_set_tensormap)(cuabi_argpack *pack, size_t slot, cuabi_tensormap *tensormap);
+    cuabi_status (*param_type_init)(cuabi_param_type *opts, unsigned int version);
+    cuabi_status (*kernel_param_type)(cuabi_param_type *out, cuabi_kernel *kernel, size_t index);
+    cuabi_status (*kernel_signature)(const char **out, cuabi_kernel *kernel);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -247,6 +247,25 @@ static cuabi_status launch_cases(demo *d, cuabi_kernel *k, bool *all_ok)
     return st;
 }
 
+/* Device 0, or why there is none in words for someone without a GPU: the
+ * library's own message names CUABI_DRIVER_PATH, which only helps when a
+ * driver is installed where the loader does not look. */
+static bool find_gpu(cuabi_device **dev, char *reason, size_t len)
+{
+    int ndev = 0;
+    cuabi_status st = cuabi_device_count(&ndev);
+    if (st == CUABI_SUCCESS && ndev > 0 && cuabi_device_get(dev, 0) == CUABI_SUCCESS)
+        return true;
+    if (st == CUABI_ERROR_DRIVER_NOT_FOUND)
+        snprintf(reason, len, "no NVIDIA driver found (libcuda.so.1 is not where the dynamic loader looks)");
+    else if (st == CUABI_SUCCESS || st == CUABI_ERROR_NO_DEVICE)
+        snprintf(reason, len, "the NVIDIA driver sees no GPU");
+    else
+        snprintf(reason, len, "%s", cuabi_last_error()->message);
+    cuabi_error_clear();
+    return false;
+}
+
 int cli_demo(int argc, char **argv)
 {
     demo d;
@@ -265,13 +284,8 @@ int cli_demo(int argc, char **argv)
         }
     }
     d.j.out = stdout;
-    int ndev = 0;
-    bool gpu = cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0 &&
-               cuabi_device_get(&d.dev, 0) == CUABI_SUCCESS;
-    const char *why = gpu ? "" : cuabi_last_error()->message;
     char reason[512];
-    snprintf(reason, sizeof reason, "%s", why[0] ? why : "no CUDA GPU found");
-    cuabi_error_clear();
+    bool gpu = find_gpu(&d.dev, reason, sizeof reason);
     snprintf(d.arch, sizeof d.arch, "sm_90");
     if (gpu) {
         int major = 0, minor = 0;
@@ -294,7 +308,12 @@ int cli_demo(int argc, char **argv)
             reason);
     if (d.json && st == CUABI_SUCCESS) {
         json_bool(&d.j, "launched", gpu);
-        json_bool(&d.j, "correct", gpu ? ok : false);
+        if (gpu)
+            json_bool(&d.j, "correct", ok);
+        else
+            json_null(&d.j, "correct");   /* nothing ran: neither right nor wrong */
+        if (!gpu)
+            json_string(&d.j, "skipped_because", reason);
         json_end_object(&d.j);
         printf("\n");
     }

@@ -12,13 +12,15 @@ int cli_occupancy(int argc, char **argv);
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: cuabi occupancy FILE.cu --kernel NAME [--name-expr E] [--arch sm_XX]\n"
+            "usage: cuabi occupancy FILE.cu [--kernel NAME] [--name-expr E] [--arch sm_XX]\n"
             "                       [--smem BYTES] [--json] [--svg FILE]\n\n"
             "Compile FILE.cu, then for every block size (multiples of 32 up to what the\n"
             "kernel allows) print the active blocks and warps per SM, the occupancy and the\n"
             "limiting resource, as a table and a bar chart.\n\n"
-            "  --kernel NAME     the kernel (its name, or the name expression given)\n"
-            "  --name-expr E     instantiate a template kernel, e.g. 'segred<float, 256>'\n"
+            "  --kernel NAME     the kernel: its name, or a template instance such as\n"
+            "                    'segred<float, 256>' (a name with '<' is instantiated as a\n"
+            "                    name expression); not needed when FILE has one kernel\n"
+            "  --name-expr E     instantiate a template kernel and use it (same as --kernel E)\n"
             "  --arch sm_XX      offline, for that architecture (no GPU needed); default: live\n"
             "                    on GPU 0, or offline sm_90 when there is no GPU\n"
             "  --smem BYTES      dynamic shared memory per block (default 0)\n"
@@ -62,16 +64,41 @@ static const char *svg_colour(cuabi_occupancy_limiter l)
     }
 }
 
+/* Text for an SVG (XML) document: name expressions hold '<' and '&'. */
+static void svg_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
 static int write_svg(const char *path, const row *rows, size_t n, const char *title)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    const int bw = 18, h = 240, left = 50, top = 40;
-    int width = left + (int)n * bw + 180;
+    /* Left margin for the y axis and its label, the bars, then the legend
+     * (its longest line, "limited by shared memory", is ~150 px at 11 px);
+     * wide enough for the title at 14 px (~8 px a character). */
+    const int bw = 18, h = 240, left = 64, top = 40, legend_width = 190;
+    int chart_right = left + (int)n * bw;
+    int width = chart_right + legend_width;
+    int title_width = left + 8 * (int)strlen(title) + 10;
+    if (width < title_width)
+        width = title_width;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n", width, h + top + 50);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">%s</text>\n", left, title);
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">", left);
+    svg_text(f, title);
+    fprintf(f, "</text>\n");
+    fprintf(f, "<text transform=\"translate(14,%d) rotate(-90)\" text-anchor=\"middle\">"
+               "occupancy (%% of the SM's warps)</text>\n", top + h / 2);
     for (int pct = 0; pct <= 100; pct += 25) {
         int y = top + h - h * pct / 100;
         fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
@@ -82,7 +109,7 @@ static int write_svg(const char *path, const row *rows, size_t n, const char *ti
         int bh = (int)(rows[i].r.occupancy * h + 0.5);
         int x = left + (int)i * bw;
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
-                   "<title>block %d: %d blocks, %d warps, %.0f%%, %s</title></rect>\n",
+                   "<title>block %d: %d blocks, %d warps, %.0f%%, limited by %s</title></rect>\n",
                 x + 1, top + h - bh, bw - 2, bh, svg_colour(rows[i].r.limiter), rows[i].block,
                 rows[i].r.active_blocks_per_sm, rows[i].r.active_warps_per_sm,
                 rows[i].r.occupancy * 100, cuabi_occupancy_limiter_name(rows[i].r.limiter));
@@ -96,7 +123,7 @@ static int write_svg(const char *path, const row *rows, size_t n, const char *ti
         CUABI_OCCUPANCY_LIMIT_WARPS, CUABI_OCCUPANCY_LIMIT_REGISTERS,
         CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY, CUABI_OCCUPANCY_LIMIT_BLOCKS };
     for (int i = 0; i < 4; i++) {
-        int x = left + (int)n * bw + 20, y = top + 10 + i * 18;
+        int x = chart_right + 16, y = top + 10 + i * 18;
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                    "<text x=\"%d\" y=\"%d\">limited by %s</text>\n",
                 x, y, svg_colour(legend[i]), x + 16, y + 10, cuabi_occupancy_limiter_name(legend[i]));
@@ -109,6 +136,7 @@ typedef struct opts {
     const char *file, *kernel, *name_expr, *arch, *svg;
     size_t smem;
     bool json;
+    char kernel_buf[512];   /* the kernel found when none was named */
 } opts;
 
 static int parse(opts *o, int argc, char **argv)
@@ -140,11 +168,45 @@ static int parse(opts *o, int argc, char **argv)
             return 2;
         }
     }
-    if (!o->file || !o->kernel) {
+    if (!o->file) {
+        fprintf(stderr, "cuabi occupancy: which file? (cuabi occupancy FILE.cu [--kernel NAME])\n");
         usage(stderr);
         return 2;
     }
+    /* A kernel name with template arguments is a name expression, and a
+     * name expression alone names the kernel. */
+    if (o->kernel && !o->name_expr && strchr(o->kernel, '<'))
+        o->name_expr = o->kernel;
+    if (o->name_expr && !o->kernel)
+        o->kernel = o->name_expr;
     return 0;
+}
+
+/* No --kernel: the file's only kernel, or a usage error listing them. */
+static cuabi_status pick_kernel(opts *o, cuabi_objcode *code, int *usage_error)
+{
+    size_t n = 0;
+    cuabi_status st = cuabi_objcode_kernel_count(&n, code);
+    if (st != CUABI_SUCCESS || o->kernel)
+        return st;
+    const char *name = NULL;
+    if (n == 1 && (st = cuabi_objcode_kernel_name(&name, code, 0)) == CUABI_SUCCESS) {
+        snprintf(o->kernel_buf, sizeof o->kernel_buf, "%s", name);
+        o->kernel = o->kernel_buf;
+        return CUABI_SUCCESS;
+    }
+    *usage_error = 1;
+    if (n == 0) {
+        fprintf(stderr, "cuabi occupancy: %s defines no kernel (a template kernel needs "
+                        "--kernel 'name<args>' to be instantiated)\n", o->file);
+        return st;
+    }
+    fprintf(stderr, "cuabi occupancy: %s has %zu kernels; name one with --kernel:", o->file, n);
+    for (size_t i = 0; i < n && st == CUABI_SUCCESS; i++)
+        if ((st = cuabi_objcode_kernel_name(&name, code, i)) == CUABI_SUCCESS)
+            fprintf(stderr, "%s %s", i ? "," : "", name);
+    fprintf(stderr, "\n(a template kernel: --kernel 'name<args>', e.g. 'segred<float, 256>')\n");
+    return st;
 }
 
 /* Compile for `arch`.  Live (k != NULL), the kernel is loaded
@@ -152,8 +214,8 @@ static int parse(opts *o, int argc, char **argv)
  * local device.  Offline (k == NULL) only the resources are read from the
  * CUBIN: the code is never loaded, so any architecture works with or without
  * a GPU. */
-static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, const opts *o,
-                          const char *arch, const char *src)
+static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, opts *o,
+                          const char *arch, const char *src, int *usage_error)
 {
     cuabi_program *prog = NULL;
     cuabi_objcode *code = NULL;
@@ -167,7 +229,11 @@ static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, const o
     cuabi_status st = cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, src, strlen(src), o->file);
     if (st == CUABI_SUCCESS)
         st = cuabi_program_compile(&code, prog, &po);
-    if (st == CUABI_SUCCESS && k) {
+    if (st == CUABI_SUCCESS && !o->kernel)
+        st = pick_kernel(o, code, usage_error);
+    if (*usage_error) {
+        /* told on stderr already */
+    } else if (st == CUABI_SUCCESS && k) {
         st = cuabi_objcode_get_kernel(k, code, o->kernel);
         if (st == CUABI_SUCCESS)
             st = cuabi_kernel_get_resources(res, *k);
@@ -216,8 +282,14 @@ int cli_occupancy(int argc, char **argv)
     }
     cuabi_kernel *k = NULL;
     cuabi_kernel_resources res = CUABI_KERNEL_RESOURCES_INIT;
-    cuabi_status st = build(live ? &k : NULL, &res, &o, live ? live_arch : arch, src);
+    int usage_error = 0;
+    cuabi_status st = build(live ? &k : NULL, &res, &o, live ? live_arch : arch, src, &usage_error);
     free(src);
+    if (usage_error) {
+        if (dev)
+            cuabi_device_release(dev);
+        return 2;
+    }
     if (st != CUABI_SUCCESS) {
         if (k)
             cuabi_kernel_release(k);

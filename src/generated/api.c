@@ -228,6 +228,17 @@ CUABI_EXTERN(cuabi_status) cuabi_arg_info_init(cuabi_arg_info *opts, unsigned in
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_param_type_init(cuabi_param_type *opts, unsigned int version)
+{
+    static const cuabi_param_type defaults = CUABI_PARAM_TYPE_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_param_type_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_param_type", version, CUABI_PARAM_TYPE_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_launch_attributes_init(cuabi_launch_attributes *opts, unsigned int version)
 {
     static const cuabi_launch_attributes defaults = CUABI_LAUNCH_ATTRIBUTES_INIT;
@@ -503,6 +514,13 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arg_info", "slot", offsetof(cuabi_arg_info, slot) },
     { "cuabi_arg_info", "depth", offsetof(cuabi_arg_info, depth) },
     { "cuabi_arg_info", "member_count", offsetof(cuabi_arg_info, member_count) },
+    { "cuabi_param_type", NULL, sizeof(cuabi_param_type) },
+    { "cuabi_param_type", "version", offsetof(cuabi_param_type, version) },
+    { "cuabi_param_type", "kind", offsetof(cuabi_param_type, kind) },
+    { "cuabi_param_type", "size", offsetof(cuabi_param_type, size) },
+    { "cuabi_param_type", "offset", offsetof(cuabi_param_type, offset) },
+    { "cuabi_param_type", "source", offsetof(cuabi_param_type, source) },
+    { "cuabi_param_type", "type_name", offsetof(cuabi_param_type, type_name) },
     { "cuabi_launch_attributes", NULL, sizeof(cuabi_launch_attributes) },
     { "cuabi_launch_attributes", "version", offsetof(cuabi_launch_attributes, version) },
     { "cuabi_launch_attributes", "preferred_cluster", offsetof(cuabi_launch_attributes, preferred_cluster) },

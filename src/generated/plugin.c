@@ -217,6 +217,9 @@ static const cuabi_api api_table = {
     cuabi_tensormap_bytes,
     cuabi_tensormap_view,
     cuabi_argpack_set_tensormap,
+    cuabi_param_type_init,
+    cuabi_kernel_param_type,
+    cuabi_kernel_signature,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -8,8 +8,10 @@ device address, numpy structured scalars (or bytes) to struct parameters."""
 from __future__ import annotations
 
 import ctypes as C
+import operator
 import struct
 import sys
+from operator import attrgetter, methodcaller
 
 from . import _capi
 from ._handle import Handle
@@ -96,100 +98,399 @@ def _bf16(v) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
-def _as_bytes(size, raw=False):
-    """Bytes for a struct/raw slot. Raw slots (a kernel's parameter info gives
-    sizes only) also take Python/numpy numbers, packed by size (ints as
-    integers, floats as f16/f32/f64), and pointer-like objects (8 bytes)."""
-    ffmt = {2: "<e", 4: "<f", 8: "<d"}.get(size)
+# ---- what each slot kind takes (docs/launch.md, "Python values per slot kind")
 
-    def conv(v):
+_INT_KINDS = {K.CUABI_ARG_I8, K.CUABI_ARG_I16, K.CUABI_ARG_I32, K.CUABI_ARG_I64,
+              K.CUABI_ARG_U8, K.CUABI_ARG_U16, K.CUABI_ARG_U32, K.CUABI_ARG_U64}
+_FLOAT_KINDS = {K.CUABI_ARG_F16, K.CUABI_ARG_BF16, K.CUABI_ARG_F32, K.CUABI_ARG_F64}
+_ADDRESS_KINDS = {K.CUABI_ARG_PTR, K.CUABI_ARG_HANDLE, K.CUABI_ARG_INTPTR}
+_BYTES_KINDS = {K.CUABI_ARG_STRUCT, K.CUABI_ARG_TENSORMAP}
+_INT_FMT = {1: "b", 2: "h", 4: "i", 8: "q"}
+_UINT_FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_FLOAT_FMT = {2: "e", 4: "f", 8: "d"}
+# numpy scalar (dtype kind, itemsize) -> struct format, packed bit for bit
+_NP_FMT = {("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q",
+           ("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q",
+           ("f", 2): "e", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
+
+
+def _np_kind(v):
+    """numpy dtype kind ('i', 'u', 'f', 'c', 'b', ...) of a numpy scalar, else None."""
+    return v.dtype.kind if _numpy_scalar(v) else None
+
+
+def _int_range(kind, size):
+    """(lowest, highest) value an integer slot takes."""
+    if kind in (K.CUABI_ARG_U8, K.CUABI_ARG_U16, K.CUABI_ARG_U32, K.CUABI_ARG_U64):
+        return 0, (1 << (8 * size)) - 1
+    if kind == K.CUABI_ARG_BOOL:
+        return 0, 1
+    lo = -(1 << (8 * size - 1))
+    if kind in (K.CUABI_ARG_INTEGER, K.CUABI_ARG_INTPTR, K.CUABI_ARG_RAW):
+        return lo, (1 << (8 * size)) - 1      # signedness unknown: either range
+    return lo, -lo - 1
+
+
+def _pointer_getter(t):
+    """The fastest address getter for arguments of array-like type t."""
+    if getattr(t, "_cuabi_pointer_", False):
+        return attrgetter("ptr")
+    if callable(getattr(t, "data_ptr", None)) and not hasattr(t, "__cuda_array_interface__"):
+        return methodcaller("data_ptr")
+    return device_pointer
+
+
+class _Slot:
+    """One parameter as the packer sees it: kind, size, offset, and how to
+    name it in messages ("argument 2 (float const*)")."""
+
+    __slots__ = ("index", "kind", "size", "offset", "type_name", "vector")
+
+    def __init__(self, index, kind, size, offset, type_name="", vector=None):
+        self.index, self.kind, self.size, self.offset = index, kind, size, offset
+        self.type_name = type_name
+        self.vector = vector    # (count, element kind) of a struct of equal scalars
+
+    def label(self):
+        kind = _KIND_NAMES.get(self.kind, "?")
+        name = self.type_name or kind
+        return f"argument {self.index} ({name})"
+
+    def refuse(self, value, why):
+        return TypeError(f"{self.label()}: {why} (got {type(value).__name__} "
+                         f"{_short_repr(value)})")
+
+    # -- the plan for values of one type: (struct format, converter or None)
+
+    def plan(self, value):
+        """How to pack values of type(value) into this slot: (format,
+        converter or None: struct converts). Raises TypeError, naming the
+        argument, for a type the slot refuses (docs/launch.md)."""
+        k, size = self.kind, self.size
+        if k in _INT_KINDS or k == K.CUABI_ARG_INTEGER:
+            self._want_integer(value, "an integer")
+            return (_UINT_FMT if k in _UNSIGNED else _INT_FMT)[size], None
+        if k == K.CUABI_ARG_BOOL:
+            self._want_integer(value, "a bool")
+            return "?", _checked_bool
+        if k in _FLOAT_KINDS:
+            self._want_number(value)
+            if k == K.CUABI_ARG_BF16:
+                return "H", _bf16
+            return _FLOAT_FMT[size], None
+        if k in (K.CUABI_ARG_C64, K.CUABI_ARG_C128):
+            if is_array_like(value) or not (isinstance(value, (int, float, complex))
+                                            or _np_kind(value) in ("i", "u", "b", "f", "c")):
+                raise self.refuse(value, "the parameter is complex: pass a number")
+            return _FMT[k], _to_complex
+        if k in _ADDRESS_KINDS:
+            return self._address_plan(value)
+        if k in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):
+            if not (isinstance(value, (Handle, int))):
+                raise self.refuse(value, "the parameter is a cuabi "
+                                  f"{'Buffer' if k == K.CUABI_ARG_BUFFER else 'View'}")
+            return "Q", _handle_value
+        if k == K.CUABI_ARG_RAW:
+            return self._raw_plan(value)
+        if self.vector and isinstance(value, (tuple, list)):
+            n, elem = self.vector          # float4 from (x, y, z, w)
+            return _FMT[elem] * n, self._vector
+        return f"{size}s", self._bytes   # struct, tensor map: the bytes of the value
+
+    def _want_integer(self, value, what):
+        if isinstance(value, float) or _np_kind(value) in ("f", "c") or isinstance(value, complex):
+            raise self.refuse(value, f"the parameter is {what}, a float is refused "
+                              "(convert it with int() if truncation is meant)")
+        if is_array_like(value):
+            raise self.refuse(value, f"an array for a scalar parameter ({what})")
+        if not isinstance(value, int) and not hasattr(value, "__index__"):
+            raise self.refuse(value, f"the parameter is {what}")
+
+    def _want_number(self, value):
+        if is_array_like(value):
+            raise self.refuse(value, "an array for a scalar parameter (a float)")
+        if isinstance(value, (int, float)) or _np_kind(value) in ("i", "u", "b", "f"):
+            return
+        raise self.refuse(value, "the parameter is a float: pass a Python or numpy number")
+
+    def _address_plan(self, value):
+        k = self.kind
+        signed = k == K.CUABI_ARG_INTPTR
+        if value is None:
+            return "Q", _zero
+        if is_array_like(value):
+            if k == K.CUABI_ARG_HANDLE:
+                raise self.refuse(value, "an array for a 64-bit handle")
+            return "Q", _pointer_getter(type(value))
+        if isinstance(value, (float, complex)) or _np_kind(value) in ("f", "c"):
+            what = "an integer or a pointer" if signed else "a pointer"
+            raise self.refuse(value, f"the parameter is {what}, a float is refused")
+        if isinstance(value, int) or hasattr(value, "__index__"):
+            return ("q" if signed else "Q"), None
+        raise self.refuse(value, "cannot pass it as a pointer")
+
+    def _raw_plan(self, value):
+        size = self.size
+        a_size = _a_size(size)
+        nk = _np_kind(value)    # first: numpy's float64 is also a Python float
+        if nk is not None:
+            if value.dtype.itemsize != size:
+                raise self.refuse(value, f"a {value.dtype.itemsize}-byte numpy scalar for "
+                                  f"{a_size} parameter of unknown type: pass a numpy scalar "
+                                  f"of {size} bytes")
+            f = _NP_FMT.get((nk, size))
+            return (f, None) if f else (f"{size}s", self._bytes)
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return f"{size}s", self._bytes
+        if is_array_like(value):
+            if size != 8:
+                raise self.refuse(value, f"an array (its address) for {a_size} parameter")
+            return "Q", _pointer_getter(type(value))
+        if value is None and size == 8:
+            return "Q", _zero
+        if isinstance(value, float):
+            raise self.refuse(value, f"a Python float for {a_size} parameter: the kernel's "
+                              "parameter types are unknown (a CUBIN without PTX and an "
+                              "extern \"C\" name); pass numpy.float32(x) or numpy.float64(x), "
+                              "or declare the parameters with an ArgPack signature "
+                              "(PreparedLaunch(..., pack=ArgPack(...)))")
+        if isinstance(value, complex):
+            raise self.refuse(value, "complex numbers need a c64/c128 parameter (use an ArgPack)")
+        if isinstance(value, int):
+            if size not in _INT_FMT:
+                raise self.refuse(value, f"an integer for {a_size} parameter: pass bytes")
+            return _INT_FMT[size], None
+        if hasattr(value, "tobytes"):
+            return f"{size}s", self._bytes
+        raise self.refuse(value, f"cannot pass it to {a_size} parameter of unknown type")
+
+    def _vector(self, v):
+        """A tuple or list of numbers for a struct of equal scalars (a CUDA
+        vector type): the count and each element's kind are checked."""
+        n, elem = self.vector
+        if len(v) != n:
+            raise self.refuse(v, f"the parameter is a struct of {n} "
+                              f"{_KIND_NAMES.get(elem, '?')}: give {n} numbers")
+        want_int = elem not in _FLOAT_KINDS
+        for x in v:
+            if is_array_like(x) or not (isinstance(x, (int, float)) or
+                                        _np_kind(x) in ("i", "u", "b", "f")):
+                raise self.refuse(v, "give numbers")
+            if want_int and (isinstance(x, float) or _np_kind(x) == "f"):
+                raise self.refuse(v, f"the elements are {_KIND_NAMES.get(elem, '?')}: "
+                                  "a float is refused")
+        return tuple(v)
+
+    def _bytes(self, v):
+        """The bytes of a value for a struct/raw slot, checked for size."""
         if isinstance(v, (bytes, bytearray, memoryview)):
             b = bytes(v)
-        elif raw and is_array_like(v):      # before any number conversion
-            if size != 8:
-                raise TypeError(f"cannot pass {type(v).__name__} (an array: its address) "
-                                f"to a {size}-byte parameter")
-            return device_pointer(v).to_bytes(8, "little")
-        elif raw and is_scalar(v) and not (getattr(v, "dtype", None) is not None
-                                           and v.dtype.itemsize == size):
-            v = v.item() if not isinstance(v, (int, float, complex)) else v
-            if isinstance(v, complex):
-                raise TypeError("complex numbers need a c64/c128 parameter (use an ArgPack)")
-            if isinstance(v, float):
-                if ffmt is None:
-                    raise TypeError(f"no float type of {size} bytes")
-                return struct.pack(ffmt, v)
-            try:
-                return int(v).to_bytes(size, "little", signed=v < 0)
-            except OverflowError:
-                raise TypeError(f"kernel argument {v} does not fit {size} bytes") from None
-        elif hasattr(v, "tobytes"):         # numpy scalars of the slot's size, records
+        elif hasattr(v, "tobytes"):
             b = v.tobytes()
-        elif raw and size == 8:
-            return device_pointer(v).to_bytes(8, "little")
         else:
-            b = bytes(v)
-        if len(b) != size:
-            raise ValueError(f"argument has {len(b)} bytes, the parameter {size}")
+            raise self.refuse(v, f"the parameter is {self.size} bytes of a struct: pass bytes "
+                              "or a numpy structured scalar")
+        if len(b) != self.size:
+            raise ValueError(f"{self.label()}: {len(b)} bytes given, the parameter has "
+                             f"{self.size}")
         return b
-    return conv
+
+    # -- the exact, slow path: per slot, with range checks and messages
+
+    def pack_exact(self, blob, value, offset=None):
+        """Pack one value at its offset (or `offset`), exactly, or raise a
+        TypeError/ValueError naming the argument."""
+        fmt, conv = self.plan(value)
+        if conv is None and len(fmt) == 1 and fmt in "bhiqBHIQ":
+            v = operator.index(value)
+            lo, hi = _int_range(self.kind, self.size)
+            if not lo <= v <= hi:
+                raise TypeError(f"{self.label()}: {v} does not fit (the parameter takes "
+                                f"{lo}..{hi})")
+            if v > (1 << (8 * self.size - 1)) - 1:
+                fmt = _UINT_FMT[self.size]          # the unsigned bits of a large value
+            value = v
+        at = self.offset if offset is None else offset
+        try:
+            if conv is not None:
+                value = conv(value)
+            if isinstance(value, tuple):
+                struct.pack_into("<" + fmt, blob, at, *value)
+            else:
+                struct.pack_into("<" + fmt, blob, at, value)
+        except (struct.error, OverflowError) as e:
+            raise TypeError(f"{self.label()}: {_short_repr(value)} does not fit: {e}") from None
+
+
+_UNSIGNED = {K.CUABI_ARG_U8, K.CUABI_ARG_U16, K.CUABI_ARG_U32, K.CUABI_ARG_U64}
+
+
+def _a_size(size):
+    """"a 4-byte" / "an 8-byte"."""
+    return f"{'an' if str(size)[0] == '8' or size in (11, 18) else 'a'} {size}-byte"
+
+
+def _checked_bool(v):
+    i = operator.index(v)
+    if i not in (0, 1):
+        raise OverflowError(f"{i} is not a bool (0 or 1)")
+    return bool(i)
+
+
+def _zero(_v):
+    return 0
+
+
+def _short_repr(v):
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+class _Missing:
+    """Default of the generated packers' parameters: a missing argument."""
+
+
+_MISSING = _Missing()
 
 
 class Packer:
     """Packs arguments for a parameter list given as (kind, size, offset)
-    per slot into one blob of `blob_size` bytes: `pack(*args)` is a function
-    generated for this list that makes one struct.pack_into() call."""
+    per slot into one blob of `blob_size` bytes.
 
-    __slots__ = ("slots", "blob", "size", "pack")
+    `pack(*args)` is a function generated per tuple of argument types: the
+    checks of docs/launch.md run when it is built (an argument of a refused
+    type raises TypeError naming it), and a call is one struct.pack_into()
+    behind a guard on the types. Values a fast format cannot hold (an
+    unsigned value in an integer slot of unknown signedness, one out of
+    range) take the exact path, which packs them or says why not."""
 
-    def __init__(self, slots, blob_size: int, target=None):
+    __slots__ = ("slots", "blob", "size", "pack", "_packers", "_what", "_slot_objs",
+                 "__weakref__")
+
+    def __init__(self, slots, blob_size: int, target=None, type_names=None,
+                 what: str = "the kernel", vectors=None):
         """target: writable memory of blob_size bytes to pack into (the
-        pack's own storage), else a new buffer."""
+        pack's own storage), else a new buffer. type_names: the parameters'
+        C types, for messages. vectors: {slot: (count, element kind)} for
+        structs of equal scalars, which then also take a tuple of numbers."""
         self.slots = list(slots)
         self.size = blob_size
         self.blob = C.create_string_buffer(max(blob_size, 1)) if target is None else target
-        fmt, pos, exprs, env = ["<"], 0, [], {}
-        for i, (kind, size, offset) in enumerate(self.slots):
+        names = list(type_names or [])
+        pos = 0
+        for (_k, size, offset) in self.slots:
             if offset < pos:
                 raise ValueError("argument slots overlap")
-            fmt.append("x" * (offset - pos))
-            if kind == K.CUABI_ARG_BF16:
-                f, conv = "H", _bf16
-            elif kind in (K.CUABI_ARG_C64, K.CUABI_ARG_C128):
-                f, conv = _FMT[kind], _to_complex
-            elif kind in (K.CUABI_ARG_PTR, K.CUABI_ARG_HANDLE):
-                f, conv = "Q", device_pointer
-            elif kind in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):
-                f, conv = "Q", _handle_value
-            elif kind in _FMT:              # ints, floats, bool: struct converts
-                f, conv = _FMT[kind], None  # (numpy scalars too, via __index__/__float__)
-            else:                           # struct, raw, tensormap: bytes
-                f, conv = f"{size}s", _as_bytes(size, raw=kind == K.CUABI_ARG_RAW)
-            fmt.append(f)
+            pos = offset + size
+        vectors = vectors or {}
+        self._slot_objs = [_Slot(i, k, s, o, names[i] if i < len(names) else "", vectors.get(i))
+                           for i, (k, s, o) in enumerate(self.slots)]
+        self._packers = {}
+        self._what = what
+        self.pack = self._first
+
+    def _first(self, *args):
+        return self._dispatch(args)
+
+    def _dispatch(self, args):
+        """The slow entry: check the count, find or build the packer for
+        these argument types, pack with it."""
+        args = tuple(a for a in args if a is not _MISSING)
+        if len(args) != len(self.slots):
+            sig = ", ".join(s.type_name or _KIND_NAMES.get(s.kind, "?") for s in self._slot_objs)
+            raise TypeError(f"{self._what} takes {len(self.slots)} argument"
+                            f"{'' if len(self.slots) == 1 else 's'} ({sig}), "
+                            f"{len(args)} given")
+        key = tuple(map(type, args))
+        fn = self._packers.get(key)
+        if fn is None:
+            fn = self._packers[key] = self._build(args)
+        self.pack = fn
+        return fn(*args)
+
+    def pack_exact(self, args):
+        """Pack slot by slot with the exact conversions (or raise)."""
+        for slot, value in zip(self._slot_objs, args):
+            slot.pack_exact(self.blob, value)
+        return self.blob
+
+    def _build(self, args):
+        fmt, pos, exprs, env = ["<"], 0, [], {}
+        for slot, a in zip(self._slot_objs, args):
+            f, conv = slot.plan(a)       # raises for a refused type
+            fmt.append("x" * (slot.offset - pos) + f)
+            i = slot.index
             if conv is None:
                 exprs.append(f"a{i}")
             else:
                 env[f"c{i}"] = conv
-                exprs.append(("*" if len(f) == 2 and f[0] == f[1] else "") + f"c{i}(a{i})")
-            pos = offset + size
-        fmt.append("x" * (blob_size - pos))
-        env["_pack_into"] = struct.Struct("".join(fmt)).pack_into
-        env["_blob"] = self.blob
-        env["_error"] = struct.error
-        params = ", ".join(f"a{i}" for i in range(len(self.slots)))
-        src = (f"def pack({params}):\n"
+                star = len(f) >= 2 and f == f[0] * len(f)   # complex, vectors: one value each
+                exprs.append(("*" if star else "") + f"c{i}(a{i})")
+            pos = slot.offset + slot.size
+        fmt.append("x" * (self.size - pos))
+        n = len(args)
+        params = ", ".join(f"a{i}=_M" for i in range(n))
+        names = ", ".join(f"a{i}" for i in range(n))
+        guard = " or ".join(["_x"] + [f"type(a{i}) is not _T{i}" for i in range(n)])
+        env.update({f"_T{i}": type(a) for i, a in enumerate(args)})
+        env.update(_pack_into=struct.Struct("".join(fmt)).pack_into, _blob=self.blob,
+                   _errors=(struct.error, OverflowError, TypeError, ValueError), _M=_MISSING,
+                   _slow=self._dispatch, _exact=self.pack_exact)
+        src = (f"def pack({params}{', ' if n else ''}*_x):\n"
+               f"    if {guard}:\n"
+               f"        return _slow(({names}{',' if n == 1 else ''}) + _x)\n"
                f"    try:\n"
                f"        _pack_into(_blob, 0{''.join(', ' + e for e in exprs)})\n"
-               f"    except _error as e:\n"
-               f"        raise TypeError('kernel argument does not fit its parameter: '"
-               f" + str(e)) from None\n"
+               f"    except _errors:\n"
+               f"        _exact(({names}{',' if n == 1 else ''}))\n"
                f"    return _blob\n")
         exec(src, env)
-        self.pack = env["pack"]
+        return env["pack"]
 
 
 def _handle_value(obj) -> int:
     return obj.handle if isinstance(obj, Handle) else int(obj)
+
+
+def kernel_param_types(kernel) -> list:
+    """(kind, size, offset, source, type name) of each parameter of a kernel
+    (cuabi_kernel_param_type)."""
+    out = []
+    for i in range(call("cuabi_kernel_param_count", kernel)):
+        t = new_struct(_capi.cuabi_param_type)
+        lib.cuabi_kernel_param_type(C.byref(t), kernel, i)
+        name = t.type_name.decode("utf-8", "replace") if t.type_name else ""
+        out.append((t.kind, t.size, t.offset, t.source, name))
+    return out
+
+
+def _kernel_label(kernel) -> str:
+    try:
+        return f"kernel {call('cuabi_kernel_name', kernel).decode('utf-8', 'replace')}"
+    except Exception:
+        return "the kernel"
+
+
+def _vector_slots(pack) -> dict:
+    """{slot: (count, element kind)} of the pack's structs whose members are
+    equal scalars laid out without gaps (CUDA vector types such as float4)."""
+    out, members, n = {}, {}, call("cuabi_argpack_item_count", pack)
+    if n == call("cuabi_argpack_count", pack):
+        return out                      # no struct members at all: nothing to read
+    for i in range(n):
+        info = new_struct(_capi.cuabi_arg_info)
+        lib.cuabi_argpack_item(C.byref(info), pack, i)
+        if info.depth == 1:
+            members.setdefault(info.slot, []).append((info.kind, info.size, info.offset))
+        elif info.depth > 1:
+            members[info.slot] = None   # nested: not a vector
+    for slot, ms in members.items():
+        if not ms or len({k for k, _s, _o in ms}) != 1 or ms[0][0] not in _FMT or \
+                len(_FMT[ms[0][0]]) != 1:
+            continue
+        if all(o == j * ms[0][1] for j, (_k, _s, o) in enumerate(ms)):
+            out[slot] = (len(ms), ms[0][0])
+    return out
 
 
 def _pack_slots(pack):
@@ -210,8 +511,9 @@ class ArgPack(Handle):
         Handle.__init__(self, call("cuabi_argpack_create", signature.encode()))
         self._init()
 
-    def _init(self):
-        self._packer = Packer(_pack_slots(self), call("cuabi_argpack_blob_size", self))
+    def _init(self, type_names=None, what="the pack"):
+        self._packer = Packer(_pack_slots(self), call("cuabi_argpack_blob_size", self),
+                              type_names=type_names, what=what, vectors=_vector_slots(self))
 
     @classmethod
     def _wrap(cls, value):
@@ -228,8 +530,11 @@ class ArgPack(Handle):
 
     @classmethod
     def for_kernel(cls, kernel) -> "ArgPack":
-        """One raw slot per kernel parameter (sizes from its parameter info)."""
-        return cls._wrap(call("cuabi_argpack_create_for_kernel", kernel))
+        """One slot per kernel parameter, typed as the kernel's name or PTX
+        says (raw where nothing does): see Kernel.param_types."""
+        obj = Handle._wrap.__func__(cls, call("cuabi_argpack_create_for_kernel", kernel))
+        obj._init([t[4] for t in kernel_param_types(kernel)], _kernel_label(kernel))
+        return obj
 
     def check(self, kernel) -> None:
         """Raise unless the pack matches the kernel's parameters."""
@@ -282,10 +587,16 @@ class ArgPack(Handle):
         return self
 
     def __setitem__(self, slot: int, value):
-        kind, size, _off = self._packer.slots[slot]
-        p = Packer([(kind, size, 0)], size)
-        blob = p.pack(value)
-        lib.cuabi_argpack_set_bytes(self, slot, blob, size)
+        s = self._packer._slot_objs[slot]
+        if s.kind in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):   # the handle, not bytes
+            s.plan(value)                                      # refuses non-handles
+            fn = lib.cuabi_argpack_set_buffer if s.kind == K.CUABI_ARG_BUFFER \
+                else lib.cuabi_argpack_set_view
+            fn(self, slot, C.c_void_p(_handle_value(value)))
+            return
+        blob = C.create_string_buffer(max(s.size, 1))
+        s.pack_exact(blob, value, offset=0)
+        lib.cuabi_argpack_set_bytes(self, slot, blob, s.size)
 
     def __getitem__(self, slot: int) -> bytes:
         """The slot's current bytes."""

@@ -466,6 +466,11 @@ CUABI_ARG_HANDLE = 19
 CUABI_ARG_TENSORMAP = 20
 CUABI_ARG_STRUCT = 21
 CUABI_ARG_RAW = 22
+CUABI_ARG_INTEGER = 23
+CUABI_ARG_INTPTR = 24
+CUABI_PARAM_UNKNOWN = 0
+CUABI_PARAM_FROM_NAME = 1
+CUABI_PARAM_FROM_PTX = 2
 
 
 class cuabi_arg_type(C.Structure):
@@ -491,6 +496,19 @@ class cuabi_arg_info(C.Structure):
         ('slot', C.c_size_t),
         ('depth', C.c_int),
         ('member_count', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_param_type(C.Structure):
+    """What is known of one kernel parameter, filled by cuabi_kernel_param_type():"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('kind', C.c_int),
+        ('size', C.c_size_t),
+        ('offset', C.c_size_t),
+        ('source', C.c_int),
+        ('type_name', C.c_char_p),
     ]
     _cuabi_version_ = 1
 
@@ -706,6 +724,7 @@ STRUCTS = {
     'cuabi_precompile_item': cuabi_precompile_item,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
+    'cuabi_param_type': cuabi_param_type,
     'cuabi_launch_attributes': cuabi_launch_attributes,
     'cuabi_launch_config': cuabi_launch_config,
     'cuabi_occupancy_result': cuabi_occupancy_result,
@@ -731,6 +750,7 @@ VERSIONED = {
     'cuabi_precompile_item': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
+    'cuabi_param_type': 1,
     'cuabi_launch_attributes': 1,
     'cuabi_launch_config': 2,
     'cuabi_occupancy_result': 1,
@@ -871,6 +891,13 @@ ENUMS = {
         'CUABI_ARG_TENSORMAP': 20,
         'CUABI_ARG_STRUCT': 21,
         'CUABI_ARG_RAW': 22,
+        'CUABI_ARG_INTEGER': 23,
+        'CUABI_ARG_INTPTR': 24,
+    },
+    'cuabi_param_source': {
+        'CUABI_PARAM_UNKNOWN': 0,
+        'CUABI_PARAM_FROM_NAME': 1,
+        'CUABI_PARAM_FROM_PTX': 2,
     },
     'cuabi_cluster_scheduling_policy': {
         'CUABI_CLUSTER_SCHEDULING_DEFAULT': 0,
@@ -1127,6 +1154,7 @@ FUNCTIONS = {
     'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_info_init': (C.c_int, (C.POINTER(cuabi_arg_info), C.c_uint, ), (('opts', 'cuabi_arg_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_param_type_init': (C.c_int, (C.POINTER(cuabi_param_type), C.c_uint, ), (('opts', 'cuabi_param_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_char_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('signature', 'const char *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_create_from_types': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(cuabi_arg_type), C.c_size_t, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('types', 'const cuabi_arg_type *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_create_from_sizes': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_size_t), C.POINTER(C.c_size_t), C.c_size_t, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('sizes', 'const size_t *', 'in', 'host', False, 'borrow', 'count'), ('offsets', 'const size_t *', 'in', 'host', True, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
@@ -1150,6 +1178,8 @@ FUNCTIONS = {
     'cuabi_argpack_blob_pointer': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'void **', 'out', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_check_kernel': (C.c_int, (C.c_void_p, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_create_for_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'transfer', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_param_type': (C.c_int, (C.POINTER(cuabi_param_type), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_param_type *', 'inout', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_kernel_signature': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_launch_attributes_init': (C.c_int, (C.POINTER(cuabi_launch_attributes), C.c_uint, ), (('opts', 'cuabi_launch_attributes *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),

@@ -35,6 +35,7 @@ typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
 typedef struct cuabi_precompile_item cuabi_precompile_item;
 typedef struct cuabi_arg_type cuabi_arg_type;
 typedef struct cuabi_arg_info cuabi_arg_info;
+typedef struct cuabi_param_type cuabi_param_type;
 typedef struct cuabi_launch_attributes cuabi_launch_attributes;
 typedef struct cuabi_launch_config cuabi_launch_config;
 typedef struct cuabi_occupancy_result cuabi_occupancy_result;
@@ -260,7 +261,8 @@ struct cuabi_precompile_item {
     const cuabi_program_options * options;
 };
 typedef struct cuabi_argpack cuabi_argpack;
-typedef enum cuabi_arg_kind { CUABI_ARG_NONE = 0, CUABI_ARG_I8 = 1, CUABI_ARG_I16 = 2, CUABI_ARG_I32 = 3, CUABI_ARG_I64 = 4, CUABI_ARG_U8 = 5, CUABI_ARG_U16 = 6, CUABI_ARG_U32 = 7, CUABI_ARG_U64 = 8, CUABI_ARG_F16 = 9, CUABI_ARG_BF16 = 10, CUABI_ARG_F32 = 11, CUABI_ARG_F64 = 12, CUABI_ARG_C64 = 13, CUABI_ARG_C128 = 14, CUABI_ARG_BOOL = 15, CUABI_ARG_PTR = 16, CUABI_ARG_BUFFER = 17, CUABI_ARG_VIEW = 18, CUABI_ARG_HANDLE = 19, CUABI_ARG_TENSORMAP = 20, CUABI_ARG_STRUCT = 21, CUABI_ARG_RAW = 22 } cuabi_arg_kind;
+typedef enum cuabi_arg_kind { CUABI_ARG_NONE = 0, CUABI_ARG_I8 = 1, CUABI_ARG_I16 = 2, CUABI_ARG_I32 = 3, CUABI_ARG_I64 = 4, CUABI_ARG_U8 = 5, CUABI_ARG_U16 = 6, CUABI_ARG_U32 = 7, CUABI_ARG_U64 = 8, CUABI_ARG_F16 = 9, CUABI_ARG_BF16 = 10, CUABI_ARG_F32 = 11, CUABI_ARG_F64 = 12, CUABI_ARG_C64 = 13, CUABI_ARG_C128 = 14, CUABI_ARG_BOOL = 15, CUABI_ARG_PTR = 16, CUABI_ARG_BUFFER = 17, CUABI_ARG_VIEW = 18, CUABI_ARG_HANDLE = 19, CUABI_ARG_TENSORMAP = 20, CUABI_ARG_STRUCT = 21, CUABI_ARG_RAW = 22, CUABI_ARG_INTEGER = 23, CUABI_ARG_INTPTR = 24 } cuabi_arg_kind;
+typedef enum cuabi_param_source { CUABI_PARAM_UNKNOWN = 0, CUABI_PARAM_FROM_NAME = 1, CUABI_PARAM_FROM_PTX = 2 } cuabi_param_source;
 struct cuabi_arg_type {
     unsigned int version;
     cuabi_arg_kind kind;
@@ -277,6 +279,14 @@ struct cuabi_arg_info {
     size_t slot;
     int depth;
     size_t member_count;
+};
+struct cuabi_param_type {
+    unsigned int version;
+    cuabi_arg_kind kind;
+    size_t size;
+    size_t offset;
+    cuabi_param_source source;
+    const char * type_name;
 };
 #define CUABI_LAUNCH_UNSET -2147483648
 typedef struct cuabi_prepared cuabi_prepared;
@@ -542,6 +552,7 @@ cuabi_status cuabi_argpack_retain(cuabi_argpack * handle);
 cuabi_status cuabi_argpack_release(cuabi_argpack * handle);
 cuabi_status cuabi_arg_type_init(cuabi_arg_type * opts, unsigned int version);
 cuabi_status cuabi_arg_info_init(cuabi_arg_info * opts, unsigned int version);
+cuabi_status cuabi_param_type_init(cuabi_param_type * opts, unsigned int version);
 cuabi_status cuabi_argpack_create(cuabi_argpack ** out, const char * signature);
 cuabi_status cuabi_argpack_create_from_types(cuabi_argpack ** out, const cuabi_arg_type * types, size_t count);
 cuabi_status cuabi_argpack_create_from_sizes(cuabi_argpack ** out, const size_t * sizes, const size_t * offsets, size_t count);
@@ -565,6 +576,8 @@ cuabi_status cuabi_argpack_set_blob(cuabi_argpack * pack, const void * blob, siz
 cuabi_status cuabi_argpack_blob_pointer(void ** out, cuabi_argpack * pack);
 cuabi_status cuabi_argpack_check_kernel(cuabi_argpack * pack, cuabi_kernel * kernel);
 cuabi_status cuabi_argpack_create_for_kernel(cuabi_argpack ** out, cuabi_kernel * kernel);
+cuabi_status cuabi_kernel_param_type(cuabi_param_type * out, cuabi_kernel * kernel, size_t index);
+cuabi_status cuabi_kernel_signature(const char ** out, cuabi_kernel * kernel);
 cuabi_status cuabi_prepared_retain(cuabi_prepared * handle);
 cuabi_status cuabi_prepared_release(cuabi_prepared * handle);
 cuabi_status cuabi_launch_attributes_init(cuabi_launch_attributes * opts, unsigned int version);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes as C
 import dataclasses
 import os
+from collections import namedtuple
 from types import SimpleNamespace
 
 from . import _callbacks, _capi
@@ -41,12 +42,59 @@ def _text(ptr) -> str:
     return ptr.decode("utf-8", "replace") if ptr else ""
 
 
+# cuda.core's ProgramOptions spellings accepted beside cuabi's own: alias ->
+# (cuabi field, how the value becomes that field's value).
+def _as_list(v):
+    return [] if v is None else [v] if isinstance(v, (str, tuple)) else list(v)
+
+
+def _macros(v):
+    out = []
+    for m in _as_list(v):
+        out.append(m if isinstance(m, str) else f"{m[0]}={m[1]}")
+    return out
+
+
+_ALIASES = {
+    "relocatable_device_code": ("relocatable", bool),
+    "lineinfo": ("line_info", bool),
+    "link_time_optimization": ("lto", bool),
+    "use_fast_math": ("fast_math", bool),
+    "define_macro": ("defines", _macros),
+    "include_path": ("include_paths", _as_list),
+}
+# cuda.core options without a cuabi field: NVRTC command-line options.
+_FLAG_OPTIONS = {
+    "max_register_count": lambda v: [f"--maxrregcount={int(v)}"],
+    "ftz": lambda v: [f"--ftz={'true' if v else 'false'}"],
+    "prec_sqrt": lambda v: [f"--prec-sqrt={'true' if v else 'false'}"],
+    "prec_div": lambda v: [f"--prec-div={'true' if v else 'false'}"],
+    "fma": lambda v: [f"--fmad={'true' if v else 'false'}"],
+    "device_code_optimize": lambda v: [f"--dopt={'on' if v else 'off'}"],
+    "ptxas_options": lambda v: [f"--ptxas-options={o}" for o in _as_list(v)],
+    "undefine_macro": lambda v: [f"--undefine-macro={m}" for m in _as_list(v)],
+    "pre_include": lambda v: [f"--pre-include={h}" for h in _as_list(v)],
+    "disable_warnings": lambda v: ["--disable-warnings"] if v else [],
+    "restrict": lambda v: ["--restrict"] if v else [],
+    "extra_device_vectorization": lambda v: ["--extra-device-vectorization"] if v else [],
+    "device_int128": lambda v: ["--device-int128"] if v else [],
+}
+
+
 @dataclasses.dataclass
 class ProgramOptions:
     """Options of Program.compile(); None/False fields keep the library's
     defaults. `arch` like "sm_90" (None: the current device's, or NVRTC's
     default); `output` "cubin", "ptx" or "ltoir"; `defines` a list of
-    "NAME=VALUE" or a dict; `headers` a dict of name -> content."""
+    "NAME=VALUE" or a dict; `headers` a dict of name -> content.
+
+    cuda.core's names are accepted too (docs/python.md): name,
+    relocatable_device_code, lineinfo, link_time_optimization, use_fast_math,
+    define_macro (str, (name, value) or a list of them), include_path (str
+    or list), max_register_count, ftz, prec_sqrt, prec_div, fma,
+    device_code_optimize, ptxas_options, undefine_macro, pre_include,
+    disable_warnings, restrict, extra_device_vectorization, device_int128.
+    Giving both an alias and cuabi's own field raises ValueError."""
     arch: str | None = None
     output: str = "cubin"
     std: str | None = None
@@ -62,6 +110,48 @@ class ProgramOptions:
     name_expressions: list = dataclasses.field(default_factory=list)
     extra_options: list = dataclasses.field(default_factory=list)
     cache: bool = True
+    # cuda.core spellings (aliases); None: not given
+    name: str | None = None
+    relocatable_device_code: bool | None = None
+    lineinfo: bool | None = None
+    link_time_optimization: bool | None = None
+    use_fast_math: bool | None = None
+    define_macro: object = None
+    include_path: object = None
+    max_register_count: int | None = None
+    ftz: bool | None = None
+    prec_sqrt: bool | None = None
+    prec_div: bool | None = None
+    fma: bool | None = None
+    device_code_optimize: bool | None = None
+    ptxas_options: object = None
+    undefine_macro: object = None
+    pre_include: object = None
+    disable_warnings: bool | None = None
+    restrict: bool | None = None
+    extra_device_vectorization: bool | None = None
+    device_int128: bool | None = None
+
+    def __post_init__(self):
+        defaults = {f.name: (f.default if f.default is not dataclasses.MISSING
+                             else f.default_factory()) for f in dataclasses.fields(self)}
+        for alias, (field, conv) in _ALIASES.items():
+            v = getattr(self, alias)
+            if v is None:
+                continue
+            if getattr(self, field) != defaults[field]:
+                raise ValueError(f"ProgramOptions: give {alias} (cuda.core's name) or {field}, "
+                                 "not both")
+            setattr(self, field, conv(v))
+            setattr(self, alias, None)
+        extra = []
+        for opt, make in _FLAG_OPTIONS.items():
+            v = getattr(self, opt)
+            if v is not None:
+                extra += make(v)
+                setattr(self, opt, None)
+        if extra:
+            self.extra_options = list(self.extra_options) + extra
 
     def _to_c(self):
         keep = []
@@ -102,6 +192,33 @@ class ObjectCode(Handle):
         return cls._wrap(call("cuabi_objcode_from_file", globals()["code_type"](code_type),
                               os.fsencode(path)))
 
+    @classmethod
+    def _from_module(cls, module, kind, name, symbol_mapping):
+        """cuda.core's from_cubin/from_ptx/...: bytes, or a path (str or
+        PathLike); symbol_mapping maps name expressions to lowered names."""
+        if isinstance(module, (str, os.PathLike)):
+            obj = cls.from_file(module, kind)
+        else:
+            obj = cls.from_bytes(module, kind, name=name or f"<{kind}>")
+        obj._symbols = dict(symbol_mapping or {})
+        return obj
+
+    @classmethod
+    def from_cubin(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        return cls._from_module(module, "cubin", name, symbol_mapping)
+
+    @classmethod
+    def from_ptx(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        return cls._from_module(module, "ptx", name, symbol_mapping)
+
+    @classmethod
+    def from_ltoir(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        return cls._from_module(module, "ltoir", name, symbol_mapping)
+
+    @classmethod
+    def from_fatbin(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        return cls._from_module(module, "fatbin", name, symbol_mapping)
+
     @property
     def code_type(self) -> str:
         return _CODE_NAMES.get(call("cuabi_objcode_code_type", self), "?")
@@ -121,7 +238,10 @@ class ObjectCode(Handle):
         return self
 
     def get_kernel(self, name: str) -> "Kernel":
-        """A kernel by entry name or registered name expression."""
+        """A kernel by entry name or registered name expression (spaces
+        inside template arguments do not matter: "t<float,4>" finds
+        "t<float, 4>")."""
+        name = getattr(self, "_symbols", {}).get(name, name)
         return Kernel._wrap(call("cuabi_objcode_get_kernel", self, name.encode()))
 
     __getitem__ = get_kernel
@@ -144,6 +264,47 @@ def _resources(r) -> SimpleNamespace:
     d = struct_to_dict(r)
     d.pop("version", None)
     return SimpleNamespace(**d)
+
+
+ParamInfo = namedtuple("ParamInfo", "offset size")
+ParamType = namedtuple("ParamType", "kind size offset source type_name")
+_SOURCES = {0: "unknown", 1: "name", 2: "ptx"}
+
+
+def _attribute(index, kind=int, doc=""):
+    def get(self):
+        return kind(self._kernel.attribute(index, self._device))
+    return property(get, doc=doc)
+
+
+class KernelAttributes:
+    """A kernel's CUfunction attributes on one device, read from the driver
+    at each access (cuda.core's KernelAttributes names)."""
+
+    __slots__ = ("_kernel", "_device")
+
+    def __init__(self, kernel, device):
+        self._kernel, self._device = kernel, device
+
+    def __getitem__(self, device) -> "KernelAttributes":
+        return KernelAttributes(self._kernel, device)
+
+    max_threads_per_block = _attribute(0)
+    shared_size_bytes = _attribute(1)
+    const_size_bytes = _attribute(2)
+    local_size_bytes = _attribute(3)
+    num_regs = _attribute(4)
+    ptx_version = _attribute(5)
+    binary_version = _attribute(6)
+    cache_mode_ca = _attribute(7, bool)
+    max_dynamic_shared_size_bytes = _attribute(8)
+    preferred_shared_memory_carveout = _attribute(9)
+    cluster_size_must_be_set = _attribute(10, bool)
+    required_cluster_width = _attribute(11)
+    required_cluster_height = _attribute(12)
+    required_cluster_depth = _attribute(13)
+    non_portable_cluster_size_allowed = _attribute(14, bool)
+    cluster_scheduling_policy_preference = _attribute(15)
 
 
 class Kernel(Handle):
@@ -184,6 +345,38 @@ class Kernel(Handle):
         return self._params
 
     @property
+    def num_arguments(self) -> int:
+        """Number of parameters (cuda.core's name)."""
+        return len(self.param_info)
+
+    @property
+    def arguments_info(self) -> list["ParamInfo"]:
+        """ParamInfo(offset, size) of each parameter (cuda.core's name)."""
+        return [ParamInfo(o, s) for o, s in self.param_info]
+
+    @property
+    def param_types(self) -> list["ParamType"]:
+        """What is known of each parameter's type: ParamType(kind, size,
+        offset, source, type_name). kind is the argument-pack slot kind
+        ("i32", "f32", "ptr", "struct" for float4, "integer"/"intptr" from
+        PTX, "raw" when unknown); source "name" (the C++ mangled name),
+        "ptx" or "unknown"; type_name as the source spells it."""
+        from ._argpack import _KIND_NAMES, kernel_param_types
+        return [ParamType(_KIND_NAMES.get(k, "?"), size, off, _SOURCES.get(src, "?"), name)
+                for k, size, off, src, name in kernel_param_types(self)]
+
+    @property
+    def signature(self) -> str:
+        """The parameter types joined with ", " ("?" where unknown)."""
+        return _text(call("cuabi_kernel_signature", self))
+
+    @property
+    def attributes(self) -> "KernelAttributes":
+        """The kernel's attributes on device 0 (cuda.core's names);
+        kernel.attributes[device] for another device."""
+        return KernelAttributes(self, None)
+
+    @property
     def resources(self) -> SimpleNamespace:
         r = new_struct(_capi.cuabi_kernel_resources)
         lib.cuabi_kernel_get_resources(C.byref(r), self)
@@ -199,26 +392,63 @@ class Kernel(Handle):
 
 
 class Program(Handle):
-    """Source code to compile: Program(source, code_type="c++")."""
+    """Source code to compile: Program(source, code_type="c++", name), or as
+    cuda.core writes it, Program(code, code_type, options=ProgramOptions(...))
+    (the options, and their name, become the defaults of compile())."""
 
     _ctype = "cuabi_program"
 
-    def __init__(self, source, code_type="c++", name: str = "program.cu"):
+    def __init__(self, source, code_type="c++", name=None, options=None):
+        if isinstance(name, ProgramOptions):       # cuda.core: the third is options
+            if options is not None:
+                raise TypeError("Program: options given twice")
+            name, options = None, name
+        if options is not None and not isinstance(options, ProgramOptions):
+            raise TypeError(f"Program: options must be a ProgramOptions, not "
+                            f"{type(options).__name__}")
+        kind = globals()["code_type"](code_type)
+        if name is None:
+            name = (options.name if options is not None and options.name else
+                    "program.ptx" if kind == 2 else "program.cu")
         src = _s(source)
-        Handle.__init__(self, call("cuabi_program_create", globals()["code_type"](code_type),
-                                   src, len(src), name.encode()))
+        Handle.__init__(self, call("cuabi_program_create", kind, src, len(src), name.encode()))
+        self._options = options
 
-    def compile(self, options: ProgramOptions | None = None, **kw) -> ObjectCode:
+    def compile(self, target_type=None, name_expressions=None, logs=None, *,
+                options: ProgramOptions | None = None, **kw) -> ObjectCode:
         """Compile (or fetch from the cache). Keywords are ProgramOptions
         fields, e.g. compile(arch="sm_90", name_expressions=["k<float>"]).
+        cuda.core's form works too: compile("cubin", name_expressions=[...],
+        logs=sys.stderr) — target_type is the output ("cubin", "ptx",
+        "ltoir"), logs an object with write() that gets the compile log.
         A compile error raises CompileError whose .log holds NVRTC's messages."""
-        if options is None:
-            options = ProgramOptions(**kw)
-        elif kw:
-            options = dataclasses.replace(options, **kw)
+        if isinstance(target_type, ProgramOptions):  # compile(options) as before
+            if options is not None:
+                raise TypeError("compile: options given twice")
+            options, target_type = target_type, None
+        if target_type is not None:
+            if not isinstance(target_type, str):
+                raise TypeError(f"compile: target_type must be \"cubin\", \"ptx\" or "
+                                f"\"ltoir\", not {type(target_type).__name__}")
+            if "output" in kw:
+                raise TypeError("compile: target_type and output= both given")
+            kw["output"] = target_type
+        if name_expressions is not None:
+            kw["name_expressions"] = list(name_expressions)
+        base = options if options is not None else self._options
+        fields = {f.name for f in dataclasses.fields(ProgramOptions)}
+        unknown = sorted(set(kw) - fields)
+        if unknown:
+            raise TypeError(f"compile: unknown option{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(unknown)} (see ProgramOptions)")
+        options = ProgramOptions(**kw) if base is None else dataclasses.replace(base, **kw)
         opts, keep = options._to_c()
-        out = call("cuabi_program_compile", self, C.byref(opts))
-        del keep
+        try:
+            out = call("cuabi_program_compile", self, C.byref(opts))
+        finally:
+            del keep
+            if logs is not None:
+                logs.write(self.log)
         return ObjectCode._wrap(out)
 
     @property

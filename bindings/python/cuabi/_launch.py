@@ -4,11 +4,9 @@ from __future__ import annotations
 import ctypes as C
 
 from . import _capi
-import struct
 from functools import partial
-from operator import attrgetter, methodcaller
 
-from ._argpack import ArgPack, Packer, device_pointer, is_array_like, is_scalar
+from ._argpack import ArgPack, Packer, device_pointer
 from ._core import Stream, _as_device
 from ._handle import Handle
 from ._lib import call, hot, lib, new_struct, raise_last
@@ -71,8 +69,10 @@ class LaunchConfig:
     programmatic_event_trigger_at_block_start), launch_completion_event,
     priority, access_policy_window, preferred_cluster,
     cluster_scheduling_policy, mem_sync_domain, mem_sync_domain_map,
-    preferred_shared_memory_carveout, nvlink_util_centric_scheduling. The C
-    structs are built once and reused; the config keeps its events alive."""
+    preferred_shared_memory_carveout, nvlink_util_centric_scheduling.
+    cuda.core's keywords shmem_size= and cooperative_launch= are accepted
+    too. The C structs are built once and reused; the config keeps its
+    events alive."""
 
     __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p",
                  "programmatic_stream_serialization", "programmatic_event",
@@ -82,7 +82,8 @@ class LaunchConfig:
                  "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a")
 
     def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
-                 cooperative: bool = False, *,
+                 cooperative: bool = False, *, shmem_size: int | None = None,
+                 cooperative_launch: bool | None = None,
                  programmatic_stream_serialization: bool = False,
                  programmatic_event=None,
                  programmatic_event_trigger_at_block_start: bool = False,
@@ -95,6 +96,14 @@ class LaunchConfig:
                  mem_sync_domain_map=None,
                  preferred_shared_memory_carveout: int | None = None,
                  nvlink_util_centric_scheduling: bool = False):
+        if shmem_size is not None:
+            if shared_mem:
+                raise ValueError("LaunchConfig: give shared_mem or shmem_size, not both")
+            shared_mem = shmem_size
+        if cooperative_launch is not None:
+            if cooperative:
+                raise ValueError("LaunchConfig: give cooperative or cooperative_launch, not both")
+            cooperative = cooperative_launch
         self.grid, self.block = _dim3(grid), _dim3(block)
         self.cluster = _dim3(cluster) if cluster else (0, 0, 0)
         self.shared_mem, self.cooperative = shared_mem, cooperative
@@ -169,6 +178,16 @@ class LaunchConfig:
         c.stream = None if stream is None else stream.handle
         return c
 
+    @property
+    def shmem_size(self) -> int:
+        """cuda.core's name of shared_mem."""
+        return self.shared_mem
+
+    @property
+    def cooperative_launch(self) -> bool:
+        """cuda.core's name of cooperative."""
+        return self.cooperative
+
     def __repr__(self):
         extra = "".join(f", {n}={getattr(self, n)!r}" for n in (
             "programmatic_stream_serialization", "priority", "access_policy_window",
@@ -180,105 +199,24 @@ class LaunchConfig:
 _launch, _ptr = hot("cuabi_launch")
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
-# Raw-slot formats by size for the typed packers of plain launches.
-_INT_FMT = {1: "b", 2: "h", 4: "i", 8: "q"}
-_FLOAT_FMT = {2: "e", 4: "f", 8: "d"}
-_NP_FMT = {("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q",
-           ("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q",
-           ("f", 2): "e", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
+class _PlainLaunch(Packer):
+    """Per kernel: one pack made for it (typed slots from its name or PTX,
+    cuabi_argpack_create_for_kernel), packed in place
+    (cuabi_argpack_blob_pointer) by the Packer's per-argument-types
+    functions, so a plain launch is Python packing plus one C call."""
 
-
-def _pointer_getter(t):
-    """The fastest address getter for arguments of array-like type t."""
-    if getattr(t, "_cuabi_pointer_", False):
-        return attrgetter("ptr")
-    if callable(getattr(t, "data_ptr", None)) and not hasattr(t, "__cuda_array_interface__"):
-        return methodcaller("data_ptr")
-    return device_pointer
-
-
-def _slot_format(size, value):
-    """(struct format, converter or None) for one raw slot and an argument
-    like `value`; None when only the generic packer knows (then it is used)."""
-    t = type(value)
-    if is_array_like(value):
-        if size != 8:
-            return None
-        return "Q", _pointer_getter(t)
-    if t is float:
-        f = _FLOAT_FMT.get(size)
-        return (f, None) if f else None
-    if t is int or t is bool:
-        f = _INT_FMT.get(size)                  # signed; unsigned-only values take
-        return (f, None) if f else None         # the generic path on struct.error
-    dt = getattr(value, "dtype", None)
-    if dt is not None and is_scalar(value) and dt.itemsize == size:
-        f = _NP_FMT.get((dt.kind, size))
-        return (f, None) if f else None
-    return None
-
-
-class _PlainLaunch:
-    """Per kernel: one pack made from its parameter info, packed in place
-    (cuabi_argpack_blob_pointer), and one packer per tuple of argument types,
-    so a plain launch is Python packing plus one C call (cuabi_launch)."""
-
-    __slots__ = ("pack", "mem", "slots", "generic", "packers", "k", "p", "last")
+    __slots__ = ("argpack", "k", "p")
 
     def __init__(self, kernel):
-        self.pack = ArgPack.for_kernel(kernel)
-        size = self.pack.blob_size
-        self.mem = (C.c_char * max(size, 1)).from_address(
-            call("cuabi_argpack_blob_pointer", self.pack))
-        self.slots = self.pack._packer.slots
-        self.generic = Packer(self.slots, size, target=self.mem).pack
-        self.packers = {}
-        self.last = self._first
-        self.k, self.p = _ptr(kernel.handle), _ptr(self.pack.handle)
-
-    @staticmethod
-    def _first(*args):
-        return False
-
-    def packer(self, args):
-        key = tuple(map(type, args))
-        fn = self.packers.get(key)
-        if fn is None:
-            fn = self.packers[key] = self._build(args)
-        return fn
-
-    def _build(self, args):
-        if len(args) != len(self.slots):
-            raise TypeError(f"the kernel takes {len(self.slots)} arguments, {len(args)} given")
-        fmt, pos, exprs, env = ["<"], 0, [], {}
-        for i, ((_kind, size, offset), a) in enumerate(zip(self.slots, args)):
-            sf = _slot_format(size, a)
-            if sf is None:
-                return self.generic
-            fmt.append("x" * (offset - pos) + sf[0])
-            if sf[1] is None:
-                exprs.append(f"a{i}")
-            else:
-                env[f"c{i}"] = sf[1]
-                exprs.append(f"c{i}(a{i})")
-            pos = offset + size
-        fmt.append("x" * (self.pack.blob_size - pos))
-        env.update(_pack_into=struct.Struct("".join(fmt)).pack_into, _mem=self.mem,
-                   _error=struct.error, _generic=self.generic)
-        params = ", ".join(f"a{i}" for i in range(len(args)))
-        # The guard lets launch() try the last packer without building a key.
-        guard = " or ".join(f"type(a{i}) is not _T{i}" for i in range(len(args))) or "False"
-        env.update({f"_T{i}": type(a) for i, a in enumerate(args)})
-        src = (f"def pack({params}):\n"
-               f"    if {guard}:\n"
-               f"        return False\n"
-               f"    try:\n"
-               f"        _pack_into(_mem, 0{''.join(', ' + e for e in exprs)})\n"
-               f"    except _error:\n"          # e.g. an unsigned value: the exact path
-               f"        _generic({params})\n"
-               f"    return True\n")
-        exec(src, env)
-        return env["pack"]
+        self.argpack = ArgPack.for_kernel(kernel)
+        src = self.argpack._packer
+        size = src.size
+        mem = (C.c_char * max(size, 1)).from_address(
+            call("cuabi_argpack_blob_pointer", self.argpack))
+        Packer.__init__(self, src.slots, size, target=mem,
+                        type_names=[s.type_name for s in src._slot_objs], what=src._what,
+                        vectors={s.index: s.vector for s in src._slot_objs if s.vector})
+        self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
 
 
 def _plain(kernel) -> _PlainLaunch:
@@ -291,14 +229,14 @@ def _plain(kernel) -> _PlainLaunch:
 
 
 def launch(stream, config: LaunchConfig, kernel, *args) -> None:
-    """Launch `kernel(*args)` on `stream` (a cuabi Stream, a foreign stream
-    or None for the legacy default stream). Arguments are packed in Python
-    straight into the kernel's pack; then one call into C. See docs/python.md
-    for what each parameter accepts."""
+    """Launch `kernel(*args)` on `stream`: a cuabi Stream, a foreign stream,
+    or None for the legacy default stream of the current device (the device
+    whose context is current on this thread, else the first the kernel was
+    loaded on, else device 0). Arguments are packed in Python straight into
+    the kernel's pack, typed as the kernel's name or PTX says (docs/launch.md
+    lists what each parameter kind takes); then one call into C."""
     pl = kernel._launch_cache.get("plain") or _plain(kernel)
-    if not pl.last(*args):       # other argument types than last time
-        pl.last = fn = pl.packer(args)
-        fn(*args)
+    pl.pack(*args)
     c = config._c
     if stream is None:
         if c.stream is not None:

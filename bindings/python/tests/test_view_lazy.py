@@ -62,7 +62,7 @@ def test_torch_and_cai_lazy_equal_materialised(torch, a):
 
 def test_lazy_kernel_argument_makes_no_c_view():
     from cuabi._argpack import device_pointer, is_array_like
-    from cuabi._launch import _pointer_getter
+    from cuabi._argpack import _pointer_getter
     a = np.arange(8, dtype=np.float32)[2:]
     v = cuabi.from_dlpack(a)
     assert is_array_like(v)

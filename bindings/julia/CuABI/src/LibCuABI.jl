@@ -2277,6 +2277,16 @@ const CUABI_ARG_HANDLE = cuabi_arg_kind(19)
 const CUABI_ARG_TENSORMAP = cuabi_arg_kind(20)
 const CUABI_ARG_STRUCT = cuabi_arg_kind(21)
 const CUABI_ARG_RAW = cuabi_arg_kind(22)
+const CUABI_ARG_INTEGER = cuabi_arg_kind(23)
+const CUABI_ARG_INTPTR = cuabi_arg_kind(24)
+
+"""
+Where a kernel parameter's type was learnt.
+"""
+const cuabi_param_source = Cint
+const CUABI_PARAM_UNKNOWN = cuabi_param_source(0)
+const CUABI_PARAM_FROM_NAME = cuabi_param_source(1)
+const CUABI_PARAM_FROM_PTX = cuabi_param_source(2)
 
 """
 One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
@@ -2308,6 +2318,21 @@ struct cuabi_arg_info
     member_count::Csize_t
 end
 const CUABI_ARG_INFO_VERSION = Cuint(1)
+
+"""
+What is known of one kernel parameter, filled by cuabi_kernel_param_type():
+its place in the parameter block and its type, as a cuabi_arg_kind and as
+its source spells it. Set `version` first (CUABI_PARAM_TYPE_INIT).
+"""
+struct cuabi_param_type
+    version::Cuint
+    kind::cuabi_arg_kind
+    size::Csize_t
+    offset::Csize_t
+    source::cuabi_param_source
+    type_name::Ptr{Cchar}
+end
+const CUABI_PARAM_TYPE_VERSION = Cuint(1)
 
 """
 cuabi_argpack_retain(handle)
@@ -2347,6 +2372,17 @@ Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_INF
 """
 function cuabi_arg_info_init(opts, version)
     ccall((:cuabi_arg_info_init, libcuabi), cuabi_status, (Ptr{cuabi_arg_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_param_type_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_PARAM_TYPE_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_param_type_init(opts, version)
+    ccall((:cuabi_param_type_init, libcuabi), cuabi_status, (Ptr{cuabi_param_type}, Cuint), opts, version)
 end
 
 """
@@ -2578,12 +2614,34 @@ end
 """
 cuabi_argpack_create_for_kernel(out, kernel)
 
-A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
+A pack with one slot per kernel parameter, sized and placed as the kernel's parameter info says, typed as cuabi_kernel_param_type says: exact kinds from a C++ kernel's mangled name (i32, f32, ptr, float4 as a struct, ...), integer / f32 / f64 / intptr from the PTX of an extern "C" kernel, and raw slots where nothing tells (a CUBIN from elsewhere, structs by value). The typed setters then refuse a float for an integer parameter and the reverse.
 
 - `out` [out, ownership transferred]
 """
 function cuabi_argpack_create_for_kernel(out, kernel)
     ccall((:cuabi_argpack_create_for_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_kernel}), out, kernel)
+end
+
+"""
+cuabi_kernel_param_type(out, kernel, index)
+
+The type of parameter `index`: from the mangled name of a C++ kernel (libiberty's demangler), else from the PTX declaration kept with code compiled from CUDA C++ or PTX, else unknown (size only). Works without a GPU wherever cuabi_kernel_param_info does.
+
+- `out` [inout] Its version field must be set.
+"""
+function cuabi_kernel_param_type(out, kernel, index)
+    ccall((:cuabi_kernel_param_type, libcuabi), cuabi_status, (Ptr{cuabi_param_type}, Ptr{cuabi_kernel}, Csize_t), out, kernel, index)
+end
+
+"""
+cuabi_kernel_signature(out, kernel)
+
+Every parameter's type name (cuabi_param_type.type_name) joined with ", ", "?" for an unknown one; "" for a kernel without parameters. Borrowed: valid while the kernel lives.
+
+- `out` [out]
+"""
+function cuabi_kernel_signature(out, kernel)
+    ccall((:cuabi_kernel_signature, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
 end
 
 
@@ -3312,6 +3370,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
+    ("cuabi_param_type", cuabi_param_type, ["version", "kind", "size", "offset", "source", "type_name"]),
     ("cuabi_launch_attributes", cuabi_launch_attributes, ["version", "preferred_cluster", "cluster_scheduling_policy", "programmatic_stream_serialization", "programmatic_event", "programmatic_event_trigger_at_block_start", "launch_completion_event", "priority", "access_policy_base", "access_policy_bytes", "access_policy_hit_ratio", "access_policy_hit_property", "access_policy_miss_property", "mem_sync_domain", "mem_sync_domain_map", "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling"]),
     ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device", "attributes"]),
     ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
@@ -3476,6 +3535,7 @@ const FUNCTIONS = [
     :cuabi_argpack_release,
     :cuabi_arg_type_init,
     :cuabi_arg_info_init,
+    :cuabi_param_type_init,
     :cuabi_argpack_create,
     :cuabi_argpack_create_from_types,
     :cuabi_argpack_create_from_sizes,
@@ -3499,6 +3559,8 @@ const FUNCTIONS = [
     :cuabi_argpack_blob_pointer,
     :cuabi_argpack_check_kernel,
     :cuabi_argpack_create_for_kernel,
+    :cuabi_kernel_param_type,
+    :cuabi_kernel_signature,
     :cuabi_prepared_retain,
     :cuabi_prepared_release,
     :cuabi_launch_attributes_init,

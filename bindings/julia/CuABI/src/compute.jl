@@ -74,6 +74,29 @@ function param_info(k::Kernel, i::Integer)
     check(L.cuabi_kernel_param_info(o, s, k, i))
     (Int(o[]), Int(s[]))
 end
+"""
+    param_types(k) -> Vector
+
+What is known of each parameter's type (`cuabi_kernel_param_type`): named
+tuples `(kind, size, offset, source, type_name)`, `kind` a `cuabi_arg_kind`
+(`CUABI_ARG_RAW` when unknown), `source` a `cuabi_param_source` (mangled
+name, PTX, or unknown), `type_name` as the source spells it.
+"""
+function param_types(k::Kernel)
+    map(0:param_count(k)-1) do i
+        t = Ref(_init(L.cuabi_param_type, L.cuabi_param_type_init, L.CUABI_PARAM_TYPE_VERSION))
+        check(L.cuabi_kernel_param_type(t, k, i))
+        r = t[]
+        (kind = r.kind, size = Int(r.size), offset = Int(r.offset), source = r.source,
+         type_name = GC.@preserve(k, _str(r.type_name)))
+    end
+end
+"The parameter types joined with \", \" (\"?\" where unknown)."
+function signature(k::Kernel)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_kernel_signature(p, k))
+    GC.@preserve k _str(p[])
+end
 function attribute(k::Kernel, d::Device, attr::Integer)
     v = Ref{Cint}(0)
     check(L.cuabi_kernel_attribute(v, k, d, attr))
@@ -390,8 +413,53 @@ Base.setindex!(p::ArgPack, v::View, slot::Integer) = check(L.cuabi_argpack_set_v
 "Check and launch `k` with the values in `pack`."
 launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch(k, pack, r)), c)
 launch_check(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch_check(k, pack, r)), c)
-"`launch(k, c, args...)`: a pack typed from the arguments."
-launch(k::Kernel, c::LaunchConfig, args...) = launch(k, ArgPack(args...), c)
+const _FLOAT_KINDS = (L.CUABI_ARG_F16, L.CUABI_ARG_BF16, L.CUABI_ARG_F32, L.CUABI_ARG_F64)
+
+# One argument into a slot of a kernel's typed pack, by docs/launch.md's
+# rules: an integer for a float parameter is converted when exact, a float
+# for a parameter of unknown type must have its size, and a refusal names
+# the argument and its type.
+function _store_checked!(p::ArgPack, slot::Integer, v, t)
+    what = isempty(t.type_name) ? "" : " ($(t.type_name))"
+    if t.kind in _FLOAT_KINDS && v isa Integer && !(v isa Bool)
+        f = Float64(v)
+        f == v || throw(ArgumentError("argument $slot$what: $v has no exact floating-point value"))
+        return check(L.cuabi_argpack_set_float(p, slot, f))
+    end
+    if t.kind == L.CUABI_ARG_RAW && v isa AbstractFloat && sizeof(v) != t.size
+        throw(ArgumentError("argument $slot$what: a $(typeof(v)) for a $(t.size)-byte parameter " *
+                            "of unknown type; pass a float of $(t.size) bytes"))
+    end
+    try
+        p[slot] = v
+    catch e
+        e isa CuABIError && e.status == L.CUABI_ERROR_ARGUMENT_MISMATCH || rethrow()
+        throw(ArgumentError("argument $slot$what: $(typeof(v)) refused: $(e.message)"))
+    end
+    nothing
+end
+
+"""
+    ArgPack(k::Kernel, args...)
+
+A pack typed from the kernel's own parameters (`param_types(k)`: its mangled
+name or PTX), filled from `args`: a float for an integer parameter is refused,
+naming the argument, instead of reinterpreting its bits.
+"""
+function ArgPack(k::Kernel, args...)
+    pack = _own(ArgPack, _create(out -> L.cuabi_argpack_create_for_kernel(out, k)))
+    types = param_types(k)
+    length(args) == length(types) ||
+        throw(ArgumentError("kernel $(name(k)) takes $(length(types)) arguments " *
+                            "($(signature(k))), $(length(args)) given"))
+    for (i, a) in enumerate(args)
+        _store_checked!(pack, i - 1, a, types[i])
+    end
+    pack
+end
+
+"`launch(k, c, args...)`: a pack typed from the kernel, filled from the arguments."
+launch(k::Kernel, c::LaunchConfig, args...) = launch(k, ArgPack(k, args...), c)
 
 "A kernel, pack and configuration bound once for repeated launches (`launch(p)`; `p.pack[slot] = v` between)."
 mutable struct PreparedLaunch <: Handle

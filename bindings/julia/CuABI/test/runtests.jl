@@ -189,6 +189,21 @@ end
         @test err isa CuABIError && err.status == L.CUABI_ERROR_COMPILE
         @test occursin("nope", err.log * err.message)
         @test_throws CuABIError code["missing"]
+        # issue 17: parameter types from the mangled name; a typed pack refuses
+        # a float for the int parameter instead of reinterpreting its bits
+        @test signature(k) == "float const*, int const*, float*, int"
+        t = param_types(k)
+        @test t[4].kind == L.CUABI_ARG_I32 && t[4].source == L.CUABI_PARAM_FROM_NAME
+        pk = ArgPack(k, DevicePtr(0), DevicePtr(0), DevicePtr(0), Int32(3))
+        @test reinterpret(Int32, pk[3])[1] == 3
+        @test_throws ArgumentError ArgPack(k, DevicePtr(0), DevicePtr(0), DevicePtr(0), 3.7)
+        @test_throws ArgumentError ArgPack(k, DevicePtr(0))
+        c = compile(Program("extern \"C\" __global__ void k(float *p, double a) {}"; name = "c.cu");
+                    arch = "sm_90")
+        kc = c["k"]
+        @test signature(kc) == ".u64, .f64"
+        pc = ArgPack(kc, DevicePtr(0), 2)            # an Int for a double: 2.0, exactly
+        @test reinterpret(Float64, pc[1])[1] == 2.0
     end
 
     @testset "link two LTO-IR units" begin

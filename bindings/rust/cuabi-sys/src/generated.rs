@@ -1662,6 +1662,10 @@ impl cuabi_arg_kind {
     pub const CUABI_ARG_STRUCT: cuabi_arg_kind = cuabi_arg_kind(21);
     /// Opaque bytes of a given size and alignment.
     pub const CUABI_ARG_RAW: cuabi_arg_kind = cuabi_arg_kind(22);
+    /// An integer of a given size (1, 2, 4 or 8 bytes) whose signedness is unknown: what a PTX .u8/.u16/.u32 parameter says (NVVM writes .u32 for int and unsigned alike). Takes every value that fits as signed or as unsigned; no floats.
+    pub const CUABI_ARG_INTEGER: cuabi_arg_kind = cuabi_arg_kind(23);
+    /// 8 bytes holding an integer or a device address: a PTX .u64 parameter (a pointer, long, size_t, ...). Takes integers as CUABI_ARG_INTEGER does, raw pointers, buffers and views; no floats.
+    pub const CUABI_ARG_INTPTR: cuabi_arg_kind = cuabi_arg_kind(24);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -1688,6 +1692,8 @@ impl cuabi_arg_kind {
             20 => Some("CUABI_ARG_TENSORMAP"),
             21 => Some("CUABI_ARG_STRUCT"),
             22 => Some("CUABI_ARG_RAW"),
+            23 => Some("CUABI_ARG_INTEGER"),
+            24 => Some("CUABI_ARG_INTPTR"),
             _ => None,
         }
     }
@@ -1725,6 +1731,44 @@ pub const CUABI_ARG_HANDLE: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_HANDLE;
 pub const CUABI_ARG_TENSORMAP: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_TENSORMAP;
 pub const CUABI_ARG_STRUCT: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_STRUCT;
 pub const CUABI_ARG_RAW: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_RAW;
+pub const CUABI_ARG_INTEGER: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_INTEGER;
+pub const CUABI_ARG_INTPTR: cuabi_arg_kind = cuabi_arg_kind::CUABI_ARG_INTPTR;
+
+/// Where a kernel parameter's type was learnt.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_param_source(pub i32);
+
+impl cuabi_param_source {
+    /// Nothing tells: only the size is known (a CUBIN from elsewhere with an extern "C" name). The argument pack slot is raw.
+    pub const CUABI_PARAM_UNKNOWN: cuabi_param_source = cuabi_param_source(0);
+    /// The C++ (Itanium-mangled) kernel name: the exact C++ type.
+    pub const CUABI_PARAM_FROM_NAME: cuabi_param_source = cuabi_param_source(1);
+    /// The PTX .entry declaration (kept with code compiled from CUDA C++ or PTX): integer, float, integer-or-pointer or bytes.
+    pub const CUABI_PARAM_FROM_PTX: cuabi_param_source = cuabi_param_source(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_PARAM_UNKNOWN"),
+            1 => Some("CUABI_PARAM_FROM_NAME"),
+            2 => Some("CUABI_PARAM_FROM_PTX"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_param_source {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_param_source({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_PARAM_UNKNOWN: cuabi_param_source = cuabi_param_source::CUABI_PARAM_UNKNOWN;
+pub const CUABI_PARAM_FROM_NAME: cuabi_param_source = cuabi_param_source::CUABI_PARAM_FROM_NAME;
+pub const CUABI_PARAM_FROM_PTX: cuabi_param_source = cuabi_param_source::CUABI_PARAM_FROM_PTX;
 
 /// One entry of a type-descriptor array (cuabi_argpack_create_from_types). The
 /// array lists the parameters in order; a CUABI_ARG_STRUCT entry is followed by
@@ -1739,7 +1783,7 @@ pub struct cuabi_arg_type {
     pub kind: cuabi_arg_kind,
     /// Alignment in bytes (a power of two); 0 for the kind's natural alignment. May only raise it.
     pub align: usize,
-    /// CUABI_ARG_RAW only: size in bytes.
+    /// CUABI_ARG_RAW: size in bytes; CUABI_ARG_INTEGER: 1, 2, 4 or 8; 0 for the other kinds.
     pub size: usize,
     /// CUABI_ARG_STRUCT only: number of direct members that follow.
     pub member_count: usize,
@@ -1788,6 +1832,36 @@ impl Default for cuabi_arg_info {
 /// Current version of cuabi_arg_info.
 pub const CUABI_ARG_INFO_VERSION: c_uint = 1;
 
+/// What is known of one kernel parameter, filled by cuabi_kernel_param_type():
+/// its place in the parameter block and its type, as a cuabi_arg_kind and as
+/// its source spells it. Set `version` first (CUABI_PARAM_TYPE_INIT).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_param_type {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The slot kind cuabi_argpack_create_for_kernel gives the parameter (CUABI_ARG_RAW when unknown; CUABI_ARG_STRUCT for CUDA vector types such as float4).
+    pub kind: cuabi_arg_kind,
+    /// Size in bytes (the kernel's parameter info).
+    pub size: usize,
+    /// Offset in the parameter block.
+    pub offset: usize,
+    /// Where the type was learnt.
+    pub source: cuabi_param_source,
+    /// The type as its source spells it: the C++ type ("const float *", "int", "float4", "Particle"), the PTX type (".u32", ".b8[16]"), or "" when unknown. Borrowed: valid while the kernel lives.
+    pub type_name: *const c_char,
+}
+
+impl Default for cuabi_param_type {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_param_type.
+pub const CUABI_PARAM_TYPE_VERSION: c_uint = 1;
+
 #[link(name = "cuabi")]
 unsafe extern "C" {
     /// Add a reference to a cuabi_argpack.
@@ -1798,6 +1872,8 @@ unsafe extern "C" {
     pub fn cuabi_arg_type_init(opts: *mut cuabi_arg_type, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARG_INFO_VERSION).
     pub fn cuabi_arg_info_init(opts: *mut cuabi_arg_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_PARAM_TYPE_VERSION).
+    pub fn cuabi_param_type_init(opts: *mut cuabi_param_type, version: c_uint) -> cuabi_status;
     /// Make a pack from a signature string, e.g. "ptr, i32, f32, struct{f32, f32, f32, i32}". Values start zeroed.
     pub fn cuabi_argpack_create(out: *mut *mut cuabi_argpack, signature: *const c_char) -> cuabi_status;
     /// Make a pack from an array of type descriptors (see cuabi_arg_type).
@@ -1840,8 +1916,12 @@ unsafe extern "C" {
     pub fn cuabi_argpack_blob_pointer(out: *mut *mut c_void, pack: *mut cuabi_argpack) -> cuabi_status;
     /// Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16).
     pub fn cuabi_argpack_check_kernel(pack: *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
-    /// A pack with one raw slot per kernel parameter, sized and placed as the kernel's parameter info says (fill them with cuabi_argpack_set_bytes or cuabi_argpack_set_blob).
+    /// A pack with one slot per kernel parameter, sized and placed as the kernel's parameter info says, typed as cuabi_kernel_param_type says: exact kinds from a C++ kernel's mangled name (i32, f32, ptr, float4 as a struct, ...), integer / f32 / f64 / intptr from the PTX of an extern "C" kernel, and raw slots where nothing tells (a CUBIN from elsewhere, structs by value). The typed setters then refuse a float for an integer parameter and the reverse.
     pub fn cuabi_argpack_create_for_kernel(out: *mut *mut cuabi_argpack, kernel: *mut cuabi_kernel) -> cuabi_status;
+    /// The type of parameter `index`: from the mangled name of a C++ kernel (libiberty's demangler), else from the PTX declaration kept with code compiled from CUDA C++ or PTX, else unknown (size only). Works without a GPU wherever cuabi_kernel_param_info does.
+    pub fn cuabi_kernel_param_type(out: *mut cuabi_param_type, kernel: *mut cuabi_kernel, index: usize) -> cuabi_status;
+    /// Every parameter's type name (cuabi_param_type.type_name) joined with ", ", "?" for an unknown one; "" for a kernel without parameters. Borrowed: valid while the kernel lives.
+    pub fn cuabi_kernel_signature(out: *mut *const c_char, kernel: *mut cuabi_kernel) -> cuabi_status;
 }
 
 // ---- module launch (api/launch.toml)
@@ -2034,7 +2114,7 @@ pub struct cuabi_launch_config {
     pub cooperative: c_int,
     /// Stream to launch on; NULL for the legacy default stream of `device`.
     pub stream: *mut cuabi_stream,
-    /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used).
+    /// Device for a launch with a NULL stream; ignored otherwise (the stream's device is used). With both NULL: the device whose context is current on the calling thread, else the first device the kernel was loaded on, else device 0 (kept for the process's life, as the CUDA runtime keeps its current device).
     pub device: *mut cuabi_device,
     /// Version 2: the other cuLaunchKernelEx attributes (PDL, events, priority, access policy, memory sync domains, preferred clusters, ...); NULL for none, which keeps the launch on its fastest path.
     pub attributes: *const cuabi_launch_attributes,
@@ -2699,6 +2779,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
+    ("cuabi_param_type", core::mem::size_of::<cuabi_param_type>(), &[("version", core::mem::offset_of!(cuabi_param_type, version)), ("kind", core::mem::offset_of!(cuabi_param_type, kind)), ("size", core::mem::offset_of!(cuabi_param_type, size)), ("offset", core::mem::offset_of!(cuabi_param_type, offset)), ("source", core::mem::offset_of!(cuabi_param_type, source)), ("type_name", core::mem::offset_of!(cuabi_param_type, type_name))]),
     ("cuabi_launch_attributes", core::mem::size_of::<cuabi_launch_attributes>(), &[("version", core::mem::offset_of!(cuabi_launch_attributes, version)), ("preferred_cluster", core::mem::offset_of!(cuabi_launch_attributes, preferred_cluster)), ("cluster_scheduling_policy", core::mem::offset_of!(cuabi_launch_attributes, cluster_scheduling_policy)), ("programmatic_stream_serialization", core::mem::offset_of!(cuabi_launch_attributes, programmatic_stream_serialization)), ("programmatic_event", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event)), ("programmatic_event_trigger_at_block_start", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event_trigger_at_block_start)), ("launch_completion_event", core::mem::offset_of!(cuabi_launch_attributes, launch_completion_event)), ("priority", core::mem::offset_of!(cuabi_launch_attributes, priority)), ("access_policy_base", core::mem::offset_of!(cuabi_launch_attributes, access_policy_base)), ("access_policy_bytes", core::mem::offset_of!(cuabi_launch_attributes, access_policy_bytes)), ("access_policy_hit_ratio", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_ratio)), ("access_policy_hit_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_property)), ("access_policy_miss_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_miss_property)), ("mem_sync_domain", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain)), ("mem_sync_domain_map", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain_map)), ("preferred_shared_memory_carveout", core::mem::offset_of!(cuabi_launch_attributes, preferred_shared_memory_carveout)), ("nvlink_util_centric_scheduling", core::mem::offset_of!(cuabi_launch_attributes, nvlink_util_centric_scheduling))]),
     ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device)), ("attributes", core::mem::offset_of!(cuabi_launch_config, attributes))]),
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
@@ -2865,6 +2946,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
         ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),
         ("cuabi_arg_info_init", cuabi_arg_info_init as *const () as usize),
+        ("cuabi_param_type_init", cuabi_param_type_init as *const () as usize),
         ("cuabi_argpack_create", cuabi_argpack_create as *const () as usize),
         ("cuabi_argpack_create_from_types", cuabi_argpack_create_from_types as *const () as usize),
         ("cuabi_argpack_create_from_sizes", cuabi_argpack_create_from_sizes as *const () as usize),
@@ -2888,6 +2970,8 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_argpack_blob_pointer", cuabi_argpack_blob_pointer as *const () as usize),
         ("cuabi_argpack_check_kernel", cuabi_argpack_check_kernel as *const () as usize),
         ("cuabi_argpack_create_for_kernel", cuabi_argpack_create_for_kernel as *const () as usize),
+        ("cuabi_kernel_param_type", cuabi_kernel_param_type as *const () as usize),
+        ("cuabi_kernel_signature", cuabi_kernel_signature as *const () as usize),
         ("cuabi_prepared_retain", cuabi_prepared_retain as *const () as usize),
         ("cuabi_prepared_release", cuabi_prepared_release as *const () as usize),
         ("cuabi_launch_attributes_init", cuabi_launch_attributes_init as *const () as usize),

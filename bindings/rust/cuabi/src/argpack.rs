@@ -51,15 +51,28 @@ int_arg! {
     bool => "bool", cuabi_argpack_set_uint, u64;
 }
 
+/// A float for a parameter of unknown type (a raw slot) must have the
+/// slot's size: an `f64` is not converted into 4 bytes that might be an
+/// `int` (docs/launch.md, "Values per slot kind").
+fn float_fits_raw(pack: &ArgPack, slot: usize, size: usize, what: &str) -> Result<()> {
+    if pack.slot_kind(slot)? == sys::CUABI_ARG_RAW && pack.slot_size(slot)? != size {
+        return Err(Error::argument_mismatch(format!(
+            "slot {slot}: an {what} for a {}-byte parameter of unknown type; pass a float of \
+             that size", pack.slot_size(slot)?)));
+    }
+    Ok(())
+}
 impl KernelArg for f32 {
     fn signature(&self) -> String { "f32".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        float_fits_raw(pack, slot, 4, "f32")?;
         check(unsafe { sys::cuabi_argpack_set_float(pack.as_raw(), slot, *self as f64) })
     }
 }
 impl KernelArg for f64 {
     fn signature(&self) -> String { "f64".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        float_fits_raw(pack, slot, 8, "f64")?;
         check(unsafe { sys::cuabi_argpack_set_float(pack.as_raw(), slot, *self) })
     }
 }
@@ -126,6 +139,14 @@ impl ArgPack {
         }
         let op = offsets.map_or(core::ptr::null(), |o| o.as_ptr());
         ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_from_sizes(out, sizes.as_ptr(), op, sizes.len()) })
+    }
+
+    /// A pack for `kernel`: one slot per parameter, typed as its mangled name
+    /// or PTX says (`Kernel::param_types`), raw where nothing does. The typed
+    /// setters then refuse a value of the wrong kind (an `f32` for an `int`
+    /// parameter) instead of reinterpreting its bits.
+    pub fn for_kernel(kernel: &crate::Kernel) -> Result<ArgPack> {
+        ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_for_kernel(out, kernel.as_raw()) })
     }
 
     /// Start a typed builder: `ArgPack::builder().arg(DevicePtr(p)).arg(n).build()`.

@@ -67,6 +67,11 @@ impl Error {
         Error::bare(sys::CUABI_ERROR_INVALID_ARGUMENT, message.into())
     }
 
+    /// A value the Rust layer refuses for a slot's kind.
+    pub(crate) fn argument_mismatch(message: impl Into<String>) -> Error {
+        Error::bare(sys::CUABI_ERROR_ARGUMENT_MISMATCH, message.into())
+    }
+
     pub(crate) fn internal(message: &str) -> Error {
         Error::bare(sys::CUABI_ERROR_INTERNAL, message.into())
     }

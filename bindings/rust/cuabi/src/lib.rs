@@ -51,7 +51,7 @@ pub use tensormap::{
 };
 pub use linker::{Linker, LinkerOptions};
 pub use memory::{Buffer, MemoryKind, MemoryResource, Pod};
-pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode};
+pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode, ParamType};
 pub use occupancy::{ArchLimits, BlockSize, OccupancyOptions, OccupancyResult};
 pub use program::{supported_archs, Program, ProgramOptions};
 pub use view::{DType, Element, ManagedTensor, ManagedTensorVersioned, View, ViewInfo, IS_COPIED, READ_ONLY};

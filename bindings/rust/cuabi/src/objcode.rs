@@ -102,7 +102,44 @@ impl ObjectCode {
     }
 }
 
+/// What is known of one kernel parameter (`cuabi_kernel_param_type`): its
+/// place in the parameter block and its type, learnt from the C++ mangled
+/// name, the PTX declaration, or nothing (`source`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamType {
+    /// The slot kind `ArgPack::for_kernel` gives it (`CUABI_ARG_RAW` when unknown).
+    pub kind: sys::cuabi_arg_kind,
+    pub size: usize,
+    pub offset: usize,
+    pub source: sys::cuabi_param_source,
+    /// The type as its source spells it ("float const*", ".u32"; "" when unknown).
+    pub type_name: String,
+}
+
 impl Kernel {
+    /// The type of parameter `index`, without a GPU where `param_info` works.
+    pub fn param_type(&self, index: usize) -> Result<ParamType> {
+        let mut t = core::mem::MaybeUninit::<sys::cuabi_param_type>::zeroed();
+        // SAFETY: the init function fills the struct; the library then fills it
+        // and type_name points into the kernel, which `self` keeps alive here.
+        unsafe {
+            check(sys::cuabi_param_type_init(t.as_mut_ptr(), sys::CUABI_PARAM_TYPE_VERSION))?;
+            check(sys::cuabi_kernel_param_type(t.as_mut_ptr(), self.as_raw(), index))?;
+            let t = t.assume_init();
+            Ok(ParamType { kind: t.kind, size: t.size, offset: t.offset, source: t.source,
+                           type_name: cstr(t.type_name) })
+        }
+    }
+    /// Every parameter's type.
+    pub fn param_types(&self) -> Result<Vec<ParamType>> {
+        (0..self.param_count()?).map(|i| self.param_type(i)).collect()
+    }
+    /// The parameter types joined with ", " ("?" where unknown).
+    pub fn signature(&self) -> Result<String> {
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_kernel_signature(&mut p, self.as_raw()) })?;
+        Ok(unsafe { cstr(p) })
+    }
     /// The (lowered) entry name.
     pub fn name(&self) -> Result<String> {
         let mut p = core::ptr::null();

@@ -63,3 +63,17 @@ fn items_and_sizes() {
     assert_eq!(p2.get_bytes(1).unwrap(), vec![9, 0, 0, 0]);
     assert!(ArgPack::from_sizes(&[8], Some(&[0, 8])).is_err());
 }
+
+/// A float for a raw slot (types unknown) must have the slot's size: an
+/// f64 is not silently narrowed into 4 bytes that may be an int (issue 17).
+#[test]
+fn floats_for_raw_slots_need_their_size() {
+    let mut pack = ArgPack::from_sizes(&[4, 8], None).unwrap();
+    pack.set(0, &1.5f32).unwrap();
+    pack.set(1, &2.5f64).unwrap();
+    let e = pack.set(0, &1.5f64).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_ARGUMENT_MISMATCH, "{e}");
+    assert!(e.message.contains("4-byte parameter of unknown type"), "{e}");
+    assert!(pack.set(1, &1.5f32).is_err());
+    pack.set(0, &7i32).unwrap();              // integers: range-checked by the library
+}

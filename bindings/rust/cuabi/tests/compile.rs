@@ -147,3 +147,34 @@ fn smem_closure_panic_is_resumed_not_unwound_into_c() {
     let msg = res.unwrap_err();
     assert_eq!(msg.downcast_ref::<&str>().copied(), Some("boom in smem"));
 }
+
+/// Issue 17: a kernel's parameter types come from its mangled name (C++)
+/// or its PTX (extern "C"); a pack made for the kernel refuses a float for an
+/// int parameter instead of reinterpreting the bits.
+#[test]
+fn kernel_param_types_and_typed_packs() {
+    let (_p, code) = segred();
+    let k = code.kernel("segred<float,256>").expect("spacing does not matter");
+    assert_eq!(k.signature().unwrap(), "float const*, int const*, float*, int");
+    let t = k.param_types().unwrap();
+    assert_eq!(t.len(), 4);
+    assert_eq!(t[0].kind, sys::CUABI_ARG_PTR);
+    assert_eq!(t[3].kind, sys::CUABI_ARG_I32);
+    assert_eq!(t[3].source, sys::CUABI_PARAM_FROM_NAME);
+    assert_eq!(t[3].type_name, "int");
+    let mut pack = cuabi::ArgPack::for_kernel(&k).unwrap();
+    pack.set(3, &7i32).unwrap();
+    let e = pack.set(3, &3.7f32).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_ARGUMENT_MISMATCH, "{e}");
+    assert!(e.message.contains("slot 3 is i32"), "{e}");
+
+    let mut p = Program::new(r#"extern "C" __global__ void k(float *p, int n, double a) {}"#, None).unwrap();
+    let code = p.compile(&ProgramOptions::new().arch("sm_90")).unwrap();
+    let k = code.kernel("k").unwrap();
+    assert_eq!(k.signature().unwrap(), ".u64, .u32, .f64");
+    assert_eq!(k.param_type(1).unwrap().source, sys::CUABI_PARAM_FROM_PTX);
+    let mut pack = cuabi::ArgPack::for_kernel(&k).unwrap();
+    pack.set(2, &2.0f64).unwrap();
+    assert!(pack.set(2, &2i64).is_err(), "an integer is not a double's bits");
+    assert!(k.param_type(3).is_err());
+}
