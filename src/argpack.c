@@ -509,48 +509,96 @@ static size_t offset_alignment(size_t offset, size_t size)
     return pow2_divisor_upto(offset, by_size > 16 ? by_size : 16);
 }
 
+/* A kernel's parameters sit in a constant bank at an address that is only
+ * 16-byte aligned on some GPUs (0x210 on sm_90), so a parameter aligned to
+ * 64 (a CUtensorMap) may start at offset 48, and every offset after it
+ * follows the C layout as if the list started at that base, not at 0.
+ * Whether `sizes` with `aligns` laid out from `base` give `offsets`: */
+static bool layout_at_base(const size_t *sizes, const size_t *aligns, size_t n, size_t base,
+                           const size_t *offsets)
+{
+    size_t end = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t a = aligns[i] ? aligns[i] : 1;
+        size_t off = (base + end + a - 1) / a * a - base;
+        if (off != offsets[i])
+            return false;
+        end = off + sizes[i];
+    }
+    return true;
+}
+
+/* The bank is 16-byte aligned: only parameters aligned to more than 16 can
+ * move with its base, and trying bases of 16 * k keeps every other
+ * alignment check as strict as from 0. */
+#define BANK_ALIGN 16
+#define BANK_SPAN 128
+
+/* The base (a multiple of BANK_ALIGN below BANK_SPAN) from which the layout
+ * gives `offsets`, or -1 when none does. */
+static int layout_base(const size_t *sizes, const size_t *aligns, size_t n, const size_t *offsets)
+{
+    for (int base = 0; base < BANK_SPAN; base += BANK_ALIGN)
+        if (layout_at_base(sizes, aligns, n, (size_t)base, offsets))
+            return base;
+    return -1;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_argpack_create_from_sizes(cuabi_argpack **out, const size_t *sizes,
                                                            const size_t *offsets, size_t count)
 {
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__CHECK_ARG(sizes || count == 0, "%s: sizes is NULL but count is %zu", __func__, count);
+    for (size_t i = 0; i < count; i++)
+        CUABI__CHECK_ARG(sizes[i], "%s: sizes[%zu] is 0", __func__, i);
     cuabi_arg_type *types = cuabi__calloc(count ? count : 1, sizeof *types);
-    if (!types)
+    size_t *aligns = cuabi__calloc(count ? count : 1, sizeof *aligns);
+    if (!types || !aligns) {
+        cuabi__free(types);
+        cuabi__free(aligns);
         return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    /* The offsets show the alignment the compiler used, seen from the base
+     * of the parameter bank (see layout_at_base); without offsets, guess
+     * the natural alignment of a scalar of each size. */
+    int base = -1;
+    for (int b = 0; offsets && b < BANK_SPAN && base < 0; b += BANK_ALIGN) {
+        for (size_t i = 0; i < count; i++)
+            aligns[i] = offset_alignment(offsets[i] + (size_t)b, sizes[i]);
+        if (layout_at_base(sizes, aligns, count, (size_t)b, offsets))
+            base = b;
+    }
     cuabi_status st = CUABI_SUCCESS;
+    if (offsets && base < 0) {
+        for (size_t i = 0; i < count; i++)
+            aligns[i] = offset_alignment(offsets[i], sizes[i]);
+        size_t bad = 0;
+        for (size_t end = 0; bad < count; bad++) {
+            size_t a = aligns[bad], off = (end + a - 1) / a * a;
+            if (off != offsets[bad])
+                break;
+            end = off + sizes[bad];
+        }
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                          "%s: offsets[%zu] = %zu does not follow the C layout of the sizes "
+                          "from any base of the parameter bank", __func__, bad < count ? bad : 0,
+                          offsets[bad < count ? bad : 0]);
+    }
     for (size_t i = 0; i < count && st == CUABI_SUCCESS; i++) {
         cuabi_arg_type t = CUABI_ARG_TYPE_INIT;
         t.kind = CUABI_ARG_RAW;
         t.size = sizes[i];
-        /* The offset shows the alignment the compiler used; without one,
-         * guess the natural alignment of a scalar of that size. */
-        t.align = offsets ? offset_alignment(offsets[i], sizes[i]) : pow2_divisor(sizes[i]);
+        t.align = offsets ? aligns[i] : pow2_divisor(sizes[i]);
         if (t.align > 8 && !offsets)
             t.align = 8;
-        if (sizes[i] == 0)
-            st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: sizes[%zu] is 0", __func__, i);
         types[i] = t;
     }
     if (st == CUABI_SUCCESS)
         st = pack_build(out, types, count, __func__);
     cuabi__free(types);
-    if (st != CUABI_SUCCESS || !offsets)
-        return st;
-    /* The offsets must be the ones the layout produced. */
-    cuabi__argpack *p;
-    CUABI__GET(p, *out, ARGPACK);
-    for (size_t i = 0; i < count; i++) {
-        if (p->items[p->slot_item[i]].offset != offsets[i]) {
-            size_t got = p->items[p->slot_item[i]].offset;
-            cuabi_argpack_release(*out);
-            *out = NULL;
-            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
-                                "%s: offsets[%zu] = %zu does not follow the C layout (expected %zu)",
-                                __func__, i, offsets[i], got);
-        }
-    }
-    return CUABI_SUCCESS;
+    cuabi__free(aligns);
+    return st;
 }
 
 /* A pack for a kernel: one slot per parameter, typed where the kernel's
@@ -1045,6 +1093,30 @@ cuabi_status cuabi__argpack_resolve_slow(cuabi__argpack *p, const char *caller)
     return CUABI_SUCCESS;
 }
 
+/* Whether the kernel's offsets are the pack's slots laid out from some base
+ * of the parameter bank (layout_at_base, layout_base): the values reach the
+ * kernel the same, since each slot goes through its own kernelParams
+ * pointer. */
+static bool layout_from_some_base(const cuabi__argpack *p, const size_t *offsets)
+{
+    size_t n = p->nslots, stack_sizes[16], stack_aligns[16];
+    size_t *sizes = n <= 16 ? stack_sizes : cuabi__malloc(n * sizeof *sizes);
+    size_t *aligns = n <= 16 ? stack_aligns : cuabi__malloc(n * sizeof *aligns);
+    bool ok = sizes && aligns;
+    for (size_t i = 0; ok && i < n; i++) {
+        sizes[i] = p->items[p->slot_item[i]].size;
+        aligns[i] = p->items[p->slot_item[i]].align;
+    }
+    ok = ok && layout_base(sizes, aligns, n, offsets) >= 0;
+    if (n > 16) {
+        cuabi__free(sizes);
+        cuabi__free(aligns);
+    }
+    if (!ok)
+        cuabi_error_clear();   /* an allocation failure only means "no" */
+    return ok;
+}
+
 cuabi_status cuabi__argpack_check_layout(const cuabi__argpack *p, size_t count,
                                          const size_t *offsets, const size_t *sizes,
                                          const char *caller)
@@ -1053,17 +1125,21 @@ cuabi_status cuabi__argpack_check_layout(const cuabi__argpack *p, size_t count,
         return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,
                             "%s: the kernel takes %zu parameter%s, the pack has %zu",
                             caller, count, count == 1 ? "" : "s", p->nslots);
+    size_t first_moved = count;
     for (size_t i = 0; i < count; i++) {
         const cuabi__arg_item *it = &p->items[p->slot_item[i]];
         if (it->size != sizes[i])
             return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,
                                 "%s: parameter %zu: the kernel expects %zu bytes, the pack gives "
                                 "%zu (%s)", caller, i, sizes[i], it->size, kind_name(it->kind));
-        if (offsets && it->offset != offsets[i])
-            return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,
-                                "%s: parameter %zu: the kernel expects offset %zu, the pack has "
-                                "%zu (check the alignment of the type)",
-                                caller, i, offsets[i], it->offset);
+        if (offsets && it->offset != offsets[i] && first_moved == count)
+            first_moved = i;
     }
-    return CUABI_SUCCESS;
+    if (first_moved == count || layout_from_some_base(p, offsets))
+        return CUABI_SUCCESS;
+    const cuabi__arg_item *it = &p->items[p->slot_item[first_moved]];
+    return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,
+                        "%s: parameter %zu: the kernel expects offset %zu, the pack has "
+                        "%zu (check the alignment of the type)",
+                        caller, first_moved, offsets[first_moved], it->offset);
 }

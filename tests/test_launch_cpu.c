@@ -430,6 +430,53 @@ START_TEST(check_uses_the_drivers_offsets)
 }
 END_TEST
 
+/* GPU run A (H100, sm_90): a kernel whose first parameter is a 64-aligned
+ * CUtensorMap reported it at offset 48 — the parameter bank starts at 0x210,
+ * 16 bytes past a 64-byte boundary — and every pack for it was refused. The
+ * layout from a base of 16 * k of the bank is accepted (each slot is passed
+ * through its own pointer, so the values arrive the same); alignments of 16
+ * or less still have to agree exactly. */
+static const size_t tma_params[][2] = { { 48, 128 }, { 176, 8 }, { 184, 4 }, { 188, 4 },
+                                        { 192, 8 }, { 0, 0 } };
+static const size_t int_tma_params[][2] = { { 0, 4 }, { 48, 128 }, { 0, 0 } };
+
+START_TEST(parameter_bank_base_of_64_aligned_parameters)
+{
+    cuabi_kernel *tma = driver_kernel(tma_params);
+    cuabi_argpack *typed, *raw, *wrong;
+    ck_assert_ok(cuabi_argpack_create(&typed, "tensormap, buffer, i32, i32, buffer"));
+    ck_assert_ok(cuabi_argpack_check_kernel(typed, tma));
+    ck_assert_ok(cuabi_argpack_create_for_kernel(&raw, tma));
+    ck_assert_ok(cuabi_argpack_check_kernel(raw, tma));
+    size_t align_of_first = 0;
+    cuabi_arg_info info = CUABI_ARG_INFO_INIT;
+    ck_assert_ok(cuabi_argpack_item(&info, raw, 0));
+    align_of_first = info.align;
+    ck_assert_uint_eq(align_of_first, 64);
+    /* an int declared 16-aligned moves; that is still caught */
+    ck_assert_ok(cuabi_argpack_create(&wrong, "tensormap, ptr, align(16) i32, i32, buffer"));
+    ck_assert_status(cuabi_argpack_check_kernel(wrong, tma), CUABI_ERROR_ARGUMENT_MISMATCH);
+    cuabi_argpack_release(typed);
+    cuabi_argpack_release(raw);
+    cuabi_argpack_release(wrong);
+    cuabi_kernel_release(tma);
+
+    tma = driver_kernel(int_tma_params);
+    ck_assert_ok(cuabi_argpack_create(&typed, "i32, tensormap"));
+    ck_assert_ok(cuabi_argpack_check_kernel(typed, tma));
+    ck_assert_ok(cuabi_argpack_create_for_kernel(&raw, tma));
+    ck_assert_ok(cuabi_argpack_check_kernel(raw, tma));
+    cuabi_argpack_release(typed);
+    cuabi_argpack_release(raw);
+    cuabi_kernel_release(tma);
+    /* offsets no base explains are refused, as before */
+    static const size_t sizes[] = { 4, 8 }, offsets[] = { 0, 12 };
+    ck_assert_status(cuabi_argpack_create_from_sizes(&raw, sizes, offsets, 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("does not follow the C layout");
+}
+END_TEST
+
 START_TEST(configuration_errors)
 {
     cuabi_argpack *p = add_pack();
@@ -1094,6 +1141,7 @@ int main(void)
     tcase_add_test(tc, cluster_and_cooperative_attributes);
     tcase_add_test(tc, argument_mismatch_launches_nothing);
     tcase_add_test(tc, check_uses_the_drivers_offsets);
+    tcase_add_test(tc, parameter_bank_base_of_64_aligned_parameters);
     tcase_add_test(tc, configuration_errors);
     tcase_add_test(tc, prepared_launches);
     tcase_add_test(tc, created_streams_skip_the_context_check);

@@ -83,6 +83,13 @@ fn programmatic_dependent_launch() {
     ps.set(1, &x.arg()).unwrap();
     ps.set(2, &y.arg()).unwrap();
     ps.set(3, &(N as i32)).unwrap();
+    // GPU run A: without this warm-up the first pair did not overlap. Lazy
+    // module loading loads each kernel at its first launch, which waits for
+    // the work before it; the C suite warms up with its PDL-off run.
+    launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)).unwrap();
+    launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream)).unwrap();
+    stream.synchronize().unwrap();
+    t.copy_from_host(0, &[0u64, 0]).unwrap();
     let attrs = LaunchAttributes { programmatic_stream_serialization: true, ..Default::default() };
     launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)).unwrap();
     launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream).attributes(&attrs)).unwrap();
