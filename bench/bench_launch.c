@@ -4,10 +4,11 @@
  *   prepared cuabi_prepared_launch(prepared),
  * on the legacy default stream (and again on a created stream, where no
  * current-context check is needed; plus raw with a cuCtxGetCurrent per
- * launch, what the legacy stream's check costs), interleaved in rounds. Each
- * row: the best round in microseconds per launch, its ratio to the best raw
- * round, and the median over rounds of the round's own ratio to raw.
- * Usage: bench_launch [launches per round (default 100000)] [rounds (11)].
+ * launch, what the legacy stream's check costs), in many short interleaved
+ * blocks. Each row: the best block in microseconds per launch, the mean, the
+ * best's ratio to the best raw block, and the median over blocks of each
+ * block's ratio to the raw launch on the same kind of stream in that block.
+ * Usage: bench_launch [launches per block (default 2000)] [blocks (301)].
  * Without a GPU it says so and exits 0. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -47,8 +48,10 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    long n = argc > 1 ? atol(argv[1]) : 100000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 11;
+    long n = argc > 1 ? atol(argv[1]) : 2000;
+    int blocks = argc > 2 ? atoi(argv[2]) : 301;
+    if (n < 1) n = 1;
+    if (blocks < 1) blocks = 1;
     int ndev = 0;
     if (cuabi_device_count(&ndev) != CUABI_SUCCESS || ndev == 0) {
         printf("bench_launch: no GPU (%s); nothing measured\n",
@@ -105,15 +108,19 @@ int main(int argc, char **argv)
     int in = 1000;
     float s = 2.0f;
     void *params[3] = { &p, &in, &s };
-    enum { MODES = 7 };
-    static double times[MODES][64];
-    if (rounds > 63) rounds = 63;
+    enum { MODES = 7, MAX_BLOCKS = 4096 };
+    static double times[MODES][MAX_BLOCKS];
+    if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
     static const char *names[MODES] = {
         "raw cuLaunchKernel", "cuabi_launch (pack)", "cuabi_prepared_launch",
         "raw cuCtxGetCurrent+launch", "raw, created stream", "cuabi_launch, created stream",
         "cuabi_prepared, created stream" };
-    for (int r = 0; r <= rounds; r++) {          /* round 0 warms up */
-        for (int m = 0; m < MODES; m++) {
+    /* Many short blocks, every mode once per block in a rotating order, the
+     * queue drained before each: the host's drift between blocks cancels in
+     * each block's ratio to raw (docs/PERFORMANCE.md). Block -1 warms up. */
+    for (int b = -1; b < blocks; b++) {
+        for (int j = 0; j < MODES; j++) {
+            int m = (j + (b < 0 ? 0 : b)) % MODES;
             if (m == 3 && !ctx_get) continue;
             ctx_sync();
             double t0 = now();
@@ -140,28 +147,29 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            ctx_sync();
-            if (r > 0)
-                times[m][r - 1] = (now() - t0) / (double)n * 1e6;
+            double us = (now() - t0) / (double)n * 1e6;
+            if (b >= 0)
+                times[m][b] = us;
         }
     }
-    /* Best round, and the median over rounds of each round's ratio to the raw
-     * launch on the same stream kind in that round (the host drifts between
-     * rounds; a paired ratio cancels most of it). */
-    printf("launch overhead, empty kernel k(float*, int, float), %ld launches x %d rounds\n",
-           n, rounds);
-    printf("  %-32s %9s %9s %12s\n", "", "best us", "x raw", "median ratio");
+    ctx_sync();
+    printf("launch overhead, empty kernel k(float*, int, float), %d interleaved blocks of %ld launches\n",
+           blocks, n);
+    printf("  %-32s %9s %9s %9s %12s\n", "", "best us", "mean us", "x raw", "median ratio");
+    static double ratio[MAX_BLOCKS];
     for (int m = 0; m < MODES; m++) {
         if (m == 3 && !ctx_get) continue;
         int base = m >= 4 ? 4 : 0;
-        double best = 1e30, best_raw = 1e30, ratio[64];
-        for (int r = 0; r < rounds; r++) {
-            if (times[m][r] < best) best = times[m][r];
-            if (times[base][r] < best_raw) best_raw = times[base][r];
-            ratio[r] = times[m][r] / times[base][r];
+        double best = 1e30, best_raw = 1e30, sum = 0;
+        for (int b = 0; b < blocks; b++) {
+            if (times[m][b] < best) best = times[m][b];
+            if (times[base][b] < best_raw) best_raw = times[base][b];
+            sum += times[m][b];
+            ratio[b] = times[m][b] / times[base][b];
         }
-        qsort(ratio, (size_t)rounds, sizeof ratio[0], cmp_double);
-        printf("  %-32s %9.3f %9.3f %12.3f\n", names[m], best, best / best_raw, ratio[rounds / 2]);
+        qsort(ratio, (size_t)blocks, sizeof ratio[0], cmp_double);
+        printf("  %-32s %9.3f %9.3f %9.3f %12.3f\n", names[m], best, sum / blocks, best / best_raw,
+               ratio[blocks / 2]);
     }
     cuabi_prepared_release(sprep);
     cuabi_stream_release(stream);
