@@ -9,6 +9,7 @@
  * driver call needs: the launch itself is a handle lookup, a context check
  * and the driver call. No launch allocates. */
 #include "argpack.h"
+#include "graph.h"
 #include "kernel.h"
 #include "occupancy.h"
 
@@ -304,6 +305,8 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     CUABI__TRY(cuabi__argpack_resolve(p, __func__));
+    if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
+        CUABI__TRY(cuabi__capture_keep_launch(t.cu_stream, k, p, __func__));
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
     cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
@@ -324,6 +327,22 @@ CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpac
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     return check_full(f, t.dev, config, drv, __func__);
+}
+
+/* Every check of cuabi_launch_check with errors naming `caller`, handing
+ * back the CUfunction and the device (graph kernel nodes, graph.h). */
+cuabi_status cuabi__launch_check_for(CUfunction *f, cuabi__device **dev, cuabi_kernel *kernel,
+                                     cuabi_argpack *pack, const cuabi_launch_config *config,
+                                     const char *caller)
+{
+    target t;
+    cuabi__kernel *k;
+    cuabi__argpack *p;
+    const cuabi__driver *drv;
+    CUABI__TRY(prepare_common(f, &t, &k, &p, kernel, pack, config, &drv, caller));
+    CUABI__TRY(check_full(*f, t.dev, config, drv, caller));
+    *dev = t.dev;
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ prepared launches */
@@ -398,6 +417,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
     CUABI__TRY(cuabi__argpack_resolve(pl->pack, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__device_activate(pl->device, drv));
+    if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
+        CUABI__TRY(cuabi__capture_keep_launch(pl->lc.hStream, pl->kernel, pl->pack, __func__));
     const char *entry;
     CUresult r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS))

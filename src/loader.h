@@ -72,7 +72,25 @@
     X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, 10020) \
     X(cuOccupancyMaxPotentialClusterSize, 11070) \
-    X(cuOccupancyMaxActiveClusters, 11070)
+    X(cuOccupancyMaxActiveClusters, 11070) \
+    /* graphs (issue 14): capture, nodes, edges, executables */ \
+    X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
+    X(cuStreamGetCaptureInfo, 12030) \
+    X(cuGraphCreate, 10000) X(cuGraphDestroy, 10000) \
+    X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000) X(cuGraphDestroyNode, 10000) \
+    X(cuGraphNodeGetDependencies, 12030) X(cuGraphNodeGetDependentNodes, 12030) \
+    X(cuGraphAddDependencies, 12030) X(cuGraphRemoveDependencies, 12030) \
+    X(cuGraphAddKernelNode, 12000) X(cuGraphKernelNodeGetParams, 12000) \
+    X(cuGraphKernelNodeSetParams, 12000) X(cuGraphKernelNodeSetAttribute, 11000) \
+    X(cuGraphAddMemcpyNode, 10000) X(cuGraphAddMemsetNode, 10000) \
+    X(cuGraphAddHostNode, 10000) X(cuGraphAddEmptyNode, 10000) \
+    X(cuGraphAddEventRecordNode, 11010) X(cuGraphAddEventWaitNode, 11010) \
+    X(cuGraphAddChildGraphNode, 10000) X(cuGraphAddNode, 12030) \
+    X(cuGraphConditionalHandleCreate, 12030) \
+    X(cuGraphDebugDotPrint, 11030) \
+    X(cuGraphInstantiateWithParams, 12000) X(cuGraphExecDestroy, 10000) \
+    X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010) \
+    X(cuGraphExecUpdate, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

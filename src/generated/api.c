@@ -31,6 +31,8 @@ const cuabi__status_info cuabi__status_table[] = {
     { CUABI_ERROR_NVJITLINK, "CUABI_ERROR_NVJITLINK", "an nvJitLink call failed; see nvjitlink_result in the last error" },
     { CUABI_ERROR_CALLBACK, "CUABI_ERROR_CALLBACK", "a user callback reported failure" },
     { CUABI_ERROR_INTERNAL, "CUABI_ERROR_INTERNAL", "internal error in cuabi (please report it)" },
+    { CUABI_ERROR_GRAPH_UPDATE, "CUABI_ERROR_GRAPH_UPDATE", "the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node" },
+    { CUABI_ERROR_STREAM_CAPTURE, "CUABI_ERROR_STREAM_CAPTURE", "not allowed while a stream is being captured, or the capture was invalidated by such a call" },
     { 0, NULL, NULL }
 };
 
@@ -48,6 +50,9 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_program",
     "cuabi_argpack",
     "cuabi_prepared",
+    "cuabi_graph",
+    "cuabi_graph_node",
+    "cuabi_graph_exec",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -265,6 +270,28 @@ CUABI_EXTERN(cuabi_status) cuabi_arch_limits_init(cuabi_arch_limits *opts, unsig
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_arch_limits_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_arch_limits", version, CUABI_ARCH_LIMITS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate_options_init(cuabi_graph_instantiate_options *opts, unsigned int version)
+{
+    static const cuabi_graph_instantiate_options defaults = CUABI_GRAPH_INSTANTIATE_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_graph_instantiate_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_graph_instantiate_options", version, CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_update_info_init(cuabi_graph_update_info *opts, unsigned int version)
+{
+    static const cuabi_graph_update_info defaults = CUABI_GRAPH_UPDATE_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_graph_update_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_graph_update_info", version, CUABI_GRAPH_UPDATE_INFO_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -510,6 +537,16 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_arch_limits", "reserved_shared_bytes_per_block", offsetof(cuabi_arch_limits, reserved_shared_bytes_per_block) },
     { "cuabi_arch_limits", "max_cluster_size", offsetof(cuabi_arch_limits, max_cluster_size) },
     { "cuabi_arch_limits", "max_cluster_size_nonportable", offsetof(cuabi_arch_limits, max_cluster_size_nonportable) },
+    { "cuabi_graph_instantiate_options", NULL, sizeof(cuabi_graph_instantiate_options) },
+    { "cuabi_graph_instantiate_options", "version", offsetof(cuabi_graph_instantiate_options, version) },
+    { "cuabi_graph_instantiate_options", "flags", offsetof(cuabi_graph_instantiate_options, flags) },
+    { "cuabi_graph_instantiate_options", "upload_stream", offsetof(cuabi_graph_instantiate_options, upload_stream) },
+    { "cuabi_graph_update_info", NULL, sizeof(cuabi_graph_update_info) },
+    { "cuabi_graph_update_info", "version", offsetof(cuabi_graph_update_info, version) },
+    { "cuabi_graph_update_info", "result", offsetof(cuabi_graph_update_info, result) },
+    { "cuabi_graph_update_info", "node_index", offsetof(cuabi_graph_update_info, node_index) },
+    { "cuabi_graph_update_info", "from_node_index", offsetof(cuabi_graph_update_info, from_node_index) },
+    { "cuabi_graph_update_info", "node_type", offsetof(cuabi_graph_update_info, node_type) },
     { NULL, NULL, 0 }
 };
 
@@ -650,5 +687,35 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_retain(cuabi_prepared *handle)
 CUABI_EXTERN(cuabi_status) cuabi_prepared_release(cuabi_prepared *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_PREPARED);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_retain(cuabi_graph *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_release(cuabi_graph *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_retain(cuabi_graph_node *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH_NODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_release(cuabi_graph_node *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH_NODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_exec_retain(cuabi_graph_exec *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH_EXEC);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_exec_release(cuabi_graph_exec *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH_EXEC);
 }
 

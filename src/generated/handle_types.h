@@ -17,7 +17,10 @@ typedef enum cuabi__handle_type {
     CUABI__T_PROGRAM = 10,
     CUABI__T_ARGPACK = 11,
     CUABI__T_PREPARED = 12,
-    CUABI__T_COUNT = 13
+    CUABI__T_GRAPH = 13,
+    CUABI__T_GRAPH_NODE = 14,
+    CUABI__T_GRAPH_EXEC = 15,
+    CUABI__T_COUNT = 16
 } cuabi__handle_type;
 
 #endif
