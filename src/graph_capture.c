@@ -308,7 +308,12 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
         char why[1024] = "";
         int cu = 0;
         if (st != CUABI_SUCCESS) {
-            snprintf(why, sizeof why, "%s", cuabi_last_error()->message);
+            /* The driver call's message, without our name a second time. */
+            const char *m = cuabi_last_error()->message;
+            size_t l = strlen(__func__);
+            if (strncmp(m, __func__, l) == 0 && m[l] == ':' && m[l + 1] == ' ')
+                m += l + 2;
+            snprintf(why, sizeof why, "%s", m);
             cu = cuabi_last_error()->cu_result;
         }
         if (cg && drv->cuGraphDestroy)
