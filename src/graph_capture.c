@@ -268,18 +268,27 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
     return CUABI_SUCCESS;
 }
 
-/* Take the record of capture `id` out of the list (NULL if not ours). */
-static capture *capture_take(cuuint64_t id)
+/* Take the record of capture `id` out of the list (NULL if not ours); with
+ * no id (the status query failed), the capture begun on `origin`. A record
+ * begun on another stream stays: *elsewhere then says so. */
+static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool *elsewhere)
 {
     pthread_mutex_lock(&captures_lock);
     capture *found = NULL;
-    for (capture **p = &captures; *p; p = &(*p)->next)
-        if ((*p)->id == id) {
-            found = *p;
-            *p = found->next;
-            atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
+    *elsewhere = false;
+    for (capture **p = &captures; *p; p = &(*p)->next) {
+        bool match = have_id ? (*p)->id == id : (*p)->stream->cu_stream == origin;
+        if (!match)
+            continue;
+        if ((*p)->stream->cu_stream != origin) {
+            *elsewhere = true;
             break;
         }
+        found = *p;
+        *p = found->next;
+        atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
+        break;
+    }
     pthread_mutex_unlock(&captures_lock);
     return found;
 }
@@ -293,12 +302,17 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
     CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
-    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &id, NULL, NULL,
-                         NULL, NULL));
-    CUABI__CHECK_ARG(status != CU_STREAM_CAPTURE_STATUS_NONE,
+    /* If even the status query fails, end what cuabi began on this stream:
+     * a capture must not outlive a failed end (it keeps objects alive). */
+    bool known = CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &id, NULL, NULL,
+                           NULL, NULL) == CUABI_SUCCESS;
+    CUABI__CHECK_ARG(!known || status != CU_STREAM_CAPTURE_STATUS_NONE,
                      "%s: the stream is not being captured (begin with "
                      "cuabi_graph_capture_begin)", __func__);
-    capture *c = capture_take(id);
+    bool elsewhere;
+    capture *c = capture_take(known, id, s->cu_stream, &elsewhere);
+    CUABI__CHECK_ARG(!elsewhere, "%s: the capture began on another stream; end it there (this "
+                     "stream joined it through an event)", __func__);
     CUgraph cg = NULL;
     cuabi_status st = CUABI__CU(drv, cuStreamEndCapture, s->cu_stream, &cg);
     bool invalidated = status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;

@@ -8,6 +8,7 @@
 #include "graph.h"
 #include "occupancy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ additions */
@@ -214,12 +215,20 @@ static cuabi_status set_node_attrs(CUgraphNode n, const cuabi__kernel_params *kp
     for (unsigned i = 0; i < kp->nattrs; i++) {
         cuabi_status st = CUABI__CU_IN(caller, drv, cuGraphKernelNodeSetAttribute, n,
                                        kp->attrs[i].id, &kp->attrs[i].value);
-        if (st != CUABI_SUCCESS)
-            return cuabi__error(st == CUABI_ERROR_ENTRY_POINT_NOT_FOUND ? st
-                                                                        : CUABI_ERROR_LAUNCH_CONFIG,
-                                "%s: the driver refused the %s attribute for a graph kernel "
-                                "node: %s", caller, attr_name(kp->attrs[i].id),
-                                cuabi_last_error()->message);
+        if (st != CUABI_SUCCESS) {
+            /* Name the attribute; keep the driver's status and code. */
+            char why[512];
+            const char *m = cuabi_last_error()->message;
+            size_t l = strlen(caller);
+            int cu = cuabi_last_error()->cu_result;
+            if (strncmp(m, caller, l) == 0 && m[l] == ':' && m[l + 1] == ' ')
+                m += l + 2;
+            snprintf(why, sizeof why, "%s", m);
+            st = cuabi__error(st, "%s: the driver refused the %s attribute for a graph kernel "
+                              "node: %s", caller, attr_name(kp->attrs[i].id), why);
+            cuabi__error_set_cu(cu);
+            return st;
+        }
     }
     return CUABI_SUCCESS;
 }

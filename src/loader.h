@@ -176,10 +176,16 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
 #define CUABI__CU_IN(caller, drv, fn, ...)                                    \
     (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
                                           memory_order_relaxed)) &&            \
-             cuabi__fault_fires(#fn)                                           \
-         ? cuabi__cu_check(cuabi__fault_result(), #fn, (caller))               \
-     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, (caller))     \
-                 : cuabi__missing_entry(#fn, (caller)))
+             cuabi__fault_fires(CUABI__FN_NAME(fn))                            \
+         ? cuabi__cu_check(cuabi__fault_result(), CUABI__FN_NAME(fn), (caller)) \
+     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), CUABI__FN_NAME(fn), \
+                                    (caller))                                  \
+                 : cuabi__missing_entry(CUABI__FN_NAME(fn), (caller)))
+/* An entry point's name as the table knows it: cuda.h maps some names to
+ * versioned ones (cuGraphAddKernelNode -> cuGraphAddKernelNode_v2); the
+ * indirection expands the mapping, so every call path (CUABI__CU,
+ * CUABI__CU_IN, CUABI__CU_RAW) reports the same name to fault injection. */
+#define CUABI__FN_NAME(fn) #fn
 
 /* The same for calls whose raw CUresult the caller inspects (or ignores, as
  * in destroy functions): returns the CUresult, with fault injection, and
@@ -187,7 +193,7 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
 #define CUABI__CU_RAW(drv, fn, ...)                                           \
     (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
                                           memory_order_relaxed)) &&            \
-             cuabi__fault_fires(#fn)                                           \
+             cuabi__fault_fires(CUABI__FN_NAME(fn))                            \
          ? cuabi__fault_result()                                               \
          : (drv)->fn(__VA_ARGS__))
 

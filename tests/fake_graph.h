@@ -580,13 +580,17 @@ static CUresult CUDAAPI fake_cuGraphConditionalHandleCreate(CUgraphConditionalHa
                                                             CUcontext ctx, unsigned dflt,
                                                             unsigned flags)
 {
-    if (!ctx || fake_nconds == 64 || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
-    fake_conds[fake_nconds].dflt = dflt;
-    fake_conds[fake_nconds].flags = flags;
-    fake_conds[fake_nconds].value = dflt;
-    fake_conds[fake_nconds].graph = g;
-    fake_conds[fake_nconds].used = false;
-    *h = (CUgraphConditionalHandle)++fake_nconds;
+    if (!ctx || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+    int i = 0; /* a slot whose graph is gone, else a new one */
+    while (i < fake_nconds && fake_conds[i].graph) i++;
+    if (i == 64) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (i == fake_nconds) fake_nconds++;
+    fake_conds[i].dflt = dflt;
+    fake_conds[i].flags = flags;
+    fake_conds[i].value = dflt;
+    fake_conds[i].graph = g;
+    fake_conds[i].used = false;
+    *h = (CUgraphConditionalHandle)(i + 1);
     return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI fake_cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
@@ -1061,6 +1065,21 @@ static CUresult CUDAAPI fake_cap_cuCtxSynchronize(void)
     if (fake_unsafe_call()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return fake_graph_next.cuCtxSynchronize();
 }
+/* A destroyed stream leaves its capture (the whole capture when it began
+ * there), so a later stream at the same address starts clean. */
+static CUresult CUDAAPI fake_cap_cuStreamDestroy(CUstream s)
+{
+    struct fake_member *m = fake_member_of(s);
+    if (m && m->session->origin == s) {
+        fake_session *ss = m->session;
+        fake_drop_members(ss);
+        fg_free(ss->graph);
+        free(ss);
+    } else if (m) {
+        *m = fake_members[--fake_nmembers];
+    }
+    return fake_graph_next.cuStreamDestroy(s);
+}
 static CUresult CUDAAPI fake_cuGraphLaunch(CUgraphExec e, CUstream s)
 {
     struct fake_member *m = fake_member_of(s);
@@ -1144,6 +1163,7 @@ static inline void fake_graph_install(void)
     d->cuStreamQuery = fake_cap_cuStreamQuery;
     d->cuMemcpy = fake_cap_cuMemcpy;
     d->cuCtxSynchronize = fake_cap_cuCtxSynchronize;
+    d->cuStreamDestroy = fake_cap_cuStreamDestroy;
     if (!d->cuFuncGetAttribute)
         d->cuFuncGetAttribute = fake_graph_cuFuncGetAttribute;
     if (!d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)

@@ -525,9 +525,11 @@ START_TEST(kernel_node_checks)
     ck_assert_uint_eq(fn->attrs[0].value.clusterDim.x, 2);
     cuabi_graph_node_release(n);
     cuabi__fault_arm("cuGraphKernelNodeSetAttribute", 1, false, CUDA_ERROR_INVALID_VALUE);
-    ck_assert_status(cuabi_graph_add_kernel(&n, g, NULL, 0, kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_status(cuabi_graph_add_kernel(&n, g, NULL, 0, kern, p, &c), CUABI_ERROR_CUDA);
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
-    ck_assert_error_mentions("cluster dimension");
+    ck_assert_error_mentions("refused the cluster dimension attribute");
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(n);
     ck_assert_uint_eq(node_count(g), 2);
     /* The graph keeps the kernel: it stays loaded after its handles go. */
     cuabi_kernel_release(kern);
