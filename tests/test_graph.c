@@ -9,6 +9,7 @@
 #include "testutil.h"
 #include "fake_graph.h"
 #include "graph.h"
+#include "graph_kernels.h"
 
 static cuabi_device *dev, *dev1;
 static cuabi_stream *stream, *stream1;
@@ -1361,6 +1362,48 @@ START_TEST(allocation_failures_leave_nothing)
 }
 END_TEST
 
+/* The GPU test's conditional kernel compiles here, without a GPU, both
+ * ways docs/graphs.md gives: whole-program with the one-line declaration,
+ * and relocatable LTO-IR linked by nvJitLink without it. */
+START_TEST(conditional_kernel_compiles_with_nvrtc)
+{
+    cuabi_program *prog;
+    cuabi_objcode *o, *lto, *linked;
+    cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+    opts.arch = "sm_90";
+    opts.cache = 0;
+    ck_assert_ok(cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, graph_kernels_src, 0, "g.cu"));
+    ck_assert_ok(cuabi_program_compile(&o, prog, &opts));
+    cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    ck_assert_ok(cuabi_objcode_kernel_resources(&r, o, "loop_body", "sm_90"));
+    const void *bytes;
+    size_t size;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &size, o));
+    ck_assert_ptr_nonnull(memmem(bytes, size, "cudaGraphSetConditional", 23));
+    cuabi_objcode_release(o);
+    cuabi_program_release(prog);
+    /* Relocatable: NVRTC declares the device runtime itself. */
+    const char *body = strstr(graph_kernels_src, "extern \"C\" __global__ void loop_body");
+    ck_assert_ptr_nonnull(body);
+    ck_assert_ok(cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, body, 0, "loop.cu"));
+    opts.output = CUABI_CODE_LTOIR;
+    opts.lto = opts.relocatable = 1;
+    ck_assert_ok(cuabi_program_compile(&lto, prog, &opts));
+    cuabi_linker *l;
+    cuabi_linker_options lo = CUABI_LINKER_OPTIONS_INIT;
+    lo.arch = "sm_90";
+    lo.lto = 1;
+    ck_assert_ok(cuabi_linker_create(&l, &lo));
+    ck_assert_ok(cuabi_linker_add_objcode(l, lto));
+    ck_assert_ok(cuabi_linker_complete(&linked, l, CUABI_CODE_CUBIN));
+    ck_assert_ok(cuabi_objcode_kernel_resources(&r, linked, "loop_body", "sm_90"));
+    cuabi_objcode_release(linked);
+    cuabi_linker_destroy(l);
+    cuabi_objcode_release(lto);
+    cuabi_program_release(prog);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("graph");
@@ -1391,6 +1434,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wrong_handles_everywhere);
     tcase_add_test(tc, threads_add_and_query);
     tcase_add_test(tc, allocation_failures_leave_nothing);
+    tcase_add_test(tc, conditional_kernel_compiles_with_nvrtc);
     suite_add_tcase(s, tc);
     return s;
 }
