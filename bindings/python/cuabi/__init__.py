@@ -29,6 +29,9 @@ if _has("cuabi_arch_limits_get"):
     from ._occupancy import arch_limits, known_archs  # noqa: F401
 if _has("cuabi_prepared_create"):
     from ._launch import LaunchConfig, PreparedLaunch, launch, prepare  # noqa: F401
+if _has("cuabi_graph_create"):
+    from ._graph import (CompleteOptions, Graph, GraphBuilder, GraphExec,  # noqa: F401
+                         GraphNode)
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
 

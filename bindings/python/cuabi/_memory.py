@@ -201,8 +201,9 @@ class Buffer(Handle):
         alive until the buffer and every view over it are gone."""
         k = _kind(kind)
         dev = None if (k == HOST and device is None) else _as_device(device)
-        if owner is None:
-            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size), None, None))
+        if owner is None:  # a NULL callback (ctypes refuses None for a function type)
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
+                                  _capi.cuabi_buffer_release_fn(), None))
         key = _callbacks.keep(owner)
         try:
             return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
