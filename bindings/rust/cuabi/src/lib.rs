@@ -38,9 +38,14 @@ mod program;
 pub mod cache;
 mod launch;
 pub mod occupancy;
+mod graph;
 
 pub use argpack::{BufferArg, ViewArg};
 pub use launch::{launch, launch_check, LaunchConfig, PreparedLaunch};
+pub use graph::{
+    CaptureMode, CaptureStatus, ConditionalType, Graph, GraphExec, GraphNode, GraphNodeKind,
+    InstantiateOptions, UpdateInfo,
+};
 pub use linker::{Linker, LinkerOptions};
 pub use memory::{Buffer, MemoryKind, MemoryResource, Pod};
 pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode};
