@@ -18,7 +18,11 @@ const L = LibCuABI
 export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
        synchronize, record, elapsed_ms, check_layouts,
        MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
-       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array
+       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array,
+       Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
+       update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,
+       add_event_record!, add_event_wait!, add_child!, add_while!, add_if!, add_switch!,
+       add_dependency!, remove_dependency!, conditional_handle, to_dot
 
 # ------------------------------------------------------------------ errors
 
@@ -364,5 +368,6 @@ end
 
 include("memory.jl")
 include("compute.jl")
+include("graph.jl")
 
 end # module CuABI
