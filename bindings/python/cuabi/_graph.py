@@ -598,6 +598,19 @@ class GraphExec(Handle):
 
 # ------------------------------------------------------------------ capture
 
+def _launch_captures() -> list:
+    from ._launch import _captures
+    return _captures
+
+
+def _forget_capture(keep) -> None:
+    caps = _launch_captures()
+    for i, k in enumerate(caps):
+        if k is keep:
+            del caps[i]
+            return
+
+
 class _Capture:
     """`with stream.capture(mode) as graph:` -- the graph is filled when the
     block ends; an exception inside the block ends the capture and makes no
@@ -611,9 +624,11 @@ class _Capture:
     def __enter__(self) -> Graph:
         lib.cuabi_graph_capture_begin(self._stream, self._mode)
         self.graph = Graph._placeholder(self._stream.device)
+        _launch_captures().append(self.graph._keep)
         return self.graph
 
     def __exit__(self, exc_type, exc, tb):
+        _forget_capture(self.graph._keep)
         try:
             value = call("cuabi_graph_capture_end", self._stream)
         except CuabiError:
@@ -661,6 +676,8 @@ class GraphBuilder:
             raise RuntimeError("cannot resume building after building has ended")
         lib.cuabi_graph_capture_begin(self.stream, _mode(mode))
         self._building = True
+        self._keep = []
+        _launch_captures().append(self._keep)
         return self
 
     @property
@@ -671,7 +688,9 @@ class GraphBuilder:
         if not self._building:
             raise RuntimeError("the graph builder is not building")
         self._building = False
+        _forget_capture(self._keep)
         self._graph = Graph._adopt_new(call("cuabi_graph_capture_end", self.stream))
+        self._graph._keep.extend(self._keep)
         return self
 
     @property
@@ -688,6 +707,7 @@ class GraphBuilder:
 
     def close(self) -> None:
         if self._building:
+            _forget_capture(self._keep)
             try:
                 g = call("cuabi_graph_capture_end", self.stream)
                 lib.cuabi_graph_release(C.c_void_p(g))

@@ -48,6 +48,12 @@ class LaunchConfig:
 
 
 _launch, _ptr = hot("cuabi_launch")
+
+# Captures begun from Python (cuabi._graph) in progress: the keep-lists of
+# their graphs. A launch during one keeps its arguments there (raw
+# addresses, which the C library cannot keep alive). Empty otherwise: one
+# truth test per launch.
+_captures: list = []
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
 # Raw-slot formats by size for the typed packers of plain launches.
@@ -186,6 +192,9 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
         if kernel._h is None:
             kernel.handle
         raise_last(st, "cuabi_launch")
+    if _captures:
+        for keep in _captures:
+            keep.append(args)
 
 
 class PreparedLaunch(Handle):

@@ -63,6 +63,29 @@ def test_capture_records_and_replays(code, stream):
     assert "digraph" in g.to_dot(verbose=True)
 
 
+def test_capture_keeps_python_arguments(code, stream):
+    """Python packs pass Buffers by address, which C cannot keep: the graph
+    keeps the objects, so a buffer dropped after the capture stays valid."""
+    import weakref
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([4, 5], stream)
+    ref = weakref.ref(inp)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    del inp
+    gc.collect()
+    assert ref() is not None
+    exe = g.instantiate()
+    del g
+    gc.collect()
+    assert ref() is not None
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 9
+    from cuabi import _launch
+    assert _launch._captures == []
+
+
 def test_capture_and_explicit_agree(code, stream):
     k = code.get_kernel("add_i64")
     inp = ints(range(64), stream)
