@@ -169,6 +169,15 @@ typedef struct cuabi__kernel_params {
 cuabi_status cuabi__graph_kernel_params(cuabi__kernel_params *kp, cuabi_kernel *kernel,
                                         cuabi_argpack *pack, const cuabi_launch_config *config,
                                         const char *caller);
+/* A caller's launch configuration as a graph stores it: stream and device
+ * cleared. The one place that copies a cuabi_launch_config given by a
+ * caller: when the struct gains a version, copy only src->version's fields
+ * here. */
+void cuabi__graph_config_copy(cuabi_launch_config *dst, const cuabi_launch_config *src);
+/* A configuration given to change a node on `dev`: when it names a stream
+ * or device, it must be `dev`'s (an error naming `what` otherwise). */
+cuabi_status cuabi__graph_config_on(const cuabi_launch_config *config, cuabi__device *dev,
+                                    const char *what, const char *caller);
 /* Whether two configurations ask for the same node attributes. */
 bool cuabi__graph_same_attrs(const cuabi_launch_config *a, const cuabi_launch_config *b);
 

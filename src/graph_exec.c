@@ -360,12 +360,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update_kernel(cuabi_graph_exec *exec
     pthread_mutex_lock(&e->lock);
     node_override *o = override_of(e, r.cu_node, false, __func__);
     const cuabi_launch_config *base = o ? &o->config : &r.config;
-    cuabi_launch_config c = config ? *config : *base;
-    if (!config)
-        c.device = CUABI__HANDLE(r.device, cuabi_device);
-    cuabi_status st = CUABI_SUCCESS;
-    if (config && config->version >= 1 && config->version <= CUABI_LAUNCH_CONFIG_VERSION &&
-        !cuabi__graph_same_attrs(config, base))
+    cuabi_launch_config c;
+    cuabi__graph_config_copy(&c, config ? config : base);
+    c.device = CUABI__HANDLE(r.device, cuabi_device);
+    cuabi_status st = cuabi__graph_config_on(config, r.device, what, __func__);
+    bool known_version = config && config->version >= 1 &&
+                         config->version <= CUABI_LAUNCH_CONFIG_VERSION;
+    if (st == CUABI_SUCCESS && known_version && !cuabi__graph_same_attrs(config, base))
         st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: %s: an executable's kernel node keeps "
                           "its attributes (clusters, cooperative, ...); change them in the graph "
                           "(cuabi_graph_kernel_node_set) and update the whole executable",
@@ -391,9 +392,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update_kernel(cuabi_graph_exec *exec
     if (st == CUABI_SUCCESS) {
         cuabi__keep_release(&o->keep);
         o->keep = keep;
-        o->config = c;
-        o->config.stream = NULL;
-        o->config.device = NULL;
+        cuabi__graph_config_copy(&o->config, &c);
     } else {
         cuabi__keep_release(&keep);
         if (o && !o->keep.count && o->config.version == 0)

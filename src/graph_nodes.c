@@ -132,6 +132,28 @@ static cuabi_status body_device_ok(const add_ctx *a, cuabi__device *dev)
 
 /* ------------------------------------------------------------- kernels */
 
+void cuabi__graph_config_copy(cuabi_launch_config *dst, const cuabi_launch_config *src)
+{
+    *dst = *src;
+    dst->stream = NULL;
+    dst->device = NULL;
+}
+
+cuabi_status cuabi__graph_config_on(const cuabi_launch_config *config, cuabi__device *dev,
+                                    const char *what, const char *caller)
+{
+    if (!config || (!config->stream && !config->device))
+        return CUABI_SUCCESS;
+    cuabi__device *named;
+    CUstream s;
+    CUABI__TRY(cuabi__launch_target(&named, &s, config, caller));
+    if (named != dev)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is on device %d; the "
+                            "configuration names device %d", caller, what, dev->ordinal,
+                            named->ordinal);
+    return CUABI_SUCCESS;
+}
+
 bool cuabi__graph_same_attrs(const cuabi_launch_config *a, const cuabi_launch_config *b)
 {
     CUlaunchConfig la, lb;
@@ -268,9 +290,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_kernel(cuabi_graph_node **out, cuabi_
         r->kernel = kp.kernel;
         r->device = kp.device;
         r->func = kp.p.func;
-        r->config = *config;
-        r->config.stream = NULL;
-        r->config.device = NULL;
+        cuabi__graph_config_copy(&r->config, config);
         cuabi__graph_use_device(a.g, kp.device);
     }
     return add_close(&a, st);
@@ -291,8 +311,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_kernel_node_set(cuabi_graph_node *node, c
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: node %zu was not made by "
                           "cuabi_graph_add_kernel (only those can be changed here)", __func__,
                           n->index);
-    cuabi_launch_config c = config ? *config : r->config;
-    if (st == CUABI_SUCCESS && !config)
+    cuabi_launch_config c;
+    if (st == CUABI_SUCCESS)
+        st = cuabi__graph_config_on(config, r->device, "the node", __func__);
+    cuabi__graph_config_copy(&c, config ? config : &r->config);
+    if (st == CUABI_SUCCESS)
         c.device = CUABI__HANDLE(r->device, cuabi_device);
     if (st == CUABI_SUCCESS && config && !cuabi__graph_same_attrs(&c, &r->config))
         st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: node %zu: a kernel node's attributes "
@@ -312,9 +335,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_kernel_node_set(cuabi_graph_node *node, c
     if (st == CUABI_SUCCESS)
         st = CUABI__CU(drv, cuGraphKernelNodeSetParams, r->cu_node, &kp.p);
     if (st == CUABI_SUCCESS) {
-        r->config = c;
-        r->config.stream = NULL;
-        r->config.device = NULL;
+        cuabi__graph_config_copy(&r->config, &c);
     } else {
         cuabi__keep_rollback(&g->shared->keep, mark);
     }

@@ -571,6 +571,10 @@ START_TEST(kernel_node_set_changes_the_graph)
     uintptr_t raw;
     ck_assert_ok(cuabi_graph_node_raw(&raw, k));
     ck_assert_uint_eq(((fake_gnode *)raw)->grid[0], 7);
+    c.device = dev1;
+    ck_assert_status(cuabi_graph_kernel_node_set(k, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("names device 1");
+    c.device = dev;
     c.cluster[0] = 7;
     ck_assert_status(cuabi_graph_kernel_node_set(k, p, &c), CUABI_ERROR_NOT_SUPPORTED);
     ck_assert_error_mentions("attributes");
@@ -747,6 +751,11 @@ START_TEST(update_kernel_without_reinstantiating)
      * released buffer (naming the node and the slot). */
     c.cooperative = 1;
     ck_assert_status(cuabi_graph_exec_update_kernel(e, k, p, &c), CUABI_ERROR_NOT_SUPPORTED);
+    c.cooperative = 0;
+    c.device = dev1;
+    ck_assert_status(cuabi_graph_exec_update_kernel(e, k, p, &c), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("names device 1");
+    c.device = dev;
     ck_assert_status(cuabi_graph_exec_update_kernel(e, z, p, NULL), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("cuabi_graph_add_kernel");
     ck_assert_ok(cuabi_graph_create(&other));
