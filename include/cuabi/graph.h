@@ -45,8 +45,8 @@ extern "C" {
  * Threads. Every function may be called from any thread; a graph's handles are
  * safe to query from several threads at once and additions to one graph are
  * serialised. Launching an executable while another thread updates it is the
- * caller's race, as in CUDA. Graphs need a CUDA 12.3 driver (conditional nodes
- * 12.4); an older one gives CUABI_ERROR_NOT_SUPPORTED.
+ * caller's race, as in CUDA. Graphs need a CUDA 12.3 driver (if/else and switch
+ * conditionals 12.8); an older one gives CUABI_ERROR_NOT_SUPPORTED.
  */
 
 /** Flag of cuabi_graph_conditional_handle_create(): set the handle to its default value at the start of every launch. */
@@ -415,7 +415,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_child(cuabi_graph_node **out, cuabi_g
  * cudaGraphSetConditional(handle, value). In NVRTC code declare
  * `extern "C" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);`
  * (relocatable compiles declare it themselves); the driver resolves it when the
- * code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.4.
+ * code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
  * @param out [out]
  * @param default_value The value set at each launch with CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
  * @param flags 0 or CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.

@@ -3499,7 +3499,7 @@ a 64-bit value passed to kernels (as unsigned long long) that set it with
 cudaGraphSetConditional(handle, value). In NVRTC code declare
 `extern "C" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);`
 (relocatable compiles declare it themselves); the driver resolves it when the
-code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.4.
+code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
 
 - `out` [out]
 - `default_value` The value set at each launch with CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.

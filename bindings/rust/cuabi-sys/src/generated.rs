@@ -2658,7 +2658,7 @@ unsafe extern "C" {
     /// cudaGraphSetConditional(handle, value). In NVRTC code declare
     /// `extern "C" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);`
     /// (relocatable compiles declare it themselves); the driver resolves it when the
-    /// code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.4.
+    /// code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_conditional_handle_create(out: *mut u64, graph: *mut cuabi_graph, device: *mut cuabi_device, default_value: c_uint, flags: c_uint) -> cuabi_status;
