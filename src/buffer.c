@@ -108,20 +108,11 @@ void cuabi__buffer_mem_retain(cuabi__buffer *b)
     atomic_fetch_add_explicit(&b->mem_refs, 1, memory_order_relaxed);
 }
 
-cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
-{
-    /* A count of 1 seen with acquire is ours alone: a new reference needs
-     * the buffer handle or a view holding one of the others, so no one can
-     * add one now and the atomic decrement can be skipped. */
-    if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1 &&
-        atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
-        return CUABI_SUCCESS;
-    if (CUABI__UNLIKELY(cuabi__capturing()) && cuabi__capture_defer_free(b))
-        return CUABI_SUCCESS;
-    return cuabi__buffer_mem_free(b, caller);
-}
-
-cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller)
+/* The memory's last reference is gone: give it back (to its resource or
+ * release callback) and free the struct. Inline in mem_release: its hot
+ * case (a pool buffer on a created stream) is the allocate/free pair's. */
+static inline __attribute__((always_inline)) cuabi_status buffer_mem_free(cuabi__buffer *b,
+                                                                         const char *caller)
 {
     cuabi_status st = CUABI_SUCCESS;
     if (b->res)
@@ -136,6 +127,24 @@ cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller)
         cuabi__object_release(&b->device->base);
     buffer_struct_free(b);
     return st;
+}
+
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
+{
+    /* A count of 1 seen with acquire is ours alone: a new reference needs
+     * the buffer handle or a view holding one of the others, so no one can
+     * add one now and the atomic decrement can be skipped. */
+    if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
+        return CUABI_SUCCESS;
+    if (CUABI__UNLIKELY(cuabi__capturing()) && cuabi__capture_defer_free(b))
+        return CUABI_SUCCESS;
+    return buffer_mem_free(b, caller);
+}
+
+cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller)
+{
+    return buffer_mem_free(b, caller);
 }
 
 static void buffer_destroy(cuabi__object *o)
