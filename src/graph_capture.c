@@ -238,6 +238,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
                      "every blocking stream); capture a stream made by cuabi_stream_create, or "
                      "the per-thread default stream", __func__);
     CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    CUstreamCaptureStatus now = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL, NULL, NULL,
+                         NULL));
+    CUABI__CHECK_ARG(now == CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is already being "
+                     "captured%s; end that capture first (cuabi_graph_capture_end)", __func__,
+                     now == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (and the capture is invalid)"
+                                                                 : "");
     capture *c = cuabi__calloc(1, sizeof *c);
     if (!c)
         return CUABI_ERROR_OUT_OF_MEMORY;

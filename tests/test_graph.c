@@ -799,6 +799,10 @@ START_TEST(capture_records_cuabi_work)
     ck_assert_ok(cuabi_graph_capture_status(&cs, stream));
     ck_assert_int_eq(cs, CUABI_CAPTURE_STATUS_ACTIVE);
     ck_assert_int_eq(atomic_load(&cuabi__captures_active), 1);
+    ck_assert_status(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("already being captured");
+    ck_assert_int_eq(atomic_load(&cuabi__captures_active), 1);
     ck_assert_ok(cuabi_buffer_memset(out, 0, 0, 4, 2, stream));
     ck_assert_ok(cuabi_launch(kern, p, &c));
     ck_assert_ok(cuabi_buffer_copy(back, 0, out, 0, 8, stream));
