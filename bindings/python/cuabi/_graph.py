@@ -599,8 +599,7 @@ class GraphExec(Handle):
 # ------------------------------------------------------------------ capture
 
 def _launch_captures() -> list:
-    from ._launch import _captures
-    return _captures
+    return _callbacks.captures
 
 
 def _forget_capture(keep) -> None:

@@ -49,11 +49,9 @@ class LaunchConfig:
 
 _launch, _ptr = hot("cuabi_launch")
 
-# Captures begun from Python (cuabi._graph) in progress: the keep-lists of
-# their graphs. A launch during one keeps its arguments there (raw
-# addresses, which the C library cannot keep alive). Empty otherwise: one
-# truth test per launch.
-_captures: list = []
+# Captures begun from Python in progress (_callbacks.captures): a launch
+# during one keeps its arguments with the graph.
+from ._callbacks import captures as _captures, keep_for_captures as _keep_for_captures  # noqa: E402
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
 # Raw-slot formats by size for the typed packers of plain launches.
@@ -193,8 +191,7 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
             kernel.handle
         raise_last(st, "cuabi_launch")
     if _captures:
-        for keep in _captures:
-            keep.append(args)
+        _keep_for_captures(args)
 
 
 class PreparedLaunch(Handle):

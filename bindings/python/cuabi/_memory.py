@@ -259,6 +259,8 @@ class Buffer(Handle):
             return
         addr, nbytes, keep = _host_bytes(src)
         lib.cuabi_buffer_copy_from_host(self, offset, addr, nbytes, _stream_arg(stream))
+        if _callbacks.captures and stream is not None:  # a graph reads it at every replay
+            _callbacks.keep_for_captures((src, keep))
         del keep
 
     def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None):
@@ -275,6 +277,8 @@ class Buffer(Handle):
         n = mv.nbytes if size is None else size
         buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
         lib.cuabi_buffer_copy_to_host(buf, self, offset, n, _stream_arg(stream))
+        if _callbacks.captures and stream is not None:  # a graph writes it at every replay
+            _callbacks.keep_for_captures((dst, buf))
         return dst
 
     def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,

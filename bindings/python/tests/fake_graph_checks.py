@@ -86,6 +86,21 @@ def test_capture_keeps_python_arguments(code, stream):
     assert _launch._captures == []
 
 
+def test_capture_keeps_host_memory_of_copies(stream):
+    buf = cuabi.Buffer(16, stream=stream)
+    src = np.array([7, 8], np.int64)
+    dst = np.zeros(2, np.int64)
+    with stream.capture() as g:
+        buf.copy_from(src, stream=stream)
+        buf.copy_to(dst, stream=stream)
+    assert [n.kind for n in g.nodes] == ["memcpy", "memcpy"]
+    del src
+    gc.collect()
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert list(dst) == [7, 8]
+
+
 def test_capture_and_explicit_agree(code, stream):
     k = code.get_kernel("add_i64")
     inp = ints(range(64), stream)
