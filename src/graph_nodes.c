@@ -463,6 +463,31 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy(cuabi_graph_node **out, cuabi_
     return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
 }
 
+/* A copy between a buffer and host memory, either way. */
+static cuabi_status add_host_copy(cuabi_graph_node **out, cuabi_graph *graph,
+                                  cuabi_graph_node *const *deps, size_t ndeps, cuabi_buffer *buffer,
+                                  size_t offset, const void *host, size_t size, bool to_host,
+                                  const char *caller)
+{
+    add_ctx a;
+    cuabi__buffer *b = NULL;
+    mem_side mb, mh;
+    const char *side = to_host ? "source" : "destination";
+    CUABI__TRY(add_begin(&a, out, graph, deps, ndeps, caller));
+    CUgraphNode n = NULL;
+    cuabi_status st = host ? get_buffer(&b, buffer, side, caller)
+                           : cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", caller,
+                                          to_host ? "dst" : "src");
+    if (st == CUABI_SUCCESS)
+        st = buffer_side(&mb, b, offset, size, side, caller);
+    host_side(&mh, host);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__keep_buffer(&a.g->shared->keep, b, caller);
+    if (st == CUABI_SUCCESS)
+        st = to_host ? copy_node(&a, &n, &mh, &mb, size) : copy_node(&a, &n, &mb, &mh, size);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_from_host(cuabi_graph_node **out,
                                                             cuabi_graph *graph,
                                                             cuabi_graph_node **dependencies,
@@ -470,22 +495,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_from_host(cuabi_graph_node **o
                                                             cuabi_buffer *dst, size_t dst_offset,
                                                             const void *src, size_t size)
 {
-    add_ctx a;
-    cuabi__buffer *d = NULL;
-    mem_side md, ms;
-    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
-    CUgraphNode n = NULL;
-    cuabi_status st = src ? get_buffer(&d, dst, "destination", __func__)
-                          : cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: src is NULL",
-                                         __func__);
-    if (st == CUABI_SUCCESS)
-        st = buffer_side(&md, d, dst_offset, size, "destination", __func__);
-    host_side(&ms, src);
-    if (st == CUABI_SUCCESS)
-        st = cuabi__keep_buffer(&a.g->shared->keep, d, __func__);
-    if (st == CUABI_SUCCESS)
-        st = copy_node(&a, &n, &md, &ms, size);
-    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
+    return add_host_copy(out, graph, dependencies, num_dependencies, dst, dst_offset, src, size,
+                         false, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_to_host(cuabi_graph_node **out,
@@ -495,22 +506,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_to_host(cuabi_graph_node **out
                                                           cuabi_buffer *src, size_t src_offset,
                                                           size_t size)
 {
-    add_ctx a;
-    cuabi__buffer *s = NULL;
-    mem_side md, ms;
-    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
-    CUgraphNode n = NULL;
-    cuabi_status st = dst ? get_buffer(&s, src, "source", __func__)
-                          : cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: dst is NULL",
-                                         __func__);
-    if (st == CUABI_SUCCESS)
-        st = buffer_side(&ms, s, src_offset, size, "source", __func__);
-    host_side(&md, dst);
-    if (st == CUABI_SUCCESS)
-        st = cuabi__keep_buffer(&a.g->shared->keep, s, __func__);
-    if (st == CUABI_SUCCESS)
-        st = copy_node(&a, &n, &md, &ms, size);
-    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
+    return add_host_copy(out, graph, dependencies, num_dependencies, src, src_offset, dst, size,
+                         true, __func__);
 }
 
 /* A contiguous view as one side of a copy. A view of device memory names

@@ -106,6 +106,36 @@ static void fake_run_kernel(CUfunction f, const unsigned char *args, const unsig
 
 /* ---- conditional handles: value and default per handle (1-based) */
 
+static inline void fake_cond_set(CUgraphConditionalHandle h, unsigned v);
+
+/* Host implementations the tests register for fake kernels (by name). */
+/* out[0] += in[0] + ... + in[n-1] (int64): args (out, in, n). */
+static inline void fake_impl_add_i64(const unsigned char args[FG_ARGS], const unsigned grid[3])
+{
+    (void)grid;
+    int64_t *out, *in;
+    uint64_t n;
+    memcpy(&out, args, 8);
+    memcpy(&in, args + 8, 8);
+    memcpy(&n, args + 16, 8);
+    for (uint64_t i = 0; i < n; i++)
+        out[0] += in[i];
+}
+
+/* One iteration of a while loop: args (handle, counter pointer, limit);
+ * counter++, and the loop goes on while counter < limit. */
+static inline void fake_impl_count_loop(const unsigned char args[FG_ARGS], const unsigned grid[3])
+{
+    (void)grid;
+    uint64_t h, limit;
+    int64_t *counter;
+    memcpy(&h, args, 8);
+    memcpy(&counter, args + 8, 8);
+    memcpy(&limit, args + 16, 8);
+    ++*counter;
+    fake_cond_set(h, *counter < (int64_t)limit);
+}
+
 static struct { unsigned value, dflt, flags; CUgraph graph; bool used; } fake_conds[64];
 static int fake_nconds;
 

@@ -17,41 +17,16 @@ static cuabi_memory_resource *pool;
 static cuabi_objcode *code;
 static cuabi_kernel *kern;
 
-/* The fake "add" kernel: out[0] += in[0] + ... + in[n-1] (int64). */
-static void add_impl(const unsigned char args[FG_ARGS], const unsigned grid[3])
-{
-    (void)grid;
-    int64_t *out, *in;
-    uint64_t n;
-    memcpy(&out, args, 8);
-    memcpy(&in, args + 8, 8);
-    memcpy(&n, args + 16, 8);
-    for (uint64_t i = 0; i < n; i++)
-        out[0] += in[i];
-}
-
-/* The fake "empty" kernel as a while-loop body: counter++, and the loop
- * goes on while counter < limit (args: handle, counter pointer, limit). */
-static void loop_impl(const unsigned char args[FG_ARGS], const unsigned grid[3])
-{
-    (void)grid;
-    uint64_t h, limit;
-    int64_t *counter;
-    memcpy(&h, args, 8);
-    memcpy(&counter, args + 8, 8);
-    memcpy(&limit, args + 16, 8);
-    ++*counter;
-    fake_cond_set(h, *counter < (int64_t)limit);
-}
-
+/* The fake "add" kernel adds in[0..n) to out[0] (int64); the fake "empty"
+ * kernel is one iteration of a while loop counting to a limit. */
 static void setup(void)
 {
     fake_driver_install();
     fake_memory_install();
     fake_driver_install_libraries();
     fake_graph_install();
-    fake_kernel_implement("add", add_impl);
-    fake_kernel_implement("empty", loop_impl);
+    fake_kernel_implement("add", fake_impl_add_i64);
+    fake_kernel_implement("empty", fake_impl_count_loop);
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/objcode_kernels_sm90.cubin", cuabi_test_srcdir());
     ck_assert_ok(cuabi_objcode_from_file(&code, CUABI_CODE_CUBIN, path));
