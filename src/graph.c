@@ -446,6 +446,11 @@ static cuabi_status driver_nodes(CUgraphNode **out, size_t *n, CUgraph cg,
 
 cuabi_status cuabi__graph_sync(cuabi__graph *g, const cuabi__driver *drv, const char *caller)
 {
+    /* Nodes only come (cuabi removes none): equal counts, nothing new. */
+    size_t count = 0;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuGraphGetNodes, g->cu_graph, NULL, &count));
+    if (count == g->nnodes)
+        return CUABI_SUCCESS;
     CUgraphNode *nodes;
     size_t n;
     CUABI__TRY(driver_nodes(&nodes, &n, g->cu_graph, drv, caller));
