@@ -20,6 +20,7 @@
 #include "cuabi/launch.h"
 #include "cuabi/occupancy.h"
 #include "cuabi/tensormap.h"
+#include "cuabi/graph.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

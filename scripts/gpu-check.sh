@@ -40,6 +40,7 @@ skip_check=0
 for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
+        bench/bench_graph \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -65,7 +66,7 @@ for arg in "$@"; do
         # BENCH_REPEAT=N runs the memory and Python benchmarks N times (for
         # medians: the host's run-to-run spread is a few percent).
         repeat=${BENCH_REPEAT:-1}
-        for b in bench/bench_launch bench/bench_memory bench/bench_compile; do
+        for b in bench/bench_launch bench/bench_memory bench/bench_compile bench/bench_graph; do
             n=1
             [ "$b" = bench/bench_memory ] && n=$repeat
             for _ in $(seq "$n"); do
@@ -85,6 +86,10 @@ for arg in "$@"; do
         done
         [ -f bench/dlpack_sources.py ] && python3 bench/dlpack_sources.py 2>&1 |
             tee -a "$out/bench.txt"
+        # Graph replay from Python beside cuda.core's GraphBuilder (issue 14).
+        [ -f bench/bench_graph.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
+            bench/bench_graph.py ${raw:+--raw-us $raw} 2>&1 | tee -a "$out/bench.txt"
         ;;
     --cold)
         # A new process from import to first result, beside CuPy, cuda.core

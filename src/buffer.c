@@ -3,6 +3,7 @@
  * The handle is unique and dies at cuabi_buffer_destroy(); the memory has
  * its own reference count (the handle's plus one per view) so views keep it
  * alive after the handle is gone. */
+#include "graph.h"
 #include "memory.h"
 
 #include <pthread.h>
@@ -107,14 +108,12 @@ void cuabi__buffer_mem_retain(cuabi__buffer *b)
     atomic_fetch_add_explicit(&b->mem_refs, 1, memory_order_relaxed);
 }
 
-cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
+/* The memory's last reference is gone: give it back (to its resource or
+ * release callback) and free the struct. Inline in mem_release: its hot
+ * case (a pool buffer on a created stream) is the allocate/free pair's. */
+static inline __attribute__((always_inline)) cuabi_status buffer_mem_free(cuabi__buffer *b,
+                                                                         const char *caller)
 {
-    /* A count of 1 seen with acquire is ours alone: a new reference needs
-     * the buffer handle or a view holding one of the others, so no one can
-     * add one now and the atomic decrement can be skipped. */
-    if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1 &&
-        atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
-        return CUABI_SUCCESS;
     cuabi_status st = CUABI_SUCCESS;
     if (b->res)
         st = cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, b->stream, caller);
@@ -128,6 +127,24 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
         cuabi__object_release(&b->device->base);
     buffer_struct_free(b);
     return st;
+}
+
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
+{
+    /* A count of 1 seen with acquire is ours alone: a new reference needs
+     * the buffer handle or a view holding one of the others, so no one can
+     * add one now and the atomic decrement can be skipped. */
+    if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&b->mem_refs, 1, memory_order_acq_rel) != 1)
+        return CUABI_SUCCESS;
+    if (CUABI__UNLIKELY(cuabi__capturing()) && cuabi__capture_defer_free(b))
+        return CUABI_SUCCESS;
+    return buffer_mem_free(b, caller);
+}
+
+cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller)
+{
+    return buffer_mem_free(b, caller);
 }
 
 static void buffer_destroy(cuabi__object *o)
@@ -210,6 +227,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     st = buffer_publish(out, b);
     if (st != CUABI_SUCCESS)
         (void)cuabi__resource_deallocate(r, ptr, size, alignment, s, __func__);
+    else if (CUABI__UNLIKELY(cuabi__capturing()) && b->stream)
+        cuabi__capture_note_alloc(b);
     return st;
 }
 
@@ -347,6 +366,19 @@ static cuabi_status driver_end(const cuabi__driver *drv, cuabi__stream *s)
     return s ? CUABI_SUCCESS : CUABI__CU(drv, cuStreamSynchronize, CU_STREAM_LEGACY);
 }
 
+/* Work queued on a stream that may be under capture (graph.h): the graph
+ * keeps the buffers; host-only work would run now instead of in the graph,
+ * so it is refused. */
+static cuabi_status capture_check(cuabi__stream *s, cuabi__buffer *a, cuabi__buffer *b,
+                                  bool host_only, size_t size, const char *caller)
+{
+    if (CUABI__LIKELY(!s || size == 0 || !cuabi__capturing()))
+        return CUABI_SUCCESS;
+    if (host_only)
+        return cuabi__capture_refuse_host_work(s, "work on host memory only", caller);
+    return cuabi__capture_keep_buffers(s, a, b, caller);
+}
+
 static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_host, uintptr_t src,
                              cuabi__device *src_dev, bool src_host, size_t size, cuabi__stream *s)
 {
@@ -376,6 +408,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offse
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
     CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    CUABI__TRY(capture_check(s, d, sb, d->kind == CUABI_MEMORY_HOST && sb->kind == CUABI_MEMORY_HOST,
+                             size, __func__));
     return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
                     sb->ptr + src_offset, sb->device, sb->kind == CUABI_MEMORY_HOST, size, s);
 }
@@ -390,6 +424,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_from_host(cuabi_buffer *dst, size_t
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__CHECK_ARG(src || size == 0, "%s: src is NULL", __func__);
     CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
+    CUABI__TRY(capture_check(s, d, NULL, d->kind == CUABI_MEMORY_HOST, size, __func__));
     return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
                     (uintptr_t)src, NULL, true, size, s);
 }
@@ -404,6 +439,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_to_host(void *dst, cuabi_buffer *sr
     CUABI__GET(sb, src, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    CUABI__TRY(capture_check(s, sb, NULL, sb->kind == CUABI_MEMORY_HOST, size, __func__));
     return copy_raw((uintptr_t)dst, NULL, true, sb->ptr + src_offset, sb->device,
                     sb->kind == CUABI_MEMORY_HOST, size, s);
 }
@@ -463,6 +499,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offs
     CUABI__TRY(check_range(b, offset, count * width, "target", __func__));
     if (count == 0)
         return CUABI_SUCCESS;
+    CUABI__TRY(capture_check(s, b, NULL, b->kind == CUABI_MEMORY_HOST, count, __func__));
     if (b->kind == CUABI_MEMORY_HOST) {
         host_fill((void *)(b->ptr + offset), value, width, count);
         return CUABI_SUCCESS;

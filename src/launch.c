@@ -10,6 +10,7 @@
  * driver call needs: the launch itself is a handle lookup, a context check
  * and the driver call. No launch allocates. */
 #include "argpack.h"
+#include "graph.h"
 #include "kernel.h"
 #include "launch_attrs.h"
 #include "occupancy.h"
@@ -435,6 +436,8 @@ CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pac
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     CUABI__TRY(cuabi__argpack_resolve(p, __func__));
+    if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
+        CUABI__TRY(cuabi__capture_keep_launch(t.cu_stream, k, p, __func__));
     if (CUABI__UNLIKELY(cuabi__launch_attributes(config) != NULL))
         return launch_with_attributes(f, &t, p, config, drv, __func__);
     CUlaunchConfig lc;
@@ -463,6 +466,22 @@ CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpac
     return check_full(f, t.dev, config, drv, __func__);
 }
 
+/* Every check of cuabi_launch_check with errors naming `caller`, handing
+ * back the CUfunction and the device (graph kernel nodes, graph.h). */
+cuabi_status cuabi__launch_check_for(CUfunction *f, cuabi__device **dev, cuabi_kernel *kernel,
+                                     cuabi_argpack *pack, const cuabi_launch_config *config,
+                                     const char *caller)
+{
+    target t;
+    cuabi__kernel *k;
+    cuabi__argpack *p;
+    const cuabi__driver *drv;
+    CUABI__TRY(prepare_common(f, &t, &k, &p, kernel, pack, config, &drv, caller));
+    CUABI__TRY(check_full(*f, t.dev, config, drv, caller));
+    *dev = t.dev;
+    return CUABI_SUCCESS;
+}
+
 /* ------------------------------------------------------------ prepared launches */
 
 typedef struct cuabi__prepared {
@@ -483,7 +502,7 @@ typedef struct cuabi__prepared {
 
 /* The caller's configuration, only the fields of its version: a version-1
  * caller's struct ends before `attributes`. */
-static void copy_config(cuabi_launch_config *dst, const cuabi_launch_config *src)
+void cuabi__launch_config_copy(cuabi_launch_config *dst, const cuabi_launch_config *src)
 {
     size_t size = src->version >= 2 ? sizeof *dst : offsetof(cuabi_launch_config, attributes);
     memset(dst, 0, sizeof *dst);
@@ -542,7 +561,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     pl->device = t.dev;
     pl->func = f;
     pl->activate = needs_current_context(&t);
-    copy_config(&pl->config, config);
+    cuabi__launch_config_copy(&pl->config, config);
     cuabi__launch_fill(&pl->lc, pl->attrs, &pl->config, t.cu_stream);
     if (a) {
         pl->attributes = *a;     /* version 1 is the only one: copy by version once it grows */
@@ -592,6 +611,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
     CUABI__TRY(cuabi__driver_get(&drv));
     if (pl->activate)
         CUABI__TRY(cuabi__device_activate(pl->device, drv));
+    if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
+        CUABI__TRY(cuabi__capture_keep_launch(pl->lc.hStream, pl->kernel, pl->pack, __func__));
     const char *entry;
     CUresult r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS))

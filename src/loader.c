@@ -309,11 +309,24 @@ cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller)
             drv.cuGetErrorName(r, &name);
         if (drv.cuGetErrorString)
             drv.cuGetErrorString(r, &text);
+        /* Stream-capture errors (900..908) and a failed graph update have
+         * statuses of their own (graphs). */
+        bool capture = r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+                       r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
         cuabi_status st = r == CUDA_ERROR_OUT_OF_MEMORY ? CUABI_ERROR_DEVICE_OUT_OF_MEMORY
                         : r == CUDA_ERROR_NOT_READY ? CUABI_ERROR_NOT_READY
+                        : capture ? CUABI_ERROR_STREAM_CAPTURE
+                        : r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE ? CUABI_ERROR_GRAPH_UPDATE
                         : CUABI_ERROR_CUDA;
-        cuabi__error(st, "%s: %s failed with %s (%d): %s", caller, entry,
-                     name ? name : "CUDA error", (int)r, text ? text : "");
+        cuabi__error(st, "%s: %s failed with %s (%d): %s%s", caller, entry,
+                     name ? name : "CUDA error", (int)r, text ? text : "",
+                     r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                         ? " (a call that synchronises, or work on the legacy default stream, "
+                           "while a stream is being captured; the capture is now invalid: end "
+                           "it and capture again without that call)"
+                     : r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                         ? " (an earlier call broke the capture; end it and capture again)"
+                         : "");
         cuabi__error_set_cu((int)r);
         return st;
     }

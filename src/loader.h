@@ -75,7 +75,25 @@
     X(cuOccupancyMaxActiveClusters, 11070) \
     /* launchattrs: TMA tensor maps */ \
     X(cuTensorMapEncodeTiled, 12000) X(cuTensorMapEncodeIm2col, 12000) \
-    X(cuTensorMapReplaceAddress, 12000)
+    X(cuTensorMapReplaceAddress, 12000) \
+    /* graphs (issue 14): capture, nodes, edges, executables */ \
+    X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
+    X(cuStreamGetCaptureInfo, 12030) \
+    X(cuGraphCreate, 10000) X(cuGraphDestroy, 10000) \
+    X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000) X(cuGraphDestroyNode, 10000) \
+    X(cuGraphNodeGetDependencies, 12030) X(cuGraphNodeGetDependentNodes, 12030) \
+    X(cuGraphAddDependencies, 12030) X(cuGraphRemoveDependencies, 12030) \
+    X(cuGraphAddKernelNode, 12000) X(cuGraphKernelNodeGetParams, 12000) \
+    X(cuGraphKernelNodeSetParams, 12000) X(cuGraphKernelNodeSetAttribute, 11000) \
+    X(cuGraphAddMemcpyNode, 10000) X(cuGraphAddMemsetNode, 10000) \
+    X(cuGraphAddHostNode, 10000) X(cuGraphAddEmptyNode, 10000) \
+    X(cuGraphAddEventRecordNode, 11010) X(cuGraphAddEventWaitNode, 11010) \
+    X(cuGraphAddChildGraphNode, 10000) X(cuGraphAddNode, 12030) \
+    X(cuGraphConditionalHandleCreate, 12030) \
+    X(cuGraphDebugDotPrint, 11030) \
+    X(cuGraphInstantiateWithParams, 12000) X(cuGraphExecDestroy, 10000) \
+    X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010) \
+    X(cuGraphExecUpdate, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {
@@ -173,10 +191,16 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
 #define CUABI__CU_IN(caller, drv, fn, ...)                                    \
     (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
                                           memory_order_relaxed)) &&            \
-             cuabi__fault_fires(#fn)                                           \
-         ? cuabi__cu_check(cuabi__fault_result(), #fn, (caller))               \
-     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), #fn, (caller))     \
-                 : cuabi__missing_entry(#fn, (caller)))
+             cuabi__fault_fires(CUABI__FN_NAME(fn))                            \
+         ? cuabi__cu_check(cuabi__fault_result(), CUABI__FN_NAME(fn), (caller)) \
+     : (drv)->fn ? cuabi__cu_result((drv)->fn(__VA_ARGS__), CUABI__FN_NAME(fn), \
+                                    (caller))                                  \
+                 : cuabi__missing_entry(CUABI__FN_NAME(fn), (caller)))
+/* An entry point's name as the table knows it: cuda.h maps some names to
+ * versioned ones (cuGraphAddKernelNode -> cuGraphAddKernelNode_v2); the
+ * indirection expands the mapping, so every call path (CUABI__CU,
+ * CUABI__CU_IN, CUABI__CU_RAW) reports the same name to fault injection. */
+#define CUABI__FN_NAME(fn) #fn
 
 /* The same for calls whose raw CUresult the caller inspects (or ignores, as
  * in destroy functions): returns the CUresult, with fault injection, and
@@ -184,7 +208,7 @@ static inline cuabi_status cuabi__cu_result(CUresult r, const char *entry, const
 #define CUABI__CU_RAW(drv, fn, ...)                                           \
     (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__faults_armed,                \
                                           memory_order_relaxed)) &&            \
-             cuabi__fault_fires(#fn)                                           \
+             cuabi__fault_fires(CUABI__FN_NAME(fn))                            \
          ? cuabi__fault_result()                                               \
          : (drv)->fn(__VA_ARGS__))
 

@@ -116,6 +116,10 @@ void cuabi__buffer_mem_retain(cuabi__buffer *b);
  * Returns the deallocation's status (success when nothing was freed);
  * `caller` names the public function in its error. */
 cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller);
+/* The memory's last reference is gone: free it (to its resource or release
+ * callback) and the struct; returns the deallocation's status. A capture
+ * may put this off (graph.h: cuabi__capture_defer_free). */
+cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller);
 
 /* Free this thread's cached buffer structs (tests: make the next buffer
  * come from cuabi__malloc, to inject its failure). */

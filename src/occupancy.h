@@ -77,6 +77,10 @@ void cuabi__occ_best_block(int *block, int *blocks, const cuabi__arch_limits *a,
  * and the device and stream a configuration names. */
 void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
                         const cuabi_launch_config *c, CUstream s);
+/* A copy of the caller's configuration reading only the fields its version
+ * has (a version-1 struct ends before `attributes`); stream and device
+ * cleared. */
+void cuabi__launch_config_copy(cuabi_launch_config *dst, const cuabi_launch_config *src);
 /* Testing: release the devices kept for launches naming neither stream nor
  * device (launch.c). */
 void cuabi__launch_forget_implicit_devices(void);

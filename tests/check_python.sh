@@ -10,6 +10,11 @@ lib=$(ls "$builddir"/.libs/libcuabi.so 2>/dev/null)
 [ -n "$lib" ] || { echo "libcuabi.so not built in $builddir/.libs"; exit 1; }
 CUABI_LIBRARY=$(cd "$(dirname "$lib")" && pwd)/libcuabi.so
 export CUABI_LIBRARY
+# The C tests' fake driver as a libcuda stand-in (graph tests, in a process of
+# their own: bindings/python/tests/test_graph.py).
+fake=$(ls "$builddir"/tests/.libs/fake_cuda_graph.so 2>/dev/null)
+[ -n "$fake" ] && CUABI_TEST_FAKE_CUDA=$(cd "$(dirname "$fake")" && pwd)/fake_cuda_graph.so &&
+    export CUABI_TEST_FAKE_CUDA
 # A sanitizer build: the ASan runtime must be loaded first, and Python's own
 # allocations at exit are not ours to report.
 if command -v ldd >/dev/null 2>&1 && ldd "$lib" 2>/dev/null | grep -q libasan; then

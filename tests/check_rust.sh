@@ -26,6 +26,11 @@ LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Build products stay in the build tree, never in the sources.
 CARGO_TARGET_DIR="$builddir/rust-target"
 export PKG_CONFIG_PATH LD_LIBRARY_PATH CARGO_TARGET_DIR
+# The C tests' fake driver as a libcuda stand-in (cuabi/tests/graph_fake.rs).
+if [ -e "$builddir/tests/.libs/fake_cuda_graph.so" ]; then
+    CUABI_TEST_FAKE_CUDA="$builddir/tests/.libs/fake_cuda_graph.so"
+    export CUABI_TEST_FAKE_CUDA
+fi
 
 # A sanitizer build of libcuabi needs its runtimes loaded first in programs
 # that were not built with them. Only the test binaries get them (through a

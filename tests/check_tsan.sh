@@ -1,6 +1,7 @@
 #!/bin/sh
 # ThreadSanitizer run of tests/test_concurrency (8 threads x 1,000 mixed
-# operations, 4 processes on one cache) and of the threaded fault test: the
+# operations, 4 processes on one cache) and of tests/test_graph (node
+# additions and queries from 4 threads, the capture registry): the
 # library sources are compiled again with gcc -fsanitize=thread into
 # BUILDDIR/tsan/ (apart from the normal build). SKIP (77) when the compiler
 # cannot link a TSan program.
@@ -42,3 +43,8 @@ SUPP
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$out/tsan.supp"
 export XDG_CACHE_HOME="$out/cache-home"
 "$out/test_concurrency"
+# Graphs: node additions and queries from 4 threads on one graph, the
+# capture registry (tests/test_graph.c against the fake driver).
+$CC $FLAGS $CPPFLAGS "$srcdir/tests/test_graph.c" $objs -o "$out/test_graph" \
+    $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
+CUABI_TEST_SRCDIR=$srcdir "$out/test_graph"

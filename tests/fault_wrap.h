@@ -115,7 +115,11 @@ static inline bool fault_wrap_install(void)
 
 /* Every entry point that can be made to fail: driver entries of the fake
  * driver the scenarios use, then the wrapped NVRTC and nvJitLink ones. */
-#define FW_STR(name, v) #name,
+/* Expanded first: cuda.h maps some names to versioned ones
+ * (cuGraphAddKernelNode -> cuGraphAddKernelNode_v2), which is the name
+ * CUABI__CU reports to the fault counter. */
+#define FW_XSTR(name) #name
+#define FW_STR(name, v) FW_XSTR(name),
 static const char *const fault_wrap_entries[] = {
     CUABI__DRIVER_FUNCS(FW_STR)
     "nvrtcCreateProgram", "nvrtcDestroyProgram", "nvrtcCompileProgram",
@@ -129,6 +133,7 @@ static const char *const fault_wrap_entries[] = {
     "nvJitLinkGetErrorLog", "nvJitLinkGetInfoLogSize", "nvJitLinkGetInfoLog",
 };
 #undef FW_STR
+#undef FW_XSTR
 #define FAULT_WRAP_NUM_ENTRIES (sizeof fault_wrap_entries / sizeof *fault_wrap_entries)
 
 #endif

@@ -56,6 +56,8 @@ typedef enum cuabi_status {
     CUABI_ERROR_CALLBACK = 26, /**< a user callback reported failure */
     CUABI_ERROR_INTERNAL = 27, /**< internal error in cuabi (please report it) */
     CUABI_ERROR_TENSOR_MAP = 36, /**< the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it */
+    CUABI_ERROR_GRAPH_UPDATE = 32, /**< the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node */
+    CUABI_ERROR_STREAM_CAPTURE = 33, /**< not allowed while a stream is being captured, or the capture was invalidated by such a call */
     CUABI_STATUS_FORCE32 = 0x7fffffff
 } cuabi_status;
 

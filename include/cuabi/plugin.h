@@ -19,6 +19,7 @@
 #include "cuabi/launch.h"
 #include "cuabi/occupancy.h"
 #include "cuabi/tensormap.h"
+#include "cuabi/graph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -251,6 +252,57 @@ typedef struct cuabi_api {
     cuabi_status (*param_type_init)(cuabi_param_type *opts, unsigned int version);
     cuabi_status (*kernel_param_type)(cuabi_param_type *out, cuabi_kernel *kernel, size_t index);
     cuabi_status (*kernel_signature)(const char **out, cuabi_kernel *kernel);
+    cuabi_status (*graph_retain)(cuabi_graph *handle);
+    cuabi_status (*graph_release)(cuabi_graph *handle);
+    cuabi_status (*graph_node_retain)(cuabi_graph_node *handle);
+    cuabi_status (*graph_node_release)(cuabi_graph_node *handle);
+    cuabi_status (*graph_exec_retain)(cuabi_graph_exec *handle);
+    cuabi_status (*graph_exec_release)(cuabi_graph_exec *handle);
+    cuabi_status (*graph_instantiate_options_init)(cuabi_graph_instantiate_options *opts, unsigned int version);
+    cuabi_status (*graph_update_info_init)(cuabi_graph_update_info *opts, unsigned int version);
+    cuabi_status (*graph_capture_begin)(cuabi_stream *stream, cuabi_capture_mode mode);
+    cuabi_status (*graph_capture_end)(cuabi_graph **out, cuabi_stream *stream);
+    cuabi_status (*graph_capture_status)(cuabi_capture_status *out, cuabi_stream *stream);
+    cuabi_status (*graph_create)(cuabi_graph **out);
+    cuabi_status (*graph_raw)(uintptr_t *out, cuabi_graph *graph);
+    cuabi_status (*graph_device)(cuabi_device **out, cuabi_graph *graph);
+    cuabi_status (*graph_node_count)(size_t *out, cuabi_graph *graph);
+    cuabi_status (*graph_node_at)(cuabi_graph_node **out, cuabi_graph *graph, size_t index);
+    cuabi_status (*graph_add_dependencies)(cuabi_graph *graph, cuabi_graph_node **from, cuabi_graph_node **to, size_t count);
+    cuabi_status (*graph_remove_dependencies)(cuabi_graph *graph, cuabi_graph_node **from, cuabi_graph_node **to, size_t count);
+    cuabi_status (*graph_debug_dot)(cuabi_graph *graph, const char *path, unsigned int flags);
+    cuabi_status (*graph_debug_dot_text)(char *out, size_t *size, cuabi_graph *graph, unsigned int flags);
+    cuabi_status (*graph_instantiate)(cuabi_graph_exec **out, cuabi_graph *graph, const cuabi_graph_instantiate_options *options);
+    cuabi_status (*graph_add_kernel)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_kernel *kernel, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*graph_add_memcpy)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src, size_t src_offset, size_t size);
+    cuabi_status (*graph_add_memcpy_from_host)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_buffer *dst, size_t dst_offset, const void *src, size_t size);
+    cuabi_status (*graph_add_memcpy_to_host)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, void *dst, cuabi_buffer *src, size_t src_offset, size_t size);
+    cuabi_status (*graph_add_memcpy_view)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_view *dst, cuabi_view *src);
+    cuabi_status (*graph_add_memset)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_buffer *buffer, size_t offset, uint32_t value, unsigned int width, size_t count);
+    cuabi_status (*graph_add_host)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_graph_host_fn fn, void *payload);
+    cuabi_status (*graph_add_empty)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies);
+    cuabi_status (*graph_add_event_record)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_event *event);
+    cuabi_status (*graph_add_event_wait)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_event *event);
+    cuabi_status (*graph_add_child)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, cuabi_graph *child);
+    cuabi_status (*graph_conditional_handle_create)(uint64_t *out, cuabi_graph *graph, cuabi_device *device, unsigned int default_value, unsigned int flags);
+    cuabi_status (*graph_add_conditional)(cuabi_graph_node **out, cuabi_graph *graph, cuabi_graph_node **dependencies, size_t num_dependencies, uint64_t handle, cuabi_graph_conditional_type type, unsigned int body_count);
+    cuabi_status (*graph_node_body)(cuabi_graph **out, cuabi_graph_node *node, unsigned int index);
+    cuabi_status (*graph_kernel_node_set)(cuabi_graph_node *node, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*graph_node_type)(cuabi_graph_node_kind *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_index)(size_t *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_graph)(cuabi_graph **out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_raw)(uintptr_t *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_dependency_count)(size_t *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_dependency)(cuabi_graph_node **out, cuabi_graph_node *node, size_t index);
+    cuabi_status (*graph_node_dependent_count)(size_t *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_dependent)(cuabi_graph_node **out, cuabi_graph_node *node, size_t index);
+    cuabi_status (*graph_exec_launch)(cuabi_graph_exec *exec, cuabi_stream *stream);
+    cuabi_status (*graph_exec_upload)(cuabi_graph_exec *exec, cuabi_stream *stream);
+    cuabi_status (*graph_exec_update)(cuabi_graph_exec *exec, cuabi_graph *graph, cuabi_graph_update_info *info);
+    cuabi_status (*graph_exec_update_kernel)(cuabi_graph_exec *exec, cuabi_graph_node *node, cuabi_argpack *pack, const cuabi_launch_config *config);
+    cuabi_status (*graph_exec_raw)(uintptr_t *out, cuabi_graph_exec *exec);
+    cuabi_status (*graph_exec_device)(cuabi_device **out, cuabi_graph_exec *exec);
+    cuabi_status (*graph_exec_graph)(cuabi_graph **out, cuabi_graph_exec *exec);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

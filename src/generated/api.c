@@ -32,6 +32,8 @@ const cuabi__status_info cuabi__status_table[] = {
     { CUABI_ERROR_CALLBACK, "CUABI_ERROR_CALLBACK", "a user callback reported failure" },
     { CUABI_ERROR_INTERNAL, "CUABI_ERROR_INTERNAL", "internal error in cuabi (please report it)" },
     { CUABI_ERROR_TENSOR_MAP, "CUABI_ERROR_TENSOR_MAP", "the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it" },
+    { CUABI_ERROR_GRAPH_UPDATE, "CUABI_ERROR_GRAPH_UPDATE", "the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node" },
+    { CUABI_ERROR_STREAM_CAPTURE, "CUABI_ERROR_STREAM_CAPTURE", "not allowed while a stream is being captured, or the capture was invalidated by such a call" },
     { 0, NULL, NULL }
 };
 
@@ -50,6 +52,9 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_argpack",
     "cuabi_prepared",
     "cuabi_tensormap",
+    "cuabi_graph",
+    "cuabi_graph_node",
+    "cuabi_graph_exec",
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigned int version)
@@ -314,6 +319,28 @@ CUABI_EXTERN(cuabi_status) cuabi_tensormap_info_init(cuabi_tensormap_info *opts,
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_tensormap_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_tensormap_info", version, CUABI_TENSORMAP_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate_options_init(cuabi_graph_instantiate_options *opts, unsigned int version)
+{
+    static const cuabi_graph_instantiate_options defaults = CUABI_GRAPH_INSTANTIATE_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_graph_instantiate_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_graph_instantiate_options", version, CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_update_info_init(cuabi_graph_update_info *opts, unsigned int version)
+{
+    static const cuabi_graph_update_info defaults = CUABI_GRAPH_UPDATE_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_graph_update_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_graph_update_info", version, CUABI_GRAPH_UPDATE_INFO_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -609,6 +636,16 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_tensormap_info", "l2_promotion", offsetof(cuabi_tensormap_info, l2_promotion) },
     { "cuabi_tensormap_info", "oob_fill", offsetof(cuabi_tensormap_info, oob_fill) },
     { "cuabi_tensormap_info", "device", offsetof(cuabi_tensormap_info, device) },
+    { "cuabi_graph_instantiate_options", NULL, sizeof(cuabi_graph_instantiate_options) },
+    { "cuabi_graph_instantiate_options", "version", offsetof(cuabi_graph_instantiate_options, version) },
+    { "cuabi_graph_instantiate_options", "flags", offsetof(cuabi_graph_instantiate_options, flags) },
+    { "cuabi_graph_instantiate_options", "upload_stream", offsetof(cuabi_graph_instantiate_options, upload_stream) },
+    { "cuabi_graph_update_info", NULL, sizeof(cuabi_graph_update_info) },
+    { "cuabi_graph_update_info", "version", offsetof(cuabi_graph_update_info, version) },
+    { "cuabi_graph_update_info", "result", offsetof(cuabi_graph_update_info, result) },
+    { "cuabi_graph_update_info", "node_index", offsetof(cuabi_graph_update_info, node_index) },
+    { "cuabi_graph_update_info", "from_node_index", offsetof(cuabi_graph_update_info, from_node_index) },
+    { "cuabi_graph_update_info", "node_type", offsetof(cuabi_graph_update_info, node_type) },
     { NULL, NULL, 0 }
 };
 
@@ -759,5 +796,35 @@ CUABI_EXTERN(cuabi_status) cuabi_tensormap_retain(cuabi_tensormap *handle)
 CUABI_EXTERN(cuabi_status) cuabi_tensormap_release(cuabi_tensormap *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_TENSORMAP);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_retain(cuabi_graph *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_release(cuabi_graph *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_retain(cuabi_graph_node *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH_NODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_release(cuabi_graph_node *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH_NODE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_exec_retain(cuabi_graph_exec *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GRAPH_EXEC);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_exec_release(cuabi_graph_exec *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GRAPH_EXEC);
 }
 

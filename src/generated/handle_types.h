@@ -18,7 +18,10 @@ typedef enum cuabi__handle_type {
     CUABI__T_ARGPACK = 11,
     CUABI__T_PREPARED = 12,
     CUABI__T_TENSORMAP = 13,
-    CUABI__T_COUNT = 14
+    CUABI__T_GRAPH = 14,
+    CUABI__T_GRAPH_NODE = 15,
+    CUABI__T_GRAPH_EXEC = 16,
+    CUABI__T_COUNT = 17
 } cuabi__handle_type;
 
 #endif

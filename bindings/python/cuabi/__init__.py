@@ -30,6 +30,9 @@ if _has("cuabi_arch_limits_get"):
 if _has("cuabi_prepared_create"):
     from ._launch import LaunchConfig, PreparedLaunch, launch, prepare  # noqa: F401
     from ._launch import AccessPolicyWindow  # noqa: F401
+if _has("cuabi_graph_create"):
+    from ._graph import (CompleteOptions, Graph, GraphBuilder, GraphExec,  # noqa: F401
+                         GraphNode)
 if _has("cuabi_view_create"):
     from ._view import View, from_dlpack  # noqa: F401
 if _has("cuabi_tensormap_encode_tiled"):

@@ -38,3 +38,16 @@ def take_exception():
     exc = getattr(_pending, "exc", None)
     _pending.exc = None
     return exc
+
+
+# Captures begun from Python (cuabi._graph) in progress: the keep-lists of
+# their graphs. Work queued during one (cuabi.launch, Buffer copies) appends
+# what C cannot keep alive for the graph -- arguments passed by address,
+# host memory of copies -- to every list here. Empty otherwise: a single
+# truth test on the hot paths.
+captures: list = []
+
+
+def keep_for_captures(obj) -> None:
+    for keep in captures:
+        keep.append(obj)

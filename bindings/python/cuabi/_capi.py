@@ -79,6 +79,8 @@ CUABI_ERROR_NVJITLINK = 25
 CUABI_ERROR_CALLBACK = 26
 CUABI_ERROR_INTERNAL = 27
 CUABI_ERROR_TENSOR_MAP = 36
+CUABI_ERROR_GRAPH_UPDATE = 32
+CUABI_ERROR_STREAM_CAPTURE = 33
 CUABI_CODE_NONE = 0
 CUABI_CODE_CUDA_CXX = 1
 CUABI_CODE_PTX = 2
@@ -705,6 +707,72 @@ class cuabi_tensormap_info(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- graph
+
+CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT = 1
+CUABI_CAPTURE_MODE_GLOBAL = 0
+CUABI_CAPTURE_MODE_THREAD_LOCAL = 1
+CUABI_CAPTURE_MODE_RELAXED = 2
+CUABI_CAPTURE_STATUS_NONE = 0
+CUABI_CAPTURE_STATUS_ACTIVE = 1
+CUABI_CAPTURE_STATUS_INVALIDATED = 2
+CUABI_GRAPH_NODE_KERNEL = 0
+CUABI_GRAPH_NODE_MEMCPY = 1
+CUABI_GRAPH_NODE_MEMSET = 2
+CUABI_GRAPH_NODE_HOST = 3
+CUABI_GRAPH_NODE_GRAPH = 4
+CUABI_GRAPH_NODE_EMPTY = 5
+CUABI_GRAPH_NODE_WAIT_EVENT = 6
+CUABI_GRAPH_NODE_EVENT_RECORD = 7
+CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL = 8
+CUABI_GRAPH_NODE_EXT_SEMAS_WAIT = 9
+CUABI_GRAPH_NODE_MEM_ALLOC = 10
+CUABI_GRAPH_NODE_MEM_FREE = 11
+CUABI_GRAPH_NODE_BATCH_MEM_OP = 12
+CUABI_GRAPH_NODE_CONDITIONAL = 13
+CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH = 1
+CUABI_GRAPH_INSTANTIATE_UPLOAD = 2
+CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH = 4
+CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY = 8
+CUABI_GRAPH_UPDATE_SUCCESS = 0
+CUABI_GRAPH_UPDATE_ERROR = 1
+CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED = 2
+CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED = 3
+CUABI_GRAPH_UPDATE_FUNCTION_CHANGED = 4
+CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED = 5
+CUABI_GRAPH_UPDATE_NOT_SUPPORTED = 6
+CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE = 7
+CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED = 8
+CUABI_GRAPH_CONDITIONAL_IF = 0
+CUABI_GRAPH_CONDITIONAL_WHILE = 1
+CUABI_GRAPH_CONDITIONAL_SWITCH = 2
+CUABI_GRAPH_DOT_DEFAULT = 0
+CUABI_GRAPH_DOT_VERBOSE = 1
+cuabi_graph_host_fn = C.CFUNCTYPE(None, C.c_void_p)
+
+
+class cuabi_graph_instantiate_options(C.Structure):
+    """How to instantiate a graph."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('flags', C.c_uint),
+        ('upload_stream', C.c_void_p),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_graph_update_info(C.Structure):
+    """Filled by cuabi_graph_exec_update(): why an update failed. Node indices are those of cuabi_graph_node_at() in the graph given to the update; -1 when none."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('result', C.c_int),
+        ('node_index', C.c_int64),
+        ('from_node_index', C.c_int64),
+        ('node_type', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
 # ---- tables
 
 STRUCTS = {
@@ -732,6 +800,8 @@ STRUCTS = {
     'cuabi_arch_limits': cuabi_arch_limits,
     'cuabi_tensormap_options': cuabi_tensormap_options,
     'cuabi_tensormap_info': cuabi_tensormap_info,
+    'cuabi_graph_instantiate_options': cuabi_graph_instantiate_options,
+    'cuabi_graph_update_info': cuabi_graph_update_info,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -758,6 +828,8 @@ VERSIONED = {
     'cuabi_arch_limits': 1,
     'cuabi_tensormap_options': 1,
     'cuabi_tensormap_info': 1,
+    'cuabi_graph_instantiate_options': 1,
+    'cuabi_graph_update_info': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -773,6 +845,9 @@ HANDLES = {
     'cuabi_argpack': 'shared',
     'cuabi_prepared': 'shared',
     'cuabi_tensormap': 'shared',
+    'cuabi_graph': 'shared',
+    'cuabi_graph_node': 'shared',
+    'cuabi_graph_exec': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -805,6 +880,8 @@ ENUMS = {
         'CUABI_ERROR_CALLBACK': 26,
         'CUABI_ERROR_INTERNAL': 27,
         'CUABI_ERROR_TENSOR_MAP': 36,
+        'CUABI_ERROR_GRAPH_UPDATE': 32,
+        'CUABI_ERROR_STREAM_CAPTURE': 33,
     },
     'cuabi_code_type': {
         'CUABI_CODE_NONE': 0,
@@ -965,6 +1042,58 @@ ENUMS = {
         'CUABI_TENSORMAP_OOB_FILL_NONE': 0,
         'CUABI_TENSORMAP_OOB_FILL_NAN_REQUEST_ZERO_FMA': 1,
     },
+    'cuabi_capture_mode': {
+        'CUABI_CAPTURE_MODE_GLOBAL': 0,
+        'CUABI_CAPTURE_MODE_THREAD_LOCAL': 1,
+        'CUABI_CAPTURE_MODE_RELAXED': 2,
+    },
+    'cuabi_capture_status': {
+        'CUABI_CAPTURE_STATUS_NONE': 0,
+        'CUABI_CAPTURE_STATUS_ACTIVE': 1,
+        'CUABI_CAPTURE_STATUS_INVALIDATED': 2,
+    },
+    'cuabi_graph_node_kind': {
+        'CUABI_GRAPH_NODE_KERNEL': 0,
+        'CUABI_GRAPH_NODE_MEMCPY': 1,
+        'CUABI_GRAPH_NODE_MEMSET': 2,
+        'CUABI_GRAPH_NODE_HOST': 3,
+        'CUABI_GRAPH_NODE_GRAPH': 4,
+        'CUABI_GRAPH_NODE_EMPTY': 5,
+        'CUABI_GRAPH_NODE_WAIT_EVENT': 6,
+        'CUABI_GRAPH_NODE_EVENT_RECORD': 7,
+        'CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL': 8,
+        'CUABI_GRAPH_NODE_EXT_SEMAS_WAIT': 9,
+        'CUABI_GRAPH_NODE_MEM_ALLOC': 10,
+        'CUABI_GRAPH_NODE_MEM_FREE': 11,
+        'CUABI_GRAPH_NODE_BATCH_MEM_OP': 12,
+        'CUABI_GRAPH_NODE_CONDITIONAL': 13,
+    },
+    'cuabi_graph_instantiate_flags': {
+        'CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH': 1,
+        'CUABI_GRAPH_INSTANTIATE_UPLOAD': 2,
+        'CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH': 4,
+        'CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY': 8,
+    },
+    'cuabi_graph_update_result': {
+        'CUABI_GRAPH_UPDATE_SUCCESS': 0,
+        'CUABI_GRAPH_UPDATE_ERROR': 1,
+        'CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED': 2,
+        'CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED': 3,
+        'CUABI_GRAPH_UPDATE_FUNCTION_CHANGED': 4,
+        'CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED': 5,
+        'CUABI_GRAPH_UPDATE_NOT_SUPPORTED': 6,
+        'CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE': 7,
+        'CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED': 8,
+    },
+    'cuabi_graph_conditional_type': {
+        'CUABI_GRAPH_CONDITIONAL_IF': 0,
+        'CUABI_GRAPH_CONDITIONAL_WHILE': 1,
+        'CUABI_GRAPH_CONDITIONAL_SWITCH': 2,
+    },
+    'cuabi_graph_dot_flags': {
+        'CUABI_GRAPH_DOT_DEFAULT': 0,
+        'CUABI_GRAPH_DOT_VERBOSE': 1,
+    },
 }
 STATUS_NAMES = {
     0: 'CUABI_SUCCESS',
@@ -996,6 +1125,8 @@ STATUS_NAMES = {
     26: 'CUABI_ERROR_CALLBACK',
     27: 'CUABI_ERROR_INTERNAL',
     36: 'CUABI_ERROR_TENSOR_MAP',
+    32: 'CUABI_ERROR_GRAPH_UPDATE',
+    33: 'CUABI_ERROR_STREAM_CAPTURE',
 }
 
 # name: (restype, argtypes, params), params = ((name, C type, dir,
@@ -1217,6 +1348,57 @@ FUNCTIONS = {
     'cuabi_tensormap_bytes': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_tensormap_view': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_set_tensormap': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('tensormap', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_instantiate_options_init': (C.c_int, (C.POINTER(cuabi_graph_instantiate_options), C.c_uint, ), (('opts', 'cuabi_graph_instantiate_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_update_info_init': (C.c_int, (C.POINTER(cuabi_graph_update_info), C.c_uint, ), (('opts', 'cuabi_graph_update_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_capture_begin': (C.c_int, (C.c_void_p, C.c_int, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('mode', 'cuabi_capture_mode', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_capture_end': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'transfer', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_capture_status': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_capture_status *', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_create': (C.c_int, (C.POINTER(C.c_void_p), ), (('out', 'cuabi_graph **', 'out', 'host', False, 'transfer', None), )),
+    'cuabi_graph_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_at': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_dependencies': (C.c_int, (C.c_void_p, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, ), (('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('from', 'cuabi_graph_node **', 'in', 'host', False, 'borrow', 'count'), ('to', 'cuabi_graph_node **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_remove_dependencies': (C.c_int, (C.c_void_p, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, ), (('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('from', 'cuabi_graph_node **', 'in', 'host', False, 'borrow', 'count'), ('to', 'cuabi_graph_node **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_debug_dot': (C.c_int, (C.c_void_p, C.c_char_p, C.c_uint, ), (('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('path', 'const char *', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_debug_dot_text': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), C.c_void_p, C.c_uint, ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_instantiate': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_graph_instantiate_options), ), (('out', 'cuabi_graph_exec **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_graph_instantiate_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_graph_add_kernel': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_memcpy': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('dst', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('dst_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('src_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_memcpy_from_host': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('dst', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('dst_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('src', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_memcpy_to_host': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_void_p, C.c_size_t, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('dst', 'void *', 'in', 'host', False, 'borrow', 'size'), ('src', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('src_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_memcpy_view': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_void_p, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('dst', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_view *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_memset': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, C.c_size_t, C.c_uint32, C.c_uint, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint32_t', 'in', 'host', False, 'borrow', None), ('width', 'unsigned int', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_host': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, cuabi_graph_host_fn, C.c_void_p, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('fn', 'cuabi_graph_host_fn', 'in', 'host', False, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_graph_add_empty': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_event_record': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_event_wait': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_child': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_void_p, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('child', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_conditional_handle_create': (C.c_int, (C.POINTER(C.c_uint64), C.c_void_p, C.c_void_p, C.c_uint, C.c_uint, ), (('out', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('default_value', 'unsigned int', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_add_conditional': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.c_uint64, C.c_int, C.c_uint, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('dependencies', 'cuabi_graph_node **', 'in', 'host', True, 'borrow', 'num_dependencies'), ('num_dependencies', 'size_t', 'in', 'host', False, 'borrow', None), ('handle', 'uint64_t', 'in', 'host', False, 'borrow', None), ('type', 'cuabi_graph_conditional_type', 'in', 'host', False, 'borrow', None), ('body_count', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_body': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'transfer', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), ('index', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_kernel_node_set': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_graph_node_type': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_graph_node_kind *', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_index': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_graph': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_dependency_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_dependency': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_dependent_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_node_dependent': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_graph_node **', 'out', 'host', False, 'transfer', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_launch': (C.c_int, (C.c_void_p, C.c_void_p, ), (('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_upload': (C.c_int, (C.c_void_p, C.c_void_p, ), (('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_update': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_graph_update_info), ), (('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), ('info', 'cuabi_graph_update_info *', 'out', 'host', True, 'borrow', None), )),
+    'cuabi_graph_exec_update_kernel': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.POINTER(cuabi_launch_config), ), (('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), ('node', 'cuabi_graph_node *', 'in', 'host', False, 'borrow', None), ('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_graph_exec_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_graph_exec_graph': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1265,4 +1447,39 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_tensormap_encode_tiled',
     'cuabi_tensormap_encode_im2col',
     'cuabi_tensormap_replace_address',
+    'cuabi_graph_capture_begin',
+    'cuabi_graph_capture_end',
+    'cuabi_graph_capture_status',
+    'cuabi_graph_create',
+    'cuabi_graph_node_count',
+    'cuabi_graph_node_at',
+    'cuabi_graph_add_dependencies',
+    'cuabi_graph_remove_dependencies',
+    'cuabi_graph_debug_dot',
+    'cuabi_graph_debug_dot_text',
+    'cuabi_graph_instantiate',
+    'cuabi_graph_add_kernel',
+    'cuabi_graph_add_memcpy',
+    'cuabi_graph_add_memcpy_from_host',
+    'cuabi_graph_add_memcpy_to_host',
+    'cuabi_graph_add_memcpy_view',
+    'cuabi_graph_add_memset',
+    'cuabi_graph_add_host',
+    'cuabi_graph_add_empty',
+    'cuabi_graph_add_event_record',
+    'cuabi_graph_add_event_wait',
+    'cuabi_graph_add_child',
+    'cuabi_graph_conditional_handle_create',
+    'cuabi_graph_add_conditional',
+    'cuabi_graph_node_body',
+    'cuabi_graph_kernel_node_set',
+    'cuabi_graph_node_type',
+    'cuabi_graph_node_dependency_count',
+    'cuabi_graph_node_dependency',
+    'cuabi_graph_node_dependent_count',
+    'cuabi_graph_node_dependent',
+    'cuabi_graph_exec_launch',
+    'cuabi_graph_exec_upload',
+    'cuabi_graph_exec_update',
+    'cuabi_graph_exec_update_kernel',
 })

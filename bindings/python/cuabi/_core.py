@@ -207,6 +207,27 @@ class Stream(Handle):
         event.record(self)
         return event
 
+    # CUDA graphs (cuabi._graph; docs/graphs.md)
+
+    def capture(self, mode: str = "global"):
+        """`with stream.capture() as graph:` records the work queued on the
+        stream (cuabi launches, copies, memsets, allocations, and torch/CuPy
+        work on the same CUstream) into `graph` instead of running it. mode:
+        "global", "thread_local" or "relaxed"."""
+        from ._graph import _Capture
+        return _Capture(self, mode)
+
+    def create_graph_builder(self):
+        """cuda.core's spelling of capture: a GraphBuilder on this stream."""
+        from ._graph import GraphBuilder
+        return GraphBuilder(self)
+
+    @property
+    def capture_status(self) -> str:
+        """"none", "active" or "invalidated"."""
+        from ._graph import capture_status
+        return capture_status(self)
+
 
 class Event(Handle):
     """A CUDA event: a marker on a stream, for ordering and timing."""

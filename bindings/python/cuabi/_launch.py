@@ -197,6 +197,10 @@ class LaunchConfig:
 
 
 _launch, _ptr = hot("cuabi_launch")
+
+# Captures begun from Python in progress (_callbacks.captures): a launch
+# during one keeps its arguments with the graph.
+from ._callbacks import captures as _captures, keep_for_captures as _keep_for_captures  # noqa: E402
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
 class _PlainLaunch(Packer):
@@ -254,6 +258,8 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
         if kernel._h is None:
             kernel.handle
         raise_last(st, "cuabi_launch")
+    if _captures:
+        _keep_for_captures(args)
 
 
 class PreparedLaunch(Handle):

@@ -201,8 +201,9 @@ class Buffer(Handle):
         alive until the buffer and every view over it are gone."""
         k = _kind(kind)
         dev = None if (k == HOST and device is None) else _as_device(device)
-        if owner is None:
-            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size), None, None))
+        if owner is None:  # a NULL callback (ctypes refuses None for a function type)
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
+                                  _capi.cuabi_buffer_release_fn(), None))
         key = _callbacks.keep(owner)
         try:
             return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
@@ -258,6 +259,8 @@ class Buffer(Handle):
             return
         addr, nbytes, keep = _host_bytes(src)
         lib.cuabi_buffer_copy_from_host(self, offset, addr, nbytes, _stream_arg(stream))
+        if _callbacks.captures and stream is not None:  # a graph reads it at every replay
+            _callbacks.keep_for_captures((src, keep))
         del keep
 
     def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None):
@@ -274,6 +277,8 @@ class Buffer(Handle):
         n = mv.nbytes if size is None else size
         buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
         lib.cuabi_buffer_copy_to_host(buf, self, offset, n, _stream_arg(stream))
+        if _callbacks.captures and stream is not None:  # a graph writes it at every replay
+            _callbacks.keep_for_captures((dst, buf))
         return dst
 
     def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,

@@ -227,6 +227,15 @@ def test_buffer_wrap_keeps_owner():
     np.testing.assert_array_equal(np.from_dlpack(v), np.arange(8, dtype=np.uint8))
 
 
+def test_buffer_wrap_without_owner():
+    """Regression: Buffer.wrap(ptr, size) with no owner passed None for the
+    release callback, which ctypes refuses (ArgumentError)."""
+    arr = np.arange(8, dtype=np.uint8)
+    b = cuabi.Buffer.wrap(arr.ctypes.data, arr.nbytes, "host")
+    assert b.size == 8 and b.ptr == arr.ctypes.data
+    b.close()
+
+
 def test_from_dlpack_never_passes_stream_0_to_a_cuda_producer():
     """Regression (H200 run, torch): the legacy default stream is 1 in the
     DLPack protocol; torch raises on stream=0."""

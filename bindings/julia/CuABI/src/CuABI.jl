@@ -19,7 +19,11 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        synchronize, record, elapsed_ms, check_layouts,
        MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
        compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array, param_types, signature,
-       AccessPolicyWindow, TensorMap, im2col_tensormap, replace_address!, tensormap_bytes
+       AccessPolicyWindow, TensorMap, im2col_tensormap, replace_address!, tensormap_bytes,
+       Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
+       update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,
+       add_event_record!, add_event_wait!, add_child!, add_while!, add_if!, add_switch!,
+       add_dependency!, remove_dependency!, conditional_handle, to_dot
 
 # ------------------------------------------------------------------ errors
 
@@ -366,5 +370,6 @@ end
 include("memory.jl")
 include("compute.jl")
 include("tensormap.jl")
+include("graph.jl")
 
 end # module CuABI

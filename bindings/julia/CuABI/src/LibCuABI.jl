@@ -103,6 +103,8 @@ const CUABI_ERROR_NVJITLINK = cuabi_status(25)
 const CUABI_ERROR_CALLBACK = cuabi_status(26)
 const CUABI_ERROR_INTERNAL = cuabi_status(27)
 const CUABI_ERROR_TENSOR_MAP = cuabi_status(36)
+const CUABI_ERROR_GRAPH_UPDATE = cuabi_status(32)
+const CUABI_ERROR_STREAM_CAPTURE = cuabi_status(33)
 
 """
 Kinds of code cuabi compiles, links and loads.
@@ -3351,6 +3353,768 @@ function cuabi_argpack_set_tensormap(pack, slot, tensormap)
     ccall((:cuabi_argpack_set_tensormap, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_tensormap}), pack, slot, tensormap)
 end
 
+
+# ---- module graph (api/graph.toml)
+
+"""
+Flag of cuabi_graph_conditional_handle_create(): set the handle to its default value at the start of every launch.
+"""
+const CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT = Cint(1)
+
+# A CUDA graph (CUgraph): nodes and their dependencies, not yet executable.
+# Opaque handle: used as Ptr{cuabi_graph} == Ptr{Cvoid}.
+const cuabi_graph = Cvoid
+
+# One node of a graph; keeps its graph alive.
+# Opaque handle: used as Ptr{cuabi_graph_node} == Ptr{Cvoid}.
+const cuabi_graph_node = Cvoid
+
+# An instantiated, launchable graph (CUgraphExec); keeps the graph it was built from alive.
+# Opaque handle: used as Ptr{cuabi_graph_exec} == Ptr{Cvoid}.
+const cuabi_graph_exec = Cvoid
+
+"""
+How a capture treats potentially unsafe calls on other threads (values of CUstreamCaptureMode).
+"""
+const cuabi_capture_mode = Cint
+const CUABI_CAPTURE_MODE_GLOBAL = cuabi_capture_mode(0)
+const CUABI_CAPTURE_MODE_THREAD_LOCAL = cuabi_capture_mode(1)
+const CUABI_CAPTURE_MODE_RELAXED = cuabi_capture_mode(2)
+
+"""
+Capture state of a stream (values of CUstreamCaptureStatus).
+"""
+const cuabi_capture_status = Cint
+const CUABI_CAPTURE_STATUS_NONE = cuabi_capture_status(0)
+const CUABI_CAPTURE_STATUS_ACTIVE = cuabi_capture_status(1)
+const CUABI_CAPTURE_STATUS_INVALIDATED = cuabi_capture_status(2)
+
+"""
+Kinds of graph nodes (values of CUgraphNodeType). Captures may make kinds cuabi does not add itself.
+"""
+const cuabi_graph_node_kind = Cint
+const CUABI_GRAPH_NODE_KERNEL = cuabi_graph_node_kind(0)
+const CUABI_GRAPH_NODE_MEMCPY = cuabi_graph_node_kind(1)
+const CUABI_GRAPH_NODE_MEMSET = cuabi_graph_node_kind(2)
+const CUABI_GRAPH_NODE_HOST = cuabi_graph_node_kind(3)
+const CUABI_GRAPH_NODE_GRAPH = cuabi_graph_node_kind(4)
+const CUABI_GRAPH_NODE_EMPTY = cuabi_graph_node_kind(5)
+const CUABI_GRAPH_NODE_WAIT_EVENT = cuabi_graph_node_kind(6)
+const CUABI_GRAPH_NODE_EVENT_RECORD = cuabi_graph_node_kind(7)
+const CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL = cuabi_graph_node_kind(8)
+const CUABI_GRAPH_NODE_EXT_SEMAS_WAIT = cuabi_graph_node_kind(9)
+const CUABI_GRAPH_NODE_MEM_ALLOC = cuabi_graph_node_kind(10)
+const CUABI_GRAPH_NODE_MEM_FREE = cuabi_graph_node_kind(11)
+const CUABI_GRAPH_NODE_BATCH_MEM_OP = cuabi_graph_node_kind(12)
+const CUABI_GRAPH_NODE_CONDITIONAL = cuabi_graph_node_kind(13)
+
+"""
+Flags of cuabi_graph_instantiate_options.flags (values of CUgraphInstantiate_flags).
+"""
+const cuabi_graph_instantiate_flags = Cint
+const CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH = cuabi_graph_instantiate_flags(1)
+const CUABI_GRAPH_INSTANTIATE_UPLOAD = cuabi_graph_instantiate_flags(2)
+const CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH = cuabi_graph_instantiate_flags(4)
+const CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY = cuabi_graph_instantiate_flags(8)
+
+"""
+Why an executable could not be updated from a graph (values of CUgraphExecUpdateResult).
+"""
+const cuabi_graph_update_result = Cint
+const CUABI_GRAPH_UPDATE_SUCCESS = cuabi_graph_update_result(0)
+const CUABI_GRAPH_UPDATE_ERROR = cuabi_graph_update_result(1)
+const CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED = cuabi_graph_update_result(2)
+const CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED = cuabi_graph_update_result(3)
+const CUABI_GRAPH_UPDATE_FUNCTION_CHANGED = cuabi_graph_update_result(4)
+const CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED = cuabi_graph_update_result(5)
+const CUABI_GRAPH_UPDATE_NOT_SUPPORTED = cuabi_graph_update_result(6)
+const CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE = cuabi_graph_update_result(7)
+const CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED = cuabi_graph_update_result(8)
+
+"""
+Kinds of conditional nodes (values of CUgraphConditionalNodeType).
+"""
+const cuabi_graph_conditional_type = Cint
+const CUABI_GRAPH_CONDITIONAL_IF = cuabi_graph_conditional_type(0)
+const CUABI_GRAPH_CONDITIONAL_WHILE = cuabi_graph_conditional_type(1)
+const CUABI_GRAPH_CONDITIONAL_SWITCH = cuabi_graph_conditional_type(2)
+
+"""
+What cuabi_graph_debug_dot() writes (values of CUgraphDebugDot_flags; other CUgraphDebugDot_flags bits are passed through).
+"""
+const cuabi_graph_dot_flags = Cint
+const CUABI_GRAPH_DOT_DEFAULT = cuabi_graph_dot_flags(0)
+const CUABI_GRAPH_DOT_VERBOSE = cuabi_graph_dot_flags(1)
+
+# Callback cuabi_graph_host_fn: a C function pointer (see @cfunction).
+const cuabi_graph_host_fn = Ptr{Cvoid}
+
+"""
+How to instantiate a graph.
+"""
+struct cuabi_graph_instantiate_options
+    version::Cuint
+    flags::Cuint
+    upload_stream::Ptr{cuabi_stream}
+end
+const CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION = Cuint(1)
+
+"""
+Filled by cuabi_graph_exec_update(): why an update failed. Node indices are those of cuabi_graph_node_at() in the graph given to the update; -1 when none.
+"""
+struct cuabi_graph_update_info
+    version::Cuint
+    result::Cint
+    node_index::Int64
+    from_node_index::Int64
+    node_type::Cint
+end
+const CUABI_GRAPH_UPDATE_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_graph_retain(handle)
+
+Add a reference to a cuabi_graph.
+"""
+function cuabi_graph_retain(handle)
+    ccall((:cuabi_graph_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+end
+
+"""
+cuabi_graph_release(handle)
+
+Drop a reference to a cuabi_graph; the last one frees it and invalidates the handle.
+"""
+function cuabi_graph_release(handle)
+    ccall((:cuabi_graph_release, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+end
+
+"""
+cuabi_graph_node_retain(handle)
+
+Add a reference to a cuabi_graph_node.
+"""
+function cuabi_graph_node_retain(handle)
+    ccall((:cuabi_graph_node_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+end
+
+"""
+cuabi_graph_node_release(handle)
+
+Drop a reference to a cuabi_graph_node; the last one frees it and invalidates the handle.
+"""
+function cuabi_graph_node_release(handle)
+    ccall((:cuabi_graph_node_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+end
+
+"""
+cuabi_graph_exec_retain(handle)
+
+Add a reference to a cuabi_graph_exec.
+"""
+function cuabi_graph_exec_retain(handle)
+    ccall((:cuabi_graph_exec_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+end
+
+"""
+cuabi_graph_exec_release(handle)
+
+Drop a reference to a cuabi_graph_exec; the last one frees it and invalidates the handle.
+"""
+function cuabi_graph_exec_release(handle)
+    ccall((:cuabi_graph_exec_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+end
+
+"""
+cuabi_graph_instantiate_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_graph_instantiate_options_init(opts, version)
+    ccall((:cuabi_graph_instantiate_options_init, libcuabi), cuabi_status, (Ptr{cuabi_graph_instantiate_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_graph_update_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_GRAPH_UPDATE_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_graph_update_info_init(opts, version)
+    ccall((:cuabi_graph_update_info_init, libcuabi), cuabi_status, (Ptr{cuabi_graph_update_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_graph_capture_begin(stream, mode)
+
+Start recording the work queued on `stream` into a new graph. The legacy default stream (and stream 0) cannot be captured: CUABI_ERROR_INVALID_ARGUMENT. Work on other streams joins the capture when they wait on an event recorded on a capturing stream.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_begin(stream, mode)
+    ccall((:cuabi_graph_capture_begin, libcuabi), cuabi_status, (Ptr{cuabi_stream}, cuabi_capture_mode), stream, mode)
+end
+
+"""
+cuabi_graph_capture_end(out, stream)
+
+End the capture begun on `stream` and return its graph. A capture that an unsafe call invalidated (or that left another stream unjoined) gives CUABI_ERROR_STREAM_CAPTURE, no graph and nothing kept alive; the stream is usable again either way.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_end(out, stream)
+    ccall((:cuabi_graph_capture_end, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_stream}), out, stream)
+end
+
+"""
+cuabi_graph_capture_status(out, stream)
+
+Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone else.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_status(out, stream)
+    ccall((:cuabi_graph_capture_status, libcuabi), cuabi_status, (Ptr{cuabi_capture_status}, Ptr{cuabi_stream}), out, stream)
+end
+
+"""
+cuabi_graph_create(out)
+
+An empty graph. Its device is the device of the first node that names one.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_create(out)
+    ccall((:cuabi_graph_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}},), out)
+end
+
+"""
+cuabi_graph_raw(out, graph)
+
+The CUgraph behind the handle (owned by cuabi).
+
+- `out` [out]
+"""
+function cuabi_graph_raw(out, graph)
+    ccall((:cuabi_graph_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph}), out, graph)
+end
+
+"""
+cuabi_graph_device(out, graph)
+
+The graph's device, borrowed; NULL while no node names one, or when nodes name several.
+
+- `out` [out]
+"""
+function cuabi_graph_device(out, graph)
+    ccall((:cuabi_graph_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph}), out, graph)
+end
+
+"""
+cuabi_graph_node_count(out, graph)
+
+Number of nodes in the graph (not counting those inside child or body graphs).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_count(out, graph)
+    ccall((:cuabi_graph_node_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph}), out, graph)
+end
+
+"""
+cuabi_graph_node_at(out, graph, index)
+
+The node at `index` (0 .. node count - 1): nodes added by cuabi in the order they were added, captured ones in the driver's order. The same node gives the same handle while a reference lives; release each one obtained.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_at(out, graph, index)
+    ccall((:cuabi_graph_node_at, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Csize_t), out, graph, index)
+end
+
+"""
+cuabi_graph_add_dependencies(graph, from, to, count)
+
+Add the edges from[i] -> to[i] (to[i] runs after from[i]). Every node must belong to `graph`. An edge that already exists, or one that would close a cycle, is refused with CUABI_ERROR_INVALID_ARGUMENT naming the nodes; nothing is added then.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_dependencies(graph, from, to, count)
+    ccall((:cuabi_graph_add_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+end
+
+"""
+cuabi_graph_remove_dependencies(graph, from, to, count)
+
+Remove the edges from[i] -> to[i]; an edge that does not exist is refused (CUABI_ERROR_INVALID_ARGUMENT naming it) and nothing is removed.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_remove_dependencies(graph, from, to, count)
+    ccall((:cuabi_graph_remove_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+end
+
+"""
+cuabi_graph_debug_dot(graph, path, flags)
+
+Write the graph as Graphviz text to the file `path` (cuGraphDebugDotPrint).
+
+- `flags` cuabi_graph_dot_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_debug_dot(graph, path, flags)
+    ccall((:cuabi_graph_debug_dot, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Cchar}, Cuint), graph, path, flags)
+end
+
+"""
+cuabi_graph_debug_dot_text(out, size, graph, flags)
+
+The graph as Graphviz text, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit (out may then be NULL).
+
+- `out` [out, may be C_NULL]
+- `size` [inout]
+- `flags` cuabi_graph_dot_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_debug_dot_text(out, size, graph, flags)
+    ccall((:cuabi_graph_debug_dot_text, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, Ptr{cuabi_graph}, Cuint), out, size, graph, flags)
+end
+
+"""
+cuabi_graph_instantiate(out, graph, options)
+
+Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it.
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL] NULL for the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_instantiate(out, graph, options)
+    ccall((:cuabi_graph_instantiate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_exec}}, Ptr{cuabi_graph}, Ptr{cuabi_graph_instantiate_options}), out, graph, options)
+end
+
+"""
+cuabi_graph_add_kernel(out, graph, dependencies, num_dependencies, kernel, pack, config)
+
+Add a kernel node: `kernel` with the pack's current values (copied now; the
+pack may change afterwards) and the configuration's grid, block, dynamic
+shared memory and attributes (clusters, cooperative). The configuration's
+stream is used only for its device (else config.device). Checked as
+cuabi_launch_check() does; a buffer or view slot whose handle was released
+is refused, naming the slot. The graph keeps the kernel and the slots'
+buffers and views alive.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_kernel(out, graph, dependencies, num_dependencies, kernel, pack, config)
+    ccall((:cuabi_graph_add_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), out, graph, dependencies, num_dependencies, kernel, pack, config)
+end
+
+"""
+cuabi_graph_add_memcpy(out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
+
+Add a copy of `size` bytes between two buffers (device, pinned, managed, or host with the other one on a device). The graph keeps both buffers' memory alive.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy(out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
+    ccall((:cuabi_graph_add_memcpy, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
+end
+
+"""
+cuabi_graph_add_memcpy_from_host(out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
+
+Add a copy of `size` bytes from host memory (read when the node runs: keep it valid and unchanged while the graph may run; pinned memory is fastest) into a buffer on a device.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy_from_host(out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
+    ccall((:cuabi_graph_add_memcpy_from_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
+end
+
+"""
+cuabi_graph_add_memcpy_to_host(out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
+
+Add a copy of `size` bytes from a buffer on a device into host memory (written when the node runs: keep it valid while the graph may run).
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy_to_host(out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
+    ccall((:cuabi_graph_add_memcpy_to_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
+end
+
+"""
+cuabi_graph_add_memcpy_view(out, graph, dependencies, num_dependencies, dst, src)
+
+Add a copy between two contiguous (row-major, dense) views of the same number of bytes, at least one of them in CUDA memory. The graph keeps both views (and so their memory) alive.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy_view(out, graph, dependencies, num_dependencies, dst, src)
+    ccall((:cuabi_graph_add_memcpy_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_view}, Ptr{cuabi_view}), out, graph, dependencies, num_dependencies, dst, src)
+end
+
+"""
+cuabi_graph_add_memset(out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
+
+Add a memset of `count` elements of `width` bytes (1, 2 or 4) starting at `offset` (a multiple of width) in a buffer of CUDA memory. The graph keeps the buffer's memory alive.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memset(out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
+    ccall((:cuabi_graph_add_memset, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t), out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
+end
+
+"""
+cuabi_graph_add_host(out, graph, dependencies, num_dependencies, fn, payload)
+
+Add a host node that calls fn(payload) when the graph reaches it. The payload stays the caller's: keep it valid while the graph or an executable of it may run. Not allowed in conditional bodies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `payload` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_host(out, graph, dependencies, num_dependencies, fn, payload)
+    ccall((:cuabi_graph_add_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, cuabi_graph_host_fn, Ptr{Cvoid}), out, graph, dependencies, num_dependencies, fn, payload)
+end
+
+"""
+cuabi_graph_add_empty(out, graph, dependencies, num_dependencies)
+
+Add an empty node: a join point for dependencies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_empty(out, graph, dependencies, num_dependencies)
+    ccall((:cuabi_graph_add_empty, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), out, graph, dependencies, num_dependencies)
+end
+
+"""
+cuabi_graph_add_event_record(out, graph, dependencies, num_dependencies, event)
+
+Add a node that records `event` (kept alive by the graph). Not allowed in conditional bodies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_event_record(out, graph, dependencies, num_dependencies, event)
+    ccall((:cuabi_graph_add_event_record, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+end
+
+"""
+cuabi_graph_add_event_wait(out, graph, dependencies, num_dependencies, event)
+
+Add a node that waits for the last record of `event` (kept alive by the graph). Not allowed in conditional bodies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_event_wait(out, graph, dependencies, num_dependencies, event)
+    ccall((:cuabi_graph_add_event_wait, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+end
+
+"""
+cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child)
+
+Add a node that runs a copy of `child` (the driver clones it now; later changes to child are not seen). The graph keeps what child's nodes reference alive. A graph cannot contain itself.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child)
+    ccall((:cuabi_graph_add_child, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_graph}), out, graph, dependencies, num_dependencies, child)
+end
+
+"""
+cuabi_graph_conditional_handle_create(out, graph, device, default_value, flags)
+
+A conditional handle for `graph` on `device` (cuGraphConditionalHandleCreate):
+a 64-bit value passed to kernels (as unsigned long long) that set it with
+cudaGraphSetConditional(handle, value). In NVRTC code declare
+`extern "C" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);`
+(relocatable compiles declare it themselves); the driver resolves it when the
+code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
+
+- `out` [out]
+- `default_value` The value set at each launch with CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
+- `flags` 0 or CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_conditional_handle_create(out, graph, device, default_value, flags)
+    ccall((:cuabi_graph_conditional_handle_create, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_graph}, Ptr{cuabi_device}, Cuint, Cuint), out, graph, device, default_value, flags)
+end
+
+"""
+cuabi_graph_add_conditional(out, graph, dependencies, num_dependencies, handle, var"type", body_count)
+
+Add a conditional node on a handle made for this graph: `type` (if / while / switch) with `body_count` body graphs, filled through cuabi_graph_node_body(). Bodies may hold kernel, empty, child graph, memset, memcpy and conditional nodes. CUABI_ERROR_NOT_SUPPORTED where the driver lacks conditional nodes (or this type or body count).
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `body_count` 1 for while; 1 or 2 for if; at least 1 for switch.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_conditional(out, graph, dependencies, num_dependencies, handle, var"type", body_count)
+    ccall((:cuabi_graph_add_conditional, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, UInt64, cuabi_graph_conditional_type, Cuint), out, graph, dependencies, num_dependencies, handle, var"type", body_count)
+end
+
+"""
+cuabi_graph_node_body(out, node, index)
+
+Body graph `index` of a conditional node, to add nodes to. It belongs to the node's graph and keeps it alive; instantiate the outer graph, not the body.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_body(out, node, index)
+    ccall((:cuabi_graph_node_body, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}, Cuint), out, node, index)
+end
+
+"""
+cuabi_graph_kernel_node_set(node, pack, config)
+
+Change a kernel node of the graph (made by cuabi_graph_add_kernel) to the pack's current values and, unless config is NULL, a new configuration (same kernel). Executables made earlier are not affected until cuabi_graph_exec_update().
+
+- `config` [may be C_NULL] NULL keeps the node's grid, block, shared memory and attributes.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_kernel_node_set(node, pack, config)
+    ccall((:cuabi_graph_kernel_node_set, libcuabi), cuabi_status, (Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), node, pack, config)
+end
+
+"""
+cuabi_graph_node_type(out, node)
+
+`cuabi_graph_node_type` from the C API.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_type(out, node)
+    ccall((:cuabi_graph_node_type, libcuabi), cuabi_status, (Ptr{cuabi_graph_node_kind}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_index(out, node)
+
+The node's index in its graph (see cuabi_graph_node_at).
+
+- `out` [out]
+"""
+function cuabi_graph_node_index(out, node)
+    ccall((:cuabi_graph_node_index, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_graph(out, node)
+
+The graph the node belongs to, borrowed: valid while the node lives.
+
+- `out` [out]
+"""
+function cuabi_graph_node_graph(out, node)
+    ccall((:cuabi_graph_node_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_raw(out, node)
+
+The CUgraphNode behind the handle.
+
+- `out` [out]
+"""
+function cuabi_graph_node_raw(out, node)
+    ccall((:cuabi_graph_node_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_dependency_count(out, node)
+
+How many nodes this node depends on (its incoming edges).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_dependency_count(out, node)
+    ccall((:cuabi_graph_node_dependency_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_dependency(out, node, index)
+
+The node's dependency `index` (0 .. count - 1), in the driver's order; release it.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_dependency(out, node, index)
+    ccall((:cuabi_graph_node_dependency, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+end
+
+"""
+cuabi_graph_node_dependent_count(out, node)
+
+How many nodes depend on this node (its outgoing edges).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_dependent_count(out, node)
+    ccall((:cuabi_graph_node_dependent_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+end
+
+"""
+cuabi_graph_node_dependent(out, node, index)
+
+The node's dependent `index` (0 .. count - 1), in the driver's order; release it.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_dependent(out, node, index)
+    ccall((:cuabi_graph_node_dependent, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+end
+
+"""
+cuabi_graph_exec_launch(exec, stream)
+
+Launch the executable on `stream` (after the stream's earlier work and the executable's earlier launches). A stream of another device than the graph's is refused.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_exec_launch(exec, stream)
+    ccall((:cuabi_graph_exec_launch, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+end
+
+"""
+cuabi_graph_exec_upload(exec, stream)
+
+Upload the executable's work descriptors ahead of its first launch, on `stream`, so that launch is cheaper.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_exec_upload(exec, stream)
+    ccall((:cuabi_graph_exec_upload, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+end
+
+"""
+cuabi_graph_exec_update(exec, graph, info)
+
+Update the executable in place from `graph` (cuGraphExecUpdate): the same
+topology with changed node parameters (kernel arguments, grids, copies,
+memsets, events). When the topology, a node kind or a kernel differs the
+executable is left as it was and CUABI_ERROR_GRAPH_UPDATE names the node; `info`
+(if not NULL) receives the reason and the node indices. On success the
+executable keeps `graph` alive instead of the previous one.
+
+- `info` [out, may be C_NULL] Set its version first (CUABI_GRAPH_UPDATE_INFO_INIT).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_exec_update(exec, graph, info)
+    ccall((:cuabi_graph_exec_update, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph}, Ptr{cuabi_graph_update_info}), exec, graph, info)
+end
+
+"""
+cuabi_graph_exec_update_kernel(exec, node, pack, config)
+
+Give one kernel node of the executable new arguments (the pack's current values) and, unless config is NULL, a new grid, block, shared memory and attributes, without re-instantiating (cuGraphExecKernelNodeSetParams). The node must come from the graph the executable was instantiated from and have been made by cuabi_graph_add_kernel; the kernel stays the same. The executable keeps the pack's buffers and views alive.
+
+- `config` [may be C_NULL] NULL keeps the node's configuration as the executable has it.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_exec_update_kernel(exec, node, pack, config)
+    ccall((:cuabi_graph_exec_update_kernel, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), exec, node, pack, config)
+end
+
+"""
+cuabi_graph_exec_raw(out, exec)
+
+The CUgraphExec behind the handle (owned by cuabi).
+
+- `out` [out]
+"""
+function cuabi_graph_exec_raw(out, exec)
+    ccall((:cuabi_graph_exec_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_exec}), out, exec)
+end
+
+"""
+cuabi_graph_exec_device(out, exec)
+
+The device the executable runs on, borrowed; NULL when the graph names no single device.
+
+- `out` [out]
+"""
+function cuabi_graph_exec_device(out, exec)
+    ccall((:cuabi_graph_exec_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph_exec}), out, exec)
+end
+
+"""
+cuabi_graph_exec_graph(out, exec)
+
+The graph the executable was instantiated from (node handles for cuabi_graph_exec_update_kernel come from it), borrowed.
+
+- `out` [out]
+"""
+function cuabi_graph_exec_graph(out, exec)
+    ccall((:cuabi_graph_exec_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_exec}), out, exec)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -3378,6 +4142,8 @@ const STRUCT_LAYOUTS = [
     ("cuabi_arch_limits", cuabi_arch_limits, ["version", "arch", "example_gpu", "sm_count", "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread", "shared_bytes_per_sm", "shared_bytes_per_block", "shared_bytes_per_block_optin", "reserved_shared_bytes_per_block", "max_cluster_size", "max_cluster_size_nonportable"]),
     ("cuabi_tensormap_options", cuabi_tensormap_options, ["version", "data_type", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
     ("cuabi_tensormap_info", cuabi_tensormap_info, ["version", "kind", "data_type", "rank", "address", "shape", "byte_strides", "box", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
+    ("cuabi_graph_instantiate_options", cuabi_graph_instantiate_options, ["version", "flags", "upload_stream"]),
+    ("cuabi_graph_update_info", cuabi_graph_update_info, ["version", "result", "node_index", "from_node_index", "node_type"]),
 ]
 
 # Every C function this module wraps.
@@ -3598,6 +4364,57 @@ const FUNCTIONS = [
     :cuabi_tensormap_bytes,
     :cuabi_tensormap_view,
     :cuabi_argpack_set_tensormap,
+    :cuabi_graph_retain,
+    :cuabi_graph_release,
+    :cuabi_graph_node_retain,
+    :cuabi_graph_node_release,
+    :cuabi_graph_exec_retain,
+    :cuabi_graph_exec_release,
+    :cuabi_graph_instantiate_options_init,
+    :cuabi_graph_update_info_init,
+    :cuabi_graph_capture_begin,
+    :cuabi_graph_capture_end,
+    :cuabi_graph_capture_status,
+    :cuabi_graph_create,
+    :cuabi_graph_raw,
+    :cuabi_graph_device,
+    :cuabi_graph_node_count,
+    :cuabi_graph_node_at,
+    :cuabi_graph_add_dependencies,
+    :cuabi_graph_remove_dependencies,
+    :cuabi_graph_debug_dot,
+    :cuabi_graph_debug_dot_text,
+    :cuabi_graph_instantiate,
+    :cuabi_graph_add_kernel,
+    :cuabi_graph_add_memcpy,
+    :cuabi_graph_add_memcpy_from_host,
+    :cuabi_graph_add_memcpy_to_host,
+    :cuabi_graph_add_memcpy_view,
+    :cuabi_graph_add_memset,
+    :cuabi_graph_add_host,
+    :cuabi_graph_add_empty,
+    :cuabi_graph_add_event_record,
+    :cuabi_graph_add_event_wait,
+    :cuabi_graph_add_child,
+    :cuabi_graph_conditional_handle_create,
+    :cuabi_graph_add_conditional,
+    :cuabi_graph_node_body,
+    :cuabi_graph_kernel_node_set,
+    :cuabi_graph_node_type,
+    :cuabi_graph_node_index,
+    :cuabi_graph_node_graph,
+    :cuabi_graph_node_raw,
+    :cuabi_graph_node_dependency_count,
+    :cuabi_graph_node_dependency,
+    :cuabi_graph_node_dependent_count,
+    :cuabi_graph_node_dependent,
+    :cuabi_graph_exec_launch,
+    :cuabi_graph_exec_upload,
+    :cuabi_graph_exec_update,
+    :cuabi_graph_exec_update_kernel,
+    :cuabi_graph_exec_raw,
+    :cuabi_graph_exec_device,
+    :cuabi_graph_exec_graph,
 ]
 
 end # module LibCuABI

@@ -342,4 +342,77 @@ end
             @test Vector{Float32}(out) == got
         end
     end
+
+    @testset "graphs without a GPU" begin
+        @test_throws ArgumentError CuABI._capture_mode(:sometimes)
+        @test CuABI._capture_mode(:relaxed) == L.CUABI_CAPTURE_MODE_RELAXED
+        # Handle checks: NULL is an error, never a crash.
+        @test L.cuabi_graph_release(C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+        n = Ref{Csize_t}(0)
+        @test L.cuabi_graph_node_count(n, C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+        @test L.cuabi_graph_instantiate_options_init(Ref{L.cuabi_graph_instantiate_options}(), 0) ==
+              L.CUABI_ERROR_INVALID_VERSION
+    end
+
+    @testset "GPU: graphs (capture vs explicit, update, conditional loop)" begin
+        if !gpu_available()
+            @test_skip "no GPU"
+        else
+            d = Device(0)
+            s = Stream(d)
+            k = compile(Program(segred); name_expressions = [expr])[expr]
+            r = MemoryResource(:device, d)
+            bin, boff = Buffer(r, 48), Buffer(r, 16)
+            CuABI.copyto_buffer!(bin, Float32.(1:12))
+            CuABI.copyto_buffer!(boff, Int32[0, 4, 8, 12])
+            outs = [Buffer(r, 12), Buffer(r, 12)]
+            cfg = LaunchConfig(3, 256; stream = s)
+            g1 = capture(s) do
+                launch(k, cfg, bin, boff, outs[1], Int32(3))
+            end
+            @test length(g1) == 1 && CuABI.kind(CuABI.node(g1, 0)) == :kernel
+            g2 = Graph()
+            kn = add_kernel!(g2, k, ArgPack(bin, boff, outs[2], Int32(3)), LaunchConfig(3, 256; device = d))
+            for g in (g1, g2)
+                launch(instantiate(g), s)
+            end
+            synchronize(s)
+            @test Vector{Float32}(outs[1]) == Vector{Float32}(outs[2]) == Float32[10, 26, 42]
+            # Update one kernel node in place: two segments only.
+            exe = instantiate(g2)
+            CuABI.memset!(outs[2], 0; width = 4)
+            update_kernel!(exe, kn, ArgPack(bin, boff, outs[2], Int32(2)))
+            launch(exe, s)
+            synchronize(s)
+            @test Vector{Float32}(outs[2]) == Float32[10, 26, 0]
+            # A conditional while loop set from device code.
+            loop_src = """
+            extern "C" __device__ void cudaGraphSetConditional(unsigned long long h, unsigned int v);
+            extern "C" __global__ void loop_body(unsigned long long h, int *c, int n) {
+              if (threadIdx.x == 0) { int v = ++*c; cudaGraphSetConditional(h, v < n ? 1u : 0u); }
+            }
+            """
+            body_k = compile(Program(loop_src))["loop_body"]
+            counter = Buffer(r, 4)
+            g = Graph()
+            h = try
+                conditional_handle(g, d; default = 1)
+            catch e
+                e isa CuABIError || rethrow()
+                nothing
+            end
+            if h === nothing
+                @test_skip "no conditional nodes on this driver"
+            else
+                z = add_memset!(g, counter, 0; width = 4)
+                _, body = add_while!(g, h; deps = (z,))
+                add_kernel!(body, body_k, ArgPack(h, counter, Int32(12)), LaunchConfig(1, 32; device = d))
+                launch(instantiate(g), s)
+                synchronize(s)
+                @test Vector{Int32}(counter) == Int32[12]
+            end
+            @test_throws CuABIError capture(() -> synchronize(s), s)
+            @test capture_status(s) == :none
+        end
+    end
 end

@@ -74,6 +74,10 @@ impl cuabi_status {
     pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status(27);
     /// the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it
     pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status(36);
+    /// the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node
+    pub const CUABI_ERROR_GRAPH_UPDATE: cuabi_status = cuabi_status(32);
+    /// not allowed while a stream is being captured, or the capture was invalidated by such a call
+    pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status(33);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -106,6 +110,8 @@ impl cuabi_status {
             26 => Some("CUABI_ERROR_CALLBACK"),
             27 => Some("CUABI_ERROR_INTERNAL"),
             36 => Some("CUABI_ERROR_TENSOR_MAP"),
+            32 => Some("CUABI_ERROR_GRAPH_UPDATE"),
+            33 => Some("CUABI_ERROR_STREAM_CAPTURE"),
             _ => None,
         }
     }
@@ -149,6 +155,8 @@ pub const CUABI_ERROR_NVJITLINK: cuabi_status = cuabi_status::CUABI_ERROR_NVJITL
 pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status::CUABI_ERROR_CALLBACK;
 pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status::CUABI_ERROR_INTERNAL;
 pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status::CUABI_ERROR_TENSOR_MAP;
+pub const CUABI_ERROR_GRAPH_UPDATE: cuabi_status = cuabi_status::CUABI_ERROR_GRAPH_UPDATE;
+pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status::CUABI_ERROR_STREAM_CAPTURE;
 
 /// Kinds of code cuabi compiles, links and loads.
 #[repr(transparent)]
@@ -2759,6 +2767,609 @@ unsafe extern "C" {
     pub fn cuabi_argpack_set_tensormap(pack: *mut cuabi_argpack, slot: usize, tensormap: *mut cuabi_tensormap) -> cuabi_status;
 }
 
+// ---- module graph (api/graph.toml)
+
+/// Flag of cuabi_graph_conditional_handle_create(): set the handle to its default value at the start of every launch.
+pub const CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT: c_int = 1;
+
+/// A CUDA graph (CUgraph): nodes and their dependencies, not yet executable.
+///
+/// Shared: released with `cuabi_graph_release`.
+#[repr(C)]
+pub struct cuabi_graph {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// One node of a graph; keeps its graph alive.
+///
+/// Shared: released with `cuabi_graph_node_release`.
+#[repr(C)]
+pub struct cuabi_graph_node {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// An instantiated, launchable graph (CUgraphExec); keeps the graph it was built from alive.
+///
+/// Shared: released with `cuabi_graph_exec_release`.
+#[repr(C)]
+pub struct cuabi_graph_exec {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// How a capture treats potentially unsafe calls on other threads (values of CUstreamCaptureMode).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_capture_mode(pub i32);
+
+impl cuabi_capture_mode {
+    /// Unsafe calls (synchronising ones, legacy-stream work) fail on every thread while the capture is active.
+    pub const CUABI_CAPTURE_MODE_GLOBAL: cuabi_capture_mode = cuabi_capture_mode(0);
+    /// Unsafe calls fail only on the capturing thread.
+    pub const CUABI_CAPTURE_MODE_THREAD_LOCAL: cuabi_capture_mode = cuabi_capture_mode(1);
+    /// Unsafe calls are not checked (the caller takes care).
+    pub const CUABI_CAPTURE_MODE_RELAXED: cuabi_capture_mode = cuabi_capture_mode(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_CAPTURE_MODE_GLOBAL"),
+            1 => Some("CUABI_CAPTURE_MODE_THREAD_LOCAL"),
+            2 => Some("CUABI_CAPTURE_MODE_RELAXED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_capture_mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_capture_mode({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_CAPTURE_MODE_GLOBAL: cuabi_capture_mode = cuabi_capture_mode::CUABI_CAPTURE_MODE_GLOBAL;
+pub const CUABI_CAPTURE_MODE_THREAD_LOCAL: cuabi_capture_mode = cuabi_capture_mode::CUABI_CAPTURE_MODE_THREAD_LOCAL;
+pub const CUABI_CAPTURE_MODE_RELAXED: cuabi_capture_mode = cuabi_capture_mode::CUABI_CAPTURE_MODE_RELAXED;
+
+/// Capture state of a stream (values of CUstreamCaptureStatus).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_capture_status(pub i32);
+
+impl cuabi_capture_status {
+    /// Not capturing.
+    pub const CUABI_CAPTURE_STATUS_NONE: cuabi_capture_status = cuabi_capture_status(0);
+    /// Work on the stream is being recorded.
+    pub const CUABI_CAPTURE_STATUS_ACTIVE: cuabi_capture_status = cuabi_capture_status(1);
+    /// The capture broke (an unsafe call); end it to clean up: no graph comes out.
+    pub const CUABI_CAPTURE_STATUS_INVALIDATED: cuabi_capture_status = cuabi_capture_status(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_CAPTURE_STATUS_NONE"),
+            1 => Some("CUABI_CAPTURE_STATUS_ACTIVE"),
+            2 => Some("CUABI_CAPTURE_STATUS_INVALIDATED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_capture_status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_capture_status({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_CAPTURE_STATUS_NONE: cuabi_capture_status = cuabi_capture_status::CUABI_CAPTURE_STATUS_NONE;
+pub const CUABI_CAPTURE_STATUS_ACTIVE: cuabi_capture_status = cuabi_capture_status::CUABI_CAPTURE_STATUS_ACTIVE;
+pub const CUABI_CAPTURE_STATUS_INVALIDATED: cuabi_capture_status = cuabi_capture_status::CUABI_CAPTURE_STATUS_INVALIDATED;
+
+/// Kinds of graph nodes (values of CUgraphNodeType). Captures may make kinds cuabi does not add itself.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_graph_node_kind(pub i32);
+
+impl cuabi_graph_node_kind {
+    /// A kernel launch.
+    pub const CUABI_GRAPH_NODE_KERNEL: cuabi_graph_node_kind = cuabi_graph_node_kind(0);
+    /// A copy.
+    pub const CUABI_GRAPH_NODE_MEMCPY: cuabi_graph_node_kind = cuabi_graph_node_kind(1);
+    /// A memset.
+    pub const CUABI_GRAPH_NODE_MEMSET: cuabi_graph_node_kind = cuabi_graph_node_kind(2);
+    /// A host callback.
+    pub const CUABI_GRAPH_NODE_HOST: cuabi_graph_node_kind = cuabi_graph_node_kind(3);
+    /// A child graph.
+    pub const CUABI_GRAPH_NODE_GRAPH: cuabi_graph_node_kind = cuabi_graph_node_kind(4);
+    /// No operation: a join point.
+    pub const CUABI_GRAPH_NODE_EMPTY: cuabi_graph_node_kind = cuabi_graph_node_kind(5);
+    /// Waits for an event.
+    pub const CUABI_GRAPH_NODE_WAIT_EVENT: cuabi_graph_node_kind = cuabi_graph_node_kind(6);
+    /// Records an event.
+    pub const CUABI_GRAPH_NODE_EVENT_RECORD: cuabi_graph_node_kind = cuabi_graph_node_kind(7);
+    /// Signals external semaphores (captured only).
+    pub const CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL: cuabi_graph_node_kind = cuabi_graph_node_kind(8);
+    /// Waits on external semaphores (captured only).
+    pub const CUABI_GRAPH_NODE_EXT_SEMAS_WAIT: cuabi_graph_node_kind = cuabi_graph_node_kind(9);
+    /// A stream-ordered allocation (captured).
+    pub const CUABI_GRAPH_NODE_MEM_ALLOC: cuabi_graph_node_kind = cuabi_graph_node_kind(10);
+    /// A stream-ordered free (captured).
+    pub const CUABI_GRAPH_NODE_MEM_FREE: cuabi_graph_node_kind = cuabi_graph_node_kind(11);
+    /// Batched memory operations (captured only).
+    pub const CUABI_GRAPH_NODE_BATCH_MEM_OP: cuabi_graph_node_kind = cuabi_graph_node_kind(12);
+    /// Runs its body graph(s) if / while / switch on a conditional handle.
+    pub const CUABI_GRAPH_NODE_CONDITIONAL: cuabi_graph_node_kind = cuabi_graph_node_kind(13);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_GRAPH_NODE_KERNEL"),
+            1 => Some("CUABI_GRAPH_NODE_MEMCPY"),
+            2 => Some("CUABI_GRAPH_NODE_MEMSET"),
+            3 => Some("CUABI_GRAPH_NODE_HOST"),
+            4 => Some("CUABI_GRAPH_NODE_GRAPH"),
+            5 => Some("CUABI_GRAPH_NODE_EMPTY"),
+            6 => Some("CUABI_GRAPH_NODE_WAIT_EVENT"),
+            7 => Some("CUABI_GRAPH_NODE_EVENT_RECORD"),
+            8 => Some("CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL"),
+            9 => Some("CUABI_GRAPH_NODE_EXT_SEMAS_WAIT"),
+            10 => Some("CUABI_GRAPH_NODE_MEM_ALLOC"),
+            11 => Some("CUABI_GRAPH_NODE_MEM_FREE"),
+            12 => Some("CUABI_GRAPH_NODE_BATCH_MEM_OP"),
+            13 => Some("CUABI_GRAPH_NODE_CONDITIONAL"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_graph_node_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_graph_node_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_GRAPH_NODE_KERNEL: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_KERNEL;
+pub const CUABI_GRAPH_NODE_MEMCPY: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_MEMCPY;
+pub const CUABI_GRAPH_NODE_MEMSET: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_MEMSET;
+pub const CUABI_GRAPH_NODE_HOST: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_HOST;
+pub const CUABI_GRAPH_NODE_GRAPH: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_GRAPH;
+pub const CUABI_GRAPH_NODE_EMPTY: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_EMPTY;
+pub const CUABI_GRAPH_NODE_WAIT_EVENT: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_WAIT_EVENT;
+pub const CUABI_GRAPH_NODE_EVENT_RECORD: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_EVENT_RECORD;
+pub const CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL;
+pub const CUABI_GRAPH_NODE_EXT_SEMAS_WAIT: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_EXT_SEMAS_WAIT;
+pub const CUABI_GRAPH_NODE_MEM_ALLOC: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_MEM_ALLOC;
+pub const CUABI_GRAPH_NODE_MEM_FREE: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_MEM_FREE;
+pub const CUABI_GRAPH_NODE_BATCH_MEM_OP: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_BATCH_MEM_OP;
+pub const CUABI_GRAPH_NODE_CONDITIONAL: cuabi_graph_node_kind = cuabi_graph_node_kind::CUABI_GRAPH_NODE_CONDITIONAL;
+
+/// Flags of cuabi_graph_instantiate_options.flags (values of CUgraphInstantiate_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_graph_instantiate_flags(pub i32);
+
+impl cuabi_graph_instantiate_flags {
+    /// Free memory the graph allocated and did not free before each relaunch.
+    pub const CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags(1);
+    /// Upload the executable on upload_stream as part of instantiation.
+    pub const CUABI_GRAPH_INSTANTIATE_UPLOAD: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags(2);
+    /// Make the executable launchable from device code (needs AUTO_FREE_ON_LAUNCH semantics and a single device).
+    pub const CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags(4);
+    /// Honour the per-node priority attributes instead of the launch stream's priority.
+    pub const CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags(8);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH"),
+            2 => Some("CUABI_GRAPH_INSTANTIATE_UPLOAD"),
+            4 => Some("CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH"),
+            8 => Some("CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_graph_instantiate_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_graph_instantiate_flags({})", self.0),
+        }
+    }
+}
+
+impl core::ops::BitOr for cuabi_graph_instantiate_flags {
+    type Output = cuabi_graph_instantiate_flags;
+    fn bitor(self, o: cuabi_graph_instantiate_flags) -> cuabi_graph_instantiate_flags { cuabi_graph_instantiate_flags(self.0 | o.0) }
+}
+
+pub const CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags::CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH;
+pub const CUABI_GRAPH_INSTANTIATE_UPLOAD: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags::CUABI_GRAPH_INSTANTIATE_UPLOAD;
+pub const CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags::CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH;
+pub const CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY: cuabi_graph_instantiate_flags = cuabi_graph_instantiate_flags::CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY;
+
+/// Why an executable could not be updated from a graph (values of CUgraphExecUpdateResult).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_graph_update_result(pub i32);
+
+impl cuabi_graph_update_result {
+    /// Updated.
+    pub const CUABI_GRAPH_UPDATE_SUCCESS: cuabi_graph_update_result = cuabi_graph_update_result(0);
+    /// Failed for a reason the last error's message gives.
+    pub const CUABI_GRAPH_UPDATE_ERROR: cuabi_graph_update_result = cuabi_graph_update_result(1);
+    /// Nodes or edges differ; node_index / from_node_index name the edge or node.
+    pub const CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result(2);
+    /// A node's kind differs.
+    pub const CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result(3);
+    /// A kernel node's function changed (drivers before 11.2).
+    pub const CUABI_GRAPH_UPDATE_FUNCTION_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result(4);
+    /// Parameters changed in a way an update cannot apply.
+    pub const CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result(5);
+    /// Something about the node cannot be updated.
+    pub const CUABI_GRAPH_UPDATE_NOT_SUPPORTED: cuabi_graph_update_result = cuabi_graph_update_result(6);
+    /// A kernel node's function changed in an unsupported way.
+    pub const CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE: cuabi_graph_update_result = cuabi_graph_update_result(7);
+    /// A kernel node's attributes changed in a way an update cannot apply.
+    pub const CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result(8);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_GRAPH_UPDATE_SUCCESS"),
+            1 => Some("CUABI_GRAPH_UPDATE_ERROR"),
+            2 => Some("CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED"),
+            3 => Some("CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED"),
+            4 => Some("CUABI_GRAPH_UPDATE_FUNCTION_CHANGED"),
+            5 => Some("CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED"),
+            6 => Some("CUABI_GRAPH_UPDATE_NOT_SUPPORTED"),
+            7 => Some("CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE"),
+            8 => Some("CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_graph_update_result {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_graph_update_result({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_GRAPH_UPDATE_SUCCESS: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_SUCCESS;
+pub const CUABI_GRAPH_UPDATE_ERROR: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_ERROR;
+pub const CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_TOPOLOGY_CHANGED;
+pub const CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_NODE_TYPE_CHANGED;
+pub const CUABI_GRAPH_UPDATE_FUNCTION_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_FUNCTION_CHANGED;
+pub const CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_PARAMETERS_CHANGED;
+pub const CUABI_GRAPH_UPDATE_NOT_SUPPORTED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_NOT_SUPPORTED;
+pub const CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE;
+pub const CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED: cuabi_graph_update_result = cuabi_graph_update_result::CUABI_GRAPH_UPDATE_ATTRIBUTES_CHANGED;
+
+/// Kinds of conditional nodes (values of CUgraphConditionalNodeType).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_graph_conditional_type(pub i32);
+
+impl cuabi_graph_conditional_type {
+    /// Body 0 runs once when the condition is non-zero; with two bodies, body 1 runs when it is zero (CUDA 12.8).
+    pub const CUABI_GRAPH_CONDITIONAL_IF: cuabi_graph_conditional_type = cuabi_graph_conditional_type(0);
+    /// Body 0 runs again and again while the condition is non-zero (checked before each run).
+    pub const CUABI_GRAPH_CONDITIONAL_WHILE: cuabi_graph_conditional_type = cuabi_graph_conditional_type(1);
+    /// Body n runs once when the condition equals n (CUDA 12.8).
+    pub const CUABI_GRAPH_CONDITIONAL_SWITCH: cuabi_graph_conditional_type = cuabi_graph_conditional_type(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_GRAPH_CONDITIONAL_IF"),
+            1 => Some("CUABI_GRAPH_CONDITIONAL_WHILE"),
+            2 => Some("CUABI_GRAPH_CONDITIONAL_SWITCH"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_graph_conditional_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_graph_conditional_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_GRAPH_CONDITIONAL_IF: cuabi_graph_conditional_type = cuabi_graph_conditional_type::CUABI_GRAPH_CONDITIONAL_IF;
+pub const CUABI_GRAPH_CONDITIONAL_WHILE: cuabi_graph_conditional_type = cuabi_graph_conditional_type::CUABI_GRAPH_CONDITIONAL_WHILE;
+pub const CUABI_GRAPH_CONDITIONAL_SWITCH: cuabi_graph_conditional_type = cuabi_graph_conditional_type::CUABI_GRAPH_CONDITIONAL_SWITCH;
+
+/// What cuabi_graph_debug_dot() writes (values of CUgraphDebugDot_flags; other CUgraphDebugDot_flags bits are passed through).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_graph_dot_flags(pub i32);
+
+impl cuabi_graph_dot_flags {
+    /// Node kinds and edges.
+    pub const CUABI_GRAPH_DOT_DEFAULT: cuabi_graph_dot_flags = cuabi_graph_dot_flags(0);
+    /// Everything the driver knows about each node.
+    pub const CUABI_GRAPH_DOT_VERBOSE: cuabi_graph_dot_flags = cuabi_graph_dot_flags(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_GRAPH_DOT_DEFAULT"),
+            1 => Some("CUABI_GRAPH_DOT_VERBOSE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_graph_dot_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_graph_dot_flags({})", self.0),
+        }
+    }
+}
+
+impl core::ops::BitOr for cuabi_graph_dot_flags {
+    type Output = cuabi_graph_dot_flags;
+    fn bitor(self, o: cuabi_graph_dot_flags) -> cuabi_graph_dot_flags { cuabi_graph_dot_flags(self.0 | o.0) }
+}
+
+pub const CUABI_GRAPH_DOT_DEFAULT: cuabi_graph_dot_flags = cuabi_graph_dot_flags::CUABI_GRAPH_DOT_DEFAULT;
+pub const CUABI_GRAPH_DOT_VERBOSE: cuabi_graph_dot_flags = cuabi_graph_dot_flags::CUABI_GRAPH_DOT_VERBOSE;
+
+/// A host node's function: runs on a driver thread when the graph reaches the node. It must not call CUDA (or cuabi functions that do).
+pub type cuabi_graph_host_fn = Option<unsafe extern "C" fn(payload: *mut c_void)>;
+
+/// How to instantiate a graph.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_graph_instantiate_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// cuabi_graph_instantiate_flags.
+    pub flags: c_uint,
+    /// The stream to upload on with CUABI_GRAPH_INSTANTIATE_UPLOAD (required then); ignored otherwise.
+    pub upload_stream: *mut cuabi_stream,
+}
+
+impl Default for cuabi_graph_instantiate_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_graph_instantiate_options.
+pub const CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION: c_uint = 1;
+
+/// Filled by cuabi_graph_exec_update(): why an update failed. Node indices are those of cuabi_graph_node_at() in the graph given to the update; -1 when none.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_graph_update_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// cuabi_graph_update_result.
+    pub result: c_int,
+    /// The node the failure is about (the 'to' node of a differing edge).
+    pub node_index: i64,
+    /// The 'from' node of a differing edge; -1 otherwise.
+    pub from_node_index: i64,
+    /// cuabi_graph_node_kind of node_index; -1 when none.
+    pub node_type: c_int,
+}
+
+impl Default for cuabi_graph_update_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_graph_update_info.
+pub const CUABI_GRAPH_UPDATE_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_graph.
+    pub fn cuabi_graph_retain(handle: *mut cuabi_graph) -> cuabi_status;
+    /// Drop a reference to a cuabi_graph; the last one frees it and invalidates the handle.
+    pub fn cuabi_graph_release(handle: *mut cuabi_graph) -> cuabi_status;
+    /// Add a reference to a cuabi_graph_node.
+    pub fn cuabi_graph_node_retain(handle: *mut cuabi_graph_node) -> cuabi_status;
+    /// Drop a reference to a cuabi_graph_node; the last one frees it and invalidates the handle.
+    pub fn cuabi_graph_node_release(handle: *mut cuabi_graph_node) -> cuabi_status;
+    /// Add a reference to a cuabi_graph_exec.
+    pub fn cuabi_graph_exec_retain(handle: *mut cuabi_graph_exec) -> cuabi_status;
+    /// Drop a reference to a cuabi_graph_exec; the last one frees it and invalidates the handle.
+    pub fn cuabi_graph_exec_release(handle: *mut cuabi_graph_exec) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION).
+    pub fn cuabi_graph_instantiate_options_init(opts: *mut cuabi_graph_instantiate_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_GRAPH_UPDATE_INFO_VERSION).
+    pub fn cuabi_graph_update_info_init(opts: *mut cuabi_graph_update_info, version: c_uint) -> cuabi_status;
+    /// Start recording the work queued on `stream` into a new graph. The legacy default stream (and stream 0) cannot be captured: CUABI_ERROR_INVALID_ARGUMENT. Work on other streams joins the capture when they wait on an event recorded on a capturing stream.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_begin(stream: *mut cuabi_stream, mode: cuabi_capture_mode) -> cuabi_status;
+    /// End the capture begun on `stream` and return its graph. A capture that an unsafe call invalidated (or that left another stream unjoined) gives CUABI_ERROR_STREAM_CAPTURE, no graph and nothing kept alive; the stream is usable again either way.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_end(out: *mut *mut cuabi_graph, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone else.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_status(out: *mut cuabi_capture_status, stream: *mut cuabi_stream) -> cuabi_status;
+    /// An empty graph. Its device is the device of the first node that names one.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_create(out: *mut *mut cuabi_graph) -> cuabi_status;
+    /// The CUgraph behind the handle (owned by cuabi).
+    pub fn cuabi_graph_raw(out: *mut usize, graph: *mut cuabi_graph) -> cuabi_status;
+    /// The graph's device, borrowed; NULL while no node names one, or when nodes name several.
+    pub fn cuabi_graph_device(out: *mut *mut cuabi_device, graph: *mut cuabi_graph) -> cuabi_status;
+    /// Number of nodes in the graph (not counting those inside child or body graphs).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_count(out: *mut usize, graph: *mut cuabi_graph) -> cuabi_status;
+    /// The node at `index` (0 .. node count - 1): nodes added by cuabi in the order they were added, captured ones in the driver's order. The same node gives the same handle while a reference lives; release each one obtained.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_at(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, index: usize) -> cuabi_status;
+    /// Add the edges from[i] -> to[i] (to[i] runs after from[i]). Every node must belong to `graph`. An edge that already exists, or one that would close a cycle, is refused with CUABI_ERROR_INVALID_ARGUMENT naming the nodes; nothing is added then.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_dependencies(graph: *mut cuabi_graph, from: *mut *mut cuabi_graph_node, to: *mut *mut cuabi_graph_node, count: usize) -> cuabi_status;
+    /// Remove the edges from[i] -> to[i]; an edge that does not exist is refused (CUABI_ERROR_INVALID_ARGUMENT naming it) and nothing is removed.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_remove_dependencies(graph: *mut cuabi_graph, from: *mut *mut cuabi_graph_node, to: *mut *mut cuabi_graph_node, count: usize) -> cuabi_status;
+    /// Write the graph as Graphviz text to the file `path` (cuGraphDebugDotPrint).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_debug_dot(graph: *mut cuabi_graph, path: *const c_char, flags: c_uint) -> cuabi_status;
+    /// The graph as Graphviz text, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit (out may then be NULL).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_debug_dot_text(out: *mut c_char, size: *mut usize, graph: *mut cuabi_graph, flags: c_uint) -> cuabi_status;
+    /// Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_instantiate(out: *mut *mut cuabi_graph_exec, graph: *mut cuabi_graph, options: *const cuabi_graph_instantiate_options) -> cuabi_status;
+    /// Add a kernel node: `kernel` with the pack's current values (copied now; the
+    /// pack may change afterwards) and the configuration's grid, block, dynamic
+    /// shared memory and attributes (clusters, cooperative). The configuration's
+    /// stream is used only for its device (else config.device). Checked as
+    /// cuabi_launch_check() does; a buffer or view slot whose handle was released
+    /// is refused, naming the slot. The graph keeps the kernel and the slots'
+    /// buffers and views alive.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_kernel(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, kernel: *mut cuabi_kernel, pack: *mut cuabi_argpack, config: *const cuabi_launch_config) -> cuabi_status;
+    /// Add a copy of `size` bytes between two buffers (device, pinned, managed, or host with the other one on a device). The graph keeps both buffers' memory alive.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memcpy(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, dst: *mut cuabi_buffer, dst_offset: usize, src: *mut cuabi_buffer, src_offset: usize, size: usize) -> cuabi_status;
+    /// Add a copy of `size` bytes from host memory (read when the node runs: keep it valid and unchanged while the graph may run; pinned memory is fastest) into a buffer on a device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memcpy_from_host(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, dst: *mut cuabi_buffer, dst_offset: usize, src: *const c_void, size: usize) -> cuabi_status;
+    /// Add a copy of `size` bytes from a buffer on a device into host memory (written when the node runs: keep it valid while the graph may run).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memcpy_to_host(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, dst: *mut c_void, src: *mut cuabi_buffer, src_offset: usize, size: usize) -> cuabi_status;
+    /// Add a copy between two contiguous (row-major, dense) views of the same number of bytes, at least one of them in CUDA memory. The graph keeps both views (and so their memory) alive.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memcpy_view(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, dst: *mut cuabi_view, src: *mut cuabi_view) -> cuabi_status;
+    /// Add a memset of `count` elements of `width` bytes (1, 2 or 4) starting at `offset` (a multiple of width) in a buffer of CUDA memory. The graph keeps the buffer's memory alive.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memset(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, buffer: *mut cuabi_buffer, offset: usize, value: u32, width: c_uint, count: usize) -> cuabi_status;
+    /// Add a host node that calls fn(payload) when the graph reaches it. The payload stays the caller's: keep it valid while the graph or an executable of it may run. Not allowed in conditional bodies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_host(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, r#fn: cuabi_graph_host_fn, payload: *mut c_void) -> cuabi_status;
+    /// Add an empty node: a join point for dependencies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_empty(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize) -> cuabi_status;
+    /// Add a node that records `event` (kept alive by the graph). Not allowed in conditional bodies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_event_record(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, event: *mut cuabi_event) -> cuabi_status;
+    /// Add a node that waits for the last record of `event` (kept alive by the graph). Not allowed in conditional bodies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_event_wait(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, event: *mut cuabi_event) -> cuabi_status;
+    /// Add a node that runs a copy of `child` (the driver clones it now; later changes to child are not seen). The graph keeps what child's nodes reference alive. A graph cannot contain itself.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_child(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, child: *mut cuabi_graph) -> cuabi_status;
+    /// A conditional handle for `graph` on `device` (cuGraphConditionalHandleCreate):
+    /// a 64-bit value passed to kernels (as unsigned long long) that set it with
+    /// cudaGraphSetConditional(handle, value). In NVRTC code declare
+    /// `extern "C" __device__ void cudaGraphSetConditional(unsigned long long, unsigned int);`
+    /// (relocatable compiles declare it themselves); the driver resolves it when the
+    /// code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_conditional_handle_create(out: *mut u64, graph: *mut cuabi_graph, device: *mut cuabi_device, default_value: c_uint, flags: c_uint) -> cuabi_status;
+    /// Add a conditional node on a handle made for this graph: `type` (if / while / switch) with `body_count` body graphs, filled through cuabi_graph_node_body(). Bodies may hold kernel, empty, child graph, memset, memcpy and conditional nodes. CUABI_ERROR_NOT_SUPPORTED where the driver lacks conditional nodes (or this type or body count).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_conditional(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, handle: u64, r#type: cuabi_graph_conditional_type, body_count: c_uint) -> cuabi_status;
+    /// Body graph `index` of a conditional node, to add nodes to. It belongs to the node's graph and keeps it alive; instantiate the outer graph, not the body.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_body(out: *mut *mut cuabi_graph, node: *mut cuabi_graph_node, index: c_uint) -> cuabi_status;
+    /// Change a kernel node of the graph (made by cuabi_graph_add_kernel) to the pack's current values and, unless config is NULL, a new configuration (same kernel). Executables made earlier are not affected until cuabi_graph_exec_update().
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_kernel_node_set(node: *mut cuabi_graph_node, pack: *mut cuabi_argpack, config: *const cuabi_launch_config) -> cuabi_status;
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_type(out: *mut cuabi_graph_node_kind, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The node's index in its graph (see cuabi_graph_node_at).
+    pub fn cuabi_graph_node_index(out: *mut usize, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The graph the node belongs to, borrowed: valid while the node lives.
+    pub fn cuabi_graph_node_graph(out: *mut *mut cuabi_graph, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The CUgraphNode behind the handle.
+    pub fn cuabi_graph_node_raw(out: *mut usize, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// How many nodes this node depends on (its incoming edges).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_dependency_count(out: *mut usize, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The node's dependency `index` (0 .. count - 1), in the driver's order; release it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_dependency(out: *mut *mut cuabi_graph_node, node: *mut cuabi_graph_node, index: usize) -> cuabi_status;
+    /// How many nodes depend on this node (its outgoing edges).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_dependent_count(out: *mut usize, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The node's dependent `index` (0 .. count - 1), in the driver's order; release it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_dependent(out: *mut *mut cuabi_graph_node, node: *mut cuabi_graph_node, index: usize) -> cuabi_status;
+    /// Launch the executable on `stream` (after the stream's earlier work and the executable's earlier launches). A stream of another device than the graph's is refused.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_exec_launch(exec: *mut cuabi_graph_exec, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Upload the executable's work descriptors ahead of its first launch, on `stream`, so that launch is cheaper.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_exec_upload(exec: *mut cuabi_graph_exec, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Update the executable in place from `graph` (cuGraphExecUpdate): the same
+    /// topology with changed node parameters (kernel arguments, grids, copies,
+    /// memsets, events). When the topology, a node kind or a kernel differs the
+    /// executable is left as it was and CUABI_ERROR_GRAPH_UPDATE names the node; `info`
+    /// (if not NULL) receives the reason and the node indices. On success the
+    /// executable keeps `graph` alive instead of the previous one.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_exec_update(exec: *mut cuabi_graph_exec, graph: *mut cuabi_graph, info: *mut cuabi_graph_update_info) -> cuabi_status;
+    /// Give one kernel node of the executable new arguments (the pack's current values) and, unless config is NULL, a new grid, block, shared memory and attributes, without re-instantiating (cuGraphExecKernelNodeSetParams). The node must come from the graph the executable was instantiated from and have been made by cuabi_graph_add_kernel; the kernel stays the same. The executable keeps the pack's buffers and views alive.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_exec_update_kernel(exec: *mut cuabi_graph_exec, node: *mut cuabi_graph_node, pack: *mut cuabi_argpack, config: *const cuabi_launch_config) -> cuabi_status;
+    /// The CUgraphExec behind the handle (owned by cuabi).
+    pub fn cuabi_graph_exec_raw(out: *mut usize, exec: *mut cuabi_graph_exec) -> cuabi_status;
+    /// The device the executable runs on, borrowed; NULL when the graph names no single device.
+    pub fn cuabi_graph_exec_device(out: *mut *mut cuabi_device, exec: *mut cuabi_graph_exec) -> cuabi_status;
+    /// The graph the executable was instantiated from (node handles for cuabi_graph_exec_update_kernel come from it), borrowed.
+    pub fn cuabi_graph_exec_graph(out: *mut *mut cuabi_graph, exec: *mut cuabi_graph_exec) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -2787,6 +3398,8 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
     ("cuabi_tensormap_options", core::mem::size_of::<cuabi_tensormap_options>(), &[("version", core::mem::offset_of!(cuabi_tensormap_options, version)), ("data_type", core::mem::offset_of!(cuabi_tensormap_options, data_type)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_options, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_options, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_options, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_options, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_options, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_options, device))]),
     ("cuabi_tensormap_info", core::mem::size_of::<cuabi_tensormap_info>(), &[("version", core::mem::offset_of!(cuabi_tensormap_info, version)), ("kind", core::mem::offset_of!(cuabi_tensormap_info, kind)), ("data_type", core::mem::offset_of!(cuabi_tensormap_info, data_type)), ("rank", core::mem::offset_of!(cuabi_tensormap_info, rank)), ("address", core::mem::offset_of!(cuabi_tensormap_info, address)), ("shape", core::mem::offset_of!(cuabi_tensormap_info, shape)), ("byte_strides", core::mem::offset_of!(cuabi_tensormap_info, byte_strides)), ("box", core::mem::offset_of!(cuabi_tensormap_info, r#box)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_info, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_info, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_info, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_info, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_info, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_info, device))]),
+    ("cuabi_graph_instantiate_options", core::mem::size_of::<cuabi_graph_instantiate_options>(), &[("version", core::mem::offset_of!(cuabi_graph_instantiate_options, version)), ("flags", core::mem::offset_of!(cuabi_graph_instantiate_options, flags)), ("upload_stream", core::mem::offset_of!(cuabi_graph_instantiate_options, upload_stream))]),
+    ("cuabi_graph_update_info", core::mem::size_of::<cuabi_graph_update_info>(), &[("version", core::mem::offset_of!(cuabi_graph_update_info, version)), ("result", core::mem::offset_of!(cuabi_graph_update_info, result)), ("node_index", core::mem::offset_of!(cuabi_graph_update_info, node_index)), ("from_node_index", core::mem::offset_of!(cuabi_graph_update_info, from_node_index)), ("node_type", core::mem::offset_of!(cuabi_graph_update_info, node_type))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -3009,5 +3622,56 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_tensormap_bytes", cuabi_tensormap_bytes as *const () as usize),
         ("cuabi_tensormap_view", cuabi_tensormap_view as *const () as usize),
         ("cuabi_argpack_set_tensormap", cuabi_argpack_set_tensormap as *const () as usize),
+        ("cuabi_graph_retain", cuabi_graph_retain as *const () as usize),
+        ("cuabi_graph_release", cuabi_graph_release as *const () as usize),
+        ("cuabi_graph_node_retain", cuabi_graph_node_retain as *const () as usize),
+        ("cuabi_graph_node_release", cuabi_graph_node_release as *const () as usize),
+        ("cuabi_graph_exec_retain", cuabi_graph_exec_retain as *const () as usize),
+        ("cuabi_graph_exec_release", cuabi_graph_exec_release as *const () as usize),
+        ("cuabi_graph_instantiate_options_init", cuabi_graph_instantiate_options_init as *const () as usize),
+        ("cuabi_graph_update_info_init", cuabi_graph_update_info_init as *const () as usize),
+        ("cuabi_graph_capture_begin", cuabi_graph_capture_begin as *const () as usize),
+        ("cuabi_graph_capture_end", cuabi_graph_capture_end as *const () as usize),
+        ("cuabi_graph_capture_status", cuabi_graph_capture_status as *const () as usize),
+        ("cuabi_graph_create", cuabi_graph_create as *const () as usize),
+        ("cuabi_graph_raw", cuabi_graph_raw as *const () as usize),
+        ("cuabi_graph_device", cuabi_graph_device as *const () as usize),
+        ("cuabi_graph_node_count", cuabi_graph_node_count as *const () as usize),
+        ("cuabi_graph_node_at", cuabi_graph_node_at as *const () as usize),
+        ("cuabi_graph_add_dependencies", cuabi_graph_add_dependencies as *const () as usize),
+        ("cuabi_graph_remove_dependencies", cuabi_graph_remove_dependencies as *const () as usize),
+        ("cuabi_graph_debug_dot", cuabi_graph_debug_dot as *const () as usize),
+        ("cuabi_graph_debug_dot_text", cuabi_graph_debug_dot_text as *const () as usize),
+        ("cuabi_graph_instantiate", cuabi_graph_instantiate as *const () as usize),
+        ("cuabi_graph_add_kernel", cuabi_graph_add_kernel as *const () as usize),
+        ("cuabi_graph_add_memcpy", cuabi_graph_add_memcpy as *const () as usize),
+        ("cuabi_graph_add_memcpy_from_host", cuabi_graph_add_memcpy_from_host as *const () as usize),
+        ("cuabi_graph_add_memcpy_to_host", cuabi_graph_add_memcpy_to_host as *const () as usize),
+        ("cuabi_graph_add_memcpy_view", cuabi_graph_add_memcpy_view as *const () as usize),
+        ("cuabi_graph_add_memset", cuabi_graph_add_memset as *const () as usize),
+        ("cuabi_graph_add_host", cuabi_graph_add_host as *const () as usize),
+        ("cuabi_graph_add_empty", cuabi_graph_add_empty as *const () as usize),
+        ("cuabi_graph_add_event_record", cuabi_graph_add_event_record as *const () as usize),
+        ("cuabi_graph_add_event_wait", cuabi_graph_add_event_wait as *const () as usize),
+        ("cuabi_graph_add_child", cuabi_graph_add_child as *const () as usize),
+        ("cuabi_graph_conditional_handle_create", cuabi_graph_conditional_handle_create as *const () as usize),
+        ("cuabi_graph_add_conditional", cuabi_graph_add_conditional as *const () as usize),
+        ("cuabi_graph_node_body", cuabi_graph_node_body as *const () as usize),
+        ("cuabi_graph_kernel_node_set", cuabi_graph_kernel_node_set as *const () as usize),
+        ("cuabi_graph_node_type", cuabi_graph_node_type as *const () as usize),
+        ("cuabi_graph_node_index", cuabi_graph_node_index as *const () as usize),
+        ("cuabi_graph_node_graph", cuabi_graph_node_graph as *const () as usize),
+        ("cuabi_graph_node_raw", cuabi_graph_node_raw as *const () as usize),
+        ("cuabi_graph_node_dependency_count", cuabi_graph_node_dependency_count as *const () as usize),
+        ("cuabi_graph_node_dependency", cuabi_graph_node_dependency as *const () as usize),
+        ("cuabi_graph_node_dependent_count", cuabi_graph_node_dependent_count as *const () as usize),
+        ("cuabi_graph_node_dependent", cuabi_graph_node_dependent as *const () as usize),
+        ("cuabi_graph_exec_launch", cuabi_graph_exec_launch as *const () as usize),
+        ("cuabi_graph_exec_upload", cuabi_graph_exec_upload as *const () as usize),
+        ("cuabi_graph_exec_update", cuabi_graph_exec_update as *const () as usize),
+        ("cuabi_graph_exec_update_kernel", cuabi_graph_exec_update_kernel as *const () as usize),
+        ("cuabi_graph_exec_raw", cuabi_graph_exec_raw as *const () as usize),
+        ("cuabi_graph_exec_device", cuabi_graph_exec_device as *const () as usize),
+        ("cuabi_graph_exec_graph", cuabi_graph_exec_graph as *const () as usize),
     ]
 }

@@ -38,6 +38,7 @@ mod program;
 pub mod cache;
 mod launch;
 pub mod occupancy;
+mod graph;
 
 pub use argpack::{BufferArg, ViewArg};
 pub use launch::{
@@ -48,6 +49,10 @@ mod tensormap;
 pub use tensormap::{
     TensorMap, TensorMapDataType, TensorMapInfo, TensorMapInterleave, TensorMapL2Promotion,
     TensorMapOobFill, TensorMapOptions, TensorMapSwizzle,
+};
+pub use graph::{
+    CaptureMode, CaptureStatus, ConditionalType, Graph, GraphExec, GraphNode, GraphNodeKind,
+    InstantiateOptions, UpdateInfo,
 };
 pub use linker::{Linker, LinkerOptions};
 pub use memory::{Buffer, MemoryKind, MemoryResource, Pod};

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Graph replay from Python: 100 launches of the empty kernel
+k(float*, int, float), replayed as one graph, beside cuda.core's
+GraphBuilder graph of the same launches and 100 cuabi.launch() calls.
+
+    CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 bench/bench_graph.py \
+        [--raw-us US] [--replays 20] [--rounds 9]
+
+Host time of the calls per kernel (each round submits REPLAYS x 100 kernels,
+then waits; best round), and the cost of making each graph (capture,
+instantiate, first launch to completion). --raw-us: bench_graph's (or
+bench_launch's) "raw cuLaunchKernel" per-launch figure from the same
+machine, for ratios. Target: cuabi's replay from Python <= cuda.core's.
+"""
+import argparse
+import time
+
+import numpy as np
+
+SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
+KERNELS = 100
+
+
+def best_round(submit, sync, replays, rounds):
+    """Host microseconds per kernel of the best round (round 0 warms up)."""
+    best = float("inf")
+    for r in range(rounds + 1):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(replays):
+            submit()
+        t1 = time.perf_counter()
+        sync()
+        if r:
+            best = min(best, (t1 - t0) / (replays * KERNELS) * 1e6)
+    return best
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t0) * 1e6
+
+
+def cuabi_rows(args, rows):
+    import cuabi
+    dev = cuabi.Device(0)
+    s = dev.create_stream(non_blocking=True)
+    k = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")
+    buf = cuabi.Buffer(4096, stream=s)
+    cfg = cuabi.LaunchConfig(grid=1, block=32)
+    a, b = np.int32(5), np.float32(1.0)
+    cuabi.launch(s, cfg, k, buf, a, b)
+    s.sync()
+
+    def capture():
+        with s.capture() as g:
+            for _ in range(KERNELS):
+                cuabi.launch(s, cfg, k, buf, a, b)
+        return g
+
+    g, t_cap = timed(capture)
+    exe, t_inst = timed(g.instantiate)
+    _, t_first = timed(lambda: (exe.launch(s), s.sync()))
+    rows.append((f"cuabi graph replay [{cuabi.backend}]",
+                 best_round(lambda: exe.launch(s), s.sync, args.replays, args.rounds)))
+
+    def hundred():
+        for _ in range(KERNELS):
+            cuabi.launch(s, cfg, k, buf, a, b)
+
+    rows.append((f"cuabi.launch() x100 [{cuabi.backend}]",
+                 best_round(hundred, s.sync, args.replays, args.rounds)))
+    return t_cap, t_inst, t_first
+
+
+def cuda_core_rows(args, rows):
+    try:
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    except ImportError:
+        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+    dev = Device()
+    dev.set_current()
+    s = dev.create_stream()
+    ker = Program(SRC, code_type="c++",
+                  options=ProgramOptions(arch="sm_" + dev.arch)).compile("cubin").get_kernel("k")
+    cfg = LaunchConfig(grid=1, block=32)
+    buf = dev.allocate(4096, stream=s)
+    a, b = np.int32(5), np.float32(1.0)
+    launch(s, cfg, ker, buf, a, b)
+    s.sync()
+
+    def build():
+        gb = s.create_graph_builder().begin_building()
+        for _ in range(KERNELS):
+            launch(gb, cfg, ker, buf, a, b)
+        gb.end_building()
+        return gb
+
+    gb, t_cap = timed(build)
+    graph, t_inst = timed(gb.complete)
+    _, t_first = timed(lambda: (graph.launch(s), s.sync()))
+    rows.append(("cuda.core GraphBuilder graph replay",
+                 best_round(lambda: graph.launch(s), s.sync, args.replays, args.rounds)))
+    return t_cap, t_inst, t_first
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw-us", type=float, help="raw cuLaunchKernel microseconds per launch")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args()
+    rows, making = [], {}
+    for name, fn in (("cuabi", cuabi_rows), ("cuda.core", cuda_core_rows)):
+        try:
+            making[name] = fn(args, rows)
+        except Exception as e:  # a missing peer (or GPU) is a row, not a crash
+            rows.append((name, f"n/a ({type(e).__name__}: {str(e)[:70]})"))
+    print(f"graph replay from Python, empty kernel k(float*, int, float), {args.replays} x "
+          f"{KERNELS} kernels per round x {args.rounds} rounds, best round, host us per kernel")
+    ref = dict(rows).get("cuda.core GraphBuilder graph replay")
+    for name, v in rows:
+        if isinstance(v, str):
+            print(f"  {name:44s} {v}")
+            continue
+        extra = f"  {v / args.raw_us:6.3f}x raw" if args.raw_us else ""
+        if isinstance(ref, float):
+            extra += f"  {v / ref:6.3f}x cuda.core's replay"
+        print(f"  {name:44s} {v:8.3f}{extra}")
+    for name, (cap, inst, first) in making.items():
+        print(f"  making the {KERNELS}-node graph with {name}: capture {cap:.0f} us, "
+              f"instantiate {inst:.0f} us, first launch to completion {first:.0f} us")
+    ours = [v for n, v in rows if n.startswith("cuabi graph replay") and isinstance(v, float)]
+    if ours and isinstance(ref, float):
+        print(f"  target: cuabi's replay <= cuda.core's: {'met' if ours[0] <= ref else 'NOT MET'} "
+              f"({ours[0] / ref:.3f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,718 @@
+"""CUDA graphs: capture (`with stream.capture() as graph:`), explicit nodes,
+executables (launch, upload, update). See docs/graphs.md.
+
+The C library keeps alive what a graph's nodes name through cuabi handles
+(kernels, Buffers, Views, Events, child graphs). What it cannot see --
+host memory a copy node reads or writes, arrays passed to a kernel node as
+raw addresses (torch, CuPy, numpy), host callbacks -- the Python Graph
+keeps, and every executable keeps its Graph objects: a graph outlives the
+Python objects that built it.
+
+cuda.core's spellings are here too: Stream.create_graph_builder() gives a
+GraphBuilder with begin_building(), end_building(), complete() and
+debug_dot_print(); complete() returns the executable (GraphExec), whose
+launch(stream), upload(stream) and update(builder) match cuda.core's Graph.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import weakref
+from dataclasses import dataclass
+
+from . import _callbacks, _capi
+from ._core import Device, Event, Stream, _as_device
+from ._handle import Handle
+from ._lib import call, hot, lib, new_struct, raise_last
+from .errors import ClosedHandleError, CuabiError
+
+_KIND_NAMES = {
+    _capi.CUABI_GRAPH_NODE_KERNEL: "kernel", _capi.CUABI_GRAPH_NODE_MEMCPY: "memcpy",
+    _capi.CUABI_GRAPH_NODE_MEMSET: "memset", _capi.CUABI_GRAPH_NODE_HOST: "host",
+    _capi.CUABI_GRAPH_NODE_GRAPH: "graph", _capi.CUABI_GRAPH_NODE_EMPTY: "empty",
+    _capi.CUABI_GRAPH_NODE_WAIT_EVENT: "event_wait",
+    _capi.CUABI_GRAPH_NODE_EVENT_RECORD: "event_record",
+    _capi.CUABI_GRAPH_NODE_EXT_SEMAS_SIGNAL: "semaphore_signal",
+    _capi.CUABI_GRAPH_NODE_EXT_SEMAS_WAIT: "semaphore_wait",
+    _capi.CUABI_GRAPH_NODE_MEM_ALLOC: "mem_alloc", _capi.CUABI_GRAPH_NODE_MEM_FREE: "mem_free",
+    _capi.CUABI_GRAPH_NODE_BATCH_MEM_OP: "batch_mem_op",
+    _capi.CUABI_GRAPH_NODE_CONDITIONAL: "conditional",
+}
+_MODES = {"global": _capi.CUABI_CAPTURE_MODE_GLOBAL,
+          "thread_local": _capi.CUABI_CAPTURE_MODE_THREAD_LOCAL,
+          "relaxed": _capi.CUABI_CAPTURE_MODE_RELAXED}
+_STATUS_NAMES = {_capi.CUABI_CAPTURE_STATUS_NONE: "none",
+                 _capi.CUABI_CAPTURE_STATUS_ACTIVE: "active",
+                 _capi.CUABI_CAPTURE_STATUS_INVALIDATED: "invalidated"}
+_UPDATE_RESULTS = {getattr(_capi, n): n.removeprefix("CUABI_GRAPH_UPDATE_").lower()
+                   for n in dir(_capi) if n.startswith("CUABI_GRAPH_UPDATE_")
+                   and n != "CUABI_GRAPH_UPDATE_INFO_VERSION"}
+
+
+def _mode(mode) -> int:
+    if isinstance(mode, int):
+        return mode
+    try:
+        return _MODES[mode]
+    except KeyError:
+        raise ValueError(f"capture mode must be one of {sorted(_MODES)}, not {mode!r}") from None
+
+
+def _stream(stream) -> Stream:
+    if isinstance(stream, Stream):
+        return stream
+    if isinstance(stream, GraphBuilder):
+        return stream.stream
+    return Stream.wrap(stream)
+
+
+# ------------------------------------------------------------------ host nodes
+
+def _run_host(payload):
+    # On a driver thread. An exception cannot reach the launcher: ctypes
+    # reports it through sys.unraisablehook and returns to the driver.
+    entry = _callbacks.get(payload or 0)
+    if entry is not None:
+        fn, args = entry
+        fn(*args)
+
+
+_HOST_FN = _capi.cuabi_graph_host_fn(_run_host)
+
+
+def _drop_keys(keys):
+    for k in keys:
+        _callbacks.drop(k)
+
+
+# ------------------------------------------------------------------ nodes
+
+class GraphNode(Handle):
+    """One node of a Graph (keeps the graph alive)."""
+
+    _ctype = "cuabi_graph_node"
+
+    @property
+    def kind(self) -> str:
+        """"kernel", "memcpy", "memset", "host", "graph", "empty", "event_record",
+        "event_wait", "mem_alloc", "mem_free", "conditional", ..."""
+        return _KIND_NAMES.get(call("cuabi_graph_node_type", self), "unknown")
+
+    type = kind
+
+    @property
+    def index(self) -> int:
+        return call("cuabi_graph_node_index", self)
+
+    @property
+    def graph(self) -> "Graph":
+        return Graph._from_borrowed(call("cuabi_graph_node_graph", self))
+
+    @property
+    def dependencies(self) -> list["GraphNode"]:
+        n = call("cuabi_graph_node_dependency_count", self)
+        return [GraphNode._wrap(call("cuabi_graph_node_dependency", self, i)) for i in range(n)]
+
+    @property
+    def dependents(self) -> list["GraphNode"]:
+        n = call("cuabi_graph_node_dependent_count", self)
+        return [GraphNode._wrap(call("cuabi_graph_node_dependent", self, i)) for i in range(n)]
+
+    @property
+    def raw(self) -> int:
+        """The CUgraphNode."""
+        return call("cuabi_graph_node_raw", self)
+
+    @property
+    def bodies(self) -> tuple["Graph", ...]:
+        """The body graphs of a conditional node, to add nodes to."""
+        out, i = [], 0
+        while True:
+            try:
+                out.append(Graph._adopt_new(call("cuabi_graph_node_body", self, i)))
+            except CuabiError:
+                if not out:
+                    raise
+                return tuple(out)
+            i += 1
+
+    def __repr__(self):
+        if self._h is None:
+            return "<cuabi.GraphNode closed>"
+        return f"<cuabi.GraphNode {self.index} {self.kind}>"
+
+
+# ------------------------------------------------------------------ graphs
+
+class Graph(Handle):
+    """A CUDA graph: nodes and dependencies, not yet executable.
+
+    Graph(device=None) starts an empty one (device: for kernel nodes; the
+    first GPU by default); `with stream.capture() as g:` records one. Add
+    nodes with add_kernel(kernel, config, *args, depends_on=...) and the
+    other add_* methods; instantiate() makes the executable."""
+
+    _ctype = "cuabi_graph"
+
+    def __init__(self, device=None):
+        self._setup(device)
+        Handle.__init__(self, call("cuabi_graph_create"))
+
+    def _setup(self, device):
+        self._device_arg = device
+        self._keep = []          # Python objects the nodes use (see the module doc)
+        self._keys = []          # host-node callbacks in the _callbacks registry
+        self._kernels = {}       # node handle -> [kernel, args, (grid, block, shared)]
+        self._pending = False
+        weakref.finalize(self, _drop_keys, self._keys)
+
+    def _share_with(self, body: "Graph") -> "Graph":
+        """A body graph's nodes are kept by (and updated through) this graph."""
+        body._device_arg = self._device_arg
+        body._keep, body._keys, body._kernels = self._keep, self._keys, self._kernels
+        return body
+
+    @classmethod
+    def _adopt_new(cls, value) -> "Graph":
+        obj = cls.__new__(cls)
+        obj._setup(None)
+        Handle.__init__(obj, value)
+        return obj
+
+    @classmethod
+    def _from_borrowed(cls, value) -> "Graph":
+        lib.cuabi_graph_retain(C.c_void_p(value))
+        return cls._adopt_new(value)
+
+    @classmethod
+    def _placeholder(cls, device) -> "Graph":
+        """A graph filled when a capture ends (Stream.capture)."""
+        obj = cls.__new__(cls)
+        obj._setup(device)
+        obj._h = None
+        obj._fin = None
+        obj._pending = True
+        return obj
+
+    def _fill(self, value) -> None:
+        Handle.__init__(self, value)
+        self._pending = False
+
+    @property
+    def handle(self) -> int:
+        h = self._h
+        if h is None:
+            if self._pending:
+                raise RuntimeError("the graph is made when its capture ends (at the end of the "
+                                   "`with stream.capture()` block)")
+            raise ClosedHandleError("Graph is closed")
+        return h
+
+    # -- queries
+
+    @property
+    def device(self) -> Device | None:
+        h = call("cuabi_graph_device", self)
+        return Device._borrowed(h) if h else None
+
+    def _kernel_device(self) -> Device:
+        if self._device_arg is not None:
+            return _as_device(self._device_arg)
+        return self.device or Device(0)
+
+    def __len__(self) -> int:
+        return call("cuabi_graph_node_count", self.handle)
+
+    @property
+    def nodes(self) -> list[GraphNode]:
+        return [GraphNode._wrap(call("cuabi_graph_node_at", self, i)) for i in range(len(self))]
+
+    def node(self, index: int) -> GraphNode:
+        return GraphNode._wrap(call("cuabi_graph_node_at", self, index))
+
+    @property
+    def raw(self) -> int:
+        """The CUgraph (owned by cuabi)."""
+        return call("cuabi_graph_raw", self)
+
+    def __repr__(self):
+        if self._h is None:
+            return "<cuabi.Graph %s>" % ("capturing" if self._pending else "closed")
+        return f"<cuabi.Graph {len(self)} nodes>"
+
+    # -- nodes
+
+    @staticmethod
+    def _deps(depends_on):
+        if depends_on is None:
+            return None, 0
+        if isinstance(depends_on, GraphNode):
+            depends_on = (depends_on,)
+        deps = list(depends_on)
+        if not deps:
+            return None, 0
+        arr = (C.c_void_p * len(deps))(*[d.handle for d in deps])
+        return arr, len(deps)
+
+    def _node(self, fn: str, depends_on, *args) -> GraphNode:
+        arr, n = self._deps(depends_on)
+        return GraphNode._wrap(call(fn, self.handle, arr, n, *args))
+
+    def add_kernel(self, kernel, config, *args, depends_on=None) -> GraphNode:
+        """A kernel node: kernel(*args) with config's grid, block, shared
+        memory and attributes, on this graph's device. Arguments are packed
+        as cuabi.launch() packs them, and copied now."""
+        from ._launch import _plain
+        pl = kernel._launch_cache.get("plain") or _plain(kernel)
+        pl.pack(*args)
+        c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
+        c.stream = None
+        c.device = self._kernel_device().handle
+        node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack, C.byref(c))
+        self._keep.append((kernel, args))
+        self._kernels[node.handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
+                                                     c.dynamic_shared_bytes)]
+        return node
+
+    def add_memcpy(self, dst, src, size: int | None = None, *, dst_offset: int = 0,
+                   src_offset: int = 0, depends_on=None) -> GraphNode:
+        """A copy node between Buffers, from host memory (bytes-like: read when
+        the node runs) into a Buffer, from a Buffer into writable host memory,
+        or between two contiguous arrays/Views (anything from_dlpack takes)."""
+        from ._memory import Buffer, _host_bytes
+        if isinstance(dst, Buffer) and isinstance(src, Buffer):
+            n = src.size - src_offset if size is None else size
+            return self._node("cuabi_graph_add_memcpy", depends_on, dst, dst_offset, src,
+                              src_offset, n)
+        if isinstance(dst, Buffer) and _is_host_bytes(src):
+            addr, nbytes, keep = _host_bytes(src) if not _is_writable(src) else _host_addr(src)
+            self._keep.append((src, keep))
+            n = nbytes - src_offset if size is None else size
+            return self._node("cuabi_graph_add_memcpy_from_host", depends_on, dst, dst_offset,
+                              C.c_void_p((addr or 0) + src_offset), n)
+        if isinstance(src, Buffer) and _is_host_bytes(dst):
+            addr, nbytes, keep = _host_addr(dst)
+            self._keep.append((dst, keep))
+            n = nbytes - dst_offset if size is None else size
+            return self._node("cuabi_graph_add_memcpy_to_host", depends_on,
+                              C.c_void_p((addr or 0) + dst_offset), src, src_offset, n)
+        from ._view import View, from_dlpack
+        vd = dst if isinstance(dst, View) else from_dlpack(dst)
+        vs = src if isinstance(src, View) else from_dlpack(src)
+        self._keep.append((dst, src))
+        return self._node("cuabi_graph_add_memcpy_view", depends_on, vd, vs)
+
+    def add_memset(self, buffer, value: int, *, width: int = 1, count: int | None = None,
+                   offset: int = 0, depends_on=None) -> GraphNode:
+        """A memset node: `count` elements of `width` bytes (1, 2, 4) set to value."""
+        if count is None:
+            count = (buffer.size - offset) // width
+        return self._node("cuabi_graph_add_memset", depends_on, buffer, offset, value, width,
+                          count)
+
+    def add_host(self, fn, *args, depends_on=None) -> GraphNode:
+        """A host node calling fn(*args) on a driver thread when the graph gets
+        there. fn must not call CUDA (or cuabi functions that do); an exception
+        goes to sys.unraisablehook."""
+        key = _callbacks.keep((fn, args))
+        try:
+            node = self._node("cuabi_graph_add_host", depends_on, _HOST_FN, C.c_void_p(key))
+        except BaseException:
+            _callbacks.drop(key)
+            raise
+        self._keys.append(key)
+        return node
+
+    def add_empty(self, depends_on=None) -> GraphNode:
+        return self._node("cuabi_graph_add_empty", depends_on)
+
+    def add_event_record(self, event: Event, depends_on=None) -> GraphNode:
+        return self._node("cuabi_graph_add_event_record", depends_on, event)
+
+    def add_event_wait(self, event: Event, depends_on=None) -> GraphNode:
+        return self._node("cuabi_graph_add_event_wait", depends_on, event)
+
+    def add_child(self, graph: "Graph", depends_on=None) -> GraphNode:
+        """A node running a copy of `graph` (taken now)."""
+        node = self._node("cuabi_graph_add_child", depends_on, graph)
+        self._keep.append(graph)
+        return node
+
+    add_child_graph = add_child
+
+    # -- conditionals
+
+    def conditional_handle(self, default: int | None = None, device=None) -> int:
+        """A conditional handle for this graph (pass it to the kernel that sets
+        it with cudaGraphSetConditional; see docs/graphs.md). With `default`,
+        every launch starts with that value."""
+        flags = _capi.CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT if default is not None else 0
+        dev = _as_device(device) if device is not None else self._kernel_device()
+        return call("cuabi_graph_conditional_handle_create", self, dev, default or 0, flags)
+
+    create_conditional_handle = conditional_handle
+
+    def _conditional(self, handle, kind, count, depends_on) -> GraphNode:
+        return self._node("cuabi_graph_add_conditional", depends_on, int(handle), kind, count)
+
+    def add_if(self, handle: int, *, with_else: bool = False, depends_on=None):
+        """An if node: returns (node, body) or, with_else, (node, then_body, else_body)."""
+        node = self._conditional(handle, _capi.CUABI_GRAPH_CONDITIONAL_IF, 2 if with_else else 1,
+                                 depends_on)
+        return (node,) + tuple(self._share_with(b) for b in node.bodies)
+
+    def add_while(self, handle: int, depends_on=None):
+        """A while node: returns (node, body); the body runs while the handle is non-zero."""
+        node = self._conditional(handle, _capi.CUABI_GRAPH_CONDITIONAL_WHILE, 1, depends_on)
+        return (node,) + tuple(self._share_with(b) for b in node.bodies)
+
+    def add_switch(self, handle: int, count: int, depends_on=None):
+        """A switch node: returns (node, body_0, ..., body_count-1)."""
+        node = self._conditional(handle, _capi.CUABI_GRAPH_CONDITIONAL_SWITCH, count, depends_on)
+        return (node,) + tuple(self._share_with(b) for b in node.bodies)
+
+    # -- edges
+
+    def add_dependency(self, before: GraphNode, after: GraphNode) -> None:
+        """`after` runs after `before` (a cycle or an existing edge is refused)."""
+        self.add_dependencies([(before, after)])
+
+    def add_dependencies(self, edges) -> None:
+        edges = list(edges)
+        n = len(edges)
+        frm = (C.c_void_p * max(n, 1))(*[a.handle for a, _ in edges])
+        to = (C.c_void_p * max(n, 1))(*[b.handle for _, b in edges])
+        lib.cuabi_graph_add_dependencies(self, frm, to, n)
+
+    def remove_dependency(self, before: GraphNode, after: GraphNode) -> None:
+        frm = (C.c_void_p * 1)(before.handle)
+        to = (C.c_void_p * 1)(after.handle)
+        lib.cuabi_graph_remove_dependencies(self, frm, to, 1)
+
+    # -- executables and output
+
+    def instantiate(self, options: "CompleteOptions | None" = None, *,
+                    auto_free_on_launch: bool = False, upload_stream=None,
+                    device_launch: bool = False, use_node_priority: bool = False) -> "GraphExec":
+        """The executable (GraphExec). Options as keywords or as a cuda.core-style
+        CompleteOptions."""
+        if options is not None:
+            auto_free_on_launch = options.auto_free_on_launch
+            upload_stream = options.upload_stream
+            device_launch = options.device_launch
+            use_node_priority = options.use_node_priority
+        o = new_struct(_capi.cuabi_graph_instantiate_options)
+        o.flags = ((_capi.CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH if auto_free_on_launch else 0)
+                   | (_capi.CUABI_GRAPH_INSTANTIATE_UPLOAD if upload_stream is not None else 0)
+                   | (_capi.CUABI_GRAPH_INSTANTIATE_DEVICE_LAUNCH if device_launch else 0)
+                   | (_capi.CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY if use_node_priority
+                      else 0))
+        us = None if upload_stream is None else _stream(upload_stream)
+        o.upload_stream = None if us is None else us.handle
+        exe = GraphExec._wrap(call("cuabi_graph_instantiate", self.handle, C.byref(o)))
+        exe._graphs = [self]
+        return exe
+
+    complete = instantiate
+
+    def to_dot(self, verbose: bool = False) -> str:
+        """The graph as Graphviz text."""
+        flags = _capi.CUABI_GRAPH_DOT_VERBOSE if verbose else 0
+        size = C.c_size_t(0)
+        try:
+            lib.cuabi_graph_debug_dot_text(None, C.byref(size), self, flags)
+        except CuabiError as e:
+            if e.status != _capi.CUABI_ERROR_BUFFER_TOO_SMALL:
+                raise
+        buf = C.create_string_buffer(size.value)
+        lib.cuabi_graph_debug_dot_text(buf, C.byref(size), self, flags)
+        return buf.value.decode("utf-8", "replace")
+
+    def debug_dot(self, path, verbose: bool = False) -> None:
+        """Write the Graphviz text to a file."""
+        flags = _capi.CUABI_GRAPH_DOT_VERBOSE if verbose else 0
+        lib.cuabi_graph_debug_dot(self, str(path).encode(), flags)
+
+    def debug_dot_print(self, path, options=None) -> None:
+        """cuda.core's spelling: options.verbose selects the verbose output."""
+        self.debug_dot(path, verbose=bool(getattr(options, "verbose", False)))
+
+
+def _is_host_bytes(obj) -> bool:
+    try:
+        memoryview(obj)
+        return True
+    except TypeError:
+        return False
+
+
+def _is_writable(obj) -> bool:
+    try:
+        return not memoryview(obj).readonly
+    except TypeError:
+        return False
+
+
+def _host_addr(obj):
+    """(address, nbytes, keepalive) of writable host memory, without a copy:
+    a node reads or writes it when the graph runs."""
+    mv = memoryview(obj)
+    if mv.readonly:
+        raise ValueError("host memory a graph writes (or reads later) must be writable "
+                         "(bytearray, numpy array, ...)")
+    if not mv.c_contiguous:
+        raise ValueError("host memory must be C-contiguous")
+    buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
+    return (C.addressof(buf) if buf is not None else None), mv.nbytes, buf
+
+
+# ------------------------------------------------------------------ executables
+
+_exec_launch, _ptr = hot("cuabi_graph_exec_launch")
+
+
+class GraphExec(Handle):
+    """An executable graph: launch(stream), upload(stream), update(graph),
+    update_kernel(node, *args, grid=...). Keeps the graphs it was made or
+    updated from (and what they keep)."""
+
+    _ctype = "cuabi_graph_exec"
+
+    @classmethod
+    def _wrap(cls, value):
+        obj = super()._wrap(value)
+        obj._graphs = []
+        obj._node_args = {}
+        obj._p = _ptr(value)
+        obj._streams = {}
+        return obj
+
+    def launch(self, stream) -> None:
+        """Run the graph on `stream` (a cuabi Stream, a GraphBuilder, or any
+        stream cuabi.Stream.wrap takes)."""
+        if type(stream) is not Stream:
+            stream = self._stream_of(stream)
+        h = stream._h
+        if h is None:
+            stream.handle  # raises ClosedHandleError
+        st = _exec_launch(self._p, _ptr(h))
+        if st:
+            if self._h is None:
+                self.handle
+            raise_last(st, "cuabi_graph_exec_launch")
+
+    __call__ = launch
+
+    def _stream_of(self, obj) -> Stream:
+        if isinstance(obj, Stream):
+            return obj
+        if isinstance(obj, GraphBuilder):
+            return obj.stream
+        key = id(obj)
+        cached = self._streams.get(key)
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        s = Stream.wrap(obj)
+        self._streams[key] = (obj, s)
+        return s
+
+    def upload(self, stream) -> None:
+        lib.cuabi_graph_exec_upload(self, _stream(stream))
+
+    def update(self, graph) -> None:
+        """Update in place from a graph (or a GraphBuilder) of the same topology.
+        On failure GraphUpdateError tells why and which node (its attributes
+        update_result, node_index, from_node_index, node_kind)."""
+        if isinstance(graph, GraphBuilder):
+            graph = graph.graph
+        info = new_struct(_capi.cuabi_graph_update_info)
+        try:
+            lib.cuabi_graph_exec_update(self, graph, C.byref(info))
+        except CuabiError as e:
+            e.update_result = _UPDATE_RESULTS.get(info.result, info.result)
+            e.node_index = None if info.node_index < 0 else info.node_index
+            e.from_node_index = None if info.from_node_index < 0 else info.from_node_index
+            e.node_kind = _KIND_NAMES.get(info.node_type) if info.node_type >= 0 else None
+            raise
+        self._graphs.append(graph)
+        self._node_args.clear()
+
+    def update_kernel(self, node: GraphNode, *args, config=None, grid=None, block=None,
+                      shared_mem=None) -> None:
+        """New arguments for one kernel node (added with Graph.add_kernel) and,
+        optionally, a new grid / block / dynamic shared memory or a whole
+        LaunchConfig (same attributes), without re-instantiating. With no
+        args the node keeps its arguments."""
+        from ._launch import _dim3, _plain
+        info = self.graph._kernels.get(node.handle)
+        if info is None:
+            raise TypeError(f"update_kernel: node {node.index} is not a kernel node added with "
+                            "Graph.add_kernel (update captured graphs with update(graph))")
+        kernel = info[0]
+        old_args, (g, b, sh) = self._node_args.get(node.handle, (info[1], info[2]))
+        if not args:
+            args = old_args
+        pl = kernel._launch_cache.get("plain") or _plain(kernel)
+        pl.pack(*args)
+        c = None
+        if config is not None or grid is not None or block is not None or shared_mem is not None:
+            c = _capi.cuabi_launch_config.from_buffer_copy(config._c) if config is not None \
+                else new_struct(_capi.cuabi_launch_config)
+            if config is None:
+                c.grid[:], c.block[:], c.dynamic_shared_bytes = g, b, sh
+            if grid is not None:
+                c.grid[:] = _dim3(grid)
+            if block is not None:
+                c.block[:] = _dim3(block)
+            if shared_mem is not None:
+                c.dynamic_shared_bytes = shared_mem
+            c.stream = None
+            c.device = self.graph._kernel_device().handle
+        lib.cuabi_graph_exec_update_kernel(self, node, pl.argpack,
+                                           C.byref(c) if c is not None else None)
+        # Kept while this executable runs them.
+        dims = (tuple(c.grid), tuple(c.block), c.dynamic_shared_bytes) if c is not None \
+            else (g, b, sh)
+        self._node_args[node.handle] = (args, dims)
+
+    @property
+    def graph(self) -> Graph:
+        """The graph it was instantiated from (its nodes address this executable's)."""
+        if self._graphs:
+            return self._graphs[0]
+        return Graph._from_borrowed(call("cuabi_graph_exec_graph", self))
+
+    @property
+    def device(self) -> Device | None:
+        h = call("cuabi_graph_exec_device", self)
+        return Device._borrowed(h) if h else None
+
+    @property
+    def raw(self) -> int:
+        """The CUgraphExec (owned by cuabi)."""
+        return call("cuabi_graph_exec_raw", self)
+
+    def close(self) -> None:
+        self._p = _ptr(None)
+        super().close()
+
+
+# ------------------------------------------------------------------ capture
+
+def _launch_captures() -> list:
+    return _callbacks.captures
+
+
+def _forget_capture(keep) -> None:
+    caps = _launch_captures()
+    for i, k in enumerate(caps):
+        if k is keep:
+            del caps[i]
+            return
+
+
+class _Capture:
+    """`with stream.capture(mode) as graph:` -- the graph is filled when the
+    block ends; an exception inside the block ends the capture and makes no
+    graph."""
+
+    def __init__(self, stream: Stream, mode="global"):
+        self._stream = stream
+        self._mode = _mode(mode)
+        self.graph = None
+
+    def __enter__(self) -> Graph:
+        lib.cuabi_graph_capture_begin(self._stream, self._mode)
+        self.graph = Graph._placeholder(self._stream.device)
+        _launch_captures().append(self.graph._keep)
+        return self.graph
+
+    def __exit__(self, exc_type, exc, tb):
+        _forget_capture(self.graph._keep)
+        try:
+            value = call("cuabi_graph_capture_end", self._stream)
+        except CuabiError:
+            if exc_type is None:
+                raise
+            return False  # the block's own exception explains more
+        if exc_type is not None:
+            lib.cuabi_graph_release(C.c_void_p(value))
+            return False
+        self.graph._fill(value)
+        return False
+
+
+def capture_status(stream) -> str:
+    """"none", "active" or "invalidated"."""
+    return _STATUS_NAMES.get(call("cuabi_graph_capture_status", _stream(stream)), "unknown")
+
+
+# ------------------------------------------------------------------ cuda.core's names
+
+@dataclass
+class CompleteOptions:
+    """cuda.core's options of GraphBuilder.complete() (also Graph.instantiate)."""
+    auto_free_on_launch: bool = False
+    upload_stream: object = None
+    device_launch: bool = False
+    use_node_priority: bool = False
+
+
+class GraphBuilder:
+    """cuda.core's GraphBuilder over cuabi's capture: stream.create_graph_builder(),
+    begin_building(mode), launches on the builder (it is a stream for
+    cuabi.launch), end_building(), complete() -> GraphExec."""
+
+    def __init__(self, stream):
+        self.stream = _stream(stream)
+        self._graph = None
+        self._building = False
+
+    def __cuda_stream__(self):
+        return self.stream.__cuda_stream__()
+
+    def begin_building(self, mode="global") -> "GraphBuilder":
+        if self._graph is not None:
+            raise RuntimeError("cannot resume building after building has ended")
+        lib.cuabi_graph_capture_begin(self.stream, _mode(mode))
+        self._building = True
+        self._keep = []
+        _launch_captures().append(self._keep)
+        return self
+
+    @property
+    def is_building(self) -> bool:
+        return capture_status(self.stream) == "active"
+
+    def end_building(self) -> "GraphBuilder":
+        if not self._building:
+            raise RuntimeError("the graph builder is not building")
+        self._building = False
+        _forget_capture(self._keep)
+        self._graph = Graph._adopt_new(call("cuabi_graph_capture_end", self.stream))
+        self._graph._keep.extend(self._keep)
+        return self
+
+    @property
+    def graph(self) -> Graph:
+        if self._graph is None:
+            raise RuntimeError("the graph has not finished building (end_building())")
+        return self._graph
+
+    def complete(self, options: CompleteOptions | None = None) -> GraphExec:
+        return self.graph.instantiate(options)
+
+    def debug_dot_print(self, path, options=None) -> None:
+        self.graph.debug_dot_print(path, options)
+
+    def close(self) -> None:
+        if self._building:
+            _forget_capture(self._keep)
+            try:
+                g = call("cuabi_graph_capture_end", self.stream)
+                lib.cuabi_graph_release(C.c_void_p(g))
+            except CuabiError:
+                pass
+            self._building = False
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None

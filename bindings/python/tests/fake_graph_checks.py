@@ -1,0 +1,290 @@
+"""The Python graph layer against the C tests' fake driver (no GPU): run by
+test_graph.py in a process whose CUABI_DRIVER_PATH names
+tests/.libs/fake_cuda_graph.so. Kernel nodes named add_i64 and count_loop
+run on the host there: add_i64(out, in, n) adds in[0..n) to out[0];
+count_loop(handle, counter, limit) counts and sets the handle while
+counter < limit. Fake "device" memory is host memory."""
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import cuabi
+
+SRC = ('extern "C" __global__ void add_i64(long long *o, const long long *i, '
+       'unsigned long long n) {}\n'
+       'extern "C" __global__ void count_loop(unsigned long long h, long long *c, '
+       'unsigned long long n) {}\n')
+
+
+@pytest.fixture(scope="module")
+def code():
+    assert cuabi.device_count() > 0, "the fake driver is not loaded"
+    return cuabi.Program(SRC).compile(arch="sm_90")
+
+
+@pytest.fixture
+def stream():
+    return cuabi.Stream()
+
+
+def ints(values, stream):
+    return cuabi.Buffer.from_host(np.asarray(values, np.int64), stream=None)
+
+
+def read(buf):
+    return np.frombuffer(buf.copy_to(), np.int64)
+
+
+CFG = cuabi.LaunchConfig(grid=1, block=32)
+N = np.uint64
+
+
+def test_capture_records_and_replays(code, stream):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints(range(1, 11), stream)
+    with stream.capture() as g:
+        assert stream.capture_status == "active"
+        with pytest.raises(RuntimeError, match="capture ends"):
+            len(g)
+        out.fill(0, width=8 // 8, stream=stream)
+        cuabi.launch(stream, CFG, k, out, inp, N(10))
+        cuabi.launch(stream, CFG, k, out, inp, N(10))
+    assert stream.capture_status == "none"
+    assert [n.kind for n in g.nodes] == ["memset", "kernel", "kernel"]
+    assert read(out)[0] == 0          # recorded, not run
+    exe = g.instantiate()
+    for _ in range(3):
+        exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 110
+    assert exe.device == cuabi.Device(0)
+    assert "digraph" in g.to_dot(verbose=True)
+
+
+def test_capture_keeps_python_arguments(code, stream):
+    """Python packs pass Buffers by address, which C cannot keep: the graph
+    keeps the objects, so a buffer dropped after the capture stays valid."""
+    import weakref
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([4, 5], stream)
+    ref = weakref.ref(inp)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    del inp
+    gc.collect()
+    assert ref() is not None
+    exe = g.instantiate()
+    del g
+    gc.collect()
+    assert ref() is not None
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 9
+    from cuabi import _launch
+    assert _launch._captures == []
+
+
+def test_capture_keeps_host_memory_of_copies(stream):
+    buf = cuabi.Buffer(16, stream=stream)
+    src = np.array([7, 8], np.int64)
+    dst = np.zeros(2, np.int64)
+    with stream.capture() as g:
+        buf.copy_from(src, stream=stream)
+        buf.copy_to(dst, stream=stream)
+    assert [n.kind for n in g.nodes] == ["memcpy", "memcpy"]
+    del src
+    gc.collect()
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert list(dst) == [7, 8]
+
+
+def test_capture_and_explicit_agree(code, stream):
+    k = code.get_kernel("add_i64")
+    inp = ints(range(64), stream)
+    results = []
+    for way in ("capture", "explicit"):
+        out = ints([0], stream)
+        if way == "capture":
+            with stream.capture("thread_local") as g:
+                for b in range(8):
+                    cuabi.launch(stream, CFG, k, out, inp.ptr + 64 * b, N(8))
+        else:
+            g, prev = cuabi.Graph(), None
+            for b in range(8):
+                prev = g.add_kernel(k, CFG, out, inp.ptr + 64 * b, N(8), depends_on=prev)
+        g.instantiate().launch(stream)
+        stream.sync()
+        results.append(read(out)[0])
+    assert results == [sum(range(64))] * 2
+
+
+def test_explicit_nodes_edges_and_kinds(code, stream):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([5, 6], stream)
+    host_src = np.array([7, 7], np.int64)
+    host_dst = np.zeros(1, np.int64)
+    calls = []
+    g = cuabi.Graph()
+    up = g.add_memcpy(inp, host_src)
+    z = g.add_memset(out, 0)
+    kn = g.add_kernel(k, CFG, out, inp, N(2), depends_on=[up, z])
+    down = g.add_memcpy(host_dst, out, depends_on=kn)
+    h = g.add_host(calls.append, "ran", depends_on=down)
+    child = cuabi.Graph()
+    child.add_host(calls.append, "child")
+    ch = g.add_child(child, depends_on=h)
+    e = g.add_empty(depends_on=[ch])
+    assert len(g) == 7
+    assert [n.kind for n in (up, z, kn, down, h, ch, e)] == [
+        "memcpy", "memset", "kernel", "memcpy", "host", "graph", "empty"]
+    assert {n.index for n in kn.dependencies} == {up.index, z.index}
+    assert [n.index for n in kn.dependents] == [down.index]
+    assert g.node(2) == kn
+    with pytest.raises(cuabi.InvalidArgumentError, match="cycle"):
+        g.add_dependency(e, up)
+    with pytest.raises(ValueError, match="already exists"):
+        g.add_dependency(up, kn)
+    g.add_dependency(up, e)
+    g.remove_dependency(up, e)
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert host_dst[0] == 14
+    assert calls == ["ran", "child"]
+
+
+def test_host_node_exception_is_reported_not_raised(stream):
+    seen = []
+    old = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        g = cuabi.Graph()
+        g.add_host(lambda: 1 / 0)
+        g.instantiate().launch(stream)
+        stream.sync()
+    finally:
+        sys.unraisablehook = old
+    assert len(seen) == 1 and seen[0].exc_type is ZeroDivisionError
+
+
+def test_graph_outlives_the_objects_that_built_it(stream):
+    def build():
+        prog = cuabi.Program(SRC)
+        k = prog.compile(arch="sm_90").get_kernel("add_i64")
+        out, inp = ints([0], stream), ints([1, 2, 3], stream)
+        g = cuabi.Graph()
+        g.add_kernel(k, CFG, out, inp, N(3))
+        return g.instantiate(), out.ptr
+
+    exe, ptr = build()
+    gc.collect()
+    exe.launch(stream)
+    exe.launch(stream)
+    stream.sync()
+    assert np.frombuffer(cuabi.Buffer.wrap(ptr, 8).copy_to(), np.int64)[0] == 12
+
+
+def test_update_whole_and_per_kernel(code, stream):
+    k = code.get_kernel("add_i64")
+    out, a, b = ints([0], stream), ints([1, 1], stream), ints([10, 10], stream)
+
+    def graph(src, extra=False):
+        g = cuabi.Graph()
+        z = g.add_memset(out, 0)
+        kn = g.add_kernel(k, CFG, out, src, N(2), depends_on=z)
+        if extra:
+            g.add_empty(depends_on=kn)
+        return g, kn
+
+    g1, k1 = graph(a)
+    exe = g1.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 2
+    exe.update(graph(b)[0])
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 20
+    with pytest.raises(cuabi.GraphUpdateError, match="topology") as e:
+        exe.update(graph(a, extra=True)[0])
+    assert e.value.update_result == "topology_changed"
+    assert e.value.node_index == 2 and e.value.node_kind == "empty"
+    exe.update_kernel(k1, out, a, N(1))
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 1
+    exe.update_kernel(k1, grid=4)          # same arguments, another grid
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 1
+    with pytest.raises(TypeError, match="not a kernel node"):
+        exe.update_kernel(g1.node(0), out)
+
+
+def test_conditional_while_loop(code, stream):
+    k = code.get_kernel("count_loop")
+    counter = ints([0], stream)
+    g = cuabi.Graph()
+    h = g.conditional_handle(default=1)
+    z = g.add_memset(counter, 0)
+    loop, body = g.add_while(h, depends_on=z)
+    assert loop.kind == "conditional"
+    body.add_kernel(k, CFG, h, counter, N(9))
+    del body
+    gc.collect()
+    exe = g.instantiate()
+    for _ in range(2):
+        exe.launch(stream)
+        stream.sync()
+        assert read(counter)[0] == 9
+    with pytest.raises(cuabi.InvalidArgumentError, match="body of conditional node"):
+        loop.bodies[0].add_host(print)
+
+
+def test_graph_builder_spellings(code, stream):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([2, 3], stream)
+    gb = stream.create_graph_builder().begin_building("relaxed")
+    assert gb.is_building
+    cuabi.launch(gb, CFG, k, out, inp, N(2))
+    gb.end_building()
+    graph = gb.complete(cuabi.CompleteOptions(upload_stream=stream))
+    graph.upload(stream)
+    graph.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 5
+    graph.update(gb)
+    gb.close()
+
+
+def test_capture_failures(code, stream):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1], stream)
+    with pytest.raises(ZeroDivisionError):
+        with stream.capture() as g:
+            cuabi.launch(stream, CFG, k, out, inp, N(1))
+            1 / 0
+    assert stream.capture_status == "none"
+    assert g.closed
+    with pytest.raises(cuabi.StreamCaptureError, match="captured"):
+        with stream.capture():
+            stream.sync()
+    assert stream.capture_status == "none"
+    with pytest.raises(cuabi.InvalidArgumentError, match="legacy default stream"):
+        with cuabi.Device(0).default_stream().capture():
+            pass
+    with pytest.raises(ValueError, match="capture mode"):
+        stream.capture("sometimes")
+    cuabi.launch(stream, CFG, k, out, inp, N(1))
+    stream.sync()
+    assert read(out)[0] == 1
+
+
+def test_debug_dot_file(tmp_path):
+    g = cuabi.Graph()
+    g.add_empty()
+    path = tmp_path / "g.dot"
+    g.debug_dot(path)
+    assert path.read_text().startswith("digraph")

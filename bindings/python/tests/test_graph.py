@@ -1,0 +1,78 @@
+"""Graphs without a GPU: the API's shape and errors here, and the whole
+Python layer against the C tests' fake driver in a separate process
+(fake_graph_checks.py; the fake is tests/.libs/fake_cuda_graph.so)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cuabi
+from cuabi import _graph
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _fake_driver():
+    path = os.environ.get("CUABI_TEST_FAKE_CUDA")
+    if not path:
+        build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
+        path = os.path.join(build, "tests", ".libs", "fake_cuda_graph.so")
+    return path if os.path.exists(path) else None
+
+
+def test_graph_layer_against_the_fake_driver():
+    fake = _fake_driver()
+    if fake is None:
+        pytest.skip("tests/.libs/fake_cuda_graph.so is not built (make check builds it)")
+    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(HERE, "fake_graph_checks.py")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+def test_names():
+    for name in ("Graph", "GraphExec", "GraphNode", "GraphBuilder", "CompleteOptions",
+                 "GraphUpdateError", "StreamCaptureError"):
+        assert hasattr(cuabi, name)
+    s = cuabi.Stream
+    assert callable(s.capture) and callable(s.create_graph_builder)
+    opts = cuabi.CompleteOptions()
+    assert (opts.auto_free_on_launch, opts.upload_stream, opts.device_launch,
+            opts.use_node_priority) == (False, None, False, False)
+    assert issubclass(cuabi.GraphUpdateError, cuabi.CuabiError)
+
+
+def test_no_driver_is_a_clear_error():
+    if cuabi.runtime_info()["driver_status"] == 0:
+        pytest.skip("a driver is loaded")
+    with pytest.raises(cuabi.CuabiError, match="cuabi_graph_create"):
+        cuabi.Graph()
+
+
+def test_capture_mode_names():
+    assert _graph._mode("global") == cuabi._capi.CUABI_CAPTURE_MODE_GLOBAL
+    assert _graph._mode("relaxed") == cuabi._capi.CUABI_CAPTURE_MODE_RELAXED
+    with pytest.raises(ValueError, match="thread_local"):
+        _graph._mode("local")
+
+
+def test_placeholder_graph_says_why():
+    g = _graph.Graph._placeholder(None)
+    with pytest.raises(RuntimeError, match="capture ends"):
+        g.handle
+    assert "capturing" in repr(g)
+
+
+def test_host_memory_a_graph_writes_must_be_writable():
+    with pytest.raises(ValueError, match="writable"):
+        _graph._host_addr(b"read-only")
+    addr, n, keep = _graph._host_addr(np.zeros(4, np.int32))
+    assert n == 16 and addr and keep is not None
+
+
+def test_host_trampoline_ignores_unknown_payloads():
+    _graph._run_host(None)
+    _graph._run_host(123456789)
