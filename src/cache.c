@@ -342,6 +342,8 @@ char *cuabi__cache_entry_path(const cuabi__cache_key *key)
     return p;
 }
 
+static char *snapshot(uint64_t *limit, cuabi__str *notes);
+
 /* mkdir -p with mode 0700 for what is created. */
 static int make_dirs(const char *path)
 {
@@ -364,6 +366,53 @@ static int make_dirs(const char *path)
     int r = mkdir(copy, 0700);
     free(copy);
     return r != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Whether `dir` may hold this user's cache. It must be a directory owned by
+ * the effective user: entries are code this process will run, and a
+ * directory someone else controls could hand it theirs (pip refuses such a
+ * cache the same way). A missing directory is created (0700) when `create`,
+ * else it is simply empty. Returns 0 usable, 1 missing (not created), -1
+ * unusable with the reason in `why`. */
+static int check_dir(const char *dir, bool create, char *why, size_t cap)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if ((errno == ENOENT || errno == ENOTDIR) && !create)
+            return 1;
+        if (errno == ENOENT && make_dirs(dir) == 0 && stat(dir, &st) == 0)
+            goto exists;
+        snprintf(why, cap, "cannot %s %s: %s", errno == ENOENT || create ? "create" : "read",
+                 dir, strerror(errno));
+        return -1;
+    }
+exists:
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, cap, "%s is not a directory", dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, cap, "%s belongs to uid %u, not to this user (uid %u): cuabi does not "
+                 "use a cache directory someone else controls; set CUABI_CACHE_DIR to one of "
+                 "your own", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
+}
+
+char *cuabi__cache_record_dir(void)
+{
+    uint64_t limit;
+    pthread_mutex_lock(&g.lock);
+    load_env();
+    bool on = g.enabled;
+    pthread_mutex_unlock(&g.lock);
+    char why[512], *dir = on ? snapshot(&limit, NULL) : NULL;
+    if (dir && check_dir(dir, true, why, sizeof why) != 0) {
+        free(dir);
+        dir = NULL;
+    }
+    return dir;
 }
 
 static bool is_entry_name(const char *n)
@@ -502,6 +551,13 @@ oom:
 static int disk_lookup(const char *dir, const cuabi__cache_key *key, cuabi__cache_entry *e,
                        cuabi__str *notes)
 {
+    char why[512];
+    int usable = check_dir(dir, false, why, sizeof why);
+    if (usable != 0) {
+        if (usable < 0)
+            cuabi__str_add(notes, "cuabi cache: not used: %s\n", why);
+        return 0;
+    }
     char *path = entry_path_in(dir, key);
     if (!path)
         return 0;
@@ -595,9 +651,9 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
 static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi__cache_entry *e,
                       cuabi__str *notes)
 {
-    if (make_dirs(dir) != 0) {
-        cuabi__str_add(notes, "cuabi cache: not stored: cannot create %s: %s\n", dir,
-                       strerror(errno));
+    char why[512];
+    if (check_dir(dir, true, why, sizeof why) != 0) {
+        cuabi__str_add(notes, "cuabi cache: not stored: %s\n", why);
         return -1;
     }
     char hex[33], *tmp = NULL, *path = entry_path_in(dir, key);
@@ -904,11 +960,26 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes)
     return CUABI_SUCCESS;
 }
 
+/* The directory for a public call that reads it (NULL when none can be
+ * named), or CUABI_ERROR_CACHE when it is unusable (someone else's). */
+static cuabi_status api_dir(char **out, const char *caller)
+{
+    uint64_t limit;
+    char why[512];
+    *out = snapshot(&limit, NULL);
+    if (*out && check_dir(*out, false, why, sizeof why) < 0) {
+        free(*out);
+        *out = NULL;
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: %s", caller, why);
+    }
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
 {
     CUABI__CHECK_OPTS(out, "cuabi_cache_stats", CUABI_CACHE_STATS_VERSION, false);
-    uint64_t limit;
-    char *dir = snapshot(&limit, NULL);
+    char *dir;
+    cuabi_status bad = api_dir(&dir, __func__); /* the counters are filled all the same */
     file_info *files = NULL;
     size_t n = 0;
     uint64_t bytes = 0;
@@ -925,7 +996,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
         .memory_bytes = g.mem_bytes, .size_limit = g.limit,
     };
     pthread_mutex_unlock(&g.lock);
-    cuabi_status st = CUABI_SUCCESS;
+    cuabi_status st = bad;
     if (r != 0)
         st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
                           __func__, dir, strerror(err));
@@ -955,8 +1026,9 @@ static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
 CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload)
 {
     CUABI__CHECK_ARG(fn, "%s: fn is NULL", __func__);
-    uint64_t limit, bytes;
-    char *dir = snapshot(&limit, NULL);
+    uint64_t bytes;
+    char *dir;
+    CUABI__TRY(api_dir(&dir, __func__));
     if (!dir)
         return CUABI_SUCCESS;
     file_info *files;
@@ -996,8 +1068,9 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
     }
     if (!(flags & CUABI_CACHE_CLEAR_DISK))
         return CUABI_SUCCESS;
-    uint64_t limit, bytes;
-    char *dir = snapshot(&limit, NULL);
+    uint64_t bytes;
+    char *dir;
+    CUABI__TRY(api_dir(&dir, __func__));
     if (!dir)
         return CUABI_SUCCESS;
     file_info *files;

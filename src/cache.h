@@ -14,6 +14,7 @@
  * makes old entries unreachable (they age out by LRU). 2: entries end with
  * the kernels' PTX signatures. */
 #define CUABI__CACHE_FORMAT 2
+#define CUABI__CACHE_FORMAT_STR "2"
 
 typedef struct cuabi__cache_key {
     uint8_t b[16];
@@ -63,6 +64,11 @@ cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry
  * storing go to `notes`). */
 void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
                         cuabi__str *notes);
+
+/* The cache directory (created 0700 if missing) for small records of our
+ * own (src/libident.c); NULL when the cache is off or the directory cannot
+ * be used. Caller frees with free(). */
+char *cuabi__cache_record_dir(void);
 
 /* Testing: forget all state and re-read the environment. */
 void cuabi__cache_reset_for_test(void);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libident.h"
 #include "objcode.h"
 #include "param_types.h"
 
@@ -171,7 +172,9 @@ CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capaci
     return supported_archs(out, capacity, count);
 }
 
-/* Check "sm_90", "sm_90a", "compute_100f": *virt tells compute_. */
+/* Check the form of "sm_90", "sm_90a", "compute_100f" (*virt tells
+ * compute_); whether the compiler supports it is asked only before
+ * compiling (check_arch_supported), so a cache hit needs no NVRTC. */
 static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
 {
     const char *digits;
@@ -192,6 +195,13 @@ static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: architecture \"%s\" is not of the form sm_XX or compute_XX "
                             "(optionally followed by a or f)", caller, arch);
+    return CUABI_SUCCESS;
+}
+
+/* Whether the loaded NVRTC targets `arch` (of a form check_arch accepted). */
+static cuabi_status check_arch_supported(const char *arch, const char *caller)
+{
+    long num = strtol(arch + (arch[0] == 's' ? 3 : 8), NULL, 10);
     int archs[128];
     size_t n;
     cuabi_status st = supported_archs(archs, 128, &n);
@@ -394,7 +404,7 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
     } else {
         cuabi__current_arch(a->arch);
     }
-    bool virt;
+    bool virt = false;
     CUABI__TRY(check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
     a->output = opts->output;
@@ -409,41 +419,32 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
 /* ------------------------------------------------------------------ key */
 
 /* Everything that decides the output goes into the key, each field
- * length-prefixed: compiler identity, code type, argument list, source,
- * in-memory headers, name expressions, output kind. */
+ * length-prefixed: the key scheme, the compiler's identity (libident.h:
+ * known without loading it), code type, argument list, source, in-memory
+ * headers, name expressions, output kind. */
 cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
                                 const cuabi__compile_args *a)
 {
+    /* "key=3": the compiler named by its file and version (libident.h). */
+    static const char scheme[] = "cuabi-cache-format=" CUABI__CACHE_FORMAT_STR " key=3";
     const cuabi_program_options *o = a->opts;
-    char ident[96];
-    int nvrtc = cuabi__nvrtc_info()->version, jit = 0;
-    if (p->type == CUABI_CODE_PTX || a->output == CUABI_CODE_CUBIN) {
-        const cuabi__nvjitlink *j;
-        if (p->type == CUABI_CODE_PTX && cuabi__nvjitlink_get(&j) != CUABI_SUCCESS)
-            return cuabi_last_error()->status;
-        jit = cuabi__nvjitlink_info()->version;
-    }
-    /* The identity string, formatted once per thread per compiler pair:
-     * snprintf was a tenth of an in-memory hit. */
-    static _Thread_local struct { int nvrtc, jit, n; char s[96]; } id = { -1, -1, 0, "" };
+    /* CUDA C++ is NVRTC's work (to any output); PTX to CUBIN is nvJitLink's;
+     * PTX kept as PTX needs no compiler. */
+    cuabi__bytes compiler = { "", 0 };
     if (p->type != CUABI_CODE_PTX)
-        jit = 0;
-    if (id.nvrtc != nvrtc || id.jit != jit) {
-        id.n = snprintf(id.s, sizeof id.s, "cuabi-cache-format=%d nvrtc=%d nvjitlink=%d",
-                        CUABI__CACHE_FORMAT, nvrtc, jit);
-        id.nvrtc = nvrtc;
-        id.jit = jit;
-    }
-    int n = id.n;
-    memcpy(ident, id.s, sizeof ident);
+        CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvrtc, &compiler, "cuabi_program_compile"));
+    else if (a->output != CUABI_CODE_PTX)
+        CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvjitlink, &compiler,
+                                         "cuabi_program_compile"));
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
-    size_t nf = 6 + a->argc + 2 * o->num_headers + o->num_name_expressions;
+    size_t nf = 7 + a->argc + 2 * o->num_headers + o->num_name_expressions;
     cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
     if (!f)
         return CUABI_ERROR_OUT_OF_MEMORY;
     size_t k = 0;
-    f[k++] = (cuabi__bytes){ ident, (size_t)n };
+    f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
+    f[k++] = compiler;
     f[k++] = (cuabi__bytes){ &type, sizeof type };
     f[k++] = (cuabi__bytes){ &output, sizeof output };
     f[k++] = (cuabi__bytes){ counts, sizeof counts };
@@ -781,11 +782,15 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
             return CUABI_SUCCESS;
     }
     char *log = NULL;
+    CUABI__TRY(check_arch_supported(a->arch, caller));
     cuabi_status st = p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
                                                 : compile_cxx(p, a, e, &log, caller);
     if (st == CUABI_SUCCESS) {
         e->log = log;
-        if (cached)
+        /* Store under the identity of the compiler that ran: the key above
+         * named the file the loader was expected to open, and it did open
+         * that one unless the guess was wrong (libident.c). */
+        if (cached && cuabi__program_key(&key, p, a) == CUABI_SUCCESS)
             cuabi__cache_store(&key, e, notes);
         return CUABI_SUCCESS;
     }
