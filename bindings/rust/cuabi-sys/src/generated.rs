@@ -1366,7 +1366,7 @@ pub struct cuabi_program_options {
     /// "NAME" or "NAME=VALUE" each.
     pub defines: *mut *const c_char,
     pub num_defines: usize,
-    /// Directories searched for #include. Files found there are not part of the cache key: give headers that change as in-memory headers.
+    /// Directories searched for #include. The files a compile can reach through them are part of the cache key (docs/compile-cache.md: an edited header is never answered with the old binary).
     pub include_paths: *mut *const c_char,
     pub num_include_paths: usize,
     /// In-memory headers: the name #include uses.
