@@ -279,6 +279,12 @@ static void lb_add(linebuf *b, const char *p, size_t n)
     b->len += n;
 }
 
+static void end_directive(unit *u, const linebuf *line)
+{
+    if (line->len) /* "#" alone: a null directive */
+        directive_line(u, line->s, line->s + line->len);
+}
+
 static void lex(unit *u, const char *s, size_t n)
 {
     linebuf line = { 0 };
@@ -305,7 +311,7 @@ static void lex(unit *u, const char *s, size_t n)
         }
         if (c == '\n') {
             if (in_directive)
-                directive_line(u, line.s, line.s + line.len);
+                end_directive(u, &line);
             in_directive = false;
             start = true;
             line.len = 0;
@@ -343,7 +349,7 @@ static void lex(unit *u, const char *s, size_t n)
         i++;
     }
     if (in_directive)
-        directive_line(u, line.s, line.s + line.len);
+        end_directive(u, &line);
     u->oom |= line.oom;
     free(line.s);
 }
