@@ -332,6 +332,18 @@ static int record_body(char *out, size_t cap, const char *lib, const cuabi__file
                     id->build_id_len ? bid : "-", version);
 }
 
+/* The checksum line must close the text and cover everything before it. */
+static bool checksum_ok(const char *text)
+{
+    const char *sum = strstr(text, "checksum ");
+    if (!sum || (sum != text && sum[-1] != '\n'))
+        return false;
+    char want[32];
+    snprintf(want, sizeof want, "checksum %016" PRIx64 "\n",
+             (uint64_t)XXH3_64bits(text, (size_t)(sum - text)));
+    return !strcmp(sum, want);
+}
+
 int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file_id *id,
                              int *version)
 {
@@ -349,14 +361,9 @@ int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file
         return -1;
     text[n] = '\0';
     /* The last line is "checksum <16 hex>" over everything before it. */
-    char *sum = strstr(text, "checksum ");
-    if (!sum || (sum != text && sum[-1] != '\n'))
+    if (!checksum_ok(text))
         return -1;
-    char want[32];
-    snprintf(want, sizeof want, "checksum %016" PRIx64 "\n",
-             (uint64_t)XXH3_64bits(text, (size_t)(sum - text)));
-    if (strcmp(sum, want))
-        return -1;
+    const char *sum = strstr(text, "checksum ");
     /* Whole and undamaged: it counts only when it names this very file. */
     int v = 0;
     const char *vline = strstr(text, "\nversion ");
@@ -369,6 +376,25 @@ int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file
         return -1;
     *version = v;
     return 0;
+}
+
+int cuabi__ident_record_intact(const char *path)
+{
+    char text[8192 + 64];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    text[n] = '\0';
+    return !strncmp(text, RECORD_MAGIC "\n", sizeof RECORD_MAGIC) && checksum_ok(text);
+}
+
+bool cuabi__ident_record_name(const char *name)
+{
+    return !strncmp(name, "id-", 3);
 }
 
 int cuabi__ident_record_write(const char *dir, const char *lib, const cuabi__file_id *id,
@@ -456,7 +482,7 @@ static void publish(cuabi__compiler *c, const cuabi__ident_text *t, int state)
 /* The library is loaded: its own file's identity, recorded for the next
  * process (unless that record is the one the prediction came from). Under
  * c->lock. */
-static void from_loaded(cuabi__compiler *c)
+static void from_loaded(cuabi__compiler *c, char *(*record_dir)(void))
 {
     const cuabi__lib_info *info = c->info();
     cuabi__file_id id;
@@ -470,7 +496,7 @@ static void from_loaded(cuabi__compiler *c)
     bool as_predicted = atomic_load_explicit(&c->state, memory_order_relaxed) == PREDICTED &&
                         c->predicted.len == c->verified.len &&
                         !memcmp(c->predicted.s, c->verified.s, c->verified.len);
-    char *dir = as_predicted || !id.size ? NULL : cuabi__cache_record_dir();
+    char *dir = as_predicted || !id.size ? NULL : record_dir();
     int known;
     if (dir && (cuabi__ident_record_read(dir, c->name, &id, &known) != 0 ||
                 known != info->version))
@@ -479,7 +505,7 @@ static void from_loaded(cuabi__compiler *c)
     publish(c, &c->verified, VERIFIED);
 }
 
-static cuabi_status ident_slow(cuabi__compiler *c, const char *caller)
+static cuabi_status ident_slow(cuabi__compiler *c, char *(*record_dir)(void), const char *caller)
 {
     cuabi_status st = CUABI_SUCCESS;
     pthread_mutex_lock(&c->lock);
@@ -487,17 +513,17 @@ static cuabi_status ident_slow(cuabi__compiler *c, const char *caller)
     if (state == VERIFIED) {
         /* another thread got here first */
     } else if (c->loaded()) {
-        from_loaded(c);
+        from_loaded(c, record_dir);
     } else if (state == UNKNOWN) {
         cuabi__file_id id;
         char *dir = NULL;
         int version = 0;
-        if (locate(c, &id) == 0 && (dir = cuabi__cache_record_dir()) &&
+        if (locate(c, &id) == 0 && (dir = record_dir()) &&
             cuabi__ident_record_read(dir, c->name, &id, &version) == 0) {
             compose(&c->predicted, c->name, &id, version);
             publish(c, &c->predicted, PREDICTED);
         } else if ((st = c->load(caller)) == CUABI_SUCCESS) {
-            from_loaded(c);
+            from_loaded(c, record_dir);
         }
         free(dir);
     }
@@ -505,14 +531,15 @@ static cuabi_status ident_slow(cuabi__compiler *c, const char *caller)
     return st;
 }
 
-cuabi_status cuabi__compiler_ident(cuabi__compiler *c, cuabi__bytes *out, const char *caller)
+cuabi_status cuabi__compiler_ident(cuabi__compiler *c, char *(*record_dir)(void),
+                                   const char **text, size_t *len, const char *caller)
 {
     int state = atomic_load_explicit(&c->state, memory_order_acquire);
-    if (CUABI__UNLIKELY(state != VERIFIED && (state == UNKNOWN || c->loaded()))) {
-        CUABI__TRY(ident_slow(c, caller));
-    }
+    if (CUABI__UNLIKELY(state != VERIFIED && (state == UNKNOWN || c->loaded())))
+        CUABI__TRY(ident_slow(c, record_dir, caller));
     const cuabi__ident_text *t = atomic_load_explicit(&c->text, memory_order_acquire);
-    *out = (cuabi__bytes){ t->s, t->len };
+    *text = t->s;
+    *len = t->len;
     return CUABI_SUCCESS;
 }
 

@@ -18,7 +18,7 @@
 
 #include <pthread.h>
 
-#include "cache.h"
+#include "internal.h"
 
 /* What identifies one library file. */
 typedef struct cuabi__file_id {
@@ -51,6 +51,11 @@ int cuabi__ident_record_write(const char *dir, const char *lib, const cuabi__fil
                               int version);
 /* The record's file name for `id` (caller frees), or NULL. */
 char *cuabi__ident_record_path(const char *dir, const char *lib, const cuabi__file_id *id);
+/* Whether the file at `path` is a whole identity record (format and
+ * checksum; cuabi_cache_verify): 1 whole, 0 damaged, -1 unreadable. */
+int cuabi__ident_record_intact(const char *path);
+/* Whether a directory entry's name is an identity record's. */
+bool cuabi__ident_record_name(const char *name);
 
 /* Key text of one identity: "<lib> <path> <size> <mtime> <build-id> <version>". */
 typedef struct cuabi__ident_text {
@@ -80,13 +85,15 @@ typedef struct cuabi__compiler {
 extern cuabi__compiler cuabi__compiler_nvrtc, cuabi__compiler_nvjitlink;
 
 /* The identity of compiler `c` for a cache key, without loading it when the
- * cache directory holds a record for the file the loader would open (else
- * it is loaded, and the record written). Once the library is loaded in this
+ * directory `record_dir()` names (malloc'ed, or NULL: none) holds a record
+ * for the file the loader would open (else it is loaded, and the record
+ * written). Once the library is loaded in this
  * process (a miss compiled), the identity is that of the loaded file, so a
  * wrong prediction never stores an entry under the wrong compiler. The fast
  * path is two atomic loads. Fails only when the compiler cannot be found
  * or loaded (its loader's error). */
-cuabi_status cuabi__compiler_ident(cuabi__compiler *c, cuabi__bytes *out, const char *caller);
+cuabi_status cuabi__compiler_ident(cuabi__compiler *c, char *(*record_dir)(void),
+                                   const char **text, size_t *len, const char *caller);
 
 /* Testing: forget what is known (the next call resolves again). */
 void cuabi__compiler_reset_for_test(cuabi__compiler *c);

@@ -176,7 +176,7 @@ CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capaci
 /* Check the form of "sm_90", "sm_90a", "compute_100f" (*virt tells
  * compute_); whether the compiler supports it is asked only before
  * compiling (check_arch_supported), so a cache hit needs no NVRTC. */
-static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
+cuabi_status cuabi__check_arch(const char *arch, bool *virt, const char *caller)
 {
     const char *digits;
     if (!strncmp(arch, "sm_", 3))
@@ -199,7 +199,7 @@ static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
     return CUABI_SUCCESS;
 }
 
-/* Whether the loaded NVRTC targets `arch` (of a form check_arch accepted). */
+/* Whether the loaded NVRTC targets `arch` (of a form cuabi__check_arch accepted). */
 static cuabi_status check_arch_supported(const char *arch, const char *caller)
 {
     long num = strtol(arch + (arch[0] == 's' ? 3 : 8), NULL, 10);
@@ -406,7 +406,7 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         cuabi__current_arch(a->arch);
     }
     bool virt = false;
-    CUABI__TRY(check_arch(a->arch, &virt, caller));
+    CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
     a->output = opts->output;
     a->use_cache = opts->cache;
@@ -437,10 +437,14 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
     *k = (key_parts){ .compiler = { "", 0 } };
     /* CUDA C++ is NVRTC's work (to any output); PTX to CUBIN is nvJitLink's;
      * PTX kept as PTX needs no compiler. */
-    if (p->type != CUABI_CODE_PTX)
-        CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvrtc, &k->compiler, caller));
-    else if (a->output != CUABI_CODE_PTX)
-        CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvjitlink, &k->compiler, caller));
+    cuabi__compiler *c = p->type != CUABI_CODE_PTX ? &cuabi__compiler_nvrtc
+                       : a->output != CUABI_CODE_PTX ? &cuabi__compiler_nvjitlink : NULL;
+    if (c) {
+        const char *text;
+        size_t len;
+        CUABI__TRY(cuabi__compiler_ident(c, cuabi__cache_record_dir, &text, &len, caller));
+        k->compiler = (cuabi__bytes){ text, len };
+    }
     if (p->type == CUABI_CODE_PTX)
         return CUABI_SUCCESS;
     char why[1024];
@@ -819,7 +823,7 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
     if (cached) {
         cuabi_status st = get_key_parts(&before, p, a);
         if (st == CUABI_ERROR_CACHE) { /* reads files the key cannot cover */
-            cuabi__str_add(notes, "cuabi cache: not used: %s; compiled without the cache\n",
+            cuabi__str_add(notes, CUABI__NOTE_NOT_USED "%s; compiled without the cache\n",
                            cuabi_last_error()->message + sizeof "cuabi_program_compile: " - 1);
             cuabi_error_clear();
             cached = false;
@@ -844,8 +848,8 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
             same_includes(&before, &after) && key_from_parts(&key, p, a, &after) == CUABI_SUCCESS)
             cuabi__cache_store(&key, e, notes);
         else if (cached)
-            cuabi__str_add(notes, "cuabi cache: not stored: an included file changed during "
-                                  "the compile\n");
+            cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "an included file changed during the "
+                                  "compile\n");
         cuabi_error_clear();
         return CUABI_SUCCESS;
     }

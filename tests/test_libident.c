@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "cache.h"
 #include "libident.h"
 
 static char tmpdir[64];
@@ -165,6 +166,7 @@ START_TEST(locating_an_unloaded_soname)
             if (!ok)
                 dprintf(2, "%s: located %d %s, dlopen opened %s\n", names[i], located,
                         located == 0 ? out : "-", canon ? canon : "?");
+            free(canon);
             _exit(ok ? 0 : 1);
         }
         ck_assert_int_ge(kid, 0);
@@ -268,9 +270,10 @@ static cuabi__compiler fakec = CUABI__COMPILER_INIT("fakecc", "CUABI_TEST_FAKECC
 static const char *ident(void)
 {
     static char text[sizeof(cuabi__ident_text)];
-    cuabi__bytes b;
-    ck_assert_ok(cuabi__compiler_ident(&fakec, &b, "test"));
-    snprintf(text, sizeof text, "%.*s", (int)b.size, (const char *)b.data);
+    const char *t;
+    size_t len;
+    ck_assert_ok(cuabi__compiler_ident(&fakec, cuabi__cache_record_dir, &t, &len, "test"));
+    snprintf(text, sizeof text, "%.*s", (int)len, t);
     return text;
 }
 
@@ -355,8 +358,10 @@ START_TEST(compiler_identity_without_loading)
     fake = (fake_state){ .fail = CUABI_ERROR_NVRTC_NOT_FOUND };
     snprintf(fake_names[1], sizeof fake_names[1], "%s/also-missing.so", tmpdir);
     cuabi__compiler_reset_for_test(&fakec);
-    cuabi__bytes b;
-    ck_assert_status(cuabi__compiler_ident(&fakec, &b, "test"), CUABI_ERROR_NVRTC_NOT_FOUND);
+    const char *t2;
+    size_t len2;
+    ck_assert_status(cuabi__compiler_ident(&fakec, cuabi__cache_record_dir, &t2, &len2, "test"),
+                     CUABI_ERROR_NVRTC_NOT_FOUND);
     ck_assert_error_mentions("cannot be loaded");
     ck_assert_int_eq(fake.loads, 1);
 
