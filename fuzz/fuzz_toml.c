@@ -1,15 +1,44 @@
-/* The precompile manifest reader (src/toml.c) on untrusted text: every
- * input must parse to a tree or a list of errors with lines — no crash,
- * leak, read past the end or unbounded recursion — and the tree must hold
- * its invariants (strings NUL-terminated at their length, tables with a key
- * per value, lines within the document). */
+/* Precompile manifests on untrusted text: the TOML reader (src/toml.c)
+ * must give a tree or a list of errors with lines — no crash, leak, read
+ * past the end or unbounded recursion — whose invariants hold (strings
+ * NUL-terminated at their length, tables with a key per value, lines within
+ * the document); then the manifest reader (src/manifest.c) turns it into
+ * sources and problems, each problem with a line in the document and a
+ * status. File names are resolved in a private directory holding a source
+ * and a header; inputs naming other directories ('/') are only parsed. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "manifest.h"
 #include "toml.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[] = "/tmp/cuabi-fuzz-manifest-XXXXXX";
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    if (!mkdtemp(dir))
+        abort();
+    const char *files[][2] = { { "k.cu", "__global__ void k() {}\n" },
+                               { "h.h", "#define H 1\n" }, { "k.ptx", ".version 8.0\n" } };
+    for (size_t i = 0; i < 3; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            abort();
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    return 0;
+}
 
 static int lines_in(const uint8_t *data, size_t size)
 {
@@ -54,5 +83,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             !memchr(doc.errors[i].message, '\0', sizeof doc.errors[i].message))
             __builtin_trap();
     cuabi__toml_free(&doc);
+
+    if (memchr(data, '/', size))
+        return 0;
+    cuabi__manifest m;
+    if (cuabi__manifest_read(&m, (const char *)data, size, "fuzz.toml", dir, "fuzz") !=
+        CUABI_SUCCESS)
+        return 0; /* out of memory */
+    for (size_t i = 0; i < m.num_problems; i++)
+        if (m.problems[i].line < 0 || m.problems[i].line > max_line ||
+            m.problems[i].status == CUABI_SUCCESS || !m.problems[i].message[0])
+            __builtin_trap();
+    for (size_t i = 0; i < m.num_sources; i++) {
+        const cuabi__manifest_source *s = &m.sources[i];
+        if (!s->text || strlen(s->text) != s->size || !s->size || !s->name ||
+            s->line < 1 || s->line > max_line ||
+            (s->type != CUABI_CODE_CUDA_CXX && s->type != CUABI_CODE_PTX))
+            __builtin_trap();
+        for (size_t a = 0; a < s->num_archs; a++)
+            if (!s->archs[a] || !*s->archs[a])
+                __builtin_trap();
+        for (size_t h = 0; h < s->options.num_headers; h++)
+            if (!s->options.header_names[h] || !s->options.header_contents[h])
+                __builtin_trap();
+    }
+    cuabi__manifest_free(&m);
     return 0;
 }

@@ -3,11 +3,15 @@
  * libraries are mapped into the process afterwards (tests/check_cache_cold.sh).
  *
  *   cache_probe FILE --arch sm_XX [--name-expr E]... [--ptx|--ltoir] [-o OUT]
+ *               [--load KERNEL]
  *
  * FILE is CUDA C++, or PTX when it ends in .ptx. Prints one line:
- *   hit=<0|1|2> nvrtc=<0|1> nvjitlink=<0|1> bytes=<size of the code>
+ *   hit=<0|1|2> nvrtc=<0|1> nvjitlink=<0|1> bytes=<size of the code> [gpu=<0|1>]
  * where nvrtc / nvjitlink say whether libnvrtc / libnvJitLink appear in
- * /proc/self/maps. Uses only the public API (links libcuabi.so). */
+ * /proc/self/maps. With --load, the kernel (a name or name expression) is
+ * also loaded on device 0 and its CUfunction looked up first, when a GPU
+ * is usable (gpu=1; gpu=0 without one). Uses only the public API (links
+ * libcuabi.so). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +51,7 @@ static char *slurp(const char *path)
 
 int main(int argc, char **argv)
 {
-    const char *file = NULL, *arch = NULL, *out = NULL, *names[16];
+    const char *file = NULL, *arch = NULL, *out = NULL, *load = NULL, *names[16];
     size_t nnames = 0;
     cuabi_code_type output = CUABI_CODE_CUBIN;
     for (int i = 1; i < argc; i++) {
@@ -57,6 +61,8 @@ int main(int argc, char **argv)
             names[nnames++] = argv[++i];
         else if (!strcmp(argv[i], "-o") && i + 1 < argc)
             out = argv[++i];
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc)
+            load = argv[++i];
         else if (!strcmp(argv[i], "--ptx"))
             output = CUABI_CODE_PTX;
         else if (!strcmp(argv[i], "--ltoir"))
@@ -104,8 +110,28 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu\n", hit, mapped("libnvrtc"),
+    int gpu = -1, ndev = 0;
+    if (load) {
+        cuabi_device *dev;
+        cuabi_kernel *k;
+        uintptr_t fn = 0;
+        gpu = cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0;
+        if (gpu && (cuabi_device_get(&dev, 0) != CUABI_SUCCESS ||
+                    cuabi_objcode_get_kernel(&k, obj, load) != CUABI_SUCCESS ||
+                    cuabi_kernel_function(&fn, k, dev) != CUABI_SUCCESS || !fn)) {
+            fprintf(stderr, "cache_probe: loading %s: %s\n", load, cuabi_last_error()->message);
+            return 1;
+        }
+        if (gpu) {
+            cuabi_kernel_release(k);
+            cuabi_device_release(dev);
+        }
+    }
+    printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu", hit, mapped("libnvrtc"),
            mapped("libnvJitLink"), size);
+    if (gpu >= 0)
+        printf(" gpu=%d", gpu);
+    printf("\n");
     cuabi_objcode_release(obj);
     cuabi_program_release(p);
     free(text);

@@ -3,6 +3,8 @@
 #  (a) a compile-cache hit in a fresh process maps neither libnvrtc nor
 #      libnvJitLink (CUDA C++ to CUBIN/PTX/LTO-IR, PTX to CUBIN), checked in
 #      /proc/self/maps by tests/cache_probe after the hit;
+#  (a') with a GPU, the same after loading the module and looking the
+#      kernel up (the part the lead's GPU run exercises);
 #  (b) another compiler library gives a miss: CUABI_NVRTC_PATH /
 #      CUABI_NVJITLINK_PATH to a copy, the same copy found through
 #      LD_LIBRARY_PATH, the file behind the path touched, grown or given
@@ -66,6 +68,19 @@ for r in "$tmp/cache"/id-nvrtc-*; do printf 'version 99999\n' >> "$r"; done
 probe "hit=2 nvrtc=1 *" $cu
 # shellcheck disable=SC2086
 probe "hit=2 nvrtc=0 nvjitlink=0 *" $cu
+
+# ---- (a') with a GPU (the lead's machine): the hit, the module load and the
+# kernel lookup of a fresh process still map no compiler. Skipped here.
+gpu=$(env -u CUABI_DRIVER_PATH "$probe" $cu --load 'segred<float,256>' 2>"$tmp/err") ||
+    fail "cache_probe --load: $(cat "$tmp/err")"
+case "$gpu" in
+    *gpu=1*)
+        case "$gpu" in
+            "hit=2 nvrtc=0 nvjitlink=0 "*) echo "ok: hit + module load on the GPU -> $gpu" ;;
+            *) fail "hit + module load on the GPU: $gpu" ;;
+        esac ;;
+    *) echo "no GPU: the module-load check is left to a GPU machine ($gpu)" ;;
+esac
 
 # ---- (b) another compiler library gives a miss
 [ -n "$cudalib" ] && [ -f "$cudalib/libnvrtc.so.13" ] || { echo "SKIP part (b): no $cudalib/libnvrtc.so.13"; exit 0; }

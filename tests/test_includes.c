@@ -303,6 +303,12 @@ START_TEST(odd_texts)
     outcome o2 = scan("  #  inc\\\nlude /* c */ <a.h> // d\n");
     ck_assert(!same(&o, &o2));
     ck_assert_hashed(scan("%:include <a.h>\n")); /* the digraph of # */
+    /* regressions (docs/RELIABILITY.md): an empty directive (was NULL + 0),
+     * and a header that includes itself by #include_next, just written so
+     * it is read again on every use (was a read of its freed directives) */
+    ck_assert_hashed(scan("#\n#include <a.h>\n#\n"));
+    put("inc/self.h", "#include_next <self.h>\n#include <self.h>\n#include \"self.h\"\n");
+    ck_assert_hashed(scan("#include <self.h>\n#include <self.h>\n"));
     /* unterminated things end the scan quietly */
     ck_assert_int_ne(scan("#include \"a.h").result, CUABI__INCLUDES_UNRESOLVED + 100);
     scan("#include <a.h");

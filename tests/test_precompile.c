@@ -686,6 +686,32 @@ START_TEST(precompile_in_parallel_reports_in_order)
 }
 END_TEST
 
+/* Every allocation of a warm, failed in turn: a clear status, never a
+ * crash or a leak (the ASan and valgrind runs check the leaks). */
+START_TEST(warm_when_memory_runs_out)
+{
+    put("k.cu", "__global__ void k() {}\n");
+    put("m.toml", "archs = [\"sm_90\"]\n[[source]]\nfile = \"k.cu\"\n[[source]]\n"
+                  "file = \"gone.cu\"\n");
+    ck_assert_status(cuabi_cache_warm_manifest(NULL, at("m.toml"), NULL, NULL, NULL),
+                     CUABI_ERROR_IO); /* compiled once: the rest are hits */
+    long n;
+    for (n = 1; n < 400; n++) {
+        cuabi__alloc_fail_at(n, false);
+        cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
+        cuabi_status st = cuabi_cache_warm_manifest(&s, at("m.toml"), NULL, NULL, NULL);
+        long fired = cuabi__alloc_fail_count();
+        cuabi__alloc_fail_at(0, false);
+        if (!fired) {
+            ck_assert_int_eq(st, CUABI_ERROR_IO); /* the missing file, as without faults */
+            break;
+        }
+        ck_assert_msg(st != CUABI_SUCCESS, "allocation %ld failed, yet success", n);
+    }
+    ck_assert_int_lt(n, 400);
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_no_driver();
@@ -701,6 +727,7 @@ int main(void)
     tcase_add_test(tc, verify_removes_damaged_entries);
     tcase_add_test(tc, half_written_entries_are_never_read);
     tcase_add_test(tc, precompile_in_parallel_reports_in_order);
+    tcase_add_test(tc, warm_when_memory_runs_out);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }
