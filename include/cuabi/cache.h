@@ -17,11 +17,15 @@ extern "C" {
  * $XDG_CACHE_HOME/cuabi, else ~/.cache/cuabi (created with mode 0700).
  * CUABI_CACHE=0 in the environment turns the cache off at start-up.
  * Keys are XXH3-128 hashes over the compiler identity, code type, normalised
- * options, source, in-memory headers, name expressions and output kind.
+ * options, source, in-memory headers, name expressions, output kind and the
+ * files the source can include.
+ * The compiler is named by the file the loader would open (path, size, time,
+ * build-id) and the version it reported, so a hit loads neither NVRTC nor
+ * nvJitLink; files reached through #include are hashed into the key.
  * Entries carry a checksum; a corrupt one is ignored, removed and rebuilt.
- * A directory that cannot be written never fails a compile: the cache is
- * skipped and the reason goes to the program's log. All functions are
- * thread-safe.
+ * A directory that cannot be written (or belongs to another user) never fails
+ * a compile: the cache is skipped and the reason goes to the program's log.
+ * All functions are thread-safe.
  */
 
 typedef struct cuabi_cache_stats cuabi_cache_stats;
@@ -44,7 +48,7 @@ typedef enum cuabi_cache_clear_flags {
 typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info *entry, void *payload);
 
 /**
- * Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+ * Called on the calling thread after each compile, in order; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK after the compiles under way).
  * @param done Compiles finished so far (1..total).
  * @param total Items x architectures.
  * @param name The item's name ("" when it has none).
@@ -303,10 +307,13 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags);
 
 /**
  * Compile every item for every architecture into the cache, without loading
- * anything on a GPU (what Warp's load_module does ahead of time). A failed
- * compile does not stop the others: it is reported through `progress`, and the
- * call returns its status at the end (the first failure's). The cache must be
- * enabled (else CUABI_ERROR_CACHE).
+ * anything on a GPU (what Warp's load_module does ahead of time), several at
+ * once (one per online CPU). `progress` is called on the calling thread after
+ * each compile, in the order of items x archs. A failed compile (or one that
+ * could not be stored) does not stop the others: it is reported through
+ * `progress`, and the call returns its status at the end (the first
+ * failure's). The cache must be enabled and its directory usable (else
+ * CUABI_ERROR_CACHE).
  * @param items [array of num_items elements]
  * @param archs [may be NULL, array of num_archs elements] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
  * @param progress [may be NULL]

@@ -2333,10 +2333,13 @@ end
 cuabi_cache_precompile(items, num_items, archs, num_archs, progress, payload)
 
 Compile every item for every architecture into the cache, without loading
-anything on a GPU (what Warp's load_module does ahead of time). A failed
-compile does not stop the others: it is reported through `progress`, and the
-call returns its status at the end (the first failure's). The cache must be
-enabled (else CUABI_ERROR_CACHE).
+anything on a GPU (what Warp's load_module does ahead of time), several at
+once (one per online CPU). `progress` is called on the calling thread after
+each compile, in the order of items x archs. A failed compile (or one that
+could not be stored) does not stop the others: it is reported through
+`progress`, and the call returns its status at the end (the first
+failure's). The cache must be enabled and its directory usable (else
+CUABI_ERROR_CACHE).
 
 - `archs` [may be C_NULL] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
 - `progress` [may be C_NULL]

@@ -1465,7 +1465,7 @@ pub const CUABI_CACHE_CLEAR_ALL: cuabi_cache_clear_flags = cuabi_cache_clear_fla
 /// Called once per entry; return 0 to go on, anything else to stop.
 pub type cuabi_cache_list_fn = Option<unsafe extern "C" fn(entry: *const cuabi_cache_entry_info, payload: *mut c_void) -> c_int>;
 
-/// Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+/// Called on the calling thread after each compile, in order; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK after the compiles under way).
 pub type cuabi_precompile_progress_fn = Option<unsafe extern "C" fn(done: usize, total: usize, name: *const c_char, arch: *const c_char, status: cuabi_status, cache_hit: c_int, payload: *mut c_void) -> c_int>;
 
 /// Called on the calling thread for each outcome, in the manifest's order; return 0 to go on, anything else to cancel (cuabi_cache_warm_manifest then returns CUABI_ERROR_CALLBACK after the compiles under way).
@@ -1719,10 +1719,13 @@ unsafe extern "C" {
     /// Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
     pub fn cuabi_cache_clear(flags: c_uint) -> cuabi_status;
     /// Compile every item for every architecture into the cache, without loading
-    /// anything on a GPU (what Warp's load_module does ahead of time). A failed
-    /// compile does not stop the others: it is reported through `progress`, and the
-    /// call returns its status at the end (the first failure's). The cache must be
-    /// enabled (else CUABI_ERROR_CACHE).
+    /// anything on a GPU (what Warp's load_module does ahead of time), several at
+    /// once (one per online CPU). `progress` is called on the calling thread after
+    /// each compile, in the order of items x archs. A failed compile (or one that
+    /// could not be stored) does not stop the others: it is reported through
+    /// `progress`, and the call returns its status at the end (the first
+    /// failure's). The cache must be enabled and its directory usable (else
+    /// CUABI_ERROR_CACHE).
     pub fn cuabi_cache_precompile(items: *const cuabi_precompile_item, num_items: usize, archs: *mut *const c_char, num_archs: usize, progress: cuabi_precompile_progress_fn, payload: *mut c_void) -> cuabi_status;
     /// Precompile a project into the cache from a TOML manifest (format:
     /// docs/compile-cache.md): every [[source]] for each of its architectures, in
