@@ -68,16 +68,6 @@ static void unit_free(unit *u)
     *u = (unit){ 0 };
 }
 
-static char *dupn(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 static void add_directive(unit *u, unsigned char kind, const char *text, size_t n)
 {
     if (u->ndirs == u->capdirs) {
@@ -90,7 +80,7 @@ static void add_directive(unit *u, unsigned char kind, const char *text, size_t 
         u->dirs = d;
         u->capdirs = cap;
     }
-    char *t = dupn(text, n);
+    char *t = strndup(text, n);
     if (!t) {
         u->oom = true;
         return;
@@ -111,7 +101,7 @@ static void add_definition(definition **defs, size_t *n, size_t *cap, bool *oom,
         *defs = d;
         *cap = c;
     }
-    char *a = dupn(name, nlen), *b = dupn(value, vlen);
+    char *a = strndup(name, nlen), *b = strndup(value, vlen);
     if (!a || !b) {
         free(a);
         free(b);
@@ -610,7 +600,7 @@ static char *dir_of(const char *path)
     const char *slash = strrchr(path, '/');
     if (!slash)
         return strdup(".");
-    return dupn(path, slash == path ? 1 : (size_t)(slash - path));
+    return strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
 static void enqueue(scan *s, const unit *u, const char *where, const char *shown)
