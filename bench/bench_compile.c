@@ -8,12 +8,15 @@
  *            without one the load is left out and the row says so). The
  *            driver and NVRTC are loaded before the clock starts; their
  *            first-use cost is shown on its own row.
+ *            Then the same hit where NVRTC was never loaded (issue 13:
+ *            the compiler is named by its identity record).
  *   memory   cuabi_program_compile hitting the in-memory layer (+ release)
  *
  * Targets (issue 3): disk <= 0.3 ms, memory <= 2 us, cold <= 1.05 x direct.
  * Direct and cold compiles alternate (default 21 reps each; medians).
  * Usage: bench_compile [--reps N] [--arch sm_XX]
  */
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -68,6 +71,44 @@ static cuabi_program_options opts_for(const char *arch, const char **names)
     return o;
 }
 
+/* NVRTC for the direct row, opened with dlopen() rather than linked: a
+ * child measuring a hit without the compiler must start without it. */
+static struct {
+    __typeof__(&nvrtcVersion) version;
+    __typeof__(&nvrtcCreateProgram) create;
+    __typeof__(&nvrtcAddNameExpression) add_name;
+    __typeof__(&nvrtcCompileProgram) compile;
+    __typeof__(&nvrtcGetLoweredName) lowered;
+    __typeof__(&nvrtcGetCUBINSize) cubin_size;
+    __typeof__(&nvrtcGetCUBIN) cubin;
+    __typeof__(&nvrtcDestroyProgram) destroy;
+} nv;
+
+static void open_nvrtc(void)
+{
+    void *h = dlopen(getenv("CUABI_NVRTC_PATH") ? getenv("CUABI_NVRTC_PATH") : "libnvrtc.so.13",
+                     RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen(CUABI_CUDA_LIBDIR "/libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "bench_compile: cannot load NVRTC: %s\n", dlerror());
+        exit(1);
+    }
+    nv.version = (__typeof__(nv.version))dlsym(h, "nvrtcVersion");
+    nv.create = (__typeof__(nv.create))dlsym(h, "nvrtcCreateProgram");
+    nv.add_name = (__typeof__(nv.add_name))dlsym(h, "nvrtcAddNameExpression");
+    nv.compile = (__typeof__(nv.compile))dlsym(h, "nvrtcCompileProgram");
+    nv.lowered = (__typeof__(nv.lowered))dlsym(h, "nvrtcGetLoweredName");
+    nv.cubin_size = (__typeof__(nv.cubin_size))dlsym(h, "nvrtcGetCUBINSize");
+    nv.cubin = (__typeof__(nv.cubin))dlsym(h, "nvrtcGetCUBIN");
+    nv.destroy = (__typeof__(nv.destroy))dlsym(h, "nvrtcDestroyProgram");
+    if (!nv.version || !nv.create || !nv.add_name || !nv.compile || !nv.lowered ||
+        !nv.cubin_size || !nv.cubin || !nv.destroy) {
+        fprintf(stderr, "bench_compile: NVRTC lacks an entry point\n");
+        exit(1);
+    }
+}
+
 /* One direct NVRTC compile with the options cuabi passes. */
 static double direct_once(const char *arch)
 {
@@ -76,26 +117,41 @@ static double direct_once(const char *arch)
     const char *opts[] = { archopt };
     double t0 = now();
     nvrtcProgram p;
-    if (nvrtcCreateProgram(&p, segred_src, "segred.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
-        nvrtcAddNameExpression(p, expr) != NVRTC_SUCCESS ||
-        nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS) {
+    if (nv.create(&p, segred_src, "segred.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
+        nv.add_name(p, expr) != NVRTC_SUCCESS ||
+        nv.compile(p, 1, opts) != NVRTC_SUCCESS) {
         fprintf(stderr, "bench_compile: direct NVRTC compile failed\n");
         exit(1);
     }
     const char *low;
     size_t n;
-    nvrtcGetLoweredName(p, expr, &low);
-    nvrtcGetCUBINSize(p, &n);
+    nv.lowered(p, expr, &low);
+    nv.cubin_size(p, &n);
     char *cubin = malloc(n);
-    nvrtcGetCUBIN(p, cubin);
+    nv.cubin(p, cubin);
     free(cubin);
-    nvrtcDestroyProgram(&p);
+    nv.destroy(&p);
     return now() - t0;
 }
 
-/* Child: the driver and NVRTC are loaded first; then time a disk hit with
- * the module load. Prints "seconds loaded_flag first_use_seconds". */
-static int child_disk(const char *arch)
+/* Whether libnvrtc is mapped into this process. */
+static int nvrtc_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int found = 0;
+    while (f && fgets(line, sizeof line, f))
+        found |= strstr(line, "libnvrtc") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* Child: the driver (and, with `preload`, NVRTC) are loaded first; then
+ * time a disk hit with the module load. Prints "seconds loaded_flag
+ * first_use_seconds". Without `preload` the hit must not load NVRTC
+ * (issue 13): the compiler is named from its identity record. */
+static int child_disk(const char *arch, bool preload)
 {
     double t0 = now();
     int gpu = 0;
@@ -105,7 +161,8 @@ static int child_disk(const char *arch)
         cuabi_device_get(&dev, 0) == CUABI_SUCCESS && cuabi_device_set_current(dev) == CUABI_SUCCESS)
         gpu = 1;
     size_t na;
-    cuabi_program_supported_archs(NULL, 0, &na); /* loads NVRTC */
+    if (preload)
+        cuabi_program_supported_archs(NULL, 0, &na); /* loads NVRTC */
     double first_use = now() - t0;
 
     const char *names[] = { expr };
@@ -126,6 +183,10 @@ static int child_disk(const char *arch)
         fprintf(stderr, "bench_compile: expected an on-disk hit, got %d\n", hit);
         return 1;
     }
+    if (!preload && nvrtc_mapped()) {
+        fprintf(stderr, "bench_compile: the on-disk hit loaded NVRTC\n");
+        return 1;
+    }
     printf("%.9f %d %.9f\n", t, gpu, first_use);
     if (k)
         cuabi_kernel_release(k);
@@ -136,11 +197,45 @@ static int child_disk(const char *arch)
     return 0;
 }
 
+/* Run `count` fresh processes of this program in `mode`; each prints
+ * "seconds gpu first_use". Returns how many answered, or -1. */
+static int run_children(const char *argv0, const char *mode, const char *target, int count,
+                        double *t, double *first_use, int *gpu)
+{
+    int n = 0;
+    for (int i = 0; i < count; i++) {
+        int fds[2];
+        if (pipe(fds))
+            return -1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            execl("/proc/self/exe", argv0, mode, "--arch", target, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        char buf[128] = "";
+        ssize_t r = read(fds[0], buf, sizeof buf - 1);
+        close(fds[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        if (r <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            fprintf(stderr, "bench_compile: child (%s) failed\n", mode);
+            return -1;
+        }
+        buf[r] = '\0';
+        if (sscanf(buf, "%lf %d %lf", &t[n], gpu, &first_use[n]) == 3)
+            n++;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     int reps = 21;
     const char *arch = NULL;
-    bool child = false;
+    bool child = false, preload = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
@@ -148,6 +243,8 @@ int main(int argc, char **argv)
             arch = argv[++i];
         else if (!strcmp(argv[i], "--child-disk"))
             child = true;
+        else if (!strcmp(argv[i], "--child-cold"))
+            child = true, preload = false;
         else {
             fprintf(stderr, "usage: bench_compile [--reps N] [--arch sm_XX]\n");
             return 2;
@@ -156,7 +253,8 @@ int main(int argc, char **argv)
     if (reps < 1)
         reps = 1;
     if (child)
-        return child_disk(arch ? arch : "sm_90");
+        return child_disk(arch ? arch : "sm_90", preload);
+    open_nvrtc();
 
     char dir[] = "/tmp/cuabi-bench-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -184,7 +282,7 @@ int main(int argc, char **argv)
     if (arch)
         snprintf(target, sizeof target, "%s", arch);
     int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
+    nv.version(&major, &minor);
     time_t wall = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&wall));
@@ -224,38 +322,20 @@ int main(int argc, char **argv)
     snprintf(note, sizeof note, "%.3f x direct (target <= 1.05)", cold_med / direct_med);
     row("cuabi cold compile (miss + store)", t, reps, note);
 
-    /* The entry exists now; each child is a fresh process. */
-    int gpu = 0, n = 0;
+    /* The entry exists now; each child is a fresh process: first with NVRTC
+     * loaded beforehand (the hit and module load alone), then as a program
+     * starts (the hit names NVRTC from its identity record, never loads it). */
+    int gpu = 0, n;
     double first_use[64];
     int children = reps < 64 ? (reps < 5 ? 5 : reps) : 64;
-    for (int i = 0; i < children; i++) {
-        int fds[2];
-        if (pipe(fds))
-            return 1;
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(fds[1], 1);
-            close(fds[0]);
-            execl("/proc/self/exe", argv[0], "--child-disk", "--arch", target, (char *)NULL);
-            _exit(127);
-        }
-        close(fds[1]);
-        char buf[128] = "";
-        ssize_t r = read(fds[0], buf, sizeof buf - 1);
-        close(fds[0]);
-        int status;
-        waitpid(pid, &status, 0);
-        if (r <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-            fprintf(stderr, "bench_compile: child failed\n");
-            return 1;
-        }
-        buf[r] = '\0';
-        if (sscanf(buf, "%lf %d %lf", &t[n], &gpu, &first_use[n]) == 3)
-            n++;
-    }
+    if ((n = run_children(argv[0], "--child-disk", target, children, t, first_use, &gpu)) < 0)
+        return 1;
     row(gpu ? "disk hit, new process, + module load" : "disk hit, new process (no GPU: no load)",
         t, n, "target <= 0.3 ms");
     row("  (first use in a process: driver + NVRTC)", first_use, n, "not in the row above");
+    if ((n = run_children(argv[0], "--child-cold", target, children, t, first_use, &gpu)) < 0)
+        return 1;
+    row("  the same, NVRTC never loaded (issue 13)", t, n, "libnvrtc not mapped");
 
     cuabi_program *p;
     cuabi_objcode *obj;

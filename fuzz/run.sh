@@ -12,7 +12,8 @@ srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=$(cd "${1:?usage: fuzz/run.sh BUILDDIR [SECONDS] [TARGET...]}" && pwd)
 secs=${2:-30}
 shift; [ $# -gt 0 ] && shift
-targets=${*:-dlpack objcode options cache argpack tensormap param_types}
+# Every fuzz/fuzz_*.c unless targets are named.
+targets=${*:-$(cd "$srcdir/fuzz" && ls fuzz_*.c | sed "s/^fuzz_//; s/\.c$//")}
 out=$builddir/fuzz
 "$srcdir/fuzz/build.sh" "$builddir" "$out" >/dev/null || exit $?
 export LSAN_OPTIONS="suppressions=$srcdir/fuzz/lsan.supp:print_suppressions=0"

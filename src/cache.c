@@ -15,7 +15,8 @@
  * catches truncation and bit flips: a bad file is removed and reported as a
  * miss, so the caller compiles and stores it again.
  * The LRU order is the files' mtime, refreshed on every disk hit. */
-#include "program.h"
+#include "cache.h"
+#include "libident.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -342,6 +343,8 @@ char *cuabi__cache_entry_path(const cuabi__cache_key *key)
     return p;
 }
 
+static char *snapshot(uint64_t *limit, cuabi__str *notes);
+
 /* mkdir -p with mode 0700 for what is created. */
 static int make_dirs(const char *path)
 {
@@ -364,6 +367,70 @@ static int make_dirs(const char *path)
     int r = mkdir(copy, 0700);
     free(copy);
     return r != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Whether `dir` may hold this user's cache. It must be a directory owned by
+ * the effective user: entries are code this process will run, and a
+ * directory someone else controls could hand it theirs (pip refuses such a
+ * cache the same way). A missing directory is created (0700) when `create`,
+ * else it is simply empty. Returns 0 usable, 1 missing (not created), -1
+ * unusable with the reason in `why`. */
+static int check_dir(const char *dir, bool create, char *why, size_t cap)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if ((errno == ENOENT || errno == ENOTDIR) && !create)
+            return 1;
+        if (errno == ENOENT && make_dirs(dir) == 0 && stat(dir, &st) == 0)
+            goto exists;
+        snprintf(why, cap, "cannot %s %s: %s", errno == ENOENT || create ? "create" : "read",
+                 dir, strerror(errno));
+        return -1;
+    }
+exists:
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, cap, "%s is not a directory", dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, cap, "%s belongs to uid %u, not to this user (uid %u): cuabi does not "
+                 "use a cache directory someone else controls; set CUABI_CACHE_DIR to one of "
+                 "your own", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
+}
+
+cuabi_status cuabi__cache_dir_check(const char *caller)
+{
+    uint64_t limit;
+    cuabi__str why_none = { 0 };
+    char why[512], *dir = snapshot(&limit, &why_none);
+    cuabi_status st = CUABI_SUCCESS;
+    if (!dir)
+        st = cuabi__error(CUABI_ERROR_CACHE, "%s: no cache directory: set CUABI_CACHE_DIR, "
+                          "XDG_CACHE_HOME or HOME, or call cuabi_cache_set_directory()", caller);
+    else if (check_dir(dir, true, why, sizeof why) != 0)
+        st = cuabi__error(CUABI_ERROR_CACHE, "%s: the cache directory cannot be used: %s",
+                          caller, why);
+    cuabi__str_free(&why_none);
+    free(dir);
+    return st;
+}
+
+char *cuabi__cache_record_dir(void)
+{
+    uint64_t limit;
+    pthread_mutex_lock(&g.lock);
+    load_env();
+    bool on = g.enabled;
+    pthread_mutex_unlock(&g.lock);
+    char why[512], *dir = on ? snapshot(&limit, NULL) : NULL;
+    if (dir && check_dir(dir, true, why, sizeof why) != 0) {
+        free(dir);
+        dir = NULL;
+    }
+    return dir;
 }
 
 static bool is_entry_name(const char *n)
@@ -502,6 +569,13 @@ oom:
 static int disk_lookup(const char *dir, const cuabi__cache_key *key, cuabi__cache_entry *e,
                        cuabi__str *notes)
 {
+    char why[512];
+    int usable = check_dir(dir, false, why, sizeof why);
+    if (usable != 0) {
+        if (usable < 0)
+            cuabi__str_add(notes, CUABI__NOTE_NOT_USED "%s\n", why);
+        return 0;
+    }
     char *path = entry_path_in(dir, key);
     if (!path)
         return 0;
@@ -595,9 +669,9 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
 static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi__cache_entry *e,
                       cuabi__str *notes)
 {
-    if (make_dirs(dir) != 0) {
-        cuabi__str_add(notes, "cuabi cache: not stored: cannot create %s: %s\n", dir,
-                       strerror(errno));
+    char why[512];
+    if (check_dir(dir, true, why, sizeof why) != 0) {
+        cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "%s\n", why);
         return -1;
     }
     char hex[33], *tmp = NULL, *path = entry_path_in(dir, key);
@@ -609,12 +683,12 @@ static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi_
         goto out;
     }
     if (!serialise(&file, key, e)) {
-        cuabi__str_add(notes, "cuabi cache: not stored: out of memory\n");
+        cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "out of memory\n");
         goto out;
     }
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        cuabi__str_add(notes, "cuabi cache: not stored: cannot write in %s: %s\n", dir,
+        cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "cannot write in %s: %s\n", dir,
                        strerror(errno));
         goto out;
     }
@@ -627,7 +701,7 @@ static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi_
     if (!ok || rename(tmp, path) != 0) {
         if (ok)
             err = errno;
-        cuabi__str_add(notes, "cuabi cache: not stored: cannot write %s: %s\n", path,
+        cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "cannot write %s: %s\n", path,
                        strerror(err));
         unlink(tmp);
         goto out;
@@ -904,11 +978,26 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes)
     return CUABI_SUCCESS;
 }
 
+/* The directory for a public call that reads it (NULL when none can be
+ * named), or CUABI_ERROR_CACHE when it is unusable (someone else's). */
+static cuabi_status api_dir(char **out, const char *caller)
+{
+    uint64_t limit;
+    char why[512];
+    *out = snapshot(&limit, NULL);
+    if (*out && check_dir(*out, false, why, sizeof why) < 0) {
+        free(*out);
+        *out = NULL;
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: %s", caller, why);
+    }
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
 {
     CUABI__CHECK_OPTS(out, "cuabi_cache_stats", CUABI_CACHE_STATS_VERSION, false);
-    uint64_t limit;
-    char *dir = snapshot(&limit, NULL);
+    char *dir;
+    cuabi_status bad = api_dir(&dir, __func__); /* the counters are filled all the same */
     file_info *files = NULL;
     size_t n = 0;
     uint64_t bytes = 0;
@@ -925,7 +1014,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
         .memory_bytes = g.mem_bytes, .size_limit = g.limit,
     };
     pthread_mutex_unlock(&g.lock);
-    cuabi_status st = CUABI_SUCCESS;
+    cuabi_status st = bad;
     if (r != 0)
         st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
                           __func__, dir, strerror(err));
@@ -955,8 +1044,9 @@ static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
 CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload)
 {
     CUABI__CHECK_ARG(fn, "%s: fn is NULL", __func__);
-    uint64_t limit, bytes;
-    char *dir = snapshot(&limit, NULL);
+    uint64_t bytes;
+    char *dir;
+    CUABI__TRY(api_dir(&dir, __func__));
     if (!dir)
         return CUABI_SUCCESS;
     file_info *files;
@@ -996,8 +1086,9 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
     }
     if (!(flags & CUABI_CACHE_CLEAR_DISK))
         return CUABI_SUCCESS;
-    uint64_t limit, bytes;
-    char *dir = snapshot(&limit, NULL);
+    uint64_t bytes;
+    char *dir;
+    CUABI__TRY(api_dir(&dir, __func__));
     if (!dir)
         return CUABI_SUCCESS;
     file_info *files;
@@ -1017,79 +1108,113 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
     return st;
 }
 
-/* ---------------------------------------------------------- precompile */
+/* ---------------------------------------------------------------- verify */
 
-static cuabi_status precompile_one(const cuabi_precompile_item *it, const char *arch,
-                                   int *hit)
+typedef struct verifying {
+    cuabi_cache_verify_report r;
+    cuabi_cache_verify_fn fn;
+    void *payload;
+    bool stop;
+} verifying;
+
+static void drop(verifying *v, const char *path, uint64_t size, const char *problem)
 {
-    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
-    cuabi_program_options o = it->options ? *it->options : defaults;
-    cuabi_program *prog;
-    if (arch)
-        o.arch = arch;
-    o.cache = 1;
-    CUABI__TRY(cuabi_program_create(&prog, it->type, it->source, it->size, it->name));
-    cuabi_status st = cuabi_program_compile(NULL, prog, &o);
-    cuabi_program_cache_hit(hit, prog);
-    if (st != CUABI_SUCCESS) {
-        /* Keep the failure's record across the release. */
-        cuabi_program_release(prog);
-        return st;
-    }
-    return cuabi_program_release(prog);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return; /* cannot remove: left for the next verify to report */
+    v->r.removed++;
+    v->r.bytes_removed += size;
+    if (v->fn && v->fn(path, problem, v->payload) != 0)
+        v->stop = true;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_cache_precompile(const cuabi_precompile_item *items,
-                                                  size_t num_items, const char **archs,
-                                                  size_t num_archs,
-                                                  cuabi_precompile_progress_fn progress,
-                                                  void *payload)
+/* One entry file: 0 checked, -1 out of memory. */
+static int verify_entry(verifying *v, const file_info *f)
 {
-    CUABI__CHECK_ARG(items || !num_items, "%s: items is NULL but num_items is %zu", __func__,
-                     num_items);
-    CUABI__CHECK_ARG(archs || !num_archs, "%s: archs is NULL but num_archs is %zu", __func__,
-                     num_archs);
-    for (size_t i = 0; i < num_items; i++) {
-        CUABI__CHECK_VERSION("cuabi_precompile_item", items[i].version,
-                             CUABI_PRECOMPILE_ITEM_VERSION);
-        CUABI__CHECK_ARG(items[i].source, "%s: items[%zu].source is NULL", __func__, i);
+    cuabi__cache_key key;
+    for (int i = 0; i < 16; i++) {
+        unsigned b;
+        sscanf(f->name + 2 * i, "%2x", &b);
+        key.b[i] = (uint8_t)b;
     }
-    for (size_t i = 0; i < num_archs; i++)
-        CUABI__CHECK_ARG(archs[i] && *archs[i], "%s: archs[%zu] is NULL or empty", __func__, i);
-    if (!cuabi__cache_enabled())
-        return cuabi__error(CUABI_ERROR_CACHE, "%s: the compile cache is disabled (CUABI_CACHE=0 "
-                            "or cuabi_cache_set_enabled(0)); precompiling would be lost",
-                            __func__);
-    size_t per = num_archs ? num_archs : 1, total = num_items * per, done = 0, failed = 0;
-    cuabi_status first = CUABI_SUCCESS;
-    char first_msg[1024] = "";
-    for (size_t i = 0; i < num_items; i++) {
-        for (size_t a = 0; a < per; a++) {
-            const char *arch = num_archs ? archs[a] : NULL;
-            char shown[32];
-            if (!arch) {
-                const cuabi_program_options *o = items[i].options;
-                if (o && o->arch && *o->arch)
-                    snprintf(shown, sizeof shown, "%s", o->arch);
-                else
-                    cuabi__current_arch(shown);
-            }
-            int hit = 0;
-            cuabi_status st = precompile_one(&items[i], arch, &hit);
-            if (st != CUABI_SUCCESS && failed++ == 0) {
-                first = st;
-                snprintf(first_msg, sizeof first_msg, "%s", cuabi_last_error()->message);
-            }
-            done++;
-            if (progress && progress(done, total, items[i].name ? items[i].name : "",
-                                     arch ? arch : shown, st, hit, payload) != 0)
-                return cuabi__error(CUABI_ERROR_CALLBACK, "%s: cancelled by the progress "
-                                    "callback after %zu of %zu compiles", __func__, done,
-                                    total);
+    uint8_t *buf;
+    size_t size;
+    if (read_file(f->path, &buf, &size) != 0) {
+        if (errno != ENOENT)
+            drop(v, f->path, f->size, strerror(errno));
+        return 0;
+    }
+    uint32_t format = 0;
+    if (size >= HEADER_SIZE && !memcmp(buf, magic, 8))
+        memcpy(&format, buf + 8, 4);
+    if (format && format != CUABI__CACHE_FORMAT) {
+        v->r.kept++; /* another cuabi's entry: its business */
+        free(buf);
+        return 0;
+    }
+    cuabi__cache_entry e = { 0 }; /* parse_entry may stop before filling it */
+    bool oom = false;
+    const char *bad = parse_entry(buf, size, &key, &e, &oom);
+    cuabi__cache_entry_clear(&e);
+    free(buf);
+    if (oom)
+        return -1;
+    v->r.checked++;
+    if (bad)
+        drop(v, f->path, size, bad);
+    return 0;
+}
+
+/* The identity records (libident.h): a damaged one would be ignored anyway;
+ * verify removes it. */
+static int verify_records(verifying *v, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while (!v->stop && (de = readdir(d))) {
+        if (!cuabi__ident_record_name(de->d_name))
+            continue;
+        char *path;
+        struct stat st;
+        if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
+            closedir(d);
+            return -1;
         }
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+            cuabi__ident_record_intact(path) == 0)
+            drop(v, path, (uint64_t)st.st_size, "damaged compiler identity record");
+        free(path);
     }
-    if (failed)
-        return cuabi__error(first, "%s: %zu of %zu compiles failed; the first: %s", __func__,
-                            failed, total, first_msg);
-    return CUABI_SUCCESS;
+    closedir(d);
+    return 0;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify(cuabi_cache_verify_report *out,
+                                              cuabi_cache_verify_fn fn, void *payload)
+{
+    if (out)
+        CUABI__CHECK_VERSION("cuabi_cache_verify_report", out->version,
+                             CUABI_CACHE_VERIFY_REPORT_VERSION);
+    verifying v = { .r = { .version = out ? out->version : 1 }, .fn = fn, .payload = payload };
+    char *dir;
+    CUABI__TRY(api_dir(&dir, __func__));
+    file_info *files = NULL;
+    size_t n = 0;
+    uint64_t bytes;
+    cuabi_status st = CUABI_SUCCESS;
+    if (dir && scan_dir(dir, &files, &n, &bytes) != 0)
+        st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
+                          __func__, dir, strerror(errno));
+    for (size_t i = 0; st == CUABI_SUCCESS && i < n && !v.stop; i++)
+        if (verify_entry(&v, &files[i]) != 0)
+            st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory reading %s",
+                              __func__, files[i].path);
+    if (st == CUABI_SUCCESS && dir && !v.stop && verify_records(&v, dir) != 0)
+        st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", __func__);
+    free_files(files, n);
+    free(dir);
+    if (out)
+        *out = v.r;
+    return st;
 }

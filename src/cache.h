@@ -14,6 +14,7 @@
  * makes old entries unreachable (they age out by LRU). 2: entries end with
  * the kernels' PTX signatures. */
 #define CUABI__CACHE_FORMAT 2
+#define CUABI__CACHE_FORMAT_STR "2"
 
 typedef struct cuabi__cache_key {
     uint8_t b[16];
@@ -51,6 +52,11 @@ void cuabi__cache_entry_clear(cuabi__cache_entry *e);
 void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n);
 void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key);
 
+/* How notes in a program's log begin when the cache could not keep a
+ * compile (src/precompile.c reports these as failures). */
+#define CUABI__NOTE_NOT_STORED "cuabi cache: not stored: "
+#define CUABI__NOTE_NOT_USED "cuabi cache: not used: "
+
 /* Whether compiles should use the cache at all (cuabi_cache_set_enabled, CUABI_CACHE). */
 bool cuabi__cache_enabled(void);
 
@@ -63,6 +69,14 @@ cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry
  * storing go to `notes`). */
 void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
                         cuabi__str *notes);
+
+/* CUABI_ERROR_CACHE (naming `caller`, saying why) unless the cache
+ * directory can be named and used by this user; creates it if missing. */
+cuabi_status cuabi__cache_dir_check(const char *caller);
+/* The cache directory (created 0700 if missing) for small records of our
+ * own (src/libident.c); NULL when the cache is off or the directory cannot
+ * be used. Caller frees with free(). */
+char *cuabi__cache_record_dir(void);
 
 /* Testing: forget all state and re-read the environment. */
 void cuabi__cache_reset_for_test(void);

@@ -183,15 +183,18 @@ cuabi__driver *cuabi__driver_for_test(void) { return &drv; }
 
 /* ------------------------------------------------------------------ NVRTC */
 
+/* The files tried, in order (after CUABI_NVRTC_PATH when it is set);
+ * src/libident.c follows the same list to name NVRTC without loading it. */
+const char *const cuabi__nvrtc_names[] = {
+    "libnvrtc.so.13", "libnvrtc.so.12",
+    CUABI_CUDA_LIBDIR "/libnvrtc.so.13", CUABI_CUDA_LIBDIR "/libnvrtc.so.12",
+    NULL };
+
 static int load_nvrtc(void)
 {
-    static const char *const names[] = {
-        "libnvrtc.so.13", "libnvrtc.so.12",
-        CUABI_CUDA_LIBDIR "/libnvrtc.so.13", CUABI_CUDA_LIBDIR "/libnvrtc.so.12",
-        NULL };
     loaded_lib *lib = &nvrtc_lib;
     lib->fail_status = CUABI_ERROR_NVRTC_NOT_FOUND;
-    void *dl = open_first(lib, "CUABI_NVRTC_PATH", names);
+    void *dl = open_first(lib, "CUABI_NVRTC_PATH", cuabi__nvrtc_names);
     if (!dl)
         return -1;
     const char *missing = NULL;
@@ -243,15 +246,17 @@ static void *jit_symbol(void *dl, const char *name, int major)
     return p;
 }
 
+/* As cuabi__nvrtc_names, after CUABI_NVJITLINK_PATH. */
+const char *const cuabi__nvjitlink_names[] = {
+    "libnvJitLink.so.13", "libnvJitLink.so.12",
+    CUABI_CUDA_LIBDIR "/libnvJitLink.so.13",
+    CUABI_CUDA_LIBDIR "/libnvJitLink.so.12", NULL };
+
 static int load_nvjitlink(void)
 {
-    static const char *const names[] = {
-        "libnvJitLink.so.13", "libnvJitLink.so.12",
-        CUABI_CUDA_LIBDIR "/libnvJitLink.so.13",
-        CUABI_CUDA_LIBDIR "/libnvJitLink.so.12", NULL };
     loaded_lib *lib = &jit_lib;
     lib->fail_status = CUABI_ERROR_NVJITLINK_NOT_FOUND;
-    void *dl = open_first(lib, "CUABI_NVJITLINK_PATH", names);
+    void *dl = open_first(lib, "CUABI_NVJITLINK_PATH", cuabi__nvjitlink_names);
     if (!dl)
         return -1;
     int major = strstr(lib->info.path, ".so.12") ? 12 : 13;
@@ -290,6 +295,16 @@ cuabi__nvjitlink *cuabi__nvjitlink_for_test(void) { return &jit; }
 const cuabi__lib_info *cuabi__driver_info(void) { return &driver_lib.info; }
 const cuabi__lib_info *cuabi__nvrtc_info(void) { return &nvrtc_lib.info; }
 const cuabi__lib_info *cuabi__nvjitlink_info(void) { return &jit_lib.info; }
+
+/* Loaded, without trying to load: the cache asks this on every compile. */
+bool cuabi__nvrtc_loaded(void)
+{
+    return atomic_load_explicit(&nvrtc_lib.state, memory_order_acquire) == 1;
+}
+bool cuabi__nvjitlink_loaded(void)
+{
+    return atomic_load_explicit(&jit_lib.state, memory_order_acquire) == 1;
+}
 
 /* ----------------------------------------------------------- error helpers */
 

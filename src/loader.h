@@ -170,6 +170,14 @@ typedef struct cuabi__lib_info {
 const cuabi__lib_info *cuabi__driver_info(void);
 const cuabi__lib_info *cuabi__nvrtc_info(void);
 const cuabi__lib_info *cuabi__nvjitlink_info(void);
+/* True once NVRTC / nvJitLink loaded successfully; never loads anything. */
+bool cuabi__nvrtc_loaded(void);
+bool cuabi__nvjitlink_loaded(void);
+/* The files each loader tries, in order, after its environment override
+ * (NULL-terminated); src/libident.c resolves them the same way without
+ * loading. */
+extern const char *const cuabi__nvrtc_names[];
+extern const char *const cuabi__nvjitlink_names[];
 
 /* Error for an entry point the loaded driver does not have. */
 cuabi_status cuabi__missing_entry(const char *entry, const char *caller);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "includes.h"
+#include "libident.h"
 #include "objcode.h"
 #include "param_types.h"
 
@@ -171,8 +173,10 @@ CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capaci
     return supported_archs(out, capacity, count);
 }
 
-/* Check "sm_90", "sm_90a", "compute_100f": *virt tells compute_. */
-static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
+/* Check the form of "sm_90", "sm_90a", "compute_100f" (*virt tells
+ * compute_); whether the compiler supports it is asked only before
+ * compiling (check_arch_supported), so a cache hit needs no NVRTC. */
+cuabi_status cuabi__check_arch(const char *arch, bool *virt, const char *caller)
 {
     const char *digits;
     if (!strncmp(arch, "sm_", 3))
@@ -192,6 +196,13 @@ static cuabi_status check_arch(const char *arch, bool *virt, const char *caller)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: architecture \"%s\" is not of the form sm_XX or compute_XX "
                             "(optionally followed by a or f)", caller, arch);
+    return CUABI_SUCCESS;
+}
+
+/* Whether the loaded NVRTC targets `arch` (of a form cuabi__check_arch accepted). */
+static cuabi_status check_arch_supported(const char *arch, const char *caller)
+{
+    long num = strtol(arch + (arch[0] == 's' ? 3 : 8), NULL, 10);
     int archs[128];
     size_t n;
     cuabi_status st = supported_archs(archs, 128, &n);
@@ -394,8 +405,8 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
     } else {
         cuabi__current_arch(a->arch);
     }
-    bool virt;
-    CUABI__TRY(check_arch(a->arch, &virt, caller));
+    bool virt = false;
+    CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
     a->output = opts->output;
     a->use_cache = opts->cache;
@@ -408,42 +419,66 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
 
 /* ------------------------------------------------------------------ key */
 
-/* Everything that decides the output goes into the key, each field
- * length-prefixed: compiler identity, code type, argument list, source,
- * in-memory headers, name expressions, output kind. */
-cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
-                                const cuabi__compile_args *a)
+/* What a key needs beyond the options and the source: the compiler's
+ * identity (libident.h: known without loading it) and, for CUDA C++, a
+ * digest of every file the source can #include (includes.h). */
+typedef struct key_parts {
+    cuabi__bytes compiler;
+    int includes;               /* CUABI__INCLUDES_NONE or _HASHED */
+    uint8_t digest[16];
+} key_parts;
+
+/* CUABI_ERROR_CACHE (the reason in the error) when the compile reads files
+ * the key cannot cover. */
+static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
+                                  const cuabi__compile_args *a)
 {
+    static const char caller[] = "cuabi_program_compile";
+    *k = (key_parts){ .compiler = { "", 0 } };
+    /* CUDA C++ is NVRTC's work (to any output); PTX to CUBIN is nvJitLink's;
+     * PTX kept as PTX needs no compiler. */
+    cuabi__compiler *c = p->type != CUABI_CODE_PTX ? &cuabi__compiler_nvrtc
+                       : a->output != CUABI_CODE_PTX ? &cuabi__compiler_nvjitlink : NULL;
+    if (c) {
+        const char *text;
+        size_t len;
+        CUABI__TRY(cuabi__compiler_ident(c, cuabi__cache_record_dir, &text, &len, caller));
+        k->compiler = (cuabi__bytes){ text, len };
+    }
+    if (p->type == CUABI_CODE_PTX)
+        return CUABI_SUCCESS;
+    char why[1024];
+    CUABI__TRY(cuabi__includes_digest(&k->includes, k->digest, p->name, p->source, p->size,
+                                      a->opts, why, sizeof why));
+    if (k->includes == CUABI__INCLUDES_UNRESOLVED)
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: %s", caller, why);
+    return CUABI_SUCCESS;
+}
+
+static bool same_includes(const key_parts *x, const key_parts *y)
+{
+    return x->includes == y->includes && !memcmp(x->digest, y->digest, sizeof x->digest);
+}
+
+/* Everything that decides the output goes into the key, each field
+ * length-prefixed: the key scheme, the compiler's identity, code type,
+ * argument list, source, in-memory headers, name expressions, output kind,
+ * and the digest of the files the source can include. */
+static cuabi_status key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
+                                   const cuabi__compile_args *a, const key_parts *parts)
+{
+    /* "key=3": the compiler named by its file and version (libident.h). */
+    static const char scheme[] = "cuabi-cache-format=" CUABI__CACHE_FORMAT_STR " key=3";
     const cuabi_program_options *o = a->opts;
-    char ident[96];
-    int nvrtc = cuabi__nvrtc_info()->version, jit = 0;
-    if (p->type == CUABI_CODE_PTX || a->output == CUABI_CODE_CUBIN) {
-        const cuabi__nvjitlink *j;
-        if (p->type == CUABI_CODE_PTX && cuabi__nvjitlink_get(&j) != CUABI_SUCCESS)
-            return cuabi_last_error()->status;
-        jit = cuabi__nvjitlink_info()->version;
-    }
-    /* The identity string, formatted once per thread per compiler pair:
-     * snprintf was a tenth of an in-memory hit. */
-    static _Thread_local struct { int nvrtc, jit, n; char s[96]; } id = { -1, -1, 0, "" };
-    if (p->type != CUABI_CODE_PTX)
-        jit = 0;
-    if (id.nvrtc != nvrtc || id.jit != jit) {
-        id.n = snprintf(id.s, sizeof id.s, "cuabi-cache-format=%d nvrtc=%d nvjitlink=%d",
-                        CUABI__CACHE_FORMAT, nvrtc, jit);
-        id.nvrtc = nvrtc;
-        id.jit = jit;
-    }
-    int n = id.n;
-    memcpy(ident, id.s, sizeof ident);
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
-    size_t nf = 6 + a->argc + 2 * o->num_headers + o->num_name_expressions;
+    size_t nf = 8 + a->argc + 2 * o->num_headers + o->num_name_expressions;
     cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
     if (!f)
         return CUABI_ERROR_OUT_OF_MEMORY;
     size_t k = 0;
-    f[k++] = (cuabi__bytes){ ident, (size_t)n };
+    f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
+    f[k++] = parts->compiler;
     f[k++] = (cuabi__bytes){ &type, sizeof type };
     f[k++] = (cuabi__bytes){ &output, sizeof output };
     f[k++] = (cuabi__bytes){ counts, sizeof counts };
@@ -456,10 +491,20 @@ cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
     }
     for (size_t i = 0; i < o->num_name_expressions; i++)
         f[k++] = (cuabi__bytes){ o->name_expressions[i], strlen(o->name_expressions[i]) };
+    if (parts->includes == CUABI__INCLUDES_HASHED) /* absent otherwise: keys stay as they were */
+        f[k++] = (cuabi__bytes){ parts->digest, sizeof parts->digest };
     f[k++] = (cuabi__bytes){ "end", 3 };
     cuabi__cache_key_compute(out, f, k);
     cuabi__free(f);
     return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
+                                const cuabi__compile_args *a)
+{
+    key_parts parts;
+    CUABI__TRY(get_key_parts(&parts, p, a));
+    return key_from_parts(out, p, a, &parts);
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -772,21 +817,40 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
                            cuabi__cache_entry *e, cuabi__str *notes, const char *caller)
 {
     cuabi__cache_key key;
+    key_parts before, after;
     bool cached = a->use_cache && cuabi__cache_enabled();
     p->hit = 0;
     if (cached) {
-        CUABI__TRY(cuabi__program_key(&key, p, a));
-        CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
-        if (p->hit)
-            return CUABI_SUCCESS;
+        cuabi_status st = get_key_parts(&before, p, a);
+        if (st == CUABI_ERROR_CACHE) { /* reads files the key cannot cover */
+            cuabi__str_add(notes, CUABI__NOTE_NOT_USED "%s; compiled without the cache\n",
+                           cuabi_last_error()->message + sizeof "cuabi_program_compile: " - 1);
+            cuabi_error_clear();
+            cached = false;
+        } else {
+            CUABI__TRY(st);
+            CUABI__TRY(key_from_parts(&key, p, a, &before));
+            CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
+            if (p->hit)
+                return CUABI_SUCCESS;
+        }
     }
     char *log = NULL;
+    CUABI__TRY(check_arch_supported(a->arch, caller));
     cuabi_status st = p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
                                                 : compile_cxx(p, a, e, &log, caller);
     if (st == CUABI_SUCCESS) {
         e->log = log;
-        if (cached)
+        /* Store under the identity of the compiler that ran (the key above
+         * named the file the loader was expected to open; libident.c), and
+         * only if no included file changed while it compiled. */
+        if (cached && get_key_parts(&after, p, a) == CUABI_SUCCESS &&
+            same_includes(&before, &after) && key_from_parts(&key, p, a, &after) == CUABI_SUCCESS)
             cuabi__cache_store(&key, e, notes);
+        else if (cached)
+            cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "an included file changed during the "
+                                  "compile\n");
+        cuabi_error_clear();
         return CUABI_SUCCESS;
     }
     /* Keep the failed compile's log readable through cuabi_program_log();

@@ -38,6 +38,10 @@ void cuabi__compile_args_free(cuabi__compile_args *a);
 /* The cache key of compiling `p` with `a`. */
 cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
                                 const cuabi__compile_args *a);
+/* Check the form of an architecture ("sm_90", "sm_90a", "compute_100f";
+ * *virt tells compute_), naming `caller` in the error. Whether the loaded
+ * NVRTC supports it is checked only before compiling. */
+cuabi_status cuabi__check_arch(const char *arch, bool *virt, const char *caller);
 /* The default architecture: the current device's, else "sm_90". */
 void cuabi__current_arch(char out[32]);
 

@@ -66,7 +66,7 @@ echo "$err" | grep -q "broken.cu(1): error" || fail "compile error shows file:li
 grep -q "4/4" "$tmp/err" || fail "warm shows a progress bar"
 grep -q "nope" "$tmp/err" || fail "warm names the failure"
 "$cuabi" cache warm "$tmp/z.cu" --arch sm_80 --arch sm_90 >/dev/null 2>&1 || fail "warm exits 0"
-"$cuabi" cache warm "$tmp/z.cu" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["source"] != "compiled", d' \
+"$cuabi" cache warm "$tmp/z.cu" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["results"][0]["source"] != "compiled" and d["summary"]["cached"] == 1, d' \
     || fail "warm --json: a second warm hits"
 CUABI_CACHE=0 "$cuabi" cache stats | grep -q "enabled *no" || fail "CUABI_CACHE=0 shows disabled"
 "$cuabi" cache frob >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown cache subcommand exits 2"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # ThreadSanitizer run of tests/test_concurrency (8 threads x 1,000 mixed
-# operations, 4 processes on one cache) and of tests/test_graph (node
-# additions and queries from 4 threads, the capture registry): the
+# operations, 4 processes on one cache), of tests/test_precompile (its pool
+# of compiling threads), of tests/test_graph (node additions and queries
+# from 4 threads, the capture registry): the
 # library sources are compiled again with gcc -fsanitize=thread into
 # BUILDDIR/tsan/ (apart from the normal build). SKIP (77) when the compiler
 # cannot link a TSan program.
@@ -34,6 +35,9 @@ for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
 done
 $CC $FLAGS $CPPFLAGS "$srcdir/tests/test_concurrency.c" $objs -o "$out/test_concurrency" \
     $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
+# The precompile pool (compiles on worker threads, reports on the caller's).
+$CC $FLAGS $CPPFLAGS "$srcdir/tests/test_precompile.c" $objs -o "$out/test_precompile" \
+    $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
 # NVIDIA's libraries are not built with TSan: their internals are not ours.
 cat > "$out/tsan.supp" <<'SUPP'
 called_from_lib:libnvrtc.so
@@ -43,6 +47,7 @@ SUPP
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$out/tsan.supp"
 export XDG_CACHE_HOME="$out/cache-home"
 "$out/test_concurrency"
+"$out/test_precompile"
 # Graphs: node additions and queries from 4 threads on one graph, the
 # capture registry (tests/test_graph.c against the fake driver).
 $CC $FLAGS $CPPFLAGS "$srcdir/tests/test_graph.c" $objs -o "$out/test_graph" \

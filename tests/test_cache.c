@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "libident.h"
 #include "program.h"
 
 static const char *src =
@@ -217,12 +218,14 @@ START_TEST(every_ingredient_changes_the_key)
     cuabi__cache_key kc = key_of(CUABI_CODE_CUDA_CXX, src, &plain);
     cuabi__cache_key kp = key_of(CUABI_CODE_PTX, src, &plain);
     ck_assert_int_ne(memcmp(&kc, &kp, sizeof kc), 0);
-    /* the compiler's identity */
-    cuabi__lib_info *info = (cuabi__lib_info *)cuabi__nvrtc_info();
-    int version = info->version;
-    info->version = version + 10;
+    /* the compiler's identity (libident.h; NVRTC is loaded here, so the
+     * identity in use is the loaded file's: pretend it is another one) */
+    static cuabi__ident_text other;
+    other.len = (size_t)snprintf(other.s, sizeof other.s, "nvrtc /elsewhere/libnvrtc.so.13 "
+                                 "1 2 - 13000");
+    const cuabi__ident_text *was = atomic_exchange(&cuabi__compiler_nvrtc.text, &other);
     k = key_of(CUABI_CODE_CUDA_CXX, src, &base);
-    info->version = version;
+    atomic_store(&cuabi__compiler_nvrtc.text, was);
     ck_assert_int_ne(memcmp(&k, &k0, sizeof k), 0);
     /* field boundaries count: "ab"+"c" is not "a"+"bc" */
     cuabi__bytes f1[] = { { "ab", 2 }, { "c", 1 } }, f2[] = { { "a", 1 }, { "bc", 2 } };
@@ -603,6 +606,135 @@ START_TEST(list_and_clear)
 }
 END_TEST
 
+/* ------------------------------------------- files reached by #include */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Compile `source` named `name` to PTX with `o`; the PTX (caller frees)
+ * and where it came from. */
+static char *compile_ptx(const char *source, const char *name, cuabi_program_options o,
+                         int *hit, char **log)
+{
+    cuabi_program *p;
+    cuabi_objcode *obj;
+    o.arch = "sm_90";
+    o.output = CUABI_CODE_PTX;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, source, 0, name));
+    ck_assert_ok(cuabi_program_compile(&obj, p, &o));
+    ck_assert_ok(cuabi_program_cache_hit(hit, p));
+    const void *data;
+    size_t size;
+    ck_assert_ok(cuabi_objcode_bytes(&data, &size, obj));
+    char *ptx = strndup(data, size);
+    if (log) {
+        const char *l;
+        ck_assert_ok(cuabi_program_log(&l, p));
+        *log = strdup(l);
+    }
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_program_release(p));
+    return ptx;
+}
+
+static void expect_value(const char *source, const char *name, cuabi_program_options o,
+                         int want_hit, const char *value)
+{
+    int hit;
+    char *ptx = compile_ptx(source, name, o, &hit, NULL);
+    char needle[32];
+    snprintf(needle, sizeof needle, ", %s;", value);
+    ck_assert_msg(strstr(ptx, needle) != NULL, "the PTX does not store %s:\n%s", value, ptx);
+    ck_assert_int_eq(hit, want_hit);
+    free(ptx);
+}
+
+/* Issue 17 item 5: a header edited under an include path (or next to the
+ * source) never brings back the old binary, from memory or from disk. */
+START_TEST(edited_header_is_not_stale)
+{
+    char inc[128], hdr[160], name[160], local[160];
+    snprintf(inc, sizeof inc, "%s/inc", tmpdir);
+    ck_assert_int_eq(mkdir(inc, 0700), 0);
+    snprintf(hdr, sizeof hdr, "%s/cfg.h", inc);
+    write_text(hdr, "#define VALUE 2\n");
+    const char *text = "#include <cfg.h>\n"
+                      "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+    const char *paths[] = { inc };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.include_paths = paths;
+    o.num_include_paths = 1;
+    expect_value(text, "k.cu", o, 0, "2");
+    expect_value(text, "k.cu", o, 1, "2");
+    write_text(hdr, "#define VALUE 3\n"); /* same size, same second */
+    expect_value(text, "k.cu", o, 0, "3");
+    expect_value(text, "k.cu", o, 1, "3");
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    expect_value(text, "k.cu", o, 2, "3");
+    write_text(hdr, "#define VALUE 2\n"); /* back: the first entry is right again */
+    expect_value(text, "k.cu", o, 2, "2");
+
+    /* "quoted" includes next to the source, named by the program's name */
+    snprintf(name, sizeof name, "%s/k.cu", tmpdir);
+    snprintf(local, sizeof local, "%s/local.h", tmpdir);
+    write_text(local, "#define VALUE 5\n");
+    const char *quoted = "#include \"local.h\"\n"
+                         "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+    cuabi_program_options plain = CUABI_PROGRAM_OPTIONS_INIT;
+    expect_value(quoted, name, plain, 0, "5");
+    write_text(local, "#define VALUE 6\n");
+    expect_value(quoted, name, plain, 0, "6");
+    expect_value(quoted, name, plain, 1, "6");
+}
+END_TEST
+
+/* An include the scan cannot follow turns the cache off for that compile,
+ * says so in the program's log, and stores nothing. */
+START_TEST(unfollowable_include_skips_the_cache)
+{
+    char inc[128], hdr[160];
+    snprintf(inc, sizeof inc, "%s/inc", tmpdir);
+    ck_assert_int_eq(mkdir(inc, 0700), 0);
+    snprintf(hdr, sizeof hdr, "%s/cfg.h", inc);
+    write_text(hdr, "#define VALUE 4\n");
+    const char *text = "#include PICK(cfg)\n"
+                      "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+    const char *paths[] = { inc }, *defs[] = { "PICK(x)=<x.h>" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.include_paths = paths;
+    o.num_include_paths = 1;
+    o.defines = defs;
+    o.num_defines = 1;
+    for (int i = 0; i < 2; i++) {
+        int hit;
+        char *log;
+        free(compile_ptx(text, "k.cu", o, &hit, &log));
+        ck_assert_int_eq(hit, 0);
+        ck_assert_msg(strstr(log, "cuabi cache: not used:") && strstr(log, "PICK(cfg)"),
+                      "log: %s", log);
+        free(log);
+    }
+    cuabi_cache_stats s = stats();
+    ck_assert_uint_eq(s.stores, 0);
+    ck_assert_uint_eq(s.entries, 0);
+    ck_assert_uint_eq(s.memory_entries, 0);
+    /* a macro defined as a file name is followed, and cached */
+    const char *defs2[] = { "PICK=<cfg.h>" };
+    o.defines = defs2;
+    const char *src2 = "#include PICK\n"
+                       "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+    expect_value(src2, "k.cu", o, 0, "4");
+    expect_value(src2, "k.cu", o, 1, "4");
+    write_text(hdr, "#define VALUE 8\n");
+    expect_value(src2, "k.cu", o, 0, "8");
+}
+END_TEST
+
 /* ------------------------------------------------------------ precompile */
 
 typedef struct progress_log {
@@ -717,6 +849,8 @@ int main(void)
     tcase_add_test(tc, directory_resolution);
     tcase_add_test(tc, list_and_clear);
     tcase_add_test(tc, precompile_into_the_cache);
+    tcase_add_test(tc, edited_header_is_not_stale);
+    tcase_add_test(tc, unfollowable_include_skips_the_cache);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

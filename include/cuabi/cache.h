@@ -17,16 +17,24 @@ extern "C" {
  * $XDG_CACHE_HOME/cuabi, else ~/.cache/cuabi (created with mode 0700).
  * CUABI_CACHE=0 in the environment turns the cache off at start-up.
  * Keys are XXH3-128 hashes over the compiler identity, code type, normalised
- * options, source, in-memory headers, name expressions and output kind.
+ * options, source, in-memory headers, name expressions, output kind and the
+ * files the source can include.
+ * The compiler is named by the file the loader would open (path, size, time,
+ * build-id) and the version it reported, so a hit loads neither NVRTC nor
+ * nvJitLink; files reached through #include are hashed into the key.
  * Entries carry a checksum; a corrupt one is ignored, removed and rebuilt.
- * A directory that cannot be written never fails a compile: the cache is
- * skipped and the reason goes to the program's log. All functions are
- * thread-safe.
+ * A directory that cannot be written (or belongs to another user) never fails
+ * a compile: the cache is skipped and the reason goes to the program's log.
+ * All functions are thread-safe.
  */
 
 typedef struct cuabi_cache_stats cuabi_cache_stats;
 typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
 typedef struct cuabi_precompile_item cuabi_precompile_item;
+typedef struct cuabi_warm_options cuabi_warm_options;
+typedef struct cuabi_warm_event cuabi_warm_event;
+typedef struct cuabi_warm_summary cuabi_warm_summary;
+typedef struct cuabi_cache_verify_report cuabi_cache_verify_report;
 
 /** What cuabi_cache_clear() empties. */
 typedef enum cuabi_cache_clear_flags {
@@ -40,7 +48,7 @@ typedef enum cuabi_cache_clear_flags {
 typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info *entry, void *payload);
 
 /**
- * Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+ * Called on the calling thread after each compile, in order; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK after the compiles under way).
  * @param done Compiles finished so far (1..total).
  * @param total Items x architectures.
  * @param name The item's name ("" when it has none).
@@ -49,6 +57,16 @@ typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info *entry, void *pa
  * @param cache_hit 0 compiled, 1 in memory, 2 on disk.
  */
 typedef int (*cuabi_precompile_progress_fn)(size_t done, size_t total, const char *name, const char *arch, cuabi_status status, int cache_hit, void *payload);
+
+/** Called on the calling thread for each outcome, in the manifest's order; return 0 to go on, anything else to cancel (cuabi_cache_warm_manifest then returns CUABI_ERROR_CALLBACK after the compiles under way). */
+typedef int (*cuabi_warm_progress_fn)(const cuabi_warm_event *event, void *payload);
+
+/**
+ * Called for each damaged file removed; return 0 to go on, anything else to stop.
+ * @param path The file (already removed).
+ * @param problem What was wrong, e.g. "checksum mismatch".
+ */
+typedef int (*cuabi_cache_verify_fn)(const char *path, const char *problem, void *payload);
 
 /** Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats(). */
 struct cuabi_cache_stats {
@@ -127,6 +145,87 @@ struct cuabi_precompile_item {
 /** Static initialiser with the defaults. */
 #define CUABI_PRECOMPILE_ITEM_INIT { CUABI_PRECOMPILE_ITEM_VERSION, CUABI_CODE_CUDA_CXX, NULL, 0, NULL, NULL }
 
+/** How cuabi_cache_warm_manifest() runs. */
+struct cuabi_warm_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Compiles at once; 0: one per online CPU (at most 32). */
+    int jobs;
+    /** Architectures for every source, replacing the manifest's (e.g. {"sm_90"}); NULL: the manifest's. */
+    const char **archs;
+    size_t num_archs;
+};
+/** Current version of cuabi_warm_options. */
+#define CUABI_WARM_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_WARM_OPTIONS_INIT { CUABI_WARM_OPTIONS_VERSION, 0, NULL, 0 }
+
+/** One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback. */
+struct cuabi_warm_event {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Outcomes reported so far, this one included. */
+    size_t done;
+    /** Outcomes to expect: compiles (sources x architectures) plus manifest problems. */
+    size_t total;
+    /** The source's program name; the manifest's path for a problem with the manifest. */
+    const char *name;
+    /** The architecture compiled for; "" for a manifest problem. */
+    const char *arch;
+    /** The manifest line it comes from (the source's [[source]], its archs for an unsupported architecture, the problem's line); 0 when none. */
+    int line;
+    /** CUABI_SUCCESS, or what went wrong (CUABI_ERROR_CACHE: compiled but not stored). */
+    cuabi_status status;
+    /** 0 compiled now, 1 in the memory cache, 2 on disk already; -1 for a manifest problem. */
+    int cache_hit;
+    /** "" on success; else the error, with the compiler's log for a compile error. */
+    const char *message;
+    /** The compiler's log (warnings too) and any 'cuabi cache:' notes; "" when none. */
+    const char *log;
+};
+/** Current version of cuabi_warm_event. */
+#define CUABI_WARM_EVENT_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_WARM_EVENT_INIT { CUABI_WARM_EVENT_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** What cuabi_cache_warm_manifest() did. */
+struct cuabi_warm_summary {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Compiles the manifest asked for (sources x architectures). */
+    size_t total;
+    /** Compiled now and stored. */
+    size_t compiled;
+    /** Found in the cache already. */
+    size_t cached;
+    /** Compiles that failed or could not be stored. */
+    size_t failed;
+    /** Problems with the manifest itself (each with its line); the sources they touch are not compiled. */
+    size_t problems;
+};
+/** Current version of cuabi_warm_summary. */
+#define CUABI_WARM_SUMMARY_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_WARM_SUMMARY_INIT { CUABI_WARM_SUMMARY_VERSION, 0, 0, 0, 0, 0 }
+
+/** What cuabi_cache_verify() found. */
+struct cuabi_cache_verify_report {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Entry files read and checked. */
+    uint64_t checked;
+    /** Damaged entries (and identity records) removed. */
+    uint64_t removed;
+    /** Bytes of what was removed. */
+    uint64_t bytes_removed;
+    /** Entries of another cuabi's format, left alone. */
+    uint64_t kept;
+};
+/** Current version of cuabi_cache_verify_report. */
+#define CUABI_CACHE_VERIFY_REPORT_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_CACHE_VERIFY_REPORT_INIT { CUABI_CACHE_VERIFY_REPORT_VERSION, 0, 0, 0, 0 }
+
 /**
  * Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
  * @param opts [out]
@@ -144,6 +243,30 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_entry_info_init(cuabi_cache_entry_info *o
  * @param opts [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_precompile_item_init(cuabi_precompile_item *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_warm_options_init(cuabi_warm_options *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_EVENT_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_warm_event_init(cuabi_warm_event *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_SUMMARY_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_warm_summary_init(cuabi_warm_summary *opts, unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_REPORT_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_report_init(cuabi_cache_verify_report *opts, unsigned int version);
 
 /**
  * Use this directory from now on (created 0700 when first written). NULL: back to the default ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
@@ -184,16 +307,45 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags);
 
 /**
  * Compile every item for every architecture into the cache, without loading
- * anything on a GPU (what Warp's load_module does ahead of time). A failed
- * compile does not stop the others: it is reported through `progress`, and the
- * call returns its status at the end (the first failure's). The cache must be
- * enabled (else CUABI_ERROR_CACHE).
+ * anything on a GPU (what Warp's load_module does ahead of time), several at
+ * once (one per online CPU). `progress` is called on the calling thread after
+ * each compile, in the order of items x archs. A failed compile (or one that
+ * could not be stored) does not stop the others: it is reported through
+ * `progress`, and the call returns its status at the end (the first
+ * failure's). The cache must be enabled and its directory usable (else
+ * CUABI_ERROR_CACHE).
  * @param items [array of num_items elements]
  * @param archs [may be NULL, array of num_archs elements] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
  * @param progress [may be NULL]
  * @param payload [may be NULL]
  */
 CUABI_EXTERN(cuabi_status) cuabi_cache_precompile(const cuabi_precompile_item *items, size_t num_items, const char **archs, size_t num_archs, cuabi_precompile_progress_fn progress, void *payload);
+
+/**
+ * Precompile a project into the cache from a TOML manifest (format:
+ * docs/compile-cache.md): every [[source]] for each of its architectures, in
+ * parallel, nothing loaded on a GPU. Entries already in the cache are not
+ * compiled again. Each outcome goes to `progress`, in the manifest's order;
+ * a problem with the manifest (syntax, unknown key, missing file, malformed
+ * architecture) is reported with its line and the rest goes on. Returns
+ * CUABI_SUCCESS when everything is in the cache, else the first failure's
+ * status; CUABI_ERROR_IO when the manifest cannot be read;
+ * CUABI_ERROR_CACHE when the cache is off or its directory cannot be used.
+ * @param out [out, may be NULL] Counts; NULL when not wanted.
+ * @param path The manifest; relative file names in it are relative to its directory.
+ * @param options [may be NULL] NULL for the defaults.
+ * @param progress [may be NULL]
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_warm_manifest(cuabi_warm_summary *out, const char *path, const cuabi_warm_options *options, cuabi_warm_progress_fn progress, void *payload);
+
+/**
+ * Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+ * @param out [out, may be NULL] Counts; NULL when not wanted.
+ * @param fn [may be NULL] Told of each file removed.
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify(cuabi_cache_verify_report *out, cuabi_cache_verify_fn fn, void *payload);
 
 #ifdef __cplusplus
 }

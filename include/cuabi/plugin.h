@@ -303,6 +303,12 @@ typedef struct cuabi_api {
     cuabi_status (*graph_exec_raw)(uintptr_t *out, cuabi_graph_exec *exec);
     cuabi_status (*graph_exec_device)(cuabi_device **out, cuabi_graph_exec *exec);
     cuabi_status (*graph_exec_graph)(cuabi_graph **out, cuabi_graph_exec *exec);
+    cuabi_status (*warm_options_init)(cuabi_warm_options *opts, unsigned int version);
+    cuabi_status (*warm_event_init)(cuabi_warm_event *opts, unsigned int version);
+    cuabi_status (*warm_summary_init)(cuabi_warm_summary *opts, unsigned int version);
+    cuabi_status (*cache_verify_report_init)(cuabi_cache_verify_report *opts, unsigned int version);
+    cuabi_status (*cache_warm_manifest)(cuabi_warm_summary *out, const char *path, const cuabi_warm_options *options, cuabi_warm_progress_fn progress, void *payload);
+    cuabi_status (*cache_verify)(cuabi_cache_verify_report *out, cuabi_cache_verify_fn fn, void *payload);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -57,7 +57,7 @@ struct cuabi_program_options {
     /** "NAME" or "NAME=VALUE" each. */
     const char **defines;
     size_t num_defines;
-    /** Directories searched for #include. Files found there are not part of the cache key: give headers that change as in-memory headers. */
+    /** Directories searched for #include. The files a compile can reach through them are part of the cache key (docs/compile-cache.md: an edited header is never answered with the old binary). */
     const char **include_paths;
     size_t num_include_paths;
     /** In-memory headers: the name #include uses. */

@@ -211,6 +211,50 @@ CUABI_EXTERN(cuabi_status) cuabi_precompile_item_init(cuabi_precompile_item *opt
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_warm_options_init(cuabi_warm_options *opts, unsigned int version)
+{
+    static const cuabi_warm_options defaults = CUABI_WARM_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_warm_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_warm_options", version, CUABI_WARM_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_warm_event_init(cuabi_warm_event *opts, unsigned int version)
+{
+    static const cuabi_warm_event defaults = CUABI_WARM_EVENT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_warm_event_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_warm_event", version, CUABI_WARM_EVENT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_warm_summary_init(cuabi_warm_summary *opts, unsigned int version)
+{
+    static const cuabi_warm_summary defaults = CUABI_WARM_SUMMARY_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_warm_summary_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_warm_summary", version, CUABI_WARM_SUMMARY_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_report_init(cuabi_cache_verify_report *opts, unsigned int version)
+{
+    static const cuabi_cache_verify_report defaults = CUABI_CACHE_VERIFY_REPORT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_cache_verify_report_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_cache_verify_report", version, CUABI_CACHE_VERIFY_REPORT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_arg_type_init(cuabi_arg_type *opts, unsigned int version)
 {
     static const cuabi_arg_type defaults = CUABI_ARG_TYPE_INIT;
@@ -526,6 +570,35 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_precompile_item", "size", offsetof(cuabi_precompile_item, size) },
     { "cuabi_precompile_item", "name", offsetof(cuabi_precompile_item, name) },
     { "cuabi_precompile_item", "options", offsetof(cuabi_precompile_item, options) },
+    { "cuabi_warm_options", NULL, sizeof(cuabi_warm_options) },
+    { "cuabi_warm_options", "version", offsetof(cuabi_warm_options, version) },
+    { "cuabi_warm_options", "jobs", offsetof(cuabi_warm_options, jobs) },
+    { "cuabi_warm_options", "archs", offsetof(cuabi_warm_options, archs) },
+    { "cuabi_warm_options", "num_archs", offsetof(cuabi_warm_options, num_archs) },
+    { "cuabi_warm_event", NULL, sizeof(cuabi_warm_event) },
+    { "cuabi_warm_event", "version", offsetof(cuabi_warm_event, version) },
+    { "cuabi_warm_event", "done", offsetof(cuabi_warm_event, done) },
+    { "cuabi_warm_event", "total", offsetof(cuabi_warm_event, total) },
+    { "cuabi_warm_event", "name", offsetof(cuabi_warm_event, name) },
+    { "cuabi_warm_event", "arch", offsetof(cuabi_warm_event, arch) },
+    { "cuabi_warm_event", "line", offsetof(cuabi_warm_event, line) },
+    { "cuabi_warm_event", "status", offsetof(cuabi_warm_event, status) },
+    { "cuabi_warm_event", "cache_hit", offsetof(cuabi_warm_event, cache_hit) },
+    { "cuabi_warm_event", "message", offsetof(cuabi_warm_event, message) },
+    { "cuabi_warm_event", "log", offsetof(cuabi_warm_event, log) },
+    { "cuabi_warm_summary", NULL, sizeof(cuabi_warm_summary) },
+    { "cuabi_warm_summary", "version", offsetof(cuabi_warm_summary, version) },
+    { "cuabi_warm_summary", "total", offsetof(cuabi_warm_summary, total) },
+    { "cuabi_warm_summary", "compiled", offsetof(cuabi_warm_summary, compiled) },
+    { "cuabi_warm_summary", "cached", offsetof(cuabi_warm_summary, cached) },
+    { "cuabi_warm_summary", "failed", offsetof(cuabi_warm_summary, failed) },
+    { "cuabi_warm_summary", "problems", offsetof(cuabi_warm_summary, problems) },
+    { "cuabi_cache_verify_report", NULL, sizeof(cuabi_cache_verify_report) },
+    { "cuabi_cache_verify_report", "version", offsetof(cuabi_cache_verify_report, version) },
+    { "cuabi_cache_verify_report", "checked", offsetof(cuabi_cache_verify_report, checked) },
+    { "cuabi_cache_verify_report", "removed", offsetof(cuabi_cache_verify_report, removed) },
+    { "cuabi_cache_verify_report", "bytes_removed", offsetof(cuabi_cache_verify_report, bytes_removed) },
+    { "cuabi_cache_verify_report", "kept", offsetof(cuabi_cache_verify_report, kept) },
     { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
     { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
     { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },

@@ -271,6 +271,12 @@ static const cuabi_api api_table = {
     cuabi_graph_exec_raw,
     cuabi_graph_exec_device,
     cuabi_graph_exec_graph,
+    cuabi_warm_options_init,
+    cuabi_warm_event_init,
+    cuabi_warm_summary_init,
+    cuabi_cache_verify_report_init,
+    cuabi_cache_warm_manifest,
+    cuabi_cache_verify,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -393,6 +393,8 @@ CUABI_CACHE_CLEAR_DISK = 2
 CUABI_CACHE_CLEAR_ALL = 3
 cuabi_cache_list_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
 cuabi_precompile_progress_fn = C.CFUNCTYPE(C.c_int, C.c_size_t, C.c_size_t, C.c_char_p, C.c_char_p, C.c_int, C.c_int, C.c_void_p)
+cuabi_warm_progress_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
+cuabi_cache_verify_fn = C.CFUNCTYPE(C.c_int, C.c_char_p, C.c_char_p, C.c_void_p)
 
 
 class cuabi_cache_stats(C.Structure):
@@ -439,6 +441,59 @@ class cuabi_precompile_item(C.Structure):
         ('size', C.c_size_t),
         ('name', C.c_char_p),
         ('options', C.POINTER(cuabi_program_options)),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_warm_options(C.Structure):
+    """How cuabi_cache_warm_manifest() runs."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('jobs', C.c_int),
+        ('archs', C.POINTER(C.c_char_p)),
+        ('num_archs', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_warm_event(C.Structure):
+    """One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('done', C.c_size_t),
+        ('total', C.c_size_t),
+        ('name', C.c_char_p),
+        ('arch', C.c_char_p),
+        ('line', C.c_int),
+        ('status', C.c_int),
+        ('cache_hit', C.c_int),
+        ('message', C.c_char_p),
+        ('log', C.c_char_p),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_warm_summary(C.Structure):
+    """What cuabi_cache_warm_manifest() did."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('total', C.c_size_t),
+        ('compiled', C.c_size_t),
+        ('cached', C.c_size_t),
+        ('failed', C.c_size_t),
+        ('problems', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_cache_verify_report(C.Structure):
+    """What cuabi_cache_verify() found."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('checked', C.c_uint64),
+        ('removed', C.c_uint64),
+        ('bytes_removed', C.c_uint64),
+        ('kept', C.c_uint64),
     ]
     _cuabi_version_ = 1
 
@@ -790,6 +845,10 @@ STRUCTS = {
     'cuabi_cache_stats': cuabi_cache_stats,
     'cuabi_cache_entry_info': cuabi_cache_entry_info,
     'cuabi_precompile_item': cuabi_precompile_item,
+    'cuabi_warm_options': cuabi_warm_options,
+    'cuabi_warm_event': cuabi_warm_event,
+    'cuabi_warm_summary': cuabi_warm_summary,
+    'cuabi_cache_verify_report': cuabi_cache_verify_report,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
     'cuabi_param_type': cuabi_param_type,
@@ -818,6 +877,10 @@ VERSIONED = {
     'cuabi_cache_stats': 1,
     'cuabi_cache_entry_info': 1,
     'cuabi_precompile_item': 1,
+    'cuabi_warm_options': 1,
+    'cuabi_warm_event': 1,
+    'cuabi_warm_summary': 1,
+    'cuabi_cache_verify_report': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
     'cuabi_param_type': 1,
@@ -1273,6 +1336,10 @@ FUNCTIONS = {
     'cuabi_cache_stats_init': (C.c_int, (C.POINTER(cuabi_cache_stats), C.c_uint, ), (('opts', 'cuabi_cache_stats *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_entry_info_init': (C.c_int, (C.POINTER(cuabi_cache_entry_info), C.c_uint, ), (('opts', 'cuabi_cache_entry_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_precompile_item_init': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_uint, ), (('opts', 'cuabi_precompile_item *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_warm_options_init': (C.c_int, (C.POINTER(cuabi_warm_options), C.c_uint, ), (('opts', 'cuabi_warm_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_warm_event_init': (C.c_int, (C.POINTER(cuabi_warm_event), C.c_uint, ), (('opts', 'cuabi_warm_event *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_warm_summary_init': (C.c_int, (C.POINTER(cuabi_warm_summary), C.c_uint, ), (('opts', 'cuabi_warm_summary *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_verify_report_init': (C.c_int, (C.POINTER(cuabi_cache_verify_report), C.c_uint, ), (('opts', 'cuabi_cache_verify_report *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_set_directory': (C.c_int, (C.c_char_p, ), (('path', 'const char *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_get_directory': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), )),
     'cuabi_cache_set_enabled': (C.c_int, (C.c_int, ), (('enabled', 'int', 'in', 'host', False, 'borrow', None), )),
@@ -1281,6 +1348,8 @@ FUNCTIONS = {
     'cuabi_cache_list': (C.c_int, (cuabi_cache_list_fn, C.c_void_p, ), (('fn', 'cuabi_cache_list_fn', 'in', 'host', False, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_clear': (C.c_int, (C.c_uint, ), (('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_precompile': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_size_t, C.POINTER(C.c_char_p), C.c_size_t, cuabi_precompile_progress_fn, C.c_void_p, ), (('items', 'const cuabi_precompile_item *', 'in', 'host', False, 'borrow', 'num_items'), ('num_items', 'size_t', 'in', 'host', False, 'borrow', None), ('archs', 'const char **', 'in', 'host', True, 'borrow', 'num_archs'), ('num_archs', 'size_t', 'in', 'host', False, 'borrow', None), ('progress', 'cuabi_precompile_progress_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_cache_warm_manifest': (C.c_int, (C.POINTER(cuabi_warm_summary), C.c_char_p, C.POINTER(cuabi_warm_options), cuabi_warm_progress_fn, C.c_void_p, ), (('out', 'cuabi_warm_summary *', 'out', 'host', True, 'borrow', None), ('path', 'const char *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_warm_options *', 'in', 'host', True, 'borrow', None), ('progress', 'cuabi_warm_progress_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_cache_verify': (C.c_int, (C.POINTER(cuabi_cache_verify_report), cuabi_cache_verify_fn, C.c_void_p, ), (('out', 'cuabi_cache_verify_report *', 'out', 'host', True, 'borrow', None), ('fn', 'cuabi_cache_verify_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_argpack_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),

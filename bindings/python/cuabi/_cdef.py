@@ -33,6 +33,10 @@ typedef struct cuabi_program_options cuabi_program_options;
 typedef struct cuabi_cache_stats cuabi_cache_stats;
 typedef struct cuabi_cache_entry_info cuabi_cache_entry_info;
 typedef struct cuabi_precompile_item cuabi_precompile_item;
+typedef struct cuabi_warm_options cuabi_warm_options;
+typedef struct cuabi_warm_event cuabi_warm_event;
+typedef struct cuabi_warm_summary cuabi_warm_summary;
+typedef struct cuabi_cache_verify_report cuabi_cache_verify_report;
 typedef struct cuabi_arg_type cuabi_arg_type;
 typedef struct cuabi_arg_info cuabi_arg_info;
 typedef struct cuabi_param_type cuabi_param_type;
@@ -229,6 +233,8 @@ struct cuabi_program_options {
 typedef enum cuabi_cache_clear_flags { CUABI_CACHE_CLEAR_MEMORY = 1, CUABI_CACHE_CLEAR_DISK = 2, CUABI_CACHE_CLEAR_ALL = 3 } cuabi_cache_clear_flags;
 typedef int (*cuabi_cache_list_fn)(const cuabi_cache_entry_info * entry, void * payload);
 typedef int (*cuabi_precompile_progress_fn)(size_t done, size_t total, const char * name, const char * arch, cuabi_status status, int cache_hit, void * payload);
+typedef int (*cuabi_warm_progress_fn)(const cuabi_warm_event * event, void * payload);
+typedef int (*cuabi_cache_verify_fn)(const char * path, const char * problem, void * payload);
 struct cuabi_cache_stats {
     unsigned int version;
     int enabled;
@@ -261,6 +267,39 @@ struct cuabi_precompile_item {
     size_t size;
     const char * name;
     const cuabi_program_options * options;
+};
+struct cuabi_warm_options {
+    unsigned int version;
+    int jobs;
+    const char ** archs;
+    size_t num_archs;
+};
+struct cuabi_warm_event {
+    unsigned int version;
+    size_t done;
+    size_t total;
+    const char * name;
+    const char * arch;
+    int line;
+    cuabi_status status;
+    int cache_hit;
+    const char * message;
+    const char * log;
+};
+struct cuabi_warm_summary {
+    unsigned int version;
+    size_t total;
+    size_t compiled;
+    size_t cached;
+    size_t failed;
+    size_t problems;
+};
+struct cuabi_cache_verify_report {
+    unsigned int version;
+    uint64_t checked;
+    uint64_t removed;
+    uint64_t bytes_removed;
+    uint64_t kept;
 };
 typedef struct cuabi_argpack cuabi_argpack;
 typedef enum cuabi_arg_kind { CUABI_ARG_NONE = 0, CUABI_ARG_I8 = 1, CUABI_ARG_I16 = 2, CUABI_ARG_I32 = 3, CUABI_ARG_I64 = 4, CUABI_ARG_U8 = 5, CUABI_ARG_U16 = 6, CUABI_ARG_U32 = 7, CUABI_ARG_U64 = 8, CUABI_ARG_F16 = 9, CUABI_ARG_BF16 = 10, CUABI_ARG_F32 = 11, CUABI_ARG_F64 = 12, CUABI_ARG_C64 = 13, CUABI_ARG_C128 = 14, CUABI_ARG_BOOL = 15, CUABI_ARG_PTR = 16, CUABI_ARG_BUFFER = 17, CUABI_ARG_VIEW = 18, CUABI_ARG_HANDLE = 19, CUABI_ARG_TENSORMAP = 20, CUABI_ARG_STRUCT = 21, CUABI_ARG_RAW = 22, CUABI_ARG_INTEGER = 23, CUABI_ARG_INTPTR = 24 } cuabi_arg_kind;
@@ -566,6 +605,10 @@ cuabi_status cuabi_program_supported_archs(int * out, size_t capacity, size_t * 
 cuabi_status cuabi_cache_stats_init(cuabi_cache_stats * opts, unsigned int version);
 cuabi_status cuabi_cache_entry_info_init(cuabi_cache_entry_info * opts, unsigned int version);
 cuabi_status cuabi_precompile_item_init(cuabi_precompile_item * opts, unsigned int version);
+cuabi_status cuabi_warm_options_init(cuabi_warm_options * opts, unsigned int version);
+cuabi_status cuabi_warm_event_init(cuabi_warm_event * opts, unsigned int version);
+cuabi_status cuabi_warm_summary_init(cuabi_warm_summary * opts, unsigned int version);
+cuabi_status cuabi_cache_verify_report_init(cuabi_cache_verify_report * opts, unsigned int version);
 cuabi_status cuabi_cache_set_directory(const char * path);
 cuabi_status cuabi_cache_get_directory(char * out, size_t * size);
 cuabi_status cuabi_cache_set_enabled(int enabled);
@@ -574,6 +617,8 @@ cuabi_status cuabi_cache_get_stats(cuabi_cache_stats * out);
 cuabi_status cuabi_cache_list(cuabi_cache_list_fn fn, void * payload);
 cuabi_status cuabi_cache_clear(unsigned int flags);
 cuabi_status cuabi_cache_precompile(const cuabi_precompile_item * items, size_t num_items, const char ** archs, size_t num_archs, cuabi_precompile_progress_fn progress, void * payload);
+cuabi_status cuabi_cache_warm_manifest(cuabi_warm_summary * out, const char * path, const cuabi_warm_options * options, cuabi_warm_progress_fn progress, void * payload);
+cuabi_status cuabi_cache_verify(cuabi_cache_verify_report * out, cuabi_cache_verify_fn fn, void * payload);
 cuabi_status cuabi_argpack_retain(cuabi_argpack * handle);
 cuabi_status cuabi_argpack_release(cuabi_argpack * handle);
 cuabi_status cuabi_arg_type_init(cuabi_arg_type * opts, unsigned int version);

@@ -607,19 +607,34 @@ class cache:
 
     @staticmethod
     def precompile(sources, archs, options: ProgramOptions | None = None, progress=None):
-        """Compile each source (str, or (name, source)) for each arch ("sm_90")
-        into the cache. progress(done, total, name, arch, status, cache_hit)
-        may return False to stop."""
-        options = options or ProgramOptions()
-        opts, keep = options._to_c()
+        """Compile each source for each arch ("sm_90") into the cache, several
+        at once. A source is its text, (name, text), or (name, text, options)
+        with a ProgramOptions of its own (else `options` applies).
+        progress(done, total, name, arch, status, cache_hit) is called on this
+        thread, in order, and may return False to stop."""
+        keep = []
+        default = (options or ProgramOptions())._to_c()
+        keep.append(default)
         items = (_capi.cuabi_precompile_item * max(len(sources), 1))()
         for i, src in enumerate(sources):
-            name, text = src if isinstance(src, tuple) else (f"source{i}.cu", src)
+            own = None
+            if isinstance(src, tuple):
+                if len(src) not in (2, 3):
+                    raise ValueError(f"precompile: source {i} is a tuple of {len(src)}; give "
+                                     "(name, source) or (name, source, options)")
+                name, text, own = (src + (None,))[:3]
+            else:
+                name, text = f"source{i}.cu", src
+            if own is not None and not isinstance(own, ProgramOptions):
+                raise TypeError(f"precompile: the options of source {i} ({name}) must be a "
+                                f"ProgramOptions, not {type(own).__name__}")
+            opts = default if own is None else own._to_c()
+            keep.append(opts)
             it = new_struct(_capi.cuabi_precompile_item)
             b = _s(text)
             keep += [b, _s(name)]
             it.source, it.size, it.name = b, len(b), keep[-1]
-            it.options = C.pointer(opts)
+            it.options = C.pointer(opts[0])
             items[i] = it
         arch_arr, narch = _str_array(archs, keep)
 
@@ -635,3 +650,69 @@ class cache:
         cb = _capi.cuabi_precompile_progress_fn(each)
         lib.cuabi_cache_precompile(items, len(sources), arch_arr, narch, cb, None)
         del keep
+
+    @staticmethod
+    def warm(manifest, archs=None, jobs: int = 0, progress=None) -> SimpleNamespace:
+        """Precompile a project from its TOML manifest (docs/compile-cache.md),
+        as `cuabi cache warm` does: cuabi.cache.warm("cuabi.toml").
+
+        archs (list of "sm_XX") replaces the manifest's; jobs compiles at once
+        (0: one per CPU). progress(result) is called on this thread for each
+        outcome, in the manifest's order, and may return False to stop.
+        Returns SimpleNamespace(total, compiled, cached, failed, problems,
+        results); each result a SimpleNamespace(name, arch, line, status,
+        cache_hit, message, log) — cache_hit -1 for a problem with the
+        manifest. When anything failed, raises the first failure's CuabiError
+        with .summary (that namespace) attached."""
+        keep = []
+        o = new_struct(_capi.cuabi_warm_options)
+        o.jobs = int(jobs)
+        if archs is not None:
+            o.archs, o.num_archs = _str_array(list(archs), keep)
+        summary = new_struct(_capi.cuabi_warm_summary)
+        results = []
+
+        def each(event, payload):
+            try:
+                ev = _capi.cuabi_warm_event.from_address(event)
+                r = SimpleNamespace(name=_text(ev.name), arch=_text(ev.arch), line=ev.line,
+                                    status=_capi.STATUS_NAMES.get(ev.status, str(ev.status)),
+                                    cache_hit=ev.cache_hit, message=_text(ev.message),
+                                    log=_text(ev.log))
+                results.append(r)
+                return 1 if progress is not None and progress(r) is False else 0
+            except BaseException as e:
+                _callbacks.note_exception(e)
+                return 1
+        cb = _capi.cuabi_warm_progress_fn(each)
+
+        def outcome():
+            d = struct_to_dict(summary)
+            d.pop("version", None)
+            return SimpleNamespace(**d, results=results)
+        try:
+            lib.cuabi_cache_warm_manifest(C.byref(summary), os.fsencode(manifest), C.byref(o),
+                                          cb, None)
+        except Exception as e:
+            e.summary = outcome()
+            raise
+        finally:
+            del keep
+        return outcome()
+
+    @staticmethod
+    def verify() -> SimpleNamespace:
+        """Re-check every entry of the cache directory and remove the damaged
+        ones, as `cuabi cache verify` does. Returns SimpleNamespace(checked,
+        removed, bytes_removed, kept, problems=[(path, problem), ...])."""
+        problems = []
+
+        def each(path, problem, payload):
+            problems.append((_text(path), _text(problem)))
+            return 0
+        cb = _capi.cuabi_cache_verify_fn(each)
+        r = new_struct(_capi.cuabi_cache_verify_report)
+        lib.cuabi_cache_verify(C.byref(r), cb, None)
+        d = struct_to_dict(r)
+        d.pop("version", None)
+        return SimpleNamespace(**d, problems=problems)

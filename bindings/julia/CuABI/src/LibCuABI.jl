@@ -2073,6 +2073,12 @@ const cuabi_cache_list_fn = Ptr{Cvoid}
 # Callback cuabi_precompile_progress_fn: a C function pointer (see @cfunction).
 const cuabi_precompile_progress_fn = Ptr{Cvoid}
 
+# Callback cuabi_warm_progress_fn: a C function pointer (see @cfunction).
+const cuabi_warm_progress_fn = Ptr{Cvoid}
+
+# Callback cuabi_cache_verify_fn: a C function pointer (see @cfunction).
+const cuabi_cache_verify_fn = Ptr{Cvoid}
+
 """
 Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
 """
@@ -2122,6 +2128,59 @@ end
 const CUABI_PRECOMPILE_ITEM_VERSION = Cuint(1)
 
 """
+How cuabi_cache_warm_manifest() runs.
+"""
+struct cuabi_warm_options
+    version::Cuint
+    jobs::Cint
+    archs::Ptr{Ptr{Cchar}}
+    num_archs::Csize_t
+end
+const CUABI_WARM_OPTIONS_VERSION = Cuint(1)
+
+"""
+One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback.
+"""
+struct cuabi_warm_event
+    version::Cuint
+    done::Csize_t
+    total::Csize_t
+    name::Ptr{Cchar}
+    arch::Ptr{Cchar}
+    line::Cint
+    status::cuabi_status
+    cache_hit::Cint
+    message::Ptr{Cchar}
+    log::Ptr{Cchar}
+end
+const CUABI_WARM_EVENT_VERSION = Cuint(1)
+
+"""
+What cuabi_cache_warm_manifest() did.
+"""
+struct cuabi_warm_summary
+    version::Cuint
+    total::Csize_t
+    compiled::Csize_t
+    cached::Csize_t
+    failed::Csize_t
+    problems::Csize_t
+end
+const CUABI_WARM_SUMMARY_VERSION = Cuint(1)
+
+"""
+What cuabi_cache_verify() found.
+"""
+struct cuabi_cache_verify_report
+    version::Cuint
+    checked::UInt64
+    removed::UInt64
+    bytes_removed::UInt64
+    kept::UInt64
+end
+const CUABI_CACHE_VERIFY_REPORT_VERSION = Cuint(1)
+
+"""
 cuabi_cache_stats_init(opts, version)
 
 Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
@@ -2152,6 +2211,50 @@ Fill *opts with the defaults of struct version `version` (normally CUABI_PRECOMP
 """
 function cuabi_precompile_item_init(opts, version)
     ccall((:cuabi_precompile_item_init, libcuabi), cuabi_status, (Ptr{cuabi_precompile_item}, Cuint), opts, version)
+end
+
+"""
+cuabi_warm_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_warm_options_init(opts, version)
+    ccall((:cuabi_warm_options_init, libcuabi), cuabi_status, (Ptr{cuabi_warm_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_warm_event_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_EVENT_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_warm_event_init(opts, version)
+    ccall((:cuabi_warm_event_init, libcuabi), cuabi_status, (Ptr{cuabi_warm_event}, Cuint), opts, version)
+end
+
+"""
+cuabi_warm_summary_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_SUMMARY_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_warm_summary_init(opts, version)
+    ccall((:cuabi_warm_summary_init, libcuabi), cuabi_status, (Ptr{cuabi_warm_summary}, Cuint), opts, version)
+end
+
+"""
+cuabi_cache_verify_report_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_REPORT_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_cache_verify_report_init(opts, version)
+    ccall((:cuabi_cache_verify_report_init, libcuabi), cuabi_status, (Ptr{cuabi_cache_verify_report}, Cuint), opts, version)
 end
 
 """
@@ -2232,10 +2335,13 @@ end
 cuabi_cache_precompile(items, num_items, archs, num_archs, progress, payload)
 
 Compile every item for every architecture into the cache, without loading
-anything on a GPU (what Warp's load_module does ahead of time). A failed
-compile does not stop the others: it is reported through `progress`, and the
-call returns its status at the end (the first failure's). The cache must be
-enabled (else CUABI_ERROR_CACHE).
+anything on a GPU (what Warp's load_module does ahead of time), several at
+once (one per online CPU). `progress` is called on the calling thread after
+each compile, in the order of items x archs. A failed compile (or one that
+could not be stored) does not stop the others: it is reported through
+`progress`, and the call returns its status at the end (the first
+failure's). The cache must be enabled and its directory usable (else
+CUABI_ERROR_CACHE).
 
 - `archs` [may be C_NULL] e.g. {"sm_80", "sm_90"}; NULL/0: each item's own arch.
 - `progress` [may be C_NULL]
@@ -2243,6 +2349,42 @@ enabled (else CUABI_ERROR_CACHE).
 """
 function cuabi_cache_precompile(items, num_items, archs, num_archs, progress, payload)
     ccall((:cuabi_cache_precompile, libcuabi), cuabi_status, (Ptr{cuabi_precompile_item}, Csize_t, Ptr{Ptr{Cchar}}, Csize_t, cuabi_precompile_progress_fn, Ptr{Cvoid}), items, num_items, archs, num_archs, progress, payload)
+end
+
+"""
+cuabi_cache_warm_manifest(out, path, options, progress, payload)
+
+Precompile a project into the cache from a TOML manifest (format:
+docs/compile-cache.md): every [[source]] for each of its architectures, in
+parallel, nothing loaded on a GPU. Entries already in the cache are not
+compiled again. Each outcome goes to `progress`, in the manifest's order;
+a problem with the manifest (syntax, unknown key, missing file, malformed
+architecture) is reported with its line and the rest goes on. Returns
+CUABI_SUCCESS when everything is in the cache, else the first failure's
+status; CUABI_ERROR_IO when the manifest cannot be read;
+CUABI_ERROR_CACHE when the cache is off or its directory cannot be used.
+
+- `out` [out, may be C_NULL] Counts; NULL when not wanted.
+- `path` The manifest; relative file names in it are relative to its directory.
+- `options` [may be C_NULL] NULL for the defaults.
+- `progress` [may be C_NULL]
+- `payload` [may be C_NULL]
+"""
+function cuabi_cache_warm_manifest(out, path, options, progress, payload)
+    ccall((:cuabi_cache_warm_manifest, libcuabi), cuabi_status, (Ptr{cuabi_warm_summary}, Ptr{Cchar}, Ptr{cuabi_warm_options}, cuabi_warm_progress_fn, Ptr{Cvoid}), out, path, options, progress, payload)
+end
+
+"""
+cuabi_cache_verify(out, fn, payload)
+
+Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+
+- `out` [out, may be C_NULL] Counts; NULL when not wanted.
+- `fn` [may be C_NULL] Told of each file removed.
+- `payload` [may be C_NULL]
+"""
+function cuabi_cache_verify(out, fn, payload)
+    ccall((:cuabi_cache_verify, libcuabi), cuabi_status, (Ptr{cuabi_cache_verify_report}, cuabi_cache_verify_fn, Ptr{Cvoid}), out, fn, payload)
 end
 
 
@@ -4132,6 +4274,10 @@ const STRUCT_LAYOUTS = [
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
     ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
+    ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs"]),
+    ("cuabi_warm_event", cuabi_warm_event, ["version", "done", "total", "name", "arch", "line", "status", "cache_hit", "message", "log"]),
+    ("cuabi_warm_summary", cuabi_warm_summary, ["version", "total", "compiled", "cached", "failed", "problems"]),
+    ("cuabi_cache_verify_report", cuabi_cache_verify_report, ["version", "checked", "removed", "bytes_removed", "kept"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
     ("cuabi_param_type", cuabi_param_type, ["version", "kind", "size", "offset", "source", "type_name"]),
@@ -4289,6 +4435,10 @@ const FUNCTIONS = [
     :cuabi_cache_stats_init,
     :cuabi_cache_entry_info_init,
     :cuabi_precompile_item_init,
+    :cuabi_warm_options_init,
+    :cuabi_warm_event_init,
+    :cuabi_warm_summary_init,
+    :cuabi_cache_verify_report_init,
     :cuabi_cache_set_directory,
     :cuabi_cache_get_directory,
     :cuabi_cache_set_enabled,
@@ -4297,6 +4447,8 @@ const FUNCTIONS = [
     :cuabi_cache_list,
     :cuabi_cache_clear,
     :cuabi_cache_precompile,
+    :cuabi_cache_warm_manifest,
+    :cuabi_cache_verify,
     :cuabi_argpack_retain,
     :cuabi_argpack_release,
     :cuabi_arg_type_init,

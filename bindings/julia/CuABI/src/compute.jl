@@ -237,8 +237,9 @@ end
     precompile(sources; archs = ["sm_90"], progress = nothing, options...)
 
 Compile each CUDA C++ source (a `String` or `name => source`) for each
-architecture into the cache. `progress(p)` gets a NamedTuple after each
-compile; returning `false` cancels.
+architecture into the cache, several at once. `progress(p)` gets a
+NamedTuple after each compile, on this thread and in order; returning
+`false` cancels.
 """
 function precompile(sources::Vector; archs::Vector{String} = String[], progress = nothing, kw...)
     pairs = [s isa Pair ? (_nonul(first(s)), _nonul(last(s))) : ("", _nonul(s)) for s in sources]
@@ -259,6 +260,78 @@ function precompile(sources::Vector; archs::Vector{String} = String[], progress 
     end
     ctx.err === nothing || throw(ctx.err)
     check(st)
+end
+
+function _warm_tramp(ev::Ptr{L.cuabi_warm_event}, payload::Ptr{Cvoid})::Cint
+    ctx = unsafe_pointer_to_objref(payload)::_Progress
+    ctx.err === nothing || return Cint(1)
+    try
+        e = unsafe_load(ev)
+        return ctx.f((done = Int(e.done), total = Int(e.total), name = _str(e.name),
+                      arch = _str(e.arch), line = Int(e.line), status = Int(e.status),
+                      cache_hit = Int(e.cache_hit), message = _str(e.message),
+                      log = _str(e.log))) === false ? Cint(1) : Cint(0)
+    catch err
+        ctx.err = err   # never unwind into C: rethrown after the call
+        return Cint(1)
+    end
+end
+
+"""
+    warm(manifest; archs = String[], jobs = 0, progress = nothing)
+
+Precompile a project from its TOML manifest (docs/compile-cache.md), as
+`cuabi cache warm` does: `CuABI.Cache.warm("cuabi.toml")`. `archs` replaces
+the manifest's; `jobs` compiles at once (0: one per CPU). `progress(e)` gets a
+NamedTuple per outcome (`name, arch, line, status, cache_hit, message, log`;
+`cache_hit == -1` for a problem with the manifest), on this thread, in the
+manifest's order; returning `false` cancels. Returns the counts (`total,
+compiled, cached, failed, problems`); throws the first failure's CuABIError.
+"""
+function warm(manifest::AbstractString; archs::Vector{String} = String[], jobs::Integer = 0,
+              progress = nothing)
+    path = _nonul(manifest)
+    as = map(_nonul, archs)
+    aps = Ptr{Cchar}[Ptr{Cchar}(pointer(a)) for a in as]
+    ctx = _Progress(progress, nothing)
+    cb = @cfunction(_warm_tramp, Cint, (Ptr{L.cuabi_warm_event}, Ptr{Cvoid}))
+    base = _init(L.cuabi_warm_options, L.cuabi_warm_options_init, L.CUABI_WARM_OPTIONS_VERSION)
+    summary = Ref(_init(L.cuabi_warm_summary, L.cuabi_warm_summary_init, L.CUABI_WARM_SUMMARY_VERSION))
+    st = GC.@preserve path as aps ctx begin
+        o = Ref(L.cuabi_warm_options(base.version, Cint(jobs),
+                                     isempty(aps) ? Ptr{Ptr{Cchar}}(C_NULL) : pointer(aps), length(aps)))
+        L.cuabi_cache_warm_manifest(summary, path, o, progress === nothing ? C_NULL : cb,
+                                    progress === nothing ? C_NULL : pointer_from_objref(ctx))
+    end
+    ctx.err === nothing || throw(ctx.err)
+    check(st)
+    s = summary[]
+    (total = Int(s.total), compiled = Int(s.compiled), cached = Int(s.cached),
+     failed = Int(s.failed), problems = Int(s.problems))
+end
+
+function _verify_tramp(path::Ptr{Cchar}, problem::Ptr{Cchar}, payload::Ptr{Cvoid})::Cint
+    found = unsafe_pointer_to_objref(payload)::Vector{Tuple{String,String}}
+    push!(found, (_str(path), _str(problem)))
+    return Cint(0)
+end
+
+"""
+    verify()
+
+Re-check every entry of the cache directory and remove the damaged ones, as
+`cuabi cache verify` does. Returns `(checked, removed, bytes_removed, kept,
+problems)`, `problems` a vector of `(path, problem)`.
+"""
+function verify()
+    found = Tuple{String,String}[]
+    r = Ref(_init(L.cuabi_cache_verify_report, L.cuabi_cache_verify_report_init,
+                  L.CUABI_CACHE_VERIFY_REPORT_VERSION))
+    cb = @cfunction(_verify_tramp, Cint, (Ptr{Cchar}, Ptr{Cchar}, Ptr{Cvoid}))
+    GC.@preserve found check(L.cuabi_cache_verify(r, cb, pointer_from_objref(found)))
+    v = r[]
+    (checked = Int(v.checked), removed = Int(v.removed), bytes_removed = Int(v.bytes_removed),
+     kept = Int(v.kept), problems = found)
 end
 end # module Cache
 

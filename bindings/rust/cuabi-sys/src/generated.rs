@@ -1374,7 +1374,7 @@ pub struct cuabi_program_options {
     /// "NAME" or "NAME=VALUE" each.
     pub defines: *mut *const c_char,
     pub num_defines: usize,
-    /// Directories searched for #include. Files found there are not part of the cache key: give headers that change as in-memory headers.
+    /// Directories searched for #include. The files a compile can reach through them are part of the cache key (docs/compile-cache.md: an edited header is never answered with the old binary).
     pub include_paths: *mut *const c_char,
     pub num_include_paths: usize,
     /// In-memory headers: the name #include uses.
@@ -1473,8 +1473,14 @@ pub const CUABI_CACHE_CLEAR_ALL: cuabi_cache_clear_flags = cuabi_cache_clear_fla
 /// Called once per entry; return 0 to go on, anything else to stop.
 pub type cuabi_cache_list_fn = Option<unsafe extern "C" fn(entry: *const cuabi_cache_entry_info, payload: *mut c_void) -> c_int>;
 
-/// Called after each compile; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK).
+/// Called on the calling thread after each compile, in order; return 0 to go on, anything else to cancel (cuabi_cache_precompile then returns CUABI_ERROR_CALLBACK after the compiles under way).
 pub type cuabi_precompile_progress_fn = Option<unsafe extern "C" fn(done: usize, total: usize, name: *const c_char, arch: *const c_char, status: cuabi_status, cache_hit: c_int, payload: *mut c_void) -> c_int>;
+
+/// Called on the calling thread for each outcome, in the manifest's order; return 0 to go on, anything else to cancel (cuabi_cache_warm_manifest then returns CUABI_ERROR_CALLBACK after the compiles under way).
+pub type cuabi_warm_progress_fn = Option<unsafe extern "C" fn(event: *const cuabi_warm_event, payload: *mut c_void) -> c_int>;
+
+/// Called for each damaged file removed; return 0 to go on, anything else to stop.
+pub type cuabi_cache_verify_fn = Option<unsafe extern "C" fn(path: *const c_char, problem: *const c_char, payload: *mut c_void) -> c_int>;
 
 /// Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
 #[repr(C)]
@@ -1577,6 +1583,119 @@ impl Default for cuabi_precompile_item {
 /// Current version of cuabi_precompile_item.
 pub const CUABI_PRECOMPILE_ITEM_VERSION: c_uint = 1;
 
+/// How cuabi_cache_warm_manifest() runs.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_warm_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Compiles at once; 0: one per online CPU (at most 32).
+    pub jobs: c_int,
+    /// Architectures for every source, replacing the manifest's (e.g. {"sm_90"}); NULL: the manifest's.
+    pub archs: *mut *const c_char,
+    pub num_archs: usize,
+}
+
+impl Default for cuabi_warm_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_warm_options.
+pub const CUABI_WARM_OPTIONS_VERSION: c_uint = 1;
+
+/// One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_warm_event {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Outcomes reported so far, this one included.
+    pub done: usize,
+    /// Outcomes to expect: compiles (sources x architectures) plus manifest problems.
+    pub total: usize,
+    /// The source's program name; the manifest's path for a problem with the manifest.
+    pub name: *const c_char,
+    /// The architecture compiled for; "" for a manifest problem.
+    pub arch: *const c_char,
+    /// The manifest line it comes from (the source's [[source]], its archs for an unsupported architecture, the problem's line); 0 when none.
+    pub line: c_int,
+    /// CUABI_SUCCESS, or what went wrong (CUABI_ERROR_CACHE: compiled but not stored).
+    pub status: cuabi_status,
+    /// 0 compiled now, 1 in the memory cache, 2 on disk already; -1 for a manifest problem.
+    pub cache_hit: c_int,
+    /// "" on success; else the error, with the compiler's log for a compile error.
+    pub message: *const c_char,
+    /// The compiler's log (warnings too) and any 'cuabi cache:' notes; "" when none.
+    pub log: *const c_char,
+}
+
+impl Default for cuabi_warm_event {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_warm_event.
+pub const CUABI_WARM_EVENT_VERSION: c_uint = 1;
+
+/// What cuabi_cache_warm_manifest() did.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_warm_summary {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Compiles the manifest asked for (sources x architectures).
+    pub total: usize,
+    /// Compiled now and stored.
+    pub compiled: usize,
+    /// Found in the cache already.
+    pub cached: usize,
+    /// Compiles that failed or could not be stored.
+    pub failed: usize,
+    /// Problems with the manifest itself (each with its line); the sources they touch are not compiled.
+    pub problems: usize,
+}
+
+impl Default for cuabi_warm_summary {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_warm_summary.
+pub const CUABI_WARM_SUMMARY_VERSION: c_uint = 1;
+
+/// What cuabi_cache_verify() found.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_cache_verify_report {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Entry files read and checked.
+    pub checked: u64,
+    /// Damaged entries (and identity records) removed.
+    pub removed: u64,
+    /// Bytes of what was removed.
+    pub bytes_removed: u64,
+    /// Entries of another cuabi's format, left alone.
+    pub kept: u64,
+}
+
+impl Default for cuabi_cache_verify_report {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_cache_verify_report.
+pub const CUABI_CACHE_VERIFY_REPORT_VERSION: c_uint = 1;
+
 #[link(name = "cuabi")]
 unsafe extern "C" {
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_STATS_VERSION).
@@ -1585,6 +1704,14 @@ unsafe extern "C" {
     pub fn cuabi_cache_entry_info_init(opts: *mut cuabi_cache_entry_info, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_PRECOMPILE_ITEM_VERSION).
     pub fn cuabi_precompile_item_init(opts: *mut cuabi_precompile_item, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_OPTIONS_VERSION).
+    pub fn cuabi_warm_options_init(opts: *mut cuabi_warm_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_EVENT_VERSION).
+    pub fn cuabi_warm_event_init(opts: *mut cuabi_warm_event, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_WARM_SUMMARY_VERSION).
+    pub fn cuabi_warm_summary_init(opts: *mut cuabi_warm_summary, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_REPORT_VERSION).
+    pub fn cuabi_cache_verify_report_init(opts: *mut cuabi_cache_verify_report, version: c_uint) -> cuabi_status;
     /// Use this directory from now on (created 0700 when first written). NULL: back to the default ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
     pub fn cuabi_cache_set_directory(path: *const c_char) -> cuabi_status;
     /// The directory in use, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit.
@@ -1600,11 +1727,26 @@ unsafe extern "C" {
     /// Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
     pub fn cuabi_cache_clear(flags: c_uint) -> cuabi_status;
     /// Compile every item for every architecture into the cache, without loading
-    /// anything on a GPU (what Warp's load_module does ahead of time). A failed
-    /// compile does not stop the others: it is reported through `progress`, and the
-    /// call returns its status at the end (the first failure's). The cache must be
-    /// enabled (else CUABI_ERROR_CACHE).
+    /// anything on a GPU (what Warp's load_module does ahead of time), several at
+    /// once (one per online CPU). `progress` is called on the calling thread after
+    /// each compile, in the order of items x archs. A failed compile (or one that
+    /// could not be stored) does not stop the others: it is reported through
+    /// `progress`, and the call returns its status at the end (the first
+    /// failure's). The cache must be enabled and its directory usable (else
+    /// CUABI_ERROR_CACHE).
     pub fn cuabi_cache_precompile(items: *const cuabi_precompile_item, num_items: usize, archs: *mut *const c_char, num_archs: usize, progress: cuabi_precompile_progress_fn, payload: *mut c_void) -> cuabi_status;
+    /// Precompile a project into the cache from a TOML manifest (format:
+    /// docs/compile-cache.md): every [[source]] for each of its architectures, in
+    /// parallel, nothing loaded on a GPU. Entries already in the cache are not
+    /// compiled again. Each outcome goes to `progress`, in the manifest's order;
+    /// a problem with the manifest (syntax, unknown key, missing file, malformed
+    /// architecture) is reported with its line and the rest goes on. Returns
+    /// CUABI_SUCCESS when everything is in the cache, else the first failure's
+    /// status; CUABI_ERROR_IO when the manifest cannot be read;
+    /// CUABI_ERROR_CACHE when the cache is off or its directory cannot be used.
+    pub fn cuabi_cache_warm_manifest(out: *mut cuabi_warm_summary, path: *const c_char, options: *const cuabi_warm_options, progress: cuabi_warm_progress_fn, payload: *mut c_void) -> cuabi_status;
+    /// Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+    pub fn cuabi_cache_verify(out: *mut cuabi_cache_verify_report, r#fn: cuabi_cache_verify_fn, payload: *mut c_void) -> cuabi_status;
 }
 
 // ---- module argpack (api/argpack.toml)
@@ -3388,6 +3530,10 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
     ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path))]),
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
+    ("cuabi_warm_options", core::mem::size_of::<cuabi_warm_options>(), &[("version", core::mem::offset_of!(cuabi_warm_options, version)), ("jobs", core::mem::offset_of!(cuabi_warm_options, jobs)), ("archs", core::mem::offset_of!(cuabi_warm_options, archs)), ("num_archs", core::mem::offset_of!(cuabi_warm_options, num_archs))]),
+    ("cuabi_warm_event", core::mem::size_of::<cuabi_warm_event>(), &[("version", core::mem::offset_of!(cuabi_warm_event, version)), ("done", core::mem::offset_of!(cuabi_warm_event, done)), ("total", core::mem::offset_of!(cuabi_warm_event, total)), ("name", core::mem::offset_of!(cuabi_warm_event, name)), ("arch", core::mem::offset_of!(cuabi_warm_event, arch)), ("line", core::mem::offset_of!(cuabi_warm_event, line)), ("status", core::mem::offset_of!(cuabi_warm_event, status)), ("cache_hit", core::mem::offset_of!(cuabi_warm_event, cache_hit)), ("message", core::mem::offset_of!(cuabi_warm_event, message)), ("log", core::mem::offset_of!(cuabi_warm_event, log))]),
+    ("cuabi_warm_summary", core::mem::size_of::<cuabi_warm_summary>(), &[("version", core::mem::offset_of!(cuabi_warm_summary, version)), ("total", core::mem::offset_of!(cuabi_warm_summary, total)), ("compiled", core::mem::offset_of!(cuabi_warm_summary, compiled)), ("cached", core::mem::offset_of!(cuabi_warm_summary, cached)), ("failed", core::mem::offset_of!(cuabi_warm_summary, failed)), ("problems", core::mem::offset_of!(cuabi_warm_summary, problems))]),
+    ("cuabi_cache_verify_report", core::mem::size_of::<cuabi_cache_verify_report>(), &[("version", core::mem::offset_of!(cuabi_cache_verify_report, version)), ("checked", core::mem::offset_of!(cuabi_cache_verify_report, checked)), ("removed", core::mem::offset_of!(cuabi_cache_verify_report, removed)), ("bytes_removed", core::mem::offset_of!(cuabi_cache_verify_report, bytes_removed)), ("kept", core::mem::offset_of!(cuabi_cache_verify_report, kept))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
     ("cuabi_param_type", core::mem::size_of::<cuabi_param_type>(), &[("version", core::mem::offset_of!(cuabi_param_type, version)), ("kind", core::mem::offset_of!(cuabi_param_type, kind)), ("size", core::mem::offset_of!(cuabi_param_type, size)), ("offset", core::mem::offset_of!(cuabi_param_type, offset)), ("source", core::mem::offset_of!(cuabi_param_type, source)), ("type_name", core::mem::offset_of!(cuabi_param_type, type_name))]),
@@ -3547,6 +3693,10 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_cache_stats_init", cuabi_cache_stats_init as *const () as usize),
         ("cuabi_cache_entry_info_init", cuabi_cache_entry_info_init as *const () as usize),
         ("cuabi_precompile_item_init", cuabi_precompile_item_init as *const () as usize),
+        ("cuabi_warm_options_init", cuabi_warm_options_init as *const () as usize),
+        ("cuabi_warm_event_init", cuabi_warm_event_init as *const () as usize),
+        ("cuabi_warm_summary_init", cuabi_warm_summary_init as *const () as usize),
+        ("cuabi_cache_verify_report_init", cuabi_cache_verify_report_init as *const () as usize),
         ("cuabi_cache_set_directory", cuabi_cache_set_directory as *const () as usize),
         ("cuabi_cache_get_directory", cuabi_cache_get_directory as *const () as usize),
         ("cuabi_cache_set_enabled", cuabi_cache_set_enabled as *const () as usize),
@@ -3555,6 +3705,8 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_cache_list", cuabi_cache_list as *const () as usize),
         ("cuabi_cache_clear", cuabi_cache_clear as *const () as usize),
         ("cuabi_cache_precompile", cuabi_cache_precompile as *const () as usize),
+        ("cuabi_cache_warm_manifest", cuabi_cache_warm_manifest as *const () as usize),
+        ("cuabi_cache_verify", cuabi_cache_verify as *const () as usize),
         ("cuabi_argpack_retain", cuabi_argpack_retain as *const () as usize),
         ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
         ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),

@@ -182,3 +182,120 @@ pub fn precompile(items: &[PrecompileItem], archs: &[&str],
         }
     }
 }
+
+/// Counts of [`warm_manifest`] (`cuabi_warm_summary`): `total`, `compiled`,
+/// `cached`, `failed`, `problems`.
+pub type WarmSummary = sys::cuabi_warm_summary;
+/// What [`verify`] found (`cuabi_cache_verify_report`): `checked`,
+/// `removed`, `bytes_removed`, `kept`.
+pub type VerifyReport = sys::cuabi_cache_verify_report;
+
+/// How [`warm_manifest_with`] runs.
+#[derive(Clone, Debug, Default)]
+pub struct WarmOptions {
+    /// Compiles at once; 0: one per online CPU.
+    pub jobs: u32,
+    /// Architectures for every source, replacing the manifest's; empty: the manifest's.
+    pub archs: Vec<String>,
+}
+
+/// One outcome of [`warm_manifest_with`]: a compile, or a problem with the
+/// manifest itself (`cache_hit == -1`, `name` the manifest's path).
+#[derive(Clone, Debug)]
+pub struct WarmEvent {
+    pub done: usize,
+    pub total: usize,
+    pub name: String,
+    pub arch: String,
+    /// The manifest line it comes from; 0 when none.
+    pub line: i32,
+    pub status: sys::cuabi_status,
+    /// 0 compiled now, 1 memory, 2 disk already; -1 a manifest problem.
+    pub cache_hit: i32,
+    /// The error (with the compiler's log for a compile error); "" on success.
+    pub message: String,
+    pub log: String,
+}
+
+type WarmFn<'a> = dyn FnMut(&WarmEvent) -> bool + 'a;
+
+unsafe extern "C" fn warm_trampoline(ev: *const sys::cuabi_warm_event, payload: *mut c_void) -> c_int {
+    let ctx = unsafe { &mut *payload.cast::<Ctx<WarmFn>>() };
+    let ev = unsafe { &*ev };
+    let event = unsafe {
+        WarmEvent {
+            done: ev.done, total: ev.total, name: cstr(ev.name), arch: cstr(ev.arch), line: ev.line,
+            status: ev.status, cache_hit: ev.cache_hit, message: cstr(ev.message), log: cstr(ev.log),
+        }
+    };
+    ctx.run(1, |f| c_int::from(!f(&event)))
+}
+
+fn path_c(what: &str, p: &Path) -> Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| crate::error::Error::invalid_argument(format!("{what} contains a NUL byte")))
+}
+
+/// Precompile a project from its TOML manifest (docs/compile-cache.md), as
+/// `cuabi cache warm` does: `cuabi::cache::warm_manifest("cuabi.toml")?`.
+/// An error is the first failure's (a compile error, a problem with the
+/// manifest and its line, ...); use [`warm_manifest_with`] to see each outcome.
+pub fn warm_manifest(path: impl AsRef<Path>) -> Result<WarmSummary> {
+    warm_manifest_with(path, &WarmOptions::default(), None)
+}
+
+/// [`warm_manifest`] with options and a progress closure, called on this
+/// thread for each outcome in the manifest's order; returning false cancels
+/// (CUABI_ERROR_CALLBACK), and a panic in it is resumed after the C call.
+pub fn warm_manifest_with(path: impl AsRef<Path>, options: &WarmOptions,
+                          progress: Option<&mut dyn FnMut(&WarmEvent) -> bool>) -> Result<WarmSummary> {
+    let path = path_c("path", path.as_ref())?;
+    let archs_c = options.archs.iter().map(|a| c_string("arch", a)).collect::<Result<Vec<_>>>()?;
+    let mut archs_p: Vec<*const c_char> = archs_c.iter().map(|a| a.as_ptr()).collect();
+    let mut o = sys::cuabi_warm_options::default();
+    let mut s = WarmSummary::default();
+    unsafe {
+        check(sys::cuabi_warm_options_init(&mut o, sys::CUABI_WARM_OPTIONS_VERSION))?;
+        check(sys::cuabi_warm_summary_init(&mut s, sys::CUABI_WARM_SUMMARY_VERSION))?;
+    }
+    o.jobs = i32::try_from(options.jobs)
+        .map_err(|_| crate::error::Error::invalid_argument("jobs is too large".to_string()))?;
+    if !archs_p.is_empty() {
+        o.archs = archs_p.as_mut_ptr();
+        o.num_archs = archs_p.len();
+    }
+    let st = match progress {
+        None => unsafe { sys::cuabi_cache_warm_manifest(&mut s, path.as_ptr(), &o, None, core::ptr::null_mut()) },
+        Some(f) => {
+            let mut ctx = Ctx { f, panic: None };
+            let st = unsafe {
+                sys::cuabi_cache_warm_manifest(&mut s, path.as_ptr(), &o, Some(warm_trampoline),
+                                               (&mut ctx as *mut Ctx<WarmFn>).cast())
+            };
+            ctx.finish();
+            st
+        }
+    };
+    check(st).map(|()| s)
+}
+
+unsafe extern "C" fn verify_trampoline(path: *const c_char, problem: *const c_char, payload: *mut c_void) -> c_int {
+    let found = unsafe { &mut *payload.cast::<Vec<(PathBuf, String)>>() };
+    found.push(unsafe { (PathBuf::from(cstr(path)), cstr(problem)) });
+    0
+}
+
+/// Re-check every entry of the cache directory and remove the damaged ones,
+/// as `cuabi cache verify` does: the counts, and each file removed with what
+/// was wrong with it.
+pub fn verify() -> Result<(VerifyReport, Vec<(PathBuf, String)>)> {
+    let mut r = VerifyReport::default();
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
+    unsafe {
+        check(sys::cuabi_cache_verify_report_init(&mut r, sys::CUABI_CACHE_VERIFY_REPORT_VERSION))?;
+        check(sys::cuabi_cache_verify(&mut r, Some(verify_trampoline),
+                                      (&mut found as *mut Vec<(PathBuf, String)>).cast()))?;
+    }
+    Ok((r, found))
+}

@@ -1,8 +1,10 @@
-//! The compile cache and precompile (one test: the cache is process-wide).
+//! The compile cache, precompile and manifests (the cache is process-wide:
+//! the tests take turns).
 use cuabi::{cache, sys, Program, ProgramOptions};
 
 #[test]
 fn cache_and_precompile() {
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("cuabi-rust-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     cache::set_directory(Some(&dir)).unwrap();
@@ -61,3 +63,45 @@ fn cache_and_precompile() {
     cache::set_directory(None).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A project's manifest in one call, each outcome with its line, and verify
+/// (issue 13 item 3). Its own cache directory: the cache is process-wide,
+/// so this test sets it under a lock shared with the test above.
+#[test]
+fn warm_a_manifest_and_verify() {
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("cuabi-rust-warm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    cache::set_directory(Some(&dir.join("cache"))).unwrap();
+    std::fs::write(dir.join("k.cu"), "template <int N> __global__ void k(int *x) { x[0] = N; }\n").unwrap();
+    let manifest = dir.join("cuabi.toml");
+    std::fs::write(&manifest, "archs = [\"sm_80\", \"sm_90\"]\n[[source]]\nfile = \"k.cu\"\n\
+                               name_expressions = [\"k<3>\"]\n").unwrap();
+    let s = cache::warm_manifest(&manifest).unwrap();
+    assert_eq!((s.total, s.compiled, s.cached, s.failed, s.problems), (2, 2, 0, 0, 0));
+    let mut seen = Vec::new();
+    let mut f = |e: &cache::WarmEvent| { seen.push(e.clone()); true };
+    let opts = cache::WarmOptions { jobs: 1, archs: vec!["sm_90".into()] };
+    let s = cache::warm_manifest_with(&manifest, &opts, Some(&mut f)).unwrap();
+    assert_eq!((s.total, s.cached), (1, 1));
+    assert_eq!((seen[0].arch.as_str(), seen[0].line, seen[0].cache_hit), ("sm_90", 2, 1));
+
+    // a problem with the manifest: the error names it with its line
+    std::fs::write(&manifest, "[[source]]\nfile = \"nothere.cu\"\n").unwrap();
+    let mut seen = Vec::new();
+    let mut f = |e: &cache::WarmEvent| { seen.push(e.clone()); true };
+    let e = cache::warm_manifest_with(&manifest, &cache::WarmOptions::default(), Some(&mut f)).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_IO);
+    assert!(e.message.contains("line 2"), "{}", e.message);
+    assert_eq!((seen.len(), seen[0].cache_hit, seen[0].line), (1, -1, 2));
+    assert_eq!(cache::warm_manifest(dir.join("absent.toml")).unwrap_err().status, sys::CUABI_ERROR_IO);
+
+    let (r, removed) = cache::verify().unwrap();
+    assert_eq!((r.checked, r.removed), (2, 0));
+    assert!(removed.is_empty());
+    cache::set_directory(None).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
