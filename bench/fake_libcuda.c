@@ -21,6 +21,19 @@ static __thread CUcontext current;
 static uintptr_t next_ptr = 0x10000000;
 
 static CUresult ok(void) { return CUDA_SUCCESS; }
+/* Parameter layouts then come from the CUBIN, as on a driver without the
+ * query: enough for launches (bench_python.py's Python overhead). */
+static CUresult not_supported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult func_attribute(int *v, CUfunction_attribute a)
+{
+    *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult kernel_attribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d)
+{
+    (void)k; (void)d;
+    return func_attribute(v, a);
+}
 static CUresult driver_version(int *v) { *v = 13000; return CUDA_SUCCESS; }
 static CUresult device_count(int *n) { *n = 1; return CUDA_SUCCESS; }
 static CUresult device_get(CUdevice *d, int i) { *d = i; return CUDA_SUCCESS; }
@@ -89,6 +102,8 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuStreamDestroy", (void *)stream_destroy}, {"cuStreamGetCtx", (void *)stream_ctx},
     {"cuDeviceGetDefaultMemPool", (void *)default_pool},
     {"cuMemAllocFromPoolAsync", (void *)pool_alloc}, {"cuMemFreeAsync", (void *)free_async},
+    {"cuKernelGetParamInfo", (void *)not_supported}, {"cuFuncGetParamInfo", (void *)not_supported},
+    {"cuFuncGetAttribute", (void *)func_attribute}, {"cuKernelGetAttribute", (void *)kernel_attribute},
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,

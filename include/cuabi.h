@@ -19,6 +19,7 @@
 #include "cuabi/argpack.h"
 #include "cuabi/launch.h"
 #include "cuabi/occupancy.h"
+#include "cuabi/exchange.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

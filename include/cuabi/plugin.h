@@ -18,6 +18,7 @@
 #include "cuabi/argpack.h"
 #include "cuabi/launch.h"
 #include "cuabi/occupancy.h"
+#include "cuabi/exchange.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -235,6 +236,7 @@ typedef struct cuabi_api {
     cuabi_status (*occupancy_offline_available_dynamic_smem)(size_t *out, const char *arch, const cuabi_kernel_resources *resources, int num_blocks, int block_size, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_potential_cluster_size)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
     cuabi_status (*occupancy_offline_max_active_clusters)(int *out, const char *arch, const cuabi_kernel_resources *resources, const cuabi_launch_config *config, const cuabi_occupancy_options *options);
+    cuabi_status (*view_from_exchange)(cuabi_view **out, const DLPackExchangeAPI *api, void *py_object);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

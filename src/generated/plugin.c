@@ -205,6 +205,7 @@ static const cuabi_api api_table = {
     cuabi_occupancy_offline_available_dynamic_smem,
     cuabi_occupancy_offline_max_potential_cluster_size,
     cuabi_occupancy_offline_max_active_clusters,
+    cuabi_view_from_exchange,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -11,7 +11,7 @@ from operator import attrgetter, methodcaller
 from ._argpack import ArgPack, Packer, device_pointer, is_array_like, is_scalar
 from ._core import Stream, _as_device
 from ._handle import Handle
-from ._lib import call, hot, lib, new_struct, raise_last
+from ._lib import call, fast, hot, lib, new_struct, raise_last
 
 
 def _dim3(v):
@@ -25,7 +25,9 @@ class LaunchConfig:
     """grid, block (ints or up to 3-tuples), cluster, shared_mem (dynamic
     bytes), cooperative. The C struct is built once and reused."""
 
-    __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p")
+    # _c: the C struct; _addr: its address, which the compiled launch reads
+    # (whatever else LaunchConfig grows, both must name the struct in use).
+    __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p", "_addr")
 
     def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
                  cooperative: bool = False):
@@ -36,7 +38,8 @@ class LaunchConfig:
         c.grid[:], c.block[:], c.cluster[:] = self.grid, self.block, self.cluster
         c.dynamic_shared_bytes, c.cooperative = shared_mem, int(cooperative)
         self._c = c
-        self._p = _ptr(C.addressof(c))
+        self._addr = C.addressof(c)
+        self._p = _ptr(self._addr)
 
     def _for(self, stream):
         c = self._c
@@ -93,7 +96,7 @@ class _PlainLaunch:
     (cuabi_argpack_blob_pointer), and one packer per tuple of argument types,
     so a plain launch is Python packing plus one C call (cuabi_launch)."""
 
-    __slots__ = ("pack", "mem", "slots", "generic", "packers", "k", "p", "last")
+    __slots__ = ("pack", "mem", "slots", "generic", "packers", "k", "p", "last", "__weakref__")
 
     def __init__(self, kernel):
         self.pack = ArgPack.for_kernel(kernel)
@@ -109,6 +112,17 @@ class _PlainLaunch:
     @staticmethod
     def _first(*args):
         return False
+
+    def pack_args(self, *args) -> None:
+        """Pack `args` as launch() does (the compiled launch's fallback)."""
+        if not self.last(*args):
+            self.last = fn = self.packer(args)
+            fn(*args)
+
+    def lane(self):
+        """What the compiled launch packs into: (pack handle, blob address,
+        packer, owner)."""
+        return self.pack.handle, C.addressof(self.mem), self.pack_args, self
 
     def packer(self, args):
         key = tuple(map(type, args))
@@ -157,10 +171,32 @@ def _plain(kernel) -> _PlainLaunch:
         if kernel._h is None:
             kernel.handle   # raises ClosedHandleError
         pl = kernel._launch_cache["plain"] = _PlainLaunch(kernel)
+        if fast is not None:
+            kernel._launch_cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots),
+                                                            _lanes(pl, kernel))
     return pl
 
 
-def launch(stream, config: LaunchConfig, kernel, *args) -> None:
+def _lanes(first: _PlainLaunch, kernel):
+    """The compiled launch's packs for `kernel`: its plain launch's own
+    first, then one more per thread launching it at the same time."""
+    made = [first]
+
+    def new_lane():
+        if made:
+            return made.pop().lane()
+        return _PlainLaunch(kernel).lane()
+    return new_lane
+
+
+def _launch_failed(status: int, kernel) -> None:
+    """Raise for a failed cuabi_launch, as launch() does."""
+    if kernel._h is None:
+        kernel.handle
+    raise_last(status, "cuabi_launch")
+
+
+def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
     """Launch `kernel(*args)` on `stream` (a cuabi Stream, a foreign stream
     or None for the legacy default stream). Arguments are packed in Python
     straight into the kernel's pack; then one call into C. See docs/python.md
@@ -183,9 +219,7 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
             c.stream = h
     st = _launch(pl.k, pl.p, config._p)
     if st:
-        if kernel._h is None:
-            kernel.handle
-        raise_last(st, "cuabi_launch")
+        _launch_failed(st, kernel)
 
 
 class PreparedLaunch(Handle):
@@ -205,8 +239,12 @@ class PreparedLaunch(Handle):
         self._stream = stream
         Handle.__init__(self, call("cuabi_prepared_create", kernel, self._pack,
                                    C.byref(config._for(stream))))
-        self._arg = _ptr(self._h)
-        self.raw_launch = partial(_prepared_launch, self._arg)
+        self._bind(self._h)
+
+    def _bind(self, h) -> None:
+        self._arg = _ptr(h)
+        self.raw_launch = (fast.BoundPrepared(h) if fast is not None
+                           else partial(_prepared_launch, self._arg))
 
     def __call__(self) -> None:
         st = _prepared_launch(self._arg)
@@ -223,10 +261,57 @@ class PreparedLaunch(Handle):
         lib.cuabi_prepared_set_grid(self, *_dim3(grid))
 
     def close(self) -> None:
-        self._arg = _ptr(None)
-        self.raw_launch = partial(_prepared_launch, self._arg)
+        self._bind(None)
         super().close()
+
+
+def _arg_class(v):
+    """How the compiled packer reads arguments of type(v) (asked once per
+    type): (class, item size, address getter) with the classes of
+    fast_pack.c. Arrays: their address, by the getter launch() uses; numpy
+    scalars: their value, read from the object once its layout is checked
+    here; anything else: the Python packer's."""
+    t = type(v)
+    if is_array_like(v):
+        from ._memory import Buffer
+        from ._view import View
+        cls = (fast.ARG_VIEW if t is View else fast.ARG_BUFFER if t is Buffer
+               else fast.ARG_POINTER)
+        return cls, 8, _pointer_getter(t)
+    dt = getattr(v, "dtype", None)
+    if dt is not None and t.__module__ == "numpy" and is_scalar(v) and _scalar_layout_holds(v):
+        cls = {"i": fast.ARG_NP_INT, "u": fast.ARG_NP_UINT, "f": fast.ARG_NP_FLOAT,
+               "b": fast.ARG_NP_BOOL}.get(dt.kind)
+        if cls is not None and dt.itemsize in (1, 2, 4, 8) and dt.isnative:
+            return cls, dt.itemsize, None
+    return fast.ARG_UNKNOWN, 0, None
+
+
+_SCALAR_VALUE_OFFSET = object.__basicsize__   # numpy scalars: the value after the header
+
+
+def _scalar_layout_holds(v) -> bool:
+    """A numpy scalar type keeps its value right after the object header
+    (numpy's Py<Type>ScalarObject): checked on two values of the type."""
+    t = type(v)
+    try:
+        probes = (t(1), t(0))
+        return all(C.string_at(id(p) + _SCALAR_VALUE_OFFSET, p.dtype.itemsize) == p.tobytes()
+                   for p in probes + (v,))
+    except Exception:
+        return False
 
 
 def prepare(kernel, config: LaunchConfig, stream=None, *args) -> PreparedLaunch:
     return PreparedLaunch(kernel, config, stream, *args)
+
+
+if fast is not None:
+    # The compiled backend: launch() and PreparedLaunch.__call__ in C, with
+    # launch_py as the path for everything they leave to Python.
+    PreparedLaunch.__call__ = PreparedLaunch.launch = fast.launch_setup(
+        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed)
+    fast.pack_setup(_arg_class, _SCALAR_VALUE_OFFSET)
+    launch = fast.launch
+else:
+    launch = launch_py

@@ -11,7 +11,9 @@ import cuabi
 from cuabi import _capi, _lib
 from cuabi._core import Stream
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the package under test lives (conftest): subprocesses import it too.
+HERE = os.environ.get("CUABI_PYTHON_PATH") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_version_and_abi():
@@ -154,13 +156,32 @@ def test_no_driver_is_reported():
         cuabi.Device(0)
 
 
-def test_cffi_backend_when_installed():
-    pytest.importorskip("cffi")
-    if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
-        pytest.skip("CUABI_BACKEND=ctypes")
-    assert _lib.cffi_lib is not None and cuabi.backend == "cffi"
-    assert _lib.ffi.sizeof("cuabi_device_properties") == C.sizeof(_capi.cuabi_device_properties)
-    assert _lib.ffi.string(_lib.cffi_lib.cuabi_version_string()).decode() == cuabi.__version__
+def test_backend_is_the_one_asked_for():
+    asked = os.environ.get("CUABI_BACKEND", "").lower()
+    assert cuabi.backend in ("compiled", "ctypes") and isinstance(cuabi.backend_note, str)
+    if asked in ("compiled", "ctypes"):
+        assert cuabi.backend == asked
+    assert (_lib.fast is not None) == (cuabi.backend == "compiled")
+
+
+def _import_with(**env):
+    env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", "import cuabi; print(cuabi.backend)"],
+                          cwd=HERE, env=env, capture_output=True, text=True)
+
+
+def test_unknown_backend_is_import_error():
+    r = _import_with(CUABI_BACKEND="cffi")
+    assert r.returncode != 0 and "CuabiImportError" in r.stderr
+    assert "replaced by cuabi._fast" in r.stderr
+    r = _import_with(CUABI_BACKEND="fortran")
+    assert r.returncode != 0 and "'compiled'" in r.stderr
+
+
+def test_ctypes_backend_can_always_be_forced():
+    r = _import_with(CUABI_BACKEND="ctypes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ctypes"
 
 
 def test_exit_with_live_handles_is_clean():

@@ -2116,6 +2116,22 @@ unsafe extern "C" {
     pub fn cuabi_occupancy_offline_max_active_clusters(out: *mut c_int, arch: *const c_char, resources: *const cuabi_kernel_resources, config: *const cuabi_launch_config, options: *const cuabi_occupancy_options) -> cuabi_status;
 }
 
+// ---- module exchange (api/exchange.toml)
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// View the Python object `py_object` through the producer's exchange table
+    /// `api` (its managed_tensor_from_py_object_no_sync, then the import of
+    /// cuabi_view_from_dlpack_versioned(), which owns the tensor from there on). A
+    /// table of another major version is followed through its `prev_api` chain to a
+    /// major-1 one, else refused (CUABI_ERROR_INVALID_VERSION names the version).
+    /// The producer's failure is CUABI_ERROR_CALLBACK (its Python exception, if it
+    /// set one, stays set for the caller); a tensor the import refuses is
+    /// CUABI_ERROR_DLPACK (and deleted). No stream ordering: the no-sync export
+    /// is the producer's current state. Call with the GIL held.
+    pub fn cuabi_view_from_exchange(out: *mut *mut cuabi_view, api: *const DLPackExchangeAPI, py_object: *mut c_void) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -2347,5 +2363,6 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_occupancy_offline_available_dynamic_smem", cuabi_occupancy_offline_available_dynamic_smem as *const () as usize),
         ("cuabi_occupancy_offline_max_potential_cluster_size", cuabi_occupancy_offline_max_potential_cluster_size as *const () as usize),
         ("cuabi_occupancy_offline_max_active_clusters", cuabi_occupancy_offline_max_active_clusters as *const () as usize),
+        ("cuabi_view_from_exchange", cuabi_view_from_exchange as *const () as usize),
     ]
 }
