@@ -32,6 +32,9 @@ if [ -n "$ext" ] && [ "$pkg" != "$src/bindings/python" ]; then
     find "$pkg/cuabi" -maxdepth 1 -type l -name '*.py' -exec rm -f {} +
     for f in "$src"/bindings/python/cuabi/*.py; do ln -sf "$f" "$pkg/cuabi/"; done
 fi
+# The do-nothing CUDA driver: launches from Python without a GPU (test_fast_launch.py).
+CUABI_FAKE_DRIVER=$(cd "$builddir" && pwd)/bench/.libs/fake_libcuda.so
+export CUABI_FAKE_DRIVER
 cd "$src" || exit 1
 status=0
 if [ -n "$ext" ]; then

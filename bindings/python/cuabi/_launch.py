@@ -114,8 +114,12 @@ class _PlainLaunch:
         return False
 
     def pack_args(self, *args) -> None:
-        """Pack `args` as launch() does (the compiled launch's fallback)."""
-        if not self.last(*args):
+        """Pack `args` for a launch (also the compiled launch's fallback)."""
+        try:
+            same_types = self.last(*args)
+        except TypeError:        # another number of arguments: _build says so
+            same_types = False
+        if not same_types:       # other argument types than last time
             self.last = fn = self.packer(args)
             fn(*args)
 
@@ -133,7 +137,8 @@ class _PlainLaunch:
 
     def _build(self, args):
         if len(args) != len(self.slots):
-            raise TypeError(f"the kernel takes {len(self.slots)} arguments, {len(args)} given")
+            raise TypeError(f"launch: the kernel takes {len(self.slots)} argument(s), "
+                            f"{len(args)} given")
         fmt, pos, exprs, env = ["<"], 0, [], {}
         for i, ((_kind, size, offset), a) in enumerate(zip(self.slots, args)):
             sf = _slot_format(size, a)
@@ -201,11 +206,19 @@ def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
     or None for the legacy default stream). Arguments are packed in Python
     straight into the kernel's pack; then one call into C. See docs/python.md
     for what each parameter accepts."""
-    pl = kernel._launch_cache.get("plain") or _plain(kernel)
-    if not pl.last(*args):       # other argument types than last time
-        pl.last = fn = pl.packer(args)
-        fn(*args)
-    c = config._c
+    try:
+        pl = kernel._launch_cache.get("plain") or _plain(kernel)
+    except AttributeError:
+        if hasattr(kernel, "_launch_cache"):
+            raise
+        raise TypeError(f"launch: kernel must be a cuabi.Kernel, not "
+                        f"{type(kernel).__name__}") from None
+    pl.pack_args(*args)
+    try:
+        c = config._c
+    except AttributeError:
+        raise TypeError(f"launch: config must be a cuabi.LaunchConfig, not "
+                        f"{type(config).__name__}") from None
     if stream is None:
         if c.stream is not None:
             c.stream = None

@@ -192,12 +192,15 @@ static PlainLaunch *plain_of(PyObject *kernel)
     return (PlainLaunch *)pl;
 }
 
-static PyObject *launch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
 {
     if (!fast_api || !python_launch)
         return fast_not_attached(), NULL;
-    if (nargs < 3 || Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type)
-        return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
+        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type)
+        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
     void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
     const cuabi_launch_config *cfgp =
         fast_handle_value(fast_slot_get(args[1], config_addr_off));
@@ -347,7 +350,7 @@ static PyObject *launch_setup(PyObject *module, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
+    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL | METH_KEYWORDS,
      "launch(stream, config, kernel, *args)\n\n"
      "Launch `kernel(*args)` on `stream` (a cuabi Stream, a foreign stream or None for "
      "the legacy default stream). Arguments are packed in C straight into the kernel's "
