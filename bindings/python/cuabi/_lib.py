@@ -179,17 +179,23 @@ def _attach_compiled():
     except ImportError as e:
         return None, f"cuabi._fast not importable ({e})"
     problems = _fast.attach(address("cuabi_get_api"), raise_last)
-    if not problems:
-        return _fast, f"cuabi._fast ({os.path.basename(_fast.__file__)})"
+    if problems:
+        raise refusal(problems, LIBRARY_PATH)
+    return _fast, f"cuabi._fast ({os.path.basename(_fast.__file__)})"
+
+
+def refusal(problems, path) -> CuabiImportError:
+    """The CuabiImportError for what cuabi._fast.attach() found (the same
+    messages as check_library's)."""
     for kind, *detail in problems:
         if kind == "missing":
-            raise CuabiImportError(_missing_message(LIBRARY_PATH, detail[0]))
+            return CuabiImportError(_missing_message(path, detail[0]))
         if kind == "abi":
-            raise CuabiImportError(_abi_message(LIBRARY_PATH, *detail))
+            return CuabiImportError(_abi_message(path, *detail))
         if kind == "table":
-            raise CuabiImportError(f"cuabi: {LIBRARY_PATH}: {detail[0]}: the library is older "
-                                   "than the Python package: install matching versions")
-    raise CuabiImportError(_layout_message(LIBRARY_PATH, [d for k, d in problems]))
+            return CuabiImportError(f"cuabi: {path}: {detail[0]}: the library is older "
+                                    "than the Python package: install matching versions")
+    return CuabiImportError(_layout_message(path, [d for k, d in problems]))
 
 
 _choice = os.environ.get("CUABI_BACKEND", "").strip().lower()
