@@ -215,3 +215,30 @@ def test_exit_with_live_objects_of_every_kind_is_clean():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
+
+
+def test_import_loads_only_what_it_needs():
+    # `import cuabi` (docs/python.md: <= 40 ms, bench/bench_import.py) loads
+    # the library, the checks and the exceptions; the rest on first use.
+    code = ("import sys, cuabi\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuabi')))\n"
+            "print('ctypes.util' in sys.modules, 'dataclasses' in sys.modules)\n"
+            "cuabi.Program; cuabi.launch; cuabi.from_dlpack; cuabi.__version__\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuabi')))\n")
+    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=HERE, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=HERE))
+    assert r.returncode == 0, r.stderr
+    first, flags, after = r.stdout.splitlines()
+    assert set(eval(first)) <= {"cuabi", "cuabi._capi", "cuabi.errors", "cuabi._lib",
+                                "cuabi._fast"}
+    assert flags == "False False"      # find_library and dataclasses not needed
+    assert {"cuabi._compile", "cuabi._launch", "cuabi._view"} <= set(eval(after))
+
+
+def test_lazy_names_are_the_modules_names():
+    from cuabi import _compile, _launch, _view
+    assert cuabi.launch is _launch.launch and cuabi.Program is _compile.Program
+    assert cuabi.from_dlpack is _view.from_dlpack and cuabi.__version__ == cuabi.version()
+    assert {"launch", "Program", "View"} <= set(dir(cuabi))
+    with pytest.raises(AttributeError):
+        cuabi.no_such_thing
