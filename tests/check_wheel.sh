@@ -25,6 +25,12 @@ if ! python3 -m venv "$tmp/venv" >"$tmp/venv.log" 2>&1; then
 fi
 py=$tmp/venv/bin/python
 "$py" -m pip --version >/dev/null 2>&1 || { echo "SKIP: the virtual environment has no pip"; exit 77; }
+# The wheel's build configures like this build tree did (the GPU machine's
+# headers and libraries live in a local prefix named by configure options).
+if [ -x "$builddir/config.status" ]; then
+    CUABI_CONFIGURE_ARGS=$(cd "$builddir" && ./config.status --config)
+    export CUABI_CONFIGURE_ARGS
+fi
 # Nothing from the test environment: the package must find its own library.
 unset CUABI_LIBRARY PYTHONPATH CUABI_BACKEND CUABI_DRIVER_PATH
 PYTHONDONTWRITEBYTECODE=1

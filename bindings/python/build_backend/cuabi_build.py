@@ -19,7 +19,8 @@ Build requirements are the library's: a C compiler, make, the CUDA toolkit
 headers (--with-cuda, or CUDA_HOME), libffi, DLPack and xxHash headers
 (Debian: libffi-dev libdlpack-dev libxxhash-dev), and Python.h for the
 extension (python3-dev). Extra configure arguments: the environment
-variable CUABI_CONFIGURE_ARGS or --config-settings configure-args="...".
+variable CUABI_CONFIGURE_ARGS or --config-settings configure-args="..."
+(without the options the backend decides: --srcdir, caches, sanitizers).
 """
 from __future__ import annotations
 
@@ -155,6 +156,12 @@ def configured_source(root: str, work: str, log: str) -> str:
     return src
 
 
+# Options the backend decides itself: where the sources are, and caches of
+# another build (e.g. in a `./config.status --config` of a build tree).
+_OWN_OPTIONS = ("--srcdir", "--cache-file", "-C", "--config-cache", "-q", "--quiet", "--silent",
+                "--enable-sanitizers", "--disable-python-extension", "PYTHON3=")
+
+
 def configure_args(config_settings) -> list:
     args = []
     cuda = os.environ.get("CUDA_HOME")
@@ -164,7 +171,7 @@ def configure_args(config_settings) -> list:
     extra = (config_settings or {}).get("configure-args")
     if extra:
         args += shlex.split(extra if isinstance(extra, str) else " ".join(extra))
-    return args
+    return [a for a in args if not a.startswith(_OWN_OPTIONS)]
 
 
 def build_native(root: str, work: str, config_settings) -> dict:

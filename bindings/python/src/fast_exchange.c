@@ -16,6 +16,12 @@
 
 static PyObject *str_handle;
 
+/* Calls of each table function, for benchmarks and tests to see which path
+ * a consumer took (exchange_calls()). Counted with the GIL held, except the
+ * allocator's (which needs no GIL: an estimate under threads). */
+static unsigned long long calls[5];
+enum { C_ALLOCATOR, C_FROM_PY, C_TO_PY, C_DLTENSOR, C_STREAM };
+
 /* The C view of a cuabi.View (made now for a lazy view), borrowed from it. */
 static void *view_handle(PyObject *obj)
 {
@@ -39,6 +45,7 @@ static void *view_handle(PyObject *obj)
 
 static int from_py_object(void *py_object, DLManagedTensorVersioned **out)
 {
+    calls[C_FROM_PY]++;
     *out = NULL;
     void *view = view_handle((PyObject *)py_object);
     if (!view)
@@ -50,6 +57,7 @@ static int from_py_object(void *py_object, DLManagedTensorVersioned **out)
 /* Borrowed shape and strides: the C view's, alive while the View is. */
 static int dltensor_from_py_object(void *py_object, DLTensor *out)
 {
+    calls[C_DLTENSOR]++;
     void *view = view_handle((PyObject *)py_object);
     if (!view)
         return -1;
@@ -73,6 +81,7 @@ static int dltensor_from_py_object(void *py_object, DLTensor *out)
 
 static int to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object)
 {
+    calls[C_TO_PY]++;
     *out_py_object = NULL;
     if (!fast_api || !fast_view_type())
         return fast_not_attached();
@@ -94,6 +103,7 @@ static int to_py_object(DLManagedTensorVersioned *tensor, void **out_py_object)
 static int allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
                      void (*set_error)(void *, const char *, const char *))
 {
+    calls[C_ALLOCATOR]++;
     *out = NULL;
     const cuabi_api *api = fast_api;
     if (!api) {
@@ -157,6 +167,7 @@ static int current_work_stream(DLDeviceType device_type, int32_t device_id, void
 {
     (void)device_type;
     (void)device_id;
+    calls[C_STREAM]++;
     *out = NULL;
     return 0;
 }
@@ -178,7 +189,19 @@ static PyObject *exchange_api(PyObject *module, PyObject *unused)
     return cap ? Py_BuildValue("(NN)", cap, PyLong_FromVoidPtr((void *)&table)) : NULL;
 }
 
+/* exchange_calls() -> {function name: calls so far} */
+static PyObject *exchange_calls(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("{sKsKsKsKsK}", "managed_tensor_allocator", calls[C_ALLOCATOR],
+                         "managed_tensor_from_py_object_no_sync", calls[C_FROM_PY],
+                         "managed_tensor_to_py_object_no_sync", calls[C_TO_PY],
+                         "dltensor_from_py_object_no_sync", calls[C_DLTENSOR],
+                         "current_work_stream", calls[C_STREAM]);
+}
+
 static PyMethodDef methods[] = {
+    {"exchange_calls", exchange_calls, METH_NOARGS,
+     "exchange_calls() -> how often each function of cuabi.View's table was called."},
     {"exchange_api", exchange_api, METH_NOARGS,
      "exchange_api() -> (capsule, address) of cuabi.View's DLPack C exchange table."},
     {NULL, NULL, 0, NULL},

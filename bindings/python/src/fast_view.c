@@ -440,6 +440,16 @@ static PyObject *view_setup(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* handler_kind(type) -> the kind chosen for `type` (H_*), or None when no
+ * object of it went through from_dlpack yet. */
+static PyObject *handler_kind(PyObject *module, PyObject *type)
+{
+    PyObject *h = PyDict_GetItemWithError(handlers, type);
+    if (!h)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return PyLong_FromLong(((Handler *)h)->kind);
+}
+
 /* clear_handlers(): forget every type's handler (tests swap modules). */
 static PyObject *clear_handlers(PyObject *module, PyObject *unused)
 {
@@ -448,6 +458,8 @@ static PyObject *clear_handlers(PyObject *module, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
+    {"handler_kind", handler_kind, METH_O,
+     "handler_kind(type) -> how from_dlpack reads that type (H_*), or None if not yet seen."},
     {"clear_handlers", clear_handlers, METH_NOARGS,
      "clear_handlers(): forget the handler chosen for each type."},
     {"from_dlpack", (PyCFunction)(void (*)(void))from_dlpack, METH_FASTCALL | METH_KEYWORDS,

@@ -48,6 +48,7 @@ def test_table_version_and_functions():
 
 
 def test_owning_export_round_trip():
+    before = _lib.fast.exchange_calls()
     t = table()
     export = FROM_OBJECT(t.managed_tensor_from_py_object_no_sync)
     to_object = TO_OBJECT(t.managed_tensor_to_py_object_no_sync)
@@ -62,6 +63,9 @@ def test_owning_export_round_trip():
     assert to_object(out, C.byref(back)) == 0          # the new View owns the tensor
     w = back.value
     assert isinstance(w, cuabi.View)
+    after = _lib.fast.exchange_calls()
+    for name in ("managed_tensor_from_py_object_no_sync", "managed_tensor_to_py_object_no_sync"):
+        assert after[name] == before[name] + 1
     assert (w.ptr, w.shape, w.strides, w.dtype) == (v.ptr, v.shape, v.strides, v.dtype)
 
 

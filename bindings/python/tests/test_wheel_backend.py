@@ -85,10 +85,13 @@ def test_a_package_without_its_source_tree_says_so(monkeypatch, tmp_path):
 
 def test_configure_arguments(monkeypatch):
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda")
-    monkeypatch.setenv("CUABI_CONFIGURE_ARGS", "--enable-sanitizers CFLAGS='-O1 -g'")
-    assert backend.configure_args({"configure-args": "--disable-python-extension"}) == [
-        "--with-cuda=/opt/cuda", "--enable-sanitizers", "CFLAGS=-O1 -g",
-        "--disable-python-extension"]
+    # What `./config.status --config` of a build tree says, as check_wheel.sh
+    # passes it: the backend keeps what configures the build, not where.
+    monkeypatch.setenv("CUABI_CONFIGURE_ARGS", "'--srcdir=../..' '-q' 'CFLAGS=-O1 -g' "
+                       "'--enable-sanitizers' 'LIBFFI_CFLAGS=-I/p/include'")
+    assert backend.configure_args({"configure-args": "--with-dlpack=/d --cache-file=x"}) == [
+        "--with-cuda=/opt/cuda", "CFLAGS=-O1 -g", "LIBFFI_CFLAGS=-I/p/include",
+        "--with-dlpack=/d"]
 
 
 def test_console_script_environment():
