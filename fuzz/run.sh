@@ -12,7 +12,7 @@ srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=$(cd "${1:?usage: fuzz/run.sh BUILDDIR [SECONDS] [TARGET...]}" && pwd)
 secs=${2:-30}
 shift; [ $# -gt 0 ] && shift
-targets=${*:-dlpack objcode options cache argpack}
+targets=${*:-dlpack objcode options cache argpack exchange}
 out=$builddir/fuzz
 "$srcdir/fuzz/build.sh" "$builddir" "$out" >/dev/null || exit $?
 export LSAN_OPTIONS="suppressions=$srcdir/fuzz/lsan.supp:print_suppressions=0"
