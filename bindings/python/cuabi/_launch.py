@@ -213,7 +213,13 @@ def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
             raise
         raise TypeError(f"launch: kernel must be a cuabi.Kernel, not "
                         f"{type(kernel).__name__}") from None
-    pl.pack_args(*args)
+    try:                         # pl.pack_args(*args), inline: a call less
+        same_types = pl.last(*args)
+    except TypeError:            # another number of arguments: _build says so
+        same_types = False
+    if not same_types:           # other argument types than last time
+        pl.last = fn = pl.packer(args)
+        fn(*args)
     try:
         c = config._c
     except AttributeError:
