@@ -30,11 +30,24 @@
 
 #include <cuabi.h>
 
-/* Public from Python 3.11; the same functions were private before. */
+/* Public from Python 3.11; before, the same functions were private (with
+ * unsigned char pointers). */
 #if PY_VERSION_HEX < 0x030B0000
-#define PyFloat_Pack2 _PyFloat_Pack2
-#define PyFloat_Pack4 _PyFloat_Pack4
-#define PyFloat_Unpack2 _PyFloat_Unpack2
+static inline int fast_float_pack2(double x, char *p, int le)
+{
+    return _PyFloat_Pack2(x, (unsigned char *)p, le);
+}
+static inline int fast_float_pack4(double x, char *p, int le)
+{
+    return _PyFloat_Pack4(x, (unsigned char *)p, le);
+}
+static inline double fast_float_unpack2(const char *p, int le)
+{
+    return _PyFloat_Unpack2((const unsigned char *)p, le);
+}
+#define PyFloat_Pack2 fast_float_pack2
+#define PyFloat_Pack4 fast_float_pack4
+#define PyFloat_Unpack2 fast_float_unpack2
 #endif
 
 /* The library's entry points (set by attach(); NULL before). */
