@@ -18,7 +18,7 @@ const L = LibCuABI
 export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
        synchronize, record, elapsed_ms, check_layouts,
        MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
-       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array
+       compile, launch, occupancy, to_dlpack, from_dlpack, from_exchange, unsafe_array
 
 # ------------------------------------------------------------------ errors
 

@@ -107,6 +107,11 @@ mod tests {
     }
 }
 
+/// A producer's owning export (`managed_tensor_from_py_object_no_sync`):
+/// 0 and `*out` set, or -1 with a Python exception set.
+pub type DLPackManagedTensorFromPyObjectNoSync =
+    Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> i32>;
+
 /// The stable head of a DLPack 1.3 C exchange table: check `version.major`,
 /// follow `prev_api` to an older table.
 #[repr(C)]
@@ -132,8 +137,7 @@ pub struct DLPackExchangeAPI {
             set_error: Option<unsafe extern "C" fn(*mut c_void, *const core::ffi::c_char, *const core::ffi::c_char)>,
         ) -> i32,
     >,
-    pub managed_tensor_from_py_object_no_sync:
-        Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> i32>,
+    pub managed_tensor_from_py_object_no_sync: DLPackManagedTensorFromPyObjectNoSync,
     pub managed_tensor_to_py_object_no_sync:
         Option<unsafe extern "C" fn(tensor: *mut DLManagedTensorVersioned, out_py_object: *mut *mut c_void) -> i32>,
     pub dltensor_from_py_object_no_sync:
