@@ -207,6 +207,11 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
     PlainLaunch *pl = stream && cfgp ? plain_of(args[2]) : NULL;
     if (!pl)
         return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
+    /* A private copy, taken before any Python code runs (an argument's
+     * data_ptr() could replace the config); other threads use it too. */
+    cuabi_launch_config cfg;
+    memcpy(&cfg, cfgp, sizeof cfg);
+    cfg.stream = stream;
     Py_INCREF(pl);                     /* the cache may change while Python code packs */
     lane *ln = take_lane(pl);
     if (!ln) {
@@ -226,9 +231,6 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
         }
         Py_DECREF(r);
     }
-    cuabi_launch_config cfg;
-    memcpy(&cfg, cfgp, sizeof cfg);    /* a private copy: other threads use the config too */
-    cfg.stream = stream;
     void *kernel = pl->kernel, *pack = ln->pack;
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
