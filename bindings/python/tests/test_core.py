@@ -242,3 +242,25 @@ def test_lazy_names_are_the_modules_names():
     assert {"launch", "Program", "View"} <= set(dir(cuabi))
     with pytest.raises(AttributeError):
         cuabi.no_such_thing
+
+
+def test_without_the_extension_the_package_is_ctypes(tmp_path):
+    # The package's sources alone (no cuabi._fast beside them): ctypes, and
+    # the note says why; CUABI_BACKEND=compiled refuses to import.
+    import shutil
+    pkg = tmp_path / "cuabi"
+    pkg.mkdir()
+    for f in os.listdir(os.path.dirname(cuabi.__file__)):
+        if f.endswith(".py"):
+            shutil.copy(os.path.join(os.path.dirname(cuabi.__file__), f), pkg / f)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop("CUABI_BACKEND", None)
+    code = "import cuabi; print(cuabi.backend); print(cuabi.backend_note)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    backend, note = r.stdout.splitlines()
+    assert backend == "ctypes" and "not importable" in note
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                       env=dict(env, CUABI_BACKEND="compiled"), capture_output=True, text=True)
+    assert r.returncode != 0 and "CUABI_BACKEND=compiled" in r.stderr
