@@ -939,12 +939,17 @@ def _cupy_handler_for(cupy):
             strides = x.strides
             if any(s % isz for s in strides) or not _layout_ok(shape, strides, isz, ptr):
                 return _cai_or_dlpack_handler(x)
+        d = (ptr, CUDA, mem.device_id, c[0], c[1], shape, strides, 0, isz)
+        stream = current_ptr() or default_ptr()      # a raw CUstream, wrapped on demand
+        if fast_lazy is not None:                    # the compiled backend: in C
+            return fast_lazy(d, x, stream)
         v = _View_new(View)
         v._h = v._fin = v._info = None
-        v._stream = current_ptr() or default_ptr()   # a raw CUstream, wrapped on demand
+        v._stream = stream
         v._owner = x
-        v._d = (ptr, CUDA, mem.device_id, c[0], c[1], shape, strides, 0, isz)
+        v._d = d
         return v
+    fast_lazy = fast.lazy_view if fast is not None else None
     return cupy_handler
 
 
@@ -1203,6 +1208,7 @@ def _numpy_c_setup(np) -> bool:
 
 if fast is not None:
     fast.view_setup(View, from_dlpack_py, _fast_handler_for, View._new, list(_NAMES))
+    _lazy = fast.lazy_view          # the same object, made in C
     # The DLPack C exchange API, producer side (fast_exchange.c): torch and
     # C extensions take views through these functions instead of __dlpack__.
     View.__dlpack_c_exchange_api__, View.__c_dlpack_exchange_api__ = fast.exchange_api()

@@ -440,6 +440,19 @@ static PyObject *view_setup(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* lazy_view(description, owner, stream=None) -> View: cuabi._view._lazy in
+ * C, for the Python handlers (CuPy, array interfaces). */
+static PyObject *lazy_view(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!view_type)
+        return fast_not_attached(), NULL;
+    if (nargs < 2 || nargs > 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
+        PyErr_SetString(PyExc_TypeError, "lazy_view(description: 9-tuple, owner, stream=None)");
+        return NULL;
+    }
+    return fast_view_new_lazy(args[0], args[1], nargs == 3 ? args[2] : NULL);
+}
+
 /* handler_kind(type) -> the kind chosen for `type` (H_*), or None when no
  * object of it went through from_dlpack yet. */
 static PyObject *handler_kind(PyObject *module, PyObject *type)
@@ -458,6 +471,8 @@ static PyObject *clear_handlers(PyObject *module, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
+    {"lazy_view", (PyCFunction)(void (*)(void))lazy_view, METH_FASTCALL,
+     "lazy_view(description, owner, stream=None) -> a View with no C view yet."},
     {"handler_kind", handler_kind, METH_O,
      "handler_kind(type) -> how from_dlpack reads that type (H_*), or None if not yet seen."},
     {"clear_handlers", clear_handlers, METH_NOARGS,
