@@ -175,10 +175,11 @@ def _plain(kernel) -> _PlainLaunch:
     if pl is None:
         if kernel._h is None:
             kernel.handle   # raises ClosedHandleError
-        pl = kernel._launch_cache["plain"] = _PlainLaunch(kernel)
-        if fast is not None:
+        pl = _PlainLaunch(kernel)
+        if fast is not None:     # both or neither: the compiled launch needs its own
             kernel._launch_cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots),
                                                             _lanes(pl, kernel))
+        kernel._launch_cache["plain"] = pl
     return pl
 
 
