@@ -22,6 +22,19 @@ static __thread CUcontext current;
 static uintptr_t next_ptr = 0x10000000;
 
 static CUresult ok(void) { return CUDA_SUCCESS; }
+/* Parameter layouts then come from the CUBIN, as on a driver without the
+ * query: enough for launches (bench_python.py's Python overhead). */
+static CUresult not_supported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult func_attribute(int *v, CUfunction_attribute a)
+{
+    *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+    return CUDA_SUCCESS;
+}
+static CUresult kernel_attribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice d)
+{
+    (void)k; (void)d;
+    return func_attribute(v, a);
+}
 static CUresult driver_version(int *v) { *v = 13000; return CUDA_SUCCESS; }
 static CUresult device_count(int *n) { *n = 1; return CUDA_SUCCESS; }
 static CUresult device_get(CUdevice *d, int i) { *d = i; return CUDA_SUCCESS; }
@@ -78,9 +91,9 @@ static CUresult free_async(CUdeviceptr d, CUstream s)
     return CUDA_SUCCESS;
 }
 
-/* Enough of the library/kernel API for bench_launch: tokens for handles; the
- * parameter layout comes from the CUBIN (cuabi's fallback when the driver
- * can't tell). */
+/* Enough of the library/kernel API for bench_launch: tokens for handles (the
+ * parameter layout comes from the CUBIN: cuKernelGetParamInfo is
+ * not_supported above). */
 static int token_library, token_kernel, token_function;
 static CUresult library_load(CUlibrary *l, const void *image, CUjit_option *jo, void **jv,
                              unsigned nj, CUlibraryOption *lo, void **lv, unsigned nl)
@@ -101,17 +114,6 @@ static CUresult kernel_function(CUfunction *f, CUkernel k)
     *f = (CUfunction)&token_function;
     return CUDA_SUCCESS;
 }
-static CUresult param_info(CUkernel k, size_t i, size_t *off, size_t *size)
-{
-    (void)k; (void)i; (void)off; (void)size;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-static CUresult func_attribute(int *v, CUfunction_attribute a, CUfunction f)
-{
-    (void)f;
-    *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
-    return CUDA_SUCCESS;
-}
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
                        void **extra)
@@ -127,7 +129,6 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
 static const struct { const char *name; void *fn; } table[] = {
     {"cuLibraryLoadData", (void *)library_load}, {"cuLibraryGetKernel", (void *)library_kernel},
     {"cuKernelGetFunction", (void *)kernel_function},
-    {"cuKernelGetParamInfo", (void *)param_info}, {"cuFuncGetAttribute", (void *)func_attribute},
     {"cuLaunchKernel", (void *)launch},
     {"cuDriverGetVersion", (void *)driver_version}, {"cuDeviceGetCount", (void *)device_count},
     {"cuDeviceGet", (void *)device_get}, {"cuDeviceGetAttribute", (void *)device_attribute},
@@ -140,6 +141,8 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuStreamDestroy", (void *)stream_destroy}, {"cuStreamGetCtx", (void *)stream_ctx},
     {"cuDeviceGetDefaultMemPool", (void *)default_pool},
     {"cuMemAllocFromPoolAsync", (void *)pool_alloc}, {"cuMemFreeAsync", (void *)free_async},
+    {"cuKernelGetParamInfo", (void *)not_supported}, {"cuFuncGetParamInfo", (void *)not_supported},
+    {"cuFuncGetAttribute", (void *)func_attribute}, {"cuKernelGetAttribute", (void *)kernel_attribute},
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,

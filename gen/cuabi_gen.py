@@ -33,7 +33,7 @@ BUILTIN_TYPES = {
 }
 # Types that come from headers we do not generate (DLPack).
 EXTERNAL_TYPES = {
-    "DLManagedTensor", "DLManagedTensorVersioned", "DLTensor",
+    "DLManagedTensor", "DLManagedTensorVersioned", "DLTensor", "DLPackExchangeAPI",
 }
 
 

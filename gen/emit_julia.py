@@ -73,6 +73,22 @@ struct DLManagedTensorVersioned
     dl_tensor::DLTensor
 end
 
+# The DLPack 1.3 C exchange API table (a producer's functions, called by
+# cuabi_view_from_exchange with the GIL of the Python object they take).
+struct DLPackExchangeAPIHeader
+    version::DLPackVersion
+    prev_api::Ptr{Cvoid}
+end
+
+struct DLPackExchangeAPI
+    header::DLPackExchangeAPIHeader
+    managed_tensor_allocator::Ptr{Cvoid}
+    managed_tensor_from_py_object_no_sync::Ptr{Cvoid}
+    managed_tensor_to_py_object_no_sync::Ptr{Cvoid}
+    dltensor_from_py_object_no_sync::Ptr{Cvoid}
+    current_work_stream::Ptr{Cvoid}
+end
+
 const kDLCPU = Cint(1)
 const kDLCUDA = Cint(2)
 const kDLCUDAHost = Cint(3)

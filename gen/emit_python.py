@@ -1,8 +1,9 @@
 """Python binding emitter: the ctypes layer (bindings/python/cuabi/_capi.py)
-and the cffi cdef (bindings/python/cuabi/_cdef.py), both derived from the
-API description. The hand-written package (bindings/python/cuabi/*.py) is
-driven by the tables these modules export, so a new function in api/*.toml
-is callable from Python after `make gen` without hand-written glue.
+and the tables of the compiled extension (bindings/python/src/generated.h),
+both derived from the API description. The hand-written package
+(bindings/python/cuabi/*.py) is driven by the tables these modules export,
+so a new function in api/*.toml is callable from Python after `make gen`
+without hand-written glue.
 
 Called by gen/cuabi_gen.py as outputs(api) -> {relative path: text}.
 """
@@ -69,26 +70,6 @@ DLPACK_FLAG_BITMASK_IS_COPIED = 1 << 1
 DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED = 1 << 2
 '''
 
-DLPACK_CDEF = '''
-typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
-typedef struct {
-    void *data; DLDevice device; int32_t ndim; DLDataType dtype;
-    int64_t *shape; int64_t *strides; uint64_t byte_offset;
-} DLTensor;
-typedef struct { uint32_t major; uint32_t minor; } DLPackVersion;
-typedef struct DLManagedTensor {
-    DLTensor dl_tensor; void *manager_ctx;
-    void (*deleter)(struct DLManagedTensor *self);
-} DLManagedTensor;
-typedef struct DLManagedTensorVersioned {
-    DLPackVersion version; void *manager_ctx;
-    void (*deleter)(struct DLManagedTensorVersioned *self);
-    uint64_t flags; DLTensor dl_tensor;
-} DLManagedTensorVersioned;
-'''
-
-
 class _Types:
     def __init__(self, api):
         self.api = api
@@ -103,6 +84,8 @@ class _Types:
             return name
         if name in ("DLManagedTensor", "DLManagedTensorVersioned", "DLTensor"):
             return name
+        if name == "DLPackExchangeAPI":      # only ever behind a pointer
+            return "C.c_void_p"
         if name == "void":
             return "None"
         raise ValueError(f"emit_python: no ctypes mapping for {name}")
@@ -113,7 +96,7 @@ class _Types:
         if t.ptr == 0:
             return self.base(b)
         opaque = b in self.api.handles or b in (
-            "DLManagedTensor", "DLManagedTensorVersioned", "DLTensor")
+            "DLManagedTensor", "DLManagedTensorVersioned", "DLTensor", "DLPackExchangeAPI")
         if t.ptr == 1:
             if b == "char" and t.const_base:
                 return "C.c_char_p"
@@ -230,39 +213,33 @@ def emit_capi(api) -> str:
     out.append("}\n")
     out.append("GPU_FUNCTIONS = frozenset({\n" + "".join(
         f"    {f.name!r},\n" for f in api.functions if f.gpu) + "})\n")
+    out.append("\n# The plugin table (cuabi_get_api) in its order: a library whose table\n"
+               "# is shorter lacks the functions past its end.\n")
+    out.append(f"API_TABLE_VERSION = {api.abi_version}\n")
+    out.append("TABLE_FUNCTIONS = (\n" + "".join(
+        f"    {f.name!r},\n" for f in api.table_functions) + ")\n")
     return "".join(out)
 
 
-def emit_cdef(api) -> str:
-    out = [f"/* {NOTE} */\n", DLPACK_CDEF]
-    # Forward-declare every struct (callbacks may name one defined later).
-    out += [f"typedef struct {s} {s};\n" for s in api.structs]
-    for m in api.modules:
-        for c in m.consts:
-            if _pyint(c.value) is not None:
-                out.append(f"#define {c.name} {_pyint(c.value)}\n")
-        for h in m.handles:
-            out.append(f"typedef struct {h.name} {h.name};\n")
-        for e in m.enums:
-            vals = ", ".join(f"{v.name} = {v.value}" for v in e.values)
-            out.append(f"typedef enum {e.name} {{ {vals} }} {e.name};\n")
-        for cb in m.callbacks:
-            ps = ", ".join(f"{p.type.c()} {p.name}" for p in cb.params) or "void"
-            out.append(f"typedef {cb.returns.c()} (*{cb.name})({ps});\n")
-        for s in m.structs:
-            out.append(f"struct {s.name} {{\n")
-            for fd in s.fields:
-                arr = f"[{fd.array}]" if fd.array else ""
-                out.append(f"    {fd.type.c()} {fd.name}{arr};\n")
-            out.append("};\n")
-    for f in api.functions:
-        ps = ", ".join(f"{p.type.c()} {p.name}" for p in f.params) or "void"
-        out.append(f"{f.returns.c()} {f.name}({ps});\n")
-    text = "".join(out)
-    return (f'"""cffi cdef of libcuabi. {NOTE}"""\n\n'
-            f"CDEF = r'''\n{text}'''\n")
+def emit_fast_tables(api) -> str:
+    """C tables for the compiled fast path (bindings/python/src): every
+    shared struct's size and field offsets as this tree's headers give
+    them, checked against the loaded library at import, and the plugin
+    table's functions in table order (a shorter table names what is
+    missing)."""
+    out = [f"/* {NOTE} */\n",
+           "/* Included once, by bindings/python/src/fast_module.c. */\n\n",
+           "static const fast_layout fast_layouts[] = {\n"]
+    for s in api.structs.values():
+        out.append(f'    {{ "{s.name}", NULL, sizeof({s.name}) }},\n')
+        for fd in s.fields:
+            out.append(f'    {{ "{s.name}", "{fd.name}", offsetof({s.name}, {fd.name}) }},\n')
+    out.append("};\n\nstatic const char *const fast_table_functions[] = {\n")
+    out += [f'    "{f.name}",\n' for f in api.table_functions]
+    out.append("};\n")
+    return "".join(out)
 
 
 def outputs(api) -> dict[str, str]:
     return {f"{PKG}/_capi.py": emit_capi(api),
-            f"{PKG}/_cdef.py": emit_cdef(api)}
+            "bindings/python/src/generated.h": emit_fast_tables(api)}

@@ -21,6 +21,7 @@
 #include "cuabi/occupancy.h"
 #include "cuabi/tensormap.h"
 #include "cuabi/graph.h"
+#include "cuabi/exchange.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -77,13 +77,19 @@ for arg in "$@"; do
             nvcc -O2 -o /tmp/launch_raw "$root/.gpu/peers/launch_raw.c" -lcuda -lnvrtc &&
                 { echo "== raw (peer script)"; /tmp/launch_raw 200000; } 2>&1 | tee -a "$out/bench.txt"
         fi
-        raw=$(awk '/raw cuLaunchKernel/ {print $3; exit}' "$out/bench.txt")
-        for _ in $(seq "$repeat"); do
-            [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
-                PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
-                bench/bench_python.py ${raw:+--raw-us $raw} 2>&1 |
-                tee -a "$out/bench.txt"
-        done
+        # Python against its peers (bench/bench_python.py): BENCH_PROCESSES
+        # processes (default 5, at least BENCH_REPEAT), each with interleaved
+        # rounds and its own raw C figure from bench_launch; the medians,
+        # the ratios and the targets, and everything as JSON. The compiled
+        # extension (cuabi._fast) was built by make next to the package.
+        procs=${BENCH_PROCESSES:-$(( repeat > 5 ? repeat : 5 ))}
+        [ -f bench/bench_python.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
+            bench/bench_python.py --processes "$procs" --raw-cmd bench/bench_launch \
+            --import-runs 21 --json "$out/bench_python.json" 2>&1 | tee -a "$out/bench.txt"
+        [ -f bench/bench_import.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 bench/bench_import.py \
+            --detail --json "$out/bench_import.json" 2>&1 | tee -a "$out/bench.txt"
         [ -f bench/dlpack_sources.py ] && python3 bench/dlpack_sources.py 2>&1 |
             tee -a "$out/bench.txt"
         # Graph replay from Python beside cuda.core's GraphBuilder (issue 14).

@@ -20,6 +20,6 @@ cp build/cuabi-*.tar.gz .gpu/
     libdlpack-dev libxxhash-dev libiberty-dev >/dev/null)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 --platform any -d .gpu/wheels \
-    pytest pluggy iniconfig packaging cffi pycparser >/dev/null
+    pytest pluggy iniconfig packaging >/dev/null
 if [ -d ../shared/bench ]; then cp ../shared/bench/* .gpu/peers/; fi
 du -sh .gpu

@@ -158,7 +158,10 @@ static cuabi_status describe_view(tm_layout *l, const cuabi__view *v, int interl
         }
         if (ext == 1) {
             cuuint64_t packed = l->strides[d - 1] * l->dims[d - 1];
-            l->strides[d] = (packed + stride_align - 1) / stride_align * stride_align;
+            packed = (packed + stride_align - 1) / stride_align * stride_align;
+            /* Past 2^40 (a huge tensor below it) the previous stride, itself
+             * a legal one, will do (fuzz_tensormap found the overflow). */
+            l->strides[d] = packed < (1ull << 40) ? packed : l->strides[d - 1];
             continue;
         }
         if (st <= 0)

@@ -1,6 +1,7 @@
 #!/bin/sh
-# The Python binding's tests (pytest), against the freshly built libcuabi.
-# Exit 77 (SKIP) when pytest or numpy is missing.
+# The Python binding's tests (pytest), against the freshly built libcuabi,
+# once per backend: the compiled fast path (cuabi._fast, when configure built
+# it) and ctypes alone. Exit 77 (SKIP) when pytest or numpy is missing.
 srcdir=${CUABI_TEST_SRCDIR:-$(dirname "$0")/..}
 builddir=${CUABI_TEST_BUILDDIR:-.}
 command -v python3 >/dev/null 2>&1 || { echo "python3 missing"; exit 77; }
@@ -27,5 +28,28 @@ fi
 # Keep bytecode out of the source tree (distcheck makes it read-only).
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONDONTWRITEBYTECODE
-cd "$srcdir" || exit 1
-exec python3 -m pytest -q -p no:cacheprovider bindings/python/tests
+src=$(cd "$srcdir" && pwd)
+# The package as the build tree has it: the sources, plus the extension
+# make built next to them (out-of-tree builds: links to the sources).
+pkg=$(cd "$builddir" && pwd)/bindings/python
+ext=$(ls "$pkg"/cuabi/_fast*.so 2>/dev/null | head -n 1)
+if [ -n "$ext" ] && [ "$pkg" != "$src/bindings/python" ]; then
+    find "$pkg/cuabi" -maxdepth 1 -type l -name '*.py' -exec rm -f {} +
+    for f in "$src"/bindings/python/cuabi/*.py; do ln -sf "$f" "$pkg/cuabi/"; done
+fi
+# The do-nothing CUDA driver: launches from Python without a GPU (test_fast_launch.py).
+CUABI_FAKE_DRIVER=$(cd "$builddir" && pwd)/bench/.libs/fake_libcuda.so
+export CUABI_FAKE_DRIVER
+cd "$src" || exit 1
+status=0
+if [ -n "$ext" ]; then
+    echo "== backend: compiled ($ext)"
+    CUABI_BACKEND=compiled CUABI_PYTHON_PATH=$pkg \
+        python3 -m pytest -q -p no:cacheprovider bindings/python/tests || status=1
+else
+    echo "== backend: compiled: SKIP (cuabi._fast not built: configure found no Python.h)"
+fi
+echo "== backend: ctypes"
+CUABI_BACKEND=ctypes CUABI_PYTHON_PATH=$src/bindings/python \
+    python3 -m pytest -q -p no:cacheprovider bindings/python/tests || status=1
+exit $status

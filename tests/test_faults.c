@@ -94,6 +94,46 @@ static cuabi_status import_one(void)
     return st;
 }
 
+/* A producer's DLPack C exchange table (cuabi_view_from_exchange), in the
+ * memory scenario: under every fault the tensor it hands out is deleted
+ * exactly once. */
+static int exchange_export(void *py_object, DLManagedTensorVersioned **out)
+{
+    static float data[12];
+    static int64_t shape[2] = { 3, 4 };
+    DLManagedTensorVersioned *mt = calloc(1, sizeof *mt);
+    mt->version.major = 1;
+    mt->manager_ctx = py_object;          /* the deletes counter */
+    mt->deleter = dl_deleter;
+    mt->dl_tensor.data = data;
+    mt->dl_tensor.device.device_type = kDLCPU;
+    mt->dl_tensor.ndim = 2;
+    mt->dl_tensor.dtype = (DLDataType){ kDLFloat, 32, 1 };
+    mt->dl_tensor.shape = shape;
+    *out = mt;
+    return 0;
+}
+
+static cuabi_status exchange_one(void)
+{
+    DLPackExchangeAPI api;
+    memset(&api, 0, sizeof api);
+    api.header.version.major = 1;
+    api.header.version.minor = 3;
+    api.managed_tensor_from_py_object_no_sync = exchange_export;
+    int deletes = 0;
+    cuabi_view *v = NULL;
+    cuabi_status st = cuabi_view_from_exchange(&v, &api, &deletes);
+    if (st == CUABI_SUCCESS) {
+        uint64_t n;
+        st = cuabi_view_nbytes(&n, v);
+        cuabi_view_release(v);
+    }
+    if (deletes != 1)
+        return cuabi__error(CUABI_ERROR_INTERNAL, "test: deleter ran %d times", deletes);
+    return st;
+}
+
 static cuabi_status sc_memory(void)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -121,6 +161,7 @@ static cuabi_status sc_memory(void)
     STEP(cuabi_view_to_dlpack(&legacy, v));
     STEP(cuabi_view_from_dltensor(&back, &legacy->dl_tensor, 0));
     STEP(import_one());
+    STEP(exchange_one());
     if (back) cuabi_view_release(back);
     if (legacy) legacy->deleter(legacy);
     if (out) out->deleter(out);

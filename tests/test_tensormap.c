@@ -72,6 +72,26 @@ static cuabi_view *f32(uintptr_t addr, int ndim, const int64_t *shape, const int
     return dview(addr, CUABI_DTYPE_FLOAT, 32, ndim, shape, strides);
 }
 
+/* fuzz_tensormap (merge run): a leading extent-1 dimension of a tensor over
+ * 2^40 bytes got a made-up stride of 2^40 or more, which the driver
+ * refuses; it now repeats the previous (legal) stride. */
+START_TEST(extent_one_dimension_of_a_huge_tensor)
+{
+    int64_t shape[5] = { 1, 1088, 3829, 2560, 1024 };
+    int64_t strides[5] = { 1, 10037493760, 2621440, 1024, 1 };
+    cuabi_view *v = dview(0x1000000, CUABI_DTYPE_UINT, 16, 5, shape, strides);
+    uint32_t box[5] = { 1, 1, 1, 1, 16 };
+    cuabi_tensormap *tm;
+    ck_assert_ok(cuabi_tensormap_encode_tiled(&tm, v, box, 5, NULL));
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_lt(fake_tm_last.strides[i], 1ull << 40);
+        ck_assert_uint_eq(fake_tm_last.strides[i] % 16, 0);
+    }
+    cuabi_tensormap_release(tm);
+    cuabi_view_release(v);
+}
+END_TEST
+
 START_TEST(tiled_reaches_the_driver_reversed)
 {
     /* rows 16..31 of a 64 x 100 float matrix padded to 128 columns, every
@@ -637,6 +657,7 @@ int main(void)
     TCase *tc = tcase_create("tensormap");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, tiled_reaches_the_driver_reversed);
+    tcase_add_test(tc, extent_one_dimension_of_a_huge_tensor);
     tcase_add_test(tc, element_types_from_the_view);
     tcase_add_test(tc, each_rule_named);
     tcase_add_test(tc, valid_combinations_pass);

@@ -9,6 +9,9 @@
  *   DLManagedTensorVersioned  { version @0, manager_ctx @8, deleter @16,
  *                               uint64 flags @24, DLTensor dl_tensor @32 } 80 bytes (LP64)
  *
+ * Before DLPack 1.3, the C exchange API's types (DLPackExchangeAPI and its
+ * function types) are declared here the same way.
+ *
  * The data type and device codes added after 0.6 (bool, float8, ...) are
  * available as cuabi_dtype_code / cuabi_dlpack_device_type in cuabi/view.h.
  */
@@ -47,6 +50,55 @@ typedef struct DLManagedTensorVersioned {
 #endif
 
 #endif /* DLPack older than 1.0 */
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1 || \
+    (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 3)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Set when this header declared the DLPack 1.3 C exchange API itself. */
+#define CUABI_DLPACK_EXCHANGE_DECLARED 1
+
+/* The DLPack C exchange API (DLPack 1.3): a table of C functions a Python
+ * array type publishes as `__dlpack_c_exchange_api__` (a capsule named
+ * "dlpack_exchange_api"; older producers: an int `__c_dlpack_exchange_api__`).
+ * The functions taking or giving a PyObject* (as void *) need the GIL and
+ * return -1 with a Python exception set on failure. */
+typedef int (*DLPackManagedTensorAllocator)(
+    DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+    void (*SetError)(void *error_ctx, const char *kind, const char *message));
+typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void *py_object,
+                                                     DLManagedTensorVersioned **out);
+typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object, DLTensor *out);
+typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type, int32_t device_id,
+                                       void **out_current_stream);
+typedef int (*DLPackManagedTensorToPyObjectNoSync)(DLManagedTensorVersioned *tensor,
+                                                   void **out_py_object);
+
+/** The stable head of every exchange table: consumers check `version.major`
+ * and may walk `prev_api` to an older table they know. */
+typedef struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    struct DLPackExchangeAPIHeader *prev_api;
+} DLPackExchangeAPIHeader;
+
+/** A producer's exchange table (major version 1). */
+typedef struct DLPackExchangeAPI {
+    DLPackExchangeAPIHeader header;
+    DLPackManagedTensorAllocator managed_tensor_allocator;
+    DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+    DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+    DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync; /**< May be NULL. */
+    DLPackCurrentWorkStream current_work_stream;
+} DLPackExchangeAPI;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLPack older than 1.3 */
 
 #ifndef DLPACK_FLAG_BITMASK_READ_ONLY
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)

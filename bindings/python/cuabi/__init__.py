@@ -1,43 +1,61 @@
 """cuabi: CUDA through libcuabi's stable C ABI, from Python.
 
-The ctypes layer (cuabi._capi, generated from the API description) is
-checked against the loaded library at import; see docs/python.md. Modules
-are exposed as the API description (and so the library) provides them.
+The ctypes layer (cuabi._capi, generated from the API description) and the
+compiled fast path (cuabi._fast) are checked against the loaded library at
+import; see docs/python.md. Modules are exposed as the API description (and
+so the library) provides them, and imported on first use: `import cuabi`
+loads the library and the exceptions, and cuabi.Program, cuabi.launch, ...
+import their modules when first named.
 """
 from . import _capi
 from . import errors
 from .errors import CuabiError, CuabiImportError, ClosedHandleError, ERRORS
 from .errors import *  # noqa: F401,F403  (one exception class per status)
 from ._lib import LIBRARY_PATH, backend, backend_note, status_name, status_message
-from ._core import (Device, Event, Stream, abi_version, device_count, raw_stream_of,
-                    runtime_info, version)
+
+# name -> (module, function of the description it needs): imported on first use.
+_LAZY = {}
+for _names, _module, _needs in (
+        (("Device", "Event", "Stream", "abi_version", "device_count", "raw_stream_of",
+          "runtime_info", "version"), "_core", "cuabi_version_string"),
+        (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
+        (("Buffer", "MemoryResource", "default_resource"), "_memory", "cuabi_buffer_allocate"),
+        (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
+         "cuabi_objcode_from_memory"),
+        (("Program", "ProgramOptions", "cache", "supported_archs"), "_compile",
+         "cuabi_program_compile"),
+        (("arch_limits", "known_archs"), "_occupancy", "cuabi_arch_limits_get"),
+        (("LaunchConfig", "PreparedLaunch", "launch", "prepare", "AccessPolicyWindow"),
+         "_launch", "cuabi_prepared_create"),
+        (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode"), "_graph",
+         "cuabi_graph_create"),
+        (("View", "from_dlpack"), "_view", "cuabi_view_create"),
+        (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
+          "TensorMapInterleave", "TensorMapSwizzle", "TensorMapL2Promotion",
+          "TensorMapOOBFill"), "_tensormap", "cuabi_tensormap_encode_tiled")):
+    if _needs in _capi.FUNCTIONS:
+        _LAZY.update(dict.fromkeys(_names, _module))
+del _names, _module, _needs
 
 
-def _has(fn: str) -> bool:
-    return fn in _capi.FUNCTIONS
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        if name == "__version__":
+            from ._core import version
+            globals()["__version__"] = v = version()
+            return v
+        raise AttributeError(f"module 'cuabi' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value            # later uses are plain attribute reads
+    return value
 
 
-if _has("cuabi_argpack_create"):
-    from ._argpack import ArgPack, Packer, device_pointer  # noqa: F401
-if _has("cuabi_buffer_allocate"):
-    from ._memory import Buffer, MemoryResource, default_resource  # noqa: F401
-if _has("cuabi_objcode_from_memory"):
-    from ._compile import ObjectCode, Kernel, Linker, LinkerOptions  # noqa: F401
-if _has("cuabi_program_compile"):
-    from ._compile import Program, ProgramOptions, cache, supported_archs  # noqa: F401
-if _has("cuabi_arch_limits_get"):
-    from ._occupancy import arch_limits, known_archs  # noqa: F401
-if _has("cuabi_prepared_create"):
-    from ._launch import LaunchConfig, PreparedLaunch, launch, prepare  # noqa: F401
-    from ._launch import AccessPolicyWindow  # noqa: F401
-if _has("cuabi_graph_create"):
-    from ._graph import (CompleteOptions, Graph, GraphBuilder, GraphExec,  # noqa: F401
-                         GraphNode)
-if _has("cuabi_view_create"):
-    from ._view import View, from_dlpack  # noqa: F401
-if _has("cuabi_tensormap_encode_tiled"):
-    from ._tensormap import (TensorMapDescriptor, TensorMapDescriptorOptions,  # noqa: F401
-                             TensorMapDataType, TensorMapInterleave, TensorMapSwizzle,
-                             TensorMapL2Promotion, TensorMapOOBFill)
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
 
-__version__ = version()
+
+__all__ = sorted(set(_LAZY) | {"CuabiError", "CuabiImportError", "ClosedHandleError",
+                               "ERRORS", "LIBRARY_PATH", "backend", "backend_note",
+                               "status_name", "status_message"})

@@ -169,7 +169,9 @@ class _Slot:
         k, size = self.kind, self.size
         if k in _INT_KINDS or k == K.CUABI_ARG_INTEGER:
             self._want_integer(value, "an integer")
-            return (_UINT_FMT if k in _UNSIGNED else _INT_FMT)[size], None
+            fmt = (_UINT_FMT if k in _UNSIGNED else _INT_FMT)[size]
+            # numpy bools have no __index__ (numpy 2): struct needs an int
+            return (fmt, int) if _np_kind(value) == "b" else (fmt, None)
         if k == K.CUABI_ARG_BOOL:
             self._want_integer(value, "a bool")
             return "?", _checked_bool
@@ -203,7 +205,8 @@ class _Slot:
                               "(convert it with int() if truncation is meant)")
         if is_array_like(value):
             raise self.refuse(value, f"an array for a scalar parameter ({what})")
-        if not isinstance(value, int) and not hasattr(value, "__index__"):
+        if (not isinstance(value, int) and not hasattr(value, "__index__")
+                and _np_kind(value) != "b"):
             raise self.refuse(value, f"the parameter is {what}")
 
     def _want_number(self, value):
@@ -331,7 +334,7 @@ def _a_size(size):
 
 
 def _checked_bool(v):
-    i = operator.index(v)
+    i = int(v) if _np_kind(v) == "b" else operator.index(v)
     if i not in (0, 1):
         raise OverflowError(f"{i} is not a bool (0 or 1)")
     return bool(i)

@@ -5,7 +5,7 @@ import ctypes as C
 import weakref
 
 from . import _capi
-from ._lib import raw
+from ._lib import fast, raw
 from .errors import ClosedHandleError
 
 
@@ -96,3 +96,7 @@ class Handle:
         obj = cls.__new__(cls)
         Handle.__init__(obj, value)
         return obj
+
+
+if fast is not None:
+    fast.set_handle_class(Handle)    # the compiled paths read _h directly

@@ -5,11 +5,12 @@ import ctypes as C
 
 from . import _capi
 from functools import partial
+from operator import attrgetter, methodcaller
 
-from ._argpack import ArgPack, Packer, device_pointer
+from ._argpack import ArgPack, Packer, device_pointer, is_array_like, is_scalar
 from ._core import Stream, _as_device
 from ._handle import Handle
-from ._lib import call, hot, lib, new_struct, raise_last
+from ._lib import call, fast, hot, lib, new_struct, raise_last
 
 
 def _dim3(v):
@@ -79,7 +80,10 @@ class LaunchConfig:
                  "programmatic_event_trigger_at_block_start", "launch_completion_event",
                  "priority", "access_policy_window", "preferred_cluster",
                  "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",
-                 "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a")
+                 "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a",
+                 "_addr")
+    # _c: the C struct; _addr: its address, which the compiled launch reads
+    # (whatever else LaunchConfig grows, both must name the struct in use).
 
     def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
                  cooperative: bool = False, *, shmem_size: int | None = None,
@@ -111,7 +115,8 @@ class LaunchConfig:
         c.grid[:], c.block[:], c.cluster[:] = self.grid, self.block, self.cluster
         c.dynamic_shared_bytes, c.cooperative = shared_mem, int(cooperative)
         self._c = c
-        self._p = _ptr(C.addressof(c))
+        self._addr = C.addressof(c)
+        self._p = _ptr(self._addr)
         self.programmatic_stream_serialization = bool(programmatic_stream_serialization)
         self.programmatic_event = programmatic_event
         self.programmatic_event_trigger_at_block_start = bool(
@@ -222,26 +227,70 @@ class _PlainLaunch(Packer):
                         vectors={s.index: s.vector for s in src._slot_objs if s.vector})
         self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
 
+    def pack_args(self, *args) -> None:
+        """Pack with the packer for these argument types (Packer.pack is
+        replaced by the last one built: look it up at each call)."""
+        self.pack(*args)
+
+    def lane(self):
+        """What the compiled launch packs into: (pack handle, blob address,
+        packer for what it leaves to Python, owner)."""
+        return self.argpack.handle, C.addressof(self.blob), self.pack_args, self
+
 
 def _plain(kernel) -> _PlainLaunch:
     pl = kernel._launch_cache.get("plain")
     if pl is None:
         if kernel._h is None:
             kernel.handle   # raises ClosedHandleError
-        pl = kernel._launch_cache["plain"] = _PlainLaunch(kernel)
+        pl = _PlainLaunch(kernel)
+        if fast is not None:     # both or neither: the compiled launch needs its own
+            kernel._launch_cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots),
+                                                            _lanes(pl, kernel))
+        kernel._launch_cache["plain"] = pl
     return pl
 
 
-def launch(stream, config: LaunchConfig, kernel, *args) -> None:
+def _lanes(first: _PlainLaunch, kernel):
+    """The compiled launch's packs for `kernel`: its plain launch's own
+    first, then one more per thread launching it at the same time."""
+    made = [first]
+
+    def new_lane():
+        if made:
+            return made.pop().lane()
+        return _PlainLaunch(kernel).lane()
+    return new_lane
+
+
+def _launch_failed(status: int, kernel) -> None:
+    """Raise for a failed cuabi_launch, as launch() does."""
+    if kernel._h is None:
+        kernel.handle
+    raise_last(status, "cuabi_launch")
+
+
+def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
     """Launch `kernel(*args)` on `stream`: a cuabi Stream, a foreign stream,
     or None for the legacy default stream of the current device (the device
     whose context is current on this thread, else the first the kernel was
     loaded on, else device 0). Arguments are packed in Python straight into
     the kernel's pack, typed as the kernel's name or PTX says (docs/launch.md
-    lists what each parameter kind takes); then one call into C."""
-    pl = kernel._launch_cache.get("plain") or _plain(kernel)
+    lists what each parameter kind takes); then one call into C. (The
+    compiled cuabi._fast.launch packs in C and leaves the rest to this.)"""
+    try:
+        pl = kernel._launch_cache.get("plain") or _plain(kernel)
+    except AttributeError:
+        if hasattr(kernel, "_launch_cache"):
+            raise
+        raise TypeError(f"launch: kernel must be a cuabi.Kernel, not "
+                        f"{type(kernel).__name__}") from None
     pl.pack(*args)
-    c = config._c
+    try:
+        c = config._c
+    except AttributeError:
+        raise TypeError(f"launch: config must be a cuabi.LaunchConfig, not "
+                        f"{type(config).__name__}") from None
     if stream is None:
         if c.stream is not None:
             c.stream = None
@@ -255,9 +304,7 @@ def launch(stream, config: LaunchConfig, kernel, *args) -> None:
             c.stream = h
     st = _launch(pl.k, pl.p, config._p)
     if st:
-        if kernel._h is None:
-            kernel.handle
-        raise_last(st, "cuabi_launch")
+        _launch_failed(st, kernel)
     if _captures:
         _keep_for_captures(args)
 
@@ -279,8 +326,12 @@ class PreparedLaunch(Handle):
         self._stream = stream
         Handle.__init__(self, call("cuabi_prepared_create", kernel, self._pack,
                                    C.byref(config._for(stream))))
-        self._arg = _ptr(self._h)
-        self.raw_launch = partial(_prepared_launch, self._arg)
+        self._bind(self._h)
+
+    def _bind(self, h) -> None:
+        self._arg = _ptr(h)
+        self.raw_launch = (fast.BoundPrepared(h) if fast is not None
+                           else partial(_prepared_launch, self._arg))
 
     def __call__(self) -> None:
         st = _prepared_launch(self._arg)
@@ -297,10 +348,66 @@ class PreparedLaunch(Handle):
         lib.cuabi_prepared_set_grid(self, *_dim3(grid))
 
     def close(self) -> None:
-        self._arg = _ptr(None)
-        self.raw_launch = partial(_prepared_launch, self._arg)
+        self._bind(None)
         super().close()
 
 
 def prepare(kernel, config: LaunchConfig, stream=None, *args) -> PreparedLaunch:
     return PreparedLaunch(kernel, config, stream, *args)
+
+
+def _pointer_getter(t):
+    """The fastest address getter for arguments of array-like type t."""
+    if getattr(t, "_cuabi_pointer_", False):
+        return attrgetter("ptr")
+    if callable(getattr(t, "data_ptr", None)) and not hasattr(t, "__cuda_array_interface__"):
+        return methodcaller("data_ptr")
+    return device_pointer
+
+
+def _arg_class(v):
+    """How the compiled packer reads arguments of type(v) (asked once per
+    type): (class, item size, address getter) with the classes of
+    fast_pack.c. Arrays: their address, by the getter launch() uses; numpy
+    scalars: their value, read from the object once its layout is checked
+    here; anything else: the Python packer's."""
+    t = type(v)
+    if is_array_like(v):
+        from ._memory import Buffer
+        from ._view import View
+        cls = (fast.ARG_VIEW if t is View else fast.ARG_BUFFER if t is Buffer
+               else fast.ARG_POINTER)
+        return cls, 8, _pointer_getter(t)
+    dt = getattr(v, "dtype", None)
+    if dt is not None and t.__module__ == "numpy" and is_scalar(v) and _scalar_layout_holds(v):
+        cls = {"i": fast.ARG_NP_INT, "u": fast.ARG_NP_UINT, "f": fast.ARG_NP_FLOAT,
+               "b": fast.ARG_NP_BOOL}.get(dt.kind)
+        if cls is not None and dt.itemsize in (1, 2, 4, 8) and dt.isnative:
+            return cls, dt.itemsize, None
+    return fast.ARG_UNKNOWN, 0, None
+
+
+_SCALAR_VALUE_OFFSET = object.__basicsize__   # numpy scalars: the value after the header
+
+
+def _scalar_layout_holds(v) -> bool:
+    """A numpy scalar type keeps its value right after the object header
+    (numpy's Py<Type>ScalarObject): checked on two values of the type."""
+    t = type(v)
+    try:
+        probes = (t(1), t(0))
+        return all(C.string_at(id(p) + _SCALAR_VALUE_OFFSET, p.dtype.itemsize) == p.tobytes()
+                   for p in probes + (v,))
+    except Exception:
+        return False
+
+
+if fast is not None:
+    # The compiled backend: launch() and PreparedLaunch.__call__ in C, with
+    # launch_py as the path for everything they leave to Python.
+    PreparedLaunch.__call__ = PreparedLaunch.launch = fast.launch_setup(
+        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures)
+    fast.pack_setup(_arg_class, _SCALAR_VALUE_OFFSET)
+    launch = fast.launch
+else:
+    launch = launch_py

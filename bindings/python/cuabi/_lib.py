@@ -1,21 +1,28 @@
-"""Loading libcuabi and checking that it matches this binding.
+"""Loading libcuabi, checking that it matches this binding, and choosing the
+backend of the hot calls.
 
-`lib` is the ctypes CDLL with every function of the API description bound
-(argtypes/restype from the generated _capi.FUNCTIONS); functions returning
-cuabi_status raise a CuabiError subclass on failure. `call()` handles output
-parameters generically, so most of the hand-written layer is one line per
-method. Hot paths fetch raw function pointers with `raw()` instead.
+`lib` gives every function of the API description as a ctypes function
+bound with its generated signature (argtypes/restype from _capi.FUNCTIONS),
+bound on first use; functions returning cuabi_status raise a CuabiError
+subclass on failure. `call()` handles output parameters generically, so most
+of the hand-written layer is one line per method.
+
+The hot paths (launch, prepared launches, from_dlpack) run in the compiled
+extension cuabi._fast when it is there (`backend == "compiled"`), else in
+Python over ctypes (`"ctypes"`); CUABI_BACKEND=ctypes or =compiled forces
+one. Both accept the same inputs and raise the same exceptions: the
+extension hands whatever it does not handle itself to the Python code.
 """
 from __future__ import annotations
 
 import ctypes as C
-import ctypes.util
 import os
 
 from . import _capi
 from .errors import CuabiImportError, error_class
 
 STATUS_T = C.c_int
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates():
@@ -23,10 +30,16 @@ def _candidates():
     if env:
         yield env, "CUABI_LIBRARY"
         return
+    # A wheel bundles the library next to the package (docs/python.md).
+    bundled = os.path.join(_HERE, f"libcuabi.so.{_capi.ABI_VERSION}")
+    if os.path.exists(bundled):
+        yield bundled, "the copy bundled with the package"
+    yield f"libcuabi.so.{_capi.ABI_VERSION}", "the dynamic loader"
+    # Last: find_library runs `ldconfig -p` (tens of milliseconds).
+    import ctypes.util
     found = ctypes.util.find_library("cuabi")
     if found:
         yield found, "ctypes.util.find_library('cuabi')"
-    yield f"libcuabi.so.{_capi.ABI_VERSION}", "the dynamic loader"
     yield "libcuabi.so", "the dynamic loader"
 
 
@@ -43,52 +56,88 @@ def load_library() -> tuple[C.CDLL, str]:
         + "\n  ".join(tried))
 
 
-def check_library(cdll, path: str, structs=None, functions=None) -> None:
-    """Refuse a library whose ABI version, exports or struct layouts differ
-    from the description this binding was generated from."""
-    structs = _capi.STRUCTS if structs is None else structs
-    functions = _capi.FUNCTIONS if functions is None else functions
-    missing = [n for n in functions if not hasattr(cdll, n)]
-    if missing:
-        raise CuabiImportError(
-            f"cuabi: {path} lacks {len(missing)} function(s) this binding needs "
+# ------------------------------------------------------------- the checks
+
+def _missing_message(path, missing) -> str:
+    return (f"cuabi: {path} lacks {len(missing)} function(s) this binding needs "
             f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); "
             "the library is older than the Python package: install matching versions")
+
+
+def _abi_message(path, lib_abi, ours) -> str:
+    return (f"cuabi: {path} has ABI version {lib_abi}, this binding was generated for "
+            f"ABI {ours}: install matching versions of libcuabi and the Python package")
+
+
+def _layout_message(path, problems) -> str:
+    return (f"cuabi: struct layouts of {path} differ from this binding (mismatched "
+            "versions or a different platform ABI):\n  " + "\n  ".join(problems))
+
+
+def _missing_functions(cdll, functions) -> list:
+    """Functions of the description the library lacks. The whole API: one
+    call (cuabi_get_api's table is shorter in an older library) instead of
+    a dlsym per function."""
+    if functions is not None:
+        return [n for n in functions if not hasattr(cdll, n)]
+    try:
+        get_api = cdll["cuabi_get_api"]
+    except AttributeError:
+        return [n for n in _capi.FUNCTIONS if not hasattr(cdll, n)]
+    get_api.restype, get_api.argtypes = STATUS_T, [C.c_uint, C.POINTER(C.c_void_p)]
+    table = C.c_void_p()
+    if get_api(_capi.API_TABLE_VERSION, C.byref(table)) != 0 or not table.value:
+        return [n for n in _capi.FUNCTIONS if not hasattr(cdll, n)]
+    # struct cuabi_api { unsigned version; size_t size; functions... }
+    have = (C.c_size_t.from_address(table.value + 8).value - 16) // 8
+    return list(_capi.TABLE_FUNCTIONS[max(have, 0):])
+
+
+def check_library(cdll, path: str, structs=None, functions=None) -> None:
+    """Refuse a library whose exports, ABI version or struct layouts differ
+    from the description this binding was generated from (the ctypes
+    backend's check; the compiled one makes the same checks in C)."""
+    missing = _missing_functions(cdll, functions)
+    if missing:
+        raise CuabiImportError(_missing_message(path, missing))
     abi = cdll["cuabi_abi_version"]
     abi.restype, abi.argtypes = C.c_uint, []
     if abi() != _capi.ABI_VERSION:
-        raise CuabiImportError(
-            f"cuabi: {path} has ABI version {abi()}, this binding was generated for "
-            f"ABI {_capi.ABI_VERSION}: install matching versions of libcuabi and the "
-            "Python package")
+        raise CuabiImportError(_abi_message(path, abi(), _capi.ABI_VERSION))
+    problems = layout_problems(cdll, _capi.STRUCTS if structs is None else structs)
+    if problems:
+        raise CuabiImportError(_layout_message(path, problems))
+
+
+def layout_problems(cdll, structs) -> list:
+    """Each size or field offset of the ctypes structs `structs` (name ->
+    class) that differs from the library's (cuabi_struct_size/_field_offset)."""
     size = cdll["cuabi_struct_size"]
     size.restype, size.argtypes = STATUS_T, [C.POINTER(C.c_size_t), C.c_char_p]
     offset = cdll["cuabi_struct_field_offset"]
     offset.restype = STATUS_T
     offset.argtypes = [C.POINTER(C.c_size_t), C.c_char_p, C.c_char_p]
     out = C.c_size_t()
+    ref = C.byref(out)
     problems = []
     for name, cls in structs.items():
-        if size(C.byref(out), name.encode()) != 0:
+        bname = name.encode()
+        if size(ref, bname) != 0:
             problems.append(f"{name}: unknown to the library")
             continue
         if out.value != C.sizeof(cls):
             problems.append(f"{name}: size {out.value} in the library, "
                             f"{C.sizeof(cls)} in the binding")
         for fname, *_ in cls._fields_:
-            if offset(C.byref(out), name.encode(), fname.encode()) != 0:
+            if offset(ref, bname, fname.encode()) != 0:
                 problems.append(f"{name}.{fname}: unknown to the library")
             elif out.value != getattr(cls, fname).offset:
                 problems.append(f"{name}.{fname}: offset {out.value} in the library, "
                                 f"{getattr(cls, fname).offset} in the binding")
-    if problems:
-        raise CuabiImportError(
-            f"cuabi: struct layouts of {path} differ from this binding (mismatched "
-            "versions or a different platform ABI):\n  " + "\n  ".join(problems))
+    return problems
 
 
 _cdll, LIBRARY_PATH = load_library()
-check_library(_cdll, LIBRARY_PATH)
 
 _last_error = _cdll.cuabi_last_error
 _last_error.restype = C.POINTER(_capi.cuabi_error_info)
@@ -116,6 +165,59 @@ def raise_last(status: int, where: str = ""):
     cause = take_exception() if status == _capi.CUABI_ERROR_CALLBACK else None
     raise err from cause
 
+
+def address(name: str) -> int:
+    return C.cast(getattr(_cdll, name), C.c_void_p).value
+
+
+# ------------------------------------------------------------ the backend
+
+def _attach_compiled():
+    """cuabi._fast attached to this library, or None with the reason."""
+    try:
+        from . import _fast
+    except ImportError as e:
+        return None, f"cuabi._fast not importable ({e})"
+    problems = _fast.attach(address("cuabi_get_api"), raise_last)
+    if problems:
+        raise refusal(problems, LIBRARY_PATH)
+    return _fast, f"cuabi._fast ({os.path.basename(_fast.__file__)})"
+
+
+def refusal(problems, path) -> CuabiImportError:
+    """The CuabiImportError for what cuabi._fast.attach() found (the same
+    messages as check_library's)."""
+    for kind, *detail in problems:
+        if kind == "missing":
+            return CuabiImportError(_missing_message(path, detail[0]))
+        if kind == "abi":
+            return CuabiImportError(_abi_message(path, *detail))
+        if kind == "table":
+            return CuabiImportError(f"cuabi: {path}: {detail[0]}: the library is older "
+                                    "than the Python package: install matching versions")
+    return CuabiImportError(_layout_message(path, [d for k, d in problems]))
+
+
+_choice = os.environ.get("CUABI_BACKEND", "").strip().lower()
+if _choice not in ("", "auto", "compiled", "ctypes"):
+    raise CuabiImportError(
+        f"cuabi: CUABI_BACKEND={_choice!r}: use 'compiled' (the extension cuabi._fast), "
+        "'ctypes' or leave it unset (the extension when it is there)"
+        + (" -- the cffi backend was replaced by cuabi._fast" if _choice == "cffi" else ""))
+fast = None
+if _choice == "ctypes":
+    backend_note = "CUABI_BACKEND=ctypes"
+else:
+    fast, backend_note = _attach_compiled()
+    if fast is None and _choice == "compiled":
+        raise CuabiImportError(f"cuabi: CUABI_BACKEND=compiled but {backend_note}")
+if fast is None:
+    check_library(_cdll, LIBRARY_PATH)
+#: "compiled" (cuabi._fast) or "ctypes": what runs the hot calls.
+backend = "compiled" if fast is not None else "ctypes"
+
+
+# ------------------------------------------------------------- the functions
 
 def _errcheck(result, func, args):
     if result:
@@ -148,16 +250,26 @@ def _checked(fn):
 
 
 class _Lib:
-    """Every function of the API, bound with its generated signature."""
+    """Every function of the API, bound with its generated signature on
+    first use (binding all of them at import cost milliseconds)."""
 
     def __init__(self, cdll):
-        for name, (restype, argtypes, _params) in _capi.FUNCTIONS.items():
-            fn = getattr(cdll, name)
-            fn.restype = restype
-            fn.argtypes = list(argtypes)
-            if restype is C.c_int and name not in ("cuabi_status_name", "cuabi_status_message"):
-                fn.errcheck = _errcheck
-            setattr(self, name, _checked(fn))
+        self._cdll = cdll
+
+    def __getattr__(self, name):
+        try:
+            restype, argtypes, _params = _capi.FUNCTIONS[name]
+        except KeyError:
+            raise AttributeError(f"libcuabi has no function {name!r} in the API "
+                                 "description") from None
+        fn = self._cdll[name]          # its own _FuncPtr, unlike getattr(cdll, name)
+        fn.restype = restype
+        fn.argtypes = list(argtypes)
+        if restype is C.c_int and name not in ("cuabi_status_name", "cuabi_status_message"):
+            fn.errcheck = _errcheck
+        bound = _checked(fn)
+        setattr(self, name, bound)
+        return bound
 
 
 lib = _Lib(_cdll)
@@ -169,10 +281,6 @@ def raw(name: str, restype=STATUS_T):
     fn = _cdll[name]          # a fresh _FuncPtr, independent of lib.<name>
     fn.restype = restype
     return fn
-
-
-def address(name: str) -> int:
-    return C.cast(getattr(_cdll, name), C.c_void_p).value
 
 
 # ------------------------------------------------------------- generic calls
@@ -244,39 +352,8 @@ def status_message(status: int) -> str:
     return _str(lib.cuabi_status_message(status))
 
 
-# Optional cffi backend for hot calls (ABI mode: no compiler needed).
-# CUABI_BACKEND=ctypes forces ctypes (to compare); `backend` says which one
-# the hot calls use and `backend_note` why, so benchmarks can print it.
-ffi = cffi_lib = None
-backend_note = ""
-if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
-    backend_note = "CUABI_BACKEND=ctypes"
-else:
-    try:
-        import cffi as _cffi
-    except ImportError as e:  # ctypes always works
-        backend_note = f"cffi not importable ({e})"
-    else:
-        from ._cdef import CDEF as _CDEF
-        try:
-            ffi = _cffi.FFI()
-            ffi.cdef(_CDEF)
-            cffi_lib = ffi.dlopen(LIBRARY_PATH)
-            backend_note = f"cffi {_cffi.__version__} ABI mode"
-        except Exception as e:  # cffi cannot parse/open: fall back to ctypes
-            ffi = cffi_lib = None
-            backend_note = f"cffi failed: {type(e).__name__}: {e}"
-backend = "cffi" if cffi_lib is not None else "ctypes"
-
-
 def hot(name: str):
-    """(function, pointer) for a hot call: the cffi function when cffi is
-    there (~0.1 us a call), else an unchecked ctypes pointer (raw()). Pass
-    its pointer arguments made by pointer(value) once, up front."""
-    if cffi_lib is not None:
-        return getattr(cffi_lib, name), _cffi_pointer
+    """(function, pointer) for a hot call of the ctypes backend: an
+    unchecked ctypes function, and the maker of its pointer arguments
+    (c_void_p) to build once, up front."""
     return raw(name), C.c_void_p
-
-
-def _cffi_pointer(value):
-    return ffi.cast("void *", value or 0)

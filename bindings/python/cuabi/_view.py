@@ -12,7 +12,7 @@ import threading
 from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
-from ._lib import call, lib, new_struct, raise_last, raw
+from ._lib import address, call, fast, lib, new_struct, raise_last, raw
 from .errors import ClosedHandleError
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
@@ -750,9 +750,12 @@ class _ExchangeAPI(C.Structure):
 
 
 _EXCHANGE_CAPSULE = b"dlpack_exchange_api"
-# int managed_tensor_from_py_object_no_sync(void *py_object,
-#                                           DLManagedTensorVersioned **out)
-_FROM_PYOBJECT = C.PYFUNCTYPE(C.c_int, C.py_object, C.c_void_p)
+# cuabi_view_from_exchange(cuabi_view **out, const DLPackExchangeAPI *api,
+#                          void *py_object): the producer's function needs
+# the GIL, so called like a Python C-API function (PYFUNCTYPE keeps the GIL
+# and raises the Python exception the producer set).
+_view_from_exchange = C.PYFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.py_object)(
+    address("cuabi_view_from_exchange"))
 
 
 def _exchange_api_of(tp):
@@ -779,28 +782,25 @@ def _exchange_api_of(tp):
 
 def _exchange_handler_for(tp):
     """Any producer with an exchange table: its owning export
-    (managed_tensor_from_py_object_no_sync) straight into the C import,
-    which takes the tensor's flags (read-only, ...) as a capsule's. Without
-    the function, or when it fails, the producer's __dlpack__ decides."""
+    (managed_tensor_from_py_object_no_sync) straight into the C import
+    (cuabi_view_from_exchange), which takes the tensor's flags (read-only,
+    ...) as a capsule's. Without the function, or when it fails, the
+    producer's __dlpack__ decides."""
     api = _exchange_api_of(tp)
-    fn = api.managed_tensor_from_py_object_no_sync if api is not None else None
-    if not fn:
+    if api is None or not api.managed_tensor_from_py_object_no_sync:
         return None
-    export = _FROM_PYOBJECT(fn)
+    table = C.addressof(api)
 
     def exchange_handler(obj):
         sc = _tls.__dict__.get("s") or _scratch()
-        sc.out.value = None
         try:
-            rc = export(obj, sc.out_addr)
+            st = _view_from_exchange(sc.out_addr, table, obj)
         except Exception:   # the producer's exception: let __dlpack__ say it
-            rc = -1
-        ptr = sc.out.value
-        if rc or not ptr:
+            st = _capi.CUABI_ERROR_CALLBACK
+        if st == _capi.CUABI_ERROR_CALLBACK:
             return _dlpack_handler(obj)
-        st = _view_from_v(sc.out_ref, C.c_void_p(ptr))   # owns it, also on refusal
         if st:
-            raise_last(st, "cuabi_view_from_dlpack_versioned")
+            raise_last(st, "cuabi_view_from_exchange")
         return View._new(sc.out.value)
     return exchange_handler
 
@@ -945,12 +945,17 @@ def _cupy_handler_for(cupy):
             strides = x.strides
             if any(s % isz for s in strides) or not _layout_ok(shape, strides, isz, ptr):
                 return _cai_or_dlpack_handler(x)
+        d = (ptr, CUDA, mem.device_id, c[0], c[1], shape, strides, 0, isz)
+        stream = current_ptr() or default_ptr()      # a raw CUstream, wrapped on demand
+        if fast_lazy is not None:                    # the compiled backend: in C
+            return fast_lazy(d, x, stream)
         v = _View_new(View)
         v._h = v._fin = v._info = None
-        v._stream = current_ptr() or default_ptr()   # a raw CUstream, wrapped on demand
+        v._stream = stream
         v._owner = x
-        v._d = (ptr, CUDA, mem.device_id, c[0], c[1], shape, strides, 0, isz)
+        v._d = d
         return v
+    fast_lazy = fast.lazy_view if fast is not None else None
     return cupy_handler
 
 
@@ -1074,7 +1079,7 @@ def _cai_or_dlpack_handler(obj):
 _HANDLERS: dict = {}
 
 
-def from_dlpack(obj, *, stream=None) -> View:
+def from_dlpack_py(obj, *, stream=None) -> View:
     """A View of any array: a DLPack producer (asked for the versioned
     protocol first), a DLPack capsule, a __cuda_array_interface__ or
     __array_interface__ object. Shares memory; never copies.
@@ -1089,6 +1094,9 @@ def from_dlpack(obj, *, stream=None) -> View:
             h = _HANDLERS[tp] = _handler_for(tp) or _no_handler
         return h(obj)
     return _from_dlpack_stream(obj, stream)
+
+
+from_dlpack = from_dlpack_py
 
 
 def _no_handler(obj):
@@ -1124,3 +1132,90 @@ def _from_dlpack_stream(obj, stream) -> View:
         return _from_cai(obj, ai, None, False)
     raise TypeError(f"cuabi.from_dlpack: {type(obj).__name__} supports neither DLPack "
                     "nor the (CUDA) array interface")
+
+
+# ---- the compiled backend (cuabi._fast: bindings/python/src/fast_view.c)
+
+def _reset_handlers() -> None:
+    """Forget the handler chosen for each type (both backends' caches)."""
+    _HANDLERS.clear()
+    if fast is not None:
+        fast.clear_handlers()
+
+
+def _fast_handler_for(tp):
+    """(kind, Python handler, exchange table address) for objects of type
+    `tp`: how the compiled from_dlpack() reads them (the kinds of
+    fast_view.c); the Python handler takes whatever it leaves."""
+    py = _HANDLERS.get(tp)
+    if py is None:
+        py = _HANDLERS[tp] = _handler_for(tp) or _no_handler
+    mod = tp.__module__ or ""
+    if mod == "numpy" and tp.__name__ == "ndarray" and py is not _dlpack_handler:
+        np = sys.modules.get("numpy")
+        if np is not None and tp is np.ndarray and _numpy_c_setup(np):
+            return fast.H_NUMPY, py, None
+    if hasattr(tp, "__dlpack__"):
+        api = _exchange_api_of(tp)
+        if api is not None:
+            torch = mod == "torch" or mod.startswith("torch.")
+            if torch and py is not _dlpack_handler and api.dltensor_from_py_object_no_sync:
+                return fast.H_DLTENSOR, py, C.addressof(api)
+            if py.__name__ == "exchange_handler":
+                return fast.H_MANAGED, _dlpack_handler, C.addressof(api)
+    return fast.H_PYTHON, py, None
+
+
+_numpy_c_ready = None
+
+
+def _numpy_c_setup(np) -> bool:
+    """Tell the extension where numpy keeps an array's fields
+    (PyArrayObject_fields: data, nd, dimensions, strides, base, descr,
+    flags, right after the object header), after checking each on probe
+    arrays; False (the Python handler) when any differs."""
+    global _numpy_c_ready
+    if _numpy_c_ready is not None:
+        return _numpy_c_ready
+    head = object.__basicsize__
+    offs = tuple(head + 8 * i for i in range(7))       # the fields, 8 bytes apart
+
+    def word(a, i):
+        return C.c_ssize_t.from_address(id(a) + offs[i]).value
+
+    def holds(a):
+        nd = C.c_int.from_address(id(a) + offs[1]).value
+        flags = C.c_int.from_address(id(a) + offs[6]).value
+        if nd != a.ndim:
+            return False
+        if nd and (tuple((C.c_int64 * nd).from_address(word(a, 2))) != a.shape
+                   or tuple((C.c_int64 * nd).from_address(word(a, 3))) != a.strides):
+            return False
+        return (word(a, 0) == a.__array_interface__["data"][0]
+                and word(a, 4) == (0 if a.base is None else id(a.base))
+                and word(a, 5) == id(a.dtype)
+                and bool(flags & _NPY_C_CONTIGUOUS) == a.flags.c_contiguous
+                and bool(flags & _NPY_WRITEABLE) == a.flags.writeable)
+    try:
+        base = np.arange(24, dtype=np.float64).reshape(4, 6)
+        ro = base[1:]
+        ro.flags.writeable = False
+        probes = (base, base[1:, ::2], base.T, ro, np.zeros(0, np.int8), np.zeros(()))
+        ok = sys.implementation.name == "cpython" and all(holds(a) for a in probes)
+    except Exception:
+        ok = False
+    if ok:
+        dts = [(np.dtype(name), cb[0], cb[1]) for name, cb in _BY_NAME.items()
+               if name != "bfloat16"]
+        fast.numpy_setup(np.ndarray, offs, _NPY_C_CONTIGUOUS, _NPY_WRITEABLE, dts)
+    _numpy_c_ready = ok
+    return ok
+
+
+if fast is not None:
+    fast.view_setup(View, from_dlpack_py, _fast_handler_for, View._new, list(_NAMES))
+    _lazy = fast.lazy_view          # the same object, made in C
+    # The DLPack C exchange API, producer side (fast_exchange.c): torch and
+    # C extensions take views through these functions instead of __dlpack__.
+    View.__dlpack_c_exchange_api__, View.__c_dlpack_exchange_api__ = fast.exchange_api()
+    from_dlpack = fast.from_dlpack

@@ -66,8 +66,11 @@ class ExchangeTable:
     __dlpack_c_exchange_api__, `address` the table."""
 
     def __init__(self, export=None, major=1, minor=3, prev=None,
-                 name=b"dlpack_exchange_api"):
-        self.calls = {"export": 0}
+                 name=b"dlpack_exchange_api", dltensor=None):
+        """dltensor(obj, DLTensor address) -> 0, or -1 to fail: the
+        non-owning export (dltensor_from_py_object_no_sync), counted in
+        calls["dltensor"]."""
+        self.calls = {"export": 0, "dltensor": 0}
         self.prev = prev
         t = self.table = _Table()
         t.header.major, t.header.minor = major, minor
@@ -82,6 +85,13 @@ class ExchangeTable:
                 C.c_void_p.from_address(out).value = p
                 return 0
             t.managed_tensor_from_py_object_no_sync = self._keep(call_export)
+        if dltensor is not None:
+            def call_dltensor(o, out):
+                self.calls["dltensor"] += 1
+                return dltensor(o, out)
+            f = _FROM_OBJECT(call_dltensor)
+            self._fns.append(f)
+            t.dltensor_from_py_object_no_sync = C.cast(f, C.c_void_p).value
         self.address = C.addressof(t)
         self._name = name
         self.capsule = _capsule_new(self.address, name, None)
@@ -281,3 +291,31 @@ def make_fake_cupy(with_stream_ptr=True):
     backends.get_default_stream_ptr = _default_stream_ptr
     return {"cupy": cupy, "cupy._core": cupy._core, "cupy._util": CUPY_UTIL,
             "cupy_backends.cuda.stream": backends}
+
+
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+def numpy_dltensor(arr, out, device=(1, 0), keep=None):
+    """Fill the DLTensor at `out` for a numpy array as torch's
+    dltensor_from_py_object_no_sync fills it for a tensor: data pointer,
+    shape, strides in elements; `keep` (a list) holds the int64 arrays."""
+    t = DLTensorView.from_address(out)
+    t.data = arr.__array_interface__["data"][0]
+    t.device_type, t.device_id = device
+    t.ndim = arr.ndim
+    t.code, t.bits, t.lanes = _DL_CODES[arr.dtype.kind], arr.dtype.itemsize * 8, 1
+    dims = (C.c_int64 * max(arr.ndim, 1))(*arr.shape)
+    strides = (C.c_int64 * max(arr.ndim, 1))(*(s // arr.itemsize for s in arr.strides))
+    t.shape, t.strides, t.byte_offset = C.addressof(dims), C.addressof(strides), 0
+    if keep is not None:
+        keep += [dims, strides]
+    return 0
+
+
+class DLTensorView(C.Structure):
+    """DLTensor with its device and dtype flattened (the same layout)."""
+    _fields_ = [("data", C.c_void_p), ("device_type", C.c_int32), ("device_id", C.c_int32),
+                ("ndim", C.c_int32), ("code", C.c_uint8), ("bits", C.c_uint8),
+                ("lanes", C.c_uint16), ("shape", C.c_void_p), ("strides", C.c_void_p),
+                ("byte_offset", C.c_uint64)]

@@ -11,7 +11,9 @@ import cuabi
 from cuabi import _capi, _lib
 from cuabi._core import Stream
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the package under test lives (conftest): subprocesses import it too.
+HERE = os.environ.get("CUABI_PYTHON_PATH") or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_version_and_abi():
@@ -154,13 +156,32 @@ def test_no_driver_is_reported():
         cuabi.Device(0)
 
 
-def test_cffi_backend_when_installed():
-    pytest.importorskip("cffi")
-    if os.environ.get("CUABI_BACKEND", "").lower() == "ctypes":
-        pytest.skip("CUABI_BACKEND=ctypes")
-    assert _lib.cffi_lib is not None and cuabi.backend == "cffi"
-    assert _lib.ffi.sizeof("cuabi_device_properties") == C.sizeof(_capi.cuabi_device_properties)
-    assert _lib.ffi.string(_lib.cffi_lib.cuabi_version_string()).decode() == cuabi.__version__
+def test_backend_is_the_one_asked_for():
+    asked = os.environ.get("CUABI_BACKEND", "").lower()
+    assert cuabi.backend in ("compiled", "ctypes") and isinstance(cuabi.backend_note, str)
+    if asked in ("compiled", "ctypes"):
+        assert cuabi.backend == asked
+    assert (_lib.fast is not None) == (cuabi.backend == "compiled")
+
+
+def _import_with(**env):
+    env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", "import cuabi; print(cuabi.backend)"],
+                          cwd=HERE, env=env, capture_output=True, text=True)
+
+
+def test_unknown_backend_is_import_error():
+    r = _import_with(CUABI_BACKEND="cffi")
+    assert r.returncode != 0 and "CuabiImportError" in r.stderr
+    assert "replaced by cuabi._fast" in r.stderr
+    r = _import_with(CUABI_BACKEND="fortran")
+    assert r.returncode != 0 and "'compiled'" in r.stderr
+
+
+def test_ctypes_backend_can_always_be_forced():
+    r = _import_with(CUABI_BACKEND="ctypes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ctypes"
 
 
 def test_exit_with_live_handles_is_clean():
@@ -194,3 +215,52 @@ def test_exit_with_live_objects_of_every_kind_is_clean():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
+
+
+def test_import_loads_only_what_it_needs():
+    # `import cuabi` (docs/python.md: <= 40 ms, bench/bench_import.py) loads
+    # the library, the checks and the exceptions; the rest on first use.
+    code = ("import sys, cuabi\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuabi')))\n"
+            "print('ctypes.util' in sys.modules, 'dataclasses' in sys.modules)\n"
+            "cuabi.Program; cuabi.launch; cuabi.from_dlpack; cuabi.__version__\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cuabi')))\n")
+    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=HERE, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=HERE))
+    assert r.returncode == 0, r.stderr
+    first, flags, after = r.stdout.splitlines()
+    assert set(eval(first)) <= {"cuabi", "cuabi._capi", "cuabi.errors", "cuabi._lib",
+                                "cuabi._fast"}
+    assert flags == "False False"      # find_library and dataclasses not needed
+    assert {"cuabi._compile", "cuabi._launch", "cuabi._view"} <= set(eval(after))
+
+
+def test_lazy_names_are_the_modules_names():
+    from cuabi import _compile, _launch, _view
+    assert cuabi.launch is _launch.launch and cuabi.Program is _compile.Program
+    assert cuabi.from_dlpack is _view.from_dlpack and cuabi.__version__ == cuabi.version()
+    assert {"launch", "Program", "View"} <= set(dir(cuabi))
+    with pytest.raises(AttributeError):
+        cuabi.no_such_thing
+
+
+def test_without_the_extension_the_package_is_ctypes(tmp_path):
+    # The package's sources alone (no cuabi._fast beside them): ctypes, and
+    # the note says why; CUABI_BACKEND=compiled refuses to import.
+    import shutil
+    pkg = tmp_path / "cuabi"
+    pkg.mkdir()
+    for f in os.listdir(os.path.dirname(cuabi.__file__)):
+        if f.endswith(".py"):
+            shutil.copy(os.path.join(os.path.dirname(cuabi.__file__), f), pkg / f)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop("CUABI_BACKEND", None)
+    code = "import cuabi; print(cuabi.backend); print(cuabi.backend_note)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    backend, note = r.stdout.splitlines()
+    assert backend == "ctypes" and "not importable" in note
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                       env=dict(env, CUABI_BACKEND="compiled"), capture_output=True, text=True)
+    assert r.returncode != 0 and "CUABI_BACKEND=compiled" in r.stderr

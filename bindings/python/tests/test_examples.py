@@ -19,7 +19,10 @@ SCRIPTS = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py") and not f.
 def test_example_runs_from_elsewhere(script, tmp_path):
     if script == "link_ptx.py" and cuabi.runtime_info()["nvjitlink_status"] != 0:
         pytest.skip("nvJitLink not available")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The example finds the package itself (_cuabi_path.py): the sources,
+    # so the ctypes backend unless the package is installed.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "CUABI_BACKEND", "CUABI_PYTHON_PATH")}
     env["CUABI_LIBRARY"] = cuabi.LIBRARY_PATH    # an absolute path, as documented
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)

@@ -208,7 +208,9 @@ def test_success_paths_with_the_do_nothing_driver(tmp_path):
     if fake is None:
         pytest.skip("bench/.libs/fake_libcuda.so is not built")
     env = dict(os.environ, CUABI_DRIVER_PATH=fake)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # the package this run tests (the compiled one when CUABI_BACKEND=compiled)
+    here = os.environ.get("CUABI_PYTHON_PATH") or \
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", CHILD, here], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

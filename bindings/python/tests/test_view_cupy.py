@@ -21,7 +21,8 @@ def cupy(monkeypatch, request):
     mods = make_fake_cupy(with_stream_ptr=request.param)
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setattr(V, "_HANDLERS", {})           # no handler cached from other tests
+    V._reset_handlers()                     # no handler cached from other tests
+    request.addfinalizer(V._reset_handlers)    # nor from this one's fake module
     monkeypatch.setattr(CUPY_STATE, "current", 0)
     monkeypatch.setattr(CUPY_STATE, "ptds", False)
     monkeypatch.setattr(CUPY_UTIL, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 3)

@@ -175,4 +175,4 @@ def test_imports_from_threads_do_not_mix():
 
 
 def test_backend_is_visible():
-    assert cuabi.backend in ("cffi", "ctypes") and isinstance(cuabi.backend_note, str)
+    assert cuabi.backend in ("compiled", "ctypes") and isinstance(cuabi.backend_note, str)

@@ -18,7 +18,7 @@ const L = LibCuABI
 export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
        synchronize, record, elapsed_ms, check_layouts,
        MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
-       compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array, param_types, signature,
+       compile, launch, occupancy, to_dlpack, from_dlpack, from_exchange, unsafe_array, param_types, signature,
        AccessPolicyWindow, TensorMap, im2col_tensormap, replace_address!, tensormap_bytes,
        Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
        update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,

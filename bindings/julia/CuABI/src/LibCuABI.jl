@@ -55,6 +55,22 @@ struct DLManagedTensorVersioned
     dl_tensor::DLTensor
 end
 
+# The DLPack 1.3 C exchange API table (a producer's functions, called by
+# cuabi_view_from_exchange with the GIL of the Python object they take).
+struct DLPackExchangeAPIHeader
+    version::DLPackVersion
+    prev_api::Ptr{Cvoid}
+end
+
+struct DLPackExchangeAPI
+    header::DLPackExchangeAPIHeader
+    managed_tensor_allocator::Ptr{Cvoid}
+    managed_tensor_from_py_object_no_sync::Ptr{Cvoid}
+    managed_tensor_to_py_object_no_sync::Ptr{Cvoid}
+    dltensor_from_py_object_no_sync::Ptr{Cvoid}
+    current_work_stream::Ptr{Cvoid}
+end
+
 const kDLCPU = Cint(1)
 const kDLCUDA = Cint(2)
 const kDLCUDAHost = Cint(3)
@@ -4257,6 +4273,30 @@ function cuabi_graph_exec_graph(out, exec)
     ccall((:cuabi_graph_exec_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_exec}), out, exec)
 end
 
+
+# ---- module exchange (api/exchange.toml)
+
+"""
+cuabi_view_from_exchange(out, api, py_object)
+
+View the Python object `py_object` through the producer's exchange table
+`api` (its managed_tensor_from_py_object_no_sync, then the import of
+cuabi_view_from_dlpack_versioned(), which owns the tensor from there on). A
+table of another major version is followed through its `prev_api` chain to a
+major-1 one, else refused (CUABI_ERROR_INVALID_VERSION names the version).
+The producer's failure is CUABI_ERROR_CALLBACK (its Python exception, if it
+set one, stays set for the caller); a tensor the import refuses is
+CUABI_ERROR_DLPACK (and deleted). No stream ordering: the no-sync export
+is the producer's current state. Call with the GIL held.
+
+- `out` [out, ownership transferred]
+- `api` The producer's table (the pointer in its capsule).
+- `py_object` The PyObject* to view; the producer checks its type.
+"""
+function cuabi_view_from_exchange(out, api, py_object)
+    ccall((:cuabi_view_from_exchange, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLPackExchangeAPI}, Ptr{Cvoid}), out, api, py_object)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -4567,6 +4607,7 @@ const FUNCTIONS = [
     :cuabi_graph_exec_raw,
     :cuabi_graph_exec_device,
     :cuabi_graph_exec_graph,
+    :cuabi_view_from_exchange,
 ]
 
 end # module LibCuABI

@@ -263,6 +263,18 @@ from_dlpack(t::Ptr{L.DLManagedTensorVersioned}) =
 "Import a legacy DLManagedTensor, taking ownership likewise."
 from_dlpack(t::Ptr{L.DLManagedTensor}) = _own(View, _create(out -> L.cuabi_view_from_dlpack(out, t)))
 
+"""
+    from_exchange(api::Ptr{DLPackExchangeAPI}, obj::Ptr{Cvoid}) -> View
+
+View a Python object (a `PyObject*`, e.g. a torch tensor reached through
+PythonCall) through its type's DLPack C exchange table (DLPack 1.3,
+`type(obj).__dlpack_c_exchange_api__`): the table's owning export, imported
+with ownership. Hold the GIL. A table of an unknown version, the producer's
+failure (`CUABI_ERROR_CALLBACK`) and a refused tensor raise `CuABIError`.
+"""
+from_exchange(api::Ptr{L.DLPackExchangeAPI}, obj::Ptr{Cvoid}) =
+    _own(View, _create(out -> L.cuabi_view_from_exchange(out, api, obj)))
+
 "Export a view as DLPack 1.1; the caller owns the result (call its deleter once)."
 function to_dlpack(v::View)
     out = Ref{Ptr{L.DLManagedTensorVersioned}}(C_NULL)

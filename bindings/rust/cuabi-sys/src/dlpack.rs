@@ -106,3 +106,43 @@ mod tests {
         assert_eq!(size_of::<DLManagedTensor>(), 64);
     }
 }
+
+/// A producer's owning export (`managed_tensor_from_py_object_no_sync`):
+/// 0 and `*out` set, or -1 with a Python exception set.
+pub type DLPackManagedTensorFromPyObjectNoSync =
+    Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> i32>;
+
+/// The stable head of a DLPack 1.3 C exchange table: check `version.major`,
+/// follow `prev_api` to an older table.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct DLPackExchangeAPIHeader {
+    pub version: DLPackVersion,
+    pub prev_api: *mut DLPackExchangeAPIHeader,
+}
+
+/// A Python array type's DLPack C exchange table (DLPack 1.3), published as
+/// `type(x).__dlpack_c_exchange_api__`. The functions taking or giving a
+/// `PyObject*` (as `*mut c_void`) need the GIL; `cuabi_view_from_exchange`
+/// consumes one.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct DLPackExchangeAPI {
+    pub header: DLPackExchangeAPIHeader,
+    pub managed_tensor_allocator: Option<
+        unsafe extern "C" fn(
+            prototype: *mut DLTensor,
+            out: *mut *mut DLManagedTensorVersioned,
+            error_ctx: *mut c_void,
+            set_error: Option<unsafe extern "C" fn(*mut c_void, *const core::ffi::c_char, *const core::ffi::c_char)>,
+        ) -> i32,
+    >,
+    pub managed_tensor_from_py_object_no_sync: DLPackManagedTensorFromPyObjectNoSync,
+    pub managed_tensor_to_py_object_no_sync:
+        Option<unsafe extern "C" fn(tensor: *mut DLManagedTensorVersioned, out_py_object: *mut *mut c_void) -> i32>,
+    pub dltensor_from_py_object_no_sync:
+        Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut DLTensor) -> i32>,
+    pub current_work_stream: Option<
+        unsafe extern "C" fn(device_type: DLDeviceType, device_id: i32, out_current_stream: *mut *mut c_void) -> i32,
+    >,
+}

@@ -3512,6 +3512,22 @@ unsafe extern "C" {
     pub fn cuabi_graph_exec_graph(out: *mut *mut cuabi_graph, exec: *mut cuabi_graph_exec) -> cuabi_status;
 }
 
+// ---- module exchange (api/exchange.toml)
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// View the Python object `py_object` through the producer's exchange table
+    /// `api` (its managed_tensor_from_py_object_no_sync, then the import of
+    /// cuabi_view_from_dlpack_versioned(), which owns the tensor from there on). A
+    /// table of another major version is followed through its `prev_api` chain to a
+    /// major-1 one, else refused (CUABI_ERROR_INVALID_VERSION names the version).
+    /// The producer's failure is CUABI_ERROR_CALLBACK (its Python exception, if it
+    /// set one, stays set for the caller); a tensor the import refuses is
+    /// CUABI_ERROR_DLPACK (and deleted). No stream ordering: the no-sync export
+    /// is the producer's current state. Call with the GIL held.
+    pub fn cuabi_view_from_exchange(out: *mut *mut cuabi_view, api: *const DLPackExchangeAPI, py_object: *mut c_void) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -3825,5 +3841,6 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_exec_raw", cuabi_graph_exec_raw as *const () as usize),
         ("cuabi_graph_exec_device", cuabi_graph_exec_device as *const () as usize),
         ("cuabi_graph_exec_graph", cuabi_graph_exec_graph as *const () as usize),
+        ("cuabi_view_from_exchange", cuabi_view_from_exchange as *const () as usize),
     ]
 }

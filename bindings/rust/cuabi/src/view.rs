@@ -224,6 +224,21 @@ impl View {
         View::create(|o| unsafe { sys::cuabi_view_from_dltensor(o, t, flags) })
     }
 
+    /// View a Python object through its type's DLPack C exchange table
+    /// (DLPack 1.3, `type(obj).__dlpack_c_exchange_api__`, e.g. a torch
+    /// tensor's): the table's owning export, imported with ownership. A
+    /// table of an unknown version is `CUABI_ERROR_INVALID_VERSION`, the
+    /// producer's failure `CUABI_ERROR_CALLBACK` (its Python exception set),
+    /// a refused tensor `CUABI_ERROR_DLPACK`.
+    ///
+    /// # Safety
+    /// `api` must point to a valid table (one a producer published) and
+    /// `py_object` be a `PyObject*` of the producer's type; the GIL must be
+    /// held (the producer's function runs Python).
+    pub unsafe fn from_exchange(api: *const sys::DLPackExchangeAPI, py_object: *mut core::ffi::c_void) -> Result<View> {
+        View::create(|o| unsafe { sys::cuabi_view_from_exchange(o, api, py_object) })
+    }
+
     /// Export as DLPack 1.1; the result keeps the memory alive until dropped.
     pub fn to_dlpack_versioned(&self) -> Result<ManagedTensorVersioned> {
         let mut p = core::ptr::null_mut();

@@ -151,3 +151,47 @@ fn views_are_send_and_sync() {
     let vs: Vec<_> = (0..4).map(|_| { let v = v.clone(); std::thread::spawn(move || v.to_vec::<u8>().unwrap()) }).collect();
     for h in vs { assert_eq!(h.join().unwrap(), vec![1, 2, 3]); }
 }
+
+// A producer's DLPack C exchange table with a Rust "object": the export
+// hands out a vector's DLPack tensor (what torch's table does for a tensor).
+unsafe extern "C" fn export_vec(obj: *mut core::ffi::c_void,
+                                out: *mut *mut sys::DLManagedTensorVersioned) -> i32 {
+    let n = unsafe { *(obj as *const i64) };
+    let t = ManagedTensorVersioned::from_vec((0..n).map(|i| i as f32).collect(), &[n]).unwrap();
+    unsafe { *out = t.into_raw() };
+    0
+}
+
+unsafe extern "C" fn export_fails(_: *mut core::ffi::c_void,
+                                  out: *mut *mut sys::DLManagedTensorVersioned) -> i32 {
+    unsafe { *out = core::ptr::null_mut() };
+    -1
+}
+
+fn exchange_table(major: u32, export: sys::DLPackManagedTensorFromPyObjectNoSync) -> sys::DLPackExchangeAPI {
+    sys::DLPackExchangeAPI {
+        header: sys::DLPackExchangeAPIHeader { version: sys::DLPackVersion { major, minor: 3 },
+                                               prev_api: core::ptr::null_mut() },
+        managed_tensor_allocator: None,
+        managed_tensor_from_py_object_no_sync: export,
+        managed_tensor_to_py_object_no_sync: None,
+        dltensor_from_py_object_no_sync: None,
+        current_work_stream: None,
+    }
+}
+
+#[test]
+fn views_through_a_producers_exchange_table() {
+    let mut n: i64 = 5;
+    let obj = &mut n as *mut i64 as *mut core::ffi::c_void;
+    let table = exchange_table(1, Some(export_vec));
+    let v = unsafe { View::from_exchange(&table, obj) }.unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
+    let two = exchange_table(2, Some(export_vec));
+    let e = unsafe { View::from_exchange(&two, obj) }.unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_INVALID_VERSION, "{e}");
+    assert!(e.message.contains("cuabi_view_from_exchange"), "{e}");
+    let failing = exchange_table(1, Some(export_fails));
+    assert_eq!(unsafe { View::from_exchange(&failing, obj) }.unwrap_err().status,
+               sys::CUABI_ERROR_CALLBACK);
+}

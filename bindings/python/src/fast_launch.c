@@ -1,0 +1,385 @@
+/* launch(stream, config, kernel, *args) and prepared launches, crossing
+ * into C once.
+ *
+ * A plain launch packs its arguments straight into a pack made from the
+ * kernel's parameter info (cuabi_argpack_blob_pointer), per slot kind
+ * (fast_pack.c), and calls cuabi_launch with the GIL released. Per kernel,
+ * a PlainLaunch keeps that pack; while one thread's launch is in flight
+ * (GIL released), another thread launching the same kernel takes a second
+ * pack ("lane") instead of overwriting the first one's arguments.
+ *
+ * Whatever is not the common case goes to cuabi._launch's Python code,
+ * which the ctypes backend runs: a stream that is not a cuabi Stream (None,
+ * foreign streams), a closed handle, a kernel seen for the first time, an
+ * argument the compiled packer leaves to Python (fast_pack.c). Errors are
+ * raised by the same Python functions in both backends. */
+#include "fast.h"
+#include "fast_pack.h"
+
+#include <string.h>
+
+#define MAX_LANES 8
+
+static PyTypeObject *stream_type, *config_type;
+static Py_ssize_t config_addr_off = -1;     /* LaunchConfig._addr */
+static PyObject *python_launch;             /* cuabi._launch.launch_py */
+static PyObject *launch_failed;             /* cuabi._launch._launch_failed(status, kernel) */
+static PyObject *captures;                  /* cuabi._callbacks.captures: Python graph
+                                               captures in progress (their launches keep
+                                               their arguments: launch_py does that) */
+static PyObject *str_launch_cache, *str_fast;
+
+typedef struct lane {
+    void *pack;                 /* cuabi_argpack *, owned by `keep` */
+    unsigned char *blob;        /* the pack's own storage */
+    PyObject *packer;           /* Python: packer(*args) packs every argument or raises */
+    PyObject *keep;             /* what owns pack and blob */
+    int busy;                   /* a launch with this lane is in flight */
+} lane;
+
+typedef struct {
+    PyObject_HEAD
+    void *kernel;               /* cuabi_kernel * (the Kernel object owns it) */
+    Py_ssize_t nslots;
+    fast_arg_slot *slots;
+    PyObject *new_lane;         /* () -> (pack, blob address, packer, keepalive) */
+    int nlanes;
+    lane lanes[MAX_LANES];
+} PlainLaunch;
+
+static int plain_traverse(PlainLaunch *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->new_lane);
+    for (int i = 0; i < self->nlanes; i++) {
+        Py_VISIT(self->lanes[i].packer);
+        Py_VISIT(self->lanes[i].keep);
+    }
+    return 0;
+}
+
+static int plain_clear(PlainLaunch *self)
+{
+    Py_CLEAR(self->new_lane);
+    for (int i = 0; i < self->nlanes; i++) {
+        Py_CLEAR(self->lanes[i].packer);
+        Py_CLEAR(self->lanes[i].keep);
+        self->lanes[i].pack = NULL;
+        self->lanes[i].blob = NULL;
+    }
+    self->nlanes = 0;
+    return 0;
+}
+
+static void plain_dealloc(PlainLaunch *self)
+{
+    PyObject_GC_UnTrack(self);
+    plain_clear(self);
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* PlainLaunch(kernel_handle, slots, new_lane): slots is a sequence of
+ * (kind, size, offset) as cuabi_argpack_slot_* give them. */
+static PyObject *plain_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *kh, *slots_obj, *new_lane;
+    static char *kwlist[] = {"kernel", "slots", "new_lane", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:PlainLaunch", kwlist, &kh, &slots_obj,
+                                     &new_lane))
+        return NULL;
+    void *kernel = PyLong_AsVoidPtr(kh);
+    if (!kernel) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "PlainLaunch: NULL kernel handle");
+        return NULL;
+    }
+    if (!PyCallable_Check(new_lane)) {
+        PyErr_SetString(PyExc_TypeError, "PlainLaunch: new_lane must be callable");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(slots_obj, "PlainLaunch: slots must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PlainLaunch *self = (PlainLaunch *)type->tp_alloc(type, 0);
+    if (!self) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof *self->slots);
+    if (!self->slots) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fast_arg_slot *s = &self->slots[i];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "inn", &s->kind, &s->size,
+                              &s->offset)) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    self->nslots = n;
+    self->kernel = kernel;
+    self->new_lane = Py_NewRef(new_lane);
+    return (PyObject *)self;
+}
+
+static PyTypeObject PlainLaunch_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cuabi._fast.PlainLaunch",
+    .tp_basicsize = sizeof(PlainLaunch),
+    .tp_dealloc = (destructor)plain_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Per kernel: the packs plain launches pack into (see cuabi._launch).",
+    .tp_traverse = (traverseproc)plain_traverse,
+    .tp_clear = (inquiry)plain_clear,
+    .tp_new = plain_new,
+};
+
+/* A lane no launch is using, marked busy; a new one when all are. */
+static lane *take_lane(PlainLaunch *pl)
+{
+    for (int i = 0; i < pl->nlanes; i++)
+        if (!pl->lanes[i].busy) {
+            pl->lanes[i].busy = 1;
+            return &pl->lanes[i];
+        }
+    if (pl->nlanes == MAX_LANES) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cuabi.launch: more than 8 threads launching one kernel at once "
+                        "(use one PreparedLaunch per thread)");
+        return NULL;
+    }
+    PyObject *r = PyObject_CallNoArgs(pl->new_lane);
+    if (!r)
+        return NULL;
+    PyObject *pack, *blob, *packer, *keep;
+    if (!PyArg_ParseTuple(r, "OOOO", &pack, &blob, &packer, &keep)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    lane *ln = &pl->lanes[pl->nlanes];
+    ln->pack = PyLong_AsVoidPtr(pack);
+    ln->blob = PyLong_AsVoidPtr(blob);
+    if (PyErr_Occurred() || !ln->pack || !ln->blob) {
+        Py_DECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "cuabi.launch: a lane without pack or blob");
+        return NULL;
+    }
+    ln->packer = Py_NewRef(packer);
+    ln->keep = Py_NewRef(keep);
+    ln->busy = 1;
+    pl->nlanes++;
+    Py_DECREF(r);
+    return ln;
+}
+
+static PlainLaunch *plain_of(PyObject *kernel)
+{
+    PyObject *cache = PyObject_GetAttr(kernel, str_launch_cache);
+    if (!cache) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *pl = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, str_fast) : NULL;
+    Py_DECREF(cache);                  /* the dict lives in the kernel: pl stays valid */
+    if (!pl || Py_TYPE(pl) != &PlainLaunch_Type) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return (PlainLaunch *)pl;
+}
+
+static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
+{
+    if (!fast_api || !python_launch)
+        return fast_not_attached(), NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
+        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type ||
+        (captures && PyList_GET_SIZE(captures) > 0))
+        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
+    void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
+    const cuabi_launch_config *cfgp =
+        fast_handle_value(fast_slot_get(args[1], config_addr_off));
+    PlainLaunch *pl = stream && cfgp ? plain_of(args[2]) : NULL;
+    if (!pl)
+        return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
+    /* A private copy, taken before any Python code runs (an argument's
+     * data_ptr() could replace the config); other threads use it too. */
+    cuabi_launch_config cfg;
+    memcpy(&cfg, cfgp, sizeof cfg);
+    cfg.stream = stream;
+    Py_INCREF(pl);                     /* the cache may change while Python code packs */
+    lane *ln = take_lane(pl);
+    if (!ln) {
+        Py_DECREF(pl);
+        return NULL;
+    }
+    Py_ssize_t n = nargs - 3;
+    int packed = n == pl->nslots;
+    for (Py_ssize_t i = 0; packed && i < n; i++)
+        packed = fast_pack_arg(&pl->slots[i], ln->blob, args[3 + i]);
+    if (!packed) {                     /* the Python packer: converts or raises */
+        PyObject *r = PyObject_Vectorcall(ln->packer, args + 3, (size_t)n, NULL);
+        if (!r) {
+            ln->busy = 0;
+            Py_DECREF(pl);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    void *kernel = pl->kernel, *pack = ln->pack;
+    cuabi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fast_api->launch(kernel, pack, &cfg);
+    Py_END_ALLOW_THREADS
+    ln->busy = 0;
+    Py_DECREF(pl);
+    if (st != CUABI_SUCCESS) {
+        PyObject *r = PyObject_CallFunction(launch_failed, "iO", (int)st, args[2]);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            fast_raise(st, "cuabi_launch");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* --------------------------------------------------------- prepared */
+
+static PyObject *prepared_call(PyObject *self, PyObject *unused)
+{
+    if (!fast_api || fast_handle_off < 0)
+        return fast_not_attached(), NULL;
+    /* A closed PreparedLaunch passes NULL: the library's INVALID_HANDLE,
+     * as the ctypes layer's call does. */
+    void *h = fast_handle_value(fast_slot_get(self, fast_handle_off));
+    cuabi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fast_api->prepared_launch(h);
+    Py_END_ALLOW_THREADS
+    if (st != CUABI_SUCCESS)
+        return fast_raise(st, "cuabi_prepared_launch"), NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef prepared_call_def = {
+    "__call__", prepared_call, METH_NOARGS,
+    "Launch again with the pack's current values (one call into C).",
+};
+
+/* BoundPrepared(handle)(): cuabi_prepared_launch(handle)'s status as an
+ * int, never raising (PreparedLaunch.raw_launch). */
+typedef struct {
+    PyObject_HEAD
+    void *h;
+    vectorcallfunc vectorcall;
+} BoundPrepared;
+
+static PyObject *bound_call(PyObject *obj, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "raw_launch() takes no arguments");
+        return NULL;
+    }
+    if (!fast_api)
+        return fast_not_attached(), NULL;
+    void *h = ((BoundPrepared *)obj)->h;
+    cuabi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fast_api->prepared_launch(h);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)st);
+}
+
+static PyObject *bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *hv;
+    if (!PyArg_ParseTuple(args, "O:BoundPrepared", &hv))
+        return NULL;
+    void *h = hv == Py_None ? NULL : PyLong_AsVoidPtr(hv);
+    if (PyErr_Occurred())
+        return NULL;
+    BoundPrepared *self = (BoundPrepared *)type->tp_alloc(type, 0);
+    if (self) {
+        self->h = h;
+        self->vectorcall = bound_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject BoundPrepared_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cuabi._fast.BoundPrepared",
+    .tp_basicsize = sizeof(BoundPrepared),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(BoundPrepared, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_doc = "cuabi_prepared_launch bound to one handle: calling it returns the status.",
+    .tp_new = bound_new,
+};
+
+/* launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed,
+ * captures) -> the method descriptor to install as PreparedLaunch.__call__. */
+static PyObject *launch_setup(PyObject *module, PyObject *args)
+{
+    PyObject *stream, *config, *prepared, *py, *failed, *caps;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO!:launch_setup", &PyType_Type, &stream, &PyType_Type,
+                          &config, &PyType_Type, &prepared, &py, &failed, &PyList_Type, &caps))
+        return NULL;
+    if (fast_handle_off < 0)
+        return fast_not_attached(), NULL;
+    Py_ssize_t off;
+    if (fast_slot_offset(config, "_addr", &off) < 0)
+        return NULL;
+    PyObject *descr = PyDescr_NewMethod((PyTypeObject *)prepared, &prepared_call_def);
+    if (!descr)
+        return NULL;
+    config_addr_off = off;
+    Py_INCREF(stream);
+    Py_XSETREF(stream_type, (PyTypeObject *)stream);
+    Py_INCREF(config);
+    Py_XSETREF(config_type, (PyTypeObject *)config);
+    Py_INCREF(py);
+    Py_XSETREF(python_launch, py);
+    Py_INCREF(failed);
+    Py_XSETREF(launch_failed, failed);
+    Py_INCREF(caps);
+    Py_XSETREF(captures, caps);
+    return descr;
+}
+
+static PyMethodDef methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL | METH_KEYWORDS,
+     "launch(stream, config, kernel, *args)\n\n"
+     "Launch `kernel(*args)` on `stream` (a cuabi Stream, a foreign stream or None for "
+     "the legacy default stream). Arguments are packed in C straight into the kernel's "
+     "pack, then one call to cuabi_launch; see docs/python.md for what each parameter "
+     "accepts."},
+    {"launch_setup", launch_setup, METH_VARARGS,
+     "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures) "
+     "-> the compiled PreparedLaunch.__call__."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fast_launch_init(PyObject *module)
+{
+    str_launch_cache = PyUnicode_InternFromString("_launch_cache");
+    str_fast = PyUnicode_InternFromString("fast");
+    if (!str_launch_cache || !str_fast || PyType_Ready(&PlainLaunch_Type) < 0 ||
+        PyType_Ready(&BoundPrepared_Type) < 0 || PyModule_AddFunctions(module, methods) < 0)
+        return -1;
+    if (PyModule_AddObject(module, "PlainLaunch", Py_NewRef((PyObject *)&PlainLaunch_Type)) < 0 ||
+        PyModule_AddObject(module, "BoundPrepared",
+                           Py_NewRef((PyObject *)&BoundPrepared_Type)) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,511 @@
+/* from_dlpack() without a stream, per type of array (the handler is chosen
+ * once per type by cuabi._view._fast_handler_for):
+ *
+ *   numpy.ndarray    its C struct (PyArrayObject, numpy's ABI; the offsets
+ *                    are checked on probe arrays by cuabi._view first), as
+ *                    the Python handler reads it, into a lazy View;
+ *   torch.Tensor     its DLPack exchange table's dltensor_from_py_object_
+ *                    no_sync (one C call, no attribute read) into a lazy
+ *                    View owning the tensor;
+ *   any other type   with an exchange table: its owning export straight
+ *                    into the C import (cuabi_view_from_exchange);
+ *   everything else  the Python handler (CuPy, CUDA array interface,
+ *                    capsules, views, ...).
+ *
+ * A case the C code does not take (an unusual dtype or layout, a failing
+ * exchange function) goes to the Python handler of the same type, which
+ * decides exactly as with the ctypes backend. */
+#include "fast.h"
+#include "fast_pack.h"
+
+#include <string.h>
+
+enum { H_PYTHON = 0, H_NUMPY = 1, H_DLTENSOR = 2, H_MANAGED = 3 };
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    PyObject *fallback;                 /* the Python handler of this type */
+    const DLPackExchangeAPI *table;     /* H_DLTENSOR, H_MANAGED */
+} Handler;
+
+static void handler_dealloc(Handler *self)
+{
+    Py_XDECREF(self->fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject Handler_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cuabi._fast._Handler",
+    .tp_basicsize = sizeof(Handler),
+    .tp_dealloc = (destructor)handler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "How from_dlpack() reads one type of array (cached per type).",
+};
+
+static PyTypeObject *view_type;
+static Py_ssize_t off_h = -1, off_fin, off_info, off_stream, off_owner, off_d;
+static PyObject *python_from_dlpack;    /* cuabi._view.from_dlpack_py */
+static PyObject *handler_for;           /* cuabi._view._fast_handler_for(type) */
+static PyObject *view_new;              /* View._new(handle) */
+static PyObject *handlers;              /* type -> Handler */
+static PyObject *str_stream, *str_dlpack_device;
+static int supported[16][17];           /* [dtype code][bits / 8]: a view dtype */
+
+PyTypeObject *fast_view_type(void) { return view_type; }
+
+/* A View with description `d` and no C view (cuabi._view._lazy). */
+PyObject *fast_view_new_lazy(PyObject *d, PyObject *owner, PyObject *stream)
+{
+    PyObject *v = view_type->tp_alloc(view_type, 0);
+    if (!v)
+        return NULL;
+    fast_slot_set(v, off_h, Py_None);
+    fast_slot_set(v, off_fin, Py_None);
+    fast_slot_set(v, off_info, Py_None);
+    fast_slot_set(v, off_stream, stream ? stream : Py_None);
+    fast_slot_set(v, off_owner, owner);
+    fast_slot_set(v, off_d, d);
+    return v;
+}
+
+PyObject *fast_view_from_handle(void *view)
+{
+    PyObject *h = PyLong_FromVoidPtr(view);
+    PyObject *v = h ? PyObject_CallOneArg(view_new, h) : NULL;
+    Py_XDECREF(h);
+    if (!v)
+        fast_api->view_release(view);
+    return v;
+}
+
+static PyObject *int64_tuple(int n, const int64_t *values)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(values[i]);
+        if (!x) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* (ptr, device type, device id, code, bits, shape, strides, flags, unit):
+ * the lazy description of cuabi._view (strides None = row-major; in units
+ * of `unit` bytes). Steals shape and strides. */
+static PyObject *description(uintptr_t ptr, int dev_type, int dev_id, int code, int bits,
+                             PyObject *shape, PyObject *strides, unsigned flags, int unit)
+{
+    if (!shape || !strides) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    return Py_BuildValue("(NiiiiNNIi)", PyLong_FromSize_t(ptr), dev_type, dev_id, code, bits,
+                         shape, strides, flags, unit);
+}
+
+static int dtype_supported(int code, int bits, int lanes)
+{
+    return lanes == 1 && code >= 0 && code < 16 && bits > 0 && bits % 8 == 0 && bits <= 128 &&
+           supported[code][bits / 8];
+}
+
+/* ------------------------------------------------------------ numpy */
+
+/* PyArrayObject_fields offsets and the native built-in dtypes, from
+ * numpy_setup() (checked against probe arrays there). */
+static struct {
+    PyTypeObject *type;
+    Py_ssize_t data, nd, dims, strides, base, descr, flags;
+    long c_contiguous, writeable;
+    int ndtypes;
+    struct { PyObject *descr; int code, bits, itemsize; } dtypes[16];
+} np = {.type = NULL};
+
+/* cuabi._view._layout_ok: whether the C import accepts the layout (byte
+ * strides; NULL = row-major). Exact, like Python's unbounded integers. */
+static int layout_ok(int nd, const int64_t *shape, const int64_t *strides, int64_t itemsize,
+                     uintptr_t ptr)
+{
+    if (nd > CUABI_VIEW_MAX_NDIM)
+        return 0;
+    for (int i = 0; i < nd; i++)
+        if (shape[i] < 0)
+            return 0;
+    for (int i = 0; i < nd; i++)
+        if (shape[i] == 0)
+            return 1;
+    const __int128 limit = (__int128)1 << 63;
+    __int128 n = 1;
+    for (int i = 0; i < nd; i++) {
+        n *= shape[i];
+        if (n >= limit)
+            return 0;
+    }
+    if (!ptr)
+        return 0;
+    if (!strides)
+        return n * itemsize < limit;
+    __int128 lo = 0, hi = 0;
+    for (int i = 0; i < nd; i++) {
+        if (shape[i] == 1)
+            continue;
+        __int128 r = (__int128)(shape[i] - 1) * strides[i];
+        if (r > 0)
+            hi += r;
+        else
+            lo += r;
+    }
+    return -lo < limit && hi + itemsize < limit;
+}
+
+/* cuabi._view._np_strides_ok for a non-C-contiguous array. */
+static int np_strides_ok(int nd, const int64_t *shape, const int64_t *strides, int itemsize)
+{
+    __int128 size = 1;
+    for (int i = 0; i < nd; i++)
+        size *= shape[i];
+    if (size != 1)
+        for (int i = 0; i < nd; i++)
+            if (shape[i] != 1 && strides[i] % itemsize)
+                return 0;
+    return layout_ok(nd, shape, strides, itemsize, 1);
+}
+
+/* *handled = 0: the Python handler decides. */
+static PyObject *numpy_view(PyObject *a, int *handled)
+{
+    const char *base = (const char *)a;
+    PyObject *descr = *(PyObject *const *)(base + np.descr);
+    int k = 0;
+    while (k < np.ndtypes && np.dtypes[k].descr != descr)
+        k++;
+    *handled = 0;
+    if (k == np.ndtypes)
+        return NULL;
+    int code = np.dtypes[k].code, bits = np.dtypes[k].bits, isz = np.dtypes[k].itemsize;
+    int nd = *(const int *)(base + np.nd);
+    long flags = *(const int *)(base + np.flags);
+    const int64_t *dims = *(int64_t *const *)(base + np.dims);
+    const int64_t *strides = *(int64_t *const *)(base + np.strides);
+    if (nd < 0 || nd > CUABI_VIEW_MAX_NDIM ||
+        (!(flags & np.c_contiguous) && !np_strides_ok(nd, dims, strides, isz)))
+        return NULL;
+    int dev_type = 1, dev_id = 0;
+    if (*(PyObject *const *)(base + np.base)) {
+        /* Arrays from a capsule report the capsule's device. */
+        PyObject *dev = PyObject_CallMethodNoArgs(a, str_dlpack_device);
+        if (!dev)
+            return NULL;
+        int ok = PyArg_ParseTuple(dev, "ii", &dev_type, &dev_id);
+        Py_DECREF(dev);
+        if (!ok) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (dev_type != 1 && dev_type != 2 && dev_type != 3 && dev_type != 13)
+            return NULL;
+    }
+    *handled = 1;
+    uintptr_t data = *(const uintptr_t *)(base + np.data);
+    PyObject *d = description(data, dev_type, dev_id, code, bits, int64_tuple(nd, dims),
+                              int64_tuple(nd, strides),
+                              (flags & np.writeable) ? 0u : (unsigned)CUABI_VIEW_READ_ONLY, isz);
+    if (!d)
+        return NULL;
+    PyObject *v = fast_view_new_lazy(d, a, NULL);
+    Py_DECREF(d);
+    return v;
+}
+
+/* numpy_setup(ndarray, (data, nd, dims, strides, base, descr, flags),
+ *             c_contiguous_flag, writeable_flag, [(dtype, code, bits), ...]) */
+static PyObject *numpy_setup(PyObject *module, PyObject *args)
+{
+    PyObject *type, *dtypes;
+    Py_ssize_t o[7];
+    long cc, wr;
+    if (!PyArg_ParseTuple(args, "O!(nnnnnnn)llO:numpy_setup", &PyType_Type, &type, &o[0], &o[1],
+                          &o[2], &o[3], &o[4], &o[5], &o[6], &cc, &wr, &dtypes))
+        return NULL;
+    PyObject *seq = PySequence_Fast(dtypes, "numpy_setup: dtypes must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > 16) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "numpy_setup: at most 16 dtypes");
+        return NULL;
+    }
+    for (int i = 0; i < np.ndtypes; i++)
+        Py_CLEAR(np.dtypes[i].descr);
+    np.ndtypes = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *dt;
+        int code, bits;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "Oii", &dt, &code, &bits)) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        np.dtypes[i].descr = Py_NewRef(dt);   /* kept alive: its address is its identity */
+        np.dtypes[i].code = code;
+        np.dtypes[i].bits = bits;
+        np.dtypes[i].itemsize = bits / 8;
+        np.ndtypes = (int)i + 1;
+    }
+    Py_DECREF(seq);
+    np.data = o[0], np.nd = o[1], np.dims = o[2], np.strides = o[3], np.base = o[4];
+    np.descr = o[5], np.flags = o[6];
+    np.c_contiguous = cc, np.writeable = wr;
+    Py_INCREF(type);
+    Py_XSETREF(np.type, (PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------- exchange producers */
+
+/* torch: a borrowed DLTensor (valid until we return) into a lazy View that
+ * owns the tensor, as the attribute handler makes it. Complex dtypes (the
+ * conjugate bit), other devices and unusual tensors: the Python handler. */
+static PyObject *dltensor_view(const Handler *h, PyObject *obj, int *handled)
+{
+    DLTensor t;
+    memset(&t, 0, sizeof t);
+    *handled = 0;
+    if (h->table->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (t.ndim < 0 || t.ndim > CUABI_VIEW_MAX_NDIM || (!t.shape && t.ndim) ||
+        !dtype_supported(t.dtype.code, t.dtype.bits, t.dtype.lanes) ||
+        t.dtype.code == CUABI_DTYPE_COMPLEX)
+        return NULL;
+    int dev_type = (int)t.device.device_type, dev_id = t.device.device_id;
+    if (dev_type == CUABI_DLPACK_CPU)
+        dev_id = 0;
+    else if (dev_type != CUABI_DLPACK_CUDA)
+        return NULL;
+    *handled = 1;
+    PyObject *strides = t.strides ? int64_tuple(t.ndim, t.strides) : Py_NewRef(Py_None);
+    PyObject *d = description((uintptr_t)t.data + (uintptr_t)t.byte_offset, dev_type, dev_id,
+                              t.dtype.code, t.dtype.bits, int64_tuple(t.ndim, t.shape), strides,
+                              0, 1);
+    if (!d)
+        return NULL;
+    PyObject *v = fast_view_new_lazy(d, obj, NULL);
+    Py_DECREF(d);
+    return v;
+}
+
+/* Any other producer with a table: its owning export into the C import
+ * (cuabi_view_from_exchange), which keeps the tensor's flags. A failing
+ * export: the Python handler (the producer's __dlpack__ decides); a
+ * refused tensor: the C error. */
+static PyObject *managed_view(const Handler *h, PyObject *obj, int *handled)
+{
+    cuabi_view *view = NULL;
+    *handled = 0;
+    cuabi_status st = fast_api->view_from_exchange(&view, h->table, obj);
+    if (st == CUABI_ERROR_CALLBACK) {  /* the producer failed */
+        PyErr_Clear();
+        return NULL;
+    }
+    *handled = 1;
+    if (st != CUABI_SUCCESS)
+        return fast_raise(st, "cuabi_view_from_exchange"), NULL;
+    return fast_view_from_handle(view);
+}
+
+/* ------------------------------------------------------- from_dlpack */
+
+static Handler *handler_of(PyObject *obj)
+{
+    PyObject *tp = (PyObject *)Py_TYPE(obj);
+    PyObject *found = PyDict_GetItemWithError(handlers, tp);
+    if (found || PyErr_Occurred())
+        return (Handler *)found;
+    PyObject *r = PyObject_CallOneArg(handler_for, tp);
+    if (!r)
+        return NULL;
+    int kind;
+    PyObject *fallback, *table;
+    if (!PyArg_ParseTuple(r, "iOO", &kind, &fallback, &table)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    Handler *h = PyObject_New(Handler, &Handler_Type);
+    if (!h) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    h->kind = kind;
+    h->fallback = Py_NewRef(fallback);
+    h->table = table == Py_None ? NULL : PyLong_AsVoidPtr(table);
+    Py_DECREF(r);
+    if (PyErr_Occurred() || (kind == H_NUMPY && !np.type) ||
+        ((kind == H_DLTENSOR || kind == H_MANAGED) && !h->table) ||
+        (kind == H_DLTENSOR && !h->table->dltensor_from_py_object_no_sync))
+        h->kind = H_PYTHON;            /* nothing to be fast with: the Python handler */
+    PyErr_Clear();
+    int st = PyDict_SetItem(handlers, tp, (PyObject *)h);
+    Py_DECREF(h);                      /* the dict holds it */
+    return st < 0 ? NULL : h;
+}
+
+static int stream_is_none(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (!kwnames)
+        return 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++)
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), str_stream) != 0 ||
+            args[nargs + i] != Py_None)
+            return 0;
+    return 1;
+}
+
+static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    if (!fast_api || !view_type)
+        return fast_not_attached(), NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || !stream_is_none(args, nargs, kwnames))
+        return PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
+    PyObject *obj = args[0];
+    Handler *h = handler_of(obj);
+    if (!h)
+        return NULL;
+    Py_INCREF(h);
+    PyObject *v = NULL;
+    int handled = 0;
+    switch (h->kind) {
+    case H_NUMPY:
+        v = Py_TYPE(obj) == np.type ? numpy_view(obj, &handled) : NULL;
+        break;
+    case H_DLTENSOR:
+        v = dltensor_view(h, obj, &handled);
+        break;
+    case H_MANAGED:
+        v = managed_view(h, obj, &handled);
+        break;
+    }
+    if (!handled && !PyErr_Occurred())
+        v = PyObject_CallOneArg(h->fallback, obj);
+    Py_DECREF(h);
+    return v;
+}
+
+/* view_setup(View, from_dlpack_py, handler_for, view_new, dtypes) */
+static PyObject *view_setup(PyObject *module, PyObject *args)
+{
+    PyObject *view, *py, *hf, *vn, *dtypes;
+    if (!PyArg_ParseTuple(args, "O!OOOO:view_setup", &PyType_Type, &view, &py, &hf, &vn, &dtypes))
+        return NULL;
+    Py_ssize_t o[6];
+    static const char *const names[] = {"_h", "_fin", "_info", "_stream", "_owner", "_d"};
+    for (int i = 0; i < 6; i++)
+        if (fast_slot_offset(view, names[i], &o[i]) < 0)
+            return NULL;
+    PyObject *seq = PySequence_Fast(dtypes, "view_setup: dtypes must be a sequence");
+    if (!seq)
+        return NULL;
+    memset(supported, 0, sizeof supported);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        int code, bits;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "ii", &code, &bits)) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (code >= 0 && code < 16 && bits > 0 && bits % 8 == 0 && bits <= 128)
+            supported[code][bits / 8] = 1;
+    }
+    Py_DECREF(seq);
+    off_h = o[0], off_fin = o[1], off_info = o[2], off_stream = o[3], off_owner = o[4];
+    off_d = o[5];
+    fast_pack_set_view_offset(off_d);
+    Py_INCREF(view);
+    Py_XSETREF(view_type, (PyTypeObject *)view);
+    Py_INCREF(py);
+    Py_XSETREF(python_from_dlpack, py);
+    Py_INCREF(hf);
+    Py_XSETREF(handler_for, hf);
+    Py_INCREF(vn);
+    Py_XSETREF(view_new, vn);
+    PyDict_Clear(handlers);
+    Py_RETURN_NONE;
+}
+
+/* lazy_view(description, owner, stream=None) -> View: cuabi._view._lazy in
+ * C, for the Python handlers (CuPy, array interfaces). */
+static PyObject *lazy_view(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!view_type)
+        return fast_not_attached(), NULL;
+    if (nargs < 2 || nargs > 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
+        PyErr_SetString(PyExc_TypeError, "lazy_view(description: 9-tuple, owner, stream=None)");
+        return NULL;
+    }
+    return fast_view_new_lazy(args[0], args[1], nargs == 3 ? args[2] : NULL);
+}
+
+/* handler_kind(type) -> the kind chosen for `type` (H_*), or None when no
+ * object of it went through from_dlpack yet. */
+static PyObject *handler_kind(PyObject *module, PyObject *type)
+{
+    PyObject *h = PyDict_GetItemWithError(handlers, type);
+    if (!h)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return PyLong_FromLong(((Handler *)h)->kind);
+}
+
+/* clear_handlers(): forget every type's handler (tests swap modules). */
+static PyObject *clear_handlers(PyObject *module, PyObject *unused)
+{
+    PyDict_Clear(handlers);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"lazy_view", (PyCFunction)(void (*)(void))lazy_view, METH_FASTCALL,
+     "lazy_view(description, owner, stream=None) -> a View with no C view yet."},
+    {"handler_kind", handler_kind, METH_O,
+     "handler_kind(type) -> how from_dlpack reads that type (H_*), or None if not yet seen."},
+    {"clear_handlers", clear_handlers, METH_NOARGS,
+     "clear_handlers(): forget the handler chosen for each type."},
+    {"from_dlpack", (PyCFunction)(void (*)(void))from_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(obj, *, stream=None) -> View\n\n"
+     "A View of any array: a DLPack producer (asked for the versioned protocol first), a "
+     "DLPack capsule, a __cuda_array_interface__ or __array_interface__ object. Shares "
+     "memory; never copies.\n\n"
+     "`stream` (a cuabi Stream, a foreign stream or a raw CUstream int) is where the "
+     "caller will use a CUDA array: the producer orders its pending work before it, as "
+     "the DLPack protocol says."},
+    {"view_setup", view_setup, METH_VARARGS,
+     "view_setup(View, from_dlpack_py, handler_for, view_new, dtypes)."},
+    {"numpy_setup", numpy_setup, METH_VARARGS,
+     "numpy_setup(ndarray, offsets, c_contiguous, writeable, dtypes): numpy's struct layout."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fast_view_init(PyObject *module)
+{
+    handlers = PyDict_New();
+    str_stream = PyUnicode_InternFromString("stream");
+    str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+    if (!handlers || !str_stream || !str_dlpack_device || PyType_Ready(&Handler_Type) < 0 ||
+        PyModule_AddFunctions(module, methods) < 0)
+        return -1;
+    static const struct { const char *name; int value; } consts[] = {
+        {"H_PYTHON", H_PYTHON}, {"H_NUMPY", H_NUMPY}, {"H_DLTENSOR", H_DLTENSOR},
+        {"H_MANAGED", H_MANAGED},
+    };
+    for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
+        if (PyModule_AddIntConstant(module, consts[i].name, consts[i].value) < 0)
+            return -1;
+    return 0;
+}
