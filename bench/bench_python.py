@@ -196,7 +196,7 @@ def time_case(fn, sync, calls):
 def raw_c(cmd):
     """bench_launch's raw cuLaunchKernel figure (us), or None."""
     try:
-        out = subprocess.run([cmd, "100000", "5"], capture_output=True, text=True,
+        out = subprocess.run([cmd, "2000", "61"], capture_output=True, text=True,
                              timeout=300).stdout
     except (OSError, subprocess.SubprocessError):
         return None
