@@ -261,9 +261,13 @@ def main():
         print(json.dumps(CHILDREN[a.child](a.warm)))
         return 0
     tmp = tempfile.mkdtemp(prefix="cuabi-cold-")
+    # Bytecode cached as an installed package has it (the warm-up run writes
+    # it): measured is loading, not compiling the sources.
     env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg"),
-               CUPY_CACHE_DIR=os.path.join(tmp, "cupy"))
+               CUPY_CACHE_DIR=os.path.join(tmp, "cupy"),
+               PYTHONPYCACHEPREFIX=os.path.join(tmp, "pycache"))
     env.pop("CUDA_CACHE_DISABLE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     peers = a.peers.split(",")
     for p in peers:                            # fill the caches
         if p in CHILDREN:

@@ -194,13 +194,15 @@ def time_case(fn, sync, calls):
 
 
 def raw_c(cmd):
-    """bench_launch's raw cuLaunchKernel figure (us), or None."""
+    """bench_launch's raw cuLaunchKernel figure (us): its median block, as
+    the Python rows are medians of rounds (the best block would flatter
+    raw C), or None."""
     try:
         out = subprocess.run([cmd, "2000", "61"], capture_output=True, text=True,
                              timeout=300).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    m = re.search(r"raw cuLaunchKernel\s+([\d.]+)", out)
+    m = re.search(r"raw cuLaunchKernel\s+[\d.]+\s+([\d.]+)", out)
     return float(m.group(1)) if m else None
 
 

@@ -135,19 +135,23 @@ _HINT = ("\n\nlibcuabi needs a C compiler, make, the CUDA toolkit headers (defau
 
 def configured_source(root: str, work: str, log: str) -> str:
     """A source tree with `configure` that an out-of-tree build may use:
-    the tree itself, or a copy (autoreconf'ed when it has no configure;
-    copied when it is configured in place, which out-of-tree builds refuse)."""
+    the tree itself, `make distdir` of a tree configured in place (which
+    out-of-tree builds refuse), or a copy of a checkout, autoreconf'ed."""
     if os.path.exists(os.path.join(root, "configure")) and \
             not os.path.exists(os.path.join(root, "config.status")):
         return root
     src = os.path.join(work, "src")
+    if os.path.exists(os.path.join(root, "config.status")) and \
+            os.path.exists(os.path.join(root, "Makefile")):
+        # Configured (and maybe built) in place, as scripts/gpu-check.sh does
+        # with a dist tarball: an out-of-tree build refuses such a tree, and
+        # make's VPATH search would take its built files as up to date.
+        # `make distdir` writes the clean tree the tarball had: make only,
+        # no autotools.
+        _run(["make", "-s", "distdir", f"distdir={src}"], root, "make distdir", log)
+        return src
     _copy_tree(root, src)
-    if not os.path.exists(os.path.join(src, "configure")) or \
-            os.path.exists(os.path.join(src, "config.status")):
-        for generated in ("configure", "config.status", "Makefile"):
-            p = os.path.join(src, generated)
-            if os.path.exists(p):
-                os.remove(p)
+    if not os.path.exists(os.path.join(src, "configure")):
         if not shutil.which("autoreconf"):
             raise BuildError("cuabi: this checkout has no `configure` and autoreconf is "
                              "missing (install autoconf, automake and libtool, or install "

@@ -202,6 +202,8 @@ class LaunchConfig:
 
 
 _launch, _ptr = hot("cuabi_launch")
+_memmove = C.memmove
+_CONFIG_SIZE = C.sizeof(_capi.cuabi_launch_config)
 
 # Captures begun from Python in progress (_callbacks.captures): a launch
 # during one keeps its arguments with the graph.
@@ -214,9 +216,11 @@ class _PlainLaunch(Packer):
     (cuabi_argpack_blob_pointer) by the Packer's per-argument-types
     functions, so a plain launch is Python packing plus one C call."""
 
-    __slots__ = ("argpack", "k", "p")
+    __slots__ = ("argpack", "k", "p", "cfg", "cfg_addr", "cfg_p")
 
     def __init__(self, kernel):
+        if kernel._h is None:
+            kernel.handle   # raises ClosedHandleError, as every path does
         self.argpack = ArgPack.for_kernel(kernel)
         src = self.argpack._packer
         size = src.size
@@ -226,6 +230,9 @@ class _PlainLaunch(Packer):
                         type_names=[s.type_name for s in src._slot_objs], what=src._what,
                         vectors={s.index: s.vector for s in src._slot_objs if s.vector})
         self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
+        self.cfg = _capi.cuabi_launch_config()      # launch_py's private copy
+        self.cfg_addr = C.addressof(self.cfg)
+        self.cfg_p = _ptr(self.cfg_addr)
 
     def pack_args(self, *args) -> None:
         """Pack with the packer for these argument types (Packer.pack is
@@ -239,28 +246,46 @@ class _PlainLaunch(Packer):
 
 
 def _plain(kernel) -> _PlainLaunch:
-    pl = kernel._launch_cache.get("plain")
+    """The kernel's own plain launch (graphs pack node arguments with it),
+    made with the compiled launch's entry: both or neither."""
+    cache = kernel._launch_cache
+    pl = cache.get("plain")
     if pl is None:
         if kernel._h is None:
             kernel.handle   # raises ClosedHandleError
         pl = _PlainLaunch(kernel)
-        if fast is not None:     # both or neither: the compiled launch needs its own
-            kernel._launch_cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots),
-                                                            _lanes(pl, kernel))
-        kernel._launch_cache["plain"] = pl
+        if fast is not None:
+            cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots), _lanes(kernel))
+        cache["plain"] = pl
     return pl
 
 
-def _lanes(first: _PlainLaunch, kernel):
-    """The compiled launch's packs for `kernel`: its plain launch's own
-    first, then one more per thread launching it at the same time."""
-    made = [first]
+def _lanes(kernel):
+    """The compiled launch's packs for `kernel`: one per thread launching it
+    at the same time (the compiled launch marks them busy; launch_py keeps
+    its own, see _py_lane)."""
+    made = kernel._launch_cache.setdefault("lanes", [])    # tests look at them
 
     def new_lane():
-        if made:
-            return made.pop().lane()
-        return _PlainLaunch(kernel).lane()
+        pl = _PlainLaunch(kernel)
+        made.append(pl)
+        return pl.lane()
     return new_lane
+
+
+def _py_lane(kernel) -> _PlainLaunch:
+    """A pack for one launch_py call, taken from the kernel's free list (list
+    pop and append are atomic): a launch releases the GIL in the driver
+    call, so two threads must never pack into the same pack (GPU run C: a
+    thread's launch went out with another's arguments)."""
+    cache = kernel._launch_cache
+    free = cache.get("free")
+    if free is None:
+        free = cache.setdefault("free", [_plain(kernel)])
+    try:
+        return free.pop()
+    except IndexError:
+        return _PlainLaunch(kernel)
 
 
 def _launch_failed(status: int, kernel) -> None:
@@ -279,30 +304,29 @@ def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
     lists what each parameter kind takes); then one call into C. (The
     compiled cuabi._fast.launch packs in C and leaves the rest to this.)"""
     try:
-        pl = kernel._launch_cache.get("plain") or _plain(kernel)
+        pl = _py_lane(kernel)
     except AttributeError:
         if hasattr(kernel, "_launch_cache"):
             raise
         raise TypeError(f"launch: kernel must be a cuabi.Kernel, not "
                         f"{type(kernel).__name__}") from None
-    pl.pack(*args)
     try:
-        c = config._c
-    except AttributeError:
-        raise TypeError(f"launch: config must be a cuabi.LaunchConfig, not "
-                        f"{type(config).__name__}") from None
-    if stream is None:
-        if c.stream is not None:
-            c.stream = None
-    else:
-        if type(stream) is not Stream:
+        pl.pack(*args)
+        try:
+            c = config._c
+        except AttributeError:
+            raise TypeError(f"launch: config must be a cuabi.LaunchConfig, not "
+                            f"{type(config).__name__}") from None
+        if stream is not None and type(stream) is not Stream:
             stream = stream if isinstance(stream, Stream) else Stream.wrap(stream)
-        h = stream._h
-        if h is None:
+        if stream is not None and stream._h is None:
             stream.handle   # raises ClosedHandleError
-        if c.stream != h:
-            c.stream = h
-    st = _launch(pl.k, pl.p, config._p)
+        # The config's C struct is shared by threads: launch the lane's copy.
+        _memmove(pl.cfg_addr, config._addr, _CONFIG_SIZE)
+        pl.cfg.stream = None if stream is None else stream._h
+        st = _launch(pl.k, pl.p, pl.cfg_p)
+    finally:
+        kernel._launch_cache["free"].append(pl)
     if st:
         _launch_failed(st, kernel)
     if _captures:
