@@ -28,13 +28,21 @@ cat > "$tmp/app.c" <<'C'
 #include <cuabi.h>
 int main(void) { printf("cuabi %s\n", cuabi_version_string()); return cuabi_abi_version() > 0 ? 0 : 1; }
 C
+# A sanitizer build's library needs the sanitizer runtimes first in the
+# program (ASan refuses to start otherwise), and Python must preload them.
+san=""
+if ldd "$libdir/libcuabi.so" 2>/dev/null | grep -q libasan; then
+    san="-fsanitize=address,undefined"
+    asan=$("$cc" -print-file-name=libasan.so 2>/dev/null)
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 # The headers need DLPack's (configure may have been given --with-dlpack).
-"$cc" "$tmp/app.c" $(pkg-config --cflags --libs cuabi) ${CUABI_TEST_CPPFLAGS:-} -o "$tmp/app" \
+"$cc" $san "$tmp/app.c" $(pkg-config --cflags --libs cuabi) ${CUABI_TEST_CPPFLAGS:-} -o "$tmp/app" \
     2>"$tmp/cc.log" || fail "compile with pkg-config: $(cat "$tmp/cc.log")"
 "$tmp/app" | grep -q "^cuabi [0-9]" || fail "the program runs against the installed library"
 "$bindir/cuabi" info >/dev/null 2>&1 || fail "the installed cuabi tool runs"
 if command -v python3 >/dev/null; then
-    (cd "$tmp" && PYTHONPATH="$srcdir/bindings/python" python3 -c '
+    (cd "$tmp" && PYTHONPATH="$srcdir/bindings/python" LD_PRELOAD="${asan:-}${LD_PRELOAD:+ $LD_PRELOAD}" python3 -c '
 import cuabi, sys
 assert cuabi.LIBRARY_PATH.startswith("libcuabi"), cuabi.LIBRARY_PATH   # found by the loader
 print("python:", cuabi.version())') || fail "Python finds the installed library through the loader path"

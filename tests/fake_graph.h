@@ -147,9 +147,34 @@ static inline void fake_cond_set(CUgraphConditionalHandle h, unsigned v)
 
 /* ---- graphs */
 
+/* Everything the fake driver allocates for graphs and captures stays listed
+ * here until its destroy call runs: a destroy that a fault injection refuses
+ * leaves the object with the driver (as a real one keeps it), not leaked. */
+static void **fake_owned;
+static size_t fake_nowned, fake_owned_cap;
+
+static void fake_own(void *p)
+{
+    if (fake_nowned == fake_owned_cap) {
+        fake_owned_cap = fake_owned_cap ? 2 * fake_owned_cap : 64;
+        fake_owned = realloc(fake_owned, fake_owned_cap * sizeof *fake_owned);
+    }
+    fake_owned[fake_nowned++] = p;
+}
+
+static void fake_disown(void *p)
+{
+    for (size_t i = fake_nowned; i-- > 0;)
+        if (fake_owned[i] == p) {
+            fake_owned[i] = fake_owned[--fake_nowned];
+            return;
+        }
+}
+
 static fake_graph *fg_new(bool exec)
 {
     fake_graph *g = calloc(1, sizeof *g);
+    fake_own(g);
     g->is_exec = exec;
     if (exec)
         fake_live_execs++;
@@ -187,6 +212,7 @@ static void fg_free(fake_graph *g)
     else
         fake_live_graphs--;
     free(g->nodes);
+    fake_disown(g);
     free(g);
 }
 
@@ -861,6 +887,7 @@ static CUresult CUDAAPI fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMod
     if ((uintptr_t)s <= 1) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (fake_member_of(s) || fake_nmembers == 16) return CUDA_ERROR_ILLEGAL_STATE;
     fake_session *ss = calloc(1, sizeof *ss);
+    fake_own(ss);
     ss->id = ++fake_capture_ids;
     ss->graph = fg_new(false);
     ss->origin = s;
@@ -917,6 +944,7 @@ static CUresult CUDAAPI fake_cuStreamEndCapture(CUstream s, CUgraph *g)
         *g = (CUgraph)ss->graph;
     else
         fg_free(ss->graph);
+    fake_disown(ss);
     free(ss);
     return r;
 }
@@ -1104,6 +1132,7 @@ static CUresult CUDAAPI fake_cap_cuStreamDestroy(CUstream s)
         fake_session *ss = m->session;
         fake_drop_members(ss);
         fg_free(ss->graph);
+        fake_disown(ss);
         free(ss);
     } else if (m) {
         *m = fake_members[--fake_nmembers];

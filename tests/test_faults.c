@@ -621,13 +621,15 @@ static long total_runs, total_faults;
  * left by earlier runs whose free calls were made to fail: a free the
  * driver refuses leaves the driver's object behind, which is the driver's
  * word, not a leak of ours (the handle and our host memory still go). */
-static int base_streams, base_events, base_allocs, base_pools, base_libraries;
+static int base_streams, base_events, base_allocs, base_pools, base_libraries, base_graphs,
+    base_execs;
 
 static void rebase(void)
 {
     base_streams = fake_live_streams, base_events = fake_live_events;
     base_allocs = fake_live_allocs, base_pools = fake_live_pools;
     base_libraries = fake_live_libraries;
+    base_graphs = fake_live_graphs, base_execs = fake_live_execs;
 }
 
 /* After a run: no handle is left, and (unless a release call was made to
@@ -639,12 +641,14 @@ static void check_clean(const scenario *sc, const char *what, long n, bool drive
     if (driver)
         ck_assert_msg(fake_live_streams == base_streams && fake_live_events == base_events &&
                           fake_live_allocs == base_allocs && fake_live_pools == base_pools &&
-                          fake_live_libraries == base_libraries,
+                          fake_live_libraries == base_libraries &&
+                          fake_live_graphs == base_graphs && fake_live_execs == base_execs,
                       "%s %s n=%ld: driver objects leaked: %d streams, %d events, "
-                      "%d allocations, %d pools, %d libraries", sc->name, what, n,
-                      fake_live_streams - base_streams, fake_live_events - base_events,
-                      fake_live_allocs - base_allocs, fake_live_pools - base_pools,
-                      fake_live_libraries - base_libraries);
+                      "%d allocations, %d pools, %d libraries, %d graphs, %d executables",
+                      sc->name, what, n, fake_live_streams - base_streams,
+                      fake_live_events - base_events, fake_live_allocs - base_allocs,
+                      fake_live_pools - base_pools, fake_live_libraries - base_libraries,
+                      fake_live_graphs - base_graphs, fake_live_execs - base_execs);
     rebase();
 }
 
