@@ -63,12 +63,13 @@ rm -f "$out/configure.log" "$out/build.log"  # kept only when they failed (above
 for arg in "$@"; do
     case $arg in
     --bench)
-        # BENCH_REPEAT=N runs the memory and Python benchmarks N times (for
-        # medians: the host's run-to-run spread is a few percent).
+        # BENCH_REPEAT=N runs the launch, memory and Python benchmarks in N
+        # processes each (the targets are medians over >= 5 processes: one
+        # host's processes differ by 10-40%).
         repeat=${BENCH_REPEAT:-1}
         for b in bench/bench_launch bench/bench_memory bench/bench_compile bench/bench_graph; do
             n=1
-            [ "$b" = bench/bench_memory ] && n=$repeat
+            case $b in bench/bench_launch | bench/bench_memory) n=$repeat ;; esac
             for _ in $(seq "$n"); do
                 [ -x "$b" ] && { echo "== $b"; "$b"; } 2>&1 | tee -a "$out/bench.txt"
             done
