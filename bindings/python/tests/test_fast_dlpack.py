@@ -95,7 +95,11 @@ def make_table_tensor(torch, fill):
 
 
 def test_a_table_without_the_call_keeps_the_attribute_path(torch):
-    torch.Tensor.__dlpack_c_exchange_api__ = ExchangeTable().capsule
+    # The capsule points into the table object: keep it alive (a temporary
+    # one was freed at once and the read went into freed memory: a crash on
+    # the GPU machine's Python 3.12).
+    torch.keep = ExchangeTable()
+    torch.Tensor.__dlpack_c_exchange_api__ = torch.keep.capsule
     V._reset_handlers()
     t = torch.Tensor(np.ones(4, np.int16))
     v = cuabi.from_dlpack(t)

@@ -32,6 +32,7 @@ def make_producer(table, attr="__dlpack_c_exchange_api__", value=None):
         def __dlpack_device__(self):
             return (1, 0)
     setattr(Array, attr, table.capsule if value is None else value)
+    Array.table = table   # the capsule points into it: keep it alive
     return Array
 
 
