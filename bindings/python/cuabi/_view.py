@@ -194,8 +194,11 @@ class View(Handle):
         return self._h is None and self._d is not None
 
     def close(self) -> None:
+        # The producer (a numpy array, a torch tensor) goes too: a closed
+        # view no longer keeps its memory alive.
         self._d = None
         self._h = None
+        self._owner = None
         f = self._fin
         if f is not None:
             self._fin = None
@@ -403,6 +406,8 @@ class View(Handle):
         except BaseException:
             _call_deleter(ptr, _OFF_DELETER_V if name is _VERSIONED else _OFF_DELETER_L)
             raise
+
+    _dlpack_py = __dlpack__
 
     # ---- array interfaces
     def _interface(self):
@@ -1219,3 +1224,6 @@ if fast is not None:
     # C extensions take views through these functions instead of __dlpack__.
     View.__dlpack_c_exchange_api__, View.__c_dlpack_exchange_api__ = fast.exchange_api()
     from_dlpack = fast.from_dlpack
+    # __dlpack__ in C for the common call (torch.from_dlpack(view) makes
+    # one per tensor); the rest goes to the Python method.
+    View.__dlpack__ = fast.dlpack_setup(View._dlpack_py)

@@ -489,6 +489,169 @@ static PyObject *clear_handlers(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------- __dlpack__ */
+
+/* View.__dlpack__ in C for the common call (what torch.from_dlpack and
+ * numpy make): no copy, no dl_device, a stream needing no ordering, a
+ * max_version of two ints. The export is the C library's; the capsule's
+ * destructor is C too (a ctypes callback per capsule cost microseconds).
+ * Anything else goes to the Python method (View._dlpack_py), which raises
+ * what the ctypes backend raises. */
+static PyObject *python_dlpack;         /* View._dlpack_py */
+static PyObject *str_max_version, *str_dl_device, *str_copy, *str_handle;
+
+static void dlpack_capsule_destructor(PyObject *capsule)
+{
+    /* An export nobody consumed keeps its name and still owns the tensor;
+     * a consumer renamed it "used_*" and took the deleter with it. */
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (m && m->deleter)
+            m->deleter(m);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
+        if (m && m->deleter)
+            m->deleter(m);
+    }
+}
+
+static void dlpack_delete(void *ptr, int versioned)
+{
+    if (versioned) {
+        DLManagedTensorVersioned *m = ptr;
+        if (m->deleter)
+            m->deleter(m);
+    } else {
+        DLManagedTensor *m = ptr;
+        if (m->deleter)
+            m->deleter(m);
+    }
+}
+
+/* The keywords of a call the C export takes: 1 = fast, 0 = Python's. */
+static int dlpack_keywords(PyObject *const *values, PyObject *kwnames, PyObject **stream,
+                           PyObject **max_version)
+{
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i), *v = values[i];
+        if (k == str_stream)
+            *stream = v;
+        else if (k == str_max_version)
+            *max_version = v;
+        else if (!((k == str_dl_device && v == Py_None) ||
+                   (k == str_copy && (v == Py_None || v == Py_False))))
+            return 0;
+    }
+    return 1;
+}
+
+/* max_version (a, b) -> versioned export? -1: leave it to Python. */
+static int dlpack_versioned(PyObject *max_version)
+{
+    if (max_version == Py_None)
+        return 0;
+    if (!PyTuple_CheckExact(max_version) || PyTuple_GET_SIZE(max_version) != 2 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(max_version, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(max_version, 1)))
+        return -1;
+    long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+    long minor = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return major > 1 || (major == 1 && minor >= 0);
+}
+
+static PyObject *view_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    PyObject *stream = Py_None, *max_version = Py_None, *self;
+    int versioned;
+    if (!python_dlpack || !fast_api || nargs != 1 || !view_type ||
+        !PyObject_TypeCheck(args[0], view_type) ||
+        !dlpack_keywords(args + 1, kwnames, &stream, &max_version) ||
+        (versioned = dlpack_versioned(max_version)) < 0)
+        goto python;
+    self = args[0];
+    /* A stream other than None / -1 asks for ordering after the view's
+     * producer stream, when it has one: Python's part. */
+    int any_stream = stream != Py_None;
+    if (any_stream) {
+        if (!PyLong_CheckExact(stream))
+            goto python;
+        long long sv = PyLong_AsLongLong(stream);
+        if (sv == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto python;
+        }
+        PyObject *producer = fast_slot_get(self, off_stream);
+        any_stream = sv != -1;
+        if (any_stream && producer && producer != Py_None)
+            goto python;
+    }
+    PyObject *h = fast_slot_get(self, off_h);
+    void *view;
+    if (h && h != Py_None) {
+        view = fast_handle_value(h);
+    } else {   /* a lazy view: its C view is made now (or closed: raises) */
+        PyObject *made = PyObject_GetAttr(self, str_handle);
+        if (!made)
+            return NULL;
+        view = fast_handle_value(made);
+        Py_DECREF(made);
+    }
+    if (!view)
+        goto python;
+    void *ptr = NULL;
+    cuabi_status st = versioned
+        ? fast_api->view_to_dlpack_versioned((DLManagedTensorVersioned **)&ptr, view)
+        : fast_api->view_to_dlpack((DLManagedTensor **)&ptr, view);
+    if (st != CUABI_SUCCESS)
+        return fast_raise(st, versioned ? "cuabi_view_to_dlpack_versioned"
+                                        : "cuabi_view_to_dlpack"), NULL;
+    DLDevice dev = versioned ? ((DLManagedTensorVersioned *)ptr)->dl_tensor.device
+                             : ((DLManagedTensor *)ptr)->dl_tensor.device;
+    if (any_stream && dev.device_type == kDLCPU) {   /* refused by Python's part */
+        dlpack_delete(ptr, versioned);
+        goto python;
+    }
+    PyObject *capsule = PyCapsule_New(ptr, versioned ? "dltensor_versioned" : "dltensor",
+                                      dlpack_capsule_destructor);
+    if (!capsule)
+        dlpack_delete(ptr, versioned);
+    return capsule;
+python:
+    if (!python_dlpack) {
+        PyErr_SetString(PyExc_RuntimeError, "cuabi._fast: dlpack_setup() was not called");
+        return NULL;
+    }
+    return PyObject_Vectorcall(python_dlpack, args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef view_dlpack_def = {
+    "__dlpack__", (PyCFunction)(void (*)(void))view_dlpack, METH_FASTCALL | METH_KEYWORDS,
+    "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"
+    "The DLPack export (array API standard) of the view's memory, without copying."};
+
+/* dlpack_setup(View._dlpack_py) -> the C __dlpack__, a method for View. */
+static PyObject *dlpack_setup(PyObject *module, PyObject *py)
+{
+    if (!PyCallable_Check(py)) {
+        PyErr_SetString(PyExc_TypeError, "dlpack_setup: a function is needed");
+        return NULL;
+    }
+    Py_INCREF(py);
+    Py_XSETREF(python_dlpack, py);
+    PyObject *f = PyCFunction_New(&view_dlpack_def, module);
+    if (!f)
+        return NULL;
+    PyObject *m = PyInstanceMethod_New(f);
+    Py_DECREF(f);
+    return m;
+}
+
 static PyMethodDef methods[] = {
     {"lazy_view", (PyCFunction)(void (*)(void))lazy_view, METH_FASTCALL,
      "lazy_view(description, owner, stream=None) -> a View with no C view yet."},
@@ -506,6 +669,8 @@ static PyMethodDef methods[] = {
      "the DLPack protocol says."},
     {"view_setup", view_setup, METH_VARARGS,
      "view_setup(View, from_dlpack_py, handler_for, view_new, dtypes)."},
+    {"dlpack_setup", dlpack_setup, METH_O,
+     "dlpack_setup(View._dlpack_py) -> View.__dlpack__ in C (a method)."},
     {"numpy_setup", numpy_setup, METH_VARARGS,
      "numpy_setup(ndarray, offsets, c_contiguous, writeable, dtypes): numpy's struct layout."},
     {NULL, NULL, 0, NULL},
@@ -516,7 +681,12 @@ int fast_view_init(PyObject *module)
     handlers = PyDict_New();
     str_stream = PyUnicode_InternFromString("stream");
     str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
-    if (!handlers || !str_stream || !str_dlpack_device || PyType_Ready(&Handler_Type) < 0 ||
+    str_max_version = PyUnicode_InternFromString("max_version");
+    str_dl_device = PyUnicode_InternFromString("dl_device");
+    str_copy = PyUnicode_InternFromString("copy");
+    str_handle = PyUnicode_InternFromString("handle");
+    if (!handlers || !str_stream || !str_dlpack_device || !str_max_version || !str_dl_device ||
+        !str_copy || !str_handle || PyType_Ready(&Handler_Type) < 0 ||
         PyModule_AddFunctions(module, methods) < 0)
         return -1;
     static const struct { const char *name; int value; } consts[] = {

@@ -1,6 +1,7 @@
 """Host buffers and views exchanged with numpy both ways (no GPU needed)."""
 import ctypes as C
 import gc
+import weakref
 import sys
 
 import pytest
@@ -113,6 +114,37 @@ def test_unconsumed_capsule_calls_deleter(host):
     gc.collect()
     v.close()
     b.close()
+
+
+@pytest.mark.parametrize("mv", [None, (1, 0)])
+def test_unconsumed_capsule_releases_the_memory(mv):
+    # The capsule's export holds the view's memory (here: the numpy array)
+    # until its destructor runs the deleter (in C for the compiled backend).
+    a = np.arange(4, dtype=np.float32)
+    alive = weakref.ref(a)
+    v = cuabi.from_dlpack(a)
+    cap = v.__dlpack__(max_version=mv)
+    del a
+    v.close()
+    gc.collect()
+    assert alive() is not None
+    del cap
+    gc.collect()
+    assert alive() is None
+
+
+def test_consumed_capsule_leaves_the_memory_to_the_consumer():
+    a = np.arange(4, dtype=np.float32)
+    alive = weakref.ref(a)
+    v = cuabi.from_dlpack(a)
+    back = np.from_dlpack(v)
+    del a
+    v.close()
+    gc.collect()
+    assert alive() is not None and back[3] == 3.0
+    del back
+    gc.collect()
+    assert alive() is None
 
 
 def test_dlpack_arguments():
