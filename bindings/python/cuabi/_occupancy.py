@@ -308,13 +308,17 @@ class KernelOccupancy(_Occupancy):
     def _cluster(self, active, config, stream, what):
         config = _as_config(config, f"KernelOccupancy.{what}")
         c = _config_copy(config)
-        if stream is not None:
+        s = None
+        if stream is not None:          # its device answers; s lives until the call is done
             from ._core import Stream
-            c.stream = Stream.wrap(stream, self._device).handle
+            s = Stream.wrap(stream, self._device)
+            c.stream = s.handle
         c.device = self._device.handle
         name = "cuabi_occupancy_max_active_clusters" if active else \
             "cuabi_occupancy_max_potential_cluster_size"
-        return call(name, self._kernel, C.byref(c))
+        out = call(name, self._kernel, C.byref(c))
+        del s
+        return out
 
 
 class OfflineOccupancy(_Occupancy):

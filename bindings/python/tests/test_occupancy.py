@@ -337,3 +337,23 @@ def test_templates_by_name_expression(compiled):
         k = oc.get_kernel(expr)
         assert k.name.startswith("_Z")
         assert k.occupancy_for(arch).max_potential_block_size(0, 0).max_block_size > 0
+
+
+def test_live_layer_against_the_fake_driver():
+    """Kernel.occupancy (live) with the driver calling the Python
+    block-size callback, clusters, threads: fake_occupancy_checks.py in a
+    process with the C tests' fake driver."""
+    import sys
+    path = os.environ.get("CUABI_TEST_FAKE_CUDA")
+    if not path:
+        build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
+        path = os.path.join(build, "tests", ".libs", "fake_cuda_graph.so")
+    if not os.path.exists(path):
+        pytest.skip("tests/.libs/fake_cuda_graph.so is not built (make check builds it)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(path), PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "fake_occupancy_checks.py")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "skipped" not in r.stdout
