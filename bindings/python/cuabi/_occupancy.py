@@ -132,16 +132,21 @@ def _with_callback(cb, fn, *args):
 
 
 def _as_config(config, where):
-    """A cuabi LaunchConfig for `config` (a cuabi LaunchConfig, or an object
-    with cuda.core's LaunchConfig attributes: grid, block, cluster,
-    shmem_size)."""
-    from ._launch import LaunchConfig
+    """A cuabi LaunchConfig for `config`: a cuabi LaunchConfig, or an object
+    with cuda.core's LaunchConfig attributes (grid, block, cluster,
+    shmem_size, is_cooperative), whose grid counts clusters when it has a
+    cluster (cuabi's counts blocks)."""
+    from ._launch import LaunchConfig, _dim3
     if isinstance(config, LaunchConfig):
         return config
     try:
-        return LaunchConfig(grid=config.grid, block=config.block,
-                            cluster=getattr(config, "cluster", None),
-                            shared_mem=getattr(config, "shmem_size", 0) or 0)
+        grid, block = _dim3(config.grid), config.block
+        cluster = getattr(config, "cluster", None)
+        if cluster:
+            grid = tuple(g * c for g, c in zip(grid, _dim3(cluster)))
+        return LaunchConfig(grid=grid, block=block, cluster=cluster,
+                            shared_mem=getattr(config, "shmem_size", 0) or 0,
+                            cooperative=bool(getattr(config, "is_cooperative", False)))
     except AttributeError:
         raise TypeError(f"{where}: config must be a cuabi.LaunchConfig, not "
                         f"{type(config).__name__}") from None

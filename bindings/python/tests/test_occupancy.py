@@ -227,10 +227,13 @@ def test_offline_clusters(capi, compiled):
         assert occ.max_active_clusters(cfg, stream=None) == active.value > 0
     # cuda.core's LaunchConfig attributes are enough.
 
-    class Foreign:
-        grid, block, cluster, shmem_size = (64, 1, 1), (128, 1, 1), (2, 1, 1), 0
+    class Foreign:          # its grid counts clusters, as cuda.core's does
+        grid, block, cluster, shmem_size, is_cooperative = 32, (128, 1, 1), 2, 0, False
     assert occ.max_active_clusters(Foreign()) == \
         occ.max_active_clusters(cuabi.LaunchConfig(grid=64, block=128, cluster=2))
+    from cuabi._occupancy import _as_config
+    c = _as_config(Foreign(), "test")
+    assert (c.grid, c.block, c.cluster) == ((64, 1, 1), (128, 1, 1), (2, 1, 1))
 
 
 def test_ptx_for_two_archs():
