@@ -296,7 +296,12 @@ class KernelOccupancy(_Occupancy):
         return self._device.arch
 
     def _max_block(self):
-        return min(1024, self._kernel.attribute(0, self._device))   # MAX_THREADS_PER_BLOCK
+        # As `cuabi occupancy` (and the offline object): the device's limit
+        # and the kernel's launch bounds, not the driver's register-bound
+        # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (those rows show "registers").
+        top = self._device.attribute(1)       # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        mine = self._kernel.resources.max_threads_per_block
+        return min(top, mine) if mine > 0 else top
 
     def _blocks(self, r, block_size, smem):
         lib.cuabi_occupancy_max_active_blocks(C.byref(r), self._kernel, self._device,

@@ -41,6 +41,10 @@ def test_answers(kernel):
     r = occ.report(128)
     assert r.live and r.arch == "sm_90" and r.block_size == 128
     assert r.active_blocks_per_multiprocessor == occ.max_active_blocks_per_multiprocessor(128, 0)
+    # One report per 32 threads up to the kernel's launch bounds (256 for add).
+    assert kernel.resources.max_threads_per_block == 256
+    assert [x.block_size for x in occ.reports(64)] == list(range(32, 257, 32))
+    assert all(x.live and x.dynamic_shared_memory_size == 64 for x in occ.reports(64))
 
 
 def test_clusters(kernel, gpu_stream):
