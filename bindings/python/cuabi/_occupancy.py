@@ -88,16 +88,20 @@ def block_smem_callback(fn):
     return _capi.cuabi_block_smem_fn(thunk)
 
 
-def _int(v, what: str, where: str, minimum: int = 0) -> int:
+_INT_MAX = 2**31 - 1
+
+
+def _int(v, what: str, where: str, minimum: int = 0, maximum: int = _INT_MAX) -> int:
     """v as an int of at least `minimum`, or TypeError/InvalidArgumentError
     (a ValueError) naming it: ctypes would wrap a negative size around."""
     try:
         v = operator.index(v)
     except TypeError:
         raise TypeError(f"{where}: {what} must be an int, not {type(v).__name__}") from None
-    if v < minimum:
+    if not minimum <= v <= maximum:
         from .errors import InvalidArgumentError
-        raise InvalidArgumentError(f"{where}: {what} is {v}; it must be at least {minimum}")
+        raise InvalidArgumentError(f"{where}: {what} is {v}; it must be at least {minimum}"
+                                   f" and at most {maximum}")
     return v
 
 
@@ -109,7 +113,8 @@ def _smem_arg(dynamic_shared_memory_needed, where):
     if dynamic_shared_memory_needed is None:
         raise TypeError(f"{where}: dynamic_shared_memory_needed must be an int or a callable "
                         "block_size -> bytes, not None")
-    return None, _int(dynamic_shared_memory_needed, "dynamic_shared_memory_needed", where)
+    return None, _int(dynamic_shared_memory_needed, "dynamic_shared_memory_needed", where,
+                      maximum=_SIZE_MAX - 1)
 
 
 def _with_callback(cb, fn, *args):
@@ -223,7 +228,8 @@ class _Occupancy:
     def _report(self, block_size, dynamic_shared_memory_size, method):
         where = f"{type(self).__name__}.{method}"
         block_size = _int(block_size, "block_size", where, 1)
-        smem = _int(dynamic_shared_memory_size, "dynamic_shared_memory_size", where)
+        smem = _int(dynamic_shared_memory_size, "dynamic_shared_memory_size", where,
+                    maximum=_SIZE_MAX - 1)
         r = new_struct(_capi.cuabi_occupancy_result)
         self._blocks(r, block_size, smem)
         return OccupancyReport._from_c(r, block_size, smem, self._arch_name(), self._live)
@@ -351,9 +357,10 @@ class OfflineOccupancy(_Occupancy):
         if sm_count is not None:
             o.sm_count = _int(sm_count, "sm_count", where, 1)
         if max_dynamic_shared is not None:
-            o.max_dynamic_shared_bytes = _int(max_dynamic_shared, "max_dynamic_shared", where)
+            o.max_dynamic_shared_bytes = _int(max_dynamic_shared, "max_dynamic_shared", where,
+                                              maximum=2**63 - 1)
         if carveout is not None:
-            o.carveout = _int(carveout, "carveout", where, -1)
+            o.carveout = _int(carveout, "carveout", where, -1, 100)
         self._opts = o
 
     def __repr__(self):

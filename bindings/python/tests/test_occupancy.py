@@ -305,7 +305,11 @@ def test_bad_input(compiled):
                  lambda: occ.max_potential_block_size(0, -1),
                  lambda: occ.available_dynamic_shared_memory_per_block(0, 128),
                  lambda: occ.available_dynamic_shared_memory_per_block(1, 0),
+                 lambda: occ.max_active_blocks_per_multiprocessor(2**40, 0),
+                 lambda: occ.max_active_blocks_per_multiprocessor(128, 2**64),
+                 lambda: occ.max_potential_block_size(0, 2**31),
                  lambda: k.occupancy_for(arch, sm_count=0),
+                 lambda: k.occupancy_for(arch, carveout=101),
                  lambda: k.occupancy_for(arch, max_dynamic_shared=-5)):
         with pytest.raises(cuabi.InvalidArgumentError) as ei:
             call()
