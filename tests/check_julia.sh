@@ -16,12 +16,17 @@ lib="$tmp/bindings/julia/CuABI/src/LibCuABI.jl"
 # int * -> Ptr{Cuint}: wrong signedness must be caught.
 sed -i 's/(:cuabi_device_count, libcuabi), cuabi_status, (Ptr{Cint},)/(:cuabi_device_count, libcuabi), cuabi_status, (Ptr{Cuint},)/' "$lib"
 printf 'function broken(\n' >> "$tmp/bindings/julia/CuABI/src/CuABI.jl"
+# An occupancy function the safe wrapper no longer reaches.
+sed -i 's/L\.cuabi_occupancy_max_active_clusters(/L.cuabi_occupancy_max_potential_cluster_size(/' \
+    "$tmp/bindings/julia/CuABI/src/compute.jl"
 out=$(python3 "$srcdir/tests/julia_check.py" --root "$tmp")
 if [ $? -ne 1 ] || ! echo "$out" | grep -q 'cuabi_device_count: parameter out' ||
-   ! echo "$out" | grep -q 'CuABI.jl:.*\(syntax error\|missing\)'; then
-    echo "FAIL: the checker did not catch a wrong ccall type and a syntax error:"
+   ! echo "$out" | grep -q 'CuABI.jl:.*\(syntax error\|missing\)' ||
+   ! echo "$out" | grep -q 'cuabi_occupancy_max_active_clusters (occupancy) is not reached'; then
+    echo "FAIL: the checker did not catch a wrong ccall type, a syntax error and an"
+    echo "occupancy function the safe wrapper lacks:"
     echo "$out"; exit 1
 fi
-echo "self-test: a wrong ccall type and a syntax error are caught"
+echo "self-test: a wrong ccall type, a syntax error and a missing wrapper are caught"
 rm -rf "$tmp"
 exit 0

@@ -9,6 +9,8 @@
    Julia spellings of the C declaration's types (the C -> Julia map below,
    written independently of gen/emit_julia.py).
 3. Every function of the description has a ccall in src/LibCuABI.jl.
+4. Every function of the modules in SAFE_MODULES is reached by the safe
+   wrapper (`L.<name>` called or passed in a file other than LibCuABI.jl).
 `@ccall` is refused: it would escape check 2.
 
 Exit 0 when all pass, 1 on any failure, 77 (Automake SKIP) when the
@@ -74,6 +76,11 @@ def parse_julia_type(text: str) -> Type:
     if pos != len(toks):
         raise ValueError(f"cannot parse type {text!r}")
     return t
+
+
+# Modules whose every function the safe wrapper (CuABI.jl and the files it
+# includes) must expose, not only LibCuABI.jl.
+SAFE_MODULES = ("occupancy",)
 
 
 class Checker:
@@ -245,6 +252,14 @@ def main(argv=None) -> int:
             ck.ok()
         else:
             ck.fail("LibCuABI.jl", f"no ccall of {f.name}")
+    safe = "".join(open(p, encoding="utf-8").read() for p in files
+                   if os.path.basename(p) != "LibCuABI.jl")
+    for f in api.functions:
+        if f.module in SAFE_MODULES:
+            if re.search(rf"\bL\.{f.name}\b", safe):
+                ck.ok()
+            else:
+                ck.fail("CuABI", f"{f.name} ({f.module}) is not reached by the safe wrapper")
     print(f"checked {len(files)} Julia files, {ccalls} ccalls, {len(api.functions)} C functions")
     print(f"{ck.passed} passed, {ck.failed} failed")
     return 1 if ck.failed else 0

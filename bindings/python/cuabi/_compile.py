@@ -377,6 +377,31 @@ class Kernel(Handle):
         return KernelAttributes(self, None)
 
     @property
+    def occupancy(self) -> "KernelOccupancy":
+        """Live occupancy queries on device 0 (cuda.core's
+        KernelOccupancy methods, plus report()); kernel.occupancy[device]
+        or kernel.occupancy_on(device) for another device."""
+        from ._occupancy import KernelOccupancy
+        return KernelOccupancy(self)
+
+    def occupancy_on(self, device) -> "KernelOccupancy":
+        """Live occupancy queries on `device` (a Device or an ordinal)."""
+        from ._occupancy import KernelOccupancy
+        return KernelOccupancy(self, device)
+
+    def occupancy_for(self, arch, sm_count=None, max_dynamic_shared=None,
+                      carveout=None) -> "OfflineOccupancy":
+        """The same queries answered offline for architecture `arch`
+        ("sm_90", 90, ...) from the kernel's resources, with no GPU.
+        sm_count: SMs of the GPU (min_grid_size, cluster estimates; default
+        the architecture's example GPU); max_dynamic_shared: the kernel's
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (default 48 KiB less
+        its static shared memory); carveout: preferred shared-memory
+        carveout in percent."""
+        from ._occupancy import OfflineOccupancy
+        return OfflineOccupancy(self, arch, sm_count, max_dynamic_shared, carveout)
+
+    @property
     def resources(self) -> SimpleNamespace:
         r = new_struct(_capi.cuabi_kernel_resources)
         lib.cuabi_kernel_get_resources(C.byref(r), self)

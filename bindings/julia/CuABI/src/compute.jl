@@ -556,11 +556,76 @@ function occupancy(k::Kernel, d::Device, block_size::Integer; shared::Integer = 
     check(L.cuabi_occupancy_max_active_blocks(r, k, d, block_size, shared))
     r[]
 end
-"Resident blocks per SM offline, for an architecture and a kernel's resources."
-function occupancy(arch::AbstractString, res::L.cuabi_kernel_resources, block_size::Integer; shared::Integer = 0)
+# The offline answers' kernel settings (cuabi_occupancy_options): the GPU's
+# SM count (0: the architecture's example GPU), the kernel's maximum dynamic
+# shared memory (-1: the driver's default) and carveout (-1: none).
+function _occ_options(; sm_count::Integer = 0, max_dynamic_shared::Integer = -1, carveout::Integer = -1)
+    o = _init(L.cuabi_occupancy_options, L.cuabi_occupancy_options_init, L.CUABI_OCCUPANCY_OPTIONS_VERSION)
+    Ref(_with(o; sm_count = sm_count, max_dynamic_shared_bytes = max_dynamic_shared, carveout = carveout))
+end
+
+"""
+    occupancy(arch, resources, block_size; shared = 0, sm_count = 0, max_dynamic_shared = -1, carveout = -1)
+
+Resident blocks per SM offline, for an architecture and a kernel's resources.
+"""
+function occupancy(arch::AbstractString, res::L.cuabi_kernel_resources, block_size::Integer; shared::Integer = 0,
+                   options...)
     r = Ref(_occ_result())
-    check(L.cuabi_occupancy_offline_max_active_blocks(r, _nonul(arch), Ref(res), block_size, shared, C_NULL))
+    check(L.cuabi_occupancy_offline_max_active_blocks(r, _nonul(arch), Ref(res), block_size, shared,
+                                                      _occ_options(; options...)))
     r[]
+end
+
+"Dynamic shared memory per block (bytes) with `num_blocks` blocks of `block_size` threads on one SM (driver)."
+function available_dynamic_smem(k::Kernel, d::Device, num_blocks::Integer, block_size::Integer)
+    v = Ref{Csize_t}(0)
+    check(L.cuabi_occupancy_available_dynamic_smem(v, k, d, num_blocks, block_size))
+    Int(v[])
+end
+"The same offline (keywords: sm_count, max_dynamic_shared, carveout)."
+function available_dynamic_smem(arch::AbstractString, res::L.cuabi_kernel_resources, num_blocks::Integer,
+                                block_size::Integer; options...)
+    v = Ref{Csize_t}(0)
+    check(L.cuabi_occupancy_offline_available_dynamic_smem(v, _nonul(arch), Ref(res), num_blocks, block_size,
+                                                           _occ_options(; options...)))
+    Int(v[])
+end
+
+"""
+    max_potential_cluster_size(k, config)
+    max_potential_cluster_size(arch, resources, config; sm_count = 0, ...)
+
+The largest cluster size (blocks) co-resident for a configuration: the
+driver's on the config's stream's (or device's) GPU, or an offline estimate.
+"""
+function max_potential_cluster_size(k::Kernel, c::LaunchConfig)
+    v = Ref{Cint}(0)
+    _with_config(r -> check(L.cuabi_occupancy_max_potential_cluster_size(v, k, r)), c)
+    Int(v[])
+end
+function max_potential_cluster_size(arch::AbstractString, res::L.cuabi_kernel_resources, c::LaunchConfig; options...)
+    v, a, o = Ref{Cint}(0), _nonul(arch), _occ_options(; options...)
+    _with_config(r -> check(L.cuabi_occupancy_offline_max_potential_cluster_size(v, a, Ref(res), r, o)), c)
+    Int(v[])
+end
+
+"""
+    max_active_clusters(k, config)
+    max_active_clusters(arch, resources, config; sm_count = 0, ...)
+
+How many clusters of the configuration's cluster size can be resident at
+once: the driver's answer, or an offline estimate.
+"""
+function max_active_clusters(k::Kernel, c::LaunchConfig)
+    v = Ref{Cint}(0)
+    _with_config(r -> check(L.cuabi_occupancy_max_active_clusters(v, k, r)), c)
+    Int(v[])
+end
+function max_active_clusters(arch::AbstractString, res::L.cuabi_kernel_resources, c::LaunchConfig; options...)
+    v, a, o = Ref{Cint}(0), _nonul(arch), _occ_options(; options...)
+    _with_config(r -> check(L.cuabi_occupancy_offline_max_active_clusters(v, a, Ref(res), r, o)), c)
+    Int(v[])
 end
 
 mutable struct _Smem
@@ -588,10 +653,11 @@ end
 
 """
     max_potential_block_size(k, d; smem = bs -> 0, shared = 0, limit = 0)
-    max_potential_block_size(arch, resources; ...)
+    max_potential_block_size(arch, resources; ..., sm_count = 0, max_dynamic_shared = -1, carveout = -1)
 
 The block size with the most resident threads and the smallest grid
-filling the GPU; `smem(block_size)` gives dynamic shared memory per block.
+filling the GPU; `smem(block_size)` gives dynamic shared memory per block
+(an exception it throws is rethrown here).
 """
 function max_potential_block_size(k::Kernel, d::Device; smem = nothing, shared::Integer = 0, limit::Integer = 0)
     b, g = Ref{Cint}(0), Ref{Cint}(0)
@@ -601,11 +667,11 @@ function max_potential_block_size(k::Kernel, d::Device; smem = nothing, shared::
     (block_size = Int(b[]), min_grid_size = Int(g[]))
 end
 function max_potential_block_size(arch::AbstractString, res::L.cuabi_kernel_resources; smem = nothing,
-                                  shared::Integer = 0, limit::Integer = 0)
+                                  shared::Integer = 0, limit::Integer = 0, options...)
     b, g = Ref{Cint}(0), Ref{Cint}(0)
-    a = _nonul(arch)
+    a, o = _nonul(arch), _occ_options(; options...)
     check(_with_smem(smem) do cb, p
-        L.cuabi_occupancy_offline_max_potential_block_size(b, g, a, Ref(res), cb, p, shared, limit, C_NULL)
+        L.cuabi_occupancy_offline_max_potential_block_size(b, g, a, Ref(res), cb, p, shared, limit, o)
     end)
     (block_size = Int(b[]), min_grid_size = Int(g[]))
 end
@@ -613,4 +679,13 @@ function arch_limits(arch::AbstractString)
     r = Ref(_init(L.cuabi_arch_limits, L.cuabi_arch_limits_init, L.CUABI_ARCH_LIMITS_VERSION))
     check(L.cuabi_arch_limits_get(r, _nonul(arch)))
     r[]
+end
+"The limits of every architecture of the table, ascending."
+function all_arch_limits()
+    out = L.cuabi_arch_limits[]
+    while true
+        r = Ref(_init(L.cuabi_arch_limits, L.cuabi_arch_limits_init, L.CUABI_ARCH_LIMITS_VERSION))
+        L.cuabi_arch_limits_at(r, length(out)) == L.CUABI_SUCCESS || return out
+        push!(out, r[])
+    end
 end
