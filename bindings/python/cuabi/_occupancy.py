@@ -66,7 +66,7 @@ def block_smem_callback(fn):
     which no block fits; later calls of the same search return SIZE_MAX at
     once instead of calling fn again."""
     if fn is None:
-        return None
+        return _NO_CALLBACK      # a NULL cuabi_block_smem_fn (ctypes refuses None)
     if isinstance(fn, int):
         const = fn
         fn = lambda block_size: const  # noqa: E731

@@ -364,3 +364,18 @@ def test_live_layer_against_the_fake_driver():
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "skipped" not in r.stdout
+
+
+def test_block_smem_callback_of_none_is_a_null_callback(capi, compiled):
+    # Issue 17 item 4: block_smem_callback(None) gives what ctypes passes as
+    # a NULL cuabi_block_smem_fn, so the C search uses the constant size.
+    arch, oc = compiled
+    _capi, lib, _n = capi
+    res = _c_resources(capi, oc, "scale", arch)
+    copts = _c_options(capi)
+    block, grid = C.c_int(), C.c_int()
+    st = lib.cuabi_occupancy_offline_max_potential_block_size(
+        C.byref(block), C.byref(grid), arch.encode(), C.byref(res),
+        cuabi._occupancy.block_smem_callback(None), None, 1024, 0, C.byref(copts))
+    assert st == 0
+    assert (grid.value, block.value) == _c_best(capi, arch, res, None, 1024, 0, copts)
