@@ -211,10 +211,24 @@ START_TEST(options_are_checked)
     o.arch = "sm_90";
     o.extra_option_count = 1;
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    /* An option nvJitLink refuses: at creation without the cache; with it,
+     * nvJitLink sees the options only at completion (a hit never loads it). */
     const char *extra[] = { "-no-such-option" };
     o.extra_options = extra;
+    ck_assert_ok(cuabi_cache_set_enabled(0));
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("nvJitLinkCreate");
+    ck_assert_ok(cuabi_cache_set_enabled(1));
+    ck_assert_ok(cuabi_linker_create(&l, &o));
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry k() { ret; }\n";
+    ck_assert_ok(cuabi_linker_add_data(l, CUABI_CODE_PTX, ptx, sizeof ptx - 1, "k.ptx"));
+    cuabi_objcode *obj = (cuabi_objcode *)1;
+    ck_assert_status(cuabi_linker_complete(&obj, l, CUABI_CODE_CUBIN),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(obj);
+    ck_assert_error_mentions("nvJitLinkCreate");
+    ck_assert_ok(cuabi_linker_destroy(l));
     const char *nulls[] = { NULL };
     o.extra_options = nulls;
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
