@@ -1035,7 +1035,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
 }
 
 /* Header facts of an entry file for listing; false if it does not look like one. */
-static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
+static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names, int *linked)
 {
     uint8_t h[HEADER_SIZE];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1044,11 +1044,13 @@ static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
     bool ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && !memcmp(h, magic, 8);
     close(fd);
     if (ok) {
-        uint32_t t, n;
+        uint32_t t, n, flags;
         memcpy(&t, h + 12, 4);
         memcpy(&n, h + 56, 4);
+        memcpy(&flags, h + 60, 4);
         *type = (cuabi_code_type)t;
         *names = n;
+        *linked = (flags & CUABI__ENTRY_LINKED) != 0;
     }
     return ok;
 }
@@ -1071,7 +1073,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payloa
     }
     for (size_t i = 0; i < n; i++) {
         cuabi_cache_entry_info info = CUABI_CACHE_ENTRY_INFO_INIT;
-        if (!peek_entry(files[i].path, &info.code_type, &info.num_names))
+        if (!peek_entry(files[i].path, &info.code_type, &info.num_names, &info.linked))
             continue;
         memcpy(info.key, files[i].name, 32);
         info.key[32] = '\0';

@@ -303,9 +303,13 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     CUABI__CHECK_OPTS(options, "cuabi_linker_options", CUABI_LINKER_OPTIONS_VERSION, true);
     if (!options)
         options = &defaults;
+    /* Version 1 of the options has no cache field: the cache is used. */
+    int use_cache = options->version >= 2 ? options->cache : 1;
+    CUABI__CHECK_ARG(use_cache == 0 || use_cache == 1, "%s: options->cache is %d; use 0 or 1",
+                     __func__, use_cache);
     /* With the cache, nvJitLink is only found here (a hit never loads it);
      * without, it is loaded and the session opened now. */
-    bool cached = cuabi__cache_enabled();
+    bool cached = use_cache && cuabi__cache_enabled();
     const cuabi__nvjitlink *nvj = NULL;
     if (cached) {
         const char *text;
@@ -717,4 +721,13 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_info_log(const char **out, cuabi_linker 
 CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker *linker)
 {
     return log_getter(out, linker, true, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_cache_hit(int *out, cuabi_linker *linker)
+{
+    cuabi__linker *l;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(l, linker, LINKER);
+    *out = l->hit;
+    return CUABI_SUCCESS;
 }
