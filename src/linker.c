@@ -479,10 +479,11 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_
 }
 
 /* Open a session on the kept options and inputs, replacing any open one:
- * with -ptx for a PTX completion, or the deferred session of a cache miss
- * (whose option and input errors are reported as cuabi_linker_create and
- * cuabi_linker_add_data report them without the cache). A session that
- * refused an input stays, so that cuabi_linker_error_log can read it. */
+ * with -ptx for a PTX completion, and the deferred session of a cache miss,
+ * whose option and input errors are reported as cuabi_linker_create and
+ * cuabi_linker_add_data report them without the cache (a relink's inputs
+ * were accepted once: its errors are link errors). A session that refused
+ * an input stays, so that cuabi_linker_error_log can read it. */
 static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
 {
     if (!l->nvj)
@@ -497,10 +498,12 @@ static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
     nvJitLinkHandle h = NULL;
     nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + ptx, opts);
     cuabi__free(opts);
+    bool relink = !l->cached;
     if (r != NVJITLINK_SUCCESS) {
-        cuabi_status st = ptx ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)")
-                              : fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, h, r, caller,
-                                     "nvJitLinkCreate (check the options)");
+        cuabi_status st =
+            relink ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)")
+                   : fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, h, r, caller,
+                          "nvJitLinkCreate (check the options)");
         if (h)
             nvj->nvJitLinkDestroy(&h);
         return st;
@@ -514,8 +517,8 @@ static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
         if (r != NVJITLINK_SUCCESS) {
             char what[300];
             snprintf(what, sizeof what, "adding %s", k->name);
-            return ptx ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)")
-                       : fail(CUABI_ERROR_INVALID_IMAGE, nvj, h, r, caller, what);
+            return relink ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)")
+                          : fail(CUABI_ERROR_INVALID_IMAGE, nvj, h, r, caller, what);
         }
     }
     return CUABI_SUCCESS;
@@ -649,7 +652,6 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
                      __func__, cuabi__code_type_name(output));
     CUABI__TRY(check_open(l, __func__));
     CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
-    const cuabi__nvjitlink *nvj = l->nvj;
     bool ptx = output == CUABI_CODE_PTX;
     CUABI__CHECK_ARG(!ptx || l->lto,
                      "%s: PTX output needs link-time optimisation: set options.lto = 1 and "
@@ -662,7 +664,7 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
     }
     if (ptx || l->cached)
         CUABI__TRY(open_session(l, ptx, __func__));
-    nvj = l->nvj;
+    const cuabi__nvjitlink *nvj = l->nvj;
     nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);
     if (r != NVJITLINK_SUCCESS)
         return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__, "nvJitLinkComplete");
