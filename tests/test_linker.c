@@ -491,7 +491,8 @@ START_TEST(links_are_cached)
 }
 END_TEST
 
-/* PTX inputs: the arch is in the key; a damaged entry is relinked. */
+/* PTX inputs: the arch is in the key; a damaged entry is relinked; the size
+ * limit evicts. */
 START_TEST(ptx_links_are_cached_per_arch)
 {
     size_t n;
@@ -528,6 +529,23 @@ START_TEST(ptx_links_are_cached_per_arch)
     ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
     r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
     ck_assert_int_eq(r.hit, 2);
+    linked_free(&r);
+    /* The size limit evicts linked entries like any other: all but the
+     * newest go. */
+    cuabi_cache_stats s = CUABI_CACHE_STATS_INIT;
+    ck_assert_ok(cuabi_cache_get_stats(&s));
+    ck_assert_uint_eq(s.entries, 2);
+    ck_assert_ok(cuabi_cache_set_size_limit(1));
+    o.arch = "sm_89";
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    ck_assert_ok(cuabi_cache_get_stats(&s));
+    ck_assert_uint_eq(s.entries, 1);
+    ck_assert_uint_ge(s.evictions, 2);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 2); /* the newest stayed */
     linked_free(&r);
     linked_free(&r80);
     drop_cache();
