@@ -563,6 +563,11 @@ START_TEST(cache_hit_and_cache_option_are_checked)
     ck_assert_ok(cuabi_linker_destroy(l));
     ck_assert_status(cuabi_linker_cache_hit(&hit, l), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_status(cuabi_linker_cache_hit(&hit, NULL), CUABI_ERROR_INVALID_HANDLE);
+    cuabi_objcode *obj;
+    const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
+    ck_assert_ok(cuabi_objcode_from_memory(&obj, CUABI_CODE_PTX, ptx, sizeof ptx - 1, NULL));
+    ck_assert_status(cuabi_linker_cache_hit(&hit, (cuabi_linker *)obj), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_objcode_release(obj));
     cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
     o.cache = 2;
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
