@@ -15,7 +15,7 @@
 #include "libident.h"
 #include "objcode.h"
 
-/* An input kept for a PTX-output relink (see cuabi_linker_complete). */
+/* An input kept for a PTX-output relink or a cache miss (see cuabi_linker_complete). */
 typedef struct kept_input {
     nvJitLinkInputType type;
     void *data;

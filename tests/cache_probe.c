@@ -5,6 +5,7 @@
  *   cache_probe FILE --arch sm_XX [--name-expr E]... [--ptx|--ltoir [--rdc]]
  *               [-o OUT] [--load KERNEL]
  *   cache_probe --link FILE... --arch sm_XX [--lto] [-O N] [--ptx] [-o OUT]
+ *               [--load KERNEL]
  *
  * FILE is CUDA C++, or PTX when it ends in .ptx; --rdc compiles relocatable
  * device code for LTO (-rdc -dlto). --link links the files (their kind
@@ -64,9 +65,30 @@ static int write_out(const char *out, const void *data, size_t size)
     return 0;
 }
 
+/* --load: load `name` of `obj` on device 0 and look its CUfunction up.
+ * 1 done, 0 no GPU, -2 failed (said on stderr). */
+static int load_kernel(cuabi_objcode *obj, const char *name)
+{
+    cuabi_device *dev;
+    cuabi_kernel *k;
+    uintptr_t fn = 0;
+    int ndev = 0;
+    if (cuabi_device_count(&ndev) != CUABI_SUCCESS || ndev == 0)
+        return 0;
+    if (cuabi_device_get(&dev, 0) != CUABI_SUCCESS ||
+        cuabi_objcode_get_kernel(&k, obj, name) != CUABI_SUCCESS ||
+        cuabi_kernel_function(&fn, k, dev) != CUABI_SUCCESS || !fn) {
+        fprintf(stderr, "cache_probe: loading %s: %s\n", name, cuabi_last_error()->message);
+        return -2;
+    }
+    cuabi_kernel_release(k);
+    cuabi_device_release(dev);
+    return 1;
+}
+
 /* --link: the linker through the cache. */
 static int link_files(const char **files, size_t n, const char *arch, int lto, int opt,
-                      cuabi_code_type output, const char *out)
+                      cuabi_code_type output, const char *out, const char *load)
 {
     cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
     o.arch = arch;
@@ -94,9 +116,15 @@ static int link_files(const char **files, size_t n, const char *arch, int lto, i
     cuabi_objcode_bytes(&data, &size, obj);
     if (out && write_out(out, data, size) != 0)
         return 1;
+    int gpu = load ? load_kernel(obj, load) : -1;
+    if (gpu < -1)
+        return 1;
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-    printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu link_ms=%.3f\n", hit, mapped("libnvrtc"),
+    printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu link_ms=%.3f", hit, mapped("libnvrtc"),
            mapped("libnvJitLink"), size, ms);
+    if (gpu >= 0)
+        printf(" gpu=%d", gpu);
+    printf("\n");
     cuabi_objcode_release(obj);
     cuabi_linker_destroy(l);
     return 0;
@@ -135,13 +163,13 @@ int main(int argc, char **argv)
             file = argv[i];
     }
     if (link && nlinks && arch)
-        return link_files(links, nlinks, arch, lto, opt, output, out);
+        return link_files(links, nlinks, arch, lto, opt, output, out, load);
     char *text = file ? slurp(file) : NULL;
     if (!text || !arch) {
         fprintf(stderr, "usage: cache_probe FILE --arch sm_XX [--name-expr E]... "
                         "[--ptx|--ltoir [--rdc]] [-o OUT] [--load KERNEL]\n"
                         "       cache_probe --link FILE... --arch sm_XX [--lto] [-O N] [--ptx] "
-                        "[-o OUT]\n");
+                        "[-o OUT] [--load KERNEL]\n");
         return 2;
     }
     size_t len = strlen(file);
@@ -174,23 +202,9 @@ int main(int argc, char **argv)
     }
     if (out && write_out(out, data, size) != 0)
         return 1;
-    int gpu = -1, ndev = 0;
-    if (load) {
-        cuabi_device *dev;
-        cuabi_kernel *k;
-        uintptr_t fn = 0;
-        gpu = cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0;
-        if (gpu && (cuabi_device_get(&dev, 0) != CUABI_SUCCESS ||
-                    cuabi_objcode_get_kernel(&k, obj, load) != CUABI_SUCCESS ||
-                    cuabi_kernel_function(&fn, k, dev) != CUABI_SUCCESS || !fn)) {
-            fprintf(stderr, "cache_probe: loading %s: %s\n", load, cuabi_last_error()->message);
-            return 1;
-        }
-        if (gpu) {
-            cuabi_kernel_release(k);
-            cuabi_device_release(dev);
-        }
-    }
+    int gpu = load ? load_kernel(obj, load) : -1;
+    if (gpu < -1)
+        return 1;
     printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu", hit, mapped("libnvrtc"),
            mapped("libnvJitLink"), size);
     if (gpu >= 0)

@@ -10,9 +10,10 @@
 #      LD_LIBRARY_PATH, the file behind the path touched, grown or given
 #      another build-id; a damaged identity record is ignored, never trusted;
 #  (c) linked results (cuabi_linker: LTO-IR to CUBIN and PTX, PTX to CUBIN)
-#      hit in a fresh process with neither library mapped; another input's
-#      bytes, another option or output kind is a miss; another nvJitLink
-#      (a copy, touched) is a miss.
+#      hit in a fresh process with neither library mapped (with a GPU, also
+#      after loading the linked module); another input's bytes, another
+#      option, output kind or arch is a miss; another nvJitLink (a copy,
+#      touched) is a miss.
 builddir=${CUABI_TEST_BUILDDIR:-.}
 probe="$builddir/tests/cache_probe"
 cudalib=${CUDA_LIBDIR:-$(sed -n 's/^CUDA_LIBDIR = //p' "$builddir/Makefile" 2>/dev/null)}
@@ -96,6 +97,19 @@ probe "hit=0 nvrtc=* nvjitlink=1 *" $link
 cp "$tmp/helper1.ltoir" "$tmp/helper.ltoir"
 # shellcheck disable=SC2086
 probe "hit=2 nvrtc=0 nvjitlink=0 *" $link
+# (c') with a GPU (the lead's machine): the linked hit's CUBIN loads and its
+# kernel is looked up with neither compiler mapped. Skipped here.
+# shellcheck disable=SC2086
+gpu=$(env -u CUABI_DRIVER_PATH "$probe" $link --load kern 2>"$tmp/err") ||
+    fail "cache_probe $link --load kern: $(cat "$tmp/err")"
+case "$gpu" in
+    *gpu=1*)
+        case "$gpu" in
+            "hit=2 nvrtc=0 nvjitlink=0 "*) echo "ok: link hit + module load on the GPU -> $gpu" ;;
+            *) fail "link hit + module load on the GPU: $gpu" ;;
+        esac ;;
+    *) echo "no GPU: the linked module-load check is left to a GPU machine ($gpu)" ;;
+esac
 # a PTX input linked to a CUBIN, for two architectures
 probe "hit=0 nvrtc=* nvjitlink=1 *" --link "$tmp/segred.ptx" --arch sm_90
 probe "hit=2 nvrtc=0 nvjitlink=0 *" --link "$tmp/segred.ptx" --arch sm_90

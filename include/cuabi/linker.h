@@ -86,7 +86,7 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts,
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out, const cuabi_linker_options *options);
 
 /**
- * Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+ * Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
  * @param data [array of size elements]
  * @param name [may be NULL] For messages; NULL for "<memory>".
  */

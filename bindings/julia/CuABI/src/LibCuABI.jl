@@ -1874,7 +1874,7 @@ end
 """
 cuabi_linker_add_data(linker, var"type", data, size, name)
 
-Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
 
 - `name` [may be C_NULL] For messages; NULL for "<memory>".
 """

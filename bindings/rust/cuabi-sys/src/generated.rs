@@ -1323,7 +1323,7 @@ unsafe extern "C" {
     pub fn cuabi_linker_options_init(opts: *mut cuabi_linker_options, version: c_uint) -> cuabi_status;
     /// Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND (through the cache it is found here and loaded only on a miss).
     pub fn cuabi_linker_create(out: *mut *mut cuabi_linker, options: *const cuabi_linker_options) -> cuabi_status;
-    /// Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+    /// Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
     pub fn cuabi_linker_add_data(linker: *mut cuabi_linker, r#type: cuabi_code_type, data: *const c_void, size: usize, name: *const c_char) -> cuabi_status;
     /// Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a).
     pub fn cuabi_linker_add_file(linker: *mut cuabi_linker, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
