@@ -41,12 +41,15 @@ int main(void)
     TRY(cuabi_linker_add_objcode(ln, a));
     TRY(cuabi_linker_add_objcode(ln, b));
     TRY(cuabi_linker_complete(&linked, ln, CUABI_CODE_CUBIN));
+    int hit;   /* through the compile cache: a second run needs no nvJitLink */
+    TRY(cuabi_linker_cache_hit(&hit, ln));
     cuabi_linker_destroy(ln);
     cuabi_kernel *k;
     TRY(cuabi_objcode_get_kernel(&k, linked, "apply"));
     cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
     TRY(cuabi_kernel_get_resources(&r, k));
-    printf("linked two LTO-IR units: apply uses %d registers\n", r.registers);
+    printf("linked two LTO-IR units (%s): apply uses %d registers\n",
+           hit ? "from the compile cache" : "by nvJitLink now", r.registers);
 
     int ndev = 0;
     if (cuabi_device_count(&ndev) != CUABI_SUCCESS || ndev == 0) {

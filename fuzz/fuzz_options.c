@@ -124,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     l.verbose = c[7] >> 6 & 1;
     l.extra_options = extra;
     l.extra_option_count = c[7] >> 7 ? 2 : 0;
+    l.cache = 0; /* through the cache nvJitLink would see the options only at completion */
     cuabi_linker *lk = NULL;
     if (cuabi_linker_create(&lk, &l) == CUABI_SUCCESS) {
         const char *log;

@@ -5,10 +5,11 @@
  *   header (64 bytes, little-endian host order):
  *     0  magic "CUABICE\0"       8  u32 format   12 u32 code type
  *     16 u64 payload bytes       24 key[16]      40 XXH3-128 of the payload[16]
- *     56 u32 number of names     60 u32 zero
+ *     56 u32 number of names     60 u32 flags (CUABI__ENTRY_LINKED)
  *   payload: blobs, each u64 length + bytes: data, log, then per name the
  *   expression and its lowered name, then the kernels' PTX signatures
- *   (param_types.h; empty when unknown).
+ *   (param_types.h; empty when unknown), then a second log (a link's error
+ *   log; empty when none).
  * Files are written to a temp file in the same directory and renamed into
  * place, so readers see either nothing or a whole file; several writers of
  * one key each rename a complete file and the last one wins. The checksum
@@ -96,13 +97,14 @@ void cuabi__cache_entry_clear(cuabi__cache_entry *e)
     cuabi__free(e->data);
     cuabi__free(e->log);
     cuabi__free(e->signatures);
+    cuabi__free(e->log2);
     *e = (cuabi__cache_entry){ 0 };
 }
 
 /* Deep copy; on failure `dst` is left empty and OUT_OF_MEMORY recorded. */
 static cuabi_status entry_copy(cuabi__cache_entry *dst, const cuabi__cache_entry *src)
 {
-    *dst = (cuabi__cache_entry){ .type = src->type, .size = src->size };
+    *dst = (cuabi__cache_entry){ .type = src->type, .size = src->size, .flags = src->flags };
     dst->data = cuabi__malloc(src->size ? src->size : 1);
     dst->log = cuabi__strdup(src->log ? src->log : "");
     if (src->num_names) {
@@ -110,6 +112,8 @@ static cuabi_status entry_copy(cuabi__cache_entry *dst, const cuabi__cache_entry
         dst->lowered = cuabi__calloc(src->num_names, sizeof(char *));
     }
     if (src->signatures && !(dst->signatures = cuabi__strdup(src->signatures)))
+        goto oom;
+    if (src->log2 && !(dst->log2 = cuabi__strdup(src->log2)))
         goto oom;
     if (!dst->data || !dst->log || (src->num_names && (!dst->exprs || !dst->lowered)))
         goto oom;
@@ -130,7 +134,7 @@ oom:
 static size_t entry_bytes(const cuabi__cache_entry *e)
 {
     size_t n = e->size + (e->log ? strlen(e->log) : 0) + sizeof *e +
-               (e->signatures ? strlen(e->signatures) : 0);
+               (e->signatures ? strlen(e->signatures) : 0) + (e->log2 ? strlen(e->log2) : 0);
     for (size_t i = 0; i < e->num_names; i++)
         n += strlen(e->exprs[i]) + strlen(e->lowered[i]) + 2 * sizeof(char *);
     return n;
@@ -499,7 +503,7 @@ static char *blob_string(const uint8_t *d, uint64_t len)
 static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cache_key *key,
                                cuabi__cache_entry *e, bool *oom)
 {
-    uint32_t format, type, nnames;
+    uint32_t format, type, nnames, flags;
     uint64_t payload;
     uint8_t sum[16];
     if (size < HEADER_SIZE)
@@ -510,6 +514,7 @@ static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cac
     memcpy(&type, buf + 12, 4);
     memcpy(&payload, buf + 16, 8);
     memcpy(&nnames, buf + 56, 4);
+    memcpy(&flags, buf + 60, 4);
     if (format != CUABI__CACHE_FORMAT)
         return "unknown format version";
     if (payload != size - HEADER_SIZE)
@@ -522,7 +527,7 @@ static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cac
     reader r = { buf + HEADER_SIZE, buf + size };
     const uint8_t *d;
     uint64_t len;
-    *e = (cuabi__cache_entry){ .type = (cuabi_code_type)type };
+    *e = (cuabi__cache_entry){ .type = (cuabi_code_type)type, .flags = flags };
     if (nnames > payload / 16)
         return "name count out of range";
     if (!read_blob(&r, &d, &len))
@@ -556,6 +561,10 @@ static const char *parse_entry(const uint8_t *buf, size_t size, const cuabi__cac
     if (!read_blob(&r, &d, &len))
         return "bad signature blob";
     if (len && !(e->signatures = blob_string(d, len)))
+        goto oom;
+    if (!read_blob(&r, &d, &len))
+        return "bad second log blob";
+    if (len && !(e->log2 = blob_string(d, len)))
         goto oom;
     if (r.p != r.end)
         return "trailing bytes";
@@ -647,7 +656,9 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
     }
     size_t sigs = e->signatures ? strlen(e->signatures) : 0;
     put_blob(out, sigs ? e->signatures : "", sigs);
-    size_t expect = HEADER_SIZE + 24 + e->size + (e->log ? strlen(e->log) : 0) + sigs;
+    size_t log2 = e->log2 ? strlen(e->log2) : 0;
+    put_blob(out, log2 ? e->log2 : "", log2);
+    size_t expect = HEADER_SIZE + 32 + e->size + (e->log ? strlen(e->log) : 0) + sigs + log2;
     for (size_t i = 0; i < e->num_names; i++)
         expect += 16 + strlen(e->exprs[i]) + strlen(e->lowered[i]);
     if (out->len != expect)
@@ -662,6 +673,7 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
     memcpy(h + 24, key->b, 16);
     checksum(h + 40, h + HEADER_SIZE, payload);
     memcpy(h + 56, &n, 4);
+    memcpy(h + 60, &e->flags, 4);
     return true;
 }
 
@@ -1023,7 +1035,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
 }
 
 /* Header facts of an entry file for listing; false if it does not look like one. */
-static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
+static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names, int *linked)
 {
     uint8_t h[HEADER_SIZE];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1032,11 +1044,13 @@ static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names)
     bool ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && !memcmp(h, magic, 8);
     close(fd);
     if (ok) {
-        uint32_t t, n;
+        uint32_t t, n, flags;
         memcpy(&t, h + 12, 4);
         memcpy(&n, h + 56, 4);
+        memcpy(&flags, h + 60, 4);
         *type = (cuabi_code_type)t;
         *names = n;
+        *linked = (flags & CUABI__ENTRY_LINKED) != 0;
     }
     return ok;
 }
@@ -1059,7 +1073,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payloa
     }
     for (size_t i = 0; i < n; i++) {
         cuabi_cache_entry_info info = CUABI_CACHE_ENTRY_INFO_INIT;
-        if (!peek_entry(files[i].path, &info.code_type, &info.num_names))
+        if (!peek_entry(files[i].path, &info.code_type, &info.num_names, &info.linked))
             continue;
         memcpy(info.key, files[i].name, 32);
         info.key[32] = '\0';

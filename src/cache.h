@@ -12,9 +12,12 @@
 
 /* Format of the key and of entry files; part of every key, so bumping it
  * makes old entries unreachable (they age out by LRU). 2: entries end with
- * the kernels' PTX signatures. */
-#define CUABI__CACHE_FORMAT 2
-#define CUABI__CACHE_FORMAT_STR "2"
+ * the kernels' PTX signatures. 3: then a second log (a link's error log),
+ * and header flags (CUABI__ENTRY_LINKED). */
+#define CUABI__CACHE_FORMAT 3
+#define CUABI__CACHE_FORMAT_STR "3"
+/* Header flag: the entry is a linker's output (src/linker.c). */
+#define CUABI__ENTRY_LINKED 1u
 
 typedef struct cuabi__cache_key {
     uint8_t b[16];
@@ -45,6 +48,8 @@ typedef struct cuabi__cache_entry {
     char **lowered;        /* ... and their lowered names */
     char *log;             /* compile log ("" when none) */
     char *signatures;      /* the kernels' PTX signatures (param_types.h); NULL: unknown */
+    char *log2;            /* a second log: a link's error log; NULL: none */
+    uint32_t flags;        /* CUABI__ENTRY_* */
 } cuabi__cache_entry;
 void cuabi__cache_entry_clear(cuabi__cache_entry *e);
 

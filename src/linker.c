@@ -1,11 +1,21 @@
 /* The linker: one nvJitLink session per handle. Also the one-input link
- * (PTX/LTO-IR -> CUBIN) behind the objcode's offline queries. */
+ * (PTX/LTO-IR -> CUBIN) behind the objcode's offline queries.
+ *
+ * Links go through the compile cache (src/cache.c) when it is enabled: the
+ * options and inputs are then only kept until cuabi_linker_complete, which
+ * looks the link up by a key over nvJitLink's identity (libident.h: known
+ * without loading it), the options (the arch among them), the output kind
+ * and every input's kind, name and bytes. A hit returns the recorded output
+ * and logs without loading nvJitLink (issue 13); a miss opens the session
+ * then, feeds it the kept inputs and stores the result. */
 #include <stdio.h>
 #include <string.h>
 
+#include "cache.h"
+#include "libident.h"
 #include "objcode.h"
 
-/* An input kept for a PTX-output relink (see cuabi_linker_complete). */
+/* An input kept for a PTX-output relink or a cache miss (see cuabi_linker_complete). */
 typedef struct kept_input {
     nvJitLinkInputType type;
     void *data;
@@ -15,16 +25,20 @@ typedef struct kept_input {
 
 typedef struct cuabi__linker {
     cuabi__object base;
-    nvJitLinkHandle h;
-    const cuabi__nvjitlink *nvj;
+    nvJitLinkHandle h;               /* NULL until a session is open */
+    const cuabi__nvjitlink *nvj;     /* NULL until nvJitLink is needed */
     char arch[16];
     bool completed;
     size_t inputs;
-    char *info_log, *error_log;      /* refreshed by the log getters */
+    char *info_log, *error_log;      /* refreshed by the log getters; a hit's as recorded */
     /* nvJitLink emits PTX only when created with -ptx, but the output kind
      * is chosen at completion: with -lto the options and inputs are kept,
      * and a PTX completion relinks them in a second session. */
-    bool keep;
+    bool keep, lto;
+    /* Through the cache: options and inputs kept (keep is set too), and no
+     * session before completion. */
+    bool cached;
+    int hit;                         /* 0 linked here, 1 memory hit, 2 disk hit */
     char **opts;
     size_t nopts;
     kept_input *kept;
@@ -289,8 +303,22 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     CUABI__CHECK_OPTS(options, "cuabi_linker_options", CUABI_LINKER_OPTIONS_VERSION, true);
     if (!options)
         options = &defaults;
-    const cuabi__nvjitlink *nvj;
-    CUABI__TRY(cuabi__nvjitlink_get(&nvj));
+    /* Version 1 of the options has no cache field: the cache is used. */
+    int use_cache = options->version >= 2 ? options->cache : 1;
+    CUABI__CHECK_ARG(use_cache == 0 || use_cache == 1, "%s: options->cache is %d; use 0 or 1",
+                     __func__, use_cache);
+    /* With the cache, nvJitLink is only found here (a hit never loads it);
+     * without, it is loaded and the session opened now. */
+    bool cached = use_cache && cuabi__cache_enabled();
+    const cuabi__nvjitlink *nvj = NULL;
+    if (cached) {
+        const char *text;
+        size_t len;
+        CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvjitlink, cuabi__cache_record_dir,
+                                         &text, &len, __func__));
+    } else {
+        CUABI__TRY(cuabi__nvjitlink_get(&nvj));
+    }
     char arch[16];
     if (options->arch) {
         CUABI__CHECK_ARG(arch_form_ok(options->arch),
@@ -321,12 +349,14 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     }
     if (st == CUABI_SUCCESS) {
         l->nvj = nvj;
-        l->keep = options->lto != 0;
+        l->cached = cached;
+        l->lto = options->lto != 0;
+        l->keep = cached || l->lto;
         snprintf(l->arch, sizeof l->arch, "%s", arch);
         if (l->keep)
             st = keep_opts(l, all, nopt);
     }
-    if (st == CUABI_SUCCESS) {
+    if (st == CUABI_SUCCESS && !cached) {
         nvJitLinkResult r = nvj->nvJitLinkCreate(&l->h, (uint32_t)nopt, all);
         if (r != NVJITLINK_SUCCESS) {
             st = fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, l->h, r, __func__,
@@ -379,7 +409,8 @@ static cuabi_status add_data(cuabi__linker *l, cuabi_code_type type, const void 
         }
         memcpy(k.data, data, size);
     }
-    nvJitLinkResult r = l->nvj->nvJitLinkAddData(l->h, it, data, size, name);
+    nvJitLinkResult r = l->cached ? NVJITLINK_SUCCESS
+                                  : l->nvj->nvJitLinkAddData(l->h, it, data, size, name);
     if (r != NVJITLINK_SUCCESS) {
         cuabi__free(k.data);
         cuabi__free(k.name);
@@ -447,9 +478,16 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_
     return add_data(l, o->type, o->data, n, o->name, __func__);
 }
 
-/* Replace the session with one created with -ptx, fed the kept inputs. */
-static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
+/* Open a session on the kept options and inputs, replacing any open one:
+ * with -ptx for a PTX completion, and the deferred session of a cache miss,
+ * whose option and input errors are reported as cuabi_linker_create and
+ * cuabi_linker_add_data report them without the cache (a relink's inputs
+ * were accepted once: its errors are link errors). A session that refused
+ * an input stays, so that cuabi_linker_error_log can read it. */
+static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
 {
+    if (!l->nvj)
+        CUABI__TRY(cuabi__nvjitlink_get_for(&l->nvj, caller));
     const cuabi__nvjitlink *nvj = l->nvj;
     const char **opts = cuabi__calloc(l->nopts + 1, sizeof *opts);
     if (!opts)
@@ -458,26 +496,148 @@ static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
         opts[i] = l->opts[i];
     opts[l->nopts] = "-ptx";
     nvJitLinkHandle h = NULL;
-    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + 1, opts);
+    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + ptx, opts);
     cuabi__free(opts);
+    bool relink = !l->cached;
     if (r != NVJITLINK_SUCCESS) {
-        cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)");
+        cuabi_status st =
+            relink ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)")
+                   : fail(CUABI_ERROR_INVALID_ARGUMENT, nvj, h, r, caller,
+                          "nvJitLinkCreate (check the options)");
         if (h)
             nvj->nvJitLinkDestroy(&h);
         return st;
     }
+    if (l->h)
+        nvj->nvJitLinkDestroy(&l->h);
+    l->h = h;
     for (size_t i = 0; i < l->inputs; i++) {
         const kept_input *k = &l->kept[i];
         r = nvj->nvJitLinkAddData(h, k->type, k->data, k->size, k->name);
         if (r != NVJITLINK_SUCCESS) {
-            cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)");
-            nvj->nvJitLinkDestroy(&h);
-            return st;
+            char what[300];
+            snprintf(what, sizeof what, "adding %s", k->name);
+            return relink ? fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)")
+                          : fail(CUABI_ERROR_INVALID_IMAGE, nvj, h, r, caller, what);
         }
     }
-    nvj->nvJitLinkDestroy(&l->h);
-    l->h = h;
     return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ the cache */
+
+/* The link's key: nvJitLink's identity, the options (the arch among them),
+ * the output kind and each input's kind, name and bytes, all
+ * length-prefixed. Fails only when nvJitLink cannot be found. */
+static cuabi_status link_key(cuabi__cache_key *out, const cuabi__linker *l,
+                             cuabi_code_type output, const char *caller)
+{
+    static const char scheme[] = "cuabi-cache-format=" CUABI__CACHE_FORMAT_STR " link=1";
+    const char *ident;
+    size_t ident_len;
+    CUABI__TRY(cuabi__compiler_ident(&cuabi__compiler_nvjitlink, cuabi__cache_record_dir, &ident,
+                                     &ident_len, caller));
+    uint32_t out_type = (uint32_t)output;
+    uint64_t counts[2] = { l->nopts, l->inputs };
+    uint32_t *types = cuabi__calloc(l->inputs + 1, sizeof *types);
+    cuabi__bytes *f = cuabi__calloc(6 + l->nopts + 3 * l->inputs, sizeof *f);
+    if (!types || !f) {
+        cuabi__free(types);
+        cuabi__free(f);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    size_t k = 0;
+    f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
+    f[k++] = (cuabi__bytes){ ident, ident_len };
+    f[k++] = (cuabi__bytes){ &out_type, sizeof out_type };
+    f[k++] = (cuabi__bytes){ counts, sizeof counts };
+    for (size_t i = 0; i < l->nopts; i++)
+        f[k++] = (cuabi__bytes){ l->opts[i], strlen(l->opts[i]) };
+    for (size_t i = 0; i < l->inputs; i++) {
+        types[i] = (uint32_t)l->kept[i].type;
+        f[k++] = (cuabi__bytes){ &types[i], sizeof types[i] };
+        f[k++] = (cuabi__bytes){ l->kept[i].name, strlen(l->kept[i].name) };
+        f[k++] = (cuabi__bytes){ l->kept[i].data, l->kept[i].size };
+    }
+    f[k++] = (cuabi__bytes){ "end", 3 };
+    cuabi__cache_key_compute(out, f, k);
+    cuabi__free(types);
+    cuabi__free(f);
+    return CUABI_SUCCESS;
+}
+
+/* Keep a hit's logs for the log getters. */
+static cuabi_status take_logs(cuabi__linker *l, cuabi__cache_entry *e)
+{
+    char *info = cuabi__strdup(e->log ? e->log : "");
+    char *error = cuabi__strdup(e->log2 ? e->log2 : "");
+    if (!info || !error) {
+        cuabi__free(info);
+        cuabi__free(error);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    cuabi__free(l->info_log);
+    cuabi__free(l->error_log);
+    l->info_log = info;
+    l->error_log = error;
+    return CUABI_SUCCESS;
+}
+
+/* Store the link's output with its logs (best effort), under the identity
+ * of the nvJitLink that ran. */
+static void store_link(const cuabi__linker *l, cuabi_code_type output, void *data, size_t size)
+{
+    cuabi__cache_key key;
+    cuabi__cache_entry e = { .type = output, .data = data, .size = size,
+                             .flags = CUABI__ENTRY_LINKED };
+    e.log = get_log(l->nvj, l->h, false);
+    e.log2 = get_log(l->nvj, l->h, true);
+    if (e.log && e.log2 && link_key(&key, l, output, "cuabi_linker_complete") == CUABI_SUCCESS)
+        cuabi__cache_store(&key, &e, NULL);
+    cuabi__free(e.log);
+    cuabi__free(e.log2);
+    cuabi_error_clear(); /* the cache is best effort: the link succeeded */
+}
+
+static cuabi_status output_objcode(cuabi_objcode **out, const cuabi__linker *l,
+                                   cuabi_code_type output, void *data, size_t size,
+                                   bool trusted)
+{
+    char name[64];
+    snprintf(name, sizeof name, "<linked %s for %s>", output == CUABI_CODE_PTX ? "PTX" : "CUBIN",
+             l->arch);
+    cuabi__objcode *o;
+    CUABI__TRY(trusted ? cuabi__objcode_new_trusted(&o, output, data, size, name)
+                       : cuabi__objcode_new(&o, output, data, size, name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+/* Look the link up; on a hit fill *out and the logs. */
+static cuabi_status lookup_link(cuabi_objcode **out, cuabi__linker *l, cuabi_code_type output,
+                                const char *caller)
+{
+    cuabi__cache_key key;
+    cuabi__cache_entry e = { 0 };
+    CUABI__TRY(link_key(&key, l, output, caller));
+    CUABI__TRY(cuabi__cache_lookup(&key, &e, &l->hit, NULL));
+    if (!l->hit)
+        return CUABI_SUCCESS;
+    /* The key names the output kind, so another kind is a foreign entry. */
+    cuabi_status st = e.type != output
+        ? cuabi__error(CUABI_ERROR_CACHE, "%s: the cache entry for this link holds %s, not %s",
+                       caller, cuabi__code_type_name(e.type), cuabi__code_type_name(output))
+        : take_logs(l, &e);
+    void *data = e.data;
+    e.data = NULL;
+    if (st == CUABI_SUCCESS)
+        st = output_objcode(out, l, output, data, e.size, true);
+    else
+        cuabi__free(data);
+    cuabi__cache_entry_clear(&e);
+    if (st != CUABI_SUCCESS)
+        l->hit = 0;
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_linker *linker,
@@ -492,14 +652,19 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
                      __func__, cuabi__code_type_name(output));
     CUABI__TRY(check_open(l, __func__));
     CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
-    const cuabi__nvjitlink *nvj = l->nvj;
     bool ptx = output == CUABI_CODE_PTX;
-    CUABI__CHECK_ARG(!ptx || l->keep,
+    CUABI__CHECK_ARG(!ptx || l->lto,
                      "%s: PTX output needs link-time optimisation: set options.lto = 1 and "
                      "add LTO-IR inputs", __func__);
     l->completed = true;
-    if (ptx)
-        CUABI__TRY(relink_for_ptx(l, __func__));
+    if (l->cached) {
+        CUABI__TRY(lookup_link(out, l, output, __func__));
+        if (l->hit)
+            return CUABI_SUCCESS;
+    }
+    if (ptx || l->cached)
+        CUABI__TRY(open_session(l, ptx, __func__));
+    const cuabi__nvjitlink *nvj = l->nvj;
     nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);
     if (r != NVJITLINK_SUCCESS)
         return fail(CUABI_ERROR_LINK, nvj, l->h, r, __func__, "nvJitLinkComplete");
@@ -520,12 +685,9 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
     data[size] = '\0';
     if (ptx)
         size = strlen(data); /* the reported size counts the NUL */
-    char name[64];
-    snprintf(name, sizeof name, "<linked %s for %s>", ptx ? "PTX" : "CUBIN", l->arch);
-    cuabi__objcode *o;
-    CUABI__TRY(cuabi__objcode_new(&o, output, data, size, name));
-    *out = CUABI__HANDLE(o, cuabi_objcode);
-    return CUABI_SUCCESS;
+    if (l->cached)
+        store_link(l, output, data, size);
+    return output_objcode(out, l, output, data, size, false);
 }
 
 static cuabi_status log_getter(const char **out, cuabi_linker *linker, bool error,
@@ -537,10 +699,16 @@ static cuabi_status log_getter(const char **out, cuabi_linker *linker, bool erro
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
     CUABI__TRY(cuabi__handle_get(linker, CUABI__T_LINKER, &obj, caller));
     l = obj;
+    char **slot = error ? &l->error_log : &l->info_log;
+    if (!l->h) { /* no session: a cache hit's logs, or nothing yet */
+        if (!*slot && !(*slot = cuabi__strdup("")))
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        *out = *slot;
+        return CUABI_SUCCESS;
+    }
     char *log = get_log(l->nvj, l->h, error);
     if (!log)
         return CUABI_ERROR_OUT_OF_MEMORY;
-    char **slot = error ? &l->error_log : &l->info_log;
     cuabi__free(*slot);
     *slot = log;
     *out = log;
@@ -555,4 +723,13 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_info_log(const char **out, cuabi_linker 
 CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker *linker)
 {
     return log_getter(out, linker, true, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_cache_hit(int *out, cuabi_linker *linker)
+{
+    cuabi__linker *l;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(l, linker, LINKER);
+    *out = l->hit;
+    return CUABI_SUCCESS;
 }

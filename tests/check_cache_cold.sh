@@ -8,7 +8,12 @@
 #  (b) another compiler library gives a miss: CUABI_NVRTC_PATH /
 #      CUABI_NVJITLINK_PATH to a copy, the same copy found through
 #      LD_LIBRARY_PATH, the file behind the path touched, grown or given
-#      another build-id; a damaged identity record is ignored, never trusted.
+#      another build-id; a damaged identity record is ignored, never trusted;
+#  (c) linked results (cuabi_linker: LTO-IR to CUBIN and PTX, PTX to CUBIN)
+#      hit in a fresh process with neither library mapped (with a GPU, also
+#      after loading the linked module); another input's bytes, another
+#      option, output kind or arch is a miss; another nvJitLink (a copy,
+#      touched) is a miss.
 builddir=${CUABI_TEST_BUILDDIR:-.}
 probe="$builddir/tests/cache_probe"
 cudalib=${CUDA_LIBDIR:-$(sed -n 's/^CUDA_LIBDIR = //p' "$builddir/Makefile" 2>/dev/null)}
@@ -59,6 +64,62 @@ probe "hit=2 nvrtc=0 nvjitlink=0 *" $cu --ltoir
 probe "hit=0 nvrtc=* nvjitlink=1 *" "$tmp/segred.ptx" --arch sm_90
 probe "hit=2 nvrtc=0 nvjitlink=0 *" "$tmp/segred.ptx" --arch sm_90
 ls "$tmp/cache"/id-nvrtc-* >/dev/null 2>&1 || fail "no NVRTC identity record written"
+
+# ---- (c) linked results: two LTO-IR units, linked by cuabi_linker
+cat > "$tmp/kern.cu" <<'SRC'
+extern __device__ int helper(int x);
+extern "C" __global__ void kern(int *o) { o[threadIdx.x] = helper(threadIdx.x); }
+SRC
+echo '__device__ int helper(int x) { return x * 3 + 1; }' > "$tmp/helper.cu"
+echo '__device__ int helper(int x) { return x * 5 + 2; }' > "$tmp/helper2.cu"
+for u in kern helper helper2; do
+    probe "hit=* nvrtc=* *" "$tmp/$u.cu" --arch sm_90 --ltoir --rdc -o "$tmp/$u.ltoir"
+done
+cp "$tmp/helper.ltoir" "$tmp/helper1.ltoir"
+link="--link $tmp/kern.ltoir $tmp/helper.ltoir --arch sm_90 --lto"
+# shellcheck disable=SC2086
+probe "hit=0 nvrtc=* nvjitlink=1 *" $link
+# shellcheck disable=SC2086
+probe "hit=2 nvrtc=0 nvjitlink=0 *" $link
+# shellcheck disable=SC2086
+probe "hit=0 nvrtc=* nvjitlink=1 *" $link --ptx
+# shellcheck disable=SC2086
+probe "hit=2 nvrtc=0 nvjitlink=0 *" $link --ptx
+# another option
+# shellcheck disable=SC2086
+probe "hit=0 nvrtc=* nvjitlink=1 *" $link -O 0
+# shellcheck disable=SC2086
+probe "hit=2 nvrtc=0 nvjitlink=0 *" $link -O 0
+# another input's bytes under the same name, then the first again
+cp "$tmp/helper2.ltoir" "$tmp/helper.ltoir"
+# shellcheck disable=SC2086
+probe "hit=0 nvrtc=* nvjitlink=1 *" $link
+cp "$tmp/helper1.ltoir" "$tmp/helper.ltoir"
+# shellcheck disable=SC2086
+probe "hit=2 nvrtc=0 nvjitlink=0 *" $link
+# (c') with a GPU (the lead's machine): the linked hit's CUBIN loads and its
+# kernel is looked up with neither compiler mapped. Skipped here.
+# shellcheck disable=SC2086
+gpu=$(env -u CUABI_DRIVER_PATH "$probe" $link --load kern 2>"$tmp/err") ||
+    fail "cache_probe $link --load kern: $(cat "$tmp/err")"
+case "$gpu" in
+    *gpu=1*)
+        case "$gpu" in
+            "hit=2 nvrtc=0 nvjitlink=0 "*) echo "ok: link hit + module load on the GPU -> $gpu" ;;
+            *) fail "link hit + module load on the GPU: $gpu" ;;
+        esac ;;
+    *) echo "no GPU: the linked module-load check is left to a GPU machine ($gpu)" ;;
+esac
+# a PTX input linked to a CUBIN, for two architectures
+probe "hit=0 nvrtc=* nvjitlink=1 *" --link "$tmp/segred.ptx" --arch sm_90
+probe "hit=2 nvrtc=0 nvjitlink=0 *" --link "$tmp/segred.ptx" --arch sm_90
+probe "hit=0 nvrtc=* nvjitlink=1 *" --link "$tmp/segred.ptx" --arch sm_100
+# the entries are listed as linked
+if [ -x "$builddir/cuabi" ]; then
+    n=$("$builddir/cuabi" cache list 2>/dev/null | grep -c ' linked$')
+    [ "$n" -eq 6 ] || fail "cuabi cache list shows $n linked entries, not 6"
+    echo "ok: cuabi cache list shows the 6 linked entries"
+fi
 ls "$tmp/cache"/id-nvjitlink-* >/dev/null 2>&1 || fail "no nvJitLink identity record written"
 
 # ---- a damaged identity record is ignored: NVRTC is loaded to learn its
@@ -136,5 +197,20 @@ if [ -f "$cudalib/libnvJitLink.so.13" ]; then
     touch "$tmp/lib/libnvJitLink.so.13"
     probe "hit=0 nvrtc=* nvjitlink=1 *" CUABI_NVJITLINK_PATH="$tmp/lib/libnvJitLink.so.13" \
         "$tmp/segred.ptx" --arch sm_90
+    # linked results: the copy's entries are its own
+    # shellcheck disable=SC2086
+    probe "hit=0 nvrtc=* nvjitlink=1 *" CUABI_NVJITLINK_PATH="$tmp/lib/libnvJitLink.so.13" $link
+    # shellcheck disable=SC2086
+    probe "hit=2 nvrtc=0 nvjitlink=0 *" CUABI_NVJITLINK_PATH="$tmp/lib/libnvJitLink.so.13" $link
+    # shellcheck disable=SC2086
+    probe "hit=2 nvrtc=0 nvjitlink=0 *" \
+        LD_LIBRARY_PATH="$tmp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" $link
+    # shellcheck disable=SC2086
+    probe "hit=0 nvrtc=* nvjitlink=1 *" $link
+    touch "$tmp/lib/libnvJitLink.so.13"
+    # shellcheck disable=SC2086
+    probe "hit=0 nvrtc=* nvjitlink=1 *" CUABI_NVJITLINK_PATH="$tmp/lib/libnvJitLink.so.13" $link
+    # shellcheck disable=SC2086
+    probe "hit=2 nvrtc=0 nvjitlink=0 *" CUABI_NVJITLINK_PATH="$tmp/lib/libnvJitLink.so.13" $link
 fi
 exit 0

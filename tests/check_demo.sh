@@ -10,7 +10,7 @@ trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 out=$("$cuabi" demo) || fail "first run exits 0: $out"
 echo "$out"
 echo "$out" | grep -q "compiled now" || fail "first run compiles"
-echo "$out" | grep -q "linked with nvJitLink" || fail "links with nvJitLink"
+echo "$out" | grep -q "linked with nvJitLink to a CUBIN (linked now)" || fail "links with nvJitLink"
 echo "$out" | grep -q "resources: .* registers" || fail "prints resources"
 echo "$out" | grep -q "occupancy on sm_" || fail "prints occupancy"
 if echo "$out" | grep -q "No GPU available"; then
@@ -32,6 +32,7 @@ assert d["launched"] is True and d["correct"] is True, d' || fail "json on a GPU
 fi
 out=$("$cuabi" demo) || fail "second run exits 0"
 echo "$out" | grep -q "from the on-disk cache" || fail "second run from the cache"
-"$cuabi" demo --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["from_cache"] and "resources" in d' \
+echo "$out" | grep -q "to a CUBIN (from the on-disk cache)" || fail "second run's link from the cache"
+"$cuabi" demo --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["from_cache"] and d["link_from_cache"] and "resources" in d' \
     || fail "json"
 exit 0

@@ -606,6 +606,53 @@ START_TEST(list_and_clear)
 }
 END_TEST
 
+/* A linked result's parts (src/linker.c) survive both layers: the second
+ * log (the error log), the linked flag; compiles have neither. */
+static int linked_flag(const cuabi_cache_entry_info *e, void *payload)
+{
+    ck_assert_int_eq(e->version, CUABI_CACHE_ENTRY_INFO_VERSION);
+    ((int *)payload)[e->linked ? 1 : 0]++;
+    return 0;
+}
+
+START_TEST(second_log_and_linked_flag)
+{
+    static const char code[] = "not really a cubin";
+    cuabi__bytes field = { "second_log_and_linked_flag", 26 };
+    cuabi__cache_key key;
+    cuabi__cache_key_compute(&key, &field, 1);
+    cuabi__cache_entry e = { .type = CUABI_CODE_CUBIN, .data = (void *)code,
+                             .size = sizeof code, .log = "info: 10 registers",
+                             .log2 = "warning: something", .flags = CUABI__ENTRY_LINKED };
+    cuabi__str notes = { 0 };
+    cuabi__cache_store(&key, &e, &notes);
+    ck_assert_ptr_null(notes.s);
+    for (int layer = 1; layer <= 2; layer++) {
+        cuabi__cache_entry got = { 0 };
+        int where;
+        ck_assert_ok(cuabi__cache_lookup(&key, &got, &where, &notes));
+        ck_assert_int_eq(where, layer);
+        ck_assert_uint_eq(got.size, sizeof code);
+        ck_assert_int_eq(memcmp(got.data, code, sizeof code), 0);
+        ck_assert_str_eq(got.log, "info: 10 registers");
+        ck_assert_str_eq(got.log2, "warning: something");
+        ck_assert_uint_eq(got.flags, CUABI__ENTRY_LINKED);
+        cuabi__cache_entry_clear(&got);
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    }
+    compile_one();
+    int seen[2] = { 0, 0 };
+    ck_assert_ok(cuabi_cache_list(linked_flag, seen));
+    ck_assert_int_eq(seen[0], 1); /* the compile */
+    ck_assert_int_eq(seen[1], 1); /* the link */
+    cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
+    ck_assert_ok(cuabi_cache_verify(&r, NULL, NULL));
+    ck_assert_uint_eq(r.checked, 2);
+    ck_assert_uint_eq(r.removed, 0);
+    cuabi__str_free(&notes);
+}
+END_TEST
+
 /* ------------------------------------------- files reached by #include */
 
 static void write_text(const char *path, const char *text)
@@ -848,6 +895,7 @@ int main(void)
     tcase_add_test(tc, disabled_cache);
     tcase_add_test(tc, directory_resolution);
     tcase_add_test(tc, list_and_clear);
+    tcase_add_test(tc, second_log_and_linked_flag);
     tcase_add_test(tc, precompile_into_the_cache);
     tcase_add_test(tc, edited_header_is_not_stale);
     tcase_add_test(tc, unfollowable_include_skips_the_cache);

@@ -272,24 +272,29 @@ static cuabi_status sc_ptx(void)
 static void *lto_a, *lto_b;
 static size_t lto_a_size, lto_b_size;
 
-/* LTO-IR of two units linked to CUBIN and to PTX, then a PTX input. */
-static cuabi_status sc_linker(void)
+/* LTO-IR of two units linked to CUBIN and to PTX, then a PTX input; with
+ * `cache` 0 every call reaches nvJitLink. */
+static cuabi_status link_all(int cache)
 {
     cuabi_status st = CUABI_SUCCESS;
     cuabi_linker *l = NULL, *l2 = NULL, *l3 = NULL;
     cuabi_objcode *a = NULL, *out = NULL, *ptx = NULL, *lptx = NULL;
     const char *log;
     size_t count;
+    int hit;
     cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
     o.arch = "sm_90";
     o.lto = 1;
     o.verbose = 1;
+    o.cache = cache;
     STEP(cuabi_objcode_from_memory(&a, CUABI_CODE_LTOIR, lto_a, lto_a_size, "a.ltoir"));
     STEP(cuabi_linker_create(&l, &o));
     STEP(cuabi_linker_add_objcode(l, a));
     STEP(cuabi_linker_add_data(l, CUABI_CODE_LTOIR, lto_b, lto_b_size, "b.ltoir"));
     STEP(cuabi_linker_complete(&out, l, CUABI_CODE_CUBIN));
     STEP(cuabi_linker_info_log(&log, l));
+    STEP(cuabi_linker_error_log(&log, l));
+    STEP(cuabi_linker_cache_hit(&hit, l));
     STEP(cuabi_objcode_kernel_count(&count, out));
     o.verbose = 0;
     STEP(cuabi_linker_create(&l3, &o));
@@ -308,6 +313,20 @@ static cuabi_status sc_linker(void)
     if (l2) cuabi_linker_destroy(l2);
     if (l) cuabi_linker_destroy(l);
     if (a) cuabi_objcode_release(a);
+    return st;
+}
+
+static cuabi_status sc_linker(void) { return link_all(0); }
+
+/* Links through the cache: miss and store, memory hit, disk hit. */
+static cuabi_status sc_link_cache(void)
+{
+    cuabi__cache_reset_for_test();
+    cuabi_status st = cuabi_cache_clear(CUABI_CACHE_CLEAR_ALL);
+    STEP(link_all(1));
+    STEP(link_all(1));
+    cuabi__cache_reset_for_test();
+    STEP(link_all(1));
     return st;
 }
 
@@ -534,7 +553,8 @@ typedef struct scenario {
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
-    { "linker", sc_linker }, { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
+    { "linker", sc_linker }, { "linkcache", sc_link_cache }, { "tensormap", sc_tensormap },
+    { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)

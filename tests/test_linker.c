@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "objcode.h"
 #include "objcode_testutil.h"
 
@@ -211,10 +212,24 @@ START_TEST(options_are_checked)
     o.arch = "sm_90";
     o.extra_option_count = 1;
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    /* An option nvJitLink refuses: at creation without the cache; with it,
+     * nvJitLink sees the options only at completion (a hit never loads it). */
     const char *extra[] = { "-no-such-option" };
     o.extra_options = extra;
+    ck_assert_ok(cuabi_cache_set_enabled(0));
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("nvJitLinkCreate");
+    ck_assert_ok(cuabi_cache_set_enabled(1));
+    ck_assert_ok(cuabi_linker_create(&l, &o));
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry k() { ret; }\n";
+    ck_assert_ok(cuabi_linker_add_data(l, CUABI_CODE_PTX, ptx, sizeof ptx - 1, "k.ptx"));
+    cuabi_objcode *obj = (cuabi_objcode *)1;
+    ck_assert_status(cuabi_linker_complete(&obj, l, CUABI_CODE_CUBIN),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(obj);
+    ck_assert_error_mentions("nvJitLinkCreate");
+    ck_assert_ok(cuabi_linker_destroy(l));
     const char *nulls[] = { NULL };
     o.extra_options = nulls;
     ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
@@ -267,6 +282,296 @@ START_TEST(bad_inputs_and_handles)
     ck_assert_status(cuabi_linker_add_objcode((cuabi_linker *)obj, obj), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_status(cuabi_linker_destroy((cuabi_linker *)obj), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_ok(cuabi_objcode_release(obj));
+}
+END_TEST
+
+/* ---------------------------------------------------------- the cache */
+
+static char cachedir[64];
+
+/* A cache directory of this test's own, the in-memory layer empty. */
+static void fresh_cache(void)
+{
+    strcpy(cachedir, "/tmp/cuabi-test-linker-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(cachedir));
+    setenv("CUABI_CACHE_DIR", cachedir, 1);
+    unsetenv("CUABI_CACHE");
+    cuabi__cache_reset_for_test();
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+}
+
+static void drop_cache(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cachedir);
+    ck_assert_int_eq(system(cmd), 0);
+    unsetenv("CUABI_CACHE_DIR");
+    cuabi__cache_reset_for_test();
+    ck_assert_ok(cuabi_cache_set_directory(NULL));
+}
+
+typedef struct linked {
+    int hit;
+    void *bytes;
+    size_t size;
+    char *info, *error;
+} linked;
+
+static void linked_free(linked *r)
+{
+    free(r->bytes);
+    free(r->info);
+    free(r->error);
+}
+
+/* Link the inputs (a NULL name: the default) with `o` to `output`. */
+static linked link_inputs(const cuabi_linker_options *o, cuabi_code_type output, size_t n,
+                          const void *const *data, const size_t *sizes, const char *const *names,
+                          cuabi_code_type type)
+{
+    cuabi_linker *l;
+    ck_assert_ok(cuabi_linker_create(&l, o));
+    linked r = { .hit = -1 };
+    ck_assert_ok(cuabi_linker_cache_hit(&r.hit, l));
+    ck_assert_int_eq(r.hit, 0); /* nothing completed yet */
+    for (size_t i = 0; i < n; i++)
+        ck_assert_ok(cuabi_linker_add_data(l, type, data[i], sizes[i], names[i]));
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_linker_complete(&obj, l, output));
+    ck_assert_ok(cuabi_linker_cache_hit(&r.hit, l));
+    const void *d;
+    ck_assert_ok(cuabi_objcode_bytes(&d, &r.size, obj));
+    r.bytes = malloc(r.size);
+    memcpy(r.bytes, d, r.size);
+    cuabi_code_type t;
+    ck_assert_ok(cuabi_objcode_code_type(&t, obj));
+    ck_assert_int_eq(t, output);
+    if (output == CUABI_CODE_CUBIN) { /* a usable image, hit or not */
+        const char *kname;
+        ck_assert_ok(cuabi_objcode_kernel_name(&kname, obj, 0));
+    }
+    const char *log;
+    ck_assert_ok(cuabi_linker_info_log(&log, l));
+    r.info = strdup(log);
+    ck_assert_ok(cuabi_linker_error_log(&log, l));
+    r.error = strdup(log);
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_linker_destroy(l));
+    return r;
+}
+
+static void same_bytes(const linked *x, const linked *y)
+{
+    ck_assert_uint_eq(x->size, y->size);
+    ck_assert_int_eq(memcmp(x->bytes, y->bytes, x->size), 0);
+}
+
+/* The same output and logs (a hit's logs are the recorded ones: the info
+ * log's compile time says which). */
+static void same_output(const linked *x, const linked *y)
+{
+    same_bytes(x, y);
+    ck_assert_str_eq(x->info, y->info);
+    ck_assert_str_eq(x->error, y->error);
+}
+
+static int count_linked(const cuabi_cache_entry_info *e, void *payload)
+{
+    if (e->linked)
+        ++*(int *)payload;
+    return 0;
+}
+
+START_TEST(links_are_cached)
+{
+    size_t na, nb, nc;
+    void *a = ltoir(unit_kernel, &na), *b = ltoir(unit_helper, &nb);
+    void *c = ltoir("__device__ int helper(int x) { return x * 5 + 2; }\n", &nc);
+    fresh_cache();
+    size_t live = cuabi__handle_live_count();
+    cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
+    o.arch = "sm_90";
+    o.lto = 1;
+    o.verbose = 1; /* an info log to record */
+    const void *ab[] = { a, b }, *ac[] = { a, c };
+    size_t sab[] = { na, nb }, sac[] = { na, nc };
+    const char *names[] = { "kernel.ltoir", "helper.ltoir" };
+    const char *renamed[] = { "kernel.ltoir", "other.ltoir" };
+    cuabi_cache_stats s0 = CUABI_CACHE_STATS_INIT, s1 = CUABI_CACHE_STATS_INIT;
+    ck_assert_ok(cuabi_cache_get_stats(&s0));
+    linked first = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(first.hit, 0);
+    ck_assert_ptr_nonnull(strstr(first.info, "kern")); /* -verbose: the kernel's resources */
+    ck_assert_ok(cuabi_cache_get_stats(&s1));
+    ck_assert_uint_eq(s1.misses, s0.misses + 1);
+    ck_assert_uint_eq(s1.stores, s0.stores + 1);
+    /* Memory, then disk: the same bytes and logs. */
+    linked mem = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(mem.hit, 1);
+    same_output(&first, &mem);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    linked disk = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(disk.hit, 2);
+    same_output(&first, &disk);
+    int nlinked = 0;
+    ck_assert_ok(cuabi_cache_list(count_linked, &nlinked));
+    ck_assert_int_eq(nlinked, 1);
+    /* Another input's bytes, another input name, another option, another
+     * output kind: each a miss, then a hit. */
+    linked r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ac, sac, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    ck_assert(r.size != first.size || memcmp(r.bytes, first.bytes, r.size) != 0);
+    linked_free(&r);
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ac, sac, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 1);
+    linked_free(&r);
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, renamed, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    o.optimization = 0;
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    o.optimization = -1;
+    o.verbose = 0;
+    r = link_inputs(&o, CUABI_CODE_PTX, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    ck_assert_ptr_nonnull(strstr(r.bytes, ".entry kern"));
+    linked_free(&r);
+    r = link_inputs(&o, CUABI_CODE_PTX, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 1);
+    linked_free(&r);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_PTX, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 2);
+    ck_assert_ptr_nonnull(strstr(r.bytes, ".entry kern")); /* NUL-terminated from disk */
+    ck_assert_uint_eq(strlen(r.bytes), r.size);
+    linked_free(&r);
+    /* options.cache = 0 and the cache turned off: nvJitLink every time, no
+     * lookup, no store. */
+    o.verbose = 1;
+    ck_assert_ok(cuabi_cache_get_stats(&s0));
+    o.cache = 0;
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    same_bytes(&first, &r);
+    linked_free(&r);
+    o.cache = 1;
+    ck_assert_ok(cuabi_cache_set_enabled(0));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    ck_assert_ok(cuabi_cache_set_enabled(1));
+    ck_assert_ok(cuabi_cache_get_stats(&s1));
+    ck_assert_uint_eq(s1.misses + s1.memory_hits + s1.disk_hits + s1.stores,
+                      s0.misses + s0.memory_hits + s0.disk_hits + s0.stores);
+    /* Version 1 options (no cache field) use the cache. */
+    cuabi_linker_options v1;
+    ck_assert_ok(cuabi_linker_options_init(&v1, 1));
+    v1.arch = "sm_90";
+    v1.lto = 1;
+    v1.verbose = 1;
+    r = link_inputs(&v1, CUABI_CODE_CUBIN, 2, ab, sab, names, CUABI_CODE_LTOIR);
+    ck_assert_int_eq(r.hit, 2); /* the memory layer was cleared above */
+    same_output(&first, &r);
+    linked_free(&r);
+    /* verify keeps the linked entries */
+    cuabi_cache_verify_report rep = CUABI_CACHE_VERIFY_REPORT_INIT;
+    ck_assert_ok(cuabi_cache_verify(&rep, NULL, NULL));
+    ck_assert_uint_eq(rep.removed, 0);
+    ck_assert_uint_ge(rep.checked, 5);
+    linked_free(&first);
+    linked_free(&mem);
+    linked_free(&disk);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    drop_cache();
+    free(a);
+    free(b);
+    free(c);
+}
+END_TEST
+
+/* PTX inputs: the arch is in the key; a damaged entry is relinked; the size
+ * limit evicts. */
+START_TEST(ptx_links_are_cached_per_arch)
+{
+    size_t n;
+    const char *opts[] = { "-arch=compute_80" };
+    char *ptx = test_nvrtc("extern \"C\" __global__ void k3(float *x) { x[0] = 3; }", opts, 1,
+                           CUABI_CODE_PTX, &n);
+    fresh_cache();
+    cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
+    o.arch = "sm_80";
+    const void *in[] = { ptx };
+    const char *names[] = { NULL };
+    linked r80 = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r80.hit, 0);
+    o.arch = "sm_86";
+    linked r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    o.arch = "sm_80";
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 2);
+    same_output(&r80, &r);
+    linked_free(&r);
+    /* Damage every entry file: misses that relink, and store again. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "for f in %s/*.bin; do printf 'X' | dd of=$f bs=1 seek=100 "
+             "conv=notrunc 2>/dev/null; done", cachedir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 0);
+    same_bytes(&r80, &r);
+    linked_free(&r);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 2);
+    linked_free(&r);
+    /* The size limit evicts linked entries like any other: all but the
+     * newest go. */
+    cuabi_cache_stats s = CUABI_CACHE_STATS_INIT;
+    ck_assert_ok(cuabi_cache_get_stats(&s));
+    ck_assert_uint_eq(s.entries, 2);
+    ck_assert_ok(cuabi_cache_set_size_limit(1));
+    o.arch = "sm_89";
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 0);
+    linked_free(&r);
+    ck_assert_ok(cuabi_cache_get_stats(&s));
+    ck_assert_uint_eq(s.entries, 1);
+    ck_assert_uint_ge(s.evictions, 2);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    r = link_inputs(&o, CUABI_CODE_CUBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(r.hit, 2); /* the newest stayed */
+    linked_free(&r);
+    linked_free(&r80);
+    drop_cache();
+    free(ptx);
+}
+END_TEST
+
+START_TEST(cache_hit_and_cache_option_are_checked)
+{
+    int hit;
+    cuabi_linker *l;
+    ck_assert_ok(cuabi_linker_create(&l, NULL));
+    ck_assert_status(cuabi_linker_cache_hit(NULL, l), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("cuabi_linker_cache_hit");
+    ck_assert_ok(cuabi_linker_destroy(l));
+    ck_assert_status(cuabi_linker_cache_hit(&hit, l), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_linker_cache_hit(&hit, NULL), CUABI_ERROR_INVALID_HANDLE);
+    cuabi_objcode *obj;
+    const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
+    ck_assert_ok(cuabi_objcode_from_memory(&obj, CUABI_CODE_PTX, ptx, sizeof ptx - 1, NULL));
+    ck_assert_status(cuabi_linker_cache_hit(&hit, (cuabi_linker *)obj), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_objcode_release(obj));
+    cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
+    o.cache = 2;
+    ck_assert_status(cuabi_linker_create(&l, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("options->cache");
 }
 END_TEST
 
@@ -359,6 +664,9 @@ int main(void)
     tcase_add_test(tc, bad_inputs_and_handles);
     tcase_add_test(tc, without_nvjitlink);
     tcase_add_test(tc, allocation_failures_do_not_leak);
+    tcase_add_test(tc, links_are_cached);
+    tcase_add_test(tc, ptx_links_are_cached_per_arch);
+    tcase_add_test(tc, cache_hit_and_cache_option_are_checked);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

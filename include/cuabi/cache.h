@@ -120,11 +120,13 @@ struct cuabi_cache_entry_info {
     size_t num_names;
     /** The entry's file; valid during the callback. */
     const char *path;
+    /** 1: a linker's output (cuabi_linker_complete); 0: a program's compile. */
+    int linked;
 };
 /** Current version of cuabi_cache_entry_info. */
-#define CUABI_CACHE_ENTRY_INFO_VERSION 1
+#define CUABI_CACHE_ENTRY_INFO_VERSION 2
 /** Static initialiser with the defaults. */
-#define CUABI_CACHE_ENTRY_INFO_INIT { CUABI_CACHE_ENTRY_INFO_VERSION, {0}, 0, 0, 0, 0, 0 }
+#define CUABI_CACHE_ENTRY_INFO_INIT { CUABI_CACHE_ENTRY_INFO_VERSION, {0}, 0, 0, 0, 0, 0, 0 }
 
 /** One program for cuabi_cache_precompile(). */
 struct cuabi_precompile_item {

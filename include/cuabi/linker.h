@@ -14,6 +14,12 @@ extern "C" {
  * static library, from memory or files; output a CUBIN or PTX objcode. Logs are
  * kept on the linker; a failed link gives CUABI_ERROR_LINK with the error log in
  * the last error. A linker is used by one thread at a time.
+ *
+ * Links go through the compile cache when it is enabled (and options.cache is
+ * 1): options and inputs are kept until cuabi_linker_complete, which returns a
+ * cached output with its recorded logs without loading nvJitLink, or runs
+ * nvJitLink and stores the result. nvJitLink then sees the options and inputs
+ * only at completion, so what it refuses is reported there.
  */
 
 typedef struct cuabi_objcode cuabi_objcode;
@@ -55,11 +61,13 @@ struct cuabi_linker_options {
     /** More raw nvJitLink options, passed as given. */
     const char **extra_options;
     size_t extra_option_count;
+    /** 1: use the compile cache when it is enabled; 0: always run nvJitLink (options and inputs reach it as they are given), and store nothing. */
+    int cache;
 };
 /** Current version of cuabi_linker_options. */
-#define CUABI_LINKER_OPTIONS_VERSION 1
+#define CUABI_LINKER_OPTIONS_VERSION 2
 /** Static initialiser with the defaults. */
-#define CUABI_LINKER_OPTIONS_INIT { CUABI_LINKER_OPTIONS_VERSION, NULL, 0, -1, 0, 0, -1, -1, -1, -1, 0, 0, NULL, 0 }
+#define CUABI_LINKER_OPTIONS_INIT { CUABI_LINKER_OPTIONS_VERSION, NULL, 0, -1, 0, 0, -1, -1, -1, -1, 0, 0, NULL, 0, 1 }
 
 /** Free a cuabi_linker and invalidate the handle. */
 CUABI_EXTERN(cuabi_status) cuabi_linker_destroy(cuabi_linker *handle);
@@ -71,14 +79,14 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_destroy(cuabi_linker *handle);
 CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts, unsigned int version);
 
 /**
- * Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+ * Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND (through the cache it is found here and loaded only on a miss).
  * @param out [out, ownership transferred]
  * @param options [may be NULL]
  */
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out, const cuabi_linker_options *options);
 
 /**
- * Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+ * Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
  * @param data [array of size elements]
  * @param name [may be NULL] For messages; NULL for "<memory>".
  */
@@ -108,6 +116,12 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_info_log(const char **out, cuabi_linker 
  * @param out [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker *linker);
+
+/**
+ * Where the completed link's output came from: 0 linked by nvJitLink (or not completed), 1 in-memory cache, 2 on-disk cache.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_cache_hit(int *out, cuabi_linker *linker);
 
 #ifdef __cplusplus
 }

@@ -311,6 +311,7 @@ typedef struct cuabi_api {
     cuabi_status (*cache_warm_manifest)(cuabi_warm_summary *out, const char *path, const cuabi_warm_options *options, cuabi_warm_progress_fn progress, void *payload);
     cuabi_status (*cache_verify)(cuabi_cache_verify_report *out, cuabi_cache_verify_fn fn, void *payload);
     cuabi_status (*view_from_exchange)(cuabi_view **out, const DLPackExchangeAPI *api, void *py_object);
+    cuabi_status (*linker_cache_hit)(int *out, cuabi_linker *linker);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

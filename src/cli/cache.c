@@ -83,14 +83,19 @@ static int list_one(const cuabi_cache_entry_info *e, void *payload)
         json_int(j, "bytes", (long long)e->size);
         json_int(j, "last_used", (long long)e->last_used);
         json_int(j, "name_expressions", (long long)e->num_names);
+        json_bool(j, "linked", e->linked != 0);
         json_string(j, "path", e->path);
         json_end_object(j);
     } else {
         char when[32];
         time_t t = (time_t)e->last_used;
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
-        printf("%s  %-5s %9llu  %s  %zu names\n", e->key, type_name(e->code_type),
-               (unsigned long long)e->size, when, e->num_names);
+        if (e->linked)
+            printf("%s  %-5s %9llu  %s  linked\n", e->key, type_name(e->code_type),
+                   (unsigned long long)e->size, when);
+        else
+            printf("%s  %-5s %9llu  %s  %zu names\n", e->key, type_name(e->code_type),
+                   (unsigned long long)e->size, when, e->num_names);
     }
     return 0;
 }

@@ -79,6 +79,7 @@ static cuabi_status build(demo *d, cuabi_kernel **k, int *hit)
     cuabi_linker *ln = NULL;
     const char *exprs[1] = { demo_expr };
     const char *lowered = NULL;
+    int link_hit = 0;
     cuabi_program_options po = CUABI_PROGRAM_OPTIONS_INIT;
     po.arch = d->arch;
     po.output = CUABI_CODE_LTOIR;
@@ -95,17 +96,21 @@ static cuabi_status build(demo *d, cuabi_kernel **k, int *hit)
     if (st == CUABI_SUCCESS) st = cuabi_linker_create(&ln, &lo);
     if (st == CUABI_SUCCESS) st = cuabi_linker_add_objcode(ln, ltoir);
     if (st == CUABI_SUCCESS) st = cuabi_linker_complete(&cubin, ln, CUABI_CODE_CUBIN);
+    if (st == CUABI_SUCCESS) st = cuabi_linker_cache_hit(&link_hit, ln);
     if (st == CUABI_SUCCESS) st = cuabi_objcode_get_kernel(k, cubin, lowered);
     if (st == CUABI_SUCCESS)
-        say(d, "compiled %s to LTO-IR for %s (%s), linked with nvJitLink to a CUBIN\n"
+        say(d, "compiled %s to LTO-IR for %s (%s), linked with nvJitLink to a CUBIN (%s)\n"
                "  kernel %s\n", demo_expr, d->arch,
             *hit == 0 ? "compiled now" : *hit == 1 ? "from the in-memory cache"
-                                                   : "from the on-disk cache", lowered);
+                                                   : "from the on-disk cache",
+            link_hit == 0 ? "linked now" : link_hit == 1 ? "from the in-memory cache"
+                                                         : "from the on-disk cache", lowered);
     if (d->json && st == CUABI_SUCCESS) {
         json_string(&d->j, "kernel", demo_expr);
         json_string(&d->j, "lowered_name", lowered);
         json_string(&d->j, "arch", d->arch);
         json_bool(&d->j, "from_cache", *hit != 0);
+        json_bool(&d->j, "link_from_cache", link_hit != 0);
     }
     if (ln)
         cuabi_linker_destroy(ln);

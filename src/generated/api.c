@@ -162,7 +162,10 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_options_init(cuabi_linker_options *opts,
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_linker_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_linker_options", version, CUABI_LINKER_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_linker_options, cache);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -195,7 +198,10 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_entry_info_init(cuabi_cache_entry_info *o
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_cache_entry_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_cache_entry_info", version, CUABI_CACHE_ENTRY_INFO_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_cache_entry_info, linked);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -517,6 +523,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_linker_options", "verbose", offsetof(cuabi_linker_options, verbose) },
     { "cuabi_linker_options", "extra_options", offsetof(cuabi_linker_options, extra_options) },
     { "cuabi_linker_options", "extra_option_count", offsetof(cuabi_linker_options, extra_option_count) },
+    { "cuabi_linker_options", "cache", offsetof(cuabi_linker_options, cache) },
     { "cuabi_program_options", NULL, sizeof(cuabi_program_options) },
     { "cuabi_program_options", "version", offsetof(cuabi_program_options, version) },
     { "cuabi_program_options", "arch", offsetof(cuabi_program_options, arch) },
@@ -563,6 +570,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_cache_entry_info", "last_used", offsetof(cuabi_cache_entry_info, last_used) },
     { "cuabi_cache_entry_info", "num_names", offsetof(cuabi_cache_entry_info, num_names) },
     { "cuabi_cache_entry_info", "path", offsetof(cuabi_cache_entry_info, path) },
+    { "cuabi_cache_entry_info", "linked", offsetof(cuabi_cache_entry_info, linked) },
     { "cuabi_precompile_item", NULL, sizeof(cuabi_precompile_item) },
     { "cuabi_precompile_item", "version", offsetof(cuabi_precompile_item, version) },
     { "cuabi_precompile_item", "type", offsetof(cuabi_precompile_item, type) },

@@ -278,6 +278,7 @@ static const cuabi_api api_table = {
     cuabi_cache_warm_manifest,
     cuabi_cache_verify,
     cuabi_view_from_exchange,
+    cuabi_linker_cache_hit,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

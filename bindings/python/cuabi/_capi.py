@@ -349,8 +349,9 @@ class cuabi_linker_options(C.Structure):
         ('verbose', C.c_int),
         ('extra_options', C.POINTER(C.c_char_p)),
         ('extra_option_count', C.c_size_t),
+        ('cache', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- program
@@ -428,8 +429,9 @@ class cuabi_cache_entry_info(C.Structure):
         ('last_used', C.c_int64),
         ('num_names', C.c_size_t),
         ('path', C.c_char_p),
+        ('linked', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 class cuabi_precompile_item(C.Structure):
@@ -873,10 +875,10 @@ VERSIONED = {
     'cuabi_memory_pool_options': 1,
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
-    'cuabi_linker_options': 1,
+    'cuabi_linker_options': 2,
     'cuabi_program_options': 1,
     'cuabi_cache_stats': 1,
-    'cuabi_cache_entry_info': 1,
+    'cuabi_cache_entry_info': 2,
     'cuabi_precompile_item': 1,
     'cuabi_warm_options': 1,
     'cuabi_warm_event': 1,
@@ -1325,6 +1327,7 @@ FUNCTIONS = {
     'cuabi_linker_complete': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), ('output', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_info_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_error_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_cache_hit': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_options_init': (C.c_int, (C.POINTER(cuabi_program_options), C.c_uint, ), (('opts', 'cuabi_program_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -1833,4 +1836,5 @@ TABLE_FUNCTIONS = (
     'cuabi_cache_warm_manifest',
     'cuabi_cache_verify',
     'cuabi_view_from_exchange',
+    'cuabi_linker_cache_hit',
 )

@@ -516,6 +516,7 @@ class LinkerOptions:
     max_registers: int = 0
     verbose: bool = False
     extra_options: list = dataclasses.field(default_factory=list)
+    cache: bool = True
 
     def _to_c(self):
         keep = []
@@ -523,6 +524,7 @@ class LinkerOptions:
         o.arch = _s(self.arch)
         o.lto, o.debug, o.line_info = int(self.lto), int(self.debug), int(self.line_info)
         o.verbose, o.max_registers = int(self.verbose), self.max_registers
+        o.cache = int(self.cache)
         for f in ("optimization", "ftz", "prec_div", "prec_sqrt", "fma"):
             v = getattr(self, f)
             if v is not None:
@@ -567,6 +569,11 @@ class Linker(Handle):
     @property
     def error_log(self) -> str:
         return _text(call("cuabi_linker_error_log", self))
+
+    @property
+    def cache_hit(self) -> int:
+        """0 linked by nvJitLink (or not linked yet), 1 in-memory cache, 2 on-disk cache."""
+        return call("cuabi_linker_cache_hit", self)
 
 
 # ---- the compile cache

@@ -126,6 +126,7 @@ static const fast_layout fast_layouts[] = {
     { "cuabi_linker_options", "verbose", offsetof(cuabi_linker_options, verbose) },
     { "cuabi_linker_options", "extra_options", offsetof(cuabi_linker_options, extra_options) },
     { "cuabi_linker_options", "extra_option_count", offsetof(cuabi_linker_options, extra_option_count) },
+    { "cuabi_linker_options", "cache", offsetof(cuabi_linker_options, cache) },
     { "cuabi_program_options", NULL, sizeof(cuabi_program_options) },
     { "cuabi_program_options", "version", offsetof(cuabi_program_options, version) },
     { "cuabi_program_options", "arch", offsetof(cuabi_program_options, arch) },
@@ -172,6 +173,7 @@ static const fast_layout fast_layouts[] = {
     { "cuabi_cache_entry_info", "last_used", offsetof(cuabi_cache_entry_info, last_used) },
     { "cuabi_cache_entry_info", "num_names", offsetof(cuabi_cache_entry_info, num_names) },
     { "cuabi_cache_entry_info", "path", offsetof(cuabi_cache_entry_info, path) },
+    { "cuabi_cache_entry_info", "linked", offsetof(cuabi_cache_entry_info, linked) },
     { "cuabi_precompile_item", NULL, sizeof(cuabi_precompile_item) },
     { "cuabi_precompile_item", "version", offsetof(cuabi_precompile_item, version) },
     { "cuabi_precompile_item", "type", offsetof(cuabi_precompile_item, type) },
@@ -605,4 +607,5 @@ static const char *const fast_table_functions[] = {
     "cuabi_cache_warm_manifest",
     "cuabi_cache_verify",
     "cuabi_view_from_exchange",
+    "cuabi_linker_cache_hit",
 };

@@ -55,6 +55,58 @@ def test_a_hit_in_a_fresh_process_loads_no_compiler():
     assert again == {"hit": 2, "lowered": first["lowered"], "nvrtc": False, "nvjitlink": False}
 
 
+LINK_CHILD = textwrap.dedent("""
+    import json, sys
+    import cuabi
+    ptx = (b".version 8.0\\n.target sm_90\\n.address_size 64\\n"
+           b".visible .entry k(.param .u64 p) { ret; }\\n")
+    ln = cuabi.Linker(arch="sm_90")
+    ln.add(ptx, "ptx", name="k.ptx")
+    cubin = ln.link("cubin")
+    maps = open("/proc/self/maps").read()
+    print(json.dumps({"hit": ln.cache_hit, "kernels": cubin.kernel_names, "info": ln.info_log,
+                      "nvrtc": "libnvrtc" in maps, "nvjitlink": "libnvJitLink" in maps}))
+""")
+
+
+def test_a_link_hit_in_a_fresh_process_loads_no_linker():
+    if cuabi.runtime_info()["nvjitlink_status"] != 0:
+        pytest.skip("nvJitLink not available")
+    env = dict(os.environ, CUABI_DRIVER_PATH="/nonexistent/libcuda.so.1")
+
+    def child():
+        out = subprocess.run([sys.executable, "-c", LINK_CHILD], env=env, capture_output=True,
+                             text=True, check=True,
+                             cwd=os.path.dirname(os.path.dirname(cuabi.__file__)))
+        return json.loads(out.stdout)
+
+    first = child()
+    assert first["hit"] == 0 and first["nvjitlink"] and first["kernels"] == ["k"]
+    again = child()
+    assert again == dict(first, hit=2, nvrtc=False, nvjitlink=False)
+    linked = [e for e in cuabi.cache.entries() if e["linked"]]
+    assert len(linked) == 1 and linked[0]["code_type"] == "cubin"
+
+
+def test_linker_cache_switch():
+    if cuabi.runtime_info()["nvjitlink_status"] != 0:
+        pytest.skip("nvJitLink not available")
+    ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k2() { ret; }\n"
+
+    def link(**kw):
+        ln = cuabi.Linker(arch="sm_90", **kw)
+        ln.add(ptx, "ptx", name="k2.ptx")
+        return bytes(ln.link("cubin")), ln.cache_hit
+
+    first, hit = link()
+    assert hit == 0
+    assert link() == (first, 1)
+    assert link(cache=False) == (first, 0)
+    assert link(options=cuabi.LinkerOptions(arch="sm_90", cache=False))[1] == 0
+    with pytest.raises(cuabi.CuabiError):
+        cuabi.Linker(options=cuabi.LinkerOptions(arch="sm_90", cache=2))
+
+
 MANIFEST = """
 archs = ["sm_80", "sm_90"]
 

@@ -1835,8 +1835,9 @@ struct cuabi_linker_options
     verbose::Cint
     extra_options::Ptr{Ptr{Cchar}}
     extra_option_count::Csize_t
+    cache::Cint
 end
-const CUABI_LINKER_OPTIONS_VERSION = Cuint(1)
+const CUABI_LINKER_OPTIONS_VERSION = Cuint(2)
 
 """
 cuabi_linker_destroy(handle)
@@ -1861,7 +1862,7 @@ end
 """
 cuabi_linker_create(out, options)
 
-Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND (through the cache it is found here and loaded only on a miss).
 
 - `out` [out, ownership transferred]
 - `options` [may be C_NULL]
@@ -1873,7 +1874,7 @@ end
 """
 cuabi_linker_add_data(linker, var"type", data, size, name)
 
-Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
 
 - `name` [may be C_NULL] For messages; NULL for "<memory>".
 """
@@ -1931,6 +1932,17 @@ nvJitLink's error log so far, borrowed: valid until the next call on the linker.
 """
 function cuabi_linker_error_log(out, linker)
     ccall((:cuabi_linker_error_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+end
+
+"""
+cuabi_linker_cache_hit(out, linker)
+
+Where the completed link's output came from: 0 linked by nvJitLink (or not completed), 1 in-memory cache, 2 on-disk cache.
+
+- `out` [out]
+"""
+function cuabi_linker_cache_hit(out, linker)
+    ccall((:cuabi_linker_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_linker}), out, linker)
 end
 
 
@@ -2127,8 +2139,9 @@ struct cuabi_cache_entry_info
     last_used::Int64
     num_names::Csize_t
     path::Ptr{Cchar}
+    linked::Cint
 end
-const CUABI_CACHE_ENTRY_INFO_VERSION = Cuint(1)
+const CUABI_CACHE_ENTRY_INFO_VERSION = Cuint(2)
 
 """
 One program for cuabi_cache_precompile().
@@ -4309,10 +4322,10 @@ const STRUCT_LAYOUTS = [
     ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold"]),
     ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
-    ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count"]),
+    ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
     ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache"]),
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
-    ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path"]),
+    ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
     ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs"]),
     ("cuabi_warm_event", cuabi_warm_event, ["version", "done", "total", "name", "arch", "line", "status", "cache_hit", "message", "log"]),
@@ -4463,6 +4476,7 @@ const FUNCTIONS = [
     :cuabi_linker_complete,
     :cuabi_linker_info_log,
     :cuabi_linker_error_log,
+    :cuabi_linker_cache_hit,
     :cuabi_program_retain,
     :cuabi_program_release,
     :cuabi_program_options_init,

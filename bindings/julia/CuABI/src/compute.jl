@@ -113,14 +113,14 @@ end
 _release(::Linker, p) = L.cuabi_linker_destroy(p)
 
 function Linker(; arch = nothing, lto::Bool = false, optimization::Integer = -1, verbose::Bool = false,
-                extra_options::Vector{String} = String[])
+                extra_options::Vector{String} = String[], cache::Bool = true)
     a = arch === nothing ? nothing : _nonul(arch)
     extra = map(_nonul, extra_options)
     ps = _cptrs(extra)
     GC.@preserve a extra ps begin
         o = _init(L.cuabi_linker_options, L.cuabi_linker_options_init, L.CUABI_LINKER_OPTIONS_VERSION)
         o = _with(o; arch = _cptr(a), lto = Cint(lto), optimization = optimization, verbose = Cint(verbose),
-                  extra_options = _arr(ps), extra_option_count = length(ps))
+                  extra_options = _arr(ps), extra_option_count = length(ps), cache = Cint(cache))
         _own(Linker, _create(out -> L.cuabi_linker_create(out, Ref(o))))
     end
 end
@@ -129,6 +129,8 @@ add_data!(l::Linker, data::Vector{UInt8}; type = L.CUABI_CODE_NONE, name::Abstra
     (check(L.cuabi_linker_add_data(l, type, data, length(data), _nonul(name))); l)
 add_file!(l::Linker, path::AbstractString; type = L.CUABI_CODE_NONE) = (check(L.cuabi_linker_add_file(l, type, _nonul(path))); l)
 complete(l::Linker; output = L.CUABI_CODE_CUBIN) = _own(ObjectCode, _create(out -> L.cuabi_linker_complete(out, l, output)))
+"0 linked by nvJitLink (or not completed), 1 in-memory cache, 2 on-disk cache."
+cache_hit(l::Linker) = Int(_bq(L.cuabi_linker_cache_hit, l, Cint))
 function error_log(l::Linker)
     p = Ref{Ptr{Cchar}}(C_NULL)
     check(L.cuabi_linker_error_log(p, l))

@@ -232,6 +232,13 @@ end
         compile(p; arch = "sm_90"); @test CuABI.cache_hit(p) == 0
         compile(p; arch = "sm_90"); @test CuABI.cache_hit(p) == 1
         @test CuABI.Cache.stats().entries >= 1
+        ptx = Vector{UInt8}(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry jk() { ret; }\n")
+        for (cache, want) in ((true, 0), (true, 1), (false, 0))
+            l = Linker(; arch = "sm_90", cache = cache)
+            CuABI.add_data!(l, ptx; type = L.CUABI_CODE_PTX, name = "jk.ptx")
+            CuABI.complete(l)
+            @test CuABI.cache_hit(l) == want
+        end
         events = []
         CuABI.Cache.precompile(["a" => "__global__ void pa() {}", "__global__ void pb() {}"];
                                archs = ["sm_80", "sm_90"], progress = ev -> (push!(events, ev); true))

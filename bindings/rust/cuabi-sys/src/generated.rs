@@ -1301,6 +1301,8 @@ pub struct cuabi_linker_options {
     /// More raw nvJitLink options, passed as given.
     pub extra_options: *mut *const c_char,
     pub extra_option_count: usize,
+    /// 1: use the compile cache when it is enabled; 0: always run nvJitLink (options and inputs reach it as they are given), and store nothing.
+    pub cache: c_int,
 }
 
 impl Default for cuabi_linker_options {
@@ -1311,7 +1313,7 @@ impl Default for cuabi_linker_options {
 }
 
 /// Current version of cuabi_linker_options.
-pub const CUABI_LINKER_OPTIONS_VERSION: c_uint = 1;
+pub const CUABI_LINKER_OPTIONS_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1319,9 +1321,9 @@ unsafe extern "C" {
     pub fn cuabi_linker_destroy(handle: *mut cuabi_linker) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_LINKER_OPTIONS_VERSION).
     pub fn cuabi_linker_options_init(opts: *mut cuabi_linker_options, version: c_uint) -> cuabi_status;
-    /// Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND.
+    /// Start a link. NULL options: the defaults. Without nvJitLink: CUABI_ERROR_NVJITLINK_NOT_FOUND (through the cache it is found here and loaded only on a miss).
     pub fn cuabi_linker_create(out: *mut *mut cuabi_linker, options: *const cuabi_linker_options) -> cuabi_status;
-    /// Add an input from memory (copied by nvJitLink). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
+    /// Add an input from memory (copied: the caller may free it on return). Type: CUBIN, PTX, LTOIR, FATBIN, OBJECT or LIBRARY; NONE detects CUBIN/PTX/LTO-IR/fatbin from the bytes.
     pub fn cuabi_linker_add_data(linker: *mut cuabi_linker, r#type: cuabi_code_type, data: *const c_void, size: usize, name: *const c_char) -> cuabi_status;
     /// Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a).
     pub fn cuabi_linker_add_file(linker: *mut cuabi_linker, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
@@ -1333,6 +1335,8 @@ unsafe extern "C" {
     pub fn cuabi_linker_info_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
     /// nvJitLink's error log so far, borrowed: valid until the next call on the linker.
     pub fn cuabi_linker_error_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
+    /// Where the completed link's output came from: 0 linked by nvJitLink (or not completed), 1 in-memory cache, 2 on-disk cache.
+    pub fn cuabi_linker_cache_hit(out: *mut c_int, linker: *mut cuabi_linker) -> cuabi_status;
 }
 
 // ---- module program (api/program.toml)
@@ -1544,6 +1548,8 @@ pub struct cuabi_cache_entry_info {
     pub num_names: usize,
     /// The entry's file; valid during the callback.
     pub path: *const c_char,
+    /// 1: a linker's output (cuabi_linker_complete); 0: a program's compile.
+    pub linked: c_int,
 }
 
 impl Default for cuabi_cache_entry_info {
@@ -1554,7 +1560,7 @@ impl Default for cuabi_cache_entry_info {
 }
 
 /// Current version of cuabi_cache_entry_info.
-pub const CUABI_CACHE_ENTRY_INFO_VERSION: c_uint = 1;
+pub const CUABI_CACHE_ENTRY_INFO_VERSION: c_uint = 2;
 
 /// One program for cuabi_cache_precompile().
 #[repr(C)]
@@ -3541,10 +3547,10 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold))]),
     ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
-    ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count))]),
+    ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count)), ("cache", core::mem::offset_of!(cuabi_linker_options, cache))]),
     ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache))]),
     ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
-    ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path))]),
+    ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path)), ("linked", core::mem::offset_of!(cuabi_cache_entry_info, linked))]),
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
     ("cuabi_warm_options", core::mem::size_of::<cuabi_warm_options>(), &[("version", core::mem::offset_of!(cuabi_warm_options, version)), ("jobs", core::mem::offset_of!(cuabi_warm_options, jobs)), ("archs", core::mem::offset_of!(cuabi_warm_options, archs)), ("num_archs", core::mem::offset_of!(cuabi_warm_options, num_archs))]),
     ("cuabi_warm_event", core::mem::size_of::<cuabi_warm_event>(), &[("version", core::mem::offset_of!(cuabi_warm_event, version)), ("done", core::mem::offset_of!(cuabi_warm_event, done)), ("total", core::mem::offset_of!(cuabi_warm_event, total)), ("name", core::mem::offset_of!(cuabi_warm_event, name)), ("arch", core::mem::offset_of!(cuabi_warm_event, arch)), ("line", core::mem::offset_of!(cuabi_warm_event, line)), ("status", core::mem::offset_of!(cuabi_warm_event, status)), ("cache_hit", core::mem::offset_of!(cuabi_warm_event, cache_hit)), ("message", core::mem::offset_of!(cuabi_warm_event, message)), ("log", core::mem::offset_of!(cuabi_warm_event, log))]),
@@ -3697,6 +3703,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_linker_complete", cuabi_linker_complete as *const () as usize),
         ("cuabi_linker_info_log", cuabi_linker_info_log as *const () as usize),
         ("cuabi_linker_error_log", cuabi_linker_error_log as *const () as usize),
+        ("cuabi_linker_cache_hit", cuabi_linker_cache_hit as *const () as usize),
         ("cuabi_program_retain", cuabi_program_retain as *const () as usize),
         ("cuabi_program_release", cuabi_program_release as *const () as usize),
         ("cuabi_program_options_init", cuabi_program_options_init as *const () as usize),

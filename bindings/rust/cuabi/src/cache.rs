@@ -21,6 +21,8 @@ pub struct CacheEntry {
     pub last_used: i64,
     pub num_names: usize,
     pub path: PathBuf,
+    /// A linker's output (cuabi_linker_complete), not a program's compile.
+    pub linked: bool,
 }
 
 /// Use this directory (None: back to the default from the environment).
@@ -93,7 +95,7 @@ unsafe extern "C" fn list_trampoline(e: *const sys::cuabi_cache_entry_info, payl
     let entry = CacheEntry {
         key: e.key[..key_end].iter().map(|&c| c as u8 as char).collect(),
         code_type: e.code_type, size: e.size, last_used: e.last_used, num_names: e.num_names,
-        path: PathBuf::from(unsafe { cstr(e.path) }),
+        path: PathBuf::from(unsafe { cstr(e.path) }), linked: e.linked != 0,
     };
     ctx.run(1, |f| c_int::from(!f(&entry)))
 }

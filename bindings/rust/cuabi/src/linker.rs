@@ -31,6 +31,8 @@ pub struct LinkerOptions {
     pub max_registers: i32,
     pub verbose: bool,
     pub extra_options: Vec<String>,
+    /// Bypass the compile cache (always run nvJitLink, store nothing).
+    pub no_cache: bool,
 }
 
 fn tri(v: Option<bool>) -> i32 {
@@ -57,6 +59,7 @@ impl Linker {
         o.verbose = i32::from(options.verbose);
         o.extra_options = if extra_p.is_empty() { core::ptr::null_mut() } else { extra_p.as_ptr() as *mut _ };
         o.extra_option_count = extra_p.len();
+        o.cache = i32::from(!options.no_cache);
         // Strings are only read during the call.
         Linker::create(|out| unsafe { sys::cuabi_linker_create(out, &o) })
     }
@@ -86,5 +89,11 @@ impl Linker {
         let mut p = core::ptr::null();
         check(unsafe { sys::cuabi_linker_error_log(&mut p, self.as_raw()) })?;
         Ok(unsafe { cstr(p) })
+    }
+    /// Where the output came from: 0 linked by nvJitLink (or not completed), 1 memory cache, 2 disk cache.
+    pub fn cache_hit(&self) -> Result<i32> {
+        let mut v = 0;
+        check(unsafe { sys::cuabi_linker_cache_hit(&mut v, self.as_raw()) })?;
+        Ok(v)
     }
 }

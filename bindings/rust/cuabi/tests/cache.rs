@@ -1,6 +1,6 @@
 //! The compile cache, precompile and manifests (the cache is process-wide:
 //! the tests take turns).
-use cuabi::{cache, sys, Program, ProgramOptions};
+use cuabi::{cache, sys, Linker, LinkerOptions, Program, ProgramOptions};
 
 #[test]
 fn cache_and_precompile() {
@@ -32,6 +32,23 @@ fn cache_and_precompile() {
     assert_eq!(seen.len() as u64, s.entries);
     assert_eq!(seen[0].key.len(), 32);
     assert!(seen[0].path.starts_with(&dir));
+    assert!(seen.iter().all(|e| !e.linked));
+
+    // Links go through the cache too; no_cache bypasses it.
+    let ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry rk() { ret; }\n";
+    let link = |no_cache: bool| {
+        let mut l = Linker::new(&LinkerOptions { arch: Some("sm_90".into()), no_cache, ..Default::default() }).unwrap();
+        l.add_data(sys::CUABI_CODE_PTX, ptx, Some("rk.ptx")).unwrap();
+        let out = l.complete(sys::CUABI_CODE_CUBIN).unwrap();
+        (out.bytes().unwrap().to_vec(), l.cache_hit().unwrap())
+    };
+    let (first, hit) = link(false);
+    assert_eq!(hit, 0);
+    assert_eq!(link(false), (first.clone(), 1));
+    assert_eq!(link(true), (first, 0));
+    let mut linked = 0;
+    cache::list(|e| { linked += usize::from(e.linked); true }).unwrap();
+    assert_eq!(linked, 1);
 
     // Precompile two items for two archs with a progress closure.
     let items = vec![
