@@ -1337,7 +1337,7 @@ unsafe extern "C" {
 
 // ---- module program (api/program.toml)
 
-/// Source code (CUDA C++ or PTX) and the results of its last compile.
+/// Source code (CUDA C++, PTX or NVVM IR) and the results of its last compile.
 ///
 /// Shared: released with `cuabi_program_release`.
 #[repr(C)]
@@ -1355,7 +1355,7 @@ pub struct cuabi_program_options {
     pub version: c_uint,
     /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU.
     pub arch: *const c_char,
-    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one).
+    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only.
     pub output: cuabi_code_type,
     /// C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default.
     pub std: *const c_char,
@@ -1385,11 +1385,13 @@ pub struct cuabi_program_options {
     /// Kernels to instantiate and look up by the same text, e.g. "segred<float, 256>".
     pub name_expressions: *mut *const c_char,
     pub num_name_expressions: usize,
-    /// Further raw NVRTC (or, for PTX input, nvJitLink) options, passed last.
+    /// Further raw NVRTC (or, for PTX input, nvJitLink; for NVVM IR, libNVVM) options, passed last.
     pub extra_options: *mut *const c_char,
     pub num_extra_options: usize,
     /// 1: use the compile cache when it is enabled; 0: always compile, and store nothing.
     pub cache: c_int,
+    /// Version 2, NVVM IR programs only: 1 links libdevice (nvvm/libdevice/libdevice.10.bc: __nv_expf and the other math functions) lazily into the program; 0: not.
+    pub libdevice: c_int,
 }
 
 impl Default for cuabi_program_options {
@@ -1400,7 +1402,7 @@ impl Default for cuabi_program_options {
 }
 
 /// Current version of cuabi_program_options.
-pub const CUABI_PROGRAM_OPTIONS_VERSION: c_uint = 1;
+pub const CUABI_PROGRAM_OPTIONS_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1411,7 +1413,8 @@ unsafe extern "C" {
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_PROGRAM_OPTIONS_VERSION).
     pub fn cuabi_program_options_init(opts: *mut cuabi_program_options, version: c_uint) -> cuabi_status;
     /// A program from source text. `size` is the length in bytes, or 0 when `source`
-    /// is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+    /// is NUL-terminated; the text may not contain NUL bytes (NVVM IR bitcode may: give
+    /// its size). Empty source is refused.
     pub fn cuabi_program_create(out: *mut *mut cuabi_program, r#type: cuabi_code_type, source: *const c_char, size: usize, name: *const c_char) -> cuabi_status;
     /// Compile (or fetch from the compile cache) and return the code as an object.
     /// A compile error returns CUABI_ERROR_COMPILE, the message carries the log
@@ -3542,7 +3545,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count))]),
-    ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache))]),
+    ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache)), ("libdevice", core::mem::offset_of!(cuabi_program_options, libdevice))]),
     ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
     ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path))]),
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
