@@ -9,26 +9,20 @@
 
 #include "testutil.h"
 #include "internal.h"
+#include "objcode.h"
 
 static char tmpdir[64];
 static cuabi_device *dev;
 static const cuabi__driver *drv;
 
+/* A file of tests/data, NUL-terminated (cuabi__free it). */
 static char *slurp(const char *name, size_t *size)
 {
     char path[4096];
+    void *data;
     snprintf(path, sizeof path, "%s/tests/data/%s", cuabi_test_srcdir(), name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(d, 1, (size_t)n, f), (size_t)n);
-    d[n] = '\0';
-    fclose(f);
-    *size = (size_t)n;
-    return d;
+    ck_assert_ok(cuabi__read_file(path, &data, size, "test"));
+    return data;
 }
 
 static void setup(void)
@@ -122,7 +116,7 @@ START_TEST(nvvm_kernels_run_from_every_path)
         check_kernels(obj);
         ck_assert_ok(cuabi_objcode_release(obj));
         ck_assert_ok(cuabi_program_release(p));
-        free(ir);
+        cuabi__free(ir);
     }
 }
 END_TEST

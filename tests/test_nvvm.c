@@ -8,26 +8,20 @@
 
 #include "testutil.h"
 #include "nvvm.h"
+#include "objcode.h"
 
 static char tmpdir[] = "/tmp/cuabi-test-nvvm-XXXXXX";
 static char *ir_text, *ir_bitcode;
 static size_t ir_text_size, ir_bitcode_size;
 
+/* A file of tests/data, NUL-terminated (cuabi__free it). */
 static char *slurp(const char *name, size_t *size)
 {
     char path[4096];
+    void *data;
     snprintf(path, sizeof path, "%s/tests/data/%s", cuabi_test_srcdir(), name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(d, 1, (size_t)n, f), (size_t)n);
-    d[n] = '\0';
-    fclose(f);
-    *size = (size_t)n;
-    return d;
+    ck_assert_ok(cuabi__read_file(path, &data, size, "test"));
+    return data;
 }
 
 static void setup(void)
