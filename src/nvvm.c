@@ -77,6 +77,9 @@ static _Atomic int state; /* 0 not tried, 1 loaded, -1 failed */
 static void *dl;
 static cuabi__nvvm nvvm;
 static cuabi__lib_info info;
+/* Where libdevice was found (the search runs once; the key still stats
+ * the file on every compile). */
+static char libdevice_path[4096];
 
 static void *open_named(const char *name)
 {
@@ -195,6 +198,7 @@ void cuabi__nvvm_reset_for_test(void)
     dl = NULL;
     memset(&nvvm, 0, sizeof nvvm);
     memset(&info, 0, sizeof info);
+    libdevice_path[0] = '\0';
     atomic_store(&state, 0);
     pthread_mutex_unlock(&lock);
     cuabi__compiler_reset_for_test(&compiler);
@@ -218,6 +222,8 @@ static bool libdevice_beside(char *out, size_t cap, const char *lib)
     return false;
 }
 
+static int libdevice_search(char *out, size_t cap);
+
 int cuabi__libdevice_locate(char *out, size_t cap, char *why, size_t why_cap)
 {
     const char *override = getenv("CUABI_LIBDEVICE_PATH");
@@ -229,6 +235,19 @@ int cuabi__libdevice_locate(char *out, size_t cap, char *why, size_t why_cap)
                  strerror(errno));
         return -1;
     }
+    pthread_mutex_lock(&lock);
+    int rc = libdevice_path[0] ? 0 : libdevice_search(libdevice_path, sizeof libdevice_path);
+    if (rc == 0)
+        snprintf(out, cap, "%s", libdevice_path);
+    pthread_mutex_unlock(&lock);
+    if (rc != 0)
+        snprintf(why, why_cap, "libdevice.10.bc was not found beside libNVVM (../libdevice or "
+                 "../nvvm/libdevice of each of its places); set CUABI_LIBDEVICE_PATH");
+    return rc;
+}
+
+static int libdevice_search(char *out, size_t cap)
+{
     char lib[4096];
     if (cuabi__nvvm_loaded() && libdevice_beside(out, cap, info.path))
         return 0;
@@ -239,8 +258,7 @@ int cuabi__libdevice_locate(char *out, size_t cap, char *why, size_t why_cap)
     for (const char *const *n = nvvm_names(); *n; n++)
         if (cuabi__lib_locate(lib, sizeof lib, *n) == 0 && libdevice_beside(out, cap, lib))
             return 0;
-    snprintf(why, why_cap, "libdevice.10.bc was not found beside libNVVM (../libdevice or "
-             "../nvvm/libdevice of each of its places); set CUABI_LIBDEVICE_PATH");
+    out[0] = '\0';
     return -1;
 }
 
