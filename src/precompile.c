@@ -8,6 +8,7 @@
  * so a binding's callback never runs on a thread it did not make (Julia's
  * cannot) and the output of a tool is the same from run to run. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,12 @@ static char *cache_trouble(const char *log)
 static void run_job(job *j)
 {
     static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
-    /* Version 1 is the only one yet: copying it whole is copying the
-     * caller's struct (a later version must copy by the caller's version). */
-    cuabi_program_options o = j->options ? *j->options : defaults;
+    /* Copied by the caller's version: a version-1 struct ends before
+     * `libdevice` (the copy keeps version 1, so that field is not read). */
+    cuabi_program_options o = defaults;
+    if (j->options)
+        memcpy(&o, j->options, j->options->version >= 2 ? sizeof o
+                                   : offsetof(cuabi_program_options, libdevice));
     if (j->arch)
         o.arch = j->arch;
     o.cache = 1;

@@ -8,12 +8,14 @@
  * into an object code for the caller. */
 #include "program.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "includes.h"
 #include "libident.h"
+#include "nvvm.h"
 #include "objcode.h"
 #include "param_types.h"
 
@@ -42,24 +44,28 @@ static void program_destroy(cuabi__object *o)
     cuabi__free(p);
 }
 
+static const char *default_name(cuabi_code_type type, const char *source, size_t size)
+{
+    if (type == CUABI_CODE_NVVM)
+        return cuabi__nvvm_is_bitcode(source, size) ? "program.bc" : "program.ll";
+    return type == CUABI_CODE_PTX ? "program.ptx" : "program.cu";
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_type type,
                                                 const char *source, size_t size,
                                                 const char *name)
 {
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
-    if (type == CUABI_CODE_NVVM)
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
-                            "%s: NVVM IR programs are not supported by this build; give CUDA "
-                            "C++ or PTX", __func__);
-    CUABI__CHECK_ARG(type == CUABI_CODE_CUDA_CXX || type == CUABI_CODE_PTX,
-                     "%s: type %d is not a source type: use CUABI_CODE_CUDA_CXX or "
-                     "CUABI_CODE_PTX (CUBIN, LTO-IR and fatbin go to cuabi_objcode or "
-                     "cuabi_linker)", __func__, (int)type);
+    CUABI__CHECK_ARG(type == CUABI_CODE_CUDA_CXX || type == CUABI_CODE_PTX ||
+                     type == CUABI_CODE_NVVM,
+                     "%s: type %d is not a source type: use CUABI_CODE_CUDA_CXX, "
+                     "CUABI_CODE_PTX or CUABI_CODE_NVVM (CUBIN, LTO-IR and fatbin go to "
+                     "cuabi_objcode or cuabi_linker)", __func__, (int)type);
     CUABI__CHECK_ARG(source, "%s: source is NULL", __func__);
     if (size == 0)
         size = strlen(source);
-    else
+    else if (type != CUABI_CODE_NVVM) /* NVVM bitcode holds NUL bytes */
         CUABI__CHECK_ARG(!memchr(source, '\0', size),
                          "%s: source has a NUL byte before the given size %zu: the size is "
                          "wrong, or pass 0 for NUL-terminated text", __func__, size);
@@ -72,7 +78,7 @@ CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_
     p->type = type;
     p->size = size;
     p->source = cuabi__malloc(size + 1);
-    p->name = cuabi__strdup(name ? name : type == CUABI_CODE_PTX ? "program.ptx" : "program.cu");
+    p->name = cuabi__strdup(name ? name : default_name(type, source, size));
     p->log = cuabi__strdup("");
     if (!p->source || !p->name || !p->log) {
         cuabi__free(p->source);
@@ -307,6 +313,8 @@ static cuabi_status check_output(const cuabi_program_options *o, cuabi_code_type
                                  bool virt, const char *arch, const char *caller)
 {
     cuabi_code_type out = o->output;
+    if (type == CUABI_CODE_NVVM)
+        CUABI__TRY(cuabi__nvvm_check_options(o, caller));
     if (out == CUABI_CODE_FATBIN)
         return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: NVRTC cannot produce a fatbin; ask "
                             "for CUABI_CODE_CUBIN (one architecture) or CUABI_CODE_PTX, and "
@@ -348,6 +356,10 @@ static cuabi_status build_argv(cuabi__compile_args *a, cuabi_code_type type,
     a->argv = cuabi__calloc(cap, sizeof(char *));
     if (!a->argv)
         return CUABI_ERROR_OUT_OF_MEMORY;
+    if (type == CUABI_CODE_NVVM) {
+        cuabi__free(a->argv);
+        return cuabi__nvvm_argv(a, o);
+    }
     char opt[16];
     CUABI__TRY(add_arg(a, cap, "-arch=%s", a->arch));
     if (type == CUABI_CODE_PTX) {
@@ -408,6 +420,11 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
     bool virt = false;
     CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
+    a->libdevice = opts->version >= 2 ? opts->libdevice : 0;
+    if (a->libdevice != 0 && (a->libdevice != 1 || type != CUABI_CODE_NVVM))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.libdevice %s", caller,
+                            a->libdevice != 1 ? "must be 0 or 1"
+                                              : "= 1 applies to NVVM IR programs only");
     a->output = opts->output;
     a->use_cache = opts->cache;
     a->opts = opts;
@@ -426,7 +443,24 @@ typedef struct key_parts {
     cuabi__bytes compiler;
     int includes;               /* CUABI__INCLUDES_NONE or _HASHED */
     uint8_t digest[16];
+    cuabi__ident_text libdevice; /* NVVM with libdevice: the file linked (len 0: none) */
 } key_parts;
+
+/* The libdevice file a compile links, as a key names it: its path, size,
+ * modification time (libident.h's file identity, without reading it). */
+static cuabi_status libdevice_ident(cuabi__ident_text *t, const char *caller)
+{
+    char path[4096], why[1024];
+    cuabi__file_id id;
+    if (cuabi__libdevice_locate(path, sizeof path, why, sizeof why) != 0)
+        return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: options.libdevice = 1: %s", caller, why);
+    if (cuabi__file_id_read(&id, path) != 0)
+        return cuabi__error(CUABI_ERROR_IO, "%s: cannot read libdevice %s", caller, path);
+    int n = snprintf(t->s, sizeof t->s, "libdevice %s %" PRIu64 " %" PRId64, id.path, id.size,
+                     id.mtime_ns);
+    t->len = n < 0 ? 0 : (size_t)n < sizeof t->s ? (size_t)n : sizeof t->s - 1;
+    return CUABI_SUCCESS;
+}
 
 /* CUABI_ERROR_CACHE (the reason in the error) when the compile reads files
  * the key cannot cover. */
@@ -434,10 +468,15 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
                                   const cuabi__compile_args *a)
 {
     static const char caller[] = "cuabi_program_compile";
-    *k = (key_parts){ .compiler = { "", 0 } };
+    /* Field by field: the libdevice text stays unwritten unless used. */
+    k->compiler = (cuabi__bytes){ "", 0 };
+    k->includes = 0;
+    memset(k->digest, 0, sizeof k->digest);
+    k->libdevice.len = 0;
     /* CUDA C++ is NVRTC's work (to any output); PTX to CUBIN is nvJitLink's;
      * PTX kept as PTX needs no compiler. */
-    cuabi__compiler *c = p->type != CUABI_CODE_PTX ? &cuabi__compiler_nvrtc
+    cuabi__compiler *c = p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compiler()
+                       : p->type != CUABI_CODE_PTX ? &cuabi__compiler_nvrtc
                        : a->output != CUABI_CODE_PTX ? &cuabi__compiler_nvjitlink : NULL;
     if (c) {
         const char *text;
@@ -445,7 +484,9 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
         CUABI__TRY(cuabi__compiler_ident(c, cuabi__cache_record_dir, &text, &len, caller));
         k->compiler = (cuabi__bytes){ text, len };
     }
-    if (p->type == CUABI_CODE_PTX)
+    if (p->type == CUABI_CODE_NVVM && a->libdevice)
+        return libdevice_ident(&k->libdevice, caller);
+    if (p->type != CUABI_CODE_CUDA_CXX)
         return CUABI_SUCCESS;
     char why[1024];
     CUABI__TRY(cuabi__includes_digest(&k->includes, k->digest, p->name, p->source, p->size,
@@ -472,7 +513,7 @@ static cuabi_status key_from_parts(cuabi__cache_key *out, const cuabi__program *
     const cuabi_program_options *o = a->opts;
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
-    size_t nf = 8 + a->argc + 2 * o->num_headers + o->num_name_expressions;
+    size_t nf = 9 + a->argc + 2 * o->num_headers + o->num_name_expressions;
     cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
     if (!f)
         return CUABI_ERROR_OUT_OF_MEMORY;
@@ -493,6 +534,8 @@ static cuabi_status key_from_parts(cuabi__cache_key *out, const cuabi__program *
         f[k++] = (cuabi__bytes){ o->name_expressions[i], strlen(o->name_expressions[i]) };
     if (parts->includes == CUABI__INCLUDES_HASHED) /* absent otherwise: keys stay as they were */
         f[k++] = (cuabi__bytes){ parts->digest, sizeof parts->digest };
+    if (parts->libdevice.len) /* NVVM only: other keys stay as they were */
+        f[k++] = (cuabi__bytes){ parts->libdevice.s, parts->libdevice.len };
     f[k++] = (cuabi__bytes){ "end", 3 };
     cuabi__cache_key_compute(out, f, k);
     cuabi__free(f);
@@ -836,9 +879,12 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
         }
     }
     char *log = NULL;
-    CUABI__TRY(check_arch_supported(a->arch, caller));
+    /* libNVVM checks its architecture itself (asking NVRTC would load it). */
+    if (p->type != CUABI_CODE_NVVM)
+        CUABI__TRY(check_arch_supported(a->arch, caller));
     cuabi_status st = p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
-                                                : compile_cxx(p, a, e, &log, caller);
+                    : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, e, &log, caller)
+                                                 : compile_cxx(p, a, e, &log, caller);
     if (st == CUABI_SUCCESS) {
         e->log = log;
         /* Store under the identity of the compiler that ran (the key above

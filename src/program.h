@@ -27,6 +27,7 @@ typedef struct cuabi__compile_args {
     char **argv;
     size_t argc;
     int use_cache;
+    int libdevice;             /* options.libdevice (version 2), NVVM IR only */
     const cuabi_program_options *opts; /* borrowed: headers, name expressions */
 } cuabi__compile_args;
 

@@ -3,17 +3,19 @@
  * libraries are mapped into the process afterwards (tests/check_cache_cold.sh).
  *
  *   cache_probe FILE --arch sm_XX [--name-expr E]... [--ptx|--ltoir [--rdc]]
- *               [-o OUT] [--load KERNEL]
+ *               [-o OUT] [--load KERNEL] [--libdevice]
  *   cache_probe --link FILE... --arch sm_XX [--lto] [-O N] [--ptx] [-o OUT]
  *               [--load KERNEL]
  *
- * FILE is CUDA C++, or PTX when it ends in .ptx; --rdc compiles relocatable
+ * FILE is CUDA C++, or PTX when it ends in .ptx, or NVVM IR (compiled to
+ * PTX unless --ltoir; --libdevice links libdevice) when it ends in .ll or
+ * .bc; --rdc compiles relocatable
  * device code for LTO (-rdc -dlto). --link links the files (their kind
  * detected from their bytes) with cuabi_linker, and hit= is the linker's.
  * Prints one line (--link adds link_ms=, create to complete):
- *   hit=<0|1|2> nvrtc=<0|1> nvjitlink=<0|1> bytes=<size of the code> [gpu=<0|1>]
- * where nvrtc / nvjitlink say whether libnvrtc / libnvJitLink appear in
- * /proc/self/maps. With --load, the kernel (a name or name expression) is
+ *   hit=<0|1|2> nvrtc=<0|1> nvjitlink=<0|1> nvvm=<0|1> bytes=<size of the code> [gpu=<0|1>]
+ * where nvrtc / nvjitlink / nvvm say whether libnvrtc / libnvJitLink /
+ * libnvvm appear in /proc/self/maps. With --load, the kernel (a name or name expression) is
  * also loaded on device 0 and its CUfunction looked up first, when a GPU
  * is usable (gpu=1; gpu=0 without one). Uses only the public API (links
  * libcuabi.so). */
@@ -36,7 +38,7 @@ static int mapped(const char *needle)
     return found;
 }
 
-static char *slurp(const char *path)
+static char *slurp(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -50,8 +52,10 @@ static char *slurp(const char *path)
         buf = NULL;
     }
     fclose(f);
-    if (buf)
+    if (buf) {
         buf[n] = '\0';
+        *size = (size_t)n;
+    }
     return buf;
 }
 
@@ -136,6 +140,7 @@ int main(int argc, char **argv)
     size_t nnames = 0, nlinks = 0;
     int link = 0, lto = 0, rdc = 0, opt = -1;
     cuabi_code_type output = CUABI_CODE_CUBIN;
+    int libdevice = 0, output_given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--link"))
             link = 1;
@@ -154,9 +159,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--load") && i + 1 < argc)
             load = argv[++i];
         else if (!strcmp(argv[i], "--ptx"))
-            output = CUABI_CODE_PTX;
+            output = CUABI_CODE_PTX, output_given = 1;
         else if (!strcmp(argv[i], "--ltoir"))
-            output = CUABI_CODE_LTOIR;
+            output = CUABI_CODE_LTOIR, output_given = 1;
+        else if (!strcmp(argv[i], "--libdevice"))
+            libdevice = 1;
         else if (link && nlinks < 16)
             links[nlinks++] = argv[i];
         else
@@ -164,7 +171,8 @@ int main(int argc, char **argv)
     }
     if (link && nlinks && arch)
         return link_files(links, nlinks, arch, lto, opt, output, out, load);
-    char *text = file ? slurp(file) : NULL;
+    size_t text_size = 0;
+    char *text = file ? slurp(file, &text_size) : NULL;
     if (!text || !arch) {
         fprintf(stderr, "usage: cache_probe FILE --arch sm_XX [--name-expr E]... "
                         "[--ptx|--ltoir [--rdc]] [-o OUT] [--load KERNEL]\n"
@@ -172,9 +180,12 @@ int main(int argc, char **argv)
                         "[-o OUT] [--load KERNEL]\n");
         return 2;
     }
-    size_t len = strlen(file);
-    cuabi_code_type type = len > 4 && !strcmp(file + len - 4, ".ptx") ? CUABI_CODE_PTX
-                                                                      : CUABI_CODE_CUDA_CXX;
+    const char *ext = strrchr(file, '.');
+    cuabi_code_type type = ext && !strcmp(ext, ".ptx") ? CUABI_CODE_PTX
+                         : ext && (!strcmp(ext, ".ll") || !strcmp(ext, ".bc")) ? CUABI_CODE_NVVM
+                         : CUABI_CODE_CUDA_CXX;
+    if (type == CUABI_CODE_NVVM && !output_given)
+        output = CUABI_CODE_PTX; /* libNVVM makes no CUBIN */
     cuabi_program *p;
     cuabi_objcode *obj;
     cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
@@ -183,8 +194,9 @@ int main(int argc, char **argv)
     o.name_expressions = names;
     o.num_name_expressions = nnames;
     o.relocatable = o.lto = rdc;
+    o.libdevice = libdevice;
     int hit = -1;
-    if (cuabi_program_create(&p, type, text, 0, file) != CUABI_SUCCESS ||
+    if (cuabi_program_create(&p, type, text, text_size, file) != CUABI_SUCCESS ||
         cuabi_program_compile(&obj, p, &o) != CUABI_SUCCESS ||
         cuabi_program_cache_hit(&hit, p) != CUABI_SUCCESS) {
         fprintf(stderr, "cache_probe: %s\n", cuabi_last_error()->message);
@@ -205,8 +217,8 @@ int main(int argc, char **argv)
     int gpu = load ? load_kernel(obj, load) : -1;
     if (gpu < -1)
         return 1;
-    printf("hit=%d nvrtc=%d nvjitlink=%d bytes=%zu", hit, mapped("libnvrtc"),
-           mapped("libnvJitLink"), size);
+    printf("hit=%d nvrtc=%d nvjitlink=%d nvvm=%d bytes=%zu", hit, mapped("libnvrtc"),
+           mapped("libnvJitLink"), mapped("libnvvm"), size);
     if (gpu >= 0)
         printf(" gpu=%d", gpu);
     printf("\n");

@@ -3,6 +3,7 @@
 #  (a) a compile-cache hit in a fresh process maps neither libnvrtc nor
 #      libnvJitLink (CUDA C++ to CUBIN/PTX/LTO-IR, PTX to CUBIN), checked in
 #      /proc/self/maps by tests/cache_probe after the hit;
+#      nor, for NVVM IR (text and bitcode, with libdevice), libnvvm;
 #  (a') with a GPU, the same after loading the module and looking the
 #      kernel up (the part the lead's GPU run exercises);
 #  (b) another compiler library gives a miss: CUABI_NVRTC_PATH /
@@ -129,6 +130,23 @@ for r in "$tmp/cache"/id-nvrtc-*; do printf 'version 99999\n' >> "$r"; done
 probe "hit=2 nvrtc=1 *" $cu
 # shellcheck disable=SC2086
 probe "hit=2 nvrtc=0 nvjitlink=0 *" $cu
+
+# ---- NVVM IR through libNVVM: a hit maps no libnvvm (and no other compiler)
+srcdir=${CUABI_TEST_SRCDIR:-$(dirname "$0")/..}
+nvvm_ir="$srcdir/tests/data/nvvm_kernels.bc"
+if "$probe" "$nvvm_ir" --arch sm_90 --libdevice >"$tmp/out" 2>"$tmp/err"; then
+    grep -q "^hit=0 nvrtc=0 nvjitlink=0 nvvm=1 " "$tmp/out" || fail "NVVM miss: $(cat "$tmp/out")"
+    probe "hit=2 nvrtc=0 nvjitlink=0 nvvm=0 *" "$nvvm_ir" --arch sm_90 --libdevice
+    probe "hit=0 nvrtc=0 nvjitlink=0 nvvm=1 *" "$nvvm_ir" --arch sm_90 --libdevice --ltoir
+    probe "hit=2 nvrtc=0 nvjitlink=0 nvvm=0 *" "$nvvm_ir" --arch sm_90 --libdevice --ltoir
+    probe "hit=0 nvrtc=0 nvjitlink=0 nvvm=1 *" "$srcdir/tests/data/nvvm_kernels.ll" --arch sm_90
+    probe "hit=2 nvrtc=0 nvjitlink=0 nvvm=0 *" "$srcdir/tests/data/nvvm_kernels.ll" --arch sm_90
+    ls "$tmp/cache"/id-nvvm-* >/dev/null 2>&1 || fail "no libNVVM identity record written"
+elif grep -q "libNVVM" "$tmp/err"; then
+    echo "SKIP part NVVM: $(cat "$tmp/err")"
+else
+    fail "cache_probe $nvvm_ir: $(cat "$tmp/err")"
+fi
 
 # ---- (a') with a GPU (the lead's machine): the hit, the module load and the
 # kernel lookup of a fresh process still map no compiler. Skipped here.

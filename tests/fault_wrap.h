@@ -1,11 +1,12 @@
-/* Fault injection for NVRTC and nvJitLink, the same way CUABI__CU does it
+/* Fault injection for NVRTC, nvJitLink and libNVVM, the same way CUABI__CU does it
  * for the driver: every entry point of the loaded tables is replaced by a
  * wrapper that asks the loader's fault counter (cuabi__fault_fires) whether
  * this call fails, so cuabi__fault_arm(NULL or "nvrtcCompileProgram", n,
  * sticky, ...) counts driver, NVRTC and nvJitLink calls together.
  *
  * An injected failure returns NVRTC_ERROR_OUT_OF_MEMORY /
- * NVJITLINK_ERROR_INTERNAL without calling the library, except for the
+ * NVJITLINK_ERROR_INTERNAL / NVVM_ERROR_OUT_OF_MEMORY without calling the
+ * library, except for the
  * destroy functions: they do their work and then report the failure (a
  * destroy that fails without destroying would be a leak of our making, not
  * the library's). nvrtcGetErrorString and the version queries cannot fail
@@ -17,9 +18,11 @@
 #define CUABI_FAULT_WRAP_H
 
 #include "internal.h"
+#include "nvvm.h"
 
 static cuabi__nvrtc fw_nvrtc;         /* the real tables */
 static cuabi__nvjitlink fw_nvjitlink;
+static cuabi__nvvm fw_nvvm;
 
 static inline bool fw_fires(const char *name)
 {
@@ -82,6 +85,51 @@ FW_JL(nvJitLinkGetErrorLog, (nvJitLinkHandle h, char *d), (h, d))
 FW_JL(nvJitLinkGetInfoLogSize, (nvJitLinkHandle h, size_t *n), (h, n))
 FW_JL(nvJitLinkGetInfoLog, (nvJitLinkHandle h, char *d), (h, d))
 
+#define FW_NVVM(name, params, args)                                           \
+    static cuabi__nvvm_result fw_##name params                                 \
+    {                                                                          \
+        if (fw_fires(#name)) return CUABI__NVVM_ERROR_OUT_OF_MEMORY;           \
+        return fw_nvvm.name args;                                              \
+    }
+
+FW_NVVM(nvvmCreateProgram, (cuabi__nvvm_program *p), (p))
+static cuabi__nvvm_result fw_nvvmDestroyProgram(cuabi__nvvm_program *p)
+{
+    cuabi__nvvm_result r = fw_nvvm.nvvmDestroyProgram(p);
+    return fw_fires("nvvmDestroyProgram") ? CUABI__NVVM_ERROR_OUT_OF_MEMORY : r;
+}
+FW_NVVM(nvvmAddModuleToProgram,
+        (cuabi__nvvm_program p, const char *b, size_t n, const char *name), (p, b, n, name))
+FW_NVVM(nvvmLazyAddModuleToProgram,
+        (cuabi__nvvm_program p, const char *b, size_t n, const char *name), (p, b, n, name))
+FW_NVVM(nvvmCompileProgram, (cuabi__nvvm_program p, int n, const char **o), (p, n, o))
+FW_NVVM(nvvmGetCompiledResultSize, (cuabi__nvvm_program p, size_t *n), (p, n))
+FW_NVVM(nvvmGetCompiledResult, (cuabi__nvvm_program p, char *b), (p, b))
+FW_NVVM(nvvmGetProgramLogSize, (cuabi__nvvm_program p, size_t *n), (p, n))
+FW_NVVM(nvvmGetProgramLog, (cuabi__nvvm_program p, char *b), (p, b))
+
+/* libNVVM is wrapped when it loads (it is optional: without it the NVVM
+ * entry points are simply never reached). */
+static inline void fault_wrap_install_nvvm(void)
+{
+    const cuabi__nvvm *nv;
+    if (cuabi__nvvm_get(&nv) != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        return;
+    }
+    cuabi__nvvm *t = cuabi__nvvm_for_test();
+    if (t->nvvmCompileProgram == fw_nvvmCompileProgram)
+        return;
+    fw_nvvm = *t;
+#define FW_SWAP(tab, name) if ((tab)->name) (tab)->name = fw_##name;
+    FW_SWAP(t, nvvmCreateProgram) FW_SWAP(t, nvvmDestroyProgram)
+    FW_SWAP(t, nvvmAddModuleToProgram) FW_SWAP(t, nvvmLazyAddModuleToProgram)
+    FW_SWAP(t, nvvmCompileProgram) FW_SWAP(t, nvvmGetCompiledResultSize)
+    FW_SWAP(t, nvvmGetCompiledResult) FW_SWAP(t, nvvmGetProgramLogSize)
+    FW_SWAP(t, nvvmGetProgramLog)
+#undef FW_SWAP
+}
+
 /* Swap the wrappers in (idempotent). Returns false if either library is
  * missing. Optional entry points the library lacks stay NULL. */
 static inline bool fault_wrap_install(void)
@@ -92,6 +140,7 @@ static inline bool fault_wrap_install(void)
         return false;
     cuabi__nvrtc *t = cuabi__nvrtc_for_test();
     cuabi__nvjitlink *j = cuabi__nvjitlink_for_test();
+    fault_wrap_install_nvvm();
     if (t->nvrtcCompileProgram == fw_nvrtcCompileProgram)
         return true;
     fw_nvrtc = *t;
@@ -114,7 +163,8 @@ static inline bool fault_wrap_install(void)
 }
 
 /* Every entry point that can be made to fail: driver entries of the fake
- * driver the scenarios use, then the wrapped NVRTC and nvJitLink ones. */
+ * driver the scenarios use, then the wrapped NVRTC, nvJitLink and libNVVM
+ * ones. */
 /* Expanded first: cuda.h maps some names to versioned ones
  * (cuGraphAddKernelNode -> cuGraphAddKernelNode_v2), which is the name
  * CUABI__CU reports to the fault counter. */
@@ -131,6 +181,9 @@ static const char *const fault_wrap_entries[] = {
     "nvJitLinkComplete", "nvJitLinkGetLinkedCubinSize", "nvJitLinkGetLinkedCubin",
     "nvJitLinkGetLinkedPtxSize", "nvJitLinkGetLinkedPtx", "nvJitLinkGetErrorLogSize",
     "nvJitLinkGetErrorLog", "nvJitLinkGetInfoLogSize", "nvJitLinkGetInfoLog",
+    "nvvmCreateProgram", "nvvmDestroyProgram", "nvvmAddModuleToProgram",
+    "nvvmLazyAddModuleToProgram", "nvvmCompileProgram", "nvvmGetCompiledResultSize",
+    "nvvmGetCompiledResult", "nvvmGetProgramLogSize", "nvvmGetProgramLog",
 };
 #undef FW_STR
 #undef FW_XSTR

@@ -1,9 +1,9 @@
 /* Fault injection across every module (SQLite's method): each scenario is a
  * whole piece of work through the public API — devices/streams/events,
  * memory/buffers/views/DLPack, objcode/kernels, programs through the cache,
- * PTX through nvJitLink, the linker — that cleans up after itself. For
+ * PTX through nvJitLink, NVVM IR through libNVVM, the linker — that cleans up after itself. For
  * N = 1, 2, ... the Nth allocation, or the Nth call of any loaded entry
- * point (driver, NVRTC, nvJitLink), or the Nth call of one named entry
+ * point (driver, NVRTC, nvJitLink, libNVVM), or the Nth call of one named entry
  * point, is made to fail, once or for ever; the scenario must then return
  * an error status with a message (or succeed where the failed call is one
  * the library may do without, such as fetching a log), leak no handle and
@@ -266,6 +266,81 @@ static cuabi_status sc_ptx(void)
     STEP(cuabi_program_compile(&o, p, &opts));
     if (o) cuabi_objcode_release(o);
     if (p) cuabi_program_release(p);
+    return st;
+}
+
+/* NVVM IR (text) with a libdevice call, to PTX with a name lookup and to
+ * LTO-IR; cache off, then through the cache (miss, memory and disk hits). */
+static const char nvvm_src[] =
+    "target datalayout = \"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-"
+    "i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"
+    "target triple = \"nvptx64-nvidia-cuda\"\n"
+    "declare float @__nv_expf(float)\n"
+    "define void @k(float* %x) {\n"
+    "  %v = load float, float* %x\n"
+    "  %e = call float @__nv_expf(float %v)\n"
+    "  store float %e, float* %x\n"
+    "  ret void\n"
+    "}\n"
+    "!nvvm.annotations = !{!0}\n"
+    "!0 = !{void (float*)* @k, !\"kernel\", i32 1}\n"
+    "!nvvmir.version = !{!1}\n"
+    "!1 = !{i32 2, i32 0, i32 3, i32 1}\n";
+
+static cuabi_status nvvm_once(int cache, cuabi_code_type output)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_program *p = NULL;
+    cuabi_objcode *o = NULL;
+    const char *names[] = { "k" }, *lowered, *log;
+    cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+    opts.arch = "sm_90";
+    opts.output = output;
+    opts.cache = cache;
+    opts.libdevice = 1;
+    opts.name_expressions = names;
+    opts.num_name_expressions = 1;
+    STEP(cuabi_program_create(&p, CUABI_CODE_NVVM, nvvm_src, 0, NULL));
+    STEP(cuabi_program_compile(&o, p, &opts));
+    STEP(cuabi_program_lowered_name(&lowered, p, "k"));
+    STEP(cuabi_program_log(&log, p));
+    if (o) cuabi_objcode_release(o);
+    if (p) cuabi_program_release(p);
+    return st;
+}
+
+/* Malformed IR: the compile error (with libNVVM's log) is the expected
+ * outcome, anything else is the run's failure. */
+static cuabi_status nvvm_malformed(void)
+{
+    cuabi_program *p = NULL;
+    cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+    opts.arch = "sm_90";
+    opts.output = CUABI_CODE_PTX;
+    opts.cache = 0;
+    cuabi_status st = cuabi_program_create(&p, CUABI_CODE_NVVM, "define void @k() {\n bogus\n}\n",
+                                           0, NULL);
+    if (st == CUABI_SUCCESS) {
+        st = cuabi_program_compile(NULL, p, &opts);
+        st = st == CUABI_ERROR_COMPILE ? CUABI_SUCCESS
+           : st == CUABI_SUCCESS ? cuabi__error(CUABI_ERROR_INTERNAL, "malformed IR compiled")
+                                 : st;
+    }
+    if (p) cuabi_program_release(p);
+    return st;
+}
+
+static cuabi_status sc_nvvm(void)
+{
+    cuabi_status st = nvvm_once(0, CUABI_CODE_PTX);
+    STEP(nvvm_malformed());
+    STEP(nvvm_once(0, CUABI_CODE_LTOIR));
+    cuabi__cache_reset_for_test();
+    STEP(cuabi_cache_clear(CUABI_CACHE_CLEAR_ALL));
+    STEP(nvvm_once(1, CUABI_CODE_PTX));
+    STEP(nvvm_once(1, CUABI_CODE_PTX));
+    cuabi__cache_reset_for_test();
+    STEP(nvvm_once(1, CUABI_CODE_PTX));
     return st;
 }
 
@@ -553,8 +628,8 @@ typedef struct scenario {
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
-    { "linker", sc_linker }, { "linkcache", sc_link_cache }, { "tensormap", sc_tensormap },
-    { "launchattrs", sc_launch_attrs },
+    { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
+    { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -686,6 +687,26 @@ START_TEST(precompile_in_parallel_reports_in_order)
 }
 END_TEST
 
+/* A caller built against version 1 of cuabi_program_options passes a
+ * struct that ends before `libdevice`: precompile copies only that much
+ * (regression: it copied the whole current struct; the ASan run sees the
+ * heap read past the caller's block). */
+START_TEST(precompile_copies_options_by_their_version)
+{
+    size_t v1_size = offsetof(cuabi_program_options, libdevice);
+    cuabi_program_options *v1 = malloc(v1_size);
+    ck_assert_ptr_nonnull(v1);
+    /* only version 1's fields are written */
+    ck_assert_ok(cuabi_program_options_init(v1, 1));
+    cuabi_precompile_item item = CUABI_PRECOMPILE_ITEM_INIT;
+    item.source = "__global__ void v1(int *x) { x[0] = 1; }\n";
+    item.options = v1;
+    const char *archs[] = { "sm_90" };
+    ck_assert_ok(cuabi_cache_precompile(&item, 1, archs, 1, NULL, NULL));
+    free(v1);
+}
+END_TEST
+
 /* Every allocation of a warm, failed in turn: a clear status, never a
  * crash or a leak (the ASan and valgrind runs check the leaks). */
 START_TEST(warm_when_memory_runs_out)
@@ -727,6 +748,7 @@ int main(void)
     tcase_add_test(tc, verify_removes_damaged_entries);
     tcase_add_test(tc, half_written_entries_are_never_read);
     tcase_add_test(tc, precompile_in_parallel_reports_in_order);
+    tcase_add_test(tc, precompile_copies_options_by_their_version);
     tcase_add_test(tc, warm_when_memory_runs_out);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);

@@ -356,8 +356,8 @@ START_TEST(bad_input)
     ck_assert_error_mentions("size");
     ck_assert_status(cuabi_program_create(&p, CUABI_CODE_CUBIN, "abc", 0, NULL),
                      CUABI_ERROR_INVALID_ARGUMENT);
-    ck_assert_status(cuabi_program_create(&p, CUABI_CODE_NVVM, "abc", 0, NULL),
-                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_status(cuabi_program_create(&p, CUABI_CODE_OBJECT, "abc", 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, "abc", 0, ""),
                      CUABI_ERROR_INVALID_ARGUMENT);
     /* a size shorter than the text is fine: only the prefix is the source */

@@ -9,8 +9,8 @@ extern "C" {
 #endif
 
 /**
- * Programs: CUDA C++ (through NVRTC) or PTX (through nvJitLink) source compiled
- * to PTX, CUBIN or LTO-IR, with name expressions for template instantiation.
+ * Programs: CUDA C++ (through NVRTC), PTX (through nvJitLink) or NVVM IR
+ * (through libNVVM, text or bitcode) compiled to PTX, CUBIN or LTO-IR, with name expressions for template instantiation.
  * Every compile goes through the compile cache (see cuabi/cache.h) unless the
  * cache or the options' `cache` field turn it off.
  *
@@ -22,7 +22,7 @@ extern "C" {
 typedef struct cuabi_objcode cuabi_objcode;
 
 /**
- * Source code (CUDA C++ or PTX) and the results of its last compile.
+ * Source code (CUDA C++, PTX or NVVM IR) and the results of its last compile.
  * Shared: cuabi_*_retain / cuabi_*_release.
  */
 typedef struct cuabi_program cuabi_program;
@@ -38,7 +38,7 @@ struct cuabi_program_options {
     unsigned int version;
     /** Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. */
     const char *arch;
-    /** CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). */
+    /** CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only. */
     cuabi_code_type output;
     /** C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default. */
     const char *std;
@@ -68,16 +68,18 @@ struct cuabi_program_options {
     /** Kernels to instantiate and look up by the same text, e.g. "segred<float, 256>". */
     const char **name_expressions;
     size_t num_name_expressions;
-    /** Further raw NVRTC (or, for PTX input, nvJitLink) options, passed last. */
+    /** Further raw NVRTC (or, for PTX input, nvJitLink; for NVVM IR, libNVVM) options, passed last. */
     const char **extra_options;
     size_t num_extra_options;
     /** 1: use the compile cache when it is enabled; 0: always compile, and store nothing. */
     int cache;
+    /** Version 2, NVVM IR programs only: 1 links libdevice (nvvm/libdevice/libdevice.10.bc: __nv_expf and the other math functions) lazily into the program; 0: not. */
+    int libdevice;
 };
 /** Current version of cuabi_program_options. */
-#define CUABI_PROGRAM_OPTIONS_VERSION 1
+#define CUABI_PROGRAM_OPTIONS_VERSION 2
 /** Static initialiser with the defaults. */
-#define CUABI_PROGRAM_OPTIONS_INIT { CUABI_PROGRAM_OPTIONS_VERSION, NULL, CUABI_CODE_CUBIN, NULL, -1, 0, 0, 0, 0, 0, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0, 1 }
+#define CUABI_PROGRAM_OPTIONS_INIT { CUABI_PROGRAM_OPTIONS_VERSION, NULL, CUABI_CODE_CUBIN, NULL, -1, 0, 0, 0, 0, 0, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0, 1, 0 }
 
 /** Add a reference to a cuabi_program. */
 CUABI_EXTERN(cuabi_status) cuabi_program_retain(cuabi_program *handle);
@@ -93,10 +95,11 @@ CUABI_EXTERN(cuabi_status) cuabi_program_options_init(cuabi_program_options *opt
 
 /**
  * A program from source text. `size` is the length in bytes, or 0 when `source`
- * is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+ * is NUL-terminated; the text may not contain NUL bytes (NVVM IR bitcode may: give
+ * its size). Empty source is refused.
  * @param out [out, ownership transferred]
- * @param type CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX.
- * @param name [may be NULL] File name shown in the log; NULL: "program.cu" or "program.ptx".
+ * @param type CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX or CUABI_CODE_NVVM (NVVM IR text or bitcode, compiled by libNVVM to PTX or LTO-IR).
+ * @param name [may be NULL] File name shown in the log; NULL: "program.cu", "program.ptx", "program.ll" or "program.bc".
  */
 CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_type type, const char *source, size_t size, const char *name);
 

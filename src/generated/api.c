@@ -176,7 +176,10 @@ CUABI_EXTERN(cuabi_status) cuabi_program_options_init(cuabi_program_options *opt
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_program_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_program_options", version, CUABI_PROGRAM_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_program_options, libdevice);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -547,6 +550,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_program_options", "extra_options", offsetof(cuabi_program_options, extra_options) },
     { "cuabi_program_options", "num_extra_options", offsetof(cuabi_program_options, num_extra_options) },
     { "cuabi_program_options", "cache", offsetof(cuabi_program_options, cache) },
+    { "cuabi_program_options", "libdevice", offsetof(cuabi_program_options, libdevice) },
     { "cuabi_cache_stats", NULL, sizeof(cuabi_cache_stats) },
     { "cuabi_cache_stats", "version", offsetof(cuabi_cache_stats, version) },
     { "cuabi_cache_stats", "enabled", offsetof(cuabi_cache_stats, enabled) },

@@ -383,8 +383,9 @@ class cuabi_program_options(C.Structure):
         ('extra_options', C.POINTER(C.c_char_p)),
         ('num_extra_options', C.c_size_t),
         ('cache', C.c_int),
+        ('libdevice', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- cache
@@ -876,7 +877,7 @@ VERSIONED = {
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 2,
-    'cuabi_program_options': 1,
+    'cuabi_program_options': 2,
     'cuabi_cache_stats': 1,
     'cuabi_cache_entry_info': 2,
     'cuabi_precompile_item': 1,

@@ -62,6 +62,7 @@ _ALIASES = {
     "use_fast_math": ("fast_math", bool),
     "define_macro": ("defines", _macros),
     "include_path": ("include_paths", _as_list),
+    "use_libdevice": ("libdevice", bool),
 }
 # cuda.core options without a cuabi field: NVRTC command-line options.
 _FLAG_OPTIONS = {
@@ -79,6 +80,19 @@ _FLAG_OPTIONS = {
     "extra_device_vectorization": lambda v: ["--extra-device-vectorization"] if v else [],
     "device_int128": lambda v: ["--device-int128"] if v else [],
 }
+# The same options as libNVVM spells them (NVVM IR programs); NVRTC-only
+# ones (--dopt) have no libNVVM counterpart and are dropped.
+_NVVM_FLAGS = {
+    "--ftz=": "-ftz=", "--prec-sqrt=": "-prec-sqrt=", "--prec-div=": "-prec-div=",
+    "--fmad=": "-fma=",
+}
+
+
+def _nvvm_option(opt: str):
+    for nvrtc, nvvm in _NVVM_FLAGS.items():
+        if opt.startswith(nvrtc):
+            return nvvm + ("1" if opt[len(nvrtc):] in ("true", "1") else "0")
+    return None if opt.startswith("--dopt=") else opt
 
 
 @dataclasses.dataclass
@@ -86,7 +100,9 @@ class ProgramOptions:
     """Options of Program.compile(); None/False fields keep the library's
     defaults. `arch` like "sm_90" (None: the current device's, or NVRTC's
     default); `output` "cubin", "ptx" or "ltoir"; `defines` a list of
-    "NAME=VALUE" or a dict; `headers` a dict of name -> content.
+    "NAME=VALUE" or a dict; `headers` a dict of name -> content. NVVM IR
+    programs ("nvvm") compile to "ptx" or "ltoir"; `libdevice` (cuda.core:
+    use_libdevice) links libdevice's math functions into them.
 
     cuda.core's names are accepted too (docs/python.md): name,
     relocatable_device_code, lineinfo, link_time_optimization, use_fast_math,
@@ -110,6 +126,7 @@ class ProgramOptions:
     name_expressions: list = dataclasses.field(default_factory=list)
     extra_options: list = dataclasses.field(default_factory=list)
     cache: bool = True
+    libdevice: bool = False
     # cuda.core spellings (aliases); None: not given
     name: str | None = None
     relocatable_device_code: bool | None = None
@@ -131,6 +148,7 @@ class ProgramOptions:
     restrict: bool | None = None
     extra_device_vectorization: bool | None = None
     device_int128: bool | None = None
+    use_libdevice: bool | None = None
 
     def __post_init__(self):
         defaults = {f.name: (f.default if f.default is not dataclasses.MISSING
@@ -153,7 +171,7 @@ class ProgramOptions:
         if extra:
             self.extra_options = list(self.extra_options) + extra
 
-    def _to_c(self):
+    def _to_c(self, kind: int = 1):
         keep = []
         o = new_struct(_capi.cuabi_program_options)
         o.arch = _s(self.arch)
@@ -171,8 +189,12 @@ class ProgramOptions:
         o.header_names, o.num_headers = _str_array(list(self.headers), keep)
         o.header_contents, _ = _str_array(list(self.headers.values()), keep)
         o.name_expressions, o.num_name_expressions = _str_array(self.name_expressions, keep)
-        o.extra_options, o.num_extra_options = _str_array(self.extra_options, keep)
+        extra = list(self.extra_options)
+        if kind == _CODE["nvvm"]:
+            extra = [x for x in map(_nvvm_option, extra) if x is not None]
+        o.extra_options, o.num_extra_options = _str_array(extra, keep)
         o.cache = int(self.cache)
+        o.libdevice = int(self.libdevice)
         return o, keep
 
 
@@ -432,12 +454,14 @@ class Program(Handle):
             raise TypeError(f"Program: options must be a ProgramOptions, not "
                             f"{type(options).__name__}")
         kind = globals()["code_type"](code_type)
-        if name is None:
+        if name is None:  # NVVM: the library names text "program.ll", bitcode "program.bc"
             name = (options.name if options is not None and options.name else
+                    None if kind == _CODE["nvvm"] else
                     "program.ptx" if kind == 2 else "program.cu")
         src = _s(source)
-        Handle.__init__(self, call("cuabi_program_create", kind, src, len(src), name.encode()))
+        Handle.__init__(self, call("cuabi_program_create", kind, src, len(src), _s(name)))
         self._options = options
+        self._kind = kind
 
     def compile(self, target_type=None, name_expressions=None, logs=None, *,
                 options: ProgramOptions | None = None, **kw) -> ObjectCode:
@@ -445,7 +469,8 @@ class Program(Handle):
         fields, e.g. compile(arch="sm_90", name_expressions=["k<float>"]).
         cuda.core's form works too: compile("cubin", name_expressions=[...],
         logs=sys.stderr) — target_type is the output ("cubin", "ptx",
-        "ltoir"), logs an object with write() that gets the compile log.
+        "ltoir"; an NVVM IR program's default is "ptx"), logs an object
+        with write() that gets the compile log.
         A compile error raises CompileError whose .log holds NVRTC's messages."""
         if isinstance(target_type, ProgramOptions):  # compile(options) as before
             if options is not None:
@@ -466,8 +491,11 @@ class Program(Handle):
         if unknown:
             raise TypeError(f"compile: unknown option{'s' if len(unknown) > 1 else ''} "
                             f"{', '.join(unknown)} (see ProgramOptions)")
+        if self._kind == _CODE["nvvm"] and "output" not in kw and (
+                base is None or base.output == "cubin"):
+            kw["output"] = "ptx"  # libNVVM makes PTX or LTO-IR, never a CUBIN
         options = ProgramOptions(**kw) if base is None else dataclasses.replace(base, **kw)
-        opts, keep = options._to_c()
+        opts, keep = options._to_c(self._kind)
         try:
             out = call("cuabi_program_compile", self, C.byref(opts))
         finally:

@@ -150,6 +150,7 @@ static const fast_layout fast_layouts[] = {
     { "cuabi_program_options", "extra_options", offsetof(cuabi_program_options, extra_options) },
     { "cuabi_program_options", "num_extra_options", offsetof(cuabi_program_options, num_extra_options) },
     { "cuabi_program_options", "cache", offsetof(cuabi_program_options, cache) },
+    { "cuabi_program_options", "libdevice", offsetof(cuabi_program_options, libdevice) },
     { "cuabi_cache_stats", NULL, sizeof(cuabi_cache_stats) },
     { "cuabi_cache_stats", "version", offsetof(cuabi_cache_stats, version) },
     { "cuabi_cache_stats", "enabled", offsetof(cuabi_cache_stats, enabled) },

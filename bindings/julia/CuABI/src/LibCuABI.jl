@@ -1948,7 +1948,7 @@ end
 
 # ---- module program (api/program.toml)
 
-# Source code (CUDA C++ or PTX) and the results of its last compile.
+# Source code (CUDA C++, PTX or NVVM IR) and the results of its last compile.
 # Opaque handle: used as Ptr{cuabi_program} == Ptr{Cvoid}.
 const cuabi_program = Cvoid
 
@@ -1979,8 +1979,9 @@ struct cuabi_program_options
     extra_options::Ptr{Ptr{Cchar}}
     num_extra_options::Csize_t
     cache::Cint
+    libdevice::Cint
 end
-const CUABI_PROGRAM_OPTIONS_VERSION = Cuint(1)
+const CUABI_PROGRAM_OPTIONS_VERSION = Cuint(2)
 
 """
 cuabi_program_retain(handle)
@@ -2015,11 +2016,12 @@ end
 cuabi_program_create(out, var"type", source, size, name)
 
 A program from source text. `size` is the length in bytes, or 0 when `source`
-is NUL-terminated; the text may not contain NUL bytes. Empty source is refused.
+is NUL-terminated; the text may not contain NUL bytes (NVVM IR bitcode may: give
+its size). Empty source is refused.
 
 - `out` [out, ownership transferred]
-- `type` CUABI_CODE_CUDA_CXX or CUABI_CODE_PTX.
-- `name` [may be C_NULL] File name shown in the log; NULL: "program.cu" or "program.ptx".
+- `type` CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX or CUABI_CODE_NVVM (NVVM IR text or bitcode, compiled by libNVVM to PTX or LTO-IR).
+- `name` [may be C_NULL] File name shown in the log; NULL: "program.cu", "program.ptx", "program.ll" or "program.bc".
 """
 function cuabi_program_create(out, var"type", source, size, name)
     ccall((:cuabi_program_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_program}}, cuabi_code_type, Ptr{Cchar}, Csize_t, Ptr{Cchar}), out, var"type", source, size, name)
@@ -4323,7 +4325,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
-    ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache"]),
+    ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache", "libdevice"]),
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
     ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),

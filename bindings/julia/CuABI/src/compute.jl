@@ -139,7 +139,7 @@ end
 
 # ---------------------------------------------------------------- programs
 
-"CUDA C++ (or PTX, `type = CUABI_CODE_PTX`) source and its last compile."
+"CUDA C++ (or PTX, `type = CUABI_CODE_PTX`; NVVM IR, `type = CUABI_CODE_NVVM`) source and its last compile."
 mutable struct Program <: Handle
     ptr::Ptr{Cvoid}
 end
@@ -147,13 +147,27 @@ _release(::Program, p) = L.cuabi_program_release(p)
 
 Program(source::AbstractString; type = L.CUABI_CODE_CUDA_CXX, name::AbstractString = "program.cu") =
     _own(Program, _create(out -> L.cuabi_program_create(out, type, _nonul(source), 0, _nonul(name))))
+"""
+    Program(ir::Vector{UInt8}; name = nothing)
+
+NVVM IR for libNVVM, text or bitcode (which holds NUL bytes); compile it with
+`output = CUABI_CODE_PTX` or `CUABI_CODE_LTOIR`, `libdevice = true` to link
+libdevice's math functions. `name` nothing: "program.ll" or "program.bc".
+"""
+function Program(ir::Vector{UInt8}; name::Union{Nothing,AbstractString} = nothing)
+    nm = name === nothing ? nothing : _nonul(name)
+    GC.@preserve ir nm begin
+        _own(Program, _create(out -> L.cuabi_program_create(out, L.CUABI_CODE_NVVM, Ptr{Cchar}(pointer(ir)),
+                                                            length(ir), _cptr(nm))))
+    end
+end
 
 # Build cuabi_program_options from keywords and run f(Ref(options)) while its strings live.
 function _with_program_options(f; arch = nothing, output = L.CUABI_CODE_CUBIN, std = nothing, opt_level::Integer = -1,
                                relocatable::Bool = false, lto::Bool = false, fast_math::Bool = false,
                                defines::Vector{String} = String[], headers::Vector{Pair{String,String}} = Pair{String,String}[],
                                name_expressions::Vector{String} = String[], extra_options::Vector{String} = String[],
-                               cache::Bool = true)
+                               cache::Bool = true, libdevice::Bool = false)
     a = arch === nothing ? nothing : _nonul(arch)
     s = std === nothing ? nothing : _nonul(std)
     strs = [map(_nonul, defines), map(_nonul ∘ first, headers), map(_nonul ∘ last, headers),
@@ -166,7 +180,8 @@ function _with_program_options(f; arch = nothing, output = L.CUABI_CODE_CUBIN, s
                   defines = _arr(ps[1]), num_defines = length(ps[1]),
                   header_names = _arr(ps[2]), header_contents = _arr(ps[3]), num_headers = length(ps[2]),
                   name_expressions = _arr(ps[4]), num_name_expressions = length(ps[4]),
-                  extra_options = _arr(ps[5]), num_extra_options = length(ps[5]), cache = Cint(cache))
+                  extra_options = _arr(ps[5]), num_extra_options = length(ps[5]), cache = Cint(cache),
+                  libdevice = Cint(libdevice))
         f(Ref(o))
     end
 end

@@ -1,4 +1,5 @@
-//! Programs: CUDA C++ / PTX compiled through NVRTC or nvJitLink (include/cuabi/program.h).
+//! Programs: CUDA C++ / PTX / NVVM IR compiled through NVRTC, nvJitLink or libNVVM
+//! (include/cuabi/program.h).
 use crate::error::{c_string, check, cstr, Result};
 use crate::objcode::{CodeType, ObjectCode};
 use crate::sys;
@@ -20,7 +21,7 @@ unsafe impl Send for Program {}
 pub struct ProgramOptions {
     /// "sm_90", "compute_90"...; None: the current device's, or sm_90 without a GPU.
     pub arch: Option<String>,
-    /// CUBIN, PTX or LTOIR.
+    /// CUBIN, PTX or LTOIR (NVVM IR: PTX or LTOIR).
     pub output: CodeType,
     pub std: Option<String>,
     /// 0..3, or -1 for the default.
@@ -39,6 +40,8 @@ pub struct ProgramOptions {
     pub extra_options: Vec<String>,
     /// Use the compile cache (when enabled).
     pub cache: bool,
+    /// NVVM IR only: link libdevice (`__nv_expf` and the other math functions).
+    pub libdevice: bool,
 }
 
 impl Default for ProgramOptions {
@@ -47,6 +50,7 @@ impl Default for ProgramOptions {
             arch: None, output: sys::CUABI_CODE_CUBIN, std: None, opt_level: -1, debug: false,
             line_info: false, fast_math: false, relocatable: false, lto: false, defines: vec![],
             include_paths: vec![], headers: vec![], name_expressions: vec![], extra_options: vec![], cache: true,
+            libdevice: false,
         }
     }
 }
@@ -68,6 +72,7 @@ impl ProgramOptions {
     pub fn name_expression(mut self, e: &str) -> Self { self.name_expressions.push(e.into()); self }
     pub fn define(mut self, d: &str) -> Self { self.defines.push(d.into()); self }
     pub fn header(mut self, name: &str, contents: &str) -> Self { self.headers.push((name.into(), contents.into())); self }
+    pub fn libdevice(mut self, on: bool) -> Self { self.libdevice = on; self }
 
     pub(crate) fn to_c(&self) -> Result<CProgramOptions> {
         let mut o = sys::cuabi_program_options::default();
@@ -107,6 +112,7 @@ impl ProgramOptions {
         o.relocatable = i32::from(self.relocatable);
         o.lto = i32::from(self.lto);
         o.cache = i32::from(self.cache);
+        o.libdevice = i32::from(self.libdevice);
         Ok(CProgramOptions { raw: o, _strings: strings, _arrays: arrays })
     }
 }
@@ -122,6 +128,16 @@ impl Program {
         let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
         // Given with its length, so no terminating NUL is needed; the C side refuses interior NULs.
         Program::create(|o| unsafe { sys::cuabi_program_create(o, ty, source.as_ptr().cast(), source.len(), np) })
+    }
+    /// NVVM IR for libNVVM: text (.ll) or bitcode (.bc), which may hold NUL
+    /// bytes. `name` None: "program.ll" or "program.bc". Compile it to
+    /// `CUABI_CODE_PTX` or `CUABI_CODE_LTOIR`.
+    pub fn nvvm(ir: &[u8], name: Option<&str>) -> Result<Program> {
+        let n = name.map(|n| c_string("name", n)).transpose()?;
+        let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
+        Program::create(|o| unsafe {
+            sys::cuabi_program_create(o, sys::CUABI_CODE_NVVM, ir.as_ptr().cast(), ir.len(), np)
+        })
     }
     /// Compile (or fetch from the cache). A compile error's `log` has the compiler's messages.
     pub fn compile(&mut self, options: &ProgramOptions) -> Result<ObjectCode> {

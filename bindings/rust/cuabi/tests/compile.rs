@@ -178,3 +178,37 @@ fn kernel_param_types_and_typed_packs() {
     assert!(pack.set(2, &2i64).is_err(), "an integer is not a double's bits");
     assert!(k.param_type(3).is_err());
 }
+
+/// NVVM IR through libNVVM: text and bitcode to PTX (libdevice linked on
+/// request) and LTO-IR, kernels by their IR names; malformed IR fails cleanly.
+#[test]
+fn nvvm_ir_programs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../tests/data/");
+    let text = std::fs::read(format!("{dir}nvvm_kernels.ll")).unwrap();
+    let bitcode = std::fs::read(format!("{dir}nvvm_kernels.bc")).unwrap();
+    for ir in [&text, &bitcode] {
+        let mut p = Program::nvvm(ir, None).unwrap();
+        let o = ProgramOptions::new().arch("sm_90").output(sys::CUABI_CODE_PTX).libdevice(true)
+            .name_expression("expk");
+        let code = match p.compile(&o) {
+            Ok(c) => c,
+            Err(e) if e.status == sys::CUABI_ERROR_NOT_SUPPORTED => return, // no libNVVM here
+            Err(e) => panic!("{e:?}"),
+        };
+        assert_eq!(code.code_type().unwrap(), sys::CUABI_CODE_PTX);
+        assert_eq!(p.lowered_name("expk").unwrap(), "expk");
+        let ptx = code.bytes().unwrap();
+        assert!(!String::from_utf8_lossy(&ptx).contains("__nv_expf"));
+        let mut names = code.kernel_names().unwrap();
+        names.sort();
+        assert_eq!(names, vec!["expk".to_string(), "scale".to_string()]);
+        let lto = p.compile(&o.clone().output(sys::CUABI_CODE_LTOIR)).unwrap();
+        assert_eq!(lto.code_type().unwrap(), sys::CUABI_CODE_LTOIR);
+        let e = p.compile(&ProgramOptions::new().arch("sm_90")).unwrap_err();
+        assert_eq!(e.status, sys::CUABI_ERROR_NOT_SUPPORTED); // no CUBIN from libNVVM
+    }
+    let mut bad = Program::nvvm(b"define void @k() {\n bogus\n}\n", None).unwrap();
+    let e = bad.compile(&ProgramOptions::new().arch("sm_90").output(sys::CUABI_CODE_PTX)).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_COMPILE);
+    assert!(bad.log().unwrap().contains("parse"));
+}
