@@ -111,6 +111,26 @@ static int import_fails_main(char **argv)
     return st == CUABI_ERROR_IPC && b == NULL ? 0 : 1;
 }
 
+/* argv = self --after-free <mem hex> <read fd> <write fd>: import, tell the
+ * parent, wait until it has freed the memory, then read it and print what
+ * the driver did (reported, not asserted: CUDA documents no behaviour). */
+static int after_free_main(char **argv)
+{
+    uint8_t mem[CUABI_IPC_DESCRIPTOR_SIZE];
+    unhex(mem, argv[2], sizeof mem);
+    int rfd = atoi(argv[3]), wfd = atoi(argv[4]);
+    cuabi_buffer *b;
+    CHILD_CHECK(cuabi_ipc_buffer_import(&b, mem, sizeof mem) == CUABI_SUCCESS, "import");
+    char c = 'i';
+    CHILD_CHECK(write(wfd, &c, 1) == 1 && read(rfd, &c, 1) == 1, "handshake");
+    uint32_t word = 0;
+    cuabi_status st = cuabi_buffer_copy_to_host(&word, b, 0, 4, NULL);
+    printf("exporter freed while imported: the importer's read gave %s (%s), first word 0x%x\n",
+           cuabi_status_name(st), st ? cuabi_last_error()->message : "no error", word);
+    cuabi_buffer_destroy(b);
+    return 0;
+}
+
 static const char *self;
 
 static pid_t spawn(char **args)
@@ -214,6 +234,30 @@ START_TEST(two_processes_share_a_buffer)
     cuabi__ipc_reseal(stale);
     hex(sh, stale, sizeof stale);
     ck_assert_int_eq(wait_exit(spawn(stale_args)), 0);
+    /* The exporter frees memory a child still maps: observe the driver. */
+    {
+        cuabi_buffer *victim;
+        uint8_t vd[CUABI_IPC_DESCRIPTOR_SIZE];
+        uint32_t marker = 0xC0FFEE;
+        ck_assert_ok(cuabi_buffer_allocate(&victim, r, 4096, 0, NULL));
+        ck_assert_ok(cuabi_buffer_copy_from_host(victim, 0, &marker, 4, NULL));
+        ck_assert_ok(cuabi_ipc_buffer_export(vd, sizeof vd, victim));
+        int p2c[2], c2p[2];
+        ck_assert_int_eq(pipe(p2c), 0);
+        ck_assert_int_eq(pipe(c2p), 0);
+        char vh[2 * sizeof vd + 1], r2[16], w2[16];
+        hex(vh, vd, sizeof vd);
+        snprintf(r2, sizeof r2, "%d", p2c[0]);
+        snprintf(w2, sizeof w2, "%d", c2p[1]);
+        char *vargs[] = { (char *)self, "--after-free", vh, r2, w2, NULL };
+        pid_t vp = spawn(vargs);
+        char ack;
+        ck_assert_int_eq(read(c2p[0], &ack, 1), 1);   /* imported */
+        ck_assert_ok(cuabi_buffer_destroy(victim));    /* cuMemFree while mapped there */
+        ck_assert_int_eq(write(p2c[1], "f", 1), 1);
+        printf("after-free child exit: %d\n", wait_exit(vp));
+        close(p2c[0]); close(p2c[1]); close(c2p[0]); close(c2p[1]);
+    }
     /* Pool memory cannot be exported this way. */
     cuabi_memory_resource *pool;
     cuabi_buffer *pb;
@@ -255,6 +299,8 @@ int main(int argc, char **argv)
         return child_main(argv);
     if (argc == 3 && strcmp(argv[1], "--import-fails") == 0)
         return import_fails_main(argv);
+    if (argc == 5 && strcmp(argv[1], "--after-free") == 0)
+        return after_free_main(argv);
     self = argv[0];
     cuabi_test_require_gpu();
     return cuabi_test_run(suite());
