@@ -156,9 +156,8 @@ static cuabi_status open_begin(cuabi_device **hdev, cuabi__device **dev, const u
     for (int i = 0; i < count; i++) {
         CUuuid u;
         CUdevice cu;
-        if (CUABI__CU_RAW(*drv, cuDeviceGet, &cu, i) != CUDA_SUCCESS ||
-            CUABI__CU_RAW(*drv, cuDeviceGetUuid, &u, cu) != CUDA_SUCCESS)
-            continue;
+        CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGet, &cu, i));
+        CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGetUuid, &u, cu));
         if (memcmp(u.bytes, d + CUABI__IPC_UUID, 16) != 0)
             continue;
         CUABI__TRY(cuabi_device_get(hdev, i));
@@ -171,10 +170,22 @@ static cuabi_status open_begin(cuabi_device **hdev, cuabi__device **dev, const u
                     "(check CUDA_VISIBLE_DEVICES)", caller);
 }
 
+/* Results that mean "this handle or this memory cannot be shared": the rest
+ * (out of memory, a sticky context error, ...) stay CUDA errors. */
+static bool ipc_refusal(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE ||
+           r == CUDA_ERROR_MAP_FAILED || r == CUDA_ERROR_NOT_FOUND ||
+           r == CUDA_ERROR_INVALID_DEVICE || r == CUDA_ERROR_NOT_SUPPORTED ||
+           r == CUDA_ERROR_ALREADY_MAPPED || r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
 /* The driver refused a handle: stale (freed memory, destroyed event),
  * forged, or not openable from here. */
 static cuabi_status driver_refused(CUresult r, const char *entry, const char *caller)
 {
+    if (!ipc_refusal(r))
+        return cuabi__cu_check(r, entry, caller);
     cuabi_status st = IPC_FAIL(caller, "%s: %s refused the handle (CUresult %d): the exporter "
                                "freed it, it is forged, or this process may not open it",
                                caller, entry, (int)r);
@@ -211,9 +222,14 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
     CUipcMemHandle h;
     if (!drv->cuIpcGetMemHandle || !drv->cuMemGetAddressRange)
         return cuabi__missing_entry("cuIpcGetMemHandle", __func__);
+    const char *entry = "cuMemGetAddressRange";
     CUresult r = CUABI__CU_RAW(drv, cuMemGetAddressRange, &base, &range, (CUdeviceptr)b->ptr);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        entry = "cuIpcGetMemHandle";
         r = CUABI__CU_RAW(drv, cuIpcGetMemHandle, &h, base);
+    }
+    if (r != CUDA_SUCCESS && !ipc_refusal(r))
+        return cuabi__cu_check(r, entry, __func__);
     if (r != CUDA_SUCCESS) {
         cuabi_status st = IPC_FAIL(__func__, "%s: the driver cannot export this memory "
                                    "(cuMemGetAddressRange/cuIpcGetMemHandle: CUresult %d); pool memory cannot be "
