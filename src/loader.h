@@ -97,8 +97,7 @@
     /* multigpu (issue 15): peers and IPC */ \
     X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
     X(cuDeviceGetP2PAttribute, 8000) \
-    X(cuMemcpyPeer, 4000) X(cuMemcpyPeerAsync, 4000) \
-    X(cuMemcpy3DPeer, 4000) X(cuMemcpy3DPeerAsync, 4000) \
+    X(cuMemcpyPeerAsync, 4000) X(cuMemcpy3DPeerAsync, 4000) \
     X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) \
     X(cuMemGetAddressRange, 3020) \
     X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010) \

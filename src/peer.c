@@ -129,7 +129,8 @@ static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, con
 }
 
 /* The contexts of both sides, then the stream's context (or the
- * destination's) current for the copy itself. */
+ * destination's, whose legacy stream carries a copy without a stream)
+ * current for the copy itself. */
 static cuabi_status copy_contexts(CUcontext *dst_ctx, CUcontext *src_ctx, CUstream *raw,
                                   cuabi__device *dst, cuabi__device *src, cuabi__stream *s,
                                   const cuabi__driver *drv)
@@ -193,7 +194,10 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset,
     CUdeviceptr dp = (CUdeviceptr)(d->ptr + dst_offset), sp = (CUdeviceptr)(sb->ptr + src_offset);
     if (s)
         return CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, raw);
-    return CUABI__CU(drv, cuMemcpyPeer, dp, dctx, sp, sctx, size);
+    /* cuMemcpyPeer may return before a device-to-device copy is done;
+     * "synchronous" here means done, as for cuabi_buffer_copy. */
+    CUABI__TRY(CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, CU_STREAM_LEGACY));
+    return CUABI__CU(drv, cuStreamSynchronize, CU_STREAM_LEGACY);
 }
 
 /* A strided copy of at most 3 dimensions in bytes, as cuMemcpy3DPeer takes
@@ -336,7 +340,8 @@ static cuabi_status copy_planned(const copy_plan *p, const cuabi__view *const v[
     c.Depth = p->depth;
     if (s)
         return CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, raw);
-    return CUABI__CU_IN(caller, drv, cuMemcpy3DPeer, &c);
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, CU_STREAM_LEGACY));
+    return CUABI__CU_IN(caller, drv, cuStreamSynchronize, CU_STREAM_LEGACY);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_copy_view(cuabi_view *dst, cuabi_view *src,

@@ -182,9 +182,7 @@ static inline void fake_multigpu_install(void)
     d->cuCtxEnablePeerAccess = fake_cuCtxEnablePeerAccess;
     d->cuCtxDisablePeerAccess = fake_cuCtxDisablePeerAccess;
     d->cuDeviceGetP2PAttribute = fake_cuDeviceGetP2PAttribute;
-    d->cuMemcpyPeer = fake_cuMemcpyPeer;
     d->cuMemcpyPeerAsync = fake_cuMemcpyPeerAsync;
-    d->cuMemcpy3DPeer = fake_cuMemcpy3DPeer;
     d->cuMemcpy3DPeerAsync = fake_cuMemcpy3DPeerAsync;
     d->cuMemPoolSetAccess = fake_cuMemPoolSetAccess;
     d->cuMemPoolGetAccess = fake_cuMemPoolGetAccess;

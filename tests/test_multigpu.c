@@ -131,7 +131,7 @@ START_TEST(peer_copy_buffers)
     ck_assert_error_mentions("not device memory");
     ck_assert_ok(cuabi_buffer_destroy(h));
     ck_assert_ok(cuabi_memory_resource_release(hr));
-    cuabi__fault_arm("cuMemcpyPeer", 1, false, CUDA_ERROR_ILLEGAL_ADDRESS);
+    cuabi__fault_arm("cuMemcpyPeerAsync", 1, false, CUDA_ERROR_ILLEGAL_ADDRESS);
     ck_assert_status(cuabi_peer_copy(b, 0, a, 0, 8, NULL), CUABI_ERROR_CUDA);
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
     ck_assert_ok(cuabi_stream_release(s));
