@@ -512,6 +512,48 @@ START_TEST(ipc_events)
 }
 END_TEST
 
+/* NULL, released and wrong-type handles everywhere: INVALID_HANDLE (or
+ * INVALID_ARGUMENT for a NULL out), never a crash. */
+START_TEST(handle_misuse)
+{
+    cuabi_stream *st;
+    cuabi_event *ev;
+    cuabi_memory_resource *r;
+    cuabi_buffer *b;
+    int v;
+    cuabi_peer_access acc;
+    uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
+    ck_assert_ok(cuabi_stream_create(&st, dev0, NULL));
+    cuabi_device *wrong = (cuabi_device *)(void *)st;   /* a stream where a device goes */
+    cuabi_stream *dead;
+    ck_assert_ok(cuabi_stream_create(&dead, dev0, NULL));
+    ck_assert_ok(cuabi_stream_release(dead));
+    ck_assert_status(cuabi_peer_enable(wrong, dev1), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_disable(dev0, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_get_attribute(&v, wrong, dev1, CUABI_PEER_ACCESS_SUPPORTED),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_copy((cuabi_buffer *)(void *)st, 0, NULL, 0, 0, NULL),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_copy_view((cuabi_view *)(void *)st, NULL, NULL),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_set_pool_access((cuabi_memory_resource *)(void *)st, dev1,
+                                                CUABI_PEER_ACCESS_READ), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_peer_get_pool_access(&acc, NULL, dev1), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_memory_resource(NULL, dev0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_memory_resource(&r, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_memory_resource(&r, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_buffer_export(d, sizeof d, (cuabi_buffer *)(void *)st),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_event_export(d, sizeof d, (cuabi_event *)(void *)st),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_event_create(&ev, wrong), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_event_create(&ev, (cuabi_device *)(void *)dead),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_ipc_buffer_import(&b, NULL, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_stream_release(st));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("multigpu");
@@ -529,6 +571,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ipc_export_refusals);
     tcase_add_test(tc, ipc_bad_descriptors);
     tcase_add_test(tc, ipc_events);
+    tcase_add_test(tc, handle_misuse);
     suite_add_tcase(s, tc);
     return s;
 }
