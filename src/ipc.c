@@ -43,23 +43,23 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-/* The boot id changes with every boot and differs between hosts; the host
- * name tells apart hosts (or containers) where it cannot be read. Hashed:
- * the descriptor carries neither. */
+/* The boot id changes with every boot, differs between hosts and is the
+ * same in every container of one kernel (which can share a GPU through
+ * IPC); the host name stands in where it cannot be read. Hashed: the
+ * descriptor carries neither. */
 uint64_t cuabi__ipc_host_hash(void)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     char buf[256] = { 0 };
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
     if (f) {
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
-        h = fnv1a(h, buf, n);
     }
-    memset(buf, 0, sizeof buf);
-    if (gethostname(buf, sizeof buf - 1) == 0)
-        h = fnv1a(h, buf, strlen(buf));
-    return h;
+    if (n == 0 && gethostname(buf, sizeof buf - 1) == 0)
+        n = strlen(buf);
+    return fnv1a(h, buf, n);
 }
 
 void cuabi__ipc_reseal(uint8_t *desc)

@@ -225,11 +225,12 @@ static cuabi_status plan_copy(copy_plan *p, const cuabi__view *const v[2], size_
         if (v[0]->shape[i] == 1)
             continue;
         for (int k = 0; k < 2; k++)
-            if (v[k]->strides[i] < 0)
+            if (v[k]->strides[i] <= 0)
                 return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
-                                    "%s: the %s view has a negative stride in dimension %d; "
-                                    "copy through a contiguous temporary", caller,
-                                    k ? "source" : "destination", (int)i);
+                                    "%s: the %s view has a %s stride in dimension %d; copy "
+                                    "through a contiguous temporary", caller,
+                                    k ? "source" : "destination",
+                                    v[k]->strides[i] ? "negative" : "zero (broadcast)", (int)i);
         bool merge = n > 0;
         for (int k = 0; k < 2 && merge; k++)
             merge = st[k][n - 1] == v[k]->strides[i] * v[k]->shape[i];

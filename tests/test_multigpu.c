@@ -208,6 +208,12 @@ START_TEST(peer_copy_strided_views)
     ck_assert_status(cuabi_peer_copy_view(vd, vs, NULL), CUABI_ERROR_NOT_SUPPORTED);
     ck_assert_error_mentions("negative");
     cuabi_view_release(vs);
+    int64_t shape3z[3] = { 2, 3, 4 }, zero_mid[3] = { 16, 0, 1 };
+    cuabi_view *v3s = view_of(a, 0, 3, shape3z, zero_mid), *v3d = view_of(b, 0, 3, shape3z, NULL);
+    ck_assert_status(cuabi_peer_copy_view(v3d, v3s, NULL), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("zero (broadcast)");
+    cuabi_view_release(v3s);
+    cuabi_view_release(v3d);
     int64_t shape1b[1] = { 9 };
     vs = view_of(a, 0, 1, shape1b, NULL);
     ck_assert_status(cuabi_peer_copy_view(vd, vs, NULL), CUABI_ERROR_INVALID_ARGUMENT);

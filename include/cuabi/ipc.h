@@ -22,8 +22,8 @@ extern "C" {
  * pipe, a pickle); the importer maps the same memory as a cuabi buffer.
  *
  * A descriptor holds a magic, a format version, its kind, the exporting process
- * id, a hash of the host's boot id and host name (so a descriptor from another
- * host is refused), the device UUID, the size and offset inside the exported
+ * id, a hash of the host's boot id (so a descriptor from another host is
+ * refused), the device UUID, the size and offset inside the exported
  * allocation, the 64-byte driver handle and a checksum. Nothing secret: the
  * handle only works for processes of the same host that the driver lets open it.
  * A malformed, truncated, corrupt, other-host, other-version, stale (exporter

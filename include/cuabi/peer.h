@@ -77,7 +77,7 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_get_attribute(int *out, cuabi_device *devi
 CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src, size_t src_offset, size_t size, cuabi_stream *stream);
 
 /**
- * Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, non-negative strides, and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
+ * Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, positive strides (no broadcasting), and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
  * @param stream [may be NULL]
  * Needs the CUDA driver and a GPU.
  */

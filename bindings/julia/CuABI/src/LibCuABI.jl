@@ -4370,7 +4370,7 @@ end
 """
 cuabi_peer_copy_view(dst, src, stream)
 
-Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, non-negative strides, and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
+Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, positive strides (no broadcasting), and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
 
 - `stream` [may be C_NULL]
 

@@ -3632,7 +3632,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_peer_copy(dst: *mut cuabi_buffer, dst_offset: usize, src: *mut cuabi_buffer, src_offset: usize, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
-    /// Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, non-negative strides, and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
+    /// Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, positive strides (no broadcasting), and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_peer_copy_view(dst: *mut cuabi_view, src: *mut cuabi_view, stream: *mut cuabi_stream) -> cuabi_status;
