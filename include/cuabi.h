@@ -22,6 +22,8 @@
 #include "cuabi/tensormap.h"
 #include "cuabi/graph.h"
 #include "cuabi/exchange.h"
+#include "cuabi/peer.h"
+#include "cuabi/ipc.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

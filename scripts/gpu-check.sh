@@ -4,8 +4,10 @@
 # filled .gpu/ here. Unpacks the Debian packages into a local prefix, builds
 # the `make dist` tarball against it, runs `make check` (every GPU suite runs
 # for real) and the benchmarks, and prints the summary line.
-#   scripts/gpu-check.sh [--skip-check] [--bench] [--cold] [--sanitizer]
+#   scripts/gpu-check.sh [--skip-check] [--bench] [--cold] [--sanitizer] [--multigpu]
 # --skip-check builds without running `make check` (benchmarks only).
+# --multigpu runs the peer/IPC benchmarks (bench/bench_peer, bench/bench_peer.py;
+# best on a 2-GPU host) into $OUT/bench_peer.txt.
 # Logs go to $OUT (if set) or .gpu/out.
 set -uo pipefail
 root=$PWD
@@ -40,7 +42,7 @@ skip_check=0
 for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
-        bench/bench_graph \
+        bench/bench_graph bench/bench_peer \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -97,6 +99,15 @@ for arg in "$@"; do
         [ -f bench/bench_graph.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
             PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
             bench/bench_graph.py ${raw:+--raw-us $raw} 2>&1 | tee -a "$out/bench.txt"
+        ;;
+    --multigpu)
+        # Peer copy bandwidth (1 MiB .. 1 GiB) and IPC latency (issue 15), C
+        # and Python beside torch / CuPy / cuda.core.
+        { [ -x bench/bench_peer ] && { echo "== bench/bench_peer"; bench/bench_peer; }
+          [ -f bench/bench_peer.py ] && { echo "== bench/bench_peer.py";
+            CUABI_LIBRARY=$src/.libs/libcuabi.so PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} \
+                python3 -W ignore bench/bench_peer.py --json "$out/bench_peer.json"; }
+        } 2>&1 | tee "$out/bench_peer.txt"
         ;;
     --cold)
         # A new process from import to first result, beside CuPy, cuda.core

@@ -28,21 +28,31 @@ CUABI_EXTERN(cuabi_status) cuabi_event_create(cuabi_event **out, cuabi_device *d
                      options->flags);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUevent raw;
+    CUABI__TRY(CUABI__CU(drv, cuEventCreate, &raw, options->flags));
+    return cuabi__event_adopt(out, dev, raw, options->flags);
+}
+
+cuabi_status cuabi__event_adopt(cuabi_event **out, cuabi__device *dev, CUevent raw,
+                                unsigned flags)
+{
+    const cuabi__driver *drv;
+    cuabi_status st = cuabi__driver_get(&drv);
+    if (st != CUABI_SUCCESS)
+        return st;
     cuabi__event *e = cuabi__calloc(1, sizeof *e);
-    if (!e)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    cuabi_status st = CUABI__CU(drv, cuEventCreate, &e->cu_event, options->flags);
-    if (st == CUABI_SUCCESS) {
-        st = cuabi__handle_register(&e->base, CUABI__T_EVENT, event_destroy);
-        if (st != CUABI_SUCCESS)
-            CUABI__CU_RAW(drv, cuEventDestroy, e->cu_event);
+    if (e) {
+        e->cu_event = raw;
+        e->device = dev;
+        e->flags = flags;
     }
+    st = e ? cuabi__handle_register(&e->base, CUABI__T_EVENT, event_destroy)
+           : CUABI_ERROR_OUT_OF_MEMORY;
     if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuEventDestroy, raw);
         cuabi__free(e);
         return st;
     }
-    e->device = dev;
-    e->flags = options->flags;
     cuabi__object_retain(&dev->base);
     *out = CUABI__HANDLE(e, cuabi_event);
     return CUABI_SUCCESS;

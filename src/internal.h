@@ -191,7 +191,12 @@ typedef struct cuabi__event {
     cuabi__object base;
     cuabi__device *device;   /* retained */
     CUevent cu_event;
-    unsigned flags;          /* cuabi_event_flags it was created with */
+    unsigned flags;          /* CUevent_flags it was created with */
 } cuabi__event;
+
+/* Give a handle to an event the driver made (created or opened from IPC) on
+ * `dev`; on failure the event is destroyed. */
+cuabi_status cuabi__event_adopt(cuabi_event **out, cuabi__device *dev, CUevent raw,
+                                unsigned flags);
 
 #endif

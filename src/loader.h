@@ -93,7 +93,15 @@
     X(cuGraphDebugDotPrint, 11030) \
     X(cuGraphInstantiateWithParams, 12000) X(cuGraphExecDestroy, 10000) \
     X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010) \
-    X(cuGraphExecUpdate, 12000) X(cuGraphExecKernelNodeSetParams, 12000)
+    X(cuGraphExecUpdate, 12000) X(cuGraphExecKernelNodeSetParams, 12000) \
+    /* multigpu (issue 15): peers and IPC */ \
+    X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
+    X(cuDeviceGetP2PAttribute, 8000) \
+    X(cuMemcpyPeerAsync, 4000) X(cuMemcpy3DPeerAsync, 4000) \
+    X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) \
+    X(cuMemGetAddressRange, 3020) \
+    X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010) \
+    X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

@@ -166,9 +166,9 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
     return st;
 }
 
-static cuabi_status simple_gpu_resource(cuabi_memory_resource **out, cuabi_device *device,
-                                        cuabi__resource_impl impl, cuabi_memory_kind kind,
-                                        const char *caller)
+cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
+                                    cuabi__resource_impl impl, cuabi_memory_kind kind,
+                                    const char *caller)
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
@@ -183,13 +183,13 @@ static cuabi_status simple_gpu_resource(cuabi_memory_resource **out, cuabi_devic
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out,
                                                         cuabi_device *device)
 {
-    return simple_gpu_resource(out, device, CUABI__RES_PINNED, CUABI_MEMORY_PINNED, __func__);
+    return cuabi__resource_simple(out, device, CUABI__RES_PINNED, CUABI_MEMORY_PINNED, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_managed(cuabi_memory_resource **out,
                                                          cuabi_device *device)
 {
-    return simple_gpu_resource(out, device, CUABI__RES_MANAGED, CUABI_MEMORY_MANAGED, __func__);
+    return cuabi__resource_simple(out, device, CUABI__RES_MANAGED, CUABI_MEMORY_MANAGED, __func__);
 }
 
 static bool kind_valid(cuabi_memory_kind k)
@@ -321,6 +321,9 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     case CUABI__RES_MANAGED:
         CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
         break;
+    case CUABI__RES_IPC:
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAlloc, &d, size));
+        break;
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
     }
@@ -356,6 +359,7 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
     case CUABI__RES_PINNED:
         return CUABI__CU_IN(caller, drv, cuMemFreeHost, (void *)ptr);
     case CUABI__RES_MANAGED:
+    case CUABI__RES_IPC:
         return CUABI__CU_IN(caller, drv, cuMemFree, (CUdeviceptr)ptr);
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);

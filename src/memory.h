@@ -12,6 +12,7 @@ typedef enum cuabi__resource_impl {
     CUABI__RES_PINNED,       /* cuMemAllocHost / cuMemFreeHost */
     CUABI__RES_MANAGED,      /* cuMemAllocManaged / cuMemFree */
     CUABI__RES_USER,         /* callbacks */
+    CUABI__RES_IPC,          /* cuMemAlloc / cuMemFree: legacy IPC can export it */
 } cuabi__resource_impl;
 
 /* How many streams a stream-ordered resource keeps for its buffers. */
@@ -85,6 +86,13 @@ static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *re
                             stream->cu_stream);
     return cuabi__resource_deallocate_general(res, ptr, size, alignment, stream, caller);
 }
+
+/* A resource of `impl` (not stream-ordered, no pool) on a device: the
+ * constructors of pinned, managed and IPC memory. `caller` names the public
+ * function. */
+cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
+                                    cuabi__resource_impl impl, cuabi_memory_kind kind,
+                                    const char *caller);
 
 /* Whether `res` holds a reference to `stream` (which the caller keeps alive
  * during the call), taking one into a free place of its stream set if it

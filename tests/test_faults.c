@@ -21,9 +21,11 @@
 #include "fake_driver.h"
 #include "fake_memory.h"
 #include "fake_graph.h"
+#include "fake_multigpu.h"
 #include "fault_wrap.h"
 #include "cache.h"
 #include "graph.h"
+#include "ipc.h"
 #include "objcode.h"
 
 /* ------------------------------------------------------------ scenarios */
@@ -625,12 +627,70 @@ typedef struct scenario {
     const char *name;
     scenario_fn fn;
 } scenario;
+/* Peers and IPC (issue 15): enable/disable, a plain and a strided peer
+ * copy, pool access, an IPC buffer and event exported and imported (the
+ * descriptors made to look as if the parent process exported them). */
+static cuabi_status sc_multigpu(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d0 = NULL, *d1 = NULL;
+    cuabi_memory_resource *pool = NULL, *ipc = NULL;
+    cuabi_buffer *a = NULL, *b = NULL, *imp = NULL;
+    cuabi_view *va = NULL, *vb = NULL;
+    cuabi_event *ev = NULL, *evi = NULL;
+    cuabi_stream *s = NULL;
+    uint8_t desc[CUABI_IPC_DESCRIPTOR_SIZE], edesc[CUABI_IPC_DESCRIPTOR_SIZE];
+    int64_t shape[2] = { 4, 8 }, strides[2] = { 16, 1 };
+    cuabi_peer_access acc;
+    STEP(cuabi_device_get(&d0, 0));
+    STEP(cuabi_device_get(&d1, 1));
+    STEP(cuabi_peer_enable(d1, d0));
+    STEP(cuabi_peer_disable(d1, d0));
+    STEP(cuabi_memory_resource_pool_create(&pool, d0, NULL));
+    STEP(cuabi_peer_set_pool_access(pool, d1, CUABI_PEER_ACCESS_READ_WRITE));
+    STEP(cuabi_peer_get_pool_access(&acc, pool, d1));
+    STEP(cuabi_stream_create(&s, d1, NULL));
+    STEP(cuabi_buffer_allocate(&a, pool, 512, 0, s));
+    STEP(cuabi_ipc_memory_resource(&ipc, d1));
+    STEP(cuabi_buffer_allocate(&b, ipc, 512, 0, NULL));
+    STEP(cuabi_peer_copy(b, 0, a, 0, 512, s));
+    STEP(cuabi_view_create(&va, a, 0, CUABI_DTYPE_FLOAT, 32, 2, shape, strides, 0));
+    STEP(cuabi_view_create(&vb, b, 0, CUABI_DTYPE_FLOAT, 32, 2, shape, NULL, 0));
+    STEP(cuabi_peer_copy_view(vb, va, NULL));
+    STEP(cuabi_ipc_buffer_export(desc, sizeof desc, b));
+    STEP(cuabi_ipc_event_create(&ev, d1));
+    STEP(cuabi_ipc_event_export(edesc, sizeof edesc, ev));
+    if (st == CUABI_SUCCESS) {
+        cuabi__ipc_put(desc + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(desc);
+        cuabi__ipc_put(edesc + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(edesc);
+    }
+    STEP(cuabi_ipc_buffer_import(&imp, desc, sizeof desc));
+    STEP(cuabi_ipc_event_import(&evi, edesc, sizeof edesc));
+    STEP(cuabi_stream_wait_event(s, evi));
+    STEP(cuabi_buffer_copy(imp, 0, b, 0, 64, s));
+    if (evi) cuabi_event_release(evi);
+    if (ev) cuabi_event_release(ev);
+    if (imp) cuabi_buffer_destroy(imp);
+    if (vb) cuabi_view_release(vb);
+    if (va) cuabi_view_release(va);
+    if (b) cuabi_buffer_destroy(b);
+    if (a) cuabi_buffer_destroy(a);
+    if (s) cuabi_stream_release(s);
+    if (ipc) cuabi_memory_resource_release(ipc);
+    if (pool) cuabi_memory_resource_release(pool);
+    if (d1) cuabi_device_release(d1);
+    if (d0) cuabi_device_release(d0);
+    return st;
+}
+
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
     { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
-    { "graph", sc_graph },
+    { "graph", sc_graph }, { "multigpu", sc_multigpu },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -677,6 +737,7 @@ static void setup(void)
     fake_driver_install_tensormaps();
     fake_driver_install_launches();
     fake_graph_install();
+    fake_multigpu_install();
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     strcpy(tmpdir, "/tmp/cuabi-test-faults-XXXXXX");

@@ -51,7 +51,7 @@ static int cc_major;
 
 static void setup(void)
 {
-    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_device_get(&dev, cuabi_test_device_ordinal()));
     ck_assert_ok(cuabi_device_attribute(&cc_major, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
     cuabi_program *p;
     const char *exprs[] = { "segreduce<float, 256>" };
@@ -389,7 +389,8 @@ static void *ctxless_thread(void *arg)
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
     create_fn create = cuda ? (create_fn)dlsym(cuda, "cuCtxCreate_v2") : NULL;
     destroy_fn destroy = cuda ? (destroy_fn)dlsym(cuda, "cuCtxDestroy_v2") : NULL;
-    if (j->foreign_context && (!create || create(&mine, 0, 0) != CUDA_SUCCESS))
+    CUdevice cu = (CUdevice)cuabi_test_device_ordinal();
+    if (j->foreign_context && (!create || create(&mine, 0, cu) != CUDA_SUCCESS))
         mine = NULL;
     j->st[0] = cuabi_prepared_launch(j->pl);
     j->st[1] = cuabi_launch(j->k, j->p, &j->c);
@@ -438,6 +439,7 @@ END_TEST
 int main(void)
 {
     cuabi_test_require_gpu();
+    cuabi_test_device_ordinal();
     Suite *s = suite_create("gpu_launch");
     TCase *tc = tcase_create("launch");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -9,7 +9,7 @@ static cuabi_stream *stream;
 
 static void setup(void)
 {
-    ck_assert_ok(cuabi_device_get(&dev, 0));
+    ck_assert_ok(cuabi_device_get(&dev, cuabi_test_device_ordinal()));
     ck_assert_ok(cuabi_stream_create(&stream, dev, NULL));
 }
 static void teardown(void)
@@ -203,5 +203,6 @@ static Suite *suite(void)
 int main(void)
 {
     cuabi_test_require_gpu();
+    cuabi_test_device_ordinal();
     return cuabi_test_run(suite());
 }

@@ -49,6 +49,20 @@ static inline int cuabi_test_require_gpu(void)
     return n;
 }
 
+/* The ordinal GPU suites test: $CUABI_TEST_DEVICE (default 0), so the
+ * same suite runs on the second GPU of a multi-GPU host
+ * (tests/check_gpu_device1.sh). Exits 77 when that device is not there. */
+static inline int cuabi_test_device_ordinal(void)
+{
+    const char *e = getenv("CUABI_TEST_DEVICE");
+    int ord = e && *e ? atoi(e) : 0, n = 0;
+    if (cuabi_device_count(&n) != CUABI_SUCCESS || ord < 0 || ord >= n) {
+        printf("SKIP: CUABI_TEST_DEVICE=%d but %d device%s visible\n", ord, n, n == 1 ? "" : "s");
+        exit(77);
+    }
+    return ord;
+}
+
 /* CPU suites call this first in main(): they then see the machine as one
  * without a CUDA driver (cuabi loads none), on a GPU machine too, and
  * install the fake driver where they need one. Without it a real driver

@@ -57,6 +57,8 @@ typedef enum cuabi_status {
     CUABI_ERROR_INTERNAL = 27, /**< internal error in cuabi (please report it) */
     CUABI_ERROR_TENSOR_MAP = 36, /**< the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it */
     CUABI_ERROR_GRAPH_UPDATE = 32, /**< the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node */
+    CUABI_ERROR_PEER_ACCESS = 37, /**< peer access between these devices is not possible or not enabled */
+    CUABI_ERROR_IPC = 38, /**< an IPC descriptor is malformed, stale, from another host or process, or not importable */
     CUABI_ERROR_STREAM_CAPTURE = 33, /**< not allowed while a stream is being captured, or the capture was invalidated by such a call */
     CUABI_STATUS_FORCE32 = 0x7fffffff
 } cuabi_status;

@@ -21,6 +21,8 @@
 #include "cuabi/tensormap.h"
 #include "cuabi/graph.h"
 #include "cuabi/exchange.h"
+#include "cuabi/peer.h"
+#include "cuabi/ipc.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -312,6 +314,20 @@ typedef struct cuabi_api {
     cuabi_status (*cache_verify)(cuabi_cache_verify_report *out, cuabi_cache_verify_fn fn, void *payload);
     cuabi_status (*view_from_exchange)(cuabi_view **out, const DLPackExchangeAPI *api, void *py_object);
     cuabi_status (*linker_cache_hit)(int *out, cuabi_linker *linker);
+    cuabi_status (*peer_enable)(cuabi_device *device, cuabi_device *peer);
+    cuabi_status (*peer_disable)(cuabi_device *device, cuabi_device *peer);
+    cuabi_status (*peer_get_attribute)(int *out, cuabi_device *device, cuabi_device *peer, cuabi_peer_attribute attribute);
+    cuabi_status (*peer_copy)(cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src, size_t src_offset, size_t size, cuabi_stream *stream);
+    cuabi_status (*peer_copy_view)(cuabi_view *dst, cuabi_view *src, cuabi_stream *stream);
+    cuabi_status (*peer_set_pool_access)(cuabi_memory_resource *resource, cuabi_device *device, cuabi_peer_access access);
+    cuabi_status (*peer_get_pool_access)(cuabi_peer_access *out, cuabi_memory_resource *resource, cuabi_device *device);
+    cuabi_status (*ipc_memory_resource)(cuabi_memory_resource **out, cuabi_device *device);
+    cuabi_status (*ipc_buffer_export)(uint8_t *out, size_t out_size, cuabi_buffer *buffer);
+    cuabi_status (*ipc_buffer_import)(cuabi_buffer **out, const uint8_t *descriptor, size_t size);
+    cuabi_status (*ipc_event_create)(cuabi_event **out, cuabi_device *device);
+    cuabi_status (*ipc_event_export)(uint8_t *out, size_t out_size, cuabi_event *event);
+    cuabi_status (*ipc_event_import)(cuabi_event **out, const uint8_t *descriptor, size_t size);
+    cuabi_status (*ipc_descriptor_kind)(cuabi_ipc_kind *out, const uint8_t *descriptor, size_t size);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -33,6 +33,8 @@ const cuabi__status_info cuabi__status_table[] = {
     { CUABI_ERROR_INTERNAL, "CUABI_ERROR_INTERNAL", "internal error in cuabi (please report it)" },
     { CUABI_ERROR_TENSOR_MAP, "CUABI_ERROR_TENSOR_MAP", "the tensor map breaks a rule of the TMA unit (alignment, strides, box, swizzle, ...); the message names it" },
     { CUABI_ERROR_GRAPH_UPDATE, "CUABI_ERROR_GRAPH_UPDATE", "the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node" },
+    { CUABI_ERROR_PEER_ACCESS, "CUABI_ERROR_PEER_ACCESS", "peer access between these devices is not possible or not enabled" },
+    { CUABI_ERROR_IPC, "CUABI_ERROR_IPC", "an IPC descriptor is malformed, stale, from another host or process, or not importable" },
     { CUABI_ERROR_STREAM_CAPTURE, "CUABI_ERROR_STREAM_CAPTURE", "not allowed while a stream is being captured, or the capture was invalidated by such a call" },
     { 0, NULL, NULL }
 };

@@ -279,6 +279,20 @@ static const cuabi_api api_table = {
     cuabi_cache_verify,
     cuabi_view_from_exchange,
     cuabi_linker_cache_hit,
+    cuabi_peer_enable,
+    cuabi_peer_disable,
+    cuabi_peer_get_attribute,
+    cuabi_peer_copy,
+    cuabi_peer_copy_view,
+    cuabi_peer_set_pool_access,
+    cuabi_peer_get_pool_access,
+    cuabi_ipc_memory_resource,
+    cuabi_ipc_buffer_export,
+    cuabi_ipc_buffer_import,
+    cuabi_ipc_event_create,
+    cuabi_ipc_event_export,
+    cuabi_ipc_event_import,
+    cuabi_ipc_descriptor_kind,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

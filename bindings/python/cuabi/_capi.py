@@ -80,6 +80,8 @@ CUABI_ERROR_CALLBACK = 26
 CUABI_ERROR_INTERNAL = 27
 CUABI_ERROR_TENSOR_MAP = 36
 CUABI_ERROR_GRAPH_UPDATE = 32
+CUABI_ERROR_PEER_ACCESS = 37
+CUABI_ERROR_IPC = 38
 CUABI_ERROR_STREAM_CAPTURE = 33
 CUABI_CODE_NONE = 0
 CUABI_CODE_CUDA_CXX = 1
@@ -832,6 +834,24 @@ class cuabi_graph_update_info(C.Structure):
 
 
 
+# ---- peer
+
+CUABI_PEER_PERFORMANCE_RANK = 1
+CUABI_PEER_ACCESS_SUPPORTED = 2
+CUABI_PEER_NATIVE_ATOMIC_SUPPORTED = 3
+CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED = 4
+CUABI_PEER_ACCESS_NONE = 0
+CUABI_PEER_ACCESS_READ = 1
+CUABI_PEER_ACCESS_READ_WRITE = 3
+
+
+# ---- ipc
+
+CUABI_IPC_DESCRIPTOR_SIZE = 136
+CUABI_IPC_MEMORY = 1
+CUABI_IPC_EVENT = 2
+
+
 # ---- tables
 
 STRUCTS = {
@@ -948,6 +968,8 @@ ENUMS = {
         'CUABI_ERROR_INTERNAL': 27,
         'CUABI_ERROR_TENSOR_MAP': 36,
         'CUABI_ERROR_GRAPH_UPDATE': 32,
+        'CUABI_ERROR_PEER_ACCESS': 37,
+        'CUABI_ERROR_IPC': 38,
         'CUABI_ERROR_STREAM_CAPTURE': 33,
     },
     'cuabi_code_type': {
@@ -1161,6 +1183,21 @@ ENUMS = {
         'CUABI_GRAPH_DOT_DEFAULT': 0,
         'CUABI_GRAPH_DOT_VERBOSE': 1,
     },
+    'cuabi_peer_attribute': {
+        'CUABI_PEER_PERFORMANCE_RANK': 1,
+        'CUABI_PEER_ACCESS_SUPPORTED': 2,
+        'CUABI_PEER_NATIVE_ATOMIC_SUPPORTED': 3,
+        'CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED': 4,
+    },
+    'cuabi_peer_access': {
+        'CUABI_PEER_ACCESS_NONE': 0,
+        'CUABI_PEER_ACCESS_READ': 1,
+        'CUABI_PEER_ACCESS_READ_WRITE': 3,
+    },
+    'cuabi_ipc_kind': {
+        'CUABI_IPC_MEMORY': 1,
+        'CUABI_IPC_EVENT': 2,
+    },
 }
 STATUS_NAMES = {
     0: 'CUABI_SUCCESS',
@@ -1193,6 +1230,8 @@ STATUS_NAMES = {
     27: 'CUABI_ERROR_INTERNAL',
     36: 'CUABI_ERROR_TENSOR_MAP',
     32: 'CUABI_ERROR_GRAPH_UPDATE',
+    37: 'CUABI_ERROR_PEER_ACCESS',
+    38: 'CUABI_ERROR_IPC',
     33: 'CUABI_ERROR_STREAM_CAPTURE',
 }
 
@@ -1474,6 +1513,20 @@ FUNCTIONS = {
     'cuabi_graph_exec_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_exec_graph': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_view_from_exchange': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('api', 'const DLPackExchangeAPI *', 'in', 'host', False, 'borrow', None), ('py_object', 'void *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_peer_enable': (C.c_int, (C.c_void_p, C.c_void_p, ), (('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_peer_disable': (C.c_int, (C.c_void_p, C.c_void_p, ), (('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_peer_get_attribute': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('attribute', 'cuabi_peer_attribute', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_peer_copy': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('dst', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('dst_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('src_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_peer_copy_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, ), (('dst', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_peer_set_pool_access': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('access', 'cuabi_peer_access', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_peer_get_pool_access': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_peer_access *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_memory_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_buffer_export': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_buffer_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_event_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_event **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_event_export': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_event_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_event **', 'out', 'host', False, 'transfer', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_descriptor_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_ipc_kind *', 'out', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1557,6 +1610,19 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_graph_exec_upload',
     'cuabi_graph_exec_update',
     'cuabi_graph_exec_update_kernel',
+    'cuabi_peer_enable',
+    'cuabi_peer_disable',
+    'cuabi_peer_get_attribute',
+    'cuabi_peer_copy',
+    'cuabi_peer_copy_view',
+    'cuabi_peer_set_pool_access',
+    'cuabi_peer_get_pool_access',
+    'cuabi_ipc_memory_resource',
+    'cuabi_ipc_buffer_export',
+    'cuabi_ipc_buffer_import',
+    'cuabi_ipc_event_create',
+    'cuabi_ipc_event_export',
+    'cuabi_ipc_event_import',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -1838,4 +1904,18 @@ TABLE_FUNCTIONS = (
     'cuabi_cache_verify',
     'cuabi_view_from_exchange',
     'cuabi_linker_cache_hit',
+    'cuabi_peer_enable',
+    'cuabi_peer_disable',
+    'cuabi_peer_get_attribute',
+    'cuabi_peer_copy',
+    'cuabi_peer_copy_view',
+    'cuabi_peer_set_pool_access',
+    'cuabi_peer_get_pool_access',
+    'cuabi_ipc_memory_resource',
+    'cuabi_ipc_buffer_export',
+    'cuabi_ipc_buffer_import',
+    'cuabi_ipc_event_create',
+    'cuabi_ipc_event_export',
+    'cuabi_ipc_event_import',
+    'cuabi_ipc_descriptor_kind',
 )

@@ -94,6 +94,25 @@ class Device(Handle):
     def can_access_peer(self, peer: "Device") -> bool:
         return bool(call("cuabi_device_can_access_peer", self, peer))
 
+    # ---- several GPUs (issue 15)
+    _PEER_ATTRIBUTES = {"performance_rank": 1, "access_supported": 2,
+                        "native_atomic_supported": 3, "cuda_array_access_supported": 4}
+
+    def enable_peer_access(self, peer: "Device") -> None:
+        """Let kernels on this device reach memory allocated on `peer` (one
+        direction; enabling twice is fine). PeerAccessError when impossible."""
+        lib.cuabi_peer_enable(self, _as_device(peer))
+
+    def disable_peer_access(self, peer: "Device") -> None:
+        lib.cuabi_peer_disable(self, _as_device(peer))
+
+    def peer_attribute(self, peer: "Device", attribute: str = "access_supported") -> int:
+        """One attribute of the direction self -> peer: "performance_rank",
+        "access_supported", "native_atomic_supported" or
+        "cuda_array_access_supported" (or its cuabi_peer_attribute number)."""
+        a = self._PEER_ATTRIBUTES[attribute] if isinstance(attribute, str) else int(attribute)
+        return call("cuabi_peer_get_attribute", self, _as_device(peer), a)
+
     def create_stream(self, non_blocking: bool = False, priority: int = 0) -> "Stream":
         return Stream(self, non_blocking=non_blocking, priority=priority)
 
@@ -261,3 +280,28 @@ class Event(Handle):
     @property
     def raw(self) -> int:
         return call("cuabi_event_raw", self)
+
+    # ---- IPC (issue 15): cuda.core's names
+    @classmethod
+    def create_ipc(cls, device=None) -> "Event":
+        """An event other processes can import and wait on (interprocess,
+        no timing). Pickling it sends its IPC descriptor."""
+        return cls._wrap(call("cuabi_ipc_event_create", _as_device(device)))
+
+    def get_ipc_descriptor(self) -> bytes:
+        """The event's IPC descriptor (bytes), for Event.from_ipc_descriptor()
+        in another process of this host."""
+        out = (C.c_uint8 * _capi.CUABI_IPC_DESCRIPTOR_SIZE)()
+        lib.cuabi_ipc_event_export(out, len(out), self)
+        return bytes(out)
+
+    @classmethod
+    def from_ipc_descriptor(cls, descriptor: bytes) -> "Event":
+        """Open an event another process exported (IPCError when the
+        descriptor is malformed, stale, from another host or this process)."""
+        d = bytes(descriptor)
+        return cls._wrap(call("cuabi_ipc_event_import", (C.c_uint8 * len(d)).from_buffer_copy(d)
+                              if d else None, len(d)))
+
+    def __reduce__(self):
+        return (Event.from_ipc_descriptor, (self.get_ipc_descriptor(),))

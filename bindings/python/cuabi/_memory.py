@@ -138,6 +138,43 @@ class MemoryResource(Handle):
     def trim(self, keep_bytes: int = 0) -> None:
         lib.cuabi_memory_resource_trim(self, keep_bytes)
 
+    # ---- several GPUs and processes (issue 15)
+    @classmethod
+    def ipc(cls, device=None) -> "MemoryResource":
+        """Device memory other processes can import (cuMemAlloc, not
+        stream-ordered): its buffers pickle to IPC descriptors."""
+        return cls._wrap(call("cuabi_ipc_memory_resource", _as_device(device)))
+
+    def set_peer_access(self, device, access: str = "rw") -> None:
+        """Access `device` gets to this pool's memory: "rw", "r" or "none"."""
+        lib.cuabi_peer_set_pool_access(self, _as_device(device), _ACCESS[access])
+
+    def get_peer_access(self, device) -> str:
+        return _ACCESS_NAMES[call("cuabi_peer_get_pool_access", self, _as_device(device))]
+
+    @property
+    def peer_accessible_by(self) -> tuple:
+        """Ordinals of the other devices with read-write access (cuda.core's
+        name); assign an iterable of devices or ordinals to change it."""
+        own = self.device.ordinal
+        from ._core import device_count
+        return tuple(i for i in range(device_count())
+                     if i != own and self.get_peer_access(i) == "rw")
+
+    @peer_accessible_by.setter
+    def peer_accessible_by(self, devices) -> None:
+        want = {d.ordinal if isinstance(d, Device) else int(d) for d in devices}
+        own = self.device.ordinal
+        from ._core import device_count
+        for i in range(device_count()):
+            if i != own:
+                self.set_peer_access(i, "rw" if i in want else "none")
+
+
+_ACCESS = {"none": _capi.CUABI_PEER_ACCESS_NONE, "r": _capi.CUABI_PEER_ACCESS_READ,
+           "rw": _capi.CUABI_PEER_ACCESS_READ_WRITE}
+_ACCESS_NAMES = {v: k for k, v in _ACCESS.items()}
+
 
 _default_resources: dict = {}
 
@@ -300,6 +337,35 @@ class Buffer(Handle):
         """A typed View of the buffer (strides in elements; None = row-major)."""
         from ._view import View
         return View.of_buffer(self, dtype, shape, strides, offset, readonly)
+
+    # ---- several GPUs and processes (issue 15)
+    def copy_peer(self, src: "Buffer", offset: int = 0, src_offset: int = 0,
+                  size: int | None = None, stream=None) -> None:
+        """Copy device memory of another device (or this one) into this buffer
+        at `offset` (cuMemcpyPeer); with a stream of either device, ordered on it."""
+        n = src.size - src_offset if size is None else size
+        lib.cuabi_peer_copy(self, offset, src, src_offset, n, _stream_arg(stream))
+
+    def get_ipc_descriptor(self) -> bytes:
+        """The buffer's IPC descriptor (bytes) for Buffer.from_ipc_descriptor()
+        in another process of this host: memory of MemoryResource.ipc() (or
+        wrapped cudaMalloc memory). Keep this buffer alive while importers use it."""
+        out = (C.c_uint8 * _capi.CUABI_IPC_DESCRIPTOR_SIZE)()
+        lib.cuabi_ipc_buffer_export(out, len(out), self)
+        return bytes(out)
+
+    @classmethod
+    def from_ipc_descriptor(cls, descriptor: bytes) -> "Buffer":
+        """Map memory another process exported; the mapping lasts until this
+        buffer and its views are gone. IPCError for a malformed, stale,
+        other-host or same-process descriptor."""
+        d = bytes(descriptor)
+        return cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
+
+    def __reduce__(self):
+        """Pickling (multiprocessing) sends the IPC descriptor: the receiving
+        process maps the same memory."""
+        return (Buffer.from_ipc_descriptor, (self.get_ipc_descriptor(),))
 
     @property
     def __cuda_array_interface__(self):

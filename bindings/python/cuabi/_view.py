@@ -242,6 +242,29 @@ class View(Handle):
         return cls._new(call("cuabi_view_create", buffer, offset, code, bits, ndim, shp, st,
                              flags))
 
+    def copy_peer(self, src: "View", stream=None) -> None:
+        """Copy every element of `src`, a view of device memory on any device,
+        into this view (same shape and dtype; strided up to 3-D after merging
+        contiguous dimensions): cuMemcpy3DPeer."""
+        from ._memory import _stream_arg
+        lib.cuabi_peer_copy_view(self, src, _stream_arg(stream))
+
+    def __reduce__(self):
+        """Pickling a view of CUDA device memory sends an IPC descriptor of
+        the memory it spans plus its layout (see Buffer.__reduce__)."""
+        dev_type, dev_id = self.__dlpack_device__()
+        if dev_type != _capi.CUABI_DLPACK_CUDA:
+            raise TypeError("only views of CUDA device memory pickle (through IPC)")
+        from ._memory import Buffer
+        shape, strides, item = self.shape, self.strides, self.itemsize
+        if any(st < 0 for st in strides):
+            raise TypeError("views with negative strides do not pickle")
+        span = item + sum((n - 1) * st * item for n, st in zip(shape, strides)) \
+            if all(shape) else item
+        with Buffer.wrap(self.ptr, span, "device", dev_id) as b:
+            desc = b.get_ipc_descriptor()
+        return (_view_from_ipc, (desc, self.dtype, shape, strides, self.readonly))
+
     def as_tensor_map(self, box_dim=None, *, options=None, **kwargs):
         """A tiled TMA descriptor of this view (cuda.core's
         StridedMemoryView.as_tensor_map); see TensorMapDescriptor.from_tiled."""
@@ -1227,3 +1250,10 @@ if fast is not None:
     # __dlpack__ in C for the common call (torch.from_dlpack(view) makes
     # one per tensor); the rest goes to the Python method.
     View.__dlpack__ = fast.dlpack_setup(View._dlpack_py)
+
+
+def _view_from_ipc(descriptor, dtype, shape, strides, readonly):
+    """Unpickle a View: map the exporter's memory and lay the view over it."""
+    from ._memory import Buffer
+    with Buffer.from_ipc_descriptor(descriptor) as b:   # the view keeps the mapping
+        return View.of_buffer(b, dtype, shape, strides, 0, readonly)

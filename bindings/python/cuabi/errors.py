@@ -58,7 +58,7 @@ _MIXINS = {
 def _class_name(status_name: str) -> str:
     words = status_name.removeprefix("CUABI_ERROR_").split("_")
     special = {"NVRTC": "Nvrtc", "NVJITLINK": "NvJitLink", "IO": "IO", "DLPACK": "DLPack",
-               "CUDA": "Cuda"}
+               "CUDA": "Cuda", "IPC": "IPC"}
     name = "".join(special.get(w, w.capitalize()) for w in words)
     return name if name.endswith("Error") else name + "Error"
 

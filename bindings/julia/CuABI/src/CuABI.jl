@@ -23,7 +23,10 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
        update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,
        add_event_record!, add_event_wait!, add_child!, add_while!, add_if!, add_switch!,
-       add_dependency!, remove_dependency!, conditional_handle, to_dot
+       add_dependency!, remove_dependency!, conditional_handle, to_dot,
+       enable_peer_access, disable_peer_access, peer_attribute, set_peer_access!, peer_access,
+       copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
+       ipc_descriptor_kind
 
 # ------------------------------------------------------------------ errors
 
@@ -371,5 +374,6 @@ include("memory.jl")
 include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
+include("multigpu.jl")
 
 end # module CuABI

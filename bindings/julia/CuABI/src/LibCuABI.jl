@@ -120,6 +120,8 @@ const CUABI_ERROR_CALLBACK = cuabi_status(26)
 const CUABI_ERROR_INTERNAL = cuabi_status(27)
 const CUABI_ERROR_TENSOR_MAP = cuabi_status(36)
 const CUABI_ERROR_GRAPH_UPDATE = cuabi_status(32)
+const CUABI_ERROR_PEER_ACCESS = cuabi_status(37)
+const CUABI_ERROR_IPC = cuabi_status(38)
 const CUABI_ERROR_STREAM_CAPTURE = cuabi_status(33)
 
 """
@@ -4312,6 +4314,215 @@ function cuabi_view_from_exchange(out, api, py_object)
     ccall((:cuabi_view_from_exchange, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLPackExchangeAPI}, Ptr{Cvoid}), out, api, py_object)
 end
 
+
+# ---- module peer (api/peer.toml)
+
+"""
+What cuabi_peer_get_attribute() asks about one direction of a device pair (values of CUdevice_P2PAttribute).
+"""
+const cuabi_peer_attribute = Cint
+const CUABI_PEER_PERFORMANCE_RANK = cuabi_peer_attribute(1)
+const CUABI_PEER_ACCESS_SUPPORTED = cuabi_peer_attribute(2)
+const CUABI_PEER_NATIVE_ATOMIC_SUPPORTED = cuabi_peer_attribute(3)
+const CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED = cuabi_peer_attribute(4)
+
+"""
+Access a device has to a memory pool (values of CUmemAccess_flags).
+"""
+const cuabi_peer_access = Cint
+const CUABI_PEER_ACCESS_NONE = cuabi_peer_access(0)
+const CUABI_PEER_ACCESS_READ = cuabi_peer_access(1)
+const CUABI_PEER_ACCESS_READ_WRITE = cuabi_peer_access(3)
+
+"""
+cuabi_peer_enable(device, peer)
+
+Let kernels on `device` access memory allocated on `peer` (cuCtxEnablePeerAccess in the device's primary context). Enabling an enabled direction succeeds. CUABI_ERROR_PEER_ACCESS when the pair cannot (same device, or the hardware or driver refuses).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_enable(device, peer)
+    ccall((:cuabi_peer_enable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+end
+
+"""
+cuabi_peer_disable(device, peer)
+
+Undo cuabi_peer_enable(device, peer). CUABI_ERROR_PEER_ACCESS when it was not enabled.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_disable(device, peer)
+    ccall((:cuabi_peer_disable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+end
+
+"""
+cuabi_peer_get_attribute(out, device, peer, attribute)
+
+One attribute of the direction `device` -> `peer` (cuDeviceGetP2PAttribute). The two devices must differ.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_get_attribute(out, device, peer, attribute)
+    ccall((:cuabi_peer_get_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Ptr{cuabi_device}, cuabi_peer_attribute), out, device, peer, attribute)
+end
+
+"""
+cuabi_peer_copy(dst, dst_offset, src, src_offset, size, stream)
+
+Copy `size` bytes from `src` (at `src_offset`) to `dst` (at `dst_offset`), buffers of device memory on any devices (cuMemcpyPeerAsync between their contexts). With a stream (of either device) the copy is ordered on it; NULL copies synchronously.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_copy(dst, dst_offset, src, src_offset, size, stream)
+    ccall((:cuabi_peer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+end
+
+"""
+cuabi_peer_copy_view(dst, src, stream)
+
+Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, positive strides (no broadcasting), and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_copy_view(dst, src, stream)
+    ccall((:cuabi_peer_copy_view, libcuabi), cuabi_status, (Ptr{cuabi_view}, Ptr{cuabi_view}, Ptr{cuabi_stream}), dst, src, stream)
+end
+
+"""
+cuabi_peer_set_pool_access(resource, device, access)
+
+Set the access `device` has to the memory of a pool resource (cuMemPoolSetAccess); CUABI_ERROR_NOT_SUPPORTED for resources without a pool. The pool's own device always has read-write access and cannot be changed. CUABI_ERROR_PEER_ACCESS when the devices cannot be peers.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_set_pool_access(resource, device, access)
+    ccall((:cuabi_peer_set_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Ptr{cuabi_device}, cuabi_peer_access), resource, device, access)
+end
+
+"""
+cuabi_peer_get_pool_access(out, resource, device)
+
+The access `device` has to the memory of a pool resource (cuMemPoolGetAccess).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_peer_get_pool_access(out, resource, device)
+    ccall((:cuabi_peer_get_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_peer_access}, Ptr{cuabi_memory_resource}, Ptr{cuabi_device}), out, resource, device)
+end
+
+
+# ---- module ipc (api/ipc.toml)
+
+"""
+Bytes of every IPC descriptor (memory and event).
+"""
+const CUABI_IPC_DESCRIPTOR_SIZE = Cint(136)
+
+"""
+What an IPC descriptor describes.
+"""
+const cuabi_ipc_kind = Cint
+const CUABI_IPC_MEMORY = cuabi_ipc_kind(1)
+const CUABI_IPC_EVENT = cuabi_ipc_kind(2)
+
+"""
+cuabi_ipc_memory_resource(out, device)
+
+A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_memory_resource(out, device)
+    ccall((:cuabi_ipc_memory_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+end
+
+"""
+cuabi_ipc_buffer_export(out, out_size, buffer)
+
+Write the descriptor of a buffer of device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) into `out`. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the driver cannot export the memory (pool memory, host memory).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_buffer_export(out, out_size, buffer)
+    ccall((:cuabi_ipc_buffer_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_buffer}), out, out_size, buffer)
+end
+
+"""
+cuabi_ipc_buffer_import(out, descriptor, size)
+
+Map the memory a descriptor from another process describes, as a buffer of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID (visible in this process). The mapping is closed when the buffer and its views are gone.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_buffer_import(out, descriptor, size)
+    ccall((:cuabi_ipc_buffer_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{UInt8}, Csize_t), out, descriptor, size)
+end
+
+"""
+cuabi_ipc_event_create(out, device)
+
+An event other processes can import (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING): record it after writing shared memory, export it, and let the importer wait on it.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_event_create(out, device)
+    ccall((:cuabi_ipc_event_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{cuabi_device}), out, device)
+end
+
+"""
+cuabi_ipc_event_export(out, out_size, event)
+
+Write the descriptor of an event made by cuabi_ipc_event_create() into `out` (CUABI_ERROR_IPC for other events).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_event_export(out, out_size, event)
+    ccall((:cuabi_ipc_event_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_event}), out, out_size, event)
+end
+
+"""
+cuabi_ipc_event_import(out, descriptor, size)
+
+Open the event a descriptor from another process describes (cuIpcOpenEventHandle).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_event_import(out, descriptor, size)
+    ccall((:cuabi_ipc_event_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{UInt8}, Csize_t), out, descriptor, size)
+end
+
+"""
+cuabi_ipc_descriptor_kind(out, descriptor, size)
+
+Check a descriptor's framing (magic, version, size, checksum, host) without the driver and say what it describes. CUABI_ERROR_IPC with the reason when it is not importable here.
+
+- `out` [out]
+"""
+function cuabi_ipc_descriptor_kind(out, descriptor, size)
+    ccall((:cuabi_ipc_descriptor_kind, libcuabi), cuabi_status, (Ptr{cuabi_ipc_kind}, Ptr{UInt8}, Csize_t), out, descriptor, size)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -4624,6 +4835,20 @@ const FUNCTIONS = [
     :cuabi_graph_exec_device,
     :cuabi_graph_exec_graph,
     :cuabi_view_from_exchange,
+    :cuabi_peer_enable,
+    :cuabi_peer_disable,
+    :cuabi_peer_get_attribute,
+    :cuabi_peer_copy,
+    :cuabi_peer_copy_view,
+    :cuabi_peer_set_pool_access,
+    :cuabi_peer_get_pool_access,
+    :cuabi_ipc_memory_resource,
+    :cuabi_ipc_buffer_export,
+    :cuabi_ipc_buffer_import,
+    :cuabi_ipc_event_create,
+    :cuabi_ipc_event_export,
+    :cuabi_ipc_event_import,
+    :cuabi_ipc_descriptor_kind,
 ]
 
 end # module LibCuABI

@@ -76,6 +76,10 @@ impl cuabi_status {
     pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status(36);
     /// the executable cannot be updated from this graph (topology, node kind or kernel differ); the message names the node
     pub const CUABI_ERROR_GRAPH_UPDATE: cuabi_status = cuabi_status(32);
+    /// peer access between these devices is not possible or not enabled
+    pub const CUABI_ERROR_PEER_ACCESS: cuabi_status = cuabi_status(37);
+    /// an IPC descriptor is malformed, stale, from another host or process, or not importable
+    pub const CUABI_ERROR_IPC: cuabi_status = cuabi_status(38);
     /// not allowed while a stream is being captured, or the capture was invalidated by such a call
     pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status(33);
     /// The enumerator's name, or None for a value this binding does not know.
@@ -111,6 +115,8 @@ impl cuabi_status {
             27 => Some("CUABI_ERROR_INTERNAL"),
             36 => Some("CUABI_ERROR_TENSOR_MAP"),
             32 => Some("CUABI_ERROR_GRAPH_UPDATE"),
+            37 => Some("CUABI_ERROR_PEER_ACCESS"),
+            38 => Some("CUABI_ERROR_IPC"),
             33 => Some("CUABI_ERROR_STREAM_CAPTURE"),
             _ => None,
         }
@@ -156,6 +162,8 @@ pub const CUABI_ERROR_CALLBACK: cuabi_status = cuabi_status::CUABI_ERROR_CALLBAC
 pub const CUABI_ERROR_INTERNAL: cuabi_status = cuabi_status::CUABI_ERROR_INTERNAL;
 pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status::CUABI_ERROR_TENSOR_MAP;
 pub const CUABI_ERROR_GRAPH_UPDATE: cuabi_status = cuabi_status::CUABI_ERROR_GRAPH_UPDATE;
+pub const CUABI_ERROR_PEER_ACCESS: cuabi_status = cuabi_status::CUABI_ERROR_PEER_ACCESS;
+pub const CUABI_ERROR_IPC: cuabi_status = cuabi_status::CUABI_ERROR_IPC;
 pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status::CUABI_ERROR_STREAM_CAPTURE;
 
 /// Kinds of code cuabi compiles, links and loads.
@@ -3537,6 +3545,183 @@ unsafe extern "C" {
     pub fn cuabi_view_from_exchange(out: *mut *mut cuabi_view, api: *const DLPackExchangeAPI, py_object: *mut c_void) -> cuabi_status;
 }
 
+// ---- module peer (api/peer.toml)
+
+/// What cuabi_peer_get_attribute() asks about one direction of a device pair (values of CUdevice_P2PAttribute).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_peer_attribute(pub i32);
+
+impl cuabi_peer_attribute {
+    /// Relative performance of the link (lower is better).
+    pub const CUABI_PEER_PERFORMANCE_RANK: cuabi_peer_attribute = cuabi_peer_attribute(1);
+    /// 1 when peer access can be enabled in this direction.
+    pub const CUABI_PEER_ACCESS_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute(2);
+    /// 1 when atomic operations over the link are native.
+    pub const CUABI_PEER_NATIVE_ATOMIC_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute(3);
+    /// 1 when CUDA arrays can be accessed over the link.
+    pub const CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute(4);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_PEER_PERFORMANCE_RANK"),
+            2 => Some("CUABI_PEER_ACCESS_SUPPORTED"),
+            3 => Some("CUABI_PEER_NATIVE_ATOMIC_SUPPORTED"),
+            4 => Some("CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_peer_attribute {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_peer_attribute({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_PEER_PERFORMANCE_RANK: cuabi_peer_attribute = cuabi_peer_attribute::CUABI_PEER_PERFORMANCE_RANK;
+pub const CUABI_PEER_ACCESS_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute::CUABI_PEER_ACCESS_SUPPORTED;
+pub const CUABI_PEER_NATIVE_ATOMIC_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute::CUABI_PEER_NATIVE_ATOMIC_SUPPORTED;
+pub const CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED: cuabi_peer_attribute = cuabi_peer_attribute::CUABI_PEER_CUDA_ARRAY_ACCESS_SUPPORTED;
+
+/// Access a device has to a memory pool (values of CUmemAccess_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_peer_access(pub i32);
+
+impl cuabi_peer_access {
+    /// No access.
+    pub const CUABI_PEER_ACCESS_NONE: cuabi_peer_access = cuabi_peer_access(0);
+    /// Read only.
+    pub const CUABI_PEER_ACCESS_READ: cuabi_peer_access = cuabi_peer_access(1);
+    /// Read and write.
+    pub const CUABI_PEER_ACCESS_READ_WRITE: cuabi_peer_access = cuabi_peer_access(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_PEER_ACCESS_NONE"),
+            1 => Some("CUABI_PEER_ACCESS_READ"),
+            3 => Some("CUABI_PEER_ACCESS_READ_WRITE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_peer_access {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_peer_access({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_PEER_ACCESS_NONE: cuabi_peer_access = cuabi_peer_access::CUABI_PEER_ACCESS_NONE;
+pub const CUABI_PEER_ACCESS_READ: cuabi_peer_access = cuabi_peer_access::CUABI_PEER_ACCESS_READ;
+pub const CUABI_PEER_ACCESS_READ_WRITE: cuabi_peer_access = cuabi_peer_access::CUABI_PEER_ACCESS_READ_WRITE;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Let kernels on `device` access memory allocated on `peer` (cuCtxEnablePeerAccess in the device's primary context). Enabling an enabled direction succeeds. CUABI_ERROR_PEER_ACCESS when the pair cannot (same device, or the hardware or driver refuses).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_enable(device: *mut cuabi_device, peer: *mut cuabi_device) -> cuabi_status;
+    /// Undo cuabi_peer_enable(device, peer). CUABI_ERROR_PEER_ACCESS when it was not enabled.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_disable(device: *mut cuabi_device, peer: *mut cuabi_device) -> cuabi_status;
+    /// One attribute of the direction `device` -> `peer` (cuDeviceGetP2PAttribute). The two devices must differ.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_get_attribute(out: *mut c_int, device: *mut cuabi_device, peer: *mut cuabi_device, attribute: cuabi_peer_attribute) -> cuabi_status;
+    /// Copy `size` bytes from `src` (at `src_offset`) to `dst` (at `dst_offset`), buffers of device memory on any devices (cuMemcpyPeerAsync between their contexts). With a stream (of either device) the copy is ordered on it; NULL copies synchronously.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_copy(dst: *mut cuabi_buffer, dst_offset: usize, src: *mut cuabi_buffer, src_offset: usize, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy every element of `src` into `dst`, views of CUDA device memory on any devices with the same shape and element type (cuMemcpy3DPeerAsync). After merging contiguous dimensions at most 3 may remain, with unit innermost strides, positive strides (no broadcasting), and each outer stride a multiple of the next inner one; otherwise CUABI_ERROR_NOT_SUPPORTED. With a stream the copy is ordered on it; NULL copies synchronously.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_copy_view(dst: *mut cuabi_view, src: *mut cuabi_view, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Set the access `device` has to the memory of a pool resource (cuMemPoolSetAccess); CUABI_ERROR_NOT_SUPPORTED for resources without a pool. The pool's own device always has read-write access and cannot be changed. CUABI_ERROR_PEER_ACCESS when the devices cannot be peers.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_set_pool_access(resource: *mut cuabi_memory_resource, device: *mut cuabi_device, access: cuabi_peer_access) -> cuabi_status;
+    /// The access `device` has to the memory of a pool resource (cuMemPoolGetAccess).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_peer_get_pool_access(out: *mut cuabi_peer_access, resource: *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
+}
+
+// ---- module ipc (api/ipc.toml)
+
+/// Bytes of every IPC descriptor (memory and event).
+pub const CUABI_IPC_DESCRIPTOR_SIZE: c_int = 136;
+
+/// What an IPC descriptor describes.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_ipc_kind(pub i32);
+
+impl cuabi_ipc_kind {
+    /// A range of device memory (cuabi_ipc_buffer_export()).
+    pub const CUABI_IPC_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind(1);
+    /// An interprocess event (cuabi_ipc_event_export()).
+    pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_IPC_MEMORY"),
+            2 => Some("CUABI_IPC_EVENT"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_ipc_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_ipc_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_IPC_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_MEMORY;
+pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_EVENT;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_memory_resource(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
+    /// Write the descriptor of a buffer of device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) into `out`. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the driver cannot export the memory (pool memory, host memory).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_buffer_export(out: *mut u8, out_size: usize, buffer: *mut cuabi_buffer) -> cuabi_status;
+    /// Map the memory a descriptor from another process describes, as a buffer of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID (visible in this process). The mapping is closed when the buffer and its views are gone.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_buffer_import(out: *mut *mut cuabi_buffer, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// An event other processes can import (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING): record it after writing shared memory, export it, and let the importer wait on it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_event_create(out: *mut *mut cuabi_event, device: *mut cuabi_device) -> cuabi_status;
+    /// Write the descriptor of an event made by cuabi_ipc_event_create() into `out` (CUABI_ERROR_IPC for other events).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_event_export(out: *mut u8, out_size: usize, event: *mut cuabi_event) -> cuabi_status;
+    /// Open the event a descriptor from another process describes (cuIpcOpenEventHandle).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_event_import(out: *mut *mut cuabi_event, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// Check a descriptor's framing (magic, version, size, checksum, host) without the driver and say what it describes. CUABI_ERROR_IPC with the reason when it is not importable here.
+    pub fn cuabi_ipc_descriptor_kind(out: *mut cuabi_ipc_kind, descriptor: *const u8, size: usize) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -3852,5 +4037,19 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_exec_device", cuabi_graph_exec_device as *const () as usize),
         ("cuabi_graph_exec_graph", cuabi_graph_exec_graph as *const () as usize),
         ("cuabi_view_from_exchange", cuabi_view_from_exchange as *const () as usize),
+        ("cuabi_peer_enable", cuabi_peer_enable as *const () as usize),
+        ("cuabi_peer_disable", cuabi_peer_disable as *const () as usize),
+        ("cuabi_peer_get_attribute", cuabi_peer_get_attribute as *const () as usize),
+        ("cuabi_peer_copy", cuabi_peer_copy as *const () as usize),
+        ("cuabi_peer_copy_view", cuabi_peer_copy_view as *const () as usize),
+        ("cuabi_peer_set_pool_access", cuabi_peer_set_pool_access as *const () as usize),
+        ("cuabi_peer_get_pool_access", cuabi_peer_get_pool_access as *const () as usize),
+        ("cuabi_ipc_memory_resource", cuabi_ipc_memory_resource as *const () as usize),
+        ("cuabi_ipc_buffer_export", cuabi_ipc_buffer_export as *const () as usize),
+        ("cuabi_ipc_buffer_import", cuabi_ipc_buffer_import as *const () as usize),
+        ("cuabi_ipc_event_create", cuabi_ipc_event_create as *const () as usize),
+        ("cuabi_ipc_event_export", cuabi_ipc_event_export as *const () as usize),
+        ("cuabi_ipc_event_import", cuabi_ipc_event_import as *const () as usize),
+        ("cuabi_ipc_descriptor_kind", cuabi_ipc_descriptor_kind as *const () as usize),
     ]
 }

@@ -60,3 +60,5 @@ pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode, ParamType};
 pub use occupancy::{ArchLimits, BlockSize, OccupancyOptions, OccupancyResult};
 pub use program::{supported_archs, Program, ProgramOptions};
 pub use view::{DType, Element, ManagedTensor, ManagedTensorVersioned, View, ViewInfo, IS_COPIED, READ_ONLY};
+mod multigpu;
+pub use multigpu::{ipc_descriptor_kind, IpcKind, PeerAccess, PeerAttribute, IPC_DESCRIPTOR_SIZE};

@@ -1,0 +1,273 @@
+/* Several GPUs and processes (issue 15), public API only.
+ *
+ *   bench/bench_peer [--quick]
+ *
+ * 1. Peer copy bandwidth GPU 0 -> GPU 1 (cuabi_peer_copy on a stream of
+ *    GPU 0, timed with events), 1 MiB .. 1 GiB, with peer access off and
+ *    on, against the raw cuMemcpyPeerAsync on the same buffers and stream
+ *    (resolved with dlopen). Needs two GPUs.
+ * 2. IPC latency: cuabi_ipc_buffer_export in this process, and
+ *    cuabi_ipc_buffer_import + destroy in a child process (this program,
+ *    re-executed), per call, 1 MiB buffers. Needs one GPU.
+ *
+ * Prints one table; figures are medians of the runs.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuabi.h"
+
+extern char **environ;
+
+static void check(cuabi_status st, const char *what)
+{
+    if (st != CUABI_SUCCESS) {
+        fprintf(stderr, "bench_peer: %s: %s\n", what, cuabi_last_error()->message);
+        exit(1);
+    }
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+typedef CUresult (*peer_fn)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+
+typedef struct pair {
+    cuabi_buffer *src, *dst;
+    cuabi_stream *stream;
+    cuabi_event *start, *end;
+    uintptr_t sp, dp, sctx, dctx, raw_stream;
+    peer_fn raw;
+} pair;
+
+/* GB/s of `iters` copies of `size` bytes, through cuabi or the raw driver. */
+static double gbps(pair *p, size_t size, int iters, int raw)
+{
+    check(cuabi_event_record(p->start, p->stream), "record");
+    for (int i = 0; i < iters; i++) {
+        if (raw) {
+            if (p->raw((CUdeviceptr)p->dp, (CUcontext)p->dctx, (CUdeviceptr)p->sp,
+                       (CUcontext)p->sctx, size, (CUstream)p->raw_stream) != CUDA_SUCCESS) {
+                fprintf(stderr, "bench_peer: raw cuMemcpyPeerAsync failed\n");
+                exit(1);
+            }
+        } else {
+            check(cuabi_peer_copy(p->dst, 0, p->src, 0, size, p->stream), "peer copy");
+        }
+    }
+    check(cuabi_event_record(p->end, p->stream), "record");
+    check(cuabi_event_synchronize(p->end), "sync");
+    float ms;
+    check(cuabi_event_elapsed_ms(&ms, p->start, p->end), "elapsed");
+    return (double)size * iters / (ms * 1e-3) / 1e9;
+}
+
+static void bench_bandwidth(int quick)
+{
+    int n = 0;
+    check(cuabi_device_count(&n), "device count");
+    if (n < 2) {
+        printf("peer copy bandwidth: skipped (%d GPU%s; needs 2)\n", n, n == 1 ? "" : "s");
+        return;
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    pair p = { 0 };
+    p.raw = lib ? (peer_fn)dlsym(lib, "cuMemcpyPeerAsync") : NULL;
+    cuabi_device *d0, *d1;
+    cuabi_memory_resource *r0, *r1;
+    check(cuabi_device_get(&d0, 0), "device 0");
+    check(cuabi_device_get(&d1, 1), "device 1");
+    check(cuabi_memory_resource_device_default(&r0, d0), "pool 0");
+    check(cuabi_memory_resource_device_default(&r1, d1), "pool 1");
+    size_t most = quick ? (size_t)64 << 20 : (size_t)1 << 30;
+    check(cuabi_stream_create(&p.stream, d0, NULL), "stream");
+    check(cuabi_buffer_allocate(&p.src, r0, most, 0, p.stream), "src");
+    check(cuabi_buffer_allocate(&p.dst, r1, most, 0, p.stream), "dst");
+    check(cuabi_stream_synchronize(p.stream), "sync");
+    check(cuabi_event_create(&p.start, d0, NULL), "event");
+    check(cuabi_event_create(&p.end, d0, NULL), "event");
+    check(cuabi_buffer_pointer(&p.sp, p.src), "ptr");
+    check(cuabi_buffer_pointer(&p.dp, p.dst), "ptr");
+    check(cuabi_device_context(&p.sctx, d0), "ctx");
+    check(cuabi_device_context(&p.dctx, d1), "ctx");
+    check(cuabi_stream_raw(&p.raw_stream, p.stream), "raw stream");
+    int can = 0;
+    check(cuabi_peer_get_attribute(&can, d0, d1, CUABI_PEER_ACCESS_SUPPORTED), "attribute");
+    printf("peer copy GPU 0 -> GPU 1 (GB/s, median of 5; raw = cuMemcpyPeerAsync)\n");
+    printf("%10s  %12s %12s  %12s %12s\n", "size", "cuabi off", "raw off", "cuabi on", "raw on");
+    for (size_t size = (size_t)1 << 20; size <= most; size <<= 2) {
+        double fig[4] = { 0, 0, 0, 0 };
+        for (int peer = 0; peer < 2; peer++) {
+            if (peer && !can)
+                break;
+            if (peer)
+                check(cuabi_peer_enable(d0, d1), "enable"), check(cuabi_peer_enable(d1, d0), "enable");
+            int iters = (int)(((size_t)2 << 30) / size);
+            iters = iters < 3 ? 3 : iters > 200 ? 200 : iters;
+            for (int raw = 0; raw < 2; raw++) {
+                if (raw && !p.raw)
+                    continue;
+                double runs[5];
+                gbps(&p, size, 1, raw);   /* warm up */
+                for (int r = 0; r < 5; r++)
+                    runs[r] = gbps(&p, size, iters, raw);
+                fig[peer * 2 + raw] = median(runs, 5);
+            }
+            if (peer)
+                check(cuabi_peer_disable(d0, d1), "disable"), check(cuabi_peer_disable(d1, d0), "disable");
+        }
+        printf("%7zu MiB  %12.1f %12.1f  %12.1f %12.1f\n", size >> 20, fig[0], fig[1], fig[2],
+               fig[3]);
+    }
+    if (!can)
+        printf("(peer access not supported between GPU 0 and GPU 1: the 'on' columns are 0)\n");
+    cuabi_event_release(p.start);
+    cuabi_event_release(p.end);
+    cuabi_buffer_destroy(p.src);
+    cuabi_buffer_destroy(p.dst);
+    cuabi_stream_release(p.stream);
+    cuabi_memory_resource_release(r0);
+    cuabi_memory_resource_release(r1);
+    cuabi_device_release(d0);
+    cuabi_device_release(d1);
+}
+
+/* ------------------------------------------------------------------ IPC */
+
+enum { IPC_BUFFERS = 64 };
+
+static void hex(char *out, const uint8_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+/* The child: import every descriptor on stdin (hex, one a line), release
+ * it, and print the median microseconds per import + release. */
+static int ipc_child(void)
+{
+    char line[2 * CUABI_IPC_DESCRIPTOR_SIZE + 8];
+    double t[IPC_BUFFERS];
+    int n = 0;
+    while (n < IPC_BUFFERS && fgets(line, sizeof line, stdin)) {
+        uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
+        for (int i = 0; i < CUABI_IPC_DESCRIPTOR_SIZE; i++) {
+            unsigned v;
+            sscanf(line + 2 * i, "%2x", &v);
+            d[i] = (uint8_t)v;
+        }
+        cuabi_buffer *b;
+        double t0 = now_us();
+        check(cuabi_ipc_buffer_import(&b, d, sizeof d), "import");
+        double t1 = now_us();
+        check(cuabi_buffer_destroy(b), "destroy");
+        t[n++] = now_us() - t0;
+        if (n == 1)   /* the first import also loads the driver and makes the context */
+            fprintf(stderr, "first import: %.1f us\n", t1 - t0);
+    }
+    printf("%.2f\n", median(t + 1, n - 1));
+    return 0;
+}
+
+static void bench_ipc(const char *self)
+{
+    int n = 0;
+    check(cuabi_device_count(&n), "device count");
+    if (n < 1) {
+        printf("IPC latency: skipped (no GPU)\n");
+        return;
+    }
+    cuabi_device *dev;
+    cuabi_memory_resource *r;
+    cuabi_buffer *bufs[IPC_BUFFERS];
+    check(cuabi_device_get(&dev, 0), "device");
+    check(cuabi_ipc_memory_resource(&r, dev), "ipc resource");
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        check(cuabi_buffer_allocate(&bufs[i], r, (size_t)1 << 20, 0, NULL), "allocate");
+    uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
+    double t[IPC_BUFFERS];
+    int in[2], out[2];
+    if (pipe(in) || pipe(out)) {
+        perror("bench_peer: pipe");
+        exit(1);
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    char *args[] = { (char *)self, "--ipc-child", NULL };
+    pid_t pid;
+    if (posix_spawn(&pid, self, &fa, NULL, args, environ) != 0) {
+        perror("bench_peer: spawn");
+        exit(1);
+    }
+    close(in[0]);
+    close(out[1]);
+    FILE *to = fdopen(in[1], "w"), *from = fdopen(out[0], "r");
+    for (int i = 0; i < IPC_BUFFERS; i++) {
+        double t0 = now_us();
+        check(cuabi_ipc_buffer_export(d, sizeof d, bufs[i]), "export");
+        t[i] = now_us() - t0;
+        char h[2 * sizeof d + 2];
+        hex(h, d, sizeof d);
+        fprintf(to, "%s\n", h);
+    }
+    fclose(to);
+    double child_us = -1;
+    if (fscanf(from, "%lf", &child_us) != 1)
+        child_us = -1;
+    fclose(from);
+    int status;
+    waitpid(pid, &status, 0);
+    printf("IPC, 1 MiB buffers (median us per call): export %.2f, import + release in another "
+           "process %.2f\n", median(t, IPC_BUFFERS), child_us);
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        cuabi_buffer_destroy(bufs[i]);
+    cuabi_memory_resource_release(r);
+    cuabi_device_release(dev);
+    posix_spawn_file_actions_destroy(&fa);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--ipc-child") == 0)
+        return ipc_child();
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int n = 0;
+    cuabi_status st = cuabi_device_count(&n);
+    if (st != CUABI_SUCCESS || n == 0) {
+        printf("bench_peer: skipped (no GPU: %s)\n",
+               st == CUABI_SUCCESS ? "0 devices" : cuabi_last_error()->message);
+        return 0;
+    }
+    bench_bandwidth(quick);
+    bench_ipc(argv[0]);
+    return 0;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Peer copies and IPC from Python beside torch, CuPy and cuda.core (issue 15).
+
+    python3 bench/bench_peer.py [--quick] [--json FILE]
+
+1. GPU 0 -> GPU 1 copy bandwidth, 1 MiB .. 1 GiB: cuabi Buffer.copy_peer
+   (into a preallocated buffer, stream of GPU 0), torch `t.to('cuda:1')`
+   (allocates the destination, as users write it) and `dst.copy_(src)`,
+   CuPy `cupy.cuda.runtime.memcpyPeer`. Peer access enabled where the pair
+   supports it. Needs two GPUs.
+2. IPC latency: a list of 32 buffers of 1 MiB pickled to a spawned child
+   through a multiprocessing queue, from the put in the parent to every
+   buffer mapped in the child, per buffer: cuabi (MemoryResource.ipc
+   buffers) and cuda.core (IPC-enabled DeviceMemoryResource) when importable.
+Peers that are not installed are reported as skipped.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+import cuabi  # noqa: E402
+
+MiB = 1 << 20
+
+
+def _median(v):
+    v = sorted(v)
+    return v[len(v) // 2]
+
+
+def _timed(fn, sync, size, reps=5):
+    fn()
+    sync()
+    iters = max(3, min(100, (2 << 30) // size))
+    runs = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        runs.append(size * iters / (time.perf_counter() - t0) / 1e9)
+    return _median(runs)
+
+
+def bandwidth(sizes):
+    rows = {}
+    d0, d1 = cuabi.Device(0), cuabi.Device(1)
+    if d0.peer_attribute(d1) and d1.peer_attribute(d0):
+        d0.enable_peer_access(d1)
+        d1.enable_peer_access(d0)
+    most = sizes[-1]
+    src = cuabi.Buffer(most, cuabi.MemoryResource.device_default(d0))
+    dst = cuabi.Buffer(most, cuabi.MemoryResource.device_default(d1))
+    s = d0.create_stream()
+    for n in sizes:
+        rows.setdefault(n, {})["cuabi copy_peer"] = _timed(
+            lambda: dst.copy_peer(src, size=n, stream=s), s.synchronize, n)
+    try:
+        import torch
+        a = torch.empty(most, dtype=torch.uint8, device="cuda:0")
+        b = torch.empty(most, dtype=torch.uint8, device="cuda:1")
+
+        def tsync():
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+        for n in sizes:
+            rows[n]["torch .to('cuda:1')"] = _timed(lambda: a[:n].to("cuda:1"), tsync, n)
+            rows[n]["torch copy_"] = _timed(lambda: b[:n].copy_(a[:n]), tsync, n)
+        del a, b
+    except Exception as e:  # noqa: BLE001 (a peer that is missing or fails is reported)
+        print(f"torch: skipped ({type(e).__name__}: {e})")
+    try:
+        import cupy
+        with cupy.cuda.Device(0):
+            ca = cupy.empty(most, dtype=cupy.uint8)
+        with cupy.cuda.Device(1):
+            cb = cupy.empty(most, dtype=cupy.uint8)
+        for n in sizes:
+            rows[n]["cupy memcpyPeer"] = _timed(
+                lambda: cupy.cuda.runtime.memcpyPeer(cb.data.ptr, 1, ca.data.ptr, 0, n),
+                lambda: None, n)
+        del ca, cb
+    except Exception as e:  # noqa: BLE001
+        print(f"cupy: skipped ({type(e).__name__}: {e})")
+    cols = sorted({c for r in rows.values() for c in r}, key=lambda c: (c != "cuabi copy_peer", c))
+    print("GPU 0 -> GPU 1 copy bandwidth (GB/s, median of 5)")
+    print(f"{'size':>10}  " + "  ".join(f"{c:>20}" for c in cols))
+    for n in sizes:
+        print(f"{n // MiB:>6} MiB  " + "  ".join(f"{rows[n].get(c, float('nan')):>20.1f}"
+                                                 for c in cols))
+    return {str(n): r for n, r in rows.items()}
+
+
+# ---- IPC latency: the child maps every buffer of the list it receives
+
+def _cuabi_child(q, out):
+    t_sent = q.get()
+    bufs = q.get()                      # unpickling imports every buffer
+    for b in bufs:
+        b.ptr
+    out.put((time.perf_counter() - t_sent) / len(bufs) * 1e6)
+    for b in bufs:
+        b.close()
+
+
+def _cuda_core_child(q, out):
+    t_sent = q.get()
+    mr, bufs = q.get()
+    for b in bufs:
+        int(b.handle)
+    out.put((time.perf_counter() - t_sent) / len(bufs) * 1e6)
+    for b in bufs:
+        b.close()
+
+
+def _latency(child, payload):
+    ctx = mp.get_context("spawn")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=child, args=(q, out))
+    p.start()
+    q.put(time.perf_counter())
+    q.put(payload)
+    us = out.get(timeout=300)
+    p.join(60)
+    return us
+
+
+def ipc_latency(count=32):
+    res = {}
+    dev = cuabi.Device(0)
+    mr = cuabi.MemoryResource.ipc(dev)
+    bufs = [cuabi.Buffer(MiB, mr) for _ in range(count)]
+    _latency(_cuabi_child, bufs[:1])          # warm: the child's interpreter and driver
+    res["cuabi"] = _latency(_cuabi_child, bufs)
+    try:
+        from cuda.core import Device, DeviceMemoryResource, DeviceMemoryResourceOptions
+        d = Device(0)
+        d.set_current()
+        cmr = DeviceMemoryResource(d, DeviceMemoryResourceOptions(ipc_enabled=True,
+                                                                  max_size=256 * MiB))
+        cbufs = [cmr.allocate(MiB) for _ in range(count)]
+        _latency(_cuda_core_child, (cmr, cbufs[:1]))
+        res["cuda.core"] = _latency(_cuda_core_child, (cmr, cbufs))
+    except Exception as e:  # noqa: BLE001
+        print(f"cuda.core IPC: skipped ({type(e).__name__}: {e})")
+    print(f"IPC: export + send + import per 1 MiB buffer, {count} in one message (us): " +
+          ", ".join(f"{k} {v:.1f}" for k, v in res.items()))
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="sizes up to 64 MiB")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    try:
+        n = cuabi.device_count()
+    except cuabi.CuabiError as e:
+        print(f"bench_peer.py: skipped ({e})")
+        return
+    report = {}
+    sizes = [MiB << (2 * i) for i in range(4 if a.quick else 6)]
+    if n >= 2:
+        report["bandwidth_gbps"] = bandwidth(sizes)
+    else:
+        print(f"peer copy bandwidth: skipped ({n} GPU; needs 2)")
+    if n >= 1:
+        report["ipc_us_per_buffer"] = ipc_latency()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+/* Sharing device memory and events between processes (CUDA legacy IPC).
+ *
+ * Why legacy IPC (cuIpcGetMemHandle) and not exportable pools: a pool's
+ * shareable handle is a file descriptor, and moving a descriptor between
+ * processes needs a unix socket with SCM_RIGHTS (a channel cuabi would have
+ * to own next to whatever the program uses: pipes, pickles, queues) or
+ * pidfd_getfd (ptrace permission: refused from child to parent under Yama
+ * and in default container seccomp profiles). A legacy handle is 64 plain
+ * bytes that travel in any message, which is what a pickle needs. The cost:
+ * only cuMemAlloc memory can be exported, hence cuabi_ipc_memory_resource().
+ * See docs/memory.md. */
+#include "ipc.h"
+#include "memory.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static const char magic[8] = { 'C', 'U', 'A', 'B', 'I', 'I', 'P', 'C' };
+
+uint64_t cuabi__ipc_get(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void cuabi__ipc_put(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The boot id changes with every boot, differs between hosts and is the
+ * same in every container of one kernel (which can share a GPU through
+ * IPC); the host name stands in where it cannot be read. Hashed: the
+ * descriptor carries neither. */
+uint64_t cuabi__ipc_host_hash(void)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    char buf[256] = { 0 };
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    size_t n = 0;
+    if (f) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    if (n == 0 && gethostname(buf, sizeof buf - 1) == 0)
+        n = strlen(buf);
+    return fnv1a(h, buf, n);
+}
+
+void cuabi__ipc_reseal(uint8_t *desc)
+{
+    cuabi__ipc_put(desc + CUABI__IPC_CHECKSUM,
+                   fnv1a(0xcbf29ce484222325ull, desc, CUABI__IPC_CHECKSUM), 8);
+}
+
+static void seal(uint8_t *out, cuabi_ipc_kind kind, const CUuuid *uuid, uint64_t size,
+                 uint64_t offset, const void *handle)
+{
+    memset(out, 0, CUABI_IPC_DESCRIPTOR_SIZE);
+    memcpy(out + CUABI__IPC_MAGIC, magic, sizeof magic);
+    cuabi__ipc_put(out + CUABI__IPC_VERSION, CUABI__IPC_FORMAT, 2);
+    cuabi__ipc_put(out + CUABI__IPC_KIND, (uint64_t)kind, 2);
+    cuabi__ipc_put(out + CUABI__IPC_LENGTH, CUABI_IPC_DESCRIPTOR_SIZE, 4);
+    cuabi__ipc_put(out + CUABI__IPC_PID, (uint64_t)getpid(), 4);
+    cuabi__ipc_put(out + CUABI__IPC_HOST, cuabi__ipc_host_hash(), 8);
+    memcpy(out + CUABI__IPC_UUID, uuid->bytes, 16);
+    cuabi__ipc_put(out + CUABI__IPC_SIZE, size, 8);
+    cuabi__ipc_put(out + CUABI__IPC_OFFSET, offset, 8);
+    memcpy(out + CUABI__IPC_HANDLE, handle, 64);
+    cuabi__ipc_reseal(out);
+}
+
+#define IPC_FAIL(caller, ...) cuabi__error(CUABI_ERROR_IPC, __VA_ARGS__)
+
+/* Everything about a descriptor that needs no driver, in the order that
+ * gives the most useful message. */
+static cuabi_status check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t size,
+                                const char *caller)
+{
+    if (!d)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: descriptor is NULL", caller);
+    if (size < sizeof magic || memcmp(d, magic, sizeof magic) != 0)
+        return IPC_FAIL(caller, "%s: not a cuabi IPC descriptor (%zu bytes without the "
+                        "\"CUABIIPC\" magic)", caller, size);
+    if (size < CUABI__IPC_LENGTH)
+        return IPC_FAIL(caller, "%s: the descriptor is truncated (%zu of %d bytes)", caller,
+                        size, CUABI_IPC_DESCRIPTOR_SIZE);
+    unsigned version = (unsigned)cuabi__ipc_get(d + CUABI__IPC_VERSION, 2);
+    if (version != CUABI__IPC_FORMAT)
+        return IPC_FAIL(caller, "%s: descriptor format version %u; this library reads version "
+                        "%d (exporter and importer must use compatible cuabi releases)", caller,
+                        version, CUABI__IPC_FORMAT);
+    if (size != CUABI_IPC_DESCRIPTOR_SIZE)
+        return IPC_FAIL(caller, "%s: the descriptor is %zu bytes, not %d (truncated or with "
+                        "trailing bytes)", caller, size, CUABI_IPC_DESCRIPTOR_SIZE);
+    uint64_t sum = fnv1a(0xcbf29ce484222325ull, d, CUABI__IPC_CHECKSUM);
+    if (cuabi__ipc_get(d + CUABI__IPC_LENGTH, 4) != CUABI_IPC_DESCRIPTOR_SIZE ||
+        cuabi__ipc_get(d + CUABI__IPC_CHECKSUM, 8) != sum)
+        return IPC_FAIL(caller, "%s: the descriptor is corrupt (checksum mismatch)", caller);
+    unsigned k = (unsigned)cuabi__ipc_get(d + CUABI__IPC_KIND, 2);
+    if (k != CUABI_IPC_MEMORY && k != CUABI_IPC_EVENT)
+        return IPC_FAIL(caller, "%s: unknown descriptor kind %u", caller, k);
+    if (cuabi__ipc_get(d + CUABI__IPC_HOST, 8) != cuabi__ipc_host_hash())
+        return IPC_FAIL(caller, "%s: the descriptor comes from another host (or an earlier "
+                        "boot of this one); IPC only works between processes of one host",
+                        caller);
+    *kind = (cuabi_ipc_kind)k;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_descriptor_kind(cuabi_ipc_kind *out,
+                                                     const uint8_t *descriptor, size_t size)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    return check_frame(out, descriptor, size, __func__);
+}
+
+/* The frame, the kind, the exporting process (another one, still alive)
+ * and the device the descriptor names, as a new device reference. */
+static cuabi_status open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
+                               size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+                               const char *caller)
+{
+    cuabi_ipc_kind kind;
+    CUABI__TRY(check_frame(&kind, d, size, caller));
+    if (kind != want)
+        return IPC_FAIL(caller, "%s: the descriptor describes %s, not %s", caller,
+                        kind == CUABI_IPC_EVENT ? "an event" : "memory",
+                        want == CUABI_IPC_EVENT ? "an event" : "memory");
+    pid_t pid = (pid_t)cuabi__ipc_get(d + CUABI__IPC_PID, 4);
+    if (pid == getpid())
+        return IPC_FAIL(caller, "%s: the descriptor was exported by this process (%d); use the "
+                        "exported object itself (the driver cannot open its own handles)",
+                        caller, (int)pid);
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))
+        return IPC_FAIL(caller, "%s: the exporting process %d is gone; its memory and events "
+                        "went with it (stale descriptor)", caller, (int)pid);
+    CUABI__TRY(cuabi__driver_get(drv));
+    int count;
+    CUABI__TRY(cuabi_device_count(&count));
+    for (int i = 0; i < count; i++) {
+        CUuuid u;
+        CUdevice cu;
+        CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGet, &cu, i));
+        CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGetUuid, &u, cu));
+        if (memcmp(u.bytes, d + CUABI__IPC_UUID, 16) != 0)
+            continue;
+        CUABI__TRY(cuabi_device_get(hdev, i));
+        void *o;
+        CUABI__TRY(cuabi__handle_get(*hdev, CUABI__T_DEVICE, &o, caller));
+        *dev = o;
+        return cuabi__device_activate(*dev, *drv);
+    }
+    return IPC_FAIL(caller, "%s: the descriptor's device is not visible in this process "
+                    "(check CUDA_VISIBLE_DEVICES)", caller);
+}
+
+/* Results that mean "this handle or this memory cannot be shared": the rest
+ * (out of memory, a sticky context error, ...) stay CUDA errors. */
+static bool ipc_refusal(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE ||
+           r == CUDA_ERROR_MAP_FAILED || r == CUDA_ERROR_NOT_FOUND ||
+           r == CUDA_ERROR_INVALID_DEVICE || r == CUDA_ERROR_NOT_SUPPORTED ||
+           r == CUDA_ERROR_ALREADY_MAPPED || r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+}
+
+/* The driver refused a handle: stale (freed memory, destroyed event),
+ * forged, or not openable from here. */
+static cuabi_status driver_refused(CUresult r, const char *entry, const char *caller)
+{
+    if (!ipc_refusal(r))
+        return cuabi__cu_check(r, entry, caller);
+    cuabi_status st = IPC_FAIL(caller, "%s: %s refused the handle (CUresult %d): the exporter "
+                               "freed it, it is forged, or this process may not open it",
+                               caller, entry, (int)r);
+    cuabi__error_set_cu((int)r);
+    return st;
+}
+
+/* --------------------------------------------------------------- memory */
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_memory_resource(cuabi_memory_resource **out,
+                                                     cuabi_device *device)
+{
+    return cuabi__resource_simple(out, device, CUABI__RES_IPC, CUABI_MEMORY_DEVICE, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size,
+                                                   cuabi_buffer *buffer)
+{
+    cuabi__buffer *b;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(b, buffer, BUFFER);
+    if (out_size < CUABI_IPC_DESCRIPTOR_SIZE)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
+                            "%s: a descriptor needs CUABI_IPC_DESCRIPTOR_SIZE (%d) bytes, got %zu",
+                            __func__, CUABI_IPC_DESCRIPTOR_SIZE, out_size);
+    if (b->kind != CUABI_MEMORY_DEVICE || !b->device || b->size == 0)
+        return IPC_FAIL(__func__, "%s: only non-empty device memory can be exported (the buffer "
+                        "is of kind %d, %zu bytes)", __func__, (int)b->kind, b->size);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(b->device, drv));
+    CUdeviceptr base;
+    size_t range;
+    CUipcMemHandle h;
+    if (!drv->cuIpcGetMemHandle || !drv->cuMemGetAddressRange)
+        return cuabi__missing_entry("cuIpcGetMemHandle", __func__);
+    const char *entry = "cuMemGetAddressRange";
+    CUresult r = CUABI__CU_RAW(drv, cuMemGetAddressRange, &base, &range, (CUdeviceptr)b->ptr);
+    if (r == CUDA_SUCCESS) {
+        entry = "cuIpcGetMemHandle";
+        r = CUABI__CU_RAW(drv, cuIpcGetMemHandle, &h, base);
+    }
+    if (r != CUDA_SUCCESS && !ipc_refusal(r))
+        return cuabi__cu_check(r, entry, __func__);
+    if (r != CUDA_SUCCESS) {
+        cuabi_status st = IPC_FAIL(__func__, "%s: the driver cannot export this memory "
+                                   "(cuMemGetAddressRange/cuIpcGetMemHandle: CUresult %d); pool memory cannot be "
+                                   "shared this way: allocate from cuabi_ipc_memory_resource()",
+                                   __func__, (int)r);
+        cuabi__error_set_cu((int)r);
+        return st;
+    }
+    CUuuid uuid;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, b->device->cu_device));
+    seal(out, CUABI_IPC_MEMORY, &uuid, b->size, (uint64_t)(b->ptr - (uintptr_t)base), h.reserved);
+    return CUABI_SUCCESS;
+}
+
+/* What an imported buffer's release closes. */
+typedef struct ipc_mapping {
+    cuabi__device *device;  /* retained */
+    CUdeviceptr base;
+} ipc_mapping;
+
+static void mapping_close(uintptr_t ptr, size_t size, void *payload)
+{
+    (void)ptr;
+    (void)size;
+    ipc_mapping *m = payload;
+    const cuabi__driver *drv;
+    if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuIpcCloseMemHandle &&
+        cuabi__device_activate(m->device, drv) == CUABI_SUCCESS)
+        CUABI__CU_RAW(drv, cuIpcCloseMemHandle, m->base);
+    cuabi__object_release(&m->device->base);
+    cuabi__free(m);
+}
+
+static cuabi_status open_memory(cuabi_buffer **out, cuabi_device *hdev, cuabi__device *dev,
+                                const uint8_t *d, const cuabi__driver *drv, const char *caller)
+{
+    uint64_t size = cuabi__ipc_get(d + CUABI__IPC_SIZE, 8);
+    uint64_t offset = cuabi__ipc_get(d + CUABI__IPC_OFFSET, 8);
+    if (size == 0 || offset + size < offset)
+        return IPC_FAIL(caller, "%s: the descriptor's range (%llu bytes at %llu) is invalid",
+                        caller, (unsigned long long)size, (unsigned long long)offset);
+    if (!drv->cuIpcOpenMemHandle || !drv->cuIpcCloseMemHandle)
+        return cuabi__missing_entry("cuIpcOpenMemHandle", caller);
+    ipc_mapping *m = cuabi__calloc(1, sizeof *m);
+    if (!m)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    CUipcMemHandle h;
+    memcpy(h.reserved, d + CUABI__IPC_HANDLE, sizeof h.reserved);
+    CUresult r = CUABI__CU_RAW(drv, cuIpcOpenMemHandle, &m->base, h,
+                               CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (r != CUDA_SUCCESS) {
+        cuabi__free(m);
+        return driver_refused(r, "cuIpcOpenMemHandle", caller);
+    }
+    /* A forged size must not let the buffer reach past the mapping. */
+    CUdeviceptr base;
+    size_t range = 0;
+    cuabi_status st = CUABI__CU_IN(caller, drv, cuMemGetAddressRange, &base, &range, m->base);
+    if (st == CUABI_SUCCESS && (offset > range || size > range - offset))
+        st = IPC_FAIL(caller, "%s: the descriptor's range (%llu bytes at %llu) runs past the "
+                      "shared allocation (%zu bytes): forged or corrupt", caller,
+                      (unsigned long long)size, (unsigned long long)offset, range);
+    if (st == CUABI_SUCCESS) {
+        m->device = dev;
+        cuabi__object_retain(&dev->base);
+        st = cuabi_buffer_wrap(out, hdev, CUABI_MEMORY_DEVICE, (uintptr_t)(m->base + offset),
+                               (size_t)size, mapping_close, m);
+        if (st == CUABI_SUCCESS)
+            return CUABI_SUCCESS;
+        cuabi__object_release(&dev->base);
+    }
+    CUABI__CU_RAW(drv, cuIpcCloseMemHandle, m->base);
+    cuabi__free(m);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uint8_t *descriptor,
+                                                   size_t size)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    cuabi_device *hdev = NULL;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    cuabi_status st = open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_MEMORY, &drv, __func__);
+    if (st == CUABI_SUCCESS)
+        st = open_memory(out, hdev, dev, descriptor, drv, __func__);
+    if (hdev)
+        cuabi_device_release(hdev);
+    return st;
+}
+
+/* --------------------------------------------------------------- events */
+
+#define IPC_EVENT_FLAGS (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_event_create(cuabi_event **out, cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUevent raw;
+    CUABI__TRY(CUABI__CU(drv, cuEventCreate, &raw, IPC_EVENT_FLAGS));
+    return cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_event_export(uint8_t *out, size_t out_size,
+                                                  cuabi_event *event)
+{
+    cuabi__event *e;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(e, event, EVENT);
+    if (out_size < CUABI_IPC_DESCRIPTOR_SIZE)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
+                            "%s: a descriptor needs CUABI_IPC_DESCRIPTOR_SIZE (%d) bytes, got %zu",
+                            __func__, CUABI_IPC_DESCRIPTOR_SIZE, out_size);
+    if ((e->flags & IPC_EVENT_FLAGS) != IPC_EVENT_FLAGS)
+        return IPC_FAIL(__func__, "%s: the event was not made by cuabi_ipc_event_create() "
+                        "(interprocess events need CU_EVENT_INTERPROCESS and "
+                        "CU_EVENT_DISABLE_TIMING)", __func__);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(e->device, drv));
+    CUipcEventHandle h;
+    CUABI__TRY(CUABI__CU(drv, cuIpcGetEventHandle, &h, e->cu_event));
+    CUuuid uuid;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, e->device->cu_device));
+    seal(out, CUABI_IPC_EVENT, &uuid, 0, 0, h.reserved);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8_t *descriptor,
+                                                  size_t size)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    cuabi_device *hdev = NULL;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    cuabi_status st = open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_EVENT, &drv, __func__);
+    if (st == CUABI_SUCCESS && !drv->cuIpcOpenEventHandle)
+        st = cuabi__missing_entry("cuIpcOpenEventHandle", __func__);
+    if (st == CUABI_SUCCESS) {
+        CUipcEventHandle h;
+        memcpy(h.reserved, descriptor + CUABI__IPC_HANDLE, sizeof h.reserved);
+        CUevent raw;
+        CUresult r = CUABI__CU_RAW(drv, cuIpcOpenEventHandle, &raw, h);
+        st = r == CUDA_SUCCESS ? cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS)
+                               : driver_refused(r, "cuIpcOpenEventHandle", __func__);
+    }
+    if (hdev)
+        cuabi_device_release(hdev);
+    return st;
+}

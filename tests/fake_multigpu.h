@@ -1,0 +1,204 @@
+/* Fake peer and IPC entry points for CPU-only tests (issue 15). Builds on
+ * fake_memory.h: "device" memory is host memory, so peer copies (also the
+ * pitched 3-D ones) can be checked byte by byte. cuMemAlloc records its
+ * allocations so cuMemGetAddressRange and the IPC handles work; an IPC
+ * memory handle holds the allocation's address, an event handle the event's.
+ * Opened mappings and events are counted to catch leaks.
+ *
+ * Use after fake_driver_install() and fake_memory_install():
+ * fake_multigpu_install(). */
+#ifndef CUABI_FAKE_MULTIGPU_H
+#define CUABI_FAKE_MULTIGPU_H
+
+#include "fake_memory.h"
+
+static int fake_peer_supported = 1;             /* 0: the pair cannot be peers */
+static int fake_peer_enabled[FAKE_DEVICES][FAKE_DEVICES];
+static CUmemAccess_flags fake_pool_access[FAKE_DEVICES];
+static int fake_ipc_open_maps, fake_peer_copies, fake_3d_copies;
+static CUDA_MEMCPY3D_PEER fake_last_3d;
+
+enum { FAKE_ALLOC_SLOTS = 64 };
+static struct { uintptr_t base; size_t size; } fake_allocs[FAKE_ALLOC_SLOTS];
+
+static int fake_ctx_device(void)
+{
+    return fake_current ? (int)((uintptr_t)fake_current - 0x1000) : -1;
+}
+
+static CUresult CUDAAPI fake_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
+{
+    int me = fake_ctx_device(), other = (int)((uintptr_t)peer - 0x1000);
+    if (me < 0 || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_peer_supported) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    if (fake_peer_enabled[me][other]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    fake_peer_enabled[me][other] = 1;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuCtxDisablePeerAccess(CUcontext peer)
+{
+    int me = fake_ctx_device(), other = (int)((uintptr_t)peer - 0x1000);
+    if (me < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!fake_peer_enabled[me][other]) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    fake_peer_enabled[me][other] = 0;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuDeviceGetP2PAttribute(int *v, CUdevice_P2PAttribute a, CUdevice s,
+                                                     CUdevice d)
+{
+    if (s == d) return CUDA_ERROR_INVALID_DEVICE;
+    *v = a == CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ? 0 : fake_peer_supported;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s,
+                                          CUcontext sc, size_t n)
+{
+    if (!dc || !sc) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_peer_copies++;
+    memmove((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s,
+                                               CUcontext sc, size_t n, CUstream st)
+{
+    fake_last_stream = st;
+    return fake_cuMemcpyPeer(d, dc, s, sc, n);
+}
+static CUresult CUDAAPI fake_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *c)
+{
+    if (!c->srcContext || !c->dstContext || c->srcPitch < c->WidthInBytes ||
+        c->dstPitch < c->WidthInBytes || c->srcHeight < c->Height || c->dstHeight < c->Height)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_3d_copies++;
+    fake_last_3d = *c;
+    for (size_t z = 0; z < c->Depth; z++)
+        for (size_t y = 0; y < c->Height; y++)
+            memmove((char *)(uintptr_t)c->dstDevice + (z * c->dstHeight + y) * c->dstPitch,
+                    (const char *)(uintptr_t)c->srcDevice + (z * c->srcHeight + y) * c->srcPitch,
+                    c->WidthInBytes);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *c, CUstream st)
+{
+    fake_last_stream = st;
+    return fake_cuMemcpy3DPeer(c);
+}
+static CUresult CUDAAPI fake_cuMemPoolSetAccess(CUmemoryPool p, const CUmemAccessDesc *m,
+                                                size_t n)
+{
+    (void)p;
+    if (n != 1 || m->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_peer_supported) return CUDA_ERROR_INVALID_DEVICE;
+    fake_pool_access[m->location.id] = m->flags;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemPoolGetAccess(CUmemAccess_flags *f, CUmemoryPool p,
+                                                CUmemLocation *loc)
+{
+    (void)p;
+    *f = fake_pool_access[loc->id];
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_mg_cuMemAlloc(CUdeviceptr *d, size_t n)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < FAKE_ALLOC_SLOTS; i++)
+        if (!fake_allocs[i].base) {
+            void *p = fake_alloc(n);
+            fake_allocs[i].base = (uintptr_t)p;
+            fake_allocs[i].size = n;
+            *d = (CUdeviceptr)(uintptr_t)p;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+static int fake_alloc_slot(uintptr_t p)
+{
+    for (int i = 0; i < FAKE_ALLOC_SLOTS; i++)
+        if (fake_allocs[i].base && p >= fake_allocs[i].base &&
+            p < fake_allocs[i].base + fake_allocs[i].size)
+            return i;
+    return -1;
+}
+static CUresult CUDAAPI fake_mg_cuMemFree(CUdeviceptr d)
+{
+    int i = fake_alloc_slot((uintptr_t)d);
+    if (i >= 0 && fake_allocs[i].base == (uintptr_t)d)
+        fake_allocs[i].base = 0;
+    return fake_cuMemFree(d);
+}
+static CUresult CUDAAPI fake_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr d)
+{
+    int i = fake_alloc_slot((uintptr_t)d);
+    if (i < 0) return CUDA_ERROR_NOT_FOUND;
+    *base = (CUdeviceptr)fake_allocs[i].base;
+    *size = fake_allocs[i].size;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d)
+{
+    int i = fake_alloc_slot((uintptr_t)d);
+    if (i < 0 || fake_allocs[i].base != (uintptr_t)d) return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, "FAKEMEM", 8);
+    memcpy(h->reserved + 8, &fake_allocs[i].base, sizeof(uintptr_t));
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuIpcOpenMemHandle(CUdeviceptr *d, CUipcMemHandle h, unsigned flags)
+{
+    uintptr_t p;
+    if (!fake_current || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(h.reserved, "FAKEMEM", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&p, h.reserved + 8, sizeof p);
+    int i = fake_alloc_slot(p);
+    if (i < 0 || fake_allocs[i].base != p) return CUDA_ERROR_INVALID_HANDLE;  /* freed: stale */
+    fake_ipc_open_maps++;
+    *d = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuIpcCloseMemHandle(CUdeviceptr d)
+{
+    (void)d;
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_ipc_open_maps--;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, "FAKEEVT", 8);
+    memcpy(h->reserved + 8, &e, sizeof e);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h)
+{
+    if (memcmp(h.reserved, "FAKEEVT", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+    return fake_cuEventCreate(e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+}
+
+static inline void fake_multigpu_install(void)
+{
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuCtxEnablePeerAccess = fake_cuCtxEnablePeerAccess;
+    d->cuCtxDisablePeerAccess = fake_cuCtxDisablePeerAccess;
+    d->cuDeviceGetP2PAttribute = fake_cuDeviceGetP2PAttribute;
+    d->cuMemcpyPeerAsync = fake_cuMemcpyPeerAsync;
+    d->cuMemcpy3DPeerAsync = fake_cuMemcpy3DPeerAsync;
+    d->cuMemPoolSetAccess = fake_cuMemPoolSetAccess;
+    d->cuMemPoolGetAccess = fake_cuMemPoolGetAccess;
+    d->cuMemAlloc = fake_mg_cuMemAlloc;
+    d->cuMemFree = fake_mg_cuMemFree;
+    d->cuMemGetAddressRange = fake_cuMemGetAddressRange;
+    d->cuIpcGetMemHandle = fake_cuIpcGetMemHandle;
+    d->cuIpcOpenMemHandle = fake_cuIpcOpenMemHandle;
+    d->cuIpcCloseMemHandle = fake_cuIpcCloseMemHandle;
+    d->cuIpcGetEventHandle = fake_cuIpcGetEventHandle;
+    d->cuIpcOpenEventHandle = fake_cuIpcOpenEventHandle;
+    fake_peer_supported = 1;
+    memset(fake_peer_enabled, 0, sizeof fake_peer_enabled);
+    memset(fake_pool_access, 0, sizeof fake_pool_access);
+    memset(fake_allocs, 0, sizeof fake_allocs);
+    fake_ipc_open_maps = fake_peer_copies = fake_3d_copies = 0;
+}
+
+#endif
