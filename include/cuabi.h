@@ -22,6 +22,7 @@
 #include "cuabi/tensormap.h"
 #include "cuabi/graph.h"
 #include "cuabi/exchange.h"
+#include "cuabi/fatbin.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

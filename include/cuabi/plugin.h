@@ -21,6 +21,7 @@
 #include "cuabi/tensormap.h"
 #include "cuabi/graph.h"
 #include "cuabi/exchange.h"
+#include "cuabi/fatbin.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -311,6 +312,12 @@ typedef struct cuabi_api {
     cuabi_status (*cache_warm_manifest)(cuabi_warm_summary *out, const char *path, const cuabi_warm_options *options, cuabi_warm_progress_fn progress, void *payload);
     cuabi_status (*cache_verify)(cuabi_cache_verify_report *out, cuabi_cache_verify_fn fn, void *payload);
     cuabi_status (*view_from_exchange)(cuabi_view **out, const DLPackExchangeAPI *api, void *py_object);
+    cuabi_status (*fatbin_create)(cuabi_objcode **out, cuabi_objcode **images, size_t count);
+    cuabi_status (*fatbin_archs)(int *out, size_t capacity, size_t *count, cuabi_objcode *objcode);
+    cuabi_status (*fatbin_image_count)(size_t *out, cuabi_objcode *objcode);
+    cuabi_status (*fatbin_image_info)(cuabi_code_type *out, int *arch, cuabi_objcode *objcode, size_t index);
+    cuabi_status (*fatbin_extract)(cuabi_objcode **out, cuabi_objcode *objcode, const char *arch);
+    cuabi_status (*fatbin_packer)(const char **out, cuabi_objcode *objcode);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -278,6 +278,12 @@ static const cuabi_api api_table = {
     cuabi_cache_warm_manifest,
     cuabi_cache_verify,
     cuabi_view_from_exchange,
+    cuabi_fatbin_create,
+    cuabi_fatbin_archs,
+    cuabi_fatbin_image_count,
+    cuabi_fatbin_image_info,
+    cuabi_fatbin_extract,
+    cuabi_fatbin_packer,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

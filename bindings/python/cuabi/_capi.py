@@ -829,6 +829,7 @@ class cuabi_graph_update_info(C.Structure):
 
 
 
+
 # ---- tables
 
 STRUCTS = {
@@ -1470,6 +1471,12 @@ FUNCTIONS = {
     'cuabi_graph_exec_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_exec_graph': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_view_from_exchange': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('api', 'const DLPackExchangeAPI *', 'in', 'host', False, 'borrow', None), ('py_object', 'void *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_create': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('images', 'cuabi_objcode **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_archs': (C.c_int, (C.POINTER(C.c_int), C.c_size_t, C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'int *', 'out', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_image_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_image_info': (C.c_int, (C.POINTER(C.c_int), C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_code_type *', 'out', 'host', False, 'borrow', None), ('arch', 'int *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_extract': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_packer': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1833,4 +1840,10 @@ TABLE_FUNCTIONS = (
     'cuabi_cache_warm_manifest',
     'cuabi_cache_verify',
     'cuabi_view_from_exchange',
+    'cuabi_fatbin_create',
+    'cuabi_fatbin_archs',
+    'cuabi_fatbin_image_count',
+    'cuabi_fatbin_image_info',
+    'cuabi_fatbin_extract',
+    'cuabi_fatbin_packer',
 )

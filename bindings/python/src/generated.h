@@ -605,4 +605,10 @@ static const char *const fast_table_functions[] = {
     "cuabi_cache_warm_manifest",
     "cuabi_cache_verify",
     "cuabi_view_from_exchange",
+    "cuabi_fatbin_create",
+    "cuabi_fatbin_archs",
+    "cuabi_fatbin_image_count",
+    "cuabi_fatbin_image_info",
+    "cuabi_fatbin_extract",
+    "cuabi_fatbin_packer",
 };

@@ -4297,6 +4297,79 @@ function cuabi_view_from_exchange(out, api, py_object)
     ccall((:cuabi_view_from_exchange, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{DLPackExchangeAPI}, Ptr{Cvoid}), out, api, py_object)
 end
 
+
+# ---- module fatbin (api/fatbin.toml)
+
+"""
+cuabi_fatbin_create(out, images, count)
+
+Pack CUBIN and PTX objcodes (each architecture once per kind) into a new fatbin objcode. A CUBIN's architecture is read from its ELF header, a PTX image's from its .target directive. Neither nvFatbin nor fatbinary available: CUABI_ERROR_NOT_SUPPORTED naming the files and places tried.
+
+- `out` [out, ownership transferred]
+- `count` 1 to 64.
+"""
+function cuabi_fatbin_create(out, images, count)
+    ccall((:cuabi_fatbin_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{Ptr{cuabi_objcode}}, Csize_t), out, images, count)
+end
+
+"""
+cuabi_fatbin_archs(out, capacity, count, objcode)
+
+The SM architectures of the fatbin's CUBINs, ascending, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+
+- `out` [out, may be C_NULL]
+- `count` [out]
+- `objcode` A fatbin objcode.
+"""
+function cuabi_fatbin_archs(out, capacity, count, objcode)
+    ccall((:cuabi_fatbin_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}, Ptr{cuabi_objcode}), out, capacity, count, objcode)
+end
+
+"""
+cuabi_fatbin_image_count(out, objcode)
+
+How many images (CUBIN, PTX, LTO-IR or other entries) the fatbin holds.
+
+- `out` [out]
+"""
+function cuabi_fatbin_image_count(out, objcode)
+    ccall((:cuabi_fatbin_image_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+end
+
+"""
+cuabi_fatbin_image_info(out, arch, objcode, index)
+
+The kind (CUABI_CODE_CUBIN, _PTX, _LTOIR, or _NONE for another) and architecture number of image `index`.
+
+- `out` [out]
+- `arch` [out]
+"""
+function cuabi_fatbin_image_info(out, arch, objcode, index)
+    ccall((:cuabi_fatbin_image_info, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{Cint}, Ptr{cuabi_objcode}, Csize_t), out, arch, objcode, index)
+end
+
+"""
+cuabi_fatbin_extract(out, objcode, arch)
+
+One image of the fatbin as a new objcode: "sm_90" gives the CUBIN for sm_90, "compute_90" the PTX for compute_90. It keeps the fatbin's name expressions and kernel signatures. CUABI_ERROR_NOT_FOUND lists what the fatbin holds; a compressed image gives CUABI_ERROR_NOT_SUPPORTED. Kernel resources per architecture: cuabi_objcode_kernel_resources on the fatbin with that architecture.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_fatbin_extract(out, objcode, arch)
+    ccall((:cuabi_fatbin_extract, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, arch)
+end
+
+"""
+cuabi_fatbin_packer(out, objcode)
+
+Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (the images carry it as their identifier, so it survives the cache and files), "" for one made elsewhere. Static string.
+
+- `out` [out]
+"""
+function cuabi_fatbin_packer(out, objcode)
+    ccall((:cuabi_fatbin_packer, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}), out, objcode)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -4608,6 +4681,12 @@ const FUNCTIONS = [
     :cuabi_graph_exec_device,
     :cuabi_graph_exec_graph,
     :cuabi_view_from_exchange,
+    :cuabi_fatbin_create,
+    :cuabi_fatbin_archs,
+    :cuabi_fatbin_image_count,
+    :cuabi_fatbin_image_info,
+    :cuabi_fatbin_extract,
+    :cuabi_fatbin_packer,
 ]
 
 end # module LibCuABI

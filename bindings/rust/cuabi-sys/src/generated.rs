@@ -3528,6 +3528,24 @@ unsafe extern "C" {
     pub fn cuabi_view_from_exchange(out: *mut *mut cuabi_view, api: *const DLPackExchangeAPI, py_object: *mut c_void) -> cuabi_status;
 }
 
+// ---- module fatbin (api/fatbin.toml)
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Pack CUBIN and PTX objcodes (each architecture once per kind) into a new fatbin objcode. A CUBIN's architecture is read from its ELF header, a PTX image's from its .target directive. Neither nvFatbin nor fatbinary available: CUABI_ERROR_NOT_SUPPORTED naming the files and places tried.
+    pub fn cuabi_fatbin_create(out: *mut *mut cuabi_objcode, images: *mut *mut cuabi_objcode, count: usize) -> cuabi_status;
+    /// The SM architectures of the fatbin's CUBINs, ascending, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+    pub fn cuabi_fatbin_archs(out: *mut c_int, capacity: usize, count: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// How many images (CUBIN, PTX, LTO-IR or other entries) the fatbin holds.
+    pub fn cuabi_fatbin_image_count(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// The kind (CUABI_CODE_CUBIN, _PTX, _LTOIR, or _NONE for another) and architecture number of image `index`.
+    pub fn cuabi_fatbin_image_info(out: *mut cuabi_code_type, arch: *mut c_int, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
+    /// One image of the fatbin as a new objcode: "sm_90" gives the CUBIN for sm_90, "compute_90" the PTX for compute_90. It keeps the fatbin's name expressions and kernel signatures. CUABI_ERROR_NOT_FOUND lists what the fatbin holds; a compressed image gives CUABI_ERROR_NOT_SUPPORTED. Kernel resources per architecture: cuabi_objcode_kernel_resources on the fatbin with that architecture.
+    pub fn cuabi_fatbin_extract(out: *mut *mut cuabi_objcode, objcode: *mut cuabi_objcode, arch: *const c_char) -> cuabi_status;
+    /// Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (the images carry it as their identifier, so it survives the cache and files), "" for one made elsewhere. Static string.
+    pub fn cuabi_fatbin_packer(out: *mut *const c_char, objcode: *mut cuabi_objcode) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -3842,5 +3860,11 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_exec_device", cuabi_graph_exec_device as *const () as usize),
         ("cuabi_graph_exec_graph", cuabi_graph_exec_graph as *const () as usize),
         ("cuabi_view_from_exchange", cuabi_view_from_exchange as *const () as usize),
+        ("cuabi_fatbin_create", cuabi_fatbin_create as *const () as usize),
+        ("cuabi_fatbin_archs", cuabi_fatbin_archs as *const () as usize),
+        ("cuabi_fatbin_image_count", cuabi_fatbin_image_count as *const () as usize),
+        ("cuabi_fatbin_image_info", cuabi_fatbin_image_info as *const () as usize),
+        ("cuabi_fatbin_extract", cuabi_fatbin_extract as *const () as usize),
+        ("cuabi_fatbin_packer", cuabi_fatbin_packer as *const () as usize),
     ]
 }
