@@ -1,8 +1,10 @@
 /* The linker: one nvJitLink session per handle. Also the one-input link
  * (PTX/LTO-IR -> CUBIN) behind the objcode's offline queries. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fatbin.h"
 #include "objcode.h"
 
 /* An input kept for a PTX-output relink (see cuabi_linker_complete). */
@@ -18,6 +20,8 @@ typedef struct cuabi__linker {
     nvJitLinkHandle h;
     const cuabi__nvjitlink *nvj;
     char arch[16];
+    char archs[128];                 /* a fatbin's list ("sm_80,sm_90"), else = arch */
+    bool lto;
     bool completed;
     size_t inputs;
     char *info_log, *error_log;      /* refreshed by the log getters */
@@ -270,6 +274,30 @@ static cuabi_status keep_opts(cuabi__linker *l, const char **all, size_t n)
 
 /* sm_ then two or more digits (no leading zero), optionally a or f:
  * nvJitLink exit()s the whole process on a one-digit arch ("-arch=sm_9"). */
+static bool arch_form_ok(const char *a);
+
+/* A comma-separated list of such architectures (a fatbin's), at most 32;
+ * `first` gets the first. */
+static bool arch_list_ok(const char *list, char *first, size_t first_len)
+{
+    size_t count = 0;
+    for (const char *p = list; p; count++) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char one[16];
+        if (n >= sizeof one || count >= 32)
+            return false;
+        memcpy(one, p, n);
+        one[n] = '\0';
+        if (!arch_form_ok(one))
+            return false;
+        if (count == 0)
+            snprintf(first, first_len, "%s", one);
+        p = comma ? comma + 1 : NULL;
+    }
+    return true;
+}
+
 static bool arch_form_ok(const char *a)
 {
     size_t n = strlen(a), d = 3;
@@ -292,7 +320,14 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     const cuabi__nvjitlink *nvj;
     CUABI__TRY(cuabi__nvjitlink_get(&nvj));
     char arch[16];
-    if (options->arch) {
+    bool list = options->arch && strchr(options->arch, ',');
+    if (list) {
+        CUABI__CHECK_ARG(strlen(options->arch) < 128 &&
+                             arch_list_ok(options->arch, arch, sizeof arch),
+                         "%s: options->arch '%s' is not a list of up to 32 architectures of the "
+                         "form sm_XY (e.g. \"sm_80,sm_90\", for a fatbin)", __func__,
+                         options->arch);
+    } else if (options->arch) {
         CUABI__CHECK_ARG(arch_form_ok(options->arch),
                          "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", __func__,
                          options->arch);
@@ -321,8 +356,12 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     }
     if (st == CUABI_SUCCESS) {
         l->nvj = nvj;
-        l->keep = options->lto != 0;
+        l->lto = options->lto != 0;
+        /* Several architectures: the inputs are kept and linked once per
+         * architecture at completion (the session checks them now). */
+        l->keep = l->lto || list;
         snprintf(l->arch, sizeof l->arch, "%s", arch);
+        snprintf(l->archs, sizeof l->archs, "%s", list ? options->arch : arch);
         if (l->keep)
             st = keep_opts(l, all, nopt);
     }
@@ -447,21 +486,31 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_
     return add_data(l, o->type, o->data, n, o->name, __func__);
 }
 
-/* Replace the session with one created with -ptx, fed the kept inputs. */
-static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
+/* A new session with the kept options for `arch` (NULL: the linker's) and
+ * `extra` (NULL: none) added, fed the kept inputs. */
+static cuabi_status new_session(nvJitLinkHandle *out, cuabi__linker *l, const char *arch,
+                                const char *extra, const char *caller)
 {
     const cuabi__nvjitlink *nvj = l->nvj;
     const char **opts = cuabi__calloc(l->nopts + 1, sizeof *opts);
+    char archopt[32];
+    *out = NULL;
     if (!opts)
         return CUABI_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < l->nopts; i++)
         opts[i] = l->opts[i];
-    opts[l->nopts] = "-ptx";
+    if (arch) { /* build_opts puts -arch= first */
+        snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+        opts[0] = archopt;
+    }
+    size_t n = l->nopts;
+    if (extra)
+        opts[n++] = extra;
     nvJitLinkHandle h = NULL;
-    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + 1, opts);
+    nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)n, opts);
     cuabi__free(opts);
     if (r != NVJITLINK_SUCCESS) {
-        cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate (-ptx)");
+        cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkCreate");
         if (h)
             nvj->nvJitLinkDestroy(&h);
         return st;
@@ -470,13 +519,83 @@ static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
         const kept_input *k = &l->kept[i];
         r = nvj->nvJitLinkAddData(h, k->type, k->data, k->size, k->name);
         if (r != NVJITLINK_SUCCESS) {
-            cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData (-ptx)");
+            cuabi_status st = fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkAddData");
             nvj->nvJitLinkDestroy(&h);
             return st;
         }
     }
-    nvj->nvJitLinkDestroy(&l->h);
+    *out = h;
+    return CUABI_SUCCESS;
+}
+
+/* Replace the session with one created with -ptx, fed the kept inputs. */
+static cuabi_status relink_for_ptx(cuabi__linker *l, const char *caller)
+{
+    nvJitLinkHandle h;
+    CUABI__TRY(new_session(&h, l, NULL, "-ptx", caller));
+    l->nvj->nvJitLinkDestroy(&l->h);
     l->h = h;
+    return CUABI_SUCCESS;
+}
+
+/* Complete session `h` and copy its CUBIN (cuabi__malloc'ed). */
+static cuabi_status session_cubin(const cuabi__nvjitlink *nvj, nvJitLinkHandle h, void **out,
+                                  size_t *size, const char *caller)
+{
+    *out = NULL;
+    nvJitLinkResult r = nvj->nvJitLinkComplete(h);
+    if (r != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkComplete");
+    if ((r = nvj->nvJitLinkGetLinkedCubinSize(h, size)) != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkGetLinkedCubinSize");
+    if (!(*out = cuabi__malloc(*size ? *size : 1)))
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    if ((r = nvj->nvJitLinkGetLinkedCubin(h, *out)) != NVJITLINK_SUCCESS) {
+        cuabi__free(*out);
+        *out = NULL;
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "getting the linked output");
+    }
+    return CUABI_SUCCESS;
+}
+
+/* A fatbin output: the session's CUBIN for the first architecture, a new
+ * session's for each other, packed. */
+static cuabi_status complete_fatbin(cuabi_objcode **out, cuabi__linker *l, const char *caller)
+{
+    cuabi__fatbin_input in[32];
+    void *cubins[32] = { 0 };
+    size_t n = 0;
+    cuabi_status st = CUABI_SUCCESS;
+    for (const char *p = l->archs; p && st == CUABI_SUCCESS && n < 32; n++) {
+        const char *comma = strchr(p, ',');
+        char arch[16];
+        snprintf(arch, sizeof arch, "%.*s", (int)(comma ? (size_t)(comma - p) : strlen(p)), p);
+        p = comma ? comma + 1 : NULL;
+        nvJitLinkHandle h = l->h;
+        if (n > 0)
+            st = new_session(&h, l, arch, NULL, caller);
+        size_t size = 0;
+        if (st == CUABI_SUCCESS)
+            st = session_cubin(l->nvj, h, &cubins[n], &size, caller);
+        if (n > 0 && h)
+            l->nvj->nvJitLinkDestroy(&h);
+        in[n] = (cuabi__fatbin_input){ CUABI_CODE_CUBIN, cubins[n], size,
+                                       (unsigned)strtoul(arch + 3, NULL, 10) };
+    }
+    void *data = NULL;
+    size_t size = 0;
+    const char *packer;
+    if (st == CUABI_SUCCESS)
+        st = cuabi__fatbin_pack(&data, &size, &packer, in, n, caller);
+    for (size_t i = 0; i < n; i++)
+        cuabi__free(cubins[i]);
+    if (st != CUABI_SUCCESS)
+        return st;
+    char name[160];
+    snprintf(name, sizeof name, "<linked fatbin for %s>", l->archs);
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new_trusted(&o, CUABI_CODE_FATBIN, data, size, name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
     return CUABI_SUCCESS;
 }
 
@@ -487,17 +606,23 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(l, linker, LINKER);
-    CUABI__CHECK_ARG(output == CUABI_CODE_CUBIN || output == CUABI_CODE_PTX,
-                     "%s: the output must be CUABI_CODE_CUBIN or CUABI_CODE_PTX, not %s",
-                     __func__, cuabi__code_type_name(output));
+    CUABI__CHECK_ARG(output == CUABI_CODE_CUBIN || output == CUABI_CODE_PTX ||
+                         output == CUABI_CODE_FATBIN,
+                     "%s: the output must be CUABI_CODE_CUBIN, CUABI_CODE_PTX or "
+                     "CUABI_CODE_FATBIN, not %s", __func__, cuabi__code_type_name(output));
     CUABI__TRY(check_open(l, __func__));
     CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
     const cuabi__nvjitlink *nvj = l->nvj;
     bool ptx = output == CUABI_CODE_PTX;
-    CUABI__CHECK_ARG(!ptx || l->keep,
+    CUABI__CHECK_ARG(!ptx || l->lto,
                      "%s: PTX output needs link-time optimisation: set options.lto = 1 and "
                      "add LTO-IR inputs", __func__);
+    CUABI__CHECK_ARG(output == CUABI_CODE_FATBIN || !strchr(l->archs, ','),
+                     "%s: the linker was made for several architectures (%s): ask for "
+                     "CUABI_CODE_FATBIN", __func__, l->archs);
     l->completed = true;
+    if (output == CUABI_CODE_FATBIN)
+        return complete_fatbin(out, l, __func__);
     if (ptx)
         CUABI__TRY(relink_for_ptx(l, __func__));
     nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);

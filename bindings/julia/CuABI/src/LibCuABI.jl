@@ -1586,7 +1586,7 @@ end
 """
 cuabi_objcode_kernel_count(out, objcode)
 
-Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose; a fatbin's CUBIN is read), else through cuLibraryEnumerateKernels.
 
 - `out` [out]
 """
@@ -1619,7 +1619,7 @@ end
 """
 cuabi_objcode_kernel_resources(out, objcode, name, arch)
 
-Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
+Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin answers for each architecture it holds: its CUBIN for `arch`, else its newest PTX not newer than `arch` compiled (NULL: the device's architecture when the fatbin has a CUBIN for it, else its newest CUBIN's); a compressed image gives CUABI_ERROR_NOT_SUPPORTED. An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
 
 - `out` [inout] Its version field must be set.
 - `arch` [may be C_NULL]
@@ -1902,10 +1902,10 @@ end
 """
 cuabi_linker_complete(out, linker, output)
 
-Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PTX output needs LTO inputs; a fatbin holds a CUBIN per architecture of options.arch, linked from the same inputs, packed through nvFatbin or the fatbinary tool). The linker can't take more inputs afterwards.
 
 - `out` [out, ownership transferred]
-- `output` CUABI_CODE_CUBIN or CUABI_CODE_PTX.
+- `output` CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_FATBIN.
 """
 function cuabi_linker_complete(out, linker, output)
     ccall((:cuabi_linker_complete, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_linker}, cuabi_code_type), out, linker, output)

@@ -1148,13 +1148,13 @@ unsafe extern "C" {
     pub fn cuabi_objcode_load(objcode: *mut cuabi_objcode) -> cuabi_status;
     /// A new reference to the kernel `name`: a kernel (entry) name as in the image, or a name expression registered at compile time (e.g. "segred<float, 256>"), which is replaced by its lowered name. With a driver, the image is loaded and the kernel looked up (cuLibraryGetKernel); without a GPU the name is checked against the CUBIN's symbol table and the kernel serves the offline queries (resources, parameters). An unknown name gives CUABI_ERROR_NOT_FOUND.
     pub fn cuabi_objcode_get_kernel(out: *mut *mut cuabi_kernel, objcode: *mut cuabi_objcode, name: *const c_char) -> cuabi_status;
-    /// Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+    /// Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose; a fatbin's CUBIN is read), else through cuLibraryEnumerateKernels.
     pub fn cuabi_objcode_kernel_count(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
     /// The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode lives. Kernels are listed in the image's symbol order.
     pub fn cuabi_objcode_kernel_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
     /// The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
     pub fn cuabi_objcode_lowered_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, name_expression: *const c_char) -> cuabi_status;
-    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
+    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin answers for each architecture it holds: its CUBIN for `arch`, else its newest PTX not newer than `arch` compiled (NULL: the device's architecture when the fatbin has a CUBIN for it, else its newest CUBIN's); a compressed image gives CUABI_ERROR_NOT_SUPPORTED. An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
     pub fn cuabi_objcode_kernel_resources(out: *mut cuabi_kernel_resources, objcode: *mut cuabi_objcode, name: *const c_char, arch: *const c_char) -> cuabi_status;
     /// The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
     pub fn cuabi_objcode_arch(out: *mut c_int, objcode: *mut cuabi_objcode) -> cuabi_status;
@@ -1276,7 +1276,7 @@ pub struct cuabi_linker {
 pub struct cuabi_linker_options {
     /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
     pub version: c_uint,
-    /// "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU.
+    /// "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU. A comma-separated list ("sm_80,sm_90") links once per architecture and completes to a fatbin only.
     pub arch: *const c_char,
     /// Link-time optimisation (-lto): needed when inputs are LTO-IR.
     pub lto: c_int,
@@ -1327,7 +1327,7 @@ unsafe extern "C" {
     pub fn cuabi_linker_add_file(linker: *mut cuabi_linker, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
     /// Add an objcode's image as an input.
     pub fn cuabi_linker_add_objcode(linker: *mut cuabi_linker, objcode: *mut cuabi_objcode) -> cuabi_status;
-    /// Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+    /// Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PTX output needs LTO inputs; a fatbin holds a CUBIN per architecture of options.arch, linked from the same inputs, packed through nvFatbin or the fatbinary tool). The linker can't take more inputs afterwards.
     pub fn cuabi_linker_complete(out: *mut *mut cuabi_objcode, linker: *mut cuabi_linker, output: cuabi_code_type) -> cuabi_status;
     /// nvJitLink's info log so far, borrowed: valid until the next call on the linker.
     pub fn cuabi_linker_info_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
@@ -1353,9 +1353,9 @@ pub struct cuabi_program {
 pub struct cuabi_program_options {
     /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
     pub version: c_uint,
-    /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU.
+    /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. For a fatbin, a comma-separated list: "sm_80,sm_90,compute_90" (sm_XX: a CUBIN, compute_XX: PTX; each once, up to 32).
     pub arch: *const c_char,
-    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one).
+    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR, or CUABI_CODE_FATBIN: one compile per architecture of `arch`, packed into one fatbin through nvFatbin or the fatbinary tool (see cuabi/fatbin.h); the compile cache keeps the fatbin.
     pub output: cuabi_code_type,
     /// C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default.
     pub std: *const c_char,
