@@ -23,7 +23,8 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
        update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,
        add_event_record!, add_event_wait!, add_child!, add_while!, add_if!, add_switch!,
-       add_dependency!, remove_dependency!, conditional_handle, to_dot
+       add_dependency!, remove_dependency!, conditional_handle, to_dot,
+       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
 
 # ------------------------------------------------------------------ errors
 
