@@ -361,6 +361,29 @@ void cuabi__objcode_set_signatures(cuabi__objcode *o, char *sigs)
     o->signatures_ready = true;
 }
 
+/* A fatbin made elsewhere: the signatures of its first readable PTX image,
+ * if it has one (a malformed fatbin has none; only running out of memory
+ * fails). */
+static cuabi_status fatbin_signatures(cuabi__objcode *o)
+{
+    cuabi__fatbin f;
+    if (cuabi__fatbin_parse(&f, o->data, o->size, o->name, "cuabi_objcode") != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        return CUABI_SUCCESS;
+    }
+    cuabi_status st = CUABI_SUCCESS;
+    for (size_t i = 0; i < f.count; i++) {
+        const cuabi__fatbin_image *m = &f.images[i];
+        if (m->type == CUABI_CODE_PTX && !m->compressed) {
+            st = cuabi__ptx_signatures(&o->signatures, (const char *)m->data,
+                                       strnlen((const char *)m->data, m->size));
+            break;
+        }
+    }
+    cuabi__fatbin_free(&f);
+    return st;
+}
+
 cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -368,6 +391,8 @@ cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
     if (!o->signatures_ready) {
         if (o->type == CUABI_CODE_PTX)
             st = cuabi__ptx_signatures(&o->signatures, o->data, o->size);
+        else if (o->type == CUABI_CODE_FATBIN)
+            st = fatbin_signatures(o);
         o->signatures_ready = st == CUABI_SUCCESS;
     }
     *out = o->signatures;

@@ -562,6 +562,13 @@ START_TEST(fatbin_create_from_objcodes)
     ck_assert_int_eq(t, CUABI_CODE_FATBIN);
     cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
     ck_assert_ok(cuabi_objcode_kernel_resources(&r, again, "scale", NULL));
+    /* Its PTX image gives the kernels' parameter types (offline kernel). */
+    cuabi_kernel *k;
+    const char *sig;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, again, "scale"));
+    ck_assert_ok(cuabi_kernel_signature(&sig, k));
+    ck_assert_msg(strstr(sig, "?") == NULL, "signature %s", sig);
+    cuabi_kernel_release(k);
     cuabi_objcode_release(again);
     cuabi_objcode_release(fat);
     ck_assert_uint_eq(cuabi__handle_live_count(), live);
