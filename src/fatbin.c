@@ -573,7 +573,11 @@ cuabi_status cuabi__fatbin_pack(void **out, size_t *out_size, const char **packe
         }
         if (force == 1)
             return st;
-        snprintf(missing, sizeof missing, "%s", cuabi_last_error()->message);
+        const char *why = cuabi_last_error()->message;
+        size_t cl = strlen(caller); /* "caller: nvFatbin unavailable: ..." */
+        if (!strncmp(why, caller, cl) && why[cl] == ':' && why[cl + 1] == ' ')
+            why += cl + 2;
+        snprintf(missing, sizeof missing, "%s", why);
         cuabi_error_clear();
     }
     char tool[1024], looked[1500];
