@@ -24,6 +24,7 @@
 #include "cuabi/exchange.h"
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
+#include "cuabi/fatbin.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -9,9 +9,11 @@
  * and logs without loading nvJitLink (issue 13); a miss opens the session
  * then, feeds it the kept inputs and stores the result. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
+#include "fatbin.h"
 #include "libident.h"
 #include "objcode.h"
 
@@ -28,6 +30,7 @@ typedef struct cuabi__linker {
     nvJitLinkHandle h;               /* NULL until a session is open */
     const cuabi__nvjitlink *nvj;     /* NULL until nvJitLink is needed */
     char arch[16];
+    char archs[128];                 /* a fatbin's list ("sm_80,sm_90"), else = arch */
     bool completed;
     size_t inputs;
     char *info_log, *error_log;      /* refreshed by the log getters; a hit's as recorded */
@@ -294,6 +297,30 @@ static bool arch_form_ok(const char *a)
     return d - 3 >= 2 && (d == n || (d == n - 1 && (a[d] == 'a' || a[d] == 'f')));
 }
 
+static bool arch_form_ok(const char *a);
+
+/* A comma-separated list of such architectures (a fatbin's), at most 32;
+ * `first` gets the first. */
+static bool arch_list_ok(const char *list, char *first, size_t first_len)
+{
+    size_t count = 0;
+    for (const char *p = list; p; count++) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char one[16];
+        if (n >= sizeof one || count >= 32)
+            return false;
+        memcpy(one, p, n);
+        one[n] = '\0';
+        if (!arch_form_ok(one))
+            return false;
+        if (count == 0)
+            snprintf(first, first_len, "%s", one);
+        p = comma ? comma + 1 : NULL;
+    }
+    return true;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
                                                const cuabi_linker_options *options)
 {
@@ -320,7 +347,14 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
         CUABI__TRY(cuabi__nvjitlink_get(&nvj));
     }
     char arch[16];
-    if (options->arch) {
+    bool list = options->arch && strchr(options->arch, ',');
+    if (list) {
+        CUABI__CHECK_ARG(strlen(options->arch) < 128 &&
+                             arch_list_ok(options->arch, arch, sizeof arch),
+                         "%s: options->arch '%s' is not a list of up to 32 architectures of the "
+                         "form sm_XY (e.g. \"sm_80,sm_90\", for a fatbin)", __func__,
+                         options->arch);
+    } else if (options->arch) {
         CUABI__CHECK_ARG(arch_form_ok(options->arch),
                          "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", __func__,
                          options->arch);
@@ -351,8 +385,12 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
         l->nvj = nvj;
         l->cached = cached;
         l->lto = options->lto != 0;
-        l->keep = cached || l->lto;
+        /* Several architectures: the inputs are kept and linked once per
+         * architecture at completion (a session checks them as they come
+         * when the cache is off). */
+        l->keep = cached || l->lto || list;
         snprintf(l->arch, sizeof l->arch, "%s", arch);
+        snprintf(l->archs, sizeof l->archs, "%s", list ? options->arch : arch);
         if (l->keep)
             st = keep_opts(l, all, nopt);
     }
@@ -484,7 +522,8 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_
  * cuabi_linker_add_data report them without the cache (a relink's inputs
  * were accepted once: its errors are link errors). A session that refused
  * an input stays, so that cuabi_linker_error_log can read it. */
-static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
+static cuabi_status open_session(cuabi__linker *l, const char *arch, bool ptx,
+                                 const char *caller)
 {
     if (!l->nvj)
         CUABI__TRY(cuabi__nvjitlink_get_for(&l->nvj, caller));
@@ -494,6 +533,11 @@ static cuabi_status open_session(cuabi__linker *l, bool ptx, const char *caller)
         return CUABI_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < l->nopts; i++)
         opts[i] = l->opts[i];
+    char archopt[32];
+    if (arch) { /* another architecture of a fatbin: build_opts puts -arch= first */
+        snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+        opts[0] = archopt;
+    }
     opts[l->nopts] = "-ptx";
     nvJitLinkHandle h = NULL;
     nvJitLinkResult r = nvj->nvJitLinkCreate(&h, (uint32_t)l->nopts + ptx, opts);
@@ -540,7 +584,7 @@ static cuabi_status link_key(cuabi__cache_key *out, const cuabi__linker *l,
     uint32_t out_type = (uint32_t)output;
     uint64_t counts[2] = { l->nopts, l->inputs };
     uint32_t *types = cuabi__calloc(l->inputs + 1, sizeof *types);
-    cuabi__bytes *f = cuabi__calloc(6 + l->nopts + 3 * l->inputs, sizeof *f);
+    cuabi__bytes *f = cuabi__calloc(7 + l->nopts + 3 * l->inputs, sizeof *f);
     if (!types || !f) {
         cuabi__free(types);
         cuabi__free(f);
@@ -550,6 +594,7 @@ static cuabi_status link_key(cuabi__cache_key *out, const cuabi__linker *l,
     f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
     f[k++] = (cuabi__bytes){ ident, ident_len };
     f[k++] = (cuabi__bytes){ &out_type, sizeof out_type };
+    f[k++] = (cuabi__bytes){ l->archs, strlen(l->archs) };   /* a fatbin's list */
     f[k++] = (cuabi__bytes){ counts, sizeof counts };
     for (size_t i = 0; i < l->nopts; i++)
         f[k++] = (cuabi__bytes){ l->opts[i], strlen(l->opts[i]) };
@@ -603,14 +648,73 @@ static cuabi_status output_objcode(cuabi_objcode **out, const cuabi__linker *l,
                                    cuabi_code_type output, void *data, size_t size,
                                    bool trusted)
 {
-    char name[64];
-    snprintf(name, sizeof name, "<linked %s for %s>", output == CUABI_CODE_PTX ? "PTX" : "CUBIN",
-             l->arch);
+    char name[160];
+    snprintf(name, sizeof name, "<linked %s for %s>",
+             output == CUABI_CODE_PTX ? "PTX" : output == CUABI_CODE_FATBIN ? "fatbin" : "CUBIN",
+             output == CUABI_CODE_FATBIN ? l->archs : l->arch);
     cuabi__objcode *o;
     CUABI__TRY(trusted ? cuabi__objcode_new_trusted(&o, output, data, size, name)
                        : cuabi__objcode_new(&o, output, data, size, name));
     *out = CUABI__HANDLE(o, cuabi_objcode);
     return CUABI_SUCCESS;
+}
+
+/* Complete session `h` and copy its CUBIN (cuabi__malloc'ed). */
+static cuabi_status session_cubin(const cuabi__nvjitlink *nvj, nvJitLinkHandle h, void **out,
+                                  size_t *size, const char *caller)
+{
+    *out = NULL;
+    nvJitLinkResult r = nvj->nvJitLinkComplete(h);
+    if (r != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkComplete");
+    if ((r = nvj->nvJitLinkGetLinkedCubinSize(h, size)) != NVJITLINK_SUCCESS)
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "nvJitLinkGetLinkedCubinSize");
+    if (!(*out = cuabi__malloc(*size ? *size : 1)))
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    if ((r = nvj->nvJitLinkGetLinkedCubin(h, *out)) != NVJITLINK_SUCCESS) {
+        cuabi__free(*out);
+        *out = NULL;
+        return fail(CUABI_ERROR_LINK, nvj, h, r, caller, "getting the linked output");
+    }
+    return CUABI_SUCCESS;
+}
+
+/* A fatbin output: one session per architecture of the list, fed the kept
+ * inputs, their CUBINs packed; stored in the cache like any link. */
+static cuabi_status complete_fatbin(cuabi_objcode **out, cuabi__linker *l, const char *caller)
+{
+    cuabi__fatbin_input in[32];
+    void *cubins[32] = { 0 };
+    size_t n = 0;
+    cuabi_status st = CUABI_SUCCESS;
+    for (const char *p = l->archs; p && st == CUABI_SUCCESS && n < 32; n++) {
+        const char *comma = strchr(p, ',');
+        char arch[16];
+        snprintf(arch, sizeof arch, "%.*s", (int)(comma ? (size_t)(comma - p) : strlen(p)), p);
+        p = comma ? comma + 1 : NULL;
+        size_t size = 0;
+        /* The first architecture is the linker's: without the cache its
+         * session is open since cuabi_linker_create and has the inputs
+         * (and only a list keeps them for more sessions). */
+        if (n > 0 || !l->h)
+            st = open_session(l, arch, false, caller);
+        if (st == CUABI_SUCCESS)
+            st = session_cubin(l->nvj, l->h, &cubins[n], &size, caller);
+        in[n] = (cuabi__fatbin_input){ CUABI_CODE_CUBIN, cubins[n], size,
+                                       (unsigned)strtoul(arch + 3, NULL, 10) };
+    }
+    void *data = NULL;
+    size_t size = 0;
+    const char *packer;
+    if (st == CUABI_SUCCESS)
+        st = cuabi__fatbin_pack(&data, &size, &packer, in, n, caller);
+    for (size_t i = 0; i < n; i++)
+        cuabi__free(cubins[i]);
+    if (st != CUABI_SUCCESS)
+        return st;
+    if (l->cached)
+        store_link(l, CUABI_CODE_FATBIN, data, size);
+    return output_objcode(out, l, CUABI_CODE_FATBIN, data, size, true);
 }
 
 /* Look the link up; on a hit fill *out and the logs. */
@@ -647,23 +751,29 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_link
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(l, linker, LINKER);
-    CUABI__CHECK_ARG(output == CUABI_CODE_CUBIN || output == CUABI_CODE_PTX,
-                     "%s: the output must be CUABI_CODE_CUBIN or CUABI_CODE_PTX, not %s",
-                     __func__, cuabi__code_type_name(output));
+    CUABI__CHECK_ARG(output == CUABI_CODE_CUBIN || output == CUABI_CODE_PTX ||
+                         output == CUABI_CODE_FATBIN,
+                     "%s: the output must be CUABI_CODE_CUBIN, CUABI_CODE_PTX or "
+                     "CUABI_CODE_FATBIN, not %s", __func__, cuabi__code_type_name(output));
     CUABI__TRY(check_open(l, __func__));
     CUABI__CHECK_ARG(l->inputs > 0, "%s: nothing to link; add inputs first", __func__);
     bool ptx = output == CUABI_CODE_PTX;
     CUABI__CHECK_ARG(!ptx || l->lto,
                      "%s: PTX output needs link-time optimisation: set options.lto = 1 and "
                      "add LTO-IR inputs", __func__);
+    CUABI__CHECK_ARG(output == CUABI_CODE_FATBIN || !strchr(l->archs, ','),
+                     "%s: the linker was made for several architectures (%s): ask for "
+                     "CUABI_CODE_FATBIN", __func__, l->archs);
     l->completed = true;
     if (l->cached) {
         CUABI__TRY(lookup_link(out, l, output, __func__));
         if (l->hit)
             return CUABI_SUCCESS;
     }
+    if (output == CUABI_CODE_FATBIN)
+        return complete_fatbin(out, l, __func__);
     if (ptx || l->cached)
-        CUABI__TRY(open_session(l, ptx, __func__));
+        CUABI__TRY(open_session(l, NULL, ptx, __func__));
     const cuabi__nvjitlink *nvj = l->nvj;
     nvJitLinkResult r = nvj->nvJitLinkComplete(l->h);
     if (r != NVJITLINK_SUCCESS)

@@ -290,6 +290,72 @@ cuabi_status cuabi__nvjitlink_get_for(const cuabi__nvjitlink **out, const char *
 
 cuabi__nvjitlink *cuabi__nvjitlink_for_test(void) { return &jit; }
 
+/* -------------------------------------------------------------- nvFatbin */
+
+static loaded_lib fatbin_lib = { PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0} };
+static cuabi__nvfatbin nvfatbin;
+
+/* As cuabi__nvrtc_names, after CUABI_NVFATBIN_PATH. */
+const char *const cuabi__nvfatbin_names[] = {
+    "libnvfatbin.so.13", "libnvfatbin.so.12",
+    CUABI_CUDA_LIBDIR "/libnvfatbin.so.13", CUABI_CUDA_LIBDIR "/libnvfatbin.so.12", NULL };
+
+static int load_nvfatbin(void)
+{
+    static const char *const syms[] = {
+        "nvFatbinGetErrorString", "nvFatbinCreate", "nvFatbinDestroy", "nvFatbinAddPTX",
+        "nvFatbinAddCubin", "nvFatbinAddLTOIR", "nvFatbinSize", "nvFatbinGet",
+        "nvFatbinVersion" };
+    loaded_lib *lib = &fatbin_lib;
+    lib->fail_status = CUABI_ERROR_NOT_SUPPORTED;
+    void *dl = open_first(lib, "CUABI_NVFATBIN_PATH", cuabi__nvfatbin_names);
+    if (!dl)
+        return -1;
+    /* The table is the symbols in this order, each a function pointer. */
+    void *p[sizeof syms / sizeof syms[0]];
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(p[i] = dlsym(dl, syms[i]))) {
+            snprintf(lib->info.error, sizeof lib->info.error, "%.900s lacks %s",
+                     lib->info.path, syms[i]);
+            dlclose(dl);
+            return -1;
+        }
+    _Static_assert(sizeof nvfatbin == sizeof p, "nvFatbin table layout");
+    memcpy(&nvfatbin, p, sizeof p);
+    unsigned major = 0, minor = 0;
+    nvfatbin.nvFatbinVersion(&major, &minor);
+    lib->info.version = (int)(major * 1000 + minor * 10);
+    lib->dl = dl;
+    return 1;
+}
+
+cuabi_status cuabi__nvfatbin_get_for(const cuabi__nvfatbin **out, const char *caller)
+{
+    cuabi_status st = ensure(&fatbin_lib, load_nvfatbin, "nvFatbin", caller);
+    *out = &nvfatbin;
+    return st;
+}
+
+const cuabi__lib_info *cuabi__nvfatbin_info(void) { return &fatbin_lib.info; }
+
+void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake)
+{
+    pthread_mutex_lock(&fatbin_lib.lock);
+    if (fatbin_lib.dl)
+        dlclose(fatbin_lib.dl);
+    fatbin_lib.dl = NULL;
+    memset(&fatbin_lib.info, 0, sizeof fatbin_lib.info);
+    if (fake) {
+        nvfatbin = *fake;
+        fatbin_lib.info.loaded = 1;
+        snprintf(fatbin_lib.info.path, sizeof fatbin_lib.info.path, "(fake nvFatbin)");
+    } else {
+        memset(&nvfatbin, 0, sizeof nvfatbin);
+    }
+    atomic_store(&fatbin_lib.state, fake ? 1 : 0);
+    pthread_mutex_unlock(&fatbin_lib.lock);
+}
+
 /* ------------------------------------------------------------------- info */
 
 const cuabi__lib_info *cuabi__driver_info(void) { return &driver_lib.info; }

@@ -247,4 +247,33 @@ cuabi__driver *cuabi__driver_for_test(void);
 cuabi__nvrtc *cuabi__nvrtc_for_test(void);
 cuabi__nvjitlink *cuabi__nvjitlink_for_test(void);
 
+/* nvFatbin (fatbins, src/fatbin.c). Not every toolkit ships nvFatbin.h, so
+ * the entry points are declared here; results are nvFatbinResult values
+ * (0 is NVFATBIN_SUCCESS). Loaded on first use like NVRTC; when it is
+ * missing, src/fatbin.c falls back to the `fatbinary` tool. */
+typedef struct cuabi__nvfatbin_opaque *cuabi__nvfatbin_handle;
+typedef struct cuabi__nvfatbin {
+    const char *(*nvFatbinGetErrorString)(int result);
+    int (*nvFatbinCreate)(cuabi__nvfatbin_handle *h, const char **options, size_t count);
+    int (*nvFatbinDestroy)(cuabi__nvfatbin_handle *h);
+    int (*nvFatbinAddPTX)(cuabi__nvfatbin_handle h, const char *code, size_t size,
+                          const char *arch, const char *identifier, const char *options);
+    int (*nvFatbinAddCubin)(cuabi__nvfatbin_handle h, const void *code, size_t size,
+                            const char *arch, const char *identifier);
+    int (*nvFatbinAddLTOIR)(cuabi__nvfatbin_handle h, const void *code, size_t size,
+                            const char *arch, const char *identifier, const char *options);
+    int (*nvFatbinSize)(cuabi__nvfatbin_handle h, size_t *size);
+    int (*nvFatbinGet)(cuabi__nvfatbin_handle h, void *buffer);
+    int (*nvFatbinVersion)(unsigned int *major, unsigned int *minor);
+} cuabi__nvfatbin;
+/* CUABI_ERROR_NOT_SUPPORTED (which files were tried, and CUABI_NVFATBIN_PATH)
+ * when it cannot be loaded. */
+cuabi_status cuabi__nvfatbin_get_for(const cuabi__nvfatbin **out, const char *caller);
+#define cuabi__nvfatbin_get(out) cuabi__nvfatbin_get_for((out), __func__)
+const cuabi__lib_info *cuabi__nvfatbin_info(void);
+extern const char *const cuabi__nvfatbin_names[];
+/* Testing: install a fake table (NULL: forget it and everything loaded, so
+ * the next use loads again, reading CUABI_NVFATBIN_PATH anew). */
+void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake);
+
 #endif

@@ -226,8 +226,9 @@ static bool choice(reader *r, const cuabi__toml_value *v, const char *key,
  * top level's, which are over the defaults). */
 static bool apply(reader *r, const settings *s, cuabi__manifest_source *src)
 {
-    static const char *const outputs[] = { "cubin", "ptx", "ltoir", NULL };
-    static const int output_values[] = { CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR };
+    static const char *const outputs[] = { "cubin", "ptx", "ltoir", "fatbin", NULL };
+    static const int output_values[] = { CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR,
+                                         CUABI_CODE_FATBIN };
     static const char *const types[] = { "cuda", "c++", "ptx", NULL };
     static const int type_values[] = { CUABI_CODE_CUDA_CXX, CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX };
     cuabi_program_options *o = &src->options;

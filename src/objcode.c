@@ -3,9 +3,11 @@
  * that need no GPU. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fatbin.h"
 #include "kernel.h"
 #include "objcode.h"
 #include "param_types.h"
@@ -359,6 +361,29 @@ void cuabi__objcode_set_signatures(cuabi__objcode *o, char *sigs)
     o->signatures_ready = true;
 }
 
+/* A fatbin made elsewhere: the signatures of its first readable PTX image,
+ * if it has one (a malformed fatbin has none; only running out of memory
+ * fails). */
+static cuabi_status fatbin_signatures(cuabi__objcode *o)
+{
+    cuabi__fatbin f;
+    if (cuabi__fatbin_parse(&f, o->data, o->size, o->name, "cuabi_objcode") != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        return CUABI_SUCCESS;
+    }
+    cuabi_status st = CUABI_SUCCESS;
+    for (size_t i = 0; i < f.count; i++) {
+        const cuabi__fatbin_image *m = &f.images[i];
+        if (m->type == CUABI_CODE_PTX && !m->compressed) {
+            st = cuabi__ptx_signatures(&o->signatures, (const char *)m->data,
+                                       strnlen((const char *)m->data, m->size));
+            break;
+        }
+    }
+    cuabi__fatbin_free(&f);
+    return st;
+}
+
 cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -366,6 +391,8 @@ cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
     if (!o->signatures_ready) {
         if (o->type == CUABI_CODE_PTX)
             st = cuabi__ptx_signatures(&o->signatures, o->data, o->size);
+        else if (o->type == CUABI_CODE_FATBIN)
+            st = fatbin_signatures(o);
         o->signatures_ready = st == CUABI_SUCCESS;
     }
     *out = o->signatures;
@@ -517,17 +544,59 @@ static cuabi_status offline_build(cuabi__objcode *o, const char *arch, void **cu
     size_t size = 0;
     *cubin = NULL;
     *elf = NULL;
-    if (o->type != CUABI_CODE_PTX && o->type != CUABI_CODE_LTOIR)
+    if (o->type == CUABI_CODE_FATBIN) /* its CUBIN for arch, or its PTX compiled */
+        CUABI__TRY(cuabi__fatbin_cubin_for(cubin, &size, o->data, o->size, o->name, arch, caller));
+    else if (o->type != CUABI_CODE_PTX && o->type != CUABI_CODE_LTOIR)
         return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: offline queries on a %s objcode (%s) are not supported; "
-                            "use a CUBIN, PTX or LTO-IR image, or query through a GPU",
+                            "use a CUBIN, PTX, LTO-IR or fatbin image, or query through a GPU",
                             caller, cuabi__code_type_name(o->type), o->name);
-    CUABI__TRY(cuabi__link_to_cubin(cubin, &size, o->type, o->data, o->size, o->name, arch, caller));
+    else
+        CUABI__TRY(cuabi__link_to_cubin(cubin, &size, o->type, o->data, o->size, o->name, arch,
+                                        caller));
     cuabi_status st = cuabi__elf_parse(elf, *cubin, size, caller, o->name);
     if (st != CUABI_SUCCESS) {
         cuabi__free(*cubin);
         *cubin = NULL;
     }
+    return st;
+}
+
+/* A fatbin's offline view without an architecture: the device's (`want`)
+ * when the fatbin has a CUBIN for it, else its newest CUBIN's (or PTX's). */
+static void fatbin_default_arch(const cuabi__objcode *o, char *want, size_t len)
+{
+    unsigned dev = (unsigned)strtoul(want + 3, NULL, 10), best = 0;
+    cuabi__fatbin f;
+    if (cuabi__fatbin_parse(&f, o->data, o->size, o->name, "cuabi_objcode") != CUABI_SUCCESS) {
+        cuabi_error_clear(); /* the query itself reports the defect */
+        return;
+    }
+    for (size_t i = 0; i < f.count && best != dev; i++)
+        if (f.images[i].type == CUABI_CODE_CUBIN)
+            best = f.images[i].arch == dev || f.images[i].arch > best ? f.images[i].arch : best;
+    cuabi__fatbin_free(&f);
+    if (!best)
+        best = cuabi__fatbin_best_arch(o->data, o->size);
+    if (best)
+        snprintf(want, len, "sm_%u", best);
+}
+
+static cuabi_status not_found(const cuabi__objcode *o, const cuabi__elf_info *elf,
+                              const char *name, const char *caller);
+
+/* Resources of a fatbin's kernel for an architecture other than that of
+ * its kept offline view: from a view made for the purpose. */
+static cuabi_status fatbin_resources(cuabi_kernel_resources *out, cuabi__objcode *o,
+                                     const char *name, const char *arch, const char *caller)
+{
+    void *cubin;
+    cuabi__elf_info *elf;
+    CUABI__TRY(offline_build(o, arch, &cubin, &elf, caller));
+    const cuabi__elf_kernel *k = cuabi__elf_find(elf, cuabi__objcode_resolve_name(o, name));
+    cuabi_status st = k ? cuabi__elf_copy_resources(out, k, caller) : not_found(o, elf, name, caller);
+    cuabi__elf_free(elf);
+    cuabi__free(cubin);
     return st;
 }
 
@@ -542,6 +611,8 @@ cuabi_status cuabi__objcode_elf(cuabi__objcode *o, const char *arch,
         snprintf(want, sizeof want, "%s", arch);
     } else {
         cuabi__default_arch(want, sizeof want);
+        if (o->type == CUABI_CODE_FATBIN)
+            fatbin_default_arch(o, want, sizeof want);
     }
     pthread_mutex_lock(&o->lock);
     cuabi_status st = CUABI_SUCCESS;
@@ -725,7 +796,8 @@ static cuabi_status kernel_list(cuabi__objcode *o, const cuabi__elf_info **elf,
                                 const char *caller)
 {
     *elf = NULL;
-    if (o->type == CUABI_CODE_CUBIN || o->type == CUABI_CODE_PTX || o->type == CUABI_CODE_LTOIR) {
+    if (o->type == CUABI_CODE_CUBIN || o->type == CUABI_CODE_PTX || o->type == CUABI_CODE_LTOIR ||
+        o->type == CUABI_CODE_FATBIN) {
         cuabi_status st = cuabi__objcode_elf(o, NULL, elf, caller);
         if (st != CUABI_ERROR_NVJITLINK_NOT_FOUND)
             return st;
@@ -822,6 +894,15 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources
         if (strncmp(arch, have, strlen(have)) != 0)
             return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                                 "%s: %s is a CUBIN for %s, not %s", __func__, o->name, have, arch);
+    }
+    if (arch && o->type == CUABI_CODE_FATBIN) {
+        /* One view is kept per objcode; a fatbin answers for each of its
+         * architectures. */
+        pthread_mutex_lock(&o->lock);
+        bool kept = o->elf && strcmp(o->offline_arch, arch) == 0;
+        pthread_mutex_unlock(&o->lock);
+        if (!kept)
+            return fatbin_resources(out, o, name, arch, __func__);
     }
     CUABI__TRY(cuabi__objcode_find_offline(o, name, arch, &k, __func__));
     return cuabi__elf_copy_resources(out, k, __func__);

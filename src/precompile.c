@@ -34,7 +34,10 @@ typedef struct job {
     /* outcome, written by whichever thread runs it */
     cuabi_status status;
     int hit;
-    char shown_arch[32];
+    char shown_arch[256];
+    /* A fatbin's compile: every architecture at once ("sm_80,sm_90"),
+     * kept here (jobs are sorted, so no pointer into the job is kept). */
+    char fat_archs[256];
     char *message, *log;
     bool done;                             /* under the pool's lock */
 } job;
@@ -60,6 +63,24 @@ static char *cache_trouble(const char *log)
     return NULL;
 }
 
+/* A fatbin is one compile of all the architectures. */
+static bool is_fatbin(const cuabi_program_options *o)
+{
+    return o && o->output == CUABI_CODE_FATBIN;
+}
+
+/* The architectures joined with commas (the program refuses a list cut
+ * short, since the result no longer parses as the list given). */
+static void join_archs(job *j, const char *const *archs, size_t n)
+{
+    size_t used = 0;
+    for (size_t a = 0; a < n && used < sizeof j->fat_archs; a++) {
+        int w = snprintf(j->fat_archs + used, sizeof j->fat_archs - used, "%s%s", a ? "," : "",
+                         archs[a]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+}
+
 static void run_job(job *j)
 {
     static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
@@ -69,7 +90,9 @@ static void run_job(job *j)
     if (j->options)
         memcpy(&o, j->options, j->options->version >= 2 ? sizeof o
                                    : offsetof(cuabi_program_options, libdevice));
-    if (j->arch)
+    if (j->fat_archs[0])
+        o.arch = j->fat_archs;
+    else if (j->arch)
         o.arch = j->arch;
     o.cache = 1;
     if (o.arch && *o.arch)
@@ -268,16 +291,25 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_precompile(const cuabi_precompile_item *i
     for (size_t i = 0; i < num_archs; i++)
         CUABI__CHECK_ARG(archs[i] && *archs[i], "%s: archs[%zu] is NULL or empty", __func__, i);
     CUABI__TRY(cache_usable(__func__));
-    size_t per = num_archs ? num_archs : 1, total = num_items * per;
+    size_t per = num_archs ? num_archs : 1, total = 0;
+    for (size_t i = 0; i < num_items; i++)
+        total += is_fatbin(items[i].options) ? 1 : per;
     job *jobs = total ? cuabi__calloc(total, sizeof *jobs) : NULL;
     if (total && !jobs)
         return CUABI_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < num_items; i++)
-        for (size_t a = 0; a < per; a++)
-            jobs[i * per + a] = (job){ .type = items[i].type, .source = items[i].source,
-                                       .size = items[i].size, .name = items[i].name,
-                                       .options = items[i].options,
-                                       .arch = num_archs ? archs[a] : NULL };
+    size_t k = 0;
+    for (size_t i = 0; i < num_items; i++) {
+        bool fat = is_fatbin(items[i].options);
+        for (size_t a = 0; a < (fat ? 1 : per); a++) {
+            jobs[k] = (job){ .type = items[i].type, .source = items[i].source,
+                             .size = items[i].size, .name = items[i].name,
+                             .options = items[i].options,
+                             .arch = num_archs ? archs[a] : NULL };
+            if (fat)
+                join_archs(&jobs[k], archs, num_archs);
+            k++;
+        }
+    }
     precompile_ctx c = { .progress = progress, .payload = payload, .total = total };
     bool cancelled = run_all(jobs, total, default_jobs(), precompile_report, &c);
     cuabi__free(jobs);
@@ -345,7 +377,7 @@ static job *manifest_jobs(const cuabi__manifest *m, const cuabi_warm_options *o,
     size_t count = m->num_problems;
     for (size_t i = 0; i < m->num_sources; i++) {
         size_t archs = o && o->num_archs ? o->num_archs : m->sources[i].num_archs;
-        count += archs ? archs : 1;
+        count += archs && !is_fatbin(&m->sources[i].options) ? archs : 1;
     }
     *n = count;
     job *jobs = count ? cuabi__calloc(count, sizeof *jobs) : NULL;
@@ -360,11 +392,16 @@ static job *manifest_jobs(const cuabi__manifest *m, const cuabi_warm_options *o,
         bool mine = o && o->num_archs;
         const char *const *archs = mine ? o->archs : s->archs;
         size_t na = mine ? o->num_archs : s->num_archs;
-        for (size_t a = 0; a < (na ? na : 1); a++)
-            jobs[k++] = (job){ .type = s->type, .source = s->text, .size = s->size,
-                               .name = s->name, .options = &s->options,
-                               .arch = na ? archs[a] : NULL, .line = s->line,
-                               .arch_line = mine ? 0 : s->archs_line };
+        bool fat = is_fatbin(&s->options);
+        for (size_t a = 0; a < (na && !fat ? na : 1); a++) {
+            jobs[k] = (job){ .type = s->type, .source = s->text, .size = s->size,
+                             .name = s->name, .options = &s->options,
+                             .arch = na ? archs[a] : NULL, .line = s->line,
+                             .arch_line = mine ? 0 : s->archs_line };
+            if (fat)
+                join_archs(&jobs[k], archs, na);
+            k++;
+        }
     }
     /* qsort's by_line is stable here: ties compare by address, and the
      * array was filled in listing order */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatbin.h"
 #include "includes.h"
 #include "libident.h"
 #include "nvvm.h"
@@ -227,6 +228,11 @@ static cuabi_status check_arch_supported(const char *arch, const char *caller)
                         "(it supports %s)", caller, arch, list);
 }
 
+static cuabi_status check_supported_cb(const char *arch, void *caller)
+{
+    return check_arch_supported(arch, caller);
+}
+
 /* ------------------------------------------------------------ options */
 
 void cuabi__compile_args_free(cuabi__compile_args *a)
@@ -315,14 +321,11 @@ static cuabi_status check_output(const cuabi_program_options *o, cuabi_code_type
     cuabi_code_type out = o->output;
     if (type == CUABI_CODE_NVVM)
         CUABI__TRY(cuabi__nvvm_check_options(o, caller));
-    if (out == CUABI_CODE_FATBIN)
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: NVRTC cannot produce a fatbin; ask "
-                            "for CUABI_CODE_CUBIN (one architecture) or CUABI_CODE_PTX, and "
-                            "compile once per architecture (cuabi_cache_precompile)", caller);
-    if (out != CUABI_CODE_CUBIN && out != CUABI_CODE_PTX && out != CUABI_CODE_LTOIR)
+    if (out != CUABI_CODE_CUBIN && out != CUABI_CODE_PTX && out != CUABI_CODE_LTOIR &&
+        out != CUABI_CODE_FATBIN)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.output %d is not "
-                            "CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR", caller,
-                            (int)out);
+                            "CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR or "
+                            "CUABI_CODE_FATBIN", caller, (int)out);
     if (o->lto && out != CUABI_CODE_LTOIR)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.lto = 1 produces LTO-IR: "
                             "set output = CUABI_CODE_LTOIR (or lto = 0)", caller);
@@ -346,6 +349,70 @@ static cuabi_status check_output(const cuabi_program_options *o, cuabi_code_type
                                 "C++ only, and this program is PTX", caller, cxx_only);
     }
     return CUABI_SUCCESS;
+}
+
+/* Calls `fn` with each architecture of a comma-separated list (a fatbin's:
+ * sm_XX for a CUBIN, compute_XX for PTX), stopping at the first failure. */
+static cuabi_status each_arch(const char *list, cuabi_status (*fn)(const char *arch, void *ctx),
+                              void *ctx)
+{
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char one[32];
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+        if (n >= sizeof one)
+            one[0] = '\0'; /* too long: refused as malformed */
+        CUABI__TRY(fn(one, ctx));
+        if (!comma)
+            return CUABI_SUCCESS;
+        p = comma + 1;
+    }
+}
+
+/* How often `arch` is an entry of the list. */
+static size_t count_entry(const char *list, const char *arch)
+{
+    size_t n = strlen(arch), hits = 0;
+    for (const char *p = list; p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        hits += len == n && !memcmp(p, arch, n);
+        p = comma ? comma + 1 : NULL;
+    }
+    return hits;
+}
+
+typedef struct arch_check {
+    const char *caller, *list;
+    size_t n;
+} arch_check;
+
+static cuabi_status check_one_fatbin_arch(const char *arch, void *ctx)
+{
+    arch_check *c = ctx;
+    bool virt;
+    if (!*arch)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch \"%s\" has an "
+                            "empty or overlong entry; a fatbin takes \"sm_80,sm_90,compute_90\" "
+                            "(sm_XX: a CUBIN, compute_XX: PTX)", c->caller, c->list);
+    CUABI__TRY(cuabi__check_arch(arch, &virt, c->caller));
+    /* Each entry once: the fatbin holds one image per kind and architecture. */
+    if (count_entry(c->list, arch) > 1)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch \"%s\" names %s "
+                            "twice", c->caller, c->list, arch);
+    if (++c->n > 32)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch \"%s\" names more "
+                            "than 32 architectures", c->caller, c->list);
+    return CUABI_SUCCESS;
+}
+
+/* A fatbin's architecture list. */
+static cuabi_status check_fatbin_archs(const char *list, const char *caller)
+{
+    arch_check c = { caller, list, 0 };
+    return each_arch(list, check_one_fatbin_arch, &c);
 }
 
 /* The argument list NVRTC (or nvJitLink, for PTX) gets. */
@@ -418,7 +485,10 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         cuabi__current_arch(a->arch);
     }
     bool virt = false;
-    CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
+    if (opts->output == CUABI_CODE_FATBIN)
+        CUABI__TRY(check_fatbin_archs(a->arch, caller));
+    else
+        CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
     a->libdevice = opts->version >= 2 ? opts->libdevice : 0;
     if (a->libdevice != 0 && (a->libdevice != 1 || type != CUABI_CODE_NVVM))
@@ -790,6 +860,100 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------- fatbins */
+
+/* A fatbin: one compile per architecture of the list (sm_XX to a CUBIN,
+ * compute_XX to PTX), then packed (fatbin.h). The name map and kernel
+ * signatures are the first compile's: every architecture compiles the same
+ * source with the same options. */
+typedef struct fatbin_job {
+    const cuabi__program *p;
+    const cuabi__compile_args *a;
+    cuabi__cache_entry parts[32];
+    cuabi__fatbin_input in[32];
+    size_t n;
+    cuabi__str log;
+    const char *caller;
+} fatbin_job;
+
+static cuabi_status compile_one_arch(const char *arch, void *ctx)
+{
+    fatbin_job *j = ctx;
+    bool virt = !strncmp(arch, "compute_", 8);
+    cuabi__compile_args one = *j->a;
+    char flag[48];
+    one.argv = cuabi__malloc(j->a->argc * sizeof *one.argv);
+    if (!one.argv)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    memcpy(one.argv, j->a->argv, j->a->argc * sizeof *one.argv);
+    snprintf(flag, sizeof flag, "-arch=%s", arch);
+    one.argv[0] = flag; /* build_argv puts the architecture first */
+    one.output = virt ? CUABI_CODE_PTX : CUABI_CODE_CUBIN;
+    snprintf(one.arch, sizeof one.arch, "%s", arch);
+    cuabi__cache_entry *part = &j->parts[j->n];
+    char *log = NULL;
+    cuabi_status st = j->p->type == CUABI_CODE_PTX ? compile_ptx(j->p, &one, part, &log, j->caller)
+                                                   : compile_cxx(j->p, &one, part, &log, j->caller);
+    cuabi__free(one.argv);
+    if (log && *log)
+        cuabi__str_add(&j->log, "%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
+    cuabi__free(log);
+    if (st != CUABI_SUCCESS)
+        return st;
+    j->in[j->n] = (cuabi__fatbin_input){ part->type, part->data, part->size,
+                                         (unsigned)strtoul(arch + (virt ? 8 : 3), NULL, 10) };
+    j->n++;
+    return CUABI_SUCCESS;
+}
+
+/* Move the first part's name map and the signatures into `e`. */
+static cuabi_status fatbin_names(fatbin_job *j, cuabi__cache_entry *e)
+{
+    cuabi__cache_entry *first = &j->parts[0];
+    e->num_names = first->num_names;
+    e->exprs = first->exprs;
+    e->lowered = first->lowered;
+    first->num_names = 0;
+    first->exprs = first->lowered = NULL;
+    for (size_t i = 0; i < j->n && !e->signatures; i++) {
+        if (j->parts[i].signatures) {
+            e->signatures = j->parts[i].signatures;
+            j->parts[i].signatures = NULL;
+        } else if (j->parts[i].type == CUABI_CODE_PTX) {
+            CUABI__TRY(cuabi__ptx_signatures(&e->signatures, j->parts[i].data, j->parts[i].size));
+        }
+    }
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status compile_fatbin(const cuabi__program *p, const cuabi__compile_args *a,
+                                   cuabi__cache_entry *e, char **log, const char *caller)
+{
+    fatbin_job *j = cuabi__calloc(1, sizeof *j);
+    if (!j)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    j->p = p;
+    j->a = a;
+    j->caller = caller;
+    cuabi_status st = each_arch(a->arch, compile_one_arch, j);
+    const char *packer = "";
+    if (st == CUABI_SUCCESS)
+        st = cuabi__fatbin_pack(&e->data, &e->size, &packer, j->in, j->n, caller);
+    if (st == CUABI_SUCCESS) {
+        e->type = CUABI_CODE_FATBIN;
+        cuabi__str_add(&j->log, "cuabi fatbin: %s packed by %s\n", a->arch, packer);
+        st = fatbin_names(j, e);
+    }
+    *log = cuabi__strdup(j->log.s ? j->log.s : "");
+    if (!*log)
+        st = CUABI_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < sizeof j->parts / sizeof j->parts[0]; i++)
+        cuabi__cache_entry_clear(&j->parts[i]);
+    cuabi__str_free(&j->log);
+    cuabi__free(j);
+    return st;
+}
+
 /* ------------------------------------------------------------- results */
 
 /* Remember the log and the name map of this compile in the program. */
@@ -879,10 +1043,13 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
         }
     }
     char *log = NULL;
+    bool fat = a->output == CUABI_CODE_FATBIN;
     /* libNVVM checks its architecture itself (asking NVRTC would load it). */
     if (p->type != CUABI_CODE_NVVM)
-        CUABI__TRY(check_arch_supported(a->arch, caller));
-    cuabi_status st = p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
+        CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
+                       : check_arch_supported(a->arch, caller));
+    cuabi_status st = fat ? compile_fatbin(p, a, e, &log, caller)
+                    : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
                     : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, e, &log, caller)
                                                  : compile_cxx(p, a, e, &log, caller);
     if (st == CUABI_SUCCESS) {

@@ -22,7 +22,7 @@ typedef struct cuabi__program {
 /* The options of one compile, checked and turned into the argument list
  * the compiler gets (which is also what the cache key hashes). */
 typedef struct cuabi__compile_args {
-    char arch[32];
+    char arch[128];            /* a fatbin's: "sm_80,sm_90,compute_90" */
     cuabi_code_type output;
     char **argv;
     size_t argc;

@@ -52,6 +52,26 @@ err=$("$cuabi" compile "$tmp/broken.cu" 2>&1); [ $? -eq 1 ] || fail "compile err
 echo "$err" | grep -q "broken.cu(1): error" || fail "compile error shows file:line: $err"
 "$cuabi" compile "$tmp/z.cu" --arch sm_42 2>&1 | grep -q "not supported" || fail "unknown arch"
 
+# Fatbins (issue 16): one file for several architectures, kept by the cache.
+out=$("$cuabi" compile "$tmp/z.cu" --arch sm_80,sm_90 --arch compute_90 --fatbin \
+      -o "$tmp/z.fatbin") || fail "fatbin exits 0"
+echo "$out"
+echo "$out" | grep -Eq "packed by (nvfatbin|fatbinary)" || fail "fatbin packer named: $out"
+echo "$out" | grep -q "sm_80:" && echo "$out" | grep -q "sm_90:" || fail "fatbin kernels per arch"
+head -c 4 "$tmp/z.fatbin" | od -An -tx1 | grep -q "50 ed 55 ba" || fail "writes a fatbin"
+out=$("$cuabi" compile "$tmp/z.cu" --arch sm_80,sm_90,compute_90 --fatbin -o "$tmp/z2.fatbin")
+echo "$out" | grep -q "disk cache" || fail "fatbin from the disk cache: $out"
+cmp -s "$tmp/z.fatbin" "$tmp/z2.fatbin" || fail "the cached fatbin is the same"
+out=$("$cuabi" compile "$tmp/z.cu" --arch sm_80,sm_90 --fatbin -o "$tmp/z3.fatbin")
+echo "$out" | grep -q "compiled" || fail "no PTX is another key: $out"
+"$cuabi" compile "$tmp/z.cu" --arch sm_80,sm_80 --fatbin 2>&1 | grep -q "twice" \
+    || fail "duplicate fatbin arch"
+err=$(CUABI_NVFATBIN_PATH=/nonexistent/libnvfatbin.so.13 CUABI_FATBINARY=/nonexistent/fatbinary \
+      "$cuabi" compile "$tmp/z.cu" --arch sm_75 --fatbin -o "$tmp/z4.fatbin" 2>&1)
+[ $? -eq 1 ] || fail "no nvFatbin and no fatbinary exits 1"
+echo "$err" | grep -q "CUABI_NVFATBIN_PATH=/nonexistent" && echo "$err" | grep -q \
+    "CUABI_FATBINARY=/nonexistent/fatbinary" || fail "missing packers named: $err"
+
 "$cuabi" cache stats | grep -q "^entries" || fail "cache stats"
 "$cuabi" cache stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["entries"] >= 4, d' \
     || fail "cache stats --json"

@@ -24,6 +24,7 @@
 #include "fake_multigpu.h"
 #include "fault_wrap.h"
 #include "cache.h"
+#include "fatbin.h"
 #include "graph.h"
 #include "ipc.h"
 #include "objcode.h"
@@ -407,6 +408,50 @@ static cuabi_status sc_link_cache(void)
     return st;
 }
 
+/* Fatbins (issue 16): a program compiled to one (NVRTC per architecture,
+ * packed by the fatbinary tool so that every machine takes the same path),
+ * its images read, listed and extracted, resources per architecture, a
+ * fatbin packed from objcodes, and a linker's fatbin. */
+static cuabi_status sc_fatbin(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_program *p = NULL;
+    cuabi_objcode *fat = NULL, *img = NULL, *packed = NULL, *linked = NULL;
+    cuabi_linker *l = NULL;
+    const char *packer;
+    size_t n;
+    int archs[4];
+    cuabi_code_type type;
+    cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+    cuabi_linker_options lo = CUABI_LINKER_OPTIONS_INIT;
+    opts.arch = "sm_90,compute_90";
+    opts.output = CUABI_CODE_FATBIN;
+    opts.cache = 0;
+    lo.arch = "sm_90";
+    cuabi__fatbin_force_packer(2);
+    STEP(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, kernel_src, 0, "k.cu"));
+    STEP(cuabi_program_compile(&fat, p, &opts));
+    STEP(cuabi_fatbin_image_count(&n, fat));
+    STEP(cuabi_fatbin_image_info(&type, archs, fat, 1));
+    STEP(cuabi_fatbin_archs(archs, 4, &n, fat));
+    STEP(cuabi_fatbin_packer(&packer, fat));
+    STEP(cuabi_objcode_kernel_resources(&r, fat, "fill", "sm_90"));
+    STEP(cuabi_fatbin_extract(&img, fat, "sm_90"));
+    STEP(cuabi_fatbin_create(&packed, &img, 1));
+    STEP(cuabi_linker_create(&l, &lo));
+    STEP(cuabi_linker_add_data(l, CUABI_CODE_PTX, ptx_src, sizeof ptx_src - 1, "k.ptx"));
+    STEP(cuabi_linker_complete(&linked, l, CUABI_CODE_FATBIN));
+    cuabi__fatbin_force_packer(0);
+    if (linked) cuabi_objcode_release(linked);
+    if (l) cuabi_linker_destroy(l);
+    if (packed) cuabi_objcode_release(packed);
+    if (img) cuabi_objcode_release(img);
+    if (fat) cuabi_objcode_release(fat);
+    if (p) cuabi_program_release(p);
+    return st;
+}
+
 /* A borrowed view of device memory at a made-up address (nothing reads it). */
 static cuabi_status device_view(cuabi_view **out, uintptr_t addr, int ndim, const int64_t *shape)
 {
@@ -690,7 +735,7 @@ static const scenario scenarios[] = {
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
     { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
-    { "graph", sc_graph }, { "multigpu", sc_multigpu },
+    { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 

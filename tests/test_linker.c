@@ -493,6 +493,36 @@ END_TEST
 
 /* PTX inputs: the arch is in the key; a damaged entry is relinked; the size
  * limit evicts. */
+/* A fatbin link (an architecture list) goes through the cache too: the
+ * list is in the key, so another list is a miss and the same one a hit with
+ * the same bytes. */
+START_TEST(fatbin_links_are_cached_per_list)
+{
+    size_t n;
+    const char *opts[] = { "-arch=compute_80" };
+    char *ptx = test_nvrtc("extern \"C\" __global__ void k4(float *x) { x[0] = 4; }", opts, 1,
+                           CUABI_CODE_PTX, &n);
+    fresh_cache();
+    cuabi_linker_options o = CUABI_LINKER_OPTIONS_INIT;
+    o.arch = "sm_80,sm_90";
+    const void *in[] = { ptx };
+    const char *names[] = { NULL };
+    linked first = link_inputs(&o, CUABI_CODE_FATBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(first.hit, 0);
+    linked again = link_inputs(&o, CUABI_CODE_FATBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(again.hit, 1);
+    same_bytes(&first, &again);
+    linked_free(&again);
+    o.arch = "sm_90,sm_80";
+    linked other = link_inputs(&o, CUABI_CODE_FATBIN, 1, in, &n, names, CUABI_CODE_PTX);
+    ck_assert_int_eq(other.hit, 0);
+    linked_free(&other);
+    linked_free(&first);
+    drop_cache();
+    free(ptx);
+}
+END_TEST
+
 START_TEST(ptx_links_are_cached_per_arch)
 {
     size_t n;
@@ -666,6 +696,7 @@ int main(void)
     tcase_add_test(tc, allocation_failures_do_not_leak);
     tcase_add_test(tc, links_are_cached);
     tcase_add_test(tc, ptx_links_are_cached_per_arch);
+    tcase_add_test(tc, fatbin_links_are_cached_per_list);
     tcase_add_test(tc, cache_hit_and_cache_option_are_checked);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);

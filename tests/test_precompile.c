@@ -184,7 +184,7 @@ START_TEST(manifest_problems_with_their_lines)
         "debug = 1\n"                                 /* 19: not a boolean */
         "[[source]]\n"                                /* 20 */
         "file = \"k.cu\"\n"
-        "output = \"fatbin\"\n"                       /* 22 */
+        "output = \"object\"\n"                       /* 22 */
         "opt_level = 7\n"                             /* 23 */
         "[[source]]\n"                                /* 24 */
         "file = \"nul.cu\"\n"                         /* 25: NUL byte */
@@ -213,7 +213,7 @@ START_TEST(manifest_problems_with_their_lines)
     has_problem(&m, 15, "unknown key \"naem_expressions\"");
     has_problem(&m, 18, "\"defines\" must be an array of strings, not a string");
     has_problem(&m, 19, "\"debug\" must be a boolean, not an integer");
-    has_problem(&m, 22, "\"output\" is \"fatbin\"");
+    has_problem(&m, 22, "\"output\" is \"object\"");
     has_problem(&m, 23, "\"opt_level\" is 7");
     has_problem(&m, 25, "holds a NUL byte");
     has_problem(&m, 27, "\"code\" is empty");
@@ -707,6 +707,45 @@ START_TEST(precompile_copies_options_by_their_version)
 }
 END_TEST
 
+/* Fatbin output (issue 16): the architectures make one fatbin, one job. */
+static int fatbin_progress(size_t done, size_t total, const char *name, const char *arch,
+                           cuabi_status status, int hit, void *payload)
+{
+    (void)name;
+    (void)hit;
+    (void)done;
+    ck_assert_uint_eq(total, 1);
+    ck_assert_str_eq(arch, "sm_80,sm_90");
+    ck_assert_int_eq(status, CUABI_SUCCESS);
+    ++*(int *)payload;
+    return 0;
+}
+
+START_TEST(precompile_a_fatbin)
+{
+    cuabi_precompile_item item = CUABI_PRECOMPILE_ITEM_INIT;
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.output = CUABI_CODE_FATBIN;
+    item.source = "__global__ void f(int *x) { x[0] = 80; }\n";
+    item.options = &o;
+    const char *archs[] = { "sm_80", "sm_90" };
+    int calls = 0;
+    ck_assert_ok(cuabi_cache_precompile(&item, 1, archs, 2, fatbin_progress, &calls));
+    ck_assert_int_eq(calls, 1);
+    /* The same compile afterwards is a hit. */
+    cuabi_program *p;
+    cuabi_objcode *obj;
+    int hit;
+    o.arch = "sm_80,sm_90";
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, item.source, 0, NULL));
+    ck_assert_ok(cuabi_program_compile(&obj, p, &o));
+    ck_assert_ok(cuabi_program_cache_hit(&hit, p));
+    ck_assert_int_ne(hit, 0);
+    cuabi_objcode_release(obj);
+    cuabi_program_release(p);
+}
+END_TEST
+
 /* Every allocation of a warm, failed in turn: a clear status, never a
  * crash or a leak (the ASan and valgrind runs check the leaks). */
 START_TEST(warm_when_memory_runs_out)
@@ -749,6 +788,7 @@ int main(void)
     tcase_add_test(tc, half_written_entries_are_never_read);
     tcase_add_test(tc, precompile_in_parallel_reports_in_order);
     tcase_add_test(tc, precompile_copies_options_by_their_version);
+    tcase_add_test(tc, precompile_a_fatbin);
     tcase_add_test(tc, warm_when_memory_runs_out);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);

@@ -11,7 +11,7 @@ extern "C" {
 
 /**
  * The linker: nvJitLink. Inputs CUBIN, PTX, LTO-IR, fatbin, host object and
- * static library, from memory or files; output a CUBIN or PTX objcode. Logs are
+ * static library, from memory or files; output a CUBIN, PTX or fatbin objcode. Logs are
  * kept on the linker; a failed link gives CUABI_ERROR_LINK with the error log in
  * the last error. A linker is used by one thread at a time.
  *
@@ -36,7 +36,7 @@ typedef struct cuabi_linker_options cuabi_linker_options;
 struct cuabi_linker_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
     unsigned int version;
-    /** "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU. */
+    /** "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU. A comma-separated list ("sm_80,sm_90") links once per architecture and completes to a fatbin only. */
     const char *arch;
     /** Link-time optimisation (-lto): needed when inputs are LTO-IR. */
     int lto;
@@ -99,9 +99,9 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_add_file(cuabi_linker *linker, cuabi_cod
 CUABI_EXTERN(cuabi_status) cuabi_linker_add_objcode(cuabi_linker *linker, cuabi_objcode *objcode);
 
 /**
- * Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+ * Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PTX output needs LTO inputs; a fatbin holds a CUBIN per architecture of options.arch, linked from the same inputs, packed through nvFatbin or the fatbinary tool). The linker can't take more inputs afterwards.
  * @param out [out, ownership transferred]
- * @param output CUABI_CODE_CUBIN or CUABI_CODE_PTX.
+ * @param output CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_FATBIN.
  */
 CUABI_EXTERN(cuabi_status) cuabi_linker_complete(cuabi_objcode **out, cuabi_linker *linker, cuabi_code_type output);
 

@@ -71,7 +71,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_load(cuabi_objcode *objcode);
 CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_objcode *objcode, const char *name);
 
 /**
- * Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+ * Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose; a fatbin's CUBIN is read), else through cuLibraryEnumerateKernels.
  * @param out [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_count(size_t *out, cuabi_objcode *objcode);
@@ -89,7 +89,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_name(const char **out, cuabi_obj
 CUABI_EXTERN(cuabi_status) cuabi_objcode_lowered_name(const char **out, cuabi_objcode *objcode, const char *name_expression);
 
 /**
- * Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
+ * Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin answers for each architecture it holds: its CUBIN for `arch`, else its newest PTX not newer than `arch` compiled (NULL: the device's architecture when the fatbin has a CUBIN for it, else its newest CUBIN's); a compressed image gives CUABI_ERROR_NOT_SUPPORTED. An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
  * @param out [inout] Its version field must be set.
  * @param arch [may be NULL]
  */

@@ -23,6 +23,7 @@
 #include "cuabi/exchange.h"
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
+#include "cuabi/fatbin.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -328,6 +329,12 @@ typedef struct cuabi_api {
     cuabi_status (*ipc_event_export)(uint8_t *out, size_t out_size, cuabi_event *event);
     cuabi_status (*ipc_event_import)(cuabi_event **out, const uint8_t *descriptor, size_t size);
     cuabi_status (*ipc_descriptor_kind)(cuabi_ipc_kind *out, const uint8_t *descriptor, size_t size);
+    cuabi_status (*fatbin_create)(cuabi_objcode **out, cuabi_objcode **images, size_t count);
+    cuabi_status (*fatbin_archs)(int *out, size_t capacity, size_t *count, cuabi_objcode *objcode);
+    cuabi_status (*fatbin_image_count)(size_t *out, cuabi_objcode *objcode);
+    cuabi_status (*fatbin_image_info)(cuabi_code_type *out, int *arch, cuabi_objcode *objcode, size_t index);
+    cuabi_status (*fatbin_extract)(cuabi_objcode **out, cuabi_objcode *objcode, const char *arch);
+    cuabi_status (*fatbin_packer)(const char **out, cuabi_objcode *objcode);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

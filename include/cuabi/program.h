@@ -36,9 +36,9 @@ typedef struct cuabi_program_options cuabi_program_options;
 struct cuabi_program_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
     unsigned int version;
-    /** Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. */
+    /** Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. For a fatbin, a comma-separated list: "sm_80,sm_90,compute_90" (sm_XX: a CUBIN, compute_XX: PTX; each once, up to 32). */
     const char *arch;
-    /** CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only. */
+    /** CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR, or CUABI_CODE_FATBIN: one compile per architecture of `arch`, packed into one fatbin through nvFatbin or the fatbinary tool (see cuabi/fatbin.h); the compile cache keeps the fatbin. NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only. */
     cuabi_code_type output;
     /** C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default. */
     const char *std;

@@ -11,16 +11,22 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: cuabi compile FILE [--arch sm_XX]... [-D NAME=V]... [-I DIR]...\n"
-            "                     [--name-expr E]... [--ptx | --cubin | --ltoir] [-o OUT] [--json]\n\n"
+            "                     [--name-expr E]... [--ptx | --cubin | --ltoir | --fatbin]\n"
+            "                     [-o OUT] [--json]\n\n"
             "Compile FILE (CUDA C++, or PTX when it ends in .ptx) through the compile cache,\n"
             "write the result and print each kernel's registers, shared, local and stack\n"
             "memory, thread limit and barriers, read from the CUBIN without a GPU.\n\n"
-            "  --arch A        target (sm_90, compute_90, ...); repeat for several; default:\n"
+            "  --arch A        target (sm_90, compute_90, ...); repeat or comma-separate for\n"
+            "                  several; default:\n"
             "                  the current GPU's, or sm_90 without one\n"
             "  -D NAME[=V]     define a macro            -I DIR   add an include directory\n"
             "  --name-expr E   instantiate and name a template kernel, e.g. 'segred<float, 256>'\n"
             "  --ptx --cubin --ltoir   output kind (default --cubin)\n"
-            "  -o OUT          output file (default FILE's name with .cubin/.ptx/.ltoir); with\n"
+            "  --fatbin        one fatbin holding every --arch: sm_XX a CUBIN, compute_XX PTX\n"
+            "                  (through nvFatbin, else the fatbinary tool); kernels are\n"
+            "                  reported per CUBIN architecture\n"
+            "  -o OUT          output file (default FILE's name with .cubin/.ptx/.ltoir/.fatbin);\n"
+            "                  with\n"
             "                  several --arch, the arch goes before the extension\n"
             "  --json          machine-readable report on stdout\n");
 }
@@ -67,7 +73,8 @@ static char *read_text(const char *path)
 
 static const char *ext_of(cuabi_code_type t)
 {
-    return t == CUABI_CODE_PTX ? "ptx" : t == CUABI_CODE_LTOIR ? "ltoir" : "cubin";
+    return t == CUABI_CODE_PTX ? "ptx" : t == CUABI_CODE_LTOIR ? "ltoir"
+         : t == CUABI_CODE_FATBIN ? "fatbin" : "cubin";
 }
 
 /* The output path: OUT or FILE's stem, with ".ARCH" before the extension
@@ -159,6 +166,38 @@ static void report_kernels(cuabi_objcode *o, const char *arch, bool json, cli_js
         json_end_array(j);
 }
 
+/* A fatbin: how it was packed, then the kernels of each CUBIN architecture. */
+static void report_fatbin(cuabi_objcode *o, bool json, cli_json *j)
+{
+    const char *packer = "";
+    int archs[64];
+    size_t n = 0;
+    cuabi_fatbin_packer(&packer, o);
+    if (cuabi_fatbin_archs(archs, 64, &n, o) != CUABI_SUCCESS)
+        n = 0;
+    if (json) {
+        json_string(j, "packer", packer);
+        json_begin_array(j, "images");
+    } else {
+        printf("  packed by %s\n", packer);
+    }
+    for (size_t i = 0; i < n && i < 64; i++) {
+        char arch[16];
+        snprintf(arch, sizeof arch, "sm_%d", archs[i]);
+        if (json) {
+            json_begin_object(j, NULL);
+            json_string(j, "arch", arch);
+        } else {
+            printf("  %s:\n", arch);
+        }
+        report_kernels(o, arch, json, j);
+        if (json)
+            json_end_object(j);
+    }
+    if (json)
+        json_end_array(j);
+}
+
 typedef struct job {
     const char *file, *out;
     const char *source;
@@ -196,7 +235,8 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
     cuabi_program_cache_hit(&hit, p);
     /* Resources live in a CUBIN: for PTX / LTO-IR output of a real
      * architecture, read them from the same program compiled to one. */
-    if (jb->kind != CUABI_CODE_CUBIN && (!arch || !strncmp(arch, "sm_", 3))) {
+    if (jb->kind != CUABI_CODE_CUBIN && jb->kind != CUABI_CODE_FATBIN &&
+        (!arch || !strncmp(arch, "sm_", 3))) {
         cuabi_program *again;
         cuabi_program_options oc = o;
         oc.output = CUABI_CODE_CUBIN;
@@ -209,7 +249,7 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
     const void *data;
     size_t size;
     cuabi_objcode_bytes(&data, &size, obj);
-    char shown[32];
+    char shown[160];
     int sm = 0;
     cuabi_objcode_arch(&sm, cubin ? cubin : obj);
     if (arch)
@@ -240,7 +280,10 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
             json_end_object(j);
         }
         json_end_array(j);
-        report_kernels(cubin ? cubin : obj, shown, true, j);
+        if (jb->kind == CUABI_CODE_FATBIN)
+            report_fatbin(obj, true, j);
+        else
+            report_kernels(cubin ? cubin : obj, shown, true, j);
         const char *log = "";
         cuabi_program_log(&log, p);
         json_string(j, "log", log);
@@ -253,7 +296,10 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
             cuabi_program_lowered_name(&low, p, jb->names.v[i]);
             printf("  %s = %s\n", jb->names.v[i], low);
         }
-        report_kernels(cubin ? cubin : obj, shown, false, NULL);
+        if (jb->kind == CUABI_CODE_FATBIN)
+            report_fatbin(obj, false, NULL);
+        else
+            report_kernels(cubin ? cubin : obj, shown, false, NULL);
         const char *log = "";
         cuabi_program_log(&log, p);
         if (*log)
@@ -281,6 +327,8 @@ static int parse(job *jb, int argc, char **argv)
             jb->kind = CUABI_CODE_CUBIN;
         else if (!strcmp(a, "--ltoir"))
             jb->kind = CUABI_CODE_LTOIR;
+        else if (!strcmp(a, "--fatbin"))
+            jb->kind = CUABI_CODE_FATBIN;
         else if (!strcmp(a, "--arch"))
             target = &jb->archs;
         else if (!strcmp(a, "-D"))
@@ -335,7 +383,7 @@ int cli_compile(int argc, char **argv)
     }
     job jb = { .kind = CUABI_CODE_CUBIN, .type = CUABI_CODE_CUDA_CXX };
     int rc = parse(&jb, argc, argv);
-    char *text = NULL;
+    char *text = NULL, *joined = NULL, *split = NULL;
     if (rc)
         goto out;
     size_t len = strlen(jb.file);
@@ -353,15 +401,36 @@ int cli_compile(int argc, char **argv)
         json_string(&j, "file", jb.file);
         json_begin_array(&j, "outputs");
     }
-    size_t n = jb.archs.n ? jb.archs.n : 1;
-    for (size_t i = 0; i < n && rc == 0; i++)
-        rc = build_one(&jb, jb.archs.n ? jb.archs.v[i] : NULL, jb.archs.n > 1, &j);
+    /* Every --arch, comma lists included: one fatbin of them all, or one
+     * output each. */
+    size_t total = 1;
+    for (size_t i = 0; i < jb.archs.n; i++)
+        total += strlen(jb.archs.v[i]) + 1;
+    joined = calloc(1, total);
+    list each = { 0 };
+    for (size_t i = 0; joined && i < jb.archs.n; i++)
+        strcat(strcat(joined, i ? "," : ""), jb.archs.v[i]);
+    if (!joined || !(split = strdup(joined))) {
+        rc = 1;
+    } else if (jb.kind == CUABI_CODE_FATBIN) {
+        rc = build_one(&jb, jb.archs.n ? joined : NULL, false, &j);
+    } else {
+        for (char *save = NULL, *t = strtok_r(split, ",", &save); t && !rc;
+             t = strtok_r(NULL, ",", &save))
+            rc = push(&each, t);
+        size_t n = each.n ? each.n : 1;
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = build_one(&jb, each.n ? each.v[i] : NULL, each.n > 1, &j);
+    }
+    free(each.v);
     if (jb.json) {
         json_end_array(&j);
         json_end_object(&j);
         fputc('\n', stdout);
     }
 out:
+    free(joined);
+    free(split);
     free(text);
     free(jb.archs.v);
     free(jb.defines.v);

@@ -293,6 +293,12 @@ static const cuabi_api api_table = {
     cuabi_ipc_event_export,
     cuabi_ipc_event_import,
     cuabi_ipc_descriptor_kind,
+    cuabi_fatbin_create,
+    cuabi_fatbin_archs,
+    cuabi_fatbin_image_count,
+    cuabi_fatbin_image_info,
+    cuabi_fatbin_extract,
+    cuabi_fatbin_packer,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -852,6 +852,7 @@ CUABI_IPC_MEMORY = 1
 CUABI_IPC_EVENT = 2
 
 
+
 # ---- tables
 
 STRUCTS = {
@@ -1527,6 +1528,12 @@ FUNCTIONS = {
     'cuabi_ipc_event_export': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_event_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_event **', 'out', 'host', False, 'transfer', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_descriptor_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_ipc_kind *', 'out', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_create': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('images', 'cuabi_objcode **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_archs': (C.c_int, (C.POINTER(C.c_int), C.c_size_t, C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'int *', 'out', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_image_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_image_info': (C.c_int, (C.POINTER(C.c_int), C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_code_type *', 'out', 'host', False, 'borrow', None), ('arch', 'int *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_extract': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_fatbin_packer': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1918,4 +1925,10 @@ TABLE_FUNCTIONS = (
     'cuabi_ipc_event_export',
     'cuabi_ipc_event_import',
     'cuabi_ipc_descriptor_kind',
+    'cuabi_fatbin_create',
+    'cuabi_fatbin_archs',
+    'cuabi_fatbin_image_count',
+    'cuabi_fatbin_image_info',
+    'cuabi_fatbin_extract',
+    'cuabi_fatbin_packer',
 )

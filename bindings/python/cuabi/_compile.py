@@ -36,6 +36,11 @@ def _str_array(items, keep):
     return C.cast(arr, C.POINTER(C.c_char_p)), len(items)
 
 
+def _arch_list(arch):
+    """A fatbin's architectures as the C API takes them: "sm_80,sm_90"."""
+    return ",".join(arch) if isinstance(arch, (list, tuple)) else arch
+
+
 def _text(ptr) -> str:
     if isinstance(ptr, int):
         ptr = C.string_at(ptr)
@@ -99,7 +104,9 @@ def _nvvm_option(opt: str):
 class ProgramOptions:
     """Options of Program.compile(); None/False fields keep the library's
     defaults. `arch` like "sm_90" (None: the current device's, or NVRTC's
-    default); `output` "cubin", "ptx" or "ltoir"; `defines` a list of
+    default); `output` "cubin", "ptx", "ltoir" or "fatbin" (then `arch` is a
+    list, or a comma-separated string, of sm_XX for CUBINs and compute_XX
+    for PTX: ["sm_80", "sm_90", "compute_90"]); `defines` a list of
     "NAME=VALUE" or a dict; `headers` a dict of name -> content. NVVM IR
     programs ("nvvm") compile to "ptx" or "ltoir"; `libdevice` (cuda.core:
     use_libdevice) links libdevice's math functions into them.
@@ -111,7 +118,7 @@ class ProgramOptions:
     device_code_optimize, ptxas_options, undefine_macro, pre_include,
     disable_warnings, restrict, extra_device_vectorization, device_int128.
     Giving both an alias and cuabi's own field raises ValueError."""
-    arch: str | None = None
+    arch: str | list | None = None
     output: str = "cubin"
     std: str | None = None
     opt_level: int | None = None
@@ -174,7 +181,7 @@ class ProgramOptions:
     def _to_c(self, kind: int = 1):
         keep = []
         o = new_struct(_capi.cuabi_program_options)
-        o.arch = _s(self.arch)
+        o.arch = _s(_arch_list(self.arch))
         o.output = code_type(self.output)
         o.std = _s(self.std)
         if self.opt_level is not None:
@@ -277,9 +284,52 @@ class ObjectCode(Handle):
         return _text(call("cuabi_objcode_lowered_name", self, name_expression.encode()))
 
     def kernel_resources(self, name: str, arch: str | None = None) -> SimpleNamespace:
+        """Resources read offline; a fatbin answers per architecture it
+        holds (arch="sm_80")."""
+        name = getattr(self, "_symbols", {}).get(name, name)
         r = new_struct(_capi.cuabi_kernel_resources)
         lib.cuabi_objcode_kernel_resources(C.byref(r), self, name.encode(), _s(arch))
         return _resources(r)
+
+    # ---- fatbins
+
+    @classmethod
+    def pack_fatbin(cls, images) -> "ObjectCode":
+        """One fatbin of CUBIN and PTX ObjectCodes (nvFatbin, else the
+        fatbinary tool)."""
+        images = list(images)
+        arr = (C.c_void_p * max(len(images), 1))(*[i.handle for i in images])
+        return cls._wrap(call("cuabi_fatbin_create", arr, len(images)))
+
+    @property
+    def fatbin_archs(self) -> list[int]:
+        """The SM architectures of a fatbin's CUBINs (90 for sm_90), ascending."""
+        count = C.c_size_t()
+        lib.cuabi_fatbin_archs(None, 0, C.byref(count), self)
+        arr = (C.c_int * max(count.value, 1))()
+        lib.cuabi_fatbin_archs(arr, count.value, C.byref(count), self)
+        return list(arr[:count.value])
+
+    @property
+    def fatbin_images(self) -> list[tuple[str, int]]:
+        """A fatbin's images as (code type, arch): [("cubin", 80), ("ptx", 90)]."""
+        n = call("cuabi_fatbin_image_count", self)
+        out = []
+        for i in range(n):
+            t, a = call("cuabi_fatbin_image_info", self, i)
+            out.append((_CODE_NAMES.get(t, "?"), a))
+        return out
+
+    @property
+    def fatbin_packer(self) -> str:
+        """"nvfatbin" or "fatbinary" for a fatbin cuabi made, else ""."""
+        return _text(call("cuabi_fatbin_packer", self))
+
+    def extract(self, arch: str) -> "ObjectCode":
+        """One image of a fatbin: "sm_90" its CUBIN, "compute_90" its PTX."""
+        obj = ObjectCode._wrap(call("cuabi_fatbin_extract", self, arch.encode()))
+        obj._symbols = dict(getattr(self, "_symbols", {}))
+        return obj
 
 
 def _resources(r) -> SimpleNamespace:
@@ -469,8 +519,9 @@ class Program(Handle):
         fields, e.g. compile(arch="sm_90", name_expressions=["k<float>"]).
         cuda.core's form works too: compile("cubin", name_expressions=[...],
         logs=sys.stderr) — target_type is the output ("cubin", "ptx",
-        "ltoir"; an NVVM IR program's default is "ptx"), logs an object
-        with write() that gets the compile log.
+        "ltoir", "fatbin": compile("fatbin", arch=["sm_80", "sm_90"]); an NVVM
+        IR program's default is "ptx"), logs an object with write() that gets
+        the compile log.
         A compile error raises CompileError whose .log holds NVRTC's messages."""
         if isinstance(target_type, ProgramOptions):  # compile(options) as before
             if options is not None:
@@ -478,8 +529,8 @@ class Program(Handle):
             options, target_type = target_type, None
         if target_type is not None:
             if not isinstance(target_type, str):
-                raise TypeError(f"compile: target_type must be \"cubin\", \"ptx\" or "
-                                f"\"ltoir\", not {type(target_type).__name__}")
+                raise TypeError(f"compile: target_type must be \"cubin\", \"ptx\", "
+                                f"\"ltoir\" or \"fatbin\", not {type(target_type).__name__}")
             if "output" in kw:
                 raise TypeError("compile: target_type and output= both given")
             kw["output"] = target_type
@@ -531,8 +582,9 @@ def supported_archs() -> list[int]:
 
 @dataclasses.dataclass
 class LinkerOptions:
-    """Options of Linker(); None keeps nvJitLink's default."""
-    arch: str | None = None
+    """Options of Linker(); None keeps nvJitLink's default. `arch` a list
+    (or "sm_80,sm_90") links once per architecture: link("fatbin")."""
+    arch: str | list | None = None
     lto: bool = False
     optimization: int | None = None
     debug: bool = False
@@ -549,7 +601,7 @@ class LinkerOptions:
     def _to_c(self):
         keep = []
         o = new_struct(_capi.cuabi_linker_options)
-        o.arch = _s(self.arch)
+        o.arch = _s(_arch_list(self.arch))
         o.lto, o.debug, o.line_info = int(self.lto), int(self.debug), int(self.line_info)
         o.verbose, o.max_registers = int(self.verbose), self.max_registers
         o.cache = int(self.cache)

@@ -623,4 +623,10 @@ static const char *const fast_table_functions[] = {
     "cuabi_ipc_event_export",
     "cuabi_ipc_event_import",
     "cuabi_ipc_descriptor_kind",
+    "cuabi_fatbin_create",
+    "cuabi_fatbin_archs",
+    "cuabi_fatbin_image_count",
+    "cuabi_fatbin_image_info",
+    "cuabi_fatbin_extract",
+    "cuabi_fatbin_packer",
 };

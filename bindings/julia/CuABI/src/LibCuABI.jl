@@ -1588,7 +1588,7 @@ end
 """
 cuabi_objcode_kernel_count(out, objcode)
 
-Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose; a fatbin's CUBIN is read), else through cuLibraryEnumerateKernels.
 
 - `out` [out]
 """
@@ -1621,7 +1621,7 @@ end
 """
 cuabi_objcode_kernel_resources(out, objcode, name, arch)
 
-Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
+Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin answers for each architecture it holds: its CUBIN for `arch`, else its newest PTX not newer than `arch` compiled (NULL: the device's architecture when the fatbin has a CUBIN for it, else its newest CUBIN's); a compressed image gives CUABI_ERROR_NOT_SUPPORTED. An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
 
 - `out` [inout] Its version field must be set.
 - `arch` [may be C_NULL]
@@ -1905,10 +1905,10 @@ end
 """
 cuabi_linker_complete(out, linker, output)
 
-Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PTX output needs LTO inputs; a fatbin holds a CUBIN per architecture of options.arch, linked from the same inputs, packed through nvFatbin or the fatbinary tool). The linker can't take more inputs afterwards.
 
 - `out` [out, ownership transferred]
-- `output` CUABI_CODE_CUBIN or CUABI_CODE_PTX.
+- `output` CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_FATBIN.
 """
 function cuabi_linker_complete(out, linker, output)
     ccall((:cuabi_linker_complete, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_linker}, cuabi_code_type), out, linker, output)
@@ -4523,6 +4523,79 @@ function cuabi_ipc_descriptor_kind(out, descriptor, size)
     ccall((:cuabi_ipc_descriptor_kind, libcuabi), cuabi_status, (Ptr{cuabi_ipc_kind}, Ptr{UInt8}, Csize_t), out, descriptor, size)
 end
 
+
+# ---- module fatbin (api/fatbin.toml)
+
+"""
+cuabi_fatbin_create(out, images, count)
+
+Pack CUBIN and PTX objcodes (each architecture once per kind) into a new fatbin objcode. A CUBIN's architecture is read from its ELF header, a PTX image's from its .target directive. Neither nvFatbin nor fatbinary available: CUABI_ERROR_NOT_SUPPORTED naming the files and places tried.
+
+- `out` [out, ownership transferred]
+- `count` 1 to 64.
+"""
+function cuabi_fatbin_create(out, images, count)
+    ccall((:cuabi_fatbin_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{Ptr{cuabi_objcode}}, Csize_t), out, images, count)
+end
+
+"""
+cuabi_fatbin_archs(out, capacity, count, objcode)
+
+The SM architectures of the fatbin's CUBINs, ascending, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+
+- `out` [out, may be C_NULL]
+- `count` [out]
+- `objcode` A fatbin objcode.
+"""
+function cuabi_fatbin_archs(out, capacity, count, objcode)
+    ccall((:cuabi_fatbin_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}, Ptr{cuabi_objcode}), out, capacity, count, objcode)
+end
+
+"""
+cuabi_fatbin_image_count(out, objcode)
+
+How many images (CUBIN, PTX, LTO-IR or other entries) the fatbin holds.
+
+- `out` [out]
+"""
+function cuabi_fatbin_image_count(out, objcode)
+    ccall((:cuabi_fatbin_image_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+end
+
+"""
+cuabi_fatbin_image_info(out, arch, objcode, index)
+
+The kind (CUABI_CODE_CUBIN, _PTX, _LTOIR, or _NONE for another) and architecture number of image `index`.
+
+- `out` [out]
+- `arch` [out]
+"""
+function cuabi_fatbin_image_info(out, arch, objcode, index)
+    ccall((:cuabi_fatbin_image_info, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{Cint}, Ptr{cuabi_objcode}, Csize_t), out, arch, objcode, index)
+end
+
+"""
+cuabi_fatbin_extract(out, objcode, arch)
+
+One image of the fatbin as a new objcode: "sm_90" gives the CUBIN for sm_90, "compute_90" the PTX for compute_90. It keeps the fatbin's name expressions and kernel signatures. CUABI_ERROR_NOT_FOUND lists what the fatbin holds; a compressed image gives CUABI_ERROR_NOT_SUPPORTED. Kernel resources per architecture: cuabi_objcode_kernel_resources on the fatbin with that architecture.
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_fatbin_extract(out, objcode, arch)
+    ccall((:cuabi_fatbin_extract, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, arch)
+end
+
+"""
+cuabi_fatbin_packer(out, objcode)
+
+Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (the images carry it as their identifier, so it survives the cache and files), "" for one made elsewhere. Static string.
+
+- `out` [out]
+"""
+function cuabi_fatbin_packer(out, objcode)
+    ccall((:cuabi_fatbin_packer, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}), out, objcode)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -4849,6 +4922,12 @@ const FUNCTIONS = [
     :cuabi_ipc_event_export,
     :cuabi_ipc_event_import,
     :cuabi_ipc_descriptor_kind,
+    :cuabi_fatbin_create,
+    :cuabi_fatbin_archs,
+    :cuabi_fatbin_image_count,
+    :cuabi_fatbin_image_info,
+    :cuabi_fatbin_extract,
+    :cuabi_fatbin_packer,
 ]
 
 end # module LibCuABI

@@ -62,6 +62,40 @@ function resources(o::ObjectCode, name::AbstractString; arch = nothing)
     check(L.cuabi_objcode_kernel_resources(r, o, _nonul(name), arch === nothing ? Ptr{Cchar}(C_NULL) : _nonul(arch)))
     r[]
 end
+# ------------------------------------------------------------------ fatbins
+
+"Pack CUBIN and PTX objcodes into one fatbin (nvFatbin, else the fatbinary tool)."
+function pack_fatbin(images::Vector{ObjectCode})
+    ptrs = Ptr{L.cuabi_objcode}[Ptr{L.cuabi_objcode}(i.ptr) for i in images]
+    GC.@preserve images ptrs _own(ObjectCode, _create(out -> L.cuabi_fatbin_create(out, ptrs, length(ptrs))))
+end
+"The SM architectures of a fatbin's CUBINs, ascending (90 for sm_90)."
+function fatbin_archs(o::ObjectCode)
+    n = Ref{Csize_t}(0)
+    check(L.cuabi_fatbin_archs(Ptr{Cint}(C_NULL), 0, n, o))
+    v = zeros(Cint, max(Int(n[]), 1))
+    check(L.cuabi_fatbin_archs(v, length(v), n, o))
+    Int.(v[1:Int(n[])])
+end
+"A fatbin's images as (code type, architecture) pairs."
+function fatbin_images(o::ObjectCode)
+    n = Int(_bq(L.cuabi_fatbin_image_count, o, Csize_t))
+    map(0:n-1) do i
+        t, a = Ref{Cint}(0), Ref{Cint}(0)
+        check(L.cuabi_fatbin_image_info(t, a, o, i))
+        (t[], Int(a[]))
+    end
+end
+"\"nvfatbin\" or \"fatbinary\" for a fatbin cuabi made, else \"\"."
+function fatbin_packer(o::ObjectCode)
+    p = Ref{Ptr{Cchar}}(C_NULL)
+    check(L.cuabi_fatbin_packer(p, o))
+    _str(p[])
+end
+"One image of a fatbin: \"sm_90\" its CUBIN, \"compute_90\" its PTX."
+extract(o::ObjectCode, arch::AbstractString) =
+    _own(ObjectCode, _create(out -> L.cuabi_fatbin_extract(out, o, _nonul(arch))))
+
 function name(k::Kernel)
     p = Ref{Ptr{Cchar}}(C_NULL)
     check(L.cuabi_kernel_name(p, k))
@@ -168,7 +202,8 @@ function _with_program_options(f; arch = nothing, output = L.CUABI_CODE_CUBIN, s
                                defines::Vector{String} = String[], headers::Vector{Pair{String,String}} = Pair{String,String}[],
                                name_expressions::Vector{String} = String[], extra_options::Vector{String} = String[],
                                cache::Bool = true, libdevice::Bool = false)
-    a = arch === nothing ? nothing : _nonul(arch)
+    # A fatbin's architectures may come as a vector: ["sm_80", "sm_90", "compute_90"].
+    a = arch === nothing ? nothing : _nonul(arch isa AbstractVector ? join(arch, ",") : arch)
     s = std === nothing ? nothing : _nonul(std)
     strs = [map(_nonul, defines), map(_nonul ∘ first, headers), map(_nonul ∘ last, headers),
             map(_nonul, name_expressions), map(_nonul, extra_options)]

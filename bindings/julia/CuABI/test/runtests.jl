@@ -198,6 +198,16 @@ end
         @test reinterpret(Int32, pk[3])[1] == 3
         @test_throws ArgumentError ArgPack(k, DevicePtr(0), DevicePtr(0), DevicePtr(0), 3.7)
         @test_throws ArgumentError ArgPack(k, DevicePtr(0))
+        # issue 16: a fatbin for several architectures, answered per architecture
+        fat = compile(Program(segred; name = "segred.cu"); arch = ["sm_80", "sm_90", "compute_90"],
+                      output = L.CUABI_CODE_FATBIN, name_expressions = [expr], cache = false)
+        @test fatbin_archs(fat) == [80, 90]
+        @test length(fatbin_images(fat)) == 3
+        @test fatbin_packer(fat) in ("nvfatbin", "fatbinary")
+        @test CuABI.resources(fat, expr; arch = "sm_80").arch == 80
+        @test CuABI.arch(extract(fat, "sm_90")) == 90
+        @test fatbin_archs(pack_fatbin([extract(fat, "sm_80")])) == [80]
+        @test_throws CuABIError extract(fat, "sm_75")
         c = compile(Program("extern \"C\" __global__ void k(float *p, double a) {}"; name = "c.cu");
                     arch = "sm_90")
         kc = c["k"]

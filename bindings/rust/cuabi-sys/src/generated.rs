@@ -1156,13 +1156,13 @@ unsafe extern "C" {
     pub fn cuabi_objcode_load(objcode: *mut cuabi_objcode) -> cuabi_status;
     /// A new reference to the kernel `name`: a kernel (entry) name as in the image, or a name expression registered at compile time (e.g. "segred<float, 256>"), which is replaced by its lowered name. With a driver, the image is loaded and the kernel looked up (cuLibraryGetKernel); without a GPU the name is checked against the CUBIN's symbol table and the kernel serves the offline queries (resources, parameters). An unknown name gives CUABI_ERROR_NOT_FOUND.
     pub fn cuabi_objcode_get_kernel(out: *mut *mut cuabi_kernel, objcode: *mut cuabi_objcode, name: *const c_char) -> cuabi_status;
-    /// Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose), else through cuLibraryEnumerateKernels.
+    /// Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol table without a GPU (a PTX or LTO-IR image is compiled to a CUBIN for the purpose; a fatbin's CUBIN is read), else through cuLibraryEnumerateKernels.
     pub fn cuabi_objcode_kernel_count(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
     /// The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode lives. Kernels are listed in the image's symbol order.
     pub fn cuabi_objcode_kernel_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
     /// The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERROR_NOT_FOUND when the expression was not registered.
     pub fn cuabi_objcode_lowered_name(out: *mut *const c_char, objcode: *mut cuabi_objcode, name_expression: *const c_char) -> cuabi_status;
-    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). Fatbin images are not read offline yet (CUABI_ERROR_NOT_SUPPORTED). An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
+    /// Resources of kernel `name` (a kernel name or a registered name expression) read from the CUBIN without a GPU. A PTX or LTO-IR image is first compiled to a CUBIN with nvJitLink for `arch` (e.g. "sm_90"; NULL: the CUBIN's own architecture, or sm_90 for PTX/LTO-IR). A fatbin answers for each architecture it holds: its CUBIN for `arch`, else its newest PTX not newer than `arch` compiled (NULL: the device's architecture when the fatbin has a CUBIN for it, else its newest CUBIN's); a compressed image gives CUABI_ERROR_NOT_SUPPORTED. An architecture other than the CUBIN's (or than the one a PTX/LTO-IR image was already compiled for) gives CUABI_ERROR_NOT_SUPPORTED.
     pub fn cuabi_objcode_kernel_resources(out: *mut cuabi_kernel_resources, objcode: *mut cuabi_objcode, name: *const c_char, arch: *const c_char) -> cuabi_status;
     /// The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
     pub fn cuabi_objcode_arch(out: *mut c_int, objcode: *mut cuabi_objcode) -> cuabi_status;
@@ -1284,7 +1284,7 @@ pub struct cuabi_linker {
 pub struct cuabi_linker_options {
     /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
     pub version: c_uint,
-    /// "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU.
+    /// "sm_90", "sm_90a"...; NULL: the first device's architecture, or sm_90 without a GPU. A comma-separated list ("sm_80,sm_90") links once per architecture and completes to a fatbin only.
     pub arch: *const c_char,
     /// Link-time optimisation (-lto): needed when inputs are LTO-IR.
     pub lto: c_int,
@@ -1337,7 +1337,7 @@ unsafe extern "C" {
     pub fn cuabi_linker_add_file(linker: *mut cuabi_linker, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
     /// Add an objcode's image as an input.
     pub fn cuabi_linker_add_objcode(linker: *mut cuabi_linker, objcode: *mut cuabi_objcode) -> cuabi_status;
-    /// Finish the link and return its output as a new objcode (CUBIN or PTX; PTX output needs LTO inputs). The linker can't take more inputs afterwards.
+    /// Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PTX output needs LTO inputs; a fatbin holds a CUBIN per architecture of options.arch, linked from the same inputs, packed through nvFatbin or the fatbinary tool). The linker can't take more inputs afterwards.
     pub fn cuabi_linker_complete(out: *mut *mut cuabi_objcode, linker: *mut cuabi_linker, output: cuabi_code_type) -> cuabi_status;
     /// nvJitLink's info log so far, borrowed: valid until the next call on the linker.
     pub fn cuabi_linker_info_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
@@ -1365,9 +1365,9 @@ pub struct cuabi_program {
 pub struct cuabi_program_options {
     /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
     pub version: c_uint,
-    /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU.
+    /// Target: "sm_90", "sm_90a", "compute_90". NULL or "": the current device's (device 0 when no context is current), or sm_90 when there is no driver or GPU. For a fatbin, a comma-separated list: "sm_80,sm_90,compute_90" (sm_XX: a CUBIN, compute_XX: PTX; each once, up to 32).
     pub arch: *const c_char,
-    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_LTOIR (CUABI_CODE_FATBIN is not supported: NVRTC cannot produce one). NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only.
+    /// CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR, or CUABI_CODE_FATBIN: one compile per architecture of `arch`, packed into one fatbin through nvFatbin or the fatbinary tool (see cuabi/fatbin.h); the compile cache keeps the fatbin. NVVM IR: CUABI_CODE_PTX or CUABI_CODE_LTOIR only.
     pub output: cuabi_code_type,
     /// C++ standard: "c++11", "c++14", "c++17", "c++20"; NULL: NVRTC's default.
     pub std: *const c_char,
@@ -3722,6 +3722,24 @@ unsafe extern "C" {
     pub fn cuabi_ipc_descriptor_kind(out: *mut cuabi_ipc_kind, descriptor: *const u8, size: usize) -> cuabi_status;
 }
 
+// ---- module fatbin (api/fatbin.toml)
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Pack CUBIN and PTX objcodes (each architecture once per kind) into a new fatbin objcode. A CUBIN's architecture is read from its ELF header, a PTX image's from its .target directive. Neither nvFatbin nor fatbinary available: CUABI_ERROR_NOT_SUPPORTED naming the files and places tried.
+    pub fn cuabi_fatbin_create(out: *mut *mut cuabi_objcode, images: *mut *mut cuabi_objcode, count: usize) -> cuabi_status;
+    /// The SM architectures of the fatbin's CUBINs, ascending, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
+    pub fn cuabi_fatbin_archs(out: *mut c_int, capacity: usize, count: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// How many images (CUBIN, PTX, LTO-IR or other entries) the fatbin holds.
+    pub fn cuabi_fatbin_image_count(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// The kind (CUABI_CODE_CUBIN, _PTX, _LTOIR, or _NONE for another) and architecture number of image `index`.
+    pub fn cuabi_fatbin_image_info(out: *mut cuabi_code_type, arch: *mut c_int, objcode: *mut cuabi_objcode, index: usize) -> cuabi_status;
+    /// One image of the fatbin as a new objcode: "sm_90" gives the CUBIN for sm_90, "compute_90" the PTX for compute_90. It keeps the fatbin's name expressions and kernel signatures. CUABI_ERROR_NOT_FOUND lists what the fatbin holds; a compressed image gives CUABI_ERROR_NOT_SUPPORTED. Kernel resources per architecture: cuabi_objcode_kernel_resources on the fatbin with that architecture.
+    pub fn cuabi_fatbin_extract(out: *mut *mut cuabi_objcode, objcode: *mut cuabi_objcode, arch: *const c_char) -> cuabi_status;
+    /// Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (the images carry it as their identifier, so it survives the cache and files), "" for one made elsewhere. Static string.
+    pub fn cuabi_fatbin_packer(out: *mut *const c_char, objcode: *mut cuabi_objcode) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -4051,5 +4069,11 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_ipc_event_export", cuabi_ipc_event_export as *const () as usize),
         ("cuabi_ipc_event_import", cuabi_ipc_event_import as *const () as usize),
         ("cuabi_ipc_descriptor_kind", cuabi_ipc_descriptor_kind as *const () as usize),
+        ("cuabi_fatbin_create", cuabi_fatbin_create as *const () as usize),
+        ("cuabi_fatbin_archs", cuabi_fatbin_archs as *const () as usize),
+        ("cuabi_fatbin_image_count", cuabi_fatbin_image_count as *const () as usize),
+        ("cuabi_fatbin_image_info", cuabi_fatbin_image_info as *const () as usize),
+        ("cuabi_fatbin_extract", cuabi_fatbin_extract as *const () as usize),
+        ("cuabi_fatbin_packer", cuabi_fatbin_packer as *const () as usize),
     ]
 }

@@ -16,6 +16,7 @@ unsafe impl Send for Linker {}
 #[derive(Clone, Debug, Default)]
 pub struct LinkerOptions {
     /// "sm_90"...; None: the first device's, or sm_90 without a GPU.
+    /// A comma-separated list ("sm_80,sm_90") links once per architecture into a fatbin.
     pub arch: Option<String>,
     /// Link-time optimisation: needed for LTO-IR inputs.
     pub lto: bool,

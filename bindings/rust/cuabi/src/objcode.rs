@@ -102,6 +102,47 @@ impl ObjectCode {
     }
 }
 
+/// Fatbins (include/cuabi/fatbin.h): one image of CUBINs for several
+/// architectures and optional PTX, read offline per architecture.
+impl ObjectCode {
+    /// Pack CUBIN and PTX objcodes into one fatbin (nvFatbin, else the
+    /// `fatbinary` tool).
+    pub fn pack_fatbin(images: &[&ObjectCode]) -> Result<ObjectCode> {
+        let raw: Vec<*mut sys::cuabi_objcode> = images.iter().map(|i| i.as_raw()).collect();
+        ObjectCode::create(|o| unsafe { sys::cuabi_fatbin_create(o, raw.as_ptr() as *mut _, raw.len()) })
+    }
+    /// The SM architectures of a fatbin's CUBINs (90 for sm_90), ascending.
+    pub fn fatbin_archs(&self) -> Result<Vec<i32>> {
+        let mut n = 0usize;
+        check(unsafe { sys::cuabi_fatbin_archs(core::ptr::null_mut(), 0, &mut n, self.as_raw()) })?;
+        let mut v = vec![0i32; n];
+        check(unsafe { sys::cuabi_fatbin_archs(v.as_mut_ptr(), v.len(), &mut n, self.as_raw()) })?;
+        v.truncate(n);
+        Ok(v)
+    }
+    /// A fatbin's images: (CUBIN / PTX / LTOIR / NONE, architecture number).
+    pub fn fatbin_images(&self) -> Result<Vec<(CodeType, i32)>> {
+        let mut n = 0usize;
+        check(unsafe { sys::cuabi_fatbin_image_count(&mut n, self.as_raw()) })?;
+        (0..n).map(|i| {
+            let (mut t, mut a) = (CodeType::default(), 0);
+            check(unsafe { sys::cuabi_fatbin_image_info(&mut t, &mut a, self.as_raw(), i) })?;
+            Ok((t, a))
+        }).collect()
+    }
+    /// "nvfatbin" or "fatbinary" for a fatbin cuabi made, else "".
+    pub fn fatbin_packer(&self) -> Result<String> {
+        let mut p = core::ptr::null();
+        check(unsafe { sys::cuabi_fatbin_packer(&mut p, self.as_raw()) })?;
+        Ok(unsafe { cstr(p) })
+    }
+    /// One image of a fatbin: "sm_90" its CUBIN, "compute_90" its PTX.
+    pub fn extract(&self, arch: &str) -> Result<ObjectCode> {
+        let a = c_string("arch", arch)?;
+        ObjectCode::create(|o| unsafe { sys::cuabi_fatbin_extract(o, self.as_raw(), a.as_ptr()) })
+    }
+}
+
 /// What is known of one kernel parameter (`cuabi_kernel_param_type`): its
 /// place in the parameter block and its type, learnt from the C++ mangled
 /// name, the PTX declaration, or nothing (`source`).

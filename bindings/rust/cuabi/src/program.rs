@@ -20,8 +20,9 @@ unsafe impl Send for Program {}
 #[derive(Clone, Debug)]
 pub struct ProgramOptions {
     /// "sm_90", "compute_90"...; None: the current device's, or sm_90 without a GPU.
+    /// For a fatbin, a comma-separated list: "sm_80,sm_90,compute_90".
     pub arch: Option<String>,
-    /// CUBIN, PTX or LTOIR (NVVM IR: PTX or LTOIR).
+    /// CUBIN, PTX, LTOIR or FATBIN (NVVM IR: PTX or LTOIR).
     pub output: CodeType,
     pub std: Option<String>,
     /// 0..3, or -1 for the default.
