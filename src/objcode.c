@@ -932,7 +932,16 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
                 CUABI__TRY(cubin_elf(o, &elf, __func__));
             return not_found(o, elf, name, __func__);
         }
-        CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernel", __func__));
+        if (r == CUDA_ERROR_NO_BINARY_FOR_GPU) {
+            /* Code for another architecture (an sm_80 CUBIN on an H100): a
+             * kernel for the offline queries all the same; using it on this
+             * GPU gives the driver's refusal then (cuabi__kernel_cukernel). */
+            const cuabi__elf_kernel *k;
+            CUABI__TRY(cuabi__objcode_find_offline(o, name, NULL, &k, __func__));
+            ck = NULL;
+        } else {
+            CUABI__TRY(cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernel", __func__));
+        }
     } else if (st == CUABI_ERROR_DRIVER_NOT_FOUND || st == CUABI_ERROR_NO_DEVICE) {
         /* No GPU: a kernel for the offline queries, checked against the CUBIN. */
         const cuabi__elf_kernel *k;

@@ -226,6 +226,46 @@ START_TEST(lazy_jit_errors_are_image_errors)
 }
 END_TEST
 
+/* A CUBIN of another architecture on this GPU (an sm_80 CUBIN on an H100:
+ * CUDA_ERROR_NO_BINARY_FOR_GPU): the kernel still serves the offline
+ * queries; using it on the GPU gives the driver's refusal, as an image error
+ * naming the architecture (regression: get_kernel failed, so occupancy_for
+ * could not be asked on a machine with another GPU). */
+static CUresult CUDAAPI no_binary_for_gpu(CUkernel *k, CUlibrary lib, const char *name)
+{
+    (void)k; (void)lib; (void)name;
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+}
+
+START_TEST(cubin_for_another_gpu_serves_offline_queries)
+{
+    size_t live = cuabi__handle_live_count();
+    cuabi__driver_for_test()->cuLibraryGetKernel = no_binary_for_gpu;
+    cuabi_objcode *o;
+    ck_assert_ok(cuabi_objcode_from_file(&o, CUABI_CODE_CUBIN,
+                                         test_data_path("objcode_kernels_sm80.cubin")));
+    cuabi_kernel *k;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, o, "add"));
+    cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    ck_assert_ok(cuabi_kernel_get_resources(&r, k));
+    ck_assert_int_eq(r.arch, 80);
+    ck_assert_int_gt(r.registers, 0);
+    /* A name the CUBIN does not have is still NOT_FOUND. */
+    cuabi_kernel *none;
+    ck_assert_status(cuabi_objcode_get_kernel(&none, o, "nope"), CUABI_ERROR_NOT_FOUND);
+    /* On the GPU: the driver's refusal. */
+    cuabi_device *d;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    uintptr_t f;
+    ck_assert_status(cuabi_kernel_function(&f, k, d), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_NO_BINARY_FOR_GPU);
+    ck_assert_ok(cuabi_device_release(d));
+    ck_assert_ok(cuabi_kernel_release(k));
+    ck_assert_ok(cuabi_objcode_release(o));
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
 /* Without a driver at all: the kernel serves offline queries only. */
 START_TEST(offline_kernel)
 {
@@ -284,6 +324,7 @@ int main(void)
     tcase_add_test(tc, attributes_and_functions);
     tcase_add_test(tc, params_from_driver);
     tcase_add_test(tc, offline_kernel);
+    tcase_add_test(tc, cubin_for_another_gpu_serves_offline_queries);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }
