@@ -2,11 +2,15 @@
  * The parent runs a kernel that spins, then writes round i's values, records
  * an IPC event and tells the child at once; the child waits on the event
  * (on its stream), checks the values, writes its own and answers. 100 round
- * trips, each importing the buffer afresh; no leak (device memory before and
- * after, in both processes). Misuse on the real driver: importing in the
+ * trips, each importing the buffer afresh; no leak: every mapping and
+ * allocation is gone from the driver after its release (cuMemGetAddressRange
+ * refuses its address). The device's free memory before and after is printed,
+ * not asserted: it is the whole device's, and make check runs other GPU suites
+ * beside this one (the 2026-11-26 run saw it move by 549 MB in 100 rounds). Misuse on the real driver: importing in the
  * exporting process, exporting pool memory, a stale descriptor (memory freed
  * before the import), a forged handle. Exits 77 without a GPU. */
 #include "testutil.h"
+#include "internal.h"
 #include "ipc.h"
 
 #include <spawn.h>
@@ -39,6 +43,17 @@ static void unhex(uint8_t *d, const char *s, size_t n)
         sscanf(s + 2 * i, "%2x", &v);
         d[i] = (uint8_t)v;
     }
+}
+
+/* Whether the driver still knows an address (a live mapping or allocation). */
+static int driver_maps(uintptr_t ptr)
+{
+    const cuabi__driver *drv;
+    CUdeviceptr base;
+    size_t range;
+    if (cuabi__driver_get(&drv) != CUABI_SUCCESS || !drv->cuMemGetAddressRange)
+        return -1;
+    return drv->cuMemGetAddressRange(&base, &range, (CUdeviceptr)ptr) == CUDA_SUCCESS;
 }
 
 #define CHILD_CHECK(cond, ...)                                                \
@@ -84,7 +99,12 @@ static int child_main(char **argv)
                         "write was waited for", i, j, host[j]);
         CHILD_CHECK(cuabi_buffer_memset(b, 0, 5000 + i, 4, N, s) == CUABI_SUCCESS, "memset");
         CHILD_CHECK(cuabi_stream_synchronize(s) == CUABI_SUCCESS, "sync");
+        uintptr_t mapped;
+        CHILD_CHECK(cuabi_buffer_pointer(&mapped, b) == CUABI_SUCCESS && driver_maps(mapped) == 1,
+                    "round %u: the import is mapped", i);
         CHILD_CHECK(cuabi_buffer_destroy(b) == CUABI_SUCCESS, "destroy");
+        CHILD_CHECK(driver_maps(mapped) == 0, "round %u: the mapping outlived the buffer "
+                    "(cuIpcCloseMemHandle not called)", i);
         if (i == 0)
             cuabi_device_memory_info(&free_start, &total, dev);
         CHILD_CHECK(write(wfd, &i, 4) == 4, "reply");
@@ -92,7 +112,6 @@ static int child_main(char **argv)
     cuabi_device_memory_info(&free_end, &total, dev);
     printf("child: free device memory after round 1 %llu, after %d rounds %llu\n",
            (unsigned long long)free_start, ROUNDS, (unsigned long long)free_end);
-    CHILD_CHECK(free_end + (4u << 20) >= free_start, "importer leaked device memory");
     cuabi_stream_release(s);
     cuabi_event_release(ev);
     cuabi_device_release(dev);
@@ -268,14 +287,17 @@ START_TEST(two_processes_share_a_buffer)
     ck_assert_ok(cuabi_memory_resource_release(pool));
 
     cuabi_argpack_release(pack);
+    uintptr_t shared;
+    ck_assert_ok(cuabi_buffer_pointer(&shared, b));
+    ck_assert_int_eq(driver_maps(shared), 1);
     ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_int_eq(driver_maps(shared), 0);   /* freed, not leaked */
     ck_assert_ok(cuabi_event_release(ev));
     ck_assert_ok(cuabi_memory_resource_release(r));
     ck_assert_ok(cuabi_device_synchronize(dev));
     ck_assert_ok(cuabi_device_memory_info(&free1, &total, dev));
     printf("exporter: free device memory before %llu, after %llu\n", (unsigned long long)free0,
            (unsigned long long)free1);
-    ck_assert_msg(free1 + (4u << 20) >= free0, "the exporter leaked device memory");
     cuabi_stream_release(s);
     cuabi_kernel_release(k);
     cuabi_objcode_release(code);
