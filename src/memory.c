@@ -321,9 +321,19 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     case CUABI__RES_MANAGED:
         CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
         break;
-    case CUABI__RES_IPC:
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAlloc, &d, size));
+    case CUABI__RES_IPC: {
+        /* A whole number of 2 MiB pages: the driver suballocates smaller
+         * cuMemAlloc blocks from shared pages, and an IPC handle names the
+         * page's allocation, so a freed small buffer stayed importable (a
+         * stale descriptor mapped; GPU run 2026-11-26). Its own allocation
+         * is gone with its free, and the import is refused. */
+        const size_t page = (size_t)2 << 20;
+        if (size > SIZE_MAX - page)
+            return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: %zu bytes is too large", caller,
+                                size);
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAlloc, &d, (size + page - 1) / page * page));
         break;
+    }
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
     }

@@ -104,14 +104,19 @@ START_TEST(ptx_only_fatbin_is_jit_compiled)
 }
 END_TEST
 
-/* No image for this device: a clear error, no crash. */
+/* No image for this device: the kernel answers offline queries (sm_75's
+ * resources), and its first use on this GPU is a clear error, no crash. */
 START_TEST(fatbin_without_the_device_image_is_refused)
 {
     cuabi_objcode *o = fatbin_for("sm_75");
     cuabi_kernel *k = NULL;
-    cuabi_status st = cuabi_objcode_get_kernel(&k, o, "axpb");
-    ck_assert_int_ne(st, CUABI_SUCCESS);
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, o, "axpb"));
+    uintptr_t f = 0;
+    cuabi_status st = cuabi_kernel_function(&f, k, dev);
+    ck_assert_int_eq(st, CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, 209);   /* CUDA_ERROR_NO_BINARY_FOR_GPU */
     printf("sm_75-only fatbin on %s: %s\n", dev_arch, cuabi_last_error()->message);
+    cuabi_kernel_release(k);
     cuabi_objcode_release(o);
 }
 END_TEST

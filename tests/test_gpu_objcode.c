@@ -152,7 +152,13 @@ START_TEST(bad_images_give_driver_messages)
                                                    : "objcode_kernels_sm75.cubin";
     ck_assert_ok(cuabi__read_file(test_data_path(other), &d, &n, "t"));
     ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_CUBIN, d, n, other));
-    ck_assert_status(cuabi_objcode_get_kernel(&k, o, "add"), CUABI_ERROR_INVALID_IMAGE);
+    /* The kernel serves offline queries; its use on this GPU is refused. */
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, o, "add"));
+    uintptr_t f = 0;
+    ck_assert_status(cuabi_kernel_function(&f, k, dev), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_NO_BINARY_FOR_GPU);
+    printf("other-arch CUBIN: %s\n", cuabi_last_error()->message);
+    ck_assert_ok(cuabi_kernel_release(k));
     ck_assert_ok(cuabi_objcode_release(o));
     cuabi__free(d);
 }

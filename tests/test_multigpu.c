@@ -297,6 +297,15 @@ START_TEST(ipc_export_import_round_trip)
     cuabi_buffer *b = ipc_buffer(dev1, 1000);
     for (int i = 0; i < 1000; i++)
         host_of(b)[i] = (uint8_t)i;
+    /* Its own driver allocation of whole 2 MiB pages (a suballocated small
+     * block stayed importable after its free: GPU run 2026-11-26). */
+    uintptr_t p;
+    CUdeviceptr base;
+    size_t range;
+    ck_assert_ok(cuabi_buffer_pointer(&p, b));
+    ck_assert_int_eq(cuabi__driver_for_test()->cuMemGetAddressRange(&base, &range, p), CUDA_SUCCESS);
+    ck_assert_uint_eq(range, (size_t)2 << 20);
+    ck_assert_uint_eq(base, p);
     uint8_t desc[CUABI_IPC_DESCRIPTOR_SIZE + 8];
     cuabi_ipc_kind kind = 0;
     ck_assert_ok(cuabi_ipc_buffer_export(desc, sizeof desc, b));
@@ -438,9 +447,10 @@ START_TEST(ipc_bad_descriptors)
     cuabi__ipc_reseal(d);
     refused(d, sizeof good, "forged");
     ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
-    /* A forged size past the allocation: the mapping is closed again. */
+    /* A forged size past the allocation (the IPC resource allocates whole
+     * 2 MiB pages): the mapping is closed again. */
     memcpy(d, good, sizeof good);
-    cuabi__ipc_put(d + CUABI__IPC_SIZE, 513, 8);
+    cuabi__ipc_put(d + CUABI__IPC_SIZE, ((uint64_t)2 << 20) + 1, 8);
     cuabi__ipc_reseal(d);
     refused(d, sizeof good, "runs past");
     cuabi__ipc_put(d + CUABI__IPC_SIZE, UINT64_MAX, 8);

@@ -56,7 +56,7 @@ typedef enum cuabi_ipc_kind {
 } cuabi_ipc_kind;
 
 /**
- * A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first).
+ * A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first). Each buffer is its own allocation of whole 2 MiB pages, so that a freed buffer's descriptor is refused.
  * @param out [out, ownership transferred]
  * Needs the CUDA driver and a GPU.
  */

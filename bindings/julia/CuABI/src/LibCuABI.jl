@@ -4437,7 +4437,7 @@ const CUABI_IPC_EVENT = cuabi_ipc_kind(2)
 """
 cuabi_ipc_memory_resource(out, device)
 
-A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first).
+A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first). Each buffer is its own allocation of whole 2 MiB pages, so that a freed buffer's descriptor is refused.
 
 - `out` [out, ownership transferred]
 

@@ -3694,7 +3694,7 @@ pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_EVENT;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
-    /// A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first).
+    /// A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first). Each buffer is its own allocation of whole 2 MiB pages, so that a freed buffer's descriptor is refused.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_memory_resource(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
