@@ -135,7 +135,7 @@ def test_offline_equals_live(gpu, code, name):
                 off.max_potential_block_size(s, limit), (s, limit)
         fn = (lambda b, s=s: s + 8 * b)
         assert live.max_potential_block_size(fn, 0) == off.max_potential_block_size(fn, 0)
-    for n, b in ((1, 128), (2, 256), (4, 256), (1, 1024)):
+    for n, b in ((n, b) for n, b in ((1, 128), (2, 256), (4, 256), (1, 1024)) if b <= limit):
         assert _outcome(live.available_dynamic_shared_memory_per_block, n, b) == \
             _outcome(off.available_dynamic_shared_memory_per_block, n, b), (n, b)
     assert [r.block_size for r in live.reports()] == [r.block_size for r in off.reports()]
