@@ -158,7 +158,9 @@ def ipc_latency(count=32):
         d.set_current()
         cmr = DeviceMemoryResource(d, DeviceMemoryResourceOptions(ipc_enabled=True,
                                                                   max_size=256 * MiB))
-        cbufs = [cmr.allocate(MiB) for _ in range(count)]
+        cs = d.create_stream()
+        cbufs = [cmr.allocate(MiB, stream=cs) for _ in range(count)]   # cuda.core 1.2: keyword
+        cs.sync()
         _latency(_cuda_core_child, (cmr, cbufs[:1]))
         res["cuda.core"] = _latency(_cuda_core_child, (cmr, cbufs))
     except Exception as e:  # noqa: BLE001
