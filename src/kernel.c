@@ -67,7 +67,8 @@ cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv, 
 }
 
 cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
-                                    const cuabi__driver *drv, CUfunction *out)
+                                    const cuabi__driver *drv, CUfunction *out,
+                                    const char *caller)
 {
     bool cached = dev->ordinal >= 0 && dev->ordinal < CUABI__KERNEL_FUNCTION_CACHE;
     CUfunction f = cached ? atomic_load_explicit(&k->functions[dev->ordinal],
@@ -77,13 +78,13 @@ cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
         return CUABI_SUCCESS;
     }
     CUkernel ck;
-    CUABI__TRY(cuabi__kernel_cukernel(k, drv, &ck, __func__));
+    CUABI__TRY(cuabi__kernel_cukernel(k, drv, &ck, caller));
     CUABI__TRY(cuabi__device_activate(dev, drv));
     /* Lazy loading compiles for this device now: image errors show here. */
     if (!drv->cuKernelGetFunction)
-        return cuabi__missing_entry("cuKernelGetFunction", __func__);
+        return cuabi__missing_entry("cuKernelGetFunction", caller);
     CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, CUABI__CU_RAW(drv, cuKernelGetFunction, &f, ck),
-                                       "cuKernelGetFunction", __func__));
+                                       "cuKernelGetFunction", caller));
     if (cached)
         atomic_store_explicit(&k->functions[dev->ordinal], f, memory_order_release);
     *out = f;
@@ -354,7 +355,7 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_function(uintptr_t *out, cuabi_kernel *k
     CUABI__GET(k, kernel, KERNEL);
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__kernel_function(k, dev, drv, &f));
+    CUABI__TRY(cuabi__kernel_function(k, dev, drv, &f, __func__));
     *out = (uintptr_t)f;
     return CUABI_SUCCESS;
 }

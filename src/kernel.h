@@ -34,7 +34,8 @@ cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv,
 /* The kernel's CUfunction in the device's primary context (made current),
  * cached per device. */
 cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
-                                    const cuabi__driver *drv, CUfunction *out);
+                                    const cuabi__driver *drv, CUfunction *out,
+                                    const char *caller);
 /* Parameter count, offsets and sizes, cached: from cuKernelGetParamInfo when
  * the driver has it and the kernel is loaded, else from the CUBIN. The arrays
  * are borrowed from the kernel. */

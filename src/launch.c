@@ -385,7 +385,7 @@ static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
     CUABI__TRY(check_pack(*p, *k, caller));
     CUABI__TRY(resolve_target(t, config, *k, caller));
     CUABI__TRY(cuabi__driver_get(drv));
-    CUABI__TRY(cuabi__kernel_function(*k, t->dev, *drv, f));
+    CUABI__TRY(cuabi__kernel_function(*k, t->dev, *drv, f, caller));
     return needs_current_context(t) ? cuabi__device_activate(t->dev, *drv) : CUABI_SUCCESS;
 }
 

@@ -438,7 +438,10 @@ static cuabi_status add_data(cuabi__linker *l, cuabi_code_type type, const void 
         if (!nk)
             return CUABI_ERROR_OUT_OF_MEMORY;
         l->kept = nk;
-        k.data = cuabi__malloc(size);
+        /* One byte more, a NUL: nvJitLink reads PTX text one byte past its
+         * size (ASan saw it read 1140 bytes of a 1139-byte copy); the
+         * caller's PTX from cuabi_linker_add_file has one there. */
+        k.data = cuabi__malloc(size + 1);
         k.name = cuabi__strdup(name);
         if (!k.data || !k.name) {
             cuabi__free(k.data);
@@ -446,6 +449,7 @@ static cuabi_status add_data(cuabi__linker *l, cuabi_code_type type, const void 
             return CUABI_ERROR_OUT_OF_MEMORY;
         }
         memcpy(k.data, data, size);
+        ((char *)k.data)[size] = '\0';
     }
     nvJitLinkResult r = l->cached ? NVJITLINK_SUCCESS
                                   : l->nvj->nvJitLinkAddData(l->h, it, data, size, name);

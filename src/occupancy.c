@@ -260,7 +260,7 @@ static cuabi_status live_setup(live *l, cuabi_kernel *kernel, cuabi_device *devi
     CUABI__TRY(cuabi__handle_get(device, CUABI__T_DEVICE, &obj, caller));
     l->dev = obj;
     CUABI__TRY(cuabi__driver_get(&l->drv));
-    CUABI__TRY(cuabi__kernel_function(l->kernel, l->dev, l->drv, &l->func));
+    CUABI__TRY(cuabi__kernel_function(l->kernel, l->dev, l->drv, &l->func, caller));
     return cuabi__device_activate(l->dev, l->drv);
 }
 
@@ -384,7 +384,7 @@ static cuabi_status live_cluster(int *out, bool active, cuabi_kernel *kernel,
     CUABI__TRY(cuabi__handle_get(kernel, CUABI__T_KERNEL, &obj, caller));
     CUABI__TRY(cuabi__launch_target(&dev, &s, config, caller));
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__kernel_function(obj, dev, drv, &f));
+    CUABI__TRY(cuabi__kernel_function(obj, dev, drv, &f, caller));
     CUABI__TRY(cuabi__device_activate(dev, drv));
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];

@@ -113,7 +113,7 @@ START_TEST(attributes_and_functions)
     ck_assert_ok(cuabi__handle_get(k, CUABI__T_KERNEL, (void **)&ik, "t"));
     ck_assert_ok(cuabi__handle_get(d1, CUABI__T_DEVICE, (void **)&id, "t"));
     CUfunction cf;
-    ck_assert_ok(cuabi__kernel_function(ik, id, cuabi__driver_for_test(), &cf));
+    ck_assert_ok(cuabi__kernel_function(ik, id, cuabi__driver_for_test(), &cf, "test"));
     ck_assert_uint_eq((uintptr_t)cf, f1);
     /* Misuse. */
     ck_assert_status(cuabi_kernel_function(&f0, k, (cuabi_device *)k), CUABI_ERROR_INVALID_HANDLE);
@@ -259,6 +259,7 @@ START_TEST(cubin_for_another_gpu_serves_offline_queries)
     uintptr_t f;
     ck_assert_status(cuabi_kernel_function(&f, k, d), CUABI_ERROR_INVALID_IMAGE);
     ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_NO_BINARY_FOR_GPU);
+    ck_assert_error_mentions("cuabi_kernel_function:");   /* the public call, not an internal */
     ck_assert_ok(cuabi_device_release(d));
     ck_assert_ok(cuabi_kernel_release(k));
     ck_assert_ok(cuabi_objcode_release(o));

@@ -341,8 +341,9 @@ static linked link_inputs(const cuabi_linker_options *o, cuabi_code_type output,
     ck_assert_ok(cuabi_linker_cache_hit(&r.hit, l));
     const void *d;
     ck_assert_ok(cuabi_objcode_bytes(&d, &r.size, obj));
-    r.bytes = malloc(r.size);
+    r.bytes = malloc(r.size + 1);   /* + a NUL: PTX output is read as text */
     memcpy(r.bytes, d, r.size);
+    ((char *)r.bytes)[r.size] = '\0';
     cuabi_code_type t;
     ck_assert_ok(cuabi_objcode_code_type(&t, obj));
     ck_assert_int_eq(t, output);
