@@ -10,95 +10,127 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------- buffer struct cache */
+/* ------------------------------------------------------- buffer park */
 
-/* Allocating and freeing buffers in a loop is the common pattern, so each
- * thread keeps a few freed buffer structs (linked through `payload`) instead
- * of calling malloc/free for every buffer. A thread's structs are freed when
- * it ends. Sanitizer builds keep none, so that use-after-free of a buffer
- * struct is still caught. */
+/* Allocating and freeing buffers in a loop is the common pattern, so a
+ * freed buffer struct is not given back at once: it waits in a per-thread
+ * FIFO park together with its handle slot (keeps_slot, handle.h), and the
+ * next buffer takes it over with cuabi__handle_revive: no malloc/free and
+ * no trip through the handle registry's free lists. A struct is reused
+ * only once more than PARK_KEEP others wait behind it, so a thread churning
+ * one buffer still cycles through PARK_KEEP + 1 slots (the registry's
+ * guarantee against a stale handle aliasing a new buffer, handle.c). A full
+ * park gives its oldest struct and slot back; a thread's park is emptied
+ * when the thread ends. Sanitizer builds park nothing, so that
+ * use-after-free of a buffer struct is still caught. */
 #if defined(__SANITIZE_ADDRESS__)
-#  define BUFFER_CACHE_CAP 0
+#  define PARK_CAP 0
 #elif defined(__has_feature)
 #  if __has_feature(address_sanitizer)
-#    define BUFFER_CACHE_CAP 0
+#    define PARK_CAP 0
 #  endif
 #endif
-#ifndef BUFFER_CACHE_CAP
-#  define BUFFER_CACHE_CAP 32
+#ifndef PARK_CAP
+#  define PARK_CAP 32
 #endif
+#define PARK_KEEP 16
+#define PARK_SLOTS (PARK_CAP ? PARK_CAP : 1) /* sanitizer builds: an unused ring */
 
-typedef struct buffer_cache {
-    cuabi__buffer *head;
-    int count; /* signed: the cap is 0 in sanitizer builds */
+typedef struct buffer_park {
+    cuabi__buffer *ring[PARK_SLOTS]; /* oldest at head */
+    uint32_t head, count;
     int state; /* 0 unknown, 1 usable, -1 not (no TSD key); in the struct: one
                   thread-local access per use (each is a call in a .so) */
-} buffer_cache;
-static _Thread_local buffer_cache bcache;
-static pthread_key_t bcache_key;
-static pthread_once_t bcache_once = PTHREAD_ONCE_INIT;
-static bool bcache_key_ok;
+} buffer_park;
+static _Thread_local buffer_park park;
+static pthread_key_t park_key;
+static pthread_once_t park_once = PTHREAD_ONCE_INIT;
+static bool park_key_ok;
 
-static void bcache_flush_at_exit(void *p)
+/* Give every parked struct and its slot back; `exiting`: at thread exit. */
+static void park_empty(buffer_park *p, bool exiting)
 {
-    buffer_cache *c = p;
-    while (c->head) {
-        cuabi__buffer *b = c->head;
-        c->head = b->payload;
+    for (; p->count > 0; p->count--) {
+        cuabi__buffer *b = p->ring[p->head];
+        p->head = (p->head + 1) % PARK_SLOTS;
+        cuabi__handle_give_back(&b->base, exiting);
         free(b);
     }
-    c->count = 0;
+}
+
+static void park_empty_at_exit(void *p)
+{
+    park_empty(p, true);
 }
 
 void cuabi__buffer_cache_flush(void)
 {
-    bcache_flush_at_exit(&bcache);
+    if (park.state > 0)
+        park_empty(&park, false);
 }
 
-static void bcache_key_create(void)
+static void park_key_create(void)
 {
-    bcache_key_ok = pthread_key_create(&bcache_key, bcache_flush_at_exit) == 0;
+    park_key_ok = pthread_key_create(&park_key, park_empty_at_exit) == 0;
 }
 
-/* A thread's first use: register its cache for the flush at thread exit. */
-static __attribute__((noinline, cold)) void bcache_init(buffer_cache *c)
+/* A thread's first use: register its park for emptying at thread exit. */
+static __attribute__((noinline, cold)) void park_init(buffer_park *p)
 {
-    pthread_once(&bcache_once, bcache_key_create);
-    c->state = bcache_key_ok && pthread_setspecific(bcache_key, c) == 0 ? 1 : -1;
+    pthread_once(&park_once, park_key_create);
+    p->state = park_key_ok && pthread_setspecific(park_key, p) == 0 ? 1 : -1;
 }
 
-/* This thread's cache, or NULL when it could not be freed at thread exit. */
-static inline buffer_cache *my_bcache(void)
+/* This thread's park, or NULL when it could not be emptied at thread exit. */
+static inline buffer_park *my_park(void)
 {
-    buffer_cache *c = &bcache;
-    __asm__("" : "+r"(c)); /* one thread-local address computation (handle.c) */
-    if (CUABI__UNLIKELY(c->state == 0))
-        bcache_init(c);
-    return c->state > 0 ? c : NULL;
+    buffer_park *p = &park;
+    __asm__("" : "+r"(p)); /* one thread-local address computation (handle.c) */
+    if (CUABI__UNLIKELY(p->state == 0))
+        park_init(p);
+    return p->state > 0 ? p : NULL;
 }
 
-static cuabi__buffer *buffer_struct_alloc(void)
+/* A struct for a new buffer: a parked one (keeps_slot: its handle slot
+ * comes along) or a fresh one (no slot yet). */
+static inline __attribute__((always_inline)) cuabi__buffer *buffer_struct_alloc(void)
 {
-    buffer_cache *c = BUFFER_CACHE_CAP ? my_bcache() : NULL;
-    if (c && c->head) {
-        cuabi__buffer *b = c->head;
-        c->head = b->payload;
-        c->count--;
+    buffer_park *p = PARK_CAP ? my_park() : NULL;
+    if (p && p->count > PARK_KEEP) {
+        cuabi__buffer *b = p->ring[p->head];
+        p->head = (p->head + 1) % PARK_SLOTS;
+        p->count--;
         return b;
     }
-    return cuabi__malloc(sizeof(cuabi__buffer));
+    cuabi__buffer *b = cuabi__malloc(sizeof(cuabi__buffer));
+    if (b)
+        b->base.keeps_slot = false;
+    return b;
 }
 
-static void buffer_struct_free(cuabi__buffer *b)
+/* The struct's buffer is over: park it with its slot, or give both back. */
+static inline __attribute__((always_inline)) void buffer_struct_free(cuabi__buffer *b)
 {
-    buffer_cache *c = BUFFER_CACHE_CAP ? my_bcache() : NULL;
-    if (c && c->count < BUFFER_CACHE_CAP) {
-        b->payload = c->head;
-        c->head = b;
-        c->count++;
-        return;
+    if (b->base.keeps_slot) {
+        buffer_park *p = PARK_CAP ? my_park() : NULL;
+        if (p && p->count < PARK_CAP) {
+            p->ring[(p->head + p->count) % PARK_SLOTS] = b;
+            p->count++;
+            return;
+        }
+        cuabi__handle_give_back(&b->base, false);
     }
     cuabi__free(b);
+}
+
+/* At dlclose() (and process exit): delete the key whose destructor empties
+ * a thread's park, so a thread that used buffers and ends after the library
+ * is unloaded does not call into unmapped code. What such threads have
+ * parked stays allocated (like the handle registry's chunks). */
+__attribute__((destructor)) static void park_unload(void)
+{
+    if (park_key_ok)
+        pthread_key_delete(park_key);
 }
 
 /* ------------------------------------------------------------- buffers */
@@ -129,7 +161,8 @@ static inline __attribute__((always_inline)) cuabi_status buffer_mem_free(cuabi_
     return st;
 }
 
-cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
+/* Inline in cuabi_buffer_free_async, the other half of the hot pair. */
+static inline __attribute__((always_inline)) cuabi_status buffer_mem_release(cuabi__buffer *b, const char *caller)
 {
     /* A count of 1 seen with acquire is ours alone: a new reference needs
      * the buffer handle or a view holding one of the others, so no one can
@@ -140,6 +173,11 @@ cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
     if (CUABI__UNLIKELY(cuabi__capturing()) && cuabi__capture_defer_free(b))
         return CUABI_SUCCESS;
     return buffer_mem_free(b, caller);
+}
+
+cuabi_status cuabi__buffer_mem_release(cuabi__buffer *b, const char *caller)
+{
+    return buffer_mem_release(b, caller);
 }
 
 cuabi_status cuabi__buffer_mem_free(cuabi__buffer *b, const char *caller)
@@ -155,23 +193,26 @@ static void buffer_destroy(cuabi__object *o)
 /* Keep `s` alive for the buffer's deallocation: through the resource's
  * stream set where it can, else with a reference of the buffer's own.
  * Returns whether the buffer owns a reference. */
-static bool buffer_keep_stream(cuabi__buffer *b, cuabi__stream *s)
+static inline bool buffer_keep_stream(cuabi__buffer *b, cuabi__stream *s)
 {
-    if (b->res && cuabi__resource_keep_stream(b->res, s))
+    if (b->res && cuabi__resource_keeps_stream(b->res, s))
         return false;
     cuabi__object_retain(&s->base);
     return true;
 }
 
-/* Register a filled buffer and take its references; on failure the struct
- * is freed and nothing else is touched. */
-static cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
+/* Register a filled buffer and take its references; on failure nothing is
+ * touched (the caller still owns the struct). */
+static inline __attribute__((always_inline)) cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
 {
     atomic_store_explicit(&b->mem_refs, 1, memory_order_relaxed);
-    cuabi_status st = cuabi__handle_register(&b->base, CUABI__T_BUFFER, buffer_destroy);
-    if (st != CUABI_SUCCESS) {
-        buffer_struct_free(b);
-        return st;
+    if (b->base.keeps_slot) {
+        cuabi__handle_revive(&b->base, CUABI__T_BUFFER, buffer_destroy);
+    } else {
+        cuabi_status st = cuabi__handle_register(&b->base, CUABI__T_BUFFER, buffer_destroy);
+        if (st != CUABI_SUCCESS)
+            return st;
+        b->base.keeps_slot = true;
     }
     /* A resource holds its device: one reference fewer per buffer. */
     if (b->res)
@@ -196,6 +237,21 @@ static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, con
     return CUABI_SUCCESS;
 }
 
+/* The stream argument of an allocation from `r`. The resource keeps its
+ * first stream alive (cuabi__resource_keep_stream), so a handle equal to
+ * that stream's own is live: the common loop on one stream skips the
+ * registry lookup. */
+static inline cuabi_status resource_stream(cuabi__stream **s, cuabi__memory_resource *r,
+                                           cuabi_stream *stream, const char *caller)
+{
+    cuabi__stream *first = atomic_load_explicit(&r->streams[0], memory_order_acquire);
+    if (first && (uintptr_t)stream == first->base.handle) {
+        *s = first;
+        return CUABI_SUCCESS;
+    }
+    return optional_stream(s, stream, caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
                                                  cuabi_memory_resource *resource, size_t size,
                                                  size_t alignment, cuabi_stream *stream)
@@ -205,30 +261,36 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(r, resource, MEMORY_RESOURCE);
-    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__TRY(resource_stream(&s, r, stream, __func__));
     cuabi__buffer *b = buffer_struct_alloc();
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
-    uintptr_t ptr;
-    cuabi_status st = cuabi__resource_allocate(&ptr, r, size, &alignment, s, __func__);
-    if (st != CUABI_SUCCESS) {
-        buffer_struct_free(b);
-        return st;
-    }
-    b->ptr = ptr;
+    /* Filled before the driver call, so that little must survive it (fewer
+     * registers to save on the hot path); stream is the allocation's until
+     * the buffer is published. */
     b->size = size;
     b->alignment = alignment;
     b->kind = r->kind;
     b->device = r->device;
     b->res = r;
-    b->stream = r->stream_ordered ? s : NULL;
+    b->stream = s;
     b->release = NULL;
     b->payload = NULL;
+    cuabi_status st = cuabi__resource_allocate(&b->ptr, r, size, &b->alignment, s, __func__);
+    if (st != CUABI_SUCCESS) {
+        buffer_struct_free(b);
+        return st;
+    }
+    s = b->stream;
+    if (!b->res->stream_ordered)
+        b->stream = NULL;
     st = buffer_publish(out, b);
-    if (st != CUABI_SUCCESS)
-        (void)cuabi__resource_deallocate(r, ptr, size, alignment, s, __func__);
-    else if (CUABI__UNLIKELY(cuabi__capturing()) && b->stream)
+    if (CUABI__UNLIKELY(st != CUABI_SUCCESS)) {
+        (void)cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, s, __func__);
+        buffer_struct_free(b);
+    } else if (CUABI__UNLIKELY(cuabi__capturing()) && b->stream) {
         cuabi__capture_note_alloc(b);
+    }
     return st;
 }
 
@@ -251,22 +313,28 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *d
     cuabi__buffer *b = buffer_struct_alloc();
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
-    memset(b, 0, sizeof *b);
+    /* zero all but the header: a parked struct brings its handle slot */
+    memset((char *)b + sizeof b->base, 0, sizeof *b - sizeof b->base);
     b->ptr = ptr;
     b->size = size;
     b->kind = kind;
     b->device = dev;
     b->release = release;
     b->payload = payload;
-    return buffer_publish(out, b);
+    cuabi_status st = buffer_publish(out, b);
+    if (st != CUABI_SUCCESS)
+        buffer_struct_free(b); /* the memory stays the caller's */
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_stream *stream)
 {
     cuabi__buffer *b;
-    cuabi__stream *s;
     CUABI__GET(b, buffer, BUFFER);
-    CUABI__GET(s, stream, STREAM);
+    /* The buffer keeps its stream alive: the same handle is live. */
+    cuabi__stream *s = b->stream;
+    if (!s || (uintptr_t)stream != s->base.handle)
+        CUABI__GET(s, stream, STREAM);
     if (b->res && b->res->stream_ordered && s != b->stream) {
         cuabi__stream *old = b->stream;
         bool old_owned = b->stream_owned;
@@ -276,11 +344,12 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_free_async(cuabi_buffer *buffer, cuabi_s
             cuabi__object_release(&old->base);
     }
     /* A buffer handle is unique (nothing retains it), so this is its only
-     * reference: invalidate it, then drop its memory reference here so the
+     * reference: invalidate it (the slot stays with the struct: a published
+     * buffer keeps it), then drop its memory reference here so the
      * deallocation's status (when no view holds the memory) reaches the
      * caller. */
-    cuabi__object_invalidate(&b->base);
-    return cuabi__buffer_mem_release(b, __func__);
+    cuabi__handle_retire(&b->base);
+    return buffer_mem_release(b, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_pointer(uintptr_t *out, cuabi_buffer *buffer)

@@ -19,7 +19,10 @@
  * object cycles through at least CACHE_KEEP + 1 slots, never one). A full
  * ring hands its older half to the global FIFO list; a thread's ring goes
  * there when the thread ends. A free slot is owned by exactly one ring or
- * the global list, so only its owner touches it.
+ * the global list, so only its owner touches it; or by the object it
+ * belonged to, when that object keeps it (keeps_slot: freed buffers wait in
+ * a per-thread park with their slots, buffer.c, and come back to life
+ * through cuabi__handle_revive without touching the rings).
  *
  * Using a handle on one thread while another thread drops its last reference
  * is a race in the caller's program, as with any reference-counted API.
@@ -190,6 +193,7 @@ cuabi_status cuabi__handle_register(cuabi__object *obj, cuabi__handle_type type,
         gen = 1;
     atomic_store_explicit(&obj->refs, 1, memory_order_relaxed);
     obj->type = type;
+    obj->keeps_slot = false;
     obj->destroy = destroy;
     obj->handle = encode(idx, (uint32_t)gen);
     atomic_store_explicit(&s->obj, obj, memory_order_relaxed);
@@ -228,9 +232,11 @@ cuabi_status cuabi__handle_error(const void *handle, cuabi__handle_type type, co
 }
 
 static void unregister_locked(slot_cache *c, uint32_t idx);
+static void free_slot(uint32_t idx);
 
-/* Invalidate the object's slot and hand it to this thread's ring (or, when
- * the ring is full or unusable, the global list). */
+/* Invalidate the object's slot and, unless the object keeps it, hand it to
+ * this thread's ring (or, when the ring is full or unusable, the global
+ * list). */
 static void unregister(cuabi__object *obj)
 {
     uint32_t idx = (uint32_t)(obj->handle & INDEX_MASK);
@@ -238,6 +244,28 @@ static void unregister(cuabi__object *obj)
     uint64_t gen = atomic_load_explicit(&s->state, memory_order_relaxed) >> 8;
     atomic_store_explicit(&s->state, gen << 8, memory_order_release);
     atomic_store_explicit(&s->obj, NULL, memory_order_relaxed);
+    if (!obj->keeps_slot)
+        free_slot(idx);
+}
+
+void cuabi__handle_give_back(cuabi__object *obj, bool exiting)
+{
+    uint32_t idx = (uint32_t)(obj->handle & INDEX_MASK);
+    obj->keeps_slot = false;
+    if (!exiting) {
+        free_slot(idx);
+        return;
+    }
+    /* Thread-exit destructors run in no set order: this thread's ring may
+     * already have been flushed, so the slot goes to the global list. */
+    pthread_mutex_lock(&registry_lock);
+    global_push(idx);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* An invalid slot back to this thread's ring, or the global list. */
+static void free_slot(uint32_t idx)
+{
     slot_cache *c = my_cache();
     if (CUABI__LIKELY(c && c->count < CACHE_CAP)) {
         c->idx[(c->head + c->count) % CACHE_CAP] = idx;

@@ -72,4 +72,43 @@ fail:
     return cuabi__handle_error(handle, type, caller);
 }
 
+/* The slot of an object registered before, invalidated with keeps_slot set
+ * and kept by its owner (buffer.c parks freed buffers with their slots):
+ * make it live again under a new generation, the way
+ * cuabi__handle_register would, without taking a slot from the free lists.
+ * The refcount is 1 again. The release store publishes the object to
+ * cuabi__handle_get. */
+static inline void cuabi__handle_revive(cuabi__object *obj, cuabi__handle_type type,
+                                        void (*destroy)(cuabi__object *))
+{
+    uint32_t index = (uint32_t)(obj->handle & CUABI__HANDLE_INDEX_MASK);
+    cuabi__slot *chunk = atomic_load_explicit(
+        &cuabi__handle_chunks[index >> CUABI__HANDLE_CHUNK_BITS], memory_order_relaxed);
+    cuabi__slot *s = &chunk[index & (CUABI__HANDLE_CHUNK_SIZE - 1)];
+    uint64_t gen = ((atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) + 1) &
+                   CUABI__HANDLE_GEN_MASK;
+    if (__builtin_expect(gen == 0, 0))
+        gen = 1;
+    atomic_store_explicit(&obj->refs, 1, memory_order_relaxed);
+    obj->type = type;
+    obj->destroy = destroy;
+    obj->handle = (CUABI__HANDLE_MAGIC << 48) | (gen << CUABI__HANDLE_INDEX_BITS) | index;
+    atomic_store_explicit(&s->obj, obj, memory_order_relaxed);
+    atomic_store_explicit(&s->state, gen << 8 | (uint64_t)type, memory_order_release);
+}
+
+/* Invalidate the handle of an object that keeps its slot (keeps_slot) and
+ * whose only reference the caller holds: cuabi__object_invalidate without
+ * the call, for buffers' hot free path. */
+static inline void cuabi__handle_retire(cuabi__object *obj)
+{
+    uint32_t index = (uint32_t)(obj->handle & CUABI__HANDLE_INDEX_MASK);
+    cuabi__slot *chunk = atomic_load_explicit(
+        &cuabi__handle_chunks[index >> CUABI__HANDLE_CHUNK_BITS], memory_order_relaxed);
+    cuabi__slot *s = &chunk[index & (CUABI__HANDLE_CHUNK_SIZE - 1)];
+    uint64_t gen = atomic_load_explicit(&s->state, memory_order_relaxed) >> 8;
+    atomic_store_explicit(&s->state, gen << 8, memory_order_release);
+    atomic_store_explicit(&s->obj, NULL, memory_order_relaxed);
+}
+
 #endif

@@ -87,6 +87,8 @@ typedef struct cuabi__object cuabi__object;
 struct cuabi__object {
     _Atomic int64_t refs;
     uint32_t type;           /* cuabi__handle_type */
+    bool keeps_slot;         /* the handle's slot stays with the object when it
+                                is invalidated (buffers: see handle.h) */
     uint64_t handle;         /* the encoded public handle value */
     void (*destroy)(cuabi__object *self);
 };
@@ -121,6 +123,13 @@ bool cuabi__object_drop(cuabi__object *obj);
  * (unique handles, e.g. buffers: nothing else retains them), without the
  * atomic count update of cuabi__object_drop; destroy is not called. */
 void cuabi__object_invalidate(cuabi__object *obj);
+/* An object whose handle keeps its slot (keeps_slot, set after
+ * registering) has its slot invalidated, not freed, by cuabi__object_invalidate,
+ * cuabi__object_drop and the last release; its owner either registers it
+ * again with cuabi__handle_revive (handle.h) or hands the slot back here.
+ * `exiting`: called from a thread-exit destructor (straight to the global
+ * list, not this thread's ring). */
+void cuabi__handle_give_back(cuabi__object *obj, bool exiting);
 /* Number of live handles (tests check nothing leaks). */
 size_t cuabi__handle_live_count(void);
 

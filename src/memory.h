@@ -98,6 +98,13 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
  * during the call), taking one into a free place of its stream set if it
  * has one. True means a buffer of `res` may keep `stream` by keeping `res`. */
 bool cuabi__resource_keep_stream(cuabi__memory_resource *res, cuabi__stream *stream);
+/* The same, with the common case (the resource's first stream) inline. */
+static inline bool cuabi__resource_keeps_stream(cuabi__memory_resource *res,
+                                                cuabi__stream *stream)
+{
+    return atomic_load_explicit(&res->streams[0], memory_order_acquire) == stream ||
+           cuabi__resource_keep_stream(res, stream);
+}
 
 /* -------------------------------------------------------------- buffers */
 

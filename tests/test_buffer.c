@@ -570,6 +570,110 @@ START_TEST(buffers_across_threads)
 }
 END_TEST
 
+/* ---- freed buffers parked with their handle slots (src/buffer.c) */
+
+static uint32_t slot_of(const void *handle)
+{
+    return (uint32_t)((uintptr_t)handle & CUABI__HANDLE_INDEX_MASK);
+}
+
+/* A stale handle must stay refused while its struct and slot are reused,
+ * and churning one buffer must cycle through more than one slot. */
+START_TEST(churned_buffers_get_fresh_handles)
+{
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    enum { N = 200 };
+    static cuabi_buffer *seen[N];
+    uint32_t slots[N];
+    int distinct = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&seen[i], r, 64, 0, NULL));
+        for (int j = 0; j < i; j++)
+            ck_assert_ptr_ne(seen[j], seen[i]); /* a new handle every time */
+        int k = 0;
+        while (k < distinct && slots[k] != slot_of(seen[i]))
+            k++;
+        if (k == distinct)
+            slots[distinct++] = slot_of(seen[i]);
+        ck_assert_ok(cuabi_buffer_destroy(seen[i]));
+    }
+    ck_assert_int_ge(distinct, 17); /* PARK_KEEP + 1, or the registry's ring */
+    size_t n;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(cuabi_buffer_size(&n, seen[i]), CUABI_ERROR_INVALID_HANDLE);
+        ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "already released"));
+    }
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+/* A destroyed buffer whose memory a view still holds keeps its slot: no
+ * other buffer may get it until the view is gone. */
+START_TEST(view_held_buffer_keeps_its_slot)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *b, *other;
+    cuabi_view *v;
+    int64_t shape[1] = { 16 };
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    ck_assert_ok(cuabi_view_create(&v, b, 0, CUABI_DTYPE_FLOAT, 32, 1, shape, NULL, 0));
+    uint32_t held = slot_of(b);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    for (int i = 0; i < 100; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&other, r, 64, 0, NULL));
+        ck_assert_uint_ne(slot_of(other), held);
+        ck_assert_ok(cuabi_buffer_destroy(other));
+    }
+    uintptr_t data;
+    ck_assert_ok(cuabi_view_data_pointer(&data, v));
+    memset((void *)data, 0x5a, 64); /* the memory is still there */
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+static cuabi_memory_resource *park_res;
+static void *churn_and_exit(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 40; i++) {
+        cuabi_buffer *b;
+        if (cuabi_buffer_allocate(&b, park_res, 32, 0, NULL) != CUABI_SUCCESS ||
+            cuabi_buffer_destroy(b) != CUABI_SUCCESS)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+/* A thread's parked slots go back when it ends: a hundred short-lived
+ * threads would otherwise strand 17 slots each and push new handles'
+ * indices ever higher. */
+START_TEST(ended_threads_give_parked_slots_back)
+{
+    ck_assert_ok(cuabi_memory_resource_host(&park_res));
+    size_t live = cuabi__handle_live_count();
+    for (int i = 0; i < 100; i++) {
+        pthread_t t;
+        void *rc;
+        ck_assert_int_eq(pthread_create(&t, NULL, churn_and_exit, NULL), 0);
+        ck_assert_int_eq(pthread_join(t, &rc), 0);
+        ck_assert_ptr_null(rc);
+    }
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    /* past the few free slots, new handles come from never-used indices */
+    cuabi_buffer *b[100];
+    for (int i = 0; i < 100; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&b[i], park_res, 32, 0, NULL));
+        ck_assert_uint_lt(slot_of(b[i]), 1000);
+    }
+    for (int i = 0; i < 100; i++)
+        ck_assert_ok(cuabi_buffer_destroy(b[i]));
+    ck_assert_ok(cuabi_memory_resource_release(park_res));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("buffer");
@@ -586,6 +690,9 @@ static Suite *suite(void)
     tcase_add_test(tc, buffers_across_threads);
     tcase_add_test(tc, resource_keeps_its_first_streams);
     tcase_add_test(tc, resource_stream_set_under_threads);
+    tcase_add_test(tc, churned_buffers_get_fresh_handles);
+    tcase_add_test(tc, view_held_buffer_keeps_its_slot);
+    tcase_add_test(tc, ended_threads_give_parked_slots_back);
     suite_add_tcase(s, tc);
     return s;
 }

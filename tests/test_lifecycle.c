@@ -94,16 +94,21 @@ static int use(api *a)
     return deleters_after_everything(a);
 }
 
-/* A thread that uses the library (an error record with a log, handles)
- * and ends only after the library is unloaded: its thread-specific data
- * destructors must not point into the unmapped library. */
+/* A thread that uses the library (an error record with a log, handles, a
+ * freed buffer parked for reuse) and ends only after the library is
+ * unloaded: its thread-specific data destructors must not point into the
+ * unmapped library. */
 static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
 static void *late_thread(void *arg)
 {
     api *a = arg;
     cuabi_memory_resource *r;
+    cuabi_buffer *b;
     if (a->cuabi_memory_resource_host(&r) != CUABI_SUCCESS)
         return (void *)1;
+    if (a->cuabi_buffer_allocate(&b, r, 64, 0, NULL) != CUABI_SUCCESS)
+        return (void *)1;
+    a->cuabi_buffer_destroy(b);
     a->cuabi_memory_resource_release(r);
     cuabi_program *p;
     cuabi_objcode *o;
