@@ -7,8 +7,10 @@
  *    on, against the raw cuMemcpyPeerAsync on the same buffers and stream
  *    (resolved with dlopen). Needs two GPUs.
  * 2. IPC latency: cuabi_ipc_buffer_export in this process, and
- *    cuabi_ipc_buffer_import + destroy in a child process (this program,
- *    re-executed), per call, 1 MiB buffers. Needs one GPU.
+ *    cuabi_ipc_buffer_import and destroy in a child process (this program,
+ *    re-executed, its context made before anything is timed), per call,
+ *    1 MiB buffers, beside the raw cuIpcGetMemHandle / cuIpcOpenMemHandle /
+ *    cuIpcCloseMemHandle on the same memory. Needs one GPU.
  *
  * Prints one table; figures are medians of the runs.
  */
@@ -167,56 +169,86 @@ static void bench_bandwidth(int quick)
 
 enum { IPC_BUFFERS = 64 };
 
+typedef CUresult (*ipc_get_fn)(CUipcMemHandle *, CUdeviceptr);
+typedef CUresult (*ipc_open_fn)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+typedef CUresult (*ipc_close_fn)(CUdeviceptr);
+
+static void *driver_entry(const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *f = lib ? dlsym(lib, name) : NULL;
+    if (!f) {
+        fprintf(stderr, "bench_peer: cannot resolve %s\n", name);
+        exit(1);
+    }
+    return f;
+}
+
 static void hex(char *out, const uint8_t *d, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         sprintf(out + 2 * i, "%02x", d[i]);
 }
 
-/* The child: import every descriptor on stdin (hex, one a line), release
- * it, and print the median microseconds per import + release. */
+static void unhex(uint8_t *d, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        sscanf(s + 2 * i, "%2x", &v);
+        d[i] = (uint8_t)v;
+    }
+}
+
+/* The child: make the context current first (a process's start is not an
+ * IPC cost), then for each line on stdin either import a cuabi descriptor
+ * and destroy the buffer ("C hex") or open and close a raw cuIpcMemHandle
+ * ("R hex"), and print the medians in microseconds: cuabi import, cuabi
+ * release, raw open, raw close. */
 static int ipc_child(void)
 {
+    cuabi_device *dev;
+    check(cuabi_device_get(&dev, 0), "device");
+    check(cuabi_device_set_current(dev), "set current");
+    ipc_open_fn raw_open = (ipc_open_fn)driver_entry("cuIpcOpenMemHandle_v2");
+    ipc_close_fn raw_close = (ipc_close_fn)driver_entry("cuIpcCloseMemHandle");
     char line[2 * CUABI_IPC_DESCRIPTOR_SIZE + 8];
-    double t[IPC_BUFFERS];
-    int n = 0;
-    while (n < IPC_BUFFERS && fgets(line, sizeof line, stdin)) {
-        uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
-        for (int i = 0; i < CUABI_IPC_DESCRIPTOR_SIZE; i++) {
-            unsigned v;
-            sscanf(line + 2 * i, "%2x", &v);
-            d[i] = (uint8_t)v;
+    double imp[IPC_BUFFERS], rel[IPC_BUFFERS], ropen[IPC_BUFFERS], rclose[IPC_BUFFERS];
+    int n = 0, m = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        double t0 = now_us(), t1;
+        if (line[0] == 'C' && n < IPC_BUFFERS) {
+            uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
+            unhex(d, sizeof d, line + 2);
+            cuabi_buffer *b;
+            t0 = now_us();
+            check(cuabi_ipc_buffer_import(&b, d, sizeof d), "import");
+            t1 = now_us();
+            check(cuabi_buffer_destroy(b), "destroy");
+            imp[n] = t1 - t0;
+            rel[n++] = now_us() - t1;
+        } else if (line[0] == 'R' && m < IPC_BUFFERS) {
+            CUipcMemHandle h;
+            unhex((uint8_t *)&h, sizeof h, line + 2);
+            CUdeviceptr p;
+            t0 = now_us();
+            if (raw_open(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS) {
+                fprintf(stderr, "bench_peer: raw cuIpcOpenMemHandle failed\n");
+                return 1;
+            }
+            t1 = now_us();
+            raw_close(p);
+            ropen[m] = t1 - t0;
+            rclose[m++] = now_us() - t1;
         }
-        cuabi_buffer *b;
-        double t0 = now_us();
-        check(cuabi_ipc_buffer_import(&b, d, sizeof d), "import");
-        double t1 = now_us();
-        check(cuabi_buffer_destroy(b), "destroy");
-        t[n++] = now_us() - t0;
-        if (n == 1)   /* the first import also loads the driver and makes the context */
-            fprintf(stderr, "first import: %.1f us\n", t1 - t0);
     }
-    printf("%.2f\n", median(t + 1, n - 1));
+    printf("%.2f %.2f %.2f %.2f\n", median(imp, n), median(rel, n), median(ropen, m),
+           median(rclose, m));
+    cuabi_device_release(dev);
     return 0;
 }
 
-static void bench_ipc(const char *self)
+static pid_t spawn_child(const char *self, FILE **to, FILE **from)
 {
-    int n = 0;
-    check(cuabi_device_count(&n), "device count");
-    if (n < 1) {
-        printf("IPC latency: skipped (no GPU)\n");
-        return;
-    }
-    cuabi_device *dev;
-    cuabi_memory_resource *r;
-    cuabi_buffer *bufs[IPC_BUFFERS];
-    check(cuabi_device_get(&dev, 0), "device");
-    check(cuabi_ipc_memory_resource(&r, dev), "ipc resource");
-    for (int i = 0; i < IPC_BUFFERS; i++)
-        check(cuabi_buffer_allocate(&bufs[i], r, (size_t)1 << 20, 0, NULL), "allocate");
-    uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
-    double t[IPC_BUFFERS];
     int in[2], out[2];
     if (pipe(in) || pipe(out)) {
         perror("bench_peer: pipe");
@@ -234,31 +266,70 @@ static void bench_ipc(const char *self)
         perror("bench_peer: spawn");
         exit(1);
     }
+    posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     close(out[1]);
-    FILE *to = fdopen(in[1], "w"), *from = fdopen(out[0], "r");
+    *to = fdopen(in[1], "w");
+    *from = fdopen(out[0], "r");
+    return pid;
+}
+
+static void bench_ipc(const char *self)
+{
+    int n = 0;
+    check(cuabi_device_count(&n), "device count");
+    if (n < 1) {
+        printf("IPC latency: skipped (no GPU)\n");
+        return;
+    }
+    cuabi_device *dev;
+    cuabi_memory_resource *r;
+    cuabi_buffer *bufs[IPC_BUFFERS];
+    check(cuabi_device_get(&dev, 0), "device");
+    check(cuabi_ipc_memory_resource(&r, dev), "ipc resource");
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        check(cuabi_buffer_allocate(&bufs[i], r, (size_t)1 << 20, 0, NULL), "allocate");
+    ipc_get_fn raw_get = (ipc_get_fn)driver_entry("cuIpcGetMemHandle");
+    FILE *to, *from;
+    pid_t pid = spawn_child(self, &to, &from);
+    uint8_t d[CUABI_IPC_DESCRIPTOR_SIZE];
+    double t[IPC_BUFFERS], traw[IPC_BUFFERS];
+    char h[2 * CUABI_IPC_DESCRIPTOR_SIZE + 2];
     for (int i = 0; i < IPC_BUFFERS; i++) {
         double t0 = now_us();
         check(cuabi_ipc_buffer_export(d, sizeof d, bufs[i]), "export");
         t[i] = now_us() - t0;
-        char h[2 * sizeof d + 2];
         hex(h, d, sizeof d);
-        fprintf(to, "%s\n", h);
+        fprintf(to, "C %s\n", h);
+        /* the same memory as a raw handle (an IPC resource's buffer is a
+         * whole allocation: its pointer is the base) */
+        uintptr_t p;
+        CUipcMemHandle raw;
+        check(cuabi_buffer_pointer(&p, bufs[i]), "pointer");
+        t0 = now_us();
+        if (raw_get(&raw, (CUdeviceptr)p) != CUDA_SUCCESS) {
+            fprintf(stderr, "bench_peer: raw cuIpcGetMemHandle failed\n");
+            exit(1);
+        }
+        traw[i] = now_us() - t0;
+        hex(h, (const uint8_t *)&raw, sizeof raw);
+        fprintf(to, "R %s\n", h);
     }
     fclose(to);
-    double child_us = -1;
-    if (fscanf(from, "%lf", &child_us) != 1)
-        child_us = -1;
+    double imp = -1, rel = -1, ropen = -1, rclose = -1;
+    if (fscanf(from, "%lf %lf %lf %lf", &imp, &rel, &ropen, &rclose) != 4)
+        imp = rel = ropen = rclose = -1;
     fclose(from);
     int status;
     waitpid(pid, &status, 0);
-    printf("IPC, 1 MiB buffers (median us per call): export %.2f, import + release in another "
-           "process %.2f\n", median(t, IPC_BUFFERS), child_us);
+    printf("IPC, 1 MiB buffers, median us per call (raw = the driver's cuIpc* calls):\n"
+           "  export %.2f (raw cuIpcGetMemHandle %.2f); in another process, context made: "
+           "import %.2f (raw open %.2f), release %.2f (raw close %.2f)\n",
+           median(t, IPC_BUFFERS), median(traw, IPC_BUFFERS), imp, ropen, rel, rclose);
     for (int i = 0; i < IPC_BUFFERS; i++)
         cuabi_buffer_destroy(bufs[i]);
     cuabi_memory_resource_release(r);
     cuabi_device_release(dev);
-    posix_spawn_file_actions_destroy(&fa);
 }
 
 int main(int argc, char **argv)
