@@ -141,6 +141,10 @@ class Handle:
     module: str
     doc: str = ""
     lifetime: str = "shared"   # shared: retain/release; unique: destroy
+    # An internal function the public release (or destroy) calls with the
+    # handle before dropping the reference (e.g. memory resources reclaim
+    # the references threads cache for them).
+    release_hook: str = ""
 
 
 @dataclass
@@ -241,7 +245,8 @@ class Api:
                                   c.get("type", "int"), c.get("doc", "")))
         for h in d.get("handle", []):
             m.handles.append(Handle(h["name"], name, h.get("doc", ""),
-                                    h.get("lifetime", "shared")))
+                                    h.get("lifetime", "shared"),
+                                    h.get("release_hook", "")))
         for e in d.get("enum", []):
             vals = [EnumValue(v["name"], int(v["value"]), v.get("doc", ""),
                               v.get("message", "")) for v in e["values"]]
@@ -610,14 +615,18 @@ def emit_generated_source(api: Api) -> str:
     out.append(_emit_layout_queries(api))
     for h in api.handles.values():
         tag = "CUABI__T_" + h.name[len("cuabi_"):].upper()
+        hook = ""
+        if h.release_hook:
+            out.append(f"void {h.release_hook}(const void *handle);\n\n")
+            hook = f"    {h.release_hook}(handle);\n"
         if h.lifetime == "shared":
             out.append(f"CUABI_EXTERN(cuabi_status) {h.name}_retain({h.name} *handle)\n{{\n"
                        f"    return cuabi__handle_retain(handle, {tag});\n}}\n\n")
             out.append(f"CUABI_EXTERN(cuabi_status) {h.name}_release({h.name} *handle)\n{{\n"
-                       f"    return cuabi__handle_release(handle, {tag});\n}}\n\n")
+                       f"{hook}    return cuabi__handle_release(handle, {tag});\n}}\n\n")
         else:
             out.append(f"CUABI_EXTERN(cuabi_status) {h.name}_destroy({h.name} *handle)\n{{\n"
-                       f"    return cuabi__handle_release(handle, {tag});\n}}\n\n")
+                       f"{hook}    return cuabi__handle_release(handle, {tag});\n}}\n\n")
     return "".join(out)
 
 

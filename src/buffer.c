@@ -5,132 +5,37 @@
  * alive after the handle is gone. */
 #include "graph.h"
 #include "memory.h"
+#include "park.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------- buffer park */
-
-/* Allocating and freeing buffers in a loop is the common pattern, so a
- * freed buffer struct is not given back at once: it waits in a per-thread
- * FIFO park together with its handle slot (keeps_slot, handle.h), and the
- * next buffer takes it over with cuabi__handle_revive: no malloc/free and
- * no trip through the handle registry's free lists. A struct is reused
- * only once more than PARK_KEEP others wait behind it, so a thread churning
- * one buffer still cycles through PARK_KEEP + 1 slots (the registry's
- * guarantee against a stale handle aliasing a new buffer, handle.c). A full
- * park gives its oldest struct and slot back; a thread's park is emptied
- * when the thread ends. Sanitizer builds park nothing, so that
- * use-after-free of a buffer struct is still caught. */
-#if defined(__SANITIZE_ADDRESS__)
-#  define PARK_CAP 0
-#elif defined(__has_feature)
-#  if __has_feature(address_sanitizer)
-#    define PARK_CAP 0
-#  endif
-#endif
-#ifndef PARK_CAP
-#  define PARK_CAP 32
-#endif
-#define PARK_KEEP 16
-#define PARK_SLOTS (PARK_CAP ? PARK_CAP : 1) /* sanitizer builds: an unused ring */
-
-typedef struct buffer_park {
-    cuabi__buffer *ring[PARK_SLOTS]; /* oldest at head */
-    uint32_t head, count;
-    int state; /* 0 unknown, 1 usable, -1 not (no TSD key); in the struct: one
-                  thread-local access per use (each is a call in a .so) */
-} buffer_park;
-static _Thread_local buffer_park park;
-static pthread_key_t park_key;
-static pthread_once_t park_once = PTHREAD_ONCE_INIT;
-static bool park_key_ok;
-
-/* Give every parked struct and its slot back; `exiting`: at thread exit. */
-static void park_empty(buffer_park *p, bool exiting)
-{
-    for (; p->count > 0; p->count--) {
-        cuabi__buffer *b = p->ring[p->head];
-        p->head = (p->head + 1) % PARK_SLOTS;
-        cuabi__handle_give_back(&b->base, exiting);
-        free(b);
-    }
-}
-
-static void park_empty_at_exit(void *p)
-{
-    park_empty(p, true);
-}
-
-void cuabi__buffer_cache_flush(void)
-{
-    if (park.state > 0)
-        park_empty(&park, false);
-}
-
-static void park_key_create(void)
-{
-    park_key_ok = pthread_key_create(&park_key, park_empty_at_exit) == 0;
-}
-
-/* A thread's first use: register its park for emptying at thread exit. */
-static __attribute__((noinline, cold)) void park_init(buffer_park *p)
-{
-    pthread_once(&park_once, park_key_create);
-    p->state = park_key_ok && pthread_setspecific(park_key, p) == 0 ? 1 : -1;
-}
-
-/* This thread's park, or NULL when it could not be emptied at thread exit. */
-static inline buffer_park *my_park(void)
-{
-    buffer_park *p = &park;
-    __asm__("" : "+r"(p)); /* one thread-local address computation (handle.c) */
-    if (CUABI__UNLIKELY(p->state == 0))
-        park_init(p);
-    return p->state > 0 ? p : NULL;
-}
+/* ------------------------------------------------------ buffer structs */
 
 /* A struct for a new buffer: a parked one (keeps_slot: its handle slot
- * comes along) or a fresh one (no slot yet). */
-static inline __attribute__((always_inline)) cuabi__buffer *buffer_struct_alloc(void)
+ * comes along; park.h) or a fresh one (no slot yet). */
+static inline __attribute__((always_inline)) cuabi__buffer *buffer_struct_alloc(cuabi__park *p)
 {
-    buffer_park *p = PARK_CAP ? my_park() : NULL;
-    if (p && p->count > PARK_KEEP) {
-        cuabi__buffer *b = p->ring[p->head];
-        p->head = (p->head + 1) % PARK_SLOTS;
-        p->count--;
+    cuabi__buffer *b = cuabi__park_take(p);
+    if (b)
         return b;
-    }
-    cuabi__buffer *b = cuabi__malloc(sizeof(cuabi__buffer));
+    b = cuabi__malloc(sizeof(cuabi__buffer));
     if (b)
         b->base.keeps_slot = false;
     return b;
 }
 
 /* The struct's buffer is over: park it with its slot, or give both back. */
-static inline __attribute__((always_inline)) void buffer_struct_free(cuabi__buffer *b)
+static inline __attribute__((always_inline)) void buffer_struct_free(cuabi__park *p,
+                                                                    cuabi__buffer *b)
 {
     if (b->base.keeps_slot) {
-        buffer_park *p = PARK_CAP ? my_park() : NULL;
-        if (p && p->count < PARK_CAP) {
-            p->ring[(p->head + p->count) % PARK_SLOTS] = b;
-            p->count++;
+        if (cuabi__park_put(p, b))
             return;
-        }
         cuabi__handle_give_back(&b->base, false);
     }
     cuabi__free(b);
-}
-
-/* At dlclose() (and process exit): delete the key whose destructor empties
- * a thread's park, so a thread that used buffers and ends after the library
- * is unloaded does not call into unmapped code. What such threads have
- * parked stays allocated (like the handle registry's chunks). */
-__attribute__((destructor)) static void park_unload(void)
-{
-    if (park_key_ok)
-        pthread_key_delete(park_key);
 }
 
 /* ------------------------------------------------------------- buffers */
@@ -153,11 +58,12 @@ static inline __attribute__((always_inline)) cuabi_status buffer_mem_free(cuabi_
         b->release(b->ptr, b->size, b->payload);
     if (b->stream && b->stream_owned)
         cuabi__object_release(&b->stream->base);
+    cuabi__park *p = cuabi__my_park();
     if (b->res)
-        cuabi__object_release(&b->res->base);
+        cuabi__resource_unhold(p, b->res);
     else if (b->device)
         cuabi__object_release(&b->device->base);
-    buffer_struct_free(b);
+    buffer_struct_free(p, b);
     return st;
 }
 
@@ -202,8 +108,10 @@ static inline bool buffer_keep_stream(cuabi__buffer *b, cuabi__stream *s)
 }
 
 /* Register a filled buffer and take its references; on failure nothing is
- * touched (the caller still owns the struct). */
-static inline __attribute__((always_inline)) cuabi_status buffer_publish(cuabi_buffer **out, cuabi__buffer *b)
+ * touched (the caller still owns the struct). `p`: this thread's park. */
+static inline __attribute__((always_inline)) cuabi_status buffer_publish(cuabi_buffer **out,
+                                                                        cuabi__buffer *b,
+                                                                        cuabi__park *p)
 {
     atomic_store_explicit(&b->mem_refs, 1, memory_order_relaxed);
     if (b->base.keeps_slot) {
@@ -216,7 +124,7 @@ static inline __attribute__((always_inline)) cuabi_status buffer_publish(cuabi_b
     }
     /* A resource holds its device: one reference fewer per buffer. */
     if (b->res)
-        cuabi__object_retain(&b->res->base);
+        cuabi__resource_hold(p, b->res);
     else if (b->device)
         cuabi__object_retain(&b->device->base);
     b->stream_owned = false;
@@ -262,7 +170,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     *out = NULL;
     CUABI__GET(r, resource, MEMORY_RESOURCE);
     CUABI__TRY(resource_stream(&s, r, stream, __func__));
-    cuabi__buffer *b = buffer_struct_alloc();
+    cuabi__park *p = cuabi__my_park();
+    cuabi__buffer *b = buffer_struct_alloc(p);
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
     /* Filled before the driver call, so that little must survive it (fewer
@@ -278,16 +187,16 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
     b->payload = NULL;
     cuabi_status st = cuabi__resource_allocate(&b->ptr, r, size, &b->alignment, s, __func__);
     if (st != CUABI_SUCCESS) {
-        buffer_struct_free(b);
+        buffer_struct_free(p, b);
         return st;
     }
     s = b->stream;
     if (!b->res->stream_ordered)
         b->stream = NULL;
-    st = buffer_publish(out, b);
+    st = buffer_publish(out, b, p);
     if (CUABI__UNLIKELY(st != CUABI_SUCCESS)) {
         (void)cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, s, __func__);
-        buffer_struct_free(b);
+        buffer_struct_free(p, b);
     } else if (CUABI__UNLIKELY(cuabi__capturing()) && b->stream) {
         cuabi__capture_note_alloc(b);
     }
@@ -310,7 +219,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *d
                      __func__, (int)kind);
     CUABI__CHECK_ARG(ptr || size == 0, "%s: ptr is 0 but size is %zu", __func__, size);
     CUABI__CHECK_ARG(ptr + size >= ptr, "%s: ptr + size wraps around", __func__);
-    cuabi__buffer *b = buffer_struct_alloc();
+    cuabi__park *p = cuabi__my_park();
+    cuabi__buffer *b = buffer_struct_alloc(p);
     if (!b)
         return CUABI_ERROR_OUT_OF_MEMORY;
     /* zero all but the header: a parked struct brings its handle slot */
@@ -321,9 +231,9 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_wrap(cuabi_buffer **out, cuabi_device *d
     b->device = dev;
     b->release = release;
     b->payload = payload;
-    cuabi_status st = buffer_publish(out, b);
+    cuabi_status st = buffer_publish(out, b, p);
     if (st != CUABI_SUCCESS)
-        buffer_struct_free(b); /* the memory stays the caller's */
+        buffer_struct_free(p, b); /* the memory stays the caller's */
     return st;
 }
 

@@ -116,6 +116,12 @@ static inline void cuabi__object_release(cuabi__object *obj)
     if (atomic_fetch_sub_explicit(&obj->refs, 1, memory_order_acq_rel) == 1)
         cuabi__object_finish(obj);
 }
+/* Drop n references at once (n >= 1). */
+static inline void cuabi__object_release_n(cuabi__object *obj, int64_t n)
+{
+    if (atomic_fetch_sub_explicit(&obj->refs, n, memory_order_acq_rel) == n)
+        cuabi__object_finish(obj);
+}
 /* Drop one reference; the last one invalidates the handle and returns true
  * WITHOUT calling destroy: the caller finishes the object. */
 bool cuabi__object_drop(cuabi__object *obj);

@@ -53,6 +53,7 @@ static cuabi__memory_resource *resource_alloc(cuabi__resource_impl impl, cuabi_m
         r->impl = impl;
         r->kind = kind;
         r->device = dev;
+        atomic_init(&r->leasable, true);
     }
     return r;
 }

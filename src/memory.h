@@ -23,6 +23,9 @@ typedef struct cuabi__memory_resource {
     cuabi__resource_impl impl;
     cuabi_memory_kind kind;
     bool stream_ordered;           /* buffers remember their stream */
+    /* Threads may keep spare references for its buffers (park.h); false
+     * from the first release by a caller on. */
+    _Atomic bool leasable;
     /* The first streams the resource's buffers were ordered on, retained
      * until the resource is destroyed; filled once each, never cleared.
      * A buffer on one of them shares this reference instead of taking its

@@ -2,7 +2,8 @@
 # ThreadSanitizer run of tests/test_concurrency (8 threads x 1,000 mixed
 # operations, 4 processes on one cache), of tests/test_precompile (its pool
 # of compiling threads), of tests/test_graph (node additions and queries
-# from 4 threads, the capture registry): the
+# from 4 threads, the capture registry), of tests/test_buffer (the buffer
+# park and resource leases under reclaims): the
 # library sources are compiled again with gcc -fsanitize=thread into
 # BUILDDIR/tsan/ (apart from the normal build). SKIP (77) when the compiler
 # cannot link a TSan program.
@@ -53,3 +54,8 @@ export XDG_CACHE_HOME="$out/cache-home"
 $CC $FLAGS $CPPFLAGS "$srcdir/tests/test_graph.c" $objs -o "$out/test_graph" \
     $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
 CUABI_TEST_SRCDIR=$srcdir "$out/test_graph"
+# Buffers: the per-thread park and resource leases, reclaimed while other
+# threads churn (tests/test_buffer.c against the fake driver).
+$CC $FLAGS $CPPFLAGS "$srcdir/tests/test_buffer.c" $objs -o "$out/test_buffer" \
+    $(var CHECK_LIBS) $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
+CUABI_TEST_SRCDIR=$srcdir "$out/test_buffer"

@@ -3,11 +3,15 @@
 #include "testutil.h"
 #include "fake_memory.h"
 #include "memory.h"
+#include "park.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void setup(void) { fake_driver_install(); fake_memory_install(); }
 static void teardown(void)
@@ -674,6 +678,219 @@ START_TEST(ended_threads_give_parked_slots_back)
 }
 END_TEST
 
+/* ---- resource leases (src/park.h) */
+
+static int64_t refs_of(cuabi_memory_resource *r)
+{
+    void *obj;
+    ck_assert_ok(cuabi__handle_get(r, CUABI__T_MEMORY_RESOURCE, &obj, "test"));
+    return atomic_load(&((cuabi__memory_resource *)obj)->base.refs);
+}
+
+/* membarrier(2) is there on the machines the tests run on (Linux >= 4.14
+ * without a seccomp filter against it); without it there is no lease and
+ * these tests would check nothing, so say so loudly. */
+START_TEST(leases_are_available_here)
+{
+    ck_assert_msg(cuabi__leases_available(),
+                  "membarrier(2) unavailable: buffers update the resource count each time");
+}
+END_TEST
+
+/* After the first free, allocating and freeing from one resource on one
+ * thread leaves the resource's shared count alone. */
+START_TEST(a_lease_spares_the_shared_count)
+{
+    cuabi_memory_resource *r;
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_memory_resource_host(&r));
+    cuabi__buffer_cache_flush();
+    int64_t alone = refs_of(r);
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    ck_assert_int_eq(refs_of(r), alone + 1); /* no lease yet: counted */
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    int64_t leased = refs_of(r);               /* its reference now a spare */
+    ck_assert_int_eq(leased, alone + 1);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+        ck_assert_int_eq(refs_of(r), leased);
+        ck_assert_ok(cuabi_buffer_destroy(b));
+        ck_assert_int_eq(refs_of(r), leased);
+    }
+    ck_assert_ok(cuabi_memory_resource_release(r)); /* takes the spare back */
+}
+END_TEST
+
+static pthread_barrier_t lease_gate;
+static cuabi_memory_resource *lease_res;
+static void *lease_then_idle(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 10; i++) {
+        cuabi_buffer *b;
+        if (cuabi_buffer_allocate(&b, lease_res, 32, 0, NULL) != CUABI_SUCCESS ||
+            cuabi_buffer_destroy(b) != CUABI_SUCCESS)
+            return (void *)1;
+    }
+    pthread_barrier_wait(&lease_gate); /* leased; now idle */
+    pthread_barrier_wait(&lease_gate); /* until the main thread checked */
+    return NULL;
+}
+
+/* A thread that leased a resource and went idle must not keep it alive
+ * once its caller released it. */
+START_TEST(release_reclaims_an_idle_threads_lease)
+{
+    size_t live = cuabi__handle_live_count();
+    ck_assert_ok(cuabi_memory_resource_host(&lease_res));
+    ck_assert_int_eq(pthread_barrier_init(&lease_gate, NULL, 2), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, lease_then_idle, NULL), 0);
+    pthread_barrier_wait(&lease_gate);
+    ck_assert_int_eq(refs_of(lease_res), 2); /* the caller's + the idle thread's spare */
+    ck_assert_ok(cuabi_memory_resource_release(lease_res));
+    cuabi_memory_kind kind;
+    ck_assert_int_eq(cuabi_memory_resource_kind(&kind, lease_res), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    pthread_barrier_wait(&lease_gate);
+    void *rc;
+    ck_assert_int_eq(pthread_join(t, &rc), 0);
+    ck_assert_ptr_null(rc);
+    pthread_barrier_destroy(&lease_gate);
+}
+END_TEST
+
+static cuabi_buffer *outliving;
+static void *free_outliving(void *arg)
+{
+    (void)arg;
+    return cuabi_buffer_destroy(outliving) == CUABI_SUCCESS ? NULL : (void *)1;
+}
+
+/* A buffer keeps its released resource alive; freeing it (on this thread
+ * or another) destroys the resource then, and starts no new lease. */
+START_TEST(released_resource_dies_with_its_last_buffer)
+{
+    size_t live = cuabi__handle_live_count();
+    for (int other_thread = 0; other_thread < 2; other_thread++) {
+        cuabi_memory_resource *r;
+        cuabi_memory_kind kind;
+        ck_assert_ok(cuabi_memory_resource_host(&r));
+        ck_assert_ok(cuabi_buffer_allocate(&outliving, r, 64, 0, NULL));
+        ck_assert_ok(cuabi_memory_resource_release(r));
+        ck_assert_ok(cuabi_memory_resource_kind(&kind, r)); /* the buffer keeps it */
+        if (other_thread) {
+            pthread_t t;
+            void *rc;
+            ck_assert_int_eq(pthread_create(&t, NULL, free_outliving, NULL), 0);
+            ck_assert_int_eq(pthread_join(t, &rc), 0);
+            ck_assert_ptr_null(rc);
+        } else {
+            ck_assert_ok(cuabi_buffer_destroy(outliving));
+        }
+        ck_assert_int_eq(cuabi_memory_resource_kind(&kind, r), CUABI_ERROR_INVALID_HANDLE);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    }
+}
+END_TEST
+
+/* Reclaims while other threads churn buffers of other resources (inside
+ * their sections) and free buffers of the one being released. */
+enum { CHURNERS = 4, ROUNDS = 30, KEPT = 8 };
+static cuabi_memory_resource *churn_res[CHURNERS];
+static cuabi_buffer *kept_bufs[CHURNERS][KEPT];
+static pthread_barrier_t churn_gate;
+static void *churn_and_hand_back(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    for (int round = 0; round < ROUNDS; round++) {
+        pthread_barrier_wait(&churn_gate); /* kept_bufs[me] are from the released resource */
+        for (int i = 0; i < 200; i++) {
+            cuabi_buffer *b;
+            if (cuabi_buffer_allocate(&b, churn_res[me], 16, 0, NULL) != CUABI_SUCCESS ||
+                cuabi_buffer_destroy(b) != CUABI_SUCCESS)
+                return (void *)1;
+            if (i % 25 == 0 && cuabi_buffer_destroy(kept_bufs[me][i / 25]) != CUABI_SUCCESS)
+                return (void *)1;
+        }
+        pthread_barrier_wait(&churn_gate);
+    }
+    return NULL;
+}
+
+START_TEST(reclaims_under_churn)
+{
+    size_t live = cuabi__handle_live_count();
+    for (int i = 0; i < CHURNERS; i++)
+        ck_assert_ok(cuabi_memory_resource_host(&churn_res[i]));
+    ck_assert_int_eq(pthread_barrier_init(&churn_gate, NULL, CHURNERS + 1), 0);
+    pthread_t t[CHURNERS];
+    for (int i = 0; i < CHURNERS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn_and_hand_back, (void *)(intptr_t)i), 0);
+    for (int round = 0; round < ROUNDS; round++) {
+        cuabi_memory_resource *doomed;
+        cuabi_memory_kind kind;
+        ck_assert_ok(cuabi_memory_resource_host(&doomed));
+        for (int i = 0; i < CHURNERS; i++)
+            for (int k = 0; k < KEPT; k++)
+                ck_assert_ok(cuabi_buffer_allocate(&kept_bufs[i][k], doomed, 16, 0, NULL));
+        /* this thread leases `doomed` too */
+        cuabi_buffer *b;
+        ck_assert_ok(cuabi_buffer_allocate(&b, doomed, 16, 0, NULL));
+        ck_assert_ok(cuabi_buffer_destroy(b));
+        pthread_barrier_wait(&churn_gate);
+        ck_assert_ok(cuabi_memory_resource_release(doomed)); /* while they churn and free */
+        pthread_barrier_wait(&churn_gate);
+        ck_assert_int_eq(cuabi_memory_resource_kind(&kind, doomed), CUABI_ERROR_INVALID_HANDLE);
+    }
+    for (int i = 0; i < CHURNERS; i++) {
+        void *rc;
+        ck_assert_int_eq(pthread_join(t[i], &rc), 0);
+        ck_assert_ptr_null(rc);
+        ck_assert_ok(cuabi_memory_resource_release(churn_res[i]));
+    }
+    pthread_barrier_destroy(&churn_gate);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
+/* A forked child (only the forking thread) must not wait for the other
+ * threads' parks when it releases a resource. */
+START_TEST(release_in_a_forked_child)
+{
+    ck_assert_ok(cuabi_memory_resource_host(&lease_res));
+    ck_assert_int_eq(pthread_barrier_init(&lease_gate, NULL, 2), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, lease_then_idle, NULL), 0);
+    pthread_barrier_wait(&lease_gate);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        cuabi_memory_resource *r;
+        cuabi_buffer *b;
+        int ok = cuabi_memory_resource_host(&r) == CUABI_SUCCESS &&
+                 cuabi_buffer_allocate(&b, r, 8, 0, NULL) == CUABI_SUCCESS &&
+                 cuabi_buffer_destroy(b) == CUABI_SUCCESS &&
+                 cuabi_memory_resource_release(r) == CUABI_SUCCESS &&
+                 cuabi_memory_resource_release(lease_res) == CUABI_SUCCESS;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    for (int waited = 0; waited < 1000 && waitpid(pid, &status, WNOHANG) == 0; waited++)
+        usleep(10 * 1000);
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ck_abort_msg("the forked child hung releasing a resource");
+    }
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pthread_barrier_wait(&lease_gate);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    pthread_barrier_destroy(&lease_gate);
+    ck_assert_ok(cuabi_memory_resource_release(lease_res));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("buffer");
@@ -693,6 +910,12 @@ static Suite *suite(void)
     tcase_add_test(tc, churned_buffers_get_fresh_handles);
     tcase_add_test(tc, view_held_buffer_keeps_its_slot);
     tcase_add_test(tc, ended_threads_give_parked_slots_back);
+    tcase_add_test(tc, leases_are_available_here);
+    tcase_add_test(tc, a_lease_spares_the_shared_count);
+    tcase_add_test(tc, release_reclaims_an_idle_threads_lease);
+    tcase_add_test(tc, released_resource_dies_with_its_last_buffer);
+    tcase_add_test(tc, reclaims_under_churn);
+    tcase_add_test(tc, release_in_a_forked_child);
     suite_add_tcase(s, tc);
     return s;
 }

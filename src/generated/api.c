@@ -795,6 +795,8 @@ CUABI_EXTERN(cuabi_status) cuabi_event_release(cuabi_event *handle)
     return cuabi__handle_release(handle, CUABI__T_EVENT);
 }
 
+void cuabi__resource_before_release(const void *handle);
+
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_retain(cuabi_memory_resource *handle)
 {
     return cuabi__handle_retain(handle, CUABI__T_MEMORY_RESOURCE);
@@ -802,6 +804,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_retain(cuabi_memory_resource *h
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_release(cuabi_memory_resource *handle)
 {
+    cuabi__resource_before_release(handle);
     return cuabi__handle_release(handle, CUABI__T_MEMORY_RESOURCE);
 }
 
