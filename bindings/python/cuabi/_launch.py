@@ -206,7 +206,8 @@ _memmove = C.memmove
 _CONFIG_SIZE = C.sizeof(_capi.cuabi_launch_config)
 
 # Captures begun from Python in progress (_callbacks.captures): a launch
-# during one keeps its arguments with the graph.
+# during one keeps its arguments with the graph (both backends: the compiled
+# launch calls _keep_for_captures too).
 from ._callbacks import captures as _captures, keep_for_captures as _keep_for_captures  # noqa: E402
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
@@ -430,7 +431,8 @@ if fast is not None:
     # The compiled backend: launch() and PreparedLaunch.__call__ in C, with
     # launch_py as the path for everything they leave to Python.
     PreparedLaunch.__call__ = PreparedLaunch.launch = fast.launch_setup(
-        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures)
+        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures,
+        _keep_for_captures)
     fast.pack_setup(_arg_class, _SCALAR_VALUE_OFFSET)
     launch = fast.launch
 else:

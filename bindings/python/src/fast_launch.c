@@ -12,7 +12,13 @@
  * which the ctypes backend runs: a stream that is not a cuabi Stream (None,
  * foreign streams), a closed handle, a kernel seen for the first time, an
  * argument the compiled packer leaves to Python (fast_pack.c). Errors are
- * raised by the same Python functions in both backends. */
+ * raised by the same Python functions in both backends.
+ *
+ * A launch while a Python graph capture is in progress stays here too: it
+ * hands its arguments to cuabi._callbacks.keep_for_captures afterwards, as
+ * launch_py does (the capture's graph keeps what C cannot see: arrays passed
+ * by address). Captures used to take the Python launch, whose own pack and
+ * packer are not the ones plain launches warmed. */
 #include "fast.h"
 #include "fast_pack.h"
 
@@ -25,8 +31,8 @@ static Py_ssize_t config_addr_off = -1;     /* LaunchConfig._addr */
 static PyObject *python_launch;             /* cuabi._launch.launch_py */
 static PyObject *launch_failed;             /* cuabi._launch._launch_failed(status, kernel) */
 static PyObject *captures;                  /* cuabi._callbacks.captures: Python graph
-                                               captures in progress (their launches keep
-                                               their arguments: launch_py does that) */
+                                               captures in progress */
+static PyObject *keep_for_captures;         /* cuabi._callbacks.keep_for_captures(args) */
 static PyObject *str_launch_cache, *str_fast;
 
 typedef struct lane {
@@ -195,6 +201,21 @@ static PlainLaunch *plain_of(PyObject *kernel)
     return (PlainLaunch *)pl;
 }
 
+/* Hand a captured launch's arguments to the captures in progress (the
+ * tuple launch_py's *args would be). */
+static int keep_arguments(PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, Py_NewRef(args[i]));
+    PyObject *r = PyObject_CallOneArg(keep_for_captures, t);
+    Py_DECREF(t);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
                         PyObject *kwnames)
 {
@@ -202,8 +223,7 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
         return fast_not_attached(), NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
-        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type ||
-        (captures && PyList_GET_SIZE(captures) > 0))
+        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type)
         return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
     void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
     const cuabi_launch_config *cfgp =
@@ -249,6 +269,9 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
             fast_raise(st, "cuabi_launch");
         return NULL;
     }
+    /* Checked after the launch, as launch_py does: the GIL was released. */
+    if (PyList_GET_SIZE(captures) > 0 && keep_arguments(args + 3, n) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -328,13 +351,19 @@ static PyTypeObject BoundPrepared_Type = {
 };
 
 /* launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed,
- * captures) -> the method descriptor to install as PreparedLaunch.__call__. */
+ * captures, keep_for_captures) -> the method descriptor to install as
+ * PreparedLaunch.__call__. */
 static PyObject *launch_setup(PyObject *module, PyObject *args)
 {
-    PyObject *stream, *config, *prepared, *py, *failed, *caps;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO!:launch_setup", &PyType_Type, &stream, &PyType_Type,
-                          &config, &PyType_Type, &prepared, &py, &failed, &PyList_Type, &caps))
+    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO!O:launch_setup", &PyType_Type, &stream, &PyType_Type,
+                          &config, &PyType_Type, &prepared, &py, &failed, &PyList_Type, &caps,
+                          &keep))
         return NULL;
+    if (!PyCallable_Check(keep)) {
+        PyErr_SetString(PyExc_TypeError, "launch_setup: keep_for_captures must be callable");
+        return NULL;
+    }
     if (fast_handle_off < 0)
         return fast_not_attached(), NULL;
     Py_ssize_t off;
@@ -354,6 +383,8 @@ static PyObject *launch_setup(PyObject *module, PyObject *args)
     Py_XSETREF(launch_failed, failed);
     Py_INCREF(caps);
     Py_XSETREF(captures, caps);
+    Py_INCREF(keep);
+    Py_XSETREF(keep_for_captures, keep);
     return descr;
 }
 
@@ -365,8 +396,8 @@ static PyMethodDef methods[] = {
      "pack, then one call to cuabi_launch; see docs/python.md for what each parameter "
      "accepts."},
     {"launch_setup", launch_setup, METH_VARARGS,
-     "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures) "
-     "-> the compiled PreparedLaunch.__call__."},
+     "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures, "
+     "keep_for_captures) -> the compiled PreparedLaunch.__call__."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,6 +86,70 @@ def test_capture_keeps_python_arguments(code, stream):
     assert _launch._captures == []
 
 
+def _packs(kernel):
+    """(the compiled launch's packs, launch_py's free packs) of a kernel."""
+    cache = kernel._launch_cache
+    return cache.get("lanes", []), cache.get("free", [])
+
+
+def test_captured_launch_takes_the_plain_launch_path(code, stream):
+    """A launch inside a capture packs where a launch outside does: with the
+    compiled backend, one of the compiled launch's packs (not launch_py's),
+    and the graph still keeps the arguments passed by address."""
+    import weakref
+    from cuabi import _lib
+    k = code.get_kernel("add_i64")
+    out = ints([0], stream)
+    for _ in range(2):
+        cuabi.launch(stream, CFG, k, out, ints([1], stream), N(1))
+    lanes, free = _packs(k)
+    for pl in lanes + free:
+        pl.blob[:] = b"\xee" * len(pl.blob)
+    inp = ints([4, 5], stream)
+    ref = weakref.ref(inp)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    lanes, free = _packs(k)
+    packed = [pl for pl in lanes + free if pl.blob.raw != b"\xee" * len(pl.blob)]
+    assert len(packed) == 1
+    assert (packed[0] in lanes) == (_lib.fast is not None), cuabi.backend
+    assert packed[0].blob.raw[:8] == out.ptr.to_bytes(8, "little")
+    del inp
+    gc.collect()
+    assert ref() is not None                  # the graph keeps it
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 2 + 9
+    del g
+    gc.collect()
+    assert ref() is None
+
+
+def test_kernel_first_launched_inside_a_capture_then_outside(code, stream):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2, 3], stream)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(3))
+    assert read(out)[0] == 0                  # recorded, not run
+    cuabi.launch(stream, CFG, k, out, inp, N(3))
+    cuabi.launch(stream, CFG, k, out, inp.ptr + 8, 2)     # other argument types
+    stream.sync()
+    assert read(out)[0] == 6 + 5
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 11 + 6
+    with stream.capture() as g2:              # and in a capture again
+        cuabi.launch(stream, CFG, k, out, inp, N(1))
+    g2.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 17 + 1
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        with stream.capture():
+            cuabi.launch(stream, CFG, k, out, inp)
+    assert stream.capture_status == "none"
+
+
 def test_capture_keeps_host_memory_of_copies(stream):
     buf = cuabi.Buffer(16, stream=stream)
     src = np.array([7, 8], np.int64)
