@@ -10,9 +10,12 @@
  *
  * Whatever is not the common case goes to cuabi._launch's Python code,
  * which the ctypes backend runs: a stream that is not a cuabi Stream (None,
- * foreign streams), a closed handle, a kernel seen for the first time, an
- * argument the compiled packer leaves to Python (fast_pack.c). Errors are
- * raised by the same Python functions in both backends.
+ * foreign streams), a closed handle, an argument the compiled packer
+ * leaves to Python (fast_pack.c). Errors are raised by the same Python
+ * functions in both backends. A kernel's first launch makes its entries with
+ * cuabi._launch._plain (so launch_py and graph nodes find theirs) and then
+ * packs here: the Python packer of launch_py, generated per tuple of
+ * argument types, is not built for a launch the compiled packer can do.
  *
  * A launch while a Python graph capture is in progress stays here too: it
  * hands its arguments to cuabi._callbacks.keep_for_captures afterwards, as
@@ -33,6 +36,7 @@ static PyObject *launch_failed;             /* cuabi._launch._launch_failed(stat
 static PyObject *captures;                  /* cuabi._callbacks.captures: Python graph
                                                captures in progress */
 static PyObject *keep_for_captures;         /* cuabi._callbacks.keep_for_captures(args) */
+static PyObject *kernel_setup;              /* cuabi._launch._plain(kernel): its entries */
 static PyObject *str_launch_cache, *str_fast;
 
 typedef struct lane {
@@ -185,20 +189,38 @@ static lane *take_lane(PlainLaunch *pl)
     return ln;
 }
 
-static PlainLaunch *plain_of(PyObject *kernel)
+/* The kernel's compiled entry (_launch_cache["fast"], borrowed), made by
+ * kernel_setup at its first launch. -1 with the exception of kernel_setup
+ * (a closed kernel: what launch_py raises too); else 0, with *out NULL for
+ * what is not a Kernel (launch_py says why). */
+static int plain_of(PyObject *kernel, PlainLaunch **out)
 {
+    *out = NULL;
     PyObject *cache = PyObject_GetAttr(kernel, str_launch_cache);
     if (!cache) {
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
-    PyObject *pl = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, str_fast) : NULL;
+    PyObject *pl = NULL;
+    if (PyDict_CheckExact(cache)) {
+        pl = PyDict_GetItemWithError(cache, str_fast);
+        if (!pl && !PyErr_Occurred()) {
+            PyObject *r = PyObject_CallOneArg(kernel_setup, kernel);
+            if (!r) {
+                Py_DECREF(cache);
+                return -1;
+            }
+            Py_DECREF(r);
+            pl = PyDict_GetItemWithError(cache, str_fast);
+        }
+    }
     Py_DECREF(cache);                  /* the dict lives in the kernel: pl stays valid */
     if (!pl || Py_TYPE(pl) != &PlainLaunch_Type) {
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
-    return (PlainLaunch *)pl;
+    *out = (PlainLaunch *)pl;
+    return 0;
 }
 
 /* Hand a captured launch's arguments to the captures in progress (the
@@ -225,11 +247,15 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
     if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
         Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type)
         return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
+    /* The kernel first, as launch_py takes it first (its errors come first);
+     * the handles after it, since making its entries runs Python code. */
+    PlainLaunch *pl;
+    if (plain_of(args[2], &pl) < 0)
+        return NULL;
     void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
     const cuabi_launch_config *cfgp =
         fast_handle_value(fast_slot_get(args[1], config_addr_off));
-    PlainLaunch *pl = stream && cfgp ? plain_of(args[2]) : NULL;
-    if (!pl)
+    if (!pl || !stream || !cfgp)
         return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
     /* A private copy, taken before any Python code runs (an argument's
      * data_ptr() could replace the config); other threads use it too. */
@@ -351,17 +377,18 @@ static PyTypeObject BoundPrepared_Type = {
 };
 
 /* launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed,
- * captures, keep_for_captures) -> the method descriptor to install as
- * PreparedLaunch.__call__. */
+ * captures, keep_for_captures, kernel_setup) -> the method descriptor to
+ * install as PreparedLaunch.__call__. */
 static PyObject *launch_setup(PyObject *module, PyObject *args)
 {
-    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO!O:launch_setup", &PyType_Type, &stream, &PyType_Type,
-                          &config, &PyType_Type, &prepared, &py, &failed, &PyList_Type, &caps,
-                          &keep))
+    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep, *setup;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO!OO:launch_setup", &PyType_Type, &stream,
+                          &PyType_Type, &config, &PyType_Type, &prepared, &py, &failed,
+                          &PyList_Type, &caps, &keep, &setup))
         return NULL;
-    if (!PyCallable_Check(keep)) {
-        PyErr_SetString(PyExc_TypeError, "launch_setup: keep_for_captures must be callable");
+    if (!PyCallable_Check(keep) || !PyCallable_Check(setup)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "launch_setup: keep_for_captures and kernel_setup must be callable");
         return NULL;
     }
     if (fast_handle_off < 0)
@@ -385,6 +412,8 @@ static PyObject *launch_setup(PyObject *module, PyObject *args)
     Py_XSETREF(captures, caps);
     Py_INCREF(keep);
     Py_XSETREF(keep_for_captures, keep);
+    Py_INCREF(setup);
+    Py_XSETREF(kernel_setup, setup);
     return descr;
 }
 
@@ -397,7 +426,7 @@ static PyMethodDef methods[] = {
      "accepts."},
     {"launch_setup", launch_setup, METH_VARARGS,
      "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures, "
-     "keep_for_captures) -> the compiled PreparedLaunch.__call__."},
+     "keep_for_captures, kernel_setup) -> the compiled PreparedLaunch.__call__."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -125,6 +125,59 @@ def test_captured_launch_takes_the_plain_launch_path(code, stream):
     assert ref() is None
 
 
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts what a launch builds: packers generated per tuple of argument
+    types (Packer._build), kernel descriptions read from the library
+    (ArgPack.for_kernel) and packs (_PlainLaunch)."""
+    from cuabi import _argpack, _launch
+    n = {"packer": 0, "description": 0, "pack": 0}
+
+    def counting(owner, name, key):
+        real = getattr(owner, name)
+        real = getattr(real, "__func__", real)
+
+        def f(*a, **kw):
+            n[key] += 1
+            return real(*a, **kw)
+        monkeypatch.setattr(owner, name, classmethod(f) if key == "description" else f)
+    counting(_argpack.Packer, "_build", "packer")
+    counting(_argpack.ArgPack, "for_kernel", "description")
+    counting(_launch._PlainLaunch, "__init__", "pack")
+    return n
+
+
+def test_a_captured_launch_builds_nothing_for_a_launched_kernel(code, stream, builds):
+    """A kernel launched once, then in a capture: the capture reuses its
+    pack and packer (it used to take launch_py, whose own pack and Python
+    packer the compiled backend's plain launch had not made)."""
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2], stream)
+    cuabi.launch(stream, CFG, k, out, inp, N(2))
+    before = dict(builds)
+    assert before["description"] == 1
+    with stream.capture() as g:
+        for _ in range(3):
+            cuabi.launch(stream, CFG, k, out, inp, N(2))
+    assert builds == before
+    assert len(g) == 3
+
+
+def test_first_launch_of_a_kernel_in_a_capture(code, stream, builds):
+    """The kernel's description is read once; with the compiled backend no
+    Python packer is generated for arguments the compiled packer packs."""
+    from cuabi import _lib
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2], stream)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    assert builds["description"] == 1
+    assert builds["packer"] == (0 if _lib.fast is not None else 1), cuabi.backend
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 3
+
+
 def test_kernel_first_launched_inside_a_capture_then_outside(code, stream):
     k = code.get_kernel("add_i64")
     out, inp = ints([0], stream), ints([1, 2, 3], stream)
