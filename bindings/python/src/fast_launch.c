@@ -17,6 +17,10 @@
  * packs here: the Python packer of launch_py, generated per tuple of
  * argument types, is not built for a launch the compiled packer can do.
  *
+ * A GraphBuilder (cuda.core's spelling of a capture) stands for its stream:
+ * launches on it take that Stream here (its _cuabi_stream_), not a stream
+ * wrapped again per launch by launch_py.
+ *
  * A launch while a Python graph capture is in progress stays here too: it
  * hands its arguments to cuabi._callbacks.keep_for_captures afterwards, as
  * launch_py does (the capture's graph keeps what C cannot see: arrays passed
@@ -37,7 +41,7 @@ static PyObject *captures;                  /* cuabi._callbacks.captures: Python
                                                captures in progress */
 static PyObject *keep_for_captures;         /* cuabi._callbacks.keep_for_captures(args) */
 static PyObject *kernel_setup;              /* cuabi._launch._plain(kernel): its entries */
-static PyObject *str_launch_cache, *str_fast;
+static PyObject *str_launch_cache, *str_fast, *str_cuabi_stream;
 
 typedef struct lane {
     void *pack;                 /* cuabi_argpack *, owned by `keep` */
@@ -238,21 +242,32 @@ static int keep_arguments(PyObject *const *args, Py_ssize_t n)
     return r ? 0 : -1;
 }
 
-static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
-                        PyObject *kwnames)
+/* The cuabi Stream that `obj` stands for (its _cuabi_stream_: a
+ * GraphBuilder's stream), a new reference; NULL without an exception for
+ * anything else (None, foreign streams: launch_py wraps those). */
+static PyObject *stream_standing_for(PyObject *obj)
 {
-    if (!fast_api || !python_launch)
-        return fast_not_attached(), NULL;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
-        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type)
-        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
+    if (obj == Py_None || PyLong_Check(obj))
+        return NULL;
+    PyObject *s = PyObject_GetAttr(obj, str_cuabi_stream);
+    if (!s || Py_TYPE(s) != stream_type) {
+        Py_XDECREF(s);
+        PyErr_Clear();
+        return NULL;
+    }
+    return s;
+}
+
+/* launch(stream, ...) with stream_obj a cuabi Stream: args[0] itself or the
+ * Stream it stands for. Anything off goes to launch_py with args as given. */
+static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize_t nargs)
+{
     /* The kernel first, as launch_py takes it first (its errors come first);
      * the handles after it, since making its entries runs Python code. */
     PlainLaunch *pl;
     if (plain_of(args[2], &pl) < 0)
         return NULL;
-    void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
+    void *stream = fast_handle_value(fast_slot_get(stream_obj, fast_handle_off));
     const cuabi_launch_config *cfgp =
         fast_handle_value(fast_slot_get(args[1], config_addr_off));
     if (!pl || !stream || !cfgp)
@@ -299,6 +314,24 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
     if (PyList_GET_SIZE(captures) > 0 && keep_arguments(args + 3, n) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
+{
+    if (!fast_api || !python_launch)
+        return fast_not_attached(), NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) || Py_TYPE(args[1]) != config_type)
+        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
+    if (Py_TYPE(args[0]) == stream_type)
+        return launch_on(args[0], args, nargs);
+    PyObject *own = stream_standing_for(args[0]);
+    if (!own)
+        return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
+    PyObject *r = launch_on(own, args, nargs);
+    Py_DECREF(own);
+    return r;
 }
 
 /* --------------------------------------------------------- prepared */
@@ -434,7 +467,8 @@ int fast_launch_init(PyObject *module)
 {
     str_launch_cache = PyUnicode_InternFromString("_launch_cache");
     str_fast = PyUnicode_InternFromString("fast");
-    if (!str_launch_cache || !str_fast || PyType_Ready(&PlainLaunch_Type) < 0 ||
+    str_cuabi_stream = PyUnicode_InternFromString("_cuabi_stream_");
+    if (!str_launch_cache || !str_fast || !str_cuabi_stream || PyType_Ready(&PlainLaunch_Type) < 0 ||
         PyType_Ready(&BoundPrepared_Type) < 0 || PyModule_AddFunctions(module, methods) < 0)
         return -1;
     if (PyModule_AddObject(module, "PlainLaunch", Py_NewRef((PyObject *)&PlainLaunch_Type)) < 0 ||
