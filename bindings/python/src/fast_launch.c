@@ -24,8 +24,8 @@
  * A launch while a Python graph capture is in progress stays here too: it
  * hands its arguments to cuabi._callbacks.keep_for_captures afterwards, as
  * launch_py does (the capture's graph keeps what C cannot see: arrays passed
- * by address). Captures used to take the Python launch, whose own pack and
- * packer are not the ones plain launches warmed. */
+ * by address). Sending them to launch_py instead would pack them with its
+ * own pack and Python packer, not the ones plain launches made and warmed. */
 #include "fast.h"
 #include "fast_pack.h"
 
@@ -468,8 +468,9 @@ int fast_launch_init(PyObject *module)
     str_launch_cache = PyUnicode_InternFromString("_launch_cache");
     str_fast = PyUnicode_InternFromString("fast");
     str_cuabi_stream = PyUnicode_InternFromString("_cuabi_stream_");
-    if (!str_launch_cache || !str_fast || !str_cuabi_stream || PyType_Ready(&PlainLaunch_Type) < 0 ||
-        PyType_Ready(&BoundPrepared_Type) < 0 || PyModule_AddFunctions(module, methods) < 0)
+    if (!str_launch_cache || !str_fast || !str_cuabi_stream ||
+        PyType_Ready(&PlainLaunch_Type) < 0 || PyType_Ready(&BoundPrepared_Type) < 0 ||
+        PyModule_AddFunctions(module, methods) < 0)
         return -1;
     if (PyModule_AddObject(module, "PlainLaunch", Py_NewRef((PyObject *)&PlainLaunch_Type)) < 0 ||
         PyModule_AddObject(module, "BoundPrepared",
