@@ -8,17 +8,48 @@ GraphBuilder graph of the same launches and 100 cuabi.launch() calls.
 
 Host time of the calls per kernel (each round submits REPLAYS x 100 kernels,
 then waits; best round), and the cost of making each graph (capture,
-instantiate, first launch to completion). --raw-us: bench_graph's (or
-bench_launch's) "raw cuLaunchKernel" per-launch figure from the same
-machine, for ratios. Target: cuabi's replay from Python <= cuda.core's.
+instantiate, first launch to completion). cuabi's capture is the process's
+first, as a program's would be: it includes importing cuabi._graph, which
+is printed apart, as are the first captured launch of the kernel launched
+before the capture, that of a kernel never launched before (its first use:
+description, packs, loading on the device) and the median of the others.
+cuabi's modules are imported from bytecode compiled first into a private
+cache, as an installed package has it (bench_import.py and bench_python.py
+do the same): without it the first capture timed compiling cuabi/_graph.py
+(about 4.5 ms on the development machine), which an installation never
+does. --raw-us: bench_graph's (or bench_launch's) "raw cuLaunchKernel"
+per-launch figure from the same machine, for ratios. Target: cuabi's replay
+from Python <= cuda.core's.
 """
 import argparse
+import compileall
+import contextlib
+import importlib.util
+import sys
+import tempfile
 import time
 
 import numpy as np
 
 SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
 KERNELS = 100
+NOTES = []      # lines printed after the table
+
+
+@contextlib.contextmanager
+def cuabi_bytecode():
+    """Inside: imports read bytecode from a private cache, where cuabi's
+    modules are compiled first (PYTHONDONTWRITEBYTECODE, if set, is ignored
+    for it). Only around cuabi's rows: the peers' imports keep their own."""
+    with tempfile.TemporaryDirectory(prefix="cuabi-pyc-") as cache:
+        sys.pycache_prefix = cache
+        try:
+            spec = importlib.util.find_spec("cuabi")        # found, not imported
+            for d in spec.submodule_search_locations or []:
+                compileall.compile_dir(d, quiet=1)
+            yield
+        finally:
+            sys.pycache_prefix = None
 
 
 def best_round(submit, sync, replays, rounds):
@@ -47,19 +78,46 @@ def cuabi_rows(args, rows):
     dev = cuabi.Device(0)
     s = dev.create_stream(non_blocking=True)
     k = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")
+    never = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")   # first used in a capture
     buf = cuabi.Buffer(4096, stream=s)
     cfg = cuabi.LaunchConfig(grid=1, block=32)
     a, b = np.int32(5), np.float32(1.0)
     cuabi.launch(s, cfg, k, buf, a, b)
     s.sync()
+    parts = {}
 
     def capture():
-        with s.capture() as g:
-            for _ in range(KERNELS):
+        t0 = time.perf_counter()
+        cm = s.capture()            # the process's first: imports cuabi._graph
+        t1 = time.perf_counter()
+        with cm as g:
+            t2 = time.perf_counter()
+            cuabi.launch(s, cfg, k, buf, a, b)
+            t3 = time.perf_counter()
+            for _ in range(KERNELS - 1):
                 cuabi.launch(s, cfg, k, buf, a, b)
+        parts["import"], parts["first"] = (t1 - t0) * 1e6, (t3 - t2) * 1e6
         return g
 
     g, t_cap = timed(capture)
+
+    def capture_never_launched():
+        times = []
+        with s.capture() as g2:
+            for _ in range(KERNELS):
+                t0 = time.perf_counter()
+                cuabi.launch(s, cfg, never, buf, a, b)
+                times.append((time.perf_counter() - t0) * 1e6)
+        g2.close()
+        return times
+
+    times = capture_never_launched()
+    others = sorted(times[1:])
+    NOTES.append(f"cuabi [{cuabi.backend}] first capture: s.capture() {parts['import']:.0f} us "
+                 f"(imports cuabi._graph); first captured launch {parts['first']:.1f} us of "
+                 f"the kernel launched before, {times[0]:.1f} us of a kernel never launched "
+                 f"(its first use); launches 2..{KERNELS} median "
+                 f"{others[len(others) // 2]:.2f} us")
     exe, t_inst = timed(g.instantiate)
     _, t_first = timed(lambda: (exe.launch(s), s.sync()))
     rows.append((f"cuabi graph replay [{cuabi.backend}]",
@@ -114,7 +172,8 @@ def main():
     rows, making = [], {}
     for name, fn in (("cuabi", cuabi_rows), ("cuda.core", cuda_core_rows)):
         try:
-            making[name] = fn(args, rows)
+            with cuabi_bytecode() if name == "cuabi" else contextlib.nullcontext():
+                making[name] = fn(args, rows)
         except Exception as e:  # a missing peer (or GPU) is a row, not a crash
             rows.append((name, f"n/a ({type(e).__name__}: {str(e)[:70]})"))
     print(f"graph replay from Python, empty kernel k(float*, int, float), {args.replays} x "
@@ -131,6 +190,8 @@ def main():
     for name, (cap, inst, first) in making.items():
         print(f"  making the {KERNELS}-node graph with {name}: capture {cap:.0f} us, "
               f"instantiate {inst:.0f} us, first launch to completion {first:.0f} us")
+    for line in NOTES:
+        print(f"  {line}")
     ours = [v for n, v in rows if n.startswith("cuabi graph replay") and isinstance(v, float)]
     if ours and isinstance(ref, float):
         print(f"  target: cuabi's replay <= cuda.core's: {'met' if ours[0] <= ref else 'NOT MET'} "

@@ -392,6 +392,13 @@ class Packer:
         self._what = what
         self.pack = self._first
 
+    def _layout(self) -> dict:
+        """Packer() keywords for another packer of these slots, whose
+        messages name the arguments as this one's do."""
+        return dict(slots=self.slots, blob_size=self.size,
+                    type_names=[s.type_name for s in self._slot_objs], what=self._what,
+                    vectors={s.index: s.vector for s in self._slot_objs if s.vector})
+
     def _first(self, *args):
         return self._dispatch(args)
 
@@ -537,6 +544,14 @@ class ArgPack(Handle):
         says (raw where nothing does): see Kernel.param_types."""
         obj = Handle._wrap.__func__(cls, call("cuabi_argpack_create_for_kernel", kernel))
         obj._init([t[4] for t in kernel_param_types(kernel)], _kernel_label(kernel))
+        return obj
+
+    @classmethod
+    def _for_kernel_like(cls, kernel, other: "ArgPack") -> "ArgPack":
+        """ArgPack.for_kernel(kernel) where `other` is one already: the
+        library makes the pack, the description is other's."""
+        obj = Handle._wrap.__func__(cls, call("cuabi_argpack_create_for_kernel", kernel))
+        obj._packer = Packer(**other._packer._layout())
         return obj
 
     def check(self, kernel) -> None:

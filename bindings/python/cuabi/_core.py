@@ -176,6 +176,9 @@ class Stream(Handle):
         """Adopt a foreign stream; the caller keeps the original alive."""
         if isinstance(obj, Stream):
             return obj
+        own = getattr(obj, "_cuabi_stream_", None)     # a GraphBuilder: its capturing stream
+        if isinstance(own, Stream):
+            return own
         return cls._wrap(call("cuabi_stream_wrap", _as_device(device), raw_stream_of(obj)))
 
     @property

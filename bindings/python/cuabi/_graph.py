@@ -670,6 +670,12 @@ class GraphBuilder:
     def __cuda_stream__(self):
         return self.stream.__cuda_stream__()
 
+    @property
+    def _cuabi_stream_(self) -> Stream:
+        """The Stream work on the builder goes to (Stream.wrap and the
+        compiled launch take it instead of wrapping the CUstream again)."""
+        return self.stream
+
     def begin_building(self, mode="global") -> "GraphBuilder":
         if self._graph is not None:
             raise RuntimeError("cannot resume building after building has ended")

@@ -206,7 +206,8 @@ _memmove = C.memmove
 _CONFIG_SIZE = C.sizeof(_capi.cuabi_launch_config)
 
 # Captures begun from Python in progress (_callbacks.captures): a launch
-# during one keeps its arguments with the graph.
+# during one keeps its arguments with the graph (both backends: the compiled
+# launch calls _keep_for_captures too).
 from ._callbacks import captures as _captures, keep_for_captures as _keep_for_captures  # noqa: E402
 _prepared_launch, _ = hot("cuabi_prepared_launch")
 
@@ -218,17 +219,20 @@ class _PlainLaunch(Packer):
 
     __slots__ = ("argpack", "k", "p", "cfg", "cfg_addr", "cfg_p")
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, like: "_PlainLaunch | None" = None):
+        """like: the kernel's first _PlainLaunch, for another pack of it (a
+        thread's): its parameter description is taken over instead of read
+        from the library again, which costs more than the pack itself."""
         if kernel._h is None:
             kernel.handle   # raises ClosedHandleError, as every path does
-        self.argpack = ArgPack.for_kernel(kernel)
+        if like is None:
+            self.argpack = ArgPack.for_kernel(kernel)
+        else:
+            self.argpack = ArgPack._for_kernel_like(kernel, like.argpack)
         src = self.argpack._packer
-        size = src.size
-        mem = (C.c_char * max(size, 1)).from_address(
+        mem = (C.c_char * max(src.size, 1)).from_address(
             call("cuabi_argpack_blob_pointer", self.argpack))
-        Packer.__init__(self, src.slots, size, target=mem,
-                        type_names=[s.type_name for s in src._slot_objs], what=src._what,
-                        vectors={s.index: s.vector for s in src._slot_objs if s.vector})
+        Packer.__init__(self, target=mem, **src._layout())
         self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
         self.cfg = _capi.cuabi_launch_config()      # launch_py's private copy
         self.cfg_addr = C.addressof(self.cfg)
@@ -247,7 +251,8 @@ class _PlainLaunch(Packer):
 
 def _plain(kernel) -> _PlainLaunch:
     """The kernel's own plain launch (graphs pack node arguments with it),
-    made with the compiled launch's entry: both or neither."""
+    made with the compiled launch's entry: both or neither. The compiled
+    launch calls this at a kernel's first launch."""
     cache = kernel._launch_cache
     pl = cache.get("plain")
     if pl is None:
@@ -255,19 +260,19 @@ def _plain(kernel) -> _PlainLaunch:
             kernel.handle   # raises ClosedHandleError
         pl = _PlainLaunch(kernel)
         if fast is not None:
-            cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots), _lanes(kernel))
+            cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots), _lanes(kernel, pl))
         cache["plain"] = pl
     return pl
 
 
-def _lanes(kernel):
+def _lanes(kernel, first: _PlainLaunch):
     """The compiled launch's packs for `kernel`: one per thread launching it
     at the same time (the compiled launch marks them busy; launch_py keeps
-    its own, see _py_lane)."""
+    its own, see _py_lane), described as `first` is."""
     made = kernel._launch_cache.setdefault("lanes", [])    # tests look at them
 
     def new_lane():
-        pl = _PlainLaunch(kernel)
+        pl = _PlainLaunch(kernel, like=first)
         made.append(pl)
         return pl.lane()
     return new_lane
@@ -285,7 +290,7 @@ def _py_lane(kernel) -> _PlainLaunch:
     try:
         return free.pop()
     except IndexError:
-        return _PlainLaunch(kernel)
+        return _PlainLaunch(kernel, like=_plain(kernel))
 
 
 def _launch_failed(status: int, kernel) -> None:
@@ -430,7 +435,8 @@ if fast is not None:
     # The compiled backend: launch() and PreparedLaunch.__call__ in C, with
     # launch_py as the path for everything they leave to Python.
     PreparedLaunch.__call__ = PreparedLaunch.launch = fast.launch_setup(
-        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures)
+        Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures,
+        _keep_for_captures, _plain)
     fast.pack_setup(_arg_class, _SCALAR_VALUE_OFFSET)
     launch = fast.launch
 else:

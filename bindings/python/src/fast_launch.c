@@ -10,9 +10,22 @@
  *
  * Whatever is not the common case goes to cuabi._launch's Python code,
  * which the ctypes backend runs: a stream that is not a cuabi Stream (None,
- * foreign streams), a closed handle, a kernel seen for the first time, an
- * argument the compiled packer leaves to Python (fast_pack.c). Errors are
- * raised by the same Python functions in both backends. */
+ * foreign streams), a closed handle, an argument the compiled packer
+ * leaves to Python (fast_pack.c). Errors are raised by the same Python
+ * functions in both backends. A kernel's first launch makes its entries with
+ * cuabi._launch._plain (so launch_py and graph nodes find theirs) and then
+ * packs here: the Python packer of launch_py, generated per tuple of
+ * argument types, is not built for a launch the compiled packer can do.
+ *
+ * A GraphBuilder (cuda.core's spelling of a capture) stands for its stream:
+ * launches on it take that Stream here (its _cuabi_stream_), not a stream
+ * wrapped again per launch by launch_py.
+ *
+ * A launch while a Python graph capture is in progress stays here too: it
+ * hands its arguments to cuabi._callbacks.keep_for_captures afterwards, as
+ * launch_py does (the capture's graph keeps what C cannot see: arrays passed
+ * by address). Sending them to launch_py instead would pack them with its
+ * own pack and Python packer, not the ones plain launches made and warmed. */
 #include "fast.h"
 #include "fast_pack.h"
 
@@ -25,9 +38,10 @@ static Py_ssize_t config_addr_off = -1;     /* LaunchConfig._addr */
 static PyObject *python_launch;             /* cuabi._launch.launch_py */
 static PyObject *launch_failed;             /* cuabi._launch._launch_failed(status, kernel) */
 static PyObject *captures;                  /* cuabi._callbacks.captures: Python graph
-                                               captures in progress (their launches keep
-                                               their arguments: launch_py does that) */
-static PyObject *str_launch_cache, *str_fast;
+                                               captures in progress */
+static PyObject *keep_for_captures;         /* cuabi._callbacks.keep_for_captures(args) */
+static PyObject *kernel_setup;              /* cuabi._launch._plain(kernel): its entries */
+static PyObject *str_launch_cache, *str_fast, *str_cuabi_stream;
 
 typedef struct lane {
     void *pack;                 /* cuabi_argpack *, owned by `keep` */
@@ -179,37 +193,84 @@ static lane *take_lane(PlainLaunch *pl)
     return ln;
 }
 
-static PlainLaunch *plain_of(PyObject *kernel)
+/* The kernel's compiled entry (_launch_cache["fast"], borrowed), made by
+ * kernel_setup at its first launch. -1 with the exception of kernel_setup
+ * (a closed kernel: what launch_py raises too); else 0, with *out NULL for
+ * what is not a Kernel (launch_py says why). */
+static int plain_of(PyObject *kernel, PlainLaunch **out)
 {
+    *out = NULL;
     PyObject *cache = PyObject_GetAttr(kernel, str_launch_cache);
     if (!cache) {
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
-    PyObject *pl = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, str_fast) : NULL;
+    PyObject *pl = NULL;
+    if (PyDict_CheckExact(cache)) {
+        pl = PyDict_GetItemWithError(cache, str_fast);
+        if (!pl && !PyErr_Occurred()) {
+            PyObject *r = PyObject_CallOneArg(kernel_setup, kernel);
+            if (!r) {
+                Py_DECREF(cache);
+                return -1;
+            }
+            Py_DECREF(r);
+            pl = PyDict_GetItemWithError(cache, str_fast);
+        }
+    }
     Py_DECREF(cache);                  /* the dict lives in the kernel: pl stays valid */
     if (!pl || Py_TYPE(pl) != &PlainLaunch_Type) {
         PyErr_Clear();
-        return NULL;
+        return 0;
     }
-    return (PlainLaunch *)pl;
+    *out = (PlainLaunch *)pl;
+    return 0;
 }
 
-static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
-                        PyObject *kwnames)
+/* Hand a captured launch's arguments to the captures in progress (the
+ * tuple launch_py's *args would be). */
+static int keep_arguments(PyObject *const *args, Py_ssize_t n)
 {
-    if (!fast_api || !python_launch)
-        return fast_not_attached(), NULL;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) ||
-        Py_TYPE(args[0]) != stream_type || Py_TYPE(args[1]) != config_type ||
-        (captures && PyList_GET_SIZE(captures) > 0))
-        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
-    void *stream = fast_handle_value(fast_slot_get(args[0], fast_handle_off));
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, Py_NewRef(args[i]));
+    PyObject *r = PyObject_CallOneArg(keep_for_captures, t);
+    Py_DECREF(t);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* The cuabi Stream that `obj` stands for (its _cuabi_stream_: a
+ * GraphBuilder's stream), a new reference; NULL without an exception for
+ * anything else (None, foreign streams: launch_py wraps those). */
+static PyObject *stream_standing_for(PyObject *obj)
+{
+    if (obj == Py_None || PyLong_Check(obj))
+        return NULL;
+    PyObject *s = PyObject_GetAttr(obj, str_cuabi_stream);
+    if (!s || Py_TYPE(s) != stream_type) {
+        Py_XDECREF(s);
+        PyErr_Clear();
+        return NULL;
+    }
+    return s;
+}
+
+/* launch(stream, ...) with stream_obj a cuabi Stream: args[0] itself or the
+ * Stream it stands for. Anything off goes to launch_py with args as given. */
+static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* The kernel first, as launch_py takes it first (its errors come first);
+     * the handles after it, since making its entries runs Python code. */
+    PlainLaunch *pl;
+    if (plain_of(args[2], &pl) < 0)
+        return NULL;
+    void *stream = fast_handle_value(fast_slot_get(stream_obj, fast_handle_off));
     const cuabi_launch_config *cfgp =
         fast_handle_value(fast_slot_get(args[1], config_addr_off));
-    PlainLaunch *pl = stream && cfgp ? plain_of(args[2]) : NULL;
-    if (!pl)
+    if (!pl || !stream || !cfgp)
         return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
     /* A private copy, taken before any Python code runs (an argument's
      * data_ptr() could replace the config); other threads use it too. */
@@ -249,7 +310,28 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
             fast_raise(st, "cuabi_launch");
         return NULL;
     }
+    /* Checked after the launch, as launch_py does: the GIL was released. */
+    if (PyList_GET_SIZE(captures) > 0 && keep_arguments(args + 3, n) < 0)
+        return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
+{
+    if (!fast_api || !python_launch)
+        return fast_not_attached(), NULL;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 3 || (kwnames && PyTuple_GET_SIZE(kwnames)) || Py_TYPE(args[1]) != config_type)
+        return PyObject_Vectorcall(python_launch, args, nargsf, kwnames);
+    if (Py_TYPE(args[0]) == stream_type)
+        return launch_on(args[0], args, nargs);
+    PyObject *own = stream_standing_for(args[0]);
+    if (!own)
+        return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
+    PyObject *r = launch_on(own, args, nargs);
+    Py_DECREF(own);
+    return r;
 }
 
 /* --------------------------------------------------------- prepared */
@@ -328,13 +410,20 @@ static PyTypeObject BoundPrepared_Type = {
 };
 
 /* launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed,
- * captures) -> the method descriptor to install as PreparedLaunch.__call__. */
+ * captures, keep_for_captures, kernel_setup) -> the method descriptor to
+ * install as PreparedLaunch.__call__. */
 static PyObject *launch_setup(PyObject *module, PyObject *args)
 {
-    PyObject *stream, *config, *prepared, *py, *failed, *caps;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO!:launch_setup", &PyType_Type, &stream, &PyType_Type,
-                          &config, &PyType_Type, &prepared, &py, &failed, &PyList_Type, &caps))
+    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep, *setup;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO!OO:launch_setup", &PyType_Type, &stream,
+                          &PyType_Type, &config, &PyType_Type, &prepared, &py, &failed,
+                          &PyList_Type, &caps, &keep, &setup))
         return NULL;
+    if (!PyCallable_Check(keep) || !PyCallable_Check(setup)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "launch_setup: keep_for_captures and kernel_setup must be callable");
+        return NULL;
+    }
     if (fast_handle_off < 0)
         return fast_not_attached(), NULL;
     Py_ssize_t off;
@@ -354,6 +443,10 @@ static PyObject *launch_setup(PyObject *module, PyObject *args)
     Py_XSETREF(launch_failed, failed);
     Py_INCREF(caps);
     Py_XSETREF(captures, caps);
+    Py_INCREF(keep);
+    Py_XSETREF(keep_for_captures, keep);
+    Py_INCREF(setup);
+    Py_XSETREF(kernel_setup, setup);
     return descr;
 }
 
@@ -365,8 +458,8 @@ static PyMethodDef methods[] = {
      "pack, then one call to cuabi_launch; see docs/python.md for what each parameter "
      "accepts."},
     {"launch_setup", launch_setup, METH_VARARGS,
-     "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures) "
-     "-> the compiled PreparedLaunch.__call__."},
+     "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures, "
+     "keep_for_captures, kernel_setup) -> the compiled PreparedLaunch.__call__."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -374,8 +467,10 @@ int fast_launch_init(PyObject *module)
 {
     str_launch_cache = PyUnicode_InternFromString("_launch_cache");
     str_fast = PyUnicode_InternFromString("fast");
-    if (!str_launch_cache || !str_fast || PyType_Ready(&PlainLaunch_Type) < 0 ||
-        PyType_Ready(&BoundPrepared_Type) < 0 || PyModule_AddFunctions(module, methods) < 0)
+    str_cuabi_stream = PyUnicode_InternFromString("_cuabi_stream_");
+    if (!str_launch_cache || !str_fast || !str_cuabi_stream ||
+        PyType_Ready(&PlainLaunch_Type) < 0 || PyType_Ready(&BoundPrepared_Type) < 0 ||
+        PyModule_AddFunctions(module, methods) < 0)
         return -1;
     if (PyModule_AddObject(module, "PlainLaunch", Py_NewRef((PyObject *)&PlainLaunch_Type)) < 0 ||
         PyModule_AddObject(module, "BoundPrepared",

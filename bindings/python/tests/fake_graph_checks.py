@@ -4,6 +4,7 @@ tests/.libs/fake_cuda_graph.so. Kernel nodes named add_i64 and count_loop
 run on the host there: add_i64(out, in, n) adds in[0..n) to out[0];
 count_loop(handle, counter, limit) counts and sets the handle while
 counter < limit. Fake "device" memory is host memory."""
+import contextlib
 import gc
 import sys
 
@@ -84,6 +85,147 @@ def test_capture_keeps_python_arguments(code, stream):
     assert read(out)[0] == 9
     from cuabi import _launch
     assert _launch._captures == []
+
+
+@contextlib.contextmanager
+def recording(stream, how):
+    """A capture of `stream` begun with stream.capture() or as cuda.core's
+    GraphBuilder: yields (what to launch on, a list that gets the graph)."""
+    graph = []
+    if how == "capture":
+        with stream.capture() as g:
+            yield stream, graph
+        graph.append(g)
+    else:
+        gb = stream.create_graph_builder().begin_building()
+        yield gb, graph
+        graph.append(gb.end_building().graph)
+
+
+CAPTURES = pytest.mark.parametrize("how", ["capture", "builder"])
+
+
+def _packs(kernel):
+    """(the compiled launch's packs, launch_py's free packs) of a kernel."""
+    cache = kernel._launch_cache
+    return cache.get("lanes", []), cache.get("free", [])
+
+
+@CAPTURES
+def test_captured_launch_takes_the_plain_launch_path(code, stream, how):
+    """A launch inside a capture packs where a launch outside does: with the
+    compiled backend, one of the compiled launch's packs (not launch_py's),
+    and the graph still keeps the arguments passed by address."""
+    import weakref
+    from cuabi import _lib
+    k = code.get_kernel("add_i64")
+    out = ints([0], stream)
+    for _ in range(2):
+        cuabi.launch(stream, CFG, k, out, ints([1], stream), N(1))
+    lanes, free = _packs(k)
+    for pl in lanes + free:
+        pl.blob[:] = b"\xee" * len(pl.blob)
+    inp = ints([4, 5], stream)
+    ref = weakref.ref(inp)
+    with recording(stream, how) as (on, graph):
+        cuabi.launch(on, CFG, k, out, inp, N(2))
+    g = graph[0]
+    lanes, free = _packs(k)
+    packed = [pl for pl in lanes + free if pl.blob.raw != b"\xee" * len(pl.blob)]
+    assert len(packed) == 1
+    assert (packed[0] in lanes) == (_lib.fast is not None), cuabi.backend
+    assert packed[0].blob.raw[:8] == out.ptr.to_bytes(8, "little")
+    del inp
+    gc.collect()
+    assert ref() is not None                  # the graph keeps it
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 2 + 9
+    del g, graph, on                          # a GraphBuilder keeps its graph
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts what a launch builds: packers generated per tuple of argument
+    types (Packer._build), kernel descriptions read from the library
+    (ArgPack.for_kernel) and packs (_PlainLaunch)."""
+    from cuabi import _argpack, _launch
+    n = {"packer": 0, "description": 0, "pack": 0}
+
+    def counting(owner, name, key):
+        real = getattr(owner, name)
+        real = getattr(real, "__func__", real)
+
+        def f(*a, **kw):
+            n[key] += 1
+            return real(*a, **kw)
+        monkeypatch.setattr(owner, name, classmethod(f) if key == "description" else f)
+    counting(_argpack.Packer, "_build", "packer")
+    counting(_argpack.ArgPack, "for_kernel", "description")
+    counting(_launch._PlainLaunch, "__init__", "pack")
+    return n
+
+
+@CAPTURES
+def test_a_captured_launch_builds_nothing_for_a_launched_kernel(code, stream, builds, how):
+    """A kernel launched once, then in a capture: the capture reuses its
+    pack and packer (it used to take launch_py, whose own pack and Python
+    packer the compiled backend's plain launch had not made)."""
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2], stream)
+    cuabi.launch(stream, CFG, k, out, inp, N(2))
+    before = dict(builds)
+    assert before["description"] == 1
+    with recording(stream, how) as (on, graph):
+        for _ in range(3):
+            cuabi.launch(on, CFG, k, out, inp, N(2))
+    assert builds == before
+    assert len(graph[0]) == 3
+
+
+@CAPTURES
+def test_first_launch_of_a_kernel_in_a_capture(code, stream, builds, how):
+    """The kernel's description is read once; with the compiled backend no
+    Python packer is generated for arguments the compiled packer packs."""
+    from cuabi import _lib
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2], stream)
+    with recording(stream, how) as (on, graph):
+        cuabi.launch(on, CFG, k, out, inp, N(2))
+    assert builds["description"] == 1
+    assert builds["packer"] == (0 if _lib.fast is not None else 1), cuabi.backend
+    graph[0].instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 3
+
+
+@CAPTURES
+def test_kernel_first_launched_inside_a_capture_then_outside(code, stream, how):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2, 3], stream)
+    with recording(stream, how) as (on, graph):
+        cuabi.launch(on, CFG, k, out, inp, N(3))
+    g = graph[0]
+    assert read(out)[0] == 0                  # recorded, not run
+    cuabi.launch(stream, CFG, k, out, inp, N(3))
+    cuabi.launch(stream, CFG, k, out, inp.ptr + 8, 2)     # other argument types
+    stream.sync()
+    assert read(out)[0] == 6 + 5
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 11 + 6
+    with recording(stream, how) as (on, graph):     # and in a capture again
+        cuabi.launch(on, CFG, k, out, inp, N(1))
+    graph[0].instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 17 + 1
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        with stream.capture():
+            cuabi.launch(stream, CFG, k, out, inp)
+    assert stream.capture_status == "none"
 
 
 def test_capture_keeps_host_memory_of_copies(stream):
@@ -248,6 +390,7 @@ def test_graph_builder_spellings(code, stream):
     out, inp = ints([0], stream), ints([2, 3], stream)
     gb = stream.create_graph_builder().begin_building("relaxed")
     assert gb.is_building
+    assert cuabi.Stream.wrap(gb) is stream    # its own stream, not a new wrapper
     cuabi.launch(gb, CFG, k, out, inp, N(2))
     gb.end_building()
     graph = gb.complete(cuabi.CompleteOptions(upload_stream=stream))
