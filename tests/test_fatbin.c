@@ -555,6 +555,10 @@ START_TEST(nvfatbin_failures_are_reported)
     cuabi__nvfatbin_install_fake(&table);
     ck_assert_int_eq(cuabi__fault_count(), 1);
     ck_assert_int_eq(cuabi__nvfatbin_info()->version, 0);
+    cuabi_runtime_info info = CUABI_RUNTIME_INFO_INIT;
+    ck_assert_ok(cuabi_runtime_info_get(&info));
+    ck_assert_int_eq(info.nvfatbin_status, CUABI_SUCCESS);
+    ck_assert_int_eq(info.nvfatbin_version, 0);
     nvfatbin_packs(img);
     cuabi__nvfatbin_install_fake(&table);
     ck_assert_int_eq(cuabi__nvfatbin_info()->version, 13000);
