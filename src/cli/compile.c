@@ -190,19 +190,12 @@ typedef struct job {
     bool json, libdevice;
 } job;
 
-/* Compile `p` with `o`; *hit says where the result came from. NVVM IR to a
- * CUBIN takes two programs: libNVVM makes PTX only, so its PTX is then
- * compiled as a PTX program (nvJitLink), each step through the cache. */
-static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cuabi_program *p,
-                               const cuabi_program_options *o)
+/* NVVM IR to a CUBIN takes two programs: libNVVM makes PTX only, so its
+ * PTX is then compiled as a PTX program (nvJitLink), each step through the
+ * cache; *hit is the second step's. */
+static cuabi_status nvvm_to_cubin(cuabi_objcode **out, int *hit, const char *file,
+                                  cuabi_program *p, const cuabi_program_options *o)
 {
-    *hit = 0;
-    if (jb->type != CUABI_CODE_NVVM || o->output != CUABI_CODE_CUBIN) {
-        cuabi_status st = cuabi_program_compile(out, p, o);
-        if (st == CUABI_SUCCESS)
-            cuabi_program_cache_hit(hit, p);
-        return st;
-    }
     cuabi_program_options po = *o;
     po.output = CUABI_CODE_PTX;
     cuabi_objcode *ptx;
@@ -213,7 +206,7 @@ static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cua
     size_t size;
     char name[1024];
     cuabi_program *pp = NULL;
-    snprintf(name, sizeof name, "%s.ptx", jb->file);
+    snprintf(name, sizeof name, "%s.ptx", file);
     cuabi_objcode_bytes(&text, &size, ptx);
     st = cuabi_program_create(&pp, CUABI_CODE_PTX, text, size, name);
     cuabi_program_options co = *o;
@@ -226,6 +219,19 @@ static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cua
     if (pp)
         cuabi_program_release(pp);
     cuabi_objcode_release(ptx);
+    return st;
+}
+
+/* Compile `p` with `o`; *hit says where the result came from. */
+static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cuabi_program *p,
+                               const cuabi_program_options *o)
+{
+    *hit = 0;
+    if (jb->type == CUABI_CODE_NVVM && o->output == CUABI_CODE_CUBIN)
+        return nvvm_to_cubin(out, hit, jb->file, p, o);
+    cuabi_status st = cuabi_program_compile(out, p, o);
+    if (st == CUABI_SUCCESS)
+        cuabi_program_cache_hit(hit, p);
     return st;
 }
 
