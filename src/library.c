@@ -1,5 +1,6 @@
 /* Library versions and what was loaded at run time. */
 #include "internal.h"
+#include "nvvm.h"
 
 CUABI_EXTERN(const char *) cuabi_version_string(void) { return CUABI_VERSION_STRING; }
 CUABI_EXTERN(unsigned int) cuabi_version_hex(void) { return CUABI_VERSION_HEX; }
@@ -12,6 +13,21 @@ static void fill_lib(cuabi_status st, const cuabi__lib_info *info, cuabi_status 
     *version = info->version;
     *path = info->path;
     *error = st == CUABI_SUCCESS ? "" : info->error;
+}
+
+/* Version 2's libraries. Only a caller that can see the answer pays for
+ * loading them (libNVVM is ~60 MB); a version-1 struct ends before these
+ * fields, so they are never written there. */
+static void fill_v2(cuabi_runtime_info *out)
+{
+    const cuabi__nvvm *nvvm;
+    const cuabi__nvfatbin *nvfatbin;
+    cuabi_status v = cuabi__nvvm_get_for(&nvvm, "cuabi_runtime_info_get");
+    cuabi_status f = cuabi__nvfatbin_get_for(&nvfatbin, "cuabi_runtime_info_get");
+    fill_lib(v, cuabi__nvvm_info(), &out->nvvm_status, &out->nvvm_version, &out->nvvm_path,
+             &out->nvvm_error);
+    fill_lib(f, cuabi__nvfatbin_info(), &out->nvfatbin_status, &out->nvfatbin_version,
+             &out->nvfatbin_path, &out->nvfatbin_error);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out)
@@ -32,6 +48,8 @@ CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out)
              &out->nvrtc_path, &out->nvrtc_error);
     fill_lib(j, cuabi__nvjitlink_info(), &out->nvjitlink_status,
              &out->nvjitlink_version, &out->nvjitlink_path, &out->nvjitlink_error);
+    if (out->version >= 2)
+        fill_v2(out);
     cuabi_error_clear();
     return CUABI_SUCCESS;
 }

@@ -300,31 +300,37 @@ const char *const cuabi__nvfatbin_names[] = {
     "libnvfatbin.so.13", "libnvfatbin.so.12",
     CUABI_CUDA_LIBDIR "/libnvfatbin.so.13", CUABI_CUDA_LIBDIR "/libnvfatbin.so.12", NULL };
 
+/* The version, asked through the table like every other call (so a fake's,
+ * or one made to fail by tests/fault_wrap.h). A failed query leaves it 0,
+ * unknown: packing does not need it, so nvFatbin stays usable. */
+static void nvfatbin_record_version(void)
+{
+    unsigned major = 0, minor = 0;
+    bool ok = nvfatbin.nvFatbinVersion && nvfatbin.nvFatbinVersion(&major, &minor) == 0;
+    fatbin_lib.info.version = ok ? (int)(major * 1000 + minor * 10) : 0;
+}
+
 static int load_nvfatbin(void)
 {
-    static const char *const syms[] = {
-        "nvFatbinGetErrorString", "nvFatbinCreate", "nvFatbinDestroy", "nvFatbinAddPTX",
-        "nvFatbinAddCubin", "nvFatbinAddLTOIR", "nvFatbinSize", "nvFatbinGet",
-        "nvFatbinVersion" };
     loaded_lib *lib = &fatbin_lib;
     lib->fail_status = CUABI_ERROR_NOT_SUPPORTED;
     void *dl = open_first(lib, "CUABI_NVFATBIN_PATH", cuabi__nvfatbin_names);
     if (!dl)
         return -1;
-    /* The table is the symbols in this order, each a function pointer. */
-    void *p[sizeof syms / sizeof syms[0]];
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-        if (!(p[i] = dlsym(dl, syms[i]))) {
-            snprintf(lib->info.error, sizeof lib->info.error, "%.900s lacks %s",
-                     lib->info.path, syms[i]);
-            dlclose(dl);
-            return -1;
-        }
-    _Static_assert(sizeof nvfatbin == sizeof p, "nvFatbin table layout");
-    memcpy(&nvfatbin, p, sizeof p);
-    unsigned major = 0, minor = 0;
-    nvfatbin.nvFatbinVersion(&major, &minor);
-    lib->info.version = (int)(major * 1000 + minor * 10);
+    const char *missing = NULL;
+#define RESOLVE(name, ret, params)                                            \
+    nvfatbin.name = (__typeof__(nvfatbin.name))dlsym(dl, #name);               \
+    if (!nvfatbin.name && !missing) missing = #name;
+    CUABI__NVFATBIN_FUNCS(RESOLVE)
+#undef RESOLVE
+    if (missing) {
+        snprintf(lib->info.error, sizeof lib->info.error, "%.900s lacks %s", lib->info.path,
+                 missing);
+        memset(&nvfatbin, 0, sizeof nvfatbin);
+        dlclose(dl);
+        return -1;
+    }
+    nvfatbin_record_version();
     lib->dl = dl;
     return 1;
 }
@@ -337,6 +343,7 @@ cuabi_status cuabi__nvfatbin_get_for(const cuabi__nvfatbin **out, const char *ca
 }
 
 const cuabi__lib_info *cuabi__nvfatbin_info(void) { return &fatbin_lib.info; }
+cuabi__nvfatbin *cuabi__nvfatbin_for_test(void) { return &nvfatbin; }
 
 void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake)
 {
@@ -349,6 +356,7 @@ void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake)
         nvfatbin = *fake;
         fatbin_lib.info.loaded = 1;
         snprintf(fatbin_lib.info.path, sizeof fatbin_lib.info.path, "(fake nvFatbin)");
+        nvfatbin_record_version();
     } else {
         memset(&nvfatbin, 0, sizeof nvfatbin);
     }

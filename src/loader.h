@@ -252,20 +252,26 @@ cuabi__nvjitlink *cuabi__nvjitlink_for_test(void);
  * (0 is NVFATBIN_SUCCESS). Loaded on first use like NVRTC; when it is
  * missing, src/fatbin.c falls back to the `fatbinary` tool. */
 typedef struct cuabi__nvfatbin_opaque *cuabi__nvfatbin_handle;
+/* nvFatbin's entry points, all required: X(name, return type, parameters). */
+#define CUABI__NVFATBIN_FUNCS(X)                                              \
+    X(nvFatbinGetErrorString, const char *, (int result))                      \
+    X(nvFatbinCreate, int, (cuabi__nvfatbin_handle *h, const char **options, size_t count)) \
+    X(nvFatbinDestroy, int, (cuabi__nvfatbin_handle *h))                       \
+    X(nvFatbinAddPTX, int, (cuabi__nvfatbin_handle h, const char *code, size_t size, \
+                            const char *arch, const char *identifier, const char *options)) \
+    X(nvFatbinAddCubin, int, (cuabi__nvfatbin_handle h, const void *code, size_t size, \
+                              const char *arch, const char *identifier))       \
+    X(nvFatbinAddLTOIR, int, (cuabi__nvfatbin_handle h, const void *code, size_t size, \
+                              const char *arch, const char *identifier, const char *options)) \
+    X(nvFatbinSize, int, (cuabi__nvfatbin_handle h, size_t *size))             \
+    X(nvFatbinGet, int, (cuabi__nvfatbin_handle h, void *buffer))              \
+    X(nvFatbinVersion, int, (unsigned int *major, unsigned int *minor))
+
+#define CUABI__NVFATBIN_FIELD(name, ret, params) ret (*name) params;
 typedef struct cuabi__nvfatbin {
-    const char *(*nvFatbinGetErrorString)(int result);
-    int (*nvFatbinCreate)(cuabi__nvfatbin_handle *h, const char **options, size_t count);
-    int (*nvFatbinDestroy)(cuabi__nvfatbin_handle *h);
-    int (*nvFatbinAddPTX)(cuabi__nvfatbin_handle h, const char *code, size_t size,
-                          const char *arch, const char *identifier, const char *options);
-    int (*nvFatbinAddCubin)(cuabi__nvfatbin_handle h, const void *code, size_t size,
-                            const char *arch, const char *identifier);
-    int (*nvFatbinAddLTOIR)(cuabi__nvfatbin_handle h, const void *code, size_t size,
-                            const char *arch, const char *identifier, const char *options);
-    int (*nvFatbinSize)(cuabi__nvfatbin_handle h, size_t *size);
-    int (*nvFatbinGet)(cuabi__nvfatbin_handle h, void *buffer);
-    int (*nvFatbinVersion)(unsigned int *major, unsigned int *minor);
+    CUABI__NVFATBIN_FUNCS(CUABI__NVFATBIN_FIELD)
 } cuabi__nvfatbin;
+#undef CUABI__NVFATBIN_FIELD
 /* CUABI_ERROR_NOT_SUPPORTED (which files were tried, and CUABI_NVFATBIN_PATH)
  * when it cannot be loaded. */
 cuabi_status cuabi__nvfatbin_get_for(const cuabi__nvfatbin **out, const char *caller);
@@ -273,7 +279,10 @@ cuabi_status cuabi__nvfatbin_get_for(const cuabi__nvfatbin **out, const char *ca
 const cuabi__lib_info *cuabi__nvfatbin_info(void);
 extern const char *const cuabi__nvfatbin_names[];
 /* Testing: install a fake table (NULL: forget it and everything loaded, so
- * the next use loads again, reading CUABI_NVFATBIN_PATH anew). */
+ * the next use loads again, reading CUABI_NVFATBIN_PATH anew). Its version
+ * is asked through the table, as a real load asks it. */
 void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake);
+/* Testing: the live table, to swap entries (tests/fault_wrap.h). */
+cuabi__nvfatbin *cuabi__nvfatbin_for_test(void);
 
 #endif

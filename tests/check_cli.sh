@@ -1,5 +1,5 @@
 #!/bin/sh
-# The cuabi tool: help, info (text and JSON) with or without a GPU.
+# The cuabi tool: help, info (text and JSON) with or without a GPU, libNVVM or nvFatbin.
 builddir=${CUABI_TEST_BUILDDIR:-.}
 cuabi="$builddir/cuabi"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -14,6 +14,24 @@ echo "$out" | grep -Eq "^GPU 0:|^No GPU available: " || fail "info names GPUs or
 json=$("$cuabi" info --json) || fail "info --json exits 0"
 echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "devices" in d and "nvrtc" in d' \
     || fail "info --json is JSON with devices and nvrtc"
+# libNVVM and nvFatbin: a version and an existing file, or why not.
+echo "$out" | grep -Eq "^libNVVM +([0-9]+\.[0-9]+ +/|not available: )" || fail "info prints libNVVM"
+echo "$out" | grep -Eq "^nvFatbin +(([0-9]+\.[0-9]+|\?) +/|not available: )" || fail "info prints nvFatbin"
+echo "$json" | python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+for lib in ("nvvm", "nvfatbin"):
+    e = d[lib]
+    if e["available"]:
+        assert e["version"] > 0 and os.path.isfile(e["path"]) and e["error"] == "", e
+    else:
+        assert e["error"] and e["version"] == 0, e' || fail "info --json has nvvm and nvfatbin"
+out=$(CUABI_NVVM_PATH=/nonexistent/libnvvm.so.4 CUABI_NVFATBIN_PATH=/nonexistent/libnvfatbin.so.13 \
+      "$cuabi" info) || fail "info without libNVVM and nvFatbin exits 0"
+echo "$out" | grep -q "^libNVVM .*not available: .*CUABI_NVVM_PATH=/nonexistent/libnvvm.so.4" \
+    || fail "info names the missing libNVVM: $out"
+echo "$out" | grep -q "^nvFatbin .*not available: .*CUABI_NVFATBIN_PATH=/nonexistent" \
+    || fail "info names the missing nvFatbin: $out"
 # No driver at all: one clear line, exit 0.
 out=$(CUABI_DRIVER_PATH=/nonexistent/libcuda.so.1 "$cuabi" info) || fail "info without driver exits 0"
 echo "$out" | grep -q "^No GPU available: .*libcuda" || fail "info without driver says so"

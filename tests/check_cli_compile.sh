@@ -1,6 +1,7 @@
 #!/bin/sh
 # cuabi compile and cuabi cache, without a GPU, in a private cache directory.
 builddir=${CUABI_TEST_BUILDDIR:-.}
+srcdir=${CUABI_TEST_SRCDIR:-$(dirname "$0")/..}
 cuabi="$builddir/cuabi"
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d /tmp/cuabi-cli-compile-XXXXXX) || exit 1
@@ -71,6 +72,59 @@ err=$(CUABI_NVFATBIN_PATH=/nonexistent/libnvfatbin.so.13 CUABI_FATBINARY=/nonexi
 [ $? -eq 1 ] || fail "no nvFatbin and no fatbinary exits 1"
 echo "$err" | grep -q "CUABI_NVFATBIN_PATH=/nonexistent" && echo "$err" | grep -q \
     "CUABI_FATBINARY=/nonexistent/fatbinary" || fail "missing packers named: $err"
+
+# NVVM IR (issue 16): .ll text and .bc bitcode through libNVVM; a CUBIN is
+# libNVVM's PTX compiled on. tests/data/nvvm_kernels.ll: expk (calls
+# libdevice's __nv_expf) and scale.
+cp "$srcdir/tests/data/nvvm_kernels.ll" "$srcdir/tests/data/nvvm_kernels.bc" "$tmp/"
+"$cuabi" compile --help | grep -q "NVVM IR (.ll text, .bc bitcode" || fail "compile --help names NVVM IR"
+err=$("$cuabi" compile "$tmp/nonexistent.ll" 2>&1); [ $? -eq 1 ] || fail "unreadable .ll exits 1"
+echo "$err" | grep -q "cannot read $tmp/nonexistent.ll: No such file or directory" || fail "unreadable .ll: $err"
+mkdir "$tmp/dir.bc"
+"$cuabi" compile "$tmp/dir.bc" 2>&1 | grep -q "cannot read .*dir.bc: Is a directory" || fail "a directory"
+"$cuabi" compile "$tmp/nvvm_kernels.ll" --fatbin >/dev/null 2>&1; [ $? -eq 2 ] || fail "--fatbin of NVVM IR exits 2"
+"$cuabi" compile "$tmp/z.cu" --libdevice >/dev/null 2>&1; [ $? -eq 2 ] || fail "--libdevice of C++ exits 2"
+err=$(CUABI_NVVM_PATH=/nonexistent/libnvvm.so.4 "$cuabi" compile "$tmp/nvvm_kernels.ll" --ptx \
+      --arch sm_75 -o "$tmp/x.ptx" 2>&1); [ $? -eq 1 ] || fail "no libNVVM exits 1"
+echo "$err" | grep -q "libNVVM (NVVM IR programs) unavailable: CUABI_NVVM_PATH=/nonexistent" \
+    || fail "no libNVVM is named: $err"
+if "$cuabi" info --json | python3 -c 'import json,sys; sys.exit(not json.load(sys.stdin)["nvvm"]["available"])'; then
+    out=$("$cuabi" compile "$tmp/nvvm_kernels.ll" --libdevice --arch sm_80 -o "$tmp/nk.cubin") \
+        || fail "NVVM IR to a CUBIN"
+    echo "$out"
+    echo "$out" | grep -q "(sm_80, cubin, .*compiled)" || fail "NVVM IR compiled for sm_80: $out"
+    echo "$out" | grep -Eq "^  expk +[0-9]+ +0 " && echo "$out" | grep -Eq "^  scale +[0-9]+ " \
+        || fail "NVVM IR kernels' resources: $out"
+    head -c 4 "$tmp/nk.cubin" | od -c | grep -q "E   L   F" || fail "NVVM IR writes a CUBIN"
+    out=$("$cuabi" compile "$tmp/nvvm_kernels.ll" --libdevice --arch sm_80 -o "$tmp/nk.cubin")
+    echo "$out" | grep -q "disk cache" || fail "NVVM IR from the disk cache: $out"
+    out=$("$cuabi" compile "$tmp/nvvm_kernels.bc" --libdevice --ptx --arch sm_80 --name-expr scale \
+          -o "$tmp/nk.ptx") || fail "NVVM bitcode to PTX"
+    echo "$out" | grep -q "scale = scale" || fail "NVVM name expression: $out"
+    grep -q "^.target sm_80" "$tmp/nk.ptx" && grep -q "\.entry expk" "$tmp/nk.ptx" \
+        || fail "NVVM bitcode's PTX for sm_80"
+    "$cuabi" compile "$tmp/nvvm_kernels.bc" --libdevice --ltoir --json -o "$tmp/nk.ltoir" \
+        | python3 -c 'import json,sys; o=json.load(sys.stdin)["outputs"][0]; assert o["output"]=="ltoir" and {k["name"] for k in o["kernels"]}=={"expk","scale"}, o' \
+        || fail "NVVM bitcode to LTO-IR, --json"
+    [ -s "$tmp/nk.ltoir" ] || fail "NVVM LTO-IR written"
+    err=$("$cuabi" compile "$tmp/nvvm_kernels.ll" --arch sm_80 -o "$tmp/nolib.cubin" 2>&1)
+    [ $? -eq 1 ] || fail "NVVM IR calling libdevice without --libdevice exits 1"
+    echo "$err" | grep -q "__nv_expf" && echo "$err" | grep -q "add --libdevice" \
+        || fail "the missing libdevice is named: $err"
+    printf 'define void @k() {\n  bogus\n}\n' > "$tmp/bad.ll"
+    err=$("$cuabi" compile "$tmp/bad.ll" --ptx 2>&1); [ $? -eq 1 ] || fail "malformed .ll exits 1"
+    echo "$err" | grep -q "NVVM IR .*bad.ll failed to compile" && echo "$err" | grep -q "bad.ll (2, .*parse" \
+        || fail "malformed .ll shows libNVVM's log: $err"
+    printf 'BC\300\336 not really bitcode' > "$tmp/bad.bc"
+    err=$("$cuabi" compile "$tmp/bad.bc" 2>&1); [ $? -eq 1 ] || fail "malformed .bc exits 1"
+    echo "$err" | grep -q "NVVM IR .*bad.bc failed to compile" || fail "malformed .bc: $err"
+    "$cuabi" compile "$tmp/nvvm_kernels.ll" -D X=1 --ptx 2>&1 | grep -q "applies to CUDA C++ only" \
+        || fail "-D refused for NVVM IR"
+    "$cuabi" compile "$tmp/nvvm_kernels.ll" --ptx --name-expr nope 2>&1 | grep -q "not defined by NVVM IR" \
+        || fail "unknown NVVM kernel name"
+else
+    echo "note: libNVVM is not here; NVVM IR compiles are not tested"
+fi
 
 "$cuabi" cache stats | grep -q "^entries" || fail "cache stats"
 "$cuabi" cache stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["entries"] >= 4, d' \

@@ -1,28 +1,34 @@
-/* Fault injection for NVRTC, nvJitLink and libNVVM, the same way CUABI__CU does it
+/* Fault injection for NVRTC, nvJitLink, libNVVM and nvFatbin, the same way CUABI__CU does it
  * for the driver: every entry point of the loaded tables is replaced by a
  * wrapper that asks the loader's fault counter (cuabi__fault_fires) whether
  * this call fails, so cuabi__fault_arm(NULL or "nvrtcCompileProgram", n,
  * sticky, ...) counts driver, NVRTC and nvJitLink calls together.
  *
  * An injected failure returns NVRTC_ERROR_OUT_OF_MEMORY /
- * NVJITLINK_ERROR_INTERNAL / NVVM_ERROR_OUT_OF_MEMORY without calling the
- * library, except for the
+ * NVJITLINK_ERROR_INTERNAL / NVVM_ERROR_OUT_OF_MEMORY /
+ * NVFATBIN_ERROR_INTERNAL without calling the library, except for the
  * destroy functions: they do their work and then report the failure (a
  * destroy that fails without destroying would be a leak of our making, not
- * the library's). nvrtcGetErrorString and the version queries cannot fail
- * and are not wrapped.
+ * the library's). nvrtcGetErrorString and the NVRTC/nvJitLink/libNVVM
+ * version queries cannot fail and are not wrapped; nvFatbin's are (its
+ * error string then comes back NULL, its version query fails), because
+ * cuabi handles both answers.
  *
- * Usage: fault_wrap_install() once NVRTC/nvJitLink load; every wrapped
- * entry point is listed in fault_wrap_entries[]. */
+ * Usage: fault_wrap_install() once NVRTC/nvJitLink load, and
+ * fault_wrap_install_nvfatbin() for nvFatbin (the real one, else the fake
+ * of fatbin_testutil.h); every wrapped entry point is listed in
+ * fault_wrap_entries[]. */
 #ifndef CUABI_FAULT_WRAP_H
 #define CUABI_FAULT_WRAP_H
 
 #include "internal.h"
 #include "nvvm.h"
+#include "fatbin_testutil.h"
 
 static cuabi__nvrtc fw_nvrtc;         /* the real tables */
 static cuabi__nvjitlink fw_nvjitlink;
 static cuabi__nvvm fw_nvvm;
+static cuabi__nvfatbin fw_nvfatbin;
 
 static inline bool fw_fires(const char *name)
 {
@@ -130,6 +136,62 @@ static inline void fault_wrap_install_nvvm(void)
 #undef FW_SWAP
 }
 
+#define FW_NVFATBIN_ERROR_INTERNAL 1 /* nvFatbinResult */
+#define FW_FB(name, params, args)                                             \
+    static int fw_##name params                                                \
+    {                                                                          \
+        if (fw_fires(#name)) return FW_NVFATBIN_ERROR_INTERNAL;                \
+        return fw_nvfatbin.name args;                                          \
+    }
+
+static const char *fw_nvFatbinGetErrorString(int r)
+{
+    return fw_fires("nvFatbinGetErrorString") ? NULL : fw_nvfatbin.nvFatbinGetErrorString(r);
+}
+FW_FB(nvFatbinCreate, (cuabi__nvfatbin_handle *h, const char **o, size_t n), (h, o, n))
+static int fw_nvFatbinDestroy(cuabi__nvfatbin_handle *h)
+{
+    int r = fw_nvfatbin.nvFatbinDestroy(h);
+    return fw_fires("nvFatbinDestroy") ? FW_NVFATBIN_ERROR_INTERNAL : r;
+}
+FW_FB(nvFatbinAddPTX,
+      (cuabi__nvfatbin_handle h, const char *c, size_t n, const char *a, const char *i,
+       const char *o), (h, c, n, a, i, o))
+FW_FB(nvFatbinAddCubin,
+      (cuabi__nvfatbin_handle h, const void *c, size_t n, const char *a, const char *i),
+      (h, c, n, a, i))
+FW_FB(nvFatbinAddLTOIR,
+      (cuabi__nvfatbin_handle h, const void *c, size_t n, const char *a, const char *i,
+       const char *o), (h, c, n, a, i, o))
+FW_FB(nvFatbinSize, (cuabi__nvfatbin_handle h, size_t *n), (h, n))
+FW_FB(nvFatbinGet, (cuabi__nvfatbin_handle h, void *b), (h, b))
+FW_FB(nvFatbinVersion, (unsigned *major, unsigned *minor), (major, minor))
+
+/* Wrap the entries of an nvFatbin table in place (idempotent): the live
+ * one, or a fake's before cuabi__nvfatbin_install_fake() (whose version
+ * query then goes through the wrapper). Entries a table lacks stay NULL. */
+static inline void fault_wrap_nvfatbin_table(cuabi__nvfatbin *t)
+{
+    if (t->nvFatbinCreate == fw_nvFatbinCreate)
+        return;
+    fw_nvfatbin = *t;
+#define FW_SWAP(name, ret, params) if (t->name) t->name = fw_##name;
+    CUABI__NVFATBIN_FUNCS(FW_SWAP)
+#undef FW_SWAP
+}
+
+/* nvFatbin wrapped for the fault loops: the one that loads here, else the
+ * fake of fatbin_testutil.h, so every machine reaches its calls. */
+static inline void fault_wrap_install_nvfatbin(void)
+{
+    const cuabi__nvfatbin *nf;
+    if (cuabi__nvfatbin_get(&nf) != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        install_fake_nvfatbin();
+    }
+    fault_wrap_nvfatbin_table(cuabi__nvfatbin_for_test());
+}
+
 /* Swap the wrappers in (idempotent). Returns false if either library is
  * missing. Optional entry points the library lacks stay NULL. */
 static inline bool fault_wrap_install(void)
@@ -163,13 +225,14 @@ static inline bool fault_wrap_install(void)
 }
 
 /* Every entry point that can be made to fail: driver entries of the fake
- * driver the scenarios use, then the wrapped NVRTC, nvJitLink and libNVVM
- * ones. */
+ * driver the scenarios use, then the wrapped NVRTC, nvJitLink, libNVVM and
+ * nvFatbin ones. */
 /* Expanded first: cuda.h maps some names to versioned ones
  * (cuGraphAddKernelNode -> cuGraphAddKernelNode_v2), which is the name
  * CUABI__CU reports to the fault counter. */
 #define FW_XSTR(name) #name
 #define FW_STR(name, v) FW_XSTR(name),
+#define FW_FB_STR(name, ret, params) #name,
 static const char *const fault_wrap_entries[] = {
     CUABI__DRIVER_FUNCS(FW_STR)
     "nvrtcCreateProgram", "nvrtcDestroyProgram", "nvrtcCompileProgram",
@@ -184,7 +247,9 @@ static const char *const fault_wrap_entries[] = {
     "nvvmCreateProgram", "nvvmDestroyProgram", "nvvmAddModuleToProgram",
     "nvvmLazyAddModuleToProgram", "nvvmCompileProgram", "nvvmGetCompiledResultSize",
     "nvvmGetCompiledResult", "nvvmGetProgramLogSize", "nvvmGetProgramLog",
+    CUABI__NVFATBIN_FUNCS(FW_FB_STR)
 };
+#undef FW_FB_STR
 #undef FW_STR
 #undef FW_XSTR
 #define FAULT_WRAP_NUM_ENTRIES (sizeof fault_wrap_entries / sizeof *fault_wrap_entries)

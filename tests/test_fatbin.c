@@ -12,6 +12,7 @@
 #include "fatbin.h"
 #include "objcode.h"
 #include "objcode_testutil.h"
+#include "fault_wrap.h"
 
 static const char kernel_src[] =
     "extern \"C\" __global__ void scale(float *x, float f) { x[threadIdx.x] *= f; }\n"
@@ -45,139 +46,6 @@ static cuabi_objcode *compile_fatbin(const char *archs, cuabi_program **prog)
     else
         cuabi_program_release(p);
     return o;
-}
-
-/* ------------------------------------------------ a container writer */
-
-typedef struct tentry {
-    unsigned kind, arch;
-    const void *data;
-    size_t size;
-    uint64_t flags;
-    const char *ident;
-} tentry;
-
-static void wr16(unsigned char *p, unsigned v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static void wr32(unsigned char *p, uint32_t v) { wr16(p, v & 0xffff); wr16(p + 2, v >> 16); }
-static void wr64(unsigned char *p, uint64_t v) { wr32(p, (uint32_t)v); wr32(p + 4, (uint32_t)(v >> 32)); }
-static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
-
-static unsigned char *build(const tentry *e, size_t n, size_t *out_size)
-{
-    size_t body = 0;
-    for (size_t i = 0; i < n; i++)
-        body += 64 + (e[i].ident ? round8(strlen(e[i].ident) + 1) : 0) + round8(e[i].size);
-    unsigned char *b = calloc(1, 16 + body);
-    ck_assert_ptr_nonnull(b);
-    wr32(b, CUABI__FATBIN_MAGIC);
-    wr16(b + 4, 1);
-    wr16(b + 6, 16);
-    wr64(b + 8, body);
-    size_t pos = 16;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char *p = b + pos;
-        size_t ehs = 64 + (e[i].ident ? round8(strlen(e[i].ident) + 1) : 0);
-        wr16(p, e[i].kind);
-        wr16(p + 2, 0x101);
-        wr32(p + 4, (uint32_t)ehs);
-        wr64(p + 8, round8(e[i].size));
-        wr32(p + 28, e[i].arch);
-        if (e[i].ident) {
-            wr32(p + 32, 64);
-            wr32(p + 36, (uint32_t)strlen(e[i].ident));
-            memcpy(p + 64, e[i].ident, strlen(e[i].ident));
-        }
-        wr64(p + 40, e[i].flags | 0x11);
-        memcpy(p + ehs, e[i].data, e[i].size);
-        pos += ehs + round8(e[i].size);
-    }
-    *out_size = 16 + body;
-    return b;
-}
-
-/* ------------------------------------------------ a fake nvFatbin */
-
-static struct {
-    tentry e[16];
-    char idents[16][48];
-    size_t n, cubins, ptxs;
-    unsigned char *out;
-    size_t out_size;
-    int fail_add;               /* nonzero: AddCubin answers this */
-} fake;
-
-static const char *fake_error_string(int r) { return r ? "NVFATBIN_ERROR_FAKE" : "NVFATBIN_SUCCESS"; }
-static int fake_create(cuabi__nvfatbin_handle *h, const char **o, size_t n)
-{
-    (void)o;
-    (void)n;
-    fake.n = 0;
-    *h = (cuabi__nvfatbin_handle)&fake;
-    return 0;
-}
-static int fake_destroy(cuabi__nvfatbin_handle *h)
-{
-    free(fake.out);
-    fake.out = NULL;
-    *h = NULL;
-    return 0;
-}
-static int fake_add(unsigned kind, const void *code, size_t size, const char *arch,
-                    const char *ident)
-{
-    if (fake.n == 16)
-        return 1;
-    snprintf(fake.idents[fake.n], sizeof fake.idents[0], "%s", ident);
-    fake.e[fake.n] = (tentry){ kind, (unsigned)atoi(arch), code, size, 0, fake.idents[fake.n] };
-    fake.n++;
-    return 0;
-}
-static int fake_add_ptx(cuabi__nvfatbin_handle h, const char *code, size_t size, const char *arch,
-                        const char *ident, const char *opts)
-{
-    (void)h;
-    (void)opts;
-    fake.ptxs++;
-    return fake_add(1, code, size, arch, ident);
-}
-static int fake_add_cubin(cuabi__nvfatbin_handle h, const void *code, size_t size,
-                          const char *arch, const char *ident)
-{
-    (void)h;
-    if (fake.fail_add)
-        return fake.fail_add;
-    fake.cubins++;
-    return fake_add(2, code, size, arch, ident);
-}
-static int fake_size(cuabi__nvfatbin_handle h, size_t *size)
-{
-    (void)h;
-    free(fake.out);
-    fake.out = build(fake.e, fake.n, &fake.out_size);
-    *size = fake.out_size;
-    return 0;
-}
-static int fake_get(cuabi__nvfatbin_handle h, void *buf)
-{
-    (void)h;
-    memcpy(buf, fake.out, fake.out_size);
-    return 0;
-}
-static int fake_version(unsigned *major, unsigned *minor)
-{
-    *major = 13;
-    *minor = 0;
-    return 0;
-}
-
-static void install_fake_nvfatbin(void)
-{
-    static const cuabi__nvfatbin table = {
-        fake_error_string, fake_create, fake_destroy, fake_add_ptx, fake_add_cubin, NULL,
-        fake_size, fake_get, fake_version };
-    fake.cubins = fake.ptxs = 0;
-    fake.fail_add = 0;
-    cuabi__nvfatbin_install_fake(&table);
 }
 
 /* Forget nvFatbin (loaded or fake) and name a path that does not exist. */
@@ -281,15 +149,15 @@ START_TEST(program_fatbin_through_a_fake_nvfatbin)
 {
     install_fake_nvfatbin();
     cuabi_objcode *o = compile_fatbin("sm_80,sm_90,compute_90", NULL);
-    ck_assert_uint_eq(fake.cubins, 2);
-    ck_assert_uint_eq(fake.ptxs, 1);
+    ck_assert_uint_eq(fakefb.cubins, 2);
+    ck_assert_uint_eq(fakefb.ptxs, 1);
     const char *packer;
     ck_assert_ok(cuabi_fatbin_packer(&packer, o));
     ck_assert_str_eq(packer, "nvfatbin");
     check_three_images(o);
     cuabi_objcode_release(o);
     /* An nvFatbin failure is an error naming the call and nvFatbin's words. */
-    fake.fail_add = 9;
+    fakefb.fail_add = 9;
     cuabi_program *p;
     cuabi_program_options opt = CUABI_PROGRAM_OPTIONS_INIT;
     opt.arch = "sm_80";
@@ -623,6 +491,88 @@ END_TEST
 
 /* Every prefix of a good fatbin and a set of broken fields: a clear error,
  * never a crash (the fuzzer, fuzz/fuzz_fatbin.c, tries the rest). */
+/* A fatbin of `img` (a CUBIN and a PTX) packed by nvFatbin, checked and released. */
+static void nvfatbin_packs(cuabi_objcode **img)
+{
+    cuabi_objcode *fat;
+    const char *packer;
+    size_t n;
+    ck_assert_ok(cuabi_fatbin_create(&fat, img, 2));
+    ck_assert_ok(cuabi_fatbin_packer(&packer, fat));
+    ck_assert_str_eq(packer, "nvfatbin");
+    ck_assert_ok(cuabi_fatbin_image_count(&n, fat));
+    ck_assert_uint_eq(n, 2);
+    cuabi_objcode_release(fat);
+}
+
+/* Each nvFatbin call cuabi makes, made to fail through tests/fault_wrap.h
+ * (the nvFatbin that loads here, else the fake): the error names the
+ * public call and nvFatbin's, nothing leaks, the images stay usable and
+ * the same packing succeeds right after. A failed destroy or error string
+ * costs nothing; a failed version query leaves the version unknown (0)
+ * and nvFatbin usable. */
+START_TEST(nvfatbin_failures_are_reported)
+{
+    static const char *const calls[] = { "nvFatbinCreate", "nvFatbinAddCubin", "nvFatbinAddPTX",
+                                         "nvFatbinSize", "nvFatbinGet" };
+    size_t nc, np;
+    const char *oc[] = { "-arch=sm_90" }, *op[] = { "-arch=compute_90" };
+    void *cubin = test_nvrtc(kernel_src, oc, 1, CUABI_CODE_CUBIN, &nc);
+    char *ptx = test_nvrtc(kernel_src, op, 1, CUABI_CODE_PTX, &np);
+    cuabi_objcode *img[2], *fat;
+    ck_assert_ok(cuabi_objcode_from_memory(&img[0], CUABI_CODE_CUBIN, cubin, nc, "a"));
+    ck_assert_ok(cuabi_objcode_from_memory(&img[1], CUABI_CODE_PTX, ptx, np, "b"));
+    fault_wrap_install_nvfatbin();
+    cuabi__fatbin_force_packer(1);
+    size_t live = cuabi__handle_live_count();
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+        fat = NULL;
+        cuabi__fault_arm(calls[i], 1, false, CUDA_ERROR_UNKNOWN);
+        ck_assert_status(cuabi_fatbin_create(&fat, img, 2), CUABI_ERROR_INVALID_IMAGE);
+        ck_assert_int_eq(cuabi__fault_count(), 1);
+        ck_assert_ptr_null(fat);
+        ck_assert_error_mentions("cuabi_fatbin_create: ");
+        ck_assert_error_mentions(calls[i]);
+        ck_assert_error_mentions(" failed with ");
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+        nvfatbin_packs(img);
+    }
+    /* nvFatbin's words missing too: the error still names the call. */
+    cuabi__fault_arm(NULL, 1, true, CUDA_ERROR_UNKNOWN);
+    ck_assert_status(cuabi_fatbin_create(&fat, img, 2), CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_error_mentions("nvFatbinCreate failed with an nvFatbin error (1)");
+    ck_assert_int_eq(cuabi__fault_count(), 2);
+    /* A failed destroy, after it did its work, is not the caller's error. */
+    cuabi__fault_arm("nvFatbinDestroy", 1, false, CUDA_ERROR_UNKNOWN);
+    nvfatbin_packs(img);
+    ck_assert_int_eq(cuabi__fault_count(), 1);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+
+    /* The version query, asked at load (here: at install). */
+    cuabi__nvfatbin table = fake_nvfatbin_table;
+    fault_wrap_nvfatbin_table(&table);
+    cuabi__fault_arm("nvFatbinVersion", 1, false, CUDA_ERROR_UNKNOWN);
+    cuabi__nvfatbin_install_fake(&table);
+    ck_assert_int_eq(cuabi__fault_count(), 1);
+    ck_assert_int_eq(cuabi__nvfatbin_info()->version, 0);
+    cuabi_runtime_info info = CUABI_RUNTIME_INFO_INIT;
+    ck_assert_ok(cuabi_runtime_info_get(&info));
+    ck_assert_int_eq(info.nvfatbin_status, CUABI_SUCCESS);
+    ck_assert_int_eq(info.nvfatbin_version, 0);
+    nvfatbin_packs(img);
+    cuabi__nvfatbin_install_fake(&table);
+    ck_assert_int_eq(cuabi__nvfatbin_info()->version, 13000);
+
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    cuabi__fatbin_force_packer(0);
+    cuabi__nvfatbin_install_fake(NULL);
+    cuabi_objcode_release(img[1]);
+    cuabi_objcode_release(img[0]);
+    free(ptx);
+    free(cubin);
+}
+END_TEST
+
 START_TEST(corrupt_and_truncated_fatbins)
 {
     size_t n80;
@@ -861,6 +811,7 @@ int main(void)
     tcase_add_test(tc, program_options_for_fatbins_are_checked);
     tcase_add_test(tc, the_cache_keeps_fatbins);
     tcase_add_test(tc, fatbin_create_from_objcodes);
+    tcase_add_test(tc, nvfatbin_failures_are_reported);
     tcase_add_test(tc, corrupt_and_truncated_fatbins);
     tcase_add_test(tc, linker_makes_a_fatbin);
     tcase_add_test(tc, objects_and_static_libraries_link);

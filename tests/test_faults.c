@@ -1,9 +1,10 @@
 /* Fault injection across every module (SQLite's method): each scenario is a
  * whole piece of work through the public API — devices/streams/events,
  * memory/buffers/views/DLPack, objcode/kernels, programs through the cache,
- * PTX through nvJitLink, NVVM IR through libNVVM, the linker — that cleans up after itself. For
+ * PTX through nvJitLink, NVVM IR through libNVVM, the linker, fatbins through
+ * the fatbinary tool and nvFatbin — that cleans up after itself. For
  * N = 1, 2, ... the Nth allocation, or the Nth call of any loaded entry
- * point (driver, NVRTC, nvJitLink, libNVVM), or the Nth call of one named entry
+ * point (driver, NVRTC, nvJitLink, libNVVM, nvFatbin), or the Nth call of one named entry
  * point, is made to fail, once or for ever; the scenario must then return
  * an error status with a message (or succeed where the failed call is one
  * the library may do without, such as fetching a log), leak no handle and
@@ -409,16 +410,18 @@ static cuabi_status sc_link_cache(void)
 }
 
 /* Fatbins (issue 16): a program compiled to one (NVRTC per architecture,
- * packed by the fatbinary tool so that every machine takes the same path),
- * its images read, listed and extracted, resources per architecture, a
- * fatbin packed from objcodes, and a linker's fatbin. */
-static cuabi_status sc_fatbin(void)
+ * then packed), its images read, listed and extracted, resources per
+ * architecture, a fatbin packed from objcodes, and a linker's fatbin.
+ * `packer` 2: through the fatbinary tool; 1: through nvFatbin (wrapped by
+ * fault_wrap.h: the real one where it loads, else the fake), so that every
+ * machine takes the same path. */
+static cuabi_status fatbin_all(int packer)
 {
     cuabi_status st = CUABI_SUCCESS;
     cuabi_program *p = NULL;
     cuabi_objcode *fat = NULL, *img = NULL, *packed = NULL, *linked = NULL;
     cuabi_linker *l = NULL;
-    const char *packer;
+    const char *by = NULL, *want = packer == 1 ? "nvfatbin" : "fatbinary";
     size_t n;
     int archs[4];
     cuabi_code_type type;
@@ -429,13 +432,15 @@ static cuabi_status sc_fatbin(void)
     opts.output = CUABI_CODE_FATBIN;
     opts.cache = 0;
     lo.arch = "sm_90";
-    cuabi__fatbin_force_packer(2);
+    cuabi__fatbin_force_packer(packer);
     STEP(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, kernel_src, 0, "k.cu"));
     STEP(cuabi_program_compile(&fat, p, &opts));
     STEP(cuabi_fatbin_image_count(&n, fat));
     STEP(cuabi_fatbin_image_info(&type, archs, fat, 1));
     STEP(cuabi_fatbin_archs(archs, 4, &n, fat));
-    STEP(cuabi_fatbin_packer(&packer, fat));
+    STEP(cuabi_fatbin_packer(&by, fat));
+    if (st == CUABI_SUCCESS && strcmp(by, want) != 0)
+        st = cuabi__error(CUABI_ERROR_INTERNAL, "test: packed by '%s', not %s", by, want);
     STEP(cuabi_objcode_kernel_resources(&r, fat, "fill", "sm_90"));
     STEP(cuabi_fatbin_extract(&img, fat, "sm_90"));
     STEP(cuabi_fatbin_create(&packed, &img, 1));
@@ -451,6 +456,9 @@ static cuabi_status sc_fatbin(void)
     if (p) cuabi_program_release(p);
     return st;
 }
+
+static cuabi_status sc_fatbin(void) { return fatbin_all(2); }
+static cuabi_status sc_nvfatbin(void) { return fatbin_all(1); }
 
 /* A borrowed view of device memory at a made-up address (nothing reads it). */
 static cuabi_status device_view(cuabi_view **out, uintptr_t addr, int ndim, const int64_t *shape)
@@ -736,6 +744,7 @@ static const scenario scenarios[] = {
     { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
+    { "nvfatbin", sc_nvfatbin },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -785,6 +794,7 @@ static void setup(void)
     fake_multigpu_install();
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
+    fault_wrap_install_nvfatbin();
     strcpy(tmpdir, "/tmp/cuabi-test-faults-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     setenv("CUABI_CACHE_DIR", tmpdir, 1);
@@ -905,6 +915,10 @@ static long loop(const scenario *sc, fault_kind kind, const char *entry, bool st
                                   cuabi_last_error()->cu_result == CUDA_ERROR_LAUNCH_FAILED,
                               "%s: %s failed, got %s: %s", sc->name, entry,
                               cuabi_status_name(st), cuabi_last_error()->message);
+            else if (kind == F_CALL && entry && strncmp(entry, "nvFatbin", 8) == 0)
+                ck_assert_msg(strstr(cuabi_last_error()->message, entry),
+                              "%s: %s failed, but the error does not name it: %s", sc->name,
+                              entry, cuabi_last_error()->message);
         }
         /* The library is still usable: the same work succeeds now. */
         st = sc->fn();

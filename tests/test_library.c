@@ -1,6 +1,9 @@
 /* Versions, run-time info, layout queries and the plugin table. */
+#include <unistd.h>
+
 #include "testutil.h"
 #include "internal.h"
+#include "nvvm.h"
 
 START_TEST(versions_agree)
 {
@@ -28,6 +31,98 @@ START_TEST(runtime_info)
     ck_assert_status(cuabi_runtime_info_get(NULL), CUABI_ERROR_INVALID_ARGUMENT);
     info.version = 0;
     ck_assert_status(cuabi_runtime_info_get(&info), CUABI_ERROR_INVALID_VERSION);
+}
+END_TEST
+
+/* An old caller's struct (version 1) ends at nvjitlink_error: neither
+ * _init nor _get may write past it, and its fields are filled as before.
+ * Asking version 1's questions loads neither libNVVM nor nvFatbin (this
+ * runs first in its process). */
+START_TEST(runtime_info_version_1_gets_version_1_fields)
+{
+    size_t v1 = offsetof(cuabi_runtime_info, nvvm_status), guard = 64;
+    unsigned char *buf = malloc(v1 + guard);
+    ck_assert_ptr_nonnull(buf);
+    memset(buf, 0xA5, v1 + guard);
+    cuabi_runtime_info *old = (cuabi_runtime_info *)buf;
+    ck_assert_ok(cuabi_runtime_info_init(old, 1));
+    ck_assert_uint_eq(old->version, 1);
+    ck_assert_ok(cuabi_runtime_info_get(old));
+    for (size_t i = v1; i < v1 + guard; i++)
+        ck_assert_msg(buf[i] == 0xA5, "byte %zu past a version-1 struct was written", i);
+    ck_assert_str_eq(old->library_version, CUABI_VERSION_STRING);
+    ck_assert_int_eq(old->nvrtc_status, CUABI_SUCCESS);
+    ck_assert_int_ge(old->nvrtc_version, 12000);
+    ck_assert_ptr_nonnull(old->nvjitlink_error);
+    ck_assert(!cuabi__nvvm_loaded());
+    ck_assert_int_eq(cuabi__nvfatbin_info()->loaded, 0);
+    free(buf);
+    /* Exactly version 1's size: the sanitizer build sees any write past it. */
+    old = malloc(v1);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_ok(cuabi_runtime_info_init(old, 1));
+    ck_assert_ok(cuabi_runtime_info_get(old));
+    free(old);
+    /* A version this library does not know yet is refused. */
+    cuabi_runtime_info info = CUABI_RUNTIME_INFO_INIT;
+    info.version = CUABI_RUNTIME_INFO_VERSION + 1;
+    ck_assert_status(cuabi_runtime_info_get(&info), CUABI_ERROR_INVALID_VERSION);
+}
+END_TEST
+
+static int fake_nvfatbin_version(unsigned *major, unsigned *minor)
+{
+    *major = 13;
+    *minor = 5;
+    return 0;
+}
+
+/* Version 2: libNVVM and nvFatbin, found (path, version) or not (why). */
+START_TEST(runtime_info_reports_nvvm_and_nvfatbin)
+{
+    cuabi_runtime_info info = CUABI_RUNTIME_INFO_INIT;
+    ck_assert_uint_eq(info.version, 2);
+    ck_assert_ok(cuabi_runtime_info_get(&info));
+    const cuabi__nvvm *nv;
+    cuabi_status st = cuabi__nvvm_get(&nv);
+    cuabi_error_clear();
+    ck_assert_int_eq(info.nvvm_status, st);
+    if (st == CUABI_SUCCESS) {
+        ck_assert_int_ge(info.nvvm_version, 1000);  /* libNVVM 2.0 in CUDA 12 and 13 */
+        ck_assert_int_eq(access(info.nvvm_path, R_OK), 0);
+        ck_assert_str_eq(info.nvvm_error, "");
+    }
+
+    /* Neither can be loaded: each says why, with no version or path. */
+    setenv("CUABI_NVVM_PATH", "/nonexistent/libnvvm.so.4", 1);
+    setenv("CUABI_NVFATBIN_PATH", "/nonexistent/libnvfatbin.so.13", 1);
+    cuabi__nvvm_reset_for_test();
+    cuabi__nvfatbin_install_fake(NULL);
+    ck_assert_ok(cuabi_runtime_info_get(&info));
+    ck_assert_int_eq(info.nvvm_status, CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_nonnull(strstr(info.nvvm_error, "CUABI_NVVM_PATH=/nonexistent/libnvvm.so.4"));
+    ck_assert_int_eq(info.nvvm_version, 0);
+    ck_assert_str_eq(info.nvvm_path, "");
+    ck_assert_int_eq(info.nvfatbin_status, CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_nonnull(strstr(info.nvfatbin_error,
+                                 "CUABI_NVFATBIN_PATH=/nonexistent/libnvfatbin.so.13"));
+    ck_assert_int_eq(info.nvfatbin_version, 0);
+    ck_assert_str_eq(info.nvfatbin_path, "");
+    ck_assert_int_eq(cuabi_last_error()->status, CUABI_SUCCESS); /* in the struct only */
+
+    /* An nvFatbin that loads: its version and file. */
+    static const cuabi__nvfatbin fake = { .nvFatbinVersion = fake_nvfatbin_version };
+    cuabi__nvfatbin_install_fake(&fake);
+    ck_assert_ok(cuabi_runtime_info_get(&info));
+    ck_assert_int_eq(info.nvfatbin_status, CUABI_SUCCESS);
+    ck_assert_int_eq(info.nvfatbin_version, 13050);
+    ck_assert_str_eq(info.nvfatbin_path, "(fake nvFatbin)");
+    ck_assert_str_eq(info.nvfatbin_error, "");
+
+    unsetenv("CUABI_NVVM_PATH");
+    unsetenv("CUABI_NVFATBIN_PATH");
+    cuabi__nvvm_reset_for_test();
+    cuabi__nvfatbin_install_fake(NULL);
 }
 END_TEST
 
@@ -77,7 +172,9 @@ static Suite *suite(void)
     Suite *s = suite_create("library");
     TCase *tc = tcase_create("library");
     tcase_add_test(tc, versions_agree);
+    tcase_add_test(tc, runtime_info_version_1_gets_version_1_fields);
     tcase_add_test(tc, runtime_info);
+    tcase_add_test(tc, runtime_info_reports_nvvm_and_nvfatbin);
     tcase_add_test(tc, layout_queries);
     tcase_add_test(tc, plugin_table);
     suite_add_tcase(s, tc);

@@ -18,7 +18,8 @@ typedef struct cuabi_runtime_info cuabi_runtime_info;
 /**
  * What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
  * to load each library (once per process). Strings are owned by the library and
- * live until it is unloaded.
+ * live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
+ * caller's shorter struct is filled with version 1's fields only.
  */
 struct cuabi_runtime_info {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -51,11 +52,27 @@ struct cuabi_runtime_info {
     const char *nvjitlink_path;
     /** Why nvJitLink is unusable, or "". */
     const char *nvjitlink_error;
+    /** Version 2: CUABI_SUCCESS when libNVVM (NVVM IR programs) loaded; CUABI_ERROR_NOT_SUPPORTED when it is missing. */
+    cuabi_status nvvm_status;
+    /** Version 2: libNVVM's own version (nvvmVersion: 2000 = 2.0, not the CUDA version), or 0. */
+    int nvvm_version;
+    /** Version 2: file libNVVM was loaded from, or "". */
+    const char *nvvm_path;
+    /** Version 2: why libNVVM is unusable (every place looked), or "". */
+    const char *nvvm_error;
+    /** Version 2: CUABI_SUCCESS when nvFatbin loaded; CUABI_ERROR_NOT_SUPPORTED when it is missing (fatbins are then packed by the fatbinary tool). */
+    cuabi_status nvfatbin_status;
+    /** Version 2: nvFatbin version (13050 = 13.5), or 0 (also when the library could not tell). */
+    int nvfatbin_version;
+    /** Version 2: file nvFatbin was loaded from, or "". */
+    const char *nvfatbin_path;
+    /** Version 2: why nvFatbin is unusable, or "". */
+    const char *nvfatbin_error;
 };
 /** Current version of cuabi_runtime_info. */
-#define CUABI_RUNTIME_INFO_VERSION 1
+#define CUABI_RUNTIME_INFO_VERSION 2
 /** Static initialiser with the defaults. */
-#define CUABI_RUNTIME_INFO_INIT { CUABI_RUNTIME_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define CUABI_RUNTIME_INFO_INIT { CUABI_RUNTIME_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * Fill *opts with the defaults of struct version `version` (normally CUABI_RUNTIME_INFO_VERSION).
@@ -73,7 +90,7 @@ CUABI_EXTERN(unsigned int) cuabi_version_hex(void);
 CUABI_EXTERN(unsigned int) cuabi_abi_version(void);
 
 /**
- * Load (if not yet loaded) the driver, NVRTC and nvJitLink and report what was found. Missing libraries are reported in the struct, not as an error.
+ * Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found. Missing libraries are reported in the struct, not as an error.
  * @param out [inout] Its version field must be set (CUABI_RUNTIME_INFO_INIT).
  */
 CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out);

@@ -2,6 +2,7 @@
  * compile cache. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -244,25 +245,6 @@ static bool is_manifest(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".toml");
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
 /* cuabi cache warm MANIFEST.toml [--arch A]... [--jobs N] */
 static int warm_manifest(const char *path, const char **archs, size_t na, int jobs, bool json)
 {
@@ -345,10 +327,10 @@ static int warm(int argc, char **argv, bool json)
             i += !strcmp(argv[i], "--arch") || !strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j");
             continue;
         }
-        char *text = slurp(argv[i]);
+        char *text = cli_read_file(argv[i], NULL);
         if (!text || !*text) {
-            fprintf(stderr, "cuabi cache warm: cannot read %s%s\n", argv[i],
-                    text ? " (empty)" : "");
+            fprintf(stderr, "cuabi cache warm: cannot read %s: %s\n", argv[i],
+                    text ? "empty" : strerror(errno));
             free(text);
             rc = 1;
             goto out;

@@ -23,6 +23,10 @@ int cli_info(int argc, char **argv);
 int cli_fail(const char *command, cuabi_status st);
 /* True if argv holds --help or -h. */
 bool cli_wants_help(int argc, char **argv);
+/* The whole file, malloc'ed and NUL-terminated (the NUL not counted in
+ * *size; size may be NULL). Bitcode and other binary input keep their NUL
+ * bytes: use *size. NULL with errno set when it cannot be read. */
+char *cli_read_file(const char *path, size_t *size);
 
 /* Minimal JSON writer on a FILE: enough for flat records and arrays.
  * Commas are inserted automatically. */

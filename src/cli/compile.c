@@ -1,7 +1,9 @@
-/* cuabi compile: CUDA C++ (or PTX) to CUBIN / PTX / LTO-IR through the
- * compile cache, writing the output and printing each kernel's resources. */
+/* cuabi compile: CUDA C++, PTX or NVVM IR to CUBIN / PTX / LTO-IR through
+ * the compile cache, writing the output and printing each kernel's
+ * resources. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,19 +14,25 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: cuabi compile FILE [--arch sm_XX]... [-D NAME=V]... [-I DIR]...\n"
             "                     [--name-expr E]... [--ptx | --cubin | --ltoir | --fatbin]\n"
-            "                     [-o OUT] [--json]\n\n"
-            "Compile FILE (CUDA C++, or PTX when it ends in .ptx) through the compile cache,\n"
-            "write the result and print each kernel's registers, shared, local and stack\n"
-            "memory, thread limit and barriers, read from the CUBIN without a GPU.\n\n"
+            "                     [--libdevice] [-o OUT] [--json]\n\n"
+            "Compile FILE through the compile cache, write the result and print each\n"
+            "kernel's registers, shared, local and stack memory, thread limit and\n"
+            "barriers, read from the CUBIN without a GPU. FILE is CUDA C++, or by its\n"
+            "extension PTX (.ptx) or NVVM IR (.ll text, .bc bitcode; through libNVVM,\n"
+            "which makes PTX: --cubin compiles that PTX on, --fatbin is not offered).\n\n"
             "  --arch A        target (sm_90, compute_90, ...); repeat or comma-separate for\n"
             "                  several; default:\n"
             "                  the current GPU's, or sm_90 without one\n"
             "  -D NAME[=V]     define a macro            -I DIR   add an include directory\n"
+            "                  (CUDA C++ only)\n"
             "  --name-expr E   instantiate and name a template kernel, e.g. 'segred<float, 256>'\n"
+            "                  (NVVM IR: a kernel's name as the IR spells it, without '@')\n"
             "  --ptx --cubin --ltoir   output kind (default --cubin)\n"
             "  --fatbin        one fatbin holding every --arch: sm_XX a CUBIN, compute_XX PTX\n"
             "                  (through nvFatbin, else the fatbinary tool); kernels are\n"
             "                  reported per CUBIN architecture\n"
+            "  --libdevice     NVVM IR only: link libdevice (__nv_expf and the other math\n"
+            "                  functions)\n"
             "  -o OUT          output file (default FILE's name with .cubin/.ptx/.ltoir/.fatbin);\n"
             "                  with\n"
             "                  several --arch, the arch goes before the extension\n"
@@ -44,31 +52,6 @@ static int push(list *l, const char *s)
     v[l->n++] = s;
     l->v = v;
     return 0;
-}
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = b;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
 }
 
 static const char *ext_of(cuabi_code_type t)
@@ -201,21 +184,68 @@ static void report_fatbin(cuabi_objcode *o, bool json, cli_json *j)
 typedef struct job {
     const char *file, *out;
     const char *source;
+    size_t size;                   /* of source: bitcode holds NUL bytes */
     cuabi_code_type type, kind;
     list archs, defines, incs, names;
-    bool json;
+    bool json, libdevice;
 } job;
+
+/* NVVM IR to a CUBIN takes two programs: libNVVM makes PTX only, so its
+ * PTX is then compiled as a PTX program (nvJitLink), each step through the
+ * cache; *hit is the second step's. */
+static cuabi_status nvvm_to_cubin(cuabi_objcode **out, int *hit, const char *file,
+                                  cuabi_program *p, const cuabi_program_options *o)
+{
+    cuabi_program_options po = *o;
+    po.output = CUABI_CODE_PTX;
+    cuabi_objcode *ptx;
+    cuabi_status st = cuabi_program_compile(&ptx, p, &po);
+    if (st != CUABI_SUCCESS)
+        return st;
+    const void *text;
+    size_t size;
+    char name[1024];
+    cuabi_program *pp = NULL;
+    snprintf(name, sizeof name, "%s.ptx", file);
+    cuabi_objcode_bytes(&text, &size, ptx);
+    st = cuabi_program_create(&pp, CUABI_CODE_PTX, text, size, name);
+    cuabi_program_options co = *o;
+    co.libdevice = 0;              /* linked already, into the PTX */
+    co.num_name_expressions = 0;   /* looked up in the IR, as it spells them */
+    if (st == CUABI_SUCCESS)
+        st = cuabi_program_compile(out, pp, &co);
+    if (st == CUABI_SUCCESS)
+        cuabi_program_cache_hit(hit, pp);
+    if (pp)
+        cuabi_program_release(pp);
+    cuabi_objcode_release(ptx);
+    return st;
+}
+
+/* Compile `p` with `o`; *hit says where the result came from. */
+static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cuabi_program *p,
+                               const cuabi_program_options *o)
+{
+    *hit = 0;
+    if (jb->type == CUABI_CODE_NVVM && o->output == CUABI_CODE_CUBIN)
+        return nvvm_to_cubin(out, hit, jb->file, p, o);
+    cuabi_status st = cuabi_program_compile(out, p, o);
+    if (st == CUABI_SUCCESS)
+        cuabi_program_cache_hit(hit, p);
+    return st;
+}
 
 /* Compile for one architecture; returns the exit code. */
 static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
 {
     cuabi_program *p;
-    cuabi_status st = cuabi_program_create(&p, jb->type, jb->source, 0, jb->file);
+    cuabi_status st = cuabi_program_create(&p, jb->type, jb->source, jb->size, jb->file);
     if (st != CUABI_SUCCESS)
         return cli_fail("compile", st);
     cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
     o.arch = arch;
     o.output = jb->kind;
+    o.libdevice = jb->libdevice;
     o.defines = jb->defines.v;
     o.num_defines = jb->defines.n;
     o.include_paths = jb->incs.v;
@@ -223,16 +253,18 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
     o.name_expressions = jb->names.v;
     o.num_name_expressions = jb->names.n;
     cuabi_objcode *obj, *cubin = NULL;
-    st = cuabi_program_compile(&obj, p, &o);
+    int hit = 0, again_hit;
+    st = compile_to(&obj, &hit, jb, p, &o);
     if (st != CUABI_SUCCESS) {
         /* The message carries the compiler's log already. */
-        fprintf(stderr, "cuabi compile: %s (%s)\n", cuabi_last_error()->message,
-                cuabi_status_name(st));
+        const char *msg = cuabi_last_error()->message;
+        fprintf(stderr, "cuabi compile: %s (%s)\n", msg, cuabi_status_name(st));
+        if (jb->type == CUABI_CODE_NVVM && !jb->libdevice && strstr(msg, "'__nv_"))
+            fprintf(stderr, "cuabi compile: %s calls libdevice (__nv_*): add --libdevice\n",
+                    jb->file);
         cuabi_program_release(p);
         return 1;
     }
-    int hit = 0;
-    cuabi_program_cache_hit(&hit, p);
     /* Resources live in a CUBIN: for PTX / LTO-IR output of a real
      * architecture, read them from the same program compiled to one. */
     if (jb->kind != CUABI_CODE_CUBIN && jb->kind != CUABI_CODE_FATBIN &&
@@ -240,8 +272,9 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
         cuabi_program *again;
         cuabi_program_options oc = o;
         oc.output = CUABI_CODE_CUBIN;
-        if (cuabi_program_create(&again, jb->type, jb->source, 0, jb->file) == CUABI_SUCCESS) {
-            if (cuabi_program_compile(&cubin, again, &oc) != CUABI_SUCCESS)
+        if (cuabi_program_create(&again, jb->type, jb->source, jb->size, jb->file) ==
+            CUABI_SUCCESS) {
+            if (compile_to(&cubin, &again_hit, jb, again, &oc) != CUABI_SUCCESS)
                 cubin = NULL;
             cuabi_program_release(again);
         }
@@ -313,6 +346,33 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
     return rc;
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n > t && !strcmp(s + n - t, tail);
+}
+
+/* The input's kind by FILE's extension, and the options that need one. */
+static int check_input(job *jb)
+{
+    if (ends_with(jb->file, ".ptx"))
+        jb->type = CUABI_CODE_PTX;
+    else if (ends_with(jb->file, ".ll") || ends_with(jb->file, ".bc"))
+        jb->type = CUABI_CODE_NVVM;
+    if (jb->libdevice && jb->type != CUABI_CODE_NVVM) {
+        fprintf(stderr, "cuabi compile: --libdevice applies to NVVM IR (a .ll or .bc FILE) "
+                "only\n");
+        return 2;
+    }
+    if (jb->kind == CUABI_CODE_FATBIN && jb->type == CUABI_CODE_NVVM) {
+        fprintf(stderr, "cuabi compile: --fatbin takes CUDA C++ or PTX; compile NVVM IR %s "
+                "with --ptx (then cuabi compile the .ptx with --fatbin), --cubin or "
+                "--ltoir\n", jb->file);
+        return 2;
+    }
+    return 0;
+}
+
 static int parse(job *jb, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -329,6 +389,8 @@ static int parse(job *jb, int argc, char **argv)
             jb->kind = CUABI_CODE_LTOIR;
         else if (!strcmp(a, "--fatbin"))
             jb->kind = CUABI_CODE_FATBIN;
+        else if (!strcmp(a, "--libdevice"))
+            jb->libdevice = true;
         else if (!strcmp(a, "--arch"))
             target = &jb->archs;
         else if (!strcmp(a, "-D"))
@@ -372,7 +434,7 @@ static int parse(job *jb, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return 0;
+    return check_input(jb);
 }
 
 int cli_compile(int argc, char **argv)
@@ -386,11 +448,8 @@ int cli_compile(int argc, char **argv)
     char *text = NULL, *joined = NULL, *split = NULL;
     if (rc)
         goto out;
-    size_t len = strlen(jb.file);
-    if (len > 4 && !strcmp(jb.file + len - 4, ".ptx"))
-        jb.type = CUABI_CODE_PTX;
-    if (!(text = read_text(jb.file))) {
-        fprintf(stderr, "cuabi compile: cannot read %s\n", jb.file);
+    if (!(text = cli_read_file(jb.file, &jb.size))) {
+        fprintf(stderr, "cuabi compile: cannot read %s: %s\n", jb.file, strerror(errno));
         rc = 1;
         goto out;
     }

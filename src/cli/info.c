@@ -6,10 +6,12 @@
 static void print_lib(const char *name, cuabi_status st, int version, const char *path,
                       const char *error)
 {
-    if (st == CUABI_SUCCESS)
-        printf("%-10s %d.%d  %s\n", name, version / 1000, (version % 1000) / 10, path);
-    else
+    if (st != CUABI_SUCCESS)
         printf("%-10s not available: %s\n", name, error);
+    else if (version > 0)
+        printf("%-10s %d.%d  %s\n", name, version / 1000, (version % 1000) / 10, path);
+    else /* loaded, but it did not say which version it is */
+        printf("%-10s ?  %s\n", name, path);
 }
 
 static void uuid_string(char out[37], const uint8_t u[16])
@@ -96,9 +98,11 @@ int cli_info(int argc, char **argv)
             json = true;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: cuabi info [--json]\n\n"
-                   "Print cuabi's version, the CUDA driver, NVRTC and nvJitLink it loaded\n"
-                   "(version and file), and one block per GPU. Without a driver or GPU it\n"
-                   "says so and exits 0.\n");
+                   "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM and\n"
+                   "nvFatbin it loaded (version and file, or why not), and one block per\n"
+                   "GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
+                   "is its own (2.0), not CUDA's; without nvFatbin, fatbins are packed by\n"
+                   "the fatbinary tool.\n");
             return 0;
         } else {
             fprintf(stderr, "cuabi info: unknown option '%s'\n", argv[i]);
@@ -124,6 +128,9 @@ int cli_info(int argc, char **argv)
         json_lib(&j, "nvrtc", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
         json_lib(&j, "nvjitlink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
                  rt.nvjitlink_error);
+        json_lib(&j, "nvvm", rt.nvvm_status, rt.nvvm_version, rt.nvvm_path, rt.nvvm_error);
+        json_lib(&j, "nvfatbin", rt.nvfatbin_status, rt.nvfatbin_version, rt.nvfatbin_path,
+                 rt.nvfatbin_error);
         json_begin_array(&j, "devices");
     } else {
         printf("cuabi      %s (ABI %u)\n", rt.library_version, rt.abi_version);
@@ -131,6 +138,9 @@ int cli_info(int argc, char **argv)
         print_lib("NVRTC", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
         print_lib("nvJitLink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
                   rt.nvjitlink_error);
+        print_lib("libNVVM", rt.nvvm_status, rt.nvvm_version, rt.nvvm_path, rt.nvvm_error);
+        print_lib("nvFatbin", rt.nvfatbin_status, rt.nvfatbin_version, rt.nvfatbin_path,
+                  rt.nvfatbin_error);
         if (dst != CUABI_SUCCESS)
             printf("\nNo GPU available: %s\n", why);
         else if (count == 0)

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <cuda.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,25 +34,6 @@ typedef struct row {
     int block;
     cuabi_occupancy_result r;
 } row;
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;
-    return buf;
-}
 
 static const char *svg_colour(cuabi_occupancy_limiter l)
 {
@@ -257,9 +239,9 @@ int cli_occupancy(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc)
         return rc;
-    char *src = read_text(o.file);
+    char *src = cli_read_file(o.file, NULL);
     if (!src) {
-        fprintf(stderr, "cuabi occupancy: cannot read %s\n", o.file);
+        fprintf(stderr, "cuabi occupancy: cannot read %s: %s\n", o.file, strerror(errno));
         return 1;
     }
     /* Live on GPU 0 unless an architecture is named or there is no GPU. */

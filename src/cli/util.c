@@ -1,7 +1,9 @@
 /* Helpers shared by the cuabi subcommands: error output and JSON. */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cli_fail(const char *command, cuabi_status st)
@@ -20,6 +22,35 @@ bool cli_wants_help(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
             return true;
     return false;
+}
+
+/* Read in chunks rather than by the size ftell reports, so pipes
+ * (/dev/stdin) work too and a directory fails with EISDIR. */
+char *cli_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        char *bigger = n + 1 < cap ? buf : realloc(buf, cap *= 2);
+        if (!bigger)
+            free(buf);
+        buf = bigger;
+    }
+    int err = !buf ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (size)
+        *size = n;
+    return buf;
 }
 
 static void json_escape(FILE *out, const char *s)

@@ -76,7 +76,10 @@ CUABI_EXTERN(cuabi_status) cuabi_runtime_info_init(cuabi_runtime_info *opts, uns
     if (!opts)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_runtime_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_runtime_info", version, CUABI_RUNTIME_INFO_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_runtime_info, nvvm_status);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -429,6 +432,14 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_runtime_info", "nvjitlink_version", offsetof(cuabi_runtime_info, nvjitlink_version) },
     { "cuabi_runtime_info", "nvjitlink_path", offsetof(cuabi_runtime_info, nvjitlink_path) },
     { "cuabi_runtime_info", "nvjitlink_error", offsetof(cuabi_runtime_info, nvjitlink_error) },
+    { "cuabi_runtime_info", "nvvm_status", offsetof(cuabi_runtime_info, nvvm_status) },
+    { "cuabi_runtime_info", "nvvm_version", offsetof(cuabi_runtime_info, nvvm_version) },
+    { "cuabi_runtime_info", "nvvm_path", offsetof(cuabi_runtime_info, nvvm_path) },
+    { "cuabi_runtime_info", "nvvm_error", offsetof(cuabi_runtime_info, nvvm_error) },
+    { "cuabi_runtime_info", "nvfatbin_status", offsetof(cuabi_runtime_info, nvfatbin_status) },
+    { "cuabi_runtime_info", "nvfatbin_version", offsetof(cuabi_runtime_info, nvfatbin_version) },
+    { "cuabi_runtime_info", "nvfatbin_path", offsetof(cuabi_runtime_info, nvfatbin_path) },
+    { "cuabi_runtime_info", "nvfatbin_error", offsetof(cuabi_runtime_info, nvfatbin_error) },
     { "cuabi_device_properties", NULL, sizeof(cuabi_device_properties) },
     { "cuabi_device_properties", "version", offsetof(cuabi_device_properties, version) },
     { "cuabi_device_properties", "ordinal", offsetof(cuabi_device_properties, ordinal) },

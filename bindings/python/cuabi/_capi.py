@@ -131,8 +131,16 @@ class cuabi_runtime_info(C.Structure):
         ('nvjitlink_version', C.c_int),
         ('nvjitlink_path', C.c_char_p),
         ('nvjitlink_error', C.c_char_p),
+        ('nvvm_status', C.c_int),
+        ('nvvm_version', C.c_int),
+        ('nvvm_path', C.c_char_p),
+        ('nvvm_error', C.c_char_p),
+        ('nvfatbin_status', C.c_int),
+        ('nvfatbin_version', C.c_int),
+        ('nvfatbin_path', C.c_char_p),
+        ('nvfatbin_error', C.c_char_p),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- device
@@ -889,7 +897,7 @@ STRUCTS = {
 }
 VERSIONED = {
     'cuabi_error_info': 1,
-    'cuabi_runtime_info': 1,
+    'cuabi_runtime_info': 2,
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,

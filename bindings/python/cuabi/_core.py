@@ -19,8 +19,9 @@ def abi_version() -> int:
 
 
 def runtime_info() -> dict:
-    """What the library found: driver, NVRTC and nvJitLink versions, paths,
-    and why any of them is unusable."""
+    """What the library found: driver, NVRTC, nvJitLink, libNVVM (nvvm_*)
+    and nvFatbin (nvfatbin_*) versions, paths, and why any of them is
+    unusable (``<lib>_status`` 0: usable, else ``<lib>_error`` says why)."""
     info = new_struct(_capi.cuabi_runtime_info)
     lib.cuabi_runtime_info_get(C.byref(info))
     d = struct_to_dict(info)

@@ -26,9 +26,11 @@ def test_runtime_info():
     info = cuabi.runtime_info()
     assert info["library_version"] == cuabi.__version__
     assert info["abi_version"] == _capi.ABI_VERSION
-    for lib in ("driver", "nvrtc", "nvjitlink"):
+    for lib in ("driver", "nvrtc", "nvjitlink", "nvvm", "nvfatbin"):
         assert isinstance(info[lib + "_path"], str)
+        assert isinstance(info[lib + "_version"], int)
         assert info[lib + "_status"] == 0 or info[lib + "_error"]
+        assert info[lib + "_status"] != 0 or info[lib + "_path"]  # usable: its file named
 
 
 def test_every_function_bound_with_generated_signature():

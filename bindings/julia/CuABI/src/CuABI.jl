@@ -98,8 +98,9 @@ abi_version() = Int(ccall((:cuabi_abi_version, L.libcuabi), Cuint, ()))
 """
     runtime_info() -> NamedTuple
 
-Loads (once) the CUDA driver, NVRTC and nvJitLink and reports what was found:
-for each, `status` (`nothing` when usable, else a `CuABIError`), version and path.
+Loads (once) the CUDA driver, NVRTC, nvJitLink, libNVVM and nvFatbin and reports
+what was found: for each, `status` (`nothing` when usable, else a `CuABIError`),
+version and path.
 """
 function runtime_info()
     r = Ref(_init(L.cuabi_runtime_info, L.cuabi_runtime_info_init, L.CUABI_RUNTIME_INFO_VERSION))
@@ -111,7 +112,9 @@ function runtime_info()
     (library_version = _str(i.library_version), abi_version = Int(i.abi_version),
      driver = part(i.driver_status, i.driver_version, i.driver_path, i.driver_error),
      nvrtc = part(i.nvrtc_status, i.nvrtc_version, i.nvrtc_path, i.nvrtc_error),
-     nvjitlink = part(i.nvjitlink_status, i.nvjitlink_version, i.nvjitlink_path, i.nvjitlink_error))
+     nvjitlink = part(i.nvjitlink_status, i.nvjitlink_version, i.nvjitlink_path, i.nvjitlink_error),
+     nvvm = part(i.nvvm_status, i.nvvm_version, i.nvvm_path, i.nvvm_error),
+     nvfatbin = part(i.nvfatbin_status, i.nvfatbin_version, i.nvfatbin_path, i.nvfatbin_error))
 end
 
 "The library's sizeof() of a public struct."

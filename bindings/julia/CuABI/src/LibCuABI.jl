@@ -207,7 +207,8 @@ end
 """
 What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
 to load each library (once per process). Strings are owned by the library and
-live until it is unloaded.
+live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
+caller's shorter struct is filled with version 1's fields only.
 """
 struct cuabi_runtime_info
     version::Cuint
@@ -225,8 +226,16 @@ struct cuabi_runtime_info
     nvjitlink_version::Cint
     nvjitlink_path::Ptr{Cchar}
     nvjitlink_error::Ptr{Cchar}
+    nvvm_status::cuabi_status
+    nvvm_version::Cint
+    nvvm_path::Ptr{Cchar}
+    nvvm_error::Ptr{Cchar}
+    nvfatbin_status::cuabi_status
+    nvfatbin_version::Cint
+    nvfatbin_path::Ptr{Cchar}
+    nvfatbin_error::Ptr{Cchar}
 end
-const CUABI_RUNTIME_INFO_VERSION = Cuint(1)
+const CUABI_RUNTIME_INFO_VERSION = Cuint(2)
 
 """
 cuabi_runtime_info_init(opts, version)
@@ -269,7 +278,7 @@ end
 """
 cuabi_runtime_info_get(out)
 
-Load (if not yet loaded) the driver, NVRTC and nvJitLink and report what was found. Missing libraries are reported in the struct, not as an error.
+Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found. Missing libraries are reported in the struct, not as an error.
 
 - `out` [inout] Its version field must be set (CUABI_RUNTIME_INFO_INIT).
 """
@@ -4600,7 +4609,7 @@ end
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
     ("cuabi_error_info", cuabi_error_info, ["version", "status", "message", "cu_result", "nvrtc_result", "nvjitlink_result", "log", "log_size"]),
-    ("cuabi_runtime_info", cuabi_runtime_info, ["version", "library_version", "abi_version", "driver_status", "driver_version", "driver_path", "driver_error", "nvrtc_status", "nvrtc_version", "nvrtc_path", "nvrtc_error", "nvjitlink_status", "nvjitlink_version", "nvjitlink_path", "nvjitlink_error"]),
+    ("cuabi_runtime_info", cuabi_runtime_info, ["version", "library_version", "abi_version", "driver_status", "driver_version", "driver_path", "driver_error", "nvrtc_status", "nvrtc_version", "nvrtc_path", "nvrtc_error", "nvjitlink_status", "nvjitlink_version", "nvjitlink_path", "nvjitlink_error", "nvvm_status", "nvvm_version", "nvvm_path", "nvvm_error", "nvfatbin_status", "nvfatbin_version", "nvfatbin_path", "nvfatbin_error"]),
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),

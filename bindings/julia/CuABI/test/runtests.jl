@@ -23,6 +23,9 @@ end
         info = runtime_info()
         @test info.library_version == string(v)
         @test info.abi_version == CuABI.abi_version()
+        for lib in (info.driver, info.nvrtc, info.nvjitlink, info.nvvm, info.nvfatbin)
+            @test lib.status === nothing ? !isempty(lib.path) : !isempty(lib.status.message)
+        end
     end
 
     @testset "struct layouts match the library" begin

@@ -277,7 +277,8 @@ unsafe extern "C" {
 
 /// What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
 /// to load each library (once per process). Strings are owned by the library and
-/// live until it is unloaded.
+/// live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
+/// caller's shorter struct is filled with version 1's fields only.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_runtime_info {
@@ -311,6 +312,22 @@ pub struct cuabi_runtime_info {
     pub nvjitlink_path: *const c_char,
     /// Why nvJitLink is unusable, or "".
     pub nvjitlink_error: *const c_char,
+    /// Version 2: CUABI_SUCCESS when libNVVM (NVVM IR programs) loaded; CUABI_ERROR_NOT_SUPPORTED when it is missing.
+    pub nvvm_status: cuabi_status,
+    /// Version 2: libNVVM's own version (nvvmVersion: 2000 = 2.0, not the CUDA version), or 0.
+    pub nvvm_version: c_int,
+    /// Version 2: file libNVVM was loaded from, or "".
+    pub nvvm_path: *const c_char,
+    /// Version 2: why libNVVM is unusable (every place looked), or "".
+    pub nvvm_error: *const c_char,
+    /// Version 2: CUABI_SUCCESS when nvFatbin loaded; CUABI_ERROR_NOT_SUPPORTED when it is missing (fatbins are then packed by the fatbinary tool).
+    pub nvfatbin_status: cuabi_status,
+    /// Version 2: nvFatbin version (13050 = 13.5), or 0 (also when the library could not tell).
+    pub nvfatbin_version: c_int,
+    /// Version 2: file nvFatbin was loaded from, or "".
+    pub nvfatbin_path: *const c_char,
+    /// Version 2: why nvFatbin is unusable, or "".
+    pub nvfatbin_error: *const c_char,
 }
 
 impl Default for cuabi_runtime_info {
@@ -321,7 +338,7 @@ impl Default for cuabi_runtime_info {
 }
 
 /// Current version of cuabi_runtime_info.
-pub const CUABI_RUNTIME_INFO_VERSION: c_uint = 1;
+pub const CUABI_RUNTIME_INFO_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -333,7 +350,7 @@ unsafe extern "C" {
     pub fn cuabi_version_hex() -> c_uint;
     /// The ABI version: bumped on any incompatible change; bindings refuse a mismatch.
     pub fn cuabi_abi_version() -> c_uint;
-    /// Load (if not yet loaded) the driver, NVRTC and nvJitLink and report what was found. Missing libraries are reported in the struct, not as an error.
+    /// Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found. Missing libraries are reported in the struct, not as an error.
     pub fn cuabi_runtime_info_get(out: *mut cuabi_runtime_info) -> cuabi_status;
     /// sizeof() of a public struct, by name ("cuabi_stream_options"), as compiled into the library. Bindings use it to check their layouts.
     pub fn cuabi_struct_size(out: *mut usize, struct_name: *const c_char) -> cuabi_status;
@@ -3745,7 +3762,7 @@ unsafe extern "C" {
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
 pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_error_info", core::mem::size_of::<cuabi_error_info>(), &[("version", core::mem::offset_of!(cuabi_error_info, version)), ("status", core::mem::offset_of!(cuabi_error_info, status)), ("message", core::mem::offset_of!(cuabi_error_info, message)), ("cu_result", core::mem::offset_of!(cuabi_error_info, cu_result)), ("nvrtc_result", core::mem::offset_of!(cuabi_error_info, nvrtc_result)), ("nvjitlink_result", core::mem::offset_of!(cuabi_error_info, nvjitlink_result)), ("log", core::mem::offset_of!(cuabi_error_info, log)), ("log_size", core::mem::offset_of!(cuabi_error_info, log_size))]),
-    ("cuabi_runtime_info", core::mem::size_of::<cuabi_runtime_info>(), &[("version", core::mem::offset_of!(cuabi_runtime_info, version)), ("library_version", core::mem::offset_of!(cuabi_runtime_info, library_version)), ("abi_version", core::mem::offset_of!(cuabi_runtime_info, abi_version)), ("driver_status", core::mem::offset_of!(cuabi_runtime_info, driver_status)), ("driver_version", core::mem::offset_of!(cuabi_runtime_info, driver_version)), ("driver_path", core::mem::offset_of!(cuabi_runtime_info, driver_path)), ("driver_error", core::mem::offset_of!(cuabi_runtime_info, driver_error)), ("nvrtc_status", core::mem::offset_of!(cuabi_runtime_info, nvrtc_status)), ("nvrtc_version", core::mem::offset_of!(cuabi_runtime_info, nvrtc_version)), ("nvrtc_path", core::mem::offset_of!(cuabi_runtime_info, nvrtc_path)), ("nvrtc_error", core::mem::offset_of!(cuabi_runtime_info, nvrtc_error)), ("nvjitlink_status", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_status)), ("nvjitlink_version", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_version)), ("nvjitlink_path", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_path)), ("nvjitlink_error", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_error))]),
+    ("cuabi_runtime_info", core::mem::size_of::<cuabi_runtime_info>(), &[("version", core::mem::offset_of!(cuabi_runtime_info, version)), ("library_version", core::mem::offset_of!(cuabi_runtime_info, library_version)), ("abi_version", core::mem::offset_of!(cuabi_runtime_info, abi_version)), ("driver_status", core::mem::offset_of!(cuabi_runtime_info, driver_status)), ("driver_version", core::mem::offset_of!(cuabi_runtime_info, driver_version)), ("driver_path", core::mem::offset_of!(cuabi_runtime_info, driver_path)), ("driver_error", core::mem::offset_of!(cuabi_runtime_info, driver_error)), ("nvrtc_status", core::mem::offset_of!(cuabi_runtime_info, nvrtc_status)), ("nvrtc_version", core::mem::offset_of!(cuabi_runtime_info, nvrtc_version)), ("nvrtc_path", core::mem::offset_of!(cuabi_runtime_info, nvrtc_path)), ("nvrtc_error", core::mem::offset_of!(cuabi_runtime_info, nvrtc_error)), ("nvjitlink_status", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_status)), ("nvjitlink_version", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_version)), ("nvjitlink_path", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_path)), ("nvjitlink_error", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_error)), ("nvvm_status", core::mem::offset_of!(cuabi_runtime_info, nvvm_status)), ("nvvm_version", core::mem::offset_of!(cuabi_runtime_info, nvvm_version)), ("nvvm_path", core::mem::offset_of!(cuabi_runtime_info, nvvm_path)), ("nvvm_error", core::mem::offset_of!(cuabi_runtime_info, nvvm_error)), ("nvfatbin_status", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_status)), ("nvfatbin_version", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_version)), ("nvfatbin_path", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_path)), ("nvfatbin_error", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_error))]),
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),

@@ -32,13 +32,22 @@ pub struct RuntimeInfo {
     pub nvjitlink: std::result::Result<(), Error>,
     pub nvjitlink_version: i32,
     pub nvjitlink_path: String,
+    /// Ok when libNVVM (NVVM IR programs) loaded; else why not.
+    pub nvvm: std::result::Result<(), Error>,
+    /// libNVVM's own version (2000 = 2.0), not the CUDA version.
+    pub nvvm_version: i32,
+    pub nvvm_path: String,
+    /// Ok when nvFatbin loaded; else why not (fatbins then go through the fatbinary tool).
+    pub nvfatbin: std::result::Result<(), Error>,
+    pub nvfatbin_version: i32,
+    pub nvfatbin_path: String,
 }
 
 fn component(status: sys::cuabi_status, why: String) -> std::result::Result<(), Error> {
     if status == sys::CUABI_SUCCESS { Ok(()) } else { Err(Error::bare(status, why)) }
 }
 
-/// Load the driver, NVRTC and nvJitLink (once) and report what was found.
+/// Load the driver, NVRTC, nvJitLink, libNVVM and nvFatbin (once) and report what was found.
 pub fn runtime_info() -> Result<RuntimeInfo> {
     let mut raw = sys::cuabi_runtime_info::default();
     unsafe {
@@ -56,6 +65,12 @@ pub fn runtime_info() -> Result<RuntimeInfo> {
             nvjitlink: component(raw.nvjitlink_status, cstr(raw.nvjitlink_error)),
             nvjitlink_version: raw.nvjitlink_version,
             nvjitlink_path: cstr(raw.nvjitlink_path),
+            nvvm: component(raw.nvvm_status, cstr(raw.nvvm_error)),
+            nvvm_version: raw.nvvm_version,
+            nvvm_path: cstr(raw.nvvm_path),
+            nvfatbin: component(raw.nvfatbin_status, cstr(raw.nvfatbin_error)),
+            nvfatbin_version: raw.nvfatbin_version,
+            nvfatbin_path: cstr(raw.nvfatbin_path),
         })
     }
 }

@@ -16,6 +16,13 @@ fn version_matches_runtime_info() {
     if let Err(e) = &info.nvrtc {
         assert!(!e.message.is_empty());
     }
+    // libNVVM and nvFatbin (runtime info version 2): found with a path, or why not.
+    for (lib, path) in [(&info.nvvm, &info.nvvm_path), (&info.nvfatbin, &info.nvfatbin_path)] {
+        match lib {
+            Ok(()) => assert!(!path.is_empty()),
+            Err(e) => assert!(!e.message.is_empty(), "{e:?} {path}"),
+        }
+    }
 }
 
 #[test]
