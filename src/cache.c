@@ -142,20 +142,51 @@ static size_t entry_bytes(const cuabi__cache_entry *e)
 
 /* ---------------------------------------------------------------- keys */
 
+_Static_assert(sizeof(XXH3_state_t) <= sizeof(cuabi__key_state) &&
+                   _Alignof(XXH3_state_t) <= _Alignof(cuabi__key_state),
+               "cuabi__key_state is too small for this xxHash's XXH3_state_t");
+
+static XXH3_state_t *xxh(cuabi__key_state *s) { return (XXH3_state_t *)(void *)s->opaque; }
+
+void cuabi__key_begin(cuabi__key_state *s)
+{
+    XXH3_INITSTATE(xxh(s));
+    XXH3_128bits_reset(xxh(s));
+}
+
+void cuabi__key_add(cuabi__key_state *s, const void *data, size_t size)
+{
+    uint64_t len = size;
+    XXH3_128bits_update(xxh(s), &len, sizeof len);
+    if (len)
+        XXH3_128bits_update(xxh(s), data, size);
+}
+
+void cuabi__key_add_joined(cuabi__key_state *s, const char *head, const char *tail)
+{
+    size_t h = strlen(head), t = strlen(tail);
+    uint64_t len = h + t;
+    XXH3_128bits_update(xxh(s), &len, sizeof len);
+    if (h)
+        XXH3_128bits_update(xxh(s), head, h);
+    if (t)
+        XXH3_128bits_update(xxh(s), tail, t);
+}
+
+void cuabi__key_end(cuabi__key_state *s, cuabi__cache_key *out)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xxh(s)));
+    memcpy(out->b, c.digest, sizeof out->b);
+}
+
 void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n)
 {
-    XXH3_state_t st;
-    XXH3_INITSTATE(&st);
-    XXH3_128bits_reset(&st);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t len = fields[i].size;
-        XXH3_128bits_update(&st, &len, sizeof len);
-        if (len)
-            XXH3_128bits_update(&st, fields[i].data, fields[i].size);
-    }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
-    memcpy(out->b, c.digest, sizeof out->b);
+    cuabi__key_state s;
+    cuabi__key_begin(&s);
+    for (size_t i = 0; i < n; i++)
+        cuabi__key_add(&s, fields[i].data, fields[i].size);
+    cuabi__key_end(&s, out);
 }
 
 void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key)

@@ -53,7 +53,19 @@ typedef struct cuabi__cache_entry {
 } cuabi__cache_entry;
 void cuabi__cache_entry_clear(cuabi__cache_entry *e);
 
-/* Hash the fields (each length-prefixed, so boundaries count) into a key. */
+/* A key hashed field by field, straight from the caller's data (no list
+ * of fields or joined strings to build): XXH3-128's streaming state, kept
+ * opaque so xxhash.h stays inside cache.c, which checks its size. */
+typedef struct cuabi__key_state {
+    _Alignas(64) unsigned char opaque[640];
+} cuabi__key_state;
+void cuabi__key_begin(cuabi__key_state *s);
+/* One field, length-prefixed, so boundaries count. */
+void cuabi__key_add(cuabi__key_state *s, const void *data, size_t size);
+/* One field that is `head` and `tail` joined (hashes as that string). */
+void cuabi__key_add_joined(cuabi__key_state *s, const char *head, const char *tail);
+void cuabi__key_end(cuabi__key_state *s, cuabi__cache_key *out);
+/* All of it for a list of fields. */
 void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n);
 void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key);
 

@@ -575,41 +575,36 @@ static bool same_includes(const key_parts *x, const key_parts *y)
  * length-prefixed: the key scheme, the compiler's identity, code type,
  * argument list, source, in-memory headers, name expressions, output kind,
  * and the digest of the files the source can include. */
-static cuabi_status key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
-                                   const cuabi__compile_args *a, const key_parts *parts)
+static void key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
+                           const cuabi__compile_args *a, const key_parts *parts)
 {
     /* "key=3": the compiler named by its file and version (libident.h). */
     static const char scheme[] = "cuabi-cache-format=" CUABI__CACHE_FORMAT_STR " key=3";
     const cuabi_program_options *o = a->opts;
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
-    size_t nf = 9 + a->argc + 2 * o->num_headers + o->num_name_expressions;
-    cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
-    if (!f)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    size_t k = 0;
-    f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
-    f[k++] = parts->compiler;
-    f[k++] = (cuabi__bytes){ &type, sizeof type };
-    f[k++] = (cuabi__bytes){ &output, sizeof output };
-    f[k++] = (cuabi__bytes){ counts, sizeof counts };
+    cuabi__key_state ks;
+    cuabi__key_begin(&ks);
+    cuabi__key_add(&ks, scheme, sizeof scheme - 1);
+    cuabi__key_add(&ks, parts->compiler.data, parts->compiler.size);
+    cuabi__key_add(&ks, &type, sizeof type);
+    cuabi__key_add(&ks, &output, sizeof output);
+    cuabi__key_add(&ks, counts, sizeof counts);
     for (size_t i = 0; i < a->argc; i++)
-        f[k++] = (cuabi__bytes){ a->argv[i], strlen(a->argv[i]) };
-    f[k++] = (cuabi__bytes){ p->source, p->size };
+        cuabi__key_add(&ks, a->argv[i], strlen(a->argv[i]));
+    cuabi__key_add(&ks, p->source, p->size);
     for (size_t i = 0; i < o->num_headers; i++) {
-        f[k++] = (cuabi__bytes){ o->header_names[i], strlen(o->header_names[i]) };
-        f[k++] = (cuabi__bytes){ o->header_contents[i], strlen(o->header_contents[i]) };
+        cuabi__key_add(&ks, o->header_names[i], strlen(o->header_names[i]));
+        cuabi__key_add(&ks, o->header_contents[i], strlen(o->header_contents[i]));
     }
     for (size_t i = 0; i < o->num_name_expressions; i++)
-        f[k++] = (cuabi__bytes){ o->name_expressions[i], strlen(o->name_expressions[i]) };
+        cuabi__key_add(&ks, o->name_expressions[i], strlen(o->name_expressions[i]));
     if (parts->includes == CUABI__INCLUDES_HASHED) /* absent otherwise: keys stay as they were */
-        f[k++] = (cuabi__bytes){ parts->digest, sizeof parts->digest };
+        cuabi__key_add(&ks, parts->digest, sizeof parts->digest);
     if (parts->libdevice.len) /* NVVM only: other keys stay as they were */
-        f[k++] = (cuabi__bytes){ parts->libdevice.s, parts->libdevice.len };
-    f[k++] = (cuabi__bytes){ "end", 3 };
-    cuabi__cache_key_compute(out, f, k);
-    cuabi__free(f);
-    return CUABI_SUCCESS;
+        cuabi__key_add(&ks, parts->libdevice.s, parts->libdevice.len);
+    cuabi__key_add(&ks, "end", 3);
+    cuabi__key_end(&ks, out);
 }
 
 cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
@@ -617,7 +612,8 @@ cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
 {
     key_parts parts;
     CUABI__TRY(get_key_parts(&parts, p, a));
-    return key_from_parts(out, p, a, &parts);
+    key_from_parts(out, p, a, &parts);
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -1036,7 +1032,7 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
             cached = false;
         } else {
             CUABI__TRY(st);
-            CUABI__TRY(key_from_parts(&key, p, a, &before));
+            key_from_parts(&key, p, a, &before);
             CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
             if (p->hit)
                 return CUABI_SUCCESS;
@@ -1057,12 +1053,15 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
         /* Store under the identity of the compiler that ran (the key above
          * named the file the loader was expected to open; libident.c), and
          * only if no included file changed while it compiled. */
-        if (cached && get_key_parts(&after, p, a) == CUABI_SUCCESS &&
-            same_includes(&before, &after) && key_from_parts(&key, p, a, &after) == CUABI_SUCCESS)
+        bool unchanged = cached && get_key_parts(&after, p, a) == CUABI_SUCCESS &&
+                         same_includes(&before, &after);
+        if (unchanged) {
+            key_from_parts(&key, p, a, &after);
             cuabi__cache_store(&key, e, notes);
-        else if (cached)
+        } else if (cached) {
             cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "an included file changed during the "
                                   "compile\n");
+        }
         cuabi_error_clear();
         return CUABI_SUCCESS;
     }
