@@ -237,24 +237,8 @@ static cuabi_status check_supported_cb(const char *arch, void *caller)
 
 void cuabi__compile_args_free(cuabi__compile_args *a)
 {
-    for (size_t i = 0; i < a->argc; i++)
-        cuabi__free(a->argv[i]);
     cuabi__free(a->argv);
     a->argv = NULL;
-    a->argc = 0;
-}
-
-static cuabi_status add_arg(cuabi__compile_args *a, size_t cap, const char *fmt, const char *s)
-{
-    char *arg;
-    if (a->argc >= cap || asprintf(&arg, fmt, s) < 0)
-        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "out of memory building options");
-    char *copy = cuabi__strdup(arg);
-    free(arg);
-    if (!copy)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    a->argv[a->argc++] = copy;
-    return CUABI_SUCCESS;
 }
 
 /* An array field: count > 0 needs a pointer, and no element may be NULL/empty. */
@@ -415,53 +399,93 @@ static cuabi_status check_fatbin_archs(const char *list, const char *caller)
     return each_arch(list, check_one_fatbin_arch, &c);
 }
 
-/* The argument list NVRTC (or nvJitLink, for PTX) gets. */
-static cuabi_status build_argv(cuabi__compile_args *a, cuabi_code_type type,
-                               const cuabi_program_options *o)
+/* nvJitLink's arguments for PTX. */
+static void each_ptx_arg(const cuabi_program_options *o, const char *level, cuabi__arg_fn fn,
+                         void *ctx)
 {
-    size_t cap = 16 + o->num_defines + o->num_include_paths + o->num_extra_options;
-    a->argv = cuabi__calloc(cap, sizeof(char *));
-    if (!a->argv)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    if (type == CUABI_CODE_NVVM) {
-        cuabi__free(a->argv);
-        return cuabi__nvvm_argv(a, o);
+    if (o->opt_level >= 0)
+        fn("-O", level, ctx);
+    if (o->debug)
+        fn("-g", "", ctx);
+    if (o->line_info)
+        fn("-lineinfo", "", ctx);
+}
+
+/* NVRTC's arguments for CUDA C++. */
+static void each_cxx_arg(const cuabi__compile_args *a, const char *level, cuabi__arg_fn fn,
+                         void *ctx)
+{
+    const cuabi_program_options *o = a->opts;
+    if (o->std)
+        fn("-std=", o->std, ctx);
+    if (o->opt_level >= 0)
+        fn("--ptxas-options=-O", level, ctx);
+    if (o->debug)
+        fn("-G", "", ctx);
+    if (o->line_info)
+        fn("-lineinfo", "", ctx);
+    if (o->fast_math)
+        fn("-use_fast_math", "", ctx);
+    if (o->relocatable)
+        fn("-rdc=true", "", ctx);
+    if (a->output == CUABI_CODE_LTOIR)
+        fn("-dlto", "", ctx);
+    for (size_t i = 0; i < o->num_defines; i++)
+        fn("-D", o->defines[i], ctx);
+    for (size_t i = 0; i < o->num_include_paths; i++)
+        fn("-I", o->include_paths[i], ctx);
+}
+
+/* The argument list NVRTC (or nvJitLink, for PTX; libNVVM for NVVM IR)
+ * gets; the architecture comes first (compile_one_arch relies on it). */
+void cuabi__compile_args_each(const cuabi__compile_args *a, cuabi__arg_fn fn, void *ctx)
+{
+    const cuabi_program_options *o = a->opts;
+    if (a->type == CUABI_CODE_NVVM) {
+        cuabi__nvvm_each_arg(a, fn, ctx);
+        return;
     }
-    char opt[16];
-    CUABI__TRY(add_arg(a, cap, "-arch=%s", a->arch));
-    if (type == CUABI_CODE_PTX) {
-        if (o->opt_level >= 0) {
-            snprintf(opt, sizeof opt, "%d", o->opt_level);
-            CUABI__TRY(add_arg(a, cap, "-O%s", opt));
-        }
-        if (o->debug)
-            CUABI__TRY(add_arg(a, cap, "%s", "-g"));
-        if (o->line_info)
-            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
-    } else {
-        if (o->std)
-            CUABI__TRY(add_arg(a, cap, "-std=%s", o->std));
-        if (o->opt_level >= 0) {
-            snprintf(opt, sizeof opt, "%d", o->opt_level);
-            CUABI__TRY(add_arg(a, cap, "--ptxas-options=-O%s", opt));
-        }
-        if (o->debug)
-            CUABI__TRY(add_arg(a, cap, "%s", "-G"));
-        if (o->line_info)
-            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
-        if (o->fast_math)
-            CUABI__TRY(add_arg(a, cap, "%s", "-use_fast_math"));
-        if (o->relocatable)
-            CUABI__TRY(add_arg(a, cap, "%s", "-rdc=true"));
-        if (a->output == CUABI_CODE_LTOIR)
-            CUABI__TRY(add_arg(a, cap, "%s", "-dlto"));
-        for (size_t i = 0; i < o->num_defines; i++)
-            CUABI__TRY(add_arg(a, cap, "-D%s", o->defines[i]));
-        for (size_t i = 0; i < o->num_include_paths; i++)
-            CUABI__TRY(add_arg(a, cap, "-I%s", o->include_paths[i]));
-    }
+    char level[16];
+    snprintf(level, sizeof level, "%d", o->opt_level);
+    fn("-arch=", a->arch, ctx);
+    if (a->type == CUABI_CODE_PTX)
+        each_ptx_arg(o, level, fn, ctx);
+    else
+        each_cxx_arg(a, level, fn, ctx);
     for (size_t i = 0; i < o->num_extra_options; i++)
-        CUABI__TRY(add_arg(a, cap, "%s", o->extra_options[i]));
+        fn(o->extra_options[i], "", ctx);
+}
+
+static void measure_arg(const char *head, const char *tail, void *ctx)
+{
+    cuabi__compile_args *a = ctx;
+    a->argc++;
+    a->argv_bytes += strlen(head) + strlen(tail) + 1;
+}
+
+typedef struct argv_fill {
+    char **argv;
+    size_t n;
+    char *at;                  /* where the next string goes */
+} argv_fill;
+
+static void fill_arg(const char *head, const char *tail, void *ctx)
+{
+    argv_fill *f = ctx;
+    f->argv[f->n++] = f->at;
+    f->at = stpcpy(stpcpy(f->at, head), tail) + 1;
+}
+
+cuabi_status cuabi__compile_args_argv(cuabi__compile_args *a)
+{
+    if (a->argv)
+        return CUABI_SUCCESS;
+    char **argv = cuabi__malloc(a->argc * sizeof *argv + a->argv_bytes);
+    if (!argv)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    argv_fill f = { argv, 0, (char *)(argv + a->argc) };
+    cuabi__compile_args_each(a, fill_arg, &f);
+    a->argv = argv;
     return CUABI_SUCCESS;
 }
 
@@ -495,13 +519,12 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.libdevice %s", caller,
                             a->libdevice != 1 ? "must be 0 or 1"
                                               : "= 1 applies to NVVM IR programs only");
+    a->type = type;
     a->output = opts->output;
     a->use_cache = opts->cache;
     a->opts = opts;
-    cuabi_status st = build_argv(a, type, opts);
-    if (st != CUABI_SUCCESS)
-        cuabi__compile_args_free(a);
-    return st;
+    cuabi__compile_args_each(a, measure_arg, a);
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ key */
@@ -571,6 +594,11 @@ static bool same_includes(const key_parts *x, const key_parts *y)
     return x->includes == y->includes && !memcmp(x->digest, y->digest, sizeof x->digest);
 }
 
+static void hash_arg(const char *head, const char *tail, void *ctx)
+{
+    cuabi__key_add_joined(ctx, head, tail);
+}
+
 /* Everything that decides the output goes into the key, each field
  * length-prefixed: the key scheme, the compiler's identity, code type,
  * argument list, source, in-memory headers, name expressions, output kind,
@@ -590,8 +618,7 @@ static void key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
     cuabi__key_add(&ks, &type, sizeof type);
     cuabi__key_add(&ks, &output, sizeof output);
     cuabi__key_add(&ks, counts, sizeof counts);
-    for (size_t i = 0; i < a->argc; i++)
-        cuabi__key_add(&ks, a->argv[i], strlen(a->argv[i]));
+    cuabi__compile_args_each(a, hash_arg, &ks);
     cuabi__key_add(&ks, p->source, p->size);
     for (size_t i = 0; i < o->num_headers; i++) {
         cuabi__key_add(&ks, o->header_names[i], strlen(o->header_names[i]));
@@ -1016,7 +1043,7 @@ static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__
 }
 
 /* Look up or compile; the entry is filled on success. */
-static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
+static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a,
                            cuabi__cache_entry *e, cuabi__str *notes, const char *caller)
 {
     cuabi__cache_key key;
@@ -1044,6 +1071,7 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
     if (p->type != CUABI_CODE_NVVM)
         CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
                        : check_arch_supported(a->arch, caller));
+    CUABI__TRY(cuabi__compile_args_argv(a));
     cuabi_status st = fat ? compile_fatbin(p, a, e, &log, caller)
                     : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
                     : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, e, &log, caller)
