@@ -22,22 +22,10 @@
 
 /* ---------------------------------------------------------- lifetime */
 
-static void free_names(cuabi__program *p)
-{
-    for (size_t i = 0; i < p->num_names; i++) {
-        cuabi__free(p->exprs[i]);
-        cuabi__free(p->lowered[i]);
-    }
-    cuabi__free(p->exprs);
-    cuabi__free(p->lowered);
-    p->exprs = p->lowered = NULL;
-    p->num_names = 0;
-}
-
 static void program_destroy(cuabi__object *o)
 {
     cuabi__program *p = (cuabi__program *)o;
-    free_names(p);
+    cuabi__codeblob_release(p->result);
     cuabi__free(p->log);
     cuabi__free(p->source);
     cuabi__free(p->name);
@@ -80,11 +68,9 @@ CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_
     p->size = size;
     p->source = cuabi__malloc(size + 1);
     p->name = cuabi__strdup(name ? name : default_name(type, source, size));
-    p->log = cuabi__strdup("");
-    if (!p->source || !p->name || !p->log) {
+    if (!p->source || !p->name) {
         cuabi__free(p->source);
         cuabi__free(p->name);
-        cuabi__free(p->log);
         cuabi__free(p);
         return CUABI_ERROR_OUT_OF_MEMORY;
     }
@@ -979,72 +965,75 @@ static cuabi_status compile_fatbin(const cuabi__program *p, const cuabi__compile
 
 /* ------------------------------------------------------------- results */
 
-/* Remember the log and the name map of this compile in the program. */
-static cuabi_status remember(cuabi__program *p, const cuabi__cache_entry *e, const char *log,
-                             const cuabi__str *notes)
+/* `log` followed by the cache's notes, in a new string. */
+static char *with_notes(const char *log, const cuabi__str *notes)
 {
     size_t ll = strlen(log), nl = notes->len;
     char *full = cuabi__malloc(ll + nl + 1);
     if (!full)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        return NULL;
     memcpy(full, log, ll);
     if (nl)
         memcpy(full + ll, notes->s, nl);
     full[ll + nl] = '\0';
+    return full;
+}
+
+/* Remember a successful compile: its result (name map and log), shared,
+ * so a cache hit copies nothing unless the cache left notes. */
+static cuabi_status remember(cuabi__program *p, cuabi__codeblob *b, const cuabi__str *notes)
+{
+    char *log = NULL;
+    if (notes->len && !(log = with_notes(b->log, notes)))
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    cuabi__free(p->log);
+    p->log = log;
+    cuabi__codeblob_release(p->result);
+    p->result = cuabi__codeblob_retain(b);
+    return CUABI_SUCCESS;
+}
+
+/* Keep a failed compile's log readable through cuabi_program_log(); the
+ * name map stays the last successful compile's. Touches the error record
+ * only if it runs out of memory. */
+static cuabi_status remember_failure(cuabi__program *p, const char *log, const cuabi__str *notes)
+{
+    char *full = with_notes(log, notes);
+    if (!full)
+        return CUABI_ERROR_OUT_OF_MEMORY;
     cuabi__free(p->log);
     p->log = full;
-    if (!e)
-        return CUABI_SUCCESS;
-    char **exprs = NULL, **lowered = NULL;
-    if (e->num_names) {
-        exprs = cuabi__calloc(e->num_names, sizeof(char *));
-        lowered = cuabi__calloc(e->num_names, sizeof(char *));
-        bool ok = exprs && lowered;
-        for (size_t i = 0; ok && i < e->num_names; i++)
-            ok = (exprs[i] = cuabi__strdup(e->exprs[i])) &&
-                 (lowered[i] = cuabi__strdup(e->lowered[i]));
-        if (!ok) {
-            for (size_t i = 0; i < e->num_names; i++) {
-                if (exprs) cuabi__free(exprs[i]);
-                if (lowered) cuabi__free(lowered[i]);
-            }
-            cuabi__free(exprs);
-            cuabi__free(lowered);
-            return CUABI_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    free_names(p);
-    p->exprs = exprs;
-    p->lowered = lowered;
-    p->num_names = e->num_names;
     return CUABI_SUCCESS;
 }
 
-/* Turn an entry into an object code (taking its data). */
-static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__cache_entry *e)
+/* Compile `p` (a miss, or no cache) into a shared result; `*log` gets the
+ * compiler's log either way (the caller frees it). */
+static cuabi_status compile_result(cuabi__program *p, cuabi__compile_args *a,
+                                   cuabi__codeblob **out, char **log, const char *caller)
 {
-    cuabi__objcode *o;
-    void *data = e->data;
-    e->data = NULL;
-    CUABI__TRY(cuabi__objcode_new_trusted(&o, e->type, data, e->size, p->name));
-    if (e->signatures) {
-        cuabi__objcode_set_signatures(o, e->signatures);
-        e->signatures = NULL;
+    bool fat = a->output == CUABI_CODE_FATBIN;
+    /* libNVVM checks its architecture itself (asking NVRTC would load it). */
+    if (p->type != CUABI_CODE_NVVM)
+        CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
+                       : check_arch_supported(a->arch, caller));
+    CUABI__TRY(cuabi__compile_args_argv(a));
+    cuabi__cache_entry e = { 0 };
+    cuabi_status st = fat ? compile_fatbin(p, a, &e, log, caller)
+                    : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, &e, log, caller)
+                    : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, &e, log, caller)
+                                                 : compile_cxx(p, a, &e, log, caller);
+    if (st == CUABI_SUCCESS) {
+        e.log = *log; /* borrowed for the copy */
+        st = cuabi__codeblob_make(out, &e);
+        e.log = NULL;
     }
-    for (size_t i = 0; i < e->num_names; i++) {
-        cuabi_status st = cuabi__objcode_add_name(o, e->exprs[i], e->lowered[i]);
-        if (st != CUABI_SUCCESS) {
-            cuabi__object_release(&o->base);
-            return st;
-        }
-    }
-    *out = CUABI__HANDLE(o, cuabi_objcode);
-    return CUABI_SUCCESS;
+    cuabi__cache_entry_clear(&e);
+    return st;
 }
 
-/* Look up or compile; the entry is filled on success. */
-static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a,
-                           cuabi__cache_entry *e, cuabi__str *notes, const char *caller)
+/* Look up or compile; *out is the result (a reference) on success. */
+static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a, cuabi__codeblob **out,
+                           cuabi__str *notes, const char *caller)
 {
     cuabi__cache_key key;
     key_parts before, after;
@@ -1060,24 +1049,14 @@ static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a,
         } else {
             CUABI__TRY(st);
             key_from_parts(&key, p, a, &before);
-            CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
+            CUABI__TRY(cuabi__cache_lookup(&key, out, &p->hit, notes));
             if (p->hit)
                 return CUABI_SUCCESS;
         }
     }
     char *log = NULL;
-    bool fat = a->output == CUABI_CODE_FATBIN;
-    /* libNVVM checks its architecture itself (asking NVRTC would load it). */
-    if (p->type != CUABI_CODE_NVVM)
-        CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
-                       : check_arch_supported(a->arch, caller));
-    CUABI__TRY(cuabi__compile_args_argv(a));
-    cuabi_status st = fat ? compile_fatbin(p, a, e, &log, caller)
-                    : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
-                    : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, e, &log, caller)
-                                                 : compile_cxx(p, a, e, &log, caller);
+    cuabi_status st = compile_result(p, a, out, &log, caller);
     if (st == CUABI_SUCCESS) {
-        e->log = log;
         /* Store under the identity of the compiler that ran (the key above
          * named the file the loader was expected to open; libident.c), and
          * only if no included file changed while it compiled. */
@@ -1085,22 +1064,27 @@ static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a,
                          same_includes(&before, &after);
         if (unchanged) {
             key_from_parts(&key, p, a, &after);
-            cuabi__cache_store(&key, e, notes);
+            cuabi__cache_store(&key, *out, notes);
         } else if (cached) {
             cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "an included file changed during the "
                                   "compile\n");
         }
         cuabi_error_clear();
-        return CUABI_SUCCESS;
+    } else if (log && remember_failure(p, log, notes) != CUABI_SUCCESS) {
+        st = CUABI_ERROR_OUT_OF_MEMORY;
     }
-    /* Keep the failed compile's log readable through cuabi_program_log();
-     * remember() only touches the error record if it runs out of memory. */
-    if (log) {
-        if (remember(p, NULL, log, notes) != CUABI_SUCCESS)
-            st = CUABI_ERROR_OUT_OF_MEMORY;
-        cuabi__free(log);
-    }
+    cuabi__free(log);
     return st;
+}
+
+/* The caller's objcode: it shares the result's bytes and name map. */
+static cuabi_status result_objcode(cuabi_objcode **out, const cuabi__program *p,
+                                   cuabi__codeblob *b)
+{
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new_shared(&o, b, p->name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_program *program,
@@ -1112,16 +1096,16 @@ CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_prog
     CUABI__GET(p, program, PROGRAM);
     cuabi__compile_args a;
     CUABI__TRY(cuabi__compile_args_build(&a, p->type, options, __func__));
-    cuabi__cache_entry e = { 0 };
+    cuabi__codeblob *b = NULL;
     cuabi__str notes = { 0 };
     pthread_mutex_lock(&p->lock);
-    cuabi_status st = obtain(p, &a, &e, &notes, __func__);
+    cuabi_status st = obtain(p, &a, &b, &notes, __func__);
     if (st == CUABI_SUCCESS)
-        st = remember(p, &e, e.log, &notes);
+        st = remember(p, b, &notes);
     pthread_mutex_unlock(&p->lock);
     if (st == CUABI_SUCCESS && out)
-        st = make_objcode(out, p, &e);
-    cuabi__cache_entry_clear(&e);
+        st = result_objcode(out, p, b);
+    cuabi__codeblob_release(b);
     cuabi__str_free(&notes);
     cuabi__compile_args_free(&a);
     return st;
@@ -1133,7 +1117,7 @@ CUABI_EXTERN(cuabi_status) cuabi_program_log(const char **out, cuabi_program *pr
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(p, program, PROGRAM);
     pthread_mutex_lock(&p->lock);
-    *out = p->log;
+    *out = p->log ? p->log : p->result ? p->result->log : "";
     pthread_mutex_unlock(&p->lock);
     return CUABI_SUCCESS;
 }
@@ -1147,12 +1131,8 @@ CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_pr
     CUABI__GET(p, program, PROGRAM);
     CUABI__CHECK_ARG(name_expression, "%s: name_expression is NULL", __func__);
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < p->num_names && !*out; i++)
-        if (!strcmp(p->exprs[i], name_expression))
-            *out = p->lowered[i];
-    for (size_t i = 0; i < p->num_names && !*out; i++)
-        if (cuabi__same_expression(p->exprs[i], name_expression))
-            *out = p->lowered[i];
+    if (p->result)
+        *out = cuabi__name_lookup(p->result->names, p->result->num_names, name_expression);
     pthread_mutex_unlock(&p->lock);
     if (!*out)
         return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: \"%s\" was not a name expression of "

@@ -13,9 +13,12 @@ typedef struct cuabi__program {
     size_t size;
     char *name;
     pthread_mutex_t lock;      /* serialises compiles; guards what follows */
-    char *log;                 /* last compile's log, "" before */
-    size_t num_names;          /* last successful compile's name map */
-    char **exprs, **lowered;
+    /* The last successful compile's result, shared with the cache and the
+     * objcodes made from it: its name map, and its log unless `log`. */
+    cuabi__codeblob *result;
+    /* The last compile's log when it is not result's own (a failed
+     * compile's, or one with the cache's notes); NULL otherwise. */
+    char *log;
     int hit;                   /* 0 compiled, 1 memory, 2 disk */
 } cuabi__program;
 

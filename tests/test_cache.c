@@ -624,20 +624,23 @@ START_TEST(second_log_and_linked_flag)
     cuabi__cache_entry e = { .type = CUABI_CODE_CUBIN, .data = (void *)code,
                              .size = sizeof code, .log = "info: 10 registers",
                              .log2 = "warning: something", .flags = CUABI__ENTRY_LINKED };
+    cuabi__codeblob *b;
+    ck_assert_ok(cuabi__codeblob_make(&b, &e));
     cuabi__str notes = { 0 };
-    cuabi__cache_store(&key, &e, &notes);
+    cuabi__cache_store(&key, b, &notes);
+    cuabi__codeblob_release(b);
     ck_assert_ptr_null(notes.s);
     for (int layer = 1; layer <= 2; layer++) {
-        cuabi__cache_entry got = { 0 };
+        cuabi__codeblob *got;
         int where;
         ck_assert_ok(cuabi__cache_lookup(&key, &got, &where, &notes));
         ck_assert_int_eq(where, layer);
-        ck_assert_uint_eq(got.size, sizeof code);
-        ck_assert_int_eq(memcmp(got.data, code, sizeof code), 0);
-        ck_assert_str_eq(got.log, "info: 10 registers");
-        ck_assert_str_eq(got.log2, "warning: something");
-        ck_assert_uint_eq(got.flags, CUABI__ENTRY_LINKED);
-        cuabi__cache_entry_clear(&got);
+        ck_assert_uint_eq(got->size, sizeof code);
+        ck_assert_int_eq(memcmp(got->data, code, sizeof code), 0);
+        ck_assert_str_eq(got->log, "info: 10 registers");
+        ck_assert_str_eq(got->log2, "warning: something");
+        ck_assert_uint_eq(got->flags, CUABI__ENTRY_LINKED);
+        cuabi__codeblob_release(got);
         ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
     }
     compile_one();
