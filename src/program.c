@@ -431,8 +431,9 @@ void cuabi__compile_args_each(const cuabi__compile_args *a, cuabi__arg_fn fn, vo
         cuabi__nvvm_each_arg(a, fn, ctx);
         return;
     }
-    char level[16];
-    snprintf(level, sizeof level, "%d", o->opt_level);
+    char level[16] = "";
+    if (o->opt_level >= 0) /* formatted only when used: a hit runs this twice */
+        snprintf(level, sizeof level, "%d", o->opt_level);
     fn("-arch=", a->arch, ctx);
     if (a->type == CUABI_CODE_PTX)
         each_ptx_arg(o, level, fn, ctx);
@@ -490,7 +491,7 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         if (strlen(opts->arch) >= sizeof a->arch)
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch is too long",
                                 caller);
-        snprintf(a->arch, sizeof a->arch, "%s", opts->arch);
+        memcpy(a->arch, opts->arch, strlen(opts->arch) + 1); /* fits: checked above */
     } else {
         cuabi__current_arch(a->arch);
     }
