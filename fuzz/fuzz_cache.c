@@ -1,7 +1,7 @@
 /* Mutated compile-cache entries (the read path of src/cache.c): the input
  * becomes the entry file of a fixed program's key in a private cache
  * directory, and the program is looked up and, on a hit, "compiled" from
- * the entry (objcode from the entry's bytes and name map), then the cache
+ * the entry (an objcode sharing the entry's bytes and name map), then the cache
  * is listed. A corrupt entry must be reported as a miss and removed, never
  * crash. Byte 0 of the input: bit 0 set = fix the header up (magic,
  * format, payload length, key and checksum) so the mutations reach the
@@ -110,12 +110,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(file);
 
     cuabi__cache_reset_for_test();
-    cuabi__cache_entry e = { 0 };
+    cuabi__codeblob *b = NULL;
     cuabi__str notes = { 0 };
     int where = 0;
-    if (cuabi__cache_lookup(&key, &e, &where, &notes) != CUABI_SUCCESS)
+    if (cuabi__cache_lookup(&key, &b, &where, &notes) != CUABI_SUCCESS)
         abort(); /* only out of memory may fail */
-    cuabi__cache_entry_clear(&e);
+    cuabi__codeblob_release(b);
     cuabi__str_free(&notes);
     if (where == 2) {
         /* The entry is in memory now: the compile takes it from there. */

@@ -1,7 +1,8 @@
 /* Host allocation wrappers with failure injection for tests (SQLite's
  * method: fail the Nth allocation, once or for ever, and loop N until the
- * operation succeeds). Failures are reported as CUABI_ERROR_OUT_OF_MEMORY by
- * the callers' error paths, never by abort(). */
+ * operation succeeds), and a count tests can read. Failures are reported
+ * as CUABI_ERROR_OUT_OF_MEMORY by the callers' error paths, never by
+ * abort(). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 static _Atomic long fail_countdown; /* 0: off; n: the nth call fails */
 static _Atomic bool fail_sticky;
 static _Atomic long fail_fired;     /* failures injected since arming */
+static _Atomic bool counting;
+static _Atomic long counted;        /* allocations since counting began */
 
 void cuabi__alloc_fail_at(long n, bool sticky)
 {
@@ -20,8 +23,21 @@ void cuabi__alloc_fail_at(long n, bool sticky)
 
 long cuabi__alloc_fail_count(void) { return atomic_load(&fail_fired); }
 
+void cuabi__alloc_count(bool on)
+{
+    if (on)
+        atomic_store(&counted, 0);
+    atomic_store(&counting, on);
+}
+
+long cuabi__alloc_counted(void) { return atomic_load(&counted); }
+
+/* Every wrapped allocation passes here: counted when asked, and failed
+ * when a test armed the injection. */
 static bool should_fail(void)
 {
+    if (CUABI__UNLIKELY(atomic_load_explicit(&counting, memory_order_relaxed)))
+        atomic_fetch_add_explicit(&counted, 1, memory_order_relaxed);
     long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
     if (CUABI__UNLIKELY(n > 0)) {
         if (n == 1) {

@@ -15,7 +15,10 @@
  * one key each rename a complete file and the last one wins. The checksum
  * catches truncation and bit flips: a bad file is removed and reported as a
  * miss, so the caller compiles and stores it again.
- * The LRU order is the files' mtime, refreshed on every disk hit. */
+ * The LRU order is the files' mtime, refreshed on every disk hit.
+ * The memory layer keeps each entry as a shared, immutable result
+ * (codeblob.h): a memory hit hands out a new reference, nothing copied,
+ * and dropping an entry leaves the results already handed out alone. */
 #include "cache.h"
 #include "libident.h"
 
@@ -101,61 +104,53 @@ void cuabi__cache_entry_clear(cuabi__cache_entry *e)
     *e = (cuabi__cache_entry){ 0 };
 }
 
-/* Deep copy; on failure `dst` is left empty and OUT_OF_MEMORY recorded. */
-static cuabi_status entry_copy(cuabi__cache_entry *dst, const cuabi__cache_entry *src)
-{
-    *dst = (cuabi__cache_entry){ .type = src->type, .size = src->size, .flags = src->flags };
-    dst->data = cuabi__malloc(src->size ? src->size : 1);
-    dst->log = cuabi__strdup(src->log ? src->log : "");
-    if (src->num_names) {
-        dst->exprs = cuabi__calloc(src->num_names, sizeof(char *));
-        dst->lowered = cuabi__calloc(src->num_names, sizeof(char *));
-    }
-    if (src->signatures && !(dst->signatures = cuabi__strdup(src->signatures)))
-        goto oom;
-    if (src->log2 && !(dst->log2 = cuabi__strdup(src->log2)))
-        goto oom;
-    if (!dst->data || !dst->log || (src->num_names && (!dst->exprs || !dst->lowered)))
-        goto oom;
-    memcpy(dst->data, src->data, src->size);
-    dst->num_names = src->num_names;
-    for (size_t i = 0; i < src->num_names; i++) {
-        dst->exprs[i] = cuabi__strdup(src->exprs[i]);
-        dst->lowered[i] = cuabi__strdup(src->lowered[i]);
-        if (!dst->exprs[i] || !dst->lowered[i])
-            goto oom;
-    }
-    return CUABI_SUCCESS;
-oom:
-    cuabi__cache_entry_clear(dst);
-    return CUABI_ERROR_OUT_OF_MEMORY;
-}
-
-static size_t entry_bytes(const cuabi__cache_entry *e)
-{
-    size_t n = e->size + (e->log ? strlen(e->log) : 0) + sizeof *e +
-               (e->signatures ? strlen(e->signatures) : 0) + (e->log2 ? strlen(e->log2) : 0);
-    for (size_t i = 0; i < e->num_names; i++)
-        n += strlen(e->exprs[i]) + strlen(e->lowered[i]) + 2 * sizeof(char *);
-    return n;
-}
-
 /* ---------------------------------------------------------------- keys */
+
+_Static_assert(sizeof(XXH3_state_t) <= sizeof(cuabi__key_state) &&
+                   _Alignof(XXH3_state_t) <= _Alignof(cuabi__key_state),
+               "cuabi__key_state is too small for this xxHash's XXH3_state_t");
+
+static XXH3_state_t *xxh(cuabi__key_state *s) { return (XXH3_state_t *)(void *)s->opaque; }
+
+void cuabi__key_begin(cuabi__key_state *s)
+{
+    XXH3_INITSTATE(xxh(s));
+    XXH3_128bits_reset(xxh(s));
+}
+
+void cuabi__key_add(cuabi__key_state *s, const void *data, size_t size)
+{
+    uint64_t len = size;
+    XXH3_128bits_update(xxh(s), &len, sizeof len);
+    if (len)
+        XXH3_128bits_update(xxh(s), data, size);
+}
+
+void cuabi__key_add_joined(cuabi__key_state *s, const char *head, const char *tail)
+{
+    size_t h = strlen(head), t = strlen(tail);
+    uint64_t len = h + t;
+    XXH3_128bits_update(xxh(s), &len, sizeof len);
+    if (h)
+        XXH3_128bits_update(xxh(s), head, h);
+    if (t)
+        XXH3_128bits_update(xxh(s), tail, t);
+}
+
+void cuabi__key_end(cuabi__key_state *s, cuabi__cache_key *out)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xxh(s)));
+    memcpy(out->b, c.digest, sizeof out->b);
+}
 
 void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n)
 {
-    XXH3_state_t st;
-    XXH3_INITSTATE(&st);
-    XXH3_128bits_reset(&st);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t len = fields[i].size;
-        XXH3_128bits_update(&st, &len, sizeof len);
-        if (len)
-            XXH3_128bits_update(&st, fields[i].data, fields[i].size);
-    }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
-    memcpy(out->b, c.digest, sizeof out->b);
+    cuabi__key_state s;
+    cuabi__key_begin(&s);
+    for (size_t i = 0; i < n; i++)
+        cuabi__key_add(&s, fields[i].data, fields[i].size);
+    cuabi__key_end(&s, out);
 }
 
 void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key)
@@ -180,7 +175,7 @@ static void checksum(uint8_t out[16], const void *data, size_t size)
 typedef struct mem_entry mem_entry;
 struct mem_entry {
     cuabi__cache_key key;
-    cuabi__cache_entry e;
+    cuabi__codeblob *blob;      /* a reference of the layer's own */
     size_t bytes;
     mem_entry *next_in_bucket;
     mem_entry *newer, *older;   /* LRU list */
@@ -294,7 +289,7 @@ static void mem_remove(mem_entry *m)
     lru_unlink(m);
     g.mem_entries--;
     g.mem_bytes -= m->bytes;
-    cuabi__cache_entry_clear(&m->e);
+    cuabi__codeblob_release(m->blob); /* results handed out keep theirs */
     cuabi__free(m);
 }
 
@@ -304,22 +299,23 @@ static void mem_clear(void)
         mem_remove(g.oldest);
 }
 
-/* Insert a copy (under the lock); silently skipped when memory is short. */
-static void mem_insert(const cuabi__cache_key *k, const cuabi__cache_entry *e)
+/* Keep a reference to `b` (under the lock); silently skipped when memory
+ * is short. */
+static void mem_insert(const cuabi__cache_key *k, cuabi__codeblob *b)
 {
     if (mem_find(k))
         return;
     mem_entry *m = cuabi__calloc(1, sizeof *m);
-    if (!m || entry_copy(&m->e, e) != CUABI_SUCCESS) {
-        cuabi__free(m);
+    if (!m) {
         cuabi_error_clear();
         return;
     }
     m->key = *k;
-    m->bytes = entry_bytes(e);
-    mem_entry **b = bucket(k);
-    m->next_in_bucket = *b;
-    *b = m;
+    m->blob = cuabi__codeblob_retain(b);
+    m->bytes = b->bytes;
+    mem_entry **head = bucket(k);
+    m->next_in_bucket = *head;
+    *head = m;
     lru_push(m);
     g.mem_entries++;
     g.mem_bytes += m->bytes;
@@ -643,28 +639,28 @@ static void put_blob(cuabi__str *b, const void *data, uint64_t len)
     cuabi__str_addn(b, data, len);
 }
 
-/* Serialise an entry; false when out of memory. */
-static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi__cache_entry *e)
+/* Serialise a result; false when out of memory. */
+static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi__codeblob *b)
 {
     uint8_t header[HEADER_SIZE] = { 0 };
     cuabi__str_addn(out, (const char *)header, sizeof header);
-    put_blob(out, e->data, e->size);
-    put_blob(out, e->log ? e->log : "", e->log ? strlen(e->log) : 0);
-    for (size_t i = 0; i < e->num_names; i++) {
-        put_blob(out, e->exprs[i], strlen(e->exprs[i]));
-        put_blob(out, e->lowered[i], strlen(e->lowered[i]));
+    put_blob(out, b->data, b->size);
+    put_blob(out, b->log, strlen(b->log));
+    for (size_t i = 0; i < b->num_names; i++) {
+        put_blob(out, b->names[i].expression, strlen(b->names[i].expression));
+        put_blob(out, b->names[i].lowered, strlen(b->names[i].lowered));
     }
-    size_t sigs = e->signatures ? strlen(e->signatures) : 0;
-    put_blob(out, sigs ? e->signatures : "", sigs);
-    size_t log2 = e->log2 ? strlen(e->log2) : 0;
-    put_blob(out, log2 ? e->log2 : "", log2);
-    size_t expect = HEADER_SIZE + 32 + e->size + (e->log ? strlen(e->log) : 0) + sigs + log2;
-    for (size_t i = 0; i < e->num_names; i++)
-        expect += 16 + strlen(e->exprs[i]) + strlen(e->lowered[i]);
+    size_t sigs = b->signatures ? strlen(b->signatures) : 0;
+    put_blob(out, sigs ? b->signatures : "", sigs);
+    size_t log2 = b->log2 ? strlen(b->log2) : 0;
+    put_blob(out, log2 ? b->log2 : "", log2);
+    size_t expect = HEADER_SIZE + 32 + b->size + strlen(b->log) + sigs + log2;
+    for (size_t i = 0; i < b->num_names; i++)
+        expect += 16 + strlen(b->names[i].expression) + strlen(b->names[i].lowered);
     if (out->len != expect)
         return false;
     uint8_t *h = (uint8_t *)out->s;
-    uint32_t format = CUABI__CACHE_FORMAT, type = (uint32_t)e->type, n = (uint32_t)e->num_names;
+    uint32_t format = CUABI__CACHE_FORMAT, type = (uint32_t)b->type, n = (uint32_t)b->num_names;
     uint64_t payload = out->len - HEADER_SIZE;
     memcpy(h, magic, 8);
     memcpy(h + 8, &format, 4);
@@ -673,12 +669,12 @@ static bool serialise(cuabi__str *out, const cuabi__cache_key *key, const cuabi_
     memcpy(h + 24, key->b, 16);
     checksum(h + 40, h + HEADER_SIZE, payload);
     memcpy(h + 56, &n, 4);
-    memcpy(h + 60, &e->flags, 4);
+    memcpy(h + 60, &b->flags, 4);
     return true;
 }
 
 /* Write the entry atomically. Returns 0, or -1 with the reason in notes. */
-static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi__cache_entry *e,
+static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi__codeblob *b,
                       cuabi__str *notes)
 {
     char why[512];
@@ -694,7 +690,7 @@ static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi_
         tmp = NULL;
         goto out;
     }
-    if (!serialise(&file, key, e)) {
+    if (!serialise(&file, key, b)) {
         cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "out of memory\n");
         goto out;
     }
@@ -855,35 +851,51 @@ static char *snapshot(uint64_t *limit, cuabi__str *notes)
     return copy;
 }
 
-cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry *out,
-                                 int *where, cuabi__str *notes)
+/* A memory hit: a new reference to the kept result, nothing copied. */
+static bool mem_lookup(const cuabi__cache_key *key, cuabi__codeblob **out)
 {
-    *where = 0;
     pthread_mutex_lock(&g.lock);
     mem_entry *m = mem_find(key);
     if (m) {
-        cuabi_status st = entry_copy(out, &m->e);
-        if (st == CUABI_SUCCESS) {
-            lru_unlink(m);
-            lru_push(m);
-            g.memory_hits++;
-            *where = 1;
-        }
-        pthread_mutex_unlock(&g.lock);
-        return st;
+        *out = cuabi__codeblob_retain(m->blob);
+        lru_unlink(m);
+        lru_push(m);
+        g.memory_hits++;
     }
     pthread_mutex_unlock(&g.lock);
+    return m != NULL;
+}
 
+/* The directory's entry as a shared result: 1 hit, 0 miss, -1 out of memory. */
+static int disk_result(const cuabi__cache_key *key, cuabi__codeblob **out, cuabi__str *notes)
+{
     uint64_t limit;
+    cuabi__cache_entry e = { 0 };
     char *dir = snapshot(&limit, notes);
-    int r = dir ? disk_lookup(dir, key, out, notes) : 0;
+    int r = dir ? disk_lookup(dir, key, &e, notes) : 0;
     free(dir);
+    if (r == 1 && cuabi__codeblob_make(out, &e) != CUABI_SUCCESS)
+        r = -1;
+    cuabi__cache_entry_clear(&e);
+    return r;
+}
+
+cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__codeblob **out,
+                                 int *where, cuabi__str *notes)
+{
+    *out = NULL;
+    *where = 0;
+    if (mem_lookup(key, out)) {
+        *where = 1;
+        return CUABI_SUCCESS;
+    }
+    int r = disk_result(key, out, notes);
     if (r < 0)
         return CUABI_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g.lock);
     if (r == 1) {
         g.disk_hits++;
-        mem_insert(key, out);
+        mem_insert(key, *out);
         *where = 2;
     } else {
         g.misses++;
@@ -892,18 +904,17 @@ cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry
     return CUABI_SUCCESS;
 }
 
-void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
-                        cuabi__str *notes)
+void cuabi__cache_store(const cuabi__cache_key *key, cuabi__codeblob *b, cuabi__str *notes)
 {
     pthread_mutex_lock(&g.lock);
-    mem_insert(key, e);
+    mem_insert(key, b);
     pthread_mutex_unlock(&g.lock);
 
     uint64_t limit;
     char *dir = snapshot(&limit, notes);
     if (!dir)
         return;
-    int r = disk_store(dir, key, e, notes);
+    int r = disk_store(dir, key, b, notes);
     pthread_mutex_lock(&g.lock);
     if (r == 0)
         g.stores++;

@@ -2,12 +2,14 @@
  *
  * A key is an XXH3-128 hash over length-prefixed fields that the caller
  * lists; an entry is the compiled code plus its name-expression map and
- * compile log. Lookups try the in-memory layer, then the directory; stores
- * go to both. Problems with the directory never fail a compile: they are
+ * compile log, built as a cuabi__cache_entry and kept as a shared
+ * cuabi__codeblob. Lookups try the in-memory layer, then the directory;
+ * stores go to both. Problems with the directory never fail a compile: they are
  * described in `notes` (which ends up in the program's log). */
 #ifndef CUABI_CACHE_INTERNAL_H
 #define CUABI_CACHE_INTERNAL_H
 
+#include "codeblob.h"
 #include "internal.h"
 
 /* Format of the key and of entry files; part of every key, so bumping it
@@ -53,7 +55,19 @@ typedef struct cuabi__cache_entry {
 } cuabi__cache_entry;
 void cuabi__cache_entry_clear(cuabi__cache_entry *e);
 
-/* Hash the fields (each length-prefixed, so boundaries count) into a key. */
+/* A key hashed field by field, straight from the caller's data (no list
+ * of fields or joined strings to build): XXH3-128's streaming state, kept
+ * opaque so xxhash.h stays inside cache.c, which checks its size. */
+typedef struct cuabi__key_state {
+    _Alignas(64) unsigned char opaque[640];
+} cuabi__key_state;
+void cuabi__key_begin(cuabi__key_state *s);
+/* One field, length-prefixed, so boundaries count. */
+void cuabi__key_add(cuabi__key_state *s, const void *data, size_t size);
+/* One field that is `head` and `tail` joined (hashes as that string). */
+void cuabi__key_add_joined(cuabi__key_state *s, const char *head, const char *tail);
+void cuabi__key_end(cuabi__key_state *s, cuabi__cache_key *out);
+/* All of it for a list of fields. */
 void cuabi__cache_key_compute(cuabi__cache_key *out, const cuabi__bytes *fields, size_t n);
 void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key);
 
@@ -65,15 +79,15 @@ void cuabi__cache_key_hex(char out[33], const cuabi__cache_key *key);
 /* Whether compiles should use the cache at all (cuabi_cache_set_enabled, CUABI_CACHE). */
 bool cuabi__cache_enabled(void);
 
-/* Look `key` up. On a hit fill *out with copies (the caller clears it) and
- * set *where to 1 (memory) or 2 (disk); on a miss *where = 0. Fails only on
- * OUT_OF_MEMORY; directory trouble is described in `notes`. */
-cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__cache_entry *out,
+/* Look `key` up. On a hit *out is a reference to the shared result (the
+ * caller releases it; a memory hit copies nothing) and *where is 1
+ * (memory) or 2 (disk); on a miss *out = NULL and *where = 0. Fails only
+ * on OUT_OF_MEMORY; directory trouble is described in `notes`. */
+cuabi_status cuabi__cache_lookup(const cuabi__cache_key *key, cuabi__codeblob **out,
                                  int *where, cuabi__str *notes);
-/* Store a copy of `e` in memory and on disk (best effort; reasons for not
- * storing go to `notes`). */
-void cuabi__cache_store(const cuabi__cache_key *key, const cuabi__cache_entry *e,
-                        cuabi__str *notes);
+/* Keep `b` in memory (a reference of its own) and write it to disk (best
+ * effort; reasons for not storing go to `notes`). */
+void cuabi__cache_store(const cuabi__cache_key *key, cuabi__codeblob *b, cuabi__str *notes);
 
 /* CUABI_ERROR_CACHE (naming `caller`, saying why) unless the cache
  * directory can be named and used by this user; creates it if missing. */

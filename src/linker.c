@@ -616,10 +616,10 @@ static cuabi_status link_key(cuabi__cache_key *out, const cuabi__linker *l,
 }
 
 /* Keep a hit's logs for the log getters. */
-static cuabi_status take_logs(cuabi__linker *l, cuabi__cache_entry *e)
+static cuabi_status take_logs(cuabi__linker *l, const cuabi__codeblob *b)
 {
-    char *info = cuabi__strdup(e->log ? e->log : "");
-    char *error = cuabi__strdup(e->log2 ? e->log2 : "");
+    char *info = cuabi__strdup(b->log);
+    char *error = cuabi__strdup(b->log2 ? b->log2 : "");
     if (!info || !error) {
         cuabi__free(info);
         cuabi__free(error);
@@ -639,13 +639,24 @@ static void store_link(const cuabi__linker *l, cuabi_code_type output, void *dat
     cuabi__cache_key key;
     cuabi__cache_entry e = { .type = output, .data = data, .size = size,
                              .flags = CUABI__ENTRY_LINKED };
+    cuabi__codeblob *b = NULL;
     e.log = get_log(l->nvj, l->h, false);
     e.log2 = get_log(l->nvj, l->h, true);
-    if (e.log && e.log2 && link_key(&key, l, output, "cuabi_linker_complete") == CUABI_SUCCESS)
-        cuabi__cache_store(&key, &e, NULL);
+    if (e.log && e.log2 && link_key(&key, l, output, "cuabi_linker_complete") == CUABI_SUCCESS &&
+        cuabi__codeblob_make(&b, &e) == CUABI_SUCCESS)
+        cuabi__cache_store(&key, b, NULL);
+    cuabi__codeblob_release(b);
     cuabi__free(e.log);
     cuabi__free(e.log2);
     cuabi_error_clear(); /* the cache is best effort: the link succeeded */
+}
+
+/* "<linked CUBIN for sm_90>": the name of a link's objcode. */
+static void output_name(char *buf, size_t len, const cuabi__linker *l, cuabi_code_type output)
+{
+    snprintf(buf, len, "<linked %s for %s>",
+             output == CUABI_CODE_PTX ? "PTX" : output == CUABI_CODE_FATBIN ? "fatbin" : "CUBIN",
+             output == CUABI_CODE_FATBIN ? l->archs : l->arch);
 }
 
 static cuabi_status output_objcode(cuabi_objcode **out, const cuabi__linker *l,
@@ -653,12 +664,22 @@ static cuabi_status output_objcode(cuabi_objcode **out, const cuabi__linker *l,
                                    bool trusted)
 {
     char name[160];
-    snprintf(name, sizeof name, "<linked %s for %s>",
-             output == CUABI_CODE_PTX ? "PTX" : output == CUABI_CODE_FATBIN ? "fatbin" : "CUBIN",
-             output == CUABI_CODE_FATBIN ? l->archs : l->arch);
+    output_name(name, sizeof name, l, output);
     cuabi__objcode *o;
     CUABI__TRY(trusted ? cuabi__objcode_new_trusted(&o, output, data, size, name)
                        : cuabi__objcode_new(&o, output, data, size, name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
+}
+
+/* A hit's objcode: it shares the cached result's bytes. */
+static cuabi_status shared_objcode(cuabi_objcode **out, const cuabi__linker *l,
+                                   cuabi__codeblob *b)
+{
+    char name[160];
+    output_name(name, sizeof name, l, b->type);
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new_shared(&o, b, name));
     *out = CUABI__HANDLE(o, cuabi_objcode);
     return CUABI_SUCCESS;
 }
@@ -726,23 +747,19 @@ static cuabi_status lookup_link(cuabi_objcode **out, cuabi__linker *l, cuabi_cod
                                 const char *caller)
 {
     cuabi__cache_key key;
-    cuabi__cache_entry e = { 0 };
+    cuabi__codeblob *b;
     CUABI__TRY(link_key(&key, l, output, caller));
-    CUABI__TRY(cuabi__cache_lookup(&key, &e, &l->hit, NULL));
+    CUABI__TRY(cuabi__cache_lookup(&key, &b, &l->hit, NULL));
     if (!l->hit)
         return CUABI_SUCCESS;
     /* The key names the output kind, so another kind is a foreign entry. */
-    cuabi_status st = e.type != output
+    cuabi_status st = b->type != output
         ? cuabi__error(CUABI_ERROR_CACHE, "%s: the cache entry for this link holds %s, not %s",
-                       caller, cuabi__code_type_name(e.type), cuabi__code_type_name(output))
-        : take_logs(l, &e);
-    void *data = e.data;
-    e.data = NULL;
+                       caller, cuabi__code_type_name(b->type), cuabi__code_type_name(output))
+        : take_logs(l, b);
     if (st == CUABI_SUCCESS)
-        st = output_objcode(out, l, output, data, e.size, true);
-    else
-        cuabi__free(data);
-    cuabi__cache_entry_clear(&e);
+        st = shared_objcode(out, l, b);
+    cuabi__codeblob_release(b);
     if (st != CUABI_SUCCESS)
         l->hit = 0;
     return st;

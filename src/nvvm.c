@@ -307,42 +307,29 @@ cuabi_status cuabi__nvvm_check_options(const cuabi_program_options *o, const cha
     return CUABI_SUCCESS;
 }
 
-static cuabi_status push(cuabi__compile_args *a, size_t cap, const char *arg)
-{
-    char *copy = a->argc < cap ? cuabi__strdup(arg) : NULL;
-    if (!copy)
-        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "out of memory building options");
-    a->argv[a->argc++] = copy;
-    return CUABI_SUCCESS;
-}
-
 /* libNVVM targets virtual architectures only: sm_90a compiles as compute_90a. */
-cuabi_status cuabi__nvvm_argv(cuabi__compile_args *a, const cuabi_program_options *o)
+void cuabi__nvvm_each_arg(const cuabi__compile_args *a, cuabi__arg_fn fn, void *ctx)
 {
-    size_t cap = 12 + o->num_extra_options;
-    char arg[64];
-    if (!(a->argv = cuabi__calloc(cap, sizeof(char *))))
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    snprintf(arg, sizeof arg, "-arch=compute_%s", a->arch + (a->arch[0] == 's' ? 3 : 8));
-    CUABI__TRY(push(a, cap, arg));
+    const cuabi_program_options *o = a->opts;
+    char level[16];
+    fn("-arch=compute_", a->arch + (a->arch[0] == 's' ? 3 : 8), ctx);
     if (o->opt_level >= 0) {
-        snprintf(arg, sizeof arg, "-opt=%d", o->opt_level);
-        CUABI__TRY(push(a, cap, arg));
+        snprintf(level, sizeof level, "%d", o->opt_level);
+        fn("-opt=", level, ctx);
     }
     if (o->debug)
-        CUABI__TRY(push(a, cap, "-g"));
+        fn("-g", "", ctx);
     if (o->line_info)
-        CUABI__TRY(push(a, cap, "-generate-line-info"));
+        fn("-generate-line-info", "", ctx);
     if (o->fast_math) { /* what nvcc's --use_fast_math means for device code */
         static const char *const fast[] = { "-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=1" };
         for (size_t i = 0; i < 4; i++)
-            CUABI__TRY(push(a, cap, fast[i]));
+            fn(fast[i], "", ctx);
     }
     if (a->output == CUABI_CODE_LTOIR)
-        CUABI__TRY(push(a, cap, "-gen-lto"));
+        fn("-gen-lto", "", ctx);
     for (size_t i = 0; i < o->num_extra_options; i++)
-        CUABI__TRY(push(a, cap, o->extra_options[i]));
-    return CUABI_SUCCESS;
+        fn(o->extra_options[i], "", ctx);
 }
 
 /* ------------------------------------------------------------ compiling */

@@ -63,7 +63,7 @@ int cuabi__libdevice_locate(char *out, size_t cap, char *why, size_t why_cap);
 /* NVVM's part of cuabi__compile_args_build: which options apply, and
  * libNVVM's argument list (-arch=compute_XX, -opt, -ftz..., -gen-lto). */
 cuabi_status cuabi__nvvm_check_options(const cuabi_program_options *o, const char *caller);
-cuabi_status cuabi__nvvm_argv(cuabi__compile_args *a, const cuabi_program_options *o);
+void cuabi__nvvm_each_arg(const cuabi__compile_args *a, cuabi__arg_fn fn, void *ctx);
 
 /* Compile `p` into `e` (PTX or LTO-IR); `*log` gets libNVVM's log either
  * way; a compile error is CUABI_ERROR_COMPILE with the log in the message

@@ -125,11 +125,13 @@ cuabi_status cuabi__read_file(const char *path, void **data, size_t *size, const
 
 static void free_names(cuabi__objcode *o)
 {
-    for (size_t i = 0; i < o->name_count; i++) {
-        cuabi__free(o->names[i].expression);
-        cuabi__free(o->names[i].lowered);
+    if (!o->shared) {
+        for (size_t i = 0; i < o->name_count; i++) {
+            cuabi__free(o->names[i].expression);
+            cuabi__free(o->names[i].lowered);
+        }
+        cuabi__free((void *)o->names);
     }
-    cuabi__free(o->names);
     for (size_t i = 0; i < o->driver_kernel_count; i++)
         cuabi__free(o->driver_kernels[i]);
     cuabi__free(o->driver_kernels);
@@ -142,8 +144,10 @@ static void objcode_free(cuabi__objcode *o)
     cuabi__free(o->offline_cubin);
     cuabi__free(o->jit_log);
     cuabi__free(o->signatures);
-    cuabi__free(o->data);
-    cuabi__free(o->name);
+    if (o->shared)
+        cuabi__codeblob_release(o->shared);
+    else
+        cuabi__free((void *)o->data);
     pthread_mutex_destroy(&o->lock);
     cuabi__free(o);
 }
@@ -158,10 +162,10 @@ static void objcode_destroy(cuabi__object *base)
 }
 
 /* Check `type` against the bytes; NONE becomes the detected type. */
-static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
+static cuabi_status check_type(cuabi_code_type *type, const void *data, size_t size,
                                const char *what, const char *caller)
 {
-    cuabi_code_type found = cuabi__code_detect(*data, size);
+    cuabi_code_type found = cuabi__code_detect(data, size);
     if (*type == CUABI_CODE_NONE) {
         if (found == CUABI_CODE_NONE)
             return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
@@ -178,22 +182,15 @@ static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
                                 found == CUABI_CODE_NONE ? "unrecognised"
                                                          : cuabi__code_type_name(found));
         return CUABI_SUCCESS;
-    case CUABI_CODE_PTX: {
+    case CUABI_CODE_PTX:
         if (found != CUABI_CODE_PTX && found != CUABI_CODE_NONE)
             return cuabi__error(CUABI_ERROR_INVALID_IMAGE, "%s: %s is a %s image, not PTX",
                                 caller, what, cuabi__code_type_name(found));
-        if (memchr(*data, 0, size) && strlen(*data) + 1 < size)
+        if (memchr(data, 0, size) && strnlen(data, size) + 1 < size)
             return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
                                 "%s: PTX %s has a NUL byte before its end (wrong size?)",
                                 caller, what);
-        /* The driver and nvJitLink want PTX NUL-terminated. */
-        char *p = cuabi__realloc(*data, size + 1);
-        if (!p)
-            return CUABI_ERROR_OUT_OF_MEMORY;
-        p[size] = '\0';
-        *data = p;
         return CUABI_SUCCESS;
-    }
     default:
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: an objcode holds CUBIN, PTX, fatbin or LTO-IR, not %s (type %d)",
@@ -201,29 +198,43 @@ static cuabi_status check_type(cuabi_code_type *type, void **data, size_t size,
     }
 }
 
-static cuabi_status objcode_create(cuabi__objcode **out, cuabi_code_type type, void *data,
-                                   size_t size, const char *name, bool parse_now)
+/* The driver and nvJitLink want PTX NUL-terminated: bytes the objcode
+ * owns get a NUL past their size (a shared result has one already). */
+static cuabi_status terminate_ptx(cuabi__objcode *o)
+{
+    char *p = cuabi__realloc((void *)o->data, o->size + 1);
+    if (!p)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    p[o->size] = '\0';
+    o->data = p;
+    return CUABI_SUCCESS;
+}
+
+/* A new objcode named `name` (copied into it), with no bytes yet. */
+static cuabi__objcode *objcode_alloc(const char *name)
+{
+    size_t n = strlen(name ? name : "<memory>") + 1;
+    cuabi__objcode *o = cuabi__calloc(1, sizeof *o + n);
+    if (o) {
+        pthread_mutex_init(&o->lock, NULL);
+        memcpy(o->name, name ? name : "<memory>", n);
+    }
+    return o;
+}
+
+/* Check the bytes, parse a CUBIN when `parse_now`, register; `o` is freed
+ * on failure. */
+static cuabi_status objcode_finish(cuabi__objcode **out, cuabi__objcode *o, cuabi_code_type type,
+                                   bool parse_now)
 {
     static const char caller[] = "cuabi_objcode";
-    *out = NULL;
-    cuabi__objcode *o = cuabi__calloc(1, sizeof *o);
-    if (!o) {
-        cuabi__free(data);
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    }
-    pthread_mutex_init(&o->lock, NULL);
-    o->data = data;
-    o->size = size;
-    o->name = cuabi__strdup(name ? name : "<memory>");
-    if (!o->name) {
-        objcode_free(o);
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    }
-    cuabi_status st = check_type(&type, &o->data, size, o->name, caller);
+    cuabi_status st = check_type(&type, o->data, o->size, o->name, caller);
     o->type = type;
+    if (st == CUABI_SUCCESS && type == CUABI_CODE_PTX && !o->shared)
+        st = terminate_ptx(o);
     /* A CUBIN is parsed now: a malformed one fails here, not at first use. */
     if (st == CUABI_SUCCESS && type == CUABI_CODE_CUBIN && parse_now)
-        st = cuabi__elf_parse(&o->elf, o->data, size, caller, o->name);
+        st = cuabi__elf_parse(&o->elf, o->data, o->size, caller, o->name);
     if (st == CUABI_SUCCESS)
         st = cuabi__handle_register(&o->base, CUABI__T_OBJCODE, objcode_destroy);
     if (st != CUABI_SUCCESS) {
@@ -232,6 +243,20 @@ static cuabi_status objcode_create(cuabi__objcode **out, cuabi_code_type type, v
     }
     *out = o;
     return CUABI_SUCCESS;
+}
+
+static cuabi_status objcode_create(cuabi__objcode **out, cuabi_code_type type, void *data,
+                                   size_t size, const char *name, bool parse_now)
+{
+    *out = NULL;
+    cuabi__objcode *o = objcode_alloc(name);
+    if (!o) {
+        cuabi__free(data);
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    }
+    o->data = data;
+    o->size = size;
+    return objcode_finish(out, o, type, parse_now);
 }
 
 cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void *data,
@@ -244,6 +269,22 @@ cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type ty
                                         size_t size, const char *name)
 {
     return objcode_create(out, type, data, size, name, false);
+}
+
+cuabi_status cuabi__objcode_new_shared(cuabi__objcode **out, cuabi__codeblob *b,
+                                       const char *name)
+{
+    *out = NULL;
+    cuabi__objcode *o = objcode_alloc(name);
+    if (!o)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    o->shared = cuabi__codeblob_retain(b);
+    o->data = b->data;
+    o->size = b->size;
+    o->names = b->names;
+    o->name_count = b->num_names;
+    o->signatures_ready = b->signatures != NULL; /* else read from the image when asked */
+    return objcode_finish(out, o, b->type, false);
 }
 
 /* A CUBIN's parsed ELF, parsed at the first need when the objcode was
@@ -265,7 +306,8 @@ cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_express
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: NULL name", __func__);
     char *e = cuabi__strdup(name_expression), *l = cuabi__strdup(lowered_name);
     pthread_mutex_lock(&o->lock);
-    cuabi__name_entry *n = e && l ? cuabi__realloc(o->names, (o->name_count + 1) * sizeof *n)
+    cuabi__name_entry *n = e && l ? cuabi__realloc((void *)o->names,
+                                                   (o->name_count + 1) * sizeof *n)
                                   : NULL;
     if (n) {
         o->names = n;
@@ -321,17 +363,23 @@ bool cuabi__same_expression(const char *a, const char *b)
     }
 }
 
-/* Names are only added while the creator holds the only reference (the
- * program module, before handing the objcode out), so reads need no lock. */
+const char *cuabi__name_lookup(const cuabi__name_entry *names, size_t n, const char *expr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i].expression, expr) == 0)
+            return names[i].lowered;
+    for (size_t i = 0; i < n; i++)
+        if (cuabi__same_expression(names[i].expression, expr))
+            return names[i].lowered;
+    return NULL;
+}
+
+/* Names are only added while the creator holds the only reference (before
+ * handing the objcode out; a shared result's never change), so reads need
+ * no lock. */
 static const char *lookup_name(const cuabi__objcode *o, const char *expr)
 {
-    for (size_t i = 0; i < o->name_count; i++)
-        if (strcmp(o->names[i].expression, expr) == 0)
-            return o->names[i].lowered;
-    for (size_t i = 0; i < o->name_count; i++)
-        if (cuabi__same_expression(o->names[i].expression, expr))
-            return o->names[i].lowered;
-    return NULL;
+    return cuabi__name_lookup(o->names, o->name_count, expr);
 }
 
 /* "; name expressions: \"a\", \"b\"" of the registered expressions, or "". */
@@ -395,7 +443,8 @@ cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out)
             st = fatbin_signatures(o);
         o->signatures_ready = st == CUABI_SUCCESS;
     }
-    *out = o->signatures;
+    /* Ready with none of its own: the shared result's. */
+    *out = o->signatures ? o->signatures : o->shared ? o->shared->signatures : NULL;
     pthread_mutex_unlock(&o->lock);
     return st;
 }

@@ -4,20 +4,19 @@
 
 #include <pthread.h>
 
+#include "codeblob.h"
 #include "cubin_elf.h"
 #include "internal.h"
-
-typedef struct cuabi__name_entry {
-    char *expression;                /* "segred<float, 256>" */
-    char *lowered;                   /* "_Z6segredIfLi256EEvPKT_PS0_" */
-} cuabi__name_entry;
 
 typedef struct cuabi__objcode {
     cuabi__object base;
     cuabi_code_type type;
-    void *data;                      /* owned; PTX is NUL-terminated past size */
+    const void *data;                /* never written; PTX is NUL-terminated past size */
     size_t size;
-    char *name;                      /* for messages */
+    /* A compile's result, shared with the compile cache and other objcodes
+     * (codeblob.h): it holds data, the name map and, when known, the
+     * signatures. NULL: the objcode owns data and names itself. */
+    cuabi__codeblob *shared;
 
     pthread_mutex_t lock;            /* guards everything below */
     CUlibrary library;               /* loaded lazily (cuLibraryLoadData) */
@@ -26,7 +25,7 @@ typedef struct cuabi__objcode {
      * is loaded: with lazy module loading the driver JIT-compiles at the
      * first lookup (cuLibraryGetKernel) and writes its log here then. */
     char *jit_log;
-    cuabi__name_entry *names;        /* name expression -> lowered name */
+    const cuabi__name_entry *names;  /* name expression -> lowered name */
     size_t name_count;
     /* Offline view: the image's CUBIN, or one compiled from PTX/LTO-IR for
      * offline queries, parsed. Built lazily, kept for the objcode's life. */
@@ -37,10 +36,12 @@ typedef struct cuabi__objcode {
     char **driver_kernels;
     size_t driver_kernel_count;
     /* PTX signatures of the kernels (param_types.h): handed over by the
-     * compiler for its output, read from the image for PTX; NULL when
-     * unknown. Read once, kept for the objcode's life. */
-    char *signatures;
+     * compiler for its output (then they are the shared result's), read
+     * from the image for PTX; NULL when unknown. Read once, kept for the
+     * objcode's life. */
+    char *signatures;                /* owned: read or handed over here */
     bool signatures_ready;
+    char name[];                     /* for messages; allocated with the objcode */
 } cuabi__objcode;
 
 /* Wrap `data` (allocated with cuabi__malloc; ownership passes, also on
@@ -54,12 +55,21 @@ cuabi_status cuabi__objcode_new(cuabi__objcode **out, cuabi_code_type type, void
  * keeps an in-memory cache hit cheap. */
 cuabi_status cuabi__objcode_new_trusted(cuabi__objcode **out, cuabi_code_type type, void *data,
                                         size_t size, const char *name);
-/* Register a name expression and its lowered name (copies both). */
+/* An objcode (refs = 1) over a compile's result: it shares the blob's
+ * bytes, name map and signatures (no copy) and holds a reference to it.
+ * Trusted like cuabi__objcode_new_trusted. */
+cuabi_status cuabi__objcode_new_shared(cuabi__objcode **out, cuabi__codeblob *b,
+                                       const char *name);
+/* Register a name expression and its lowered name (copies both); not for
+ * an objcode over a shared result. */
 cuabi_status cuabi__objcode_add_name(cuabi__objcode *o, const char *name_expression,
                                      const char *lowered_name);
 /* Whether two name expressions are the same but for white space that does
  * not separate two words ("t<float,4>" and "t<float, 4>"). */
 bool cuabi__same_expression(const char *a, const char *b);
+/* The lowered name of `expr` in a name map: the entry written the same,
+ * else one that is the same expression; NULL when none. */
+const char *cuabi__name_lookup(const cuabi__name_entry *names, size_t n, const char *expr);
 /* The lowered name for `name` when it is a registered expression, else
  * `name` itself. Borrowed from the objcode. */
 const char *cuabi__objcode_resolve_name(cuabi__objcode *o, const char *name);

@@ -22,22 +22,10 @@
 
 /* ---------------------------------------------------------- lifetime */
 
-static void free_names(cuabi__program *p)
-{
-    for (size_t i = 0; i < p->num_names; i++) {
-        cuabi__free(p->exprs[i]);
-        cuabi__free(p->lowered[i]);
-    }
-    cuabi__free(p->exprs);
-    cuabi__free(p->lowered);
-    p->exprs = p->lowered = NULL;
-    p->num_names = 0;
-}
-
 static void program_destroy(cuabi__object *o)
 {
     cuabi__program *p = (cuabi__program *)o;
-    free_names(p);
+    cuabi__codeblob_release(p->result);
     cuabi__free(p->log);
     cuabi__free(p->source);
     cuabi__free(p->name);
@@ -80,11 +68,9 @@ CUABI_EXTERN(cuabi_status) cuabi_program_create(cuabi_program **out, cuabi_code_
     p->size = size;
     p->source = cuabi__malloc(size + 1);
     p->name = cuabi__strdup(name ? name : default_name(type, source, size));
-    p->log = cuabi__strdup("");
-    if (!p->source || !p->name || !p->log) {
+    if (!p->source || !p->name) {
         cuabi__free(p->source);
         cuabi__free(p->name);
-        cuabi__free(p->log);
         cuabi__free(p);
         return CUABI_ERROR_OUT_OF_MEMORY;
     }
@@ -237,24 +223,8 @@ static cuabi_status check_supported_cb(const char *arch, void *caller)
 
 void cuabi__compile_args_free(cuabi__compile_args *a)
 {
-    for (size_t i = 0; i < a->argc; i++)
-        cuabi__free(a->argv[i]);
     cuabi__free(a->argv);
     a->argv = NULL;
-    a->argc = 0;
-}
-
-static cuabi_status add_arg(cuabi__compile_args *a, size_t cap, const char *fmt, const char *s)
-{
-    char *arg;
-    if (a->argc >= cap || asprintf(&arg, fmt, s) < 0)
-        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "out of memory building options");
-    char *copy = cuabi__strdup(arg);
-    free(arg);
-    if (!copy)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    a->argv[a->argc++] = copy;
-    return CUABI_SUCCESS;
 }
 
 /* An array field: count > 0 needs a pointer, and no element may be NULL/empty. */
@@ -415,53 +385,94 @@ static cuabi_status check_fatbin_archs(const char *list, const char *caller)
     return each_arch(list, check_one_fatbin_arch, &c);
 }
 
-/* The argument list NVRTC (or nvJitLink, for PTX) gets. */
-static cuabi_status build_argv(cuabi__compile_args *a, cuabi_code_type type,
-                               const cuabi_program_options *o)
+/* nvJitLink's arguments for PTX. */
+static void each_ptx_arg(const cuabi_program_options *o, const char *level, cuabi__arg_fn fn,
+                         void *ctx)
 {
-    size_t cap = 16 + o->num_defines + o->num_include_paths + o->num_extra_options;
-    a->argv = cuabi__calloc(cap, sizeof(char *));
-    if (!a->argv)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    if (type == CUABI_CODE_NVVM) {
-        cuabi__free(a->argv);
-        return cuabi__nvvm_argv(a, o);
+    if (o->opt_level >= 0)
+        fn("-O", level, ctx);
+    if (o->debug)
+        fn("-g", "", ctx);
+    if (o->line_info)
+        fn("-lineinfo", "", ctx);
+}
+
+/* NVRTC's arguments for CUDA C++. */
+static void each_cxx_arg(const cuabi__compile_args *a, const char *level, cuabi__arg_fn fn,
+                         void *ctx)
+{
+    const cuabi_program_options *o = a->opts;
+    if (o->std)
+        fn("-std=", o->std, ctx);
+    if (o->opt_level >= 0)
+        fn("--ptxas-options=-O", level, ctx);
+    if (o->debug)
+        fn("-G", "", ctx);
+    if (o->line_info)
+        fn("-lineinfo", "", ctx);
+    if (o->fast_math)
+        fn("-use_fast_math", "", ctx);
+    if (o->relocatable)
+        fn("-rdc=true", "", ctx);
+    if (a->output == CUABI_CODE_LTOIR)
+        fn("-dlto", "", ctx);
+    for (size_t i = 0; i < o->num_defines; i++)
+        fn("-D", o->defines[i], ctx);
+    for (size_t i = 0; i < o->num_include_paths; i++)
+        fn("-I", o->include_paths[i], ctx);
+}
+
+/* The argument list NVRTC (or nvJitLink, for PTX; libNVVM for NVVM IR)
+ * gets; the architecture comes first (compile_one_arch relies on it). */
+void cuabi__compile_args_each(const cuabi__compile_args *a, cuabi__arg_fn fn, void *ctx)
+{
+    const cuabi_program_options *o = a->opts;
+    if (a->type == CUABI_CODE_NVVM) {
+        cuabi__nvvm_each_arg(a, fn, ctx);
+        return;
     }
-    char opt[16];
-    CUABI__TRY(add_arg(a, cap, "-arch=%s", a->arch));
-    if (type == CUABI_CODE_PTX) {
-        if (o->opt_level >= 0) {
-            snprintf(opt, sizeof opt, "%d", o->opt_level);
-            CUABI__TRY(add_arg(a, cap, "-O%s", opt));
-        }
-        if (o->debug)
-            CUABI__TRY(add_arg(a, cap, "%s", "-g"));
-        if (o->line_info)
-            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
-    } else {
-        if (o->std)
-            CUABI__TRY(add_arg(a, cap, "-std=%s", o->std));
-        if (o->opt_level >= 0) {
-            snprintf(opt, sizeof opt, "%d", o->opt_level);
-            CUABI__TRY(add_arg(a, cap, "--ptxas-options=-O%s", opt));
-        }
-        if (o->debug)
-            CUABI__TRY(add_arg(a, cap, "%s", "-G"));
-        if (o->line_info)
-            CUABI__TRY(add_arg(a, cap, "%s", "-lineinfo"));
-        if (o->fast_math)
-            CUABI__TRY(add_arg(a, cap, "%s", "-use_fast_math"));
-        if (o->relocatable)
-            CUABI__TRY(add_arg(a, cap, "%s", "-rdc=true"));
-        if (a->output == CUABI_CODE_LTOIR)
-            CUABI__TRY(add_arg(a, cap, "%s", "-dlto"));
-        for (size_t i = 0; i < o->num_defines; i++)
-            CUABI__TRY(add_arg(a, cap, "-D%s", o->defines[i]));
-        for (size_t i = 0; i < o->num_include_paths; i++)
-            CUABI__TRY(add_arg(a, cap, "-I%s", o->include_paths[i]));
-    }
+    char level[16] = "";
+    if (o->opt_level >= 0) /* formatted only when used: a hit runs this twice */
+        snprintf(level, sizeof level, "%d", o->opt_level);
+    fn("-arch=", a->arch, ctx);
+    if (a->type == CUABI_CODE_PTX)
+        each_ptx_arg(o, level, fn, ctx);
+    else
+        each_cxx_arg(a, level, fn, ctx);
     for (size_t i = 0; i < o->num_extra_options; i++)
-        CUABI__TRY(add_arg(a, cap, "%s", o->extra_options[i]));
+        fn(o->extra_options[i], "", ctx);
+}
+
+static void measure_arg(const char *head, const char *tail, void *ctx)
+{
+    cuabi__compile_args *a = ctx;
+    a->argc++;
+    a->argv_bytes += strlen(head) + strlen(tail) + 1;
+}
+
+typedef struct argv_fill {
+    char **argv;
+    size_t n;
+    char *at;                  /* where the next string goes */
+} argv_fill;
+
+static void fill_arg(const char *head, const char *tail, void *ctx)
+{
+    argv_fill *f = ctx;
+    f->argv[f->n++] = f->at;
+    f->at = stpcpy(stpcpy(f->at, head), tail) + 1;
+}
+
+cuabi_status cuabi__compile_args_argv(cuabi__compile_args *a)
+{
+    if (a->argv)
+        return CUABI_SUCCESS;
+    char **argv = cuabi__malloc(a->argc * sizeof *argv + a->argv_bytes);
+    if (!argv)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    argv_fill f = { argv, 0, (char *)(argv + a->argc) };
+    cuabi__compile_args_each(a, fill_arg, &f);
+    a->argv = argv;
     return CUABI_SUCCESS;
 }
 
@@ -480,7 +491,7 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         if (strlen(opts->arch) >= sizeof a->arch)
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.arch is too long",
                                 caller);
-        snprintf(a->arch, sizeof a->arch, "%s", opts->arch);
+        memcpy(a->arch, opts->arch, strlen(opts->arch) + 1); /* fits: checked above */
     } else {
         cuabi__current_arch(a->arch);
     }
@@ -495,13 +506,12 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.libdevice %s", caller,
                             a->libdevice != 1 ? "must be 0 or 1"
                                               : "= 1 applies to NVVM IR programs only");
+    a->type = type;
     a->output = opts->output;
     a->use_cache = opts->cache;
     a->opts = opts;
-    cuabi_status st = build_argv(a, type, opts);
-    if (st != CUABI_SUCCESS)
-        cuabi__compile_args_free(a);
-    return st;
+    cuabi__compile_args_each(a, measure_arg, a);
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ key */
@@ -571,45 +581,44 @@ static bool same_includes(const key_parts *x, const key_parts *y)
     return x->includes == y->includes && !memcmp(x->digest, y->digest, sizeof x->digest);
 }
 
+static void hash_arg(const char *head, const char *tail, void *ctx)
+{
+    cuabi__key_add_joined(ctx, head, tail);
+}
+
 /* Everything that decides the output goes into the key, each field
  * length-prefixed: the key scheme, the compiler's identity, code type,
  * argument list, source, in-memory headers, name expressions, output kind,
  * and the digest of the files the source can include. */
-static cuabi_status key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
-                                   const cuabi__compile_args *a, const key_parts *parts)
+static void key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
+                           const cuabi__compile_args *a, const key_parts *parts)
 {
     /* "key=3": the compiler named by its file and version (libident.h). */
     static const char scheme[] = "cuabi-cache-format=" CUABI__CACHE_FORMAT_STR " key=3";
     const cuabi_program_options *o = a->opts;
     uint32_t type = (uint32_t)p->type, output = (uint32_t)a->output;
     uint64_t counts[3] = { a->argc, o->num_headers, o->num_name_expressions };
-    size_t nf = 9 + a->argc + 2 * o->num_headers + o->num_name_expressions;
-    cuabi__bytes *f = cuabi__malloc(nf * sizeof *f);
-    if (!f)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    size_t k = 0;
-    f[k++] = (cuabi__bytes){ scheme, sizeof scheme - 1 };
-    f[k++] = parts->compiler;
-    f[k++] = (cuabi__bytes){ &type, sizeof type };
-    f[k++] = (cuabi__bytes){ &output, sizeof output };
-    f[k++] = (cuabi__bytes){ counts, sizeof counts };
-    for (size_t i = 0; i < a->argc; i++)
-        f[k++] = (cuabi__bytes){ a->argv[i], strlen(a->argv[i]) };
-    f[k++] = (cuabi__bytes){ p->source, p->size };
+    cuabi__key_state ks;
+    cuabi__key_begin(&ks);
+    cuabi__key_add(&ks, scheme, sizeof scheme - 1);
+    cuabi__key_add(&ks, parts->compiler.data, parts->compiler.size);
+    cuabi__key_add(&ks, &type, sizeof type);
+    cuabi__key_add(&ks, &output, sizeof output);
+    cuabi__key_add(&ks, counts, sizeof counts);
+    cuabi__compile_args_each(a, hash_arg, &ks);
+    cuabi__key_add(&ks, p->source, p->size);
     for (size_t i = 0; i < o->num_headers; i++) {
-        f[k++] = (cuabi__bytes){ o->header_names[i], strlen(o->header_names[i]) };
-        f[k++] = (cuabi__bytes){ o->header_contents[i], strlen(o->header_contents[i]) };
+        cuabi__key_add(&ks, o->header_names[i], strlen(o->header_names[i]));
+        cuabi__key_add(&ks, o->header_contents[i], strlen(o->header_contents[i]));
     }
     for (size_t i = 0; i < o->num_name_expressions; i++)
-        f[k++] = (cuabi__bytes){ o->name_expressions[i], strlen(o->name_expressions[i]) };
+        cuabi__key_add(&ks, o->name_expressions[i], strlen(o->name_expressions[i]));
     if (parts->includes == CUABI__INCLUDES_HASHED) /* absent otherwise: keys stay as they were */
-        f[k++] = (cuabi__bytes){ parts->digest, sizeof parts->digest };
+        cuabi__key_add(&ks, parts->digest, sizeof parts->digest);
     if (parts->libdevice.len) /* NVVM only: other keys stay as they were */
-        f[k++] = (cuabi__bytes){ parts->libdevice.s, parts->libdevice.len };
-    f[k++] = (cuabi__bytes){ "end", 3 };
-    cuabi__cache_key_compute(out, f, k);
-    cuabi__free(f);
-    return CUABI_SUCCESS;
+        cuabi__key_add(&ks, parts->libdevice.s, parts->libdevice.len);
+    cuabi__key_add(&ks, "end", 3);
+    cuabi__key_end(&ks, out);
 }
 
 cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
@@ -617,7 +626,8 @@ cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
 {
     key_parts parts;
     CUABI__TRY(get_key_parts(&parts, p, a));
-    return key_from_parts(out, p, a, &parts);
+    key_from_parts(out, p, a, &parts);
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -956,72 +966,75 @@ static cuabi_status compile_fatbin(const cuabi__program *p, const cuabi__compile
 
 /* ------------------------------------------------------------- results */
 
-/* Remember the log and the name map of this compile in the program. */
-static cuabi_status remember(cuabi__program *p, const cuabi__cache_entry *e, const char *log,
-                             const cuabi__str *notes)
+/* `log` followed by the cache's notes, in a new string. */
+static char *with_notes(const char *log, const cuabi__str *notes)
 {
     size_t ll = strlen(log), nl = notes->len;
     char *full = cuabi__malloc(ll + nl + 1);
     if (!full)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        return NULL;
     memcpy(full, log, ll);
     if (nl)
         memcpy(full + ll, notes->s, nl);
     full[ll + nl] = '\0';
+    return full;
+}
+
+/* Remember a successful compile: its result (name map and log), shared,
+ * so a cache hit copies nothing unless the cache left notes. */
+static cuabi_status remember(cuabi__program *p, cuabi__codeblob *b, const cuabi__str *notes)
+{
+    char *log = NULL;
+    if (notes->len && !(log = with_notes(b->log, notes)))
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    cuabi__free(p->log);
+    p->log = log;
+    cuabi__codeblob_release(p->result);
+    p->result = cuabi__codeblob_retain(b);
+    return CUABI_SUCCESS;
+}
+
+/* Keep a failed compile's log readable through cuabi_program_log(); the
+ * name map stays the last successful compile's. Touches the error record
+ * only if it runs out of memory. */
+static cuabi_status remember_failure(cuabi__program *p, const char *log, const cuabi__str *notes)
+{
+    char *full = with_notes(log, notes);
+    if (!full)
+        return CUABI_ERROR_OUT_OF_MEMORY;
     cuabi__free(p->log);
     p->log = full;
-    if (!e)
-        return CUABI_SUCCESS;
-    char **exprs = NULL, **lowered = NULL;
-    if (e->num_names) {
-        exprs = cuabi__calloc(e->num_names, sizeof(char *));
-        lowered = cuabi__calloc(e->num_names, sizeof(char *));
-        bool ok = exprs && lowered;
-        for (size_t i = 0; ok && i < e->num_names; i++)
-            ok = (exprs[i] = cuabi__strdup(e->exprs[i])) &&
-                 (lowered[i] = cuabi__strdup(e->lowered[i]));
-        if (!ok) {
-            for (size_t i = 0; i < e->num_names; i++) {
-                if (exprs) cuabi__free(exprs[i]);
-                if (lowered) cuabi__free(lowered[i]);
-            }
-            cuabi__free(exprs);
-            cuabi__free(lowered);
-            return CUABI_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    free_names(p);
-    p->exprs = exprs;
-    p->lowered = lowered;
-    p->num_names = e->num_names;
     return CUABI_SUCCESS;
 }
 
-/* Turn an entry into an object code (taking its data). */
-static cuabi_status make_objcode(cuabi_objcode **out, cuabi__program *p, cuabi__cache_entry *e)
+/* Compile `p` (a miss, or no cache) into a shared result; `*log` gets the
+ * compiler's log either way (the caller frees it). */
+static cuabi_status compile_result(cuabi__program *p, cuabi__compile_args *a,
+                                   cuabi__codeblob **out, char **log, const char *caller)
 {
-    cuabi__objcode *o;
-    void *data = e->data;
-    e->data = NULL;
-    CUABI__TRY(cuabi__objcode_new_trusted(&o, e->type, data, e->size, p->name));
-    if (e->signatures) {
-        cuabi__objcode_set_signatures(o, e->signatures);
-        e->signatures = NULL;
+    bool fat = a->output == CUABI_CODE_FATBIN;
+    /* libNVVM checks its architecture itself (asking NVRTC would load it). */
+    if (p->type != CUABI_CODE_NVVM)
+        CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
+                       : check_arch_supported(a->arch, caller));
+    CUABI__TRY(cuabi__compile_args_argv(a));
+    cuabi__cache_entry e = { 0 };
+    cuabi_status st = fat ? compile_fatbin(p, a, &e, log, caller)
+                    : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, &e, log, caller)
+                    : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, &e, log, caller)
+                                                 : compile_cxx(p, a, &e, log, caller);
+    if (st == CUABI_SUCCESS) {
+        e.log = *log; /* borrowed for the copy */
+        st = cuabi__codeblob_make(out, &e);
+        e.log = NULL;
     }
-    for (size_t i = 0; i < e->num_names; i++) {
-        cuabi_status st = cuabi__objcode_add_name(o, e->exprs[i], e->lowered[i]);
-        if (st != CUABI_SUCCESS) {
-            cuabi__object_release(&o->base);
-            return st;
-        }
-    }
-    *out = CUABI__HANDLE(o, cuabi_objcode);
-    return CUABI_SUCCESS;
+    cuabi__cache_entry_clear(&e);
+    return st;
 }
 
-/* Look up or compile; the entry is filled on success. */
-static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
-                           cuabi__cache_entry *e, cuabi__str *notes, const char *caller)
+/* Look up or compile; *out is the result (a reference) on success. */
+static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a, cuabi__codeblob **out,
+                           cuabi__str *notes, const char *caller)
 {
     cuabi__cache_key key;
     key_parts before, after;
@@ -1036,44 +1049,43 @@ static cuabi_status obtain(cuabi__program *p, const cuabi__compile_args *a,
             cached = false;
         } else {
             CUABI__TRY(st);
-            CUABI__TRY(key_from_parts(&key, p, a, &before));
-            CUABI__TRY(cuabi__cache_lookup(&key, e, &p->hit, notes));
+            key_from_parts(&key, p, a, &before);
+            CUABI__TRY(cuabi__cache_lookup(&key, out, &p->hit, notes));
             if (p->hit)
                 return CUABI_SUCCESS;
         }
     }
     char *log = NULL;
-    bool fat = a->output == CUABI_CODE_FATBIN;
-    /* libNVVM checks its architecture itself (asking NVRTC would load it). */
-    if (p->type != CUABI_CODE_NVVM)
-        CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
-                       : check_arch_supported(a->arch, caller));
-    cuabi_status st = fat ? compile_fatbin(p, a, e, &log, caller)
-                    : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, e, &log, caller)
-                    : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, e, &log, caller)
-                                                 : compile_cxx(p, a, e, &log, caller);
+    cuabi_status st = compile_result(p, a, out, &log, caller);
     if (st == CUABI_SUCCESS) {
-        e->log = log;
         /* Store under the identity of the compiler that ran (the key above
          * named the file the loader was expected to open; libident.c), and
          * only if no included file changed while it compiled. */
-        if (cached && get_key_parts(&after, p, a) == CUABI_SUCCESS &&
-            same_includes(&before, &after) && key_from_parts(&key, p, a, &after) == CUABI_SUCCESS)
-            cuabi__cache_store(&key, e, notes);
-        else if (cached)
+        bool unchanged = cached && get_key_parts(&after, p, a) == CUABI_SUCCESS &&
+                         same_includes(&before, &after);
+        if (unchanged) {
+            key_from_parts(&key, p, a, &after);
+            cuabi__cache_store(&key, *out, notes);
+        } else if (cached) {
             cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "an included file changed during the "
                                   "compile\n");
+        }
         cuabi_error_clear();
-        return CUABI_SUCCESS;
+    } else if (log && remember_failure(p, log, notes) != CUABI_SUCCESS) {
+        st = CUABI_ERROR_OUT_OF_MEMORY;
     }
-    /* Keep the failed compile's log readable through cuabi_program_log();
-     * remember() only touches the error record if it runs out of memory. */
-    if (log) {
-        if (remember(p, NULL, log, notes) != CUABI_SUCCESS)
-            st = CUABI_ERROR_OUT_OF_MEMORY;
-        cuabi__free(log);
-    }
+    cuabi__free(log);
     return st;
+}
+
+/* The caller's objcode: it shares the result's bytes and name map. */
+static cuabi_status result_objcode(cuabi_objcode **out, const cuabi__program *p,
+                                   cuabi__codeblob *b)
+{
+    cuabi__objcode *o;
+    CUABI__TRY(cuabi__objcode_new_shared(&o, b, p->name));
+    *out = CUABI__HANDLE(o, cuabi_objcode);
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_program *program,
@@ -1085,16 +1097,16 @@ CUABI_EXTERN(cuabi_status) cuabi_program_compile(cuabi_objcode **out, cuabi_prog
     CUABI__GET(p, program, PROGRAM);
     cuabi__compile_args a;
     CUABI__TRY(cuabi__compile_args_build(&a, p->type, options, __func__));
-    cuabi__cache_entry e = { 0 };
+    cuabi__codeblob *b = NULL;
     cuabi__str notes = { 0 };
     pthread_mutex_lock(&p->lock);
-    cuabi_status st = obtain(p, &a, &e, &notes, __func__);
+    cuabi_status st = obtain(p, &a, &b, &notes, __func__);
     if (st == CUABI_SUCCESS)
-        st = remember(p, &e, e.log, &notes);
+        st = remember(p, b, &notes);
     pthread_mutex_unlock(&p->lock);
     if (st == CUABI_SUCCESS && out)
-        st = make_objcode(out, p, &e);
-    cuabi__cache_entry_clear(&e);
+        st = result_objcode(out, p, b);
+    cuabi__codeblob_release(b);
     cuabi__str_free(&notes);
     cuabi__compile_args_free(&a);
     return st;
@@ -1106,7 +1118,7 @@ CUABI_EXTERN(cuabi_status) cuabi_program_log(const char **out, cuabi_program *pr
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(p, program, PROGRAM);
     pthread_mutex_lock(&p->lock);
-    *out = p->log;
+    *out = p->log ? p->log : p->result ? p->result->log : "";
     pthread_mutex_unlock(&p->lock);
     return CUABI_SUCCESS;
 }
@@ -1120,12 +1132,8 @@ CUABI_EXTERN(cuabi_status) cuabi_program_lowered_name(const char **out, cuabi_pr
     CUABI__GET(p, program, PROGRAM);
     CUABI__CHECK_ARG(name_expression, "%s: name_expression is NULL", __func__);
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < p->num_names && !*out; i++)
-        if (!strcmp(p->exprs[i], name_expression))
-            *out = p->lowered[i];
-    for (size_t i = 0; i < p->num_names && !*out; i++)
-        if (cuabi__same_expression(p->exprs[i], name_expression))
-            *out = p->lowered[i];
+    if (p->result)
+        *out = cuabi__name_lookup(p->result->names, p->result->num_names, name_expression);
     pthread_mutex_unlock(&p->lock);
     if (!*out)
         return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: \"%s\" was not a name expression of "

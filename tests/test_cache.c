@@ -624,20 +624,23 @@ START_TEST(second_log_and_linked_flag)
     cuabi__cache_entry e = { .type = CUABI_CODE_CUBIN, .data = (void *)code,
                              .size = sizeof code, .log = "info: 10 registers",
                              .log2 = "warning: something", .flags = CUABI__ENTRY_LINKED };
+    cuabi__codeblob *b;
+    ck_assert_ok(cuabi__codeblob_make(&b, &e));
     cuabi__str notes = { 0 };
-    cuabi__cache_store(&key, &e, &notes);
+    cuabi__cache_store(&key, b, &notes);
+    cuabi__codeblob_release(b);
     ck_assert_ptr_null(notes.s);
     for (int layer = 1; layer <= 2; layer++) {
-        cuabi__cache_entry got = { 0 };
+        cuabi__codeblob *got;
         int where;
         ck_assert_ok(cuabi__cache_lookup(&key, &got, &where, &notes));
         ck_assert_int_eq(where, layer);
-        ck_assert_uint_eq(got.size, sizeof code);
-        ck_assert_int_eq(memcmp(got.data, code, sizeof code), 0);
-        ck_assert_str_eq(got.log, "info: 10 registers");
-        ck_assert_str_eq(got.log2, "warning: something");
-        ck_assert_uint_eq(got.flags, CUABI__ENTRY_LINKED);
-        cuabi__cache_entry_clear(&got);
+        ck_assert_uint_eq(got->size, sizeof code);
+        ck_assert_int_eq(memcmp(got->data, code, sizeof code), 0);
+        ck_assert_str_eq(got->log, "info: 10 registers");
+        ck_assert_str_eq(got->log2, "warning: something");
+        ck_assert_uint_eq(got->flags, CUABI__ENTRY_LINKED);
+        cuabi__codeblob_release(got);
         ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
     }
     compile_one();
@@ -650,6 +653,99 @@ START_TEST(second_log_and_linked_flag)
     ck_assert_uint_eq(r.checked, 2);
     ck_assert_uint_eq(r.removed, 0);
     cuabi__str_free(&notes);
+}
+END_TEST
+
+/* ------------------------------- memory hits share the result (issue 13) */
+
+static cuabi_program_options segred_options(const char **names)
+{
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = "sm_90";
+    o.name_expressions = names;
+    o.num_name_expressions = 1;
+    return o;
+}
+
+static const void *bytes_of(cuabi_objcode *obj, size_t *size)
+{
+    const void *data;
+    ck_assert_ok(cuabi_objcode_bytes(&data, size, obj));
+    return data;
+}
+
+/* Issue 13 item 4: a memory hit hands out the cached result itself, not a
+ * copy, so two hits see the very same bytes; each result stays whole for
+ * its holder after the cache drops the entry and the others are released. */
+START_TEST(memory_hits_share_one_result)
+{
+    const char *names[] = { "segred<float, 256>" };
+    cuabi_program_options o = segred_options(names);
+    cuabi_program *p;
+    cuabi_objcode *miss, *a, *b;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "c.cu"));
+    ck_assert_ok(cuabi_program_compile(&miss, p, &o));
+    ck_assert_ok(cuabi_program_compile(&a, p, &o));
+    ck_assert_ok(cuabi_program_compile(&b, p, &o));
+    int hit;
+    ck_assert_ok(cuabi_program_cache_hit(&hit, p));
+    ck_assert_int_eq(hit, 1);
+    size_t n, nb;
+    const void *data = bytes_of(a, &n);
+    ck_assert_ptr_eq(bytes_of(b, &nb), data);    /* shared, not copied */
+    ck_assert_ptr_eq(bytes_of(miss, &nb), data); /* the miss's result is the one kept */
+    void *copy = malloc(n);
+    memcpy(copy, data, n);
+    ck_assert_ok(cuabi_objcode_release(miss));
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_ALL));
+    ck_assert_uint_eq(stats().memory_entries, 0);
+    ck_assert_ok(cuabi_objcode_release(a));
+    const char *low;
+    ck_assert_ok(cuabi_program_lowered_name(&low, p, "segred<float, 256>"));
+    ck_assert_str_eq(low, "_Z6segredIfLi256EEvPT_");
+    ck_assert_ok(cuabi_program_release(p));
+    /* b alone holds the result now */
+    data = bytes_of(b, &nb);
+    ck_assert_uint_eq(nb, n);
+    ck_assert_int_eq(memcmp(data, copy, n), 0);
+    ck_assert_ok(cuabi_objcode_lowered_name(&low, b, "segred<float, 256>"));
+    ck_assert_str_eq(low, "_Z6segredIfLi256EEvPT_");
+    size_t kernels;
+    ck_assert_ok(cuabi_objcode_kernel_count(&kernels, b));
+    ck_assert_uint_eq(kernels, 2);
+    ck_assert_ok(cuabi_objcode_release(b));
+    free(copy);
+}
+END_TEST
+
+/* A memory hit allocates the objcode it hands out and nothing else: the
+ * key is hashed in place, the result shared (counted through the library's
+ * allocation wrappers, src/alloc.c; it made 16 before issue 13 item 4). */
+START_TEST(a_memory_hit_allocates_only_its_objcode)
+{
+    const char *names[] = { "segred<float, 256>" };
+    cuabi_program_options o = segred_options(names);
+    cuabi_program *p;
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, src, 0, "c.cu"));
+    ck_assert_ok(cuabi_program_compile(&obj, p, &o));
+    ck_assert_ok(cuabi_objcode_release(obj));
+    enum { HITS = 20 };
+    cuabi__alloc_count(true);
+    for (int i = 0; i < HITS; i++) {
+        ck_assert_ok(cuabi_program_compile(&obj, p, &o));
+        ck_assert_ok(cuabi_objcode_release(obj));
+    }
+    cuabi__alloc_count(false);
+    ck_assert_int_le(cuabi__alloc_counted(), HITS);
+    cuabi__alloc_count(true);
+    ck_assert_ok(cuabi_program_compile(NULL, p, &o)); /* no objcode asked for */
+    cuabi__alloc_count(false);
+    ck_assert_int_eq(cuabi__alloc_counted(), 0);
+    int hit;
+    ck_assert_ok(cuabi_program_cache_hit(&hit, p));
+    ck_assert_int_eq(hit, 1);
+    ck_assert_ok(cuabi_program_release(p));
 }
 END_TEST
 
@@ -896,6 +992,8 @@ int main(void)
     tcase_add_test(tc, directory_resolution);
     tcase_add_test(tc, list_and_clear);
     tcase_add_test(tc, second_log_and_linked_flag);
+    tcase_add_test(tc, memory_hits_share_one_result);
+    tcase_add_test(tc, a_memory_hit_allocates_only_its_objcode);
     tcase_add_test(tc, precompile_into_the_cache);
     tcase_add_test(tc, edited_header_is_not_stale);
     tcase_add_test(tc, unfollowable_include_skips_the_cache);

@@ -264,6 +264,8 @@ START_TEST(argument_list)
     o.num_extra_options = 1;
     cuabi__compile_args a;
     ck_assert_ok(cuabi__compile_args_build(&a, CUABI_CODE_NVVM, &o, "test"));
+    ck_assert_ptr_null(a.argv); /* built only to compile: a cache hit hashes without it */
+    ck_assert_ok(cuabi__compile_args_argv(&a));
     static const char *const want[] = { "-arch=compute_90a", "-opt=0", "-g",
         "-generate-line-info", "-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=1",
         "-gen-lto" };
@@ -274,6 +276,7 @@ START_TEST(argument_list)
     o = options(CUABI_CODE_PTX);
     o.arch = "compute_80";
     ck_assert_ok(cuabi__compile_args_build(&a, CUABI_CODE_NVVM, &o, "test"));
+    ck_assert_ok(cuabi__compile_args_argv(&a));
     ck_assert_uint_eq(a.argc, 1);
     ck_assert_str_eq(a.argv[0], "-arch=compute_80");
     ck_assert_int_eq(a.libdevice, 0);

@@ -486,6 +486,51 @@ START_TEST(default_arch_follows_the_device)
 }
 END_TEST
 
+/* The argument lists NVRTC and nvJitLink get, in order: built only to
+ * compile (a cache hit hashes the same list without making it). */
+static void expect_argv(cuabi_code_type type, const cuabi_program_options *o,
+                        const char *const *want, size_t n)
+{
+    cuabi__compile_args a;
+    ck_assert_ok(cuabi__compile_args_build(&a, type, o, "test"));
+    ck_assert_ptr_null(a.argv);
+    ck_assert_ok(cuabi__compile_args_argv(&a));
+    ck_assert_uint_eq(a.argc, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_eq(a.argv[i], want[i]);
+    cuabi__compile_args_free(&a);
+}
+
+START_TEST(argument_lists)
+{
+    const char *defs[] = { "X=1", "Y" }, *incs[] = { "/inc" }, *extra[] = { "-Xptxas=-v" };
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = "sm_90";
+    o.std = "c++17";
+    o.opt_level = 2;
+    o.line_info = 1;
+    o.fast_math = 1;
+    o.relocatable = 1;
+    o.output = CUABI_CODE_LTOIR;
+    o.defines = defs;
+    o.num_defines = 2;
+    o.include_paths = incs;
+    o.num_include_paths = 1;
+    o.extra_options = extra;
+    o.num_extra_options = 1;
+    static const char *const cxx[] = { "-arch=sm_90", "-std=c++17", "--ptxas-options=-O2",
+        "-lineinfo", "-use_fast_math", "-rdc=true", "-dlto", "-DX=1", "-DY", "-I/inc",
+        "-Xptxas=-v" };
+    expect_argv(CUABI_CODE_CUDA_CXX, &o, cxx, sizeof cxx / sizeof *cxx);
+    cuabi_program_options q = CUABI_PROGRAM_OPTIONS_INIT;
+    q.arch = "sm_80";
+    q.opt_level = 0;
+    q.debug = 1;
+    static const char *const ptx[] = { "-arch=sm_80", "-O0", "-g" };
+    expect_argv(CUABI_CODE_PTX, &q, ptx, sizeof ptx / sizeof *ptx);
+}
+END_TEST
+
 START_TEST(no_leak_when_allocations_fail)
 {
     cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
@@ -534,6 +579,7 @@ int main(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, supported_archs);
     tcase_add_test(tc, default_arch_follows_the_device);
+    tcase_add_test(tc, argument_lists);
     tcase_add_test(tc, no_leak_when_allocations_fail);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
