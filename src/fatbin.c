@@ -667,9 +667,12 @@ CUABI_EXTERN(cuabi_status) cuabi_fatbin_image_info(cuabi_code_type *out, int *ar
     return st;
 }
 
+/* No subtraction: a fatbin may claim any 32-bit architecture number
+ * (fuzz_fatbin found INT_MAX - (-1) overflowing). */
 static int cmp_int(const void *a, const void *b)
 {
-    return *(const int *)a - *(const int *)b;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_fatbin_archs(int *out, size_t capacity, size_t *count,

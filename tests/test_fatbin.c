@@ -492,6 +492,31 @@ END_TEST
 /* Every prefix of a good fatbin and a set of broken fields: a clear error,
  * never a crash (the fuzzer, fuzz/fuzz_fatbin.c, tries the rest). */
 /* A fatbin of `img` (a CUBIN and a PTX) packed by nvFatbin, checked and released. */
+/* Regression: architecture numbers far apart (a fatbin may claim any
+ * 32-bit value) sorted without an overflowing comparison (UBSan, found by
+ * fuzz_fatbin). */
+START_TEST(archs_of_extreme_values_sort)
+{
+    static const unsigned char cubin[8] = { 0x7f, 'E', 'L', 'F', 2, 1, 1, 0 };
+    tentry e[3] = {
+        { 2, 0x7fffffffu, cubin, sizeof cubin, 0, NULL },
+        { 2, 0xffffffffu, cubin, sizeof cubin, 0, NULL },
+        { 2, 90, cubin, sizeof cubin, 0, NULL },
+    };
+    size_t size, n;
+    unsigned char *bytes = build(e, 3, &size);
+    cuabi_objcode *o;
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_FATBIN, bytes, size, "extreme"));
+    int archs[3];
+    ck_assert_ok(cuabi_fatbin_archs(archs, 3, &n, o));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_le(archs[0], archs[1]);
+    ck_assert_int_le(archs[1], archs[2]);
+    ck_assert_ok(cuabi_objcode_release(o));
+    free(bytes);
+}
+END_TEST
+
 static void nvfatbin_packs(cuabi_objcode **img)
 {
     cuabi_objcode *fat;
@@ -803,6 +828,7 @@ int main(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, program_fatbin_through_fatbinary);
+    tcase_add_test(tc, archs_of_extreme_values_sort);
     tcase_add_test(tc, program_fatbin_through_a_fake_nvfatbin);
     tcase_add_test(tc, program_fatbin_through_the_real_nvfatbin);
     tcase_add_test(tc, missing_nvfatbin_falls_back_to_fatbinary);
