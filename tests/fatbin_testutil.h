@@ -135,10 +135,17 @@ static const cuabi__nvfatbin fake_nvfatbin_table = {
     fake_error_string, fake_create, fake_destroy, fake_add_ptx, fake_add_cubin, NULL,
     fake_size, fake_get, fake_version };
 
-static void install_fake_nvfatbin(void)
+/* A fresh fake: no counts, no failure left from an earlier test (the
+ * suites run in one process). */
+static void fake_nvfatbin_reset(void)
 {
     fakefb.cubins = fakefb.ptxs = 0;
     fakefb.fail_add = 0;
+}
+
+static void install_fake_nvfatbin(void)
+{
+    fake_nvfatbin_reset();
     cuabi__nvfatbin_install_fake(&fake_nvfatbin_table);
 }
 

@@ -167,6 +167,7 @@ START_TEST(program_fatbin_through_a_fake_nvfatbin)
     ck_assert_status(cuabi_program_compile(&o, p, &opt), CUABI_ERROR_INVALID_IMAGE);
     ck_assert_error_mentions("nvFatbinAddCubin failed with NVFATBIN_ERROR_FAKE (9)");
     cuabi_program_release(p);
+    fake_nvfatbin_reset();
     cuabi__nvfatbin_install_fake(NULL);
 }
 END_TEST
@@ -573,7 +574,9 @@ START_TEST(nvfatbin_failures_are_reported)
     ck_assert_int_eq(cuabi__fault_count(), 1);
     ck_assert_uint_eq(cuabi__handle_live_count(), live);
 
-    /* The version query, asked at load (here: at install). */
+    /* The version query, asked at load (here: at install), on the fake
+     * (where a real nvFatbin was wrapped above too). */
+    fake_nvfatbin_reset();
     cuabi__nvfatbin table = fake_nvfatbin_table;
     fault_wrap_nvfatbin_table(&table);
     cuabi__fault_arm("nvFatbinVersion", 1, false, CUDA_ERROR_UNKNOWN);
