@@ -169,6 +169,10 @@ def _latency(child, payload):
             q.put(time.perf_counter())  # CLOCK_MONOTONIC: one clock for both
             q.put(payload)
             runs.append(out.get(timeout=300))
+        # the first round maps the memory for the first time; later rounds
+        # map it again after the child unmapped it
+        print(f"  {child.__name__}: per buffer, round 1 {runs[0]:.1f} us, rounds 2..{ROUNDS} "
+              + " ".join(f"{r:.1f}" for r in runs[1:]))
         return _median(runs)
     finally:
         q.put(None)
