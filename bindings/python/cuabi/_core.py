@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes as C
+import threading
 from types import SimpleNamespace
 
 from . import _capi
@@ -33,6 +34,10 @@ def device_count() -> int:
     """Number of visible GPUs (0 with a driver but no GPU); raises
     DriverNotFoundError without a driver."""
     return call("cuabi_device_count")
+
+
+# The device each thread made current (Device.set_current keeps it alive).
+_current = threading.local()
 
 
 class Device(Handle):
@@ -79,7 +84,13 @@ class Device(Handle):
         return call("cuabi_device_memory_info", self)
 
     def set_current(self) -> None:
+        """Make this GPU's primary context current on this thread. The
+        device (and so its primary context) stays alive while it is this
+        thread's current one, also when no other reference is kept
+        (`cuabi.Device(0).set_current()`): otherwise the context would be
+        released at once, and the next call would pay for making it again."""
         lib.cuabi_device_set_current(self)
+        _current.device = self
 
     def synchronize(self) -> None:
         lib.cuabi_device_synchronize(self)
