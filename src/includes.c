@@ -124,8 +124,10 @@ static const char *skip_space(const char *p, const char *end)
 static bool header_name(const char *p, const char *end, int *angle, const char **name,
                         size_t *len)
 {
+    if (p >= end)
+        return false; /* before reading *p: the directive may end right here */
     char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
-    if (p >= end || !close)
+    if (!close)
         return false;
     const char *q = memchr(p + 1, close, (size_t)(end - p - 1));
     if (!q)

@@ -315,6 +315,21 @@ START_TEST(odd_texts)
     scan("/* never closed #include <a.h>\n");
     scan("R\"x(never closed\n#include <a.h>\n");
     scan("#define\n#define X\n#define Y(\n#include\n#include_next H\n");
+    /* regression (fuzz_includes, ASan): a directive ending in spaces right
+     * at the end of the lexer's line buffer, where a header name would
+     * start, was read one byte past it; every length up to a few buffer
+     * doublings, so one ends exactly at a capacity */
+    static char ws[1100];
+    for (size_t n = 0; n < 1000; n++) {
+        for (int form = 0; form < 2; form++) {
+            const char *head = form ? "#if __has_include(" : "#include";
+            size_t h = strlen(head);
+            memcpy(ws, head, h);
+            memset(ws + h, form ? '\t' : ' ', n);
+            ws[h + n] = '\0';
+            scan(ws);
+        }
+    }
     /* a thousand files, each including the next */
     char rel[64], text[96];
     for (int i = 0; i < 1000; i++) {
