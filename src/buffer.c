@@ -314,8 +314,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_resource(cuabi_memory_resource **out,
 
 /* ------------------------------------------------------ copies, memsets */
 
-static cuabi_status check_range(const cuabi__buffer *b, size_t offset, size_t size,
-                                const char *what, const char *caller)
+cuabi_status cuabi__buffer_check_range(const cuabi__buffer *b, size_t offset, size_t size,
+                                       const char *what, const char *caller)
 {
     if (offset > b->size || size > b->size - offset)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
@@ -385,8 +385,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offse
     CUABI__GET(d, dst, BUFFER);
     CUABI__GET(sb, src, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
-    CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
-    CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(d, dst_offset, size, "destination", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(sb, src_offset, size, "source", __func__));
     CUABI__TRY(capture_check(s, d, sb, d->kind == CUABI_MEMORY_HOST && sb->kind == CUABI_MEMORY_HOST,
                              size, __func__));
     return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
@@ -402,7 +402,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_from_host(cuabi_buffer *dst, size_t
     CUABI__GET(d, dst, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__CHECK_ARG(src || size == 0, "%s: src is NULL", __func__);
-    CUABI__TRY(check_range(d, dst_offset, size, "destination", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(d, dst_offset, size, "destination", __func__));
     CUABI__TRY(capture_check(s, d, NULL, d->kind == CUABI_MEMORY_HOST, size, __func__));
     return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
                     (uintptr_t)src, NULL, true, size, s);
@@ -417,7 +417,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_to_host(void *dst, cuabi_buffer *sr
     CUABI__CHECK_ARG(dst || size == 0, "%s: dst is NULL", __func__);
     CUABI__GET(sb, src, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
-    CUABI__TRY(check_range(sb, src_offset, size, "source", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(sb, src_offset, size, "source", __func__));
     CUABI__TRY(capture_check(s, sb, NULL, sb->kind == CUABI_MEMORY_HOST, size, __func__));
     return copy_raw((uintptr_t)dst, NULL, true, sb->ptr + src_offset, sb->device,
                     sb->kind == CUABI_MEMORY_HOST, size, s);
@@ -475,7 +475,7 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offs
     CUABI__CHECK_ARG(offset % width == 0, "%s: offset %zu is not a multiple of the width %u",
                      __func__, offset, width);
     CUABI__CHECK_ARG(count <= SIZE_MAX / width, "%s: count %zu overflows", __func__, count);
-    CUABI__TRY(check_range(b, offset, count * width, "target", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(b, offset, count * width, "target", __func__));
     if (count == 0)
         return CUABI_SUCCESS;
     CUABI__TRY(capture_check(s, b, NULL, b->kind == CUABI_MEMORY_HOST, count, __func__));

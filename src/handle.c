@@ -289,11 +289,6 @@ static __attribute__((noinline)) void unregister_locked(slot_cache *c, uint32_t 
     pthread_mutex_unlock(&registry_lock);
 }
 
-void cuabi__object_invalidate(cuabi__object *obj)
-{
-    unregister(obj);
-}
-
 bool cuabi__object_drop(cuabi__object *obj)
 {
     if (atomic_fetch_sub_explicit(&obj->refs, 1, memory_order_acq_rel) != 1)

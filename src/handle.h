@@ -98,8 +98,9 @@ static inline void cuabi__handle_revive(cuabi__object *obj, cuabi__handle_type t
 }
 
 /* Invalidate the handle of an object that keeps its slot (keeps_slot) and
- * whose only reference the caller holds: cuabi__object_invalidate without
- * the call, for buffers' hot free path. */
+ * whose only reference the caller holds (unique handles: nothing else
+ * retains them), without an atomic count update or a call: buffers' hot
+ * free path. */
 static inline void cuabi__handle_retire(cuabi__object *obj)
 {
     uint32_t index = (uint32_t)(obj->handle & CUABI__HANDLE_INDEX_MASK);

@@ -125,12 +125,8 @@ static inline void cuabi__object_release_n(cuabi__object *obj, int64_t n)
 /* Drop one reference; the last one invalidates the handle and returns true
  * WITHOUT calling destroy: the caller finishes the object. */
 bool cuabi__object_drop(cuabi__object *obj);
-/* Invalidate the handle of an object whose only reference the caller holds
- * (unique handles, e.g. buffers: nothing else retains them), without the
- * atomic count update of cuabi__object_drop; destroy is not called. */
-void cuabi__object_invalidate(cuabi__object *obj);
 /* An object whose handle keeps its slot (keeps_slot, set after
- * registering) has its slot invalidated, not freed, by cuabi__object_invalidate,
+ * registering) has its slot invalidated, not freed, by cuabi__handle_retire (handle.h),
  * cuabi__object_drop and the last release; its owner either registers it
  * again with cuabi__handle_revive (handle.h) or hands the slot back here.
  * `exiting`: called from a thread-exit destructor (straight to the global

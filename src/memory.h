@@ -130,6 +130,10 @@ typedef struct cuabi__buffer {
 } cuabi__buffer;
 
 void cuabi__buffer_mem_retain(cuabi__buffer *b);
+/* `size` bytes at `offset` lie within `b`, else an error naming the `what`
+ * ("source", "destination") buffer and `caller`. */
+cuabi_status cuabi__buffer_check_range(const cuabi__buffer *b, size_t offset, size_t size,
+                                       const char *what, const char *caller);
 /* Drop one memory reference; the last one frees the memory and the struct.
  * Returns the deallocation's status (success when nothing was freed);
  * `caller` names the public function in its error. */

@@ -155,16 +155,6 @@ static cuabi_status device_buffer(const cuabi__buffer *b, const char *what, cons
     return CUABI_SUCCESS;
 }
 
-static cuabi_status buffer_range(const cuabi__buffer *b, size_t offset, size_t size,
-                                 const char *what, const char *caller)
-{
-    if (offset > b->size || size > b->size - offset)
-        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
-                            "%s: %zu bytes at offset %zu run past the end of the %s buffer "
-                            "(%zu bytes)", caller, size, offset, what, b->size);
-    return CUABI_SUCCESS;
-}
-
 CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src,
                                            size_t src_offset, size_t size, cuabi_stream *stream)
 {
@@ -176,8 +166,8 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset,
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__TRY(device_buffer(d, "destination", __func__));
     CUABI__TRY(device_buffer(sb, "source", __func__));
-    CUABI__TRY(buffer_range(d, dst_offset, size, "destination", __func__));
-    CUABI__TRY(buffer_range(sb, src_offset, size, "source", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(d, dst_offset, size, "destination", __func__));
+    CUABI__TRY(cuabi__buffer_check_range(sb, src_offset, size, "source", __func__));
     if (s && s->device != d->device && s->device != sb->device)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "%s: the stream is on device %d, neither the source's (%d) nor the "
