@@ -261,13 +261,20 @@ class Graph(Handle):
         """A kernel node: kernel(*args) with config's grid, block, shared
         memory and attributes, on this graph's device. Arguments are packed
         as cuabi.launch() packs them, and copied now."""
-        from ._launch import _plain
-        pl = kernel._launch_cache.get("plain") or _plain(kernel)
-        pl.pack(*args)
-        c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
-        c.stream = None
-        c.device = self._kernel_device().handle
-        node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack, C.byref(c))
+        from ._launch import _py_lane
+        # A pack of its own, as launch_py takes one: the C call below lets
+        # other threads run, and one packing a launch of this kernel into
+        # the same pack would change this node's arguments.
+        pl = _py_lane(kernel)
+        try:
+            pl.pack(*args)
+            c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
+            c.stream = None
+            c.device = self._kernel_device().handle
+            node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack,
+                              C.byref(c))
+        finally:
+            kernel._launch_cache["free"].append(pl)
         self._keep.append((kernel, args))
         self._kernels[node.handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
                                                      c.dynamic_shared_bytes)]

@@ -263,6 +263,39 @@ def test_capture_and_explicit_agree(code, stream):
     assert results == [sum(range(64))] * 2
 
 
+def test_add_kernel_beside_launches_on_another_thread(code, stream):
+    """Regression: add_kernel packed into the kernel's first pack, which
+    launch_py on another thread takes too; the C calls let that thread run,
+    and nodes were made with its arguments."""
+    import threading
+    from cuabi._launch import launch_py
+    k = code.get_kernel("add_i64")
+    other_out, other_in = ints([0], stream), ints([1000] * 4, stream)
+    out, inp = ints([0], stream), ints([1, 2, 3], stream)
+    stop = threading.Event()
+
+    def launches():
+        s = cuabi.Stream()
+        while not stop.is_set():
+            launch_py(s, CFG, k, other_out, other_in, N(4))
+        s.sync()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)     # switch threads as often as possible
+    t = threading.Thread(target=launches)
+    t.start()
+    try:
+        g = cuabi.Graph()
+        for _ in range(300):
+            g.add_kernel(k, CFG, out, inp, N(3))
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(interval)
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 300 * 6
+
+
 def test_explicit_nodes_edges_and_kinds(code, stream):
     k = code.get_kernel("add_i64")
     out, inp = ints([0], stream), ints([5, 6], stream)
