@@ -95,7 +95,7 @@ static char *resolve_path(reader *r, const char *file)
 /* What a source can say (and the top level as defaults). */
 typedef struct settings {
     const cuabi__toml_value *archs, *output, *std, *opt_level, *debug, *line_info, *fast_math,
-        *relocatable, *lto, *defines, *include_paths, *options, *type;
+        *relocatable, *lto, *defines, *include_paths, *options, *type, *libdevice;
 } settings;
 
 typedef struct key_spec {
@@ -109,14 +109,14 @@ static const key_spec option_keys[] = {
     { "opt_level", S(opt_level) }, { "debug", S(debug) }, { "line_info", S(line_info) },
     { "fast_math", S(fast_math) }, { "relocatable", S(relocatable) }, { "lto", S(lto) },
     { "defines", S(defines) }, { "include_paths", S(include_paths) },
-    { "options", S(options) }, { "type", S(type) },
+    { "options", S(options) }, { "type", S(type) }, { "libdevice", S(libdevice) },
 };
 #undef S
 static const char *const source_only[] = { "file", "code", "name", "name_expressions",
                                            "header" };
 static const char known_keys[] =
     "archs, output, std, opt_level, debug, line_info, fast_math, relocatable, lto, defines, "
-    "include_paths, options, type; in [[source]] also file, code, name, name_expressions, "
+    "include_paths, options, type, libdevice; in [[source]] also file, code, name, name_expressions, "
     "[[source.header]]; at the top also [[header]], [[source]]";
 
 /* Sort a table's keys into `s`; report the unknown ones. */
@@ -229,8 +229,9 @@ static bool apply(reader *r, const settings *s, cuabi__manifest_source *src)
     static const char *const outputs[] = { "cubin", "ptx", "ltoir", "fatbin", NULL };
     static const int output_values[] = { CUABI_CODE_CUBIN, CUABI_CODE_PTX, CUABI_CODE_LTOIR,
                                          CUABI_CODE_FATBIN };
-    static const char *const types[] = { "cuda", "c++", "ptx", NULL };
-    static const int type_values[] = { CUABI_CODE_CUDA_CXX, CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX };
+    static const char *const types[] = { "cuda", "c++", "ptx", "nvvm", NULL };
+    static const int type_values[] = { CUABI_CODE_CUDA_CXX, CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX,
+                                       CUABI_CODE_NVVM };
     cuabi_program_options *o = &src->options;
     bool ok = true;
     int out = (int)o->output, type = (int)src->type;
@@ -255,7 +256,8 @@ static bool apply(reader *r, const settings *s, cuabi__manifest_source *src)
     }
     ok &= flag(r, s->debug, "debug", &o->debug) & flag(r, s->line_info, "line_info", &o->line_info) &
           flag(r, s->fast_math, "fast_math", &o->fast_math) &
-          flag(r, s->relocatable, "relocatable", &o->relocatable) & flag(r, s->lto, "lto", &o->lto);
+          flag(r, s->relocatable, "relocatable", &o->relocatable) & flag(r, s->lto, "lto", &o->lto) &
+          flag(r, s->libdevice, "libdevice", &o->libdevice);
     ok &= strings(r, s->defines, "defines", false, &o->defines, &o->num_defines);
     ok &= strings(r, s->include_paths, "include_paths", false, &o->include_paths,
                   &o->num_include_paths);
@@ -370,6 +372,23 @@ static bool headers(reader *r, const cuabi__toml_value *list, cuabi__manifest_so
 
 /* ------------------------------------------------------------- sources */
 
+/* The code type a file's extension names: .ptx PTX, .ll (text) and .bc
+ * (bitcode) NVVM IR; CUABI_CODE_NONE for any other. */
+static cuabi_code_type type_of_file(const cuabi__toml_value *file)
+{
+    static const struct { const char *ext; cuabi_code_type type; } exts[] = {
+        { ".ptx", CUABI_CODE_PTX }, { ".ll", CUABI_CODE_NVVM }, { ".bc", CUABI_CODE_NVVM },
+    };
+    if (file->kind != CUABI__TOML_STRING)
+        return CUABI_CODE_NONE;
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+        size_t n = strlen(exts[i].ext);
+        if (file->len > n && !strcmp(file->str + file->len - n, exts[i].ext))
+            return exts[i].type;
+    }
+    return CUABI_CODE_NONE;
+}
+
 static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_source *src)
 {
     const cuabi__toml_value *file = cuabi__toml_get(t, "file"), *code = cuabi__toml_get(t, "code"),
@@ -390,7 +409,10 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
         }
         src->text = code->str;
         src->size = code->len;
-        src->name = name ? name->str : src->type == CUABI_CODE_PTX ? "program.ptx" : "program.cu";
+        src->name = name ? name->str
+                    : src->type == CUABI_CODE_PTX  ? "program.ptx"
+                    : src->type == CUABI_CODE_NVVM ? "program.ll"
+                                                   : "program.cu";
         return true;
     }
     if (!is_kind(r, file, "file", CUABI__TOML_STRING))
@@ -406,13 +428,21 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
         cuabi_error_clear();
         return false;
     }
-    if (!size || strlen(data) != size) {
+    if (src->type == CUABI_CODE_NONE) /* no type given: the file's extension says */
+        src->type = type_of_file(file);
+    /* NVVM bitcode (.bc) is binary; every other kind is text */
+    if (!size || (src->type != CUABI_CODE_NVVM && strlen(data) != size)) {
         problem(r, file->line, CUABI_ERROR_INVALID_ARGUMENT, "source %s %s", path,
-                size ? "holds a NUL byte" : "is empty");
+                size ? "holds a NUL byte (only NVVM bitcode may: type = \"nvvm\" or a .bc "
+                       "file)" : "is empty");
         cuabi__free(data);
         return false;
     }
-    char *copy = keep(r->m, strdup(data));
+    char *copy = keep(r->m, malloc(size + 1));
+    if (copy) {
+        memcpy(copy, data, size);
+        copy[size] = '\0';
+    }
     cuabi__free(data);
     if (!copy) {
         r->oom = true;
@@ -421,23 +451,30 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
     src->text = copy;
     src->size = size;
     src->name = name ? name->str : path;
-    size_t len = strlen(file->str);
-    if (len > 4 && !strcmp(file->str + len - 4, ".ptx") && src->type == CUABI_CODE_NONE)
-        src->type = CUABI_CODE_PTX;
     return true;
 }
 
-/* Whether a [[source]] is PTX: its type, else its file's extension, else
- * the top level's type. */
-static bool is_ptx(const cuabi__toml_value *t, const settings *top)
+/* The code type a type = "..." value names (C++ for anything else: apply()
+ * reports a bad one). */
+static cuabi_code_type type_named(const cuabi__toml_value *type)
+{
+    if (type->kind != CUABI__TOML_STRING)
+        return CUABI_CODE_CUDA_CXX;
+    return !strcmp(type->str, "ptx") ? CUABI_CODE_PTX
+           : !strcmp(type->str, "nvvm") ? CUABI_CODE_NVVM : CUABI_CODE_CUDA_CXX;
+}
+
+/* What a [[source]] is: its type, else its file's extension, else the top
+ * level's type, else CUDA C++. */
+static cuabi_code_type kind_of_source(const cuabi__toml_value *t, const settings *top)
 {
     const cuabi__toml_value *type = cuabi__toml_get(t, "type"), *file = cuabi__toml_get(t, "file");
-    if (!type)
-        type = top->type;
-    if (type && type->kind == CUABI__TOML_STRING)
-        return !strcmp(type->str, "ptx");
-    size_t n = file && file->kind == CUABI__TOML_STRING ? file->len : 0;
-    return n > 4 && !strcmp(file->str + n - 4, ".ptx");
+    if (type)
+        return type_named(type);
+    cuabi_code_type by_file = file ? type_of_file(file) : CUABI_CODE_NONE;
+    if (by_file != CUABI_CODE_NONE)
+        return by_file;
+    return top->type ? type_named(top->type) : CUABI_CODE_CUDA_CXX;
 }
 
 /* A [[source]] over `base` (the defaults, the top level's settings and
@@ -454,6 +491,14 @@ static void read_source(reader *r, const cuabi__toml_value *t, const cuabi__mani
     ok &= source_text(r, t, &src);
     if (src.type == CUABI_CODE_NONE)
         src.type = CUABI_CODE_CUDA_CXX;
+    cuabi_code_type out = src.options.output;
+    if (ok && src.type == CUABI_CODE_NVVM && out != CUABI_CODE_PTX && out != CUABI_CODE_LTOIR) {
+        problem(r, own.output ? own.output->line : t->line, CUABI_ERROR_INVALID_ARGUMENT,
+                "NVVM IR compiles to \"ptx\" (the default) or \"ltoir\", not \"%s\"; a "
+                "CUBIN is the PTX compiled again as a PTX source", own.output && own.output->kind ==
+                CUABI__TOML_STRING ? own.output->str : "cubin");
+        ok = false;
+    }
     const cuabi__toml_value *names = cuabi__toml_get(t, "name_expressions");
     ok &= strings(r, names, "name_expressions", false, &src.options.name_expressions,
                   &src.options.num_name_expressions);
@@ -468,6 +513,14 @@ static void read_source(reader *r, const cuabi__toml_value *t, const cuabi__mani
     }
     m->sources = s;
     m->sources[m->num_sources++] = src;
+}
+
+static const cuabi__manifest_source *base_for(cuabi_code_type type,
+                                             const cuabi__manifest_source *cxx,
+                                             const cuabi__manifest_source *ptx,
+                                             const cuabi__manifest_source *nvvm)
+{
+    return type == CUABI_CODE_PTX ? ptx : type == CUABI_CODE_NVVM ? nvvm : cxx;
 }
 
 cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t size,
@@ -491,14 +544,26 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
     bool base_ok = m->num_problems == before;
     base_ok &= apply(&r, &top, &base);
     base_ok &= headers(&r, cuabi__toml_get(m->doc.root, "header"), &base, "header");
-    /* PTX sources take only the defaults that apply to PTX (a top-level
-     * std or header is meant for the CUDA C++ ones). */
+    base.options.libdevice = 0; /* NVVM IR's only */
+    /* PTX and NVVM IR sources take only the defaults that apply to them (a
+     * top-level std or header is meant for the CUDA C++ ones). */
     cuabi__manifest_source base_ptx = { .type = CUABI_CODE_NONE, .options = defaults };
     settings top_ptx = top;
     top_ptx.std = top_ptx.defines = top_ptx.include_paths = top_ptx.fast_math = NULL;
-    top_ptx.relocatable = top_ptx.lto = NULL;
+    top_ptx.relocatable = top_ptx.lto = top_ptx.libdevice = NULL;
+    /* NVVM IR: libNVVM makes PTX (the default here) or LTO-IR; a top-level
+     * cubin or fatbin output is meant for the others. */
+    cuabi__manifest_source base_nvvm = { .type = CUABI_CODE_NONE, .options = defaults };
+    base_nvvm.options.output = CUABI_CODE_PTX;
+    settings top_nvvm = top;
+    top_nvvm.std = top_nvvm.defines = top_nvvm.include_paths = NULL;
+    top_nvvm.relocatable = top_nvvm.lto = NULL;
+    if (top.output && top.output->kind == CUABI__TOML_STRING && strcmp(top.output->str, "ptx") &&
+        strcmp(top.output->str, "ltoir"))
+        top_nvvm.output = NULL;
     r.quiet = true;
     apply(&r, &top_ptx, &base_ptx);
+    apply(&r, &top_nvvm, &base_nvvm);
     r.quiet = false;
     const cuabi__toml_value *sources = cuabi__toml_get(m->doc.root, "source");
     if (sources && (sources->kind != CUABI__TOML_ARRAY || !sources->of_tables))
@@ -508,7 +573,8 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
         problem(&r, 0, CUABI_ERROR_INVALID_ARGUMENT, "%s lists no [[source]]", path);
     for (size_t i = 0; base_ok && sources && sources->of_tables && i < sources->count && !r.oom;
          i++)
-        read_source(&r, sources->items[i], is_ptx(sources->items[i], &top) ? &base_ptx : &base);
+        read_source(&r, sources->items[i], base_for(kind_of_source(sources->items[i], &top),
+                                                    &base, &base_ptx, &base_nvvm));
     if (r.oom) {
         cuabi__manifest_free(m);
         return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory reading %s", caller,

@@ -25,7 +25,7 @@ typedef struct cuabi__manifest_source {
     const char *name;             /* the program's name */
     const char *text;             /* the source, NUL-terminated */
     size_t size;
-    cuabi_code_type type;         /* CUDA C++ or PTX */
+    cuabi_code_type type;         /* CUDA C++, PTX or NVVM IR */
     cuabi_program_options options;
     const char **archs;           /* NULL/0: the compile's default */
     size_t num_archs;

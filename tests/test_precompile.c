@@ -15,6 +15,7 @@
 #include "testutil.h"
 #include "cache.h"
 #include "manifest.h"
+#include "objcode.h"
 #include "program.h"
 
 static char tmpdir[64], cachedir[96];
@@ -387,6 +388,95 @@ START_TEST(warm_a_project)
     /* no callback at all */
     ck_assert_status(cuabi_cache_warm_manifest(NULL, at("m.toml"), NULL, NULL, NULL),
                      CUABI_ERROR_COMPILE);
+}
+END_TEST
+
+/* NVVM IR in a manifest: .ll text and .bc bitcode (binary: NUL bytes are
+ * fine there), PTX by default whatever output the C++ sources take,
+ * libdevice on request; what libNVVM cannot make is reported with the
+ * source's line. A warmed entry is what the program's own compile hits. */
+static void copy_data(const char *name, const char *rel)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/tests/data/%s' '%s'", at("ir"),
+             cuabi_test_srcdir(), name, at(rel));
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(warm_nvvm_ir)
+{
+    copy_data("nvvm_kernels.ll", "ir/k.ll");
+    copy_data("nvvm_kernels.bc", "ir/k.bc");
+    put("m.toml", "archs = \"sm_90\"\n"                    /* 1 */
+                  "output = \"cubin\"\n"                   /* 2: the C++ sources' */
+                  "std = \"c++17\"\n"
+                  "libdevice = true\n"                     /* 4: NVVM IR's */
+                  "[[source]]\n"                           /* 5 */
+                  "file = \"ir/k.ll\"\n"
+                  "[[source]]\n"                           /* 7 */
+                  "file = \"ir/k.bc\"\n"
+                  "output = \"ltoir\"\n"
+                  "[[source]]\n"                           /* 10 */
+                  "type = \"nvvm\"\n"
+                  "code = \"define void @k() {\\n  bogus\\n}\\n\"\n"
+                  "[[source]]\n"                           /* 13 */
+                  "file = \"ir/k.ll\"\n"
+                  "output = \"cubin\"\n"
+                  "[[source]]\n"                           /* 16 */
+                  "code = \"__global__ void c() {}\"\n");
+    events e = { 0 };
+    cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("m.toml"), NULL, record, &e),
+                     CUABI_ERROR_COMPILE);
+    ck_assert_uint_eq(e.n, 5);
+    int want_lines[] = { 5, 7, 10, 15, 16 };
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(e.lines[i], want_lines[i]);
+    ck_assert_msg(e.status[0] == CUABI_SUCCESS, "%s", e.message[0]);
+    ck_assert_msg(e.status[1] == CUABI_SUCCESS, "%s", e.message[1]);
+    ck_assert_int_eq(e.status[2], CUABI_ERROR_COMPILE);
+    ck_assert_msg(strstr(e.message[2], "bogus") || strstr(e.message[2], "parse"), "%s",
+                  e.message[2]);
+    ck_assert_int_eq(e.status[3], CUABI_ERROR_INVALID_ARGUMENT); /* the manifest's */
+    ck_assert_int_eq(e.hits[3], -1);
+    ck_assert_msg(strstr(e.message[3], "not \"cubin\""), "%s", e.message[3]);
+    ck_assert_msg(e.status[4] == CUABI_SUCCESS, "%s", e.message[4]); /* no std/libdevice */
+    ck_assert_uint_eq(s.compiled, 3);
+    ck_assert_uint_eq(s.failed, 1);
+    ck_assert_uint_eq(s.problems, 1);
+
+    /* the program's own compile of the text IR (PTX, libdevice) hits on disk */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    void *ir;
+    size_t size;
+    ck_assert_ok(cuabi__read_file(at("ir/k.ll"), &ir, &size, "test"));
+    cuabi_program *p;
+    ck_assert_ok(cuabi_program_create(&p, CUABI_CODE_NVVM, ir, size, at("ir/k.ll")));
+    cuabi__free(ir);
+    cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
+    o.arch = "sm_90";
+    o.output = CUABI_CODE_PTX;
+    o.libdevice = 1;
+    ck_assert_ok(cuabi_program_compile(NULL, p, &o));
+    int hit;
+    ck_assert_ok(cuabi_program_cache_hit(&hit, p));
+    ck_assert_int_eq(hit, 2);
+    ck_assert_ok(cuabi_program_release(p));
+
+    /* the reader: types by extension or name, bitcode's NUL bytes only */
+    put("x.cu", "__global__ void x() {}\n");
+    cuabi__manifest m = read_text("[[source]]\nfile = \"ir/k.bc\"\n"
+                                  "[[source]]\nfile = \"ir/k.bc\"\ntype = \"cuda\"\n"
+                                  "[[source]]\nfile = \"x.cu\"\ntype = \"nvvm\"\n"
+                                  "[[source]]\ncode = \"x\"\ntype = \"llvm\"\n");
+    ck_assert_uint_eq(m.num_sources, 2);
+    ck_assert_int_eq(m.sources[0].type, CUABI_CODE_NVVM);
+    ck_assert_int_eq(m.sources[0].options.output, CUABI_CODE_PTX);
+    ck_assert_uint_gt(m.sources[0].size, strlen(m.sources[0].text)); /* binary, kept whole */
+    ck_assert_int_eq(m.sources[1].type, CUABI_CODE_NVVM);
+    has_problem(&m, 4, "holds a NUL byte");
+    has_problem(&m, 11, "use one of \"cuda\", \"c++\", \"ptx\", \"nvvm\"");
+    cuabi__manifest_free(&m);
 }
 END_TEST
 
@@ -783,6 +873,7 @@ int main(void)
     tcase_add_test(tc, manifest_problems_with_their_lines);
     tcase_add_test(tc, warm_a_project);
     tcase_add_test(tc, warm_bad_input);
+    tcase_add_test(tc, warm_nvvm_ir);
     tcase_add_test(tc, warm_on_a_full_disk);
     tcase_add_test(tc, verify_removes_damaged_entries);
     tcase_add_test(tc, half_written_entries_are_never_read);
