@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes as C
 import weakref
-from dataclasses import dataclass
 
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
@@ -655,13 +654,32 @@ def capture_status(stream) -> str:
 
 # ------------------------------------------------------------------ cuda.core's names
 
-@dataclass
 class CompleteOptions:
-    """cuda.core's options of GraphBuilder.complete() (also Graph.instantiate)."""
-    auto_free_on_launch: bool = False
-    upload_stream: object = None
-    device_launch: bool = False
-    use_node_priority: bool = False
+    """cuda.core's options of GraphBuilder.complete() (also Graph.instantiate).
+    A plain class, not a dataclass: importing dataclasses (and inspect with
+    it) was most of the first s.capture()'s cost, which imports this module."""
+    __slots__ = ("auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority")
+
+    def __init__(self, auto_free_on_launch: bool = False, upload_stream: object = None,
+                 device_launch: bool = False, use_node_priority: bool = False):
+        self.auto_free_on_launch = auto_free_on_launch
+        self.upload_stream = upload_stream
+        self.device_launch = device_launch
+        self.use_node_priority = use_node_priority
+
+    def _fields(self):
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+    def __eq__(self, other):
+        if type(other) is not CompleteOptions:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None     # mutable, as the dataclass was
+
+    def __repr__(self):
+        return "CompleteOptions(" + ", ".join(f"{f}={getattr(self, f)!r}"
+                                              for f in self.__slots__) + ")"
 
 
 class GraphBuilder:
