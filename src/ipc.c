@@ -46,8 +46,10 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 /* The boot id changes with every boot, differs between hosts and is the
  * same in every container of one kernel (which can share a GPU through
  * IPC); the host name stands in where it cannot be read. Hashed: the
- * descriptor carries neither. */
-uint64_t cuabi__ipc_host_hash(void)
+ * descriptor carries neither. Read once per process: it cannot change while
+ * the process runs, and reading the file cost a few microseconds of every
+ * import (the pool path imports in about that). */
+static uint64_t host_hash_read(void)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     char buf[256] = { 0 };
@@ -62,14 +64,25 @@ uint64_t cuabi__ipc_host_hash(void)
     return fnv1a(h, buf, n);
 }
 
+uint64_t cuabi__ipc_host_hash(void)
+{
+    static _Atomic uint64_t cached;   /* 0: not read yet (a zero hash is read each time) */
+    uint64_t h = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (h == 0) {
+        h = host_hash_read();
+        atomic_store_explicit(&cached, h, memory_order_relaxed);
+    }
+    return h;
+}
+
 void cuabi__ipc_reseal(uint8_t *desc)
 {
     cuabi__ipc_put(desc + CUABI__IPC_CHECKSUM,
                    fnv1a(0xcbf29ce484222325ull, desc, CUABI__IPC_CHECKSUM), 8);
 }
 
-static void seal(uint8_t *out, cuabi_ipc_kind kind, const CUuuid *uuid, uint64_t size,
-                 uint64_t offset, const void *handle)
+void cuabi__ipc_seal(uint8_t *out, cuabi_ipc_kind kind, const uint8_t uuid[16], uint64_t size,
+                     uint64_t offset, const void *handle)
 {
     memset(out, 0, CUABI_IPC_DESCRIPTOR_SIZE);
     memcpy(out + CUABI__IPC_MAGIC, magic, sizeof magic);
@@ -78,18 +91,30 @@ static void seal(uint8_t *out, cuabi_ipc_kind kind, const CUuuid *uuid, uint64_t
     cuabi__ipc_put(out + CUABI__IPC_LENGTH, CUABI_IPC_DESCRIPTOR_SIZE, 4);
     cuabi__ipc_put(out + CUABI__IPC_PID, (uint64_t)getpid(), 4);
     cuabi__ipc_put(out + CUABI__IPC_HOST, cuabi__ipc_host_hash(), 8);
-    memcpy(out + CUABI__IPC_UUID, uuid->bytes, 16);
+    memcpy(out + CUABI__IPC_UUID, uuid, 16);
     cuabi__ipc_put(out + CUABI__IPC_SIZE, size, 8);
     cuabi__ipc_put(out + CUABI__IPC_OFFSET, offset, 8);
-    memcpy(out + CUABI__IPC_HANDLE, handle, 64);
+    if (handle)
+        memcpy(out + CUABI__IPC_HANDLE, handle, 64);
     cuabi__ipc_reseal(out);
 }
 
 #define IPC_FAIL(caller, ...) cuabi__error(CUABI_ERROR_IPC, __VA_ARGS__)
 
+const char *cuabi__ipc_kind_name(cuabi_ipc_kind kind)
+{
+    switch (kind) {
+    case CUABI_IPC_MEMORY: return "memory (legacy IPC)";
+    case CUABI_IPC_EVENT: return "an event";
+    case CUABI_IPC_POOL: return "a memory pool";
+    case CUABI_IPC_POOL_MEMORY: return "memory of an IPC pool";
+    default: return "an unknown kind";
+    }
+}
+
 /* Everything about a descriptor that needs no driver, in the order that
  * gives the most useful message. */
-static cuabi_status check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t size,
+cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t size,
                                 const char *caller)
 {
     if (!d)
@@ -113,7 +138,7 @@ static cuabi_status check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t s
         cuabi__ipc_get(d + CUABI__IPC_CHECKSUM, 8) != sum)
         return IPC_FAIL(caller, "%s: the descriptor is corrupt (checksum mismatch)", caller);
     unsigned k = (unsigned)cuabi__ipc_get(d + CUABI__IPC_KIND, 2);
-    if (k != CUABI_IPC_MEMORY && k != CUABI_IPC_EVENT)
+    if (k < CUABI_IPC_MEMORY || k > CUABI_IPC_POOL_MEMORY)
         return IPC_FAIL(caller, "%s: unknown descriptor kind %u", caller, k);
     if (cuabi__ipc_get(d + CUABI__IPC_HOST, 8) != cuabi__ipc_host_hash())
         return IPC_FAIL(caller, "%s: the descriptor comes from another host (or an earlier "
@@ -127,21 +152,23 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_descriptor_kind(cuabi_ipc_kind *out,
                                                      const uint8_t *descriptor, size_t size)
 {
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
-    return check_frame(out, descriptor, size, __func__);
+    return cuabi__ipc_check_frame(out, descriptor, size, __func__);
 }
 
 /* The frame, the kind, the exporting process (another one, still alive)
  * and the device the descriptor names, as a new device reference. */
-static cuabi_status open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
-                               size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
-                               const char *caller)
+cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
+                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+                                   const char *caller)
 {
     cuabi_ipc_kind kind;
-    CUABI__TRY(check_frame(&kind, d, size, caller));
+    CUABI__TRY(cuabi__ipc_check_frame(&kind, d, size, caller));
     if (kind != want)
-        return IPC_FAIL(caller, "%s: the descriptor describes %s, not %s", caller,
-                        kind == CUABI_IPC_EVENT ? "an event" : "memory",
-                        want == CUABI_IPC_EVENT ? "an event" : "memory");
+        return IPC_FAIL(caller, "%s: the descriptor describes %s, not %s%s", caller,
+                        cuabi__ipc_kind_name(kind), cuabi__ipc_kind_name(want),
+                        kind == CUABI_IPC_POOL_MEMORY
+                            ? " (import it into its mapped pool: cuabi_ipc_pool_buffer_import)"
+                            : "");
     pid_t pid = (pid_t)cuabi__ipc_get(d + CUABI__IPC_PID, 4);
     if (pid == getpid())
         return IPC_FAIL(caller, "%s: the descriptor was exported by this process (%d); use the "
@@ -182,7 +209,7 @@ static bool ipc_refusal(CUresult r)
 
 /* The driver refused a handle: stale (freed memory, destroyed event),
  * forged, or not openable from here. */
-static cuabi_status driver_refused(CUresult r, const char *entry, const char *caller)
+cuabi_status cuabi__ipc_driver_refused(CUresult r, const char *entry, const char *caller)
 {
     if (!ipc_refusal(r))
         return cuabi__cu_check(r, entry, caller);
@@ -215,6 +242,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
     if (b->kind != CUABI_MEMORY_DEVICE || !b->device || b->size == 0)
         return IPC_FAIL(__func__, "%s: only non-empty device memory can be exported (the buffer "
                         "is of kind %d, %zu bytes)", __func__, (int)b->kind, b->size);
+    if (b->res && b->res->ipc_pool_id && b->res->impl == CUABI__RES_POOL)
+        return cuabi__ipc_pool_buffer_export(out, b, __func__);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__device_activate(b->device, drv));
     CUdeviceptr base;
@@ -232,15 +261,17 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
         return cuabi__cu_check(r, entry, __func__);
     if (r != CUDA_SUCCESS) {
         cuabi_status st = IPC_FAIL(__func__, "%s: the driver cannot export this memory "
-                                   "(cuMemGetAddressRange/cuIpcGetMemHandle: CUresult %d); pool memory cannot be "
-                                   "shared this way: allocate from cuabi_ipc_memory_resource()",
+                                   "(cuMemGetAddressRange/cuIpcGetMemHandle: CUresult %d); memory of a pool "
+                                   "that is not IPC-enabled cannot be shared: allocate from "
+                                   "cuabi_ipc_memory_resource() or cuabi_ipc_pool_create()",
                                    __func__, (int)r);
         cuabi__error_set_cu((int)r);
         return st;
     }
     CUuuid uuid;
     CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, b->device->cu_device));
-    seal(out, CUABI_IPC_MEMORY, &uuid, b->size, (uint64_t)(b->ptr - (uintptr_t)base), h.reserved);
+    cuabi__ipc_seal(out, CUABI_IPC_MEMORY, (const uint8_t *)uuid.bytes, b->size,
+                    (uint64_t)(b->ptr - (uintptr_t)base), h.reserved);
     return CUABI_SUCCESS;
 }
 
@@ -282,7 +313,7 @@ static cuabi_status open_memory(cuabi_buffer **out, cuabi_device *hdev, cuabi__d
                                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (r != CUDA_SUCCESS) {
         cuabi__free(m);
-        return driver_refused(r, "cuIpcOpenMemHandle", caller);
+        return cuabi__ipc_driver_refused(r, "cuIpcOpenMemHandle", caller);
     }
     /* A forged size must not let the buffer reach past the mapping. */
     CUdeviceptr base;
@@ -314,7 +345,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uin
     cuabi_device *hdev = NULL;
     cuabi__device *dev;
     const cuabi__driver *drv;
-    cuabi_status st = open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_MEMORY, &drv, __func__);
+    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_MEMORY,
+                                            &drv, __func__);
     if (st == CUABI_SUCCESS)
         st = open_memory(out, hdev, dev, descriptor, drv, __func__);
     if (hdev)
@@ -361,7 +393,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_export(uint8_t *out, size_t out_size,
     CUABI__TRY(CUABI__CU(drv, cuIpcGetEventHandle, &h, e->cu_event));
     CUuuid uuid;
     CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, e->device->cu_device));
-    seal(out, CUABI_IPC_EVENT, &uuid, 0, 0, h.reserved);
+    cuabi__ipc_seal(out, CUABI_IPC_EVENT, (const uint8_t *)uuid.bytes, 0, 0, h.reserved);
     return CUABI_SUCCESS;
 }
 
@@ -373,7 +405,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
     cuabi_device *hdev = NULL;
     cuabi__device *dev;
     const cuabi__driver *drv;
-    cuabi_status st = open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_EVENT, &drv, __func__);
+    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_EVENT,
+                                            &drv, __func__);
     if (st == CUABI_SUCCESS && !drv->cuIpcOpenEventHandle)
         st = cuabi__missing_entry("cuIpcOpenEventHandle", __func__);
     if (st == CUABI_SUCCESS) {
@@ -382,7 +415,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
         CUevent raw;
         CUresult r = CUABI__CU_RAW(drv, cuIpcOpenEventHandle, &raw, h);
         st = r == CUDA_SUCCESS ? cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS)
-                               : driver_refused(r, "cuIpcOpenEventHandle", __func__);
+                               : cuabi__ipc_driver_refused(r, "cuIpcOpenEventHandle", __func__);
     }
     if (hdev)
         cuabi_device_release(hdev);

@@ -101,7 +101,10 @@
     X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020) \
     X(cuMemGetAddressRange, 3020) \
     X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010) \
-    X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)
+    X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010) \
+    /* pool IPC: exportable pools and their pointers */ \
+    X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020) \
+    X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

@@ -16,6 +16,8 @@ static void resource_destroy(cuabi__object *o)
 {
     cuabi__memory_resource *r = (cuabi__memory_resource *)o;
     const cuabi__driver *drv;
+    if (r->impl == CUABI__RES_IPC_MAPPED)
+        cuabi__ipc_pool_unmap(r);
     if (r->owns_pool && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuMemPoolDestroy)
         CUABI__CU_RAW(drv, cuMemPoolDestroy, r->pool);
     if (r->impl == CUABI__RES_USER && r->user.release_payload)
@@ -94,8 +96,7 @@ bool cuabi__resource_keep_stream(cuabi__memory_resource *r, cuabi__stream *s)
     return false;
 }
 
-/* Common start of the GPU resource constructors. */
-static cuabi_status gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
+cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
                                        cuabi__device **dev, const cuabi__driver **drv,
                                        const char *caller)
 {
@@ -114,7 +115,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__TRY(gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
     CUABI__TRY(CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, dev->cu_device));
     cuabi__memory_resource *r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
@@ -123,6 +124,50 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
     r->drv = drv;
     r->pool = pool;
     r->stream_ordered = true;
+    return resource_publish(out, r);
+}
+
+cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
+                                     const cuabi__driver *drv, CUmemAllocationHandleType types,
+                                     size_t max_size, uint64_t release_threshold,
+                                     const char *caller)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = types;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev->cu_device;
+    props.maxSize = max_size;
+    CUmemoryPool pool;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolCreate, &pool, &props));
+    cuuint64_t threshold = release_threshold;
+    cuabi_status st = CUABI__CU_IN(caller, drv, cuMemPoolSetAttribute, pool,
+                                   CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        return st;
+    }
+    *out = pool;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
+                                          cuabi__memory_resource **res, cuabi__device *dev,
+                                          const cuabi__driver *drv, CUmemoryPool pool,
+                                          cuabi__resource_impl impl, bool owns_pool,
+                                          uint64_t ipc_pool_id)
+{
+    cuabi__memory_resource *r = resource_alloc(impl, CUABI_MEMORY_DEVICE, dev);
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
+    r->pool = pool;
+    r->owns_pool = owns_pool;
+    r->stream_ordered = impl == CUABI__RES_POOL;
+    r->ipc_pool_id = ipc_pool_id;
+    if (res)
+        *res = r;
     return resource_publish(out, r);
 }
 
@@ -138,30 +183,12 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
                       true);
     if (!options)
         options = &defaults;
-    CUABI__TRY(gpu_resource_begin(out, device, &dev, &drv, __func__));
-    CUmemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = dev->cu_device;
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
-    CUABI__TRY(CUABI__CU(drv, cuMemPoolCreate, &pool, &props));
-    cuuint64_t threshold = options->release_threshold;
-    cuabi_status st = CUABI__CU(drv, cuMemPoolSetAttribute, pool,
-                                CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
-    cuabi__memory_resource *r = NULL;
-    if (st == CUABI_SUCCESS) {
-        r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
-        st = r ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
-    }
-    if (st == CUABI_SUCCESS) {
-        r->drv = drv;
-        r->pool = pool;
-        r->owns_pool = true;
-        r->stream_ordered = true;
-        st = resource_publish(out, r);
-    }
+    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, 0,
+                                       options->release_threshold, __func__));
+    cuabi_status st = cuabi__resource_pool_publish(out, NULL, dev, drv, pool, CUABI__RES_POOL,
+                                                   true, 0);
     if (st != CUABI_SUCCESS)
         CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
     return st;
@@ -173,7 +200,7 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__TRY(gpu_resource_begin(out, device, &dev, &drv, caller));
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, caller));
     cuabi__memory_resource *r = resource_alloc(impl, kind, dev);
     if (!r)
         return CUABI_ERROR_OUT_OF_MEMORY;
@@ -277,6 +304,16 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
                                            size_t size, size_t alignment, cuabi__stream *s,
                                            const char *caller);
 
+/* The driver cannot allocate from an imported pool, and its memory is only
+ * what the exporter shares: buffers come from cuabi_ipc_pool_buffer_import. */
+static cuabi_status mapped_refuses(const char *caller)
+{
+    return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                        "%s: the resource is a pool imported from another process "
+                        "(cuabi_ipc_pool_import): it cannot allocate or free memory, only "
+                        "receive the exporter's buffers (cuabi_ipc_pool_buffer_import)", caller);
+}
+
 cuabi_status cuabi__resource_allocate_general(uintptr_t *out, cuabi__memory_resource *r,
                                               size_t size, size_t *alignment_io,
                                               cuabi__stream *s, const char *caller)
@@ -306,6 +343,8 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
         *out = p;
         return CUABI_SUCCESS;
     }
+    if (r->impl == CUABI__RES_IPC_MAPPED)
+        return mapped_refuses(caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
@@ -361,6 +400,8 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
                                       "%s: the user resource's deallocate callback failed "
                                       "(returned %d)", caller, rc);
     }
+    if (r->impl == CUABI__RES_IPC_MAPPED)
+        return mapped_refuses(caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));

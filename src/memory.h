@@ -13,6 +13,8 @@ typedef enum cuabi__resource_impl {
     CUABI__RES_MANAGED,      /* cuMemAllocManaged / cuMemFree */
     CUABI__RES_USER,         /* callbacks */
     CUABI__RES_IPC,          /* cuMemAlloc / cuMemFree: legacy IPC can export it */
+    CUABI__RES_IPC_MAPPED,   /* a pool imported from another process (ipc_pool.c):
+                                receives buffers, allocates nothing */
 } cuabi__resource_impl;
 
 /* How many streams a stream-ordered resource keeps for its buffers. */
@@ -37,6 +39,10 @@ typedef struct cuabi__memory_resource {
     const cuabi__driver *drv;
     CUmemoryPool pool;             /* CUABI__RES_POOL */
     bool owns_pool;                /* created here: destroy with the resource */
+    /* IPC pools (ipc_pool.c): the random id every descriptor of the pool
+     * carries (0: not an IPC pool) and the device UUID, read once. */
+    uint64_t ipc_pool_id;
+    uint8_t ipc_uuid[16];
     cuabi_memory_resource_callbacks user;
     void *payload;
 } cuabi__memory_resource;
@@ -96,6 +102,30 @@ static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *re
 cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
                                     cuabi__resource_impl impl, cuabi_memory_kind kind,
                                     const char *caller);
+
+/* The start of every GPU resource constructor: check `out` (set to NULL),
+ * resolve `device`, load the driver and make the device current. */
+cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
+                                       cuabi__device **dev, const cuabi__driver **drv,
+                                       const char *caller);
+/* cuMemPoolCreate on `dev` with the given handle types and maximum size
+ * (0: the driver's default), then its release threshold; nothing is left
+ * behind on failure. */
+cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
+                                     const cuabi__driver *drv, CUmemAllocationHandleType types,
+                                     size_t max_size, uint64_t release_threshold,
+                                     const char *caller);
+/* Publish a resource over `pool` (impl CUABI__RES_POOL: stream-ordered;
+ * CUABI__RES_IPC_MAPPED: receives buffers only). `owns_pool`: destroy the
+ * pool with the resource. On failure nothing is published and the pool is
+ * left to the caller; on success *res is the new object. */
+cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
+                                          cuabi__memory_resource **res, cuabi__device *dev,
+                                          const cuabi__driver *drv, CUmemoryPool pool,
+                                          cuabi__resource_impl impl, bool owns_pool,
+                                          uint64_t ipc_pool_id);
+/* A mapped pool's resource is going away: forget its pool (ipc_pool.c). */
+void cuabi__ipc_pool_unmap(cuabi__memory_resource *res);
 
 /* Whether `res` holds a reference to `stream` (which the caller keeps alive
  * during the call), taking one into a free place of its stream set if it

@@ -5,6 +5,15 @@
  * memory handle holds the allocation's address, an event handle the event's.
  * Opened mappings and events are counted to catch leaks.
  *
+ * Pool IPC: pools remember their handle types; an exported pool is a memfd
+ * holding the pool's token (so it survives SCM_RIGHTS and dup), an import
+ * is a new pool token marked imported. Pool allocations are recorded like
+ * cuMemAlloc's (cuMemGetAddressRange works on them); cuMemPoolExportPointer
+ * data holds the address, and an imported pointer is freed with cuMemFree
+ * without freeing the exporter's memory. fake_pool_imports counts live
+ * imported pointers; fake_pool_order_errors counts exporter frees of memory
+ * an importer had not freed yet (CUDA's rule: importers free first).
+ *
  * Use after fake_driver_install() and fake_memory_install():
  * fake_multigpu_install(). */
 #ifndef CUABI_FAKE_MULTIGPU_H
@@ -12,14 +21,19 @@
 
 #include "fake_memory.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 static int fake_peer_supported = 1;             /* 0: the pair cannot be peers */
 static int fake_peer_enabled[FAKE_DEVICES][FAKE_DEVICES];
 static CUmemAccess_flags fake_pool_access[FAKE_DEVICES];
 static int fake_ipc_open_maps, fake_peer_copies, fake_3d_copies;
+static int fake_pool_imports, fake_pool_order_errors, fake_pools_imported;
+static size_t fake_last_pool_max_size;
 static CUDA_MEMCPY3D_PEER fake_last_3d;
 
 enum { FAKE_ALLOC_SLOTS = 64 };
-static struct { uintptr_t base; size_t size; } fake_allocs[FAKE_ALLOC_SLOTS];
+static struct { uintptr_t base; size_t size; int pool; } fake_allocs[FAKE_ALLOC_SLOTS];
 
 static int fake_ctx_device(void)
 {
@@ -107,6 +121,7 @@ static CUresult CUDAAPI fake_mg_cuMemAlloc(CUdeviceptr *d, size_t n)
             void *p = fake_alloc(n);
             fake_allocs[i].base = (uintptr_t)p;
             fake_allocs[i].size = n;
+            fake_allocs[i].pool = 0;
             *d = (CUdeviceptr)(uintptr_t)p;
             return CUDA_SUCCESS;
         }
@@ -138,7 +153,8 @@ static CUresult CUDAAPI fake_cuMemGetAddressRange(CUdeviceptr *base, size_t *siz
 static CUresult CUDAAPI fake_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d)
 {
     int i = fake_alloc_slot((uintptr_t)d);
-    if (i < 0 || fake_allocs[i].base != (uintptr_t)d) return CUDA_ERROR_INVALID_VALUE;
+    if (i < 0 || fake_allocs[i].base != (uintptr_t)d || fake_allocs[i].pool)
+        return CUDA_ERROR_INVALID_VALUE;   /* pool memory: legacy IPC cannot share it */
     memset(h, 0, sizeof *h);
     memcpy(h->reserved, "FAKEMEM", 8);
     memcpy(h->reserved + 8, &fake_allocs[i].base, sizeof(uintptr_t));
@@ -176,6 +192,121 @@ static CUresult CUDAAPI fake_cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h
     return fake_cuEventCreate(e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
 }
 
+/* ------------------------------------------------------------ pool IPC */
+
+typedef struct fake_pool {
+    CUmemAllocationHandleType types;
+    int imported;
+} fake_pool;
+
+enum { FAKE_IMPORT_SLOTS = 64 };
+static uintptr_t fake_imported_ptrs[FAKE_IMPORT_SLOTS];
+
+static CUresult CUDAAPI fake_ipc_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props)
+{
+    if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    fake_pool *fp = calloc(1, sizeof *fp);
+    fp->types = props->handleTypes;
+    fake_last_pool_max_size = props->maxSize;
+    fake_live_pools++;
+    *p = (CUmemoryPool)fp;
+    return CUDA_SUCCESS;
+}
+static int fake_import_slot(uintptr_t p)
+{
+    for (int i = 0; i < FAKE_IMPORT_SLOTS; i++)
+        if (fake_imported_ptrs[i] == p)
+            return i;
+    return -1;
+}
+static CUresult CUDAAPI fake_ipc_cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p,
+                                                         CUstream s)
+{
+    for (int i = 0; i < FAKE_ALLOC_SLOTS; i++)
+        if (!fake_allocs[i].base) {
+            CUresult r = fake_cuMemAllocFromPoolAsync(d, n, p, s);
+            if (r == CUDA_SUCCESS) {
+                fake_allocs[i].base = (uintptr_t)*d;
+                fake_allocs[i].size = n;
+                fake_allocs[i].pool = 1;
+            }
+            return r;
+        }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult CUDAAPI fake_ipc_cuMemFreeAsync(CUdeviceptr d, CUstream s)
+{
+    int i = fake_alloc_slot((uintptr_t)d);
+    if (i >= 0 && fake_allocs[i].base == (uintptr_t)d)
+        fake_allocs[i].base = 0;
+    if (fake_import_slot((uintptr_t)d) >= 0)
+        fake_pool_order_errors++;
+    return fake_cuMemFreeAsync(d, s);
+}
+static CUresult CUDAAPI fake_ipc_cuMemFree(CUdeviceptr d)
+{
+    int i = fake_import_slot((uintptr_t)d);
+    if (i >= 0) {   /* an importer's free: the exporter's memory stays */
+        fake_imported_ptrs[i] = 0;
+        fake_pool_imports--;
+        return CUDA_SUCCESS;
+    }
+    return fake_mg_cuMemFree(d);
+}
+static CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool p,
+                                                              CUmemAllocationHandleType t,
+                                                              unsigned long long flags)
+{
+    fake_pool *fp = (fake_pool *)p;
+    if (t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags || fp->types != t || fp->imported)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("fake-pool", MFD_CLOEXEC);
+    if (fd < 0 || pwrite(fd, &p, sizeof p, 0) != (ssize_t)sizeof p) return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *out, void *handle,
+                                                                CUmemAllocationHandleType t,
+                                                                unsigned long long flags)
+{
+    CUmemoryPool src = NULL;
+    if (t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (pread((int)(uintptr_t)handle, &src, sizeof src, 0) != (ssize_t)sizeof src || !src)
+        return CUDA_ERROR_INVALID_VALUE;   /* not a pool's fd */
+    fake_pool *fp = calloc(1, sizeof *fp);
+    fp->types = t;
+    fp->imported = 1;
+    fake_live_pools++;
+    fake_pools_imported++;
+    *out = (CUmemoryPool)fp;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr d)
+{
+    int i = fake_alloc_slot((uintptr_t)d);
+    if (i < 0 || fake_allocs[i].base != (uintptr_t)d) return CUDA_ERROR_INVALID_VALUE;
+    memset(data, 0, sizeof *data);
+    memcpy(data->reserved, "FAKEPOOL", 8);
+    memcpy(data->reserved + 8, &d, sizeof d);
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI fake_cuMemPoolImportPointer(CUdeviceptr *d, CUmemoryPool p,
+                                                    CUmemPoolPtrExportData *data)
+{
+    CUdeviceptr ptr;
+    if (!fake_current || !((fake_pool *)p)->imported) return CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(data->reserved, "FAKEPOOL", 8) != 0) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&ptr, data->reserved + 8, sizeof ptr);
+    int i = fake_alloc_slot((uintptr_t)ptr);
+    if (i < 0 || fake_allocs[i].base != (uintptr_t)ptr) return CUDA_ERROR_INVALID_VALUE; /* freed */
+    int slot = fake_import_slot(0);
+    if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_imported_ptrs[slot] = (uintptr_t)ptr;
+    fake_pool_imports++;
+    *d = ptr;
+    return CUDA_SUCCESS;
+}
+
 static inline void fake_multigpu_install(void)
 {
     cuabi__driver *d = cuabi__driver_for_test();
@@ -194,6 +325,16 @@ static inline void fake_multigpu_install(void)
     d->cuIpcCloseMemHandle = fake_cuIpcCloseMemHandle;
     d->cuIpcGetEventHandle = fake_cuIpcGetEventHandle;
     d->cuIpcOpenEventHandle = fake_cuIpcOpenEventHandle;
+    d->cuMemPoolCreate = fake_ipc_cuMemPoolCreate;
+    d->cuMemAllocFromPoolAsync = fake_ipc_cuMemAllocFromPoolAsync;
+    d->cuMemFreeAsync = fake_ipc_cuMemFreeAsync;
+    d->cuMemFree = fake_ipc_cuMemFree;
+    d->cuMemPoolExportToShareableHandle = fake_cuMemPoolExportToShareableHandle;
+    d->cuMemPoolImportFromShareableHandle = fake_cuMemPoolImportFromShareableHandle;
+    d->cuMemPoolExportPointer = fake_cuMemPoolExportPointer;
+    d->cuMemPoolImportPointer = fake_cuMemPoolImportPointer;
+    memset(fake_imported_ptrs, 0, sizeof fake_imported_ptrs);
+    fake_pool_imports = fake_pool_order_errors = fake_pools_imported = 0;
     fake_peer_supported = 1;
     memset(fake_peer_enabled, 0, sizeof fake_peer_enabled);
     memset(fake_pool_access, 0, sizeof fake_pool_access);

@@ -13,13 +13,26 @@ extern "C" {
 #endif
 
 /**
- * Sharing device memory and events between processes on one host (CUDA legacy
- * IPC: cuIpcGetMemHandle / cuIpcOpenMemHandle, cuIpcGetEventHandle /
- * cuIpcOpenEventHandle). The exporter allocates from an IPC resource
- * (cuabi_ipc_memory_resource(): cuMemAlloc, which legacy IPC can share; pool
- * memory cannot be), exports a buffer as a descriptor of
- * CUABI_IPC_DESCRIPTOR_SIZE bytes, and hands the bytes over by any means (a
- * pipe, a pickle); the importer maps the same memory as a cuabi buffer.
+ * Sharing device memory and events between processes on one host, two ways.
+ *
+ * Legacy IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle, cuIpcGetEventHandle /
+ * cuIpcOpenEventHandle): the exporter allocates from an IPC resource
+ * (cuabi_ipc_memory_resource(): cuMemAlloc, which legacy IPC can share),
+ * exports a buffer as a descriptor of CUABI_IPC_DESCRIPTOR_SIZE bytes, and
+ * hands the bytes over by any means (a pipe, a pickle); the importer maps the
+ * same memory as a cuabi buffer. Nothing but bytes travels; each import costs
+ * the driver's cuIpcOpenMemHandle (about 27 us on an H100).
+ *
+ * IPC pools (cuMemPoolExportToShareableHandle / cuMemPoolImportFromShareableHandle,
+ * cuMemPoolExportPointer / cuMemPoolImportPointer): the exporter creates a
+ * stream-ordered pool with cuabi_ipc_pool_create(), exports it once as a POSIX
+ * file descriptor plus a pool descriptor (cuabi_ipc_pool_export()); the fd has
+ * to reach the importer as a file descriptor (SCM_RIGHTS over a unix socket:
+ * cuabi_ipc_fd_send() / cuabi_ipc_fd_receive(), or Python's multiprocessing),
+ * which maps the pool once (cuabi_ipc_pool_import()). After that every buffer
+ * is a descriptor of bytes (cuabi_ipc_buffer_export() of a buffer of the pool)
+ * imported into the mapped pool (cuabi_ipc_pool_buffer_import()) in a few
+ * microseconds.
  *
  * A descriptor holds a magic, a format version, its kind, the exporting process
  * id, a hash of the host's boot id (so a descriptor from another host is
@@ -38,6 +51,20 @@ extern "C" {
  * a message. An imported event is an ordinary cuabi_event (record, wait,
  * synchronize) that shares the exporter's event; it was created with
  * CU_EVENT_INTERPROCESS and CU_EVENT_DISABLE_TIMING.
+ *
+ * Pool lifetimes (CUDA's rule for cuMemPoolImportPointer: every importer frees
+ * an imported allocation before the exporter frees it): a buffer imported from
+ * a pool frees its import (cuMemFree, which returns once the free is done) when
+ * the buffer and every view over it are gone; the exporter must keep its buffer
+ * until every importer has said it is done (a message, or an IPC event they
+ * record). The imported memory must not be read before the exporter's
+ * allocation and writes are complete: synchronise the allocating stream or
+ * record an IPC event before sending the descriptor. A mapped pool resource
+ * keeps the imported pool until it and every buffer imported into it are gone;
+ * one process maps a pool once (a second cuabi_ipc_pool_import() of the same
+ * pool returns the live mapped resource). The file descriptors returned by
+ * cuabi_ipc_pool_export() and cuabi_ipc_fd_receive() are the caller's to close;
+ * cuabi_ipc_pool_import() neither keeps nor closes the one it is given.
  */
 
 /** Bytes of every IPC descriptor (memory and event). */
@@ -48,12 +75,44 @@ typedef struct cuabi_device cuabi_device;
 typedef struct cuabi_event cuabi_event;
 typedef struct cuabi_memory_resource cuabi_memory_resource;
 
+typedef struct cuabi_ipc_pool_options cuabi_ipc_pool_options;
+
 /** What an IPC descriptor describes. */
 typedef enum cuabi_ipc_kind {
-    CUABI_IPC_MEMORY = 1, /**< A range of device memory (cuabi_ipc_buffer_export()). */
+    CUABI_IPC_MEMORY = 1, /**< A range of device memory shared by legacy IPC (cuabi_ipc_buffer_export() of cuMemAlloc memory). */
     CUABI_IPC_EVENT = 2, /**< An interprocess event (cuabi_ipc_event_export()). */
+    CUABI_IPC_POOL = 3, /**< An IPC-enabled memory pool (cuabi_ipc_pool_export()); it travels with the pool's file descriptor. */
+    CUABI_IPC_POOL_MEMORY = 4, /**< A buffer of an IPC-enabled pool (cuabi_ipc_buffer_export() of its buffer), imported into the mapped pool. */
     CUABI_IPC_KIND_FORCE32 = 0x7fffffff
 } cuabi_ipc_kind;
+
+/** What a memory resource is to pool IPC (cuabi_ipc_pool_info()). */
+typedef enum cuabi_ipc_pool_role {
+    CUABI_IPC_POOL_NONE = 0, /**< Not an IPC pool. */
+    CUABI_IPC_POOL_EXPORTER = 1, /**< An IPC-enabled pool of this process (cuabi_ipc_pool_create()): allocates, exports. */
+    CUABI_IPC_POOL_MAPPED = 2, /**< A pool imported from another process (cuabi_ipc_pool_import()): receives buffers, cannot allocate. */
+    CUABI_IPC_POOL_ROLE_FORCE32 = 0x7fffffff
+} cuabi_ipc_pool_role;
+
+/** How to create an IPC-enabled memory pool. */
+struct cuabi_ipc_pool_options {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** Most bytes the pool may reserve (CUmemPoolProps.maxSize); 0 for the driver's default. */
+    uint64_t max_size;
+    /** As in cuabi_memory_pool_options: bytes the pool keeps reserved at a synchronisation. */
+    uint64_t release_threshold;
+};
+/** Current version of cuabi_ipc_pool_options. */
+#define CUABI_IPC_POOL_OPTIONS_VERSION 1
+/** Static initialiser with the defaults. */
+#define CUABI_IPC_POOL_OPTIONS_INIT { CUABI_IPC_POOL_OPTIONS_VERSION, 0, UINT64_MAX }
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_IPC_POOL_OPTIONS_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_options_init(cuabi_ipc_pool_options *opts, unsigned int version);
 
 /**
  * A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first). Each buffer is its own allocation of whole 2 MiB pages, so that a freed buffer's descriptor is refused.
@@ -63,7 +122,7 @@ typedef enum cuabi_ipc_kind {
 CUABI_EXTERN(cuabi_status) cuabi_ipc_memory_resource(cuabi_memory_resource **out, cuabi_device *device);
 
 /**
- * Write the descriptor of a buffer of device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) into `out`. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the driver cannot export the memory (pool memory, host memory).
+ * Write the descriptor of a buffer into `out`: for device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) a CUABI_IPC_MEMORY descriptor for cuabi_ipc_buffer_import(); for a buffer of an IPC pool (cuabi_ipc_pool_create()) a CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolExportPointer) for cuabi_ipc_pool_buffer_import(). CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the memory cannot be exported (memory of a pool that is not IPC-enabled, host memory, a buffer imported from another process).
  * @param out [out, array of out_size elements]
  * Needs the CUDA driver and a GPU.
  */
@@ -105,6 +164,58 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
  * @param descriptor [array of size elements]
  */
 CUABI_EXTERN(cuabi_status) cuabi_ipc_descriptor_kind(cuabi_ipc_kind *out, const uint8_t *descriptor, size_t size);
+
+/**
+ * An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
+ * @param out [out, ownership transferred]
+ * @param options [may be NULL] NULL for the defaults.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out, cuabi_device *device, const cuabi_ipc_pool_options *options);
+
+/**
+ * Export an IPC pool: a new file descriptor for the pool (cuMemPoolExportToShareableHandle; the caller owns it: send it with SCM_RIGHTS, then close it) and the pool's descriptor (CUABI_IPC_POOL) in `out`. CUABI_ERROR_IPC for a resource that is not an IPC pool of this process (a mapped pool cannot be exported again).
+ * @param fd [out]
+ * @param out [out, array of out_size elements]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t out_size, cuabi_memory_resource *pool);
+
+/**
+ * Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+ * @param out [out, ownership transferred]
+ * @param descriptor [array of size elements]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, int fd, const uint8_t *descriptor, size_t size);
+
+/**
+ * Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+ * @param out [out, ownership transferred]
+ * @param descriptor [array of size elements]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out, cuabi_memory_resource *pool, const uint8_t *descriptor, size_t size);
+
+/**
+ * What a memory resource is to pool IPC, and the pool's id (0 when the role is CUABI_IPC_POOL_NONE). Needs no driver.
+ * @param role [out]
+ * @param pool_id [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_info(cuabi_ipc_pool_role *role, uint64_t *pool_id, cuabi_memory_resource *resource);
+
+/**
+ * Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
+ * @param data [array of size elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_send(int socket, int fd, const uint8_t *data, size_t size);
+
+/**
+ * Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+ * @param fd [out]
+ * @param data [out, array of size elements]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_receive(int *fd, uint8_t *data, size_t size, int socket);
 
 #ifdef __cplusplus
 }

@@ -335,6 +335,14 @@ typedef struct cuabi_api {
     cuabi_status (*fatbin_image_info)(cuabi_code_type *out, int *arch, cuabi_objcode *objcode, size_t index);
     cuabi_status (*fatbin_extract)(cuabi_objcode **out, cuabi_objcode *objcode, const char *arch);
     cuabi_status (*fatbin_packer)(const char **out, cuabi_objcode *objcode);
+    cuabi_status (*ipc_pool_options_init)(cuabi_ipc_pool_options *opts, unsigned int version);
+    cuabi_status (*ipc_pool_create)(cuabi_memory_resource **out, cuabi_device *device, const cuabi_ipc_pool_options *options);
+    cuabi_status (*ipc_pool_export)(int *fd, uint8_t *out, size_t out_size, cuabi_memory_resource *pool);
+    cuabi_status (*ipc_pool_import)(cuabi_memory_resource **out, int fd, const uint8_t *descriptor, size_t size);
+    cuabi_status (*ipc_pool_buffer_import)(cuabi_buffer **out, cuabi_memory_resource *pool, const uint8_t *descriptor, size_t size);
+    cuabi_status (*ipc_pool_info)(cuabi_ipc_pool_role *role, uint64_t *pool_id, cuabi_memory_resource *resource);
+    cuabi_status (*ipc_fd_send)(int socket, int fd, const uint8_t *data, size_t size);
+    cuabi_status (*ipc_fd_receive)(int *fd, uint8_t *data, size_t size, int socket);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -404,6 +404,17 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_update_info_init(cuabi_graph_update_info 
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_options_init(cuabi_ipc_pool_options *opts, unsigned int version)
+{
+    static const cuabi_ipc_pool_options defaults = CUABI_IPC_POOL_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "cuabi_ipc_pool_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_ipc_pool_options", version, CUABI_IPC_POOL_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry { const char *type, *field; size_t value; } layout_entry;
 
 static const layout_entry struct_layouts[] = {
@@ -744,6 +755,10 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_graph_update_info", "node_index", offsetof(cuabi_graph_update_info, node_index) },
     { "cuabi_graph_update_info", "from_node_index", offsetof(cuabi_graph_update_info, from_node_index) },
     { "cuabi_graph_update_info", "node_type", offsetof(cuabi_graph_update_info, node_type) },
+    { "cuabi_ipc_pool_options", NULL, sizeof(cuabi_ipc_pool_options) },
+    { "cuabi_ipc_pool_options", "version", offsetof(cuabi_ipc_pool_options, version) },
+    { "cuabi_ipc_pool_options", "max_size", offsetof(cuabi_ipc_pool_options, max_size) },
+    { "cuabi_ipc_pool_options", "release_threshold", offsetof(cuabi_ipc_pool_options, release_threshold) },
     { NULL, NULL, 0 }
 };
 

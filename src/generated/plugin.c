@@ -299,6 +299,14 @@ static const cuabi_api api_table = {
     cuabi_fatbin_image_info,
     cuabi_fatbin_extract,
     cuabi_fatbin_packer,
+    cuabi_ipc_pool_options_init,
+    cuabi_ipc_pool_create,
+    cuabi_ipc_pool_export,
+    cuabi_ipc_pool_import,
+    cuabi_ipc_pool_buffer_import,
+    cuabi_ipc_pool_info,
+    cuabi_ipc_fd_send,
+    cuabi_ipc_fd_receive,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

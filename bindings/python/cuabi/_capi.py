@@ -858,6 +858,21 @@ CUABI_PEER_ACCESS_READ_WRITE = 3
 CUABI_IPC_DESCRIPTOR_SIZE = 136
 CUABI_IPC_MEMORY = 1
 CUABI_IPC_EVENT = 2
+CUABI_IPC_POOL = 3
+CUABI_IPC_POOL_MEMORY = 4
+CUABI_IPC_POOL_NONE = 0
+CUABI_IPC_POOL_EXPORTER = 1
+CUABI_IPC_POOL_MAPPED = 2
+
+
+class cuabi_ipc_pool_options(C.Structure):
+    """How to create an IPC-enabled memory pool."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('max_size', C.c_uint64),
+        ('release_threshold', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
 
 
 
@@ -894,6 +909,7 @@ STRUCTS = {
     'cuabi_tensormap_info': cuabi_tensormap_info,
     'cuabi_graph_instantiate_options': cuabi_graph_instantiate_options,
     'cuabi_graph_update_info': cuabi_graph_update_info,
+    'cuabi_ipc_pool_options': cuabi_ipc_pool_options,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -926,6 +942,7 @@ VERSIONED = {
     'cuabi_tensormap_info': 1,
     'cuabi_graph_instantiate_options': 1,
     'cuabi_graph_update_info': 1,
+    'cuabi_ipc_pool_options': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -1206,6 +1223,13 @@ ENUMS = {
     'cuabi_ipc_kind': {
         'CUABI_IPC_MEMORY': 1,
         'CUABI_IPC_EVENT': 2,
+        'CUABI_IPC_POOL': 3,
+        'CUABI_IPC_POOL_MEMORY': 4,
+    },
+    'cuabi_ipc_pool_role': {
+        'CUABI_IPC_POOL_NONE': 0,
+        'CUABI_IPC_POOL_EXPORTER': 1,
+        'CUABI_IPC_POOL_MAPPED': 2,
     },
 }
 STATUS_NAMES = {
@@ -1529,6 +1553,7 @@ FUNCTIONS = {
     'cuabi_peer_copy_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, ), (('dst', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('src', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_peer_set_pool_access': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('access', 'cuabi_peer_access', 'in', 'host', False, 'borrow', None), )),
     'cuabi_peer_get_pool_access': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_peer_access *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_pool_options_init': (C.c_int, (C.POINTER(cuabi_ipc_pool_options), C.c_uint, ), (('opts', 'cuabi_ipc_pool_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_memory_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_buffer_export': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_buffer_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
@@ -1536,6 +1561,13 @@ FUNCTIONS = {
     'cuabi_ipc_event_export': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_event_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_event **', 'out', 'host', False, 'transfer', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_ipc_descriptor_kind': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_ipc_kind *', 'out', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_pool_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_ipc_pool_options), ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_ipc_pool_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_ipc_pool_export': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, C.c_void_p, ), (('fd', 'int *', 'out', 'host', False, 'borrow', None), ('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('pool', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_pool_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_int, C.c_void_p, C.c_size_t, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('fd', 'int', 'in', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_pool_buffer_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, C.c_size_t, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('pool', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_pool_info': (C.c_int, (C.POINTER(C.c_int), C.POINTER(C.c_uint64), C.c_void_p, ), (('role', 'cuabi_ipc_pool_role *', 'out', 'host', False, 'borrow', None), ('pool_id', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_fd_send': (C.c_int, (C.c_int, C.c_int, C.c_void_p, C.c_size_t, ), (('socket', 'int', 'in', 'host', False, 'borrow', None), ('fd', 'int', 'in', 'host', False, 'borrow', None), ('data', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_ipc_fd_receive': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, C.c_int, ), (('fd', 'int *', 'out', 'host', False, 'borrow', None), ('data', 'uint8_t *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('socket', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_fatbin_create': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('images', 'cuabi_objcode **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_fatbin_archs': (C.c_int, (C.POINTER(C.c_int), C.c_size_t, C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'int *', 'out', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_fatbin_image_count': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
@@ -1638,6 +1670,10 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_ipc_event_create',
     'cuabi_ipc_event_export',
     'cuabi_ipc_event_import',
+    'cuabi_ipc_pool_create',
+    'cuabi_ipc_pool_export',
+    'cuabi_ipc_pool_import',
+    'cuabi_ipc_pool_buffer_import',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -1939,4 +1975,12 @@ TABLE_FUNCTIONS = (
     'cuabi_fatbin_image_info',
     'cuabi_fatbin_extract',
     'cuabi_fatbin_packer',
+    'cuabi_ipc_pool_options_init',
+    'cuabi_ipc_pool_create',
+    'cuabi_ipc_pool_export',
+    'cuabi_ipc_pool_import',
+    'cuabi_ipc_pool_buffer_import',
+    'cuabi_ipc_pool_info',
+    'cuabi_ipc_fd_send',
+    'cuabi_ipc_fd_receive',
 )

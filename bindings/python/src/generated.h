@@ -339,6 +339,10 @@ static const fast_layout fast_layouts[] = {
     { "cuabi_graph_update_info", "node_index", offsetof(cuabi_graph_update_info, node_index) },
     { "cuabi_graph_update_info", "from_node_index", offsetof(cuabi_graph_update_info, from_node_index) },
     { "cuabi_graph_update_info", "node_type", offsetof(cuabi_graph_update_info, node_type) },
+    { "cuabi_ipc_pool_options", NULL, sizeof(cuabi_ipc_pool_options) },
+    { "cuabi_ipc_pool_options", "version", offsetof(cuabi_ipc_pool_options, version) },
+    { "cuabi_ipc_pool_options", "max_size", offsetof(cuabi_ipc_pool_options, max_size) },
+    { "cuabi_ipc_pool_options", "release_threshold", offsetof(cuabi_ipc_pool_options, release_threshold) },
 };
 
 static const char *const fast_table_functions[] = {
@@ -637,4 +641,12 @@ static const char *const fast_table_functions[] = {
     "cuabi_fatbin_image_info",
     "cuabi_fatbin_extract",
     "cuabi_fatbin_packer",
+    "cuabi_ipc_pool_options_init",
+    "cuabi_ipc_pool_create",
+    "cuabi_ipc_pool_export",
+    "cuabi_ipc_pool_import",
+    "cuabi_ipc_pool_buffer_import",
+    "cuabi_ipc_pool_info",
+    "cuabi_ipc_fd_send",
+    "cuabi_ipc_fd_receive",
 };

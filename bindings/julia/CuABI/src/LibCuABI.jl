@@ -4442,6 +4442,37 @@ What an IPC descriptor describes.
 const cuabi_ipc_kind = Cint
 const CUABI_IPC_MEMORY = cuabi_ipc_kind(1)
 const CUABI_IPC_EVENT = cuabi_ipc_kind(2)
+const CUABI_IPC_POOL = cuabi_ipc_kind(3)
+const CUABI_IPC_POOL_MEMORY = cuabi_ipc_kind(4)
+
+"""
+What a memory resource is to pool IPC (cuabi_ipc_pool_info()).
+"""
+const cuabi_ipc_pool_role = Cint
+const CUABI_IPC_POOL_NONE = cuabi_ipc_pool_role(0)
+const CUABI_IPC_POOL_EXPORTER = cuabi_ipc_pool_role(1)
+const CUABI_IPC_POOL_MAPPED = cuabi_ipc_pool_role(2)
+
+"""
+How to create an IPC-enabled memory pool.
+"""
+struct cuabi_ipc_pool_options
+    version::Cuint
+    max_size::UInt64
+    release_threshold::UInt64
+end
+const CUABI_IPC_POOL_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_ipc_pool_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_IPC_POOL_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_ipc_pool_options_init(opts, version)
+    ccall((:cuabi_ipc_pool_options_init, libcuabi), cuabi_status, (Ptr{cuabi_ipc_pool_options}, Cuint), opts, version)
+end
 
 """
 cuabi_ipc_memory_resource(out, device)
@@ -4459,7 +4490,7 @@ end
 """
 cuabi_ipc_buffer_export(out, out_size, buffer)
 
-Write the descriptor of a buffer of device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) into `out`. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the driver cannot export the memory (pool memory, host memory).
+Write the descriptor of a buffer into `out`: for device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) a CUABI_IPC_MEMORY descriptor for cuabi_ipc_buffer_import(); for a buffer of an IPC pool (cuabi_ipc_pool_create()) a CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolExportPointer) for cuabi_ipc_pool_buffer_import(). CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the memory cannot be exported (memory of a pool that is not IPC-enabled, host memory, a buffer imported from another process).
 
 - `out` [out]
 
@@ -4530,6 +4561,93 @@ Check a descriptor's framing (magic, version, size, checksum, host) without the 
 """
 function cuabi_ipc_descriptor_kind(out, descriptor, size)
     ccall((:cuabi_ipc_descriptor_kind, libcuabi), cuabi_status, (Ptr{cuabi_ipc_kind}, Ptr{UInt8}, Csize_t), out, descriptor, size)
+end
+
+"""
+cuabi_ipc_pool_create(out, device, options)
+
+An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL] NULL for the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_pool_create(out, device, options)
+    ccall((:cuabi_ipc_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_ipc_pool_options}), out, device, options)
+end
+
+"""
+cuabi_ipc_pool_export(fd, out, out_size, pool)
+
+Export an IPC pool: a new file descriptor for the pool (cuMemPoolExportToShareableHandle; the caller owns it: send it with SCM_RIGHTS, then close it) and the pool's descriptor (CUABI_IPC_POOL) in `out`. CUABI_ERROR_IPC for a resource that is not an IPC pool of this process (a mapped pool cannot be exported again).
+
+- `fd` [out]
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_pool_export(fd, out, out_size, pool)
+    ccall((:cuabi_ipc_pool_export, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{UInt8}, Csize_t, Ptr{cuabi_memory_resource}), fd, out, out_size, pool)
+end
+
+"""
+cuabi_ipc_pool_import(out, fd, descriptor, size)
+
+Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_pool_import(out, fd, descriptor, size)
+    ccall((:cuabi_ipc_pool_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Cint, Ptr{UInt8}, Csize_t), out, fd, descriptor, size)
+end
+
+"""
+cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
+
+Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
+    ccall((:cuabi_ipc_pool_buffer_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Ptr{UInt8}, Csize_t), out, pool, descriptor, size)
+end
+
+"""
+cuabi_ipc_pool_info(role, pool_id, resource)
+
+What a memory resource is to pool IPC, and the pool's id (0 when the role is CUABI_IPC_POOL_NONE). Needs no driver.
+
+- `role` [out]
+- `pool_id` [out]
+"""
+function cuabi_ipc_pool_info(role, pool_id, resource)
+    ccall((:cuabi_ipc_pool_info, libcuabi), cuabi_status, (Ptr{cuabi_ipc_pool_role}, Ptr{UInt64}, Ptr{cuabi_memory_resource}), role, pool_id, resource)
+end
+
+"""
+cuabi_ipc_fd_send(socket, fd, data, size)
+
+Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
+"""
+function cuabi_ipc_fd_send(socket, fd, data, size)
+    ccall((:cuabi_ipc_fd_send, libcuabi), cuabi_status, (Cint, Cint, Ptr{UInt8}, Csize_t), socket, fd, data, size)
+end
+
+"""
+cuabi_ipc_fd_receive(fd, data, size, socket)
+
+Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+
+- `fd` [out]
+- `data` [out]
+"""
+function cuabi_ipc_fd_receive(fd, data, size, socket)
+    ccall((:cuabi_ipc_fd_receive, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{UInt8}, Csize_t, Cint), fd, data, size, socket)
 end
 
 
@@ -4638,6 +4756,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_tensormap_info", cuabi_tensormap_info, ["version", "kind", "data_type", "rank", "address", "shape", "byte_strides", "box", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
     ("cuabi_graph_instantiate_options", cuabi_graph_instantiate_options, ["version", "flags", "upload_stream"]),
     ("cuabi_graph_update_info", cuabi_graph_update_info, ["version", "result", "node_index", "from_node_index", "node_type"]),
+    ("cuabi_ipc_pool_options", cuabi_ipc_pool_options, ["version", "max_size", "release_threshold"]),
 ]
 
 # Every C function this module wraps.
@@ -4924,6 +5043,7 @@ const FUNCTIONS = [
     :cuabi_peer_copy_view,
     :cuabi_peer_set_pool_access,
     :cuabi_peer_get_pool_access,
+    :cuabi_ipc_pool_options_init,
     :cuabi_ipc_memory_resource,
     :cuabi_ipc_buffer_export,
     :cuabi_ipc_buffer_import,
@@ -4931,6 +5051,13 @@ const FUNCTIONS = [
     :cuabi_ipc_event_export,
     :cuabi_ipc_event_import,
     :cuabi_ipc_descriptor_kind,
+    :cuabi_ipc_pool_create,
+    :cuabi_ipc_pool_export,
+    :cuabi_ipc_pool_import,
+    :cuabi_ipc_pool_buffer_import,
+    :cuabi_ipc_pool_info,
+    :cuabi_ipc_fd_send,
+    :cuabi_ipc_fd_receive,
     :cuabi_fatbin_create,
     :cuabi_fatbin_archs,
     :cuabi_fatbin_image_count,

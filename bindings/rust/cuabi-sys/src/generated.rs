@@ -3683,15 +3683,21 @@ pub const CUABI_IPC_DESCRIPTOR_SIZE: c_int = 136;
 pub struct cuabi_ipc_kind(pub i32);
 
 impl cuabi_ipc_kind {
-    /// A range of device memory (cuabi_ipc_buffer_export()).
+    /// A range of device memory shared by legacy IPC (cuabi_ipc_buffer_export() of cuMemAlloc memory).
     pub const CUABI_IPC_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind(1);
     /// An interprocess event (cuabi_ipc_event_export()).
     pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind(2);
+    /// An IPC-enabled memory pool (cuabi_ipc_pool_export()); it travels with the pool's file descriptor.
+    pub const CUABI_IPC_POOL: cuabi_ipc_kind = cuabi_ipc_kind(3);
+    /// A buffer of an IPC-enabled pool (cuabi_ipc_buffer_export() of its buffer), imported into the mapped pool.
+    pub const CUABI_IPC_POOL_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind(4);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
             1 => Some("CUABI_IPC_MEMORY"),
             2 => Some("CUABI_IPC_EVENT"),
+            3 => Some("CUABI_IPC_POOL"),
+            4 => Some("CUABI_IPC_POOL_MEMORY"),
             _ => None,
         }
     }
@@ -3708,14 +3714,76 @@ impl core::fmt::Debug for cuabi_ipc_kind {
 
 pub const CUABI_IPC_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_MEMORY;
 pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_EVENT;
+pub const CUABI_IPC_POOL: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_POOL;
+pub const CUABI_IPC_POOL_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_POOL_MEMORY;
+
+/// What a memory resource is to pool IPC (cuabi_ipc_pool_info()).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_ipc_pool_role(pub i32);
+
+impl cuabi_ipc_pool_role {
+    /// Not an IPC pool.
+    pub const CUABI_IPC_POOL_NONE: cuabi_ipc_pool_role = cuabi_ipc_pool_role(0);
+    /// An IPC-enabled pool of this process (cuabi_ipc_pool_create()): allocates, exports.
+    pub const CUABI_IPC_POOL_EXPORTER: cuabi_ipc_pool_role = cuabi_ipc_pool_role(1);
+    /// A pool imported from another process (cuabi_ipc_pool_import()): receives buffers, cannot allocate.
+    pub const CUABI_IPC_POOL_MAPPED: cuabi_ipc_pool_role = cuabi_ipc_pool_role(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_IPC_POOL_NONE"),
+            1 => Some("CUABI_IPC_POOL_EXPORTER"),
+            2 => Some("CUABI_IPC_POOL_MAPPED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_ipc_pool_role {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_ipc_pool_role({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_IPC_POOL_NONE: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_IPC_POOL_NONE;
+pub const CUABI_IPC_POOL_EXPORTER: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_IPC_POOL_EXPORTER;
+pub const CUABI_IPC_POOL_MAPPED: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_IPC_POOL_MAPPED;
+
+/// How to create an IPC-enabled memory pool.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_ipc_pool_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Most bytes the pool may reserve (CUmemPoolProps.maxSize); 0 for the driver's default.
+    pub max_size: u64,
+    /// As in cuabi_memory_pool_options: bytes the pool keeps reserved at a synchronisation.
+    pub release_threshold: u64,
+}
+
+impl Default for cuabi_ipc_pool_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_ipc_pool_options.
+pub const CUABI_IPC_POOL_OPTIONS_VERSION: c_uint = 1;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_IPC_POOL_OPTIONS_VERSION).
+    pub fn cuabi_ipc_pool_options_init(opts: *mut cuabi_ipc_pool_options, version: c_uint) -> cuabi_status;
     /// A resource of device memory other processes can import: cuMemAlloc / cuMemFree in the device's context, not stream-ordered (a stream given to allocate or free is ignored; the free waits for nothing, so synchronise first). Each buffer is its own allocation of whole 2 MiB pages, so that a freed buffer's descriptor is refused.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_memory_resource(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
-    /// Write the descriptor of a buffer of device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) into `out`. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the driver cannot export the memory (pool memory, host memory).
+    /// Write the descriptor of a buffer into `out`: for device memory allocated with cuMemAlloc (cuabi_ipc_memory_resource(), or wrapped memory from cudaMalloc) a CUABI_IPC_MEMORY descriptor for cuabi_ipc_buffer_import(); for a buffer of an IPC pool (cuabi_ipc_pool_create()) a CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolExportPointer) for cuabi_ipc_pool_buffer_import(). CUABI_ERROR_BUFFER_TOO_SMALL when out_size < CUABI_IPC_DESCRIPTOR_SIZE; CUABI_ERROR_IPC when the memory cannot be exported (memory of a pool that is not IPC-enabled, host memory, a buffer imported from another process).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_buffer_export(out: *mut u8, out_size: usize, buffer: *mut cuabi_buffer) -> cuabi_status;
@@ -3737,6 +3805,28 @@ unsafe extern "C" {
     pub fn cuabi_ipc_event_import(out: *mut *mut cuabi_event, descriptor: *const u8, size: usize) -> cuabi_status;
     /// Check a descriptor's framing (magic, version, size, checksum, host) without the driver and say what it describes. CUABI_ERROR_IPC with the reason when it is not importable here.
     pub fn cuabi_ipc_descriptor_kind(out: *mut cuabi_ipc_kind, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_pool_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_ipc_pool_options) -> cuabi_status;
+    /// Export an IPC pool: a new file descriptor for the pool (cuMemPoolExportToShareableHandle; the caller owns it: send it with SCM_RIGHTS, then close it) and the pool's descriptor (CUABI_IPC_POOL) in `out`. CUABI_ERROR_IPC for a resource that is not an IPC pool of this process (a mapped pool cannot be exported again).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_pool_export(fd: *mut c_int, out: *mut u8, out_size: usize, pool: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_pool_import(out: *mut *mut cuabi_memory_resource, fd: c_int, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_pool_buffer_import(out: *mut *mut cuabi_buffer, pool: *mut cuabi_memory_resource, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// What a memory resource is to pool IPC, and the pool's id (0 when the role is CUABI_IPC_POOL_NONE). Needs no driver.
+    pub fn cuabi_ipc_pool_info(role: *mut cuabi_ipc_pool_role, pool_id: *mut u64, resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
+    pub fn cuabi_ipc_fd_send(socket: c_int, fd: c_int, data: *const u8, size: usize) -> cuabi_status;
+    /// Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+    pub fn cuabi_ipc_fd_receive(fd: *mut c_int, data: *mut u8, size: usize, socket: c_int) -> cuabi_status;
 }
 
 // ---- module fatbin (api/fatbin.toml)
@@ -3791,6 +3881,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_tensormap_info", core::mem::size_of::<cuabi_tensormap_info>(), &[("version", core::mem::offset_of!(cuabi_tensormap_info, version)), ("kind", core::mem::offset_of!(cuabi_tensormap_info, kind)), ("data_type", core::mem::offset_of!(cuabi_tensormap_info, data_type)), ("rank", core::mem::offset_of!(cuabi_tensormap_info, rank)), ("address", core::mem::offset_of!(cuabi_tensormap_info, address)), ("shape", core::mem::offset_of!(cuabi_tensormap_info, shape)), ("byte_strides", core::mem::offset_of!(cuabi_tensormap_info, byte_strides)), ("box", core::mem::offset_of!(cuabi_tensormap_info, r#box)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_info, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_info, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_info, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_info, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_info, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_info, device))]),
     ("cuabi_graph_instantiate_options", core::mem::size_of::<cuabi_graph_instantiate_options>(), &[("version", core::mem::offset_of!(cuabi_graph_instantiate_options, version)), ("flags", core::mem::offset_of!(cuabi_graph_instantiate_options, flags)), ("upload_stream", core::mem::offset_of!(cuabi_graph_instantiate_options, upload_stream))]),
     ("cuabi_graph_update_info", core::mem::size_of::<cuabi_graph_update_info>(), &[("version", core::mem::offset_of!(cuabi_graph_update_info, version)), ("result", core::mem::offset_of!(cuabi_graph_update_info, result)), ("node_index", core::mem::offset_of!(cuabi_graph_update_info, node_index)), ("from_node_index", core::mem::offset_of!(cuabi_graph_update_info, from_node_index)), ("node_type", core::mem::offset_of!(cuabi_graph_update_info, node_type))]),
+    ("cuabi_ipc_pool_options", core::mem::size_of::<cuabi_ipc_pool_options>(), &[("version", core::mem::offset_of!(cuabi_ipc_pool_options, version)), ("max_size", core::mem::offset_of!(cuabi_ipc_pool_options, max_size)), ("release_threshold", core::mem::offset_of!(cuabi_ipc_pool_options, release_threshold))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -4079,6 +4170,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_peer_copy_view", cuabi_peer_copy_view as *const () as usize),
         ("cuabi_peer_set_pool_access", cuabi_peer_set_pool_access as *const () as usize),
         ("cuabi_peer_get_pool_access", cuabi_peer_get_pool_access as *const () as usize),
+        ("cuabi_ipc_pool_options_init", cuabi_ipc_pool_options_init as *const () as usize),
         ("cuabi_ipc_memory_resource", cuabi_ipc_memory_resource as *const () as usize),
         ("cuabi_ipc_buffer_export", cuabi_ipc_buffer_export as *const () as usize),
         ("cuabi_ipc_buffer_import", cuabi_ipc_buffer_import as *const () as usize),
@@ -4086,6 +4178,13 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_ipc_event_export", cuabi_ipc_event_export as *const () as usize),
         ("cuabi_ipc_event_import", cuabi_ipc_event_import as *const () as usize),
         ("cuabi_ipc_descriptor_kind", cuabi_ipc_descriptor_kind as *const () as usize),
+        ("cuabi_ipc_pool_create", cuabi_ipc_pool_create as *const () as usize),
+        ("cuabi_ipc_pool_export", cuabi_ipc_pool_export as *const () as usize),
+        ("cuabi_ipc_pool_import", cuabi_ipc_pool_import as *const () as usize),
+        ("cuabi_ipc_pool_buffer_import", cuabi_ipc_pool_buffer_import as *const () as usize),
+        ("cuabi_ipc_pool_info", cuabi_ipc_pool_info as *const () as usize),
+        ("cuabi_ipc_fd_send", cuabi_ipc_fd_send as *const () as usize),
+        ("cuabi_ipc_fd_receive", cuabi_ipc_fd_receive as *const () as usize),
         ("cuabi_fatbin_create", cuabi_fatbin_create as *const () as usize),
         ("cuabi_fatbin_archs", cuabi_fatbin_archs as *const () as usize),
         ("cuabi_fatbin_image_count", cuabi_fatbin_image_count as *const () as usize),
