@@ -448,7 +448,7 @@ static int single_fd(struct msghdr *msg)
 {
     struct cmsghdr *c = CMSG_FIRSTHDR(msg);
     if (!c || CMSG_NXTHDR(msg, c) || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(sizeof(int)) || (msg->msg_flags & (MSG_CTRUNC | MSG_TRUNC)))
+        c->cmsg_len != CMSG_LEN(sizeof(int)) || (msg->msg_flags & MSG_CTRUNC))
         return -1;
     int fd;
     memcpy(&fd, CMSG_DATA(c), sizeof fd);
@@ -480,12 +480,13 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_receive(int *fd, uint8_t *data, size_t s
                             strerror(errno));
     if (n == 0)
         return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d", __func__, socket);
-    int got = single_fd(&msg);
-    if (got < 0 || (size_t)n != size) {
+    bool other_length = (size_t)n != size || (msg.msg_flags & MSG_TRUNC);
+    int got = other_length ? -1 : single_fd(&msg);
+    if (got < 0) {
         close_received(&msg);
-        return IPC_FAIL("%s: expected %zu bytes with one file descriptor, got %zd bytes %s",
-                        __func__, size, n, got < 0 ? "without exactly one descriptor"
-                                                   : "(another message)");
+        return IPC_FAIL("%s: expected %zu bytes with one file descriptor, got %s", __func__,
+                        size, other_length ? "another message (another length)"
+                                           : "no descriptor or several");
     }
     *fd = got;
     return CUABI_SUCCESS;

@@ -219,20 +219,35 @@ static int fake_import_slot(uintptr_t p)
             return i;
     return -1;
 }
+static int fake_pool_exportable(CUmemoryPool p)
+{
+    for (int d = 0; d < FAKE_DEVICES; d++)
+        if (p == (CUmemoryPool)&fake_default_pool_token[d])
+            return 0;
+    return ((fake_pool *)p)->types == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+}
+/* Memory of exportable pools is recorded where a slot is free (other fakes,
+ * the graph's, free pool memory without this table: a slot whose address
+ * comes back is stale and taken over). */
 static CUresult CUDAAPI fake_ipc_cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, CUmemoryPool p,
                                                          CUstream s)
 {
-    for (int i = 0; i < FAKE_ALLOC_SLOTS; i++)
-        if (!fake_allocs[i].base) {
-            CUresult r = fake_cuMemAllocFromPoolAsync(d, n, p, s);
-            if (r == CUDA_SUCCESS) {
-                fake_allocs[i].base = (uintptr_t)*d;
-                fake_allocs[i].size = n;
-                fake_allocs[i].pool = 1;
-            }
-            return r;
-        }
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = fake_cuMemAllocFromPoolAsync(d, n, p, s);
+    if (r != CUDA_SUCCESS || !fake_pool_exportable(p))
+        return r;
+    int slot = -1;
+    for (int i = 0; i < FAKE_ALLOC_SLOTS; i++) {
+        if (fake_allocs[i].base == (uintptr_t)*d)
+            fake_allocs[i].base = 0;
+        if (!fake_allocs[i].base && slot < 0)
+            slot = i;
+    }
+    if (slot >= 0) {
+        fake_allocs[slot].base = (uintptr_t)*d;
+        fake_allocs[slot].size = n;
+        fake_allocs[slot].pool = 1;
+    }
+    return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI fake_ipc_cuMemFreeAsync(CUdeviceptr d, CUstream s)
 {

@@ -738,13 +738,50 @@ static cuabi_status sc_multigpu(void)
     return st;
 }
 
+/* Pool IPC: an IPC pool, a buffer on a stream, the pool exported and
+ * imported (as if from the parent process), the buffer exported, imported
+ * into the mapped pool and copied from. */
+static cuabi_status sc_ipc_pool(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_memory_resource *pool = NULL, *mapped = NULL;
+    cuabi_buffer *b = NULL, *imp = NULL;
+    cuabi_stream *s = NULL;
+    uint8_t pd[CUABI_IPC_DESCRIPTOR_SIZE], bd[CUABI_IPC_DESCRIPTOR_SIZE];
+    int fd = -1;
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_ipc_pool_create(&pool, d, NULL));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_buffer_allocate(&b, pool, 512, 0, s));
+    STEP(cuabi_ipc_pool_export(&fd, pd, sizeof pd, pool));
+    STEP(cuabi_ipc_buffer_export(bd, sizeof bd, b));
+    if (st == CUABI_SUCCESS) {
+        cuabi__ipc_put(pd + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(pd);
+        cuabi__ipc_put(bd + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(bd);
+    }
+    STEP(cuabi_ipc_pool_import(&mapped, fd, pd, sizeof pd));
+    STEP(cuabi_ipc_pool_buffer_import(&imp, mapped, bd, sizeof bd));
+    STEP(cuabi_buffer_copy(imp, 0, b, 0, 64, s));
+    if (fd >= 0) close(fd);
+    if (imp) cuabi_buffer_destroy(imp);
+    if (mapped) cuabi_memory_resource_release(mapped);
+    if (b) cuabi_buffer_destroy(b);
+    if (s) cuabi_stream_release(s);
+    if (pool) cuabi_memory_resource_release(pool);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
     { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
-    { "nvfatbin", sc_nvfatbin },
+    { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 

@@ -1,0 +1,769 @@
+/* Pool IPC against the fake driver: IPC-enabled pools, their export (fd +
+ * descriptor) and import (a mapped resource), buffers exported and imported
+ * through them, the SCM_RIGHTS helpers, and every refusal: NULLs, wrong
+ * kinds, truncated / corrupt / other-host / same-process / stale
+ * descriptors, the wrong pool, closed and foreign fds, allocation from a
+ * mapped pool, driver failures; nothing leaks (handles, fake pools, imports,
+ * fds). "Another process" is faked by rewriting the exporter pid to our
+ * parent's and resealing, as test_multigpu does. */
+#include "testutil.h"
+#include "fake_multigpu.h"
+#include "ipc.h"
+#include "memory.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { D = CUABI_IPC_DESCRIPTOR_SIZE };
+
+static cuabi_device *dev0, *dev1;
+static int fds_at_start;
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+static void setup(void)
+{
+    fake_driver_install();
+    fake_memory_install();
+    fake_multigpu_install();
+    ck_assert_ok(cuabi_device_get(&dev0, 0));
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    fds_at_start = open_fds();
+}
+static void teardown(void)
+{
+    cuabi_device_release(dev0);
+    cuabi_device_release(dev1);
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+/* Make a descriptor look as if another live process (our parent) made it. */
+static void from_parent(uint8_t *desc)
+{
+    cuabi__ipc_put(desc + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+    cuabi__ipc_reseal(desc);
+}
+
+static cuabi_memory_resource *ipc_pool(cuabi_device *d)
+{
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_ipc_pool_create(&r, d, NULL));
+    return r;
+}
+
+/* Export `pool`: its fd in *fd, its descriptor (as if from our parent). */
+static void export_pool(int *fd, uint8_t *desc, cuabi_memory_resource *pool)
+{
+    ck_assert_ok(cuabi_ipc_pool_export(fd, desc, D, pool));
+    ck_assert_int_ge(*fd, 0);
+    from_parent(desc);
+}
+
+static cuabi_memory_resource *mapped_of(cuabi_memory_resource *pool)
+{
+    int fd;
+    uint8_t desc[D];
+    cuabi_memory_resource *m;
+    export_pool(&fd, desc, pool);
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, desc, D));
+    close(fd);
+    return m;
+}
+
+static uint8_t *host_of(cuabi_buffer *b)
+{
+    uintptr_t p;
+    ck_assert_ok(cuabi_buffer_pointer(&p, b));
+    return (uint8_t *)p;   /* fake device memory is host memory */
+}
+
+static void export_buffer(uint8_t *desc, cuabi_buffer *b)
+{
+    ck_assert_ok(cuabi_ipc_buffer_export(desc, D, b));
+    from_parent(desc);
+}
+
+/* ----------------------------------------------------------- the pool */
+
+START_TEST(pool_create)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    cuabi_memory_resource *r, *r2;
+    cuabi_ipc_pool_options bad = CUABI_IPC_POOL_OPTIONS_INIT, opts = CUABI_IPC_POOL_OPTIONS_INIT;
+    bad.version = 99;
+    ck_assert_status(cuabi_ipc_pool_create(NULL, dev0, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_pool_create(&r, NULL, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ptr_null(r);
+    ck_assert_status(cuabi_ipc_pool_create(&r, dev0, &bad), CUABI_ERROR_INVALID_VERSION);
+    opts.max_size = 64 << 20;
+    opts.release_threshold = 12345;
+    ck_assert_ok(cuabi_ipc_pool_create(&r, dev1, &opts));
+    ck_assert_uint_eq(fake_last_pool_max_size, 64 << 20);
+    ck_assert_uint_eq(fake_last_threshold, 12345);
+    ck_assert_int_eq(fake_live_pools, pools + 1);
+    ck_assert_ok(cuabi_ipc_pool_create(&r2, dev1, NULL));
+    ck_assert_uint_eq(fake_last_pool_max_size, 0);
+    ck_assert_uint_eq(fake_last_threshold, UINT64_MAX);
+    cuabi_ipc_pool_role role;
+    uint64_t id, id2;
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &id, r));
+    ck_assert_int_eq(role, CUABI_IPC_POOL_EXPORTER);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &id2, r2));
+    ck_assert_uint_ne(id, id2);
+    cuabi_memory_kind kind;
+    ck_assert_ok(cuabi_memory_resource_kind(&kind, r));
+    ck_assert_int_eq(kind, CUABI_MEMORY_DEVICE);
+    /* Allocation as from any pool: on a created stream (the inline path) and
+     * without one. */
+    cuabi_stream *s;
+    cuabi_buffer *a, *b;
+    ck_assert_ok(cuabi_stream_create(&s, dev1, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&a, r, 1000, 0, s));
+    uintptr_t raw;
+    ck_assert_ok(cuabi_stream_raw(&raw, s));
+    ck_assert_ptr_eq(fake_last_stream, (CUstream)raw);
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    memset(host_of(a), 7, 1000);
+    ck_assert_ok(cuabi_buffer_free_async(a, s));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_memory_resource_trim(r, 0));   /* a pool like the others */
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_ok(cuabi_memory_resource_release(r2));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_int_eq(fake_live_allocs, 0);
+    /* Other resources are not IPC pools. */
+    cuabi_memory_resource *plain;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&plain, dev0, NULL));
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &id, plain));
+    ck_assert_int_eq(role, CUABI_IPC_POOL_NONE);
+    ck_assert_uint_eq(id, 0);
+    ck_assert_status(cuabi_ipc_pool_info(NULL, &id, plain), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_pool_info(&role, NULL, plain), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_pool_info(&role, &id, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_memory_resource_release(plain));
+    /* Driver failures leave no pool behind. */
+    for (long n = 1; n <= 4; n++) {
+        cuabi__fault_arm(NULL, n, false, CUDA_ERROR_OUT_OF_MEMORY);
+        cuabi_status st = cuabi_ipc_pool_create(&r, dev0, NULL);
+        long fired = cuabi__fault_count();
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        if (st == CUABI_SUCCESS) {
+            ck_assert_int_eq(fired, 0);
+            ck_assert_ok(cuabi_memory_resource_release(r));
+        } else {
+            ck_assert_ptr_null(r);
+        }
+        ck_assert_int_eq(fake_live_pools, pools);
+    }
+    for (long n = 1; n < 4; n++) {
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_ipc_pool_create(&r, dev0, NULL);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS)
+            ck_assert_ok(cuabi_memory_resource_release(r));
+        ck_assert_int_eq(fake_live_pools, pools);
+    }
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
+START_TEST(pool_export)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0), *plain, *host;
+    int fd = 5;
+    uint8_t desc[D];
+    ck_assert_status(cuabi_ipc_pool_export(NULL, desc, D, r), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_pool_export(&fd, NULL, D, r), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fd, -1);
+    ck_assert_status(cuabi_ipc_pool_export(&fd, desc, D - 1, r), CUABI_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_status(cuabi_ipc_pool_export(&fd, desc, D, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_memory_resource_pool_create(&plain, dev0, NULL));
+    ck_assert_status(cuabi_ipc_pool_export(&fd, desc, D, plain), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("cuabi_ipc_pool_create");
+    ck_assert_ok(cuabi_memory_resource_host(&host));
+    ck_assert_status(cuabi_ipc_pool_export(&fd, desc, D, host), CUABI_ERROR_IPC);
+    ck_assert_int_eq(fd, -1);
+    ck_assert_ok(cuabi_ipc_pool_export(&fd, desc, D, r));
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ne(fcntl(fd, F_GETFD), -1);
+    cuabi_ipc_kind kind;
+    ck_assert_ok(cuabi_ipc_descriptor_kind(&kind, desc, D));
+    ck_assert_int_eq(kind, CUABI_IPC_POOL);
+    cuabi_ipc_pool_role role;
+    uint64_t id;
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &id, r));
+    ck_assert_uint_eq(cuabi__ipc_get(desc + CUABI__IPC_POOL_ID, 8), id);
+    ck_assert_uint_eq(cuabi__ipc_get(desc + CUABI__IPC_PID, 4), (uint64_t)getpid());
+    uint8_t uuid[16];
+    for (int i = 0; i < 16; i++)
+        uuid[i] = (uint8_t)i;   /* the fake device 0's */
+    ck_assert_int_eq(memcmp(desc + CUABI__IPC_UUID, uuid, 16), 0);
+    close(fd);
+    /* The driver refuses: a CUDA error, no fd. */
+    cuabi__fault_arm("cuMemPoolExportToShareableHandle", 1, false, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_ne(cuabi_ipc_pool_export(&fd, desc, D, r), CUABI_SUCCESS);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_int_eq(fd, -1);
+    /* A mapped pool cannot be exported again. */
+    cuabi_memory_resource *m = mapped_of(r);
+    ck_assert_status(cuabi_ipc_pool_export(&fd, desc, D, m), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("imported from another process");
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(host));
+    ck_assert_ok(cuabi_memory_resource_release(plain));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* ------------------------------------------------------ the round trip */
+
+START_TEST(round_trip)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    enum { N = 5 };
+    cuabi_memory_resource *r = ipc_pool(dev1);
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_stream_create(&s, dev1, NULL));
+    cuabi_buffer *b[N], *imp[N];
+    uint8_t desc[N][D];
+    for (int i = 0; i < N; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&b[i], r, 100 + (size_t)i * 1000, 0, s));
+        memset(host_of(b[i]), 'a' + i, 100 + (size_t)i * 1000);
+        ck_assert_ok(cuabi_ipc_buffer_export(desc[i], D, b[i]));
+        cuabi_ipc_kind kind;
+        ck_assert_ok(cuabi_ipc_descriptor_kind(&kind, desc[i], D));
+        ck_assert_int_eq(kind, CUABI_IPC_POOL_MEMORY);
+        ck_assert_uint_eq(cuabi__ipc_get(desc[i] + CUABI__IPC_SIZE, 8), 100 + (uint64_t)i * 1000);
+        from_parent(desc[i]);
+    }
+    /* The pool travels over a unix socket, as it would between processes. */
+    int sv[2], fd, got;
+    uint8_t pd[D], received[D];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    export_pool(&fd, pd, r);
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], fd, pd, D));
+    close(fd);
+    ck_assert_ok(cuabi_ipc_fd_receive(&got, received, D, sv[1]));
+    ck_assert_int_eq(memcmp(received, pd, D), 0);
+    cuabi_memory_resource *m, *again;
+    ck_assert_ok(cuabi_ipc_pool_import(&m, got, received, D));
+    ck_assert_int_eq(fake_live_pools, pools + 2);   /* the exporter's and the import */
+    cuabi_ipc_pool_role role;
+    uint64_t id, own;
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &id, m));
+    ck_assert_int_eq(role, CUABI_IPC_POOL_MAPPED);
+    ck_assert_ok(cuabi_ipc_pool_info(&role, &own, r));
+    ck_assert_uint_eq(id, own);
+    ck_assert_int_eq(fake_pool_access[1], CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    cuabi_device *d;
+    ck_assert_ok(cuabi_memory_resource_device(&d, m));
+    ck_assert_ptr_eq(d, dev1);   /* found by UUID */
+    /* The same pool again in this process: the live resource, no new import. */
+    ck_assert_ok(cuabi_ipc_pool_import(&again, got, received, D));
+    ck_assert_ptr_eq(again, m);
+    ck_assert_int_eq(fake_pools_imported, 1);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    close(got);
+    close(sv[0]);
+    close(sv[1]);
+    /* It receives, it does not allocate. */
+    cuabi_buffer *no = (cuabi_buffer *)1;
+    uintptr_t p = 1;
+    ck_assert_status(cuabi_buffer_allocate(&no, m, 64, 0, NULL), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("cannot allocate");
+    ck_assert_ptr_null(no);
+    ck_assert_status(cuabi_memory_resource_allocate(&p, m, 64, 0, NULL), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_status(cuabi_memory_resource_deallocate(m, 4096, 64, 0, NULL),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    for (int i = 0; i < N; i++) {
+        ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp[i], m, desc[i], D));
+        size_t n;
+        cuabi_memory_kind k;
+        ck_assert_ok(cuabi_buffer_size(&n, imp[i]));
+        ck_assert_uint_eq(n, 100 + (size_t)i * 1000);
+        ck_assert_ok(cuabi_buffer_kind(&k, imp[i]));
+        ck_assert_int_eq(k, CUABI_MEMORY_DEVICE);
+        ck_assert_ok(cuabi_buffer_device(&d, imp[i]));
+        ck_assert_ptr_eq(d, dev1);
+        ck_assert_ptr_eq(host_of(imp[i]), host_of(b[i]));
+        ck_assert_int_eq(host_of(imp[i])[n - 1], 'a' + i);
+    }
+    ck_assert_int_eq(fake_pool_imports, N);
+    /* Writes both ways (one memory). */
+    ck_assert_ok(cuabi_buffer_memset(imp[2], 0, 'z', 1, 10, s));
+    ck_assert_int_eq(host_of(b[2])[9], 'z');
+    /* The mapped resource lives on while its buffers do; a view keeps an
+     * import after its buffer handle goes. */
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    cuabi_view *v;
+    int64_t shape[1] = { 100 };
+    ck_assert_ok(cuabi_view_create(&v, imp[0], 0, CUABI_DTYPE_UINT, 8, 1, shape, NULL, 0));
+    for (int i = 0; i < N; i++)
+        ck_assert_ok(cuabi_buffer_destroy(imp[i]));
+    ck_assert_int_eq(fake_pool_imports, 1);
+    ck_assert_int_eq(fake_live_pools, pools + 2);
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_int_eq(fake_pool_imports, 0);
+    ck_assert_int_eq(fake_live_pools, pools + 1);   /* the import went with its last buffer */
+    /* Importers freed first: the exporter may now free. */
+    for (int i = 0; i < N; i++)
+        ck_assert_ok(cuabi_buffer_free_async(b[i], s));
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* -------------------------------------------------- refused pool imports */
+
+/* Pool import must fail with `status`, mention `needle`, leave nothing. */
+static void pool_refused(int fd, const uint8_t *desc, size_t n, cuabi_status status,
+                         const char *needle)
+{
+    cuabi_memory_resource *m = (cuabi_memory_resource *)1;
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    ck_assert_status(cuabi_ipc_pool_import(&m, fd, desc, n), status);
+    ck_assert_error_mentions(needle);
+    ck_assert_error_mentions("cuabi_ipc_pool_import");
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+
+START_TEST(pool_import_refusals)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0);
+    int fd;
+    uint8_t good[D], d[D + 4];
+    ck_assert_ok(cuabi_ipc_pool_export(&fd, good, D, r));
+    /* Same process first. */
+    pool_refused(fd, good, D, CUABI_ERROR_IPC, "this process");
+    from_parent(good);
+    ck_assert_status(cuabi_ipc_pool_import(NULL, fd, good, D), CUABI_ERROR_INVALID_ARGUMENT);
+    pool_refused(fd, NULL, D, CUABI_ERROR_INVALID_ARGUMENT, "NULL");
+    for (size_t n = 0; n < D; n += 9)
+        pool_refused(fd, good, n, CUABI_ERROR_IPC, n < 8 ? "not a cuabi IPC descriptor"
+                                                         : "truncated");
+    memcpy(d, good, D);
+    pool_refused(fd, d, D + 4, CUABI_ERROR_IPC, "trailing");
+    for (size_t i = 16; i < D; i += 11) {
+        memcpy(d, good, D);
+        d[i] ^= 0x04;
+        pool_refused(fd, d, D, CUABI_ERROR_IPC, "corrupt");
+    }
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_HOST, cuabi__ipc_host_hash() + 1, 8);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another host");
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_KIND, 9, 2);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "unknown descriptor kind 9");
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_PID, (uint64_t)child, 4);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "gone");
+    memcpy(d, good, D);
+    d[CUABI__IPC_UUID + 3] ^= 0x40;
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "not visible");
+    /* A buffer's descriptor, an event's, a legacy buffer's. */
+    cuabi_buffer *b, *lb;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    export_buffer(d, b);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "memory of an IPC pool, not a memory pool");
+    cuabi_event *ev;
+    ck_assert_ok(cuabi_ipc_event_create(&ev, dev0));
+    ck_assert_ok(cuabi_ipc_event_export(d, D, ev));
+    from_parent(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "an event");
+    ck_assert_ok(cuabi_event_release(ev));
+    cuabi_memory_resource *legacy;
+    ck_assert_ok(cuabi_ipc_memory_resource(&legacy, dev0));
+    ck_assert_ok(cuabi_buffer_allocate(&lb, legacy, 64, 0, NULL));
+    export_buffer(d, lb);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "legacy");
+    ck_assert_ok(cuabi_buffer_destroy(lb));
+    ck_assert_ok(cuabi_memory_resource_release(legacy));
+    /* File descriptors: negative, closed, not a pool's. */
+    pool_refused(-1, good, D, CUABI_ERROR_IPC, "not an open file descriptor");
+    int closed = dup(fd);
+    close(closed);
+    pool_refused(closed, good, D, CUABI_ERROR_IPC, "not an open file descriptor");
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    pool_refused(pipefd[0], good, D, CUABI_ERROR_IPC, "refused");
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    /* Driver failures: the import is undone. */
+    cuabi__fault_arm("cuMemPoolImportFromShareableHandle", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    pool_refused(fd, good, D, CUABI_ERROR_CUDA, "cuMemPoolImportFromShareableHandle");
+    cuabi__fault_arm("cuMemPoolGetAccess", 1, false, CUDA_ERROR_OUT_OF_MEMORY);
+    pool_refused(fd, good, D, CUABI_ERROR_DEVICE_OUT_OF_MEMORY, "cuMemPoolGetAccess");
+    cuabi__fault_arm("cuMemPoolSetAccess", 1, false, CUDA_ERROR_INVALID_DEVICE);
+    pool_refused(fd, good, D, CUABI_ERROR_CUDA, "cuMemPoolSetAccess");
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    cuabi__driver_for_test()->cuMemPoolImportFromShareableHandle = NULL;
+    pool_refused(fd, good, D, CUABI_ERROR_ENTRY_POINT_NOT_FOUND, "cuMemPoolImportFromShareableHandle");
+    cuabi__driver_for_test()->cuMemPoolImportFromShareableHandle =
+        fake_cuMemPoolImportFromShareableHandle;
+    /* Host allocation failures on the way leak nothing. */
+    for (long n = 1; n < 8; n++) {
+        cuabi_memory_resource *m = NULL;
+        int pools = fake_live_pools;
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_ipc_pool_import(&m, fd, good, D);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS)
+            ck_assert_ok(cuabi_memory_resource_release(m));
+        else
+            ck_assert_int_eq(st, CUABI_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(fake_live_pools, pools);
+    }
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    close(fd);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* ------------------------------------------------ refused buffer imports */
+
+static void buffer_refused(cuabi_memory_resource *m, const uint8_t *desc, size_t n,
+                           cuabi_status status, const char *needle)
+{
+    cuabi_buffer *b = (cuabi_buffer *)1;
+    size_t live = cuabi__handle_live_count();
+    int imports = fake_pool_imports;
+    ck_assert_status(cuabi_ipc_pool_buffer_import(&b, m, desc, n), status);
+    ck_assert_error_mentions(needle);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(fake_pool_imports, imports);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+
+START_TEST(buffer_import_refusals)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0), *other = ipc_pool(dev0), *plain;
+    cuabi_memory_resource *m = mapped_of(r), *mo = mapped_of(other);
+    cuabi_buffer *b, *ob, *imp;
+    uint8_t good[D], d[D + 1];
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 4096, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&ob, other, 64, 0, NULL));
+    export_buffer(good, b);
+    ck_assert_status(cuabi_ipc_pool_buffer_import(NULL, m, good, D), CUABI_ERROR_INVALID_ARGUMENT);
+    buffer_refused(NULL, good, D, CUABI_ERROR_INVALID_HANDLE, "cuabi_ipc_pool_buffer_import");
+    buffer_refused(m, NULL, D, CUABI_ERROR_INVALID_ARGUMENT, "NULL");
+    /* Resources that are not mapped pools. */
+    buffer_refused(r, good, D, CUABI_ERROR_IPC, "this process exported the pool");
+    ck_assert_ok(cuabi_memory_resource_pool_create(&plain, dev0, NULL));
+    buffer_refused(plain, good, D, CUABI_ERROR_IPC, "not a pool mapped");
+    ck_assert_ok(cuabi_memory_resource_release(plain));
+    /* Another pool's buffer, and this pool's buffer given to the other. */
+    export_buffer(d, ob);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "belongs to pool");
+    buffer_refused(mo, good, D, CUABI_ERROR_IPC, "import that pool first");
+    /* Framing. */
+    for (size_t n = 0; n < D; n += 13)
+        buffer_refused(m, good, n, CUABI_ERROR_IPC, n < 8 ? "not a cuabi" : "truncated");
+    memcpy(d, good, D);
+    d[D] = 0;
+    buffer_refused(m, d, D + 1, CUABI_ERROR_IPC, "trailing");
+    for (size_t i = 16; i < D; i += 5) {
+        memcpy(d, good, D);
+        d[i] ^= 0x01;
+        buffer_refused(m, d, D, CUABI_ERROR_IPC, "corrupt");
+    }
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_HOST, 42, 8);
+    cuabi__ipc_reseal(d);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "another host");
+    /* Other kinds. */
+    cuabi_memory_resource *legacy;
+    cuabi_buffer *lb;
+    ck_assert_ok(cuabi_ipc_memory_resource(&legacy, dev0));
+    ck_assert_ok(cuabi_buffer_allocate(&lb, legacy, 64, 0, NULL));
+    export_buffer(d, lb);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "cuabi_ipc_buffer_import");
+    int fd;
+    export_pool(&fd, d, r);
+    close(fd);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "a memory pool, not memory of an IPC pool");
+    /* The legacy import points pool buffers at their mapped pool. */
+    ck_assert_status(cuabi_ipc_buffer_import(&imp, good, D), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("cuabi_ipc_pool_buffer_import");
+    ck_assert_ok(cuabi_buffer_destroy(lb));
+    ck_assert_ok(cuabi_memory_resource_release(legacy));
+    /* Forged sizes: zero, past the allocation (the import is undone). */
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_SIZE, 0, 8);
+    cuabi__ipc_reseal(d);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "size is 0");
+    cuabi__ipc_put(d + CUABI__IPC_SIZE, 4097, 8);
+    cuabi__ipc_reseal(d);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "runs past");
+    /* Forged export data: the driver refuses it (its CUresult kept). */
+    memcpy(d, good, D);
+    memset(d + CUABI__IPC_HANDLE, 0x33, 64);
+    cuabi__ipc_reseal(d);
+    buffer_refused(m, d, D, CUABI_ERROR_IPC, "forged");
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    /* Driver failures that are not refusals stay CUDA errors. */
+    cuabi__fault_arm("cuMemPoolImportPointer", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    buffer_refused(m, good, D, CUABI_ERROR_CUDA, "cuMemPoolImportPointer");
+    cuabi__fault_arm("cuMemGetAddressRange_v2", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    buffer_refused(m, good, D, CUABI_ERROR_CUDA, "cuMemGetAddressRange");
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    for (long n = 1; n < 6; n++) {
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_ipc_pool_buffer_import(&imp, m, good, D);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS)
+            ck_assert_ok(cuabi_buffer_destroy(imp));
+        else
+            ck_assert_int_eq(st, CUABI_ERROR_OUT_OF_MEMORY);
+        ck_assert_int_eq(fake_pool_imports, 0);
+    }
+    /* Stale: the exporter freed the buffer. */
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    buffer_refused(m, good, D, CUABI_ERROR_IPC, "freed");
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+    ck_assert_ok(cuabi_buffer_destroy(ob));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(mo));
+    ck_assert_ok(cuabi_memory_resource_release(other));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_allocs, 0);
+}
+END_TEST
+
+START_TEST(buffer_export_refusals)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0), *m = mapped_of(r);
+    cuabi_buffer *b, *imp, *empty;
+    uint8_t d[D];
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 256, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&empty, r, 0, 0, NULL));
+    ck_assert_status(cuabi_ipc_buffer_export(d, D - 1, b), CUABI_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_status(cuabi_ipc_buffer_export(NULL, D, b), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_buffer_export(d, D, empty), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("non-empty");
+    cuabi__fault_arm("cuMemPoolExportPointer", 1, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_ipc_buffer_export(d, D, b), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("cuMemPoolExportPointer");
+    cuabi__fault_arm("cuMemPoolExportPointer", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    ck_assert_status(cuabi_ipc_buffer_export(d, D, b), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    cuabi__driver_for_test()->cuMemPoolExportPointer = NULL;
+    ck_assert_status(cuabi_ipc_buffer_export(d, D, b), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    cuabi__driver_for_test()->cuMemPoolExportPointer = fake_cuMemPoolExportPointer;
+    export_buffer(d, b);
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp, m, d, D));
+    ck_assert_ok(cuabi_buffer_destroy(imp));
+    ck_assert_ok(cuabi_buffer_destroy(empty));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+/* A mapped resource dying while the pool is imported again: the new import
+ * gets a resource of its own over the same driver pool, which is destroyed
+ * only with the last of them. */
+START_TEST(reimport_shares_the_driver_pool)
+{
+    int pools = fake_live_pools;
+    cuabi_memory_resource *r = ipc_pool(dev0), *m1 = mapped_of(r), *m2;
+    cuabi_buffer *b, *imp;
+    uint8_t d[D];
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    export_buffer(d, b);
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp, m1, d, D));
+    ck_assert_ok(cuabi_memory_resource_release(m1));   /* its buffer keeps it */
+    m2 = mapped_of(r);
+    ck_assert_ptr_eq(m2, m1);                          /* still live: shared */
+    ck_assert_ok(cuabi_memory_resource_release(m2));
+    ck_assert_ok(cuabi_buffer_destroy(imp));           /* now gone */
+    ck_assert_int_eq(fake_live_pools, pools + 1);
+    m2 = mapped_of(r);                                 /* a fresh import */
+    ck_assert_int_eq(fake_pools_imported, 2);
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp, m2, d, D));
+    ck_assert_ok(cuabi_buffer_destroy(imp));
+    ck_assert_ok(cuabi_memory_resource_release(m2));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+}
+END_TEST
+
+/* ------------------------------------------------------- fd helpers */
+
+static ino_t inode_of(int fd)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    return st.st_ino;
+}
+
+START_TEST(fd_send_receive)
+{
+    int sv[2], fd = -5, pipefd[2];
+    uint8_t msg[40], in[40];
+    for (int i = 0; i < 40; i++)
+        msg[i] = (uint8_t)(i * 3);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    ck_assert_int_eq(pipe(pipefd), 0);
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], pipefd[1], msg, sizeof msg));
+    ck_assert_ok(cuabi_ipc_fd_receive(&fd, in, sizeof in, sv[1]));
+    ck_assert_int_eq(memcmp(in, msg, sizeof msg), 0);
+    ck_assert_int_ne(fd, pipefd[1]);
+    ck_assert_uint_eq(inode_of(fd), inode_of(pipefd[1]));
+    ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    ck_assert_int_eq(write(fd, "x", 1), 1);   /* the same pipe */
+    char c;
+    ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'x');
+    close(fd);
+    /* Bad arguments. */
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], pipefd[1], NULL, 4), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], pipefd[1], msg, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], -1, msg, 4), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_fd_receive(NULL, in, 4, sv[1]), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, NULL, 4, sv[1]), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fd, -1);
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 5000, sv[1]), CUABI_ERROR_INVALID_ARGUMENT);
+    /* Not a socket; a closed descriptor to send. */
+    ck_assert_status(cuabi_ipc_fd_send(pipefd[0], pipefd[1], msg, 4), CUABI_ERROR_IO);
+    ck_assert_error_mentions("sendmsg");
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 4, pipefd[1]), CUABI_ERROR_IO);
+    int closed = dup(pipefd[0]);
+    close(closed);
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], closed, msg, 4), CUABI_ERROR_IO);
+    /* Wrong messages: no descriptor, another length, two descriptors; all
+     * received descriptors are closed. */
+    int before = open_fds();
+    ck_assert_int_eq(send(sv[0], msg, 8, 0), 8);
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 8, sv[1]), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("no descriptor or several");
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], pipefd[1], msg, 12));
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 8, sv[1]), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("another message");
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], pipefd[1], msg, 4));
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 8, sv[1]), CUABI_ERROR_IPC);
+    {
+        union { struct cmsghdr h; char buf[CMSG_SPACE(2 * sizeof(int))]; } ctl;
+        memset(&ctl, 0, sizeof ctl);
+        struct iovec iov = { .iov_base = msg, .iov_len = 8 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                             .msg_controllen = sizeof ctl.buf };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+        memcpy(CMSG_DATA(cm), pipefd, 2 * sizeof(int));
+        ck_assert_int_eq(sendmsg(sv[0], &mh, 0), 8);
+    }
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 8, sv[1]), CUABI_ERROR_IPC);
+    ck_assert_int_eq(open_fds(), before);
+    ck_assert_int_eq(fd, -1);
+    /* The peer closes. */
+    close(sv[0]);
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, 8, sv[1]), CUABI_ERROR_IO);
+    ck_assert_error_mentions("closed");
+    close(sv[1]);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* The pool travels to a real child process over a socket; the child checks
+ * the fd and descriptor arrive whole (the fake driver's memory is not
+ * shared across fork, so the child imports nothing). */
+START_TEST(fd_to_child_process)
+{
+    int sv[2], fd;
+    uint8_t desc[D];
+    cuabi_memory_resource *r = ipc_pool(dev0);
+    ck_assert_ok(cuabi_ipc_pool_export(&fd, desc, D, r));
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(sv[0]);
+        int got;
+        uint8_t in[D];
+        cuabi_ipc_kind kind;
+        int ok = cuabi_ipc_fd_receive(&got, in, D, sv[1]) == CUABI_SUCCESS &&
+                 cuabi_ipc_descriptor_kind(&kind, in, D) == CUABI_SUCCESS &&
+                 kind == CUABI_IPC_POOL && fcntl(got, F_GETFD) != -1;
+        _exit(ok ? 0 : 1);
+    }
+    close(sv[1]);
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], fd, desc, D));
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(sv[0]);
+    close(fd);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("ipc_pool");
+    TCase *tc = tcase_create("pool");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, pool_create);
+    tcase_add_test(tc, pool_export);
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, pool_import_refusals);
+    tcase_add_test(tc, buffer_import_refusals);
+    tcase_add_test(tc, buffer_export_refusals);
+    tcase_add_test(tc, reimport_shares_the_driver_pool);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fds");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, fd_send_receive);
+    tcase_add_test(tc, fd_to_child_process);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}
