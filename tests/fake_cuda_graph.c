@@ -4,11 +4,13 @@
  * without a GPU (bindings/python/tests/test_graph.py starts a process with
  * it). The fakes fill a driver table; cuGetProcAddress_v2 hands out its
  * entries by name. Kernels named `add_i64` and `count_loop` run on the host
- * (fake_impl_add_i64, fake_impl_count_loop in fake_graph.h). Never a
- * library to ship. */
+ * (fake_impl_add_i64, fake_impl_count_loop in fake_graph.h). The peer and
+ * IPC fakes (fake_multigpu.h) are in too, for the Python pool IPC checks
+ * (bindings/python/tests/fake_ipc_pool_checks.py). Never a library to ship. */
 #include <pthread.h>
 
 #include "fake_graph.h"
+#include "fake_multigpu.h"
 
 static cuabi__driver table;
 
@@ -82,6 +84,7 @@ static void install(void)
 {
     fake_driver_install();
     fake_memory_install();
+    fake_multigpu_install();   /* before the graph fakes, which chain to it */
     fake_driver_install_libraries();
     fake_graph_install();
     occupancy_install();

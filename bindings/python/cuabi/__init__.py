@@ -20,6 +20,7 @@ for _names, _module, _needs in (
           "runtime_info", "version"), "_core", "cuabi_version_string"),
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
         (("Buffer", "MemoryResource", "default_resource"), "_memory", "cuabi_buffer_allocate"),
+        (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),
         (("Program", "ProgramOptions", "cache", "supported_archs"), "_compile",

@@ -145,6 +145,62 @@ class MemoryResource(Handle):
         stream-ordered): its buffers pickle to IPC descriptors."""
         return cls._wrap(call("cuabi_ipc_memory_resource", _as_device(device)))
 
+    # ---- IPC-enabled pools (cuda.core's names; see cuabi/_ipc_pool.py)
+    @classmethod
+    def ipc_pool(cls, device=None, max_size: int = 0,
+                 release_threshold: int | None = None) -> "MemoryResource":
+        """A stream-ordered pool other processes can map (cuda.core's
+        DeviceMemoryResource with ipc_enabled=True): its buffers pickle to
+        136-byte descriptors, the pool itself to its descriptor and fd
+        (multiprocessing sends the fd once per message)."""
+        from . import _ipc_pool
+        return _ipc_pool.create(cls, device, max_size, release_threshold)
+
+    def get_allocation_handle(self):
+        """The pool's shareable handle (an IPCAllocationHandle: a new fd, yours
+        to close, and the pool's descriptor) for from_allocation_handle() in
+        another process."""
+        from . import _ipc_pool
+        return _ipc_pool.allocation_handle(self)
+
+    @classmethod
+    def from_allocation_handle(cls, device, handle) -> "MemoryResource":
+        """Map a pool another process exported, from its IPCAllocationHandle
+        (or a (fd, descriptor) pair): a resource that receives its buffers
+        (Buffer.from_ipc_descriptor(mr, d)) and cannot allocate. A pool is
+        mapped once per process. The fd is not closed: close the handle."""
+        from . import _ipc_pool
+        fd, desc = (handle.handle, handle.descriptor) if hasattr(handle, "descriptor") \
+            else handle
+        mr = _ipc_pool.from_descriptor(fd, desc)
+        if device is not None and mr.device is not None \
+                and mr.device.ordinal != _as_device(device).ordinal:
+            raise ValueError(f"the pool lives on device {mr.device.ordinal}, "
+                             f"not {_as_device(device).ordinal}")
+        return mr
+
+    def _ipc_role(self):
+        return call("cuabi_ipc_pool_info", self)[0]
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        """An IPC pool: made by ipc_pool() here, or mapped from another process."""
+        return self._ipc_role() != _capi.CUABI_IPC_POOL_NONE
+
+    @property
+    def is_mapped(self) -> bool:
+        """Mapped from another process (receives buffers, cannot allocate)."""
+        return self._ipc_role() == _capi.CUABI_IPC_POOL_MAPPED
+
+    def __reduce__(self):
+        """IPC pools of this process pickle (through multiprocessing) to their
+        descriptor and fd; other resources do not pickle."""
+        if self._ipc_role() != _capi.CUABI_IPC_POOL_EXPORTER:
+            raise TypeError("only IPC pools made by MemoryResource.ipc_pool() pickle "
+                            "(a mapped pool cannot be sent on)")
+        from . import _ipc_pool
+        return _ipc_pool.reduce_resource(self)
+
     def set_peer_access(self, device, access: str = "rw") -> None:
         """Access `device` gets to this pool's memory: "rw", "r" or "none"."""
         lib.cuabi_peer_set_pool_access(self, _as_device(device), _ACCESS[access])
@@ -348,24 +404,33 @@ class Buffer(Handle):
 
     def get_ipc_descriptor(self) -> bytes:
         """The buffer's IPC descriptor (bytes) for Buffer.from_ipc_descriptor()
-        in another process of this host: memory of MemoryResource.ipc() (or
-        wrapped cudaMalloc memory). Keep this buffer alive while importers use it."""
-        out = (C.c_uint8 * _capi.CUABI_IPC_DESCRIPTOR_SIZE)()
-        lib.cuabi_ipc_buffer_export(out, len(out), self)
-        return bytes(out)
+        in another process of this host: for memory of MemoryResource.ipc() (or
+        wrapped cudaMalloc memory) a legacy descriptor; for a buffer of
+        MemoryResource.ipc_pool() a pool buffer's, which imports into the
+        mapped pool. Keep this buffer alive while importers use it."""
+        from . import _ipc_pool
+        return _ipc_pool.descriptor_of(self)
 
     @classmethod
-    def from_ipc_descriptor(cls, descriptor: bytes) -> "Buffer":
-        """Map memory another process exported; the mapping lasts until this
-        buffer and its views are gone. IPCError for a malformed, stale,
-        other-host or same-process descriptor."""
-        d = bytes(descriptor)
+    def from_ipc_descriptor(cls, mr_or_descriptor, descriptor: bytes | None = None) -> "Buffer":
+        """Import memory another process exported. from_ipc_descriptor(d): a
+        legacy descriptor, mapped until this buffer and its views are gone.
+        from_ipc_descriptor(mr, d) (cuda.core's form): a buffer of the pool
+        `mr` maps (MemoryResource.from_allocation_handle), freed here when
+        this buffer and its views are gone. IPCError for a malformed, stale,
+        other-host, same-process or other-pool descriptor."""
+        if descriptor is not None:
+            from . import _ipc_pool
+            return _ipc_pool.import_buffer(cls, mr_or_descriptor, descriptor)
+        d = bytes(mr_or_descriptor)
         return cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
 
     def __reduce__(self):
         """Pickling (multiprocessing) sends the IPC descriptor: the receiving
-        process maps the same memory."""
-        return (Buffer.from_ipc_descriptor, (self.get_ipc_descriptor(),))
+        process maps the same memory (a pool buffer sends its pool too, once
+        per message)."""
+        from . import _ipc_pool
+        return _ipc_pool.reduce_buffer(self)
 
     @property
     def __cuda_array_interface__(self):

@@ -1,0 +1,209 @@
+"""IPC-enabled memory pools: sharing buffers between processes of one host
+through a pool's file descriptor (sent once) and 136-byte buffer descriptors
+(cuMemPoolExportPointer data, a few microseconds to import).
+
+The names follow cuda.core: MemoryResource.ipc_pool() (cuda.core's
+DeviceMemoryResource(dev, DeviceMemoryResourceOptions(ipc_enabled=True))),
+mr.get_allocation_handle(), MemoryResource.from_allocation_handle(dev, h),
+buffer.get_ipc_descriptor(), Buffer.from_ipc_descriptor(mr, descriptor).
+
+Pickling (multiprocessing): an exporting resource pickles as its descriptor
+plus its fd wrapped in multiprocessing.reduction.DupFd (the fd travels over
+multiprocessing's own unix socket); a buffer of it pickles as (resource,
+descriptor), so a list of buffers carries the resource, and its fd, once.
+The receiving process maps each pool once and keeps it in a registry keyed
+by the pool id: later messages reuse the mapping (the fd they carry is
+received and closed)."""
+from __future__ import annotations
+
+import ctypes as C
+import os
+import weakref
+
+from . import _capi
+from ._lib import call, raise_last, raw
+
+DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
+_KIND_AT, _ID_AT = 10, 56          # src/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
+_POOL_MEMORY = _capi.CUABI_IPC_POOL_MEMORY
+
+# pool id (8 descriptor bytes) -> resource. Exporters: weak (the program owns
+# them; a buffer's pickle finds its resource's Python object here, so that a
+# list pickles it once). Mapped pools: strong (mapped once per process and
+# reused by every later message; close() the resource to unmap it).
+_exported: "weakref.WeakValueDictionary[bytes, object]" = weakref.WeakValueDictionary()
+_mapped: dict = {}
+
+
+def _forget_after_fork():
+    # A forked child is another process: the parent's pools are not its own
+    # (it must map them), and the parent's mappings are not valid there.
+    _exported.clear()
+    _mapped.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+# The per-buffer calls, unconverted (the benchmark's path).
+_export = raw("cuabi_ipc_buffer_export")
+_import = raw("cuabi_ipc_pool_buffer_import")
+_SIZE = C.c_size_t(DESCRIPTOR_SIZE)
+
+
+class IPCAllocationHandle:
+    """A pool's shareable handle: an owned file descriptor and the pool's
+    descriptor (bytes). close() closes the fd; pickling sends a duplicate
+    through multiprocessing (DupFd), so it works with multiprocessing's
+    queues and pipes, not with plain pickle files."""
+
+    __slots__ = ("_fd", "descriptor", "__weakref__")
+
+    def __init__(self, fd: int, descriptor: bytes):
+        self._fd = int(fd)
+        self.descriptor = bytes(descriptor)
+
+    @property
+    def handle(self) -> int:
+        """The file descriptor (cuda.core's name); ValueError after close()."""
+        if self._fd < 0:
+            raise ValueError("IPCAllocationHandle is closed")
+        return self._fd
+
+    def fileno(self) -> int:
+        return self.handle
+
+    def detach(self) -> int:
+        """The fd, which the caller now owns (this object forgets it)."""
+        fd, self._fd = self.handle, -1
+        return fd
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __reduce__(self):
+        from multiprocessing.reduction import DupFd
+        return _rebuild_handle, (DupFd(self.handle), self.descriptor)
+
+    def __repr__(self):
+        state = "closed" if self._fd < 0 else f"fd {self._fd}"
+        return f"<cuabi.IPCAllocationHandle {state}, pool {self.descriptor[_ID_AT:_ID_AT + 8].hex()}>"
+
+
+def _rebuild_handle(dup, descriptor):
+    return IPCAllocationHandle(dup.detach(), descriptor)
+
+
+# --------------------------------------------------------------- exporter
+
+def create(cls, device, max_size, release_threshold):
+    from ._core import _as_device
+    from ._lib import new_struct
+    opts = new_struct(_capi.cuabi_ipc_pool_options)
+    if max_size:
+        opts.max_size = int(max_size)
+    if release_threshold is not None:
+        opts.release_threshold = int(release_threshold)
+    mr = cls._wrap(call("cuabi_ipc_pool_create", _as_device(device), C.byref(opts)))
+    _exported[pool_key(mr)] = mr
+    return mr
+
+
+def pool_key(mr) -> bytes:
+    """The pool id as descriptors carry it (little-endian)."""
+    _role, pid = call("cuabi_ipc_pool_info", mr)
+    return pid.to_bytes(8, "little")
+
+
+def allocation_handle(mr) -> IPCAllocationHandle:
+    d = (C.c_uint8 * DESCRIPTOR_SIZE)()
+    fd = call("cuabi_ipc_pool_export", d, DESCRIPTOR_SIZE, mr)
+    return IPCAllocationHandle(fd, bytes(d))
+
+
+def reduce_resource(mr):
+    """An exporting pool pickles as its descriptor and a DupFd of an fd it
+    keeps for that (exported once, closed with the resource)."""
+    h = mr.__dict__.get("_ipc_handle")
+    if h is None or h.closed:
+        h = mr._ipc_handle = allocation_handle(mr)
+        weakref.finalize(mr, h.close)
+        _exported.setdefault(h.descriptor[_ID_AT:_ID_AT + 8], mr)
+    from multiprocessing.reduction import DupFd
+    return _rebuild_resource, (h.descriptor, DupFd(h.handle))
+
+
+def _rebuild_resource(descriptor, dup):
+    fd = dup.detach()           # always: the sender's sharer holds it until taken
+    try:
+        return from_descriptor(fd, descriptor)
+    finally:
+        os.close(fd)
+
+
+def from_descriptor(fd, descriptor):
+    """The resource of a pool for this process: the exporter itself here,
+    a mapping made earlier, or a new mapping."""
+    from ._memory import MemoryResource
+    d = bytes(descriptor)
+    key = d[_ID_AT:_ID_AT + 8]
+    mr = _exported.get(key)
+    if mr is not None and not mr.closed:
+        return mr
+    mr = _mapped.get(key)
+    if mr is None or mr.closed:
+        mr = _mapped[key] = MemoryResource._wrap(call("cuabi_ipc_pool_import", int(fd),
+                                                      d or None, len(d)))
+    return mr
+
+
+# ----------------------------------------------------------------- buffers
+
+def descriptor_of(buf) -> bytes:
+    out = C.create_string_buffer(DESCRIPTOR_SIZE)
+    st = _export(out, _SIZE, C.c_void_p(buf.handle))
+    if st:
+        raise_last(st, "cuabi_ipc_buffer_export")
+    return out.raw
+
+
+def reduce_buffer(buf):
+    d = descriptor_of(buf)
+    if d[_KIND_AT] != _POOL_MEMORY:
+        return buf.from_ipc_descriptor, (d,)
+    mr = _exported.get(d[_ID_AT:_ID_AT + 8])
+    if mr is None or mr.closed:     # a pool made outside Python: adopt its resource
+        mr = buf.resource
+        _exported[d[_ID_AT:_ID_AT + 8]] = mr
+    return _rebuild_buffer, (mr, d)
+
+
+def import_buffer(cls, mr, descriptor):
+    out = C.c_void_p()
+    d = bytes(descriptor)
+    st = _import(C.byref(out), C.c_void_p(mr.handle), d or None, C.c_size_t(len(d)))
+    if st:
+        raise_last(st, "cuabi_ipc_pool_buffer_import")
+    return cls._wrap(out.value)
+
+
+def _rebuild_buffer(mr, descriptor):
+    from ._memory import Buffer
+    return import_buffer(Buffer, mr, descriptor)

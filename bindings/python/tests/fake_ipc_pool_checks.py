@@ -1,0 +1,154 @@
+"""Pool IPC from Python against the C tests' fake driver (no GPU): run by
+test_ipc_pool.py in a process whose CUABI_DRIVER_PATH names
+tests/.libs/fake_cuda_graph.so. Fake "device" memory is host memory and a
+pool's fd is a memfd; a forked child (multiprocessing's fork context) sees
+the parent's allocations as they were at the fork, so buffers are made and
+filled before the child starts."""
+import gc
+import multiprocessing as mp
+import os
+import pickle
+
+import pytest
+
+import cuabi
+from cuabi import _ipc_pool
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def dev():
+    assert cuabi.device_count() > 0, "the fake driver is not loaded"
+    return cuabi.Device(0)
+
+
+def fill(buf, byte):
+    buf.copy_from(bytes([byte]) * buf.size)
+
+
+def test_pool_resource(dev):
+    mr = cuabi.MemoryResource.ipc_pool(dev, max_size=64 * MiB)
+    assert mr.is_ipc_enabled and not mr.is_mapped
+    assert mr.kind == "device" and mr.device.ordinal == 0
+    b = cuabi.Buffer(4096, mr, stream=dev.create_stream())
+    d = b.get_ipc_descriptor()
+    assert len(d) == cuabi._capi.CUABI_IPC_DESCRIPTOR_SIZE
+    assert d[10] == cuabi._capi.CUABI_IPC_POOL_MEMORY
+    assert not cuabi.MemoryResource.pool(dev).is_ipc_enabled
+    with mr.get_allocation_handle() as h:
+        assert h.handle >= 0 and os.fstat(h.fileno())
+        assert h.descriptor[10] == cuabi._capi.CUABI_IPC_POOL
+        assert "pool" in repr(h)
+    assert h.closed
+    with pytest.raises(ValueError):
+        h.handle
+    b.close()
+
+
+def test_same_process_round_trip_is_refused(dev):
+    mr = cuabi.MemoryResource.ipc_pool(dev)
+    b = cuabi.Buffer(256, mr)
+    # The pool unpickles to itself here; its buffer cannot be imported into it.
+    assert _ipc_pool.from_descriptor(-1, mr.get_allocation_handle().descriptor) is mr
+    with pytest.raises(cuabi.IPCError, match="this process exported the pool"):
+        cuabi.Buffer.from_ipc_descriptor(mr, b.get_ipc_descriptor())
+    with pytest.raises(cuabi.IPCError, match="cuabi_ipc_pool_buffer_import"):
+        cuabi.Buffer.from_ipc_descriptor(b.get_ipc_descriptor())    # legacy form
+    h = mr.get_allocation_handle()
+    with pytest.raises(cuabi.IPCError, match="this process"):
+        cuabi.MemoryResource._wrap(cuabi._lib.call("cuabi_ipc_pool_import", h.handle,
+                                                   h.descriptor, len(h.descriptor)))
+    h.close()
+
+
+def test_other_resources_do_not_pickle(dev):
+    with pytest.raises(TypeError, match="ipc_pool"):
+        pickle.dumps(cuabi.MemoryResource.device_default(dev))
+    with pytest.raises(cuabi.IPCError):      # memory of a pool that is not IPC-enabled
+        pickle.dumps(cuabi.Buffer(64, cuabi.MemoryResource.device_default(dev)))
+
+
+def _child(q, out):
+    """Receives lists of (buffer, expected byte); answers what it saw."""
+    import cuabi as c
+    seen = []
+    while True:
+        msg = q.get()
+        if msg is None:
+            break
+        report = []
+        for buf, byte in msg:
+            data = bytes(buf.copy_to())
+            report.append((buf.size, data == bytes([byte]) * buf.size))
+        report.append(len(c._ipc_pool._mapped))
+        mapped = list(c._ipc_pool._mapped.values())
+        report.append(all(m.is_mapped for m in mapped))
+        seen.extend(id(m) for m in mapped)
+        report.append(len(set(seen)))
+        for buf, _ in msg:
+            buf.close()
+        out.put(report)
+
+
+def test_pickled_to_a_child(dev):
+    mr = cuabi.MemoryResource.ipc_pool(dev)
+    bufs = [cuabi.Buffer(1000 + i, mr) for i in range(8)]
+    for i, b in enumerate(bufs):
+        fill(b, 10 + i)
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, out))
+    p.start()
+    try:
+        q.put([(b, 10 + i) for i, b in enumerate(bufs)])
+        report = out.get(timeout=60)
+        assert report[:8] == [(1000 + i, True) for i in range(8)]
+        assert report[8:] == [1, True, 1]          # one pool, mapped once
+        fds = len(os.listdir("/proc/self/fd"))
+        for _ in range(5):                         # later messages reuse the mapping
+            q.put([(bufs[3], 13), (bufs[5], 15)])
+            report = out.get(timeout=60)
+            assert report == [(1003, True), (1005, True), 1, True, 1]
+        gc.collect()
+        assert len(os.listdir("/proc/self/fd")) == fds    # no fd left per message
+    finally:
+        q.put(None)
+        p.join(60)
+    assert p.exitcode == 0
+    for b in bufs:
+        b.close()
+
+
+def _child_handle(conn):
+    import cuabi as c
+    h, descs = conn.recv()
+    mr = c.MemoryResource.from_allocation_handle(0, h)
+    again = c.MemoryResource.from_allocation_handle(c.Device(0), h)
+    h.close()
+    ok = mr is again and mr.is_mapped
+    try:
+        c.Buffer(64, mr)
+        ok = False
+    except c.NotSupportedError:
+        pass
+    sizes = []
+    for d in descs:
+        with c.Buffer.from_ipc_descriptor(mr, d) as b:
+            sizes.append(b.size)
+    conn.send((ok, sizes))
+
+
+def test_allocation_handle_to_a_child(dev):
+    mr = cuabi.MemoryResource.ipc_pool(dev)
+    bufs = [cuabi.Buffer(n, mr) for n in (64, 128)]
+    ctx = mp.get_context("fork")
+    a, b = ctx.Pipe()
+    p = ctx.Process(target=_child_handle, args=(b,))
+    p.start()
+    with mr.get_allocation_handle() as h:
+        a.send((h, [x.get_ipc_descriptor() for x in bufs]))
+    ok, sizes = a.recv()
+    p.join(60)
+    assert ok and sizes == [64, 128]
+    assert p.exitcode == 0
