@@ -11,6 +11,12 @@
  *    re-executed, its context made before anything is timed), per call,
  *    1 MiB buffers, beside the raw cuIpcGetMemHandle / cuIpcOpenMemHandle /
  *    cuIpcCloseMemHandle on the same memory. Needs one GPU.
+ * 3. Pool IPC latency: the same for buffers of an IPC pool
+ *    (cuabi_ipc_pool_create): the pool's fd goes to the child once
+ *    (cuabi_ipc_fd_send), which maps it (timed once), then per buffer
+ *    cuabi_ipc_buffer_export here, cuabi_ipc_pool_buffer_import and destroy
+ *    there, beside the raw cuMemPoolExportPointer / cuMemPoolImportPointer /
+ *    cuMemFree on the same memory. Needs one GPU.
  *
  * Prints one table; figures are medians of the runs.
  */
@@ -20,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,10 +339,179 @@ static void bench_ipc(const char *self)
     cuabi_device_release(dev);
 }
 
+/* ------------------------------------------------------------- pool IPC */
+
+typedef CUresult (*pool_export_fn)(CUmemPoolPtrExportData *, CUdeviceptr);
+typedef CUresult (*pool_import_fn)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *);
+typedef CUresult (*pool_from_fd_fn)(CUmemoryPool *, void *, CUmemAllocationHandleType,
+                                    unsigned long long);
+typedef CUresult (*mem_free_fn)(CUdeviceptr);
+
+typedef struct pool_figures {
+    double map, imp, rel, rimp, rfree;
+} pool_figures;
+
+/* The raw driver's import and free of the same pointers, through its own
+ * import of the pool (the driver hands a process one pool per export, so
+ * this is the pool cuabi mapped; it is left to the process's end). */
+static void pool_child_raw(int fd, uint8_t (*d)[CUABI_IPC_DESCRIPTOR_SIZE], pool_figures *f)
+{
+    pool_from_fd_fn from_fd = (pool_from_fd_fn)driver_entry("cuMemPoolImportFromShareableHandle");
+    pool_import_fn imp = (pool_import_fn)driver_entry("cuMemPoolImportPointer");
+    mem_free_fn mfree = (mem_free_fn)driver_entry("cuMemFree_v2");
+    CUmemoryPool pool;
+    if (from_fd(&pool, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) {
+        fprintf(stderr, "bench_peer: raw cuMemPoolImportFromShareableHandle failed\n");
+        exit(1);
+    }
+    double ti[IPC_BUFFERS], tf[IPC_BUFFERS];
+    for (int i = 0; i < IPC_BUFFERS; i++) {
+        CUmemPoolPtrExportData data;
+        memcpy(data.reserved, d[i] + 64, sizeof data.reserved);  /* the descriptor's handle */
+        CUdeviceptr p;
+        double t0 = now_us();
+        if (imp(&p, pool, &data) != CUDA_SUCCESS) {
+            fprintf(stderr, "bench_peer: raw cuMemPoolImportPointer failed\n");
+            exit(1);
+        }
+        double t1 = now_us();
+        mfree(p);
+        ti[i] = t1 - t0;
+        tf[i] = now_us() - t1;
+    }
+    f->rimp = median(ti, IPC_BUFFERS);
+    f->rfree = median(tf, IPC_BUFFERS);
+}
+
+/* The child: receive the pool and the buffers' descriptors on the socket,
+ * map the pool (timed), import and destroy each buffer (timed), then the
+ * raw driver's calls; answer the figures. */
+static int pool_child(int sock)
+{
+    cuabi_device *dev;
+    check(cuabi_device_get(&dev, 0), "device");
+    check(cuabi_device_set_current(dev), "set current");
+    int fd;
+    uint8_t pd[CUABI_IPC_DESCRIPTOR_SIZE], d[IPC_BUFFERS][CUABI_IPC_DESCRIPTOR_SIZE];
+    check(cuabi_ipc_fd_receive(&fd, pd, sizeof pd, sock), "receive the pool");
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        if (recv(sock, d[i], sizeof d[i], 0) != (ssize_t)sizeof d[i]) {
+            fprintf(stderr, "bench_peer: pool child: descriptor %d missing\n", i);
+            return 1;
+        }
+    pool_figures f;
+    cuabi_memory_resource *mr;
+    double t0 = now_us();
+    check(cuabi_ipc_pool_import(&mr, fd, pd, sizeof pd), "pool import");
+    f.map = now_us() - t0;
+    double ti[IPC_BUFFERS], tr[IPC_BUFFERS];
+    for (int i = 0; i < IPC_BUFFERS; i++) {
+        cuabi_buffer *b;
+        t0 = now_us();
+        check(cuabi_ipc_pool_buffer_import(&b, mr, d[i], sizeof d[i]), "pool buffer import");
+        double t1 = now_us();
+        check(cuabi_buffer_destroy(b), "destroy");
+        ti[i] = t1 - t0;
+        tr[i] = now_us() - t1;
+    }
+    f.imp = median(ti, IPC_BUFFERS);
+    f.rel = median(tr, IPC_BUFFERS);
+    pool_child_raw(fd, d, &f);
+    close(fd);
+    if (send(sock, &f, sizeof f, 0) != (ssize_t)sizeof f)
+        return 1;
+    cuabi_memory_resource_release(mr);
+    cuabi_device_release(dev);
+    return 0;
+}
+
+static pid_t spawn_pool_child(const char *self, int child_end, int parent_end)
+{
+    char fdarg[16];
+    snprintf(fdarg, sizeof fdarg, "%d", child_end);
+    char *args[] = { (char *)self, "--pool-child", fdarg, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addclose(&fa, parent_end);
+    pid_t pid;
+    if (posix_spawn(&pid, self, &fa, NULL, args, environ) != 0) {
+        perror("bench_peer: spawn");
+        exit(1);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+static void bench_pool_ipc(const char *self)
+{
+    cuabi_device *dev;
+    cuabi_memory_resource *r;
+    cuabi_stream *s;
+    cuabi_buffer *bufs[IPC_BUFFERS];
+    check(cuabi_device_get(&dev, 0), "device");
+    check(cuabi_ipc_pool_create(&r, dev, NULL), "ipc pool");
+    check(cuabi_stream_create(&s, dev, NULL), "stream");
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        check(cuabi_buffer_allocate(&bufs[i], r, (size_t)1 << 20, 0, s), "allocate");
+    check(cuabi_stream_synchronize(s), "sync");   /* allocated before the child imports */
+    pool_export_fn raw_export = (pool_export_fn)driver_entry("cuMemPoolExportPointer");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) {
+        perror("bench_peer: socketpair");
+        exit(1);
+    }
+    pid_t pid = spawn_pool_child(self, sv[1], sv[0]);
+    close(sv[1]);
+    int fd;
+    uint8_t pd[CUABI_IPC_DESCRIPTOR_SIZE], d[CUABI_IPC_DESCRIPTOR_SIZE];
+    check(cuabi_ipc_pool_export(&fd, pd, sizeof pd, r), "pool export");
+    check(cuabi_ipc_fd_send(sv[0], fd, pd, sizeof pd), "send the pool");
+    close(fd);
+    double t[IPC_BUFFERS], traw[IPC_BUFFERS];
+    for (int i = 0; i < IPC_BUFFERS; i++) {
+        double t0 = now_us();
+        check(cuabi_ipc_buffer_export(d, sizeof d, bufs[i]), "export");
+        t[i] = now_us() - t0;
+        if (send(sv[0], d, sizeof d, 0) != (ssize_t)sizeof d) {
+            perror("bench_peer: send");
+            exit(1);
+        }
+        uintptr_t p;
+        CUmemPoolPtrExportData raw;
+        check(cuabi_buffer_pointer(&p, bufs[i]), "pointer");
+        t0 = now_us();
+        if (raw_export(&raw, (CUdeviceptr)p) != CUDA_SUCCESS) {
+            fprintf(stderr, "bench_peer: raw cuMemPoolExportPointer failed\n");
+            exit(1);
+        }
+        traw[i] = now_us() - t0;
+    }
+    pool_figures f = { -1, -1, -1, -1, -1 };
+    if (recv(sv[0], &f, sizeof f, 0) != (ssize_t)sizeof f)
+        f = (pool_figures){ -1, -1, -1, -1, -1 };
+    close(sv[0]);
+    int status;
+    waitpid(pid, &status, 0);   /* the importer freed everything: now the exporter */
+    printf("pool IPC, 1 MiB buffers, median us per call (raw = the driver's cuMemPool* calls):\n"
+           "  export %.2f (raw cuMemPoolExportPointer %.2f); in another process, context made: "
+           "pool mapped once in %.2f, then import %.2f (raw cuMemPoolImportPointer %.2f), "
+           "release %.2f (raw cuMemFree %.2f)\n",
+           median(t, IPC_BUFFERS), median(traw, IPC_BUFFERS), f.map, f.imp, f.rimp, f.rel,
+           f.rfree);
+    for (int i = 0; i < IPC_BUFFERS; i++)
+        cuabi_buffer_free_async(bufs[i], s);
+    cuabi_stream_synchronize(s);
+    cuabi_stream_release(s);
+    cuabi_memory_resource_release(r);
+    cuabi_device_release(dev);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ipc-child") == 0)
         return ipc_child();
+    if (argc > 2 && strcmp(argv[1], "--pool-child") == 0)
+        return pool_child(atoi(argv[2]));
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     int n = 0;
     cuabi_status st = cuabi_device_count(&n);
@@ -346,5 +522,6 @@ int main(int argc, char **argv)
     }
     bench_bandwidth(quick);
     bench_ipc(argv[0]);
+    bench_pool_ipc(argv[0]);
     return 0;
 }

@@ -11,7 +11,9 @@
 2. IPC latency: a list of 32 buffers of 1 MiB pickled to a spawned child
    (already started, its context current) through a multiprocessing queue,
    from the put in the parent to every buffer mapped in the child, per
-   buffer, median of 5 rounds: cuabi (MemoryResource.ipc buffers) and
+   buffer, median of 5 rounds: cuabi legacy IPC (MemoryResource.ipc
+   buffers), cuabi pool IPC (MemoryResource.ipc_pool buffers: the pool's fd
+   travels once per message, the pool is mapped once per child) and
    cuda.core (IPC-enabled DeviceMemoryResource) when importable.
 Peers that are not installed are reported as skipped.
 """
@@ -184,7 +186,12 @@ def ipc_latency(count=32):
     dev = cuabi.Device(0)
     mr = cuabi.MemoryResource.ipc(dev)
     bufs = [cuabi.Buffer(MiB, mr) for _ in range(count)]
-    res["cuabi"] = _latency(_cuabi_child, bufs)
+    res["cuabi legacy IPC"] = _latency(_cuabi_child, bufs)
+    pool = cuabi.MemoryResource.ipc_pool(dev, max_size=256 * MiB)
+    s = dev.create_stream()
+    pbufs = [cuabi.Buffer(MiB, pool, stream=s) for _ in range(count)]
+    s.synchronize()                     # allocated before the child imports
+    res["cuabi pool IPC"] = _latency(_cuabi_child, pbufs)
     try:
         from cuda.core import Device, DeviceMemoryResource, DeviceMemoryResourceOptions
         d = Device(0)

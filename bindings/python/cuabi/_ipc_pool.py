@@ -7,17 +7,21 @@ DeviceMemoryResource(dev, DeviceMemoryResourceOptions(ipc_enabled=True))),
 mr.get_allocation_handle(), MemoryResource.from_allocation_handle(dev, h),
 buffer.get_ipc_descriptor(), Buffer.from_ipc_descriptor(mr, descriptor).
 
-Pickling (multiprocessing): an exporting resource pickles as its descriptor
-plus its fd wrapped in multiprocessing.reduction.DupFd (the fd travels over
-multiprocessing's own unix socket); a buffer of it pickles as (resource,
-descriptor), so a list of buffers carries the resource, and its fd, once.
-The receiving process maps each pool once and keeps it in a registry keyed
-by the pool id: later messages reuse the mapping (the fd they carry is
-received and closed)."""
+Pickling (multiprocessing): a buffer of a pool pickles as (resource,
+descriptor), so a list of buffers carries its resource once. The resource
+pickles as its descriptor and the address of a small fd server in the
+exporting process (a multiprocessing Listener, authenticated with the
+process's authkey like multiprocessing's own resource sharer). The
+receiving process maps each pool once and keeps it in a registry keyed by
+the pool id; only the first message that names a pool makes it ask the
+server for the fd (SCM_RIGHTS). multiprocessing's DupFd would send the fd
+with every message and cost a connection each time (about 300 us, 10 us a
+buffer in a message of 32) even where the pool is mapped already."""
 from __future__ import annotations
 
 import ctypes as C
 import os
+import threading
 import weakref
 
 from . import _capi
@@ -37,9 +41,12 @@ _mapped: dict = {}
 
 def _forget_after_fork():
     # A forked child is another process: the parent's pools are not its own
-    # (it must map them), and the parent's mappings are not valid there.
+    # (it must map them), the parent's mappings are not valid there, and
+    # the parent's fd server thread does not run there.
+    global _server
     _exported.clear()
     _mapped.clear()
+    _server = None
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -138,20 +145,101 @@ def allocation_handle(mr) -> IPCAllocationHandle:
     return IPCAllocationHandle(fd, bytes(d))
 
 
+class _FdServer:
+    """Hands this process's pool fds to processes that ask for them (a
+    daemon thread on a multiprocessing Listener; clients authenticate with
+    the authkey multiprocessing gives every process of one program)."""
+
+    def __init__(self):
+        from multiprocessing import current_process
+        from multiprocessing.connection import Listener
+        self._fds: dict = {}            # pool key -> fd (the resource's, not a dup)
+        self._lock = threading.Lock()
+        self._listener = Listener(family="AF_UNIX", authkey=current_process().authkey)
+        self.address = self._listener.address
+        threading.Thread(target=self._serve, name="cuabi-ipc-pool-fds", daemon=True).start()
+
+    def share(self, key, fd):
+        with self._lock:
+            self._fds[key] = fd
+
+    def unshare(self, key, fd):
+        """Forget `fd` before it is closed (never send a closed number)."""
+        with self._lock:
+            if self._fds.get(key) == fd:
+                del self._fds[key]
+
+    def _serve(self):
+        from multiprocessing.reduction import send_handle
+        while True:
+            try:
+                conn = self._listener.accept()     # authenticates
+            except Exception:                   # noqa: BLE001 (a bad client; keep serving)
+                continue
+            try:
+                key, pid = conn.recv()
+                with self._lock:                # sent under the lock: unshare() waits
+                    fd = self._fds.get(key)
+                    conn.send(fd is not None)
+                    if fd is not None:
+                        send_handle(conn, fd, pid)
+            except Exception:                   # noqa: BLE001
+                pass
+            finally:
+                conn.close()
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _fd_server() -> _FdServer:
+    global _server
+    with _server_lock:
+        if _server is None:
+            _server = _FdServer()
+        return _server
+
+
+def _fetch_fd(address, key) -> int:
+    from multiprocessing import current_process
+    from multiprocessing.connection import Client
+    from multiprocessing.reduction import recv_handle
+    with Client(address, authkey=current_process().authkey) as c:
+        c.send((key, os.getpid()))
+        if not c.recv():
+            from .errors import IPCError
+            raise IPCError(f"the exporting process no longer shares pool {key.hex()} "
+                           "(its resource was closed)", status=_capi.CUABI_ERROR_IPC)
+        return recv_handle(c)
+
+
+def _unshare(key, h):
+    if _server is not None:
+        _server.unshare(key, h._fd)
+    h.close()
+
+
 def reduce_resource(mr):
-    """An exporting pool pickles as its descriptor and a DupFd of an fd it
-    keeps for that (exported once, closed with the resource)."""
+    """An exporting pool pickles as its descriptor and its fd server's
+    address; its fd is exported once and closed with the resource."""
     h = mr.__dict__.get("_ipc_handle")
     if h is None or h.closed:
         h = mr._ipc_handle = allocation_handle(mr)
-        weakref.finalize(mr, h.close)
-        _exported.setdefault(h.descriptor[_ID_AT:_ID_AT + 8], mr)
-    from multiprocessing.reduction import DupFd
-    return _rebuild_resource, (h.descriptor, DupFd(h.handle))
+        key = h.descriptor[_ID_AT:_ID_AT + 8]
+        _fd_server().share(key, h.handle)
+        weakref.finalize(mr, _unshare, key, h)
+        _exported.setdefault(key, mr)
+    return _rebuild_resource, (h.descriptor, _fd_server().address)
 
 
-def _rebuild_resource(descriptor, dup):
-    fd = dup.detach()           # always: the sender's sharer holds it until taken
+def _rebuild_resource(descriptor, address):
+    key = bytes(descriptor)[_ID_AT:_ID_AT + 8]
+    for registry in (_exported, _mapped):
+        mr = registry.get(key)
+        if mr is not None and not mr.closed:
+            return mr                   # no fd needed: mapped (or exported) here already
+    fd = _fetch_fd(address, key)
     try:
         return from_descriptor(fd, descriptor)
     finally:
