@@ -26,7 +26,8 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        add_dependency!, remove_dependency!, conditional_handle, to_dot,
        enable_peer_access, disable_peer_access, peer_attribute, set_peer_access!, peer_access,
        copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
-       ipc_descriptor_kind,
+       ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
+       ipc_send_fd, ipc_receive_fd,
        pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
 
 # ------------------------------------------------------------------ errors

@@ -70,9 +70,66 @@ ipc_event(d::Device) = _own(Event, _create(out -> L.cuabi_ipc_event_create(out, 
 "Open an event another process exported."
 ipc_import_event(d::Vector{UInt8}) = _own(Event, _create(out -> L.cuabi_ipc_event_import(out, d, length(d))))
 
-"What an IPC descriptor describes (`:memory` or `:event`), checking its framing without the driver."
+const _IPC_KINDS = Dict(L.CUABI_IPC_MEMORY => :memory, L.CUABI_IPC_EVENT => :event,
+                        L.CUABI_IPC_POOL => :pool, L.CUABI_IPC_POOL_MEMORY => :pool_memory)
+
+"What an IPC descriptor describes (`:memory`, `:event`, `:pool`, `:pool_memory`), checking its framing without the driver."
 function ipc_descriptor_kind(d::Vector{UInt8})
     k = Ref{L.cuabi_ipc_kind}(L.CUABI_IPC_MEMORY)
     check(L.cuabi_ipc_descriptor_kind(k, d, length(d)))
-    k[] == L.CUABI_IPC_EVENT ? :event : :memory
+    _IPC_KINDS[k[]]
+end
+
+# ---- IPC-enabled pools: the pool's fd goes once, then each buffer is a descriptor
+
+"""
+    ipc_pool(d; max_size = 0, release_threshold = nothing)
+
+A stream-ordered pool other processes can map (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR):
+allocate with `Buffer(pool, n; stream)`, export it once with `ipc_pool_export`, its buffers
+with `ipc_export`.
+"""
+function ipc_pool(d::Device; max_size::Integer = 0, release_threshold = nothing)
+    o = _init(L.cuabi_ipc_pool_options, L.cuabi_ipc_pool_options_init, L.CUABI_IPC_POOL_OPTIONS_VERSION)
+    o = _with(o; max_size = UInt64(max_size))
+    release_threshold === nothing || (o = _with(o; release_threshold = UInt64(release_threshold)))
+    _own(MemoryResource, _create(out -> L.cuabi_ipc_pool_create(out, d, Ref(o))))
+end
+
+"Export an IPC pool: `(fd, descriptor)`; the fd is yours to send (`ipc_send_fd`) and close."
+function ipc_pool_export(r::MemoryResource)
+    fd = Ref{Cint}(-1)
+    out = zeros(UInt8, L.CUABI_IPC_DESCRIPTOR_SIZE)
+    check(L.cuabi_ipc_pool_export(fd, out, length(out), r))
+    (Int(fd[]), out)
+end
+
+"Map a pool another process exported from its fd (not closed) and descriptor; it receives buffers only."
+ipc_pool_import(fd::Integer, d::Vector{UInt8}) =
+    _own(MemoryResource, _create(out -> L.cuabi_ipc_pool_import(out, fd, d, length(d))))
+
+"Import a buffer of the pool `r` maps from its descriptor (freed when it and its views are gone)."
+ipc_import_buffer(r::MemoryResource, d::Vector{UInt8}) =
+    _own(Buffer, _create(out -> L.cuabi_ipc_pool_buffer_import(out, r, d, length(d))), nothing)
+
+const _IPC_POOL_ROLES = Dict(L.CUABI_IPC_POOL_NONE => :none, L.CUABI_IPC_POOL_EXPORTER => :exporter,
+                             L.CUABI_IPC_POOL_MAPPED => :mapped)
+
+"What `r` is to pool IPC (`:none`, `:exporter`, `:mapped`) and the pool's id."
+function ipc_pool_info(r::MemoryResource)
+    role = Ref{L.cuabi_ipc_pool_role}(L.CUABI_IPC_POOL_NONE)
+    id = Ref{UInt64}(0)
+    check(L.cuabi_ipc_pool_info(role, id, r))
+    (_IPC_POOL_ROLES[role[]], id[])
+end
+
+"Send the file descriptor `fd` and the bytes `d` in one message over the unix socket `sock` (SCM_RIGHTS)."
+ipc_send_fd(sock::Integer, fd::Integer, d::Vector{UInt8}) = check(L.cuabi_ipc_fd_send(sock, fd, d, length(d)))
+
+"Receive what `ipc_send_fd` sent: `(fd, bytes)` with exactly `n` bytes; the fd is yours to close."
+function ipc_receive_fd(sock::Integer, n::Integer = L.CUABI_IPC_DESCRIPTOR_SIZE)
+    fd = Ref{Cint}(-1)
+    out = zeros(UInt8, n)
+    check(L.cuabi_ipc_fd_receive(fd, out, n, sock))
+    (Int(fd[]), out)
 end

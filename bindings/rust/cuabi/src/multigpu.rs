@@ -1,6 +1,7 @@
 //! Several GPUs and processes (issue 15): peer access and attributes, peer
 //! copies of buffers and strided views, pool access from other devices, and
-//! IPC descriptors for buffers and events (see cuabi/peer.h, cuabi/ipc.h).
+//! IPC descriptors for buffers and events, and IPC-enabled pools (see
+//! cuabi/peer.h, cuabi/ipc.h).
 use crate::device::Device;
 use crate::error::{check, Result};
 use crate::event::Event;
@@ -17,6 +18,27 @@ pub type PeerAttribute = sys::cuabi_peer_attribute;
 pub type PeerAccess = sys::cuabi_peer_access;
 /// What an IPC descriptor describes (`cuabi_ipc_kind`).
 pub type IpcKind = sys::cuabi_ipc_kind;
+/// What a resource is to pool IPC (`cuabi_ipc_pool_role`).
+pub type IpcPoolRole = sys::cuabi_ipc_pool_role;
+
+/// An exported pool: its file descriptor (owned, closed on drop) and its
+/// descriptor. Send both to the importer (`ipc_send_fd` over a unix socket).
+#[derive(Debug)]
+pub struct IpcPoolHandle {
+    fd: std::os::fd::OwnedFd,
+    pub descriptor: Vec<u8>,
+}
+
+impl IpcPoolHandle {
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+    /// The fd, now the caller's.
+    pub fn into_fd(self) -> std::os::fd::OwnedFd {
+        self.fd
+    }
+}
 
 fn opt_stream(s: Option<&Stream>) -> *mut sys::cuabi_stream {
     s.map_or(core::ptr::null_mut(), |s| s.as_raw())
@@ -52,6 +74,47 @@ impl MemoryResource {
         check(unsafe { sys::cuabi_peer_set_pool_access(self.as_raw(), device.as_raw(), access) })
     }
 
+    /// An IPC-enabled stream-ordered pool (POSIX fd handles): allocate as from
+    /// any pool, export it once with [`MemoryResource::ipc_pool_export`], its
+    /// buffers with [`Buffer::ipc_export`]. `max_size` 0 is the driver's default.
+    pub fn ipc_pool(device: &Device, max_size: u64, release_threshold: Option<u64>) -> Result<MemoryResource> {
+        let mut o = sys::cuabi_ipc_pool_options::default();
+        check(unsafe { sys::cuabi_ipc_pool_options_init(&mut o, sys::CUABI_IPC_POOL_OPTIONS_VERSION) })?;
+        o.max_size = max_size;
+        if let Some(t) = release_threshold {
+            o.release_threshold = t;
+        }
+        MemoryResource::create(|out| unsafe { sys::cuabi_ipc_pool_create(out, device.as_raw(), &o) })
+    }
+
+    /// Export an IPC pool: a new fd and the pool's descriptor.
+    pub fn ipc_pool_export(&self) -> Result<IpcPoolHandle> {
+        use std::os::fd::FromRawFd;
+        let mut fd = -1;
+        let mut d = vec![0u8; IPC_DESCRIPTOR_SIZE];
+        check(unsafe { sys::cuabi_ipc_pool_export(&mut fd, d.as_mut_ptr(), d.len(), self.as_raw()) })?;
+        // SAFETY: the call succeeded and handed us a new descriptor.
+        Ok(IpcPoolHandle { fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }, descriptor: d })
+    }
+
+    /// Map a pool another process exported (the fd is not closed or kept): a
+    /// resource that receives its buffers ([`Buffer::ipc_pool_import`]) and
+    /// cannot allocate. A pool is mapped once per process.
+    pub fn ipc_pool_import(fd: std::os::fd::BorrowedFd<'_>, descriptor: &[u8]) -> Result<MemoryResource> {
+        use std::os::fd::AsRawFd;
+        MemoryResource::create(|o| unsafe {
+            sys::cuabi_ipc_pool_import(o, fd.as_raw_fd(), descriptor.as_ptr(), descriptor.len())
+        })
+    }
+
+    /// What this resource is to pool IPC, and the pool's id (0 for none).
+    pub fn ipc_pool_info(&self) -> Result<(IpcPoolRole, u64)> {
+        let mut role = sys::CUABI_IPC_POOL_NONE;
+        let mut id = 0u64;
+        check(unsafe { sys::cuabi_ipc_pool_info(&mut role, &mut id, self.as_raw()) })?;
+        Ok((role, id))
+    }
+
     pub fn peer_access(&self, device: &Device) -> Result<PeerAccess> {
         let mut v = sys::CUABI_PEER_ACCESS_NONE;
         check(unsafe { sys::cuabi_peer_get_pool_access(&mut v, self.as_raw(), device.as_raw()) })?;
@@ -69,8 +132,10 @@ impl Buffer {
         })
     }
 
-    /// The buffer's IPC descriptor, for [`Buffer::ipc_import`] in another
-    /// process of this host. Keep `self` alive while importers use the memory.
+    /// The buffer's IPC descriptor, for [`Buffer::ipc_import`] (cuMemAlloc
+    /// memory) or [`Buffer::ipc_pool_import`] (a buffer of an IPC pool) in
+    /// another process of this host. Keep `self` alive while importers use
+    /// the memory (they free their imports first).
     pub fn ipc_export(&self) -> Result<Vec<u8>> {
         let mut out = vec![0u8; IPC_DESCRIPTOR_SIZE];
         check(unsafe { sys::cuabi_ipc_buffer_export(out.as_mut_ptr(), out.len(), self.as_raw()) })?;
@@ -82,6 +147,15 @@ impl Buffer {
     /// other-host or same-process descriptor.
     pub fn ipc_import(descriptor: &[u8]) -> Result<Buffer> {
         Buffer::create(|o| unsafe { sys::cuabi_ipc_buffer_import(o, descriptor.as_ptr(), descriptor.len()) })
+    }
+
+    /// Import a buffer of the pool `pool` maps (cuMemPoolImportPointer); the
+    /// import is freed when this buffer and its views are gone. `Status::IPC`
+    /// for a bad descriptor or one of another pool.
+    pub fn ipc_pool_import(pool: &MemoryResource, descriptor: &[u8]) -> Result<Buffer> {
+        Buffer::create(|o| unsafe {
+            sys::cuabi_ipc_pool_buffer_import(o, pool.as_raw(), descriptor.as_ptr(), descriptor.len())
+        })
     }
 }
 
@@ -115,4 +189,22 @@ pub fn ipc_descriptor_kind(descriptor: &[u8]) -> Result<IpcKind> {
     let mut k = sys::CUABI_IPC_MEMORY;
     check(unsafe { sys::cuabi_ipc_descriptor_kind(&mut k, descriptor.as_ptr(), descriptor.len()) })?;
     Ok(k)
+}
+
+/// Send a file descriptor and `data` (a pool descriptor) in one message over
+/// a connected unix socket (SCM_RIGHTS). The fd stays the caller's.
+pub fn ipc_send_fd(socket: std::os::fd::BorrowedFd<'_>, fd: std::os::fd::BorrowedFd<'_>, data: &[u8]) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    check(unsafe { sys::cuabi_ipc_fd_send(socket.as_raw_fd(), fd.as_raw_fd(), data.as_ptr(), data.len()) })
+}
+
+/// Receive what [`ipc_send_fd`] sent: a new fd (close-on-exec) and exactly
+/// `size` bytes.
+pub fn ipc_receive_fd(socket: std::os::fd::BorrowedFd<'_>, size: usize) -> Result<(std::os::fd::OwnedFd, Vec<u8>)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut fd = -1;
+    let mut d = vec![0u8; size];
+    check(unsafe { sys::cuabi_ipc_fd_receive(&mut fd, d.as_mut_ptr(), d.len(), socket.as_raw_fd()) })?;
+    // SAFETY: the call succeeded and handed us a new descriptor.
+    Ok((unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }, d))
 }

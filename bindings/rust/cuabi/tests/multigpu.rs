@@ -1,6 +1,7 @@
 //! IPC descriptors without a GPU (issue 15): framing errors come before the
 //! driver, and host memory cannot be exported.
-use cuabi::{ipc_descriptor_kind, sys, Buffer, Event, MemoryResource, IPC_DESCRIPTOR_SIZE};
+use cuabi::{ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, sys, Buffer, Event, MemoryResource, IPC_DESCRIPTOR_SIZE};
+use std::os::fd::AsFd;
 
 #[test]
 fn bad_descriptors_are_ipc_errors() {
@@ -22,4 +23,27 @@ fn host_memory_is_not_exportable() {
     let b = MemoryResource::host().unwrap().allocate(64, 0, None).unwrap();
     let e = b.ipc_export().unwrap_err();
     assert_eq!(e.status, sys::CUABI_ERROR_IPC, "{e}");
+}
+
+#[test]
+fn pool_descriptors_and_fds_without_a_gpu() {
+    // A legacy descriptor's frame check runs before the pool is looked at.
+    let host = MemoryResource::host().unwrap();
+    let junk = vec![0x41u8; IPC_DESCRIPTOR_SIZE];
+    let e = Buffer::ipc_pool_import(&host, &junk).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_IPC, "{e}");
+    assert!(e.message.contains("not a pool mapped"), "{e}");
+    let (role, id) = host.ipc_pool_info().unwrap();
+    assert_eq!(role, sys::CUABI_IPC_POOL_NONE);
+    assert_eq!(id, 0);
+    assert_eq!(host.ipc_pool_export().unwrap_err().status, sys::CUABI_ERROR_IPC);
+    // An fd and bytes over a unix socket.
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let file = std::fs::File::open("/dev/null").unwrap();
+    ipc_send_fd(a.as_fd(), file.as_fd(), b"pool").unwrap();
+    let (fd, data) = ipc_receive_fd(b.as_fd(), 4).unwrap();
+    assert_eq!(data, b"pool");
+    drop(fd);
+    drop(a);
+    assert_eq!(ipc_receive_fd(b.as_fd(), 4).unwrap_err().status, sys::CUABI_ERROR_IO);
 }
