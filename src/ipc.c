@@ -1,13 +1,14 @@
-/* Sharing device memory and events between processes (CUDA legacy IPC).
+/* Sharing device memory and events between processes: CUDA legacy IPC, and
+ * the descriptor frame both kinds of IPC use.
  *
- * Why legacy IPC (cuIpcGetMemHandle) and not exportable pools: a pool's
- * shareable handle is a file descriptor, and moving a descriptor between
- * processes needs a unix socket with SCM_RIGHTS (a channel cuabi would have
- * to own next to whatever the program uses: pipes, pickles, queues) or
- * pidfd_getfd (ptrace permission: refused from child to parent under Yama
- * and in default container seccomp profiles). A legacy handle is 64 plain
- * bytes that travel in any message, which is what a pickle needs. The cost:
- * only cuMemAlloc memory can be exported, hence cuabi_ipc_memory_resource().
+ * Legacy IPC (cuIpcGetMemHandle) needs no channel of its own: a handle is 64
+ * plain bytes that travel in any message, which is what a pickle needs, and
+ * it exports cudaMalloc memory of other allocators (torch, CuPy). Its costs:
+ * only cuMemAlloc memory can be exported (hence cuabi_ipc_memory_resource()),
+ * and every import is the driver's cuIpcOpenMemHandle (~27 us on an H100).
+ * Exportable pools (ipc_pool.c) import a buffer in a few microseconds once
+ * the pool's file descriptor reached the importer (SCM_RIGHTS); both write
+ * the descriptors framed here (magic, version, kind, pid, host, UUID, ...).
  * See docs/memory.md. */
 #include "ipc.h"
 #include "memory.h"
