@@ -194,10 +194,37 @@ static CUresult CUDAAPI fake_cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h
 
 /* ------------------------------------------------------------ pool IPC */
 
+/* Every live pool is on a list, as a driver holds its pools: a pool whose
+ * destroy a test made fail is the driver's leak (test_faults counts it),
+ * not one LeakSanitizer should report. */
 typedef struct fake_pool {
+    struct fake_pool *next;
     CUmemAllocationHandleType types;
     int imported;
 } fake_pool;
+static fake_pool *fake_pools_all;
+
+static fake_pool *fake_pool_new(CUmemAllocationHandleType types, int imported)
+{
+    fake_pool *fp = calloc(1, sizeof *fp);
+    fp->types = types;
+    fp->imported = imported;
+    fp->next = fake_pools_all;
+    fake_pools_all = fp;
+    fake_live_pools++;
+    return fp;
+}
+static CUresult CUDAAPI fake_ipc_cuMemPoolDestroy(CUmemoryPool p)
+{
+    for (fake_pool **link = &fake_pools_all; *link; link = &(*link)->next)
+        if (*link == (fake_pool *)p) {
+            *link = (*link)->next;
+            free(p);
+            fake_live_pools--;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
 
 enum { FAKE_IMPORT_SLOTS = 64 };
 static uintptr_t fake_imported_ptrs[FAKE_IMPORT_SLOTS];
@@ -205,11 +232,8 @@ static uintptr_t fake_imported_ptrs[FAKE_IMPORT_SLOTS];
 static CUresult CUDAAPI fake_ipc_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props)
 {
     if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    fake_pool *fp = calloc(1, sizeof *fp);
-    fp->types = props->handleTypes;
     fake_last_pool_max_size = props->maxSize;
-    fake_live_pools++;
-    *p = (CUmemoryPool)fp;
+    *p = (CUmemoryPool)fake_pool_new(props->handleTypes, 0);
     return CUDA_SUCCESS;
 }
 static int fake_import_slot(uintptr_t p)
@@ -288,12 +312,8 @@ static CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *ou
     if (t != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags) return CUDA_ERROR_INVALID_VALUE;
     if (pread((int)(uintptr_t)handle, &src, sizeof src, 0) != (ssize_t)sizeof src || !src)
         return CUDA_ERROR_INVALID_VALUE;   /* not a pool's fd */
-    fake_pool *fp = calloc(1, sizeof *fp);
-    fp->types = t;
-    fp->imported = 1;
-    fake_live_pools++;
     fake_pools_imported++;
-    *out = (CUmemoryPool)fp;
+    *out = (CUmemoryPool)fake_pool_new(t, 1);
     return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr d)
@@ -341,6 +361,7 @@ static inline void fake_multigpu_install(void)
     d->cuIpcGetEventHandle = fake_cuIpcGetEventHandle;
     d->cuIpcOpenEventHandle = fake_cuIpcOpenEventHandle;
     d->cuMemPoolCreate = fake_ipc_cuMemPoolCreate;
+    d->cuMemPoolDestroy = fake_ipc_cuMemPoolDestroy;
     d->cuMemAllocFromPoolAsync = fake_ipc_cuMemAllocFromPoolAsync;
     d->cuMemFreeAsync = fake_ipc_cuMemFreeAsync;
     d->cuMemFree = fake_ipc_cuMemFree;
