@@ -95,7 +95,9 @@ static inline cuabi__buffer *cuabi__park_take(cuabi__park *p)
 /* Park `b` (with its slot); false when the park is full or unusable. */
 static inline bool cuabi__park_put(cuabi__park *p, cuabi__buffer *b)
 {
-    if (!CUABI__PARK_CAP || !p || p->count >= CUABI__PARK_CAP)
+    /* count + 1 > CAP, not count >= CAP: with CAP 0 (sanitizers) the
+     * latter is a comparison GCC warns is always true */
+    if (!CUABI__PARK_CAP || !p || p->count + 1 > CUABI__PARK_CAP)
         return false;
     p->ring[(p->head + p->count) % CUABI__PARK_SLOTS] = b;
     p->count++;
