@@ -59,6 +59,20 @@ static uint64_t random_pool_id(void)
 
 /* ------------------------------------------------------------ exporter */
 
+/* cuMemPoolExportPointer works only "from an already shared memory pool":
+ * until the pool was exported to a shareable handle once, it refuses every
+ * pointer (CUDA_ERROR_INVALID_VALUE; seen on an H100, 2026-11-26, for
+ * buffers exported before cuabi_ipc_pool_export). So the pool is shared
+ * at creation, and the descriptor it gave is closed at once. */
+static cuabi_status share_once(const cuabi__driver *drv, CUmemoryPool pool, const char *caller)
+{
+    int fd = -1;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolExportToShareableHandle, &fd, pool,
+                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    close(fd);
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
                                                  cuabi_device *device,
                                                  const cuabi_ipc_pool_options *options)
@@ -81,8 +95,10 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
                                        (size_t)options->max_size, options->release_threshold,
                                        __func__));
     cuabi__memory_resource *r;
-    cuabi_status st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true,
-                                                   random_pool_id());
+    cuabi_status st = share_once(drv, pool, __func__);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true,
+                                          random_pool_id());
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
         return st;

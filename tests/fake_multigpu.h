@@ -33,7 +33,8 @@ static size_t fake_last_pool_max_size;
 static CUDA_MEMCPY3D_PEER fake_last_3d;
 
 enum { FAKE_ALLOC_SLOTS = 64 };
-static struct { uintptr_t base; size_t size; int pool; } fake_allocs[FAKE_ALLOC_SLOTS];
+/* pool: the exportable pool the memory came from (NULL: cuMemAlloc's) */
+static struct { uintptr_t base; size_t size; void *pool; } fake_allocs[FAKE_ALLOC_SLOTS];
 
 static int fake_ctx_device(void)
 {
@@ -121,7 +122,7 @@ static CUresult CUDAAPI fake_mg_cuMemAlloc(CUdeviceptr *d, size_t n)
             void *p = fake_alloc(n);
             fake_allocs[i].base = (uintptr_t)p;
             fake_allocs[i].size = n;
-            fake_allocs[i].pool = 0;
+            fake_allocs[i].pool = NULL;
             *d = (CUdeviceptr)(uintptr_t)p;
             return CUDA_SUCCESS;
         }
@@ -201,6 +202,7 @@ typedef struct fake_pool {
     struct fake_pool *next;
     CUmemAllocationHandleType types;
     int imported;
+    int shared;   /* exported to a shareable handle once: its pointers export (CUDA's rule) */
 } fake_pool;
 static fake_pool *fake_pools_all;
 
@@ -269,7 +271,7 @@ static CUresult CUDAAPI fake_ipc_cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t 
     if (slot >= 0) {
         fake_allocs[slot].base = (uintptr_t)*d;
         fake_allocs[slot].size = n;
-        fake_allocs[slot].pool = 1;
+        fake_allocs[slot].pool = p;
     }
     return CUDA_SUCCESS;
 }
@@ -302,6 +304,7 @@ static CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void *out, CUmemor
     int fd = memfd_create("fake-pool", MFD_CLOEXEC);
     if (fd < 0 || pwrite(fd, &p, sizeof p, 0) != (ssize_t)sizeof p) return CUDA_ERROR_OUT_OF_MEMORY;
     *(int *)out = fd;
+    fp->shared = 1;
     return CUDA_SUCCESS;
 }
 static CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool *out, void *handle,
@@ -320,6 +323,10 @@ static CUresult CUDAAPI fake_cuMemPoolExportPointer(CUmemPoolPtrExportData *data
 {
     int i = fake_alloc_slot((uintptr_t)d);
     if (i < 0 || fake_allocs[i].base != (uintptr_t)d) return CUDA_ERROR_INVALID_VALUE;
+    /* the real driver exports pointers only "from an already shared memory
+     * pool": one never exported to a shareable handle refuses (H100, 2026-11-26) */
+    if (!fake_allocs[i].pool || !((fake_pool *)fake_allocs[i].pool)->shared)
+        return CUDA_ERROR_INVALID_VALUE;
     memset(data, 0, sizeof *data);
     memcpy(data->reserved, "FAKEPOOL", 8);
     memcpy(data->reserved + 8, &d, sizeof d);
