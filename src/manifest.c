@@ -464,17 +464,19 @@ static cuabi_code_type type_named(const cuabi__toml_value *type)
            : !strcmp(type->str, "nvvm") ? CUABI_CODE_NVVM : CUABI_CODE_CUDA_CXX;
 }
 
-/* What a [[source]] is: its type, else its file's extension, else the top
- * level's type, else CUDA C++. */
+/* What a [[source]] is: its type, else the top level's (a default, like
+ * every top-level value), else its file's extension, else CUDA C++ — the
+ * order in which read_source settles the source's type, so the defaults
+ * chosen here are those of the type it compiles as. */
 static cuabi_code_type kind_of_source(const cuabi__toml_value *t, const settings *top)
 {
     const cuabi__toml_value *type = cuabi__toml_get(t, "type"), *file = cuabi__toml_get(t, "file");
+    if (!type)
+        type = top->type;
     if (type)
         return type_named(type);
     cuabi_code_type by_file = file ? type_of_file(file) : CUABI_CODE_NONE;
-    if (by_file != CUABI_CODE_NONE)
-        return by_file;
-    return top->type ? type_named(top->type) : CUABI_CODE_CUDA_CXX;
+    return by_file != CUABI_CODE_NONE ? by_file : CUABI_CODE_CUDA_CXX;
 }
 
 /* A [[source]] over `base` (the defaults, the top level's settings and

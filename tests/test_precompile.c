@@ -477,6 +477,17 @@ START_TEST(warm_nvvm_ir)
     has_problem(&m, 4, "holds a NUL byte");
     has_problem(&m, 11, "use one of \"cuda\", \"c++\", \"ptx\", \"nvvm\"");
     cuabi__manifest_free(&m);
+    /* a top-level type is every source's default, and the defaults that
+     * apply are that type's (no std for NVVM IR, PTX output) */
+    m = read_text("type = \"nvvm\"\nstd = \"c++17\"\noutput = \"cubin\"\n"
+                  "[[source]]\ncode = \"define void @k() {\\n  ret void\\n}\"\n");
+    ck_assert_uint_eq(m.num_problems, 0);
+    ck_assert_uint_eq(m.num_sources, 1);
+    ck_assert_int_eq(m.sources[0].type, CUABI_CODE_NVVM);
+    ck_assert_ptr_null(m.sources[0].options.std);
+    ck_assert_int_eq(m.sources[0].options.output, CUABI_CODE_PTX);
+    ck_assert_str_eq(m.sources[0].name, "program.ll");
+    cuabi__manifest_free(&m);
 }
 END_TEST
 
