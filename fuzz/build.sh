@@ -30,10 +30,12 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 mkdir -p "$out/obj"
 objs=""
 # Rebuild an object when its source or any header it may include changed.
-newest_h=$(ls -t "$srcdir"/src/*.h "$srcdir"/src/generated/*.h "$srcdir"/include/cuabi/*.h \
+newest_h=$(ls -t "$srcdir"/src/*/*.h "$srcdir"/include/cuabi/*.h \
            "$srcdir"/include/cuabi.h | head -n 1)
-for f in "$srcdir"/src/*.c "$srcdir"/src/generated/*.c; do
-    o="$out/obj/$(basename "$f" .c).o"
+# The library's layers (src/*/ but the cli, which is no part of it).
+for f in "$srcdir"/src/util/*.c "$srcdir"/src/platform/*.c "$srcdir"/src/compile/*.c \
+         "$srcdir"/src/runtime/*.c "$srcdir"/src/abi/*.c; do
+    o="$out/obj/$(basename "$(dirname "$f")")-$(basename "$f" .c).o"
     if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
         "$CLANG" -std=c11 -pthread $CPPFLAGS $SAN -fsanitize=fuzzer-no-link -c "$f" -o "$o"
     fi

@@ -1,4 +1,4 @@
-/* Mutated compile-cache entries (the read path of src/cache.c): the input
+/* Mutated compile-cache entries (the read path of src/compile/cache.c): the input
  * becomes the entry file of a fixed program's key in a private cache
  * directory, and the program is looked up and, on a hit, "compiled" from
  * the entry (an objcode sharing the entry's bytes and name map), then the cache
@@ -18,9 +18,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "internal.h"
-#include "cache.h"
-#include "program.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/cache.h"
+#include "compile/program.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* The include scan behind the compile cache's key (src/includes.c) on
+/* The include scan behind the compile cache's key (src/util/includes.c) on
  * untrusted sources: the input is a CUDA C++ source, up to its first NUL,
  * and after it an in-memory header "m.h". A private directory holds a few
  * headers (one including the other, one through a macro) on the include
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "includes.h"
+#include "util/includes.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "cache.h"
-#include "program.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/cache.h"
+#include "compile/program.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

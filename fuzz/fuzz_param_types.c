@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "param_types.h"
+#include "compile/param_types.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

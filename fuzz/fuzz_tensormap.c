@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 #include "fake_driver.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

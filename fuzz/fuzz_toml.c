@@ -1,8 +1,8 @@
-/* Precompile manifests on untrusted text: the TOML reader (src/toml.c)
+/* Precompile manifests on untrusted text: the TOML reader (src/util/toml.c)
  * must give a tree or a list of errors with lines — no crash, leak, read
  * past the end or unbounded recursion — whose invariants hold (strings
  * NUL-terminated at their length, tables with a key per value, lines within
- * the document); then the manifest reader (src/manifest.c) turns it into
+ * the document); then the manifest reader (src/compile/manifest.c) turns it into
  * sources and problems, each problem with a line in the document and a
  * status. File names are resolved in a private directory holding a source
  * and a header; inputs naming other directories ('/') are only parsed. */
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "manifest.h"
-#include "toml.h"
+#include "compile/manifest.h"
+#include "util/toml.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

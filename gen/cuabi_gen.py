@@ -561,7 +561,7 @@ CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api *
 def emit_plugin_source(api: Api) -> str:
     inits = "".join(f"    {f.name},\n" for f in api.table_functions)
     return f"""/* {HEADER_NOTE.format(src='the api/ directory')} */
-#include "internal.h"
+#include "util/common.h"
 
 static const cuabi_api api_table = {{
     CUABI_API_TABLE_VERSION,
@@ -583,12 +583,12 @@ CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api *
 """
 
 
-def emit_generated_source(api: Api) -> str:
-    """Status names/messages, option-struct initialisers and handle
-    lifetime functions, all derived from the description."""
+def emit_tables_source(api: Api) -> str:
+    """The status names and messages and the handle type names: data the
+    util layer's error record and handle registry read (src/util/)."""
     status = api.enums["cuabi_status"]
     out = [f"/* {HEADER_NOTE.format(src='the api/ directory')} */\n",
-           '#include "internal.h"\n#include <string.h>\n\n']
+           '#include "util/tables.h"\n\n']
     out.append("const cuabi__status_info cuabi__status_table[] = {\n")
     for v in status.values:
         msg = (v.message or v.doc).replace('"', '\\"')
@@ -598,7 +598,15 @@ def emit_generated_source(api: Api) -> str:
     out.append("const char *const cuabi__handle_type_names[] = {\n    \"(none)\",\n")
     for h in api.handles.values():
         out.append(f'    "{h.name}",\n')
-    out.append("};\n\n")
+    out.append("};\n")
+    return "".join(out)
+
+
+def emit_generated_source(api: Api) -> str:
+    """Option-struct initialisers, struct layout queries and handle
+    lifetime functions, all derived from the description."""
+    out = [f"/* {HEADER_NOTE.format(src='the api/ directory')} */\n",
+           '#include "util/common.h"\n#include <string.h>\n\n']
     for s in api.structs.values():
         if not s.versioned:
             continue
@@ -744,9 +752,10 @@ def core_outputs(api: Api) -> dict[str, str]:
     files["include/cuabi.h"] = emit_umbrella(api)
     files["include/cuabi/plugin.h"] = emit_plugin_header(api)
     files["api/" + TABLE_ORDER] = emit_table_order(api)
-    files["src/generated/plugin.c"] = emit_plugin_source(api)
-    files["src/generated/api.c"] = emit_generated_source(api)
-    files["src/generated/handle_types.h"] = emit_handle_types(api)
+    files["src/abi/plugin.c"] = emit_plugin_source(api)
+    files["src/abi/api.c"] = emit_generated_source(api)
+    files["src/util/tables.c"] = emit_tables_source(api)
+    files["src/util/handle_types.h"] = emit_handle_types(api)
     files["docs/api-reference.md"] = emit_reference(api)
     return files
 

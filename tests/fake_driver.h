@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 enum { FAKE_DEVICES = 2 };
 static int fake_ctx_refs[FAKE_DEVICES];

@@ -1,11 +1,11 @@
-/* Fatbin test helpers: a container writer (the layout src/fatbin.c parses)
+/* Fatbin test helpers: a container writer (the layout src/compile/fatbin.c parses)
  * and a fake nvFatbin that packs with it, for machines without nvFatbin
  * (tests/test_fatbin.c; tests/test_faults.c makes its calls fail). */
 #ifndef CUABI_FATBIN_TESTUTIL_H
 #define CUABI_FATBIN_TESTUTIL_H
 
 #include "testutil.h"
-#include "fatbin.h"
+#include "compile/fatbin.h"
 
 /* ------------------------------------------------ a container writer */
 

@@ -21,8 +21,9 @@
 #ifndef CUABI_FAULT_WRAP_H
 #define CUABI_FAULT_WRAP_H
 
-#include "internal.h"
-#include "nvvm.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/nvvm.h"
 #include "fatbin_testutil.h"
 
 static cuabi__nvrtc fw_nvrtc;         /* the real tables */

@@ -4,7 +4,8 @@
 #define CUABI_OBJCODE_TESTUTIL_H
 
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 /* Compile `src` with NVRTC; return the output of `kind` (PTX, CUBIN or
  * LTOIR) in a malloc'ed buffer (PTX: NUL-terminated, *size without it). */

@@ -1,7 +1,7 @@
 /* Argument packs: layouts against the C compiler's own (offsetof/sizeof),
  * every type, nested and aligned structs, setters, the blob, errors. */
 #include "testutil.h"
-#include "argpack.h"
+#include "runtime/argpack.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * copies and memsets against the fake driver. */
 #include "testutil.h"
 #include "fake_memory.h"
-#include "memory.h"
-#include "park.h"
+#include "runtime/memory.h"
+#include "runtime/park.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -574,7 +574,7 @@ START_TEST(buffers_across_threads)
 }
 END_TEST
 
-/* ---- freed buffers parked with their handle slots (src/buffer.c) */
+/* ---- freed buffers parked with their handle slots (src/runtime/buffer.c) */
 
 static uint32_t slot_of(const void *handle)
 {
@@ -678,7 +678,7 @@ START_TEST(ended_threads_give_parked_slots_back)
 }
 END_TEST
 
-/* ---- resource leases (src/park.h) */
+/* ---- resource leases (src/runtime/park.h) */
 
 static int64_t refs_of(cuabi_memory_resource *r)
 {

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "libident.h"
-#include "program.h"
+#include "platform/libident.h"
+#include "compile/program.h"
 
 static const char *src =
     "template <typename T, int N> __global__ void segred(T *x) { x[threadIdx.x] *= N; }\n"
@@ -606,7 +606,7 @@ START_TEST(list_and_clear)
 }
 END_TEST
 
-/* A linked result's parts (src/linker.c) survive both layers: the second
+/* A linked result's parts (src/compile/linker.c) survive both layers: the second
  * log (the error log), the linked flag; compiles have neither. */
 static int linked_flag(const cuabi_cache_entry_info *e, void *payload)
 {
@@ -720,7 +720,7 @@ END_TEST
 
 /* A memory hit allocates the objcode it hands out and nothing else: the
  * key is hashed in place, the result shared (counted through the library's
- * allocation wrappers, src/alloc.c; it made 16 before issue 13 item 4). */
+ * allocation wrappers, src/util/alloc.c; it made 16 before issue 13 item 4). */
 START_TEST(a_memory_hit_allocates_only_its_objcode)
 {
     const char *names[] = { "segred<float, 256>" };

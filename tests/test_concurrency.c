@@ -9,8 +9,9 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "internal.h"
-#include "cache.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/cache.h"
 
 enum { THREADS = 8, SOURCES = 4 };
 static long ops_per_thread = 1000;

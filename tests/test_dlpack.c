@@ -1,7 +1,7 @@
 /* DLPack import and export: layouts, ownership (deleters exactly once),
  * validation of every bad input, flags, threads. */
 #include "testutil.h"
-#include "memory.h"
+#include "runtime/memory.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * ptxas reported when it built the image (tests/data/objcode_kernels_smXX.*),
  * and no bytes at all make the parser crash or leak. */
 #include "testutil.h"
-#include "cubin_elf.h"
+#include "util/cubin_elf.h"
 
 typedef struct blob { void *data; size_t size; } blob;
 

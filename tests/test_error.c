@@ -1,6 +1,7 @@
 /* The last-error record, status names and messages, option versions. */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 #include <pthread.h>
 

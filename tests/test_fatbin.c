@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "cache.h"
-#include "fatbin.h"
-#include "objcode.h"
+#include "compile/cache.h"
+#include "compile/fatbin.h"
+#include "compile/objcode.h"
+#include "util/file.h"
+#include "compile/code_type.h"
 #include "objcode_testutil.h"
 #include "fault_wrap.h"
 

@@ -24,11 +24,12 @@
 #include "fake_graph.h"
 #include "fake_multigpu.h"
 #include "fault_wrap.h"
-#include "cache.h"
-#include "fatbin.h"
-#include "graph.h"
-#include "ipc.h"
-#include "objcode.h"
+#include "compile/cache.h"
+#include "compile/fatbin.h"
+#include "runtime/graph.h"
+#include "runtime/ipc.h"
+#include "compile/objcode.h"
+#include "util/file.h"
 
 /* ------------------------------------------------------------ scenarios */
 

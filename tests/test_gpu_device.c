@@ -1,6 +1,7 @@
 /* Devices, streams and events on a real GPU (SKIP without one). */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 #include <pthread.h>
 

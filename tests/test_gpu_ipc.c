@@ -10,8 +10,9 @@
  * exporting process, exporting pool memory, a stale descriptor (memory freed
  * before the import), a forged handle. Exits 77 without a GPU. */
 #include "testutil.h"
-#include "internal.h"
-#include "ipc.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "runtime/ipc.h"
 
 #include <spawn.h>
 #include <stdint.h>

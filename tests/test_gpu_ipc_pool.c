@@ -11,8 +11,9 @@
  * memory before and after is printed (not asserted: the whole device's).
  * Exits 77 without a GPU. */
 #include "testutil.h"
-#include "internal.h"
-#include "ipc.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "runtime/ipc.h"
 
 #include <spawn.h>
 #include <stdint.h>

@@ -2,7 +2,8 @@
  * one): device pools, pinned and managed memory, copies in every direction,
  * memsets of each width, free on a stream. */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 static cuabi_device *dev;
 static cuabi_stream *stream;

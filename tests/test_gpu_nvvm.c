@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "internal.h"
-#include "objcode.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/objcode.h"
+#include "util/file.h"
 
 static char tmpdir[64];
 static cuabi_device *dev;

@@ -2,7 +2,8 @@
  * through the driver, attributes, and — the point for offline occupancy —
  * the resources read from the CUBIN equal what the driver reports. */
 #include "objcode_testutil.h"
-#include "kernel.h"
+#include "runtime/kernel.h"
+#include "util/file.h"
 
 static const char source[] =
     "extern \"C\" __global__ void __launch_bounds__(256) add(float *a, const float *b, int n) {\n"

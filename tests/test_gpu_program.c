@@ -7,7 +7,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 #include "segred_kernel.h"
 

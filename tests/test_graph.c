@@ -8,9 +8,9 @@
 
 #include "testutil.h"
 #include "fake_graph.h"
-#include "graph.h"
+#include "runtime/graph.h"
 #include "graph_kernels.h"
-#include "occupancy.h"
+#include "runtime/occupancy.h"
 
 static cuabi_device *dev, *dev1;
 static cuabi_stream *stream, *stream1;

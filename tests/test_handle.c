@@ -1,6 +1,7 @@
 /* The handle registry: live, NULL, foreign, destroyed and wrong-type handles. */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 #include <pthread.h>
 

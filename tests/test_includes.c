@@ -1,4 +1,4 @@
-/* The include scan behind the compile cache's key (src/includes.c; issue
+/* The include scan behind the compile cache's key (src/util/includes.c; issue
  * 17 item 5): what reaches a file, what each kind of edit does to the
  * digest, and what the scan refuses to guess. The end-to-end regression
  * (an edited header never brings back the old binary) is in test_cache.c. */
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "includes.h"
+#include "util/includes.h"
 
 static char dir[64];
 

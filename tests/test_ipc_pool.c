@@ -8,8 +8,8 @@
  * parent's and resealing, as test_multigpu does. */
 #include "testutil.h"
 #include "fake_multigpu.h"
-#include "ipc.h"
-#include "memory.h"
+#include "runtime/ipc.h"
+#include "runtime/memory.h"
 
 #include <dirent.h>
 #include <fcntl.h>

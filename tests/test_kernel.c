@@ -3,7 +3,7 @@
  * resources from the CUBIN). */
 #include "objcode_testutil.h"
 #include "fake_driver.h"
-#include "kernel.h"
+#include "runtime/kernel.h"
 
 static cuabi_objcode *load_sm90(void)
 {

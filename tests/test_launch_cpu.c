@@ -6,8 +6,9 @@
 
 #include "testutil.h"
 #include "fake_driver.h"
-#include "argpack.h"
-#include "occupancy.h"
+#include "runtime/argpack.h"
+#include "runtime/occupancy.h"
+#include "runtime/launch.h"
 
 /* ---- the fake's launch side: libraries, kernels, functions, launches */
 

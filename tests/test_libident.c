@@ -1,4 +1,4 @@
-/* Naming a compiler library without loading it (src/libident.c): where the
+/* Naming a compiler library without loading it (src/platform/libident.c): where the
  * loader would find it, a file's identity, identity records (whole, stale,
  * damaged), and the per-compiler state that the compile cache's key uses —
  * predicted from a record without loading, learnt by loading otherwise,
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "cache.h"
-#include "libident.h"
+#include "compile/cache.h"
+#include "platform/libident.h"
 
 static char tmpdir[64];
 

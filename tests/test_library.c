@@ -2,8 +2,9 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "internal.h"
-#include "nvvm.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
+#include "compile/nvvm.h"
 
 START_TEST(versions_agree)
 {

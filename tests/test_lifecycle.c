@@ -137,7 +137,7 @@ static int mapped(void)
 }
 
 /* The handle registry keeps its slot chunks at unload on purpose (see
- * src/handle.c): not a leak this test checks. */
+ * src/util/handle.c): not a leak this test checks. */
 __attribute__((visibility("default"))) const char *__asan_default_options(void);
 __attribute__((visibility("default"))) const char *__asan_default_options(void)
 {

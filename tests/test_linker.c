@@ -3,8 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "objcode.h"
+#include "compile/cache.h"
+#include "compile/objcode.h"
+#include "compile/code_type.h"
 #include "objcode_testutil.h"
 
 static const char unit_kernel[] =

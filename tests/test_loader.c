@@ -1,7 +1,8 @@
 /* Lazy loading: a missing driver or library fails only the calls that need
  * it, with a message naming what is missing; NVRTC loads without a GPU. */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 START_TEST(missing_driver_fails_only_gpu_calls)
 {

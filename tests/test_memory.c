@@ -2,7 +2,7 @@
  * pinned and managed resources against the fake driver. */
 #include "testutil.h"
 #include "fake_memory.h"
-#include "memory.h"
+#include "runtime/memory.h"
 
 static void setup(void) { fake_driver_install(); fake_memory_install(); }
 static void teardown(void)

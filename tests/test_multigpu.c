@@ -3,8 +3,8 @@
  * corrupt, forged, other-host, other-version, stale, same-process). */
 #include "testutil.h"
 #include "fake_multigpu.h"
-#include "ipc.h"
-#include "memory.h"
+#include "runtime/ipc.h"
+#include "runtime/memory.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * nvJitLink compile, offline kernels). */
 #include <string.h>
 
-#include "objcode.h"
+#include "compile/objcode.h"
 #include "testutil.h"
 
 static const char SRC[] =

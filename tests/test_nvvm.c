@@ -7,8 +7,9 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "nvvm.h"
-#include "objcode.h"
+#include "compile/nvvm.h"
+#include "compile/objcode.h"
+#include "util/file.h"
 
 static char tmpdir[] = "/tmp/cuabi-test-nvvm-XXXXXX";
 static char *ir_text, *ir_bitcode;

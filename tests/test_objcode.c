@@ -5,7 +5,8 @@
 #include <unistd.h>
 
 #include "objcode_testutil.h"
-#include "objcode.h"
+#include "compile/objcode.h"
+#include "util/file.h"
 
 static const char segred_lowered[] = "_Z6segredIfLi256EEvPKT_PS0_";
 

@@ -1,7 +1,7 @@
 /* Offline occupancy: the calculator against cases worked out by hand from
  * the published limits, the architecture table and its public queries. */
 #include "testutil.h"
-#include "occupancy.h"
+#include "runtime/occupancy.h"
 
 #include <limits.h>
 

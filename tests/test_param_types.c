@@ -5,9 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "argpack.h"
-#include "kernel.h"
-#include "param_types.h"
+#include "runtime/argpack.h"
+#include "runtime/kernel.h"
+#include "compile/param_types.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ helpers */

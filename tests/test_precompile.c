@@ -1,5 +1,5 @@
 /* Precompiling a project (issue 13 item 3): manifests read into compiles
- * (src/manifest.c), cuabi_cache_warm_manifest end to end on NVRTC without
+ * (src/compile/manifest.c), cuabi_cache_warm_manifest end to end on NVRTC without
  * a GPU (explicit architectures), its bad input, cuabi_cache_verify, and
  * that nothing half-written is ever read. The CLI is tests/check_cli_cache.sh. */
 #include <errno.h>
@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "cache.h"
-#include "manifest.h"
-#include "objcode.h"
-#include "program.h"
+#include "compile/cache.h"
+#include "compile/manifest.h"
+#include "compile/objcode.h"
+#include "compile/program.h"
+#include "util/file.h"
 
 static char tmpdir[64], cachedir[96];
 

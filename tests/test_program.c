@@ -7,7 +7,7 @@
 
 #include "testutil.h"
 #include "fake_driver.h"
-#include "program.h"
+#include "compile/program.h"
 
 static const char *kernel_src =
     "extern \"C\" __global__ void axpy(float a, const float *x, float *y, int n)\n"

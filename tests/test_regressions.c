@@ -1,7 +1,8 @@
 /* Regressions for bugs the fuzzers found in other modules (each input is
  * also in fuzz/corpus/<target>/regression_*, replayed by check_fuzz.sh). */
 #include "testutil.h"
-#include "internal.h"
+#include "runtime/stream.h"
+#include "runtime/event.h"
 
 /* nvJitLink exit()s the whole process on a one-digit architecture
  * ("fatal: Unknown arch name 'compute_9'"): every path that hands an arch

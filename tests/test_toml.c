@@ -1,8 +1,8 @@
-/* The TOML subset reader behind precompile manifests (src/toml.c): what it
+/* The TOML subset reader behind precompile manifests (src/util/toml.c): what it
  * reads, what it refuses (with the line), and that it goes on after an
  * error. Malformed input at large is fuzz/fuzz_toml.c's job. */
 #include "testutil.h"
-#include "toml.h"
+#include "util/toml.h"
 
 static cuabi__toml_doc parse(const char *text)
 {

@@ -1,6 +1,6 @@
 /* Views over buffers: creation, queries, contiguity, slicing, lifetime. */
 #include "testutil.h"
-#include "memory.h"
+#include "runtime/memory.h"
 
 static cuabi_memory_resource *res;
 static void setup(void) { ck_assert_ok(cuabi_memory_resource_host(&res)); }

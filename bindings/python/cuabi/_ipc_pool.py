@@ -28,7 +28,7 @@ from . import _capi
 from ._lib import call, raise_last, raw
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
-_KIND_AT, _ID_AT = 10, 56          # src/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
+_KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
 _POOL_MEMORY = _capi.CUABI_IPC_POOL_MEMORY
 
 # pool id (8 descriptor bytes) -> resource. Exporters: weak (the program owns

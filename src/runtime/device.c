@@ -1,0 +1,284 @@
+/* Devices and their primary contexts.
+ *
+ * One cuabi__device object per ordinal while any reference lives, so the
+ * same handle value comes back for the same GPU and the primary context is
+ * retained once. The object retains the primary context lazily (first call
+ * that needs it) and releases it when destroyed. */
+#include "runtime/stream.h"
+#include "runtime/event.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuabi__device **devices;   /* indexed by ordinal; NULL when none lives */
+static int devices_len;
+
+static void device_destroy(cuabi__object *o)
+{
+    cuabi__device *dev = (cuabi__device *)o;
+    pthread_mutex_lock(&devices_lock);
+    if (dev->ordinal < devices_len && devices[dev->ordinal] == dev)
+        devices[dev->ordinal] = NULL;
+    pthread_mutex_unlock(&devices_lock);
+    CUcontext ctx = atomic_load(&dev->primary);
+    const cuabi__driver *drv;
+    if (ctx && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDevicePrimaryCtxRelease)
+        CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device);
+    cuabi__free(dev);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_count(int *out)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    const cuabi__driver *drv;
+    cuabi_status st = cuabi__driver_get(&drv);
+    if (st == CUABI_ERROR_NO_DEVICE) {
+        cuabi_error_clear();
+        return CUABI_SUCCESS; /* a driver without GPUs: zero devices */
+    }
+    CUABI__TRY(st);
+    return CUABI__CU(drv, cuDeviceGetCount, out);
+}
+
+/* Take a reference on a live device object unless it is being destroyed. */
+static bool try_retain(cuabi__device *dev)
+{
+    int64_t r = atomic_load(&dev->base.refs);
+    while (r > 0)
+        if (atomic_compare_exchange_weak(&dev->base.refs, &r, r + 1))
+            return true;
+    return false;
+}
+
+static cuabi_status device_new(cuabi__device **out, int ordinal, const cuabi__driver *drv)
+{
+    CUdevice cu;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGet, &cu, ordinal));
+    cuabi__device *dev = cuabi__calloc(1, sizeof *dev);
+    if (!dev)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    dev->ordinal = ordinal;
+    dev->cu_device = cu;
+    cuabi_status st = cuabi__handle_register(&dev->base, CUABI__T_DEVICE, device_destroy);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(dev);
+        return st;
+    }
+    *out = dev;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_get(cuabi_device **out, int ordinal)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    int count;
+    CUABI__TRY(cuabi_device_count(&count));
+    if (ordinal < 0 || ordinal >= count)
+        return cuabi__error(count ? CUABI_ERROR_INVALID_ARGUMENT : CUABI_ERROR_NO_DEVICE,
+                            "%s: device ordinal %d is out of range (%d device%s visible)",
+                            __func__, ordinal, count, count == 1 ? "" : "s");
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&devices_lock);
+    if (devices_len < count) {
+        cuabi__device **grown = cuabi__realloc(devices, (size_t)count * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&devices_lock);
+            return CUABI_ERROR_OUT_OF_MEMORY;
+        }
+        memset(grown + devices_len, 0, (size_t)(count - devices_len) * sizeof *grown);
+        devices = grown;
+        devices_len = count;
+    }
+    cuabi__device *dev = devices[ordinal];
+    if (!dev || !try_retain(dev)) {
+        st = device_new(&dev, ordinal, drv);
+        if (st == CUABI_SUCCESS)
+            devices[ordinal] = dev;
+    }
+    pthread_mutex_unlock(&devices_lock);
+    if (st == CUABI_SUCCESS)
+        *out = CUABI__HANDLE(dev, cuabi_device);
+    return st;
+}
+
+cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv)
+{
+    CUcontext ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
+    if (CUABI__UNLIKELY(!ctx)) {
+        CUcontext fresh;
+        CUABI__TRY(CUABI__CU(drv, cuDevicePrimaryCtxRetain, &fresh, dev->cu_device));
+        CUcontext expected = NULL;
+        if (atomic_compare_exchange_strong(&dev->primary, &expected, fresh)) {
+            ctx = fresh;
+        } else {
+            CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device); /* lost the race */
+            ctx = expected;
+        }
+    }
+    CUcontext current = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
+    if (current == ctx)
+        return CUABI_SUCCESS;
+    return CUABI__CU(drv, cuCtxSetCurrent, ctx);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_ordinal(int *out, cuabi_device *device)
+{
+    cuabi__device *dev;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(dev, device, DEVICE);
+    *out = dev->ordinal;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_attribute(int *out, cuabi_device *device, int attribute)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__CHECK_ARG(attribute >= 1 && attribute < CU_DEVICE_ATTRIBUTE_MAX,
+                     "%s: %d is not a CUdevice_attribute (1..%d)", __func__, attribute,
+                     (int)CU_DEVICE_ATTRIBUTE_MAX - 1);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    return CUABI__CU(drv, cuDeviceGetAttribute, out, (CUdevice_attribute)attribute, dev->cu_device);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_get_properties(cuabi_device_properties *out,
+                                                       cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_OPTS(out, "cuabi_device_properties", CUABI_DEVICE_PROPERTIES_VERSION, false);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    unsigned version = out->version;
+    memset(out, 0, sizeof *out);
+    out->version = version;
+    out->ordinal = dev->ordinal;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetName, out->name, (int)sizeof out->name, dev->cu_device));
+    CUuuid uuid;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, dev->cu_device));
+    memcpy(out->uuid, uuid.bytes, sizeof out->uuid);
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetPCIBusId, out->pci_bus_id, (int)sizeof out->pci_bus_id,
+                         dev->cu_device));
+    size_t total;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceTotalMem, &total, dev->cu_device));
+    out->total_memory = total;
+    static const struct { CUdevice_attribute attr; size_t offset; } attrs[] = {
+#define A(field, name) { CU_DEVICE_ATTRIBUTE_##name, offsetof(cuabi_device_properties, field) }
+        A(compute_capability_major, COMPUTE_CAPABILITY_MAJOR),
+        A(compute_capability_minor, COMPUTE_CAPABILITY_MINOR),
+        A(multiprocessor_count, MULTIPROCESSOR_COUNT), A(warp_size, WARP_SIZE),
+        A(max_threads_per_block, MAX_THREADS_PER_BLOCK),
+        A(max_block_dim[0], MAX_BLOCK_DIM_X), A(max_block_dim[1], MAX_BLOCK_DIM_Y),
+        A(max_block_dim[2], MAX_BLOCK_DIM_Z), A(max_grid_dim[0], MAX_GRID_DIM_X),
+        A(max_grid_dim[1], MAX_GRID_DIM_Y), A(max_grid_dim[2], MAX_GRID_DIM_Z),
+        A(max_threads_per_multiprocessor, MAX_THREADS_PER_MULTIPROCESSOR),
+        A(max_blocks_per_multiprocessor, MAX_BLOCKS_PER_MULTIPROCESSOR),
+        A(max_registers_per_block, MAX_REGISTERS_PER_BLOCK),
+        A(max_registers_per_multiprocessor, MAX_REGISTERS_PER_MULTIPROCESSOR),
+        A(max_shared_memory_per_block, MAX_SHARED_MEMORY_PER_BLOCK),
+        A(max_shared_memory_per_block_optin, MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        A(max_shared_memory_per_multiprocessor, MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+        A(reserved_shared_memory_per_block, RESERVED_SHARED_MEMORY_PER_BLOCK),
+        A(l2_cache_size, L2_CACHE_SIZE), A(clock_rate_khz, CLOCK_RATE),
+        A(memory_clock_rate_khz, MEMORY_CLOCK_RATE),
+        A(memory_bus_width, GLOBAL_MEMORY_BUS_WIDTH),
+        A(cooperative_launch, COOPERATIVE_LAUNCH), A(cluster_launch, CLUSTER_LAUNCH),
+        A(memory_pools_supported, MEMORY_POOLS_SUPPORTED),
+        A(managed_memory, MANAGED_MEMORY),
+        A(concurrent_managed_access, CONCURRENT_MANAGED_ACCESS),
+        A(unified_addressing, UNIFIED_ADDRESSING), A(integrated, INTEGRATED),
+        A(ecc_enabled, ECC_ENABLED),
+#undef A
+    };
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        int *field = (int *)((char *)out + attrs[i].offset);
+        /* Attributes a driver does not know read as 0 rather than failing. */
+        if (CUABI__CU_RAW(drv, cuDeviceGetAttribute, field, attrs[i].attr, dev->cu_device) != CUDA_SUCCESS)
+            *field = 0;
+    }
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_memory_info(uint64_t *free_bytes, uint64_t *total_bytes,
+                                                    cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(free_bytes && total_bytes, "%s: free_bytes and total_bytes must not be NULL",
+                     __func__);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    size_t f, t;
+    CUABI__TRY(CUABI__CU(drv, cuMemGetInfo, &f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    return cuabi__device_activate(dev, drv);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_synchronize(cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    return CUABI__CU(drv, cuCtxSynchronize);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_context(uintptr_t *out, cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    *out = (uintptr_t)atomic_load(&dev->primary);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_stream_priority_range(int *least, int *greatest,
+                                                              cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(least && greatest, "%s: least and greatest must not be NULL", __func__);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    return CUABI__CU(drv, cuCtxGetStreamPriorityRange, least, greatest);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_can_access_peer(int *out, cuabi_device *device,
+                                                        cuabi_device *peer)
+{
+    cuabi__device *dev, *other;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__GET(other, peer, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    if (dev == other) {
+        *out = 0;
+        return CUABI_SUCCESS;
+    }
+    return CUABI__CU(drv, cuDeviceCanAccessPeer, out, dev->cu_device, other->cu_device);
+}

@@ -1,0 +1,400 @@
+/* Stream capture: begin and end on a cuabi stream, the capture status, and
+ * the hooks through which cuabi's launch, copy, memset, allocation and free
+ * paths tell a capture what its graph must keep alive.
+ *
+ * Each capture begun here has a record, found by the driver's capture id
+ * (cuStreamGetCaptureInfo), so work on any stream that joined the capture
+ * (a forked stream, another handle wrapping the same CUstream) reaches it.
+ * The hooks are registered with the capture seam (capture.h) when a
+ * capture begins, and run only while cuabi__captures_active is non-zero:
+ * with no capture in progress they cost their callers one relaxed load. */
+#include "runtime/graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct alloc_rec {
+    cuabi__buffer *buffer;
+    uintptr_t ptr;
+} alloc_rec;
+
+typedef struct capture {
+    cuuint64_t id;
+    cuabi__stream *stream;       /* where it began; retained */
+    cuabi__keep keep;            /* moves to the graph at the end */
+    alloc_rec *allocs;           /* buffers allocated inside the capture */
+    size_t nallocs, cap_allocs;
+    struct capture *next;
+} capture;
+
+static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
+static capture *captures;        /* guarded by captures_lock */
+
+static void capture_free(capture *c)
+{
+    cuabi__keep_release(&c->keep);
+    cuabi__free(c->allocs);
+    cuabi__object_release(&c->stream->base);
+    cuabi__free(c);
+}
+
+/* The cuabi capture that stream `s` takes part in: on success with one,
+ * captures_lock is held (release it with capture_done). Errors of the
+ * status query are returned (the work on `s` would fail the same way). */
+static cuabi_status capture_of(capture **out, CUstream s, const cuabi__driver *drv,
+                               const char *caller)
+{
+    *out = NULL;
+    if (!s || s == CU_STREAM_LEGACY) /* never captured */
+        return CUABI_SUCCESS;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s, &status, &id, NULL, NULL,
+                            NULL, NULL));
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return CUABI_SUCCESS;
+    pthread_mutex_lock(&captures_lock);
+    for (capture *c = captures; c; c = c->next)
+        if (c->id == id) {
+            *out = c;
+            return CUABI_SUCCESS;
+        }
+    pthread_mutex_unlock(&captures_lock);
+    return CUABI_SUCCESS;
+}
+
+static void capture_done(void)
+{
+    pthread_mutex_unlock(&captures_lock);
+}
+
+static bool allocated_in(const capture *c, const cuabi__buffer *b)
+{
+    for (size_t i = c->nallocs; i-- > 0;)
+        if (c->allocs[i].buffer == b && c->allocs[i].ptr == b->ptr)
+            return true;
+    return false;
+}
+
+/* Keep a buffer's memory unless the capture allocated it (then it is the
+ * graph's own memory, freed by a node of the graph or by the caller). */
+static cuabi_status keep_buffer(capture *c, cuabi__buffer *b, const char *caller)
+{
+    if (!b || allocated_in(c, b))
+        return CUABI_SUCCESS;
+    return cuabi__keep_buffer(&c->keep, b, caller);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+static cuabi_status capture_keep_launch(CUstream s, cuabi__kernel *k, const cuabi__argpack *p,
+                                        const char *caller)
+{
+    const cuabi__driver *drv;
+    capture *c;
+    CUABI__TRY(cuabi__driver_get_for(&drv, caller));
+    CUABI__TRY(capture_of(&c, s, drv, caller));
+    if (!c)
+        return CUABI_SUCCESS;
+    cuabi_status st = cuabi__keep_object(&c->keep, &k->base, caller);
+    for (size_t i = 0; st == CUABI_SUCCESS && p->nrefs && i < p->nslots; i++) {
+        void *obj;
+        const void *h = (const void *)(uintptr_t)p->ref_handle[i];
+        /* The launch resolved every slot already: the handles are live. */
+        if (p->ref_kind[i] == CUABI__REF_BUFFER &&
+            cuabi__handle_get(h, CUABI__T_BUFFER, &obj, caller) == CUABI_SUCCESS)
+            st = keep_buffer(c, obj, caller);
+        else if (p->ref_kind[i] == CUABI__REF_VIEW &&
+                 cuabi__handle_get(h, CUABI__T_VIEW, &obj, caller) == CUABI_SUCCESS)
+            st = cuabi__keep_object(&c->keep, obj, caller);
+    }
+    capture_done();
+    return st;
+}
+
+static cuabi_status capture_keep_object(CUstream s, cuabi__object *o, const char *caller)
+{
+    const cuabi__driver *drv;
+    capture *c;
+    CUABI__TRY(cuabi__driver_get_for(&drv, caller));
+    CUABI__TRY(capture_of(&c, s, drv, caller));
+    if (!c)
+        return CUABI_SUCCESS;
+    cuabi_status st = cuabi__keep_object(&c->keep, o, caller);
+    capture_done();
+    return st;
+}
+
+static cuabi_status capture_keep_buffers(cuabi__stream *s, cuabi__buffer *a, cuabi__buffer *b,
+                                         const char *caller)
+{
+    const cuabi__driver *drv;
+    capture *c;
+    CUABI__TRY(cuabi__driver_get_for(&drv, caller));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    CUABI__TRY(capture_of(&c, s->cu_stream, drv, caller));
+    if (!c)
+        return CUABI_SUCCESS;
+    cuabi_status st = keep_buffer(c, a, caller);
+    if (st == CUABI_SUCCESS && b != a)
+        st = keep_buffer(c, b, caller);
+    capture_done();
+    return st;
+}
+
+static cuabi_status capture_refuse_host_work(cuabi__stream *s, const char *what,
+                                             const char *caller)
+{
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get_for(&drv, caller));
+    if (!s->cu_stream || s->cu_stream == CU_STREAM_LEGACY)
+        return CUABI_SUCCESS;
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL,
+                            NULL, NULL, NULL, NULL));
+    if (status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUABI_SUCCESS;
+    return cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream is being captured, and %s "
+                        "runs on the host at once, so it cannot be recorded into a graph (add a "
+                        "host node, or use CUDA memory on one side)", caller, what);
+}
+
+static void capture_note_alloc(cuabi__buffer *b)
+{
+    const cuabi__driver *drv;
+    capture *c;
+    if (cuabi__driver_get_for(&drv, "cuabi_buffer_allocate") != CUABI_SUCCESS ||
+        cuabi__stream_prepare(b->stream, drv) != CUABI_SUCCESS ||
+        capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_allocate") != CUABI_SUCCESS || !c)
+        return;
+    if (c->nallocs == c->cap_allocs) {
+        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 8;
+        alloc_rec *a = cuabi__realloc_in(c->allocs, cap * sizeof *a, "cuabi_buffer_allocate");
+        if (!a) {
+            /* Then the memory counts as the caller's: kept and freed with the
+             * graph. Only an allocation failure leads here. */
+            capture_done();
+            return;
+        }
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->nallocs].buffer = b;
+    c->allocs[c->nallocs].ptr = b->ptr;
+    c->nallocs++;
+    capture_done();
+}
+
+static bool capture_defer_free(cuabi__buffer *b)
+{
+    const cuabi__driver *drv;
+    capture *c;
+    if (!b->res || !b->res->stream_ordered || !b->stream || !b->ptr)
+        return false;
+    if (cuabi__driver_get_for(&drv, "cuabi_buffer_destroy") != CUABI_SUCCESS ||
+        cuabi__stream_prepare(b->stream, drv) != CUABI_SUCCESS ||
+        capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_destroy") != CUABI_SUCCESS || !c)
+        return false;
+    bool deferred = false;
+    for (size_t i = c->nallocs; i-- > 0;)
+        if (c->allocs[i].buffer == b && c->allocs[i].ptr == b->ptr) {
+            /* A temporary of the capture: its free is a node of the graph. */
+            c->allocs[i] = c->allocs[--c->nallocs];
+            capture_done();
+            return false;
+        }
+    /* Memory from before the capture: freeing it inside the graph would
+     * free it at every replay. The graph frees it once, when released. */
+    deferred = cuabi__keep_deferred_free(&c->keep, b, "cuabi_buffer_destroy") == CUABI_SUCCESS;
+    capture_done();
+    return deferred;
+}
+
+static const cuabi__capture_ops capture_ops = {
+    .keep_launch = capture_keep_launch,
+    .keep_object = capture_keep_object,
+    .keep_buffers = capture_keep_buffers,
+    .refuse_host_work = capture_refuse_host_work,
+    .note_alloc = capture_note_alloc,
+    .defer_free = capture_defer_free,
+};
+
+/* ------------------------------------------------------- begin and end */
+
+static cuabi_status capture_stream(cuabi__stream **s, const cuabi__driver **drv,
+                                   cuabi_stream *stream, const char *caller)
+{
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
+    *s = obj;
+    CUABI__TRY(cuabi__graph_driver(drv, caller));
+    return cuabi__stream_prepare(*s, *drv);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi_capture_mode mode)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, __func__));
+    s = obj;
+    CUABI__CHECK_ARG((unsigned)mode <= CUABI_CAPTURE_MODE_RELAXED,
+                     "%s: %d is not a cuabi_capture_mode", __func__, (int)mode);
+    CUABI__CHECK_ARG(s->cu_stream && s->cu_stream != CU_STREAM_LEGACY,
+                     "%s: the legacy default stream cannot be captured (it synchronises with "
+                     "every blocking stream); capture a stream made by cuabi_stream_create, or "
+                     "the per-thread default stream", __func__);
+    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    CUstreamCaptureStatus now = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL, NULL, NULL,
+                         NULL));
+    CUABI__CHECK_ARG(now == CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is already being "
+                     "captured%s; end that capture first (cuabi_graph_capture_end)", __func__,
+                     now == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (and the capture is invalid)"
+                                                                 : "");
+    capture *c = cuabi__calloc(1, sizeof *c);
+    if (!c)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    cuabi_status st = CUABI__CU(drv, cuStreamBeginCapture, s->cu_stream, (CUstreamCaptureMode)mode);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(c);
+        return st;
+    }
+    CUstreamCaptureStatus status;
+    st = CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &c->id, NULL, NULL, NULL,
+                   NULL);
+    if (st != CUABI_SUCCESS) {
+        /* Undo the capture: nothing was recorded yet. */
+        CUgraph g = NULL;
+        if (drv->cuStreamEndCapture && CUABI__CU_RAW(drv, cuStreamEndCapture, s->cu_stream, &g) ==
+                                           CUDA_SUCCESS && g && drv->cuGraphDestroy)
+            CUABI__CU_RAW(drv, cuGraphDestroy, g);
+        cuabi__free(c);
+        return st;
+    }
+    c->stream = s;
+    cuabi__object_retain(&s->base);
+    pthread_mutex_lock(&captures_lock);
+    c->next = captures;
+    captures = c;
+    /* Before the count: a work path that sees the count finds the hooks. */
+    cuabi__capture_register(&capture_ops);
+    atomic_fetch_add_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&captures_lock);
+    return CUABI_SUCCESS;
+}
+
+/* Take the record of capture `id` out of the list (NULL if not ours); with
+ * no id (the status query failed), the capture begun on `origin`. A record
+ * begun on another stream stays: *elsewhere then says so. */
+static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool *elsewhere)
+{
+    pthread_mutex_lock(&captures_lock);
+    capture *found = NULL;
+    *elsewhere = false;
+    for (capture **p = &captures; *p; p = &(*p)->next) {
+        bool match = have_id ? (*p)->id == id : (*p)->stream->cu_stream == origin;
+        if (!match)
+            continue;
+        if ((*p)->stream->cu_stream != origin) {
+            *elsewhere = true;
+            break;
+        }
+        found = *p;
+        *p = found->next;
+        atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
+        break;
+    }
+    pthread_mutex_unlock(&captures_lock);
+    return found;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    /* If even the status query fails, end what cuabi began on this stream:
+     * a capture must not outlive a failed end (it keeps objects alive). */
+    bool known = CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &id, NULL, NULL,
+                           NULL, NULL) == CUABI_SUCCESS;
+    CUABI__CHECK_ARG(!known || status != CU_STREAM_CAPTURE_STATUS_NONE,
+                     "%s: the stream is not being captured (begin with "
+                     "cuabi_graph_capture_begin)", __func__);
+    bool elsewhere;
+    capture *c = capture_take(known, id, s->cu_stream, &elsewhere);
+    CUABI__CHECK_ARG(!elsewhere, "%s: the capture began on another stream; end it there (this "
+                     "stream joined it through an event)", __func__);
+    CUgraph cg = NULL;
+    cuabi_status st = CUABI__CU(drv, cuStreamEndCapture, s->cu_stream, &cg);
+    bool invalidated = status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    if (st != CUABI_SUCCESS || !cg || invalidated) {
+        /* No half graph: whatever the driver made goes, with what the
+         * capture kept alive. */
+        char why[1024] = "";
+        int cu = 0;
+        if (st != CUABI_SUCCESS) {
+            /* The driver call's message, without our name a second time. */
+            const char *m = cuabi_last_error()->message;
+            size_t l = strlen(__func__);
+            if (strncmp(m, __func__, l) == 0 && m[l] == ':' && m[l + 1] == ' ')
+                m += l + 2;
+            snprintf(why, sizeof why, "%s", m);
+            cu = cuabi_last_error()->cu_result;
+        }
+        if (cg && drv->cuGraphDestroy)
+            CUABI__CU_RAW(drv, cuGraphDestroy, cg);
+        if (c)
+            capture_free(c);
+        if (st == CUABI_SUCCESS || st == CUABI_ERROR_STREAM_CAPTURE || invalidated)
+            st = cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the capture failed, so no graph "
+                              "was made%s%s%s", __func__,
+                              invalidated ? ": a call not allowed while a stream is captured (a "
+                                            "synchronising call, a query, or work on the legacy "
+                                            "default stream) invalidated it" : "",
+                              why[0] ? ": " : "", why);
+        else
+            st = cuabi__error(st, "%s: ending the capture failed, so no graph was made: %s",
+                              __func__, why);
+        cuabi__error_set_cu(cu);
+        return st;
+    }
+    cuabi__graph *g;
+    st = cuabi__graph_wrap(&g, cg, __func__);
+    if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuGraphDestroy, cg);
+        if (c)
+            capture_free(c);
+        return st;
+    }
+    cuabi__graph_use_device(g, s->device);
+    if (c) {
+        /* The graph's keep list is empty: this is a swap and cannot fail. */
+        (void)cuabi__keep_move(&g->shared->keep, &c->keep, __func__);
+        capture_free(c);
+    }
+    *out = CUABI__HANDLE(g, cuabi_graph);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
+                                                      cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = CUABI_CAPTURE_STATUS_NONE;
+    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    if (!s->cu_stream || s->cu_stream == CU_STREAM_LEGACY)
+        return CUABI_SUCCESS;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL, NULL, NULL,
+                         NULL, NULL));
+    *out = (cuabi_capture_status)status;
+    return CUABI_SUCCESS;
+}

@@ -1,0 +1,64 @@
+/* Internal layout of IPC descriptors (tests forge and reseal them). */
+#ifndef CUABI_IPC_INTERNAL_H
+#define CUABI_IPC_INTERNAL_H
+
+#include "runtime/device.h"
+
+/* Byte offsets of a descriptor's fields (all little-endian). */
+enum {
+    CUABI__IPC_MAGIC = 0,       /* "CUABIIPC" */
+    CUABI__IPC_VERSION = 8,     /* u16: CUABI__IPC_FORMAT */
+    CUABI__IPC_KIND = 10,       /* u16: cuabi_ipc_kind */
+    CUABI__IPC_LENGTH = 12,     /* u32: CUABI_IPC_DESCRIPTOR_SIZE */
+    CUABI__IPC_PID = 16,        /* u32: exporting process */
+    CUABI__IPC_HOST = 24,       /* u64: hash of boot id and host name */
+    CUABI__IPC_UUID = 32,       /* 16 bytes: device UUID */
+    CUABI__IPC_SIZE = 48,       /* u64: bytes described */
+    CUABI__IPC_OFFSET = 56,     /* u64: offset inside the exported allocation */
+    CUABI__IPC_POOL_ID = 56,    /* u64, pool kinds: the pool's random id (no offset) */
+    CUABI__IPC_HANDLE = 64,     /* 64 bytes: CUipcMemHandle / CUipcEventHandle /
+                                   CUmemPoolPtrExportData (zero for a pool) */
+    CUABI__IPC_CHECKSUM = 128,  /* u64: FNV-1a of bytes 0..127 */
+    CUABI__IPC_FORMAT = 1,
+};
+
+/* This host's identity as descriptors carry it. */
+uint64_t cuabi__ipc_host_hash(void);
+/* Recompute a descriptor's checksum after changing a field. */
+void cuabi__ipc_reseal(uint8_t *desc);
+/* Read/write little-endian fields. */
+uint64_t cuabi__ipc_get(const uint8_t *p, int bytes);
+void cuabi__ipc_put(uint8_t *p, uint64_t v, int bytes);
+
+/* Shared by ipc.c (legacy IPC) and ipc_pool.c (exportable pools). */
+
+/* Fill a descriptor: the frame (magic, version, kind, length, this process,
+ * this host), the fields given, the checksum. */
+void cuabi__ipc_seal(uint8_t *out, cuabi_ipc_kind kind, const uint8_t uuid[16], uint64_t size,
+                     uint64_t offset, const void *handle);
+/* Everything about a descriptor that needs no driver: framing, checksum,
+ * a known kind, this host. */
+cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t size,
+                                    const char *caller);
+/* The frame, kind `want`, an exporter that is another live process, and
+ * the device the descriptor names (a new reference in *hdev, whose object is
+ * *dev, made current). */
+cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
+                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+                                   const char *caller);
+/* Whether a driver result means "this handle or this memory cannot be
+ * shared" (the rest, out of memory or a sticky context error, stay CUDA
+ * errors). */
+bool cuabi__ipc_refusal(CUresult r);
+/* A driver failure of `entry` on a handle: CUABI_ERROR_IPC when it means
+ * "cannot be shared or opened" (the CUresult kept), else a CUDA error. */
+cuabi_status cuabi__ipc_driver_refused(CUresult r, const char *entry, const char *caller);
+struct cuabi__buffer;
+/* cuabi_ipc_buffer_export for a buffer of an IPC pool (ipc_pool.c);
+ * `out` has room for a descriptor. */
+cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, struct cuabi__buffer *b,
+                                           const char *caller);
+/* "memory", "an event", ... for messages. */
+const char *cuabi__ipc_kind_name(cuabi_ipc_kind kind);
+
+#endif

@@ -1,0 +1,513 @@
+/* Sharing device memory between processes through IPC-enabled memory pools.
+ *
+ * Legacy IPC (ipc.c) pays the driver's cuIpcOpenMemHandle for every buffer
+ * (~27 us on an H100). A pool created with CU_MEM_HANDLE_TYPE_POSIX_FILE_
+ * DESCRIPTOR is exported once as a file descriptor, mapped once by the
+ * importer (cuMemPoolImportFromShareableHandle), and then each of its
+ * buffers travels as 64 bytes of cuMemPoolExportPointer data that
+ * cuMemPoolImportPointer opens in a few microseconds. The price is the file
+ * descriptor, which only travels as one (SCM_RIGHTS: cuabi_ipc_fd_send /
+ * _receive below, or Python's multiprocessing, which has its own channel).
+ *
+ * Descriptors use ipc.c's frame (CUABI_IPC_DESCRIPTOR_SIZE bytes, format 1)
+ * with two kinds: CUABI_IPC_POOL (the pool's id, no handle: the fd is the
+ * handle) and CUABI_IPC_POOL_MEMORY (the pool's id, the size, the export
+ * data). The random pool id ties a buffer to the pool it must be imported
+ * into: the driver's own answer to a buffer imported into the wrong pool is
+ * not documented.
+ *
+ * The driver gives the same CUmemoryPool to every import of one pool in a
+ * process, so destroying one import would break the others: a process-wide
+ * registry keyed by pool id makes a second import return the live mapped
+ * resource, and the pool is destroyed with the last resource using it. */
+#include "runtime/ipc.h"
+#include "runtime/memory.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IPC_FAIL(...) cuabi__error(CUABI_ERROR_IPC, __VA_ARGS__)
+
+static cuabi_status too_small(size_t out_size, const char *caller)
+{
+    return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
+                        "%s: a descriptor needs CUABI_IPC_DESCRIPTOR_SIZE (%d) bytes, got %zu",
+                        caller, CUABI_IPC_DESCRIPTOR_SIZE, out_size);
+}
+
+/* A nonzero id no other pool of any process is likely to have: 64 random
+ * bits (the clock, the pid and a counter where getrandom fails, which only
+ * seccomp filters or pre-3.17 kernels do). */
+static uint64_t random_pool_id(void)
+{
+    static _Atomic uint64_t counter;
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+             ((uint64_t)getpid() << 40) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+    }
+    return id ? id : 1;
+}
+
+/* ------------------------------------------------------------ exporter */
+
+/* cuMemPoolExportPointer works only "from an already shared memory pool":
+ * until the pool was exported to a shareable handle once, it refuses every
+ * pointer (CUDA_ERROR_INVALID_VALUE; seen on an H100, 2026-11-26, for
+ * buffers exported before cuabi_ipc_pool_export). So the pool is shared
+ * at creation, and the descriptor it gave is closed at once. */
+static cuabi_status share_once(const cuabi__driver *drv, CUmemoryPool pool, const char *caller)
+{
+    int fd = -1;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolExportToShareableHandle, &fd, pool,
+                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    close(fd);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
+                                                 cuabi_device *device,
+                                                 const cuabi_ipc_pool_options *options)
+{
+    static const cuabi_ipc_pool_options defaults = CUABI_IPC_POOL_OPTIONS_INIT;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_OPTS(options, "cuabi_ipc_pool_options", CUABI_IPC_POOL_OPTIONS_VERSION, true);
+    if (!options)
+        options = &defaults;
+    CUABI__CHECK_ARG(options->max_size <= SIZE_MAX, "%s: max_size %llu does not fit a size_t",
+                     __func__, (unsigned long long)options->max_size);
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUuuid uuid;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, dev->cu_device));
+    CUmemoryPool pool;
+    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                       (size_t)options->max_size, options->release_threshold,
+                                       __func__));
+    cuabi__memory_resource *r;
+    cuabi_status st = share_once(drv, pool, __func__);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true,
+                                          random_pool_id());
+    if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        return st;
+    }
+    memcpy(r->ipc_uuid, uuid.bytes, 16);
+    return CUABI_SUCCESS;
+}
+
+/* An IPC pool of this process, else CUABI_ERROR_IPC saying what it is. */
+static cuabi_status exporter_of(cuabi__memory_resource **r, cuabi_memory_resource *resource,
+                                const char *caller)
+{
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(resource, CUABI__T_MEMORY_RESOURCE, &obj, caller));
+    *r = obj;
+    if ((*r)->impl == CUABI__RES_IPC_MAPPED)
+        return IPC_FAIL("%s: the pool was imported from another process; only its exporter "
+                        "can export it", caller);
+    if ((*r)->impl != CUABI__RES_POOL || !(*r)->ipc_pool_id)
+        return IPC_FAIL("%s: the resource is not an IPC-enabled pool (make one with "
+                        "cuabi_ipc_pool_create)", caller);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t out_size,
+                                                 cuabi_memory_resource *pool)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(fd, "%s: fd is NULL", __func__);
+    *fd = -1;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__TRY(exporter_of(&r, pool, __func__));
+    if (out_size < CUABI_IPC_DESCRIPTOR_SIZE)
+        return too_small(out_size, __func__);
+    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    int handle = -1;
+    CUABI__TRY(CUABI__CU(r->drv, cuMemPoolExportToShareableHandle, &handle, r->pool,
+                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    cuabi__ipc_seal(out, CUABI_IPC_POOL, r->ipc_uuid, 0, r->ipc_pool_id, NULL);
+    *fd = handle;
+    return CUABI_SUCCESS;
+}
+
+/* cuabi_ipc_buffer_export of a buffer allocated from an IPC pool. The
+ * pool's resource knows its device UUID: the export is the one driver call.
+ * The whole allocation is exported (a pool buffer is one). */
+cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, cuabi__buffer *b, const char *caller)
+{
+    cuabi__memory_resource *r = b->res;
+    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    CUmemPoolPtrExportData data;
+    if (!r->drv->cuMemPoolExportPointer)
+        return cuabi__missing_entry("cuMemPoolExportPointer", caller);
+    CUresult res = CUABI__CU_RAW(r->drv, cuMemPoolExportPointer, &data, (CUdeviceptr)b->ptr);
+    if (res != CUDA_SUCCESS)
+        return cuabi__ipc_driver_refused(res, "cuMemPoolExportPointer", caller);
+    cuabi__ipc_seal(out, CUABI_IPC_POOL_MEMORY, r->ipc_uuid, b->size, r->ipc_pool_id,
+                    data.reserved);
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ registry */
+
+/* One entry per pool mapped in this process. `res` is the resource the
+ * next import may share (NULL, or dying, once its last reference went);
+ * `users` counts the resources over the pool, which is destroyed with the
+ * last. Guarded by `registry_lock`, as is every import of a pool. */
+typedef struct mapped_pool {
+    struct mapped_pool *next;
+    uint64_t id;
+    CUmemoryPool pool;
+    int users;
+    cuabi__memory_resource *res;
+} mapped_pool;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static mapped_pool *registry;
+
+static mapped_pool *registry_find(uint64_t id)
+{
+    for (mapped_pool *m = registry; m; m = m->next)
+        if (m->id == id)
+            return m;
+    return NULL;
+}
+
+/* A reference to `r` unless its count already reached zero (it is being
+ * destroyed and waits for registry_lock to say so). */
+static bool retain_live(cuabi__memory_resource *r)
+{
+    int64_t n = atomic_load_explicit(&r->base.refs, memory_order_relaxed);
+    while (n > 0)
+        if (atomic_compare_exchange_weak_explicit(&r->base.refs, &n, n + 1,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* A mapped pool's resource is going away (its before_destroy): forget the
+ * pool when no other resource maps it. */
+static void pool_unmap(cuabi__memory_resource *r)
+{
+    pthread_mutex_lock(&registry_lock);
+    mapped_pool **link = &registry;
+    while (*link && (*link)->id != r->ipc_pool_id)
+        link = &(*link)->next;
+    mapped_pool *m = *link;
+    if (m) {
+        if (m->res == r)
+            m->res = NULL;
+        if (--m->users == 0) {
+            *link = m->next;
+            if (r->drv->cuMemPoolDestroy)
+                CUABI__CU_RAW(r->drv, cuMemPoolDestroy, m->pool);
+            cuabi__free(m);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ------------------------------------------------------------ importer */
+
+/* The importing process needs read-write access to the pool's memory on
+ * its device; the driver may grant it with the import already (the pool's
+ * own device), so ask first. */
+static cuabi_status grant_access(const cuabi__driver *drv, CUmemoryPool pool,
+                                 const cuabi__device *dev, const char *caller)
+{
+    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev->cu_device };
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolGetAccess, &flags, pool, &loc));
+    if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUABI_SUCCESS;
+    CUmemAccessDesc want = { .location = loc, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    return CUABI__CU_IN(caller, drv, cuMemPoolSetAccess, pool, &want, 1);
+}
+
+/* Import the pool behind `fd` and publish a mapped resource over it, as a
+ * new registry entry; registry_lock is held. */
+static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
+                            const cuabi__driver *drv, int fd, uint64_t id, const uint8_t *uuid,
+                            const char *caller)
+{
+    if (!drv->cuMemPoolImportFromShareableHandle)
+        return cuabi__missing_entry("cuMemPoolImportFromShareableHandle", caller);
+    mapped_pool *m = cuabi__calloc(1, sizeof *m);
+    if (!m)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    CUmemoryPool pool;
+    CUresult res = CUABI__CU_RAW(drv, cuMemPoolImportFromShareableHandle, &pool,
+                                 (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                 0);
+    if (res != CUDA_SUCCESS) {
+        cuabi__free(m);
+        return cuabi__ipc_driver_refused(res, "cuMemPoolImportFromShareableHandle", caller);
+    }
+    cuabi__memory_resource *r;
+    cuabi_status st = grant_access(drv, pool, dev, caller);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_IPC_MAPPED, false,
+                                          id);
+    if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        cuabi__free(m);
+        return st;
+    }
+    memcpy(r->ipc_uuid, uuid, 16);
+    r->before_destroy = pool_unmap;
+    *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r };
+    registry = m;
+    return CUABI_SUCCESS;
+}
+
+/* The pool is mapped here already: its live resource, or (while that one is
+ * being destroyed) a new resource over the same driver pool. */
+static cuabi_status map_again(cuabi_memory_resource **out, mapped_pool *m, cuabi__device *dev,
+                              const cuabi__driver *drv, const uint8_t *uuid)
+{
+    if (m->res && retain_live(m->res)) {
+        *out = CUABI__HANDLE(m->res, cuabi_memory_resource);
+        return CUABI_SUCCESS;
+    }
+    cuabi__memory_resource *r;
+    CUABI__TRY(cuabi__resource_pool_publish(out, &r, dev, drv, m->pool, CUABI__RES_IPC_MAPPED,
+                                            false, m->id));
+    memcpy(r->ipc_uuid, uuid, 16);
+    r->before_destroy = pool_unmap;
+    m->res = r;
+    m->users++;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, int fd,
+                                                 const uint8_t *descriptor, size_t size)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    cuabi_device *hdev = NULL;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_POOL, &drv,
+                                            __func__);
+    if (st == CUABI_SUCCESS && (fd < 0 || fcntl(fd, F_GETFD) == -1))
+        st = IPC_FAIL("%s: %d is not an open file descriptor (the pool's descriptor must come "
+                      "with the fd cuabi_ipc_pool_export gave, received in this process)",
+                      __func__, fd);
+    if (st == CUABI_SUCCESS) {
+        uint64_t id = cuabi__ipc_get(descriptor + CUABI__IPC_POOL_ID, 8);
+        const uint8_t *uuid = descriptor + CUABI__IPC_UUID;
+        pthread_mutex_lock(&registry_lock);
+        mapped_pool *m = registry_find(id);
+        st = m ? map_again(out, m, dev, drv, uuid) : map_new(out, dev, drv, fd, id, uuid, __func__);
+        pthread_mutex_unlock(&registry_lock);
+    }
+    if (hdev)
+        cuabi__handle_release(hdev, CUABI__T_DEVICE);
+    return st;
+}
+
+/* An imported buffer's release: free the import (cuMemFree returns once the
+ * free is done, which CUDA requires before the exporter's free), then let
+ * the mapped pool go. */
+static void import_free(uintptr_t ptr, size_t size, void *payload)
+{
+    (void)size;
+    cuabi__memory_resource *r = payload;
+    if (r->drv->cuMemFree && cuabi__device_activate(r->device, r->drv) == CUABI_SUCCESS)
+        CUABI__CU_RAW(r->drv, cuMemFree, (CUdeviceptr)ptr);
+    cuabi__object_release(&r->base);
+}
+
+/* The descriptor is a buffer of exactly this mapped pool. */
+static cuabi_status check_pool_buffer(const cuabi__memory_resource *r, const uint8_t *d,
+                                      size_t size, const char *caller)
+{
+    cuabi_ipc_kind kind;
+    CUABI__TRY(cuabi__ipc_check_frame(&kind, d, size, caller));
+    if (kind != CUABI_IPC_POOL_MEMORY)
+        return IPC_FAIL("%s: the descriptor describes %s, not memory of an IPC pool%s", caller,
+                        cuabi__ipc_kind_name(kind),
+                        kind == CUABI_IPC_MEMORY ? " (import it with cuabi_ipc_buffer_import)" : "");
+    uint64_t id = cuabi__ipc_get(d + CUABI__IPC_POOL_ID, 8);
+    if (id != r->ipc_pool_id)
+        return IPC_FAIL("%s: the buffer belongs to pool %016llx, not to this mapped pool "
+                        "(%016llx): import that pool first", caller, (unsigned long long)id,
+                        (unsigned long long)r->ipc_pool_id);
+    if (cuabi__ipc_get(d + CUABI__IPC_SIZE, 8) == 0)
+        return IPC_FAIL("%s: the descriptor's size is 0 (forged or corrupt)", caller);
+    return CUABI_SUCCESS;
+}
+
+/* A forged size must not let the buffer reach past the imported allocation. */
+static cuabi_status check_range(const cuabi__driver *drv, CUdeviceptr ptr, uint64_t size,
+                                const char *caller)
+{
+    CUdeviceptr base;
+    size_t range = 0;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemGetAddressRange, &base, &range, ptr));
+    if (size > range - (size_t)(ptr - base))
+        return IPC_FAIL("%s: the descriptor's size (%llu bytes) runs past the shared allocation "
+                        "(%zu bytes): forged or corrupt", caller, (unsigned long long)size,
+                        range);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
+                                                        cuabi_memory_resource *pool,
+                                                        const uint8_t *descriptor, size_t size)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(r, pool, MEMORY_RESOURCE);
+    if (r->impl != CUABI__RES_IPC_MAPPED)
+        return IPC_FAIL("%s: the resource is not a pool mapped from another process "
+                        "(cuabi_ipc_pool_import)%s", __func__,
+                        r->ipc_pool_id ? "; this process exported the pool: use its buffers "
+                                         "themselves" : "");
+    CUABI__TRY(check_pool_buffer(r, descriptor, size, __func__));
+    const cuabi__driver *drv = r->drv;
+    if (!drv->cuMemPoolImportPointer || !drv->cuMemFree)
+        return cuabi__missing_entry("cuMemPoolImportPointer", __func__);
+    CUABI__TRY(cuabi__device_activate(r->device, drv));
+    CUmemPoolPtrExportData data;
+    memcpy(data.reserved, descriptor + CUABI__IPC_HANDLE, sizeof data.reserved);
+    CUdeviceptr ptr;
+    CUresult res = CUABI__CU_RAW(drv, cuMemPoolImportPointer, &ptr, r->pool, &data);
+    if (res != CUDA_SUCCESS)
+        return cuabi__ipc_driver_refused(res, "cuMemPoolImportPointer", __func__);
+    uint64_t n = cuabi__ipc_get(descriptor + CUABI__IPC_SIZE, 8);
+    cuabi_status st = check_range(drv, ptr, n, __func__);
+    if (st == CUABI_SUCCESS) {
+        cuabi__object_retain(&r->base);
+        st = cuabi_buffer_wrap(out, CUABI__HANDLE(r->device, cuabi_device), CUABI_MEMORY_DEVICE,
+                               (uintptr_t)ptr, (size_t)n, import_free, r);
+        if (st == CUABI_SUCCESS)
+            return CUABI_SUCCESS;
+        cuabi__object_release(&r->base);
+    }
+    CUABI__CU_RAW(drv, cuMemFree, ptr);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_info(cuabi_ipc_pool_role *role, uint64_t *pool_id,
+                                               cuabi_memory_resource *resource)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(role && pool_id, "%s: role or pool_id is NULL", __func__);
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    *role = r->impl == CUABI__RES_IPC_MAPPED          ? CUABI_IPC_POOL_MAPPED
+            : r->impl == CUABI__RES_POOL && r->ipc_pool_id ? CUABI_IPC_POOL_EXPORTER
+                                                           : CUABI_IPC_POOL_NONE;
+    *pool_id = *role == CUABI_IPC_POOL_NONE ? 0 : r->ipc_pool_id;
+    return CUABI_SUCCESS;
+}
+
+/* ------------------------------------------------- fds over unix sockets */
+
+enum { FD_MESSAGE_MAX = 4096 };
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_send(int socket, int fd, const uint8_t *data, size_t size)
+{
+    CUABI__CHECK_ARG(data && size > 0 && size <= FD_MESSAGE_MAX,
+                     "%s: data must hold 1 to %d bytes (got %zu%s)", __func__, FD_MESSAGE_MAX,
+                     size, data ? "" : ", NULL");
+    CUABI__CHECK_ARG(fd >= 0, "%s: fd %d is not a file descriptor", __func__, fd);
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = { .iov_base = (void *)data, .iov_len = size };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                          .msg_controllen = sizeof ctl.buf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ssize_t n;
+    do
+        n = sendmsg(socket, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return cuabi__error(CUABI_ERROR_IO, "%s: sendmsg on socket %d: %s", __func__, socket,
+                            strerror(errno));
+    if ((size_t)n != size)   /* a stream socket took part of it: the peer cannot frame it */
+        return cuabi__error(CUABI_ERROR_IO, "%s: the socket took %zd of %zu bytes", __func__, n,
+                            size);
+    return CUABI_SUCCESS;
+}
+
+/* Close every descriptor a received message carried. */
+static void close_received(struct msghdr *msg)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            close(fd);
+        }
+    }
+}
+
+/* The one descriptor of a well-formed message, else -1. */
+static int single_fd(struct msghdr *msg)
+{
+    struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+    if (!c || CMSG_NXTHDR(msg, c) || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(sizeof(int)) || (msg->msg_flags & MSG_CTRUNC))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_receive(int *fd, uint8_t *data, size_t size, int socket)
+{
+    CUABI__CHECK_ARG(fd, "%s: fd is NULL", __func__);
+    *fd = -1;
+    CUABI__CHECK_ARG(data && size > 0 && size <= FD_MESSAGE_MAX,
+                     "%s: data must have room for 1 to %d bytes (got %zu%s)", __func__,
+                     FD_MESSAGE_MAX, size, data ? "" : ", NULL");
+    /* Room for a few descriptors, so that extra ones arrive and are closed
+     * rather than being cut off (MSG_CTRUNC), and one byte more than
+     * expected, so that a longer message is told apart. */
+    union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } ctl;
+    uint8_t extra;
+    struct iovec iov[2] = { { .iov_base = data, .iov_len = size },
+                            { .iov_base = &extra, .iov_len = 1 } };
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl.buf,
+                          .msg_controllen = sizeof ctl.buf };
+    ssize_t n;
+    do
+        n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return cuabi__error(CUABI_ERROR_IO, "%s: recvmsg on socket %d: %s", __func__, socket,
+                            strerror(errno));
+    if (n == 0)
+        return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d", __func__, socket);
+    bool other_length = (size_t)n != size || (msg.msg_flags & MSG_TRUNC);
+    int got = other_length ? -1 : single_fd(&msg);
+    if (got < 0) {
+        close_received(&msg);
+        return IPC_FAIL("%s: expected %zu bytes with one file descriptor, got %s", __func__,
+                        size, other_length ? "another message (another length)"
+                                           : "no descriptor or several");
+    }
+    *fd = got;
+    return CUABI_SUCCESS;
+}

@@ -1,0 +1,514 @@
+/* Memory resources: one allocate/deallocate interface over plain host
+ * memory, device memory pools, pinned and managed memory, and user
+ * callbacks. */
+#include "runtime/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The driver returns at least 256-byte aligned memory for every CUDA
+ * allocation; larger alignments would need over-allocation, which the
+ * stream-ordered pools make hard to undo exactly, so they are refused. */
+#define CUDA_ALIGNMENT CUABI__CUDA_ALIGNMENT
+#define HOST_ALIGNMENT 64
+
+static void resource_destroy(cuabi__object *o)
+{
+    cuabi__memory_resource *r = (cuabi__memory_resource *)o;
+    const cuabi__driver *drv;
+    if (r->before_destroy)
+        r->before_destroy(r);
+    if (r->owns_pool && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuMemPoolDestroy)
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, r->pool);
+    if (r->impl == CUABI__RES_USER && r->user.release_payload)
+        r->user.release_payload(r->payload);
+    for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
+        cuabi__stream *s = atomic_load_explicit(&r->streams[i], memory_order_acquire);
+        if (s)
+            cuabi__object_release(&s->base);
+    }
+    if (r->device)
+        cuabi__object_release(&r->device->base);
+    cuabi__free(r);
+}
+
+/* Register a filled resource; it retains `dev` on success. On failure the
+ * struct is freed and nothing else is touched. */
+static cuabi_status resource_publish(cuabi_memory_resource **out, cuabi__memory_resource *r)
+{
+    cuabi_status st = cuabi__handle_register(&r->base, CUABI__T_MEMORY_RESOURCE, resource_destroy);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(r);
+        return st;
+    }
+    if (r->device)
+        cuabi__object_retain(&r->device->base);
+    *out = CUABI__HANDLE(r, cuabi_memory_resource);
+    return CUABI_SUCCESS;
+}
+
+static cuabi__memory_resource *resource_alloc(cuabi__resource_impl impl, cuabi_memory_kind kind,
+                                              cuabi__device *dev)
+{
+    cuabi__memory_resource *r = cuabi__calloc(1, sizeof *r);
+    if (r) {
+        r->impl = impl;
+        r->kind = kind;
+        r->device = dev;
+        atomic_init(&r->leasable, true);
+    }
+    return r;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_host(cuabi_memory_resource **out)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    cuabi__memory_resource *r = resource_alloc(CUABI__RES_HOST, CUABI_MEMORY_HOST, NULL);
+    return r ? resource_publish(out, r) : CUABI_ERROR_OUT_OF_MEMORY;
+}
+
+/* Every buffer must keep its stream alive until its memory is freed on it,
+ * but a reference per buffer costs two atomic updates per allocate + free
+ * pair. Most programs order
+ * a resource's memory on a few long-lived streams, so the resource keeps
+ * the first CUABI__RESOURCE_STREAMS of them until it is destroyed, and
+ * buffers on those share that reference (a buffer keeps its resource).
+ * Slots go from NULL to a stream once and are read without a lock. */
+bool cuabi__resource_keep_stream(cuabi__memory_resource *r, cuabi__stream *s)
+{
+    for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
+        cuabi__stream *held = atomic_load_explicit(&r->streams[i], memory_order_acquire);
+        if (held == s)
+            return true;
+        if (held)
+            continue;
+        cuabi__object_retain(&s->base);
+        cuabi__stream *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&r->streams[i], &expected, s,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return true;
+        cuabi__object_release(&s->base); /* another thread filled the slot */
+        if (expected == s)
+            return true;
+    }
+    return false;
+}
+
+cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
+                                       cuabi__device **dev, const cuabi__driver **drv,
+                                       const char *caller)
+{
+    if (!out)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
+    *out = NULL;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(device, CUABI__T_DEVICE, &obj, caller));
+    *dev = obj;
+    CUABI__TRY(cuabi__driver_get(drv));
+    return cuabi__device_activate(*dev, *drv);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_resource **out,
+                                                                cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUmemoryPool pool;
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, dev->cu_device));
+    cuabi__memory_resource *r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
+    r->pool = pool;
+    r->stream_ordered = true;
+    return resource_publish(out, r);
+}
+
+cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
+                                     const cuabi__driver *drv, CUmemAllocationHandleType types,
+                                     size_t max_size, uint64_t release_threshold,
+                                     const char *caller)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = types;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev->cu_device;
+    props.maxSize = max_size;
+    CUmemoryPool pool;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolCreate, &pool, &props));
+    cuuint64_t threshold = release_threshold;
+    cuabi_status st = CUABI__CU_IN(caller, drv, cuMemPoolSetAttribute, pool,
+                                   CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    if (st != CUABI_SUCCESS) {
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        return st;
+    }
+    *out = pool;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
+                                          cuabi__memory_resource **res, cuabi__device *dev,
+                                          const cuabi__driver *drv, CUmemoryPool pool,
+                                          cuabi__resource_impl impl, bool owns_pool,
+                                          uint64_t ipc_pool_id)
+{
+    cuabi__memory_resource *r = resource_alloc(impl, CUABI_MEMORY_DEVICE, dev);
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
+    r->pool = pool;
+    r->owns_pool = owns_pool;
+    r->stream_ordered = impl == CUABI__RES_POOL;
+    r->ipc_pool_id = ipc_pool_id;
+    if (res)
+        *res = r;
+    return resource_publish(out, r);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
+    cuabi_memory_resource **out, cuabi_device *device, const cuabi_memory_pool_options *options)
+{
+    static const cuabi_memory_pool_options defaults = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_OPTS(options, "cuabi_memory_pool_options", CUABI_MEMORY_POOL_OPTIONS_VERSION,
+                      true);
+    if (!options)
+        options = &defaults;
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUmemoryPool pool;
+    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, 0,
+                                       options->release_threshold, __func__));
+    cuabi_status st = cuabi__resource_pool_publish(out, NULL, dev, drv, pool, CUABI__RES_POOL,
+                                                   true, 0);
+    if (st != CUABI_SUCCESS)
+        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+    return st;
+}
+
+cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
+                                    cuabi__resource_impl impl, cuabi_memory_kind kind,
+                                    const char *caller)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, caller));
+    cuabi__memory_resource *r = resource_alloc(impl, kind, dev);
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->drv = drv;
+    return resource_publish(out, r);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out,
+                                                        cuabi_device *device)
+{
+    return cuabi__resource_simple(out, device, CUABI__RES_PINNED, CUABI_MEMORY_PINNED, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_managed(cuabi_memory_resource **out,
+                                                         cuabi_device *device)
+{
+    return cuabi__resource_simple(out, device, CUABI__RES_MANAGED, CUABI_MEMORY_MANAGED, __func__);
+}
+
+static bool kind_valid(cuabi_memory_kind k)
+{
+    return k >= CUABI_MEMORY_HOST && k <= CUABI_MEMORY_MANAGED;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_user(cuabi_memory_resource **out,
+                                                      cuabi_device *device,
+                                                      const cuabi_memory_resource_callbacks *callbacks,
+                                                      void *payload)
+{
+    cuabi__device *dev = NULL;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__CHECK_OPTS(callbacks, "cuabi_memory_resource_callbacks",
+                      CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION, false);
+    CUABI__CHECK_ARG(callbacks->allocate && callbacks->deallocate,
+                     "%s: the allocate and deallocate callbacks are required", __func__);
+    CUABI__CHECK_ARG(kind_valid(callbacks->kind), "%s: %d is not a cuabi_memory_kind", __func__,
+                     (int)callbacks->kind);
+    if (device)
+        CUABI__GET(dev, device, DEVICE);
+    CUABI__CHECK_ARG(dev || callbacks->kind == CUABI_MEMORY_HOST,
+                     "%s: memory of kind %d needs a device (only CUABI_MEMORY_HOST may pass NULL)",
+                     __func__, (int)callbacks->kind);
+    cuabi__memory_resource *r = resource_alloc(CUABI__RES_USER, callbacks->kind, dev);
+    if (!r)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    r->user = *callbacks;
+    r->payload = payload;
+    r->stream_ordered = callbacks->stream_ordered != 0;
+    return resource_publish(out, r);
+}
+
+/* --------------------------------------------------- allocate / release */
+
+static cuabi_status check_alignment(size_t *alignment, const cuabi__memory_resource *r,
+                                    const char *caller)
+{
+    size_t a = *alignment;
+    if (a & (a - 1))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: alignment %zu is not a power of two", caller, a);
+    bool host = r->kind == CUABI_MEMORY_HOST;
+    if (a == 0)
+        a = host ? HOST_ALIGNMENT : CUDA_ALIGNMENT;
+    if (r->impl != CUABI__RES_HOST && r->impl != CUABI__RES_USER && a > CUDA_ALIGNMENT)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: alignment %zu is larger than the %d bytes CUDA allocations "
+                            "guarantee; allocate more and align inside the buffer",
+                            caller, a, CUDA_ALIGNMENT);
+    *alignment = a;
+    return CUABI_SUCCESS;
+}
+
+/* The raw stream to order on, with its context current when the driver
+ * needs one (default streams act on the current context). */
+static cuabi_status prepare_stream(CUstream *raw, cuabi__memory_resource *r, cuabi__stream *s,
+                                   const cuabi__driver *drv)
+{
+    if (s) {
+        *raw = s->cu_stream;
+        return cuabi__stream_prepare(s, drv);
+    }
+    *raw = NULL;
+    return cuabi__device_activate(r->device, drv);
+}
+
+static cuabi_status host_allocate(uintptr_t *out, size_t size, size_t alignment,
+                                  const char *caller)
+{
+    if (alignment < sizeof(void *))
+        alignment = sizeof(void *);
+    void *p = NULL;
+    if (posix_memalign(&p, alignment, size) != 0)
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY,
+                            "%s: out of host memory allocating %zu bytes", caller, size);
+    *out = (uintptr_t)p;
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
+                                           size_t size, size_t alignment, cuabi__stream *s,
+                                           const char *caller);
+
+/* The driver cannot allocate from an imported pool, and its memory is only
+ * what the exporter shares: buffers come from cuabi_ipc_pool_buffer_import. */
+static cuabi_status mapped_refuses(const char *caller)
+{
+    return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                        "%s: the resource is a pool imported from another process "
+                        "(cuabi_ipc_pool_import): it cannot allocate or free memory, only "
+                        "receive the exporter's buffers (cuabi_ipc_pool_buffer_import)", caller);
+}
+
+cuabi_status cuabi__resource_allocate_general(uintptr_t *out, cuabi__memory_resource *r,
+                                              size_t size, size_t *alignment_io,
+                                              cuabi__stream *s, const char *caller)
+{
+    *out = 0;
+    CUABI__TRY(check_alignment(alignment_io, r, caller));
+    if (size == 0)
+        return CUABI_SUCCESS;
+    return resource_allocate_slow(out, r, size, *alignment_io, s, caller);
+}
+
+/* Every resource and stream (memory.h inlines a pool on a created stream
+ * with the default alignment). */
+static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
+                                           size_t size, size_t alignment, cuabi__stream *s,
+                                           const char *caller)
+{
+    if (r->impl == CUABI__RES_HOST)
+        return host_allocate(out, size, alignment, caller);
+    if (r->impl == CUABI__RES_USER) {
+        uintptr_t p = 0;
+        int rc = r->user.allocate(&p, size, alignment, s ? (uintptr_t)s->cu_stream : 0, r->payload);
+        if (rc != 0 || (p == 0))
+            return cuabi__error(CUABI_ERROR_CALLBACK,
+                                "%s: the user resource's allocate callback failed (returned %d%s) "
+                                "for %zu bytes", caller, rc, rc ? "" : " with address 0", size);
+        *out = p;
+        return CUABI_SUCCESS;
+    }
+    if (r->impl == CUABI__RES_IPC_MAPPED)
+        return mapped_refuses(caller);
+    const cuabi__driver *drv = r->drv;
+    CUstream raw;
+    CUABI__TRY(prepare_stream(&raw, r, s, drv));
+    CUdeviceptr d = 0;
+    void *h = NULL;
+    switch (r->impl) {
+    case CUABI__RES_POOL:
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocFromPoolAsync, &d, size, r->pool, raw));
+        break;
+    case CUABI__RES_PINNED:
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocHost, &h, size));
+        d = (CUdeviceptr)(uintptr_t)h;
+        break;
+    case CUABI__RES_MANAGED:
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
+        break;
+    case CUABI__RES_IPC: {
+        /* A whole number of 2 MiB pages: the driver suballocates smaller
+         * cuMemAlloc blocks from shared pages, and an IPC handle names the
+         * page's allocation, so a freed small buffer stayed importable (a
+         * stale descriptor mapped; GPU run 2026-11-26). Its own allocation
+         * is gone with its free, and the import is refused. */
+        const size_t page = (size_t)2 << 20;
+        if (size > SIZE_MAX - page)
+            return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: %zu bytes is too large", caller,
+                                size);
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAlloc, &d, (size + page - 1) / page * page));
+        break;
+    }
+    default:
+        return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
+    }
+    *out = (uintptr_t)d;
+    return CUABI_SUCCESS;
+}
+
+/* Everything but a pool on a created stream (memory.h inlines that). */
+cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintptr_t ptr,
+                                                size_t size, size_t alignment,
+                                                cuabi__stream *s, const char *caller)
+{
+    if (ptr == 0)
+        return CUABI_SUCCESS;
+    if (r->impl == CUABI__RES_HOST) {
+        free((void *)ptr);
+        return CUABI_SUCCESS;
+    }
+    if (r->impl == CUABI__RES_USER) {
+        int rc = r->user.deallocate(ptr, size, alignment, s ? (uintptr_t)s->cu_stream : 0,
+                                    r->payload);
+        return rc == 0 ? CUABI_SUCCESS
+                       : cuabi__error(CUABI_ERROR_CALLBACK,
+                                      "%s: the user resource's deallocate callback failed "
+                                      "(returned %d)", caller, rc);
+    }
+    if (r->impl == CUABI__RES_IPC_MAPPED)
+        return mapped_refuses(caller);
+    const cuabi__driver *drv = r->drv;
+    CUstream raw;
+    CUABI__TRY(prepare_stream(&raw, r, s, drv));
+    switch (r->impl) {
+    case CUABI__RES_POOL:
+        return CUABI__CU_IN(caller, drv, cuMemFreeAsync, (CUdeviceptr)ptr, raw);
+    case CUABI__RES_PINNED:
+        return CUABI__CU_IN(caller, drv, cuMemFreeHost, (void *)ptr);
+    case CUABI__RES_MANAGED:
+    case CUABI__RES_IPC:
+        return CUABI__CU_IN(caller, drv, cuMemFree, (CUdeviceptr)ptr);
+    default:
+        return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
+    }
+}
+
+/* Resolve the optional stream argument of a public call. */
+static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, const char *caller)
+{
+    *s = NULL;
+    if (!stream)
+        return CUABI_SUCCESS;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
+    *s = obj;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_allocate(uintptr_t *out,
+                                                          cuabi_memory_resource *resource,
+                                                          size_t size, size_t alignment,
+                                                          cuabi_stream *stream)
+{
+    cuabi__memory_resource *r;
+    cuabi__stream *s;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    return cuabi__resource_allocate(out, r, size, &alignment, s, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_deallocate(cuabi_memory_resource *resource,
+                                                            uintptr_t ptr, size_t size,
+                                                            size_t alignment, cuabi_stream *stream)
+{
+    cuabi__memory_resource *r;
+    cuabi__stream *s;
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    CUABI__TRY(optional_stream(&s, stream, __func__));
+    CUABI__TRY(check_alignment(&alignment, r, __func__));
+    return cuabi__resource_deallocate(r, ptr, size, alignment, s, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_kind(cuabi_memory_kind *out,
+                                                      cuabi_memory_resource *resource)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    *out = r->kind;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device(cuabi_device **out,
+                                                        cuabi_memory_resource *resource)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(r, resource, MEMORY_RESOURCE);
+    if (r->device)
+        *out = CUABI__HANDLE(r->device, cuabi_device);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status pool_of(cuabi__memory_resource **r, cuabi_memory_resource *resource,
+                            const char *caller)
+{
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(resource, CUABI__T_MEMORY_RESOURCE, &obj, caller));
+    *r = obj;
+    if ((*r)->impl != CUABI__RES_POOL)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: the resource is not a device memory pool (kind %d)", caller,
+                            (int)(*r)->kind);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool(uintptr_t *out,
+                                                      cuabi_memory_resource *resource)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__TRY(pool_of(&r, resource, __func__));
+    *out = (uintptr_t)r->pool;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_memory_resource_trim(cuabi_memory_resource *resource,
+                                                      size_t keep_bytes)
+{
+    cuabi__memory_resource *r;
+    const cuabi__driver *drv;
+    CUABI__TRY(pool_of(&r, resource, __func__));
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(r->device, drv));
+    return CUABI__CU(drv, cuMemPoolTrimTo, r->pool, keep_bytes);
+}

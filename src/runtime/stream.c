@@ -1,0 +1,146 @@
+/* Streams: created, wrapped (foreign, not owned) and the default streams. */
+#include "runtime/stream.h"
+#include "runtime/event.h"
+
+static void stream_destroy(cuabi__object *o)
+{
+    cuabi__stream *s = (cuabi__stream *)o;
+    const cuabi__driver *drv;
+    if (s->owned && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuStreamDestroy)
+        CUABI__CU_RAW(drv, cuStreamDestroy, s->cu_stream);
+    cuabi__object_release(&s->device->base);
+    cuabi__free(s);
+}
+
+/* Wrap `raw` in a new handle that retains `dev`. */
+static cuabi_status stream_new(cuabi_stream **out, cuabi__device *dev, CUstream raw, bool owned)
+{
+    cuabi__stream *s = cuabi__calloc(1, sizeof *s);
+    if (!s)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    s->device = dev;
+    s->cu_stream = raw;
+    s->owned = owned;
+    cuabi_status st = cuabi__handle_register(&s->base, CUABI__T_STREAM, stream_destroy);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(s);
+        return st;
+    }
+    cuabi__object_retain(&dev->base);
+    *out = CUABI__HANDLE(s, cuabi_stream);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device *device,
+                                               const cuabi_stream_options *options)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    static const cuabi_stream_options defaults = CUABI_STREAM_OPTIONS_INIT;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__CHECK_OPTS(options, "cuabi_stream_options", CUABI_STREAM_OPTIONS_VERSION, true);
+    if (!options)
+        options = &defaults;
+    CUABI__CHECK_ARG((options->flags & ~(unsigned)CUABI_STREAM_NON_BLOCKING) == 0,
+                     "%s: unknown stream flags 0x%x", __func__, options->flags);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUstream raw;
+    CUABI__TRY(CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags, options->priority));
+    cuabi_status st = stream_new(out, dev, raw, true);
+    if (st != CUABI_SUCCESS)
+        CUABI__CU_RAW(drv, cuStreamDestroy, raw);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_wrap(cuabi_stream **out, cuabi_device *device,
+                                             uintptr_t raw_stream)
+{
+    cuabi__device *dev;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(dev, device, DEVICE);
+    return stream_new(out, dev, (CUstream)raw_stream, false);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_legacy_default(cuabi_stream **out, cuabi_device *device)
+{
+    return cuabi_stream_wrap(out, device, (uintptr_t)CU_STREAM_LEGACY);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_per_thread_default(cuabi_stream **out,
+                                                           cuabi_device *device)
+{
+    return cuabi_stream_wrap(out, device, (uintptr_t)CU_STREAM_PER_THREAD);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_synchronize(cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    CUABI__GET(s, stream, STREAM);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    return CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_query(int *out, cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(s, stream, STREAM);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    cuabi_status st = CUABI__CU(drv, cuStreamQuery, s->cu_stream);
+    if (st == CUABI_ERROR_NOT_READY) {
+        cuabi_error_clear();
+        *out = 0;
+        return CUABI_SUCCESS;
+    }
+    *out = st == CUABI_SUCCESS;
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_event *event)
+{
+    cuabi__stream *s;
+    cuabi__event *e;
+    const cuabi__driver *drv;
+    CUABI__GET(s, stream, STREAM);
+    CUABI__GET(e, event, EVENT);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    return CUABI__CU(drv, cuStreamWaitEvent, s->cu_stream, e->cu_event, 0);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_raw(uintptr_t *out, cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(s, stream, STREAM);
+    *out = (uintptr_t)s->cu_stream;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_device(cuabi_device **out, cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(s, stream, STREAM);
+    *out = CUABI__HANDLE(s->device, cuabi_device);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_priority(int *out, cuabi_stream *stream)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(s, stream, STREAM);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    return CUABI__CU(drv, cuStreamGetPriority, s->cu_stream, out);
+}
