@@ -2,7 +2,6 @@
  * compile cache. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -327,10 +326,10 @@ static int warm(int argc, char **argv, bool json)
             i += !strcmp(argv[i], "--arch") || !strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j");
             continue;
         }
-        char *text = cli_read_file(argv[i], NULL);
+        char why[256] = "empty";
+        char *text = cli_read_file(argv[i], NULL, why, sizeof why);
         if (!text || !*text) {
-            fprintf(stderr, "cuabi cache warm: cannot read %s: %s\n", argv[i],
-                    text ? "empty" : strerror(errno));
+            fprintf(stderr, "cuabi cache warm: cannot read %s: %s\n", argv[i], why);
             free(text);
             rc = 1;
             goto out;

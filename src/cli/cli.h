@@ -23,10 +23,14 @@ int cli_info(int argc, char **argv);
 int cli_fail(const char *command, cuabi_status st);
 /* True if argv holds --help or -h. */
 bool cli_wants_help(int argc, char **argv);
-/* The whole file, malloc'ed and NUL-terminated (the NUL not counted in
- * *size; size may be NULL). Bitcode and other binary input keep their NUL
- * bytes: use *size. NULL with errno set when it cannot be read. */
-char *cli_read_file(const char *path, size_t *size);
+/* Files the tool reads are at most this big (a source of 1 GiB is a mistake). */
+#define CLI_MAX_FILE_BYTES (1u << 30)
+/* The whole of a regular file, malloc'ed and NUL-terminated (the NUL not
+ * counted in *size; size may be NULL). Bitcode and other binary input keep
+ * their NUL bytes: use *size. NULL when it cannot be read, with the reason
+ * in why ("No such file or directory", "a FIFO, not a regular file"). A
+ * FIFO or device is refused without waiting for a writer. */
+char *cli_read_file(const char *path, size_t *size, char *why, size_t len);
 
 /* Minimal JSON writer on a FILE: enough for flat records and arrays.
  * Commas are inserted automatically. */

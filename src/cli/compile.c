@@ -3,7 +3,6 @@
  * resources. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,8 +447,9 @@ int cli_compile(int argc, char **argv)
     char *text = NULL, *joined = NULL, *split = NULL;
     if (rc)
         goto out;
-    if (!(text = cli_read_file(jb.file, &jb.size))) {
-        fprintf(stderr, "cuabi compile: cannot read %s: %s\n", jb.file, strerror(errno));
+    char why[256];
+    if (!(text = cli_read_file(jb.file, &jb.size, why, sizeof why))) {
+        fprintf(stderr, "cuabi compile: cannot read %s: %s\n", jb.file, why);
         rc = 1;
         goto out;
     }

@@ -4,7 +4,6 @@
 #include "cli.h"
 
 #include <cuda.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,9 +238,10 @@ int cli_occupancy(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc)
         return rc;
-    char *src = cli_read_file(o.file, NULL);
+    char why[256];
+    char *src = cli_read_file(o.file, NULL, why, sizeof why);
     if (!src) {
-        fprintf(stderr, "cuabi occupancy: cannot read %s: %s\n", o.file, strerror(errno));
+        fprintf(stderr, "cuabi occupancy: cannot read %s: %s\n", o.file, why);
         return 1;
     }
     /* Live on GPU 0 unless an architecture is named or there is no GPU. */

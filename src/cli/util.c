@@ -1,10 +1,14 @@
-/* Helpers shared by the cuabi subcommands: error output and JSON. */
+/* Helpers shared by the cuabi subcommands: error output, reading input
+ * files, and JSON. */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int cli_fail(const char *command, cuabi_status st)
 {
@@ -24,31 +28,90 @@ bool cli_wants_help(int argc, char **argv)
     return false;
 }
 
-/* Read in chunks rather than by the size ftell reports, so pipes
- * (/dev/stdin) work too and a directory fails with EISDIR. */
-char *cli_read_file(const char *path, size_t *size)
+static const char *kind_of_file(mode_t mode)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, got;
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a file";
+}
+
+/* Open without blocking (a FIFO with no writer would wait forever), check
+ * it is a regular file of a sane size, then go back to blocking reads.
+ * Returns the fd and its size, or -1 with the reason in why. */
+static int open_regular(const char *path, off_t *size, char *why, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(why, len, "%s", strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s", strerror(EISDIR));
+    } else if (!S_ISREG(st.st_mode)) {
+        snprintf(why, len, "%s, not a regular file", kind_of_file(st.st_mode));
+    } else if ((unsigned long long)st.st_size > CLI_MAX_FILE_BYTES) {
+        snprintf(why, len, "%lld bytes, more than %u, the most a file may have",
+                 (long long)st.st_size, CLI_MAX_FILE_BYTES);
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        snprintf(why, len, "%s", strerror(errno));
+    } else {
+        *size = st.st_size;
+        return fd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Read to the end: the size fstat gave is where to start, not a promise
+ * (/proc files say 0, a file may grow), so the buffer grows as needed, up
+ * to the limit. */
+static char *read_all(int fd, size_t hint, size_t *size, char *why, size_t len)
+{
+    size_t cap = hint + 1 < 4096 ? 4096 : hint + 1, n = 0;
     char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        char *bigger = n + 1 < cap ? buf : realloc(buf, cap *= 2);
-        if (!bigger)
-            free(buf);
-        buf = bigger;
+    while (buf) {
+        if (n + 1 == cap) {
+            if (n >= CLI_MAX_FILE_BYTES) {
+                snprintf(why, len, "more than %u bytes, the most a file may have",
+                         CLI_MAX_FILE_BYTES);
+                break;
+            }
+            size_t want = cap > CLI_MAX_FILE_BYTES / 2 ? (size_t)CLI_MAX_FILE_BYTES + 1 : cap * 2;
+            char *bigger = realloc(buf, want);
+            if (!bigger) {
+                snprintf(why, len, "%s", strerror(ENOMEM));
+                break;
+            }
+            buf = bigger;
+            cap = want;
+        }
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got == 0) {
+            buf[n] = '\0';
+            *size = n;
+            return buf;
+        }
+        if (got < 0 && errno != EINTR) {
+            snprintf(why, len, "%s", strerror(errno));
+            break;
+        }
+        n += got > 0 ? (size_t)got : 0;
     }
-    int err = !buf ? ENOMEM : ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        errno = err;
+    if (!buf)
+        snprintf(why, len, "%s", strerror(ENOMEM));
+    free(buf);
+    return NULL;
+}
+
+char *cli_read_file(const char *path, size_t *size, char *why, size_t len)
+{
+    off_t hint = 0;
+    size_t n = 0;
+    int fd = open_regular(path, &hint, why, len);
+    if (fd < 0)
         return NULL;
-    }
-    buf[n] = '\0';
-    if (size)
+    char *buf = read_all(fd, (size_t)hint, &n, why, len);
+    close(fd);
+    if (buf && size)
         *size = n;
     return buf;
 }
