@@ -33,7 +33,8 @@ bool cli_wants_help(int argc, char **argv);
 char *cli_read_file(const char *path, size_t *size, char *why, size_t len);
 
 /* Minimal JSON writer on a FILE: enough for flat records and arrays.
- * Commas are inserted automatically. */
+ * Commas are inserted automatically. Strings (keys too) are escaped, and
+ * bytes that are not UTF-8 become U+FFFD, one per byte. */
 typedef struct cli_json {
     FILE *out;
     int depth;

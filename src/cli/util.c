@@ -116,21 +116,45 @@ char *cli_read_file(const char *path, size_t *size, char *why, size_t len)
     return buf;
 }
 
+/* The length of the valid UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0. */
+static int utf8_length(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    int n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (!n || c > 0xf4)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* s quoted and escaped: control characters as \n, \t, \u00XX, and each
+ * byte that is not part of valid UTF-8 as \ufffd, so the output is valid
+ * UTF-8 JSON whatever the input bytes (a manifest's name, a log). */
 static void json_escape(FILE *out, const char *s)
 {
+    static const char *const named[0x20] = { ['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n",
+                                             ['\r'] = "\\r", ['\t'] = "\\t" };
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
+    while (*p) {
+        int n = *p < 0x80 ? 1 : utf8_length(p);
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20 && named[*p])
+            fputs(named[*p], out);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else if (n == 0)
+            fputs("\\ufffd", out);   /* not UTF-8: one replacement per byte */
         else
-            fputc(c, out);
+            fwrite(p, 1, (size_t)n, out);
+        p += n ? n : 1;
     }
     fputc('"', out);
 }
