@@ -49,7 +49,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ncommands; i++)
         if (commands[i].run && !strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "cuabi: unknown command '%s'\n", argv[1]);
+    char why[256];
+    snprintf(why, sizeof why, "unknown command '%s'", argv[1]);
+    fprintf(stderr, "cuabi: %s\n", why);
     usage(stderr);
+    cli_json j;
+    if (cli_has_arg(argc - 1, argv + 1, "--json") && json_start(&j))
+        json_fail(&j, CUABI_ERROR_INVALID_ARGUMENT, why, 2);
     return 2;
 }

@@ -1,32 +1,40 @@
 /* Helpers shared by the cuabi subcommands: error output, reading input
- * files, and JSON. */
+ * files, and the JSON writer. */
 #include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int cli_fail(const char *command, cuabi_status st)
+/* ---- Errors ---- */
+
+int cli_fail(const char *command, cuabi_status st, cli_json *j)
 {
     const cuabi_error_info *e = cuabi_last_error();
-    fprintf(stderr, "cuabi %s: %s (%s)\n", command,
-            e->status == st ? e->message : cuabi_status_message(st), cuabi_status_name(st));
+    const char *message = e->status == st ? e->message : cuabi_status_message(st);
+    fprintf(stderr, "cuabi %s: %s (%s)\n", command, message, cuabi_status_name(st));
     if (e->status == st && e->log_size)
         fprintf(stderr, "%s\n", e->log);
-    return 1;
+    return json_fail(j, st, message, 1);
 }
 
-bool cli_wants_help(int argc, char **argv)
+int cli_error(cli_json *j, const char *command, cuabi_status st, int rc, const char *fmt, ...)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return true;
-    return false;
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cuabi %s: %s\n", command, message);
+    return json_fail(j, st, message, rc);
 }
+
+/* ---- Reading files ---- */
 
 static const char *kind_of_file(mode_t mode)
 {
@@ -116,6 +124,8 @@ char *cli_read_file(const char *path, size_t *size, char *why, size_t len)
     return buf;
 }
 
+/* ---- JSON ---- */
+
 /* The length of the valid UTF-8 sequence at s (RFC 3629: no overlong
  * forms, no surrogates, nothing above U+10FFFF), or 0. */
 static int utf8_length(const unsigned char *s)
@@ -133,10 +143,7 @@ static int utf8_length(const unsigned char *s)
     return n;
 }
 
-/* s quoted and escaped: control characters as \n, \t, \u00XX, and each
- * byte that is not part of valid UTF-8 as \ufffd, so the output is valid
- * UTF-8 JSON whatever the input bytes (a manifest's name, a log). */
-static void json_escape(FILE *out, const char *s)
+void json_write_string(FILE *out, const char *s)
 {
     static const char *const named[0x20] = { ['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n",
                                              ['\r'] = "\\r", ['\t'] = "\\t" };
@@ -159,6 +166,26 @@ static void json_escape(FILE *out, const char *s)
     fputc('"', out);
 }
 
+bool json_start_to(cli_json *j, FILE *dest)
+{
+    memset(j, 0, sizeof *j);
+    j->dest = dest;
+    j->out = open_memstream(&j->buf, &j->size);
+    if (!j->out)
+        fprintf(stderr, "cuabi: out of memory\n");
+    return j->out != NULL;
+}
+
+bool json_start(cli_json *j)
+{
+    return json_start_to(j, stdout);
+}
+
+bool json_on(const cli_json *j)
+{
+    return j && j->out;
+}
+
 static void json_key(cli_json *j, const char *key)
 {
     if (j->depth > 0 && j->need_comma[j->depth])
@@ -166,56 +193,101 @@ static void json_key(cli_json *j, const char *key)
     if (j->depth > 0)
         j->need_comma[j->depth] = true;
     if (key) {
-        json_escape(j->out, key);
+        json_write_string(j->out, key);
         fputc(':', j->out);
     }
 }
 
-void json_begin_object(cli_json *j, const char *key)
+static void json_open(cli_json *j, const char *key, char bracket)
 {
+    if (!json_on(j) || j->depth + 1 >= CLI_JSON_DEPTH)
+        return;
     json_key(j, key);
-    fputc('{', j->out);
-    j->need_comma[++j->depth] = false;
+    fputc(bracket, j->out);
+    j->depth++;
+    j->need_comma[j->depth] = false;
+    j->open[j->depth] = bracket;
 }
 
-void json_end_object(cli_json *j)
+static void json_close(cli_json *j)
 {
-    fputc('}', j->out);
-    if (--j->depth == 0)
-        fputc('\n', j->out);
+    if (!json_on(j) || j->depth == 0)
+        return;
+    fputc(j->open[j->depth] == '{' ? '}' : ']', j->out);
+    j->depth--;
 }
 
-void json_begin_array(cli_json *j, const char *key)
+void json_begin_object(cli_json *j, const char *key) { json_open(j, key, '{'); }
+void json_end_object(cli_json *j) { json_close(j); }
+void json_begin_array(cli_json *j, const char *key) { json_open(j, key, '['); }
+void json_end_array(cli_json *j) { json_close(j); }
+
+/* The buffer, closed, to j->dest; the writer is then off. */
+static int json_emit(cli_json *j, int rc)
 {
-    json_key(j, key);
-    fputc('[', j->out);
-    j->need_comma[++j->depth] = false;
+    fputc('\n', j->out);
+    bool ok = fclose(j->out) == 0;
+    j->out = NULL;
+    ok = ok && fwrite(j->buf, 1, j->size, j->dest) == j->size && fflush(j->dest) == 0;
+    free(j->buf);
+    j->buf = NULL;
+    return ok ? rc : rc ? rc : 1;
 }
 
-void json_end_array(cli_json *j)
+int json_finish(cli_json *j, int rc)
 {
-    fputc(']', j->out);
-    if (--j->depth == 0)
-        fputc('\n', j->out);
+    if (!json_on(j))
+        return rc;
+    while (j->depth > 0)
+        json_close(j);
+    return json_emit(j, rc);
+}
+
+int json_fail(cli_json *j, cuabi_status st, const char *message, int rc)
+{
+    if (!json_on(j))
+        return rc;
+    if (j->depth == 0 || j->open[1] != '{') {
+        /* nothing yet, or an array (a list a script would take as the
+         * answer): start again with the error alone */
+        FILE *dest = j->dest;
+        fclose(j->out);
+        free(j->buf);
+        if (!json_start_to(j, dest))
+            return rc;
+        json_begin_object(j, NULL);
+    }
+    while (j->depth > 1)
+        json_close(j);
+    json_string(j, "error", message);
+    json_string(j, "status", cuabi_status_name(st));
+    j->failed = true;
+    return json_finish(j, rc);
 }
 
 void json_string(cli_json *j, const char *key, const char *value)
 {
+    if (!json_on(j))
+        return;
     json_key(j, key);
     if (value)
-        json_escape(j->out, value);
+        json_write_string(j->out, value);
     else
         fputs("null", j->out);
 }
 
 void json_int(cli_json *j, const char *key, long long value)
 {
+    if (!json_on(j))
+        return;
     json_key(j, key);
     fprintf(j->out, "%lld", value);
 }
 
 void json_double(cli_json *j, const char *key, double value)
 {
+    if (!json_on(j))
+        return;
     json_key(j, key);
     if (isfinite(value))
         fprintf(j->out, "%.6g", value);
@@ -225,12 +297,16 @@ void json_double(cli_json *j, const char *key, double value)
 
 void json_bool(cli_json *j, const char *key, bool value)
 {
+    if (!json_on(j))
+        return;
     json_key(j, key);
     fputs(value ? "true" : "false", j->out);
 }
 
 void json_null(cli_json *j, const char *key)
 {
+    if (!json_on(j))
+        return;
     json_key(j, key);
     fputs("null", j->out);
 }
