@@ -29,7 +29,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < ncommands; i++)
         if (commands[i].run)
             fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nEvery command takes --json for machine-readable output.\n");
+    fprintf(out, "\nEvery command takes --json: one JSON document on stdout, with \"error\" and\n"
+                 "\"status\" when it fails.\n");
 }
 
 int main(int argc, char **argv)
