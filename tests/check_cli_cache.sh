@@ -92,6 +92,18 @@ grep -q "/4 " "$tmp/err" || grep -q "/7 " "$tmp/err" || fail "progress bar"
 "$cuabi" cache warm "$tmp/nonexistent.toml" 2>"$tmp/err"; [ $? -eq 1 ] || fail "an unreadable manifest exits 1"
 grep -q "cannot open" "$tmp/err" || fail "an unreadable manifest says so"
 
+# ---- issue 29: bytes that are not UTF-8 (a name, the lone byte of a BOM in
+# the reader's message) come out as U+FFFD, so the JSON stays valid UTF-8
+# (decoded strictly: Python's stdin would let them through as surrogates)
+utf8_json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1],'rb').read().decode('utf-8')); $1" "$tmp/out" || fail "$2: $(cat "$tmp/out")"; }
+printf 'archs = ["sm_80"]\n[[source]]\nname = "bad\377\376name.cu"\ncode = "extern \\"C\\" __global__ void q() {}"\n' \
+    > "$tmp/badname.toml"
+"$cuabi" cache warm "$tmp/badname.toml" --json > "$tmp/out" 2>/dev/null
+utf8_json 'assert "bad\ufffd\ufffdname.cu" in [r["name"] for r in d["results"]], d' "a name that is not UTF-8"
+printf '\357\273\277archs = ["sm_80"]\n' > "$tmp/bom.toml"
+"$cuabi" cache warm "$tmp/bom.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a manifest with a BOM exits 1"
+utf8_json 'assert d["results"][0]["source"] == "manifest", d' "a manifest with a BOM"
+
 # ---- an unusable cache directory: a clear error, no crash
 CUABI_CACHE=0 "$cuabi" cache warm "$tmp/proj/m.toml" 2>"$tmp/err"; [ $? -eq 1 ] || fail "cache off exits 1"
 grep -q "disabled" "$tmp/err" || fail "cache off says so"

@@ -82,6 +82,16 @@ err=$("$cuabi" compile "$tmp/nonexistent.ll" 2>&1); [ $? -eq 1 ] || fail "unread
 echo "$err" | grep -q "cannot read $tmp/nonexistent.ll: No such file or directory" || fail "unreadable .ll: $err"
 mkdir "$tmp/dir.bc"
 "$cuabi" compile "$tmp/dir.bc" 2>&1 | grep -q "cannot read .*dir.bc: Is a directory" || fail "a directory"
+# issue 29: a FIFO with no writer (or a device) is refused at once, not waited on
+mkfifo "$tmp/fifo.cu" || fail "mkfifo"
+err=$(timeout 10 "$cuabi" compile "$tmp/fifo.cu" 2>&1); rc=$?
+[ $rc -eq 1 ] || fail "compile of a FIFO exits $rc, not 1 (124: it hung)"
+echo "$err" | grep -q "cannot read .*fifo.cu: a FIFO, not a regular file" || fail "a FIFO: $err"
+err=$(timeout 10 "$cuabi" occupancy "$tmp/fifo.cu" 2>&1); [ $? -eq 1 ] || fail "occupancy of a FIFO exits 1"
+err=$(timeout 10 "$cuabi" cache warm "$tmp/fifo.cu" 2>&1); [ $? -eq 1 ] || fail "warm of a FIFO exits 1"
+echo "$err" | grep -q "a FIFO, not a regular file" || fail "warm of a FIFO: $err"
+"$cuabi" compile /dev/null 2>&1 | grep -q "cannot read /dev/null: a character device, not a regular file" ||
+    fail "a device"
 "$cuabi" compile "$tmp/nvvm_kernels.ll" --fatbin >/dev/null 2>&1; [ $? -eq 2 ] || fail "--fatbin of NVVM IR exits 2"
 "$cuabi" compile "$tmp/z.cu" --libdevice >/dev/null 2>&1; [ $? -eq 2 ] || fail "--libdevice of C++ exits 2"
 err=$(CUABI_NVVM_PATH=/nonexistent/libnvvm.so.4 "$cuabi" compile "$tmp/nvvm_kernels.ll" --ptx \

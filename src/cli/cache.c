@@ -1,70 +1,51 @@
 /* cuabi cache: show, list, clear, warm (files or a manifest) or verify the
- * compile cache. */
+ * compile cache. Each action has its own option table; `cuabi cache
+ * --help` lists them all. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 int cli_cache(int argc, char **argv);
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuabi cache stats [--json]\n"
-            "       cuabi cache list [--json]\n"
-            "       cuabi cache clear [--memory | --disk]\n"
-            "       cuabi cache warm MANIFEST.toml [--arch sm_XX]... [--jobs N] [--json]\n"
-            "       cuabi cache warm FILE... [--arch sm_XX]... [--json]\n"
-            "       cuabi cache verify [--json]\n\n"
-            "The compile cache shared by every cuabi binding: $CUABI_CACHE_DIR, else\n"
-            "$XDG_CACHE_HOME/cuabi, else ~/.cache/cuabi. CUABI_CACHE=0 turns it off.\n"
-            "warm MANIFEST.toml precompiles a project: every [[source]] of the manifest for\n"
-            "each of its architectures (--arch replaces them), N at a time (default: one\n"
-            "per CPU); what is cached already is not compiled again. A problem in the\n"
-            "manifest is reported with its line and the rest goes on (format:\n"
-            "docs/compile-cache.md, example: examples/precompile.toml).\n"
-            "warm FILE... compiles each file (CUDA C++, or PTX if it ends in .ptx) for each\n"
-            "--arch (default: the current GPU's, or sm_90).\n"
-            "Both show a progress bar on stderr when there is more than one compile, then a\n"
-            "summary; --json prints {\"results\": [...], \"summary\": {...}} instead. The\n"
-            "exit status is 1 when anything failed or the manifest has a problem.\n"
-            "verify re-checks every entry's checksum and removes the damaged ones.\n");
-}
+/* Every action's options, in one place: each action's table points into
+ * it. */
+typedef struct cache_args {
+    bool json, memory, disk;
+    cli_list inputs, archs;  /* warm */
+    long long jobs;          /* warm: 0 = one per CPU */
+    cli_json j;
+} cache_args;
 
-static int stats(bool json)
+static int stats(cache_args *a)
 {
     cuabi_cache_stats s = CUABI_CACHE_STATS_INIT;
     cuabi_status st = cuabi_cache_get_stats(&s);
     if (st != CUABI_SUCCESS)
-        return cli_fail("cache", st);
+        return cli_fail("cache stats", st, &a->j);
     char dir[4096] = "";
     size_t n = sizeof dir;
     if (cuabi_cache_get_directory(dir, &n) != CUABI_SUCCESS)
         snprintf(dir, sizeof dir, "(none)");
-    if (json) {
-        cli_json j = { .out = stdout };
-        json_begin_object(&j, NULL);
-        json_string(&j, "directory", dir);
-        json_bool(&j, "enabled", s.enabled);
-        json_int(&j, "entries", (long long)s.entries);
-        json_int(&j, "bytes", (long long)s.bytes);
-        json_int(&j, "size_limit", (long long)s.size_limit);
-        json_end_object(&j);
-        fputc('\n', stdout);
-    } else {
-        printf("directory  %s\n", dir);
-        printf("enabled    %s\n", s.enabled ? "yes" : "no (CUABI_CACHE=0)");
-        printf("entries    %llu\n", (unsigned long long)s.entries);
-        printf("bytes      %llu\n", (unsigned long long)s.bytes);
-        if (s.size_limit)
-            printf("limit      %llu (%.1f%% used)\n", (unsigned long long)s.size_limit,
-                   100.0 * (double)s.bytes / (double)s.size_limit);
-        else
-            printf("limit      none\n");
+    if (a->json) {
+        json_begin_object(&a->j, NULL);
+        json_string(&a->j, "directory", dir);
+        json_bool(&a->j, "enabled", s.enabled);
+        json_int(&a->j, "entries", (long long)s.entries);
+        json_int(&a->j, "bytes", (long long)s.bytes);
+        json_int(&a->j, "size_limit", (long long)s.size_limit);
+        return json_finish(&a->j, 0);
     }
+    printf("directory  %s\n", dir);
+    printf("enabled    %s\n", s.enabled ? "yes" : "no (CUABI_CACHE=0)");
+    printf("entries    %llu\n", (unsigned long long)s.entries);
+    printf("bytes      %llu\n", (unsigned long long)s.bytes);
+    if (s.size_limit)
+        printf("limit      %llu (%.1f%% used)\n", (unsigned long long)s.size_limit,
+               100.0 * (double)s.bytes / (double)s.size_limit);
+    else
+        printf("limit      none\n");
     return 0;
 }
 
@@ -101,20 +82,36 @@ static int list_one(const cuabi_cache_entry_info *e, void *payload)
     return 0;
 }
 
-static int list(bool json)
+/* With --json an array; a failure replaces it with an error object (an
+ * empty array would read as an empty cache). */
+static int list(cache_args *a)
 {
-    cli_json j = { .out = stdout };
-    if (json)
-        json_begin_array(&j, NULL);
+    if (a->json)
+        json_begin_array(&a->j, NULL);
     else
         printf("%-32s  %-5s %9s  %-19s\n", "key (least recently used first)", "type", "bytes",
                "last used");
-    cuabi_status st = cuabi_cache_list(list_one, json ? &j : NULL);
-    if (json) {
-        json_end_array(&j);
-        fputc('\n', stdout);
+    cuabi_status st = cuabi_cache_list(list_one, a->json ? &a->j : NULL);
+    if (st != CUABI_SUCCESS)
+        return cli_fail("cache list", st, &a->j);
+    return json_finish(&a->j, 0);
+}
+
+static int clear(cache_args *a)
+{
+    unsigned flags = a->memory || a->disk ? (a->memory ? CUABI_CACHE_CLEAR_MEMORY : 0) |
+                                                (a->disk ? CUABI_CACHE_CLEAR_DISK : 0)
+                                          : CUABI_CACHE_CLEAR_ALL;
+    cuabi_status st = cuabi_cache_clear(flags);
+    if (st != CUABI_SUCCESS)
+        return cli_fail("cache clear", st, &a->j);
+    if (!a->json) {
+        printf("cleared\n");
+        return 0;
     }
-    return st == CUABI_SUCCESS ? 0 : cli_fail("cache", st);
+    json_begin_object(&a->j, NULL);
+    json_bool(&a->j, "cleared", true);
+    return json_finish(&a->j, 0);
 }
 
 /* How warm reports: a progress bar (stderr), failures (stderr), a summary
@@ -126,6 +123,8 @@ typedef struct warm_state {
     const char *manifest;  /* NULL: warm FILE... */
     size_t failed;         /* compiles and manifest problems */
     size_t compiled, cached;
+    cuabi_status first_status; /* the first failure, for --json's "error" */
+    char first_error[1024];
 } warm_state;
 
 static void show_bar(warm_state *w, size_t done, size_t total, const char *name)
@@ -141,14 +140,32 @@ static void show_bar(warm_state *w, size_t done, size_t total, const char *name)
     fflush(stderr);
 }
 
+/* The first failure, for --json's "error". */
+static void remember_failure(warm_state *w, const char *name, const char *arch, int line,
+                             cuabi_status status, int hit, const char *message)
+{
+    char *e = w->first_error;
+    size_t len = sizeof w->first_error;
+    w->first_status = status;
+    if (hit < 0 && line > 0 && w->manifest)
+        snprintf(e, len, "%s:%d: %s", w->manifest, line, message);
+    else if (*name && *arch)
+        snprintf(e, len, "%s (%s): %s", name, arch, message);
+    else if (*name)
+        snprintf(e, len, "%s: %s", name, message);
+    else
+        snprintf(e, len, "%s", message);
+}
+
 /* One outcome, in whichever form. `line` < 0: no manifest line; `hit` < 0:
  * a manifest problem. */
 static void warm_outcome(warm_state *w, const char *name, const char *arch, int line,
                          cuabi_status status, int hit, const char *message, const char *log)
 {
-    if (status != CUABI_SUCCESS)
-        w->failed++;
-    else if (hit > 0)
+    if (status != CUABI_SUCCESS) {
+        if (w->failed++ == 0)
+            remember_failure(w, name, arch, line, status, hit, message);
+    } else if (hit > 0)
         w->cached++;
     else
         w->compiled++;
@@ -204,39 +221,62 @@ static int on_event(const cuabi_warm_event *ev, void *payload)
 
 static void begin_results(warm_state *w)
 {
-    if (!w->json)
-        return;
     json_begin_object(w->j, NULL);
     json_begin_array(w->j, "results");
 }
 
-/* Close the JSON or print the summary; the exit status. */
+static void print_summary(const warm_state *w, size_t total, size_t problems)
+{
+    printf("%zu compile%s: %zu compiled, %zu already cached, %zu failed", total,
+           total == 1 ? "" : "s", w->compiled, w->cached, w->failed - problems);
+    if (w->manifest)
+        printf("; %zu problem%s in %s", problems, problems == 1 ? "" : "s", w->manifest);
+    printf("\n");
+}
+
+/* --json's "error": what failed, then the first failure. */
+static int warm_failed(warm_state *w, cuabi_status st, size_t total, size_t problems)
+{
+    char why[1400] = "";
+    size_t failed = w->failed - problems;
+    int n = 0;
+    if (failed)
+        n = snprintf(why, sizeof why, "%zu of %zu compile%s failed", failed, total,
+                     total == 1 ? "" : "s");
+    if (problems)
+        n += snprintf(why + n, sizeof why - (size_t)n, "%s%zu problem%s%s%s", n ? ", " : "",
+                      problems, problems == 1 ? "" : "s", w->manifest ? " in " : "",
+                      w->manifest ? w->manifest : "");
+    snprintf(why + n, sizeof why - (size_t)n, "%s%s", n ? ": " : "",
+             w->failed ? w->first_error : cuabi_last_error()->message);
+    return json_fail(w->j, w->failed ? w->first_status : st, why, 1);
+}
+
+/* Close the JSON or print the summary; the exit status. Anything that went
+ * wrong makes it 1, whatever the library returned (issue 17: --json once
+ * exited 0 over an error), and gives the JSON an "error". */
 static int end_results(warm_state *w, cuabi_status st, size_t problems)
 {
     size_t total = w->compiled + w->cached + w->failed - problems;
-    if (w->json) {
-        json_end_array(w->j);
-        json_begin_object(w->j, "summary");
-        json_int(w->j, "total", (long long)total);
-        json_int(w->j, "compiled", (long long)w->compiled);
-        json_int(w->j, "cached", (long long)w->cached);
-        json_int(w->j, "failed", (long long)(w->failed - problems));
-        json_int(w->j, "problems", (long long)problems);
-        json_end_object(w->j);
-        json_end_object(w->j);
-        fputc('\n', stdout);
-    } else if (w->compiled + w->cached + w->failed) { /* else nothing ran: just the error */
-        printf("%zu compile%s: %zu compiled, %zu already cached, %zu failed", total,
-               total == 1 ? "" : "s", w->compiled, w->cached, w->failed - problems);
-        if (w->manifest)
-            printf("; %zu problem%s in %s", problems, problems == 1 ? "" : "s", w->manifest);
-        printf("\n");
+    int rc = st != CUABI_SUCCESS || w->failed ? 1 : 0;
+    if (!json_on(w->j)) {
+        if (w->compiled + w->cached + w->failed) /* else nothing ran: just the error */
+            print_summary(w, total, problems);
+        if (st != CUABI_SUCCESS && !w->failed)
+            cli_fail("cache warm", st, NULL);
+        return rc;
     }
-    /* Anything that went wrong makes the exit status 1, whatever the
-     * library returned (issue 17: --json once exited 0 over an error). */
-    if (st != CUABI_SUCCESS && !w->failed && !w->json)
-        cli_fail("cache", st);
-    return st != CUABI_SUCCESS || w->failed ? 1 : 0;
+    json_end_array(w->j);
+    json_begin_object(w->j, "summary");
+    json_int(w->j, "total", (long long)total);
+    json_int(w->j, "compiled", (long long)w->compiled);
+    json_int(w->j, "cached", (long long)w->cached);
+    json_int(w->j, "failed", (long long)(w->failed - problems));
+    json_int(w->j, "problems", (long long)problems);
+    json_end_object(w->j);
+    if (!rc)
+        return json_finish(w->j, 0);
+    return warm_failed(w, st, total, problems);
 }
 
 static bool is_manifest(const char *path)
@@ -246,124 +286,82 @@ static bool is_manifest(const char *path)
 }
 
 /* cuabi cache warm MANIFEST.toml [--arch A]... [--jobs N] */
-static int warm_manifest(const char *path, const char **archs, size_t na, int jobs, bool json)
+static int warm_manifest(cache_args *a, const char *path)
 {
-    cli_json j = { .out = stdout };
-    warm_state w = { .bar = !json, .json = json, .j = &j, .manifest = path };
+    warm_state w = { .bar = !a->json, .json = a->json, .j = &a->j, .manifest = path };
     cuabi_warm_options o = CUABI_WARM_OPTIONS_INIT;
-    o.jobs = jobs;
-    o.archs = na ? archs : NULL;
-    o.num_archs = na;
+    o.jobs = (int)a->jobs;
+    o.archs = a->archs.n ? a->archs.v : NULL;
+    o.num_archs = a->archs.n;
     cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
     begin_results(&w);
     cuabi_status st = cuabi_cache_warm_manifest(&s, path, &o, on_event, &w);
-    if (st != CUABI_SUCCESS && !w.failed && json) {
+    if (st != CUABI_SUCCESS && !w.failed && a->json) {
         /* nothing was compiled (unreadable manifest, unusable cache): say
-         * why in the JSON too */
-        const char *arch = "";
-        warm_outcome(&w, path, arch, 0, st, -1, cuabi_last_error()->message, "");
+         * why in the results too */
+        warm_outcome(&w, path, "", 0, st, -1, cuabi_last_error()->message, "");
         s.problems++;
     }
     return end_results(&w, st, s.problems);
 }
 
-static int warm(int argc, char **argv, bool json)
+/* Each FILE's text into items[i] (PTX by its extension); the exit status. */
+static int read_sources(cache_args *a, cuabi_precompile_item *items)
 {
-    const char **archs = calloc((size_t)argc, sizeof *archs);
-    cuabi_precompile_item *items = calloc((size_t)argc, sizeof *items);
-    const char *manifest = NULL;
-    size_t na = 0, ni = 0, nfiles = 0;
-    int rc = 0, jobs = 0;
-    if (!archs || !items) {
-        rc = 1;
-        goto out;
-    }
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            continue;
-        if (!strcmp(argv[i], "--arch")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "cuabi cache warm: --arch needs a value\n");
-                rc = 2;
-                goto out;
-            }
-            archs[na++] = argv[++i];
-            continue;
-        }
-        if (!strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j")) {
-            char *end = NULL;
-            long n = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || *end || n < 1 || n > 1024) {
-                fprintf(stderr, "cuabi cache warm: %s needs a number of compiles at once "
-                                "(1 to 1024)\n", argv[i]);
-                rc = 2;
-                goto out;
-            }
-            jobs = (int)n;
-            i++;
-            continue;
-        }
-        if (argv[i][0] == '-') {
-            fprintf(stderr, "cuabi cache warm: unknown option %s\n", argv[i]);
-            rc = 2;
-            goto out;
-        }
-        nfiles++;
-        if (is_manifest(argv[i]))
-            manifest = argv[i];
-    }
-    if (manifest && nfiles > 1) {
-        fprintf(stderr, "cuabi cache warm: give one manifest (%s) or source files, not both\n",
-                manifest);
-        rc = 2;
-        goto out;
-    }
-    if (manifest) {
-        rc = warm_manifest(manifest, archs, na, jobs, json);
-        goto out;
-    }
-    for (int i = 2; i < argc; i++) {
-        if (argv[i][0] == '-') {
-            i += !strcmp(argv[i], "--arch") || !strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j");
-            continue;
-        }
-        char *text = cli_read_file(argv[i], NULL);
+    for (size_t i = 0; i < a->inputs.n; i++) {
+        const char *path = a->inputs.v[i];
+        char why[256] = "empty";
+        char *text = cli_read_file(path, NULL, why, sizeof why);
         if (!text || !*text) {
-            fprintf(stderr, "cuabi cache warm: cannot read %s: %s\n", argv[i],
-                    text ? "empty" : strerror(errno));
             free(text);
-            rc = 1;
-            goto out;
+            return cli_error(&a->j, "cache warm", CUABI_ERROR_IO, 1, "cannot read %s: %s",
+                             path, why);
         }
         cuabi_precompile_item it = CUABI_PRECOMPILE_ITEM_INIT;
-        size_t len = strlen(argv[i]);
-        it.type = len > 4 && !strcmp(argv[i] + len - 4, ".ptx") ? CUABI_CODE_PTX
-                                                               : CUABI_CODE_CUDA_CXX;
+        size_t len = strlen(path);
+        it.type = len > 4 && !strcmp(path + len - 4, ".ptx") ? CUABI_CODE_PTX
+                                                            : CUABI_CODE_CUDA_CXX;
         it.source = text;
-        it.name = argv[i];
-        items[ni++] = it;
+        it.name = path;
+        items[i] = it;
     }
-    if (!ni) {
-        fprintf(stderr, "cuabi cache warm: no FILE or MANIFEST.toml given\n");
-        rc = 2;
-        goto out;
-    }
-    cli_json j = { .out = stdout };
-    warm_state w = { .bar = ni * (na ? na : 1) > 1 && !json, .json = json, .j = &j };
+    return 0;
+}
+
+/* cuabi cache warm FILE... [--arch A]... */
+static int warm_files(cache_args *a)
+{
+    size_t n = a->inputs.n, na = a->archs.n;
+    cuabi_precompile_item *items = calloc(n, sizeof *items);
+    if (!items)
+        return cli_error(&a->j, "cache warm", CUABI_ERROR_OUT_OF_MEMORY, 1, "out of memory");
+    warm_state w = { .bar = n * (na ? na : 1) > 1 && !a->json, .json = a->json, .j = &a->j };
     begin_results(&w);
-    cuabi_status st = cuabi_cache_precompile(items, ni, na ? archs : NULL, na, on_progress, &w);
-    if (st != CUABI_SUCCESS && !w.failed && json) {
-        warm_outcome(&w, "", "", -1, st, -1, cuabi_last_error()->message, "");
-        rc = end_results(&w, st, 1);
-    } else {
-        rc = end_results(&w, st, 0);
+    int rc = read_sources(a, items);
+    if (rc == 0) {
+        cuabi_status st = cuabi_cache_precompile(items, n, na ? a->archs.v : NULL, na,
+                                                 on_progress, &w);
+        bool told = st == CUABI_SUCCESS || w.failed || !a->json;
+        if (!told)   /* nothing ran (an unusable cache): a result saying why */
+            warm_outcome(&w, "", "", -1, st, -1, cuabi_last_error()->message, "");
+        rc = end_results(&w, st, told ? 0 : 1);
     }
-out:
-    for (size_t i = 0; i < ni; i++)
+    for (size_t i = 0; i < n; i++)
         free((char *)items[i].source);
     free(items);
-    free(archs);
     return rc;
+}
+
+static int warm(cache_args *a)
+{
+    const char *manifest = NULL;
+    for (size_t i = 0; i < a->inputs.n; i++)
+        if (is_manifest(a->inputs.v[i]))
+            manifest = a->inputs.v[i];
+    if (manifest && a->inputs.n > 1)
+        return cli_error(&a->j, "cache warm", CUABI_ERROR_INVALID_ARGUMENT, 2,
+                         "give one manifest (%s) or source files, not both", manifest);
+    return manifest ? warm_manifest(a, manifest) : warm_files(a);
 }
 
 typedef struct verify_state {
@@ -385,26 +383,21 @@ static int on_damaged(const char *path, const char *problem, void *payload)
 }
 
 /* cuabi cache verify */
-static int verify(bool json)
+static int verify(cache_args *a)
 {
-    cli_json j = { .out = stdout };
-    verify_state v = { json ? &j : NULL };
-    if (json) {
-        json_begin_object(&j, NULL);
-        json_begin_array(&j, "removed");
+    verify_state v = { a->json ? &a->j : NULL };
+    if (a->json) {
+        json_begin_object(&a->j, NULL);
+        json_begin_array(&a->j, "removed");
     }
     cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
     cuabi_status st = cuabi_cache_verify(&r, on_damaged, &v);
-    if (json) {
-        json_end_array(&j);
-        json_int(&j, "checked", (long long)r.checked);
-        json_int(&j, "removed_count", (long long)r.removed);
-        json_int(&j, "bytes_removed", (long long)r.bytes_removed);
-        json_int(&j, "kept", (long long)r.kept);
-        if (st != CUABI_SUCCESS)
-            json_string(&j, "error", cuabi_last_error()->message);
-        json_end_object(&j);
-        fputc('\n', stdout);
+    if (a->json) {
+        json_end_array(&a->j);
+        json_int(&a->j, "checked", (long long)r.checked);
+        json_int(&a->j, "removed_count", (long long)r.removed);
+        json_int(&a->j, "bytes_removed", (long long)r.bytes_removed);
+        json_int(&a->j, "kept", (long long)r.kept);
     } else if (st == CUABI_SUCCESS) {
         printf("%llu entr%s checked, %llu damaged removed (%llu bytes)",
                (unsigned long long)r.checked, r.checked == 1 ? "y" : "ies",
@@ -413,44 +406,117 @@ static int verify(bool json)
             printf(", %llu of another cuabi version kept", (unsigned long long)r.kept);
         printf("\n");
     }
-    return st == CUABI_SUCCESS ? 0 : json ? 1 : cli_fail("cache", st);
+    return st == CUABI_SUCCESS ? json_finish(&a->j, 0) : cli_fail("cache verify", st, &a->j);
+}
+
+/* ---- The actions and their tables ---- */
+
+typedef struct cache_action {
+    const char *name;
+    int (*run)(cache_args *a);
+    const char *about;
+    const char *json_help;
+} cache_action;
+
+static const cache_action actions[] = {
+    { "stats", stats, "The cache's directory, whether it is on, its entries and bytes and its\n"
+      "size limit.\n", "{\"directory\", \"enabled\", \"entries\", \"bytes\", \"size_limit\"}" },
+    { "list", list, "Every entry, least recently used first: key, kind, bytes, last use, and\n"
+      "its name expressions (or \"linked\" for a linker's output).\n",
+      "an array of {\"key\", \"type\", \"bytes\", \"last_used\", \"name_expressions\", "
+      "\"linked\", \"path\"}" },
+    { "clear", clear, "Empty the cache: both layers, or the one named.\n", "{\"cleared\": true}" },
+    { "warm", warm,
+      "warm MANIFEST.toml precompiles a project: every [[source]] of the manifest for\n"
+      "each of its architectures (--arch replaces them), N at a time (default: one\n"
+      "per CPU); what is cached already is not compiled again. A problem in the\n"
+      "manifest is reported with its line and the rest goes on (format:\n"
+      "docs/compile-cache.md; example:\n"
+      "examples/precompile/cuabi-precompile.toml).\n"
+      "warm FILE... compiles each file (CUDA C++, or PTX if it ends in .ptx) for each\n"
+      "--arch (default: the current GPU's, or sm_90).\n"
+      "Both show a progress bar on stderr when there is more than one compile, then a\n"
+      "summary. The exit status is 1 when anything failed or the manifest has a\n"
+      "problem.\n",
+      "{\"results\": [...], \"summary\": {...}} instead of the bar and the summary, with "
+      "\"error\" and \"status\" when anything failed" },
+    { "verify", verify, "Re-check every entry's checksum and remove the damaged ones.\n",
+      "{\"removed\": [{\"path\", \"problem\"}], \"checked\", \"removed_count\", "
+      "\"bytes_removed\", \"kept\"}" },
+};
+enum { NACTIONS = sizeof actions / sizeof actions[0] };
+
+/* The action's table in rows[] (room for 8), and its spec. */
+static cli_spec action_spec(const cache_action *act, cache_args *a, cli_option *rows,
+                            char *command, size_t len)
+{
+    size_t n = 0;
+    snprintf(command, len, "cache %s", act->name);
+    if (act->run == warm) {
+        rows[n++] = (cli_option)CLI_ARGS("MANIFEST.toml|FILE...", &a->inputs, 1,
+                                         "a precompile manifest, or CUDA C++ / PTX files");
+        rows[n++] = (cli_option)CLI_OPT_LIST("arch", 0, "sm_XX", &a->archs,
+                                             "an architecture to compile for; repeat for several");
+        rows[n++] = (cli_option)CLI_OPT_INT("jobs", 'j', "N", &a->jobs, 1, 1024,
+                                            "compiles at once (a manifest; default: one per CPU)");
+    } else if (act->run == clear) {
+        rows[n++] = (cli_option)CLI_OPT_FLAG("memory", 0, &a->memory,
+                                             "the in-memory layer of this process only");
+        rows[n++] = (cli_option)CLI_OPT_FLAG("disk", 0, &a->disk, "the directory's entries only");
+    }
+    rows[n++] = (cli_option)CLI_OPT_FLAG("json", 0, &a->json, act->json_help);
+    return (cli_spec){ command, act->about, rows, n };
+}
+
+static const char cache_about[] =
+    "The compile cache shared by every cuabi binding: $CUABI_CACHE_DIR, else\n"
+    "$XDG_CACHE_HOME/cuabi, else ~/.cache/cuabi. CUABI_CACHE=0 turns it off.\n"
+    "`cuabi cache ACTION --help` tells more about each action.\n";
+
+/* `cuabi cache --help`: every action's usage line, from its table. */
+static void overview(FILE *out)
+{
+    cache_args a = { .jobs = 0 };
+    cli_option rows[8];
+    char command[32];
+    for (size_t i = 0; i < NACTIONS; i++) {
+        cli_spec spec = action_spec(&actions[i], &a, rows, command, sizeof command);
+        cli_print_usage(&spec, i ? "       " : "usage: ", out);
+    }
+    fprintf(out, "\n%s", cache_about);
+}
+
+static int run_action(const cache_action *act, int argc, char **argv)
+{
+    cache_args a = { .jobs = 0 };
+    cli_option rows[8];
+    char command[32];
+    cli_spec spec = action_spec(act, &a, rows, command, sizeof command);
+    int rc = cli_parse(&spec, argc, argv);
+    if (rc == CLI_GO_ON)
+        rc = a.json && !json_start(&a.j) ? 1 : act->run(&a);
+    cli_list_free(&a.inputs);
+    cli_list_free(&a.archs);
+    return rc;
 }
 
 int cli_cache(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv) || argc < 2) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    bool json = false, memory = false, disk = false;
-    for (int i = 2; i < argc; i++) {
-        json |= !strcmp(argv[i], "--json");
-        memory |= !strcmp(argv[i], "--memory");
-        disk |= !strcmp(argv[i], "--disk");
-    }
-    const char *sub = argv[1];
-    if (!strcmp(sub, "stats"))
-        return stats(json);
-    if (!strcmp(sub, "list"))
-        return list(json);
-    if (!strcmp(sub, "clear")) {
-        unsigned flags = memory || disk ? (memory ? CUABI_CACHE_CLEAR_MEMORY : 0) |
-                                              (disk ? CUABI_CACHE_CLEAR_DISK : 0)
-                                        : CUABI_CACHE_CLEAR_ALL;
-        cuabi_status st = cuabi_cache_clear(flags);
-        if (st != CUABI_SUCCESS)
-            return cli_fail("cache", st);
-        if (json)
-            printf("{\"cleared\": true}\n");
-        else
-            printf("cleared\n");
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        overview(stdout);
         return 0;
     }
-    if (!strcmp(sub, "warm"))
-        return warm(argc, argv, json);
-    if (!strcmp(sub, "verify"))
-        return verify(json);
-    fprintf(stderr, "cuabi cache: unknown subcommand '%s'\n", sub);
-    usage(stderr);
+    for (size_t i = 0; argc >= 2 && i < NACTIONS; i++)
+        if (!strcmp(argv[1], actions[i].name))
+            return run_action(&actions[i], argc - 1, argv + 1);
+    cli_json j = { .out = NULL };
+    if (cli_has_arg(argc, argv, "--json"))
+        json_start(&j);
+    if (argc < 2)
+        cli_error(&j, "cache", CUABI_ERROR_INVALID_ARGUMENT, 2, "which action? (stats, list, "
+                  "clear, warm or verify)");
+    else
+        cli_error(&j, "cache", CUABI_ERROR_INVALID_ARGUMENT, 2, "unknown action '%s'", argv[1]);
+    overview(stderr);
     return 2;
 }

@@ -3,56 +3,10 @@
  * resources. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cli_compile(int argc, char **argv);
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuabi compile FILE [--arch sm_XX]... [-D NAME=V]... [-I DIR]...\n"
-            "                     [--name-expr E]... [--ptx | --cubin | --ltoir | --fatbin]\n"
-            "                     [--libdevice] [-o OUT] [--json]\n\n"
-            "Compile FILE through the compile cache, write the result and print each\n"
-            "kernel's registers, shared, local and stack memory, thread limit and\n"
-            "barriers, read from the CUBIN without a GPU. FILE is CUDA C++, or by its\n"
-            "extension PTX (.ptx) or NVVM IR (.ll text, .bc bitcode; through libNVVM,\n"
-            "which makes PTX: --cubin compiles that PTX on, --fatbin is not offered).\n\n"
-            "  --arch A        target (sm_90, compute_90, ...); repeat or comma-separate for\n"
-            "                  several; default:\n"
-            "                  the current GPU's, or sm_90 without one\n"
-            "  -D NAME[=V]     define a macro            -I DIR   add an include directory\n"
-            "                  (CUDA C++ only)\n"
-            "  --name-expr E   instantiate and name a template kernel, e.g. 'segred<float, 256>'\n"
-            "                  (NVVM IR: a kernel's name as the IR spells it, without '@')\n"
-            "  --ptx --cubin --ltoir   output kind (default --cubin)\n"
-            "  --fatbin        one fatbin holding every --arch: sm_XX a CUBIN, compute_XX PTX\n"
-            "                  (through nvFatbin, else the fatbinary tool); kernels are\n"
-            "                  reported per CUBIN architecture\n"
-            "  --libdevice     NVVM IR only: link libdevice (__nv_expf and the other math\n"
-            "                  functions)\n"
-            "  -o OUT          output file (default FILE's name with .cubin/.ptx/.ltoir/.fatbin);\n"
-            "                  with\n"
-            "                  several --arch, the arch goes before the extension\n"
-            "  --json          machine-readable report on stdout\n");
-}
-
-typedef struct list {
-    const char **v;
-    size_t n;
-} list;
-
-static int push(list *l, const char *s)
-{
-    const char **v = realloc(l->v, (l->n + 1) * sizeof *v);
-    if (!v)
-        return -1;
-    v[l->n++] = s;
-    l->v = v;
-    return 0;
-}
 
 static const char *ext_of(cuabi_code_type t)
 {
@@ -181,13 +135,17 @@ static void report_fatbin(cuabi_objcode *o, bool json, cli_json *j)
         json_end_array(j);
 }
 
+
 typedef struct job {
     const char *file, *out;
     const char *source;
     size_t size;                   /* of source: bitcode holds NUL bytes */
-    cuabi_code_type type, kind;
-    list archs, defines, incs, names;
+    cuabi_code_type type;
+    int kind;                      /* the output: a cuabi_code_type */
+    cli_list archs;                /* one architecture each: copies, --arch a,b is split */
+    cli_list defines, incs, names;
     bool json, libdevice;
+    cli_json j;
 } job;
 
 /* NVVM IR to a CUBIN takes two programs: libNVVM makes PTX only, so its
@@ -235,13 +193,9 @@ static cuabi_status compile_to(cuabi_objcode **out, int *hit, const job *jb, cua
     return st;
 }
 
-/* Compile for one architecture; returns the exit code. */
-static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
+
+static cuabi_program_options options_for(const job *jb, const char *arch)
 {
-    cuabi_program *p;
-    cuabi_status st = cuabi_program_create(&p, jb->type, jb->source, jb->size, jb->file);
-    if (st != CUABI_SUCCESS)
-        return cli_fail("compile", st);
     cuabi_program_options o = CUABI_PROGRAM_OPTIONS_INIT;
     o.arch = arch;
     o.output = jb->kind;
@@ -252,97 +206,159 @@ static int build_one(const job *jb, const char *arch, bool several, cli_json *j)
     o.num_include_paths = jb->incs.n;
     o.name_expressions = jb->names.v;
     o.num_name_expressions = jb->names.n;
-    cuabi_objcode *obj, *cubin = NULL;
-    int hit = 0, again_hit;
-    st = compile_to(&obj, &hit, jb, p, &o);
-    if (st != CUABI_SUCCESS) {
-        /* The message carries the compiler's log already. */
-        const char *msg = cuabi_last_error()->message;
-        fprintf(stderr, "cuabi compile: %s (%s)\n", msg, cuabi_status_name(st));
-        if (jb->type == CUABI_CODE_NVVM && !jb->libdevice && strstr(msg, "'__nv_"))
-            fprintf(stderr, "cuabi compile: %s calls libdevice (__nv_*): add --libdevice\n",
-                    jb->file);
-        cuabi_program_release(p);
-        return 1;
+    return o;
+}
+
+/* A failed compile: the message carries the compiler's log already. */
+static int compile_failed(job *jb, cuabi_status st)
+{
+    char message[8192];
+    const char *msg = cuabi_last_error()->message;
+    int n = snprintf(message, sizeof message, "%s", msg);
+    fprintf(stderr, "cuabi compile: %s (%s)\n", msg, cuabi_status_name(st));
+    if (jb->type == CUABI_CODE_NVVM && !jb->libdevice && strstr(msg, "'__nv_")) {
+        fprintf(stderr, "cuabi compile: %s calls libdevice (__nv_*): add --libdevice\n", jb->file);
+        if (n > 0 && (size_t)n < sizeof message)
+            snprintf(message + n, sizeof message - (size_t)n,
+                     "\n%s calls libdevice (__nv_*): add --libdevice", jb->file);
     }
-    /* Resources live in a CUBIN: for PTX / LTO-IR output of a real
-     * architecture, read them from the same program compiled to one. */
-    if (jb->kind != CUABI_CODE_CUBIN && jb->kind != CUABI_CODE_FATBIN &&
-        (!arch || !strncmp(arch, "sm_", 3))) {
-        cuabi_program *again;
-        cuabi_program_options oc = o;
-        oc.output = CUABI_CODE_CUBIN;
-        if (cuabi_program_create(&again, jb->type, jb->source, jb->size, jb->file) ==
-            CUABI_SUCCESS) {
-            if (compile_to(&cubin, &again_hit, jb, again, &oc) != CUABI_SUCCESS)
-                cubin = NULL;
-            cuabi_program_release(again);
-        }
-    }
-    const void *data;
+    return json_fail(&jb->j, st, message, 1);
+}
+
+/* Resources live in a CUBIN: for PTX / LTO-IR output of a real
+ * architecture, read them from the same program compiled to one. NULL when
+ * there is none. */
+static cuabi_objcode *resources_cubin(const job *jb, const cuabi_program_options *o,
+                                      const char *arch)
+{
+    if (jb->kind == CUABI_CODE_CUBIN || jb->kind == CUABI_CODE_FATBIN ||
+        (arch && strncmp(arch, "sm_", 3)))
+        return NULL;
+    cuabi_program *again;
+    cuabi_objcode *cubin = NULL;
+    cuabi_program_options oc = *o;
+    int hit;
+    oc.output = CUABI_CODE_CUBIN;
+    if (cuabi_program_create(&again, jb->type, jb->source, jb->size, jb->file) != CUABI_SUCCESS)
+        return NULL;
+    if (compile_to(&cubin, &hit, jb, again, &oc) != CUABI_SUCCESS)
+        cubin = NULL;
+    cuabi_program_release(again);
+    return cubin;
+}
+
+/* What one compile made, for the report. */
+typedef struct output {
+    cuabi_program *p;
+    cuabi_objcode *obj, *cubin;    /* cubin: for the resources, or NULL */
+    int hit;
+    const char *path;
+    char arch[160];                /* as asked, else the code's, else "default" */
     size_t size;
-    cuabi_objcode_bytes(&data, &size, obj);
-    char shown[160];
+} output;
+
+static void shown_arch(output *out, const char *arch)
+{
     int sm = 0;
-    cuabi_objcode_arch(&sm, cubin ? cubin : obj);
+    cuabi_objcode_arch(&sm, out->cubin ? out->cubin : out->obj);
     if (arch)
-        snprintf(shown, sizeof shown, "%s", arch);
+        snprintf(out->arch, sizeof out->arch, "%s", arch);
     else if (sm > 0)
-        snprintf(shown, sizeof shown, "sm_%d", sm);
+        snprintf(out->arch, sizeof out->arch, "sm_%d", sm);
     else
-        snprintf(shown, sizeof shown, "default");
-    char *path = out_path(jb->file, jb->out, shown, several, jb->kind);
-    int rc = 0;
-    if (!path || write_file(path, data, size) != 0) {
-        fprintf(stderr, "cuabi compile: cannot write %s\n", path ? path : "(out of memory)");
-        rc = 1;
-    } else if (jb->json) {
+        snprintf(out->arch, sizeof out->arch, "default");
+}
+
+static void report_json(job *jb, const output *out)
+{
+    cli_json *j = &jb->j;
+    json_begin_object(j, NULL);
+    json_string(j, "arch", out->arch);
+    json_string(j, "output", ext_of(jb->kind));
+    json_string(j, "path", out->path);
+    json_int(j, "bytes", (long long)out->size);
+    json_string(j, "source", hit_name(out->hit));
+    json_begin_array(j, "name_expressions");
+    for (size_t i = 0; i < jb->names.n; i++) {
+        const char *low = "";
+        cuabi_program_lowered_name(&low, out->p, jb->names.v[i]);
         json_begin_object(j, NULL);
-        json_string(j, "arch", shown);
-        json_string(j, "output", ext_of(jb->kind));
-        json_string(j, "path", path);
-        json_int(j, "bytes", (long long)size);
-        json_string(j, "source", hit_name(hit));
-        json_begin_array(j, "name_expressions");
-        for (size_t i = 0; i < jb->names.n; i++) {
-            const char *low = "";
-            cuabi_program_lowered_name(&low, p, jb->names.v[i]);
-            json_begin_object(j, NULL);
-            json_string(j, "expression", jb->names.v[i]);
-            json_string(j, "lowered", low);
-            json_end_object(j);
-        }
-        json_end_array(j);
-        if (jb->kind == CUABI_CODE_FATBIN)
-            report_fatbin(obj, true, j);
-        else
-            report_kernels(cubin ? cubin : obj, shown, true, j);
-        const char *log = "";
-        cuabi_program_log(&log, p);
-        json_string(j, "log", log);
+        json_string(j, "expression", jb->names.v[i]);
+        json_string(j, "lowered", low);
         json_end_object(j);
-    } else {
-        printf("%s -> %s (%s, %s, %zu bytes, %s)\n", jb->file, path, shown, ext_of(jb->kind),
-               size, hit_name(hit));
-        for (size_t i = 0; i < jb->names.n; i++) {
-            const char *low = "";
-            cuabi_program_lowered_name(&low, p, jb->names.v[i]);
-            printf("  %s = %s\n", jb->names.v[i], low);
-        }
-        if (jb->kind == CUABI_CODE_FATBIN)
-            report_fatbin(obj, false, NULL);
-        else
-            report_kernels(cubin ? cubin : obj, shown, false, NULL);
-        const char *log = "";
-        cuabi_program_log(&log, p);
-        if (*log)
-            fprintf(stderr, "%s", log);
     }
+    json_end_array(j);
+    if (jb->kind == CUABI_CODE_FATBIN)
+        report_fatbin(out->obj, true, j);
+    else
+        report_kernels(out->cubin ? out->cubin : out->obj, out->arch, true, j);
+    const char *log = "";
+    cuabi_program_log(&log, out->p);
+    json_string(j, "log", log);
+    json_end_object(j);
+}
+
+static void report_text(const job *jb, const output *out)
+{
+    printf("%s -> %s (%s, %s, %zu bytes, %s)\n", jb->file, out->path, out->arch,
+           ext_of(jb->kind), out->size, hit_name(out->hit));
+    for (size_t i = 0; i < jb->names.n; i++) {
+        const char *low = "";
+        cuabi_program_lowered_name(&low, out->p, jb->names.v[i]);
+        printf("  %s = %s\n", jb->names.v[i], low);
+    }
+    if (jb->kind == CUABI_CODE_FATBIN)
+        report_fatbin(out->obj, false, NULL);
+    else
+        report_kernels(out->cubin ? out->cubin : out->obj, out->arch, false, NULL);
+    const char *log = "";
+    cuabi_program_log(&log, out->p);
+    if (*log)
+        fprintf(stderr, "%s", log);
+}
+
+/* Write the output and report it; the exit status. */
+static int write_and_report(job *jb, output *out, bool several)
+{
+    const void *data;
+    cuabi_objcode_bytes(&data, &out->size, out->obj);
+    char *path = out_path(jb->file, jb->out, out->arch, several, jb->kind);
+    int rc = 0;
+    if (!path)
+        rc = cli_error(&jb->j, "compile", CUABI_ERROR_OUT_OF_MEMORY, 1, "out of memory");
+    else if (write_file(path, data, out->size) != 0)
+        rc = cli_error(&jb->j, "compile", CUABI_ERROR_IO, 1, "cannot write %s", path);
+    out->path = path;
+    if (rc == 0 && jb->json)
+        report_json(jb, out);
+    else if (rc == 0)
+        report_text(jb, out);
     free(path);
-    if (cubin)
-        cuabi_objcode_release(cubin);
-    cuabi_objcode_release(obj);
-    cuabi_program_release(p);
+    return rc;
+}
+
+/* Compile for one architecture; returns the exit status. */
+static int build_one(job *jb, const char *arch, bool several)
+{
+    output out = { .p = NULL };
+    cuabi_status st = cuabi_program_create(&out.p, jb->type, jb->source, jb->size, jb->file);
+    if (st != CUABI_SUCCESS)
+        return cli_fail("compile", st, &jb->j);
+    cuabi_program_options o = options_for(jb, arch);
+    st = compile_to(&out.obj, &out.hit, jb, out.p, &o);
+    int rc = 0;
+    if (st != CUABI_SUCCESS) {
+        rc = compile_failed(jb, st);
+    } else {
+        out.cubin = resources_cubin(jb, &o, arch);
+        shown_arch(&out, arch);
+        rc = write_and_report(jb, &out, several);
+    }
+    if (out.cubin)
+        cuabi_objcode_release(out.cubin);
+    if (out.obj)
+        cuabi_objcode_release(out.obj);
+    cuabi_program_release(out.p);
     return rc;
 }
 
@@ -352,6 +368,7 @@ static bool ends_with(const char *s, const char *tail)
     return n > t && !strcmp(s + n - t, tail);
 }
 
+
 /* The input's kind by FILE's extension, and the options that need one. */
 static int check_input(job *jb)
 {
@@ -359,141 +376,132 @@ static int check_input(job *jb)
         jb->type = CUABI_CODE_PTX;
     else if (ends_with(jb->file, ".ll") || ends_with(jb->file, ".bc"))
         jb->type = CUABI_CODE_NVVM;
-    if (jb->libdevice && jb->type != CUABI_CODE_NVVM) {
-        fprintf(stderr, "cuabi compile: --libdevice applies to NVVM IR (a .ll or .bc FILE) "
-                "only\n");
-        return 2;
-    }
-    if (jb->kind == CUABI_CODE_FATBIN && jb->type == CUABI_CODE_NVVM) {
-        fprintf(stderr, "cuabi compile: --fatbin takes CUDA C++ or PTX; compile NVVM IR %s "
-                "with --ptx (then cuabi compile the .ptx with --fatbin), --cubin or "
-                "--ltoir\n", jb->file);
-        return 2;
-    }
+    if (jb->libdevice && jb->type != CUABI_CODE_NVVM)
+        return cli_error(&jb->j, "compile", CUABI_ERROR_INVALID_ARGUMENT, 2,
+                         "--libdevice applies to NVVM IR (a .ll or .bc FILE) only");
+    if (jb->kind == CUABI_CODE_FATBIN && jb->type == CUABI_CODE_NVVM)
+        return cli_error(&jb->j, "compile", CUABI_ERROR_INVALID_ARGUMENT, 2,
+                         "--fatbin takes CUDA C++ or PTX; compile NVVM IR %s with --ptx (then "
+                         "cuabi compile the .ptx with --fatbin), --cubin or --ltoir", jb->file);
     return 0;
 }
 
+/* --arch a,b,c: each architecture a copy of its own in the list. */
+static int add_archs(const char *value, void *target, char *why, size_t len)
+{
+    const char *p = value;
+    do {
+        size_t n = strcspn(p, ",");
+        char *arch = n ? strndup(p, n) : NULL;
+        if (!arch || cli_list_push(target, arch) != 0) {
+            snprintf(why, len, n ? "needs more memory than there is"
+                                 : "wants architectures such as sm_90 or sm_80,compute_90, got '%s'",
+                     value);
+            free(arch);
+            return -1;
+        }
+        p += n;
+    } while (*p++ == ',');
+    return 0;
+}
+
+static const char compile_about[] =
+    "Compile FILE through the compile cache, write the result and print each\n"
+    "kernel's registers, shared, local and stack memory, thread limit and\n"
+    "barriers, read from the CUBIN without a GPU. FILE is CUDA C++, or by its\n"
+    "extension PTX (.ptx) or NVVM IR (.ll text, .bc bitcode; through libNVVM,\n"
+    "which makes PTX: --cubin compiles that PTX on, --fatbin is not offered).\n";
+
 static int parse(job *jb, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        list *target = NULL;
-        if (!strcmp(a, "--json"))
-            jb->json = true;
-        else if (!strcmp(a, "--ptx"))
-            jb->kind = CUABI_CODE_PTX;
-        else if (!strcmp(a, "--cubin"))
-            jb->kind = CUABI_CODE_CUBIN;
-        else if (!strcmp(a, "--ltoir"))
-            jb->kind = CUABI_CODE_LTOIR;
-        else if (!strcmp(a, "--fatbin"))
-            jb->kind = CUABI_CODE_FATBIN;
-        else if (!strcmp(a, "--libdevice"))
-            jb->libdevice = true;
-        else if (!strcmp(a, "--arch"))
-            target = &jb->archs;
-        else if (!strcmp(a, "-D"))
-            target = &jb->defines;
-        else if (!strcmp(a, "-I"))
-            target = &jb->incs;
-        else if (!strcmp(a, "--name-expr"))
-            target = &jb->names;
-        else if (!strcmp(a, "-o")) {
-            if (!val)
-                goto missing;
-            jb->out = val;
-            i++;
-        } else if (!strncmp(a, "-D", 2) && a[2]) {
-            if (push(&jb->defines, a + 2)) return 1;
-        } else if (!strncmp(a, "-I", 2) && a[2]) {
-            if (push(&jb->incs, a + 2)) return 1;
-        } else if (!strncmp(a, "--arch=", 7)) {
-            if (push(&jb->archs, a + 7)) return 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "cuabi compile: unknown option %s (see cuabi compile --help)\n", a);
-            return 2;
-        } else if (jb->file) {
-            fprintf(stderr, "cuabi compile: one FILE only (got %s and %s)\n", jb->file, a);
-            return 2;
-        } else
-            jb->file = a;
-        if (target) {
-            if (!val)
-                goto missing;
-            if (push(target, val))
-                return 1;
-            i++;
-        }
-        continue;
-    missing:
-        fprintf(stderr, "cuabi compile: %s needs a value\n", a);
-        return 2;
+    const cli_option table[] = {
+        CLI_ARG("FILE", &jb->file, 1, "CUDA C++, PTX (.ptx) or NVVM IR (.ll, .bc)"),
+        CLI_OPT_CALL("arch", 0, "A", add_archs, &jb->archs,
+                     "target (sm_90, compute_90, ...); repeat or comma-separate for several; "
+                     "default: the current GPU's, or sm_90 without one"),
+        CLI_OPT_LIST(NULL, 'D', "NAME[=V]", &jb->defines, "define a macro (CUDA C++ only)"),
+        CLI_OPT_LIST(NULL, 'I', "DIR", &jb->incs, "add an include directory (CUDA C++ only)"),
+        CLI_OPT_LIST("name-expr", 0, "E", &jb->names,
+                     "instantiate and name a template kernel, e.g. 'segred<float, 256>' (NVVM "
+                     "IR: a kernel's name as the IR spells it, without '@')"),
+        CLI_OPT_CHOICE("ptx", &jb->kind, CUABI_CODE_PTX, "output PTX"),
+        CLI_OPT_CHOICE("cubin", &jb->kind, CUABI_CODE_CUBIN, "output a CUBIN (the default)"),
+        CLI_OPT_CHOICE("ltoir", &jb->kind, CUABI_CODE_LTOIR, "output LTO-IR"),
+        CLI_OPT_CHOICE("fatbin", &jb->kind, CUABI_CODE_FATBIN,
+                       "one fatbin holding every --arch: sm_XX a CUBIN, compute_XX PTX (through "
+                       "nvFatbin, else the fatbinary tool); kernels are reported per CUBIN "
+                       "architecture"),
+        CLI_OPT_FLAG("libdevice", 0, &jb->libdevice,
+                     "NVVM IR only: link libdevice (__nv_expf and the other math functions)"),
+        CLI_OPT_STRING(NULL, 'o', "OUT", &jb->out,
+                       "output file (default FILE's name with .cubin/.ptx/.ltoir/.fatbin); with "
+                       "several --arch, the arch goes before the extension"),
+        CLI_OPT_FLAG("json", 0, &jb->json,
+                     "one JSON object on stdout: {\"file\", \"outputs\": [{\"arch\", \"output\", "
+                     "\"path\", \"bytes\", \"source\", \"name_expressions\", \"kernels\", "
+                     "\"log\"}]}"),
+    };
+    const cli_spec spec = { "compile", compile_about, table, sizeof table / sizeof table[0] };
+    return cli_parse(&spec, argc, argv);
+}
+
+/* Every --arch at once into one fatbin, or one output each. */
+static int build_all(job *jb)
+{
+    if (jb->kind != CUABI_CODE_FATBIN) {
+        int rc = 0;
+        size_t n = jb->archs.n ? jb->archs.n : 1;
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = build_one(jb, jb->archs.n ? jb->archs.v[i] : NULL, jb->archs.n > 1);
+        return rc;
     }
-    if (!jb->file) {
-        usage(stderr);
-        return 2;
-    }
-    return check_input(jb);
+    size_t total = 1;
+    for (size_t i = 0; i < jb->archs.n; i++)
+        total += strlen(jb->archs.v[i]) + 1;
+    char *joined = calloc(1, total);
+    if (!joined)
+        return cli_error(&jb->j, "compile", CUABI_ERROR_OUT_OF_MEMORY, 1, "out of memory");
+    for (size_t i = 0; i < jb->archs.n; i++)
+        strcat(strcat(joined, i ? "," : ""), jb->archs.v[i]);
+    int rc = build_one(jb, jb->archs.n ? joined : NULL, false);
+    free(joined);
+    return rc;
+}
+
+/* Read FILE and build it; with --json the document is begun first, so that
+ * every failure lands in it. */
+static int compile_file(job *jb)
+{
+    if (jb->json && !json_start(&jb->j))
+        return 1;
+    json_begin_object(&jb->j, NULL);
+    json_string(&jb->j, "file", jb->file);
+    json_begin_array(&jb->j, "outputs");
+    int rc = check_input(jb);
+    if (rc)
+        return rc;
+    char why[256];
+    char *text = cli_read_file(jb->file, &jb->size, why, sizeof why);
+    if (!text)
+        return cli_error(&jb->j, "compile", CUABI_ERROR_IO, 1, "cannot read %s: %s", jb->file,
+                         why);
+    jb->source = text;
+    rc = build_all(jb);
+    free(text);
+    return json_finish(&jb->j, rc);
 }
 
 int cli_compile(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     job jb = { .kind = CUABI_CODE_CUBIN, .type = CUABI_CODE_CUDA_CXX };
     int rc = parse(&jb, argc, argv);
-    char *text = NULL, *joined = NULL, *split = NULL;
-    if (rc)
-        goto out;
-    if (!(text = cli_read_file(jb.file, &jb.size))) {
-        fprintf(stderr, "cuabi compile: cannot read %s: %s\n", jb.file, strerror(errno));
-        rc = 1;
-        goto out;
-    }
-    jb.source = text;
-    cli_json j = { .out = stdout };
-    if (jb.json) {
-        json_begin_object(&j, NULL);
-        json_string(&j, "file", jb.file);
-        json_begin_array(&j, "outputs");
-    }
-    /* Every --arch, comma lists included: one fatbin of them all, or one
-     * output each. */
-    size_t total = 1;
+    if (rc == CLI_GO_ON)
+        rc = compile_file(&jb);
     for (size_t i = 0; i < jb.archs.n; i++)
-        total += strlen(jb.archs.v[i]) + 1;
-    joined = calloc(1, total);
-    list each = { 0 };
-    for (size_t i = 0; joined && i < jb.archs.n; i++)
-        strcat(strcat(joined, i ? "," : ""), jb.archs.v[i]);
-    if (!joined || !(split = strdup(joined))) {
-        rc = 1;
-    } else if (jb.kind == CUABI_CODE_FATBIN) {
-        rc = build_one(&jb, jb.archs.n ? joined : NULL, false, &j);
-    } else {
-        for (char *save = NULL, *t = strtok_r(split, ",", &save); t && !rc;
-             t = strtok_r(NULL, ",", &save))
-            rc = push(&each, t);
-        size_t n = each.n ? each.n : 1;
-        for (size_t i = 0; i < n && rc == 0; i++)
-            rc = build_one(&jb, each.n ? each.v[i] : NULL, each.n > 1, &j);
-    }
-    free(each.v);
-    if (jb.json) {
-        json_end_array(&j);
-        json_end_object(&j);
-        fputc('\n', stdout);
-    }
-out:
-    free(joined);
-    free(split);
-    free(text);
-    free(jb.archs.v);
-    free(jb.defines.v);
-    free(jb.incs.v);
-    free(jb.names.v);
+        free((char *)jb.archs.v[i]);
+    cli_list_free(&jb.archs);
+    cli_list_free(&jb.defines);
+    cli_list_free(&jb.incs);
+    cli_list_free(&jb.names);
     return rc;
 }

@@ -32,19 +32,15 @@ static const char demo_source[] =
     "    if (threadIdx.x == 0) out[s] = part[0];\n"
     "}\n";
 
-static const char demo_expr[] = "segreduce<float, 256>";
+static const char demo_expr[] = "segreduce<float, 256>";  /* as demo_about says */
 enum { BLOCK = 256 };
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuabi demo [--json]\n\n"
-            "Compile a segmented-reduction template (%s, through a name expression)\n"
-            "to LTO-IR, link it with nvJitLink, print its resources and occupancy, then on a GPU\n"
-            "launch it: [1..12] in 3 segments gives [10, 26, 42]; then a large random case is\n"
-            "checked against the CPU. Without a GPU everything but the launch runs. A second\n"
-            "run compiles from the cache.\n", demo_expr);
-}
+static const char demo_about[] =
+    "Compile a segmented-reduction template (segreduce<float, 256>, through a name\n"
+    "expression) to LTO-IR, link it with nvJitLink, print its resources and\n"
+    "occupancy, then on a GPU launch it: [1..12] in 3 segments gives [10, 26, 42];\n"
+    "then a large random case is checked against the CPU. Without a GPU everything\n"
+    "but the launch runs. A second run compiles from the cache.\n";
 
 typedef struct demo {
     bool json;
@@ -271,62 +267,70 @@ static bool find_gpu(cuabi_device **dev, char *reason, size_t len)
     return false;
 }
 
+/* The architecture: the GPU's, else sm_90 (offline answers only). */
+static void pick_arch(demo *d, bool gpu)
+{
+    snprintf(d->arch, sizeof d->arch, "sm_90");
+    if (gpu) {
+        int major = 0, minor = 0;
+        cuabi_device_attribute(&major, d->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        cuabi_device_attribute(&minor, d->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+        snprintf(d->arch, sizeof d->arch, "sm_%d%d", major, minor);
+    }
+}
+
+/* Build, inspect and (on a GPU) launch; the exit status. */
+static int run_demo(demo *d, bool gpu, const char *reason)
+{
+    cuabi_kernel *k = NULL;
+    int hit = 0, rc = 0;
+    bool ok = true;
+    json_begin_object(&d->j, NULL);
+    cuabi_status st = build(d, &k, &hit);
+    if (st == CUABI_SUCCESS)
+        st = report(d, k);
+    if (st == CUABI_SUCCESS && gpu)
+        st = launch_cases(d, k, &ok);
+    else if (st == CUABI_SUCCESS)
+        say(d, "No GPU available (%s): compiled, linked and inspected; skipping the launch\n",
+            reason);
+    if (st != CUABI_SUCCESS) {
+        rc = cli_fail("demo", st, &d->j);
+    } else {
+        json_bool(&d->j, "launched", gpu);
+        if (gpu)
+            json_bool(&d->j, "correct", ok);
+        else
+            json_null(&d->j, "correct");   /* nothing ran: neither right nor wrong */
+        if (!gpu)
+            json_string(&d->j, "skipped_because", reason);
+        rc = ok ? json_finish(&d->j, 0)
+                : json_fail(&d->j, CUABI_ERROR_INTERNAL, "the GPU's sums differ from the CPU's", 1);
+    }
+    if (k)
+        cuabi_kernel_release(k);
+    return rc;
+}
+
 int cli_demo(int argc, char **argv)
 {
     demo d;
     memset(&d, 0, sizeof d);
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            d.json = true;
-        } else {
-            fprintf(stderr, "cuabi demo: unknown argument '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    d.j.out = stdout;
+    const cli_option table[] = {
+        CLI_OPT_FLAG("json", 0, &d.json,
+                     "the same as one JSON object: kernel, lowered_name, arch, from_cache, "
+                     "link_from_cache, resources, occupancy, launched, correct (null when "
+                     "nothing was launched), skipped_because"),
+    };
+    const cli_spec spec = { "demo", demo_about, table, sizeof table / sizeof table[0] };
+    int rc = cli_parse(&spec, argc, argv);
+    if (rc != CLI_GO_ON || (d.json && !json_start(&d.j)))
+        return rc != CLI_GO_ON ? rc : 1;
     char reason[512];
     bool gpu = find_gpu(&d.dev, reason, sizeof reason);
-    snprintf(d.arch, sizeof d.arch, "sm_90");
-    if (gpu) {
-        int major = 0, minor = 0;
-        cuabi_device_attribute(&major, d.dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-        cuabi_device_attribute(&minor, d.dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-        snprintf(d.arch, sizeof d.arch, "sm_%d%d", major, minor);
-    }
-    if (d.json)
-        json_begin_object(&d.j, NULL);
-    cuabi_kernel *k = NULL;
-    int hit = 0;
-    bool ok = true;
-    cuabi_status st = build(&d, &k, &hit);
-    if (st == CUABI_SUCCESS)
-        st = report(&d, k);
-    if (st == CUABI_SUCCESS && gpu)
-        st = launch_cases(&d, k, &ok);
-    else if (st == CUABI_SUCCESS)
-        say(&d, "No GPU available (%s): compiled, linked and inspected; skipping the launch\n",
-            reason);
-    if (d.json && st == CUABI_SUCCESS) {
-        json_bool(&d.j, "launched", gpu);
-        if (gpu)
-            json_bool(&d.j, "correct", ok);
-        else
-            json_null(&d.j, "correct");   /* nothing ran: neither right nor wrong */
-        if (!gpu)
-            json_string(&d.j, "skipped_because", reason);
-        json_end_object(&d.j);
-        printf("\n");
-    }
-    if (k)
-        cuabi_kernel_release(k);
+    pick_arch(&d, gpu);
+    rc = run_demo(&d, gpu, reason);
     if (d.dev)
         cuabi_device_release(d.dev);
-    if (st != CUABI_SUCCESS)
-        return cli_fail("demo", st);
-    return ok ? 0 : 1;
+    return rc;
 }

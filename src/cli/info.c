@@ -90,89 +90,124 @@ static void text_device(const cuabi_device_properties *p, uint64_t free_mem)
            p->cooperative_launch ? "yes" : "no", p->memory_pools_supported ? "yes" : "no");
 }
 
+/* The driver's state for the "No GPU available" line: *count devices, or
+ * the status and why not. */
+static cuabi_status gpu_count(const cuabi_runtime_info *rt, int *count, const char **why)
+{
+    *count = 0;
+    *why = "";
+    if (rt->driver_status != CUABI_SUCCESS) {
+        *why = rt->driver_error;
+        return rt->driver_status;
+    }
+    cuabi_status st = cuabi_device_count(count);
+    if (st != CUABI_SUCCESS)
+        *why = cuabi_last_error()->message;
+    else if (*count == 0)
+        *why = "the driver sees no CUDA devices";
+    return st;
+}
+
+static void json_header(cli_json *j, const cuabi_runtime_info *rt)
+{
+    json_begin_object(j, NULL);
+    json_string(j, "library_version", rt->library_version);
+    json_int(j, "abi_version", rt->abi_version);
+    json_lib(j, "driver", rt->driver_status, rt->driver_version, rt->driver_path, rt->driver_error);
+    json_lib(j, "nvrtc", rt->nvrtc_status, rt->nvrtc_version, rt->nvrtc_path, rt->nvrtc_error);
+    json_lib(j, "nvjitlink", rt->nvjitlink_status, rt->nvjitlink_version, rt->nvjitlink_path,
+             rt->nvjitlink_error);
+    json_lib(j, "nvvm", rt->nvvm_status, rt->nvvm_version, rt->nvvm_path, rt->nvvm_error);
+    json_lib(j, "nvfatbin", rt->nvfatbin_status, rt->nvfatbin_version, rt->nvfatbin_path,
+             rt->nvfatbin_error);
+}
+
+static void text_header(const cuabi_runtime_info *rt)
+{
+    printf("cuabi      %s (ABI %u)\n", rt->library_version, rt->abi_version);
+    print_lib("driver", rt->driver_status, rt->driver_version, rt->driver_path, rt->driver_error);
+    print_lib("NVRTC", rt->nvrtc_status, rt->nvrtc_version, rt->nvrtc_path, rt->nvrtc_error);
+    print_lib("nvJitLink", rt->nvjitlink_status, rt->nvjitlink_version, rt->nvjitlink_path,
+              rt->nvjitlink_error);
+    print_lib("libNVVM", rt->nvvm_status, rt->nvvm_version, rt->nvvm_path, rt->nvvm_error);
+    print_lib("nvFatbin", rt->nvfatbin_status, rt->nvfatbin_version, rt->nvfatbin_path,
+              rt->nvfatbin_error);
+}
+
+static cuabi_status device_properties(int ordinal, cuabi_device_properties *p, uint64_t *free_mem)
+{
+    cuabi_device *d;
+    uint64_t total = 0;
+    cuabi_status st = cuabi_device_get(&d, ordinal);
+    if (st != CUABI_SUCCESS)
+        return st;
+    st = cuabi_device_get_properties(p, d);
+    if (st == CUABI_SUCCESS)
+        cuabi_device_memory_info(free_mem, &total, d);
+    cuabi_device_release(d);
+    return st;
+}
+
+/* One block per GPU. A GPU that cannot be read is told on stderr and the
+ * rest go on; the first such failure goes into *failed / why. */
+static void list_devices(cli_json *j, int count, cuabi_status *failed, char *why, size_t len)
+{
+    json_begin_array(j, "devices");
+    for (int i = 0; i < count; i++) {
+        cuabi_device_properties p = CUABI_DEVICE_PROPERTIES_INIT;
+        uint64_t free_mem = 0;
+        cuabi_status st = device_properties(i, &p, &free_mem);
+        if (st != CUABI_SUCCESS) {
+            if (*failed == CUABI_SUCCESS)
+                snprintf(why, len, "GPU %d: %s", i, cuabi_last_error()->message);
+            *failed = *failed ? *failed : st;
+            cli_fail("info", st, NULL);
+        } else if (json_on(j)) {
+            json_device(j, &p, free_mem);
+        } else {
+            text_device(&p, free_mem);
+        }
+    }
+    json_end_array(j);
+}
+
+static const char info_about[] =
+    "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM and\n"
+    "nvFatbin it loaded (version and file, or why not), and one block per\n"
+    "GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
+    "is its own (2.0), not CUDA's; without nvFatbin, fatbins are packed by\n"
+    "the fatbinary tool.\n";
+
 int cli_info(int argc, char **argv)
 {
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: cuabi info [--json]\n\n"
-                   "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM and\n"
-                   "nvFatbin it loaded (version and file, or why not), and one block per\n"
-                   "GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
-                   "is its own (2.0), not CUDA's; without nvFatbin, fatbins are packed by\n"
-                   "the fatbinary tool.\n");
-            return 0;
-        } else {
-            fprintf(stderr, "cuabi info: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_option table[] = {
+        CLI_OPT_FLAG("json", 0, &json, "one JSON object: library_version, abi_version, driver, "
+                     "nvrtc, nvjitlink, nvvm, nvfatbin, devices, gpu_unavailable_reason"),
+    };
+    const cli_spec spec = { "info", info_about, table, sizeof table / sizeof table[0] };
+    int rc = cli_parse(&spec, argc, argv);
+    cli_json j = { 0 };
+    if (rc != CLI_GO_ON || (json && !json_start(&j)))
+        return rc != CLI_GO_ON ? rc : 1;
     cuabi_runtime_info rt = CUABI_RUNTIME_INFO_INIT;
     cuabi_status st = cuabi_runtime_info_get(&rt);
     if (st != CUABI_SUCCESS)
-        return cli_fail("info", st);
+        return cli_fail("info", st, &j);
     int count = 0;
-    cuabi_status dst = rt.driver_status == CUABI_SUCCESS ? cuabi_device_count(&count)
-                                                         : rt.driver_status;
-    const char *why = dst != CUABI_SUCCESS ? rt.driver_status != CUABI_SUCCESS ? rt.driver_error
-                                                                              : cuabi_last_error()->message
-                                           : "";
-    cli_json j = { stdout, 0, { false } };
-    if (json) {
-        json_begin_object(&j, NULL);
-        json_string(&j, "library_version", rt.library_version);
-        json_int(&j, "abi_version", rt.abi_version);
-        json_lib(&j, "driver", rt.driver_status, rt.driver_version, rt.driver_path, rt.driver_error);
-        json_lib(&j, "nvrtc", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
-        json_lib(&j, "nvjitlink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
-                 rt.nvjitlink_error);
-        json_lib(&j, "nvvm", rt.nvvm_status, rt.nvvm_version, rt.nvvm_path, rt.nvvm_error);
-        json_lib(&j, "nvfatbin", rt.nvfatbin_status, rt.nvfatbin_version, rt.nvfatbin_path,
-                 rt.nvfatbin_error);
-        json_begin_array(&j, "devices");
-    } else {
-        printf("cuabi      %s (ABI %u)\n", rt.library_version, rt.abi_version);
-        print_lib("driver", rt.driver_status, rt.driver_version, rt.driver_path, rt.driver_error);
-        print_lib("NVRTC", rt.nvrtc_status, rt.nvrtc_version, rt.nvrtc_path, rt.nvrtc_error);
-        print_lib("nvJitLink", rt.nvjitlink_status, rt.nvjitlink_version, rt.nvjitlink_path,
-                  rt.nvjitlink_error);
-        print_lib("libNVVM", rt.nvvm_status, rt.nvvm_version, rt.nvvm_path, rt.nvvm_error);
-        print_lib("nvFatbin", rt.nvfatbin_status, rt.nvfatbin_version, rt.nvfatbin_path,
-                  rt.nvfatbin_error);
-        if (dst != CUABI_SUCCESS)
-            printf("\nNo GPU available: %s\n", why);
-        else if (count == 0)
-            printf("\nNo GPU available: the driver sees no CUDA devices\n");
-    }
-    int rc = 0;
-    for (int i = 0; dst == CUABI_SUCCESS && i < count; i++) {
-        cuabi_device *d;
-        cuabi_device_properties p = CUABI_DEVICE_PROPERTIES_INIT;
-        uint64_t free_mem = 0, total = 0;
-        st = cuabi_device_get(&d, i);
-        if (st == CUABI_SUCCESS) {
-            st = cuabi_device_get_properties(&p, d);
-            if (st == CUABI_SUCCESS)
-                cuabi_device_memory_info(&free_mem, &total, d);
-            cuabi_device_release(d);
-        }
-        if (st != CUABI_SUCCESS) {
-            rc = cli_fail("info", st);
-            continue;
-        }
-        if (json)
-            json_device(&j, &p, free_mem);
-        else
-            text_device(&p, free_mem);
-    }
-    if (json) {
-        json_end_array(&j);
-        json_string(&j, "gpu_unavailable_reason", dst != CUABI_SUCCESS ? why
-                                                   : count == 0 ? "the driver sees no CUDA devices"
-                                                                : "");
-        json_end_object(&j);
-    }
-    return rc;
+    const char *why = "";
+    cuabi_status dst = gpu_count(&rt, &count, &why);
+    if (json)
+        json_header(&j, &rt);
+    else
+        text_header(&rt);
+    if (!json && (dst != CUABI_SUCCESS || count == 0))
+        printf("\nNo GPU available: %s\n", why);
+    cuabi_status failed = CUABI_SUCCESS;
+    char failure[1024] = "";
+    list_devices(&j, count, &failed, failure, sizeof failure);
+    json_string(&j, "gpu_unavailable_reason", why);
+    if (failed != CUABI_SUCCESS)
+        return json_fail(&j, failed, failure, 1);
+    return json_finish(&j, 0);
 }

@@ -29,7 +29,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < ncommands; i++)
         if (commands[i].run)
             fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nEvery command takes --json for machine-readable output.\n");
+    fprintf(out, "\nEvery command takes --json: one JSON document on stdout, with \"error\" and\n"
+                 "\"status\" when it fails.\n");
 }
 
 int main(int argc, char **argv)
@@ -49,7 +50,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ncommands; i++)
         if (commands[i].run && !strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "cuabi: unknown command '%s'\n", argv[1]);
+    char why[256];
+    snprintf(why, sizeof why, "unknown command '%s'", argv[1]);
+    fprintf(stderr, "cuabi: %s\n", why);
     usage(stderr);
+    cli_json j;
+    if (cli_has_arg(argc - 1, argv + 1, "--json") && json_start(&j))
+        json_fail(&j, CUABI_ERROR_INVALID_ARGUMENT, why, 2);
     return 2;
 }

@@ -4,31 +4,10 @@
 #include "cli.h"
 
 #include <cuda.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cli_occupancy(int argc, char **argv);
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuabi occupancy FILE.cu [--kernel NAME] [--name-expr E] [--arch sm_XX]\n"
-            "                       [--smem BYTES] [--json] [--svg FILE]\n\n"
-            "Compile FILE.cu, then for every block size (multiples of 32 up to what the\n"
-            "kernel allows) print the active blocks and warps per SM, the occupancy and the\n"
-            "limiting resource, as a table and a bar chart.\n\n"
-            "  --kernel NAME     the kernel: its name, or a template instance such as\n"
-            "                    'segred<float, 256>' (a name with '<' is instantiated as a\n"
-            "                    name expression); not needed when FILE has one kernel\n"
-            "  --name-expr E     instantiate a template kernel and use it (same as --kernel E)\n"
-            "  --arch sm_XX      offline, for that architecture (no GPU needed); default: live\n"
-            "                    on GPU 0, or offline sm_90 when there is no GPU\n"
-            "  --smem BYTES      dynamic shared memory per block (default 0)\n"
-            "  --json            one record per block size: block_size, active_blocks_per_sm,\n"
-            "                    active_warps_per_sm, occupancy (0-1), limiter\n"
-            "  --svg FILE        write the chart as an SVG picture\n");
-}
 
 typedef struct row {
     int block;
@@ -116,56 +95,51 @@ static int write_svg(const char *path, const row *rows, size_t n, const char *ti
 
 typedef struct opts {
     const char *file, *kernel, *name_expr, *arch, *svg;
-    size_t smem;
+    long long smem;
     bool json;
     char kernel_buf[512];   /* the kernel found when none was named */
 } opts;
 
+static const char occupancy_about[] =
+    "Compile FILE.cu, then for every block size (multiples of 32 up to what the\n"
+    "kernel allows) print the active blocks and warps per SM, the occupancy and the\n"
+    "limiting resource, as a table and a bar chart.\n";
+
 static int parse(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--kernel") && has) o->kernel = argv[++i];
-        else if (!strcmp(a, "--name-expr") && has) o->name_expr = argv[++i];
-        else if (!strcmp(a, "--arch") && has) o->arch = argv[++i];
-        else if (!strcmp(a, "--svg") && has) o->svg = argv[++i];
-        else if (!strcmp(a, "--smem") && has) {
-            char *end;
-            unsigned long long v = strtoull(argv[++i], &end, 0);
-            if (*end) {
-                fprintf(stderr, "cuabi occupancy: --smem wants a number of bytes, not '%s'\n", argv[i]);
-                return 2;
-            }
-            o->smem = (size_t)v;
-        } else if (!strcmp(a, "--json")) o->json = true;
-        else if (a[0] == '-' ) {
-            fprintf(stderr, "cuabi occupancy: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!o->file) o->file = a;
-        else {
-            fprintf(stderr, "cuabi occupancy: one FILE only\n");
-            return 2;
-        }
-    }
-    if (!o->file) {
-        fprintf(stderr, "cuabi occupancy: which file? (cuabi occupancy FILE.cu [--kernel NAME])\n");
-        usage(stderr);
-        return 2;
-    }
+    const cli_option table[] = {
+        CLI_ARG("FILE.cu", &o->file, 1, "the CUDA C++ source"),
+        CLI_OPT_STRING("kernel", 0, "NAME", &o->kernel,
+                       "the kernel: its name, or a template instance such as 'segred<float, "
+                       "256>' (a name with '<' is instantiated as a name expression); not "
+                       "needed when FILE has one kernel"),
+        CLI_OPT_STRING("name-expr", 0, "E", &o->name_expr,
+                       "instantiate a template kernel and use it (same as --kernel E)"),
+        CLI_OPT_STRING("arch", 0, "sm_XX", &o->arch,
+                       "offline, for that architecture (no GPU needed); default: live on GPU "
+                       "0, or offline sm_90 when there is no GPU"),
+        CLI_OPT_INT("smem", 0, "BYTES", &o->smem, 0, 2147483647,
+                    "dynamic shared memory per block (default 0)"),
+        CLI_OPT_FLAG("json", 0, &o->json,
+                     "one record per block size: block_size, active_blocks_per_sm, "
+                     "active_warps_per_sm, occupancy (0-1), limiter, arch, live"),
+        CLI_OPT_STRING("svg", 0, "FILE", &o->svg, "write the chart as an SVG picture"),
+    };
+    const cli_spec spec = { "occupancy", occupancy_about, table, sizeof table / sizeof table[0] };
+    int rc = cli_parse(&spec, argc, argv);
     /* A kernel name with template arguments is a name expression, and a
      * name expression alone names the kernel. */
     if (o->kernel && !o->name_expr && strchr(o->kernel, '<'))
         o->name_expr = o->kernel;
     if (o->name_expr && !o->kernel)
         o->kernel = o->name_expr;
-    return 0;
+    return rc;
 }
 
-/* No --kernel: the file's only kernel, or a usage error listing them. */
-static cuabi_status pick_kernel(opts *o, cuabi_objcode *code, int *usage_error)
+/* No --kernel: the file's only kernel, or a usage error (exit 2) listing
+ * them, told in why. */
+static cuabi_status pick_kernel(opts *o, cuabi_objcode *code, char *why, size_t len)
 {
     size_t n = 0;
     cuabi_status st = cuabi_objcode_kernel_count(&n, code);
@@ -177,17 +151,18 @@ static cuabi_status pick_kernel(opts *o, cuabi_objcode *code, int *usage_error)
         o->kernel = o->kernel_buf;
         return CUABI_SUCCESS;
     }
-    *usage_error = 1;
     if (n == 0) {
-        fprintf(stderr, "cuabi occupancy: %s defines no kernel (a template kernel needs "
-                        "--kernel 'name<args>' to be instantiated)\n", o->file);
+        snprintf(why, len, "%s defines no kernel (a template kernel needs --kernel "
+                 "'name<args>' to be instantiated)", o->file);
         return st;
     }
-    fprintf(stderr, "cuabi occupancy: %s has %zu kernels; name one with --kernel:", o->file, n);
-    for (size_t i = 0; i < n && st == CUABI_SUCCESS; i++)
+    int at = snprintf(why, len, "%s has %zu kernels; name one with --kernel:", o->file, n);
+    for (size_t i = 0; i < n && st == CUABI_SUCCESS && at > 0 && (size_t)at < len; i++)
         if ((st = cuabi_objcode_kernel_name(&name, code, i)) == CUABI_SUCCESS)
-            fprintf(stderr, "%s %s", i ? "," : "", name);
-    fprintf(stderr, "\n(a template kernel: --kernel 'name<args>', e.g. 'segred<float, 256>')\n");
+            at += snprintf(why + at, len - (size_t)at, "%s %s", i ? "," : "", name);
+    if (at > 0 && (size_t)at < len)
+        snprintf(why + at, len - (size_t)at,
+                 "\n(a template kernel: --kernel 'name<args>', e.g. 'segred<float, 256>')");
     return st;
 }
 
@@ -195,9 +170,9 @@ static cuabi_status pick_kernel(opts *o, cuabi_objcode *code, int *usage_error)
  * (cuLibraryGetKernel) for the driver's queries, so the code must be for the
  * local device.  Offline (k == NULL) only the resources are read from the
  * CUBIN: the code is never loaded, so any architecture works with or without
- * a GPU. */
+ * a GPU. A usage error (which kernel?) leaves its message in why. */
 static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, opts *o,
-                          const char *arch, const char *src, int *usage_error)
+                          const char *arch, const char *src, char *why, size_t len)
 {
     cuabi_program *prog = NULL;
     cuabi_objcode *code = NULL;
@@ -212,9 +187,9 @@ static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, opts *o
     if (st == CUABI_SUCCESS)
         st = cuabi_program_compile(&code, prog, &po);
     if (st == CUABI_SUCCESS && !o->kernel)
-        st = pick_kernel(o, code, usage_error);
-    if (*usage_error) {
-        /* told on stderr already */
+        st = pick_kernel(o, code, why, len);
+    if (*why) {
+        /* which kernel is for the user to say */
     } else if (st == CUABI_SUCCESS && k) {
         st = cuabi_objcode_get_kernel(k, code, o->kernel);
         if (st == CUABI_SUCCESS)
@@ -229,132 +204,167 @@ static cuabi_status build(cuabi_kernel **k, cuabi_kernel_resources *res, opts *o
     return st;
 }
 
-int cli_occupancy(int argc, char **argv)
-{
+/* One run: where it runs, what was compiled, and the table. */
+typedef struct session {
     opts o;
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    int rc = parse(&o, argc, argv);
-    if (rc)
-        return rc;
-    char *src = cli_read_file(o.file, NULL);
-    if (!src) {
-        fprintf(stderr, "cuabi occupancy: cannot read %s: %s\n", o.file, strerror(errno));
-        return 1;
-    }
-    /* Live on GPU 0 unless an architecture is named or there is no GPU. */
+    cli_json j;
+    cuabi_device *dev;   /* live on it, else offline for arch */
+    const char *arch;    /* the architecture shown */
+    char live_arch[16];
+    cuabi_kernel *k;
+    cuabi_kernel_resources res;
+    row rows[32];
+    size_t n;
+} session;
+
+/* Live on GPU 0 unless an architecture is named or there is no GPU. */
+static void choose_target(session *s)
+{
     int ndev = 0;
-    cuabi_device *dev = NULL;
-    bool live = !o.arch && cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0 &&
-                cuabi_device_get(&dev, 0) == CUABI_SUCCESS;
+    bool gpu = !s->o.arch && cuabi_device_count(&ndev) == CUABI_SUCCESS && ndev > 0 &&
+               cuabi_device_get(&s->dev, 0) == CUABI_SUCCESS;
+    if (!gpu)
+        s->dev = NULL;
     cuabi_error_clear();
-    const char *arch = o.arch;
-    char live_arch[16] = "sm_90";
-    if (live) {
+    s->arch = s->o.arch;
+    if (s->dev) {
         int major = 0, minor = 0;
-        cuabi_device_attribute(&major, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-        cuabi_device_attribute(&minor, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-        snprintf(live_arch, sizeof live_arch, "sm_%d%d", major, minor);
-    } else if (!arch) {
-        arch = "sm_90";
-        if (!o.json)
+        cuabi_device_attribute(&major, s->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        cuabi_device_attribute(&minor, s->dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+        snprintf(s->live_arch, sizeof s->live_arch, "sm_%d%d", major, minor);
+        s->arch = s->live_arch;
+    } else if (!s->arch) {
+        s->arch = "sm_90";
+        if (!s->o.json)
             printf("No GPU available: offline answers for sm_90 (name another with --arch)\n");
     }
-    cuabi_kernel *k = NULL;
-    cuabi_kernel_resources res = CUABI_KERNEL_RESOURCES_INIT;
-    int usage_error = 0;
-    cuabi_status st = build(live ? &k : NULL, &res, &o, live ? live_arch : arch, src, &usage_error);
-    free(src);
-    if (usage_error) {
-        if (dev)
-            cuabi_device_release(dev);
-        return 2;
+}
+
+/* Dynamic shared memory beyond the default 48 KiB needs the kernel to opt
+ * in: assume it does, as a kernel that asks for it would. */
+static cuabi_status opt_in_shared(session *s, const cuabi_arch_limits *lim,
+                                  cuabi_occupancy_options *oo)
+{
+    if ((size_t)s->o.smem + s->res.shared_static_bytes <= 48 * 1024)
+        return CUABI_SUCCESS;
+    if (!s->dev) {
+        oo->max_dynamic_shared_bytes =
+            (int64_t)(lim->shared_bytes_per_block_optin - s->res.shared_static_bytes);
+        return CUABI_SUCCESS;
     }
-    if (st != CUABI_SUCCESS) {
-        if (k)
-            cuabi_kernel_release(k);
-        if (dev)
-            cuabi_device_release(dev);
-        return cli_fail("occupancy", st);
-    }
+    int optin = 0;
+    cuabi_device_attribute(&optin, s->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    return cuabi_kernel_set_attribute(s->k, s->dev, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      optin - (int)s->res.shared_static_bytes);
+}
+
+/* A row per block size: multiples of 32 up to what the kernel allows. */
+static cuabi_status measure(session *s)
+{
     cuabi_occupancy_options oo = CUABI_OCCUPANCY_OPTIONS_INIT;
     cuabi_arch_limits lim = CUABI_ARCH_LIMITS_INIT;
-    if (st == CUABI_SUCCESS && !live)
-        st = cuabi_arch_limits_get(&lim, arch);
-    /* Dynamic shared memory beyond the default 48 KiB needs the kernel to
-     * opt in: assume it does, as a kernel that asks for it would. */
-    if (st == CUABI_SUCCESS && o.smem + res.shared_static_bytes > 48 * 1024) {
-        if (live) {
-            int optin = 0;
-            cuabi_device_attribute(&optin, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-            st = cuabi_kernel_set_attribute(k, dev, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            optin - (int)res.shared_static_bytes);
-        } else {
-            oo.max_dynamic_shared_bytes =
-                (int64_t)(lim.shared_bytes_per_block_optin - res.shared_static_bytes);
-        }
+    cuabi_status st = s->dev ? CUABI_SUCCESS : cuabi_arch_limits_get(&lim, s->arch);
+    if (st == CUABI_SUCCESS)
+        st = opt_in_shared(s, &lim, &oo);
+    int max_block = s->dev ? 1024 : lim.max_threads_per_block;
+    if (s->res.max_threads_per_block > 0 && s->res.max_threads_per_block < max_block)
+        max_block = s->res.max_threads_per_block;
+    size_t smem = (size_t)s->o.smem;
+    for (int b = 32; st == CUABI_SUCCESS && b <= max_block && s->n < 32; b += 32, s->n++) {
+        row *r = &s->rows[s->n];
+        r->block = b;
+        r->r = (cuabi_occupancy_result)CUABI_OCCUPANCY_RESULT_INIT;
+        st = s->dev ? cuabi_occupancy_max_active_blocks(&r->r, s->k, s->dev, b, smem)
+                    : cuabi_occupancy_offline_max_active_blocks(&r->r, s->arch, &s->res, b, smem, &oo);
     }
-    int max_block = live ? 1024 : lim.max_threads_per_block;
-    if (res.max_threads_per_block > 0 && res.max_threads_per_block < max_block)
-        max_block = res.max_threads_per_block;
-    row rows[32];
-    size_t n = 0;
-    for (int b = 32; st == CUABI_SUCCESS && b <= max_block && n < 32; b += 32, n++) {
-        rows[n].block = b;
-        rows[n].r = (cuabi_occupancy_result)CUABI_OCCUPANCY_RESULT_INIT;
-        st = live ? cuabi_occupancy_max_active_blocks(&rows[n].r, k, dev, b, o.smem)
-                  : cuabi_occupancy_offline_max_active_blocks(&rows[n].r, arch, &res, b, o.smem, &oo);
+    return st;
+}
+
+static void print_json(session *s)
+{
+    json_begin_array(&s->j, NULL);
+    for (size_t i = 0; i < s->n; i++) {
+        const cuabi_occupancy_result *r = &s->rows[i].r;
+        json_begin_object(&s->j, NULL);
+        json_int(&s->j, "block_size", s->rows[i].block);
+        json_int(&s->j, "active_blocks_per_sm", r->active_blocks_per_sm);
+        json_int(&s->j, "active_warps_per_sm", r->active_warps_per_sm);
+        json_double(&s->j, "occupancy", r->occupancy);
+        json_string(&s->j, "limiter", cuabi_occupancy_limiter_name(r->limiter));
+        json_string(&s->j, "arch", s->arch);
+        json_bool(&s->j, "live", s->dev != NULL);
+        json_end_object(&s->j);
     }
-    if (k)
-        cuabi_kernel_release(k);
-    if (dev)
-        cuabi_device_release(dev);
-    if (st != CUABI_SUCCESS)
-        return cli_fail("occupancy", st);
-    const char *shown = live ? live_arch : arch;
+    json_end_array(&s->j);
+}
+
+static void print_table(const session *s, const char *title)
+{
+    printf("%s\n\n", title);
+    printf("%6s %7s %6s %9s  %-14s %s\n", "block", "blocks", "warps", "occupancy", "limiter", "");
+    for (size_t i = 0; i < s->n; i++) {
+        const cuabi_occupancy_result *r = &s->rows[i].r;
+        char bar[41];
+        int len = (int)(r->occupancy * 40 + 0.5);
+        memset(bar, '#', (size_t)len);
+        bar[len] = 0;
+        printf("%6d %7d %6d %8.0f%%  %-14s |%-40s|\n", s->rows[i].block, r->active_blocks_per_sm,
+               r->active_warps_per_sm, r->occupancy * 100,
+               cuabi_occupancy_limiter_name(r->limiter), bar);
+    }
+}
+
+/* The table and the chart, or the JSON (the chart first, so that a chart
+ * that cannot be written is the document's error); the exit status. */
+static int report(session *s)
+{
     char title[256];
     snprintf(title, sizeof title, "%s on %s%s: %d registers, %zu B static + %zu B dynamic shared",
-             o.kernel, shown, live ? " (live)" : " (offline)", res.registers,
-             res.shared_static_bytes, o.smem);
-    if (o.json) {
-        cli_json j = { stdout, 0, { false } };
-        json_begin_array(&j, NULL);
-        for (size_t i = 0; i < n; i++) {
-            json_begin_object(&j, NULL);
-            json_int(&j, "block_size", rows[i].block);
-            json_int(&j, "active_blocks_per_sm", rows[i].r.active_blocks_per_sm);
-            json_int(&j, "active_warps_per_sm", rows[i].r.active_warps_per_sm);
-            json_double(&j, "occupancy", rows[i].r.occupancy);
-            json_string(&j, "limiter", cuabi_occupancy_limiter_name(rows[i].r.limiter));
-            json_string(&j, "arch", shown);
-            json_bool(&j, "live", live);
-            json_end_object(&j);
-        }
-        json_end_array(&j);
-        printf("\n");
-    } else {
-        printf("%s\n\n", title);
-        printf("%6s %7s %6s %9s  %-14s %s\n", "block", "blocks", "warps", "occupancy", "limiter", "");
-        for (size_t i = 0; i < n; i++) {
-            const cuabi_occupancy_result *r = &rows[i].r;
-            char bar[41];
-            int len = (int)(r->occupancy * 40 + 0.5);
-            memset(bar, '#', (size_t)len);
-            bar[len] = 0;
-            printf("%6d %7d %6d %8.0f%%  %-14s |%-40s|\n", rows[i].block, r->active_blocks_per_sm,
-                   r->active_warps_per_sm, r->occupancy * 100,
-                   cuabi_occupancy_limiter_name(r->limiter), bar);
-        }
+             s->o.kernel, s->arch, s->dev ? " (live)" : " (offline)", s->res.registers,
+             s->res.shared_static_bytes, (size_t)s->o.smem);
+    if (!s->o.json)
+        print_table(s, title);
+    if (s->o.svg && write_svg(s->o.svg, s->rows, s->n, title) != 0)
+        return cli_error(&s->j, "occupancy", CUABI_ERROR_IO, 1, "cannot write %s", s->o.svg);
+    if (s->o.json) {
+        print_json(s);
+        return json_finish(&s->j, 0);
     }
-    if (o.svg) {
-        if (write_svg(o.svg, rows, n, title) != 0) {
-            fprintf(stderr, "cuabi occupancy: cannot write %s\n", o.svg);
-            return 1;
-        }
-        if (!o.json)
-            printf("\nchart written to %s\n", o.svg);
-    }
+    if (s->o.svg)
+        printf("\nchart written to %s\n", s->o.svg);
     return 0;
+}
+
+/* Compile, find the kernel and fill the rows; the exit status (0: go on). */
+static int run(session *s, const char *src)
+{
+    char why[2048] = "";
+    choose_target(s);
+    cuabi_status st = build(s->dev ? &s->k : NULL, &s->res, &s->o, s->arch, src, why, sizeof why);
+    if (*why)
+        return cli_error(&s->j, "occupancy", st ? st : CUABI_ERROR_INVALID_ARGUMENT, 2, "%s", why);
+    if (st == CUABI_SUCCESS)
+        st = measure(s);
+    return st == CUABI_SUCCESS ? 0 : cli_fail("occupancy", st, &s->j);
+}
+
+int cli_occupancy(int argc, char **argv)
+{
+    session s = { .res = CUABI_KERNEL_RESOURCES_INIT };
+    int rc = parse(&s.o, argc, argv);
+    if (rc != CLI_GO_ON || (s.o.json && !json_start(&s.j)))
+        return rc != CLI_GO_ON ? rc : 1;
+    char why[256];
+    char *src = cli_read_file(s.o.file, NULL, why, sizeof why);
+    if (!src)
+        return cli_error(&s.j, "occupancy", CUABI_ERROR_IO, 1, "cannot read %s: %s", s.o.file, why);
+    rc = run(&s, src);
+    free(src);
+    if (rc == 0)
+        rc = report(&s);
+    if (s.k)
+        cuabi_kernel_release(s.k);
+    if (s.dev)
+        cuabi_device_release(s.dev);
+    return rc;
 }
