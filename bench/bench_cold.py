@@ -5,7 +5,7 @@
         python3 bench/bench_cold.py [--runs 5] [--json FILE]
 
 One warm-up process fills each peer's compile cache with the templated
-segmented reduction `segred<float, 256>` (tests/segred_kernel.h). Then each
+segmented reduction `segred<float, 256>` (tests/fixtures/segred_kernel.h). Then each
 run starts a new process per peer, interleaved, and times, from the first
 line of the script:
 

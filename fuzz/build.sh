@@ -43,7 +43,7 @@ for f in "$srcdir"/src/util/*.c "$srcdir"/src/platform/*.c "$srcdir"/src/compile
 done
 for t in "$srcdir"/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)
-    "$CLANG" -std=c11 -pthread $CPPFLAGS $SAN -fsanitize=fuzzer -I"$srcdir/tests" \
+    "$CLANG" -std=c11 -pthread $CPPFLAGS $SAN -fsanitize=fuzzer -I"$srcdir/tests/fixtures" \
         "$t" $objs -o "$out/$name" $(var LIBFFI_LIBS) $(var LIBIBERTY_LIBS) -ldl -lm
     echo "built $out/$name"
 done

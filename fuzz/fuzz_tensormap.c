@@ -2,7 +2,7 @@
  * dtype, rank, address, extents, strides) and a box or im2col corners with
  * options (data type, element strides, interleave, swizzle, L2 promotion,
  * OOB fill, device) go through cuabi_tensormap_encode_tiled / _im2col
- * against the fake driver (tests/fake_driver.h). An encoding either fails
+ * against the fake driver (tests/fixtures/fake_driver.h). An encoding either fails
  * with a status and a message naming the function, or succeeds and then is
  * read back (info, bytes), copied into a pack and pointed at a second view.
  * Nothing may crash, leak a handle or reach the driver with a rank, box or

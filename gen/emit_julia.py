@@ -6,7 +6,7 @@ a `Cint` alias plus constants per enum, `Cvoid` aliases for handles (so a
 handle pointer is `Ptr{Cvoid}`) and a table of every struct's C field names
 that test/runtests.jl compares with the library's own layout queries.
 
-The C -> Julia type map here is also what tests/julia_check.py checks every
+The C -> Julia type map here is also what tests/bindings/julia_check.py checks every
 ccall against, read independently from api/*.toml.
 """
 from __future__ import annotations

@@ -119,7 +119,7 @@ for arg in "$@"; do
         ;;
     --sanitizer)
         # compute-sanitizer over every GPU suite: memcheck, then racecheck.
-        for t in tests/test_gpu_*; do
+        for t in tests/*/test_gpu_*; do
             case $t in *.*) continue ;; esac
             [ -x "$t" ] || continue
             # API calls the tests make fail on purpose (bad images, timing

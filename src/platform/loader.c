@@ -301,7 +301,7 @@ const char *const cuabi__nvfatbin_names[] = {
     CUABI_CUDA_LIBDIR "/libnvfatbin.so.13", CUABI_CUDA_LIBDIR "/libnvfatbin.so.12", NULL };
 
 /* The version, asked through the table like every other call (so a fake's,
- * or one made to fail by tests/fault_wrap.h). A failed query leaves it 0,
+ * or one made to fail by tests/fixtures/fault_wrap.h). A failed query leaves it 0,
  * unknown: packing does not need it, so nvFatbin stays usable. */
 static void nvfatbin_record_version(void)
 {

@@ -287,7 +287,7 @@ extern const char *const cuabi__nvfatbin_names[];
  * the next use loads again, reading CUABI_NVFATBIN_PATH anew). Its version
  * is asked through the table, as a real load asks it. */
 void cuabi__nvfatbin_install_fake(const cuabi__nvfatbin *fake);
-/* Testing: the live table, to swap entries (tests/fault_wrap.h). */
+/* Testing: the live table, to swap entries (tests/fixtures/fault_wrap.h). */
 cuabi__nvfatbin *cuabi__nvfatbin_for_test(void);
 
 #endif

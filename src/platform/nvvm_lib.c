@@ -195,7 +195,7 @@ void cuabi__nvvm_reset_for_test(void)
     pthread_mutex_lock(&lock);
     /* The library stays mapped (its handle is forgotten, not closed):
      * libNVVM's own one-time allocations then keep its name for the
-     * sanitizer's suppressions (tests/lsan.supp) instead of an unknown
+     * sanitizer's suppressions (tests/fixtures/lsan.supp) instead of an unknown
      * module's. */
     dl = NULL;
     memset(&nvvm, 0, sizeof nvvm);

@@ -26,7 +26,7 @@ void cuabi__alloc_fail_at(long n, bool sticky);
 long cuabi__alloc_fail_count(void);
 /* Testing: count the allocations made through the wrappers above, from
  * zero (`on`), or stop counting; cuabi__alloc_counted() says how many
- * (tests/test_cache.c checks that a memory cache hit copies nothing). */
+ * (tests/compile/test_cache.c checks that a memory cache hit copies nothing). */
 void cuabi__alloc_count(bool on);
 long cuabi__alloc_counted(void);
 

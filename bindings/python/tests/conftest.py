@@ -2,7 +2,7 @@ import os
 import sys
 
 # Run from the source tree without installing, or from the package the
-# build tree assembled (tests/check_python.sh: with the compiled extension).
+# build tree assembled (tests/bindings/check_python.sh: with the compiled extension).
 sys.path.insert(0, os.environ.get("CUABI_PYTHON_PATH")
                 or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

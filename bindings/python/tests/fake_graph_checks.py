@@ -1,6 +1,6 @@
 """The Python graph layer against the C tests' fake driver (no GPU): run by
 test_graph.py in a process whose CUABI_DRIVER_PATH names
-tests/.libs/fake_cuda_graph.so. Kernel nodes named add_i64 and count_loop
+tests/fixtures/.libs/fake_cuda_graph.so. Kernel nodes named add_i64 and count_loop
 run on the host there: add_i64(out, in, n) adds in[0..n) to out[0];
 count_loop(handle, counter, limit) counts and sets the handle while
 counter < limit. Fake "device" memory is host memory."""

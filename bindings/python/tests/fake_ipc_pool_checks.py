@@ -1,6 +1,6 @@
 """Pool IPC from Python against the C tests' fake driver (no GPU): run by
 test_ipc_pool.py in a process whose CUABI_DRIVER_PATH names
-tests/.libs/fake_cuda_graph.so. Fake "device" memory is host memory and a
+tests/fixtures/.libs/fake_cuda_graph.so. Fake "device" memory is host memory and a
 pool's fd is a memfd; a forked child (multiprocessing's fork context) sees
 the parent's allocations as they were at the fork, so buffers are made and
 filled before the child starts."""

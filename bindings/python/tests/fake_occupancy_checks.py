@@ -1,5 +1,5 @@
 """Live occupancy (Kernel.occupancy) against the C tests' fake driver
-(tests/.libs/fake_cuda_graph.so as CUABI_DRIVER_PATH; test_occupancy.py
+(tests/fixtures/.libs/fake_cuda_graph.so as CUABI_DRIVER_PATH; test_occupancy.py
 runs this file in a process of its own). The fake's best block is the
 largest whose dynamic shared memory is at most 48 KiB, asking the
 block-size callback as the driver does; its other answers are fixed:
@@ -13,7 +13,7 @@ import pytest
 import cuabi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CUBIN = os.path.join(HERE, "..", "..", "..", "tests", "data", "objcode_kernels_sm90.cubin")
+CUBIN = os.path.join(HERE, "..", "..", "..", "tests", "fixtures", "data", "objcode_kernels_sm90.cubin")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The compiled launch (cuabi._fast) against the Python one, good and bad
 arguments alike, without a GPU: a subprocess whose CUDA driver is the
-do-nothing bench/.libs/fake_libcuda.so (tests/check_python.sh exports its
+do-nothing bench/.libs/fake_libcuda.so (tests/bindings/check_python.sh exports its
 path as CUABI_FAKE_DRIVER) runs fast_launch_probe.py. Each case must pack
 the same bytes, or raise the same exception with the same message."""
 import json

@@ -1,5 +1,5 @@
 """The compiled fast path on a GPU (skipped without one; both backends run
-these under tests/check_python.sh): every argument kind reaches the kernel
+these under tests/bindings/check_python.sh): every argument kind reaches the kernel
 as packed, also with threads launching one kernel at once; torch through
 its exchange table; cuabi.View's table used by torch and its allocator on
 the device."""

@@ -29,7 +29,7 @@ __global__ void segred(const T *in, T *out, const int *offsets)
 }
 '''
 
-# The kernels of tests/graph_kernels.h (loop_body sets a conditional handle).
+# The kernels of tests/fixtures/graph_kernels.h (loop_body sets a conditional handle).
 KERNELS = r'''
 extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
 extern "C" __global__ void add_one(int *x, int n)

@@ -7,11 +7,11 @@ import pytest
 import cuabi
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                    "tests", "data")
+                    "tests", "fixtures", "data")
 
 
 def _data(name):
-    path = os.path.join(os.environ.get("CUABI_TEST_SRCDIR", ""), "tests", "data", name)
+    path = os.path.join(os.environ.get("CUABI_TEST_SRCDIR", ""), "tests", "fixtures", "data", name)
     if not os.path.exists(path):
         path = os.path.join(DATA, name)
     with open(path, "rb") as f:

@@ -354,9 +354,9 @@ def test_live_layer_against_the_fake_driver():
     path = os.environ.get("CUABI_TEST_FAKE_CUDA")
     if not path:
         build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
-        path = os.path.join(build, "tests", ".libs", "fake_cuda_graph.so")
+        path = os.path.join(build, "tests", "fixtures", ".libs", "fake_cuda_graph.so")
     if not os.path.exists(path):
-        pytest.skip("tests/.libs/fake_cuda_graph.so is not built (make check builds it)")
+        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(path), PYTHONDONTWRITEBYTECODE="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

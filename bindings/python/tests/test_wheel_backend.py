@@ -1,7 +1,7 @@
 """The package's build backend (bindings/python/build_backend/cuabi_build.py)
 and the `cuabi` console script, without building anything: metadata equal
 to pyproject.toml's, the wheel's tag, files and RECORD, and the script's
-environment. tests/check_wheel.sh installs a real wheel."""
+environment. tests/bindings/check_wheel.sh installs a real wheel."""
 import base64
 import hashlib
 import importlib.util

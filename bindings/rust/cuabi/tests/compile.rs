@@ -183,10 +183,12 @@ fn kernel_param_types_and_typed_packs() {
 /// request) and LTO-IR, kernels by their IR names; malformed IR fails cleanly.
 #[test]
 fn nvvm_ir_programs() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../tests/data/");
-    let text = std::fs::read(format!("{dir}nvvm_kernels.ll")).unwrap();
-    let bitcode = std::fs::read(format!("{dir}nvvm_kernels.bc")).unwrap();
-    for ir in [&text, &bitcode] {
+    // Built into the test binary: it runs wherever it is copied to (the GPU
+    // host runs binaries built elsewhere; a path of the build machine's
+    // source tree is not there).
+    let text: &[u8] = include_bytes!("../../../../tests/fixtures/data/nvvm_kernels.ll");
+    let bitcode: &[u8] = include_bytes!("../../../../tests/fixtures/data/nvvm_kernels.bc");
+    for ir in [text, bitcode] {
         let mut p = Program::nvvm(ir, None).unwrap();
         let o = ProgramOptions::new().arch("sm_90").output(sys::CUABI_CODE_PTX).libdevice(true)
             .name_expression("expk");

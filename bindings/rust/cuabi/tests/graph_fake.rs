@@ -1,5 +1,5 @@
-//! The graph layer against the C tests' fake driver (tests/fake_cuda_graph.c,
-//! CUABI_TEST_FAKE_CUDA, set by tests/check_rust.sh): no GPU needed. Kernel
+//! The graph layer against the C tests' fake driver (tests/fixtures/fake_cuda_graph.c,
+//! CUABI_TEST_FAKE_CUDA, set by tests/bindings/check_rust.sh): no GPU needed. Kernel
 //! nodes named add_i64 run on the host there: add_i64(out, in, n) adds
 //! in[0..n) to out[0]; count_loop(handle, counter, limit) counts and sets
 //! the handle while counter < limit. Each test prints SKIP and returns
@@ -19,7 +19,7 @@ static INIT: Once = Once::new();
 /// The fake driver's first device, or None (skip) when it was not built.
 fn fake() -> Option<Device> {
     let Ok(path) = std::env::var("CUABI_TEST_FAKE_CUDA") else {
-        eprintln!("SKIP: CUABI_TEST_FAKE_CUDA not set (tests/check_rust.sh sets it)");
+        eprintln!("SKIP: CUABI_TEST_FAKE_CUDA not set (tests/bindings/check_rust.sh sets it)");
         return None;
     };
     // SAFETY: every test calls this before any other cuabi call, and the
