@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+from types import SimpleNamespace
 
 from . import _capi
-from .errors import CuabiImportError, error_class
+from .errors import ClosedHandleError, CuabiImportError, error_class
 
 STATUS_T = C.c_int
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +37,7 @@ def _candidates():
         yield bundled, "the copy bundled with the package"
     yield f"libcuabi.so.{_capi.ABI_VERSION}", "the dynamic loader"
     # Last: find_library runs `ldconfig -p` (tens of milliseconds).
-    import ctypes.util
+    import ctypes.util        # lazy: import time (only when the loader found nothing)
     found = ctypes.util.find_library("cuabi")
     if found:
         yield found, "ctypes.util.find_library('cuabi')"
@@ -161,7 +162,7 @@ def raise_last(status: int, where: str = ""):
     if where and not msg.startswith(where):
         msg = f"{where}: {msg}"
     err = error_class(status)(msg, status=status, log=log, **codes)
-    from ._callbacks import take_exception
+    from ._callbacks import take_exception   # lazy: import time (threading, for `import cuabi`)
     cause = take_exception() if status == _capi.CUABI_ERROR_CALLBACK else None
     raise err from cause
 
@@ -175,7 +176,7 @@ def address(name: str) -> int:
 def _attach_compiled():
     """cuabi._fast attached to this library, or None with the reason."""
     try:
-        from . import _fast
+        from . import _fast      # lazy: optional, and never loaded under CUABI_BACKEND=ctypes
     except ImportError as e:
         return None, f"cuabi._fast not importable ({e})"
     problems = _fast.attach(address("cuabi_get_api"), raise_last)
@@ -226,9 +227,10 @@ def _errcheck(result, func, args):
 
 
 def _closed_arg(args):
-    from ._handle import Handle
+    # A closed cuabi._handle.Handle, known by its class's _ctype and its
+    # `closed` (_handle is a layer above this module: not imported here).
     for a in args:
-        if isinstance(a, Handle) and a.closed:
+        if hasattr(type(a), "_ctype") and getattr(a, "closed", False) is True:
             return a
     return None
 
@@ -241,7 +243,6 @@ def _checked(fn):
             closed = _closed_arg(args)
             if closed is None:
                 raise
-            from .errors import ClosedHandleError
             raise ClosedHandleError(f"{fn.__name__}: {type(closed).__name__} "
                                     "is closed") from None
     call_checked.__name__ = fn.__name__
@@ -342,6 +343,14 @@ def struct_to_dict(s) -> dict:
             v = struct_to_dict(v)
         d[fname] = v
     return d
+
+
+def struct_to_namespace(s) -> SimpleNamespace:
+    """struct_to_dict(s) without the struct's version field, as attributes
+    (kernel resources: Kernel.resources, the offline occupancy's)."""
+    d = struct_to_dict(s)
+    d.pop("version", None)
+    return SimpleNamespace(**d)
 
 
 def status_name(status: int) -> str:
