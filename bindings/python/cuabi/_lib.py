@@ -12,6 +12,9 @@ extension cuabi._fast when it is there (`backend == "compiled"`), else in
 Python over ctypes (`"ctypes"`); CUABI_BACKEND=ctypes or =compiled forces
 one. Both accept the same inputs and raise the same exceptions: the
 extension hands whatever it does not handle itself to the Python code.
+
+`hooks` are how a lower module reaches a class of a higher one without
+importing it (the package sets them; cuabi/README.md).
 """
 from __future__ import annotations
 
@@ -359,6 +362,44 @@ def status_name(status: int) -> str:
 
 def status_message(status: int) -> str:
     return _str(lib.cuabi_status_message(status))
+
+
+# ------------------------------------------------------------- upcalls
+
+class Hooks:
+    """Upcalls: the few places where an object of a lower layer hands out
+    (or rebuilds) an object of a higher one. The lower module asks `hooks`
+    for the higher class instead of importing the higher module, which
+    would close an import circle (the layers: cuabi/README.md). The package
+    (cuabi/__init__.py, the top layer, which may import any module) sets
+    every hook at import to a function that imports the class's module on
+    first use and returns the class.
+
+        hook                   returns                        for
+        capture_class          cuabi._graph._Capture          Stream.capture()
+        graph_builder_class    cuabi._graph.GraphBuilder      Stream.create_graph_builder()
+        view_class             cuabi._view.View               Buffer.view()
+        tensor_map_class       cuabi._tensormap.TensorMapDescriptor
+                                                              View.as_tensor_map()
+        memory_resource_class  cuabi._memory.MemoryResource   cuabi._ipc_pool: a pool
+                                                              mapped, or unpickled
+        buffer_class           cuabi._memory.Buffer           cuabi._ipc_pool: a pool's
+                                                              buffer unpickled
+    """
+    __slots__ = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
+                 "memory_resource_class", "buffer_class")
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, _hook_unset)
+
+
+def _hook_unset():
+    raise RuntimeError("cuabi._lib.hooks: hook not set (cuabi/__init__.py sets every hook "
+                       "when the package is imported)")
+
+
+hooks = Hooks()
 
 
 def hot(name: str):
