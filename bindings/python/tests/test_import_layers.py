@@ -1,8 +1,10 @@
-"""The package's modules form layers (issue 22 item 2): no import circle
-among cuabi/*.py, imports at the top of a file and inside functions alike,
-each pointing down the table of cuabi/README.md; an import inside a
-function says why (it buys import time). Reads the sources (only the
-hooks' check imports the package); needs no GPU."""
+"""The package's modules and the extension's C files form layers (issue 22
+item 2): no import circle among cuabi/*.py, imports at the top of a file and
+inside functions alike, each pointing down the table of cuabi/README.md; an
+import inside a function says why (it buys import time); and no call circle
+between the C files of src/ (cuabi._fast), whose *_init functions only
+fast_module.c calls. Reads the sources (only the hooks' check imports the
+package); needs no GPU."""
 import ast
 import os
 import re
@@ -11,6 +13,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.normpath(os.path.join(HERE, "..", "cuabi"))
+SRC = os.path.normpath(os.path.join(HERE, "..", "src"))
 EXTENSIONS = {"_fast"}          # compiled submodules: leaves, not in the graph
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
@@ -208,3 +211,154 @@ def test_the_package_sets_every_hook():
         hook = getattr(_lib.hooks, name)
         assert hook is not _lib._hook_unset, f"cuabi._lib.hooks.{name} is not set"
         assert isinstance(hook(), type), name
+
+
+# ------------------------------------------------------------ the extension
+
+def _c_files(ext):
+    return sorted(f for f in os.listdir(SRC) if f.endswith(ext))
+
+
+def _read(name):
+    with open(os.path.join(SRC, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def _code(text):
+    """C text without comments, string and character literals, and
+    preprocessor lines."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    text = re.sub(r'"(\\.|[^"\\\n])*"|\'(\\.|[^\'\\\n])*\'', '""', text)
+    return re.sub(r"^\s*#[^\n]*(\\\n[^\n]*)*", "", text, flags=re.M)
+
+
+def _file_scope(text):
+    """The file-scope declarations and function definitions of C text:
+    (its text up to the `;`, or up to the body, "declaration" or "body").
+    Struct, union and enum definitions give nothing; a variable with a
+    braced initializer gives its text up to the `=`."""
+    out, depth, start, skip = [], 0, 0, False
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if depth == 0:
+                head = text[start:i].rstrip()
+                if head.endswith(")"):
+                    out.append((head, "body"))              # a function
+                else:
+                    skip = True                             # up to the `;`
+                    if head.endswith("="):
+                        out.append((head[:-1], "declaration"))
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0 and not skip:
+                start = i + 1
+        elif ch == ";" and depth == 0:
+            if not skip:
+                out.append((text[start:i], "declaration"))
+            skip = False
+            start = i + 1
+    return out
+
+
+_NAME = re.compile(r"\b(fast_\w+)\s*(\(|=|\[|$)")
+
+
+def c_definitions(name) -> set:
+    """The non-static fast_* functions and variables a .c file defines."""
+    found = set()
+    for chunk, kind in _file_scope(_code(_read(name))):
+        words = chunk.split()
+        if not words or {"static", "extern", "typedef"} & set(words) or "struct" == words[0]:
+            continue
+        m = _NAME.search(chunk.strip())
+        if m and (kind == "body") == (m.group(2) == "("):
+            found.add(m.group(1))
+    return found
+
+
+def c_declarations(name) -> set:
+    """The non-static, non-inline fast_* functions and extern variables a
+    header declares."""
+    found = set()
+    for chunk, kind in _file_scope(_code(_read(name))):
+        words = chunk.split()
+        if kind != "declaration" or not words or {"static", "typedef", "inline"} & set(words):
+            continue
+        m = _NAME.search(chunk.strip())
+        if m and (m.group(2) == "(" or "extern" in words):
+            found.add(m.group(1))
+    return found
+
+
+def c_includes(name) -> set:
+    return set(re.findall(r'^\s*#\s*include\s*"([^"]+)"', _read(name), re.M))
+
+
+def c_includes_all(name) -> set:
+    """The local headers `name` includes, directly or through another."""
+    seen, todo = set(), [name]
+    while todo:
+        for h in c_includes(todo.pop()) - seen:
+            seen.add(h)
+            todo.append(h)
+    return seen
+
+
+def c_call_graph() -> dict:
+    """.c file -> {.c file defining a fast_* function or variable it uses}."""
+    definer = {}
+    for f in _c_files(".c"):
+        for sym in c_definitions(f):
+            assert sym not in definer, f"{sym} defined in {definer.get(sym)} and {f}"
+            definer[sym] = f
+    graph = {}
+    for f in _c_files(".c"):
+        used = set(re.findall(r"\bfast_\w+\b", _code(_read(f))))
+        graph[f] = {definer[s] for s in used if s in definer and definer[s] != f}
+    return graph
+
+
+def test_c_parser_sees_the_shared_helpers():
+    defs = {f: c_definitions(f) for f in _c_files(".c")}
+    assert {"fast_api", "fast_raise", "fast_not_attached", "fast_slot_offset"} <= \
+        defs["fast_common.c"]
+    assert "fast_pack_init" in defs["fast_pack.c"] and "fast_view_init" in defs["fast_view.c"]
+    assert "fast_common.c" in c_call_graph()["fast_launch.c"]
+
+
+def test_c_includes_form_no_circle():
+    graph = {f: c_includes(f) for f in _c_files(".c") + _c_files(".h")}
+    cycle = find_cycle(graph)
+    assert cycle is None, "#include circle in bindings/python/src: " + " -> ".join(cycle)
+
+
+def test_c_calls_form_no_circle():
+    cycle = find_cycle(c_call_graph())
+    assert cycle is None, ("bindings/python/src: files calling each other: "
+                           + " -> ".join(cycle) + " (shared helpers go in fast_common.c)")
+
+
+def test_c_calls_go_through_the_callees_header():
+    # A file uses another's functions through that file's header (fast_X.h
+    # declares what fast_X.c defines), so the includes draw the call graph:
+    # included directly or by another header it includes.
+    headers = {h: c_declarations(h) for h in _c_files(".h")}
+    for h, names in headers.items():
+        own = h[:-2] + ".c"
+        if names and os.path.exists(os.path.join(SRC, own)):
+            assert names <= c_definitions(own), f"{h} declares {names - c_definitions(own)}, " \
+                f"which {own} does not define"
+    wrong = [f"{f} uses {callee} without including {callee[:-2]}.h"
+             for f, callees in c_call_graph().items() for callee in sorted(callees)
+             if callee[:-2] + ".h" not in c_includes_all(f)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_fast_module_calls_the_init_functions():
+    inits = {s for f in _c_files(".c") for s in c_definitions(f) if s.endswith("_init")}
+    assert len(inits) >= 4, inits
+    callers = {f for f in _c_files(".c") for s in inits
+               if re.search(r"\b%s\s*\(" % s, _code(_read(f))) and s not in c_definitions(f)}
+    assert callers == {"fast_module.c"}, \
+        f"only fast_module.c calls the parts' *_init functions, not {sorted(callers - {'fast_module.c'})}"
