@@ -366,32 +366,25 @@ def status_message(status: int) -> str:
 
 # ------------------------------------------------------------- upcalls
 
-class Hooks:
-    """Upcalls: the few places where an object of a lower layer hands out
-    (or rebuilds) an object of a higher one. The lower module asks `hooks`
-    for the higher class instead of importing the higher module, which
-    would close an import circle (the layers: cuabi/README.md). The package
-    (cuabi/__init__.py, the top layer, which may import any module) sets
-    every hook at import to a function that imports the class's module on
-    first use and returns the class.
-
-        hook                   returns                        for
-        capture_class          cuabi._graph._Capture          Stream.capture()
-        graph_builder_class    cuabi._graph.GraphBuilder      Stream.create_graph_builder()
-        view_class             cuabi._view.View               Buffer.view()
-        tensor_map_class       cuabi._tensormap.TensorMapDescriptor
-                                                              View.as_tensor_map()
-        memory_resource_class  cuabi._memory.MemoryResource   cuabi._ipc_pool: a pool
-                                                              mapped, or unpickled
-        buffer_class           cuabi._memory.Buffer           cuabi._ipc_pool: a pool's
-                                                              buffer unpickled
-    """
-    __slots__ = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
-                 "memory_resource_class", "buffer_class")
-
-    def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, _hook_unset)
+# Upcalls: the few places where an object of a lower layer hands out (or
+# rebuilds) an object of a higher one. The lower module asks `hooks` for the
+# higher class instead of importing the higher module, which would close an
+# import circle (the layers: cuabi/README.md). The package (cuabi/__init__.py,
+# the top layer, which may import any module) sets every hook at import to a
+# function that imports the class's module on first use and returns the class.
+#
+#   hook                   returns                        for
+#   capture_class          cuabi._graph._Capture          Stream.capture()
+#   graph_builder_class    cuabi._graph.GraphBuilder      Stream.create_graph_builder()
+#   view_class             cuabi._view.View               Buffer.view()
+#   tensor_map_class       cuabi._tensormap.TensorMapDescriptor
+#                                                         View.as_tensor_map()
+#   memory_resource_class  cuabi._memory.MemoryResource   cuabi._ipc_pool: a pool
+#                                                         mapped, or unpickled
+#   buffer_class           cuabi._memory.Buffer           cuabi._ipc_pool: a pool's
+#                                                         buffer unpickled
+HOOKS = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
+         "memory_resource_class", "buffer_class")
 
 
 def _hook_unset():
@@ -399,7 +392,8 @@ def _hook_unset():
                        "when the package is imported)")
 
 
-hooks = Hooks()
+# A namespace, not a class of its own: making a class costs ~7 us at import.
+hooks = SimpleNamespace(**dict.fromkeys(HOOKS, _hook_unset))
 
 
 def hot(name: str):

@@ -207,7 +207,8 @@ def test_no_imports_by_name_below_the_package():
 def test_the_package_sets_every_hook():
     import cuabi  # noqa: F401  (sets them)
     from cuabi import _lib
-    for name in _lib.Hooks.__slots__:
+    assert set(vars(_lib.hooks)) == set(_lib.HOOKS), "hooks set that _lib.HOOKS does not list"
+    for name in _lib.HOOKS:
         hook = getattr(_lib.hooks, name)
         assert hook is not _lib._hook_unset, f"cuabi._lib.hooks.{name} is not set"
         assert isinstance(hook(), type), name
