@@ -7,11 +7,14 @@ so the library) provides them, and imported on first use: `import cuabi`
 loads the library and the exceptions, and cuabi.Program, cuabi.launch, ...
 import their modules when first named.
 """
+# The package's modules form layers, each importing only the ones below it;
+# this module is the top (cuabi/README.md).
 from . import _capi
 from . import errors
 from .errors import CuabiError, CuabiImportError, ClosedHandleError, ERRORS
 from .errors import *  # noqa: F401,F403  (one exception class per status)
 from ._lib import LIBRARY_PATH, backend, backend_note, status_name, status_message
+from ._lib import hooks as _hooks
 
 # name -> (module, function of the description it needs): imported on first use.
 _LAZY = {}
@@ -41,15 +44,52 @@ for _names, _module, _needs in (
 del _names, _module, _needs
 
 
+def _set_hooks():
+    """cuabi._lib.hooks: the classes lower layers hand out from higher ones.
+    Each hook imports its module on first use (lazy: `import cuabi` loads
+    none of them)."""
+    def capture_class():
+        from ._graph import _Capture                     # lazy: import time
+        return _Capture
+
+    def graph_builder_class():
+        from ._graph import GraphBuilder                 # lazy: import time
+        return GraphBuilder
+
+    def view_class():
+        from ._view import View                          # lazy: import time
+        return View
+
+    def tensor_map_class():
+        from ._tensormap import TensorMapDescriptor      # lazy: import time
+        return TensorMapDescriptor
+
+    def memory_resource_class():
+        from ._memory import MemoryResource              # lazy: import time
+        return MemoryResource
+
+    def buffer_class():
+        from ._memory import Buffer                      # lazy: import time
+        return Buffer
+
+    for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
+                 memory_resource_class, buffer_class):
+        setattr(_hooks, hook.__name__, hook)
+
+
+_set_hooks()
+del _set_hooks, _hooks
+
+
 def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         if name == "__version__":
-            from ._core import version
+            from ._core import version                   # lazy: import time
             globals()["__version__"] = v = version()
             return v
         raise AttributeError(f"module 'cuabi' has no attribute {name!r}")
-    import importlib
+    import importlib                                     # lazy: import time
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value            # later uses are plain attribute reads
     return value

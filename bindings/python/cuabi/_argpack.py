@@ -15,7 +15,7 @@ from operator import attrgetter, methodcaller
 
 from . import _capi
 from ._handle import Handle
-from ._lib import call, lib, new_struct
+from ._lib import call, lib, new_struct, struct_to_dict
 
 K = _capi  # CUABI_ARG_* constants
 # kind -> struct format for a plain scalar slot
@@ -74,7 +74,7 @@ def device_pointer(obj) -> int:
     if ai is not None:
         return int(ai["data"][0] or 0)
     if hasattr(obj, "__dlpack__"):
-        from ._view import from_dlpack
+        from ._view import from_dlpack       # lazy: import time (only DLPack-only objects)
         v = from_dlpack(obj)
         try:
             return v.ptr
@@ -587,7 +587,6 @@ class ArgPack(Handle):
 
     def items(self) -> list[dict]:
         """Layout of every slot and struct member (cuabi_argpack_item)."""
-        from ._lib import struct_to_dict
         out = []
         for i in range(call("cuabi_argpack_item_count", self)):
             info = new_struct(_capi.cuabi_arg_info)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from . import _callbacks, _capi
 from ._core import Device, _as_device
 from ._handle import Handle
-from ._lib import call, lib, new_struct, struct_to_dict
+from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
          "fatbin": 5, "object": 6, "library": 7, "nvvm": 8}
@@ -289,7 +289,7 @@ class ObjectCode(Handle):
         name = getattr(self, "_symbols", {}).get(name, name)
         r = new_struct(_capi.cuabi_kernel_resources)
         lib.cuabi_objcode_kernel_resources(C.byref(r), self, name.encode(), _s(arch))
-        return _resources(r)
+        return struct_to_namespace(r)
 
     # ---- fatbins
 
@@ -330,12 +330,6 @@ class ObjectCode(Handle):
         obj = ObjectCode._wrap(call("cuabi_fatbin_extract", self, arch.encode()))
         obj._symbols = dict(getattr(self, "_symbols", {}))
         return obj
-
-
-def _resources(r) -> SimpleNamespace:
-    d = struct_to_dict(r)
-    d.pop("version", None)
-    return SimpleNamespace(**d)
 
 
 ParamInfo = namedtuple("ParamInfo", "offset size")
@@ -433,7 +427,7 @@ class Kernel(Handle):
         ("i32", "f32", "ptr", "struct" for float4, "integer"/"intptr" from
         PTX, "raw" when unknown); source "name" (the C++ mangled name),
         "ptx" or "unknown"; type_name as the source spells it."""
-        from ._argpack import _KIND_NAMES, kernel_param_types
+        from ._argpack import _KIND_NAMES, kernel_param_types   # lazy: import time
         return [ParamType(_KIND_NAMES.get(k, "?"), size, off, _SOURCES.get(src, "?"), name)
                 for k, size, off, src, name in kernel_param_types(self)]
 
@@ -453,12 +447,12 @@ class Kernel(Handle):
         """Live occupancy queries on device 0 (cuda.core's
         KernelOccupancy methods, plus report()); kernel.occupancy[device]
         or kernel.occupancy_on(device) for another device."""
-        from ._occupancy import KernelOccupancy
+        from ._occupancy import KernelOccupancy      # lazy: import time
         return KernelOccupancy(self)
 
     def occupancy_on(self, device) -> "KernelOccupancy":
         """Live occupancy queries on `device` (a Device or an ordinal)."""
-        from ._occupancy import KernelOccupancy
+        from ._occupancy import KernelOccupancy      # lazy: import time
         return KernelOccupancy(self, device)
 
     def occupancy_for(self, arch, sm_count=None, max_dynamic_shared=None,
@@ -470,14 +464,14 @@ class Kernel(Handle):
         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (default 48 KiB less
         its static shared memory); carveout: preferred shared-memory
         carveout in percent."""
-        from ._occupancy import OfflineOccupancy
+        from ._occupancy import OfflineOccupancy     # lazy: import time
         return OfflineOccupancy(self, arch, sm_count, max_dynamic_shared, carveout)
 
     @property
     def resources(self) -> SimpleNamespace:
         r = new_struct(_capi.cuabi_kernel_resources)
         lib.cuabi_kernel_get_resources(C.byref(r), self)
-        return _resources(r)
+        return struct_to_namespace(r)
 
     def function(self, device=None) -> int:
         """The CUfunction in the device's primary context."""

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from . import _capi
 from ._handle import Handle
-from ._lib import call, lib, new_struct, struct_to_dict
+from ._lib import call, hooks, lib, new_struct, struct_to_dict
 
 
 def version() -> str:
@@ -35,6 +35,12 @@ def device_count() -> int:
     DriverNotFoundError without a driver."""
     return call("cuabi_device_count")
 
+
+# cuabi_graph_capture_status values (Stream.capture_status; cuabi._graph's
+# capture_status() reads them through it).
+_CAPTURE_STATUS = {_capi.CUABI_CAPTURE_STATUS_NONE: "none",
+                   _capi.CUABI_CAPTURE_STATUS_ACTIVE: "active",
+                   _capi.CUABI_CAPTURE_STATUS_INVALIDATED: "invalidated"}
 
 # The device each thread made current (Device.set_current keeps it alive).
 _current = threading.local()
@@ -241,26 +247,24 @@ class Stream(Handle):
         event.record(self)
         return event
 
-    # CUDA graphs (cuabi._graph; docs/graphs.md)
+    # CUDA graphs (cuabi._graph, a layer above: its classes come through
+    # cuabi._lib.hooks; docs/graphs.md)
 
     def capture(self, mode: str = "global"):
         """`with stream.capture() as graph:` records the work queued on the
         stream (cuabi launches, copies, memsets, allocations, and torch/CuPy
         work on the same CUstream) into `graph` instead of running it. mode:
         "global", "thread_local" or "relaxed"."""
-        from ._graph import _Capture
-        return _Capture(self, mode)
+        return hooks.capture_class()(self, mode)
 
     def create_graph_builder(self):
         """cuda.core's spelling of capture: a GraphBuilder on this stream."""
-        from ._graph import GraphBuilder
-        return GraphBuilder(self)
+        return hooks.graph_builder_class()(self)
 
     @property
     def capture_status(self) -> str:
         """"none", "active" or "invalidated"."""
-        from ._graph import capture_status
-        return capture_status(self)
+        return _CAPTURE_STATUS.get(call("cuabi_graph_capture_status", self), "unknown")
 
 
 class Event(Handle):

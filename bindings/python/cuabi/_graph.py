@@ -39,9 +39,6 @@ _KIND_NAMES = {
 _MODES = {"global": _capi.CUABI_CAPTURE_MODE_GLOBAL,
           "thread_local": _capi.CUABI_CAPTURE_MODE_THREAD_LOCAL,
           "relaxed": _capi.CUABI_CAPTURE_MODE_RELAXED}
-_STATUS_NAMES = {_capi.CUABI_CAPTURE_STATUS_NONE: "none",
-                 _capi.CUABI_CAPTURE_STATUS_ACTIVE: "active",
-                 _capi.CUABI_CAPTURE_STATUS_INVALIDATED: "invalidated"}
 _UPDATE_RESULTS = {getattr(_capi, n): n.removeprefix("CUABI_GRAPH_UPDATE_").lower()
                    for n in dir(_capi) if n.startswith("CUABI_GRAPH_UPDATE_")
                    and n != "CUABI_GRAPH_UPDATE_INFO_VERSION"}
@@ -260,7 +257,7 @@ class Graph(Handle):
         """A kernel node: kernel(*args) with config's grid, block, shared
         memory and attributes, on this graph's device. Arguments are packed
         as cuabi.launch() packs them, and copied now."""
-        from ._launch import _py_lane
+        from ._launch import _py_lane            # lazy: import time (a capture needs none)
         # A pack of its own, as launch_py takes one: the C call below lets
         # other threads run, and one packing a launch of this kernel into
         # the same pack would change this node's arguments.
@@ -284,7 +281,7 @@ class Graph(Handle):
         """A copy node between Buffers, from host memory (bytes-like: read when
         the node runs) into a Buffer, from a Buffer into writable host memory,
         or between two contiguous arrays/Views (anything from_dlpack takes)."""
-        from ._memory import Buffer, _host_bytes
+        from ._memory import Buffer, _host_bytes     # lazy: import time
         if isinstance(dst, Buffer) and isinstance(src, Buffer):
             n = src.size - src_offset if size is None else size
             return self._node("cuabi_graph_add_memcpy", depends_on, dst, dst_offset, src,
@@ -301,7 +298,7 @@ class Graph(Handle):
             n = nbytes - dst_offset if size is None else size
             return self._node("cuabi_graph_add_memcpy_to_host", depends_on,
                               C.c_void_p((addr or 0) + dst_offset), src, src_offset, n)
-        from ._view import View, from_dlpack
+        from ._view import View, from_dlpack        # lazy: import time
         vd = dst if isinstance(dst, View) else from_dlpack(dst)
         vs = src if isinstance(src, View) else from_dlpack(src)
         self._keep.append((dst, src))
@@ -548,7 +545,7 @@ class GraphExec(Handle):
         optionally, a new grid / block / dynamic shared memory or a whole
         LaunchConfig (same attributes), without re-instantiating. With no
         args the node keeps its arguments."""
-        from ._launch import _dim3, _plain
+        from ._launch import _dim3, _plain       # lazy: import time
         info = self.graph._kernels.get(node.handle)
         if info is None:
             raise TypeError(f"update_kernel: node {node.index} is not a kernel node added with "
@@ -649,7 +646,7 @@ class _Capture:
 
 def capture_status(stream) -> str:
     """"none", "active" or "invalidated"."""
-    return _STATUS_NAMES.get(call("cuabi_graph_capture_status", _stream(stream)), "unknown")
+    return _stream(stream).capture_status
 
 
 # ------------------------------------------------------------------ cuda.core's names

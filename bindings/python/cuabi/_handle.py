@@ -5,7 +5,7 @@ import ctypes as C
 import weakref
 
 from . import _capi
-from ._lib import fast, raw
+from ._lib import fast, lib, raw
 from .errors import ClosedHandleError
 
 
@@ -87,7 +87,6 @@ class Handle:
     @classmethod
     def _borrowed(cls, value: int):
         """A new owning object for a borrowed handle: retains it first."""
-        from ._lib import lib
         getattr(lib, cls._ctype + "_retain")(C.c_void_p(value))
         return cls._wrap(value)
 

@@ -25,7 +25,8 @@ import threading
 import weakref
 
 from . import _capi
-from ._lib import call, raise_last, raw
+from ._lib import call, hooks, new_struct, raise_last, raw
+from .errors import IPCError
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -106,7 +107,7 @@ class IPCAllocationHandle:
             pass
 
     def __reduce__(self):
-        from multiprocessing.reduction import DupFd
+        from multiprocessing.reduction import DupFd     # lazy: import time (multiprocessing)
         return _rebuild_handle, (DupFd(self.handle), self.descriptor)
 
     def __repr__(self):
@@ -121,8 +122,7 @@ def _rebuild_handle(dup, descriptor):
 # --------------------------------------------------------------- exporter
 
 def create(cls, device, max_size, release_threshold):
-    from ._core import _as_device
-    from ._lib import new_struct
+    from ._core import _as_device    # lazy: import time (cuabi.IPCAllocationHandle alone)
     opts = new_struct(_capi.cuabi_ipc_pool_options)
     if max_size:
         opts.max_size = int(max_size)
@@ -151,6 +151,7 @@ class _FdServer:
     the authkey multiprocessing gives every process of one program)."""
 
     def __init__(self):
+        # lazy: import time (multiprocessing, only once a pool is pickled)
         from multiprocessing import current_process
         from multiprocessing.connection import Listener
         self._fds: dict = {}            # pool key -> fd (the resource's, not a dup)
@@ -170,7 +171,7 @@ class _FdServer:
                 del self._fds[key]
 
     def _serve(self):
-        from multiprocessing.reduction import send_handle
+        from multiprocessing.reduction import send_handle    # lazy: import time
         while True:
             try:
                 conn = self._listener.accept()     # authenticates
@@ -202,13 +203,13 @@ def _fd_server() -> _FdServer:
 
 
 def _fetch_fd(address, key) -> int:
+    # lazy: import time (multiprocessing, only once a pool is unpickled)
     from multiprocessing import current_process
     from multiprocessing.connection import Client
     from multiprocessing.reduction import recv_handle
     with Client(address, authkey=current_process().authkey) as c:
         c.send((key, os.getpid()))
         if not c.recv():
-            from .errors import IPCError
             raise IPCError(f"the exporting process no longer shares pool {key.hex()} "
                            "(its resource was closed)", status=_capi.CUABI_ERROR_IPC)
         return recv_handle(c)
@@ -249,7 +250,6 @@ def _rebuild_resource(descriptor, address):
 def from_descriptor(fd, descriptor):
     """The resource of a pool for this process: the exporter itself here,
     a mapping made earlier, or a new mapping."""
-    from ._memory import MemoryResource
     d = bytes(descriptor)
     key = d[_ID_AT:_ID_AT + 8]
     mr = _exported.get(key)
@@ -257,8 +257,9 @@ def from_descriptor(fd, descriptor):
         return mr
     mr = _mapped.get(key)
     if mr is None or mr.closed:
-        mr = _mapped[key] = MemoryResource._wrap(call("cuabi_ipc_pool_import", int(fd),
-                                                      d or None, len(d)))
+        # MemoryResource: cuabi._memory, the layer above (through cuabi._lib.hooks).
+        mr = _mapped[key] = hooks.memory_resource_class()._wrap(
+            call("cuabi_ipc_pool_import", int(fd), d or None, len(d)))
     return mr
 
 
@@ -293,5 +294,5 @@ def import_buffer(cls, mr, descriptor):
 
 
 def _rebuild_buffer(mr, descriptor):
-    from ._memory import Buffer
-    return import_buffer(Buffer, mr, descriptor)
+    # Buffer: cuabi._memory, the layer above (through cuabi._lib.hooks).
+    return import_buffer(hooks.buffer_class(), mr, descriptor)

@@ -402,6 +402,7 @@ def _arg_class(v):
     here; anything else: the Python packer's."""
     t = type(v)
     if is_array_like(v):
+        # lazy: import time (launches without Buffers or Views load neither)
         from ._memory import Buffer
         from ._view import View
         cls = (fast.ARG_VIEW if t is View else fast.ARG_BUFFER if t is Buffer

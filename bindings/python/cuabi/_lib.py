@@ -12,14 +12,18 @@ extension cuabi._fast when it is there (`backend == "compiled"`), else in
 Python over ctypes (`"ctypes"`); CUABI_BACKEND=ctypes or =compiled forces
 one. Both accept the same inputs and raise the same exceptions: the
 extension hands whatever it does not handle itself to the Python code.
+
+`hooks` are how a lower module reaches a class of a higher one without
+importing it (the package sets them; cuabi/README.md).
 """
 from __future__ import annotations
 
 import ctypes as C
 import os
+from types import SimpleNamespace
 
 from . import _capi
-from .errors import CuabiImportError, error_class
+from .errors import ClosedHandleError, CuabiImportError, error_class
 
 STATUS_T = C.c_int
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +40,7 @@ def _candidates():
         yield bundled, "the copy bundled with the package"
     yield f"libcuabi.so.{_capi.ABI_VERSION}", "the dynamic loader"
     # Last: find_library runs `ldconfig -p` (tens of milliseconds).
-    import ctypes.util
+    import ctypes.util        # lazy: import time (only when the loader found nothing)
     found = ctypes.util.find_library("cuabi")
     if found:
         yield found, "ctypes.util.find_library('cuabi')"
@@ -161,7 +165,7 @@ def raise_last(status: int, where: str = ""):
     if where and not msg.startswith(where):
         msg = f"{where}: {msg}"
     err = error_class(status)(msg, status=status, log=log, **codes)
-    from ._callbacks import take_exception
+    from ._callbacks import take_exception   # lazy: import time (threading, for `import cuabi`)
     cause = take_exception() if status == _capi.CUABI_ERROR_CALLBACK else None
     raise err from cause
 
@@ -175,7 +179,7 @@ def address(name: str) -> int:
 def _attach_compiled():
     """cuabi._fast attached to this library, or None with the reason."""
     try:
-        from . import _fast
+        from . import _fast      # lazy: optional, and never loaded under CUABI_BACKEND=ctypes
     except ImportError as e:
         return None, f"cuabi._fast not importable ({e})"
     problems = _fast.attach(address("cuabi_get_api"), raise_last)
@@ -226,9 +230,10 @@ def _errcheck(result, func, args):
 
 
 def _closed_arg(args):
-    from ._handle import Handle
+    # A closed cuabi._handle.Handle, known by its class's _ctype and its
+    # `closed` (_handle is a layer above this module: not imported here).
     for a in args:
-        if isinstance(a, Handle) and a.closed:
+        if hasattr(type(a), "_ctype") and getattr(a, "closed", False) is True:
             return a
     return None
 
@@ -241,7 +246,6 @@ def _checked(fn):
             closed = _closed_arg(args)
             if closed is None:
                 raise
-            from .errors import ClosedHandleError
             raise ClosedHandleError(f"{fn.__name__}: {type(closed).__name__} "
                                     "is closed") from None
     call_checked.__name__ = fn.__name__
@@ -344,12 +348,52 @@ def struct_to_dict(s) -> dict:
     return d
 
 
+def struct_to_namespace(s) -> SimpleNamespace:
+    """struct_to_dict(s) without the struct's version field, as attributes
+    (kernel resources: Kernel.resources, the offline occupancy's)."""
+    d = struct_to_dict(s)
+    d.pop("version", None)
+    return SimpleNamespace(**d)
+
+
 def status_name(status: int) -> str:
     return _str(lib.cuabi_status_name(status))
 
 
 def status_message(status: int) -> str:
     return _str(lib.cuabi_status_message(status))
+
+
+# ------------------------------------------------------------- upcalls
+
+# Upcalls: the few places where an object of a lower layer hands out (or
+# rebuilds) an object of a higher one. The lower module asks `hooks` for the
+# higher class instead of importing the higher module, which would close an
+# import circle (the layers: cuabi/README.md). The package (cuabi/__init__.py,
+# the top layer, which may import any module) sets every hook at import to a
+# function that imports the class's module on first use and returns the class.
+#
+#   hook                   returns                        for
+#   capture_class          cuabi._graph._Capture          Stream.capture()
+#   graph_builder_class    cuabi._graph.GraphBuilder      Stream.create_graph_builder()
+#   view_class             cuabi._view.View               Buffer.view()
+#   tensor_map_class       cuabi._tensormap.TensorMapDescriptor
+#                                                         View.as_tensor_map()
+#   memory_resource_class  cuabi._memory.MemoryResource   cuabi._ipc_pool: a pool
+#                                                         mapped, or unpickled
+#   buffer_class           cuabi._memory.Buffer           cuabi._ipc_pool: a pool's
+#                                                         buffer unpickled
+HOOKS = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
+         "memory_resource_class", "buffer_class")
+
+
+def _hook_unset():
+    raise RuntimeError("cuabi._lib.hooks: hook not set (cuabi/__init__.py sets every hook "
+                       "when the package is imported)")
+
+
+# A namespace, not a class of its own: making a class costs ~7 us at import.
+hooks = SimpleNamespace(**dict.fromkeys(HOOKS, _hook_unset))
 
 
 def hot(name: str):

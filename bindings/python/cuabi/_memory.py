@@ -4,9 +4,9 @@ from __future__ import annotations
 import ctypes as C
 
 from . import _callbacks, _capi
-from ._core import Device, Stream, _as_device
+from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
-from ._lib import call, lib, new_struct
+from ._lib import call, hooks, lib, new_struct
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -153,14 +153,14 @@ class MemoryResource(Handle):
         DeviceMemoryResource with ipc_enabled=True): its buffers pickle to
         136-byte descriptors, the pool itself to its descriptor and fd
         (multiprocessing sends the fd once per message)."""
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         return _ipc_pool.create(cls, device, max_size, release_threshold)
 
     def get_allocation_handle(self):
         """The pool's shareable handle (an IPCAllocationHandle: a new fd, yours
         to close, and the pool's descriptor) for from_allocation_handle() in
         another process."""
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         return _ipc_pool.allocation_handle(self)
 
     @classmethod
@@ -169,7 +169,7 @@ class MemoryResource(Handle):
         (or a (fd, descriptor) pair): a resource that receives its buffers
         (Buffer.from_ipc_descriptor(mr, d)) and cannot allocate. A pool is
         mapped once per process. The fd is not closed: close the handle."""
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         fd, desc = (handle.handle, handle.descriptor) if hasattr(handle, "descriptor") \
             else handle
         mr = _ipc_pool.from_descriptor(fd, desc)
@@ -198,7 +198,7 @@ class MemoryResource(Handle):
         if self._ipc_role() != _capi.CUABI_IPC_POOL_EXPORTER:
             raise TypeError("only IPC pools made by MemoryResource.ipc_pool() pickle "
                             "(a mapped pool cannot be sent on)")
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         return _ipc_pool.reduce_resource(self)
 
     def set_peer_access(self, device, access: str = "rw") -> None:
@@ -213,7 +213,6 @@ class MemoryResource(Handle):
         """Ordinals of the other devices with read-write access (cuda.core's
         name); assign an iterable of devices or ordinals to change it."""
         own = self.device.ordinal
-        from ._core import device_count
         return tuple(i for i in range(device_count())
                      if i != own and self.get_peer_access(i) == "rw")
 
@@ -221,7 +220,6 @@ class MemoryResource(Handle):
     def peer_accessible_by(self, devices) -> None:
         want = {d.ordinal if isinstance(d, Device) else int(d) for d in devices}
         own = self.device.ordinal
-        from ._core import device_count
         for i in range(device_count()):
             if i != own:
                 self.set_peer_access(i, "rw" if i in want else "none")
@@ -391,8 +389,8 @@ class Buffer(Handle):
 
     def view(self, dtype, shape=None, strides=None, offset: int = 0, readonly: bool = False):
         """A typed View of the buffer (strides in elements; None = row-major)."""
-        from ._view import View
-        return View.of_buffer(self, dtype, shape, strides, offset, readonly)
+        # View: cuabi._view, a layer above (through cuabi._lib.hooks).
+        return hooks.view_class().of_buffer(self, dtype, shape, strides, offset, readonly)
 
     # ---- several GPUs and processes (issue 15)
     def copy_peer(self, src: "Buffer", offset: int = 0, src_offset: int = 0,
@@ -408,7 +406,7 @@ class Buffer(Handle):
         wrapped cudaMalloc memory) a legacy descriptor; for a buffer of
         MemoryResource.ipc_pool() a pool buffer's, which imports into the
         mapped pool. Keep this buffer alive while importers use it."""
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         return _ipc_pool.descriptor_of(self)
 
     @classmethod
@@ -420,7 +418,7 @@ class Buffer(Handle):
         this buffer and its views are gone. IPCError for a malformed, stale,
         other-host, same-process or other-pool descriptor."""
         if descriptor is not None:
-            from . import _ipc_pool
+            from . import _ipc_pool          # lazy: import time
             return _ipc_pool.import_buffer(cls, mr_or_descriptor, descriptor)
         d = bytes(mr_or_descriptor)
         return cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
@@ -429,7 +427,7 @@ class Buffer(Handle):
         """Pickling (multiprocessing) sends the IPC descriptor: the receiving
         process maps the same memory (a pool buffer sends its pool too, once
         per message)."""
-        from . import _ipc_pool
+        from . import _ipc_pool          # lazy: import time
         return _ipc_pool.reduce_buffer(self)
 
     @property

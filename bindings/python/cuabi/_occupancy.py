@@ -15,7 +15,8 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 from . import _callbacks, _capi
-from ._lib import call, lib, new_struct, struct_to_dict
+from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
+from .errors import InvalidArgumentError, NotSupportedError
 
 MaxPotentialBlockSizeOccupancyResult = namedtuple("MaxPotentialBlockSizeOccupancyResult",
                                                   "min_grid_size max_block_size")
@@ -99,7 +100,6 @@ def _int(v, what: str, where: str, minimum: int = 0, maximum: int = _INT_MAX) ->
     except TypeError:
         raise TypeError(f"{where}: {what} must be an int, not {type(v).__name__}") from None
     if not minimum <= v <= maximum:
-        from .errors import InvalidArgumentError
         raise InvalidArgumentError(f"{where}: {what} is {v}; it must be at least {minimum}"
                                    f" and at most {maximum}")
     return v
@@ -141,7 +141,7 @@ def _as_config(config, where):
     with cuda.core's LaunchConfig attributes (grid, block, cluster,
     shmem_size, is_cooperative), whose grid counts clusters when it has a
     cluster (cuabi's counts blocks)."""
-    from ._launch import LaunchConfig, _dim3
+    from ._launch import LaunchConfig, _dim3     # lazy: import time (offline use needs no launch)
     if isinstance(config, LaunchConfig):
         return config
     try:
@@ -284,7 +284,7 @@ class KernelOccupancy(_Occupancy):
     _live = True
 
     def __init__(self, kernel, device=None):
-        from ._core import _as_device
+        from ._core import _as_device        # lazy: import time (offline use needs no device)
         self._kernel = kernel
         self._device = _as_device(device)
 
@@ -326,7 +326,7 @@ class KernelOccupancy(_Occupancy):
         c = _config_copy(config)
         s = None
         if stream is not None:          # its device answers; s lives until the call is done
-            from ._core import Stream
+            from ._core import Stream       # lazy: import time
             s = Stream.wrap(stream, self._device)
             c.stream = s.handle
         c.device = self._device.handle
@@ -351,7 +351,7 @@ class OfflineOccupancy(_Occupancy):
         self.arch = arch = _arch_text(arch)
         self._limits = arch_limits(arch)           # an unknown architecture raises here
         self._res = _offline_resources(kernel, arch)
-        self.resources = _resources_ns(self._res)
+        self.resources = struct_to_namespace(self._res)
         where = "Kernel.occupancy_for"
         o = new_struct(_capi.cuabi_occupancy_options)
         if sm_count is not None:
@@ -418,7 +418,6 @@ def _offline_resources(kernel, arch):
     """The kernel's cuabi_kernel_resources for `arch`. A PTX or LTO-IR image
     is compiled once per architecture: the library keeps the first, so
     another architecture is read from a fresh copy of the image."""
-    from .errors import NotSupportedError
     code = kernel.objcode
     r = new_struct(_capi.cuabi_kernel_resources)
     try:
@@ -426,13 +425,9 @@ def _offline_resources(kernel, arch):
     except NotSupportedError:
         if code.code_type not in ("ptx", "ltoir"):
             raise
-        from ._compile import ObjectCode
-        with ObjectCode.from_bytes(bytes(code), code.code_type, name=f"<{arch}>") as fresh:
+        # The kernel's ObjectCode class (cuabi._compile, the layer above).
+        with type(code).from_bytes(bytes(code), code.code_type, name=f"<{arch}>") as fresh:
             lib.cuabi_objcode_kernel_resources(C.byref(r), fresh, kernel.name.encode(),
                                                arch.encode())
     return r
 
-
-def _resources_ns(r):
-    from ._compile import _resources
-    return _resources(r)

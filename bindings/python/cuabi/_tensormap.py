@@ -126,7 +126,7 @@ def _c_options(rank, element_strides, data_type, interleave, swizzle, l2_promoti
 
 
 def _as_view(tensor):
-    from ._view import View
+    from ._view import View          # lazy: import time (the enums and options need no view)
     return tensor if isinstance(tensor, View) else View(tensor)
 
 
@@ -233,7 +233,7 @@ class TensorMapDescriptor(Handle):
 
     @property
     def device(self):
-        from ._core import Device
+        from ._core import Device        # lazy: import time
         return Device(self.info.device)
 
     def __repr__(self):

@@ -12,7 +12,7 @@ import threading
 from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
-from ._lib import address, call, fast, lib, new_struct, raise_last, raw
+from ._lib import address, call, fast, hooks, lib, new_struct, raise_last, raw
 from .errors import ClosedHandleError
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
@@ -246,7 +246,7 @@ class View(Handle):
         """Copy every element of `src`, a view of device memory on any device,
         into this view (same shape and dtype; strided up to 3-D after merging
         contiguous dimensions): cuMemcpy3DPeer."""
-        from ._memory import _stream_arg
+        from ._memory import _stream_arg     # lazy: import time (from_dlpack needs no buffers)
         lib.cuabi_peer_copy_view(self, src, _stream_arg(stream))
 
     def __reduce__(self):
@@ -255,7 +255,7 @@ class View(Handle):
         dev_type, dev_id = self.__dlpack_device__()
         if dev_type != _capi.CUABI_DLPACK_CUDA:
             raise TypeError("only views of CUDA device memory pickle (through IPC)")
-        from ._memory import Buffer
+        from ._memory import Buffer          # lazy: import time
         shape, strides, item = self.shape, self.strides, self.itemsize
         if any(st < 0 for st in strides):
             raise TypeError("views with negative strides do not pickle")
@@ -268,8 +268,8 @@ class View(Handle):
     def as_tensor_map(self, box_dim=None, *, options=None, **kwargs):
         """A tiled TMA descriptor of this view (cuda.core's
         StridedMemoryView.as_tensor_map); see TensorMapDescriptor.from_tiled."""
-        from ._tensormap import TensorMapDescriptor
-        return TensorMapDescriptor.from_tiled(self, box_dim, options=options, **kwargs)
+        # TensorMapDescriptor: cuabi._tensormap, a layer above (through cuabi._lib.hooks).
+        return hooks.tensor_map_class().from_tiled(self, box_dim, options=options, **kwargs)
 
     # ---- facts: from the description (lazy views) or the C view
     def _get_info(self):
@@ -927,7 +927,7 @@ def _cupy_handler_for(cupy):
     try:
         if getattr(cupy.cuda.runtime, "is_hip", True):
             return _cai_or_dlpack_handler      # HIP: no CUDA array interface
-        import importlib
+        import importlib          # lazy: import time (only for CuPy arrays)
         # CuPy's current stream as a pointer: get_current_stream_ptr()
         # where CuPy has it (no Stream object made), else the Stream's .ptr.
         current_ptr = getattr(getattr(cupy.cuda, "stream", None), "get_current_stream_ptr", None)
@@ -1254,6 +1254,6 @@ if fast is not None:
 
 def _view_from_ipc(descriptor, dtype, shape, strides, readonly):
     """Unpickle a View: map the exporter's memory and lay the view over it."""
-    from ._memory import Buffer
+    from ._memory import Buffer          # lazy: import time
     with Buffer.from_ipc_descriptor(descriptor) as b:   # the view keeps the mapping
         return View.of_buffer(b, dtype, shape, strides, 0, readonly)

@@ -10,7 +10,8 @@
  * plugin table). Like every exchange table's, they run with the GIL held
  * and report failure as -1 with a Python exception set -- the same
  * exceptions the Python layer raises (ClosedHandleError, CuabiError...). */
-#include "fast.h"
+#include "fast_exchange.h"
+#include "fast_view.h"
 
 #include <string.h>
 

@@ -26,7 +26,7 @@
  * launch_py does (the capture's graph keeps what C cannot see: arrays passed
  * by address). Sending them to launch_py instead would pack them with its
  * own pack and Python packer, not the ones plain launches made and warmed. */
-#include "fast.h"
+#include "fast_launch.h"
 #include "fast_pack.h"
 
 #include <string.h>

@@ -1,13 +1,44 @@
-/* cuabi._fast: module, attach() and its checks, errors, slot offsets. */
-#include "fast.h"
+/* cuabi._fast: the compiled fast path of the Python package; this file is
+ * the module (attach() and its checks) and the top of its layers.
+ *
+ * A CPython extension (C and Python.h only: it builds wherever the library
+ * builds, from the dist tarball too). It never links libcuabi: cuabi._lib
+ * loads the library with ctypes and hands this module the address of its
+ * cuabi_get_api, so both layers use the same copy of the library (also the
+ * one CUABI_LIBRARY names) through the plugin table.
+ *
+ * What it does (docs/python.md, "The compiled fast path"), in layers: a
+ * file calls only files listed below it, through their headers (fast_X.h
+ * declares what fast_X.c defines), and only this file calls the parts'
+ * *_init functions (tests/test_import_layers.py checks both):
+ *   fast_module.c    the module: attach(): table version, ABI version, every
+ *                    struct layout checked against the library (the refusal
+ *                    of docs/python.md "Loading and checks"); set_handle_class;
+ *                    calls each part's *_init
+ *   fast_exchange.c  the DLPackExchangeAPI table cuabi.View exports
+ *                    (uses fast_view.c)
+ *   fast_launch.c    launch(stream, config, kernel, *args) and prepared
+ *                    launches: one crossing into C, packing in C (uses
+ *                    fast_pack.c)
+ *   fast_view.c      from_dlpack(): numpy arrays from their C struct, torch
+ *                    through its DLPack exchange table, lazy View objects
+ *                    (uses fast_pack.c)
+ *   fast_pack.c      kernel arguments to slot bytes, per slot kind
+ *   fast_common.c    what every file shares: the attached library table,
+ *                    errors raised as cuabi._lib raises them, reading
+ *                    __slots__ of the package's Python classes
+ *
+ * The rule of every fast path: it handles the common, well-defined cases
+ * itself and hands anything else to the Python code the ctypes backend
+ * runs, so both backends accept the same inputs and raise the same
+ * exceptions. */
+#include "fast_common.h"
+#include "fast_exchange.h"
+#include "fast_launch.h"
+#include "fast_pack.h"
+#include "fast_view.h"
 
 #include <stddef.h>
-#include <string.h>
-#include <structmember.h>
-
-const cuabi_api *fast_api;
-static PyObject *raise_last;           /* cuabi._lib.raise_last */
-Py_ssize_t fast_handle_off = -1;
 
 typedef struct fast_layout {
     const char *type, *field;          /* field NULL: the struct's size */
@@ -17,49 +48,6 @@ typedef struct fast_layout {
 #include "generated.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-int fast_raise(cuabi_status status, const char *where)
-{
-    if (!raise_last) {
-        PyErr_Format(PyExc_RuntimeError, "%s failed (status %d)", where, (int)status);
-        return -1;
-    }
-    PyObject *r = PyObject_CallFunction(raise_last, "is", (int)status, where);
-    Py_XDECREF(r);
-    if (!PyErr_Occurred())
-        PyErr_Format(PyExc_SystemError, "cuabi._fast: raise_last() returned for %s", where);
-    return -1;
-}
-
-int fast_not_attached(void)
-{
-    PyErr_SetString(PyExc_RuntimeError,
-                    "cuabi._fast is not attached to libcuabi (import cuabi first)");
-    return -1;
-}
-
-int fast_slot_offset(PyObject *cls, const char *name, Py_ssize_t *offset)
-{
-    /* The member descriptor __slots__ creates for `name` in the class or a
-     * base: an object slot at a fixed offset of every instance. */
-    PyObject *d = NULL, *mro = PyType_Check(cls) ? ((PyTypeObject *)cls)->tp_mro : NULL;
-    for (Py_ssize_t i = 0; mro && !d && i < PyTuple_GET_SIZE(mro); i++) {
-        PyObject *dict = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
-        d = dict ? PyDict_GetItemString(dict, name) : NULL;     /* borrowed */
-    }
-    if (!d || !PyObject_TypeCheck(d, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "cuabi._fast: %R has no slot %s", cls, name);
-        return -1;
-    }
-    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-    if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
-        PyErr_Format(PyExc_TypeError, "cuabi._fast: %R.%s is not a writable object slot", cls,
-                     name);
-        return -1;
-    }
-    *offset = m->offset;
-    return 0;
-}
 
 /* ------------------------------------------------------------- attach() */
 
@@ -144,11 +132,8 @@ static PyObject *attach(PyObject *module, PyObject *args)
     } else if (check_layouts(api, problems) < 0) {
         goto fail;
     }
-    if (PyList_GET_SIZE(problems) == 0) {
-        fast_api = api;
-        Py_INCREF(raiser);
-        Py_XSETREF(raise_last, raiser);
-    }
+    if (PyList_GET_SIZE(problems) == 0)
+        fast_set_attached(api, raiser);
     return problems;
 fail:
     Py_DECREF(problems);

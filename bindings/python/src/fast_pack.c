@@ -15,7 +15,6 @@
  * packs those arguments with the Python packer, which converts what it
  * knows and raises the documented TypeError/ValueError for the rest. So
  * this file never raises; it only decides the cases it is sure of. */
-#include "fast.h"
 #include "fast_pack.h"
 
 #include <string.h>

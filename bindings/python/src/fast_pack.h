@@ -2,7 +2,7 @@
 #ifndef CUABI_FAST_PACK_H
 #define CUABI_FAST_PACK_H
 
-#include "fast.h"
+#include "fast_common.h"
 
 /* One slot of a pack: its kind (cuabi_arg_kind), size and blob offset. */
 typedef struct fast_arg_slot {
@@ -17,5 +17,9 @@ int fast_pack_arg(const fast_arg_slot *slot, unsigned char *blob, PyObject *arg)
 
 /* Where View keeps a lazy view's description (View._d), for array args. */
 void fast_pack_set_view_offset(Py_ssize_t offset);
+
+/* Adds this part's functions, types and constants to the module (called by
+ * fast_module.c only). */
+int fast_pack_init(PyObject *module);
 
 #endif

@@ -15,7 +15,7 @@
  * A case the C code does not take (an unusual dtype or layout, a failing
  * exchange function) goes to the Python handler of the same type, which
  * decides exactly as with the ctypes backend. */
-#include "fast.h"
+#include "fast_view.h"
 #include "fast_pack.h"
 
 #include <string.h>
