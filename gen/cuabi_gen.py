@@ -9,8 +9,9 @@ Standard library only (tomllib needs Python 3.11+).
     python3 gen/cuabi_gen.py --check    # exit 1 if any output is stale
 
 Every emitter is a function from the parsed API (class Api) to a dict
-{relative path: text}; emitters for bindings live in gen/emit_*.py and are
-registered in EMITTERS below.
+{relative path: text}; emitters for bindings and for the ABI dump
+(tests/abi/cuabi_abi_dump.c) live in gen/emit_*.py and are registered in
+EMITTERS below.
 """
 from __future__ import annotations
 
@@ -751,8 +752,9 @@ def core_outputs(api: Api) -> dict[str, str]:
     return files
 
 
-# Binding emitters: modules in gen/ exposing outputs(api) -> dict.
-EMITTERS = ["emit_python", "emit_rust", "emit_julia"]
+# Emitters of bindings and of the ABI dump: modules in gen/ exposing
+# outputs(api) -> dict.
+EMITTERS = ["emit_python", "emit_rust", "emit_julia", "emit_abi"]
 
 
 def all_outputs(api: Api) -> dict[str, str]:
