@@ -1,4 +1,6 @@
-//! Events.
+//! Events, and what ties them to streams: Event::record and
+//! Stream::wait_event both live here (stream.rs does not use events), so
+//! the two modules do not use each other.
 use crate::device::Device;
 use crate::error::{check, Result};
 use crate::stream::Stream;
@@ -57,5 +59,12 @@ impl Event {
         let mut v = 0usize;
         check(unsafe { sys::cuabi_event_raw(&mut v, self.as_raw()) })?;
         Ok(v)
+    }
+}
+
+impl Stream {
+    /// Future work waits for the event's last record.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        check(unsafe { sys::cuabi_stream_wait_event(self.as_raw(), event.as_raw()) })
     }
 }

@@ -1,7 +1,9 @@
 //! Streams.
+//!
+//! What ties streams to events (Event::record, Stream::wait_event) lives in
+//! event.rs, which uses this module; this one does not use events.
 use crate::device::Device;
 use crate::error::{check, Result};
-use crate::event::Event;
 use crate::sys;
 
 shared_handle!(
@@ -59,11 +61,6 @@ impl Stream {
         let mut v = 0;
         check(unsafe { sys::cuabi_stream_query(&mut v, self.as_raw()) })?;
         Ok(v != 0)
-    }
-
-    /// Future work waits for the event's last record.
-    pub fn wait_event(&self, event: &Event) -> Result<()> {
-        check(unsafe { sys::cuabi_stream_wait_event(self.as_raw(), event.as_raw()) })
     }
 
     /// The CUstream behind the handle.
