@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 #include <limits.h>
+#include <time.h>
 
 static const char source[] =
     "__device__ __forceinline__ unsigned long long now_ns() {\n"
@@ -41,6 +42,11 @@ static const char source[] =
     "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)\n"
     "    y[i] = 2 * x[i];\n"
     "}\n"
+    "/* The stream's gate: holds what follows until the host sets *flag (mapped\n"
+    " * pinned memory), so every launch behind it is queued before any runs. */\n"
+    "extern \"C\" __global__ void gate(volatile int *flag) {\n"
+    "  while (*flag == 0) __nanosleep(1000);\n"
+    "}\n"
     "/* Block starts: s[blockIdx.x] = when the block started; spins `ns`. */\n"
     "extern \"C\" __global__ void starts(unsigned long long *s, unsigned long long ns) {\n"
     "  if (threadIdx.x == 0) s[blockIdx.x] = now_ns();\n"
@@ -66,6 +72,13 @@ static const char source[] =
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = x[i] + 1;\n"
     "}\n";
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
 
 static cuabi_device *dev;
 static cuabi_objcode *code;
@@ -194,14 +207,40 @@ START_TEST(programmatic_dependent_launch)
     cuabi_launch_config cs = on(s, 8, 256);
     cuabi_launch_attributes a = CUABI_LAUNCH_ATTRIBUTES_INIT;
     cs.attributes = &a;
+    /* Both launches must be queued before the primary's 2 ms end: a host
+     * that was late with the second launch (a loaded 2-GPU host was 281 us
+     * late, 2026-11-26) saw the dependent start after the end, PDL or not.
+     * A gate kernel holds the stream until both are queued; the test queues
+     * the secondary 3 ms late on purpose, which failed without the gate. */
+    cuabi_kernel *kg = kernel("gate");
+    cuabi_memory_resource *pinned;
+    cuabi_buffer *flag;
+    uintptr_t flag_ptr;
+    cuabi_argpack *pg;
+    ck_assert_ok(cuabi_memory_resource_pinned(&pinned, dev));
+    ck_assert_ok(cuabi_buffer_allocate(&flag, pinned, sizeof(int), 0, NULL));
+    ck_assert_ok(cuabi_buffer_pointer(&flag_ptr, flag));
+    ck_assert_ok(cuabi_argpack_create(&pg, "buffer"));
+    ck_assert_ok(cuabi_argpack_set_buffer(pg, 0, flag));
+    cuabi_launch_config cg = on(s, 1, 1);
+    volatile int *open_gate = (volatile int *)flag_ptr;
     for (int pdl = 0; pdl < 2; pdl++) {
         a.programmatic_stream_serialization = pdl;
         ck_assert_ok(cuabi_buffer_copy_from_host(t, 0, fresh_stamps, sizeof fresh_stamps, NULL));
         ck_assert_ok(cuabi_device_synchronize(dev));
         ck_assert_ok(cuabi_argpack_set_int(pp, 3, 10 + pdl));
+        *open_gate = 0;
+        ck_assert_ok(cuabi_launch(kg, pg, &cg));
+        double queued = now_us();
         ck_assert_ok(cuabi_launch(kp, pp, &cp));
+        /* Later than the primary runs: the ungated test failed this way. */
+        nanosleep(&(struct timespec){ .tv_nsec = 3000000 }, NULL);
         ck_assert_ok(cuabi_launch(ks, ps, &cs));
+        queued = now_us() - queued;
+        __atomic_store_n(open_gate, 1, __ATOMIC_SEQ_CST);
         ck_assert_ok(cuabi_stream_synchronize(s));
+        printf("launch_attrs: PDL %s: both kernels queued in %.1f us, behind the gate\n",
+               pdl ? "on " : "off", queued);
         unsigned long long st[4];
         download(st, t, sizeof st);
         check_doubled(y, 10 + pdl);
@@ -218,6 +257,10 @@ START_TEST(programmatic_dependent_launch)
                           "primary ended");
         }
     }
+    cuabi_argpack_release(pg);
+    cuabi_buffer_destroy(flag);
+    cuabi_memory_resource_release(pinned);
+    cuabi_kernel_release(kg);
     /* prepared pairs, many times: the results stay right */
     ck_assert_ok(cuabi_argpack_set_uint(pp, 4, 20000));     /* 20 us */
     a.programmatic_stream_serialization = 1;
