@@ -523,26 +523,40 @@ _INT64_LIMIT = 1 << 63
 
 def _layout_ok(shape, byte_strides, itemsize, ptr) -> bool:
     """Whether the C import (cuabi__check_layout and import_tensor) will
-    accept this layout; byte strides or None (row-major). False sends the
-    caller to the C import, which raises its own error."""
+    accept this layout, its first element at address `ptr` (byte offset 0);
+    byte strides or None (row-major). Exact (Python integers): the element
+    count times the item size, the lowest and the highest byte reached fit
+    in 64-bit signed arithmetic, and no element's address wraps around the
+    address space. False sends the caller to the C import, which raises its
+    own error."""
     if len(shape) > _capi.CUABI_VIEW_MAX_NDIM or (shape and min(shape) < 0):
         return False
+    if ptr is not None and not 0 <= ptr < _ADDRESS_LIMIT:
+        return False      # not an address: the C import's describer refuses it
     n = math.prod(shape)
     if n == 0:
         return True
-    if n >= _INT64_LIMIT or not ptr:
+    if n * itemsize >= _INT64_LIMIT or not ptr:
         return False
+    lo = 0
     if byte_strides is None:
-        return n * itemsize < _INT64_LIMIT
-    lo = hi = 0
-    for e, s in zip(shape, byte_strides):
-        if e != 1:
-            r = (e - 1) * s
-            if r > 0:
-                hi += r
-            else:
-                lo += r
-    return -lo < _INT64_LIMIT and hi + itemsize < _INT64_LIMIT
+        end = n * itemsize
+    else:
+        hi = 0
+        for e, s in zip(shape, byte_strides):
+            if e != 1:
+                r = (e - 1) * s
+                if r > 0:
+                    hi += r
+                else:
+                    lo += r
+        end = hi + itemsize
+        if -lo > _INT64_LIMIT or end >= _INT64_LIMIT:
+            return False
+    return ptr + lo >= 0 and ptr + end <= _ADDRESS_LIMIT
+
+
+_ADDRESS_LIMIT = 1 << 64
 
 
 # The C view of a lazy view: a DLManagedTensorVersioned whose deleter drops
@@ -1032,7 +1046,7 @@ def _numpy_handler_for(np):
         c = cget(id(a.dtype))
         addr = id(a) + off
         fl = words[(addr + 48) >> 3]
-        if c is None or not (fl & _NPY_C_CONTIGUOUS or _np_strides_ok(a, c[2])):
+        if c is None or not (fl & _NPY_C_CONTIGUOUS or _np_strides_ok(a, c[2], words[addr >> 3])):
             return _dlpack_handler(a)
         if a.base is None:
             dev = _CPU0
@@ -1052,14 +1066,14 @@ def _numpy_handler_for(np):
     return numpy_handler
 
 
-def _np_strides_ok(a, itemsize) -> bool:
-    """A non-C-contiguous array: numpy's DLPack export rule (strides of
-    extents other than 1 are multiples of the item size, unless the array has
-    one element) and the C import's extent rule."""
+def _np_strides_ok(a, itemsize, ptr) -> bool:
+    """A non-C-contiguous array at address `ptr`: numpy's DLPack export rule
+    (strides of extents other than 1 are multiples of the item size, unless
+    the array has one element) and the C import's extent rule."""
     shape, strides = a.shape, a.strides
     if a.size != 1 and any(n != 1 and s % itemsize for n, s in zip(shape, strides)):
         return False
-    return _layout_ok(shape, strides, itemsize, 1)
+    return _layout_ok(shape, strides, itemsize, ptr)
 
 
 def _handler_for(tp):
