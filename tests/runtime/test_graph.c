@@ -261,6 +261,23 @@ START_TEST(dependencies_cycles_and_duplicates)
     ck_assert_status(cuabi_graph_add_empty(&n, g, &x, 1), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_error_mentions("dependencies[0]");
     ck_assert_uint_eq(node_count(g), 3);
+    /* Issue 29: counts whose arrays' byte sizes wrap around 2^64 (the
+     * allocation came out a few bytes long and was written past) are
+     * refused before any element is read. */
+    cuabi_graph_node *three[4] = { a, b, c, NULL };
+    ck_assert_status(cuabi_graph_add_empty(&n, g, three, SIZE_MAX / 8 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("num_dependencies");
+    ck_assert_error_mentions("too large");
+    cuabi_graph_node *wf[2] = { a, NULL }, *wt[2] = { c, NULL };
+    ck_assert_status(cuabi_graph_add_dependencies(g, wf, wt, SIZE_MAX / 16 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("count");
+    ck_assert_error_mentions("too large");
+    ck_assert_status(cuabi_graph_remove_dependencies(g, wf, wt, SIZE_MAX / 16 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(node_count(g), 3);
+    ck_assert_uint_eq(deps_of(c), 1);
     cuabi_graph_node_release(a);
     cuabi_graph_node_release(b);
     cuabi_graph_node_release(c);
