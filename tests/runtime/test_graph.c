@@ -387,6 +387,15 @@ START_TEST(copies_and_memsets_checked)
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_graph_add_memcpy_to_host(&n, g, NULL, 0, NULL, a, 0, 8),
                      CUABI_ERROR_INVALID_ARGUMENT);
+    /* Issue 29: host ranges that wrap around the address space */
+    void *top = (void *)(UINTPTR_MAX - 3);
+    ck_assert_status(cuabi_graph_add_memcpy_from_host(&n, g, NULL, 0, a, 0, top, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("src + size");
+    ck_assert_status(cuabi_graph_add_memcpy_to_host(&n, g, NULL, 0, top, a, 0, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("dst + size");
+    ck_assert_ptr_null(n);
     ck_assert_status(cuabi_graph_add_memset(&n, g, NULL, 0, a, 0, 0, 3, 1),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("width");
