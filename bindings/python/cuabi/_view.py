@@ -13,7 +13,7 @@ from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
 from ._lib import address, call, fast, hooks, lib, new_struct, raise_last, raw
-from .errors import ClosedHandleError
+from .errors import I64_MAX, I64_MIN, ClosedHandleError, dims_arg, index_arg
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 
@@ -231,11 +231,15 @@ class View(Handle):
     @classmethod
     def of_buffer(cls, buffer, dtype, shape=None, strides=None, offset=0, readonly=False):
         code, bits = dtype_code(dtype)
-        if shape is None:
-            shape = ((buffer.size - offset) // (bits // 8),)
-        elif isinstance(shape, int):
-            shape = (shape,)
+        offset = index_arg(offset, "view: offset")
+        if shape is None:   # the rest of the buffer (0 elements past its end)
+            shape = (max(buffer.size - offset, 0) // (bits // 8),)
+        elif not hasattr(shape, "__len__"):
+            shape = (index_arg(shape, "view: shape", 0, I64_MAX),)
+        shape = dims_arg(shape, "view: shape", 0, I64_MAX)
         ndim = len(shape)
+        if strides is not None:
+            strides = dims_arg(strides, "view: strides", I64_MIN, I64_MAX, length=ndim)
         shp = (C.c_int64 * ndim)(*shape) if ndim else None
         st = (C.c_int64 * ndim)(*strides) if strides is not None and ndim else None
         flags = _capi.CUABI_VIEW_READ_ONLY if readonly else 0
