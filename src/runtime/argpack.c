@@ -13,6 +13,7 @@
 #include "runtime/kernel.h"
 #include "runtime/memory.h"
 #include "compile/param_types.h"
+#include "util/checked.h"
 
 #include <ffi.h>
 #include <math.h>
@@ -109,6 +110,12 @@ static cuabi_status check_entry(builder *b, size_t i)
     if (t->kind == CUABI_ARG_STRUCT && t->member_count == 0)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: types[%zu] is a struct with no members",
                             b->caller, i);
+    /* Before anything is allocated for the members: they follow in the array. */
+    if (t->kind == CUABI_ARG_STRUCT && t->member_count > b->count - i - 1)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: types[%zu].member_count %zu is larger than the %zu descriptors "
+                            "after it (the type array ends inside the struct)", b->caller, i,
+                            t->member_count, b->count - i - 1);
     return CUABI_SUCCESS;
 }
 
@@ -128,6 +135,25 @@ static cuabi_status node_struct(ffi_node *n, size_t members)
  * (what __align__(16) / alignas does: the size rounds up too). */
 static cuabi_status node_layout(ffi_node *n, size_t align, const char *caller)
 {
+    /* libffi adds and rounds the members' sizes without overflow checks:
+     * the same C layout computed here with them first, so that a size near
+     * SIZE_MAX (a raw parameter's, from the caller) cannot wrap the struct
+     * or the parameter list to a few bytes whose slots point anywhere. */
+    size_t size = 0, most = align;
+    for (ffi_type **e = n->type.elements; *e; e++) {
+        size_t a = (*e)->alignment ? (*e)->alignment : 1;
+        size = cuabi__size_round_up_sat(size, a);
+        if (size == SIZE_MAX || !cuabi__size_add(&size, size, (*e)->size))
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the parameters' sizes "
+                                "overflow: a struct or the parameter list would be larger than "
+                                "the address space", caller);
+        if (a > most)
+            most = a;
+    }
+    if (cuabi__size_round_up_sat(size, most ? most : 1) == SIZE_MAX)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the parameters' sizes overflow: a "
+                            "struct or the parameter list would be larger than the address space",
+                            caller);
     if (ffi_get_struct_offsets(FFI_DEFAULT_ABI, &n->type, n->offsets) != FFI_OK)
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: libffi could not lay out a struct", caller);
     if (align > n->type.alignment) {

@@ -6,6 +6,7 @@
 #include "runtime/capture.h"
 #include "runtime/memory.h"
 #include "runtime/park.h"
+#include "util/checked.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -402,6 +403,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_from_host(cuabi_buffer *dst, size_t
     CUABI__GET(d, dst, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__CHECK_ARG(src || size == 0, "%s: src is NULL", __func__);
+    CUABI__CHECK_ARG(cuabi__span_fits((uintptr_t)src, size),
+                     "%s: src + size (%zu bytes) wraps around the address space", __func__, size);
     CUABI__TRY(cuabi__buffer_check_range(d, dst_offset, size, "destination", __func__));
     CUABI__TRY(capture_check(s, d, NULL, d->kind == CUABI_MEMORY_HOST, size, __func__));
     return copy_raw(d->ptr + dst_offset, d->device, d->kind == CUABI_MEMORY_HOST,
@@ -415,6 +418,8 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_copy_to_host(void *dst, cuabi_buffer *sr
     cuabi__buffer *sb;
     cuabi__stream *s;
     CUABI__CHECK_ARG(dst || size == 0, "%s: dst is NULL", __func__);
+    CUABI__CHECK_ARG(cuabi__span_fits((uintptr_t)dst, size),
+                     "%s: dst + size (%zu bytes) wraps around the address space", __func__, size);
     CUABI__GET(sb, src, BUFFER);
     CUABI__TRY(optional_stream(&s, stream, __func__));
     CUABI__TRY(cuabi__buffer_check_range(sb, src_offset, size, "source", __func__));

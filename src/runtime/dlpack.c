@@ -58,17 +58,29 @@ static cuabi_status import_tensor(cuabi__view **out, const DLTensor *t, unsigned
                                             caller);
     if (!itemsize)
         return E;
-    int64_t n, lo, hi, blo, bhi;
-    CUABI__TRY(cuabi__check_layout(&n, &lo, &hi, t->ndim, t->shape, t->strides, E, caller));
-    if (n > 0 && !t->data)
+    cuabi__layout l;
+    CUABI__TRY(cuabi__check_layout(&l, t->ndim, t->shape, t->strides, itemsize, E, caller));
+    if (l.count > 0 && !t->data)
         return cuabi__error(E, "%s: data is NULL but the tensor has %lld elements", caller,
-                            (long long)n);
-    /* Byte extents must fit too, so slicing arithmetic never overflows. */
-    if (__builtin_mul_overflow(lo, (int64_t)itemsize, &blo) ||
-        __builtin_mul_overflow(hi + 1, (int64_t)itemsize, &bhi) ||
-        __builtin_add_overflow(bhi, (int64_t)(t->byte_offset & INT64_MAX), &bhi) ||
-        t->byte_offset > INT64_MAX)
-        return cuabi__error(E, "%s: the byte extent of the strides overflows 64 bits", caller);
+                            (long long)l.count);
+    /* Byte extents must fit from the byte offset too, so slicing arithmetic
+     * never overflows. */
+    int64_t end;
+    if (t->byte_offset > INT64_MAX ||
+        __builtin_add_overflow((int64_t)t->byte_offset, l.byte_end, &end))
+        return cuabi__error(E, "%s: byte_offset %llu: the byte extent of the tensor overflows 63 "
+                            "bits", caller, (unsigned long long)t->byte_offset);
+    /* Every byte reached is an address: none may wrap around the address
+     * space (below 0 with negative strides, past the top with positive
+     * ones), nor may the first element's. */
+    uint64_t first = (uint64_t)(uintptr_t)t->data, below = (uint64_t)0 - (uint64_t)l.byte_lo, last;
+    if (__builtin_add_overflow(first, t->byte_offset, &first) ||
+        (l.count > 0 && (below > first ||
+                         __builtin_add_overflow(first, (uint64_t)l.byte_end - 1, &last))))
+        return cuabi__error(E, "%s: the tensor's elements wrap around the address space (data "
+                            "%p, byte_offset %llu, bytes %lld..%lld from the first element)",
+                            caller, t->data, (unsigned long long)t->byte_offset,
+                            (long long)l.byte_lo, (long long)l.byte_end);
     cuabi__view *v = cuabi__view_alloc(t->ndim);
     if (!v)
         return CUABI_ERROR_OUT_OF_MEMORY;
@@ -79,7 +91,7 @@ static cuabi_status import_tensor(cuabi__view **out, const DLTensor *t, unsigned
     v->code = t->dtype.code;
     v->bits = t->dtype.bits;
     v->flags = flags;
-    v->size = n;
+    v->size = l.count;
     if (t->ndim) {
         memcpy(v->shape, t->shape, (size_t)t->ndim * sizeof(int64_t));
         if (t->strides)

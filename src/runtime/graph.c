@@ -8,6 +8,7 @@
  * graph plus a record index; the record points back at the live handle
  * weakly, so one node has one handle value while any reference lives. */
 #include "runtime/graph.h"
+#include "util/checked.h"
 #include "util/file.h"
 
 #include <errno.h>
@@ -566,7 +567,11 @@ cuabi_status cuabi__graph_deps(CUgraphNode **out, cuabi__graph *g, cuabi_graph_n
     if (!deps)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: dependencies is NULL but "
                             "num_dependencies is %zu", caller, n);
-    CUgraphNode *arr = n <= nlocal ? local : cuabi__malloc_in(n * sizeof *arr, caller);
+    size_t bytes;
+    if (!cuabi__size_mul(&bytes, n, sizeof(CUgraphNode)))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: num_dependencies %zu is too large",
+                            caller, n);
+    CUgraphNode *arr = n <= nlocal ? local : cuabi__malloc_in(bytes, caller);
     if (!arr)
         return CUABI_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < n; i++) {
@@ -825,7 +830,11 @@ static cuabi_status edges_resolve(edge_set *e, cuabi__graph *g, cuabi_graph_node
     if (!from || !to)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is NULL but count is %zu",
                             caller, from ? "to" : "from", count);
-    e->from = cuabi__malloc_in(2 * count * sizeof *e->from, caller);
+    size_t bytes;
+    if (!cuabi__size_mul(&bytes, count, 2 * sizeof *e->from))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: count %zu is too large", caller,
+                            count);
+    e->from = cuabi__malloc_in(bytes, caller);
     if (!e->from)
         return CUABI_ERROR_OUT_OF_MEMORY;
     e->to = e->from + count;

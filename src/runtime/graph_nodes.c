@@ -8,6 +8,7 @@
 #include "runtime/graph.h"
 #include "runtime/launch_attrs.h"
 #include "runtime/occupancy.h"
+#include "util/checked.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -487,6 +488,9 @@ static cuabi_status add_host_copy(cuabi_graph_node **out, cuabi_graph *graph,
                                           to_host ? "dst" : "src");
     if (st == CUABI_SUCCESS)
         st = buffer_side(&mb, b, offset, size, side, caller);
+    if (st == CUABI_SUCCESS && !cuabi__span_fits((uintptr_t)host, size))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s + size (%zu bytes) wraps around "
+                          "the address space", caller, to_host ? "dst" : "src", size);
     host_side(&mh, host);
     if (st == CUABI_SUCCESS)
         st = cuabi__keep_buffer(&a.g->shared->keep, b, caller);

@@ -16,6 +16,7 @@
 #include "runtime/launch_attrs.h"
 #include "runtime/occupancy.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ targets */
@@ -153,7 +154,8 @@ static inline bool dims_plain(const cuabi_launch_config *c)
            (c->grid[2] - 1u) < 65535u && (c->block[0] - 1u) < 1024u &&
            (c->block[1] - 1u) < 1024u && (c->block[2] - 1u) < 64u &&
            (unsigned long long)c->block[0] * c->block[1] * c->block[2] <= 1024 &&
-           !(c->cluster[0] | c->cluster[1] | c->cluster[2]);
+           !(c->cluster[0] | c->cluster[1] | c->cluster[2]) &&
+           c->dynamic_shared_bytes <= UINT_MAX;
 }
 
 /* Checks that need neither kernel nor device. */
@@ -179,6 +181,11 @@ static cuabi_status check_dims(const cuabi_launch_config *c, const char *caller)
     if (CUABI__UNLIKELY(prod3(c->block) > 1024))
         return config_error(caller, "a block of %llu threads is over the limit of 1024",
                             prod3(c->block));
+    /* The driver takes an unsigned int: a larger size must not reach it
+     * truncated (2^32 + 16 bytes would launch with 16). */
+    if (CUABI__UNLIKELY(c->dynamic_shared_bytes > UINT_MAX))
+        return config_error(caller, "config->dynamic_shared_bytes = %zu is over the driver's "
+                            "limit of %u", c->dynamic_shared_bytes, UINT_MAX);
     if (has_cluster(c)) {
         for (int i = 0; i < 3; i++) {
             unsigned int d = c->cluster[i] ? c->cluster[i] : 1;

@@ -216,12 +216,23 @@ cuabi_status cuabi__view_publish(cuabi_view **out, cuabi__view *v);
  * `caller`) for unsupported ones. */
 size_t cuabi__dtype_itemsize(int code, int bits, int lanes, cuabi_status status,
                              const char *caller);
-/* Check extents/strides of a tensor and compute its element count and the
- * lowest/highest element index reached (relative to the first element).
- * Errors use `status` and name `caller`. */
-cuabi_status cuabi__check_layout(int64_t *size, int64_t *lo, int64_t *hi, int32_t ndim,
-                                 const int64_t *shape, const int64_t *strides,
-                                 cuabi_status status, const char *caller);
+/* What a layout reaches, relative to its first element. Empty layouts (an
+ * extent of 0) reach nothing: count, lo, hi, byte_lo and byte_end are 0. */
+typedef struct cuabi__layout {
+    int64_t count;       /* number of elements */
+    int64_t lo, hi;      /* lowest / highest element index reached */
+    int64_t byte_lo;     /* lo * itemsize (<= 0) */
+    int64_t byte_end;    /* (hi + 1) * itemsize: one past the last byte reached */
+} cuabi__layout;
+/* Check the extents and strides (NULL: row-major) of a tensor of `itemsize`
+ * byte elements and compute what it reaches. Every figure is computed with
+ * overflow checks: the element count times the item size, the lowest and
+ * the highest byte reached must each fit in 64-bit signed arithmetic (as
+ * DLPack and NumPy hold them), else an error with `status` naming
+ * `caller` and the argument (shape or strides). */
+cuabi_status cuabi__check_layout(cuabi__layout *out, int32_t ndim, const int64_t *shape,
+                                 const int64_t *strides, size_t itemsize, cuabi_status status,
+                                 const char *caller);
 /* Fill row-major strides. */
 void cuabi__row_major(int64_t *strides, const int64_t *shape, int32_t ndim);
 

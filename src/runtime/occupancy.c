@@ -4,6 +4,7 @@
 #include "runtime/kernel.h"
 #include "runtime/launch.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,6 +125,13 @@ static cuabi_status offline_setup(offline *o, const char *arch,
         opts = &defaults;
     CUABI__TRY(find_arch(&o->arch, arch, caller));
     o->limits = *o->arch;
+    /* Grid sizes are blocks per SM times SMs, in an int. */
+    if (opts->sm_count > INT_MAX / (o->limits.max_blocks_per_sm > 0 ? o->limits.max_blocks_per_sm
+                                                                     : 1))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: options->sm_count %d is too large (grid sizes of %d blocks per "
+                            "SM would overflow an int)", caller, opts->sm_count,
+                            o->limits.max_blocks_per_sm);
     if (opts->sm_count > 0)
         o->limits.sm_count = opts->sm_count;
     if (res->registers < 0)
@@ -208,20 +216,30 @@ static cuabi_status offline_cluster(int *size, int *clusters, const char *arch,
         return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: sm_%d has no thread-block clusters (sm_90 and newer do)",
                             caller, o.limits.arch);
-    long long threads = (long long)c->block[0] * c->block[1] * c->block[2];
-    if (threads <= 0 || threads > o.limits.max_threads_per_block)
-        return cuabi__error(CUABI_ERROR_LAUNCH_CONFIG, "%s: a block of %lld threads is not valid",
-                            caller, threads);
+    /* Products of three unsigned ints: up to 2^96, checked. */
+    unsigned long long threads;
+    if (__builtin_mul_overflow((unsigned long long)c->block[0], c->block[1], &threads) ||
+        __builtin_mul_overflow(threads, c->block[2], &threads) || threads == 0 ||
+        threads > (unsigned long long)o.limits.max_threads_per_block)
+        return cuabi__error(CUABI_ERROR_LAUNCH_CONFIG, "%s: config->block (%u, %u, %u) is not a "
+                            "valid block (1 to %d threads)", caller, c->block[0], c->block[1],
+                            c->block[2], o.limits.max_threads_per_block);
     cuabi__occ_result r;
     cuabi__occ_blocks(&r, &o.limits, &o.kernel, (int)threads, c->dynamic_shared_bytes, o.carveout);
     int sms_per_gpc = o.limits.sm_count / (o.limits.gpc_count ? o.limits.gpc_count : 1);
     int per_gpc = r.blocks * sms_per_gpc;
     *size = per_gpc < o.limits.max_cluster_size ? per_gpc : o.limits.max_cluster_size;
     if (clusters) {
-        long long cs = 1;
+        /* A cluster larger than a GPC holds (its product overflowing
+         * included) fits 0 times; never a division by a wrapped 0. */
+        unsigned long long cs = 1;
+        bool too_big = false;
         for (int i = 0; i < 3; i++)
-            cs *= c->cluster[i] ? c->cluster[i] : 1;
-        *clusters = (int)(per_gpc / cs) * (o.limits.gpc_count ? o.limits.gpc_count : 1);
+            too_big |= __builtin_mul_overflow(cs, c->cluster[i] ? c->cluster[i] : 1u, &cs);
+        *clusters = too_big || cs > (unsigned long long)per_gpc
+                        ? 0
+                        : (int)((unsigned long long)per_gpc / cs) *
+                              (o.limits.gpc_count ? o.limits.gpc_count : 1);
     }
     return CUABI_SUCCESS;
 }

@@ -6,6 +6,7 @@
  * No GPU involved: the same code serves offline answers and the limiter of
  * live ones. */
 #include "runtime/occupancy.h"
+#include "util/checked.h"
 
 #include <limits.h>
 #include <string.h>
@@ -51,6 +52,13 @@ static int limit_regs(const cuabi__arch_limits *a, const cuabi__occ_kernel *k, i
                       int *per_block)
 {
     int warps = div_up(block, a->warp_size);
+    /* More registers than a thread may have: none fit. Checked first, so the
+     * products below stay small (registers come from the caller offline). */
+    if (k->registers > a->max_regs_per_thread) {
+        long long need = (long long)k->registers * a->warp_size * warps;
+        *per_block = need > INT_MAX ? INT_MAX : (int)need;
+        return 0;
+    }
     int per_warp = (int)round_up((size_t)(k->registers * a->warp_size), (size_t)a->reg_alloc_unit);
     *per_block = per_warp * warps;
     /* The hardware checks the block as if its warps were spread over all
@@ -68,10 +76,15 @@ static int limit_regs(const cuabi__arch_limits *a, const cuabi__occ_kernel *k, i
 static int limit_smem(const cuabi__arch_limits *a, const cuabi__occ_kernel *k, size_t dyn,
                       int carveout, size_t *per_block)
 {
-    size_t stat = k->static_smem + a->smem_reserved_per_block;
-    size_t alloc = round_up(stat + dyn, (size_t)a->smem_alloc_unit);
+    /* Saturating: static and dynamic sizes come from the caller (offline
+     * resources, a block-size callback); a sum past SIZE_MAX fits nowhere
+     * and is reported as SIZE_MAX bytes per block. */
+    size_t stat = cuabi__size_add_sat(k->static_smem, a->smem_reserved_per_block);
+    size_t alloc = cuabi__size_round_up_sat(cuabi__size_add_sat(stat, dyn),
+                                            (size_t)a->smem_alloc_unit);
     *per_block = alloc;
-    if (dyn > k->max_dynamic_smem || alloc > smem_limit_per_block(a, stat + k->max_dynamic_smem))
+    if (dyn > k->max_dynamic_smem || alloc == SIZE_MAX ||
+        alloc > smem_limit_per_block(a, cuabi__size_add_sat(stat, k->max_dynamic_smem)))
         return 0;
     size_t sm = preferred_smem(a, carveout);
     /* A preference too small for one block is raised to the next carveout

@@ -221,9 +221,15 @@ static cuabi_status plan_copy(copy_plan *p, const cuabi__view *const v[2], size_
                                     "through a contiguous temporary", caller,
                                     k ? "source" : "destination",
                                     v[k]->strides[i] ? "negative" : "zero (broadcast)", (int)i);
+        /* Mergeable when the outer stride is this dimension's whole span; a
+         * span that does not fit in 64 bits equals no stride (a view's
+         * reach fits, (extent - 1) x stride, but one stride more need not). */
         bool merge = n > 0;
-        for (int k = 0; k < 2 && merge; k++)
-            merge = st[k][n - 1] == v[k]->strides[i] * v[k]->shape[i];
+        for (int k = 0; k < 2 && merge; k++) {
+            int64_t span;
+            merge = !__builtin_mul_overflow(v[k]->strides[i], v[k]->shape[i], &span) &&
+                    st[k][n - 1] == span;
+        }
         if (merge) {
             shape[n - 1] *= v[0]->shape[i];
             for (int k = 0; k < 2; k++)

@@ -105,45 +105,64 @@ size_t cuabi__dtype_itemsize(int code, int bits, int lanes, cuabi_status status,
     return (size_t)bits / 8;
 }
 
-cuabi_status cuabi__check_layout(int64_t *size, int64_t *lo, int64_t *hi, int32_t ndim,
-                                 const int64_t *shape, const int64_t *strides,
-                                 cuabi_status status, const char *caller)
+cuabi_status cuabi__check_layout(cuabi__layout *out, int32_t ndim, const int64_t *shape,
+                                 const int64_t *strides, size_t itemsize, cuabi_status status,
+                                 const char *caller)
 {
+    memset(out, 0, sizeof *out);
     if (ndim < 0 || ndim > CUABI_VIEW_MAX_NDIM)
         return cuabi__error(status, "%s: ndim %d is out of range (0..%d)", caller, (int)ndim,
                             CUABI_VIEW_MAX_NDIM);
     if (ndim > 0 && !shape)
         return cuabi__error(status, "%s: shape is NULL with ndim %d", caller, (int)ndim);
-    int64_t n = 1;
-    bool overflow = false;
+    /* An extent of 0 anywhere makes the tensor empty, whatever the others:
+     * decided before any product, so that a count that wraps to 0 (2^62 x 4)
+     * is never taken for an empty tensor. */
+    bool empty = false;
     for (int32_t d = 0; d < ndim; d++) {
         if (shape[d] < 0)
-            return cuabi__error(status, "%s: extent %lld of dimension %d is negative", caller,
-                                (long long)shape[d], (int)d);
-        overflow |= __builtin_mul_overflow(n, shape[d], &n);
+            return cuabi__error(status, "%s: shape: extent %lld of dimension %d is negative",
+                                caller, (long long)shape[d], (int)d);
+        empty |= shape[d] == 0;
     }
-    *lo = *hi = 0;
-    if (n == 0) {
-        *size = 0;
+    if (empty)
         return CUABI_SUCCESS;
+    int64_t n = 1, bytes;
+    for (int32_t d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(n, shape[d], &n))
+            return cuabi__error(status, "%s: shape: the element count overflows 64 bits "
+                                "(dimension %d has extent %lld)", caller, (int)d,
+                                (long long)shape[d]);
+    if (itemsize > INT64_MAX || __builtin_mul_overflow(n, (int64_t)itemsize, &bytes))
+        return cuabi__error(status, "%s: shape: %lld elements of %zu bytes overflow 63 bits",
+                            caller, (long long)n, itemsize);
+    out->count = n;
+    int64_t lo = 0, hi = 0;
+    if (!strides) { /* row-major: elements 0 .. n-1 */
+        hi = n - 1;
+    } else {
+        for (int32_t d = 0; d < ndim; d++) {
+            int64_t reach;
+            if (shape[d] == 1)
+                continue;   /* its stride is never multiplied by more than 0 */
+            if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+                __builtin_add_overflow(reach > 0 ? hi : lo, reach, reach > 0 ? &hi : &lo))
+                return cuabi__error(status, "%s: strides: the extent of the strides overflows "
+                                    "64 bits (dimension %d: extent %lld, stride %lld)", caller,
+                                    (int)d, (long long)shape[d], (long long)strides[d]);
+        }
     }
-    if (overflow)
-        return cuabi__error(status, "%s: the element count overflows 64 bits", caller);
-    *size = n;
-    if (!strides) { /* row-major */
-        *hi = n - 1;
-        return CUABI_SUCCESS;
-    }
-    for (int32_t d = 0; d < ndim; d++) {
-        int64_t reach;
-        if (shape[d] == 1)
-            continue;
-        if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
-            __builtin_add_overflow(reach > 0 ? *hi : *lo, reach, reach > 0 ? hi : lo))
-            return cuabi__error(status, "%s: the extent of the strides overflows 64 bits "
-                                "(dimension %d: extent %lld, stride %lld)", caller, (int)d,
-                                (long long)shape[d], (long long)strides[d]);
-    }
+    int64_t byte_lo, byte_end;
+    if (__builtin_mul_overflow(lo, (int64_t)itemsize, &byte_lo) ||
+        __builtin_add_overflow(hi, 1, &byte_end) ||
+        __builtin_mul_overflow(byte_end, (int64_t)itemsize, &byte_end))
+        return cuabi__error(status, "%s: strides: the byte extent of the strides overflows 64 "
+                            "bits (elements %lld..%lld of %zu bytes)", caller, (long long)lo,
+                            (long long)hi, itemsize);
+    out->lo = lo;
+    out->hi = hi;
+    out->byte_lo = byte_lo;
+    out->byte_end = byte_end;
     return CUABI_SUCCESS;
 }
 
@@ -188,19 +207,23 @@ CUABI_EXTERN(cuabi_status) cuabi_view_create(cuabi_view **out, cuabi_buffer *buf
                                             CUABI_ERROR_INVALID_ARGUMENT, __func__);
     if (!itemsize)
         return CUABI_ERROR_INVALID_ARGUMENT;
-    int64_t n, lo, hi;
-    CUABI__TRY(cuabi__check_layout(&n, &lo, &hi, ndim, shape, strides,
+    cuabi__layout l;
+    CUABI__TRY(cuabi__check_layout(&l, ndim, shape, strides, itemsize,
                                    CUABI_ERROR_INVALID_ARGUMENT, __func__));
-    if (n > 0) {
-        /* Every element reached must lie inside the buffer. */
-        uint64_t below, end;
-        if (__builtin_mul_overflow((uint64_t)0 - (uint64_t)lo, itemsize, &below) ||
-            below > offset || __builtin_mul_overflow((uint64_t)hi + 1, itemsize, &end) ||
-            __builtin_add_overflow(end, offset, &end) || end > b->size)
+    /* The first element's address lies inside the buffer (or at its end,
+     * for an empty view), and so does every byte any element reaches. */
+    if (offset > b->size)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: offset %llu is past the end of the buffer (%zu bytes)",
+                            __func__, (unsigned long long)offset, b->size);
+    if (l.count > 0) {
+        uint64_t below = (uint64_t)0 - (uint64_t)l.byte_lo, end;
+        if (below > offset || __builtin_add_overflow(offset, (uint64_t)l.byte_end, &end) ||
+            end > b->size)
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                                 "%s: the view reaches outside the buffer (%zu bytes): elements "
                                 "%lld..%lld of %zu bytes from byte offset %llu", __func__,
-                                b->size, (long long)lo, (long long)hi, itemsize,
+                                b->size, (long long)l.lo, (long long)l.hi, itemsize,
                                 (unsigned long long)offset);
     }
     cuabi__view *v = cuabi__view_alloc(ndim);
@@ -213,7 +236,7 @@ CUABI_EXTERN(cuabi_status) cuabi_view_create(cuabi_view **out, cuabi_buffer *buf
     v->code = (uint8_t)dtype_code;
     v->bits = (uint8_t)dtype_bits;
     v->flags = flags;
-    v->size = n;
+    v->size = l.count;
     if (ndim)
         memcpy(v->shape, shape, (size_t)ndim * sizeof *shape);
     if (strides)
@@ -241,10 +264,14 @@ static cuabi_status slice_dim(int64_t *len, int64_t n, int64_t start, int64_t st
                             "%s: slice %lld:%lld:%lld of dimension %d (extent %lld) is out of "
                             "range; pass the values of Python's slice.indices(extent)", caller,
                             (long long)start, (long long)stop, (long long)step, d, (long long)n);
+    /* The differences cannot overflow (the bounds above); -step can (a step
+     * of INT64_MIN), so the negative case divides by its magnitude. */
     if (step > 0)
         *len = stop > start ? (stop - start - 1) / step + 1 : 0;
     else
-        *len = start > stop ? (start - stop - 1) / -step + 1 : 0;
+        *len = start > stop
+                   ? (int64_t)((uint64_t)(start - stop - 1) / ((uint64_t)0 - (uint64_t)step)) + 1
+                   : 0;
     return CUABI_SUCCESS;
 }
 
@@ -267,9 +294,16 @@ CUABI_EXTERN(cuabi_status) cuabi_view_slice(cuabi_view **out, cuabi_view *view, 
     for (int d = 0; d < ndim; d++) {
         int64_t st = step ? step[d] : 1, len = 0;
         cuabi_status s = slice_dim(&len, p->shape[d], start[d], stop[d], st, d, __func__);
-        if (s == CUABI_SUCCESS && __builtin_mul_overflow(p->strides[d], st, &v->strides[d]))
-            s = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: stride of dimension %d "
-                             "overflows", __func__, d);
+        /* A dimension of one element keeps its parent's stride when the
+         * product would not fit: its stride is never used to move. */
+        if (s == CUABI_SUCCESS && __builtin_mul_overflow(p->strides[d], st, &v->strides[d])) {
+            if (len <= 1)
+                v->strides[d] = p->strides[d];
+            else
+                s = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: step: the stride of "
+                                 "dimension %d (%lld x step %lld) overflows 64 bits", __func__,
+                                 d, (long long)p->strides[d], (long long)st);
+        }
         if (s != CUABI_SUCCESS) {
             cuabi__free(v);
             return s;
@@ -282,16 +316,21 @@ CUABI_EXTERN(cuabi_status) cuabi_view_slice(cuabi_view **out, cuabi_view *view, 
         if (len > 0 && p->size > 0)
             first += start[d] * p->strides[d]; /* inside the parent: cannot overflow */
     }
-    /* The first element lies inside the parent, so data + offset stays in
-     * its memory; fold a negative offset into the pointer. */
+    /* The first element lies inside the parent's reach, whose byte extent
+     * fits (cuabi__check_layout), so delta fits and data + offset + delta is
+     * an address of the parent's memory; a negative offset that passes the
+     * base pointer is folded into it. Unsigned arithmetic: byte_offset may
+     * exceed INT64_MAX for a view of a very large buffer. */
     int64_t delta = n > 0 ? first * (int64_t)(p->bits / 8) : 0;
     v->data = p->data;
     v->byte_offset = p->byte_offset;
-    if (delta < 0 && (uint64_t)-delta > v->byte_offset) {
-        v->data = p->data + p->byte_offset + (uintptr_t)delta;
-        v->byte_offset = 0;
+    if (delta >= 0) {
+        v->byte_offset += (uint64_t)delta;
+    } else if ((uint64_t)0 - (uint64_t)delta <= v->byte_offset) {
+        v->byte_offset -= (uint64_t)0 - (uint64_t)delta;
     } else {
-        v->byte_offset = (uint64_t)((int64_t)v->byte_offset + delta);
+        v->data = p->data + (uintptr_t)p->byte_offset - (uintptr_t)((uint64_t)0 - (uint64_t)delta);
+        v->byte_offset = 0;
     }
     v->device_type = p->device_type;
     v->device_id = p->device_id;

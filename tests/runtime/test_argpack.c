@@ -255,6 +255,55 @@ START_TEST(from_sizes)
 }
 END_TEST
 
+/* Issue 29: sizes near SIZE_MAX wrapped libffi's layout (it adds and
+ * rounds without checks) to a few bytes, whose slots then pointed before or
+ * past the storage; a member_count near SIZE_MAX was allocated for before
+ * the array was seen to end. Both are refused up front. */
+START_TEST(layouts_that_overflow_are_refused)
+{
+    cuabi_arg_type t[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ok(cuabi_arg_type_init(&t[i], CUABI_ARG_TYPE_VERSION));
+    t[0].kind = CUABI_ARG_RAW; t[0].size = SIZE_MAX - 7;          /* 2^64 - 8 */
+    t[1].kind = CUABI_ARG_RAW; t[1].size = 16; t[1].align = 8;   /* ends at 2^64 + 8 */
+    cuabi_argpack *p = (cuabi_argpack *)1;
+    ck_assert_status(cuabi_argpack_create_from_types(&p, t, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("sizes overflow");
+    ck_assert_ptr_null(p);
+    /* the final rounding to the alignment wraps */
+    t[0].size = SIZE_MAX - 2;
+    t[1].kind = CUABI_ARG_RAW; t[1].size = 1; t[1].align = 0;
+    t[2].kind = CUABI_ARG_I64;
+    ck_assert_status(cuabi_argpack_create_from_types(&p, t, 3), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("sizes overflow");
+    /* inside a struct, with alignment raised by align */
+    t[0].kind = CUABI_ARG_STRUCT; t[0].member_count = 1; t[0].align = 4096; t[0].size = 0;
+    t[1].kind = CUABI_ARG_RAW; t[1].size = SIZE_MAX - 100; t[1].align = 0;
+    ck_assert_status(cuabi_argpack_create_from_types(&p, t, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("sizes overflow");
+    /* the same through sizes, without and with offsets */
+    size_t sizes[2] = { SIZE_MAX - 7, 16 }, offsets[2] = { 0, SIZE_MAX - 7 };
+    ck_assert_status(cuabi_argpack_create_from_sizes(&p, sizes, NULL, 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_argpack_create_from_sizes(&p, sizes, offsets, 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    /* a member_count past the end of the array, however large */
+    t[0].kind = CUABI_ARG_STRUCT; t[0].member_count = SIZE_MAX; t[0].align = 0;
+    t[1].kind = CUABI_ARG_I32; t[1].size = 0;
+    ck_assert_status(cuabi_argpack_create_from_types(&p, t, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("types[0].member_count");
+    t[0].member_count = 2;
+    ck_assert_status(cuabi_argpack_create_from_types(&p, t, 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("member_count");
+    t[0].member_count = 1;
+    ck_assert_ok(cuabi_argpack_create_from_types(&p, t, 2));
+    ck_assert_uint_eq(blob_size(p), 4);
+    cuabi_argpack_release(p);
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+}
+END_TEST
+
 START_TEST(signature_errors)
 {
     static const char *bad[] = {
@@ -666,6 +715,7 @@ int main(void)
     tcase_add_test(tc, aligned_and_vector_types_match_c);
     tcase_add_test(tc, from_types_matches_signature);
     tcase_add_test(tc, from_sizes);
+    tcase_add_test(tc, layouts_that_overflow_are_refused);
     tcase_add_test(tc, signature_errors);
     tcase_add_test(tc, aliases);
     tcase_add_test(tc, int_setters);

@@ -193,6 +193,14 @@ START_TEST(host_copies_and_bounds)
     ck_assert_status(cuabi_buffer_copy(a, 0, b, SIZE_MAX, 2, NULL), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_buffer_copy_from_host(a, 1, src, 16, NULL), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_buffer_copy_to_host(out, a, 0, 17, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    /* Issue 29: a host range that wraps around the address space is
+     * refused (it was memmoved: SIGSEGV) */
+    const void *top = (const void *)(UINTPTR_MAX - 3);
+    ck_assert_status(cuabi_buffer_copy_from_host(a, 0, top, 8, NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("src + size");
+    ck_assert_status(cuabi_buffer_copy_to_host((void *)top, a, 0, 8, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("dst + size");
     ck_assert_ok(cuabi_buffer_destroy(a));
     ck_assert_ok(cuabi_buffer_destroy(b));
     ck_assert_ok(cuabi_memory_resource_release(r));

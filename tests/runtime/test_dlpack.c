@@ -414,6 +414,92 @@ START_TEST(views_over_buffers_export_their_device)
 }
 END_TEST
 
+/* Issue 29: a producer's shape, strides, data pointer and byte offset are
+ * untrusted. An element count that wraps around 2^64 (2^62 x 4) was taken
+ * for an empty tensor; a count whose bytes do not fit (stride 0 over 2^62
+ * floats) gave nbytes 0; elements below address 0 or past the top of the
+ * address space were accepted. Each is refused, and deleted once. */
+static void expect_borrowed_refused(DLTensor *t, const char *needle)
+{
+    cuabi_view *v = (cuabi_view *)1;
+    ck_assert_status(cuabi_view_from_dltensor(&v, t, 0), CUABI_ERROR_DLPACK);
+    ck_assert_error_mentions(needle);
+    ck_assert_ptr_null(v);
+}
+
+static void expect_borrowed_ok(DLTensor *t, int64_t size)
+{
+    cuabi_view *v;
+    ck_assert_ok(cuabi_view_from_dltensor(&v, t, 0));
+    cuabi_view_info info = CUABI_VIEW_INFO_INIT;
+    ck_assert_ok(cuabi_view_get_info(&info, v));
+    ck_assert_int_eq(info.size, size);
+    uint64_t nb;
+    ck_assert_ok(cuabi_view_nbytes(&nb, v));
+    ck_assert_uint_eq(nb, (uint64_t)size * info.itemsize);
+    ck_assert_ok(cuabi_view_release(v));
+}
+
+START_TEST(import_refuses_sizes_and_addresses_that_wrap)
+{
+    DLManagedTensorVersioned *t = make_producer();
+    ((producer *)t)->shape[0] = INT64_C(1) << 62;   /* x 6 floats: wraps, not 0 */
+    ((producer *)t)->shape[1] = 4;                  /* x 4: 2^64, 0 modulo 2^64 */
+    t->dl_tensor.strides = NULL;
+    t->dl_tensor.dtype.code = kDLUInt;
+    t->dl_tensor.dtype.bits = 8;
+    expect_refused(t, "element count overflows");
+
+    uint8_t bytes[64] = { 0 };
+    int64_t shape[2], strides[2];
+    DLTensor d = { 0 };
+    d.data = bytes;
+    d.device.device_type = kDLCPU;
+    d.ndim = 1;
+    d.dtype.code = kDLFloat;
+    d.dtype.bits = 64;
+    d.dtype.lanes = 1;
+    d.shape = shape;
+    d.strides = strides;
+    /* 2^62 doubles at one address: the count fits, its bytes do not */
+    shape[0] = INT64_C(1) << 62;
+    strides[0] = 0;
+    expect_borrowed_refused(&d, "overflow 63 bits");
+    shape[0] = INT64_C(1) << 59;                    /* 2^62 bytes: fits */
+    expect_borrowed_ok(&d, INT64_C(1) << 59);
+    /* negative strides that reach below address 0 */
+    d.dtype.code = kDLUInt;
+    d.dtype.bits = 8;
+    d.data = (void *)(uintptr_t)0x1000;
+    shape[0] = 0x2000;
+    strides[0] = -1;
+    expect_borrowed_refused(&d, "wrap around the address space");
+    shape[0] = 0x1001;                              /* down to address 0: fine */
+    expect_borrowed_ok(&d, 0x1001);
+    /* positive strides past the top of the address space */
+    d.data = (void *)(UINTPTR_MAX - 7);
+    shape[0] = 9;
+    strides[0] = 1;
+    expect_borrowed_refused(&d, "wrap around the address space");
+    shape[0] = 8;                                   /* up to the last byte: fine */
+    expect_borrowed_ok(&d, 8);
+    /* a byte offset that carries the first element past the top */
+    d.data = (void *)(UINTPTR_MAX - 7);
+    d.byte_offset = 16;
+    shape[0] = 0;                                   /* even when empty */
+    expect_borrowed_refused(&d, "wrap around the address space");
+    d.byte_offset = 0;
+    expect_borrowed_ok(&d, 0);
+    /* 2-D: the wrap from the middle dimension */
+    d.data = bytes;
+    d.ndim = 3;
+    int64_t s3[3] = { 2, INT64_C(1) << 62, 4 };
+    d.shape = s3;
+    d.strides = NULL;
+    expect_borrowed_refused(&d, "element count overflows");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("dlpack");
@@ -422,6 +508,7 @@ static Suite *suite(void)
     tcase_add_test(tc, import_versioned_deletes_once_at_last_reference);
     tcase_add_test(tc, import_legacy_and_borrowed);
     tcase_add_test(tc, import_validation_refuses_and_deletes_once);
+    tcase_add_test(tc, import_refuses_sizes_and_addresses_that_wrap);
     tcase_add_test(tc, refusal_message_survives_the_deleter);
     tcase_add_test(tc, import_allocation_failures_delete_once);
     tcase_add_test(tc, export_versioned_keeps_memory_until_deleter);

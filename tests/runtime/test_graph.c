@@ -261,6 +261,23 @@ START_TEST(dependencies_cycles_and_duplicates)
     ck_assert_status(cuabi_graph_add_empty(&n, g, &x, 1), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_error_mentions("dependencies[0]");
     ck_assert_uint_eq(node_count(g), 3);
+    /* Issue 29: counts whose arrays' byte sizes wrap around 2^64 (the
+     * allocation came out a few bytes long and was written past) are
+     * refused before any element is read. */
+    cuabi_graph_node *three[4] = { a, b, c, NULL };
+    ck_assert_status(cuabi_graph_add_empty(&n, g, three, SIZE_MAX / 8 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("num_dependencies");
+    ck_assert_error_mentions("too large");
+    cuabi_graph_node *wf[2] = { a, NULL }, *wt[2] = { c, NULL };
+    ck_assert_status(cuabi_graph_add_dependencies(g, wf, wt, SIZE_MAX / 16 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("count");
+    ck_assert_error_mentions("too large");
+    ck_assert_status(cuabi_graph_remove_dependencies(g, wf, wt, SIZE_MAX / 16 + 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(node_count(g), 3);
+    ck_assert_uint_eq(deps_of(c), 1);
     cuabi_graph_node_release(a);
     cuabi_graph_node_release(b);
     cuabi_graph_node_release(c);
@@ -370,6 +387,15 @@ START_TEST(copies_and_memsets_checked)
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_graph_add_memcpy_to_host(&n, g, NULL, 0, NULL, a, 0, 8),
                      CUABI_ERROR_INVALID_ARGUMENT);
+    /* Issue 29: host ranges that wrap around the address space */
+    void *top = (void *)(UINTPTR_MAX - 3);
+    ck_assert_status(cuabi_graph_add_memcpy_from_host(&n, g, NULL, 0, a, 0, top, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("src + size");
+    ck_assert_status(cuabi_graph_add_memcpy_to_host(&n, g, NULL, 0, top, a, 0, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("dst + size");
+    ck_assert_ptr_null(n);
     ck_assert_status(cuabi_graph_add_memset(&n, g, NULL, 0, a, 0, 0, 3, 1),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("width");

@@ -520,6 +520,14 @@ START_TEST(configuration_errors)
     c.dynamic_shared_bytes = 232448;
     ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
     ck_assert_error_mentions("over the device's limit of 232448");
+    /* Issue 29: more than the driver's unsigned int, checked before the
+     * launch (cuabi_launch passed 2^32 + 16 truncated: 16 bytes) */
+    c.dynamic_shared_bytes = ((size_t)1 << 32) + 16;
+    ck_assert_status(cuabi_launch(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("config->dynamic_shared_bytes");
+    ck_assert_status(cuabi_launch_check(kern, p, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_int_eq(fake_launches, 0);
+    c.dynamic_shared_bytes = 0;
     /* clusters on a GPU without them; too large clusters */
     c = config(8, 32);
     c.cluster[0] = 2;

@@ -208,6 +208,30 @@ START_TEST(peer_copy_strided_views)
     ck_assert_status(cuabi_peer_copy_view(vd, vs, NULL), CUABI_ERROR_NOT_SUPPORTED);
     ck_assert_error_mentions("negative");
     cuabi_view_release(vs);
+    /* Issue 29: an inner stride whose span (stride x extent) overflows 64
+     * bits while the view's reach fits ((extent - 1) x stride): compared
+     * with the outer stride through a signed overflow (UBSan aborts). Views
+     * of foreign device memory (never touched: the plan refuses them). */
+    {
+        int64_t shp[2] = { 2, 2 }, str[2] = { 1, INT64_C(1) << 62 };
+        DLTensor t = { 0 };
+        t.data = (void *)(uintptr_t)0x100000;
+        t.device.device_type = kDLCUDA;
+        t.ndim = 2;
+        t.dtype.code = kDLUInt;
+        t.dtype.bits = 8;
+        t.dtype.lanes = 1;
+        t.shape = shp;
+        t.strides = str;
+        cuabi_view *fs, *fd;
+        ck_assert_ok(cuabi_view_from_dltensor(&fs, &t, 0));
+        t.device.device_id = 1;
+        ck_assert_ok(cuabi_view_from_dltensor(&fd, &t, 0));
+        ck_assert_status(cuabi_peer_copy_view(fd, fs, NULL), CUABI_ERROR_NOT_SUPPORTED);
+        ck_assert_error_mentions("innermost stride");
+        cuabi_view_release(fs);
+        cuabi_view_release(fd);
+    }
     int64_t shape3z[3] = { 2, 3, 4 }, zero_mid[3] = { 16, 0, 1 };
     cuabi_view *v3s = view_of(a, 0, 3, shape3z, zero_mid), *v3d = view_of(b, 0, 3, shape3z, NULL);
     ck_assert_status(cuabi_peer_copy_view(v3d, v3s, NULL), CUABI_ERROR_NOT_SUPPORTED);

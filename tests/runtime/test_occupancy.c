@@ -368,6 +368,79 @@ START_TEST(public_offline_api)
 }
 END_TEST
 
+/* Issue 29: the offline calculator's inputs come from the caller. A
+ * cluster whose dimensions multiply to 2^64 divided by a wrapped 0 (SIGFPE);
+ * a block of 2^64 + 4 threads wrapped to 4; registers x 32 and static +
+ * dynamic shared memory overflowed; a huge sm_count overflowed the grid. */
+START_TEST(offline_inputs_that_overflow)
+{
+    cuabi_kernel_resources r = res(32, 0);
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.block[0] = 128;
+    c.cluster[0] = 1u << 31;
+    c.cluster[1] = 1u << 31;
+    c.cluster[2] = 4;
+    int n = -1;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_clusters(&n, "sm_90", &r, &c, NULL));
+    ck_assert_int_eq(n, 0);
+    c.cluster[0] = c.cluster[1] = c.cluster[2] = UINT32_MAX;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_clusters(&n, "sm_90", &r, &c, NULL));
+    ck_assert_int_eq(n, 0);
+    /* 769546 x 494770 x 48448661 = 2^64 + 4 */
+    c.cluster[0] = 2;
+    c.cluster[1] = c.cluster[2] = 1;
+    c.block[0] = 769546;
+    c.block[1] = 494770;
+    c.block[2] = 48448661;
+    ck_assert_status(cuabi_occupancy_offline_max_potential_cluster_size(&n, "sm_90", &r, &c, NULL),
+                     CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("config->block");
+    c.block[0] = c.block[1] = c.block[2] = UINT32_MAX;
+    ck_assert_status(cuabi_occupancy_offline_max_active_clusters(&n, "sm_90", &r, &c, NULL),
+                     CUABI_ERROR_LAUNCH_CONFIG);
+    /* registers: INT_MAX x 32 overflowed an int before the limit was seen */
+    cuabi__occ_result o = blocks(90, kern(INT_MAX, 0), 256, 0);
+    ck_assert_int_eq(o.blocks, 0);
+    ck_assert_int_eq(o.limiter, CUABI_OCCUPANCY_LIMIT_REGISTERS);
+    ck_assert_int_eq(o.regs_per_block, INT_MAX);
+    cuabi_occupancy_result out = CUABI_OCCUPANCY_RESULT_INIT;
+    r = res(INT_MAX, 0);
+    ck_assert_ok(cuabi_occupancy_offline_max_active_blocks(&out, "sm_90", &r, 256, 0, NULL));
+    ck_assert_int_eq(out.active_blocks_per_sm, 0);
+    /* shared memory: static + dynamic past SIZE_MAX fits nowhere (it wrapped
+     * to a small allocation that fitted) */
+    cuabi__occ_kernel k = kern(32, 0);
+    k.static_smem = SIZE_MAX - 1000;
+    k.max_dynamic_smem = SIZE_MAX;
+    o = blocks(90, k, 256, 2000);
+    ck_assert_int_eq(o.blocks, 0);
+    ck_assert_int_eq(o.limiter, CUABI_OCCUPANCY_LIMIT_SHARED_MEMORY);
+    ck_assert_uint_eq(o.smem_per_block, SIZE_MAX);
+    k.static_smem = 0;
+    o = blocks(90, k, 256, SIZE_MAX - 100);
+    ck_assert_int_eq(o.blocks, 0);
+    ck_assert_uint_eq(o.smem_per_block, SIZE_MAX);
+    r = res(32, SIZE_MAX - 1000);
+    cuabi_occupancy_options opt = CUABI_OCCUPANCY_OPTIONS_INIT;
+    opt.max_dynamic_shared_bytes = INT64_MAX;
+    ck_assert_ok(cuabi_occupancy_offline_max_active_blocks(&out, "sm_90", &r, 256, 2000, &opt));
+    ck_assert_int_eq(out.active_blocks_per_sm, 0);
+    /* sm_count: blocks per SM x SMs must fit the grid's int */
+    r = res(32, 0);
+    cuabi_occupancy_options big = CUABI_OCCUPANCY_OPTIONS_INIT;
+    big.sm_count = INT_MAX;
+    int b, g;
+    ck_assert_status(cuabi_occupancy_offline_max_potential_block_size(&b, &g, "sm_90", &r, NULL,
+                                                                      NULL, 0, 0, &big),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("options->sm_count");
+    big.sm_count = 1 << 20;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_block_size(&b, &g, "sm_90", &r, NULL,
+                                                                  NULL, 0, 0, &big));
+    ck_assert_int_eq(g, 2 << 20);
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_no_driver();
@@ -381,6 +454,7 @@ int main(void)
     tcase_add_test(tc, available_dynamic_smem);
     tcase_add_test(tc, arch_names_and_table);
     tcase_add_test(tc, public_offline_api);
+    tcase_add_test(tc, offline_inputs_that_overflow);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -122,7 +122,7 @@ START_TEST(view_create_rejects_bad_layouts)
     ck_assert_uint_eq(nb, 4);
     ck_assert_ok(cuabi_view_release(v));
     int64_t empty[2] = { 0, 1000 };
-    ck_assert_ok(cuabi_view_create(&v, b, 1000, CUABI_DTYPE_INT, 32, 2, empty, NULL, 0));
+    ck_assert_ok(cuabi_view_create(&v, b, 96, CUABI_DTYPE_INT, 32, 2, empty, NULL, 0));
     int c, f;
     ck_assert_ok(cuabi_view_is_c_contiguous(&c, v));
     ck_assert_ok(cuabi_view_is_f_contiguous(&f, v));
@@ -342,6 +342,104 @@ START_TEST(allocation_failures_leak_nothing)
 }
 END_TEST
 
+/* Issue 29 item 1: a shape whose element count wraps around 2^64 (2^62 x 4
+ * is 0 modulo 2^64) was taken for an empty view: accepted with nbytes 0,
+ * every slice at the buffer's start. Counts and byte sizes must fit. */
+START_TEST(view_sizes_that_wrap_are_refused)
+{
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, res, 64, 0, NULL));
+    cuabi_view *v = (cuabi_view *)1;
+    int64_t wraps[2] = { INT64_C(1) << 62, 4 };
+    ck_assert_status(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 8, 2, wraps, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("shape: the element count overflows 64 bits");
+    ck_assert_ptr_null(v);
+    int64_t wraps3[3] = { 4, INT64_C(1) << 62, 4 };   /* wraps to 0 from the middle */
+    ck_assert_status(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 8, 3, wraps3, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    int64_t pow63[1] = { INT64_MIN };                  /* (1 << 63) as int64 */
+    ck_assert_status(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 8, 1, pow63, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("negative");
+    /* the count fits, its bytes do not (2^62 x 8): broadcast (stride 0) or not */
+    int64_t big[1] = { INT64_C(1) << 62 }, zero[1] = { 0 };
+    ck_assert_status(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 64, 1, big, zero, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("overflow 63 bits");
+    ck_assert_status(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 64, 1, big, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    /* a broadcast view of 2^60 bytes over one element is fine, nbytes exact */
+    int64_t bcast[1] = { INT64_C(1) << 60 };
+    ck_assert_ok(cuabi_view_create(&v, b, 8, CUABI_DTYPE_UINT, 8, 1, bcast, zero, 0));
+    uint64_t nb;
+    ck_assert_ok(cuabi_view_nbytes(&nb, v));
+    ck_assert_uint_eq(nb, UINT64_C(1) << 60);
+    cuabi_view *s;
+    int64_t start[1] = { 1000 }, stop[1] = { 1001 };
+    ck_assert_ok(cuabi_view_slice(&s, v, 1, start, stop, NULL));
+    uintptr_t p, q;
+    ck_assert_ok(cuabi_view_data_pointer(&p, v));
+    ck_assert_ok(cuabi_view_data_pointer(&q, s));
+    ck_assert_uint_eq(p, q);                            /* stride 0: the same byte */
+    ck_assert_ok(cuabi_view_release(s));
+    ck_assert_ok(cuabi_view_release(v));
+    /* rows of a real 2-D view land on their own bytes */
+    int64_t rows[2] = { 16, 4 };
+    ck_assert_ok(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 8, 2, rows, NULL, 0));
+    int64_t st2[2] = { 5, 0 }, sp2[2] = { 6, 4 };
+    ck_assert_ok(cuabi_view_slice(&s, v, 2, st2, sp2, NULL));
+    ck_assert_ok(cuabi_view_data_pointer(&q, s));
+    ck_assert_ok(cuabi_buffer_pointer(&p, b));
+    ck_assert_uint_eq(q, p + 20);
+    ck_assert_ok(cuabi_view_release(s));
+    ck_assert_ok(cuabi_view_release(v));
+    /* the offset of an empty view may reach the end of the buffer, not past it */
+    int64_t empty[1] = { 0 };
+    ck_assert_ok(cuabi_view_create(&v, b, 64, CUABI_DTYPE_UINT, 8, 1, empty, NULL, 0));
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_status(cuabi_view_create(&v, b, 65, CUABI_DTYPE_UINT, 8, 1, empty, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("offset 65 is past the end");
+    ck_assert_status(cuabi_view_create(&v, b, UINT64_MAX, CUABI_DTYPE_UINT, 8, 1, empty, NULL,
+                                       0), CUABI_ERROR_INVALID_ARGUMENT);
+    /* an offset whose end wraps */
+    int64_t one[1] = { 1 };
+    ck_assert_status(cuabi_view_create(&v, b, UINT64_MAX, CUABI_DTYPE_UINT, 8, 1, one, NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+}
+END_TEST
+
+/* Steps at the ends of int64: -INT64_MIN does not exist, and a stride times
+ * a step that overflows only matters for a dimension that moves. */
+START_TEST(slice_extreme_steps)
+{
+    cuabi_buffer *b = iota(8);
+    cuabi_view *v, *s;
+    int64_t shape[1] = { 4 }, strides[1] = { 2 };   /* 0, 2, 4, 6 */
+    ck_assert_ok(cuabi_view_create(&v, b, 0, CUABI_DTYPE_INT, 32, 1, shape, strides, 0));
+    int64_t start[1] = { 3 }, stop[1] = { -1 }, step[1] = { INT64_MIN };
+    ck_assert_ok(cuabi_view_slice(&s, v, 1, start, stop, step));
+    int64_t n;
+    ck_assert_ok(cuabi_view_shape(&n, 1, s));
+    ck_assert_int_eq(n, 1);
+    uintptr_t p;
+    ck_assert_ok(cuabi_view_data_pointer(&p, s));
+    ck_assert_int_eq(*(int32_t *)p, 6);
+    ck_assert_ok(cuabi_view_release(s));
+    int64_t fstart[1] = { 1 }, fstop[1] = { 4 }, fstep[1] = { INT64_MAX };
+    ck_assert_ok(cuabi_view_slice(&s, v, 1, fstart, fstop, fstep));
+    ck_assert_ok(cuabi_view_shape(&n, 1, s));
+    ck_assert_int_eq(n, 1);
+    ck_assert_ok(cuabi_view_data_pointer(&p, s));
+    ck_assert_int_eq(*(int32_t *)p, 2);
+    ck_assert_ok(cuabi_view_release(s));
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("view");
@@ -355,6 +453,8 @@ static Suite *suite(void)
     tcase_add_test(tc, view_handle_misuse);
     tcase_add_test(tc, wrapped_memory_outlives_buffer_until_last_view);
     tcase_add_test(tc, allocation_failures_leak_nothing);
+    tcase_add_test(tc, view_sizes_that_wrap_are_refused);
+    tcase_add_test(tc, slice_extreme_steps);
     suite_add_tcase(s, tc);
     return s;
 }

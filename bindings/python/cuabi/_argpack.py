@@ -16,6 +16,7 @@ from operator import attrgetter, methodcaller
 from . import _capi
 from ._handle import Handle
 from ._lib import call, lib, new_struct, struct_to_dict
+from .errors import I64_MAX, I64_MIN, INT_MAX, INT_MIN, U64_MAX, dims_arg, index_arg
 
 K = _capi  # CUABI_ARG_* constants
 # kind -> struct format for a plain scalar slot
@@ -533,9 +534,12 @@ class ArgPack(Handle):
 
     @classmethod
     def from_sizes(cls, sizes, offsets=None) -> "ArgPack":
+        sizes = dims_arg(sizes, "ArgPack.from_sizes: sizes", 0, U64_MAX)
         n = len(sizes)
         arr = C.c_size_t * max(n, 1)
-        offs = arr(*offsets) if offsets is not None else None
+        offs = None
+        if offsets is not None:
+            offs = arr(*dims_arg(offsets, "ArgPack.from_sizes: offsets", 0, U64_MAX, length=n))
         return cls._wrap(call("cuabi_argpack_create_from_sizes", arr(*sizes), offs, n))
 
     @classmethod
@@ -569,7 +573,10 @@ class ArgPack(Handle):
             if isinstance(t, str):
                 t = (getattr(_capi, "CUABI_ARG_" + t.upper()),)
             kind, align, size, members = (tuple(t) + (0, 0, 0))[:4]
-            entry.kind, entry.align, entry.size, entry.member_count = kind, align, size, members
+            entry.kind = index_arg(kind, f"ArgPack.from_types: types[{i}] kind", INT_MIN, INT_MAX)
+            entry.align = index_arg(align, f"ArgPack.from_types: types[{i}] align")
+            entry.size = index_arg(size, f"ArgPack.from_types: types[{i}] size")
+            entry.member_count = index_arg(members, f"ArgPack.from_types: types[{i}] member_count")
             arr[i] = entry
         return cls._wrap(call("cuabi_argpack_create_from_types", arr, n))
 
@@ -603,7 +610,18 @@ class ArgPack(Handle):
         lib.cuabi_argpack_set_blob(self, blob, self._packer.size)
         return self
 
+    def _slot(self, slot) -> int:
+        """A slot index as a list takes it (negative from the end; IndexError
+        past either end), made non-negative for the C call."""
+        n = len(self._packer.slots)
+        i = index_arg(slot, "slot", I64_MIN, I64_MAX)
+        i = i + n if i < 0 else i
+        if not 0 <= i < n:
+            raise IndexError(f"slot {slot} is out of range (the pack has {n})")
+        return i
+
     def __setitem__(self, slot: int, value):
+        slot = self._slot(slot)
         s = self._packer._slot_objs[slot]
         if s.kind in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):   # the handle, not bytes
             s.plan(value)                                      # refuses non-handles
@@ -617,6 +635,7 @@ class ArgPack(Handle):
 
     def __getitem__(self, slot: int) -> bytes:
         """The slot's current bytes."""
+        slot = self._slot(slot)
         size = self._packer.slots[slot][1]
         buf = C.create_string_buffer(size)
         lib.cuabi_argpack_get_bytes(buf, size, self, slot)

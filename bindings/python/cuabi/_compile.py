@@ -12,6 +12,7 @@ from . import _callbacks, _capi
 from ._core import Device, _as_device
 from ._handle import Handle
 from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
+from .errors import INT_MAX, INT_MIN, index_arg
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
          "fatbin": 5, "object": 6, "library": 7, "nvvm": 8}
@@ -400,7 +401,8 @@ class Kernel(Handle):
         return call("cuabi_kernel_attribute", self, _as_device(device), int(attribute))
 
     def set_attribute(self, attribute: int, value: int, device=None) -> None:
-        lib.cuabi_kernel_set_attribute(self, _as_device(device), int(attribute), int(value))
+        lib.cuabi_kernel_set_attribute(self, _as_device(device), int(attribute),
+                                       index_arg(value, "set_attribute: value", INT_MIN, INT_MAX))
 
     @property
     def param_info(self) -> list[tuple[int, int]]:
@@ -597,7 +599,9 @@ class LinkerOptions:
         o = new_struct(_capi.cuabi_linker_options)
         o.arch = _s(_arch_list(self.arch))
         o.lto, o.debug, o.line_info = int(self.lto), int(self.debug), int(self.line_info)
-        o.verbose, o.max_registers = int(self.verbose), self.max_registers
+        o.verbose = int(self.verbose)
+        o.max_registers = index_arg(self.max_registers, "LinkerOptions: max_registers",
+                                    INT_MIN, INT_MAX)
         o.cache = int(self.cache)
         for f in ("optimization", "ftz", "prec_div", "prec_sqrt", "fma"):
             v = getattr(self, f)
@@ -772,7 +776,7 @@ class cache:
         with .summary (that namespace) attached."""
         keep = []
         o = new_struct(_capi.cuabi_warm_options)
-        o.jobs = int(jobs)
+        o.jobs = index_arg(jobs, "warm: jobs", INT_MIN, INT_MAX)
         if archs is not None:
             o.archs, o.num_archs = _str_array(list(archs), keep)
         summary = new_struct(_capi.cuabi_warm_summary)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from . import _capi
 from ._handle import Handle
 from ._lib import call, hooks, lib, new_struct, struct_to_dict
+from .errors import INT_MAX, INT_MIN, index_arg
 
 
 def version() -> str:
@@ -52,7 +53,8 @@ class Device(Handle):
     _ctype = "cuabi_device"
 
     def __init__(self, ordinal: int = 0):
-        Handle.__init__(self, call("cuabi_device_get", int(ordinal)))
+        Handle.__init__(self, call("cuabi_device_get",
+                                   index_arg(ordinal, "Device: ordinal", 0, INT_MAX)))
 
     @property
     def ordinal(self) -> int:
@@ -150,7 +152,10 @@ def _as_device(device) -> Device:
         return Device(0)
     if isinstance(device, Device):
         return device
-    return Device(int(device))
+    tp = type(device)
+    if not hasattr(tp, "__index__") and hasattr(tp, "__int__") and not issubclass(tp, float):
+        device = int(device)      # device objects of other libraries (CuPy's) convert with int()
+    return Device(device)
 
 
 def raw_stream_of(obj) -> int:
@@ -179,7 +184,7 @@ class Stream(Handle):
         dev = _as_device(device)
         opts = new_struct(_capi.cuabi_stream_options)
         opts.flags = _capi.CUABI_STREAM_NON_BLOCKING if non_blocking else 0
-        opts.priority = priority
+        opts.priority = index_arg(priority, "Stream: priority", INT_MIN, INT_MAX)
         Handle.__init__(self, call("cuabi_stream_create", dev, C.byref(opts)))
         self._raw = None
 

@@ -22,7 +22,7 @@ from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
 from ._handle import Handle
 from ._lib import call, hot, lib, new_struct, raise_last
-from .errors import ClosedHandleError, CuabiError
+from .errors import U32_MAX, ClosedHandleError, CuabiError, index_arg
 
 _KIND_NAMES = {
     _capi.CUABI_GRAPH_NODE_KERNEL: "kernel", _capi.CUABI_GRAPH_NODE_MEMCPY: "memcpy",
@@ -223,7 +223,7 @@ class Graph(Handle):
         return [GraphNode._wrap(call("cuabi_graph_node_at", self, i)) for i in range(len(self))]
 
     def node(self, index: int) -> GraphNode:
-        return GraphNode._wrap(call("cuabi_graph_node_at", self, index))
+        return GraphNode._wrap(call("cuabi_graph_node_at", self, index_arg(index, "node: index")))
 
     @property
     def raw(self) -> int:
@@ -282,20 +282,24 @@ class Graph(Handle):
         the node runs) into a Buffer, from a Buffer into writable host memory,
         or between two contiguous arrays/Views (anything from_dlpack takes)."""
         from ._memory import Buffer, _host_bytes     # lazy: import time
+        dst_offset = index_arg(dst_offset, "add_memcpy: dst_offset")
+        src_offset = index_arg(src_offset, "add_memcpy: src_offset")
+        if size is not None:
+            size = index_arg(size, "add_memcpy: size")
         if isinstance(dst, Buffer) and isinstance(src, Buffer):
-            n = src.size - src_offset if size is None else size
+            n = max(src.size - src_offset, 0) if size is None else size
             return self._node("cuabi_graph_add_memcpy", depends_on, dst, dst_offset, src,
                               src_offset, n)
         if isinstance(dst, Buffer) and _is_host_bytes(src):
             addr, nbytes, keep = _host_bytes(src) if not _is_writable(src) else _host_addr(src)
+            n = _host_range(nbytes, src_offset, size, "src")
             self._keep.append((src, keep))
-            n = nbytes - src_offset if size is None else size
             return self._node("cuabi_graph_add_memcpy_from_host", depends_on, dst, dst_offset,
                               C.c_void_p((addr or 0) + src_offset), n)
         if isinstance(src, Buffer) and _is_host_bytes(dst):
             addr, nbytes, keep = _host_addr(dst)
+            n = _host_range(nbytes, dst_offset, size, "dst")
             self._keep.append((dst, keep))
-            n = nbytes - dst_offset if size is None else size
             return self._node("cuabi_graph_add_memcpy_to_host", depends_on,
                               C.c_void_p((addr or 0) + dst_offset), src, src_offset, n)
         from ._view import View, from_dlpack        # lazy: import time
@@ -307,8 +311,12 @@ class Graph(Handle):
     def add_memset(self, buffer, value: int, *, width: int = 1, count: int | None = None,
                    offset: int = 0, depends_on=None) -> GraphNode:
         """A memset node: `count` elements of `width` bytes (1, 2, 4) set to value."""
+        value = index_arg(value, "add_memset: value", 0, U32_MAX)
+        width = index_arg(width, "add_memset: width", 0, U32_MAX)
+        offset = index_arg(offset, "add_memset: offset")
         if count is None:
-            count = (buffer.size - offset) // width
+            count = max(buffer.size - offset, 0) // width if width else 0
+        count = index_arg(count, "add_memset: count")
         return self._node("cuabi_graph_add_memset", depends_on, buffer, offset, value, width,
                           count)
 
@@ -355,7 +363,9 @@ class Graph(Handle):
     create_conditional_handle = conditional_handle
 
     def _conditional(self, handle, kind, count, depends_on) -> GraphNode:
-        return self._node("cuabi_graph_add_conditional", depends_on, int(handle), kind, count)
+        return self._node("cuabi_graph_add_conditional", depends_on,
+                          index_arg(handle, "conditional handle"), kind,
+                          index_arg(count, "conditional: count", 0, U32_MAX))
 
     def add_if(self, handle: int, *, with_else: bool = False, depends_on=None):
         """An if node: returns (node, body) or, with_else, (node, then_body, else_body)."""
@@ -438,6 +448,17 @@ class Graph(Handle):
     def debug_dot_print(self, path, options=None) -> None:
         """cuda.core's spelling: options.verbose selects the verbose output."""
         self.debug_dot(path, verbose=bool(getattr(options, "verbose", False)))
+
+
+def _host_range(nbytes, offset, size, side) -> int:
+    """Bytes of a host object a copy node reads or writes from `offset`: all
+    the rest, or `size`; the node touches that memory at every replay, so
+    the range must lie inside the object."""
+    if offset > nbytes:
+        index_arg(offset, f"add_memcpy: {side}_offset", 0, nbytes)
+    n = nbytes - offset if size is None else size
+    return index_arg(n, f"add_memcpy: size (of the {side} object's {nbytes - offset} bytes "
+                     f"from {side}_offset)", 0, nbytes - offset)
 
 
 def _is_host_bytes(obj) -> bool:

@@ -26,7 +26,7 @@ import weakref
 
 from . import _capi
 from ._lib import call, hooks, new_struct, raise_last, raw
-from .errors import IPCError
+from .errors import IPCError, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -125,9 +125,9 @@ def create(cls, device, max_size, release_threshold):
     from ._core import _as_device    # lazy: import time (cuabi.IPCAllocationHandle alone)
     opts = new_struct(_capi.cuabi_ipc_pool_options)
     if max_size:
-        opts.max_size = int(max_size)
+        opts.max_size = index_arg(max_size, "ipc_pool: max_size")
     if release_threshold is not None:
-        opts.release_threshold = int(release_threshold)
+        opts.release_threshold = index_arg(release_threshold, "ipc_pool: release_threshold")
     mr = cls._wrap(call("cuabi_ipc_pool_create", _as_device(device), C.byref(opts)))
     _exported[pool_key(mr)] = mr
     return mr

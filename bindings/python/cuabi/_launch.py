@@ -11,12 +11,14 @@ from ._argpack import ArgPack, Packer, device_pointer, is_array_like, is_scalar
 from ._core import Stream, _as_device
 from ._handle import Handle
 from ._lib import call, fast, hot, lib, new_struct, raise_last
+from .errors import INT_MAX, INT_MIN, U32_MAX, dims_arg, index_arg
 
 
-def _dim3(v):
-    if isinstance(v, int):
-        return (v, 1, 1)
-    v = tuple(v)
+def _dim3(v, name="dims"):
+    """Up to three unsigned ints (the C fields are unsigned int), the rest 1."""
+    if not hasattr(v, "__len__"):
+        return (index_arg(v, name, 0, U32_MAX), 1, 1)
+    v = dims_arg(v, name, 0, U32_MAX, max_length=3)
     return v + (1,) * (3 - len(v))
 
 
@@ -52,8 +54,10 @@ class AccessPolicyWindow:
 
     def __init__(self, base, num_bytes: int, hit_ratio: float = 1.0,
                  hit_prop="persisting", miss_prop="streaming"):
-        self.base = base if isinstance(base, int) else device_pointer(base)
-        self.num_bytes, self.hit_ratio = int(num_bytes), float(hit_ratio)
+        self.base = index_arg(base if isinstance(base, int) else device_pointer(base),
+                              "AccessPolicyWindow: base")
+        self.num_bytes = index_arg(num_bytes, "AccessPolicyWindow: num_bytes")
+        self.hit_ratio = float(hit_ratio)
         self.hit_prop = _named(_ACCESS, "hit_prop", hit_prop)
         self.miss_prop = _named(_ACCESS, "miss_prop", miss_prop)
 
@@ -108,8 +112,10 @@ class LaunchConfig:
             if cooperative:
                 raise ValueError("LaunchConfig: give cooperative or cooperative_launch, not both")
             cooperative = cooperative_launch
-        self.grid, self.block = _dim3(grid), _dim3(block)
-        self.cluster = _dim3(cluster) if cluster else (0, 0, 0)
+        self.grid = _dim3(grid, "LaunchConfig: grid")
+        self.block = _dim3(block, "LaunchConfig: block")
+        self.cluster = _dim3(cluster, "LaunchConfig: cluster") if cluster else (0, 0, 0)
+        shared_mem = index_arg(shared_mem, "LaunchConfig: shared_mem")
         self.shared_mem, self.cooperative = shared_mem, cooperative
         c = new_struct(_capi.cuabi_launch_config)
         c.grid[:], c.block[:], c.cluster[:] = self.grid, self.block, self.cluster
@@ -124,7 +130,8 @@ class LaunchConfig:
         self.launch_completion_event = launch_completion_event
         self.priority = priority
         self.access_policy_window = access_policy_window
-        self.preferred_cluster = _dim3(preferred_cluster) if preferred_cluster else None
+        self.preferred_cluster = (_dim3(preferred_cluster, "LaunchConfig: preferred_cluster")
+                                  if preferred_cluster else None)
         self.cluster_scheduling_policy = cluster_scheduling_policy
         self.mem_sync_domain = mem_sync_domain
         self.mem_sync_domain_map = (tuple(mem_sync_domain_map)
@@ -156,7 +163,8 @@ class LaunchConfig:
         a.programmatic_event_trigger_at_block_start = int(
             self.programmatic_event_trigger_at_block_start)
         if self.priority is not None:
-            a.priority, used = int(self.priority), True
+            a.priority = index_arg(self.priority, "LaunchConfig: priority", INT_MIN, INT_MAX)
+            used = True
         w = self.access_policy_window
         if w is not None:
             a.access_policy_base, a.access_policy_bytes = w.base, w.num_bytes
@@ -169,10 +177,14 @@ class LaunchConfig:
         if self.mem_sync_domain_map is not None:
             if len(self.mem_sync_domain_map) != 2:
                 raise ValueError("mem_sync_domain_map is (default_domain_id, remote_domain_id)")
-            a.mem_sync_domain_map[:] = [int(v) for v in self.mem_sync_domain_map]
+            a.mem_sync_domain_map[:] = dims_arg(self.mem_sync_domain_map,
+                                                "LaunchConfig: mem_sync_domain_map",
+                                                INT_MIN, INT_MAX)
             used = True
         if self.preferred_shared_memory_carveout is not None:
-            a.preferred_shared_memory_carveout = int(self.preferred_shared_memory_carveout)
+            a.preferred_shared_memory_carveout = index_arg(
+                self.preferred_shared_memory_carveout,
+                "LaunchConfig: preferred_shared_memory_carveout", INT_MIN, INT_MAX)
             used = True
         if self.nvlink_util_centric_scheduling:
             a.nvlink_util_centric_scheduling, used = 1, True
@@ -374,7 +386,7 @@ class PreparedLaunch(Handle):
         return self
 
     def set_grid(self, grid) -> None:
-        lib.cuabi_prepared_set_grid(self, *_dim3(grid))
+        lib.cuabi_prepared_set_grid(self, *_dim3(grid, "set_grid: grid"))
 
     def close(self) -> None:
         self._bind(None)

@@ -7,6 +7,7 @@ from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
 from ._lib import call, hooks, lib, new_struct
+from .errors import U32_MAX, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -30,7 +31,7 @@ def _stream_arg(stream):
 def _py_allocate(out, size, alignment, stream, payload):
     try:
         ptr = _callbacks.get(payload).allocate(size, alignment, stream)
-        C.c_size_t.from_address(out).value = int(ptr)
+        C.c_size_t.from_address(out).value = index_arg(ptr, "allocate() result (an address)")
         return 0
     except BaseException as e:  # never let an exception cross into C
         _callbacks.note_exception(e)
@@ -88,11 +89,14 @@ class MemoryResource(Handle):
 
     def allocate(self, size: int, alignment: int = 0, stream=None) -> int:
         """Raw allocation (most code wants Buffer(), which frees itself)."""
-        return call("cuabi_memory_resource_allocate", self, size, alignment,
-                    _stream_arg(stream))
+        return call("cuabi_memory_resource_allocate", self, index_arg(size, "allocate: size"),
+                    index_arg(alignment, "allocate: alignment"), _stream_arg(stream))
 
     def deallocate(self, ptr: int, size: int, alignment: int = 0, stream=None) -> None:
-        lib.cuabi_memory_resource_deallocate(self, ptr, size, alignment, _stream_arg(stream))
+        lib.cuabi_memory_resource_deallocate(self, index_arg(ptr, "deallocate: ptr"),
+                                             index_arg(size, "deallocate: size"),
+                                             index_arg(alignment, "deallocate: alignment"),
+                                             _stream_arg(stream))
 
     # The methods above are what Python subclasses override; keep the
     # library's own calls reachable for them under other names.
@@ -113,7 +117,7 @@ class MemoryResource(Handle):
     def pool(cls, device=None, release_threshold: int | None = None) -> "MemoryResource":
         opts = new_struct(_capi.cuabi_memory_pool_options)
         if release_threshold is not None:
-            opts.release_threshold = release_threshold
+            opts.release_threshold = index_arg(release_threshold, "pool: release_threshold")
         return cls._wrap(call("cuabi_memory_resource_pool_create", _as_device(device),
                               C.byref(opts)))
 
@@ -136,7 +140,7 @@ class MemoryResource(Handle):
         return Device._borrowed(h) if h else None
 
     def trim(self, keep_bytes: int = 0) -> None:
-        lib.cuabi_memory_resource_trim(self, keep_bytes)
+        lib.cuabi_memory_resource_trim(self, index_arg(keep_bytes, "trim: keep_bytes"))
 
     # ---- several GPUs and processes (issue 15)
     @classmethod
@@ -276,7 +280,9 @@ class Buffer(Handle):
     def __init__(self, size: int, resource: MemoryResource | None = None,
                  stream=None, alignment: int = 0):
         res = resource if resource is not None else default_resource()
-        Handle.__init__(self, call("cuabi_buffer_allocate", res, int(size), alignment,
+        size = index_arg(size, "Buffer: size")
+        alignment = index_arg(alignment, "Buffer: alignment")
+        Handle.__init__(self, call("cuabi_buffer_allocate", res, size, alignment,
                                    _stream_arg(stream)))
         self._ptr = None
 
@@ -291,13 +297,14 @@ class Buffer(Handle):
         """Adopt memory allocated elsewhere; `owner` (any Python object) is kept
         alive until the buffer and every view over it are gone."""
         k = _kind(kind)
+        ptr, size = index_arg(ptr, "Buffer.wrap: ptr"), index_arg(size, "Buffer.wrap: size")
         dev = None if (k == HOST and device is None) else _as_device(device)
         if owner is None:  # a NULL callback (ctypes refuses None for a function type)
-            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, ptr, size,
                                   _capi.cuabi_buffer_release_fn(), None))
         key = _callbacks.keep(owner)
         try:
-            return cls._wrap(call("cuabi_buffer_wrap", dev, k, int(ptr), int(size),
+            return cls._wrap(call("cuabi_buffer_wrap", dev, k, ptr, size,
                                   _BUF_RELEASE, key))
         except BaseException:
             _callbacks.drop(key)
@@ -345,6 +352,7 @@ class Buffer(Handle):
     def copy_from(self, src, offset: int = 0, stream=None) -> None:
         """Copy from another Buffer or a host object into this buffer at `offset`.
         With a stream, host memory must stay valid until the stream gets there."""
+        offset = index_arg(offset, "copy_from: offset")
         if isinstance(src, Buffer):
             lib.cuabi_buffer_copy(self, offset, src, 0, src.size, _stream_arg(stream))
             return
@@ -356,6 +364,11 @@ class Buffer(Handle):
 
     def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None):
         """Copy into a writable host object (or a new bytearray, returned)."""
+        offset = index_arg(offset, "copy_to: offset")
+        if size is not None:
+            size = index_arg(size, "copy_to: size")
+        elif offset > self.size:   # 0 bytes past the end: the library names the range
+            size = 0
         if isinstance(dst, Buffer):
             n = self.size - offset if size is None else size
             lib.cuabi_buffer_copy(dst, 0, self, offset, n, _stream_arg(stream))
@@ -366,6 +379,7 @@ class Buffer(Handle):
         if mv.readonly or not mv.c_contiguous:
             raise ValueError("destination must be writable and C-contiguous")
         n = mv.nbytes if size is None else size
+        index_arg(n, "copy_to: size", 0, mv.nbytes)   # more would write past the end of dst
         buf = (C.c_char * mv.nbytes).from_buffer(mv.cast("B")) if mv.nbytes else None
         lib.cuabi_buffer_copy_to_host(buf, self, offset, n, _stream_arg(stream))
         if _callbacks.captures and stream is not None:  # a graph writes it at every replay
@@ -375,8 +389,12 @@ class Buffer(Handle):
     def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,
              stream=None) -> None:
         """memset: `count` elements of `width` bytes (1, 2 or 4) set to `value`."""
+        value = index_arg(value, "fill: value", 0, U32_MAX)
+        width = index_arg(width, "fill: width", 0, U32_MAX)
+        offset = index_arg(offset, "fill: offset")
         if count is None:
-            count = (self.size - offset) // width
+            count = max(self.size - offset, 0) // width if width else 0
+        count = index_arg(count, "fill: count")
         lib.cuabi_buffer_memset(self, offset, value, width, count, _stream_arg(stream))
 
     def free_async(self, stream) -> None:
@@ -397,7 +415,9 @@ class Buffer(Handle):
                   size: int | None = None, stream=None) -> None:
         """Copy device memory of another device (or this one) into this buffer
         at `offset` (cuMemcpyPeer); with a stream of either device, ordered on it."""
-        n = src.size - src_offset if size is None else size
+        offset = index_arg(offset, "copy_peer: offset")
+        src_offset = index_arg(src_offset, "copy_peer: src_offset")
+        n = index_arg(src.size - src_offset if size is None else size, "copy_peer: size")
         lib.cuabi_peer_copy(self, offset, src, src_offset, n, _stream_arg(stream))
 
     def get_ipc_descriptor(self) -> bytes:

@@ -10,13 +10,12 @@ reports() add what `cuabi occupancy` prints (limiter, warps, fraction).
 from __future__ import annotations
 
 import ctypes as C
-import operator
 from collections import namedtuple
 from dataclasses import dataclass
 
 from . import _callbacks, _capi
 from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
-from .errors import InvalidArgumentError, NotSupportedError
+from .errors import InvalidArgumentError, NotSupportedError, index_arg
 
 MaxPotentialBlockSizeOccupancyResult = namedtuple("MaxPotentialBlockSizeOccupancyResult",
                                                   "min_grid_size max_block_size")
@@ -77,7 +76,8 @@ def block_smem_callback(fn):
         if failed:
             return _SIZE_MAX
         try:
-            v = operator.index(fn(block_size))
+            v = index_arg(fn(block_size), f"dynamic_shared_memory_needed({block_size})",
+                          -_SIZE_MAX, _SIZE_MAX)
             if not 0 <= v < _SIZE_MAX:
                 raise ValueError(f"dynamic_shared_memory_needed({block_size}) returned {v}, "
                                  "not a size in bytes")
@@ -93,16 +93,9 @@ _INT_MAX = 2**31 - 1
 
 
 def _int(v, what: str, where: str, minimum: int = 0, maximum: int = _INT_MAX) -> int:
-    """v as an int of at least `minimum`, or TypeError/InvalidArgumentError
-    (a ValueError) naming it: ctypes would wrap a negative size around."""
-    try:
-        v = operator.index(v)
-    except TypeError:
-        raise TypeError(f"{where}: {what} must be an int, not {type(v).__name__}") from None
-    if not minimum <= v <= maximum:
-        raise InvalidArgumentError(f"{where}: {what} is {v}; it must be at least {minimum}"
-                                   f" and at most {maximum}")
-    return v
+    """v as an int from `minimum` to `maximum` (errors.index_arg: TypeError,
+    or InvalidArgumentError naming it): ctypes would wrap a negative size."""
+    return index_arg(v, f"{where}: {what}", minimum, maximum)
 
 
 def _smem_arg(dynamic_shared_memory_needed, where):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import _capi
 from ._handle import Handle
 from ._lib import call, lib, new_struct
+from .errors import INT_MAX, INT_MIN, U32_MAX, dims_arg, index_arg
 
 __all__ = ["TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
            "TensorMapInterleave", "TensorMapSwizzle", "TensorMapL2Promotion",
@@ -99,9 +100,9 @@ class TensorMapDescriptorOptions:
     oob_fill: TensorMapOOBFill = TensorMapOOBFill.NONE
 
     def __post_init__(self):
-        self.box_dim = tuple(int(b) for b in self.box_dim)
+        self.box_dim = dims_arg(self.box_dim, "box_dim", 0, U32_MAX)
         if self.element_strides is not None:
-            self.element_strides = tuple(int(e) for e in self.element_strides)
+            self.element_strides = dims_arg(self.element_strides, "element_strides", 0, U32_MAX)
         self.interleave = TensorMapInterleave(self.interleave)
         self.swizzle = TensorMapSwizzle(self.swizzle)
         self.l2_promotion = TensorMapL2Promotion(self.l2_promotion)
@@ -113,15 +114,14 @@ def _c_options(rank, element_strides, data_type, interleave, swizzle, l2_promoti
     o = new_struct(_capi.cuabi_tensormap_options)
     o.data_type = _data_type(data_type)
     if element_strides is not None:
-        es = tuple(int(e) for e in element_strides)
-        if len(es) != rank:
-            raise ValueError(f"element_strides must have {rank} elements, got {len(es)}")
+        es = dims_arg(element_strides, "element_strides", 0, U32_MAX, length=rank)
         o.element_strides[:len(es)] = es
     o.interleave = int(TensorMapInterleave(interleave))
     o.swizzle = int(TensorMapSwizzle(swizzle))
     o.l2_promotion = int(TensorMapL2Promotion(l2_promotion))
     o.oob_fill = int(TensorMapOOBFill(oob_fill))
-    o.device = -1 if device is None else int(getattr(device, "ordinal", device))
+    o.device = -1 if device is None else index_arg(getattr(device, "ordinal", device),
+                                                    "device", 0, INT_MAX)
     return o
 
 
@@ -174,7 +174,7 @@ class TensorMapDescriptor(Handle):
         if box_dim is None:
             raise TypeError("box_dim is required unless options is given")
         view = _as_view(tensor)
-        box = tuple(int(b) for b in box_dim)
+        box = dims_arg(box_dim, "box_dim", 0, U32_MAX)
         c_opts = _c_options(view.ndim, element_strides, data_type, interleave, swizzle,
                             l2_promotion, oob_fill, device)
         arr = (C.c_uint32 * max(len(box), 1))(*box)
@@ -192,16 +192,17 @@ class TensorMapDescriptor(Handle):
         order); a copy gathers `pixels_per_column` pixels of
         `channels_per_pixel` channels."""
         view = _as_view(tensor)
-        lower = tuple(int(v) for v in pixel_box_lower_corner)
-        upper = tuple(int(v) for v in pixel_box_upper_corner)
+        lower = dims_arg(pixel_box_lower_corner, "pixel_box_lower_corner", INT_MIN, INT_MAX)
+        upper = dims_arg(pixel_box_upper_corner, "pixel_box_upper_corner", INT_MIN, INT_MAX)
         if len(lower) != len(upper):
             raise ValueError("pixel_box_lower_corner and pixel_box_upper_corner differ in length")
         c_opts = _c_options(view.ndim, element_strides, data_type, interleave, swizzle,
                             l2_promotion, oob_fill, device)
         n = max(len(lower), 1)
         h = call("cuabi_tensormap_encode_im2col", view, (C.c_int * n)(*lower),
-                 (C.c_int * n)(*upper), len(lower), int(channels_per_pixel),
-                 int(pixels_per_column), C.byref(c_opts))
+                 (C.c_int * n)(*upper), len(lower),
+                 index_arg(channels_per_pixel, "channels_per_pixel", 0, U32_MAX),
+                 index_arg(pixels_per_column, "pixels_per_column", 0, U32_MAX), C.byref(c_opts))
         return cls._make(h, view, tensor)
 
     def replace_address(self, tensor) -> None:

@@ -13,7 +13,7 @@ from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
 from ._lib import address, call, fast, hooks, lib, new_struct, raise_last, raw
-from .errors import ClosedHandleError
+from .errors import I64_MAX, I64_MIN, ClosedHandleError, dims_arg, index_arg
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 
@@ -231,11 +231,15 @@ class View(Handle):
     @classmethod
     def of_buffer(cls, buffer, dtype, shape=None, strides=None, offset=0, readonly=False):
         code, bits = dtype_code(dtype)
-        if shape is None:
-            shape = ((buffer.size - offset) // (bits // 8),)
-        elif isinstance(shape, int):
-            shape = (shape,)
+        offset = index_arg(offset, "view: offset")
+        if shape is None:   # the rest of the buffer (0 elements past its end)
+            shape = (max(buffer.size - offset, 0) // (bits // 8),)
+        elif not hasattr(shape, "__len__"):
+            shape = (index_arg(shape, "view: shape", 0, I64_MAX),)
+        shape = dims_arg(shape, "view: shape", 0, I64_MAX)
         ndim = len(shape)
+        if strides is not None:
+            strides = dims_arg(strides, "view: strides", I64_MIN, I64_MAX, length=ndim)
         shp = (C.c_int64 * ndim)(*shape) if ndim else None
         st = (C.c_int64 * ndim)(*strides) if strides is not None and ndim else None
         flags = _capi.CUABI_VIEW_READ_ONLY if readonly else 0
@@ -523,26 +527,40 @@ _INT64_LIMIT = 1 << 63
 
 def _layout_ok(shape, byte_strides, itemsize, ptr) -> bool:
     """Whether the C import (cuabi__check_layout and import_tensor) will
-    accept this layout; byte strides or None (row-major). False sends the
-    caller to the C import, which raises its own error."""
+    accept this layout, its first element at address `ptr` (byte offset 0);
+    byte strides or None (row-major). Exact (Python integers): the element
+    count times the item size, the lowest and the highest byte reached fit
+    in 64-bit signed arithmetic, and no element's address wraps around the
+    address space. False sends the caller to the C import, which raises its
+    own error."""
     if len(shape) > _capi.CUABI_VIEW_MAX_NDIM or (shape and min(shape) < 0):
         return False
+    if ptr is not None and not 0 <= ptr < _ADDRESS_LIMIT:
+        return False      # not an address: the C import's describer refuses it
     n = math.prod(shape)
     if n == 0:
         return True
-    if n >= _INT64_LIMIT or not ptr:
+    if n * itemsize >= _INT64_LIMIT or not ptr:
         return False
+    lo = 0
     if byte_strides is None:
-        return n * itemsize < _INT64_LIMIT
-    lo = hi = 0
-    for e, s in zip(shape, byte_strides):
-        if e != 1:
-            r = (e - 1) * s
-            if r > 0:
-                hi += r
-            else:
-                lo += r
-    return -lo < _INT64_LIMIT and hi + itemsize < _INT64_LIMIT
+        end = n * itemsize
+    else:
+        hi = 0
+        for e, s in zip(shape, byte_strides):
+            if e != 1:
+                r = (e - 1) * s
+                if r > 0:
+                    hi += r
+                else:
+                    lo += r
+        end = hi + itemsize
+        if -lo > _INT64_LIMIT or end >= _INT64_LIMIT:
+            return False
+    return ptr + lo >= 0 and ptr + end <= _ADDRESS_LIMIT
+
+
+_ADDRESS_LIMIT = 1 << 64
 
 
 # The C view of a lazy view: a DLManagedTensorVersioned whose deleter drops
@@ -1032,7 +1050,7 @@ def _numpy_handler_for(np):
         c = cget(id(a.dtype))
         addr = id(a) + off
         fl = words[(addr + 48) >> 3]
-        if c is None or not (fl & _NPY_C_CONTIGUOUS or _np_strides_ok(a, c[2])):
+        if c is None or not (fl & _NPY_C_CONTIGUOUS or _np_strides_ok(a, c[2], words[addr >> 3])):
             return _dlpack_handler(a)
         if a.base is None:
             dev = _CPU0
@@ -1052,14 +1070,14 @@ def _numpy_handler_for(np):
     return numpy_handler
 
 
-def _np_strides_ok(a, itemsize) -> bool:
-    """A non-C-contiguous array: numpy's DLPack export rule (strides of
-    extents other than 1 are multiples of the item size, unless the array has
-    one element) and the C import's extent rule."""
+def _np_strides_ok(a, itemsize, ptr) -> bool:
+    """A non-C-contiguous array at address `ptr`: numpy's DLPack export rule
+    (strides of extents other than 1 are multiples of the item size, unless
+    the array has one element) and the C import's extent rule."""
     shape, strides = a.shape, a.strides
     if a.size != 1 and any(n != 1 and s % itemsize for n, s in zip(shape, strides)):
         return False
-    return _layout_ok(shape, strides, itemsize, 1)
+    return _layout_ok(shape, strides, itemsize, ptr)
 
 
 def _handler_for(tp):

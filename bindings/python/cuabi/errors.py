@@ -2,6 +2,8 @@
 its status; the instance carries the details of cuabi_last_error()."""
 from __future__ import annotations
 
+import operator
+
 from . import _capi
 
 
@@ -78,3 +80,71 @@ del _status, _name, _cls
 
 def error_class(status: int) -> type:
     return ERRORS.get(status, CuabiError)
+
+
+# ------------------------------------------------------------ integer arguments
+#
+# Sizes, counts, offsets, extents, strides, grid and block dimensions,
+# alignments, device ordinals: every integer the package hands to a C
+# parameter goes through index_arg (or dims_arg), because ctypes converts a
+# Python int to a C integer by wrapping it silently (Buffer(2**64) was a
+# buffer of 0 bytes, Buffer(-1) one of 2**64 - 1), and int() accepted floats
+# (truncated) and strings. The rule, for both backends:
+#
+#   * an integer: an int or any object with __index__ (numpy integers), not
+#     a float, a str, or a bool (True is 1 to Python, but a flag given where
+#     a size is meant is a mistake: TypeError);
+#   * in the C parameter's range (lo..hi), else InvalidArgumentError, a
+#     ValueError (sizes are non-negative: -1 is refused, not 2**64 - 1).
+#
+# Each error names the argument (and the function, when given).
+
+U64_MAX = (1 << 64) - 1            # size_t, uint64_t, uintptr_t
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+U32_MAX = (1 << 32) - 1            # unsigned int, uint32_t
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+_LIMIT_TEXT = {U64_MAX: "2**64 - 1", I64_MAX: "2**63 - 1", U32_MAX: "2**32 - 1",
+               INT_MAX: "2**31 - 1", I64_MIN: "-2**63", INT_MIN: "-2**31"}
+
+
+def _bad_type(value, name):
+    kind = "a bool" if type(value).__name__ in ("bool", "bool_") else type(value).__name__
+    return TypeError(f"{name} must be an integer, not {kind}")
+
+
+def index_arg(value, name: str, lo: int = 0, hi: int = U64_MAX) -> int:
+    """`value` as a Python int for an integer parameter of the C API, from
+    `lo` to `hi` inclusive (default: a size, 0 .. 2**64 - 1). TypeError for
+    anything but an integer (bool included), InvalidArgumentError (a
+    ValueError) naming `name` when out of range."""
+    if type(value) is not int:
+        if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):
+            raise _bad_type(value, name)
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise _bad_type(value, name) from None
+    if lo <= value <= hi:
+        return value
+    if value < lo:
+        need = "non-negative" if lo == 0 else f"at least {_LIMIT_TEXT.get(lo, lo)}"
+    else:
+        need = f"at most {_LIMIT_TEXT.get(hi, hi)}"
+    raise ERRORS[_capi.CUABI_ERROR_INVALID_ARGUMENT](f"{name} is {value}; it must be {need}")
+
+
+def dims_arg(values, name: str, lo: int = 0, hi: int = I64_MAX, length: int | None = None,
+             max_length: int | None = None) -> tuple:
+    """A sequence of integers (a shape, strides, a box, grid dimensions) as
+    a tuple, each checked by index_arg (named name[i]); `length` (exactly)
+    or `max_length` entries, else InvalidArgumentError naming `name`."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(f"{name} must be a sequence of integers, not {type(values).__name__}")
+    n = len(values)
+    if length is not None and n != length:
+        raise ERRORS[_capi.CUABI_ERROR_INVALID_ARGUMENT](
+            f"{name} has {n} entr{'y' if n == 1 else 'ies'}; {length} expected")
+    if max_length is not None and n > max_length:
+        raise ERRORS[_capi.CUABI_ERROR_INVALID_ARGUMENT](
+            f"{name} has {n} entries; at most {max_length}")
+    return tuple([index_arg(v, f"{name}[{i}]", lo, hi) for i, v in enumerate(values)])

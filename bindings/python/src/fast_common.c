@@ -57,3 +57,34 @@ int fast_slot_offset(PyObject *cls, const char *name, Py_ssize_t *offset)
     *offset = m->offset;
     return 0;
 }
+
+int fast_size_arg(PyObject *obj, const char *name, size_t max, size_t *out)
+{
+    if (PyLong_CheckExact(obj)) {
+        size_t v = PyLong_AsSize_t(obj);
+        if (!(v == (size_t)-1 && PyErr_Occurred()) && v <= max) {
+            *out = v;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    static PyObject *index_arg;            /* cuabi.errors.index_arg, found once */
+    if (!index_arg) {
+        PyObject *errors = PyImport_ImportModule("cuabi.errors");
+        index_arg = errors ? PyObject_GetAttrString(errors, "index_arg") : NULL;
+        Py_XDECREF(errors);
+        if (!index_arg)
+            return -1;
+    }
+    PyObject *hi = PyLong_FromSize_t(max);
+    PyObject *r = hi ? PyObject_CallFunction(index_arg, "OsiO", obj, name, 0, hi) : NULL;
+    Py_XDECREF(hi);
+    if (!r)
+        return -1;
+    size_t v = PyLong_AsSize_t(r);
+    Py_DECREF(r);
+    if (v == (size_t)-1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}

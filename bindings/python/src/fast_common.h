@@ -41,6 +41,14 @@ void fast_set_attached(const cuabi_api *api, PyObject *raise_last);
  * same classes and messages as the ctypes layer). Returns -1. */
 int fast_raise(cuabi_status status, const char *where);
 
+/* An integer argument from 0 to `max` (a size, count or offset), by the
+ * package's one rule (cuabi.errors.index_arg): an exact int in range is
+ * taken here; anything else (numpy integers, bools, floats, out of range)
+ * goes to index_arg itself, which converts it or raises the same TypeError
+ * or InvalidArgumentError as the ctypes backend, naming `name`. Returns 0,
+ * or -1 with the exception set. */
+int fast_size_arg(PyObject *obj, const char *name, size_t max, size_t *out);
+
 /* Refuse a call before attach() succeeded. Returns -1 with RuntimeError. */
 int fast_not_attached(void);
 

@@ -128,8 +128,10 @@ static PyObject *plain_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         fast_arg_slot *s = &self->slots[i];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "inn", &s->kind, &s->size,
-                              &s->offset)) {
+        PyObject *sz, *off;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iOO", &s->kind, &sz, &off) ||
+            fast_size_arg(sz, "PlainLaunch: slot size", PY_SSIZE_T_MAX, &s->size) < 0 ||
+            fast_size_arg(off, "PlainLaunch: slot offset", PY_SSIZE_T_MAX, &s->offset) < 0) {
             Py_DECREF(seq);
             Py_DECREF(self);
             return NULL;

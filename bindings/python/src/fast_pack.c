@@ -425,14 +425,15 @@ static PyObject *pack_test(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (!slots)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(slots);
-    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
-    if ((size == -1 && PyErr_Occurred()) || n != nargs - 2) {
+    size_t size;
+    if (fast_size_arg(args[1], "pack: blob_size", PY_SSIZE_T_MAX, &size) < 0 ||
+        n != nargs - 2) {
         Py_DECREF(slots);
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "pack: one argument per slot");
         return NULL;
     }
-    PyObject *blob = PyBytes_FromStringAndSize(NULL, size);
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (!blob) {
         Py_DECREF(slots);
         return NULL;
@@ -440,9 +441,14 @@ static PyObject *pack_test(PyObject *module, PyObject *const *args, Py_ssize_t n
     memset(PyBytes_AS_STRING(blob), 0, (size_t)size);
     for (Py_ssize_t i = 0; i < n; i++) {
         fast_arg_slot s;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(slots, i), "inn", &s.kind, &s.size,
-                              &s.offset) ||
-            s.offset + s.size > (size_t)size) {
+        PyObject *sz, *off;
+        /* Sizes and offsets are checked, and the slot must lie inside the
+         * blob without a sum that wraps (a negative offset was a write
+         * before the blob). */
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(slots, i), "iOO", &s.kind, &sz, &off) ||
+            fast_size_arg(sz, "pack: slot size", size, &s.size) < 0 ||
+            fast_size_arg(off, "pack: slot offset", size, &s.offset) < 0 ||
+            s.size > size - s.offset) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "pack: slot outside the blob");
             Py_DECREF(slots);

@@ -147,7 +147,10 @@ static struct {
 } np = {.type = NULL};
 
 /* cuabi._view._layout_ok: whether the C import accepts the layout (byte
- * strides; NULL = row-major). Exact, like Python's unbounded integers. */
+ * strides; NULL = row-major) with its first element at `ptr`. Exact, like
+ * Python's unbounded integers: the count times the item size, the lowest
+ * and the highest byte reached fit in 63 bits, and no element's address
+ * wraps around the address space. */
 static int layout_ok(int nd, const int64_t *shape, const int64_t *strides, int64_t itemsize,
                      uintptr_t ptr)
 {
@@ -166,25 +169,30 @@ static int layout_ok(int nd, const int64_t *shape, const int64_t *strides, int64
         if (n >= limit)
             return 0;
     }
-    if (!ptr)
+    if (!ptr || n * itemsize >= limit)
         return 0;
-    if (!strides)
-        return n * itemsize < limit;
-    __int128 lo = 0, hi = 0;
-    for (int i = 0; i < nd; i++) {
-        if (shape[i] == 1)
-            continue;
-        __int128 r = (__int128)(shape[i] - 1) * strides[i];
-        if (r > 0)
-            hi += r;
-        else
-            lo += r;
+    __int128 lo = 0, end = n * itemsize;
+    if (strides) {
+        __int128 hi = 0;
+        for (int i = 0; i < nd; i++) {
+            if (shape[i] == 1)
+                continue;
+            __int128 r = (__int128)(shape[i] - 1) * strides[i];
+            if (r > 0)
+                hi += r;
+            else
+                lo += r;
+        }
+        end = hi + itemsize;
+        if (-lo > limit || end >= limit)
+            return 0;
     }
-    return -lo < limit && hi + itemsize < limit;
+    return (__int128)ptr + lo >= 0 && (__int128)ptr + end <= ((__int128)1 << 64);
 }
 
-/* cuabi._view._np_strides_ok for a non-C-contiguous array. */
-static int np_strides_ok(int nd, const int64_t *shape, const int64_t *strides, int itemsize)
+/* cuabi._view._np_strides_ok for a non-C-contiguous array at `ptr`. */
+static int np_strides_ok(int nd, const int64_t *shape, const int64_t *strides, int itemsize,
+                         uintptr_t ptr)
 {
     __int128 size = 1;
     for (int i = 0; i < nd; i++)
@@ -193,7 +201,7 @@ static int np_strides_ok(int nd, const int64_t *shape, const int64_t *strides, i
         for (int i = 0; i < nd; i++)
             if (shape[i] != 1 && strides[i] % itemsize)
                 return 0;
-    return layout_ok(nd, shape, strides, itemsize, 1);
+    return layout_ok(nd, shape, strides, itemsize, ptr);
 }
 
 /* *handled = 0: the Python handler decides. */
@@ -213,7 +221,8 @@ static PyObject *numpy_view(PyObject *a, int *handled)
     const int64_t *dims = *(int64_t *const *)(base + np.dims);
     const int64_t *strides = *(int64_t *const *)(base + np.strides);
     if (nd < 0 || nd > CUABI_VIEW_MAX_NDIM ||
-        (!(flags & np.c_contiguous) && !np_strides_ok(nd, dims, strides, isz)))
+        (!(flags & np.c_contiguous) &&
+         !np_strides_ok(nd, dims, strides, isz, *(const uintptr_t *)(base + np.data))))
         return NULL;
     int dev_type = 1, dev_id = 0;
     if (*(PyObject *const *)(base + np.base)) {

@@ -330,6 +330,35 @@ def test_explicit_nodes_edges_and_kinds(code, stream):
     assert calls == ["ran", "child"]
 
 
+def test_host_copy_nodes_stay_inside_the_host_object(stream):
+    """Issue 29: a copy node reads or writes its host object at every replay;
+    an offset or size past its end was passed on (a read or write past a
+    bytes object), and negative ones wrapped."""
+    out = ints([0] * 8, stream)                         # room for every case below
+    src, dst = np.array([1, 2], np.int64), np.zeros(2, np.int64)
+    g = cuabi.Graph()
+    with pytest.raises(ValueError, match="add_memcpy: size"):
+        g.add_memcpy(out, src, 24)                      # 16 bytes there
+    with pytest.raises(ValueError, match="add_memcpy: size"):
+        g.add_memcpy(out, src, 16, src_offset=8)
+    with pytest.raises(ValueError, match="src_offset"):
+        g.add_memcpy(out, src, src_offset=24)
+    with pytest.raises(ValueError, match="add_memcpy: size"):
+        g.add_memcpy(dst, out, 32)
+    with pytest.raises(ValueError, match="dst_offset is -8"):
+        g.add_memcpy(dst, out, 8, dst_offset=-8)
+    with pytest.raises(TypeError, match="size must be an integer"):
+        g.add_memcpy(out, src, 8.0)
+    with pytest.raises(ValueError, match="add_memset: count is -1"):
+        g.add_memset(out, 0, count=-1)
+    assert len(g) == 0
+    up = g.add_memcpy(out, src, 8, src_offset=8)        # the last element: fine
+    g.add_memcpy(dst, out, 8, dst_offset=8, depends_on=up)
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert list(dst) == [0, 2]
+
+
 def test_host_node_exception_is_reported_not_raised(stream):
     seen = []
     old = sys.unraisablehook

@@ -157,3 +157,18 @@ def test_pack_helper_checks_its_arguments():
         fast.pack([(KINDS["i32"], 4, 2)], 4, 1)               # slot outside the blob
     with pytest.raises(TypeError):
         fast.pack(5, 4, 1)
+    # Issue 29: negative sizes and offsets were taken as size_t: a slot at
+    # offset -8 passed the bounds check (-8 + 8 wraps to 0) and was written
+    # before the blob.
+    i64 = KINDS["i64"]
+    with pytest.raises(ValueError, match="slot offset is -8"):
+        fast.pack([(i64, 8, -8)], 16, 1)
+    with pytest.raises(ValueError, match="slot size is -1"):
+        fast.pack([(i64, -1, 1)], 16, 1)
+    with pytest.raises(ValueError, match="blob_size is -1"):
+        fast.pack([(i64, 8, 0)], -1, 1)
+    with pytest.raises(ValueError, match="slot outside the blob"):
+        fast.pack([(i64, 8, 12)], 16, 1)
+    with pytest.raises(TypeError, match="not float"):
+        fast.pack([(i64, 8, 0)], 16.0, 1)
+    assert fast.pack([(i64, 8, np.int64(8))], np.uint8(16), 1) == bytes(8) + (1).to_bytes(8, "little")

@@ -136,7 +136,7 @@ def test_argument_errors():
     with pytest.raises(TypeError, match="not both"):
         cuabi.TensorMapDescriptor.from_tiled(
             a, (8, 8), options=cuabi.TensorMapDescriptorOptions(box_dim=(8, 8)))
-    with pytest.raises(ValueError, match="element_strides must have 2 elements"):
+    with pytest.raises(ValueError, match="element_strides has 1 entry; 2 expected"):
         cuabi.TensorMapDescriptor.from_tiled(a, (8, 8), element_strides=(1,))
     with pytest.raises(ValueError, match="has no TMA element type"):
         cuabi.TensorMapDescriptor.from_tiled(a, (8, 8), data_type="complex64")
