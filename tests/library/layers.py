@@ -16,6 +16,10 @@ other in a circle. Two readings of the code enforce it:
 src/cli, the `cuabi` tool, is no floor of the library: it may include only
 the public headers (cuabi.h, cuabi/...) and its own.
 
+Every source of a floor is also listed in mk/library.am (the tool's in
+mk/cli.am): a file the build does not list is missing from `make dist`'s
+tarball, which then fails to build elsewhere.
+
     python3 tests/library/layers.py --src SRC [--build BUILD]
     python3 tests/library/layers.py --self-test
 
@@ -108,6 +112,7 @@ def check_includes(src: str) -> list[str]:
     cycle = find_cycle(graph)
     if cycle:
         errors.append("include circle: " + " -> ".join(cycle))
+    errors += check_listed(src)
     cli = os.path.join(src, "cli")
     for name in sorted(os.listdir(cli)) if os.path.isdir(cli) else []:
         if not name.endswith((".c", ".h")):
@@ -117,6 +122,29 @@ def check_includes(src: str) -> list[str]:
                 if not PUBLIC.match(inc) and not os.path.isfile(os.path.join(cli, inc)):
                     errors.append(f"src/cli/{name}: #include \"{inc}\": the tool uses the "
                                   "public headers only")
+    return errors
+
+
+def check_listed(src: str) -> list[str]:
+    """Every source of src/<floor>/ named in mk/library.am, of src/cli in
+    mk/cli.am (paths as automake writes them: src/<floor>/<file>)."""
+    mk = os.path.join(os.path.dirname(os.path.abspath(src)), "mk")
+    def words(name: str) -> set[str]:
+        try:
+            with open(os.path.join(mk, name), encoding="utf-8") as f:
+                return set(f.read().split())
+        except OSError:
+            return set()
+    listed = words("library.am") | words("cli.am")
+    errors = []
+    places = [(fl, rel) for fl, rel in floor_files(src)]
+    cli = os.path.join(src, "cli")
+    if os.path.isdir(cli):
+        places += [("cli", f"cli/{n}") for n in sorted(os.listdir(cli)) if n.endswith((".c", ".h"))]
+    for fl, rel in places:
+        if f"src/{rel}" not in listed:
+            errors.append(f"src/{rel}: not listed in mk/{'cli' if fl == 'cli' else 'library'}.am "
+                          "(make dist would leave it out)")
     return errors
 
 
@@ -180,8 +208,9 @@ def self_test() -> int:
     """The checker finds what it must: an upward include, a bare include and a
     circle, in a made-up tree; and passes a clean one."""
     with tempfile.TemporaryDirectory() as tmp:
-        def tree(files: dict[str, str]) -> str:
-            root = tempfile.mkdtemp(dir=tmp)
+        def tree(files: dict[str, str], unlisted: tuple[str, ...] = ()) -> str:
+            top = tempfile.mkdtemp(dir=tmp)
+            root = os.path.join(top, "src")
             for fl in ("util", "runtime", "cli"):
                 os.makedirs(os.path.join(root, fl))
             for fl in ("util", "runtime"):
@@ -189,6 +218,9 @@ def self_test() -> int:
             for rel, text in files.items():
                 with open(os.path.join(root, rel), "w") as f:
                     f.write(text)
+            os.makedirs(os.path.join(top, "mk"))
+            with open(os.path.join(top, "mk", "library.am"), "w") as f:
+                f.write(" ".join(f"src/{r}" for r in files if r not in unlisted))
             return root
         clean = tree({"util/a.h": "", "runtime/b.c": '#include "util/a.h"\n#include "cuabi.h"\n',
                       "cli/main.c": '#include "cuabi.h"\n'})
@@ -199,6 +231,7 @@ def self_test() -> int:
                             "runtime/y.h": '#include "runtime/x.h"\n'}),
             "cli": tree({"cli/main.c": '#include "runtime/b.h"\n', "runtime/b.h": ""}),
             "stray": tree({"loose.c": ""}),
+            "unlisted": tree({"runtime/b.c": '#include "cuabi.h"\n'}, unlisted=("runtime/b.c",)),
         }
         ok = True
         if check_includes(clean):
