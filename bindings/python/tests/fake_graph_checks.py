@@ -464,3 +464,51 @@ def test_debug_dot_file(tmp_path):
     path = tmp_path / "g.dot"
     g.debug_dot(path)
     assert path.read_text().startswith("digraph")
+
+
+# ---- closing objects under calls in flight (issue 29 item 7)
+
+def _live(getter, h) -> bool:
+    """Whether the raw handle h still names a live object."""
+    import ctypes as C
+    from cuabi import _lib
+    try:
+        _lib.call(getter, C.c_void_p(h))
+        return True
+    except cuabi.InvalidHandleError:
+        return False
+
+
+def test_objects_closed_by_a_host_node_of_their_own_launch():
+    # The fake driver runs a host node inside cuGraphLaunch: closing the
+    # executable and the stream there must leave their release to the
+    # launch in flight (before: both were destroyed under it).
+    s = cuabi.Stream()
+    g = cuabi.Graph()
+    seen = []
+
+    def close_them():
+        exe.close()
+        s.close()
+        seen.append((exe.closed, s.closed, _live("cuabi_graph_exec_raw", he),
+                     _live("cuabi_stream_raw", hs)))
+    g.add_host(close_them)
+    exe = g.instantiate()
+    he, hs = exe.handle, s.handle
+    exe.launch(s)
+    assert seen == [(True, True, True, True)]
+    assert not _live("cuabi_graph_exec_raw", he) and not _live("cuabi_stream_raw", hs)
+    with pytest.raises(cuabi.ClosedHandleError):
+        exe.launch(cuabi.Stream())
+
+
+def test_free_async_with_a_closed_stream_still_frees_the_buffer():
+    s = cuabi.Stream()
+    s.close()
+    buf = cuabi.Buffer(64, stream=None)
+    h = buf.handle
+    with pytest.raises(cuabi.ClosedHandleError):
+        buf.free_async(s)
+    assert buf.closed and not _live("cuabi_buffer_size", h)
+    with pytest.raises(cuabi.ClosedHandleError):
+        buf.free_async(cuabi.Stream())
