@@ -160,6 +160,20 @@ static PyTypeObject PlainLaunch_Type = {
     .tp_new = plain_new,
 };
 
+/* Whether `k` is a handle object (a Kernel: plain_of found its entry). The
+ * last type that passed is remembered (a reference kept): one compare. */
+static PyTypeObject *kernel_type_seen;
+static int is_kernel(PyObject *k)
+{
+    if (__builtin_expect(Py_TYPE(k) == kernel_type_seen, 1))
+        return 1;
+    if (!PyObject_TypeCheck(k, fast_handle_type))
+        return 0;
+    Py_INCREF(Py_TYPE(k));
+    Py_XSETREF(kernel_type_seen, Py_TYPE(k));
+    return 1;
+}
+
 /* Count every object of `held` (a tuple of handle objects; NULL, None or
  * () for none) in use: 0, or -1 with the exception and none counted. */
 static int use_all(PyObject *held)
@@ -336,26 +350,31 @@ static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize
      * launch returns: a close() on another thread meanwhile leaves their
      * release to fast_done (fast_common.h). Counted last: packing ran
      * Python code, which may have closed them (ClosedHandleError then). */
-    void *pack = ln->pack, *kernel = NULL;
+    void *pack = ln->pack, *kernel = pl->kernel;
     PyObject *held = fast_slot_get(args[1], config_held_off);
+    if (held && (!PyTuple_CheckExact(held) || PyTuple_GET_SIZE(held) == 0))
+        held = NULL;                   /* the common case: no events */
     Py_XINCREF(held);                  /* the config may drop it while we launch */
-    if (!(cfg.stream = fast_use(stream_obj)))
+    cfg.stream = stream;
+    if (fast_hold(stream_obj) < 0)
         goto unused;
-    if (!PyObject_TypeCheck(args[2], fast_handle_type)) {   /* not a Kernel: launch_py's error */
+    if (!is_kernel(args[2])) {         /* not a Kernel: launch_py's error */
         PyErr_SetString(PyExc_TypeError, "launch: kernel must be a cuabi.Kernel");
         goto unuse_stream;
     }
-    if (!(kernel = fast_use(args[2])))
+    if (fast_hold(args[2]) < 0)        /* its handle is pl->kernel (its own cache) */
         goto unuse_stream;
-    if (use_all(held) < 0)
+    if (held && use_all(held) < 0)
         goto unuse;
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fast_api->launch(kernel, pack, &cfg);
     Py_END_ALLOW_THREADS
     ln->busy = 0;
-    done_all(held);
-    Py_XDECREF(held);
+    if (held) {
+        done_all(held);
+        Py_DECREF(held);
+    }
     fast_done(args[2]);
     fast_done(stream_obj);
     Py_DECREF(pl);
@@ -452,6 +471,7 @@ static PyMethodDef prepared_call_def = {
 typedef struct {
     PyObject_HEAD
     PyObject *ref;              /* weakref to the PreparedLaunch */
+    void *h;                    /* its handle (it never changes while open) */
     vectorcallfunc vectorcall;
 } BoundPrepared;
 
@@ -467,10 +487,12 @@ static PyObject *bound_call(PyObject *obj, PyObject *const *args, size_t nargsf,
     PyObject *prep = PyWeakref_GetObject(((BoundPrepared *)obj)->ref);   /* borrowed */
     if (!prep)
         return NULL;
-    void *h = prep != Py_None ? (Py_INCREF(prep), fast_use(prep)) : NULL;
-    if (!h) {
-        if (prep != Py_None)
-            Py_DECREF(prep);
+    void *h = ((BoundPrepared *)obj)->h;
+    if (prep == Py_None || !h)
+        return PyLong_FromLong((long)CUABI_ERROR_INVALID_HANDLE);
+    Py_INCREF(prep);
+    if (fast_hold(prep) < 0) {             /* closed */
+        Py_DECREF(prep);
         PyErr_Clear();
         return PyLong_FromLong((long)CUABI_ERROR_INVALID_HANDLE);
     }
@@ -511,6 +533,7 @@ static PyObject *bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     self->ref = ref;
+    self->h = fast_handle_value(fast_slot_get(prep, fast_handle_off));
     self->vectorcall = bound_call;
     return (PyObject *)self;
 }
