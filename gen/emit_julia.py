@@ -129,7 +129,7 @@ def julia_int(value: str) -> str:
     return v
 
 
-def emit_function(f) -> str:
+def emit_function(f, handles=frozenset()) -> str:
     args = ", ".join(name(p.name) for p in f.params)
     types = ", ".join(jl_type(p.type) for p in f.params)
     if len(f.params) == 1:
@@ -151,9 +151,22 @@ def emit_function(f) -> str:
     if f.gpu:
         text += "\n\nNeeds the CUDA driver and a GPU."
     call_args = (", " + args) if args else ""
+    # Handle arguments are in use until the call returns (_enter / _leave,
+    # below; CuABI counts its handle objects, so that close() on another
+    # thread leaves the release to the last call in flight).
+    held = [name(p.name) for p in f.params
+            if p.dir == "in" and p.type.ptr == 1 and p.type.base in handles]
+    body = f"ccall((:{f.name}, libcuabi), {jl_type(f.returns)}, ({types}){call_args})"
+    for i, h in reversed(list(enumerate(held))):
+        body = (f"t{i} = _enter({h})\n"
+                f"try\n"
+                + "".join(f"    {line}\n" for line in body.splitlines()) +
+                f"finally\n"
+                f"    _leave({h}, t{i})\n"
+                f"end")
     return (doc(text) +
             f"function {f.name}({args})\n"
-            f"    ccall((:{f.name}, libcuabi), {jl_type(f.returns)}, ({types}){call_args})\n"
+            + "".join(f"    {line}\n" for line in body.splitlines()) +
             "end\n\n")
 
 
@@ -168,7 +181,13 @@ def outputs(api) -> dict[str, str]:
            'const libcuabi = get(ENV, "CUABI_LIBRARY", "libcuabi")\n\n',
            "# Version of the plugin table this module was generated for.\n",
            f"const CUABI_API_TABLE_VERSION = Cuint({api.abi_version})\n",
-           DLPACK]
+           DLPACK,
+           "\n# Each wrapper holds its handle arguments in use for the call: t = _enter(h)\n"
+           "# before, _leave(h, t) after, whatever happens. Nothing for raw pointers;\n"
+           "# CuABI adds methods for its handle objects (close() on another thread then\n"
+           "# leaves the release to the last call in flight).\n"
+           "_enter(x) = nothing\n"
+           "_leave(x, t) = nothing\n"]
     for m in api.modules:
         out.append(f"\n# ---- module {m.name} (api/{m.source})\n\n")
         for c in m.consts:
@@ -199,7 +218,7 @@ def outputs(api) -> dict[str, str]:
                 out.append(f"const {s.upper}_VERSION = Cuint({s.version})\n")
             out.append("\n")
         for f in m.functions:
-            out.append(emit_function(f))
+            out.append(emit_function(f, frozenset(api.handles)))
     out.append("# Every struct with its C field names in declaration order, for the\n"
                "# layout check against cuabi_struct_size / cuabi_struct_field_offset.\n")
     out.append("const STRUCT_LAYOUTS = [\n")

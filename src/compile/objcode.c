@@ -1,6 +1,7 @@
 /* Object code: an image in memory, loaded lazily into the driver as a
  * context-independent CUlibrary, with an offline (ELF) view for queries
  * that need no GPU. */
+#include "platform/release.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static void objcode_destroy(cuabi__object *base)
     cuabi__objcode *o = (cuabi__objcode *)base;
     const cuabi__driver *drv;
     if (o->loaded && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuLibraryUnload)
-        CUABI__CU_RAW(drv, cuLibraryUnload, o->library);
+        CUABI__CU_RELEASE(drv, cuLibraryUnload, o->library);
     objcode_free(o);
 }
 
@@ -440,7 +441,7 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
         if (r != CUDA_SUCCESS) {
             cuabi_status st = cuabi__objcode_cu_check(o, drv, r, "cuLibraryGetKernelCount", caller);
             if (drv->cuLibraryUnload)
-                CUABI__CU_RAW(drv, cuLibraryUnload, lib);
+                CUABI__CU_RELEASE(drv, cuLibraryUnload, lib);
             return st;
         }
     }

@@ -80,7 +80,8 @@
     X(cuTensorMapReplaceAddress, 12000) \
     /* graphs (issue 14): capture, nodes, edges, executables */ \
     X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
-    X(cuStreamGetCaptureInfo, 12030) \
+    X(cuStreamGetCaptureInfo, 12030) X(cuStreamIsCapturing, 10000) \
+    X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuGraphCreate, 10000) X(cuGraphDestroy, 10000) \
     X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000) X(cuGraphDestroyNode, 10000) \
     X(cuGraphNodeGetDependencies, 12030) X(cuGraphNodeGetDependentNodes, 12030) \

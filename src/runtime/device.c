@@ -4,6 +4,7 @@
  * same handle value comes back for the same GPU and the primary context is
  * retained once. The object retains the primary context lazily (first call
  * that needs it) and releases it when destroyed. */
+#include "platform/release.h"
 #include "runtime/stream.h"
 #include "runtime/event.h"
 
@@ -24,7 +25,7 @@ static void device_destroy(cuabi__object *o)
     CUcontext ctx = atomic_load(&dev->primary);
     const cuabi__driver *drv;
     if (ctx && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDevicePrimaryCtxRelease)
-        CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device);
+        CUABI__CU_RELEASE(drv, cuDevicePrimaryCtxRelease, dev->cu_device);
     cuabi__free(dev);
 }
 
@@ -116,7 +117,7 @@ cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv
         if (atomic_compare_exchange_strong(&dev->primary, &expected, fresh)) {
             ctx = fresh;
         } else {
-            CUABI__CU_RAW(drv, cuDevicePrimaryCtxRelease, dev->cu_device); /* lost the race */
+            CUABI__CU_RELEASE(drv, cuDevicePrimaryCtxRelease, dev->cu_device); /* lost the race */
             ctx = expected;
         }
     }

@@ -1,4 +1,5 @@
 /* Events: record on a stream, wait, query, time. */
+#include "platform/release.h"
 #include "runtime/stream.h"
 #include "runtime/event.h"
 
@@ -7,7 +8,7 @@ static void event_destroy(cuabi__object *o)
     cuabi__event *e = (cuabi__event *)o;
     const cuabi__driver *drv;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuEventDestroy)
-        CUABI__CU_RAW(drv, cuEventDestroy, e->cu_event);
+        CUABI__CU_RELEASE(drv, cuEventDestroy, e->cu_event);
     cuabi__object_release(&e->device->base);
     cuabi__free(e);
 }
@@ -50,7 +51,7 @@ cuabi_status cuabi__event_adopt(cuabi_event **out, cuabi__device *dev, CUevent r
     st = e ? cuabi__handle_register(&e->base, CUABI__T_EVENT, event_destroy)
            : CUABI_ERROR_OUT_OF_MEMORY;
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuEventDestroy, raw);
+        CUABI__CU_RELEASE(drv, cuEventDestroy, raw);
         cuabi__free(e);
         return st;
     }

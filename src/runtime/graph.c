@@ -7,6 +7,7 @@
  * the raw CUgraph) made when the list is next read. A node handle is the
  * graph plus a record index; the record points back at the live handle
  * weakly, so one node has one handle value while any reference lives. */
+#include "platform/release.h"
 #include "runtime/graph.h"
 #include "util/checked.h"
 #include "util/file.h"
@@ -218,7 +219,7 @@ static void graph_destroy(cuabi__object *o)
     }
     const cuabi__driver *drv;
     if (g->cu_graph && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuGraphDestroy)
-        CUABI__CU_RAW(drv, cuGraphDestroy, g->cu_graph);
+        CUABI__CU_RELEASE(drv, cuGraphDestroy, g->cu_graph);
     records_free(g);
     /* After the CUgraph: nothing can run the work any more. */
     shared_free(g->shared);
@@ -298,7 +299,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_create(cuabi_graph **out)
     cuabi__graph *g;
     cuabi_status st = cuabi__graph_wrap(&g, cg, __func__);
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuGraphDestroy, cg);
+        CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         return st;
     }
     *out = CUABI__HANDLE(g, cuabi_graph);

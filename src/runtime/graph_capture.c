@@ -8,6 +8,7 @@
  * The hooks are registered with the capture seam (capture.h) when a
  * capture begins, and run only while cuabi__captures_active is non-zero:
  * with no capture in progress they cost their callers one relaxed load. */
+#include "platform/release.h"
 #include "runtime/graph.h"
 
 #include <stdio.h>
@@ -269,7 +270,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
         CUgraph g = NULL;
         if (drv->cuStreamEndCapture && CUABI__CU_RAW(drv, cuStreamEndCapture, s->cu_stream, &g) ==
                                            CUDA_SUCCESS && g && drv->cuGraphDestroy)
-            CUABI__CU_RAW(drv, cuGraphDestroy, g);
+            CUABI__CU_RELEASE(drv, cuGraphDestroy, g);
         cuabi__free(c);
         return st;
     }
@@ -333,6 +334,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
     CUgraph cg = NULL;
     cuabi_status st = CUABI__CU(drv, cuStreamEndCapture, s->cu_stream, &cg);
     bool invalidated = status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    /* Pool frees the capture held back from the legacy stream (memory.c). */
+    cuabi__memory_flush_deferred();
     if (st != CUABI_SUCCESS || !cg || invalidated) {
         /* No half graph: whatever the driver made goes, with what the
          * capture kept alive. */
@@ -348,7 +351,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
             cu = cuabi_last_error()->cu_result;
         }
         if (cg && drv->cuGraphDestroy)
-            CUABI__CU_RAW(drv, cuGraphDestroy, cg);
+            CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         if (c)
             capture_free(c);
         if (st == CUABI_SUCCESS || st == CUABI_ERROR_STREAM_CAPTURE || invalidated)
@@ -367,7 +370,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
     cuabi__graph *g;
     st = cuabi__graph_wrap(&g, cg, __func__);
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuGraphDestroy, cg);
+        CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         if (c)
             capture_free(c);
         return st;

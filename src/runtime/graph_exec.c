@@ -5,6 +5,7 @@
  * per-node updates address its nodes), the graph of its last whole update
  * (whose nodes' parameters it now runs), and, per kernel node updated on
  * its own, what that node's new arguments reference. */
+#include "platform/release.h"
 #include "runtime/graph.h"
 
 #include <stdio.h>
@@ -32,7 +33,7 @@ static void exec_destroy(cuabi__object *o)
     cuabi__graph_exec *e = (cuabi__graph_exec *)o;
     const cuabi__driver *drv;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuGraphExecDestroy)
-        CUABI__CU_RAW(drv, cuGraphExecDestroy, e->cu_exec);
+        CUABI__CU_RELEASE(drv, cuGraphExecDestroy, e->cu_exec);
     for (size_t i = 0; i < e->nover; i++)
         cuabi__keep_release(&e->over[i].keep);
     cuabi__free(e->over);
@@ -155,7 +156,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
     }
     if (st != CUABI_SUCCESS) {
         if (ce)
-            CUABI__CU_RAW(drv, cuGraphExecDestroy, ce);
+            CUABI__CU_RELEASE(drv, cuGraphExecDestroy, ce);
         cuabi__graph_unlock(g);
         return st;
     }

@@ -5,6 +5,7 @@
  * under the graph's lock, room for the record and the node's handle is made
  * and what the node references is kept before the driver call, so a failure
  * at any step undoes the earlier ones and leaves the graph as it was. */
+#include "platform/release.h"
 #include "runtime/graph.h"
 #include "runtime/launch_attrs.h"
 #include "runtime/occupancy.h"
@@ -290,7 +291,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_kernel(cuabi_graph_node **out, cuabi_
     if (st == CUABI_SUCCESS) {
         st = set_node_attrs(n, &kp, a.drv, __func__);
         if (st != CUABI_SUCCESS && a.drv->cuGraphDestroyNode)
-            CUABI__CU_RAW(a.drv, cuGraphDestroyNode, n);
+            CUABI__CU_RELEASE(a.drv, cuGraphDestroyNode, n);
     }
     cuabi__node_rec *r;
     st = add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_KERNEL, &r);

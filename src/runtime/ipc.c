@@ -11,6 +11,7 @@
  * the pool's file descriptor reached the importer (SCM_RIGHTS); both write
  * the descriptors framed here (magic, version, kind, pid, host, UUID, ...).
  * See docs/memory.md. */
+#include "platform/release.h"
 #include "runtime/event.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
@@ -92,7 +93,7 @@ static void mapping_close(uintptr_t ptr, size_t size, void *payload)
     const cuabi__driver *drv;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuIpcCloseMemHandle &&
         cuabi__device_activate(m->device, drv) == CUABI_SUCCESS)
-        CUABI__CU_RAW(drv, cuIpcCloseMemHandle, m->base);
+        CUABI__CU_RELEASE(drv, cuIpcCloseMemHandle, m->base);
     cuabi__object_release(&m->device->base);
     cuabi__free(m);
 }
@@ -135,7 +136,7 @@ static cuabi_status open_memory(cuabi_buffer **out, cuabi_device *hdev, cuabi__d
             return CUABI_SUCCESS;
         cuabi__object_release(&dev->base);
     }
-    CUABI__CU_RAW(drv, cuIpcCloseMemHandle, m->base);
+    CUABI__CU_RELEASE(drv, cuIpcCloseMemHandle, m->base);
     cuabi__free(m);
     return st;
 }

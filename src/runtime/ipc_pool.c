@@ -20,6 +20,7 @@
  * process, so destroying one import would break the others: a process-wide
  * registry keyed by pool id makes a second import return the live mapped
  * resource, and the pool is destroyed with the last resource using it. */
+#include "platform/release.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
 
@@ -100,7 +101,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
         st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true,
                                           random_pool_id());
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         return st;
     }
     memcpy(r->ipc_uuid, uuid.bytes, 16);
@@ -212,7 +213,7 @@ static void pool_unmap(cuabi__memory_resource *r)
         if (--m->users == 0) {
             *link = m->next;
             if (r->drv->cuMemPoolDestroy)
-                CUABI__CU_RAW(r->drv, cuMemPoolDestroy, m->pool);
+                CUABI__CU_RELEASE(r->drv, cuMemPoolDestroy, m->pool);
             cuabi__free(m);
         }
     }
@@ -261,7 +262,7 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
         st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_IPC_MAPPED, false,
                                           id);
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         cuabi__free(m);
         return st;
     }
@@ -326,7 +327,7 @@ static void import_free(uintptr_t ptr, size_t size, void *payload)
     (void)size;
     cuabi__memory_resource *r = payload;
     if (r->drv->cuMemFree && cuabi__device_activate(r->device, r->drv) == CUABI_SUCCESS)
-        CUABI__CU_RAW(r->drv, cuMemFree, (CUdeviceptr)ptr);
+        CUABI__CU_RELEASE(r->drv, cuMemFree, (CUdeviceptr)ptr);
     cuabi__object_release(&r->base);
 }
 
@@ -398,7 +399,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
             return CUABI_SUCCESS;
         cuabi__object_release(&r->base);
     }
-    CUABI__CU_RAW(drv, cuMemFree, ptr);
+    CUABI__CU_RELEASE(drv, cuMemFree, ptr);
     return st;
 }
 

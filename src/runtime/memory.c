@@ -1,8 +1,10 @@
 /* Memory resources: one allocate/deallocate interface over plain host
  * memory, device memory pools, pinned and managed memory, and user
  * callbacks. */
+#include "platform/release.h"
 #include "runtime/memory.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,7 @@ static void resource_destroy(cuabi__object *o)
     if (r->before_destroy)
         r->before_destroy(r);
     if (r->owns_pool && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuMemPoolDestroy)
-        CUABI__CU_RAW(drv, cuMemPoolDestroy, r->pool);
+        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, r->pool);
     if (r->impl == CUABI__RES_USER && r->user.release_payload)
         r->user.release_payload(r->payload);
     for (int i = 0; i < CUABI__RESOURCE_STREAMS; i++) {
@@ -145,7 +147,7 @@ cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
     cuabi_status st = CUABI__CU_IN(caller, drv, cuMemPoolSetAttribute, pool,
                                    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
     if (st != CUABI_SUCCESS) {
-        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         return st;
     }
     *out = pool;
@@ -190,7 +192,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
     cuabi_status st = cuabi__resource_pool_publish(out, NULL, dev, drv, pool, CUABI__RES_POOL,
                                                    true, 0);
     if (st != CUABI_SUCCESS)
-        CUABI__CU_RAW(drv, cuMemPoolDestroy, pool);
+        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
     return st;
 }
 
@@ -381,6 +383,92 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     return CUABI_SUCCESS;
 }
 
+/* ---- pool frees on the legacy default stream during a capture
+ *
+ * Work on the legacy stream depends on every blocking stream of its
+ * context: while one of them is captured, a free queued there conflicts
+ * with the capture whatever the thread's capture mode (the driver refuses
+ * it and invalidates the capture). Such a free -- a buffer without a stream
+ * released by a finalizer inside someone's capture -- waits here instead,
+ * with its resource retained, until a later pool free, the end of a cuabi
+ * capture or cuabi_memory_resource_trim finds no blocking capture. The
+ * driver's test does not disturb a capture: cuStreamIsCapturing on the
+ * legacy stream answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and "the
+ * blocking stream capture is not invalidated". */
+
+typedef struct legacy_free {
+    cuabi__memory_resource *res;   /* retained */
+    uintptr_t ptr;
+    struct legacy_free *next;
+} legacy_free;
+
+static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
+static legacy_free *legacy_frees;          /* guarded by legacy_lock */
+_Atomic size_t cuabi__memory_deferred_frees;
+
+/* Whether a blocking stream of the current context is being captured. */
+static bool legacy_conflicts(const cuabi__driver *drv)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return drv->cuStreamIsCapturing &&
+           drv->cuStreamIsCapturing(CU_STREAM_LEGACY, &st) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+static bool is_legacy(CUstream raw)
+{
+    return !raw || raw == CU_STREAM_LEGACY;
+}
+
+/* Keep the free for later; false when there is no memory to remember it. */
+static bool legacy_defer(cuabi__memory_resource *r, uintptr_t ptr)
+{
+    legacy_free *f = cuabi__malloc(sizeof *f);
+    if (!f)
+        return false;
+    cuabi__object_retain(&r->base);
+    f->res = r;
+    f->ptr = ptr;
+    pthread_mutex_lock(&legacy_lock);
+    f->next = legacy_frees;
+    legacy_frees = f;
+    atomic_fetch_add_explicit(&cuabi__memory_deferred_frees, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&legacy_lock);
+    return true;
+}
+
+void cuabi__memory_flush_deferred_slow(void)
+{
+    pthread_mutex_lock(&legacy_lock);
+    legacy_free *list = legacy_frees;
+    legacy_frees = NULL;
+    pthread_mutex_unlock(&legacy_lock);
+    legacy_free *keep = NULL;
+    while (list) {
+        legacy_free *f = list;
+        list = f->next;
+        cuabi__memory_resource *r = f->res;
+        if (cuabi__device_activate(r->device, r->drv) != CUABI_SUCCESS ||
+            legacy_conflicts(r->drv)) {
+            f->next = keep;                 /* still captured: later */
+            keep = f;
+            continue;
+        }
+        (void)CUABI__CU_RELEASE(r->drv, cuMemFreeAsync, (CUdeviceptr)f->ptr, CU_STREAM_LEGACY);
+        atomic_fetch_sub_explicit(&cuabi__memory_deferred_frees, 1, memory_order_relaxed);
+        cuabi__free(f);
+        cuabi__object_release(&r->base);
+    }
+    if (keep) {
+        pthread_mutex_lock(&legacy_lock);
+        legacy_free **tail = &keep;
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = legacy_frees;
+        legacy_frees = keep;
+        pthread_mutex_unlock(&legacy_lock);
+    }
+}
+
 /* Everything but a pool on a created stream (memory.h inlines that). */
 cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintptr_t ptr,
                                                 size_t size, size_t alignment,
@@ -407,12 +495,17 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
     switch (r->impl) {
     case CUABI__RES_POOL:
-        return CUABI__CU_IN(caller, drv, cuMemFreeAsync, (CUdeviceptr)ptr, raw);
+        if (is_legacy(raw)) {
+            if (legacy_conflicts(drv) && legacy_defer(r, ptr))
+                return CUABI_SUCCESS;
+            cuabi__memory_flush_deferred();
+        }
+        return CUABI__CU_RELEASE_IN(caller, drv, cuMemFreeAsync, (CUdeviceptr)ptr, raw);
     case CUABI__RES_PINNED:
-        return CUABI__CU_IN(caller, drv, cuMemFreeHost, (void *)ptr);
+        return CUABI__CU_RELEASE_IN(caller, drv, cuMemFreeHost, (void *)ptr);
     case CUABI__RES_MANAGED:
     case CUABI__RES_IPC:
-        return CUABI__CU_IN(caller, drv, cuMemFree, (CUdeviceptr)ptr);
+        return CUABI__CU_RELEASE_IN(caller, drv, cuMemFree, (CUdeviceptr)ptr);
     default:
         return cuabi__error(CUABI_ERROR_INTERNAL, "%s: bad resource kind", caller);
     }
@@ -509,6 +602,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_trim(cuabi_memory_resource *res
     const cuabi__driver *drv;
     CUABI__TRY(pool_of(&r, resource, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
+    cuabi__memory_flush_deferred();
     CUABI__TRY(cuabi__device_activate(r->device, drv));
     return CUABI__CU(drv, cuMemPoolTrimTo, r->pool, keep_bytes);
 }

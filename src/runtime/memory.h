@@ -3,6 +3,7 @@
 #define CUABI_MEMORY_INTERNAL_H
 
 #include "runtime/stream.h"
+#include "platform/release.h"
 
 /* ------------------------------------------------------------ resources */
 
@@ -96,9 +97,21 @@ static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *re
                                                       cuabi__stream *stream, const char *caller)
 {
     if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream)))
-        return CUABI__CU_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
-                            stream->cu_stream);
+        return CUABI__CU_RELEASE_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
+                                    stream->cu_stream);
     return cuabi__resource_deallocate_general(res, ptr, size, alignment, stream, caller);
+}
+
+/* Pool frees on the legacy default stream that a blocking stream's
+ * capture made wait (memory.c): free those no capture holds back any more.
+ * Costs one relaxed load when there are none. */
+extern _Atomic size_t cuabi__memory_deferred_frees;    /* how many wait */
+void cuabi__memory_flush_deferred_slow(void);
+static inline void cuabi__memory_flush_deferred(void)
+{
+    if (CUABI__UNLIKELY(atomic_load_explicit(&cuabi__memory_deferred_frees,
+                                             memory_order_relaxed) != 0))
+        cuabi__memory_flush_deferred_slow();
 }
 
 /* A resource of `impl` (not stream-ordered, no pool) on a device: the

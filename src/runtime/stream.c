@@ -1,4 +1,5 @@
 /* Streams: created, wrapped (foreign, not owned) and the default streams. */
+#include "platform/release.h"
 #include "runtime/stream.h"
 #include "runtime/event.h"
 
@@ -7,7 +8,7 @@ static void stream_destroy(cuabi__object *o)
     cuabi__stream *s = (cuabi__stream *)o;
     const cuabi__driver *drv;
     if (s->owned && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuStreamDestroy)
-        CUABI__CU_RAW(drv, cuStreamDestroy, s->cu_stream);
+        CUABI__CU_RELEASE(drv, cuStreamDestroy, s->cu_stream);
     cuabi__object_release(&s->device->base);
     cuabi__free(s);
 }
@@ -51,7 +52,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device 
     CUABI__TRY(CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags, options->priority));
     cuabi_status st = stream_new(out, dev, raw, true);
     if (st != CUABI_SUCCESS)
-        CUABI__CU_RAW(drv, cuStreamDestroy, raw);
+        CUABI__CU_RELEASE(drv, cuStreamDestroy, raw);
     return st;
 }
 

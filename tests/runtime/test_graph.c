@@ -1033,6 +1033,168 @@ START_TEST(capture_refusals_and_invalidation)
 }
 END_TEST
 
+/* ------------------------------------------ releases during a capture */
+
+/* Issue 29 item 9: a release may come at any moment -- a garbage
+ * collector's finalizer, another thread -- while a stream is captured in
+ * GLOBAL mode. The fake driver refuses the "potentially unsafe" release
+ * calls then, and invalidates the capture, unless the calling thread is in
+ * RELAXED mode; a pool free on the legacy stream conflicts with a capture
+ * of a blocking stream in any mode. Every kind of handle cuabi releases
+ * through such a call is released here inside a capture, on the capturing
+ * thread and on another one, and the capture must stay valid. */
+typedef struct victims {
+    cuabi_device *dev;                   /* its last reference: the primary context */
+    cuabi_stream *stream;
+    cuabi_event *event;
+    cuabi_memory_resource *pool, *pinned, *managed;
+    cuabi_buffer *pinned_buf, *managed_buf, *legacy_buf;
+    cuabi_objcode *code;
+    cuabi_kernel *kern;
+    cuabi_graph *graph;
+    cuabi_graph_exec *exec;
+} victims;
+
+static const void *cubin;
+static size_t cubin_size;
+
+static void victims_make(victims *v)
+{
+    ck_assert_ok(cuabi_device_get(&v->dev, 1));
+    ck_assert_ok(cuabi_stream_create(&v->stream, v->dev, NULL));
+    ck_assert_ok(cuabi_event_create(&v->event, v->dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_pool_create(&v->pool, v->dev, NULL));
+    ck_assert_ok(cuabi_memory_resource_pinned(&v->pinned, v->dev));
+    ck_assert_ok(cuabi_memory_resource_managed(&v->managed, v->dev));
+    ck_assert_ok(cuabi_buffer_allocate(&v->pinned_buf, v->pinned, 64, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&v->managed_buf, v->managed, 64, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&v->legacy_buf, pool, 64, 0, NULL));
+    ck_assert_ok(cuabi_objcode_from_memory(&v->code, CUABI_CODE_CUBIN, cubin, cubin_size, NULL));
+    ck_assert_ok(cuabi_objcode_get_kernel(&v->kern, v->code, "add"));   /* loads it */
+    cuabi_graph_node *n;
+    ck_assert_ok(cuabi_graph_create(&v->graph));
+    ck_assert_ok(cuabi_graph_add_empty(&n, v->graph, NULL, 0));
+    cuabi_graph_node_release(n);
+    ck_assert_ok(cuabi_graph_instantiate(&v->exec, v->graph, NULL));
+}
+
+static void victims_release(victims *v)
+{
+    cuabi_graph_exec_release(v->exec);
+    cuabi_graph_release(v->graph);
+    cuabi_kernel_release(v->kern);
+    cuabi_objcode_release(v->code);
+    cuabi_buffer_destroy(v->legacy_buf);
+    cuabi_buffer_destroy(v->managed_buf);
+    cuabi_buffer_destroy(v->pinned_buf);
+    cuabi_memory_resource_release(v->managed);
+    cuabi_memory_resource_release(v->pinned);
+    cuabi_memory_resource_release(v->pool);
+    cuabi_event_release(v->event);
+    cuabi_stream_release(v->stream);
+    cuabi_device_release(v->dev);
+}
+
+static void *victims_release_thread(void *arg)
+{
+    victims_release(arg);
+    return NULL;
+}
+
+START_TEST(releases_inside_a_capture_keep_it_valid)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/data/objcode_kernels_sm90.cubin",
+             cuabi_test_srcdir());
+    cuabi_objcode *tmp;
+    ck_assert_ok(cuabi_objcode_from_file(&tmp, CUABI_CODE_CUBIN, path));
+    const void *bytes;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &cubin_size, tmp));
+    void *copy = malloc(cubin_size);
+    memcpy(copy, bytes, cubin_size);
+    cubin = copy;
+    cuabi_objcode_release(tmp);
+    /* Device 1 is released with the victims: the fixture's references go first. */
+    cuabi_stream_release(stream1);
+    cuabi_device_release(dev1);
+    ck_assert_int_eq(fake_ctx_refs[1], 0);
+    cuabi_buffer *out = ints(1, 0), *in = ints(1, 1);
+    cuabi_argpack *p = add_pack(out, in, 1);
+    cuabi_launch_config c = cfg(1);
+    c.device = NULL;
+    c.stream = stream;
+    int streams = fake_live_streams, allocs = fake_live_allocs;
+    for (int round = 0; round < 1000; round++) {
+        victims v;
+        victims_make(&v);
+        ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+        ck_assert_ok(cuabi_launch(kern, p, &c));
+        if (round % 2) {                 /* another thread, in GLOBAL mode */
+            pthread_t t;
+            ck_assert_int_eq(pthread_create(&t, NULL, victims_release_thread, &v), 0);
+            pthread_join(t, NULL);
+        } else {
+            victims_release(&v);
+        }
+        ck_assert_ok(cuabi_launch(kern, p, &c));
+        cuabi_graph *g;
+        ck_assert_msg(cuabi_graph_capture_end(&g, stream) == CUABI_SUCCESS,
+                      "round %d: %s", round, cuabi_last_error()->message);
+        ck_assert_uint_eq(node_count(g), 2);
+        cuabi_graph_release(g);
+        ck_assert_int_eq(fake_unsafe_refusals, 0);
+        /* Released indeed: the primary context, the stream, the memory
+         * (the legacy-stream free once the capture ended). */
+        ck_assert_int_eq(fake_ctx_refs[1], 0);
+        ck_assert_int_eq(fake_live_streams, streams);
+        ck_assert_int_eq(fake_live_allocs, allocs);
+        ck_assert_uint_eq(atomic_load(&cuabi__memory_deferred_frees), 0);
+    }
+    /* With no capture, a legacy-stream free goes at once. */
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, pool, 64, 0, NULL));
+    cuabi_buffer_destroy(b);
+    ck_assert_int_eq(fake_live_allocs, allocs);
+    cuabi_argpack_release(p);
+    cuabi_buffer_destroy(out);
+    cuabi_buffer_destroy(in);
+    free(copy);
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    ck_assert_ok(cuabi_stream_create(&stream1, dev1, NULL));
+}
+END_TEST
+
+/* A pool free on the legacy stream during a capture of a blocking stream
+ * waits (it would conflict with the capture in any mode) and goes when
+ * the capture ends; a non-blocking stream's capture does not hold it. */
+START_TEST(legacy_stream_frees_wait_for_blocking_captures)
+{
+    int allocs = fake_live_allocs;
+    cuabi_buffer *b1, *b2;
+    ck_assert_ok(cuabi_buffer_allocate(&b1, pool, 64, 0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&b2, pool, 64, 0, NULL));
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_RELAXED));
+    ck_assert_ok(cuabi_buffer_destroy(b1));
+    ck_assert_uint_eq(atomic_load(&cuabi__memory_deferred_frees), 1);
+    ck_assert_int_eq(fake_live_allocs, allocs + 2);
+    cuabi_graph *g;
+    ck_assert_ok(cuabi_graph_capture_end(&g, stream));
+    cuabi_graph_release(g);
+    ck_assert_uint_eq(atomic_load(&cuabi__memory_deferred_frees), 0);
+    ck_assert_int_eq(fake_live_allocs, allocs + 1);
+    cuabi_stream *nb;
+    cuabi_stream_options o = CUABI_STREAM_OPTIONS_INIT;
+    o.flags = CUABI_STREAM_NON_BLOCKING;
+    ck_assert_ok(cuabi_stream_create(&nb, dev, &o));
+    ck_assert_ok(cuabi_graph_capture_begin(nb, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_buffer_destroy(b2));
+    ck_assert_int_eq(fake_live_allocs, allocs);
+    ck_assert_ok(cuabi_graph_capture_end(&g, nb));
+    cuabi_graph_release(g);
+    cuabi_stream_release(nb);
+}
+END_TEST
+
 /* Work on a stream that joined the capture through an event is kept too;
  * a stream left unjoined fails the capture without leaking. */
 START_TEST(capture_across_streams)
@@ -1462,6 +1624,8 @@ static Suite *suite(void)
     tcase_add_test(tc, capture_defers_frees_of_older_memory);
     tcase_add_test(tc, capture_refusals_and_invalidation);
     tcase_add_test(tc, capture_across_streams);
+    tcase_add_test(tc, releases_inside_a_capture_keep_it_valid);
+    tcase_add_test(tc, legacy_stream_frees_wait_for_blocking_captures);
     tcase_add_test(tc, capture_an_executable);
     tcase_add_test(tc, conditional_while_runs_n_times);
     tcase_add_test(tc, conditional_needs_the_driver);

@@ -15,7 +15,7 @@ from operator import attrgetter, methodcaller
 
 from . import _capi
 from ._handle import Handle
-from ._lib import call, lib, new_struct, struct_to_dict
+from ._lib import call, holding, lib, new_struct, struct_to_dict
 from .errors import I64_MAX, I64_MIN, INT_MAX, INT_MIN, U64_MAX, dims_arg, index_arg
 
 K = _capi  # CUABI_ARG_* constants
@@ -517,6 +517,11 @@ class ArgPack(Handle):
     values with pack.set(*args) (one call into C) or pack[i] = value."""
 
     _ctype = "cuabi_argpack"
+    # _refs: {slot: Buffer or View} the buffer and view slots name (the pack
+    # keeps their handles, not references); _held: those objects, a tuple,
+    # in use during every launch of the pack (prepared launches; the
+    # compiled one reads the slot).
+    __slots__ = ("_packer", "_refs", "_held", "__dict__")
 
     def __init__(self, signature: str):
         Handle.__init__(self, call("cuabi_argpack_create", signature.encode()))
@@ -525,6 +530,23 @@ class ArgPack(Handle):
     def _init(self, type_names=None, what="the pack"):
         self._packer = Packer(_pack_slots(self), call("cuabi_argpack_blob_size", self),
                               type_names=type_names, what=what, vectors=_vector_slots(self))
+
+    @property
+    def _ref_slots(self):
+        ks = (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW)
+        return [i for i, (k, _s, _o) in enumerate(self._packer.slots) if k in ks]
+
+    def _set_refs(self, values: dict) -> None:
+        """The buffer and view slots in `values` ({slot: value}) now name
+        these objects (or, for ints, no object of ours)."""
+        refs = dict(getattr(self, "_refs", None) or {})
+        for slot, v in values.items():
+            if isinstance(v, Handle):
+                refs[slot] = v
+            else:
+                refs.pop(slot, None)
+        self._refs = refs
+        self._held = tuple(refs.values())
 
     @classmethod
     def _wrap(cls, value):
@@ -606,8 +628,23 @@ class ArgPack(Handle):
 
     def set(self, *args) -> "ArgPack":
         """Set every slot from Python values: one blob, one call into C."""
-        blob = self._packer.pack(*args)
-        lib.cuabi_argpack_set_blob(self, blob, self._packer.size)
+        refs = self.__dict__.get("_ref_cache")
+        if refs is None:
+            refs = self._ref_slots
+            self.__dict__["_ref_cache"] = refs
+        if not refs:
+            blob = self._packer.pack(*args)
+            lib.cuabi_argpack_set_blob(self, blob, self._packer.size)
+            return self
+        values = {i: args[i] for i in refs if i < len(args)}
+        objs = [v for v in values.values() if isinstance(v, Handle)]
+        # Launches until the pack is set again hold the old objects and the
+        # new ones; the new ones are in use while their handles are packed.
+        self._held = tuple(getattr(self, "_held", ())) + tuple(objs)
+        with holding(*objs):
+            blob = self._packer.pack(*args)
+            lib.cuabi_argpack_set_blob(self, blob, self._packer.size)
+        self._set_refs(values)
         return self
 
     def _slot(self, slot) -> int:
@@ -627,7 +664,9 @@ class ArgPack(Handle):
             s.plan(value)                                      # refuses non-handles
             fn = lib.cuabi_argpack_set_buffer if s.kind == K.CUABI_ARG_BUFFER \
                 else lib.cuabi_argpack_set_view
-            fn(self, slot, C.c_void_p(_handle_value(value)))
+            # A Handle goes as itself: in use during the call.
+            fn(self, slot, value if isinstance(value, Handle) else C.c_void_p(int(value)))
+            self._set_refs({slot: value})
             return
         blob = C.create_string_buffer(max(s.size, 1))
         s.pack_exact(blob, value, offset=0)

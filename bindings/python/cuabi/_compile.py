@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from . import _callbacks, _capi
 from ._core import Device, _as_device
 from ._handle import Handle
-from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
+from ._lib import call, holding, lib, new_struct, struct_to_dict, struct_to_namespace
 from .errors import INT_MAX, INT_MIN, index_arg
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
@@ -299,8 +299,9 @@ class ObjectCode(Handle):
         """One fatbin of CUBIN and PTX ObjectCodes (nvFatbin, else the
         fatbinary tool)."""
         images = list(images)
-        arr = (C.c_void_p * max(len(images), 1))(*[i.handle for i in images])
-        return cls._wrap(call("cuabi_fatbin_create", arr, len(images)))
+        with holding(*images) as hs:        # in use until the fatbin is made
+            arr = (C.c_void_p * max(len(images), 1))(*hs)
+            return cls._wrap(call("cuabi_fatbin_create", arr, len(images)))
 
     @property
     def fatbin_archs(self) -> list[int]:
@@ -395,7 +396,7 @@ class Kernel(Handle):
 
     @property
     def objcode(self) -> ObjectCode:
-        return ObjectCode._borrowed(call("cuabi_kernel_objcode", self))
+        return ObjectCode._borrowed_of("cuabi_kernel_objcode", self)
 
     def attribute(self, attribute: int, device=None) -> int:
         return call("cuabi_kernel_attribute", self, _as_device(device), int(attribute))

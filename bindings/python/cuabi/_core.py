@@ -218,7 +218,7 @@ class Stream(Handle):
 
     @property
     def device(self) -> Device:
-        return Device._borrowed(call("cuabi_stream_device", self))
+        return Device._borrowed_of("cuabi_stream_device", self)
 
     @property
     def priority(self) -> int:

@@ -21,8 +21,8 @@ import weakref
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
 from ._handle import Handle
-from ._lib import call, hot, lib, new_struct, raise_last
-from .errors import U32_MAX, ClosedHandleError, CuabiError, index_arg
+from ._lib import call, done, holding, hot, lib, new_struct, raise_last, use
+from .errors import ClosedHandleError, CuabiError, U32_MAX, index_arg
 
 _KIND_NAMES = {
     _capi.CUABI_GRAPH_NODE_KERNEL: "kernel", _capi.CUABI_GRAPH_NODE_MEMCPY: "memcpy",
@@ -101,7 +101,8 @@ class GraphNode(Handle):
 
     @property
     def graph(self) -> "Graph":
-        return Graph._from_borrowed(call("cuabi_graph_node_graph", self))
+        with holding(self):     # the node keeps its graph until it is retained
+            return Graph._from_borrowed(call("cuabi_graph_node_graph", self))
 
     @property
     def dependencies(self) -> list["GraphNode"]:
@@ -207,8 +208,7 @@ class Graph(Handle):
 
     @property
     def device(self) -> Device | None:
-        h = call("cuabi_graph_device", self)
-        return Device._borrowed(h) if h else None
+        return Device._borrowed_of("cuabi_graph_device", self)
 
     def _kernel_device(self) -> Device:
         if self._device_arg is not None:
@@ -216,7 +216,7 @@ class Graph(Handle):
         return self.device or Device(0)
 
     def __len__(self) -> int:
-        return call("cuabi_graph_node_count", self.handle)
+        return call("cuabi_graph_node_count", self)
 
     @property
     def nodes(self) -> list[GraphNode]:
@@ -238,20 +238,21 @@ class Graph(Handle):
     # -- nodes
 
     @staticmethod
-    def _deps(depends_on):
+    def _deps(depends_on) -> list:
         if depends_on is None:
-            return None, 0
+            return []
         if isinstance(depends_on, GraphNode):
-            depends_on = (depends_on,)
-        deps = list(depends_on)
-        if not deps:
-            return None, 0
-        arr = (C.c_void_p * len(deps))(*[d.handle for d in deps])
-        return arr, len(deps)
+            return [depends_on]
+        return list(depends_on)
 
-    def _node(self, fn: str, depends_on, *args) -> GraphNode:
-        arr, n = self._deps(depends_on)
-        return GraphNode._wrap(call(fn, self.handle, arr, n, *args))
+    def _node(self, fn: str, depends_on, *args, holds=()) -> GraphNode:
+        """A node made by `fn`; the dependencies (and `holds`: handles the
+        arguments name by value) are in use during the call."""
+        deps = self._deps(depends_on)
+        with holding(*deps, *holds) as hs:
+            n = len(deps)
+            arr = (C.c_void_p * n)(*hs[:n]) if n else None
+            return GraphNode._wrap(call(fn, self, arr, n, *args))
 
     def add_kernel(self, kernel, config, *args, depends_on=None) -> GraphNode:
         """A kernel node: kernel(*args) with config's grid, block, shared
@@ -266,9 +267,10 @@ class Graph(Handle):
             pl.pack(*args)
             c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
             c.stream = None
-            c.device = self._kernel_device().handle
+            dev = self._kernel_device()
+            c.device = dev.handle
             node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack,
-                              C.byref(c))
+                              C.byref(c), holds=(dev, *config._held))
         finally:
             kernel._launch_cache["free"].append(pl)
         self._keep.append((kernel, args))
@@ -392,14 +394,16 @@ class Graph(Handle):
     def add_dependencies(self, edges) -> None:
         edges = list(edges)
         n = len(edges)
-        frm = (C.c_void_p * max(n, 1))(*[a.handle for a, _ in edges])
-        to = (C.c_void_p * max(n, 1))(*[b.handle for _, b in edges])
-        lib.cuabi_graph_add_dependencies(self, frm, to, n)
+        with holding(*[a for a, _ in edges], *[b for _, b in edges]) as hs:
+            frm = (C.c_void_p * max(n, 1))(*hs[:n])
+            to = (C.c_void_p * max(n, 1))(*hs[n:])
+            lib.cuabi_graph_add_dependencies(self, frm, to, n)
 
     def remove_dependency(self, before: GraphNode, after: GraphNode) -> None:
-        frm = (C.c_void_p * 1)(before.handle)
-        to = (C.c_void_p * 1)(after.handle)
-        lib.cuabi_graph_remove_dependencies(self, frm, to, 1)
+        with holding(before, after) as (b, a):
+            frm = (C.c_void_p * 1)(b)
+            to = (C.c_void_p * 1)(a)
+            lib.cuabi_graph_remove_dependencies(self, frm, to, 1)
 
     # -- executables and output
 
@@ -420,8 +424,9 @@ class Graph(Handle):
                    | (_capi.CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY if use_node_priority
                       else 0))
         us = None if upload_stream is None else _stream(upload_stream)
-        o.upload_stream = None if us is None else us.handle
-        exe = GraphExec._wrap(call("cuabi_graph_instantiate", self.handle, C.byref(o)))
+        with holding(us) as (ush,):
+            o.upload_stream = ush
+            exe = GraphExec._wrap(call("cuabi_graph_instantiate", self, C.byref(o)))
         exe._graphs = [self]
         return exe
 
@@ -515,13 +520,17 @@ class GraphExec(Handle):
         stream cuabi.Stream.wrap takes)."""
         if type(stream) is not Stream:
             stream = self._stream_of(stream)
-        h = stream._h
-        if h is None:
-            stream.handle  # raises ClosedHandleError
-        st = _exec_launch(self._p, _ptr(h))
+        # Both in use until the launch returns (a close() elsewhere waits for it).
+        h = use(stream)
+        try:
+            use(self)
+            try:
+                st = _exec_launch(self._p, _ptr(h))
+            finally:
+                done(self)
+        finally:
+            done(stream)
         if st:
-            if self._h is None:
-                self.handle
             raise_last(st, "cuabi_graph_exec_launch")
 
     __call__ = launch
@@ -590,9 +599,12 @@ class GraphExec(Handle):
             if shared_mem is not None:
                 c.dynamic_shared_bytes = shared_mem
             c.stream = None
-            c.device = self.graph._kernel_device().handle
-        lib.cuabi_graph_exec_update_kernel(self, node, pl.argpack,
-                                           C.byref(c) if c is not None else None)
+        dev = self.graph._kernel_device() if c is not None else None
+        with holding(dev, *(config._held if config is not None else ())) as (dh, *_):
+            if c is not None:
+                c.device = dh
+            lib.cuabi_graph_exec_update_kernel(self, node, pl.argpack,
+                                               C.byref(c) if c is not None else None)
         # Kept while this executable runs them.
         dims = (tuple(c.grid), tuple(c.block), c.dynamic_shared_bytes) if c is not None \
             else (g, b, sh)
@@ -603,21 +615,18 @@ class GraphExec(Handle):
         """The graph it was instantiated from (its nodes address this executable's)."""
         if self._graphs:
             return self._graphs[0]
-        return Graph._from_borrowed(call("cuabi_graph_exec_graph", self))
+        with holding(self):     # the executable keeps its graph until it is retained
+            return Graph._from_borrowed(call("cuabi_graph_exec_graph", self))
 
     @property
     def device(self) -> Device | None:
-        h = call("cuabi_graph_exec_device", self)
-        return Device._borrowed(h) if h else None
+        return Device._borrowed_of("cuabi_graph_exec_device", self)
 
     @property
     def raw(self) -> int:
         """The CUgraphExec (owned by cuabi)."""
         return call("cuabi_graph_exec_raw", self)
 
-    def close(self) -> None:
-        self._p = _ptr(None)
-        super().close()
 
 
 # ------------------------------------------------------------------ capture

@@ -5,7 +5,7 @@ import ctypes as C
 import weakref
 
 from . import _capi
-from ._lib import fast, lib, raw
+from ._lib import call, close_handle, counted, fast, holding, lib, raw
 from .errors import ClosedHandleError
 
 
@@ -22,11 +22,21 @@ class Handle:
 
     Released by close(), by leaving a `with` block, or by a finalizer when the
     object is collected (also at interpreter exit, while the library is still
-    loaded). Subclasses set _ctype to the handle's C type name."""
+    loaded). Subclasses set _ctype to the handle's C type name.
+
+    Safe from several threads (docs/RELIABILITY.md, "Threat model"): every C
+    call is counted in `_uses` while it runs (cuabi._lib.use/done), close()
+    marks the object closed at once -- later calls raise ClosedHandleError --
+    and leaves the release to the last call in flight; it never blocks."""
 
     _ctype: str = ""
     _release_fn = None          # filled per subclass on first use
-    __slots__ = ("_h", "_fin", "__weakref__")
+    # _uses: C calls in flight on the handle (unset until the first one)
+    __slots__ = ("_h", "_fin", "_uses", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        counted.add(cls)        # lib calls count instances passed to them
 
     def __init__(self, value: int, owned: bool = True):
         if not value:
@@ -34,6 +44,8 @@ class Handle:
         self._h = value
         self._fin = weakref.finalize(self, _release, type(self)._releaser(), value) \
             if owned else None
+        if fast is None:
+            self._uses = []     # the ctypes backend's count (cuabi._lib: handles in use)
 
     @classmethod
     def _releaser(cls):
@@ -61,11 +73,10 @@ class Handle:
         return self._h is None
 
     def close(self) -> None:
-        """Release the handle now; idempotent."""
-        if self._h is not None:
-            self._h = None
-            if self._fin is not None:
-                self._fin()
+        """Release the handle: now, or when the last call on it that other
+        threads have in flight returns. New calls raise ClosedHandleError at
+        once; never blocks; idempotent."""
+        close_handle(self)
 
     def __enter__(self):
         self.handle
@@ -91,11 +102,31 @@ class Handle:
         return cls._wrap(value)
 
     @classmethod
+    def _borrowed_of(cls, fn: str, source, *args):
+        """A new owning object for the handle `fn(source, *args)` lends (a
+        buffer's device, a kernel's object code), or None for NULL: `source`
+        stays in use until the handle is retained, so that a close() of it on
+        another thread cannot release the lent object in between."""
+        with holding(source):
+            h = call(fn, source, *args)
+            return cls._borrowed(h) if h else None
+
+    @classmethod
+    def _shared(cls, other: "Handle"):
+        """A new owning object for the handle of `other` (retained while
+        `other` is in use)."""
+        with holding(other) as (h,):
+            return cls._borrowed(h)
+
+    @classmethod
     def _wrap(cls, value: int):
         obj = cls.__new__(cls)
         Handle.__init__(obj, value)
         return obj
 
 
+counted.add(Handle)
+
 if fast is not None:
-    fast.set_handle_class(Handle)    # the compiled paths read _h directly
+    # The compiled paths read _h directly, and count calls in _uses.
+    fast.set_handle_class(Handle, ClosedHandleError)

@@ -25,7 +25,7 @@ import threading
 import weakref
 
 from . import _capi
-from ._lib import call, hooks, new_struct, raise_last, raw
+from ._lib import call, holding, hooks, new_struct, raise_last, raw
 from .errors import IPCError, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
@@ -267,7 +267,8 @@ def from_descriptor(fd, descriptor):
 
 def descriptor_of(buf) -> bytes:
     out = C.create_string_buffer(DESCRIPTOR_SIZE)
-    st = _export(out, _SIZE, C.c_void_p(buf.handle))
+    with holding(buf) as (h,):      # in use during the call
+        st = _export(out, _SIZE, C.c_void_p(h))
     if st:
         raise_last(st, "cuabi_ipc_buffer_export")
     return out.raw
@@ -287,7 +288,8 @@ def reduce_buffer(buf):
 def import_buffer(cls, mr, descriptor):
     out = C.c_void_p()
     d = bytes(descriptor)
-    st = _import(C.byref(out), C.c_void_p(mr.handle), d or None, C.c_size_t(len(d)))
+    with holding(mr) as (h,):       # in use during the call
+        st = _import(C.byref(out), C.c_void_p(h), d or None, C.c_size_t(len(d)))
     if st:
         raise_last(st, "cuabi_ipc_pool_buffer_import")
     return cls._wrap(out.value)

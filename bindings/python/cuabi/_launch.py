@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import ctypes as C
+import weakref
 
-from . import _capi
+from . import _capi, _lib
 from functools import partial
 from operator import attrgetter, methodcaller
 
 from ._argpack import ArgPack, Packer, device_pointer, is_array_like, is_scalar
 from ._core import Stream, _as_device
 from ._handle import Handle
-from ._lib import call, fast, hot, lib, new_struct, raise_last
-from .errors import INT_MAX, INT_MIN, U32_MAX, dims_arg, index_arg
+from ._lib import call, done, fast, holding, hot, lib, new_struct, raise_last, use
+from .errors import ClosedHandleError, INT_MAX, INT_MIN, U32_MAX, dims_arg, index_arg
 
 
 def _dim3(v, name="dims"):
@@ -85,9 +86,12 @@ class LaunchConfig:
                  "priority", "access_policy_window", "preferred_cluster",
                  "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",
                  "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a",
-                 "_addr")
+                 "_addr", "_held")
     # _c: the C struct; _addr: its address, which the compiled launch reads
     # (whatever else LaunchConfig grows, both must name the struct in use).
+    # _held: the Events the attributes name (their handles are in _a), in
+    # use during every launch with the config (a tuple; the compiled launch
+    # reads it too).
 
     def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
                  cooperative: bool = False, *, shmem_size: int | None = None,
@@ -138,6 +142,7 @@ class LaunchConfig:
                                     if mem_sync_domain_map is not None else None)
         self.preferred_shared_memory_carveout = preferred_shared_memory_carveout
         self.nvlink_util_centric_scheduling = bool(nvlink_util_centric_scheduling)
+        self._held = ()
         self._a = self._attributes()
         if self._a is not None:
             c.attributes = C.pointer(self._a)
@@ -159,6 +164,7 @@ class LaunchConfig:
             ev = getattr(self, name)
             if ev is not None:
                 setattr(a, name, ev.handle)
+                self._held += (ev,)
                 used = True
         a.programmatic_event_trigger_at_block_start = int(
             self.programmatic_event_trigger_at_block_start)
@@ -190,9 +196,12 @@ class LaunchConfig:
             a.nvlink_util_centric_scheduling, used = 1, True
         return a if used else None
 
-    def _for(self, stream):
-        c = self._c
-        c.stream = None if stream is None else stream.handle
+    def _for(self, stream, h):
+        """A copy of the C struct for `stream`, whose handle is h (the
+        caller holds the stream in use); the copy leaves the shared struct
+        alone for other threads."""
+        c = _capi.cuabi_launch_config.from_buffer_copy(self._c)
+        c.stream = h
         return c
 
     @property
@@ -245,6 +254,8 @@ class _PlainLaunch(Packer):
         mem = (C.c_char * max(src.size, 1)).from_address(
             call("cuabi_argpack_blob_pointer", self.argpack))
         Packer.__init__(self, target=mem, **src._layout())
+        # The kernel's and pack's handles, made once: launch_py holds the
+        # kernel in use around each launch; the pack is this object's own.
         self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
         self.cfg = _capi.cuabi_launch_config()      # launch_py's private copy
         self.cfg_addr = C.addressof(self.cfg)
@@ -268,11 +279,10 @@ def _plain(kernel) -> _PlainLaunch:
     cache = kernel._launch_cache
     pl = cache.get("plain")
     if pl is None:
-        if kernel._h is None:
-            kernel.handle   # raises ClosedHandleError
-        pl = _PlainLaunch(kernel)
-        if fast is not None:
-            cache["fast"] = fast.PlainLaunch(kernel._h, tuple(pl.slots), _lanes(kernel, pl))
+        with holding(kernel) as (h,):
+            pl = _PlainLaunch(kernel)
+            if fast is not None:
+                cache["fast"] = fast.PlainLaunch(h, tuple(pl.slots), _lanes(kernel, pl))
         cache["plain"] = pl
     return pl
 
@@ -336,12 +346,25 @@ def launch_py(stream, config: LaunchConfig, kernel, *args) -> None:
                             f"{type(config).__name__}") from None
         if stream is not None and type(stream) is not Stream:
             stream = stream if isinstance(stream, Stream) else Stream.wrap(stream)
-        if stream is not None and stream._h is None:
-            stream.handle   # raises ClosedHandleError
         # The config's C struct is shared by threads: launch the lane's copy.
         _memmove(pl.cfg_addr, config._addr, _CONFIG_SIZE)
-        pl.cfg.stream = None if stream is None else stream._h
-        st = _launch(pl.k, pl.p, pl.cfg_p)
+        # The stream, the kernel and the config's events are in use until the
+        # launch returns (a close() on another thread leaves the release to
+        # us); a closed one raises ClosedHandleError.
+        pl.cfg.stream = None if stream is None else use(stream)
+        try:
+            use(kernel)
+            try:
+                if config._held:
+                    with holding(*config._held):
+                        st = _launch(pl.k, pl.p, pl.cfg_p)
+                else:
+                    st = _launch(pl.k, pl.p, pl.cfg_p)
+            finally:
+                done(kernel)
+        finally:
+            if stream is not None:
+                done(stream)
     finally:
         kernel._launch_cache["free"].append(pl)
     if st:
@@ -357,6 +380,9 @@ class PreparedLaunch(Handle):
     returns the status (0 on success) instead of raising, for tight loops."""
 
     _ctype = "cuabi_prepared"
+    # _pack: its ArgPack, whose Buffers and Views (ArgPack._held) are in use
+    # during each launch too (the compiled launch reads the slot).
+    __slots__ = ("_pack", "__dict__")
 
     def __init__(self, kernel, config: LaunchConfig, stream=None, *args, pack=None):
         if stream is not None and not isinstance(stream, Stream):
@@ -365,17 +391,34 @@ class PreparedLaunch(Handle):
         if args:
             self._pack.set(*args)
         self._stream = stream
-        Handle.__init__(self, call("cuabi_prepared_create", kernel, self._pack,
-                                   C.byref(config._for(stream))))
-        self._bind(self._h)
-
-    def _bind(self, h) -> None:
-        self._arg = _ptr(h)
-        self.raw_launch = (fast.BoundPrepared(h) if fast is not None
-                           else partial(_prepared_launch, self._arg))
+        with holding(stream, *config._held) as (sh, *_):
+            Handle.__init__(self, call("cuabi_prepared_create", kernel, self._pack,
+                                       C.byref(config._for(stream, sh))))
+        self._arg = _ptr(self._h)
+        # The launch bound to this object, weakly (a strong reference would
+        # make a cycle): the status of a closed one is INVALID_HANDLE.
+        self.raw_launch = (fast.BoundPrepared(self) if fast is not None
+                           else partial(_raw_launch, weakref.ref(self)))
 
     def __call__(self) -> None:
-        st = _prepared_launch(self._arg)
+        # The ctypes backend's (the compiled one is C): in use while it runs,
+        # so that a close() elsewhere leaves the release to it -- use() and
+        # done() of cuabi._lib, inline on this hot path.
+        u = self._uses
+        u.append(None)
+        try:
+            if self._h is None:
+                raise ClosedHandleError("PreparedLaunch is closed")
+            held = getattr(self._pack, "_held", None)
+            if held:
+                with holding(*held):
+                    st = _prepared_launch(self._arg)
+            else:
+                st = _prepared_launch(self._arg)
+        finally:
+            u.pop()
+            if not u and self._h is None:
+                _lib._finish(self)
         if st:
             raise_last(st, "cuabi_prepared_launch")
 
@@ -388,9 +431,30 @@ class PreparedLaunch(Handle):
     def set_grid(self, grid) -> None:
         lib.cuabi_prepared_set_grid(self, *_dim3(grid, "set_grid: grid"))
 
-    def close(self) -> None:
-        self._bind(None)
-        super().close()
+
+
+def _raw_launch(ref) -> int:
+    """PreparedLaunch.raw_launch of the ctypes backend: the status, never
+    raising."""
+    prep = ref()
+    if prep is None:
+        return _capi.CUABI_ERROR_INVALID_HANDLE
+    u = prep._uses          # use() and done(), inline as in __call__
+    u.append(None)
+    try:
+        if prep._h is None:
+            return _capi.CUABI_ERROR_INVALID_HANDLE
+        held = getattr(prep._pack, "_held", None)
+        if not held:
+            return _prepared_launch(prep._arg)
+        with holding(*held):
+            return _prepared_launch(prep._arg)
+    except Exception:       # a Buffer or View of the pack closed
+        return _capi.CUABI_ERROR_INVALID_HANDLE
+    finally:
+        u.pop()
+        if not u and prep._h is None:
+            _lib._finish(prep)
 
 
 def prepare(kernel, config: LaunchConfig, stream=None, *args) -> PreparedLaunch:
@@ -449,7 +513,7 @@ if fast is not None:
     # launch_py as the path for everything they leave to Python.
     PreparedLaunch.__call__ = PreparedLaunch.launch = fast.launch_setup(
         Stream, LaunchConfig, PreparedLaunch, launch_py, _launch_failed, _captures,
-        _keep_for_captures, _plain)
+        _keep_for_captures, _plain, ArgPack)
     fast.pack_setup(_arg_class, _SCALAR_VALUE_OFFSET)
     launch = fast.launch
 else:

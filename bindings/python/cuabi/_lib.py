@@ -221,6 +221,134 @@ if fast is None:
 backend = "compiled" if fast is not None else "ctypes"
 
 
+# ------------------------------------------------------------- handles in use
+#
+# docs/RELIABILITY.md, "Threat model: threads, finalizers and captures". A
+# Python object owning a cuabi handle (cuabi._handle.Handle) counts the C
+# calls in flight on its handle in its `_uses` slot (unset: none; an int in
+# the compiled backend, a list of one item per call in the ctypes one):
+#
+#   use(obj) -> h    count one call and return the handle value; a closed
+#                    object raises ClosedHandleError (a lazy view makes its C
+#                    view first, a graph still capturing raises RuntimeError:
+#                    whatever its `handle` property raises)
+#   done(obj)        the call is over; the last one after a close() runs the
+#                    release close() left to it
+#   close_handle(obj)   mark closed (new calls raise at once) and release now
+#                    when no call is in flight, else leave the release to the
+#                    last done(); never blocks, idempotent
+#   swap_release(obj, fin) -> old   close, with `fin` as the release to run
+#                    (Buffer.free_async); old: the release it replaces (None
+#                    if none), False when the object was closed already
+#
+# The release is the object's `_fin` (a weakref.finalize, or a view's
+# _CView): taken out of the slot by whoever runs it, so it runs once.
+# Calls through `lib` and `call()` count every Handle among their arguments
+# (`counted` holds the classes; cuabi._handle adds each); code passing a
+# handle value (structs, arrays, hot paths) holds its objects itself. The
+# compiled backend does all four in C (cuabi._fast, atomic under the GIL;
+# its launches count their stream and kernel in C); the ctypes backend under
+# a lock of its own.
+
+counted: set = set()
+_finish = None      # the ctypes backend's (below)
+
+if fast is not None:
+    use, done, close_handle, swap_release = (fast.handle_use, fast.handle_done,
+                                             fast.handle_close, fast.handle_swap_release)
+else:
+    # The ctypes backend: no C code touches _uses, so it holds a list, one
+    # item per call in flight (append and pop are atomic under the GIL, and
+    # in free-threaded builds); only making the list and taking the release
+    # need the lock.
+    import _thread          # not threading: `import cuabi` stays cheap
+    _uses_lock = _thread.RLock()    # reentrant: a finalizer may run inside it
+
+    def _finish(obj):
+        # obj is closed and idle: take its release (under the lock) and run it
+        # (also the end of a call counted inline: PreparedLaunch.__call__).
+        with _uses_lock:
+            fin = obj._fin
+            obj._fin = None
+        if fin is not None:
+            try:
+                fin()
+            except Exception:      # a release never raises (cuabi._handle._release)
+                pass
+
+    def _first_use(obj):
+        with _uses_lock:
+            try:
+                obj._uses.append(None)
+            except AttributeError:      # never counted before
+                obj._uses = [None]
+
+    def use(obj, _again=True):
+        try:
+            obj._uses.append(None)
+        except AttributeError:
+            _first_use(obj)
+        h = obj._h
+        if h is None:
+            done(obj)
+            if not _again:  # closed meanwhile
+                raise ClosedHandleError(f"{type(obj).__name__} is closed")
+            obj.handle      # raises (closed), or makes the C view of a lazy view
+            return use(obj, False)
+        return h
+
+    def done(obj):
+        u = obj._uses
+        u.pop()
+        if not u and obj._h is None:
+            _finish(obj)
+
+    def close_handle(obj):
+        obj._h = None
+        if not getattr(obj, "_uses", None):
+            _finish(obj)
+
+    def swap_release(obj, fin):
+        with _uses_lock:
+            if obj._h is None:
+                return False
+            old = obj._fin
+            obj._fin = fin
+            obj._h = None
+        if not getattr(obj, "_uses", None):
+            _finish(obj)
+        return old
+
+
+class holding:
+    """`with holding(a, b) as (ha, hb):` -- the handle values of Handle
+    objects (None stays None), counted as in use for the block: for code
+    that puts handle values into structs and arrays instead of passing the
+    objects to a `lib` function."""
+    __slots__ = ("objs", "n")
+
+    def __init__(self, *objs):
+        self.objs = objs
+        self.n = 0
+
+    def __enter__(self):
+        hs = []
+        try:
+            for o in self.objs:
+                hs.append(None if o is None else use(o))
+                self.n += 1
+        except BaseException:
+            self.__exit__()
+            raise
+        return hs
+
+    def __exit__(self, *exc):
+        objs, n, self.n = self.objs, self.n, 0
+        for o in objs[:n]:
+            if o is not None:
+                done(o)
+
+
 # ------------------------------------------------------------- the functions
 
 def _errcheck(result, func, args):
@@ -238,16 +366,62 @@ def _closed_arg(args):
     return None
 
 
-def _checked(fn):
-    def call_checked(*args):
-        try:
-            return fn(*args)
-        except C.ArgumentError:
-            closed = _closed_arg(args)
-            if closed is None:
-                raise
-            raise ClosedHandleError(f"{fn.__name__}: {type(closed).__name__} "
-                                    "is closed") from None
+def _raise_closed(fn, args):
+    closed = _closed_arg(args)
+    if closed is None:
+        raise
+    raise ClosedHandleError(f"{fn.__name__}: {type(closed).__name__} is closed") from None
+
+
+def _use_for(fn, a):
+    try:
+        use(a)
+    except ClosedHandleError:
+        raise ClosedHandleError(f"{fn.__name__}: {type(a).__name__} is closed") from None
+
+
+def _checked(fn, handle_args=()):
+    """fn, raising ClosedHandleError for a closed Handle argument. Every
+    Handle among the arguments at `handle_args` (the parameters taking a
+    handle or a pointer, which a Handle converts to) is in use until the call
+    returns (see "handles in use" above): a close() on another thread
+    meanwhile leaves the release to us."""
+    if len(handle_args) == 1:           # the common case, kept short
+        at = handle_args[0]
+
+        def call_checked(*args):
+            a = args[at] if at < len(args) else None
+            if type(a) not in counted:
+                try:
+                    return fn(*args)
+                except C.ArgumentError:
+                    _raise_closed(fn, args)
+            try:
+                use(a)
+            except ClosedHandleError:
+                raise ClosedHandleError(f"{fn.__name__}: {type(a).__name__} "
+                                        "is closed") from None
+            try:
+                return fn(*args)
+            except C.ArgumentError:
+                _raise_closed(fn, args)
+            finally:
+                done(a)
+    else:
+        def call_checked(*args):
+            n = len(args)
+            held = [a for i in handle_args if i < n and type(a := args[i]) in counted]
+            k = 0
+            try:
+                for a in held:
+                    _use_for(fn, a)
+                    k += 1
+                return fn(*args)
+            except C.ArgumentError:
+                _raise_closed(fn, args)
+            finally:
+                for a in held[:k]:
+                    done(a)
     call_checked.__name__ = fn.__name__
     call_checked.ctypes_function = fn
     return call_checked
@@ -271,7 +445,7 @@ class _Lib:
         fn.argtypes = list(argtypes)
         if restype is C.c_int and name not in ("cuabi_status_name", "cuabi_status_message"):
             fn.errcheck = _errcheck
-        bound = _checked(fn)
+        bound = _checked(fn, tuple(i for i, t in enumerate(argtypes) if t is C.c_void_p))
         setattr(self, name, bound)
         return bound
 

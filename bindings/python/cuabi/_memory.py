@@ -6,8 +6,8 @@ import ctypes as C
 from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
-from ._lib import call, hooks, lib, new_struct
-from .errors import U32_MAX, index_arg
+from ._lib import call, done, hooks, lib, new_struct, raw, swap_release, use
+from .errors import ClosedHandleError, U32_MAX, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -136,8 +136,7 @@ class MemoryResource(Handle):
 
     @property
     def device(self) -> Device | None:
-        h = call("cuabi_memory_resource_device", self)
-        return Device._borrowed(h) if h else None
+        return Device._borrowed_of("cuabi_memory_resource_device", self)
 
     def trim(self, keep_bytes: int = 0) -> None:
         lib.cuabi_memory_resource_trim(self, index_arg(keep_bytes, "trim: keep_bytes"))
@@ -260,6 +259,29 @@ def _host_bytes(obj):
     return (C.addressof(buf) if buf is not None else None), nbytes, buf
 
 
+_buffer_destroy = raw("cuabi_buffer_destroy")
+
+
+class _FreeAsync:
+    """The release Buffer.free_async puts in place of the finalizer:
+    cuabi_buffer_free_async on the stream (in use during the call). A
+    failure is kept for free_async to raise, and the buffer is destroyed
+    then (the library leaves it alone when it refuses the call; a buffer it
+    did release answers INVALID_HANDLE, which is ignored)."""
+    __slots__ = ("h", "stream", "error")
+
+    def __init__(self, h, stream):
+        self.h, self.stream, self.error = h, stream, None
+
+    def __call__(self):
+        try:
+            lib.cuabi_buffer_free_async(C.c_void_p(self.h), self.stream)
+        except BaseException as e:
+            self.error = e
+            _buffer_destroy(C.c_void_p(self.h))
+        self.stream = None
+
+
 def _py_buffer_release(ptr, size, payload):
     _callbacks.drop(payload)
 
@@ -323,8 +345,18 @@ class Buffer(Handle):
         """The buffer's address (device pointer for device memory)."""
         p = self._ptr
         if p is None:
-            p = self._ptr = call("cuabi_buffer_pointer", self)
+            p = call("cuabi_buffer_pointer", self)
+            if self._h is None:     # closed meanwhile: no address to keep
+                raise ClosedHandleError("Buffer is closed")
+            self._ptr = p
         return p
+
+    def close(self) -> None:
+        """Free the buffer (now, or when the last call on it that other
+        threads have in flight returns; never blocks). Its address is
+        forgotten: `ptr` and kernel arguments raise ClosedHandleError."""
+        self._ptr = None
+        super().close()
 
     @property
     def size(self) -> int:
@@ -341,13 +373,11 @@ class Buffer(Handle):
 
     @property
     def device(self) -> Device | None:
-        h = call("cuabi_buffer_device", self)
-        return Device._borrowed(h) if h else None
+        return Device._borrowed_of("cuabi_buffer_device", self)
 
     @property
     def resource(self) -> MemoryResource | None:
-        h = call("cuabi_buffer_resource", self)
-        return MemoryResource._borrowed(h) if h else None
+        return MemoryResource._borrowed_of("cuabi_buffer_resource", self)
 
     def copy_from(self, src, offset: int = 0, stream=None) -> None:
         """Copy from another Buffer or a host object into this buffer at `offset`.
@@ -398,12 +428,23 @@ class Buffer(Handle):
         lib.cuabi_buffer_memset(self, offset, value, width, count, _stream_arg(stream))
 
     def free_async(self, stream) -> None:
-        """Destroy the handle; the memory goes back on `stream` once unused."""
-        h = self.handle
-        self._h = None
-        if self._fin is not None:
-            self._fin.detach()
-        lib.cuabi_buffer_free_async(C.c_void_p(h), _stream_arg(stream))
+        """Destroy the handle; the memory goes back on `stream` once unused.
+        With calls on the buffer in flight on other threads, the last of them
+        frees it (on `stream`); errors are raised only when it is freed here."""
+        s = _stream_arg(stream)
+        h = use(self)           # ClosedHandleError when closed
+        rel = _FreeAsync(h, s)
+        try:
+            old = swap_release(self, rel)       # closed now; rel frees it
+            if old is False:
+                raise ClosedHandleError("Buffer is closed")
+            if old is not None:
+                old.detach()    # its weakref.finalize: freed by rel, not at collection
+            self._ptr = None
+        finally:
+            done(self)          # the last call in flight runs rel (here when none)
+        if rel.error is not None:
+            raise rel.error
 
     def view(self, dtype, shape=None, strides=None, offset: int = 0, readonly: bool = False):
         """A typed View of the buffer (strides in elements; None = row-major)."""

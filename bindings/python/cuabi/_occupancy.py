@@ -14,7 +14,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 from . import _callbacks, _capi
-from ._lib import call, lib, new_struct, struct_to_dict, struct_to_namespace
+from ._lib import call, holding, lib, new_struct, struct_to_dict, struct_to_namespace
 from .errors import InvalidArgumentError, NotSupportedError, index_arg
 
 MaxPotentialBlockSizeOccupancyResult = namedtuple("MaxPotentialBlockSizeOccupancyResult",
@@ -318,16 +318,15 @@ class KernelOccupancy(_Occupancy):
         config = _as_config(config, f"KernelOccupancy.{what}")
         c = _config_copy(config)
         s = None
-        if stream is not None:          # its device answers; s lives until the call is done
+        if stream is not None:          # its device answers
             from ._core import Stream       # lazy: import time
             s = Stream.wrap(stream, self._device)
-            c.stream = s.handle
-        c.device = self._device.handle
         name = "cuabi_occupancy_max_active_clusters" if active else \
             "cuabi_occupancy_max_potential_cluster_size"
-        out = call(name, self._kernel, C.byref(c))
-        del s
-        return out
+        # The handles the struct names are in use until the call is done.
+        with holding(s, self._device, *config._held) as (sh, dh, *_):
+            c.stream, c.device = sh, dh
+            return call(name, self._kernel, C.byref(c))
 
 
 class OfflineOccupancy(_Occupancy):

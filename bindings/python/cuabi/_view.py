@@ -12,8 +12,8 @@ import threading
 from . import _capi
 from ._core import Stream, raw_stream_of
 from ._handle import Handle
-from ._lib import address, call, fast, hooks, lib, new_struct, raise_last, raw
-from .errors import I64_MAX, I64_MIN, ClosedHandleError, dims_arg, index_arg
+from ._lib import address, call, close_handle, fast, hooks, lib, new_struct, raise_last, raw
+from .errors import ClosedHandleError, I64_MAX, I64_MIN, dims_arg, index_arg
 
 CPU, CUDA, CUDA_HOST, CUDA_MANAGED = 1, 2, 3, 13
 
@@ -105,19 +105,26 @@ def _dlpack_device_of(device) -> tuple[int, int]:
 
 
 class _CView:
-    """Owns one reference to a C view and drops it when collected (or on
-    release()). Views are made per array exchange: a weakref.finalize costs
-    more than the whole import, and a __del__ on View itself would run for
-    every lazy view too, which has nothing to release."""
-    __slots__ = ("h",)
+    """Owns one reference to a C view and drops it when collected, or when
+    called (a View's release: cuabi._lib.close_handle and the last call in
+    flight take it out of View._fin, so it runs once). `keep`: what the
+    memory belongs to, for a C view that borrows it (kept until the C view
+    is released, which a close() may leave to a call in flight). Views are
+    made per array exchange: a weakref.finalize costs more than the whole
+    import, and a __del__ on View itself would run for every lazy view too,
+    which has nothing to release."""
+    __slots__ = ("h", "keep")
 
     _release = raw("cuabi_view_release")
 
-    def release(self):
+    def __call__(self):
         h = self.h
         if h is not None:
             self.h = None
             self._release(C.c_void_p(h))
+        self.keep = None
+
+    release = __call__
 
     def __del__(self):
         h = self.h
@@ -129,9 +136,10 @@ class _CView:
                 pass
 
 
-def _release_on_death(h) -> _CView:
+def _release_on_death(h, keep=None) -> _CView:
     r = _CView.__new__(_CView)
     r.h = h
+    r.keep = keep
     return r
 
 
@@ -172,16 +180,24 @@ class View(Handle):
 
     def _materialize(self) -> int:
         # One C view per View even when threads ask at once (the C call
-        # releases the GIL, hence the lock).
+        # releases the GIL, hence the lock). close() on another thread
+        # clears _d first, then _owner: read in the other order, an owner
+        # read here belongs to the description read after it.
         with _MATERIALIZE_LOCK:
             h = self._h
             if h is None:
+                owner = self._owner
                 d = self._d
                 if d is None:
                     raise ClosedHandleError("View is closed")
-                h = _c_view_of(d, self._owner)
+                h = _c_view_of(d, owner)
                 self._fin = _release_on_death(h)
                 self._h = h
+                if self._d is None:
+                    # Closed meanwhile, maybe before the C view was here to
+                    # release: release it (now, or after the calls in flight).
+                    close_handle(self)
+                    raise ClosedHandleError("View is closed")
             return h
 
     @property
@@ -194,15 +210,13 @@ class View(Handle):
         return self._h is None and self._d is not None
 
     def close(self) -> None:
-        # The producer (a numpy array, a torch tensor) goes too: a closed
-        # view no longer keeps its memory alive.
-        self._d = None
-        self._h = None
-        self._owner = None
-        f = self._fin
-        if f is not None:
-            self._fin = None
-            f.release()
+        """Release the C view (now, or when the last call on it that other
+        threads have in flight returns; never blocks) and the producer (a
+        numpy array, a torch tensor): a closed view no longer keeps its
+        memory alive. Idempotent."""
+        self._d = None          # first: _materialize reads them the other way round
+        self._owner = None      # a C view in use keeps what it borrows (_CView.keep)
+        close_handle(self)
 
     def __eq__(self, other):
         return self is other or (type(other) is type(self) and self._h is not None
@@ -217,7 +231,7 @@ class View(Handle):
     def _new(cls, h, stream=None, owner=None):
         obj = cls.__new__(cls)
         obj._h = h
-        obj._fin = _release_on_death(h)
+        obj._fin = _release_on_death(h, owner)
         obj._info = None
         obj._stream = stream
         obj._owner = owner
@@ -874,10 +888,11 @@ def _capsule_handler(obj):
 
 
 def _view_handler(obj):
+    owner = obj._owner    # before _d (see View._materialize)
     d = obj._d
     if d is not None:     # another lazy view of the same description
-        return _lazy(d, obj._owner, obj._stream)
-    return View._borrowed(obj.handle)
+        return _lazy(d, owner, obj._stream)
+    return View._shared(obj)
 
 
 def _torch_handler_for(torch):
@@ -1153,7 +1168,7 @@ def _no_handler(obj):
 def _from_dlpack_stream(obj, stream) -> View:
     """The general path: what from_dlpack() does for any object and stream."""
     if type(obj) is View:
-        return View._borrowed(obj.handle)
+        return View._shared(obj)
     dl = getattr(obj, "__dlpack__", None)
     if dl is not None:
         kw = {}

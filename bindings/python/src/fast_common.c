@@ -7,6 +7,12 @@
 const cuabi_api *fast_api;
 static PyObject *raise_last;           /* cuabi._lib.raise_last */
 Py_ssize_t fast_handle_off = -1;
+Py_ssize_t fast_uses_off = -1;
+Py_ssize_t fast_fin_off = -1;
+PyObject *fast_int0, *fast_int1;
+PyTypeObject *fast_handle_type;
+static PyObject *closed_error;          /* cuabi.errors.ClosedHandleError */
+static PyObject *str_handle;
 
 void fast_set_attached(const cuabi_api *api, PyObject *raiser)
 {
@@ -87,4 +93,208 @@ int fast_size_arg(PyObject *obj, const char *name, size_t max, size_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* ------------------------------------------------------ handles in use */
+
+int fast_handles_setup(PyObject *handle_class, PyObject *closed)
+{
+    Py_ssize_t h, u, f;
+    if (fast_slot_offset(handle_class, "_h", &h) < 0 ||
+        fast_slot_offset(handle_class, "_uses", &u) < 0 ||
+        fast_slot_offset(handle_class, "_fin", &f) < 0)
+        return -1;
+    if (!PyType_Check(closed) || !PyType_IsSubtype((PyTypeObject *)closed,
+                                                   (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetString(PyExc_TypeError, "set_handle_class: an exception class is needed");
+        return -1;
+    }
+    if (!fast_int0) {
+        fast_int0 = PyLong_FromLong(0);
+        fast_int1 = PyLong_FromLong(1);
+        str_handle = PyUnicode_InternFromString("handle");
+        if (!fast_int0 || !fast_int1 || !str_handle)
+            return -1;
+    }
+    Py_INCREF(closed);
+    Py_XSETREF(closed_error, closed);
+    Py_INCREF(handle_class);
+    Py_XSETREF(fast_handle_type, (PyTypeObject *)handle_class);
+    fast_handle_off = h, fast_uses_off = u, fast_fin_off = f;
+    return 0;
+}
+
+static Py_ssize_t uses_of(PyObject *obj)
+{
+    PyObject *u = fast_slot_get(obj, fast_uses_off);
+    if (!u || !PyLong_CheckExact(u))
+        return 0;
+    Py_ssize_t n = PyLong_AsSsize_t(u);
+    if (n < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return n;
+}
+
+static int set_uses(PyObject *obj, Py_ssize_t n)
+{
+    PyObject *v = n == 0 ? Py_NewRef(fast_int0) : n == 1 ? Py_NewRef(fast_int1)
+                                                    : PyLong_FromSsize_t(n);
+    if (!v)
+        return -1;
+    fast_slot_set(obj, fast_uses_off, v);
+    Py_DECREF(v);
+    return 0;
+}
+
+static int is_closed(PyObject *obj)
+{
+    PyObject *h = fast_slot_get(obj, fast_handle_off);
+    return !h || h == Py_None;
+}
+
+/* obj is closed and no call is in flight: take its release out of _fin
+ * (so it runs once) and run it, keeping the exception set, if any; a
+ * release never raises (cuabi._handle._release). */
+static void finish(PyObject *obj)
+{
+    PyObject *fin = fast_slot_get(obj, fast_fin_off);
+    if (!fin || fin == Py_None)
+        return;
+    Py_INCREF(fin);
+    fast_slot_set(obj, fast_fin_off, Py_None);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallNoArgs(fin);
+    if (r)
+        Py_DECREF(r);
+    else
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    Py_DECREF(fin);
+}
+
+void *fast_use_slow(PyObject *obj)
+{
+    if (fast_uses_off < 0)
+        return fast_not_attached(), NULL;
+    for (int pass = 0;; pass++) {
+        PyObject *h = fast_slot_get(obj, fast_handle_off);
+        if (h && PyLong_CheckExact(h)) {
+            void *v = PyLong_AsVoidPtr(h);
+            if (!v) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "%s has a NULL handle", Py_TYPE(obj)->tp_name);
+                return NULL;
+            }
+            return set_uses(obj, uses_of(obj) + 1) < 0 ? NULL : v;
+        }
+        if (pass)
+            break;
+        /* Closed, a lazy view, a graph still capturing: what its `handle`
+         * property raises, or the C view it makes (Python code runs). */
+        PyObject *r = PyObject_GetAttr(obj, str_handle);
+        if (!r)
+            return NULL;
+        Py_DECREF(r);
+    }
+    PyErr_Format(closed_error, "%s is closed", Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+void fast_done_slow(PyObject *obj)
+{
+    Py_ssize_t n = uses_of(obj) - 1;
+    if (n < 0)
+        n = 0;
+    if (set_uses(obj, n) < 0) {     /* no int for the count: keep it (leaks, never frees early) */
+        PyErr_Clear();
+        return;
+    }
+    if (n == 0 && is_closed(obj))
+        finish(obj);
+}
+
+/* handle_use(obj) -> handle value (an int) */
+static int check_handle(PyObject *obj)
+{
+    if (fast_uses_off < 0)
+        return fast_not_attached();
+    if (!PyObject_TypeCheck(obj, fast_handle_type)) {
+        PyErr_Format(PyExc_TypeError, "expected a cuabi handle object, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *handle_use(PyObject *module, PyObject *obj)
+{
+    if (check_handle(obj) < 0)
+        return NULL;
+    void *v = fast_use(obj);
+    return v ? Py_NewRef(fast_slot_get(obj, fast_handle_off)) : NULL;
+}
+
+static PyObject *handle_done(PyObject *module, PyObject *obj)
+{
+    if (check_handle(obj) < 0)
+        return NULL;
+    fast_done(obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_close(PyObject *module, PyObject *obj)
+{
+    if (check_handle(obj) < 0)
+        return NULL;
+    fast_slot_set(obj, fast_handle_off, Py_None);
+    if (uses_of(obj) == 0)
+        finish(obj);
+    Py_RETURN_NONE;
+}
+
+/* handle_swap_release(obj, fin) -> the release fin replaces (None if
+ * none), or False when obj was closed already (fin is then not kept).
+ * Closes obj; fin runs now when no call is in flight, else after the last
+ * one. */
+static PyObject *handle_swap_release(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "handle_swap_release(obj, fin)");
+        return NULL;
+    }
+    PyObject *obj = args[0];
+    if (check_handle(obj) < 0)
+        return NULL;
+    if (is_closed(obj))
+        Py_RETURN_FALSE;
+    PyObject *old = fast_slot_get(obj, fast_fin_off);
+    old = Py_NewRef(old ? old : Py_None);
+    fast_slot_set(obj, fast_fin_off, args[1]);
+    fast_slot_set(obj, fast_handle_off, Py_None);
+    if (uses_of(obj) == 0)
+        finish(obj);
+    return old;
+}
+
+static PyMethodDef handle_methods[] = {
+    {"handle_use", handle_use, METH_O,
+     "handle_use(obj) -> the handle value, one more call counted in flight on it "
+     "(ClosedHandleError when closed)."},
+    {"handle_done", handle_done, METH_O,
+     "handle_done(obj): the call handle_use counted is over (the last one after a close "
+     "releases the handle)."},
+    {"handle_close", handle_close, METH_O,
+     "handle_close(obj): closed now; released now or by the last call in flight."},
+    {"handle_swap_release", (PyCFunction)(void (*)(void))handle_swap_release, METH_FASTCALL,
+     "handle_swap_release(obj, fin) -> old release (False: closed already): close with fin "
+     "as the release."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fast_handles_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, handle_methods);
 }

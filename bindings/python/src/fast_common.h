@@ -80,4 +80,82 @@ static inline void *fast_handle_value(PyObject *value)
  * set_handle_class). */
 extern Py_ssize_t fast_handle_off;
 
+/* ---- handles in use (cuabi/_lib.py "handles in use"; docs/RELIABILITY.md,
+ * "Threat model: threads, finalizers and captures")
+ *
+ * Every handle object counts the C calls in flight on its handle in its
+ * _uses slot (a Python int; unset means 0), so that close() on another
+ * thread leaves the release (its _fin) to the last of them. Under the GIL
+ * each of these is atomic: no Python code runs inside them, except the
+ * `handle` property of an object without a value (closed, a lazy view) in
+ * fast_use and the release itself in fast_done, after the count is
+ * settled. The common cases -- 0 -> 1 and 1 -> 0 on an open object -- swap
+ * two cached ints. */
+extern Py_ssize_t fast_uses_off, fast_fin_off;
+extern PyObject *fast_int0, *fast_int1;
+extern PyTypeObject *fast_handle_type;  /* cuabi._handle.Handle: what has those slots */
+
+/* set_handle_class(Handle, ClosedHandleError): the slots' offsets. */
+int fast_handles_setup(PyObject *handle_class, PyObject *closed_error);
+/* handle_use, handle_done, handle_close, handle_swap_release: the
+ * primitives cuabi._lib uses in the compiled backend. */
+int fast_handles_init(PyObject *module);
+
+/* fast_use's and fast_done's other cases. */
+void *fast_use_slow(PyObject *obj);
+void fast_done_slow(PyObject *obj);
+
+/* Count one call on obj's handle and return the handle value; NULL with
+ * the exception its `handle` property raises (ClosedHandleError when
+ * closed). obj must be a fast_handle_type instance. */
+static inline void *fast_use(PyObject *obj)
+{
+    PyObject **u = (PyObject **)((char *)obj + fast_uses_off);
+    PyObject *h = fast_slot_get(obj, fast_handle_off);
+    if (__builtin_expect((*u == fast_int0 || !*u) && h && PyLong_CheckExact(h), 1)) {
+        void *v = PyLong_AsVoidPtr(h);
+        if (__builtin_expect(v != NULL, 1)) {
+            PyObject *old = *u;
+            Py_INCREF(fast_int1);
+            *u = fast_int1;
+            Py_XDECREF(old);            /* fast_int0 holds a reference of its own */
+            return v;
+        }
+    }
+    return fast_use_slow(obj);
+}
+
+/* fast_use for an object whose handle value the caller has already (it
+ * never changes while the object is open): count the call; 0, or -1 with
+ * the exception its `handle` property raises (ClosedHandleError). Saves the
+ * int conversion on the hot paths. */
+static inline int fast_hold(PyObject *obj)
+{
+    PyObject **u = (PyObject **)((char *)obj + fast_uses_off);
+    PyObject *h = fast_slot_get(obj, fast_handle_off);
+    if (__builtin_expect((*u == fast_int0 || !*u) && h && h != Py_None, 1)) {
+        PyObject *old = *u;
+        Py_INCREF(fast_int1);
+        *u = fast_int1;
+        Py_XDECREF(old);
+        return 0;
+    }
+    return fast_use_slow(obj) ? 0 : -1;
+}
+
+/* The call fast_use counted is over. Runs the release close() left to it
+ * when it is the last one (keeping any exception set). */
+static inline void fast_done(PyObject *obj)
+{
+    PyObject **u = (PyObject **)((char *)obj + fast_uses_off);
+    PyObject *h = fast_slot_get(obj, fast_handle_off);
+    if (__builtin_expect(*u == fast_int1 && h && h != Py_None, 1)) {
+        Py_INCREF(fast_int0);
+        *u = fast_int0;
+        Py_DECREF(fast_int1);           /* never the last reference */
+        return;
+    }
+    fast_done_slow(obj);
+}
+
 #endif

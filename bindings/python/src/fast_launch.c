@@ -35,6 +35,12 @@
 
 static PyTypeObject *stream_type, *config_type;
 static Py_ssize_t config_addr_off = -1;     /* LaunchConfig._addr */
+static Py_ssize_t config_held_off = -1;     /* LaunchConfig._held: the events its attributes
+                                               name (a tuple), in use during a launch */
+static PyTypeObject *argpack_type;          /* cuabi.ArgPack */
+static Py_ssize_t argpack_held_off = -1;    /* ArgPack._held: the Buffers and Views its
+                                               slots name (a tuple) */
+static Py_ssize_t prepared_pack_off = -1;   /* PreparedLaunch._pack */
 static PyObject *python_launch;             /* cuabi._launch.launch_py */
 static PyObject *launch_failed;             /* cuabi._launch._launch_failed(status, kernel) */
 static PyObject *captures;                  /* cuabi._callbacks.captures: Python graph
@@ -156,6 +162,49 @@ static PyTypeObject PlainLaunch_Type = {
     .tp_new = plain_new,
 };
 
+/* Whether `k` is a handle object (a Kernel: plain_of found its entry). The
+ * last type that passed is remembered (a reference kept): one compare. */
+static PyTypeObject *kernel_type_seen;
+static int is_kernel(PyObject *k)
+{
+    if (__builtin_expect(Py_TYPE(k) == kernel_type_seen, 1))
+        return 1;
+    if (!PyObject_TypeCheck(k, fast_handle_type))
+        return 0;
+    Py_INCREF(Py_TYPE(k));
+    Py_XSETREF(kernel_type_seen, Py_TYPE(k));
+    return 1;
+}
+
+/* Count every object of `held` (a tuple of handle objects; NULL, None or
+ * () for none) in use: 0, or -1 with the exception and none counted. */
+static int use_all(PyObject *held)
+{
+    Py_ssize_t n = held && PyTuple_CheckExact(held) ? PyTuple_GET_SIZE(held) : 0, i;
+    for (i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(held, i);
+        if (!PyObject_TypeCheck(o, fast_handle_type)) {
+            PyErr_Format(PyExc_TypeError, "cuabi: %.100s is not a cuabi handle object",
+                         Py_TYPE(o)->tp_name);
+            break;
+        }
+        if (!fast_use(o))
+            break;
+    }
+    if (i == n)
+        return 0;
+    while (i-- > 0)
+        fast_done(PyTuple_GET_ITEM(held, i));
+    return -1;
+}
+
+static void done_all(PyObject *held)
+{
+    Py_ssize_t n = held && PyTuple_CheckExact(held) ? PyTuple_GET_SIZE(held) : 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        fast_done(PyTuple_GET_ITEM(held, i));
+}
+
 /* A lane no launch is using, marked busy; a new one when all are. */
 static lane *take_lane(PlainLaunch *pl)
 {
@@ -269,16 +318,17 @@ static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize
     PlainLaunch *pl;
     if (plain_of(args[2], &pl) < 0)
         return NULL;
+    /* A closed stream: launch_py raises (after its own checks). */
     void *stream = fast_handle_value(fast_slot_get(stream_obj, fast_handle_off));
     const cuabi_launch_config *cfgp =
         fast_handle_value(fast_slot_get(args[1], config_addr_off));
     if (!pl || !stream || !cfgp)
         return PyObject_Vectorcall(python_launch, args, (size_t)nargs, NULL);
     /* A private copy, taken before any Python code runs (an argument's
-     * data_ptr() could replace the config); other threads use it too. */
+     * data_ptr() could replace the config); other threads use it too. The
+     * stream goes in once it is counted, below. */
     cuabi_launch_config cfg;
     memcpy(&cfg, cfgp, sizeof cfg);
-    cfg.stream = stream;
     Py_INCREF(pl);                     /* the cache may change while Python code packs */
     lane *ln = take_lane(pl);
     if (!ln) {
@@ -298,12 +348,37 @@ static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize
         }
         Py_DECREF(r);
     }
-    void *kernel = pl->kernel, *pack = ln->pack;
+    /* The stream, the kernel and the config's events are in use until the
+     * launch returns: a close() on another thread meanwhile leaves their
+     * release to fast_done (fast_common.h). Counted last: packing ran
+     * Python code, which may have closed them (ClosedHandleError then). */
+    void *pack = ln->pack, *kernel = pl->kernel;
+    PyObject *held = fast_slot_get(args[1], config_held_off);
+    if (held && (!PyTuple_CheckExact(held) || PyTuple_GET_SIZE(held) == 0))
+        held = NULL;                   /* the common case: no events */
+    Py_XINCREF(held);                  /* the config may drop it while we launch */
+    cfg.stream = stream;
+    if (fast_hold(stream_obj) < 0)
+        goto unused;
+    if (!is_kernel(args[2])) {         /* not a Kernel: launch_py's error */
+        PyErr_SetString(PyExc_TypeError, "launch: kernel must be a cuabi.Kernel");
+        goto unuse_stream;
+    }
+    if (fast_hold(args[2]) < 0)        /* its handle is pl->kernel (its own cache) */
+        goto unuse_stream;
+    if (held && use_all(held) < 0)
+        goto unuse;
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fast_api->launch(kernel, pack, &cfg);
     Py_END_ALLOW_THREADS
     ln->busy = 0;
+    if (held) {
+        done_all(held);
+        Py_DECREF(held);
+    }
+    fast_done(args[2]);
+    fast_done(stream_obj);
     Py_DECREF(pl);
     if (st != CUABI_SUCCESS) {
         PyObject *r = PyObject_CallFunction(launch_failed, "iO", (int)st, args[2]);
@@ -316,6 +391,15 @@ static PyObject *launch_on(PyObject *stream_obj, PyObject *const *args, Py_ssize
     if (PyList_GET_SIZE(captures) > 0 && keep_arguments(args + 3, n) < 0)
         return NULL;
     Py_RETURN_NONE;
+unuse:
+    fast_done(args[2]);
+unuse_stream:
+    fast_done(stream_obj);
+unused:
+    Py_XDECREF(held);
+    ln->busy = 0;
+    Py_DECREF(pl);
+    return NULL;
 }
 
 static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
@@ -338,17 +422,39 @@ static PyObject *launch(PyObject *module, PyObject *const *args, size_t nargsf,
 
 /* --------------------------------------------------------- prepared */
 
+/* The Buffers and Views a PreparedLaunch's pack names (a new reference to
+ * the pack's _held tuple, or NULL for none). */
+static PyObject *pack_held(PyObject *prep)
+{
+    PyObject *pack = prepared_pack_off >= 0 ? fast_slot_get(prep, prepared_pack_off) : NULL;
+    if (!pack || !argpack_type || !PyObject_TypeCheck(pack, argpack_type))
+        return NULL;
+    PyObject *held = fast_slot_get(pack, argpack_held_off);
+    return held && PyTuple_CheckExact(held) && PyTuple_GET_SIZE(held) ? Py_NewRef(held) : NULL;
+}
+
 static PyObject *prepared_call(PyObject *self, PyObject *unused)
 {
     if (!fast_api || fast_handle_off < 0)
         return fast_not_attached(), NULL;
-    /* A closed PreparedLaunch passes NULL: the library's INVALID_HANDLE,
-     * as the ctypes layer's call does. */
-    void *h = fast_handle_value(fast_slot_get(self, fast_handle_off));
+    /* In use while it runs (a closed one raises ClosedHandleError, as the
+     * ctypes layer's call does). */
+    void *h = fast_use(self);
+    if (!h)
+        return NULL;
+    PyObject *held = pack_held(self);
+    if (use_all(held) < 0) {
+        Py_XDECREF(held);
+        fast_done(self);
+        return NULL;
+    }
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fast_api->prepared_launch(h);
     Py_END_ALLOW_THREADS
+    done_all(held);
+    Py_XDECREF(held);
+    fast_done(self);
     if (st != CUABI_SUCCESS)
         return fast_raise(st, "cuabi_prepared_launch"), NULL;
     Py_RETURN_NONE;
@@ -359,11 +465,15 @@ static PyMethodDef prepared_call_def = {
     "Launch again with the pack's current values (one call into C).",
 };
 
-/* BoundPrepared(handle)(): cuabi_prepared_launch(handle)'s status as an
- * int, never raising (PreparedLaunch.raw_launch). */
+/* BoundPrepared(prepared)(): cuabi_prepared_launch's status as an int,
+ * never raising (PreparedLaunch.raw_launch). It holds a weak reference to
+ * the PreparedLaunch (a strong one would make a cycle of the attribute
+ * raw_launch), and counts the handle in use while it runs: a closed or
+ * collected PreparedLaunch returns CUABI_ERROR_INVALID_HANDLE. */
 typedef struct {
     PyObject_HEAD
-    void *h;
+    PyObject *ref;              /* weakref to the PreparedLaunch */
+    void *h;                    /* its handle (it never changes while open) */
     vectorcallfunc vectorcall;
 } BoundPrepared;
 
@@ -376,50 +486,88 @@ static PyObject *bound_call(PyObject *obj, PyObject *const *args, size_t nargsf,
     }
     if (!fast_api)
         return fast_not_attached(), NULL;
+    PyObject *prep = PyWeakref_GetObject(((BoundPrepared *)obj)->ref);   /* borrowed */
+    if (!prep)
+        return NULL;
     void *h = ((BoundPrepared *)obj)->h;
+    if (prep == Py_None || !h)
+        return PyLong_FromLong((long)CUABI_ERROR_INVALID_HANDLE);
+    Py_INCREF(prep);
+    if (fast_hold(prep) < 0) {             /* closed */
+        Py_DECREF(prep);
+        PyErr_Clear();
+        return PyLong_FromLong((long)CUABI_ERROR_INVALID_HANDLE);
+    }
+    PyObject *held = pack_held(prep);
+    if (use_all(held) < 0) {               /* a Buffer or View of the pack closed */
+        Py_XDECREF(held);
+        fast_done(prep);
+        Py_DECREF(prep);
+        PyErr_Clear();
+        return PyLong_FromLong((long)CUABI_ERROR_INVALID_HANDLE);
+    }
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fast_api->prepared_launch(h);
     Py_END_ALLOW_THREADS
+    done_all(held);
+    Py_XDECREF(held);
+    fast_done(prep);
+    Py_DECREF(prep);
     return PyLong_FromLong((long)st);
 }
 
 static PyObject *bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *hv;
-    if (!PyArg_ParseTuple(args, "O:BoundPrepared", &hv))
+    PyObject *prep;
+    if (!PyArg_ParseTuple(args, "O:BoundPrepared", &prep))
         return NULL;
-    void *h = hv == Py_None ? NULL : PyLong_AsVoidPtr(hv);
-    if (PyErr_Occurred())
+    if (!fast_handle_type || !PyObject_TypeCheck(prep, fast_handle_type)) {
+        PyErr_SetString(PyExc_TypeError, "BoundPrepared(prepared): a cuabi.PreparedLaunch");
+        return NULL;
+    }
+    PyObject *ref = PyWeakref_NewRef(prep, NULL);
+    if (!ref)
         return NULL;
     BoundPrepared *self = (BoundPrepared *)type->tp_alloc(type, 0);
-    if (self) {
-        self->h = h;
-        self->vectorcall = bound_call;
+    if (!self) {
+        Py_DECREF(ref);
+        return NULL;
     }
+    self->ref = ref;
+    self->h = fast_handle_value(fast_slot_get(prep, fast_handle_off));
+    self->vectorcall = bound_call;
     return (PyObject *)self;
+}
+
+static void bound_dealloc(BoundPrepared *self)
+{
+    Py_XDECREF(self->ref);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyTypeObject BoundPrepared_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cuabi._fast.BoundPrepared",
     .tp_basicsize = sizeof(BoundPrepared),
+    .tp_dealloc = (destructor)bound_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(BoundPrepared, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_doc = "cuabi_prepared_launch bound to one handle: calling it returns the status.",
+    .tp_doc = "cuabi_prepared_launch bound to one PreparedLaunch (weakly): calling it returns "
+              "the status.",
     .tp_new = bound_new,
 };
 
 /* launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed,
- * captures, keep_for_captures, kernel_setup) -> the method descriptor to
- * install as PreparedLaunch.__call__. */
+ * captures, keep_for_captures, kernel_setup, ArgPack) -> the method
+ * descriptor to install as PreparedLaunch.__call__. */
 static PyObject *launch_setup(PyObject *module, PyObject *args)
 {
-    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep, *setup;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO!OO:launch_setup", &PyType_Type, &stream,
+    PyObject *stream, *config, *prepared, *py, *failed, *caps, *keep, *setup, *argpack;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO!OOO!:launch_setup", &PyType_Type, &stream,
                           &PyType_Type, &config, &PyType_Type, &prepared, &py, &failed,
-                          &PyList_Type, &caps, &keep, &setup))
+                          &PyList_Type, &caps, &keep, &setup, &PyType_Type, &argpack))
         return NULL;
     if (!PyCallable_Check(keep) || !PyCallable_Check(setup)) {
         PyErr_SetString(PyExc_TypeError,
@@ -428,13 +576,21 @@ static PyObject *launch_setup(PyObject *module, PyObject *args)
     }
     if (fast_handle_off < 0)
         return fast_not_attached(), NULL;
-    Py_ssize_t off;
-    if (fast_slot_offset(config, "_addr", &off) < 0)
+    Py_ssize_t off, held_off, pack_off, pack_held_off;
+    if (fast_slot_offset(config, "_addr", &off) < 0 ||
+        fast_slot_offset(config, "_held", &held_off) < 0 ||
+        fast_slot_offset(prepared, "_pack", &pack_off) < 0 ||
+        fast_slot_offset(argpack, "_held", &pack_held_off) < 0)
         return NULL;
     PyObject *descr = PyDescr_NewMethod((PyTypeObject *)prepared, &prepared_call_def);
     if (!descr)
         return NULL;
     config_addr_off = off;
+    config_held_off = held_off;
+    prepared_pack_off = pack_off;
+    argpack_held_off = pack_held_off;
+    Py_INCREF(argpack);
+    Py_XSETREF(argpack_type, (PyTypeObject *)argpack);
     Py_INCREF(stream);
     Py_XSETREF(stream_type, (PyTypeObject *)stream);
     Py_INCREF(config);
@@ -461,7 +617,7 @@ static PyMethodDef methods[] = {
      "accepts."},
     {"launch_setup", launch_setup, METH_VARARGS,
      "launch_setup(Stream, LaunchConfig, PreparedLaunch, launch_py, launch_failed, captures, "
-     "keep_for_captures, kernel_setup) -> the compiled PreparedLaunch.__call__."},
+     "keep_for_captures, kernel_setup, ArgPack) -> the compiled PreparedLaunch.__call__."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -140,10 +140,13 @@ fail:
     return NULL;
 }
 
-/* set_handle_class(Handle): the slot holding every handle value. */
-static PyObject *set_handle_class(PyObject *module, PyObject *cls)
+/* set_handle_class(Handle, ClosedHandleError): the slots holding every
+ * handle value, its count of calls in flight and its release. */
+static PyObject *set_handle_class(PyObject *module, PyObject *args)
 {
-    if (fast_slot_offset(cls, "_h", &fast_handle_off) < 0)
+    PyObject *cls, *closed;
+    if (!PyArg_ParseTuple(args, "OO:set_handle_class", &cls, &closed) ||
+        fast_handles_setup(cls, closed) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -152,8 +155,9 @@ static PyMethodDef methods[] = {
     {"attach", attach, METH_VARARGS,
      "attach(get_api_address, raise_last) -> problems: bind to the library's plugin "
      "table after checking its version, ABI and struct layouts (empty list: attached)."},
-    {"set_handle_class", set_handle_class, METH_O,
-     "set_handle_class(Handle): where handle objects keep their value (the _h slot)."},
+    {"set_handle_class", set_handle_class, METH_VARARGS,
+     "set_handle_class(Handle, ClosedHandleError): where handle objects keep their value, "
+     "their calls in flight and their release (the _h, _uses and _fin slots)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -171,7 +175,7 @@ PyMODINIT_FUNC PyInit__fast(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", CUABI_ABI_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "API_TABLE_VERSION", CUABI_API_TABLE_VERSION) < 0 ||
-        fast_pack_init(m) < 0 || fast_launch_init(m) < 0 || fast_view_init(m) < 0 ||
+        fast_handles_init(m) < 0 || fast_pack_init(m) < 0 || fast_launch_init(m) < 0 || fast_view_init(m) < 0 ||
         fast_exchange_init(m) < 0) {
         Py_DECREF(m);
         return NULL;

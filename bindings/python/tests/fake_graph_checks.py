@@ -493,3 +493,143 @@ def test_debug_dot_file(tmp_path):
     path = tmp_path / "g.dot"
     g.debug_dot(path)
     assert path.read_text().startswith("digraph")
+
+
+# ---- closing objects under calls in flight (issue 29 item 7)
+
+def _live(getter, h) -> bool:
+    """Whether the raw handle h still names a live object."""
+    import ctypes as C
+    from cuabi import _lib
+    try:
+        _lib.call(getter, C.c_void_p(h))
+        return True
+    except cuabi.InvalidHandleError:
+        return False
+
+
+def test_objects_closed_by_a_host_node_of_their_own_launch():
+    # The fake driver runs a host node inside cuGraphLaunch: closing the
+    # executable and the stream there must leave their release to the
+    # launch in flight (before: both were destroyed under it).
+    s = cuabi.Stream()
+    g = cuabi.Graph()
+    seen = []
+
+    def close_them():
+        exe.close()
+        s.close()
+        seen.append((exe.closed, s.closed, _live("cuabi_graph_exec_raw", he),
+                     _live("cuabi_stream_raw", hs)))
+    g.add_host(close_them)
+    exe = g.instantiate()
+    he, hs = exe.handle, s.handle
+    exe.launch(s)
+    assert seen == [(True, True, True, True)]
+    assert not _live("cuabi_graph_exec_raw", he) and not _live("cuabi_stream_raw", hs)
+    with pytest.raises(cuabi.ClosedHandleError):
+        exe.launch(cuabi.Stream())
+
+
+def test_free_async_with_a_closed_stream_still_frees_the_buffer():
+    s = cuabi.Stream()
+    s.close()
+    buf = cuabi.Buffer(64, stream=None)
+    h = buf.handle
+    with pytest.raises(cuabi.ClosedHandleError):
+        buf.free_async(s)
+    assert buf.closed and not _live("cuabi_buffer_size", h)
+    with pytest.raises(cuabi.ClosedHandleError):
+        buf.free_async(cuabi.Stream())
+
+
+# ---- the garbage collector inside a capture (issue 29 item 9)
+#
+# The fake driver refuses the "potentially unsafe" release calls while a
+# GLOBAL capture is in progress (and invalidates it) unless the thread is in
+# RELAXED mode, and a pool free on the legacy stream while a blocking stream
+# is captured: objects of every kind in reference cycles, collected by
+# gc.collect() inside a capture, must leave it valid.
+
+class _Cycle:
+    """Holds objects in a reference cycle: only the cyclic collector frees them."""
+
+    def __init__(self, things):
+        self.me, self.things = self, things
+
+
+def _garbage_of_every_kind(code):
+    dev1 = cuabi.Device(1)                  # its last reference: the primary context
+    s = dev1.create_stream()
+    host = cuabi.MemoryResource.host()
+    obj = cuabi.ObjectCode.from_bytes(bytes(code), "cubin")
+    k = obj.get_kernel("add_i64")
+    g = cuabi.Graph()
+    g.add_empty()
+    things = [dev1, s, dev1.create_event(), k, obj, g, g.instantiate(),
+              cuabi.MemoryResource.pool(dev1),
+              cuabi.Buffer(64, cuabi.MemoryResource.pinned(dev1)),
+              cuabi.Buffer(64, cuabi.MemoryResource.managed(dev1)),
+              cuabi.Buffer(64),             # the default pool, no stream: the legacy stream
+              cuabi.Buffer(64).view("int64"),
+              cuabi.from_dlpack(np.zeros(4)), host, cuabi.Buffer(16, host),
+              cuabi.prepare(k, CFG, s, 0, 0, N(1)), cuabi.ArgPack("ptr, i32")]
+    _Cycle(things)
+
+
+@pytest.mark.parametrize("how", ["capture", "graph_builder"])
+def test_gc_inside_a_capture_keeps_it_valid(code, stream, how):
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1], stream)
+    gc.collect()
+    frozen = gc.isenabled()
+    gc.disable()                            # collections happen where this test says
+    try:
+        for i in range(1000 if how == "capture" else 200):
+            _garbage_of_every_kind(code)
+            # The young generation (where the collector runs most), and
+            # every generation now and then.
+            gen = 2 if i % 100 == 0 else 0
+            if how == "capture":
+                with stream.capture() as g:
+                    cuabi.launch(stream, CFG, k, out, inp, N(1))
+                    assert gc.collect(gen) > 0
+                    cuabi.launch(stream, CFG, k, out, inp, N(1))
+            else:
+                b = stream.create_graph_builder().begin_building()
+                cuabi.launch(b, CFG, k, out, inp, N(1))
+                assert gc.collect(gen) > 0
+                cuabi.launch(b, CFG, k, out, inp, N(1))
+                g = b.end_building().graph
+            assert len(g) == 2
+            g.close()
+    finally:
+        if frozen:
+            gc.enable()
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(1))
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 1
+
+
+def test_finalizers_of_another_thread_inside_a_capture(code, stream):
+    # The capture is GLOBAL on this thread; another thread (GLOBAL mode too)
+    # drops the last references: its releases must not invalidate it.
+    import threading
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1], stream)
+    for _ in range(100):
+        box = []
+        t = threading.Thread(target=lambda: box.append(_garbage_of_every_kind(code)))
+        with stream.capture() as g:
+            cuabi.launch(stream, CFG, k, out, inp, N(1))
+            t.start()
+            t.join()
+            c = threading.Thread(target=gc.collect, args=(0,))
+            c.start()
+            gc.collect(0)
+            c.join()
+        assert len(g) == 1
+        g.close()

@@ -125,7 +125,7 @@ def main():
         except Exception as e:
             kw.append(["error", type(e).__name__, str(e)])
     out.append(["keyword arguments"] + kw)
-    # A closed prepared launch: the library's INVALID_HANDLE, raised or returned.
+    # A closed prepared launch: ClosedHandleError, or INVALID_HANDLE returned.
     prep = cuabi.prepare(k, cfg, s, *args)
     prep()
     prep.close()
@@ -134,7 +134,7 @@ def main():
         r = ["ok"]
     except Exception as e:
         r = ["error", type(e).__name__, str(e)]
-    out.append(["closed prepared launch", r, ["error", "InvalidHandleError", r[-1]]])
+    out.append(["closed prepared launch", r, ["error", "ClosedHandleError", r[-1]]])
     out.append(["closed prepared raw_launch", ["ok", prep.raw_launch()], ["ok", 2]])
     json.dump(out, sys.stdout)
 

@@ -155,7 +155,9 @@ end
 
 """
 Common behaviour of handle objects: `h.ptr` is the C handle (C_NULL after
-`close`), the finalizer releases it, `close(h)` releases it now.
+`close`), the finalizer releases it, `close(h)` releases it now -- or, while
+other tasks or threads have calls on it in flight, when the last of them
+returns (later calls throw at once).
 """
 abstract type Handle end
 
@@ -163,19 +165,102 @@ Base.unsafe_convert(::Type{Ptr{Cvoid}}, h::Handle) =
     h.ptr == C_NULL ? throw(ArgumentError("$(typeof(h)) is closed")) : h.ptr
 Base.isopen(h::Handle) = h.ptr != C_NULL
 
-function Base.close(h::Handle)
-    if h.ptr != C_NULL
-        p = h.ptr
-        h.ptr = C_NULL
-        _release(h, p)
+# ---- handles in use (docs/RELIABILITY.md, "Threat model: threads,
+# finalizers and captures")
+#
+# close(h) on one thread while a ccall on another uses h used to release the
+# C handle under the call. Every LibCuABI wrapper now holds its handle
+# arguments in use for the call (LibCuABI._enter / _leave, methods below):
+# a Handle is counted in `_uses`; close(h) marks h closed at once (h.ptr =
+# C_NULL: later calls throw) and, while calls are in flight on it, leaves
+# the release to the last of them (`_pending`). One table under one lock: a
+# ReentrantLock, which also keeps finalizers from running while it is held.
+# The finalizer (_finalize) takes no lock: an object being finalized is
+# unreachable -- ccall roots its arguments, and `_uses` / `_pending` hold
+# theirs -- so no call has it in flight. Code putting handle values into
+# structs or arrays holds their objects with `_inuse`.
+const _uses_lock = ReentrantLock()
+const _uses = IdDict{Handle,Int}()
+const _pending = IdDict{Handle,Ptr{Cvoid}}()
+
+function L._enter(h::Handle)
+    lock(_uses_lock)
+    try
+        h.ptr == C_NULL && throw(ArgumentError("$(typeof(h)) is closed"))
+        _uses[h] = get(_uses, h, 0) + 1
+    finally
+        unlock(_uses_lock)
     end
     nothing
+end
+
+function L._leave(h::Handle, ::Nothing)
+    p = C_NULL
+    lock(_uses_lock)
+    try
+        n = _uses[h] - 1
+        if n == 0
+            delete!(_uses, h)
+            p = pop!(_pending, h, C_NULL)
+        else
+            _uses[h] = n
+        end
+    finally
+        unlock(_uses_lock)
+    end
+    p == C_NULL || _release(h, p)
+    nothing
+end
+
+function Base.close(h::Handle)
+    p = C_NULL
+    lock(_uses_lock)
+    try
+        p = h.ptr
+        h.ptr = C_NULL
+        if p != C_NULL && haskey(_uses, h)
+            _pending[h] = p         # the last call in flight releases it
+            p = C_NULL
+        end
+    finally
+        unlock(_uses_lock)
+    end
+    p == C_NULL || _release(h, p)
+    nothing
+end
+
+# The finalizer (no lock: see above).
+function _finalize(h::Handle)
+    p = h.ptr
+    h.ptr = C_NULL
+    p == C_NULL || _release(h, p)
+    nothing
+end
+
+# f() with the handle objects among `hs` in use (`nothing` and raw pointers
+# are skipped): for handle values put into structs and arrays, which the
+# wrappers do not see.
+function _inuse(f, hs...)
+    entered = Any[]
+    tokens = Any[]
+    try
+        for h in hs
+            t = L._enter(h)
+            push!(entered, h)
+            push!(tokens, t)
+        end
+        return f()
+    finally
+        for i in length(entered):-1:1
+            L._leave(entered[i], tokens[i])
+        end
+    end
 end
 
 # Wrap a new reference (from a constructor) in a finalized object.
 function _own(::Type{T}, p::Ptr{Cvoid}, extra...) where {T<:Handle}
     h = T(p, extra...)
-    finalizer(close, h)
+    finalizer(_finalize, h)
 end
 
 function _create(f)
@@ -318,8 +403,52 @@ string (`"ptr, i32, f32"`), or typed from values: `ArgPack(DevicePtr(p), Int32(n
 """
 mutable struct ArgPack <: Handle
     ptr::Ptr{Cvoid}
+    # The Buffers and Views its buffer / view slots name, by slot: the C pack
+    # keeps their handles, not references, and reads them at each launch, so
+    # the pack keeps them alive and every call using it holds them in use.
+    refs::Dict{Int,Handle}
+    ArgPack(p::Ptr{Cvoid}) = new(p, Dict{Int,Handle}())
 end
 _release(::ArgPack, p) = L.cuabi_argpack_release(p)
+
+# The pack's refs in use (a closed one is skipped: the library refuses its
+# released handle cleanly, or its release waits for the calls in flight).
+const _NOREFS = Handle[]
+function _enter_refs(p::ArgPack)
+    isempty(p.refs) && return _NOREFS
+    entered = Handle[]
+    for h in collect(values(p.refs))
+        try
+            L._enter(h)
+            push!(entered, h)
+        catch e
+            e isa ArgumentError || (foreach(x -> L._leave(x, nothing), entered); rethrow())
+        end
+    end
+    entered
+end
+_leave_refs(refs::Vector{Handle}) = foreach(h -> L._leave(h, nothing), refs)
+
+function L._enter(p::ArgPack)
+    invoke(L._enter, Tuple{Handle}, p)
+    try
+        return _enter_refs(p)
+    catch
+        invoke(L._leave, Tuple{Handle,Nothing}, p, nothing)
+        rethrow()
+    end
+end
+function L._leave(p::ArgPack, refs::Vector{Handle})
+    _leave_refs(refs)
+    invoke(L._leave, Tuple{Handle,Nothing}, p, nothing)
+end
+
+# A plain value in `slot`: it names no buffer or view any more.
+function _plain!(p::ArgPack, slot::Integer, st)
+    check(st)
+    delete!(p.refs, Int(slot))
+    nothing
+end
 
 "A raw device address for a `ptr` parameter."
 struct DevicePtr
@@ -343,19 +472,19 @@ function ArgPack(args...)
 end
 
 Base.setindex!(p::ArgPack, v::Union{Signed,Bool}, slot::Integer) =
-    check(L.cuabi_argpack_set_int(p, slot, Int64(v)))
+    _plain!(p, slot, L.cuabi_argpack_set_int(p, slot, Int64(v)))
 Base.setindex!(p::ArgPack, v::Unsigned, slot::Integer) =
-    check(L.cuabi_argpack_set_uint(p, slot, UInt64(v)))
+    _plain!(p, slot, L.cuabi_argpack_set_uint(p, slot, UInt64(v)))
 Base.setindex!(p::ArgPack, v::AbstractFloat, slot::Integer) =
-    check(L.cuabi_argpack_set_float(p, slot, Float64(v)))
+    _plain!(p, slot, L.cuabi_argpack_set_float(p, slot, Float64(v)))
 Base.setindex!(p::ArgPack, v::Complex, slot::Integer) =
-    check(L.cuabi_argpack_set_complex(p, slot, Float64(real(v)), Float64(imag(v))))
+    _plain!(p, slot, L.cuabi_argpack_set_complex(p, slot, Float64(real(v)), Float64(imag(v))))
 Base.setindex!(p::ArgPack, v::DevicePtr, slot::Integer) =
-    check(L.cuabi_argpack_set_pointer(p, slot, v.addr))
+    _plain!(p, slot, L.cuabi_argpack_set_pointer(p, slot, v.addr))
 # Any isbits value (a struct matching the kernel's) by its bytes.
 function Base.setindex!(p::ArgPack, v::T, slot::Integer) where {T}
     isbitstype(T) || throw(ArgumentError("ArgPack: $(T) is not a plain-data type"))
-    check(L.cuabi_argpack_set_bytes(p, slot, Ref(v), sizeof(T)))
+    _plain!(p, slot, L.cuabi_argpack_set_bytes(p, slot, Ref(v), sizeof(T)))
 end
 
 function _size_query(f, p::ArgPack, extra...)

@@ -84,6 +84,13 @@ const kDLBool = UInt8(6)
 const DLPACK_FLAG_BITMASK_READ_ONLY = UInt64(1) << 0
 const DLPACK_FLAG_BITMASK_IS_COPIED = UInt64(1) << 1
 
+# Each wrapper holds its handle arguments in use for the call: t = _enter(h)
+# before, _leave(h, t) after, whatever happens. Nothing for raw pointers;
+# CuABI adds methods for its handle objects (close() on another thread then
+# leaves the release to the last call in flight).
+_enter(x) = nothing
+_leave(x, t) = nothing
+
 # ---- module common (api/common.toml)
 
 """
@@ -361,7 +368,12 @@ cuabi_device_retain(handle)
 Add a reference to a cuabi_device.
 """
 function cuabi_device_retain(handle)
-    ccall((:cuabi_device_retain, libcuabi), cuabi_status, (Ptr{cuabi_device},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_device_retain, libcuabi), cuabi_status, (Ptr{cuabi_device},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -370,7 +382,12 @@ cuabi_device_release(handle)
 Drop a reference to a cuabi_device; the last one frees it and invalidates the handle.
 """
 function cuabi_device_release(handle)
-    ccall((:cuabi_device_release, libcuabi), cuabi_status, (Ptr{cuabi_device},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_device_release, libcuabi), cuabi_status, (Ptr{cuabi_device},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -418,7 +435,12 @@ cuabi_device_ordinal(out, device)
 - `out` [out]
 """
 function cuabi_device_ordinal(out, device)
-    ccall((:cuabi_device_ordinal, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_ordinal, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -431,7 +453,12 @@ cuabi_device_get_properties(out, device)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_get_properties(out, device)
-    ccall((:cuabi_device_get_properties, libcuabi), cuabi_status, (Ptr{cuabi_device_properties}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_get_properties, libcuabi), cuabi_status, (Ptr{cuabi_device_properties}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -445,7 +472,12 @@ Any CUdevice_attribute, by its numeric value from cuda.h.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_attribute(out, device, attribute)
-    ccall((:cuabi_device_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Cint), out, device, attribute)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Cint), out, device, attribute)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -459,7 +491,12 @@ Free and total device memory in bytes.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_memory_info(free_bytes, total_bytes, device)
-    ccall((:cuabi_device_memory_info, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{UInt64}, Ptr{cuabi_device}), free_bytes, total_bytes, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_memory_info, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{UInt64}, Ptr{cuabi_device}), free_bytes, total_bytes, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -470,7 +507,12 @@ Retain the device's primary context (once) and make it current on the calling th
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_set_current(device)
-    ccall((:cuabi_device_set_current, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_set_current, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -481,7 +523,12 @@ Wait for all work on the device's primary context.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_synchronize(device)
-    ccall((:cuabi_device_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -494,7 +541,12 @@ The raw CUcontext (primary context) of the device, retained by the device handle
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_context(out, device)
-    ccall((:cuabi_device_context, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_context, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -508,7 +560,12 @@ Stream priorities the device accepts: numerically lower is higher priority.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_stream_priority_range(least, greatest, device)
-    ccall((:cuabi_device_stream_priority_range, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cint}, Ptr{cuabi_device}), least, greatest, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_stream_priority_range, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cint}, Ptr{cuabi_device}), least, greatest, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -521,7 +578,17 @@ cuabi_device_can_access_peer(out, device, peer)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_device_can_access_peer(out, device, peer)
-    ccall((:cuabi_device_can_access_peer, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Ptr{cuabi_device}), out, device, peer)
+    t0 = _enter(device)
+    try
+        t1 = _enter(peer)
+        try
+            ccall((:cuabi_device_can_access_peer, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Ptr{cuabi_device}), out, device, peer)
+        finally
+            _leave(peer, t1)
+        end
+    finally
+        _leave(device, t0)
+    end
 end
 
 
@@ -554,7 +621,12 @@ cuabi_stream_retain(handle)
 Add a reference to a cuabi_stream.
 """
 function cuabi_stream_retain(handle)
-    ccall((:cuabi_stream_retain, libcuabi), cuabi_status, (Ptr{cuabi_stream},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_stream_retain, libcuabi), cuabi_status, (Ptr{cuabi_stream},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -563,7 +635,12 @@ cuabi_stream_release(handle)
 Drop a reference to a cuabi_stream; the last one frees it and invalidates the handle.
 """
 function cuabi_stream_release(handle)
-    ccall((:cuabi_stream_release, libcuabi), cuabi_status, (Ptr{cuabi_stream},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_stream_release, libcuabi), cuabi_status, (Ptr{cuabi_stream},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -588,7 +665,12 @@ cuabi_stream_create(out, device, options)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_create(out, device, options)
-    ccall((:cuabi_stream_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}, Ptr{cuabi_stream_options}), out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_stream_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}, Ptr{cuabi_stream_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -603,7 +685,12 @@ Wrap a CUstream created elsewhere (e.g. by PyTorch or CuPy). cuabi never destroy
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_wrap(out, device, raw_stream)
-    ccall((:cuabi_stream_wrap, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}, Cuintptr_t), out, device, raw_stream)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_stream_wrap, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}, Cuintptr_t), out, device, raw_stream)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -616,7 +703,12 @@ A handle for the device's legacy default stream (CU_STREAM_LEGACY).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_legacy_default(out, device)
-    ccall((:cuabi_stream_legacy_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_stream_legacy_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -629,7 +721,12 @@ A handle for the per-thread default stream (CU_STREAM_PER_THREAD).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_per_thread_default(out, device)
-    ccall((:cuabi_stream_per_thread_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_stream_per_thread_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -640,7 +737,12 @@ cuabi_stream_synchronize(stream)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_synchronize(stream)
-    ccall((:cuabi_stream_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_stream},), stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_stream},), stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -653,7 +755,12 @@ cuabi_stream_query(out, stream)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_query(out, stream)
-    ccall((:cuabi_stream_query, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_query, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -664,7 +771,17 @@ Make future work on the stream wait for the event's last record.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_wait_event(stream, event)
-    ccall((:cuabi_stream_wait_event, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_event}), stream, event)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(event)
+        try
+            ccall((:cuabi_stream_wait_event, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_event}), stream, event)
+        finally
+            _leave(event, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -675,7 +792,12 @@ The CUstream behind the handle (0/1/2 for the default streams).
 - `out` [out]
 """
 function cuabi_stream_raw(out, stream)
-    ccall((:cuabi_stream_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -686,7 +808,12 @@ The stream's device, borrowed: valid while the stream lives; retain it to keep i
 - `out` [out]
 """
 function cuabi_stream_device(out, stream)
-    ccall((:cuabi_stream_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -699,7 +826,12 @@ cuabi_stream_priority(out, stream)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_stream_priority(out, stream)
-    ccall((:cuabi_stream_priority, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_priority, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 
@@ -729,7 +861,12 @@ cuabi_event_retain(handle)
 Add a reference to a cuabi_event.
 """
 function cuabi_event_retain(handle)
-    ccall((:cuabi_event_retain, libcuabi), cuabi_status, (Ptr{cuabi_event},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_event_retain, libcuabi), cuabi_status, (Ptr{cuabi_event},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -738,7 +875,12 @@ cuabi_event_release(handle)
 Drop a reference to a cuabi_event; the last one frees it and invalidates the handle.
 """
 function cuabi_event_release(handle)
-    ccall((:cuabi_event_release, libcuabi), cuabi_status, (Ptr{cuabi_event},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_event_release, libcuabi), cuabi_status, (Ptr{cuabi_event},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -763,7 +905,12 @@ cuabi_event_create(out, device, options)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_event_create(out, device, options)
-    ccall((:cuabi_event_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{cuabi_device}, Ptr{cuabi_event_options}), out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_event_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{cuabi_device}, Ptr{cuabi_event_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -774,7 +921,17 @@ cuabi_event_record(event, stream)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_event_record(event, stream)
-    ccall((:cuabi_event_record, libcuabi), cuabi_status, (Ptr{cuabi_event}, Ptr{cuabi_stream}), event, stream)
+    t0 = _enter(event)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_event_record, libcuabi), cuabi_status, (Ptr{cuabi_event}, Ptr{cuabi_stream}), event, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(event, t0)
+    end
 end
 
 """
@@ -785,7 +942,12 @@ cuabi_event_synchronize(event)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_event_synchronize(event)
-    ccall((:cuabi_event_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_event},), event)
+    t0 = _enter(event)
+    try
+        ccall((:cuabi_event_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_event},), event)
+    finally
+        _leave(event, t0)
+    end
 end
 
 """
@@ -798,7 +960,12 @@ cuabi_event_query(out, event)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_event_query(out, event)
-    ccall((:cuabi_event_query, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_event}), out, event)
+    t0 = _enter(event)
+    try
+        ccall((:cuabi_event_query, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_event}), out, event)
+    finally
+        _leave(event, t0)
+    end
 end
 
 """
@@ -811,7 +978,17 @@ Milliseconds between two recorded events (both created without CUABI_EVENT_DISAB
 Needs the CUDA driver and a GPU.
 """
 function cuabi_event_elapsed_ms(out, start, var"end")
-    ccall((:cuabi_event_elapsed_ms, libcuabi), cuabi_status, (Ptr{Cfloat}, Ptr{cuabi_event}, Ptr{cuabi_event}), out, start, var"end")
+    t0 = _enter(start)
+    try
+        t1 = _enter(var"end")
+        try
+            ccall((:cuabi_event_elapsed_ms, libcuabi), cuabi_status, (Ptr{Cfloat}, Ptr{cuabi_event}, Ptr{cuabi_event}), out, start, var"end")
+        finally
+            _leave(var"end", t1)
+        end
+    finally
+        _leave(start, t0)
+    end
 end
 
 """
@@ -822,7 +999,12 @@ cuabi_event_raw(out, event)
 - `out` [out]
 """
 function cuabi_event_raw(out, event)
-    ccall((:cuabi_event_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_event}), out, event)
+    t0 = _enter(event)
+    try
+        ccall((:cuabi_event_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_event}), out, event)
+    finally
+        _leave(event, t0)
+    end
 end
 
 
@@ -878,7 +1060,12 @@ cuabi_memory_resource_retain(handle)
 Add a reference to a cuabi_memory_resource.
 """
 function cuabi_memory_resource_retain(handle)
-    ccall((:cuabi_memory_resource_retain, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_memory_resource_retain, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -887,7 +1074,12 @@ cuabi_memory_resource_release(handle)
 Drop a reference to a cuabi_memory_resource; the last one frees it and invalidates the handle.
 """
 function cuabi_memory_resource_release(handle)
-    ccall((:cuabi_memory_resource_release, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_memory_resource_release, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -933,7 +1125,12 @@ The device's default stream-ordered memory pool (cuDeviceGetDefaultMemPool): all
 Needs the CUDA driver and a GPU.
 """
 function cuabi_memory_resource_device_default(out, device)
-    ccall((:cuabi_memory_resource_device_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_memory_resource_device_default, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -947,7 +1144,12 @@ A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the re
 Needs the CUDA driver and a GPU.
 """
 function cuabi_memory_resource_pool_create(out, device, options)
-    ccall((:cuabi_memory_resource_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_pool_options}), out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_memory_resource_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_pool_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -960,7 +1162,12 @@ Page-locked host memory (cuMemAllocHost / cuMemFreeHost) in the device's context
 Needs the CUDA driver and a GPU.
 """
 function cuabi_memory_resource_pinned(out, device)
-    ccall((:cuabi_memory_resource_pinned, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_memory_resource_pinned, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -973,7 +1180,12 @@ Managed memory (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL / cuMemFree). Not st
 Needs the CUDA driver and a GPU.
 """
 function cuabi_memory_resource_managed(out, device)
-    ccall((:cuabi_memory_resource_managed, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_memory_resource_managed, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -986,7 +1198,12 @@ A user-defined resource from a table of callbacks. On failure nothing is called 
 - `payload` [may be C_NULL] Passed to every callback.
 """
 function cuabi_memory_resource_user(out, device, callbacks, payload)
-    ccall((:cuabi_memory_resource_user, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_resource_callbacks}, Ptr{Cvoid}), out, device, callbacks, payload)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_memory_resource_user, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_memory_resource_callbacks}, Ptr{Cvoid}), out, device, callbacks, payload)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -999,7 +1216,17 @@ Allocate raw memory from a resource; size 0 gives address 0. Most code wants cua
 - `stream` [may be C_NULL] Orders stream-ordered allocations; NULL = the default stream.
 """
 function cuabi_memory_resource_allocate(out, resource, size, alignment, stream)
-    ccall((:cuabi_memory_resource_allocate, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_memory_resource_allocate, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1010,7 +1237,17 @@ Return memory from cuabi_memory_resource_allocate() with the same size and align
 - `stream` [may be C_NULL] Orders stream-ordered deallocations; NULL = the default stream.
 """
 function cuabi_memory_resource_deallocate(resource, ptr, size, alignment, stream)
-    ccall((:cuabi_memory_resource_deallocate, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Cuintptr_t, Csize_t, Csize_t, Ptr{cuabi_stream}), resource, ptr, size, alignment, stream)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_memory_resource_deallocate, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Cuintptr_t, Csize_t, Csize_t, Ptr{cuabi_stream}), resource, ptr, size, alignment, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1021,7 +1258,12 @@ cuabi_memory_resource_kind(out, resource)
 - `out` [out]
 """
 function cuabi_memory_resource_kind(out, resource)
-    ccall((:cuabi_memory_resource_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_memory_resource}), out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_memory_resource_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_memory_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1032,7 +1274,12 @@ The resource's device, borrowed (valid while the resource lives); NULL for host-
 - `out` [out]
 """
 function cuabi_memory_resource_device(out, resource)
-    ccall((:cuabi_memory_resource_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_memory_resource}), out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_memory_resource_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_memory_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1043,7 +1290,12 @@ The CUmemoryPool behind a device-pool resource; CUABI_ERROR_NOT_SUPPORTED for ot
 - `out` [out]
 """
 function cuabi_memory_resource_pool(out, resource)
-    ccall((:cuabi_memory_resource_pool, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}), out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_memory_resource_pool, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_memory_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1054,7 +1306,12 @@ Release unused memory of a pool resource back to the system, keeping at least `k
 Needs the CUDA driver and a GPU.
 """
 function cuabi_memory_resource_trim(resource, keep_bytes)
-    ccall((:cuabi_memory_resource_trim, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Csize_t), resource, keep_bytes)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_memory_resource_trim, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Csize_t), resource, keep_bytes)
+    finally
+        _leave(resource, t0)
+    end
 end
 
 
@@ -1073,7 +1330,12 @@ cuabi_buffer_destroy(handle)
 Free a cuabi_buffer and invalidate the handle.
 """
 function cuabi_buffer_destroy(handle)
-    ccall((:cuabi_buffer_destroy, libcuabi), cuabi_status, (Ptr{cuabi_buffer},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_buffer_destroy, libcuabi), cuabi_status, (Ptr{cuabi_buffer},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1086,7 +1348,17 @@ Allocate `size` bytes from a resource. Stream-ordered resources allocate on `str
 - `stream` [may be C_NULL] NULL = the default stream.
 """
 function cuabi_buffer_allocate(out, resource, size, alignment, stream)
-    ccall((:cuabi_buffer_allocate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_buffer_allocate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t, Ptr{cuabi_stream}), out, resource, size, alignment, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -1100,7 +1372,12 @@ Wrap memory allocated elsewhere. `release` (if any) is called exactly once with 
 - `payload` [may be C_NULL]
 """
 function cuabi_buffer_wrap(out, device, kind, ptr, size, release, payload)
-    ccall((:cuabi_buffer_wrap, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_device}, cuabi_memory_kind, Cuintptr_t, Csize_t, cuabi_buffer_release_fn, Ptr{Cvoid}), out, device, kind, ptr, size, release, payload)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_buffer_wrap, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_device}, cuabi_memory_kind, Cuintptr_t, Csize_t, cuabi_buffer_release_fn, Ptr{Cvoid}), out, device, kind, ptr, size, release, payload)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -1109,7 +1386,17 @@ cuabi_buffer_free_async(buffer, stream)
 Destroy the buffer handle; its memory is freed in order on `stream` (for stream-ordered resources; others free at once) when the last view over it is gone. The handle is invalid afterwards, also when an error is returned.
 """
 function cuabi_buffer_free_async(buffer, stream)
-    ccall((:cuabi_buffer_free_async, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Ptr{cuabi_stream}), buffer, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_buffer_free_async, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Ptr{cuabi_stream}), buffer, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1120,7 +1407,12 @@ The buffer's address (a device pointer for device memory).
 - `out` [out]
 """
 function cuabi_buffer_pointer(out, buffer)
-    ccall((:cuabi_buffer_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_buffer}), out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_buffer_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1131,7 +1423,12 @@ cuabi_buffer_size(out, buffer)
 - `out` [out]
 """
 function cuabi_buffer_size(out, buffer)
-    ccall((:cuabi_buffer_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_buffer}), out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_buffer_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1142,7 +1439,12 @@ cuabi_buffer_kind(out, buffer)
 - `out` [out]
 """
 function cuabi_buffer_kind(out, buffer)
-    ccall((:cuabi_buffer_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_buffer}), out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_buffer_kind, libcuabi), cuabi_status, (Ptr{cuabi_memory_kind}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1153,7 +1455,12 @@ The buffer's device, borrowed; NULL for host memory without a device.
 - `out` [out]
 """
 function cuabi_buffer_device(out, buffer)
-    ccall((:cuabi_buffer_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_buffer}), out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_buffer_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1164,7 +1471,12 @@ The resource the buffer came from, borrowed; NULL for wrapped buffers.
 - `out` [out]
 """
 function cuabi_buffer_resource(out, buffer)
-    ccall((:cuabi_buffer_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_buffer}), out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_buffer_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1175,7 +1487,22 @@ Copy `size` bytes between buffers (any kinds, cuMemcpy with unified addressing; 
 - `stream` [may be C_NULL]
 """
 function cuabi_buffer_copy(dst, dst_offset, src, src_offset, size, stream)
-    ccall((:cuabi_buffer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+    t0 = _enter(dst)
+    try
+        t1 = _enter(src)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_buffer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(src, t1)
+        end
+    finally
+        _leave(dst, t0)
+    end
 end
 
 """
@@ -1186,7 +1513,17 @@ Copy `size` bytes of host memory into the buffer. With a stream the host memory 
 - `stream` [may be C_NULL]
 """
 function cuabi_buffer_copy_from_host(dst, dst_offset, src, size, stream)
-    ccall((:cuabi_buffer_copy_from_host, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, size, stream)
+    t0 = _enter(dst)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_buffer_copy_from_host, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, size, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(dst, t0)
+    end
 end
 
 """
@@ -1198,7 +1535,17 @@ Copy `size` bytes of the buffer into host memory. With a stream the data is ther
 - `stream` [may be C_NULL]
 """
 function cuabi_buffer_copy_to_host(dst, src, src_offset, size, stream)
-    ccall((:cuabi_buffer_copy_to_host, libcuabi), cuabi_status, (Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, src, src_offset, size, stream)
+    t0 = _enter(src)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_buffer_copy_to_host, libcuabi), cuabi_status, (Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, src, src_offset, size, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(src, t0)
+    end
 end
 
 """
@@ -1210,7 +1557,17 @@ Set `count` elements of `width` bytes (1, 2 or 4) starting at byte `offset` (a m
 - `stream` [may be C_NULL]
 """
 function cuabi_buffer_memset(buffer, offset, value, width, count, stream)
-    ccall((:cuabi_buffer_memset, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t, Ptr{cuabi_stream}), buffer, offset, value, width, count, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_buffer_memset, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t, Ptr{cuabi_stream}), buffer, offset, value, width, count, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 
@@ -1291,7 +1648,12 @@ cuabi_view_retain(handle)
 Add a reference to a cuabi_view.
 """
 function cuabi_view_retain(handle)
-    ccall((:cuabi_view_retain, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_view_retain, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1300,7 +1662,12 @@ cuabi_view_release(handle)
 Drop a reference to a cuabi_view; the last one frees it and invalidates the handle.
 """
 function cuabi_view_release(handle)
-    ccall((:cuabi_view_release, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_view_release, libcuabi), cuabi_status, (Ptr{cuabi_view},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1368,7 +1735,12 @@ A view over a buffer: `ndim` extents and strides in elements (NULL strides = row
 - `flags` cuabi_view_flags.
 """
 function cuabi_view_create(out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
-    ccall((:cuabi_view_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_buffer}, UInt64, Cint, Cint, Cint, Ptr{Int64}, Ptr{Int64}, Cuint), out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_view_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_buffer}, UInt64, Cint, Cint, Cint, Ptr{Int64}, Ptr{Int64}, Cuint), out, buffer, offset, dtype_code, dtype_bits, ndim, shape, strides, flags)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -1386,7 +1758,12 @@ view's owner alive.
 - `step` [may be C_NULL] NULL = all 1.
 """
 function cuabi_view_slice(out, view, ndim, start, stop, step)
-    ccall((:cuabi_view_slice, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_view}, Cint, Ptr{Int64}, Ptr{Int64}, Ptr{Int64}), out, view, ndim, start, stop, step)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_slice, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_view}, Cint, Ptr{Int64}, Ptr{Int64}, Ptr{Int64}), out, view, ndim, start, stop, step)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1397,7 +1774,12 @@ Export as a DLPack 1.x tensor (version 1.1, READ_ONLY/IS_COPIED flags from the v
 - `out` [out, ownership transferred]
 """
 function cuabi_view_to_dlpack_versioned(out, view)
-    ccall((:cuabi_view_to_dlpack_versioned, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensorVersioned}}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_to_dlpack_versioned, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensorVersioned}}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1408,7 +1790,12 @@ Export as a legacy DLManagedTensor. Refused (CUABI_ERROR_DLPACK) for read-only v
 - `out` [out, ownership transferred]
 """
 function cuabi_view_to_dlpack(out, view)
-    ccall((:cuabi_view_to_dlpack, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensor}}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_to_dlpack, libcuabi), cuabi_status, (Ptr{Ptr{DLManagedTensor}}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1419,7 +1806,12 @@ cuabi_view_get_info(out, view)
 - `out` [out]
 """
 function cuabi_view_get_info(out, view)
-    ccall((:cuabi_view_get_info, libcuabi), cuabi_status, (Ptr{cuabi_view_info}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_get_info, libcuabi), cuabi_status, (Ptr{cuabi_view_info}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1430,7 +1822,12 @@ The address of the first element: data + byte_offset. This is what a kernel rece
 - `out` [out]
 """
 function cuabi_view_data_pointer(out, view)
-    ccall((:cuabi_view_data_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_data_pointer, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1441,7 +1838,12 @@ cuabi_view_ndim(out, view)
 - `out` [out]
 """
 function cuabi_view_ndim(out, view)
-    ccall((:cuabi_view_ndim, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_ndim, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1452,7 +1854,12 @@ Copy the extents into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL when capacity <
 - `out` [out]
 """
 function cuabi_view_shape(out, capacity, view)
-    ccall((:cuabi_view_shape, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_shape, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1463,7 +1870,12 @@ Copy the strides (in elements) into out[0..ndim); CUABI_ERROR_BUFFER_TOO_SMALL w
 - `out` [out]
 """
 function cuabi_view_strides(out, capacity, view)
-    ccall((:cuabi_view_strides, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_strides, libcuabi), cuabi_status, (Ptr{Int64}, Csize_t, Ptr{cuabi_view}), out, capacity, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1474,7 +1886,12 @@ cuabi_view_is_c_contiguous(out, view)
 - `out` [out]
 """
 function cuabi_view_is_c_contiguous(out, view)
-    ccall((:cuabi_view_is_c_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_is_c_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1485,7 +1902,12 @@ cuabi_view_is_f_contiguous(out, view)
 - `out` [out]
 """
 function cuabi_view_is_f_contiguous(out, view)
-    ccall((:cuabi_view_is_f_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_is_f_contiguous, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -1496,7 +1918,12 @@ Number of elements times the element size.
 - `out` [out]
 """
 function cuabi_view_nbytes(out, view)
-    ccall((:cuabi_view_nbytes, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_view}), out, view)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_view_nbytes, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_view}), out, view)
+    finally
+        _leave(view, t0)
+    end
 end
 
 
@@ -1512,7 +1939,12 @@ cuabi_objcode_retain(handle)
 Add a reference to a cuabi_objcode.
 """
 function cuabi_objcode_retain(handle)
-    ccall((:cuabi_objcode_retain, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_objcode_retain, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1521,7 +1953,12 @@ cuabi_objcode_release(handle)
 Drop a reference to a cuabi_objcode; the last one frees it and invalidates the handle.
 """
 function cuabi_objcode_release(handle)
-    ccall((:cuabi_objcode_release, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_objcode_release, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1557,7 +1994,12 @@ cuabi_objcode_code_type(out, objcode)
 - `out` [out]
 """
 function cuabi_objcode_code_type(out, objcode)
-    ccall((:cuabi_objcode_code_type, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{cuabi_objcode}), out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_code_type, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1569,7 +2011,12 @@ The image bytes, borrowed: valid while the objcode lives.
 - `size` [out]
 """
 function cuabi_objcode_bytes(data, size, objcode)
-    ccall((:cuabi_objcode_bytes, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{Csize_t}, Ptr{cuabi_objcode}), data, size, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_bytes, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{Csize_t}, Ptr{cuabi_objcode}), data, size, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1580,7 +2027,12 @@ Load the image into the driver now (cuLibraryLoadData) instead of at the first k
 Needs the CUDA driver and a GPU.
 """
 function cuabi_objcode_load(objcode)
-    ccall((:cuabi_objcode_load, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_load, libcuabi), cuabi_status, (Ptr{cuabi_objcode},), objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1591,7 +2043,12 @@ A new reference to the kernel `name`: a kernel (entry) name as in the image, or 
 - `out` [out, ownership transferred]
 """
 function cuabi_objcode_get_kernel(out, objcode, name)
-    ccall((:cuabi_objcode_get_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_kernel}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_get_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_kernel}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1602,7 +2059,12 @@ Number of kernels (entry functions) in the image: from the CUBIN's ELF symbol ta
 - `out` [out]
 """
 function cuabi_objcode_kernel_count(out, objcode)
-    ccall((:cuabi_objcode_kernel_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_kernel_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1613,7 +2075,12 @@ The name of kernel `index` (0 .. count-1), borrowed: valid while the objcode liv
 - `out` [out]
 """
 function cuabi_objcode_kernel_name(out, objcode, index)
-    ccall((:cuabi_objcode_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Csize_t), out, objcode, index)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Csize_t), out, objcode, index)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1624,7 +2091,12 @@ The lowered (mangled) name registered for a name expression, borrowed. CUABI_ERR
 - `out` [out]
 """
 function cuabi_objcode_lowered_name(out, objcode, name_expression)
-    ccall((:cuabi_objcode_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name_expression)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, name_expression)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1636,7 +2108,12 @@ Resources of kernel `name` (a kernel name or a registered name expression) read 
 - `arch` [may be C_NULL]
 """
 function cuabi_objcode_kernel_resources(out, objcode, name, arch)
-    ccall((:cuabi_objcode_kernel_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_objcode}, Ptr{Cchar}, Ptr{Cchar}), out, objcode, name, arch)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_kernel_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_objcode}, Ptr{Cchar}, Ptr{Cchar}), out, objcode, name, arch)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -1647,7 +2124,12 @@ The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other typ
 - `out` [out]
 """
 function cuabi_objcode_arch(out, objcode)
-    ccall((:cuabi_objcode_arch, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_objcode}), out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_arch, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 
@@ -1689,7 +2171,12 @@ cuabi_kernel_retain(handle)
 Add a reference to a cuabi_kernel.
 """
 function cuabi_kernel_retain(handle)
-    ccall((:cuabi_kernel_retain, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_kernel_retain, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1698,7 +2185,12 @@ cuabi_kernel_release(handle)
 Drop a reference to a cuabi_kernel; the last one frees it and invalidates the handle.
 """
 function cuabi_kernel_release(handle)
-    ccall((:cuabi_kernel_release, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_kernel_release, libcuabi), cuabi_status, (Ptr{cuabi_kernel},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1720,7 +2212,12 @@ The kernel's (lowered) entry name, borrowed: valid while the kernel lives.
 - `out` [out]
 """
 function cuabi_kernel_name(out, kernel)
-    ccall((:cuabi_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1731,7 +2228,12 @@ The objcode the kernel belongs to, borrowed: valid while the kernel lives.
 - `out` [out]
 """
 function cuabi_kernel_objcode(out, kernel)
-    ccall((:cuabi_kernel_objcode, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_objcode, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1745,7 +2247,17 @@ Read a CUfunction_attribute (CU_FUNC_ATTRIBUTE_*) of the kernel on a device: reg
 Needs the CUDA driver and a GPU.
 """
 function cuabi_kernel_attribute(out, kernel, device, attribute)
-    ccall((:cuabi_kernel_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint), out, kernel, device, attribute)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_kernel_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint), out, kernel, device, attribute)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1758,7 +2270,17 @@ Set a settable CUfunction_attribute on a device: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_S
 Needs the CUDA driver and a GPU.
 """
 function cuabi_kernel_set_attribute(kernel, device, attribute, value)
-    ccall((:cuabi_kernel_set_attribute, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Cint), kernel, device, attribute, value)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_kernel_set_attribute, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Cint), kernel, device, attribute, value)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1769,7 +2291,12 @@ Number of parameters: from cuKernelGetParamInfo (driver 12.4+) when the kernel i
 - `out` [out]
 """
 function cuabi_kernel_param_count(out, kernel)
-    ccall((:cuabi_kernel_param_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_param_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1781,7 +2308,12 @@ Offset and size in bytes of parameter `index` in the kernel's parameter block.
 - `size` [out]
 """
 function cuabi_kernel_param_info(offset, size, kernel, index)
-    ccall((:cuabi_kernel_param_info, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{Csize_t}, Ptr{cuabi_kernel}, Csize_t), offset, size, kernel, index)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_param_info, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{Csize_t}, Ptr{cuabi_kernel}, Csize_t), offset, size, kernel, index)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1792,7 +2324,12 @@ The kernel's resources read from its CUBIN without a GPU (see cuabi_kernel_resou
 - `out` [inout] Its version field must be set.
 """
 function cuabi_kernel_get_resources(out, kernel)
-    ccall((:cuabi_kernel_get_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_get_resources, libcuabi), cuabi_status, (Ptr{cuabi_kernel_resources}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1805,7 +2342,12 @@ The CUkernel (context-independent) behind the handle, loading the objcode if nee
 Needs the CUDA driver and a GPU.
 """
 function cuabi_kernel_raw(out, kernel)
-    ccall((:cuabi_kernel_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -1818,7 +2360,17 @@ The CUfunction of the kernel in the device's primary context (cuKernelGetFunctio
 Needs the CUDA driver and a GPU.
 """
 function cuabi_kernel_function(out, kernel, device)
-    ccall((:cuabi_kernel_function, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}, Ptr{cuabi_device}), out, kernel, device)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_kernel_function, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_kernel}, Ptr{cuabi_device}), out, kernel, device)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 
@@ -1856,7 +2408,12 @@ cuabi_linker_destroy(handle)
 Free a cuabi_linker and invalidate the handle.
 """
 function cuabi_linker_destroy(handle)
-    ccall((:cuabi_linker_destroy, libcuabi), cuabi_status, (Ptr{cuabi_linker},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_linker_destroy, libcuabi), cuabi_status, (Ptr{cuabi_linker},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -1890,7 +2447,12 @@ Add an input from memory (copied: the caller may free it on return). Type: CUBIN
 - `name` [may be C_NULL] For messages; NULL for "<memory>".
 """
 function cuabi_linker_add_data(linker, var"type", data, size, name)
-    ccall((:cuabi_linker_add_data, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cvoid}, Csize_t, Ptr{Cchar}), linker, var"type", data, size, name)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_add_data, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cvoid}, Csize_t, Ptr{Cchar}), linker, var"type", data, size, name)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1899,7 +2461,12 @@ cuabi_linker_add_file(linker, var"type", path)
 Add an input file. NONE detects the type from the contents or extension (.cubin .ptx .ltoir .fatbin .o .a).
 """
 function cuabi_linker_add_file(linker, var"type", path)
-    ccall((:cuabi_linker_add_file, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cchar}), linker, var"type", path)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_add_file, libcuabi), cuabi_status, (Ptr{cuabi_linker}, cuabi_code_type, Ptr{Cchar}), linker, var"type", path)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1908,7 +2475,17 @@ cuabi_linker_add_objcode(linker, objcode)
 Add an objcode's image as an input.
 """
 function cuabi_linker_add_objcode(linker, objcode)
-    ccall((:cuabi_linker_add_objcode, libcuabi), cuabi_status, (Ptr{cuabi_linker}, Ptr{cuabi_objcode}), linker, objcode)
+    t0 = _enter(linker)
+    try
+        t1 = _enter(objcode)
+        try
+            ccall((:cuabi_linker_add_objcode, libcuabi), cuabi_status, (Ptr{cuabi_linker}, Ptr{cuabi_objcode}), linker, objcode)
+        finally
+            _leave(objcode, t1)
+        end
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1920,7 +2497,12 @@ Finish the link and return its output as a new objcode (CUBIN, PTX or fatbin; PT
 - `output` CUABI_CODE_CUBIN, CUABI_CODE_PTX or CUABI_CODE_FATBIN.
 """
 function cuabi_linker_complete(out, linker, output)
-    ccall((:cuabi_linker_complete, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_linker}, cuabi_code_type), out, linker, output)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_complete, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_linker}, cuabi_code_type), out, linker, output)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1931,7 +2513,12 @@ nvJitLink's info log so far, borrowed: valid until the next call on the linker.
 - `out` [out]
 """
 function cuabi_linker_info_log(out, linker)
-    ccall((:cuabi_linker_info_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_info_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1942,7 +2529,12 @@ nvJitLink's error log so far, borrowed: valid until the next call on the linker.
 - `out` [out]
 """
 function cuabi_linker_error_log(out, linker)
-    ccall((:cuabi_linker_error_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_error_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_linker}), out, linker)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 """
@@ -1953,7 +2545,12 @@ Where the completed link's output came from: 0 linked by nvJitLink (or not compl
 - `out` [out]
 """
 function cuabi_linker_cache_hit(out, linker)
-    ccall((:cuabi_linker_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_linker}), out, linker)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_linker}), out, linker)
+    finally
+        _leave(linker, t0)
+    end
 end
 
 
@@ -2000,7 +2597,12 @@ cuabi_program_retain(handle)
 Add a reference to a cuabi_program.
 """
 function cuabi_program_retain(handle)
-    ccall((:cuabi_program_retain, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_program_retain, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2009,7 +2611,12 @@ cuabi_program_release(handle)
 Drop a reference to a cuabi_program; the last one frees it and invalidates the handle.
 """
 function cuabi_program_release(handle)
-    ccall((:cuabi_program_release, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_program_release, libcuabi), cuabi_status, (Ptr{cuabi_program},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2049,7 +2656,12 @@ A compile error returns CUABI_ERROR_COMPILE, the message carries the log
 - `options` [may be C_NULL] NULL for the defaults.
 """
 function cuabi_program_compile(out, program, options)
-    ccall((:cuabi_program_compile, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_program}, Ptr{cuabi_program_options}), out, program, options)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_compile, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_program}, Ptr{cuabi_program_options}), out, program, options)
+    finally
+        _leave(program, t0)
+    end
 end
 
 """
@@ -2060,7 +2672,12 @@ The log of the last compile (compiler messages, then any 'cuabi cache:' notes); 
 - `out` [out]
 """
 function cuabi_program_log(out, program)
-    ccall((:cuabi_program_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}), out, program)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_log, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}), out, program)
+    finally
+        _leave(program, t0)
+    end
 end
 
 """
@@ -2071,7 +2688,12 @@ The mangled name NVRTC gave a name expression of the last successful compile. Bo
 - `out` [out]
 """
 function cuabi_program_lowered_name(out, program, name_expression)
-    ccall((:cuabi_program_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}, Ptr{Cchar}), out, program, name_expression)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_lowered_name, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_program}, Ptr{Cchar}), out, program, name_expression)
+    finally
+        _leave(program, t0)
+    end
 end
 
 """
@@ -2082,7 +2704,12 @@ Where the last compile's code came from: 0 compiled, 1 in-memory cache, 2 on-dis
 - `out` [out]
 """
 function cuabi_program_cache_hit(out, program)
-    ccall((:cuabi_program_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_program}), out, program)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_cache_hit, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_program}), out, program)
+    finally
+        _leave(program, t0)
+    end
 end
 
 """
@@ -2526,7 +3153,12 @@ cuabi_argpack_retain(handle)
 Add a reference to a cuabi_argpack.
 """
 function cuabi_argpack_retain(handle)
-    ccall((:cuabi_argpack_retain, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_argpack_retain, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2535,7 +3167,12 @@ cuabi_argpack_release(handle)
 Drop a reference to a cuabi_argpack; the last one frees it and invalidates the handle.
 """
 function cuabi_argpack_release(handle)
-    ccall((:cuabi_argpack_release, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_argpack_release, libcuabi), cuabi_status, (Ptr{cuabi_argpack},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2614,7 +3251,12 @@ Number of slots (top-level parameters).
 - `out` [out]
 """
 function cuabi_argpack_count(out, pack)
-    ccall((:cuabi_argpack_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2625,7 +3267,12 @@ Size of the packed blob: every slot at its C offset, as one struct of all parame
 - `out` [out]
 """
 function cuabi_argpack_blob_size(out, pack)
-    ccall((:cuabi_argpack_blob_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_blob_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2636,7 +3283,12 @@ cuabi_argpack_slot_size(out, pack, slot)
 - `out` [out]
 """
 function cuabi_argpack_slot_size(out, pack, slot)
-    ccall((:cuabi_argpack_slot_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_slot_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2647,7 +3299,12 @@ Offset of a slot in the packed blob (the kernel's parameter offset).
 - `out` [out]
 """
 function cuabi_argpack_slot_offset(out, pack, slot)
-    ccall((:cuabi_argpack_slot_offset, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_slot_offset, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2658,7 +3315,12 @@ cuabi_argpack_slot_kind(out, pack, slot)
 - `out` [out]
 """
 function cuabi_argpack_slot_kind(out, pack, slot)
-    ccall((:cuabi_argpack_slot_kind, libcuabi), cuabi_status, (Ptr{cuabi_arg_kind}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_slot_kind, libcuabi), cuabi_status, (Ptr{cuabi_arg_kind}, Ptr{cuabi_argpack}, Csize_t), out, pack, slot)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2669,7 +3331,12 @@ Number of items: slots plus all struct members.
 - `out` [out]
 """
 function cuabi_argpack_item_count(out, pack)
-    ccall((:cuabi_argpack_item_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_item_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_argpack}), out, pack)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2680,7 +3347,12 @@ Layout of item `index` (depth-first order over slots and struct members).
 - `out` [out] version must be set (CUABI_ARG_INFO_INIT).
 """
 function cuabi_argpack_item(out, pack, index)
-    ccall((:cuabi_argpack_item, libcuabi), cuabi_status, (Ptr{cuabi_arg_info}, Ptr{cuabi_argpack}, Csize_t), out, pack, index)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_item, libcuabi), cuabi_status, (Ptr{cuabi_arg_info}, Ptr{cuabi_argpack}, Csize_t), out, pack, index)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2689,7 +3361,12 @@ cuabi_argpack_set_int(pack, slot, value)
 Set an integer or bool slot (i8..i64, u8..u64, bool), checking the value fits.
 """
 function cuabi_argpack_set_int(pack, slot, value)
-    ccall((:cuabi_argpack_set_int, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Int64), pack, slot, value)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_int, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Int64), pack, slot, value)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2698,7 +3375,12 @@ cuabi_argpack_set_uint(pack, slot, value)
 Set an integer or bool slot from an unsigned value, checking it fits.
 """
 function cuabi_argpack_set_uint(pack, slot, value)
-    ccall((:cuabi_argpack_set_uint, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_uint, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2707,7 +3389,12 @@ cuabi_argpack_set_float(pack, slot, value)
 Set a f16, bf16, f32 or f64 slot (rounded to nearest even).
 """
 function cuabi_argpack_set_float(pack, slot, value)
-    ccall((:cuabi_argpack_set_float, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble), pack, slot, value)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_float, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble), pack, slot, value)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2716,7 +3403,12 @@ cuabi_argpack_set_complex(pack, slot, real, imag)
 Set a c64 or c128 slot.
 """
 function cuabi_argpack_set_complex(pack, slot, real, imag)
-    ccall((:cuabi_argpack_set_complex, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble, Cdouble), pack, slot, real, imag)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_complex, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Cdouble, Cdouble), pack, slot, real, imag)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2727,7 +3419,12 @@ Set a ptr or handle slot to a raw device address / 64-bit handle value.
 - `value` A CUdeviceptr, CUtexObject or CUsurfObject.
 """
 function cuabi_argpack_set_pointer(pack, slot, value)
-    ccall((:cuabi_argpack_set_pointer, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_pointer, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, UInt64), pack, slot, value)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2736,7 +3433,17 @@ cuabi_argpack_set_buffer(pack, slot, buffer)
 Set a buffer slot (or a ptr slot) to a buffer. The pack keeps the handle, not a reference: the address is looked up at launch, and a released buffer fails the launch.
 """
 function cuabi_argpack_set_buffer(pack, slot, buffer)
-    ccall((:cuabi_argpack_set_buffer, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_buffer}), pack, slot, buffer)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_argpack_set_buffer, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_buffer}), pack, slot, buffer)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2745,7 +3452,17 @@ cuabi_argpack_set_view(pack, slot, view)
 Set a view slot (or a ptr slot) to a view: its data pointer plus byte offset, looked up at launch.
 """
 function cuabi_argpack_set_view(pack, slot, view)
-    ccall((:cuabi_argpack_set_view, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_view}), pack, slot, view)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(view)
+        try
+            ccall((:cuabi_argpack_set_view, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_view}), pack, slot, view)
+        finally
+            _leave(view, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2754,7 +3471,12 @@ cuabi_argpack_set_bytes(pack, slot, data, size)
 Copy the bytes of any slot (structs, tensor maps, raw); size must equal the slot's size.
 """
 function cuabi_argpack_set_bytes(pack, slot, data, size)
-    ccall((:cuabi_argpack_set_bytes, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{Cvoid}, Csize_t), pack, slot, data, size)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_bytes, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{Cvoid}, Csize_t), pack, slot, data, size)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2765,7 +3487,12 @@ Copy a slot's current bytes out; size must equal the slot's size. Buffer and vie
 - `out` [out]
 """
 function cuabi_argpack_get_bytes(out, size, pack, slot)
-    ccall((:cuabi_argpack_get_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_argpack}, Csize_t), out, size, pack, slot)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_get_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_argpack}, Csize_t), out, size, pack, slot)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2774,7 +3501,12 @@ cuabi_argpack_set_blob(pack, blob, size)
 Set every slot at once from one packed blob laid out as cuabi_argpack_slot_offset says; size must equal cuabi_argpack_blob_size. Buffer and view slots take the handle's value (8 bytes).
 """
 function cuabi_argpack_set_blob(pack, blob, size)
-    ccall((:cuabi_argpack_set_blob, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{Cvoid}, Csize_t), pack, blob, size)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_set_blob, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{Cvoid}, Csize_t), pack, blob, size)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2785,7 +3517,12 @@ The pack's own blob storage (cuabi_argpack_blob_size bytes, laid out as for cuab
 - `out` [out]
 """
 function cuabi_argpack_blob_pointer(out, pack)
-    ccall((:cuabi_argpack_blob_pointer, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{cuabi_argpack}), out, pack)
+    t0 = _enter(pack)
+    try
+        ccall((:cuabi_argpack_blob_pointer, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{cuabi_argpack}), out, pack)
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2794,7 +3531,17 @@ cuabi_argpack_check_kernel(pack, kernel)
 Check a pack against a kernel's parameters (count, and each size and offset) without launching; works without a GPU for CUBIN images. Types are not seen, only the layout: a pack with the same offsets and sizes passes (a struct of four f32 where a float4 lands at an offset that is a multiple of 16).
 """
 function cuabi_argpack_check_kernel(pack, kernel)
-    ccall((:cuabi_argpack_check_kernel, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{cuabi_kernel}), pack, kernel)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(kernel)
+        try
+            ccall((:cuabi_argpack_check_kernel, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Ptr{cuabi_kernel}), pack, kernel)
+        finally
+            _leave(kernel, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
 end
 
 """
@@ -2805,7 +3552,12 @@ A pack with one slot per kernel parameter, sized and placed as the kernel's para
 - `out` [out, ownership transferred]
 """
 function cuabi_argpack_create_for_kernel(out, kernel)
-    ccall((:cuabi_argpack_create_for_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_argpack_create_for_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -2816,7 +3568,12 @@ The type of parameter `index`: from the mangled name of a C++ kernel (libiberty'
 - `out` [inout] Its version field must be set.
 """
 function cuabi_kernel_param_type(out, kernel, index)
-    ccall((:cuabi_kernel_param_type, libcuabi), cuabi_status, (Ptr{cuabi_param_type}, Ptr{cuabi_kernel}, Csize_t), out, kernel, index)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_param_type, libcuabi), cuabi_status, (Ptr{cuabi_param_type}, Ptr{cuabi_kernel}, Csize_t), out, kernel, index)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -2827,7 +3584,12 @@ Every parameter's type name (cuabi_param_type.type_name) joined with ", ", "?" f
 - `out` [out]
 """
 function cuabi_kernel_signature(out, kernel)
-    ccall((:cuabi_kernel_signature, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_kernel_signature, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_kernel}), out, kernel)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 
@@ -2915,7 +3677,12 @@ cuabi_prepared_retain(handle)
 Add a reference to a cuabi_prepared.
 """
 function cuabi_prepared_retain(handle)
-    ccall((:cuabi_prepared_retain, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_prepared_retain, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2924,7 +3691,12 @@ cuabi_prepared_release(handle)
 Drop a reference to a cuabi_prepared; the last one frees it and invalidates the handle.
 """
 function cuabi_prepared_release(handle)
-    ccall((:cuabi_prepared_release, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_prepared_release, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -2957,7 +3729,17 @@ Check and launch `kernel` with the values in `pack`.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_launch(kernel, pack, config)
-    ccall((:cuabi_launch, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), kernel, pack, config)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(pack)
+        try
+            ccall((:cuabi_launch, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), kernel, pack, config)
+        finally
+            _leave(pack, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -2968,7 +3750,17 @@ Every check cuabi_launch() makes (pack against kernel, configuration against ker
 Needs the CUDA driver and a GPU.
 """
 function cuabi_launch_check(kernel, pack, config)
-    ccall((:cuabi_launch_check, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), kernel, pack, config)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(pack)
+        try
+            ccall((:cuabi_launch_check, libcuabi), cuabi_status, (Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), kernel, pack, config)
+        finally
+            _leave(pack, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -2981,7 +3773,17 @@ Bind and check kernel, pack and configuration (as cuabi_launch_check), resolving
 Needs the CUDA driver and a GPU.
 """
 function cuabi_prepared_create(out, kernel, pack, config)
-    ccall((:cuabi_prepared_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_prepared}}, Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), out, kernel, pack, config)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(pack)
+        try
+            ccall((:cuabi_prepared_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_prepared}}, Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), out, kernel, pack, config)
+        finally
+            _leave(pack, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -2992,7 +3794,12 @@ Launch again with the pack's current values. Buffer and view slots are looked up
 Needs the CUDA driver and a GPU.
 """
 function cuabi_prepared_launch(prepared)
-    ccall((:cuabi_prepared_launch, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), prepared)
+    t0 = _enter(prepared)
+    try
+        ccall((:cuabi_prepared_launch, libcuabi), cuabi_status, (Ptr{cuabi_prepared},), prepared)
+    finally
+        _leave(prepared, t0)
+    end
 end
 
 """
@@ -3003,7 +3810,12 @@ The bound pack, borrowed: set argument values on it between launches.
 - `out` [out]
 """
 function cuabi_prepared_pack(out, prepared)
-    ccall((:cuabi_prepared_pack, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_prepared}), out, prepared)
+    t0 = _enter(prepared)
+    try
+        ccall((:cuabi_prepared_pack, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_argpack}}, Ptr{cuabi_prepared}), out, prepared)
+    finally
+        _leave(prepared, t0)
+    end
 end
 
 """
@@ -3014,7 +3826,12 @@ Change the grid size of later launches (checked against cooperative residency an
 Needs the CUDA driver and a GPU.
 """
 function cuabi_prepared_set_grid(prepared, x, y, z)
-    ccall((:cuabi_prepared_set_grid, libcuabi), cuabi_status, (Ptr{cuabi_prepared}, Cuint, Cuint, Cuint), prepared, x, y, z)
+    t0 = _enter(prepared)
+    try
+        ccall((:cuabi_prepared_set_grid, libcuabi), cuabi_status, (Ptr{cuabi_prepared}, Cuint, Cuint, Cuint), prepared, x, y, z)
+    finally
+        _leave(prepared, t0)
+    end
 end
 
 
@@ -3162,7 +3979,17 @@ Resident blocks per SM of `kernel` on `device` for a block size and dynamic shar
 Needs the CUDA driver and a GPU.
 """
 function cuabi_occupancy_max_active_blocks(out, kernel, device, block_size, dynamic_shared_bytes)
-    ccall((:cuabi_occupancy_max_active_blocks, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_result}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Csize_t), out, kernel, device, block_size, dynamic_shared_bytes)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_occupancy_max_active_blocks, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_result}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Csize_t), out, kernel, device, block_size, dynamic_shared_bytes)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -3179,7 +4006,17 @@ The block size with the most resident threads per SM, and the smallest grid that
 Needs the CUDA driver and a GPU.
 """
 function cuabi_occupancy_max_potential_block_size(out, min_grid_size, kernel, device, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
-    ccall((:cuabi_occupancy_max_potential_block_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, cuabi_block_smem_fn, Ptr{Cvoid}, Csize_t, Cint), out, min_grid_size, kernel, device, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_occupancy_max_potential_block_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, cuabi_block_smem_fn, Ptr{Cvoid}, Csize_t, Cint), out, min_grid_size, kernel, device, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -3192,7 +4029,17 @@ Dynamic shared memory per block available when `num_blocks` blocks of `block_siz
 Needs the CUDA driver and a GPU.
 """
 function cuabi_occupancy_available_dynamic_smem(out, kernel, device, num_blocks, block_size)
-    ccall((:cuabi_occupancy_available_dynamic_smem, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Cint), out, kernel, device, num_blocks, block_size)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_occupancy_available_dynamic_smem, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Cint), out, kernel, device, num_blocks, block_size)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -3205,7 +4052,12 @@ The largest cluster size that can co-exist on the GPU for a configuration (block
 Needs the CUDA driver and a GPU.
 """
 function cuabi_occupancy_max_potential_cluster_size(out, kernel, config)
-    ccall((:cuabi_occupancy_max_potential_cluster_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_launch_config}), out, kernel, config)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_occupancy_max_potential_cluster_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_launch_config}), out, kernel, config)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -3218,7 +4070,12 @@ How many clusters of the configuration's cluster size can be resident at once.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_occupancy_max_active_clusters(out, kernel, config)
-    ccall((:cuabi_occupancy_max_active_clusters, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_launch_config}), out, kernel, config)
+    t0 = _enter(kernel)
+    try
+        ccall((:cuabi_occupancy_max_active_clusters, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_launch_config}), out, kernel, config)
+    finally
+        _leave(kernel, t0)
+    end
 end
 
 """
@@ -3406,7 +4263,12 @@ cuabi_tensormap_retain(handle)
 Add a reference to a cuabi_tensormap.
 """
 function cuabi_tensormap_retain(handle)
-    ccall((:cuabi_tensormap_retain, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_tensormap_retain, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3415,7 +4277,12 @@ cuabi_tensormap_release(handle)
 Drop a reference to a cuabi_tensormap; the last one frees it and invalidates the handle.
 """
 function cuabi_tensormap_release(handle)
-    ccall((:cuabi_tensormap_release, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_tensormap_release, libcuabi), cuabi_status, (Ptr{cuabi_tensormap},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3456,7 +4323,12 @@ broken TMA rule gives CUABI_ERROR_TENSOR_MAP naming it; nothing is made.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_tensormap_encode_tiled(out, view, box, rank, options)
-    ccall((:cuabi_tensormap_encode_tiled, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{UInt32}, Csize_t, Ptr{cuabi_tensormap_options}), out, view, box, rank, options)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_tensormap_encode_tiled, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{UInt32}, Csize_t, Ptr{cuabi_tensormap_options}), out, view, box, rank, options)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -3478,7 +4350,12 @@ bounding box the corners offset from the tensor's edges.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_tensormap_encode_im2col(out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
-    ccall((:cuabi_tensormap_encode_im2col, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{Cint}, Ptr{Cint}, Csize_t, UInt32, UInt32, Ptr{cuabi_tensormap_options}), out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_tensormap_encode_im2col, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_tensormap}}, Ptr{cuabi_view}, Ptr{Cint}, Ptr{Cint}, Csize_t, UInt32, UInt32, Ptr{cuabi_tensormap_options}), out, view, lower_corner, upper_corner, spatial_rank, channels_per_pixel, pixels_per_column, options)
+    finally
+        _leave(view, t0)
+    end
 end
 
 """
@@ -3492,7 +4369,17 @@ new view and lets the old one go. Set it again in packs that hold it.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_tensormap_replace_address(tensormap, view)
-    ccall((:cuabi_tensormap_replace_address, libcuabi), cuabi_status, (Ptr{cuabi_tensormap}, Ptr{cuabi_view}), tensormap, view)
+    t0 = _enter(tensormap)
+    try
+        t1 = _enter(view)
+        try
+            ccall((:cuabi_tensormap_replace_address, libcuabi), cuabi_status, (Ptr{cuabi_tensormap}, Ptr{cuabi_view}), tensormap, view)
+        finally
+            _leave(view, t1)
+        end
+    finally
+        _leave(tensormap, t0)
+    end
 end
 
 """
@@ -3503,7 +4390,12 @@ cuabi_tensormap_get_info(out, tensormap)
 - `out` [out]
 """
 function cuabi_tensormap_get_info(out, tensormap)
-    ccall((:cuabi_tensormap_get_info, libcuabi), cuabi_status, (Ptr{cuabi_tensormap_info}, Ptr{cuabi_tensormap}), out, tensormap)
+    t0 = _enter(tensormap)
+    try
+        ccall((:cuabi_tensormap_get_info, libcuabi), cuabi_status, (Ptr{cuabi_tensormap_info}, Ptr{cuabi_tensormap}), out, tensormap)
+    finally
+        _leave(tensormap, t0)
+    end
 end
 
 """
@@ -3514,7 +4406,12 @@ Copy the 128-byte descriptor (the CUtensorMap a kernel receives) into `out`; `si
 - `out` [out]
 """
 function cuabi_tensormap_bytes(out, size, tensormap)
-    ccall((:cuabi_tensormap_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_tensormap}), out, size, tensormap)
+    t0 = _enter(tensormap)
+    try
+        ccall((:cuabi_tensormap_bytes, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Ptr{cuabi_tensormap}), out, size, tensormap)
+    finally
+        _leave(tensormap, t0)
+    end
 end
 
 """
@@ -3525,7 +4422,12 @@ The view the tensor map describes, borrowed (valid while the map keeps it: until
 - `out` [out]
 """
 function cuabi_tensormap_view(out, tensormap)
-    ccall((:cuabi_tensormap_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_tensormap}), out, tensormap)
+    t0 = _enter(tensormap)
+    try
+        ccall((:cuabi_tensormap_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_view}}, Ptr{cuabi_tensormap}), out, tensormap)
+    finally
+        _leave(tensormap, t0)
+    end
 end
 
 """
@@ -3534,7 +4436,17 @@ cuabi_argpack_set_tensormap(pack, slot, tensormap)
 Copy the tensor map's descriptor into a `tensormap` slot (or a 128-byte raw slot from a kernel's parameter info): the kernel receives it by value. The pack holds the bytes, not the map: keep the map (and so its memory) alive while launches use them.
 """
 function cuabi_argpack_set_tensormap(pack, slot, tensormap)
-    ccall((:cuabi_argpack_set_tensormap, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_tensormap}), pack, slot, tensormap)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(tensormap)
+        try
+            ccall((:cuabi_argpack_set_tensormap, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_tensormap}), pack, slot, tensormap)
+        finally
+            _leave(tensormap, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
 end
 
 
@@ -3661,7 +4573,12 @@ cuabi_graph_retain(handle)
 Add a reference to a cuabi_graph.
 """
 function cuabi_graph_retain(handle)
-    ccall((:cuabi_graph_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3670,7 +4587,12 @@ cuabi_graph_release(handle)
 Drop a reference to a cuabi_graph; the last one frees it and invalidates the handle.
 """
 function cuabi_graph_release(handle)
-    ccall((:cuabi_graph_release, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_release, libcuabi), cuabi_status, (Ptr{cuabi_graph},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3679,7 +4601,12 @@ cuabi_graph_node_retain(handle)
 Add a reference to a cuabi_graph_node.
 """
 function cuabi_graph_node_retain(handle)
-    ccall((:cuabi_graph_node_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_node_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3688,7 +4615,12 @@ cuabi_graph_node_release(handle)
 Drop a reference to a cuabi_graph_node; the last one frees it and invalidates the handle.
 """
 function cuabi_graph_node_release(handle)
-    ccall((:cuabi_graph_node_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_node_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3697,7 +4629,12 @@ cuabi_graph_exec_retain(handle)
 Add a reference to a cuabi_graph_exec.
 """
 function cuabi_graph_exec_retain(handle)
-    ccall((:cuabi_graph_exec_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_exec_retain, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3706,7 +4643,12 @@ cuabi_graph_exec_release(handle)
 Drop a reference to a cuabi_graph_exec; the last one frees it and invalidates the handle.
 """
 function cuabi_graph_exec_release(handle)
-    ccall((:cuabi_graph_exec_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_graph_exec_release, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec},), handle)
+    finally
+        _leave(handle, t0)
+    end
 end
 
 """
@@ -3739,7 +4681,12 @@ Start recording the work queued on `stream` into a new graph. The legacy default
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_capture_begin(stream, mode)
-    ccall((:cuabi_graph_capture_begin, libcuabi), cuabi_status, (Ptr{cuabi_stream}, cuabi_capture_mode), stream, mode)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_graph_capture_begin, libcuabi), cuabi_status, (Ptr{cuabi_stream}, cuabi_capture_mode), stream, mode)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -3752,7 +4699,12 @@ End the capture begun on `stream` and return its graph. A capture that an unsafe
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_capture_end(out, stream)
-    ccall((:cuabi_graph_capture_end, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_graph_capture_end, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -3765,7 +4717,12 @@ Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone el
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_capture_status(out, stream)
-    ccall((:cuabi_graph_capture_status, libcuabi), cuabi_status, (Ptr{cuabi_capture_status}, Ptr{cuabi_stream}), out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_graph_capture_status, libcuabi), cuabi_status, (Ptr{cuabi_capture_status}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
 end
 
 """
@@ -3789,7 +4746,12 @@ The CUgraph behind the handle (owned by cuabi).
 - `out` [out]
 """
 function cuabi_graph_raw(out, graph)
-    ccall((:cuabi_graph_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph}), out, graph)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph}), out, graph)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3800,7 +4762,12 @@ The graph's device, borrowed; NULL while no node names one, or when nodes name s
 - `out` [out]
 """
 function cuabi_graph_device(out, graph)
-    ccall((:cuabi_graph_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph}), out, graph)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph}), out, graph)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3813,7 +4780,12 @@ Number of nodes in the graph (not counting those inside child or body graphs).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_count(out, graph)
-    ccall((:cuabi_graph_node_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph}), out, graph)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_node_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph}), out, graph)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3826,7 +4798,12 @@ The node at `index` (0 .. node count - 1): nodes added by cuabi in the order the
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_at(out, graph, index)
-    ccall((:cuabi_graph_node_at, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Csize_t), out, graph, index)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_node_at, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Csize_t), out, graph, index)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3837,7 +4814,12 @@ Add the edges from[i] -> to[i] (to[i] runs after from[i]). Every node must belon
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_dependencies(graph, from, to, count)
-    ccall((:cuabi_graph_add_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_add_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3848,7 +4830,12 @@ Remove the edges from[i] -> to[i]; an edge that does not exist is refused (CUABI
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_remove_dependencies(graph, from, to, count)
-    ccall((:cuabi_graph_remove_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_remove_dependencies, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), graph, from, to, count)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3861,7 +4848,12 @@ Write the graph as Graphviz text to the file `path` (cuGraphDebugDotPrint).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_debug_dot(graph, path, flags)
-    ccall((:cuabi_graph_debug_dot, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Cchar}, Cuint), graph, path, flags)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_debug_dot, libcuabi), cuabi_status, (Ptr{cuabi_graph}, Ptr{Cchar}, Cuint), graph, path, flags)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3876,7 +4868,12 @@ The graph as Graphviz text, NUL-terminated. *size: in, the capacity of out; out,
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_debug_dot_text(out, size, graph, flags)
-    ccall((:cuabi_graph_debug_dot_text, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, Ptr{cuabi_graph}, Cuint), out, size, graph, flags)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_debug_dot_text, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, Ptr{cuabi_graph}, Cuint), out, size, graph, flags)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3890,7 +4887,12 @@ Make an executable from the graph (cuGraphInstantiateWithParams). A graph the dr
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_instantiate(out, graph, options)
-    ccall((:cuabi_graph_instantiate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_exec}}, Ptr{cuabi_graph}, Ptr{cuabi_graph_instantiate_options}), out, graph, options)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_instantiate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_exec}}, Ptr{cuabi_graph}, Ptr{cuabi_graph_instantiate_options}), out, graph, options)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3910,7 +4912,22 @@ buffers and views alive.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_kernel(out, graph, dependencies, num_dependencies, kernel, pack, config)
-    ccall((:cuabi_graph_add_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), out, graph, dependencies, num_dependencies, kernel, pack, config)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(kernel)
+        try
+            t2 = _enter(pack)
+            try
+                ccall((:cuabi_graph_add_kernel, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_kernel}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), out, graph, dependencies, num_dependencies, kernel, pack, config)
+            finally
+                _leave(pack, t2)
+            end
+        finally
+            _leave(kernel, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3924,7 +4941,22 @@ Add a copy of `size` bytes between two buffers (device, pinned, managed, or host
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_memcpy(out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
-    ccall((:cuabi_graph_add_memcpy, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(dst)
+        try
+            t2 = _enter(src)
+            try
+                ccall((:cuabi_graph_add_memcpy, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, src_offset, size)
+            finally
+                _leave(src, t2)
+            end
+        finally
+            _leave(dst, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3938,7 +4970,17 @@ Add a copy of `size` bytes from host memory (read when the node runs: keep it va
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_memcpy_from_host(out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
-    ccall((:cuabi_graph_add_memcpy_from_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(dst)
+        try
+            ccall((:cuabi_graph_add_memcpy_from_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Ptr{Cvoid}, Csize_t), out, graph, dependencies, num_dependencies, dst, dst_offset, src, size)
+        finally
+            _leave(dst, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3952,7 +4994,17 @@ Add a copy of `size` bytes from a buffer on a device into host memory (written w
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_memcpy_to_host(out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
-    ccall((:cuabi_graph_add_memcpy_to_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(src)
+        try
+            ccall((:cuabi_graph_add_memcpy_to_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{Cvoid}, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, dst, src, src_offset, size)
+        finally
+            _leave(src, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3966,7 +5018,22 @@ Add a copy between two contiguous (row-major, dense) views of the same number of
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_memcpy_view(out, graph, dependencies, num_dependencies, dst, src)
-    ccall((:cuabi_graph_add_memcpy_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_view}, Ptr{cuabi_view}), out, graph, dependencies, num_dependencies, dst, src)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(dst)
+        try
+            t2 = _enter(src)
+            try
+                ccall((:cuabi_graph_add_memcpy_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_view}, Ptr{cuabi_view}), out, graph, dependencies, num_dependencies, dst, src)
+            finally
+                _leave(src, t2)
+            end
+        finally
+            _leave(dst, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3980,7 +5047,17 @@ Add a memset of `count` elements of `width` bytes (1, 2 or 4) starting at `offse
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_memset(out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
-    ccall((:cuabi_graph_add_memset, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t), out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_graph_add_memset, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint, Csize_t), out, graph, dependencies, num_dependencies, buffer, offset, value, width, count)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -3995,7 +5072,12 @@ Add a host node that calls fn(payload) when the graph reaches it. The payload st
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_host(out, graph, dependencies, num_dependencies, fn, payload)
-    ccall((:cuabi_graph_add_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, cuabi_graph_host_fn, Ptr{Cvoid}), out, graph, dependencies, num_dependencies, fn, payload)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_add_host, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, cuabi_graph_host_fn, Ptr{Cvoid}), out, graph, dependencies, num_dependencies, fn, payload)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4009,7 +5091,12 @@ Add an empty node: a join point for dependencies.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_empty(out, graph, dependencies, num_dependencies)
-    ccall((:cuabi_graph_add_empty, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), out, graph, dependencies, num_dependencies)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_add_empty, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t), out, graph, dependencies, num_dependencies)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4023,7 +5110,17 @@ Add a node that records `event` (kept alive by the graph). Not allowed in condit
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_event_record(out, graph, dependencies, num_dependencies, event)
-    ccall((:cuabi_graph_add_event_record, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(event)
+        try
+            ccall((:cuabi_graph_add_event_record, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+        finally
+            _leave(event, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4037,7 +5134,17 @@ Add a node that waits for the last record of `event` (kept alive by the graph). 
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_event_wait(out, graph, dependencies, num_dependencies, event)
-    ccall((:cuabi_graph_add_event_wait, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(event)
+        try
+            ccall((:cuabi_graph_add_event_wait, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_event}), out, graph, dependencies, num_dependencies, event)
+        finally
+            _leave(event, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4051,7 +5158,17 @@ Add a node that runs a copy of `child` (the driver clones it now; later changes 
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child)
-    ccall((:cuabi_graph_add_child, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_graph}), out, graph, dependencies, num_dependencies, child)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(child)
+        try
+            ccall((:cuabi_graph_add_child, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_graph}), out, graph, dependencies, num_dependencies, child)
+        finally
+            _leave(child, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4071,7 +5188,17 @@ code loads. CUABI_ERROR_NOT_SUPPORTED before CUDA 12.3.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_conditional_handle_create(out, graph, device, default_value, flags)
-    ccall((:cuabi_graph_conditional_handle_create, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_graph}, Ptr{cuabi_device}, Cuint, Cuint), out, graph, device, default_value, flags)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_graph_conditional_handle_create, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_graph}, Ptr{cuabi_device}, Cuint, Cuint), out, graph, device, default_value, flags)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4086,7 +5213,12 @@ Add a conditional node on a handle made for this graph: `type` (if / while / swi
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_add_conditional(out, graph, dependencies, num_dependencies, handle, var"type", body_count)
-    ccall((:cuabi_graph_add_conditional, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, UInt64, cuabi_graph_conditional_type, Cuint), out, graph, dependencies, num_dependencies, handle, var"type", body_count)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_add_conditional, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, UInt64, cuabi_graph_conditional_type, Cuint), out, graph, dependencies, num_dependencies, handle, var"type", body_count)
+    finally
+        _leave(graph, t0)
+    end
 end
 
 """
@@ -4099,7 +5231,12 @@ Body graph `index` of a conditional node, to add nodes to. It belongs to the nod
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_body(out, node, index)
-    ccall((:cuabi_graph_node_body, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}, Cuint), out, node, index)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_body, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}, Cuint), out, node, index)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4112,7 +5249,17 @@ Change a kernel node of the graph (made by cuabi_graph_add_kernel) to the pack's
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_kernel_node_set(node, pack, config)
-    ccall((:cuabi_graph_kernel_node_set, libcuabi), cuabi_status, (Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), node, pack, config)
+    t0 = _enter(node)
+    try
+        t1 = _enter(pack)
+        try
+            ccall((:cuabi_graph_kernel_node_set, libcuabi), cuabi_status, (Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), node, pack, config)
+        finally
+            _leave(pack, t1)
+        end
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4125,7 +5272,12 @@ cuabi_graph_node_type(out, node)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_type(out, node)
-    ccall((:cuabi_graph_node_type, libcuabi), cuabi_status, (Ptr{cuabi_graph_node_kind}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_type, libcuabi), cuabi_status, (Ptr{cuabi_graph_node_kind}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4136,7 +5288,12 @@ The node's index in its graph (see cuabi_graph_node_at).
 - `out` [out]
 """
 function cuabi_graph_node_index(out, node)
-    ccall((:cuabi_graph_node_index, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_index, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4147,7 +5304,12 @@ The graph the node belongs to, borrowed: valid while the node lives.
 - `out` [out]
 """
 function cuabi_graph_node_graph(out, node)
-    ccall((:cuabi_graph_node_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4158,7 +5320,12 @@ The CUgraphNode behind the handle.
 - `out` [out]
 """
 function cuabi_graph_node_raw(out, node)
-    ccall((:cuabi_graph_node_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4171,7 +5338,12 @@ How many nodes this node depends on (its incoming edges).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_dependency_count(out, node)
-    ccall((:cuabi_graph_node_dependency_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_dependency_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4184,7 +5356,12 @@ The node's dependency `index` (0 .. count - 1), in the driver's order; release i
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_dependency(out, node, index)
-    ccall((:cuabi_graph_node_dependency, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_dependency, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4197,7 +5374,12 @@ How many nodes depend on this node (its outgoing edges).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_dependent_count(out, node)
-    ccall((:cuabi_graph_node_dependent_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_dependent_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4210,7 +5392,12 @@ The node's dependent `index` (0 .. count - 1), in the driver's order; release it
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_node_dependent(out, node, index)
-    ccall((:cuabi_graph_node_dependent, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_dependent, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+    finally
+        _leave(node, t0)
+    end
 end
 
 """
@@ -4221,7 +5408,17 @@ Launch the executable on `stream` (after the stream's earlier work and the execu
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_exec_launch(exec, stream)
-    ccall((:cuabi_graph_exec_launch, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+    t0 = _enter(exec)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_graph_exec_launch, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4232,7 +5429,17 @@ Upload the executable's work descriptors ahead of its first launch, on `stream`,
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_exec_upload(exec, stream)
-    ccall((:cuabi_graph_exec_upload, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+    t0 = _enter(exec)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_graph_exec_upload, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_stream}), exec, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4250,7 +5457,17 @@ executable keeps `graph` alive instead of the previous one.
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_exec_update(exec, graph, info)
-    ccall((:cuabi_graph_exec_update, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph}, Ptr{cuabi_graph_update_info}), exec, graph, info)
+    t0 = _enter(exec)
+    try
+        t1 = _enter(graph)
+        try
+            ccall((:cuabi_graph_exec_update, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph}, Ptr{cuabi_graph_update_info}), exec, graph, info)
+        finally
+            _leave(graph, t1)
+        end
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4263,7 +5480,22 @@ Give one kernel node of the executable new arguments (the pack's current values)
 Needs the CUDA driver and a GPU.
 """
 function cuabi_graph_exec_update_kernel(exec, node, pack, config)
-    ccall((:cuabi_graph_exec_update_kernel, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), exec, node, pack, config)
+    t0 = _enter(exec)
+    try
+        t1 = _enter(node)
+        try
+            t2 = _enter(pack)
+            try
+                ccall((:cuabi_graph_exec_update_kernel, libcuabi), cuabi_status, (Ptr{cuabi_graph_exec}, Ptr{cuabi_graph_node}, Ptr{cuabi_argpack}, Ptr{cuabi_launch_config}), exec, node, pack, config)
+            finally
+                _leave(pack, t2)
+            end
+        finally
+            _leave(node, t1)
+        end
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4274,7 +5506,12 @@ The CUgraphExec behind the handle (owned by cuabi).
 - `out` [out]
 """
 function cuabi_graph_exec_raw(out, exec)
-    ccall((:cuabi_graph_exec_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_exec}), out, exec)
+    t0 = _enter(exec)
+    try
+        ccall((:cuabi_graph_exec_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_graph_exec}), out, exec)
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4285,7 +5522,12 @@ The device the executable runs on, borrowed; NULL when the graph names no single
 - `out` [out]
 """
 function cuabi_graph_exec_device(out, exec)
-    ccall((:cuabi_graph_exec_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph_exec}), out, exec)
+    t0 = _enter(exec)
+    try
+        ccall((:cuabi_graph_exec_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_graph_exec}), out, exec)
+    finally
+        _leave(exec, t0)
+    end
 end
 
 """
@@ -4296,7 +5538,12 @@ The graph the executable was instantiated from (node handles for cuabi_graph_exe
 - `out` [out]
 """
 function cuabi_graph_exec_graph(out, exec)
-    ccall((:cuabi_graph_exec_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_exec}), out, exec)
+    t0 = _enter(exec)
+    try
+        ccall((:cuabi_graph_exec_graph, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph}}, Ptr{cuabi_graph_exec}), out, exec)
+    finally
+        _leave(exec, t0)
+    end
 end
 
 
@@ -4351,7 +5598,17 @@ Let kernels on `device` access memory allocated on `peer` (cuCtxEnablePeerAccess
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_enable(device, peer)
-    ccall((:cuabi_peer_enable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+    t0 = _enter(device)
+    try
+        t1 = _enter(peer)
+        try
+            ccall((:cuabi_peer_enable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+        finally
+            _leave(peer, t1)
+        end
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4362,7 +5619,17 @@ Undo cuabi_peer_enable(device, peer). CUABI_ERROR_PEER_ACCESS when it was not en
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_disable(device, peer)
-    ccall((:cuabi_peer_disable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+    t0 = _enter(device)
+    try
+        t1 = _enter(peer)
+        try
+            ccall((:cuabi_peer_disable, libcuabi), cuabi_status, (Ptr{cuabi_device}, Ptr{cuabi_device}), device, peer)
+        finally
+            _leave(peer, t1)
+        end
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4375,7 +5642,17 @@ One attribute of the direction `device` -> `peer` (cuDeviceGetP2PAttribute). The
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_get_attribute(out, device, peer, attribute)
-    ccall((:cuabi_peer_get_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Ptr{cuabi_device}, cuabi_peer_attribute), out, device, peer, attribute)
+    t0 = _enter(device)
+    try
+        t1 = _enter(peer)
+        try
+            ccall((:cuabi_peer_get_attribute, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}, Ptr{cuabi_device}, cuabi_peer_attribute), out, device, peer, attribute)
+        finally
+            _leave(peer, t1)
+        end
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4388,7 +5665,22 @@ Copy `size` bytes from `src` (at `src_offset`) to `dst` (at `dst_offset`), buffe
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_copy(dst, dst_offset, src, src_offset, size, stream)
-    ccall((:cuabi_peer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+    t0 = _enter(dst)
+    try
+        t1 = _enter(src)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_peer_copy, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), dst, dst_offset, src, src_offset, size, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(src, t1)
+        end
+    finally
+        _leave(dst, t0)
+    end
 end
 
 """
@@ -4401,7 +5693,22 @@ Copy every element of `src` into `dst`, views of CUDA device memory on any devic
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_copy_view(dst, src, stream)
-    ccall((:cuabi_peer_copy_view, libcuabi), cuabi_status, (Ptr{cuabi_view}, Ptr{cuabi_view}, Ptr{cuabi_stream}), dst, src, stream)
+    t0 = _enter(dst)
+    try
+        t1 = _enter(src)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_peer_copy_view, libcuabi), cuabi_status, (Ptr{cuabi_view}, Ptr{cuabi_view}, Ptr{cuabi_stream}), dst, src, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(src, t1)
+        end
+    finally
+        _leave(dst, t0)
+    end
 end
 
 """
@@ -4412,7 +5719,17 @@ Set the access `device` has to the memory of a pool resource (cuMemPoolSetAccess
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_set_pool_access(resource, device, access)
-    ccall((:cuabi_peer_set_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Ptr{cuabi_device}, cuabi_peer_access), resource, device, access)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_peer_set_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Ptr{cuabi_device}, cuabi_peer_access), resource, device, access)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -4425,7 +5742,17 @@ The access `device` has to the memory of a pool resource (cuMemPoolGetAccess).
 Needs the CUDA driver and a GPU.
 """
 function cuabi_peer_get_pool_access(out, resource, device)
-    ccall((:cuabi_peer_get_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_peer_access}, Ptr{cuabi_memory_resource}, Ptr{cuabi_device}), out, resource, device)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_peer_get_pool_access, libcuabi), cuabi_status, (Ptr{cuabi_peer_access}, Ptr{cuabi_memory_resource}, Ptr{cuabi_device}), out, resource, device)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
 end
 
 
@@ -4484,7 +5811,12 @@ A resource of device memory other processes can import: cuMemAlloc / cuMemFree i
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_memory_resource(out, device)
-    ccall((:cuabi_ipc_memory_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_ipc_memory_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4497,7 +5829,12 @@ Write the descriptor of a buffer into `out`: for device memory allocated with cu
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_buffer_export(out, out_size, buffer)
-    ccall((:cuabi_ipc_buffer_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_buffer}), out, out_size, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_ipc_buffer_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_buffer}), out, out_size, buffer)
+    finally
+        _leave(buffer, t0)
+    end
 end
 
 """
@@ -4523,7 +5860,12 @@ An event other processes can import (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TI
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_event_create(out, device)
-    ccall((:cuabi_ipc_event_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{cuabi_device}), out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_ipc_event_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_event}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4536,7 +5878,12 @@ Write the descriptor of an event made by cuabi_ipc_event_create() into `out` (CU
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_event_export(out, out_size, event)
-    ccall((:cuabi_ipc_event_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_event}), out, out_size, event)
+    t0 = _enter(event)
+    try
+        ccall((:cuabi_ipc_event_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{cuabi_event}), out, out_size, event)
+    finally
+        _leave(event, t0)
+    end
 end
 
 """
@@ -4574,7 +5921,12 @@ An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_pool_create(out, device, options)
-    ccall((:cuabi_ipc_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_ipc_pool_options}), out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_ipc_pool_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_ipc_pool_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
 end
 
 """
@@ -4588,7 +5940,12 @@ Export an IPC pool: a new file descriptor for the pool (cuMemPoolExportToShareab
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_pool_export(fd, out, out_size, pool)
-    ccall((:cuabi_ipc_pool_export, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{UInt8}, Csize_t, Ptr{cuabi_memory_resource}), fd, out, out_size, pool)
+    t0 = _enter(pool)
+    try
+        ccall((:cuabi_ipc_pool_export, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{UInt8}, Csize_t, Ptr{cuabi_memory_resource}), fd, out, out_size, pool)
+    finally
+        _leave(pool, t0)
+    end
 end
 
 """
@@ -4614,7 +5971,12 @@ Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMe
 Needs the CUDA driver and a GPU.
 """
 function cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
-    ccall((:cuabi_ipc_pool_buffer_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Ptr{UInt8}, Csize_t), out, pool, descriptor, size)
+    t0 = _enter(pool)
+    try
+        ccall((:cuabi_ipc_pool_buffer_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Ptr{UInt8}, Csize_t), out, pool, descriptor, size)
+    finally
+        _leave(pool, t0)
+    end
 end
 
 """
@@ -4626,7 +5988,12 @@ What a memory resource is to pool IPC, and the pool's id (0 when the role is CUA
 - `pool_id` [out]
 """
 function cuabi_ipc_pool_info(role, pool_id, resource)
-    ccall((:cuabi_ipc_pool_info, libcuabi), cuabi_status, (Ptr{cuabi_ipc_pool_role}, Ptr{UInt64}, Ptr{cuabi_memory_resource}), role, pool_id, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_ipc_pool_info, libcuabi), cuabi_status, (Ptr{cuabi_ipc_pool_role}, Ptr{UInt64}, Ptr{cuabi_memory_resource}), role, pool_id, resource)
+    finally
+        _leave(resource, t0)
+    end
 end
 
 """
@@ -4675,7 +6042,12 @@ The SM architectures of the fatbin's CUBINs, ascending, as numbers (90 for sm_90
 - `objcode` A fatbin objcode.
 """
 function cuabi_fatbin_archs(out, capacity, count, objcode)
-    ccall((:cuabi_fatbin_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}, Ptr{cuabi_objcode}), out, capacity, count, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_fatbin_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}, Ptr{cuabi_objcode}), out, capacity, count, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -4686,7 +6058,12 @@ How many images (CUBIN, PTX, LTO-IR or other entries) the fatbin holds.
 - `out` [out]
 """
 function cuabi_fatbin_image_count(out, objcode)
-    ccall((:cuabi_fatbin_image_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_fatbin_image_count, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -4698,7 +6075,12 @@ The kind (CUABI_CODE_CUBIN, _PTX, _LTOIR, or _NONE for another) and architecture
 - `arch` [out]
 """
 function cuabi_fatbin_image_info(out, arch, objcode, index)
-    ccall((:cuabi_fatbin_image_info, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{Cint}, Ptr{cuabi_objcode}, Csize_t), out, arch, objcode, index)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_fatbin_image_info, libcuabi), cuabi_status, (Ptr{cuabi_code_type}, Ptr{Cint}, Ptr{cuabi_objcode}, Csize_t), out, arch, objcode, index)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -4709,7 +6091,12 @@ One image of the fatbin as a new objcode: "sm_90" gives the CUBIN for sm_90, "co
 - `out` [out, ownership transferred]
 """
 function cuabi_fatbin_extract(out, objcode, arch)
-    ccall((:cuabi_fatbin_extract, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, arch)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_fatbin_extract, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_objcode}}, Ptr{cuabi_objcode}, Ptr{Cchar}), out, objcode, arch)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 """
@@ -4720,7 +6107,12 @@ Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (t
 - `out` [out]
 """
 function cuabi_fatbin_packer(out, objcode)
-    ccall((:cuabi_fatbin_packer, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}), out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_fatbin_packer, libcuabi), cuabi_status, (Ptr{Ptr{Cchar}}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
 end
 
 # Every struct with its C field names in declaration order, for the

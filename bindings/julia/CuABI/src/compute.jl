@@ -66,8 +66,10 @@ end
 
 "Pack CUBIN and PTX objcodes into one fatbin (nvFatbin, else the fatbinary tool)."
 function pack_fatbin(images::Vector{ObjectCode})
-    ptrs = Ptr{L.cuabi_objcode}[Ptr{L.cuabi_objcode}(i.ptr) for i in images]
-    GC.@preserve images ptrs _own(ObjectCode, _create(out -> L.cuabi_fatbin_create(out, ptrs, length(ptrs))))
+    _inuse(images...) do
+        ptrs = Ptr{L.cuabi_objcode}[Ptr{L.cuabi_objcode}(Base.unsafe_convert(Ptr{Cvoid}, i)) for i in images]
+        GC.@preserve images ptrs _own(ObjectCode, _create(out -> L.cuabi_fatbin_create(out, ptrs, length(ptrs))))
+    end
 end
 "The SM architectures of a fatbin's CUBINs, ascending (90 for sm_90)."
 function fatbin_archs(o::ObjectCode)
@@ -521,19 +523,33 @@ function _config(c::LaunchConfig)
           stream = _sp(c.stream), device = _sp(c.device))
 end
 
-# Call f(Ref(config)) with the C struct and, when set, its attributes alive.
+# The handle objects a config names (its C struct holds their values).
+_config_handles(c::LaunchConfig) =
+    (c.stream, c.device, (c.attributes === nothing ? () :
+                          (c.attributes.programmatic_event, c.attributes.launch_completion_event))...)
+
+# Call f(Ref(config)) with the C struct and, when set, its attributes alive,
+# and the handles it names in use.
 function _with_config(f, c::LaunchConfig)
-    o = _config(c)
-    c.attributes === nothing && return GC.@preserve c f(Ref(o))
-    a = Ref(_attributes(c.attributes))
-    GC.@preserve c a f(Ref(_with(o; attributes = Base.unsafe_convert(Ptr{L.cuabi_launch_attributes}, a))))
+    _inuse(_config_handles(c)...) do
+        o = _config(c)
+        c.attributes === nothing && return GC.@preserve c f(Ref(o))
+        a = Ref(_attributes(c.attributes))
+        GC.@preserve c a f(Ref(_with(o; attributes = Base.unsafe_convert(Ptr{L.cuabi_launch_attributes}, a))))
+    end
 end
 
 # Buffers and views as kernel arguments (the pack keeps the handle; looked up at launch).
 _sig(::Buffer) = "buffer"
 _sig(::View) = "view"
-Base.setindex!(p::ArgPack, b::Buffer, slot::Integer) = check(L.cuabi_argpack_set_buffer(p, slot, b))
-Base.setindex!(p::ArgPack, v::View, slot::Integer) = check(L.cuabi_argpack_set_view(p, slot, v))
+Base.setindex!(p::ArgPack, b::Buffer, slot::Integer) = _ref!(p, slot, b, L.cuabi_argpack_set_buffer(p, slot, b))
+# `slot` names h now: kept, and in use during the pack's calls (ArgPack.refs).
+function _ref!(p::ArgPack, slot::Integer, h::Handle, st)
+    check(st)
+    p.refs[Int(slot)] = h
+    nothing
+end
+Base.setindex!(p::ArgPack, v::View, slot::Integer) = _ref!(p, slot, v, L.cuabi_argpack_set_view(p, slot, v))
 
 "Check and launch `k` with the values in `pack`."
 launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch(k, pack, r)), c)
@@ -592,6 +608,20 @@ mutable struct PreparedLaunch <: Handle
     pack::ArgPack
 end
 _release(::PreparedLaunch, p) = L.cuabi_prepared_release(p)
+# A launch of it holds its pack's Buffers and Views in use too.
+function L._enter(p::PreparedLaunch)
+    invoke(L._enter, Tuple{Handle}, p)
+    try
+        return _enter_refs(p.pack)
+    catch
+        invoke(L._leave, Tuple{Handle,Nothing}, p, nothing)
+        rethrow()
+    end
+end
+function L._leave(p::PreparedLaunch, refs::Vector{Handle})
+    _leave_refs(refs)
+    invoke(L._leave, Tuple{Handle,Nothing}, p, nothing)
+end
 PreparedLaunch(k::Kernel, pack::ArgPack, c::LaunchConfig) =
     _own(PreparedLaunch, _with_config(r -> _create(out -> L.cuabi_prepared_create(out, k, pack, r)), c), pack)
 launch(p::PreparedLaunch) = check(L.cuabi_prepared_launch(p))

@@ -85,9 +85,11 @@ end
 _node(p::Ptr{Cvoid}) = _own(GraphNode, p)
 
 function _add(f, g::Graph, deps)
-    ds = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, d) for d in deps]
-    GC.@preserve deps ds _node(_create(out -> f(out, isempty(ds) ? Ptr{Ptr{Cvoid}}(C_NULL) : pointer(ds),
-                                                length(ds))))
+    _inuse(deps...) do
+        ds = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, d) for d in deps]
+        GC.@preserve deps ds _node(_create(out -> f(out, isempty(ds) ? Ptr{Ptr{Cvoid}}(C_NULL) : pointer(ds),
+                                                    length(ds))))
+    end
 end
 
 "Number of nodes."
@@ -135,7 +137,9 @@ configuration's grid, block, shared memory and attributes; its stream or
 device names the device.
 """
 add_kernel!(g::Graph, k::Kernel, pack::ArgPack, c::LaunchConfig; deps = ()) =
-    GC.@preserve c _add((o, d, n) -> L.cuabi_graph_add_kernel(o, g, d, n, k, pack, Ref(_config(c))), g, deps)
+    _inuse(_config_handles(c)...) do
+        GC.@preserve c _add((o, d, n) -> L.cuabi_graph_add_kernel(o, g, d, n, k, pack, Ref(_config(c))), g, deps)
+    end
 
 """
     add_memcpy!(g, dst, src; deps = (), size, dst_offset = 0, src_offset = 0)
@@ -235,15 +239,19 @@ add_switch!(g::Graph, handle::UInt64, count::Integer; deps = ()) =
 
 "`after` runs after `before` (a cycle or an existing edge is refused)."
 function add_dependency!(g::Graph, before::GraphNode, after::GraphNode)
-    from = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, before)]
-    to = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, after)]
-    GC.@preserve before after check(L.cuabi_graph_add_dependencies(g, from, to, 1))
+    _inuse(before, after) do
+        from = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, before)]
+        to = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, after)]
+        GC.@preserve before after check(L.cuabi_graph_add_dependencies(g, from, to, 1))
+    end
 end
 
 function remove_dependency!(g::Graph, before::GraphNode, after::GraphNode)
-    from = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, before)]
-    to = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, after)]
-    GC.@preserve before after check(L.cuabi_graph_remove_dependencies(g, from, to, 1))
+    _inuse(before, after) do
+        from = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, before)]
+        to = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, after)]
+        GC.@preserve before after check(L.cuabi_graph_remove_dependencies(g, from, to, 1))
+    end
 end
 
 "The graph as Graphviz text."
@@ -275,8 +283,10 @@ function instantiate(g::Graph; auto_free_on_launch::Bool = false, upload_stream 
             (use_node_priority ? L.CUABI_GRAPH_INSTANTIATE_USE_NODE_PRIORITY : 0)
     o = _init(L.cuabi_graph_instantiate_options, L.cuabi_graph_instantiate_options_init,
               L.CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION)
-    o = _with(o; flags = Cuint(flags), upload_stream = _sp(upload_stream))
-    GC.@preserve upload_stream _own(GraphExec, _create(out -> L.cuabi_graph_instantiate(out, g, Ref(o))), Graph[g])
+    _inuse(upload_stream) do
+        o = _with(o; flags = Cuint(flags), upload_stream = _sp(upload_stream))
+        GC.@preserve upload_stream _own(GraphExec, _create(out -> L.cuabi_graph_instantiate(out, g, Ref(o))), Graph[g])
+    end
 end
 
 "Run the executable on `s`."
@@ -299,5 +309,7 @@ end
 
 "New arguments (and, with `config`, grid/block/shared memory) for one kernel node, without re-instantiating."
 update_kernel!(e::GraphExec, n::GraphNode, pack::ArgPack, c::Union{Nothing,LaunchConfig} = nothing) =
-    GC.@preserve c check(L.cuabi_graph_exec_update_kernel(e, n, pack,
-                                                          c === nothing ? Ptr{L.cuabi_launch_config}(C_NULL) : Ref(_config(c))))
+    _inuse((c === nothing ? () : _config_handles(c))...) do
+        GC.@preserve c check(L.cuabi_graph_exec_update_kernel(e, n, pack,
+                                                              c === nothing ? Ptr{L.cuabi_launch_config}(C_NULL) : Ref(_config(c))))
+    end

@@ -42,10 +42,14 @@ mutable struct Buffer <: Handle
 end
 _release(::Buffer, p) = L.cuabi_buffer_destroy(p)
 
+# A stream (or event, device) for a struct field: its handle value (the
+# caller holds it in use, _inuse); for a call's argument, _so: the object
+# itself, which the wrapper holds in use (and ccall roots) for the call.
 _sp(s) = s === nothing ? Ptr{Cvoid}(C_NULL) : Base.unsafe_convert(Ptr{Cvoid}, s)
+_so(s) = s === nothing ? Ptr{Cvoid}(C_NULL) : s
 
 function Buffer(r::MemoryResource, nbytes::Integer; alignment::Integer = 0, stream = nothing)
-    _own(Buffer, _create(out -> L.cuabi_buffer_allocate(out, r, nbytes, alignment, _sp(stream))), nothing)
+    _own(Buffer, _create(out -> L.cuabi_buffer_allocate(out, r, nbytes, alignment, _so(stream))), nothing)
 end
 
 """
@@ -72,12 +76,12 @@ kind(b::Buffer) = _bq(L.cuabi_buffer_kind, b, Cint)
 
 "Copy a host array into the buffer at byte `offset` (synchronously, or queued on `stream`: keep `src` alive until then)."
 function copyto_buffer!(b::Buffer, src::Array; offset::Integer = 0, stream = nothing)
-    GC.@preserve src check(L.cuabi_buffer_copy_from_host(b, offset, pointer(src), sizeof(src), _sp(stream)))
+    GC.@preserve src check(L.cuabi_buffer_copy_from_host(b, offset, pointer(src), sizeof(src), _so(stream)))
     b
 end
 "Copy from byte `offset` of the buffer into a host array."
 function copyfrom_buffer!(dst::Array, b::Buffer; offset::Integer = 0, stream = nothing)
-    GC.@preserve dst check(L.cuabi_buffer_copy_to_host(pointer(dst), b, offset, sizeof(dst), _sp(stream)))
+    GC.@preserve dst check(L.cuabi_buffer_copy_to_host(pointer(dst), b, offset, sizeof(dst), _so(stream)))
     dst
 end
 "The whole buffer as a `Vector{T}`."
@@ -87,16 +91,42 @@ function (::Type{Vector{T}})(b::Buffer) where {T}
     copyfrom_buffer!(Vector{T}(undef, n), b)
 end
 Base.copyto!(dst::Buffer, doff::Integer, src::Buffer, soff::Integer, n::Integer; stream = nothing) =
-    (check(L.cuabi_buffer_copy(dst, doff, src, soff, n, _sp(stream))); dst)
+    (check(L.cuabi_buffer_copy(dst, doff, src, soff, n, _so(stream))); dst)
 memset!(b::Buffer, value::Integer; width::Integer = 1, offset::Integer = 0,
         count::Integer = sizeof(b) ÷ width, stream = nothing) =
-    (check(L.cuabi_buffer_memset(b, offset, UInt32(value), width, count, _sp(stream))); b)
-"Destroy the handle; the memory is freed in order on `stream`."
+    (check(L.cuabi_buffer_memset(b, offset, UInt32(value), width, count, _so(stream))); b)
+"""
+Destroy the handle; the memory is freed in order on `stream`. With calls
+on `b` in flight on other threads, the last of them destroys it instead
+(see Handle); a refused call destroys it too (no leak) and throws.
+"""
 function free_async(b::Buffer, s::Stream)
-    p = b.ptr
-    p == C_NULL && throw(ArgumentError("Buffer is closed"))
-    b.ptr = C_NULL
-    check(L.cuabi_buffer_free_async(p, s))
+    p = C_NULL
+    lock(_uses_lock)
+    try
+        p = b.ptr
+        p == C_NULL && throw(ArgumentError("Buffer is closed"))
+        b.ptr = C_NULL
+        if haskey(_uses, b)
+            _pending[b] = p         # in flight: the last call destroys it
+            p = C_NULL
+        end
+    finally
+        unlock(_uses_lock)
+    end
+    p == C_NULL && return nothing
+    st = try
+        L.cuabi_buffer_free_async(p, s)
+    catch
+        L.cuabi_buffer_destroy(p)   # a closed stream: nothing was freed
+        rethrow()
+    end
+    if st != L.CUABI_SUCCESS
+        e = last_error(st)          # before the destroy below replaces it
+        L.cuabi_buffer_destroy(p)   # refused before the handle went (INVALID_HANDLE if it did)
+        throw(e)
+    end
+    nothing
 end
 
 # ------------------------------------------------------------------- views

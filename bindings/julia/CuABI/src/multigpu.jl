@@ -37,13 +37,13 @@ ipc_resource(d::Device) = _own(MemoryResource, _create(out -> L.cuabi_ipc_memory
 "Copy `nbytes` of device memory from `src` (any device) into `dst` (cuMemcpyPeer)."
 function copy_peer!(dst::Buffer, src::Buffer; nbytes::Integer = sizeof(src), dst_offset::Integer = 0,
                     src_offset::Integer = 0, stream = nothing)
-    check(L.cuabi_peer_copy(dst, dst_offset, src, src_offset, nbytes, _sp(stream)))
+    check(L.cuabi_peer_copy(dst, dst_offset, src, src_offset, nbytes, _so(stream)))
     dst
 end
 
 "Copy every element of the view `src` (device memory, any device) into `dst` (cuMemcpy3DPeer)."
 function copy_peer!(dst::View, src::View; stream = nothing)
-    check(L.cuabi_peer_copy_view(dst, src, _sp(stream)))
+    check(L.cuabi_peer_copy_view(dst, src, _so(stream)))
     dst
 end
 

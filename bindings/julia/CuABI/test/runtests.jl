@@ -126,6 +126,51 @@ end
         @test_throws CuABIError View(wb, Int32, (3, 5))
     end
 
+    @testset "close while calls are in flight (issue 29 item 7)" begin
+        # A call in flight (on another thread) holds its handles in use
+        # (LibCuABI._enter / _leave): close() marks the object closed at once
+        # and leaves the release to the call; before, it released under it.
+        r = MemoryResource(:host)
+        b = Buffer(r, 64)
+        h = b.ptr
+        raw_size(p) = (n = Ref{Csize_t}(0); st = L.cuabi_buffer_size(n, p); st)
+        t = L._enter(b)
+        close(b)
+        @test !isopen(b)
+        @test_throws ArgumentError sizeof(b)        # new calls: closed at once
+        @test raw_size(h) == L.CUABI_SUCCESS         # the C handle is still live
+        L._leave(b, t)
+        @test raw_size(h) == L.CUABI_ERROR_INVALID_HANDLE   # released by the last call
+        close(b)                                     # idempotent
+
+        # From threads: calls on a buffer while it is closed -- only
+        # "closed" errors, never a release under a call.
+        for _ in 1:50
+            c = Buffer(r, 64)
+            ts = [Threads.@spawn(for _ in 1:50
+                       try
+                           sizeof(c); Vector{UInt8}(c)
+                       catch e
+                           e isa ArgumentError || rethrow()
+                       end
+                   end) for _ in 1:4]
+            close(c)
+            foreach(wait, ts)
+        end
+
+        # A pack keeps the buffers and views its slots name, and a launch
+        # holds them in use.
+        p = ArgPack("buffer, i32")
+        d = Buffer(r, 16)
+        p[0] = d
+        @test p.refs[0] === d
+        refs = L._enter(p)
+        @test refs == CuABI.Handle[d]
+        L._leave(p, refs)
+        p[0] = Buffer(r, 16)
+        @test p.refs[0] !== d
+    end
+
     @testset "DLPack exchange" begin
         x = Float64[1 2 3; 4 5 6]               # Julia column-major 2x3
         v = View(x)                              # exported as DLPack, imported

@@ -3,18 +3,121 @@ use crate::error::{c_string, check, Error, Result};
 use crate::sys;
 
 handle_core!(
-    /// A kernel's parameter list with the storage for its values.
-    ///
-    /// Not `Clone`: a second owner could set values while this one
-    /// launches, which the C side documents as a race.
-    ArgPack, sys::cuabi_argpack, sys::cuabi_argpack_release
+    /// The pack handle of an [`ArgPack`].
+    ArgPackRaw, sys::cuabi_argpack, sys::cuabi_argpack_release
 );
+
+/// A kernel's parameter list with the storage for its values.
+///
+/// Not `Clone`: a second owner could set values while this one launches,
+/// which the C side documents as a race.
+///
+/// The C pack keeps the *handles* of the buffers and views its `buffer` and
+/// `view` slots name, not references, and looks them up at each launch. A
+/// launch on one thread while another thread drops that `Buffer` or `View`
+/// would read the freed object (the lookup and the read are not atomic), so
+/// the pack also keeps a C view of that memory for as long as a slot names
+/// it ([`BufferArg`], [`ViewArg`]): the struct the lookup reads stays alive,
+/// and a dropped buffer's handle is refused cleanly at the launch.
+pub struct ArgPack {
+    raw: ArgPackRaw,
+    kept: Vec<(usize, Kept)>,
+    keeps: u64,         // views kept so far (set() tells a typed store that kept one)
+}
 
 // SAFETY: api/argpack.toml: a pack may be read from several threads at once;
 // setting values while another thread launches with it is a race. Setters
 // take `&mut self`, so safe Rust cannot race them with `&self` readers.
 unsafe impl Send for ArgPack {}
 unsafe impl Sync for ArgPack {}
+
+/// A reference to a C view that keeps what a `buffer` or `view` slot names
+/// alive (see [`ArgPack`]).
+struct Kept(core::ptr::NonNull<sys::cuabi_view>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let _ = unsafe { sys::cuabi_view_release(self.0.as_ptr()) };
+    }
+}
+
+impl Kept {
+    /// A new view of the whole buffer (it holds the buffer's memory and struct).
+    fn of_buffer(b: *mut sys::cuabi_buffer) -> Result<Kept> {
+        let mut n = 0usize;
+        check(unsafe { sys::cuabi_buffer_size(&mut n, b) })?;
+        let shape = [i64::try_from(n).map_err(|_| Error::invalid_argument("buffer too large"))?];
+        let mut v = core::ptr::null_mut();
+        check(unsafe {
+            sys::cuabi_view_create(&mut v, b, 0, sys::CUABI_DTYPE_UINT.0 as _, 8, 1, shape.as_ptr(),
+                                   core::ptr::null(), 0)
+        })?;
+        core::ptr::NonNull::new(v).map(Kept).ok_or_else(|| Error::internal("cuabi_view_create: NULL"))
+    }
+    /// One more reference to a view.
+    fn of_view(v: *mut sys::cuabi_view) -> Result<Kept> {
+        check(unsafe { sys::cuabi_view_retain(v) })?;
+        core::ptr::NonNull::new(v).map(Kept).ok_or_else(|| Error::internal("ViewArg: NULL"))
+    }
+}
+
+impl ArgPack {
+    /// Take ownership of one reference to a raw pack. Buffer and view slots
+    /// it names already are not kept alive by it (see [`ArgPack`]).
+    ///
+    /// # Safety
+    /// `ptr` must be a live pack handle whose reference the caller owns and
+    /// gives up.
+    pub unsafe fn from_raw(ptr: *mut sys::cuabi_argpack) -> Option<Self> {
+        unsafe { ArgPackRaw::from_raw(ptr) }.map(|raw| ArgPack { raw, kept: Vec::new(), keeps: 0 })
+    }
+
+    /// The raw handle, still owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::cuabi_argpack {
+        self.raw.as_raw()
+    }
+
+    /// Give up ownership: the caller must release the handle. The memory of
+    /// the buffer and view slots is no longer kept alive by the pack.
+    pub fn into_raw(self) -> *mut sys::cuabi_argpack {
+        let ArgPack { raw, kept, .. } = self;
+        drop(kept);
+        raw.into_raw()
+    }
+
+    fn create(f: impl FnOnce(*mut *mut sys::cuabi_argpack) -> sys::cuabi_status) -> Result<Self> {
+        Ok(ArgPack { raw: ArgPackRaw::create(f)?, kept: Vec::new(), keeps: 0 })
+    }
+
+    /// Slot `slot` names `k`'s memory now (None: no buffer or view).
+    fn keep(&mut self, slot: usize, k: Option<Kept>) {
+        self.kept.retain(|(s, _)| *s != slot);
+        if let Some(k) = k {
+            self.kept.push((slot, k));
+            self.keeps += 1;
+        }
+    }
+
+    /// A `buffer` or `view` slot, whose value is a handle: only the typed
+    /// setters ([`BufferArg`], [`ViewArg`]) fill it.
+    fn is_ref_slot(&self, slot: usize) -> Result<bool> {
+        let k = self.slot_kind(slot)?;
+        Ok(k == sys::CUABI_ARG_BUFFER || k == sys::CUABI_ARG_VIEW)
+    }
+}
+
+impl core::fmt::Debug for ArgPack {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ArgPack({:p})", self.raw.as_raw())
+    }
+}
+
+impl PartialEq for ArgPack {
+    fn eq(&self, o: &Self) -> bool {
+        self.raw == o.raw
+    }
+}
+impl Eq for ArgPack {}
 
 /// A raw device address passed as a `ptr` parameter.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
@@ -107,7 +210,11 @@ pub struct BufferArg(pub(crate) *mut sys::cuabi_buffer);
 impl KernelArg for BufferArg {
     fn signature(&self) -> String { "buffer".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
-        check(unsafe { sys::cuabi_argpack_set_buffer(pack.as_raw(), slot, self.0) })
+        // Kept alive while the slot names it (see ArgPack).
+        let kept = Kept::of_buffer(self.0)?;
+        check(unsafe { sys::cuabi_argpack_set_buffer(pack.as_raw(), slot, self.0) })?;
+        pack.keep(slot, Some(kept));
+        Ok(())
     }
 }
 /// A view passed as a `view` parameter (its first element's address).
@@ -116,7 +223,10 @@ pub struct ViewArg(pub(crate) *mut sys::cuabi_view);
 impl KernelArg for ViewArg {
     fn signature(&self) -> String { "view".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
-        check(unsafe { sys::cuabi_argpack_set_view(pack.as_raw(), slot, self.0) })
+        let kept = Kept::of_view(self.0)?;
+        check(unsafe { sys::cuabi_argpack_set_view(pack.as_raw(), slot, self.0) })?;
+        pack.keep(slot, Some(kept));
+        Ok(())
     }
 }
 
@@ -196,12 +306,20 @@ impl ArgPack {
 
     /// Set slot `slot` to a typed value (the library checks kind and range).
     pub fn set<T: KernelArg + ?Sized>(&mut self, slot: usize, value: &T) -> Result<()> {
-        value.store(self, slot)
+        let keeps = self.keeps;
+        value.store(self, slot)?;
+        if self.keeps == keeps {
+            // A plain value: an address slot no longer names a buffer or view.
+            self.keep(slot, None);
+        }
+        Ok(())
     }
 
     /// Copy raw bytes into a slot; their length must be the slot's size.
     pub fn set_bytes(&mut self, slot: usize, bytes: &[u8]) -> Result<()> {
-        check(unsafe { sys::cuabi_argpack_set_bytes(self.as_raw(), slot, bytes.as_ptr().cast(), bytes.len()) })
+        check(unsafe { sys::cuabi_argpack_set_bytes(self.as_raw(), slot, bytes.as_ptr().cast(), bytes.len()) })?;
+        self.keep(slot, None);
+        Ok(())
     }
 
     /// A slot's current bytes.
@@ -211,9 +329,21 @@ impl ArgPack {
         Ok(v)
     }
 
-    /// Set every slot from one blob laid out as `slot_offset` says.
+    /// Set every slot from one blob laid out as `slot_offset` says. Refused
+    /// for a pack with `buffer` or `view` slots, whose blob values would be
+    /// handles the pack could not keep alive (set those with [`BufferArg`] /
+    /// [`ViewArg`]).
     pub fn set_blob(&mut self, blob: &[u8]) -> Result<()> {
-        check(unsafe { sys::cuabi_argpack_set_blob(self.as_raw(), blob.as_ptr().cast(), blob.len()) })
+        for slot in 0..self.len()? {
+            if self.is_ref_slot(slot)? {
+                return Err(Error::argument_mismatch(format!(
+                    "ArgPack::set_blob: slot {slot} is a buffer or view slot, whose value is a \
+                     handle: set it with BufferArg / ViewArg")));
+            }
+        }
+        check(unsafe { sys::cuabi_argpack_set_blob(self.as_raw(), blob.as_ptr().cast(), blob.len()) })?;
+        self.kept.clear();
+        Ok(())
     }
 }
 

@@ -9,6 +9,62 @@
 //!   CUDA context current itself), so handle types are `Send`; those whose
 //!   C functions may also run concurrently on one handle are `Sync`.
 //!
+//! # Threads and lifetimes
+//!
+//! Safe Rust never releases a handle while another thread uses it (issue
+//! 29 item 7): releasing is `Drop`, which needs the value itself, so no
+//! borrow of it -- on this thread or a scoped one -- may be alive;
+//! single-owner handles (`Buffer`, `ArgPack`, prepared launches) are not
+//! `Clone`, and `Clone` of a shared handle takes a C reference of its own,
+//! so each clone releases only its own. Setters that the C side may not run
+//! beside a launch take `&mut self`. What a pack names by handle (its
+//! `buffer` and `view` slots) it keeps alive itself (see [`ArgPack`]).
+//!
+//! A buffer cannot be dropped while another thread borrows it:
+//!
+//! ```compile_fail
+//! let buf = cuabi::Buffer::from_vec(vec![0u8; 8]).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| buf.pointer());
+//!     drop(buf); // error: cannot move out of `buf` because it is borrowed
+//! });
+//! ```
+//!
+//! nor be copied into a second owner:
+//!
+//! ```compile_fail
+//! let buf = cuabi::Buffer::from_vec(vec![0u8; 8]).unwrap();
+//! let other = buf.clone(); // error: Buffer is not Clone
+//! ```
+//!
+//! A prepared launch's arguments cannot change while other threads launch it:
+//!
+//! ```compile_fail
+//! fn f(p: &cuabi::PreparedLaunch) {
+//!     std::thread::scope(|s| {
+//!         s.spawn(|| p.launch());
+//!         p.set(0, &1i32); // error: `p` is a `&` reference, set needs `&mut`
+//!     });
+//! }
+//! ```
+//!
+//! and a pack cannot be shared by two owners either:
+//!
+//! ```compile_fail
+//! let pack = cuabi::ArgPack::new("i32").unwrap();
+//! let other = pack.clone(); // error: ArgPack is not Clone
+//! ```
+//!
+//! Sharing a shared handle across threads is an `Arc` or a `Clone`; both
+//! release the C reference only when the last owner goes:
+//!
+//! ```no_run
+//! let ev = std::sync::Arc::new(cuabi::Event::new(&cuabi::Device::get(0)?)?);
+//! let e2 = ev.clone();
+//! std::thread::spawn(move || e2.query()).join().unwrap()?;
+//! # Ok::<(), cuabi::Error>(())
+//! ```
+//!
 //! The raw declarations are re-exported as [`sys`].
 pub use cuabi_sys as sys;
 

@@ -77,3 +77,54 @@ fn floats_for_raw_slots_need_their_size() {
     assert!(pack.set(1, &1.5f32).is_err());
     pack.set(0, &7i32).unwrap();              // integers: range-checked by the library
 }
+
+/// A pack keeps the memory its buffer and view slots name alive for as long
+/// as they name it (issue 29 item 7): the C pack keeps handles and looks
+/// them up at each launch, and a Buffer dropped on another thread during a
+/// launch would otherwise be read after it was freed. The memory's release
+/// (a wrapped buffer's callback) shows it: before, it ran at the drop.
+#[test]
+fn pack_keeps_the_memory_of_its_buffer_and_view_slots() {
+    use cuabi::{Buffer, View};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let wrapped = |mem: &mut [u8]| {
+        let h = hits.clone();
+        unsafe {
+            Buffer::wrap(None, sys::CUABI_MEMORY_HOST, mem.as_mut_ptr() as usize, mem.len(),
+                         Some(Box::new(move |_, _| { h.fetch_add(1, Ordering::SeqCst); })))
+        }.unwrap()
+    };
+    let (mut m1, mut m2) = (vec![0u8; 16], vec![0u8; 16]);
+    let (b1, b2) = (wrapped(&mut m1), wrapped(&mut m2));
+    let mut pack = ArgPack::new("buffer, ptr, i32").unwrap();
+    pack.set(0, &b1.arg()).unwrap();
+    pack.set(1, &b2.arg()).unwrap();        // a buffer in an address slot
+    drop(b1);
+    drop(b2);
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the pack keeps both buffers' memory");
+    pack.set(1, &DevicePtr(0x1000)).unwrap(); // the slot names no buffer any more
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let b3 = Buffer::from_vec(vec![1u8; 8]).unwrap();
+    pack.set(0, &b3.arg()).unwrap();        // replaced
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // A view slot keeps its view (and so its memory).
+    let mut m4 = vec![0u8; 16];
+    let b4 = wrapped(&mut m4);
+    let v = View::new(&b4, 0, cuabi::DType::U8, &[16], None, 0).unwrap();
+    drop(b4);
+    let mut vp = ArgPack::new("view").unwrap();
+    vp.set(0, &v.arg()).unwrap();
+    drop(v);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    drop(vp);
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    drop(pack);
+    drop(b3);
+    // A blob cannot carry handles the pack could not keep.
+    let mut p = ArgPack::new("buffer, i32").unwrap();
+    let e = p.set_blob(&[0u8; 16]).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_ARGUMENT_MISMATCH, "{e}");
+    drop((m1, m2, m4));
+}
