@@ -22,6 +22,34 @@ extern "C" {
 typedef struct cuabi_runtime_info cuabi_runtime_info;
 
 /**
+ * How the library's releases behave while a stream capture is in progress
+ * anywhere in the process (docs/RELIABILITY.md, "Threat model: threads,
+ * finalizers and captures"). A driver call the capture calls "potentially
+ * unsafe" (freeing memory, unloading code, destroying an executable) made by a
+ * thread in the default GLOBAL capture mode is refused and invalidates every
+ * GLOBAL capture in progress: a finalizer, a handle dropped on another thread,
+ * or a release inside another library's capture (torch's CUDA graphs) would
+ * break that capture. The library makes its release calls in RELAXED mode
+ * (cuThreadExchangeStreamCaptureMode) instead; the mode decides whether the
+ * stream-ordered pool free does too.
+ */
+typedef enum cuabi_release_mode {
+    /**
+     * The default: every release, the pool free on a created stream included, runs in RELAXED
+     * capture mode, so no release ever breaks a capture (about 20 ns more per pool free on an
+     * H100).
+     */
+    CUABI_RELEASE_CAPTURE_SAFE = 0,
+    /**
+     * Pool frees on created streams run in the calling thread's own capture mode (every other
+     * release stays RELAXED): the allocate/free pair at the driver's floor, for programs that
+     * release nothing while a GLOBAL capture of theirs or another library's is in progress.
+     */
+    CUABI_RELEASE_FAST = 1,
+    CUABI_RELEASE_MODE_FORCE32 = 0x7fffffff
+} cuabi_release_mode;
+
+/**
  * What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
  * to load each library (once per process). Strings are owned by the library and
  * live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
@@ -147,6 +175,19 @@ CUABI_EXTERN(cuabi_status) cuabi_struct_size(size_t *out, const char *struct_nam
 CUABI_EXTERN(cuabi_status) cuabi_struct_field_offset(size_t *out,
                                                      const char *struct_name,
                                                      const char *field_name);
+
+/**
+ * Choose how releases behave during stream captures (cuabi_release_mode), for the whole process,
+ * from any thread; it applies to releases that begin after the call. The Python, Rust and Julia
+ * bindings keep the default, CUABI_RELEASE_CAPTURE_SAFE.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_release_mode_set(cuabi_release_mode mode);
+
+/**
+ * The process's current cuabi_release_mode.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_release_mode_get(cuabi_release_mode *out);
 
 #ifdef __cplusplus
 }

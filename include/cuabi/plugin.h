@@ -665,6 +665,8 @@ typedef struct cuabi_api {
                                   cuabi_memory_resource *resource);
     cuabi_status (*ipc_fd_send)(int socket, int fd, const uint8_t *data, size_t size);
     cuabi_status (*ipc_fd_receive)(int *fd, uint8_t *data, size_t size, int socket);
+    cuabi_status (*release_mode_set)(cuabi_release_mode mode);
+    cuabi_status (*release_mode_get)(cuabi_release_mode *out);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

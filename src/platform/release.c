@@ -28,3 +28,24 @@ CUresult cuabi__release_leave_slow(const cuabi__driver *drv, CUresult r)
     relaxed.exchanged = false;
     return r;
 }
+
+/* ------------------------------------------------------------ the mode */
+
+_Atomic int cuabi__release_fast; /* 0: CUABI_RELEASE_CAPTURE_SAFE, the default */
+
+CUABI_EXTERN(cuabi_status) cuabi_release_mode_set(cuabi_release_mode mode)
+{
+    CUABI__CHECK_ARG(mode == CUABI_RELEASE_CAPTURE_SAFE || mode == CUABI_RELEASE_FAST,
+                     "%s: mode %d is not a cuabi_release_mode (CUABI_RELEASE_CAPTURE_SAFE or "
+                     "CUABI_RELEASE_FAST)", __func__, (int)mode);
+    atomic_store_explicit(&cuabi__release_fast, mode == CUABI_RELEASE_FAST, memory_order_relaxed);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_release_mode_get(cuabi_release_mode *out)
+{
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = atomic_load_explicit(&cuabi__release_fast, memory_order_relaxed) ? CUABI_RELEASE_FAST
+                                                                           : CUABI_RELEASE_CAPTURE_SAFE;
+    return CUABI_SUCCESS;
+}

@@ -13,11 +13,22 @@
  * and back.
  *
  * THE list: the release-path entry points that may be unsafe during a
- * capture, each X(name). Every release-path driver call goes through
+ * capture, each X(name). Probed on an H100 (driver 580.159.04, 2026-11-27):
+ * with a GLOBAL capture in progress on another stream, each of cuMemFree,
+ * cuMemFreeHost, cuMemHostUnregister, cuMemFreeAsync (on any stream, a
+ * created one too), cuLibraryUnload, cuGraphExecDestroy and cuMemPoolDestroy
+ * made by a GLOBAL-mode thread -- the capturing one or another -- was
+ * refused and invalidated the capture, and went through in RELAXED mode;
+ * cuEventDestroy, cuStreamDestroy, cuGraphDestroy and a primary context
+ * release that is not the last were safe in either mode (not listed). The
+ * probe could not reach cuGraphDestroyNode, a last primary context release
+ * or cuIpcCloseMemHandle: listed to be safe. Every release-path driver call goes through
  * CUABI__CU_RELEASE / CUABI__CU_RELEASE_IN, and only the entries listed
  * here pay for the mode exchange (two cheap driver calls, thread-local
- * state); the others cost nothing (the test folds at compile time): the hot
- * pool free (cuMemFreeAsync on a created stream) is not on the list.
+ * state); the others cost nothing (the test folds at compile time). The hot
+ * pool free (cuMemFreeAsync on a created stream) is on a list of its own:
+ * relaxed in the default CUABI_RELEASE_CAPTURE_SAFE mode, not in
+ * CUABI_RELEASE_FAST.
  * cuModuleUnload is not in the driver table (cuabi loads code with
  * cuLibraryLoadData only). A pool free on the legacy default stream while a
  * blocking stream is captured conflicts with the capture whatever the mode:
@@ -29,9 +40,13 @@
 
 #define CUABI__CAPTURE_UNSAFE_RELEASES(X)                                      \
     X(cuMemFree) X(cuMemFreeHost) X(cuMemHostUnregister) X(cuLibraryUnload)    \
-    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphDestroyNode)              \
-    X(cuMemPoolDestroy) X(cuEventDestroy) X(cuStreamDestroy)                   \
+    X(cuGraphExecDestroy) X(cuGraphDestroyNode) X(cuMemPoolDestroy)            \
     X(cuDevicePrimaryCtxRelease) X(cuIpcCloseMemHandle)
+
+/* Unsafe too, but on the hot path: the pool free. Relaxed only while the
+ * process is in CUABI_RELEASE_CAPTURE_SAFE mode (the default;
+ * cuabi_release_mode_set), at the cost of one relaxed load otherwise. */
+#define CUABI__CAPTURE_UNSAFE_HOT_RELEASES(X) X(cuMemFreeAsync)
 
 /* Every driver entry point's index in the table (CUABI__DRIVER_FUNCS). */
 enum {
@@ -46,9 +61,22 @@ enum {
  * the list (the hot pool free) costs nothing. */
 static const unsigned char cuabi__release_unsafe[CUABI__DRV_COUNT] = {
 #define CUABI__UNSAFE_ENTRY(name) [CUABI__DRV_I_##name] = 1,
+#define CUABI__UNSAFE_HOT_ENTRY(name) [CUABI__DRV_I_##name] = 2,
     CUABI__CAPTURE_UNSAFE_RELEASES(CUABI__UNSAFE_ENTRY)
+    CUABI__CAPTURE_UNSAFE_HOT_RELEASES(CUABI__UNSAFE_HOT_ENTRY)
+#undef CUABI__UNSAFE_HOT_ENTRY
 #undef CUABI__UNSAFE_ENTRY
 };
+
+/* The process's cuabi_release_mode (release.c): CUABI_RELEASE_FAST when
+ * non-zero. The hot path reads it with one relaxed load
+ * (cuabi__release_is_fast); every other call site of a hot entry runs it
+ * RELAXED whatever the mode. */
+extern _Atomic int cuabi__release_fast;
+static inline bool cuabi__release_is_fast(void)
+{
+    return atomic_load_explicit(&cuabi__release_fast, memory_order_relaxed) != 0;
+}
 
 /* Around a listed call: switch this thread to RELAXED (once, however deep
  * releases nest: a graph's release drops kernels, whose object code

@@ -96,9 +96,11 @@ static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *re
                                                       size_t size, size_t alignment,
                                                       cuabi__stream *stream, const char *caller)
 {
-    if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream)))
-        return CUABI__CU_RELEASE_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
-                                    stream->cu_stream);
+    /* CUABI_RELEASE_FAST: the driver call alone; the default mode makes it
+     * RELAXED (platform/release.h), so no capture anywhere breaks. */
+    if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream) && cuabi__release_is_fast()))
+        return CUABI__CU_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
+                            stream->cu_stream);
     return cuabi__resource_deallocate_general(res, ptr, size, alignment, stream, caller);
 }
 

@@ -102,6 +102,10 @@ ABI_TYPE(&cuabi_struct_size, cuabi_status (*)(size_t *, const char *), "cuabi_st
 ABI_TYPE(&cuabi_struct_field_offset,
          cuabi_status (*)(size_t *, const char *, const char *),
          "cuabi_struct_field_offset");
+ABI_TYPE(&cuabi_release_mode_set, cuabi_status (*)(cuabi_release_mode), "cuabi_release_mode_set");
+ABI_TYPE(&cuabi_release_mode_get,
+         cuabi_status (*)(cuabi_release_mode *),
+         "cuabi_release_mode_get");
 ABI_TYPE(&cuabi_device_retain, cuabi_status (*)(cuabi_device *), "cuabi_device_retain");
 ABI_TYPE(&cuabi_device_release, cuabi_status (*)(cuabi_device *), "cuabi_device_release");
 ABI_TYPE(&cuabi_device_properties_init,
@@ -2078,6 +2082,12 @@ ABI_TYPE(((cuabi_api *)0)->ipc_fd_send,
 ABI_TYPE(((cuabi_api *)0)->ipc_fd_receive,
          cuabi_status (*)(int *, uint8_t *, size_t, int),
          "cuabi_api.ipc_fd_receive");
+ABI_TYPE(((cuabi_api *)0)->release_mode_set,
+         cuabi_status (*)(cuabi_release_mode),
+         "cuabi_api.release_mode_set");
+ABI_TYPE(((cuabi_api *)0)->release_mode_get,
+         cuabi_status (*)(cuabi_release_mode *),
+         "cuabi_api.release_mode_get");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -3240,6 +3250,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, ipc_pool_info);
     ABI_FIELD(cuabi_api, ipc_fd_send);
     ABI_FIELD(cuabi_api, ipc_fd_receive);
+    ABI_FIELD(cuabi_api, release_mode_set);
+    ABI_FIELD(cuabi_api, release_mode_get);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -3321,6 +3333,10 @@ static void print_constants(void)
     ABI_ENUM(CUABI_CODE_LIBRARY);
     ABI_ENUM(CUABI_CODE_NVVM);
     ABI_ENUM(CUABI_CODE_TYPE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_release_mode);
+    ABI_ENUM(CUABI_RELEASE_CAPTURE_SAFE);
+    ABI_ENUM(CUABI_RELEASE_FAST);
+    ABI_ENUM(CUABI_RELEASE_MODE_FORCE32);
     ABI_ENUM_TYPE(cuabi_stream_flags);
     ABI_ENUM(CUABI_STREAM_DEFAULT);
     ABI_ENUM(CUABI_STREAM_NON_BLOCKING);
@@ -4012,6 +4028,8 @@ int main(void)
     puts("  cuabi_status cuabi_runtime_info_get(cuabi_runtime_info *)");
     puts("  cuabi_status cuabi_struct_size(size_t *, const char *)");
     puts("  cuabi_status cuabi_struct_field_offset(size_t *, const char *, const char *)");
+    puts("  cuabi_status cuabi_release_mode_set(cuabi_release_mode)");
+    puts("  cuabi_status cuabi_release_mode_get(cuabi_release_mode *)");
     puts("  cuabi_status cuabi_device_retain(cuabi_device *)");
     puts("  cuabi_status cuabi_device_release(cuabi_device *)");
     puts("  cuabi_status cuabi_device_properties_init(cuabi_device_properties *, "

@@ -1048,7 +1048,7 @@ typedef struct victims {
     cuabi_stream *stream;
     cuabi_event *event;
     cuabi_memory_resource *pool, *pinned, *managed;
-    cuabi_buffer *pinned_buf, *managed_buf, *legacy_buf;
+    cuabi_buffer *pinned_buf, *managed_buf, *legacy_buf, *stream_buf;
     cuabi_objcode *code;
     cuabi_kernel *kern;
     cuabi_graph *graph;
@@ -1069,6 +1069,8 @@ static void victims_make(victims *v)
     ck_assert_ok(cuabi_buffer_allocate(&v->pinned_buf, v->pinned, 64, 0, NULL));
     ck_assert_ok(cuabi_buffer_allocate(&v->managed_buf, v->managed, 64, 0, NULL));
     ck_assert_ok(cuabi_buffer_allocate(&v->legacy_buf, pool, 64, 0, NULL));
+    /* The hot free: a pool buffer ordered on a created stream. */
+    ck_assert_ok(cuabi_buffer_allocate(&v->stream_buf, v->pool, 64, 0, v->stream));
     ck_assert_ok(cuabi_objcode_from_memory(&v->code, CUABI_CODE_CUBIN, cubin, cubin_size, NULL));
     ck_assert_ok(cuabi_objcode_get_kernel(&v->kern, v->code, "add"));   /* loads it */
     cuabi_graph_node *n;
@@ -1085,6 +1087,7 @@ static void victims_release(victims *v)
     cuabi_kernel_release(v->kern);
     cuabi_objcode_release(v->code);
     cuabi_buffer_destroy(v->legacy_buf);
+    cuabi_buffer_destroy(v->stream_buf);
     cuabi_buffer_destroy(v->managed_buf);
     cuabi_buffer_destroy(v->pinned_buf);
     cuabi_memory_resource_release(v->managed);
@@ -1100,6 +1103,54 @@ static void *victims_release_thread(void *arg)
     victims_release(arg);
     return NULL;
 }
+
+/* CUABI_RELEASE_FAST gives the pool free on a created stream back to the
+ * calling thread's capture mode: a GLOBAL capture on another thread then
+ * breaks, as the driver breaks it (the trade the mode makes for speed);
+ * the default mode keeps it whole. */
+START_TEST(release_mode_decides_the_pool_free)
+{
+    cuabi_release_mode m;
+    ck_assert_ok(cuabi_release_mode_get(&m));
+    ck_assert_int_eq(m, CUABI_RELEASE_CAPTURE_SAFE);
+    ck_assert_int_eq(cuabi_release_mode_set((cuabi_release_mode)7), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(cuabi_release_mode_get(NULL), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_memory_resource *r;
+    cuabi_stream *other;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev, NULL));
+    ck_assert_ok(cuabi_stream_create(&other, dev, NULL));
+    for (int fast = 0; fast < 2; fast++) {
+        ck_assert_ok(cuabi_release_mode_set(fast ? CUABI_RELEASE_FAST : CUABI_RELEASE_CAPTURE_SAFE));
+        cuabi_buffer *b;
+        uintptr_t ptr, raw_other;
+        ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, other));
+        ck_assert_ok(cuabi_buffer_pointer(&ptr, b));
+        ck_assert_ok(cuabi_stream_raw(&raw_other, other));
+        fake_unsafe_refusals = 0;
+        ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+        cuabi_buffer_destroy(b);       /* the pool free, on a created stream */
+        cuabi_graph *g = NULL;
+        cuabi_status ended = cuabi_graph_capture_end(&g, stream);
+        if (fast) {
+            ck_assert_int_ne(ended, CUABI_SUCCESS);
+            ck_assert_int_eq(fake_unsafe_refusals, 1);
+            /* The refused free left the memory: give it back by hand. */
+            ck_assert_int_eq(cuabi__driver_for_test()->cuMemFreeAsync((CUdeviceptr)ptr,
+                                                                       (CUstream)raw_other),
+                             CUDA_SUCCESS);
+        } else {
+            ck_assert_ok(ended);
+            ck_assert_int_eq(fake_unsafe_refusals, 0);
+        }
+        if (g)
+            cuabi_graph_release(g);
+    }
+    ck_assert_ok(cuabi_release_mode_set(CUABI_RELEASE_CAPTURE_SAFE));
+    fake_unsafe_refusals = 0;
+    cuabi_stream_release(other);
+    cuabi_memory_resource_release(r);
+}
+END_TEST
 
 START_TEST(releases_inside_a_capture_keep_it_valid)
 {
@@ -1625,6 +1676,7 @@ static Suite *suite(void)
     tcase_add_test(tc, capture_refusals_and_invalidation);
     tcase_add_test(tc, capture_across_streams);
     tcase_add_test(tc, releases_inside_a_capture_keep_it_valid);
+    tcase_add_test(tc, release_mode_decides_the_pool_free);
     tcase_add_test(tc, legacy_stream_frees_wait_for_blocking_captures);
     tcase_add_test(tc, capture_an_executable);
     tcase_add_test(tc, conditional_while_runs_n_times);

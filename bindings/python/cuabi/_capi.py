@@ -111,6 +111,8 @@ class cuabi_error_info(C.Structure):
 
 # ---- library
 
+CUABI_RELEASE_CAPTURE_SAFE = 0
+CUABI_RELEASE_FAST = 1
 
 
 class cuabi_runtime_info(C.Structure):
@@ -1009,6 +1011,10 @@ ENUMS = {
         'CUABI_CODE_LIBRARY': 7,
         'CUABI_CODE_NVVM': 8,
     },
+    'cuabi_release_mode': {
+        'CUABI_RELEASE_CAPTURE_SAFE': 0,
+        'CUABI_RELEASE_FAST': 1,
+    },
     'cuabi_stream_flags': {
         'CUABI_STREAM_DEFAULT': 0,
         'CUABI_STREAM_NON_BLOCKING': 1,
@@ -1283,6 +1289,8 @@ FUNCTIONS = {
     'cuabi_runtime_info_get': (C.c_int, (C.POINTER(cuabi_runtime_info), ), (('out', 'cuabi_runtime_info *', 'inout', 'host', False, 'borrow', None), )),
     'cuabi_struct_size': (C.c_int, (C.POINTER(C.c_size_t), C.c_char_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('struct_name', 'const char *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_struct_field_offset': (C.c_int, (C.POINTER(C.c_size_t), C.c_char_p, C.c_char_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('struct_name', 'const char *', 'in', 'host', False, 'borrow', None), ('field_name', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_release_mode_set': (C.c_int, (C.c_int, ), (('mode', 'cuabi_release_mode', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_release_mode_get': (C.c_int, (C.POINTER(C.c_int), ), (('out', 'cuabi_release_mode *', 'out', 'host', False, 'borrow', None), )),
     'cuabi_device_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_device_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_device_properties_init': (C.c_int, (C.POINTER(cuabi_device_properties), C.c_uint, ), (('opts', 'cuabi_device_properties *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -1983,4 +1991,6 @@ TABLE_FUNCTIONS = (
     'cuabi_ipc_pool_info',
     'cuabi_ipc_fd_send',
     'cuabi_ipc_fd_receive',
+    'cuabi_release_mode_set',
+    'cuabi_release_mode_get',
 )

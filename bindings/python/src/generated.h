@@ -649,4 +649,6 @@ static const char *const fast_table_functions[] = {
     "cuabi_ipc_pool_info",
     "cuabi_ipc_fd_send",
     "cuabi_ipc_fd_receive",
+    "cuabi_release_mode_set",
+    "cuabi_release_mode_get",
 };

@@ -212,6 +212,22 @@ end
 # ---- module library (api/library.toml)
 
 """
+How the library's releases behave while a stream capture is in progress
+anywhere in the process (docs/RELIABILITY.md, "Threat model: threads,
+finalizers and captures"). A driver call the capture calls "potentially
+unsafe" (freeing memory, unloading code, destroying an executable) made by a
+thread in the default GLOBAL capture mode is refused and invalidates every
+GLOBAL capture in progress: a finalizer, a handle dropped on another thread,
+or a release inside another library's capture (torch's CUDA graphs) would
+break that capture. The library makes its release calls in RELAXED mode
+(cuThreadExchangeStreamCaptureMode) instead; the mode decides whether the
+stream-ordered pool free does too.
+"""
+const cuabi_release_mode = Cint
+const CUABI_RELEASE_CAPTURE_SAFE = cuabi_release_mode(0)
+const CUABI_RELEASE_FAST = cuabi_release_mode(1)
+
+"""
 What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
 to load each library (once per process). Strings are owned by the library and
 live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
@@ -313,6 +329,26 @@ offsetof() of a field of a public struct, by names, as compiled into the library
 """
 function cuabi_struct_field_offset(out, struct_name, field_name)
     ccall((:cuabi_struct_field_offset, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{Cchar}, Ptr{Cchar}), out, struct_name, field_name)
+end
+
+"""
+cuabi_release_mode_set(mode)
+
+Choose how releases behave during stream captures (cuabi_release_mode), for the whole process, from any thread; it applies to releases that begin after the call. The Python, Rust and Julia bindings keep the default, CUABI_RELEASE_CAPTURE_SAFE.
+"""
+function cuabi_release_mode_set(mode)
+    ccall((:cuabi_release_mode_set, libcuabi), cuabi_status, (cuabi_release_mode,), mode)
+end
+
+"""
+cuabi_release_mode_get(out)
+
+The process's current cuabi_release_mode.
+
+- `out` [out]
+"""
+function cuabi_release_mode_get(out)
+    ccall((:cuabi_release_mode_get, libcuabi), cuabi_status, (Ptr{cuabi_release_mode},), out)
 end
 
 
@@ -6165,6 +6201,8 @@ const FUNCTIONS = [
     :cuabi_runtime_info_get,
     :cuabi_struct_size,
     :cuabi_struct_field_offset,
+    :cuabi_release_mode_set,
+    :cuabi_release_mode_get,
     :cuabi_device_retain,
     :cuabi_device_release,
     :cuabi_device_properties_init,
