@@ -10,6 +10,7 @@
  * loaded file's identity replaces the guess as soon as a miss loads the
  * library, so an entry is never stored under the wrong compiler. */
 #include "platform/libident.h"
+#include "util/file.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,13 +43,13 @@ static bool own_elf(unsigned char *cls, unsigned *machine)
     return true;
 }
 
-/* A regular file holding a shared object this process could load. */
+/* A regular file holding a shared object this process could load. Opened
+ * as every file is (util/file.h): a FIFO there is refused, not waited on. */
 static bool loadable(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[256];
+    int fd = cuabi__file_open(path, 0, UINT64_MAX, &st, why, sizeof why);
     if (fd < 0)
         return false;
     ElfW(Ehdr) h;
@@ -116,16 +117,11 @@ int cuabi__file_id_read(cuabi__file_id *out, const char *path)
     }
     strcpy(out->path, canon);
     free(canon);
-    int fd = open(out->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    char why[256];
+    int fd = cuabi__file_open(out->path, 0, UINT64_MAX, &st, why, sizeof why);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
     out->size = (uint64_t)st.st_size;
     out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     out->build_id_len = build_id(fd, out->build_id, sizeof out->build_id);
@@ -161,13 +157,14 @@ static bool found_at(char *out, size_t cap, const char *dir, const char *name)
 static bool from_ld_cache(char *out, size_t cap, const char *name)
 {
     static const char new_magic[] = "glibc-ld.so.cache1.1";
-    int fd = open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC);
     struct stat st;
+    char why[256];
+    int fd = cuabi__file_open("/etc/ld.so.cache", 0, (64 << 20) - 1, &st, why, sizeof why);
     if (fd < 0)
         return false;
     uint8_t *buf = NULL;
     size_t size = 0;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20)) {
+    if (st.st_size > 0) {
         size = (size_t)st.st_size;
         buf = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (buf == MAP_FAILED)

@@ -8,6 +8,7 @@
  * (by content hash), so a compile that hits the in-memory cache costs a
  * stat per reachable file and no reading. One mutex guards it all. */
 #include "util/includes.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -458,23 +459,24 @@ static int file_unit(const char *path, const file_entry **out, char *why, size_t
         snprintf(why, cap, "%s is larger than %zu MiB", path, MAX_FILE >> 20);
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    char *data = fd >= 0 ? malloc((size_t)st.st_size + 1) : NULL;
-    size_t got = 0;
-    while (data && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, data + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
+    /* Opened as every file is (util/file.h): what was a regular file at the
+     * stat may be a FIFO by now, and must not block the compile. */
+    struct stat ost;
+    char whyopen[256];
+    int fd = cuabi__file_open(path, 0, MAX_FILE, &ost, whyopen, sizeof whyopen);
+    if (fd < 0) {
+        snprintf(why, cap, "cannot read %s: %s", path, whyopen);
+        return -1;
     }
+    char *data = NULL;
+    size_t got = 0;
+    int r = ost.st_dev != st.st_dev || ost.st_ino != st.st_ino ? (errno = EAGAIN, -1)
+            : cuabi__file_read_fd(fd, (uint64_t)st.st_size, MAX_FILE, false, &data, &got);
     int err = errno;
-    if (fd >= 0)
-        close(fd);
-    if (!data || got != (size_t)st.st_size) {
-        snprintf(why, cap, "cannot read %s: %s", path, fd < 0 || !data ? strerror(err) :
-                 "it changed while being read");
+    close(fd);
+    if (r != 0 || got != (size_t)st.st_size) {
+        snprintf(why, cap, "cannot read %s: %s", path, r != 0 && err == ENOMEM
+                 ? strerror(err) : "it changed while being read");
         free(data);
         return -1;
     }

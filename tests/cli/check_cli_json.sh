@@ -105,4 +105,7 @@ mkfifo "$tmp/fifo.cu" || fail "mkfifo"
 json_run 1 error -- compile "$tmp/fifo.cu" --json
 json_run 1 error -- occupancy "$tmp/fifo.cu" --json
 json_run 1 error -- cache warm "$tmp/fifo.cu" --json
+# ... and as a manifest
+mkfifo "$tmp/fifo.toml" || fail "mkfifo"
+json_run 1 error -- cache warm "$tmp/fifo.toml" --json
 exit 0

@@ -253,6 +253,36 @@ START_TEST(manifest_problems_with_their_lines)
 }
 END_TEST
 
+/* issue 29 item 3: a FIFO as the manifest, as a source's or a header's
+ * file blocked in fopen for ever; refused at once now, by name. */
+START_TEST(manifest_fifos)
+{
+    put("k.cu", "__global__ void k() {}\n");
+    ck_assert_int_eq(mkfifo(at("m.toml"), 0600), 0);
+    ck_assert_int_eq(mkfifo(at("fifo.cu"), 0600), 0);
+    ck_assert_int_eq(mkfifo(at("fifo.h"), 0600), 0);
+    alarm(20);
+    cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("m.toml"), NULL, NULL, NULL),
+                     CUABI_ERROR_IO);
+    ck_assert_error_mentions("is a FIFO, not a regular file");
+    cuabi__manifest m = read_text("[[source]]\n"
+                                  "file = \"fifo.cu\"\n"      /* 2 */
+                                  "[[source]]\n"
+                                  "file = \"k.cu\"\n"
+                                  "[[source.header]]\n"
+                                  "name = \"h.h\"\n"
+                                  "file = \"fifo.h\"\n"       /* 7 */
+                                  "[[source]]\n"
+                                  "file = \"k.cu\"\n");
+    alarm(0);
+    has_problem(&m, 2, "a FIFO, not a regular file");
+    has_problem(&m, 7, "a FIFO, not a regular file");
+    ck_assert_uint_eq(m.num_sources, 1);
+    cuabi__manifest_free(&m);
+}
+END_TEST
+
 /* --------------------------------------------------------------- warming */
 
 typedef struct events {
@@ -883,6 +913,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, manifest_settings);
     tcase_add_test(tc, manifest_problems_with_their_lines);
+    tcase_add_test(tc, manifest_fifos);
     tcase_add_test(tc, warm_a_project);
     tcase_add_test(tc, warm_bad_input);
     tcase_add_test(tc, warm_nvvm_ir);
