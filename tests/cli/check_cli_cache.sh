@@ -134,4 +134,37 @@ json 'assert d["removed_count"] >= 3 and any("checksum" in x["problem"] for x in
 [ ! -e "$1" ] && [ ! -e "$2" ] || fail "damaged entries are gone"
 "$cuabi" cache verify | grep -q "0 damaged removed" || fail "verify again: clean"
 CUABI_CACHE_DIR="$foreign" "$cuabi" cache verify 2>"$tmp/err"; [ $? -eq 1 ] || fail "verify of a foreign-owned directory exits 1"
+# ---- issue 29: hostile files under an entry's name. A FIFO blocked list,
+# verify and every lookup; verify deleted what it could not read; a shared
+# directory was used as long as it was this user's.
+set -- "$CUABI_CACHE_DIR"/*.bin
+[ $# -ge 3 ] || fail "entries to replace"
+rm -f "$1" && mkfifo "$1" || fail "mkfifo"
+timeout 20 "$cuabi" cache list > "$tmp/out" || fail "list with a FIFO: $?"
+grep -q "unusable: a FIFO, not a regular file" "$tmp/out" || fail "list names the FIFO: $(cat "$tmp/out")"
+timeout 20 "$cuabi" cache list --json |
+    json 'p=[x["problem"] for x in d if x["problem"]]; assert p==["a FIFO, not a regular file"] and all("problem" in x for x in d), d' \
+    "list --json names the FIFO"
+truncate -s 4G "$2" || fail "truncate"
+if [ "$(id -u)" = 0 ]; then
+    chown 4242 "$3"; left="owned by uid 4242, not by this user (uid 0)"
+else
+    chmod 000 "$3"; left="Permission denied"
+    echo "note: not root: an unreadable entry stands for another user's"
+fi
+timeout 20 "$cuabi" cache verify --json > "$tmp/out"; [ $? -eq 0 ] || fail "verify --json with hostile files: $(cat "$tmp/out")"
+LEFT="$left" json 'import os
+rm={x["problem"] for x in d["removed"]}; lf=[x["problem"] for x in d["left"]]
+assert "a FIFO, not a regular file" in rm and "truncated or padded payload" in rm, d
+assert lf==[os.environ["LEFT"]] and d["skipped"]==1, d' "verify removes the FIFO and the padded entry, leaves the other: $(cat "$tmp/out")" < "$tmp/out"
+[ ! -e "$1" ] && [ ! -e "$2" ] && [ -e "$3" ] || fail "what verify removed and left"
+"$cuabi" cache verify > "$tmp/out" || fail "verify exits 0"
+grep -q "^left alone $3: $left" "$tmp/out" && grep -q "1 left alone" "$tmp/out" || fail "verify says what it left: $(cat "$tmp/out")"
+chmod 600 "$3"; chown "$(id -u)" "$3"
+chmod 777 "$CUABI_CACHE_DIR"
+"$cuabi" cache stats 2>"$tmp/err"; [ $? -eq 1 ] || fail "stats of a world-writable directory exits 1"
+grep -q "is writable by others (mode 0777) and not sticky" "$tmp/err" || fail "stats says why: $(cat "$tmp/err")"
+chmod 1777 "$CUABI_CACHE_DIR"
+"$cuabi" cache stats >/dev/null || fail "a sticky shared directory is used"
+chmod 700 "$CUABI_CACHE_DIR"
 exit 0

@@ -108,4 +108,10 @@ json_run 1 error -- cache warm "$tmp/fifo.cu" --json
 # ... and as a manifest
 mkfifo "$tmp/fifo.toml" || fail "mkfifo"
 json_run 1 error -- cache warm "$tmp/fifo.toml" --json
+# ... and at an entry's path (list, verify)
+json_run 0 ok -- cache warm "$tmp/z.cu" --json
+set -- "$CUABI_CACHE_DIR"/*.bin
+rm -f "$1" && mkfifo "$1" || fail "mkfifo"
+json_run 0 ok -- cache list --json
+json_run 0 ok -- cache verify --json
 exit 0
