@@ -144,6 +144,23 @@ static void gather(reader *r, const cuabi__toml_value *t, settings *s, bool in_s
     }
 }
 
+/* A `name` (of a source or a header) is text the compiler and every log
+ * show: valid UTF-8 without a NUL byte, or a problem (once: the TOML reader
+ * has reported invalid UTF-8 on its line already, when it could). */
+static bool good_name(reader *r, const cuabi__toml_value *name)
+{
+    bool nul = strlen(name->str) != name->len;
+    if (!nul && cuabi__utf8_valid(name->str, name->len))
+        return true;
+    bool told = false;
+    for (size_t i = 0; i < r->m->doc.num_errors && !told; i++)
+        told = r->m->doc.errors[i].line == name->line;
+    if (!told)
+        problem(r, name->line, CUABI_ERROR_INVALID_ARGUMENT, "\"name\" %s",
+                nul ? "holds a NUL byte" : "is not valid UTF-8");
+    return false;
+}
+
 static bool is_kind(reader *r, const cuabi__toml_value *v, const char *key,
                     cuabi__toml_kind kind)
 {
@@ -326,6 +343,12 @@ static bool headers(reader *r, const cuabi__toml_value *list, cuabi__manifest_so
             ok = false;
             continue;
         }
+        if (!good_name(r, name)) {
+            ok = false;
+            continue;
+        }
+        if (h->damaged) /* a TOML error in it (reported already): read on, use none of it */
+            ok = false;
         names[o->num_headers] = name->str;
         if (code) {
             if (!is_kind(r, code, "code", CUABI__TOML_STRING)) {
@@ -398,7 +421,8 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
                 "\"path\" or code = \"\"\"...\"\"\"%s", file ? ", not both" : "");
         return false;
     }
-    if (name && (!is_kind(r, name, "name", CUABI__TOML_STRING) || !name->len))
+    if (name && (!is_kind(r, name, "name", CUABI__TOML_STRING) || !name->len ||
+                 !good_name(r, name)))
         return false;
     if (code) {
         if (!is_kind(r, code, "code", CUABI__TOML_STRING))
@@ -488,7 +512,9 @@ static void read_source(reader *r, const cuabi__toml_value *t, const cuabi__mani
     settings own = { 0 };
     size_t before = r->m->num_problems;
     gather(r, t, &own, true, "[[source]]");
-    bool ok = r->m->num_problems == before; /* an unknown key is likely a misspelt one */
+    /* an unknown key is likely a misspelt one; a TOML error in the table
+     * (reported already) may have dropped or mangled a value */
+    bool ok = r->m->num_problems == before && !t->damaged;
     ok &= apply(r, &own, &src); /* an explicit type before the file's extension */
     ok &= source_text(r, t, &src);
     if (src.type == CUABI_CODE_NONE)
@@ -543,7 +569,7 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
     settings top = { 0 };
     size_t before = m->num_problems;
     gather(&r, m->doc.root, &top, false, "the top level");
-    bool base_ok = m->num_problems == before;
+    bool base_ok = m->num_problems == before && !m->doc.root->damaged;
     base_ok &= apply(&r, &top, &base);
     base_ok &= headers(&r, cuabi__toml_get(m->doc.root, "header"), &base, "header");
     base.options.libdevice = 0; /* NVVM IR's only */

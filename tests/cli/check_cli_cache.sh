@@ -62,6 +62,8 @@ file = "kernels/k.cu"
 name_expressions = ["k<float>"]
 archs = ["sm_42"]
 
+[[source]]
+file = "kernels/k.cu"
 this line is not TOML
 TOML
 (cd "$tmp/proj" && "$cuabi" cache warm m.toml --json >"$tmp/out" 2>"$tmp/err"); rc=$?
@@ -72,7 +74,8 @@ assert lines == sorted(lines, key=lambda l: l[0]), lines
 ok=[x for x in r if x["status"]=="CUABI_SUCCESS"]
 assert len(ok)==2 and all(x["name"]=="./kernels/k.cu" or x["name"]=="kernels/k.cu" for x in ok), r
 probs={x["line"]: x["message"] for x in r if x["source"]=="manifest"}
-assert "nothere.cu" in probs[9] and "sm_8" in probs[13] and "expected" in probs[24], probs
+assert "nothere.cu" in probs[9] and "sm_8" in probs[13] and "expected" in probs[26], probs
+assert not [x for x in r if x["line"]==24], r   # a TOML error in a source: not compiled
 bad=[x for x in r if x["line"]==15]; assert bad[0]["status"]=="CUABI_ERROR_COMPILE", bad
 arch=[x for x in r if x["line"]==22]; assert arch[0]["status"]=="CUABI_ERROR_NOT_SUPPORTED" and arch[0]["arch"]=="sm_42", arch
 assert s=={"total": 4, "compiled": 2, "cached": 0, "failed": 2, "problems": 3}, s' \
@@ -80,7 +83,7 @@ assert s=={"total": 4, "compiled": 2, "cached": 0, "failed": 2, "problems": 3}, 
 (cd "$tmp/proj" && "$cuabi" cache warm m.toml 2>"$tmp/err" >"$tmp/out"); [ $? -eq 1 ] || fail "exit 1 again"
 grep -q "m.toml:9: cannot open" "$tmp/err" || fail "missing file with its line: $(cat "$tmp/err")"
 grep -q "m.toml:15: kernels/bad.cu (sm_90):.*failed to compile" "$tmp/err" || fail "compile error with its line"
-grep -q "m.toml:24: " "$tmp/err" || fail "malformed line with its line"
+grep -q "m.toml:26: " "$tmp/err" || fail "malformed line with its line"
 grep -q "2 already cached" "$tmp/out" || fail "second run: cached: $(cat "$tmp/out")"
 grep -q "/4 " "$tmp/err" || grep -q "/7 " "$tmp/err" || fail "progress bar"
 # --arch replaces the manifest's architectures
@@ -98,8 +101,13 @@ grep -q "cannot open" "$tmp/err" || fail "an unreadable manifest says so"
 utf8_json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1],'rb').read().decode('utf-8')); $1" "$tmp/out" || fail "$2: $(cat "$tmp/out")"; }
 printf 'archs = ["sm_80"]\n[[source]]\nname = "bad\377\376name.cu"\ncode = "extern \\"C\\" __global__ void q() {}"\n' \
     > "$tmp/badname.toml"
-"$cuabi" cache warm "$tmp/badname.toml" --json > "$tmp/out" 2>/dev/null
-utf8_json 'assert "bad\ufffd\ufffdname.cu" in [r["name"] for r in d["results"]], d' "a name that is not UTF-8"
+"$cuabi" cache warm "$tmp/badname.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a name that is not UTF-8 exits 1"
+# (issue 29 item 5: such a name is a problem, and its source is not compiled)
+utf8_json 'r=d["results"]; assert [x["line"] for x in r]==[3] and "invalid UTF-8" in r[0]["message"] and d["summary"]["total"]==0, d' \
+    "a name that is not UTF-8"
+cp "$tmp/badname.toml" "$tmp/bad$(printf '\377\376')name.toml"
+"$cuabi" cache warm "$tmp/bad$(printf '\377\376')name.toml" --json > "$tmp/out" 2>/dev/null
+utf8_json 'assert d["results"][0]["name"].endswith("bad\ufffd\ufffdname.toml"), d' "a manifest name that is not UTF-8"
 printf '\357\273\277archs = ["sm_80"]\n' > "$tmp/bom.toml"
 "$cuabi" cache warm "$tmp/bom.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a manifest with a BOM exits 1"
 utf8_json 'assert d["results"][0]["source"] == "manifest", d' "a manifest with a BOM"
@@ -134,6 +142,7 @@ json 'assert d["removed_count"] >= 3 and any("checksum" in x["problem"] for x in
 [ ! -e "$1" ] && [ ! -e "$2" ] || fail "damaged entries are gone"
 "$cuabi" cache verify | grep -q "0 damaged removed" || fail "verify again: clean"
 CUABI_CACHE_DIR="$foreign" "$cuabi" cache verify 2>"$tmp/err"; [ $? -eq 1 ] || fail "verify of a foreign-owned directory exits 1"
+
 # ---- issue 29: hostile files under an entry's name. A FIFO blocked list,
 # verify and every lookup; verify deleted what it could not read; a shared
 # directory was used as long as it was this user's.

@@ -253,6 +253,50 @@ START_TEST(manifest_problems_with_their_lines)
 }
 END_TEST
 
+/* issue 29 item 5: a BOM is skipped; a name with a NUL (the escape is
+ * refused, the line dropped: the source compiled as "program.cu") or with
+ * invalid UTF-8 (reported, then compiled under that name) is a problem and
+ * its source is not compiled; the other sources are. */
+START_TEST(manifest_names_and_bom)
+{
+    cuabi__manifest m = read_text("\xef\xbb\xbf" "archs = [\"sm_90\"]\n[[source]]\n"
+                                  "code = \"__global__ void k() {}\"\n");
+    ck_assert_msg(m.num_problems == 0, "%s", m.num_problems ? m.problems[0].message : "");
+    ck_assert_uint_eq(m.num_sources, 1);
+    ck_assert_uint_eq(m.sources[0].num_archs, 1);
+    cuabi__manifest_free(&m);
+
+    m = read_text("[[source]]\n"                              /* 1 */
+                  "name = \"\\u0000x.cu\"\n"                  /* 2 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source]]\n"                              /* 4 */
+                  "name = \"bad\xff\xfe" "name.cu\"\n"        /* 5 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source]]\n"                              /* 7 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source.header]]\n"                       /* 9 */
+                  "name = \"h\xc0\xaf.h\"\n"                  /* 10: overlong '/' */
+                  "code = \"\"\n"
+                  "[[source]]\n"                              /* 12: fine */
+                  "name = \"ok.cu\"\n"
+                  "code = \"__global__ void k() {}\"\n");
+    has_problem(&m, 2, "NUL");
+    has_problem(&m, 5, "invalid UTF-8");
+    has_problem(&m, 10, "invalid UTF-8");
+    ck_assert_uint_eq(m.num_problems, 3);
+    ck_assert_uint_eq(m.num_sources, 1);
+    ck_assert_str_eq(m.sources[0].name, "ok.cu");
+    cuabi__manifest_free(&m);
+
+    /* in a top-level [[header]]: nothing is compiled */
+    m = read_text("[[header]]\nname = \"h\xff.h\"\ncode = \"\"\n[[source]]\n"
+                  "code = \"__global__ void k() {}\"\n");
+    has_problem(&m, 2, "invalid UTF-8");
+    ck_assert_uint_eq(m.num_sources, 0);
+    cuabi__manifest_free(&m);
+}
+END_TEST
+
 /* issue 29 item 3: a FIFO as the manifest, as a source's or a header's
  * file blocked in fopen for ever; refused at once now, by name. */
 START_TEST(manifest_fifos)
@@ -913,6 +957,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, manifest_settings);
     tcase_add_test(tc, manifest_problems_with_their_lines);
+    tcase_add_test(tc, manifest_names_and_bom);
     tcase_add_test(tc, manifest_fifos);
     tcase_add_test(tc, warm_a_project);
     tcase_add_test(tc, warm_bad_input);

@@ -140,15 +140,16 @@ def test_warm_a_manifest(tmp_path):
 
 
 def test_warm_reports_problems_with_lines(tmp_path):
+    # (a TOML error keeps the source it is in from compiling: its own source)
     (tmp_path / "bad.toml").write_text('[[source]]\nfile = "nothere.cu"\n[[source]]\n'
                                        'code = "__global__ void k() { nope; }"\narchs = ["sm_90"]\n'
-                                       'x = 1.5\n')
+                                       '[[source]]\ncode = "__global__ void y() {}"\nx = 1.5\n')
     with pytest.raises(cuabi.CuabiError) as ei:
         cuabi.cache.warm(tmp_path / "bad.toml")
     s = ei.value.summary
-    assert (s.failed, s.problems) == (1, 2)
+    assert (s.total, s.failed, s.problems) == (1, 1, 2)
     problems = {r.line: r for r in s.results if r.cache_hit == -1}
-    assert "nothere.cu" in problems[2].message and "floats" in problems[6].message
+    assert "nothere.cu" in problems[2].message and "floats" in problems[8].message
     compile_error = [r for r in s.results if r.status == "CUABI_ERROR_COMPILE"][0]
     assert compile_error.line == 3 and "nope" in compile_error.log
     with pytest.raises(OSError) as ei:                    # the IO error is an OSError
