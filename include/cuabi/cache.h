@@ -222,15 +222,23 @@ struct cuabi_warm_options {
      */
     const char **archs;
     size_t num_archs;
+    /**
+     * 1: the manifest may name files, include paths and files to #include outside its own directory
+     * tree (and through symbolic links leaving it); 0 (default): those are refused as problems,
+     * since a manifest from an untrusted repository could otherwise copy any readable file into a
+     * compile error. Only the caller can allow it, never the manifest.
+     */
+    int allow_outside;
 };
 /** Current version of cuabi_warm_options. */
-#define CUABI_WARM_OPTIONS_VERSION 1
+#define CUABI_WARM_OPTIONS_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
-#define CUABI_WARM_OPTIONS_INIT {                   \
-        CUABI_WARM_OPTIONS_VERSION, /* version */   \
-        0,                          /* jobs */      \
-        NULL,                       /* archs */     \
-        0                           /* num_archs */ \
+#define CUABI_WARM_OPTIONS_INIT {                       \
+        CUABI_WARM_OPTIONS_VERSION, /* version */       \
+        0,                          /* jobs */          \
+        NULL,                       /* archs */         \
+        0,                          /* num_archs */     \
+        0                           /* allow_outside */ \
     }
 
 /**

@@ -209,7 +209,10 @@ CUABI_EXTERN(cuabi_status) cuabi_warm_options_init(cuabi_warm_options *opts, uns
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_warm_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_warm_options", version, CUABI_WARM_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_warm_options, allow_outside);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -676,6 +679,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_warm_options", "jobs", offsetof(cuabi_warm_options, jobs) },
     { "cuabi_warm_options", "archs", offsetof(cuabi_warm_options, archs) },
     { "cuabi_warm_options", "num_archs", offsetof(cuabi_warm_options, num_archs) },
+    { "cuabi_warm_options", "allow_outside", offsetof(cuabi_warm_options, allow_outside) },
     { "cuabi_warm_event", NULL, sizeof(cuabi_warm_event) },
     { "cuabi_warm_event", "version", offsetof(cuabi_warm_event, version) },
     { "cuabi_warm_event", "done", offsetof(cuabi_warm_event, done) },

@@ -15,6 +15,7 @@ typedef struct cache_args {
     bool json, memory, disk;
     cli_list inputs, archs;  /* warm */
     long long jobs;          /* warm: 0 = one per CPU */
+    bool allow_outside;      /* warm: a manifest may reach outside its directory */
     cli_json j;
 } cache_args;
 
@@ -300,6 +301,7 @@ static int warm_manifest(cache_args *a, const char *path)
     o.jobs = (int)a->jobs;
     o.archs = a->archs.n ? a->archs.v : NULL;
     o.num_archs = a->archs.n;
+    o.allow_outside = a->allow_outside;
     cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
     begin_results(&w);
     cuabi_status st = cuabi_cache_warm_manifest(&s, path, &o, on_event, &w);
@@ -482,7 +484,10 @@ static const cache_action actions[] = {
       "--arch (default: the current GPU's, or sm_90).\n"
       "Both show a progress bar on stderr when there is more than one compile, then a\n"
       "summary. The exit status is 1 when anything failed or the manifest has a\n"
-      "problem.\n",
+      "problem.\n"
+      "A manifest reads only files of its own directory tree (symbolic links\n"
+      "resolved), and its sources may #include only those: --allow-outside lifts\n"
+      "that, for a manifest you trust.\n",
       "{\"results\": [...], \"summary\": {...}} instead of the bar and the summary, with "
       "\"error\" and \"status\" when anything failed" },
     { "verify", verify, "Re-check every entry's checksum and remove the damaged ones. Only what\n"
@@ -506,6 +511,11 @@ static cli_spec action_spec(const cache_action *act, cache_args *a, cli_option *
                                              "an architecture to compile for; repeat for several");
         rows[n++] = (cli_option)CLI_OPT_INT("jobs", 'j', "N", &a->jobs, 1, 1024,
                                             "compiles at once (a manifest; default: one per CPU)");
+        rows[n++] = (cli_option)CLI_OPT_FLAG("allow-outside", 0, &a->allow_outside,
+                                             "let the manifest name files, include paths and "
+                                             "#includes outside its own directory (refused by "
+                                             "default: a manifest you did not write could "
+                                             "copy any file you can read into an error)");
     } else if (act->run == clear) {
         rows[n++] = (cli_option)CLI_OPT_FLAG("memory", 0, &a->memory,
                                              "the in-memory layer of this process only");

@@ -112,6 +112,31 @@ printf '\357\273\277archs = ["sm_80"]\n' > "$tmp/bom.toml"
 "$cuabi" cache warm "$tmp/bom.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a manifest with a BOM exits 1"
 utf8_json 'assert d["results"][0]["source"] == "manifest", d' "a manifest with a BOM"
 
+# ---- issue 29 item 8: a manifest reads only its own tree. file = "../../etc/passwd"
+# and an #include of /etc/passwd used to put its first line in the compile
+# error, on stdout (JSON) and stderr alike.
+mkdir -p "$tmp/repo"
+printf 'root:x:0:0:SECRET-LINE\n' > "$tmp/secret"
+printf '#include "%s"\n__global__ void k() {}\n' "$tmp/secret" > "$tmp/repo/inc.cu"
+cat > "$tmp/repo/m.toml" <<'TOML'
+archs = ["sm_90"]
+[[source]]
+file = "../secret"
+type = "cuda"
+[[source]]
+file = "inc.cu"
+TOML
+"$cuabi" cache warm "$tmp/repo/m.toml" --json > "$tmp/out" 2>"$tmp/err"; [ $? -eq 1 ] || fail "a manifest reaching outside exits 1"
+! grep -q SECRET "$tmp/out" "$tmp/err" || fail "no line of a file outside is shown: $(cat "$tmp/out" "$tmp/err")"
+json 'p=[x for x in d["results"] if x["source"]=="manifest"]; s=d["summary"]
+assert [x["line"] for x in p]==[3, 5] and "lies outside" in p[0]["message"] and "--allow-outside" in p[1]["message"] and s["total"]==0, d' \
+    "both refused, with their lines: $(cat "$tmp/out")" < "$tmp/out"
+"$cuabi" cache warm "$tmp/repo/m.toml" 2>"$tmp/err" >/dev/null; [ $? -eq 1 ] || fail "exit 1 without --json"
+! grep -q SECRET "$tmp/err" && grep -q "m.toml:3: source \"../secret\" lies outside" "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
+# --allow-outside: the caller trusts it (then the compiler shows what it read)
+"$cuabi" cache warm "$tmp/repo/m.toml" --allow-outside --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "--allow-outside exits 1 (a compile error)"
+json 's=d["summary"]; assert s["total"]==2 and s["problems"]==0 and s["failed"]==2, d' "--allow-outside compiles both" < "$tmp/out"
+
 # ---- an unusable cache directory: a clear error, no crash
 CUABI_CACHE=0 "$cuabi" cache warm "$tmp/proj/m.toml" 2>"$tmp/err"; [ $? -eq 1 ] || fail "cache off exits 1"
 grep -q "disabled" "$tmp/err" || fail "cache off says so"

@@ -2377,6 +2377,7 @@ static void print_cuabi_warm_options(const cuabi_warm_options *p,
     ABI_BYTES(jobs);
     ABI_PTR(archs);
     ABI_BYTES(num_archs);
+    ABI_BYTES(allow_outside);
 }
 
 static void print_cuabi_warm_event(const cuabi_warm_event *p,
@@ -2818,6 +2819,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_warm_options, jobs);
     ABI_FIELD(cuabi_warm_options, archs);
     ABI_FIELD(cuabi_warm_options, num_archs);
+    ABI_FIELD(cuabi_warm_options, allow_outside);
     ABI_STRUCT(cuabi_warm_event);
     ABI_FIELD(cuabi_warm_event, version);
     ABI_FIELD(cuabi_warm_event, done);

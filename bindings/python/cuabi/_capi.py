@@ -467,8 +467,9 @@ class cuabi_warm_options(C.Structure):
         ('jobs', C.c_int),
         ('archs', C.POINTER(C.c_char_p)),
         ('num_archs', C.c_size_t),
+        ('allow_outside', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 class cuabi_warm_event(C.Structure):
@@ -942,7 +943,7 @@ VERSIONED = {
     'cuabi_cache_stats': 1,
     'cuabi_cache_entry_info': 3,
     'cuabi_precompile_item': 1,
-    'cuabi_warm_options': 1,
+    'cuabi_warm_options': 2,
     'cuabi_warm_event': 1,
     'cuabi_warm_summary': 1,
     'cuabi_cache_verify_report': 2,

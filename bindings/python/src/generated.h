@@ -196,6 +196,7 @@ static const fast_layout fast_layouts[] = {
     { "cuabi_warm_options", "jobs", offsetof(cuabi_warm_options, jobs) },
     { "cuabi_warm_options", "archs", offsetof(cuabi_warm_options, archs) },
     { "cuabi_warm_options", "num_archs", offsetof(cuabi_warm_options, num_archs) },
+    { "cuabi_warm_options", "allow_outside", offsetof(cuabi_warm_options, allow_outside) },
     { "cuabi_warm_event", NULL, sizeof(cuabi_warm_event) },
     { "cuabi_warm_event", "version", offsetof(cuabi_warm_event, version) },
     { "cuabi_warm_event", "done", offsetof(cuabi_warm_event, done) },

@@ -167,6 +167,22 @@ def test_warm_reports_problems_with_lines(tmp_path):
         cuabi.cache.warm(tmp_path / "ok.toml", jobs=-1)
 
 
+def test_warm_stays_in_the_manifests_tree(tmp_path):
+    # issue 29: a manifest reads only its own tree unless the caller allows more
+    (tmp_path / "secret").write_text("root:x:0:0:SECRET\n")
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "m.toml").write_text('archs = ["sm_90"]\n[[source]]\n'
+                                              'file = "../secret"\ntype = "cuda"\n')
+    with pytest.raises(cuabi.CuabiError) as ei:
+        cuabi.cache.warm(tmp_path / "repo" / "m.toml")
+    s = ei.value.summary
+    assert (s.total, s.problems) == (0, 1) and "lies outside" in s.results[0].message
+    assert "SECRET" not in str(ei.value)
+    with pytest.raises(cuabi.CuabiError) as ei:           # allowed: compiled (and it fails)
+        cuabi.cache.warm(tmp_path / "repo" / "m.toml", allow_outside=True)
+    assert ei.value.summary.total == 1 and ei.value.status_name == "CUABI_ERROR_COMPILE"
+
+
 def test_verify():
     cuabi.Program("__global__ void v() {}").compile(arch="sm_90")
     r = cuabi.cache.verify()

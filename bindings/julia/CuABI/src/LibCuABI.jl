@@ -2181,8 +2181,9 @@ struct cuabi_warm_options
     jobs::Cint
     archs::Ptr{Ptr{Cchar}}
     num_archs::Csize_t
+    allow_outside::Cint
 end
-const CUABI_WARM_OPTIONS_VERSION = Cuint(1)
+const CUABI_WARM_OPTIONS_VERSION = Cuint(2)
 
 """
 One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback.
@@ -4781,7 +4782,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
     ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked", "problem"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
-    ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs"]),
+    ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs", "allow_outside"]),
     ("cuabi_warm_event", cuabi_warm_event, ["version", "done", "total", "name", "arch", "line", "status", "cache_hit", "message", "log"]),
     ("cuabi_warm_summary", cuabi_warm_summary, ["version", "total", "compiled", "cached", "failed", "problems"]),
     ("cuabi_cache_verify_report", cuabi_cache_verify_report, ["version", "checked", "removed", "bytes_removed", "kept", "skipped"]),
