@@ -467,7 +467,9 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes);
 CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out);
 
 /**
- * Call fn for each valid-looking entry of the directory, least recently used first.
+ * Call fn for each entry of the directory, least recently used first. A file under an entry's name
+ * that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too,
+ * with `problem` saying why; only its header is read.
  * @param payload [may be NULL]
  */
 CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload);

@@ -2383,7 +2383,7 @@ end
 """
 cuabi_cache_list(fn, payload)
 
-Call fn for each valid-looking entry of the directory, least recently used first.
+Call fn for each entry of the directory, least recently used first. A file under an entry's name that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too, with `problem` saying why; only its header is read.
 
 - `payload` [may be C_NULL]
 """

@@ -1793,7 +1793,7 @@ unsafe extern "C" {
     pub fn cuabi_cache_set_size_limit(bytes: u64) -> cuabi_status;
     /// Counters and the directory's current size (this scans the directory).
     pub fn cuabi_cache_get_stats(out: *mut cuabi_cache_stats) -> cuabi_status;
-    /// Call fn for each valid-looking entry of the directory, least recently used first.
+    /// Call fn for each entry of the directory, least recently used first. A file under an entry's name that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too, with `problem` saying why; only its header is read.
     pub fn cuabi_cache_list(r#fn: cuabi_cache_list_fn, payload: *mut c_void) -> cuabi_status;
     /// Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
     pub fn cuabi_cache_clear(flags: c_uint) -> cuabi_status;
