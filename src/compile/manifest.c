@@ -5,7 +5,12 @@
  * source's own value replaces a default, except `defines`, `include_paths`
  * and `options`, which add to it, and [[header]] tables, which every source
  * gets before its own [[source.header]] ones. Strings are borrowed from the
- * parsed document; everything else is allocated in blocks freed together. */
+ * parsed document; everything else is allocated in blocks freed together.
+ * Unless the caller allows more, everything a manifest makes the library
+ * read — its files, include paths, path-taking options and what its CUDA
+ * C++ sources #include — lies in the manifest's own tree, symbolic links
+ * resolved, and files read as sources or headers are UTF-8 text (issue 29:
+ * a manifest may come from a repository nobody has reviewed). */
 #include "compile/manifest.h"
 
 #include <errno.h>

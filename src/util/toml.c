@@ -1,7 +1,7 @@
 /* The TOML subset reader: see toml.h. A hand-written recursive-descent
  * parser over the whole text; values form a tree of cuabi__toml_value.
  * Errors are collected with their line; after one, the parser skips to the
- * next line and goes on. */
+ * next line, marks the table that line belongs to damaged, and goes on. */
 #include "util/toml.h"
 
 #include <stdarg.h>

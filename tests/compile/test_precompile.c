@@ -1,6 +1,7 @@
 /* Precompiling a project (issue 13 item 3): manifests read into compiles
  * (src/compile/manifest.c), cuabi_cache_warm_manifest end to end on NVRTC without
- * a GPU (explicit architectures), its bad input, cuabi_cache_verify, and
+ * a GPU (explicit architectures), its bad input (FIFOs, odd names, a BOM,
+ * files outside the manifest's tree: issue 29), cuabi_cache_verify, and
  * that nothing half-written is ever read. The CLI is tests/check_cli_cache.sh. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* Naming a compiler library without loading it (src/platform/libident.c): where the
  * loader would find it, a file's identity, identity records (whole, stale,
- * damaged), and the per-compiler state that the compile cache's key uses —
+ * damaged, a FIFO, another user's), and the per-compiler state that the compile cache's key uses —
  * predicted from a record without loading, learnt by loading otherwise,
  * replaced by the loaded file's identity once the library is loaded. */
 #include <dlfcn.h>

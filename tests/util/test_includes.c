@@ -1,6 +1,7 @@
 /* The include scan behind the compile cache's key (src/util/includes.c; issue
  * 17 item 5): what reaches a file, what each kind of edit does to the
- * digest, and what the scan refuses to guess. The end-to-end regression
+ * digest, what the scan refuses to guess, and its visitor (what a manifest's
+ * source would read, issue 29). The end-to-end regression
  * (an edited header never brings back the old binary) is in test_cache.c. */
 #include <fcntl.h>
 #include <sys/stat.h>

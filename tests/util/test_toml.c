@@ -1,6 +1,7 @@
 /* The TOML subset reader behind precompile manifests (src/util/toml.c): what it
- * reads, what it refuses (with the line), and that it goes on after an
- * error. Malformed input at large is fuzz/fuzz_toml.c's job. */
+ * reads, what it refuses (with the line), that it goes on after an error
+ * (marking the table damaged), and a leading BOM. Malformed input at large
+ * is fuzz/fuzz_toml.c's job. */
 #include "testutil.h"
 #include "util/toml.h"
 
