@@ -1154,6 +1154,10 @@ static const char *peek_entry(const file_info *f, cuabi_cache_entry_info *info, 
 {
     uint8_t h[HEADER_SIZE];
     struct stat st;
+    if (!S_ISREG(f->mode)) { /* what the scan saw (lstat): say so without opening it */
+        snprintf(why, cap, "%s, not a regular file", cuabi__file_kind(f->mode));
+        return why;
+    }
     int fd = cuabi__file_open(f->path, CUABI__FILE_NOFOLLOW, UINT64_MAX, &st, why, cap);
     if (fd < 0)
         return why;
@@ -1234,8 +1238,10 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
         st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
                           __func__, dir, strerror(errno));
     } else {
+        /* what the cache cannot use anyway (another user's file, a directory)
+         * is removed where it can be, and is no failure where it cannot */
         for (size_t i = 0; i < n && st == CUABI_SUCCESS; i++)
-            if (unlink(files[i].path) != 0 && errno != ENOENT)
+            if (unlink(files[i].path) != 0 && errno != ENOENT && ours(&files[i]))
                 st = cuabi__error(CUABI_ERROR_IO, "%s: cannot remove %s: %s", __func__,
                                   files[i].path, strerror(errno));
         free_files(files, n);

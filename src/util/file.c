@@ -30,12 +30,19 @@ int cuabi__file_open(const char *path, unsigned flags, uint64_t max, struct stat
         oflags |= O_NOFOLLOW;
     int fd = open(path, oflags);
     if (fd < 0) {
+        /* What is there, when it is not a regular file, says more than the
+         * open's errno: O_NOFOLLOW's ELOOP for a link, ENXIO for a socket,
+         * EACCES for someone else's FIFO. */
         int err = errno;
-        /* O_NOFOLLOW's ELOOP: the path is a symbolic link (or its loop) */
         struct stat lst;
-        if (err == ELOOP && (flags & CUABI__FILE_NOFOLLOW) && lstat(path, &lst) == 0 &&
-            S_ISLNK(lst.st_mode)) {
+        bool there = err != ENOENT && lstat(path, &lst) == 0 && !S_ISREG(lst.st_mode);
+        if (there && S_ISLNK(lst.st_mode) && (flags & CUABI__FILE_NOFOLLOW)) {
             snprintf(why, why_cap, "a symbolic link, which is not followed here");
+            errno = err;
+            return CUABI__FILE_ERR_TYPE;
+        }
+        if (there && !S_ISLNK(lst.st_mode)) {
+            snprintf(why, why_cap, "%s, not a regular file", cuabi__file_kind(lst.st_mode));
             errno = err;
             return CUABI__FILE_ERR_TYPE;
         }

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +86,15 @@ START_TEST(special_files_are_refused_without_blocking)
     ck_assert_int_eq(cuabi__file_open("/dev/null", 0, 1 << 20, &st, why, sizeof why),
                      CUABI__FILE_ERR_TYPE);
     ck_assert_str_eq(why, "a character device, not a regular file");
+    /* a socket cannot be opened at all (ENXIO): named all the same */
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", at("sock"));
+    ck_assert_int_eq(bind(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(cuabi__file_open(at("sock"), 0, 1 << 20, &st, why, sizeof why),
+                     CUABI__FILE_ERR_TYPE);
+    ck_assert_str_eq(why, "a socket, not a regular file");
+    close(sock);
     ck_assert_int_eq(cuabi__file_open(at("missing"), 0, 1 << 20, &st, why, sizeof why),
                      CUABI__FILE_ERR_OPEN);
     ck_assert_int_eq(errno, ENOENT);
