@@ -2,17 +2,22 @@
  * becomes the entry file of a fixed program's key in a private cache
  * directory, and the program is looked up and, on a hit, "compiled" from
  * the entry (an objcode sharing the entry's bytes and name map), then the cache
- * is listed. A corrupt entry must be reported as a miss and removed, never
- * crash. Byte 0 of the input: bit 0 set = fix the header up (magic,
- * format, payload length, key and checksum) so the mutations reach the
- * blob parser behind the checksum; the rest is the file.
+ * is listed and verified. A corrupt entry must be reported as a miss and
+ * removed, never crash. Byte 0 of the input: bit 0 set = fix the header up
+ * (magic, format, payload length, key and checksum) so the mutations reach
+ * the blob parser behind the checksum; bit 1 set = then make the header
+ * claim 2^40 more payload bytes than the file holds (issue 29: the claim is
+ * checked before anything is read); the rest is the file, written 0600 (an
+ * entry that is not this user's own is never read, nor removed).
  *
  * CUABI_FUZZ_WRITE_SEED=FILE: compile the program for real once and write
  * its entry (with the mode byte) to FILE, for the seed corpus. */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -97,6 +102,14 @@ static void fix_up(uint8_t *b, size_t n)
     memcpy(b + 40, c.digest, 16);
 }
 
+/* The entry file, this user's own (0600), whatever umask says. */
+static void write_entry(const uint8_t *bytes, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) != 0 || write(fd, bytes, n) != (ssize_t)n || close(fd) != 0)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -105,9 +118,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(file, data + 1, size - 1);
     if (data[0] & 1)
         fix_up(file, size - 1);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(file, 1, size - 1, f) != size - 1 || fclose(f) != 0)
-        abort();
+    if ((data[0] & 2) && size - 1 >= 64) {
+        uint64_t payload;
+        memcpy(&payload, file + 16, 8);
+        payload += (uint64_t)1 << 40;
+        memcpy(file + 16, &payload, 8);
+    }
+    write_entry(file, size - 1);
     free(file);
 
     cuabi__cache_reset_for_test();
@@ -136,12 +153,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cuabi_cache_stats stats = CUABI_CACHE_STATS_INIT;
     (void)cuabi_cache_get_stats(&stats);
-    FILE *g = fopen(path, "wb"); /* listing reads the header of each file */
-    if (g) {
-        fwrite(data + 1, 1, size - 1, g);
-        fclose(g);
-    }
+    write_entry(data + 1, size - 1); /* listing reads the header of each file */
     (void)cuabi_cache_list(list_fn, NULL);
+    cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
+    if (cuabi_cache_verify_each(&r, NULL, NULL) != CUABI_SUCCESS || r.skipped)
+        __builtin_trap(); /* a file of ours, readable: checked, never skipped */
     unlink(path);
     return 0;
 }

@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (memchr(data, '/', size))
         return 0;
     cuabi__manifest m;
-    if (cuabi__manifest_read(&m, (const char *)data, size, "fuzz.toml", dir, "fuzz") !=
+    if (cuabi__manifest_read(&m, (const char *)data, size, "fuzz.toml", dir, 0, "fuzz") !=
         CUABI_SUCCESS)
         return 0; /* out of memory */
     for (size_t i = 0; i < m.num_problems; i++)

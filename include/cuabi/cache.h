@@ -29,8 +29,12 @@ extern "C" {
  * build-id) and the version it reported, so a hit loads neither NVRTC nor
  * nvJitLink; files reached through #include are hashed into the key.
  * Entries carry a checksum; a corrupt one is ignored, removed and rebuilt.
- * A directory that cannot be written (or belongs to another user) never fails
- * a compile: the cache is skipped and the reason goes to the program's log.
+ * Entries are opened without following links or blocking (a FIFO is refused),
+ * their header is checked before anything else is read, and an entry (or
+ * identity record) that is not this user's own is never used.
+ * A directory that cannot be written, belongs to another user, or that others
+ * may write to without its sticky bit never fails a compile: the cache is
+ * skipped and the reason goes to the program's log.
  * All functions are thread-safe.
  */
 
@@ -41,6 +45,7 @@ typedef struct cuabi_warm_options cuabi_warm_options;
 typedef struct cuabi_warm_event cuabi_warm_event;
 typedef struct cuabi_warm_summary cuabi_warm_summary;
 typedef struct cuabi_cache_verify_report cuabi_cache_verify_report;
+typedef struct cuabi_cache_verify_finding cuabi_cache_verify_finding;
 
 /** What cuabi_cache_clear() empties. */
 typedef enum cuabi_cache_clear_flags {
@@ -84,6 +89,9 @@ typedef int (*cuabi_warm_progress_fn)(const cuabi_warm_event *event, void *paylo
  * @param problem What was wrong, e.g. "checksum mismatch".
  */
 typedef int (*cuabi_cache_verify_fn)(const char *path, const char *problem, void *payload);
+
+/** Called for each file removed or left alone; return 0 to go on, anything else to stop. */
+typedef int (*cuabi_cache_verify_each_fn)(const cuabi_cache_verify_finding *finding, void *payload);
 
 /** Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats(). */
 struct cuabi_cache_stats {
@@ -154,9 +162,15 @@ struct cuabi_cache_entry_info {
     const char *path;
     /** 1: a linker's output (cuabi_linker_complete); 0: a program's compile. */
     int linked;
+    /**
+     * NULL for an entry the cache can use; else why it cannot ("a FIFO, not a regular file", "owned
+     * by uid 1001, not by this user (uid 1000)", "not a cuabi cache entry", ...): such files under
+     * an entry's name are listed too, never read past their header.
+     */
+    const char *problem;
 };
 /** Current version of cuabi_cache_entry_info. */
-#define CUABI_CACHE_ENTRY_INFO_VERSION 2
+#define CUABI_CACHE_ENTRY_INFO_VERSION 3
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_CACHE_ENTRY_INFO_INIT {                   \
         CUABI_CACHE_ENTRY_INFO_VERSION, /* version */   \
@@ -166,7 +180,8 @@ struct cuabi_cache_entry_info {
         0,                              /* last_used */ \
         0,                              /* num_names */ \
         0,                              /* path */      \
-        0                               /* linked */    \
+        0,                              /* linked */    \
+        NULL                            /* problem */   \
     }
 
 /** One program for cuabi_cache_precompile(). */
@@ -207,15 +222,23 @@ struct cuabi_warm_options {
      */
     const char **archs;
     size_t num_archs;
+    /**
+     * 1: the manifest may name files, include paths and files to #include outside its own directory
+     * tree (and through symbolic links leaving it); 0 (default): those are refused as problems,
+     * since a manifest from an untrusted repository could otherwise copy any readable file into a
+     * compile error. Only the caller can allow it, never the manifest.
+     */
+    int allow_outside;
 };
 /** Current version of cuabi_warm_options. */
-#define CUABI_WARM_OPTIONS_VERSION 1
+#define CUABI_WARM_OPTIONS_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
-#define CUABI_WARM_OPTIONS_INIT {                   \
-        CUABI_WARM_OPTIONS_VERSION, /* version */   \
-        0,                          /* jobs */      \
-        NULL,                       /* archs */     \
-        0                           /* num_archs */ \
+#define CUABI_WARM_OPTIONS_INIT {                       \
+        CUABI_WARM_OPTIONS_VERSION, /* version */       \
+        0,                          /* jobs */          \
+        NULL,                       /* archs */         \
+        0,                          /* num_archs */     \
+        0                           /* allow_outside */ \
     }
 
 /**
@@ -299,22 +322,62 @@ struct cuabi_cache_verify_report {
     unsigned int version;
     /** Entry files read and checked. */
     uint64_t checked;
-    /** Damaged entries (and identity records) removed. */
+    /**
+     * Damaged entries (and identity records) removed: only files proven bad (truncated, padded,
+     * corrupt, not an entry, not a regular file).
+     */
     uint64_t removed;
     /** Bytes of what was removed. */
     uint64_t bytes_removed;
     /** Entries of another cuabi's format, left alone. */
     uint64_t kept;
+    /**
+     * Files left alone because they could not be checked (unreadable, out of memory) or are not
+     * this user's own (another owner, writable by others); cuabi_cache_verify_each() tells each
+     * with its reason.
+     */
+    uint64_t skipped;
 };
 /** Current version of cuabi_cache_verify_report. */
-#define CUABI_CACHE_VERIFY_REPORT_VERSION 1
+#define CUABI_CACHE_VERIFY_REPORT_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_CACHE_VERIFY_REPORT_INIT {                       \
         CUABI_CACHE_VERIFY_REPORT_VERSION, /* version */       \
         0,                                 /* checked */       \
         0,                                 /* removed */       \
         0,                                 /* bytes_removed */ \
-        0                                  /* kept */          \
+        0,                                 /* kept */          \
+        0                                  /* skipped */       \
+    }
+
+/**
+ * A file cuabi_cache_verify_each() has something to say about, handed to a
+ * cuabi_cache_verify_each_fn. Strings are valid during the callback.
+ */
+struct cuabi_cache_verify_finding {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The file. */
+    const char *path;
+    /**
+     * What is wrong with it, or why it was not checked ("checksum mismatch", "Permission denied",
+     * "owned by uid 1001, not by this user (uid 1000)").
+     */
+    const char *problem;
+    /** 1: proven bad and removed; 0: left alone (counted in skipped). */
+    int removed;
+    /** Bytes of the file. */
+    uint64_t size;
+};
+/** Current version of cuabi_cache_verify_finding. */
+#define CUABI_CACHE_VERIFY_FINDING_VERSION 1
+/** Static initialiser with the defaults: one value a field, in order. */
+#define CUABI_CACHE_VERIFY_FINDING_INIT {                 \
+        CUABI_CACHE_VERIFY_FINDING_VERSION, /* version */ \
+        0,                                  /* path */    \
+        0,                                  /* problem */ \
+        0,                                  /* removed */ \
+        0                                   /* size */    \
     }
 
 /**
@@ -366,6 +429,14 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_verify_report_init(cuabi_cache_verify_rep
                                                           unsigned int version);
 
 /**
+ * Fill *opts with the defaults of struct version `version` (normally
+ * CUABI_CACHE_VERIFY_FINDING_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_finding_init(cuabi_cache_verify_finding *opts,
+                                                           unsigned int version);
+
+/**
  * Use this directory from now on (created 0700 when first written). NULL: back to the default
  * ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
  * @param path [may be NULL]
@@ -396,7 +467,9 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_set_size_limit(uint64_t bytes);
 CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out);
 
 /**
- * Call fn for each valid-looking entry of the directory, least recently used first.
+ * Call fn for each entry of the directory, least recently used first. A file under an entry's name
+ * that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too,
+ * with `problem` saying why; only its header is read.
  * @param payload [may be NULL]
  */
 CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload);
@@ -453,7 +526,10 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_warm_manifest(cuabi_warm_summary *out,
 
 /**
  * Read every entry of the cache directory, check its header and checksum, and remove the damaged
- * ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+ * ones (damaged identity records too). Only files proven bad are removed: entries of another cuabi
+ * version's format, files that cannot be read (permissions, out of memory) and files that are not
+ * this user's own are left alone and counted (kept, skipped). Nothing is read past a header that is
+ * wrong, and no link is followed.
  * @param out [out, may be NULL] Counts; NULL when not wanted.
  * @param fn [may be NULL] Told of each file removed.
  * @param payload [may be NULL]
@@ -461,6 +537,17 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_warm_manifest(cuabi_warm_summary *out,
 CUABI_EXTERN(cuabi_status) cuabi_cache_verify(cuabi_cache_verify_report *out,
                                               cuabi_cache_verify_fn fn,
                                               void *payload);
+
+/**
+ * cuabi_cache_verify(), telling `fn` of every file removed and of every file left alone with the
+ * reason (removed = 0), so a tool can show both.
+ * @param out [out, may be NULL] Counts; NULL when not wanted.
+ * @param fn [may be NULL] Told of each file removed or left alone.
+ * @param payload [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_each(cuabi_cache_verify_report *out,
+                                                   cuabi_cache_verify_each_fn fn,
+                                                   void *payload);
 
 #ifdef __cplusplus
 }

@@ -667,6 +667,11 @@ typedef struct cuabi_api {
     cuabi_status (*ipc_fd_receive)(int *fd, uint8_t *data, size_t size, int socket);
     cuabi_status (*release_mode_set)(cuabi_release_mode mode);
     cuabi_status (*release_mode_get)(cuabi_release_mode *out);
+    cuabi_status (*cache_verify_finding_init)(cuabi_cache_verify_finding *opts,
+                                              unsigned int version);
+    cuabi_status (*cache_verify_each)(cuabi_cache_verify_report *out,
+                                      cuabi_cache_verify_each_fn fn,
+                                      void *payload);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -180,6 +180,8 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_entry_info_init(cuabi_cache_entry_info *o
                             "cuabi_cache_entry_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_cache_entry_info", version, CUABI_CACHE_ENTRY_INFO_VERSION);
     size_t size = sizeof *opts;
+    if (version <= 2)
+        size = offsetof(cuabi_cache_entry_info, problem);
     if (version <= 1)
         size = offsetof(cuabi_cache_entry_info, linked);
     memcpy(opts, &defaults, size);
@@ -207,7 +209,10 @@ CUABI_EXTERN(cuabi_status) cuabi_warm_options_init(cuabi_warm_options *opts, uns
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_warm_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_warm_options", version, CUABI_WARM_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_warm_options, allow_outside);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -244,6 +249,22 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_verify_report_init(cuabi_cache_verify_rep
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_cache_verify_report_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_cache_verify_report", version, CUABI_CACHE_VERIFY_REPORT_VERSION);
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_cache_verify_report, skipped);
+    memcpy(opts, &defaults, size);
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_finding_init(cuabi_cache_verify_finding *opts,
+                                                           unsigned int version)
+{
+    static const cuabi_cache_verify_finding defaults = CUABI_CACHE_VERIFY_FINDING_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_cache_verify_finding_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_cache_verify_finding", version, CUABI_CACHE_VERIFY_FINDING_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -645,6 +666,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_cache_entry_info", "num_names", offsetof(cuabi_cache_entry_info, num_names) },
     { "cuabi_cache_entry_info", "path", offsetof(cuabi_cache_entry_info, path) },
     { "cuabi_cache_entry_info", "linked", offsetof(cuabi_cache_entry_info, linked) },
+    { "cuabi_cache_entry_info", "problem", offsetof(cuabi_cache_entry_info, problem) },
     { "cuabi_precompile_item", NULL, sizeof(cuabi_precompile_item) },
     { "cuabi_precompile_item", "version", offsetof(cuabi_precompile_item, version) },
     { "cuabi_precompile_item", "type", offsetof(cuabi_precompile_item, type) },
@@ -657,6 +679,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_warm_options", "jobs", offsetof(cuabi_warm_options, jobs) },
     { "cuabi_warm_options", "archs", offsetof(cuabi_warm_options, archs) },
     { "cuabi_warm_options", "num_archs", offsetof(cuabi_warm_options, num_archs) },
+    { "cuabi_warm_options", "allow_outside", offsetof(cuabi_warm_options, allow_outside) },
     { "cuabi_warm_event", NULL, sizeof(cuabi_warm_event) },
     { "cuabi_warm_event", "version", offsetof(cuabi_warm_event, version) },
     { "cuabi_warm_event", "done", offsetof(cuabi_warm_event, done) },
@@ -682,6 +705,13 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_cache_verify_report", "bytes_removed",
       offsetof(cuabi_cache_verify_report, bytes_removed) },
     { "cuabi_cache_verify_report", "kept", offsetof(cuabi_cache_verify_report, kept) },
+    { "cuabi_cache_verify_report", "skipped", offsetof(cuabi_cache_verify_report, skipped) },
+    { "cuabi_cache_verify_finding", NULL, sizeof(cuabi_cache_verify_finding) },
+    { "cuabi_cache_verify_finding", "version", offsetof(cuabi_cache_verify_finding, version) },
+    { "cuabi_cache_verify_finding", "path", offsetof(cuabi_cache_verify_finding, path) },
+    { "cuabi_cache_verify_finding", "problem", offsetof(cuabi_cache_verify_finding, problem) },
+    { "cuabi_cache_verify_finding", "removed", offsetof(cuabi_cache_verify_finding, removed) },
+    { "cuabi_cache_verify_finding", "size", offsetof(cuabi_cache_verify_finding, size) },
     { "cuabi_arg_type", NULL, sizeof(cuabi_arg_type) },
     { "cuabi_arg_type", "version", offsetof(cuabi_arg_type, version) },
     { "cuabi_arg_type", "kind", offsetof(cuabi_arg_type, kind) },

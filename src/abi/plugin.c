@@ -314,6 +314,8 @@ static const cuabi_api api_table = {
     cuabi_ipc_fd_receive,
     cuabi_release_mode_set,
     cuabi_release_mode_get,
+    cuabi_cache_verify_finding_init,
+    cuabi_cache_verify_each,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

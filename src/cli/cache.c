@@ -15,6 +15,7 @@ typedef struct cache_args {
     bool json, memory, disk;
     cli_list inputs, archs;  /* warm */
     long long jobs;          /* warm: 0 = one per CPU */
+    bool allow_outside;      /* warm: a manifest may reach outside its directory */
     cli_json j;
 } cache_args;
 
@@ -61,18 +62,25 @@ static int list_one(const cuabi_cache_entry_info *e, void *payload)
     if (j) {
         json_begin_object(j, NULL);
         json_string(j, "key", e->key);
-        json_string(j, "type", type_name(e->code_type));
+        json_string(j, "type", e->problem ? "?" : type_name(e->code_type));
         json_int(j, "bytes", (long long)e->size);
         json_int(j, "last_used", (long long)e->last_used);
         json_int(j, "name_expressions", (long long)e->num_names);
         json_bool(j, "linked", e->linked != 0);
         json_string(j, "path", e->path);
+        if (e->problem)
+            json_string(j, "problem", e->problem);
+        else
+            json_null(j, "problem");
         json_end_object(j);
     } else {
         char when[32];
         time_t t = (time_t)e->last_used;
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
-        if (e->linked)
+        if (e->problem) /* a file under an entry's name the cache cannot use */
+            printf("%s  %-5s %9llu  %s  unusable: %s\n", e->key, "?",
+                   (unsigned long long)e->size, when, e->problem);
+        else if (e->linked)
             printf("%s  %-5s %9llu  %s  linked\n", e->key, type_name(e->code_type),
                    (unsigned long long)e->size, when);
         else
@@ -293,6 +301,7 @@ static int warm_manifest(cache_args *a, const char *path)
     o.jobs = (int)a->jobs;
     o.archs = a->archs.n ? a->archs.v : NULL;
     o.num_archs = a->archs.n;
+    o.allow_outside = a->allow_outside;
     cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
     begin_results(&w);
     cuabi_status st = cuabi_cache_warm_manifest(&s, path, &o, on_event, &w);
@@ -364,46 +373,82 @@ static int warm(cache_args *a)
     return manifest ? warm_manifest(a, manifest) : warm_files(a);
 }
 
+/* Each file verify removed or left alone. With --json the removals are
+ * written as they come ("removed"), the files left alone kept for "left",
+ * written once that array is closed. */
 typedef struct verify_state {
     cli_json *j;
+    char **paths, **problems;  /* left alone, for --json */
+    size_t n;
 } verify_state;
 
-static int on_damaged(const char *path, const char *problem, void *payload)
+static int on_finding(const cuabi_cache_verify_finding *f, void *payload)
 {
     verify_state *v = payload;
-    if (v->j) {
+    if (!v->j) {
+        printf("%s %s: %s\n", f->removed ? "removed" : "left alone", f->path, f->problem);
+    } else if (f->removed) {
         json_begin_object(v->j, NULL);
-        json_string(v->j, "path", path);
-        json_string(v->j, "problem", problem);
+        json_string(v->j, "path", f->path);
+        json_string(v->j, "problem", f->problem);
         json_end_object(v->j);
     } else {
-        printf("removed %s: %s\n", path, problem);
+        char **p = realloc(v->paths, (v->n + 1) * sizeof *p);
+        if (p)
+            v->paths = p;
+        char **q = p ? realloc(v->problems, (v->n + 1) * sizeof *q) : NULL;
+        if (q)
+            v->problems = q;
+        if (!p || !q)
+            return 1; /* out of memory: stop */
+        v->paths[v->n] = strdup(f->path);
+        v->problems[v->n++] = strdup(f->problem);
     }
     return 0;
+}
+
+static void write_left(verify_state *v)
+{
+    json_begin_array(v->j, "left");
+    for (size_t i = 0; i < v->n; i++) {
+        json_begin_object(v->j, NULL);
+        json_string(v->j, "path", v->paths[i] ? v->paths[i] : "");
+        json_string(v->j, "problem", v->problems[i] ? v->problems[i] : "");
+        json_end_object(v->j);
+        free(v->paths[i]);
+        free(v->problems[i]);
+    }
+    json_end_array(v->j);
+    free(v->paths);
+    free(v->problems);
 }
 
 /* cuabi cache verify */
 static int verify(cache_args *a)
 {
-    verify_state v = { a->json ? &a->j : NULL };
+    verify_state v = { .j = a->json ? &a->j : NULL };
     if (a->json) {
         json_begin_object(&a->j, NULL);
         json_begin_array(&a->j, "removed");
     }
     cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
-    cuabi_status st = cuabi_cache_verify(&r, on_damaged, &v);
+    cuabi_status st = cuabi_cache_verify_each(&r, on_finding, &v);
     if (a->json) {
         json_end_array(&a->j);
+        write_left(&v);
         json_int(&a->j, "checked", (long long)r.checked);
         json_int(&a->j, "removed_count", (long long)r.removed);
         json_int(&a->j, "bytes_removed", (long long)r.bytes_removed);
         json_int(&a->j, "kept", (long long)r.kept);
+        json_int(&a->j, "skipped", (long long)r.skipped);
     } else if (st == CUABI_SUCCESS) {
         printf("%llu entr%s checked, %llu damaged removed (%llu bytes)",
                (unsigned long long)r.checked, r.checked == 1 ? "y" : "ies",
                (unsigned long long)r.removed, (unsigned long long)r.bytes_removed);
         if (r.kept)
             printf(", %llu of another cuabi version kept", (unsigned long long)r.kept);
+        if (r.skipped)
+            printf(", %llu left alone (see above)", (unsigned long long)r.skipped);
         printf("\n");
     }
     return st == CUABI_SUCCESS ? json_finish(&a->j, 0) : cli_fail("cache verify", st, &a->j);
@@ -422,9 +467,11 @@ static const cache_action actions[] = {
     { "stats", stats, "The cache's directory, whether it is on, its entries and bytes and its\n"
       "size limit.\n", "{\"directory\", \"enabled\", \"entries\", \"bytes\", \"size_limit\"}" },
     { "list", list, "Every entry, least recently used first: key, kind, bytes, last use, and\n"
-      "its name expressions (or \"linked\" for a linker's output).\n",
+      "its name expressions (or \"linked\" for a linker's output). A file under an\n"
+      "entry's name that the cache cannot use (a FIFO, a link, another user's) is\n"
+      "listed as unusable, with why.\n",
       "an array of {\"key\", \"type\", \"bytes\", \"last_used\", \"name_expressions\", "
-      "\"linked\", \"path\"}" },
+      "\"linked\", \"path\", \"problem\" (null when usable)}" },
     { "clear", clear, "Empty the cache: both layers, or the one named.\n", "{\"cleared\": true}" },
     { "warm", warm,
       "warm MANIFEST.toml precompiles a project: every [[source]] of the manifest for\n"
@@ -437,12 +484,17 @@ static const cache_action actions[] = {
       "--arch (default: the current GPU's, or sm_90).\n"
       "Both show a progress bar on stderr when there is more than one compile, then a\n"
       "summary. The exit status is 1 when anything failed or the manifest has a\n"
-      "problem.\n",
+      "problem.\n"
+      "A manifest reads only files of its own directory tree (symbolic links\n"
+      "resolved), and its sources may #include only those: --allow-outside lifts\n"
+      "that, for a manifest you trust.\n",
       "{\"results\": [...], \"summary\": {...}} instead of the bar and the summary, with "
       "\"error\" and \"status\" when anything failed" },
-    { "verify", verify, "Re-check every entry's checksum and remove the damaged ones.\n",
-      "{\"removed\": [{\"path\", \"problem\"}], \"checked\", \"removed_count\", "
-      "\"bytes_removed\", \"kept\"}" },
+    { "verify", verify, "Re-check every entry's checksum and remove the damaged ones. Only what\n"
+      "is proven bad goes; a file that cannot be read or is not yours is left\n"
+      "alone and named, with why.\n",
+      "{\"removed\": [{\"path\", \"problem\"}], \"left\": [{\"path\", \"problem\"}], "
+      "\"checked\", \"removed_count\", \"bytes_removed\", \"kept\", \"skipped\"}" },
 };
 enum { NACTIONS = sizeof actions / sizeof actions[0] };
 
@@ -459,6 +511,11 @@ static cli_spec action_spec(const cache_action *act, cache_args *a, cli_option *
                                              "an architecture to compile for; repeat for several");
         rows[n++] = (cli_option)CLI_OPT_INT("jobs", 'j', "N", &a->jobs, 1, 1024,
                                             "compiles at once (a manifest; default: one per CPU)");
+        rows[n++] = (cli_option)CLI_OPT_FLAG("allow-outside", 0, &a->allow_outside,
+                                             "let the manifest name files, include paths and "
+                                             "#includes outside its own directory (refused by "
+                                             "default: a manifest you did not write could "
+                                             "copy any file you can read into an error)");
     } else if (act->run == clear) {
         rows[n++] = (cli_option)CLI_OPT_FLAG("memory", 0, &a->memory,
                                              "the in-memory layer of this process only");

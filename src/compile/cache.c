@@ -15,12 +15,20 @@
  * one key each rename a complete file and the last one wins. The checksum
  * catches truncation and bit flips: a bad file is removed and reported as a
  * miss, so the caller compiles and stores it again.
+ * Entry files are hostile input (issue 29): each is opened as every file
+ * is (util/file.h: no symbolic link followed, a FIFO refused, never waited
+ * on), used only when it is this user's own (owner and mode; the directory
+ * must be this user's and writable by no one else unless sticky), and its
+ * header — magic, format, key, and the payload size it claims, at most
+ * CUABI__CACHE_MAX_ENTRY and exactly the file's — is checked before the rest
+ * is read. Verify removes only files proven bad and reports the others.
  * The LRU order is the files' mtime, refreshed on every disk hit.
  * The memory layer keeps each entry as a shared, immutable result
  * (codeblob.h): a memory hit hands out a new reference, nothing copied,
  * and dropping an entry leaves the results already handed out alone. */
 #include "compile/cache.h"
 #include "platform/libident.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -370,11 +378,14 @@ static int make_dirs(const char *path)
 }
 
 /* Whether `dir` may hold this user's cache. It must be a directory owned by
- * the effective user: entries are code this process will run, and a
- * directory someone else controls could hand it theirs (pip refuses such a
- * cache the same way). A missing directory is created (0700) when `create`,
- * else it is simply empty. Returns 0 usable, 1 missing (not created), -1
- * unusable with the reason in `why`. */
+ * the effective user, and others must not be able to add files to it unless
+ * it is sticky (util/file.h cuabi__dir_owned): entries are code this
+ * process will run, and a directory someone else controls could hand it
+ * theirs (pip refuses such a cache the same way). In a sticky shared
+ * directory each file is checked to be this user's own before it is read.
+ * A missing directory is created (0700) when `create`, else it is simply
+ * empty. Returns 0 usable, 1 missing (not created), -1 unusable with the
+ * reason in `why`. */
 static int check_dir(const char *dir, bool create, char *why, size_t cap)
 {
     struct stat st;
@@ -392,10 +403,14 @@ exists:
         snprintf(why, cap, "%s is not a directory", dir);
         return -1;
     }
-    if (st.st_uid != geteuid()) {
-        snprintf(why, cap, "%s belongs to uid %u, not to this user (uid %u): cuabi does not "
-                 "use a cache directory someone else controls; set CUABI_CACHE_DIR to one of "
-                 "your own", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (cuabi__dir_owned(&st, geteuid(), dir, why, cap) < 0) {
+        size_t len = strlen(why);
+        snprintf(why + len, cap - len, "%s", st.st_uid != geteuid()
+                 ? ": cuabi does not use a cache directory someone else controls; set "
+                   "CUABI_CACHE_DIR to one of your own"
+                 : ": cuabi does not use a cache directory others may put files in (chmod "
+                   "go-w it, make it sticky like /tmp, or set CUABI_CACHE_DIR to one of your "
+                   "own)");
         return -1;
     }
     return 0;
@@ -444,29 +459,89 @@ static bool is_entry_name(const char *n)
     return true;
 }
 
-/* Read a whole file into a malloc'ed buffer. */
-static int read_file(const char *path, uint8_t **out, size_t *size)
+/* What reading an entry file found. */
+enum {
+    ENTRY_OK,           /* read: its header is right, the payload is yet to check */
+    ENTRY_MISSING,      /* no such file */
+    ENTRY_BAD,          /* proven bad: not a regular file, not an entry, truncated, ... */
+    ENTRY_OTHER_FORMAT, /* another cuabi's entry */
+    ENTRY_LEFT,         /* not checked: unreadable, out of memory, not this user's */
+};
+
+static uint64_t u64_at(const uint8_t *p)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Read the entry file at `path` (for `key`): opened as every file is, never
+ * through a symbolic link (util/file.h), used only when it is this user's
+ * own, and its header checked — magic, format, key, the payload size it
+ * claims (at most CUABI__CACHE_MAX_ENTRY, and exactly what the file holds)
+ * — before the rest is read, so a 20 GB sparse file costs a stat and 64
+ * bytes. ENTRY_OK with the whole file in *buf (malloc'ed); else why.
+ * *file_size is the file's size (0 when unknown). */
+static int read_entry(const char *path, const cuabi__cache_key *key, uint8_t **buf,
+                      size_t *size, uint64_t *file_size, char *why, size_t cap)
+{
+    *buf = NULL;
+    *size = 0;
+    *file_size = 0;
     struct stat st;
-    uint8_t *buf = NULL;
-    if (fstat(fd, &st) != 0 || !(buf = malloc(st.st_size ? (size_t)st.st_size : 1))) {
-        close(fd);
-        return -1;
+    int fd = cuabi__file_open(path, CUABI__FILE_NOFOLLOW, UINT64_MAX, &st, why, cap);
+    if (fd == CUABI__FILE_ERR_OPEN)
+        return errno == ENOENT ? ENTRY_MISSING : ENTRY_LEFT;
+    if (fd < 0) {
+        struct stat lst;
+        if (lstat(path, &lst) == 0)
+            *file_size = (uint64_t)lst.st_size;
+        return ENTRY_BAD;
     }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
+    *file_size = (uint64_t)st.st_size;
+    int r = ENTRY_BAD;
+    uint8_t h[HEADER_SIZE];
+    uint32_t format;
+    uint64_t payload;
+    if (cuabi__file_owned(&st, geteuid(), why, cap) != 0) {
+        r = ENTRY_LEFT;
+    } else if ((uint64_t)st.st_size < HEADER_SIZE ||
+               pread(fd, h, HEADER_SIZE, 0) != (ssize_t)HEADER_SIZE) {
+        snprintf(why, cap, "truncated header");
+    } else if (memcmp(h, magic, 8)) {
+        snprintf(why, cap, "not a cuabi cache entry");
+    } else if (memcpy(&format, h + 8, 4), format != CUABI__CACHE_FORMAT) {
+        snprintf(why, cap, "unknown format version");
+        r = format ? ENTRY_OTHER_FORMAT : ENTRY_BAD;
+    } else if ((payload = u64_at(h + 16)) > CUABI__CACHE_MAX_ENTRY) {
+        snprintf(why, cap, "claims a payload of %llu bytes, more than the %llu an entry may "
+                 "hold", (unsigned long long)payload,
+                 (unsigned long long)CUABI__CACHE_MAX_ENTRY);
+    } else if (payload != (uint64_t)st.st_size - HEADER_SIZE) {
+        snprintf(why, cap, "truncated or padded payload");
+    } else if (memcmp(h + 24, key->b, 16)) {
+        snprintf(why, cap, "key does not match the file name");
+    } else {
+        char *data;
+        size_t n;
+        uint64_t want = (uint64_t)st.st_size;
+        if (cuabi__file_read_fd(fd, want, want, false, &data, &n) != 0) {
+            int err = errno;
+            snprintf(why, cap, "%s", err == EFBIG ? "changed size while read"
+                                     : err == ENOMEM ? "out of memory reading it"
+                                                     : strerror(err));
+            r = err == EFBIG ? ENTRY_BAD : ENTRY_LEFT;
+        } else if (n != want) {
+            free(data);
+            snprintf(why, cap, "changed size while read");
+        } else {
+            *buf = (uint8_t *)data;
+            *size = n;
+            r = ENTRY_OK;
+        }
     }
     close(fd);
-    *out = buf;
-    *size = got;
-    return 0;
+    return r;
 }
 
 /* Blob reader over the payload. */
@@ -586,14 +661,16 @@ static int disk_lookup(const char *dir, const cuabi__cache_key *key, cuabi__cach
         return 0;
     uint8_t *buf;
     size_t size;
-    if (read_file(path, &buf, &size) != 0) {
-        if (errno != ENOENT && notes)
-            cuabi__str_add(notes, "cuabi cache: cannot read %s: %s\n", path, strerror(errno));
+    uint64_t file_size;
+    int r = read_entry(path, key, &buf, &size, &file_size, why, sizeof why);
+    if (r == ENTRY_MISSING || r == ENTRY_LEFT) {
+        if (r == ENTRY_LEFT)
+            cuabi__str_add(notes, "cuabi cache: cannot use %s: %s\n", path, why);
         free(path);
         return 0;
     }
     bool oom = false;
-    const char *bad = parse_entry(buf, size, key, e, &oom);
+    const char *bad = r == ENTRY_OK ? parse_entry(buf, size, key, e, &oom) : why;
     free(buf);
     if (bad) {
         cuabi__cache_entry_clear(e);
@@ -694,6 +771,12 @@ static int disk_store(const char *dir, const cuabi__cache_key *key, const cuabi_
         cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "out of memory\n");
         goto out;
     }
+    if (file.len - HEADER_SIZE > CUABI__CACHE_MAX_ENTRY) { /* no reader would take it */
+        cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "the entry would hold %zu bytes, more "
+                       "than the %llu an entry may\n", file.len - HEADER_SIZE,
+                       (unsigned long long)CUABI__CACHE_MAX_ENTRY);
+        goto out;
+    }
     int fd = mkstemp(tmp);
     if (fd < 0) {
         cuabi__str_add(notes, CUABI__NOTE_NOT_STORED "cannot write in %s: %s\n", dir,
@@ -722,13 +805,24 @@ out:
     return rc;
 }
 
-/* One directory entry for listing and eviction. */
+/* One directory entry for listing and eviction (its lstat: a symbolic
+ * link is a link, never what it points to). */
 typedef struct file_info {
     char *path;
     char name[40];
     uint64_t size;
     struct timespec mtime;
+    mode_t mode;
+    uid_t uid;
 } file_info;
+
+/* A regular file of this user's own: one that counts, and may be evicted. */
+static bool ours(const file_info *f)
+{
+    char why[128];
+    struct stat st = { .st_mode = f->mode, .st_uid = f->uid };
+    return S_ISREG(f->mode) && cuabi__file_owned(&st, geteuid(), why, sizeof why) == 0;
+}
 
 static int by_mtime(const void *a, const void *b)
 {
@@ -747,8 +841,10 @@ static void free_files(file_info *f, size_t n)
     free(f);
 }
 
-/* Entry files of `dir`, oldest first; removes stale temp files on the way.
- * Returns -1 when the directory cannot be read (a missing one is empty). */
+/* Files under an entry's name in `dir`, oldest first, whatever they are
+ * (lstat: links are not followed); *bytes counts this user's regular ones.
+ * Removes stale temp files on the way. Returns -1 when the directory cannot
+ * be read (a missing one is empty). */
 static int scan_dir(const char *dir, file_info **out, size_t *count, uint64_t *bytes)
 {
     *out = NULL;
@@ -773,7 +869,7 @@ static int scan_dir(const char *dir, file_info **out, size_t *count, uint64_t *b
             rc = -1;
             break;
         }
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (lstat(path, &st) != 0 || (temp && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))) {
             free(path);
             continue;
         }
@@ -793,9 +889,11 @@ static int scan_dir(const char *dir, file_info **out, size_t *count, uint64_t *b
             }
             files = f;
         }
-        files[n] = (file_info){ .path = path, .size = (uint64_t)st.st_size, .mtime = st.st_mtim };
+        files[n] = (file_info){ .path = path, .size = (uint64_t)st.st_size, .mtime = st.st_mtim,
+                                .mode = st.st_mode, .uid = st.st_uid };
         snprintf(files[n].name, sizeof files[n].name, "%s", de->d_name);
-        *bytes += (uint64_t)st.st_size;
+        if (ours(&files[n]))
+            *bytes += (uint64_t)st.st_size;
         n++;
     }
     closedir(d);
@@ -825,7 +923,7 @@ static void evict(const char *dir, uint64_t limit, const cuabi__cache_key *keep)
     strcat(keep_name, ".bin");
     uint64_t removed = 0;
     for (size_t i = 0; i < n && bytes > limit; i++) {
-        if (!strcmp(files[i].name, keep_name))
+        if (!strcmp(files[i].name, keep_name) || !ours(&files[i]))
             continue;
         if (unlink(files[i].path) == 0) {
             bytes -= files[i].size;
@@ -1026,6 +1124,9 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
     uint64_t bytes = 0;
     int r = dir ? scan_dir(dir, &files, &n, &bytes) : 0;
     int err = errno;
+    size_t usable = 0;
+    for (size_t i = 0; r == 0 && i < n; i++)
+        usable += ours(&files[i]);
     free_files(files, n);
     pthread_mutex_lock(&g.lock);
     unsigned int version = out->version;
@@ -1033,7 +1134,7 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
         .version = version, .enabled = g.enabled, .memory_hits = g.memory_hits,
         .disk_hits = g.disk_hits, .misses = g.misses, .stores = g.stores,
         .store_failures = g.store_failures, .corrupt = g.corrupt, .evictions = g.evictions,
-        .entries = n, .bytes = bytes, .memory_entries = g.mem_entries,
+        .entries = usable, .bytes = bytes, .memory_entries = g.mem_entries,
         .memory_bytes = g.mem_bytes, .size_limit = g.limit,
     };
     pthread_mutex_unlock(&g.lock);
@@ -1045,25 +1146,39 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_get_stats(cuabi_cache_stats *out)
     return st;
 }
 
-/* Header facts of an entry file for listing; false if it does not look like one. */
-static bool peek_entry(const char *path, cuabi_code_type *type, size_t *names, int *linked)
+/* Header facts of an entry file for listing, read as lookups read it (no
+ * link followed, nothing blocking, this user's own files only): NULL, or
+ * why it cannot be used (into `why`). Reads 64 bytes at most. */
+static const char *peek_entry(const file_info *f, cuabi_cache_entry_info *info, char *why,
+                              size_t cap)
 {
     uint8_t h[HEADER_SIZE];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    bool ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && !memcmp(h, magic, 8);
-    close(fd);
-    if (ok) {
-        uint32_t t, n, flags;
-        memcpy(&t, h + 12, 4);
-        memcpy(&n, h + 56, 4);
-        memcpy(&flags, h + 60, 4);
-        *type = (cuabi_code_type)t;
-        *names = n;
-        *linked = (flags & CUABI__ENTRY_LINKED) != 0;
+    struct stat st;
+    if (!S_ISREG(f->mode)) { /* what the scan saw (lstat): say so without opening it */
+        snprintf(why, cap, "%s, not a regular file", cuabi__file_kind(f->mode));
+        return why;
     }
-    return ok;
+    int fd = cuabi__file_open(f->path, CUABI__FILE_NOFOLLOW, UINT64_MAX, &st, why, cap);
+    if (fd < 0)
+        return why;
+    const char *bad = NULL;
+    if (cuabi__file_owned(&st, geteuid(), why, cap) != 0)
+        bad = why;
+    else if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+        bad = "truncated header";
+    else if (memcmp(h, magic, 8))
+        bad = "not a cuabi cache entry";
+    close(fd);
+    if (bad)
+        return bad;
+    uint32_t t, n, flags;
+    memcpy(&t, h + 12, 4);
+    memcpy(&n, h + 56, 4);
+    memcpy(&flags, h + 60, 4);
+    info->code_type = (cuabi_code_type)t;
+    info->num_names = n;
+    info->linked = (flags & CUABI__ENTRY_LINKED) != 0;
+    return NULL;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payload)
@@ -1084,8 +1199,8 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_list(cuabi_cache_list_fn fn, void *payloa
     }
     for (size_t i = 0; i < n; i++) {
         cuabi_cache_entry_info info = CUABI_CACHE_ENTRY_INFO_INIT;
-        if (!peek_entry(files[i].path, &info.code_type, &info.num_names, &info.linked))
-            continue;
+        char why[256];
+        info.problem = peek_entry(&files[i], &info, why, sizeof why);
         memcpy(info.key, files[i].name, 32);
         info.key[32] = '\0';
         info.size = files[i].size;
@@ -1123,8 +1238,10 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
         st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
                           __func__, dir, strerror(errno));
     } else {
+        /* what the cache cannot use anyway (another user's file, a directory)
+         * is removed where it can be, and is no failure where it cannot */
         for (size_t i = 0; i < n && st == CUABI_SUCCESS; i++)
-            if (unlink(files[i].path) != 0 && errno != ENOENT)
+            if (unlink(files[i].path) != 0 && errno != ENOENT && ours(&files[i]))
                 st = cuabi__error(CUABI_ERROR_IO, "%s: cannot remove %s: %s", __func__,
                                   files[i].path, strerror(errno));
         free_files(files, n);
@@ -1137,23 +1254,57 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_clear(unsigned int flags)
 
 typedef struct verifying {
     cuabi_cache_verify_report r;
-    cuabi_cache_verify_fn fn;
+    cuabi_cache_verify_fn fn;           /* told of removals (cuabi_cache_verify) */
+    cuabi_cache_verify_each_fn each;    /* told of removals and skips */
     void *payload;
     bool stop;
 } verifying;
 
-static void drop(verifying *v, const char *path, uint64_t size, const char *problem)
+static void tell(verifying *v, const char *path, uint64_t size, const char *problem,
+                 bool removed)
 {
-    if (unlink(path) != 0 && errno != ENOENT)
-        return; /* cannot remove: left for the next verify to report */
-    v->r.removed++;
-    v->r.bytes_removed += size;
-    if (v->fn && v->fn(path, problem, v->payload) != 0)
+    int stop = 0;
+    if (v->each) {
+        cuabi_cache_verify_finding f = CUABI_CACHE_VERIFY_FINDING_INIT;
+        f.path = path;
+        f.problem = problem;
+        f.removed = removed;
+        f.size = size;
+        stop = v->each(&f, v->payload);
+    } else if (v->fn && removed) {
+        stop = v->fn(path, problem, v->payload);
+    }
+    if (stop)
         v->stop = true;
 }
 
-/* One entry file: 0 checked, -1 out of memory. */
-static int verify_entry(verifying *v, const file_info *f)
+/* A file left alone: it could not be checked, or is not this user's. */
+static void skip(verifying *v, const char *path, uint64_t size, const char *why)
+{
+    v->r.skipped++;
+    tell(v, path, size, why, false);
+}
+
+/* A file proven bad: removed (the link itself for a symbolic link: unlink
+ * never follows one), or left and reported when it cannot be. */
+static void drop(verifying *v, const char *path, uint64_t size, const char *problem)
+{
+    if (unlink(path) != 0) {
+        if (errno == ENOENT)
+            return; /* someone else removed it meanwhile */
+        char why[512];
+        snprintf(why, sizeof why, "%s; cannot remove it: %s", problem, strerror(errno));
+        skip(v, path, size, why);
+        return;
+    }
+    v->r.removed++;
+    v->r.bytes_removed += size;
+    tell(v, path, size, problem, true);
+}
+
+/* One file under an entry's name: 0 done (checked, kept, removed or
+ * skipped). Only what is proven bad is removed. */
+static void verify_entry(verifying *v, const file_info *f)
 {
     cuabi__cache_key key;
     for (int i = 0; i < 16; i++) {
@@ -1163,34 +1314,40 @@ static int verify_entry(verifying *v, const file_info *f)
     }
     uint8_t *buf;
     size_t size;
-    if (read_file(f->path, &buf, &size) != 0) {
-        if (errno != ENOENT)
-            drop(v, f->path, f->size, strerror(errno));
-        return 0;
-    }
-    uint32_t format = 0;
-    if (size >= HEADER_SIZE && !memcmp(buf, magic, 8))
-        memcpy(&format, buf + 8, 4);
-    if (format && format != CUABI__CACHE_FORMAT) {
+    uint64_t file_size;
+    char why[256];
+    int r = read_entry(f->path, &key, &buf, &size, &file_size, why, sizeof why);
+    switch (r) {
+    case ENTRY_MISSING:
+        return;
+    case ENTRY_LEFT:
+        skip(v, f->path, file_size ? file_size : f->size, why);
+        return;
+    case ENTRY_OTHER_FORMAT:
         v->r.kept++; /* another cuabi's entry: its business */
-        free(buf);
-        return 0;
+        return;
+    case ENTRY_BAD:
+        v->r.checked++;
+        drop(v, f->path, file_size ? file_size : f->size, why);
+        return;
     }
     cuabi__cache_entry e = { 0 }; /* parse_entry may stop before filling it */
     bool oom = false;
     const char *bad = parse_entry(buf, size, &key, &e, &oom);
     cuabi__cache_entry_clear(&e);
     free(buf);
-    if (oom)
-        return -1;
+    if (oom) {
+        cuabi_error_clear(); /* not the call's failure: this file is left for later */
+        skip(v, f->path, size, "out of memory checking it");
+        return;
+    }
     v->r.checked++;
     if (bad)
         drop(v, f->path, size, bad);
-    return 0;
 }
 
 /* The identity records (libident.h): a damaged one would be ignored anyway;
- * verify removes it. */
+ * verify removes it, and leaves another user's alone. */
 static int verify_records(verifying *v, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -1200,46 +1357,66 @@ static int verify_records(verifying *v, const char *dir)
     while (!v->stop && (de = readdir(d))) {
         if (!cuabi__ident_record_name(de->d_name))
             continue;
-        char *path;
+        char *path, why[256];
         struct stat st;
         if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
             closedir(d);
             return -1;
         }
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-            cuabi__ident_record_intact(path) == 0)
-            drop(v, path, (uint64_t)st.st_size, "damaged compiler identity record");
+        if (lstat(path, &st) == 0) {
+            errno = 0;
+            int r = cuabi__ident_record_intact(path, why, sizeof why);
+            if (r == 0)
+                drop(v, path, (uint64_t)st.st_size, why);
+            else if (r < 0 && errno != ENOENT)
+                skip(v, path, (uint64_t)st.st_size, why);
+        }
         free(path);
     }
     closedir(d);
     return 0;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_cache_verify(cuabi_cache_verify_report *out,
-                                              cuabi_cache_verify_fn fn, void *payload)
+static cuabi_status verify(cuabi_cache_verify_report *out, verifying *v, const char *caller)
 {
     if (out)
         CUABI__CHECK_VERSION("cuabi_cache_verify_report", out->version,
                              CUABI_CACHE_VERIFY_REPORT_VERSION);
-    verifying v = { .r = { .version = out ? out->version : 1 }, .fn = fn, .payload = payload };
+    v->r = (cuabi_cache_verify_report){ .version = out ? out->version : 1 };
     char *dir;
-    CUABI__TRY(api_dir(&dir, __func__));
+    CUABI__TRY(api_dir(&dir, caller));
     file_info *files = NULL;
     size_t n = 0;
     uint64_t bytes;
     cuabi_status st = CUABI_SUCCESS;
     if (dir && scan_dir(dir, &files, &n, &bytes) != 0)
         st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read the cache directory %s: %s",
-                          __func__, dir, strerror(errno));
-    for (size_t i = 0; st == CUABI_SUCCESS && i < n && !v.stop; i++)
-        if (verify_entry(&v, &files[i]) != 0)
-            st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory reading %s",
-                              __func__, files[i].path);
-    if (st == CUABI_SUCCESS && dir && !v.stop && verify_records(&v, dir) != 0)
-        st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", __func__);
+                          caller, dir, strerror(errno));
+    for (size_t i = 0; st == CUABI_SUCCESS && i < n && !v->stop; i++)
+        verify_entry(v, &files[i]);
+    if (st == CUABI_SUCCESS && dir && !v->stop && verify_records(v, dir) != 0)
+        st = cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     free_files(files, n);
     free(dir);
-    if (out)
-        *out = v.r;
+    if (out) {
+        /* a version-1 report ends before `skipped` */
+        size_t n1 = offsetof(cuabi_cache_verify_report, skipped);
+        memcpy(out, &v->r, out->version >= 2 ? sizeof v->r : n1);
+    }
     return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify(cuabi_cache_verify_report *out,
+                                              cuabi_cache_verify_fn fn, void *payload)
+{
+    verifying v = { .fn = fn, .payload = payload };
+    return verify(out, &v, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_cache_verify_each(cuabi_cache_verify_report *out,
+                                                   cuabi_cache_verify_each_fn fn,
+                                                   void *payload)
+{
+    verifying v = { .each = fn, .payload = payload };
+    return verify(out, &v, __func__);
 }

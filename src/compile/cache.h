@@ -18,6 +18,10 @@
  * and header flags (CUABI__ENTRY_LINKED). */
 #define CUABI__CACHE_FORMAT 3
 #define CUABI__CACHE_FORMAT_STR "3"
+/* The most payload an entry file may hold (its header says how much it holds,
+ * and it is checked against this before anything is read): larger results
+ * are not stored, larger files are bad entries. */
+#define CUABI__CACHE_MAX_ENTRY ((uint64_t)1 << 30)
 /* Header flag: the entry is a linker's output (src/compile/linker.c). */
 #define CUABI__ENTRY_LINKED 1u
 

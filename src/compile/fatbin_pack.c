@@ -120,10 +120,15 @@ static bool find_fatbinary(char *path, size_t len, char *looked, size_t looked_l
     return false;
 }
 
+/* A new file of our own temporary directory: never one that is there
+ * already, nor through a link. */
 static cuabi_status write_file(const char *path, const void *data, size_t size,
                                const char *caller)
 {
-    FILE *f = fopen(path, "wb");
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
     bool ok = f && fwrite(data, 1, size, f) == size;
     if (f && fclose(f) != 0)
         ok = false;

@@ -5,7 +5,12 @@
  * source's own value replaces a default, except `defines`, `include_paths`
  * and `options`, which add to it, and [[header]] tables, which every source
  * gets before its own [[source.header]] ones. Strings are borrowed from the
- * parsed document; everything else is allocated in blocks freed together. */
+ * parsed document; everything else is allocated in blocks freed together.
+ * Unless the caller allows more, everything a manifest makes the library
+ * read — its files, include paths, path-taking options and what its CUDA
+ * C++ sources #include — lies in the manifest's own tree, symbolic links
+ * resolved, and files read as sources or headers are UTF-8 text (issue 29:
+ * a manifest may come from a repository nobody has reviewed). */
 #include "compile/manifest.h"
 
 #include <errno.h>
@@ -15,6 +20,7 @@
 #include <string.h>
 
 #include "util/file.h"
+#include "util/includes.h"
 #include "compile/program.h"
 
 /* ------------------------------------------------------------- storage */
@@ -51,6 +57,8 @@ void cuabi__manifest_free(cuabi__manifest *m)
 typedef struct reader {
     cuabi__manifest *m;
     const char *path, *dir;
+    bool confine;   /* files must lie in the manifest's tree (not allow_outside) */
+    char *root;     /* that tree: `dir`, symbolic links resolved (NULL: unknown, nothing is in it) */
     bool oom;
     bool quiet;     /* reading something a second time: its problems are known */
 } reader;
@@ -88,6 +96,190 @@ static char *resolve_path(reader *r, const char *file)
     if (!keep(r->m, out))
         r->oom = true;
     return out;
+}
+
+/* --------------------------------------------------------- confinement */
+
+/* Whether `path` (relative to the working directory, as it will be opened)
+ * lies in the manifest's tree once every symbolic link is resolved: 1 in
+ * it (or not confined), 0 outside, -1 it cannot be resolved (errno: it does
+ * not exist, ...). *canon (when asked, and 1 returned while confined) is
+ * the resolved path, to open instead: free() it. */
+static int in_tree(const reader *r, const char *path, char **canon)
+{
+    if (canon)
+        *canon = NULL;
+    if (!r->confine)
+        return 1;
+    char *c = realpath(path, NULL);
+    if (!c)
+        return -1;
+    size_t n = r->root ? strlen(r->root) : 0;
+    bool in = r->root && (!strcmp(r->root, "/") ||
+                          (!strncmp(c, r->root, n) && (c[n] == '/' || c[n] == '\0')));
+    if (in && canon)
+        *canon = c;
+    else
+        free(c);
+    return in;
+}
+
+static const char outside_hint[] =
+    "a manifest reads only its own directory tree (symbolic links resolved) unless the caller "
+    "allows more: cuabi cache warm --allow-outside, cuabi_warm_options.allow_outside";
+
+/* Read a file the manifest names (`path`: resolved against its directory)
+ * for `what` ("source", "header"): in its tree unless allowed otherwise —
+ * resolved first, then that resolved path opened without following a link
+ * — a regular file of at most CUABI__FILE_MAX (util/file.h). false after a
+ * problem on the file's line. */
+static bool read_named(reader *r, const cuabi__toml_value *file, const char *what,
+                       const char *path, void **data, size_t *size)
+{
+    char *canon;
+    int in = in_tree(r, path, &canon);
+    if (in == 0) {
+        problem(r, file->line, CUABI_ERROR_INVALID_ARGUMENT, "%s \"%s\" lies outside the "
+                "manifest's directory %s: refused; %s", what, file->str,
+                r->root ? r->root : r->dir, outside_hint);
+        return false;
+    }
+    if (in < 0) {
+        problem(r, file->line, CUABI_ERROR_IO, "cannot open '%s': %s", path, strerror(errno));
+        return false;
+    }
+    cuabi_status st = cuabi__read_file_max(canon ? canon : path, canon ? CUABI__FILE_NOFOLLOW : 0,
+                                           CUABI__FILE_MAX, data, size, what);
+    free(canon);
+    if (st != CUABI_SUCCESS) {
+        const char *msg = cuabi_last_error()->message;
+        size_t skip = strlen(what) + 2; /* "source: " */
+        problem(r, file->line, st, "%s", strlen(msg) >= skip ? msg + skip : msg);
+        cuabi_error_clear();
+        return false;
+    }
+    return true;
+}
+
+/* A file read as a source or header is text: no NUL byte, valid UTF-8 —
+ * else it is refused before any compiler sees it, so that no line of a
+ * file that is not what it claims ends up quoted in a compile error.
+ * (NVVM bitcode is binary: `binary` skips both checks.) */
+static bool is_text(reader *r, int line, const char *what, const char *path, const char *data,
+                    size_t size, bool binary)
+{
+    if (binary)
+        return true;
+    if (strlen(data) != size) {
+        problem(r, line, CUABI_ERROR_INVALID_ARGUMENT, "%s %s holds a NUL byte%s", what, path,
+                !strcmp(what, "source") ? " (only NVVM bitcode may: type = \"nvvm\" or a .bc "
+                                           "file)" : "");
+        return false;
+    }
+    size_t ok = cuabi__utf8_prefix(data, size);
+    if (ok == size)
+        return true;
+    int bad_line = 1;
+    for (size_t i = 0; i < ok; i++)
+        bad_line += data[i] == '\n';
+    problem(r, line, CUABI_ERROR_INVALID_ARGUMENT, "%s %s is not UTF-8 text (line %d): refused, "
+            "so that none of it is quoted in a compile error", what, path, bad_line);
+    return false;
+}
+
+/* Include paths and the paths of path-taking compiler options in a
+ * manifest's `include_paths` / `options` (as the compiler will resolve
+ * them, from the working directory): in the manifest's tree unless allowed
+ * otherwise. A path that does not exist cannot be read from: let through. */
+static bool paths_in_tree(reader *r, const cuabi__toml_value *v, bool options)
+{
+    if (!r->confine || !v || v->kind != CUABI__TOML_ARRAY)
+        return true;
+    static const char *const joined[] = { "-I", "--include-path=", "-include=",
+                                          "--pre-include=", "--use-pch=", "--pch-dir=",
+                                          "--create-pch=" };
+    bool ok = true;
+    for (size_t i = 0; i < v->count; i++) {
+        const cuabi__toml_value *x = v->items[i];
+        if (x->kind != CUABI__TOML_STRING)
+            continue;
+        const char *path = NULL, *opt = x->str;
+        if (!options) {
+            path = opt;
+        } else if ((!strcmp(opt, "-I") || !strcmp(opt, "-include")) && i + 1 < v->count &&
+                   v->items[i + 1]->kind == CUABI__TOML_STRING) {
+            path = v->items[++i]->str;
+            x = v->items[i];
+        } else {
+            for (size_t j = 0; j < sizeof joined / sizeof joined[0] && !path; j++)
+                if (!strncmp(opt, joined[j], strlen(joined[j])) && opt[strlen(joined[j])])
+                    path = opt + strlen(joined[j]);
+        }
+        if (!path)
+            continue;
+        /* a file to create (a PCH): its directory must be in the tree */
+        char *parent = NULL;
+        int in = in_tree(r, path, NULL);
+        if (in < 0 && options) {
+            const char *slash = strrchr(path, '/');
+            parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+                           : strdup(".");
+            in = parent ? in_tree(r, parent, NULL) : -1;
+        }
+        free(parent);
+        if (in == 0) {
+            problem(r, x->line, CUABI_ERROR_INVALID_ARGUMENT, "%s \"%s\" lies outside the "
+                    "manifest's directory %s: refused; %s", options ? "the option's path"
+                    : "include path", path, r->root ? r->root : r->dir, outside_hint);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* The include scan's visitor: stop at the first file outside the tree. */
+typedef struct outside_visit {
+    const reader *r;
+    char path[1024];
+} outside_visit;
+
+static int visit_outside(const char *path, void *ctx)
+{
+    outside_visit *v = ctx;
+    if (in_tree(v->r, path, NULL) != 0)
+        return 0;
+    snprintf(v->path, sizeof v->path, "%s", path);
+    return 1;
+}
+
+/* What a CUDA C++ source can #include (util/includes.h, the scan of the
+ * cache key, resolved as NVRTC resolves it): in the manifest's tree unless
+ * allowed otherwise, so `#include "/etc/passwd"` or a quoted include next
+ * to a `name` elsewhere never reaches the compiler (whose error would
+ * quote the file). An include the scan cannot follow is refused too: what
+ * it reads cannot be known. */
+static bool includes_in_tree(reader *r, const cuabi__manifest_source *src)
+{
+    if (!r->confine || src->type != CUABI_CODE_CUDA_CXX)
+        return true;
+    outside_visit v = { .r = r };
+    char why[512];
+    int result;
+    if (cuabi__includes_visit(&result, src->name, src->text, src->size, &src->options,
+                              visit_outside, &v, why, sizeof why) != CUABI_SUCCESS) {
+        cuabi_error_clear();
+        r->oom = true;
+        return false;
+    }
+    if (result == CUABI__INCLUDES_STOPPED)
+        problem(r, src->line, CUABI_ERROR_INVALID_ARGUMENT, "%s includes %s, which lies outside "
+                "the manifest's directory %s: refused; %s", src->name, v.path,
+                r->root ? r->root : r->dir, outside_hint);
+    else if (result == CUABI__INCLUDES_UNRESOLVED)
+        problem(r, src->line, CUABI_ERROR_INVALID_ARGUMENT, "which files %s includes cannot be "
+                "told without compiling (%s), so it is not compiled: %s", src->name, why,
+                outside_hint);
+    return result != CUABI__INCLUDES_STOPPED && result != CUABI__INCLUDES_UNRESOLVED;
 }
 
 /* ------------------------------------------------------------ settings */
@@ -142,6 +334,23 @@ static void gather(reader *r, const cuabi__toml_value *t, settings *s, bool in_s
             problem(r, t->items[i]->line, CUABI_ERROR_INVALID_ARGUMENT,
                     "unknown key \"%s\" in %s (known: %s)", k, where, known_keys);
     }
+}
+
+/* A `name` (of a source or a header) is text the compiler and every log
+ * show: valid UTF-8 without a NUL byte, or a problem (once: the TOML reader
+ * has reported invalid UTF-8 on its line already, when it could). */
+static bool good_name(reader *r, const cuabi__toml_value *name)
+{
+    bool nul = strlen(name->str) != name->len;
+    if (!nul && cuabi__utf8_valid(name->str, name->len))
+        return true;
+    bool told = false;
+    for (size_t i = 0; i < r->m->doc.num_errors && !told; i++)
+        told = r->m->doc.errors[i].line == name->line;
+    if (!told)
+        problem(r, name->line, CUABI_ERROR_INVALID_ARGUMENT, "\"name\" %s",
+                nul ? "holds a NUL byte" : "is not valid UTF-8");
+    return false;
 }
 
 static bool is_kind(reader *r, const cuabi__toml_value *v, const char *key,
@@ -260,8 +469,9 @@ static bool apply(reader *r, const settings *s, cuabi__manifest_source *src)
           flag(r, s->libdevice, "libdevice", &o->libdevice);
     ok &= strings(r, s->defines, "defines", false, &o->defines, &o->num_defines);
     ok &= strings(r, s->include_paths, "include_paths", false, &o->include_paths,
-                  &o->num_include_paths);
-    ok &= strings(r, s->options, "options", false, &o->extra_options, &o->num_extra_options);
+                  &o->num_include_paths) && paths_in_tree(r, s->include_paths, false);
+    ok &= strings(r, s->options, "options", false, &o->extra_options, &o->num_extra_options) &&
+          paths_in_tree(r, s->options, true);
     if (s->archs) { /* replaces */
         src->archs = NULL;
         src->num_archs = 0;
@@ -326,6 +536,12 @@ static bool headers(reader *r, const cuabi__toml_value *list, cuabi__manifest_so
             ok = false;
             continue;
         }
+        if (!good_name(r, name)) {
+            ok = false;
+            continue;
+        }
+        if (h->damaged) /* a TOML error in it (reported already): read on, use none of it */
+            ok = false;
         names[o->num_headers] = name->str;
         if (code) {
             if (!is_kind(r, code, "code", CUABI__TOML_STRING)) {
@@ -342,17 +558,11 @@ static bool headers(reader *r, const cuabi__toml_value *list, cuabi__manifest_so
         const char *path = resolve_path(r, file->str);
         void *data = NULL;
         size_t size;
-        if (!path || cuabi__read_file(path, &data, &size, "header") != CUABI_SUCCESS) {
-            if (path)
-                problem(r, file->line, cuabi_last_error()->status, "%s",
-                        cuabi_last_error()->message + sizeof "header: " - 1);
-            cuabi_error_clear();
+        if (!path || !read_named(r, file, "header", path, &data, &size)) {
             ok = false;
             continue;
         }
-        if (strlen(data) != size) {
-            problem(r, file->line, CUABI_ERROR_INVALID_ARGUMENT, "header %s holds a NUL byte",
-                    path);
+        if (!is_text(r, file->line, "header", path, data, size, false)) {
             cuabi__free(data);
             ok = false;
             continue;
@@ -398,7 +608,8 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
                 "\"path\" or code = \"\"\"...\"\"\"%s", file ? ", not both" : "");
         return false;
     }
-    if (name && (!is_kind(r, name, "name", CUABI__TOML_STRING) || !name->len))
+    if (name && (!is_kind(r, name, "name", CUABI__TOML_STRING) || !name->len ||
+                 !good_name(r, name)))
         return false;
     if (code) {
         if (!is_kind(r, code, "code", CUABI__TOML_STRING))
@@ -420,21 +631,17 @@ static bool source_text(reader *r, const cuabi__toml_value *t, cuabi__manifest_s
     const char *path = resolve_path(r, file->str);
     void *data = NULL;
     size_t size;
-    if (!path)
+    if (!path || !read_named(r, file, "source", path, &data, &size))
         return false;
-    if (cuabi__read_file(path, &data, &size, "source") != CUABI_SUCCESS) {
-        problem(r, file->line, cuabi_last_error()->status, "%s",
-                cuabi_last_error()->message + sizeof "source: " - 1);
-        cuabi_error_clear();
-        return false;
-    }
     if (src->type == CUABI_CODE_NONE) /* no type given: the file's extension says */
         src->type = type_of_file(file);
-    /* NVVM bitcode (.bc) is binary; every other kind is text */
-    if (!size || (src->type != CUABI_CODE_NVVM && strlen(data) != size)) {
-        problem(r, file->line, CUABI_ERROR_INVALID_ARGUMENT, "source %s %s", path,
-                size ? "holds a NUL byte (only NVVM bitcode may: type = \"nvvm\" or a .bc "
-                       "file)" : "is empty");
+    /* NVVM IR may be bitcode, which is binary; every other kind is text */
+    bool binary = src->type == CUABI_CODE_NVVM && size >= 4 &&
+                  (!memcmp(data, "BC\xc0\xde", 4) || !memcmp(data, "\xde\xc0\x17\x0b", 4) ||
+                   strlen(data) != size);
+    if (!size)
+        problem(r, file->line, CUABI_ERROR_INVALID_ARGUMENT, "source %s is empty", path);
+    if (!size || !is_text(r, file->line, "source", path, data, size, binary)) {
         cuabi__free(data);
         return false;
     }
@@ -488,7 +695,9 @@ static void read_source(reader *r, const cuabi__toml_value *t, const cuabi__mani
     settings own = { 0 };
     size_t before = r->m->num_problems;
     gather(r, t, &own, true, "[[source]]");
-    bool ok = r->m->num_problems == before; /* an unknown key is likely a misspelt one */
+    /* an unknown key is likely a misspelt one; a TOML error in the table
+     * (reported already) may have dropped or mangled a value */
+    bool ok = r->m->num_problems == before && !t->damaged;
     ok &= apply(r, &own, &src); /* an explicit type before the file's extension */
     ok &= source_text(r, t, &src);
     if (src.type == CUABI_CODE_NONE)
@@ -505,7 +714,7 @@ static void read_source(reader *r, const cuabi__toml_value *t, const cuabi__mani
     ok &= strings(r, names, "name_expressions", false, &src.options.name_expressions,
                   &src.options.num_name_expressions);
     ok &= headers(r, cuabi__toml_get(t, "header"), &src, "source.header");
-    if (!ok || r->oom)
+    if (!ok || r->oom || !includes_in_tree(r, &src))
         return;
     cuabi__manifest *m = r->m;
     cuabi__manifest_source *s = realloc(m->sources, (m->num_sources + 1) * sizeof *s);
@@ -526,13 +735,16 @@ static const cuabi__manifest_source *base_for(cuabi_code_type type,
 }
 
 cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t size,
-                                  const char *path, const char *dir, const char *caller)
+                                  const char *path, const char *dir, unsigned flags,
+                                  const char *caller)
 {
     *m = (cuabi__manifest){ 0 };
     if (cuabi__toml_parse(&m->doc, text, size) != 0)
         return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory reading %s", caller,
                             path);
-    reader r = { m, path, dir, false, false };
+    bool confine = !(flags & CUABI__MANIFEST_ALLOW_OUTSIDE);
+    reader r = { .m = m, .path = path, .dir = dir, .confine = confine,
+                 .root = confine ? realpath(dir, NULL) : NULL };
     for (size_t i = 0; i < m->doc.num_errors; i++)
         problem(&r, m->doc.errors[i].line, CUABI_ERROR_INVALID_ARGUMENT, "%s",
                 m->doc.errors[i].message);
@@ -543,7 +755,7 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
     settings top = { 0 };
     size_t before = m->num_problems;
     gather(&r, m->doc.root, &top, false, "the top level");
-    bool base_ok = m->num_problems == before;
+    bool base_ok = m->num_problems == before && !m->doc.root->damaged;
     base_ok &= apply(&r, &top, &base);
     base_ok &= headers(&r, cuabi__toml_get(m->doc.root, "header"), &base, "header");
     base.options.libdevice = 0; /* NVVM IR's only */
@@ -577,6 +789,7 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
          i++)
         read_source(&r, sources->items[i], base_for(kind_of_source(sources->items[i], &top),
                                                     &base, &base_ptx, &base_nvvm));
+    free(r.root);
     if (r.oom) {
         cuabi__manifest_free(m);
         return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory reading %s", caller,
@@ -585,7 +798,8 @@ cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t s
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__manifest_load(cuabi__manifest *m, const char *path, const char *caller)
+cuabi_status cuabi__manifest_load(cuabi__manifest *m, const char *path, unsigned flags,
+                                  const char *caller)
 {
     *m = (cuabi__manifest){ 0 };
     void *text;
@@ -593,7 +807,7 @@ cuabi_status cuabi__manifest_load(cuabi__manifest *m, const char *path, const ch
     CUABI__TRY(cuabi__read_file(path, &text, &size, caller));
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    cuabi_status st = dir ? cuabi__manifest_read(m, text, size, path, dir, caller)
+    cuabi_status st = dir ? cuabi__manifest_read(m, text, size, path, dir, flags, caller)
                           : cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     free(dir);
     cuabi__free(text);

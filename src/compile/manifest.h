@@ -4,9 +4,10 @@
  * examples/precompile.toml).
  *
  * Every problem — a TOML syntax error, an unknown key, a value of the wrong
- * kind, a file that cannot be read, a malformed architecture — is kept with
- * its line, and the sources without problems are still listed: the caller
- * compiles those and reports the rest. */
+ * kind, a file that cannot be read or lies outside the manifest's tree, a
+ * malformed architecture — is kept with its line, and the sources without
+ * problems are still listed: the caller compiles those and reports the
+ * rest. */
 #ifndef CUABI_MANIFEST_H
 #define CUABI_MANIFEST_H
 
@@ -43,14 +44,26 @@ typedef struct cuabi__manifest {
     size_t num_blocks, cap_blocks;
 } cuabi__manifest;
 
+/* cuabi__manifest_load / _read flags. By default a manifest is confined to
+ * its own directory tree (issue 29 item 8: a manifest from an untrusted
+ * repository must not copy readable files into a compile error): every
+ * `file` (symbolic links resolved), include path, path-taking option and
+ * file its CUDA C++ sources can #include lies in it, or is a problem; and a
+ * file read as a source or header is UTF-8 text without NUL bytes (NVVM
+ * bitcode aside). Only the caller can lift the confinement, never the
+ * manifest. */
+#define CUABI__MANIFEST_ALLOW_OUTSIDE 1u
+
 /* Read the manifest at `path`; relative file names in it are relative to
  * its directory. CUABI_ERROR_IO when it cannot be read at all,
  * OUT_OF_MEMORY; otherwise CUABI_SUCCESS with its sources and problems. */
-cuabi_status cuabi__manifest_load(cuabi__manifest *m, const char *path, const char *caller);
+cuabi_status cuabi__manifest_load(cuabi__manifest *m, const char *path, unsigned flags,
+                                  const char *caller);
 /* The same from text (`path` names it in messages; `dir` for relative
- * file names). */
+ * file names, and the tree it is confined to). */
 cuabi_status cuabi__manifest_read(cuabi__manifest *m, const char *text, size_t size,
-                                  const char *path, const char *dir, const char *caller);
+                                  const char *path, const char *dir, unsigned flags,
+                                  const char *caller);
 void cuabi__manifest_free(cuabi__manifest *m);
 
 #endif

@@ -1,5 +1,6 @@
 /* NVVM IR programs through libNVVM: see nvvm.h (loading it: src/platform/nvvm_lib.c). */
 #include "compile/nvvm.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,28 +9,23 @@
 
 /* ---------------------------------------------------------- libdevice */
 
+/* Read as every file is (util/file.h): a FIFO or a device at the path is
+ * refused, never waited on, and a file over CUABI__FILE_MAX is not read. */
 static cuabi_status read_libdevice(char **data, size_t *size, const char *caller)
 {
-    char path[4096], why[1024];
+    char path[4096], why[1024], who[128];
     if (cuabi__libdevice_locate(path, sizeof path, why, sizeof why) != 0)
         return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: options.libdevice = 1: %s", caller, why);
-    FILE *f = fopen(path, "rb");
-    long n = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0)
-        n = ftell(f);
-    cuabi_status st = CUABI_SUCCESS;
-    if (n <= 0 || fseek(f, 0, SEEK_SET) != 0)
-        st = cuabi__error(CUABI_ERROR_IO, "%s: cannot read libdevice %s: %s", caller, path,
-                          n == 0 ? "empty file" : strerror(errno));
-    else if (!(*data = cuabi__malloc((size_t)n)))
-        st = CUABI_ERROR_OUT_OF_MEMORY;
-    else if (fread(*data, 1, (size_t)n, f) != (size_t)n)
-        st = cuabi__error(CUABI_ERROR_IO, "%s: short read of libdevice %s", caller, path);
-    else
-        *size = (size_t)n;
-    if (f)
-        fclose(f);
-    return st;
+    snprintf(who, sizeof who, "%s: libdevice", caller);
+    void *bytes;
+    CUABI__TRY(cuabi__read_file(path, &bytes, size, who));
+    if (*size == 0) {
+        cuabi__free(bytes);
+        return cuabi__error(CUABI_ERROR_IO, "%s: cannot read libdevice %s: empty file", caller,
+                            path);
+    }
+    *data = bytes;
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ options */

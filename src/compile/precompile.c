@@ -436,8 +436,11 @@ CUABI_EXTERN(cuabi_status) cuabi_cache_warm_manifest(cuabi_warm_summary *out, co
         }
     }
     CUABI__TRY(cache_usable(__func__));
+    /* allow_outside: version 2 on (a version-1 struct ends before it) */
+    bool outside = options && options->version >= 2 && options->allow_outside;
     cuabi__manifest m;
-    CUABI__TRY(cuabi__manifest_load(&m, path, __func__));
+    CUABI__TRY(cuabi__manifest_load(&m, path, outside ? CUABI__MANIFEST_ALLOW_OUTSIDE : 0,
+                                    __func__));
     size_t n;
     job *jobs = manifest_jobs(&m, options, &n);
     if (n && !jobs) {

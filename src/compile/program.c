@@ -8,12 +8,15 @@
  * into an object code for the caller. */
 #include "compile/program.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile/fatbin.h"
+#include "util/file.h"
 #include "util/includes.h"
 #include "platform/libident.h"
 #include "compile/nvvm.h"
@@ -534,8 +537,18 @@ static cuabi_status libdevice_ident(cuabi__ident_text *t, const char *caller)
     cuabi__file_id id;
     if (cuabi__libdevice_locate(path, sizeof path, why, sizeof why) != 0)
         return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: options.libdevice = 1: %s", caller, why);
-    if (cuabi__file_id_read(&id, path) != 0)
-        return cuabi__error(CUABI_ERROR_IO, "%s: cannot read libdevice %s", caller, path);
+    if (cuabi__file_id_read(&id, path) != 0) {
+        /* why: what the file is (a FIFO is refused, never waited on), else errno's */
+        int err = errno;
+        struct stat st;
+        int fd = cuabi__file_open(path, 0, UINT64_MAX, &st, why, sizeof why);
+        if (fd >= 0) {
+            close(fd);
+            snprintf(why, sizeof why, "%s", strerror(err));
+        }
+        return cuabi__error(CUABI_ERROR_IO, "%s: cannot read libdevice %s: %s", caller, path,
+                            why);
+    }
     int n = snprintf(t->s, sizeof t->s, "libdevice %s %" PRIu64 " %" PRId64, id.path, id.size,
                      id.mtime_ns);
     t->len = n < 0 ? 0 : (size_t)n < sizeof t->s ? (size_t)n : sizeof t->s - 1;

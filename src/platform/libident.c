@@ -10,6 +10,7 @@
  * loaded file's identity replaces the guess as soon as a miss loads the
  * library, so an entry is never stored under the wrong compiler. */
 #include "platform/libident.h"
+#include "util/file.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,13 +43,13 @@ static bool own_elf(unsigned char *cls, unsigned *machine)
     return true;
 }
 
-/* A regular file holding a shared object this process could load. */
+/* A regular file holding a shared object this process could load. Opened
+ * as every file is (util/file.h): a FIFO there is refused, not waited on. */
 static bool loadable(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[256];
+    int fd = cuabi__file_open(path, 0, UINT64_MAX, &st, why, sizeof why);
     if (fd < 0)
         return false;
     ElfW(Ehdr) h;
@@ -116,16 +117,11 @@ int cuabi__file_id_read(cuabi__file_id *out, const char *path)
     }
     strcpy(out->path, canon);
     free(canon);
-    int fd = open(out->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    char why[256];
+    int fd = cuabi__file_open(out->path, 0, UINT64_MAX, &st, why, sizeof why);
     if (fd < 0)
         return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
     out->size = (uint64_t)st.st_size;
     out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     out->build_id_len = build_id(fd, out->build_id, sizeof out->build_id);
@@ -161,13 +157,14 @@ static bool found_at(char *out, size_t cap, const char *dir, const char *name)
 static bool from_ld_cache(char *out, size_t cap, const char *name)
 {
     static const char new_magic[] = "glibc-ld.so.cache1.1";
-    int fd = open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC);
     struct stat st;
+    char why[256];
+    int fd = cuabi__file_open("/etc/ld.so.cache", 0, (64 << 20) - 1, &st, why, sizeof why);
     if (fd < 0)
         return false;
     uint8_t *buf = NULL;
     size_t size = 0;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20)) {
+    if (st.st_size > 0) {
         size = (size_t)st.st_size;
         buf = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (buf == MAP_FAILED)
@@ -344,22 +341,49 @@ static bool checksum_ok(const char *text)
     return !strcmp(sum, want);
 }
 
+#define RECORD_MAX 8192
+
+/* A record file's text, NUL-terminated, into text[RECORD_MAX + 64]: opened
+ * as every file is (util/file.h: a FIFO refused, never waited on), never
+ * through a symbolic link, and only when it is this user's own (a shared
+ * cache directory may hold another user's). 1 read; 0 not read (missing,
+ * unreadable: why says); -1 not a record at all (not a regular file, too
+ * large); -2 not this user's (owner or mode). */
+static int record_text(const char *path, char *text, char *why, size_t why_cap)
+{
+    struct stat st;
+    int fd = cuabi__file_open(path, CUABI__FILE_NOFOLLOW, RECORD_MAX + 63, &st, why, why_cap);
+    if (fd < 0)
+        return fd == CUABI__FILE_ERR_OPEN ? 0 : -1;
+    if (cuabi__file_owned(&st, geteuid(), why, why_cap) != 0) {
+        close(fd);
+        return -2;
+    }
+    char *data;
+    size_t n;
+    int r = cuabi__file_read_fd(fd, (uint64_t)st.st_size, RECORD_MAX + 63, false, &data, &n);
+    int err = errno;
+    close(fd);
+    if (r != 0) {
+        snprintf(why, why_cap, "%s", strerror(err));
+        return err == EFBIG ? -1 : 0;
+    }
+    memcpy(text, data, n + 1);
+    free(data);
+    return 1;
+}
+
 int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file_id *id,
                              int *version)
 {
     char *path = cuabi__ident_record_path(dir, lib, id);
     if (!path)
         return -1;
-    char text[8192 + 64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    char text[RECORD_MAX + 64], why[256];
+    int r = record_text(path, text, why, sizeof why);
     free(path);
-    if (fd < 0)
+    if (r != 1 || !text[0])
         return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    text[n] = '\0';
     /* The last line is "checksum <16 hex>" over everything before it. */
     if (!checksum_ok(text))
         return -1;
@@ -369,7 +393,7 @@ int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file
     const char *vline = strstr(text, "\nversion ");
     if (!vline || sscanf(vline, "\nversion %d\n", &v) != 1 || v <= 0)
         return -1;
-    char body[8192];
+    char body[RECORD_MAX];
     int len = record_body(body, sizeof body, lib, id, v);
     if (len < 0 || (size_t)len >= sizeof body || (size_t)len != (size_t)(sum - text) ||
         memcmp(body, text, (size_t)len))
@@ -378,18 +402,19 @@ int cuabi__ident_record_read(const char *dir, const char *lib, const cuabi__file
     return 0;
 }
 
-int cuabi__ident_record_intact(const char *path)
+int cuabi__ident_record_intact(const char *path, char *why, size_t why_cap)
 {
-    char text[8192 + 64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    char text[RECORD_MAX + 64];
+    int r = record_text(path, text, why, why_cap);
+    if (r == 0 || r == -2)
         return -1;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    text[n] = '\0';
-    return !strncmp(text, RECORD_MAGIC "\n", sizeof RECORD_MAGIC) && checksum_ok(text);
+    if (r == -1)
+        return 0;
+    if (strncmp(text, RECORD_MAGIC "\n", sizeof RECORD_MAGIC) || !checksum_ok(text)) {
+        snprintf(why, why_cap, "damaged compiler identity record");
+        return 0;
+    }
+    return 1;
 }
 
 bool cuabi__ident_record_name(const char *name)
@@ -400,7 +425,7 @@ bool cuabi__ident_record_name(const char *name)
 int cuabi__ident_record_write(const char *dir, const char *lib, const cuabi__file_id *id,
                               int version)
 {
-    char text[8192 + 64];
+    char text[RECORD_MAX + 64];
     int len = record_body(text, sizeof text - 64, lib, id, version);
     if (len < 0 || (size_t)len >= sizeof text - 64)
         return -1;

@@ -52,8 +52,11 @@ int cuabi__ident_record_write(const char *dir, const char *lib, const cuabi__fil
 /* The record's file name for `id` (caller frees), or NULL. */
 char *cuabi__ident_record_path(const char *dir, const char *lib, const cuabi__file_id *id);
 /* Whether the file at `path` is a whole identity record (format and
- * checksum; cuabi_cache_verify): 1 whole, 0 damaged, -1 unreadable. */
-int cuabi__ident_record_intact(const char *path);
+ * checksum; cuabi_cache_verify): 1 whole; 0 damaged or not a record (not a
+ * regular file, a symbolic link, too large); -1 left alone: unreadable, or
+ * not this user's own (owner or mode, util/file.h). `why` says for 0 and -1.
+ * Records are read this way everywhere: another user's is never trusted. */
+int cuabi__ident_record_intact(const char *path, char *why, size_t why_cap);
 /* Whether a directory entry's name is an identity record's. */
 bool cuabi__ident_record_name(const char *name);
 

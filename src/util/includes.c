@@ -8,6 +8,7 @@
  * (by content hash), so a compile that hits the in-memory cache costs a
  * stat per reachable file and no reading. One mutex guards it all. */
 #include "util/includes.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -458,23 +459,24 @@ static int file_unit(const char *path, const file_entry **out, char *why, size_t
         snprintf(why, cap, "%s is larger than %zu MiB", path, MAX_FILE >> 20);
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    char *data = fd >= 0 ? malloc((size_t)st.st_size + 1) : NULL;
-    size_t got = 0;
-    while (data && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, data + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
+    /* Opened as every file is (util/file.h): what was a regular file at the
+     * stat may be a FIFO by now, and must not block the compile. */
+    struct stat ost;
+    char whyopen[256];
+    int fd = cuabi__file_open(path, 0, MAX_FILE, &ost, whyopen, sizeof whyopen);
+    if (fd < 0) {
+        snprintf(why, cap, "cannot read %s: %s", path, whyopen);
+        return -1;
     }
+    char *data = NULL;
+    size_t got = 0;
+    int r = ost.st_dev != st.st_dev || ost.st_ino != st.st_ino ? (errno = EAGAIN, -1)
+            : cuabi__file_read_fd(fd, (uint64_t)st.st_size, MAX_FILE, false, &data, &got);
     int err = errno;
-    if (fd >= 0)
-        close(fd);
-    if (!data || got != (size_t)st.st_size) {
-        snprintf(why, cap, "cannot read %s: %s", path, fd < 0 || !data ? strerror(err) :
-                 "it changed while being read");
+    close(fd);
+    if (r != 0 || got != (size_t)st.st_size) {
+        snprintf(why, cap, "cannot read %s: %s", path, r != 0 && err == ENOMEM
+                 ? strerror(err) : "it changed while being read");
         free(data);
         return -1;
     }
@@ -540,6 +542,10 @@ typedef struct scan {
     bool oom, unresolved, any;
     char *why;
     size_t why_cap;
+    /* cuabi__includes_visit: told of each file an include reads; non-zero stops */
+    int (*visit)(const char *path, void *ctx);
+    void *visit_ctx;
+    bool stopped;
 } scan;
 
 /* Length-prefixed fields into the digest. */
@@ -651,8 +657,14 @@ static bool try_file(scan *s, const char *path, bool has_only)
         event(s, 'E', path, NULL, NULL, 0);
     } else {
         event(s, 'F', path, NULL, &f->hash, sizeof f->hash);
-        if (!seen_before(s, "F", path))
+        if (!seen_before(s, "F", path)) {
+            if (s->visit && s->visit(path, s->visit_ctx) != 0) {
+                s->stopped = true;
+                s->unresolved = true; /* stops every loop of the scan */
+                return true;
+            }
             enqueue(s, &f->u, path, path);
+        }
     }
     return true;
 }
@@ -927,40 +939,60 @@ static void run(scan *s, const char *name, const char *source, size_t size)
                        "\"file\" or <file>", s->pend[i].shown, s->pend[i].macro);
 }
 
+/* One scan of a compile (digest and/or visits); *result as below. */
+static cuabi_status scan_compile(scan *s, int *result, uint8_t digest[16], const char *name,
+                                 const char *source, size_t size)
+{
+    *result = CUABI__INCLUDES_NONE;
+    if (s->why_cap)
+        s->why[0] = '\0';
+    if (!may_include(source, size, s->o))
+        return CUABI_SUCCESS;
+    XXH3_INITSTATE(&s->st);
+    XXH3_128bits_reset(&s->st);
+    pthread_mutex_lock(&mem.lock);
+    if (mem.ntexts > MAX_TEXTS || mem.nfiles > MAX_FILES)
+        forget_all(); /* nothing of theirs is in use between scans */
+    mem.scan++;
+    run(s, name ? name : "program.cu", source, size);
+    pthread_mutex_unlock(&mem.lock);
+    if (s->oom) {
+        scan_free(s);
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "cuabi_program_compile: out of memory "
+                            "scanning the includes");
+    }
+    if (s->stopped) {
+        *result = CUABI__INCLUDES_STOPPED;
+    } else if (s->unresolved) {
+        *result = CUABI__INCLUDES_UNRESOLVED;
+    } else if (s->any) {
+        if (digest) {
+            XXH128_canonical_t c;
+            XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&s->st));
+            memcpy(digest, c.digest, 16);
+        }
+        *result = CUABI__INCLUDES_HASHED;
+    }
+    scan_free(s);
+    return CUABI_SUCCESS;
+}
+
 cuabi_status cuabi__includes_digest(int *result, uint8_t digest[16], const char *name,
                                     const char *source, size_t size,
                                     const cuabi_program_options *o, char *why, size_t why_cap)
 {
     static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
-    if (!o)
-        o = &defaults;
-    *result = CUABI__INCLUDES_NONE;
-    if (why_cap)
-        why[0] = '\0';
-    if (!may_include(source, size, o))
-        return CUABI_SUCCESS;
-    scan s = { .o = o, .why = why, .why_cap = why_cap };
-    XXH3_INITSTATE(&s.st);
-    XXH3_128bits_reset(&s.st);
-    pthread_mutex_lock(&mem.lock);
-    if (mem.ntexts > MAX_TEXTS || mem.nfiles > MAX_FILES)
-        forget_all(); /* nothing of theirs is in use between scans */
-    mem.scan++;
-    run(&s, name ? name : "program.cu", source, size);
-    pthread_mutex_unlock(&mem.lock);
-    if (s.oom) {
-        scan_free(&s);
-        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "cuabi_program_compile: out of memory "
-                            "scanning the includes");
-    }
-    if (s.unresolved) {
-        *result = CUABI__INCLUDES_UNRESOLVED;
-    } else if (s.any) {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&s.st));
-        memcpy(digest, c.digest, 16);
-        *result = CUABI__INCLUDES_HASHED;
-    }
-    scan_free(&s);
-    return CUABI_SUCCESS;
+    scan s = { .o = o ? o : &defaults, .why = why, .why_cap = why_cap };
+    return scan_compile(&s, result, digest, name, source, size);
+}
+
+cuabi_status cuabi__includes_visit(int *result, const char *name, const char *source,
+                                   size_t size, const cuabi_program_options *o,
+                                   int (*visit)(const char *path, void *ctx), void *ctx,
+                                   char *why, size_t why_cap)
+{
+    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
+    scan s = { .o = o ? o : &defaults, .why = why, .why_cap = why_cap, .visit = visit,
+               .visit_ctx = ctx };
+    return scan_compile(&s, result, NULL, name, source, size);
 }

@@ -1,7 +1,7 @@
 /* The TOML subset reader: see toml.h. A hand-written recursive-descent
  * parser over the whole text; values form a tree of cuabi__toml_value.
  * Errors are collected with their line; after one, the parser skips to the
- * next line and goes on. */
+ * next line, marks the table that line belongs to damaged, and goes on. */
 #include "util/toml.h"
 
 #include <stdarg.h>
@@ -20,6 +20,8 @@ typedef struct parser {
     cuabi__toml_value *current;   /* receives key = value; NULL: drop them */
     bool oom;
     bool failed;                  /* this line had an error */
+    int *bad_lines;               /* lines holding invalid UTF-8, in order */
+    size_t nbad, next_bad;
 } parser;
 
 /* ------------------------------------------------------------- values */
@@ -766,34 +768,109 @@ static void key_value(parser *ps)
     free_parts(parts, n);
 }
 
-/* Each line holding an invalid UTF-8 sequence is reported once. */
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_char(const unsigned char *p, size_t n)
+{
+    unsigned c = *p;
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (!len || n < len)
+        return 0;
+    uint32_t cp = len == 1 ? c : len == 2 ? c & 31 : len == 3 ? c & 15 : c & 7;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 63);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+size_t cuabi__utf8_prefix(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    for (size_t len; i < n && (len = utf8_char(p + i, n - i)); i += len)
+        ;
+    return i;
+}
+
+bool cuabi__utf8_valid(const char *s, size_t n)
+{
+    return cuabi__utf8_prefix(s, n) == n;
+}
+
+/* Each line holding an invalid UTF-8 sequence is reported once, and kept
+ * in ps->bad_lines: the table that line belongs to is marked damaged. */
 static void check_utf8(parser *ps, const char *s, const char *end)
 {
     int line = 1, bad_line = 0;
     for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)end;) {
-        unsigned c = *p;
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = n > 0 && (size_t)((const unsigned char *)end - p) >= n;
-        uint32_t cp = n == 1 ? c : n == 2 ? c & 31 : n == 3 ? c & 15 : c & 7;
-        for (size_t i = 1; ok && i < n; i++) {
-            ok = (p[i] & 0xc0) == 0x80;
-            cp = cp << 6 | (p[i] & 63);
-        }
-        ok = ok && !(n == 2 && cp < 0x80) && !(n == 3 && cp < 0x800) &&
-             !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) && !(cp >= 0xd800 && cp <= 0xdfff);
-        if (!ok && bad_line != line) {
+        size_t n = utf8_char(p, (size_t)((const unsigned char *)end - p));
+        if (!n && bad_line != line) {
             error_at(ps, line, "invalid UTF-8");
             bad_line = line;
+            int *b = realloc(ps->bad_lines, (ps->nbad + 1) * sizeof *b);
+            if (!b) {
+                ps->oom = true;
+                return;
+            }
+            ps->bad_lines = b;
+            ps->bad_lines[ps->nbad++] = line;
         }
-        if (c == '\n')
+        if (*p == '\n')
             line++;
-        p += ok ? n : 1;
+        p += n ? n : 1;
+    }
+}
+
+/* Whether a line from `first` to `last` holds invalid UTF-8 (lines are
+ * asked about in order). */
+static bool bad_utf8_in(parser *ps, int first, int last)
+{
+    while (ps->next_bad < ps->nbad && ps->bad_lines[ps->next_bad] < first)
+        ps->next_bad++;
+    return ps->next_bad < ps->nbad && ps->bad_lines[ps->next_bad] <= last;
+}
+
+/* One line of the document (or several: a multi-line string or array). */
+static void one_line(parser *ps)
+{
+    skip_ws(ps);
+    skip_comment(ps);
+    if (ps->p >= ps->end)
+        return;
+    if (at_newline(ps)) {
+        take_newline(ps);
+        return;
+    }
+    bool is_header = *ps->p == '[';
+    if (is_header)
+        header(ps);
+    else
+        key_value(ps);
+    if (ps->failed) {
+        skip_line(ps);
+        return;
+    }
+    skip_ws(ps);
+    skip_comment(ps);
+    if (ps->p < ps->end && !at_newline(ps)) {
+        error(ps, "unexpected %s after the %s (one per line)", shown(ps),
+              is_header ? "table header" : "value");
+        skip_line(ps);
     }
 }
 
 int cuabi__toml_parse(cuabi__toml_doc *out, const char *text, size_t size)
 {
     *out = (cuabi__toml_doc){ 0 };
+    /* A UTF-8 byte order mark is not part of the text (TOML allows it). */
+    if (size >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) {
+        text += 3;
+        size -= 3;
+    }
     parser ps = { .p = text, .end = text + size, .line = 1, .doc = out };
     out->root = new_value(&ps, CUABI__TOML_TABLE, 1);
     if (!out->root)
@@ -802,32 +879,15 @@ int cuabi__toml_parse(cuabi__toml_doc *out, const char *text, size_t size)
     ps.current = out->root;
     check_utf8(&ps, text, text + size);
     while (ps.p < ps.end && !ps.oom) {
+        int first = ps.line;
         ps.failed = false;
-        skip_ws(&ps);
-        skip_comment(&ps);
-        if (ps.p >= ps.end)
-            break;
-        if (at_newline(&ps)) {
-            take_newline(&ps);
-            continue;
-        }
-        bool is_header = *ps.p == '[';
-        if (is_header)
-            header(&ps);
-        else
-            key_value(&ps);
-        if (ps.failed) {
-            skip_line(&ps);
-            continue;
-        }
-        skip_ws(&ps);
-        skip_comment(&ps);
-        if (ps.p < ps.end && !at_newline(&ps)) {
-            error(&ps, "unexpected %s after the %s (one per line)", shown(&ps),
-                  is_header ? "table header" : "value");
-            skip_line(&ps);
-        }
+        one_line(&ps);
+        /* the line's last: a newline taken ends the line before it */
+        int last = ps.line > first && ps.p[-1] == '\n' ? ps.line - 1 : ps.line;
+        if (ps.current && (ps.failed || bad_utf8_in(&ps, first, last)))
+            ps.current->damaged = true; /* a value of it may be missing or wrong */
     }
+    free(ps.bad_lines);
     if (ps.oom) {
         cuabi__toml_free(out);
         return -1;

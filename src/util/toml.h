@@ -7,7 +7,9 @@
  *
  * No C TOML library is packaged for Debian (only C++ ones), hence this one.
  * It reports every problem with its line and goes on: a bad line is
- * skipped, the keys under a bad table header are dropped, the rest is read.
+ * skipped (and the table it belongs to marked `damaged`), the keys under a
+ * bad table header are dropped, the rest is read. A UTF-8 byte order mark
+ * at the start is skipped.
  * Nothing here allocates through cuabi__malloc: out of memory is a return
  * value, the caller records it. */
 #ifndef CUABI_TOML_H
@@ -39,6 +41,8 @@ struct cuabi__toml_value {
     bool of_tables;               /* ARRAY made by [[...]] */
     bool defined;                 /* TABLE: has its own [header] or was written as a value */
     bool dotted;                  /* TABLE: made by a dotted key (a.b = 1) */
+    bool damaged;                 /* TABLE: a line of it had an error (a syntax error, invalid
+                                     UTF-8): a value may be missing or not what was meant */
 };
 
 typedef struct cuabi__toml_error {
@@ -61,5 +65,11 @@ void cuabi__toml_free(cuabi__toml_doc *doc);
 const cuabi__toml_value *cuabi__toml_get(const cuabi__toml_value *table, const char *key);
 /* A kind's name for messages ("string", "array", ...). */
 const char *cuabi__toml_kind_name(cuabi__toml_kind kind);
+/* Whether `n` bytes are valid UTF-8 (no overlong forms, surrogates or code
+ * points past U+10FFFF; a NUL byte is valid UTF-8: callers check for it). */
+bool cuabi__utf8_valid(const char *s, size_t n);
+/* How many of the `n` bytes are valid UTF-8 before the first that is not
+ * (n when all are). */
+size_t cuabi__utf8_prefix(const char *s, size_t n);
 
 #endif

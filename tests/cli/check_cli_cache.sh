@@ -62,6 +62,8 @@ file = "kernels/k.cu"
 name_expressions = ["k<float>"]
 archs = ["sm_42"]
 
+[[source]]
+file = "kernels/k.cu"
 this line is not TOML
 TOML
 (cd "$tmp/proj" && "$cuabi" cache warm m.toml --json >"$tmp/out" 2>"$tmp/err"); rc=$?
@@ -72,7 +74,8 @@ assert lines == sorted(lines, key=lambda l: l[0]), lines
 ok=[x for x in r if x["status"]=="CUABI_SUCCESS"]
 assert len(ok)==2 and all(x["name"]=="./kernels/k.cu" or x["name"]=="kernels/k.cu" for x in ok), r
 probs={x["line"]: x["message"] for x in r if x["source"]=="manifest"}
-assert "nothere.cu" in probs[9] and "sm_8" in probs[13] and "expected" in probs[24], probs
+assert "nothere.cu" in probs[9] and "sm_8" in probs[13] and "expected" in probs[26], probs
+assert not [x for x in r if x["line"]==24], r   # a TOML error in a source: not compiled
 bad=[x for x in r if x["line"]==15]; assert bad[0]["status"]=="CUABI_ERROR_COMPILE", bad
 arch=[x for x in r if x["line"]==22]; assert arch[0]["status"]=="CUABI_ERROR_NOT_SUPPORTED" and arch[0]["arch"]=="sm_42", arch
 assert s=={"total": 4, "compiled": 2, "cached": 0, "failed": 2, "problems": 3}, s' \
@@ -80,7 +83,7 @@ assert s=={"total": 4, "compiled": 2, "cached": 0, "failed": 2, "problems": 3}, 
 (cd "$tmp/proj" && "$cuabi" cache warm m.toml 2>"$tmp/err" >"$tmp/out"); [ $? -eq 1 ] || fail "exit 1 again"
 grep -q "m.toml:9: cannot open" "$tmp/err" || fail "missing file with its line: $(cat "$tmp/err")"
 grep -q "m.toml:15: kernels/bad.cu (sm_90):.*failed to compile" "$tmp/err" || fail "compile error with its line"
-grep -q "m.toml:24: " "$tmp/err" || fail "malformed line with its line"
+grep -q "m.toml:26: " "$tmp/err" || fail "malformed line with its line"
 grep -q "2 already cached" "$tmp/out" || fail "second run: cached: $(cat "$tmp/out")"
 grep -q "/4 " "$tmp/err" || grep -q "/7 " "$tmp/err" || fail "progress bar"
 # --arch replaces the manifest's architectures
@@ -98,11 +101,41 @@ grep -q "cannot open" "$tmp/err" || fail "an unreadable manifest says so"
 utf8_json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1],'rb').read().decode('utf-8')); $1" "$tmp/out" || fail "$2: $(cat "$tmp/out")"; }
 printf 'archs = ["sm_80"]\n[[source]]\nname = "bad\377\376name.cu"\ncode = "extern \\"C\\" __global__ void q() {}"\n' \
     > "$tmp/badname.toml"
-"$cuabi" cache warm "$tmp/badname.toml" --json > "$tmp/out" 2>/dev/null
-utf8_json 'assert "bad\ufffd\ufffdname.cu" in [r["name"] for r in d["results"]], d' "a name that is not UTF-8"
+"$cuabi" cache warm "$tmp/badname.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a name that is not UTF-8 exits 1"
+# (issue 29 item 5: such a name is a problem, and its source is not compiled)
+utf8_json 'r=d["results"]; assert [x["line"] for x in r]==[3] and "invalid UTF-8" in r[0]["message"] and d["summary"]["total"]==0, d' \
+    "a name that is not UTF-8"
+cp "$tmp/badname.toml" "$tmp/bad$(printf '\377\376')name.toml"
+"$cuabi" cache warm "$tmp/bad$(printf '\377\376')name.toml" --json > "$tmp/out" 2>/dev/null
+utf8_json 'assert d["results"][0]["name"].endswith("bad\ufffd\ufffdname.toml"), d' "a manifest name that is not UTF-8"
 printf '\357\273\277archs = ["sm_80"]\n' > "$tmp/bom.toml"
 "$cuabi" cache warm "$tmp/bom.toml" --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "a manifest with a BOM exits 1"
 utf8_json 'assert d["results"][0]["source"] == "manifest", d' "a manifest with a BOM"
+
+# ---- issue 29 item 8: a manifest reads only its own tree. file = "../../etc/passwd"
+# and an #include of /etc/passwd used to put its first line in the compile
+# error, on stdout (JSON) and stderr alike.
+mkdir -p "$tmp/repo"
+printf 'root:x:0:0:SECRET-LINE\n' > "$tmp/secret"
+printf '#include "%s"\n__global__ void k() {}\n' "$tmp/secret" > "$tmp/repo/inc.cu"
+cat > "$tmp/repo/m.toml" <<'TOML'
+archs = ["sm_90"]
+[[source]]
+file = "../secret"
+type = "cuda"
+[[source]]
+file = "inc.cu"
+TOML
+"$cuabi" cache warm "$tmp/repo/m.toml" --json > "$tmp/out" 2>"$tmp/err"; [ $? -eq 1 ] || fail "a manifest reaching outside exits 1"
+! grep -q SECRET "$tmp/out" "$tmp/err" || fail "no line of a file outside is shown: $(cat "$tmp/out" "$tmp/err")"
+json 'p=[x for x in d["results"] if x["source"]=="manifest"]; s=d["summary"]
+assert [x["line"] for x in p]==[3, 5] and "lies outside" in p[0]["message"] and "--allow-outside" in p[1]["message"] and s["total"]==0, d' \
+    "both refused, with their lines: $(cat "$tmp/out")" < "$tmp/out"
+"$cuabi" cache warm "$tmp/repo/m.toml" 2>"$tmp/err" >/dev/null; [ $? -eq 1 ] || fail "exit 1 without --json"
+! grep -q SECRET "$tmp/err" && grep -q "m.toml:3: source \"../secret\" lies outside" "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
+# --allow-outside: the caller trusts it (then the compiler shows what it read)
+"$cuabi" cache warm "$tmp/repo/m.toml" --allow-outside --json > "$tmp/out" 2>/dev/null; [ $? -eq 1 ] || fail "--allow-outside exits 1 (a compile error)"
+json 's=d["summary"]; assert s["total"]==2 and s["problems"]==0 and s["failed"]==2, d' "--allow-outside compiles both" < "$tmp/out"
 
 # ---- an unusable cache directory: a clear error, no crash
 CUABI_CACHE=0 "$cuabi" cache warm "$tmp/proj/m.toml" 2>"$tmp/err"; [ $? -eq 1 ] || fail "cache off exits 1"
@@ -134,4 +167,38 @@ json 'assert d["removed_count"] >= 3 and any("checksum" in x["problem"] for x in
 [ ! -e "$1" ] && [ ! -e "$2" ] || fail "damaged entries are gone"
 "$cuabi" cache verify | grep -q "0 damaged removed" || fail "verify again: clean"
 CUABI_CACHE_DIR="$foreign" "$cuabi" cache verify 2>"$tmp/err"; [ $? -eq 1 ] || fail "verify of a foreign-owned directory exits 1"
+
+# ---- issue 29: hostile files under an entry's name. A FIFO blocked list,
+# verify and every lookup; verify deleted what it could not read; a shared
+# directory was used as long as it was this user's.
+set -- "$CUABI_CACHE_DIR"/*.bin
+[ $# -ge 3 ] || fail "entries to replace"
+rm -f "$1" && mkfifo "$1" || fail "mkfifo"
+timeout 20 "$cuabi" cache list > "$tmp/out" || fail "list with a FIFO: $?"
+grep -q "unusable: a FIFO, not a regular file" "$tmp/out" || fail "list names the FIFO: $(cat "$tmp/out")"
+timeout 20 "$cuabi" cache list --json |
+    json 'p=[x["problem"] for x in d if x["problem"]]; assert p==["a FIFO, not a regular file"] and all("problem" in x for x in d), d' \
+    "list --json names the FIFO"
+truncate -s 4G "$2" || fail "truncate"
+if [ "$(id -u)" = 0 ]; then
+    chown 4242 "$3"; left="owned by uid 4242, not by this user (uid 0)"
+else
+    chmod 000 "$3"; left="Permission denied"
+    echo "note: not root: an unreadable entry stands for another user's"
+fi
+timeout 20 "$cuabi" cache verify --json > "$tmp/out"; [ $? -eq 0 ] || fail "verify --json with hostile files: $(cat "$tmp/out")"
+LEFT="$left" json 'import os
+rm={x["problem"] for x in d["removed"]}; lf=[x["problem"] for x in d["left"]]
+assert "a FIFO, not a regular file" in rm and "truncated or padded payload" in rm, d
+assert lf==[os.environ["LEFT"]] and d["skipped"]==1, d' "verify removes the FIFO and the padded entry, leaves the other: $(cat "$tmp/out")" < "$tmp/out"
+[ ! -e "$1" ] && [ ! -e "$2" ] && [ -e "$3" ] || fail "what verify removed and left"
+"$cuabi" cache verify > "$tmp/out" || fail "verify exits 0"
+grep -q "^left alone $3: $left" "$tmp/out" && grep -q "1 left alone" "$tmp/out" || fail "verify says what it left: $(cat "$tmp/out")"
+chmod 600 "$3"; chown "$(id -u)" "$3"
+chmod 777 "$CUABI_CACHE_DIR"
+"$cuabi" cache stats 2>"$tmp/err"; [ $? -eq 1 ] || fail "stats of a world-writable directory exits 1"
+grep -q "is writable by others (mode 0777) and not sticky" "$tmp/err" || fail "stats says why: $(cat "$tmp/err")"
+chmod 1777 "$CUABI_CACHE_DIR"
+"$cuabi" cache stats >/dev/null || fail "a sticky shared directory is used"
+chmod 700 "$CUABI_CACHE_DIR"
 exit 0

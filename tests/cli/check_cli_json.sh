@@ -105,4 +105,23 @@ mkfifo "$tmp/fifo.cu" || fail "mkfifo"
 json_run 1 error -- compile "$tmp/fifo.cu" --json
 json_run 1 error -- occupancy "$tmp/fifo.cu" --json
 json_run 1 error -- cache warm "$tmp/fifo.cu" --json
+# ... and as a manifest
+mkfifo "$tmp/fifo.toml" || fail "mkfifo"
+json_run 1 error -- cache warm "$tmp/fifo.toml" --json
+# ... and at an entry's path (list, verify)
+json_run 0 ok -- cache warm "$tmp/z.cu" --json
+set -- "$CUABI_CACHE_DIR"/*.bin
+rm -f "$1" && mkfifo "$1" || fail "mkfifo"
+json_run 0 ok -- cache list --json
+json_run 0 ok -- cache verify --json
+# ---- issue 29 item 5: a manifest with a BOM, names that are not UTF-8 or
+# hold a NUL: problems in valid JSON, nothing compiled under a wrong name
+printf '\357\273\277[[source]]\ncode = "extern \\"C\\" __global__ void b() {}"\narchs = ["sm_80"]\n' > "$tmp/bom.toml"
+json_run 0 ok -- cache warm "$tmp/bom.toml" --json
+printf '[[source]]\nname = "bad\377name.cu"\ncode = "extern \\"C\\" __global__ void q() {}"\narchs = ["sm_80"]\n' > "$tmp/badname.toml"
+json_run 1 error -- cache warm "$tmp/badname.toml" --json
+printf '[[source]]\nname = "\\u0000x.cu"\ncode = "extern \\"C\\" __global__ void q() {}"\narchs = ["sm_80"]\n' > "$tmp/nulname.toml"
+json_run 1 error -- cache warm "$tmp/nulname.toml" --json
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["summary"]["total"]==0 and d["summary"]["problems"]==1, d' \
+    <"$tmp/out" || fail "a NUL in a name: a problem, not a compile: $(cat "$tmp/out")"
 exit 0

@@ -38,7 +38,7 @@ expect_options demo --json
 expect_options "cache stats" --json
 expect_options "cache list" --json
 expect_options "cache clear" --memory --disk --json
-expect_options "cache warm" --arch --jobs -j --json
+expect_options "cache warm" --arch --jobs -j --allow-outside --json
 expect_options "cache verify" --json
 "$cuabi" compile --help | grep -q "^arguments:" && "$cuabi" compile --help | grep -q "^  FILE " ||
     fail "compile --help describes FILE"

@@ -1,6 +1,8 @@
 /* The compile cache without a GPU: hits and misses in both layers, what the
- * key covers, corrupt entries, threads and processes filling one key, LRU
- * eviction, unwritable and full directories, turning it off, precompile. */
+ * key covers, corrupt entries, hostile ones (FIFOs, links, huge sparse files,
+ * other users' entries, shared directories: issue 29), threads and processes
+ * filling one key, LRU eviction, unwritable and full directories, turning it
+ * off, precompile. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -288,6 +290,286 @@ START_TEST(corrupt_entries_are_rebuilt)
         setup();
         corrupt_and_check(damages[i]);
     }
+}
+END_TEST
+
+/* ------------------------------------------------- hostile entries (issue 29) */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static long maxrss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* What verify said about each file: removed or left alone, and why. */
+typedef struct findings {
+    int n, removed, left;
+    char problem[8][256];
+    int was_removed[8];
+} findings;
+
+static int on_finding(const cuabi_cache_verify_finding *f, void *payload)
+{
+    findings *r = payload;
+    ck_assert_int_eq(f->version, CUABI_CACHE_VERIFY_FINDING_VERSION);
+    ck_assert_ptr_nonnull(f->path);
+    if (r->n < 8) {
+        snprintf(r->problem[r->n], 256, "%s", f->problem);
+        r->was_removed[r->n] = f->removed;
+    }
+    r->n++;
+    f->removed ? r->removed++ : r->left++;
+    return 0;
+}
+
+static int list_problem(const cuabi_cache_entry_info *e, void *payload)
+{
+    snprintf(payload, 256, "%s", e->problem ? e->problem : "(none)");
+    return 0;
+}
+
+/* A FIFO at an entry's path blocked the lookup for ever (open without
+ * O_NONBLOCK); a symbolic link was followed out of the directory. Both are
+ * refused now, listed with what they are, removed by a miss and by verify
+ * (the link itself, never its target). */
+START_TEST(special_files_at_an_entry_path)
+{
+    ck_assert_int_eq(compile_one(), 0);
+    char *path = only_entry(), *log, problem[256];
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    alarm(20); /* the open used to block here for ever */
+    ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+    alarm(0);
+    ck_assert_msg(strstr(log, "removed corrupt entry") && strstr(log, "a FIFO"), "%s", log);
+    free(log);
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode)); /* stored again in its place */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 2);
+    /* listed with what it is; not counted as an entry */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_ok(cuabi_cache_list(list_problem, problem));
+    ck_assert_str_eq(problem, "a FIFO, not a regular file");
+    ck_assert_uint_eq(stats().entries, 0);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 0);
+
+    /* a link to a whole entry elsewhere: not followed, the target left */
+    char elsewhere[128];
+    snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere", tmpdir);
+    ck_assert_int_eq(rename(path, elsewhere), 0);
+    ck_assert_int_eq(symlink(elsewhere, path), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+    ck_assert_msg(strstr(log, "symbolic link"), "%s", log);
+    free(log);
+    ck_assert_int_eq(access(elsewhere, F_OK), 0);
+
+    /* verify: a FIFO and a link removed (the link's target stays), a
+     * directory under an entry's name reported and left */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    char other[200];
+    snprintf(other, sizeof other, "%s/0123456789abcdef0123456789abcdef.bin", tmpdir);
+    ck_assert_int_eq(symlink(elsewhere, other), 0);
+    char dirent[200];
+    snprintf(dirent, sizeof dirent, "%s/fedcba9876543210fedcba9876543210.bin", tmpdir);
+    ck_assert_int_eq(mkdir(dirent, 0700), 0);
+    cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
+    findings f = { 0 };
+    alarm(20);
+    ck_assert_ok(cuabi_cache_verify_each(&r, on_finding, &f));
+    alarm(0);
+    ck_assert_uint_eq(r.removed, 2);
+    ck_assert_uint_eq(r.skipped, 1);
+    ck_assert_int_eq(f.removed, 2);
+    ck_assert_int_eq(f.left, 1);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    ck_assert_int_ne(access(other, F_OK), 0);
+    ck_assert_int_eq(access(elsewhere, F_OK), 0);
+    ck_assert_int_eq(access(dirent, F_OK), 0);
+    bool named_dir = false;
+    for (int i = 0; i < f.n && i < 8; i++)
+        named_dir |= !f.was_removed[i] && strstr(f.problem[i], "a directory") &&
+                     strstr(f.problem[i], "cannot remove");
+    ck_assert_msg(named_dir, "%s / %s / %s", f.problem[0], f.problem[1], f.problem[2]);
+    /* clearing the directory is no failure for what the cache cannot use */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_DISK));
+    ck_assert_int_eq(access(dirent, F_OK), 0);
+    rmdir(dirent);
+    free(path);
+}
+END_TEST
+
+/* An entry was read whole before its header was checked: 20 GB of sparse
+ * file cost 61 s and 20.9 GB of memory before "truncated or padded
+ * payload". The header's claim is checked first now, against the file's
+ * size and against CUABI__CACHE_MAX_ENTRY, before anything else is read. */
+static void make_huge(const char *path, bool claim, uint64_t size)
+{
+    if (claim) { /* a header that claims all of it: exact, but too much */
+        int fd = open(path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        uint64_t payload = size - 64;
+        ck_assert_int_eq(pwrite(fd, &payload, 8, 16), 8);
+        close(fd);
+    }
+    ck_assert_int_eq(truncate(path, (off_t)size), 0); /* sparse: zeros cost no disk */
+}
+
+START_TEST(huge_entries_are_refused_unread)
+{
+    static const char *const why[] = { "truncated or padded payload", "claims a payload of" };
+    ck_assert_int_eq(compile_one(), 0);
+    char *path = only_entry(), *log;
+    for (int claim = 0; claim <= 1; claim++) {
+        make_huge(path, claim, (uint64_t)8 << 30);
+        long rss = maxrss_kib();
+        double t0 = now_s();
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+        ck_assert_int_eq(compile_src(src, NULL, &log), 0); /* a miss, compiled again */
+        double took = now_s() - t0;
+        ck_assert_msg(took < 2.0, "the lookup took %.2f s", took);
+        ck_assert_msg(maxrss_kib() - rss < 64 * 1024, "max RSS grew by %ld KiB",
+                      maxrss_kib() - rss);
+        ck_assert_msg(strstr(log, "removed corrupt entry") && strstr(log, why[claim]), "%s",
+                      log);
+        free(log);
+        /* verify, on a 4 GiB one (it took 3.4 s and 4.2 GB) */
+        make_huge(path, claim, (uint64_t)4 << 30);
+        t0 = now_s();
+        cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
+        findings f = { 0 };
+        ck_assert_ok(cuabi_cache_verify_each(&r, on_finding, &f));
+        took = now_s() - t0;
+        ck_assert_msg(took < 2.0, "verify took %.2f s", took);
+        ck_assert_msg(maxrss_kib() - rss < 64 * 1024, "max RSS grew by %ld KiB",
+                      maxrss_kib() - rss);
+        ck_assert_uint_eq(r.removed, 1);
+        ck_assert_uint_eq(r.checked, 1);
+        ck_assert_msg(strstr(f.problem[0], why[claim]), "%s", f.problem[0]);
+        ck_assert_int_eq(f.was_removed[0], 1);
+        ck_assert_int_ne(access(path, F_OK), 0);
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+        ck_assert_int_eq(compile_one(), 0); /* stored again for the next round */
+    }
+    free(path);
+}
+END_TEST
+
+/* Only the directory's owner was checked: an entry another user put (or
+ * could write) was loaded and its code run. Now an entry that is not this
+ * user's own — another owner (root excepted), or writable by its group or
+ * others — is never used; verify leaves it and says why; and a file it
+ * cannot read (permissions, memory) is left and reported, where it used to
+ * be deleted. */
+START_TEST(entries_not_ours_are_never_used)
+{
+    ck_assert_int_eq(compile_one(), 0);
+    char *path = only_entry(), *log;
+    struct stat st;
+    ck_assert_int_eq(chmod(path, 0664), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+    ck_assert_msg(strstr(log, "cannot use") && strstr(log, "writable by its group (mode 0664)"),
+                  "%s", log);
+    free(log);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600); /* the miss stored a good one in its place */
+    const char *expect;
+    if (geteuid() == 0) { /* root can make another user's file; permissions bind no one */
+        printf("note: root: an unreadable entry (chmod 000) cannot be tested, permissions do "
+               "not bind root; another user's entry is tested instead\n");
+        ck_assert_int_eq(chown(path, 4242, 4242), 0);
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+        ck_assert_int_eq(compile_src(src, NULL, &log), 0); /* not loaded */
+        ck_assert_msg(strstr(log, "owned by uid 4242, not by this user (uid 0)"), "%s", log);
+        free(log);
+        ck_assert_int_eq(chown(path, 4242, 4242), 0);
+        expect = "owned by uid 4242, not by this user (uid 0)";
+    } else {
+        printf("note: not root: another user's entry cannot be made; an unreadable one is "
+               "tested instead\n");
+        ck_assert_int_eq(chmod(path, 0), 0);
+        expect = "Permission denied";
+    }
+    char problem[256];
+    ck_assert_ok(cuabi_cache_list(list_problem, problem));
+    ck_assert_str_eq(problem, expect);
+    cuabi_cache_verify_report r = CUABI_CACHE_VERIFY_REPORT_INIT;
+    findings f = { 0 };
+    ck_assert_ok(cuabi_cache_verify_each(&r, on_finding, &f));
+    ck_assert_uint_eq(r.removed, 0);
+    ck_assert_uint_eq(r.skipped, 1);
+    ck_assert_uint_eq(r.checked, 0);
+    ck_assert_int_eq(f.left, 1);
+    ck_assert_str_eq(f.problem[0], expect);
+    ck_assert_int_eq(lstat(path, &st), 0); /* left alone */
+    /* cuabi_cache_verify's callback hears of removals only; a version-1
+     * report ends before `skipped` */
+    cuabi_cache_verify_report r1[2];
+    memset(r1, 0x5a, sizeof r1);
+    r1[0].version = 1;
+    ck_assert_ok(cuabi_cache_verify(&r1[0], NULL, NULL));
+    ck_assert_uint_eq(r1[0].removed, 0);
+    unsigned char *tail = (unsigned char *)&r1[0].skipped;
+    ck_assert_int_eq(tail[0], 0x5a);
+    chmod(path, 0600);
+    free(path);
+}
+END_TEST
+
+/* A cache directory others may write to was used as long as it was this
+ * user's: another user could plant entries. Refused now unless sticky,
+ * where each entry is checked as above. */
+START_TEST(shared_directories)
+{
+    static const struct { mode_t mode; const char *why; } refused[] = {
+        { 0777, "writable by others (mode 0777) and not sticky" },
+        { 0770, "writable by its group (mode 0770) and not sticky" },
+    };
+    char *log;
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(chmod(tmpdir, refused[i].mode), 0);
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+        ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+        ck_assert_msg(strstr(log, "cuabi cache: not used:") && strstr(log, refused[i].why) &&
+                      strstr(log, "others may put files in"), "%s", log);
+        free(log);
+        cuabi_cache_stats st = CUABI_CACHE_STATS_INIT;
+        ck_assert_status(cuabi_cache_get_stats(&st), CUABI_ERROR_CACHE);
+        ck_assert_error_mentions(refused[i].why);
+        ck_assert_status(cuabi_cache_verify(NULL, NULL, NULL), CUABI_ERROR_CACHE);
+    }
+    ck_assert_int_eq(chmod(tmpdir, 01777), 0); /* sticky, like /tmp: used */
+    ck_assert_int_eq(stats().entries, 0); /* nothing was stored while refused */
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 0);
+    ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+    ck_assert_int_eq(compile_one(), 2);
+    if (geteuid() == 0) { /* an entry planted by another user is not loaded */
+        char *path = only_entry();
+        ck_assert_int_eq(chown(path, 4242, 4242), 0);
+        ck_assert_ok(cuabi_cache_clear(CUABI_CACHE_CLEAR_MEMORY));
+        ck_assert_int_eq(compile_src(src, NULL, &log), 0);
+        ck_assert_msg(strstr(log, "owned by uid 4242"), "%s", log);
+        free(log);
+        free(path);
+    }
+    ck_assert_int_eq(chmod(tmpdir, 0700), 0);
 }
 END_TEST
 
@@ -983,6 +1265,10 @@ int main(void)
     tcase_add_test(tc, miss_then_memory_then_disk_hit);
     tcase_add_test(tc, every_ingredient_changes_the_key);
     tcase_add_test(tc, corrupt_entries_are_rebuilt);
+    tcase_add_test(tc, special_files_at_an_entry_path);
+    tcase_add_test(tc, huge_entries_are_refused_unread);
+    tcase_add_test(tc, entries_not_ours_are_never_used);
+    tcase_add_test(tc, shared_directories);
     tcase_add_test(tc, threads_fill_one_key);
     tcase_add_test(tc, processes_fill_one_key);
     tcase_add_test(tc, lru_eviction);

@@ -1,5 +1,6 @@
 /* The linker (nvJitLink) without a GPU: LTO across two units, PTX output,
  * logs, option checks and misuse. */
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +164,18 @@ START_TEST(ptx_inputs_from_memory_and_files)
     ck_assert_status(cuabi_linker_add_file(l, CUABI_CODE_PTX, "/nonexistent/x.ptx"),
                      CUABI_ERROR_IO);
     ck_assert_error_mentions("/nonexistent/x.ptx");
+    /* issue 29: a FIFO is refused at once (it blocked in fopen) */
+    char fifo[] = "/tmp/cuabi-linker-fifo-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(fifo));
+    char fpath[64];
+    snprintf(fpath, sizeof fpath, "%s/x.ptx", fifo);
+    ck_assert_int_eq(mkfifo(fpath, 0600), 0);
+    alarm(20);
+    ck_assert_status(cuabi_linker_add_file(l, CUABI_CODE_PTX, fpath), CUABI_ERROR_IO);
+    alarm(0);
+    ck_assert_error_mentions("is a FIFO, not a regular file");
+    unlink(fpath);
+    rmdir(fifo);
     cuabi_objcode *obj;
     ck_assert_ok(cuabi_linker_complete(&obj, l, CUABI_CODE_CUBIN));
     const char *name;

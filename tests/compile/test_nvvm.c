@@ -147,6 +147,20 @@ START_TEST(libdevice_linked_on_request)
     o.cache = 0;
     ck_assert_status(cuabi_program_compile(NULL, p, &o), CUABI_ERROR_NOT_FOUND);
     ck_assert_error_mentions("CUABI_LIBDEVICE_PATH=/nonexistent/libdevice.10.bc");
+    /* issue 29: a FIFO there is refused at once (it blocked in fopen, and
+     * through the cache in the key's look at the file), cache on and off */
+    char fifo[160];
+    snprintf(fifo, sizeof fifo, "%s/libdevice.10.bc", tmpdir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    setenv("CUABI_LIBDEVICE_PATH", fifo, 1);
+    alarm(20);
+    for (int cache = 0; cache <= 1; cache++) {
+        o.cache = cache;
+        ck_assert_status(cuabi_program_compile(NULL, p, &o), CUABI_ERROR_IO);
+        ck_assert_error_mentions("a FIFO, not a regular file");
+    }
+    alarm(0);
+    unlink(fifo);
     unsetenv("CUABI_LIBDEVICE_PATH");
     ck_assert_ok(cuabi_program_release(p));
 }

@@ -1,6 +1,7 @@
 /* Object codes without a GPU (this suite never loads a driver): creation
  * from memory and files, type detection, bad images, name expressions,
  * enumeration and offline kernels/resources for CUBIN, PTX and LTO-IR. */
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -155,6 +156,28 @@ START_TEST(from_files)
     ck_assert_ptr_null(o);
     ck_assert_status(cuabi_objcode_from_file(&o, CUABI_CODE_NONE, "/tmp"), CUABI_ERROR_IO);
     ck_assert_error_mentions("not a regular file");
+    /* issue 29: a FIFO is refused at once (it blocked in fopen), and a file
+     * over the 1 GiB a read takes is refused on its size, unread */
+    char fifo[] = "/tmp/cuabi-objcode-fifo-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(fifo));
+    char fpath[64], big[64];
+    snprintf(fpath, sizeof fpath, "%s/k.cubin", fifo);
+    snprintf(big, sizeof big, "%s/big.cubin", fifo);
+    ck_assert_int_eq(mkfifo(fpath, 0600), 0);
+    alarm(20);
+    ck_assert_status(cuabi_objcode_from_file(&o, CUABI_CODE_NONE, fpath), CUABI_ERROR_IO);
+    alarm(0);
+    ck_assert_error_mentions("is a FIFO, not a regular file");
+    ck_assert_ptr_null(o);
+    int bfd = open(big, O_WRONLY | O_CREAT, 0600);
+    ck_assert_int_ge(bfd, 0);
+    ck_assert_int_eq(ftruncate(bfd, (off_t)3 << 30), 0);
+    close(bfd);
+    ck_assert_status(cuabi_objcode_from_file(&o, CUABI_CODE_NONE, big), CUABI_ERROR_IO);
+    ck_assert_error_mentions("3221225472 bytes, more than the 1073741824 allowed");
+    unlink(fpath);
+    unlink(big);
+    rmdir(fifo);
     char *empty = temp_file("", 0, ".ptx");
     ck_assert_status(cuabi_objcode_from_file(&o, CUABI_CODE_NONE, empty), CUABI_ERROR_INVALID_IMAGE);
     ck_assert_error_mentions("empty");

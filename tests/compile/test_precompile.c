@@ -1,6 +1,7 @@
 /* Precompiling a project (issue 13 item 3): manifests read into compiles
  * (src/compile/manifest.c), cuabi_cache_warm_manifest end to end on NVRTC without
- * a GPU (explicit architectures), its bad input, cuabi_cache_verify, and
+ * a GPU (explicit architectures), its bad input (FIFOs, odd names, a BOM,
+ * files outside the manifest's tree: issue 29), cuabi_cache_verify, and
  * that nothing half-written is ever read. The CLI is tests/check_cli_cache.sh. */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,7 +64,7 @@ static void put(const char *rel, const char *text)
 static cuabi__manifest read_text(const char *text)
 {
     cuabi__manifest m;
-    ck_assert_ok(cuabi__manifest_read(&m, text, strlen(text), "m.toml", tmpdir, "test"));
+    ck_assert_ok(cuabi__manifest_read(&m, text, strlen(text), "m.toml", tmpdir, 0, "test"));
     return m;
 }
 
@@ -250,6 +251,215 @@ START_TEST(manifest_problems_with_their_lines)
     ck_assert_uint_eq(m.num_problems, 1);
     ck_assert_uint_eq(m.num_sources, 0);
     cuabi__manifest_free(&m);
+}
+END_TEST
+
+/* issue 29 item 5: a BOM is skipped; a name with a NUL (the escape is
+ * refused, the line dropped: the source compiled as "program.cu") or with
+ * invalid UTF-8 (reported, then compiled under that name) is a problem and
+ * its source is not compiled; the other sources are. */
+START_TEST(manifest_names_and_bom)
+{
+    cuabi__manifest m = read_text("\xef\xbb\xbf" "archs = [\"sm_90\"]\n[[source]]\n"
+                                  "code = \"__global__ void k() {}\"\n");
+    ck_assert_msg(m.num_problems == 0, "%s", m.num_problems ? m.problems[0].message : "");
+    ck_assert_uint_eq(m.num_sources, 1);
+    ck_assert_uint_eq(m.sources[0].num_archs, 1);
+    cuabi__manifest_free(&m);
+
+    m = read_text("[[source]]\n"                              /* 1 */
+                  "name = \"\\u0000x.cu\"\n"                  /* 2 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source]]\n"                              /* 4 */
+                  "name = \"bad\xff\xfe" "name.cu\"\n"        /* 5 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source]]\n"                              /* 7 */
+                  "code = \"__global__ void k() {}\"\n"
+                  "[[source.header]]\n"                       /* 9 */
+                  "name = \"h\xc0\xaf.h\"\n"                  /* 10: overlong '/' */
+                  "code = \"\"\n"
+                  "[[source]]\n"                              /* 12: fine */
+                  "name = \"ok.cu\"\n"
+                  "code = \"__global__ void k() {}\"\n");
+    has_problem(&m, 2, "NUL");
+    has_problem(&m, 5, "invalid UTF-8");
+    has_problem(&m, 10, "invalid UTF-8");
+    ck_assert_uint_eq(m.num_problems, 3);
+    ck_assert_uint_eq(m.num_sources, 1);
+    ck_assert_str_eq(m.sources[0].name, "ok.cu");
+    cuabi__manifest_free(&m);
+
+    /* in a top-level [[header]]: nothing is compiled */
+    m = read_text("[[header]]\nname = \"h\xff.h\"\ncode = \"\"\n[[source]]\n"
+                  "code = \"__global__ void k() {}\"\n");
+    has_problem(&m, 2, "invalid UTF-8");
+    ck_assert_uint_eq(m.num_sources, 0);
+    cuabi__manifest_free(&m);
+}
+END_TEST
+
+/* issue 29 item 3: a FIFO as the manifest, as a source's or a header's
+ * file blocked in fopen for ever; refused at once now, by name. */
+START_TEST(manifest_fifos)
+{
+    put("k.cu", "__global__ void k() {}\n");
+    ck_assert_int_eq(mkfifo(at("m.toml"), 0600), 0);
+    ck_assert_int_eq(mkfifo(at("fifo.cu"), 0600), 0);
+    ck_assert_int_eq(mkfifo(at("fifo.h"), 0600), 0);
+    alarm(20);
+    cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("m.toml"), NULL, NULL, NULL),
+                     CUABI_ERROR_IO);
+    ck_assert_error_mentions("is a FIFO, not a regular file");
+    cuabi__manifest m = read_text("[[source]]\n"
+                                  "file = \"fifo.cu\"\n"      /* 2 */
+                                  "[[source]]\n"
+                                  "file = \"k.cu\"\n"
+                                  "[[source.header]]\n"
+                                  "name = \"h.h\"\n"
+                                  "file = \"fifo.h\"\n"       /* 7 */
+                                  "[[source]]\n"
+                                  "file = \"k.cu\"\n");
+    alarm(0);
+    has_problem(&m, 2, "a FIFO, not a regular file");
+    has_problem(&m, 7, "a FIFO, not a regular file");
+    ck_assert_uint_eq(m.num_sources, 1);
+    cuabi__manifest_free(&m);
+}
+END_TEST
+
+/* issue 29 item 8: a manifest read any path — file = "../../../etc/passwd"
+ * or "/etc/shadow", a link out of its tree, an include path or an #include
+ * elsewhere — and the compile error quoted its first line (stdout JSON and
+ * stderr: a manifest from an untrusted repository copied readable files
+ * into CI logs). Everything a manifest makes the library read now lies in
+ * its own tree unless the caller (never the manifest) allows it, and a
+ * file that is not UTF-8 text is not compiled. */
+static cuabi__manifest read_in(const char *dir, const char *text, unsigned flags)
+{
+    cuabi__manifest m;
+    ck_assert_ok(cuabi__manifest_read(&m, text, strlen(text), "m.toml", dir, flags, "test"));
+    return m;
+}
+
+START_TEST(manifests_stay_in_their_tree)
+{
+    put("secret.txt", "root:x:0:0:SECRET-LINE\n");
+    put("proj/k.cu", "#include \"inc/h.h\"\n__global__ void k() { H; }\n");
+    put("proj/inc/h.h", "#define H\n");
+    put("proj/latin1.cu", "// caf\xe9\n__global__ void l() {}\n");
+    ck_assert_int_eq(symlink(at("secret.txt"), at("proj/link.cu")), 0);
+    ck_assert_int_eq(symlink(at("proj/k.cu"), at("proj/inner.cu")), 0); /* a link inside: fine */
+    char proj[128], text[4096];
+    snprintf(proj, sizeof proj, "%s", at("proj"));
+    snprintf(text, sizeof text,
+             "[[source]]\n"                                         /* 1 */
+             "file = \"../secret.txt\"\n"                           /* 2 */
+             "[[source]]\n"                                         /* 3 */
+             "file = \"%s\"\n"                                      /* 4: absolute */
+             "[[source]]\n"                                         /* 5 */
+             "file = \"link.cu\"\n"                                 /* 6: a link out */
+             "[[source]]\n"                                         /* 7 */
+             "file = \"k.cu\"\n"
+             "[[source.header]]\n"
+             "name = \"s.h\"\n"
+             "file = \"../secret.txt\"\n"                           /* 11 */
+             "[[source]]\n"                                         /* 12 */
+             "file = \"k.cu\"\n"
+             "include_paths = [\"%s\"]\n"                           /* 14 */
+             "[[source]]\n"                                         /* 15 */
+             "file = \"k.cu\"\n"
+             "options = [\"-I\", \"%s\", \"--pre-include=/etc/hostname\"]\n" /* 17 */
+             "[[source]]\n"                                         /* 18 */
+             "code = \"#include \\\"%s\\\"\"\n"                     /* an #include outside */
+             "[[source]]\n"                                         /* 20 */
+             "name = \"%s/x.cu\"\n"                                 /* quoted: next to the name */
+             "code = \"#include \\\"secret.txt\\\"\"\n"
+             "[[source]]\n"                                         /* 23 */
+             "code = \"#include PICK(x)\"\n"                        /* cannot be followed */
+             "[[source]]\n"                                         /* 25 */
+             "file = \"latin1.cu\"\n"                               /* 26: not UTF-8 */
+             "[[source]]\n"                                         /* 27: fine */
+             "file = \"k.cu\"\n"
+             "[[source]]\n"                                         /* 29: fine */
+             "file = \"inner.cu\"\n",
+             at("secret.txt"), tmpdir, tmpdir, at("secret.txt"), tmpdir);
+    cuabi__manifest m = read_in(proj, text, 0);
+    has_problem(&m, 2, "lies outside the manifest's directory");
+    has_problem(&m, 4, "lies outside");
+    has_problem(&m, 6, "lies outside");
+    has_problem(&m, 11, "lies outside");
+    has_problem(&m, 14, "include path");
+    has_problem(&m, 17, "lies outside");
+    has_problem(&m, 18, "secret.txt, which lies outside");
+    has_problem(&m, 20, "secret.txt, which lies outside");
+    has_problem(&m, 23, "cannot be told without compiling");
+    has_problem(&m, 26, "is not UTF-8 text (line 1)");
+    for (size_t i = 0; i < m.num_problems; i++) {
+        ck_assert_msg(!strstr(m.problems[i].message, "SECRET"), "%s", m.problems[i].message);
+        ck_assert_msg(strstr(m.problems[i].message, "--allow-outside") ||
+                      strstr(m.problems[i].message, "UTF-8"), "%s", m.problems[i].message);
+    }
+    ck_assert_uint_eq(m.num_problems, 11); /* line 17 twice: -I and --pre-include */
+    ck_assert_uint_eq(m.num_sources, 2);
+    ck_assert_int_eq(m.sources[0].line, 27);
+    ck_assert_int_eq(m.sources[1].line, 29);
+    cuabi__manifest_free(&m);
+
+    /* the caller can allow it (never the manifest); UTF-8 is still required */
+    m = read_in(proj, text, CUABI__MANIFEST_ALLOW_OUTSIDE);
+    has_problem(&m, 26, "is not UTF-8 text");
+    ck_assert_uint_eq(m.num_problems, 1);
+    ck_assert_uint_eq(m.num_sources, 11);
+    cuabi__manifest_free(&m);
+}
+END_TEST
+
+/* The same end to end: the compile error of a file outside never reaches
+ * the event, the error or the log; allow_outside (version 2 of the options
+ * only) lets it through. */
+typedef struct leak_check {
+    int events;
+    bool leaked;
+} leak_check;
+
+static int no_secret(const cuabi_warm_event *ev, void *payload)
+{
+    leak_check *c = payload;
+    c->events++;
+    c->leaked |= strstr(ev->message, "SECRET") || strstr(ev->log, "SECRET");
+    return 0;
+}
+
+START_TEST(warm_stays_in_the_tree)
+{
+    put("secret.txt", "root:x:0:0:SECRET-LINE\n");
+    put("proj/m.toml", "archs = [\"sm_90\"]\n[[source]]\nfile = \"../secret.txt\"\n"
+                       "type = \"cuda\"\n");
+    leak_check c = { 0 };
+    cuabi_warm_summary s = CUABI_WARM_SUMMARY_INIT;
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("proj/m.toml"), NULL, no_secret, &c),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(!strstr(cuabi_last_error()->message, "SECRET"), "%s",
+                  cuabi_last_error()->message);
+    ck_assert_error_mentions("lies outside");
+    ck_assert(!c.leaked);
+    ck_assert_uint_eq(s.problems, 1);
+    ck_assert_uint_eq(s.total, 0);
+    /* a version-1 options struct has no allow_outside: confined */
+    cuabi_warm_options o = CUABI_WARM_OPTIONS_INIT;
+    o.version = 1;
+    o.allow_outside = 1; /* past the end of a version-1 struct: not read */
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("proj/m.toml"), &o, no_secret, &c),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert(!c.leaked);
+    /* allowed by the caller: compiled, and the compiler quotes it */
+    o = (cuabi_warm_options)CUABI_WARM_OPTIONS_INIT;
+    o.allow_outside = 1;
+    ck_assert_status(cuabi_cache_warm_manifest(&s, at("proj/m.toml"), &o, no_secret, &c),
+                     CUABI_ERROR_COMPILE);
+    ck_assert(c.leaked);
+    ck_assert_uint_eq(s.total, 1);
 }
 END_TEST
 
@@ -883,6 +1093,10 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, manifest_settings);
     tcase_add_test(tc, manifest_problems_with_their_lines);
+    tcase_add_test(tc, manifest_names_and_bom);
+    tcase_add_test(tc, manifest_fifos);
+    tcase_add_test(tc, manifests_stay_in_their_tree);
+    tcase_add_test(tc, warm_stays_in_the_tree);
     tcase_add_test(tc, warm_a_project);
     tcase_add_test(tc, warm_bad_input);
     tcase_add_test(tc, warm_nvvm_ir);

@@ -460,6 +460,9 @@ ABI_TYPE(&cuabi_warm_summary_init,
 ABI_TYPE(&cuabi_cache_verify_report_init,
          cuabi_status (*)(cuabi_cache_verify_report *, unsigned int),
          "cuabi_cache_verify_report_init");
+ABI_TYPE(&cuabi_cache_verify_finding_init,
+         cuabi_status (*)(cuabi_cache_verify_finding *, unsigned int),
+         "cuabi_cache_verify_finding_init");
 ABI_TYPE(&cuabi_cache_set_directory, cuabi_status (*)(const char *), "cuabi_cache_set_directory");
 ABI_TYPE(&cuabi_cache_get_directory,
          cuabi_status (*)(char *, size_t *),
@@ -487,6 +490,9 @@ ABI_TYPE(&cuabi_cache_warm_manifest,
 ABI_TYPE(&cuabi_cache_verify,
          cuabi_status (*)(cuabi_cache_verify_report *, cuabi_cache_verify_fn, void *),
          "cuabi_cache_verify");
+ABI_TYPE(&cuabi_cache_verify_each,
+         cuabi_status (*)(cuabi_cache_verify_report *, cuabi_cache_verify_each_fn, void *),
+         "cuabi_cache_verify_each");
 ABI_TYPE(&cuabi_argpack_retain, cuabi_status (*)(cuabi_argpack *), "cuabi_argpack_retain");
 ABI_TYPE(&cuabi_argpack_release, cuabi_status (*)(cuabi_argpack *), "cuabi_argpack_release");
 ABI_TYPE(&cuabi_arg_type_init,
@@ -1042,6 +1048,9 @@ ABI_TYPE((cuabi_warm_progress_fn)0,
 ABI_TYPE((cuabi_cache_verify_fn)0,
          int (*)(const char *, const char *, void *),
          "cuabi_cache_verify_fn");
+ABI_TYPE((cuabi_cache_verify_each_fn)0,
+         int (*)(const cuabi_cache_verify_finding *, void *),
+         "cuabi_cache_verify_each_fn");
 ABI_TYPE((cuabi_block_smem_fn)0, size_t (*)(int, void *), "cuabi_block_smem_fn");
 ABI_TYPE((cuabi_graph_host_fn)0, void (*)(void *), "cuabi_graph_host_fn");
 ABI_TYPE(((cuabi_api *)0)->error_info_init,
@@ -2088,6 +2097,12 @@ ABI_TYPE(((cuabi_api *)0)->release_mode_set,
 ABI_TYPE(((cuabi_api *)0)->release_mode_get,
          cuabi_status (*)(cuabi_release_mode *),
          "cuabi_api.release_mode_get");
+ABI_TYPE(((cuabi_api *)0)->cache_verify_finding_init,
+         cuabi_status (*)(cuabi_cache_verify_finding *, unsigned int),
+         "cuabi_api.cache_verify_finding_init");
+ABI_TYPE(((cuabi_api *)0)->cache_verify_each,
+         cuabi_status (*)(cuabi_cache_verify_report *, cuabi_cache_verify_each_fn, void *),
+         "cuabi_api.cache_verify_each");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -2346,6 +2361,10 @@ static void print_cuabi_cache_entry_info(const cuabi_cache_entry_info *p,
     ABI_BYTES(num_names);
     ABI_STR(path);
     ABI_BYTES(linked);
+    if (version >= 3)
+        ABI_STR(problem);
+    else
+        ABI_BYTES(problem);
 }
 
 static void print_cuabi_precompile_item(const cuabi_precompile_item *p,
@@ -2368,6 +2387,7 @@ static void print_cuabi_warm_options(const cuabi_warm_options *p,
     ABI_BYTES(jobs);
     ABI_PTR(archs);
     ABI_BYTES(num_archs);
+    ABI_BYTES(allow_outside);
 }
 
 static void print_cuabi_warm_event(const cuabi_warm_event *p,
@@ -2407,6 +2427,18 @@ static void print_cuabi_cache_verify_report(const cuabi_cache_verify_report *p,
     ABI_BYTES(removed);
     ABI_BYTES(bytes_removed);
     ABI_BYTES(kept);
+    ABI_BYTES(skipped);
+}
+
+static void print_cuabi_cache_verify_finding(const cuabi_cache_verify_finding *p,
+                                             unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_STR(path);
+    ABI_STR(problem);
+    ABI_BYTES(removed);
+    ABI_BYTES(size);
 }
 
 static void print_cuabi_arg_type(const cuabi_arg_type *p,
@@ -2784,6 +2816,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_cache_entry_info, num_names);
     ABI_FIELD(cuabi_cache_entry_info, path);
     ABI_FIELD(cuabi_cache_entry_info, linked);
+    ABI_FIELD(cuabi_cache_entry_info, problem);
     ABI_STRUCT(cuabi_precompile_item);
     ABI_FIELD(cuabi_precompile_item, version);
     ABI_FIELD(cuabi_precompile_item, type);
@@ -2796,6 +2829,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_warm_options, jobs);
     ABI_FIELD(cuabi_warm_options, archs);
     ABI_FIELD(cuabi_warm_options, num_archs);
+    ABI_FIELD(cuabi_warm_options, allow_outside);
     ABI_STRUCT(cuabi_warm_event);
     ABI_FIELD(cuabi_warm_event, version);
     ABI_FIELD(cuabi_warm_event, done);
@@ -2820,6 +2854,13 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_cache_verify_report, removed);
     ABI_FIELD(cuabi_cache_verify_report, bytes_removed);
     ABI_FIELD(cuabi_cache_verify_report, kept);
+    ABI_FIELD(cuabi_cache_verify_report, skipped);
+    ABI_STRUCT(cuabi_cache_verify_finding);
+    ABI_FIELD(cuabi_cache_verify_finding, version);
+    ABI_FIELD(cuabi_cache_verify_finding, path);
+    ABI_FIELD(cuabi_cache_verify_finding, problem);
+    ABI_FIELD(cuabi_cache_verify_finding, removed);
+    ABI_FIELD(cuabi_cache_verify_finding, size);
     ABI_STRUCT(cuabi_arg_type);
     ABI_FIELD(cuabi_arg_type, version);
     ABI_FIELD(cuabi_arg_type, kind);
@@ -3252,6 +3293,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, ipc_fd_receive);
     ABI_FIELD(cuabi_api, release_mode_set);
     ABI_FIELD(cuabi_api, release_mode_get);
+    ABI_FIELD(cuabi_api, cache_verify_finding_init);
+    ABI_FIELD(cuabi_api, cache_verify_each);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -3583,6 +3626,7 @@ static void print_constants(void)
     ABI_CONST(CUABI_WARM_EVENT_VERSION);
     ABI_CONST(CUABI_WARM_SUMMARY_VERSION);
     ABI_CONST(CUABI_CACHE_VERIFY_REPORT_VERSION);
+    ABI_CONST(CUABI_CACHE_VERIFY_FINDING_VERSION);
     ABI_CONST(CUABI_ARG_TYPE_VERSION);
     ABI_CONST(CUABI_ARG_INFO_VERSION);
     ABI_CONST(CUABI_PARAM_TYPE_VERSION);
@@ -3837,6 +3881,19 @@ static void print_defaults(void)
             printf("cuabi_cache_verify_report_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_cache_verify_report(&x, v);
+        }
+    }
+    {
+        static const cuabi_cache_verify_finding init = CUABI_CACHE_VERIFY_FINDING_INIT;
+        printf("CUABI_CACHE_VERIFY_FINDING_INIT\n");
+        print_cuabi_cache_verify_finding(&init, CUABI_CACHE_VERIFY_FINDING_VERSION);
+        for (unsigned int v = 0; v <= CUABI_CACHE_VERIFY_FINDING_VERSION + 1; v++) {
+            cuabi_cache_verify_finding x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_cache_verify_finding_init(&x, v);
+            printf("cuabi_cache_verify_finding_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_cache_verify_finding(&x, v);
         }
     }
     {
@@ -4211,6 +4268,8 @@ int main(void)
     puts("  cuabi_status cuabi_warm_summary_init(cuabi_warm_summary *, unsigned int)");
     puts("  cuabi_status cuabi_cache_verify_report_init(cuabi_cache_verify_report *, "
          "unsigned int)");
+    puts("  cuabi_status cuabi_cache_verify_finding_init(cuabi_cache_verify_finding *, "
+         "unsigned int)");
     puts("  cuabi_status cuabi_cache_set_directory(const char *)");
     puts("  cuabi_status cuabi_cache_get_directory(char *, size_t *)");
     puts("  cuabi_status cuabi_cache_set_enabled(int)");
@@ -4224,6 +4283,8 @@ int main(void)
          "const cuabi_warm_options *, cuabi_warm_progress_fn, void *)");
     puts("  cuabi_status cuabi_cache_verify(cuabi_cache_verify_report *, "
          "cuabi_cache_verify_fn, void *)");
+    puts("  cuabi_status cuabi_cache_verify_each(cuabi_cache_verify_report *, "
+         "cuabi_cache_verify_each_fn, void *)");
     puts("  cuabi_status cuabi_argpack_retain(cuabi_argpack *)");
     puts("  cuabi_status cuabi_argpack_release(cuabi_argpack *)");
     puts("  cuabi_status cuabi_arg_type_init(cuabi_arg_type *, unsigned int)");
@@ -4465,6 +4526,7 @@ int main(void)
          "const char *, cuabi_status, int, void *)");
     puts("  int (*cuabi_warm_progress_fn)(const cuabi_warm_event *, void *)");
     puts("  int (*cuabi_cache_verify_fn)(const char *, const char *, void *)");
+    puts("  int (*cuabi_cache_verify_each_fn)(const cuabi_cache_verify_finding *, void *)");
     puts("  size_t (*cuabi_block_smem_fn)(int, void *)");
     puts("  void (*cuabi_graph_host_fn)(void *)");
     return 0;

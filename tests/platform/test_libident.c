@@ -1,6 +1,6 @@
 /* Naming a compiler library without loading it (src/platform/libident.c): where the
  * loader would find it, a file's identity, identity records (whole, stale,
- * damaged), and the per-compiler state that the compile cache's key uses —
+ * damaged, a FIFO, another user's), and the per-compiler state that the compile cache's key uses —
  * predicted from a record without loading, learnt by loading otherwise,
  * replaced by the loaded file's identity once the library is loaded. */
 #include <dlfcn.h>
@@ -229,12 +229,45 @@ START_TEST(identity_records)
     }
     write_file(path, good, n);
     ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), 0);
+    /* issue 29: a FIFO in place of the record blocked the read for ever */
+    char why[256];
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(20);
+    ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), -1);
+    ck_assert_int_eq(cuabi__ident_record_intact(path, why, sizeof why), 0);
+    alarm(0);
+    ck_assert_str_eq(why, "a FIFO, not a regular file");
+    ck_assert_int_eq(unlink(path), 0);
+    write_file(path, good, n);
     /* a link in place of the record is not followed */
     char target[160];
     snprintf(target, sizeof target, "%s/elsewhere", tmpdir);
     ck_assert_int_eq(rename(path, target), 0);
     ck_assert_int_eq(symlink(target, path), 0);
     ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), -1);
+    ck_assert_int_eq(cuabi__ident_record_intact(path, why, sizeof why), 0); /* verify removes it */
+    ck_assert_msg(strstr(why, "symbolic link"), "%s", why);
+    unlink(path);
+    /* issue 29: a record that is not this user's own is never trusted (a
+     * shared cache directory): writable by others, or (root can make one)
+     * another user's */
+    ck_assert_int_eq(rename(target, path), 0);
+    ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), 0);
+    ck_assert_int_eq(cuabi__ident_record_intact(path, why, sizeof why), 1);
+    ck_assert_int_eq(chmod(path, 0666), 0);
+    ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), -1);
+    ck_assert_int_eq(cuabi__ident_record_intact(path, why, sizeof why), -1);
+    ck_assert_str_eq(why, "writable by others (mode 0666)");
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    if (geteuid() == 0) {
+        ck_assert_int_eq(chown(path, 4242, 4242), 0);
+        ck_assert_int_eq(cuabi__ident_record_read(tmpdir, "nvrtc", &id, &v), -1);
+        ck_assert_int_eq(cuabi__ident_record_intact(path, why, sizeof why), -1);
+        ck_assert_str_eq(why, "owned by uid 4242, not by this user (uid 0)");
+    } else {
+        printf("note: not root: another user's record cannot be made here\n");
+    }
     unlink(path);
     free(path);
     /* an unwritable directory: no record, no crash */

@@ -1,6 +1,7 @@
 /* The include scan behind the compile cache's key (src/util/includes.c; issue
  * 17 item 5): what reaches a file, what each kind of edit does to the
- * digest, and what the scan refuses to guess. The end-to-end regression
+ * digest, what the scan refuses to guess, and its visitor (what a manifest's
+ * source would read, issue 29). The end-to-end regression
  * (an edited header never brings back the old binary) is in test_cache.c. */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -352,6 +353,54 @@ START_TEST(odd_texts)
 }
 END_TEST
 
+/* cuabi__includes_visit (issue 29 item 8: a manifest's sources may include
+ * only files of its tree): every file an include would read, once, in the
+ * order found — not those __has_include only asks about — and a visitor
+ * that says stop stops the scan. */
+typedef struct visits {
+    int n, stop_at;
+    char seen[8][256];
+} visits;
+
+static int on_file(const char *path, void *ctx)
+{
+    visits *v = ctx;
+    if (v->n < 8)
+        snprintf(v->seen[v->n], 256, "%s", path);
+    return ++v->n == v->stop_at;
+}
+
+START_TEST(visiting_what_a_compile_reads)
+{
+    put("a.h", "#include \"b.h\"\n#include \"b.h\"\n");
+    put("b.h", "#if __has_include(\"c.h\")\n#endif\n");
+    put("c.h", "");
+    char src[512], why[256];
+    snprintf(src, sizeof src, "#include \"%s\"\n#include <%s>\n", at("a.h"), "missing.h");
+    visits v = { 0 };
+    int result;
+    ck_assert_ok(cuabi__includes_visit(&result, "k.cu", src, strlen(src), NULL, on_file, &v,
+                                       why, sizeof why));
+    ck_assert_int_eq(result, CUABI__INCLUDES_HASHED);
+    ck_assert_int_eq(v.n, 2);
+    ck_assert_str_eq(v.seen[0], at("a.h"));
+    ck_assert_ptr_nonnull(strstr(v.seen[1], "b.h"));
+    v = (visits){ .stop_at = 1 };
+    ck_assert_ok(cuabi__includes_visit(&result, "k.cu", src, strlen(src), NULL, on_file, &v,
+                                       why, sizeof why));
+    ck_assert_int_eq(result, CUABI__INCLUDES_STOPPED);
+    ck_assert_int_eq(v.n, 1);
+    v = (visits){ 0 };
+    ck_assert_ok(cuabi__includes_visit(&result, "k.cu", "#include PICK(x)\n", 17, NULL,
+                                       on_file, &v, why, sizeof why));
+    ck_assert_int_eq(result, CUABI__INCLUDES_UNRESOLVED);
+    ck_assert_ok(cuabi__includes_visit(&result, "k.cu", "int x;\n", 7, NULL, on_file, &v,
+                                       why, sizeof why));
+    ck_assert_int_eq(result, CUABI__INCLUDES_NONE);
+    ck_assert_int_eq(v.n, 0);
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_no_driver();
@@ -366,6 +415,7 @@ int main(void)
     tcase_add_test(tc, has_include_and_include_next);
     tcase_add_test(tc, macros_and_what_cannot_be_followed);
     tcase_add_test(tc, odd_texts);
+    tcase_add_test(tc, visiting_what_a_compile_reads);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -1,6 +1,7 @@
 /* The TOML subset reader behind precompile manifests (src/util/toml.c): what it
- * reads, what it refuses (with the line), and that it goes on after an
- * error. Malformed input at large is fuzz/fuzz_toml.c's job. */
+ * reads, what it refuses (with the line), that it goes on after an error
+ * (marking the table damaged), and a leading BOM. Malformed input at large
+ * is fuzz/fuzz_toml.c's job. */
 #include "testutil.h"
 #include "util/toml.h"
 
@@ -225,6 +226,69 @@ START_TEST(goes_on_after_errors)
 }
 END_TEST
 
+/* issue 29 item 5: a UTF-8 byte order mark at the start is skipped (TOML
+ * allows one; it was an error that hid the first line), and a table with
+ * an error on one of its lines is marked damaged, so the manifest does not
+ * compile a source whose `name` (or any value) was dropped or mangled. */
+START_TEST(byte_order_mark_and_damaged_tables)
+{
+    cuabi__toml_doc d = parse("\xef\xbb\xbf" "a = 1\n[t]\nb = 'x'\n");
+    ck_assert_uint_eq(d.num_errors, 0);
+    ck_assert_int_eq(get(d.root, "a")->integer, 1);
+    ck_assert_str_eq(str(get(d.root, "t"), "b"), "x");
+    ck_assert(!d.root->damaged);
+    cuabi__toml_free(&d);
+    one_error("a = 1\n\xef\xbb\xbf" "b = 2\n", 2, "expected a key"); /* only at the start */
+
+    d = parse("[[source]]\n"                      /* 1 */
+              "name = \"\\u0000x.cu\"\n"          /* 2: refused, line dropped */
+              "code = \"k\"\n"
+              "[[source]]\n"                      /* 4: fine */
+              "code = \"j\"\n"
+              "[[source]]\n"                      /* 6 */
+              "name = \"bad\xff" "name.cu\"\n"    /* 7: invalid UTF-8 */
+              "[u]\n"                             /* 8 */
+              "x = 1 # \xfe\n"                    /* 9: in a comment */
+              "[v]\n"                             /* 10 */
+              "# \xfe\n"                          /* 11: a comment line */
+              "[w]\n"                             /* 12: fine */
+              "y = \"\"\"\n\xff\n\"\"\"\n"        /* 13-15: inside a multi-line string */
+              "[z]\n"
+              "k = 1\n");
+    ck_assert_uint_eq(d.num_errors, 5);
+    ck_assert_int_eq(d.errors[0].line, 7); /* the UTF-8 pass comes first */
+    ck_assert_int_eq(d.errors[1].line, 9);
+    ck_assert_int_eq(d.errors[2].line, 11);
+    ck_assert_int_eq(d.errors[3].line, 14);
+    ck_assert_int_eq(d.errors[4].line, 2);
+    const cuabi__toml_value *src = get(d.root, "source");
+    ck_assert_uint_eq(src->count, 3);
+    ck_assert(src->items[0]->damaged);
+    ck_assert_ptr_null(cuabi__toml_get(src->items[0], "name"));
+    ck_assert(!src->items[1]->damaged);
+    ck_assert(src->items[2]->damaged);
+    ck_assert(get(d.root, "u")->damaged);
+    ck_assert(get(d.root, "v")->damaged);
+    ck_assert(get(d.root, "w")->damaged);
+    ck_assert(!get(d.root, "z")->damaged);
+    ck_assert(!d.root->damaged);
+    cuabi__toml_free(&d);
+
+    /* an error at the top level damages the root, not the tables after it */
+    d = parse("a = \n[t]\nb = 1\n");
+    ck_assert(d.root->damaged);
+    ck_assert(!get(d.root, "t")->damaged);
+    cuabi__toml_free(&d);
+    /* cuabi__utf8_valid */
+    ck_assert(cuabi__utf8_valid("", 0));
+    ck_assert(cuabi__utf8_valid("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
+    ck_assert(!cuabi__utf8_valid("\xc0\x80", 2));           /* overlong */
+    ck_assert(!cuabi__utf8_valid("\xed\xa0\x80", 3));       /* a surrogate */
+    ck_assert(!cuabi__utf8_valid("\xf4\x90\x80\x80", 4));   /* past U+10FFFF */
+    ck_assert(!cuabi__utf8_valid("\xe2\x82", 2));           /* cut short */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("toml");
@@ -232,6 +296,7 @@ int main(void)
     tcase_add_test(tc, reads_the_subset);
     tcase_add_test(tc, refuses_with_the_line);
     tcase_add_test(tc, goes_on_after_errors);
+    tcase_add_test(tc, byte_order_mark_and_damaged_tables);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -409,6 +409,7 @@ cuabi_cache_list_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
 cuabi_precompile_progress_fn = C.CFUNCTYPE(C.c_int, C.c_size_t, C.c_size_t, C.c_char_p, C.c_char_p, C.c_int, C.c_int, C.c_void_p)
 cuabi_warm_progress_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
 cuabi_cache_verify_fn = C.CFUNCTYPE(C.c_int, C.c_char_p, C.c_char_p, C.c_void_p)
+cuabi_cache_verify_each_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
 
 
 class cuabi_cache_stats(C.Structure):
@@ -443,8 +444,9 @@ class cuabi_cache_entry_info(C.Structure):
         ('num_names', C.c_size_t),
         ('path', C.c_char_p),
         ('linked', C.c_int),
+        ('problem', C.c_char_p),
     ]
-    _cuabi_version_ = 2
+    _cuabi_version_ = 3
 
 
 class cuabi_precompile_item(C.Structure):
@@ -467,8 +469,9 @@ class cuabi_warm_options(C.Structure):
         ('jobs', C.c_int),
         ('archs', C.POINTER(C.c_char_p)),
         ('num_archs', C.c_size_t),
+        ('allow_outside', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 class cuabi_warm_event(C.Structure):
@@ -509,6 +512,19 @@ class cuabi_cache_verify_report(C.Structure):
         ('removed', C.c_uint64),
         ('bytes_removed', C.c_uint64),
         ('kept', C.c_uint64),
+        ('skipped', C.c_uint64),
+    ]
+    _cuabi_version_ = 2
+
+
+class cuabi_cache_verify_finding(C.Structure):
+    """A file cuabi_cache_verify_each() has something to say about, handed to a cuabi_cache_verify_each_fn. Strings are valid during the callback."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('path', C.c_char_p),
+        ('problem', C.c_char_p),
+        ('removed', C.c_int),
+        ('size', C.c_uint64),
     ]
     _cuabi_version_ = 1
 
@@ -899,6 +915,7 @@ STRUCTS = {
     'cuabi_warm_event': cuabi_warm_event,
     'cuabi_warm_summary': cuabi_warm_summary,
     'cuabi_cache_verify_report': cuabi_cache_verify_report,
+    'cuabi_cache_verify_finding': cuabi_cache_verify_finding,
     'cuabi_arg_type': cuabi_arg_type,
     'cuabi_arg_info': cuabi_arg_info,
     'cuabi_param_type': cuabi_param_type,
@@ -926,12 +943,13 @@ VERSIONED = {
     'cuabi_linker_options': 2,
     'cuabi_program_options': 2,
     'cuabi_cache_stats': 1,
-    'cuabi_cache_entry_info': 2,
+    'cuabi_cache_entry_info': 3,
     'cuabi_precompile_item': 1,
-    'cuabi_warm_options': 1,
+    'cuabi_warm_options': 2,
     'cuabi_warm_event': 1,
     'cuabi_warm_summary': 1,
-    'cuabi_cache_verify_report': 1,
+    'cuabi_cache_verify_report': 2,
+    'cuabi_cache_verify_finding': 1,
     'cuabi_arg_type': 1,
     'cuabi_arg_info': 1,
     'cuabi_param_type': 1,
@@ -1425,6 +1443,7 @@ FUNCTIONS = {
     'cuabi_warm_event_init': (C.c_int, (C.POINTER(cuabi_warm_event), C.c_uint, ), (('opts', 'cuabi_warm_event *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_warm_summary_init': (C.c_int, (C.POINTER(cuabi_warm_summary), C.c_uint, ), (('opts', 'cuabi_warm_summary *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_verify_report_init': (C.c_int, (C.POINTER(cuabi_cache_verify_report), C.c_uint, ), (('opts', 'cuabi_cache_verify_report *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_cache_verify_finding_init': (C.c_int, (C.POINTER(cuabi_cache_verify_finding), C.c_uint, ), (('opts', 'cuabi_cache_verify_finding *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_set_directory': (C.c_int, (C.c_char_p, ), (('path', 'const char *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_get_directory': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), )),
     'cuabi_cache_set_enabled': (C.c_int, (C.c_int, ), (('enabled', 'int', 'in', 'host', False, 'borrow', None), )),
@@ -1435,6 +1454,7 @@ FUNCTIONS = {
     'cuabi_cache_precompile': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_size_t, C.POINTER(C.c_char_p), C.c_size_t, cuabi_precompile_progress_fn, C.c_void_p, ), (('items', 'const cuabi_precompile_item *', 'in', 'host', False, 'borrow', 'num_items'), ('num_items', 'size_t', 'in', 'host', False, 'borrow', None), ('archs', 'const char **', 'in', 'host', True, 'borrow', 'num_archs'), ('num_archs', 'size_t', 'in', 'host', False, 'borrow', None), ('progress', 'cuabi_precompile_progress_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_warm_manifest': (C.c_int, (C.POINTER(cuabi_warm_summary), C.c_char_p, C.POINTER(cuabi_warm_options), cuabi_warm_progress_fn, C.c_void_p, ), (('out', 'cuabi_warm_summary *', 'out', 'host', True, 'borrow', None), ('path', 'const char *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_warm_options *', 'in', 'host', True, 'borrow', None), ('progress', 'cuabi_warm_progress_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_verify': (C.c_int, (C.POINTER(cuabi_cache_verify_report), cuabi_cache_verify_fn, C.c_void_p, ), (('out', 'cuabi_cache_verify_report *', 'out', 'host', True, 'borrow', None), ('fn', 'cuabi_cache_verify_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_cache_verify_each': (C.c_int, (C.POINTER(cuabi_cache_verify_report), cuabi_cache_verify_each_fn, C.c_void_p, ), (('out', 'cuabi_cache_verify_report *', 'out', 'host', True, 'borrow', None), ('fn', 'cuabi_cache_verify_each_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_argpack_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_argpack_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arg_type_init': (C.c_int, (C.POINTER(cuabi_arg_type), C.c_uint, ), (('opts', 'cuabi_arg_type *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -1993,4 +2013,6 @@ TABLE_FUNCTIONS = (
     'cuabi_ipc_fd_receive',
     'cuabi_release_mode_set',
     'cuabi_release_mode_get',
+    'cuabi_cache_verify_finding_init',
+    'cuabi_cache_verify_each',
 )

@@ -763,12 +763,16 @@ class cache:
         del keep
 
     @staticmethod
-    def warm(manifest, archs=None, jobs: int = 0, progress=None) -> SimpleNamespace:
+    def warm(manifest, archs=None, jobs: int = 0, progress=None,
+             allow_outside: bool = False) -> SimpleNamespace:
         """Precompile a project from its TOML manifest (docs/compile-cache.md),
         as `cuabi cache warm` does: cuabi.cache.warm("cuabi.toml").
 
         archs (list of "sm_XX") replaces the manifest's; jobs compiles at once
-        (0: one per CPU). progress(result) is called on this thread for each
+        (0: one per CPU). allow_outside=True lets the manifest name files,
+        include paths and #includes outside its own directory tree (refused by
+        default, as `cuabi cache warm --allow-outside` does; only for a
+        manifest you trust). progress(result) is called on this thread for each
         outcome, in the manifest's order, and may return False to stop.
         Returns SimpleNamespace(total, compiled, cached, failed, problems,
         results); each result a SimpleNamespace(name, arch, line, status,
@@ -778,6 +782,7 @@ class cache:
         keep = []
         o = new_struct(_capi.cuabi_warm_options)
         o.jobs = index_arg(jobs, "warm: jobs", INT_MIN, INT_MAX)
+        o.allow_outside = 1 if allow_outside else 0
         if archs is not None:
             o.archs, o.num_archs = _str_array(list(archs), keep)
         summary = new_struct(_capi.cuabi_warm_summary)

@@ -140,15 +140,16 @@ def test_warm_a_manifest(tmp_path):
 
 
 def test_warm_reports_problems_with_lines(tmp_path):
+    # (a TOML error keeps the source it is in from compiling: its own source)
     (tmp_path / "bad.toml").write_text('[[source]]\nfile = "nothere.cu"\n[[source]]\n'
                                        'code = "__global__ void k() { nope; }"\narchs = ["sm_90"]\n'
-                                       'x = 1.5\n')
+                                       '[[source]]\ncode = "__global__ void y() {}"\nx = 1.5\n')
     with pytest.raises(cuabi.CuabiError) as ei:
         cuabi.cache.warm(tmp_path / "bad.toml")
     s = ei.value.summary
-    assert (s.failed, s.problems) == (1, 2)
+    assert (s.total, s.failed, s.problems) == (1, 1, 2)
     problems = {r.line: r for r in s.results if r.cache_hit == -1}
-    assert "nothere.cu" in problems[2].message and "floats" in problems[6].message
+    assert "nothere.cu" in problems[2].message and "floats" in problems[8].message
     compile_error = [r for r in s.results if r.status == "CUABI_ERROR_COMPILE"][0]
     assert compile_error.line == 3 and "nope" in compile_error.log
     with pytest.raises(OSError) as ei:                    # the IO error is an OSError
@@ -164,6 +165,22 @@ def test_warm_reports_problems_with_lines(tmp_path):
     assert isinstance(ei.value.__cause__ or ei.value.__context__, RuntimeError)
     with pytest.raises(ValueError):
         cuabi.cache.warm(tmp_path / "ok.toml", jobs=-1)
+
+
+def test_warm_stays_in_the_manifests_tree(tmp_path):
+    # issue 29: a manifest reads only its own tree unless the caller allows more
+    (tmp_path / "secret").write_text("root:x:0:0:SECRET\n")
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "m.toml").write_text('archs = ["sm_90"]\n[[source]]\n'
+                                              'file = "../secret"\ntype = "cuda"\n')
+    with pytest.raises(cuabi.CuabiError) as ei:
+        cuabi.cache.warm(tmp_path / "repo" / "m.toml")
+    s = ei.value.summary
+    assert (s.total, s.problems) == (0, 1) and "lies outside" in s.results[0].message
+    assert "SECRET" not in str(ei.value)
+    with pytest.raises(cuabi.CuabiError) as ei:           # allowed: compiled (and it fails)
+        cuabi.cache.warm(tmp_path / "repo" / "m.toml", allow_outside=True)
+    assert ei.value.summary.total == 1 and ei.value.status_name == "CUABI_ERROR_COMPILE"
 
 
 def test_verify():

@@ -2783,6 +2783,9 @@ const cuabi_warm_progress_fn = Ptr{Cvoid}
 # Callback cuabi_cache_verify_fn: a C function pointer (see @cfunction).
 const cuabi_cache_verify_fn = Ptr{Cvoid}
 
+# Callback cuabi_cache_verify_each_fn: a C function pointer (see @cfunction).
+const cuabi_cache_verify_each_fn = Ptr{Cvoid}
+
 """
 Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
 """
@@ -2816,8 +2819,9 @@ struct cuabi_cache_entry_info
     num_names::Csize_t
     path::Ptr{Cchar}
     linked::Cint
+    problem::Ptr{Cchar}
 end
-const CUABI_CACHE_ENTRY_INFO_VERSION = Cuint(2)
+const CUABI_CACHE_ENTRY_INFO_VERSION = Cuint(3)
 
 """
 One program for cuabi_cache_precompile().
@@ -2840,8 +2844,9 @@ struct cuabi_warm_options
     jobs::Cint
     archs::Ptr{Ptr{Cchar}}
     num_archs::Csize_t
+    allow_outside::Cint
 end
-const CUABI_WARM_OPTIONS_VERSION = Cuint(1)
+const CUABI_WARM_OPTIONS_VERSION = Cuint(2)
 
 """
 One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback.
@@ -2882,8 +2887,21 @@ struct cuabi_cache_verify_report
     removed::UInt64
     bytes_removed::UInt64
     kept::UInt64
+    skipped::UInt64
 end
-const CUABI_CACHE_VERIFY_REPORT_VERSION = Cuint(1)
+const CUABI_CACHE_VERIFY_REPORT_VERSION = Cuint(2)
+
+"""
+A file cuabi_cache_verify_each() has something to say about, handed to a cuabi_cache_verify_each_fn. Strings are valid during the callback.
+"""
+struct cuabi_cache_verify_finding
+    version::Cuint
+    path::Ptr{Cchar}
+    problem::Ptr{Cchar}
+    removed::Cint
+    size::UInt64
+end
+const CUABI_CACHE_VERIFY_FINDING_VERSION = Cuint(1)
 
 """
 cuabi_cache_stats_init(opts, version)
@@ -2963,6 +2981,17 @@ function cuabi_cache_verify_report_init(opts, version)
 end
 
 """
+cuabi_cache_verify_finding_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_FINDING_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_cache_verify_finding_init(opts, version)
+    ccall((:cuabi_cache_verify_finding_init, libcuabi), cuabi_status, (Ptr{cuabi_cache_verify_finding}, Cuint), opts, version)
+end
+
+"""
 cuabi_cache_set_directory(path)
 
 Use this directory from now on (created 0700 when first written). NULL: back to the default (\$CUABI_CACHE_DIR, \$XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
@@ -3017,7 +3046,7 @@ end
 """
 cuabi_cache_list(fn, payload)
 
-Call fn for each valid-looking entry of the directory, least recently used first.
+Call fn for each entry of the directory, least recently used first. A file under an entry's name that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too, with `problem` saying why; only its header is read.
 
 - `payload` [may be C_NULL]
 """
@@ -3082,7 +3111,7 @@ end
 """
 cuabi_cache_verify(out, fn, payload)
 
-Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Only files proven bad are removed: entries of another cuabi version's format, files that cannot be read (permissions, out of memory) and files that are not this user's own are left alone and counted (kept, skipped). Nothing is read past a header that is wrong, and no link is followed.
 
 - `out` [out, may be C_NULL] Counts; NULL when not wanted.
 - `fn` [may be C_NULL] Told of each file removed.
@@ -3090,6 +3119,19 @@ Read every entry of the cache directory, check its header and checksum, and remo
 """
 function cuabi_cache_verify(out, fn, payload)
     ccall((:cuabi_cache_verify, libcuabi), cuabi_status, (Ptr{cuabi_cache_verify_report}, cuabi_cache_verify_fn, Ptr{Cvoid}), out, fn, payload)
+end
+
+"""
+cuabi_cache_verify_each(out, fn, payload)
+
+cuabi_cache_verify(), telling `fn` of every file removed and of every file left alone with the reason (removed = 0), so a tool can show both.
+
+- `out` [out, may be C_NULL] Counts; NULL when not wanted.
+- `fn` [may be C_NULL] Told of each file removed or left alone.
+- `payload` [may be C_NULL]
+"""
+function cuabi_cache_verify_each(out, fn, payload)
+    ccall((:cuabi_cache_verify_each, libcuabi), cuabi_status, (Ptr{cuabi_cache_verify_report}, cuabi_cache_verify_each_fn, Ptr{Cvoid}), out, fn, payload)
 end
 
 
@@ -6166,12 +6208,13 @@ const STRUCT_LAYOUTS = [
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
     ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache", "libdevice"]),
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
-    ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked"]),
+    ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked", "problem"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
-    ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs"]),
+    ("cuabi_warm_options", cuabi_warm_options, ["version", "jobs", "archs", "num_archs", "allow_outside"]),
     ("cuabi_warm_event", cuabi_warm_event, ["version", "done", "total", "name", "arch", "line", "status", "cache_hit", "message", "log"]),
     ("cuabi_warm_summary", cuabi_warm_summary, ["version", "total", "compiled", "cached", "failed", "problems"]),
-    ("cuabi_cache_verify_report", cuabi_cache_verify_report, ["version", "checked", "removed", "bytes_removed", "kept"]),
+    ("cuabi_cache_verify_report", cuabi_cache_verify_report, ["version", "checked", "removed", "bytes_removed", "kept", "skipped"]),
+    ("cuabi_cache_verify_finding", cuabi_cache_verify_finding, ["version", "path", "problem", "removed", "size"]),
     ("cuabi_arg_type", cuabi_arg_type, ["version", "kind", "align", "size", "member_count"]),
     ("cuabi_arg_info", cuabi_arg_info, ["version", "kind", "size", "align", "offset", "slot", "depth", "member_count"]),
     ("cuabi_param_type", cuabi_param_type, ["version", "kind", "size", "offset", "source", "type_name"]),
@@ -6337,6 +6380,7 @@ const FUNCTIONS = [
     :cuabi_warm_event_init,
     :cuabi_warm_summary_init,
     :cuabi_cache_verify_report_init,
+    :cuabi_cache_verify_finding_init,
     :cuabi_cache_set_directory,
     :cuabi_cache_get_directory,
     :cuabi_cache_set_enabled,
@@ -6347,6 +6391,7 @@ const FUNCTIONS = [
     :cuabi_cache_precompile,
     :cuabi_cache_warm_manifest,
     :cuabi_cache_verify,
+    :cuabi_cache_verify_each,
     :cuabi_argpack_retain,
     :cuabi_argpack_release,
     :cuabi_arg_type_init,

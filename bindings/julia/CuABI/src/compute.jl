@@ -332,18 +332,20 @@ function _warm_tramp(ev::Ptr{L.cuabi_warm_event}, payload::Ptr{Cvoid})::Cint
 end
 
 """
-    warm(manifest; archs = String[], jobs = 0, progress = nothing)
+    warm(manifest; archs = String[], jobs = 0, progress = nothing, allow_outside = false)
 
 Precompile a project from its TOML manifest (docs/compile-cache.md), as
 `cuabi cache warm` does: `CuABI.Cache.warm("cuabi.toml")`. `archs` replaces
-the manifest's; `jobs` compiles at once (0: one per CPU). `progress(e)` gets a
+the manifest's; `jobs` compiles at once (0: one per CPU); `allow_outside = true`
+lets the manifest name files, include paths and `#include`s outside its own
+directory tree (refused by default). `progress(e)` gets a
 NamedTuple per outcome (`name, arch, line, status, cache_hit, message, log`;
 `cache_hit == -1` for a problem with the manifest), on this thread, in the
 manifest's order; returning `false` cancels. Returns the counts (`total,
 compiled, cached, failed, problems`); throws the first failure's CuABIError.
 """
 function warm(manifest::AbstractString; archs::Vector{String} = String[], jobs::Integer = 0,
-              progress = nothing)
+              progress = nothing, allow_outside::Bool = false)
     path = _nonul(manifest)
     as = map(_nonul, archs)
     aps = Ptr{Cchar}[Ptr{Cchar}(pointer(a)) for a in as]
@@ -353,7 +355,8 @@ function warm(manifest::AbstractString; archs::Vector{String} = String[], jobs::
     summary = Ref(_init(L.cuabi_warm_summary, L.cuabi_warm_summary_init, L.CUABI_WARM_SUMMARY_VERSION))
     st = GC.@preserve path as aps ctx begin
         o = Ref(L.cuabi_warm_options(base.version, Cint(jobs),
-                                     isempty(aps) ? Ptr{Ptr{Cchar}}(C_NULL) : pointer(aps), length(aps)))
+                                     isempty(aps) ? Ptr{Ptr{Cchar}}(C_NULL) : pointer(aps), length(aps),
+                                     Cint(allow_outside)))
         L.cuabi_cache_warm_manifest(summary, path, o, progress === nothing ? C_NULL : cb,
                                     progress === nothing ? C_NULL : pointer_from_objref(ctx))
     end

@@ -1559,6 +1559,9 @@ pub type cuabi_warm_progress_fn = Option<unsafe extern "C" fn(event: *const cuab
 /// Called for each damaged file removed; return 0 to go on, anything else to stop.
 pub type cuabi_cache_verify_fn = Option<unsafe extern "C" fn(path: *const c_char, problem: *const c_char, payload: *mut c_void) -> c_int>;
 
+/// Called for each file removed or left alone; return 0 to go on, anything else to stop.
+pub type cuabi_cache_verify_each_fn = Option<unsafe extern "C" fn(finding: *const cuabi_cache_verify_finding, payload: *mut c_void) -> c_int>;
+
 /// Counters of this process and what the directory holds now, filled by cuabi_cache_get_stats().
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -1623,6 +1626,8 @@ pub struct cuabi_cache_entry_info {
     pub path: *const c_char,
     /// 1: a linker's output (cuabi_linker_complete); 0: a program's compile.
     pub linked: c_int,
+    /// NULL for an entry the cache can use; else why it cannot ("a FIFO, not a regular file", "owned by uid 1001, not by this user (uid 1000)", "not a cuabi cache entry", ...): such files under an entry's name are listed too, never read past their header.
+    pub problem: *const c_char,
 }
 
 impl Default for cuabi_cache_entry_info {
@@ -1633,7 +1638,7 @@ impl Default for cuabi_cache_entry_info {
 }
 
 /// Current version of cuabi_cache_entry_info.
-pub const CUABI_CACHE_ENTRY_INFO_VERSION: c_uint = 2;
+pub const CUABI_CACHE_ENTRY_INFO_VERSION: c_uint = 3;
 
 /// One program for cuabi_cache_precompile().
 #[repr(C)]
@@ -1673,6 +1678,8 @@ pub struct cuabi_warm_options {
     /// Architectures for every source, replacing the manifest's (e.g. {"sm_90"}); NULL: the manifest's.
     pub archs: *mut *const c_char,
     pub num_archs: usize,
+    /// 1: the manifest may name files, include paths and files to #include outside its own directory tree (and through symbolic links leaving it); 0 (default): those are refused as problems, since a manifest from an untrusted repository could otherwise copy any readable file into a compile error. Only the caller can allow it, never the manifest.
+    pub allow_outside: c_int,
 }
 
 impl Default for cuabi_warm_options {
@@ -1683,7 +1690,7 @@ impl Default for cuabi_warm_options {
 }
 
 /// Current version of cuabi_warm_options.
-pub const CUABI_WARM_OPTIONS_VERSION: c_uint = 1;
+pub const CUABI_WARM_OPTIONS_VERSION: c_uint = 2;
 
 /// One outcome of cuabi_cache_warm_manifest(), handed to a cuabi_warm_progress_fn: a compile, or a problem with the manifest itself. Strings are valid during the callback.
 #[repr(C)]
@@ -1757,12 +1764,14 @@ pub struct cuabi_cache_verify_report {
     pub version: c_uint,
     /// Entry files read and checked.
     pub checked: u64,
-    /// Damaged entries (and identity records) removed.
+    /// Damaged entries (and identity records) removed: only files proven bad (truncated, padded, corrupt, not an entry, not a regular file).
     pub removed: u64,
     /// Bytes of what was removed.
     pub bytes_removed: u64,
     /// Entries of another cuabi's format, left alone.
     pub kept: u64,
+    /// Files left alone because they could not be checked (unreadable, out of memory) or are not this user's own (another owner, writable by others); cuabi_cache_verify_each() tells each with its reason.
+    pub skipped: u64,
 }
 
 impl Default for cuabi_cache_verify_report {
@@ -1773,7 +1782,33 @@ impl Default for cuabi_cache_verify_report {
 }
 
 /// Current version of cuabi_cache_verify_report.
-pub const CUABI_CACHE_VERIFY_REPORT_VERSION: c_uint = 1;
+pub const CUABI_CACHE_VERIFY_REPORT_VERSION: c_uint = 2;
+
+/// A file cuabi_cache_verify_each() has something to say about, handed to a cuabi_cache_verify_each_fn. Strings are valid during the callback.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_cache_verify_finding {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The file.
+    pub path: *const c_char,
+    /// What is wrong with it, or why it was not checked ("checksum mismatch", "Permission denied", "owned by uid 1001, not by this user (uid 1000)").
+    pub problem: *const c_char,
+    /// 1: proven bad and removed; 0: left alone (counted in skipped).
+    pub removed: c_int,
+    /// Bytes of the file.
+    pub size: u64,
+}
+
+impl Default for cuabi_cache_verify_finding {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_cache_verify_finding.
+pub const CUABI_CACHE_VERIFY_FINDING_VERSION: c_uint = 1;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1791,6 +1826,8 @@ unsafe extern "C" {
     pub fn cuabi_warm_summary_init(opts: *mut cuabi_warm_summary, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_REPORT_VERSION).
     pub fn cuabi_cache_verify_report_init(opts: *mut cuabi_cache_verify_report, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_CACHE_VERIFY_FINDING_VERSION).
+    pub fn cuabi_cache_verify_finding_init(opts: *mut cuabi_cache_verify_finding, version: c_uint) -> cuabi_status;
     /// Use this directory from now on (created 0700 when first written). NULL: back to the default ($CUABI_CACHE_DIR, $XDG_CACHE_HOME/cuabi, ~/.cache/cuabi), re-reading the environment.
     pub fn cuabi_cache_set_directory(path: *const c_char) -> cuabi_status;
     /// The directory in use, NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit.
@@ -1801,7 +1838,7 @@ unsafe extern "C" {
     pub fn cuabi_cache_set_size_limit(bytes: u64) -> cuabi_status;
     /// Counters and the directory's current size (this scans the directory).
     pub fn cuabi_cache_get_stats(out: *mut cuabi_cache_stats) -> cuabi_status;
-    /// Call fn for each valid-looking entry of the directory, least recently used first.
+    /// Call fn for each entry of the directory, least recently used first. A file under an entry's name that the cache cannot use (a FIFO, a link, another user's, not an entry at all) is listed too, with `problem` saying why; only its header is read.
     pub fn cuabi_cache_list(r#fn: cuabi_cache_list_fn, payload: *mut c_void) -> cuabi_status;
     /// Empty the in-memory layer and/or the directory (only cuabi's entry files are removed).
     pub fn cuabi_cache_clear(flags: c_uint) -> cuabi_status;
@@ -1824,8 +1861,10 @@ unsafe extern "C" {
     /// status; CUABI_ERROR_IO when the manifest cannot be read;
     /// CUABI_ERROR_CACHE when the cache is off or its directory cannot be used.
     pub fn cuabi_cache_warm_manifest(out: *mut cuabi_warm_summary, path: *const c_char, options: *const cuabi_warm_options, progress: cuabi_warm_progress_fn, payload: *mut c_void) -> cuabi_status;
-    /// Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Entries of another cuabi version's format are left alone.
+    /// Read every entry of the cache directory, check its header and checksum, and remove the damaged ones (damaged identity records too). Only files proven bad are removed: entries of another cuabi version's format, files that cannot be read (permissions, out of memory) and files that are not this user's own are left alone and counted (kept, skipped). Nothing is read past a header that is wrong, and no link is followed.
     pub fn cuabi_cache_verify(out: *mut cuabi_cache_verify_report, r#fn: cuabi_cache_verify_fn, payload: *mut c_void) -> cuabi_status;
+    /// cuabi_cache_verify(), telling `fn` of every file removed and of every file left alone with the reason (removed = 0), so a tool can show both.
+    pub fn cuabi_cache_verify_each(out: *mut cuabi_cache_verify_report, r#fn: cuabi_cache_verify_each_fn, payload: *mut c_void) -> cuabi_status;
 }
 
 // ---- module argpack (api/argpack.toml)
@@ -3908,12 +3947,13 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count)), ("cache", core::mem::offset_of!(cuabi_linker_options, cache))]),
     ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache)), ("libdevice", core::mem::offset_of!(cuabi_program_options, libdevice))]),
     ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
-    ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path)), ("linked", core::mem::offset_of!(cuabi_cache_entry_info, linked))]),
+    ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path)), ("linked", core::mem::offset_of!(cuabi_cache_entry_info, linked)), ("problem", core::mem::offset_of!(cuabi_cache_entry_info, problem))]),
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
-    ("cuabi_warm_options", core::mem::size_of::<cuabi_warm_options>(), &[("version", core::mem::offset_of!(cuabi_warm_options, version)), ("jobs", core::mem::offset_of!(cuabi_warm_options, jobs)), ("archs", core::mem::offset_of!(cuabi_warm_options, archs)), ("num_archs", core::mem::offset_of!(cuabi_warm_options, num_archs))]),
+    ("cuabi_warm_options", core::mem::size_of::<cuabi_warm_options>(), &[("version", core::mem::offset_of!(cuabi_warm_options, version)), ("jobs", core::mem::offset_of!(cuabi_warm_options, jobs)), ("archs", core::mem::offset_of!(cuabi_warm_options, archs)), ("num_archs", core::mem::offset_of!(cuabi_warm_options, num_archs)), ("allow_outside", core::mem::offset_of!(cuabi_warm_options, allow_outside))]),
     ("cuabi_warm_event", core::mem::size_of::<cuabi_warm_event>(), &[("version", core::mem::offset_of!(cuabi_warm_event, version)), ("done", core::mem::offset_of!(cuabi_warm_event, done)), ("total", core::mem::offset_of!(cuabi_warm_event, total)), ("name", core::mem::offset_of!(cuabi_warm_event, name)), ("arch", core::mem::offset_of!(cuabi_warm_event, arch)), ("line", core::mem::offset_of!(cuabi_warm_event, line)), ("status", core::mem::offset_of!(cuabi_warm_event, status)), ("cache_hit", core::mem::offset_of!(cuabi_warm_event, cache_hit)), ("message", core::mem::offset_of!(cuabi_warm_event, message)), ("log", core::mem::offset_of!(cuabi_warm_event, log))]),
     ("cuabi_warm_summary", core::mem::size_of::<cuabi_warm_summary>(), &[("version", core::mem::offset_of!(cuabi_warm_summary, version)), ("total", core::mem::offset_of!(cuabi_warm_summary, total)), ("compiled", core::mem::offset_of!(cuabi_warm_summary, compiled)), ("cached", core::mem::offset_of!(cuabi_warm_summary, cached)), ("failed", core::mem::offset_of!(cuabi_warm_summary, failed)), ("problems", core::mem::offset_of!(cuabi_warm_summary, problems))]),
-    ("cuabi_cache_verify_report", core::mem::size_of::<cuabi_cache_verify_report>(), &[("version", core::mem::offset_of!(cuabi_cache_verify_report, version)), ("checked", core::mem::offset_of!(cuabi_cache_verify_report, checked)), ("removed", core::mem::offset_of!(cuabi_cache_verify_report, removed)), ("bytes_removed", core::mem::offset_of!(cuabi_cache_verify_report, bytes_removed)), ("kept", core::mem::offset_of!(cuabi_cache_verify_report, kept))]),
+    ("cuabi_cache_verify_report", core::mem::size_of::<cuabi_cache_verify_report>(), &[("version", core::mem::offset_of!(cuabi_cache_verify_report, version)), ("checked", core::mem::offset_of!(cuabi_cache_verify_report, checked)), ("removed", core::mem::offset_of!(cuabi_cache_verify_report, removed)), ("bytes_removed", core::mem::offset_of!(cuabi_cache_verify_report, bytes_removed)), ("kept", core::mem::offset_of!(cuabi_cache_verify_report, kept)), ("skipped", core::mem::offset_of!(cuabi_cache_verify_report, skipped))]),
+    ("cuabi_cache_verify_finding", core::mem::size_of::<cuabi_cache_verify_finding>(), &[("version", core::mem::offset_of!(cuabi_cache_verify_finding, version)), ("path", core::mem::offset_of!(cuabi_cache_verify_finding, path)), ("problem", core::mem::offset_of!(cuabi_cache_verify_finding, problem)), ("removed", core::mem::offset_of!(cuabi_cache_verify_finding, removed)), ("size", core::mem::offset_of!(cuabi_cache_verify_finding, size))]),
     ("cuabi_arg_type", core::mem::size_of::<cuabi_arg_type>(), &[("version", core::mem::offset_of!(cuabi_arg_type, version)), ("kind", core::mem::offset_of!(cuabi_arg_type, kind)), ("align", core::mem::offset_of!(cuabi_arg_type, align)), ("size", core::mem::offset_of!(cuabi_arg_type, size)), ("member_count", core::mem::offset_of!(cuabi_arg_type, member_count))]),
     ("cuabi_arg_info", core::mem::size_of::<cuabi_arg_info>(), &[("version", core::mem::offset_of!(cuabi_arg_info, version)), ("kind", core::mem::offset_of!(cuabi_arg_info, kind)), ("size", core::mem::offset_of!(cuabi_arg_info, size)), ("align", core::mem::offset_of!(cuabi_arg_info, align)), ("offset", core::mem::offset_of!(cuabi_arg_info, offset)), ("slot", core::mem::offset_of!(cuabi_arg_info, slot)), ("depth", core::mem::offset_of!(cuabi_arg_info, depth)), ("member_count", core::mem::offset_of!(cuabi_arg_info, member_count))]),
     ("cuabi_param_type", core::mem::size_of::<cuabi_param_type>(), &[("version", core::mem::offset_of!(cuabi_param_type, version)), ("kind", core::mem::offset_of!(cuabi_param_type, kind)), ("size", core::mem::offset_of!(cuabi_param_type, size)), ("offset", core::mem::offset_of!(cuabi_param_type, offset)), ("source", core::mem::offset_of!(cuabi_param_type, source)), ("type_name", core::mem::offset_of!(cuabi_param_type, type_name))]),
@@ -4081,6 +4121,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_warm_event_init", cuabi_warm_event_init as *const () as usize),
         ("cuabi_warm_summary_init", cuabi_warm_summary_init as *const () as usize),
         ("cuabi_cache_verify_report_init", cuabi_cache_verify_report_init as *const () as usize),
+        ("cuabi_cache_verify_finding_init", cuabi_cache_verify_finding_init as *const () as usize),
         ("cuabi_cache_set_directory", cuabi_cache_set_directory as *const () as usize),
         ("cuabi_cache_get_directory", cuabi_cache_get_directory as *const () as usize),
         ("cuabi_cache_set_enabled", cuabi_cache_set_enabled as *const () as usize),
@@ -4091,6 +4132,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_cache_precompile", cuabi_cache_precompile as *const () as usize),
         ("cuabi_cache_warm_manifest", cuabi_cache_warm_manifest as *const () as usize),
         ("cuabi_cache_verify", cuabi_cache_verify as *const () as usize),
+        ("cuabi_cache_verify_each", cuabi_cache_verify_each as *const () as usize),
         ("cuabi_argpack_retain", cuabi_argpack_retain as *const () as usize),
         ("cuabi_argpack_release", cuabi_argpack_release as *const () as usize),
         ("cuabi_arg_type_init", cuabi_arg_type_init as *const () as usize),

@@ -189,7 +189,7 @@ pub fn precompile(items: &[PrecompileItem], archs: &[&str],
 /// `cached`, `failed`, `problems`.
 pub type WarmSummary = sys::cuabi_warm_summary;
 /// What [`verify`] found (`cuabi_cache_verify_report`): `checked`,
-/// `removed`, `bytes_removed`, `kept`.
+/// `removed`, `bytes_removed`, `kept`, `skipped`.
 pub type VerifyReport = sys::cuabi_cache_verify_report;
 
 /// How [`warm_manifest_with`] runs.
@@ -199,6 +199,9 @@ pub struct WarmOptions {
     pub jobs: u32,
     /// Architectures for every source, replacing the manifest's; empty: the manifest's.
     pub archs: Vec<String>,
+    /// Let the manifest name files, include paths and `#include`s outside its
+    /// own directory tree (refused by default: `cuabi cache warm --allow-outside`).
+    pub allow_outside: bool,
 }
 
 /// One outcome of [`warm_manifest_with`]: a compile, or a problem with the
@@ -267,6 +270,7 @@ pub fn warm_manifest_with(path: impl AsRef<Path>, options: &WarmOptions,
         o.archs = archs_p.as_mut_ptr();
         o.num_archs = archs_p.len();
     }
+    o.allow_outside = c_int::from(options.allow_outside);
     let st = match progress {
         None => unsafe { sys::cuabi_cache_warm_manifest(&mut s, path.as_ptr(), &o, None, core::ptr::null_mut()) },
         Some(f) => {

@@ -99,7 +99,7 @@ fn warm_a_manifest_and_verify() {
     assert_eq!((s.total, s.compiled, s.cached, s.failed, s.problems), (2, 2, 0, 0, 0));
     let mut seen = Vec::new();
     let mut f = |e: &cache::WarmEvent| { seen.push(e.clone()); true };
-    let opts = cache::WarmOptions { jobs: 1, archs: vec!["sm_90".into()] };
+    let opts = cache::WarmOptions { jobs: 1, archs: vec!["sm_90".into()], ..Default::default() };
     let s = cache::warm_manifest_with(&manifest, &opts, Some(&mut f)).unwrap();
     assert_eq!((s.total, s.cached), (1, 1));
     assert_eq!((seen[0].arch.as_str(), seen[0].line, seen[0].cache_hit), ("sm_90", 2, 1));
