@@ -469,6 +469,23 @@ void cuabi__memory_flush_deferred_slow(void)
     }
 }
 
+/* A leaf (nothing releases inside it): the mode exchange is made here,
+ * without release.c's nesting count, whose thread-local state costs as much
+ * again. Exchanging RELAXED for RELAXED inside an outer release is harmless. */
+cuabi_status cuabi__pool_free_relaxed(cuabi__memory_resource *res, uintptr_t ptr,
+                                      cuabi__stream *stream, const char *caller)
+{
+    const cuabi__driver *drv = res->drv;
+    if (!drv->cuThreadExchangeStreamCaptureMode)
+        return CUABI__CU_IN(caller, drv, cuMemFreeAsync, (CUdeviceptr)ptr, stream->cu_stream);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged = drv->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    CUresult r = CUABI__CU_RAW(drv, cuMemFreeAsync, (CUdeviceptr)ptr, stream->cu_stream);
+    if (exchanged)
+        drv->cuThreadExchangeStreamCaptureMode(&mode);
+    return cuabi__cu_result(r, "cuMemFreeAsync", caller);
+}
+
 /* Everything but a pool on a created stream (memory.h inlines that). */
 cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintptr_t ptr,
                                                 size_t size, size_t alignment,

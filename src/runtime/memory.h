@@ -63,6 +63,11 @@ static inline bool cuabi__pool_fast(const cuabi__memory_resource *r, const cuabi
     return r->impl == CUABI__RES_POOL && s && (uintptr_t)s->cu_stream > 2;
 }
 
+/* The hot pool free in the default release mode: cuMemFreeAsync on a
+ * created stream, in RELAXED capture mode (memory.c). */
+cuabi_status cuabi__pool_free_relaxed(cuabi__memory_resource *res, uintptr_t ptr,
+                                      cuabi__stream *stream, const char *caller);
+
 /* Every case of the two below (memory.c). */
 cuabi_status cuabi__resource_allocate_general(uintptr_t *out, cuabi__memory_resource *res,
                                               size_t size, size_t *alignment,
@@ -98,9 +103,12 @@ static inline cuabi_status cuabi__resource_deallocate(cuabi__memory_resource *re
 {
     /* CUABI_RELEASE_FAST: the driver call alone; the default mode makes it
      * RELAXED (platform/release.h), so no capture anywhere breaks. */
-    if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream) && cuabi__release_is_fast()))
-        return CUABI__CU_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
-                            stream->cu_stream);
+    if (CUABI__LIKELY(ptr != 0 && cuabi__pool_fast(res, stream))) {
+        if (cuabi__release_is_fast())
+            return CUABI__CU_IN(caller, res->drv, cuMemFreeAsync, (CUdeviceptr)ptr,
+                                stream->cu_stream);
+        return cuabi__pool_free_relaxed(res, ptr, stream, caller);
+    }
     return cuabi__resource_deallocate_general(res, ptr, size, alignment, stream, caller);
 }
 
