@@ -400,11 +400,28 @@ static void each_ptx_arg(const cuabi_program_options *o, const char *level, cuab
         fn("-lineinfo", "", ctx);
 }
 
+/* The header every CUDA C++ program gets first (--pre-include): what
+ * NVIDIA's documentation writes without a declaration and NVRTC does not
+ * declare. cudaGraphSetConditional (conditional graph nodes, CUDA 12.3+)
+ * is a device-runtime function the driver resolves at load; NVRTC knows
+ * cudaGraphConditionalHandle but not the function, so a body written as the
+ * CUDA programming guide shows failed with "identifier is undefined". The
+ * declaration matches cuda_device_runtime_api.h's, so a program that
+ * declares it itself or includes that header still compiles. The name
+ * carries a version: the compile cache's key hashes the argument list, so a
+ * change of this text must come with a new name. */
+#define BUILTINS_NAME "cuabi_builtins_1.h"
+static const char builtins_text[] =
+    "#pragma once\n"
+    "extern \"C\" __device__ __cudart_builtin__ void\n"
+    "cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);\n";
+
 /* NVRTC's arguments for CUDA C++. */
 static void each_cxx_arg(const cuabi__compile_args *a, const char *level, cuabi__arg_fn fn,
                          void *ctx)
 {
     const cuabi_program_options *o = a->opts;
+    fn("--pre-include=", BUILTINS_NAME, ctx);
     if (o->std)
         fn("-std=", o->std, ctx);
     if (o->opt_level >= 0)
@@ -777,6 +794,26 @@ static cuabi_status keep_signatures(const cuabi__nvrtc *nv, nvrtcProgram prog,
     return st;
 }
 
+/* The caller's in-memory headers and the built-in one, as NVRTC takes them:
+ * one allocation holding both arrays (cuabi__free(*names) frees it). */
+static cuabi_status with_builtins(const char ***names, const char ***texts,
+                                  const cuabi_program_options *o)
+{
+    size_t n = o->num_headers + 1;
+    const char **both = cuabi__calloc(n, 2 * sizeof *both);
+    if (!both)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < o->num_headers; i++) {
+        both[i] = o->header_names[i];
+        both[n + i] = o->header_contents[i];
+    }
+    both[n - 1] = BUILTINS_NAME;
+    both[2 * n - 1] = builtins_text;
+    *names = both;
+    *texts = both + n;
+    return CUABI_SUCCESS;
+}
+
 /* Compile CUDA C++ with NVRTC into `e` (cleared on failure by the caller);
  * `*log` gets the compiler's log either way. */
 static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_args *a,
@@ -786,8 +823,11 @@ static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_ar
     const cuabi_program_options *o = a->opts;
     CUABI__TRY(cuabi__nvrtc_get(&nv));
     nvrtcProgram prog;
-    nvrtcResult r = nv->nvrtcCreateProgram(&prog, p->source, p->name, (int)o->num_headers,
-                                           o->header_contents, o->header_names);
+    const char **names, **texts;
+    CUABI__TRY(with_builtins(&names, &texts, o));
+    nvrtcResult r = nv->nvrtcCreateProgram(&prog, p->source, p->name, (int)o->num_headers + 1,
+                                           texts, names);
+    cuabi__free(names);
     if (r != NVRTC_SUCCESS) {
         cuabi_status st = r == NVRTC_ERROR_OUT_OF_MEMORY ? CUABI_ERROR_OUT_OF_MEMORY
                                                          : CUABI_ERROR_NVRTC;

@@ -518,7 +518,8 @@ START_TEST(argument_lists)
     o.num_include_paths = 1;
     o.extra_options = extra;
     o.num_extra_options = 1;
-    static const char *const cxx[] = { "-arch=sm_90", "-std=c++17", "--ptxas-options=-O2",
+    static const char *const cxx[] = { "-arch=sm_90", "--pre-include=cuabi_builtins_1.h",
+        "-std=c++17", "--ptxas-options=-O2",
         "-lineinfo", "-use_fast_math", "-rdc=true", "-dlto", "-DX=1", "-DY", "-I/inc",
         "-Xptxas=-v" };
     expect_argv(CUABI_CODE_CUDA_CXX, &o, cxx, sizeof cxx / sizeof *cxx);
@@ -528,6 +529,38 @@ START_TEST(argument_lists)
     q.debug = 1;
     static const char *const ptx[] = { "-arch=sm_80", "-O0", "-g" };
     expect_argv(CUABI_CODE_PTX, &q, ptx, sizeof ptx / sizeof *ptx);
+}
+END_TEST
+
+/* A conditional node's body as the CUDA programming guide writes it: no
+ * declaration of cudaGraphSetConditional (issue 24 item 5: NVRTC left it
+ * undefined). It also compiles where the program declares it itself, as
+ * docs/graphs.md used to say, to LTO-IR, and beside the toolkit's header. */
+START_TEST(conditional_bodies_need_no_declaration)
+{
+    static const char guide[] =
+        "__global__ void loopKernel(cudaGraphConditionalHandle handle, int *count)\n"
+        "{\n"
+        "    if (threadIdx.x == 0) cudaGraphSetConditional(handle, --*count ? 1 : 0);\n"
+        "}\n";
+    static const char declared[] =
+        "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long h,\n"
+        "                                                       unsigned int v);\n"
+        "extern \"C\" __global__ void body(unsigned long long h, int *c, int n)\n"
+        "{ if (threadIdx.x == 0) { int k = ++*c; cudaGraphSetConditional(h, k < n); } }\n";
+    const char *sources[] = { guide, declared };
+    for (int i = 0; i < 2; i++)
+        for (int lto = 0; lto < 2; lto++) {
+            cuabi_program *p = make(sources[i]);
+            cuabi_objcode *o;
+            cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+            opts.arch = "sm_90";
+            opts.output = lto ? CUABI_CODE_LTOIR : CUABI_CODE_CUBIN;
+            ck_assert_msg(cuabi_program_compile(&o, p, &opts) == CUABI_SUCCESS,
+                          "source %d, lto %d: %s", i, lto, cuabi_last_error()->message);
+            ck_assert_ok(cuabi_objcode_release(o));
+            ck_assert_ok(cuabi_program_release(p));
+        }
 }
 END_TEST
 
@@ -580,6 +613,7 @@ int main(void)
     tcase_add_test(tc, supported_archs);
     tcase_add_test(tc, default_arch_follows_the_device);
     tcase_add_test(tc, argument_lists);
+    tcase_add_test(tc, conditional_bodies_need_no_declaration);
     tcase_add_test(tc, no_leak_when_allocations_fail);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
