@@ -100,6 +100,12 @@ impl Error {
         Error::bare(sys::CUABI_ERROR_INTERNAL, message.into())
     }
 
+    /// The error of a status a `sys` function just returned on this thread
+    /// (with the thread's last-error details when they are for it).
+    pub fn from_status(status: sys::cuabi_status) -> Error {
+        Error::from_last(status)
+    }
+
     /// The C status value.
     pub fn raw_status(&self) -> sys::cuabi_status {
         self.status.to_raw()

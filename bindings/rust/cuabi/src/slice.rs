@@ -214,39 +214,43 @@ fn new_event(s: &Stream) -> Result<Event> {
 }
 
 /// One use of slices by work queued on a stream: waits before, events after.
+/// Nothing is initialised until a use needs tracking (the launch fast path).
 struct Uses<'t> {
-    list: [(Option<&'t Tracker>, bool); MAX_ARGS],
+    list: [MaybeUninit<(&'t Tracker, bool)>; MAX_ARGS],
     n: usize,
 }
 
 impl<'t> Uses<'t> {
+    #[inline]
     fn new() -> Self {
-        Uses { list: [(None, false); MAX_ARGS], n: 0 }
+        Uses { list: [const { MaybeUninit::uninit() }; MAX_ARGS], n: 0 }
     }
     /// Add a use; make `s` wait for what it conflicts with.
+    #[inline]
     fn add(&mut self, s: &Stream, t: &'t Tracker, write: bool) -> Result<()> {
         if t.quiet(s) {
             return Ok(());
         }
-        t.before(s, write)?;
         if self.n == MAX_ARGS {
             return Err(Error::invalid_argument(format!("more than {MAX_ARGS} slices in one call")));
         }
-        self.list[self.n] = (Some(t), write);
+        t.before(s, write)?;
+        self.list[self.n] = MaybeUninit::new((t, write));
         self.n += 1;
         Ok(())
     }
     /// The work was queued on `s`: record its end for every use.
+    #[inline]
     fn done(&self, s: &Stream) -> Result<()> {
         if self.n == 0 {
             return Ok(());
         }
         let e = new_event(s)?;
         e.record(s)?;
-        for (t, w) in &self.list[..self.n] {
-            if let Some(t) = t {
-                t.after(s, &e, *w);
-            }
+        for u in &self.list[..self.n] {
+            // SAFETY: the first `n` entries were written by `add`.
+            let (t, w) = unsafe { u.assume_init() };
+            t.after(s, &e, w);
         }
         Ok(())
     }
@@ -566,15 +570,24 @@ impl Stream {
 pub const MAX_ARGS: usize = 32;
 
 /// What a Rust argument is, for the check against the parameter type.
-#[derive(Clone, Copy)]
 enum Desc {
-    Value { kind: ArgKind, names: &'static [&'static str], size: usize, rust: &'static str },
-    Slice { names: &'static [&'static str], write: bool, rust: &'static str },
+    Value { kind: ArgKind, names: &'static [&'static str], size: usize, rust: fn() -> &'static str },
+    Slice { names: &'static [&'static str], write: bool, rust: fn() -> &'static str },
+}
+
+/// The descriptions of `T` as an argument, one static each.
+struct DescOf<T>(PhantomData<T>);
+impl<T: DeviceRepr> DescOf<T> {
+    const VALUE: &'static Desc = &Desc::Value {
+        kind: T::KIND, names: T::CXX_NAMES, size: size_of::<T>(), rust: core::any::type_name::<T>,
+    };
+    const READ: &'static Desc = &Desc::Slice { names: T::CXX_NAMES, write: false, rust: core::any::type_name::<T> };
+    const WRITE: &'static Desc = &Desc::Slice { names: T::CXX_NAMES, write: true, rust: core::any::type_name::<T> };
 }
 
 #[derive(Clone, Copy)]
 struct Arg<'a> {
-    desc: Desc,
+    desc: &'static Desc,
     /// The bytes to pass: the value, or the device address.
     data: *const u8,
     tracker: Option<&'a Tracker>,
@@ -605,7 +618,7 @@ pub struct ArgSpec<'a>(Arg<'a>);
 impl<'a, T: DeviceRepr> KernelArgument<'a> for &'a T {
     fn describe(self) -> ArgSpec<'a> {
         ArgSpec(Arg {
-            desc: Desc::Value { kind: T::KIND, names: T::CXX_NAMES, size: size_of::<T>(), rust: core::any::type_name::<T>() },
+            desc: DescOf::<T>::VALUE,
             data: (self as *const T).cast(),
             tracker: None,
         })
@@ -614,7 +627,7 @@ impl<'a, T: DeviceRepr> KernelArgument<'a> for &'a T {
 
 fn slice_arg<'a, T: DeviceRepr>(ptr: &'a u64, tracker: &'a Tracker, write: bool) -> ArgSpec<'a> {
     ArgSpec(Arg {
-        desc: Desc::Slice { names: T::CXX_NAMES, write, rust: core::any::type_name::<T>() },
+        desc: if write { DescOf::<T>::WRITE } else { DescOf::<T>::READ },
         data: (ptr as *const u64).cast(),
         tracker: Some(tracker),
     })
@@ -652,7 +665,9 @@ impl<'a, T: DeviceRepr> KernelArgument<'a> for &'a mut DeviceViewMut<'_, T> {
 /// launch from (kept per [`Kernel`] value).
 pub(crate) struct KernelSig {
     params: Vec<Param>,
-    pack: Mutex<PackBlob>,
+    /// The pack; `busy` says a launch is writing and launching it.
+    pack: PackBlob,
+    busy: AtomicBool,
 }
 
 struct PackBlob {
@@ -661,8 +676,36 @@ struct PackBlob {
     size: usize,
 }
 // SAFETY: `blob` points into `pack`'s own storage (argpack.h: "valid while
-// the pack lives") and is only used under the Mutex together with the pack.
+// the pack lives"); it is written only by the launch holding `busy`
+// (KernelSig::take), so one thread at a time, and the pack is read by the
+// library only during that launch's call.
 unsafe impl Send for PackBlob {}
+// SAFETY: as for Send: `&PackBlob` is used only under `busy`.
+unsafe impl Sync for PackBlob {}
+
+/// The pack of one launch: the kernel's own (`busy` taken), or, when
+/// another thread has it, a fresh one for this launch.
+enum PackUse<'k> {
+    Shared(&'k KernelSig),
+    Own(PackBlob),
+}
+
+impl PackUse<'_> {
+    fn blob(&self) -> &PackBlob {
+        match self {
+            PackUse::Shared(k) => &k.pack,
+            PackUse::Own(p) => p,
+        }
+    }
+}
+
+impl Drop for PackUse<'_> {
+    fn drop(&mut self) {
+        if let PackUse::Shared(k) = self {
+            k.busy.store(false, Ordering::Release);
+        }
+    }
+}
 
 struct Param {
     offset: usize,
@@ -770,7 +813,7 @@ impl Param {
                 } else if !*constant && !*write {
                     return Err(format!(
                         "parameter {i} is `{elem} *`, which the kernel may write: pass `&mut` \
-                         of a slice of {rust} (a `&` slice is read-only: `const {elem} *`)"));
+                         of a slice of {} (a `&` slice is read-only: `const {elem} *`)", rust()));
                 } else {
                     true
                 }
@@ -797,9 +840,21 @@ impl Param {
 
 fn describe(d: &Desc) -> String {
     match d {
-        Desc::Value { rust, size, .. } => format!("a {rust} ({size} bytes)"),
-        Desc::Slice { rust, write: true, .. } => format!("a writable slice of {rust}"),
-        Desc::Slice { rust, write: false, .. } => format!("a read-only slice of {rust}"),
+        Desc::Value { rust, size, .. } => format!("a {} ({size} bytes)", rust()),
+        Desc::Slice { rust, write: true, .. } => format!("a writable slice of {}", rust()),
+        Desc::Slice { rust, write: false, .. } => format!("a read-only slice of {}", rust()),
+    }
+}
+
+impl PackBlob {
+    fn of(kernel: &Kernel) -> Result<PackBlob> {
+        let pack = ArgPack::for_kernel(kernel)?;
+        let mut blob = core::ptr::null_mut();
+        // SAFETY: the pack is live and ours; `blob` is a local the call fills
+        // with the pack's own storage, "valid while the pack lives".
+        check(unsafe { sys::cuabi_argpack_blob_pointer(&mut blob, pack.as_raw()) })?;
+        let size = pack.blob_size();
+        Ok(PackBlob { pack, blob: blob.cast(), size })
     }
 }
 
@@ -807,14 +862,17 @@ impl KernelSig {
     fn of(kernel: &Kernel) -> Result<KernelSig> {
         let types = kernel.param_types()?;
         let params = types.iter().enumerate().map(|(i, t)| Param::of(i, t)).collect();
-        let mut pack = ArgPack::for_kernel(kernel)?;
-        let mut blob = core::ptr::null_mut();
-        // SAFETY: the pack is live and ours; `blob` is a local the call fills
-        // with the pack's own storage, "valid while the pack lives".
-        check(unsafe { sys::cuabi_argpack_blob_pointer(&mut blob, pack.as_raw()) })?;
-        let size = pack.blob_size();
-        let _ = &mut pack;
-        Ok(KernelSig { params, pack: Mutex::new(PackBlob { pack, blob: blob.cast(), size }) })
+        Ok(KernelSig { params, pack: PackBlob::of(kernel)?, busy: AtomicBool::new(false) })
+    }
+
+    /// The pack for one launch (see [`PackUse`]).
+    #[inline]
+    fn take(&self, kernel: &Kernel) -> Result<PackUse<'_>> {
+        if self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            Ok(PackUse::Shared(self))
+        } else {
+            Ok(PackUse::Own(PackBlob::of(kernel)?))
+        }
     }
 }
 
@@ -878,14 +936,14 @@ impl<'a> LaunchArgs<'a> {
                 "launch of {}: {} arguments for {} parameters", self.kernel.name(), args.len(), sig.params.len())));
         }
         for (i, (a, p)) in args.iter().zip(&sig.params).enumerate() {
-            let size = match a.desc { Desc::Value { size, .. } => size, Desc::Slice { .. } => 8 };
+            let size = match a.desc { Desc::Value { size, .. } => *size, Desc::Slice { .. } => 8 };
             if size != p.size {
                 return Err(Error::argument_mismatch(format!(
                     "launch of {}: parameter {i} has {} bytes, the argument ({}) {size}",
-                    self.kernel.name(), p.size, describe(&a.desc))));
+                    self.kernel.name(), p.size, describe(a.desc))));
             }
             if checked {
-                p.accepts(i, &a.desc).map_err(|why| Error::argument_mismatch(format!(
+                p.accepts(i, a.desc).map_err(|why| Error::argument_mismatch(format!(
                     "launch of {}: {why}", self.kernel.name())))?;
             }
         }
@@ -893,10 +951,11 @@ impl<'a> LaunchArgs<'a> {
         let mut uses = Uses::new();
         for a in args {
             if let (Some(t), Desc::Slice { write, .. }) = (a.tracker, a.desc) {
-                uses.add(s, t, write)?;
+                uses.add(s, t, *write)?;
             }
         }
-        let pb = sig.pack.lock().unwrap_or_else(|p| p.into_inner());
+        let pu = sig.take(self.kernel)?;
+        let pb = pu.blob();
         for (a, p) in args.iter().zip(&sig.params) {
             // Sizes were checked equal above; the slot lies inside the blob
             // (the pack was made from the same parameter info).
@@ -906,7 +965,7 @@ impl<'a> LaunchArgs<'a> {
             }
             // SAFETY: `a.data` points at `p.size` readable bytes borrowed for
             // 'a (a value, or a slice's address field); `pb.blob` is the
-            // pack's storage of `pb.size` bytes, ours under the lock.
+            // pack's storage of `pb.size` bytes, ours while `pu` lives.
             unsafe { core::ptr::copy_nonoverlapping(a.data, pb.blob.add(p.offset), p.size) };
         }
         let cfg = LaunchConfig { stream: Some(s), ..config };
@@ -914,9 +973,9 @@ impl<'a> LaunchArgs<'a> {
         // checked against the kernel's parameter types (or vouched for by the
         // caller of launch_unchecked); the slices named stay alive until the
         // work is done (stream order or the events recorded below); the pack
-        // is ours under the lock (argpack.h: no set races the launch).
+        // is ours while `pu` lives (argpack.h: no set races the launch).
         let st = cfg.with_c(|c| unsafe { sys::cuabi_launch(self.kernel.as_raw(), pb.pack.as_raw(), c) })?;
-        drop(pb);
+        drop(pu);
         check(st)?;
         uses.done(s)
     }
