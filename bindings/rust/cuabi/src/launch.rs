@@ -265,7 +265,8 @@ handle_core!(
     PreparedRaw, sys::cuabi_prepared, sys::cuabi_prepared_release
 );
 
-/// A prepared launch (see [`PreparedRaw`]); the pack it binds is moved in.
+/// A prepared launch: kernel, pack and configuration bound and checked once
+/// (`cuabi_prepared`); the pack it binds is moved in.
 pub struct PreparedLaunch {
     raw: PreparedRaw,
     pack: ArgPack,

@@ -73,7 +73,7 @@
 //! a pack holds raw values the library checks only by size. The safe launch
 //! is [`Stream::launch_builder`], which checks every argument against the
 //! kernel's parameter types and borrows typed [`DeviceSlice`]s (see
-//! [`slice`]). So safe code cannot launch without `unsafe`:
+//! [`slice`](mod@slice)). So safe code cannot launch without `unsafe`:
 //!
 //! ```compile_fail,E0133
 //! fn f(k: &cuabi::Kernel, p: &cuabi::ArgPack, c: &cuabi::LaunchConfig) {

@@ -28,7 +28,7 @@
 //!   which may be a pointer or a `long`, or a CUBIN without names -- refuses
 //!   the safe launch with `Status::ArgumentMismatch`; such kernels launch
 //!   through the `unsafe` [`LaunchArgs::launch_unchecked`] (or an
-//!   [`ArgPack`](crate::ArgPack) and the `unsafe` [`launch`](crate::launch)).
+//!   [`ArgPack`] and the `unsafe` [`launch`](crate::launch())).
 //! * **Liveness and exclusivity.** Slices are borrowed by the builder: a
 //!   slice cannot be dropped, and a `&mut` one cannot be aliased, while the
 //!   launch is being built (compile errors).
