@@ -183,7 +183,27 @@
 //!
 //! Every `unsafe` block and `unsafe impl` of this crate carries a
 //! `// SAFETY:` comment naming the header sentence it relies on
-//! (`clippy::undocumented_unsafe_blocks` is denied).
+//! (`clippy::undocumented_unsafe_blocks` is denied). Most calls rely on the
+//! same few sentences, which the comments abbreviate:
+//!
+//! * *"`self` is live"*, *"handles live for the call"*: the Rust value owns
+//!   (or borrows an owner of) a C reference, so the handle is valid for the
+//!   call -- common.h: "Every handle may be used from any thread ... a handle
+//!   released before a call is refused cleanly (CUABI_ERROR_INVALID_HANDLE),
+//!   never followed", and each module's sentence on use from several threads
+//!   at once (cited where a type is made `Sync`).
+//! * *"a local"*, *"read during the call"*: common.h: "A function reads or
+//!   writes the memory its pointer parameters name only during the call,
+//!   unless its documentation says it is kept". Where it is kept (a copy
+//!   queued on a stream, a graph's host copy node, a wrapped buffer's
+//!   memory), the comment says what keeps the memory alive.
+//! * *"the init function fills"*: each `*_init(opts, version)` "Fill\[s\]
+//!   \*opts with the defaults of struct version `version`".
+//! * *"borrowed ... copied now"*: strings and arrays the library returns are
+//!   "Borrowed: valid while the kernel lives" (argpack.h, objcode.h, view.h:
+//!   "valid while the view lives"); each is copied before the borrow ends.
+//! * *"ownership transferred"*: an `[out, ownership transferred]` parameter
+//!   hands the caller one reference, which the new Rust value owns.
 //!
 //! The raw declarations are re-exported as [`sys`].
 #![deny(clippy::undocumented_unsafe_blocks)]
