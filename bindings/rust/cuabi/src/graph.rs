@@ -636,6 +636,16 @@ struct Runs(Mutex<Vec<(Stream, Event)>>);
 
 impl Runs {
     fn launched(&self, stream: &Stream) -> Result<()> {
+        let r = self.record(stream);
+        if r.is_err() {
+            // No event to be had: wait for the run now rather than let what
+            // it uses go under it.
+            let _ = stream.synchronize();
+        }
+        r
+    }
+
+    fn record(&self, stream: &Stream) -> Result<()> {
         let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, e)) = v.iter().find(|(s, _)| s.as_raw() == stream.as_raw()) {
             // A later run on the same stream ends after the earlier ones.

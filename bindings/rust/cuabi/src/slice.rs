@@ -239,14 +239,21 @@ impl<'t> Uses<'t> {
         self.n += 1;
         Ok(())
     }
-    /// The work was queued on `s`: record its end for every use.
+    /// The work was queued on `s`: record its end for every use. Should that
+    /// fail (no event to be had), the stream is synchronized instead, so that
+    /// no slice can be freed under the work, and the error returned.
     #[inline]
     fn done(&self, s: &Stream) -> Result<()> {
         if self.n == 0 {
             return Ok(());
         }
-        let e = new_event(s)?;
-        e.record(s)?;
+        let e = match new_event(s).and_then(|e| e.record(s).map(|()| e)) {
+            Ok(e) => e,
+            Err(err) => {
+                let _ = s.synchronize();
+                return Err(err);
+            }
+        };
         for u in &self.list[..self.n] {
             // SAFETY: the first `n` entries were written by `add`.
             let (t, w) = unsafe { u.assume_init() };

@@ -33,8 +33,17 @@ impl Pending {
         if home.is_some_and(|h| h.as_raw() == stream.as_raw()) {
             return Ok(()); // the free comes after it on the same stream
         }
-        let ev = Event::with_flags(&stream.device()?, sys::CUABI_EVENT_DISABLE_TIMING)?;
-        ev.record(stream)?;
+        let ev = Event::with_flags(&stream.device()?, sys::CUABI_EVENT_DISABLE_TIMING)
+            .and_then(|e| e.record(stream).map(|()| e));
+        let ev = match ev {
+            Ok(e) => e,
+            Err(err) => {
+                // No event to be had: wait for the work now rather than let
+                // the memory go under it.
+                let _ = stream.synchronize();
+                return Err(err);
+            }
+        };
         let mut v = self.events.lock().unwrap_or_else(|p| p.into_inner());
         if v.len() >= 16 {
             v.retain(|e| !e.query().unwrap_or(false));
