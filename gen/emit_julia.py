@@ -176,9 +176,12 @@ def outputs(api) -> dict[str, str]:
            "Function, struct and constant names are the C names; see the CuABI module\n"
            'for the idiomatic API.\n"""\n',
            "module LibCuABI\n\n",
-           "# The library to load: a path or a name the dynamic loader can find. Read\n"
-           "# when this module is compiled (set it before the first `using CuABI`).\n",
-           'const libcuabi = get(ENV, "CUABI_LIBRARY", "libcuabi")\n\n',
+           "# The library every ccall names: its soname, fixed by the ABI version. Which\n"
+           "# file that is is decided at run time, not when this module is compiled:\n"
+           "# CuABI.__init__ loads the file ENV[\"CUABI_LIBRARY\"] (or the `libcuabi`\n"
+           "# preference) names before the first call, and the dynamic loader then\n"
+           "# binds this name to it; without either, the loader's search path finds it.\n",
+           f'const libcuabi = "libcuabi.so.{api.abi_version}"\n\n',
            "# Version of the plugin table this module was generated for.\n",
            f"const CUABI_API_TABLE_VERSION = Cuint({api.abi_version})\n",
            DLPACK,

@@ -42,7 +42,7 @@ skip_check=0
 for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
-        bench/bench_graph bench/bench_peer bench/bench_pool_parts \
+        bench/bench_graph bench/bench_peer bench/bench_pool_parts bench/bench_launch_cxx \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -77,6 +77,13 @@ for arg in "$@"; do
                 [ -x "$b" ] && { echo "== $b"; "$b"; } 2>&1 | tee -a "$out/bench.txt"
             done
         done
+        # The Rust safe launch against the C cuabi_launch of the same kernel
+        # (issue 28): medians of BENCH_PROCESSES processes (default 7) each.
+        if [ -x "$root/.gpu/rust/bin/example-bench_launch" ] && [ -x bench/bench_launch_cxx ]; then
+            { echo "== bench_rust_launch"; LD_LIBRARY_PATH=$src/.libs sh bench/bench_rust_launch.sh \
+                "$root/.gpu/rust/bin/example-bench_launch" bench/bench_launch_cxx "${BENCH_PROCESSES:-7}"; } \
+                2>&1 | tee -a "$out/bench.txt"
+        fi
         if [ -f "$root/.gpu/peers/launch_raw.c" ]; then
             nvcc -O2 -o /tmp/launch_raw "$root/.gpu/peers/launch_raw.c" -lcuda -lnvrtc &&
                 { echo "== raw (peer script)"; /tmp/launch_raw 200000; } 2>&1 | tee -a "$out/bench.txt"

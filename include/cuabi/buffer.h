@@ -34,6 +34,15 @@ extern "C" {
  * allocation), and a buffer on any other stream keeps that stream itself. A
  * buffer may be used from several threads at once; destroying it while another
  * thread uses the handle is the caller's race.
+ *
+ * The free is ordered on that one stream only: work queued on other streams
+ * that still uses the memory is not waited for (make the freeing stream wait
+ * for it with cuabi_stream_wait_event() first, as the Rust binding does), and
+ * memory of a resource that is not stream-ordered is freed when the last
+ * reference goes, whatever is queued. The library reads and writes a buffer's
+ * memory only in the calls that name it: a copy or memset without a stream
+ * during the call, one with a stream when the stream reaches it. A release
+ * callback runs exactly once, on the thread that drops the last reference.
  */
 
 typedef struct cuabi_device cuabi_device;

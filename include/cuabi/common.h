@@ -17,6 +17,25 @@ extern "C" {
 /**
  * Status codes, the thread-local last-error record and the export macro.
  * Every fallible function returns a cuabi_status; CUABI_SUCCESS is 0.
+ *
+ * Threads. Every handle may be used from any thread: the library makes the
+ * right CUDA context current itself. Which objects may also be used from
+ * several threads at once is said by each module (devices, streams, events,
+ * resources, buffers, views, objcodes, kernels, graphs: yes; a linker: one
+ * thread at a time; an argument pack or tensor map: reads yes, a write racing
+ * a read no). Releasing a handle's last reference while another thread still
+ * uses it is the caller's race; a handle released before a call is refused
+ * cleanly (CUABI_ERROR_INVALID_HANDLE), never followed. The last-error record
+ * is thread-local: a call on one thread never changes another's.
+ *
+ * Memory the caller passes. A function reads or writes the memory its pointer
+ * parameters name only during the call, unless its documentation says it is
+ * kept: a copy of host memory queued on a stream reads or writes it when the
+ * stream reaches the copy, a graph's host copy node whenever the graph runs,
+ * a wrapped buffer's memory until its release callback. Strings and arrays
+ * the library returns are borrowed as their documentation says; the status
+ * names and messages, version strings and limiter names live as long as the
+ * process.
  */
 
 /** Marks a function exported from libcuabi. */

@@ -17,7 +17,8 @@ extern "C" {
  * CUDA devices. A cuabi_device stands for one GPU and its primary context; the
  * same handle value is returned for the same ordinal while any reference lives.
  * The library makes the right context current on the calling thread before any
- * driver call that needs one.
+ * driver call that needs one. A device may be used from several threads at once:
+ * its functions may run concurrently on one handle.
  */
 
 /**

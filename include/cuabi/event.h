@@ -14,7 +14,16 @@
 extern "C" {
 #endif
 
-/** Events: markers recorded on streams, for ordering and timing. */
+/**
+ * Events: markers recorded on streams, for ordering and timing.
+ *
+ * An event may be used from several threads at once: recording it, making a
+ * stream wait for it, querying and synchronizing it may run concurrently on one
+ * handle (the driver orders them: a wait, query or synchronize concerns the
+ * last record made before it). cuabi_event_synchronize() returns once the work
+ * before that record is complete, and cuabi_stream_wait_event() makes work
+ * queued later on the stream wait for it, also across streams and devices.
+ */
 
 typedef struct cuabi_device cuabi_device;
 typedef struct cuabi_stream cuabi_stream;

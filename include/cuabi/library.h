@@ -17,6 +17,8 @@ extern "C" {
 /**
  * Library and runtime versions, the CUDA libraries cuabi loaded, and size
  * queries that let bindings check their struct layouts against the library.
+ * Every function here may be called from any thread at once; the strings they
+ * return live as long as the process.
  */
 
 typedef struct cuabi_runtime_info cuabi_runtime_info;

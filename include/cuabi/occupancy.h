@@ -27,6 +27,9 @@ extern "C" {
  * published limits (cuabi_arch_limits_get), using the rules of the toolkit's
  * cuda_occupancy.h. Cluster answers offline are estimates (they depend on how
  * a particular GPU's SMs are grouped); everything else matches the driver.
+ *
+ * Every function may be called from several threads at once. A block-size
+ * callback runs on the calling thread, during the call only.
  */
 
 typedef struct cuabi_device cuabi_device;

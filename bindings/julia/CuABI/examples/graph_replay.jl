@@ -5,7 +5,11 @@
 #       bindings/julia/CuABI/examples/graph_replay.jl
 #
 # Without a GPU it compiles the kernel and says the rest is skipped.
+# CuABI exports nothing but CuABIError (its names would meet CUDA.jl's in one
+# session): what an example uses, it imports by name.
 using CuABI
+using CuABI: Device, Stream, DevicePtr, MemoryResource, Buffer, Program, LaunchConfig, compile,
+             launch, capture, instantiate, device_count, synchronize
 
 const SRC = """
 template <typename T, int BLOCK>

@@ -6,7 +6,11 @@
 # Compiles `segred<float, 256>` through a name expression and prints its
 # resources and offline occupancy (no GPU needed); with a GPU, launches it on
 # [1..12] in 3 segments (-> [10, 26, 42]) and on a large random case.
+# CuABI exports nothing but CuABIError (its names would meet CUDA.jl's in one
+# session): what an example uses, it imports by name.
 using CuABI
+using CuABI: Device, Stream, MemoryResource, Buffer, Program, LaunchConfig, compile, launch,
+             occupancy, device_count, synchronize
 
 const SRC = """
 template <typename T, int BLOCK>

@@ -6,8 +6,22 @@ release the C reference (call `close` to release early), failures throw a
 [`CuABIError`](@ref) carrying the status, the library's message and any
 compiler/linker log. The raw generated `ccall` layer is `CuABI.LibCuABI`.
 
-The library is found through `ENV["CUABI_LIBRARY"]` (a path) or the dynamic
-loader's search path (`LD_LIBRARY_PATH`), read when the package is compiled.
+The library is located at run time, in `__init__`: `ENV["CUABI_LIBRARY"]`
+(a path), else the `libcuabi` preference of this package (`LocalPreferences.toml`:
+`[CuABI] libcuabi = "/path/to/libcuabi.so.1"`), else the dynamic loader's
+search path (`LD_LIBRARY_PATH`, ld.so.cache). Nothing is frozen when the
+package is precompiled; [`CuABI.library_path`](@ref) tells which file is in use.
+
+Names: only `CuABIError` is exported. `Device`, `Stream`, `Graph`, `launch`,
+`compile`, `synchronize`, ... are CUDA.jl's names too, so they are used as
+`CuABI.Device` (or imported by name: `using CuABI: Device, Stream`); the two
+packages load side by side in one process.
+
+Indexing follows Julia: `pack[i]` is the i-th parameter (1-based), a view's
+`size` is the column-major size of the memory (the reverse of its DLPack,
+row-major shape), `CuABI.slice(v, 2:3, :)` takes 1-based inclusive ranges.
+C numbering (0-based slots, DLPack order) appears only in functions named
+for it: `set_c_slot!`, `get_c_slot`, `CuABI.info` (the C description).
 """
 module CuABI
 
@@ -15,20 +29,54 @@ include("LibCuABI.jl")
 using .LibCuABI
 const L = LibCuABI
 
-export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info,
-       synchronize, record, elapsed_ms, check_layouts,
-       MemoryResource, Buffer, View, ObjectCode, Kernel, Linker, Program, LaunchConfig, PreparedLaunch,
-       compile, launch, occupancy, to_dlpack, from_dlpack, from_exchange, unsafe_array, param_types, signature,
-       AccessPolicyWindow, TensorMap, im2col_tensormap, replace_address!, tensormap_bytes,
-       Graph, GraphNode, GraphExec, capture, capture_status, instantiate, upload, update!,
-       update_kernel!, add_kernel!, add_memcpy!, add_memset!, add_empty!, add_host!,
-       add_event_record!, add_event_wait!, add_child!, add_while!, add_if!, add_switch!,
-       add_dependency!, remove_dependency!, conditional_handle, to_dot,
-       enable_peer_access, disable_peer_access, peer_attribute, set_peer_access!, peer_access,
-       copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
-       ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
-       ipc_send_fd, ipc_receive_fd,
-       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
+export CuABIError
+
+# ------------------------------------------------------------ the library
+
+const _library = Ref{String}("")
+
+"""
+    library_path() -> String
+
+The file of the libcuabi in use (loaded by `__init__` from
+`ENV["CUABI_LIBRARY"]` or the `libcuabi` preference, or found by the loader).
+"""
+function library_path()
+    isempty(_library[]) || return _library[]
+    h = Base.Libc.Libdl.dlopen(L.libcuabi; throw_error = false)
+    h === nothing ? "" : Base.Libc.Libdl.dlpath(h)
+end
+
+# The preference, read without the Preferences package (no dependencies):
+# Base's reader of [CuABI] in LocalPreferences.toml / JuliaLocalPreferences.toml.
+function _preference()
+    try
+        p = Base.get_preferences(Base.UUID("5b0f3f3e-8d4e-4c1a-9a57-3f2c6e1d7a41"))
+        v = get(p, "libcuabi", nothing)
+        return v isa AbstractString && !isempty(v) ? String(v) : nothing
+    catch
+        return nothing
+    end
+end
+
+function __init__()
+    path = get(ENV, "CUABI_LIBRARY", "")
+    isempty(path) && (path = something(_preference(), ""))
+    isempty(path) && return
+    # Loaded now under its soname: every ccall's (:name, "libcuabi.so.N")
+    # then binds to this file (the loader matches loaded objects by soname).
+    h = try
+        Base.Libc.Libdl.dlopen(path, Base.Libc.Libdl.RTLD_NOW | Base.Libc.Libdl.RTLD_GLOBAL)
+    catch e
+        error("CuABI: cannot load $(repr(path)) (from ENV[\"CUABI_LIBRARY\"] or the libcuabi " *
+              "preference): $(sprint(showerror, e))")
+    end
+    same = Base.Libc.Libdl.dlopen(L.libcuabi, Base.Libc.Libdl.RTLD_NOLOAD; throw_error = false)
+    same == h || error("CuABI: $(repr(path)) is not $(L.libcuabi) (its soname differs): " *
+                       "the bindings were generated for ABI version $(L.CUABI_API_TABLE_VERSION)")
+    _library[] = Base.Libc.Libdl.dlpath(h)
+    nothing
+end
 
 # ------------------------------------------------------------------ errors
 
@@ -399,7 +447,9 @@ end
 A kernel's parameter list with storage for its values. From a signature
 string (`"ptr, i32, f32"`), or typed from values: `ArgPack(DevicePtr(p), Int32(n),
 1.5f0)` derives the signature from the Julia types and stores the values.
-`pack[slot] = value` sets a slot (0-based, as in C) checking kind and range.
+`pack[i] = value` sets the i-th parameter (1-based, as Julia indexes),
+checking kind and range; `pack[i]` gives its bytes. `set_c_slot!(pack, slot,
+value)` and `get_c_slot(pack, slot)` take C's 0-based slot numbers.
 """
 mutable struct ArgPack <: Handle
     ptr::Ptr{Cvoid}
@@ -466,26 +516,56 @@ ArgPack(signature::AbstractString) =
 function ArgPack(args...)
     pack = ArgPack(join(map(_sig, args), ", "))
     for (i, a) in enumerate(args)
-        pack[i - 1] = a
+        pack[i] = a
     end
     pack
 end
 
-Base.setindex!(p::ArgPack, v::Union{Signed,Bool}, slot::Integer) =
+# The setters by value type, on C's 0-based slot numbers (_set_c!); the
+# Base methods below take Julia's 1-based index.
+_set_c!(p::ArgPack, v::Union{Signed,Bool}, slot::Integer) =
     _plain!(p, slot, L.cuabi_argpack_set_int(p, slot, Int64(v)))
-Base.setindex!(p::ArgPack, v::Unsigned, slot::Integer) =
+_set_c!(p::ArgPack, v::Unsigned, slot::Integer) =
     _plain!(p, slot, L.cuabi_argpack_set_uint(p, slot, UInt64(v)))
-Base.setindex!(p::ArgPack, v::AbstractFloat, slot::Integer) =
+_set_c!(p::ArgPack, v::AbstractFloat, slot::Integer) =
     _plain!(p, slot, L.cuabi_argpack_set_float(p, slot, Float64(v)))
-Base.setindex!(p::ArgPack, v::Complex, slot::Integer) =
+_set_c!(p::ArgPack, v::Complex, slot::Integer) =
     _plain!(p, slot, L.cuabi_argpack_set_complex(p, slot, Float64(real(v)), Float64(imag(v))))
-Base.setindex!(p::ArgPack, v::DevicePtr, slot::Integer) =
+_set_c!(p::ArgPack, v::DevicePtr, slot::Integer) =
     _plain!(p, slot, L.cuabi_argpack_set_pointer(p, slot, v.addr))
 # Any isbits value (a struct matching the kernel's) by its bytes.
-function Base.setindex!(p::ArgPack, v::T, slot::Integer) where {T}
+function _set_c!(p::ArgPack, v::T, slot::Integer) where {T}
     isbitstype(T) || throw(ArgumentError("ArgPack: $(T) is not a plain-data type"))
-    _plain!(p, slot, L.cuabi_argpack_set_bytes(p, slot, Ref(v), sizeof(T)))
+    r = Ref(v)
+    GC.@preserve r _plain!(p, slot, L.cuabi_argpack_set_bytes(p, slot, r, sizeof(T)))
 end
+
+function _slot(p::ArgPack, i::Integer)
+    1 <= i <= length(p) || throw(BoundsError(p, i))
+    Int(i) - 1
+end
+
+"""
+    set_c_slot!(pack, slot, value)
+
+Set C slot `slot` (0-based, as cuabi_argpack_set_* number them) to `value`;
+`pack[slot + 1] = value` is the same.
+"""
+set_c_slot!(p::ArgPack, slot::Integer, v) = (_set_c!(p, v, slot); p)
+"The bytes of C slot `slot` (0-based); `pack[slot + 1]` is the same."
+function get_c_slot(p::ArgPack, slot::Integer)
+    buf = zeros(UInt8, _size_query(L.cuabi_argpack_slot_size, p, slot))
+    check(L.cuabi_argpack_get_bytes(buf, length(buf), p, slot))
+    buf
+end
+
+"Set the `i`-th parameter (1-based) to `v`, checking its kind and range."
+Base.setindex!(p::ArgPack, v, i::Integer) = (_set_c!(p, v, _slot(p, i)); p)
+"The `i`-th parameter's current bytes (1-based)."
+Base.getindex(p::ArgPack, i::Integer) = get_c_slot(p, _slot(p, i))
+Base.firstindex(::ArgPack) = 1
+Base.lastindex(p::ArgPack) = length(p)
+Base.eachindex(p::ArgPack) = Base.OneTo(length(p))
 
 function _size_query(f, p::ArgPack, extra...)
     out = Ref{Csize_t}(0)
@@ -494,15 +574,10 @@ function _size_query(f, p::ArgPack, extra...)
 end
 Base.length(p::ArgPack) = _size_query(L.cuabi_argpack_count, p)
 blob_size(p::ArgPack) = _size_query(L.cuabi_argpack_blob_size, p)
-slot_offset(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_offset, p, slot)
-slot_size(p::ArgPack, slot::Integer) = _size_query(L.cuabi_argpack_slot_size, p, slot)
-
-"A slot's current bytes."
-function Base.getindex(p::ArgPack, slot::Integer)
-    buf = zeros(UInt8, slot_size(p, slot))
-    check(L.cuabi_argpack_get_bytes(buf, length(buf), p, slot))
-    buf
-end
+"Offset of the `i`-th parameter (1-based) in the packed blob."
+slot_offset(p::ArgPack, i::Integer) = _size_query(L.cuabi_argpack_slot_offset, p, _slot(p, i))
+"Size of the `i`-th parameter (1-based)."
+slot_size(p::ArgPack, i::Integer) = _size_query(L.cuabi_argpack_slot_size, p, _slot(p, i))
 
 include("memory.jl")
 include("compute.jl")

@@ -6,9 +6,12 @@ for the idiomatic API.
 """
 module LibCuABI
 
-# The library to load: a path or a name the dynamic loader can find. Read
-# when this module is compiled (set it before the first `using CuABI`).
-const libcuabi = get(ENV, "CUABI_LIBRARY", "libcuabi")
+# The library every ccall names: its soname, fixed by the ABI version. Which
+# file that is is decided at run time, not when this module is compiled:
+# CuABI.__init__ loads the file ENV["CUABI_LIBRARY"] (or the `libcuabi`
+# preference) names before the first call, and the dynamic loader then
+# binds this name to it; without either, the loader's search path finds it.
+const libcuabi = "libcuabi.so.1"
 
 # Version of the plugin table this module was generated for.
 const CUABI_API_TABLE_VERSION = Cuint(1)

@@ -104,10 +104,11 @@ function name(k::Kernel)
     _str(p[])
 end
 param_count(k::Kernel) = Int(_bq(L.cuabi_kernel_param_count, k, Csize_t))
-"(offset, size) of parameter `i` (0-based)."
+"(offset, size) of the `i`-th parameter (1-based)."
 function param_info(k::Kernel, i::Integer)
+    i >= 1 || throw(BoundsError(k, i))
     o, s = Ref{Csize_t}(0), Ref{Csize_t}(0)
-    check(L.cuabi_kernel_param_info(o, s, k, i))
+    check(L.cuabi_kernel_param_info(o, s, k, i - 1))
     (Int(o[]), Int(s[]))
 end
 """
@@ -545,14 +546,14 @@ end
 # Buffers and views as kernel arguments (the pack keeps the handle; looked up at launch).
 _sig(::Buffer) = "buffer"
 _sig(::View) = "view"
-Base.setindex!(p::ArgPack, b::Buffer, slot::Integer) = _ref!(p, slot, b, L.cuabi_argpack_set_buffer(p, slot, b))
+_set_c!(p::ArgPack, b::Buffer, slot::Integer) = _ref!(p, slot, b, L.cuabi_argpack_set_buffer(p, slot, b))
 # `slot` names h now: kept, and in use during the pack's calls (ArgPack.refs).
 function _ref!(p::ArgPack, slot::Integer, h::Handle, st)
     check(st)
     p.refs[Int(slot)] = h
     nothing
 end
-Base.setindex!(p::ArgPack, v::View, slot::Integer) = _ref!(p, slot, v, L.cuabi_argpack_set_view(p, slot, v))
+_set_c!(p::ArgPack, v::View, slot::Integer) = _ref!(p, slot, v, L.cuabi_argpack_set_view(p, slot, v))
 
 "Check and launch `k` with the values in `pack`."
 launch(k::Kernel, pack::ArgPack, c::LaunchConfig) = _with_config(r -> check(L.cuabi_launch(k, pack, r)), c)
@@ -567,18 +568,18 @@ function _store_checked!(p::ArgPack, slot::Integer, v, t)
     what = isempty(t.type_name) ? "" : " ($(t.type_name))"
     if t.kind in _FLOAT_KINDS && v isa Integer && !(v isa Bool)
         f = Float64(v)
-        f == v || throw(ArgumentError("argument $slot$what: $v has no exact floating-point value"))
+        f == v || throw(ArgumentError("argument $(slot + 1)$what: $v has no exact floating-point value"))
         return check(L.cuabi_argpack_set_float(p, slot, f))
     end
     if t.kind == L.CUABI_ARG_RAW && v isa AbstractFloat && sizeof(v) != t.size
-        throw(ArgumentError("argument $slot$what: a $(typeof(v)) for a $(t.size)-byte parameter " *
+        throw(ArgumentError("argument $(slot + 1)$what: a $(typeof(v)) for a $(t.size)-byte parameter " *
                             "of unknown type; pass a float of $(t.size) bytes"))
     end
     try
-        p[slot] = v
+        _set_c!(p, v, slot)
     catch e
         e isa CuABIError && e.status == L.CUABI_ERROR_ARGUMENT_MISMATCH || rethrow()
-        throw(ArgumentError("argument $slot$what: $(typeof(v)) refused: $(e.message)"))
+        throw(ArgumentError("argument $(slot + 1)$what: $(typeof(v)) refused: $(e.message)"))
     end
     nothing
 end
@@ -605,7 +606,7 @@ end
 "`launch(k, c, args...)`: a pack typed from the kernel, filled from the arguments."
 launch(k::Kernel, c::LaunchConfig, args...) = launch(k, ArgPack(k, args...), c)
 
-"A kernel, pack and configuration bound once for repeated launches (`launch(p)`; `p.pack[slot] = v` between)."
+"A kernel, pack and configuration bound once for repeated launches (`launch(p)`; `p.pack[i] = v` between, 1-based)."
 mutable struct PreparedLaunch <: Handle
     ptr::Ptr{Cvoid}
     pack::ArgPack

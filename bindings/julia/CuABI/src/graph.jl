@@ -4,7 +4,10 @@
 # (kernels, buffers, views, events, child graphs). What it cannot see -- host
 # arrays a copy node reads or writes, host-node functions -- a Graph keeps in
 # `keep`, and every GraphExec keeps its graphs: a graph outlives the Julia
-# objects that built it.
+# objects that built it. A launch returns before the graph runs, so an
+# executable records an event per stream after each launch, and its release
+# (close or the finalizer) waits for those runs first: the arrays and
+# functions it keeps are not collected under a run in flight.
 
 """
     Graph(; device = nothing)
@@ -33,12 +36,29 @@ _release(::GraphNode, p) = L.cuabi_graph_node_release(p)
 """
 An executable graph: `launch(exe, stream)`, `upload(exe, stream)`,
 `update!(exe, graph)`, `update_kernel!(exe, node, pack[, config])`.
+Releasing it (`close`, or the finalizer) first waits for the runs launched
+from it.
 """
 mutable struct GraphExec <: Handle
     ptr::Ptr{Cvoid}
     graphs::Vector{Graph}
+    # (stream handle, event handle) per stream launched on: the event marks the
+    # end of the last run there. Both C references are the executable's own
+    # (no Julia objects: finalizers run in no order).
+    runs::Vector{Tuple{Ptr{Cvoid},Ptr{Cvoid}}}
+    runs_lock::ReentrantLock
 end
-_release(::GraphExec, p) = L.cuabi_graph_exec_release(p)
+function _release(e::GraphExec, p)
+    # No lock: close() runs this when no call is in flight on `e` (Handle), a
+    # finalizer when nothing can reach `e`. Blocks until the runs are done.
+    for (s, ev) in e.runs
+        L.cuabi_event_synchronize(ev)
+        L.cuabi_event_release(ev)
+        L.cuabi_stream_release(s)
+    end
+    empty!(e.runs)
+    L.cuabi_graph_exec_release(p)
+end
 
 const _CAPTURE_MODES = Dict(:global => L.CUABI_CAPTURE_MODE_GLOBAL,
                             :thread_local => L.CUABI_CAPTURE_MODE_THREAD_LOCAL,
@@ -99,9 +119,15 @@ function Base.length(g::Graph)
     Int(n[])
 end
 
-"The node at 0-based `index` (in the order added, or captured)."
-node(g::Graph, index::Integer) = _node(_create(out -> L.cuabi_graph_node_at(out, g, index)))
-nodes(g::Graph) = [node(g, i) for i in 0:length(g)-1]
+"The `i`-th node (1-based, in the order added, or captured); `g[i]` is the same."
+function node(g::Graph, i::Integer)
+    1 <= i <= length(g) || throw(BoundsError(g, i))
+    _node(_create(out -> L.cuabi_graph_node_at(out, g, i - 1)))
+end
+Base.getindex(g::Graph, i::Integer) = node(g, i)
+Base.firstindex(::Graph) = 1
+Base.lastindex(g::Graph) = length(g)
+nodes(g::Graph) = [node(g, i) for i in 1:length(g)]
 
 const _NODE_KINDS = Dict(0 => :kernel, 1 => :memcpy, 2 => :memset, 3 => :host, 4 => :graph,
                          5 => :empty, 6 => :event_wait, 7 => :event_record, 8 => :semaphore_signal,
@@ -154,14 +180,16 @@ function add_memcpy!(g::Graph, dst::Buffer, src::Buffer; deps = (), size::Intege
 end
 function add_memcpy!(g::Graph, dst::Buffer, src::Array; deps = (), dst_offset::Integer = 0)
     isbitstype(eltype(src)) || throw(ArgumentError("add_memcpy!: $(eltype(src)) is not a plain-data type"))
-    push!(g.keep, src)
-    _add((o, d, n) -> L.cuabi_graph_add_memcpy_from_host(o, g, d, n, dst, dst_offset, pointer(src), sizeof(src)),
+    push!(g.keep, src)          # the node reads it at every run: the graph roots it
+    _add((o, d, n) -> GC.@preserve(src, L.cuabi_graph_add_memcpy_from_host(o, g, d, n, dst, dst_offset,
+                                                                           pointer(src), sizeof(src))),
          g, deps)
 end
 function add_memcpy!(g::Graph, dst::Array, src::Buffer; deps = (), src_offset::Integer = 0)
     isbitstype(eltype(dst)) || throw(ArgumentError("add_memcpy!: $(eltype(dst)) is not a plain-data type"))
-    push!(g.keep, dst)
-    _add((o, d, n) -> L.cuabi_graph_add_memcpy_to_host(o, g, d, n, pointer(dst), src, src_offset, sizeof(dst)),
+    push!(g.keep, dst)          # written at every run: the graph roots it
+    _add((o, d, n) -> GC.@preserve(dst, L.cuabi_graph_add_memcpy_to_host(o, g, d, n, pointer(dst), src,
+                                                                         src_offset, sizeof(dst))),
          g, deps)
 end
 add_memcpy!(g::Graph, dst::View, src::View; deps = ()) =
@@ -285,12 +313,45 @@ function instantiate(g::Graph; auto_free_on_launch::Bool = false, upload_stream 
               L.CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION)
     _inuse(upload_stream) do
         o = _with(o; flags = Cuint(flags), upload_stream = _sp(upload_stream))
-        GC.@preserve upload_stream _own(GraphExec, _create(out -> L.cuabi_graph_instantiate(out, g, Ref(o))), Graph[g])
+        GC.@preserve upload_stream _own(GraphExec, _create(out -> L.cuabi_graph_instantiate(out, g, Ref(o))), Graph[g],
+                                        Tuple{Ptr{Cvoid},Ptr{Cvoid}}[], ReentrantLock())
     end
 end
 
-"Run the executable on `s`."
-launch(e::GraphExec, s::Stream) = check(L.cuabi_graph_exec_launch(e, s))
+"Run the executable on `s` (an event after the run lets its release wait for it)."
+function launch(e::GraphExec, s::Stream)
+    _inuse(e, s) do
+        check(L.cuabi_graph_exec_launch(e, s))
+        _record_run!(e, Base.unsafe_convert(Ptr{Cvoid}, s))
+    end
+end
+
+function _record_run!(e::GraphExec, sp::Ptr{Cvoid})
+    lock(e.runs_lock) do
+        for (rs, ev) in e.runs
+            # A later run on the same stream ends after the earlier ones.
+            rs == sp && return check(L.cuabi_event_record(ev, sp))
+        end
+        dev = Ref{Ptr{Cvoid}}(C_NULL)
+        check(L.cuabi_stream_device(dev, sp))
+        o = _with(_init(L.cuabi_event_options, L.cuabi_event_options_init, L.CUABI_EVENT_OPTIONS_VERSION);
+                  flags = Cuint(L.CUABI_EVENT_DISABLE_TIMING))
+        ev = _create(out -> L.cuabi_event_create(out, dev[], Ref(o)))
+        st = L.cuabi_stream_retain(sp)      # kept while its entry stands (no reuse of the handle)
+        st == L.CUABI_SUCCESS || (L.cuabi_event_release(ev); check(st))
+        push!(e.runs, (sp, ev))
+        check(L.cuabi_event_record(ev, sp))
+    end
+end
+
+"Block until every run launched from `e` is done."
+function synchronize(e::GraphExec)
+    _inuse(e) do
+        lock(e.runs_lock) do
+            foreach(r -> check(L.cuabi_event_synchronize(r[2])), e.runs)
+        end
+    end
+end
 "Upload it ahead of its first launch."
 upload(e::GraphExec, s::Stream) = check(L.cuabi_graph_exec_upload(e, s))
 

@@ -3,6 +3,14 @@
 # set to its path. GPU tests are skipped when no driver or device is found.
 using Test
 using CuABI
+# CuABI exports only CuABIError; everything else is imported by name (its
+# Device, Stream, launch, synchronize, ... would meet CUDA.jl's otherwise).
+using CuABI: Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_info, synchronize, record,
+             elapsed_ms, check_layouts, MemoryResource, Buffer, View, Linker, Program, LaunchConfig,
+             PreparedLaunch, compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array, param_types,
+             signature, AccessPolicyWindow, TensorMap, tensormap_bytes, Graph, capture, capture_status,
+             instantiate, update_kernel!, add_kernel!, add_memset!, add_memcpy!, add_host!, add_while!,
+             conditional_handle, pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
 const L = CuABI.LibCuABI
 
 function gpu_available()
@@ -59,15 +67,37 @@ end
         @test L.cuabi_stream_options_init(Ref{L.cuabi_stream_options}(), 0) == L.CUABI_ERROR_INVALID_VERSION
     end
 
-    @testset "argument packs" begin
+    @testset "names and the library (issue 28)" begin
+        # Nothing CUDA.jl also exports: only the error type.
+        @test setdiff(names(CuABI), [:CuABI]) == [:CuABIError]
+        for n in (:Device, :Stream, :Graph, :launch, :compile, :synchronize, :capture)
+            @test !Base.isexported(CuABI, n)
+        end
+        # The library was located at run time (__init__), under its soname.
+        @test L.libcuabi == "libcuabi.so.$(L.CUABI_API_TABLE_VERSION)"
+        @test endswith(CuABI.library_path(), ".so") || occursin(".so.", CuABI.library_path())
+        if haskey(ENV, "CUABI_LIBRARY")
+            @test realpath(CuABI.library_path()) == realpath(ENV["CUABI_LIBRARY"])
+        end
+    end
+
+    @testset "argument packs: 1-based, C slots by name (issue 28)" begin
         p = ArgPack(DevicePtr(0x1000), Int32(7), 2.5f0, UInt8(1), 3.0)
         @test length(p) == 5
-        @test [CuABI.slot_offset(p, i) for i in 0:4] == [0, 8, 12, 16, 24]
+        @test [CuABI.slot_offset(p, i) for i in 1:5] == [0, 8, 12, 16, 24]
         @test CuABI.blob_size(p) == 32
-        @test p[1] == reinterpret(UInt8, [Int32(7)])
+        @test p[2] == reinterpret(UInt8, [Int32(7)])
+        @test CuABI.get_c_slot(p, 1) == p[2]
+        @test p[end] == reinterpret(UInt8, [3.0])
+        @test_throws BoundsError p[0]
+        @test_throws BoundsError p[6]
         p2 = ArgPack("i8, f32")
-        p2[0] = Int8(-5)
-        @test_throws CuABIError (p2[0] = 1000)
+        p2[1] = Int8(-5)
+        @test p2[1] == UInt8[0xfb]
+        CuABI.set_c_slot!(p2, 1, 2.5f0)
+        @test p2[2] == reinterpret(UInt8, [2.5f0])
+        @test_throws CuABIError (p2[1] = 1000)
+        @test_throws BoundsError (p2[0] = 1)
         @test_throws CuABIError ArgPack("i32, nonsense")
     end
 
@@ -110,20 +140,60 @@ end
 
         a = collect(Int32(0):Int32(11))
         wb = Buffer(a)                          # shares a's memory
-        v = View(wb, Int32, (3, 4))             # row-major 3x4
-        i = CuABI.info(v)
+        v = View(wb, Int32, (4, 3))             # Julia order: a 4x3 column-major matrix
+        i = CuABI.info(v)                       # the C description: row-major (3, 4)
         @test i.shape == [3, 4] && i.strides == [4, 1] && i.eltype == Int32
+        @test size(v) == (4, 3) && strides(v) == (1, 4) && length(v) == 12 && ndims(v) == 2
         @test CuABI.is_c_contiguous(v) && !CuABI.is_f_contiguous(v)
-        @test collect(v) == permutedims(reshape(a, 4, 3))
-        sv = CuABI.slice(v, [0, 1], [3, 3], [2, 1])   # rows 0, 2; columns 1, 2
-        @test collect(sv) == Int32[1 2; 9 10]
+        @test collect(v) == reshape(a, 4, 3)
+        # size, collect and unsafe_array agree (issue 28 item 7)
+        GC.@preserve v begin
+            arr = unsafe_array(v)
+            @test arr isa Array && size(arr) == size(v) && arr == collect(v)
+        end
+        # 1-based inclusive ranges in the order of size(v)
+        sv = CuABI.slice(v, 2:3, 1:2:3)          # rows 2..3, columns 1 and 3
+        @test size(sv) == (2, 2)
+        @test collect(sv) == reshape(a, 4, 3)[2:3, 1:2:3]
         @test !CuABI.is_c_contiguous(sv)
         @test_throws ArgumentError unsafe_array(sv)
-        GC.@preserve v begin
-            arr = unsafe_array(v)               # a free transpose: dims (4, 3)
-            @test size(arr) == (4, 3) && arr[:, 1] == Int32[0, 1, 2, 3]
+        @test collect(CuABI.slice(v, 4:-1:1, :)) == reshape(a, 4, 3)[4:-1:1, :]
+        @test collect(CuABI.slice(v, 3, 2)) == reshape([a[7]], 1, 1)
+        @test size(CuABI.slice(v, 3:2, :)) == (0, 3)
+        @test_throws BoundsError CuABI.slice(v, 0:2, :)
+        @test_throws BoundsError CuABI.slice(v, 1:5, :)
+        @test_throws ArgumentError CuABI.slice(v, 1:2)
+        # a view with Julia strides: the transpose, dense the other way round
+        t = View(wb, Int32, (3, 4); strides = (4, 1))
+        @test size(t) == (3, 4) && CuABI.is_f_contiguous(t)
+        @test collect(t) == permutedims(reshape(a, 4, 3))
+        GC.@preserve t begin
+            pt = unsafe_array(t)                # a PermutedDimsArray of the same memory
+            @test size(pt) == (3, 4) && pt == collect(t)
         end
-        @test_throws CuABIError View(wb, Int32, (3, 5))
+        @test_throws CuABIError View(wb, Int32, (5, 3))
+
+        # GC safety (issue 28 item 6): the view keeps the array rooted after
+        # the Buffer object and every Julia reference to the array are gone.
+        function lone_view()
+            b = Buffer(collect(Float64(1):Float64(1000)))
+            View(b, Float64, (10, 100))
+        end
+        lv = lone_view()
+        for _ in 1:3
+            GC.gc(true)
+        end
+        @test collect(lv)[:, end] == Float64.(991:1000)
+        # The array is let go exactly when the last C reference goes.
+        arr = zeros(4)
+        rooted() = CuABI._with_roots(() -> any(x -> x === arr, values(CuABI._ROOTS)))
+        b4 = Buffer(arr)
+        v4 = View(b4, Float64, (4,))
+        @test rooted()
+        close(b4)
+        @test rooted()                           # the view still reads it
+        close(v4)
+        @test !rooted()
     end
 
     @testset "close while calls are in flight (issue 29 item 7)" begin
@@ -162,21 +232,21 @@ end
         # holds them in use.
         p = ArgPack("buffer, i32")
         d = Buffer(r, 16)
-        p[0] = d
-        @test p.refs[0] === d
+        p[1] = d
+        @test p.refs[0] === d                    # refs are keyed by C slot
         refs = L._enter(p)
         @test refs == CuABI.Handle[d]
         L._leave(p, refs)
-        p[0] = Buffer(r, 16)
+        p[1] = Buffer(r, 16)
         @test p.refs[0] !== d
     end
 
     @testset "DLPack exchange" begin
         x = Float64[1 2 3; 4 5 6]               # Julia column-major 2x3
         v = View(x)                              # exported as DLPack, imported
-        i = CuABI.info(v)
-        @test i.shape == [2, 3] && i.strides == [1, 2]
-        @test CuABI.is_f_contiguous(v)
+        i = CuABI.info(v)                        # DLPack: row-major (3, 2), dense
+        @test i.shape == [3, 2] && i.strides == [2, 1]
+        @test size(v) == size(x) && CuABI.is_c_contiguous(v)
         @test collect(v) == x
         GC.@preserve v begin
             y = unsafe_array(v)                  # shares x's memory
@@ -221,7 +291,7 @@ end
         k = code[expr]
         @test CuABI.name(k) == low
         @test CuABI.param_count(k) == 4
-        @test CuABI.param_info(k, 3) == (24, 4)
+        @test CuABI.param_info(k, 4) == (24, 4)      # the 4th parameter (1-based)
         r = CuABI.resources(k)
         @test r.shared_static_bytes == 1024 && r.registers > 0
         o = occupancy("sm_90", r, 256)
@@ -243,7 +313,7 @@ end
         t = param_types(k)
         @test t[4].kind == L.CUABI_ARG_I32 && t[4].source == L.CUABI_PARAM_FROM_NAME
         pk = ArgPack(k, DevicePtr(0), DevicePtr(0), DevicePtr(0), Int32(3))
-        @test reinterpret(Int32, pk[3])[1] == 3
+        @test reinterpret(Int32, pk[4])[1] == 3
         @test_throws ArgumentError ArgPack(k, DevicePtr(0), DevicePtr(0), DevicePtr(0), 3.7)
         @test_throws ArgumentError ArgPack(k, DevicePtr(0))
         # issue 16: a fatbin for several architectures, answered per architecture
@@ -261,7 +331,7 @@ end
         kc = c["k"]
         @test signature(kc) == ".u64, .f64"
         pc = ArgPack(kc, DevicePtr(0), 2)            # an Int for a double: 2.0, exactly
-        @test reinterpret(Float64, pc[1])[1] == 2.0
+        @test reinterpret(Float64, pc[2])[1] == 2.0
     end
 
     @testset "link two LTO-IR units" begin
@@ -387,8 +457,9 @@ end
             host = Float32.(0:(64 * 96 - 1))
             buf = Buffer(r, sizeof(host))
             CuABI.copyto_buffer!(buf, host)
-            v = View(buf, Float32, (62, 88); offset = (2 * 96 + 8) * 4, strides = (96, 1))
-            m = TensorMap(v, (16, 32))
+            # 88 columns of 62 rows (Julia order) out of a 96-wide row-major array
+            v = View(buf, Float32, (88, 62); offset = (2 * 96 + 8) * 4, strides = (1, 96))
+            m = TensorMap(v, (32, 16))                   # the box in Julia order too
             @test CuABI.info(m).shape == [62, 88] && CuABI.info(m).box == [16, 32]
             @test length(tensormap_bytes(m)) == 128
             out = Buffer(r, 16 * 32 * 4)
@@ -397,8 +468,8 @@ end
             synchronize(s)
             got = Vector{Float32}(out)
             @test all(got[r * 32 + c + 1] == host[(r + 2) * 96 + c + 8 + 1] for r in 0:15, c in 0:31)
-            bad = View(buf, Float32, (62, 88); offset = 4, strides = (96, 1))
-            err = try TensorMap(bad, (16, 32)); nothing catch e; e end
+            bad = View(buf, Float32, (88, 62); offset = 4, strides = (1, 96))
+            err = try TensorMap(bad, (32, 16)); nothing catch e; e end
             @test err isa CuABIError && occursin("16-byte aligned", err.message)
             # PDL: accepted on a stream, the result right
             pdl = LaunchConfig(1, 32; stream = s, programmatic_stream_serialization = true)
@@ -435,7 +506,7 @@ end
             g1 = capture(s) do
                 launch(k, cfg, bin, boff, outs[1], Int32(3))
             end
-            @test length(g1) == 1 && CuABI.kind(CuABI.node(g1, 0)) == :kernel
+            @test length(g1) == 1 && CuABI.kind(CuABI.node(g1, 1)) == :kernel && CuABI.kind(g1[end]) == :kernel
             g2 = Graph()
             kn = add_kernel!(g2, k, ArgPack(bin, boff, outs[2], Int32(3)), LaunchConfig(3, 256; device = d))
             for g in (g1, g2)
@@ -478,6 +549,41 @@ end
             end
             @test_throws CuABIError capture(() -> synchronize(s), s)
             @test capture_status(s) == :none
+
+            # Issue 28: releasing an executable waits for its runs, so the host
+            # array a copy node writes and the host function it calls are not
+            # collected under a run in flight.
+            ran = Threads.Atomic{Bool}(false)
+            host = zeros(Float32, 3)
+            g = Graph()
+            slow = add_host!(g) do
+                sleep(0.3)
+                ran[] = true
+            end
+            add_memcpy!(g, host, outs[1]; deps = (slow,))
+            exe = instantiate(g)
+            t0 = time()
+            launch(exe, s)
+            close(exe)                               # waits for the run
+            @test ran[] && time() - t0 >= 0.25
+            @test host == Float32[10, 26, 42]
         end
+    end
+
+    @testset "finalizers from the GC are safe and idempotent (issue 28)" begin
+        # Buffers over arrays and views of them, dropped in every order and
+        # collected with finalizers running on whatever thread the GC picks.
+        for round in 1:20
+            bs = [Buffer(rand(Float32, 64)) for _ in 1:8]
+            vs = [View(b, Float32, (8, 8)) for b in bs]
+            round % 2 == 0 && foreach(close, bs)
+            bs = nothing
+            GC.gc(round % 3 == 0)
+            @test all(v -> sum(collect(v)) > 0, vs)
+            foreach(close, vs)
+            foreach(close, vs)                       # idempotent
+        end
+        GC.gc(true)
+        @test true
     end
 end

@@ -1,5 +1,6 @@
 //! Kernel argument packs and a typed builder for them.
-use crate::error::{c_string, check, Error, Result};
+use crate::enums::ArgKind;
+use crate::error::{c_string, check, infallible, Error, Result};
 use crate::sys;
 
 handle_core!(
@@ -25,10 +26,12 @@ pub struct ArgPack {
     keeps: u64,         // views kept so far (set() tells a typed store that kept one)
 }
 
-// SAFETY: api/argpack.toml: a pack may be read from several threads at once;
-// setting values while another thread launches with it is a race. Setters
-// take `&mut self`, so safe Rust cannot race them with `&self` readers.
+// SAFETY: argpack.h: "A pack may be read from several threads at once, but
+// setting values while another thread launches with the same pack is a
+// race." Setters take `&mut self`, so safe Rust cannot race them with `&self`
+// readers; the kept views are C references (view.h: usable from any thread).
 unsafe impl Send for ArgPack {}
+// SAFETY: as for Send.
 unsafe impl Sync for ArgPack {}
 
 /// A reference to a C view that keeps what a `buffer` or `view` slot names
@@ -37,6 +40,7 @@ struct Kept(core::ptr::NonNull<sys::cuabi_view>);
 
 impl Drop for Kept {
     fn drop(&mut self) {
+        // SAFETY: we own this reference (taken by of_buffer / of_view) and give it up once.
         let _ = unsafe { sys::cuabi_view_release(self.0.as_ptr()) };
     }
 }
@@ -45,9 +49,12 @@ impl Kept {
     /// A new view of the whole buffer (it holds the buffer's memory and struct).
     fn of_buffer(b: *mut sys::cuabi_buffer) -> Result<Kept> {
         let mut n = 0usize;
+        // SAFETY: `b` comes from a live `&Buffer` (BufferArg is made by
+        // Buffer::arg; a stale handle is refused, common.h); `n` is a local.
         check(unsafe { sys::cuabi_buffer_size(&mut n, b) })?;
         let shape = [i64::try_from(n).map_err(|_| Error::invalid_argument("buffer too large"))?];
         let mut v = core::ptr::null_mut();
+        // SAFETY: as above; `shape` and `v` are locals used during the call.
         check(unsafe {
             sys::cuabi_view_create(&mut v, b, 0, sys::CUABI_DTYPE_UINT.0 as _, 8, 1, shape.as_ptr(),
                                    core::ptr::null(), 0)
@@ -56,6 +63,7 @@ impl Kept {
     }
     /// One more reference to a view.
     fn of_view(v: *mut sys::cuabi_view) -> Result<Kept> {
+        // SAFETY: `v` comes from a live `&View` (View::arg); a stale handle is refused.
         check(unsafe { sys::cuabi_view_retain(v) })?;
         core::ptr::NonNull::new(v).map(Kept).ok_or_else(|| Error::internal("ViewArg: NULL"))
     }
@@ -69,6 +77,7 @@ impl ArgPack {
     /// `ptr` must be a live pack handle whose reference the caller owns and
     /// gives up.
     pub unsafe fn from_raw(ptr: *mut sys::cuabi_argpack) -> Option<Self> {
+        // SAFETY: the caller's contract.
         unsafe { ArgPackRaw::from_raw(ptr) }.map(|raw| ArgPack { raw, kept: Vec::new(), keeps: 0 })
     }
 
@@ -102,7 +111,7 @@ impl ArgPack {
     /// setters ([`BufferArg`], [`ViewArg`]) fill it.
     fn is_ref_slot(&self, slot: usize) -> Result<bool> {
         let k = self.slot_kind(slot)?;
-        Ok(k == sys::CUABI_ARG_BUFFER || k == sys::CUABI_ARG_VIEW)
+        Ok(k == ArgKind::Buffer || k == ArgKind::View)
     }
 }
 
@@ -119,7 +128,11 @@ impl PartialEq for ArgPack {
 }
 impl Eq for ArgPack {}
 
-/// A raw device address passed as a `ptr` parameter.
+/// A raw device address passed as a `ptr` parameter. Any integer makes one:
+/// it is only a value to store in a pack, and a launch of a pack is `unsafe`
+/// (the caller promises the address is valid for the kernel). The safe
+/// launch ([`LaunchArgs`](crate::LaunchArgs)) takes
+/// [`DeviceSlice`](crate::DeviceSlice)s instead.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct DevicePtr(pub u64);
 
@@ -137,6 +150,7 @@ macro_rules! int_arg {
         impl KernelArg for $t {
             fn signature(&self) -> String { $sig.into() }
             fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+                // SAFETY: `pack` is live and exclusively borrowed; the library checks slot and range.
                 check(unsafe { sys::$set(pack.as_raw(), slot, *self as $wide) })
             }
         }
@@ -158,7 +172,7 @@ int_arg! {
 /// slot's size: an `f64` is not converted into 4 bytes that might be an
 /// `int` (docs/launch.md, "Values per slot kind").
 fn float_fits_raw(pack: &ArgPack, slot: usize, size: usize, what: &str) -> Result<()> {
-    if pack.slot_kind(slot)? == sys::CUABI_ARG_RAW && pack.slot_size(slot)? != size {
+    if pack.slot_kind(slot)? == ArgKind::Raw && pack.slot_size(slot)? != size {
         return Err(Error::argument_mismatch(format!(
             "slot {slot}: an {what} for a {}-byte parameter of unknown type; pass a float of \
              that size", pack.slot_size(slot)?)));
@@ -169,6 +183,7 @@ impl KernelArg for f32 {
     fn signature(&self) -> String { "f32".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         float_fits_raw(pack, slot, 4, "f32")?;
+        // SAFETY: as the integer setters.
         check(unsafe { sys::cuabi_argpack_set_float(pack.as_raw(), slot, *self as f64) })
     }
 }
@@ -176,12 +191,14 @@ impl KernelArg for f64 {
     fn signature(&self) -> String { "f64".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         float_fits_raw(pack, slot, 8, "f64")?;
+        // SAFETY: as the integer setters.
         check(unsafe { sys::cuabi_argpack_set_float(pack.as_raw(), slot, *self) })
     }
 }
 impl KernelArg for DevicePtr {
     fn signature(&self) -> String { "ptr".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        // SAFETY: as the integer setters; the value is stored, not followed.
         check(unsafe { sys::cuabi_argpack_set_pointer(pack.as_raw(), slot, self.0) })
     }
 }
@@ -198,6 +215,7 @@ impl<T: Copy> KernelArg for Bytes<T> {
     }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         let p = &self.0 as *const T as *const core::ffi::c_void;
+        // SAFETY: `p` points at size_of::<T>() bytes of `self`, read during the call.
         check(unsafe { sys::cuabi_argpack_set_bytes(pack.as_raw(), slot, p, core::mem::size_of::<T>()) })
     }
 }
@@ -212,6 +230,7 @@ impl KernelArg for BufferArg {
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         // Kept alive while the slot names it (see ArgPack).
         let kept = Kept::of_buffer(self.0)?;
+        // SAFETY: both handles are live (the buffer's memory now kept by `kept`).
         check(unsafe { sys::cuabi_argpack_set_buffer(pack.as_raw(), slot, self.0) })?;
         pack.keep(slot, Some(kept));
         Ok(())
@@ -224,6 +243,7 @@ impl KernelArg for ViewArg {
     fn signature(&self) -> String { "view".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
         let kept = Kept::of_view(self.0)?;
+        // SAFETY: as for BufferArg.
         check(unsafe { sys::cuabi_argpack_set_view(pack.as_raw(), slot, self.0) })?;
         pack.keep(slot, Some(kept));
         Ok(())
@@ -237,6 +257,7 @@ impl ArgPack {
     /// A pack from a signature, e.g. "ptr, i32, f32, struct{f32, i32}"; values start zeroed.
     pub fn new(signature: &str) -> Result<ArgPack> {
         let s = c_string("signature", signature)?;
+        // SAFETY: `s` is a NUL-terminated string read during the call.
         ArgPack::create(|out| unsafe { sys::cuabi_argpack_create(out, s.as_ptr()) })
     }
 
@@ -248,6 +269,7 @@ impl ArgPack {
             }
         }
         let op = offsets.map_or(core::ptr::null(), |o| o.as_ptr());
+        // SAFETY: the arrays hold `sizes.len()` values, read during the call.
         ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_from_sizes(out, sizes.as_ptr(), op, sizes.len()) })
     }
 
@@ -256,6 +278,7 @@ impl ArgPack {
     /// setters then refuse a value of the wrong kind (an `f32` for an `int`
     /// parameter) instead of reinterpreting its bits.
     pub fn for_kernel(kernel: &crate::Kernel) -> Result<ArgPack> {
+        // SAFETY: `kernel` is live for the call.
         ArgPack::create(|out| unsafe { sys::cuabi_argpack_create_for_kernel(out, kernel.as_raw()) })
     }
 
@@ -264,43 +287,50 @@ impl ArgPack {
         ArgPackBuilder { args: Vec::new() }
     }
 
-    fn size_query(&self, f: unsafe extern "C" fn(*mut usize, *mut sys::cuabi_argpack) -> sys::cuabi_status) -> Result<usize> {
+    fn size_query(&self, f: unsafe extern "C" fn(*mut usize, *mut sys::cuabi_argpack) -> sys::cuabi_status,
+                  what: &str) -> usize {
         let mut v = 0usize;
-        check(unsafe { f(&mut v, self.as_raw()) })?;
-        Ok(v)
+        // SAFETY: `self` is live; `v` a local written during the call.
+        infallible(unsafe { f(&mut v, self.as_raw()) }, what);
+        v
     }
 
     /// Number of slots (kernel parameters).
-    pub fn len(&self) -> Result<usize> { self.size_query(sys::cuabi_argpack_count) }
+    pub fn len(&self) -> usize { self.size_query(sys::cuabi_argpack_count, "cuabi_argpack_count") }
+    /// Whether the pack has no slots (a kernel without parameters).
+    pub fn is_empty(&self) -> bool { self.len() == 0 }
     /// Size of the packed blob of all parameters.
-    pub fn blob_size(&self) -> Result<usize> { self.size_query(sys::cuabi_argpack_blob_size) }
+    pub fn blob_size(&self) -> usize { self.size_query(sys::cuabi_argpack_blob_size, "cuabi_argpack_blob_size") }
     /// Number of items (slots and struct members).
-    pub fn item_count(&self) -> Result<usize> { self.size_query(sys::cuabi_argpack_item_count) }
+    pub fn item_count(&self) -> usize { self.size_query(sys::cuabi_argpack_item_count, "cuabi_argpack_item_count") }
 
     pub fn slot_size(&self, slot: usize) -> Result<usize> {
         let mut v = 0usize;
+        // SAFETY: `self` is live; the library checks `slot`; `v` is a local.
         check(unsafe { sys::cuabi_argpack_slot_size(&mut v, self.as_raw(), slot) })?;
         Ok(v)
     }
 
     pub fn slot_offset(&self, slot: usize) -> Result<usize> {
         let mut v = 0usize;
+        // SAFETY: as slot_size.
         check(unsafe { sys::cuabi_argpack_slot_offset(&mut v, self.as_raw(), slot) })?;
         Ok(v)
     }
 
-    pub fn slot_kind(&self, slot: usize) -> Result<sys::cuabi_arg_kind> {
+    pub fn slot_kind(&self, slot: usize) -> Result<ArgKind> {
         let mut v = sys::cuabi_arg_kind::default();
+        // SAFETY: as slot_size.
         check(unsafe { sys::cuabi_argpack_slot_kind(&mut v, self.as_raw(), slot) })?;
-        Ok(v)
+        Ok(v.into())
     }
 
     pub fn item(&self, index: usize) -> Result<ArgInfo> {
         let mut info = ArgInfo::default();
-        unsafe {
-            check(sys::cuabi_arg_info_init(&mut info, sys::CUABI_ARG_INFO_VERSION))?;
-            check(sys::cuabi_argpack_item(&mut info, self.as_raw(), index))?;
-        }
+        // SAFETY: `info` is a local the init function fills.
+        check(unsafe { sys::cuabi_arg_info_init(&mut info, sys::CUABI_ARG_INFO_VERSION) })?;
+        // SAFETY: `self` is live; the library checks `index`; `info` is a local.
+        check(unsafe { sys::cuabi_argpack_item(&mut info, self.as_raw(), index) })?;
         Ok(info)
     }
 
@@ -317,6 +347,7 @@ impl ArgPack {
 
     /// Copy raw bytes into a slot; their length must be the slot's size.
     pub fn set_bytes(&mut self, slot: usize, bytes: &[u8]) -> Result<()> {
+        // SAFETY: `self` is live and exclusively borrowed; `bytes` is read during the call.
         check(unsafe { sys::cuabi_argpack_set_bytes(self.as_raw(), slot, bytes.as_ptr().cast(), bytes.len()) })?;
         self.keep(slot, None);
         Ok(())
@@ -325,6 +356,7 @@ impl ArgPack {
     /// A slot's current bytes.
     pub fn get_bytes(&self, slot: usize) -> Result<Vec<u8>> {
         let mut v = vec![0u8; self.slot_size(slot)?];
+        // SAFETY: `v` holds the slot's size in bytes, written during the call.
         check(unsafe { sys::cuabi_argpack_get_bytes(v.as_mut_ptr().cast(), v.len(), self.as_raw(), slot) })?;
         Ok(v)
     }
@@ -334,13 +366,14 @@ impl ArgPack {
     /// handles the pack could not keep alive (set those with [`BufferArg`] /
     /// [`ViewArg`]).
     pub fn set_blob(&mut self, blob: &[u8]) -> Result<()> {
-        for slot in 0..self.len()? {
+        for slot in 0..self.len() {
             if self.is_ref_slot(slot)? {
                 return Err(Error::argument_mismatch(format!(
                     "ArgPack::set_blob: slot {slot} is a buffer or view slot, whose value is a \
                      handle: set it with BufferArg / ViewArg")));
             }
         }
+        // SAFETY: `self` is live and exclusively borrowed; `blob` is read during the call.
         check(unsafe { sys::cuabi_argpack_set_blob(self.as_raw(), blob.as_ptr().cast(), blob.len()) })?;
         self.kept.clear();
         Ok(())

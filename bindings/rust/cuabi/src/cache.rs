@@ -28,6 +28,9 @@ pub struct CacheEntry {
 /// Use this directory (None: back to the default from the environment).
 pub fn set_directory(path: Option<&Path>) -> Result<()> {
     let p = path.map(|p| c_string("path", &p.to_string_lossy())).transpose()?;
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     check(unsafe { sys::cuabi_cache_set_directory(p.as_ref().map_or(core::ptr::null(), |p| p.as_ptr())) })
 }
 
@@ -35,23 +38,34 @@ pub fn set_directory(path: Option<&Path>) -> Result<()> {
 pub fn directory() -> Result<PathBuf> {
     let mut n = 0usize;
     // A size query: BUFFER_TOO_SMALL with the size needed is expected here.
+    // SAFETY: no output buffer; `n` is a local written during the call.
     let _ = unsafe { sys::cuabi_cache_get_directory(core::ptr::null_mut(), &mut n) };
     let mut buf = vec![0u8; n.max(1)];
     let mut cap = buf.len();
+    // SAFETY: `buf` holds `cap` bytes, as `cap` tells the call.
     check(unsafe { sys::cuabi_cache_get_directory(buf.as_mut_ptr().cast(), &mut cap) })?;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     Ok(PathBuf::from(String::from_utf8_lossy(&buf[..end]).into_owned()))
 }
 
 pub fn set_enabled(on: bool) -> Result<()> {
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     check(unsafe { sys::cuabi_cache_set_enabled(i32::from(on)) })
 }
 /// Directory size limit in bytes (0 = none).
 pub fn set_size_limit(bytes: u64) -> Result<()> {
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     check(unsafe { sys::cuabi_cache_set_size_limit(bytes) })
 }
 pub fn stats() -> Result<CacheStats> {
     let mut s = CacheStats::default();
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     unsafe {
         check(sys::cuabi_cache_stats_init(&mut s, sys::CUABI_CACHE_STATS_VERSION))?;
         check(sys::cuabi_cache_get_stats(&mut s))?;
@@ -60,6 +74,9 @@ pub fn stats() -> Result<CacheStats> {
 }
 /// Empty the memory layer (1), the directory (2) or both (3).
 pub fn clear(flags: sys::cuabi_cache_clear_flags) -> Result<()> {
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     check(unsafe { sys::cuabi_cache_clear(flags.0 as u32) })
 }
 
@@ -89,12 +106,16 @@ impl<A: ?Sized> Ctx<'_, A> {
 type ListFn<'a> = dyn FnMut(&CacheEntry) -> bool + 'a;
 
 unsafe extern "C" fn list_trampoline(e: *const sys::cuabi_cache_entry_info, payload: *mut c_void) -> c_int {
+    // SAFETY: the payload is the Ctx the caller passed, alive on its stack for
+    // the whole C call; cache.h: the callback is called on the calling thread.
     let ctx = unsafe { &mut *payload.cast::<Ctx<ListFn>>() };
+    // SAFETY: the entry is valid during the callback.
     let e = unsafe { &*e };
     let key_end = e.key.iter().position(|&c| c == 0).unwrap_or(e.key.len());
     let entry = CacheEntry {
         key: e.key[..key_end].iter().map(|&c| c as u8 as char).collect(),
-        code_type: e.code_type, size: e.size, last_used: e.last_used, num_names: e.num_names,
+        code_type: e.code_type.into(), size: e.size, last_used: e.last_used, num_names: e.num_names,
+        // SAFETY: valid during the callback; copied now.
         path: PathBuf::from(unsafe { cstr(e.path) }), linked: e.linked != 0,
     };
     ctx.run(1, |f| c_int::from(!f(&entry)))
@@ -104,6 +125,7 @@ unsafe extern "C" fn list_trampoline(e: *const sys::cuabi_cache_entry_info, payl
 pub fn list(mut f: impl FnMut(&CacheEntry) -> bool) -> Result<()> {
     let fr: &mut ListFn = &mut f;
     let mut ctx = Ctx { f: fr, panic: None };
+    // SAFETY: the trampoline and the Ctx (on this stack) are valid for the whole call.
     let st = unsafe { sys::cuabi_cache_list(Some(list_trampoline), (&mut ctx as *mut Ctx<ListFn>).cast()) };
     ctx.finish();
     check(st)
@@ -136,7 +158,10 @@ type ProgressFn<'a> = dyn for<'p> FnMut(&Progress<'p>) -> bool + 'a;
 
 unsafe extern "C" fn progress_trampoline(done: usize, total: usize, name: *const c_char, arch: *const c_char,
                                          status: sys::cuabi_status, cache_hit: c_int, payload: *mut c_void) -> c_int {
+    // SAFETY: the payload is the Ctx the caller passed, alive on its stack for
+    // the whole C call; cache.h: the callback is called on the calling thread.
     let ctx = unsafe { &mut *payload.cast::<Ctx<ProgressFn>>() };
+    // SAFETY: strings valid during the callback; copied now.
     let (name, arch) = unsafe { (cstr(name), cstr(arch)) };
     let p = Progress { done, total, name: &name, arch: &arch, status, cache_hit };
     ctx.run(1, |f| c_int::from(!f(&p)))
@@ -152,9 +177,10 @@ pub fn precompile(items: &[PrecompileItem], archs: &[&str],
     let mut raw = Vec::with_capacity(items.len());
     for it in items {
         let mut r = sys::cuabi_precompile_item::default();
+        // SAFETY: a local the init function fills.
         check(unsafe { sys::cuabi_precompile_item_init(&mut r, sys::CUABI_PRECOMPILE_ITEM_VERSION) })?;
         let src = c_string("source", &it.source)?;
-        r.r#type = it.code_type;
+        r.r#type = it.code_type.into();
         r.source = src.as_ptr();
         keep.push(src);
         if let Some(n) = &it.name {
@@ -172,9 +198,12 @@ pub fn precompile(items: &[PrecompileItem], archs: &[&str],
     let archs_p: Vec<*const c_char> = archs_c.iter().map(|a| a.as_ptr()).collect();
     let ap = if archs_p.is_empty() { core::ptr::null_mut() } else { archs_p.as_ptr() as *mut _ };
     match progress {
+        // SAFETY: the items, strings and arrays they point into live until the call returns.
         None => check(unsafe { sys::cuabi_cache_precompile(raw.as_ptr(), raw.len(), ap, archs_p.len(), None, core::ptr::null_mut()) }),
         Some(f) => {
             let mut ctx = Ctx { f, panic: None };
+            // SAFETY: the trampoline and the Ctx (on this stack) are valid for the whole call;
+            // the items, strings and arrays they point into live until it returns.
             let st = unsafe {
                 sys::cuabi_cache_precompile(raw.as_ptr(), raw.len(), ap, archs_p.len(), Some(progress_trampoline),
                                             (&mut ctx as *mut Ctx<ProgressFn>).cast())
@@ -225,8 +254,12 @@ pub struct WarmEvent {
 type WarmFn<'a> = dyn FnMut(&WarmEvent) -> bool + 'a;
 
 unsafe extern "C" fn warm_trampoline(ev: *const sys::cuabi_warm_event, payload: *mut c_void) -> c_int {
+    // SAFETY: the payload is the Ctx the caller passed, alive on its stack for
+    // the whole C call; cache.h: the callback is called on the calling thread.
     let ctx = unsafe { &mut *payload.cast::<Ctx<WarmFn>>() };
+    // SAFETY: the event is valid during the callback ("Strings are valid during the callback").
     let ev = unsafe { &*ev };
+    // SAFETY: its strings are valid during the callback; copied now.
     let event = unsafe {
         WarmEvent {
             done: ev.done, total: ev.total, name: cstr(ev.name), arch: cstr(ev.arch), line: ev.line,
@@ -260,6 +293,9 @@ pub fn warm_manifest_with(path: impl AsRef<Path>, options: &WarmOptions,
     let mut archs_p: Vec<*const c_char> = archs_c.iter().map(|a| a.as_ptr()).collect();
     let mut o = sys::cuabi_warm_options::default();
     let mut s = WarmSummary::default();
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     unsafe {
         check(sys::cuabi_warm_options_init(&mut o, sys::CUABI_WARM_OPTIONS_VERSION))?;
         check(sys::cuabi_warm_summary_init(&mut s, sys::CUABI_WARM_SUMMARY_VERSION))?;
@@ -272,9 +308,12 @@ pub fn warm_manifest_with(path: impl AsRef<Path>, options: &WarmOptions,
     }
     o.allow_outside = c_int::from(options.allow_outside);
     let st = match progress {
+        // SAFETY: the options, strings and arrays live until the call returns.
         None => unsafe { sys::cuabi_cache_warm_manifest(&mut s, path.as_ptr(), &o, None, core::ptr::null_mut()) },
         Some(f) => {
             let mut ctx = Ctx { f, panic: None };
+            // SAFETY: the trampoline and the Ctx (on this stack) are valid for the whole call;
+            // the items, strings and arrays they point into live until it returns.
             let st = unsafe {
                 sys::cuabi_cache_warm_manifest(&mut s, path.as_ptr(), &o, Some(warm_trampoline),
                                                (&mut ctx as *mut Ctx<WarmFn>).cast())
@@ -287,7 +326,9 @@ pub fn warm_manifest_with(path: impl AsRef<Path>, options: &WarmOptions,
 }
 
 unsafe extern "C" fn verify_trampoline(path: *const c_char, problem: *const c_char, payload: *mut c_void) -> c_int {
+    // SAFETY: the payload is the Vec `verify` passed, alive for the call.
     let found = unsafe { &mut *payload.cast::<Vec<(PathBuf, String)>>() };
+    // SAFETY: strings valid during the callback; copied now.
     found.push(unsafe { (PathBuf::from(cstr(path)), cstr(problem)) });
     0
 }
@@ -298,6 +339,9 @@ unsafe extern "C" fn verify_trampoline(path: *const c_char, problem: *const c_ch
 pub fn verify() -> Result<(VerifyReport, Vec<(PathBuf, String)>)> {
     let mut r = VerifyReport::default();
     let mut found: Vec<(PathBuf, String)> = Vec::new();
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     unsafe {
         check(sys::cuabi_cache_verify_report_init(&mut r, sys::CUABI_CACHE_VERIFY_REPORT_VERSION))?;
         check(sys::cuabi_cache_verify(&mut r, Some(verify_trampoline),

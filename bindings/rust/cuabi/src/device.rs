@@ -1,5 +1,6 @@
 //! CUDA devices.
-use crate::error::{check, Result};
+use crate::enums::DeviceAttribute;
+use crate::error::{check, infallible, Result};
 use crate::sys;
 
 shared_handle!(
@@ -8,14 +9,17 @@ shared_handle!(
     Device, sys::cuabi_device, sys::cuabi_device_retain, sys::cuabi_device_release
 );
 
-// SAFETY: cuabi device functions may be called from any thread, also at once
-// on one handle; the library makes the context current itself.
+// SAFETY: device.h: "A device may be used from several threads at once: its
+// functions may run concurrently on one handle"; the library makes the
+// right context current itself.
 unsafe impl Send for Device {}
+// SAFETY: as for Send.
 unsafe impl Sync for Device {}
 
 /// Number of visible CUDA devices; an error when there is no driver.
 pub fn device_count() -> Result<usize> {
     let mut n = 0;
+    // SAFETY: `n` is a local written during the call.
     check(unsafe { sys::cuabi_device_count(&mut n) })?;
     Ok(n.max(0) as usize)
 }
@@ -49,50 +53,59 @@ impl Device {
     pub fn get(ordinal: usize) -> Result<Device> {
         let ordinal = i32::try_from(ordinal)
             .map_err(|_| crate::Error::invalid_argument("Device::get: ordinal out of range"))?;
+        // SAFETY: `out` is the out-pointer `create` hands us.
         Device::create(|out| unsafe { sys::cuabi_device_get(out, ordinal) })
     }
 
-    pub fn ordinal(&self) -> Result<usize> {
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
         let mut n = 0;
-        check(unsafe { sys::cuabi_device_ordinal(&mut n, self.as_raw()) })?;
-        Ok(n as usize)
+        // SAFETY: the device is live; `n` a local.
+        infallible(unsafe { sys::cuabi_device_ordinal(&mut n, self.as_raw()) }, "cuabi_device_ordinal");
+        n as usize
     }
 
     pub fn properties(&self) -> Result<DeviceProperties> {
         let mut raw = sys::cuabi_device_properties::default();
-        unsafe {
-            check(sys::cuabi_device_properties_init(&mut raw, sys::CUABI_DEVICE_PROPERTIES_VERSION))?;
-            check(sys::cuabi_device_get_properties(&mut raw, self.as_raw()))?;
-        }
+        // SAFETY: `raw` is a local the init function fills.
+        check(unsafe { sys::cuabi_device_properties_init(&mut raw, sys::CUABI_DEVICE_PROPERTIES_VERSION) })?;
+        // SAFETY: the device is live; `raw` a local.
+        check(unsafe { sys::cuabi_device_get_properties(&mut raw, self.as_raw()) })?;
         Ok(DeviceProperties { raw })
     }
 
-    /// Any CUdevice_attribute, by its value from cuda.h.
-    pub fn attribute(&self, attribute: i32) -> Result<i32> {
+    /// A device attribute ([`DeviceAttribute`], or any `CUdevice_attribute`
+    /// value from cuda.h as an `i32`).
+    pub fn attribute(&self, attribute: impl Into<DeviceAttribute>) -> Result<i32> {
         let mut v = 0;
-        check(unsafe { sys::cuabi_device_attribute(&mut v, self.as_raw(), attribute) })?;
+        // SAFETY: the device is live; `v` a local.
+        check(unsafe { sys::cuabi_device_attribute(&mut v, self.as_raw(), attribute.into().to_raw()) })?;
         Ok(v)
     }
 
     /// (free, total) device memory in bytes.
     pub fn memory_info(&self) -> Result<(u64, u64)> {
         let (mut free, mut total) = (0u64, 0u64);
+        // SAFETY: the device is live; the outs are locals.
         check(unsafe { sys::cuabi_device_memory_info(&mut free, &mut total, self.as_raw()) })?;
         Ok((free, total))
     }
 
     /// Make the primary context current on this thread.
     pub fn set_current(&self) -> Result<()> {
+        // SAFETY: the device is live.
         check(unsafe { sys::cuabi_device_set_current(self.as_raw()) })
     }
 
     pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the device is live.
         check(unsafe { sys::cuabi_device_synchronize(self.as_raw()) })
     }
 
     /// The raw CUcontext, kept alive by this handle.
     pub fn raw_context(&self) -> Result<usize> {
         let mut v = 0usize;
+        // SAFETY: the device is live; `v` a local.
         check(unsafe { sys::cuabi_device_context(&mut v, self.as_raw()) })?;
         Ok(v)
     }
@@ -100,12 +113,14 @@ impl Device {
     /// (least, greatest) stream priority; numerically lower is higher.
     pub fn stream_priority_range(&self) -> Result<(i32, i32)> {
         let (mut l, mut g) = (0, 0);
+        // SAFETY: the device is live; the outs are locals.
         check(unsafe { sys::cuabi_device_stream_priority_range(&mut l, &mut g, self.as_raw()) })?;
         Ok((l, g))
     }
 
     pub fn can_access_peer(&self, peer: &Device) -> Result<bool> {
         let mut v = 0;
+        // SAFETY: both devices are live; `v` a local.
         check(unsafe { sys::cuabi_device_can_access_peer(&mut v, self.as_raw(), peer.as_raw()) })?;
         Ok(v != 0)
     }

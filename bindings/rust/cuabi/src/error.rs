@@ -4,11 +4,20 @@ use crate::sys;
 use std::ffi::CStr;
 use std::fmt;
 
-/// A `cuabi_status` value (an `i32` newtype: values newer than this binding
-/// are representable and print as `cuabi_status(N)`).
-pub type Status = sys::cuabi_status;
+pub use crate::enums::Status;
 
-/// A failed cuabi call.
+/// A failed cuabi call. Match on [`Error::status`] (a `#[non_exhaustive]`
+/// enum):
+///
+/// ```no_run
+/// # fn f() -> cuabi::Result<()> {
+/// match cuabi::Device::get(0) {
+///     Ok(_) => {}
+///     Err(e) if e.status == cuabi::Status::DriverNotFound => eprintln!("no driver: {}", e.message),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     /// What failed.
@@ -28,38 +37,53 @@ pub struct Error {
 /// `Result<T, cuabi::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A C string the library returned, copied.
+///
+/// # Safety
+/// `p` must be NULL or point to a NUL-terminated string that stays valid
+/// during the call.
 pub(crate) unsafe fn cstr(p: *const core::ffi::c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
+        // SAFETY: the caller's contract: a live NUL-terminated string.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
 
 impl Error {
     /// Build the error for `status` from the thread's last-error record.
-    pub(crate) fn from_last(status: Status) -> Error {
-        // SAFETY: cuabi_last_error never returns NULL; its strings live
-        // until the next failing call on this thread, and we copy them now.
+    pub(crate) fn from_last(status: sys::cuabi_status) -> Error {
+        // SAFETY: common.h: cuabi_last_error() "never returns NULL" and the
+        // record is thread-local ("a call on one thread never changes
+        // another's"); its strings live until the next failing call on this
+        // thread, and we copy them before making one.
         let rec = unsafe { &*sys::cuabi_last_error() };
         if rec.status == status {
-            unsafe {
-                Error {
-                    status,
-                    message: cstr(rec.message),
-                    log: cstr(rec.log),
-                    cu_result: rec.cu_result,
-                    nvrtc_result: rec.nvrtc_result,
-                    nvjitlink_result: rec.nvjitlink_result,
-                }
+            Error {
+                status: Status::from_raw(status),
+                // SAFETY: as above: strings of this thread's record, copied now.
+                message: unsafe { cstr(rec.message) },
+                // SAFETY: as above.
+                log: unsafe { cstr(rec.log) },
+                cu_result: rec.cu_result,
+                nvrtc_result: rec.nvrtc_result,
+                nvjitlink_result: rec.nvjitlink_result,
             }
         } else {
-            Error::bare(status, unsafe { cstr(sys::cuabi_status_message(status)) })
+            Error::bare(status, status_message(status).to_string())
         }
     }
 
-    pub(crate) fn bare(status: Status, message: String) -> Error {
-        Error { status, message, log: String::new(), cu_result: 0, nvrtc_result: 0, nvjitlink_result: 0 }
+    pub(crate) fn bare(status: sys::cuabi_status, message: String) -> Error {
+        Error {
+            status: Status::from_raw(status),
+            message,
+            log: String::new(),
+            cu_result: 0,
+            nvrtc_result: 0,
+            nvjitlink_result: 0,
+        }
     }
 
     /// An error raised by the Rust layer itself (bad input before any C call).
@@ -76,10 +100,43 @@ impl Error {
         Error::bare(sys::CUABI_ERROR_INTERNAL, message.into())
     }
 
-    /// The status's enumerator name, e.g. "CUABI_ERROR_INVALID_HANDLE".
-    pub fn status_name(&self) -> String {
-        unsafe { cstr(sys::cuabi_status_name(self.status)) }
+    /// The error of a status a `sys` function just returned on this thread
+    /// (with the thread's last-error details when they are for it).
+    pub fn from_status(status: sys::cuabi_status) -> Error {
+        Error::from_last(status)
     }
+
+    /// The C status value.
+    pub fn raw_status(&self) -> sys::cuabi_status {
+        self.status.to_raw()
+    }
+
+    /// The status's enumerator name, e.g. "CUABI_ERROR_INVALID_HANDLE".
+    pub fn status_name(&self) -> &'static str {
+        status_name(self.status.to_raw())
+    }
+}
+
+/// The enumerator name of a status ("cuabi_status(N)"-free: "" for an unknown value).
+pub(crate) fn status_name(st: sys::cuabi_status) -> &'static str {
+    // SAFETY: common.h: "the status names and messages ... live as long as
+    // the process"; cuabi_status_name never returns NULL for any value.
+    static_str(unsafe { sys::cuabi_status_name(st) })
+}
+
+fn status_message(st: sys::cuabi_status) -> &'static str {
+    // SAFETY: as status_name: a string of the process's lifetime.
+    static_str(unsafe { sys::cuabi_status_message(st) })
+}
+
+/// A string the library keeps for the life of the process.
+pub(crate) fn static_str(p: *const core::ffi::c_char) -> &'static str {
+    if p.is_null() {
+        return "";
+    }
+    // SAFETY: callers pass only strings common.h says "live as long as the
+    // process" (status names and messages, version strings, limiter names).
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("")
 }
 
 impl fmt::Display for Error {
@@ -95,8 +152,19 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Ok for CUABI_SUCCESS, else the error with the thread's details.
-pub(crate) fn check(status: Status) -> Result<()> {
+#[inline]
+pub(crate) fn check(status: sys::cuabi_status) -> Result<()> {
     if status == sys::CUABI_SUCCESS { Ok(()) } else { Err(Error::from_last(status)) }
+}
+
+/// A call on a live handle that cannot fail unless the library is broken:
+/// getters whose values we return without a `Result`.
+#[inline]
+#[track_caller]
+pub(crate) fn infallible(status: sys::cuabi_status, what: &str) {
+    if status != sys::CUABI_SUCCESS {
+        panic!("cuabi: {what} failed on a live handle: {}", Error::from_last(status));
+    }
 }
 
 /// A C string argument; interior NULs are an error, not a panic.

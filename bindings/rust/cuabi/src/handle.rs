@@ -8,8 +8,11 @@ macro_rules! shared_handle {
 
         impl Clone for $name {
             fn clone(&self) -> Self {
-                // Retaining a live handle only fails if the library is broken.
+                // SAFETY: `self` owns a reference, so the handle is live for
+                // the call; retain takes a second one for the clone
+                // (common.h: every handle may be used from any thread).
                 let st = unsafe { $retain(self.ptr.as_ptr()) };
+                // Retaining a live handle only fails if the library is broken.
                 assert_eq!(st, $crate::sys::CUABI_SUCCESS, "cuabi: retain of a live handle failed");
                 $name { ptr: self.ptr }
             }
@@ -34,11 +37,13 @@ macro_rules! handle_core {
             /// # Safety
             /// `ptr` must be a live handle of this type whose reference the
             /// caller owns and gives up.
+            #[allow(dead_code)]
             pub unsafe fn from_raw(ptr: *mut $raw) -> Option<Self> {
                 core::ptr::NonNull::new(ptr).map(|ptr| $name { ptr })
             }
 
             /// The raw handle, still owned by `self`.
+            #[inline]
             pub fn as_raw(&self) -> *mut $raw {
                 self.ptr.as_ptr()
             }
@@ -58,7 +63,8 @@ macro_rules! handle_core {
             ) -> $crate::Result<Self> {
                 let mut out: *mut $raw = core::ptr::null_mut();
                 $crate::error::check(f(&mut out))?;
-                // SAFETY: the call succeeded and handed us a new reference.
+                // SAFETY: the call succeeded and handed us a new reference
+                // (`[out, ownership transferred]` in the header).
                 unsafe { Self::from_raw(out) }.ok_or_else(|| {
                     $crate::Error::internal(concat!(stringify!($name), ": library returned NULL"))
                 })
@@ -67,6 +73,10 @@ macro_rules! handle_core {
 
         impl Drop for $name {
             fn drop(&mut self) {
+                // SAFETY: we own this reference and give it up exactly once;
+                // `drop` has the value itself, so no borrow of it is alive on
+                // any thread (common.h: releasing while another thread uses
+                // the handle is the caller's race -- which safe Rust cannot make).
                 // Release cannot fail for a handle we own; nothing to report.
                 let _ = unsafe { $release(self.ptr.as_ptr()) };
             }

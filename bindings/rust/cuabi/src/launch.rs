@@ -98,6 +98,7 @@ impl<'a> LaunchAttributes<'a> {
     /// The C struct; it points at the borrowed events.
     pub fn to_c(&self) -> Result<sys::cuabi_launch_attributes> {
         let mut a = sys::cuabi_launch_attributes::default();
+        // SAFETY: `a` is a local the init function fills.
         check(unsafe { sys::cuabi_launch_attributes_init(&mut a, sys::CUABI_LAUNCH_ATTRIBUTES_VERSION) })?;
         a.preferred_cluster = self.preferred_cluster;
         a.cluster_scheduling_policy = match self.cluster_scheduling_policy {
@@ -160,6 +161,10 @@ impl<'a> LaunchConfig<'a> {
     pub fn new(grid: u32, block: u32) -> Self {
         LaunchConfig { grid: [grid, 1, 1], block: [block, 1, 1], ..Default::default() }
     }
+    /// Blocks of 1024 threads covering `n` elements (cudarc's `for_num_elems`).
+    pub fn for_num_elems(n: u32) -> Self {
+        LaunchConfig::new(n.div_ceil(1024).max(1), 1024)
+    }
     pub fn on_stream(mut self, s: &'a Stream) -> Self { self.stream = Some(s); self }
     pub fn on_device(mut self, d: &'a Device) -> Self { self.device = Some(d); self }
     pub fn shared_bytes(mut self, n: usize) -> Self { self.dynamic_shared_bytes = n; self }
@@ -182,8 +187,7 @@ impl<'a> LaunchConfig<'a> {
     /// `attributes` stay NULL (they need storage of their own: set them
     /// from [`LaunchAttributes::to_c`]).
     pub fn to_c(&self) -> Result<sys::cuabi_launch_config> {
-        let mut c = sys::cuabi_launch_config::default();
-        check(unsafe { sys::cuabi_launch_config_init(&mut c, sys::CUABI_LAUNCH_CONFIG_VERSION) })?;
+        let mut c = config_template()?;
         c.grid = self.grid;
         c.block = self.block;
         c.cluster = self.cluster;
@@ -195,20 +199,62 @@ impl<'a> LaunchConfig<'a> {
     }
 }
 
+/// The defaults of `cuabi_launch_config`, filled by the library once.
+fn config_template() -> Result<sys::cuabi_launch_config> {
+    struct Template(sys::cuabi_launch_config);
+    // SAFETY: the template's pointers are all NULL (the init function's
+    // defaults); it is only ever copied.
+    unsafe impl Sync for Template {}
+    // SAFETY: as for Sync.
+    unsafe impl Send for Template {}
+    static T: std::sync::OnceLock<Template> = std::sync::OnceLock::new();
+    if let Some(t) = T.get() {
+        return Ok(t.0);
+    }
+    let mut c = sys::cuabi_launch_config::default();
+    // SAFETY: `c` is a local the init function fills.
+    check(unsafe { sys::cuabi_launch_config_init(&mut c, sys::CUABI_LAUNCH_CONFIG_VERSION) })?;
+    Ok(T.get_or_init(|| Template(c)).0)
+}
+
 /// Check and launch `kernel` with the values in `pack`.
-pub fn launch(kernel: &Kernel, pack: &ArgPack, config: &LaunchConfig) -> Result<()> {
+///
+/// The library checks the pack against the kernel's parameter *layout*
+/// (count, sizes, offsets) and the configuration, not what the values mean;
+/// for a launch whose arguments are checked by kind and whose memory stays
+/// alive as long as the kernel uses it, use [`Stream::launch_builder`].
+///
+/// # Safety
+/// * Every value in `pack` must be what the kernel expects at its place: a
+///   `ptr` slot (a [`DevicePtr`](crate::DevicePtr), or a buffer or view in a
+///   raw or pointer slot) an address of memory the kernel may read and write
+///   as it does, no float where it reads an integer, and so on.
+/// * The memory the kernel uses must stay allocated, and unused by anything
+///   that conflicts, until the kernel is done: the pack keeps the memory of
+///   its `buffer` and `view` slots alive only while it lives, and a buffer
+///   dropped frees on its own stream without waiting for this one (buffer.h).
+/// * Host memory the kernel reaches (pinned, managed) must not be accessed
+///   by host code while the kernel may write it.
+pub unsafe fn launch(kernel: &Kernel, pack: &ArgPack, config: &LaunchConfig) -> Result<()> {
+    // SAFETY: handles live for the call; the caller vouches for the values
+    // and the memory they name (this function's contract).
     check(config.with_c(|c| unsafe { sys::cuabi_launch(kernel.as_raw(), pack.as_raw(), c) })?)
 }
 
 /// Every check `launch` makes, without launching.
 pub fn launch_check(kernel: &Kernel, pack: &ArgPack, config: &LaunchConfig) -> Result<()> {
+    // SAFETY: handles live for the call; nothing is launched, no value is followed.
     check(config.with_c(|c| unsafe { sys::cuabi_launch_check(kernel.as_raw(), pack.as_raw(), c) })?)
 }
 
 impl Kernel {
     /// `launch(self, pack, config)`.
-    pub fn launch(&self, pack: &ArgPack, config: &LaunchConfig) -> Result<()> {
-        launch(self, pack, config)
+    ///
+    /// # Safety
+    /// As [`launch`].
+    pub unsafe fn launch(&self, pack: &ArgPack, config: &LaunchConfig) -> Result<()> {
+        // SAFETY: the caller's contract (this function's, which is launch's).
+        unsafe { launch(self, pack, config) }
     }
 }
 
@@ -219,14 +265,17 @@ handle_core!(
     PreparedRaw, sys::cuabi_prepared, sys::cuabi_prepared_release
 );
 
-/// A prepared launch (see [`PreparedRaw`]); the pack it binds is moved in.
+/// A prepared launch: kernel, pack and configuration bound and checked once
+/// (`cuabi_prepared`); the pack it binds is moved in.
 pub struct PreparedLaunch {
     raw: PreparedRaw,
     pack: ArgPack,
 }
-// SAFETY: launch.h: launches may come from any thread; the pack is only
-// written through &mut self, so no set can race a launch.
+// SAFETY: launch.h: "Launches may come from any thread"; the pack is only
+// written through &mut self, so no set can race a launch (argpack.h: "setting
+// values while another thread launches with the same pack is a race").
 unsafe impl Send for PreparedLaunch {}
+// SAFETY: as for Send.
 unsafe impl Sync for PreparedLaunch {}
 
 impl PreparedLaunch {
@@ -234,12 +283,19 @@ impl PreparedLaunch {
     /// The attributes are copied and their events retained.
     pub fn new(kernel: &Kernel, pack: ArgPack, config: &LaunchConfig) -> Result<PreparedLaunch> {
         let raw = config.with_c(|c| {
+            // SAFETY: handles live for the call; the prepared launch retains
+            // what it keeps (launch.h); nothing is launched yet.
             PreparedRaw::create(|o| unsafe { sys::cuabi_prepared_create(o, kernel.as_raw(), pack.as_raw(), c) })
         })??;
         Ok(PreparedLaunch { raw, pack })
     }
     /// Launch with the pack's current values.
-    pub fn launch(&self) -> Result<()> {
+    ///
+    /// # Safety
+    /// As [`launch`]: the pack's values must be right for the kernel and the
+    /// memory they name alive and free of conflicting use until it is done.
+    pub unsafe fn launch(&self) -> Result<()> {
+        // SAFETY: the caller's contract; the handle is live.
         check(unsafe { sys::cuabi_prepared_launch(self.raw.as_raw()) })
     }
     /// The bound pack, to read.
@@ -252,6 +308,7 @@ impl PreparedLaunch {
     }
     /// Change the grid of later launches.
     pub fn set_grid(&mut self, x: u32, y: u32, z: u32) -> Result<()> {
+        // SAFETY: the handle is live and exclusively borrowed (no launch races it).
         check(unsafe { sys::cuabi_prepared_set_grid(self.raw.as_raw(), x, y, z) })
     }
 }

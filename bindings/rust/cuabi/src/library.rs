@@ -1,19 +1,22 @@
 //! Versions, what the library found at run time, and the layout check.
-use crate::error::{c_string, check, cstr, Error, Result};
+use crate::error::{c_string, check, cstr, static_str, Error, Result};
 use crate::sys;
 
 /// cuabi's version, "MAJOR.MINOR.PATCH".
-pub fn version() -> String {
-    unsafe { cstr(sys::cuabi_version_string()) }
+pub fn version() -> &'static str {
+    // SAFETY: library.h: "the strings they return live as long as the process".
+    static_str(unsafe { sys::cuabi_version_string() })
 }
 
 /// cuabi's version as 0xMMmmpp.
 pub fn version_hex() -> u32 {
+    // SAFETY: no arguments; library.h: callable from any thread at once.
     unsafe { sys::cuabi_version_hex() }
 }
 
 /// The library's ABI version (the soname major).
 pub fn abi_version() -> u32 {
+    // SAFETY: as version_hex.
     unsafe { sys::cuabi_abi_version() }
 }
 
@@ -50,9 +53,13 @@ fn component(status: sys::cuabi_status, why: String) -> std::result::Result<(), 
 /// Load the driver, NVRTC, nvJitLink, libNVVM and nvFatbin (once) and report what was found.
 pub fn runtime_info() -> Result<RuntimeInfo> {
     let mut raw = sys::cuabi_runtime_info::default();
+    // SAFETY: `raw` is a local the init function fills.
+    check(unsafe { sys::cuabi_runtime_info_init(&mut raw, sys::CUABI_RUNTIME_INFO_VERSION) })?;
+    // SAFETY: as above; the strings it points to live as long as the process
+    // (library.h), and are copied below.
+    check(unsafe { sys::cuabi_runtime_info_get(&mut raw) })?;
+    // SAFETY: as above: strings of the process's lifetime (or NULL).
     unsafe {
-        check(sys::cuabi_runtime_info_init(&mut raw, sys::CUABI_RUNTIME_INFO_VERSION))?;
-        check(sys::cuabi_runtime_info_get(&mut raw))?;
         Ok(RuntimeInfo {
             library_version: cstr(raw.library_version),
             abi_version: raw.abi_version,
@@ -79,6 +86,7 @@ pub fn runtime_info() -> Result<RuntimeInfo> {
 pub fn struct_size(name: &str) -> Result<usize> {
     let c = c_string("struct name", name)?;
     let mut out = 0usize;
+    // SAFETY: `c` is read during the call; `out` a local.
     check(unsafe { sys::cuabi_struct_size(&mut out, c.as_ptr()) })?;
     Ok(out)
 }
@@ -88,6 +96,7 @@ pub fn struct_field_offset(name: &str, field: &str) -> Result<usize> {
     let c = c_string("struct name", name)?;
     let f = c_string("field name", field)?;
     let mut out = 0usize;
+    // SAFETY: the names are read during the call; `out` a local.
     check(unsafe { sys::cuabi_struct_field_offset(&mut out, c.as_ptr(), f.as_ptr()) })?;
     Ok(out)
 }

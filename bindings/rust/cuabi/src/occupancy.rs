@@ -31,8 +31,9 @@ impl Default for OccupancyOptions {
     }
 }
 impl OccupancyOptions {
-    fn to_c(&self) -> Result<sys::cuabi_occupancy_options> {
+    fn to_c(self) -> Result<sys::cuabi_occupancy_options> {
         let mut o = sys::cuabi_occupancy_options::default();
+        // SAFETY: a local the init function fills.
         check(unsafe { sys::cuabi_occupancy_options_init(&mut o, sys::CUABI_OCCUPANCY_OPTIONS_VERSION) })?;
         o.max_dynamic_shared_bytes = self.max_dynamic_shared_bytes;
         o.carveout = self.carveout;
@@ -43,12 +44,14 @@ impl OccupancyOptions {
 
 fn new_result() -> Result<OccupancyResult> {
     let mut r = OccupancyResult::default();
+    // SAFETY: a local the init function fills.
     check(unsafe { sys::cuabi_occupancy_result_init(&mut r, sys::CUABI_OCCUPANCY_RESULT_VERSION) })?;
     Ok(r)
 }
 
 /// The limiter's name: "warps", "registers", ...
 pub fn limiter_name(l: sys::cuabi_occupancy_limiter) -> String {
+    // SAFETY: common.h: limiter names "live as long as the process".
     unsafe { cstr(sys::cuabi_occupancy_limiter_name(l)) }
 }
 
@@ -56,6 +59,9 @@ pub fn limiter_name(l: sys::cuabi_occupancy_limiter) -> String {
 pub fn arch_limits(arch: &str) -> Result<ArchLimits> {
     let a = c_string("arch", arch)?;
     let mut l = ArchLimits::default();
+    // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+    // are read during the call only (common.h: "reads or writes the memory its pointer
+    // parameters name only during the call").
     unsafe {
         check(sys::cuabi_arch_limits_init(&mut l, sys::CUABI_ARCH_LIMITS_VERSION))?;
         check(sys::cuabi_arch_limits_get(&mut l, a.as_ptr()))?;
@@ -68,7 +74,11 @@ pub fn all_arch_limits() -> Result<Vec<ArchLimits>> {
     let mut v = Vec::new();
     loop {
         let mut l = ArchLimits::default();
+        // SAFETY: a local the init function fills.
         check(unsafe { sys::cuabi_arch_limits_init(&mut l, sys::CUABI_ARCH_LIMITS_VERSION) })?;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         if unsafe { sys::cuabi_arch_limits_at(&mut l, v.len()) } != sys::CUABI_SUCCESS {
             return Ok(v);
         }
@@ -83,6 +93,9 @@ struct SmemCtx<'a> {
 }
 
 unsafe extern "C" fn smem_trampoline(block_size: c_int, payload: *mut c_void) -> usize {
+    // SAFETY: the payload is the SmemCtx `with_smem` passed, alive (on its
+    // stack) for the whole C call; the callback "runs on the calling thread,
+    // during the call only" (occupancy.h), so this is the only reference.
     let ctx = unsafe { &mut *payload.cast::<SmemCtx>() };
     if ctx.panic.is_some() {
         return 0;
@@ -119,6 +132,9 @@ impl Kernel {
     /// Resident blocks per SM on `device` (driver), with the limiter.
     pub fn occupancy(&self, device: &Device, block_size: i32, dynamic_shared_bytes: usize) -> Result<OccupancyResult> {
         let mut r = new_result()?;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_max_active_blocks(&mut r, self.as_raw(), device.as_raw(), block_size, dynamic_shared_bytes) })?;
         Ok(r)
     }
@@ -127,6 +143,8 @@ impl Kernel {
     pub fn max_potential_block_size(&self, device: &Device, smem: Option<&mut dyn FnMut(i32) -> usize>,
                                     dynamic_shared_bytes: usize, block_size_limit: i32) -> Result<BlockSize> {
         let mut b = BlockSize { block_size: 0, min_grid_size: 0 };
+        // SAFETY: live handles; `cb`/`p` are the trampoline and the SmemCtx,
+        // valid for the call (occupancy.h: the callback runs during the call only).
         let st = with_smem(smem, |cb, p| unsafe {
             sys::cuabi_occupancy_max_potential_block_size(&mut b.block_size, &mut b.min_grid_size, self.as_raw(), device.as_raw(),
                                                           cb, p, dynamic_shared_bytes, block_size_limit)
@@ -137,6 +155,9 @@ impl Kernel {
     /// Dynamic shared memory per block with `num_blocks` blocks resident (driver).
     pub fn available_dynamic_smem(&self, device: &Device, num_blocks: i32, block_size: i32) -> Result<usize> {
         let mut v = 0usize;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_available_dynamic_smem(&mut v, self.as_raw(), device.as_raw(), num_blocks, block_size) })?;
         Ok(v)
     }
@@ -144,6 +165,9 @@ impl Kernel {
     pub fn max_potential_cluster_size(&self, config: &LaunchConfig) -> Result<i32> {
         let c = config.to_c()?;
         let mut v = 0;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_max_potential_cluster_size(&mut v, self.as_raw(), &c) })?;
         Ok(v)
     }
@@ -151,6 +175,9 @@ impl Kernel {
     pub fn max_active_clusters(&self, config: &LaunchConfig) -> Result<i32> {
         let c = config.to_c()?;
         let mut v = 0;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_max_active_clusters(&mut v, self.as_raw(), &c) })?;
         Ok(v)
     }
@@ -172,6 +199,9 @@ pub mod offline {
         let a = c_string("arch", arch)?;
         let o = opts(options)?;
         let mut r = new_result()?;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_offline_max_active_blocks(&mut r, a.as_ptr(), res, block_size, dynamic_shared_bytes, ptr(&o)) })?;
         Ok(r)
     }
@@ -181,6 +211,8 @@ pub mod offline {
         let a = c_string("arch", arch)?;
         let o = opts(options)?;
         let mut b = BlockSize { block_size: 0, min_grid_size: 0 };
+        // SAFETY: live handles; `cb`/`p` are the trampoline and the SmemCtx,
+        // valid for the call (occupancy.h: the callback runs during the call only).
         let st = with_smem(smem, |cb, p| unsafe {
             sys::cuabi_occupancy_offline_max_potential_block_size(&mut b.block_size, &mut b.min_grid_size, a.as_ptr(), res, cb, p,
                                                                   dynamic_shared_bytes, block_size_limit, ptr(&o))
@@ -193,6 +225,9 @@ pub mod offline {
         let a = c_string("arch", arch)?;
         let o = opts(options)?;
         let mut v = 0usize;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_offline_available_dynamic_smem(&mut v, a.as_ptr(), res, num_blocks, block_size, ptr(&o)) })?;
         Ok(v)
     }
@@ -202,6 +237,9 @@ pub mod offline {
         let o = opts(options)?;
         let c = config.to_c()?;
         let mut v = 0;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_offline_max_potential_cluster_size(&mut v, a.as_ptr(), res, &c, ptr(&o)) })?;
         Ok(v)
     }
@@ -211,6 +249,9 @@ pub mod offline {
         let o = opts(options)?;
         let c = config.to_c()?;
         let mut v = 0;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_occupancy_offline_max_active_clusters(&mut v, a.as_ptr(), res, &c, ptr(&o)) })?;
         Ok(v)
     }

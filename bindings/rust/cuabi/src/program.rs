@@ -1,7 +1,8 @@
 //! Programs: CUDA C++ / PTX / NVVM IR compiled through NVRTC, nvJitLink or libNVVM
 //! (include/cuabi/program.h).
-use crate::error::{c_string, check, cstr, Result};
-use crate::objcode::{CodeType, ObjectCode};
+use crate::enums::CodeType;
+use crate::error::{c_string, check, cstr, infallible, Result};
+use crate::objcode::ObjectCode;
 use crate::sys;
 use core::ffi::c_char;
 use std::ffi::CString;
@@ -9,12 +10,19 @@ use std::ffi::CString;
 handle_core!(
     /// Source code and the results of its last compile.
     ///
-    /// `Send` but neither `Sync` nor `Clone`: the log and lowered names the C
-    /// side hands out are valid only until the program's next compile, so
-    /// compiling and reading them must not happen on two threads at once.
+    /// Not `Clone`: the log and lowered names the C side hands out are valid
+    /// only until the program's next compile, so compiling takes `&mut self`
+    /// and the readers (`&self`) copy them out; no compile can run while a
+    /// reader does, on any thread.
     Program, sys::cuabi_program, sys::cuabi_program_release
 );
+// SAFETY: program.h: "A program may be used from several threads; compiles
+// of one program are serialised, and the log and lowered-name pointers it
+// hands out stay valid until its next compile or its last release." Compiles
+// take `&mut self` and the pointers are copied before the borrow ends.
 unsafe impl Send for Program {}
+// SAFETY: as for Send: `&Program` only reads (log, lowered names, cache hit).
+unsafe impl Sync for Program {}
 
 /// How to compile (see `cuabi_program_options`); `Default` = the C defaults.
 #[derive(Clone, Debug)]
@@ -48,7 +56,7 @@ pub struct ProgramOptions {
 impl Default for ProgramOptions {
     fn default() -> Self {
         ProgramOptions {
-            arch: None, output: sys::CUABI_CODE_CUBIN, std: None, opt_level: -1, debug: false,
+            arch: None, output: CodeType::Cubin, std: None, opt_level: -1, debug: false,
             line_info: false, fast_math: false, relocatable: false, lto: false, defines: vec![],
             include_paths: vec![], headers: vec![], name_expressions: vec![], extra_options: vec![], cache: true,
             libdevice: false,
@@ -69,7 +77,17 @@ impl ProgramOptions {
     }
     /// Builder-style helpers for the common fields.
     pub fn arch(mut self, a: &str) -> Self { self.arch = Some(a.into()); self }
-    pub fn output(mut self, o: CodeType) -> Self { self.output = o; self }
+    pub fn output(mut self, o: impl Into<CodeType>) -> Self { self.output = o.into(); self }
+    pub fn std(mut self, s: &str) -> Self { self.std = Some(s.into()); self }
+    pub fn opt_level(mut self, l: i32) -> Self { self.opt_level = l; self }
+    pub fn debug(mut self, on: bool) -> Self { self.debug = on; self }
+    pub fn line_info(mut self, on: bool) -> Self { self.line_info = on; self }
+    pub fn fast_math(mut self, on: bool) -> Self { self.fast_math = on; self }
+    pub fn relocatable(mut self, on: bool) -> Self { self.relocatable = on; self }
+    pub fn lto(mut self, on: bool) -> Self { self.lto = on; self }
+    pub fn include_path(mut self, p: &str) -> Self { self.include_paths.push(p.into()); self }
+    pub fn option(mut self, o: &str) -> Self { self.extra_options.push(o.into()); self }
+    pub fn cache(mut self, on: bool) -> Self { self.cache = on; self }
     pub fn name_expression(mut self, e: &str) -> Self { self.name_expressions.push(e.into()); self }
     pub fn define(mut self, d: &str) -> Self { self.defines.push(d.into()); self }
     pub fn header(mut self, name: &str, contents: &str) -> Self { self.headers.push((name.into(), contents.into())); self }
@@ -77,6 +95,7 @@ impl ProgramOptions {
 
     pub(crate) fn to_c(&self) -> Result<CProgramOptions> {
         let mut o = sys::cuabi_program_options::default();
+        // SAFETY: `o` is a local the init function fills.
         check(unsafe { sys::cuabi_program_options_init(&mut o, sys::CUABI_PROGRAM_OPTIONS_VERSION) })?;
         let mut strings = Vec::new();
         let mut arrays: Vec<Vec<*const c_char>> = Vec::new();
@@ -105,7 +124,7 @@ impl ProgramOptions {
         (o.header_contents, _) = list("header contents", &bodies)?;
         (o.name_expressions, o.num_name_expressions) = list("name expression", &self.name_expressions.iter().collect::<Vec<_>>())?;
         (o.extra_options, o.num_extra_options) = list("option", &self.extra_options.iter().collect::<Vec<_>>())?;
-        o.output = self.output;
+        o.output = self.output.to_raw();
         o.opt_level = self.opt_level;
         o.debug = i32::from(self.debug);
         o.line_info = i32::from(self.line_info);
@@ -124,11 +143,13 @@ impl Program {
         Program::with_type(sys::CUABI_CODE_CUDA_CXX, source, name)
     }
     /// CUDA C++ (`CUABI_CODE_CUDA_CXX`) or PTX (`CUABI_CODE_PTX`) source.
-    pub fn with_type(ty: CodeType, source: &str, name: Option<&str>) -> Result<Program> {
+    pub fn with_type(ty: impl Into<CodeType>, source: &str, name: Option<&str>) -> Result<Program> {
+        let ty: CodeType = ty.into();
         let n = name.map(|n| c_string("name", n)).transpose()?;
         let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
         // Given with its length, so no terminating NUL is needed; the C side refuses interior NULs.
-        Program::create(|o| unsafe { sys::cuabi_program_create(o, ty, source.as_ptr().cast(), source.len(), np) })
+        // SAFETY: `source` and the name are read during the call (the program copies them).
+        Program::create(|o| unsafe { sys::cuabi_program_create(o, ty.to_raw(), source.as_ptr().cast(), source.len(), np) })
     }
     /// NVVM IR for libNVVM: text (.ll) or bitcode (.bc), which may hold NUL
     /// bytes. `name` None: "program.ll" or "program.bc". Compile it to
@@ -136,6 +157,7 @@ impl Program {
     pub fn nvvm(ir: &[u8], name: Option<&str>) -> Result<Program> {
         let n = name.map(|n| c_string("name", n)).transpose()?;
         let np = n.as_ref().map_or(core::ptr::null(), |n| n.as_ptr());
+        // SAFETY: as with_type.
         Program::create(|o| unsafe {
             sys::cuabi_program_create(o, sys::CUABI_CODE_NVVM, ir.as_ptr().cast(), ir.len(), np)
         })
@@ -143,39 +165,49 @@ impl Program {
     /// Compile (or fetch from the cache). A compile error's `log` has the compiler's messages.
     pub fn compile(&mut self, options: &ProgramOptions) -> Result<ObjectCode> {
         let o = options.to_c()?;
+        // SAFETY: the program is live and exclusively borrowed; `o` and the
+        // strings it points into live until the call returns.
         ObjectCode::create(|out| unsafe { sys::cuabi_program_compile(out, self.as_raw(), &o.raw) })
     }
     /// Compile into the cache only.
     pub fn compile_to_cache(&mut self, options: &ProgramOptions) -> Result<()> {
         let o = options.to_c()?;
+        // SAFETY: as compile; NULL `out` stores into the cache only.
         check(unsafe { sys::cuabi_program_compile(core::ptr::null_mut(), self.as_raw(), &o.raw) })
     }
     /// The last compile's log ("" before the first).
-    pub fn log(&self) -> Result<String> {
+    pub fn log(&self) -> String {
         let mut p = core::ptr::null();
-        check(unsafe { sys::cuabi_program_log(&mut p, self.as_raw()) })?;
-        Ok(unsafe { cstr(p) })
+        // SAFETY: the program is live; `p` a local.
+        infallible(unsafe { sys::cuabi_program_log(&mut p, self.as_raw()) }, "cuabi_program_log");
+        // SAFETY: valid until the next compile, which `&self` excludes; copied now.
+        unsafe { cstr(p) }
     }
     /// The mangled name of a name expression of the last compile.
     pub fn lowered_name(&self, name_expression: &str) -> Result<String> {
         let e = c_string("name expression", name_expression)?;
         let mut p = core::ptr::null();
+        // SAFETY: the program is live; `e` read during the call; `p` a local.
         check(unsafe { sys::cuabi_program_lowered_name(&mut p, self.as_raw(), e.as_ptr()) })?;
+        // SAFETY: valid until the next compile, which `&self` excludes; copied now.
         Ok(unsafe { cstr(p) })
     }
     /// Where the last compile's code came from: 0 compiled, 1 memory cache, 2 disk cache.
-    pub fn cache_hit(&self) -> Result<i32> {
+    pub fn cache_hit(&self) -> i32 {
         let mut v = 0;
-        check(unsafe { sys::cuabi_program_cache_hit(&mut v, self.as_raw()) })?;
-        Ok(v)
+        // SAFETY: the program is live; `v` a local.
+        infallible(unsafe { sys::cuabi_program_cache_hit(&mut v, self.as_raw()) }, "cuabi_program_cache_hit");
+        v
     }
 }
 
 /// The architectures the loaded NVRTC can target (90 for sm_90).
 pub fn supported_archs() -> Result<Vec<i32>> {
     let mut n = 0usize;
+    // SAFETY: a size query: no array, `n` a local.
     check(unsafe { sys::cuabi_program_supported_archs(core::ptr::null_mut(), 0, &mut n) })?;
     let mut v = vec![0i32; n];
+    // SAFETY: `v` holds `v.len()` values the call writes.
     check(unsafe { sys::cuabi_program_supported_archs(v.as_mut_ptr(), v.len(), &mut n) })?;
     v.truncate(n);
     Ok(v)

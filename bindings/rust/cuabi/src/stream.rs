@@ -3,7 +3,7 @@
 //! What ties streams to events (Event::record, Stream::wait_event) lives in
 //! event.rs, which uses this module; this one does not use events.
 use crate::device::Device;
-use crate::error::{check, Result};
+use crate::error::{check, infallible, Result};
 use crate::sys;
 
 shared_handle!(
@@ -11,9 +11,10 @@ shared_handle!(
     Stream, sys::cuabi_stream, sys::cuabi_stream_retain, sys::cuabi_stream_release
 );
 
-// SAFETY: api/stream.toml: all stream functions may be called from any
-// thread, and a stream may be used from several threads at once.
+// SAFETY: stream.h: "All stream functions may be called from any thread; a
+// stream may be used from several threads at once."
 unsafe impl Send for Stream {}
+// SAFETY: as for Send.
 unsafe impl Sync for Stream {}
 
 /// Stream creation flags (`cuabi_stream_flags`).
@@ -28,9 +29,11 @@ impl Stream {
     /// A new stream with these flags and priority (lower is higher).
     pub fn with_options(device: &Device, flags: StreamFlags, priority: i32) -> Result<Stream> {
         let mut o = sys::cuabi_stream_options::default();
+        // SAFETY: `o` is a local the init function fills.
         check(unsafe { sys::cuabi_stream_options_init(&mut o, sys::CUABI_STREAM_OPTIONS_VERSION) })?;
         o.flags = flags.0 as u32;
         o.priority = priority;
+        // SAFETY: `device` is live; `o` is read during the call.
         Stream::create(|out| unsafe { sys::cuabi_stream_create(out, device.as_raw(), &o) })
     }
 
@@ -39,48 +42,59 @@ impl Stream {
     /// # Safety
     /// `raw` must be a CUstream of `device` (or 0/1/2) that outlives the handle.
     pub unsafe fn wrap(device: &Device, raw: usize) -> Result<Stream> {
+        // SAFETY: the caller's contract.
         Stream::create(|out| unsafe { sys::cuabi_stream_wrap(out, device.as_raw(), raw) })
     }
 
     /// The device's legacy default stream.
     pub fn legacy_default(device: &Device) -> Result<Stream> {
+        // SAFETY: `device` is live for the call.
         Stream::create(|out| unsafe { sys::cuabi_stream_legacy_default(out, device.as_raw()) })
     }
 
     /// The per-thread default stream.
     pub fn per_thread_default(device: &Device) -> Result<Stream> {
+        // SAFETY: `device` is live for the call.
         Stream::create(|out| unsafe { sys::cuabi_stream_per_thread_default(out, device.as_raw()) })
     }
 
+    /// Block until all work queued on the stream is done.
     pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream is live (stream.h: usable from several threads at once).
         check(unsafe { sys::cuabi_stream_synchronize(self.as_raw()) })
     }
 
     /// True when all work on the stream has finished.
     pub fn query(&self) -> Result<bool> {
         let mut v = 0;
+        // SAFETY: the stream is live; `v` a local.
         check(unsafe { sys::cuabi_stream_query(&mut v, self.as_raw()) })?;
         Ok(v != 0)
     }
 
     /// The CUstream behind the handle.
-    pub fn raw(&self) -> Result<usize> {
+    pub fn raw(&self) -> usize {
         let mut v = 0usize;
-        check(unsafe { sys::cuabi_stream_raw(&mut v, self.as_raw()) })?;
-        Ok(v)
+        // SAFETY: the stream is live; `v` a local.
+        infallible(unsafe { sys::cuabi_stream_raw(&mut v, self.as_raw()) }, "cuabi_stream_raw");
+        v
     }
 
     /// The stream's device (a new reference).
     pub fn device(&self) -> Result<Device> {
         let mut d = core::ptr::null_mut();
+        // SAFETY: the stream is live; `d` a local (a borrowed device).
         check(unsafe { sys::cuabi_stream_device(&mut d, self.as_raw()) })?;
-        // The getter borrows; take our own reference.
+        // SAFETY: `d` is the live device the stream keeps; retain takes our own reference.
         check(unsafe { sys::cuabi_device_retain(d) })?;
+        // SAFETY: the reference just taken is ours.
         unsafe { Device::from_raw(d) }.ok_or_else(|| crate::Error::internal("cuabi_stream_device returned NULL"))
     }
 
+    /// The stream's priority (lower is higher).
     pub fn priority(&self) -> Result<i32> {
         let mut v = 0;
+        // SAFETY: the stream is live; `v` a local.
         check(unsafe { sys::cuabi_stream_priority(&mut v, self.as_raw()) })?;
         Ok(v)
     }

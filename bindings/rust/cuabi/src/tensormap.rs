@@ -63,6 +63,7 @@ impl TensorMapOptions {
 
     fn to_c(&self) -> Result<sys::cuabi_tensormap_options> {
         let mut o = sys::cuabi_tensormap_options::default();
+        // SAFETY: a local the init function fills.
         check(unsafe { sys::cuabi_tensormap_options_init(&mut o, sys::CUABI_TENSORMAP_OPTIONS_VERSION) })?;
         if self.element_strides.len() > o.element_strides.len() {
             return Err(crate::Error::bare(
@@ -83,22 +84,36 @@ impl TensorMapOptions {
 }
 
 handle_core!(
-    /// A TMA descriptor of a view, which it keeps alive. Not `Clone`: only
-    /// its owner may point it elsewhere (`&mut self`) while others read it.
-    TensorMap, sys::cuabi_tensormap, sys::cuabi_tensormap_release
+    /// The handle of a [`TensorMap`].
+    TensorMapRaw, sys::cuabi_tensormap, sys::cuabi_tensormap_release
 );
-// SAFETY: tensormap.h: a tensor map may be read from several threads; the
-// only write (replace_address) takes &mut self.
+
+/// A TMA descriptor of a view, which it keeps alive. Not `Clone`: only
+/// its owner may point it elsewhere (`&mut self`) while others read it.
+#[derive(Debug)]
+pub struct TensorMap {
+    raw: TensorMapRaw,
+    /// The view's buffer-write token (see [`View`]).
+    view: View,
+}
+// SAFETY: tensormap.h: "A tensor map may be read from several threads;
+// replacing its address while another thread reads it is a race": the only
+// write (replace_address) takes &mut self.
 unsafe impl Send for TensorMap {}
+// SAFETY: as for Send.
 unsafe impl Sync for TensorMap {}
 
 impl TensorMap {
     /// A tiled map: each copy moves a box of `box_dim` elements per dimension.
     pub fn tiled(view: &View, box_dim: &[u32], options: &TensorMapOptions) -> Result<TensorMap> {
         let o = options.to_c()?;
-        TensorMap::create(|out| unsafe {
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
+        let raw = TensorMapRaw::create(|out| unsafe {
             sys::cuabi_tensormap_encode_tiled(out, view.as_raw(), box_dim.as_ptr(), box_dim.len(), &o)
-        })
+        })?;
+        Ok(TensorMap { raw, view: view.clone() })
     }
 
     /// An im2col map of an N, spatial..., C view: `lower`/`upper` corner
@@ -112,38 +127,55 @@ impl TensorMap {
             ));
         }
         let o = options.to_c()?;
-        TensorMap::create(|out| unsafe {
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
+        let raw = TensorMapRaw::create(|out| unsafe {
             sys::cuabi_tensormap_encode_im2col(out, view.as_raw(), lower.as_ptr(), upper.as_ptr(),
                                                lower.len(), channels_per_pixel, pixels_per_column, &o)
-        })
+        })?;
+        Ok(TensorMap { raw, view: view.clone() })
     }
 
     /// Point the map at `view` (same element size, shape, strides, device).
     pub fn replace_address(&mut self, view: &View) -> Result<()> {
-        check(unsafe { sys::cuabi_tensormap_replace_address(self.as_raw(), view.as_raw()) })
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
+        check(unsafe { sys::cuabi_tensormap_replace_address(self.as_raw(), view.as_raw()) })?;
+        self.view = view.clone();
+        Ok(())
+    }
+
+    /// The raw handle, still owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::cuabi_tensormap {
+        self.raw.as_raw()
     }
 
     /// The 128-byte CUtensorMap a kernel receives.
     pub fn bytes(&self) -> Result<[u8; 128]> {
         let mut b = [0u8; 128];
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_tensormap_bytes(b.as_mut_ptr().cast(), b.len(), self.as_raw()) })?;
         Ok(b)
     }
 
     pub fn info(&self) -> Result<TensorMapInfo> {
         let mut i = TensorMapInfo::default();
+        // SAFETY: a local the init function fills.
         check(unsafe { sys::cuabi_tensormap_info_init(&mut i, sys::CUABI_TENSORMAP_INFO_VERSION) })?;
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_tensormap_get_info(&mut i, self.as_raw()) })?;
         Ok(i)
     }
 
-    /// The view the map describes (a new reference).
-    pub fn view(&self) -> Result<View> {
-        let mut v = core::ptr::null_mut();
-        check(unsafe { sys::cuabi_tensormap_view(&mut v, self.as_raw()) })?;
-        check(unsafe { sys::cuabi_view_retain(v) })?;
-        // SAFETY: retained above; the new reference is ours.
-        unsafe { View::from_raw(v) }.ok_or_else(|| crate::Error::internal("TensorMap::view: NULL"))
+    /// The view the map describes.
+    pub fn view(&self) -> View {
+        self.view.clone()
     }
 }
 
@@ -151,6 +183,9 @@ impl TensorMap {
 impl KernelArg for TensorMap {
     fn signature(&self) -> String { "tensormap".into() }
     fn store(&self, pack: &mut ArgPack, slot: usize) -> Result<()> {
+        // SAFETY: the handles are live for the call (borrowed); out-pointers are locals and inputs
+        // are read during the call only (common.h: "reads or writes the memory its pointer
+        // parameters name only during the call").
         check(unsafe { sys::cuabi_argpack_set_tensormap(pack.as_raw(), slot, self.as_raw()) })
     }
 }

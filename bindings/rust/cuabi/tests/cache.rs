@@ -16,13 +16,13 @@ fn cache_and_precompile() {
     let o = ProgramOptions::new().arch("sm_90");
     let mut p = Program::new(src, None).unwrap();
     p.compile(&o).unwrap();
-    assert_eq!(p.cache_hit().unwrap(), 0);
+    assert_eq!(p.cache_hit(), 0);
     p.compile(&o).unwrap();
-    assert_eq!(p.cache_hit().unwrap(), 1);
+    assert_eq!(p.cache_hit(), 1);
     cache::clear(sys::CUABI_CACHE_CLEAR_MEMORY).unwrap();
     let mut p2 = Program::new(src, None).unwrap();
     p2.compile(&o).unwrap();
-    assert_eq!(p2.cache_hit().unwrap(), 2);
+    assert_eq!(p2.cache_hit(), 2);
     let s = cache::stats().unwrap();
     assert_eq!(s.enabled, 1);
     assert!(s.entries >= 1 && s.stores >= 1 && s.memory_hits >= 1 && s.disk_hits >= 1, "{s:?}");
@@ -40,7 +40,7 @@ fn cache_and_precompile() {
         let mut l = Linker::new(&LinkerOptions { arch: Some("sm_90".into()), no_cache, ..Default::default() }).unwrap();
         l.add_data(sys::CUABI_CODE_PTX, ptx, Some("rk.ptx")).unwrap();
         let out = l.complete(sys::CUABI_CODE_CUBIN).unwrap();
-        (out.bytes().unwrap().to_vec(), l.cache_hit().unwrap())
+        (out.bytes().to_vec(), l.cache_hit())
     };
     let (first, hit) = link(false);
     assert_eq!(hit, 0);
@@ -52,8 +52,8 @@ fn cache_and_precompile() {
 
     // Precompile two items for two archs with a progress closure.
     let items = vec![
-        cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX, source: "__global__ void pa() {}\n".into(), name: Some("pa".into()), options: None },
-        cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX, source: "__global__ void pb() {}\n".into(), name: Some("pb".into()),
+        cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX.into(), source: "__global__ void pa() {}\n".into(), name: Some("pa".into()), options: None },
+        cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX.into(), source: "__global__ void pb() {}\n".into(), name: Some("pb".into()),
                                 options: Some(ProgramOptions::new().define("X=1")) },
     ];
     let mut log = Vec::new();
@@ -72,7 +72,7 @@ fn cache_and_precompile() {
         let _ = cache::precompile(&items, &["sm_90"], Some(&mut boom));
     }));
     assert!(r.is_err());
-    let bad = cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX, source: "syntax error here\n".into(), name: None, options: None };
+    let bad = cache::PrecompileItem { code_type: sys::CUABI_CODE_CUDA_CXX.into(), source: "syntax error here\n".into(), name: None, options: None };
     assert_eq!(cache::precompile(&[bad], &["sm_90"], None).unwrap_err().status, sys::CUABI_ERROR_COMPILE);
 
     cache::clear(sys::CUABI_CACHE_CLEAR_ALL).unwrap();

@@ -21,10 +21,10 @@ fn fatbin(archs: &str) -> Option<ObjectCode> {
 #[test]
 fn program_fatbin_per_architecture() {
     let Some(code) = fatbin("sm_80,sm_90,compute_90") else { return };
-    assert_eq!(code.code_type().unwrap(), sys::CUABI_CODE_FATBIN);
+    assert_eq!(code.code_type(), sys::CUABI_CODE_FATBIN);
     assert_eq!(code.fatbin_archs().unwrap(), vec![80, 90]);
     assert_eq!(code.fatbin_images().unwrap(),
-               vec![(sys::CUABI_CODE_CUBIN, 80), (sys::CUABI_CODE_CUBIN, 90), (sys::CUABI_CODE_PTX, 90)]);
+               vec![(cuabi::CodeType::Cubin, 80), (cuabi::CodeType::Cubin, 90), (cuabi::CodeType::Ptx, 90)]);
     let packer = code.fatbin_packer().unwrap();
     assert!(packer == "nvfatbin" || packer == "fatbinary", "{packer}");
     for (arch, want) in [("sm_80", 80), ("sm_90", 90), ("sm_100", 100)] {
@@ -33,9 +33,9 @@ fn program_fatbin_per_architecture() {
         assert!(r.registers > 0);
     }
     let cubin = code.extract("sm_80").unwrap();
-    assert_eq!(cubin.arch().unwrap(), 80);
+    assert_eq!(cubin.arch(), 80);
     let ptx = code.extract("compute_90").unwrap();
-    assert_eq!(ptx.code_type().unwrap(), sys::CUABI_CODE_PTX);
+    assert_eq!(ptx.code_type(), sys::CUABI_CODE_PTX);
     assert_eq!(code.extract("sm_75").unwrap_err().status, sys::CUABI_ERROR_NOT_FOUND);
     let packed = ObjectCode::pack_fatbin(&[&cubin, &ptx]).unwrap();
     assert_eq!(packed.fatbin_archs().unwrap(), vec![80]);
@@ -49,8 +49,7 @@ fn linker_fatbin() {
     let mut o = ProgramOptions::new().arch("compute_80").output(sys::CUABI_CODE_PTX);
     o.cache = false;
     let ptx = p.compile(&o).unwrap();
-    let mut lo = LinkerOptions::default();
-    lo.arch = Some("sm_80,sm_90".into());
+    let lo = LinkerOptions::new().arch("sm_80,sm_90");
     let mut l = Linker::new(&lo).unwrap();
     l.add_objcode(&ptx).unwrap();
     let fat = l.complete(sys::CUABI_CODE_FATBIN).unwrap();

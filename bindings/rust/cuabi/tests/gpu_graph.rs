@@ -40,16 +40,16 @@ fn capture_and_explicit_segred_agree() {
     let s = Stream::new(&dev).unwrap();
     let input: Vec<f32> = (0..BATCHES * SEGS * SEG_LEN).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
     let offsets: Vec<i32> = (0..=SEGS).map(|i| (i * SEG_LEN) as i32).collect();
-    let din = res.allocate(4 * input.len(), 0, Some(&s)).unwrap();
-    let doff = res.allocate(4 * offsets.len(), 0, Some(&s)).unwrap();
+    let mut din = res.allocate(4 * input.len(), 0, Some(&s)).unwrap();
+    let mut doff = res.allocate(4 * offsets.len(), 0, Some(&s)).unwrap();
     let outs = [res.allocate(4 * BATCHES * SEGS, 0, Some(&s)).unwrap(),
                 res.allocate(4 * BATCHES * SEGS, 0, Some(&s)).unwrap()];
     s.synchronize().unwrap();
     din.copy_from_host(0, &input).unwrap();
     doff.copy_from_host(0, &offsets).unwrap();
-    let pin = din.pointer().unwrap() as u64;
+    let pin = din.pointer() as u64;
     let pack_for = |out: &cuabi::Buffer, b: usize| {
-        let pout = out.pointer().unwrap() as u64;
+        let pout = out.pointer() as u64;
         ArgPack::builder()
             .arg(DevicePtr(pin + (4 * b * SEGS * SEG_LEN) as u64))
             .arg(DevicePtr(pout + (4 * b * SEGS) as u64))
@@ -58,20 +58,22 @@ fn capture_and_explicit_segred_agree() {
             .unwrap()
     };
     let cfg = LaunchConfig::new(SEGS as u32, 256).on_stream(&s);
-    let captured = s
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    let captured = unsafe { s
         .capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |_| {
             for b in 0..BATCHES {
                 cuabi::launch(&k, &pack_for(&outs[0], b), &cfg)?;
             }
             Ok(())
-        })
+        }) }
         .unwrap();
     let explicit = Graph::new().unwrap();
     for b in 0..BATCHES {
-        explicit.add_kernel(&[], &k, &pack_for(&outs[1], b), &cfg).unwrap();
+        // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+        unsafe { explicit.add_kernel(&[], &k, &pack_for(&outs[1], b), &cfg) }.unwrap();
     }
     for g in [&captured, &explicit] {
-        assert_eq!(g.node_count().unwrap(), BATCHES);
+        assert_eq!(g.node_count(), BATCHES);
         g.instantiate().unwrap().launch(&s).unwrap();
     }
     s.synchronize().unwrap();
@@ -90,16 +92,18 @@ fn update_and_conditional_loop() {
     let code = code();
     let res = MemoryResource::device_default(&dev).unwrap();
     let s = Stream::new(&dev).unwrap();
-    let x = res.allocate(4 * 256, 0, Some(&s)).unwrap();
+    let mut x = res.allocate(4 * 256, 0, Some(&s)).unwrap();
     x.memset(0, 0, 4, 256, Some(&s)).unwrap();
     let cfg = LaunchConfig::new(1, 256).on_device(&dev);
     let g = Graph::new().unwrap();
     let pack = ArgPack::builder().arg(x.arg()).arg(256i32).build().unwrap();
-    let node = g.add_kernel(&[], &code.kernel("add_one").unwrap(), &pack, &cfg).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    let node = unsafe { g.add_kernel(&[], &code.kernel("add_one").unwrap(), &pack, &cfg) }.unwrap();
     let mut exe = g.instantiate().unwrap();
     exe.launch(&s).unwrap();
     let half = ArgPack::builder().arg(x.arg()).arg(128i32).build().unwrap();
-    exe.update_kernel(&node, &half, None).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { exe.update_kernel(&node, &half, None) }.unwrap();
     exe.launch(&s).unwrap();
     s.synchronize().unwrap();
     let v = x.to_vec::<i32>().unwrap();
@@ -118,7 +122,8 @@ fn update_and_conditional_loop() {
     let reset = g.add_memset(&[], &counter, 0, 0, 4, 1).unwrap();
     let (_n, body) = g.add_while(&[&reset], h).unwrap();
     let p = ArgPack::builder().arg(h).arg(counter.arg()).arg(31i32).build().unwrap();
-    body.add_kernel(&[], &code.kernel("loop_body").unwrap(), &p, &LaunchConfig::new(1, 32).on_device(&dev))
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { body.add_kernel(&[], &code.kernel("loop_body").unwrap(), &p, &LaunchConfig::new(1, 32).on_device(&dev)) }
         .unwrap();
     let exe = g.instantiate().unwrap();
     exe.launch(&s).unwrap();
@@ -136,14 +141,15 @@ fn eight_threads_replay_their_own() {
             sc.spawn(|| {
                 let res = MemoryResource::device_default(&dev).unwrap();
                 let s = Stream::new(&dev).unwrap();
-                let x = res.allocate(4 * 1024, 0, Some(&s)).unwrap();
+                let mut x = res.allocate(4 * 1024, 0, Some(&s)).unwrap();
                 x.memset(0, 0, 4, 1024, Some(&s)).unwrap();
                 let pack = ArgPack::builder().arg(x.arg()).arg(1024i32).build().unwrap();
                 let cfg = LaunchConfig::new(4, 256).on_stream(&s);
-                let g = s
+                // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+                let g = unsafe { s
                     .capture(sys::CUABI_CAPTURE_MODE_THREAD_LOCAL, |_| {
                         (0..10).try_for_each(|_| cuabi::launch(&k, &pack, &cfg))
-                    })
+                    }) }
                     .unwrap();
                 let exe = g.instantiate().unwrap();
                 for _ in 0..100 {

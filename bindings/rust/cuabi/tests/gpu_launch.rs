@@ -34,37 +34,41 @@ fn segmented_reduction_buffers_and_views() {
     let stream = Stream::new(&dev).unwrap();
     let input: Vec<f32> = (1..=12).map(|i| i as f32).collect();
     let off = [0i32, 4, 8, 12];
-    let bin = res.allocate(48, 0, Some(&stream)).unwrap();
-    let boff = res.allocate(16, 0, Some(&stream)).unwrap();
-    let bout = res.allocate(12, 0, Some(&stream)).unwrap();
+    let mut bin = res.allocate(48, 0, Some(&stream)).unwrap();
+    let mut boff = res.allocate(16, 0, Some(&stream)).unwrap();
+    let mut bout = res.allocate(12, 0, Some(&stream)).unwrap();
     stream.synchronize().unwrap();
     bin.copy_from_host(0, &input).unwrap();
     boff.copy_from_host(0, &off).unwrap();
     let pack = ArgPack::builder().arg(bin.arg()).arg(boff.arg()).arg(bout.arg()).arg(3i32).build().unwrap();
     let cfg = LaunchConfig::new(3, 256).on_stream(&stream);
     cuabi::launch_check(&k, &pack, &cfg).unwrap();
-    launch(&k, &pack, &cfg).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&k, &pack, &cfg) }.unwrap();
     stream.synchronize().unwrap();
     assert_eq!(bout.to_vec::<f32>().unwrap(), vec![10.0, 26.0, 42.0]);
 
     // The same through views (device DLPack type, ordinal as id).
     let vin = View::new(&bin, 0, DType::F32, &[12], None, 0).unwrap();
-    let i = vin.info().unwrap();
-    assert_eq!((i.device_type, i.device_id), (sys::kDLCUDA, dev.ordinal().unwrap() as i32));
+    let i = vin.info();
+    assert_eq!((i.device_type, i.device_id), (sys::kDLCUDA, dev.ordinal() as i32));
     let vout = View::new(&bout, 0, DType::F32, &[3], None, 0).unwrap();
     bout.memset(0, 0, 4, 3, None).unwrap();
     let pack = ArgPack::builder().arg(vin.arg()).arg(boff.arg()).arg(vout.arg()).arg(3i32).build().unwrap();
-    k.launch(&pack, &LaunchConfig::new(3, 256).on_device(&dev)).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { k.launch(&pack, &LaunchConfig::new(3, 256).on_device(&dev)) }.unwrap();
     dev.synchronize().unwrap();
     assert_eq!(bout.to_vec::<f32>().unwrap(), vec![10.0, 26.0, 42.0]);
 
     // A block larger than allowed is refused before launching.
-    let e = launch(&k, &pack, &LaunchConfig::new(3, 2048).on_device(&dev)).unwrap_err();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    let e = unsafe { launch(&k, &pack, &LaunchConfig::new(3, 2048).on_device(&dev)) }.unwrap_err();
     assert_eq!(e.status, sys::CUABI_ERROR_LAUNCH_CONFIG, "{e}");
     // A destroyed buffer fails the launch, naming the slot.
     let pack2 = ArgPack::builder().arg(bin.arg()).arg(boff.arg()).arg(bout.arg()).arg(3i32).build().unwrap();
     bout.free_async(&stream).unwrap();
-    assert!(launch(&k, &pack2, &cfg).is_err());
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    assert!(unsafe { launch(&k, &pack2, &cfg) }.is_err());
     bin.free_async(&stream).unwrap();
     stream.synchronize().unwrap();
 }
@@ -85,15 +89,16 @@ fn large_random_and_prepared() {
     let input: Vec<f32> = (0..n).map(|_| (rnd() % 100) as f32 / 8.0).collect();
     let segs = off.len() - 1;
     let res = MemoryResource::pool(&dev, None).unwrap();
-    let bin = res.allocate(n * 4, 0, None).unwrap();
-    let boff = res.allocate(off.len() * 4, 0, None).unwrap();
-    let bout = res.allocate(segs * 4, 0, None).unwrap();
+    let mut bin = res.allocate(n * 4, 0, None).unwrap();
+    let mut boff = res.allocate(off.len() * 4, 0, None).unwrap();
+    let mut bout = res.allocate(segs * 4, 0, None).unwrap();
     bin.copy_from_host(0, &input).unwrap();
     boff.copy_from_host(0, &off).unwrap();
     let pack = ArgPack::builder().arg(bin.arg()).arg(boff.arg()).arg(bout.arg()).arg(segs as i32).build().unwrap();
     let stream = Stream::new(&dev).unwrap();
     let mut prep = PreparedLaunch::new(&k, pack, &LaunchConfig::new(segs as u32, 256).on_stream(&stream)).unwrap();
-    prep.launch().unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { prep.launch() }.unwrap();
     stream.synchronize().unwrap();
     let got = bout.to_vec::<f32>().unwrap();
     for s in 0..segs {
@@ -104,7 +109,8 @@ fn large_random_and_prepared() {
     bout.memset(0, 0, 4, segs, None).unwrap();
     prep.set(3, &((segs / 2) as i32)).unwrap();
     prep.set_grid((segs / 2) as u32, 1, 1).unwrap();
-    prep.launch().unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { prep.launch() }.unwrap();
     stream.synchronize().unwrap();
     let half = bout.to_vec::<f32>().unwrap();
     assert_eq!(half[..segs / 2], got[..segs / 2]);
@@ -112,10 +118,11 @@ fn large_random_and_prepared() {
 
     // Pinned, managed and host-wrapped memory, live occupancy.
     let pinned = MemoryResource::pinned(&dev).unwrap().allocate(1024, 0, None).unwrap();
-    assert_eq!(pinned.kind().unwrap(), sys::CUABI_MEMORY_PINNED);
-    let managed = MemoryResource::managed(&dev).unwrap().allocate(400, 0, None).unwrap();
+    assert_eq!(pinned.kind(), sys::CUABI_MEMORY_PINNED);
+    let mut managed = MemoryResource::managed(&dev).unwrap().allocate(400, 0, None).unwrap();
     managed.copy_from_host(0, &(0..100).collect::<Vec<i32>>()).unwrap();
-    add_one.launch(&ArgPack::builder().arg(managed.arg()).arg(100i32).build().unwrap(), &LaunchConfig::new(1, 128).on_device(&dev)).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { add_one.launch(&ArgPack::builder().arg(managed.arg()).arg(100i32).build().unwrap(), &LaunchConfig::new(1, 128).on_device(&dev)) }.unwrap();
     dev.synchronize().unwrap();
     assert_eq!(managed.to_vec::<i32>().unwrap(), (1..=100).collect::<Vec<i32>>());
     let occ = k.occupancy(&dev, 256, 0).unwrap();

@@ -68,7 +68,7 @@ fn programmatic_dependent_launch() {
     let (kp, ks) = (code.kernel("primary").unwrap(), code.kernel("secondary").unwrap());
     let res = MemoryResource::device_default(&dev).unwrap();
     let stream = Stream::new(&dev).unwrap();
-    let t = res.allocate(16, 0, Some(&stream)).unwrap();
+    let mut t = res.allocate(16, 0, Some(&stream)).unwrap();
     let x = res.allocate(4 * N, 0, Some(&stream)).unwrap();
     let y = res.allocate(4 * N, 0, Some(&stream)).unwrap();
     stream.synchronize().unwrap();
@@ -86,13 +86,17 @@ fn programmatic_dependent_launch() {
     // GPU run A: without this warm-up the first pair did not overlap. Lazy
     // module loading loads each kernel at its first launch, which waits for
     // the work before it; the C suite warms up with its PDL-off run.
-    launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)).unwrap();
-    launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream)).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)) }.unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream)) }.unwrap();
     stream.synchronize().unwrap();
     t.copy_from_host(0, &[0u64, 0]).unwrap();
     let attrs = LaunchAttributes { programmatic_stream_serialization: true, ..Default::default() };
-    launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)).unwrap();
-    launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream).attributes(&attrs)).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&kp, &pp, &LaunchConfig::new(4, 128).on_stream(&stream)) }.unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&ks, &ps, &LaunchConfig::new(8, 256).on_stream(&stream).attributes(&attrs)) }.unwrap();
     stream.synchronize().unwrap();
     let mut stamps = [0u64; 2];
     t.copy_to_host(&mut stamps, 0).unwrap();
@@ -109,7 +113,7 @@ fn tma_tile_of_a_strided_view() {
     let k = code.kernel("tile").unwrap();
     let res = MemoryResource::device_default(&dev).unwrap();
     let host: Vec<f32> = (0..64 * 96).map(|i| i as f32).collect();
-    let buf = res.allocate(host.len() * 4, 0, None).unwrap();
+    let mut buf = res.allocate(host.len() * 4, 0, None).unwrap();
     buf.copy_from_host(0, &host).unwrap();
     // rows 2.., columns 8.. of the 64 x 96 matrix: 62 x 88 at a row stride of 96
     let view = View::new(&buf, (2 * 96 + 8) * 4, DType::F32, &[62, 88], Some(&[96, 1]), 0).unwrap();
@@ -120,7 +124,8 @@ fn tma_tile_of_a_strided_view() {
     p.set(0, &tm).unwrap();
     p.set(1, &out.arg()).unwrap();
     let stream = Stream::new(&dev).unwrap();
-    launch(&k, &p, &LaunchConfig::new(1, 128).on_stream(&stream)).unwrap();
+    // SAFETY: the test's kernels touch only the memory their packs name, which stays alive and unused by the host until the stream or device is synchronized below.
+    unsafe { launch(&k, &p, &LaunchConfig::new(1, 128).on_stream(&stream)) }.unwrap();
     stream.synchronize().unwrap();
     let mut got = vec![0f32; 16 * 32];
     out.copy_to_host(&mut got, 0).unwrap();

@@ -34,7 +34,7 @@ fn kernel(name: &str) -> cuabi::Kernel {
 }
 
 fn ints(res: &MemoryResource, values: &[i64]) -> cuabi::Buffer {
-    let b = res.allocate(8 * values.len(), 0, None).unwrap();
+    let mut b = res.allocate(8 * values.len(), 0, None).unwrap();
     b.copy_from_host(0, values).unwrap();
     b
 }
@@ -51,15 +51,18 @@ fn capture_keeps_what_it_runs_and_replays() {
         let input = ints(&res, &[1, 2, 3, 4]);
         let pack = ArgPack::builder().arg(out.arg()).arg(input.arg()).arg(4u64).build().unwrap();
         let cfg = LaunchConfig::new(1, 32).on_stream(&s);
-        s.capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |s| {
-            assert_eq!(s.capture_status()?, sys::CUABI_CAPTURE_STATUS_ACTIVE);
-            cuabi::launch(&k, &pack, &cfg)?;
-            cuabi::launch(&k, &pack, &cfg)
-        })
+        // SAFETY: the kernels touch only the buffers their packs name, which outlive every run (the graph keeps them; the test synchronizes before they go).
+        unsafe {
+            s.capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |s| {
+                assert_eq!(s.capture_status()?, sys::CUABI_CAPTURE_STATUS_ACTIVE);
+                cuabi::launch(&k, &pack, &cfg)?;
+                cuabi::launch(&k, &pack, &cfg)
+            })
+        }
         .unwrap()
     };
-    assert_eq!(graph.node_count().unwrap(), 2);
-    assert_eq!(graph.node(1).unwrap().kind().unwrap(), sys::CUABI_GRAPH_NODE_KERNEL);
+    assert_eq!(graph.node_count(), 2);
+    assert_eq!(graph.node(1).unwrap().kind(), sys::CUABI_GRAPH_NODE_KERNEL);
     let exe = graph.instantiate().unwrap();
     drop(graph);
     exe.launch(&s).unwrap();
@@ -71,13 +74,15 @@ fn capture_keeps_what_it_runs_and_replays() {
 fn capture_error_ends_the_capture() {
     let Some(dev) = fake() else { return };
     let s = Stream::new(&dev).unwrap();
-    let r = s.capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |s| s.synchronize());
+    // SAFETY: nothing is captured (the synchronize is refused).
+    let r = unsafe { s.capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |s| s.synchronize()) };
     let e = r.unwrap_err();
     assert_eq!(e.status, sys::CUABI_ERROR_STREAM_CAPTURE);
     assert!(e.message.contains("cuabi_stream_synchronize"), "{}", e.message);
     assert_eq!(s.capture_status().unwrap(), sys::CUABI_CAPTURE_STATUS_NONE);
     let legacy = Stream::legacy_default(&dev).unwrap();
-    let e = legacy.begin_capture(sys::CUABI_CAPTURE_MODE_GLOBAL).unwrap_err();
+    // SAFETY: refused: nothing is captured.
+    let e = unsafe { legacy.begin_capture(sys::CUABI_CAPTURE_MODE_GLOBAL) }.unwrap_err();
     assert!(e.message.contains("legacy default stream"));
 }
 
@@ -98,14 +103,15 @@ fn explicit_nodes_edges_host_closures_and_updates() {
         let g = Graph::new().unwrap();
         let up = g.add_memcpy_from_host(&[], &input, 0, &host_in).unwrap();
         let zero = g.add_memset(&[], &out, 0, 0, 4, 2).unwrap();
-        let kn = g.add_kernel(&[&up, &zero], &k, &pack, &cfg).unwrap();
+        // SAFETY: the kernels touch only the buffers their packs name, which outlive every run (the graph keeps them; the test synchronizes before they go).
+        let kn = unsafe { g.add_kernel(&[&up, &zero], &k, &pack, &cfg) }.unwrap();
         let down = g.add_memcpy_to_host(&[&kn], &mut host_out, &out, 0).unwrap();
         let c = calls.clone();
         let h = g.add_host(&[&down], move || {
             c.fetch_add(1, Ordering::SeqCst);
         })
         .unwrap();
-        assert_eq!(g.node_count().unwrap(), 5);
+        assert_eq!(g.node_count(), 5);
         assert_eq!(kn.dependencies().unwrap().len(), 2);
         assert_eq!(down.dependents().unwrap(), vec![h.clone()]);
         let e = g.add_dependencies(&[(&h, &up)]).unwrap_err();
@@ -115,7 +121,8 @@ fn explicit_nodes_edges_host_closures_and_updates() {
         s.synchronize().unwrap();
         // New arguments for the kernel node, no re-instantiation: n = 1.
         let one = ArgPack::builder().arg(out.arg()).arg(input.arg()).arg(1u64).build().unwrap();
-        exe.update_kernel(&kn, &one, None).unwrap();
+        // SAFETY: the kernels touch only the buffers their packs name, which outlive every run (the graph keeps them; the test synchronizes before they go).
+        unsafe { exe.update_kernel(&kn, &one, None) }.unwrap();
         exe.launch(&s).unwrap();
         s.synchronize().unwrap();
         // Another topology: refused, naming the node.
@@ -141,7 +148,8 @@ fn conditional_while_loop() {
     let reset: GraphNode = g.add_memset(&[], &counter, 0, 0, 4, 2).unwrap();
     let (_node, body) = g.add_while(&[&reset], h).unwrap();
     let pack = ArgPack::builder().arg(h).arg(counter.arg()).arg(6u64).build().unwrap();
-    body.add_kernel(&[], &kernel("count_loop"), &pack, &LaunchConfig::new(1, 32).on_device(&dev))
+    // SAFETY: the kernels touch only the buffers their packs name, which outlive every run (the graph keeps them; the test synchronizes before they go).
+    unsafe { body.add_kernel(&[], &kernel("count_loop"), &pack, &LaunchConfig::new(1, 32).on_device(&dev)) }
         .unwrap();
     drop(body);
     let exe = g.instantiate().unwrap();

@@ -6,15 +6,15 @@ use std::sync::Arc;
 #[test]
 fn host_buffer_copies_and_memset() {
     let res = MemoryResource::host().unwrap();
-    assert_eq!(res.kind().unwrap(), sys::CUABI_MEMORY_HOST);
-    let a = res.allocate(64, 0, None).unwrap();
-    assert_eq!(a.size().unwrap(), 64);
-    assert_eq!(a.kind().unwrap(), sys::CUABI_MEMORY_HOST);
-    assert_eq!(a.pointer().unwrap() % 64, 0);
+    assert_eq!(res.kind(), sys::CUABI_MEMORY_HOST);
+    let mut a = res.allocate(64, 0, None).unwrap();
+    assert_eq!(a.size(), 64);
+    assert_eq!(a.kind(), sys::CUABI_MEMORY_HOST);
+    assert_eq!(a.pointer() % 64, 0);
     let src: Vec<f32> = (1..=16).map(|i| i as f32).collect();
     a.copy_from_host(0, &src).unwrap();
     assert_eq!(a.to_vec::<f32>().unwrap(), src);
-    let b = Buffer::allocate(&res, 64, 0, None).unwrap();
+    let mut b = Buffer::allocate(&res, 64, 0, None).unwrap();
     b.memset(0, 0xAB, 1, 64, None).unwrap();
     assert!(b.to_vec::<u8>().unwrap().iter().all(|&x| x == 0xAB));
     b.copy_from(8, &a, 0, 16, None).unwrap();
@@ -60,29 +60,29 @@ fn wrapped_buffer_release_runs_once_after_last_view() {
 
 #[test]
 fn views_slicing_contiguity() {
-    let buf = Buffer::from_vec((0..12).map(|i| i as i32).collect::<Vec<_>>()).unwrap();
+    let buf = Buffer::from_vec((0..12i32).collect::<Vec<_>>()).unwrap();
     let v = View::new(&buf, 0, DType::I32, &[3, 4], None, 0).unwrap();
-    let i = v.info().unwrap();
+    let i = v.info();
     assert_eq!((i.shape.clone(), i.strides.clone(), i.itemsize, i.size), (vec![3, 4], vec![4, 1], 4, 12));
     assert_eq!(i.device_type, sys::kDLCPU);
     assert_eq!(i.dtype, DType::of::<i32>());
-    assert!(v.is_c_contiguous().unwrap() && !v.is_f_contiguous().unwrap());
-    assert_eq!(v.nbytes().unwrap(), 48);
-    assert_eq!(v.ndim().unwrap(), 2);
+    assert!(v.is_c_contiguous() && !v.is_f_contiguous());
+    assert_eq!(v.nbytes(), 48);
+    assert_eq!(v.ndim(), 2);
     assert_eq!(v.to_vec::<i32>().unwrap(), (0..12).collect::<Vec<_>>());
     // Column 1..3 of every other row: rows 0 and 2, columns 1, 2.
     let s = v.slice(&[0, 1], &[3, 3], Some(&[2, 1])).unwrap();
-    assert_eq!(s.shape().unwrap(), vec![2, 2]);
-    assert_eq!(s.strides().unwrap(), vec![8, 1]);
-    assert!(!s.is_c_contiguous().unwrap());
+    assert_eq!(s.shape(), vec![2, 2]);
+    assert_eq!(s.strides(), vec![8, 1]);
+    assert!(!s.is_c_contiguous());
     assert_eq!(s.to_vec::<i32>().unwrap(), vec![1, 2, 9, 10]);
-    assert_eq!(s.data_pointer().unwrap(), v.data_pointer().unwrap() + 4);
+    assert_eq!(s.data_pointer(), v.data_pointer() + 4);
     // Reversed rows.
     let r = v.slice(&[2, 0], &[-1, 4], Some(&[-1, 1])).unwrap();
     assert_eq!(r.to_vec::<i32>().unwrap()[..4], [8, 9, 10, 11]);
     // Transposed through strides: F-contiguous.
     let t = View::new(&buf, 0, DType::I32, &[4, 3], Some(&[1, 4]), 0).unwrap();
-    assert!(t.is_f_contiguous().unwrap());
+    assert!(t.is_f_contiguous());
     assert_eq!(t.to_vec::<i32>().unwrap()[..4], [0, 4, 8, 1]);
     // Errors: past the end, wrong dtype read, bad slice.
     assert_eq!(View::new(&buf, 4, DType::I32, &[3, 4], None, 0).unwrap_err().status, sys::CUABI_ERROR_INVALID_ARGUMENT);
@@ -100,10 +100,10 @@ fn dlpack_round_trips() {
     assert_eq!(t.version(), (1, 1));
     assert_eq!(t.shape(), &[2, 3]);
     let v = View::from_dlpack_versioned(t).unwrap();
-    assert_eq!(v.info().unwrap().dtype, DType::F64);
+    assert_eq!(v.info().dtype, DType::F64);
     let e = v.to_dlpack_versioned().unwrap();
     assert_eq!(e.version(), (1, 1));
-    assert_eq!(e.dl_tensor().data as usize + e.dl_tensor().byte_offset as usize, v.data_pointer().unwrap());
+    assert_eq!(e.dl_tensor().data as usize + e.dl_tensor().byte_offset as usize, v.data_pointer());
     assert_eq!(e.shape(), &[2, 3]);
     drop(v); // the export keeps the vector alive
     let v2 = View::from_dlpack_versioned(e).unwrap();
@@ -131,8 +131,8 @@ fn dlpack_round_trips() {
     let s = View::from_vec(vec![42i64], &[]).unwrap();
     assert_eq!(s.to_vec::<i64>().unwrap(), vec![42]);
     let z = View::from_vec(Vec::<f32>::new(), &[0, 5]).unwrap();
-    assert_eq!(z.info().unwrap().size, 0);
-    assert!(z.is_c_contiguous().unwrap());
+    assert_eq!(z.info().size, 0);
+    assert!(z.is_c_contiguous());
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn device_view(addr: usize, shape: &mut [i64], strides: Option<&mut [i64]>, bits
 }
 
 fn refused(r: cuabi::Result<TensorMap>, says: &str) {
-    let e = r.err().expect("the encoding was accepted");
+    let e = r.expect_err("the encoding was accepted");
     assert_eq!(e.status, sys::CUABI_ERROR_TENSOR_MAP, "{}", e.message);
     assert!(e.message.contains(says), "\"{}\" does not say \"{}\"", e.message, says);
 }
