@@ -496,11 +496,23 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_receive(int *fd, uint8_t *data, size_t s
     do
         n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return cuabi__error(CUABI_ERROR_IO, "%s: no message arrived on socket %d (it is "
+                            "non-blocking, or its receive timeout SO_RCVTIMEO passed)", __func__,
+                            socket);
     if (n < 0)
         return cuabi__error(CUABI_ERROR_IO, "%s: recvmsg on socket %d: %s", __func__, socket,
                             strerror(errno));
+    /* No byte: the end of a stream, or an empty datagram (SEQPACKET, DGRAM),
+     * which may still carry descriptors. */
+    if (n == 0 && CMSG_FIRSTHDR(&msg)) {
+        close_received(&msg);
+        return IPC_FAIL("%s: expected %zu bytes with one file descriptor, got an empty message "
+                        "with ancillary data (descriptors closed)", __func__, size);
+    }
     if (n == 0)
-        return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d", __func__, socket);
+        return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d (or sent an empty "
+                            "message)", __func__, socket);
     bool other_length = (size_t)n != size || (msg.msg_flags & MSG_TRUNC);
     int got = other_length ? -1 : single_fd(&msg);
     if (got < 0) {

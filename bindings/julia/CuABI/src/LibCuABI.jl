@@ -6086,7 +6086,7 @@ end
 """
 cuabi_ipc_fd_receive(fd, data, size, socket)
 
-Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). Waits for a message as recvmsg(2) does: a peer that never sends blocks the call, unless the socket is non-blocking or has a receive timeout (SO_RCVTIMEO), which give CUABI_ERROR_IO ("no message arrived"). CUABI_ERROR_IO when the socket fails or the peer closes; CUABI_ERROR_IPC when the message has no descriptor or several, another length, or no byte (every descriptor it carried is closed; those the kernel could not deliver, MSG_CTRUNC, it drops itself). The descriptor may be of any kind: cuabi_ipc_pool_import() checks it. Needs no driver.
 
 - `fd` [out]
 - `data` [out]

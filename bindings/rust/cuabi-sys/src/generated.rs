@@ -3909,7 +3909,7 @@ unsafe extern "C" {
     pub fn cuabi_ipc_pool_info(role: *mut cuabi_ipc_pool_role, pool_id: *mut u64, resource: *mut cuabi_memory_resource) -> cuabi_status;
     /// Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
     pub fn cuabi_ipc_fd_send(socket: c_int, fd: c_int, data: *const u8, size: usize) -> cuabi_status;
-    /// Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+    /// Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). Waits for a message as recvmsg(2) does: a peer that never sends blocks the call, unless the socket is non-blocking or has a receive timeout (SO_RCVTIMEO), which give CUABI_ERROR_IO ("no message arrived"). CUABI_ERROR_IO when the socket fails or the peer closes; CUABI_ERROR_IPC when the message has no descriptor or several, another length, or no byte (every descriptor it carried is closed; those the kernel could not deliver, MSG_CTRUNC, it drops itself). The descriptor may be of any kind: cuabi_ipc_pool_import() checks it. Needs no driver.
     pub fn cuabi_ipc_fd_receive(fd: *mut c_int, data: *mut u8, size: usize, socket: c_int) -> cuabi_status;
 }
 
