@@ -253,9 +253,11 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd,
  * exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the
  * device with the descriptor's UUID that receives the exporter's buffers
  * (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already
- * mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason
- * for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file
- * descriptor that is not open or that the driver refuses; nothing is left mapped then.
+ * mapped in this process gives its live resource (a new reference; the fd is then not used), for a
+ * descriptor of the same exporting process and device only (another one is refused as forged).
+ * CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a
+ * descriptor of another kind, a file descriptor that is not open or that the driver refuses;
+ * nothing is left mapped then.
  * @param out [out, ownership transferred]
  * @param descriptor [array of size elements]
  * Needs the CUDA driver and a GPU.

@@ -166,13 +166,17 @@ cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, cuabi__buffer *b, const
 /* One entry per pool mapped in this process. `res` is the resource the
  * next import may share (NULL, or dying, once its last reference went);
  * `users` counts the resources over the pool, which is destroyed with the
- * last. Guarded by `registry_lock`, as is every import of a pool. */
+ * last. `pid` and `uuid` are the exporter and device of the descriptor it
+ * was mapped from: a later descriptor with the same id must name them too.
+ * Guarded by `registry_lock`, as is every import of a pool. */
 typedef struct mapped_pool {
     struct mapped_pool *next;
     uint64_t id;
     CUmemoryPool pool;
     int users;
     cuabi__memory_resource *res;
+    uint32_t pid;
+    uint8_t uuid[16];
 } mapped_pool;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -240,8 +244,8 @@ static cuabi_status grant_access(const cuabi__driver *drv, CUmemoryPool pool,
 /* Import the pool behind `fd` and publish a mapped resource over it, as a
  * new registry entry; registry_lock is held. */
 static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
-                            const cuabi__driver *drv, int fd, uint64_t id, const uint8_t *uuid,
-                            const char *caller)
+                            const cuabi__driver *drv, int fd, uint64_t id, uint32_t pid,
+                            const uint8_t *uuid, const char *caller)
 {
     if (!drv->cuMemPoolImportFromShareableHandle)
         return cuabi__missing_entry("cuMemPoolImportFromShareableHandle", caller);
@@ -268,16 +272,30 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
     }
     memcpy(r->ipc_uuid, uuid, 16);
     r->before_destroy = pool_unmap;
-    *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r };
+    *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r,
+                        .pid = pid };
+    memcpy(m->uuid, uuid, 16);
     registry = m;
     return CUABI_SUCCESS;
 }
 
 /* The pool is mapped here already: its live resource, or (while that one is
- * being destroyed) a new resource over the same driver pool. */
+ * being destroyed) a new resource over the same driver pool. The
+ * descriptor must come from the exporter and name the device the pool was
+ * mapped from: the id alone is no proof (every descriptor of the pool
+ * carries it), and the fd that comes with a second descriptor is not used. */
 static cuabi_status map_again(cuabi_memory_resource **out, mapped_pool *m, cuabi__device *dev,
-                              const cuabi__driver *drv, const uint8_t *uuid)
+                              const cuabi__driver *drv, uint32_t pid, const uint8_t *uuid,
+                              const char *caller)
 {
+    if (pid != m->pid)
+        return IPC_FAIL("%s: pool %016llx is mapped here already, from process %u; this "
+                        "descriptor names another exporter (process %u): forged, or a pool id "
+                        "collision", caller, (unsigned long long)m->id, (unsigned)m->pid,
+                        (unsigned)pid);
+    if (memcmp(uuid, m->uuid, 16) != 0)
+        return IPC_FAIL("%s: pool %016llx is mapped here already, on another device than this "
+                        "descriptor names: forged or corrupt", caller, (unsigned long long)m->id);
     if (m->res && retain_live(m->res)) {
         *out = CUABI__HANDLE(m->res, cuabi_memory_resource);
         return CUABI_SUCCESS;
@@ -308,10 +326,12 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
                       __func__, fd);
     if (st == CUABI_SUCCESS) {
         uint64_t id = cuabi__ipc_get(descriptor + CUABI__IPC_POOL_ID, 8);
+        uint32_t pid = (uint32_t)cuabi__ipc_get(descriptor + CUABI__IPC_PID, 4);
         const uint8_t *uuid = descriptor + CUABI__IPC_UUID;
         pthread_mutex_lock(&registry_lock);
         mapped_pool *m = registry_find(id);
-        st = m ? map_again(out, m, dev, drv, uuid) : map_new(out, dev, drv, fd, id, uuid, __func__);
+        st = m ? map_again(out, m, dev, drv, pid, uuid, __func__)
+               : map_new(out, dev, drv, fd, id, pid, uuid, __func__);
         pthread_mutex_unlock(&registry_lock);
     }
     if (hdev)

@@ -633,6 +633,63 @@ START_TEST(reimport_shares_the_driver_pool)
 }
 END_TEST
 
+/* A mapped pool is found again by its id, but only for descriptors of the
+ * same exporter and device: a descriptor that names a mapped pool's id with
+ * another process or device is forged (or an id collision) and refused,
+ * whatever fd comes with it; the mapping stays as it was. */
+START_TEST(mapped_pool_id_is_bound_to_its_exporter)
+{
+    int pools = fake_live_pools;
+    size_t live = cuabi__handle_live_count();
+    cuabi_memory_resource *r = ipc_pool(dev0), *m, *again;
+    int fd, fd2;
+    uint8_t good[D], d[D];
+    export_pool(&fd, good, r);
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, good, D));
+    /* Another live process claims the pool (a child that waits). */
+    int hold[2];
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t other = fork();
+    if (other == 0) {
+        char c;
+        close(hold[1]);
+        (void)read(hold[0], &c, 1);
+        _exit(0);
+    }
+    close(hold[0]);
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_PID, (uint64_t)other, 4);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another exporter");
+    /* ... with the fd of another pool of its own, too. */
+    cuabi_memory_resource *r2 = ipc_pool(dev0);
+    uint8_t d2[D];
+    ck_assert_ok(cuabi_ipc_pool_export(&fd2, d2, D, r2));
+    pool_refused(fd2, d, D, CUABI_ERROR_IPC, "another exporter");
+    /* The same exporter, another device. */
+    memcpy(d, good, D);
+    for (int i = 0; i < 16; i++)   /* the fake device 1's UUID */
+        d[CUABI__IPC_UUID + i] = (uint8_t)(i + 1);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another device");
+    /* The genuine descriptor still finds the mapping. */
+    ck_assert_ok(cuabi_ipc_pool_import(&again, fd, good, D));
+    ck_assert_ptr_eq(again, m);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    ck_assert_int_eq(fake_pools_imported, 1);
+    close(hold[1]);
+    waitpid(other, NULL, 0);
+    close(fd);
+    close(fd2);
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(r2));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
 /* ------------------------------------------------------- fd helpers */
 
 static ino_t inode_of(int fd)
@@ -954,6 +1011,7 @@ static Suite *suite(void)
     tcase_add_test(tc, buffer_import_refusals);
     tcase_add_test(tc, buffer_export_refusals);
     tcase_add_test(tc, reimport_shares_the_driver_pool);
+    tcase_add_test(tc, mapped_pool_id_is_bound_to_its_exporter);
     suite_add_tcase(s, tc);
     tc = tcase_create("fds");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -6029,7 +6029,7 @@ end
 """
 cuabi_ipc_pool_import(out, fd, descriptor, size)
 
-Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
 
 - `out` [out, ownership transferred]
 
