@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,8 +242,26 @@ static cuabi_status grant_access(const cuabi__driver *drv, CUmemoryPool pool,
     return CUABI__CU_IN(caller, drv, cuMemPoolSetAccess, pool, &want, 1);
 }
 
+/* What an fd is, for messages. */
+static const char *fd_kind(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return "not open";
+    return S_ISREG(st.st_mode)    ? "a regular file"
+           : S_ISFIFO(st.st_mode) ? "a pipe or FIFO"
+           : S_ISSOCK(st.st_mode) ? "a socket"
+           : S_ISCHR(st.st_mode)  ? "a character device"
+           : S_ISDIR(st.st_mode)  ? "a directory"
+           : S_ISBLK(st.st_mode)  ? "a block device"
+                                  : "of another kind";
+}
+
 /* Import the pool behind `fd` and publish a mapped resource over it, as a
- * new registry entry; registry_lock is held. */
+ * new registry entry; registry_lock is held. The driver answers an fd that
+ * is no exported pool's with CUDA_ERROR_UNKNOWN (every kind tried: a pipe,
+ * /dev/null, a regular file, a socket, a FIFO, an eventfd, a memfd, a
+ * directory; H100, driver 580.159.04), which is a refusal here. */
 static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
                             const cuabi__driver *drv, int fd, uint64_t id, uint32_t pid,
                             const uint8_t *uuid, const char *caller)
@@ -258,7 +277,14 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
                                  0);
     if (res != CUDA_SUCCESS) {
         cuabi__free(m);
-        return cuabi__ipc_driver_refused(res, "cuMemPoolImportFromShareableHandle", caller);
+        if (res != CUDA_ERROR_UNKNOWN && !cuabi__ipc_refusal(res))
+            return cuabi__cu_check(res, "cuMemPoolImportFromShareableHandle", caller);
+        cuabi_status st = IPC_FAIL("%s: cuMemPoolImportFromShareableHandle refused fd %d, %s "
+                                   "(CUresult %d): not the fd of a pool exported by "
+                                   "cuabi_ipc_pool_export, or forged", caller, fd, fd_kind(fd),
+                                   (int)res);
+        cuabi__error_set_cu((int)res);
+        return st;
     }
     cuabi__memory_resource *r;
     cuabi_status st = grant_access(drv, pool, dev, caller);

@@ -426,12 +426,32 @@ START_TEST(pool_import_refusals)
     int closed = dup(fd);
     close(closed);
     pool_refused(closed, good, D, CUABI_ERROR_IPC, "not an open file descriptor");
-    int pipefd[2];
+    /* Open fds of other kinds: the real driver answers CUDA_ERROR_UNKNOWN to
+     * each (scripts/probe_ipc_driver.c), which is a refusal here, naming
+     * what the fd is. */
+    int pipefd[2], sv[2], devnull = open("/dev/null", O_RDWR);
     ck_assert_int_eq(pipe(pipefd), 0);
-    pool_refused(pipefd[0], good, D, CUABI_ERROR_IPC, "refused");
-    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    char path[] = "/tmp/cuabi-test-ipc-XXXXXX";
+    int file = mkstemp(path);
+    ck_assert_int_ge(file, 0);
+    unlink(path);
+    ck_assert_int_eq(write(file, "a file, not a pool", 18), 18);
+    struct { int fd; const char *kind; } others[] = {
+        { pipefd[0], "a pipe or FIFO" }, { sv[0], "a socket" }, { devnull, "a character device" },
+        { file, "a regular file" },
+    };
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        pool_refused(others[i].fd, good, D, CUABI_ERROR_IPC, "refused");
+        ck_assert_error_mentions(others[i].kind);
+        ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_UNKNOWN);
+    }
     close(pipefd[0]);
     close(pipefd[1]);
+    close(sv[0]);
+    close(sv[1]);
+    close(devnull);
+    close(file);
     /* Driver failures: the import is undone. */
     cuabi__fault_arm("cuMemPoolImportFromShareableHandle", 1, false, CUDA_ERROR_LAUNCH_FAILED);
     pool_refused(fd, good, D, CUABI_ERROR_CUDA, "cuMemPoolImportFromShareableHandle");
