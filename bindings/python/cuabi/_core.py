@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from . import _capi
 from ._handle import Handle
 from ._lib import call, hooks, lib, new_struct, struct_to_dict
-from .errors import INT_MAX, INT_MIN, index_arg
+from .errors import INT_MAX, INT_MIN, bytes_arg, index_arg
 
 
 def version() -> str:
@@ -323,7 +323,7 @@ class Event(Handle):
     def from_ipc_descriptor(cls, descriptor: bytes) -> "Event":
         """Open an event another process exported (IPCError when the
         descriptor is malformed, stale, from another host or this process)."""
-        d = bytes(descriptor)
+        d = bytes_arg(descriptor, "Event.from_ipc_descriptor: descriptor")
         return cls._wrap(call("cuabi_ipc_event_import", (C.c_uint8 * len(d)).from_buffer_copy(d)
                               if d else None, len(d)))
 
