@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from . import _callbacks, _capi
 from ._core import Device
 from ._handle import Handle
-from ._lib import call, holding, hooks, lib, new_struct
+from ._lib import call, fast, holding, hooks, lib, new_struct, raw
 from ._memory import Buffer, _host_bytes, _stream_arg
 from .errors import ClosedHandleError, U32_MAX, U64_MAX, dims_arg, index_arg
 
@@ -143,17 +143,60 @@ def _has_buffer(obj) -> bool:
         return False
 
 
+class _Release:
+    """The release of a texture's or surface's C reference (its `_fin`):
+    when called (close(), or the last call in flight after it) or when
+    collected. A weakref.finalize costs more than the whole creation of a
+    texture object (bench/bench_texture.py), so these objects release as
+    views do (cuabi._view._CView)."""
+    __slots__ = ("h", "fn")
+
+    def __call__(self):
+        h = self.h
+        if h is not None:
+            self.h = None
+            self.fn(C.c_void_p(h))
+
+    def __del__(self):
+        h = self.h
+        if h is not None:
+            self.h = None
+            try:
+                self.fn(C.c_void_p(h))
+            except BaseException:  # interpreter shutdown
+                pass
+
+
+def _light(cls, h, release):
+    """A new `cls` owning handle `h`, released by `release` (a raw function)."""
+    obj = cls.__new__(cls)
+    obj._h = h
+    r = _Release.__new__(_Release)
+    r.h, r.fn = h, release
+    obj._fin = r
+    if fast is None:
+        obj._uses = []          # the ctypes backend's count (cuabi._handle.Handle)
+    return obj
+
+
 class _NativeHandle(Handle):
     """A cuabi object whose `handle`, as in cuda.core, is the driver's value;
     the cuabi handle goes to the library (`_as_parameter_`)."""
 
     __slots__ = ("_native",)
+    _native_fn = None           # the C function giving the native value, when asked lazily
 
     @property
     def handle(self) -> int:
         if self._h is None:
             raise ClosedHandleError(f"{type(self).__name__} is closed")
-        return self._native
+        v = self._native
+        if v is None:
+            v = call(self._native_fn, self)
+            if self._h is None:
+                raise ClosedHandleError(f"{type(self).__name__} is closed")
+            self._native = v
+        return v
 
     @property
     def _as_parameter_(self):
@@ -163,9 +206,10 @@ class _NativeHandle(Handle):
         return C.c_void_p(h)
 
     def __repr__(self):
-        if self._h is None:
+        try:
+            return f"<cuabi.{type(self).__name__} 0x{self.handle:x}>"
+        except ClosedHandleError:
             return f"<cuabi.{type(self).__name__} closed>"
-        return f"<cuabi.{type(self).__name__} 0x{self._native:x}>"
 
 
 def _info(fn, obj):
@@ -581,11 +625,15 @@ class ResourceDescriptor:
         return self._pitch_bytes
 
     def _texture(self, desc) -> int:
+        out = C.c_void_p()
         if self._kind == "array":
-            return call("cuabi_texture_create_from_array", self._source, desc)
-        if self._kind == "mipmapped_array":
-            return call("cuabi_texture_create_from_mipmapped_array", self._source, desc)
-        return call("cuabi_texture_create_from_view", self._view, self._num_channels or 1, desc)
+            lib.cuabi_texture_create_from_array(C.byref(out), self._source, desc)
+        elif self._kind == "mipmapped_array":
+            lib.cuabi_texture_create_from_mipmapped_array(C.byref(out), self._source, desc)
+        else:
+            lib.cuabi_texture_create_from_view(C.byref(out), self._view, self._num_channels or 1,
+                                               desc)
+        return out.value
 
     def __repr__(self):
         return f"ResourceDescriptor({self._kind}, {type(self._source).__name__})"
@@ -617,7 +665,23 @@ class TextureDescriptor:
     max_mipmap_level_clamp: float = 0.0
     border_color: tuple | None = None
 
+    def _key(self):
+        return (self.address_mode, self.filter_mode, self.read_mode, self.normalized_coords,
+                self.srgb, self.disable_trilinear_optimization, self.seamless_cubemap,
+                self.max_anisotropy, self.mipmap_filter_mode, self.mipmap_level_bias,
+                self.min_mipmap_level_clamp, self.max_mipmap_level_clamp, self.border_color)
+
     def _c(self):
+        """The cuabi_texture_desc, built again only when a field changed."""
+        key = self._key()
+        cached = self.__dict__.get("_c_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        d = self._build()
+        self.__dict__["_c_cache"] = (key, d)
+        return d
+
+    def _build(self):
         d = new_struct(_capi.cuabi_texture_desc)
         modes = self.address_mode
         if isinstance(modes, (AddressMode, int)):
@@ -659,12 +723,14 @@ class TextureObject(_NativeHandle):
 
     _ctype = "cuabi_texture"
     _cuabi_object_value_ = "texture"      # packs as `handle` (cuabi._argpack)
+    _native_fn = "cuabi_texture_object"
     __slots__ = ("_resource", "_tex_desc")
+    _release_fn = raw("cuabi_texture_release")
 
     @classmethod
     def _adopt(cls, h, resource, desc):
-        obj = cls._wrap(h)
-        obj._native = call("cuabi_texture_object", obj)
+        obj = _light(cls, h, cls._release_fn)
+        obj._native = None                  # asked on first use (`handle`)
         obj._resource, obj._tex_desc = resource, desc
         return obj
 
@@ -733,15 +799,19 @@ class SurfaceObject(_NativeHandle):
 
     _ctype = "cuabi_surface"
     _cuabi_object_value_ = "surface"
+    _native_fn = "cuabi_surface_object"
     __slots__ = ("_resource",)
+    _release_fn = raw("cuabi_surface_release")
 
     @classmethod
     def from_descriptor(cls, *, resource: ResourceDescriptor) -> "SurfaceObject":
         if not isinstance(resource, ResourceDescriptor) or resource.kind != "array":
             raise TypeError("a surface reads a ResourceDescriptor.from_opaque_array(...) (an "
                             "array made with is_surface_load_store=True)")
-        obj = cls._wrap(call("cuabi_surface_create", resource.source))
-        obj._native = call("cuabi_surface_object", obj)
+        out = C.c_void_p()
+        lib.cuabi_surface_create(C.byref(out), resource.source)
+        obj = _light(cls, out.value, cls._release_fn)
+        obj._native = None                  # asked on first use (`handle`)
         obj._resource = resource
         return obj
 
