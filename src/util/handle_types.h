@@ -26,7 +26,9 @@ typedef enum cuabi__handle_type {
     CUABI__T_GRAPH = 14,
     CUABI__T_GRAPH_NODE = 15,
     CUABI__T_GRAPH_EXEC = 16,
-    CUABI__T_COUNT = 17
+    CUABI__T_NCCL_COMM = 17,
+    CUABI__T_NCCL_REGISTRATION = 18,
+    CUABI__T_COUNT = 19
 } cuabi__handle_type;
 
 #endif
