@@ -117,6 +117,7 @@ pub use occupancy::{ArchLimits, BlockSize, OccupancyOptions, OccupancyResult};
 pub use program::{supported_archs, Program, ProgramOptions};
 pub use view::{DType, Element, ManagedTensor, ManagedTensorVersioned, View, ViewInfo, IS_COPIED, READ_ONLY};
 mod multigpu;
+pub mod nccl;
 pub use multigpu::{
     ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, IpcKind, IpcPoolHandle, IpcPoolRole, PeerAccess,
     PeerAttribute, IPC_DESCRIPTOR_SIZE,
