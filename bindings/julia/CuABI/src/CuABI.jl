@@ -28,7 +28,10 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
        ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
        ipc_send_fd, ipc_receive_fd,
-       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
+       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract,
+       Communicator, NCCLRegistration, nccl_version, nccl_unique_id, nccl_init_all, comm_split,
+       comm_finalize, abort, rank, get_async_error, register, group, Allreduce!, Broadcast!, Reduce!,
+       Allgather!, ReduceScatter!, Send, Recv!
 
 # ------------------------------------------------------------------ errors
 
@@ -509,5 +512,6 @@ include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
+include("nccl.jl")
 
 end # module CuABI
