@@ -16,6 +16,7 @@
 #           the socket transport; the timeout; examples/python/
 #           distributed_segred.py spawned and under Dask), test_nccl.py,
 #           test_dask.py, test_gpu_peer.py, test_multigpu.py;
+#   Rust:   .gpu/rust/bin/test-gpu_nccl (when scripts/rust-gpu-prep.sh carried it);
 # and with --bench: bench/bench_nccl (host us per 8-byte all-reduce, cuabi
 # beside raw ncclAllReduce) and bench/bench_nccl.py (bus bandwidth 8 B..1 GiB
 # beside torch.distributed, nccl4py where it imports).
@@ -92,6 +93,17 @@ pline=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$out/check-python
 [ $prc -eq 0 ] || { grep -E '^(FAILED|ERROR)' "$out/check-python.log" | head -n 30; }
 grep -E '^SKIPPED' "$out/check-python.log" | head -n 20
 
+# Rust: the two-GPU binary scripts/rust-gpu-prep.sh built (when carried).
+rline="not carried"
+rbin=$root/.gpu/rust/bin/test-gpu_nccl
+rrc=0
+if [ -x "$rbin" ]; then
+    LD_LIBRARY_PATH=$src/.libs:$LD_LIBRARY_PATH "$rbin" >"$out/check-rust.log" 2>&1
+    rrc=$?
+    rline=$(grep -E '^test result' "$out/check-rust.log" | tail -n 1)
+    [ $rrc -eq 0 ] || tail -n 30 "$out/check-rust.log"
+fi
+
 for arg in "$@"; do
     if [ "$arg" = --bench ]; then
         { echo "== bench/bench_nccl (host time per 8-byte all-reduce; target: <= 1 us over raw)"
@@ -103,6 +115,6 @@ for arg in "$@"; do
 done
 
 status=PASS
-[ $cfail -eq 0 ] && [ $prc -eq 0 ] || status=FAIL
-echo "gpu-check-multi: $status -- C $cpass/$ctotal passed ($cskip skipped), Python: ${pline:-no result} -- on $ngpu GPUs ($cards); logs in $out"
+[ $cfail -eq 0 ] && [ $prc -eq 0 ] && [ $rrc -eq 0 ] || status=FAIL
+echo "gpu-check-multi: $status -- C $cpass/$ctotal passed ($cskip skipped), Python: ${pline:-no result}, Rust gpu_nccl: ${rline:-no result} -- on $ngpu GPUs ($cards); logs in $out"
 [ $status = PASS ]
