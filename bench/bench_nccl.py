@@ -127,7 +127,16 @@ def run_two(which, args, env_extra):
                                        "--max-bytes", str(args.max_bytes), "--runs",
                                        str(args.runs), "--iters", str(args.iters), "--out", out],
                                       env=env))
-    codes = [p.wait(timeout=1800) for p in procs]
+    codes = []
+    for p in procs:         # a rank that fails while its peer waits must not hang the table
+        try:
+            codes.append(p.wait(timeout=1800 if which != "nccl4py" else 600))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            codes.append("timeout")
+    for p in procs:
+        p.wait()
     if any(codes) or not os.path.exists(out):
         print(f"{which}: failed (exit codes {codes}); left out")
         return None
