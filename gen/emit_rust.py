@@ -70,8 +70,12 @@ def doc(text: str, indent: str = "") -> str:
 
 
 def const_value(value: str) -> str:
-    """A C constant expression in Rust spelling: integer suffixes dropped."""
-    return re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", value)
+    """A C constant expression in Rust spelling: integer suffixes dropped, and
+    the parentheses C wants around a negative literal ("(-1)") too, which
+    rustc's unused_parens lint refuses."""
+    value = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", value)
+    m = re.fullmatch(r"\(\s*(-?\s*(?:0[xX][0-9a-fA-F]+|\d+))\s*\)", value.strip())
+    return m.group(1) if m else value
 
 
 def emit_enum(e) -> str:

@@ -33,6 +33,7 @@
 #include "cuabi/array.h"
 #include "cuabi/texture.h"
 #include "cuabi/memop.h"
+#include "cuabi/nccl.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -18,8 +18,8 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 # Test-only Python packages (PyPI); the library itself needs none of them.
-python3 -m pip install --quiet --disable-pip-version-check pytest numpy tree-sitter tree-sitter-julia \
-    2>/dev/null || python3 -m pip install --quiet --break-system-packages pytest numpy tree-sitter tree-sitter-julia
+python3 -m pip install --quiet --disable-pip-version-check pytest numpy tree-sitter tree-sitter-julia "dask[distributed]" \
+    2>/dev/null || python3 -m pip install --quiet --break-system-packages pytest numpy tree-sitter tree-sitter-julia "dask[distributed]"
 
 [ -x configure ] || autoreconf -fi
 mkdir -p build

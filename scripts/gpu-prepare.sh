@@ -4,7 +4,11 @@
 #   .gpu/cuabi-*.tar.gz   `make dist` tarball (configure already generated,
 #                         so no autotools or libtool are needed there)
 #   .gpu/debs/*.deb       libffi, Check, subunit, DLPack and xxHash headers, libiberty
-#   .gpu/wheels/*.whl     pytest for the Python tests (Python 3.12 there)
+#   .gpu/wheels/*.whl     pytest for the Python tests (Python 3.12 there); dask and
+#                         distributed with what they need, and nccl4py (issue 23:
+#                         tests/test_dask.py, bench/bench_nccl.py). Ray's wheel
+#                         (~70 MB) does not fit the 64 MiB a call carries: not carried
+#                         (docs/distributed.md says what runs only on paper).
 #   .gpu/peers/           the peer benchmark scripts from ../shared/bench
 # Then, on the GPU machine:  scripts/gpu-check.sh   (carry .gpu)
 set -euo pipefail
@@ -21,5 +25,16 @@ cp build/cuabi-*.tar.gz .gpu/
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 --platform any -d .gpu/wheels \
     pytest pluggy iniconfig packaging >/dev/null
+# Dask (distributed) for the collectives' tests and benchmark, pure Python
+# except msgpack, psutil, pyyaml and markupsafe; nccl4py where PyPI has it
+# for this platform (a failure here leaves it out: bench_nccl.py skips it).
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 --platform any -d .gpu/wheels \
+    dask distributed click cloudpickle fsspec jinja2 markupsafe locket msgpack partd psutil \
+    pyyaml sortedcontainers tblib toolz tornado urllib3 zict >/dev/null
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform any \
+    -d .gpu/wheels nccl4py >/dev/null 2>&1 || echo "nccl4py: no wheel for the GPU host (left out)"
 if [ -d ../shared/bench ]; then cp ../shared/bench/* .gpu/peers/; fi
 du -sh .gpu

@@ -125,6 +125,13 @@ typedef enum cuabi_status {
     /** an IPC descriptor is malformed, stale, from another host or process, or not importable */
     CUABI_ERROR_IPC = 38,
     /**
+     * an NCCL call failed, or the communicator was aborted; the message names the ncclResult_t and
+     * NCCL's last error
+     */
+    CUABI_ERROR_NCCL = 40,
+    /** the other ranks did not answer in time; the communicator was aborted */
+    CUABI_ERROR_TIMEOUT = 41,
+    /**
      * not allowed while a stream is being captured, or the capture was invalidated by such a call
      */
     CUABI_ERROR_STREAM_CAPTURE = 33,

@@ -54,8 +54,9 @@ typedef enum cuabi_release_mode {
 /**
  * What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
  * to load each library (once per process). Strings are owned by the library and
- * live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
- * caller's shorter struct is filled with version 1's fields only.
+ * live until it is unloaded. Version 2 adds libNVVM and nvFatbin, version 3
+ * NCCL; a caller's shorter struct of an older version is filled with that
+ * version's fields only.
  */
 struct cuabi_runtime_info {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -110,9 +111,20 @@ struct cuabi_runtime_info {
     const char *nvfatbin_path;
     /** Version 2: why nvFatbin is unusable, or "". */
     const char *nvfatbin_error;
+    /**
+     * Version 3: CUABI_SUCCESS when NCCL (collectives) loaded; CUABI_ERROR_NOT_SUPPORTED when it is
+     * missing or older than 2.19.
+     */
+    cuabi_status nccl_status;
+    /** Version 3: NCCL's version code (22809 = 2.28.9), or 0. */
+    int nccl_version;
+    /** Version 3: file NCCL was loaded from, or "". */
+    const char *nccl_path;
+    /** Version 3: why NCCL is unusable (every place looked), or "". */
+    const char *nccl_error;
 };
 /** Current version of cuabi_runtime_info. */
-#define CUABI_RUNTIME_INFO_VERSION 2
+#define CUABI_RUNTIME_INFO_VERSION 3
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_RUNTIME_INFO_INIT {                           \
         CUABI_RUNTIME_INFO_VERSION, /* version */           \
@@ -137,7 +149,11 @@ struct cuabi_runtime_info {
         0,                          /* nvfatbin_status */   \
         0,                          /* nvfatbin_version */  \
         0,                          /* nvfatbin_path */     \
-        0                           /* nvfatbin_error */    \
+        0,                          /* nvfatbin_error */    \
+        0,                          /* nccl_status */       \
+        0,                          /* nccl_version */      \
+        0,                          /* nccl_path */         \
+        0                           /* nccl_error */        \
     }
 
 /**
@@ -156,9 +172,10 @@ CUABI_EXTERN(unsigned int) cuabi_version_hex(void);
 CUABI_EXTERN(unsigned int) cuabi_abi_version(void);
 
 /**
- * Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and
- * nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found.
- * Missing libraries are reported in the struct, not as an error.
+ * Load (if not yet loaded) the driver, NVRTC and nvJitLink, for a version-2 struct libNVVM and
+ * nvFatbin (loaded nowhere else until a program or fatbin needs them), and for a version-3 struct
+ * NCCL (loaded nowhere else until a collective needs it), and report what was found. Missing
+ * libraries are reported in the struct, not as an error.
  * @param out [inout] Its version field must be set (CUABI_RUNTIME_INFO_INIT).
  */
 CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out);

@@ -33,6 +33,7 @@
 #include "cuabi/array.h"
 #include "cuabi/texture.h"
 #include "cuabi/memop.h"
+#include "cuabi/nccl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -798,6 +799,133 @@ typedef struct cuabi_api {
     cuabi_status (*stream_batch_mem_op)(cuabi_stream *stream,
                                         const cuabi_stream_mem_op *ops,
                                         size_t count);
+    cuabi_status (*nccl_comm_retain)(cuabi_nccl_comm *handle);
+    cuabi_status (*nccl_comm_release)(cuabi_nccl_comm *handle);
+    cuabi_status (*nccl_registration_destroy)(cuabi_nccl_registration *handle);
+    cuabi_status (*nccl_comm_options_init)(cuabi_nccl_comm_options *opts, unsigned int version);
+    cuabi_status (*nccl_version)(int *out);
+    cuabi_status (*nccl_get_unique_id)(cuabi_nccl_unique_id *out);
+    cuabi_status (*nccl_comm_init_rank)(cuabi_nccl_comm **out,
+                                        cuabi_device *device,
+                                        int nranks,
+                                        const cuabi_nccl_unique_id *id,
+                                        int rank,
+                                        const cuabi_nccl_comm_options *options);
+    cuabi_status (*nccl_comm_init_all)(cuabi_nccl_comm **out,
+                                       cuabi_device **devices,
+                                       int ndev,
+                                       const cuabi_nccl_comm_options *options);
+    cuabi_status (*nccl_comm_split)(cuabi_nccl_comm **out,
+                                    cuabi_nccl_comm *comm,
+                                    int color,
+                                    int key,
+                                    const cuabi_nccl_comm_options *options);
+    cuabi_status (*nccl_comm_finalize)(cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_abort)(cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_rank)(int *out, cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_size)(int *out, cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_device)(cuabi_device **out, cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_get_async_error)(int *out, cuabi_nccl_comm *comm);
+    cuabi_status (*nccl_comm_synchronize)(cuabi_nccl_comm *comm,
+                                          cuabi_stream *stream,
+                                          int64_t timeout_ms);
+    cuabi_status (*nccl_group_start)(void);
+    cuabi_status (*nccl_group_end)(void);
+    cuabi_status (*nccl_all_reduce)(cuabi_nccl_comm *comm,
+                                    cuabi_buffer *send,
+                                    size_t send_offset,
+                                    cuabi_buffer *recv,
+                                    size_t recv_offset,
+                                    size_t count,
+                                    cuabi_nccl_datatype datatype,
+                                    cuabi_nccl_op op,
+                                    cuabi_stream *stream);
+    cuabi_status (*nccl_broadcast)(cuabi_nccl_comm *comm,
+                                   cuabi_buffer *send,
+                                   size_t send_offset,
+                                   cuabi_buffer *recv,
+                                   size_t recv_offset,
+                                   size_t count,
+                                   cuabi_nccl_datatype datatype,
+                                   int root,
+                                   cuabi_stream *stream);
+    cuabi_status (*nccl_reduce)(cuabi_nccl_comm *comm,
+                                cuabi_buffer *send,
+                                size_t send_offset,
+                                cuabi_buffer *recv,
+                                size_t recv_offset,
+                                size_t count,
+                                cuabi_nccl_datatype datatype,
+                                cuabi_nccl_op op,
+                                int root,
+                                cuabi_stream *stream);
+    cuabi_status (*nccl_all_gather)(cuabi_nccl_comm *comm,
+                                    cuabi_buffer *send,
+                                    size_t send_offset,
+                                    cuabi_buffer *recv,
+                                    size_t recv_offset,
+                                    size_t send_count,
+                                    cuabi_nccl_datatype datatype,
+                                    cuabi_stream *stream);
+    cuabi_status (*nccl_reduce_scatter)(cuabi_nccl_comm *comm,
+                                        cuabi_buffer *send,
+                                        size_t send_offset,
+                                        cuabi_buffer *recv,
+                                        size_t recv_offset,
+                                        size_t recv_count,
+                                        cuabi_nccl_datatype datatype,
+                                        cuabi_nccl_op op,
+                                        cuabi_stream *stream);
+    cuabi_status (*nccl_send)(cuabi_nccl_comm *comm,
+                              cuabi_buffer *buffer,
+                              size_t offset,
+                              size_t count,
+                              cuabi_nccl_datatype datatype,
+                              int peer,
+                              cuabi_stream *stream);
+    cuabi_status (*nccl_recv)(cuabi_nccl_comm *comm,
+                              cuabi_buffer *buffer,
+                              size_t offset,
+                              size_t count,
+                              cuabi_nccl_datatype datatype,
+                              int peer,
+                              cuabi_stream *stream);
+    cuabi_status (*nccl_all_reduce_view)(cuabi_nccl_comm *comm,
+                                         cuabi_view *send,
+                                         cuabi_view *recv,
+                                         cuabi_nccl_op op,
+                                         cuabi_stream *stream);
+    cuabi_status (*nccl_broadcast_view)(cuabi_nccl_comm *comm,
+                                        cuabi_view *send,
+                                        cuabi_view *recv,
+                                        int root,
+                                        cuabi_stream *stream);
+    cuabi_status (*nccl_reduce_view)(cuabi_nccl_comm *comm,
+                                     cuabi_view *send,
+                                     cuabi_view *recv,
+                                     cuabi_nccl_op op,
+                                     int root,
+                                     cuabi_stream *stream);
+    cuabi_status (*nccl_all_gather_view)(cuabi_nccl_comm *comm,
+                                         cuabi_view *send,
+                                         cuabi_view *recv,
+                                         cuabi_stream *stream);
+    cuabi_status (*nccl_reduce_scatter_view)(cuabi_nccl_comm *comm,
+                                             cuabi_view *send,
+                                             cuabi_view *recv,
+                                             cuabi_nccl_op op,
+                                             cuabi_stream *stream);
+    cuabi_status (*nccl_send_view)(cuabi_nccl_comm *comm,
+                                   cuabi_view *view,
+                                   int peer,
+                                   cuabi_stream *stream);
+    cuabi_status (*nccl_recv_view)(cuabi_nccl_comm *comm,
+                                   cuabi_view *view,
+                                   int peer,
+                                   cuabi_stream *stream);
+    cuabi_status (*nccl_register)(cuabi_nccl_registration **out,
+                                  cuabi_nccl_comm *comm,
+                                  cuabi_buffer *buffer);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

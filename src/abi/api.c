@@ -28,6 +28,8 @@ CUABI_EXTERN(cuabi_status) cuabi_runtime_info_init(cuabi_runtime_info *opts, uns
                             "cuabi_runtime_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_runtime_info", version, CUABI_RUNTIME_INFO_VERSION);
     size_t size = sizeof *opts;
+    if (version <= 2)
+        size = offsetof(cuabi_runtime_info, nccl_status);
     if (version <= 1)
         size = offsetof(cuabi_runtime_info, nvvm_status);
     memcpy(opts, &defaults, size);
@@ -512,6 +514,19 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_mem_op_init(cuabi_stream_mem_op *opts, u
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_options_init(cuabi_nccl_comm_options *opts,
+                                                        unsigned int version)
+{
+    static const cuabi_nccl_comm_options defaults = CUABI_NCCL_COMM_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nccl_comm_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nccl_comm_options", version, CUABI_NCCL_COMM_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry {
     const char *type, *field;
     size_t value;
@@ -551,6 +566,10 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_runtime_info", "nvfatbin_version", offsetof(cuabi_runtime_info, nvfatbin_version) },
     { "cuabi_runtime_info", "nvfatbin_path", offsetof(cuabi_runtime_info, nvfatbin_path) },
     { "cuabi_runtime_info", "nvfatbin_error", offsetof(cuabi_runtime_info, nvfatbin_error) },
+    { "cuabi_runtime_info", "nccl_status", offsetof(cuabi_runtime_info, nccl_status) },
+    { "cuabi_runtime_info", "nccl_version", offsetof(cuabi_runtime_info, nccl_version) },
+    { "cuabi_runtime_info", "nccl_path", offsetof(cuabi_runtime_info, nccl_path) },
+    { "cuabi_runtime_info", "nccl_error", offsetof(cuabi_runtime_info, nccl_error) },
     { "cuabi_device_properties", NULL, sizeof(cuabi_device_properties) },
     { "cuabi_device_properties", "version", offsetof(cuabi_device_properties, version) },
     { "cuabi_device_properties", "ordinal", offsetof(cuabi_device_properties, ordinal) },
@@ -1019,6 +1038,19 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_stream_mem_op", "offset", offsetof(cuabi_stream_mem_op, offset) },
     { "cuabi_stream_mem_op", "value", offsetof(cuabi_stream_mem_op, value) },
     { "cuabi_stream_mem_op", "flags", offsetof(cuabi_stream_mem_op, flags) },
+    { "cuabi_nccl_unique_id", NULL, sizeof(cuabi_nccl_unique_id) },
+    { "cuabi_nccl_unique_id", "internal", offsetof(cuabi_nccl_unique_id, internal) },
+    { "cuabi_nccl_comm_options", NULL, sizeof(cuabi_nccl_comm_options) },
+    { "cuabi_nccl_comm_options", "version", offsetof(cuabi_nccl_comm_options, version) },
+    { "cuabi_nccl_comm_options", "timeout_ms", offsetof(cuabi_nccl_comm_options, timeout_ms) },
+    { "cuabi_nccl_comm_options", "nonblocking", offsetof(cuabi_nccl_comm_options, nonblocking) },
+    { "cuabi_nccl_comm_options", "cga_cluster_size",
+      offsetof(cuabi_nccl_comm_options, cga_cluster_size) },
+    { "cuabi_nccl_comm_options", "min_ctas", offsetof(cuabi_nccl_comm_options, min_ctas) },
+    { "cuabi_nccl_comm_options", "max_ctas", offsetof(cuabi_nccl_comm_options, max_ctas) },
+    { "cuabi_nccl_comm_options", "split_share", offsetof(cuabi_nccl_comm_options, split_share) },
+    { "cuabi_nccl_comm_options", "net_name", offsetof(cuabi_nccl_comm_options, net_name) },
+    { "cuabi_nccl_comm_options", "comm_name", offsetof(cuabi_nccl_comm_options, comm_name) },
     { NULL, NULL, 0 }
 };
 
@@ -1245,5 +1277,20 @@ CUABI_EXTERN(cuabi_status) cuabi_surface_retain(cuabi_surface *handle)
 CUABI_EXTERN(cuabi_status) cuabi_surface_release(cuabi_surface *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_SURFACE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_retain(cuabi_nccl_comm *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_NCCL_COMM);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_release(cuabi_nccl_comm *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_NCCL_COMM);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nccl_registration_destroy(cuabi_nccl_registration *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_NCCL_REGISTRATION);
 }
 

@@ -120,6 +120,7 @@ static void json_header(cli_json *j, const cuabi_runtime_info *rt)
     json_lib(j, "nvvm", rt->nvvm_status, rt->nvvm_version, rt->nvvm_path, rt->nvvm_error);
     json_lib(j, "nvfatbin", rt->nvfatbin_status, rt->nvfatbin_version, rt->nvfatbin_path,
              rt->nvfatbin_error);
+    json_lib(j, "nccl", rt->nccl_status, rt->nccl_version, rt->nccl_path, rt->nccl_error);
 }
 
 static void text_header(const cuabi_runtime_info *rt)
@@ -132,6 +133,11 @@ static void text_header(const cuabi_runtime_info *rt)
     print_lib("libNVVM", rt->nvvm_status, rt->nvvm_version, rt->nvvm_path, rt->nvvm_error);
     print_lib("nvFatbin", rt->nvfatbin_status, rt->nvfatbin_version, rt->nvfatbin_path,
               rt->nvfatbin_error);
+    if (rt->nccl_status != CUABI_SUCCESS) /* NCCL numbers its versions 22809 = 2.28.9 */
+        printf("%-10s not available: %s\n", "NCCL", rt->nccl_error);
+    else
+        printf("%-10s %d.%d.%d  %s\n", "NCCL", rt->nccl_version / 10000,
+               rt->nccl_version / 100 % 100, rt->nccl_version % 100, rt->nccl_path);
 }
 
 static cuabi_status device_properties(int ordinal, cuabi_device_properties *p, uint64_t *free_mem)
@@ -172,18 +178,19 @@ static void list_devices(cli_json *j, int count, cuabi_status *failed, char *why
 }
 
 static const char info_about[] =
-    "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM and\n"
-    "nvFatbin it loaded (version and file, or why not), and one block per\n"
-    "GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
+    "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM,\n"
+    "nvFatbin and NCCL it loaded (version and file, or why not), and one block\n"
+    "per GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
     "is its own (2.0), not CUDA's; without nvFatbin, fatbins are packed by\n"
-    "the fatbinary tool.\n";
+    "the fatbinary tool; NCCL is found as docs/distributed.md says\n"
+    "(CUABI_NCCL_PATH, the nvidia-nccl wheel, the system's libnccl.so.2).\n";
 
 int cli_info(int argc, char **argv)
 {
     bool json = false;
     const cli_option table[] = {
         CLI_OPT_FLAG("json", 0, &json, "one JSON object: library_version, abi_version, driver, "
-                     "nvrtc, nvjitlink, nvvm, nvfatbin, devices, gpu_unavailable_reason"),
+                     "nvrtc, nvjitlink, nvvm, nvfatbin, nccl, devices, gpu_unavailable_reason"),
     };
     const cli_spec spec = { "info", info_about, table, sizeof table / sizeof table[0] };
     int rc = cli_parse(&spec, argc, argv);

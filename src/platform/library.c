@@ -1,5 +1,6 @@
 /* Library versions and what was loaded at run time. */
 #include "platform/loader.h"
+#include "platform/nccl_lib.h"
 #include "platform/nvvm_lib.h"
 
 CUABI_EXTERN(const char *) cuabi_version_string(void) { return CUABI_VERSION_STRING; }
@@ -30,6 +31,15 @@ static void fill_v2(cuabi_runtime_info *out)
              &out->nvfatbin_path, &out->nvfatbin_error);
 }
 
+/* Version 3: NCCL, loaded only for a caller that sees the answer. */
+static void fill_v3(cuabi_runtime_info *out)
+{
+    const cuabi__nccl *nccl;
+    cuabi_status s = cuabi__nccl_get_for(&nccl, "cuabi_runtime_info_get");
+    fill_lib(s, cuabi__nccl_info(), &out->nccl_status, &out->nccl_version, &out->nccl_path,
+             &out->nccl_error);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out)
 {
     CUABI__CHECK_OPTS(out, "cuabi_runtime_info", CUABI_RUNTIME_INFO_VERSION, false);
@@ -50,6 +60,8 @@ CUABI_EXTERN(cuabi_status) cuabi_runtime_info_get(cuabi_runtime_info *out)
              &out->nvjitlink_version, &out->nvjitlink_path, &out->nvjitlink_error);
     if (out->version >= 2)
         fill_v2(out);
+    if (out->version >= 3)
+        fill_v3(out);
     cuabi_error_clear();
     return CUABI_SUCCESS;
 }

@@ -30,7 +30,9 @@ typedef enum cuabi__handle_type {
     CUABI__T_MIPMAPPED_ARRAY = 18,
     CUABI__T_TEXTURE = 19,
     CUABI__T_SURFACE = 20,
-    CUABI__T_COUNT = 21
+    CUABI__T_NCCL_COMM = 21,
+    CUABI__T_NCCL_REGISTRATION = 22,
+    CUABI__T_COUNT = 23
 } cuabi__handle_type;
 
 #endif

@@ -62,6 +62,11 @@ const cuabi__status_info cuabi__status_table[] = {
       "peer access between these devices is not possible or not enabled" },
     { CUABI_ERROR_IPC, "CUABI_ERROR_IPC",
       "an IPC descriptor is malformed, stale, from another host or process, or not importable" },
+    { CUABI_ERROR_NCCL, "CUABI_ERROR_NCCL",
+      "an NCCL call failed, or the communicator was aborted; the message names the ncclResult_t "
+      "and NCCL's last error" },
+    { CUABI_ERROR_TIMEOUT, "CUABI_ERROR_TIMEOUT",
+      "the other ranks did not answer in time; the communicator was aborted" },
     { CUABI_ERROR_STREAM_CAPTURE, "CUABI_ERROR_STREAM_CAPTURE",
       "not allowed while a stream is being captured, or the capture was invalidated by such a "
       "call" },
@@ -90,4 +95,6 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_mipmapped_array",
     "cuabi_texture",
     "cuabi_surface",
+    "cuabi_nccl_comm",
+    "cuabi_nccl_registration",
 };

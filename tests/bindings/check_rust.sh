@@ -31,6 +31,11 @@ if [ -e "$builddir/tests/fixtures/.libs/fake_cuda_graph.so" ]; then
     CUABI_TEST_FAKE_CUDA="$builddir/tests/fixtures/.libs/fake_cuda_graph.so"
     export CUABI_TEST_FAKE_CUDA
 fi
+# ... and the fake NCCL (cuabi/tests/nccl_fake.rs).
+if [ -e "$builddir/tests/fixtures/.libs/fake_nccl.so" ]; then
+    CUABI_TEST_FAKE_NCCL="$builddir/tests/fixtures/.libs/fake_nccl.so"
+    export CUABI_TEST_FAKE_NCCL
+fi
 
 # A sanitizer build of libcuabi needs its runtimes loaded first in programs
 # that were not built with them. Only the test binaries get them (through a

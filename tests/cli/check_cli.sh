@@ -32,6 +32,21 @@ echo "$out" | grep -q "^libNVVM .*not available: .*CUABI_NVVM_PATH=/nonexistent/
     || fail "info names the missing libNVVM: $out"
 echo "$out" | grep -q "^nvFatbin .*not available: .*CUABI_NVFATBIN_PATH=/nonexistent" \
     || fail "info names the missing nvFatbin: $out"
+# NCCL: the fake one through CUABI_NCCL_PATH (version and file), a missing
+# one named, and --json's "nccl" object.
+fake_nccl="${CUABI_TEST_BUILDDIR:-.}/tests/fixtures/.libs/fake_nccl.so"
+if [ -f "$fake_nccl" ]; then
+    out=$(CUABI_NCCL_PATH="$fake_nccl" "$cuabi" info) || fail "info with the fake NCCL exits 0"
+    echo "$out" | grep -Eq "^NCCL +2\.28\.9 +/.*fake_nccl\.so" || fail "info prints NCCL: $out"
+    CUABI_NCCL_PATH="$fake_nccl" "$cuabi" info --json | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["nccl"]
+assert e["available"] and e["version"] == 22809 and e["path"].endswith("fake_nccl.so"), e' \
+        || fail "info --json has nccl"
+fi
+out=$(CUABI_NCCL_PATH=/nonexistent/libnccl.so.2 "$cuabi" info) || fail "info without NCCL exits 0"
+echo "$out" | grep -q "^NCCL .*not available: .*CUABI_NCCL_PATH=/nonexistent/libnccl.so.2" \
+    || fail "info names the missing NCCL: $out"
 # No driver at all: one clear line, exit 0.
 out=$(CUABI_DRIVER_PATH=/nonexistent/libcuda.so.1 "$cuabi" info) || fail "info without driver exits 0"
 echo "$out" | grep -q "^No GPU available: .*libcuda" || fail "info without driver says so"

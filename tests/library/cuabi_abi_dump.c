@@ -1193,6 +1193,170 @@ ABI_TYPE(&cuabi_stream_write_value64,
 ABI_TYPE(&cuabi_stream_batch_mem_op,
          cuabi_status (*)(cuabi_stream *, const cuabi_stream_mem_op *, size_t),
          "cuabi_stream_batch_mem_op");
+ABI_TYPE(&cuabi_nccl_comm_retain, cuabi_status (*)(cuabi_nccl_comm *), "cuabi_nccl_comm_retain");
+ABI_TYPE(&cuabi_nccl_comm_release, cuabi_status (*)(cuabi_nccl_comm *), "cuabi_nccl_comm_release");
+ABI_TYPE(&cuabi_nccl_registration_destroy,
+         cuabi_status (*)(cuabi_nccl_registration *),
+         "cuabi_nccl_registration_destroy");
+ABI_TYPE(&cuabi_nccl_comm_options_init,
+         cuabi_status (*)(cuabi_nccl_comm_options *, unsigned int),
+         "cuabi_nccl_comm_options_init");
+ABI_TYPE(&cuabi_nccl_version, cuabi_status (*)(int *), "cuabi_nccl_version");
+ABI_TYPE(&cuabi_nccl_get_unique_id,
+         cuabi_status (*)(cuabi_nccl_unique_id *),
+         "cuabi_nccl_get_unique_id");
+ABI_TYPE(&cuabi_nccl_comm_init_rank,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_device *,
+                          int,
+                          const cuabi_nccl_unique_id *,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_nccl_comm_init_rank");
+ABI_TYPE(&cuabi_nccl_comm_init_all,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_device **,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_nccl_comm_init_all");
+ABI_TYPE(&cuabi_nccl_comm_split,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_nccl_comm *,
+                          int,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_nccl_comm_split");
+ABI_TYPE(&cuabi_nccl_comm_finalize,
+         cuabi_status (*)(cuabi_nccl_comm *),
+         "cuabi_nccl_comm_finalize");
+ABI_TYPE(&cuabi_nccl_comm_abort, cuabi_status (*)(cuabi_nccl_comm *), "cuabi_nccl_comm_abort");
+ABI_TYPE(&cuabi_nccl_comm_rank,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_nccl_comm_rank");
+ABI_TYPE(&cuabi_nccl_comm_size,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_nccl_comm_size");
+ABI_TYPE(&cuabi_nccl_comm_device,
+         cuabi_status (*)(cuabi_device **, cuabi_nccl_comm *),
+         "cuabi_nccl_comm_device");
+ABI_TYPE(&cuabi_nccl_comm_get_async_error,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_nccl_comm_get_async_error");
+ABI_TYPE(&cuabi_nccl_comm_synchronize,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_stream *, int64_t),
+         "cuabi_nccl_comm_synchronize");
+ABI_TYPE(&cuabi_nccl_group_start, cuabi_status (*)(void), "cuabi_nccl_group_start");
+ABI_TYPE(&cuabi_nccl_group_end, cuabi_status (*)(void), "cuabi_nccl_group_end");
+ABI_TYPE(&cuabi_nccl_all_reduce,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_nccl_all_reduce");
+ABI_TYPE(&cuabi_nccl_broadcast,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_nccl_broadcast");
+ABI_TYPE(&cuabi_nccl_reduce,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          int,
+                          cuabi_stream *),
+         "cuabi_nccl_reduce");
+ABI_TYPE(&cuabi_nccl_all_gather,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_stream *),
+         "cuabi_nccl_all_gather");
+ABI_TYPE(&cuabi_nccl_reduce_scatter,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_nccl_reduce_scatter");
+ABI_TYPE(&cuabi_nccl_send,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_nccl_send");
+ABI_TYPE(&cuabi_nccl_recv,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_nccl_recv");
+ABI_TYPE(&cuabi_nccl_all_reduce_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_nccl_all_reduce_view");
+ABI_TYPE(&cuabi_nccl_broadcast_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_nccl_broadcast_view");
+ABI_TYPE(&cuabi_nccl_reduce_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          int,
+                          cuabi_stream *),
+         "cuabi_nccl_reduce_view");
+ABI_TYPE(&cuabi_nccl_all_gather_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, cuabi_view *, cuabi_stream *),
+         "cuabi_nccl_all_gather_view");
+ABI_TYPE(&cuabi_nccl_reduce_scatter_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_nccl_reduce_scatter_view");
+ABI_TYPE(&cuabi_nccl_send_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_nccl_send_view");
+ABI_TYPE(&cuabi_nccl_recv_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_nccl_recv_view");
+ABI_TYPE(&cuabi_nccl_register,
+         cuabi_status (*)(cuabi_nccl_registration **, cuabi_nccl_comm *, cuabi_buffer *),
+         "cuabi_nccl_register");
 ABI_TYPE((cuabi_memory_allocate_fn)0,
          int (*)(uintptr_t *, size_t, size_t, uintptr_t, void *),
          "cuabi_memory_allocate_fn");
@@ -2449,6 +2613,176 @@ ABI_TYPE(((cuabi_api *)0)->stream_write_value64,
 ABI_TYPE(((cuabi_api *)0)->stream_batch_mem_op,
          cuabi_status (*)(cuabi_stream *, const cuabi_stream_mem_op *, size_t),
          "cuabi_api.stream_batch_mem_op");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_retain,
+         cuabi_status (*)(cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_retain");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_release,
+         cuabi_status (*)(cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_release");
+ABI_TYPE(((cuabi_api *)0)->nccl_registration_destroy,
+         cuabi_status (*)(cuabi_nccl_registration *),
+         "cuabi_api.nccl_registration_destroy");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_options_init,
+         cuabi_status (*)(cuabi_nccl_comm_options *, unsigned int),
+         "cuabi_api.nccl_comm_options_init");
+ABI_TYPE(((cuabi_api *)0)->nccl_version, cuabi_status (*)(int *), "cuabi_api.nccl_version");
+ABI_TYPE(((cuabi_api *)0)->nccl_get_unique_id,
+         cuabi_status (*)(cuabi_nccl_unique_id *),
+         "cuabi_api.nccl_get_unique_id");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_init_rank,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_device *,
+                          int,
+                          const cuabi_nccl_unique_id *,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_api.nccl_comm_init_rank");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_init_all,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_device **,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_api.nccl_comm_init_all");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_split,
+         cuabi_status (*)(cuabi_nccl_comm **,
+                          cuabi_nccl_comm *,
+                          int,
+                          int,
+                          const cuabi_nccl_comm_options *),
+         "cuabi_api.nccl_comm_split");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_finalize,
+         cuabi_status (*)(cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_finalize");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_abort,
+         cuabi_status (*)(cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_abort");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_rank,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_rank");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_size,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_size");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_device,
+         cuabi_status (*)(cuabi_device **, cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_device");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_get_async_error,
+         cuabi_status (*)(int *, cuabi_nccl_comm *),
+         "cuabi_api.nccl_comm_get_async_error");
+ABI_TYPE(((cuabi_api *)0)->nccl_comm_synchronize,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_stream *, int64_t),
+         "cuabi_api.nccl_comm_synchronize");
+ABI_TYPE(((cuabi_api *)0)->nccl_group_start, cuabi_status (*)(void), "cuabi_api.nccl_group_start");
+ABI_TYPE(((cuabi_api *)0)->nccl_group_end, cuabi_status (*)(void), "cuabi_api.nccl_group_end");
+ABI_TYPE(((cuabi_api *)0)->nccl_all_reduce,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_api.nccl_all_reduce");
+ABI_TYPE(((cuabi_api *)0)->nccl_broadcast,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_api.nccl_broadcast");
+ABI_TYPE(((cuabi_api *)0)->nccl_reduce,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          int,
+                          cuabi_stream *),
+         "cuabi_api.nccl_reduce");
+ABI_TYPE(((cuabi_api *)0)->nccl_all_gather,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_stream *),
+         "cuabi_api.nccl_all_gather");
+ABI_TYPE(((cuabi_api *)0)->nccl_reduce_scatter,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_api.nccl_reduce_scatter");
+ABI_TYPE(((cuabi_api *)0)->nccl_send,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_api.nccl_send");
+ABI_TYPE(((cuabi_api *)0)->nccl_recv,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_nccl_datatype,
+                          int,
+                          cuabi_stream *),
+         "cuabi_api.nccl_recv");
+ABI_TYPE(((cuabi_api *)0)->nccl_all_reduce_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_api.nccl_all_reduce_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_broadcast_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_api.nccl_broadcast_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_reduce_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          int,
+                          cuabi_stream *),
+         "cuabi_api.nccl_reduce_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_all_gather_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, cuabi_view *, cuabi_stream *),
+         "cuabi_api.nccl_all_gather_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_reduce_scatter_view,
+         cuabi_status (*)(cuabi_nccl_comm *,
+                          cuabi_view *,
+                          cuabi_view *,
+                          cuabi_nccl_op,
+                          cuabi_stream *),
+         "cuabi_api.nccl_reduce_scatter_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_send_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_api.nccl_send_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_recv_view,
+         cuabi_status (*)(cuabi_nccl_comm *, cuabi_view *, int, cuabi_stream *),
+         "cuabi_api.nccl_recv_view");
+ABI_TYPE(((cuabi_api *)0)->nccl_register,
+         cuabi_status (*)(cuabi_nccl_registration **, cuabi_nccl_comm *, cuabi_buffer *),
+         "cuabi_api.nccl_register");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -2504,6 +2838,16 @@ static void print_cuabi_runtime_info(const cuabi_runtime_info *p,
         ABI_STR(nvfatbin_error);
     else
         ABI_BYTES(nvfatbin_error);
+    ABI_BYTES(nccl_status);
+    ABI_BYTES(nccl_version);
+    if (version >= 3)
+        ABI_STR(nccl_path);
+    else
+        ABI_BYTES(nccl_path);
+    if (version >= 3)
+        ABI_STR(nccl_error);
+    else
+        ABI_BYTES(nccl_error);
 }
 
 static void print_cuabi_device_properties(const cuabi_device_properties *p,
@@ -3079,6 +3423,21 @@ static void print_cuabi_stream_mem_op(const cuabi_stream_mem_op *p,
     ABI_BYTES(flags);
 }
 
+static void print_cuabi_nccl_comm_options(const cuabi_nccl_comm_options *p,
+                                          unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(timeout_ms);
+    ABI_BYTES(nonblocking);
+    ABI_BYTES(cga_cluster_size);
+    ABI_BYTES(min_ctas);
+    ABI_BYTES(max_ctas);
+    ABI_BYTES(split_share);
+    ABI_STR(net_name);
+    ABI_STR(comm_name);
+}
+
 static void print_layouts(void)
 {
     ABI_STRUCT(cuabi_error_info);
@@ -3114,6 +3473,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_runtime_info, nvfatbin_version);
     ABI_FIELD(cuabi_runtime_info, nvfatbin_path);
     ABI_FIELD(cuabi_runtime_info, nvfatbin_error);
+    ABI_FIELD(cuabi_runtime_info, nccl_status);
+    ABI_FIELD(cuabi_runtime_info, nccl_version);
+    ABI_FIELD(cuabi_runtime_info, nccl_path);
+    ABI_FIELD(cuabi_runtime_info, nccl_error);
     ABI_STRUCT(cuabi_device_properties);
     ABI_FIELD(cuabi_device_properties, version);
     ABI_FIELD(cuabi_device_properties, ordinal);
@@ -3501,6 +3864,18 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_stream_mem_op, offset);
     ABI_FIELD(cuabi_stream_mem_op, value);
     ABI_FIELD(cuabi_stream_mem_op, flags);
+    ABI_STRUCT(cuabi_nccl_unique_id);
+    ABI_FIELD(cuabi_nccl_unique_id, internal);
+    ABI_STRUCT(cuabi_nccl_comm_options);
+    ABI_FIELD(cuabi_nccl_comm_options, version);
+    ABI_FIELD(cuabi_nccl_comm_options, timeout_ms);
+    ABI_FIELD(cuabi_nccl_comm_options, nonblocking);
+    ABI_FIELD(cuabi_nccl_comm_options, cga_cluster_size);
+    ABI_FIELD(cuabi_nccl_comm_options, min_ctas);
+    ABI_FIELD(cuabi_nccl_comm_options, max_ctas);
+    ABI_FIELD(cuabi_nccl_comm_options, split_share);
+    ABI_FIELD(cuabi_nccl_comm_options, net_name);
+    ABI_FIELD(cuabi_nccl_comm_options, comm_name);
     ABI_STRUCT(cuabi_api);
     ABI_FIELD(cuabi_api, version);
     ABI_FIELD(cuabi_api, size);
@@ -3857,6 +4232,39 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, stream_write_value32);
     ABI_FIELD(cuabi_api, stream_write_value64);
     ABI_FIELD(cuabi_api, stream_batch_mem_op);
+    ABI_FIELD(cuabi_api, nccl_comm_retain);
+    ABI_FIELD(cuabi_api, nccl_comm_release);
+    ABI_FIELD(cuabi_api, nccl_registration_destroy);
+    ABI_FIELD(cuabi_api, nccl_comm_options_init);
+    ABI_FIELD(cuabi_api, nccl_version);
+    ABI_FIELD(cuabi_api, nccl_get_unique_id);
+    ABI_FIELD(cuabi_api, nccl_comm_init_rank);
+    ABI_FIELD(cuabi_api, nccl_comm_init_all);
+    ABI_FIELD(cuabi_api, nccl_comm_split);
+    ABI_FIELD(cuabi_api, nccl_comm_finalize);
+    ABI_FIELD(cuabi_api, nccl_comm_abort);
+    ABI_FIELD(cuabi_api, nccl_comm_rank);
+    ABI_FIELD(cuabi_api, nccl_comm_size);
+    ABI_FIELD(cuabi_api, nccl_comm_device);
+    ABI_FIELD(cuabi_api, nccl_comm_get_async_error);
+    ABI_FIELD(cuabi_api, nccl_comm_synchronize);
+    ABI_FIELD(cuabi_api, nccl_group_start);
+    ABI_FIELD(cuabi_api, nccl_group_end);
+    ABI_FIELD(cuabi_api, nccl_all_reduce);
+    ABI_FIELD(cuabi_api, nccl_broadcast);
+    ABI_FIELD(cuabi_api, nccl_reduce);
+    ABI_FIELD(cuabi_api, nccl_all_gather);
+    ABI_FIELD(cuabi_api, nccl_reduce_scatter);
+    ABI_FIELD(cuabi_api, nccl_send);
+    ABI_FIELD(cuabi_api, nccl_recv);
+    ABI_FIELD(cuabi_api, nccl_all_reduce_view);
+    ABI_FIELD(cuabi_api, nccl_broadcast_view);
+    ABI_FIELD(cuabi_api, nccl_reduce_view);
+    ABI_FIELD(cuabi_api, nccl_all_gather_view);
+    ABI_FIELD(cuabi_api, nccl_reduce_scatter_view);
+    ABI_FIELD(cuabi_api, nccl_send_view);
+    ABI_FIELD(cuabi_api, nccl_recv_view);
+    ABI_FIELD(cuabi_api, nccl_register);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -3925,6 +4333,8 @@ static void print_constants(void)
     ABI_ENUM(CUABI_ERROR_GRAPH_UPDATE);
     ABI_ENUM(CUABI_ERROR_PEER_ACCESS);
     ABI_ENUM(CUABI_ERROR_IPC);
+    ABI_ENUM(CUABI_ERROR_NCCL);
+    ABI_ENUM(CUABI_ERROR_TIMEOUT);
     ABI_ENUM(CUABI_ERROR_STREAM_CAPTURE);
     ABI_ENUM(CUABI_STATUS_FORCE32);
     ABI_ENUM_TYPE(cuabi_code_type);
@@ -4269,6 +4679,27 @@ static void print_constants(void)
     ABI_ENUM(CUABI_STREAM_BARRIER_SYSTEM);
     ABI_ENUM(CUABI_STREAM_BARRIER_GPU);
     ABI_ENUM(CUABI_STREAM_BARRIER_SCOPE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nccl_datatype);
+    ABI_ENUM(CUABI_NCCL_INT8);
+    ABI_ENUM(CUABI_NCCL_UINT8);
+    ABI_ENUM(CUABI_NCCL_INT32);
+    ABI_ENUM(CUABI_NCCL_UINT32);
+    ABI_ENUM(CUABI_NCCL_INT64);
+    ABI_ENUM(CUABI_NCCL_UINT64);
+    ABI_ENUM(CUABI_NCCL_FLOAT16);
+    ABI_ENUM(CUABI_NCCL_FLOAT32);
+    ABI_ENUM(CUABI_NCCL_FLOAT64);
+    ABI_ENUM(CUABI_NCCL_BFLOAT16);
+    ABI_ENUM(CUABI_NCCL_FLOAT8_E4M3);
+    ABI_ENUM(CUABI_NCCL_FLOAT8_E5M2);
+    ABI_ENUM(CUABI_NCCL_DATATYPE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nccl_op);
+    ABI_ENUM(CUABI_NCCL_SUM);
+    ABI_ENUM(CUABI_NCCL_PROD);
+    ABI_ENUM(CUABI_NCCL_MAX);
+    ABI_ENUM(CUABI_NCCL_MIN);
+    ABI_ENUM(CUABI_NCCL_AVG);
+    ABI_ENUM(CUABI_NCCL_OP_FORCE32);
     ABI_CONST(CUABI_VIEW_MAX_NDIM);
     ABI_CONST(CUABI_LAUNCH_UNSET);
     ABI_CONST(CUABI_TENSORMAP_MAX_RANK);
@@ -4277,6 +4708,9 @@ static void print_constants(void)
     ABI_CONST(CUABI_IPC_DESCRIPTOR_SIZE);
     ABI_CONST(CUABI_ARRAY_MAX_LEVELS);
     ABI_CONST(CUABI_STREAM_MEM_OP_MAX_BATCH);
+    ABI_CONST(CUABI_NCCL_UNIQUE_ID_BYTES);
+    ABI_CONST(CUABI_NCCL_SPLIT_NOCOLOR);
+    ABI_CONST(CUABI_NCCL_DEFAULT_TIMEOUT_MS);
     ABI_CONST(CUABI_ERROR_INFO_VERSION);
     ABI_CONST(CUABI_RUNTIME_INFO_VERSION);
     ABI_CONST(CUABI_DEVICE_PROPERTIES_VERSION);
@@ -4315,6 +4749,7 @@ static void print_constants(void)
     ABI_CONST(CUABI_TEXTURE_DESC_VERSION);
     ABI_CONST(CUABI_TEXTURE_INFO_VERSION);
     ABI_CONST(CUABI_STREAM_MEM_OP_VERSION);
+    ABI_CONST(CUABI_NCCL_COMM_OPTIONS_VERSION);
     ABI_CONST(CUABI_API_TABLE_VERSION);
     ABI_CONST(CUABI_ABI_VERSION);
     ABI_CONST(DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -4816,6 +5251,19 @@ static void print_defaults(void)
             printf("cuabi_stream_mem_op_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_stream_mem_op(&x, v);
+        }
+    }
+    {
+        static const cuabi_nccl_comm_options init = CUABI_NCCL_COMM_OPTIONS_INIT;
+        printf("CUABI_NCCL_COMM_OPTIONS_INIT\n");
+        print_cuabi_nccl_comm_options(&init, CUABI_NCCL_COMM_OPTIONS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NCCL_COMM_OPTIONS_VERSION + 1; v++) {
+            cuabi_nccl_comm_options x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nccl_comm_options_init(&x, v);
+            printf("cuabi_nccl_comm_options_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nccl_comm_options(&x, v);
         }
     }
 }
@@ -5338,6 +5786,62 @@ int main(void)
          "size_t, uint64_t, unsigned int)");
     puts("  cuabi_status cuabi_stream_batch_mem_op(cuabi_stream *, "
          "const cuabi_stream_mem_op *, size_t)");
+    puts("  cuabi_status cuabi_nccl_comm_retain(cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_release(cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_registration_destroy(cuabi_nccl_registration *)");
+    puts("  cuabi_status cuabi_nccl_comm_options_init(cuabi_nccl_comm_options *, "
+         "unsigned int)");
+    puts("  cuabi_status cuabi_nccl_version(int *)");
+    puts("  cuabi_status cuabi_nccl_get_unique_id(cuabi_nccl_unique_id *)");
+    puts("  cuabi_status cuabi_nccl_comm_init_rank(cuabi_nccl_comm **, cuabi_device *, "
+         "int, const cuabi_nccl_unique_id *, int, const cuabi_nccl_comm_options *)");
+    puts("  cuabi_status cuabi_nccl_comm_init_all(cuabi_nccl_comm **, cuabi_device **, "
+         "int, const cuabi_nccl_comm_options *)");
+    puts("  cuabi_status cuabi_nccl_comm_split(cuabi_nccl_comm **, cuabi_nccl_comm *, "
+         "int, int, const cuabi_nccl_comm_options *)");
+    puts("  cuabi_status cuabi_nccl_comm_finalize(cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_abort(cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_rank(int *, cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_size(int *, cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_device(cuabi_device **, cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_get_async_error(int *, cuabi_nccl_comm *)");
+    puts("  cuabi_status cuabi_nccl_comm_synchronize(cuabi_nccl_comm *, cuabi_stream *, "
+         "int64_t)");
+    puts("  cuabi_status cuabi_nccl_group_start(void)");
+    puts("  cuabi_status cuabi_nccl_group_end(void)");
+    puts("  cuabi_status cuabi_nccl_all_reduce(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "cuabi_buffer *, size_t, size_t, cuabi_nccl_datatype, cuabi_nccl_op, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_broadcast(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "cuabi_buffer *, size_t, size_t, cuabi_nccl_datatype, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_reduce(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "cuabi_buffer *, size_t, size_t, cuabi_nccl_datatype, cuabi_nccl_op, int, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_all_gather(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "cuabi_buffer *, size_t, size_t, cuabi_nccl_datatype, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_reduce_scatter(cuabi_nccl_comm *, cuabi_buffer *, "
+         "size_t, cuabi_buffer *, size_t, size_t, cuabi_nccl_datatype, cuabi_nccl_op, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_send(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "size_t, cuabi_nccl_datatype, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_recv(cuabi_nccl_comm *, cuabi_buffer *, size_t, "
+         "size_t, cuabi_nccl_datatype, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_all_reduce_view(cuabi_nccl_comm *, cuabi_view *, "
+         "cuabi_view *, cuabi_nccl_op, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_broadcast_view(cuabi_nccl_comm *, cuabi_view *, "
+         "cuabi_view *, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_reduce_view(cuabi_nccl_comm *, cuabi_view *, "
+         "cuabi_view *, cuabi_nccl_op, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_all_gather_view(cuabi_nccl_comm *, cuabi_view *, "
+         "cuabi_view *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_reduce_scatter_view(cuabi_nccl_comm *, cuabi_view *, "
+         "cuabi_view *, cuabi_nccl_op, cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_send_view(cuabi_nccl_comm *, cuabi_view *, int, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_recv_view(cuabi_nccl_comm *, cuabi_view *, int, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_nccl_register(cuabi_nccl_registration **, "
+         "cuabi_nccl_comm *, cuabi_buffer *)");
     printf("callbacks\n");
     puts("  int (*cuabi_memory_allocate_fn)(uintptr_t *, size_t, size_t, uintptr_t, "
          "void *)");

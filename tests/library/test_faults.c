@@ -31,6 +31,9 @@
 #include "runtime/ipc.h"
 #include "compile/objcode.h"
 #include "util/file.h"
+#include "platform/nccl_lib.h"
+
+#include <dlfcn.h>
 
 /* ------------------------------------------------------------ scenarios */
 
@@ -678,6 +681,81 @@ static cuabi_status sc_graph(void)
     return st;
 }
 
+/* Collectives (issue 23) against the fake NCCL: a unique id, a communicator
+ * by rank (nonblocking setup, then the blocking child), collectives over a
+ * buffer and a view, a group, a registration, synchronize, a split and
+ * finalize. Afterwards no NCCL communicator or registration is left, under
+ * every fault (an injected NCCL failure returns ncclInternalError). */
+static int (*nccl_live_comms)(void), (*nccl_live_regs)(void);
+
+static void nccl_fake_load(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/.libs/fake_nccl.so",
+             getenv("CUABI_TEST_BUILDDIR") ? getenv("CUABI_TEST_BUILDDIR") : ".");
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(dl != NULL, "%s: %s", path, dlerror());
+    *(void **)&nccl_live_comms = dlsym(dl, "fake_nccl_live_comms");
+    *(void **)&nccl_live_regs = dlsym(dl, "fake_nccl_live_registrations");
+    setenv("CUABI_NCCL_PATH", path, 1);
+    cuabi__nccl_install_fake(NULL);
+}
+
+static void nccl_release_fn(uintptr_t p, size_t n, void *payload)
+{
+    (void)n; (void)payload;
+    free((void *)p);
+}
+
+static cuabi_status sc_nccl(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_buffer *b = NULL;
+    cuabi_view *v = NULL;
+    cuabi_nccl_comm *c = NULL, *k = NULL;
+    cuabi_nccl_registration *g = NULL;
+    cuabi_nccl_unique_id id;
+    cuabi_nccl_comm_options o = CUABI_NCCL_COMM_OPTIONS_INIT;
+    o.timeout_ms = 5000;
+    o.comm_name = "faults";
+    int64_t shape[1] = { 8 };
+    void *mem = calloc(1, 64);
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_buffer_wrap(&b, d, CUABI_MEMORY_DEVICE, (uintptr_t)mem, 64, nccl_release_fn, NULL));
+    if (!b)
+        free(mem);
+    STEP(cuabi_view_create(&v, b, 0, CUABI_DTYPE_FLOAT, 32, 1, shape, NULL, 0));
+    STEP(cuabi_nccl_get_unique_id(&id));
+    STEP(cuabi_nccl_comm_init_rank(&c, d, 1, &id, 0, &o));
+    STEP(cuabi_nccl_all_reduce(c, NULL, 0, b, 0, 16, CUABI_NCCL_FLOAT32, CUABI_NCCL_SUM, s));
+    STEP(cuabi_nccl_all_reduce_view(c, NULL, v, CUABI_NCCL_MAX, s));
+    STEP(cuabi_nccl_group_start());
+    if (st == CUABI_SUCCESS) {
+        cuabi_status inner = cuabi_nccl_broadcast(c, NULL, 0, b, 0, 4, CUABI_NCCL_INT32, 0, s);
+        cuabi_status end = cuabi_nccl_group_end();
+        st = inner != CUABI_SUCCESS ? inner : end;
+    }
+    STEP(cuabi_nccl_register(&g, c, b));
+    STEP(cuabi_nccl_comm_synchronize(c, s, 0));
+    STEP(cuabi_nccl_comm_split(&k, c, 0, 0, NULL));
+    STEP(cuabi_nccl_all_gather_view(k, v, v, s));
+    STEP(cuabi_nccl_comm_finalize(c));
+    if (g) cuabi_nccl_registration_destroy(g);
+    if (k) cuabi_nccl_comm_release(k);
+    if (c) cuabi_nccl_comm_release(c);
+    if (v) cuabi_view_release(v);
+    if (b) cuabi_buffer_destroy(b);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    ck_assert_msg(nccl_live_comms() == 0 && nccl_live_regs() == 0,
+                  "nccl: %d NCCL communicators and %d registrations left (%s)",
+                  nccl_live_comms(), nccl_live_regs(), cuabi_status_name(st));
+    return st;
+}
+
 typedef struct scenario {
     const char *name;
     scenario_fn fn;
@@ -956,7 +1034,7 @@ static const scenario scenarios[] = {
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
     { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },
-    { "texture", sc_texture }, { "memop", sc_memop },
+    { "texture", sc_texture }, { "memop", sc_memop }, { "nccl", sc_nccl },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -1008,6 +1086,7 @@ static void setup(void)
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     fault_wrap_install_nvfatbin();
+    nccl_fake_load();
     strcpy(tmpdir, "/tmp/cuabi-test-faults-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     setenv("CUABI_CACHE_DIR", tmpdir, 1);

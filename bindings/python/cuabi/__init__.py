@@ -36,6 +36,8 @@ for _names, _module, _needs in (
         (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode"), "_graph",
          "cuabi_graph_create"),
         (("View", "from_dlpack"), "_view", "cuabi_view_create"),
+        (("Communicator", "get_unique_id", "nccl_version", "nccl_group", "TCPStore",
+          "FileStore"), "_nccl", "cuabi_nccl_comm_init_rank"),
         (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
           "TensorMapInterleave", "TensorMapSwizzle", "TensorMapL2Promotion",
           "TensorMapOOBFill"), "_tensormap", "cuabi_tensormap_encode_tiled"),

@@ -82,6 +82,8 @@ CUABI_ERROR_TENSOR_MAP = 36
 CUABI_ERROR_GRAPH_UPDATE = 32
 CUABI_ERROR_PEER_ACCESS = 37
 CUABI_ERROR_IPC = 38
+CUABI_ERROR_NCCL = 40
+CUABI_ERROR_TIMEOUT = 41
 CUABI_ERROR_STREAM_CAPTURE = 33
 CUABI_CODE_NONE = 0
 CUABI_CODE_CUDA_CXX = 1
@@ -141,8 +143,12 @@ class cuabi_runtime_info(C.Structure):
         ('nvfatbin_version', C.c_int),
         ('nvfatbin_path', C.c_char_p),
         ('nvfatbin_error', C.c_char_p),
+        ('nccl_status', C.c_int),
+        ('nccl_version', C.c_int),
+        ('nccl_path', C.c_char_p),
+        ('nccl_error', C.c_char_p),
     ]
-    _cuabi_version_ = 2
+    _cuabi_version_ = 3
 
 
 # ---- device
@@ -1099,6 +1105,54 @@ class cuabi_stream_mem_op(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- nccl
+
+CUABI_NCCL_UNIQUE_ID_BYTES = 128
+CUABI_NCCL_SPLIT_NOCOLOR = '(-1)'  # C expression
+CUABI_NCCL_DEFAULT_TIMEOUT_MS = 600000
+CUABI_NCCL_INT8 = 0
+CUABI_NCCL_UINT8 = 1
+CUABI_NCCL_INT32 = 2
+CUABI_NCCL_UINT32 = 3
+CUABI_NCCL_INT64 = 4
+CUABI_NCCL_UINT64 = 5
+CUABI_NCCL_FLOAT16 = 6
+CUABI_NCCL_FLOAT32 = 7
+CUABI_NCCL_FLOAT64 = 8
+CUABI_NCCL_BFLOAT16 = 9
+CUABI_NCCL_FLOAT8_E4M3 = 10
+CUABI_NCCL_FLOAT8_E5M2 = 11
+CUABI_NCCL_SUM = 0
+CUABI_NCCL_PROD = 1
+CUABI_NCCL_MAX = 2
+CUABI_NCCL_MIN = 3
+CUABI_NCCL_AVG = 4
+
+
+class cuabi_nccl_unique_id(C.Structure):
+    """An NCCL unique id: made once by one rank (cuabi_nccl_get_unique_id), sent to every other rank by any means (bytes: a file, a socket, MPI, a TCP store), and given to each rank's cuabi_nccl_comm_init_rank. Plain bytes: copy it freely."""
+    _fields_ = [
+        ('internal', (C.c_uint8 * 128)),
+    ]
+    _cuabi_version_ = None
+
+
+class cuabi_nccl_comm_options(C.Structure):
+    """How a communicator is made (NCCL's ncclConfig_t, and cuabi's timeout). The strings are copied."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('timeout_ms', C.c_int64),
+        ('nonblocking', C.c_int),
+        ('cga_cluster_size', C.c_int),
+        ('min_ctas', C.c_int),
+        ('max_ctas', C.c_int),
+        ('split_share', C.c_int),
+        ('net_name', C.c_char_p),
+        ('comm_name', C.c_char_p),
+    ]
+    _cuabi_version_ = 1
+
+
 # ---- tables
 
 STRUCTS = {
@@ -1140,10 +1194,12 @@ STRUCTS = {
     'cuabi_texture_desc': cuabi_texture_desc,
     'cuabi_texture_info': cuabi_texture_info,
     'cuabi_stream_mem_op': cuabi_stream_mem_op,
+    'cuabi_nccl_unique_id': cuabi_nccl_unique_id,
+    'cuabi_nccl_comm_options': cuabi_nccl_comm_options,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
-    'cuabi_runtime_info': 2,
+    'cuabi_runtime_info': 3,
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
@@ -1180,6 +1236,7 @@ VERSIONED = {
     'cuabi_texture_desc': 1,
     'cuabi_texture_info': 1,
     'cuabi_stream_mem_op': 1,
+    'cuabi_nccl_comm_options': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -1202,6 +1259,8 @@ HANDLES = {
     'cuabi_mipmapped_array': 'shared',
     'cuabi_texture': 'shared',
     'cuabi_surface': 'shared',
+    'cuabi_nccl_comm': 'shared',
+    'cuabi_nccl_registration': 'unique',
 }
 ENUMS = {
     'cuabi_status': {
@@ -1237,6 +1296,8 @@ ENUMS = {
         'CUABI_ERROR_GRAPH_UPDATE': 32,
         'CUABI_ERROR_PEER_ACCESS': 37,
         'CUABI_ERROR_IPC': 38,
+        'CUABI_ERROR_NCCL': 40,
+        'CUABI_ERROR_TIMEOUT': 41,
         'CUABI_ERROR_STREAM_CAPTURE': 33,
     },
     'cuabi_code_type': {
@@ -1581,6 +1642,27 @@ ENUMS = {
         'CUABI_STREAM_BARRIER_SYSTEM': 0,
         'CUABI_STREAM_BARRIER_GPU': 1,
     },
+    'cuabi_nccl_datatype': {
+        'CUABI_NCCL_INT8': 0,
+        'CUABI_NCCL_UINT8': 1,
+        'CUABI_NCCL_INT32': 2,
+        'CUABI_NCCL_UINT32': 3,
+        'CUABI_NCCL_INT64': 4,
+        'CUABI_NCCL_UINT64': 5,
+        'CUABI_NCCL_FLOAT16': 6,
+        'CUABI_NCCL_FLOAT32': 7,
+        'CUABI_NCCL_FLOAT64': 8,
+        'CUABI_NCCL_BFLOAT16': 9,
+        'CUABI_NCCL_FLOAT8_E4M3': 10,
+        'CUABI_NCCL_FLOAT8_E5M2': 11,
+    },
+    'cuabi_nccl_op': {
+        'CUABI_NCCL_SUM': 0,
+        'CUABI_NCCL_PROD': 1,
+        'CUABI_NCCL_MAX': 2,
+        'CUABI_NCCL_MIN': 3,
+        'CUABI_NCCL_AVG': 4,
+    },
 }
 STATUS_NAMES = {
     0: 'CUABI_SUCCESS',
@@ -1615,6 +1697,8 @@ STATUS_NAMES = {
     32: 'CUABI_ERROR_GRAPH_UPDATE',
     37: 'CUABI_ERROR_PEER_ACCESS',
     38: 'CUABI_ERROR_IPC',
+    40: 'CUABI_ERROR_NCCL',
+    41: 'CUABI_ERROR_TIMEOUT',
     33: 'CUABI_ERROR_STREAM_CAPTURE',
 }
 
@@ -1974,6 +2058,39 @@ FUNCTIONS = {
     'cuabi_stream_write_value32': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint32, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint32_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_write_value64': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_batch_mem_op': (C.c_int, (C.c_void_p, C.POINTER(cuabi_stream_mem_op), C.c_size_t, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('ops', 'const cuabi_stream_mem_op *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_registration_destroy': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_nccl_registration *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_options_init': (C.c_int, (C.POINTER(cuabi_nccl_comm_options), C.c_uint, ), (('opts', 'cuabi_nccl_comm_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_version': (C.c_int, (C.POINTER(C.c_int), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_get_unique_id': (C.c_int, (C.POINTER(cuabi_nccl_unique_id), ), (('out', 'cuabi_nccl_unique_id *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_init_rank': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, C.POINTER(cuabi_nccl_unique_id), C.c_int, C.POINTER(cuabi_nccl_comm_options), ), (('out', 'cuabi_nccl_comm **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('nranks', 'int', 'in', 'host', False, 'borrow', None), ('id', 'const cuabi_nccl_unique_id *', 'in', 'host', False, 'borrow', None), ('rank', 'int', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_nccl_comm_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_comm_init_all': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_int, C.POINTER(cuabi_nccl_comm_options), ), (('out', 'cuabi_nccl_comm **', 'out', 'host', False, 'transfer', 'ndev'), ('devices', 'cuabi_device **', 'in', 'host', False, 'borrow', 'ndev'), ('ndev', 'int', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_nccl_comm_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_comm_split': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, C.c_int, C.POINTER(cuabi_nccl_comm_options), ), (('out', 'cuabi_nccl_comm **', 'out', 'host', True, 'transfer', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('color', 'int', 'in', 'host', False, 'borrow', None), ('key', 'int', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_nccl_comm_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_comm_finalize': (C.c_int, (C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_abort': (C.c_int, (C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_rank': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_size': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'transfer', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_get_async_error': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_comm_synchronize': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int64, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('timeout_ms', 'int64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nccl_group_start': (C.c_int, (), ()),
+    'cuabi_nccl_group_end': (C.c_int, (), ()),
+    'cuabi_nccl_all_reduce': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_buffer *', 'in', 'host', True, 'borrow', None), ('send_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('recv_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_broadcast': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_buffer *', 'in', 'host', True, 'borrow', None), ('send_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('recv_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('root', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_reduce': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_buffer *', 'in', 'host', True, 'borrow', None), ('send_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_buffer *', 'in', 'host', True, 'borrow', None), ('recv_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('root', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_all_gather': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_buffer *', 'in', 'host', True, 'borrow', None), ('send_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('recv_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('send_count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_reduce_scatter': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('send_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('recv_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('recv_count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_send': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_recv': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('datatype', 'cuabi_nccl_datatype', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_all_reduce_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_view *', 'in', 'host', True, 'borrow', None), ('recv', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_broadcast_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_view *', 'in', 'host', True, 'borrow', None), ('recv', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('root', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_reduce_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_view *', 'in', 'host', True, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('root', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_all_gather_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_reduce_scatter_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('send', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('recv', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('op', 'cuabi_nccl_op', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_send_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_recv_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_nccl_register': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_nccl_registration **', 'out', 'host', False, 'transfer', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -2095,6 +2212,27 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_stream_write_value32',
     'cuabi_stream_write_value64',
     'cuabi_stream_batch_mem_op',
+    'cuabi_nccl_comm_init_rank',
+    'cuabi_nccl_comm_init_all',
+    'cuabi_nccl_comm_split',
+    'cuabi_nccl_comm_finalize',
+    'cuabi_nccl_comm_abort',
+    'cuabi_nccl_comm_synchronize',
+    'cuabi_nccl_all_reduce',
+    'cuabi_nccl_broadcast',
+    'cuabi_nccl_reduce',
+    'cuabi_nccl_all_gather',
+    'cuabi_nccl_reduce_scatter',
+    'cuabi_nccl_send',
+    'cuabi_nccl_recv',
+    'cuabi_nccl_all_reduce_view',
+    'cuabi_nccl_broadcast_view',
+    'cuabi_nccl_reduce_view',
+    'cuabi_nccl_all_gather_view',
+    'cuabi_nccl_reduce_scatter_view',
+    'cuabi_nccl_send_view',
+    'cuabi_nccl_recv_view',
+    'cuabi_nccl_register',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -2454,4 +2592,37 @@ TABLE_FUNCTIONS = (
     'cuabi_stream_write_value32',
     'cuabi_stream_write_value64',
     'cuabi_stream_batch_mem_op',
+    'cuabi_nccl_comm_retain',
+    'cuabi_nccl_comm_release',
+    'cuabi_nccl_registration_destroy',
+    'cuabi_nccl_comm_options_init',
+    'cuabi_nccl_version',
+    'cuabi_nccl_get_unique_id',
+    'cuabi_nccl_comm_init_rank',
+    'cuabi_nccl_comm_init_all',
+    'cuabi_nccl_comm_split',
+    'cuabi_nccl_comm_finalize',
+    'cuabi_nccl_comm_abort',
+    'cuabi_nccl_comm_rank',
+    'cuabi_nccl_comm_size',
+    'cuabi_nccl_comm_device',
+    'cuabi_nccl_comm_get_async_error',
+    'cuabi_nccl_comm_synchronize',
+    'cuabi_nccl_group_start',
+    'cuabi_nccl_group_end',
+    'cuabi_nccl_all_reduce',
+    'cuabi_nccl_broadcast',
+    'cuabi_nccl_reduce',
+    'cuabi_nccl_all_gather',
+    'cuabi_nccl_reduce_scatter',
+    'cuabi_nccl_send',
+    'cuabi_nccl_recv',
+    'cuabi_nccl_all_reduce_view',
+    'cuabi_nccl_broadcast_view',
+    'cuabi_nccl_reduce_view',
+    'cuabi_nccl_all_gather_view',
+    'cuabi_nccl_reduce_scatter_view',
+    'cuabi_nccl_send_view',
+    'cuabi_nccl_recv_view',
+    'cuabi_nccl_register',
 )

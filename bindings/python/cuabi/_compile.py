@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ctypes as C
 import dataclasses
+import hashlib
 import os
+import threading
+import weakref
 from collections import namedtuple
 from types import SimpleNamespace
 
@@ -267,6 +270,26 @@ class ObjectCode(Handle):
         lib.cuabi_objcode_load(self)
         return self
 
+    # ---- pickling (issue 23): compiled code travels to Dask and Ray workers
+    @property
+    def cache_key(self) -> str:
+        """The key an ObjectCode travels under: a SHA-256 of its code type
+        and bytes. A worker that unpickles the same key again gets the
+        ObjectCode it already has (loaded once per process)."""
+        key = getattr(self, "_key", None)
+        if key is None:
+            h = hashlib.sha256()
+            h.update(self.code_type.encode() + b"\0")
+            h.update(bytes(self))
+            key = self._key = h.hexdigest()
+        return key
+
+    def __reduce__(self):
+        """Pickles as its bytes, code type, kernel name mapping and cache
+        key: never as source; nothing compiles on the receiving side."""
+        return (_objcode_from_pickle, (bytes(self), self.code_type,
+                                       dict(getattr(self, "_symbols", {})), self.cache_key))
+
     def get_kernel(self, name: str) -> "Kernel":
         """A kernel by entry name or registered name expression (spaces
         inside template arguments do not matter: "t<float,4>" finds
@@ -379,6 +402,11 @@ class Kernel(Handle):
     """One kernel of an ObjectCode (which it keeps alive)."""
 
     _ctype = "cuabi_kernel"
+
+    def __reduce__(self):
+        """Pickles as its ObjectCode and its name: the receiving process
+        finds the kernel again in its own context (its device, its load)."""
+        return (_kernel_from_pickle, (self.objcode, self.name))
 
     @classmethod
     def _wrap(cls, value):
@@ -509,6 +537,8 @@ class Program(Handle):
         Handle.__init__(self, call("cuabi_program_create", kind, src, len(src), _s(name)))
         self._options = options
         self._kind = kind
+        self._source = src
+        self._name = name
 
     def compile(self, target_type=None, name_expressions=None, logs=None, *,
                 options: ProgramOptions | None = None, **kw) -> ObjectCode:
@@ -543,6 +573,10 @@ class Program(Handle):
                 base is None or base.output == "cubin"):
             kw["output"] = "ptx"  # libNVVM makes PTX or LTO-IR, never a CUBIN
         options = ProgramOptions(**kw) if base is None else dataclasses.replace(base, **kw)
+        done = getattr(self, "_compiled", None)
+        key = repr(options)
+        if done is not None and key in done:      # compiled where it was pickled
+            return done[key]
         opts, keep = options._to_c(self._kind)
         try:
             out = call("cuabi_program_compile", self, C.byref(opts))
@@ -550,7 +584,22 @@ class Program(Handle):
             del keep
             if logs is not None:
                 logs.write(self.log)
-        return ObjectCode._wrap(out)
+        code = ObjectCode._wrap(out)
+        if done is None:
+            done = self._compiled = {}
+        done[key] = code
+        return code
+
+    def __reduce__(self):
+        """Pickles as its source, code type, name and options, with every
+        ObjectCode compiled from it so far (by the options that made it):
+        compile() on the receiving side with those options returns the
+        compiled code, never compiling the source again."""
+        src = getattr(self, "_source", None)
+        if src is None:
+            raise TypeError("this Program was made before pickling was possible")
+        return (_program_from_pickle, (src, self._kind, self._name, self._options,
+                                       dict(getattr(self, "_compiled", None) or {})))
 
     @property
     def log(self) -> str:
@@ -563,6 +612,37 @@ class Program(Handle):
     def cache_hit(self) -> int:
         """0 compiled, 1 in-memory cache, 2 on-disk cache (last compile)."""
         return call("cuabi_program_cache_hit", self)
+
+
+# ---- unpickling (issue 23)
+
+# cache key -> ObjectCode of this process: the same code unpickled again
+# (every task of a Dask graph, every Ray call) is loaded once.
+_UNPICKLED: "weakref.WeakValueDictionary[str, ObjectCode]" = weakref.WeakValueDictionary()
+_UNPICKLED_LOCK = threading.Lock()
+
+
+def _objcode_from_pickle(data, kind, symbols, key):
+    with _UNPICKLED_LOCK:
+        obj = _UNPICKLED.get(key)
+        if obj is not None and not obj.closed:
+            return obj
+        obj = ObjectCode.from_bytes(data, kind, name=f"<pickled {kind}>")
+        if symbols:
+            obj._symbols = dict(symbols)
+        obj._key = key
+        _UNPICKLED[key] = obj
+        return obj
+
+
+def _kernel_from_pickle(objcode, name):
+    return objcode.get_kernel(name)
+
+
+def _program_from_pickle(source, kind, name, options, compiled):
+    prog = Program(source, kind, name=name, options=options)
+    prog._compiled = dict(compiled)
+    return prog
 
 
 def supported_archs() -> list[int]:

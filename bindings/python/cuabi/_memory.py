@@ -304,14 +304,16 @@ class Buffer(Handle):
         res = resource if resource is not None else default_resource()
         size = index_arg(size, "Buffer: size")
         alignment = index_arg(alignment, "Buffer: alignment")
-        Handle.__init__(self, call("cuabi_buffer_allocate", res, size, alignment,
-                                   _stream_arg(stream)))
+        s = _stream_arg(stream)
+        Handle.__init__(self, call("cuabi_buffer_allocate", res, size, alignment, s))
         self._ptr = None
+        self._stream = s        # where it was allocated: __cuda_array_interface__'s stream
 
     @classmethod
     def _wrap(cls, value):
         obj = super()._wrap(value)
         obj._ptr = None
+        obj._stream = False     # no stream known
         return obj
 
     @classmethod
@@ -493,7 +495,13 @@ class Buffer(Handle):
 
     @property
     def __cuda_array_interface__(self):
+        """Version 3, bytes (typestr |u1), with the stream the buffer was
+        allocated on (consumers such as mpi4py, Numba and nccl4py order
+        their use after it): 1 for the legacy default stream, None for
+        wrapped or imported memory (no stream known)."""
         if self.kind == "host":
             raise AttributeError("host buffers have no __cuda_array_interface__")
+        s = getattr(self, "_stream", False)
+        stream = None if s is False else 1 if s is None else (s.raw or 1)
         return {"shape": (self.size,), "typestr": "|u1", "data": (self.ptr, False),
-                "strides": None, "version": 3}
+                "strides": None, "version": 3, "stream": stream}

@@ -54,13 +54,14 @@ _MIXINS = {
     "CUABI_ERROR_ARGUMENT_MISMATCH": (TypeError,),
     "CUABI_ERROR_DLPACK": (BufferError,),
     "CUABI_ERROR_TENSOR_MAP": (ValueError,),
+    "CUABI_ERROR_TIMEOUT": (TimeoutError,),     # cuabi.TimeoutError is a builtins.TimeoutError
 }
 
 
 def _class_name(status_name: str) -> str:
     words = status_name.removeprefix("CUABI_ERROR_").split("_")
     special = {"NVRTC": "Nvrtc", "NVJITLINK": "NvJitLink", "IO": "IO", "DLPACK": "DLPack",
-               "CUDA": "Cuda", "IPC": "IPC"}
+               "CUDA": "Cuda", "IPC": "IPC", "NCCL": "NCCL"}
     name = "".join(special.get(w, w.capitalize()) for w in words)
     return name if name.endswith("Error") else name + "Error"
 

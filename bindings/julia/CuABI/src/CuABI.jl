@@ -585,5 +585,6 @@ include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
 include("texture.jl")
+include("nccl.jl")
 
 end # module CuABI

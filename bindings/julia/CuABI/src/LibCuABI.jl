@@ -132,6 +132,8 @@ const CUABI_ERROR_TENSOR_MAP = cuabi_status(36)
 const CUABI_ERROR_GRAPH_UPDATE = cuabi_status(32)
 const CUABI_ERROR_PEER_ACCESS = cuabi_status(37)
 const CUABI_ERROR_IPC = cuabi_status(38)
+const CUABI_ERROR_NCCL = cuabi_status(40)
+const CUABI_ERROR_TIMEOUT = cuabi_status(41)
 const CUABI_ERROR_STREAM_CAPTURE = cuabi_status(33)
 
 """
@@ -233,8 +235,9 @@ const CUABI_RELEASE_FAST = cuabi_release_mode(1)
 """
 What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
 to load each library (once per process). Strings are owned by the library and
-live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
-caller's shorter struct is filled with version 1's fields only.
+live until it is unloaded. Version 2 adds libNVVM and nvFatbin, version 3
+NCCL; a caller's shorter struct of an older version is filled with that
+version's fields only.
 """
 struct cuabi_runtime_info
     version::Cuint
@@ -260,8 +263,12 @@ struct cuabi_runtime_info
     nvfatbin_version::Cint
     nvfatbin_path::Ptr{Cchar}
     nvfatbin_error::Ptr{Cchar}
+    nccl_status::cuabi_status
+    nccl_version::Cint
+    nccl_path::Ptr{Cchar}
+    nccl_error::Ptr{Cchar}
 end
-const CUABI_RUNTIME_INFO_VERSION = Cuint(2)
+const CUABI_RUNTIME_INFO_VERSION = Cuint(3)
 
 """
 cuabi_runtime_info_init(opts, version)
@@ -304,7 +311,7 @@ end
 """
 cuabi_runtime_info_get(out)
 
-Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found. Missing libraries are reported in the struct, not as an error.
+Load (if not yet loaded) the driver, NVRTC and nvJitLink, for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and for a version-3 struct NCCL (loaded nowhere else until a collective needs it), and report what was found. Missing libraries are reported in the struct, not as an error.
 
 - `out` [inout] Its version field must be set (CUABI_RUNTIME_INFO_INIT).
 """
@@ -7362,11 +7369,828 @@ function cuabi_stream_batch_mem_op(stream, ops, count)
     end
 end
 
+
+# ---- module nccl (api/nccl.toml)
+
+"""
+Size of an NCCL unique id (ncclUniqueId).
+"""
+const CUABI_NCCL_UNIQUE_ID_BYTES = Cint(128)
+
+"""
+The color of a rank that takes no part in the communicators a split makes.
+"""
+const CUABI_NCCL_SPLIT_NOCOLOR = Cint((-1))
+
+"""
+The timeout of cuabi_nccl_comm_options.timeout_ms = 0 (ten minutes, as torch.distributed's NCCL default), unless CUABI_NCCL_TIMEOUT_MS says another.
+"""
+const CUABI_NCCL_DEFAULT_TIMEOUT_MS = Cint(600000)
+
+# One rank's communicator (an ncclComm_t) on one device.
+# Opaque handle: used as Ptr{cuabi_nccl_comm} == Ptr{Cvoid}.
+const cuabi_nccl_comm = Cvoid
+
+# A buffer registered with a communicator (ncclCommRegister); destroying it deregisters the buffer.
+# Opaque handle: used as Ptr{cuabi_nccl_registration} == Ptr{Cvoid}.
+const cuabi_nccl_registration = Cvoid
+
+"""
+Element types of collectives over buffers (the values of ncclDataType_t).
+"""
+const cuabi_nccl_datatype = Cint
+const CUABI_NCCL_INT8 = cuabi_nccl_datatype(0)
+const CUABI_NCCL_UINT8 = cuabi_nccl_datatype(1)
+const CUABI_NCCL_INT32 = cuabi_nccl_datatype(2)
+const CUABI_NCCL_UINT32 = cuabi_nccl_datatype(3)
+const CUABI_NCCL_INT64 = cuabi_nccl_datatype(4)
+const CUABI_NCCL_UINT64 = cuabi_nccl_datatype(5)
+const CUABI_NCCL_FLOAT16 = cuabi_nccl_datatype(6)
+const CUABI_NCCL_FLOAT32 = cuabi_nccl_datatype(7)
+const CUABI_NCCL_FLOAT64 = cuabi_nccl_datatype(8)
+const CUABI_NCCL_BFLOAT16 = cuabi_nccl_datatype(9)
+const CUABI_NCCL_FLOAT8_E4M3 = cuabi_nccl_datatype(10)
+const CUABI_NCCL_FLOAT8_E5M2 = cuabi_nccl_datatype(11)
+
+"""
+Reductions (the values of ncclRedOp_t).
+"""
+const cuabi_nccl_op = Cint
+const CUABI_NCCL_SUM = cuabi_nccl_op(0)
+const CUABI_NCCL_PROD = cuabi_nccl_op(1)
+const CUABI_NCCL_MAX = cuabi_nccl_op(2)
+const CUABI_NCCL_MIN = cuabi_nccl_op(3)
+const CUABI_NCCL_AVG = cuabi_nccl_op(4)
+
+"""
+An NCCL unique id: made once by one rank (cuabi_nccl_get_unique_id), sent to every other rank by any means (bytes: a file, a socket, MPI, a TCP store), and given to each rank's cuabi_nccl_comm_init_rank. Plain bytes: copy it freely.
+"""
+struct cuabi_nccl_unique_id
+    internal::NTuple{128, UInt8}
+end
+
+"""
+How a communicator is made (NCCL's ncclConfig_t, and cuabi's timeout). The strings are copied.
+"""
+struct cuabi_nccl_comm_options
+    version::Cuint
+    timeout_ms::Int64
+    nonblocking::Cint
+    cga_cluster_size::Cint
+    min_ctas::Cint
+    max_ctas::Cint
+    split_share::Cint
+    net_name::Ptr{Cchar}
+    comm_name::Ptr{Cchar}
+end
+const CUABI_NCCL_COMM_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_nccl_comm_retain(handle)
+
+Add a reference to a cuabi_nccl_comm.
+"""
+function cuabi_nccl_comm_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_nccl_comm_retain, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_release(handle)
+
+Drop a reference to a cuabi_nccl_comm; the last one frees it and invalidates the handle.
+"""
+function cuabi_nccl_comm_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_nccl_comm_release, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_nccl_registration_destroy(handle)
+
+Free a cuabi_nccl_registration and invalidate the handle.
+"""
+function cuabi_nccl_registration_destroy(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_nccl_registration_destroy, libcuabi), cuabi_status, (Ptr{cuabi_nccl_registration},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NCCL_COMM_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nccl_comm_options_init(opts, version)
+    ccall((:cuabi_nccl_comm_options_init, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_nccl_version(out)
+
+NCCL's version code (22809 = 2.28.9), loading NCCL if it is not yet loaded. CUABI_ERROR_NOT_SUPPORTED with every place looked when it cannot be loaded, or is older than 2.19.
+
+- `out` [out]
+"""
+function cuabi_nccl_version(out)
+    ccall((:cuabi_nccl_version, libcuabi), cuabi_status, (Ptr{Cint},), out)
+end
+
+"""
+cuabi_nccl_get_unique_id(out)
+
+A new unique id (ncclGetUniqueId): call it on one rank and send the bytes to the others. It names a socket of this host that NCCL's bootstrap listens on (NCCL_SOCKET_IFNAME and NCCL_COMM_ID choose it).
+
+- `out` [out]
+"""
+function cuabi_nccl_get_unique_id(out)
+    ccall((:cuabi_nccl_get_unique_id, libcuabi), cuabi_status, (Ptr{cuabi_nccl_unique_id},), out)
+end
+
+"""
+cuabi_nccl_comm_init_rank(out, device, nranks, id, rank, options)
+
+Make this process's rank `rank` of `nranks` named by `id`, on `device` (ncclCommInitRankConfig). Returns when every rank has joined, or CUABI_ERROR_TIMEOUT when the options' timeout passes first (the half-made communicator is aborted). Not inside a group: use cuabi_nccl_comm_init_all for several devices of one process.
+
+- `out` [out, ownership transferred]
+- `nranks` The number of ranks, at least 1.
+- `rank` 0 <= rank < nranks.
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_init_rank(out, device, nranks, id, rank, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_nccl_comm_init_rank, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_nccl_comm}}, Ptr{cuabi_device}, Cint, Ptr{cuabi_nccl_unique_id}, Cint, Ptr{cuabi_nccl_comm_options}), out, device, nranks, id, rank, options)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_init_all(out, devices, ndev, options)
+
+One communicator per device of `devices`, all in this process, rank i on devices[i] (ncclCommInitRankConfig in one group, as ncclCommInitAll does). On failure none is left.
+
+- `out` [out, ownership transferred] ndev handles.
+- `ndev` At least 1.
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_init_all(out, devices, ndev, options)
+    ccall((:cuabi_nccl_comm_init_all, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_nccl_comm}}, Ptr{Ptr{cuabi_device}}, Cint, Ptr{cuabi_nccl_comm_options}), out, devices, ndev, options)
+end
+
+"""
+cuabi_nccl_comm_split(out, comm, color, key, options)
+
+Split `comm` (ncclCommSplit, collective over its ranks): ranks giving the same `color` form a new communicator, ordered by `key` then by their rank in `comm`. A rank giving CUABI_NCCL_SPLIT_NOCOLOR gets NULL. Waits against the options' timeout (NULL options: `comm`'s).
+
+- `out` [out, may be C_NULL, ownership transferred]
+- `color` A non-negative color, or CUABI_NCCL_SPLIT_NOCOLOR.
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_split(out, comm, color, key, options)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_split, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_nccl_comm}}, Ptr{cuabi_nccl_comm}, Cint, Cint, Ptr{cuabi_nccl_comm_options}), out, comm, color, key, options)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_finalize(comm)
+
+Finish the communicator's outstanding work and release what it holds with its peers (ncclCommFinalize, collective), waiting against its timeout. Afterwards only the release of the handle may follow; collectives are refused.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_finalize(comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_finalize, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm},), comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_abort(comm)
+
+Abort the communicator at once (ncclCommAbort): work in flight is stopped and every later call on it is refused with CUABI_ERROR_NCCL. Any thread may call it at any time, to free a thread stuck on a dead peer. Aborting twice is no error.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_abort(comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_abort, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm},), comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_rank(out, comm)
+
+This communicator's rank.
+
+- `out` [out]
+"""
+function cuabi_nccl_comm_rank(out, comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_rank, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_nccl_comm}), out, comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_size(out, comm)
+
+The number of ranks of the communicator.
+
+- `out` [out]
+"""
+function cuabi_nccl_comm_size(out, comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_nccl_comm}), out, comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_device(out, comm)
+
+The device of the communicator (a new reference).
+
+- `out` [out, ownership transferred]
+"""
+function cuabi_nccl_comm_device(out, comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_nccl_comm}), out, comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_get_async_error(out, comm)
+
+NCCL's asynchronous error state of the communicator (ncclCommGetAsyncError): 0 (ncclSuccess), 7 (ncclInProgress) or an ncclResult_t error, such as 6 (ncclRemoteError) for a peer that failed. The call succeeds whatever the state; an aborted or finalized communicator is CUABI_ERROR_NCCL.
+
+- `out` [out]
+"""
+function cuabi_nccl_comm_get_async_error(out, comm)
+    t0 = _enter(comm)
+    try
+        ccall((:cuabi_nccl_comm_get_async_error, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_nccl_comm}), out, comm)
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_comm_synchronize(comm, stream, timeout_ms)
+
+Wait until the work queued on `stream` (NULL: the default stream) is done, watching the communicator: an asynchronous NCCL error aborts it and returns CUABI_ERROR_NCCL, and a wait past `timeout_ms` (0: the communicator's timeout; negative: none) aborts it and returns CUABI_ERROR_TIMEOUT. What a dead peer leaves behind (a collective that never ends) becomes an error here, never a hang.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_comm_synchronize(comm, stream, timeout_ms)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_nccl_comm_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_stream}, Int64), comm, stream, timeout_ms)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_group_start()
+
+Begin a group (ncclGroupStart): the collectives and sends and receives until cuabi_nccl_group_end() are queued together (several devices of one process, or matching sends and receives). Groups nest; they are per thread.
+"""
+function cuabi_nccl_group_start()
+    ccall((:cuabi_nccl_group_start, libcuabi), cuabi_status, ())
+end
+
+"""
+cuabi_nccl_group_end()
+
+End a group (ncclGroupEnd); the outermost end launches what the group queued, waiting for nonblocking communicators against their timeouts.
+"""
+function cuabi_nccl_group_end()
+    ccall((:cuabi_nccl_group_end, libcuabi), cuabi_status, ())
+end
+
+"""
+cuabi_nccl_all_reduce(comm, send, send_offset, recv, recv_offset, count, datatype, op, stream)
+
+All-reduce `count` elements of `datatype` from `send` (NULL: in place, from `recv`) into `recv` of every rank (ncclAllReduce) on `stream` (NULL: the default stream). Offsets are in bytes; both ranges must lie in their buffers, of device memory on the communicator's device.
+
+- `send` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_all_reduce(comm, send, send_offset, recv, recv_offset, count, datatype, op, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_all_reduce, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, cuabi_nccl_op, Ptr{cuabi_stream}), comm, send, send_offset, recv, recv_offset, count, datatype, op, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_broadcast(comm, send, send_offset, recv, recv_offset, count, datatype, root, stream)
+
+Broadcast `count` elements from `send` of rank `root` into `recv` of every rank (ncclBroadcast). `send` is read on the root only (NULL: in place, from `recv`).
+
+- `send` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_broadcast(comm, send, send_offset, recv, recv_offset, count, datatype, root, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_broadcast, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, Cint, Ptr{cuabi_stream}), comm, send, send_offset, recv, recv_offset, count, datatype, root, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_reduce(comm, send, send_offset, recv, recv_offset, count, datatype, op, root, stream)
+
+Reduce `count` elements of every rank's `send` into `recv` of rank `root` (ncclReduce). `recv` is written on the root only and may be NULL elsewhere; NULL `send`: in place, from `recv`.
+
+- `send` [may be C_NULL]
+- `recv` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_reduce(comm, send, send_offset, recv, recv_offset, count, datatype, op, root, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_reduce, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, cuabi_nccl_op, Cint, Ptr{cuabi_stream}), comm, send, send_offset, recv, recv_offset, count, datatype, op, root, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_all_gather(comm, send, send_offset, recv, recv_offset, send_count, datatype, stream)
+
+Gather `send_count` elements of every rank's `send` into `recv` of every rank, rank r's at element r * send_count (ncclAllGather): `recv` holds nranks * send_count elements. NULL `send`: in place, from rank r's part of `recv`.
+
+- `send` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_all_gather(comm, send, send_offset, recv, recv_offset, send_count, datatype, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_all_gather, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, Ptr{cuabi_stream}), comm, send, send_offset, recv, recv_offset, send_count, datatype, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_reduce_scatter(comm, send, send_offset, recv, recv_offset, recv_count, datatype, op, stream)
+
+Reduce every rank's `send` (nranks * recv_count elements) and scatter it: rank r receives block r, `recv_count` elements, in `recv` (ncclReduceScatter). In place: `recv` the same buffer as `send`, at send_offset + rank * recv_count elements.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_reduce_scatter(comm, send, send_offset, recv, recv_offset, recv_count, datatype, op, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_reduce_scatter, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, cuabi_nccl_op, Ptr{cuabi_stream}), comm, send, send_offset, recv, recv_offset, recv_count, datatype, op, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_send(comm, buffer, offset, count, datatype, peer, stream)
+
+Send `count` elements to rank `peer`, which must post a matching cuabi_nccl_recv (ncclSend). Exchanges between ranks that send and receive at once go in a group.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_send(comm, buffer, offset, count, datatype, peer, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(buffer)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_nccl_send, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, Cint, Ptr{cuabi_stream}), comm, buffer, offset, count, datatype, peer, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_recv(comm, buffer, offset, count, datatype, peer, stream)
+
+Receive `count` elements from rank `peer` (ncclRecv).
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_recv(comm, buffer, offset, count, datatype, peer, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(buffer)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_nccl_recv, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_nccl_datatype, Cint, Ptr{cuabi_stream}), comm, buffer, offset, count, datatype, peer, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_all_reduce_view(comm, send, recv, op, stream)
+
+cuabi_nccl_all_reduce over views: the element type and count come from `recv`; `send` (NULL or the same view: in place) must have the same dtype and size.
+
+- `send` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_all_reduce_view(comm, send, recv, op, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_all_reduce_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Ptr{cuabi_view}, cuabi_nccl_op, Ptr{cuabi_stream}), comm, send, recv, op, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_broadcast_view(comm, send, recv, root, stream)
+
+cuabi_nccl_broadcast over views (count and type from `recv`; `send` read on the root only, NULL: in place).
+
+- `send` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_broadcast_view(comm, send, recv, root, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_broadcast_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Ptr{cuabi_view}, Cint, Ptr{cuabi_stream}), comm, send, recv, root, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_reduce_view(comm, send, recv, op, root, stream)
+
+cuabi_nccl_reduce over views (count and type from `send`; `recv`, needed on the root only, of the same size).
+
+- `recv` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_reduce_view(comm, send, recv, op, root, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_reduce_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Ptr{cuabi_view}, cuabi_nccl_op, Cint, Ptr{cuabi_stream}), comm, send, recv, op, root, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_all_gather_view(comm, send, recv, stream)
+
+cuabi_nccl_all_gather over views: `recv` must hold nranks times the elements of `send`, of the same type.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_all_gather_view(comm, send, recv, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_all_gather_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Ptr{cuabi_view}, Ptr{cuabi_stream}), comm, send, recv, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_reduce_scatter_view(comm, send, recv, op, stream)
+
+cuabi_nccl_reduce_scatter over views: `send` must hold nranks times the elements of `recv`, of the same type.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_reduce_scatter_view(comm, send, recv, op, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(send)
+        try
+            t2 = _enter(recv)
+            try
+                t3 = _enter(stream)
+                try
+                    ccall((:cuabi_nccl_reduce_scatter_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Ptr{cuabi_view}, cuabi_nccl_op, Ptr{cuabi_stream}), comm, send, recv, op, stream)
+                finally
+                    _leave(stream, t3)
+                end
+            finally
+                _leave(recv, t2)
+            end
+        finally
+            _leave(send, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_send_view(comm, view, peer, stream)
+
+cuabi_nccl_send of a whole view.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_send_view(comm, view, peer, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(view)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_nccl_send_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Cint, Ptr{cuabi_stream}), comm, view, peer, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(view, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_recv_view(comm, view, peer, stream)
+
+cuabi_nccl_recv into a whole (writable) view.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_recv_view(comm, view, peer, stream)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(view)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_nccl_recv_view, libcuabi), cuabi_status, (Ptr{cuabi_nccl_comm}, Ptr{cuabi_view}, Cint, Ptr{cuabi_stream}), comm, view, peer, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(view, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
+"""
+cuabi_nccl_register(out, comm, buffer)
+
+Register `buffer`'s memory with the communicator (ncclCommRegister), which lets NCCL use it without staging copies on some transports. The registration keeps the communicator and the memory alive; destroying it deregisters. CUABI_ERROR_NOT_SUPPORTED when the loaded NCCL lacks registration.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nccl_register(out, comm, buffer)
+    t0 = _enter(comm)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_nccl_register, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_nccl_registration}}, Ptr{cuabi_nccl_comm}, Ptr{cuabi_buffer}), out, comm, buffer)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(comm, t0)
+    end
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
     ("cuabi_error_info", cuabi_error_info, ["version", "status", "message", "cu_result", "nvrtc_result", "nvjitlink_result", "log", "log_size"]),
-    ("cuabi_runtime_info", cuabi_runtime_info, ["version", "library_version", "abi_version", "driver_status", "driver_version", "driver_path", "driver_error", "nvrtc_status", "nvrtc_version", "nvrtc_path", "nvrtc_error", "nvjitlink_status", "nvjitlink_version", "nvjitlink_path", "nvjitlink_error", "nvvm_status", "nvvm_version", "nvvm_path", "nvvm_error", "nvfatbin_status", "nvfatbin_version", "nvfatbin_path", "nvfatbin_error"]),
+    ("cuabi_runtime_info", cuabi_runtime_info, ["version", "library_version", "abi_version", "driver_status", "driver_version", "driver_path", "driver_error", "nvrtc_status", "nvrtc_version", "nvrtc_path", "nvrtc_error", "nvjitlink_status", "nvjitlink_version", "nvjitlink_path", "nvjitlink_error", "nvvm_status", "nvvm_version", "nvvm_path", "nvvm_error", "nvfatbin_status", "nvfatbin_version", "nvfatbin_path", "nvfatbin_error", "nccl_status", "nccl_version", "nccl_path", "nccl_error"]),
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
@@ -7403,6 +8227,8 @@ const STRUCT_LAYOUTS = [
     ("cuabi_texture_desc", cuabi_texture_desc, ["version", "address_mode", "filter_mode", "read_mode", "normalized_coords", "srgb", "disable_trilinear_optimization", "seamless_cubemap", "max_anisotropy", "mipmap_filter_mode", "mipmap_level_bias", "min_mipmap_level_clamp", "max_mipmap_level_clamp", "border_color"]),
     ("cuabi_texture_info", cuabi_texture_info, ["version", "resource", "format", "num_channels", "width", "height", "depth", "pitch", "address", "device", "array", "mipmapped_array", "view", "object"]),
     ("cuabi_stream_mem_op", cuabi_stream_mem_op, ["version", "kind", "buffer", "offset", "value", "flags"]),
+    ("cuabi_nccl_unique_id", cuabi_nccl_unique_id, ["internal"]),
+    ("cuabi_nccl_comm_options", cuabi_nccl_comm_options, ["version", "timeout_ms", "nonblocking", "cga_cluster_size", "min_ctas", "max_ctas", "split_share", "net_name", "comm_name"]),
 ]
 
 # Every C function this module wraps.
@@ -7760,6 +8586,39 @@ const FUNCTIONS = [
     :cuabi_stream_write_value32,
     :cuabi_stream_write_value64,
     :cuabi_stream_batch_mem_op,
+    :cuabi_nccl_comm_retain,
+    :cuabi_nccl_comm_release,
+    :cuabi_nccl_registration_destroy,
+    :cuabi_nccl_comm_options_init,
+    :cuabi_nccl_version,
+    :cuabi_nccl_get_unique_id,
+    :cuabi_nccl_comm_init_rank,
+    :cuabi_nccl_comm_init_all,
+    :cuabi_nccl_comm_split,
+    :cuabi_nccl_comm_finalize,
+    :cuabi_nccl_comm_abort,
+    :cuabi_nccl_comm_rank,
+    :cuabi_nccl_comm_size,
+    :cuabi_nccl_comm_device,
+    :cuabi_nccl_comm_get_async_error,
+    :cuabi_nccl_comm_synchronize,
+    :cuabi_nccl_group_start,
+    :cuabi_nccl_group_end,
+    :cuabi_nccl_all_reduce,
+    :cuabi_nccl_broadcast,
+    :cuabi_nccl_reduce,
+    :cuabi_nccl_all_gather,
+    :cuabi_nccl_reduce_scatter,
+    :cuabi_nccl_send,
+    :cuabi_nccl_recv,
+    :cuabi_nccl_all_reduce_view,
+    :cuabi_nccl_broadcast_view,
+    :cuabi_nccl_reduce_view,
+    :cuabi_nccl_all_gather_view,
+    :cuabi_nccl_reduce_scatter_view,
+    :cuabi_nccl_send_view,
+    :cuabi_nccl_recv_view,
+    :cuabi_nccl_register,
 ]
 
 end # module LibCuABI

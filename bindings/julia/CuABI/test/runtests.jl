@@ -12,7 +12,8 @@ using CuABI: Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_in
              instantiate, update_kernel!, add_kernel!, add_memset!, add_memcpy!, add_host!, add_while!,
              conditional_handle, pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract,
              OpaqueArray, MipmappedArray, TextureObject, SurfaceObject, level, object, texture_image,
-             wait_value!, write_value!, batch_mem_op!
+             wait_value!, write_value!, batch_mem_op!, Communicator, nccl_version, nccl_unique_id,
+             nccl_init_all, rank, device, get_async_error, group, Allreduce!, Allgather!
 const L = CuABI.LibCuABI
 
 function gpu_available()
@@ -478,6 +479,71 @@ end
             launch(k, pdl, m, out)
             synchronize(s)
             @test Vector{Float32}(out) == got
+        end
+    end
+
+    @testset "NCCL arguments (no GPU needed)" begin
+        @test_throws ArgumentError CuABI._nccl_id(zeros(UInt8, 12))
+        @test CuABI._nccl_id(zeros(UInt8, 128))[] isa L.cuabi_nccl_unique_id
+        @test CuABI._nccl_op(+) == L.CUABI_NCCL_SUM && CuABI._nccl_op(:avg) == L.CUABI_NCCL_AVG
+        @test_throws ArgumentError CuABI._nccl_op(:mean)
+        @test CuABI._nccl_type(Float32) == L.CUABI_NCCL_FLOAT32
+        @test_throws ArgumentError CuABI._nccl_type(ComplexF32)
+        @test CuABI._timeout_ms(nothing) == 0 && CuABI._timeout_ms(Inf) == -1 && CuABI._timeout_ms(0.2) == 200
+    end
+
+    @testset "GPU: NCCL collectives on two GPUs" begin
+        ok = gpu_available() && device_count() >= 2 && try
+            nccl_version() >= v"2.19"
+        catch e
+            e isa CuABIError || rethrow()
+            false
+        end
+        if !ok
+            @test_skip "needs two GPUs and NCCL"
+        else
+            ds = [Device(0), Device(1)]
+            cs = nccl_init_all(ds; timeout = 120)
+            @test rank.(cs) == [0, 1] && size.(cs) == [2, 2]
+            @test CuABI.ordinal.(device.(cs)) == [0, 1]
+            ss = [Stream(d) for d in ds]
+            n = 1000
+            val(r) = Float32.((0:n-1) .% 13 .+ 1 .+ r)
+            bufs = [Buffer(MemoryResource(:device, ds[r]), 4n) for r in 1:2]
+            gath = [Buffer(MemoryResource(:device, ds[r]), 8n) for r in 1:2]
+            ints = [Buffer(MemoryResource(:device, ds[r]), 8n) for r in 1:2]
+            for r in 1:2
+                CuABI.copyto_buffer!(bufs[r], val(r - 1))
+                CuABI.copyto_buffer!(ints[r], fill(Int64(r), n))
+            end
+            src = [View(bufs[r], Float32, (n,)) for r in 1:2]
+            group() do
+                for r in 1:2
+                    Allgather!(src[r], View(gath[r], Float32, (2n,)), cs[r]; stream = ss[r])
+                    Allreduce!(nothing, ints[r], *, cs[r]; T = Int64, count = n, stream = ss[r])
+                end
+            end
+            group() do
+                for r in 1:2
+                    Allreduce!(src[r], src[r], :sum, cs[r]; stream = ss[r])
+                end
+            end
+            for r in 1:2
+                synchronize(cs[r], ss[r])
+                @test Vector{Float32}(bufs[r]) == val(0) .+ val(1)
+                @test Vector{Float32}(gath[r]) == vcat(val(0), val(1))
+                @test all(==(2), Vector{Int64}(ints[r]))
+                @test get_async_error(cs[r]) == 0
+            end
+            strided = View(bufs[1], Float32, (n ÷ 2,); strides = (2,))
+            @test_throws CuABIError Allreduce!(nothing, strided, :sum, cs[1]; stream = ss[1])
+            e = try
+                Communicator(ds[1], 2, nccl_unique_id(), 0; timeout = 3)
+            catch err
+                err
+            end
+            @test e isa CuABIError && e.status == L.CUABI_ERROR_TIMEOUT
+            foreach(close, cs)
         end
     end
 

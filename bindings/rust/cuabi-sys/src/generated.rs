@@ -80,6 +80,10 @@ impl cuabi_status {
     pub const CUABI_ERROR_PEER_ACCESS: cuabi_status = cuabi_status(37);
     /// an IPC descriptor is malformed, stale, from another host or process, or not importable
     pub const CUABI_ERROR_IPC: cuabi_status = cuabi_status(38);
+    /// an NCCL call failed, or the communicator was aborted; the message names the ncclResult_t and NCCL's last error
+    pub const CUABI_ERROR_NCCL: cuabi_status = cuabi_status(40);
+    /// the other ranks did not answer in time; the communicator was aborted
+    pub const CUABI_ERROR_TIMEOUT: cuabi_status = cuabi_status(41);
     /// not allowed while a stream is being captured, or the capture was invalidated by such a call
     pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status(33);
     /// The enumerator's name, or None for a value this binding does not know.
@@ -117,6 +121,8 @@ impl cuabi_status {
             32 => Some("CUABI_ERROR_GRAPH_UPDATE"),
             37 => Some("CUABI_ERROR_PEER_ACCESS"),
             38 => Some("CUABI_ERROR_IPC"),
+            40 => Some("CUABI_ERROR_NCCL"),
+            41 => Some("CUABI_ERROR_TIMEOUT"),
             33 => Some("CUABI_ERROR_STREAM_CAPTURE"),
             _ => None,
         }
@@ -164,6 +170,8 @@ pub const CUABI_ERROR_TENSOR_MAP: cuabi_status = cuabi_status::CUABI_ERROR_TENSO
 pub const CUABI_ERROR_GRAPH_UPDATE: cuabi_status = cuabi_status::CUABI_ERROR_GRAPH_UPDATE;
 pub const CUABI_ERROR_PEER_ACCESS: cuabi_status = cuabi_status::CUABI_ERROR_PEER_ACCESS;
 pub const CUABI_ERROR_IPC: cuabi_status = cuabi_status::CUABI_ERROR_IPC;
+pub const CUABI_ERROR_NCCL: cuabi_status = cuabi_status::CUABI_ERROR_NCCL;
+pub const CUABI_ERROR_TIMEOUT: cuabi_status = cuabi_status::CUABI_ERROR_TIMEOUT;
 pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status::CUABI_ERROR_STREAM_CAPTURE;
 
 /// Kinds of code cuabi compiles, links and loads.
@@ -318,8 +326,9 @@ pub const CUABI_RELEASE_FAST: cuabi_release_mode = cuabi_release_mode::CUABI_REL
 
 /// What cuabi found at run time. Filled by cuabi_runtime_info_get(), which tries
 /// to load each library (once per process). Strings are owned by the library and
-/// live until it is unloaded. Version 2 adds libNVVM and nvFatbin; a version-1
-/// caller's shorter struct is filled with version 1's fields only.
+/// live until it is unloaded. Version 2 adds libNVVM and nvFatbin, version 3
+/// NCCL; a caller's shorter struct of an older version is filled with that
+/// version's fields only.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_runtime_info {
@@ -369,6 +378,14 @@ pub struct cuabi_runtime_info {
     pub nvfatbin_path: *const c_char,
     /// Version 2: why nvFatbin is unusable, or "".
     pub nvfatbin_error: *const c_char,
+    /// Version 3: CUABI_SUCCESS when NCCL (collectives) loaded; CUABI_ERROR_NOT_SUPPORTED when it is missing or older than 2.19.
+    pub nccl_status: cuabi_status,
+    /// Version 3: NCCL's version code (22809 = 2.28.9), or 0.
+    pub nccl_version: c_int,
+    /// Version 3: file NCCL was loaded from, or "".
+    pub nccl_path: *const c_char,
+    /// Version 3: why NCCL is unusable (every place looked), or "".
+    pub nccl_error: *const c_char,
 }
 
 impl Default for cuabi_runtime_info {
@@ -379,7 +396,7 @@ impl Default for cuabi_runtime_info {
 }
 
 /// Current version of cuabi_runtime_info.
-pub const CUABI_RUNTIME_INFO_VERSION: c_uint = 2;
+pub const CUABI_RUNTIME_INFO_VERSION: c_uint = 3;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -391,7 +408,7 @@ unsafe extern "C" {
     pub fn cuabi_version_hex() -> c_uint;
     /// The ABI version: bumped on any incompatible change; bindings refuse a mismatch.
     pub fn cuabi_abi_version() -> c_uint;
-    /// Load (if not yet loaded) the driver, NVRTC and nvJitLink, and for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and report what was found. Missing libraries are reported in the struct, not as an error.
+    /// Load (if not yet loaded) the driver, NVRTC and nvJitLink, for a version-2 struct libNVVM and nvFatbin (loaded nowhere else until a program or fatbin needs them), and for a version-3 struct NCCL (loaded nowhere else until a collective needs it), and report what was found. Missing libraries are reported in the struct, not as an error.
     pub fn cuabi_runtime_info_get(out: *mut cuabi_runtime_info) -> cuabi_status;
     /// sizeof() of a public struct, by name ("cuabi_stream_options"), as compiled into the library. Bindings use it to check their layouts.
     pub fn cuabi_struct_size(out: *mut usize, struct_name: *const c_char) -> cuabi_status;
@@ -4936,12 +4953,304 @@ unsafe extern "C" {
     pub fn cuabi_stream_batch_mem_op(stream: *mut cuabi_stream, ops: *const cuabi_stream_mem_op, count: usize) -> cuabi_status;
 }
 
+// ---- module nccl (api/nccl.toml)
+
+/// Size of an NCCL unique id (ncclUniqueId).
+pub const CUABI_NCCL_UNIQUE_ID_BYTES: c_int = 128;
+
+/// The color of a rank that takes no part in the communicators a split makes.
+pub const CUABI_NCCL_SPLIT_NOCOLOR: c_int = -1;
+
+/// The timeout of cuabi_nccl_comm_options.timeout_ms = 0 (ten minutes, as torch.distributed's NCCL default), unless CUABI_NCCL_TIMEOUT_MS says another.
+pub const CUABI_NCCL_DEFAULT_TIMEOUT_MS: c_int = 600000;
+
+/// One rank's communicator (an ncclComm_t) on one device.
+///
+/// Shared: released with `cuabi_nccl_comm_release`.
+#[repr(C)]
+pub struct cuabi_nccl_comm {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// A buffer registered with a communicator (ncclCommRegister); destroying it deregisters the buffer.
+///
+/// Single owner: freed with `cuabi_nccl_registration_destroy`.
+#[repr(C)]
+pub struct cuabi_nccl_registration {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Element types of collectives over buffers (the values of ncclDataType_t).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nccl_datatype(pub i32);
+
+impl cuabi_nccl_datatype {
+    pub const CUABI_NCCL_INT8: cuabi_nccl_datatype = cuabi_nccl_datatype(0);
+    pub const CUABI_NCCL_UINT8: cuabi_nccl_datatype = cuabi_nccl_datatype(1);
+    pub const CUABI_NCCL_INT32: cuabi_nccl_datatype = cuabi_nccl_datatype(2);
+    pub const CUABI_NCCL_UINT32: cuabi_nccl_datatype = cuabi_nccl_datatype(3);
+    pub const CUABI_NCCL_INT64: cuabi_nccl_datatype = cuabi_nccl_datatype(4);
+    pub const CUABI_NCCL_UINT64: cuabi_nccl_datatype = cuabi_nccl_datatype(5);
+    pub const CUABI_NCCL_FLOAT16: cuabi_nccl_datatype = cuabi_nccl_datatype(6);
+    pub const CUABI_NCCL_FLOAT32: cuabi_nccl_datatype = cuabi_nccl_datatype(7);
+    pub const CUABI_NCCL_FLOAT64: cuabi_nccl_datatype = cuabi_nccl_datatype(8);
+    pub const CUABI_NCCL_BFLOAT16: cuabi_nccl_datatype = cuabi_nccl_datatype(9);
+    /// NCCL 2.24 and newer, sm_90 and newer for reductions.
+    pub const CUABI_NCCL_FLOAT8_E4M3: cuabi_nccl_datatype = cuabi_nccl_datatype(10);
+    /// NCCL 2.24 and newer, sm_90 and newer for reductions.
+    pub const CUABI_NCCL_FLOAT8_E5M2: cuabi_nccl_datatype = cuabi_nccl_datatype(11);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_NCCL_INT8"),
+            1 => Some("CUABI_NCCL_UINT8"),
+            2 => Some("CUABI_NCCL_INT32"),
+            3 => Some("CUABI_NCCL_UINT32"),
+            4 => Some("CUABI_NCCL_INT64"),
+            5 => Some("CUABI_NCCL_UINT64"),
+            6 => Some("CUABI_NCCL_FLOAT16"),
+            7 => Some("CUABI_NCCL_FLOAT32"),
+            8 => Some("CUABI_NCCL_FLOAT64"),
+            9 => Some("CUABI_NCCL_BFLOAT16"),
+            10 => Some("CUABI_NCCL_FLOAT8_E4M3"),
+            11 => Some("CUABI_NCCL_FLOAT8_E5M2"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nccl_datatype {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nccl_datatype({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NCCL_INT8: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_INT8;
+pub const CUABI_NCCL_UINT8: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_UINT8;
+pub const CUABI_NCCL_INT32: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_INT32;
+pub const CUABI_NCCL_UINT32: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_UINT32;
+pub const CUABI_NCCL_INT64: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_INT64;
+pub const CUABI_NCCL_UINT64: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_UINT64;
+pub const CUABI_NCCL_FLOAT16: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_FLOAT16;
+pub const CUABI_NCCL_FLOAT32: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_FLOAT32;
+pub const CUABI_NCCL_FLOAT64: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_FLOAT64;
+pub const CUABI_NCCL_BFLOAT16: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_BFLOAT16;
+pub const CUABI_NCCL_FLOAT8_E4M3: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_FLOAT8_E4M3;
+pub const CUABI_NCCL_FLOAT8_E5M2: cuabi_nccl_datatype = cuabi_nccl_datatype::CUABI_NCCL_FLOAT8_E5M2;
+
+/// Reductions (the values of ncclRedOp_t).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nccl_op(pub i32);
+
+impl cuabi_nccl_op {
+    pub const CUABI_NCCL_SUM: cuabi_nccl_op = cuabi_nccl_op(0);
+    pub const CUABI_NCCL_PROD: cuabi_nccl_op = cuabi_nccl_op(1);
+    pub const CUABI_NCCL_MAX: cuabi_nccl_op = cuabi_nccl_op(2);
+    pub const CUABI_NCCL_MIN: cuabi_nccl_op = cuabi_nccl_op(3);
+    /// The sum divided by the number of ranks (integers: truncated).
+    pub const CUABI_NCCL_AVG: cuabi_nccl_op = cuabi_nccl_op(4);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_NCCL_SUM"),
+            1 => Some("CUABI_NCCL_PROD"),
+            2 => Some("CUABI_NCCL_MAX"),
+            3 => Some("CUABI_NCCL_MIN"),
+            4 => Some("CUABI_NCCL_AVG"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nccl_op {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nccl_op({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NCCL_SUM: cuabi_nccl_op = cuabi_nccl_op::CUABI_NCCL_SUM;
+pub const CUABI_NCCL_PROD: cuabi_nccl_op = cuabi_nccl_op::CUABI_NCCL_PROD;
+pub const CUABI_NCCL_MAX: cuabi_nccl_op = cuabi_nccl_op::CUABI_NCCL_MAX;
+pub const CUABI_NCCL_MIN: cuabi_nccl_op = cuabi_nccl_op::CUABI_NCCL_MIN;
+pub const CUABI_NCCL_AVG: cuabi_nccl_op = cuabi_nccl_op::CUABI_NCCL_AVG;
+
+/// An NCCL unique id: made once by one rank (cuabi_nccl_get_unique_id), sent to every other rank by any means (bytes: a file, a socket, MPI, a TCP store), and given to each rank's cuabi_nccl_comm_init_rank. Plain bytes: copy it freely.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nccl_unique_id {
+    /// The id's bytes, as ncclUniqueId holds them.
+    pub internal: [u8; 128],
+}
+
+impl Default for cuabi_nccl_unique_id {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// How a communicator is made (NCCL's ncclConfig_t, and cuabi's timeout). The strings are copied.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nccl_comm_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// How long setting up (init, split, finalize) may wait for the other ranks, and the default of cuabi_nccl_comm_synchronize(): 0 = CUABI_NCCL_DEFAULT_TIMEOUT_MS (or the environment's CUABI_NCCL_TIMEOUT_MS); negative = wait for ever (a plain blocking init, the way of NCCL's own examples).
+    pub timeout_ms: i64,
+    /// 1: keep NCCL's nonblocking mode for the collectives too (each call polled against the timeout, at the cost of a thread NCCL starts per call); 0: collectives run on a blocking communicator (the fast path).
+    pub nonblocking: c_int,
+    /// ncclConfig_t.cgaClusterSize; -1 = NCCL's default.
+    pub cga_cluster_size: c_int,
+    /// ncclConfig_t.minCTAs; -1 = NCCL's default.
+    pub min_ctas: c_int,
+    /// ncclConfig_t.maxCTAs; -1 = NCCL's default.
+    pub max_ctas: c_int,
+    /// ncclConfig_t.splitShare for communicators split from this one (1: share resources with the parent); -1 = NCCL's default.
+    pub split_share: c_int,
+    /// ncclConfig_t.netName: "IB", "Socket", or NULL for NCCL's choice.
+    pub net_name: *const c_char,
+    /// ncclConfig_t.commName: a name in NCCL's logs, or NULL.
+    pub comm_name: *const c_char,
+}
+
+impl Default for cuabi_nccl_comm_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nccl_comm_options.
+pub const CUABI_NCCL_COMM_OPTIONS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_nccl_comm.
+    pub fn cuabi_nccl_comm_retain(handle: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// Drop a reference to a cuabi_nccl_comm; the last one frees it and invalidates the handle.
+    pub fn cuabi_nccl_comm_release(handle: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// Free a cuabi_nccl_registration and invalidate the handle.
+    pub fn cuabi_nccl_registration_destroy(handle: *mut cuabi_nccl_registration) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NCCL_COMM_OPTIONS_VERSION).
+    pub fn cuabi_nccl_comm_options_init(opts: *mut cuabi_nccl_comm_options, version: c_uint) -> cuabi_status;
+    /// NCCL's version code (22809 = 2.28.9), loading NCCL if it is not yet loaded. CUABI_ERROR_NOT_SUPPORTED with every place looked when it cannot be loaded, or is older than 2.19.
+    pub fn cuabi_nccl_version(out: *mut c_int) -> cuabi_status;
+    /// A new unique id (ncclGetUniqueId): call it on one rank and send the bytes to the others. It names a socket of this host that NCCL's bootstrap listens on (NCCL_SOCKET_IFNAME and NCCL_COMM_ID choose it).
+    pub fn cuabi_nccl_get_unique_id(out: *mut cuabi_nccl_unique_id) -> cuabi_status;
+    /// Make this process's rank `rank` of `nranks` named by `id`, on `device` (ncclCommInitRankConfig). Returns when every rank has joined, or CUABI_ERROR_TIMEOUT when the options' timeout passes first (the half-made communicator is aborted). Not inside a group: use cuabi_nccl_comm_init_all for several devices of one process.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_init_rank(out: *mut *mut cuabi_nccl_comm, device: *mut cuabi_device, nranks: c_int, id: *const cuabi_nccl_unique_id, rank: c_int, options: *const cuabi_nccl_comm_options) -> cuabi_status;
+    /// One communicator per device of `devices`, all in this process, rank i on devices[i] (ncclCommInitRankConfig in one group, as ncclCommInitAll does). On failure none is left.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_init_all(out: *mut *mut cuabi_nccl_comm, devices: *mut *mut cuabi_device, ndev: c_int, options: *const cuabi_nccl_comm_options) -> cuabi_status;
+    /// Split `comm` (ncclCommSplit, collective over its ranks): ranks giving the same `color` form a new communicator, ordered by `key` then by their rank in `comm`. A rank giving CUABI_NCCL_SPLIT_NOCOLOR gets NULL. Waits against the options' timeout (NULL options: `comm`'s).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_split(out: *mut *mut cuabi_nccl_comm, comm: *mut cuabi_nccl_comm, color: c_int, key: c_int, options: *const cuabi_nccl_comm_options) -> cuabi_status;
+    /// Finish the communicator's outstanding work and release what it holds with its peers (ncclCommFinalize, collective), waiting against its timeout. Afterwards only the release of the handle may follow; collectives are refused.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_finalize(comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// Abort the communicator at once (ncclCommAbort): work in flight is stopped and every later call on it is refused with CUABI_ERROR_NCCL. Any thread may call it at any time, to free a thread stuck on a dead peer. Aborting twice is no error.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_abort(comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// This communicator's rank.
+    pub fn cuabi_nccl_comm_rank(out: *mut c_int, comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// The number of ranks of the communicator.
+    pub fn cuabi_nccl_comm_size(out: *mut c_int, comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// The device of the communicator (a new reference).
+    pub fn cuabi_nccl_comm_device(out: *mut *mut cuabi_device, comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// NCCL's asynchronous error state of the communicator (ncclCommGetAsyncError): 0 (ncclSuccess), 7 (ncclInProgress) or an ncclResult_t error, such as 6 (ncclRemoteError) for a peer that failed. The call succeeds whatever the state; an aborted or finalized communicator is CUABI_ERROR_NCCL.
+    pub fn cuabi_nccl_comm_get_async_error(out: *mut c_int, comm: *mut cuabi_nccl_comm) -> cuabi_status;
+    /// Wait until the work queued on `stream` (NULL: the default stream) is done, watching the communicator: an asynchronous NCCL error aborts it and returns CUABI_ERROR_NCCL, and a wait past `timeout_ms` (0: the communicator's timeout; negative: none) aborts it and returns CUABI_ERROR_TIMEOUT. What a dead peer leaves behind (a collective that never ends) becomes an error here, never a hang.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_comm_synchronize(comm: *mut cuabi_nccl_comm, stream: *mut cuabi_stream, timeout_ms: i64) -> cuabi_status;
+    /// Begin a group (ncclGroupStart): the collectives and sends and receives until cuabi_nccl_group_end() are queued together (several devices of one process, or matching sends and receives). Groups nest; they are per thread.
+    pub fn cuabi_nccl_group_start() -> cuabi_status;
+    /// End a group (ncclGroupEnd); the outermost end launches what the group queued, waiting for nonblocking communicators against their timeouts.
+    pub fn cuabi_nccl_group_end() -> cuabi_status;
+    /// All-reduce `count` elements of `datatype` from `send` (NULL: in place, from `recv`) into `recv` of every rank (ncclAllReduce) on `stream` (NULL: the default stream). Offsets are in bytes; both ranges must lie in their buffers, of device memory on the communicator's device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_all_reduce(comm: *mut cuabi_nccl_comm, send: *mut cuabi_buffer, send_offset: usize, recv: *mut cuabi_buffer, recv_offset: usize, count: usize, datatype: cuabi_nccl_datatype, op: cuabi_nccl_op, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Broadcast `count` elements from `send` of rank `root` into `recv` of every rank (ncclBroadcast). `send` is read on the root only (NULL: in place, from `recv`).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_broadcast(comm: *mut cuabi_nccl_comm, send: *mut cuabi_buffer, send_offset: usize, recv: *mut cuabi_buffer, recv_offset: usize, count: usize, datatype: cuabi_nccl_datatype, root: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Reduce `count` elements of every rank's `send` into `recv` of rank `root` (ncclReduce). `recv` is written on the root only and may be NULL elsewhere; NULL `send`: in place, from `recv`.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_reduce(comm: *mut cuabi_nccl_comm, send: *mut cuabi_buffer, send_offset: usize, recv: *mut cuabi_buffer, recv_offset: usize, count: usize, datatype: cuabi_nccl_datatype, op: cuabi_nccl_op, root: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Gather `send_count` elements of every rank's `send` into `recv` of every rank, rank r's at element r * send_count (ncclAllGather): `recv` holds nranks * send_count elements. NULL `send`: in place, from rank r's part of `recv`.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_all_gather(comm: *mut cuabi_nccl_comm, send: *mut cuabi_buffer, send_offset: usize, recv: *mut cuabi_buffer, recv_offset: usize, send_count: usize, datatype: cuabi_nccl_datatype, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Reduce every rank's `send` (nranks * recv_count elements) and scatter it: rank r receives block r, `recv_count` elements, in `recv` (ncclReduceScatter). In place: `recv` the same buffer as `send`, at send_offset + rank * recv_count elements.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_reduce_scatter(comm: *mut cuabi_nccl_comm, send: *mut cuabi_buffer, send_offset: usize, recv: *mut cuabi_buffer, recv_offset: usize, recv_count: usize, datatype: cuabi_nccl_datatype, op: cuabi_nccl_op, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Send `count` elements to rank `peer`, which must post a matching cuabi_nccl_recv (ncclSend). Exchanges between ranks that send and receive at once go in a group.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_send(comm: *mut cuabi_nccl_comm, buffer: *mut cuabi_buffer, offset: usize, count: usize, datatype: cuabi_nccl_datatype, peer: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Receive `count` elements from rank `peer` (ncclRecv).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_recv(comm: *mut cuabi_nccl_comm, buffer: *mut cuabi_buffer, offset: usize, count: usize, datatype: cuabi_nccl_datatype, peer: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_all_reduce over views: the element type and count come from `recv`; `send` (NULL or the same view: in place) must have the same dtype and size.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_all_reduce_view(comm: *mut cuabi_nccl_comm, send: *mut cuabi_view, recv: *mut cuabi_view, op: cuabi_nccl_op, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_broadcast over views (count and type from `recv`; `send` read on the root only, NULL: in place).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_broadcast_view(comm: *mut cuabi_nccl_comm, send: *mut cuabi_view, recv: *mut cuabi_view, root: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_reduce over views (count and type from `send`; `recv`, needed on the root only, of the same size).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_reduce_view(comm: *mut cuabi_nccl_comm, send: *mut cuabi_view, recv: *mut cuabi_view, op: cuabi_nccl_op, root: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_all_gather over views: `recv` must hold nranks times the elements of `send`, of the same type.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_all_gather_view(comm: *mut cuabi_nccl_comm, send: *mut cuabi_view, recv: *mut cuabi_view, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_reduce_scatter over views: `send` must hold nranks times the elements of `recv`, of the same type.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_reduce_scatter_view(comm: *mut cuabi_nccl_comm, send: *mut cuabi_view, recv: *mut cuabi_view, op: cuabi_nccl_op, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_send of a whole view.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_send_view(comm: *mut cuabi_nccl_comm, view: *mut cuabi_view, peer: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// cuabi_nccl_recv into a whole (writable) view.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_recv_view(comm: *mut cuabi_nccl_comm, view: *mut cuabi_view, peer: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Register `buffer`'s memory with the communicator (ncclCommRegister), which lets NCCL use it without staging copies on some transports. The registration keeps the communicator and the memory alive; destroying it deregisters. CUABI_ERROR_NOT_SUPPORTED when the loaded NCCL lacks registration.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nccl_register(out: *mut *mut cuabi_nccl_registration, comm: *mut cuabi_nccl_comm, buffer: *mut cuabi_buffer) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
 pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_error_info", core::mem::size_of::<cuabi_error_info>(), &[("version", core::mem::offset_of!(cuabi_error_info, version)), ("status", core::mem::offset_of!(cuabi_error_info, status)), ("message", core::mem::offset_of!(cuabi_error_info, message)), ("cu_result", core::mem::offset_of!(cuabi_error_info, cu_result)), ("nvrtc_result", core::mem::offset_of!(cuabi_error_info, nvrtc_result)), ("nvjitlink_result", core::mem::offset_of!(cuabi_error_info, nvjitlink_result)), ("log", core::mem::offset_of!(cuabi_error_info, log)), ("log_size", core::mem::offset_of!(cuabi_error_info, log_size))]),
-    ("cuabi_runtime_info", core::mem::size_of::<cuabi_runtime_info>(), &[("version", core::mem::offset_of!(cuabi_runtime_info, version)), ("library_version", core::mem::offset_of!(cuabi_runtime_info, library_version)), ("abi_version", core::mem::offset_of!(cuabi_runtime_info, abi_version)), ("driver_status", core::mem::offset_of!(cuabi_runtime_info, driver_status)), ("driver_version", core::mem::offset_of!(cuabi_runtime_info, driver_version)), ("driver_path", core::mem::offset_of!(cuabi_runtime_info, driver_path)), ("driver_error", core::mem::offset_of!(cuabi_runtime_info, driver_error)), ("nvrtc_status", core::mem::offset_of!(cuabi_runtime_info, nvrtc_status)), ("nvrtc_version", core::mem::offset_of!(cuabi_runtime_info, nvrtc_version)), ("nvrtc_path", core::mem::offset_of!(cuabi_runtime_info, nvrtc_path)), ("nvrtc_error", core::mem::offset_of!(cuabi_runtime_info, nvrtc_error)), ("nvjitlink_status", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_status)), ("nvjitlink_version", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_version)), ("nvjitlink_path", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_path)), ("nvjitlink_error", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_error)), ("nvvm_status", core::mem::offset_of!(cuabi_runtime_info, nvvm_status)), ("nvvm_version", core::mem::offset_of!(cuabi_runtime_info, nvvm_version)), ("nvvm_path", core::mem::offset_of!(cuabi_runtime_info, nvvm_path)), ("nvvm_error", core::mem::offset_of!(cuabi_runtime_info, nvvm_error)), ("nvfatbin_status", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_status)), ("nvfatbin_version", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_version)), ("nvfatbin_path", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_path)), ("nvfatbin_error", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_error))]),
+    ("cuabi_runtime_info", core::mem::size_of::<cuabi_runtime_info>(), &[("version", core::mem::offset_of!(cuabi_runtime_info, version)), ("library_version", core::mem::offset_of!(cuabi_runtime_info, library_version)), ("abi_version", core::mem::offset_of!(cuabi_runtime_info, abi_version)), ("driver_status", core::mem::offset_of!(cuabi_runtime_info, driver_status)), ("driver_version", core::mem::offset_of!(cuabi_runtime_info, driver_version)), ("driver_path", core::mem::offset_of!(cuabi_runtime_info, driver_path)), ("driver_error", core::mem::offset_of!(cuabi_runtime_info, driver_error)), ("nvrtc_status", core::mem::offset_of!(cuabi_runtime_info, nvrtc_status)), ("nvrtc_version", core::mem::offset_of!(cuabi_runtime_info, nvrtc_version)), ("nvrtc_path", core::mem::offset_of!(cuabi_runtime_info, nvrtc_path)), ("nvrtc_error", core::mem::offset_of!(cuabi_runtime_info, nvrtc_error)), ("nvjitlink_status", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_status)), ("nvjitlink_version", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_version)), ("nvjitlink_path", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_path)), ("nvjitlink_error", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_error)), ("nvvm_status", core::mem::offset_of!(cuabi_runtime_info, nvvm_status)), ("nvvm_version", core::mem::offset_of!(cuabi_runtime_info, nvvm_version)), ("nvvm_path", core::mem::offset_of!(cuabi_runtime_info, nvvm_path)), ("nvvm_error", core::mem::offset_of!(cuabi_runtime_info, nvvm_error)), ("nvfatbin_status", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_status)), ("nvfatbin_version", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_version)), ("nvfatbin_path", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_path)), ("nvfatbin_error", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_error)), ("nccl_status", core::mem::offset_of!(cuabi_runtime_info, nccl_status)), ("nccl_version", core::mem::offset_of!(cuabi_runtime_info, nccl_version)), ("nccl_path", core::mem::offset_of!(cuabi_runtime_info, nccl_path)), ("nccl_error", core::mem::offset_of!(cuabi_runtime_info, nccl_error))]),
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
@@ -4978,6 +5287,8 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_texture_desc", core::mem::size_of::<cuabi_texture_desc>(), &[("version", core::mem::offset_of!(cuabi_texture_desc, version)), ("address_mode", core::mem::offset_of!(cuabi_texture_desc, address_mode)), ("filter_mode", core::mem::offset_of!(cuabi_texture_desc, filter_mode)), ("read_mode", core::mem::offset_of!(cuabi_texture_desc, read_mode)), ("normalized_coords", core::mem::offset_of!(cuabi_texture_desc, normalized_coords)), ("srgb", core::mem::offset_of!(cuabi_texture_desc, srgb)), ("disable_trilinear_optimization", core::mem::offset_of!(cuabi_texture_desc, disable_trilinear_optimization)), ("seamless_cubemap", core::mem::offset_of!(cuabi_texture_desc, seamless_cubemap)), ("max_anisotropy", core::mem::offset_of!(cuabi_texture_desc, max_anisotropy)), ("mipmap_filter_mode", core::mem::offset_of!(cuabi_texture_desc, mipmap_filter_mode)), ("mipmap_level_bias", core::mem::offset_of!(cuabi_texture_desc, mipmap_level_bias)), ("min_mipmap_level_clamp", core::mem::offset_of!(cuabi_texture_desc, min_mipmap_level_clamp)), ("max_mipmap_level_clamp", core::mem::offset_of!(cuabi_texture_desc, max_mipmap_level_clamp)), ("border_color", core::mem::offset_of!(cuabi_texture_desc, border_color))]),
     ("cuabi_texture_info", core::mem::size_of::<cuabi_texture_info>(), &[("version", core::mem::offset_of!(cuabi_texture_info, version)), ("resource", core::mem::offset_of!(cuabi_texture_info, resource)), ("format", core::mem::offset_of!(cuabi_texture_info, format)), ("num_channels", core::mem::offset_of!(cuabi_texture_info, num_channels)), ("width", core::mem::offset_of!(cuabi_texture_info, width)), ("height", core::mem::offset_of!(cuabi_texture_info, height)), ("depth", core::mem::offset_of!(cuabi_texture_info, depth)), ("pitch", core::mem::offset_of!(cuabi_texture_info, pitch)), ("address", core::mem::offset_of!(cuabi_texture_info, address)), ("device", core::mem::offset_of!(cuabi_texture_info, device)), ("array", core::mem::offset_of!(cuabi_texture_info, array)), ("mipmapped_array", core::mem::offset_of!(cuabi_texture_info, mipmapped_array)), ("view", core::mem::offset_of!(cuabi_texture_info, view)), ("object", core::mem::offset_of!(cuabi_texture_info, object))]),
     ("cuabi_stream_mem_op", core::mem::size_of::<cuabi_stream_mem_op>(), &[("version", core::mem::offset_of!(cuabi_stream_mem_op, version)), ("kind", core::mem::offset_of!(cuabi_stream_mem_op, kind)), ("buffer", core::mem::offset_of!(cuabi_stream_mem_op, buffer)), ("offset", core::mem::offset_of!(cuabi_stream_mem_op, offset)), ("value", core::mem::offset_of!(cuabi_stream_mem_op, value)), ("flags", core::mem::offset_of!(cuabi_stream_mem_op, flags))]),
+    ("cuabi_nccl_unique_id", core::mem::size_of::<cuabi_nccl_unique_id>(), &[("internal", core::mem::offset_of!(cuabi_nccl_unique_id, internal))]),
+    ("cuabi_nccl_comm_options", core::mem::size_of::<cuabi_nccl_comm_options>(), &[("version", core::mem::offset_of!(cuabi_nccl_comm_options, version)), ("timeout_ms", core::mem::offset_of!(cuabi_nccl_comm_options, timeout_ms)), ("nonblocking", core::mem::offset_of!(cuabi_nccl_comm_options, nonblocking)), ("cga_cluster_size", core::mem::offset_of!(cuabi_nccl_comm_options, cga_cluster_size)), ("min_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, min_ctas)), ("max_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, max_ctas)), ("split_share", core::mem::offset_of!(cuabi_nccl_comm_options, split_share)), ("net_name", core::mem::offset_of!(cuabi_nccl_comm_options, net_name)), ("comm_name", core::mem::offset_of!(cuabi_nccl_comm_options, comm_name))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -5337,5 +5648,38 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_stream_write_value32", cuabi_stream_write_value32 as *const () as usize),
         ("cuabi_stream_write_value64", cuabi_stream_write_value64 as *const () as usize),
         ("cuabi_stream_batch_mem_op", cuabi_stream_batch_mem_op as *const () as usize),
+        ("cuabi_nccl_comm_retain", cuabi_nccl_comm_retain as *const () as usize),
+        ("cuabi_nccl_comm_release", cuabi_nccl_comm_release as *const () as usize),
+        ("cuabi_nccl_registration_destroy", cuabi_nccl_registration_destroy as *const () as usize),
+        ("cuabi_nccl_comm_options_init", cuabi_nccl_comm_options_init as *const () as usize),
+        ("cuabi_nccl_version", cuabi_nccl_version as *const () as usize),
+        ("cuabi_nccl_get_unique_id", cuabi_nccl_get_unique_id as *const () as usize),
+        ("cuabi_nccl_comm_init_rank", cuabi_nccl_comm_init_rank as *const () as usize),
+        ("cuabi_nccl_comm_init_all", cuabi_nccl_comm_init_all as *const () as usize),
+        ("cuabi_nccl_comm_split", cuabi_nccl_comm_split as *const () as usize),
+        ("cuabi_nccl_comm_finalize", cuabi_nccl_comm_finalize as *const () as usize),
+        ("cuabi_nccl_comm_abort", cuabi_nccl_comm_abort as *const () as usize),
+        ("cuabi_nccl_comm_rank", cuabi_nccl_comm_rank as *const () as usize),
+        ("cuabi_nccl_comm_size", cuabi_nccl_comm_size as *const () as usize),
+        ("cuabi_nccl_comm_device", cuabi_nccl_comm_device as *const () as usize),
+        ("cuabi_nccl_comm_get_async_error", cuabi_nccl_comm_get_async_error as *const () as usize),
+        ("cuabi_nccl_comm_synchronize", cuabi_nccl_comm_synchronize as *const () as usize),
+        ("cuabi_nccl_group_start", cuabi_nccl_group_start as *const () as usize),
+        ("cuabi_nccl_group_end", cuabi_nccl_group_end as *const () as usize),
+        ("cuabi_nccl_all_reduce", cuabi_nccl_all_reduce as *const () as usize),
+        ("cuabi_nccl_broadcast", cuabi_nccl_broadcast as *const () as usize),
+        ("cuabi_nccl_reduce", cuabi_nccl_reduce as *const () as usize),
+        ("cuabi_nccl_all_gather", cuabi_nccl_all_gather as *const () as usize),
+        ("cuabi_nccl_reduce_scatter", cuabi_nccl_reduce_scatter as *const () as usize),
+        ("cuabi_nccl_send", cuabi_nccl_send as *const () as usize),
+        ("cuabi_nccl_recv", cuabi_nccl_recv as *const () as usize),
+        ("cuabi_nccl_all_reduce_view", cuabi_nccl_all_reduce_view as *const () as usize),
+        ("cuabi_nccl_broadcast_view", cuabi_nccl_broadcast_view as *const () as usize),
+        ("cuabi_nccl_reduce_view", cuabi_nccl_reduce_view as *const () as usize),
+        ("cuabi_nccl_all_gather_view", cuabi_nccl_all_gather_view as *const () as usize),
+        ("cuabi_nccl_reduce_scatter_view", cuabi_nccl_reduce_scatter_view as *const () as usize),
+        ("cuabi_nccl_send_view", cuabi_nccl_send_view as *const () as usize),
+        ("cuabi_nccl_recv_view", cuabi_nccl_recv_view as *const () as usize),
+        ("cuabi_nccl_register", cuabi_nccl_register as *const () as usize),
     ]
 }

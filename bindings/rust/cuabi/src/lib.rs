@@ -273,6 +273,7 @@ pub use texture::{
     StreamMemOp, Surface, Texture, TextureDesc, TextureInfo,
 };
 mod multigpu;
+pub mod nccl;
 pub use multigpu::{
     ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, IpcKind, IpcPoolHandle, IpcPoolRole, PeerAccess,
     PeerAttribute, IPC_DESCRIPTOR_SIZE,

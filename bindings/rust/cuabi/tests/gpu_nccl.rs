@@ -1,0 +1,108 @@
+//! NCCL collectives from Rust on a host of two GPUs (issue 23): one
+//! process, init_all over GPUs 0 and 1, every collective in a group over
+//! views and buffers, values checked; a split; a rank that never arrives.
+//! Each test skips with fewer than two GPUs or without NCCL.
+mod common;
+
+use std::time::Duration;
+
+use cuabi::nccl::{self, CommOptions, Communicator, NcclElement, UniqueId};
+use cuabi::{sys, Buffer, DType, Device, MemoryResource, Stream, View};
+
+fn two() -> Option<[Device; 2]> {
+    common::gpu()?;
+    if cuabi::device_count().unwrap() < 2 {
+        eprintln!("SKIP: needs two GPUs");
+        return None;
+    }
+    if let Err(e) = nccl::version() {
+        eprintln!("SKIP: no NCCL ({e})");
+        return None;
+    }
+    Some([Device::get(0).unwrap(), Device::get(1).unwrap()])
+}
+
+fn up<T: NcclElement>(dev: &Device, s: &Stream, v: &[T]) -> Buffer {
+    let b = MemoryResource::device_default(dev).unwrap().allocate(std::mem::size_of_val(v), 0, Some(s)).unwrap();
+    s.synchronize().unwrap();
+    b.copy_from_host(0, v).unwrap();
+    b
+}
+
+fn down<T: NcclElement + Default>(s: &Stream, b: &Buffer, n: usize) -> Vec<T> {
+    s.synchronize().unwrap();
+    let mut v = vec![T::default(); n];
+    b.copy_to_host(&mut v, 0).unwrap();
+    v
+}
+
+fn fview(b: &Buffer, n: i64) -> View {
+    View::new(b, 0, DType::of::<f32>(), &[n], None, 0).unwrap()
+}
+
+#[test]
+fn init_all_every_collective() {
+    let Some(devs) = two() else { return };
+    let cs = Communicator::init_all(&devs, &CommOptions::with_timeout(Duration::from_secs(120))).unwrap();
+    let ss = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
+    for n in [1usize, 1000, (1 << 20) + 3] {
+        let val = |r: usize| -> Vec<f32> { (0..n).map(|i| (i % 13 + 1 + r) as f32).collect() };
+        let sum: Vec<f32> = (0..n).map(|i| val(0)[i] + val(1)[i]).collect();
+        let b: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &val(r))).collect();
+        let src: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &val(r))).collect();
+        let o: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![0f32; n])).collect();
+        let g: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![0f32; 2 * n])).collect();
+        let ints: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![r as i64 + 1; n])).collect();
+        nccl::group(|| {
+            for r in 0..2 {
+                cs[r].all_reduce_view(None, &fview(&b[r], n as i64), nccl::Op::CUABI_NCCL_SUM, Some(&ss[r]))?;
+                cs[r].all_gather_view(&fview(&src[r], n as i64), &fview(&g[r], 2 * n as i64), Some(&ss[r]))?;
+                cs[r].all_reduce(None, (&ints[r], 0), n, i64::DATATYPE, nccl::Op::CUABI_NCCL_PROD, Some(&ss[r]))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        for r in 0..2 {
+            assert_eq!(down::<f32>(&ss[r], &b[r], n), sum, "all_reduce n={n}");
+            assert_eq!(down::<f32>(&ss[r], &g[r], 2 * n), [val(0), val(1)].concat(), "all_gather n={n}");
+            assert!(down::<i64>(&ss[r], &ints[r], n).iter().all(|&x| x == 2), "prod n={n}");
+        }
+        nccl::group(|| {
+            for r in 0..2 {
+                cs[r].broadcast_view(Some(&fview(&src[r], n as i64)), &fview(&o[r], n as i64), 1, Some(&ss[r]))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        for r in 0..2 {
+            assert_eq!(down::<f32>(&ss[r], &o[r], n), val(1), "broadcast n={n}");
+        }
+        nccl::group(|| {
+            for r in 0..2 {
+                cs[r].reduce_scatter_view(&fview(&g[r], 2 * n as i64), &fview(&o[r], n as i64), nccl::Op::CUABI_NCCL_MAX,
+                                          Some(&ss[r]))?;
+                cs[r].send_view(&fview(&src[r], n as i64), 1 - r, Some(&ss[r]))?;
+                cs[r].recv_view(&fview(&b[r], n as i64), 1 - r, Some(&ss[r]))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        for r in 0..2 {
+            assert_eq!(down::<f32>(&ss[r], &o[r], n), val(r), "reduce_scatter n={n}");
+            assert_eq!(down::<f32>(&ss[r], &b[r], n), val(1 - r), "send/recv n={n}");
+            cs[r].synchronize(Some(&ss[r]), None).unwrap();
+            assert_eq!(cs[r].async_error().unwrap(), 0);
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_never_arrives_times_out() {
+    let Some(devs) = two() else { return };
+    let t0 = std::time::Instant::now();
+    let e = Communicator::init_rank(&devs[0], 2, &UniqueId::new().unwrap(), 0,
+                                    &CommOptions::with_timeout(Duration::from_secs(3)))
+        .unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_TIMEOUT, "{}", e.message);
+    assert!(t0.elapsed() < Duration::from_secs(60));
+}
