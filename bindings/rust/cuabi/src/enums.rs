@@ -84,6 +84,8 @@ rust_enum!(
         GraphUpdate = CUABI_ERROR_GRAPH_UPDATE,
         PeerAccess = CUABI_ERROR_PEER_ACCESS,
         Ipc = CUABI_ERROR_IPC,
+        Nccl = CUABI_ERROR_NCCL,
+        Timeout = CUABI_ERROR_TIMEOUT,
         StreamCapture = CUABI_ERROR_STREAM_CAPTURE,
     }
 );
