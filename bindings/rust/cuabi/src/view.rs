@@ -472,6 +472,12 @@ impl View {
         ViewArg(self.as_raw())
     }
 
+    /// Events of queued work not yet waited for (for tests).
+    #[doc(hidden)]
+    pub fn pending_uses(&self) -> usize {
+        self.pending.count()
+    }
+
     /// Record queued work of another module on this view's memory.
     pub(crate) fn after_queued(&self, stream: Option<&Stream>) -> Result<()> {
         match stream {

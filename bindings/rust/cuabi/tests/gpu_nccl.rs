@@ -23,7 +23,7 @@ fn two() -> Option<[Device; 2]> {
 }
 
 fn up<T: NcclElement>(dev: &Device, s: &Stream, v: &[T]) -> Buffer {
-    let b = MemoryResource::device_default(dev).unwrap().allocate(std::mem::size_of_val(v), 0, Some(s)).unwrap();
+    let mut b = MemoryResource::device_default(dev).unwrap().allocate(std::mem::size_of_val(v), 0, Some(s)).unwrap();
     s.synchronize().unwrap();
     b.copy_from_host(0, v).unwrap();
     b
@@ -40,6 +40,10 @@ fn fview(b: &Buffer, n: i64) -> View {
     View::new(b, 0, DType::of::<f32>(), &[n], None, 0).unwrap()
 }
 
+fn views(bs: &[Buffer], n: usize) -> Vec<View> {
+    bs.iter().map(|b| fview(b, n as i64)).collect()
+}
+
 #[test]
 fn init_all_every_collective() {
     let Some(devs) = two() else { return };
@@ -52,41 +56,40 @@ fn init_all_every_collective() {
         let src: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &val(r))).collect();
         let o: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![0f32; n])).collect();
         let g: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![0f32; 2 * n])).collect();
-        let ints: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![r as i64 + 1; n])).collect();
-        nccl::group(|| {
-            for r in 0..2 {
-                cs[r].all_reduce_view(None, &fview(&b[r], n as i64), nccl::Op::CUABI_NCCL_SUM, Some(&ss[r]))?;
-                cs[r].all_gather_view(&fview(&src[r], n as i64), &fview(&g[r], 2 * n as i64), Some(&ss[r]))?;
-                cs[r].all_reduce(None, (&ints[r], 0), n, i64::DATATYPE, nccl::Op::CUABI_NCCL_PROD, Some(&ss[r]))?;
-            }
-            Ok(())
-        })
-        .unwrap();
+        let mut ints: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![r as i64 + 1; n])).collect();
+        let (bv, sv) = (views(&b, n), views(&src, n));
+        let gv = views(&g, 2 * n);
+        let mut grp = nccl::Group::new();
+        for (r, ints_r) in ints.iter_mut().enumerate() {
+            grp.all_reduce_view(&cs[r], None, &bv[r], nccl::Op::CUABI_NCCL_SUM, Some(&ss[r])).unwrap()
+               .all_gather_view(&cs[r], &sv[r], &gv[r], Some(&ss[r])).unwrap()
+               .all_reduce(&cs[r], None, (ints_r, 0), n, i64::DATATYPE, nccl::Op::CUABI_NCCL_PROD, Some(&ss[r])).unwrap();
+        }
+        grp.launch().unwrap();
+        drop((bv, gv));
         for r in 0..2 {
             assert_eq!(down::<f32>(&ss[r], &b[r], n), sum, "all_reduce n={n}");
             assert_eq!(down::<f32>(&ss[r], &g[r], 2 * n), [val(0), val(1)].concat(), "all_gather n={n}");
             assert!(down::<i64>(&ss[r], &ints[r], n).iter().all(|&x| x == 2), "prod n={n}");
         }
-        nccl::group(|| {
-            for r in 0..2 {
-                cs[r].broadcast_view(Some(&fview(&src[r], n as i64)), &fview(&o[r], n as i64), 1, Some(&ss[r]))?;
-            }
-            Ok(())
-        })
-        .unwrap();
+        let ov = views(&o, n);
+        let mut grp = nccl::Group::new();
+        for r in 0..2 {
+            grp.broadcast_view(&cs[r], Some(&sv[r]), &ov[r], 1, Some(&ss[r])).unwrap();
+        }
+        grp.launch().unwrap();
         for r in 0..2 {
             assert_eq!(down::<f32>(&ss[r], &o[r], n), val(1), "broadcast n={n}");
         }
-        nccl::group(|| {
-            for r in 0..2 {
-                cs[r].reduce_scatter_view(&fview(&g[r], 2 * n as i64), &fview(&o[r], n as i64), nccl::Op::CUABI_NCCL_MAX,
-                                          Some(&ss[r]))?;
-                cs[r].send_view(&fview(&src[r], n as i64), 1 - r, Some(&ss[r]))?;
-                cs[r].recv_view(&fview(&b[r], n as i64), 1 - r, Some(&ss[r]))?;
-            }
-            Ok(())
-        })
-        .unwrap();
+        let (gv, bv) = (views(&g, 2 * n), views(&b, n));
+        let mut grp = nccl::Group::new();
+        for r in 0..2 {
+            grp.reduce_scatter_view(&cs[r], &gv[r], &ov[r], nccl::Op::CUABI_NCCL_MAX, Some(&ss[r])).unwrap()
+               .send_view(&cs[r], &sv[r], 1 - r, Some(&ss[r])).unwrap()
+               .recv_view(&cs[r], &bv[r], 1 - r, Some(&ss[r])).unwrap();
+        }
+        grp.launch().unwrap();
+        drop((gv, bv, ov, sv));
         for r in 0..2 {
             assert_eq!(down::<f32>(&ss[r], &o[r], n), val(r), "reduce_scatter n={n}");
             assert_eq!(down::<f32>(&ss[r], &b[r], n), val(1 - r), "send/recv n={n}");
@@ -105,4 +108,41 @@ fn a_rank_that_never_arrives_times_out() {
         .unwrap_err();
     assert_eq!(e.status, sys::CUABI_ERROR_TIMEOUT, "{}", e.message);
     assert!(t0.elapsed() < Duration::from_secs(60));
+}
+
+/// A collective on a stream other than the one a buffer was allocated on:
+/// the buffer records the work and its drop waits for it (issue 28), so
+/// dropping it right after the call frees nothing the GPUs still use.
+#[test]
+fn buffers_wait_for_collectives_on_other_streams() {
+    let Some(devs) = two() else { return };
+    let cs = Communicator::init_all(&devs, &CommOptions::with_timeout(Duration::from_secs(120))).unwrap();
+    let ss = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
+    let other = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
+    let n = 1 << 24;
+    for _ in 0..3 {
+        let mut bs: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![r as f32 + 1.0; n])).collect();
+        let mut grp = nccl::Group::new();
+        for (r, b) in bs.iter_mut().enumerate() {
+            grp.all_reduce(&cs[r], None, (b, 0), n, f32::DATATYPE, nccl::Op::CUABI_NCCL_SUM, Some(&other[r])).unwrap();
+        }
+        grp.launch().unwrap();
+        for b in &bs {
+            assert_eq!(b.pending_uses(), 1);
+        }
+        drop(bs); // waits for the all-reduce on `other`
+    }
+    let mut b = up(&devs[0], &ss[0], &[0f32; 4]);
+    let mut b1 = up(&devs[1], &ss[1], &[1f32; 4]);
+    let mut grp = nccl::Group::new();
+    grp.all_reduce(&cs[0], None, (&mut b, 0), 4, f32::DATATYPE, nccl::Op::CUABI_NCCL_SUM, Some(&other[0])).unwrap()
+       .all_reduce(&cs[1], None, (&mut b1, 0), 4, f32::DATATYPE, nccl::Op::CUABI_NCCL_SUM, Some(&other[1])).unwrap();
+    grp.launch().unwrap();
+    // copy_to_host waits for the recorded work first
+    let mut v = vec![0f32; 4];
+    b.copy_to_host(&mut v, 0).unwrap();
+    assert_eq!(v, vec![1.0; 4]);
+    for r in 0..2 {
+        cs[r].synchronize(Some(&other[r]), None).unwrap();
+    }
 }
