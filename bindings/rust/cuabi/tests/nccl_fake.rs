@@ -151,6 +151,8 @@ fn init_all_in_a_group_and_split() {
         g.all_reduce_view(&cs[r], None, &vs[r], nccl::Op::CUABI_NCCL_AVG, None).unwrap();
     }
     g.launch().unwrap();
+    // recorded on each view after the end (on the legacy default stream: no stream given)
+    assert!(vs.iter().all(|v| v.pending_uses() == 1));
     drop(vs);
     for b in &bs {
         assert_eq!(get::<f32>(b, 4), vec![1.5; 4]);
@@ -348,6 +350,11 @@ fn group_unchecked_runs_at_the_end() {
     // SAFETY: `bs` outlives the group and is read only after synchronize.
     unsafe {
         nccl::group_unchecked(|| {
+            // inside a group init is refused (what group_builder_... relies on
+            // to show that a failed launch still ended its group)
+            let e = Communicator::init_rank(&devs[0], 1, &UniqueId::new().unwrap(), 0, &CommOptions::default())
+                .unwrap_err();
+            assert_ne!(e.status, sys::CUABI_SUCCESS);
             for (r, b) in bs.iter_mut().enumerate() {
                 cs[r].all_reduce(None, (b, 0), 2, f64::DATATYPE, nccl::Op::CUABI_NCCL_SUM, None)?;
             }
