@@ -145,6 +145,14 @@ def check_listed(src: str) -> list[str]:
         if f"src/{rel}" not in listed:
             errors.append(f"src/{rel}: not listed in mk/{'cli' if fl == 'cli' else 'library'}.am "
                           "(make dist would leave it out)")
+    # Every public header is installed (cuabi.h includes each one: one
+    # missing breaks every program that includes cuabi.h after install).
+    public = os.path.join(os.path.dirname(os.path.abspath(src)), "include", "cuabi")
+    if os.path.isdir(public) and listed:
+        for n in sorted(os.listdir(public)):
+            if n.endswith(".h") and n != "version.h" and f"include/cuabi/{n}" not in listed:
+                errors.append(f"include/cuabi/{n}: not listed in mk/library.am "
+                              "(make install would leave it out)")
     return errors
 
 
