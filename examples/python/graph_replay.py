@@ -60,7 +60,7 @@ with s.capture() as graph:
 exe = graph.instantiate()
 for _ in range(10):             # one call runs all 64 kernels
     exe.launch(s)
-out = np.frombuffer(dout.copy_to(stream=s), np.float32)
+out = np.frombuffer(dout.to_bytes(stream=s), np.float32)
 s.sync()
 print(f"captured {len(graph)} launches, replayed 10 times; every segment sums to "
       f"{set(out.tolist())}")

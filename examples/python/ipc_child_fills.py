@@ -47,7 +47,7 @@ def main():
     assert to_parent.get(timeout=120) == "recorded"
     stream = dev.create_stream()
     stream.wait(event)                        # ordered after the child's fill
-    host = buf.copy_to(stream=stream)
+    host = buf.to_bytes(stream=stream)
     stream.synchronize()
     from_parent.put("done")
     p.join(timeout=120)

@@ -20,9 +20,14 @@ from ._lib import hooks as _hooks
 _LAZY = {}
 for _names, _module, _needs in (
         (("Device", "Event", "Stream", "abi_version", "device_count", "raw_stream_of",
-          "runtime_info", "version"), "_core", "cuabi_version_string"),
+          "runtime_info", "version", "ComputeCapability", "DeviceProperties", "Context",
+          "StreamOptions", "EventOptions", "LEGACY_DEFAULT_STREAM",
+          "PER_THREAD_DEFAULT_STREAM"), "_core", "cuabi_version_string"),
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
-        (("Buffer", "MemoryResource", "default_resource"), "_memory", "cuabi_buffer_allocate"),
+        (("Buffer", "MemoryResource", "default_resource", "DeviceMemoryResource",
+          "DeviceMemoryResourceOptions", "LegacyPinnedMemoryResource", "PinnedMemoryResource",
+          "PinnedMemoryResourceOptions", "GraphMemoryResource"), "_memory",
+         "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),

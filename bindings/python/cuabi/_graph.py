@@ -195,7 +195,7 @@ class Graph(Handle):
         self._pending = False
 
     @property
-    def handle(self) -> int:
+    def cuabi_handle(self) -> int:
         h = self._h
         if h is None:
             if self._pending:
@@ -268,13 +268,13 @@ class Graph(Handle):
             c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
             c.stream = None
             dev = self._kernel_device()
-            c.device = dev.handle
+            c.device = dev.cuabi_handle
             node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack,
                               C.byref(c), holds=(dev, *config._held))
         finally:
             kernel._launch_cache["free"].append(pl)
         self._keep.append((kernel, args))
-        self._kernels[node.handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
+        self._kernels[node.cuabi_handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
                                                      c.dynamic_shared_bytes)]
         return node
 
@@ -576,12 +576,12 @@ class GraphExec(Handle):
         LaunchConfig (same attributes), without re-instantiating. With no
         args the node keeps its arguments."""
         from ._launch import _dim3, _plain       # lazy: import time
-        info = self.graph._kernels.get(node.handle)
+        info = self.graph._kernels.get(node.cuabi_handle)
         if info is None:
             raise TypeError(f"update_kernel: node {node.index} is not a kernel node added with "
                             "Graph.add_kernel (update captured graphs with update(graph))")
         kernel = info[0]
-        old_args, (g, b, sh) = self._node_args.get(node.handle, (info[1], info[2]))
+        old_args, (g, b, sh) = self._node_args.get(node.cuabi_handle, (info[1], info[2]))
         if not args:
             args = old_args
         pl = kernel._launch_cache.get("plain") or _plain(kernel)
@@ -608,7 +608,7 @@ class GraphExec(Handle):
         # Kept while this executable runs them.
         dims = (tuple(c.grid), tuple(c.block), c.dynamic_shared_bytes) if c is not None \
             else (g, b, sh)
-        self._node_args[node.handle] = (args, dims)
+        self._node_args[node.cuabi_handle] = (args, dims)
 
     @property
     def graph(self) -> Graph:
@@ -626,6 +626,16 @@ class GraphExec(Handle):
     def raw(self) -> int:
         """The CUgraphExec (owned by cuabi)."""
         return call("cuabi_graph_exec_raw", self)
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Graph.handle: the CUgraphExec (an int; cuabi_handle is
+        the cuabi handle)."""
+        return self.raw
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
 
 
 
@@ -714,10 +724,12 @@ class GraphBuilder:
     begin_building(mode), launches on the builder (it is a stream for
     cuabi.launch), end_building(), complete() -> GraphExec."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, owns_stream: bool = False):
         self.stream = _stream(stream)
         self._graph = None
         self._building = False
+        self._owns_stream = owns_stream     # Device.create_graph_builder's: closed with it
+        self._closed = False
 
     def __cuda_stream__(self):
         return self.stream.__cuda_stream__()
@@ -728,7 +740,13 @@ class GraphBuilder:
         compiled launch take it instead of wrapping the CUstream again)."""
         return self.stream
 
-    def begin_building(self, mode="global") -> "GraphBuilder":
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def begin_building(self, mode="relaxed") -> "GraphBuilder":
+        """Start capturing (mode "relaxed" by default, as cuda.core 1.2;
+        "global" or "thread_local")."""
         if self._graph is not None:
             raise RuntimeError("cannot resume building after building has ended")
         lib.cuabi_graph_capture_begin(self.stream, _mode(mode))
@@ -774,3 +792,6 @@ class GraphBuilder:
         if self._graph is not None:
             self._graph.close()
             self._graph = None
+        if self._owns_stream and not self._closed:
+            self.stream.close()
+        self._closed = True

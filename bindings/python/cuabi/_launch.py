@@ -163,7 +163,7 @@ class LaunchConfig:
         for name in ("programmatic_event", "launch_completion_event"):
             ev = getattr(self, name)
             if ev is not None:
-                setattr(a, name, ev.handle)
+                setattr(a, name, ev.cuabi_handle)
                 self._held += (ev,)
                 used = True
         a.programmatic_event_trigger_at_block_start = int(
@@ -245,7 +245,7 @@ class _PlainLaunch(Packer):
         thread's): its parameter description is taken over instead of read
         from the library again, which costs more than the pack itself."""
         if kernel._h is None:
-            kernel.handle   # raises ClosedHandleError, as every path does
+            kernel.cuabi_handle   # raises ClosedHandleError, as every path does
         if like is None:
             self.argpack = ArgPack.for_kernel(kernel)
         else:
@@ -256,7 +256,7 @@ class _PlainLaunch(Packer):
         Packer.__init__(self, target=mem, **src._layout())
         # The kernel's and pack's handles, made once: launch_py holds the
         # kernel in use around each launch; the pack is this object's own.
-        self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
+        self.k, self.p = _ptr(kernel.cuabi_handle), _ptr(self.argpack.cuabi_handle)
         self.cfg = _capi.cuabi_launch_config()      # launch_py's private copy
         self.cfg_addr = C.addressof(self.cfg)
         self.cfg_p = _ptr(self.cfg_addr)
@@ -269,7 +269,7 @@ class _PlainLaunch(Packer):
     def lane(self):
         """What the compiled launch packs into: (pack handle, blob address,
         packer for what it leaves to Python, owner)."""
-        return self.argpack.handle, C.addressof(self.blob), self.pack_args, self
+        return self.argpack.cuabi_handle, C.addressof(self.blob), self.pack_args, self
 
 
 def _plain(kernel) -> _PlainLaunch:
@@ -318,7 +318,7 @@ def _py_lane(kernel) -> _PlainLaunch:
 def _launch_failed(status: int, kernel) -> None:
     """Raise for a failed cuabi_launch, as launch() does."""
     if kernel._h is None:
-        kernel.handle
+        kernel.cuabi_handle
     raise_last(status, "cuabi_launch")
 
 

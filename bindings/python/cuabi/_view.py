@@ -152,7 +152,7 @@ class View(Handle):
 
     A view made by from_dlpack()'s attribute paths (numpy, torch, CUDA array
     interface) is *lazy*: it holds a Python description of the array (`_d`)
-    and no C view until something needs one (`handle`, __dlpack__, slicing, a
+    and no C view until something needs one (`cuabi_handle`, __dlpack__, slicing, a
     C function taking the view); its facts and its kernel-argument address
     come from the description. Views from DLPack capsules and buffers are C
     views from the start (`_d` is None)."""
@@ -171,7 +171,7 @@ class View(Handle):
         self._d = other._d
 
     @property
-    def handle(self) -> int:
+    def cuabi_handle(self) -> int:
         """The C view (an int), made now for a lazy view; raises after close()."""
         h = self._h
         if h is None:

@@ -79,7 +79,7 @@ def _child(q, out):
             break
         report = []
         for buf, byte in msg:
-            data = bytes(buf.copy_to())
+            data = bytes(buf.to_bytes())
             report.append((buf.size, data == bytes([byte]) * buf.size))
         report.append(len(c._ipc_pool._mapped))
         mapped = list(c._ipc_pool._mapped.values())

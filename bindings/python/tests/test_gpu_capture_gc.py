@@ -103,7 +103,7 @@ def test_gc_inside_a_global_capture(gpu, code, how):
     exe = g.instantiate()
     exe.launch(s)
     s.sync()
-    assert (np.frombuffer(x.copy_to(), np.int32) == 100).all()
+    assert (np.frombuffer(x.to_bytes(), np.int32) == 100).all()
 
 
 def test_gc_on_another_thread_inside_a_global_capture(gpu, code):

@@ -83,7 +83,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
     assert len(captured) == len(explicit) == BATCHES
     for g in (captured, explicit):
         g.instantiate().launch(s)
-    got = [np.frombuffer(o.copy_to(stream=s), np.float32) for o in outs]
+    got = [np.frombuffer(o.to_bytes(stream=s), np.float32) for o in outs]
     s.sync()
     np.testing.assert_array_equal(got[0], got[1])
     want = x.reshape(BATCHES * SEGS, SEG_LEN).sum(axis=1)
@@ -105,8 +105,8 @@ def test_update_without_reinstantiation(gpu, k):
     exe.launch(s)
     exe.update_kernel(node, grid=1)                  # same arguments, 128 elements
     exe.launch(s)
-    xs = np.frombuffer(x.copy_to(stream=s), np.float32)
-    ys = np.frombuffer(y.copy_to(stream=s), np.float32)
+    xs = np.frombuffer(x.to_bytes(stream=s), np.float32)
+    ys = np.frombuffer(y.to_bytes(stream=s), np.float32)
     s.sync()
     assert xs[0] == 2 and ys[0] == 25 and ys[-1] == 5
     # a whole update from a graph built the same way; then another topology
@@ -120,7 +120,7 @@ def test_update_without_reinstantiation(gpu, k):
     assert e.value.update_result != "success"
     exe.launch(s)
     s.sync()
-    assert np.frombuffer(x.copy_to(), np.float32)[0] == 18
+    assert np.frombuffer(x.to_bytes(), np.float32)[0] == 18
     assert exe.raw == raw
 
 
@@ -139,7 +139,7 @@ def test_conditional_while_loop_runs_n_times(gpu, k):
     for _ in range(3):
         exe.launch(s)
         s.sync()
-        assert np.frombuffer(counter.copy_to(), np.int32)[0] == 23
+        assert np.frombuffer(counter.to_bytes(), np.int32)[0] == 23
 
 
 def test_graph_outlives_the_python_objects_that_built_it(gpu):
@@ -160,7 +160,7 @@ def test_graph_outlives_the_python_objects_that_built_it(gpu):
     exe.launch(s)
     exe.launch(s)
     s.sync()
-    back = np.frombuffer(cuabi.Buffer.wrap(ptr, 4 * 256).copy_to(), np.int32)
+    back = np.frombuffer(cuabi.Buffer.wrap(ptr, 4 * 256).to_bytes(), np.int32)
     assert (back == 8).all()
 
 
@@ -179,7 +179,7 @@ def test_eight_threads_replay_their_own(gpu, k):
             exe = g.instantiate()
             for _ in range(100):
                 exe.launch(s)
-            back = np.frombuffer(x.copy_to(stream=s), np.int32)
+            back = np.frombuffer(x.to_bytes(stream=s), np.int32)
             s.sync()
             assert (back == 1000).all(), back[:4]
         except BaseException as e:  # noqa: BLE001
@@ -238,7 +238,7 @@ def test_cuda_core_spellings(gpu, k):
     graph.launch(s)
     graph.launch(s)
     s.sync()
-    assert (np.frombuffer(x.copy_to(), np.int32) == 2).all()
+    assert (np.frombuffer(x.to_bytes(), np.int32) == 2).all()
 
 
 def test_bad_input(gpu, k):

@@ -25,11 +25,11 @@ def _child_loop(conn):
         buf, view, event, i = msg
         s = buf.device.create_stream()
         s.wait(event)                                  # the parent's write first
-        host = buf.copy_to(stream=s)
+        host = buf.to_bytes(stream=s)
         packed = c.Buffer(view.nbytes, c.MemoryResource.device_default(buf.device), stream=s)
         dst = c.View.of_buffer(packed, view.dtype, view.shape)
         dst.copy_peer(view, stream=s)
-        through_view = packed.copy_to(stream=s)
+        through_view = packed.to_bytes(stream=s)
         s.synchronize()
         want = 1000 + i
         ok = all(w == want for w in memoryview(host).cast("I")) and \
@@ -75,7 +75,7 @@ def test_child_round_trips(gpu):
             ok, shape, dtype = parent.recv()
             assert ok, f"round {i}: the child read before the parent's write"
             assert shape == (64, N // 128) and dtype == "uint32"
-            host = memoryview(buf.copy_to()).cast("I")
+            host = memoryview(buf.to_bytes()).cast("I")
             assert host[0] == i + 1 and host[N // 2 - 1] == i + 1 and host[N // 2] == 1000 + i
         parent.send(None)
         p.join(60)
@@ -125,7 +125,7 @@ def test_child_fills_parent_reads_after_event(gpu):
     assert up.get(timeout=120) == "recorded"
     s = gpu.create_stream()
     s.wait(event)
-    host = buf.copy_to(stream=s)
+    host = buf.to_bytes(stream=s)
     s.synchronize()
     down.put("done")
     p.join(60)
