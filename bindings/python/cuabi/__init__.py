@@ -40,7 +40,8 @@ for _names, _module, _needs in (
          "_launch", "cuabi_prepared_create"),
         (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode"), "_graph",
          "cuabi_graph_create"),
-        (("View", "from_dlpack"), "_view", "cuabi_view_create"),
+        (("View", "from_dlpack", "StridedMemoryView", "args_viewable_as_strided_memory"),
+         "_view", "cuabi_view_create"),
         (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
           "TensorMapInterleave", "TensorMapSwizzle", "TensorMapL2Promotion",
           "TensorMapOOBFill"), "_tensormap", "cuabi_tensormap_encode_tiled")):
@@ -89,6 +90,9 @@ del _set_hooks, _hooks
 def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
+        if name == "utils":                              # cuda.core's submodule
+            import importlib                             # lazy: import time
+            return importlib.import_module(f"{__name__}.utils")
         if name == "__version__":
             from ._core import version                   # lazy: import time
             globals()["__version__"] = v = version()

@@ -37,9 +37,21 @@ def _str_array(items, keep):
     return C.cast(arr, C.POINTER(C.c_char_p)), len(items)
 
 
+def _arch_one(a):
+    """"sm_90" for cuda.core's Device.arch spelling "90" (and "90a"); other
+    spellings as given."""
+    if isinstance(a, int):
+        return f"sm_{a}"
+    if isinstance(a, str) and a[:1].isdigit():
+        return "sm_" + a
+    return a
+
+
 def _arch_list(arch):
     """A fatbin's architectures as the C API takes them: "sm_80,sm_90"."""
-    return ",".join(arch) if isinstance(arch, (list, tuple)) else arch
+    if isinstance(arch, (list, tuple)):
+        return ",".join(_arch_one(a) for a in arch)
+    return _arch_one(arch)
 
 
 def _text(ptr) -> str:
@@ -493,10 +505,12 @@ class Program(Handle):
     _ctype = "cuabi_program"
 
     def __init__(self, source, code_type="c++", name=None, options=None):
-        if isinstance(name, ProgramOptions):       # cuda.core: the third is options
+        if isinstance(name, (ProgramOptions, dict)):   # cuda.core: the third is options
             if options is not None:
                 raise TypeError("Program: options given twice")
             name, options = None, name
+        if isinstance(options, dict):              # cuda.core takes a dict of its fields
+            options = ProgramOptions(**options)
         if options is not None and not isinstance(options, ProgramOptions):
             raise TypeError(f"Program: options must be a ProgramOptions, not "
                             f"{type(options).__name__}")
@@ -594,6 +608,58 @@ class LinkerOptions:
     verbose: bool = False
     extra_options: list = dataclasses.field(default_factory=list)
     cache: bool = True
+    # cuda.core's names (aliases of the fields above, or nvJitLink options);
+    # None: not given
+    name: str | None = None
+    link_time_optimization: bool | None = None
+    optimization_level: int | None = None
+    lineinfo: bool | None = None
+    max_register_count: int | None = None
+    ptx: bool | None = None
+    time: bool | None = None
+    kernels_used: object = None
+    variables_used: object = None
+    optimize_unused_variables: bool | None = None
+    ptxas_options: object = None
+    split_compile: int | None = None
+    split_compile_extended: int | None = None
+    no_cache: bool | None = None
+
+    def __post_init__(self):
+        for alias, field in (("link_time_optimization", "lto"),
+                             ("optimization_level", "optimization"),
+                             ("lineinfo", "line_info"), ("max_register_count", "max_registers")):
+            v = getattr(self, alias)
+            if v is not None:
+                setattr(self, field, v)
+                setattr(self, alias, None)
+        extra = []
+
+        def names(v):
+            return [v] if isinstance(v, str) else list(v)
+        if self.ptx:
+            extra.append("-ptx")
+        if self.time:
+            extra.append("-time")
+        for n in names(self.kernels_used or ()):
+            extra.append(f"-kernels-used={n}")
+        for n in names(self.variables_used or ()):
+            extra.append(f"-variables-used={n}")
+        if self.optimize_unused_variables:
+            extra.append("-optimize-unused-variables")
+        for n in names(self.ptxas_options or ()):
+            extra.append(f"-Xptxas={n}")
+        if self.split_compile is not None:
+            extra.append(f"-split-compile={self.split_compile}")
+        if self.split_compile_extended is not None:
+            extra.append(f"-split-compile-extended={self.split_compile_extended}")
+        if self.no_cache:
+            self.cache = False
+        for f in ("ptx", "time", "kernels_used", "variables_used", "optimize_unused_variables",
+                  "ptxas_options", "split_compile", "split_compile_extended", "no_cache"):
+            setattr(self, f, None)
+        if extra:
+            self.extra_options = list(self.extra_options) + extra
 
     def _to_c(self):
         keep = []

@@ -478,7 +478,7 @@ def test_capture_failures(code, stream):
             stream.sync()
     assert stream.capture_status == "none"
     with pytest.raises(cuabi.InvalidArgumentError, match="legacy default stream"):
-        with cuabi.Device(0).default_stream().capture():
+        with cuabi.Device(0).default_stream.capture():
             pass
     with pytest.raises(ValueError, match="capture mode"):
         stream.capture("sometimes")
