@@ -38,8 +38,8 @@ for _names, _module, _needs in (
          "cuabi_arch_limits_get"),
         (("LaunchConfig", "PreparedLaunch", "launch", "prepare", "AccessPolicyWindow"),
          "_launch", "cuabi_prepared_create"),
-        (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode"), "_graph",
-         "cuabi_graph_create"),
+        (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode", "host_launch",
+          "GraphCompleteOptions"), "_graph", "cuabi_graph_create"),
         (("View", "from_dlpack", "StridedMemoryView", "args_viewable_as_strided_memory"),
          "_view", "cuabi_view_create"),
         (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
@@ -90,9 +90,9 @@ del _set_hooks, _hooks
 def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
-        if name == "utils":                              # cuda.core's submodule
+        if name in ("utils", "graph"):                   # cuda.core's submodules
             import importlib                             # lazy: import time
-            return importlib.import_module(f"{__name__}.utils")
+            return importlib.import_module(f"{__name__}.{name}")
         if name == "__version__":
             from ._core import version                   # lazy: import time
             globals()["__version__"] = v = version()

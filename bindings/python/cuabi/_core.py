@@ -351,7 +351,7 @@ class Device(Handle):
     @property
     def pci_bus_id(self) -> str:
         """The PCI bus id, "DDDD:BB:DD.F"."""
-        return self.properties.pci_bus_id
+        return self.properties._fields()["pci_bus_id"]     # (properties.pci_bus_id: the bus number)
 
     @property
     def compute_capability(self) -> ComputeCapability:

@@ -16,6 +16,7 @@ launch(stream), upload(stream) and update(builder) match cuda.core's Graph.
 from __future__ import annotations
 
 import ctypes as C
+import threading
 import weakref
 
 from . import _callbacks, _capi
@@ -795,3 +796,60 @@ class GraphBuilder:
         if self._owns_stream and not self._closed:
             self.stream.close()
         self._closed = True
+
+
+# ---- host_launch (cuda.core's name): a host function in stream order
+
+_host_launches = []             # [(exec, graph, done flag list)] until the call has run
+_host_launches_lock = threading.Lock()
+
+
+def _reap_host_launches():
+    """Release the one-node executables whose host call has run (never
+    from the host call itself: it must not call CUDA)."""
+    with _host_launches_lock:
+        done = [h for h in _host_launches if h[2]]
+        _host_launches[:] = [h for h in _host_launches if not h[2]]
+    for exe, g, _ in done:
+        exe.close()
+        g.close()
+
+
+def host_launch(stream, fn, *args) -> None:
+    """cuda.core's host_launch: call fn(*args) on a driver thread once the
+    work queued on `stream` before it has finished; later work on the
+    stream waits for it. fn must not call CUDA. Made of a one-node graph
+    (a host node) launched on the stream; not on a capturing stream (add
+    a host node: Graph.add_host). An exception fn raises goes to
+    sys.unraisablehook."""
+    if not callable(fn):
+        raise TypeError(f"host_launch: {type(fn).__name__} is not callable")
+    _reap_host_launches()
+    flag = []
+
+    def call_then_mark():
+        try:
+            fn(*args)
+        finally:
+            flag.append(True)
+
+    s = _stream(stream)
+    if s.capture_status != "none":
+        raise NotImplementedError("host_launch on a capturing stream: not yet (a graph's "
+                                  "host node is Graph.add_host)")
+    g = Graph(s.device)
+    try:
+        g.add_host(call_then_mark)
+        exe = g.instantiate()
+    except BaseException:
+        g.close()
+        raise
+    try:
+        exe.launch(s)
+    except BaseException:
+        exe.close()
+        g.close()
+        raise
+    with _host_launches_lock:
+        _host_launches.append((exe, g, flag))
+GraphCompleteOptions = CompleteOptions     # cuda.core's name

@@ -100,6 +100,7 @@ class MemoryResource(Handle):
         cuabi's former raw form is allocate_ptr()."""
         size = index_arg(size, "allocate: size")
         b = Buffer(size, self, stream)
+        b._mr = self                # memory_resource: this object, as cuda.core's
         if stream is not None:      # cuda.core: close() frees on the allocation stream
             b._dealloc_stream = _stream_arg(stream)
         return b
@@ -319,7 +320,9 @@ class DeviceMemoryResource(MemoryResource):
     DeviceMemoryResource(dev, options) creates a new pool (IPC-enabled with
     options.ipc_enabled)."""
 
-    def __new__(cls, device_id, options: DeviceMemoryResourceOptions | dict | None = None):
+    def __new__(cls, device_id=..., options: DeviceMemoryResourceOptions | dict | None = None):
+        if device_id is ...:                # Handle._wrap's bare object
+            return super().__new__(cls)
         dev = _as_device(device_id)
         if isinstance(options, dict):
             options = DeviceMemoryResourceOptions(**options)
@@ -334,7 +337,7 @@ class DeviceMemoryResource(MemoryResource):
         opts = new_struct(_capi.cuabi_memory_pool_options)
         return cls._wrap(call("cuabi_memory_resource_pool_create", dev, C.byref(opts)))
 
-    def __init__(self, device_id, options=None):
+    def __init__(self, device_id=..., options=None):
         pass                                # made by __new__
 
 
@@ -567,8 +570,10 @@ class Buffer(Handle):
 
     @property
     def memory_resource(self) -> "MemoryResource | None":
-        """cuda.core's name of `resource`."""
-        return self.resource
+        """cuda.core's memory_resource: the resource object allocate() was
+        called on, else `resource` (a new object for the same resource)."""
+        mr = getattr(self, "_mr", None)
+        return mr if mr is not None else self.resource
 
     @property
     def is_device_accessible(self) -> bool:

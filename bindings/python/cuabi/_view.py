@@ -33,6 +33,11 @@ def dtype_code(dtype) -> tuple[int, int]:
     """(code, bits) of a dtype name, numpy dtype, or array-interface typestr."""
     if isinstance(dtype, tuple):
         return dtype
+    if isinstance(dtype, type) and "numpy" in sys.modules:   # np.float32, the scalar type
+        try:
+            dtype = sys.modules["numpy"].dtype(dtype)
+        except TypeError:
+            pass
     name = getattr(dtype, "name", None) or str(dtype)
     if name in _BY_NAME:
         return _BY_NAME[name]

@@ -560,7 +560,7 @@ class _Cycle:
 
 def _garbage_of_every_kind(code):
     dev1 = cuabi.Device(1)                  # its last reference: the primary context
-    s = dev1.create_stream()
+    s = dev1.create_stream(non_blocking=False)
     host = cuabi.MemoryResource.host()
     obj = cuabi.ObjectCode.from_bytes(bytes(code), "cubin")
     k = obj.get_kernel("add_i64")

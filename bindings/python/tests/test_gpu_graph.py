@@ -67,7 +67,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
     rng = np.random.default_rng(3)
     x = rng.integers(-6, 7, BATCHES * SEGS * SEG_LEN).astype(np.float32)
     offsets = (np.arange(SEGS + 1) * SEG_LEN).astype(np.int32)
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     dx, doff = cuabi.Buffer.from_host(x, stream=s), cuabi.Buffer.from_host(offsets, stream=s)
     outs = [cuabi.Buffer(4 * BATCHES * SEGS, stream=s) for _ in range(2)]
     cfg = cuabi.LaunchConfig(grid=SEGS, block=256)
@@ -92,7 +92,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
 
 def test_update_without_reinstantiation(gpu, k):
     n = 1024
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer.from_host(np.ones(n, np.float32), stream=s)
     y = cuabi.Buffer.from_host(np.ones(n, np.float32), stream=s)
     cfg = cuabi.LaunchConfig(grid=n // 128, block=128)
@@ -125,7 +125,7 @@ def test_update_without_reinstantiation(gpu, k):
 
 
 def test_conditional_while_loop_runs_n_times(gpu, k):
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     counter = cuabi.Buffer(4, stream=s)
     g = cuabi.Graph(gpu)
     try:
@@ -146,7 +146,7 @@ def test_graph_outlives_the_python_objects_that_built_it(gpu):
     def build():
         code = cuabi.Program(KERNELS).compile(arch=gpu.arch)
         add = code.get_kernel("add_one")
-        s = gpu.create_stream()
+        s = gpu.create_stream(non_blocking=False)
         x = cuabi.Buffer(4 * 256, stream=s)
         x.fill(0, width=4, stream=s)
         with s.capture() as g:
@@ -156,7 +156,7 @@ def test_graph_outlives_the_python_objects_that_built_it(gpu):
 
     exe, ptr = build()
     gc.collect()
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     exe.launch(s)
     exe.launch(s)
     s.sync()
@@ -169,7 +169,7 @@ def test_eight_threads_replay_their_own(gpu, k):
 
     def work():
         try:
-            s = gpu.create_stream()
+            s = gpu.create_stream(non_blocking=False)
             x = cuabi.Buffer(4 * 1024, stream=s)
             x.fill(0, width=4, stream=s)
             with s.capture("thread_local") as g:
@@ -227,7 +227,7 @@ def test_cupy_work_captured_with_cuabi(gpu, k):
 
 
 def test_cuda_core_spellings(gpu, k):
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer(4 * 256, stream=s)
     x.fill(0, width=4, stream=s)
     gb = s.create_graph_builder().begin_building()
@@ -243,9 +243,9 @@ def test_cuda_core_spellings(gpu, k):
 
 def test_bad_input(gpu, k):
     with pytest.raises(cuabi.InvalidArgumentError, match="legacy default stream"):
-        with gpu.default_stream().capture():
+        with gpu.default_stream.capture():
             pass
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer(1024, stream=s)
     with pytest.raises(cuabi.StreamCaptureError, match="cuabi_stream_synchronize"):
         with s.capture():

@@ -23,7 +23,7 @@ def _child_loop(conn):
         if msg is None:
             break
         buf, view, event, i = msg
-        s = buf.device.create_stream()
+        s = buf.device.create_stream(non_blocking=False)
         s.wait(event)                                  # the parent's write first
         host = buf.to_bytes(stream=s)
         packed = c.Buffer(view.nbytes, c.MemoryResource.device_default(buf.device), stream=s)
@@ -62,7 +62,7 @@ def test_child_round_trips(gpu):
     buf = cuabi.Buffer(N * 4, res)
     view = buf.view("uint32", (64, N // 128), (N // 64, 1))   # every other half-row
     event = cuabi.Event.create_ipc(gpu)
-    stream = gpu.create_stream()
+    stream = gpu.create_stream(non_blocking=False)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     p = ctx.Process(target=_child_loop, args=(child,))
@@ -106,7 +106,7 @@ def _driver_knows(ptr):
 
 
 def _fill_child(buf, event, q_up, q_down):
-    s = buf.device.create_stream()
+    s = buf.device.create_stream(non_blocking=False)
     buf.fill(0xAB, width=1, stream=s)
     event.record(s)
     q_up.put("recorded")
@@ -123,7 +123,7 @@ def test_child_fills_parent_reads_after_event(gpu):
     p = ctx.Process(target=_fill_child, args=(buf, event, up, down))
     p.start()
     assert up.get(timeout=120) == "recorded"
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     s.wait(event)
     host = buf.to_bytes(stream=s)
     s.synchronize()

@@ -28,7 +28,7 @@ def _child_loop(conn):
             break
         bufs, event, i = msg
         if s is None:
-            s = bufs[0].device.create_stream()
+            s = bufs[0].device.create_stream(non_blocking=False)
         s.wait(event)
         ok = True
         for j, b in enumerate(bufs):
@@ -48,7 +48,7 @@ def test_pool_buffers_pickle_to_a_child(gpu):
     free0, _ = gpu.memory_info()
     mr = cuabi.MemoryResource.ipc_pool(gpu, max_size=256 << 20)
     assert mr.is_ipc_enabled and not mr.is_mapped
-    stream = gpu.create_stream()
+    stream = gpu.create_stream(non_blocking=False)
     bufs = [cuabi.Buffer(N * 4, mr, stream=stream) for _ in range(COUNT)]
     event = cuabi.Event.create_ipc(gpu)
     ctx = mp.get_context("spawn")

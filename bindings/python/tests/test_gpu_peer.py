@@ -37,7 +37,7 @@ def test_copies_between_gpus(two):
     dst.fill(0)
     dst.copy_peer(src, offset=16, size=n - 16)
     assert dst.to_bytes()[16:] == src.to_bytes()[:n - 16]
-    s = d1.create_stream()
+    s = d1.create_stream(non_blocking=False)
     dst.copy_peer(src, stream=s)
     s.synchronize()
     assert dst.to_bytes() == src.to_bytes()
