@@ -108,6 +108,7 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY) | {"__version__"})
 
 
-__all__ = sorted(set(_LAZY) | {"CuabiError", "CuabiImportError", "ClosedHandleError",
+# (the default streams need a driver to exist: not in `from cuabi import *`)
+__all__ = sorted(set(_LAZY) - {"LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM"} | {"CuabiError", "CuabiImportError", "ClosedHandleError",
                                "ERRORS", "LIBRARY_PATH", "backend", "backend_note",
                                "status_name", "status_message"})

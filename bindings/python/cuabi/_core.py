@@ -275,6 +275,14 @@ class Context:
     def is_green(self) -> bool:
         return False
 
+    @property
+    def is_closed(self) -> bool:
+        return self.handle is None
+
+    def close(self) -> None:
+        """Forget the context (a primary context stays with its device)."""
+        self.handle = None
+
     def create_stream(self, options: StreamOptions | None = None) -> "Stream":
         return self._device.create_stream(options=options)
 
@@ -553,6 +561,13 @@ class Stream(Handle):
         opts.priority = index_arg(priority, "Stream: priority", INT_MIN, INT_MAX)
         Handle.__init__(self, call("cuabi_stream_create", dev, C.byref(opts)))
         self._raw = None
+        self._nonblocking = bool(non_blocking)
+
+    @property
+    def is_nonblocking(self) -> bool:
+        """cuda.core's is_nonblocking: created with non_blocking (a wrapped
+        foreign stream: None, not known here)."""
+        return getattr(self, "_nonblocking", None)
 
     @classmethod
     def _wrap(cls, value):
@@ -669,7 +684,34 @@ class Event(Handle):
         opts = new_struct(_capi.cuabi_event_options)
         opts.flags = ((0 if timing else _capi.CUABI_EVENT_DISABLE_TIMING) |
                       (_capi.CUABI_EVENT_BLOCKING_SYNC if blocking_sync else 0))
-        Handle.__init__(self, call("cuabi_event_create", _as_device(device), C.byref(opts)))
+        dev = _as_device(device)
+        Handle.__init__(self, call("cuabi_event_create", dev, C.byref(opts)))
+        self._facts = (bool(timing), bool(blocking_sync), False, dev)
+
+    # cuda.core's facts of an event (None for events made elsewhere)
+    @property
+    def is_timing_enabled(self):
+        f = getattr(self, "_facts", None)
+        return f[0] if f else (False if getattr(self, "_ipc", False) else None)
+
+    @property
+    def is_blocking_sync(self):
+        f = getattr(self, "_facts", None)
+        return f[1] if f else None
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        return bool(getattr(self, "_ipc", False))
+
+    @property
+    def device(self):
+        f = getattr(self, "_facts", None)
+        return f[3] if f else None
+
+    @property
+    def context(self):
+        d = self.device
+        return d.context if d is not None else None
 
     def record(self, stream: Stream) -> "Event":
         lib.cuabi_event_record(self, stream)
@@ -715,7 +757,9 @@ class Event(Handle):
     def create_ipc(cls, device=None) -> "Event":
         """An event other processes can import and wait on (interprocess,
         no timing). Pickling it sends its IPC descriptor."""
-        return cls._wrap(call("cuabi_ipc_event_create", _as_device(device)))
+        ev = cls._wrap(call("cuabi_ipc_event_create", _as_device(device)))
+        ev._ipc = True
+        return ev
 
     def get_ipc_descriptor(self) -> bytes:
         """The event's IPC descriptor (bytes), for Event.from_ipc_descriptor()

@@ -79,6 +79,11 @@ class Handle:
     def closed(self) -> bool:
         return self._h is None
 
+    @property
+    def is_closed(self) -> bool:
+        """cuda.core's name of `closed`."""
+        return self.closed
+
     def close(self) -> None:
         """Release the handle: now, or when the last call on it that other
         threads have in flight returns. New calls raise ClosedHandleError at
