@@ -108,6 +108,8 @@ def test_create_stream_options_and_handles(dev):
     assert s.context == dev.context and not s.is_closed
     s2 = dev.create_stream(options=cuabi.StreamOptions(nonblocking=False, priority=0))
     s3 = dev.create_stream(options={"nonblocking": True})
+    assert s.is_nonblocking and not s2.is_nonblocking and s3.is_nonblocking
+    assert not dev.create_stream(non_blocking=False).is_nonblocking
     for x in (s, s2, s3):
         x.close()
     assert s.is_closed
@@ -137,8 +139,11 @@ def test_create_event_options(dev):
     s.record(e)
     e.sync()
     assert e.is_done and not e.is_closed
+    assert e.is_timing_enabled is False and e.is_blocking_sync is False
+    assert e.device == dev and e.context == dev.context and not e.is_ipc_enabled
     t = dev.create_event(cuabi.EventOptions(timing_enabled=True))
     t2 = dev.create_event({"timing_enabled": True})
+    assert t.is_timing_enabled and dev.create_event(timing=True).is_timing_enabled
     t.record(s)
     t2.record(s)
     s.sync()

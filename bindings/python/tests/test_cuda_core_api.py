@@ -231,3 +231,73 @@ def test_user_resources_override_allocate_ptr():
             return 0
     with pytest.raises(TypeError, match="allocate_ptr"):
         Old()
+
+
+# ---- docs/python.md's table tells the truth
+
+def _table_rows():
+    path = os.path.join(HERE, "..", "..", "..", "docs", "python.md")
+    if not os.path.exists(path):
+        pytest.skip("docs/python.md is not next to the package (an installed wheel)")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("### Every cuda.core 1.2 name")
+    rows = []
+    for line in text[start:].splitlines():
+        if line.startswith("| `"):
+            name, status = line.split("|")[1:3]
+            rows.append((name.strip().strip("`"), status.strip()))
+        elif line.startswith("## "):
+            break
+    return rows
+
+
+_CLASS = {"Graph": "GraphExec", "GraphDefinition": "Graph",
+          "GraphCompleteOptions": "CompleteOptions"}
+
+
+def test_every_name_the_table_calls_same_is_there():
+    rows = _table_rows()
+    assert len(rows) > 300
+    missing = []
+    for name, status in rows:
+        if not status.startswith("same"):
+            assert status.startswith(("alias", "not yet")), (name, status)
+            continue
+        if name.startswith("cuda.core."):
+            path = name[len("cuda.core."):].split(".")
+            obj = cuabi
+            try:
+                for p in path:
+                    obj = getattr(obj, p) if p not in ("LEGACY_DEFAULT_STREAM",
+                                                       "PER_THREAD_DEFAULT_STREAM") else obj
+            except AttributeError:
+                missing.append(name)
+            continue
+        cls, member = name.split(".", 1)
+        c = getattr(cuabi, _CLASS.get(cls, cls))
+        import dataclasses
+        names = set(dir(c)) | set(getattr(c, "__slots__", ()))
+        if dataclasses.is_dataclass(c):
+            names |= {f.name for f in dataclasses.fields(c)}
+        if member not in names and (cls, member) != ("GraphBuilder", "stream"):
+            missing.append(name)
+    assert not missing, missing
+
+
+def test_more_program_options_become_nvrtc_flags():
+    o = cuabi.ProgramOptions(diag_suppress=[177, 550], split_compile=0, pch=True,
+                             no_cache=True, device_float128=True, time="t.csv")
+    assert "--diag-suppress=177" in o.extra_options and "--diag-suppress=550" in o.extra_options
+    assert "--split-compile=0" in o.extra_options and "--pch" in o.extra_options
+    assert "--device-float128" in o.extra_options and "--time=t.csv" in o.extra_options
+    assert not o.cache
+
+
+def test_event_and_stream_facts_are_cuda_cores():
+    for cls in (cuabi.Event, cuabi.Stream, cuabi.Buffer, cuabi.Program, cuabi.Linker):
+        assert isinstance(cls.is_closed, property)
+    for name in ("is_timing_enabled", "is_blocking_sync", "is_ipc_enabled", "device", "context",
+                 "is_done", "handle"):
+        assert isinstance(getattr(cuabi.Event, name), property)
+    assert callable(cuabi.Linker.get_error_log) and callable(cuabi.Linker.get_info_log)
