@@ -30,6 +30,9 @@
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
 #include "cuabi/fatbin.h"
+#include "cuabi/array.h"
+#include "cuabi/texture.h"
+#include "cuabi/memop.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

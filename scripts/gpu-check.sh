@@ -43,6 +43,7 @@ for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
         bench/bench_graph bench/bench_peer bench/bench_pool_parts bench/bench_launch_cxx \
+        bench/bench_texture \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -70,7 +71,7 @@ for arg in "$@"; do
         # host's processes differ by 10-40%).
         repeat=${BENCH_REPEAT:-1}
         for b in bench/bench_launch bench/bench_memory bench/bench_pool_parts bench/bench_compile \
-                 bench/bench_graph; do
+                 bench/bench_graph bench/bench_texture; do
             n=1
             case $b in bench/bench_launch | bench/bench_memory | bench/bench_pool_parts) n=$repeat ;; esac
             for _ in $(seq "$n"); do
@@ -103,6 +104,10 @@ for arg in "$@"; do
             --detail --json "$out/bench_import.json" 2>&1 | tee -a "$out/bench.txt"
         [ -f bench/dlpack_sources.py ] && python3 bench/dlpack_sources.py 2>&1 |
             tee -a "$out/bench.txt"
+        # Texture objects from Python beside CuPy's TextureObject (issue 27).
+        [ -f bench/bench_texture.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
+            bench/bench_texture.py --json "$out/bench_texture.json" 2>&1 | tee -a "$out/bench.txt"
         # Graph replay from Python beside cuda.core's GraphBuilder (issue 14).
         [ -f bench/bench_graph.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
             PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \

@@ -12,6 +12,8 @@ Anything else counts as one test with its .trs result. A suite that exits 77
 
 Prints one line per suite (with --verbose) and ends with the one line
     N passed, N failed, N skipped
+Before that line, the last lines of each failed suite's log, so that a
+failure seen only on another machine (CI) shows its cause.
 Exit status 1 if anything failed or no test ran.
 """
 import glob
@@ -22,6 +24,7 @@ import sys
 CHECK = re.compile(r"^\d+%: Checks: (\d+), Failures: (\d+), Errors: (\d+)", re.M)
 CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", re.M)
 PYTEST_WORD = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+FAILED_LOG_LINES = 30
 PLAIN = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?\s*$", re.M)
 
 
@@ -83,6 +86,7 @@ def main(argv):
     verbose = "--verbose" in argv
     dirs = [a for a in argv if not a.startswith("--")] or ["."]
     total = [0, 0, 0]
+    failed_logs = []
     for d in dirs:
         for trs in sorted(glob.glob(os.path.join(d, "**", "*.trs"), recursive=True)):
             log = trs[:-4] + ".log"
@@ -94,9 +98,16 @@ def main(argv):
             c = count_suite(text, result)
             for i in range(3):
                 total[i] += c[i]
+            if c[1]:
+                failed_logs.append((os.path.join(d, os.path.relpath(trs[:-4], d)), text))
             if verbose:
                 print(f"{result:5} {os.path.relpath(trs[:-4], d):40} "
                       f"{c[0]} passed, {c[1]} failed, {c[2]} skipped")
+    for name, text in failed_logs:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        print(f"--- last lines of {name}.log")
+        for ln in lines[-FAILED_LOG_LINES:]:
+            print(f"    {ln[:300]}")
     print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
     return 1 if total[1] or total[0] == 0 else 0
 

@@ -253,9 +253,11 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd,
  * exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the
  * device with the descriptor's UUID that receives the exporter's buffers
  * (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already
- * mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason
- * for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file
- * descriptor that is not open or that the driver refuses; nothing is left mapped then.
+ * mapped in this process gives its live resource (a new reference; the fd is then not used), for a
+ * descriptor of the same exporting process and device only (another one is refused as forged).
+ * CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a
+ * descriptor of another kind, a file descriptor that is not open or that the driver refuses;
+ * nothing is left mapped then.
  * @param out [out, ownership transferred]
  * @param descriptor [array of size elements]
  * Needs the CUDA driver and a GPU.
@@ -300,9 +302,13 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_send(int socket, int fd, const uint8_t *
 
 /**
  * Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor
- * (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes,
- * CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is
- * closed). Needs no driver.
+ * (close-on-exec, the caller's to close). Waits for a message as recvmsg(2) does: a peer that never
+ * sends blocks the call, unless the socket is non-blocking or has a receive timeout (SO_RCVTIMEO),
+ * which give CUABI_ERROR_IO ("no message arrived"). CUABI_ERROR_IO when the socket fails or the
+ * peer closes; CUABI_ERROR_IPC when the message has no descriptor or several, another length, or no
+ * byte (every descriptor it carried is closed; those the kernel could not deliver, MSG_CTRUNC, it
+ * drops itself). The descriptor may be of any kind: cuabi_ipc_pool_import() checks it. Needs no
+ * driver.
  * @param fd [out]
  * @param data [out, array of size elements]
  */

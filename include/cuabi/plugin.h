@@ -30,6 +30,9 @@
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
 #include "cuabi/fatbin.h"
+#include "cuabi/array.h"
+#include "cuabi/texture.h"
+#include "cuabi/memop.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -672,6 +675,129 @@ typedef struct cuabi_api {
     cuabi_status (*cache_verify_each)(cuabi_cache_verify_report *out,
                                       cuabi_cache_verify_each_fn fn,
                                       void *payload);
+    cuabi_status (*array_retain)(cuabi_array *handle);
+    cuabi_status (*array_release)(cuabi_array *handle);
+    cuabi_status (*mipmapped_array_retain)(cuabi_mipmapped_array *handle);
+    cuabi_status (*mipmapped_array_release)(cuabi_mipmapped_array *handle);
+    cuabi_status (*array_desc_init)(cuabi_array_desc *opts, unsigned int version);
+    cuabi_status (*array_info_init)(cuabi_array_info *opts, unsigned int version);
+    cuabi_status (*array_region_init)(cuabi_array_region *opts, unsigned int version);
+    cuabi_status (*array_create)(cuabi_array **out,
+                                 cuabi_device *device,
+                                 const cuabi_array_desc *desc);
+    cuabi_status (*array_create_from_view)(cuabi_array **out,
+                                           cuabi_view *view,
+                                           unsigned int num_channels,
+                                           unsigned int flags,
+                                           cuabi_device *device,
+                                           cuabi_stream *stream);
+    cuabi_status (*array_get_info)(cuabi_array_info *out, cuabi_array *array);
+    cuabi_status (*array_device)(cuabi_device **out, cuabi_array *array);
+    cuabi_status (*array_native_handle)(uintptr_t *out, cuabi_array *array);
+    cuabi_status (*mipmapped_array_create)(cuabi_mipmapped_array **out,
+                                           cuabi_device *device,
+                                           const cuabi_array_desc *desc,
+                                           unsigned int num_levels);
+    cuabi_status (*mipmapped_array_get_level)(cuabi_array **out,
+                                              cuabi_mipmapped_array *mipmapped_array,
+                                              unsigned int level);
+    cuabi_status (*mipmapped_array_get_info)(cuabi_array_info *out,
+                                             cuabi_mipmapped_array *mipmapped_array);
+    cuabi_status (*array_copy_from_host)(cuabi_array *array,
+                                         const cuabi_array_region *region,
+                                         const void *src,
+                                         size_t size,
+                                         size_t src_pitch,
+                                         size_t src_rows,
+                                         cuabi_stream *stream);
+    cuabi_status (*array_copy_to_host)(void *dst,
+                                       size_t size,
+                                       size_t dst_pitch,
+                                       size_t dst_rows,
+                                       cuabi_array *array,
+                                       const cuabi_array_region *region,
+                                       cuabi_stream *stream);
+    cuabi_status (*array_copy_from_buffer)(cuabi_array *array,
+                                           const cuabi_array_region *region,
+                                           cuabi_buffer *buffer,
+                                           size_t offset,
+                                           size_t pitch,
+                                           size_t rows,
+                                           cuabi_stream *stream);
+    cuabi_status (*array_copy_to_buffer)(cuabi_buffer *buffer,
+                                         size_t offset,
+                                         size_t pitch,
+                                         size_t rows,
+                                         cuabi_array *array,
+                                         const cuabi_array_region *region,
+                                         cuabi_stream *stream);
+    cuabi_status (*array_copy_from_view)(cuabi_array *array,
+                                         const cuabi_array_region *region,
+                                         cuabi_view *view,
+                                         cuabi_stream *stream);
+    cuabi_status (*array_copy_to_view)(cuabi_view *view,
+                                       cuabi_array *array,
+                                       const cuabi_array_region *region,
+                                       cuabi_stream *stream);
+    cuabi_status (*array_copy)(cuabi_array *dst,
+                               const cuabi_array_region *dst_region,
+                               cuabi_array *src,
+                               const cuabi_array_region *src_region,
+                               cuabi_stream *stream);
+    cuabi_status (*texture_retain)(cuabi_texture *handle);
+    cuabi_status (*texture_release)(cuabi_texture *handle);
+    cuabi_status (*surface_retain)(cuabi_surface *handle);
+    cuabi_status (*surface_release)(cuabi_surface *handle);
+    cuabi_status (*texture_desc_init)(cuabi_texture_desc *opts, unsigned int version);
+    cuabi_status (*texture_info_init)(cuabi_texture_info *opts, unsigned int version);
+    cuabi_status (*texture_create_from_array)(cuabi_texture **out,
+                                              cuabi_array *array,
+                                              const cuabi_texture_desc *desc);
+    cuabi_status (*texture_create_from_mipmapped_array)(cuabi_texture **out,
+                                                        cuabi_mipmapped_array *mipmapped_array,
+                                                        const cuabi_texture_desc *desc);
+    cuabi_status (*texture_create_from_view)(cuabi_texture **out,
+                                             cuabi_view *view,
+                                             unsigned int num_channels,
+                                             const cuabi_texture_desc *desc);
+    cuabi_status (*texture_create_from_image)(cuabi_texture **out,
+                                              cuabi_view *view,
+                                              unsigned int num_channels,
+                                              unsigned int flags,
+                                              const cuabi_texture_desc *desc,
+                                              cuabi_device *device);
+    cuabi_status (*texture_get_info)(cuabi_texture_info *out, cuabi_texture *texture);
+    cuabi_status (*texture_get_desc)(cuabi_texture_desc *out, cuabi_texture *texture);
+    cuabi_status (*texture_object)(uint64_t *out, cuabi_texture *texture);
+    cuabi_status (*surface_create)(cuabi_surface **out, cuabi_array *array);
+    cuabi_status (*surface_object)(uint64_t *out, cuabi_surface *surface);
+    cuabi_status (*surface_array)(cuabi_array **out, cuabi_surface *surface);
+    cuabi_status (*argpack_set_texture)(cuabi_argpack *pack, size_t slot, cuabi_texture *texture);
+    cuabi_status (*argpack_set_surface)(cuabi_argpack *pack, size_t slot, cuabi_surface *surface);
+    cuabi_status (*stream_mem_op_init)(cuabi_stream_mem_op *opts, unsigned int version);
+    cuabi_status (*stream_wait_value32)(cuabi_stream *stream,
+                                        cuabi_buffer *buffer,
+                                        size_t offset,
+                                        uint32_t value,
+                                        unsigned int flags);
+    cuabi_status (*stream_wait_value64)(cuabi_stream *stream,
+                                        cuabi_buffer *buffer,
+                                        size_t offset,
+                                        uint64_t value,
+                                        unsigned int flags);
+    cuabi_status (*stream_write_value32)(cuabi_stream *stream,
+                                         cuabi_buffer *buffer,
+                                         size_t offset,
+                                         uint32_t value,
+                                         unsigned int flags);
+    cuabi_status (*stream_write_value64)(cuabi_stream *stream,
+                                         cuabi_buffer *buffer,
+                                         size_t offset,
+                                         uint64_t value,
+                                         unsigned int flags);
+    cuabi_status (*stream_batch_mem_op)(cuabi_stream *stream,
+                                        const cuabi_stream_mem_op *ops,
+                                        size_t count);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

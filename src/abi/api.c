@@ -440,6 +440,78 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_options_init(cuabi_ipc_pool_options *o
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_array_desc_init(cuabi_array_desc *opts, unsigned int version)
+{
+    static const cuabi_array_desc defaults = CUABI_ARRAY_DESC_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_array_desc_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_array_desc", version, CUABI_ARRAY_DESC_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_array_info_init(cuabi_array_info *opts, unsigned int version)
+{
+    static const cuabi_array_info defaults = CUABI_ARRAY_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_array_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_array_info", version, CUABI_ARRAY_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_array_region_init(cuabi_array_region *opts, unsigned int version)
+{
+    static const cuabi_array_region defaults = CUABI_ARRAY_REGION_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_array_region_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_array_region", version, CUABI_ARRAY_REGION_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_texture_desc_init(cuabi_texture_desc *opts, unsigned int version)
+{
+    static const cuabi_texture_desc defaults = CUABI_TEXTURE_DESC_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_texture_desc_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_texture_desc", version, CUABI_TEXTURE_DESC_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_texture_info_init(cuabi_texture_info *opts, unsigned int version)
+{
+    static const cuabi_texture_info defaults = CUABI_TEXTURE_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_texture_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_texture_info", version, CUABI_TEXTURE_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_mem_op_init(cuabi_stream_mem_op *opts, unsigned int version)
+{
+    static const cuabi_stream_mem_op defaults = CUABI_STREAM_MEM_OP_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_stream_mem_op_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_stream_mem_op", version, CUABI_STREAM_MEM_OP_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry {
     const char *type, *field;
     size_t value;
@@ -873,6 +945,80 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_ipc_pool_options", "max_size", offsetof(cuabi_ipc_pool_options, max_size) },
     { "cuabi_ipc_pool_options", "release_threshold",
       offsetof(cuabi_ipc_pool_options, release_threshold) },
+    { "cuabi_array_desc", NULL, sizeof(cuabi_array_desc) },
+    { "cuabi_array_desc", "version", offsetof(cuabi_array_desc, version) },
+    { "cuabi_array_desc", "width", offsetof(cuabi_array_desc, width) },
+    { "cuabi_array_desc", "height", offsetof(cuabi_array_desc, height) },
+    { "cuabi_array_desc", "depth", offsetof(cuabi_array_desc, depth) },
+    { "cuabi_array_desc", "format", offsetof(cuabi_array_desc, format) },
+    { "cuabi_array_desc", "num_channels", offsetof(cuabi_array_desc, num_channels) },
+    { "cuabi_array_desc", "flags", offsetof(cuabi_array_desc, flags) },
+    { "cuabi_array_info", NULL, sizeof(cuabi_array_info) },
+    { "cuabi_array_info", "version", offsetof(cuabi_array_info, version) },
+    { "cuabi_array_info", "width", offsetof(cuabi_array_info, width) },
+    { "cuabi_array_info", "height", offsetof(cuabi_array_info, height) },
+    { "cuabi_array_info", "depth", offsetof(cuabi_array_info, depth) },
+    { "cuabi_array_info", "format", offsetof(cuabi_array_info, format) },
+    { "cuabi_array_info", "num_channels", offsetof(cuabi_array_info, num_channels) },
+    { "cuabi_array_info", "flags", offsetof(cuabi_array_info, flags) },
+    { "cuabi_array_info", "dims", offsetof(cuabi_array_info, dims) },
+    { "cuabi_array_info", "layers", offsetof(cuabi_array_info, layers) },
+    { "cuabi_array_info", "element_size", offsetof(cuabi_array_info, element_size) },
+    { "cuabi_array_info", "block", offsetof(cuabi_array_info, block) },
+    { "cuabi_array_info", "size_bytes", offsetof(cuabi_array_info, size_bytes) },
+    { "cuabi_array_info", "level", offsetof(cuabi_array_info, level) },
+    { "cuabi_array_info", "num_levels", offsetof(cuabi_array_info, num_levels) },
+    { "cuabi_array_info", "device", offsetof(cuabi_array_info, device) },
+    { "cuabi_array_info", "native", offsetof(cuabi_array_info, native) },
+    { "cuabi_array_region", NULL, sizeof(cuabi_array_region) },
+    { "cuabi_array_region", "version", offsetof(cuabi_array_region, version) },
+    { "cuabi_array_region", "x", offsetof(cuabi_array_region, x) },
+    { "cuabi_array_region", "y", offsetof(cuabi_array_region, y) },
+    { "cuabi_array_region", "z", offsetof(cuabi_array_region, z) },
+    { "cuabi_array_region", "width", offsetof(cuabi_array_region, width) },
+    { "cuabi_array_region", "height", offsetof(cuabi_array_region, height) },
+    { "cuabi_array_region", "depth", offsetof(cuabi_array_region, depth) },
+    { "cuabi_texture_desc", NULL, sizeof(cuabi_texture_desc) },
+    { "cuabi_texture_desc", "version", offsetof(cuabi_texture_desc, version) },
+    { "cuabi_texture_desc", "address_mode", offsetof(cuabi_texture_desc, address_mode) },
+    { "cuabi_texture_desc", "filter_mode", offsetof(cuabi_texture_desc, filter_mode) },
+    { "cuabi_texture_desc", "read_mode", offsetof(cuabi_texture_desc, read_mode) },
+    { "cuabi_texture_desc", "normalized_coords", offsetof(cuabi_texture_desc, normalized_coords) },
+    { "cuabi_texture_desc", "srgb", offsetof(cuabi_texture_desc, srgb) },
+    { "cuabi_texture_desc", "disable_trilinear_optimization",
+      offsetof(cuabi_texture_desc, disable_trilinear_optimization) },
+    { "cuabi_texture_desc", "seamless_cubemap", offsetof(cuabi_texture_desc, seamless_cubemap) },
+    { "cuabi_texture_desc", "max_anisotropy", offsetof(cuabi_texture_desc, max_anisotropy) },
+    { "cuabi_texture_desc", "mipmap_filter_mode",
+      offsetof(cuabi_texture_desc, mipmap_filter_mode) },
+    { "cuabi_texture_desc", "mipmap_level_bias", offsetof(cuabi_texture_desc, mipmap_level_bias) },
+    { "cuabi_texture_desc", "min_mipmap_level_clamp",
+      offsetof(cuabi_texture_desc, min_mipmap_level_clamp) },
+    { "cuabi_texture_desc", "max_mipmap_level_clamp",
+      offsetof(cuabi_texture_desc, max_mipmap_level_clamp) },
+    { "cuabi_texture_desc", "border_color", offsetof(cuabi_texture_desc, border_color) },
+    { "cuabi_texture_info", NULL, sizeof(cuabi_texture_info) },
+    { "cuabi_texture_info", "version", offsetof(cuabi_texture_info, version) },
+    { "cuabi_texture_info", "resource", offsetof(cuabi_texture_info, resource) },
+    { "cuabi_texture_info", "format", offsetof(cuabi_texture_info, format) },
+    { "cuabi_texture_info", "num_channels", offsetof(cuabi_texture_info, num_channels) },
+    { "cuabi_texture_info", "width", offsetof(cuabi_texture_info, width) },
+    { "cuabi_texture_info", "height", offsetof(cuabi_texture_info, height) },
+    { "cuabi_texture_info", "depth", offsetof(cuabi_texture_info, depth) },
+    { "cuabi_texture_info", "pitch", offsetof(cuabi_texture_info, pitch) },
+    { "cuabi_texture_info", "address", offsetof(cuabi_texture_info, address) },
+    { "cuabi_texture_info", "device", offsetof(cuabi_texture_info, device) },
+    { "cuabi_texture_info", "array", offsetof(cuabi_texture_info, array) },
+    { "cuabi_texture_info", "mipmapped_array", offsetof(cuabi_texture_info, mipmapped_array) },
+    { "cuabi_texture_info", "view", offsetof(cuabi_texture_info, view) },
+    { "cuabi_texture_info", "object", offsetof(cuabi_texture_info, object) },
+    { "cuabi_stream_mem_op", NULL, sizeof(cuabi_stream_mem_op) },
+    { "cuabi_stream_mem_op", "version", offsetof(cuabi_stream_mem_op, version) },
+    { "cuabi_stream_mem_op", "kind", offsetof(cuabi_stream_mem_op, kind) },
+    { "cuabi_stream_mem_op", "buffer", offsetof(cuabi_stream_mem_op, buffer) },
+    { "cuabi_stream_mem_op", "offset", offsetof(cuabi_stream_mem_op, offset) },
+    { "cuabi_stream_mem_op", "value", offsetof(cuabi_stream_mem_op, value) },
+    { "cuabi_stream_mem_op", "flags", offsetof(cuabi_stream_mem_op, flags) },
     { NULL, NULL, 0 }
 };
 
@@ -1059,5 +1205,45 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_retain(cuabi_graph_exec *handle)
 CUABI_EXTERN(cuabi_status) cuabi_graph_exec_release(cuabi_graph_exec *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_GRAPH_EXEC);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_array_retain(cuabi_array *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_ARRAY);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_array_release(cuabi_array *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_ARRAY);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_retain(cuabi_mipmapped_array *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_MIPMAPPED_ARRAY);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_release(cuabi_mipmapped_array *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_MIPMAPPED_ARRAY);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_texture_retain(cuabi_texture *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_TEXTURE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_texture_release(cuabi_texture *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_TEXTURE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_surface_retain(cuabi_surface *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_SURFACE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_surface_release(cuabi_surface *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_SURFACE);
 }
 

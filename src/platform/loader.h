@@ -107,7 +107,17 @@
     X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010) \
     /* pool IPC: exportable pools and their pointers */ \
     X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020) \
-    X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)
+    X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020) \
+    /* textures (issue 27): arrays, their copies, texture and surface objects, \
+       stream memory operations (the _v2 ones: PFN_..._v11070) */ \
+    X(cuArray3DCreate, 3020) X(cuArray3DGetDescriptor, 3020) X(cuArrayDestroy, 2000) \
+    X(cuMipmappedArrayCreate, 5000) X(cuMipmappedArrayGetLevel, 5000) \
+    X(cuMipmappedArrayDestroy, 5000) X(cuMemcpy3DAsync, 3020) \
+    X(cuTexObjectCreate, 5000) X(cuTexObjectDestroy, 5000) \
+    X(cuSurfObjectCreate, 5000) X(cuSurfObjectDestroy, 5000) \
+    X(cuStreamWaitValue32, 11070) X(cuStreamWaitValue64, 11070) \
+    X(cuStreamWriteValue32, 11070) X(cuStreamWriteValue64, 11070) \
+    X(cuStreamBatchMemOp, 11070)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

@@ -32,7 +32,11 @@
  * cuModuleUnload is not in the driver table (cuabi loads code with
  * cuLibraryLoadData only). A pool free on the legacy default stream while a
  * blocking stream is captured conflicts with the capture whatever the mode:
- * memory.c defers those (cuabi__resource_deallocate_general). */
+ * memory.c defers those (cuabi__resource_deallocate_general).
+ * Arrays (issue 27): cuArrayDestroy and cuMipmappedArrayDestroy free device
+ * memory as cuMemFree does, so they are listed as cuMemFree is; texture and
+ * surface object destroys free no memory and are not. An H100 probe
+ * (tests/runtime/probe_release_textures.c) is to confirm all four. */
 #ifndef CUABI_PLATFORM_RELEASE_H
 #define CUABI_PLATFORM_RELEASE_H
 
@@ -41,7 +45,8 @@
 #define CUABI__CAPTURE_UNSAFE_RELEASES(X)                                      \
     X(cuMemFree) X(cuMemFreeHost) X(cuMemHostUnregister) X(cuLibraryUnload)    \
     X(cuGraphExecDestroy) X(cuGraphDestroyNode) X(cuMemPoolDestroy)            \
-    X(cuDevicePrimaryCtxRelease) X(cuIpcCloseMemHandle)
+    X(cuDevicePrimaryCtxRelease) X(cuIpcCloseMemHandle)                      \
+    X(cuArrayDestroy) X(cuMipmappedArrayDestroy)
 
 /* Unsafe too, but on the hot path: the pool free. Relaxed only while the
  * process is in CUABI_RELEASE_CAPTURE_SAFE mode (the default;

@@ -805,7 +805,8 @@ static inline bool address_slot(const cuabi__arg_item *it)
  * earlier on a ptr slot is dropped). */
 static inline void clear_ref(cuabi__argpack *p, size_t slot)
 {
-    if (p->ref_kind[slot] && address_slot(slot_of(p, slot))) {
+    if (p->ref_kind[slot] &&
+        (p->ref_kind[slot] >= CUABI__REF_TEXTURE || address_slot(slot_of(p, slot)))) {
         p->ref_kind[slot] = CUABI__REF_NONE;
         p->ref_handle[slot] = 0;
         p->nrefs--;
@@ -1053,13 +1054,13 @@ static cuabi_status resolve_ref(uint64_t *addr, int ref, uint64_t handle)
 {
     void *obj;
     const void *h = (const void *)(uintptr_t)handle;
-    if (ref == CUABI__REF_BUFFER) {
-        CUABI__TRY(cuabi__handle_get(h, CUABI__T_BUFFER, &obj, "launch"));
+    CUABI__TRY(cuabi__handle_get(h, cuabi__ref_type(ref), &obj, "launch"));
+    if (ref == CUABI__REF_BUFFER)
         *addr = ((cuabi__buffer *)obj)->ptr;
-    } else {
-        CUABI__TRY(cuabi__handle_get(h, CUABI__T_VIEW, &obj, "launch"));
+    else if (ref == CUABI__REF_VIEW)
         *addr = ((cuabi__view *)obj)->data + ((cuabi__view *)obj)->byte_offset;
-    }
+    else
+        *addr = ((cuabi__valued_object *)obj)->value;
     return CUABI_SUCCESS;
 }
 
@@ -1098,13 +1099,41 @@ CUABI_EXTERN(cuabi_status) cuabi_argpack_set_view(cuabi_argpack *pack, size_t sl
     return set_ref(pack, slot, view, CUABI__REF_VIEW, __func__);
 }
 
+/* Slots that take a texture or surface object's 64-bit value. */
+static inline bool object_slot(const cuabi__arg_item *it)
+{
+    return it->kind == CUABI_ARG_HANDLE || it->kind == CUABI_ARG_U64 ||
+           it->kind == CUABI_ARG_I64 || it->kind == CUABI_ARG_INTPTR ||
+           ((it->kind == CUABI_ARG_RAW || it->kind == CUABI_ARG_INTEGER) && it->size == 8);
+}
+
+cuabi_status cuabi__argpack_set_object(cuabi_argpack *pack, size_t slot, const void *handle,
+                                       int ref, const char *caller)
+{
+    cuabi__argpack *p;
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(pack, CUABI__T_ARGPACK, &obj, caller));
+    p = obj;
+    if (slot >= p->nslots)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: slot %zu is out of range (the pack "
+                            "has %zu)", caller, slot, p->nslots);
+    if (!object_slot(slot_of(p, slot)))
+        return kind_error(p, slot, "handle (or u64, i64, intptr, an 8-byte raw slot)", caller);
+    CUABI__TRY(cuabi__handle_get(handle, cuabi__ref_type(ref), &obj, caller));
+    if (!p->ref_kind[slot])
+        p->nrefs++;
+    p->ref_kind[slot] = (unsigned char)ref;
+    p->ref_handle[slot] = (uint64_t)(uintptr_t)handle;
+    return CUABI_SUCCESS;
+}
+
 cuabi_status cuabi__argpack_resolve_slow(cuabi__argpack *p, const char *caller)
 {
     for (size_t s = 0; s < p->nslots; s++) {
         int ref = p->ref_kind[s];
         if (!ref)
             continue;
-        const char *what = ref == CUABI__REF_BUFFER ? "buffer" : "view";
+        const char *what = cuabi__ref_name(ref);
         if (!p->ref_handle[s])
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                                 "%s: argument %zu (%s) was never set", caller, s, what);

@@ -14,8 +14,32 @@ typedef struct cuabi__arg_item {
     size_t member_count;
 } cuabi__arg_item;
 
-/* Where a slot's device address comes from at launch. */
-enum { CUABI__REF_NONE = 0, CUABI__REF_BUFFER = 1, CUABI__REF_VIEW = 2 };
+/* Where a slot's value comes from at launch: a buffer's or view's device
+ * address, or a texture's or surface's object value. */
+enum {
+    CUABI__REF_NONE = 0, CUABI__REF_BUFFER = 1, CUABI__REF_VIEW = 2,
+    CUABI__REF_TEXTURE = 3, CUABI__REF_SURFACE = 4
+};
+
+/* The handle type a reference names, and its name in messages. */
+static inline cuabi__handle_type cuabi__ref_type(int ref)
+{
+    return ref == CUABI__REF_BUFFER ? CUABI__T_BUFFER : ref == CUABI__REF_VIEW ? CUABI__T_VIEW
+         : ref == CUABI__REF_TEXTURE ? CUABI__T_TEXTURE : CUABI__T_SURFACE;
+}
+static inline const char *cuabi__ref_name(int ref)
+{
+    return ref == CUABI__REF_BUFFER ? "buffer" : ref == CUABI__REF_VIEW ? "view"
+         : ref == CUABI__REF_TEXTURE ? "texture" : "surface";
+}
+
+/* Objects whose 64-bit value a slot takes (texture and surface objects,
+ * runtime/texture.c) start with this layout, so the pack reads the value
+ * without calling up into their module. */
+typedef struct cuabi__valued_object {
+    cuabi__object base;
+    uint64_t value;
+} cuabi__valued_object;
 
 typedef struct cuabi__argpack {
     cuabi__object base;
@@ -39,6 +63,12 @@ static inline cuabi_status cuabi__argpack_resolve(cuabi__argpack *p, const char 
 {
     return p->nrefs ? cuabi__argpack_resolve_slow(p, caller) : CUABI_SUCCESS;
 }
+
+/* Point a slot at a texture or surface handle (`ref` CUABI__REF_TEXTURE /
+ * _SURFACE): a handle, u64, i64, intptr or 8-byte raw slot. The pack keeps
+ * the handle; cuabi__argpack_resolve writes the object's value. */
+cuabi_status cuabi__argpack_set_object(cuabi_argpack *pack, size_t slot, const void *handle,
+                                       int ref, const char *caller);
 
 /* Compare the pack with a kernel's parameter layout (count, sizes and, when
  * offsets is non-NULL, offsets); CUABI_ERROR_ARGUMENT_MISMATCH naming the

@@ -71,15 +71,13 @@ cuabi_status cuabi__keep_pack(cuabi__keep *k, const cuabi__argpack *p, const cha
         int ref = p->ref_kind[s];
         if (!ref)
             continue;
-        const char *kind = ref == CUABI__REF_BUFFER ? "buffer" : "view";
+        const char *kind = cuabi__ref_name(ref);
         void *obj;
         const void *h = (const void *)(uintptr_t)p->ref_handle[s];
         if (!h)
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s: argument %zu (%s) was "
                                 "never set", caller, what, s, kind);
-        cuabi_status st = cuabi__handle_get(h, ref == CUABI__REF_BUFFER ? CUABI__T_BUFFER
-                                                                        : CUABI__T_VIEW,
-                                            &obj, caller);
+        cuabi_status st = cuabi__handle_get(h, cuabi__ref_type(ref), &obj, caller);
         if (st != CUABI_SUCCESS)
             return cuabi__error(CUABI_ERROR_INVALID_HANDLE, "%s: %s: argument %zu holds a %s "
                                 "that was released (or is not a cuabi_%s); set it again",

@@ -102,12 +102,13 @@ static cuabi_status capture_keep_launch(CUstream s, cuabi__kernel *k, const cuab
         void *obj;
         const void *h = (const void *)(uintptr_t)p->ref_handle[i];
         /* The launch resolved every slot already: the handles are live. */
-        if (p->ref_kind[i] == CUABI__REF_BUFFER &&
-            cuabi__handle_get(h, CUABI__T_BUFFER, &obj, caller) == CUABI_SUCCESS)
-            st = keep_buffer(c, obj, caller);
-        else if (p->ref_kind[i] == CUABI__REF_VIEW &&
-                 cuabi__handle_get(h, CUABI__T_VIEW, &obj, caller) == CUABI_SUCCESS)
-            st = cuabi__keep_object(&c->keep, obj, caller);
+        int ref = p->ref_kind[i];
+        if (!ref || cuabi__handle_get(h, cuabi__ref_type(ref), &obj, caller) != CUABI_SUCCESS)
+            continue;
+        /* Buffers: their memory; views, textures, surfaces: the object,
+         * which keeps what it reads. */
+        st = ref == CUABI__REF_BUFFER ? keep_buffer(c, obj, caller)
+                                      : cuabi__keep_object(&c->keep, obj, caller);
     }
     capture_done();
     return st;

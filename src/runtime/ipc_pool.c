@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,13 +167,17 @@ cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, cuabi__buffer *b, const
 /* One entry per pool mapped in this process. `res` is the resource the
  * next import may share (NULL, or dying, once its last reference went);
  * `users` counts the resources over the pool, which is destroyed with the
- * last. Guarded by `registry_lock`, as is every import of a pool. */
+ * last. `pid` and `uuid` are the exporter and device of the descriptor it
+ * was mapped from: a later descriptor with the same id must name them too.
+ * Guarded by `registry_lock`, as is every import of a pool. */
 typedef struct mapped_pool {
     struct mapped_pool *next;
     uint64_t id;
     CUmemoryPool pool;
     int users;
     cuabi__memory_resource *res;
+    uint32_t pid;
+    uint8_t uuid[16];
 } mapped_pool;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -237,11 +242,29 @@ static cuabi_status grant_access(const cuabi__driver *drv, CUmemoryPool pool,
     return CUABI__CU_IN(caller, drv, cuMemPoolSetAccess, pool, &want, 1);
 }
 
+/* What an fd is, for messages. */
+static const char *fd_kind(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return "not open";
+    return S_ISREG(st.st_mode)    ? "a regular file"
+           : S_ISFIFO(st.st_mode) ? "a pipe or FIFO"
+           : S_ISSOCK(st.st_mode) ? "a socket"
+           : S_ISCHR(st.st_mode)  ? "a character device"
+           : S_ISDIR(st.st_mode)  ? "a directory"
+           : S_ISBLK(st.st_mode)  ? "a block device"
+                                  : "of another kind";
+}
+
 /* Import the pool behind `fd` and publish a mapped resource over it, as a
- * new registry entry; registry_lock is held. */
+ * new registry entry; registry_lock is held. The driver answers an fd that
+ * is no exported pool's with CUDA_ERROR_UNKNOWN (every kind tried: a pipe,
+ * /dev/null, a regular file, a socket, a FIFO, an eventfd, a memfd, a
+ * directory; H100, driver 580.159.04), which is a refusal here. */
 static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
-                            const cuabi__driver *drv, int fd, uint64_t id, const uint8_t *uuid,
-                            const char *caller)
+                            const cuabi__driver *drv, int fd, uint64_t id, uint32_t pid,
+                            const uint8_t *uuid, const char *caller)
 {
     if (!drv->cuMemPoolImportFromShareableHandle)
         return cuabi__missing_entry("cuMemPoolImportFromShareableHandle", caller);
@@ -254,7 +277,14 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
                                  0);
     if (res != CUDA_SUCCESS) {
         cuabi__free(m);
-        return cuabi__ipc_driver_refused(res, "cuMemPoolImportFromShareableHandle", caller);
+        if (res != CUDA_ERROR_UNKNOWN && !cuabi__ipc_refusal(res))
+            return cuabi__cu_check(res, "cuMemPoolImportFromShareableHandle", caller);
+        cuabi_status st = IPC_FAIL("%s: cuMemPoolImportFromShareableHandle refused fd %d, %s "
+                                   "(CUresult %d): not the fd of a pool exported by "
+                                   "cuabi_ipc_pool_export, or forged", caller, fd, fd_kind(fd),
+                                   (int)res);
+        cuabi__error_set_cu((int)res);
+        return st;
     }
     cuabi__memory_resource *r;
     cuabi_status st = grant_access(drv, pool, dev, caller);
@@ -268,16 +298,30 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
     }
     memcpy(r->ipc_uuid, uuid, 16);
     r->before_destroy = pool_unmap;
-    *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r };
+    *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r,
+                        .pid = pid };
+    memcpy(m->uuid, uuid, 16);
     registry = m;
     return CUABI_SUCCESS;
 }
 
 /* The pool is mapped here already: its live resource, or (while that one is
- * being destroyed) a new resource over the same driver pool. */
+ * being destroyed) a new resource over the same driver pool. The
+ * descriptor must come from the exporter and name the device the pool was
+ * mapped from: the id alone is no proof (every descriptor of the pool
+ * carries it), and the fd that comes with a second descriptor is not used. */
 static cuabi_status map_again(cuabi_memory_resource **out, mapped_pool *m, cuabi__device *dev,
-                              const cuabi__driver *drv, const uint8_t *uuid)
+                              const cuabi__driver *drv, uint32_t pid, const uint8_t *uuid,
+                              const char *caller)
 {
+    if (pid != m->pid)
+        return IPC_FAIL("%s: pool %016llx is mapped here already, from process %u; this "
+                        "descriptor names another exporter (process %u): forged, or a pool id "
+                        "collision", caller, (unsigned long long)m->id, (unsigned)m->pid,
+                        (unsigned)pid);
+    if (memcmp(uuid, m->uuid, 16) != 0)
+        return IPC_FAIL("%s: pool %016llx is mapped here already, on another device than this "
+                        "descriptor names: forged or corrupt", caller, (unsigned long long)m->id);
     if (m->res && retain_live(m->res)) {
         *out = CUABI__HANDLE(m->res, cuabi_memory_resource);
         return CUABI_SUCCESS;
@@ -308,10 +352,12 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
                       __func__, fd);
     if (st == CUABI_SUCCESS) {
         uint64_t id = cuabi__ipc_get(descriptor + CUABI__IPC_POOL_ID, 8);
+        uint32_t pid = (uint32_t)cuabi__ipc_get(descriptor + CUABI__IPC_PID, 4);
         const uint8_t *uuid = descriptor + CUABI__IPC_UUID;
         pthread_mutex_lock(&registry_lock);
         mapped_pool *m = registry_find(id);
-        st = m ? map_again(out, m, dev, drv, uuid) : map_new(out, dev, drv, fd, id, uuid, __func__);
+        st = m ? map_again(out, m, dev, drv, pid, uuid, __func__)
+               : map_new(out, dev, drv, fd, id, pid, uuid, __func__);
         pthread_mutex_unlock(&registry_lock);
     }
     if (hdev)
@@ -496,11 +542,23 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_fd_receive(int *fd, uint8_t *data, size_t s
     do
         n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return cuabi__error(CUABI_ERROR_IO, "%s: no message arrived on socket %d (it is "
+                            "non-blocking, or its receive timeout SO_RCVTIMEO passed)", __func__,
+                            socket);
     if (n < 0)
         return cuabi__error(CUABI_ERROR_IO, "%s: recvmsg on socket %d: %s", __func__, socket,
                             strerror(errno));
+    /* No byte: the end of a stream, or an empty datagram (SEQPACKET, DGRAM),
+     * which may still carry descriptors. */
+    if (n == 0 && CMSG_FIRSTHDR(&msg)) {
+        close_received(&msg);
+        return IPC_FAIL("%s: expected %zu bytes with one file descriptor, got an empty message "
+                        "with ancillary data (descriptors closed)", __func__, size);
+    }
     if (n == 0)
-        return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d", __func__, socket);
+        return cuabi__error(CUABI_ERROR_IO, "%s: the peer closed socket %d (or sent an empty "
+                            "message)", __func__, socket);
     bool other_length = (size_t)n != size || (msg.msg_flags & MSG_TRUNC);
     int got = other_length ? -1 : single_fd(&msg);
     if (got < 0) {

@@ -26,7 +26,11 @@ typedef enum cuabi__handle_type {
     CUABI__T_GRAPH = 14,
     CUABI__T_GRAPH_NODE = 15,
     CUABI__T_GRAPH_EXEC = 16,
-    CUABI__T_COUNT = 17
+    CUABI__T_ARRAY = 17,
+    CUABI__T_MIPMAPPED_ARRAY = 18,
+    CUABI__T_TEXTURE = 19,
+    CUABI__T_SURFACE = 20,
+    CUABI__T_COUNT = 21
 } cuabi__handle_type;
 
 #endif

@@ -86,4 +86,8 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_graph",
     "cuabi_graph_node",
     "cuabi_graph_exec",
+    "cuabi_array",
+    "cuabi_mipmapped_array",
+    "cuabi_texture",
+    "cuabi_surface",
 };

@@ -1026,6 +1026,173 @@ ABI_TYPE(&cuabi_fatbin_extract,
 ABI_TYPE(&cuabi_fatbin_packer,
          cuabi_status (*)(const char **, cuabi_objcode *),
          "cuabi_fatbin_packer");
+ABI_TYPE(&cuabi_array_retain, cuabi_status (*)(cuabi_array *), "cuabi_array_retain");
+ABI_TYPE(&cuabi_array_release, cuabi_status (*)(cuabi_array *), "cuabi_array_release");
+ABI_TYPE(&cuabi_mipmapped_array_retain,
+         cuabi_status (*)(cuabi_mipmapped_array *),
+         "cuabi_mipmapped_array_retain");
+ABI_TYPE(&cuabi_mipmapped_array_release,
+         cuabi_status (*)(cuabi_mipmapped_array *),
+         "cuabi_mipmapped_array_release");
+ABI_TYPE(&cuabi_array_desc_init,
+         cuabi_status (*)(cuabi_array_desc *, unsigned int),
+         "cuabi_array_desc_init");
+ABI_TYPE(&cuabi_array_info_init,
+         cuabi_status (*)(cuabi_array_info *, unsigned int),
+         "cuabi_array_info_init");
+ABI_TYPE(&cuabi_array_region_init,
+         cuabi_status (*)(cuabi_array_region *, unsigned int),
+         "cuabi_array_region_init");
+ABI_TYPE(&cuabi_array_create,
+         cuabi_status (*)(cuabi_array **, cuabi_device *, const cuabi_array_desc *),
+         "cuabi_array_create");
+ABI_TYPE(&cuabi_array_create_from_view,
+         cuabi_status (*)(cuabi_array **,
+                          cuabi_view *,
+                          unsigned int,
+                          unsigned int,
+                          cuabi_device *,
+                          cuabi_stream *),
+         "cuabi_array_create_from_view");
+ABI_TYPE(&cuabi_array_get_info,
+         cuabi_status (*)(cuabi_array_info *, cuabi_array *),
+         "cuabi_array_get_info");
+ABI_TYPE(&cuabi_array_device,
+         cuabi_status (*)(cuabi_device **, cuabi_array *),
+         "cuabi_array_device");
+ABI_TYPE(&cuabi_array_native_handle,
+         cuabi_status (*)(uintptr_t *, cuabi_array *),
+         "cuabi_array_native_handle");
+ABI_TYPE(&cuabi_mipmapped_array_create,
+         cuabi_status (*)(cuabi_mipmapped_array **,
+                          cuabi_device *,
+                          const cuabi_array_desc *,
+                          unsigned int),
+         "cuabi_mipmapped_array_create");
+ABI_TYPE(&cuabi_mipmapped_array_get_level,
+         cuabi_status (*)(cuabi_array **, cuabi_mipmapped_array *, unsigned int),
+         "cuabi_mipmapped_array_get_level");
+ABI_TYPE(&cuabi_mipmapped_array_get_info,
+         cuabi_status (*)(cuabi_array_info *, cuabi_mipmapped_array *),
+         "cuabi_mipmapped_array_get_info");
+ABI_TYPE(&cuabi_array_copy_from_host,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          const void *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_array_copy_from_host");
+ABI_TYPE(&cuabi_array_copy_to_host,
+         cuabi_status (*)(void *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_array_copy_to_host");
+ABI_TYPE(&cuabi_array_copy_from_buffer,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_array_copy_from_buffer");
+ABI_TYPE(&cuabi_array_copy_to_buffer,
+         cuabi_status (*)(cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_array_copy_to_buffer");
+ABI_TYPE(&cuabi_array_copy_from_view,
+         cuabi_status (*)(cuabi_array *, const cuabi_array_region *, cuabi_view *, cuabi_stream *),
+         "cuabi_array_copy_from_view");
+ABI_TYPE(&cuabi_array_copy_to_view,
+         cuabi_status (*)(cuabi_view *, cuabi_array *, const cuabi_array_region *, cuabi_stream *),
+         "cuabi_array_copy_to_view");
+ABI_TYPE(&cuabi_array_copy,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_array_copy");
+ABI_TYPE(&cuabi_texture_retain, cuabi_status (*)(cuabi_texture *), "cuabi_texture_retain");
+ABI_TYPE(&cuabi_texture_release, cuabi_status (*)(cuabi_texture *), "cuabi_texture_release");
+ABI_TYPE(&cuabi_surface_retain, cuabi_status (*)(cuabi_surface *), "cuabi_surface_retain");
+ABI_TYPE(&cuabi_surface_release, cuabi_status (*)(cuabi_surface *), "cuabi_surface_release");
+ABI_TYPE(&cuabi_texture_desc_init,
+         cuabi_status (*)(cuabi_texture_desc *, unsigned int),
+         "cuabi_texture_desc_init");
+ABI_TYPE(&cuabi_texture_info_init,
+         cuabi_status (*)(cuabi_texture_info *, unsigned int),
+         "cuabi_texture_info_init");
+ABI_TYPE(&cuabi_texture_create_from_array,
+         cuabi_status (*)(cuabi_texture **, cuabi_array *, const cuabi_texture_desc *),
+         "cuabi_texture_create_from_array");
+ABI_TYPE(&cuabi_texture_create_from_mipmapped_array,
+         cuabi_status (*)(cuabi_texture **, cuabi_mipmapped_array *, const cuabi_texture_desc *),
+         "cuabi_texture_create_from_mipmapped_array");
+ABI_TYPE(&cuabi_texture_create_from_view,
+         cuabi_status (*)(cuabi_texture **, cuabi_view *, unsigned int, const cuabi_texture_desc *),
+         "cuabi_texture_create_from_view");
+ABI_TYPE(&cuabi_texture_create_from_image,
+         cuabi_status (*)(cuabi_texture **,
+                          cuabi_view *,
+                          unsigned int,
+                          unsigned int,
+                          const cuabi_texture_desc *,
+                          cuabi_device *),
+         "cuabi_texture_create_from_image");
+ABI_TYPE(&cuabi_texture_get_info,
+         cuabi_status (*)(cuabi_texture_info *, cuabi_texture *),
+         "cuabi_texture_get_info");
+ABI_TYPE(&cuabi_texture_get_desc,
+         cuabi_status (*)(cuabi_texture_desc *, cuabi_texture *),
+         "cuabi_texture_get_desc");
+ABI_TYPE(&cuabi_texture_object,
+         cuabi_status (*)(uint64_t *, cuabi_texture *),
+         "cuabi_texture_object");
+ABI_TYPE(&cuabi_surface_create,
+         cuabi_status (*)(cuabi_surface **, cuabi_array *),
+         "cuabi_surface_create");
+ABI_TYPE(&cuabi_surface_object,
+         cuabi_status (*)(uint64_t *, cuabi_surface *),
+         "cuabi_surface_object");
+ABI_TYPE(&cuabi_surface_array,
+         cuabi_status (*)(cuabi_array **, cuabi_surface *),
+         "cuabi_surface_array");
+ABI_TYPE(&cuabi_argpack_set_texture,
+         cuabi_status (*)(cuabi_argpack *, size_t, cuabi_texture *),
+         "cuabi_argpack_set_texture");
+ABI_TYPE(&cuabi_argpack_set_surface,
+         cuabi_status (*)(cuabi_argpack *, size_t, cuabi_surface *),
+         "cuabi_argpack_set_surface");
+ABI_TYPE(&cuabi_stream_mem_op_init,
+         cuabi_status (*)(cuabi_stream_mem_op *, unsigned int),
+         "cuabi_stream_mem_op_init");
+ABI_TYPE(&cuabi_stream_wait_value32,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint32_t, unsigned int),
+         "cuabi_stream_wait_value32");
+ABI_TYPE(&cuabi_stream_wait_value64,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint64_t, unsigned int),
+         "cuabi_stream_wait_value64");
+ABI_TYPE(&cuabi_stream_write_value32,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint32_t, unsigned int),
+         "cuabi_stream_write_value32");
+ABI_TYPE(&cuabi_stream_write_value64,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint64_t, unsigned int),
+         "cuabi_stream_write_value64");
+ABI_TYPE(&cuabi_stream_batch_mem_op,
+         cuabi_status (*)(cuabi_stream *, const cuabi_stream_mem_op *, size_t),
+         "cuabi_stream_batch_mem_op");
 ABI_TYPE((cuabi_memory_allocate_fn)0,
          int (*)(uintptr_t *, size_t, size_t, uintptr_t, void *),
          "cuabi_memory_allocate_fn");
@@ -2103,6 +2270,185 @@ ABI_TYPE(((cuabi_api *)0)->cache_verify_finding_init,
 ABI_TYPE(((cuabi_api *)0)->cache_verify_each,
          cuabi_status (*)(cuabi_cache_verify_report *, cuabi_cache_verify_each_fn, void *),
          "cuabi_api.cache_verify_each");
+ABI_TYPE(((cuabi_api *)0)->array_retain,
+         cuabi_status (*)(cuabi_array *),
+         "cuabi_api.array_retain");
+ABI_TYPE(((cuabi_api *)0)->array_release,
+         cuabi_status (*)(cuabi_array *),
+         "cuabi_api.array_release");
+ABI_TYPE(((cuabi_api *)0)->mipmapped_array_retain,
+         cuabi_status (*)(cuabi_mipmapped_array *),
+         "cuabi_api.mipmapped_array_retain");
+ABI_TYPE(((cuabi_api *)0)->mipmapped_array_release,
+         cuabi_status (*)(cuabi_mipmapped_array *),
+         "cuabi_api.mipmapped_array_release");
+ABI_TYPE(((cuabi_api *)0)->array_desc_init,
+         cuabi_status (*)(cuabi_array_desc *, unsigned int),
+         "cuabi_api.array_desc_init");
+ABI_TYPE(((cuabi_api *)0)->array_info_init,
+         cuabi_status (*)(cuabi_array_info *, unsigned int),
+         "cuabi_api.array_info_init");
+ABI_TYPE(((cuabi_api *)0)->array_region_init,
+         cuabi_status (*)(cuabi_array_region *, unsigned int),
+         "cuabi_api.array_region_init");
+ABI_TYPE(((cuabi_api *)0)->array_create,
+         cuabi_status (*)(cuabi_array **, cuabi_device *, const cuabi_array_desc *),
+         "cuabi_api.array_create");
+ABI_TYPE(((cuabi_api *)0)->array_create_from_view,
+         cuabi_status (*)(cuabi_array **,
+                          cuabi_view *,
+                          unsigned int,
+                          unsigned int,
+                          cuabi_device *,
+                          cuabi_stream *),
+         "cuabi_api.array_create_from_view");
+ABI_TYPE(((cuabi_api *)0)->array_get_info,
+         cuabi_status (*)(cuabi_array_info *, cuabi_array *),
+         "cuabi_api.array_get_info");
+ABI_TYPE(((cuabi_api *)0)->array_device,
+         cuabi_status (*)(cuabi_device **, cuabi_array *),
+         "cuabi_api.array_device");
+ABI_TYPE(((cuabi_api *)0)->array_native_handle,
+         cuabi_status (*)(uintptr_t *, cuabi_array *),
+         "cuabi_api.array_native_handle");
+ABI_TYPE(((cuabi_api *)0)->mipmapped_array_create,
+         cuabi_status (*)(cuabi_mipmapped_array **,
+                          cuabi_device *,
+                          const cuabi_array_desc *,
+                          unsigned int),
+         "cuabi_api.mipmapped_array_create");
+ABI_TYPE(((cuabi_api *)0)->mipmapped_array_get_level,
+         cuabi_status (*)(cuabi_array **, cuabi_mipmapped_array *, unsigned int),
+         "cuabi_api.mipmapped_array_get_level");
+ABI_TYPE(((cuabi_api *)0)->mipmapped_array_get_info,
+         cuabi_status (*)(cuabi_array_info *, cuabi_mipmapped_array *),
+         "cuabi_api.mipmapped_array_get_info");
+ABI_TYPE(((cuabi_api *)0)->array_copy_from_host,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          const void *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.array_copy_from_host");
+ABI_TYPE(((cuabi_api *)0)->array_copy_to_host,
+         cuabi_status (*)(void *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_api.array_copy_to_host");
+ABI_TYPE(((cuabi_api *)0)->array_copy_from_buffer,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.array_copy_from_buffer");
+ABI_TYPE(((cuabi_api *)0)->array_copy_to_buffer,
+         cuabi_status (*)(cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          size_t,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_api.array_copy_to_buffer");
+ABI_TYPE(((cuabi_api *)0)->array_copy_from_view,
+         cuabi_status (*)(cuabi_array *, const cuabi_array_region *, cuabi_view *, cuabi_stream *),
+         "cuabi_api.array_copy_from_view");
+ABI_TYPE(((cuabi_api *)0)->array_copy_to_view,
+         cuabi_status (*)(cuabi_view *, cuabi_array *, const cuabi_array_region *, cuabi_stream *),
+         "cuabi_api.array_copy_to_view");
+ABI_TYPE(((cuabi_api *)0)->array_copy,
+         cuabi_status (*)(cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_array *,
+                          const cuabi_array_region *,
+                          cuabi_stream *),
+         "cuabi_api.array_copy");
+ABI_TYPE(((cuabi_api *)0)->texture_retain,
+         cuabi_status (*)(cuabi_texture *),
+         "cuabi_api.texture_retain");
+ABI_TYPE(((cuabi_api *)0)->texture_release,
+         cuabi_status (*)(cuabi_texture *),
+         "cuabi_api.texture_release");
+ABI_TYPE(((cuabi_api *)0)->surface_retain,
+         cuabi_status (*)(cuabi_surface *),
+         "cuabi_api.surface_retain");
+ABI_TYPE(((cuabi_api *)0)->surface_release,
+         cuabi_status (*)(cuabi_surface *),
+         "cuabi_api.surface_release");
+ABI_TYPE(((cuabi_api *)0)->texture_desc_init,
+         cuabi_status (*)(cuabi_texture_desc *, unsigned int),
+         "cuabi_api.texture_desc_init");
+ABI_TYPE(((cuabi_api *)0)->texture_info_init,
+         cuabi_status (*)(cuabi_texture_info *, unsigned int),
+         "cuabi_api.texture_info_init");
+ABI_TYPE(((cuabi_api *)0)->texture_create_from_array,
+         cuabi_status (*)(cuabi_texture **, cuabi_array *, const cuabi_texture_desc *),
+         "cuabi_api.texture_create_from_array");
+ABI_TYPE(((cuabi_api *)0)->texture_create_from_mipmapped_array,
+         cuabi_status (*)(cuabi_texture **, cuabi_mipmapped_array *, const cuabi_texture_desc *),
+         "cuabi_api.texture_create_from_mipmapped_array");
+ABI_TYPE(((cuabi_api *)0)->texture_create_from_view,
+         cuabi_status (*)(cuabi_texture **, cuabi_view *, unsigned int, const cuabi_texture_desc *),
+         "cuabi_api.texture_create_from_view");
+ABI_TYPE(((cuabi_api *)0)->texture_create_from_image,
+         cuabi_status (*)(cuabi_texture **,
+                          cuabi_view *,
+                          unsigned int,
+                          unsigned int,
+                          const cuabi_texture_desc *,
+                          cuabi_device *),
+         "cuabi_api.texture_create_from_image");
+ABI_TYPE(((cuabi_api *)0)->texture_get_info,
+         cuabi_status (*)(cuabi_texture_info *, cuabi_texture *),
+         "cuabi_api.texture_get_info");
+ABI_TYPE(((cuabi_api *)0)->texture_get_desc,
+         cuabi_status (*)(cuabi_texture_desc *, cuabi_texture *),
+         "cuabi_api.texture_get_desc");
+ABI_TYPE(((cuabi_api *)0)->texture_object,
+         cuabi_status (*)(uint64_t *, cuabi_texture *),
+         "cuabi_api.texture_object");
+ABI_TYPE(((cuabi_api *)0)->surface_create,
+         cuabi_status (*)(cuabi_surface **, cuabi_array *),
+         "cuabi_api.surface_create");
+ABI_TYPE(((cuabi_api *)0)->surface_object,
+         cuabi_status (*)(uint64_t *, cuabi_surface *),
+         "cuabi_api.surface_object");
+ABI_TYPE(((cuabi_api *)0)->surface_array,
+         cuabi_status (*)(cuabi_array **, cuabi_surface *),
+         "cuabi_api.surface_array");
+ABI_TYPE(((cuabi_api *)0)->argpack_set_texture,
+         cuabi_status (*)(cuabi_argpack *, size_t, cuabi_texture *),
+         "cuabi_api.argpack_set_texture");
+ABI_TYPE(((cuabi_api *)0)->argpack_set_surface,
+         cuabi_status (*)(cuabi_argpack *, size_t, cuabi_surface *),
+         "cuabi_api.argpack_set_surface");
+ABI_TYPE(((cuabi_api *)0)->stream_mem_op_init,
+         cuabi_status (*)(cuabi_stream_mem_op *, unsigned int),
+         "cuabi_api.stream_mem_op_init");
+ABI_TYPE(((cuabi_api *)0)->stream_wait_value32,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint32_t, unsigned int),
+         "cuabi_api.stream_wait_value32");
+ABI_TYPE(((cuabi_api *)0)->stream_wait_value64,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint64_t, unsigned int),
+         "cuabi_api.stream_wait_value64");
+ABI_TYPE(((cuabi_api *)0)->stream_write_value32,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint32_t, unsigned int),
+         "cuabi_api.stream_write_value32");
+ABI_TYPE(((cuabi_api *)0)->stream_write_value64,
+         cuabi_status (*)(cuabi_stream *, cuabi_buffer *, size_t, uint64_t, unsigned int),
+         "cuabi_api.stream_write_value64");
+ABI_TYPE(((cuabi_api *)0)->stream_batch_mem_op,
+         cuabi_status (*)(cuabi_stream *, const cuabi_stream_mem_op *, size_t),
+         "cuabi_api.stream_batch_mem_op");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -2633,6 +2979,106 @@ static void print_cuabi_ipc_pool_options(const cuabi_ipc_pool_options *p,
     ABI_BYTES(release_threshold);
 }
 
+static void print_cuabi_array_desc(const cuabi_array_desc *p,
+                                   unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(width);
+    ABI_BYTES(height);
+    ABI_BYTES(depth);
+    ABI_BYTES(format);
+    ABI_BYTES(num_channels);
+    ABI_BYTES(flags);
+}
+
+static void print_cuabi_array_info(const cuabi_array_info *p,
+                                   unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(width);
+    ABI_BYTES(height);
+    ABI_BYTES(depth);
+    ABI_BYTES(format);
+    ABI_BYTES(num_channels);
+    ABI_BYTES(flags);
+    ABI_BYTES(dims);
+    ABI_BYTES(layers);
+    ABI_BYTES(element_size);
+    ABI_BYTES(block);
+    ABI_BYTES(size_bytes);
+    ABI_BYTES(level);
+    ABI_BYTES(num_levels);
+    ABI_BYTES(device);
+    ABI_BYTES(native);
+}
+
+static void print_cuabi_array_region(const cuabi_array_region *p,
+                                     unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(x);
+    ABI_BYTES(y);
+    ABI_BYTES(z);
+    ABI_BYTES(width);
+    ABI_BYTES(height);
+    ABI_BYTES(depth);
+}
+
+static void print_cuabi_texture_desc(const cuabi_texture_desc *p,
+                                     unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(address_mode);
+    ABI_BYTES(filter_mode);
+    ABI_BYTES(read_mode);
+    ABI_BYTES(normalized_coords);
+    ABI_BYTES(srgb);
+    ABI_BYTES(disable_trilinear_optimization);
+    ABI_BYTES(seamless_cubemap);
+    ABI_BYTES(max_anisotropy);
+    ABI_BYTES(mipmap_filter_mode);
+    ABI_BYTES(mipmap_level_bias);
+    ABI_BYTES(min_mipmap_level_clamp);
+    ABI_BYTES(max_mipmap_level_clamp);
+    ABI_BYTES(border_color);
+}
+
+static void print_cuabi_texture_info(const cuabi_texture_info *p,
+                                     unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(resource);
+    ABI_BYTES(format);
+    ABI_BYTES(num_channels);
+    ABI_BYTES(width);
+    ABI_BYTES(height);
+    ABI_BYTES(depth);
+    ABI_BYTES(pitch);
+    ABI_BYTES(address);
+    ABI_BYTES(device);
+    ABI_PTR(array);
+    ABI_PTR(mipmapped_array);
+    ABI_PTR(view);
+    ABI_BYTES(object);
+}
+
+static void print_cuabi_stream_mem_op(const cuabi_stream_mem_op *p,
+                                      unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(kind);
+    ABI_PTR(buffer);
+    ABI_BYTES(offset);
+    ABI_BYTES(value);
+    ABI_BYTES(flags);
+}
+
 static void print_layouts(void)
 {
     ABI_STRUCT(cuabi_error_info);
@@ -2985,6 +3431,76 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_ipc_pool_options, version);
     ABI_FIELD(cuabi_ipc_pool_options, max_size);
     ABI_FIELD(cuabi_ipc_pool_options, release_threshold);
+    ABI_STRUCT(cuabi_array_desc);
+    ABI_FIELD(cuabi_array_desc, version);
+    ABI_FIELD(cuabi_array_desc, width);
+    ABI_FIELD(cuabi_array_desc, height);
+    ABI_FIELD(cuabi_array_desc, depth);
+    ABI_FIELD(cuabi_array_desc, format);
+    ABI_FIELD(cuabi_array_desc, num_channels);
+    ABI_FIELD(cuabi_array_desc, flags);
+    ABI_STRUCT(cuabi_array_info);
+    ABI_FIELD(cuabi_array_info, version);
+    ABI_FIELD(cuabi_array_info, width);
+    ABI_FIELD(cuabi_array_info, height);
+    ABI_FIELD(cuabi_array_info, depth);
+    ABI_FIELD(cuabi_array_info, format);
+    ABI_FIELD(cuabi_array_info, num_channels);
+    ABI_FIELD(cuabi_array_info, flags);
+    ABI_FIELD(cuabi_array_info, dims);
+    ABI_FIELD(cuabi_array_info, layers);
+    ABI_FIELD(cuabi_array_info, element_size);
+    ABI_FIELD(cuabi_array_info, block);
+    ABI_FIELD(cuabi_array_info, size_bytes);
+    ABI_FIELD(cuabi_array_info, level);
+    ABI_FIELD(cuabi_array_info, num_levels);
+    ABI_FIELD(cuabi_array_info, device);
+    ABI_FIELD(cuabi_array_info, native);
+    ABI_STRUCT(cuabi_array_region);
+    ABI_FIELD(cuabi_array_region, version);
+    ABI_FIELD(cuabi_array_region, x);
+    ABI_FIELD(cuabi_array_region, y);
+    ABI_FIELD(cuabi_array_region, z);
+    ABI_FIELD(cuabi_array_region, width);
+    ABI_FIELD(cuabi_array_region, height);
+    ABI_FIELD(cuabi_array_region, depth);
+    ABI_STRUCT(cuabi_texture_desc);
+    ABI_FIELD(cuabi_texture_desc, version);
+    ABI_FIELD(cuabi_texture_desc, address_mode);
+    ABI_FIELD(cuabi_texture_desc, filter_mode);
+    ABI_FIELD(cuabi_texture_desc, read_mode);
+    ABI_FIELD(cuabi_texture_desc, normalized_coords);
+    ABI_FIELD(cuabi_texture_desc, srgb);
+    ABI_FIELD(cuabi_texture_desc, disable_trilinear_optimization);
+    ABI_FIELD(cuabi_texture_desc, seamless_cubemap);
+    ABI_FIELD(cuabi_texture_desc, max_anisotropy);
+    ABI_FIELD(cuabi_texture_desc, mipmap_filter_mode);
+    ABI_FIELD(cuabi_texture_desc, mipmap_level_bias);
+    ABI_FIELD(cuabi_texture_desc, min_mipmap_level_clamp);
+    ABI_FIELD(cuabi_texture_desc, max_mipmap_level_clamp);
+    ABI_FIELD(cuabi_texture_desc, border_color);
+    ABI_STRUCT(cuabi_texture_info);
+    ABI_FIELD(cuabi_texture_info, version);
+    ABI_FIELD(cuabi_texture_info, resource);
+    ABI_FIELD(cuabi_texture_info, format);
+    ABI_FIELD(cuabi_texture_info, num_channels);
+    ABI_FIELD(cuabi_texture_info, width);
+    ABI_FIELD(cuabi_texture_info, height);
+    ABI_FIELD(cuabi_texture_info, depth);
+    ABI_FIELD(cuabi_texture_info, pitch);
+    ABI_FIELD(cuabi_texture_info, address);
+    ABI_FIELD(cuabi_texture_info, device);
+    ABI_FIELD(cuabi_texture_info, array);
+    ABI_FIELD(cuabi_texture_info, mipmapped_array);
+    ABI_FIELD(cuabi_texture_info, view);
+    ABI_FIELD(cuabi_texture_info, object);
+    ABI_STRUCT(cuabi_stream_mem_op);
+    ABI_FIELD(cuabi_stream_mem_op, version);
+    ABI_FIELD(cuabi_stream_mem_op, kind);
+    ABI_FIELD(cuabi_stream_mem_op, buffer);
+    ABI_FIELD(cuabi_stream_mem_op, offset);
+    ABI_FIELD(cuabi_stream_mem_op, value);
+    ABI_FIELD(cuabi_stream_mem_op, flags);
     ABI_STRUCT(cuabi_api);
     ABI_FIELD(cuabi_api, version);
     ABI_FIELD(cuabi_api, size);
@@ -3295,6 +3811,52 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, release_mode_get);
     ABI_FIELD(cuabi_api, cache_verify_finding_init);
     ABI_FIELD(cuabi_api, cache_verify_each);
+    ABI_FIELD(cuabi_api, array_retain);
+    ABI_FIELD(cuabi_api, array_release);
+    ABI_FIELD(cuabi_api, mipmapped_array_retain);
+    ABI_FIELD(cuabi_api, mipmapped_array_release);
+    ABI_FIELD(cuabi_api, array_desc_init);
+    ABI_FIELD(cuabi_api, array_info_init);
+    ABI_FIELD(cuabi_api, array_region_init);
+    ABI_FIELD(cuabi_api, array_create);
+    ABI_FIELD(cuabi_api, array_create_from_view);
+    ABI_FIELD(cuabi_api, array_get_info);
+    ABI_FIELD(cuabi_api, array_device);
+    ABI_FIELD(cuabi_api, array_native_handle);
+    ABI_FIELD(cuabi_api, mipmapped_array_create);
+    ABI_FIELD(cuabi_api, mipmapped_array_get_level);
+    ABI_FIELD(cuabi_api, mipmapped_array_get_info);
+    ABI_FIELD(cuabi_api, array_copy_from_host);
+    ABI_FIELD(cuabi_api, array_copy_to_host);
+    ABI_FIELD(cuabi_api, array_copy_from_buffer);
+    ABI_FIELD(cuabi_api, array_copy_to_buffer);
+    ABI_FIELD(cuabi_api, array_copy_from_view);
+    ABI_FIELD(cuabi_api, array_copy_to_view);
+    ABI_FIELD(cuabi_api, array_copy);
+    ABI_FIELD(cuabi_api, texture_retain);
+    ABI_FIELD(cuabi_api, texture_release);
+    ABI_FIELD(cuabi_api, surface_retain);
+    ABI_FIELD(cuabi_api, surface_release);
+    ABI_FIELD(cuabi_api, texture_desc_init);
+    ABI_FIELD(cuabi_api, texture_info_init);
+    ABI_FIELD(cuabi_api, texture_create_from_array);
+    ABI_FIELD(cuabi_api, texture_create_from_mipmapped_array);
+    ABI_FIELD(cuabi_api, texture_create_from_view);
+    ABI_FIELD(cuabi_api, texture_create_from_image);
+    ABI_FIELD(cuabi_api, texture_get_info);
+    ABI_FIELD(cuabi_api, texture_get_desc);
+    ABI_FIELD(cuabi_api, texture_object);
+    ABI_FIELD(cuabi_api, surface_create);
+    ABI_FIELD(cuabi_api, surface_object);
+    ABI_FIELD(cuabi_api, surface_array);
+    ABI_FIELD(cuabi_api, argpack_set_texture);
+    ABI_FIELD(cuabi_api, argpack_set_surface);
+    ABI_FIELD(cuabi_api, stream_mem_op_init);
+    ABI_FIELD(cuabi_api, stream_wait_value32);
+    ABI_FIELD(cuabi_api, stream_wait_value64);
+    ABI_FIELD(cuabi_api, stream_write_value32);
+    ABI_FIELD(cuabi_api, stream_write_value64);
+    ABI_FIELD(cuabi_api, stream_batch_mem_op);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -3602,12 +4164,119 @@ static void print_constants(void)
     ABI_ENUM(CUABI_IPC_POOL_EXPORTER);
     ABI_ENUM(CUABI_IPC_POOL_MAPPED);
     ABI_ENUM(CUABI_IPC_POOL_ROLE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_array_format);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UINT8);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UINT16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UINT32);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_INT8);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_INT16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_INT32);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_FLOAT16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_FLOAT32);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT_101010_2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC1_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC2_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC3_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC4_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC4_SNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC5_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC5_SNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC6H_UF16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC6H_SF16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC7_UNORM);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_P010);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_P016);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_NV16);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_P210);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_P216);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_YUY2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y210);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y216);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_AYUV);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y410);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_NV12);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y416);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y444_PLANAR8);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_Y444_PLANAR10);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT8X1);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT8X2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT8X4);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT16X1);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT16X2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_UNORM_INT16X4);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT8X1);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT8X2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT8X4);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT16X1);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT16X2);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_SNORM_INT16X4);
+    ABI_ENUM(CUABI_ARRAY_FORMAT_FORCE32);
+    ABI_ENUM_TYPE(cuabi_array_flags);
+    ABI_ENUM(CUABI_ARRAY_LAYERED);
+    ABI_ENUM(CUABI_ARRAY_SURFACE_LDST);
+    ABI_ENUM(CUABI_ARRAY_CUBEMAP);
+    ABI_ENUM(CUABI_ARRAY_TEXTURE_GATHER);
+    ABI_ENUM(CUABI_ARRAY_DEPTH_TEXTURE);
+    ABI_ENUM(CUABI_ARRAY_COLOR_ATTACHMENT);
+    ABI_ENUM(CUABI_ARRAY_SPARSE);
+    ABI_ENUM(CUABI_ARRAY_DEFERRED_MAPPING);
+    ABI_ENUM(CUABI_ARRAY_VIDEO_ENCODE_DECODE);
+    ABI_ENUM(CUABI_ARRAY_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_texture_address_mode);
+    ABI_ENUM(CUABI_TEXTURE_ADDRESS_WRAP);
+    ABI_ENUM(CUABI_TEXTURE_ADDRESS_CLAMP);
+    ABI_ENUM(CUABI_TEXTURE_ADDRESS_MIRROR);
+    ABI_ENUM(CUABI_TEXTURE_ADDRESS_BORDER);
+    ABI_ENUM(CUABI_TEXTURE_ADDRESS_MODE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_texture_filter_mode);
+    ABI_ENUM(CUABI_TEXTURE_FILTER_POINT);
+    ABI_ENUM(CUABI_TEXTURE_FILTER_LINEAR);
+    ABI_ENUM(CUABI_TEXTURE_FILTER_MODE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_texture_read_mode);
+    ABI_ENUM(CUABI_TEXTURE_READ_ELEMENT_TYPE);
+    ABI_ENUM(CUABI_TEXTURE_READ_NORMALIZED_FLOAT);
+    ABI_ENUM(CUABI_TEXTURE_READ_MODE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_texture_resource_kind);
+    ABI_ENUM(CUABI_TEXTURE_RESOURCE_ARRAY);
+    ABI_ENUM(CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY);
+    ABI_ENUM(CUABI_TEXTURE_RESOURCE_LINEAR);
+    ABI_ENUM(CUABI_TEXTURE_RESOURCE_PITCH2D);
+    ABI_ENUM(CUABI_TEXTURE_RESOURCE_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_stream_wait_flags);
+    ABI_ENUM(CUABI_STREAM_WAIT_VALUE_GEQ);
+    ABI_ENUM(CUABI_STREAM_WAIT_VALUE_EQ);
+    ABI_ENUM(CUABI_STREAM_WAIT_VALUE_AND);
+    ABI_ENUM(CUABI_STREAM_WAIT_VALUE_NOR);
+    ABI_ENUM(CUABI_STREAM_WAIT_VALUE_FLUSH);
+    ABI_ENUM(CUABI_STREAM_WAIT_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_stream_write_flags);
+    ABI_ENUM(CUABI_STREAM_WRITE_VALUE_DEFAULT);
+    ABI_ENUM(CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+    ABI_ENUM(CUABI_STREAM_WRITE_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_stream_mem_op_kind);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_WAIT_VALUE_32);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_WRITE_VALUE_32);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_WAIT_VALUE_64);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_WRITE_VALUE_64);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_BARRIER);
+    ABI_ENUM(CUABI_STREAM_MEM_OP_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_stream_barrier_scope);
+    ABI_ENUM(CUABI_STREAM_BARRIER_SYSTEM);
+    ABI_ENUM(CUABI_STREAM_BARRIER_GPU);
+    ABI_ENUM(CUABI_STREAM_BARRIER_SCOPE_FORCE32);
     ABI_CONST(CUABI_VIEW_MAX_NDIM);
     ABI_CONST(CUABI_LAUNCH_UNSET);
     ABI_CONST(CUABI_TENSORMAP_MAX_RANK);
     ABI_CONST(CUABI_TENSORMAP_BYTES);
     ABI_CONST(CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT);
     ABI_CONST(CUABI_IPC_DESCRIPTOR_SIZE);
+    ABI_CONST(CUABI_ARRAY_MAX_LEVELS);
+    ABI_CONST(CUABI_STREAM_MEM_OP_MAX_BATCH);
     ABI_CONST(CUABI_ERROR_INFO_VERSION);
     ABI_CONST(CUABI_RUNTIME_INFO_VERSION);
     ABI_CONST(CUABI_DEVICE_PROPERTIES_VERSION);
@@ -3640,6 +4309,12 @@ static void print_constants(void)
     ABI_CONST(CUABI_GRAPH_INSTANTIATE_OPTIONS_VERSION);
     ABI_CONST(CUABI_GRAPH_UPDATE_INFO_VERSION);
     ABI_CONST(CUABI_IPC_POOL_OPTIONS_VERSION);
+    ABI_CONST(CUABI_ARRAY_DESC_VERSION);
+    ABI_CONST(CUABI_ARRAY_INFO_VERSION);
+    ABI_CONST(CUABI_ARRAY_REGION_VERSION);
+    ABI_CONST(CUABI_TEXTURE_DESC_VERSION);
+    ABI_CONST(CUABI_TEXTURE_INFO_VERSION);
+    ABI_CONST(CUABI_STREAM_MEM_OP_VERSION);
     ABI_CONST(CUABI_API_TABLE_VERSION);
     ABI_CONST(CUABI_ABI_VERSION);
     ABI_CONST(DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -4063,6 +4738,84 @@ static void print_defaults(void)
             printf("cuabi_ipc_pool_options_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_ipc_pool_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_array_desc init = CUABI_ARRAY_DESC_INIT;
+        printf("CUABI_ARRAY_DESC_INIT\n");
+        print_cuabi_array_desc(&init, CUABI_ARRAY_DESC_VERSION);
+        for (unsigned int v = 0; v <= CUABI_ARRAY_DESC_VERSION + 1; v++) {
+            cuabi_array_desc x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_array_desc_init(&x, v);
+            printf("cuabi_array_desc_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_array_desc(&x, v);
+        }
+    }
+    {
+        static const cuabi_array_info init = CUABI_ARRAY_INFO_INIT;
+        printf("CUABI_ARRAY_INFO_INIT\n");
+        print_cuabi_array_info(&init, CUABI_ARRAY_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_ARRAY_INFO_VERSION + 1; v++) {
+            cuabi_array_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_array_info_init(&x, v);
+            printf("cuabi_array_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_array_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_array_region init = CUABI_ARRAY_REGION_INIT;
+        printf("CUABI_ARRAY_REGION_INIT\n");
+        print_cuabi_array_region(&init, CUABI_ARRAY_REGION_VERSION);
+        for (unsigned int v = 0; v <= CUABI_ARRAY_REGION_VERSION + 1; v++) {
+            cuabi_array_region x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_array_region_init(&x, v);
+            printf("cuabi_array_region_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_array_region(&x, v);
+        }
+    }
+    {
+        static const cuabi_texture_desc init = CUABI_TEXTURE_DESC_INIT;
+        printf("CUABI_TEXTURE_DESC_INIT\n");
+        print_cuabi_texture_desc(&init, CUABI_TEXTURE_DESC_VERSION);
+        for (unsigned int v = 0; v <= CUABI_TEXTURE_DESC_VERSION + 1; v++) {
+            cuabi_texture_desc x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_texture_desc_init(&x, v);
+            printf("cuabi_texture_desc_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_texture_desc(&x, v);
+        }
+    }
+    {
+        static const cuabi_texture_info init = CUABI_TEXTURE_INFO_INIT;
+        printf("CUABI_TEXTURE_INFO_INIT\n");
+        print_cuabi_texture_info(&init, CUABI_TEXTURE_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_TEXTURE_INFO_VERSION + 1; v++) {
+            cuabi_texture_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_texture_info_init(&x, v);
+            printf("cuabi_texture_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_texture_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_stream_mem_op init = CUABI_STREAM_MEM_OP_INIT;
+        printf("CUABI_STREAM_MEM_OP_INIT\n");
+        print_cuabi_stream_mem_op(&init, CUABI_STREAM_MEM_OP_VERSION);
+        for (unsigned int v = 0; v <= CUABI_STREAM_MEM_OP_VERSION + 1; v++) {
+            cuabi_stream_mem_op x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_stream_mem_op_init(&x, v);
+            printf("cuabi_stream_mem_op_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_stream_mem_op(&x, v);
         }
     }
 }
@@ -4514,6 +5267,77 @@ int main(void)
     puts("  cuabi_status cuabi_fatbin_extract(cuabi_objcode **, cuabi_objcode *, "
          "const char *)");
     puts("  cuabi_status cuabi_fatbin_packer(const char **, cuabi_objcode *)");
+    puts("  cuabi_status cuabi_array_retain(cuabi_array *)");
+    puts("  cuabi_status cuabi_array_release(cuabi_array *)");
+    puts("  cuabi_status cuabi_mipmapped_array_retain(cuabi_mipmapped_array *)");
+    puts("  cuabi_status cuabi_mipmapped_array_release(cuabi_mipmapped_array *)");
+    puts("  cuabi_status cuabi_array_desc_init(cuabi_array_desc *, unsigned int)");
+    puts("  cuabi_status cuabi_array_info_init(cuabi_array_info *, unsigned int)");
+    puts("  cuabi_status cuabi_array_region_init(cuabi_array_region *, unsigned int)");
+    puts("  cuabi_status cuabi_array_create(cuabi_array **, cuabi_device *, "
+         "const cuabi_array_desc *)");
+    puts("  cuabi_status cuabi_array_create_from_view(cuabi_array **, cuabi_view *, "
+         "unsigned int, unsigned int, cuabi_device *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_get_info(cuabi_array_info *, cuabi_array *)");
+    puts("  cuabi_status cuabi_array_device(cuabi_device **, cuabi_array *)");
+    puts("  cuabi_status cuabi_array_native_handle(uintptr_t *, cuabi_array *)");
+    puts("  cuabi_status cuabi_mipmapped_array_create(cuabi_mipmapped_array **, "
+         "cuabi_device *, const cuabi_array_desc *, unsigned int)");
+    puts("  cuabi_status cuabi_mipmapped_array_get_level(cuabi_array **, "
+         "cuabi_mipmapped_array *, unsigned int)");
+    puts("  cuabi_status cuabi_mipmapped_array_get_info(cuabi_array_info *, "
+         "cuabi_mipmapped_array *)");
+    puts("  cuabi_status cuabi_array_copy_from_host(cuabi_array *, "
+         "const cuabi_array_region *, const void *, size_t, size_t, size_t, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy_to_host(void *, size_t, size_t, size_t, "
+         "cuabi_array *, const cuabi_array_region *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy_from_buffer(cuabi_array *, "
+         "const cuabi_array_region *, cuabi_buffer *, size_t, size_t, size_t, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy_to_buffer(cuabi_buffer *, size_t, size_t, "
+         "size_t, cuabi_array *, const cuabi_array_region *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy_from_view(cuabi_array *, "
+         "const cuabi_array_region *, cuabi_view *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy_to_view(cuabi_view *, cuabi_array *, "
+         "const cuabi_array_region *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_array_copy(cuabi_array *, const cuabi_array_region *, "
+         "cuabi_array *, const cuabi_array_region *, cuabi_stream *)");
+    puts("  cuabi_status cuabi_texture_retain(cuabi_texture *)");
+    puts("  cuabi_status cuabi_texture_release(cuabi_texture *)");
+    puts("  cuabi_status cuabi_surface_retain(cuabi_surface *)");
+    puts("  cuabi_status cuabi_surface_release(cuabi_surface *)");
+    puts("  cuabi_status cuabi_texture_desc_init(cuabi_texture_desc *, unsigned int)");
+    puts("  cuabi_status cuabi_texture_info_init(cuabi_texture_info *, unsigned int)");
+    puts("  cuabi_status cuabi_texture_create_from_array(cuabi_texture **, cuabi_array *, "
+         "const cuabi_texture_desc *)");
+    puts("  cuabi_status cuabi_texture_create_from_mipmapped_array(cuabi_texture **, "
+         "cuabi_mipmapped_array *, const cuabi_texture_desc *)");
+    puts("  cuabi_status cuabi_texture_create_from_view(cuabi_texture **, cuabi_view *, "
+         "unsigned int, const cuabi_texture_desc *)");
+    puts("  cuabi_status cuabi_texture_create_from_image(cuabi_texture **, cuabi_view *, "
+         "unsigned int, unsigned int, const cuabi_texture_desc *, cuabi_device *)");
+    puts("  cuabi_status cuabi_texture_get_info(cuabi_texture_info *, cuabi_texture *)");
+    puts("  cuabi_status cuabi_texture_get_desc(cuabi_texture_desc *, cuabi_texture *)");
+    puts("  cuabi_status cuabi_texture_object(uint64_t *, cuabi_texture *)");
+    puts("  cuabi_status cuabi_surface_create(cuabi_surface **, cuabi_array *)");
+    puts("  cuabi_status cuabi_surface_object(uint64_t *, cuabi_surface *)");
+    puts("  cuabi_status cuabi_surface_array(cuabi_array **, cuabi_surface *)");
+    puts("  cuabi_status cuabi_argpack_set_texture(cuabi_argpack *, size_t, "
+         "cuabi_texture *)");
+    puts("  cuabi_status cuabi_argpack_set_surface(cuabi_argpack *, size_t, "
+         "cuabi_surface *)");
+    puts("  cuabi_status cuabi_stream_mem_op_init(cuabi_stream_mem_op *, unsigned int)");
+    puts("  cuabi_status cuabi_stream_wait_value32(cuabi_stream *, cuabi_buffer *, "
+         "size_t, uint32_t, unsigned int)");
+    puts("  cuabi_status cuabi_stream_wait_value64(cuabi_stream *, cuabi_buffer *, "
+         "size_t, uint64_t, unsigned int)");
+    puts("  cuabi_status cuabi_stream_write_value32(cuabi_stream *, cuabi_buffer *, "
+         "size_t, uint32_t, unsigned int)");
+    puts("  cuabi_status cuabi_stream_write_value64(cuabi_stream *, cuabi_buffer *, "
+         "size_t, uint64_t, unsigned int)");
+    puts("  cuabi_status cuabi_stream_batch_mem_op(cuabi_stream *, "
+         "const cuabi_stream_mem_op *, size_t)");
     printf("callbacks\n");
     puts("  int (*cuabi_memory_allocate_fn)(uintptr_t *, size_t, size_t, uintptr_t, "
          "void *)");

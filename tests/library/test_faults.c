@@ -23,6 +23,7 @@
 #include "fake_memory.h"
 #include "fake_graph.h"
 #include "fake_multigpu.h"
+#include "fake_texture.h"
 #include "fault_wrap.h"
 #include "compile/cache.h"
 #include "compile/fatbin.h"
@@ -776,6 +777,178 @@ static cuabi_status sc_ipc_pool(void)
     return st;
 }
 
+/* Textures (issue 27): arrays of each kind, one from a view, a mipmapped
+ * array and a level, copies from and to host memory, a buffer, a strided
+ * view and another array (synchronous and on a stream), textures over an
+ * array, a mipmapped array, a view and an image, a surface, both in a pack
+ * and launched, then a capture of a copy and a launch, instantiated and
+ * launched. */
+static cuabi_status sc_texture(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_memory_resource *pool = NULL;
+    cuabi_buffer *b = NULL;
+    cuabi_array *a = NULL, *c = NULL, *fv = NULL, *lv = NULL;
+    cuabi_mipmapped_array *m = NULL;
+    cuabi_view *v = NULL, *dv = NULL;
+    cuabi_texture *t = NULL, *tm = NULL, *tv = NULL, *ti = NULL;
+    cuabi_surface *sf = NULL;
+    cuabi_objcode *o = NULL;
+    cuabi_kernel *k = NULL;
+    cuabi_argpack *p = NULL;
+    cuabi_graph *g = NULL;
+    cuabi_graph_exec *e = NULL;
+    static float host[8][16];
+    static const int64_t shape[2] = { 8, 16 }, strides[2] = { 16, 1 };
+    cuabi_array_desc ad = CUABI_ARRAY_DESC_INIT;
+    ad.width = 16, ad.height = 8, ad.format = CUABI_ARRAY_FORMAT_FLOAT32;
+    ad.flags = CUABI_ARRAY_SURFACE_LDST;
+    cuabi_array_region r = CUABI_ARRAY_REGION_INIT;
+    r.x = 4, r.y = 2, r.width = 8, r.height = 4;
+    cuabi_array_info info = CUABI_ARRAY_INFO_INIT;
+    cuabi_texture_info ti_info = CUABI_TEXTURE_INFO_INIT;
+    cuabi_texture_desc td = CUABI_TEXTURE_DESC_INIT;
+    td.filter_mode = CUABI_TEXTURE_FILTER_LINEAR;
+    td.normalized_coords = 1;
+    DLTensor ht = { .data = host, .device = { kDLCPU, 0 }, .ndim = 2,
+                    .dtype = { kDLFloat, 32, 1 }, .shape = (int64_t *)shape };
+    cuabi_launch_config lc = CUABI_LAUNCH_CONFIG_INIT;
+    STEP(cuabi_device_get(&d, 0));
+    /* A non-blocking stream captured in RELAXED mode: a capture that a refused
+     * stream destroy leaves behind (the driver's word, under sticky faults)
+     * must not refuse the synchronous copies of the run after. */
+    cuabi_stream_options so = CUABI_STREAM_OPTIONS_INIT;
+    so.flags = CUABI_STREAM_NON_BLOCKING;
+    STEP(cuabi_stream_create(&s, d, &so));
+    STEP(cuabi_memory_resource_device_default(&pool, d));
+    STEP(cuabi_buffer_allocate(&b, pool, sizeof host, 0, s));
+    STEP(cuabi_array_create(&a, d, &ad));
+    STEP(cuabi_array_create(&c, d, &ad));
+    STEP(cuabi_array_get_info(&info, a));
+    STEP(cuabi_array_copy_from_host(a, NULL, host, sizeof host, 0, 0, NULL));
+    STEP(cuabi_array_copy_to_buffer(b, 0, 0, 0, a, NULL, s));
+    STEP(cuabi_array_copy_from_buffer(c, &r, b, 0, 64, 0, s));
+    STEP(cuabi_array_copy(c, NULL, a, &r, s));
+    STEP(cuabi_array_copy_to_host(host, sizeof host, 0, 0, c, NULL, s));
+    STEP(cuabi_view_from_dltensor(&v, &ht, 0));
+    STEP(cuabi_array_copy_from_view(a, NULL, v, NULL));
+    STEP(cuabi_array_copy_to_view(v, a, NULL, s));
+    STEP(cuabi_array_create_from_view(&fv, v, 1, 0, NULL, s));
+    STEP(cuabi_mipmapped_array_create(&m, d, &ad, 3));
+    STEP(cuabi_mipmapped_array_get_level(&lv, m, 1));
+    STEP(cuabi_texture_create_from_array(&t, a, &td));
+    STEP(cuabi_texture_create_from_mipmapped_array(&tm, m, &td));
+    STEP(cuabi_view_create(&dv, b, 0, CUABI_DTYPE_FLOAT, 32, 2, shape, strides, 0));
+    STEP(cuabi_texture_create_from_view(&tv, dv, 1, NULL));
+    STEP(cuabi_texture_create_from_image(&ti, v, 1, 0, NULL, d));
+    STEP(cuabi_texture_get_info(&ti_info, ti));
+    STEP(cuabi_surface_create(&sf, lv));
+    STEP(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, cubin_sm90, cubin_sm90_size, "k.cubin"));
+    STEP(cuabi_objcode_get_kernel(&k, o, "add"));
+    /* 3 parameters of 8 bytes from the fake driver, or the CUBIN's 4 (float *,
+     * const float *, int, double) when reading them fails, as in sc_graph. */
+    size_t nparams = 0;
+    STEP(cuabi_kernel_param_count(&nparams, k));
+    STEP(cuabi_argpack_create(&p, nparams == 4 ? "handle, handle, i32, f64" : "handle, handle, u64"));
+    STEP(cuabi_argpack_set_texture(p, 0, t));
+    STEP(cuabi_argpack_set_surface(p, 1, sf));
+    STEP(nparams == 4 ? cuabi_argpack_set_int(p, 2, 1) : cuabi_argpack_set_texture(p, 2, tv));
+    lc.stream = s;
+    STEP(cuabi_launch(k, p, &lc));
+    STEP(cuabi_graph_capture_begin(s, CUABI_CAPTURE_MODE_RELAXED));
+    bool capturing = st == CUABI_SUCCESS;
+    STEP(cuabi_array_copy_from_buffer(c, NULL, b, 0, 0, 0, s));
+    STEP(cuabi_launch(k, p, &lc));
+    if (capturing) {
+        cuabi_status es = cuabi_graph_capture_end(&g, s);
+        if (es != CUABI_SUCCESS) {
+            cuabi_graph *again = NULL;
+            if (cuabi_graph_capture_end(&again, s) == CUABI_SUCCESS)
+                cuabi_graph_release(again);
+        }
+        STEP(es);
+    }
+    STEP(cuabi_graph_instantiate(&e, g, NULL));
+    STEP(cuabi_graph_exec_launch(e, s));
+    if (e) cuabi_graph_exec_release(e);
+    if (g) cuabi_graph_release(g);
+    if (p) cuabi_argpack_release(p);
+    if (k) cuabi_kernel_release(k);
+    if (o) cuabi_objcode_release(o);
+    if (sf) cuabi_surface_release(sf);
+    cuabi_texture *ts[] = { t, tm, tv, ti };
+    for (int i = 0; i < 4; i++)
+        if (ts[i]) cuabi_texture_release(ts[i]);
+    if (dv) cuabi_view_release(dv);
+    if (v) cuabi_view_release(v);
+    cuabi_array *as[] = { a, c, fv, lv };
+    for (int i = 0; i < 4; i++)
+        if (as[i]) cuabi_array_release(as[i]);
+    if (m) cuabi_mipmapped_array_release(m);
+    if (b) cuabi_buffer_destroy(b);
+    if (pool) cuabi_memory_resource_release(pool);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
+/* Stream memory operations: each kind alone, a batch of every operation,
+ * the legacy stream, then a write and a wait captured and replayed. */
+static cuabi_status sc_memop(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_memory_resource *pool = NULL;
+    cuabi_buffer *w = NULL;
+    cuabi_graph *g = NULL;
+    cuabi_graph_exec *e = NULL;
+    cuabi_stream_mem_op ops[4] = { CUABI_STREAM_MEM_OP_INIT, CUABI_STREAM_MEM_OP_INIT,
+                                   CUABI_STREAM_MEM_OP_INIT, CUABI_STREAM_MEM_OP_INIT };
+    STEP(cuabi_device_get(&d, 0));
+    /* A non-blocking stream captured in RELAXED mode: a capture that a refused
+     * stream destroy leaves behind (the driver's word, under sticky faults)
+     * must not refuse the synchronous copies of the run after. */
+    cuabi_stream_options so = CUABI_STREAM_OPTIONS_INIT;
+    so.flags = CUABI_STREAM_NON_BLOCKING;
+    STEP(cuabi_stream_create(&s, d, &so));
+    STEP(cuabi_memory_resource_device_default(&pool, d));
+    STEP(cuabi_buffer_allocate(&w, pool, 64, 0, s));
+    ops[0].kind = CUABI_STREAM_MEM_OP_WRITE_VALUE_32, ops[0].buffer = w, ops[0].value = 1;
+    ops[1].kind = CUABI_STREAM_MEM_OP_BARRIER;
+    ops[2].kind = CUABI_STREAM_MEM_OP_WAIT_VALUE_64, ops[2].buffer = w, ops[2].offset = 8;
+    ops[3].kind = CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+    STEP(cuabi_stream_write_value32(s, w, 0, 1, 0));
+    STEP(cuabi_stream_write_value64(NULL, w, 8, 2, 0));
+    STEP(cuabi_stream_wait_value32(s, w, 0, 1, CUABI_STREAM_WAIT_VALUE_EQ));
+    STEP(cuabi_stream_wait_value64(s, w, 8, 2, CUABI_STREAM_WAIT_VALUE_GEQ));
+    STEP(cuabi_stream_batch_mem_op(s, ops, 4));
+    STEP(cuabi_graph_capture_begin(s, CUABI_CAPTURE_MODE_RELAXED));
+    bool capturing = st == CUABI_SUCCESS;
+    STEP(cuabi_stream_write_value32(s, w, 4, 3, 0));
+    STEP(cuabi_stream_batch_mem_op(s, ops, 2));
+    if (capturing) {
+        cuabi_status es = cuabi_graph_capture_end(&g, s);
+        if (es != CUABI_SUCCESS) {
+            cuabi_graph *again = NULL;
+            if (cuabi_graph_capture_end(&again, s) == CUABI_SUCCESS)
+                cuabi_graph_release(again);
+        }
+        STEP(es);
+    }
+    STEP(cuabi_graph_instantiate(&e, g, NULL));
+    STEP(cuabi_graph_exec_launch(e, s));
+    if (e) cuabi_graph_exec_release(e);
+    if (g) cuabi_graph_release(g);
+    if (w) cuabi_buffer_destroy(w);
+    if (pool) cuabi_memory_resource_release(pool);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
@@ -783,6 +956,7 @@ static const scenario scenarios[] = {
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
     { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },
+    { "texture", sc_texture }, { "memop", sc_memop },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -830,6 +1004,7 @@ static void setup(void)
     fake_driver_install_launches();
     fake_graph_install();
     fake_multigpu_install();
+    fake_texture_install();
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     fault_wrap_install_nvfatbin();
@@ -871,7 +1046,7 @@ static long total_runs, total_faults;
  * driver refuses leaves the driver's object behind, which is the driver's
  * word, not a leak of ours (the handle and our host memory still go). */
 static int base_streams, base_events, base_allocs, base_pools, base_libraries, base_graphs,
-    base_execs;
+    base_execs, base_arrays, base_mipmaps, base_texobjs, base_surfobjs;
 
 static void rebase(void)
 {
@@ -879,6 +1054,8 @@ static void rebase(void)
     base_allocs = fake_live_allocs, base_pools = fake_live_pools;
     base_libraries = fake_live_libraries;
     base_graphs = fake_live_graphs, base_execs = fake_live_execs;
+    base_arrays = fake_live_arrays, base_mipmaps = fake_live_mipmaps;
+    base_texobjs = fake_live_texobjs, base_surfobjs = fake_live_surfobjs;
 }
 
 /* After a run: no handle is left, and (unless a release call was made to
@@ -891,13 +1068,18 @@ static void check_clean(const scenario *sc, const char *what, long n, bool drive
         ck_assert_msg(fake_live_streams == base_streams && fake_live_events == base_events &&
                           fake_live_allocs == base_allocs && fake_live_pools == base_pools &&
                           fake_live_libraries == base_libraries &&
-                          fake_live_graphs == base_graphs && fake_live_execs == base_execs,
+                          fake_live_graphs == base_graphs && fake_live_execs == base_execs &&
+                          fake_live_arrays == base_arrays && fake_live_mipmaps == base_mipmaps &&
+                          fake_live_texobjs == base_texobjs && fake_live_surfobjs == base_surfobjs,
                       "%s %s n=%ld: driver objects leaked: %d streams, %d events, "
-                      "%d allocations, %d pools, %d libraries, %d graphs, %d executables",
+                      "%d allocations, %d pools, %d libraries, %d graphs, %d executables, "
+                      "%d arrays, %d mipmapped arrays, %d textures, %d surfaces",
                       sc->name, what, n, fake_live_streams - base_streams,
                       fake_live_events - base_events, fake_live_allocs - base_allocs,
                       fake_live_pools - base_pools, fake_live_libraries - base_libraries,
-                      fake_live_graphs - base_graphs, fake_live_execs - base_execs);
+                      fake_live_graphs - base_graphs, fake_live_execs - base_execs,
+                      fake_live_arrays - base_arrays, fake_live_mipmaps - base_mipmaps,
+                      fake_live_texobjs - base_texobjs, fake_live_surfobjs - base_surfobjs);
     rebase();
 }
 
@@ -1090,7 +1272,9 @@ const char *__lsan_default_suppressions(void);
 __attribute__((visibility("default"))) const char *__lsan_default_suppressions(void)
 {
     return "leak:fake_alloc\nleak:fake_cuEventCreate\nleak:fake_cuLibraryLoadData\n"
-           "leak:fake_cuMemPoolCreate\nleak:fake_cuStreamCreateWithPriority\n";
+           "leak:fake_cuMemPoolCreate\nleak:fake_cuStreamCreateWithPriority\n"
+           "leak:fake_cuArray3DCreate\nleak:fake_array_init\nleak:fake_cuMipmappedArrayCreate\n"
+           "leak:fake_cuTexObjectCreate\nleak:fake_cuSurfObjectCreate\n";
 }
 
 int main(void)

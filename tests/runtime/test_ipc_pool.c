@@ -12,12 +12,17 @@
 #include "runtime/memory.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { D = CUABI_IPC_DESCRIPTOR_SIZE };
@@ -421,12 +426,32 @@ START_TEST(pool_import_refusals)
     int closed = dup(fd);
     close(closed);
     pool_refused(closed, good, D, CUABI_ERROR_IPC, "not an open file descriptor");
-    int pipefd[2];
+    /* Open fds of other kinds: the real driver answers CUDA_ERROR_UNKNOWN to
+     * each (scripts/probe_ipc_driver.c), which is a refusal here, naming
+     * what the fd is. */
+    int pipefd[2], sv[2], devnull = open("/dev/null", O_RDWR);
     ck_assert_int_eq(pipe(pipefd), 0);
-    pool_refused(pipefd[0], good, D, CUABI_ERROR_IPC, "refused");
-    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    char path[] = "/tmp/cuabi-test-ipc-XXXXXX";
+    int file = mkstemp(path);
+    ck_assert_int_ge(file, 0);
+    unlink(path);
+    ck_assert_int_eq(write(file, "a file, not a pool", 18), 18);
+    struct { int fd; const char *kind; } others[] = {
+        { pipefd[0], "a pipe or FIFO" }, { sv[0], "a socket" }, { devnull, "a character device" },
+        { file, "a regular file" },
+    };
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        pool_refused(others[i].fd, good, D, CUABI_ERROR_IPC, "refused");
+        ck_assert_error_mentions(others[i].kind);
+        ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_UNKNOWN);
+    }
     close(pipefd[0]);
     close(pipefd[1]);
+    close(sv[0]);
+    close(sv[1]);
+    close(devnull);
+    close(file);
     /* Driver failures: the import is undone. */
     cuabi__fault_arm("cuMemPoolImportFromShareableHandle", 1, false, CUDA_ERROR_LAUNCH_FAILED);
     pool_refused(fd, good, D, CUABI_ERROR_CUDA, "cuMemPoolImportFromShareableHandle");
@@ -628,6 +653,63 @@ START_TEST(reimport_shares_the_driver_pool)
 }
 END_TEST
 
+/* A mapped pool is found again by its id, but only for descriptors of the
+ * same exporter and device: a descriptor that names a mapped pool's id with
+ * another process or device is forged (or an id collision) and refused,
+ * whatever fd comes with it; the mapping stays as it was. */
+START_TEST(mapped_pool_id_is_bound_to_its_exporter)
+{
+    int pools = fake_live_pools;
+    size_t live = cuabi__handle_live_count();
+    cuabi_memory_resource *r = ipc_pool(dev0), *m, *again;
+    int fd, fd2;
+    uint8_t good[D], d[D];
+    export_pool(&fd, good, r);
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, good, D));
+    /* Another live process claims the pool (a child that waits). */
+    int hold[2];
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t other = fork();
+    if (other == 0) {
+        char c;
+        close(hold[1]);
+        (void)read(hold[0], &c, 1);
+        _exit(0);
+    }
+    close(hold[0]);
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_PID, (uint64_t)other, 4);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another exporter");
+    /* ... with the fd of another pool of its own, too. */
+    cuabi_memory_resource *r2 = ipc_pool(dev0);
+    uint8_t d2[D];
+    ck_assert_ok(cuabi_ipc_pool_export(&fd2, d2, D, r2));
+    pool_refused(fd2, d, D, CUABI_ERROR_IPC, "another exporter");
+    /* The same exporter, another device. */
+    memcpy(d, good, D);
+    for (int i = 0; i < 16; i++)   /* the fake device 1's UUID */
+        d[CUABI__IPC_UUID + i] = (uint8_t)(i + 1);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another device");
+    /* The genuine descriptor still finds the mapping. */
+    ck_assert_ok(cuabi_ipc_pool_import(&again, fd, good, D));
+    ck_assert_ptr_eq(again, m);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    ck_assert_int_eq(fake_pools_imported, 1);
+    close(hold[1]);
+    waitpid(other, NULL, 0);
+    close(fd);
+    close(fd2);
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(r2));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
 /* ------------------------------------------------------- fd helpers */
 
 static ino_t inode_of(int fd)
@@ -709,6 +791,202 @@ START_TEST(fd_send_receive)
 }
 END_TEST
 
+/* Send `len` bytes with `n` descriptors in one message, any count and any
+ * length (zero too), as a hostile peer may. */
+static ssize_t send_fds(int sock, const void *data, size_t len, const int *fdv, int n)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(16 * sizeof(int))]; } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (n > 0) {
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+        memcpy(CMSG_DATA(c), fdv, (size_t)n * sizeof(int));
+    }
+    return sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* cuabi_ipc_fd_receive against hostile senders: every refused message is
+ * CUABI_ERROR_IPC (or IO), *fd stays -1 and every descriptor it carried is
+ * closed. */
+START_TEST(fd_receive_hostile_senders)
+{
+    static const int types[] = { SOCK_SEQPACKET, SOCK_DGRAM };
+    int sv[2], fd, pipefd[2], many[16];
+    uint8_t msg[D + 8], in[D];
+    memset(msg, 0x5a, sizeof msg);
+    ck_assert_int_eq(pipe(pipefd), 0);
+    for (int i = 0; i < 16; i++)
+        many[i] = pipefd[i % 2];
+    struct { size_t len; int nfds; const char *needle; } cases[] = {
+        { D, 0, "no descriptor or several" },
+        { D, 2, "no descriptor or several" },
+        { D, 4, "no descriptor or several" },
+        { D, 7, "no descriptor or several" },    /* more than cuabi makes room for: MSG_CTRUNC */
+        { D, 16, "no descriptor or several" },
+        { D - 1, 1, "another length" },          /* truncated */
+        { 1, 1, "another length" },
+        { D + 1, 1, "another length" },          /* a descriptor of the wrong size */
+        { D + 8, 3, "another length" },
+        { 0, 1, "empty message" },               /* no byte, one descriptor */
+        { 0, 3, "empty message" },
+    };
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        ck_assert_int_eq(socketpair(AF_UNIX, types[t], 0, sv), 0);
+        int before = open_fds();
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            ck_assert_int_eq(send_fds(sv[0], msg, cases[i].len, many, cases[i].nfds),
+                             (ssize_t)cases[i].len);
+            fd = 7;
+            ck_assert_status(cuabi_ipc_fd_receive(&fd, in, D, sv[1]), CUABI_ERROR_IPC);
+            ck_assert_error_mentions(cases[i].needle);
+            ck_assert_int_eq(fd, -1);
+            ck_assert_msg(open_fds() == before, "type %d case %zu (%zu bytes, %d fds) left %d fds",
+                          types[t], i, cases[i].len, cases[i].nfds, open_fds() - before);
+        }
+        /* Then a good message still comes through. */
+        ck_assert_int_eq(send_fds(sv[0], msg, D, many, 1), D);
+        ck_assert_ok(cuabi_ipc_fd_receive(&fd, in, D, sv[1]));
+        close(fd);
+        close(sv[0]);
+        close(sv[1]);
+    }
+    /* A stream peer that sends part of a message and closes mid-way. */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int before = open_fds();
+    ck_assert_int_eq(send_fds(sv[0], msg, 50, many, 1), 50);
+    close(sv[0]);
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, D, sv[1]), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("another length");
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, D, sv[1]), CUABI_ERROR_IO);
+    ck_assert_error_mentions("closed");
+    ck_assert_int_eq(open_fds(), before - 1);
+    close(sv[1]);
+    /* No room for the descriptors (RLIMIT_NOFILE reached): the kernel drops
+     * them (MSG_CTRUNC); the message is refused (in a child: the limit). */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    ck_assert_int_eq(send_fds(sv[0], msg, D, many, 1), D);
+    pid_t child = fork();
+    if (child == 0) {
+        int lowest = dup(0);
+        close(lowest);
+        struct rlimit rl = { (rlim_t)lowest, (rlim_t)lowest };
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(2);
+        int got = 7;
+        cuabi_status st = cuabi_ipc_fd_receive(&got, in, D, sv[1]);
+        _exit(st == CUABI_ERROR_IPC && got == -1 &&
+              strstr(cuabi_last_error()->message, "no descriptor or several") ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(sv[0]);
+    close(sv[1]);
+    /* The wrong kind of descriptor is received (cuabi_ipc_fd_receive does not
+     * look at it); the pool import refuses it. */
+    cuabi_memory_resource *r = ipc_pool(dev0), *m = (cuabi_memory_resource *)1;
+    uint8_t pd[D];
+    int pool_fd;
+    export_pool(&pool_fd, pd, r);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    ck_assert_ok(cuabi_ipc_fd_send(sv[0], pipefd[0], pd, D));
+    ck_assert_ok(cuabi_ipc_fd_receive(&fd, in, D, sv[1]));
+    ck_assert_status(cuabi_ipc_pool_import(&m, fd, in, D), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("refused");
+    ck_assert_ptr_null(m);
+    close(fd);
+    close(pool_fd);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    close(sv[0]);
+    close(sv[1]);
+    /* A peer that never sends: the call waits as recvmsg(2) does; a receive
+     * timeout (SO_RCVTIMEO) or a non-blocking socket bounds it. */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    struct timeval tv = { .tv_sec = 0, .tv_usec = 200000 };
+    ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    double t0 = now_s();
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, D, sv[1]), CUABI_ERROR_IO);
+    double waited = now_s() - t0;
+    ck_assert_error_mentions("no message arrived");
+    ck_assert_msg(waited > 0.15 && waited < 5, "waited %.3f s", waited);
+    ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+    t0 = now_s();
+    ck_assert_status(cuabi_ipc_fd_receive(&fd, in, D, sv[1]), CUABI_ERROR_IO);
+    ck_assert_error_mentions("no message arrived");
+    ck_assert(now_s() - t0 < 0.1);
+    ck_assert_int_eq(fd, -1);
+    close(sv[0]);
+    close(sv[1]);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* cuabi_ipc_fd_send with descriptors and sockets that cannot be used. */
+START_TEST(fd_send_bad_descriptors)
+{
+    int sv[2], pipefd[2];
+    uint8_t msg[64] = { 1 };
+    ck_assert_int_eq(pipe(pipefd), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    int closed = dup(pipefd[0]);
+    close(closed);
+    static const int bad[] = { -1, INT_MIN };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_status(cuabi_ipc_fd_send(sv[0], bad[i], msg, 8), CUABI_ERROR_INVALID_ARGUMENT);
+        ck_assert_error_mentions("not a file descriptor");
+    }
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], closed, msg, 8), CUABI_ERROR_IO);
+    ck_assert_error_mentions("Bad file descriptor");
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], INT_MAX, msg, 8), CUABI_ERROR_IO);
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], pipefd[0], msg, 4097), CUABI_ERROR_INVALID_ARGUMENT);
+    /* Sockets: none, closed, not connected, a peer gone (EPIPE, no SIGPIPE). */
+    ck_assert_status(cuabi_ipc_fd_send(-1, pipefd[0], msg, 8), CUABI_ERROR_IO);
+    ck_assert_status(cuabi_ipc_fd_send(closed, pipefd[0], msg, 8), CUABI_ERROR_IO);
+    int lone = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    ck_assert_status(cuabi_ipc_fd_send(lone, pipefd[0], msg, 8), CUABI_ERROR_IO);
+    close(lone);
+    close(sv[1]);
+    ck_assert_status(cuabi_ipc_fd_send(sv[0], pipefd[0], msg, 8), CUABI_ERROR_IO);
+    ck_assert_error_mentions("Broken pipe");
+    close(sv[0]);
+    /* A full non-blocking socket. */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+    ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    cuabi_status st;
+    int sent = 0;
+    while ((st = cuabi_ipc_fd_send(sv[0], pipefd[0], msg, sizeof msg)) == CUABI_SUCCESS)
+        ck_assert_int_lt(++sent, 100000);
+    ck_assert_status(st, CUABI_ERROR_IO);
+    /* What was queued still arrives, each with its descriptor. */
+    for (int i = 0; i < sent; i++) {
+        int fd;
+        uint8_t in[64];
+        ck_assert_ok(cuabi_ipc_fd_receive(&fd, in, sizeof in, sv[1]));
+        close(fd);
+    }
+    close(sv[0]);
+    close(sv[1]);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
 /* The pool travels to a real child process over a socket; the child checks
  * the fd and descriptor arrive whole (the fake driver's memory is not
  * shared across fork, so the child imports nothing). */
@@ -753,10 +1031,13 @@ static Suite *suite(void)
     tcase_add_test(tc, buffer_import_refusals);
     tcase_add_test(tc, buffer_export_refusals);
     tcase_add_test(tc, reimport_shares_the_driver_pool);
+    tcase_add_test(tc, mapped_pool_id_is_bound_to_its_exporter);
     suite_add_tcase(s, tc);
     tc = tcase_create("fds");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, fd_send_receive);
+    tcase_add_test(tc, fd_receive_hostile_senders);
+    tcase_add_test(tc, fd_send_bad_descriptors);
     tcase_add_test(tc, fd_to_child_process);
     suite_add_tcase(s, tc);
     return s;

@@ -44,7 +44,10 @@ for _names, _module, _needs in (
          "_view", "cuabi_view_create"),
         (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
           "TensorMapInterleave", "TensorMapSwizzle", "TensorMapL2Promotion",
-          "TensorMapOOBFill"), "_tensormap", "cuabi_tensormap_encode_tiled")):
+          "TensorMapOOBFill"), "_tensormap", "cuabi_tensormap_encode_tiled"),
+        (("OpaqueArray", "MipmappedArray", "ResourceDescriptor", "TextureDescriptor",
+          "TextureObject", "SurfaceObject", "ArrayFormat", "AddressMode", "FilterMode",
+          "ReadMode"), "_texture", "cuabi_texture_create_from_array")):
     if _needs in _capi.FUNCTIONS:
         _LAZY.update(dict.fromkeys(_names, _module))
 del _names, _module, _needs
@@ -90,7 +93,7 @@ del _set_hooks, _hooks
 def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
-        if name in ("utils", "graph"):                   # cuda.core's submodules
+        if name in ("utils", "graph", "texture"):        # cuda.core's submodules
             import importlib                             # lazy: import time
             return importlib.import_module(f"{__name__}.{name}")
         if name == "__version__":

@@ -106,6 +106,9 @@ _INT_KINDS = {K.CUABI_ARG_I8, K.CUABI_ARG_I16, K.CUABI_ARG_I32, K.CUABI_ARG_I64,
 _FLOAT_KINDS = {K.CUABI_ARG_F16, K.CUABI_ARG_BF16, K.CUABI_ARG_F32, K.CUABI_ARG_F64}
 _ADDRESS_KINDS = {K.CUABI_ARG_PTR, K.CUABI_ARG_HANDLE, K.CUABI_ARG_INTPTR}
 _BYTES_KINDS = {K.CUABI_ARG_STRUCT, K.CUABI_ARG_TENSORMAP}
+# Slots a texture or surface object goes to (cuabi._texture: `_cuabi_object_value_`).
+_OBJECT_KINDS = {K.CUABI_ARG_HANDLE, K.CUABI_ARG_U64, K.CUABI_ARG_I64, K.CUABI_ARG_INTPTR}
+_object_value = attrgetter("handle")     # CUtexObject / CUsurfObject; raises once closed
 _INT_FMT = {1: "b", 2: "h", 4: "i", 8: "q"}
 _UINT_FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _FLOAT_FMT = {2: "e", 4: "f", 8: "d"}
@@ -168,6 +171,12 @@ class _Slot:
         converter or None: struct converts). Raises TypeError, naming the
         argument, for a type the slot refuses (docs/launch.md)."""
         k, size = self.kind, self.size
+        what = getattr(type(value), "_cuabi_object_value_", None)
+        if what is not None:            # a texture or surface object: its 64-bit value
+            if k in _OBJECT_KINDS or (k in (K.CUABI_ARG_RAW, K.CUABI_ARG_INTEGER) and size == 8):
+                return "Q", _object_value
+            raise self.refuse(value, f"a {what} object goes to a handle parameter or a 64-bit "
+                              f"integer one (cuda{what.capitalize()}Object_t)")
         if k in _INT_KINDS or k == K.CUABI_ARG_INTEGER:
             self._want_integer(value, "an integer")
             fmt = (_UINT_FMT if k in _UNSIGNED else _INT_FMT)[size]
@@ -635,8 +644,13 @@ class ArgPack(Handle):
         if not refs:
             blob = self._packer.pack(*args)
             lib.cuabi_argpack_set_blob(self, blob, self._packer.size)
+            if getattr(self, "_refs", None) or any(
+                    getattr(type(a), "_cuabi_object_value_", None) for a in args):
+                self._set_refs(dict(enumerate(args)))   # textures and surfaces: kept
             return self
         values = {i: args[i] for i in refs if i < len(args)}
+        values.update((i, a) for i, a in enumerate(args)       # textures and surfaces
+                      if getattr(type(a), "_cuabi_object_value_", None))
         objs = [v for v in values.values() if isinstance(v, Handle)]
         # Launches until the pack is set again hold the old objects and the
         # new ones; the new ones are in use while their handles are packed.
@@ -660,6 +674,12 @@ class ArgPack(Handle):
     def __setitem__(self, slot: int, value):
         slot = self._slot(slot)
         s = self._packer._slot_objs[slot]
+        what = getattr(type(value), "_cuabi_object_value_", None)
+        if what is not None:    # the pack keeps the texture's or surface's handle (C)
+            s.plan(value)       # refuses slots that cannot take one
+            getattr(lib, "cuabi_argpack_set_" + what)(self, slot, value)
+            self._set_refs({slot: value})
+            return
         if s.kind in (K.CUABI_ARG_BUFFER, K.CUABI_ARG_VIEW):   # the handle, not bytes
             s.plan(value)                                      # refuses non-handles
             fn = lib.cuabi_argpack_set_buffer if s.kind == K.CUABI_ARG_BUFFER \

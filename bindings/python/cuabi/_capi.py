@@ -894,6 +894,211 @@ class cuabi_ipc_pool_options(C.Structure):
 
 
 
+# ---- array
+
+CUABI_ARRAY_MAX_LEVELS = 32
+CUABI_ARRAY_FORMAT_UINT8 = 1
+CUABI_ARRAY_FORMAT_UINT16 = 2
+CUABI_ARRAY_FORMAT_UINT32 = 3
+CUABI_ARRAY_FORMAT_INT8 = 8
+CUABI_ARRAY_FORMAT_INT16 = 9
+CUABI_ARRAY_FORMAT_INT32 = 10
+CUABI_ARRAY_FORMAT_FLOAT16 = 16
+CUABI_ARRAY_FORMAT_FLOAT32 = 32
+CUABI_ARRAY_FORMAT_UNORM_INT_101010_2 = 80
+CUABI_ARRAY_FORMAT_BC1_UNORM = 145
+CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB = 146
+CUABI_ARRAY_FORMAT_BC2_UNORM = 147
+CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB = 148
+CUABI_ARRAY_FORMAT_BC3_UNORM = 149
+CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB = 150
+CUABI_ARRAY_FORMAT_BC4_UNORM = 151
+CUABI_ARRAY_FORMAT_BC4_SNORM = 152
+CUABI_ARRAY_FORMAT_BC5_UNORM = 153
+CUABI_ARRAY_FORMAT_BC5_SNORM = 154
+CUABI_ARRAY_FORMAT_BC6H_UF16 = 155
+CUABI_ARRAY_FORMAT_BC6H_SF16 = 156
+CUABI_ARRAY_FORMAT_BC7_UNORM = 157
+CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB = 158
+CUABI_ARRAY_FORMAT_P010 = 159
+CUABI_ARRAY_FORMAT_P016 = 161
+CUABI_ARRAY_FORMAT_NV16 = 162
+CUABI_ARRAY_FORMAT_P210 = 163
+CUABI_ARRAY_FORMAT_P216 = 164
+CUABI_ARRAY_FORMAT_YUY2 = 165
+CUABI_ARRAY_FORMAT_Y210 = 166
+CUABI_ARRAY_FORMAT_Y216 = 167
+CUABI_ARRAY_FORMAT_AYUV = 168
+CUABI_ARRAY_FORMAT_Y410 = 169
+CUABI_ARRAY_FORMAT_NV12 = 176
+CUABI_ARRAY_FORMAT_Y416 = 177
+CUABI_ARRAY_FORMAT_Y444_PLANAR8 = 178
+CUABI_ARRAY_FORMAT_Y444_PLANAR10 = 179
+CUABI_ARRAY_FORMAT_UNORM_INT8X1 = 192
+CUABI_ARRAY_FORMAT_UNORM_INT8X2 = 193
+CUABI_ARRAY_FORMAT_UNORM_INT8X4 = 194
+CUABI_ARRAY_FORMAT_UNORM_INT16X1 = 195
+CUABI_ARRAY_FORMAT_UNORM_INT16X2 = 196
+CUABI_ARRAY_FORMAT_UNORM_INT16X4 = 197
+CUABI_ARRAY_FORMAT_SNORM_INT8X1 = 198
+CUABI_ARRAY_FORMAT_SNORM_INT8X2 = 199
+CUABI_ARRAY_FORMAT_SNORM_INT8X4 = 200
+CUABI_ARRAY_FORMAT_SNORM_INT16X1 = 201
+CUABI_ARRAY_FORMAT_SNORM_INT16X2 = 202
+CUABI_ARRAY_FORMAT_SNORM_INT16X4 = 203
+CUABI_ARRAY_LAYERED = 1
+CUABI_ARRAY_SURFACE_LDST = 2
+CUABI_ARRAY_CUBEMAP = 4
+CUABI_ARRAY_TEXTURE_GATHER = 8
+CUABI_ARRAY_DEPTH_TEXTURE = 16
+CUABI_ARRAY_COLOR_ATTACHMENT = 32
+CUABI_ARRAY_SPARSE = 64
+CUABI_ARRAY_DEFERRED_MAPPING = 128
+CUABI_ARRAY_VIDEO_ENCODE_DECODE = 256
+
+
+class cuabi_array_desc(C.Structure):
+    """The shape and format of an array (CUDA_ARRAY3D_DESCRIPTOR). Extents are in elements (pixels for block-compressed formats)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('width', C.c_size_t),
+        ('height', C.c_size_t),
+        ('depth', C.c_size_t),
+        ('format', C.c_int),
+        ('num_channels', C.c_uint),
+        ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_array_info(C.Structure):
+    """What an array (or a mipmapped array, its level 0) is, filled by cuabi_array_get_info() / cuabi_mipmapped_array_get_info()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('width', C.c_size_t),
+        ('height', C.c_size_t),
+        ('depth', C.c_size_t),
+        ('format', C.c_int),
+        ('num_channels', C.c_uint),
+        ('flags', C.c_uint),
+        ('dims', C.c_int),
+        ('layers', C.c_size_t),
+        ('element_size', C.c_size_t),
+        ('block', C.c_uint),
+        ('size_bytes', C.c_uint64),
+        ('level', C.c_int),
+        ('num_levels', C.c_uint),
+        ('device', C.c_int),
+        ('native', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_array_region(C.Structure):
+    """A box of an array's elements: its offset and extent in elements (z counts layers and cube faces). An extent of 0 reaches the array's end from the offset."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('x', C.c_size_t),
+        ('y', C.c_size_t),
+        ('z', C.c_size_t),
+        ('width', C.c_size_t),
+        ('height', C.c_size_t),
+        ('depth', C.c_size_t),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- texture
+
+CUABI_TEXTURE_ADDRESS_WRAP = 0
+CUABI_TEXTURE_ADDRESS_CLAMP = 1
+CUABI_TEXTURE_ADDRESS_MIRROR = 2
+CUABI_TEXTURE_ADDRESS_BORDER = 3
+CUABI_TEXTURE_FILTER_POINT = 0
+CUABI_TEXTURE_FILTER_LINEAR = 1
+CUABI_TEXTURE_READ_ELEMENT_TYPE = 0
+CUABI_TEXTURE_READ_NORMALIZED_FLOAT = 1
+CUABI_TEXTURE_RESOURCE_ARRAY = 0
+CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY = 1
+CUABI_TEXTURE_RESOURCE_LINEAR = 2
+CUABI_TEXTURE_RESOURCE_PITCH2D = 3
+
+
+class cuabi_texture_desc(C.Structure):
+    """How a texture samples (CUDA_TEXTURE_DESC). The defaults: clamp, point filtering, element-type reads, unnormalized coordinates."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('address_mode', (C.c_int * 3)),
+        ('filter_mode', C.c_int),
+        ('read_mode', C.c_int),
+        ('normalized_coords', C.c_int),
+        ('srgb', C.c_int),
+        ('disable_trilinear_optimization', C.c_int),
+        ('seamless_cubemap', C.c_int),
+        ('max_anisotropy', C.c_uint),
+        ('mipmap_filter_mode', C.c_int),
+        ('mipmap_level_bias', C.c_float),
+        ('min_mipmap_level_clamp', C.c_float),
+        ('max_mipmap_level_clamp', C.c_float),
+        ('border_color', (C.c_float * 4)),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_texture_info(C.Structure):
+    """What a texture reads, filled by cuabi_texture_get_info(). The handles are borrowed: valid while the texture lives."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('resource', C.c_int),
+        ('format', C.c_int),
+        ('num_channels', C.c_uint),
+        ('width', C.c_size_t),
+        ('height', C.c_size_t),
+        ('depth', C.c_size_t),
+        ('pitch', C.c_size_t),
+        ('address', C.c_size_t),
+        ('device', C.c_int),
+        ('array', C.c_void_p),
+        ('mipmapped_array', C.c_void_p),
+        ('view', C.c_void_p),
+        ('object', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- memop
+
+CUABI_STREAM_MEM_OP_MAX_BATCH = 255
+CUABI_STREAM_WAIT_VALUE_GEQ = 0
+CUABI_STREAM_WAIT_VALUE_EQ = 1
+CUABI_STREAM_WAIT_VALUE_AND = 2
+CUABI_STREAM_WAIT_VALUE_NOR = 3
+CUABI_STREAM_WAIT_VALUE_FLUSH = 1073741824
+CUABI_STREAM_WRITE_VALUE_DEFAULT = 0
+CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = 1
+CUABI_STREAM_MEM_OP_WAIT_VALUE_32 = 1
+CUABI_STREAM_MEM_OP_WRITE_VALUE_32 = 2
+CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = 3
+CUABI_STREAM_MEM_OP_WAIT_VALUE_64 = 4
+CUABI_STREAM_MEM_OP_WRITE_VALUE_64 = 5
+CUABI_STREAM_MEM_OP_BARRIER = 6
+CUABI_STREAM_BARRIER_SYSTEM = 0
+CUABI_STREAM_BARRIER_GPU = 1
+
+
+class cuabi_stream_mem_op(C.Structure):
+    """One operation of a batch. Each entry's version must be set (CUABI_STREAM_MEM_OP_INIT)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('kind', C.c_int),
+        ('buffer', C.c_void_p),
+        ('offset', C.c_size_t),
+        ('value', C.c_uint64),
+        ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
 # ---- tables
 
 STRUCTS = {
@@ -929,6 +1134,12 @@ STRUCTS = {
     'cuabi_graph_instantiate_options': cuabi_graph_instantiate_options,
     'cuabi_graph_update_info': cuabi_graph_update_info,
     'cuabi_ipc_pool_options': cuabi_ipc_pool_options,
+    'cuabi_array_desc': cuabi_array_desc,
+    'cuabi_array_info': cuabi_array_info,
+    'cuabi_array_region': cuabi_array_region,
+    'cuabi_texture_desc': cuabi_texture_desc,
+    'cuabi_texture_info': cuabi_texture_info,
+    'cuabi_stream_mem_op': cuabi_stream_mem_op,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -963,6 +1174,12 @@ VERSIONED = {
     'cuabi_graph_instantiate_options': 1,
     'cuabi_graph_update_info': 1,
     'cuabi_ipc_pool_options': 1,
+    'cuabi_array_desc': 1,
+    'cuabi_array_info': 1,
+    'cuabi_array_region': 1,
+    'cuabi_texture_desc': 1,
+    'cuabi_texture_info': 1,
+    'cuabi_stream_mem_op': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -981,6 +1198,10 @@ HANDLES = {
     'cuabi_graph': 'shared',
     'cuabi_graph_node': 'shared',
     'cuabi_graph_exec': 'shared',
+    'cuabi_array': 'shared',
+    'cuabi_mipmapped_array': 'shared',
+    'cuabi_texture': 'shared',
+    'cuabi_surface': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -1254,6 +1475,111 @@ ENUMS = {
         'CUABI_IPC_POOL_NONE': 0,
         'CUABI_IPC_POOL_EXPORTER': 1,
         'CUABI_IPC_POOL_MAPPED': 2,
+    },
+    'cuabi_array_format': {
+        'CUABI_ARRAY_FORMAT_UINT8': 1,
+        'CUABI_ARRAY_FORMAT_UINT16': 2,
+        'CUABI_ARRAY_FORMAT_UINT32': 3,
+        'CUABI_ARRAY_FORMAT_INT8': 8,
+        'CUABI_ARRAY_FORMAT_INT16': 9,
+        'CUABI_ARRAY_FORMAT_INT32': 10,
+        'CUABI_ARRAY_FORMAT_FLOAT16': 16,
+        'CUABI_ARRAY_FORMAT_FLOAT32': 32,
+        'CUABI_ARRAY_FORMAT_UNORM_INT_101010_2': 80,
+        'CUABI_ARRAY_FORMAT_BC1_UNORM': 145,
+        'CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB': 146,
+        'CUABI_ARRAY_FORMAT_BC2_UNORM': 147,
+        'CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB': 148,
+        'CUABI_ARRAY_FORMAT_BC3_UNORM': 149,
+        'CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB': 150,
+        'CUABI_ARRAY_FORMAT_BC4_UNORM': 151,
+        'CUABI_ARRAY_FORMAT_BC4_SNORM': 152,
+        'CUABI_ARRAY_FORMAT_BC5_UNORM': 153,
+        'CUABI_ARRAY_FORMAT_BC5_SNORM': 154,
+        'CUABI_ARRAY_FORMAT_BC6H_UF16': 155,
+        'CUABI_ARRAY_FORMAT_BC6H_SF16': 156,
+        'CUABI_ARRAY_FORMAT_BC7_UNORM': 157,
+        'CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB': 158,
+        'CUABI_ARRAY_FORMAT_P010': 159,
+        'CUABI_ARRAY_FORMAT_P016': 161,
+        'CUABI_ARRAY_FORMAT_NV16': 162,
+        'CUABI_ARRAY_FORMAT_P210': 163,
+        'CUABI_ARRAY_FORMAT_P216': 164,
+        'CUABI_ARRAY_FORMAT_YUY2': 165,
+        'CUABI_ARRAY_FORMAT_Y210': 166,
+        'CUABI_ARRAY_FORMAT_Y216': 167,
+        'CUABI_ARRAY_FORMAT_AYUV': 168,
+        'CUABI_ARRAY_FORMAT_Y410': 169,
+        'CUABI_ARRAY_FORMAT_NV12': 176,
+        'CUABI_ARRAY_FORMAT_Y416': 177,
+        'CUABI_ARRAY_FORMAT_Y444_PLANAR8': 178,
+        'CUABI_ARRAY_FORMAT_Y444_PLANAR10': 179,
+        'CUABI_ARRAY_FORMAT_UNORM_INT8X1': 192,
+        'CUABI_ARRAY_FORMAT_UNORM_INT8X2': 193,
+        'CUABI_ARRAY_FORMAT_UNORM_INT8X4': 194,
+        'CUABI_ARRAY_FORMAT_UNORM_INT16X1': 195,
+        'CUABI_ARRAY_FORMAT_UNORM_INT16X2': 196,
+        'CUABI_ARRAY_FORMAT_UNORM_INT16X4': 197,
+        'CUABI_ARRAY_FORMAT_SNORM_INT8X1': 198,
+        'CUABI_ARRAY_FORMAT_SNORM_INT8X2': 199,
+        'CUABI_ARRAY_FORMAT_SNORM_INT8X4': 200,
+        'CUABI_ARRAY_FORMAT_SNORM_INT16X1': 201,
+        'CUABI_ARRAY_FORMAT_SNORM_INT16X2': 202,
+        'CUABI_ARRAY_FORMAT_SNORM_INT16X4': 203,
+    },
+    'cuabi_array_flags': {
+        'CUABI_ARRAY_LAYERED': 1,
+        'CUABI_ARRAY_SURFACE_LDST': 2,
+        'CUABI_ARRAY_CUBEMAP': 4,
+        'CUABI_ARRAY_TEXTURE_GATHER': 8,
+        'CUABI_ARRAY_DEPTH_TEXTURE': 16,
+        'CUABI_ARRAY_COLOR_ATTACHMENT': 32,
+        'CUABI_ARRAY_SPARSE': 64,
+        'CUABI_ARRAY_DEFERRED_MAPPING': 128,
+        'CUABI_ARRAY_VIDEO_ENCODE_DECODE': 256,
+    },
+    'cuabi_texture_address_mode': {
+        'CUABI_TEXTURE_ADDRESS_WRAP': 0,
+        'CUABI_TEXTURE_ADDRESS_CLAMP': 1,
+        'CUABI_TEXTURE_ADDRESS_MIRROR': 2,
+        'CUABI_TEXTURE_ADDRESS_BORDER': 3,
+    },
+    'cuabi_texture_filter_mode': {
+        'CUABI_TEXTURE_FILTER_POINT': 0,
+        'CUABI_TEXTURE_FILTER_LINEAR': 1,
+    },
+    'cuabi_texture_read_mode': {
+        'CUABI_TEXTURE_READ_ELEMENT_TYPE': 0,
+        'CUABI_TEXTURE_READ_NORMALIZED_FLOAT': 1,
+    },
+    'cuabi_texture_resource_kind': {
+        'CUABI_TEXTURE_RESOURCE_ARRAY': 0,
+        'CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY': 1,
+        'CUABI_TEXTURE_RESOURCE_LINEAR': 2,
+        'CUABI_TEXTURE_RESOURCE_PITCH2D': 3,
+    },
+    'cuabi_stream_wait_flags': {
+        'CUABI_STREAM_WAIT_VALUE_GEQ': 0,
+        'CUABI_STREAM_WAIT_VALUE_EQ': 1,
+        'CUABI_STREAM_WAIT_VALUE_AND': 2,
+        'CUABI_STREAM_WAIT_VALUE_NOR': 3,
+        'CUABI_STREAM_WAIT_VALUE_FLUSH': 1073741824,
+    },
+    'cuabi_stream_write_flags': {
+        'CUABI_STREAM_WRITE_VALUE_DEFAULT': 0,
+        'CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER': 1,
+    },
+    'cuabi_stream_mem_op_kind': {
+        'CUABI_STREAM_MEM_OP_WAIT_VALUE_32': 1,
+        'CUABI_STREAM_MEM_OP_WRITE_VALUE_32': 2,
+        'CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES': 3,
+        'CUABI_STREAM_MEM_OP_WAIT_VALUE_64': 4,
+        'CUABI_STREAM_MEM_OP_WRITE_VALUE_64': 5,
+        'CUABI_STREAM_MEM_OP_BARRIER': 6,
+    },
+    'cuabi_stream_barrier_scope': {
+        'CUABI_STREAM_BARRIER_SYSTEM': 0,
+        'CUABI_STREAM_BARRIER_GPU': 1,
     },
 }
 STATUS_NAMES = {
@@ -1602,6 +1928,52 @@ FUNCTIONS = {
     'cuabi_fatbin_image_info': (C.c_int, (C.POINTER(C.c_int), C.POINTER(C.c_int), C.c_void_p, C.c_size_t, ), (('out', 'cuabi_code_type *', 'out', 'host', False, 'borrow', None), ('arch', 'int *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_fatbin_extract': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_char_p, ), (('out', 'cuabi_objcode **', 'out', 'host', False, 'transfer', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_fatbin_packer': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_mipmapped_array_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_mipmapped_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_mipmapped_array_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_mipmapped_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_desc_init': (C.c_int, (C.POINTER(cuabi_array_desc), C.c_uint, ), (('opts', 'cuabi_array_desc *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_info_init': (C.c_int, (C.POINTER(cuabi_array_info), C.c_uint, ), (('opts', 'cuabi_array_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_region_init': (C.c_int, (C.POINTER(cuabi_array_region), C.c_uint, ), (('opts', 'cuabi_array_region *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_array_desc), ), (('out', 'cuabi_array **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_array_desc *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_create_from_view': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, C.c_uint, C.c_void_p, C.c_void_p, ), (('out', 'cuabi_array **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('num_channels', 'unsigned int', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', True, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_get_info': (C.c_int, (C.POINTER(cuabi_array_info), C.c_void_p, ), (('out', 'cuabi_array_info *', 'out', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_native_handle': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_mipmapped_array_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_array_desc), C.c_uint, ), (('out', 'cuabi_mipmapped_array **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_array_desc *', 'in', 'host', False, 'borrow', None), ('num_levels', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_mipmapped_array_get_level': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, ), (('out', 'cuabi_array **', 'out', 'host', False, 'transfer', None), ('mipmapped_array', 'cuabi_mipmapped_array *', 'in', 'host', False, 'borrow', None), ('level', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_mipmapped_array_get_info': (C.c_int, (C.POINTER(cuabi_array_info), C.c_void_p, ), (('out', 'cuabi_array_info *', 'out', 'host', False, 'borrow', None), ('mipmapped_array', 'cuabi_mipmapped_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_array_copy_from_host': (C.c_int, (C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p, ), (('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('src', 'const void *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('src_pitch', 'size_t', 'in', 'host', False, 'borrow', None), ('src_rows', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy_to_host': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, ), (('dst', 'void *', 'out', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('dst_pitch', 'size_t', 'in', 'host', False, 'borrow', None), ('dst_rows', 'size_t', 'in', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy_from_buffer': (C.c_int, (C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p, ), (('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('pitch', 'size_t', 'in', 'host', False, 'borrow', None), ('rows', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy_to_buffer': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('pitch', 'size_t', 'in', 'host', False, 'borrow', None), ('rows', 'size_t', 'in', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy_from_view': (C.c_int, (C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, C.c_void_p, ), (('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy_to_view': (C.c_int, (C.c_void_p, C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, ), (('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_array_copy': (C.c_int, (C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, C.POINTER(cuabi_array_region), C.c_void_p, ), (('dst', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('dst_region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('src', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('src_region', 'const cuabi_array_region *', 'in', 'host', True, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_texture_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_surface_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_surface *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_surface_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_surface *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_desc_init': (C.c_int, (C.POINTER(cuabi_texture_desc), C.c_uint, ), (('opts', 'cuabi_texture_desc *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_info_init': (C.c_int, (C.POINTER(cuabi_texture_info), C.c_uint, ), (('opts', 'cuabi_texture_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_create_from_array': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_texture_desc), ), (('out', 'cuabi_texture **', 'out', 'host', False, 'transfer', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_texture_desc *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_texture_create_from_mipmapped_array': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_texture_desc), ), (('out', 'cuabi_texture **', 'out', 'host', False, 'transfer', None), ('mipmapped_array', 'cuabi_mipmapped_array *', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_texture_desc *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_texture_create_from_view': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, C.POINTER(cuabi_texture_desc), ), (('out', 'cuabi_texture **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('num_channels', 'unsigned int', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_texture_desc *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_texture_create_from_image': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_uint, C.c_uint, C.POINTER(cuabi_texture_desc), C.c_void_p, ), (('out', 'cuabi_texture **', 'out', 'host', False, 'transfer', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('num_channels', 'unsigned int', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), ('desc', 'const cuabi_texture_desc *', 'in', 'host', True, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_texture_get_info': (C.c_int, (C.POINTER(cuabi_texture_info), C.c_void_p, ), (('out', 'cuabi_texture_info *', 'out', 'host', False, 'borrow', None), ('texture', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_get_desc': (C.c_int, (C.POINTER(cuabi_texture_desc), C.c_void_p, ), (('out', 'cuabi_texture_desc *', 'out', 'host', False, 'borrow', None), ('texture', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_texture_object': (C.c_int, (C.POINTER(C.c_uint64), C.c_void_p, ), (('out', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('texture', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_surface_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_surface **', 'out', 'host', False, 'transfer', None), ('array', 'cuabi_array *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_surface_object': (C.c_int, (C.POINTER(C.c_uint64), C.c_void_p, ), (('out', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('surface', 'cuabi_surface *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_surface_array': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_array **', 'out', 'host', False, 'borrow', None), ('surface', 'cuabi_surface *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_texture': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('texture', 'cuabi_texture *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_argpack_set_surface': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('pack', 'cuabi_argpack *', 'in', 'host', False, 'borrow', None), ('slot', 'size_t', 'in', 'host', False, 'borrow', None), ('surface', 'cuabi_surface *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_mem_op_init': (C.c_int, (C.POINTER(cuabi_stream_mem_op), C.c_uint, ), (('opts', 'cuabi_stream_mem_op *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_wait_value32': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint32, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint32_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_wait_value64': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_write_value32': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint32, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint32_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_write_value64': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64, C.c_uint, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), ('flags', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_batch_mem_op': (C.c_int, (C.c_void_p, C.POINTER(cuabi_stream_mem_op), C.c_size_t, ), (('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), ('ops', 'const cuabi_stream_mem_op *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -1702,6 +2074,27 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_ipc_pool_export',
     'cuabi_ipc_pool_import',
     'cuabi_ipc_pool_buffer_import',
+    'cuabi_array_create',
+    'cuabi_array_create_from_view',
+    'cuabi_mipmapped_array_create',
+    'cuabi_mipmapped_array_get_level',
+    'cuabi_array_copy_from_host',
+    'cuabi_array_copy_to_host',
+    'cuabi_array_copy_from_buffer',
+    'cuabi_array_copy_to_buffer',
+    'cuabi_array_copy_from_view',
+    'cuabi_array_copy_to_view',
+    'cuabi_array_copy',
+    'cuabi_texture_create_from_array',
+    'cuabi_texture_create_from_mipmapped_array',
+    'cuabi_texture_create_from_view',
+    'cuabi_texture_create_from_image',
+    'cuabi_surface_create',
+    'cuabi_stream_wait_value32',
+    'cuabi_stream_wait_value64',
+    'cuabi_stream_write_value32',
+    'cuabi_stream_write_value64',
+    'cuabi_stream_batch_mem_op',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -2015,4 +2408,50 @@ TABLE_FUNCTIONS = (
     'cuabi_release_mode_get',
     'cuabi_cache_verify_finding_init',
     'cuabi_cache_verify_each',
+    'cuabi_array_retain',
+    'cuabi_array_release',
+    'cuabi_mipmapped_array_retain',
+    'cuabi_mipmapped_array_release',
+    'cuabi_array_desc_init',
+    'cuabi_array_info_init',
+    'cuabi_array_region_init',
+    'cuabi_array_create',
+    'cuabi_array_create_from_view',
+    'cuabi_array_get_info',
+    'cuabi_array_device',
+    'cuabi_array_native_handle',
+    'cuabi_mipmapped_array_create',
+    'cuabi_mipmapped_array_get_level',
+    'cuabi_mipmapped_array_get_info',
+    'cuabi_array_copy_from_host',
+    'cuabi_array_copy_to_host',
+    'cuabi_array_copy_from_buffer',
+    'cuabi_array_copy_to_buffer',
+    'cuabi_array_copy_from_view',
+    'cuabi_array_copy_to_view',
+    'cuabi_array_copy',
+    'cuabi_texture_retain',
+    'cuabi_texture_release',
+    'cuabi_surface_retain',
+    'cuabi_surface_release',
+    'cuabi_texture_desc_init',
+    'cuabi_texture_info_init',
+    'cuabi_texture_create_from_array',
+    'cuabi_texture_create_from_mipmapped_array',
+    'cuabi_texture_create_from_view',
+    'cuabi_texture_create_from_image',
+    'cuabi_texture_get_info',
+    'cuabi_texture_get_desc',
+    'cuabi_texture_object',
+    'cuabi_surface_create',
+    'cuabi_surface_object',
+    'cuabi_surface_array',
+    'cuabi_argpack_set_texture',
+    'cuabi_argpack_set_surface',
+    'cuabi_stream_mem_op_init',
+    'cuabi_stream_wait_value32',
+    'cuabi_stream_wait_value64',
+    'cuabi_stream_write_value32',
+    'cuabi_stream_write_value64',
+    'cuabi_stream_batch_mem_op',
 )

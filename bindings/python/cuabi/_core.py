@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from . import _capi
 from ._handle import Handle
-from ._lib import call, hooks, lib, new_struct, struct_to_dict
-from .errors import INT_MAX, INT_MIN, index_arg
+from ._lib import call, holding, hooks, lib, new_struct, struct_to_dict
+from .errors import INT_MAX, INT_MIN, U32_MAX, U64_MAX, bytes_arg, index_arg
 
 
 def version() -> str:
@@ -674,6 +674,143 @@ class Stream(Handle):
         """"none", "active" or "invalidated"."""
         return _CAPTURE_STATUS.get(call("cuabi_graph_capture_status", self), "unknown")
 
+    # Stream memory operations (cuabi's extras; docs/textures.md): the word is
+    # a Buffer and a byte offset, or any array (numpy pinned, torch, CuPy,
+    # a View) whose memory a stream can reach (device, pinned, managed).
+
+    def wait_value32(self, buffer, value: int, offset: int = 0, condition="geq",
+                     flush: bool = False) -> None:
+        """Make the stream wait until the 32-bit word at `offset` of `buffer`
+        meets `condition` with `value`: "geq" ((int32)(word - value) >= 0),
+        "eq", "and" ((word & value) != 0) or "nor" (~(word | value) != 0);
+        flush=True then flushes remote writes (cuStreamWaitValue32)."""
+        _mem_op(self, "wait_value32", buffer, offset, index_arg(value, "value", 0, U32_MAX),
+                _wait_flags(condition, flush))
+
+    def wait_value64(self, buffer, value: int, offset: int = 0, condition="geq",
+                     flush: bool = False) -> None:
+        """The 64-bit wait (an 8-byte aligned word)."""
+        _mem_op(self, "wait_value64", buffer, offset, index_arg(value, "value", 0, U64_MAX),
+                _wait_flags(condition, flush))
+
+    def write_value32(self, buffer, value: int, offset: int = 0,
+                      memory_barrier: bool = True) -> None:
+        """Write `value` to the 32-bit word at `offset` of `buffer` when the
+        stream gets there; memory_barrier=False lets the write pass earlier
+        writes of the stream (cuStreamWriteValue32)."""
+        _mem_op(self, "write_value32", buffer, offset, index_arg(value, "value", 0, U32_MAX),
+                0 if memory_barrier else _capi.CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+
+    def write_value64(self, buffer, value: int, offset: int = 0,
+                      memory_barrier: bool = True) -> None:
+        """The 64-bit write (an 8-byte aligned word)."""
+        _mem_op(self, "write_value64", buffer, offset, index_arg(value, "value", 0, U64_MAX),
+                0 if memory_barrier else _capi.CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+
+    def batch_mem_op(self, ops) -> None:
+        """Queue several operations with one call (cuStreamBatchMemOp), each
+        a tuple: ("wait32" | "wait64", buffer, value[, offset[, condition]]),
+        ("write32" | "write64", buffer, value[, offset]), ("barrier"[, "gpu"
+        | "system"]) or ("flush",). Every entry is checked before any is
+        queued; at most 255."""
+        entries, keep = [], []
+        try:
+            for i, op in enumerate(ops):
+                entries.append(_batch_entry(op, i, keep))
+            n = len(entries)
+            if n == 0:
+                raise ValueError("batch_mem_op: no operations")
+            arr = (_capi.cuabi_stream_mem_op * n)()
+            bufs = [b for b, _t in keep]
+            with holding(*[b for b in bufs if b is not None]) as hs:
+                it = iter(hs)
+                for i, (e, (b, _t)) in enumerate(zip(entries, keep)):
+                    e.buffer = next(it) if b is not None else None
+                    arr[i] = e
+                lib.cuabi_stream_batch_mem_op(self, arr, n)
+        finally:
+            for _b, tmp in keep:
+                if tmp is not None:
+                    tmp.close()
+
+
+_CONDITIONS = {"geq": _capi.CUABI_STREAM_WAIT_VALUE_GEQ, "eq": _capi.CUABI_STREAM_WAIT_VALUE_EQ,
+               "and": _capi.CUABI_STREAM_WAIT_VALUE_AND, "nor": _capi.CUABI_STREAM_WAIT_VALUE_NOR}
+_BATCH_KINDS = {"wait32": _capi.CUABI_STREAM_MEM_OP_WAIT_VALUE_32,
+                "write32": _capi.CUABI_STREAM_MEM_OP_WRITE_VALUE_32,
+                "wait64": _capi.CUABI_STREAM_MEM_OP_WAIT_VALUE_64,
+                "write64": _capi.CUABI_STREAM_MEM_OP_WRITE_VALUE_64,
+                "barrier": _capi.CUABI_STREAM_MEM_OP_BARRIER,
+                "flush": _capi.CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES}
+
+
+def _wait_flags(condition, flush) -> int:
+    if isinstance(condition, str):
+        try:
+            f = _CONDITIONS[condition.lower()]
+        except KeyError:
+            raise ValueError(f"condition {condition!r}: 'geq', 'eq', 'and' or 'nor'") from None
+    else:
+        f = index_arg(condition, "condition", 0, U32_MAX)
+    return f | (_capi.CUABI_STREAM_WAIT_VALUE_FLUSH if flush else 0)
+
+
+def _word_buffer(obj):
+    """(buffer, temporary) for the word of a memory operation: a cuabi
+    Buffer as it is, anything else as a Buffer wrapped over its View (the
+    temporary, to close after the call; a capture keeps its memory)."""
+    if getattr(type(obj), "_ctype", None) == "cuabi_buffer":
+        return obj, None
+    view_cls = hooks.view_class()
+    v = obj if isinstance(obj, view_cls) else view_cls(obj)
+    dev_type, dev_id = v.__dlpack_device__()
+    kind = {2: "device", 3: "pinned", 13: "managed"}.get(int(dev_type), "host")
+    b = hooks.buffer_class().wrap(v.ptr, v.nbytes, kind=kind,
+                                  device=int(dev_id) if kind == "device" else 0, owner=v)
+    return b, b
+
+
+def _mem_op(stream, fn, buffer, offset, value, flags) -> None:
+    b, tmp = _word_buffer(buffer)
+    try:
+        getattr(lib, "cuabi_stream_" + fn)(stream, b, index_arg(offset, "offset"), value, flags)
+    finally:
+        if tmp is not None:
+            tmp.close()
+
+
+def _batch_entry(op, i, keep):
+    """One cuabi_stream_mem_op of a batch_mem_op() tuple; appends (buffer or
+    None, temporary or None) to `keep`."""
+    if isinstance(op, str):
+        op = (op,)
+    name = str(op[0]).lower() if op else ""
+    kind = _BATCH_KINDS.get(name)
+    if kind is None:
+        raise ValueError(f"batch_mem_op: ops[{i}] {op!r}: the first item is one of "
+                         f"{', '.join(_BATCH_KINDS)}")
+    e = new_struct(_capi.cuabi_stream_mem_op)
+    e.kind = kind
+    if name in ("barrier", "flush"):
+        scope = op[1] if len(op) > 1 else "system"
+        if name == "barrier":
+            scopes = {"system": _capi.CUABI_STREAM_BARRIER_SYSTEM,
+                      "gpu": _capi.CUABI_STREAM_BARRIER_GPU}
+            e.flags = scopes[scope] if scope in scopes else \
+                index_arg(scope, f"ops[{i}] barrier scope", 0, U32_MAX)
+        keep.append((None, None))
+        return e
+    if len(op) < 3:
+        raise ValueError(f"batch_mem_op: ops[{i}] {op!r}: ({name!r}, buffer, value[, offset"
+                         f"{', condition' if name.startswith('wait') else ''}])")
+    wide = name.endswith("64")
+    e.value = index_arg(op[2], f"ops[{i}] value", 0, U64_MAX if wide else U32_MAX)
+    e.offset = index_arg(op[3] if len(op) > 3 else 0, f"ops[{i}] offset")
+    if name.startswith("wait"):
+        e.flags = _wait_flags(op[4] if len(op) > 4 else "geq", False)
+    keep.append(_word_buffer(op[1]))
+    return e
+
 
 class Event(Handle):
     """A CUDA event: a marker on a stream, for ordering and timing."""
@@ -772,7 +909,7 @@ class Event(Handle):
     def from_ipc_descriptor(cls, descriptor: bytes) -> "Event":
         """Open an event another process exported (IPCError when the
         descriptor is malformed, stale, from another host or this process)."""
-        d = bytes(descriptor)
+        d = bytes_arg(descriptor, "Event.from_ipc_descriptor: descriptor")
         return cls._wrap(call("cuabi_ipc_event_import", (C.c_uint8 * len(d)).from_buffer_copy(d)
                               if d else None, len(d)))
 

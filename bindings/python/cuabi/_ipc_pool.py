@@ -10,23 +10,31 @@ buffer.get_ipc_descriptor(), Buffer.from_ipc_descriptor(mr, descriptor).
 Pickling (multiprocessing): a buffer of a pool pickles as (resource,
 descriptor), so a list of buffers carries its resource once. The resource
 pickles as its descriptor and the address of a small fd server in the
-exporting process (a multiprocessing Listener, authenticated with the
-process's authkey like multiprocessing's own resource sharer). The
-receiving process maps each pool once and keeps it in a registry keyed by
-the pool id; only the first message that names a pool makes it ask the
-server for the fd (SCM_RIGHTS). multiprocessing's DupFd would send the fd
+exporting process (a unix socket in multiprocessing's private temporary
+directory; both sides prove they hold the program's authkey, as with
+multiprocessing's own resource sharer; every step is bounded by
+FD_TIMEOUT). The receiving process checks the descriptor, maps each pool
+once and keeps it in a registry keyed by the pool id; only the first
+message that names a pool makes it ask the server for the fd (SCM_RIGHTS,
+received by cuabi_ipc_fd_receive: exactly one fd, any other closed).
+Whatever a pickle or a server hands over that is not what it should be
+raises IPCError and leaves no fd behind (docs/RELIABILITY.md, "Threat
+model: IPC descriptors and file descriptors"). multiprocessing's DupFd would send the fd
 with every message and cost a connection each time (about 300 us, 10 us a
 buffer in a message of 32) even where the pool is mapped already."""
 from __future__ import annotations
 
 import ctypes as C
 import os
+import socket
+import struct
 import threading
+import time
 import weakref
 
 from . import _capi
 from ._lib import call, holding, hooks, new_struct, raise_last, raw
-from .errors import IPCError, index_arg
+from .errors import IPCError, bytes_arg, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -68,7 +76,7 @@ class IPCAllocationHandle:
 
     def __init__(self, fd: int, descriptor: bytes):
         self._fd = int(fd)
-        self.descriptor = bytes(descriptor)
+        self.descriptor = bytes_arg(descriptor, "IPCAllocationHandle: descriptor")
 
     @property
     def handle(self) -> int:
@@ -145,19 +153,45 @@ def allocation_handle(mr) -> IPCAllocationHandle:
     return IPCAllocationHandle(fd, bytes(d))
 
 
+# Seconds each step of handing a pool's fd over may take (connecting,
+# authenticating, asking, answering, receiving), on both sides: a stalled,
+# gone or hostile peer gives IPCError (client) or a dropped connection
+# (server), never a wait without end.
+FD_TIMEOUT = 30.0
+
+_REQUEST = b"cuabi-ipc-pool-fd/1:"     # + the pool's 8-byte key
+
+
+def _bound(sock, seconds):
+    """Bound every blocking read and write of `sock` (SO_RCVTIMEO /
+    SO_SNDTIMEO: multiprocessing's Connection reads the raw fd, where a
+    Python socket timeout does not apply)."""
+    tv = struct.pack("ll", int(seconds), int(seconds % 1 * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
 class _FdServer:
-    """Hands this process's pool fds to processes that ask for them (a
-    daemon thread on a multiprocessing Listener; clients authenticate with
-    the authkey multiprocessing gives every process of one program)."""
+    """Hands this process's pool fds to processes that ask for them: a
+    daemon thread accepting on a unix socket in multiprocessing's private
+    temporary directory (mode 0700: this user only); each connection is
+    answered on a thread of its own, with FD_TIMEOUT on every step, after
+    both sides proved they hold the authkey multiprocessing gives every
+    process of one program (its challenge: HMAC, both ways). A request is
+    a fixed prefix and a pool key; the answer one byte, then the fd
+    (cuabi_ipc_fd_send). Nothing is unpickled."""
 
     def __init__(self):
         # lazy: import time (multiprocessing, only once a pool is pickled)
-        from multiprocessing import current_process
-        from multiprocessing.connection import Listener
+        from multiprocessing import current_process, util
         self._fds: dict = {}            # pool key -> fd (the resource's, not a dup)
         self._lock = threading.Lock()
-        self._listener = Listener(family="AF_UNIX", authkey=current_process().authkey)
-        self.address = self._listener.address
+        self._authkey = bytes(current_process().authkey)
+        self.address = os.path.join(util.get_temp_dir(),
+                                    f"cuabi-pool-fds-{os.getpid()}-{os.urandom(6).hex()}")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(self.address)
+        self._sock.listen(64)
         threading.Thread(target=self._serve, name="cuabi-ipc-pool-fds", daemon=True).start()
 
     def share(self, key, fd):
@@ -171,23 +205,40 @@ class _FdServer:
                 del self._fds[key]
 
     def _serve(self):
-        from multiprocessing.reduction import send_handle    # lazy: import time
         while True:
             try:
-                conn = self._listener.accept()     # authenticates
-            except Exception:                   # noqa: BLE001 (a bad client; keep serving)
+                s, _ = self._sock.accept()
+            except OSError:                     # EMFILE, ECONNABORTED: keep serving
+                time.sleep(0.01)
                 continue
-            try:
-                key, pid = conn.recv()
-                with self._lock:                # sent under the lock: unshare() waits
-                    fd = self._fds.get(key)
-                    conn.send(fd is not None)
-                    if fd is not None:
-                        send_handle(conn, fd, pid)
-            except Exception:                   # noqa: BLE001
-                pass
-            finally:
-                conn.close()
+            threading.Thread(target=self._answer, args=(s,), name="cuabi-ipc-pool-fd",
+                             daemon=True).start()
+
+    def _answer(self, s):
+        # lazy: import time (multiprocessing)
+        from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+        try:
+            _bound(s, FD_TIMEOUT)
+            conn = Connection(s.detach())
+        except OSError:
+            s.close()
+            return
+        try:
+            deliver_challenge(conn, self._authkey)
+            answer_challenge(conn, self._authkey)
+            req = conn.recv_bytes(len(_REQUEST) + 8)   # longer: OSError, nothing more read
+            if len(req) != len(_REQUEST) + 8 or not req.startswith(_REQUEST):
+                return
+            key = req[len(_REQUEST):]
+            with self._lock:                # sent under the lock: unshare() waits
+                fd = self._fds.get(key)
+                conn.send_bytes(b"\x01" if fd is not None else b"\x00")
+                if fd is not None:
+                    call("cuabi_ipc_fd_send", conn.fileno(), fd, b"\x01", 1)
+        except Exception:                       # noqa: BLE001 (a bad client; keep serving)
+            pass
+        finally:
+            conn.close()
 
 
 _server = None
@@ -202,17 +253,57 @@ def _fd_server() -> _FdServer:
         return _server
 
 
+def _ipc_error(message):
+    return IPCError(message, status=_capi.CUABI_ERROR_IPC)
+
+
 def _fetch_fd(address, key) -> int:
+    """The fd of pool `key` from the fd server at `address` (a new fd, the
+    caller's to close). IPCError for anything else: a server that is gone,
+    another program's (the authentication fails), one that stalls past
+    FD_TIMEOUT, says no, or sends something else than one byte and one fd
+    (every fd that came is closed)."""
     # lazy: import time (multiprocessing, only once a pool is unpickled)
-    from multiprocessing import current_process
-    from multiprocessing.connection import Client
-    from multiprocessing.reduction import recv_handle
-    with Client(address, authkey=current_process().authkey) as c:
-        c.send((key, os.getpid()))
-        if not c.recv():
-            raise IPCError(f"the exporting process no longer shares pool {key.hex()} "
-                           "(its resource was closed)", status=_capi.CUABI_ERROR_IPC)
-        return recv_handle(c)
+    from multiprocessing import AuthenticationError, current_process
+    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+    if not isinstance(address, str) or not address.strip("\0"):
+        raise _ipc_error(f"unpickling an IPC pool: the fd server's address must be a unix "
+                         f"socket path, not {type(address).__name__} {address!r:.80}")
+    where = f"the fd server of pool {key.hex()} at {address!r:.200}"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = None
+    try:
+        s.settimeout(FD_TIMEOUT)
+        s.connect(address)
+        s.settimeout(None)
+        _bound(s, FD_TIMEOUT)
+        conn = Connection(s.detach())
+        authkey = bytes(current_process().authkey)
+        answer_challenge(conn, authkey)
+        deliver_challenge(conn, authkey)
+        conn.send_bytes(_REQUEST + key)
+        answer = conn.recv_bytes(1)
+        if answer == b"\x00":
+            raise _ipc_error(f"the exporting process no longer shares pool {key.hex()} "
+                             "(its resource was closed)")
+        if answer != b"\x01":
+            raise _ipc_error(f"{where} answered {answer!r:.40}, not a pool's fd")
+        data = (C.c_uint8 * 1)()
+        return call("cuabi_ipc_fd_receive", data, 1, conn.fileno())
+    except IPCError:
+        raise
+    except AuthenticationError as e:
+        raise _ipc_error(f"{where} could not be authenticated ({e}): the pickle comes from "
+                         "another program, whose processes hold another authkey") from e
+    except (OSError, EOFError, ValueError) as e:     # cuabi's IOError is an OSError
+        what = "did not answer in time" if isinstance(e, (TimeoutError, BlockingIOError)) \
+            else "failed"
+        raise _ipc_error(f"{where} {what}: {e}") from e
+    finally:
+        if conn is not None:
+            conn.close()
+        else:
+            s.close()
 
 
 def _unshare(key, h):
@@ -234,15 +325,30 @@ def reduce_resource(mr):
     return _rebuild_resource, (h.descriptor, _fd_server().address)
 
 
+def _pool_descriptor(descriptor, what) -> bytes:
+    """A descriptor from a pickle, checked before it is trusted: bytes, its
+    frame (cuabi_ipc_descriptor_kind), the kind CUABI_IPC_POOL."""
+    try:
+        d = bytes_arg(descriptor, f"{what}: the descriptor")
+    except TypeError as e:
+        raise _ipc_error(str(e)) from None
+    kind = call("cuabi_ipc_descriptor_kind", d, len(d))
+    if kind != _capi.CUABI_IPC_POOL:
+        raise _ipc_error(f"{what}: the descriptor is of kind {kind}, not a pool's "
+                         f"({_capi.CUABI_IPC_POOL})")
+    return d
+
+
 def _rebuild_resource(descriptor, address):
-    key = bytes(descriptor)[_ID_AT:_ID_AT + 8]
+    d = _pool_descriptor(descriptor, "unpickling an IPC pool")
+    key = d[_ID_AT:_ID_AT + 8]
     for registry in (_exported, _mapped):
         mr = registry.get(key)
         if mr is not None and not mr.closed:
             return mr                   # no fd needed: mapped (or exported) here already
     fd = _fetch_fd(address, key)
     try:
-        return from_descriptor(fd, descriptor)
+        return from_descriptor(fd, d)
     finally:
         os.close(fd)
 
@@ -250,7 +356,7 @@ def _rebuild_resource(descriptor, address):
 def from_descriptor(fd, descriptor):
     """The resource of a pool for this process: the exporter itself here,
     a mapping made earlier, or a new mapping."""
-    d = bytes(descriptor)
+    d = bytes_arg(descriptor, "from_allocation_handle: descriptor")
     key = d[_ID_AT:_ID_AT + 8]
     mr = _exported.get(key)
     if mr is not None and not mr.closed:
@@ -287,7 +393,7 @@ def reduce_buffer(buf):
 
 def import_buffer(cls, mr, descriptor):
     out = C.c_void_p()
-    d = bytes(descriptor)
+    d = bytes_arg(descriptor, "Buffer.from_ipc_descriptor: descriptor")
     with holding(mr) as (h,):       # in use during the call
         st = _import(C.byref(out), C.c_void_p(h), d or None, C.c_size_t(len(d)))
     if st:
@@ -296,5 +402,12 @@ def import_buffer(cls, mr, descriptor):
 
 
 def _rebuild_buffer(mr, descriptor):
-    # Buffer: cuabi._memory, the layer above (through cuabi._lib.hooks).
-    return import_buffer(hooks.buffer_class(), mr, descriptor)
+    # MemoryResource, Buffer: cuabi._memory, the layer above (through cuabi._lib.hooks).
+    if not isinstance(mr, hooks.memory_resource_class()):
+        raise _ipc_error(f"unpickling a pool buffer: its pool is a {type(mr).__name__}, "
+                         "not a MemoryResource")
+    try:
+        d = bytes_arg(descriptor, "unpickling a pool buffer: the descriptor")
+    except TypeError as e:
+        raise _ipc_error(str(e)) from None
+    return import_buffer(hooks.buffer_class(), mr, d)

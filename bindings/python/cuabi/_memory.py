@@ -8,7 +8,7 @@ from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
 from ._lib import call, done, hooks, lib, new_struct, raw, swap_release, use
-from .errors import ClosedHandleError, U32_MAX, index_arg
+from .errors import ClosedHandleError, U32_MAX, bytes_arg, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -786,7 +786,7 @@ class Buffer(Handle):
         if descriptor is not None:
             from . import _ipc_pool          # lazy: import time
             return _ipc_pool.import_buffer(cls, mr_or_descriptor, descriptor)
-        d = bytes(mr_or_descriptor)
+        d = bytes_arg(mr_or_descriptor, "Buffer.from_ipc_descriptor: descriptor")
         return cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
 
     def __reduce__(self):

@@ -148,3 +148,19 @@ def dims_arg(values, name: str, lo: int = 0, hi: int = I64_MAX, length: int | No
         raise ERRORS[_capi.CUABI_ERROR_INVALID_ARGUMENT](
             f"{name} has {n} entries; at most {max_length}")
     return tuple([index_arg(v, f"{name}[{i}]", lo, hi) for i, v in enumerate(values)])
+
+
+def bytes_arg(value, name: str) -> bytes:
+    """`value` as bytes for a byte-string parameter (an IPC descriptor): any
+    object with the buffer protocol (bytes, bytearray, memoryview, a numpy
+    uint8 array), never an int (bytes(n) would be n zero bytes: a size taken
+    for data) or a str. TypeError naming `name` otherwise."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be bytes, not str")
+    try:
+        with memoryview(value) as m:
+            return m.tobytes()
+    except TypeError:
+        raise TypeError(f"{name} must be bytes, not {type(value).__name__}") from None

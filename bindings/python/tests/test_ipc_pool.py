@@ -28,6 +28,18 @@ def test_pool_ipc_against_the_fake_driver():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_hostile_pickles_servers_and_clients():
+    """IPC descriptors and fds as untrusted input (fake_ipc_hostile_checks.py)."""
+    fake = _fake_driver()
+    if fake is None:
+        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
+    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(HERE, "fake_ipc_hostile_checks.py")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_names():
     import cuabi
     assert callable(cuabi.MemoryResource.ipc_pool)

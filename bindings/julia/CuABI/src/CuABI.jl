@@ -584,5 +584,6 @@ include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
+include("texture.jl")
 
 end # module CuABI

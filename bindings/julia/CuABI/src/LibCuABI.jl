@@ -6032,7 +6032,7 @@ end
 """
 cuabi_ipc_pool_import(out, fd, descriptor, size)
 
-Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
 
 - `out` [out, ownership transferred]
 
@@ -6089,7 +6089,7 @@ end
 """
 cuabi_ipc_fd_receive(fd, data, size, socket)
 
-Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). Waits for a message as recvmsg(2) does: a peer that never sends blocks the call, unless the socket is non-blocking or has a receive timeout (SO_RCVTIMEO), which give CUABI_ERROR_IO ("no message arrived"). CUABI_ERROR_IO when the socket fails or the peer closes; CUABI_ERROR_IPC when the message has no descriptor or several, another length, or no byte (every descriptor it carried is closed; those the kernel could not deliver, MSG_CTRUNC, it drops itself). The descriptor may be of any kind: cuabi_ipc_pool_import() checks it. Needs no driver.
 
 - `fd` [out]
 - `data` [out]
@@ -6196,6 +6196,1172 @@ function cuabi_fatbin_packer(out, objcode)
     end
 end
 
+
+# ---- module array (api/array.toml)
+
+"""
+Most levels a mipmapped array may have (the driver's own limit is log2 of the largest extent, plus one).
+"""
+const CUABI_ARRAY_MAX_LEVELS = Cint(32)
+
+# A CUDA array (CUarray): a whole array, or one level of a mipmapped array (which it keeps alive).
+# Opaque handle: used as Ptr{cuabi_array} == Ptr{Cvoid}.
+const cuabi_array = Cvoid
+
+# A mipmapped CUDA array (CUmipmappedArray): a chain of levels, each half the size of the one before.
+# Opaque handle: used as Ptr{cuabi_mipmapped_array} == Ptr{Cvoid}.
+const cuabi_mipmapped_array = Cvoid
+
+"""
+Channel formats: the values of CUarray_format.
+"""
+const cuabi_array_format = Cint
+const CUABI_ARRAY_FORMAT_UINT8 = cuabi_array_format(1)
+const CUABI_ARRAY_FORMAT_UINT16 = cuabi_array_format(2)
+const CUABI_ARRAY_FORMAT_UINT32 = cuabi_array_format(3)
+const CUABI_ARRAY_FORMAT_INT8 = cuabi_array_format(8)
+const CUABI_ARRAY_FORMAT_INT16 = cuabi_array_format(9)
+const CUABI_ARRAY_FORMAT_INT32 = cuabi_array_format(10)
+const CUABI_ARRAY_FORMAT_FLOAT16 = cuabi_array_format(16)
+const CUABI_ARRAY_FORMAT_FLOAT32 = cuabi_array_format(32)
+const CUABI_ARRAY_FORMAT_UNORM_INT_101010_2 = cuabi_array_format(80)
+const CUABI_ARRAY_FORMAT_BC1_UNORM = cuabi_array_format(145)
+const CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB = cuabi_array_format(146)
+const CUABI_ARRAY_FORMAT_BC2_UNORM = cuabi_array_format(147)
+const CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB = cuabi_array_format(148)
+const CUABI_ARRAY_FORMAT_BC3_UNORM = cuabi_array_format(149)
+const CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB = cuabi_array_format(150)
+const CUABI_ARRAY_FORMAT_BC4_UNORM = cuabi_array_format(151)
+const CUABI_ARRAY_FORMAT_BC4_SNORM = cuabi_array_format(152)
+const CUABI_ARRAY_FORMAT_BC5_UNORM = cuabi_array_format(153)
+const CUABI_ARRAY_FORMAT_BC5_SNORM = cuabi_array_format(154)
+const CUABI_ARRAY_FORMAT_BC6H_UF16 = cuabi_array_format(155)
+const CUABI_ARRAY_FORMAT_BC6H_SF16 = cuabi_array_format(156)
+const CUABI_ARRAY_FORMAT_BC7_UNORM = cuabi_array_format(157)
+const CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB = cuabi_array_format(158)
+const CUABI_ARRAY_FORMAT_P010 = cuabi_array_format(159)
+const CUABI_ARRAY_FORMAT_P016 = cuabi_array_format(161)
+const CUABI_ARRAY_FORMAT_NV16 = cuabi_array_format(162)
+const CUABI_ARRAY_FORMAT_P210 = cuabi_array_format(163)
+const CUABI_ARRAY_FORMAT_P216 = cuabi_array_format(164)
+const CUABI_ARRAY_FORMAT_YUY2 = cuabi_array_format(165)
+const CUABI_ARRAY_FORMAT_Y210 = cuabi_array_format(166)
+const CUABI_ARRAY_FORMAT_Y216 = cuabi_array_format(167)
+const CUABI_ARRAY_FORMAT_AYUV = cuabi_array_format(168)
+const CUABI_ARRAY_FORMAT_Y410 = cuabi_array_format(169)
+const CUABI_ARRAY_FORMAT_NV12 = cuabi_array_format(176)
+const CUABI_ARRAY_FORMAT_Y416 = cuabi_array_format(177)
+const CUABI_ARRAY_FORMAT_Y444_PLANAR8 = cuabi_array_format(178)
+const CUABI_ARRAY_FORMAT_Y444_PLANAR10 = cuabi_array_format(179)
+const CUABI_ARRAY_FORMAT_UNORM_INT8X1 = cuabi_array_format(192)
+const CUABI_ARRAY_FORMAT_UNORM_INT8X2 = cuabi_array_format(193)
+const CUABI_ARRAY_FORMAT_UNORM_INT8X4 = cuabi_array_format(194)
+const CUABI_ARRAY_FORMAT_UNORM_INT16X1 = cuabi_array_format(195)
+const CUABI_ARRAY_FORMAT_UNORM_INT16X2 = cuabi_array_format(196)
+const CUABI_ARRAY_FORMAT_UNORM_INT16X4 = cuabi_array_format(197)
+const CUABI_ARRAY_FORMAT_SNORM_INT8X1 = cuabi_array_format(198)
+const CUABI_ARRAY_FORMAT_SNORM_INT8X2 = cuabi_array_format(199)
+const CUABI_ARRAY_FORMAT_SNORM_INT8X4 = cuabi_array_format(200)
+const CUABI_ARRAY_FORMAT_SNORM_INT16X1 = cuabi_array_format(201)
+const CUABI_ARRAY_FORMAT_SNORM_INT16X2 = cuabi_array_format(202)
+const CUABI_ARRAY_FORMAT_SNORM_INT16X4 = cuabi_array_format(203)
+
+"""
+How an array is made: the CUDA_ARRAY3D_* flags, or-ed.
+"""
+const cuabi_array_flags = Cint
+const CUABI_ARRAY_LAYERED = cuabi_array_flags(1)
+const CUABI_ARRAY_SURFACE_LDST = cuabi_array_flags(2)
+const CUABI_ARRAY_CUBEMAP = cuabi_array_flags(4)
+const CUABI_ARRAY_TEXTURE_GATHER = cuabi_array_flags(8)
+const CUABI_ARRAY_DEPTH_TEXTURE = cuabi_array_flags(16)
+const CUABI_ARRAY_COLOR_ATTACHMENT = cuabi_array_flags(32)
+const CUABI_ARRAY_SPARSE = cuabi_array_flags(64)
+const CUABI_ARRAY_DEFERRED_MAPPING = cuabi_array_flags(128)
+const CUABI_ARRAY_VIDEO_ENCODE_DECODE = cuabi_array_flags(256)
+
+"""
+The shape and format of an array (CUDA_ARRAY3D_DESCRIPTOR). Extents are in elements (pixels for block-compressed formats).
+"""
+struct cuabi_array_desc
+    version::Cuint
+    width::Csize_t
+    height::Csize_t
+    depth::Csize_t
+    format::cuabi_array_format
+    num_channels::Cuint
+    flags::Cuint
+end
+const CUABI_ARRAY_DESC_VERSION = Cuint(1)
+
+"""
+What an array (or a mipmapped array, its level 0) is, filled by cuabi_array_get_info() / cuabi_mipmapped_array_get_info().
+"""
+struct cuabi_array_info
+    version::Cuint
+    width::Csize_t
+    height::Csize_t
+    depth::Csize_t
+    format::cuabi_array_format
+    num_channels::Cuint
+    flags::Cuint
+    dims::Cint
+    layers::Csize_t
+    element_size::Csize_t
+    block::Cuint
+    size_bytes::UInt64
+    level::Cint
+    num_levels::Cuint
+    device::Cint
+    native::Cuintptr_t
+end
+const CUABI_ARRAY_INFO_VERSION = Cuint(1)
+
+"""
+A box of an array's elements: its offset and extent in elements (z counts layers and cube faces). An extent of 0 reaches the array's end from the offset.
+"""
+struct cuabi_array_region
+    version::Cuint
+    x::Csize_t
+    y::Csize_t
+    z::Csize_t
+    width::Csize_t
+    height::Csize_t
+    depth::Csize_t
+end
+const CUABI_ARRAY_REGION_VERSION = Cuint(1)
+
+"""
+cuabi_array_retain(handle)
+
+Add a reference to a cuabi_array.
+"""
+function cuabi_array_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_array_retain, libcuabi), cuabi_status, (Ptr{cuabi_array},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_array_release(handle)
+
+Drop a reference to a cuabi_array; the last one frees it and invalidates the handle.
+"""
+function cuabi_array_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_array_release, libcuabi), cuabi_status, (Ptr{cuabi_array},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_mipmapped_array_retain(handle)
+
+Add a reference to a cuabi_mipmapped_array.
+"""
+function cuabi_mipmapped_array_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_mipmapped_array_retain, libcuabi), cuabi_status, (Ptr{cuabi_mipmapped_array},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_mipmapped_array_release(handle)
+
+Drop a reference to a cuabi_mipmapped_array; the last one frees it and invalidates the handle.
+"""
+function cuabi_mipmapped_array_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_mipmapped_array_release, libcuabi), cuabi_status, (Ptr{cuabi_mipmapped_array},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_array_desc_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_DESC_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_array_desc_init(opts, version)
+    ccall((:cuabi_array_desc_init, libcuabi), cuabi_status, (Ptr{cuabi_array_desc}, Cuint), opts, version)
+end
+
+"""
+cuabi_array_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_array_info_init(opts, version)
+    ccall((:cuabi_array_info_init, libcuabi), cuabi_status, (Ptr{cuabi_array_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_array_region_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_REGION_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_array_region_init(opts, version)
+    ccall((:cuabi_array_region_init, libcuabi), cuabi_status, (Ptr{cuabi_array_region}, Cuint), opts, version)
+end
+
+"""
+cuabi_array_create(out, device, desc)
+
+A new array on `device` (cuArray3DCreate). The description is checked
+first: extents for the kind of array (1-D: height and depth 0; cube maps
+square with depth 6, or a multiple of 6 when layered), 1, 2 or 4 channels,
+known flags and format; the device's own limits are the driver's.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_create(out, device, desc)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_array_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_array}}, Ptr{cuabi_device}, Ptr{cuabi_array_desc}), out, device, desc)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_array_create_from_view(out, view, num_channels, flags, device, stream)
+
+A new array shaped as `view` and filled with its contents: the view's
+dimensions are the array's (outermost first: depth or layers, height,
+width), followed by a channel dimension of `num_channels` when that is 2 or
+4. The format comes from the dtype (int/uint 8, 16, 32; float16, float32).
+`flags` may make it layered (the outermost dimension counts layers), a cube
+map (6 faces outermost) or surface-writable. The view may be host or GPU
+memory, strided as cuabi_array_copy_from_view() allows; the array is on
+`device` (NULL: the view's device, or device 0 for host memory). The copy
+is synchronous without a stream.
+
+- `out` [out, ownership transferred]
+- `num_channels` 1, 2 or 4; with 2 or 4 the view's last dimension is the channels.
+- `flags` cuabi_array_flags.
+- `device` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_create_from_view(out, view, num_channels, flags, device, stream)
+    t0 = _enter(view)
+    try
+        t1 = _enter(device)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_create_from_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_array}}, Ptr{cuabi_view}, Cuint, Cuint, Ptr{cuabi_device}, Ptr{cuabi_stream}), out, view, num_channels, flags, device, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(view, t0)
+    end
+end
+
+"""
+cuabi_array_get_info(out, array)
+
+`cuabi_array_get_info` from the C API.
+
+- `out` [out] version must be set (CUABI_ARRAY_INFO_INIT).
+"""
+function cuabi_array_get_info(out, array)
+    t0 = _enter(array)
+    try
+        ccall((:cuabi_array_get_info, libcuabi), cuabi_status, (Ptr{cuabi_array_info}, Ptr{cuabi_array}), out, array)
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_device(out, array)
+
+The array's device, borrowed (valid while the array lives).
+
+- `out` [out]
+"""
+function cuabi_array_device(out, array)
+    t0 = _enter(array)
+    try
+        ccall((:cuabi_array_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_array}), out, array)
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_native_handle(out, array)
+
+The CUarray, for calls cuabi does not make (graphics interop, sparse mapping). It is valid while the array lives; never destroy it.
+
+- `out` [out]
+"""
+function cuabi_array_native_handle(out, array)
+    t0 = _enter(array)
+    try
+        ccall((:cuabi_array_native_handle, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_array}), out, array)
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_mipmapped_array_create(out, device, desc, num_levels)
+
+A new mipmapped array on `device` (cuMipmappedArrayCreate) whose level 0 is `desc`, with `num_levels` levels (1..CUABI_ARRAY_MAX_LEVELS; at most log2 of the largest extent, plus one).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_mipmapped_array_create(out, device, desc, num_levels)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_mipmapped_array_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_mipmapped_array}}, Ptr{cuabi_device}, Ptr{cuabi_array_desc}, Cuint), out, device, desc, num_levels)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_mipmapped_array_get_level(out, mipmapped_array, level)
+
+Level `level` as an array (cuMipmappedArrayGetLevel) that keeps the mipmapped array alive: copy into it, make a surface of it. Its extents are level 0's halved `level` times (at least 1).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_mipmapped_array_get_level(out, mipmapped_array, level)
+    t0 = _enter(mipmapped_array)
+    try
+        ccall((:cuabi_mipmapped_array_get_level, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_array}}, Ptr{cuabi_mipmapped_array}, Cuint), out, mipmapped_array, level)
+    finally
+        _leave(mipmapped_array, t0)
+    end
+end
+
+"""
+cuabi_mipmapped_array_get_info(out, mipmapped_array)
+
+Level 0's description, the number of levels, the device and the CUmipmappedArray.
+
+- `out` [out] version must be set.
+"""
+function cuabi_mipmapped_array_get_info(out, mipmapped_array)
+    t0 = _enter(mipmapped_array)
+    try
+        ccall((:cuabi_mipmapped_array_get_info, libcuabi), cuabi_status, (Ptr{cuabi_array_info}, Ptr{cuabi_mipmapped_array}), out, mipmapped_array)
+    finally
+        _leave(mipmapped_array, t0)
+    end
+end
+
+"""
+cuabi_array_copy_from_host(array, region, src, size, src_pitch, src_rows, stream)
+
+Copy host memory into `region` of the array (cuMemcpy3DAsync): rows of
+the region's width in bytes, `src_pitch` bytes apart (0: packed),
+`src_rows` rows per slice (0: the region's height). Every byte read must lie
+within `size`. Synchronous without a stream; with one, `src` must stay valid
+until the stream reaches the copy.
+
+- `region` [may be C_NULL] NULL: the whole array.
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_from_host(array, region, src, size, src_pitch, src_rows, stream)
+    t0 = _enter(array)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_array_copy_from_host, libcuabi), cuabi_status, (Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{Cvoid}, Csize_t, Csize_t, Csize_t, Ptr{cuabi_stream}), array, region, src, size, src_pitch, src_rows, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_copy_to_host(dst, size, dst_pitch, dst_rows, array, region, stream)
+
+Copy `region` of the array into host memory laid out as for cuabi_array_copy_from_host(); every byte written must lie within `size`.
+
+- `dst` [out]
+- `region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_to_host(dst, size, dst_pitch, dst_rows, array, region, stream)
+    t0 = _enter(array)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_array_copy_to_host, libcuabi), cuabi_status, (Ptr{Cvoid}, Csize_t, Csize_t, Csize_t, Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_stream}), dst, size, dst_pitch, dst_rows, array, region, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_copy_from_buffer(array, region, buffer, offset, pitch, rows, stream)
+
+Copy a buffer's bytes from `offset`, laid out in rows `pitch` bytes apart (0: packed) and `rows` rows per slice (0: the region's height), into `region` of the array; every byte read must lie within the buffer.
+
+- `region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_from_buffer(array, region, buffer, offset, pitch, rows, stream)
+    t0 = _enter(array)
+    try
+        t1 = _enter(buffer)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_copy_from_buffer, libcuabi), cuabi_status, (Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_buffer}, Csize_t, Csize_t, Csize_t, Ptr{cuabi_stream}), array, region, buffer, offset, pitch, rows, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_copy_to_buffer(buffer, offset, pitch, rows, array, region, stream)
+
+Copy `region` of the array into a buffer from `offset`, laid out as for cuabi_array_copy_from_buffer().
+
+- `region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_to_buffer(buffer, offset, pitch, rows, array, region, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(array)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_copy_to_buffer, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Csize_t, Csize_t, Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_stream}), buffer, offset, pitch, rows, array, region, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(array, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_array_copy_from_view(array, region, view, stream)
+
+Copy a strided view into `region` of the array. The view's dimensions are
+the region's (outermost first), plus a last dimension of the channels for
+2- and 4-channel formats; its elements are the array's (same size). Each
+row must be contiguous and the rows evenly spaced; slices need a stride
+that is a whole number of rows, else each slice is copied on its own.
+Zero, negative and overlapping strides are refused.
+
+- `region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_from_view(array, region, view, stream)
+    t0 = _enter(array)
+    try
+        t1 = _enter(view)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_copy_from_view, libcuabi), cuabi_status, (Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_view}, Ptr{cuabi_stream}), array, region, view, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(view, t1)
+        end
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_array_copy_to_view(view, array, region, stream)
+
+Copy `region` of the array into a writable strided view laid out as for cuabi_array_copy_from_view().
+
+- `region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy_to_view(view, array, region, stream)
+    t0 = _enter(view)
+    try
+        t1 = _enter(array)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_copy_to_view, libcuabi), cuabi_status, (Ptr{cuabi_view}, Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_stream}), view, array, region, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(array, t1)
+        end
+    finally
+        _leave(view, t0)
+    end
+end
+
+"""
+cuabi_array_copy(dst, dst_region, src, src_region, stream)
+
+Copy `src_region` of one array to the same extent at `dst_region`'s offset in another (its extent is ignored; NULL: offset 0). The element sizes must match.
+
+- `dst_region` [may be C_NULL]
+- `src_region` [may be C_NULL]
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_array_copy(dst, dst_region, src, src_region, stream)
+    t0 = _enter(dst)
+    try
+        t1 = _enter(src)
+        try
+            t2 = _enter(stream)
+            try
+                ccall((:cuabi_array_copy, libcuabi), cuabi_status, (Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_array}, Ptr{cuabi_array_region}, Ptr{cuabi_stream}), dst, dst_region, src, src_region, stream)
+            finally
+                _leave(stream, t2)
+            end
+        finally
+            _leave(src, t1)
+        end
+    finally
+        _leave(dst, t0)
+    end
+end
+
+
+# ---- module texture (api/texture.toml)
+
+# A texture object (CUtexObject) and what it reads, which it keeps alive.
+# Opaque handle: used as Ptr{cuabi_texture} == Ptr{Cvoid}.
+const cuabi_texture = Cvoid
+
+# A surface object (CUsurfObject) over an array, which it keeps alive.
+# Opaque handle: used as Ptr{cuabi_surface} == Ptr{Cvoid}.
+const cuabi_surface = Cvoid
+
+"""
+What a texture returns for coordinates outside it (values of CUaddress_mode).
+"""
+const cuabi_texture_address_mode = Cint
+const CUABI_TEXTURE_ADDRESS_WRAP = cuabi_texture_address_mode(0)
+const CUABI_TEXTURE_ADDRESS_CLAMP = cuabi_texture_address_mode(1)
+const CUABI_TEXTURE_ADDRESS_MIRROR = cuabi_texture_address_mode(2)
+const CUABI_TEXTURE_ADDRESS_BORDER = cuabi_texture_address_mode(3)
+
+"""
+How a texture samples between elements (values of CUfilter_mode).
+"""
+const cuabi_texture_filter_mode = Cint
+const CUABI_TEXTURE_FILTER_POINT = cuabi_texture_filter_mode(0)
+const CUABI_TEXTURE_FILTER_LINEAR = cuabi_texture_filter_mode(1)
+
+"""
+What a texture returns for integer formats.
+"""
+const cuabi_texture_read_mode = Cint
+const CUABI_TEXTURE_READ_ELEMENT_TYPE = cuabi_texture_read_mode(0)
+const CUABI_TEXTURE_READ_NORMALIZED_FLOAT = cuabi_texture_read_mode(1)
+
+"""
+What a texture reads (values of CUresourcetype).
+"""
+const cuabi_texture_resource_kind = Cint
+const CUABI_TEXTURE_RESOURCE_ARRAY = cuabi_texture_resource_kind(0)
+const CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY = cuabi_texture_resource_kind(1)
+const CUABI_TEXTURE_RESOURCE_LINEAR = cuabi_texture_resource_kind(2)
+const CUABI_TEXTURE_RESOURCE_PITCH2D = cuabi_texture_resource_kind(3)
+
+"""
+How a texture samples (CUDA_TEXTURE_DESC). The defaults: clamp, point filtering, element-type reads, unnormalized coordinates.
+"""
+struct cuabi_texture_desc
+    version::Cuint
+    address_mode::NTuple{3, cuabi_texture_address_mode}
+    filter_mode::cuabi_texture_filter_mode
+    read_mode::cuabi_texture_read_mode
+    normalized_coords::Cint
+    srgb::Cint
+    disable_trilinear_optimization::Cint
+    seamless_cubemap::Cint
+    max_anisotropy::Cuint
+    mipmap_filter_mode::cuabi_texture_filter_mode
+    mipmap_level_bias::Cfloat
+    min_mipmap_level_clamp::Cfloat
+    max_mipmap_level_clamp::Cfloat
+    border_color::NTuple{4, Cfloat}
+end
+const CUABI_TEXTURE_DESC_VERSION = Cuint(1)
+
+"""
+What a texture reads, filled by cuabi_texture_get_info(). The handles are borrowed: valid while the texture lives.
+"""
+struct cuabi_texture_info
+    version::Cuint
+    resource::cuabi_texture_resource_kind
+    format::cuabi_array_format
+    num_channels::Cuint
+    width::Csize_t
+    height::Csize_t
+    depth::Csize_t
+    pitch::Csize_t
+    address::Cuintptr_t
+    device::Cint
+    array::Ptr{cuabi_array}
+    mipmapped_array::Ptr{cuabi_mipmapped_array}
+    view::Ptr{cuabi_view}
+    object::UInt64
+end
+const CUABI_TEXTURE_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_texture_retain(handle)
+
+Add a reference to a cuabi_texture.
+"""
+function cuabi_texture_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_texture_retain, libcuabi), cuabi_status, (Ptr{cuabi_texture},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_texture_release(handle)
+
+Drop a reference to a cuabi_texture; the last one frees it and invalidates the handle.
+"""
+function cuabi_texture_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_texture_release, libcuabi), cuabi_status, (Ptr{cuabi_texture},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_surface_retain(handle)
+
+Add a reference to a cuabi_surface.
+"""
+function cuabi_surface_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_surface_retain, libcuabi), cuabi_status, (Ptr{cuabi_surface},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_surface_release(handle)
+
+Drop a reference to a cuabi_surface; the last one frees it and invalidates the handle.
+"""
+function cuabi_surface_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_surface_release, libcuabi), cuabi_status, (Ptr{cuabi_surface},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_texture_desc_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_TEXTURE_DESC_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_texture_desc_init(opts, version)
+    ccall((:cuabi_texture_desc_init, libcuabi), cuabi_status, (Ptr{cuabi_texture_desc}, Cuint), opts, version)
+end
+
+"""
+cuabi_texture_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_TEXTURE_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_texture_info_init(opts, version)
+    ccall((:cuabi_texture_info_init, libcuabi), cuabi_status, (Ptr{cuabi_texture_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_texture_create_from_array(out, array, desc)
+
+A texture reading an array (a layered or cube-map one too). A linear filter needs a float format, or NORMALIZED_FLOAT reads of 8/16-bit integers; wrap and mirror need normalized coordinates.
+
+- `out` [out, ownership transferred]
+- `desc` [may be C_NULL] NULL: the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_texture_create_from_array(out, array, desc)
+    t0 = _enter(array)
+    try
+        ccall((:cuabi_texture_create_from_array, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_texture}}, Ptr{cuabi_array}, Ptr{cuabi_texture_desc}), out, array, desc)
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_texture_create_from_mipmapped_array(out, mipmapped_array, desc)
+
+A texture reading a mipmapped array (tex2DLod and friends pick the level).
+
+- `out` [out, ownership transferred]
+- `desc` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_texture_create_from_mipmapped_array(out, mipmapped_array, desc)
+    t0 = _enter(mipmapped_array)
+    try
+        ccall((:cuabi_texture_create_from_mipmapped_array, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_texture}}, Ptr{cuabi_mipmapped_array}, Ptr{cuabi_texture_desc}), out, mipmapped_array, desc)
+    finally
+        _leave(mipmapped_array, t0)
+    end
+end
+
+"""
+cuabi_texture_create_from_view(out, view, num_channels, desc)
+
+A texture reading a view's GPU memory in place: a 1-D view (plus a
+channel dimension) as linear memory, a 2-D view (plus channels) as pitched
+memory. The format comes from the dtype (int/uint 8, 16, 32; float16,
+float32); with `num_channels` 2 or 4 the last dimension is the channels.
+The first element must be aligned as the device requires
+(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT), and a pitched view's row stride
+must be a multiple of CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT bytes;
+elements within a row contiguous. Linear memory ignores filtering,
+addressing and normalized coordinates (tex1Dfetch reads by index).
+
+- `out` [out, ownership transferred]
+- `num_channels` 1, 2 or 4.
+- `desc` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_texture_create_from_view(out, view, num_channels, desc)
+    t0 = _enter(view)
+    try
+        ccall((:cuabi_texture_create_from_view, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_texture}}, Ptr{cuabi_view}, Cuint, Ptr{cuabi_texture_desc}), out, view, num_channels, desc)
+    finally
+        _leave(view, t0)
+    end
+end
+
+"""
+cuabi_texture_create_from_image(out, view, num_channels, flags, desc, device)
+
+A texture over a new array holding a copy of `view`: the array is shaped
+as cuabi_array_create_from_view() says (`flags` may make it layered, a cube
+map or surface-writable), filled synchronously, and kept alive by the
+texture alone (cuabi_texture_get_info() lends it). The view may be host or
+GPU memory; NULL `device` takes the view's (device 0 for host memory).
+
+- `out` [out, ownership transferred]
+- `num_channels` 1, 2 or 4; with 2 or 4 the view's last dimension is the channels.
+- `flags` cuabi_array_flags.
+- `desc` [may be C_NULL]
+- `device` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_texture_create_from_image(out, view, num_channels, flags, desc, device)
+    t0 = _enter(view)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_texture_create_from_image, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_texture}}, Ptr{cuabi_view}, Cuint, Cuint, Ptr{cuabi_texture_desc}, Ptr{cuabi_device}), out, view, num_channels, flags, desc, device)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(view, t0)
+    end
+end
+
+"""
+cuabi_texture_get_info(out, texture)
+
+`cuabi_texture_get_info` from the C API.
+
+- `out` [out] version must be set (CUABI_TEXTURE_INFO_INIT).
+"""
+function cuabi_texture_get_info(out, texture)
+    t0 = _enter(texture)
+    try
+        ccall((:cuabi_texture_get_info, libcuabi), cuabi_status, (Ptr{cuabi_texture_info}, Ptr{cuabi_texture}), out, texture)
+    finally
+        _leave(texture, t0)
+    end
+end
+
+"""
+cuabi_texture_get_desc(out, texture)
+
+How the texture samples, as made.
+
+- `out` [out] version must be set (CUABI_TEXTURE_DESC_INIT).
+"""
+function cuabi_texture_get_desc(out, texture)
+    t0 = _enter(texture)
+    try
+        ccall((:cuabi_texture_get_desc, libcuabi), cuabi_status, (Ptr{cuabi_texture_desc}, Ptr{cuabi_texture}), out, texture)
+    finally
+        _leave(texture, t0)
+    end
+end
+
+"""
+cuabi_texture_object(out, texture)
+
+The CUtexObject: what a kernel's cudaTextureObject_t parameter takes. Valid while the texture lives; prefer cuabi_argpack_set_texture(), which checks that.
+
+- `out` [out]
+"""
+function cuabi_texture_object(out, texture)
+    t0 = _enter(texture)
+    try
+        ccall((:cuabi_texture_object, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_texture}), out, texture)
+    finally
+        _leave(texture, t0)
+    end
+end
+
+"""
+cuabi_surface_create(out, array)
+
+A surface over an array made with CUABI_ARRAY_SURFACE_LDST (a level of a mipmapped array too).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_surface_create(out, array)
+    t0 = _enter(array)
+    try
+        ccall((:cuabi_surface_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_surface}}, Ptr{cuabi_array}), out, array)
+    finally
+        _leave(array, t0)
+    end
+end
+
+"""
+cuabi_surface_object(out, surface)
+
+The CUsurfObject: what a kernel's cudaSurfaceObject_t parameter takes. Valid while the surface lives.
+
+- `out` [out]
+"""
+function cuabi_surface_object(out, surface)
+    t0 = _enter(surface)
+    try
+        ccall((:cuabi_surface_object, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_surface}), out, surface)
+    finally
+        _leave(surface, t0)
+    end
+end
+
+"""
+cuabi_surface_array(out, surface)
+
+The array the surface reads and writes, borrowed (valid while the surface lives).
+
+- `out` [out]
+"""
+function cuabi_surface_array(out, surface)
+    t0 = _enter(surface)
+    try
+        ccall((:cuabi_surface_array, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_array}}, Ptr{cuabi_surface}), out, surface)
+    finally
+        _leave(surface, t0)
+    end
+end
+
+"""
+cuabi_argpack_set_texture(pack, slot, texture)
+
+Set a `handle` slot (or an 8-byte integer or raw slot) to a texture: the pack keeps the handle, not a reference, and writes the CUtexObject at each launch; a texture released since fails the launch (CUABI_ERROR_INVALID_HANDLE naming the slot).
+"""
+function cuabi_argpack_set_texture(pack, slot, texture)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(texture)
+        try
+            ccall((:cuabi_argpack_set_texture, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_texture}), pack, slot, texture)
+        finally
+            _leave(texture, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
+end
+
+"""
+cuabi_argpack_set_surface(pack, slot, surface)
+
+Set a `handle` slot (or an 8-byte integer or raw slot) to a surface, as cuabi_argpack_set_texture() does.
+"""
+function cuabi_argpack_set_surface(pack, slot, surface)
+    t0 = _enter(pack)
+    try
+        t1 = _enter(surface)
+        try
+            ccall((:cuabi_argpack_set_surface, libcuabi), cuabi_status, (Ptr{cuabi_argpack}, Csize_t, Ptr{cuabi_surface}), pack, slot, surface)
+        finally
+            _leave(surface, t1)
+        end
+    finally
+        _leave(pack, t0)
+    end
+end
+
+
+# ---- module memop (api/memop.toml)
+
+"""
+Most operations in one cuabi_stream_batch_mem_op() (the driver takes fewer than 256).
+"""
+const CUABI_STREAM_MEM_OP_MAX_BATCH = Cint(255)
+
+"""
+The condition of a wait (one of the first four), optionally or-ed with CUABI_STREAM_WAIT_VALUE_FLUSH: the values of CUstreamWaitValue_flags.
+"""
+const cuabi_stream_wait_flags = Cint
+const CUABI_STREAM_WAIT_VALUE_GEQ = cuabi_stream_wait_flags(0)
+const CUABI_STREAM_WAIT_VALUE_EQ = cuabi_stream_wait_flags(1)
+const CUABI_STREAM_WAIT_VALUE_AND = cuabi_stream_wait_flags(2)
+const CUABI_STREAM_WAIT_VALUE_NOR = cuabi_stream_wait_flags(3)
+const CUABI_STREAM_WAIT_VALUE_FLUSH = cuabi_stream_wait_flags(1073741824)
+
+"""
+How a write is ordered (values of CUstreamWriteValue_flags).
+"""
+const cuabi_stream_write_flags = Cint
+const CUABI_STREAM_WRITE_VALUE_DEFAULT = cuabi_stream_write_flags(0)
+const CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = cuabi_stream_write_flags(1)
+
+"""
+The operations of a batch (values of CUstreamBatchMemOpType).
+"""
+const cuabi_stream_mem_op_kind = Cint
+const CUABI_STREAM_MEM_OP_WAIT_VALUE_32 = cuabi_stream_mem_op_kind(1)
+const CUABI_STREAM_MEM_OP_WRITE_VALUE_32 = cuabi_stream_mem_op_kind(2)
+const CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = cuabi_stream_mem_op_kind(3)
+const CUABI_STREAM_MEM_OP_WAIT_VALUE_64 = cuabi_stream_mem_op_kind(4)
+const CUABI_STREAM_MEM_OP_WRITE_VALUE_64 = cuabi_stream_mem_op_kind(5)
+const CUABI_STREAM_MEM_OP_BARRIER = cuabi_stream_mem_op_kind(6)
+
+"""
+The scope of a CUABI_STREAM_MEM_OP_BARRIER (values of CUstreamMemoryBarrier_flags).
+"""
+const cuabi_stream_barrier_scope = Cint
+const CUABI_STREAM_BARRIER_SYSTEM = cuabi_stream_barrier_scope(0)
+const CUABI_STREAM_BARRIER_GPU = cuabi_stream_barrier_scope(1)
+
+"""
+One operation of a batch. Each entry's version must be set (CUABI_STREAM_MEM_OP_INIT).
+"""
+struct cuabi_stream_mem_op
+    version::Cuint
+    kind::cuabi_stream_mem_op_kind
+    buffer::Ptr{cuabi_buffer}
+    offset::Csize_t
+    value::UInt64
+    flags::Cuint
+end
+const CUABI_STREAM_MEM_OP_VERSION = Cuint(1)
+
+"""
+cuabi_stream_mem_op_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_STREAM_MEM_OP_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_stream_mem_op_init(opts, version)
+    ccall((:cuabi_stream_mem_op_init, libcuabi), cuabi_status, (Ptr{cuabi_stream_mem_op}, Cuint), opts, version)
+end
+
+"""
+cuabi_stream_wait_value32(stream, buffer, offset, value, flags)
+
+Make `stream` wait until the 32-bit word at `offset` of `buffer` meets `flags`'s condition with `value` (cuStreamWaitValue32).
+
+- `stream` [may be C_NULL] NULL: the legacy default stream of the buffer's device.
+- `flags` cuabi_stream_wait_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_wait_value32(stream, buffer, offset, value, flags)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_stream_wait_value32, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint), stream, buffer, offset, value, flags)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_stream_wait_value64(stream, buffer, offset, value, flags)
+
+The 64-bit wait (cuStreamWaitValue64); the word must be 8-byte aligned.
+
+- `stream` [may be C_NULL]
+- `flags` cuabi_stream_wait_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_wait_value64(stream, buffer, offset, value, flags)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_stream_wait_value64, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_buffer}, Csize_t, UInt64, Cuint), stream, buffer, offset, value, flags)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_stream_write_value32(stream, buffer, offset, value, flags)
+
+Write `value` to the 32-bit word at `offset` of `buffer` when `stream` reaches the operation (cuStreamWriteValue32).
+
+- `stream` [may be C_NULL]
+- `flags` cuabi_stream_write_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_write_value32(stream, buffer, offset, value, flags)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_stream_write_value32, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_buffer}, Csize_t, UInt32, Cuint), stream, buffer, offset, value, flags)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_stream_write_value64(stream, buffer, offset, value, flags)
+
+The 64-bit write (cuStreamWriteValue64); the word must be 8-byte aligned.
+
+- `stream` [may be C_NULL]
+- `flags` cuabi_stream_write_flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_write_value64(stream, buffer, offset, value, flags)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_stream_write_value64, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_buffer}, Csize_t, UInt64, Cuint), stream, buffer, offset, value, flags)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_stream_batch_mem_op(stream, ops, count)
+
+Queue `count` operations (1..CUABI_STREAM_MEM_OP_MAX_BATCH) in order with one call (cuStreamBatchMemOp); every entry is checked before any is queued. The buffers must be on one device.
+
+- `stream` [may be C_NULL] NULL: the legacy default stream of the buffers' device.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_batch_mem_op(stream, ops, count)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_batch_mem_op, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_stream_mem_op}, Csize_t), stream, ops, count)
+    finally
+        _leave(stream, t0)
+    end
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -6231,6 +7397,12 @@ const STRUCT_LAYOUTS = [
     ("cuabi_graph_instantiate_options", cuabi_graph_instantiate_options, ["version", "flags", "upload_stream"]),
     ("cuabi_graph_update_info", cuabi_graph_update_info, ["version", "result", "node_index", "from_node_index", "node_type"]),
     ("cuabi_ipc_pool_options", cuabi_ipc_pool_options, ["version", "max_size", "release_threshold"]),
+    ("cuabi_array_desc", cuabi_array_desc, ["version", "width", "height", "depth", "format", "num_channels", "flags"]),
+    ("cuabi_array_info", cuabi_array_info, ["version", "width", "height", "depth", "format", "num_channels", "flags", "dims", "layers", "element_size", "block", "size_bytes", "level", "num_levels", "device", "native"]),
+    ("cuabi_array_region", cuabi_array_region, ["version", "x", "y", "z", "width", "height", "depth"]),
+    ("cuabi_texture_desc", cuabi_texture_desc, ["version", "address_mode", "filter_mode", "read_mode", "normalized_coords", "srgb", "disable_trilinear_optimization", "seamless_cubemap", "max_anisotropy", "mipmap_filter_mode", "mipmap_level_bias", "min_mipmap_level_clamp", "max_mipmap_level_clamp", "border_color"]),
+    ("cuabi_texture_info", cuabi_texture_info, ["version", "resource", "format", "num_channels", "width", "height", "depth", "pitch", "address", "device", "array", "mipmapped_array", "view", "object"]),
+    ("cuabi_stream_mem_op", cuabi_stream_mem_op, ["version", "kind", "buffer", "offset", "value", "flags"]),
 ]
 
 # Every C function this module wraps.
@@ -6542,6 +7714,52 @@ const FUNCTIONS = [
     :cuabi_fatbin_image_info,
     :cuabi_fatbin_extract,
     :cuabi_fatbin_packer,
+    :cuabi_array_retain,
+    :cuabi_array_release,
+    :cuabi_mipmapped_array_retain,
+    :cuabi_mipmapped_array_release,
+    :cuabi_array_desc_init,
+    :cuabi_array_info_init,
+    :cuabi_array_region_init,
+    :cuabi_array_create,
+    :cuabi_array_create_from_view,
+    :cuabi_array_get_info,
+    :cuabi_array_device,
+    :cuabi_array_native_handle,
+    :cuabi_mipmapped_array_create,
+    :cuabi_mipmapped_array_get_level,
+    :cuabi_mipmapped_array_get_info,
+    :cuabi_array_copy_from_host,
+    :cuabi_array_copy_to_host,
+    :cuabi_array_copy_from_buffer,
+    :cuabi_array_copy_to_buffer,
+    :cuabi_array_copy_from_view,
+    :cuabi_array_copy_to_view,
+    :cuabi_array_copy,
+    :cuabi_texture_retain,
+    :cuabi_texture_release,
+    :cuabi_surface_retain,
+    :cuabi_surface_release,
+    :cuabi_texture_desc_init,
+    :cuabi_texture_info_init,
+    :cuabi_texture_create_from_array,
+    :cuabi_texture_create_from_mipmapped_array,
+    :cuabi_texture_create_from_view,
+    :cuabi_texture_create_from_image,
+    :cuabi_texture_get_info,
+    :cuabi_texture_get_desc,
+    :cuabi_texture_object,
+    :cuabi_surface_create,
+    :cuabi_surface_object,
+    :cuabi_surface_array,
+    :cuabi_argpack_set_texture,
+    :cuabi_argpack_set_surface,
+    :cuabi_stream_mem_op_init,
+    :cuabi_stream_wait_value32,
+    :cuabi_stream_wait_value64,
+    :cuabi_stream_write_value32,
+    :cuabi_stream_write_value64,
+    :cuabi_stream_batch_mem_op,
 ]
 
 end # module LibCuABI

@@ -10,7 +10,9 @@ using CuABI: Device, Stream, Event, ArgPack, DevicePtr, device_count, runtime_in
              PreparedLaunch, compile, launch, occupancy, to_dlpack, from_dlpack, unsafe_array, param_types,
              signature, AccessPolicyWindow, TensorMap, tensormap_bytes, Graph, capture, capture_status,
              instantiate, update_kernel!, add_kernel!, add_memset!, add_memcpy!, add_host!, add_while!,
-             conditional_handle, pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
+             conditional_handle, pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract,
+             OpaqueArray, MipmappedArray, TextureObject, SurfaceObject, level, object, texture_image,
+             wait_value!, write_value!, batch_mem_op!
 const L = CuABI.LibCuABI
 
 function gpu_available()
@@ -585,5 +587,62 @@ end
         end
         GC.gc(true)
         @test true
+    end
+
+    @testset "textures without a GPU" begin
+        @test_throws ArgumentError CuABI._array_format(Float64)
+        @test_throws ArgumentError CuABI._texture_desc(; filter = :cubic)
+        d = CuABI._texture_desc(; address = (:wrap, :border), filter = :linear, read = :normalized,
+                                normalized = true, border = (1, 0, 0, 1))
+        @test d.address_mode == (L.CUABI_TEXTURE_ADDRESS_WRAP, L.CUABI_TEXTURE_ADDRESS_BORDER,
+                                 L.CUABI_TEXTURE_ADDRESS_CLAMP)
+        @test d.filter_mode == L.CUABI_TEXTURE_FILTER_LINEAR && d.normalized_coords == 1
+        @test d.border_color == (1f0, 0f0, 0f0, 1f0)
+        @test L.cuabi_texture_release(C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+        @test L.cuabi_array_release(C_NULL) == L.CUABI_ERROR_INVALID_HANDLE
+    end
+
+    @testset "GPU: textures, surfaces, stream memory operations" begin
+        if !gpu_available()
+            @test_skip "no GPU"
+        else
+            d = Device(0)
+            s = Stream(d)
+            src = """
+            extern "C" __global__ void sample(cudaTextureObject_t t, cudaSurfaceObject_t o, int w, int h) {
+              int x = threadIdx.x, y = blockIdx.x;
+              if (x < w && y < h) surf2Dwrite(tex2D<float>(t, x + 1.0f, y + 0.5f) * 2.0f, o, x * 4, y);
+            }
+            """
+            k = compile(Program(src))["sample"]
+            img = Float32[x + 10 * y for x in 0:15, y in 0:7]       # width 16, height 8
+            a = OpaqueArray(d, img)
+            @test CuABI.info(a).width == 16 && CuABI.info(a).height == 8
+            out = OpaqueArray(d, Float32, (16, 8); surface = true)
+            t = TextureObject(a; filter = :linear)
+            o = SurfaceObject(out)
+            @test object(t) != 0 && object(o) != 0
+            p = ArgPack("handle, handle, i32, i32")
+            p[1] = t
+            p[2] = o
+            p[3] = Int32(16)
+            p[4] = Int32(8)
+            launch(k, p, LaunchConfig(8, 32; stream = s))
+            synchronize(s)
+            got = zeros(Float32, 16, 8)
+            copyto!(got, out)
+            # Between texels x and x + 1 (x + 1 clamped at the edge), doubled.
+            @test all(got[x + 1, y + 1] == 2 * (img[x + 1, y + 1] + img[min(x + 2, 16), y + 1]) / 2
+                      for x in 0:15, y in 0:7)
+            r = MemoryResource(:device, d)
+            w = Buffer(r, 16)
+            write_value!(s, w, 7; offset = 4)
+            wait_value!(s, w, 7; offset = 4, condition = :eq)
+            batch_mem_op!(s, [(L.CUABI_STREAM_MEM_OP_WRITE_VALUE_64, w, 8, 1 << 40, 0),
+                              (L.CUABI_STREAM_MEM_OP_BARRIER, nothing, 0, 0, 0)])
+            synchronize(s)
+            words = Vector{UInt32}(w)
+            @test words[2] == 7 && words[4] == 256
+        end
     end
 end

@@ -3897,7 +3897,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_export(fd: *mut c_int, out: *mut u8, out_size: usize, pool: *mut cuabi_memory_resource) -> cuabi_status;
-    /// Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+    /// Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_import(out: *mut *mut cuabi_memory_resource, fd: c_int, descriptor: *const u8, size: usize) -> cuabi_status;
@@ -3909,7 +3909,7 @@ unsafe extern "C" {
     pub fn cuabi_ipc_pool_info(role: *mut cuabi_ipc_pool_role, pool_id: *mut u64, resource: *mut cuabi_memory_resource) -> cuabi_status;
     /// Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
     pub fn cuabi_ipc_fd_send(socket: c_int, fd: c_int, data: *const u8, size: usize) -> cuabi_status;
-    /// Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). CUABI_ERROR_IO when the socket fails or closes, CUABI_ERROR_IPC when the message has no descriptor or another length (anything received is closed). Needs no driver.
+    /// Receive what cuabi_ipc_fd_send() sent: exactly `size` bytes into `data` and a new file descriptor (close-on-exec, the caller's to close). Waits for a message as recvmsg(2) does: a peer that never sends blocks the call, unless the socket is non-blocking or has a receive timeout (SO_RCVTIMEO), which give CUABI_ERROR_IO ("no message arrived"). CUABI_ERROR_IO when the socket fails or the peer closes; CUABI_ERROR_IPC when the message has no descriptor or several, another length, or no byte (every descriptor it carried is closed; those the kernel could not deliver, MSG_CTRUNC, it drops itself). The descriptor may be of any kind: cuabi_ipc_pool_import() checks it. Needs no driver.
     pub fn cuabi_ipc_fd_receive(fd: *mut c_int, data: *mut u8, size: usize, socket: c_int) -> cuabi_status;
 }
 
@@ -3929,6 +3929,1011 @@ unsafe extern "C" {
     pub fn cuabi_fatbin_extract(out: *mut *mut cuabi_objcode, objcode: *mut cuabi_objcode, arch: *const c_char) -> cuabi_status;
     /// Which path made the fatbin: "nvfatbin" or "fatbinary" for a fatbin cuabi made (the images carry it as their identifier, so it survives the cache and files), "" for one made elsewhere. Static string.
     pub fn cuabi_fatbin_packer(out: *mut *const c_char, objcode: *mut cuabi_objcode) -> cuabi_status;
+}
+
+// ---- module array (api/array.toml)
+
+/// Most levels a mipmapped array may have (the driver's own limit is log2 of the largest extent, plus one).
+pub const CUABI_ARRAY_MAX_LEVELS: c_int = 32;
+
+/// A CUDA array (CUarray): a whole array, or one level of a mipmapped array (which it keeps alive).
+///
+/// Shared: released with `cuabi_array_release`.
+#[repr(C)]
+pub struct cuabi_array {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// A mipmapped CUDA array (CUmipmappedArray): a chain of levels, each half the size of the one before.
+///
+/// Shared: released with `cuabi_mipmapped_array_release`.
+#[repr(C)]
+pub struct cuabi_mipmapped_array {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Channel formats: the values of CUarray_format.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_array_format(pub i32);
+
+impl cuabi_array_format {
+    /// Unsigned 8-bit integers (CU_AD_FORMAT_UNSIGNED_INT8).
+    pub const CUABI_ARRAY_FORMAT_UINT8: cuabi_array_format = cuabi_array_format(1);
+    /// Unsigned 16-bit integers.
+    pub const CUABI_ARRAY_FORMAT_UINT16: cuabi_array_format = cuabi_array_format(2);
+    /// Unsigned 32-bit integers.
+    pub const CUABI_ARRAY_FORMAT_UINT32: cuabi_array_format = cuabi_array_format(3);
+    /// Signed 8-bit integers.
+    pub const CUABI_ARRAY_FORMAT_INT8: cuabi_array_format = cuabi_array_format(8);
+    /// Signed 16-bit integers.
+    pub const CUABI_ARRAY_FORMAT_INT16: cuabi_array_format = cuabi_array_format(9);
+    /// Signed 32-bit integers.
+    pub const CUABI_ARRAY_FORMAT_INT32: cuabi_array_format = cuabi_array_format(10);
+    /// IEEE half floats (CU_AD_FORMAT_HALF).
+    pub const CUABI_ARRAY_FORMAT_FLOAT16: cuabi_array_format = cuabi_array_format(16);
+    /// IEEE single floats (CU_AD_FORMAT_FLOAT).
+    pub const CUABI_ARRAY_FORMAT_FLOAT32: cuabi_array_format = cuabi_array_format(32);
+    /// Four unsigned normalized channels of 10, 10, 10 and 2 bits in 4 bytes.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT_101010_2: cuabi_array_format = cuabi_array_format(80);
+    /// Block-compressed BC1: 8 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC1_UNORM: cuabi_array_format = cuabi_array_format(145);
+    /// BC1 with sRGB encoding.
+    pub const CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB: cuabi_array_format = cuabi_array_format(146);
+    /// BC2: 16 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC2_UNORM: cuabi_array_format = cuabi_array_format(147);
+    /// BC2 with sRGB encoding.
+    pub const CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB: cuabi_array_format = cuabi_array_format(148);
+    /// BC3: 16 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC3_UNORM: cuabi_array_format = cuabi_array_format(149);
+    /// BC3 with sRGB encoding.
+    pub const CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB: cuabi_array_format = cuabi_array_format(150);
+    /// BC4: 8 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC4_UNORM: cuabi_array_format = cuabi_array_format(151);
+    /// BC4, signed.
+    pub const CUABI_ARRAY_FORMAT_BC4_SNORM: cuabi_array_format = cuabi_array_format(152);
+    /// BC5: 16 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC5_UNORM: cuabi_array_format = cuabi_array_format(153);
+    /// BC5, signed.
+    pub const CUABI_ARRAY_FORMAT_BC5_SNORM: cuabi_array_format = cuabi_array_format(154);
+    /// BC6H, unsigned half floats: 16 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC6H_UF16: cuabi_array_format = cuabi_array_format(155);
+    /// BC6H, signed half floats.
+    pub const CUABI_ARRAY_FORMAT_BC6H_SF16: cuabi_array_format = cuabi_array_format(156);
+    /// BC7: 16 bytes per 4x4 block.
+    pub const CUABI_ARRAY_FORMAT_BC7_UNORM: cuabi_array_format = cuabi_array_format(157);
+    /// BC7 with sRGB encoding.
+    pub const CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB: cuabi_array_format = cuabi_array_format(158);
+    /// Planar video format (copies through the driver only).
+    pub const CUABI_ARRAY_FORMAT_P010: cuabi_array_format = cuabi_array_format(159);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_P016: cuabi_array_format = cuabi_array_format(161);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_NV16: cuabi_array_format = cuabi_array_format(162);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_P210: cuabi_array_format = cuabi_array_format(163);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_P216: cuabi_array_format = cuabi_array_format(164);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_YUY2: cuabi_array_format = cuabi_array_format(165);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_Y210: cuabi_array_format = cuabi_array_format(166);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_Y216: cuabi_array_format = cuabi_array_format(167);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_AYUV: cuabi_array_format = cuabi_array_format(168);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_Y410: cuabi_array_format = cuabi_array_format(169);
+    /// Planar 8-bit YUV 4:2:0 (copies through the driver only).
+    pub const CUABI_ARRAY_FORMAT_NV12: cuabi_array_format = cuabi_array_format(176);
+    /// Packed video format.
+    pub const CUABI_ARRAY_FORMAT_Y416: cuabi_array_format = cuabi_array_format(177);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_Y444_PLANAR8: cuabi_array_format = cuabi_array_format(178);
+    /// Planar video format.
+    pub const CUABI_ARRAY_FORMAT_Y444_PLANAR10: cuabi_array_format = cuabi_array_format(179);
+    /// One unsigned normalized 8-bit channel.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT8X1: cuabi_array_format = cuabi_array_format(192);
+    /// Two unsigned normalized 8-bit channels.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT8X2: cuabi_array_format = cuabi_array_format(193);
+    /// Four unsigned normalized 8-bit channels.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT8X4: cuabi_array_format = cuabi_array_format(194);
+    /// One unsigned normalized 16-bit channel.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT16X1: cuabi_array_format = cuabi_array_format(195);
+    /// Two unsigned normalized 16-bit channels.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT16X2: cuabi_array_format = cuabi_array_format(196);
+    /// Four unsigned normalized 16-bit channels.
+    pub const CUABI_ARRAY_FORMAT_UNORM_INT16X4: cuabi_array_format = cuabi_array_format(197);
+    /// One signed normalized 8-bit channel.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT8X1: cuabi_array_format = cuabi_array_format(198);
+    /// Two signed normalized 8-bit channels.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT8X2: cuabi_array_format = cuabi_array_format(199);
+    /// Four signed normalized 8-bit channels.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT8X4: cuabi_array_format = cuabi_array_format(200);
+    /// One signed normalized 16-bit channel.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT16X1: cuabi_array_format = cuabi_array_format(201);
+    /// Two signed normalized 16-bit channels.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT16X2: cuabi_array_format = cuabi_array_format(202);
+    /// Four signed normalized 16-bit channels.
+    pub const CUABI_ARRAY_FORMAT_SNORM_INT16X4: cuabi_array_format = cuabi_array_format(203);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_ARRAY_FORMAT_UINT8"),
+            2 => Some("CUABI_ARRAY_FORMAT_UINT16"),
+            3 => Some("CUABI_ARRAY_FORMAT_UINT32"),
+            8 => Some("CUABI_ARRAY_FORMAT_INT8"),
+            9 => Some("CUABI_ARRAY_FORMAT_INT16"),
+            10 => Some("CUABI_ARRAY_FORMAT_INT32"),
+            16 => Some("CUABI_ARRAY_FORMAT_FLOAT16"),
+            32 => Some("CUABI_ARRAY_FORMAT_FLOAT32"),
+            80 => Some("CUABI_ARRAY_FORMAT_UNORM_INT_101010_2"),
+            145 => Some("CUABI_ARRAY_FORMAT_BC1_UNORM"),
+            146 => Some("CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB"),
+            147 => Some("CUABI_ARRAY_FORMAT_BC2_UNORM"),
+            148 => Some("CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB"),
+            149 => Some("CUABI_ARRAY_FORMAT_BC3_UNORM"),
+            150 => Some("CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB"),
+            151 => Some("CUABI_ARRAY_FORMAT_BC4_UNORM"),
+            152 => Some("CUABI_ARRAY_FORMAT_BC4_SNORM"),
+            153 => Some("CUABI_ARRAY_FORMAT_BC5_UNORM"),
+            154 => Some("CUABI_ARRAY_FORMAT_BC5_SNORM"),
+            155 => Some("CUABI_ARRAY_FORMAT_BC6H_UF16"),
+            156 => Some("CUABI_ARRAY_FORMAT_BC6H_SF16"),
+            157 => Some("CUABI_ARRAY_FORMAT_BC7_UNORM"),
+            158 => Some("CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB"),
+            159 => Some("CUABI_ARRAY_FORMAT_P010"),
+            161 => Some("CUABI_ARRAY_FORMAT_P016"),
+            162 => Some("CUABI_ARRAY_FORMAT_NV16"),
+            163 => Some("CUABI_ARRAY_FORMAT_P210"),
+            164 => Some("CUABI_ARRAY_FORMAT_P216"),
+            165 => Some("CUABI_ARRAY_FORMAT_YUY2"),
+            166 => Some("CUABI_ARRAY_FORMAT_Y210"),
+            167 => Some("CUABI_ARRAY_FORMAT_Y216"),
+            168 => Some("CUABI_ARRAY_FORMAT_AYUV"),
+            169 => Some("CUABI_ARRAY_FORMAT_Y410"),
+            176 => Some("CUABI_ARRAY_FORMAT_NV12"),
+            177 => Some("CUABI_ARRAY_FORMAT_Y416"),
+            178 => Some("CUABI_ARRAY_FORMAT_Y444_PLANAR8"),
+            179 => Some("CUABI_ARRAY_FORMAT_Y444_PLANAR10"),
+            192 => Some("CUABI_ARRAY_FORMAT_UNORM_INT8X1"),
+            193 => Some("CUABI_ARRAY_FORMAT_UNORM_INT8X2"),
+            194 => Some("CUABI_ARRAY_FORMAT_UNORM_INT8X4"),
+            195 => Some("CUABI_ARRAY_FORMAT_UNORM_INT16X1"),
+            196 => Some("CUABI_ARRAY_FORMAT_UNORM_INT16X2"),
+            197 => Some("CUABI_ARRAY_FORMAT_UNORM_INT16X4"),
+            198 => Some("CUABI_ARRAY_FORMAT_SNORM_INT8X1"),
+            199 => Some("CUABI_ARRAY_FORMAT_SNORM_INT8X2"),
+            200 => Some("CUABI_ARRAY_FORMAT_SNORM_INT8X4"),
+            201 => Some("CUABI_ARRAY_FORMAT_SNORM_INT16X1"),
+            202 => Some("CUABI_ARRAY_FORMAT_SNORM_INT16X2"),
+            203 => Some("CUABI_ARRAY_FORMAT_SNORM_INT16X4"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_array_format {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_array_format({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_ARRAY_FORMAT_UINT8: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UINT8;
+pub const CUABI_ARRAY_FORMAT_UINT16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UINT16;
+pub const CUABI_ARRAY_FORMAT_UINT32: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UINT32;
+pub const CUABI_ARRAY_FORMAT_INT8: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_INT8;
+pub const CUABI_ARRAY_FORMAT_INT16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_INT16;
+pub const CUABI_ARRAY_FORMAT_INT32: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_INT32;
+pub const CUABI_ARRAY_FORMAT_FLOAT16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_FLOAT16;
+pub const CUABI_ARRAY_FORMAT_FLOAT32: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_FLOAT32;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT_101010_2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT_101010_2;
+pub const CUABI_ARRAY_FORMAT_BC1_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC1_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC1_UNORM_SRGB;
+pub const CUABI_ARRAY_FORMAT_BC2_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC2_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC2_UNORM_SRGB;
+pub const CUABI_ARRAY_FORMAT_BC3_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC3_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC3_UNORM_SRGB;
+pub const CUABI_ARRAY_FORMAT_BC4_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC4_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC4_SNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC4_SNORM;
+pub const CUABI_ARRAY_FORMAT_BC5_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC5_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC5_SNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC5_SNORM;
+pub const CUABI_ARRAY_FORMAT_BC6H_UF16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC6H_UF16;
+pub const CUABI_ARRAY_FORMAT_BC6H_SF16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC6H_SF16;
+pub const CUABI_ARRAY_FORMAT_BC7_UNORM: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC7_UNORM;
+pub const CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_BC7_UNORM_SRGB;
+pub const CUABI_ARRAY_FORMAT_P010: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_P010;
+pub const CUABI_ARRAY_FORMAT_P016: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_P016;
+pub const CUABI_ARRAY_FORMAT_NV16: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_NV16;
+pub const CUABI_ARRAY_FORMAT_P210: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_P210;
+pub const CUABI_ARRAY_FORMAT_P216: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_P216;
+pub const CUABI_ARRAY_FORMAT_YUY2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_YUY2;
+pub const CUABI_ARRAY_FORMAT_Y210: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y210;
+pub const CUABI_ARRAY_FORMAT_Y216: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y216;
+pub const CUABI_ARRAY_FORMAT_AYUV: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_AYUV;
+pub const CUABI_ARRAY_FORMAT_Y410: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y410;
+pub const CUABI_ARRAY_FORMAT_NV12: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_NV12;
+pub const CUABI_ARRAY_FORMAT_Y416: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y416;
+pub const CUABI_ARRAY_FORMAT_Y444_PLANAR8: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y444_PLANAR8;
+pub const CUABI_ARRAY_FORMAT_Y444_PLANAR10: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_Y444_PLANAR10;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT8X1: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT8X1;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT8X2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT8X2;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT8X4: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT8X4;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT16X1: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT16X1;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT16X2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT16X2;
+pub const CUABI_ARRAY_FORMAT_UNORM_INT16X4: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_UNORM_INT16X4;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT8X1: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT8X1;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT8X2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT8X2;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT8X4: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT8X4;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT16X1: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT16X1;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT16X2: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT16X2;
+pub const CUABI_ARRAY_FORMAT_SNORM_INT16X4: cuabi_array_format = cuabi_array_format::CUABI_ARRAY_FORMAT_SNORM_INT16X4;
+
+/// How an array is made: the CUDA_ARRAY3D_* flags, or-ed.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_array_flags(pub i32);
+
+impl cuabi_array_flags {
+    /// A stack of 1-D or 2-D layers: `depth` is the number of layers.
+    pub const CUABI_ARRAY_LAYERED: cuabi_array_flags = cuabi_array_flags(1);
+    /// Surfaces may read and write it (cuabi_surface_create).
+    pub const CUABI_ARRAY_SURFACE_LDST: cuabi_array_flags = cuabi_array_flags(2);
+    /// A cube map: width == height, depth 6 (6 x layers with CUABI_ARRAY_LAYERED).
+    pub const CUABI_ARRAY_CUBEMAP: cuabi_array_flags = cuabi_array_flags(4);
+    /// Textures may gather from it (tex2Dgather); 2-D only.
+    pub const CUABI_ARRAY_TEXTURE_GATHER: cuabi_array_flags = cuabi_array_flags(8);
+    /// Depth-comparison textures.
+    pub const CUABI_ARRAY_DEPTH_TEXTURE: cuabi_array_flags = cuabi_array_flags(16);
+    /// A graphics color attachment.
+    pub const CUABI_ARRAY_COLOR_ATTACHMENT: cuabi_array_flags = cuabi_array_flags(32);
+    /// A sparse array (memory mapped later with cuMemMapArrayAsync, through the native handle).
+    pub const CUABI_ARRAY_SPARSE: cuabi_array_flags = cuabi_array_flags(64);
+    /// Memory mapped later, through the native handle.
+    pub const CUABI_ARRAY_DEFERRED_MAPPING: cuabi_array_flags = cuabi_array_flags(128);
+    /// Usable by the video encoder and decoder.
+    pub const CUABI_ARRAY_VIDEO_ENCODE_DECODE: cuabi_array_flags = cuabi_array_flags(256);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_ARRAY_LAYERED"),
+            2 => Some("CUABI_ARRAY_SURFACE_LDST"),
+            4 => Some("CUABI_ARRAY_CUBEMAP"),
+            8 => Some("CUABI_ARRAY_TEXTURE_GATHER"),
+            16 => Some("CUABI_ARRAY_DEPTH_TEXTURE"),
+            32 => Some("CUABI_ARRAY_COLOR_ATTACHMENT"),
+            64 => Some("CUABI_ARRAY_SPARSE"),
+            128 => Some("CUABI_ARRAY_DEFERRED_MAPPING"),
+            256 => Some("CUABI_ARRAY_VIDEO_ENCODE_DECODE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_array_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_array_flags({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_ARRAY_LAYERED: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_LAYERED;
+pub const CUABI_ARRAY_SURFACE_LDST: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_SURFACE_LDST;
+pub const CUABI_ARRAY_CUBEMAP: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_CUBEMAP;
+pub const CUABI_ARRAY_TEXTURE_GATHER: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_TEXTURE_GATHER;
+pub const CUABI_ARRAY_DEPTH_TEXTURE: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_DEPTH_TEXTURE;
+pub const CUABI_ARRAY_COLOR_ATTACHMENT: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_COLOR_ATTACHMENT;
+pub const CUABI_ARRAY_SPARSE: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_SPARSE;
+pub const CUABI_ARRAY_DEFERRED_MAPPING: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_DEFERRED_MAPPING;
+pub const CUABI_ARRAY_VIDEO_ENCODE_DECODE: cuabi_array_flags = cuabi_array_flags::CUABI_ARRAY_VIDEO_ENCODE_DECODE;
+
+/// The shape and format of an array (CUDA_ARRAY3D_DESCRIPTOR). Extents are in elements (pixels for block-compressed formats).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_array_desc {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Elements per row, at least 1.
+    pub width: usize,
+    /// Rows; 0 for a 1-D array (also a layered 1-D one).
+    pub height: usize,
+    /// Slices; 0 for 1-D and 2-D arrays. Layers of a layered array; 6 for a cube map (6 x layers for a layered one).
+    pub depth: usize,
+    pub format: cuabi_array_format,
+    /// Channels per element: 1, 2 or 4 (what the format implies for the packed and block-compressed formats).
+    pub num_channels: c_uint,
+    /// cuabi_array_flags.
+    pub flags: c_uint,
+}
+
+impl Default for cuabi_array_desc {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_array_desc.
+pub const CUABI_ARRAY_DESC_VERSION: c_uint = 1;
+
+/// What an array (or a mipmapped array, its level 0) is, filled by cuabi_array_get_info() / cuabi_mipmapped_array_get_info().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_array_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// As made (cuabi_array_desc), or the level's extent.
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+    pub format: cuabi_array_format,
+    pub num_channels: c_uint,
+    /// cuabi_array_flags.
+    pub flags: c_uint,
+    /// Spatial dimensions: 1, 2 or 3 (layers and cube faces not counted).
+    pub dims: c_int,
+    /// Layers (layered arrays), 6 x layers (layered cube maps), 6 (cube maps), else 1.
+    pub layers: usize,
+    /// Bytes per element (per 4x4 block for block-compressed formats); 0 for the video formats, which cuabi's copies refuse.
+    pub element_size: usize,
+    /// Pixels per block side: 4 for block-compressed formats, else 1.
+    pub block: c_uint,
+    /// Bytes a copy of the whole array moves (what packed host memory needs); 0 for the video formats.
+    pub size_bytes: u64,
+    /// The level of a mipmapped array this array is; -1 for a whole array.
+    pub level: c_int,
+    /// Levels of a mipmapped array; 1 for an array.
+    pub num_levels: c_uint,
+    /// Ordinal of the array's device.
+    pub device: c_int,
+    /// The CUarray (or CUmipmappedArray).
+    pub native: usize,
+}
+
+impl Default for cuabi_array_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_array_info.
+pub const CUABI_ARRAY_INFO_VERSION: c_uint = 1;
+
+/// A box of an array's elements: its offset and extent in elements (z counts layers and cube faces). An extent of 0 reaches the array's end from the offset.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_array_region {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub x: usize,
+    pub y: usize,
+    pub z: usize,
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+}
+
+impl Default for cuabi_array_region {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_array_region.
+pub const CUABI_ARRAY_REGION_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_array.
+    pub fn cuabi_array_retain(handle: *mut cuabi_array) -> cuabi_status;
+    /// Drop a reference to a cuabi_array; the last one frees it and invalidates the handle.
+    pub fn cuabi_array_release(handle: *mut cuabi_array) -> cuabi_status;
+    /// Add a reference to a cuabi_mipmapped_array.
+    pub fn cuabi_mipmapped_array_retain(handle: *mut cuabi_mipmapped_array) -> cuabi_status;
+    /// Drop a reference to a cuabi_mipmapped_array; the last one frees it and invalidates the handle.
+    pub fn cuabi_mipmapped_array_release(handle: *mut cuabi_mipmapped_array) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_DESC_VERSION).
+    pub fn cuabi_array_desc_init(opts: *mut cuabi_array_desc, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_INFO_VERSION).
+    pub fn cuabi_array_info_init(opts: *mut cuabi_array_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARRAY_REGION_VERSION).
+    pub fn cuabi_array_region_init(opts: *mut cuabi_array_region, version: c_uint) -> cuabi_status;
+    /// A new array on `device` (cuArray3DCreate). The description is checked
+    /// first: extents for the kind of array (1-D: height and depth 0; cube maps
+    /// square with depth 6, or a multiple of 6 when layered), 1, 2 or 4 channels,
+    /// known flags and format; the device's own limits are the driver's.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_create(out: *mut *mut cuabi_array, device: *mut cuabi_device, desc: *const cuabi_array_desc) -> cuabi_status;
+    /// A new array shaped as `view` and filled with its contents: the view's
+    /// dimensions are the array's (outermost first: depth or layers, height,
+    /// width), followed by a channel dimension of `num_channels` when that is 2 or
+    /// 4. The format comes from the dtype (int/uint 8, 16, 32; float16, float32).
+    /// `flags` may make it layered (the outermost dimension counts layers), a cube
+    /// map (6 faces outermost) or surface-writable. The view may be host or GPU
+    /// memory, strided as cuabi_array_copy_from_view() allows; the array is on
+    /// `device` (NULL: the view's device, or device 0 for host memory). The copy
+    /// is synchronous without a stream.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_create_from_view(out: *mut *mut cuabi_array, view: *mut cuabi_view, num_channels: c_uint, flags: c_uint, device: *mut cuabi_device, stream: *mut cuabi_stream) -> cuabi_status;
+    pub fn cuabi_array_get_info(out: *mut cuabi_array_info, array: *mut cuabi_array) -> cuabi_status;
+    /// The array's device, borrowed (valid while the array lives).
+    pub fn cuabi_array_device(out: *mut *mut cuabi_device, array: *mut cuabi_array) -> cuabi_status;
+    /// The CUarray, for calls cuabi does not make (graphics interop, sparse mapping). It is valid while the array lives; never destroy it.
+    pub fn cuabi_array_native_handle(out: *mut usize, array: *mut cuabi_array) -> cuabi_status;
+    /// A new mipmapped array on `device` (cuMipmappedArrayCreate) whose level 0 is `desc`, with `num_levels` levels (1..CUABI_ARRAY_MAX_LEVELS; at most log2 of the largest extent, plus one).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_mipmapped_array_create(out: *mut *mut cuabi_mipmapped_array, device: *mut cuabi_device, desc: *const cuabi_array_desc, num_levels: c_uint) -> cuabi_status;
+    /// Level `level` as an array (cuMipmappedArrayGetLevel) that keeps the mipmapped array alive: copy into it, make a surface of it. Its extents are level 0's halved `level` times (at least 1).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_mipmapped_array_get_level(out: *mut *mut cuabi_array, mipmapped_array: *mut cuabi_mipmapped_array, level: c_uint) -> cuabi_status;
+    /// Level 0's description, the number of levels, the device and the CUmipmappedArray.
+    pub fn cuabi_mipmapped_array_get_info(out: *mut cuabi_array_info, mipmapped_array: *mut cuabi_mipmapped_array) -> cuabi_status;
+    /// Copy host memory into `region` of the array (cuMemcpy3DAsync): rows of
+    /// the region's width in bytes, `src_pitch` bytes apart (0: packed),
+    /// `src_rows` rows per slice (0: the region's height). Every byte read must lie
+    /// within `size`. Synchronous without a stream; with one, `src` must stay valid
+    /// until the stream reaches the copy.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_from_host(array: *mut cuabi_array, region: *const cuabi_array_region, src: *const c_void, size: usize, src_pitch: usize, src_rows: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `region` of the array into host memory laid out as for cuabi_array_copy_from_host(); every byte written must lie within `size`.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_to_host(dst: *mut c_void, size: usize, dst_pitch: usize, dst_rows: usize, array: *mut cuabi_array, region: *const cuabi_array_region, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy a buffer's bytes from `offset`, laid out in rows `pitch` bytes apart (0: packed) and `rows` rows per slice (0: the region's height), into `region` of the array; every byte read must lie within the buffer.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_from_buffer(array: *mut cuabi_array, region: *const cuabi_array_region, buffer: *mut cuabi_buffer, offset: usize, pitch: usize, rows: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `region` of the array into a buffer from `offset`, laid out as for cuabi_array_copy_from_buffer().
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_to_buffer(buffer: *mut cuabi_buffer, offset: usize, pitch: usize, rows: usize, array: *mut cuabi_array, region: *const cuabi_array_region, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy a strided view into `region` of the array. The view's dimensions are
+    /// the region's (outermost first), plus a last dimension of the channels for
+    /// 2- and 4-channel formats; its elements are the array's (same size). Each
+    /// row must be contiguous and the rows evenly spaced; slices need a stride
+    /// that is a whole number of rows, else each slice is copied on its own.
+    /// Zero, negative and overlapping strides are refused.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_from_view(array: *mut cuabi_array, region: *const cuabi_array_region, view: *mut cuabi_view, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `region` of the array into a writable strided view laid out as for cuabi_array_copy_from_view().
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy_to_view(view: *mut cuabi_view, array: *mut cuabi_array, region: *const cuabi_array_region, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Copy `src_region` of one array to the same extent at `dst_region`'s offset in another (its extent is ignored; NULL: offset 0). The element sizes must match.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_array_copy(dst: *mut cuabi_array, dst_region: *const cuabi_array_region, src: *mut cuabi_array, src_region: *const cuabi_array_region, stream: *mut cuabi_stream) -> cuabi_status;
+}
+
+// ---- module texture (api/texture.toml)
+
+/// A texture object (CUtexObject) and what it reads, which it keeps alive.
+///
+/// Shared: released with `cuabi_texture_release`.
+#[repr(C)]
+pub struct cuabi_texture {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// A surface object (CUsurfObject) over an array, which it keeps alive.
+///
+/// Shared: released with `cuabi_surface_release`.
+#[repr(C)]
+pub struct cuabi_surface {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// What a texture returns for coordinates outside it (values of CUaddress_mode).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_texture_address_mode(pub i32);
+
+impl cuabi_texture_address_mode {
+    /// Repeat (normalized coordinates only).
+    pub const CUABI_TEXTURE_ADDRESS_WRAP: cuabi_texture_address_mode = cuabi_texture_address_mode(0);
+    /// The nearest edge element.
+    pub const CUABI_TEXTURE_ADDRESS_CLAMP: cuabi_texture_address_mode = cuabi_texture_address_mode(1);
+    /// Repeat mirrored (normalized coordinates only).
+    pub const CUABI_TEXTURE_ADDRESS_MIRROR: cuabi_texture_address_mode = cuabi_texture_address_mode(2);
+    /// The border colour.
+    pub const CUABI_TEXTURE_ADDRESS_BORDER: cuabi_texture_address_mode = cuabi_texture_address_mode(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TEXTURE_ADDRESS_WRAP"),
+            1 => Some("CUABI_TEXTURE_ADDRESS_CLAMP"),
+            2 => Some("CUABI_TEXTURE_ADDRESS_MIRROR"),
+            3 => Some("CUABI_TEXTURE_ADDRESS_BORDER"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_texture_address_mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_texture_address_mode({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TEXTURE_ADDRESS_WRAP: cuabi_texture_address_mode = cuabi_texture_address_mode::CUABI_TEXTURE_ADDRESS_WRAP;
+pub const CUABI_TEXTURE_ADDRESS_CLAMP: cuabi_texture_address_mode = cuabi_texture_address_mode::CUABI_TEXTURE_ADDRESS_CLAMP;
+pub const CUABI_TEXTURE_ADDRESS_MIRROR: cuabi_texture_address_mode = cuabi_texture_address_mode::CUABI_TEXTURE_ADDRESS_MIRROR;
+pub const CUABI_TEXTURE_ADDRESS_BORDER: cuabi_texture_address_mode = cuabi_texture_address_mode::CUABI_TEXTURE_ADDRESS_BORDER;
+
+/// How a texture samples between elements (values of CUfilter_mode).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_texture_filter_mode(pub i32);
+
+impl cuabi_texture_filter_mode {
+    /// The nearest element.
+    pub const CUABI_TEXTURE_FILTER_POINT: cuabi_texture_filter_mode = cuabi_texture_filter_mode(0);
+    /// Linear interpolation of the nearest 2 (1-D), 4 (2-D) or 8 (3-D) elements, with 9-bit fixed-point weights; for textures that return floats.
+    pub const CUABI_TEXTURE_FILTER_LINEAR: cuabi_texture_filter_mode = cuabi_texture_filter_mode(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TEXTURE_FILTER_POINT"),
+            1 => Some("CUABI_TEXTURE_FILTER_LINEAR"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_texture_filter_mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_texture_filter_mode({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TEXTURE_FILTER_POINT: cuabi_texture_filter_mode = cuabi_texture_filter_mode::CUABI_TEXTURE_FILTER_POINT;
+pub const CUABI_TEXTURE_FILTER_LINEAR: cuabi_texture_filter_mode = cuabi_texture_filter_mode::CUABI_TEXTURE_FILTER_LINEAR;
+
+/// What a texture returns for integer formats.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_texture_read_mode(pub i32);
+
+impl cuabi_texture_read_mode {
+    /// The element as stored (CU_TRSF_READ_AS_INTEGER).
+    pub const CUABI_TEXTURE_READ_ELEMENT_TYPE: cuabi_texture_read_mode = cuabi_texture_read_mode(0);
+    /// 8- and 16-bit integers as floats in [0, 1] (unsigned) or [-1, 1] (signed).
+    pub const CUABI_TEXTURE_READ_NORMALIZED_FLOAT: cuabi_texture_read_mode = cuabi_texture_read_mode(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TEXTURE_READ_ELEMENT_TYPE"),
+            1 => Some("CUABI_TEXTURE_READ_NORMALIZED_FLOAT"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_texture_read_mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_texture_read_mode({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TEXTURE_READ_ELEMENT_TYPE: cuabi_texture_read_mode = cuabi_texture_read_mode::CUABI_TEXTURE_READ_ELEMENT_TYPE;
+pub const CUABI_TEXTURE_READ_NORMALIZED_FLOAT: cuabi_texture_read_mode = cuabi_texture_read_mode::CUABI_TEXTURE_READ_NORMALIZED_FLOAT;
+
+/// What a texture reads (values of CUresourcetype).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_texture_resource_kind(pub i32);
+
+impl cuabi_texture_resource_kind {
+    /// An array.
+    pub const CUABI_TEXTURE_RESOURCE_ARRAY: cuabi_texture_resource_kind = cuabi_texture_resource_kind(0);
+    /// A mipmapped array.
+    pub const CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY: cuabi_texture_resource_kind = cuabi_texture_resource_kind(1);
+    /// Linear memory of a 1-D view (tex1Dfetch).
+    pub const CUABI_TEXTURE_RESOURCE_LINEAR: cuabi_texture_resource_kind = cuabi_texture_resource_kind(2);
+    /// Pitched memory of a 2-D view (tex2D).
+    pub const CUABI_TEXTURE_RESOURCE_PITCH2D: cuabi_texture_resource_kind = cuabi_texture_resource_kind(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_TEXTURE_RESOURCE_ARRAY"),
+            1 => Some("CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY"),
+            2 => Some("CUABI_TEXTURE_RESOURCE_LINEAR"),
+            3 => Some("CUABI_TEXTURE_RESOURCE_PITCH2D"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_texture_resource_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_texture_resource_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_TEXTURE_RESOURCE_ARRAY: cuabi_texture_resource_kind = cuabi_texture_resource_kind::CUABI_TEXTURE_RESOURCE_ARRAY;
+pub const CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY: cuabi_texture_resource_kind = cuabi_texture_resource_kind::CUABI_TEXTURE_RESOURCE_MIPMAPPED_ARRAY;
+pub const CUABI_TEXTURE_RESOURCE_LINEAR: cuabi_texture_resource_kind = cuabi_texture_resource_kind::CUABI_TEXTURE_RESOURCE_LINEAR;
+pub const CUABI_TEXTURE_RESOURCE_PITCH2D: cuabi_texture_resource_kind = cuabi_texture_resource_kind::CUABI_TEXTURE_RESOURCE_PITCH2D;
+
+/// How a texture samples (CUDA_TEXTURE_DESC). The defaults: clamp, point filtering, element-type reads, unnormalized coordinates.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_texture_desc {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Per dimension: x, y, z.
+    pub address_mode: [cuabi_texture_address_mode; 3],
+    pub filter_mode: cuabi_texture_filter_mode,
+    pub read_mode: cuabi_texture_read_mode,
+    /// Non-zero: coordinates in [0, 1) instead of element indices.
+    pub normalized_coords: c_int,
+    /// Non-zero: sRGB to linear conversion on read (8-bit formats).
+    pub srgb: c_int,
+    /// Non-zero: exact trilinear filtering.
+    pub disable_trilinear_optimization: c_int,
+    /// Non-zero: filter across cube map faces.
+    pub seamless_cubemap: c_int,
+    /// Most samples of anisotropic filtering, 0..16 (0 and 1: off).
+    pub max_anisotropy: c_uint,
+    /// Filtering between mipmap levels.
+    pub mipmap_filter_mode: cuabi_texture_filter_mode,
+    pub mipmap_level_bias: f32,
+    pub min_mipmap_level_clamp: f32,
+    pub max_mipmap_level_clamp: f32,
+    /// Returned outside a texture whose address mode is BORDER (r, g, b, a).
+    pub border_color: [f32; 4],
+}
+
+impl Default for cuabi_texture_desc {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_texture_desc.
+pub const CUABI_TEXTURE_DESC_VERSION: c_uint = 1;
+
+/// What a texture reads, filled by cuabi_texture_get_info(). The handles are borrowed: valid while the texture lives.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_texture_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub resource: cuabi_texture_resource_kind,
+    pub format: cuabi_array_format,
+    pub num_channels: c_uint,
+    /// Elements per row (level 0 of a mipmapped array; the bytes over the element size for linear memory).
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+    /// Bytes between rows (pitched memory); 0 otherwise.
+    pub pitch: usize,
+    /// The first element (linear and pitched memory); 0 otherwise.
+    pub address: usize,
+    pub device: c_int,
+    /// The array read, or NULL.
+    pub array: *mut cuabi_array,
+    /// The mipmapped array read, or NULL.
+    pub mipmapped_array: *mut cuabi_mipmapped_array,
+    /// The view read (linear and pitched memory), or NULL.
+    pub view: *mut cuabi_view,
+    /// The CUtexObject.
+    pub object: u64,
+}
+
+impl Default for cuabi_texture_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_texture_info.
+pub const CUABI_TEXTURE_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_texture.
+    pub fn cuabi_texture_retain(handle: *mut cuabi_texture) -> cuabi_status;
+    /// Drop a reference to a cuabi_texture; the last one frees it and invalidates the handle.
+    pub fn cuabi_texture_release(handle: *mut cuabi_texture) -> cuabi_status;
+    /// Add a reference to a cuabi_surface.
+    pub fn cuabi_surface_retain(handle: *mut cuabi_surface) -> cuabi_status;
+    /// Drop a reference to a cuabi_surface; the last one frees it and invalidates the handle.
+    pub fn cuabi_surface_release(handle: *mut cuabi_surface) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TEXTURE_DESC_VERSION).
+    pub fn cuabi_texture_desc_init(opts: *mut cuabi_texture_desc, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_TEXTURE_INFO_VERSION).
+    pub fn cuabi_texture_info_init(opts: *mut cuabi_texture_info, version: c_uint) -> cuabi_status;
+    /// A texture reading an array (a layered or cube-map one too). A linear filter needs a float format, or NORMALIZED_FLOAT reads of 8/16-bit integers; wrap and mirror need normalized coordinates.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_texture_create_from_array(out: *mut *mut cuabi_texture, array: *mut cuabi_array, desc: *const cuabi_texture_desc) -> cuabi_status;
+    /// A texture reading a mipmapped array (tex2DLod and friends pick the level).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_texture_create_from_mipmapped_array(out: *mut *mut cuabi_texture, mipmapped_array: *mut cuabi_mipmapped_array, desc: *const cuabi_texture_desc) -> cuabi_status;
+    /// A texture reading a view's GPU memory in place: a 1-D view (plus a
+    /// channel dimension) as linear memory, a 2-D view (plus channels) as pitched
+    /// memory. The format comes from the dtype (int/uint 8, 16, 32; float16,
+    /// float32); with `num_channels` 2 or 4 the last dimension is the channels.
+    /// The first element must be aligned as the device requires
+    /// (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT), and a pitched view's row stride
+    /// must be a multiple of CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT bytes;
+    /// elements within a row contiguous. Linear memory ignores filtering,
+    /// addressing and normalized coordinates (tex1Dfetch reads by index).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_texture_create_from_view(out: *mut *mut cuabi_texture, view: *mut cuabi_view, num_channels: c_uint, desc: *const cuabi_texture_desc) -> cuabi_status;
+    /// A texture over a new array holding a copy of `view`: the array is shaped
+    /// as cuabi_array_create_from_view() says (`flags` may make it layered, a cube
+    /// map or surface-writable), filled synchronously, and kept alive by the
+    /// texture alone (cuabi_texture_get_info() lends it). The view may be host or
+    /// GPU memory; NULL `device` takes the view's (device 0 for host memory).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_texture_create_from_image(out: *mut *mut cuabi_texture, view: *mut cuabi_view, num_channels: c_uint, flags: c_uint, desc: *const cuabi_texture_desc, device: *mut cuabi_device) -> cuabi_status;
+    pub fn cuabi_texture_get_info(out: *mut cuabi_texture_info, texture: *mut cuabi_texture) -> cuabi_status;
+    /// How the texture samples, as made.
+    pub fn cuabi_texture_get_desc(out: *mut cuabi_texture_desc, texture: *mut cuabi_texture) -> cuabi_status;
+    /// The CUtexObject: what a kernel's cudaTextureObject_t parameter takes. Valid while the texture lives; prefer cuabi_argpack_set_texture(), which checks that.
+    pub fn cuabi_texture_object(out: *mut u64, texture: *mut cuabi_texture) -> cuabi_status;
+    /// A surface over an array made with CUABI_ARRAY_SURFACE_LDST (a level of a mipmapped array too).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_surface_create(out: *mut *mut cuabi_surface, array: *mut cuabi_array) -> cuabi_status;
+    /// The CUsurfObject: what a kernel's cudaSurfaceObject_t parameter takes. Valid while the surface lives.
+    pub fn cuabi_surface_object(out: *mut u64, surface: *mut cuabi_surface) -> cuabi_status;
+    /// The array the surface reads and writes, borrowed (valid while the surface lives).
+    pub fn cuabi_surface_array(out: *mut *mut cuabi_array, surface: *mut cuabi_surface) -> cuabi_status;
+    /// Set a `handle` slot (or an 8-byte integer or raw slot) to a texture: the pack keeps the handle, not a reference, and writes the CUtexObject at each launch; a texture released since fails the launch (CUABI_ERROR_INVALID_HANDLE naming the slot).
+    pub fn cuabi_argpack_set_texture(pack: *mut cuabi_argpack, slot: usize, texture: *mut cuabi_texture) -> cuabi_status;
+    /// Set a `handle` slot (or an 8-byte integer or raw slot) to a surface, as cuabi_argpack_set_texture() does.
+    pub fn cuabi_argpack_set_surface(pack: *mut cuabi_argpack, slot: usize, surface: *mut cuabi_surface) -> cuabi_status;
+}
+
+// ---- module memop (api/memop.toml)
+
+/// Most operations in one cuabi_stream_batch_mem_op() (the driver takes fewer than 256).
+pub const CUABI_STREAM_MEM_OP_MAX_BATCH: c_int = 255;
+
+/// The condition of a wait (one of the first four), optionally or-ed with CUABI_STREAM_WAIT_VALUE_FLUSH: the values of CUstreamWaitValue_flags.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_stream_wait_flags(pub i32);
+
+impl cuabi_stream_wait_flags {
+    /// Until (int32_t)(*addr - value) >= 0 (int64_t for 64-bit waits): a counter reached value, wrapping.
+    pub const CUABI_STREAM_WAIT_VALUE_GEQ: cuabi_stream_wait_flags = cuabi_stream_wait_flags(0);
+    /// Until *addr == value.
+    pub const CUABI_STREAM_WAIT_VALUE_EQ: cuabi_stream_wait_flags = cuabi_stream_wait_flags(1);
+    /// Until (*addr & value) != 0.
+    pub const CUABI_STREAM_WAIT_VALUE_AND: cuabi_stream_wait_flags = cuabi_stream_wait_flags(2);
+    /// Until ~(*addr | value) != 0.
+    pub const CUABI_STREAM_WAIT_VALUE_NOR: cuabi_stream_wait_flags = cuabi_stream_wait_flags(3);
+    /// Then flush outstanding remote (RDMA) writes.
+    pub const CUABI_STREAM_WAIT_VALUE_FLUSH: cuabi_stream_wait_flags = cuabi_stream_wait_flags(1073741824);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_STREAM_WAIT_VALUE_GEQ"),
+            1 => Some("CUABI_STREAM_WAIT_VALUE_EQ"),
+            2 => Some("CUABI_STREAM_WAIT_VALUE_AND"),
+            3 => Some("CUABI_STREAM_WAIT_VALUE_NOR"),
+            1073741824 => Some("CUABI_STREAM_WAIT_VALUE_FLUSH"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_stream_wait_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_stream_wait_flags({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_STREAM_WAIT_VALUE_GEQ: cuabi_stream_wait_flags = cuabi_stream_wait_flags::CUABI_STREAM_WAIT_VALUE_GEQ;
+pub const CUABI_STREAM_WAIT_VALUE_EQ: cuabi_stream_wait_flags = cuabi_stream_wait_flags::CUABI_STREAM_WAIT_VALUE_EQ;
+pub const CUABI_STREAM_WAIT_VALUE_AND: cuabi_stream_wait_flags = cuabi_stream_wait_flags::CUABI_STREAM_WAIT_VALUE_AND;
+pub const CUABI_STREAM_WAIT_VALUE_NOR: cuabi_stream_wait_flags = cuabi_stream_wait_flags::CUABI_STREAM_WAIT_VALUE_NOR;
+pub const CUABI_STREAM_WAIT_VALUE_FLUSH: cuabi_stream_wait_flags = cuabi_stream_wait_flags::CUABI_STREAM_WAIT_VALUE_FLUSH;
+
+/// How a write is ordered (values of CUstreamWriteValue_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_stream_write_flags(pub i32);
+
+impl cuabi_stream_write_flags {
+    /// After every earlier memory operation of the stream is visible: a release.
+    pub const CUABI_STREAM_WRITE_VALUE_DEFAULT: cuabi_stream_write_flags = cuabi_stream_write_flags(0);
+    /// May be reordered with earlier writes of the stream.
+    pub const CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER: cuabi_stream_write_flags = cuabi_stream_write_flags(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_STREAM_WRITE_VALUE_DEFAULT"),
+            1 => Some("CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_stream_write_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_stream_write_flags({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_STREAM_WRITE_VALUE_DEFAULT: cuabi_stream_write_flags = cuabi_stream_write_flags::CUABI_STREAM_WRITE_VALUE_DEFAULT;
+pub const CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER: cuabi_stream_write_flags = cuabi_stream_write_flags::CUABI_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER;
+
+/// The operations of a batch (values of CUstreamBatchMemOpType).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_stream_mem_op_kind(pub i32);
+
+impl cuabi_stream_mem_op_kind {
+    /// cuabi_stream_wait_value32().
+    pub const CUABI_STREAM_MEM_OP_WAIT_VALUE_32: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(1);
+    /// cuabi_stream_write_value32().
+    pub const CUABI_STREAM_MEM_OP_WRITE_VALUE_32: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(2);
+    /// Flush remote writes (flags 0, no buffer).
+    pub const CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(3);
+    /// cuabi_stream_wait_value64().
+    pub const CUABI_STREAM_MEM_OP_WAIT_VALUE_64: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(4);
+    /// cuabi_stream_write_value64().
+    pub const CUABI_STREAM_MEM_OP_WRITE_VALUE_64: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(5);
+    /// A memory barrier (no buffer); flags: cuabi_stream_barrier_scope.
+    pub const CUABI_STREAM_MEM_OP_BARRIER: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind(6);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_STREAM_MEM_OP_WAIT_VALUE_32"),
+            2 => Some("CUABI_STREAM_MEM_OP_WRITE_VALUE_32"),
+            3 => Some("CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES"),
+            4 => Some("CUABI_STREAM_MEM_OP_WAIT_VALUE_64"),
+            5 => Some("CUABI_STREAM_MEM_OP_WRITE_VALUE_64"),
+            6 => Some("CUABI_STREAM_MEM_OP_BARRIER"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_stream_mem_op_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_stream_mem_op_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_STREAM_MEM_OP_WAIT_VALUE_32: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_WAIT_VALUE_32;
+pub const CUABI_STREAM_MEM_OP_WRITE_VALUE_32: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_WRITE_VALUE_32;
+pub const CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+pub const CUABI_STREAM_MEM_OP_WAIT_VALUE_64: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_WAIT_VALUE_64;
+pub const CUABI_STREAM_MEM_OP_WRITE_VALUE_64: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_WRITE_VALUE_64;
+pub const CUABI_STREAM_MEM_OP_BARRIER: cuabi_stream_mem_op_kind = cuabi_stream_mem_op_kind::CUABI_STREAM_MEM_OP_BARRIER;
+
+/// The scope of a CUABI_STREAM_MEM_OP_BARRIER (values of CUstreamMemoryBarrier_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_stream_barrier_scope(pub i32);
+
+impl cuabi_stream_barrier_scope {
+    /// System-wide.
+    pub const CUABI_STREAM_BARRIER_SYSTEM: cuabi_stream_barrier_scope = cuabi_stream_barrier_scope(0);
+    /// This GPU.
+    pub const CUABI_STREAM_BARRIER_GPU: cuabi_stream_barrier_scope = cuabi_stream_barrier_scope(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_STREAM_BARRIER_SYSTEM"),
+            1 => Some("CUABI_STREAM_BARRIER_GPU"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_stream_barrier_scope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_stream_barrier_scope({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_STREAM_BARRIER_SYSTEM: cuabi_stream_barrier_scope = cuabi_stream_barrier_scope::CUABI_STREAM_BARRIER_SYSTEM;
+pub const CUABI_STREAM_BARRIER_GPU: cuabi_stream_barrier_scope = cuabi_stream_barrier_scope::CUABI_STREAM_BARRIER_GPU;
+
+/// One operation of a batch. Each entry's version must be set (CUABI_STREAM_MEM_OP_INIT).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_stream_mem_op {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub kind: cuabi_stream_mem_op_kind,
+    /// The word's buffer (waits and writes); NULL for flushes and barriers.
+    pub buffer: *mut cuabi_buffer,
+    /// Byte offset of the word: 4-aligned (32-bit) or 8-aligned (64-bit).
+    pub offset: usize,
+    /// The value to compare or write; a 32-bit operation takes one that fits in 32 bits.
+    pub value: u64,
+    /// cuabi_stream_wait_flags, cuabi_stream_write_flags or cuabi_stream_barrier_scope.
+    pub flags: c_uint,
+}
+
+impl Default for cuabi_stream_mem_op {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_stream_mem_op.
+pub const CUABI_STREAM_MEM_OP_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_STREAM_MEM_OP_VERSION).
+    pub fn cuabi_stream_mem_op_init(opts: *mut cuabi_stream_mem_op, version: c_uint) -> cuabi_status;
+    /// Make `stream` wait until the 32-bit word at `offset` of `buffer` meets `flags`'s condition with `value` (cuStreamWaitValue32).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_wait_value32(stream: *mut cuabi_stream, buffer: *mut cuabi_buffer, offset: usize, value: u32, flags: c_uint) -> cuabi_status;
+    /// The 64-bit wait (cuStreamWaitValue64); the word must be 8-byte aligned.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_wait_value64(stream: *mut cuabi_stream, buffer: *mut cuabi_buffer, offset: usize, value: u64, flags: c_uint) -> cuabi_status;
+    /// Write `value` to the 32-bit word at `offset` of `buffer` when `stream` reaches the operation (cuStreamWriteValue32).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_write_value32(stream: *mut cuabi_stream, buffer: *mut cuabi_buffer, offset: usize, value: u32, flags: c_uint) -> cuabi_status;
+    /// The 64-bit write (cuStreamWriteValue64); the word must be 8-byte aligned.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_write_value64(stream: *mut cuabi_stream, buffer: *mut cuabi_buffer, offset: usize, value: u64, flags: c_uint) -> cuabi_status;
+    /// Queue `count` operations (1..CUABI_STREAM_MEM_OP_MAX_BATCH) in order with one call (cuStreamBatchMemOp); every entry is checked before any is queued. The buffers must be on one device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_batch_mem_op(stream: *mut cuabi_stream, ops: *const cuabi_stream_mem_op, count: usize) -> cuabi_status;
 }
 
 /// Each public struct's size and field offsets as this crate lays them out:
@@ -3967,6 +4972,12 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_graph_instantiate_options", core::mem::size_of::<cuabi_graph_instantiate_options>(), &[("version", core::mem::offset_of!(cuabi_graph_instantiate_options, version)), ("flags", core::mem::offset_of!(cuabi_graph_instantiate_options, flags)), ("upload_stream", core::mem::offset_of!(cuabi_graph_instantiate_options, upload_stream))]),
     ("cuabi_graph_update_info", core::mem::size_of::<cuabi_graph_update_info>(), &[("version", core::mem::offset_of!(cuabi_graph_update_info, version)), ("result", core::mem::offset_of!(cuabi_graph_update_info, result)), ("node_index", core::mem::offset_of!(cuabi_graph_update_info, node_index)), ("from_node_index", core::mem::offset_of!(cuabi_graph_update_info, from_node_index)), ("node_type", core::mem::offset_of!(cuabi_graph_update_info, node_type))]),
     ("cuabi_ipc_pool_options", core::mem::size_of::<cuabi_ipc_pool_options>(), &[("version", core::mem::offset_of!(cuabi_ipc_pool_options, version)), ("max_size", core::mem::offset_of!(cuabi_ipc_pool_options, max_size)), ("release_threshold", core::mem::offset_of!(cuabi_ipc_pool_options, release_threshold))]),
+    ("cuabi_array_desc", core::mem::size_of::<cuabi_array_desc>(), &[("version", core::mem::offset_of!(cuabi_array_desc, version)), ("width", core::mem::offset_of!(cuabi_array_desc, width)), ("height", core::mem::offset_of!(cuabi_array_desc, height)), ("depth", core::mem::offset_of!(cuabi_array_desc, depth)), ("format", core::mem::offset_of!(cuabi_array_desc, format)), ("num_channels", core::mem::offset_of!(cuabi_array_desc, num_channels)), ("flags", core::mem::offset_of!(cuabi_array_desc, flags))]),
+    ("cuabi_array_info", core::mem::size_of::<cuabi_array_info>(), &[("version", core::mem::offset_of!(cuabi_array_info, version)), ("width", core::mem::offset_of!(cuabi_array_info, width)), ("height", core::mem::offset_of!(cuabi_array_info, height)), ("depth", core::mem::offset_of!(cuabi_array_info, depth)), ("format", core::mem::offset_of!(cuabi_array_info, format)), ("num_channels", core::mem::offset_of!(cuabi_array_info, num_channels)), ("flags", core::mem::offset_of!(cuabi_array_info, flags)), ("dims", core::mem::offset_of!(cuabi_array_info, dims)), ("layers", core::mem::offset_of!(cuabi_array_info, layers)), ("element_size", core::mem::offset_of!(cuabi_array_info, element_size)), ("block", core::mem::offset_of!(cuabi_array_info, block)), ("size_bytes", core::mem::offset_of!(cuabi_array_info, size_bytes)), ("level", core::mem::offset_of!(cuabi_array_info, level)), ("num_levels", core::mem::offset_of!(cuabi_array_info, num_levels)), ("device", core::mem::offset_of!(cuabi_array_info, device)), ("native", core::mem::offset_of!(cuabi_array_info, native))]),
+    ("cuabi_array_region", core::mem::size_of::<cuabi_array_region>(), &[("version", core::mem::offset_of!(cuabi_array_region, version)), ("x", core::mem::offset_of!(cuabi_array_region, x)), ("y", core::mem::offset_of!(cuabi_array_region, y)), ("z", core::mem::offset_of!(cuabi_array_region, z)), ("width", core::mem::offset_of!(cuabi_array_region, width)), ("height", core::mem::offset_of!(cuabi_array_region, height)), ("depth", core::mem::offset_of!(cuabi_array_region, depth))]),
+    ("cuabi_texture_desc", core::mem::size_of::<cuabi_texture_desc>(), &[("version", core::mem::offset_of!(cuabi_texture_desc, version)), ("address_mode", core::mem::offset_of!(cuabi_texture_desc, address_mode)), ("filter_mode", core::mem::offset_of!(cuabi_texture_desc, filter_mode)), ("read_mode", core::mem::offset_of!(cuabi_texture_desc, read_mode)), ("normalized_coords", core::mem::offset_of!(cuabi_texture_desc, normalized_coords)), ("srgb", core::mem::offset_of!(cuabi_texture_desc, srgb)), ("disable_trilinear_optimization", core::mem::offset_of!(cuabi_texture_desc, disable_trilinear_optimization)), ("seamless_cubemap", core::mem::offset_of!(cuabi_texture_desc, seamless_cubemap)), ("max_anisotropy", core::mem::offset_of!(cuabi_texture_desc, max_anisotropy)), ("mipmap_filter_mode", core::mem::offset_of!(cuabi_texture_desc, mipmap_filter_mode)), ("mipmap_level_bias", core::mem::offset_of!(cuabi_texture_desc, mipmap_level_bias)), ("min_mipmap_level_clamp", core::mem::offset_of!(cuabi_texture_desc, min_mipmap_level_clamp)), ("max_mipmap_level_clamp", core::mem::offset_of!(cuabi_texture_desc, max_mipmap_level_clamp)), ("border_color", core::mem::offset_of!(cuabi_texture_desc, border_color))]),
+    ("cuabi_texture_info", core::mem::size_of::<cuabi_texture_info>(), &[("version", core::mem::offset_of!(cuabi_texture_info, version)), ("resource", core::mem::offset_of!(cuabi_texture_info, resource)), ("format", core::mem::offset_of!(cuabi_texture_info, format)), ("num_channels", core::mem::offset_of!(cuabi_texture_info, num_channels)), ("width", core::mem::offset_of!(cuabi_texture_info, width)), ("height", core::mem::offset_of!(cuabi_texture_info, height)), ("depth", core::mem::offset_of!(cuabi_texture_info, depth)), ("pitch", core::mem::offset_of!(cuabi_texture_info, pitch)), ("address", core::mem::offset_of!(cuabi_texture_info, address)), ("device", core::mem::offset_of!(cuabi_texture_info, device)), ("array", core::mem::offset_of!(cuabi_texture_info, array)), ("mipmapped_array", core::mem::offset_of!(cuabi_texture_info, mipmapped_array)), ("view", core::mem::offset_of!(cuabi_texture_info, view)), ("object", core::mem::offset_of!(cuabi_texture_info, object))]),
+    ("cuabi_stream_mem_op", core::mem::size_of::<cuabi_stream_mem_op>(), &[("version", core::mem::offset_of!(cuabi_stream_mem_op, version)), ("kind", core::mem::offset_of!(cuabi_stream_mem_op, kind)), ("buffer", core::mem::offset_of!(cuabi_stream_mem_op, buffer)), ("offset", core::mem::offset_of!(cuabi_stream_mem_op, offset)), ("value", core::mem::offset_of!(cuabi_stream_mem_op, value)), ("flags", core::mem::offset_of!(cuabi_stream_mem_op, flags))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -4280,5 +5291,51 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_fatbin_image_info", cuabi_fatbin_image_info as *const () as usize),
         ("cuabi_fatbin_extract", cuabi_fatbin_extract as *const () as usize),
         ("cuabi_fatbin_packer", cuabi_fatbin_packer as *const () as usize),
+        ("cuabi_array_retain", cuabi_array_retain as *const () as usize),
+        ("cuabi_array_release", cuabi_array_release as *const () as usize),
+        ("cuabi_mipmapped_array_retain", cuabi_mipmapped_array_retain as *const () as usize),
+        ("cuabi_mipmapped_array_release", cuabi_mipmapped_array_release as *const () as usize),
+        ("cuabi_array_desc_init", cuabi_array_desc_init as *const () as usize),
+        ("cuabi_array_info_init", cuabi_array_info_init as *const () as usize),
+        ("cuabi_array_region_init", cuabi_array_region_init as *const () as usize),
+        ("cuabi_array_create", cuabi_array_create as *const () as usize),
+        ("cuabi_array_create_from_view", cuabi_array_create_from_view as *const () as usize),
+        ("cuabi_array_get_info", cuabi_array_get_info as *const () as usize),
+        ("cuabi_array_device", cuabi_array_device as *const () as usize),
+        ("cuabi_array_native_handle", cuabi_array_native_handle as *const () as usize),
+        ("cuabi_mipmapped_array_create", cuabi_mipmapped_array_create as *const () as usize),
+        ("cuabi_mipmapped_array_get_level", cuabi_mipmapped_array_get_level as *const () as usize),
+        ("cuabi_mipmapped_array_get_info", cuabi_mipmapped_array_get_info as *const () as usize),
+        ("cuabi_array_copy_from_host", cuabi_array_copy_from_host as *const () as usize),
+        ("cuabi_array_copy_to_host", cuabi_array_copy_to_host as *const () as usize),
+        ("cuabi_array_copy_from_buffer", cuabi_array_copy_from_buffer as *const () as usize),
+        ("cuabi_array_copy_to_buffer", cuabi_array_copy_to_buffer as *const () as usize),
+        ("cuabi_array_copy_from_view", cuabi_array_copy_from_view as *const () as usize),
+        ("cuabi_array_copy_to_view", cuabi_array_copy_to_view as *const () as usize),
+        ("cuabi_array_copy", cuabi_array_copy as *const () as usize),
+        ("cuabi_texture_retain", cuabi_texture_retain as *const () as usize),
+        ("cuabi_texture_release", cuabi_texture_release as *const () as usize),
+        ("cuabi_surface_retain", cuabi_surface_retain as *const () as usize),
+        ("cuabi_surface_release", cuabi_surface_release as *const () as usize),
+        ("cuabi_texture_desc_init", cuabi_texture_desc_init as *const () as usize),
+        ("cuabi_texture_info_init", cuabi_texture_info_init as *const () as usize),
+        ("cuabi_texture_create_from_array", cuabi_texture_create_from_array as *const () as usize),
+        ("cuabi_texture_create_from_mipmapped_array", cuabi_texture_create_from_mipmapped_array as *const () as usize),
+        ("cuabi_texture_create_from_view", cuabi_texture_create_from_view as *const () as usize),
+        ("cuabi_texture_create_from_image", cuabi_texture_create_from_image as *const () as usize),
+        ("cuabi_texture_get_info", cuabi_texture_get_info as *const () as usize),
+        ("cuabi_texture_get_desc", cuabi_texture_get_desc as *const () as usize),
+        ("cuabi_texture_object", cuabi_texture_object as *const () as usize),
+        ("cuabi_surface_create", cuabi_surface_create as *const () as usize),
+        ("cuabi_surface_object", cuabi_surface_object as *const () as usize),
+        ("cuabi_surface_array", cuabi_surface_array as *const () as usize),
+        ("cuabi_argpack_set_texture", cuabi_argpack_set_texture as *const () as usize),
+        ("cuabi_argpack_set_surface", cuabi_argpack_set_surface as *const () as usize),
+        ("cuabi_stream_mem_op_init", cuabi_stream_mem_op_init as *const () as usize),
+        ("cuabi_stream_wait_value32", cuabi_stream_wait_value32 as *const () as usize),
+        ("cuabi_stream_wait_value64", cuabi_stream_wait_value64 as *const () as usize),
+        ("cuabi_stream_write_value32", cuabi_stream_write_value32 as *const () as usize),
+        ("cuabi_stream_write_value64", cuabi_stream_write_value64 as *const () as usize),
+        ("cuabi_stream_batch_mem_op", cuabi_stream_batch_mem_op as *const () as usize),
     ]
 }

@@ -34,14 +34,20 @@ unsafe impl Send for ArgPack {}
 // SAFETY: as for Send.
 unsafe impl Sync for ArgPack {}
 
-/// A reference to a C view that keeps what a `buffer` or `view` slot names
-/// alive (see [`ArgPack`]).
-struct Kept(core::ptr::NonNull<sys::cuabi_view>);
+/// What keeps alive what a slot names (see [`ArgPack`]): a reference to a C
+/// view for a `buffer` or `view` slot, or the texture or surface object of
+/// a `handle` slot (crate::texture).
+enum Kept {
+    View(core::ptr::NonNull<sys::cuabi_view>),
+    Object(#[allow(dead_code)] Box<dyn core::any::Any + Send + Sync>),
+}
 
 impl Drop for Kept {
     fn drop(&mut self) {
-        // SAFETY: we own this reference (taken by of_buffer / of_view) and give it up once.
-        let _ = unsafe { sys::cuabi_view_release(self.0.as_ptr()) };
+        if let Kept::View(v) = self {
+            // SAFETY: we own this reference (taken by of_buffer / of_view) and give it up once.
+            let _ = unsafe { sys::cuabi_view_release(v.as_ptr()) };
+        }
     }
 }
 
@@ -59,13 +65,13 @@ impl Kept {
             sys::cuabi_view_create(&mut v, b, 0, sys::CUABI_DTYPE_UINT.0 as _, 8, 1, shape.as_ptr(),
                                    core::ptr::null(), 0)
         })?;
-        core::ptr::NonNull::new(v).map(Kept).ok_or_else(|| Error::internal("cuabi_view_create: NULL"))
+        core::ptr::NonNull::new(v).map(Kept::View).ok_or_else(|| Error::internal("cuabi_view_create: NULL"))
     }
     /// One more reference to a view.
     fn of_view(v: *mut sys::cuabi_view) -> Result<Kept> {
         // SAFETY: `v` comes from a live `&View` (View::arg); a stale handle is refused.
         check(unsafe { sys::cuabi_view_retain(v) })?;
-        core::ptr::NonNull::new(v).map(Kept).ok_or_else(|| Error::internal("ViewArg: NULL"))
+        core::ptr::NonNull::new(v).map(Kept::View).ok_or_else(|| Error::internal("ViewArg: NULL"))
     }
 }
 
@@ -105,6 +111,12 @@ impl ArgPack {
             self.kept.push((slot, k));
             self.keeps += 1;
         }
+    }
+
+    /// Slot `slot` names a texture or surface object now, which `o` keeps
+    /// alive while it does (crate::texture).
+    pub(crate) fn keep_object(&mut self, slot: usize, o: Box<dyn core::any::Any + Send + Sync>) {
+        self.keep(slot, Some(Kept::Object(o)));
     }
 
     /// A `buffer` or `view` slot, whose value is a handle: only the typed

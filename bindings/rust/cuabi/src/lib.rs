@@ -267,6 +267,11 @@ pub use objcode::{Kernel, KernelResources, ObjectCode, ParamType};
 pub use occupancy::{ArchLimits, BlockSize, OccupancyOptions, OccupancyResult};
 pub use program::{supported_archs, Program, ProgramOptions};
 pub use view::{DType, Element, ManagedTensor, ManagedTensorVersioned, View, ViewInfo, IS_COPIED, READ_ONLY};
+mod texture;
+pub use texture::{
+    array_desc, region, texture_desc, Array, ArrayDesc, ArrayInfo, ArrayRegion, MipmappedArray,
+    StreamMemOp, Surface, Texture, TextureDesc, TextureInfo,
+};
 mod multigpu;
 pub use multigpu::{
     ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, IpcKind, IpcPoolHandle, IpcPoolRole, PeerAccess,
