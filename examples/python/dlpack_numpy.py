@@ -20,4 +20,4 @@ with cuabi.MemoryResource.host() as host, cuabi.Buffer(48, host) as buf:
     w = buf.view("int32", (3, 4))
     arr = np.from_dlpack(w)               # numpy writes into the cuabi buffer
     arr[:] = 7
-    print(bytes(buf.copy_to())[:8])
+    print(bytes(buf.to_bytes())[:8])

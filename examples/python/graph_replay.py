@@ -45,7 +45,7 @@ if not gpus:
 dev = cuabi.Device(0)
 segred = cuabi.Program(SRC).compile(arch=dev.arch, name_expressions=["segred<float, 128>"]) \
     .get_kernel("segred<float, 128>")
-s = dev.create_stream()
+s = dev.create_stream(non_blocking=False)
 x = (np.arange(BATCHES * SEGS * SEG_LEN) % 10).astype(np.float32)
 offsets = (np.arange(SEGS + 1) * SEG_LEN).astype(np.int32)
 dx, doff = cuabi.Buffer.from_host(x, stream=s), cuabi.Buffer.from_host(offsets, stream=s)
@@ -60,7 +60,7 @@ with s.capture() as graph:
 exe = graph.instantiate()
 for _ in range(10):             # one call runs all 64 kernels
     exe.launch(s)
-out = np.frombuffer(dout.copy_to(stream=s), np.float32)
+out = np.frombuffer(dout.to_bytes(stream=s), np.float32)
 s.sync()
 print(f"captured {len(graph)} launches, replayed 10 times; every segment sums to "
       f"{set(out.tolist())}")

@@ -20,7 +20,7 @@ VALUE = 0x5EED
 
 def child(buf, event, to_parent, from_parent):
     # `buf` and `event` arrived as IPC descriptors and are mapped here.
-    stream = buf.device.create_stream()
+    stream = buf.device.create_stream(non_blocking=False)
     buf.fill(VALUE, width=4, stream=stream)   # the child's write, queued
     event.record(stream)                      # ... and marked
     to_parent.put("recorded")                 # the parent may wait on it now
@@ -45,9 +45,9 @@ def main():
     p = ctx.Process(target=child, args=(buf, event, to_parent, from_parent))
     p.start()
     assert to_parent.get(timeout=120) == "recorded"
-    stream = dev.create_stream()
+    stream = dev.create_stream(non_blocking=False)
     stream.wait(event)                        # ordered after the child's fill
-    host = buf.copy_to(stream=stream)
+    host = buf.to_bytes(stream=stream)
     stream.synchronize()
     from_parent.put("done")
     p.join(timeout=120)

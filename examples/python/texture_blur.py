@@ -74,11 +74,11 @@ def main():
     kernel = cuabi.Program(SOURCE).compile(arch=dev.arch).get_kernel("blur")
     tex = TextureObject.from_image(img, TextureDescriptor(filter_mode=FilterMode.LINEAR,
                                                           read_mode=ReadMode.NORMALIZED_FLOAT))
-    with dev.create_stream() as s:
+    with dev.create_stream(non_blocking=False) as s:
         out = cuabi.Buffer(h * w * 4, stream=s)
         cfg = cuabi.LaunchConfig(grid=((w + 15) // 16, (h + 15) // 16), block=(16, 16))
         cuabi.launch(s, cfg, kernel, tex, out, np.int32(w), np.int32(h))
-        blurred = np.frombuffer(out.copy_to(stream=s), np.uint8)
+        blurred = np.frombuffer(out.to_bytes(stream=s), np.uint8)
         s.synchronize()
     blurred = blurred.reshape(h, w, 4)
     err = np.abs(blurred.astype(np.float64) - blur_on_host(img)).max()

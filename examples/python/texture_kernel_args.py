@@ -59,11 +59,11 @@ def main():
     array.copy_from(img)
     tex = TextureObject.from_descriptor(resource=ResourceDescriptor.from_opaque_array(array))
     surf = SurfaceObject.from_array(array)
-    with dev.create_stream() as s:
+    with dev.create_stream(non_blocking=False) as s:
         out = cuabi.Buffer(14 * 8, stream=s)
         cuabi.launch(s, cuabi.LaunchConfig(grid=1, block=1), kernel, *ARGS, PAIR,
                      FLOAT4.tobytes(), True, np.uint64(123456789012), tex, surf, out)
-        got = np.frombuffer(out.copy_to(stream=s), np.float64)
+        got = np.frombuffer(out.to_bytes(stream=s), np.float64)
         s.synchronize()
     want = [float(a) for a in ARGS] + [17, 0.5, 4321, 1, 123456789012, img[1, 2], img[2, 3]]
     for name, g, w in zip(("char", "short", "int", "long long", "unsigned", "float", "double",

@@ -20,9 +20,14 @@ from ._lib import hooks as _hooks
 _LAZY = {}
 for _names, _module, _needs in (
         (("Device", "Event", "Stream", "abi_version", "device_count", "raw_stream_of",
-          "runtime_info", "version"), "_core", "cuabi_version_string"),
+          "runtime_info", "version", "ComputeCapability", "DeviceProperties", "Context",
+          "StreamOptions", "EventOptions", "LEGACY_DEFAULT_STREAM",
+          "PER_THREAD_DEFAULT_STREAM"), "_core", "cuabi_version_string"),
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
-        (("Buffer", "MemoryResource", "default_resource"), "_memory", "cuabi_buffer_allocate"),
+        (("Buffer", "MemoryResource", "default_resource", "DeviceMemoryResource",
+          "DeviceMemoryResourceOptions", "LegacyPinnedMemoryResource", "PinnedMemoryResource",
+          "PinnedMemoryResourceOptions", "GraphMemoryResource"), "_memory",
+         "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),
@@ -33,9 +38,10 @@ for _names, _module, _needs in (
          "cuabi_arch_limits_get"),
         (("LaunchConfig", "PreparedLaunch", "launch", "prepare", "AccessPolicyWindow"),
          "_launch", "cuabi_prepared_create"),
-        (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode"), "_graph",
-         "cuabi_graph_create"),
-        (("View", "from_dlpack"), "_view", "cuabi_view_create"),
+        (("CompleteOptions", "Graph", "GraphBuilder", "GraphExec", "GraphNode", "host_launch",
+          "GraphCompleteOptions"), "_graph", "cuabi_graph_create"),
+        (("View", "from_dlpack", "StridedMemoryView", "args_viewable_as_strided_memory"),
+         "_view", "cuabi_view_create"),
         (("Communicator", "get_unique_id", "nccl_version", "nccl_group", "TCPStore",
           "FileStore"), "_nccl", "cuabi_nccl_comm_init_rank"),
         (("TensorMapDescriptor", "TensorMapDescriptorOptions", "TensorMapDataType",
@@ -89,9 +95,9 @@ del _set_hooks, _hooks
 def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
-        if name == "texture":   # cuda.core's namespace of arrays, textures and surfaces
+        if name in ("utils", "graph", "texture"):        # cuda.core's submodules
             import importlib                             # lazy: import time
-            return importlib.import_module(f"{__name__}.texture")
+            return importlib.import_module(f"{__name__}.{name}")
         if name == "__version__":
             from ._core import version                   # lazy: import time
             globals()["__version__"] = v = version()
@@ -107,6 +113,7 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY) | {"__version__"})
 
 
-__all__ = sorted(set(_LAZY) | {"CuabiError", "CuabiImportError", "ClosedHandleError",
+# (the default streams need a driver to exist: not in `from cuabi import *`)
+__all__ = sorted(set(_LAZY) - {"LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM"} | {"CuabiError", "CuabiImportError", "ClosedHandleError",
                                "ERRORS", "LIBRARY_PATH", "backend", "backend_note",
                                "status_name", "status_message"})

@@ -469,7 +469,7 @@ class Packer:
 
 
 def _handle_value(obj) -> int:
-    return obj.handle if isinstance(obj, Handle) else int(obj)
+    return obj.cuabi_handle if isinstance(obj, Handle) else int(obj)
 
 
 def kernel_param_types(kernel) -> list:

@@ -40,9 +40,21 @@ def _str_array(items, keep):
     return C.cast(arr, C.POINTER(C.c_char_p)), len(items)
 
 
+def _arch_one(a):
+    """"sm_90" for cuda.core's Device.arch spelling "90" (and "90a"); other
+    spellings as given."""
+    if isinstance(a, int):
+        return f"sm_{a}"
+    if isinstance(a, str) and a[:1].isdigit():
+        return "sm_" + a
+    return a
+
+
 def _arch_list(arch):
     """A fatbin's architectures as the C API takes them: "sm_80,sm_90"."""
-    return ",".join(arch) if isinstance(arch, (list, tuple)) else arch
+    if isinstance(arch, (list, tuple)):
+        return ",".join(_arch_one(a) for a in arch)
+    return _arch_one(arch)
 
 
 def _text(ptr) -> str:
@@ -88,6 +100,37 @@ _FLAG_OPTIONS = {
     "restrict": lambda v: ["--restrict"] if v else [],
     "extra_device_vectorization": lambda v: ["--extra-device-vectorization"] if v else [],
     "device_int128": lambda v: ["--device-int128"] if v else [],
+    # the rest of cuda.core 1.2's ProgramOptions, as NVRTC spells them
+    "extensible_whole_program": lambda v: ["--extensible-whole-program"] if v else [],
+    "gen_opt_lto": lambda v: ["--gen-opt-lto"] if v else [],
+    "no_source_include": lambda v: ["--no-source-include"] if v else [],
+    "builtin_move_forward": lambda v: [f"--builtin-move-forward={'true' if v else 'false'}"],
+    "builtin_initializer_list": lambda v: [
+        f"--builtin-initializer-list={'true' if v else 'false'}"],
+    "device_as_default_execution_space": lambda v: (
+        ["--device-as-default-execution-space"] if v else []),
+    "optimization_info": lambda v: [f"--optimization-info={v}"],
+    "no_display_error_number": lambda v: ["--no-display-error-number"] if v else [],
+    "diag_error": lambda v: [f"--diag-error={n}" for n in _as_list(v)],
+    "diag_suppress": lambda v: [f"--diag-suppress={n}" for n in _as_list(v)],
+    "diag_warn": lambda v: [f"--diag-warn={n}" for n in _as_list(v)],
+    "brief_diagnostics": lambda v: [f"--brief-diagnostics={'true' if v else 'false'}"],
+    "time": lambda v: [f"--time={v}"],
+    "split_compile": lambda v: [f"--split-compile={int(v)}"],
+    "fdevice_syntax_only": lambda v: ["--fdevice-syntax-only"] if v else [],
+    "minimal": lambda v: ["--minimal"] if v else [],
+    "fdevice_time_trace": lambda v: [f"--fdevice-time-trace={v}"],
+    "device_float128": lambda v: ["--device-float128"] if v else [],
+    "frandom_seed": lambda v: [f"--frandom-seed={v}"],
+    "ofast_compile": lambda v: [f"--Ofast-compile={v}"],
+    "pch": lambda v: ["--pch"] if v else [],
+    "create_pch": lambda v: [f"--create-pch={v}"],
+    "use_pch": lambda v: [f"--use-pch={v}"],
+    "pch_dir": lambda v: [f"--pch-dir={v}"],
+    "pch_verbose": lambda v: [f"--pch-verbose={'true' if v else 'false'}"],
+    "pch_messages": lambda v: [f"--pch-messages={'true' if v else 'false'}"],
+    "instantiate_templates_in_pch": lambda v: [
+        f"--instantiate-templates-in-pch={'true' if v else 'false'}"],
 }
 # The same options as libNVVM spells them (NVVM IR programs); NVRTC-only
 # ones (--dopt) have no libNVVM counterpart and are dropped.
@@ -160,6 +203,34 @@ class ProgramOptions:
     extra_device_vectorization: bool | None = None
     device_int128: bool | None = None
     use_libdevice: bool | None = None
+    extensible_whole_program: bool | None = None
+    gen_opt_lto: bool | None = None
+    no_source_include: bool | None = None
+    builtin_move_forward: bool | None = None
+    builtin_initializer_list: bool | None = None
+    device_as_default_execution_space: bool | None = None
+    optimization_info: str | None = None
+    no_display_error_number: bool | None = None
+    diag_error: object = None
+    diag_suppress: object = None
+    diag_warn: object = None
+    brief_diagnostics: bool | None = None
+    time: str | None = None
+    split_compile: int | None = None
+    fdevice_syntax_only: bool | None = None
+    minimal: bool | None = None
+    no_cache: bool | None = None
+    fdevice_time_trace: str | None = None
+    device_float128: bool | None = None
+    frandom_seed: str | None = None
+    ofast_compile: str | None = None
+    pch: bool | None = None
+    create_pch: str | None = None
+    use_pch: str | None = None
+    pch_dir: str | None = None
+    pch_verbose: bool | None = None
+    pch_messages: bool | None = None
+    instantiate_templates_in_pch: bool | None = None
 
     def __post_init__(self):
         defaults = {f.name: (f.default if f.default is not dataclasses.MISSING
@@ -173,6 +244,10 @@ class ProgramOptions:
                                  "not both")
             setattr(self, field, conv(v))
             setattr(self, alias, None)
+        if self.no_cache is not None:       # cuda.core's no_cache: cuabi's cache off
+            if self.no_cache:
+                self.cache = False
+            self.no_cache = None
         extra = []
         for opt, make in _FLAG_OPTIONS.items():
             v = getattr(self, opt)
@@ -521,10 +596,12 @@ class Program(Handle):
     _ctype = "cuabi_program"
 
     def __init__(self, source, code_type="c++", name=None, options=None):
-        if isinstance(name, ProgramOptions):       # cuda.core: the third is options
+        if isinstance(name, (ProgramOptions, dict)):   # cuda.core: the third is options
             if options is not None:
                 raise TypeError("Program: options given twice")
             name, options = None, name
+        if isinstance(options, dict):              # cuda.core takes a dict of its fields
+            options = ProgramOptions(**options)
         if options is not None and not isinstance(options, ProgramOptions):
             raise TypeError(f"Program: options must be a ProgramOptions, not "
                             f"{type(options).__name__}")
@@ -674,6 +751,58 @@ class LinkerOptions:
     verbose: bool = False
     extra_options: list = dataclasses.field(default_factory=list)
     cache: bool = True
+    # cuda.core's names (aliases of the fields above, or nvJitLink options);
+    # None: not given
+    name: str | None = None
+    link_time_optimization: bool | None = None
+    optimization_level: int | None = None
+    lineinfo: bool | None = None
+    max_register_count: int | None = None
+    ptx: bool | None = None
+    time: bool | None = None
+    kernels_used: object = None
+    variables_used: object = None
+    optimize_unused_variables: bool | None = None
+    ptxas_options: object = None
+    split_compile: int | None = None
+    split_compile_extended: int | None = None
+    no_cache: bool | None = None
+
+    def __post_init__(self):
+        for alias, field in (("link_time_optimization", "lto"),
+                             ("optimization_level", "optimization"),
+                             ("lineinfo", "line_info"), ("max_register_count", "max_registers")):
+            v = getattr(self, alias)
+            if v is not None:
+                setattr(self, field, v)
+                setattr(self, alias, None)
+        extra = []
+
+        def names(v):
+            return [v] if isinstance(v, str) else list(v)
+        if self.ptx:
+            extra.append("-ptx")
+        if self.time:
+            extra.append("-time")
+        for n in names(self.kernels_used or ()):
+            extra.append(f"-kernels-used={n}")
+        for n in names(self.variables_used or ()):
+            extra.append(f"-variables-used={n}")
+        if self.optimize_unused_variables:
+            extra.append("-optimize-unused-variables")
+        for n in names(self.ptxas_options or ()):
+            extra.append(f"-Xptxas={n}")
+        if self.split_compile is not None:
+            extra.append(f"-split-compile={self.split_compile}")
+        if self.split_compile_extended is not None:
+            extra.append(f"-split-compile-extended={self.split_compile_extended}")
+        if self.no_cache:
+            self.cache = False
+        for f in ("ptx", "time", "kernels_used", "variables_used", "optimize_unused_variables",
+                  "ptxas_options", "split_compile", "split_compile_extended", "no_cache"):
+            setattr(self, f, None)
+        if extra:
+            self.extra_options = list(self.extra_options) + extra
 
     def _to_c(self):
         keep = []
@@ -728,6 +857,14 @@ class Linker(Handle):
     @property
     def error_log(self) -> str:
         return _text(call("cuabi_linker_error_log", self))
+
+    def get_error_log(self) -> str:
+        """cuda.core's name of error_log."""
+        return self.error_log
+
+    def get_info_log(self) -> str:
+        """cuda.core's name of info_log."""
+        return self.info_log
 
     @property
     def cache_hit(self) -> int:

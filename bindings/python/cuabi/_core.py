@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import ctypes as C
+import os
 import threading
-from types import SimpleNamespace
+from collections import namedtuple
+from dataclasses import dataclass
 
 from . import _capi
 from ._handle import Handle
@@ -47,42 +49,333 @@ _CAPTURE_STATUS = {_capi.CUABI_CAPTURE_STATUS_NONE: "none",
 _current = threading.local()
 
 
+ComputeCapability = namedtuple("ComputeCapability", ("major", "minor"))
+ComputeCapability.__doc__ = "cuda.core's ComputeCapability: (major, minor), a tuple."
+
+# cuda.core's DeviceProperties names: each a CUdevice_attribute (the name,
+# upper-cased, after CU_DEVICE_ATTRIBUTE_), read through cuabi_device_attribute.
+_INT_PROPERTIES = {
+    "max_threads_per_block": 1,
+    "max_block_dim_x": 2,
+    "max_block_dim_y": 3,
+    "max_block_dim_z": 4,
+    "max_grid_dim_x": 5,
+    "max_grid_dim_y": 6,
+    "max_grid_dim_z": 7,
+    "max_shared_memory_per_block": 8,
+    "total_constant_memory": 9,
+    "warp_size": 10,
+    "max_pitch": 11,
+    "maximum_texture1d_width": 21,
+    "maximum_texture1d_linear_width": 69,
+    "maximum_texture1d_mipmapped_width": 77,
+    "maximum_texture2d_width": 22,
+    "maximum_texture2d_height": 23,
+    "maximum_texture2d_linear_width": 70,
+    "maximum_texture2d_linear_height": 71,
+    "maximum_texture2d_linear_pitch": 72,
+    "maximum_texture2d_mipmapped_width": 73,
+    "maximum_texture2d_mipmapped_height": 74,
+    "maximum_texture3d_width": 24,
+    "maximum_texture3d_height": 25,
+    "maximum_texture3d_depth": 26,
+    "maximum_texture3d_width_alternate": 47,
+    "maximum_texture3d_height_alternate": 48,
+    "maximum_texture3d_depth_alternate": 49,
+    "maximum_texturecubemap_width": 52,
+    "maximum_texture1d_layered_width": 42,
+    "maximum_texture1d_layered_layers": 43,
+    "maximum_texture2d_layered_width": 27,
+    "maximum_texture2d_layered_height": 28,
+    "maximum_texture2d_layered_layers": 29,
+    "maximum_texturecubemap_layered_width": 53,
+    "maximum_texturecubemap_layered_layers": 54,
+    "maximum_surface1d_width": 55,
+    "maximum_surface2d_width": 56,
+    "maximum_surface2d_height": 57,
+    "maximum_surface3d_width": 58,
+    "maximum_surface3d_height": 59,
+    "maximum_surface3d_depth": 60,
+    "maximum_surface1d_layered_width": 61,
+    "maximum_surface1d_layered_layers": 62,
+    "maximum_surface2d_layered_width": 63,
+    "maximum_surface2d_layered_height": 64,
+    "maximum_surface2d_layered_layers": 65,
+    "maximum_surfacecubemap_width": 66,
+    "maximum_surfacecubemap_layered_width": 67,
+    "maximum_surfacecubemap_layered_layers": 68,
+    "max_registers_per_block": 12,
+    "clock_rate": 13,
+    "texture_alignment": 14,
+    "texture_pitch_alignment": 51,
+    "multiprocessor_count": 16,
+    "compute_mode": 20,
+    "pci_bus_id": 33,
+    "pci_device_id": 34,
+    "pci_domain_id": 50,
+    "memory_clock_rate": 36,
+    "global_memory_bus_width": 37,
+    "l2_cache_size": 38,
+    "max_threads_per_multiprocessor": 39,
+    "compute_capability_major": 75,
+    "compute_capability_minor": 76,
+    "max_shared_memory_per_multiprocessor": 81,
+    "max_registers_per_multiprocessor": 82,
+    "multi_gpu_board_group_id": 85,
+    "single_to_double_precision_perf_ratio": 87,
+    "max_shared_memory_per_block_optin": 97,
+    "max_blocks_per_multiprocessor": 106,
+    "max_persisting_l2_cache_size": 108,
+    "max_access_policy_window_size": 109,
+    "reserved_shared_memory_per_block": 111,
+    "gpu_direct_rdma_flush_writes_options": 117,
+    "gpu_direct_rdma_writes_ordering": 118,
+    "mempool_supported_handle_types": 119,
+    "numa_config": 130,
+    "numa_id": 131,
+    "surface_alignment": 30,
+    "async_engine_count": 40,
+    "maximum_texture2d_gather_width": 45,
+    "maximum_texture2d_gather_height": 46,
+    "mem_sync_domain_count": 126,
+    "host_numa_id": 134,
+    "mem_decompress_algorithm_mask": 136,
+    "mem_decompress_maximum_length": 137,
+    "gpu_pci_device_id": 139,
+    "gpu_pci_subsystem_id": 140,
+}
+_BOOL_PROPERTIES = {
+    "gpu_overlap": 15,
+    "kernel_exec_timeout": 17,
+    "integrated": 18,
+    "can_map_host_memory": 19,
+    "concurrent_kernels": 31,
+    "ecc_enabled": 32,
+    "tcc_driver": 35,
+    "unified_addressing": 41,
+    "global_l1_cache_supported": 79,
+    "local_l1_cache_supported": 80,
+    "managed_memory": 83,
+    "multi_gpu_board": 84,
+    "host_native_atomic_supported": 86,
+    "pageable_memory_access": 88,
+    "concurrent_managed_access": 89,
+    "compute_preemption_supported": 90,
+    "can_use_host_pointer_for_registered_mem": 91,
+    "cooperative_launch": 95,
+    "pageable_memory_access_uses_host_page_tables": 100,
+    "direct_managed_mem_access_from_host": 101,
+    "virtual_memory_management_supported": 102,
+    "handle_type_posix_file_descriptor_supported": 103,
+    "handle_type_win32_handle_supported": 104,
+    "handle_type_win32_kmt_handle_supported": 105,
+    "generic_compression_supported": 107,
+    "gpu_direct_rdma_with_cuda_vmm_supported": 110,
+    "sparse_cuda_array_supported": 112,
+    "read_only_host_register_supported": 113,
+    "memory_pools_supported": 115,
+    "gpu_direct_rdma_supported": 116,
+    "deferred_mapping_cuda_array_supported": 121,
+    "multicast_supported": 132,
+    "can_tex2d_gather": 44,
+    "stream_priorities_supported": 78,
+    "can_flush_remote_writes": 98,
+    "host_register_supported": 99,
+    "timeline_semaphore_interop_supported": 114,
+    "cluster_launch": 120,
+    "can_use_64_bit_stream_mem_ops": 122,
+    "can_use_stream_wait_value_nor": 123,
+    "dma_buf_supported": 124,
+    "ipc_event_supported": 125,
+    "tensor_map_access_supported": 127,
+    "handle_type_fabric_supported": 128,
+    "unified_function_pointers": 129,
+    "mps_enabled": 133,
+    "d3d12_cig_supported": 135,
+    "vulkan_cig_supported": 138,
+    "host_numa_virtual_memory_management_supported": 141,
+    "host_numa_memory_pools_supported": 142,
+    "host_numa_multinode_ipc_supported": 143,
+    "host_memory_pools_supported": 144,
+    "host_virtual_memory_management_supported": 145,
+    "host_alloc_dma_buf_supported": 146,
+    "only_partial_host_native_atomic_supported": 147,
+}
+
+
+class DeviceProperties:
+    """cuda.core's Device.properties: every CUdevice_attribute under its
+    cuda.core name (an int, or a bool where cuda.core gives one), read when
+    asked (an attribute this driver does not know raises the driver's
+    error). The cuabi_device_properties fields (name, uuid,
+    compute_capability_major, max_block_dim, total_memory, ...) are there
+    too, under their own names where cuda.core has none."""
+
+    __slots__ = ("_device", "_struct")
+
+    def __init__(self, device: "Device"):
+        self._device = device
+        self._struct = None
+
+    def _fields(self) -> dict:
+        d = self._struct
+        if d is None:
+            props = new_struct(_capi.cuabi_device_properties)
+            lib.cuabi_device_get_properties(C.byref(props), self._device)
+            d = struct_to_dict(props)
+            d.pop("version", None)
+            self._struct = d
+        return d
+
+    def __getattr__(self, name):
+        a = _INT_PROPERTIES.get(name)
+        if a is not None:
+            return self._device.attribute(a)
+        a = _BOOL_PROPERTIES.get(name)
+        if a is not None:
+            return bool(self._device.attribute(a))
+        d = self._fields()
+        if name in d:
+            return d[name]
+        raise AttributeError(f"DeviceProperties has no attribute {name!r}")
+
+    def __dir__(self):
+        return sorted(set(_INT_PROPERTIES) | set(_BOOL_PROPERTIES) | set(self._fields()))
+
+    def __repr__(self):
+        return f"<cuabi.DeviceProperties of device {self._device.device_id}>"
+
+
+@dataclass
+class StreamOptions:
+    """cuda.core's StreamOptions: non-blocking by default; priority None =
+    the default priority (lower numbers are higher priorities)."""
+    nonblocking: bool = True
+    priority: int | None = None
+
+
+@dataclass
+class EventOptions:
+    """cuda.core's EventOptions (timing off by default)."""
+    timing_enabled: bool | None = False
+    blocking_sync: bool | None = False
+    ipc_enabled: bool | None = False
+
+
+class Context:
+    """cuda.core's Context, for a device's primary context: `handle` is the
+    CUcontext (an int)."""
+
+    __slots__ = ("_device", "handle")
+
+    def __init__(self, device: "Device", raw: int):
+        self._device, self.handle = device, raw
+
+    @property
+    def is_green(self) -> bool:
+        return False
+
+    @property
+    def is_closed(self) -> bool:
+        return self.handle is None
+
+    def close(self) -> None:
+        """Forget the context (a primary context stays with its device)."""
+        self.handle = None
+
+    def create_stream(self, options: StreamOptions | None = None) -> "Stream":
+        return self._device.create_stream(options=options)
+
+    def __eq__(self, other):
+        return isinstance(other, Context) and other.handle == self.handle
+
+    def __hash__(self):
+        return hash(("Context", self.handle))
+
+    def __int__(self):
+        return self.handle
+
+    def __repr__(self):
+        return f"<cuabi.Context 0x{self.handle:x} of device {self._device.device_id}>"
+
+
+def _per_thread_default() -> bool:
+    """cuda.core's switch: CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM set to
+    a non-zero value makes Device.default_stream the per-thread stream."""
+    v = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip()
+    try:
+        return int(v) != 0
+    except ValueError:
+        return v != ""
+
+
 class Device(Handle):
-    """One GPU and its primary context. Device(0) is the first GPU."""
+    """One GPU and its primary context. Device(0) is the first GPU;
+    Device() the current thread's device (or device 0), as in cuda.core."""
 
     _ctype = "cuabi_device"
 
-    def __init__(self, ordinal: int = 0):
+    def __init__(self, device_id: "int | Device | None" = None, ordinal: int | None = None):
+        if ordinal is not None:         # cuabi's keyword
+            device_id = ordinal
+        if isinstance(device_id, Device):
+            device_id = device_id.ordinal
+        if device_id is None:
+            cur = getattr(_current, "device", None)
+            device_id = cur.ordinal if cur is not None and not cur.closed else 0
         Handle.__init__(self, call("cuabi_device_get",
-                                   index_arg(ordinal, "Device: ordinal", 0, INT_MAX)))
+                                   index_arg(device_id, "Device: ordinal", 0, INT_MAX)))
 
     @property
     def ordinal(self) -> int:
         return call("cuabi_device_ordinal", self)
 
+    device_id = ordinal         # cuda.core's name
+
+    def __int__(self):
+        return self.ordinal
+
+    @classmethod
+    def get_all_devices(cls) -> tuple:
+        return tuple(cls(i) for i in range(device_count()))
+
     @property
-    def properties(self) -> SimpleNamespace:
-        """The cuabi_device_properties fields as attributes (name, uuid,
+    def properties(self) -> DeviceProperties:
+        """cuda.core's DeviceProperties: every device attribute by its
+        cuda.core name, plus cuabi's property fields (name, uuid,
         compute_capability_major, multiprocessor_count, ...)."""
-        props = new_struct(_capi.cuabi_device_properties)
-        lib.cuabi_device_get_properties(C.byref(props), self)
-        d = struct_to_dict(props)
-        d.pop("version", None)
-        return SimpleNamespace(**d)
+        return DeviceProperties(self)
 
     @property
     def name(self) -> str:
         return self.properties.name
 
     @property
-    def compute_capability(self) -> tuple[int, int]:
+    def uuid(self) -> str:
+        """The device UUID as cuda.core writes it: 8-4-4-4-12 hex digits."""
+        u = bytes(self.properties.uuid).hex()
+        return f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"
+
+    @property
+    def pci_bus_id(self) -> str:
+        """The PCI bus id, "DDDD:BB:DD.F"."""
+        return self.properties._fields()["pci_bus_id"]     # (properties.pci_bus_id: the bus number)
+
+    @property
+    def compute_capability(self) -> ComputeCapability:
         p = self.properties
-        return p.compute_capability_major, p.compute_capability_minor
+        return ComputeCapability(p.compute_capability_major, p.compute_capability_minor)
 
     @property
     def arch(self) -> str:
-        """"sm_90" style architecture name, for compiler options."""
-        return "sm_%d%d" % self.compute_capability
+        """cuda.core's arch: the compute capability as digits, "90" for 9.0
+        (compiler options take f"sm_{dev.arch}"; cuabi's "sm_90" is sm_arch)."""
+        return "%d%d" % self.compute_capability
+
+    @property
+    def sm_arch(self) -> str:
+        """"sm_90" style architecture name (cuabi's former Device.arch)."""
+        return "sm_" + self.arch
 
     def attribute(self, attribute: int) -> int:
         return call("cuabi_device_attribute", self, int(attribute))
@@ -103,8 +396,16 @@ class Device(Handle):
     def synchronize(self) -> None:
         lib.cuabi_device_synchronize(self)
 
+    sync = synchronize          # cuda.core's name
+
     @property
-    def context(self) -> int:
+    def context(self) -> Context:
+        """cuda.core's Context of the primary context (its `handle` is the
+        CUcontext; cuabi's former int is context_handle)."""
+        return Context(self, self.context_handle)
+
+    @property
+    def context_handle(self) -> int:
         """The raw CUcontext (primary context)."""
         return call("cuabi_device_context", self)
 
@@ -133,18 +434,91 @@ class Device(Handle):
         a = self._PEER_ATTRIBUTES[attribute] if isinstance(attribute, str) else int(attribute)
         return call("cuabi_peer_get_attribute", self, _as_device(peer), a)
 
-    def create_stream(self, non_blocking: bool = False, priority: int = 0) -> "Stream":
-        return Stream(self, non_blocking=non_blocking, priority=priority)
+    def create_stream(self, obj=None, options: StreamOptions | None = None, *,
+                      non_blocking: bool | None = None, priority: int | None = None) -> "Stream":
+        """cuda.core's create_stream: create_stream() a new stream (options:
+        StreamOptions, non-blocking by default), create_stream(obj) wraps an
+        object with `__cuda_stream__` (kept alive by the Stream). cuabi's
+        keywords non_blocking= and priority= override the options."""
+        if obj is not None:
+            if isinstance(obj, bool):
+                raise TypeError("create_stream(obj): obj is a __cuda_stream__ object; "
+                                "pass non_blocking= as a keyword")
+            if getattr(type(obj), "__cuda_stream__", None) is None and \
+                    not isinstance(obj, Stream):
+                raise TypeError(f"create_stream: {type(obj).__name__} has no __cuda_stream__")
+            s = Stream.wrap(obj, self)
+            if s is not obj:
+                s._owner = obj
+            return s
+        opts = options if options is not None else StreamOptions()
+        if isinstance(opts, dict):
+            opts = StreamOptions(**opts)
+        nb = bool(opts.nonblocking) if non_blocking is None else bool(non_blocking)
+        pr = priority if priority is not None else opts.priority
+        return Stream(self, non_blocking=nb, priority=0 if pr is None else pr)
 
-    def create_event(self, timing: bool = True, blocking_sync: bool = False) -> "Event":
-        return Event(self, timing=timing, blocking_sync=blocking_sync)
+    def create_event(self, options: EventOptions | None = None, *, timing: bool | None = None,
+                     blocking_sync: bool | None = None) -> "Event":
+        """cuda.core's create_event(options): timing off unless
+        EventOptions(timing_enabled=True) (or cuabi's timing=True)."""
+        opts = options if options is not None else EventOptions()
+        if isinstance(opts, dict):
+            opts = EventOptions(**opts)
+        if opts.ipc_enabled:
+            return Event.create_ipc(self)
+        t = bool(opts.timing_enabled) if timing is None else bool(timing)
+        b = bool(opts.blocking_sync) if blocking_sync is None else bool(blocking_sync)
+        return Event(self, timing=t, blocking_sync=b)
 
+    @property
     def default_stream(self) -> "Stream":
+        """cuda.core's default_stream (a property): the legacy default stream,
+        or the per-thread one when CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM
+        is set. (cuabi's former method is legacy_default_stream().)"""
+        if _per_thread_default():
+            return self.per_thread_default_stream()
+        return self.legacy_default_stream()
+
+    def legacy_default_stream(self) -> "Stream":
         """The legacy default stream (CU_STREAM_LEGACY)."""
         return Stream._wrap(call("cuabi_stream_legacy_default", self))
 
     def per_thread_default_stream(self) -> "Stream":
         return Stream._wrap(call("cuabi_stream_per_thread_default", self))
+
+    # ---- cuda.core's memory and graph entry points (classes of higher
+    # layers, through cuabi._lib.hooks)
+    @property
+    def memory_resource(self):
+        """cuda.core's Device.memory_resource: the resource Device.allocate
+        uses (by default the device's default stream-ordered pool, a
+        DeviceMemoryResource). Settable, per device and process."""
+        mr = _memory_resources.get(self.ordinal)
+        if mr is None or mr.closed:
+            mr = hooks.memory_resource_class()._device_resource(self)
+            _memory_resources[self.ordinal] = mr
+        return mr
+
+    @memory_resource.setter
+    def memory_resource(self, mr) -> None:
+        if not (hasattr(mr, "allocate") and hasattr(mr, "deallocate")):
+            raise TypeError("memory_resource must be a MemoryResource")
+        _memory_resources[self.ordinal] = mr
+
+    def allocate(self, size: int, stream=None):
+        """cuda.core's Device.allocate: a Buffer of `size` bytes from
+        memory_resource, ordered on `stream` (None: the default stream)."""
+        return self.memory_resource.allocate(size, stream=stream)
+
+    def create_graph_builder(self):
+        """cuda.core's Device.create_graph_builder: a GraphBuilder capturing
+        on a new stream of this device (closed with the builder)."""
+        return hooks.graph_builder_class()(self.create_stream(), owns_stream=True)
+
+
+# Device.memory_resource: ordinal -> the resource set (or made) for it.
+_memory_resources: dict = {}
 
 
 def _as_device(device) -> Device:
@@ -187,6 +561,13 @@ class Stream(Handle):
         opts.priority = index_arg(priority, "Stream: priority", INT_MIN, INT_MAX)
         Handle.__init__(self, call("cuabi_stream_create", dev, C.byref(opts)))
         self._raw = None
+        self._nonblocking = bool(non_blocking)
+
+    @property
+    def is_nonblocking(self) -> bool:
+        """cuda.core's is_nonblocking: created with non_blocking (a wrapped
+        foreign stream: None, not known here)."""
+        return getattr(self, "_nonblocking", None)
 
     @classmethod
     def _wrap(cls, value):
@@ -211,6 +592,28 @@ class Stream(Handle):
         if r is None:
             r = self._raw = call("cuabi_stream_raw", self)
         return r
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Stream.handle: the CUstream (an int here; cuda.core
+        gives a cuda.bindings CUstream, which int() turns into the same
+        number). The cuabi handle is cuabi_handle."""
+        return self.raw
+
+    @staticmethod
+    def from_handle(handle) -> "Stream":
+        """cuda.core's Stream.from_handle: a Stream over a CUstream (an int,
+        or anything int() takes) made elsewhere; the caller keeps it alive."""
+        return Stream.wrap(int(handle))
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
+
+    @property
+    def context(self):
+        """cuda.core's Stream.context: the Context of the stream's device."""
+        return self.device.context
 
     def __cuda_stream__(self):
         """cuda.core's stream protocol: (version, CUstream)."""
@@ -418,7 +821,34 @@ class Event(Handle):
         opts = new_struct(_capi.cuabi_event_options)
         opts.flags = ((0 if timing else _capi.CUABI_EVENT_DISABLE_TIMING) |
                       (_capi.CUABI_EVENT_BLOCKING_SYNC if blocking_sync else 0))
-        Handle.__init__(self, call("cuabi_event_create", _as_device(device), C.byref(opts)))
+        dev = _as_device(device)
+        Handle.__init__(self, call("cuabi_event_create", dev, C.byref(opts)))
+        self._facts = (bool(timing), bool(blocking_sync), False, dev)
+
+    # cuda.core's facts of an event (None for events made elsewhere)
+    @property
+    def is_timing_enabled(self):
+        f = getattr(self, "_facts", None)
+        return f[0] if f else (False if getattr(self, "_ipc", False) else None)
+
+    @property
+    def is_blocking_sync(self):
+        f = getattr(self, "_facts", None)
+        return f[1] if f else None
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        return bool(getattr(self, "_ipc", False))
+
+    @property
+    def device(self):
+        f = getattr(self, "_facts", None)
+        return f[3] if f else None
+
+    @property
+    def context(self):
+        d = self.device
+        return d.context if d is not None else None
 
     def record(self, stream: Stream) -> "Event":
         lib.cuabi_event_record(self, stream)
@@ -427,8 +857,25 @@ class Event(Handle):
     def synchronize(self) -> None:
         lib.cuabi_event_synchronize(self)
 
+    sync = synchronize          # cuda.core's name
+
     def query(self) -> bool:
         return bool(call("cuabi_event_query", self))
+
+    @property
+    def is_done(self) -> bool:
+        """cuda.core's Event.is_done: True once the work before it finished."""
+        return self.query()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Event.handle: the CUevent (an int; cuabi_handle is
+        the cuabi handle)."""
+        return self.raw
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to `end`."""
@@ -447,7 +894,9 @@ class Event(Handle):
     def create_ipc(cls, device=None) -> "Event":
         """An event other processes can import and wait on (interprocess,
         no timing). Pickling it sends its IPC descriptor."""
-        return cls._wrap(call("cuabi_ipc_event_create", _as_device(device)))
+        ev = cls._wrap(call("cuabi_ipc_event_create", _as_device(device)))
+        ev._ipc = True
+        return ev
 
     def get_ipc_descriptor(self) -> bytes:
         """The event's IPC descriptor (bytes), for Event.from_ipc_descriptor()
@@ -466,3 +915,13 @@ class Event(Handle):
 
     def __reduce__(self):
         return (Event.from_ipc_descriptor, (self.get_ipc_descriptor(),))
+
+
+def __getattr__(name):
+    """cuda.core's LEGACY_DEFAULT_STREAM and PER_THREAD_DEFAULT_STREAM: the
+    current device's default streams (made on first use: they need a driver)."""
+    if name == "LEGACY_DEFAULT_STREAM":
+        return Device().legacy_default_stream()
+    if name == "PER_THREAD_DEFAULT_STREAM":
+        return Device().per_thread_default_stream()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

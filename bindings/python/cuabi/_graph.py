@@ -16,6 +16,7 @@ launch(stream), upload(stream) and update(builder) match cuda.core's Graph.
 from __future__ import annotations
 
 import ctypes as C
+import threading
 import weakref
 
 from . import _callbacks, _capi
@@ -195,7 +196,7 @@ class Graph(Handle):
         self._pending = False
 
     @property
-    def handle(self) -> int:
+    def cuabi_handle(self) -> int:
         h = self._h
         if h is None:
             if self._pending:
@@ -268,13 +269,13 @@ class Graph(Handle):
             c = _capi.cuabi_launch_config.from_buffer_copy(config._c)
             c.stream = None
             dev = self._kernel_device()
-            c.device = dev.handle
+            c.device = dev.cuabi_handle
             node = self._node("cuabi_graph_add_kernel", depends_on, kernel, pl.argpack,
                               C.byref(c), holds=(dev, *config._held))
         finally:
             kernel._launch_cache["free"].append(pl)
         self._keep.append((kernel, args))
-        self._kernels[node.handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
+        self._kernels[node.cuabi_handle] = [kernel, args, (tuple(c.grid), tuple(c.block),
                                                      c.dynamic_shared_bytes)]
         return node
 
@@ -576,12 +577,12 @@ class GraphExec(Handle):
         LaunchConfig (same attributes), without re-instantiating. With no
         args the node keeps its arguments."""
         from ._launch import _dim3, _plain       # lazy: import time
-        info = self.graph._kernels.get(node.handle)
+        info = self.graph._kernels.get(node.cuabi_handle)
         if info is None:
             raise TypeError(f"update_kernel: node {node.index} is not a kernel node added with "
                             "Graph.add_kernel (update captured graphs with update(graph))")
         kernel = info[0]
-        old_args, (g, b, sh) = self._node_args.get(node.handle, (info[1], info[2]))
+        old_args, (g, b, sh) = self._node_args.get(node.cuabi_handle, (info[1], info[2]))
         if not args:
             args = old_args
         pl = kernel._launch_cache.get("plain") or _plain(kernel)
@@ -608,7 +609,7 @@ class GraphExec(Handle):
         # Kept while this executable runs them.
         dims = (tuple(c.grid), tuple(c.block), c.dynamic_shared_bytes) if c is not None \
             else (g, b, sh)
-        self._node_args[node.handle] = (args, dims)
+        self._node_args[node.cuabi_handle] = (args, dims)
 
     @property
     def graph(self) -> Graph:
@@ -626,6 +627,16 @@ class GraphExec(Handle):
     def raw(self) -> int:
         """The CUgraphExec (owned by cuabi)."""
         return call("cuabi_graph_exec_raw", self)
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Graph.handle: the CUgraphExec (an int; cuabi_handle is
+        the cuabi handle)."""
+        return self.raw
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
 
 
 
@@ -714,10 +725,12 @@ class GraphBuilder:
     begin_building(mode), launches on the builder (it is a stream for
     cuabi.launch), end_building(), complete() -> GraphExec."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, owns_stream: bool = False):
         self.stream = _stream(stream)
         self._graph = None
         self._building = False
+        self._owns_stream = owns_stream     # Device.create_graph_builder's: closed with it
+        self._closed = False
 
     def __cuda_stream__(self):
         return self.stream.__cuda_stream__()
@@ -728,7 +741,13 @@ class GraphBuilder:
         compiled launch take it instead of wrapping the CUstream again)."""
         return self.stream
 
-    def begin_building(self, mode="global") -> "GraphBuilder":
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def begin_building(self, mode="relaxed") -> "GraphBuilder":
+        """Start capturing (mode "relaxed" by default, as cuda.core 1.2;
+        "global" or "thread_local")."""
         if self._graph is not None:
             raise RuntimeError("cannot resume building after building has ended")
         lib.cuabi_graph_capture_begin(self.stream, _mode(mode))
@@ -774,3 +793,63 @@ class GraphBuilder:
         if self._graph is not None:
             self._graph.close()
             self._graph = None
+        if self._owns_stream and not self._closed:
+            self.stream.close()
+        self._closed = True
+
+
+# ---- host_launch (cuda.core's name): a host function in stream order
+
+_host_launches = []             # [(exec, graph, done flag list)] until the call has run
+_host_launches_lock = threading.Lock()
+
+
+def _reap_host_launches():
+    """Release the one-node executables whose host call has run (never
+    from the host call itself: it must not call CUDA)."""
+    with _host_launches_lock:
+        done = [h for h in _host_launches if h[2]]
+        _host_launches[:] = [h for h in _host_launches if not h[2]]
+    for exe, g, _ in done:
+        exe.close()
+        g.close()
+
+
+def host_launch(stream, fn, *args) -> None:
+    """cuda.core's host_launch: call fn(*args) on a driver thread once the
+    work queued on `stream` before it has finished; later work on the
+    stream waits for it. fn must not call CUDA. Made of a one-node graph
+    (a host node) launched on the stream; not on a capturing stream (add
+    a host node: Graph.add_host). An exception fn raises goes to
+    sys.unraisablehook."""
+    if not callable(fn):
+        raise TypeError(f"host_launch: {type(fn).__name__} is not callable")
+    _reap_host_launches()
+    flag = []
+
+    def call_then_mark():
+        try:
+            fn(*args)
+        finally:
+            flag.append(True)
+
+    s = _stream(stream)
+    if s.capture_status != "none":
+        raise NotImplementedError("host_launch on a capturing stream: not yet (a graph's "
+                                  "host node is Graph.add_host)")
+    g = Graph(s.device)
+    try:
+        g.add_host(call_then_mark)
+        exe = g.instantiate()
+    except BaseException:
+        g.close()
+        raise
+    try:
+        exe.launch(s)
+    except BaseException:
+        exe.close()
+        g.close()
+        raise
+    with _host_launches_lock:
+        _host_launches.append((exe, g, flag))
+GraphCompleteOptions = CompleteOptions     # cuda.core's name

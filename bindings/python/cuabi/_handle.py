@@ -57,20 +57,32 @@ class Handle:
         return fn
 
     @property
-    def handle(self) -> int:
-        """The raw handle value (an int); raises after close()."""
+    def cuabi_handle(self) -> int:
+        """The cuabi handle's value (an int); raises after close()."""
         h = self._h
         if h is None:
             raise ClosedHandleError(f"{type(self).__name__} is closed")
         return h
 
     @property
+    def handle(self) -> int:
+        """The cuabi handle (cuabi_handle), where cuda.core has no `handle`
+        of its own: Stream, Event, Buffer, Kernel, ObjectCode, ... give
+        cuda.core's (the CUstream, CUevent, pointer, ...)."""
+        return self.cuabi_handle
+
+    @property
     def _as_parameter_(self):  # lets a Handle be passed straight to ctypes
-        return C.c_void_p(self.handle)
+        return C.c_void_p(self.cuabi_handle)
 
     @property
     def closed(self) -> bool:
         return self._h is None
+
+    @property
+    def is_closed(self) -> bool:
+        """cuda.core's name of `closed`."""
+        return self.closed
 
     def close(self) -> None:
         """Release the handle: now, or when the last call on it that other
@@ -79,7 +91,7 @@ class Handle:
         close_handle(self)
 
     def __enter__(self):
-        self.handle
+        self.cuabi_handle
         return self
 
     def __exit__(self, *exc):

@@ -76,9 +76,12 @@ class LaunchConfig:
     priority, access_policy_window, preferred_cluster,
     cluster_scheduling_policy, mem_sync_domain, mem_sync_domain_map,
     preferred_shared_memory_carveout, nvlink_util_centric_scheduling.
-    cuda.core's keywords shmem_size= and cooperative_launch= are accepted
-    too. The C structs are built once and reused; the config keeps its
-    events alive."""
+    cuda.core's keywords shmem_size=, is_cooperative= and
+    cooperative_launch= are accepted too. As in cuda.core, with a cluster
+    `grid` counts clusters (the kernel runs grid*cluster blocks);
+    grid_blocks= gives the grid in blocks instead (cuabi's former meaning
+    of grid with a cluster). The C structs are built once and reused; the
+    config keeps its events alive."""
 
     __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p",
                  "programmatic_stream_serialization", "programmatic_event",
@@ -86,16 +89,18 @@ class LaunchConfig:
                  "priority", "access_policy_window", "preferred_cluster",
                  "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",
                  "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling", "_a",
-                 "_addr", "_held")
+                 "_addr", "_held", "grid_blocks")
     # _c: the C struct; _addr: its address, which the compiled launch reads
     # (whatever else LaunchConfig grows, both must name the struct in use).
     # _held: the Events the attributes name (their handles are in _a), in
     # use during every launch with the config (a tuple; the compiled launch
     # reads it too).
 
-    def __init__(self, grid=1, block=1, cluster=None, shared_mem: int = 0,
+    def __init__(self, grid=None, block=1, cluster=None, shared_mem: int = 0,
                  cooperative: bool = False, *, shmem_size: int | None = None,
                  cooperative_launch: bool | None = None,
+                 is_cooperative: bool | None = None,
+                 grid_blocks=None,
                  programmatic_stream_serialization: bool = False,
                  programmatic_event=None,
                  programmatic_event_trigger_at_block_start: bool = False,
@@ -112,17 +117,38 @@ class LaunchConfig:
             if shared_mem:
                 raise ValueError("LaunchConfig: give shared_mem or shmem_size, not both")
             shared_mem = shmem_size
-        if cooperative_launch is not None:
-            if cooperative:
-                raise ValueError("LaunchConfig: give cooperative or cooperative_launch, not both")
-            cooperative = cooperative_launch
-        self.grid = _dim3(grid, "LaunchConfig: grid")
+        for alias in (cooperative_launch, is_cooperative):
+            if alias is not None:
+                if cooperative and not alias:
+                    raise ValueError("LaunchConfig: give cooperative or is_cooperative, "
+                                     "not both")
+                cooperative = alias
         self.block = _dim3(block, "LaunchConfig: block")
         self.cluster = _dim3(cluster, "LaunchConfig: cluster") if cluster else (0, 0, 0)
+        if grid_blocks is not None:
+            if grid is not None:
+                raise ValueError("LaunchConfig: give grid (clusters with a cluster) or "
+                                 "grid_blocks, not both")
+            blocks = _dim3(grid_blocks, "LaunchConfig: grid_blocks")
+            if cluster:
+                if any(b % c for b, c in zip(blocks, self.cluster)):
+                    raise ValueError(f"LaunchConfig: grid_blocks {blocks} is not a multiple "
+                                     f"of the cluster {self.cluster}")
+                self.grid = tuple(b // c for b, c in zip(blocks, self.cluster))
+            else:
+                self.grid = blocks
+        else:
+            self.grid = _dim3(1 if grid is None else grid, "LaunchConfig: grid")
+            blocks = self.grid
+            if cluster:             # cuda.core: the grid counts clusters
+                blocks = tuple(g * c for g, c in zip(self.grid, self.cluster))
+                index_arg(max(blocks), "LaunchConfig: grid blocks (grid * cluster)", 0,
+                          0xFFFFFFFF)
+        self.grid_blocks = blocks
         shared_mem = index_arg(shared_mem, "LaunchConfig: shared_mem")
         self.shared_mem, self.cooperative = shared_mem, cooperative
         c = new_struct(_capi.cuabi_launch_config)
-        c.grid[:], c.block[:], c.cluster[:] = self.grid, self.block, self.cluster
+        c.grid[:], c.block[:], c.cluster[:] = blocks, self.block, self.cluster
         c.dynamic_shared_bytes, c.cooperative = shared_mem, int(cooperative)
         self._c = c
         self._addr = C.addressof(c)
@@ -163,7 +189,7 @@ class LaunchConfig:
         for name in ("programmatic_event", "launch_completion_event"):
             ev = getattr(self, name)
             if ev is not None:
-                setattr(a, name, ev.handle)
+                setattr(a, name, ev.cuabi_handle)
                 self._held += (ev,)
                 used = True
         a.programmatic_event_trigger_at_block_start = int(
@@ -219,6 +245,7 @@ class LaunchConfig:
             "programmatic_stream_serialization", "priority", "access_policy_window",
             "preferred_cluster") if getattr(self, n) not in (None, False))
         return (f"LaunchConfig(grid={self.grid}, block={self.block}, "
+                f"{'cluster=%s, ' % (self.cluster,) if any(self.cluster) else ''}"
                 f"shared_mem={self.shared_mem}{extra})")
 
 
@@ -245,7 +272,7 @@ class _PlainLaunch(Packer):
         thread's): its parameter description is taken over instead of read
         from the library again, which costs more than the pack itself."""
         if kernel._h is None:
-            kernel.handle   # raises ClosedHandleError, as every path does
+            kernel.cuabi_handle   # raises ClosedHandleError, as every path does
         if like is None:
             self.argpack = ArgPack.for_kernel(kernel)
         else:
@@ -256,7 +283,7 @@ class _PlainLaunch(Packer):
         Packer.__init__(self, target=mem, **src._layout())
         # The kernel's and pack's handles, made once: launch_py holds the
         # kernel in use around each launch; the pack is this object's own.
-        self.k, self.p = _ptr(kernel.handle), _ptr(self.argpack.handle)
+        self.k, self.p = _ptr(kernel.cuabi_handle), _ptr(self.argpack.cuabi_handle)
         self.cfg = _capi.cuabi_launch_config()      # launch_py's private copy
         self.cfg_addr = C.addressof(self.cfg)
         self.cfg_p = _ptr(self.cfg_addr)
@@ -269,7 +296,7 @@ class _PlainLaunch(Packer):
     def lane(self):
         """What the compiled launch packs into: (pack handle, blob address,
         packer for what it leaves to Python, owner)."""
-        return self.argpack.handle, C.addressof(self.blob), self.pack_args, self
+        return self.argpack.cuabi_handle, C.addressof(self.blob), self.pack_args, self
 
 
 def _plain(kernel) -> _PlainLaunch:
@@ -318,7 +345,7 @@ def _py_lane(kernel) -> _PlainLaunch:
 def _launch_failed(status: int, kernel) -> None:
     """Raise for a failed cuabi_launch, as launch() does."""
     if kernel._h is None:
-        kernel.handle
+        kernel.cuabi_handle
     raise_last(status, "cuabi_launch")
 
 

@@ -231,7 +231,7 @@ backend = "compiled" if fast is not None else "ctypes"
 #   use(obj) -> h    count one call and return the handle value; a closed
 #                    object raises ClosedHandleError (a lazy view makes its C
 #                    view first, a graph still capturing raises RuntimeError:
-#                    whatever its `handle` property raises)
+#                    whatever its `cuabi_handle` property raises)
 #   done(obj)        the call is over; the last one after a close() runs the
 #                    release close() left to it
 #   close_handle(obj)   mark closed (new calls raise at once) and release now
@@ -293,7 +293,7 @@ else:
             done(obj)
             if not _again:  # closed meanwhile
                 raise ClosedHandleError(f"{type(obj).__name__} is closed")
-            obj.handle      # raises (closed), or makes the C view of a lazy view
+            obj.cuabi_handle    # raises (closed), or makes the C view of a lazy view
             return use(obj, False)
         return h
 

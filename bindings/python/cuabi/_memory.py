@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes as C
+from dataclasses import dataclass
 
 from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
@@ -30,7 +31,7 @@ def _stream_arg(stream):
 
 def _py_allocate(out, size, alignment, stream, payload):
     try:
-        ptr = _callbacks.get(payload).allocate(size, alignment, stream)
+        ptr = _callbacks.get(payload).allocate_ptr(size, alignment, stream)
         C.c_size_t.from_address(out).value = index_arg(ptr, "allocate() result (an address)")
         return 0
     except BaseException as e:  # never let an exception cross into C
@@ -40,7 +41,7 @@ def _py_allocate(out, size, alignment, stream, payload):
 
 def _py_deallocate(ptr, size, alignment, stream, payload):
     try:
-        _callbacks.get(payload).deallocate(ptr, size, alignment, stream)
+        _callbacks.get(payload).deallocate_ptr(ptr, size, alignment, stream)
         return 0
     except BaseException as e:
         _callbacks.note_exception(e)
@@ -60,18 +61,24 @@ class MemoryResource(Handle):
     """An allocator of one kind of memory.
 
     Built-in resources come from the class methods (host(), device_default(),
-    pool(), pinned(), managed()). To write one in Python, subclass and define
-    allocate(size, alignment, stream) -> address and deallocate(ptr, size,
-    alignment, stream) (stream is a raw CUstream int), then call
+    pool(), pinned(), managed()) and cuda.core's classes
+    (DeviceMemoryResource, PinnedMemoryResource, LegacyPinnedMemoryResource,
+    GraphMemoryResource). allocate(size, stream=None) returns a Buffer and
+    deallocate(ptr, size, stream=None) frees an address, as in cuda.core;
+    allocate_ptr/deallocate_ptr are the raw calls with an alignment.
+
+    To write one in Python, subclass and define allocate_ptr(size, alignment,
+    stream) -> address and deallocate_ptr(ptr, size, alignment, stream)
+    (stream is a raw CUstream int), then call
     super().__init__(device, kind="device", stream_ordered=True)."""
 
     _ctype = "cuabi_memory_resource"
 
     def __init__(self, device=None, kind="device", stream_ordered: bool = True):
-        if type(self).allocate is MemoryResource.allocate:
+        if type(self).allocate_ptr is MemoryResource.allocate_ptr:
             raise TypeError("MemoryResource() is abstract: use MemoryResource.host(), "
                             ".device_default(dev), ... or subclass it and define "
-                            "allocate() and deallocate()")
+                            "allocate_ptr() and deallocate_ptr()")
         cbs = new_struct(_capi.cuabi_memory_resource_callbacks)
         cbs.allocate, cbs.deallocate, cbs.release_payload = _ALLOC, _DEALLOC, _RELEASE
         cbs.kind = _kind(kind)
@@ -87,21 +94,71 @@ class MemoryResource(Handle):
             raise
         Handle.__init__(self, h)
 
-    def allocate(self, size: int, alignment: int = 0, stream=None) -> int:
-        """Raw allocation (most code wants Buffer(), which frees itself)."""
+    def allocate(self, size: int, stream=None) -> "Buffer":
+        """cuda.core's allocate: a Buffer of `size` bytes, ordered on `stream`
+        (a Stream, GraphBuilder or __cuda_stream__ object; None: unordered).
+        cuabi's former raw form is allocate_ptr()."""
+        size = index_arg(size, "allocate: size")
+        b = Buffer(size, self, stream)
+        b._mr = self                # memory_resource: this object, as cuda.core's
+        if stream is not None:      # cuda.core: close() frees on the allocation stream
+            b._dealloc_stream = _stream_arg(stream)
+        return b
+
+    @classmethod
+    def _device_resource(cls, device) -> "MemoryResource":
+        """Device.memory_resource's default: the device's default pool."""
+        return DeviceMemoryResource(device)
+
+    @property
+    def allocation_handle(self):
+        """cuda.core's name of get_allocation_handle()."""
+        return self.get_allocation_handle()
+
+    def deallocate(self, ptr: int, size: int, stream=None) -> None:
+        """cuda.core's deallocate: free an address allocate_ptr() gave
+        (Buffers free themselves: Buffer.close(stream))."""
+        MemoryResource.deallocate_ptr(self, ptr, size, 0, stream)
+
+    def allocate_ptr(self, size: int, alignment: int = 0, stream=None) -> int:
+        """Raw allocation, an address (most code wants allocate(), a Buffer
+        that frees itself). What Python-defined resources override."""
         return call("cuabi_memory_resource_allocate", self, index_arg(size, "allocate: size"),
                     index_arg(alignment, "allocate: alignment"), _stream_arg(stream))
 
-    def deallocate(self, ptr: int, size: int, alignment: int = 0, stream=None) -> None:
+    def deallocate_ptr(self, ptr: int, size: int, alignment: int = 0, stream=None) -> None:
         lib.cuabi_memory_resource_deallocate(self, index_arg(ptr, "deallocate: ptr"),
                                              index_arg(size, "deallocate: size"),
                                              index_arg(alignment, "deallocate: alignment"),
                                              _stream_arg(stream))
 
-    # The methods above are what Python subclasses override; keep the
-    # library's own calls reachable for them under other names.
+    # Python subclasses override allocate_ptr; keep the library's own call
+    # reachable for them under another name.
     def _raw_allocate(self, size, alignment=0, stream=None):
-        return MemoryResource.allocate(self, size, alignment, stream)
+        return MemoryResource.allocate_ptr(self, size, alignment, stream)
+
+    # ---- cuda.core's descriptive properties
+    @property
+    def is_device_accessible(self) -> bool:
+        return self.kind in ("device", "managed", "pinned")
+
+    @property
+    def is_host_accessible(self) -> bool:
+        return self.kind in ("host", "pinned", "managed")
+
+    @property
+    def is_managed(self) -> bool:
+        return self.kind == "managed"
+
+    @property
+    def device_id(self) -> int:
+        """The device's ordinal (-1 for host memory, as cuda.core)."""
+        d = self.device
+        return -1 if d is None else d.ordinal
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
 
     @classmethod
     def host(cls) -> "MemoryResource":
@@ -246,6 +303,103 @@ def default_resource(device=None) -> MemoryResource:
     return res
 
 
+# ---- cuda.core's resource classes, over cuabi's resources
+
+@dataclass
+class DeviceMemoryResourceOptions:
+    """cuda.core's DeviceMemoryResourceOptions: ipc_enabled makes an
+    IPC-enabled pool (MemoryResource.ipc_pool); max_size its size limit (0:
+    the driver's default)."""
+    ipc_enabled: bool = False
+    max_size: int = 0
+
+
+class DeviceMemoryResource(MemoryResource):
+    """cuda.core's DeviceMemoryResource: DeviceMemoryResource(dev) is the
+    device's default (current) stream-ordered pool;
+    DeviceMemoryResource(dev, options) creates a new pool (IPC-enabled with
+    options.ipc_enabled)."""
+
+    def __new__(cls, device_id=..., options: DeviceMemoryResourceOptions | dict | None = None):
+        if device_id is ...:                # Handle._wrap's bare object
+            return super().__new__(cls)
+        dev = _as_device(device_id)
+        if isinstance(options, dict):
+            options = DeviceMemoryResourceOptions(**options)
+        if options is None:
+            return cls._wrap(call("cuabi_memory_resource_device_default", dev))
+        if options.ipc_enabled:
+            from . import _ipc_pool          # lazy: import time
+            return _ipc_pool.create(cls, dev, options.max_size, None)
+        if options.max_size:
+            raise NotImplementedError("DeviceMemoryResourceOptions(max_size=) of a pool "
+                                      "without IPC: not yet in cuabi (issue 25)")
+        opts = new_struct(_capi.cuabi_memory_pool_options)
+        return cls._wrap(call("cuabi_memory_resource_pool_create", dev, C.byref(opts)))
+
+    def __init__(self, device_id=..., options=None):
+        pass                                # made by __new__
+
+
+@dataclass
+class PinnedMemoryResourceOptions:
+    """cuda.core's PinnedMemoryResourceOptions. cuabi's pinned memory is
+    cuMemAllocHost (not a pool): ipc_enabled and max_size are not yet."""
+    ipc_enabled: bool = False
+    max_size: int = 0
+    numa_id: int | None = None
+
+
+class LegacyPinnedMemoryResource(MemoryResource):
+    """cuda.core's LegacyPinnedMemoryResource: page-locked host memory
+    (cuMemAllocHost), reachable from the device; frees are synchronous."""
+
+    def __init__(self, device=None):
+        Handle.__init__(self, call("cuabi_memory_resource_pinned", _as_device(device)))
+
+    @property
+    def device_id(self) -> int:
+        return -1                   # cuda.core: host memory, no device
+
+
+class PinnedMemoryResource(LegacyPinnedMemoryResource):
+    """cuda.core's PinnedMemoryResource, as cuabi has it: page-locked host
+    memory (cuMemAllocHost, not a stream-ordered pool: frees are
+    synchronous). IPC-enabled pinned pools are not yet (issue 25)."""
+
+    def __init__(self, options: PinnedMemoryResourceOptions | dict | None = None):
+        if isinstance(options, dict):
+            options = PinnedMemoryResourceOptions(**options)
+        o = options or PinnedMemoryResourceOptions()
+        if o.ipc_enabled or o.max_size:
+            raise NotImplementedError("PinnedMemoryResourceOptions(ipc_enabled=, max_size=): "
+                                      "cuabi has no pinned pool yet (issue 25)")
+        self._numa_id = o.numa_id
+        LegacyPinnedMemoryResource.__init__(self)
+
+    @property
+    def numa_id(self) -> int:
+        n = getattr(self, "_numa_id", None)
+        return -1 if n is None else n
+
+
+class GraphMemoryResource(MemoryResource):
+    """cuda.core's GraphMemoryResource: allocations on a capturing stream
+    (a GraphBuilder) become graph memory nodes; allocate() refuses a stream
+    that is not capturing."""
+
+    def __init__(self, device_id):
+        Handle.__init__(self, call("cuabi_memory_resource_device_default",
+                                   _as_device(device_id)))
+
+    def allocate(self, size: int, stream=None) -> "Buffer":
+        s = _stream_arg(stream)
+        if s is None or s.capture_status != "active":
+            raise RuntimeError("GraphMemoryResource.allocate: the stream must be capturing "
+                               "(a GraphBuilder between begin_building and end_building)")
+        return MemoryResource.allocate(self, size, stream)
+
+
 def _host_bytes(obj):
     """(address, nbytes, keepalive) of a host object with the buffer protocol."""
     mv = memoryview(obj)
@@ -287,6 +441,23 @@ def _py_buffer_release(ptr, size, payload):
 
 
 _BUF_RELEASE = _capi.cuabi_buffer_release_fn(_py_buffer_release)
+
+
+class _DeallocateOnRelease:
+    """Buffer.from_handle(ptr, size, mr): the owner object the library
+    drops when the buffer goes; dropping it calls mr.deallocate."""
+
+    __slots__ = ("mr", "ptr", "size", "stream")
+
+    def __init__(self, mr, ptr, size, stream):
+        self.mr, self.ptr, self.size, self.stream = mr, ptr, size, stream
+
+    def __del__(self):
+        try:
+            self.mr.deallocate(self.ptr, self.size, stream=self.stream)
+        except Exception:       # never raise from a release
+            pass
+
 
 
 class Buffer(Handle):
@@ -353,12 +524,111 @@ class Buffer(Handle):
             self._ptr = p
         return p
 
-    def close(self) -> None:
+    def close(self, stream=None) -> None:
         """Free the buffer (now, or when the last call on it that other
         threads have in flight returns; never blocks). Its address is
-        forgotten: `ptr` and kernel arguments raise ClosedHandleError."""
+        forgotten: `ptr` and kernel arguments raise ClosedHandleError,
+        `handle` is 0. close(stream) (cuda.core's form) frees it ordered on
+        `stream` (free_async); without one, on the stream
+        set_deallocation_stream() named, if any. Closing twice is fine."""
+        if stream is None:
+            stream = getattr(self, "_dealloc_stream", None)
+        if stream is not None and self._h is not None:
+            try:
+                self.free_async(stream)
+                return
+            except ClosedHandleError:
+                return
         self._ptr = None
         super().close()
+
+    def set_deallocation_stream(self, stream) -> None:
+        """cuda.core's set_deallocation_stream: a later close() without a
+        stream frees the memory ordered on `stream` (the garbage
+        collector's release does not: close buffers you ordered)."""
+        if stream is None:
+            raise TypeError("set_deallocation_stream: stream must be a stream, not None")
+        if self._h is None:
+            raise RuntimeError("Buffer is closed")
+        self._dealloc_stream = _stream_arg(stream)
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Buffer.handle: the address (int(buf.handle) as in
+        cuda.core), 0 once closed. The cuabi handle is cuabi_handle."""
+        if self._h is None:
+            return 0
+        return self.ptr
+
+    @property
+    def is_closed(self) -> bool:
+        return self._h is None
+
+    @property
+    def device_id(self) -> int:
+        """The device ordinal (-1 for plain host memory)."""
+        d = self.device
+        return -1 if d is None else d.ordinal
+
+    @property
+    def memory_resource(self) -> "MemoryResource | None":
+        """cuda.core's memory_resource: the resource object allocate() was
+        called on, else `resource` (a new object for the same resource)."""
+        mr = getattr(self, "_mr", None)
+        return mr if mr is not None else self.resource
+
+    @property
+    def is_device_accessible(self) -> bool:
+        return self.kind in ("device", "managed", "pinned")
+
+    @property
+    def is_host_accessible(self) -> bool:
+        return self.kind in ("host", "pinned", "managed")
+
+    @property
+    def is_managed(self) -> bool:
+        return self.kind == "managed"
+
+    @property
+    def owner(self):
+        return getattr(self, "_owner", None)
+
+    @staticmethod
+    def from_handle(ptr, size: int, mr: "MemoryResource | None" = None, owner=None, *,
+                    stream=None) -> "Buffer":
+        """cuda.core's Buffer.from_handle: a Buffer over an address made
+        elsewhere. With `mr`, closing it calls mr.deallocate(ptr, size,
+        stream); with `owner`, that object is kept alive; with neither, the
+        memory is not freed. A host address (mr.is_device_accessible False)
+        makes a host buffer."""
+        if mr is not None and owner is not None:
+            raise ValueError("from_handle: give mr or owner, not both")
+        ptr = int(ptr)
+        kind, dev = "device", None
+        if mr is not None:
+            kind = getattr(mr, "kind", None) or (
+                "device" if mr.is_device_accessible else "host")
+            did = getattr(mr, "device_id", -1)
+            dev = None if did is None or did < 0 else did
+            keep = _DeallocateOnRelease(mr, ptr, size, stream)
+        else:
+            keep = owner
+        if dev is None and kind != "host":
+            from ._core import _current   # lazy: import time
+            cur = getattr(_current, "device", None)
+            dev = 0 if cur is None or cur.closed else cur.ordinal
+        b = Buffer.wrap(ptr, size, kind=kind, device=dev, owner=keep)
+        b._owner = owner
+        return b
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """cuda.core's Buffer.__dlpack__: the bytes as a 1-D int8 tensor."""
+        v = self.view("int8")
+        return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
+                            copy=copy)
+
+    def __dlpack_device__(self):
+        return self.view("int8").__dlpack_device__()
 
     @property
     def size(self) -> int:
@@ -394,8 +664,29 @@ class Buffer(Handle):
             _callbacks.keep_for_captures((src, keep))
         del keep
 
-    def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None):
-        """Copy into a writable host object (or a new bytearray, returned)."""
+    def copy_to(self, dst=None, offset: int = 0, size: int | None = None, stream=None,
+                options=None):
+        """Copy into `dst` (a Buffer or a writable host object) and return
+        it. Without dst (cuda.core's meaning) a new Buffer of the same size
+        from this buffer's memory resource; cuabi's former copy into a new
+        bytearray is to_bytes()."""
+        if options is not None:
+            raise NotImplementedError("copy_to(options=CopyOptions): lands with issue 25")
+        if dst is None:
+            if offset or size is not None:
+                raise TypeError("copy_to(): offset and size need a destination "
+                                "(to_bytes(offset=, size=) reads into host memory)")
+            mr = self.resource
+            dst = (mr.allocate(self.size, stream=stream) if mr is not None
+                   else Buffer(self.size, stream=stream))
+        return self._copy_to(dst, offset, size, stream)
+
+    def to_bytes(self, offset: int = 0, size: int | None = None, stream=None) -> bytearray:
+        """The buffer's bytes (from `offset`, `size` of them) in a new
+        bytearray. With a stream, read it after the stream gets there."""
+        return self._copy_to(None, offset, size, stream)
+
+    def _copy_to(self, dst, offset, size, stream):
         offset = index_arg(offset, "copy_to: offset")
         if size is not None:
             size = index_arg(size, "copy_to: size")
@@ -418,9 +709,23 @@ class Buffer(Handle):
             _callbacks.keep_for_captures((dst, buf))
         return dst
 
-    def fill(self, value: int, width: int = 1, offset: int = 0, count: int | None = None,
+    def fill(self, value, width: int = 1, offset: int = 0, count: int | None = None,
              stream=None) -> None:
-        """memset: `count` elements of `width` bytes (1, 2 or 4) set to `value`."""
+        """memset: `count` elements of `width` bytes (1, 2 or 4) set to
+        `value`. As in cuda.core, `value` may be a 1, 2 or 4 byte buffer
+        (bytes, numpy scalar): its bytes are the pattern."""
+        if not isinstance(value, int) and hasattr(type(value), "__buffer__") or \
+                isinstance(value, (bytes, bytearray, memoryview)) or hasattr(value, "tobytes"):
+            raw_value = bytes(memoryview(value).cast("B")) if not hasattr(value, "tobytes") \
+                else value.tobytes()
+            if len(raw_value) not in (1, 2, 4):
+                raise ValueError(f"fill: a pattern of {len(raw_value)} bytes (1, 2 or 4)")
+            if width != 1 and width != len(raw_value):
+                raise ValueError("fill: width and the pattern's size differ")
+            width = len(raw_value)
+            if count is None and (self.size - index_arg(offset, "fill: offset")) % width:
+                raise ValueError(f"fill: buffer size is not a multiple of {width}")
+            value = int.from_bytes(raw_value, "little")
         value = index_arg(value, "fill: value", 0, U32_MAX)
         width = index_arg(width, "fill: width", 0, U32_MAX)
         offset = index_arg(offset, "fill: offset")

@@ -185,7 +185,7 @@ class Communicator(Handle):
         n = len(devs)
         if n < 1:
             raise ValueError("init_all: no devices")
-        arr = (C.c_void_p * n)(*[d.handle for d in devs])
+        arr = (C.c_void_p * n)(*[d.cuabi_handle for d in devs])
         out = (C.c_void_p * n)()
         o, keep = _options(timeout, False, **config)
         lib.cuabi_nccl_comm_init_all(out, arr, n, C.byref(o))

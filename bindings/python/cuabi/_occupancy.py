@@ -132,16 +132,14 @@ def _with_callback(cb, fn, *args):
 def _as_config(config, where):
     """A cuabi LaunchConfig for `config`: a cuabi LaunchConfig, or an object
     with cuda.core's LaunchConfig attributes (grid, block, cluster,
-    shmem_size, is_cooperative), whose grid counts clusters when it has a
-    cluster (cuabi's counts blocks)."""
+    shmem_size, is_cooperative); with a cluster, both count the grid in
+    clusters."""
     from ._launch import LaunchConfig, _dim3     # lazy: import time (offline use needs no launch)
     if isinstance(config, LaunchConfig):
         return config
     try:
         grid, block = _dim3(config.grid), config.block
         cluster = getattr(config, "cluster", None)
-        if cluster:
-            grid = tuple(g * c for g, c in zip(grid, _dim3(cluster)))
         return LaunchConfig(grid=grid, block=block, cluster=cluster,
                             shared_mem=getattr(config, "shmem_size", 0) or 0,
                             cooperative=bool(getattr(config, "is_cooperative", False)))
@@ -292,7 +290,7 @@ class KernelOccupancy(_Occupancy):
         return f"<cuabi.KernelOccupancy of {self._kernel!r} on device {self._device.ordinal}>"
 
     def _arch_name(self):
-        return self._device.arch
+        return self._device.sm_arch
 
     def _max_block(self):
         # As `cuabi occupancy` (and the offline object): the device's limit

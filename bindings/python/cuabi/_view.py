@@ -33,6 +33,11 @@ def dtype_code(dtype) -> tuple[int, int]:
     """(code, bits) of a dtype name, numpy dtype, or array-interface typestr."""
     if isinstance(dtype, tuple):
         return dtype
+    if isinstance(dtype, type) and "numpy" in sys.modules:   # np.float32, the scalar type
+        try:
+            dtype = sys.modules["numpy"].dtype(dtype)
+        except TypeError:
+            pass
     name = getattr(dtype, "name", None) or str(dtype)
     if name in _BY_NAME:
         return _BY_NAME[name]
@@ -40,6 +45,17 @@ def dtype_code(dtype) -> tuple[int, int]:
     if len(s) >= 2 and s[0] in _KIND_CODE and s[1:].isdigit():
         return _KIND_CODE[s[0]], int(s[1:]) * 8
     raise TypeError(f"cuabi: unsupported dtype {dtype!r}")
+
+
+def _numpy():
+    """numpy when installed (imported here on first use), else None."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        try:
+            import numpy as np                  # lazy: import time (optional)
+        except ImportError:
+            return None
+    return np
 
 
 def _typestr(code: int, bits: int) -> str:
@@ -152,7 +168,7 @@ class View(Handle):
 
     A view made by from_dlpack()'s attribute paths (numpy, torch, CUDA array
     interface) is *lazy*: it holds a Python description of the array (`_d`)
-    and no C view until something needs one (`handle`, __dlpack__, slicing, a
+    and no C view until something needs one (`cuabi_handle`, __dlpack__, slicing, a
     C function taking the view); its facts and its kernel-argument address
     come from the description. Views from DLPack capsules and buffers are C
     views from the start (`_d` is None)."""
@@ -171,7 +187,7 @@ class View(Handle):
         self._d = other._d
 
     @property
-    def handle(self) -> int:
+    def cuabi_handle(self) -> int:
         """The C view (an int), made now for a lazy view; raises after close()."""
         h = self._h
         if h is None:
@@ -281,7 +297,7 @@ class View(Handle):
             if all(shape) else item
         with Buffer.wrap(self.ptr, span, "device", dev_id) as b:
             desc = b.get_ipc_descriptor()
-        return (_view_from_ipc, (desc, self.dtype, shape, strides, self.readonly))
+        return (_view_from_ipc, (desc, self.dtype_name, shape, strides, self.readonly))
 
     def as_tensor_map(self, box_dim=None, *, options=None, **kwargs):
         """A tiled TMA descriptor of this view (cuda.core's
@@ -329,10 +345,37 @@ class View(Handle):
         return i.dtype_code, i.dtype_bits
 
     @property
-    def dtype(self) -> str:
-        """Element type name ("float32", "int64", "bfloat16", ...)."""
+    def dtype(self):
+        """cuda.core's meaning: the element type as a numpy dtype where numpy
+        is installed (and knows the type: bfloat16 needs ml_dtypes), so
+        `view.dtype == np.int32` holds; else its name. A numpy dtype equals
+        its name too (`view.dtype == "float32"`)."""
+        name = self.dtype_name
+        np = _numpy()
+        if np is not None:
+            try:
+                return np.dtype(name)
+            except TypeError:
+                pass
+        return name
+
+    @property
+    def dtype_name(self) -> str:
+        """Element type name ("float32", "int64", "bfloat16", ...): cuabi's
+        former `dtype`."""
         cb = self._code_bits
         return _NAMES.get(cb, f"dtype({cb[0]},{cb[1]})")
+
+    @property
+    def device_id(self) -> int:
+        """cuda.core's device_id: the device ordinal, -1 for host memory."""
+        kind, dev = self.__dlpack_device__()
+        return -1 if kind == CPU else dev
+
+    @property
+    def is_device_accessible(self) -> bool:
+        """cuda.core's: the GPU can reach the data (device, pinned or managed)."""
+        return self.__dlpack_device__()[0] != CPU
 
     @property
     def itemsize(self) -> int:
@@ -394,7 +437,7 @@ class View(Handle):
     def __repr__(self):
         if self.closed:
             return "<cuabi.View closed>"
-        return (f"<cuabi.View {self.dtype}{list(self.shape)} on "
+        return (f"<cuabi.{type(self).__name__} {self.dtype_name}{list(self.shape)} on "
                 f"{self.__dlpack_device__()} at 0x{self.ptr:x}{' (lazy)' if self.lazy else ''}>")
 
     def __getitem__(self, key):
@@ -1290,3 +1333,138 @@ def _view_from_ipc(descriptor, dtype, shape, strides, readonly):
     from ._memory import Buffer          # lazy: import time
     with Buffer.from_ipc_descriptor(descriptor) as b:   # the view keeps the mapping
         return View.of_buffer(b, dtype, shape, strides, 0, readonly)
+
+
+# ---- cuda.core's StridedMemoryView (cuda.core.utils; cuabi.utils re-exports)
+
+def _stream_of_ptr(stream_ptr):
+    """cuda.core's stream_ptr: -1 or None = no stream ordering; else a
+    CUstream (an int, or an object int() takes: Stream.handle)."""
+    if stream_ptr is None:
+        return None
+    if isinstance(stream_ptr, Stream):
+        return stream_ptr
+    v = int(stream_ptr)
+    return None if v == -1 else (v or 1)
+
+
+class StridedMemoryView(View):
+    """cuda.core's StridedMemoryView: a View (DLPack, CUDA array interface,
+    array interface, a Buffer) with cuda.core's names: ptr, shape, strides
+    (in elements), dtype (numpy), size, device_id, is_device_accessible,
+    readonly, exporting_obj. StridedMemoryView(obj, stream_ptr) tries DLPack
+    first, then the CUDA array interface; stream_ptr=-1 skips stream
+    ordering."""
+
+    __slots__ = ("exporting_obj",)
+
+    def __init__(self, obj=None, stream_ptr=None):
+        if obj is None:
+            raise TypeError("StridedMemoryView(obj, stream_ptr): obj is required")
+        self._take(_from_any(obj, stream_ptr), obj)
+
+    def _take(self, other, obj):
+        self._h, self._fin = other._h, other._fin
+        other._h = other._fin = None
+        self._info, self._stream, self._owner = other._info, other._stream, other._owner
+        self._d = other._d
+        other._d = other._owner = None
+        self.exporting_obj = obj
+
+    @classmethod
+    def _of(cls, view, obj):
+        out = cls.__new__(cls)
+        out._take(view, obj)
+        return out
+
+    @classmethod
+    def from_dlpack(cls, obj, stream_ptr=None) -> "StridedMemoryView":
+        if getattr(obj, "__dlpack__", None) is None:
+            raise BufferError(f"{type(obj).__name__} has no __dlpack__")
+        return cls._of(from_dlpack(obj, stream=_stream_of_ptr(stream_ptr)), obj)
+
+    @classmethod
+    def from_cuda_array_interface(cls, obj, stream_ptr=None) -> "StridedMemoryView":
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        if cai is None:
+            raise BufferError(f"{type(obj).__name__} has no __cuda_array_interface__")
+        holder = _InterfaceOnly("__cuda_array_interface__", cai, obj)
+        return cls._of(from_dlpack(holder, stream=_stream_of_ptr(stream_ptr)), obj)
+
+    @classmethod
+    def from_array_interface(cls, obj) -> "StridedMemoryView":
+        ai = getattr(obj, "__array_interface__", None)
+        if ai is None:
+            raise BufferError(f"{type(obj).__name__} has no __array_interface__")
+        return cls._of(from_dlpack(_InterfaceOnly("__array_interface__", ai, obj)), obj)
+
+    @classmethod
+    def from_any_interface(cls, obj, stream_ptr=None) -> "StridedMemoryView":
+        return cls._of(_from_any(obj, stream_ptr), obj)
+
+    @classmethod
+    def from_buffer(cls, buffer, shape, strides=None, *, itemsize=None, dtype=None,
+                    is_readonly: bool = False) -> "StridedMemoryView":
+        """A view of a Buffer: shape, strides in elements (None: C order),
+        dtype (a numpy dtype or name; with only itemsize, unsigned ints of
+        that size)."""
+        if dtype is None:
+            if itemsize is None:
+                raise ValueError("from_buffer: give dtype or itemsize")
+            dtype = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}.get(itemsize)
+            if dtype is None:
+                raise ValueError(f"from_buffer: itemsize {itemsize} has no dtype")
+        elif itemsize is not None and dtype_code(dtype)[1] // 8 != itemsize:
+            raise ValueError("from_buffer: dtype's itemsize and itemsize differ")
+        v = View.of_buffer(buffer, dtype, tuple(shape),
+                           None if strides is None else tuple(strides), 0, is_readonly)
+        return cls._of(v, buffer)
+
+
+class _InterfaceOnly:
+    """An object offering one array interface of another (from_dlpack then
+    takes that path), keeping the original alive."""
+
+    def __init__(self, name, value, owner):
+        setattr(self, name, value)
+        self._owner = owner
+
+
+def _from_any(obj, stream_ptr):
+    """DLPack first, then the CUDA array interface, then the array
+    interface; BufferError when none."""
+    if isinstance(obj, View) and type(obj) is not StridedMemoryView:
+        return View._shared(obj)
+    if not any(hasattr(obj, a) for a in ("__dlpack__", "__cuda_array_interface__",
+                                         "__array_interface__")):
+        raise BufferError(f"{type(obj).__name__} supports neither DLPack nor the CUDA "
+                          f"array interface")
+    return from_dlpack(obj, stream=_stream_of_ptr(stream_ptr))
+
+
+class _StridedMemoryViewProxy:
+    """What args_viewable_as_strided_memory passes: .view(stream_ptr)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def view(self, stream_ptr=None) -> StridedMemoryView:
+        return StridedMemoryView(self.obj, stream_ptr)
+
+
+def args_viewable_as_strided_memory(arg_indices):
+    """cuda.core's decorator: the positional arguments at `arg_indices`
+    arrive as proxies whose view(stream_ptr) gives a StridedMemoryView."""
+    import functools                                    # lazy: import time
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            args = list(args)
+            for i in arg_indices:
+                args[i] = _StridedMemoryViewProxy(args[i])
+            return fn(*args, **kwargs)
+        return inner
+    return wrap

@@ -112,7 +112,7 @@ int fast_handles_setup(PyObject *handle_class, PyObject *closed)
     if (!fast_int0) {
         fast_int0 = PyLong_FromLong(0);
         fast_int1 = PyLong_FromLong(1);
-        str_handle = PyUnicode_InternFromString("handle");
+        str_handle = PyUnicode_InternFromString("cuabi_handle");
         if (!fast_int0 || !fast_int1 || !str_handle)
             return -1;
     }
@@ -192,7 +192,7 @@ void *fast_use_slow(PyObject *obj)
         }
         if (pass)
             break;
-        /* Closed, a lazy view, a graph still capturing: what its `handle`
+        /* Closed, a lazy view, a graph still capturing: what its `cuabi_handle`
          * property raises, or the C view it makes (Python code runs). */
         PyObject *r = PyObject_GetAttr(obj, str_handle);
         if (!r)

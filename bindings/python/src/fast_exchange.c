@@ -210,6 +210,6 @@ static PyMethodDef methods[] = {
 
 int fast_exchange_init(PyObject *module)
 {
-    str_handle = PyUnicode_InternFromString("handle");
+    str_handle = PyUnicode_InternFromString("cuabi_handle");
     return str_handle ? PyModule_AddFunctions(module, methods) : -1;
 }

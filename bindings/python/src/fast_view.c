@@ -693,7 +693,7 @@ int fast_view_init(PyObject *module)
     str_max_version = PyUnicode_InternFromString("max_version");
     str_dl_device = PyUnicode_InternFromString("dl_device");
     str_copy = PyUnicode_InternFromString("copy");
-    str_handle = PyUnicode_InternFromString("handle");
+    str_handle = PyUnicode_InternFromString("cuabi_handle");
     if (!handlers || !str_stream || !str_dlpack_device || !str_max_version || !str_dl_device ||
         !str_copy || !str_handle || PyType_Ready(&Handler_Type) < 0 ||
         PyModule_AddFunctions(module, methods) < 0)

@@ -104,7 +104,7 @@ def launches(objects, rounds):
     status = collections.Counter()
 
     def make():
-        s = dev.create_stream()
+        s = dev.create_stream(non_blocking=False)
         k = code.get_kernel("k")
         prep = cuabi.prepare(k, cfg, s, buf, 1, np.float32(2))
         ev = dev.create_event(timing=False)

@@ -35,7 +35,7 @@ def ints(values, stream):
 
 
 def read(buf):
-    return np.frombuffer(buf.copy_to(), np.int64)
+    return np.frombuffer(buf.to_bytes(), np.int64)
 
 
 CFG = cuabi.LaunchConfig(grid=1, block=32)
@@ -387,7 +387,7 @@ def test_graph_outlives_the_objects_that_built_it(stream):
     exe.launch(stream)
     exe.launch(stream)
     stream.sync()
-    assert np.frombuffer(cuabi.Buffer.wrap(ptr, 8).copy_to(), np.int64)[0] == 12
+    assert np.frombuffer(cuabi.Buffer.wrap(ptr, 8).to_bytes(), np.int64)[0] == 12
 
 
 def test_update_whole_and_per_kernel(code, stream):
@@ -478,7 +478,7 @@ def test_capture_failures(code, stream):
             stream.sync()
     assert stream.capture_status == "none"
     with pytest.raises(cuabi.InvalidArgumentError, match="legacy default stream"):
-        with cuabi.Device(0).default_stream().capture():
+        with cuabi.Device(0).default_stream.capture():
             pass
     with pytest.raises(ValueError, match="capture mode"):
         stream.capture("sometimes")
@@ -523,7 +523,7 @@ def test_objects_closed_by_a_host_node_of_their_own_launch():
                      _live("cuabi_stream_raw", hs)))
     g.add_host(close_them)
     exe = g.instantiate()
-    he, hs = exe.handle, s.handle
+    he, hs = exe.cuabi_handle, s.cuabi_handle
     exe.launch(s)
     assert seen == [(True, True, True, True)]
     assert not _live("cuabi_graph_exec_raw", he) and not _live("cuabi_stream_raw", hs)
@@ -535,7 +535,7 @@ def test_free_async_with_a_closed_stream_still_frees_the_buffer():
     s = cuabi.Stream()
     s.close()
     buf = cuabi.Buffer(64, stream=None)
-    h = buf.handle
+    h = buf.cuabi_handle
     with pytest.raises(cuabi.ClosedHandleError):
         buf.free_async(s)
     assert buf.closed and not _live("cuabi_buffer_size", h)
@@ -560,7 +560,7 @@ class _Cycle:
 
 def _garbage_of_every_kind(code):
     dev1 = cuabi.Device(1)                  # its last reference: the primary context
-    s = dev1.create_stream()
+    s = dev1.create_stream(non_blocking=False)
     host = cuabi.MemoryResource.host()
     obj = cuabi.ObjectCode.from_bytes(bytes(code), "cubin")
     k = obj.get_kernel("add_i64")

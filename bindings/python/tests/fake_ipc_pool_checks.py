@@ -31,7 +31,7 @@ def test_pool_resource(dev):
     mr = cuabi.MemoryResource.ipc_pool(dev, max_size=64 * MiB)
     assert mr.is_ipc_enabled and not mr.is_mapped
     assert mr.kind == "device" and mr.device.ordinal == 0
-    b = cuabi.Buffer(4096, mr, stream=dev.create_stream())
+    b = cuabi.Buffer(4096, mr, stream=dev.create_stream(non_blocking=False))
     d = b.get_ipc_descriptor()
     assert len(d) == cuabi._capi.CUABI_IPC_DESCRIPTOR_SIZE
     assert d[10] == cuabi._capi.CUABI_IPC_POOL_MEMORY
@@ -79,7 +79,7 @@ def _child(q, out):
             break
         report = []
         for buf, byte in msg:
-            data = bytes(buf.copy_to())
+            data = bytes(buf.to_bytes())
             report.append((buf.size, data == bytes([byte]) * buf.size))
         report.append(len(c._ipc_pool._mapped))
         mapped = list(c._ipc_pool._mapped.values())

@@ -49,10 +49,10 @@ def test_answers(kernel):
 
 def test_clusters(kernel, gpu_stream):
     occ = kernel.occupancy
-    cfg = cuabi.LaunchConfig(grid=8, block=128, cluster=2)
+    cfg = cuabi.LaunchConfig(grid_blocks=8, block=128, cluster=2)
     assert occ.max_potential_cluster_size(cfg) == 8
     assert occ.max_potential_cluster_size(cuabi.LaunchConfig(grid=8, block=512)) == 4
-    assert occ.max_active_clusters(cuabi.LaunchConfig(grid=8, block=128, cluster=4)) == 33
+    assert occ.max_active_clusters(cuabi.LaunchConfig(grid_blocks=8, block=128, cluster=4)) == 33
     assert occ.max_active_clusters(cfg, stream=gpu_stream) == 66
     assert occ.max_active_clusters(cfg, gpu_stream) == 66
 

@@ -29,7 +29,7 @@ class DataPtr:
 
 def main():
     dev = cuabi.Device(0)
-    s = dev.create_stream()
+    s = dev.create_stream(non_blocking=False)
     prog = cuabi.Program(SRC)
 
     def kernel():
@@ -42,7 +42,7 @@ def main():
     closed_buf.close()
     view = buf.view("float32", (4,))
     lazy = cuabi.from_dlpack(np.zeros(4, np.float32))
-    closed_s = dev.create_stream()
+    closed_s = dev.create_stream(non_blocking=False)
     closed_s.close()
     sentinel = object()
     good = {

@@ -39,7 +39,7 @@ def main():
 
     def down(b, dtype):
         s.sync()
-        return np.frombuffer(b.copy_to(), dtype)
+        return np.frombuffer(b.to_bytes(), dtype)
 
     def want(cond, what):
         if not cond:

@@ -84,14 +84,14 @@ class _HostResource(cuabi.MemoryResource):
         self.during, self.blocks = during, {}
         super().__init__(None, kind="host", stream_ordered=False)
 
-    def allocate(self, size, alignment, stream):
+    def allocate_ptr(self, size, alignment, stream):
         if self.during is not None:
             self.during(self)
         b = (C.c_char * max(size, 1))()
         self.blocks[C.addressof(b)] = b
         return C.addressof(b)
 
-    def deallocate(self, ptr, size, alignment, stream):
+    def deallocate_ptr(self, ptr, size, alignment, stream):
         self.blocks.pop(ptr, None)
 
 
@@ -103,7 +103,7 @@ def test_resource_closed_by_another_thread_during_its_allocation():
         assert go.wait(30)
 
     res = _HostResource(during)
-    h = res.handle
+    h = res.cuabi_handle
     out = []
     t = threading.Thread(target=lambda: out.append(cuabi.Buffer(64, res)))
     t.start()
@@ -125,7 +125,7 @@ def test_resource_closed_by_another_thread_during_its_allocation():
 
 def test_resource_closed_inside_its_own_allocate_callback():
     res = _HostResource(lambda r: r.close())
-    h = res.handle
+    h = res.cuabi_handle
     buf = cuabi.Buffer(64, res)
     assert res.closed
     with buf.resource as r:
@@ -151,7 +151,7 @@ def test_close_during_a_call_in_flight_leaves_the_release_to_it():
 
 def test_every_call_in_flight_counts():
     buf = cuabi.Buffer(64, cuabi.MemoryResource.host())
-    h = buf.handle
+    h = buf.cuabi_handle
     _lib.use(buf)
     _lib.use(buf)
     buf.close()
@@ -164,12 +164,12 @@ def test_every_call_in_flight_counts():
 def test_holding_a_closed_object_raises_and_holds_nothing():
     a = cuabi.Buffer(8, cuabi.MemoryResource.host())
     b = cuabi.Buffer(8, cuabi.MemoryResource.host())
-    hb = b.handle
+    hb = b.cuabi_handle
     b.close()
     with pytest.raises(cuabi.ClosedHandleError):
         with _lib.holding(a, b):
             pass
-    ha = a.handle
+    ha = a.cuabi_handle
     a.close()                       # nothing left counted on a: released now
     assert _released("cuabi_buffer_size", ha) and _released("cuabi_buffer_size", hb)
 
@@ -192,7 +192,7 @@ def test_closed_buffer_raises_closed_handle_error():
     buf.ptr                         # cached
     buf.close()
     for get in (lambda: buf.ptr, lambda: buf.size, lambda: buf.view("uint8"),
-                lambda: buf.handle, lambda: buf.copy_to()):
+                lambda: buf.cuabi_handle, lambda: buf.to_bytes()):
         with pytest.raises(cuabi.ClosedHandleError):
             get()
 

@@ -78,7 +78,9 @@ def test_compile_errors_are_clear():
     with pytest.raises(TypeError, match="unknown option bogus"):
         prog.compile("cubin", bogus=1)
     with pytest.raises(TypeError, match="options must be a ProgramOptions"):
-        cuabi.Program("x", "c++", options={"arch": "sm_90"})
+        cuabi.Program("x", "c++", options=["arch", "sm_90"])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        cuabi.Program("x", "c++", options={"bogus": 1})      # a dict: ProgramOptions(**d)
     # the old spelling keeps working
     assert prog.compile(cuabi.ProgramOptions(arch="sm_90")).code_type == "cubin"
     assert prog.compile(arch="sm_90", output="ptx").code_type == "ptx"

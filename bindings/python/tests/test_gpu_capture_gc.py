@@ -44,7 +44,7 @@ def code(gpu):
 
 def _garbage(gpu, code):
     """One object of every kind cuabi releases with a driver call."""
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     obj = cuabi.ObjectCode.from_bytes(bytes(code), "cubin")
     k = obj.get_kernel("add_one")
     g = cuabi.Graph()
@@ -71,7 +71,7 @@ def _launches(stream_like, k, x, n=100):
 @pytest.mark.parametrize("how", ["capture", "graph_builder"])
 def test_gc_inside_a_global_capture(gpu, code, how):
     k = code.get_kernel("add_one")
-    s = gpu.create_stream()                 # blocking: the legacy stream depends on it
+    s = gpu.create_stream(non_blocking=False)                 # blocking: the legacy stream depends on it
     x = cuabi.Buffer(128, stream=s)
     x.fill(0, stream=s)
     for i in range(ROUNDS):
@@ -103,12 +103,12 @@ def test_gc_inside_a_global_capture(gpu, code, how):
     exe = g.instantiate()
     exe.launch(s)
     s.sync()
-    assert (np.frombuffer(x.copy_to(), np.int32) == 100).all()
+    assert (np.frombuffer(x.to_bytes(), np.int32) == 100).all()
 
 
 def test_gc_on_another_thread_inside_a_global_capture(gpu, code):
     k = code.get_kernel("add_one")
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer(128, stream=s)
     for _ in range(100):
         t = threading.Thread(target=_garbage, args=(gpu, code))

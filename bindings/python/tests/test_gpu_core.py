@@ -5,11 +5,11 @@ import cuabi
 def test_device(gpu):
     p = gpu.properties
     assert p.ordinal == 0 and p.name and p.multiprocessor_count > 0
-    assert gpu.arch.startswith("sm_")
+    assert gpu.arch.isdigit() and gpu.sm_arch == "sm_" + gpu.arch      # cuda.core's "90"
     free, total = gpu.memory_info()
     assert 0 < free <= total
     assert cuabi.Device(0) == gpu          # same handle value for the same ordinal
-    assert gpu.context != 0
+    assert gpu.context_handle != 0 and gpu.context.handle == gpu.context_handle
 
 
 def test_stream_event(gpu):
@@ -24,7 +24,7 @@ def test_stream_event(gpu):
         w = cuabi.Stream.wrap(s.raw, gpu)
         assert w.raw == s.raw
         w.close()
-        other = gpu.create_stream()
+        other = gpu.create_stream(non_blocking=False)
         other.wait(s)
         other.synchronize()
         other.close()
@@ -32,5 +32,6 @@ def test_stream_event(gpu):
 
 
 def test_default_streams(gpu):
-    assert gpu.default_stream().raw == 1
+    assert gpu.legacy_default_stream().raw == 1
+    assert gpu.default_stream.raw == 1                      # cuda.core: a property
     assert gpu.per_thread_default_stream().raw == 2

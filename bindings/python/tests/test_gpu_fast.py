@@ -29,7 +29,7 @@ def echo(gpu):
 
 def run_echo(gpu, echo, rows):
     """Launch echo once per row of arguments; the values the kernel saw."""
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         out = cuabi.Buffer(8 * 5 * len(rows), stream=s)
         out.fill(0, stream=s)
         cfg = cuabi.LaunchConfig(grid=1, block=1)
@@ -56,7 +56,7 @@ def test_threads_launching_one_kernel_keep_their_arguments(gpu, echo):
     # Each thread launches the same kernel many times with its own values;
     # a launch whose arguments another thread overwrote would show here.
     n_threads, per_thread = 8, 200
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         out = cuabi.Buffer(8 * 5 * n_threads * per_thread, stream=s)
         cfg = cuabi.LaunchConfig(grid=1, block=1)
         errors = []

@@ -67,7 +67,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
     rng = np.random.default_rng(3)
     x = rng.integers(-6, 7, BATCHES * SEGS * SEG_LEN).astype(np.float32)
     offsets = (np.arange(SEGS + 1) * SEG_LEN).astype(np.int32)
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     dx, doff = cuabi.Buffer.from_host(x, stream=s), cuabi.Buffer.from_host(offsets, stream=s)
     outs = [cuabi.Buffer(4 * BATCHES * SEGS, stream=s) for _ in range(2)]
     cfg = cuabi.LaunchConfig(grid=SEGS, block=256)
@@ -83,7 +83,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
     assert len(captured) == len(explicit) == BATCHES
     for g in (captured, explicit):
         g.instantiate().launch(s)
-    got = [np.frombuffer(o.copy_to(stream=s), np.float32) for o in outs]
+    got = [np.frombuffer(o.to_bytes(stream=s), np.float32) for o in outs]
     s.sync()
     np.testing.assert_array_equal(got[0], got[1])
     want = x.reshape(BATCHES * SEGS, SEG_LEN).sum(axis=1)
@@ -92,7 +92,7 @@ def test_capture_and_explicit_segred_agree(gpu, k):
 
 def test_update_without_reinstantiation(gpu, k):
     n = 1024
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer.from_host(np.ones(n, np.float32), stream=s)
     y = cuabi.Buffer.from_host(np.ones(n, np.float32), stream=s)
     cfg = cuabi.LaunchConfig(grid=n // 128, block=128)
@@ -105,8 +105,8 @@ def test_update_without_reinstantiation(gpu, k):
     exe.launch(s)
     exe.update_kernel(node, grid=1)                  # same arguments, 128 elements
     exe.launch(s)
-    xs = np.frombuffer(x.copy_to(stream=s), np.float32)
-    ys = np.frombuffer(y.copy_to(stream=s), np.float32)
+    xs = np.frombuffer(x.to_bytes(stream=s), np.float32)
+    ys = np.frombuffer(y.to_bytes(stream=s), np.float32)
     s.sync()
     assert xs[0] == 2 and ys[0] == 25 and ys[-1] == 5
     # a whole update from a graph built the same way; then another topology
@@ -120,12 +120,12 @@ def test_update_without_reinstantiation(gpu, k):
     assert e.value.update_result != "success"
     exe.launch(s)
     s.sync()
-    assert np.frombuffer(x.copy_to(), np.float32)[0] == 18
+    assert np.frombuffer(x.to_bytes(), np.float32)[0] == 18
     assert exe.raw == raw
 
 
 def test_conditional_while_loop_runs_n_times(gpu, k):
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     counter = cuabi.Buffer(4, stream=s)
     g = cuabi.Graph(gpu)
     try:
@@ -139,14 +139,14 @@ def test_conditional_while_loop_runs_n_times(gpu, k):
     for _ in range(3):
         exe.launch(s)
         s.sync()
-        assert np.frombuffer(counter.copy_to(), np.int32)[0] == 23
+        assert np.frombuffer(counter.to_bytes(), np.int32)[0] == 23
 
 
 def test_graph_outlives_the_python_objects_that_built_it(gpu):
     def build():
         code = cuabi.Program(KERNELS).compile(arch=gpu.arch)
         add = code.get_kernel("add_one")
-        s = gpu.create_stream()
+        s = gpu.create_stream(non_blocking=False)
         x = cuabi.Buffer(4 * 256, stream=s)
         x.fill(0, width=4, stream=s)
         with s.capture() as g:
@@ -156,11 +156,11 @@ def test_graph_outlives_the_python_objects_that_built_it(gpu):
 
     exe, ptr = build()
     gc.collect()
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     exe.launch(s)
     exe.launch(s)
     s.sync()
-    back = np.frombuffer(cuabi.Buffer.wrap(ptr, 4 * 256).copy_to(), np.int32)
+    back = np.frombuffer(cuabi.Buffer.wrap(ptr, 4 * 256).to_bytes(), np.int32)
     assert (back == 8).all()
 
 
@@ -169,7 +169,7 @@ def test_eight_threads_replay_their_own(gpu, k):
 
     def work():
         try:
-            s = gpu.create_stream()
+            s = gpu.create_stream(non_blocking=False)
             x = cuabi.Buffer(4 * 1024, stream=s)
             x.fill(0, width=4, stream=s)
             with s.capture("thread_local") as g:
@@ -179,7 +179,7 @@ def test_eight_threads_replay_their_own(gpu, k):
             exe = g.instantiate()
             for _ in range(100):
                 exe.launch(s)
-            back = np.frombuffer(x.copy_to(stream=s), np.int32)
+            back = np.frombuffer(x.to_bytes(stream=s), np.int32)
             s.sync()
             assert (back == 1000).all(), back[:4]
         except BaseException as e:  # noqa: BLE001
@@ -227,7 +227,7 @@ def test_cupy_work_captured_with_cuabi(gpu, k):
 
 
 def test_cuda_core_spellings(gpu, k):
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer(4 * 256, stream=s)
     x.fill(0, width=4, stream=s)
     gb = s.create_graph_builder().begin_building()
@@ -238,14 +238,14 @@ def test_cuda_core_spellings(gpu, k):
     graph.launch(s)
     graph.launch(s)
     s.sync()
-    assert (np.frombuffer(x.copy_to(), np.int32) == 2).all()
+    assert (np.frombuffer(x.to_bytes(), np.int32) == 2).all()
 
 
 def test_bad_input(gpu, k):
     with pytest.raises(cuabi.InvalidArgumentError, match="legacy default stream"):
-        with gpu.default_stream().capture():
+        with gpu.default_stream.capture():
             pass
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     x = cuabi.Buffer(1024, stream=s)
     with pytest.raises(cuabi.StreamCaptureError, match="cuabi_stream_synchronize"):
         with s.capture():

@@ -23,13 +23,13 @@ def _child_loop(conn):
         if msg is None:
             break
         buf, view, event, i = msg
-        s = buf.device.create_stream()
+        s = buf.device.create_stream(non_blocking=False)
         s.wait(event)                                  # the parent's write first
-        host = buf.copy_to(stream=s)
+        host = buf.to_bytes(stream=s)
         packed = c.Buffer(view.nbytes, c.MemoryResource.device_default(buf.device), stream=s)
         dst = c.View.of_buffer(packed, view.dtype, view.shape)
         dst.copy_peer(view, stream=s)
-        through_view = packed.copy_to(stream=s)
+        through_view = packed.to_bytes(stream=s)
         s.synchronize()
         want = 1000 + i
         ok = all(w == want for w in memoryview(host).cast("I")) and \
@@ -62,7 +62,7 @@ def test_child_round_trips(gpu):
     buf = cuabi.Buffer(N * 4, res)
     view = buf.view("uint32", (64, N // 128), (N // 64, 1))   # every other half-row
     event = cuabi.Event.create_ipc(gpu)
-    stream = gpu.create_stream()
+    stream = gpu.create_stream(non_blocking=False)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     p = ctx.Process(target=_child_loop, args=(child,))
@@ -75,7 +75,7 @@ def test_child_round_trips(gpu):
             ok, shape, dtype = parent.recv()
             assert ok, f"round {i}: the child read before the parent's write"
             assert shape == (64, N // 128) and dtype == "uint32"
-            host = memoryview(buf.copy_to()).cast("I")
+            host = memoryview(buf.to_bytes()).cast("I")
             assert host[0] == i + 1 and host[N // 2 - 1] == i + 1 and host[N // 2] == 1000 + i
         parent.send(None)
         p.join(60)
@@ -106,7 +106,7 @@ def _driver_knows(ptr):
 
 
 def _fill_child(buf, event, q_up, q_down):
-    s = buf.device.create_stream()
+    s = buf.device.create_stream(non_blocking=False)
     buf.fill(0xAB, width=1, stream=s)
     event.record(s)
     q_up.put("recorded")
@@ -123,9 +123,9 @@ def test_child_fills_parent_reads_after_event(gpu):
     p = ctx.Process(target=_fill_child, args=(buf, event, up, down))
     p.start()
     assert up.get(timeout=120) == "recorded"
-    s = gpu.create_stream()
+    s = gpu.create_stream(non_blocking=False)
     s.wait(event)
-    host = buf.copy_to(stream=s)
+    host = buf.to_bytes(stream=s)
     s.synchronize()
     down.put("done")
     p.join(60)

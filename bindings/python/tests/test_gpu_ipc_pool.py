@@ -28,11 +28,11 @@ def _child_loop(conn):
             break
         bufs, event, i = msg
         if s is None:
-            s = bufs[0].device.create_stream()
+            s = bufs[0].device.create_stream(non_blocking=False)
         s.wait(event)
         ok = True
         for j, b in enumerate(bufs):
-            host = memoryview(b.copy_to(stream=s)).cast("I")
+            host = memoryview(b.to_bytes(stream=s)).cast("I")
             s.synchronize()
             ok = ok and host[0] == 1000 * i + j and host[N - 1] == 1000 * i + j
             b.fill(7000 * i + j, width=4, stream=s)
@@ -48,7 +48,7 @@ def test_pool_buffers_pickle_to_a_child(gpu):
     free0, _ = gpu.memory_info()
     mr = cuabi.MemoryResource.ipc_pool(gpu, max_size=256 << 20)
     assert mr.is_ipc_enabled and not mr.is_mapped
-    stream = gpu.create_stream()
+    stream = gpu.create_stream(non_blocking=False)
     bufs = [cuabi.Buffer(N * 4, mr, stream=stream) for _ in range(COUNT)]
     event = cuabi.Event.create_ipc(gpu)
     ctx = mp.get_context("spawn")
@@ -65,7 +65,7 @@ def test_pool_buffers_pickle_to_a_child(gpu):
             assert ok, f"round {i}: the child read before the parent's write"
             assert mapped == 1 and all_mapped, "the pool must be mapped once per child"
             for j, b in enumerate(bufs):
-                host = memoryview(b.copy_to()).cast("I")
+                host = memoryview(b.to_bytes()).cast("I")
                 assert host[0] == 7000 * i + j and host[N - 1] == 7000 * i + j
         parent.send(None)
         p.join(60)
@@ -97,7 +97,7 @@ def _handle_child(conn):
     sums = []
     for d in descriptors:
         with c.Buffer.from_ipc_descriptor(mr, d) as b:
-            sums.append(sum(b.copy_to()))
+            sums.append(sum(b.to_bytes()))
     conn.send((allocated, sums))
 
 

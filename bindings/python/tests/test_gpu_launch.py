@@ -34,7 +34,7 @@ def test_segmented_reduction(gpu, segred):
     x = rng.random(10000, dtype=np.float32)
     offsets = np.array([0, 10, 10, 5000, 9999, 10000], np.int32)
     nseg = len(offsets) - 1
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         dx, doff = cuabi.Buffer.from_host(x, stream=s), cuabi.Buffer.from_host(offsets, stream=s)
         dout = cuabi.Buffer(4 * nseg, stream=s)
         cfg = cuabi.LaunchConfig(grid=nseg, block=256)

@@ -173,7 +173,7 @@ def test_access_policy_window(gpu, attrs):
     add_one = attrs.get_kernel("add_one")
     window = gpu.attribute(109)     # CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE
     xs = np.arange(4096, dtype=np.int32)
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         x, y = cuabi.Buffer.from_host(xs, stream=s), cuabi.Buffer(4 * 4096, stream=s)
         w = cuabi.AccessPolicyWindow(x, min(x.size, window) if window else x.size, hit_ratio=0.6)
         cfg = cuabi.LaunchConfig(16, 256, access_policy_window=w)
@@ -192,7 +192,7 @@ def test_tma_tiles_of_a_strided_view(hopper):
     kernel = cuabi.Program(TMA).compile(arch=hopper.arch).get_kernel("tma_tiles")
     rows, cols = 100, 96
     host = (np.arange(rows)[:, None] * 1000 + np.arange(cols)[None, :]).astype(np.float32)
-    with hopper.create_stream() as s:
+    with hopper.create_stream(non_blocking=False) as s:
         base = cuabi.Buffer.from_host(host, stream=s)
         view = base.view("float32", shape=(96, 80), strides=(cols, 1), offset=(3 * cols + 4) * 4)
         tm = cuabi.TensorMapDescriptor.from_tiled(view, (16, 32))

@@ -63,7 +63,7 @@ def up(two, r, a):
 
 def down(two, r, b, dtype):
     two[1][r].sync()
-    return np.frombuffer(b.copy_to(), dtype)
+    return np.frombuffer(b.to_bytes(), dtype)
 
 
 def vw(b, dtype, n):

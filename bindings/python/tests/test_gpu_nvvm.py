@@ -41,7 +41,7 @@ EXP_ONLY = IR.replace("declare float @cxx_op(float)\n",
 
 
 def _run(gpu, kernel, x):
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         buf = cuabi.Buffer.from_host(x, stream=s)
         cuabi.launch(s, cuabi.LaunchConfig(grid=(len(x) + 127) // 128, block=128), kernel,
                      buf.view("float32"), np.int32(len(x)))

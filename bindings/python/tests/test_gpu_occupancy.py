@@ -90,7 +90,7 @@ def test_clusters_equal_cuda_core(gpu, code, cc, name):
     answered = 0
     for block in (64, 128, 256):
         for cluster in (1, 2, 4, 8):
-            cfg = cuabi.LaunchConfig(grid=64, block=block, cluster=cluster)
+            cfg = cuabi.LaunchConfig(grid_blocks=64, block=block, cluster=cluster)
             # cuda.core's grid counts clusters when a cluster is given.
             ccfg = core.LaunchConfig(grid=64 // cluster, block=block, cluster=cluster)
             want_size = _outcome(theirs.max_potential_cluster_size, ccfg, stream=stream)
@@ -168,7 +168,7 @@ def test_offline_clusters_estimate_live(gpu, code):
     k = code.get_kernel("scale")
     off = k.occupancy_for(gpu.arch, sm_count=_sms(gpu))
     for cluster in (2, 4, 8):
-        cfg = cuabi.LaunchConfig(grid=64, block=128, cluster=cluster)
+        cfg = cuabi.LaunchConfig(grid_blocks=64, block=128, cluster=cluster)
         assert off.max_potential_cluster_size(cfg) == k.occupancy.max_potential_cluster_size(cfg)
         live, est = k.occupancy.max_active_clusters(cfg), off.max_active_clusters(cfg)
         print(f"cluster {cluster}: live {live} active clusters, offline estimate {est}")

@@ -57,7 +57,7 @@ def code(gpu):
 
 @pytest.fixture
 def stream(gpu):
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         yield s
 
 
@@ -88,7 +88,7 @@ def sample(code, stream, tex, pts):
     out = cuabi.Buffer(4 * len(pts), stream=stream)
     cuabi.launch(stream, cuabi.LaunchConfig(grid=(len(pts) + 127) // 128, block=128),
                  code.get_kernel("sample2d"), tex, dp, out, np.int32(len(pts)))
-    got = np.frombuffer(out.copy_to(stream=stream), np.float32)
+    got = np.frombuffer(out.to_bytes(stream=stream), np.float32)
     stream.synchronize()
     return got
 
@@ -142,7 +142,7 @@ def test_layered_texture(code, stream):
     out = cuabi.Buffer(stack.nbytes, stream=stream)
     cuabi.launch(stream, cuabi.LaunchConfig(grid=(6, 5), block=32), code.get_kernel("layered"),
                  tex, out, np.int32(12), np.int32(6))
-    got = np.frombuffer(out.copy_to(stream=stream), np.float32).reshape(stack.shape)
+    got = np.frombuffer(out.to_bytes(stream=stream), np.float32).reshape(stack.shape)
     stream.synchronize()
     np.testing.assert_array_equal(got, stack)
 
@@ -162,7 +162,7 @@ def test_mipmapped_lookup(code, stream):
     out = cuabi.Buffer(lods.nbytes, stream=stream)
     cuabi.launch(stream, cuabi.LaunchConfig(grid=1, block=32), code.get_kernel("lod"), tex, dl,
                  out, np.int32(len(lods)))
-    got = np.frombuffer(out.copy_to(stream=stream), np.float32)
+    got = np.frombuffer(out.to_bytes(stream=stream), np.float32)
     stream.synchronize()
     np.testing.assert_allclose(got, [1, 2, 3, 4, 5, 6, 1.5, 3.25], atol=1e-6)
 
@@ -192,7 +192,7 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
     n, spin = 4096, gpu.attribute(13) * 50       # CLOCK_RATE (kHz): ~50 ms of work first
     flag = cuabi.Buffer(16)
     flag.fill(0)
-    with gpu.create_stream() as producer, gpu.create_stream() as consumer:
+    with gpu.create_stream(non_blocking=False) as producer, gpu.create_stream(non_blocking=False) as consumer:
         data, out = cuabi.Buffer(4 * n), cuabi.Buffer(4 * n)
         consumer.wait_value32(flag, 1, condition="eq")
         cuabi.launch(consumer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("consume"),
@@ -202,7 +202,7 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
         producer.write_value32(flag, 1)
         consumer.synchronize()
         producer.synchronize()
-        got = np.frombuffer(out.copy_to(), np.float32)
+        got = np.frombuffer(out.to_bytes(), np.float32)
         np.testing.assert_array_equal(got, 3 * np.arange(n, dtype=np.float32) + 1)
         # The 64-bit pair, batched, and a torch tensor as the word.
         out.fill(0)
@@ -211,7 +211,7 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
                      data, out, np.int32(n))
         producer.batch_mem_op([("barrier", "gpu"), ("write64", flag, 2**32 + 7, 8)])
         consumer.synchronize()
-        np.testing.assert_array_equal(np.frombuffer(out.copy_to(), np.float32), got)
+        np.testing.assert_array_equal(np.frombuffer(out.to_bytes(), np.float32), got)
 
 
 def test_a_captured_graph_copies_samples_and_signals(code, stream):
@@ -232,8 +232,8 @@ def test_a_captured_graph_copies_samples_and_signals(code, stream):
         flag.fill(0, stream=stream)
         exe.launch(stream)
         stream.synchronize()
-        assert list(np.frombuffer(out.copy_to(), np.float32)) == [img[2, 3], img[7, 15]]
-        assert np.frombuffer(flag.copy_to(), np.uint32)[0] == 1234
+        assert list(np.frombuffer(out.to_bytes(), np.float32)) == [img[2, 3], img[7, 15]]
+        assert np.frombuffer(flag.to_bytes(), np.uint32)[0] == 1234
 
 
 SEED = r'''
@@ -267,13 +267,13 @@ def test_the_seed_14_argument_kernel_takes_cuabi_objects(gpu, stream):
             np.float32(1.5), np.float64(-2.25), pair, np.array([1, 2, 3, 4], np.float32).tobytes(),
             True, np.uint64(123456789012), tex, surf, out)
     cuabi.launch(stream, cuabi.LaunchConfig(grid=1, block=1), k, *args)
-    assert list(np.frombuffer(out.copy_to(stream=stream), np.float64)) == want
+    assert list(np.frombuffer(out.to_bytes(stream=stream), np.float64)) == want
     # Through a typed pack and a prepared launch, with the raw values too.
     p = cuabi.ArgPack("i8, i16, i32, i64, u32, f32, f64, struct{i32, f32}, float4, bool, u64, "
                       "handle, handle, buffer")
     p.set(*args[:8], (1, 2, 3, 4), True, 123456789012, tex.handle, surf, out)
     cuabi.PreparedLaunch(k, cuabi.LaunchConfig(grid=1, block=1), stream, pack=p)()
-    assert list(np.frombuffer(out.copy_to(stream=stream), np.float64)) == want
+    assert list(np.frombuffer(out.to_bytes(stream=stream), np.float64)) == want
     corner = np.zeros(1, np.float32)
     arr.copy_to(corner, extent=(1, 1))
     assert corner[0] == -7.5

@@ -37,7 +37,7 @@ def test_template_types_from_the_name(gpu, code):
     k = code.get_kernel("typedt<double>")
     assert k.signature == "double*, double, int"
     out = cuabi.Buffer(16)
-    with gpu.create_stream() as s:
+    with gpu.create_stream(non_blocking=False) as s:
         cuabi.launch(s, cuabi.LaunchConfig(), k, out, 2, np.int64(-5))
         host = np.zeros(2, np.float64)
         out.copy_to(host, stream=s)

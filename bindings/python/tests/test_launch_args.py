@@ -161,7 +161,7 @@ def test_setitem_per_slot_kind():
         p[0] = 1.5
     with cuabi.MemoryResource.host() as r, cuabi.Buffer(64, r) as b:
         p[2] = b                          # a buffer slot keeps the handle
-        assert p[2] == struct.pack("<Q", b.handle)
+        assert p[2] == struct.pack("<Q", b.cuabi_handle)
         with pytest.raises(TypeError, match=r"argument 2 \(buffer\)"):
             p[2] = 1.0
 

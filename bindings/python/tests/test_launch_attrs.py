@@ -195,7 +195,7 @@ CHILD = textwrap.dedent(r'''
     cfg = cuabi.LaunchConfig(1, 32, programmatic_event=ev, launch_completion_event=ev,
                              programmatic_event_trigger_at_block_start=True)
     at = cfg._c.attributes.contents
-    assert at.programmatic_event == ev.handle == at.launch_completion_event
+    assert at.programmatic_event == ev.cuabi_handle == at.launch_completion_event
     assert at.programmatic_event_trigger_at_block_start == 1
     for t in (tm, tm2, img):
         t.close()

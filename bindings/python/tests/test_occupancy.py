@@ -208,7 +208,7 @@ def test_report_details(compiled):
 def test_offline_clusters(capi, compiled):
     arch, oc = compiled
     occ = oc.get_kernel("scale").occupancy_for(arch, sm_count=132)
-    cfg = cuabi.LaunchConfig(grid=(64, 1, 1), block=128, cluster=2)
+    cfg = cuabi.LaunchConfig(grid_blocks=(64, 1, 1), block=128, cluster=2)
     if arch == "sm_80":
         with pytest.raises(cuabi.NotSupportedError, match="cluster"):
             occ.max_potential_cluster_size(cfg)
@@ -217,7 +217,7 @@ def test_offline_clusters(capi, compiled):
     res = _c_resources(capi, oc, "scale", arch)
     copts = _c_options(capi, sm_count=132)
     for cluster in (1, 2, 4, 8):
-        cfg = cuabi.LaunchConfig(grid=(64, 1, 1), block=128, cluster=cluster)
+        cfg = cuabi.LaunchConfig(grid_blocks=(64, 1, 1), block=128, cluster=cluster)
         size, active = C.c_int(), C.c_int()
         lib.cuabi_occupancy_offline_max_potential_cluster_size(
             C.byref(size), arch.encode(), C.byref(res), C.byref(cfg._c), C.byref(copts))
@@ -230,10 +230,10 @@ def test_offline_clusters(capi, compiled):
     class Foreign:          # its grid counts clusters, as cuda.core's does
         grid, block, cluster, shmem_size, is_cooperative = 32, (128, 1, 1), 2, 0, False
     assert occ.max_active_clusters(Foreign()) == \
-        occ.max_active_clusters(cuabi.LaunchConfig(grid=64, block=128, cluster=2))
+        occ.max_active_clusters(cuabi.LaunchConfig(grid_blocks=64, block=128, cluster=2))
     from cuabi._occupancy import _as_config
     c = _as_config(Foreign(), "test")
-    assert (c.grid, c.block, c.cluster) == ((64, 1, 1), (128, 1, 1), (2, 1, 1))
+    assert (c.grid, c.grid_blocks, c.block, c.cluster) == ((32, 1, 1), (64, 1, 1), (128, 1, 1), (2, 1, 1))
 
 
 def test_ptx_for_two_archs():

@@ -74,7 +74,7 @@ def test_buffer_ranges(host):
     with pytest.raises(ValueError, match="copy_from: offset is -1"):
         b.copy_from(b"x", offset=-1)
     with pytest.raises(ValueError, match="copy_to: offset is -8"):
-        b.copy_to(offset=-8)
+        b.to_bytes(offset=-8)
     # more than the destination holds was copied into it anyway
     small = bytearray(4)
     with pytest.raises(ValueError, match="copy_to: size is 16; it must be at most 4"):
@@ -82,7 +82,7 @@ def test_buffer_ranges(host):
     assert small == bytearray(4)
     assert b.copy_to(bytearray(4), offset=12) == bytearray(range(12, 16))
     with pytest.raises(ValueError, match="past the end"):     # the library names the range
-        b.copy_to(offset=17)
+        b.to_bytes(offset=17)
     with pytest.raises(ValueError, match="fill: count is -1"):
         b.fill(0, count=-1)
     with pytest.raises(ValueError, match="fill: value is 4294967296"):
@@ -100,10 +100,10 @@ class _BadResource(cuabi.MemoryResource):
         self.ptr = ptr
         super().__init__(kind="host", stream_ordered=False)
 
-    def allocate(self, size, alignment, stream):
+    def allocate_ptr(self, size, alignment, stream):
         return self.ptr
 
-    def deallocate(self, ptr, size, alignment, stream):
+    def deallocate_ptr(self, ptr, size, alignment, stream):
         pass
 
 

@@ -22,9 +22,9 @@ def test_host_buffer_roundtrip(host):
     with cuabi.Buffer(64, host) as b:
         assert b.size == 64 and b.kind == "host" and b.ptr
         b.copy_from(bytes(range(64)))
-        assert bytes(b.copy_to()) == bytes(range(64))
+        assert bytes(b.to_bytes()) == bytes(range(64))
         b.fill(0xAB, width=1, offset=8, count=4)
-        assert bytes(b.copy_to())[8:12] == b"\xab" * 4
+        assert bytes(b.to_bytes())[8:12] == b"\xab" * 4
         c = cuabi.Buffer.from_host(np.arange(4, dtype=np.int32), host)
         out = np.zeros(4, np.int32)
         c.copy_to(out)
@@ -49,7 +49,7 @@ def test_view_to_numpy_shares_memory(host):
     arr = np.from_dlpack(v)
     assert arr.shape == (3, 4) and arr.dtype == np.int32
     arr[:] = np.arange(12).reshape(3, 4)
-    assert bytes(b.copy_to())[:8] == np.array([0, 1], np.int32).tobytes()
+    assert bytes(b.to_bytes())[:8] == np.array([0, 1], np.int32).tobytes()
     # through __array_interface__ as well
     arr2 = np.asarray(v)
     assert arr2.ctypes.data == arr.ctypes.data
@@ -221,7 +221,7 @@ class PyHostResource(cuabi.MemoryResource):
         self.fail = False
         super().__init__(kind="host", stream_ordered=False)
 
-    def allocate(self, size, alignment, stream):
+    def allocate_ptr(self, size, alignment, stream):
         if self.fail:
             raise RuntimeError("pool exhausted")
         buf = C.create_string_buffer(size + alignment)
@@ -229,7 +229,7 @@ class PyHostResource(cuabi.MemoryResource):
         self.live[addr] = buf
         return addr
 
-    def deallocate(self, ptr, size, alignment, stream):
+    def deallocate_ptr(self, ptr, size, alignment, stream):
         del self.live[ptr]
 
 

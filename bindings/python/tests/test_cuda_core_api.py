@@ -1,0 +1,303 @@
+"""cuda.core 1.2's names mean what they mean in cuda.core (issue 24 item 1):
+here what needs no driver, and the rest against the C tests' fake driver in
+a process of its own (fake_cuda_core_checks.py). No GPU needed; the same
+meanings on a GPU, side by side with cuda.core: test_gpu_cuda_core_parity.py."""
+import ctypes as C
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cuabi
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _fake_driver():
+    path = os.environ.get("CUABI_TEST_FAKE_CUDA")
+    if not path:
+        build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
+        path = os.path.join(build, "tests", "fixtures", ".libs", "fake_cuda_graph.so")
+    return path if os.path.exists(path) else None
+
+
+def test_meanings_against_the_fake_driver():
+    fake = _fake_driver()
+    if fake is None:
+        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
+    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(HERE, "fake_cuda_core_checks.py")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+# ---- the names (cuda.core 1.2's top level and submodules)
+
+TOP = ("Buffer", "ComputeCapability", "Context", "Device", "DeviceMemoryResource",
+       "DeviceMemoryResourceOptions", "DeviceProperties", "Event", "EventOptions",
+       "GraphMemoryResource", "Kernel", "LaunchConfig", "LegacyPinnedMemoryResource", "Linker",
+       "LinkerOptions", "MemoryResource", "ObjectCode", "PinnedMemoryResource",
+       "PinnedMemoryResourceOptions", "Program", "ProgramOptions", "Stream", "StreamOptions",
+       "TensorMapDescriptor", "TensorMapDescriptorOptions", "host_launch", "launch",
+       "StridedMemoryView", "args_viewable_as_strided_memory", "IPCAllocationHandle")
+
+
+@pytest.mark.parametrize("name", TOP)
+def test_cuda_core_top_level_names(name):
+    assert name in dir(cuabi)
+    assert getattr(cuabi, name) is not None
+
+
+def test_submodules_import_as_cuda_core_writes_them():
+    from cuabi.utils import StridedMemoryView, args_viewable_as_strided_memory
+    from cuabi.graph import Graph, GraphBuilder, GraphCompleteOptions, GraphDefinition
+    assert StridedMemoryView is cuabi.StridedMemoryView
+    assert args_viewable_as_strided_memory is cuabi.args_viewable_as_strided_memory
+    assert Graph is cuabi.GraphExec and GraphDefinition is cuabi.Graph
+    assert GraphBuilder is cuabi.GraphBuilder and GraphCompleteOptions is cuabi.CompleteOptions
+    import cuabi as core
+    assert core.utils.StridedMemoryView is StridedMemoryView and core.graph.Graph is Graph
+
+
+def test_the_renamed_meanings_are_there():
+    """Every cuabi meaning that moved (docs/CHANGELOG.md) has its new name."""
+    assert isinstance(cuabi.Device.sm_arch, property)
+    assert callable(cuabi.Device.legacy_default_stream)
+    assert isinstance(cuabi.Device.context_handle, property)
+    assert callable(cuabi.MemoryResource.allocate_ptr)
+    assert callable(cuabi.MemoryResource.deallocate_ptr)
+    assert callable(cuabi.Buffer.to_bytes)
+    assert isinstance(cuabi.View.dtype_name, property)
+    assert "grid_blocks" in cuabi.LaunchConfig.__slots__
+    for cls in (cuabi.Stream, cuabi.Event, cuabi.Buffer, cuabi.View, cuabi.Graph):
+        assert isinstance(cls.cuabi_handle, property)
+
+
+# ---- views (numpy: no driver)
+
+def test_view_dtype_is_a_numpy_dtype():
+    v = cuabi.View(np.arange(6, dtype=np.int32))
+    assert v.dtype == np.int32 and isinstance(v.dtype, np.dtype)
+    assert v.dtype == "int32" and v.dtype_name == "int32"
+    assert v.device_id == -1 and not v.is_device_accessible
+
+
+def test_strided_memory_view_of_numpy():
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    for v in (cuabi.StridedMemoryView(a, -1), cuabi.StridedMemoryView(a, None),
+              cuabi.StridedMemoryView.from_dlpack(a, -1),
+              cuabi.StridedMemoryView.from_array_interface(a),
+              cuabi.StridedMemoryView.from_any_interface(a, -1)):
+        assert isinstance(v, cuabi.StridedMemoryView) and isinstance(v, cuabi.View)
+        assert v.ptr == a.ctypes.data and v.shape == (3, 4) and v.size == 12
+        assert v.strides == (4, 1) and v.dtype == np.int16
+        assert v.device_id == -1 and not v.is_device_accessible and not v.readonly
+        assert v.exporting_obj is a
+    t = cuabi.StridedMemoryView(a[:, ::2], -1)
+    assert t.shape == (3, 2) and t.strides == (4, 2)
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert cuabi.StridedMemoryView(ro, -1).readonly
+
+
+def test_strided_memory_view_refusals():
+    with pytest.raises(BufferError):
+        cuabi.StridedMemoryView(object(), -1)
+    with pytest.raises(BufferError):
+        cuabi.StridedMemoryView.from_dlpack(object())
+    with pytest.raises(BufferError):
+        cuabi.StridedMemoryView.from_cuda_array_interface(np.zeros(2))
+    with pytest.raises(BufferError):
+        cuabi.StridedMemoryView.from_array_interface(object())
+    with pytest.raises(TypeError):
+        cuabi.StridedMemoryView()
+
+
+def test_strided_memory_view_from_a_host_buffer():
+    with cuabi.MemoryResource.host() as r:
+        b = cuabi.Buffer(48, r)
+        b.copy_from(np.arange(12, dtype=np.float32))
+        v = cuabi.StridedMemoryView.from_buffer(b, (3, 4), dtype=np.dtype(np.float32))
+        assert v.shape == (3, 4) and v.dtype == np.float32 and v.exporting_obj is b
+        assert np.from_dlpack(v).tolist() == np.arange(12, dtype=np.float32).reshape(3, 4).tolist()
+        w = cuabi.StridedMemoryView.from_buffer(b, (4, 3), (1, 4), itemsize=4, is_readonly=True)
+        assert w.dtype == np.uint32 and w.strides == (1, 4) and w.readonly
+        with pytest.raises(ValueError):
+            cuabi.StridedMemoryView.from_buffer(b, (3,), itemsize=8, dtype=np.int32)
+        with pytest.raises(ValueError):
+            cuabi.StridedMemoryView.from_buffer(b, (3,))
+
+
+def test_args_viewable_as_strided_memory():
+    seen = []
+
+    @cuabi.args_viewable_as_strided_memory((1,))
+    def f(x, arr, stream_ptr):
+        v = arr.view(stream_ptr)
+        seen.append((x, type(v), v.shape, v.dtype))
+        return v.ptr
+
+    a = np.zeros(5, np.float64)
+    assert f("k", a, -1) == a.ctypes.data
+    assert seen == [("k", cuabi.StridedMemoryView, (5,), np.float64)]
+    assert f.__name__ == "f"
+
+
+# ---- programs and links (NVRTC / nvJitLink: no driver)
+
+def _needs(lib):
+    if cuabi.runtime_info()[f"{lib}_status"] != 0:
+        pytest.skip(f"{lib} not available")
+
+
+@pytest.fixture
+def _cache(tmp_path):
+    cuabi.cache.set_directory(str(tmp_path / "cache"))
+    yield
+    cuabi.cache.set_directory(None)
+
+
+def test_program_takes_a_dict_and_cuda_cores_arch(_cache):
+    _needs("nvrtc")
+    src = 'extern "C" __global__ void k(int *p) { *p = 1; }'
+    for prog in (cuabi.Program(src, "c++", {"arch": "sm_90", "std": "c++17"}),
+                 cuabi.Program(src, "c++", options={"arch": "90"}),
+                 cuabi.Program(src, code_type="c++",
+                               options=cuabi.ProgramOptions(std="c++17", arch="sm_90"))):
+        obj = prog.compile("cubin")
+        assert obj.code_type == "cubin" and obj.arch == 90
+    assert cuabi.Program(src, "c++", {"arch": "90"}).compile("ptx").code_type == "ptx"
+
+
+def test_linker_options_take_cuda_cores_names():
+    o = cuabi.LinkerOptions(link_time_optimization=True, optimization_level=3, lineinfo=True,
+                            max_register_count=32, kernels_used=["k"], ptxas_options="-v",
+                            no_cache=True)
+    assert o.lto and o.optimization == 3 and o.line_info and o.max_registers == 32
+    assert not o.cache and "-kernels-used=k" in o.extra_options
+    assert "-Xptxas=-v" in o.extra_options
+    assert o.link_time_optimization is None       # folded into lto
+
+
+def test_ltoir_link_with_link_time_optimization(_cache):
+    _needs("nvrtc")
+    _needs("nvjitlink")
+    main = ('extern __device__ void art(float *d);\n'
+            'extern "C" __global__ void main_workflow(float *d) { art(d); }')
+    user = '__device__ void art(float *d) { d[threadIdx.x] = 1.0f; }'
+    a = cuabi.Program(main, "c++", cuabi.ProgramOptions(link_time_optimization=True,
+                                                         arch="sm_90")).compile("ltoir")
+    b = cuabi.Program(user, "c++", {"link_time_optimization": True, "arch": "90"}) \
+        .compile("ltoir")
+    out = cuabi.Linker(a, b, options=cuabi.LinkerOptions(arch="90",
+                                                         link_time_optimization=True)) \
+        .link("cubin")
+    assert out.code_type == "cubin" and out.arch == 90
+
+
+def test_launch_config_cluster_meaning_needs_no_driver():
+    c = cuabi.LaunchConfig(grid=(2, 3), cluster=(2, 1), block=64)
+    assert c.grid == (2, 3, 1) and c.grid_blocks == (4, 3, 1)
+    assert "cluster=(2, 1, 1)" in repr(c)
+
+
+def test_user_resources_override_allocate_ptr():
+    class Host(cuabi.MemoryResource):
+        def __init__(self):
+            self.live = {}
+            super().__init__(kind="host", stream_ordered=False)
+
+        def allocate_ptr(self, size, alignment, stream):
+            b = C.create_string_buffer(size)
+            self.live[C.addressof(b)] = b
+            return C.addressof(b)
+
+        def deallocate_ptr(self, ptr, size, alignment, stream):
+            del self.live[ptr]
+
+    r = Host()
+    buf = r.allocate(32)                       # cuda.core's allocate: a Buffer
+    assert isinstance(buf, cuabi.Buffer) and buf.ptr in r.live
+    assert buf.memory_resource is r and buf.is_host_accessible and buf.device_id == -1
+    buf.close()
+    assert not r.live
+
+    class Old(cuabi.MemoryResource):
+        def allocate(self, size, alignment, stream):       # cuabi's former protocol
+            return 0
+    with pytest.raises(TypeError, match="allocate_ptr"):
+        Old()
+
+
+# ---- docs/python.md's table tells the truth
+
+def _table_rows():
+    path = os.path.join(HERE, "..", "..", "..", "docs", "python.md")
+    if not os.path.exists(path):
+        pytest.skip("docs/python.md is not next to the package (an installed wheel)")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("### Every cuda.core 1.2 name")
+    rows = []
+    for line in text[start:].splitlines():
+        if line.startswith("| `"):
+            name, status = line.split("|")[1:3]
+            rows.append((name.strip().strip("`"), status.strip()))
+        elif line.startswith("## "):
+            break
+    return rows
+
+
+_CLASS = {"Graph": "GraphExec", "GraphDefinition": "Graph",
+          "GraphCompleteOptions": "CompleteOptions"}
+
+
+def test_every_name_the_table_calls_same_is_there():
+    rows = _table_rows()
+    assert len(rows) > 300
+    missing = []
+    for name, status in rows:
+        if not status.startswith("same"):
+            assert status.startswith(("alias", "not yet")), (name, status)
+            continue
+        if name.startswith("cuda.core."):
+            path = name[len("cuda.core."):].split(".")
+            obj = cuabi
+            try:
+                for p in path:
+                    obj = getattr(obj, p) if p not in ("LEGACY_DEFAULT_STREAM",
+                                                       "PER_THREAD_DEFAULT_STREAM") else obj
+            except AttributeError:
+                missing.append(name)
+            continue
+        cls, member = name.split(".", 1)
+        c = getattr(cuabi, _CLASS.get(cls, cls))
+        import dataclasses
+        names = set(dir(c)) | set(getattr(c, "__slots__", ()))
+        if dataclasses.is_dataclass(c):
+            names |= {f.name for f in dataclasses.fields(c)}
+        if member not in names and (cls, member) != ("GraphBuilder", "stream"):
+            missing.append(name)
+    assert not missing, missing
+
+
+def test_more_program_options_become_nvrtc_flags():
+    o = cuabi.ProgramOptions(diag_suppress=[177, 550], split_compile=0, pch=True,
+                             no_cache=True, device_float128=True, time="t.csv")
+    assert "--diag-suppress=177" in o.extra_options and "--diag-suppress=550" in o.extra_options
+    assert "--split-compile=0" in o.extra_options and "--pch" in o.extra_options
+    assert "--device-float128" in o.extra_options and "--time=t.csv" in o.extra_options
+    assert not o.cache
+
+
+def test_event_and_stream_facts_are_cuda_cores():
+    for cls in (cuabi.Event, cuabi.Stream, cuabi.Buffer, cuabi.Program, cuabi.Linker):
+        assert isinstance(cls.is_closed, property)
+    for name in ("is_timing_enabled", "is_blocking_sync", "is_ipc_enabled", "device", "context",
+                 "is_done", "handle"):
+        assert isinstance(getattr(cuabi.Event, name), property)
+    assert callable(cuabi.Linker.get_error_log) and callable(cuabi.Linker.get_info_log)

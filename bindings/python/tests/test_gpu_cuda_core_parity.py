@@ -1,0 +1,308 @@
+"""cuda.core's documented behaviour, run with both libraries on the GPU
+(issue 24 item 2): each scenario is written once against cuda.core's API and
+run with `core` = cuda.core and `core` = cuabi; the results must be equal
+(and right). Skipped without a GPU or without cuda.core. The lead runs it:
+
+    CUABI_LIBRARY=build/.libs/libcuabi.so PYTHONPATH=bindings/python \\
+        python3 -m pytest -q bindings/python/tests/test_gpu_cuda_core_parity.py
+"""
+import numpy as np
+import pytest
+
+import cuabi
+
+KERNELS = r"""
+template <typename T>
+__global__ void saxpy(T a, const T *x, const T *y, T *out, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void grid_facts(unsigned int *out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        out[0] = gridDim.x; out[1] = gridDim.y; out[2] = blockDim.x;
+    }
+}
+extern "C" __global__ void add_one(int *v) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *v += 1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def libs(gpu):
+    try:
+        import cuda.core as cc
+        cc.Device, cc.LaunchConfig, cc.Program
+    except (ImportError, AttributeError):
+        pytest.skip("cuda.core is not installed (pip install cuda-core)")
+    cc.Device(0).set_current()
+    cuabi.Device(0).set_current()
+    return {"cuda.core": cc, "cuabi": cuabi}
+
+
+def both(libs, scenario):
+    """scenario(core) with each library; the results, checked equal."""
+    got = {name: scenario(core) for name, core in libs.items()}
+    assert got["cuabi"] == got["cuda.core"], got
+    return got["cuabi"]
+
+
+def _compile(core, dev):
+    opts = core.ProgramOptions(std="c++17", arch=f"sm_{dev.arch}")
+    return core.Program(KERNELS, code_type="c++", options=opts).compile(
+        "cubin", name_expressions=("saxpy<float>",))
+
+
+def _host_array(core, nbytes, dtype):
+    """Pinned host memory viewed by numpy through DLPack, as the examples do."""
+    buf = core.LegacyPinnedMemoryResource().allocate(nbytes)
+    return buf, np.from_dlpack(buf).view(dtype)
+
+
+# ---- devices
+
+def test_device_facts(libs):
+    def facts(core):
+        dev = core.Device()
+        dev.set_current()
+        return (dev.arch, tuple(dev.compute_capability), dev.compute_capability.major,
+                dev.device_id, int(dev), dev.name, dev.pci_bus_id, dev.uuid)
+    arch, cc, major, *_ = both(libs, facts)
+    assert arch.isdigit() and arch == f"{cc[0]}{cc[1]}" and major == cc[0]
+
+
+def test_every_device_property(libs):
+    names = [n for n in dir(libs["cuda.core"].Device(0).properties) if not n.startswith("_")]
+    assert len(names) >= 100
+
+    def props(core):
+        p = core.Device(0).properties
+        out = {}
+        for n in names:
+            try:
+                out[n] = getattr(p, n)
+            except Exception as e:          # a driver without the attribute: both say so
+                out[n] = type(e).__name__ != ""
+        return out
+    got = both(libs, props)
+    assert got["multiprocessor_count"] > 0 and isinstance(got["integrated"], bool)
+
+
+# ---- streams and events
+
+def test_streams(libs):
+    def streams(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        t = dev.create_stream(options=core.StreamOptions(nonblocking=False, priority=0))
+        out = (int(dev.default_stream.handle), int(s.handle) not in (0, 1, 2),
+               s.__cuda_stream__()[1] == int(s.handle), int(t.handle) != int(s.handle))
+        s.sync()
+        s.close()
+        t.close()
+        return out
+    assert both(libs, streams)[0] == 1                    # CU_STREAM_LEGACY
+
+
+def test_create_stream_wraps_the_other_librarys_stream(libs):
+    cc = libs["cuda.core"]
+    theirs = cc.Device().create_stream()
+    mine = cuabi.Device().create_stream(theirs)
+    assert mine.handle == int(theirs.handle)
+    ours = cuabi.Device().create_stream()
+    back = cc.Device().create_stream(ours)
+    assert int(back.handle) == ours.handle
+    for s in (back, mine, theirs, ours):
+        s.close()
+
+
+def test_events(libs):
+    def events(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        a = dev.create_event(options=core.EventOptions(timing_enabled=True))
+        b = dev.create_event(options=core.EventOptions(timing_enabled=True))
+        s.record(a)
+        s.record(b)
+        b.sync()
+        ms = b - a
+        plain = s.record()
+        plain.sync()
+        return isinstance(ms, float) and ms >= 0.0, b.is_done, plain.is_done
+    assert both(libs, events) == (True, True, True)
+
+
+# ---- memory
+
+def test_buffers_and_resources(libs):
+    def buffers(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        mr = dev.memory_resource
+        buf = dev.allocate(1024, stream=s)
+        facts = (buf.size, buf.is_device_accessible, buf.is_host_accessible, buf.device_id,
+                 mr.is_device_accessible, mr.is_host_accessible, int(buf.handle) != 0,
+                 buf.__dlpack_device__())
+        pinned, host = _host_array(core, 1024, np.uint8)
+        host[:] = np.arange(1024) % 251
+        buf.copy_from(pinned, stream=s)
+        back = mr.allocate(1024, stream=s)
+        buf.copy_to(back, stream=s)
+        out_buf, out = _host_array(core, 1024, np.uint8)
+        back.copy_to(out_buf, stream=s)
+        s.sync()
+        data = out.tobytes()
+        buf.close(s)
+        back.close(s)
+        s.sync()
+        closed = int(buf.handle)
+        pinned_facts = (pinned.is_host_accessible, pinned.is_device_accessible,
+                        pinned.__dlpack_device__()[0])
+        return facts, data, closed, pinned_facts
+    facts, data, closed, pinned_facts = both(libs, buffers)
+    assert data == (np.arange(1024) % 251).astype(np.uint8).tobytes()
+    assert closed == 0 and facts[:4] == (1024, True, False, 0)
+    assert pinned_facts == (True, True, 3)
+
+
+def test_buffer_fill(libs):
+    def fill(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        buf = dev.allocate(64, stream=s)
+        buf.fill(7, stream=s)
+        out_buf, out = _host_array(core, 64, np.uint8)
+        buf.copy_to(out_buf, stream=s)
+        s.sync()
+        return out.tobytes()
+    assert both(libs, fill) == b"\x07" * 64
+
+
+# ---- compile and launch
+
+def test_compile_and_launch_saxpy(libs):
+    def saxpy(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        mod = _compile(core, dev)
+        k = mod.get_kernel("saxpy<float>")
+        n = 1000
+        bufs = []
+        for values in (np.arange(n, dtype=np.float32), np.ones(n, np.float32)):
+            hb, h = _host_array(core, 4 * n, np.float32)
+            h[:] = values
+            d = dev.allocate(4 * n, stream=s)
+            d.copy_from(hb, stream=s)
+            bufs.append(d)
+        out = dev.allocate(4 * n, stream=s)
+        core.launch(s, core.LaunchConfig(grid=(n + 127) // 128, block=128), k,
+                    np.float32(2.0), bufs[0], bufs[1], out, np.uint32(n))
+        hb, h = _host_array(core, 4 * n, np.float32)
+        out.copy_to(hb, stream=s)
+        s.sync()
+        return (k.num_arguments, h.tolist())
+    nargs, values = both(libs, saxpy)
+    assert nargs == 5 and values == (2 * np.arange(1000, dtype=np.float32) + 1).tolist()
+
+
+def test_cluster_grid_counts_clusters(libs, gpu):
+    if gpu.compute_capability[0] < 9:
+        pytest.skip("thread-block clusters need sm_90")
+
+    def facts(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        k = _compile(core, dev).get_kernel("grid_facts")
+        hb, h = _host_array(core, 12, np.uint32)
+        d = dev.allocate(12, stream=s)
+        core.launch(s, core.LaunchConfig(grid=3, cluster=2, block=32), k, d)
+        d.copy_to(hb, stream=s)
+        s.sync()
+        return h.tolist()
+    assert both(libs, facts) == [6, 1, 32]          # 3 clusters of 2 blocks
+
+
+# ---- graphs
+
+def test_graph_build_complete_launch_update(libs):
+    def graphs(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        k = _compile(core, dev).get_kernel("add_one")
+        hb, h = _host_array(core, 8, np.int32)
+        h[:] = 0
+        cfg = core.LaunchConfig(grid=1, block=1)
+
+        def build(ptr):
+            gb = dev.create_graph_builder().begin_building()
+            core.launch(gb, cfg, k, ptr)
+            core.launch(gb, cfg, k, ptr)
+            return gb.end_building()
+        first = build(h[0:].ctypes.data)
+        second = build(h[1:].ctypes.data)
+        g = first.complete()
+        g.upload(s)
+        g.launch(s)
+        s.sync()
+        after_first = h.tolist()
+        g.update(second)
+        g.launch(s)
+        s.sync()
+        result = (after_first, h.tolist(), int(g.handle) != 0)
+        g.close()
+        first.close()
+        second.close()
+        return result
+    assert both(libs, graphs) == ([2, 0], [2, 2], True)
+
+
+def test_stream_graph_builder_with_cupy_style_pointers(libs):
+    def capture(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        k = _compile(core, dev).get_kernel("add_one")
+        d = dev.allocate(4, stream=s)
+        d.fill(0, stream=s)
+        gb = s.create_graph_builder()
+        gb.begin_building()
+        for _ in range(3):
+            core.launch(gb, core.LaunchConfig(grid=1, block=1), k, int(d.handle))
+        g = gb.end_building().complete()
+        for _ in range(2):
+            g.launch(s)
+        hb, h = _host_array(core, 4, np.int32)
+        d.copy_to(hb, stream=s)
+        s.sync()
+        return int(h[0])
+    assert both(libs, capture) == 6
+
+
+# ---- views and DLPack
+
+def test_strided_memory_view_of_host_and_device(libs):
+    def views(core):
+        from importlib import import_module
+        utils = import_module(core.__name__ + ".utils")
+        a = np.arange(12, dtype=np.int16).reshape(3, 4)
+        v = utils.StridedMemoryView(a, -1)
+        host = (v.ptr == a.ctypes.data, v.shape, tuple(v.strides or (4, 1)), v.dtype,
+                v.device_id, v.is_device_accessible, v.readonly)
+        dev = core.Device()
+        s = dev.create_stream()
+        buf = dev.allocate(48, stream=s)
+        d = utils.StridedMemoryView.from_buffer(buf, (3, 4), dtype=np.dtype(np.float32))
+        device = (d.ptr == int(buf.handle), d.shape, d.dtype, d.device_id,
+                  d.is_device_accessible)
+        return host, device
+    host, device = both(libs, views)
+    assert host[1:] == ((3, 4), (4, 1), np.int16, -1, False, False)
+    assert device[0] and device[2] == np.float32 and device[4]
+
+
+def test_buffer_dlpack_into_numpy(libs):
+    def dl(core):
+        buf, arr = _host_array(core, 16, np.int32)
+        arr[:] = (1, 2, 3, 4)
+        again = np.from_dlpack(buf)
+        return again.dtype.itemsize, again.shape, again.view(np.int32).tolist()
+    assert both(libs, dl) == (1, (16,), [1, 2, 3, 4])
