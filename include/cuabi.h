@@ -30,6 +30,8 @@
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
 #include "cuabi/fatbin.h"
+#include "cuabi/green.h"
+#include "cuabi/checkpoint.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -26,7 +26,9 @@ typedef enum cuabi__handle_type {
     CUABI__T_GRAPH = 14,
     CUABI__T_GRAPH_NODE = 15,
     CUABI__T_GRAPH_EXEC = 16,
-    CUABI__T_COUNT = 17
+    CUABI__T_SM_RESOURCE = 17,
+    CUABI__T_GREEN_CTX = 18,
+    CUABI__T_COUNT = 19
 } cuabi__handle_type;
 
 #endif

@@ -86,4 +86,6 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_graph",
     "cuabi_graph_node",
     "cuabi_graph_exec",
+    "cuabi_sm_resource",
+    "cuabi_green_ctx",
 };
