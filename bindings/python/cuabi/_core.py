@@ -136,6 +136,19 @@ class Device(Handle):
     def create_stream(self, non_blocking: bool = False, priority: int = 0) -> "Stream":
         return Stream(self, non_blocking=non_blocking, priority=priority)
 
+    # ---- green contexts (issue 26; cuabi._green, a layer above: through
+    # cuabi._lib.hooks). cuda.core's names.
+    @property
+    def resources(self):
+        """The device's resources (cuda.core's DeviceResources): .sm, all its
+        SMs, to split into partitions for green contexts."""
+        return hooks.device_resources_class()(self)
+
+    def create_context(self, options=None):
+        """A green context of the SM resources in `options`
+        (ContextOptions(resources=[group, ...]); groups of one split)."""
+        return hooks.green_context_class()._create(self, options)
+
     def create_event(self, timing: bool = True, blocking_sync: bool = False) -> "Event":
         return Event(self, timing=timing, blocking_sync=blocking_sync)
 
@@ -223,6 +236,12 @@ class Stream(Handle):
     @property
     def priority(self) -> int:
         return call("cuabi_stream_priority", self)
+
+    @property
+    def green_context(self):
+        """The green context (cuabi.Context) the stream was created on, or
+        None for a stream of the device's primary context."""
+        return hooks.green_context_class()._borrowed_of("cuabi_stream_green_ctx", self)
 
     def synchronize(self) -> None:
         lib.cuabi_stream_synchronize(self)
