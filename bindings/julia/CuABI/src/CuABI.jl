@@ -28,7 +28,9 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
        ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
        ipc_send_fd, ipc_receive_fd,
-       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
+       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract,
+       SMResource, GreenContext, sm_resource, group_count, sm_count, green_context, waves,
+       CheckpointProcess, restore_thread_id, lock!, checkpoint!, restore!, unlock!
 
 # ------------------------------------------------------------------ errors
 
@@ -509,5 +511,6 @@ include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
+include("green.jl")
 
 end # module CuABI
