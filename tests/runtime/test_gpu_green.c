@@ -216,6 +216,9 @@ static void zero(cuabi_buffer *b, size_t bytes)
 {
     void *z = calloc(1, bytes);
     ck_assert_ok(cuabi_buffer_copy_from_host(b, 0, z, bytes, NULL));
+    /* a copy from pageable memory may return before its DMA lands, and
+     * green streams do not wait for the legacy stream: wait here */
+    ck_assert_ok(cuabi_device_synchronize(dev));
     free(z);
 }
 

@@ -73,8 +73,9 @@ def test_offline_equals_live_per_partition(gpu, resources):
                 (name, ctx.sm_count)
             # Past the kernel's launch bounds the driver still answers
             # (test_gpu_occupancy.py says so); offline answers 0: compared
-            # where a launch is possible.
-            limit = k.resources.max_threads_per_block
+            # where a launch is possible (max_threads_per_block is 0 for a
+            # kernel without launch bounds: 1024 then).
+            limit = k.resources.max_threads_per_block or 1024
             for block in (b for b in (64, 128, 256, 1024) if b <= limit):
                 for grid in (1, 1000, 54321):
                     try:
