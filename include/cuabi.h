@@ -34,6 +34,8 @@
 #include "cuabi/texture.h"
 #include "cuabi/memop.h"
 #include "cuabi/nccl.h"
+#include "cuabi/green.h"
+#include "cuabi/checkpoint.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -43,7 +43,7 @@ for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
         bench/bench_graph bench/bench_peer bench/bench_pool_parts bench/bench_launch_cxx \
-        bench/bench_texture \
+        bench/bench_texture bench/bench_green \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -71,7 +71,7 @@ for arg in "$@"; do
         # host's processes differ by 10-40%).
         repeat=${BENCH_REPEAT:-1}
         for b in bench/bench_launch bench/bench_memory bench/bench_pool_parts bench/bench_compile \
-                 bench/bench_graph bench/bench_texture; do
+                 bench/bench_graph bench/bench_texture bench/bench_green; do
             n=1
             case $b in bench/bench_launch | bench/bench_memory | bench/bench_pool_parts) n=$repeat ;; esac
             for _ in $(seq "$n"); do

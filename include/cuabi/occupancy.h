@@ -12,6 +12,7 @@
 #include "cuabi/device.h"
 #include "cuabi/kernel.h"
 #include "cuabi/launch.h"
+#include "cuabi/green.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +22,10 @@ extern "C" {
  * Occupancy: how many blocks of a kernel fit on one SM, which resource limits
  * them, and which block size fills the SM best.
  *
- * Live functions ask the driver about a kernel on a device. Offline functions
+ * Live functions ask the driver about a kernel on a device, or on a green
+ * context's partition of a device's SMs (cuabi_occupancy_green_*: the driver
+ * answers per SM as for the whole device, and per partition where the answer
+ * counts SMs: the min grid size). Offline functions
  * give the same answers for a named architecture ("sm_90") with no GPU, from a
  * kernel's resources (cuabi_kernel_get_resources) and the architecture's
  * published limits (cuabi_arch_limits_get), using the rules of the toolkit's
@@ -30,12 +34,19 @@ extern "C" {
  *
  * Every function may be called from several threads at once. A block-size
  * callback runs on the calling thread, during the call only.
+ *
+ * Waves: a grid of N blocks runs in ceil(N / (blocks per SM x SMs)) waves of
+ * resident blocks; cuabi_occupancy_*waves say how many for a device, a
+ * partition, or offline for an architecture and a number of SMs ("a
+ * 1,000-block grid of this kernel takes 8 waves on 16 SMs").
  */
 
 typedef struct cuabi_device cuabi_device;
+typedef struct cuabi_green_ctx cuabi_green_ctx;
 typedef struct cuabi_kernel cuabi_kernel;
 
 typedef struct cuabi_occupancy_result cuabi_occupancy_result;
+typedef struct cuabi_grid_waves cuabi_grid_waves;
 typedef struct cuabi_occupancy_options cuabi_occupancy_options;
 typedef struct cuabi_arch_limits cuabi_arch_limits;
 
@@ -110,6 +121,51 @@ struct cuabi_occupancy_result {
         0                               /* shared_bytes_per_block */ \
     }
 
+/**
+ * How a grid runs on a number of SMs: blocks resident per SM and per wave, and the waves it takes.
+ * Filled by the library; set `version` first.
+ */
+struct cuabi_grid_waves {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /** The grid's blocks (as given). */
+    uint64_t grid_blocks;
+    /** SMs of the device, partition or count the answer is for. */
+    int sm_count;
+    /** Resident blocks per SM. */
+    int blocks_per_sm;
+    /** blocks_per_sm x sm_count. */
+    uint64_t blocks_per_wave;
+    /** ceil(grid_blocks / blocks_per_wave). */
+    uint64_t waves;
+    /** Blocks of the last wave (blocks_per_wave when the grid divides evenly). */
+    uint64_t last_wave_blocks;
+    /**
+     * grid_blocks / (waves x blocks_per_wave): the share of the block slots the waves use (1: no
+     * partial last wave).
+     */
+    double efficiency;
+    /** As cuabi_occupancy_result.occupancy. */
+    double occupancy;
+    /** What limits the blocks per SM. */
+    cuabi_occupancy_limiter limiter;
+};
+/** Current version of cuabi_grid_waves. */
+#define CUABI_GRID_WAVES_VERSION 1
+/** Static initialiser with the defaults: one value a field, in order. */
+#define CUABI_GRID_WAVES_INIT {                          \
+        CUABI_GRID_WAVES_VERSION, /* version */          \
+        0,                        /* grid_blocks */      \
+        0,                        /* sm_count */         \
+        0,                        /* blocks_per_sm */    \
+        0,                        /* blocks_per_wave */  \
+        0,                        /* waves */            \
+        0,                        /* last_wave_blocks */ \
+        0,                        /* efficiency */       \
+        0,                        /* occupancy */        \
+        0                         /* limiter */          \
+    }
+
 /** Settings of the kernel that occupancy depends on, for offline answers. */
 struct cuabi_occupancy_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -124,7 +180,11 @@ struct cuabi_occupancy_options {
      * (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT); -1 for none.
      */
     int carveout;
-    /** SMs of the GPU (min grid size, cluster estimates); 0 for the architecture's example GPU. */
+    /**
+     * SMs of the GPU or of the partition (a green context's SMs) the answers are for (min grid
+     * size, waves, cluster estimates); 0 for the architecture's example GPU.
+     * cuabi_occupancy_offline_waves takes it as an argument.
+     */
     int sm_count;
 };
 /** Current version of cuabi_occupancy_options. */
@@ -192,6 +252,12 @@ struct cuabi_arch_limits {
  */
 CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *opts,
                                                        unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally CUABI_GRID_WAVES_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_grid_waves_init(cuabi_grid_waves *opts, unsigned int version);
 
 /**
  * Fill *opts with the defaults of struct version `version` (normally
@@ -359,6 +425,86 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_max_active_clusters(
     const cuabi_kernel_resources *resources,
     const cuabi_launch_config *config,
     const cuabi_occupancy_options *options);
+
+/**
+ * As cuabi_occupancy_max_active_blocks, asked in a green context (made current for the query):
+ * resident blocks per SM of its partition.
+ * @param out [inout] Its version field must be set.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_active_blocks(cuabi_occupancy_result *out,
+                                                                   cuabi_kernel *kernel,
+                                                                   cuabi_green_ctx *green,
+                                                                   int block_size,
+                                                                   size_t dynamic_shared_bytes);
+
+/**
+ * As cuabi_occupancy_max_potential_block_size, asked in a green context: min_grid_size is the
+ * smallest grid that fills the partition (the driver counts the partition's SMs).
+ * @param out [out] The block size.
+ * @param min_grid_size [out, may be NULL]
+ * @param smem_fn [may be NULL] Dynamic shared memory per block size; NULL to use
+ *     dynamic_shared_bytes for all.
+ * @param payload [may be NULL] Passed to smem_fn.
+ * @param block_size_limit Largest block size to consider; 0 for no limit.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_potential_block_size(
+    int *out,
+    int *min_grid_size,
+    cuabi_kernel *kernel,
+    cuabi_green_ctx *green,
+    cuabi_block_smem_fn smem_fn,
+    void *payload,
+    size_t dynamic_shared_bytes,
+    int block_size_limit);
+
+/**
+ * The waves a grid of `grid_blocks` blocks of `block_size` threads takes on the whole device
+ * (blocks per SM from the driver, the device's SMs). CUABI_ERROR_LAUNCH_CONFIG when no block fits
+ * on an SM (out is filled, with 0 waves).
+ * @param out [inout] Its version field must be set.
+ * @param grid_blocks At least 1.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_waves(cuabi_grid_waves *out,
+                                                 cuabi_kernel *kernel,
+                                                 cuabi_device *device,
+                                                 int block_size,
+                                                 size_t dynamic_shared_bytes,
+                                                 uint64_t grid_blocks);
+
+/**
+ * As cuabi_occupancy_waves, on a green context's partition (its SMs, blocks per SM asked in it).
+ * @param out [inout] Its version field must be set.
+ * @param grid_blocks At least 1.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_waves(cuabi_grid_waves *out,
+                                                       cuabi_kernel *kernel,
+                                                       cuabi_green_ctx *green,
+                                                       int block_size,
+                                                       size_t dynamic_shared_bytes,
+                                                       uint64_t grid_blocks);
+
+/**
+ * As cuabi_occupancy_waves, offline: for a named architecture and a partition of `sm_count` SMs,
+ * from the kernel's resources. sm_count 0 takes options->sm_count, else the architecture's example
+ * GPU.
+ * @param out [inout] Its version field must be set.
+ * @param arch "sm_90", ...
+ * @param sm_count SMs of the partition (1 .. 65535), or 0.
+ * @param grid_blocks At least 1.
+ * @param options [may be NULL] NULL for the driver's defaults.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_waves(cuabi_grid_waves *out,
+                                                         const char *arch,
+                                                         const cuabi_kernel_resources *resources,
+                                                         int sm_count,
+                                                         int block_size,
+                                                         size_t dynamic_shared_bytes,
+                                                         uint64_t grid_blocks,
+                                                         const cuabi_occupancy_options *options);
 
 #ifdef __cplusplus
 }

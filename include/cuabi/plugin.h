@@ -34,6 +34,8 @@
 #include "cuabi/texture.h"
 #include "cuabi/memop.h"
 #include "cuabi/nccl.h"
+#include "cuabi/green.h"
+#include "cuabi/checkpoint.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -926,6 +928,79 @@ typedef struct cuabi_api {
     cuabi_status (*nccl_register)(cuabi_nccl_registration **out,
                                   cuabi_nccl_comm *comm,
                                   cuabi_buffer *buffer);
+    cuabi_status (*grid_waves_init)(cuabi_grid_waves *opts, unsigned int version);
+    cuabi_status (*occupancy_green_max_active_blocks)(cuabi_occupancy_result *out,
+                                                      cuabi_kernel *kernel,
+                                                      cuabi_green_ctx *green,
+                                                      int block_size,
+                                                      size_t dynamic_shared_bytes);
+    cuabi_status (*occupancy_green_max_potential_block_size)(int *out,
+                                                             int *min_grid_size,
+                                                             cuabi_kernel *kernel,
+                                                             cuabi_green_ctx *green,
+                                                             cuabi_block_smem_fn smem_fn,
+                                                             void *payload,
+                                                             size_t dynamic_shared_bytes,
+                                                             int block_size_limit);
+    cuabi_status (*occupancy_waves)(cuabi_grid_waves *out,
+                                    cuabi_kernel *kernel,
+                                    cuabi_device *device,
+                                    int block_size,
+                                    size_t dynamic_shared_bytes,
+                                    uint64_t grid_blocks);
+    cuabi_status (*occupancy_green_waves)(cuabi_grid_waves *out,
+                                          cuabi_kernel *kernel,
+                                          cuabi_green_ctx *green,
+                                          int block_size,
+                                          size_t dynamic_shared_bytes,
+                                          uint64_t grid_blocks);
+    cuabi_status (*occupancy_offline_waves)(cuabi_grid_waves *out,
+                                            const char *arch,
+                                            const cuabi_kernel_resources *resources,
+                                            int sm_count,
+                                            int block_size,
+                                            size_t dynamic_shared_bytes,
+                                            uint64_t grid_blocks,
+                                            const cuabi_occupancy_options *options);
+    cuabi_status (*sm_resource_retain)(cuabi_sm_resource *handle);
+    cuabi_status (*sm_resource_release)(cuabi_sm_resource *handle);
+    cuabi_status (*green_ctx_retain)(cuabi_green_ctx *handle);
+    cuabi_status (*green_ctx_release)(cuabi_green_ctx *handle);
+    cuabi_status (*sm_resource_info_init)(cuabi_sm_resource_info *opts, unsigned int version);
+    cuabi_status (*sm_split_options_init)(cuabi_sm_split_options *opts, unsigned int version);
+    cuabi_status (*device_sm_resource)(cuabi_sm_resource **out, cuabi_device *device);
+    cuabi_status (*sm_resource_get_info)(cuabi_sm_resource_info *out, cuabi_sm_resource *resource);
+    cuabi_status (*sm_resource_device)(cuabi_device **out, cuabi_sm_resource *resource);
+    cuabi_status (*sm_resource_split)(cuabi_sm_resource **groups,
+                                      size_t *count,
+                                      cuabi_sm_resource **remainder,
+                                      cuabi_sm_resource *input,
+                                      const cuabi_sm_split_options *options);
+    cuabi_status (*green_ctx_create)(cuabi_green_ctx **out,
+                                     cuabi_device *device,
+                                     cuabi_sm_resource **resources,
+                                     size_t count);
+    cuabi_status (*green_ctx_sm_resource)(cuabi_sm_resource **out, cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_sm_count)(int *out, cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_device)(cuabi_device **out, cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_stream_create)(cuabi_stream **out,
+                                            cuabi_green_ctx *green,
+                                            const cuabi_stream_options *options);
+    cuabi_status (*stream_green_ctx)(cuabi_green_ctx **out, cuabi_stream *stream);
+    cuabi_status (*green_ctx_synchronize)(cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_record_event)(cuabi_green_ctx *green, cuabi_event *event);
+    cuabi_status (*green_ctx_wait_event)(cuabi_green_ctx *green, cuabi_event *event);
+    cuabi_status (*green_ctx_raw)(uintptr_t *out, cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_context)(uintptr_t *out, cuabi_green_ctx *green);
+    const char * (*process_state_name)(cuabi_process_state state);
+    cuabi_status (*checkpoint_process_state)(cuabi_process_state *out, int pid);
+    cuabi_status (*checkpoint_process_restore_thread_id)(int *out, int pid);
+    cuabi_status (*checkpoint_process_lock)(int pid, unsigned int timeout_ms);
+    cuabi_status (*checkpoint_process_checkpoint)(int pid);
+    cuabi_status (*checkpoint_process_restore)(int pid,
+                                               const cuabi_checkpoint_gpu_pair *pairs,
+                                               size_t count);
+    cuabi_status (*checkpoint_process_unlock)(int pid);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -349,6 +349,18 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_result_init(cuabi_occupancy_result *o
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_grid_waves_init(cuabi_grid_waves *opts, unsigned int version)
+{
+    static const cuabi_grid_waves defaults = CUABI_GRID_WAVES_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_grid_waves_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_grid_waves", version, CUABI_GRID_WAVES_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_occupancy_options_init(cuabi_occupancy_options *opts,
                                                         unsigned int version)
 {
@@ -522,6 +534,32 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_options_init(cuabi_nccl_comm_options 
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_nccl_comm_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_nccl_comm_options", version, CUABI_NCCL_COMM_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_sm_resource_info_init(cuabi_sm_resource_info *opts,
+                                                       unsigned int version)
+{
+    static const cuabi_sm_resource_info defaults = CUABI_SM_RESOURCE_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_sm_resource_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_sm_resource_info", version, CUABI_SM_RESOURCE_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_sm_split_options_init(cuabi_sm_split_options *opts,
+                                                       unsigned int version)
+{
+    static const cuabi_sm_split_options defaults = CUABI_SM_SPLIT_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_sm_split_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_sm_split_options", version, CUABI_SM_SPLIT_OPTIONS_VERSION);
     *opts = defaults;
     opts->version = version;
     return CUABI_SUCCESS;
@@ -888,6 +926,17 @@ static const layout_entry struct_layouts[] = {
       offsetof(cuabi_occupancy_result, registers_per_block) },
     { "cuabi_occupancy_result", "shared_bytes_per_block",
       offsetof(cuabi_occupancy_result, shared_bytes_per_block) },
+    { "cuabi_grid_waves", NULL, sizeof(cuabi_grid_waves) },
+    { "cuabi_grid_waves", "version", offsetof(cuabi_grid_waves, version) },
+    { "cuabi_grid_waves", "grid_blocks", offsetof(cuabi_grid_waves, grid_blocks) },
+    { "cuabi_grid_waves", "sm_count", offsetof(cuabi_grid_waves, sm_count) },
+    { "cuabi_grid_waves", "blocks_per_sm", offsetof(cuabi_grid_waves, blocks_per_sm) },
+    { "cuabi_grid_waves", "blocks_per_wave", offsetof(cuabi_grid_waves, blocks_per_wave) },
+    { "cuabi_grid_waves", "waves", offsetof(cuabi_grid_waves, waves) },
+    { "cuabi_grid_waves", "last_wave_blocks", offsetof(cuabi_grid_waves, last_wave_blocks) },
+    { "cuabi_grid_waves", "efficiency", offsetof(cuabi_grid_waves, efficiency) },
+    { "cuabi_grid_waves", "occupancy", offsetof(cuabi_grid_waves, occupancy) },
+    { "cuabi_grid_waves", "limiter", offsetof(cuabi_grid_waves, limiter) },
     { "cuabi_occupancy_options", NULL, sizeof(cuabi_occupancy_options) },
     { "cuabi_occupancy_options", "version", offsetof(cuabi_occupancy_options, version) },
     { "cuabi_occupancy_options", "max_dynamic_shared_bytes",
@@ -1051,6 +1100,24 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_nccl_comm_options", "split_share", offsetof(cuabi_nccl_comm_options, split_share) },
     { "cuabi_nccl_comm_options", "net_name", offsetof(cuabi_nccl_comm_options, net_name) },
     { "cuabi_nccl_comm_options", "comm_name", offsetof(cuabi_nccl_comm_options, comm_name) },
+    { "cuabi_sm_resource_info", NULL, sizeof(cuabi_sm_resource_info) },
+    { "cuabi_sm_resource_info", "version", offsetof(cuabi_sm_resource_info, version) },
+    { "cuabi_sm_resource_info", "sm_count", offsetof(cuabi_sm_resource_info, sm_count) },
+    { "cuabi_sm_resource_info", "min_partition_size",
+      offsetof(cuabi_sm_resource_info, min_partition_size) },
+    { "cuabi_sm_resource_info", "coscheduled_alignment",
+      offsetof(cuabi_sm_resource_info, coscheduled_alignment) },
+    { "cuabi_sm_resource_info", "kind", offsetof(cuabi_sm_resource_info, kind) },
+    { "cuabi_sm_resource_info", "ordinal", offsetof(cuabi_sm_resource_info, ordinal) },
+    { "cuabi_sm_resource_info", "split_id", offsetof(cuabi_sm_resource_info, split_id) },
+    { "cuabi_sm_resource_info", "index", offsetof(cuabi_sm_resource_info, index) },
+    { "cuabi_sm_split_options", NULL, sizeof(cuabi_sm_split_options) },
+    { "cuabi_sm_split_options", "version", offsetof(cuabi_sm_split_options, version) },
+    { "cuabi_sm_split_options", "min_count", offsetof(cuabi_sm_split_options, min_count) },
+    { "cuabi_sm_split_options", "flags", offsetof(cuabi_sm_split_options, flags) },
+    { "cuabi_checkpoint_gpu_pair", NULL, sizeof(cuabi_checkpoint_gpu_pair) },
+    { "cuabi_checkpoint_gpu_pair", "old_uuid", offsetof(cuabi_checkpoint_gpu_pair, old_uuid) },
+    { "cuabi_checkpoint_gpu_pair", "new_uuid", offsetof(cuabi_checkpoint_gpu_pair, new_uuid) },
     { NULL, NULL, 0 }
 };
 
@@ -1292,5 +1359,25 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_release(cuabi_nccl_comm *handle)
 CUABI_EXTERN(cuabi_status) cuabi_nccl_registration_destroy(cuabi_nccl_registration *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_NCCL_REGISTRATION);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_sm_resource_retain(cuabi_sm_resource *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_SM_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_sm_resource_release(cuabi_sm_resource *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_SM_RESOURCE);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_retain(cuabi_green_ctx *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_GREEN_CTX);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_release(cuabi_green_ctx *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_GREEN_CTX);
 }
 

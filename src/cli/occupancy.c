@@ -1,6 +1,8 @@
 /* cuabi occupancy: compile a kernel and show, per block size, how many
  * blocks and warps fit on one SM, the occupancy and what limits it: live on
- * the local GPU, or offline for a named architecture. */
+ * the local GPU (or on a green context of --sms SMs of it), or offline for a
+ * named architecture (and a partition of --sms SMs); with --grid, the waves
+ * a grid of that many blocks takes at each block size. */
 #include "cli.h"
 
 #include <cuda.h>
@@ -12,6 +14,7 @@ int cli_occupancy(int argc, char **argv);
 typedef struct row {
     int block;
     cuabi_occupancy_result r;
+    cuabi_grid_waves w;       /* with --grid; w.waves 0: no block fits */
 } row;
 
 static const char *svg_colour(cuabi_occupancy_limiter l)
@@ -95,7 +98,7 @@ static int write_svg(const char *path, const row *rows, size_t n, const char *ti
 
 typedef struct opts {
     const char *file, *kernel, *name_expr, *arch, *svg;
-    long long smem;
+    long long smem, sms, grid;
     bool json;
     char kernel_buf[512];   /* the kernel found when none was named */
 } opts;
@@ -103,7 +106,9 @@ typedef struct opts {
 static const char occupancy_about[] =
     "Compile FILE.cu, then for every block size (multiples of 32 up to what the\n"
     "kernel allows) print the active blocks and warps per SM, the occupancy and the\n"
-    "limiting resource, as a table and a bar chart.\n";
+    "limiting resource, as a table and a bar chart; then the best block size and the\n"
+    "smallest grid that fills the GPU (or the --sms partition), and with --grid the\n"
+    "waves a grid of that many blocks takes.\n";
 
 static int parse(opts *o, int argc, char **argv)
 {
@@ -121,9 +126,16 @@ static int parse(opts *o, int argc, char **argv)
                        "0, or offline sm_90 when there is no GPU"),
         CLI_OPT_INT("smem", 0, "BYTES", &o->smem, 0, 2147483647,
                     "dynamic shared memory per block (default 0)"),
+        CLI_OPT_INT("sms", 0, "N", &o->sms, 1, 65535,
+                    "a partition of N SMs: offline, the answers for N SMs of the architecture; "
+                    "live, on a green context of at least N SMs of GPU 0 (the driver rounds N "
+                    "up to its partition size)"),
+        CLI_OPT_INT("grid", 0, "BLOCKS", &o->grid, 1, 1099511627776LL,
+                    "the waves a grid of BLOCKS blocks takes at each block size and at the best"),
         CLI_OPT_FLAG("json", 0, &o->json,
                      "one record per block size: block_size, active_blocks_per_sm, "
-                     "active_warps_per_sm, occupancy (0-1), limiter, arch, live"),
+                     "active_warps_per_sm, occupancy (0-1), limiter, arch, live, sm_count; "
+                     "with --grid also grid_blocks, waves, last_wave_blocks"),
         CLI_OPT_STRING("svg", 0, "FILE", &o->svg, "write the chart as an SVG picture"),
     };
     const cli_spec spec = { "occupancy", occupancy_about, table, sizeof table / sizeof table[0] };
@@ -209,12 +221,16 @@ typedef struct session {
     opts o;
     cli_json j;
     cuabi_device *dev;   /* live on it, else offline for arch */
+    cuabi_green_ctx *green;   /* live with --sms: the partition */
+    int sms;             /* the SMs the answers are for */
     const char *arch;    /* the architecture shown */
     char live_arch[16];
     cuabi_kernel *k;
     cuabi_kernel_resources res;
     row rows[32];
     size_t n;
+    row best;            /* the best block size (block 0: none fits) */
+    int min_grid;        /* the smallest grid that fills the SMs with it */
 } session;
 
 /* Live on GPU 0 unless an architecture is named or there is no GPU. */
@@ -258,6 +274,78 @@ static cuabi_status opt_in_shared(session *s, const cuabi_arch_limits *lim,
                                       optin - (int)s->res.shared_static_bytes);
 }
 
+/* The SMs the answers are for: offline --sms or the architecture's example
+ * GPU; live, the device's, or with --sms a green context of at least that
+ * many SMs of it (what the driver rounds it to). */
+static cuabi_status choose_sms(session *s, const cuabi_arch_limits *lim)
+{
+    if (!s->dev) {
+        s->sms = s->o.sms ? (int)s->o.sms : lim->sm_count;
+        return CUABI_SUCCESS;
+    }
+    if (!s->o.sms)
+        return cuabi_device_attribute(&s->sms, s->dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    cuabi_sm_resource *all = NULL, *group = NULL;
+    cuabi_sm_split_options so = CUABI_SM_SPLIT_OPTIONS_INIT;
+    so.min_count = (unsigned)s->o.sms;
+    size_t n = 1;
+    cuabi_status st = cuabi_device_sm_resource(&all, s->dev);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_sm_resource_split(&group, &n, NULL, all, &so);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_green_ctx_create(&s->green, s->dev, &group, 1);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_green_ctx_sm_count(&s->sms, s->green);
+    if (group)
+        cuabi_sm_resource_release(group);
+    if (all)
+        cuabi_sm_resource_release(all);
+    return st;
+}
+
+/* One block size's row: blocks per SM, and with --grid its waves (none
+ * when no block fits: the row says so, it is no error). */
+static cuabi_status measure_row(session *s, row *r, cuabi_occupancy_options *oo)
+{
+    size_t smem = (size_t)s->o.smem;
+    int b = r->block;
+    uint64_t grid = (uint64_t)s->o.grid;
+    r->r = (cuabi_occupancy_result)CUABI_OCCUPANCY_RESULT_INIT;
+    r->w = (cuabi_grid_waves)CUABI_GRID_WAVES_INIT;
+    cuabi_status st =
+        s->green ? cuabi_occupancy_green_max_active_blocks(&r->r, s->k, s->green, b, smem)
+        : s->dev ? cuabi_occupancy_max_active_blocks(&r->r, s->k, s->dev, b, smem)
+                 : cuabi_occupancy_offline_max_active_blocks(&r->r, s->arch, &s->res, b, smem, oo);
+    if (st != CUABI_SUCCESS || !grid)
+        return st;
+    st = s->green ? cuabi_occupancy_green_waves(&r->w, s->k, s->green, b, smem, grid)
+       : s->dev ? cuabi_occupancy_waves(&r->w, s->k, s->dev, b, smem, grid)
+                : cuabi_occupancy_offline_waves(&r->w, s->arch, &s->res, s->sms, b, smem, grid, oo);
+    if (st == CUABI_ERROR_LAUNCH_CONFIG) {
+        cuabi_error_clear();
+        st = CUABI_SUCCESS;
+    }
+    return st;
+}
+
+/* The best block size and the grid that fills the SMs with it. */
+static cuabi_status measure_best(session *s, cuabi_occupancy_options *oo)
+{
+    size_t smem = (size_t)s->o.smem;
+    oo->sm_count = s->sms;
+    cuabi_status st =
+        s->green ? cuabi_occupancy_green_max_potential_block_size(&s->best.block, &s->min_grid,
+                                                                  s->k, s->green, NULL, NULL, smem, 0)
+        : s->dev ? cuabi_occupancy_max_potential_block_size(&s->best.block, &s->min_grid, s->k,
+                                                            s->dev, NULL, NULL, smem, 0)
+                 : cuabi_occupancy_offline_max_potential_block_size(&s->best.block, &s->min_grid,
+                                                                    s->arch, &s->res, NULL, NULL,
+                                                                    smem, 0, oo);
+    if (st == CUABI_SUCCESS && s->best.block > 0)
+        st = measure_row(s, &s->best, oo);
+    return st;
+}
+
 /* A row per block size: multiples of 32 up to what the kernel allows. */
 static cuabi_status measure(session *s)
 {
@@ -266,17 +354,17 @@ static cuabi_status measure(session *s)
     cuabi_status st = s->dev ? CUABI_SUCCESS : cuabi_arch_limits_get(&lim, s->arch);
     if (st == CUABI_SUCCESS)
         st = opt_in_shared(s, &lim, &oo);
+    if (st == CUABI_SUCCESS)
+        st = choose_sms(s, &lim);
     int max_block = s->dev ? 1024 : lim.max_threads_per_block;
     if (s->res.max_threads_per_block > 0 && s->res.max_threads_per_block < max_block)
         max_block = s->res.max_threads_per_block;
-    size_t smem = (size_t)s->o.smem;
     for (int b = 32; st == CUABI_SUCCESS && b <= max_block && s->n < 32; b += 32, s->n++) {
-        row *r = &s->rows[s->n];
-        r->block = b;
-        r->r = (cuabi_occupancy_result)CUABI_OCCUPANCY_RESULT_INIT;
-        st = s->dev ? cuabi_occupancy_max_active_blocks(&r->r, s->k, s->dev, b, smem)
-                    : cuabi_occupancy_offline_max_active_blocks(&r->r, s->arch, &s->res, b, smem, &oo);
+        s->rows[s->n].block = b;
+        st = measure_row(s, &s->rows[s->n], &oo);
     }
+    if (st == CUABI_SUCCESS)
+        st = measure_best(s, &oo);
     return st;
 }
 
@@ -293,25 +381,77 @@ static void print_json(session *s)
         json_string(&s->j, "limiter", cuabi_occupancy_limiter_name(r->limiter));
         json_string(&s->j, "arch", s->arch);
         json_bool(&s->j, "live", s->dev != NULL);
+        json_int(&s->j, "sm_count", s->sms);
+        if (s->o.grid) {
+            json_int(&s->j, "grid_blocks", s->o.grid);
+            json_int(&s->j, "waves", (long long)s->rows[i].w.waves);
+            json_int(&s->j, "last_wave_blocks", (long long)s->rows[i].w.last_wave_blocks);
+        }
         json_end_object(&s->j);
     }
     json_end_array(&s->j);
 }
 
+/* "1,000" */
+static const char *grouped(char *buf, size_t len, unsigned long long v)
+{
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%llu", v), at = 0;
+    for (int i = 0; i < n && (size_t)at + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = 0;
+    return buf;
+}
+
+/* After the table: the best block size, its min grid, and the waves. */
+static void print_summary(const session *s)
+{
+    const row *b = &s->best;
+    if (b->block <= 0) {
+        printf("\nno block size fits on an SM\n");
+        return;
+    }
+    printf("\nbest block size %d: %d blocks per SM; a grid of %d blocks fills %d SMs%s\n",
+           b->block, b->r.active_blocks_per_sm, s->min_grid, s->sms,
+           s->green ? " (a green context of GPU 0)" : s->o.sms || s->dev ? "" : " (the example GPU)");
+    if (!s->o.grid)
+        return;
+    char g[48];
+    if (!b->w.waves) {
+        printf("a %s-block grid at %d threads never runs: no block fits\n",
+               grouped(g, sizeof g, (unsigned long long)s->o.grid), b->block);
+        return;
+    }
+    printf("a %s-block grid of %s at %d threads takes %llu wave%s on %d SMs "
+           "(%llu blocks a wave, %llu in the last; %.0f%% of the slots used)\n",
+           grouped(g, sizeof g, (unsigned long long)s->o.grid), s->o.kernel, b->block,
+           (unsigned long long)b->w.waves, b->w.waves == 1 ? "" : "s", s->sms,
+           (unsigned long long)b->w.blocks_per_wave, (unsigned long long)b->w.last_wave_blocks,
+           b->w.efficiency * 100);
+}
+
 static void print_table(const session *s, const char *title)
 {
+    bool waves = s->o.grid > 0;
     printf("%s\n\n", title);
-    printf("%6s %7s %6s %9s  %-14s %s\n", "block", "blocks", "warps", "occupancy", "limiter", "");
+    printf("%6s %7s %6s %9s  %-14s %s%s\n", "block", "blocks", "warps", "occupancy", "limiter",
+           waves ? "waves " : "", "");
     for (size_t i = 0; i < s->n; i++) {
         const cuabi_occupancy_result *r = &s->rows[i].r;
-        char bar[41];
+        char bar[41], w[24] = "";
         int len = (int)(r->occupancy * 40 + 0.5);
         memset(bar, '#', (size_t)len);
         bar[len] = 0;
-        printf("%6d %7d %6d %8.0f%%  %-14s |%-40s|\n", s->rows[i].block, r->active_blocks_per_sm,
-               r->active_warps_per_sm, r->occupancy * 100,
-               cuabi_occupancy_limiter_name(r->limiter), bar);
+        if (waves)
+            snprintf(w, sizeof w, "%5llu ", (unsigned long long)s->rows[i].w.waves);
+        printf("%6d %7d %6d %8.0f%%  %-14s %s|%-40s|\n", s->rows[i].block,
+               r->active_blocks_per_sm, r->active_warps_per_sm, r->occupancy * 100,
+               cuabi_occupancy_limiter_name(r->limiter), w, bar);
     }
+    print_summary(s);
 }
 
 /* The table and the chart, or the JSON (the chart first, so that a chart
@@ -319,8 +459,11 @@ static void print_table(const session *s, const char *title)
 static int report(session *s)
 {
     char title[256];
-    snprintf(title, sizeof title, "%s on %s%s: %d registers, %zu B static + %zu B dynamic shared",
-             s->o.kernel, s->arch, s->dev ? " (live)" : " (offline)", s->res.registers,
+    char part[48] = ")";
+    if (s->o.sms)
+        snprintf(part, sizeof part, ", %d SMs)", s->sms);
+    snprintf(title, sizeof title, "%s on %s%s%s: %d registers, %zu B static + %zu B dynamic shared",
+             s->o.kernel, s->arch, s->dev ? " (live" : " (offline", part, s->res.registers,
              s->res.shared_static_bytes, (size_t)s->o.smem);
     if (!s->o.json)
         print_table(s, title);
@@ -364,6 +507,8 @@ int cli_occupancy(int argc, char **argv)
         rc = report(&s);
     if (s.k)
         cuabi_kernel_release(s.k);
+    if (s.green)
+        cuabi_green_ctx_release(s.green);
     if (s.dev)
         cuabi_device_release(s.dev);
     return rc;

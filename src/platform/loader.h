@@ -117,7 +117,17 @@
     X(cuSurfObjectCreate, 5000) X(cuSurfObjectDestroy, 5000) \
     X(cuStreamWaitValue32, 11070) X(cuStreamWaitValue64, 11070) \
     X(cuStreamWriteValue32, 11070) X(cuStreamWriteValue64, 11070) \
-    X(cuStreamBatchMemOp, 11070)
+    X(cuStreamBatchMemOp, 11070) \
+    /* green contexts (issue 26): SM resources, splits, green contexts */ \
+    X(cuDeviceGetDevResource, 12040) X(cuDevSmResourceSplitByCount, 12040) \
+    X(cuDevResourceGenerateDesc, 12040) X(cuGreenCtxCreate, 12040) \
+    X(cuGreenCtxDestroy, 12040) X(cuGreenCtxGetDevResource, 12040) \
+    X(cuCtxFromGreenCtx, 12040) X(cuGreenCtxStreamCreate, 12050) \
+    X(cuGreenCtxRecordEvent, 12040) X(cuGreenCtxWaitEvent, 12040) \
+    /* checkpoint and restore (issue 26) */ \
+    X(cuCheckpointProcessGetState, 12080) X(cuCheckpointProcessGetRestoreThreadId, 12080) \
+    X(cuCheckpointProcessLock, 12080) X(cuCheckpointProcessCheckpoint, 12080) \
+    X(cuCheckpointProcessRestore, 12080) X(cuCheckpointProcessUnlock, 12080)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

@@ -209,9 +209,18 @@ static cuabi_status dev_attr(int *out, CUdevice_attribute a, cuabi__device *dev,
     return CUABI__CU(drv, cuDeviceGetAttribute, out, a, dev->cu_device);
 }
 
-/* Checks against the kernel's attributes and the device. */
-static cuabi_status check_full(CUfunction f, cuabi__device *dev, const cuabi_launch_config *c,
-                               const cuabi__driver *drv, const char *caller)
+/* The SMs a launch on `t` may use: a green context's partition, else 0
+ * (the whole device). */
+static inline int target_sms(const target *t)
+{
+    return t->stream ? t->stream->partition_sms : 0;
+}
+
+/* Checks against the kernel's attributes and the device (`sms_override`: the SMs of
+ * the stream's green context, 0 for the whole device). */
+static cuabi_status check_full(CUfunction f, cuabi__device *dev, int sms_override,
+                               const cuabi_launch_config *c, const cuabi__driver *drv,
+                               const char *caller)
 {
     int v = 0;
     unsigned long long threads = prod3(c->block);
@@ -261,12 +270,16 @@ static cuabi_status check_full(CUfunction f, cuabi__device *dev, const cuabi_lau
         int per_sm = 0, sms = 0;
         CUABI__TRY(CUABI__CU(drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &per_sm,
                              f, (int)threads, c->dynamic_shared_bytes, 0));
-        CUABI__TRY(dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev, drv));
+        if (sms_override > 0)
+            sms = sms_override;
+        else
+            CUABI__TRY(dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev, drv));
         unsigned long long blocks = prod3(c->grid), most = (unsigned long long)per_sm * (unsigned)sms;
         if (blocks > most)
             return config_error(caller, "a cooperative grid of %llu blocks is larger than can be "
-                                "resident at once (%llu: %d per SM x %d SMs)", blocks, most,
-                                per_sm, sms);
+                                "resident at once (%llu: %d per SM x %d SMs%s)", blocks, most,
+                                per_sm, sms, sms_override > 0 ? " of the stream's green context"
+                                                              : "");
     }
     const cuabi_launch_attributes *a = cuabi__launch_attributes(c);
     if (a)
@@ -404,7 +417,7 @@ static cuabi_status launch_refused(CUresult r, const char *entry, CUfunction f, 
 {
     if (r == CUDA_ERROR_NOT_SUPPORTED && !drv->cuLaunchKernelEx)
         return cuabi__missing_entry(entry, caller);
-    CUABI__TRY(check_full(f, t->dev, config, drv, caller));
+    CUABI__TRY(check_full(f, t->dev, target_sms(t), config, drv, caller));
     return cuabi__cu_check(r, entry, caller);
 }
 
@@ -429,7 +442,7 @@ launch_with_attributes(CUfunction f, const target *t, cuabi__argpack *p,
         return CUABI_SUCCESS;
     if (r == CUDA_ERROR_NOT_SUPPORTED && !drv->cuLaunchKernelEx)
         return cuabi__missing_entry(entry, caller);
-    CUABI__TRY(check_full(f, t->dev, config, drv, caller));
+    CUABI__TRY(check_full(f, t->dev, target_sms(t), config, drv, caller));
     return lc.numAttrs ? cuabi__launch_attrs_refused(r, entry, &lc, drv, caller)
                        : cuabi__cu_check(r, entry, caller);
 }
@@ -471,7 +484,7 @@ CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpac
     cuabi__launch_events ev;
     if (a)
         CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
-    return check_full(f, t.dev, config, drv, __func__);
+    return check_full(f, t.dev, target_sms(&t), config, drv, __func__);
 }
 
 /* Every check of cuabi_launch_check with errors naming `caller`, handing
@@ -485,7 +498,7 @@ cuabi_status cuabi__launch_check_for(CUfunction *f, cuabi__device **dev, cuabi_k
     cuabi__argpack *p;
     const cuabi__driver *drv;
     CUABI__TRY(prepare_common(f, &t, &k, &p, kernel, pack, config, &drv, caller));
-    CUABI__TRY(check_full(*f, t.dev, config, drv, caller));
+    CUABI__TRY(check_full(*f, t.dev, target_sms(&t), config, drv, caller));
     *dev = t.dev;
     return CUABI_SUCCESS;
 }
@@ -559,7 +572,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     cuabi__launch_events ev = { NULL, NULL };
     if (a)
         CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
-    CUABI__TRY(check_full(f, t.dev, config, drv, __func__));
+    CUABI__TRY(check_full(f, t.dev, target_sms(&t), config, drv, __func__));
     cuabi__prepared *pl = cuabi__calloc(1, sizeof *pl);
     if (!pl)
         return CUABI_ERROR_OUT_OF_MEMORY;
@@ -653,7 +666,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_set_grid(cuabi_prepared *prepared, uns
     if (c.cooperative) {
         CUABI__TRY(cuabi__driver_get(&drv));
         CUABI__TRY(cuabi__device_activate(pl->device, drv));
-        CUABI__TRY(check_full(pl->func, pl->device, &c, drv, __func__));
+        CUABI__TRY(check_full(pl->func, pl->device, pl->stream ? pl->stream->partition_sms : 0,
+                              &c, drv, __func__));
     }
     pl->config = c;
     pl->lc.gridDimX = x;

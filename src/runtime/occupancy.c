@@ -1,6 +1,7 @@
 /* Occupancy: live answers from the driver, offline answers from the
  * calculator in occupancy_calc.c and the limits table in arch_limits.c. */
 #include "runtime/occupancy.h"
+#include "runtime/green.h"
 #include "runtime/kernel.h"
 #include "runtime/launch.h"
 
@@ -198,6 +199,64 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_available_dynamic_smem(
     return CUABI_SUCCESS;
 }
 
+/* ------------------------------------------------------------ waves */
+
+/* The waves of a grid of `grid` blocks at `per_sm` blocks per SM on `sms`
+ * SMs; a LAUNCH_CONFIG error (out filled, 0 waves) when no block fits. */
+static cuabi_status waves_out(cuabi_grid_waves *out, uint64_t grid, int sms, int per_sm,
+                              double occupancy, int limiter, int block_size, const char *caller)
+{
+    out->grid_blocks = grid;
+    out->sm_count = sms;
+    out->blocks_per_sm = per_sm;
+    out->blocks_per_wave = (uint64_t)(per_sm > 0 ? per_sm : 0) * (uint64_t)(sms > 0 ? sms : 0);
+    out->occupancy = occupancy;
+    out->limiter = (cuabi_occupancy_limiter)limiter;
+    if (out->blocks_per_wave == 0) {
+        out->waves = out->last_wave_blocks = 0;
+        out->efficiency = 0.0;
+        return cuabi__error(CUABI_ERROR_LAUNCH_CONFIG, "%s: no block of %d threads fits on an "
+                            "SM (limited by %s): a grid of %llu blocks never runs", caller,
+                            block_size, cuabi_occupancy_limiter_name(out->limiter),
+                            (unsigned long long)grid);
+    }
+    /* No overflow: grid / per_wave + 1 <= 2^64 - 1 for per_wave >= 1. */
+    out->waves = grid / out->blocks_per_wave + (grid % out->blocks_per_wave != 0);
+    out->last_wave_blocks = grid - (out->waves - 1) * out->blocks_per_wave;
+    out->efficiency = (double)grid / ((double)out->waves * (double)out->blocks_per_wave);
+    return CUABI_SUCCESS;
+}
+
+#define CHECK_GRID(grid)                                                      \
+    CUABI__CHECK_ARG((grid) >= 1, "%s: grid_blocks must be at least 1", __func__)
+
+/* The largest partition cuabi takes: far above any GPU's SMs, small enough
+ * that blocks per wave fit comfortably. */
+#define MAX_SMS 65535
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_offline_waves(
+    cuabi_grid_waves *out, const char *arch, const cuabi_kernel_resources *resources,
+    int sm_count, int block_size, size_t dynamic_shared_bytes, uint64_t grid_blocks,
+    const cuabi_occupancy_options *options)
+{
+    offline o;
+    CUABI__CHECK_OPTS(out, "cuabi_grid_waves", CUABI_GRID_WAVES_VERSION, false);
+    CUABI__TRY(offline_setup(&o, arch, resources, options, __func__));
+    CUABI__CHECK_ARG(sm_count >= 0 && sm_count <= MAX_SMS, "%s: sm_count %d is not a number of "
+                     "SMs (1 to %d, or 0 for options->sm_count or the architecture's example "
+                     "GPU)", __func__, sm_count, MAX_SMS);
+    CUABI__CHECK_ARG(block_size > 0, "%s: block_size %d must be positive", __func__, block_size);
+    CHECK_GRID(grid_blocks);
+    if (sm_count > 0)
+        o.limits.sm_count = sm_count;
+    cuabi__occ_result r;
+    cuabi__occ_blocks(&r, &o.limits, &o.kernel, block_size, dynamic_shared_bytes, o.carveout);
+    cuabi_occupancy_result res = CUABI_OCCUPANCY_RESULT_INIT;
+    result_out(&res, &r, r.blocks, block_size, &o.limits);
+    return waves_out(out, grid_blocks, o.limits.sm_count, r.blocks, res.occupancy, r.limiter,
+                     block_size, __func__);
+}
+
 /* Clusters offline: a cluster's blocks must share one GPC. */
 static cuabi_status offline_cluster(int *size, int *clusters, const char *arch,
                                     const cuabi_kernel_resources *res,
@@ -283,6 +342,22 @@ static cuabi_status live_setup(live *l, cuabi_kernel *kernel, cuabi_device *devi
     return cuabi__device_activate(l->dev, l->drv);
 }
 
+/* A live query in a green context: the kernel's CUfunction (of the primary
+ * context: the driver takes it in a green one, and answers for the context
+ * made current), the green context's device. */
+static cuabi_status green_setup(live *l, cuabi__green_ctx **g, cuabi_kernel *kernel,
+                                cuabi_green_ctx *green, const char *caller)
+{
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(kernel, CUABI__T_KERNEL, &obj, caller));
+    l->kernel = obj;
+    CUABI__TRY(cuabi__handle_get(green, CUABI__T_GREEN_CTX, &obj, caller));
+    *g = obj;
+    l->dev = (*g)->device;
+    CUABI__TRY(cuabi__driver_get(&l->drv));
+    return cuabi__kernel_function(l->kernel, l->dev, l->drv, &l->func, caller);
+}
+
 /* The calculator's view of a live device and kernel: the table's rules for
  * the device's architecture (or the closest older one), the device's own
  * numbers. Used only to name the limiter of a live answer. */
@@ -347,6 +422,35 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_blocks(cuabi_occupancy_res
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_active_blocks(cuabi_occupancy_result *out,
+                                                                   cuabi_kernel *kernel,
+                                                                   cuabi_green_ctx *green,
+                                                                   int block_size,
+                                                                   size_t dynamic_shared_bytes)
+{
+    live l;
+    cuabi__green_ctx *g;
+    CUABI__CHECK_OPTS(out, "cuabi_occupancy_result", CUABI_OCCUPANCY_RESULT_VERSION, false);
+    CUABI__CHECK_ARG(block_size > 0, "%s: block_size %d must be positive", __func__, block_size);
+    CUABI__TRY(green_setup(&l, &g, kernel, green, __func__));
+    int blocks = 0;
+    CUABI__TRY(cuabi__green_enter(g, l.drv, __func__));
+    cuabi_status st = CUABI__CU(l.drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                                &blocks, l.func, block_size, dynamic_shared_bytes,
+                                CU_OCCUPANCY_DEFAULT);
+    cuabi__green_leave(g, l.drv);
+    CUABI__TRY(st);
+    cuabi__arch_limits a;
+    cuabi__occ_kernel k;
+    int carveout = -1;
+    CUABI__TRY(live_limits(&a, &k, &carveout, &l));
+    a.sm_count = g->sm_count;
+    cuabi__occ_result r;
+    cuabi__occ_blocks(&r, &a, &k, block_size, dynamic_shared_bytes, carveout);
+    result_out(out, &r, blocks, block_size, &a);
+    return CUABI_SUCCESS;
+}
+
 /* The driver's block-size callback has no payload: carry it per thread. */
 static _Thread_local struct { cuabi_block_smem_fn fn; void *payload; } smem_cb;
 static size_t CUDA_CB smem_trampoline(int block_size)
@@ -369,6 +473,31 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_block_size(
                                 l.func, smem_fn ? smem_trampoline : NULL, dynamic_shared_bytes,
                                 block_size_limit, CU_OCCUPANCY_DEFAULT);
     smem_cb.fn = NULL;
+    CUABI__TRY(st);
+    *out = block;
+    if (min_grid_size)
+        *min_grid_size = grid;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_potential_block_size(
+    int *out, int *min_grid_size, cuabi_kernel *kernel, cuabi_green_ctx *green,
+    cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit)
+{
+    live l;
+    cuabi__green_ctx *g;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__CHECK_ARG(block_size_limit >= 0, "%s: block_size_limit is negative", __func__);
+    CUABI__TRY(green_setup(&l, &g, kernel, green, __func__));
+    int grid = 0, block = 0;
+    CUABI__TRY(cuabi__green_enter(g, l.drv, __func__));
+    smem_cb.fn = smem_fn;
+    smem_cb.payload = payload;
+    cuabi_status st = CUABI__CU(l.drv, cuOccupancyMaxPotentialBlockSizeWithFlags, &grid, &block,
+                                l.func, smem_fn ? smem_trampoline : NULL, dynamic_shared_bytes,
+                                block_size_limit, CU_OCCUPANCY_DEFAULT);
+    smem_cb.fn = NULL;
+    cuabi__green_leave(g, l.drv);
     CUABI__TRY(st);
     *out = block;
     if (min_grid_size)
@@ -423,4 +552,43 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_clusters(int *out, cuabi_k
                                                                const cuabi_launch_config *config)
 {
     return live_cluster(out, true, kernel, config, __func__);
+}
+
+/* ------------------------------------------------------------ live waves */
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_waves(cuabi_grid_waves *out, cuabi_kernel *kernel,
+                                                 cuabi_device *device, int block_size,
+                                                 size_t dynamic_shared_bytes, uint64_t grid_blocks)
+{
+    CUABI__CHECK_OPTS(out, "cuabi_grid_waves", CUABI_GRID_WAVES_VERSION, false);
+    CHECK_GRID(grid_blocks);
+    cuabi_occupancy_result r = CUABI_OCCUPANCY_RESULT_INIT;
+    CUABI__TRY(cuabi_occupancy_max_active_blocks(&r, kernel, device, block_size,
+                                                 dynamic_shared_bytes));
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    int sms = 0;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(CUABI__CU(drv, cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                         dev->cu_device));
+    return waves_out(out, grid_blocks, sms, r.active_blocks_per_sm, r.occupancy, r.limiter,
+                     block_size, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_waves(cuabi_grid_waves *out,
+                                                       cuabi_kernel *kernel,
+                                                       cuabi_green_ctx *green, int block_size,
+                                                       size_t dynamic_shared_bytes,
+                                                       uint64_t grid_blocks)
+{
+    cuabi__green_ctx *g;
+    CUABI__CHECK_OPTS(out, "cuabi_grid_waves", CUABI_GRID_WAVES_VERSION, false);
+    CHECK_GRID(grid_blocks);
+    cuabi_occupancy_result r = CUABI_OCCUPANCY_RESULT_INIT;
+    CUABI__TRY(cuabi_occupancy_green_max_active_blocks(&r, kernel, green, block_size,
+                                                       dynamic_shared_bytes));
+    CUABI__GET(g, green, GREEN_CTX);
+    return waves_out(out, grid_blocks, g->sm_count, r.active_blocks_per_sm, r.occupancy,
+                     r.limiter, block_size, __func__);
 }

@@ -9,12 +9,14 @@ static void stream_destroy(cuabi__object *o)
     const cuabi__driver *drv;
     if (s->owned && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuStreamDestroy)
         CUABI__CU_RELEASE(drv, cuStreamDestroy, s->cu_stream);
+    if (s->green)   /* after the stream: the driver refuses streams of a destroyed green context */
+        cuabi__object_release(s->green);
     cuabi__object_release(&s->device->base);
     cuabi__free(s);
 }
 
-/* Wrap `raw` in a new handle that retains `dev`. */
-static cuabi_status stream_new(cuabi_stream **out, cuabi__device *dev, CUstream raw, bool owned)
+cuabi_status cuabi__stream_new(cuabi_stream **out, cuabi__device *dev, CUstream raw, bool owned,
+                               cuabi__object *green, int partition_sms)
 {
     cuabi__stream *s = cuabi__calloc(1, sizeof *s);
     if (!s)
@@ -22,12 +24,16 @@ static cuabi_status stream_new(cuabi_stream **out, cuabi__device *dev, CUstream 
     s->device = dev;
     s->cu_stream = raw;
     s->owned = owned;
+    s->green = green;
+    s->partition_sms = green ? partition_sms : 0;
     cuabi_status st = cuabi__handle_register(&s->base, CUABI__T_STREAM, stream_destroy);
     if (st != CUABI_SUCCESS) {
         cuabi__free(s);
         return st;
     }
     cuabi__object_retain(&dev->base);
+    if (green)
+        cuabi__object_retain(green);
     *out = CUABI__HANDLE(s, cuabi_stream);
     return CUABI_SUCCESS;
 }
@@ -50,7 +56,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device 
     CUABI__TRY(cuabi__device_activate(dev, drv));
     CUstream raw;
     CUABI__TRY(CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags, options->priority));
-    cuabi_status st = stream_new(out, dev, raw, true);
+    cuabi_status st = cuabi__stream_new(out, dev, raw, true, NULL, 0);
     if (st != CUABI_SUCCESS)
         CUABI__CU_RELEASE(drv, cuStreamDestroy, raw);
     return st;
@@ -63,7 +69,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_wrap(cuabi_stream **out, cuabi_device *d
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(dev, device, DEVICE);
-    return stream_new(out, dev, (CUstream)raw_stream, false);
+    return cuabi__stream_new(out, dev, (CUstream)raw_stream, false, NULL, 0);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_legacy_default(cuabi_stream **out, cuabi_device *device)

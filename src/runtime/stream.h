@@ -1,5 +1,6 @@
 /* Streams, seen from inside the library: the object behind a cuabi_stream
- * handle (created, wrapped or one of the default streams). */
+ * handle (created, wrapped, one of the default streams, or a green
+ * context's: runtime/green.c). */
 #ifndef CUABI_RUNTIME_STREAM_H
 #define CUABI_RUNTIME_STREAM_H
 
@@ -10,7 +11,16 @@ typedef struct cuabi__stream {
     cuabi__device *device;   /* retained */
     CUstream cu_stream;
     bool owned;              /* destroy cu_stream with the handle */
+    cuabi__object *green;    /* retained: the green context of a green-context
+                                stream (released after cu_stream), else NULL */
+    int partition_sms;       /* the green context's SMs; 0: the whole device */
 } cuabi__stream;
+
+/* Wrap `raw` in a new handle retaining `dev` (and `green`, when not NULL,
+ * with `partition_sms` its SMs). On failure nothing is retained and `raw`
+ * is the caller's. */
+cuabi_status cuabi__stream_new(cuabi_stream **out, cuabi__device *dev, CUstream raw, bool owned,
+                               cuabi__object *green, int partition_sms);
 
 /* Driver calls on the default streams (0, CU_STREAM_LEGACY,
  * CU_STREAM_PER_THREAD) act on the current context: make the stream's device

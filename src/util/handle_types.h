@@ -32,7 +32,9 @@ typedef enum cuabi__handle_type {
     CUABI__T_SURFACE = 20,
     CUABI__T_NCCL_COMM = 21,
     CUABI__T_NCCL_REGISTRATION = 22,
-    CUABI__T_COUNT = 23
+    CUABI__T_SM_RESOURCE = 23,
+    CUABI__T_GREEN_CTX = 24,
+    CUABI__T_COUNT = 25
 } cuabi__handle_type;
 
 #endif

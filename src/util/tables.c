@@ -97,4 +97,6 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_surface",
     "cuabi_nccl_comm",
     "cuabi_nccl_registration",
+    "cuabi_sm_resource",
+    "cuabi_green_ctx",
 };

@@ -72,6 +72,40 @@ for t in legend:   # ~6 px a character at 11 px: the legend ends inside the pict
 assert any("occupancy" in (t.text or "") and "rotate" in (t.get("transform") or "")
            for t in texts), "y axis label"
 PY
+# issue 26: a partition of --sms SMs and the waves of a --grid. `plain` at
+# 1024 threads: 2 blocks per SM on sm_90; 16 SMs take 32 a wave: a
+# 1,000-block grid takes 32 waves, 8 blocks in the last.
+out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --sms 16 --grid 1000) ||
+    fail "--sms --grid exits 0"
+echo "$out" | grep -q "plain on sm_90 (offline, 16 SMs)" || fail "title names the partition"
+echo "$out" | grep -Eq "^ +1024 +2 +64 +100% +warps +32 \|" || fail "waves column: $(echo "$out" | tail -4)"
+echo "$out" | grep -q "best block size 1024: 2 blocks per SM; a grid of 32 blocks fills 16 SMs" ||
+    fail "min grid on the partition"
+echo "$out" | grep -q "a 1,000-block grid of plain at 1024 threads takes 32 waves on 16 SMs (32 blocks a wave, 8 in the last" ||
+    fail "the waves sentence: $(echo "$out" | tail -2)"
+out=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --grid 1000) || fail "--grid alone"
+echo "$out" | grep -q "takes 4 waves on 132 SMs" || fail "the example GPU's 132 SMs"
+json=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --sms 24 --grid 12345 --json) ||
+    fail "--sms --grid --json"
+echo "$json" | python3 -c '
+import json, sys
+recs = json.load(sys.stdin)
+for r in recs:
+    assert r["sm_count"] == 24 and r["grid_blocks"] == 12345, r
+    per_wave = r["active_blocks_per_sm"] * 24
+    assert r["waves"] == -(-12345 // per_wave), r
+    assert r["last_wave_blocks"] == 12345 - (r["waves"] - 1) * per_wave, r
+' || fail "json waves"
+"$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --sms 0 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--sms 0 is a usage error"
+"$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --grid 0 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--grid 0 is a usage error"
+"$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_90 --sms 65536 >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--sms 65536 is a usage error"
+# no block fits: the waves say never, the run is no error
+out=$("$cuabi" occupancy "$tmp/k.cu" --kernel 'fill<4096>' --arch sm_90 --smem 300000 --grid 10) ||
+    fail "no block fits exits 0"
+echo "$out" | grep -q "no block size fits" || fail "no block fits: $(echo "$out" | tail -2)"
 # every architecture NVRTC targets has limits (sm_88 was missing)
 "$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_88 >/dev/null || fail "sm_88 limits"
 "$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch sm_61 >/dev/null 2>&1 && fail "unknown arch fails"
@@ -102,6 +136,24 @@ for a, b in zip(live, off):
 ' || fail "live and offline agree for $larch"
     "$cuabi" occupancy "$tmp/k.cu" --kernel 'fill<4096>' --name-expr 'fill<4096>' --smem 65536 \
         --json >/dev/null || fail "live with opt-in shared memory exits 0"
+    # live on a green context of at least 16 SMs: the waves equal offline's
+    # for the SMs the driver gave it
+    live=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --sms 16 --grid 1000 --json) ||
+        fail "live --sms --grid exits 0"
+    sms=$(echo "$live" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["sm_count"])')
+    off=$("$cuabi" occupancy "$tmp/k.cu" --kernel plain --arch "$larch" --sms "$sms" --grid 1000 \
+          --json) || fail "offline --sms $sms exits 0"
+    printf '%s\n%s\n' "$live" "$off" | python3 -c '
+import json, sys
+dec = json.JSONDecoder(); text = sys.stdin.read().strip()
+live, end = dec.raw_decode(text); off, _ = dec.raw_decode(text[end:].strip())
+assert live[0]["sm_count"] >= 16, live[0]
+for a, b in zip(live, off):
+    assert (a["active_blocks_per_sm"], a["waves"], a["sm_count"]) == \
+           (b["active_blocks_per_sm"], b["waves"], b["sm_count"]), (a, b)
+' || fail "live on a partition and offline agree"
+    "$cuabi" occupancy "$tmp/k.cu" --kernel plain --sms 16 | grep -q "(live, $sms SMs)" ||
+        fail "live title names the partition"
 else
     echo "$live" | grep -q '"live": *false' || fail "json says live or not"
 fi

@@ -33,7 +33,7 @@ expect_options() {   # expect_options "SUBCOMMAND" OPTION...
 }
 expect_options info --json
 expect_options compile --arch -D -I --name-expr --ptx --cubin --ltoir --fatbin --libdevice -o --json
-expect_options occupancy --kernel --name-expr --arch --smem --json --svg
+expect_options occupancy --kernel --name-expr --arch --smem --sms --grid --json --svg
 expect_options demo --json
 expect_options "cache stats" --json
 expect_options "cache list" --json

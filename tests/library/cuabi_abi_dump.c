@@ -607,6 +607,9 @@ ABI_TYPE(&cuabi_prepared_set_grid,
 ABI_TYPE(&cuabi_occupancy_result_init,
          cuabi_status (*)(cuabi_occupancy_result *, unsigned int),
          "cuabi_occupancy_result_init");
+ABI_TYPE(&cuabi_grid_waves_init,
+         cuabi_status (*)(cuabi_grid_waves *, unsigned int),
+         "cuabi_grid_waves_init");
 ABI_TYPE(&cuabi_occupancy_options_init,
          cuabi_status (*)(cuabi_occupancy_options *, unsigned int),
          "cuabi_occupancy_options_init");
@@ -685,6 +688,45 @@ ABI_TYPE(&cuabi_occupancy_offline_max_active_clusters,
                           const cuabi_launch_config *,
                           const cuabi_occupancy_options *),
          "cuabi_occupancy_offline_max_active_clusters");
+ABI_TYPE(&cuabi_occupancy_green_max_active_blocks,
+         cuabi_status (*)(cuabi_occupancy_result *, cuabi_kernel *, cuabi_green_ctx *, int, size_t),
+         "cuabi_occupancy_green_max_active_blocks");
+ABI_TYPE(&cuabi_occupancy_green_max_potential_block_size,
+         cuabi_status (*)(int *,
+                          int *,
+                          cuabi_kernel *,
+                          cuabi_green_ctx *,
+                          cuabi_block_smem_fn,
+                          void *,
+                          size_t,
+                          int),
+         "cuabi_occupancy_green_max_potential_block_size");
+ABI_TYPE(&cuabi_occupancy_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          cuabi_kernel *,
+                          cuabi_device *,
+                          int,
+                          size_t,
+                          uint64_t),
+         "cuabi_occupancy_waves");
+ABI_TYPE(&cuabi_occupancy_green_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          cuabi_kernel *,
+                          cuabi_green_ctx *,
+                          int,
+                          size_t,
+                          uint64_t),
+         "cuabi_occupancy_green_waves");
+ABI_TYPE(&cuabi_occupancy_offline_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          const char *,
+                          const cuabi_kernel_resources *,
+                          int,
+                          int,
+                          size_t,
+                          uint64_t,
+                          const cuabi_occupancy_options *),
+         "cuabi_occupancy_offline_waves");
 ABI_TYPE(&cuabi_tensormap_retain, cuabi_status (*)(cuabi_tensormap *), "cuabi_tensormap_retain");
 ABI_TYPE(&cuabi_tensormap_release, cuabi_status (*)(cuabi_tensormap *), "cuabi_tensormap_release");
 ABI_TYPE(&cuabi_tensormap_options_init,
@@ -1357,6 +1399,90 @@ ABI_TYPE(&cuabi_nccl_recv_view,
 ABI_TYPE(&cuabi_nccl_register,
          cuabi_status (*)(cuabi_nccl_registration **, cuabi_nccl_comm *, cuabi_buffer *),
          "cuabi_nccl_register");
+ABI_TYPE(&cuabi_sm_resource_retain,
+         cuabi_status (*)(cuabi_sm_resource *),
+         "cuabi_sm_resource_retain");
+ABI_TYPE(&cuabi_sm_resource_release,
+         cuabi_status (*)(cuabi_sm_resource *),
+         "cuabi_sm_resource_release");
+ABI_TYPE(&cuabi_green_ctx_retain, cuabi_status (*)(cuabi_green_ctx *), "cuabi_green_ctx_retain");
+ABI_TYPE(&cuabi_green_ctx_release, cuabi_status (*)(cuabi_green_ctx *), "cuabi_green_ctx_release");
+ABI_TYPE(&cuabi_sm_resource_info_init,
+         cuabi_status (*)(cuabi_sm_resource_info *, unsigned int),
+         "cuabi_sm_resource_info_init");
+ABI_TYPE(&cuabi_sm_split_options_init,
+         cuabi_status (*)(cuabi_sm_split_options *, unsigned int),
+         "cuabi_sm_split_options_init");
+ABI_TYPE(&cuabi_device_sm_resource,
+         cuabi_status (*)(cuabi_sm_resource **, cuabi_device *),
+         "cuabi_device_sm_resource");
+ABI_TYPE(&cuabi_sm_resource_get_info,
+         cuabi_status (*)(cuabi_sm_resource_info *, cuabi_sm_resource *),
+         "cuabi_sm_resource_get_info");
+ABI_TYPE(&cuabi_sm_resource_device,
+         cuabi_status (*)(cuabi_device **, cuabi_sm_resource *),
+         "cuabi_sm_resource_device");
+ABI_TYPE(&cuabi_sm_resource_split,
+         cuabi_status (*)(cuabi_sm_resource **,
+                          size_t *,
+                          cuabi_sm_resource **,
+                          cuabi_sm_resource *,
+                          const cuabi_sm_split_options *),
+         "cuabi_sm_resource_split");
+ABI_TYPE(&cuabi_green_ctx_create,
+         cuabi_status (*)(cuabi_green_ctx **, cuabi_device *, cuabi_sm_resource **, size_t),
+         "cuabi_green_ctx_create");
+ABI_TYPE(&cuabi_green_ctx_sm_resource,
+         cuabi_status (*)(cuabi_sm_resource **, cuabi_green_ctx *),
+         "cuabi_green_ctx_sm_resource");
+ABI_TYPE(&cuabi_green_ctx_sm_count,
+         cuabi_status (*)(int *, cuabi_green_ctx *),
+         "cuabi_green_ctx_sm_count");
+ABI_TYPE(&cuabi_green_ctx_device,
+         cuabi_status (*)(cuabi_device **, cuabi_green_ctx *),
+         "cuabi_green_ctx_device");
+ABI_TYPE(&cuabi_green_ctx_stream_create,
+         cuabi_status (*)(cuabi_stream **, cuabi_green_ctx *, const cuabi_stream_options *),
+         "cuabi_green_ctx_stream_create");
+ABI_TYPE(&cuabi_stream_green_ctx,
+         cuabi_status (*)(cuabi_green_ctx **, cuabi_stream *),
+         "cuabi_stream_green_ctx");
+ABI_TYPE(&cuabi_green_ctx_synchronize,
+         cuabi_status (*)(cuabi_green_ctx *),
+         "cuabi_green_ctx_synchronize");
+ABI_TYPE(&cuabi_green_ctx_record_event,
+         cuabi_status (*)(cuabi_green_ctx *, cuabi_event *),
+         "cuabi_green_ctx_record_event");
+ABI_TYPE(&cuabi_green_ctx_wait_event,
+         cuabi_status (*)(cuabi_green_ctx *, cuabi_event *),
+         "cuabi_green_ctx_wait_event");
+ABI_TYPE(&cuabi_green_ctx_raw,
+         cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
+         "cuabi_green_ctx_raw");
+ABI_TYPE(&cuabi_green_ctx_context,
+         cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
+         "cuabi_green_ctx_context");
+ABI_TYPE(&cuabi_process_state_name,
+         const char * (*)(cuabi_process_state),
+         "cuabi_process_state_name");
+ABI_TYPE(&cuabi_checkpoint_process_state,
+         cuabi_status (*)(cuabi_process_state *, int),
+         "cuabi_checkpoint_process_state");
+ABI_TYPE(&cuabi_checkpoint_process_restore_thread_id,
+         cuabi_status (*)(int *, int),
+         "cuabi_checkpoint_process_restore_thread_id");
+ABI_TYPE(&cuabi_checkpoint_process_lock,
+         cuabi_status (*)(int, unsigned int),
+         "cuabi_checkpoint_process_lock");
+ABI_TYPE(&cuabi_checkpoint_process_checkpoint,
+         cuabi_status (*)(int),
+         "cuabi_checkpoint_process_checkpoint");
+ABI_TYPE(&cuabi_checkpoint_process_restore,
+         cuabi_status (*)(int, const cuabi_checkpoint_gpu_pair *, size_t),
+         "cuabi_checkpoint_process_restore");
+ABI_TYPE(&cuabi_checkpoint_process_unlock,
+         cuabi_status (*)(int),
+         "cuabi_checkpoint_process_unlock");
 ABI_TYPE((cuabi_memory_allocate_fn)0,
          int (*)(uintptr_t *, size_t, size_t, uintptr_t, void *),
          "cuabi_memory_allocate_fn");
@@ -2783,6 +2909,136 @@ ABI_TYPE(((cuabi_api *)0)->nccl_recv_view,
 ABI_TYPE(((cuabi_api *)0)->nccl_register,
          cuabi_status (*)(cuabi_nccl_registration **, cuabi_nccl_comm *, cuabi_buffer *),
          "cuabi_api.nccl_register");
+ABI_TYPE(((cuabi_api *)0)->grid_waves_init,
+         cuabi_status (*)(cuabi_grid_waves *, unsigned int),
+         "cuabi_api.grid_waves_init");
+ABI_TYPE(((cuabi_api *)0)->occupancy_green_max_active_blocks,
+         cuabi_status (*)(cuabi_occupancy_result *, cuabi_kernel *, cuabi_green_ctx *, int, size_t),
+         "cuabi_api.occupancy_green_max_active_blocks");
+ABI_TYPE(((cuabi_api *)0)->occupancy_green_max_potential_block_size,
+         cuabi_status (*)(int *,
+                          int *,
+                          cuabi_kernel *,
+                          cuabi_green_ctx *,
+                          cuabi_block_smem_fn,
+                          void *,
+                          size_t,
+                          int),
+         "cuabi_api.occupancy_green_max_potential_block_size");
+ABI_TYPE(((cuabi_api *)0)->occupancy_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          cuabi_kernel *,
+                          cuabi_device *,
+                          int,
+                          size_t,
+                          uint64_t),
+         "cuabi_api.occupancy_waves");
+ABI_TYPE(((cuabi_api *)0)->occupancy_green_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          cuabi_kernel *,
+                          cuabi_green_ctx *,
+                          int,
+                          size_t,
+                          uint64_t),
+         "cuabi_api.occupancy_green_waves");
+ABI_TYPE(((cuabi_api *)0)->occupancy_offline_waves,
+         cuabi_status (*)(cuabi_grid_waves *,
+                          const char *,
+                          const cuabi_kernel_resources *,
+                          int,
+                          int,
+                          size_t,
+                          uint64_t,
+                          const cuabi_occupancy_options *),
+         "cuabi_api.occupancy_offline_waves");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_retain,
+         cuabi_status (*)(cuabi_sm_resource *),
+         "cuabi_api.sm_resource_retain");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_release,
+         cuabi_status (*)(cuabi_sm_resource *),
+         "cuabi_api.sm_resource_release");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_retain,
+         cuabi_status (*)(cuabi_green_ctx *),
+         "cuabi_api.green_ctx_retain");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_release,
+         cuabi_status (*)(cuabi_green_ctx *),
+         "cuabi_api.green_ctx_release");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_info_init,
+         cuabi_status (*)(cuabi_sm_resource_info *, unsigned int),
+         "cuabi_api.sm_resource_info_init");
+ABI_TYPE(((cuabi_api *)0)->sm_split_options_init,
+         cuabi_status (*)(cuabi_sm_split_options *, unsigned int),
+         "cuabi_api.sm_split_options_init");
+ABI_TYPE(((cuabi_api *)0)->device_sm_resource,
+         cuabi_status (*)(cuabi_sm_resource **, cuabi_device *),
+         "cuabi_api.device_sm_resource");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_get_info,
+         cuabi_status (*)(cuabi_sm_resource_info *, cuabi_sm_resource *),
+         "cuabi_api.sm_resource_get_info");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_device,
+         cuabi_status (*)(cuabi_device **, cuabi_sm_resource *),
+         "cuabi_api.sm_resource_device");
+ABI_TYPE(((cuabi_api *)0)->sm_resource_split,
+         cuabi_status (*)(cuabi_sm_resource **,
+                          size_t *,
+                          cuabi_sm_resource **,
+                          cuabi_sm_resource *,
+                          const cuabi_sm_split_options *),
+         "cuabi_api.sm_resource_split");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_create,
+         cuabi_status (*)(cuabi_green_ctx **, cuabi_device *, cuabi_sm_resource **, size_t),
+         "cuabi_api.green_ctx_create");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_sm_resource,
+         cuabi_status (*)(cuabi_sm_resource **, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_sm_resource");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_sm_count,
+         cuabi_status (*)(int *, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_sm_count");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_device,
+         cuabi_status (*)(cuabi_device **, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_device");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_stream_create,
+         cuabi_status (*)(cuabi_stream **, cuabi_green_ctx *, const cuabi_stream_options *),
+         "cuabi_api.green_ctx_stream_create");
+ABI_TYPE(((cuabi_api *)0)->stream_green_ctx,
+         cuabi_status (*)(cuabi_green_ctx **, cuabi_stream *),
+         "cuabi_api.stream_green_ctx");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_synchronize,
+         cuabi_status (*)(cuabi_green_ctx *),
+         "cuabi_api.green_ctx_synchronize");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_record_event,
+         cuabi_status (*)(cuabi_green_ctx *, cuabi_event *),
+         "cuabi_api.green_ctx_record_event");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_wait_event,
+         cuabi_status (*)(cuabi_green_ctx *, cuabi_event *),
+         "cuabi_api.green_ctx_wait_event");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_raw,
+         cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_raw");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_context,
+         cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_context");
+ABI_TYPE(((cuabi_api *)0)->process_state_name,
+         const char * (*)(cuabi_process_state),
+         "cuabi_api.process_state_name");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_state,
+         cuabi_status (*)(cuabi_process_state *, int),
+         "cuabi_api.checkpoint_process_state");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_restore_thread_id,
+         cuabi_status (*)(int *, int),
+         "cuabi_api.checkpoint_process_restore_thread_id");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_lock,
+         cuabi_status (*)(int, unsigned int),
+         "cuabi_api.checkpoint_process_lock");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_checkpoint,
+         cuabi_status (*)(int),
+         "cuabi_api.checkpoint_process_checkpoint");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_restore,
+         cuabi_status (*)(int, const cuabi_checkpoint_gpu_pair *, size_t),
+         "cuabi_api.checkpoint_process_restore");
+ABI_TYPE(((cuabi_api *)0)->checkpoint_process_unlock,
+         cuabi_status (*)(int),
+         "cuabi_api.checkpoint_process_unlock");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -3227,6 +3483,22 @@ static void print_cuabi_occupancy_result(const cuabi_occupancy_result *p,
     ABI_BYTES(shared_bytes_per_block);
 }
 
+static void print_cuabi_grid_waves(const cuabi_grid_waves *p,
+                                   unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(grid_blocks);
+    ABI_BYTES(sm_count);
+    ABI_BYTES(blocks_per_sm);
+    ABI_BYTES(blocks_per_wave);
+    ABI_BYTES(waves);
+    ABI_BYTES(last_wave_blocks);
+    ABI_BYTES(efficiency);
+    ABI_BYTES(occupancy);
+    ABI_BYTES(limiter);
+}
+
 static void print_cuabi_occupancy_options(const cuabi_occupancy_options *p,
                                           unsigned int version)
 {
@@ -3436,6 +3708,29 @@ static void print_cuabi_nccl_comm_options(const cuabi_nccl_comm_options *p,
     ABI_BYTES(split_share);
     ABI_STR(net_name);
     ABI_STR(comm_name);
+}
+
+static void print_cuabi_sm_resource_info(const cuabi_sm_resource_info *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(sm_count);
+    ABI_BYTES(min_partition_size);
+    ABI_BYTES(coscheduled_alignment);
+    ABI_BYTES(kind);
+    ABI_BYTES(ordinal);
+    ABI_BYTES(split_id);
+    ABI_BYTES(index);
+}
+
+static void print_cuabi_sm_split_options(const cuabi_sm_split_options *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(min_count);
+    ABI_BYTES(flags);
 }
 
 static void print_layouts(void)
@@ -3733,6 +4028,17 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_occupancy_result, limit_blocks);
     ABI_FIELD(cuabi_occupancy_result, registers_per_block);
     ABI_FIELD(cuabi_occupancy_result, shared_bytes_per_block);
+    ABI_STRUCT(cuabi_grid_waves);
+    ABI_FIELD(cuabi_grid_waves, version);
+    ABI_FIELD(cuabi_grid_waves, grid_blocks);
+    ABI_FIELD(cuabi_grid_waves, sm_count);
+    ABI_FIELD(cuabi_grid_waves, blocks_per_sm);
+    ABI_FIELD(cuabi_grid_waves, blocks_per_wave);
+    ABI_FIELD(cuabi_grid_waves, waves);
+    ABI_FIELD(cuabi_grid_waves, last_wave_blocks);
+    ABI_FIELD(cuabi_grid_waves, efficiency);
+    ABI_FIELD(cuabi_grid_waves, occupancy);
+    ABI_FIELD(cuabi_grid_waves, limiter);
     ABI_STRUCT(cuabi_occupancy_options);
     ABI_FIELD(cuabi_occupancy_options, version);
     ABI_FIELD(cuabi_occupancy_options, max_dynamic_shared_bytes);
@@ -3876,6 +4182,22 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_nccl_comm_options, split_share);
     ABI_FIELD(cuabi_nccl_comm_options, net_name);
     ABI_FIELD(cuabi_nccl_comm_options, comm_name);
+    ABI_STRUCT(cuabi_sm_resource_info);
+    ABI_FIELD(cuabi_sm_resource_info, version);
+    ABI_FIELD(cuabi_sm_resource_info, sm_count);
+    ABI_FIELD(cuabi_sm_resource_info, min_partition_size);
+    ABI_FIELD(cuabi_sm_resource_info, coscheduled_alignment);
+    ABI_FIELD(cuabi_sm_resource_info, kind);
+    ABI_FIELD(cuabi_sm_resource_info, ordinal);
+    ABI_FIELD(cuabi_sm_resource_info, split_id);
+    ABI_FIELD(cuabi_sm_resource_info, index);
+    ABI_STRUCT(cuabi_sm_split_options);
+    ABI_FIELD(cuabi_sm_split_options, version);
+    ABI_FIELD(cuabi_sm_split_options, min_count);
+    ABI_FIELD(cuabi_sm_split_options, flags);
+    ABI_STRUCT(cuabi_checkpoint_gpu_pair);
+    ABI_FIELD(cuabi_checkpoint_gpu_pair, old_uuid);
+    ABI_FIELD(cuabi_checkpoint_gpu_pair, new_uuid);
     ABI_STRUCT(cuabi_api);
     ABI_FIELD(cuabi_api, version);
     ABI_FIELD(cuabi_api, size);
@@ -4265,6 +4587,40 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, nccl_send_view);
     ABI_FIELD(cuabi_api, nccl_recv_view);
     ABI_FIELD(cuabi_api, nccl_register);
+    ABI_FIELD(cuabi_api, grid_waves_init);
+    ABI_FIELD(cuabi_api, occupancy_green_max_active_blocks);
+    ABI_FIELD(cuabi_api, occupancy_green_max_potential_block_size);
+    ABI_FIELD(cuabi_api, occupancy_waves);
+    ABI_FIELD(cuabi_api, occupancy_green_waves);
+    ABI_FIELD(cuabi_api, occupancy_offline_waves);
+    ABI_FIELD(cuabi_api, sm_resource_retain);
+    ABI_FIELD(cuabi_api, sm_resource_release);
+    ABI_FIELD(cuabi_api, green_ctx_retain);
+    ABI_FIELD(cuabi_api, green_ctx_release);
+    ABI_FIELD(cuabi_api, sm_resource_info_init);
+    ABI_FIELD(cuabi_api, sm_split_options_init);
+    ABI_FIELD(cuabi_api, device_sm_resource);
+    ABI_FIELD(cuabi_api, sm_resource_get_info);
+    ABI_FIELD(cuabi_api, sm_resource_device);
+    ABI_FIELD(cuabi_api, sm_resource_split);
+    ABI_FIELD(cuabi_api, green_ctx_create);
+    ABI_FIELD(cuabi_api, green_ctx_sm_resource);
+    ABI_FIELD(cuabi_api, green_ctx_sm_count);
+    ABI_FIELD(cuabi_api, green_ctx_device);
+    ABI_FIELD(cuabi_api, green_ctx_stream_create);
+    ABI_FIELD(cuabi_api, stream_green_ctx);
+    ABI_FIELD(cuabi_api, green_ctx_synchronize);
+    ABI_FIELD(cuabi_api, green_ctx_record_event);
+    ABI_FIELD(cuabi_api, green_ctx_wait_event);
+    ABI_FIELD(cuabi_api, green_ctx_raw);
+    ABI_FIELD(cuabi_api, green_ctx_context);
+    ABI_FIELD(cuabi_api, process_state_name);
+    ABI_FIELD(cuabi_api, checkpoint_process_state);
+    ABI_FIELD(cuabi_api, checkpoint_process_restore_thread_id);
+    ABI_FIELD(cuabi_api, checkpoint_process_lock);
+    ABI_FIELD(cuabi_api, checkpoint_process_checkpoint);
+    ABI_FIELD(cuabi_api, checkpoint_process_restore);
+    ABI_FIELD(cuabi_api, checkpoint_process_unlock);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -4700,6 +5056,25 @@ static void print_constants(void)
     ABI_ENUM(CUABI_NCCL_MIN);
     ABI_ENUM(CUABI_NCCL_AVG);
     ABI_ENUM(CUABI_NCCL_OP_FORCE32);
+    ABI_ENUM_TYPE(cuabi_sm_split_flags);
+    ABI_ENUM(CUABI_SM_SPLIT_DEFAULT);
+    ABI_ENUM(CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING);
+    ABI_ENUM(CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE);
+    ABI_ENUM(CUABI_SM_SPLIT_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_sm_resource_kind);
+    ABI_ENUM(CUABI_SM_RESOURCE_DEVICE);
+    ABI_ENUM(CUABI_SM_RESOURCE_GROUP);
+    ABI_ENUM(CUABI_SM_RESOURCE_REMAINDER);
+    ABI_ENUM(CUABI_SM_RESOURCE_GREEN_CTX);
+    ABI_ENUM(CUABI_SM_RESOURCE_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_process_state);
+    ABI_ENUM(CUABI_PROCESS_STATE_RUNNING);
+    ABI_ENUM(CUABI_PROCESS_STATE_LOCKED);
+    ABI_ENUM(CUABI_PROCESS_STATE_CHECKPOINTED);
+    ABI_ENUM(CUABI_PROCESS_STATE_FAILED);
+    ABI_ENUM(CUABI_PROCESS_STATE_CHECKPOINTING);
+    ABI_ENUM(CUABI_PROCESS_STATE_RESTORING);
+    ABI_ENUM(CUABI_PROCESS_STATE_FORCE32);
     ABI_CONST(CUABI_VIEW_MAX_NDIM);
     ABI_CONST(CUABI_LAUNCH_UNSET);
     ABI_CONST(CUABI_TENSORMAP_MAX_RANK);
@@ -4736,6 +5111,7 @@ static void print_constants(void)
     ABI_CONST(CUABI_LAUNCH_ATTRIBUTES_VERSION);
     ABI_CONST(CUABI_LAUNCH_CONFIG_VERSION);
     ABI_CONST(CUABI_OCCUPANCY_RESULT_VERSION);
+    ABI_CONST(CUABI_GRID_WAVES_VERSION);
     ABI_CONST(CUABI_OCCUPANCY_OPTIONS_VERSION);
     ABI_CONST(CUABI_ARCH_LIMITS_VERSION);
     ABI_CONST(CUABI_TENSORMAP_OPTIONS_VERSION);
@@ -4750,6 +5126,8 @@ static void print_constants(void)
     ABI_CONST(CUABI_TEXTURE_INFO_VERSION);
     ABI_CONST(CUABI_STREAM_MEM_OP_VERSION);
     ABI_CONST(CUABI_NCCL_COMM_OPTIONS_VERSION);
+    ABI_CONST(CUABI_SM_RESOURCE_INFO_VERSION);
+    ABI_CONST(CUABI_SM_SPLIT_OPTIONS_VERSION);
     ABI_CONST(CUABI_API_TABLE_VERSION);
     ABI_CONST(CUABI_ABI_VERSION);
     ABI_CONST(DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -5085,6 +5463,19 @@ static void print_defaults(void)
         }
     }
     {
+        static const cuabi_grid_waves init = CUABI_GRID_WAVES_INIT;
+        printf("CUABI_GRID_WAVES_INIT\n");
+        print_cuabi_grid_waves(&init, CUABI_GRID_WAVES_VERSION);
+        for (unsigned int v = 0; v <= CUABI_GRID_WAVES_VERSION + 1; v++) {
+            cuabi_grid_waves x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_grid_waves_init(&x, v);
+            printf("cuabi_grid_waves_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_grid_waves(&x, v);
+        }
+    }
+    {
         static const cuabi_occupancy_options init = CUABI_OCCUPANCY_OPTIONS_INIT;
         printf("CUABI_OCCUPANCY_OPTIONS_INIT\n");
         print_cuabi_occupancy_options(&init, CUABI_OCCUPANCY_OPTIONS_VERSION);
@@ -5264,6 +5655,32 @@ static void print_defaults(void)
             printf("cuabi_nccl_comm_options_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_nccl_comm_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_sm_resource_info init = CUABI_SM_RESOURCE_INFO_INIT;
+        printf("CUABI_SM_RESOURCE_INFO_INIT\n");
+        print_cuabi_sm_resource_info(&init, CUABI_SM_RESOURCE_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_SM_RESOURCE_INFO_VERSION + 1; v++) {
+            cuabi_sm_resource_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_sm_resource_info_init(&x, v);
+            printf("cuabi_sm_resource_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_sm_resource_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_sm_split_options init = CUABI_SM_SPLIT_OPTIONS_INIT;
+        printf("CUABI_SM_SPLIT_OPTIONS_INIT\n");
+        print_cuabi_sm_split_options(&init, CUABI_SM_SPLIT_OPTIONS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_SM_SPLIT_OPTIONS_VERSION + 1; v++) {
+            cuabi_sm_split_options x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_sm_split_options_init(&x, v);
+            printf("cuabi_sm_split_options_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_sm_split_options(&x, v);
         }
     }
 }
@@ -5539,6 +5956,7 @@ int main(void)
          "unsigned int, unsigned int)");
     puts("  cuabi_status cuabi_occupancy_result_init(cuabi_occupancy_result *, "
          "unsigned int)");
+    puts("  cuabi_status cuabi_grid_waves_init(cuabi_grid_waves *, unsigned int)");
     puts("  cuabi_status cuabi_occupancy_options_init(cuabi_occupancy_options *, "
          "unsigned int)");
     puts("  cuabi_status cuabi_arch_limits_init(cuabi_arch_limits *, unsigned int)");
@@ -5569,6 +5987,17 @@ int main(void)
          "const cuabi_occupancy_options *)");
     puts("  cuabi_status cuabi_occupancy_offline_max_active_clusters(int *, const char *, "
          "const cuabi_kernel_resources *, const cuabi_launch_config *, "
+         "const cuabi_occupancy_options *)");
+    puts("  cuabi_status cuabi_occupancy_green_max_active_blocks(cuabi_occupancy_result *, "
+         "cuabi_kernel *, cuabi_green_ctx *, int, size_t)");
+    puts("  cuabi_status cuabi_occupancy_green_max_potential_block_size(int *, int *, "
+         "cuabi_kernel *, cuabi_green_ctx *, cuabi_block_smem_fn, void *, size_t, int)");
+    puts("  cuabi_status cuabi_occupancy_waves(cuabi_grid_waves *, cuabi_kernel *, "
+         "cuabi_device *, int, size_t, uint64_t)");
+    puts("  cuabi_status cuabi_occupancy_green_waves(cuabi_grid_waves *, cuabi_kernel *, "
+         "cuabi_green_ctx *, int, size_t, uint64_t)");
+    puts("  cuabi_status cuabi_occupancy_offline_waves(cuabi_grid_waves *, const char *, "
+         "const cuabi_kernel_resources *, int, int, size_t, uint64_t, "
          "const cuabi_occupancy_options *)");
     puts("  cuabi_status cuabi_tensormap_retain(cuabi_tensormap *)");
     puts("  cuabi_status cuabi_tensormap_release(cuabi_tensormap *)");
@@ -5842,6 +6271,42 @@ int main(void)
          "cuabi_stream *)");
     puts("  cuabi_status cuabi_nccl_register(cuabi_nccl_registration **, "
          "cuabi_nccl_comm *, cuabi_buffer *)");
+    puts("  cuabi_status cuabi_sm_resource_retain(cuabi_sm_resource *)");
+    puts("  cuabi_status cuabi_sm_resource_release(cuabi_sm_resource *)");
+    puts("  cuabi_status cuabi_green_ctx_retain(cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_release(cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_sm_resource_info_init(cuabi_sm_resource_info *, "
+         "unsigned int)");
+    puts("  cuabi_status cuabi_sm_split_options_init(cuabi_sm_split_options *, "
+         "unsigned int)");
+    puts("  cuabi_status cuabi_device_sm_resource(cuabi_sm_resource **, cuabi_device *)");
+    puts("  cuabi_status cuabi_sm_resource_get_info(cuabi_sm_resource_info *, "
+         "cuabi_sm_resource *)");
+    puts("  cuabi_status cuabi_sm_resource_device(cuabi_device **, cuabi_sm_resource *)");
+    puts("  cuabi_status cuabi_sm_resource_split(cuabi_sm_resource **, size_t *, "
+         "cuabi_sm_resource **, cuabi_sm_resource *, const cuabi_sm_split_options *)");
+    puts("  cuabi_status cuabi_green_ctx_create(cuabi_green_ctx **, cuabi_device *, "
+         "cuabi_sm_resource **, size_t)");
+    puts("  cuabi_status cuabi_green_ctx_sm_resource(cuabi_sm_resource **, "
+         "cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_sm_count(int *, cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_device(cuabi_device **, cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_stream_create(cuabi_stream **, "
+         "cuabi_green_ctx *, const cuabi_stream_options *)");
+    puts("  cuabi_status cuabi_stream_green_ctx(cuabi_green_ctx **, cuabi_stream *)");
+    puts("  cuabi_status cuabi_green_ctx_synchronize(cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_record_event(cuabi_green_ctx *, cuabi_event *)");
+    puts("  cuabi_status cuabi_green_ctx_wait_event(cuabi_green_ctx *, cuabi_event *)");
+    puts("  cuabi_status cuabi_green_ctx_raw(uintptr_t *, cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_context(uintptr_t *, cuabi_green_ctx *)");
+    puts("  const char * cuabi_process_state_name(cuabi_process_state)");
+    puts("  cuabi_status cuabi_checkpoint_process_state(cuabi_process_state *, int)");
+    puts("  cuabi_status cuabi_checkpoint_process_restore_thread_id(int *, int)");
+    puts("  cuabi_status cuabi_checkpoint_process_lock(int, unsigned int)");
+    puts("  cuabi_status cuabi_checkpoint_process_checkpoint(int)");
+    puts("  cuabi_status cuabi_checkpoint_process_restore(int, "
+         "const cuabi_checkpoint_gpu_pair *, size_t)");
+    puts("  cuabi_status cuabi_checkpoint_process_unlock(int)");
     printf("callbacks\n");
     puts("  int (*cuabi_memory_allocate_fn)(uintptr_t *, size_t, size_t, uintptr_t, "
          "void *)");

@@ -24,6 +24,8 @@
 #include "fake_graph.h"
 #include "fake_multigpu.h"
 #include "fake_texture.h"
+#include "fake_green.h"
+#include "fake_checkpoint.h"
 #include "fault_wrap.h"
 #include "compile/cache.h"
 #include "compile/fatbin.h"
@@ -968,6 +970,64 @@ static cuabi_status sc_texture(void)
     if (b) cuabi_buffer_destroy(b);
     if (pool) cuabi_memory_resource_release(pool);
     if (s) cuabi_stream_release(s);
+/* Green contexts (issue 26): the device's SMs, a dry run and a split, a
+ * green context of two groups, its resource and a stream on it, a launch
+ * and a prepared launch there, events, live occupancy in it (min grid,
+ * waves) and a synchronize. */
+static cuabi_status sc_green(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_sm_resource *all = NULL, *g[2] = { NULL, NULL }, *rem = NULL, *mine = NULL;
+    cuabi_green_ctx *gc = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_event *e = NULL;
+    cuabi_objcode *o = NULL;
+    cuabi_kernel *k = NULL;
+    cuabi_argpack *p = NULL;
+    cuabi_prepared *pl = NULL;
+    cuabi_sm_split_options so = CUABI_SM_SPLIT_OPTIONS_INIT;
+    cuabi_sm_resource_info info = CUABI_SM_RESOURCE_INFO_INIT;
+    cuabi_grid_waves w = CUABI_GRID_WAVES_INIT;
+    size_t n = 0;
+    int block, grid;
+    so.min_count = 16;
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_device_sm_resource(&all, d));
+    STEP(cuabi_sm_resource_split(NULL, &n, NULL, all, &so));
+    n = 2;
+    STEP(cuabi_sm_resource_split(g, &n, &rem, all, &so));
+    STEP(cuabi_sm_resource_get_info(&info, g[0]));
+    STEP(cuabi_green_ctx_create(&gc, d, g, 2));
+    STEP(cuabi_green_ctx_sm_resource(&mine, gc));
+    STEP(cuabi_green_ctx_stream_create(&s, gc, NULL));
+    STEP(cuabi_event_create(&e, d, NULL));
+    STEP(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, cubin_sm90, cubin_sm90_size, "k.cubin"));
+    STEP(cuabi_objcode_get_kernel(&k, o, "add"));
+    STEP(cuabi_argpack_create_for_kernel(&p, k));
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 8;
+    c.stream = s;
+    STEP(cuabi_launch(k, p, &c));
+    STEP(cuabi_prepared_create(&pl, k, p, &c));
+    STEP(cuabi_prepared_launch(pl));
+    STEP(cuabi_green_ctx_record_event(gc, e));
+    STEP(cuabi_green_ctx_wait_event(gc, e));
+    STEP(cuabi_occupancy_green_max_potential_block_size(&block, &grid, k, gc, NULL, NULL, 0, 0));
+    STEP(cuabi_occupancy_green_waves(&w, k, gc, 128, 0, 1000));
+    STEP(cuabi_green_ctx_synchronize(gc));
+    if (pl) cuabi_prepared_release(pl);
+    if (p) cuabi_argpack_release(p);
+    if (k) cuabi_kernel_release(k);
+    if (o) cuabi_objcode_release(o);
+    if (e) cuabi_event_release(e);
+    if (s) cuabi_stream_release(s);
+    if (mine) cuabi_sm_resource_release(mine);
+    if (gc) cuabi_green_ctx_release(gc);
+    if (rem) cuabi_sm_resource_release(rem);
+    if (g[1]) cuabi_sm_resource_release(g[1]);
+    if (g[0]) cuabi_sm_resource_release(g[0]);
+    if (all) cuabi_sm_resource_release(all);
     if (d) cuabi_device_release(d);
     return st;
 }
@@ -1023,6 +1083,32 @@ static cuabi_status sc_memop(void)
     if (w) cuabi_buffer_destroy(w);
     if (pool) cuabi_memory_resource_release(pool);
     if (s) cuabi_stream_release(s);
+/* Checkpoint and restore (issue 26): a fresh fake process each run, its
+ * state and restore thread, two cycles (the second onto device 0 named by
+ * its UUID). */
+static cuabi_status sc_checkpoint(void)
+{
+    enum { PID = 31337 };
+    cuabi_status st = CUABI_SUCCESS;
+    fake_nprocs = 0;
+    fake_checkpoint_add(PID);
+    cuabi_process_state state;
+    int tid;
+    cuabi_device *d = NULL;
+    cuabi_device_properties props = CUABI_DEVICE_PROPERTIES_INIT;
+    cuabi_checkpoint_gpu_pair pair;
+    STEP(cuabi_device_get(&d, 0));      /* restore onto it, named by its UUID */
+    STEP(cuabi_device_get_properties(&props, d));
+    memcpy(pair.old_uuid, props.uuid, 16);
+    memcpy(pair.new_uuid, props.uuid, 16);
+    STEP(cuabi_checkpoint_process_state(&state, PID));
+    STEP(cuabi_checkpoint_process_restore_thread_id(&tid, PID));
+    for (int cycle = 0; cycle < 2; cycle++) {
+        STEP(cuabi_checkpoint_process_lock(PID, 1000));
+        STEP(cuabi_checkpoint_process_checkpoint(PID));
+        STEP(cuabi_checkpoint_process_restore(PID, cycle ? &pair : NULL, cycle ? 1 : 0));
+        STEP(cuabi_checkpoint_process_unlock(PID));
+    }
     if (d) cuabi_device_release(d);
     return st;
 }
@@ -1035,6 +1121,7 @@ static const scenario scenarios[] = {
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
     { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },
     { "texture", sc_texture }, { "memop", sc_memop }, { "nccl", sc_nccl },
+    { "green", sc_green }, { "checkpoint", sc_checkpoint },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -1083,6 +1170,8 @@ static void setup(void)
     fake_graph_install();
     fake_multigpu_install();
     fake_texture_install();
+    fake_green_install();
+    fake_checkpoint_install();
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     fault_wrap_install_nvfatbin();
@@ -1125,7 +1214,7 @@ static long total_runs, total_faults;
  * driver refuses leaves the driver's object behind, which is the driver's
  * word, not a leak of ours (the handle and our host memory still go). */
 static int base_streams, base_events, base_allocs, base_pools, base_libraries, base_graphs,
-    base_execs, base_arrays, base_mipmaps, base_texobjs, base_surfobjs;
+    base_execs, base_arrays, base_mipmaps, base_texobjs, base_surfobjs, base_greens;
 
 static void rebase(void)
 {
@@ -1135,6 +1224,7 @@ static void rebase(void)
     base_graphs = fake_live_graphs, base_execs = fake_live_execs;
     base_arrays = fake_live_arrays, base_mipmaps = fake_live_mipmaps;
     base_texobjs = fake_live_texobjs, base_surfobjs = fake_live_surfobjs;
+    base_greens = fake_live_greens;
 }
 
 /* After a run: no handle is left, and (unless a release call was made to
@@ -1149,16 +1239,18 @@ static void check_clean(const scenario *sc, const char *what, long n, bool drive
                           fake_live_libraries == base_libraries &&
                           fake_live_graphs == base_graphs && fake_live_execs == base_execs &&
                           fake_live_arrays == base_arrays && fake_live_mipmaps == base_mipmaps &&
-                          fake_live_texobjs == base_texobjs && fake_live_surfobjs == base_surfobjs,
+                          fake_live_texobjs == base_texobjs && fake_live_surfobjs == base_surfobjs &&
+                          fake_live_greens == base_greens,
                       "%s %s n=%ld: driver objects leaked: %d streams, %d events, "
                       "%d allocations, %d pools, %d libraries, %d graphs, %d executables, "
-                      "%d arrays, %d mipmapped arrays, %d textures, %d surfaces",
+                      "%d arrays, %d mipmapped arrays, %d textures, %d surfaces, %d green contexts",
                       sc->name, what, n, fake_live_streams - base_streams,
                       fake_live_events - base_events, fake_live_allocs - base_allocs,
                       fake_live_pools - base_pools, fake_live_libraries - base_libraries,
                       fake_live_graphs - base_graphs, fake_live_execs - base_execs,
                       fake_live_arrays - base_arrays, fake_live_mipmaps - base_mipmaps,
-                      fake_live_texobjs - base_texobjs, fake_live_surfobjs - base_surfobjs);
+                      fake_live_texobjs - base_texobjs, fake_live_surfobjs - base_surfobjs,
+                      fake_live_greens - base_greens);
     rebase();
 }
 
@@ -1353,7 +1445,8 @@ __attribute__((visibility("default"))) const char *__lsan_default_suppressions(v
     return "leak:fake_alloc\nleak:fake_cuEventCreate\nleak:fake_cuLibraryLoadData\n"
            "leak:fake_cuMemPoolCreate\nleak:fake_cuStreamCreateWithPriority\n"
            "leak:fake_cuArray3DCreate\nleak:fake_array_init\nleak:fake_cuMipmappedArrayCreate\n"
-           "leak:fake_cuTexObjectCreate\nleak:fake_cuSurfObjectCreate\n";
+           "leak:fake_cuTexObjectCreate\nleak:fake_cuSurfObjectCreate\n"
+           "leak:fake_cuGreenCtxCreate\nleak:fake_cuGreenCtxStreamCreate\n";
 }
 
 int main(void)

@@ -368,6 +368,86 @@ START_TEST(public_offline_api)
 }
 END_TEST
 
+/* Issue 26: a partition's SMs as an argument, and the waves of a grid. */
+START_TEST(offline_waves_per_partition)
+{
+    /* 64 registers, 256 threads: 4 blocks per SM on sm_90 */
+    cuabi_kernel_resources r = res(64, 0);
+    cuabi_grid_waves w = CUABI_GRID_WAVES_INIT;
+    /* "a 1,000-block grid of this kernel takes 16 waves on 16 SMs" */
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 256, 0, 1000, NULL));
+    ck_assert_uint_eq(w.grid_blocks, 1000);
+    ck_assert_int_eq(w.sm_count, 16);
+    ck_assert_int_eq(w.blocks_per_sm, 4);
+    ck_assert_uint_eq(w.blocks_per_wave, 64);
+    ck_assert_uint_eq(w.waves, 16);             /* 15 full waves of 64 and 40 */
+    ck_assert_uint_eq(w.last_wave_blocks, 40);
+    ck_assert(w.efficiency == 1000.0 / 1024.0);
+    ck_assert(w.occupancy == 0.5);
+    ck_assert_int_eq(w.limiter, CUABI_OCCUPANCY_LIMIT_REGISTERS);
+    /* the whole H100 (the example GPU): 528 a wave, 2 waves */
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 0, 256, 0, 1000, NULL));
+    ck_assert_int_eq(w.sm_count, 132);
+    ck_assert_uint_eq(w.waves, 2);
+    ck_assert_uint_eq(w.last_wave_blocks, 472);
+    /* 0 takes options->sm_count; the argument wins over it */
+    cuabi_occupancy_options opt = CUABI_OCCUPANCY_OPTIONS_INIT;
+    opt.sm_count = 8;
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 0, 256, 0, 1000, &opt));
+    ck_assert_int_eq(w.sm_count, 8);
+    ck_assert_uint_eq(w.waves, 32);             /* 1000 / 32 = 31.25 */
+    ck_assert_uint_eq(w.last_wave_blocks, 8);
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 24, 256, 0, 1000, &opt));
+    ck_assert_int_eq(w.sm_count, 24);
+    ck_assert_uint_eq(w.waves, 11);             /* 96 a wave: 10 full, 40 */
+    /* an even grid: one full last wave, efficiency 1 */
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 256, 0, 128, NULL));
+    ck_assert_uint_eq(w.waves, 2);
+    ck_assert_uint_eq(w.last_wave_blocks, 64);
+    ck_assert(w.efficiency == 1.0);
+    /* the partition agrees with the min grid size for the same count */
+    int b, g;
+    opt.sm_count = 16;
+    ck_assert_ok(cuabi_occupancy_offline_max_potential_block_size(&b, &g, "sm_90", &r, NULL, NULL,
+                                                                  0, 0, &opt));
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, b, 0, (uint64_t)g, NULL));
+    ck_assert_uint_eq(w.waves, 1);
+    ck_assert_uint_eq(w.blocks_per_wave, (uint64_t)g);
+    /* the largest grids: no overflow */
+    ck_assert_ok(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 1, 256, 0, UINT64_MAX, NULL));
+    ck_assert_uint_eq(w.waves, UINT64_MAX / 4 + 1);
+    ck_assert_uint_eq(w.last_wave_blocks, 3);
+    /* no block fits: the error says why, with 0 waves */
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 256, 100000, 10, NULL),
+                     CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("limited by shared memory");
+    ck_assert_uint_eq(w.waves, 0);
+    ck_assert_int_eq(w.blocks_per_sm, 0);
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 2048, 0, 10, NULL),
+                     CUABI_ERROR_LAUNCH_CONFIG);
+    ck_assert_error_mentions("block size");
+    /* bad input */
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, -1, 256, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 65536, 256, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("sm_count 65536");
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 256, 0, 0, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 0, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_99", &r, 16, 256, 0, 10, NULL),
+                     CUABI_ERROR_NOT_FOUND);
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", NULL, 16, 256, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_occupancy_offline_waves(NULL, "sm_90", &r, 16, 256, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    w.version = 0;
+    ck_assert_status(cuabi_occupancy_offline_waves(&w, "sm_90", &r, 16, 256, 0, 10, NULL),
+                     CUABI_ERROR_INVALID_VERSION);
+}
+END_TEST
+
 /* Issue 29: the offline calculator's inputs come from the caller. A
  * cluster whose dimensions multiply to 2^64 divided by a wrapped 0 (SIGFPE);
  * a block of 2^64 + 4 threads wrapped to 4; registers x 32 and static +
@@ -455,6 +535,7 @@ int main(void)
     tcase_add_test(tc, arch_names_and_table);
     tcase_add_test(tc, public_offline_api);
     tcase_add_test(tc, offline_inputs_that_overflow);
+    tcase_add_test(tc, offline_waves_per_partition);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -20,7 +20,7 @@ from ._lib import hooks as _hooks
 _LAZY = {}
 for _names, _module, _needs in (
         (("Device", "Event", "Stream", "abi_version", "device_count", "raw_stream_of",
-          "runtime_info", "version", "ComputeCapability", "DeviceProperties", "Context",
+          "runtime_info", "version", "ComputeCapability", "DeviceProperties",
           "StreamOptions", "EventOptions", "LEGACY_DEFAULT_STREAM",
           "PER_THREAD_DEFAULT_STREAM"), "_core", "cuabi_version_string"),
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
@@ -29,12 +29,14 @@ for _names, _module, _needs in (
           "PinnedMemoryResourceOptions", "GraphMemoryResource"), "_memory",
          "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
+        (("Context", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions"),
+         "_green", "cuabi_green_ctx_create"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),
         (("Program", "ProgramOptions", "cache", "supported_archs"), "_compile",
          "cuabi_program_compile"),
         (("arch_limits", "known_archs", "KernelOccupancy", "OfflineOccupancy",
-          "OccupancyReport", "MaxPotentialBlockSizeOccupancyResult"), "_occupancy",
+          "OccupancyReport", "MaxPotentialBlockSizeOccupancyResult", "GridWaves"), "_occupancy",
          "cuabi_arch_limits_get"),
         (("LaunchConfig", "PreparedLaunch", "launch", "prepare", "AccessPolicyWindow"),
          "_launch", "cuabi_prepared_create"),
@@ -83,8 +85,17 @@ def _set_hooks():
         from ._memory import Buffer                      # lazy: import time
         return Buffer
 
+    def green_context_class():
+        from ._green import Context                      # lazy: import time
+        return Context
+
+    def device_resources_class():
+        from ._green import DeviceResources              # lazy: import time
+        return DeviceResources
+
     for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
-                 memory_resource_class, buffer_class):
+                 memory_resource_class, buffer_class, green_context_class,
+                 device_resources_class):
         setattr(_hooks, hook.__name__, hook)
 
 
@@ -92,8 +103,18 @@ _set_hooks()
 del _set_hooks, _hooks
 
 
+# Public submodules, imported on first use: cuabi.checkpoint (cuda.core's
+# cuda.core.checkpoint).
+_SUBMODULES = {"checkpoint": "cuabi_checkpoint_process_state"}
+
+
 def __getattr__(name):
     module = _LAZY.get(name)
+    if module is None and name in _SUBMODULES and _SUBMODULES[name] in _capi.FUNCTIONS:
+        import importlib                                 # lazy: import time
+        value = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = value
+        return value
     if module is None:
         if name in ("utils", "graph", "texture"):        # cuda.core's submodules
             import importlib                             # lazy: import time
@@ -110,7 +131,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES) | {"__version__"})
 
 
 # (the default streams need a driver to exist: not in `from cuabi import *`)

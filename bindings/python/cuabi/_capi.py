@@ -690,6 +690,23 @@ class cuabi_occupancy_result(C.Structure):
     _cuabi_version_ = 1
 
 
+class cuabi_grid_waves(C.Structure):
+    """How a grid runs on a number of SMs: blocks resident per SM and per wave, and the waves it takes. Filled by the library; set `version` first."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('grid_blocks', C.c_uint64),
+        ('sm_count', C.c_int),
+        ('blocks_per_sm', C.c_int),
+        ('blocks_per_wave', C.c_uint64),
+        ('waves', C.c_uint64),
+        ('last_wave_blocks', C.c_uint64),
+        ('efficiency', C.c_double),
+        ('occupancy', C.c_double),
+        ('limiter', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
 class cuabi_occupancy_options(C.Structure):
     """Settings of the kernel that occupancy depends on, for offline answers."""
     _fields_ = [
@@ -1153,6 +1170,61 @@ class cuabi_nccl_comm_options(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- green
+
+CUABI_SM_SPLIT_DEFAULT = 0
+CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING = 1
+CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE = 2
+CUABI_SM_RESOURCE_DEVICE = 0
+CUABI_SM_RESOURCE_GROUP = 1
+CUABI_SM_RESOURCE_REMAINDER = 2
+CUABI_SM_RESOURCE_GREEN_CTX = 3
+
+
+class cuabi_sm_resource_info(C.Structure):
+    """What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version` first."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('sm_count', C.c_int),
+        ('min_partition_size', C.c_int),
+        ('coscheduled_alignment', C.c_int),
+        ('kind', C.c_int),
+        ('ordinal', C.c_int),
+        ('split_id', C.c_uint64),
+        ('index', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_sm_split_options(C.Structure):
+    """How to split an SM resource (cuDevSmResourceSplitByCount)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('min_count', C.c_uint),
+        ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- checkpoint
+
+CUABI_PROCESS_STATE_RUNNING = 0
+CUABI_PROCESS_STATE_LOCKED = 1
+CUABI_PROCESS_STATE_CHECKPOINTED = 2
+CUABI_PROCESS_STATE_FAILED = 3
+CUABI_PROCESS_STATE_CHECKPOINTING = 4
+CUABI_PROCESS_STATE_RESTORING = 5
+
+
+class cuabi_checkpoint_gpu_pair(C.Structure):
+    """Restore onto another GPU: the UUID of a GPU the process was checkpointed on and the UUID of the GPU (same chip, enough memory) to restore it onto (cuabi_device_properties.uuid)."""
+    _fields_ = [
+        ('old_uuid', (C.c_uint8 * 16)),
+        ('new_uuid', (C.c_uint8 * 16)),
+    ]
+    _cuabi_version_ = None
+
+
 # ---- tables
 
 STRUCTS = {
@@ -1181,6 +1253,7 @@ STRUCTS = {
     'cuabi_launch_attributes': cuabi_launch_attributes,
     'cuabi_launch_config': cuabi_launch_config,
     'cuabi_occupancy_result': cuabi_occupancy_result,
+    'cuabi_grid_waves': cuabi_grid_waves,
     'cuabi_occupancy_options': cuabi_occupancy_options,
     'cuabi_arch_limits': cuabi_arch_limits,
     'cuabi_tensormap_options': cuabi_tensormap_options,
@@ -1196,6 +1269,9 @@ STRUCTS = {
     'cuabi_stream_mem_op': cuabi_stream_mem_op,
     'cuabi_nccl_unique_id': cuabi_nccl_unique_id,
     'cuabi_nccl_comm_options': cuabi_nccl_comm_options,
+    'cuabi_sm_resource_info': cuabi_sm_resource_info,
+    'cuabi_sm_split_options': cuabi_sm_split_options,
+    'cuabi_checkpoint_gpu_pair': cuabi_checkpoint_gpu_pair,
 }
 VERSIONED = {
     'cuabi_error_info': 1,
@@ -1223,6 +1299,7 @@ VERSIONED = {
     'cuabi_launch_attributes': 1,
     'cuabi_launch_config': 2,
     'cuabi_occupancy_result': 1,
+    'cuabi_grid_waves': 1,
     'cuabi_occupancy_options': 1,
     'cuabi_arch_limits': 1,
     'cuabi_tensormap_options': 1,
@@ -1237,6 +1314,8 @@ VERSIONED = {
     'cuabi_texture_info': 1,
     'cuabi_stream_mem_op': 1,
     'cuabi_nccl_comm_options': 1,
+    'cuabi_sm_resource_info': 1,
+    'cuabi_sm_split_options': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -1261,6 +1340,8 @@ HANDLES = {
     'cuabi_surface': 'shared',
     'cuabi_nccl_comm': 'shared',
     'cuabi_nccl_registration': 'unique',
+    'cuabi_sm_resource': 'shared',
+    'cuabi_green_ctx': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -1663,6 +1744,25 @@ ENUMS = {
         'CUABI_NCCL_MIN': 3,
         'CUABI_NCCL_AVG': 4,
     },
+    'cuabi_sm_split_flags': {
+        'CUABI_SM_SPLIT_DEFAULT': 0,
+        'CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING': 1,
+        'CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE': 2,
+    },
+    'cuabi_sm_resource_kind': {
+        'CUABI_SM_RESOURCE_DEVICE': 0,
+        'CUABI_SM_RESOURCE_GROUP': 1,
+        'CUABI_SM_RESOURCE_REMAINDER': 2,
+        'CUABI_SM_RESOURCE_GREEN_CTX': 3,
+    },
+    'cuabi_process_state': {
+        'CUABI_PROCESS_STATE_RUNNING': 0,
+        'CUABI_PROCESS_STATE_LOCKED': 1,
+        'CUABI_PROCESS_STATE_CHECKPOINTED': 2,
+        'CUABI_PROCESS_STATE_FAILED': 3,
+        'CUABI_PROCESS_STATE_CHECKPOINTING': 4,
+        'CUABI_PROCESS_STATE_RESTORING': 5,
+    },
 }
 STATUS_NAMES = {
     0: 'CUABI_SUCCESS',
@@ -1906,6 +2006,7 @@ FUNCTIONS = {
     'cuabi_prepared_pack': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_argpack **', 'out', 'host', False, 'borrow', None), ('prepared', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_prepared_set_grid': (C.c_int, (C.c_void_p, C.c_uint, C.c_uint, C.c_uint, ), (('prepared', 'cuabi_prepared *', 'in', 'host', False, 'borrow', None), ('x', 'unsigned int', 'in', 'host', False, 'borrow', None), ('y', 'unsigned int', 'in', 'host', False, 'borrow', None), ('z', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_occupancy_result_init': (C.c_int, (C.POINTER(cuabi_occupancy_result), C.c_uint, ), (('opts', 'cuabi_occupancy_result *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_grid_waves_init': (C.c_int, (C.POINTER(cuabi_grid_waves), C.c_uint, ), (('opts', 'cuabi_grid_waves *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_occupancy_options_init': (C.c_int, (C.POINTER(cuabi_occupancy_options), C.c_uint, ), (('opts', 'cuabi_occupancy_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arch_limits_init': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_uint, ), (('opts', 'cuabi_arch_limits *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_arch_limits_get': (C.c_int, (C.POINTER(cuabi_arch_limits), C.c_char_p, ), (('out', 'cuabi_arch_limits *', 'inout', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), )),
@@ -1921,6 +2022,11 @@ FUNCTIONS = {
     'cuabi_occupancy_offline_available_dynamic_smem': (C.c_int, (C.POINTER(C.c_size_t), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.c_int, C.c_int, C.POINTER(cuabi_occupancy_options), ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('num_blocks', 'int', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_occupancy_offline_max_potential_cluster_size': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.POINTER(cuabi_launch_config), C.POINTER(cuabi_occupancy_options), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_occupancy_offline_max_active_clusters': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.POINTER(cuabi_launch_config), C.POINTER(cuabi_occupancy_options), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('config', 'const cuabi_launch_config *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_occupancy_green_max_active_blocks': (C.c_int, (C.POINTER(cuabi_occupancy_result), C.c_void_p, C.c_void_p, C.c_int, C.c_size_t, ), (('out', 'cuabi_occupancy_result *', 'inout', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('dynamic_shared_bytes', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_green_max_potential_block_size': (C.c_int, (C.POINTER(C.c_int), C.POINTER(C.c_int), C.c_void_p, C.c_void_p, cuabi_block_smem_fn, C.c_void_p, C.c_size_t, C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('min_grid_size', 'int *', 'out', 'host', True, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('smem_fn', 'cuabi_block_smem_fn', 'in', 'host', True, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), ('dynamic_shared_bytes', 'size_t', 'in', 'host', False, 'borrow', None), ('block_size_limit', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_waves': (C.c_int, (C.POINTER(cuabi_grid_waves), C.c_void_p, C.c_void_p, C.c_int, C.c_size_t, C.c_uint64, ), (('out', 'cuabi_grid_waves *', 'inout', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('dynamic_shared_bytes', 'size_t', 'in', 'host', False, 'borrow', None), ('grid_blocks', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_green_waves': (C.c_int, (C.POINTER(cuabi_grid_waves), C.c_void_p, C.c_void_p, C.c_int, C.c_size_t, C.c_uint64, ), (('out', 'cuabi_grid_waves *', 'inout', 'host', False, 'borrow', None), ('kernel', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('dynamic_shared_bytes', 'size_t', 'in', 'host', False, 'borrow', None), ('grid_blocks', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_occupancy_offline_waves': (C.c_int, (C.POINTER(cuabi_grid_waves), C.c_char_p, C.POINTER(cuabi_kernel_resources), C.c_int, C.c_int, C.c_size_t, C.c_uint64, C.POINTER(cuabi_occupancy_options), ), (('out', 'cuabi_grid_waves *', 'inout', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', False, 'borrow', None), ('resources', 'const cuabi_kernel_resources *', 'in', 'host', False, 'borrow', None), ('sm_count', 'int', 'in', 'host', False, 'borrow', None), ('block_size', 'int', 'in', 'host', False, 'borrow', None), ('dynamic_shared_bytes', 'size_t', 'in', 'host', False, 'borrow', None), ('grid_blocks', 'uint64_t', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_occupancy_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_tensormap_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_tensormap_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_tensormap *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_tensormap_options_init': (C.c_int, (C.POINTER(cuabi_tensormap_options), C.c_uint, ), (('opts', 'cuabi_tensormap_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -2091,6 +2197,34 @@ FUNCTIONS = {
     'cuabi_nccl_send_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_nccl_recv_view': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, ), (('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('view', 'cuabi_view *', 'in', 'host', False, 'borrow', None), ('peer', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_nccl_register': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_nccl_registration **', 'out', 'host', False, 'transfer', None), ('comm', 'cuabi_nccl_comm *', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_info_init': (C.c_int, (C.POINTER(cuabi_sm_resource_info), C.c_uint, ), (('opts', 'cuabi_sm_resource_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_split_options_init': (C.c_int, (C.POINTER(cuabi_sm_split_options), C.c_uint, ), (('opts', 'cuabi_sm_split_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_device_sm_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_sm_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_get_info': (C.c_int, (C.POINTER(cuabi_sm_resource_info), C.c_void_p, ), (('out', 'cuabi_sm_resource_info *', 'inout', 'host', False, 'borrow', None), ('resource', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_sm_resource_split': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_size_t), C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_sm_split_options), ), (('groups', 'cuabi_sm_resource **', 'out', 'host', True, 'transfer', 'count'), ('count', 'size_t *', 'inout', 'host', False, 'borrow', None), ('remainder', 'cuabi_sm_resource **', 'out', 'host', True, 'transfer', None), ('input', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_sm_split_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_green_ctx_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, ), (('out', 'cuabi_green_ctx **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('resources', 'cuabi_sm_resource **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_sm_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_sm_resource **', 'out', 'host', False, 'transfer', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_sm_count': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_stream_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_stream_options), ), (('out', 'cuabi_stream **', 'out', 'host', False, 'transfer', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_stream_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_stream_green_ctx': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_green_ctx **', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_synchronize': (C.c_int, (C.c_void_p, ), (('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_record_event': (C.c_int, (C.c_void_p, C.c_void_p, ), (('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_wait_event': (C.c_int, (C.c_void_p, C.c_void_p, ), (('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_context': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_process_state_name': (C.c_char_p, (C.c_int, ), (('state', 'cuabi_process_state', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_state': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'cuabi_process_state *', 'out', 'host', False, 'borrow', None), ('pid', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_restore_thread_id': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('pid', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_lock': (C.c_int, (C.c_int, C.c_uint, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), ('timeout_ms', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_checkpoint': (C.c_int, (C.c_int, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_restore': (C.c_int, (C.c_int, C.POINTER(cuabi_checkpoint_gpu_pair), C.c_size_t, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), ('pairs', 'const cuabi_checkpoint_gpu_pair *', 'in', 'host', True, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_checkpoint_process_unlock': (C.c_int, (C.c_int, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -2136,6 +2270,10 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_occupancy_available_dynamic_smem',
     'cuabi_occupancy_max_potential_cluster_size',
     'cuabi_occupancy_max_active_clusters',
+    'cuabi_occupancy_green_max_active_blocks',
+    'cuabi_occupancy_green_max_potential_block_size',
+    'cuabi_occupancy_waves',
+    'cuabi_occupancy_green_waves',
     'cuabi_tensormap_encode_tiled',
     'cuabi_tensormap_encode_im2col',
     'cuabi_tensormap_replace_address',
@@ -2233,6 +2371,20 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_nccl_send_view',
     'cuabi_nccl_recv_view',
     'cuabi_nccl_register',
+    'cuabi_device_sm_resource',
+    'cuabi_sm_resource_split',
+    'cuabi_green_ctx_create',
+    'cuabi_green_ctx_sm_resource',
+    'cuabi_green_ctx_stream_create',
+    'cuabi_green_ctx_synchronize',
+    'cuabi_green_ctx_record_event',
+    'cuabi_green_ctx_wait_event',
+    'cuabi_checkpoint_process_state',
+    'cuabi_checkpoint_process_restore_thread_id',
+    'cuabi_checkpoint_process_lock',
+    'cuabi_checkpoint_process_checkpoint',
+    'cuabi_checkpoint_process_restore',
+    'cuabi_checkpoint_process_unlock',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -2625,4 +2777,38 @@ TABLE_FUNCTIONS = (
     'cuabi_nccl_send_view',
     'cuabi_nccl_recv_view',
     'cuabi_nccl_register',
+    'cuabi_grid_waves_init',
+    'cuabi_occupancy_green_max_active_blocks',
+    'cuabi_occupancy_green_max_potential_block_size',
+    'cuabi_occupancy_waves',
+    'cuabi_occupancy_green_waves',
+    'cuabi_occupancy_offline_waves',
+    'cuabi_sm_resource_retain',
+    'cuabi_sm_resource_release',
+    'cuabi_green_ctx_retain',
+    'cuabi_green_ctx_release',
+    'cuabi_sm_resource_info_init',
+    'cuabi_sm_split_options_init',
+    'cuabi_device_sm_resource',
+    'cuabi_sm_resource_get_info',
+    'cuabi_sm_resource_device',
+    'cuabi_sm_resource_split',
+    'cuabi_green_ctx_create',
+    'cuabi_green_ctx_sm_resource',
+    'cuabi_green_ctx_sm_count',
+    'cuabi_green_ctx_device',
+    'cuabi_green_ctx_stream_create',
+    'cuabi_stream_green_ctx',
+    'cuabi_green_ctx_synchronize',
+    'cuabi_green_ctx_record_event',
+    'cuabi_green_ctx_wait_event',
+    'cuabi_green_ctx_raw',
+    'cuabi_green_ctx_context',
+    'cuabi_process_state_name',
+    'cuabi_checkpoint_process_state',
+    'cuabi_checkpoint_process_restore_thread_id',
+    'cuabi_checkpoint_process_lock',
+    'cuabi_checkpoint_process_checkpoint',
+    'cuabi_checkpoint_process_restore',
+    'cuabi_checkpoint_process_unlock',
 )

@@ -458,6 +458,19 @@ class Device(Handle):
         pr = priority if priority is not None else opts.priority
         return Stream(self, non_blocking=nb, priority=0 if pr is None else pr)
 
+    # ---- green contexts (issue 26; cuabi._green, a layer above: through
+    # cuabi._lib.hooks). cuda.core's names.
+    @property
+    def resources(self):
+        """The device's resources (cuda.core's DeviceResources): .sm, all its
+        SMs, to split into partitions for green contexts."""
+        return hooks.device_resources_class()(self)
+
+    def create_context(self, options=None):
+        """A green context of the SM resources in `options`
+        (ContextOptions(resources=[group, ...]); groups of one split)."""
+        return hooks.green_context_class()._create(self, options)
+
     def create_event(self, options: EventOptions | None = None, *, timing: bool | None = None,
                      blocking_sync: bool | None = None) -> "Event":
         """cuda.core's create_event(options): timing off unless
@@ -626,6 +639,12 @@ class Stream(Handle):
     @property
     def priority(self) -> int:
         return call("cuabi_stream_priority", self)
+
+    @property
+    def green_context(self):
+        """The green context (cuabi.Context) the stream was created on, or
+        None for a stream of the device's primary context."""
+        return hooks.green_context_class()._borrowed_of("cuabi_stream_green_ctx", self)
 
     def synchronize(self) -> None:
         lib.cuabi_stream_synchronize(self)

@@ -155,6 +155,37 @@ def _config_copy(config):
 
 
 @dataclass(frozen=True)
+class GridWaves:
+    """How a grid of `grid_blocks` blocks runs on `sm_count` SMs (a
+    device, a green context's partition, or offline a number of SMs):
+    blocks_per_sm resident, blocks_per_wave of them at once, in `waves`
+    waves, the last of last_wave_blocks; efficiency: the share of the block
+    slots the waves use (1: no partial last wave)."""
+
+    grid_blocks: int
+    sm_count: int
+    block_size: int
+    blocks_per_sm: int
+    blocks_per_wave: int
+    waves: int
+    last_wave_blocks: int
+    efficiency: float
+    occupancy: float
+    limiter: str
+
+    def __str__(self):
+        return (f"a {self.grid_blocks:,}-block grid of {self.block_size}-thread blocks takes "
+                f"{self.waves} wave{'' if self.waves == 1 else 's'} on {self.sm_count} SMs "
+                f"({self.blocks_per_wave} blocks a wave, {self.last_wave_blocks} in the last)")
+
+
+def _waves_from_c(w, block_size):
+    return GridWaves(w.grid_blocks, w.sm_count, block_size, w.blocks_per_sm, w.blocks_per_wave,
+                     w.waves, w.last_wave_blocks, w.efficiency, w.occupancy,
+                     limiter_name(w.limiter))
+
+
+@dataclass(frozen=True)
 class OccupancyReport:
     """Occupancy of one (block size, dynamic shared memory) configuration:
     what `cuabi occupancy` prints for a block size, and why.
@@ -253,6 +284,20 @@ class _Occupancy:
         return self._avail(_int(num_blocks_per_multiprocessor, "num_blocks_per_multiprocessor",
                                 where, 1), _int(block_size, "block_size", where, 1))
 
+    def waves(self, grid_blocks: int, block_size: int,
+              dynamic_shared_memory_size: int = 0) -> GridWaves:
+        """The waves a grid of grid_blocks blocks of block_size threads takes
+        on this object's SMs (the device's, the green context's partition,
+        or the offline sm_count): LaunchConfigError when no block fits."""
+        where = f"{type(self).__name__}.waves"
+        grid = _int(grid_blocks, "grid_blocks", where, 1, 2**64 - 1)
+        block_size = _int(block_size, "block_size", where, 1)
+        smem = _int(dynamic_shared_memory_size, "dynamic_shared_memory_size", where,
+                    maximum=_SIZE_MAX - 1)
+        w = new_struct(_capi.cuabi_grid_waves)
+        self._waves(w, grid, block_size, smem)
+        return _waves_from_c(w, block_size)
+
     def max_potential_cluster_size(self, config, stream=None) -> int:
         """The largest cluster size (blocks) that can be resident for the
         configuration (its cluster dimensions are ignored), on the stream's
@@ -269,15 +314,18 @@ class KernelOccupancy(_Occupancy):
     """Live occupancy of a kernel on one device (cuda.core's
     KernelOccupancy): the driver's answers (cuOccupancy*). kernel.occupancy
     is on device 0 (where cuabi kernels run without a stream);
-    kernel.occupancy[device] or kernel.occupancy_on(device) on another."""
+    kernel.occupancy[device] or kernel.occupancy_on(device) on another.
+    Given a green context (cuabi.Context), the driver answers in it: per SM
+    as for the device, the min grid size and waves for its partition."""
 
-    __slots__ = ("_device",)
+    __slots__ = ("_device", "_green")
     _live = True
 
     def __init__(self, kernel, device=None):
         from ._core import _as_device        # lazy: import time (offline use needs no device)
         self._kernel = kernel
-        self._device = _as_device(device)
+        self._green = device if getattr(device, "_ctype", None) == "cuabi_green_ctx" else None
+        self._device = device.device if self._green is not None else _as_device(device)
 
     def __getitem__(self, device) -> "KernelOccupancy":
         return KernelOccupancy(self._kernel, device)
@@ -286,8 +334,16 @@ class KernelOccupancy(_Occupancy):
     def device(self):
         return self._device
 
+    @property
+    def green_context(self):
+        """The green context the answers are for, or None (the whole device)."""
+        return self._green
+
     def __repr__(self):
-        return f"<cuabi.KernelOccupancy of {self._kernel!r} on device {self._device.ordinal}>"
+        where = f"device {self._device.ordinal}"
+        if self._green is not None:
+            where = f"a green context of {self._green.sm_count} SMs of {where}"
+        return f"<cuabi.KernelOccupancy of {self._kernel!r} on {where}>"
 
     def _arch_name(self):
         return self._device.sm_arch
@@ -301,12 +357,26 @@ class KernelOccupancy(_Occupancy):
         return min(top, mine) if mine > 0 else top
 
     def _blocks(self, r, block_size, smem):
+        if self._green is not None:
+            lib.cuabi_occupancy_green_max_active_blocks(C.byref(r), self._kernel, self._green,
+                                                        block_size, smem)
+            return
         lib.cuabi_occupancy_max_active_blocks(C.byref(r), self._kernel, self._device,
                                               block_size, smem)
 
     def _best(self, cb, smem, limit):
+        if self._green is not None:
+            return call("cuabi_occupancy_green_max_potential_block_size", self._kernel,
+                        self._green, _NO_CALLBACK if cb is None else cb, None, smem, limit)
         return call("cuabi_occupancy_max_potential_block_size", self._kernel, self._device,
                     _NO_CALLBACK if cb is None else cb, None, smem, limit)
+
+    def _waves(self, w, grid, block_size, smem):
+        if self._green is not None:
+            lib.cuabi_occupancy_green_waves(C.byref(w), self._kernel, self._green, block_size,
+                                            smem, grid)
+            return
+        lib.cuabi_occupancy_waves(C.byref(w), self._kernel, self._device, block_size, smem, grid)
 
     def _avail(self, num_blocks, block_size):
         return call("cuabi_occupancy_available_dynamic_smem", self._kernel, self._device,
@@ -337,6 +407,8 @@ class OfflineOccupancy(_Occupancy):
     _live = False
 
     def __init__(self, kernel, arch, sm_count=None, max_dynamic_shared=None, carveout=None):
+        # sm_count: the SMs of the GPU, or of a partition (a green context's
+        # SMs): min grid sizes and waves are for that many.
         self._kernel = kernel
         self.arch = arch = _arch_text(arch)
         self._limits = arch_limits(arch)           # an unknown architecture raises here
@@ -383,6 +455,11 @@ class OfflineOccupancy(_Occupancy):
     def _avail(self, num_blocks, block_size):
         return call("cuabi_occupancy_offline_available_dynamic_smem", *self._args(), num_blocks,
                     block_size, C.byref(self._opts))
+
+    def _waves(self, w, grid, block_size, smem):
+        # sm_count 0: the options' sm_count, else the architecture's example GPU
+        lib.cuabi_occupancy_offline_waves(C.byref(w), *self._args(), 0, block_size, smem, grid,
+                                          C.byref(self._opts))
 
     def _cluster(self, active, config, stream, what):
         # stream names a device for the live question; offline there is none.

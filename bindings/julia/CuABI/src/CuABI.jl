@@ -586,5 +586,6 @@ include("graph.jl")
 include("multigpu.jl")
 include("texture.jl")
 include("nccl.jl")
+include("green.jl")
 
 end # module CuABI

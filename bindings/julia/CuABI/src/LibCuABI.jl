@@ -3959,6 +3959,23 @@ end
 const CUABI_OCCUPANCY_RESULT_VERSION = Cuint(1)
 
 """
+How a grid runs on a number of SMs: blocks resident per SM and per wave, and the waves it takes. Filled by the library; set `version` first.
+"""
+struct cuabi_grid_waves
+    version::Cuint
+    grid_blocks::UInt64
+    sm_count::Cint
+    blocks_per_sm::Cint
+    blocks_per_wave::UInt64
+    waves::UInt64
+    last_wave_blocks::UInt64
+    efficiency::Cdouble
+    occupancy::Cdouble
+    limiter::cuabi_occupancy_limiter
+end
+const CUABI_GRID_WAVES_VERSION = Cuint(1)
+
+"""
 Settings of the kernel that occupancy depends on, for offline answers.
 """
 struct cuabi_occupancy_options
@@ -4002,6 +4019,17 @@ Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPAN
 """
 function cuabi_occupancy_result_init(opts, version)
     ccall((:cuabi_occupancy_result_init, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_result}, Cuint), opts, version)
+end
+
+"""
+cuabi_grid_waves_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_GRID_WAVES_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_grid_waves_init(opts, version)
+    ccall((:cuabi_grid_waves_init, libcuabi), cuabi_status, (Ptr{cuabi_grid_waves}, Cuint), opts, version)
 end
 
 """
@@ -4228,6 +4256,119 @@ An estimate of cuabi_occupancy_max_active_clusters for a named architecture.
 """
 function cuabi_occupancy_offline_max_active_clusters(out, arch, resources, config, options)
     ccall((:cuabi_occupancy_offline_max_active_clusters, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cchar}, Ptr{cuabi_kernel_resources}, Ptr{cuabi_launch_config}, Ptr{cuabi_occupancy_options}), out, arch, resources, config, options)
+end
+
+"""
+cuabi_occupancy_green_max_active_blocks(out, kernel, green, block_size, dynamic_shared_bytes)
+
+As cuabi_occupancy_max_active_blocks, asked in a green context (made current for the query): resident blocks per SM of its partition.
+
+- `out` [inout] Its version field must be set.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_occupancy_green_max_active_blocks(out, kernel, green, block_size, dynamic_shared_bytes)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(green)
+        try
+            ccall((:cuabi_occupancy_green_max_active_blocks, libcuabi), cuabi_status, (Ptr{cuabi_occupancy_result}, Ptr{cuabi_kernel}, Ptr{cuabi_green_ctx}, Cint, Csize_t), out, kernel, green, block_size, dynamic_shared_bytes)
+        finally
+            _leave(green, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
+end
+
+"""
+cuabi_occupancy_green_max_potential_block_size(out, min_grid_size, kernel, green, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
+
+As cuabi_occupancy_max_potential_block_size, asked in a green context: min_grid_size is the smallest grid that fills the partition (the driver counts the partition's SMs).
+
+- `out` [out] The block size.
+- `min_grid_size` [out, may be C_NULL]
+- `smem_fn` [may be C_NULL] Dynamic shared memory per block size; NULL to use dynamic_shared_bytes for all.
+- `payload` [may be C_NULL] Passed to smem_fn.
+- `block_size_limit` Largest block size to consider; 0 for no limit.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_occupancy_green_max_potential_block_size(out, min_grid_size, kernel, green, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(green)
+        try
+            ccall((:cuabi_occupancy_green_max_potential_block_size, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cint}, Ptr{cuabi_kernel}, Ptr{cuabi_green_ctx}, cuabi_block_smem_fn, Ptr{Cvoid}, Csize_t, Cint), out, min_grid_size, kernel, green, smem_fn, payload, dynamic_shared_bytes, block_size_limit)
+        finally
+            _leave(green, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
+end
+
+"""
+cuabi_occupancy_waves(out, kernel, device, block_size, dynamic_shared_bytes, grid_blocks)
+
+The waves a grid of `grid_blocks` blocks of `block_size` threads takes on the whole device (blocks per SM from the driver, the device's SMs). CUABI_ERROR_LAUNCH_CONFIG when no block fits on an SM (out is filled, with 0 waves).
+
+- `out` [inout] Its version field must be set.
+- `grid_blocks` At least 1.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_occupancy_waves(out, kernel, device, block_size, dynamic_shared_bytes, grid_blocks)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_occupancy_waves, libcuabi), cuabi_status, (Ptr{cuabi_grid_waves}, Ptr{cuabi_kernel}, Ptr{cuabi_device}, Cint, Csize_t, UInt64), out, kernel, device, block_size, dynamic_shared_bytes, grid_blocks)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
+end
+
+"""
+cuabi_occupancy_green_waves(out, kernel, green, block_size, dynamic_shared_bytes, grid_blocks)
+
+As cuabi_occupancy_waves, on a green context's partition (its SMs, blocks per SM asked in it).
+
+- `out` [inout] Its version field must be set.
+- `grid_blocks` At least 1.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_occupancy_green_waves(out, kernel, green, block_size, dynamic_shared_bytes, grid_blocks)
+    t0 = _enter(kernel)
+    try
+        t1 = _enter(green)
+        try
+            ccall((:cuabi_occupancy_green_waves, libcuabi), cuabi_status, (Ptr{cuabi_grid_waves}, Ptr{cuabi_kernel}, Ptr{cuabi_green_ctx}, Cint, Csize_t, UInt64), out, kernel, green, block_size, dynamic_shared_bytes, grid_blocks)
+        finally
+            _leave(green, t1)
+        end
+    finally
+        _leave(kernel, t0)
+    end
+end
+
+"""
+cuabi_occupancy_offline_waves(out, arch, resources, sm_count, block_size, dynamic_shared_bytes, grid_blocks, options)
+
+As cuabi_occupancy_waves, offline: for a named architecture and a partition of `sm_count` SMs, from the kernel's resources. sm_count 0 takes options->sm_count, else the architecture's example GPU.
+
+- `out` [inout] Its version field must be set.
+- `arch` "sm_90", ...
+- `sm_count` SMs of the partition (1 .. 65535), or 0.
+- `grid_blocks` At least 1.
+- `options` [may be C_NULL] NULL for the driver's defaults.
+"""
+function cuabi_occupancy_offline_waves(out, arch, resources, sm_count, block_size, dynamic_shared_bytes, grid_blocks, options)
+    ccall((:cuabi_occupancy_offline_waves, libcuabi), cuabi_status, (Ptr{cuabi_grid_waves}, Ptr{Cchar}, Ptr{cuabi_kernel_resources}, Cint, Cint, Csize_t, UInt64, Ptr{cuabi_occupancy_options}), out, arch, resources, sm_count, block_size, dynamic_shared_bytes, grid_blocks, options)
 end
 
 
@@ -8186,6 +8327,508 @@ function cuabi_nccl_register(out, comm, buffer)
     end
 end
 
+
+# ---- module green (api/green.toml)
+
+# A set of a device's SMs (a CUdevResource of type SM): the whole device's, one group or the remainder of a split, or a green context's. Keeps its device alive.
+# Opaque handle: used as Ptr{cuabi_sm_resource} == Ptr{Cvoid}.
+const cuabi_sm_resource = Cvoid
+
+# A green context (CUgreenCtx): a context limited to a partition of a device's SMs. Keeps its device alive.
+# Opaque handle: used as Ptr{cuabi_green_ctx} == Ptr{Cvoid}.
+const cuabi_green_ctx = Cvoid
+
+"""
+Flags of cuabi_sm_split_options.flags (values of CUdevSmResourceSplit_flags).
+"""
+const cuabi_sm_split_flags = Cint
+const CUABI_SM_SPLIT_DEFAULT = cuabi_sm_split_flags(0)
+const CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING = cuabi_sm_split_flags(1)
+const CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE = cuabi_sm_split_flags(2)
+
+"""
+Where an SM resource came from.
+"""
+const cuabi_sm_resource_kind = Cint
+const CUABI_SM_RESOURCE_DEVICE = cuabi_sm_resource_kind(0)
+const CUABI_SM_RESOURCE_GROUP = cuabi_sm_resource_kind(1)
+const CUABI_SM_RESOURCE_REMAINDER = cuabi_sm_resource_kind(2)
+const CUABI_SM_RESOURCE_GREEN_CTX = cuabi_sm_resource_kind(3)
+
+"""
+What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version` first.
+"""
+struct cuabi_sm_resource_info
+    version::Cuint
+    sm_count::Cint
+    min_partition_size::Cint
+    coscheduled_alignment::Cint
+    kind::cuabi_sm_resource_kind
+    ordinal::Cint
+    split_id::UInt64
+    index::Cint
+end
+const CUABI_SM_RESOURCE_INFO_VERSION = Cuint(1)
+
+"""
+How to split an SM resource (cuDevSmResourceSplitByCount).
+"""
+struct cuabi_sm_split_options
+    version::Cuint
+    min_count::Cuint
+    flags::Cuint
+end
+const CUABI_SM_SPLIT_OPTIONS_VERSION = Cuint(1)
+
+"""
+cuabi_sm_resource_retain(handle)
+
+Add a reference to a cuabi_sm_resource.
+"""
+function cuabi_sm_resource_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_sm_resource_retain, libcuabi), cuabi_status, (Ptr{cuabi_sm_resource},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_sm_resource_release(handle)
+
+Drop a reference to a cuabi_sm_resource; the last one frees it and invalidates the handle.
+"""
+function cuabi_sm_resource_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_sm_resource_release, libcuabi), cuabi_status, (Ptr{cuabi_sm_resource},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_retain(handle)
+
+Add a reference to a cuabi_green_ctx.
+"""
+function cuabi_green_ctx_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_green_ctx_retain, libcuabi), cuabi_status, (Ptr{cuabi_green_ctx},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_release(handle)
+
+Drop a reference to a cuabi_green_ctx; the last one frees it and invalidates the handle.
+"""
+function cuabi_green_ctx_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_green_ctx_release, libcuabi), cuabi_status, (Ptr{cuabi_green_ctx},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_sm_resource_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_SM_RESOURCE_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_sm_resource_info_init(opts, version)
+    ccall((:cuabi_sm_resource_info_init, libcuabi), cuabi_status, (Ptr{cuabi_sm_resource_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_sm_split_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_SM_SPLIT_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_sm_split_options_init(opts, version)
+    ccall((:cuabi_sm_split_options_init, libcuabi), cuabi_status, (Ptr{cuabi_sm_split_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_device_sm_resource(out, device)
+
+All of a device's SMs, as a resource to split (cuDeviceGetDevResource).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_device_sm_resource(out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_sm_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_sm_resource}}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_sm_resource_get_info(out, resource)
+
+The SM count and the partition rules the driver reports for a resource, and where it came from.
+
+- `out` [inout] Its version field must be set.
+"""
+function cuabi_sm_resource_get_info(out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_sm_resource_get_info, libcuabi), cuabi_status, (Ptr{cuabi_sm_resource_info}, Ptr{cuabi_sm_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_sm_resource_device(out, resource)
+
+The resource's device, borrowed: valid while the resource lives.
+
+- `out` [out]
+"""
+function cuabi_sm_resource_device(out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_sm_resource_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_sm_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_sm_resource_split(groups, count, remainder, input, options)
+
+Split an SM resource into up to *count groups of at least options->min_count SMs each (cuDevSmResourceSplitByCount), the same size each, disjoint. On return *count is the number of groups made (fewer when the SMs run out). With groups NULL nothing is made: *count is set to the number of groups the driver would make (a dry run). The groups of one split may be given to one green context together. A split of a group or a remainder is refused (the driver's rule: make a green context of it, and split cuabi_green_ctx_sm_resource).
+
+- `groups` [out, may be C_NULL, ownership transferred] Room for *count handles, or NULL for a dry run.
+- `count` [inout] In: the most groups wanted (1 .. 1024; ignored in a dry run). Out: the groups made.
+- `remainder` [out, may be C_NULL, ownership transferred] The SMs left over, or NULL when none is left (or the pointer is NULL: not asked for).
+- `input` The device's resource or a green context's.
+- `options` [may be C_NULL] NULL: min_count 0 (the driver's minimum), no flags.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_sm_resource_split(groups, count, remainder, input, options)
+    t0 = _enter(input)
+    try
+        ccall((:cuabi_sm_resource_split, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_sm_resource}}, Ptr{Csize_t}, Ptr{Ptr{cuabi_sm_resource}}, Ptr{cuabi_sm_resource}, Ptr{cuabi_sm_split_options}), groups, count, remainder, input, options)
+    finally
+        _leave(input, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_create(out, device, resources, count)
+
+A green context on `device` with the SMs of `resources` (groups of one split, or one remainder, or a green context's resource): cuDevResourceGenerateDesc, then cuGreenCtxCreate. The primary context stays the device's; the green context is made current by no cuabi call but its own.
+
+- `out` [out, ownership transferred]
+- `device` The resources' device.
+- `count` 1 .. 1024.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_create(out, device, resources, count)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_green_ctx_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_green_ctx}}, Ptr{cuabi_device}, Ptr{Ptr{cuabi_sm_resource}}, Csize_t), out, device, resources, count)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_sm_resource(out, green)
+
+The SMs the green context was given, as a resource (cuGreenCtxGetDevResource): its sm_count is the partition's, and it may be split again.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_sm_resource(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_sm_resource, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_sm_resource}}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_sm_count(out, green)
+
+The number of SMs of the green context's partition (read at creation).
+
+- `out` [out]
+"""
+function cuabi_green_ctx_sm_count(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_sm_count, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_device(out, green)
+
+The green context's device, borrowed: valid while the green context lives.
+
+- `out` [out]
+"""
+function cuabi_green_ctx_device(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_device, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_device}}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_stream_create(out, green, options)
+
+A stream of the green context (cuGreenCtxStreamCreate): work on it runs on the partition's SMs. It keeps the green context alive. Green-context streams are always non-blocking (the driver requires CU_STREAM_NON_BLOCKING); options->flags may say so or not.
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL] NULL for the defaults (priority 0).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_stream_create(out, green, options)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_stream_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_stream}}, Ptr{cuabi_green_ctx}, Ptr{cuabi_stream_options}), out, green, options)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_stream_green_ctx(out, stream)
+
+The green context a stream was created on, borrowed (valid while the stream lives), or NULL for a stream of a device's primary context.
+
+- `out` [out]
+"""
+function cuabi_stream_green_ctx(out, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_green_ctx, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_green_ctx}}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_synchronize(green)
+
+Wait for all work of the green context (its streams and its default stream).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_synchronize(green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_synchronize, libcuabi), cuabi_status, (Ptr{cuabi_green_ctx},), green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_record_event(green, event)
+
+Record in `event` all work of the green context queued so far (cuGreenCtxRecordEvent). The event must be of the green context's device.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_record_event(green, event)
+    t0 = _enter(green)
+    try
+        t1 = _enter(event)
+        try
+            ccall((:cuabi_green_ctx_record_event, libcuabi), cuabi_status, (Ptr{cuabi_green_ctx}, Ptr{cuabi_event}), green, event)
+        finally
+            _leave(event, t1)
+        end
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_wait_event(green, event)
+
+Make all later work of the green context wait for `event` (cuGreenCtxWaitEvent); the event may be of any device.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_wait_event(green, event)
+    t0 = _enter(green)
+    try
+        t1 = _enter(event)
+        try
+            ccall((:cuabi_green_ctx_wait_event, libcuabi), cuabi_status, (Ptr{cuabi_green_ctx}, Ptr{cuabi_event}), green, event)
+        finally
+            _leave(event, t1)
+        end
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_raw(out, green)
+
+The CUgreenCtx behind the handle.
+
+- `out` [out]
+"""
+function cuabi_green_ctx_raw(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_raw, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_context(out, green)
+
+The CUcontext the driver makes of the green context (cuCtxFromGreenCtx), for libraries that work on the current context: made current with cuCtxSetCurrent, their work runs on the partition. The driver lets it be current on one thread at a time.
+
+- `out` [out]
+"""
+function cuabi_green_ctx_context(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_context, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+
+# ---- module checkpoint (api/checkpoint.toml)
+
+"""
+A CUDA process's checkpoint state (values of CUprocessState).
+"""
+const cuabi_process_state = Cint
+const CUABI_PROCESS_STATE_RUNNING = cuabi_process_state(0)
+const CUABI_PROCESS_STATE_LOCKED = cuabi_process_state(1)
+const CUABI_PROCESS_STATE_CHECKPOINTED = cuabi_process_state(2)
+const CUABI_PROCESS_STATE_FAILED = cuabi_process_state(3)
+const CUABI_PROCESS_STATE_CHECKPOINTING = cuabi_process_state(4)
+const CUABI_PROCESS_STATE_RESTORING = cuabi_process_state(5)
+
+"""
+Restore onto another GPU: the UUID of a GPU the process was checkpointed on and the UUID of the GPU (same chip, enough memory) to restore it onto (cuabi_device_properties.uuid).
+"""
+struct cuabi_checkpoint_gpu_pair
+    old_uuid::NTuple{16, UInt8}
+    new_uuid::NTuple{16, UInt8}
+end
+
+"""
+cuabi_process_state_name(state)
+
+"running", "locked", "checkpointed", "failed", "checkpointing", "restoring" or "unknown"; never NULL.
+"""
+function cuabi_process_state_name(state)
+    ccall((:cuabi_process_state_name, libcuabi), Ptr{Cchar}, (cuabi_process_state,), state)
+end
+
+"""
+cuabi_checkpoint_process_state(out, pid)
+
+The checkpoint state of process `pid` (cuCheckpointProcessGetState). A state value this library does not name is passed through.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_state(out, pid)
+    ccall((:cuabi_checkpoint_process_state, libcuabi), cuabi_status, (Ptr{cuabi_process_state}, Cint), out, pid)
+end
+
+"""
+cuabi_checkpoint_process_restore_thread_id(out, pid)
+
+The id of the thread in process `pid` that the driver uses for restores (cuCheckpointProcessGetRestoreThreadId): a CPU checkpoint tool must restore that thread too.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_restore_thread_id(out, pid)
+    ccall((:cuabi_checkpoint_process_restore_thread_id, libcuabi), cuabi_status, (Ptr{Cint}, Cint), out, pid)
+end
+
+"""
+cuabi_checkpoint_process_lock(pid, timeout_ms)
+
+Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_lock(pid, timeout_ms)
+    ccall((:cuabi_checkpoint_process_lock, libcuabi), cuabi_status, (Cint, Cuint), pid, timeout_ms)
+end
+
+"""
+cuabi_checkpoint_process_checkpoint(pid)
+
+Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_checkpoint(pid)
+    ccall((:cuabi_checkpoint_process_checkpoint, libcuabi), cuabi_status, (Cint,), pid)
+end
+
+"""
+cuabi_checkpoint_process_restore(pid, pairs, count)
+
+Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+
+- `pairs` [may be C_NULL]
+- `count` 0 .. 64.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_restore(pid, pairs, count)
+    ccall((:cuabi_checkpoint_process_restore, libcuabi), cuabi_status, (Cint, Ptr{cuabi_checkpoint_gpu_pair}, Csize_t), pid, pairs, count)
+end
+
+"""
+cuabi_checkpoint_process_unlock(pid)
+
+Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_checkpoint_process_unlock(pid)
+    ccall((:cuabi_checkpoint_process_unlock, libcuabi), cuabi_status, (Cint,), pid)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -8214,6 +8857,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_launch_attributes", cuabi_launch_attributes, ["version", "preferred_cluster", "cluster_scheduling_policy", "programmatic_stream_serialization", "programmatic_event", "programmatic_event_trigger_at_block_start", "launch_completion_event", "priority", "access_policy_base", "access_policy_bytes", "access_policy_hit_ratio", "access_policy_hit_property", "access_policy_miss_property", "mem_sync_domain", "mem_sync_domain_map", "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling"]),
     ("cuabi_launch_config", cuabi_launch_config, ["version", "grid", "block", "cluster", "dynamic_shared_bytes", "cooperative", "stream", "device", "attributes"]),
     ("cuabi_occupancy_result", cuabi_occupancy_result, ["version", "active_blocks_per_sm", "active_warps_per_sm", "occupancy", "limiter", "limiters", "limit_warps", "limit_registers", "limit_shared_memory", "limit_blocks", "registers_per_block", "shared_bytes_per_block"]),
+    ("cuabi_grid_waves", cuabi_grid_waves, ["version", "grid_blocks", "sm_count", "blocks_per_sm", "blocks_per_wave", "waves", "last_wave_blocks", "efficiency", "occupancy", "limiter"]),
     ("cuabi_occupancy_options", cuabi_occupancy_options, ["version", "max_dynamic_shared_bytes", "carveout", "sm_count"]),
     ("cuabi_arch_limits", cuabi_arch_limits, ["version", "arch", "example_gpu", "sm_count", "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm", "registers_per_block", "max_registers_per_thread", "shared_bytes_per_sm", "shared_bytes_per_block", "shared_bytes_per_block_optin", "reserved_shared_bytes_per_block", "max_cluster_size", "max_cluster_size_nonportable"]),
     ("cuabi_tensormap_options", cuabi_tensormap_options, ["version", "data_type", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
@@ -8229,6 +8873,9 @@ const STRUCT_LAYOUTS = [
     ("cuabi_stream_mem_op", cuabi_stream_mem_op, ["version", "kind", "buffer", "offset", "value", "flags"]),
     ("cuabi_nccl_unique_id", cuabi_nccl_unique_id, ["internal"]),
     ("cuabi_nccl_comm_options", cuabi_nccl_comm_options, ["version", "timeout_ms", "nonblocking", "cga_cluster_size", "min_ctas", "max_ctas", "split_share", "net_name", "comm_name"]),
+    ("cuabi_sm_resource_info", cuabi_sm_resource_info, ["version", "sm_count", "min_partition_size", "coscheduled_alignment", "kind", "ordinal", "split_id", "index"]),
+    ("cuabi_sm_split_options", cuabi_sm_split_options, ["version", "min_count", "flags"]),
+    ("cuabi_checkpoint_gpu_pair", cuabi_checkpoint_gpu_pair, ["old_uuid", "new_uuid"]),
 ]
 
 # Every C function this module wraps.
@@ -8434,6 +9081,7 @@ const FUNCTIONS = [
     :cuabi_prepared_pack,
     :cuabi_prepared_set_grid,
     :cuabi_occupancy_result_init,
+    :cuabi_grid_waves_init,
     :cuabi_occupancy_options_init,
     :cuabi_arch_limits_init,
     :cuabi_arch_limits_get,
@@ -8449,6 +9097,11 @@ const FUNCTIONS = [
     :cuabi_occupancy_offline_available_dynamic_smem,
     :cuabi_occupancy_offline_max_potential_cluster_size,
     :cuabi_occupancy_offline_max_active_clusters,
+    :cuabi_occupancy_green_max_active_blocks,
+    :cuabi_occupancy_green_max_potential_block_size,
+    :cuabi_occupancy_waves,
+    :cuabi_occupancy_green_waves,
+    :cuabi_occupancy_offline_waves,
     :cuabi_tensormap_retain,
     :cuabi_tensormap_release,
     :cuabi_tensormap_options_init,
@@ -8619,6 +9272,34 @@ const FUNCTIONS = [
     :cuabi_nccl_send_view,
     :cuabi_nccl_recv_view,
     :cuabi_nccl_register,
+    :cuabi_sm_resource_retain,
+    :cuabi_sm_resource_release,
+    :cuabi_green_ctx_retain,
+    :cuabi_green_ctx_release,
+    :cuabi_sm_resource_info_init,
+    :cuabi_sm_split_options_init,
+    :cuabi_device_sm_resource,
+    :cuabi_sm_resource_get_info,
+    :cuabi_sm_resource_device,
+    :cuabi_sm_resource_split,
+    :cuabi_green_ctx_create,
+    :cuabi_green_ctx_sm_resource,
+    :cuabi_green_ctx_sm_count,
+    :cuabi_green_ctx_device,
+    :cuabi_green_ctx_stream_create,
+    :cuabi_stream_green_ctx,
+    :cuabi_green_ctx_synchronize,
+    :cuabi_green_ctx_record_event,
+    :cuabi_green_ctx_wait_event,
+    :cuabi_green_ctx_raw,
+    :cuabi_green_ctx_context,
+    :cuabi_process_state_name,
+    :cuabi_checkpoint_process_state,
+    :cuabi_checkpoint_process_restore_thread_id,
+    :cuabi_checkpoint_process_lock,
+    :cuabi_checkpoint_process_checkpoint,
+    :cuabi_checkpoint_process_restore,
+    :cuabi_checkpoint_process_unlock,
 ]
 
 end # module LibCuABI

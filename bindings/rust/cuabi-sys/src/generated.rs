@@ -2542,6 +2542,42 @@ impl Default for cuabi_occupancy_result {
 /// Current version of cuabi_occupancy_result.
 pub const CUABI_OCCUPANCY_RESULT_VERSION: c_uint = 1;
 
+/// How a grid runs on a number of SMs: blocks resident per SM and per wave, and the waves it takes. Filled by the library; set `version` first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_grid_waves {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The grid's blocks (as given).
+    pub grid_blocks: u64,
+    /// SMs of the device, partition or count the answer is for.
+    pub sm_count: c_int,
+    /// Resident blocks per SM.
+    pub blocks_per_sm: c_int,
+    /// blocks_per_sm x sm_count.
+    pub blocks_per_wave: u64,
+    /// ceil(grid_blocks / blocks_per_wave).
+    pub waves: u64,
+    /// Blocks of the last wave (blocks_per_wave when the grid divides evenly).
+    pub last_wave_blocks: u64,
+    /// grid_blocks / (waves x blocks_per_wave): the share of the block slots the waves use (1: no partial last wave).
+    pub efficiency: f64,
+    /// As cuabi_occupancy_result.occupancy.
+    pub occupancy: f64,
+    /// What limits the blocks per SM.
+    pub limiter: cuabi_occupancy_limiter,
+}
+
+impl Default for cuabi_grid_waves {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_grid_waves.
+pub const CUABI_GRID_WAVES_VERSION: c_uint = 1;
+
 /// Settings of the kernel that occupancy depends on, for offline answers.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -2552,7 +2588,7 @@ pub struct cuabi_occupancy_options {
     pub max_dynamic_shared_bytes: i64,
     /// Preferred shared-memory carveout in percent (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT); -1 for none.
     pub carveout: c_int,
-    /// SMs of the GPU (min grid size, cluster estimates); 0 for the architecture's example GPU.
+    /// SMs of the GPU or of the partition (a green context's SMs) the answers are for (min grid size, waves, cluster estimates); 0 for the architecture's example GPU. cuabi_occupancy_offline_waves takes it as an argument.
     pub sm_count: c_int,
 }
 
@@ -2608,6 +2644,8 @@ pub const CUABI_ARCH_LIMITS_VERSION: c_uint = 1;
 unsafe extern "C" {
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_RESULT_VERSION).
     pub fn cuabi_occupancy_result_init(opts: *mut cuabi_occupancy_result, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_GRID_WAVES_VERSION).
+    pub fn cuabi_grid_waves_init(opts: *mut cuabi_grid_waves, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_OCCUPANCY_OPTIONS_VERSION).
     pub fn cuabi_occupancy_options_init(opts: *mut cuabi_occupancy_options, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_ARCH_LIMITS_VERSION).
@@ -2648,6 +2686,24 @@ unsafe extern "C" {
     pub fn cuabi_occupancy_offline_max_potential_cluster_size(out: *mut c_int, arch: *const c_char, resources: *const cuabi_kernel_resources, config: *const cuabi_launch_config, options: *const cuabi_occupancy_options) -> cuabi_status;
     /// An estimate of cuabi_occupancy_max_active_clusters for a named architecture.
     pub fn cuabi_occupancy_offline_max_active_clusters(out: *mut c_int, arch: *const c_char, resources: *const cuabi_kernel_resources, config: *const cuabi_launch_config, options: *const cuabi_occupancy_options) -> cuabi_status;
+    /// As cuabi_occupancy_max_active_blocks, asked in a green context (made current for the query): resident blocks per SM of its partition.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_occupancy_green_max_active_blocks(out: *mut cuabi_occupancy_result, kernel: *mut cuabi_kernel, green: *mut cuabi_green_ctx, block_size: c_int, dynamic_shared_bytes: usize) -> cuabi_status;
+    /// As cuabi_occupancy_max_potential_block_size, asked in a green context: min_grid_size is the smallest grid that fills the partition (the driver counts the partition's SMs).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_occupancy_green_max_potential_block_size(out: *mut c_int, min_grid_size: *mut c_int, kernel: *mut cuabi_kernel, green: *mut cuabi_green_ctx, smem_fn: cuabi_block_smem_fn, payload: *mut c_void, dynamic_shared_bytes: usize, block_size_limit: c_int) -> cuabi_status;
+    /// The waves a grid of `grid_blocks` blocks of `block_size` threads takes on the whole device (blocks per SM from the driver, the device's SMs). CUABI_ERROR_LAUNCH_CONFIG when no block fits on an SM (out is filled, with 0 waves).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_occupancy_waves(out: *mut cuabi_grid_waves, kernel: *mut cuabi_kernel, device: *mut cuabi_device, block_size: c_int, dynamic_shared_bytes: usize, grid_blocks: u64) -> cuabi_status;
+    /// As cuabi_occupancy_waves, on a green context's partition (its SMs, blocks per SM asked in it).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_occupancy_green_waves(out: *mut cuabi_grid_waves, kernel: *mut cuabi_kernel, green: *mut cuabi_green_ctx, block_size: c_int, dynamic_shared_bytes: usize, grid_blocks: u64) -> cuabi_status;
+    /// As cuabi_occupancy_waves, offline: for a named architecture and a partition of `sm_count` SMs, from the kernel's resources. sm_count 0 takes options->sm_count, else the architecture's example GPU.
+    pub fn cuabi_occupancy_offline_waves(out: *mut cuabi_grid_waves, arch: *const c_char, resources: *const cuabi_kernel_resources, sm_count: c_int, block_size: c_int, dynamic_shared_bytes: usize, grid_blocks: u64, options: *const cuabi_occupancy_options) -> cuabi_status;
 }
 
 // ---- module tensormap (api/tensormap.toml)
@@ -5245,6 +5301,317 @@ unsafe extern "C" {
     pub fn cuabi_nccl_register(out: *mut *mut cuabi_nccl_registration, comm: *mut cuabi_nccl_comm, buffer: *mut cuabi_buffer) -> cuabi_status;
 }
 
+// ---- module green (api/green.toml)
+
+/// A set of a device's SMs (a CUdevResource of type SM): the whole device's, one group or the remainder of a split, or a green context's. Keeps its device alive.
+///
+/// Shared: released with `cuabi_sm_resource_release`.
+#[repr(C)]
+pub struct cuabi_sm_resource {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// A green context (CUgreenCtx): a context limited to a partition of a device's SMs. Keeps its device alive.
+///
+/// Shared: released with `cuabi_green_ctx_release`.
+#[repr(C)]
+pub struct cuabi_green_ctx {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// Flags of cuabi_sm_split_options.flags (values of CUdevSmResourceSplit_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_sm_split_flags(pub i32);
+
+impl cuabi_sm_split_flags {
+    /// Groups of co-scheduled SMs, aligned as the driver requires (8 SMs on an H100).
+    pub const CUABI_SM_SPLIT_DEFAULT: cuabi_sm_split_flags = cuabi_sm_split_flags(0);
+    /// Finer groups (2 SMs on an H100), each SM treated on its own; large clusters may not fit them.
+    pub const CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING: cuabi_sm_split_flags = cuabi_sm_split_flags(1);
+    /// Compute capability 9.0+: groups that allow the largest thread-block clusters.
+    pub const CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE: cuabi_sm_split_flags = cuabi_sm_split_flags(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_SM_SPLIT_DEFAULT"),
+            1 => Some("CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING"),
+            2 => Some("CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_sm_split_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_sm_split_flags({})", self.0),
+        }
+    }
+}
+
+impl core::ops::BitOr for cuabi_sm_split_flags {
+    type Output = cuabi_sm_split_flags;
+    fn bitor(self, o: cuabi_sm_split_flags) -> cuabi_sm_split_flags { cuabi_sm_split_flags(self.0 | o.0) }
+}
+
+pub const CUABI_SM_SPLIT_DEFAULT: cuabi_sm_split_flags = cuabi_sm_split_flags::CUABI_SM_SPLIT_DEFAULT;
+pub const CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING: cuabi_sm_split_flags = cuabi_sm_split_flags::CUABI_SM_SPLIT_IGNORE_SM_COSCHEDULING;
+pub const CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE: cuabi_sm_split_flags = cuabi_sm_split_flags::CUABI_SM_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE;
+
+/// Where an SM resource came from.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_sm_resource_kind(pub i32);
+
+impl cuabi_sm_resource_kind {
+    /// The whole device (cuabi_device_sm_resource).
+    pub const CUABI_SM_RESOURCE_DEVICE: cuabi_sm_resource_kind = cuabi_sm_resource_kind(0);
+    /// One group of a split.
+    pub const CUABI_SM_RESOURCE_GROUP: cuabi_sm_resource_kind = cuabi_sm_resource_kind(1);
+    /// What a split left over (no co-scheduling guarantees).
+    pub const CUABI_SM_RESOURCE_REMAINDER: cuabi_sm_resource_kind = cuabi_sm_resource_kind(2);
+    /// A green context's (cuabi_green_ctx_sm_resource).
+    pub const CUABI_SM_RESOURCE_GREEN_CTX: cuabi_sm_resource_kind = cuabi_sm_resource_kind(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_SM_RESOURCE_DEVICE"),
+            1 => Some("CUABI_SM_RESOURCE_GROUP"),
+            2 => Some("CUABI_SM_RESOURCE_REMAINDER"),
+            3 => Some("CUABI_SM_RESOURCE_GREEN_CTX"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_sm_resource_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_sm_resource_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_SM_RESOURCE_DEVICE: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_DEVICE;
+pub const CUABI_SM_RESOURCE_GROUP: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_GROUP;
+pub const CUABI_SM_RESOURCE_REMAINDER: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_REMAINDER;
+pub const CUABI_SM_RESOURCE_GREEN_CTX: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_GREEN_CTX;
+
+/// What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version` first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_sm_resource_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// SMs in the resource.
+    pub sm_count: c_int,
+    /// The smallest group a split of this resource makes (the driver's minSmPartitionSize; 8 on an H100). 0 where the driver leaves it unset: it does for the groups and the remainder of a split (driver 580); ask the resource that was split.
+    pub min_partition_size: c_int,
+    /// Groups are multiples of this many SMs, guaranteed co-scheduled (smCoscheduledAlignment); 0 where the driver leaves it unset.
+    pub coscheduled_alignment: c_int,
+    pub kind: cuabi_sm_resource_kind,
+    /// The device's ordinal.
+    pub ordinal: c_int,
+    /// Which split made it (groups and remainders of one split share it; 0 for the others). A green context takes groups of one split only.
+    pub split_id: u64,
+    /// The group's index in its split; -1 for a remainder and the others.
+    pub index: c_int,
+}
+
+impl Default for cuabi_sm_resource_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_sm_resource_info.
+pub const CUABI_SM_RESOURCE_INFO_VERSION: c_uint = 1;
+
+/// How to split an SM resource (cuDevSmResourceSplitByCount).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_sm_split_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The fewest SMs a group may have; the driver rounds it up to its minimum and alignment (asking for 10 gives groups of 16 on an H100). 0: the driver's minimum.
+    pub min_count: c_uint,
+    /// cuabi_sm_split_flags.
+    pub flags: c_uint,
+}
+
+impl Default for cuabi_sm_split_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_sm_split_options.
+pub const CUABI_SM_SPLIT_OPTIONS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_sm_resource.
+    pub fn cuabi_sm_resource_retain(handle: *mut cuabi_sm_resource) -> cuabi_status;
+    /// Drop a reference to a cuabi_sm_resource; the last one frees it and invalidates the handle.
+    pub fn cuabi_sm_resource_release(handle: *mut cuabi_sm_resource) -> cuabi_status;
+    /// Add a reference to a cuabi_green_ctx.
+    pub fn cuabi_green_ctx_retain(handle: *mut cuabi_green_ctx) -> cuabi_status;
+    /// Drop a reference to a cuabi_green_ctx; the last one frees it and invalidates the handle.
+    pub fn cuabi_green_ctx_release(handle: *mut cuabi_green_ctx) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_SM_RESOURCE_INFO_VERSION).
+    pub fn cuabi_sm_resource_info_init(opts: *mut cuabi_sm_resource_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_SM_SPLIT_OPTIONS_VERSION).
+    pub fn cuabi_sm_split_options_init(opts: *mut cuabi_sm_split_options, version: c_uint) -> cuabi_status;
+    /// All of a device's SMs, as a resource to split (cuDeviceGetDevResource).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_device_sm_resource(out: *mut *mut cuabi_sm_resource, device: *mut cuabi_device) -> cuabi_status;
+    /// The SM count and the partition rules the driver reports for a resource, and where it came from.
+    pub fn cuabi_sm_resource_get_info(out: *mut cuabi_sm_resource_info, resource: *mut cuabi_sm_resource) -> cuabi_status;
+    /// The resource's device, borrowed: valid while the resource lives.
+    pub fn cuabi_sm_resource_device(out: *mut *mut cuabi_device, resource: *mut cuabi_sm_resource) -> cuabi_status;
+    /// Split an SM resource into up to *count groups of at least options->min_count SMs each (cuDevSmResourceSplitByCount), the same size each, disjoint. On return *count is the number of groups made (fewer when the SMs run out). With groups NULL nothing is made: *count is set to the number of groups the driver would make (a dry run). The groups of one split may be given to one green context together. A split of a group or a remainder is refused (the driver's rule: make a green context of it, and split cuabi_green_ctx_sm_resource).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_sm_resource_split(groups: *mut *mut cuabi_sm_resource, count: *mut usize, remainder: *mut *mut cuabi_sm_resource, input: *mut cuabi_sm_resource, options: *const cuabi_sm_split_options) -> cuabi_status;
+    /// A green context on `device` with the SMs of `resources` (groups of one split, or one remainder, or a green context's resource): cuDevResourceGenerateDesc, then cuGreenCtxCreate. The primary context stays the device's; the green context is made current by no cuabi call but its own.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_create(out: *mut *mut cuabi_green_ctx, device: *mut cuabi_device, resources: *mut *mut cuabi_sm_resource, count: usize) -> cuabi_status;
+    /// The SMs the green context was given, as a resource (cuGreenCtxGetDevResource): its sm_count is the partition's, and it may be split again.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_sm_resource(out: *mut *mut cuabi_sm_resource, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// The number of SMs of the green context's partition (read at creation).
+    pub fn cuabi_green_ctx_sm_count(out: *mut c_int, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// The green context's device, borrowed: valid while the green context lives.
+    pub fn cuabi_green_ctx_device(out: *mut *mut cuabi_device, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// A stream of the green context (cuGreenCtxStreamCreate): work on it runs on the partition's SMs. It keeps the green context alive. Green-context streams are always non-blocking (the driver requires CU_STREAM_NON_BLOCKING); options->flags may say so or not.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_stream_create(out: *mut *mut cuabi_stream, green: *mut cuabi_green_ctx, options: *const cuabi_stream_options) -> cuabi_status;
+    /// The green context a stream was created on, borrowed (valid while the stream lives), or NULL for a stream of a device's primary context.
+    pub fn cuabi_stream_green_ctx(out: *mut *mut cuabi_green_ctx, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Wait for all work of the green context (its streams and its default stream).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_synchronize(green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// Record in `event` all work of the green context queued so far (cuGreenCtxRecordEvent). The event must be of the green context's device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_record_event(green: *mut cuabi_green_ctx, event: *mut cuabi_event) -> cuabi_status;
+    /// Make all later work of the green context wait for `event` (cuGreenCtxWaitEvent); the event may be of any device.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_wait_event(green: *mut cuabi_green_ctx, event: *mut cuabi_event) -> cuabi_status;
+    /// The CUgreenCtx behind the handle.
+    pub fn cuabi_green_ctx_raw(out: *mut usize, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// The CUcontext the driver makes of the green context (cuCtxFromGreenCtx), for libraries that work on the current context: made current with cuCtxSetCurrent, their work runs on the partition. The driver lets it be current on one thread at a time.
+    pub fn cuabi_green_ctx_context(out: *mut usize, green: *mut cuabi_green_ctx) -> cuabi_status;
+}
+
+// ---- module checkpoint (api/checkpoint.toml)
+
+/// A CUDA process's checkpoint state (values of CUprocessState).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_process_state(pub i32);
+
+impl cuabi_process_state {
+    /// Running: its CUDA calls proceed.
+    pub const CUABI_PROCESS_STATE_RUNNING: cuabi_process_state = cuabi_process_state(0);
+    /// Locked: its CUDA calls block.
+    pub const CUABI_PROCESS_STATE_LOCKED: cuabi_process_state = cuabi_process_state(1);
+    /// Checkpointed: its device memory is saved in host memory and its GPU resources are released.
+    pub const CUABI_PROCESS_STATE_CHECKPOINTED: cuabi_process_state = cuabi_process_state(2);
+    /// An uncorrectable error during checkpoint or restore.
+    pub const CUABI_PROCESS_STATE_FAILED: cuabi_process_state = cuabi_process_state(3);
+    /// A checkpoint is in progress (newer drivers).
+    pub const CUABI_PROCESS_STATE_CHECKPOINTING: cuabi_process_state = cuabi_process_state(4);
+    /// A restore is in progress (newer drivers).
+    pub const CUABI_PROCESS_STATE_RESTORING: cuabi_process_state = cuabi_process_state(5);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_PROCESS_STATE_RUNNING"),
+            1 => Some("CUABI_PROCESS_STATE_LOCKED"),
+            2 => Some("CUABI_PROCESS_STATE_CHECKPOINTED"),
+            3 => Some("CUABI_PROCESS_STATE_FAILED"),
+            4 => Some("CUABI_PROCESS_STATE_CHECKPOINTING"),
+            5 => Some("CUABI_PROCESS_STATE_RESTORING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_process_state {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_process_state({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_PROCESS_STATE_RUNNING: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_RUNNING;
+pub const CUABI_PROCESS_STATE_LOCKED: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_LOCKED;
+pub const CUABI_PROCESS_STATE_CHECKPOINTED: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_CHECKPOINTED;
+pub const CUABI_PROCESS_STATE_FAILED: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_FAILED;
+pub const CUABI_PROCESS_STATE_CHECKPOINTING: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_CHECKPOINTING;
+pub const CUABI_PROCESS_STATE_RESTORING: cuabi_process_state = cuabi_process_state::CUABI_PROCESS_STATE_RESTORING;
+
+/// Restore onto another GPU: the UUID of a GPU the process was checkpointed on and the UUID of the GPU (same chip, enough memory) to restore it onto (cuabi_device_properties.uuid).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_checkpoint_gpu_pair {
+    pub old_uuid: [u8; 16],
+    pub new_uuid: [u8; 16],
+}
+
+impl Default for cuabi_checkpoint_gpu_pair {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// "running", "locked", "checkpointed", "failed", "checkpointing", "restoring" or "unknown"; never NULL.
+    pub fn cuabi_process_state_name(state: cuabi_process_state) -> *const c_char;
+    /// The checkpoint state of process `pid` (cuCheckpointProcessGetState). A state value this library does not name is passed through.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_state(out: *mut cuabi_process_state, pid: c_int) -> cuabi_status;
+    /// The id of the thread in process `pid` that the driver uses for restores (cuCheckpointProcessGetRestoreThreadId): a CPU checkpoint tool must restore that thread too.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_restore_thread_id(out: *mut c_int, pid: c_int) -> cuabi_status;
+    /// Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_lock(pid: c_int, timeout_ms: c_uint) -> cuabi_status;
+    /// Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_checkpoint(pid: c_int) -> cuabi_status;
+    /// Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_restore(pid: c_int, pairs: *const cuabi_checkpoint_gpu_pair, count: usize) -> cuabi_status;
+    /// Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_checkpoint_process_unlock(pid: c_int) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -5274,6 +5641,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_launch_attributes", core::mem::size_of::<cuabi_launch_attributes>(), &[("version", core::mem::offset_of!(cuabi_launch_attributes, version)), ("preferred_cluster", core::mem::offset_of!(cuabi_launch_attributes, preferred_cluster)), ("cluster_scheduling_policy", core::mem::offset_of!(cuabi_launch_attributes, cluster_scheduling_policy)), ("programmatic_stream_serialization", core::mem::offset_of!(cuabi_launch_attributes, programmatic_stream_serialization)), ("programmatic_event", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event)), ("programmatic_event_trigger_at_block_start", core::mem::offset_of!(cuabi_launch_attributes, programmatic_event_trigger_at_block_start)), ("launch_completion_event", core::mem::offset_of!(cuabi_launch_attributes, launch_completion_event)), ("priority", core::mem::offset_of!(cuabi_launch_attributes, priority)), ("access_policy_base", core::mem::offset_of!(cuabi_launch_attributes, access_policy_base)), ("access_policy_bytes", core::mem::offset_of!(cuabi_launch_attributes, access_policy_bytes)), ("access_policy_hit_ratio", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_ratio)), ("access_policy_hit_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_hit_property)), ("access_policy_miss_property", core::mem::offset_of!(cuabi_launch_attributes, access_policy_miss_property)), ("mem_sync_domain", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain)), ("mem_sync_domain_map", core::mem::offset_of!(cuabi_launch_attributes, mem_sync_domain_map)), ("preferred_shared_memory_carveout", core::mem::offset_of!(cuabi_launch_attributes, preferred_shared_memory_carveout)), ("nvlink_util_centric_scheduling", core::mem::offset_of!(cuabi_launch_attributes, nvlink_util_centric_scheduling))]),
     ("cuabi_launch_config", core::mem::size_of::<cuabi_launch_config>(), &[("version", core::mem::offset_of!(cuabi_launch_config, version)), ("grid", core::mem::offset_of!(cuabi_launch_config, grid)), ("block", core::mem::offset_of!(cuabi_launch_config, block)), ("cluster", core::mem::offset_of!(cuabi_launch_config, cluster)), ("dynamic_shared_bytes", core::mem::offset_of!(cuabi_launch_config, dynamic_shared_bytes)), ("cooperative", core::mem::offset_of!(cuabi_launch_config, cooperative)), ("stream", core::mem::offset_of!(cuabi_launch_config, stream)), ("device", core::mem::offset_of!(cuabi_launch_config, device)), ("attributes", core::mem::offset_of!(cuabi_launch_config, attributes))]),
     ("cuabi_occupancy_result", core::mem::size_of::<cuabi_occupancy_result>(), &[("version", core::mem::offset_of!(cuabi_occupancy_result, version)), ("active_blocks_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_blocks_per_sm)), ("active_warps_per_sm", core::mem::offset_of!(cuabi_occupancy_result, active_warps_per_sm)), ("occupancy", core::mem::offset_of!(cuabi_occupancy_result, occupancy)), ("limiter", core::mem::offset_of!(cuabi_occupancy_result, limiter)), ("limiters", core::mem::offset_of!(cuabi_occupancy_result, limiters)), ("limit_warps", core::mem::offset_of!(cuabi_occupancy_result, limit_warps)), ("limit_registers", core::mem::offset_of!(cuabi_occupancy_result, limit_registers)), ("limit_shared_memory", core::mem::offset_of!(cuabi_occupancy_result, limit_shared_memory)), ("limit_blocks", core::mem::offset_of!(cuabi_occupancy_result, limit_blocks)), ("registers_per_block", core::mem::offset_of!(cuabi_occupancy_result, registers_per_block)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_occupancy_result, shared_bytes_per_block))]),
+    ("cuabi_grid_waves", core::mem::size_of::<cuabi_grid_waves>(), &[("version", core::mem::offset_of!(cuabi_grid_waves, version)), ("grid_blocks", core::mem::offset_of!(cuabi_grid_waves, grid_blocks)), ("sm_count", core::mem::offset_of!(cuabi_grid_waves, sm_count)), ("blocks_per_sm", core::mem::offset_of!(cuabi_grid_waves, blocks_per_sm)), ("blocks_per_wave", core::mem::offset_of!(cuabi_grid_waves, blocks_per_wave)), ("waves", core::mem::offset_of!(cuabi_grid_waves, waves)), ("last_wave_blocks", core::mem::offset_of!(cuabi_grid_waves, last_wave_blocks)), ("efficiency", core::mem::offset_of!(cuabi_grid_waves, efficiency)), ("occupancy", core::mem::offset_of!(cuabi_grid_waves, occupancy)), ("limiter", core::mem::offset_of!(cuabi_grid_waves, limiter))]),
     ("cuabi_occupancy_options", core::mem::size_of::<cuabi_occupancy_options>(), &[("version", core::mem::offset_of!(cuabi_occupancy_options, version)), ("max_dynamic_shared_bytes", core::mem::offset_of!(cuabi_occupancy_options, max_dynamic_shared_bytes)), ("carveout", core::mem::offset_of!(cuabi_occupancy_options, carveout)), ("sm_count", core::mem::offset_of!(cuabi_occupancy_options, sm_count))]),
     ("cuabi_arch_limits", core::mem::size_of::<cuabi_arch_limits>(), &[("version", core::mem::offset_of!(cuabi_arch_limits, version)), ("arch", core::mem::offset_of!(cuabi_arch_limits, arch)), ("example_gpu", core::mem::offset_of!(cuabi_arch_limits, example_gpu)), ("sm_count", core::mem::offset_of!(cuabi_arch_limits, sm_count)), ("warp_size", core::mem::offset_of!(cuabi_arch_limits, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_block)), ("max_threads_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_threads_per_sm)), ("max_blocks_per_sm", core::mem::offset_of!(cuabi_arch_limits, max_blocks_per_sm)), ("registers_per_sm", core::mem::offset_of!(cuabi_arch_limits, registers_per_sm)), ("registers_per_block", core::mem::offset_of!(cuabi_arch_limits, registers_per_block)), ("max_registers_per_thread", core::mem::offset_of!(cuabi_arch_limits, max_registers_per_thread)), ("shared_bytes_per_sm", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_sm)), ("shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block)), ("shared_bytes_per_block_optin", core::mem::offset_of!(cuabi_arch_limits, shared_bytes_per_block_optin)), ("reserved_shared_bytes_per_block", core::mem::offset_of!(cuabi_arch_limits, reserved_shared_bytes_per_block)), ("max_cluster_size", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size)), ("max_cluster_size_nonportable", core::mem::offset_of!(cuabi_arch_limits, max_cluster_size_nonportable))]),
     ("cuabi_tensormap_options", core::mem::size_of::<cuabi_tensormap_options>(), &[("version", core::mem::offset_of!(cuabi_tensormap_options, version)), ("data_type", core::mem::offset_of!(cuabi_tensormap_options, data_type)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_options, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_options, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_options, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_options, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_options, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_options, device))]),
@@ -5289,6 +5657,9 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_stream_mem_op", core::mem::size_of::<cuabi_stream_mem_op>(), &[("version", core::mem::offset_of!(cuabi_stream_mem_op, version)), ("kind", core::mem::offset_of!(cuabi_stream_mem_op, kind)), ("buffer", core::mem::offset_of!(cuabi_stream_mem_op, buffer)), ("offset", core::mem::offset_of!(cuabi_stream_mem_op, offset)), ("value", core::mem::offset_of!(cuabi_stream_mem_op, value)), ("flags", core::mem::offset_of!(cuabi_stream_mem_op, flags))]),
     ("cuabi_nccl_unique_id", core::mem::size_of::<cuabi_nccl_unique_id>(), &[("internal", core::mem::offset_of!(cuabi_nccl_unique_id, internal))]),
     ("cuabi_nccl_comm_options", core::mem::size_of::<cuabi_nccl_comm_options>(), &[("version", core::mem::offset_of!(cuabi_nccl_comm_options, version)), ("timeout_ms", core::mem::offset_of!(cuabi_nccl_comm_options, timeout_ms)), ("nonblocking", core::mem::offset_of!(cuabi_nccl_comm_options, nonblocking)), ("cga_cluster_size", core::mem::offset_of!(cuabi_nccl_comm_options, cga_cluster_size)), ("min_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, min_ctas)), ("max_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, max_ctas)), ("split_share", core::mem::offset_of!(cuabi_nccl_comm_options, split_share)), ("net_name", core::mem::offset_of!(cuabi_nccl_comm_options, net_name)), ("comm_name", core::mem::offset_of!(cuabi_nccl_comm_options, comm_name))]),
+    ("cuabi_sm_resource_info", core::mem::size_of::<cuabi_sm_resource_info>(), &[("version", core::mem::offset_of!(cuabi_sm_resource_info, version)), ("sm_count", core::mem::offset_of!(cuabi_sm_resource_info, sm_count)), ("min_partition_size", core::mem::offset_of!(cuabi_sm_resource_info, min_partition_size)), ("coscheduled_alignment", core::mem::offset_of!(cuabi_sm_resource_info, coscheduled_alignment)), ("kind", core::mem::offset_of!(cuabi_sm_resource_info, kind)), ("ordinal", core::mem::offset_of!(cuabi_sm_resource_info, ordinal)), ("split_id", core::mem::offset_of!(cuabi_sm_resource_info, split_id)), ("index", core::mem::offset_of!(cuabi_sm_resource_info, index))]),
+    ("cuabi_sm_split_options", core::mem::size_of::<cuabi_sm_split_options>(), &[("version", core::mem::offset_of!(cuabi_sm_split_options, version)), ("min_count", core::mem::offset_of!(cuabi_sm_split_options, min_count)), ("flags", core::mem::offset_of!(cuabi_sm_split_options, flags))]),
+    ("cuabi_checkpoint_gpu_pair", core::mem::size_of::<cuabi_checkpoint_gpu_pair>(), &[("old_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, old_uuid)), ("new_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, new_uuid))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -5496,6 +5867,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_prepared_pack", cuabi_prepared_pack as *const () as usize),
         ("cuabi_prepared_set_grid", cuabi_prepared_set_grid as *const () as usize),
         ("cuabi_occupancy_result_init", cuabi_occupancy_result_init as *const () as usize),
+        ("cuabi_grid_waves_init", cuabi_grid_waves_init as *const () as usize),
         ("cuabi_occupancy_options_init", cuabi_occupancy_options_init as *const () as usize),
         ("cuabi_arch_limits_init", cuabi_arch_limits_init as *const () as usize),
         ("cuabi_arch_limits_get", cuabi_arch_limits_get as *const () as usize),
@@ -5511,6 +5883,11 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_occupancy_offline_available_dynamic_smem", cuabi_occupancy_offline_available_dynamic_smem as *const () as usize),
         ("cuabi_occupancy_offline_max_potential_cluster_size", cuabi_occupancy_offline_max_potential_cluster_size as *const () as usize),
         ("cuabi_occupancy_offline_max_active_clusters", cuabi_occupancy_offline_max_active_clusters as *const () as usize),
+        ("cuabi_occupancy_green_max_active_blocks", cuabi_occupancy_green_max_active_blocks as *const () as usize),
+        ("cuabi_occupancy_green_max_potential_block_size", cuabi_occupancy_green_max_potential_block_size as *const () as usize),
+        ("cuabi_occupancy_waves", cuabi_occupancy_waves as *const () as usize),
+        ("cuabi_occupancy_green_waves", cuabi_occupancy_green_waves as *const () as usize),
+        ("cuabi_occupancy_offline_waves", cuabi_occupancy_offline_waves as *const () as usize),
         ("cuabi_tensormap_retain", cuabi_tensormap_retain as *const () as usize),
         ("cuabi_tensormap_release", cuabi_tensormap_release as *const () as usize),
         ("cuabi_tensormap_options_init", cuabi_tensormap_options_init as *const () as usize),
@@ -5681,5 +6058,33 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_nccl_send_view", cuabi_nccl_send_view as *const () as usize),
         ("cuabi_nccl_recv_view", cuabi_nccl_recv_view as *const () as usize),
         ("cuabi_nccl_register", cuabi_nccl_register as *const () as usize),
+        ("cuabi_sm_resource_retain", cuabi_sm_resource_retain as *const () as usize),
+        ("cuabi_sm_resource_release", cuabi_sm_resource_release as *const () as usize),
+        ("cuabi_green_ctx_retain", cuabi_green_ctx_retain as *const () as usize),
+        ("cuabi_green_ctx_release", cuabi_green_ctx_release as *const () as usize),
+        ("cuabi_sm_resource_info_init", cuabi_sm_resource_info_init as *const () as usize),
+        ("cuabi_sm_split_options_init", cuabi_sm_split_options_init as *const () as usize),
+        ("cuabi_device_sm_resource", cuabi_device_sm_resource as *const () as usize),
+        ("cuabi_sm_resource_get_info", cuabi_sm_resource_get_info as *const () as usize),
+        ("cuabi_sm_resource_device", cuabi_sm_resource_device as *const () as usize),
+        ("cuabi_sm_resource_split", cuabi_sm_resource_split as *const () as usize),
+        ("cuabi_green_ctx_create", cuabi_green_ctx_create as *const () as usize),
+        ("cuabi_green_ctx_sm_resource", cuabi_green_ctx_sm_resource as *const () as usize),
+        ("cuabi_green_ctx_sm_count", cuabi_green_ctx_sm_count as *const () as usize),
+        ("cuabi_green_ctx_device", cuabi_green_ctx_device as *const () as usize),
+        ("cuabi_green_ctx_stream_create", cuabi_green_ctx_stream_create as *const () as usize),
+        ("cuabi_stream_green_ctx", cuabi_stream_green_ctx as *const () as usize),
+        ("cuabi_green_ctx_synchronize", cuabi_green_ctx_synchronize as *const () as usize),
+        ("cuabi_green_ctx_record_event", cuabi_green_ctx_record_event as *const () as usize),
+        ("cuabi_green_ctx_wait_event", cuabi_green_ctx_wait_event as *const () as usize),
+        ("cuabi_green_ctx_raw", cuabi_green_ctx_raw as *const () as usize),
+        ("cuabi_green_ctx_context", cuabi_green_ctx_context as *const () as usize),
+        ("cuabi_process_state_name", cuabi_process_state_name as *const () as usize),
+        ("cuabi_checkpoint_process_state", cuabi_checkpoint_process_state as *const () as usize),
+        ("cuabi_checkpoint_process_restore_thread_id", cuabi_checkpoint_process_restore_thread_id as *const () as usize),
+        ("cuabi_checkpoint_process_lock", cuabi_checkpoint_process_lock as *const () as usize),
+        ("cuabi_checkpoint_process_checkpoint", cuabi_checkpoint_process_checkpoint as *const () as usize),
+        ("cuabi_checkpoint_process_restore", cuabi_checkpoint_process_restore as *const () as usize),
+        ("cuabi_checkpoint_process_unlock", cuabi_checkpoint_process_unlock as *const () as usize),
     ]
 }

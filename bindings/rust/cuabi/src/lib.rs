@@ -272,6 +272,8 @@ pub use texture::{
     array_desc, region, texture_desc, Array, ArrayDesc, ArrayInfo, ArrayRegion, MipmappedArray,
     StreamMemOp, Surface, Texture, TextureDesc, TextureInfo,
 };
+pub mod green;
+pub mod checkpoint;
 mod multigpu;
 pub mod nccl;
 pub use multigpu::{
