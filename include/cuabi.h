@@ -30,6 +30,7 @@
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
 #include "cuabi/fatbin.h"
+#include "cuabi/nvml.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -316,6 +316,22 @@ static const cuabi_api api_table = {
     cuabi_release_mode_get,
     cuabi_cache_verify_finding_init,
     cuabi_cache_verify_each,
+    cuabi_nvml_system_info_init,
+    cuabi_nvml_device_info_init,
+    cuabi_nvml_health_init,
+    cuabi_nvml_nvlink_init,
+    cuabi_nvml_topology_init,
+    cuabi_nvml_process_init,
+    cuabi_nvml_system_info_get,
+    cuabi_nvml_device_count,
+    cuabi_nvml_device_info_get,
+    cuabi_nvml_device_health_get,
+    cuabi_nvml_device_find,
+    cuabi_nvml_device_cuda_ordinal,
+    cuabi_nvml_device_from_cuda_ordinal,
+    cuabi_nvml_device_nvlink_get,
+    cuabi_nvml_topology_get,
+    cuabi_nvml_device_processes,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)
