@@ -102,22 +102,20 @@ typedef enum cuabi_nvml_field {
     CUABI_NVML_FIELD_THROTTLE_REASONS = 2097152,
     /** health.pcie_generation/width */
     CUABI_NVML_FIELD_PCIE_LINK = 4194304,
-    /** health.pcie_tx/rx_kib_per_s */
-    CUABI_NVML_FIELD_PCIE_THROUGHPUT = 8388608,
     /** health.performance_state */
-    CUABI_NVML_FIELD_PERFORMANCE_STATE = 16777216,
+    CUABI_NVML_FIELD_PERFORMANCE_STATE = 8388608,
     /** health.fan_speed_percent (GPUs without a fan of their own) */
-    CUABI_NVML_FIELD_FAN_SPEED = 33554432,
+    CUABI_NVML_FIELD_FAN_SPEED = 16777216,
     /** nvlink.active */
-    CUABI_NVML_FIELD_NVLINK_STATE = 67108864,
+    CUABI_NVML_FIELD_NVLINK_STATE = 33554432,
     /** nvlink.nvlink_version and version_major/minor */
-    CUABI_NVML_FIELD_NVLINK_VERSION = 134217728,
+    CUABI_NVML_FIELD_NVLINK_VERSION = 67108864,
     /** nvlink.remote_pci_bus_id/remote_index */
-    CUABI_NVML_FIELD_NVLINK_REMOTE = 268435456,
+    CUABI_NVML_FIELD_NVLINK_REMOTE = 134217728,
     /** nvlink.p2p_supported */
-    CUABI_NVML_FIELD_NVLINK_P2P = 536870912,
+    CUABI_NVML_FIELD_NVLINK_P2P = 268435456,
     /** topology.common_ancestor */
-    CUABI_NVML_FIELD_TOPOLOGY = 1073741824,
+    CUABI_NVML_FIELD_TOPOLOGY = 536870912,
     CUABI_NVML_FIELD_FORCE32 = 0x7fffffff
 } cuabi_nvml_field;
 
@@ -297,9 +295,10 @@ struct cuabi_nvml_device_info {
     }
 
 /**
- * How a GPU is doing now, filled by cuabi_nvml_device_health_get(). Reading
- * the PCIe throughput makes NVML count bytes for 20 ms in each direction, so
- * one call takes about 40 ms.
+ * How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few
+ * NVML queries, well under a millisecond on an H100). The PCIe throughput,
+ * which NVML counts over 20 ms per direction, is asked apart:
+ * cuabi_nvml_device_pcie_throughput().
  */
 struct cuabi_nvml_health {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -346,10 +345,6 @@ struct cuabi_nvml_health {
     unsigned int pcie_generation;
     /** Lanes of the link now. */
     unsigned int pcie_width;
-    /** KiB/s sent over PCIe (counted over 20 ms). */
-    unsigned int pcie_tx_kib_per_s;
-    /** KiB/s received over PCIe (counted over 20 ms). */
-    unsigned int pcie_rx_kib_per_s;
     /** P-state: 0 (fastest) .. 15 (slowest). */
     int performance_state;
     /** Intended fan speed, percent of the maximum (may exceed 100). */
@@ -383,8 +378,6 @@ struct cuabi_nvml_health {
         0,                         /* throttle_reasons */          \
         0,                         /* pcie_generation */           \
         0,                         /* pcie_width */                \
-        0,                         /* pcie_tx_kib_per_s */         \
-        0,                         /* pcie_rx_kib_per_s */         \
         0,                         /* performance_state */         \
         0,                         /* fan_speed_percent */         \
         0                          /* unavailable */               \
@@ -561,12 +554,23 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_get(cuabi_nvml_device_info *ou
 
 /**
  * How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC
- * error counts, throttle reasons, PCIe link and throughput, P-state, fan. Takes about 40 ms (the
- * PCIe counters).
+ * error counts, throttle reasons, PCIe link, P-state, fan.
  * @param out [inout] Its version field must be set (CUABI_NVML_HEALTH_INIT).
  * @param index NVML's index, 0 .. count-1.
  */
 CUABI_EXTERN(cuabi_status) cuabi_nvml_device_health_get(cuabi_nvml_health *out, int index);
+
+/**
+ * Bytes per second over GPU `index`'s PCIe link, in KiB/s, each direction counted by NVML over 20
+ * ms (so the call takes about 40 ms). CUABI_ERROR_NOT_SUPPORTED when NVML does not count them here
+ * (a virtual GPU, no permission).
+ * @param tx_kib_per_s [out] Sent by the GPU.
+ * @param rx_kib_per_s [out] Received by the GPU.
+ * @param index NVML's index, 0 .. count-1.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_nvml_device_pcie_throughput(unsigned int *tx_kib_per_s,
+                                                             unsigned int *rx_kib_per_s,
+                                                             int index);
 
 /**
  * NVML's index of the GPU named by a UUID ("GPU-xxxxxxxx-...", or the same without "GPU-") or a PCI

@@ -692,6 +692,9 @@ typedef struct cuabi_api {
                                           size_t capacity,
                                           size_t *count,
                                           int index);
+    cuabi_status (*nvml_device_pcie_throughput)(unsigned int *tx_kib_per_s,
+                                                unsigned int *rx_kib_per_s,
+                                                int index);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -1019,8 +1019,6 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_nvml_health", "throttle_reasons", offsetof(cuabi_nvml_health, throttle_reasons) },
     { "cuabi_nvml_health", "pcie_generation", offsetof(cuabi_nvml_health, pcie_generation) },
     { "cuabi_nvml_health", "pcie_width", offsetof(cuabi_nvml_health, pcie_width) },
-    { "cuabi_nvml_health", "pcie_tx_kib_per_s", offsetof(cuabi_nvml_health, pcie_tx_kib_per_s) },
-    { "cuabi_nvml_health", "pcie_rx_kib_per_s", offsetof(cuabi_nvml_health, pcie_rx_kib_per_s) },
     { "cuabi_nvml_health", "performance_state", offsetof(cuabi_nvml_health, performance_state) },
     { "cuabi_nvml_health", "fan_speed_percent", offsetof(cuabi_nvml_health, fan_speed_percent) },
     { "cuabi_nvml_health", "unavailable", offsetof(cuabi_nvml_health, unavailable) },

@@ -332,6 +332,7 @@ static const cuabi_api api_table = {
     cuabi_nvml_device_nvlink_get,
     cuabi_nvml_topology_get,
     cuabi_nvml_device_processes,
+    cuabi_nvml_device_pcie_throughput,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

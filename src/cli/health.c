@@ -27,6 +27,8 @@ typedef struct gpu_read {
     cuabi_nvml_health health;
     int cuda_ordinal;            /* -1: none, or no driver to ask */
     int links_up;
+    bool throughput;             /* NVML counted PCIe bytes: tx, rx (KiB/s) */
+    unsigned tx, rx;
     cuabi_status procs_st;       /* CUABI_ERROR_NOT_SUPPORTED: NVML lists none */
     size_t nprocs;               /* how many there are (maybe more than kept) */
     cuabi_nvml_process procs[MAX_PROCS];
@@ -57,6 +59,10 @@ static void read_gpu(gpu_read *g, int index, bool map_cuda)
             return;
         g->links_up += link.active;
     }
+    cuabi_status st = cuabi_nvml_device_pcie_throughput(&g->tx, &g->rx, index);
+    g->throughput = st == CUABI_SUCCESS;
+    if (st != CUABI_ERROR_NOT_SUPPORTED && !read_ok(g, st))
+        return;
     for (size_t k = 0; k < MAX_PROCS; k++)
         cuabi_nvml_process_init(&g->procs[k], CUABI_NVML_PROCESS_VERSION);
     g->procs_st = cuabi_nvml_device_processes(g->procs, MAX_PROCS, &g->nprocs, index);
@@ -241,8 +247,6 @@ static void json_health_fields(cli_json *j, const cuabi_nvml_health *h)
              u & CUABI_NVML_FIELD_ECC_AGGREGATE);
     json_u64(j, "pcie_generation", h->pcie_generation, u & CUABI_NVML_FIELD_PCIE_LINK);
     json_u64(j, "pcie_width", h->pcie_width, u & CUABI_NVML_FIELD_PCIE_LINK);
-    json_u64(j, "pcie_tx_kib_per_s", h->pcie_tx_kib_per_s, u & CUABI_NVML_FIELD_PCIE_THROUGHPUT);
-    json_u64(j, "pcie_rx_kib_per_s", h->pcie_rx_kib_per_s, u & CUABI_NVML_FIELD_PCIE_THROUGHPUT);
     json_u64(j, "performance_state", (uint64_t)h->performance_state,
              u & CUABI_NVML_FIELD_PERFORMANCE_STATE);
     json_u64(j, "fan_speed_percent", h->fan_speed_percent, u & CUABI_NVML_FIELD_FAN_SPEED);
@@ -306,6 +310,8 @@ static void json_gpu(cli_json *j, int index, const gpu_read *g)
     json_string(j, "uuid", g->info.uuid);
     json_string(j, "pci_bus_id", g->info.pci_bus_id);
     json_health_fields(j, &g->health);
+    json_u64(j, "pcie_tx_kib_per_s", g->tx, !g->throughput);
+    json_u64(j, "pcie_rx_kib_per_s", g->rx, !g->throughput);
     json_throttle(j, &g->health);
     json_int(j, "nvlink_count", g->info.nvlink_count);
     json_int(j, "nvlink_active", g->links_up);

@@ -332,8 +332,6 @@ static void clear_unavailable(cuabi_nvml_health *h, uint64_t u)
         h->utilization_gpu = h->utilization_memory = 0;
     if (u & CUABI_NVML_FIELD_PCIE_LINK)
         h->pcie_generation = h->pcie_width = 0;
-    if (u & CUABI_NVML_FIELD_PCIE_THROUGHPUT)
-        h->pcie_tx_kib_per_s = h->pcie_rx_kib_per_s = 0;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nvml_device_health_get(cuabi_nvml_health *out, int index)
@@ -358,13 +356,29 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_health_get(cuabi_nvml_health *out, 
                    &out->pcie_generation);
     CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_LINK, nvmlDeviceGetCurrPcieLinkWidth, q.dev,
                    &out->pcie_width);
-    CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_THROUGHPUT, nvmlDeviceGetPcieThroughput, q.dev,
-                   CUABI__NVML_PCIE_UTIL_TX_BYTES, &out->pcie_tx_kib_per_s);
-    CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_THROUGHPUT, nvmlDeviceGetPcieThroughput, q.dev,
-                   CUABI__NVML_PCIE_UTIL_RX_BYTES, &out->pcie_rx_kib_per_s);
     out->unavailable = q.unavailable;
     clear_unavailable(out, q.unavailable);
     return q.st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_device_pcie_throughput(unsigned int *tx_kib_per_s,
+                                                             unsigned int *rx_kib_per_s,
+                                                             int index)
+{
+    CUABI__CHECK_ARG(tx_kib_per_s && rx_kib_per_s, "%s: tx_kib_per_s or rx_kib_per_s is NULL",
+                     __func__);
+    *tx_kib_per_s = *rx_kib_per_s = 0;
+    cuabi__nvq q;
+    unsigned tx = 0, rx = 0;
+    CUABI__TRY(cuabi__nvq_open(&q, index, __func__));
+    CUABI__NVQ_ASK(&q, 1, nvmlDeviceGetPcieThroughput, q.dev, CUABI__NVML_PCIE_UTIL_TX_BYTES, &tx);
+    CUABI__NVQ_ASK(&q, 1, nvmlDeviceGetPcieThroughput, q.dev, CUABI__NVML_PCIE_UTIL_RX_BYTES, &rx);
+    CUABI__TRY(q.st);
+    if (q.unavailable)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: NVML does not count PCIe bytes of "
+                            "GPU %d here (not supported, or no permission)", __func__, index);
+    *tx_kib_per_s = tx, *rx_kib_per_s = rx;
+    return CUABI_SUCCESS;
 }
 
 /* ------------------------------------------------------------ finding GPUs */

@@ -62,6 +62,7 @@ assert h[0]["cuda_ordinal"] is None                 # no driver here
 assert h[1]["throttle_reasons"] == ["sw_power_cap", "sw_thermal_slowdown", "0x10000"], h[1]
 assert h[0]["memory_reserved"] == 512 << 20 and h[0]["memory_total"] == 80 << 30, h[0]
 assert h[0]["nvlink_count"] == 4 and h[0]["nvlink_active"] == 3, h[0]
+assert h[0]["pcie_tx_kib_per_s"] == 1000 and h[0]["pcie_rx_kib_per_s"] == 2000, h[0]
 p = {x["pid"]: x for x in h[0]["processes"]}
 assert set(p) == {1000, 1001, 1002} and p[1002]["used_memory"] is None, p
 assert p[1001]["compute"] and p[1001]["graphics"] and p[1000]["used_memory"] == 512 << 20, p

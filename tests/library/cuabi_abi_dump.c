@@ -1054,6 +1054,9 @@ ABI_TYPE(&cuabi_nvml_device_info_get,
 ABI_TYPE(&cuabi_nvml_device_health_get,
          cuabi_status (*)(cuabi_nvml_health *, int),
          "cuabi_nvml_device_health_get");
+ABI_TYPE(&cuabi_nvml_device_pcie_throughput,
+         cuabi_status (*)(unsigned int *, unsigned int *, int),
+         "cuabi_nvml_device_pcie_throughput");
 ABI_TYPE(&cuabi_nvml_device_find, cuabi_status (*)(int *, const char *), "cuabi_nvml_device_find");
 ABI_TYPE(&cuabi_nvml_device_cuda_ordinal,
          cuabi_status (*)(int *, int),
@@ -2195,6 +2198,9 @@ ABI_TYPE(((cuabi_api *)0)->nvml_topology_get,
 ABI_TYPE(((cuabi_api *)0)->nvml_device_processes,
          cuabi_status (*)(cuabi_nvml_process *, size_t, size_t *, int),
          "cuabi_api.nvml_device_processes");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_pcie_throughput,
+         cuabi_status (*)(unsigned int *, unsigned int *, int),
+         "cuabi_api.nvml_device_pcie_throughput");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -2793,8 +2799,6 @@ static void print_cuabi_nvml_health(const cuabi_nvml_health *p,
     ABI_BYTES(throttle_reasons);
     ABI_BYTES(pcie_generation);
     ABI_BYTES(pcie_width);
-    ABI_BYTES(pcie_tx_kib_per_s);
-    ABI_BYTES(pcie_rx_kib_per_s);
     ABI_BYTES(performance_state);
     ABI_BYTES(fan_speed_percent);
     ABI_BYTES(unavailable);
@@ -3249,8 +3253,6 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_nvml_health, throttle_reasons);
     ABI_FIELD(cuabi_nvml_health, pcie_generation);
     ABI_FIELD(cuabi_nvml_health, pcie_width);
-    ABI_FIELD(cuabi_nvml_health, pcie_tx_kib_per_s);
-    ABI_FIELD(cuabi_nvml_health, pcie_rx_kib_per_s);
     ABI_FIELD(cuabi_nvml_health, performance_state);
     ABI_FIELD(cuabi_nvml_health, fan_speed_percent);
     ABI_FIELD(cuabi_nvml_health, unavailable);
@@ -3607,6 +3609,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, nvml_device_nvlink_get);
     ABI_FIELD(cuabi_api, nvml_topology_get);
     ABI_FIELD(cuabi_api, nvml_device_processes);
+    ABI_FIELD(cuabi_api, nvml_device_pcie_throughput);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -3939,7 +3942,6 @@ static void print_constants(void)
     ABI_ENUM(CUABI_NVML_FIELD_ECC_AGGREGATE);
     ABI_ENUM(CUABI_NVML_FIELD_THROTTLE_REASONS);
     ABI_ENUM(CUABI_NVML_FIELD_PCIE_LINK);
-    ABI_ENUM(CUABI_NVML_FIELD_PCIE_THROUGHPUT);
     ABI_ENUM(CUABI_NVML_FIELD_PERFORMANCE_STATE);
     ABI_ENUM(CUABI_NVML_FIELD_FAN_SPEED);
     ABI_ENUM(CUABI_NVML_FIELD_NVLINK_STATE);
@@ -4988,6 +4990,8 @@ int main(void)
     puts("  cuabi_status cuabi_nvml_device_count(int *)");
     puts("  cuabi_status cuabi_nvml_device_info_get(cuabi_nvml_device_info *, int)");
     puts("  cuabi_status cuabi_nvml_device_health_get(cuabi_nvml_health *, int)");
+    puts("  cuabi_status cuabi_nvml_device_pcie_throughput(unsigned int *, "
+         "unsigned int *, int)");
     puts("  cuabi_status cuabi_nvml_device_find(int *, const char *)");
     puts("  cuabi_status cuabi_nvml_device_cuda_ordinal(int *, int)");
     puts("  cuabi_status cuabi_nvml_device_from_cuda_ordinal(int *, int)");

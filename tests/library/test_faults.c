@@ -796,8 +796,10 @@ static cuabi_status sc_nvml(void)
         cuabi_nvml_topology t = CUABI_NVML_TOPOLOGY_INIT;
         size_t n;
         int idx, ord = -1;
+        unsigned tx, rx;
         STEP(cuabi_nvml_device_info_get(&d, i));
         STEP(cuabi_nvml_device_health_get(&h, i));
+        STEP(cuabi_nvml_device_pcie_throughput(&tx, &rx, i));
         for (int link = 0; link < d.nvlink_count && st == CUABI_SUCCESS; link++) {
             cuabi_nvml_nvlink l = CUABI_NVML_NVLINK_INIT;
             STEP(cuabi_nvml_device_nvlink_get(&l, i, link));

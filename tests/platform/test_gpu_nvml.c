@@ -240,14 +240,24 @@ START_TEST(health_in_plausible_ranges)
         cuabi_nvml_health h = health(i);
         double ms = (now() - t0) * 1e3;
         check_plausible(&h, &d);
+        unsigned tx = 0, rx = 0;
+        t0 = now();
+        cuabi_status st = cuabi_nvml_device_pcie_throughput(&tx, &rx, i);
+        double tput_ms = (now() - t0) * 1e3;
+        ck_assert_msg(st == CUABI_SUCCESS || st == CUABI_ERROR_NOT_SUPPORTED, "%s",
+                      cuabi_last_error()->message);
+        ck_assert_uint_le(tx, 100000000); /* KiB/s: at most ~100 GB/s */
+        ck_assert_uint_le(rx, 100000000);
         printf("GPU %d: %d C, %.1f/%.1f W, util %u%%/%u%%, %.2f/%.2f GiB used (%.2f reserved), "
-               "SM %u MHz, mem %u MHz, PCIe gen%u x%u (tx %u rx %u KiB/s), P%d, throttle 0x%llx, "
-               "ECC %llu/%llu, unavailable 0x%llx; the query took %.1f ms\n",
+               "SM %u MHz, mem %u MHz, PCIe gen%u x%u (tx %u rx %u KiB/s: %s, %.1f ms), P%d, "
+               "throttle 0x%llx, ECC %llu/%llu, unavailable 0x%llx; the health query took "
+               "%.2f ms\n",
                i, h.temperature_gpu, h.power_usage_mw / 1e3, h.power_limit_mw / 1e3,
                h.utilization_gpu, h.utilization_memory, h.memory_used / 1073741824.0,
                h.memory_total / 1073741824.0, h.memory_reserved / 1073741824.0, h.clock_sm_mhz,
-               h.clock_memory_mhz, h.pcie_generation, h.pcie_width, h.pcie_tx_kib_per_s,
-               h.pcie_rx_kib_per_s, h.performance_state, (unsigned long long)h.throttle_reasons,
+               h.clock_memory_mhz, h.pcie_generation, h.pcie_width, tx, rx,
+               st == CUABI_SUCCESS ? "counted" : "not counted here", tput_ms,
+               h.performance_state, (unsigned long long)h.throttle_reasons,
                (unsigned long long)h.ecc_corrected_volatile,
                (unsigned long long)h.ecc_uncorrected_volatile,
                (unsigned long long)h.unavailable, ms);

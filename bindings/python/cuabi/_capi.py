@@ -921,14 +921,13 @@ CUABI_NVML_FIELD_ECC_VOLATILE = 524288
 CUABI_NVML_FIELD_ECC_AGGREGATE = 1048576
 CUABI_NVML_FIELD_THROTTLE_REASONS = 2097152
 CUABI_NVML_FIELD_PCIE_LINK = 4194304
-CUABI_NVML_FIELD_PCIE_THROUGHPUT = 8388608
-CUABI_NVML_FIELD_PERFORMANCE_STATE = 16777216
-CUABI_NVML_FIELD_FAN_SPEED = 33554432
-CUABI_NVML_FIELD_NVLINK_STATE = 67108864
-CUABI_NVML_FIELD_NVLINK_VERSION = 134217728
-CUABI_NVML_FIELD_NVLINK_REMOTE = 268435456
-CUABI_NVML_FIELD_NVLINK_P2P = 536870912
-CUABI_NVML_FIELD_TOPOLOGY = 1073741824
+CUABI_NVML_FIELD_PERFORMANCE_STATE = 8388608
+CUABI_NVML_FIELD_FAN_SPEED = 16777216
+CUABI_NVML_FIELD_NVLINK_STATE = 33554432
+CUABI_NVML_FIELD_NVLINK_VERSION = 67108864
+CUABI_NVML_FIELD_NVLINK_REMOTE = 134217728
+CUABI_NVML_FIELD_NVLINK_P2P = 268435456
+CUABI_NVML_FIELD_TOPOLOGY = 536870912
 CUABI_NVML_TOPOLOGY_INTERNAL = 0
 CUABI_NVML_TOPOLOGY_SINGLE = 10
 CUABI_NVML_TOPOLOGY_MULTIPLE = 20
@@ -999,7 +998,7 @@ class cuabi_nvml_device_info(C.Structure):
 
 
 class cuabi_nvml_health(C.Structure):
-    """How a GPU is doing now, filled by cuabi_nvml_device_health_get(). Reading"""
+    """How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few"""
     _fields_ = [
         ('version', C.c_uint),
         ('index', C.c_int),
@@ -1023,8 +1022,6 @@ class cuabi_nvml_health(C.Structure):
         ('throttle_reasons', C.c_uint64),
         ('pcie_generation', C.c_uint),
         ('pcie_width', C.c_uint),
-        ('pcie_tx_kib_per_s', C.c_uint),
-        ('pcie_rx_kib_per_s', C.c_uint),
         ('performance_state', C.c_int),
         ('fan_speed_percent', C.c_uint),
         ('unavailable', C.c_uint64),
@@ -1475,14 +1472,13 @@ ENUMS = {
         'CUABI_NVML_FIELD_ECC_AGGREGATE': 1048576,
         'CUABI_NVML_FIELD_THROTTLE_REASONS': 2097152,
         'CUABI_NVML_FIELD_PCIE_LINK': 4194304,
-        'CUABI_NVML_FIELD_PCIE_THROUGHPUT': 8388608,
-        'CUABI_NVML_FIELD_PERFORMANCE_STATE': 16777216,
-        'CUABI_NVML_FIELD_FAN_SPEED': 33554432,
-        'CUABI_NVML_FIELD_NVLINK_STATE': 67108864,
-        'CUABI_NVML_FIELD_NVLINK_VERSION': 134217728,
-        'CUABI_NVML_FIELD_NVLINK_REMOTE': 268435456,
-        'CUABI_NVML_FIELD_NVLINK_P2P': 536870912,
-        'CUABI_NVML_FIELD_TOPOLOGY': 1073741824,
+        'CUABI_NVML_FIELD_PERFORMANCE_STATE': 8388608,
+        'CUABI_NVML_FIELD_FAN_SPEED': 16777216,
+        'CUABI_NVML_FIELD_NVLINK_STATE': 33554432,
+        'CUABI_NVML_FIELD_NVLINK_VERSION': 67108864,
+        'CUABI_NVML_FIELD_NVLINK_REMOTE': 134217728,
+        'CUABI_NVML_FIELD_NVLINK_P2P': 268435456,
+        'CUABI_NVML_FIELD_TOPOLOGY': 536870912,
     },
     'cuabi_nvml_topology_level': {
         'CUABI_NVML_TOPOLOGY_INTERNAL': 0,
@@ -1874,6 +1870,7 @@ FUNCTIONS = {
     'cuabi_nvml_device_count': (C.c_int, (C.POINTER(C.c_int), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_info_get': (C.c_int, (C.POINTER(cuabi_nvml_device_info), C.c_int, ), (('out', 'cuabi_nvml_device_info *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_health_get': (C.c_int, (C.POINTER(cuabi_nvml_health), C.c_int, ), (('out', 'cuabi_nvml_health *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_pcie_throughput': (C.c_int, (C.POINTER(C.c_uint), C.POINTER(C.c_uint), C.c_int, ), (('tx_kib_per_s', 'unsigned int *', 'out', 'host', False, 'borrow', None), ('rx_kib_per_s', 'unsigned int *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_find': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('id', 'const char *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_cuda_ordinal': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_from_cuda_ordinal': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('ordinal', 'int', 'in', 'host', False, 'borrow', None), )),
@@ -2311,4 +2308,5 @@ TABLE_FUNCTIONS = (
     'cuabi_nvml_device_nvlink_get',
     'cuabi_nvml_topology_get',
     'cuabi_nvml_device_processes',
+    'cuabi_nvml_device_pcie_throughput',
 )

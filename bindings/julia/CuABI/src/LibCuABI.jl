@@ -6227,14 +6227,13 @@ const CUABI_NVML_FIELD_ECC_VOLATILE = cuabi_nvml_field(524288)
 const CUABI_NVML_FIELD_ECC_AGGREGATE = cuabi_nvml_field(1048576)
 const CUABI_NVML_FIELD_THROTTLE_REASONS = cuabi_nvml_field(2097152)
 const CUABI_NVML_FIELD_PCIE_LINK = cuabi_nvml_field(4194304)
-const CUABI_NVML_FIELD_PCIE_THROUGHPUT = cuabi_nvml_field(8388608)
-const CUABI_NVML_FIELD_PERFORMANCE_STATE = cuabi_nvml_field(16777216)
-const CUABI_NVML_FIELD_FAN_SPEED = cuabi_nvml_field(33554432)
-const CUABI_NVML_FIELD_NVLINK_STATE = cuabi_nvml_field(67108864)
-const CUABI_NVML_FIELD_NVLINK_VERSION = cuabi_nvml_field(134217728)
-const CUABI_NVML_FIELD_NVLINK_REMOTE = cuabi_nvml_field(268435456)
-const CUABI_NVML_FIELD_NVLINK_P2P = cuabi_nvml_field(536870912)
-const CUABI_NVML_FIELD_TOPOLOGY = cuabi_nvml_field(1073741824)
+const CUABI_NVML_FIELD_PERFORMANCE_STATE = cuabi_nvml_field(8388608)
+const CUABI_NVML_FIELD_FAN_SPEED = cuabi_nvml_field(16777216)
+const CUABI_NVML_FIELD_NVLINK_STATE = cuabi_nvml_field(33554432)
+const CUABI_NVML_FIELD_NVLINK_VERSION = cuabi_nvml_field(67108864)
+const CUABI_NVML_FIELD_NVLINK_REMOTE = cuabi_nvml_field(134217728)
+const CUABI_NVML_FIELD_NVLINK_P2P = cuabi_nvml_field(268435456)
+const CUABI_NVML_FIELD_TOPOLOGY = cuabi_nvml_field(536870912)
 
 """
 How far apart two GPUs sit (nvmlGpuTopologyLevel_t, same values): the closest common ancestor of their PCIe paths. nvidia-smi topo -m names them PIX, PXB, PHB, NODE, SYS.
@@ -6324,9 +6323,10 @@ end
 const CUABI_NVML_DEVICE_INFO_VERSION = Cuint(1)
 
 """
-How a GPU is doing now, filled by cuabi_nvml_device_health_get(). Reading
-the PCIe throughput makes NVML count bytes for 20 ms in each direction, so
-one call takes about 40 ms.
+How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few
+NVML queries, well under a millisecond on an H100). The PCIe throughput,
+which NVML counts over 20 ms per direction, is asked apart:
+cuabi_nvml_device_pcie_throughput().
 """
 struct cuabi_nvml_health
     version::Cuint
@@ -6351,8 +6351,6 @@ struct cuabi_nvml_health
     throttle_reasons::UInt64
     pcie_generation::Cuint
     pcie_width::Cuint
-    pcie_tx_kib_per_s::Cuint
-    pcie_rx_kib_per_s::Cuint
     performance_state::Cint
     fan_speed_percent::Cuint
     unavailable::UInt64
@@ -6507,13 +6505,26 @@ end
 """
 cuabi_nvml_device_health_get(out, index)
 
-How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link and throughput, P-state, fan. Takes about 40 ms (the PCIe counters).
+How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link, P-state, fan.
 
 - `out` [inout] Its version field must be set (CUABI_NVML_HEALTH_INIT).
 - `index` NVML's index, 0 .. count-1.
 """
 function cuabi_nvml_device_health_get(out, index)
     ccall((:cuabi_nvml_device_health_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_health}, Cint), out, index)
+end
+
+"""
+cuabi_nvml_device_pcie_throughput(tx_kib_per_s, rx_kib_per_s, index)
+
+Bytes per second over GPU `index`'s PCIe link, in KiB/s, each direction counted by NVML over 20 ms (so the call takes about 40 ms). CUABI_ERROR_NOT_SUPPORTED when NVML does not count them here (a virtual GPU, no permission).
+
+- `tx_kib_per_s` [out] Sent by the GPU.
+- `rx_kib_per_s` [out] Received by the GPU.
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_pcie_throughput(tx_kib_per_s, rx_kib_per_s, index)
+    ccall((:cuabi_nvml_device_pcie_throughput, libcuabi), cuabi_status, (Ptr{Cuint}, Ptr{Cuint}, Cint), tx_kib_per_s, rx_kib_per_s, index)
 end
 
 """
@@ -6628,7 +6639,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_ipc_pool_options", cuabi_ipc_pool_options, ["version", "max_size", "release_threshold"]),
     ("cuabi_nvml_system_info", cuabi_nvml_system_info, ["version", "driver_version", "nvml_version", "cuda_driver_version", "device_count", "library_path"]),
     ("cuabi_nvml_device_info", cuabi_nvml_device_info, ["version", "index", "name", "uuid", "uuid_bytes", "pci_bus_id", "pci_domain", "pci_bus", "pci_device", "pci_device_id", "compute_capability_major", "compute_capability_minor", "memory_total", "pcie_max_generation", "pcie_max_width", "max_clock_graphics_mhz", "max_clock_sm_mhz", "max_clock_memory_mhz", "ecc_enabled", "ecc_pending", "minor_number", "nvlink_count", "unavailable"]),
-    ("cuabi_nvml_health", cuabi_nvml_health, ["version", "index", "memory_total", "memory_free", "memory_used", "memory_reserved", "utilization_gpu", "utilization_memory", "temperature_gpu", "power_usage_mw", "power_limit_mw", "power_management_limit_mw", "clock_graphics_mhz", "clock_sm_mhz", "clock_memory_mhz", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate", "throttle_reasons", "pcie_generation", "pcie_width", "pcie_tx_kib_per_s", "pcie_rx_kib_per_s", "performance_state", "fan_speed_percent", "unavailable"]),
+    ("cuabi_nvml_health", cuabi_nvml_health, ["version", "index", "memory_total", "memory_free", "memory_used", "memory_reserved", "utilization_gpu", "utilization_memory", "temperature_gpu", "power_usage_mw", "power_limit_mw", "power_management_limit_mw", "clock_graphics_mhz", "clock_sm_mhz", "clock_memory_mhz", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate", "throttle_reasons", "pcie_generation", "pcie_width", "performance_state", "fan_speed_percent", "unavailable"]),
     ("cuabi_nvml_nvlink", cuabi_nvml_nvlink, ["version", "link", "active", "nvlink_version", "version_major", "version_minor", "remote_pci_bus_id", "remote_index", "p2p_supported", "unavailable"]),
     ("cuabi_nvml_topology", cuabi_nvml_topology, ["version", "common_ancestor", "p2p_read", "p2p_write", "p2p_nvlink", "p2p_atomics", "p2p_pci", "unavailable"]),
     ("cuabi_nvml_process", cuabi_nvml_process, ["version", "pid", "used_memory", "kinds", "gpu_instance_id", "compute_instance_id"]),
@@ -6953,6 +6964,7 @@ const FUNCTIONS = [
     :cuabi_nvml_device_count,
     :cuabi_nvml_device_info_get,
     :cuabi_nvml_device_health_get,
+    :cuabi_nvml_device_pcie_throughput,
     :cuabi_nvml_device_find,
     :cuabi_nvml_device_cuda_ordinal,
     :cuabi_nvml_device_from_cuda_ordinal,

@@ -3993,22 +3993,20 @@ impl cuabi_nvml_field {
     pub const CUABI_NVML_FIELD_THROTTLE_REASONS: cuabi_nvml_field = cuabi_nvml_field(2097152);
     /// health.pcie_generation/width
     pub const CUABI_NVML_FIELD_PCIE_LINK: cuabi_nvml_field = cuabi_nvml_field(4194304);
-    /// health.pcie_tx/rx_kib_per_s
-    pub const CUABI_NVML_FIELD_PCIE_THROUGHPUT: cuabi_nvml_field = cuabi_nvml_field(8388608);
     /// health.performance_state
-    pub const CUABI_NVML_FIELD_PERFORMANCE_STATE: cuabi_nvml_field = cuabi_nvml_field(16777216);
+    pub const CUABI_NVML_FIELD_PERFORMANCE_STATE: cuabi_nvml_field = cuabi_nvml_field(8388608);
     /// health.fan_speed_percent (GPUs without a fan of their own)
-    pub const CUABI_NVML_FIELD_FAN_SPEED: cuabi_nvml_field = cuabi_nvml_field(33554432);
+    pub const CUABI_NVML_FIELD_FAN_SPEED: cuabi_nvml_field = cuabi_nvml_field(16777216);
     /// nvlink.active
-    pub const CUABI_NVML_FIELD_NVLINK_STATE: cuabi_nvml_field = cuabi_nvml_field(67108864);
+    pub const CUABI_NVML_FIELD_NVLINK_STATE: cuabi_nvml_field = cuabi_nvml_field(33554432);
     /// nvlink.nvlink_version and version_major/minor
-    pub const CUABI_NVML_FIELD_NVLINK_VERSION: cuabi_nvml_field = cuabi_nvml_field(134217728);
+    pub const CUABI_NVML_FIELD_NVLINK_VERSION: cuabi_nvml_field = cuabi_nvml_field(67108864);
     /// nvlink.remote_pci_bus_id/remote_index
-    pub const CUABI_NVML_FIELD_NVLINK_REMOTE: cuabi_nvml_field = cuabi_nvml_field(268435456);
+    pub const CUABI_NVML_FIELD_NVLINK_REMOTE: cuabi_nvml_field = cuabi_nvml_field(134217728);
     /// nvlink.p2p_supported
-    pub const CUABI_NVML_FIELD_NVLINK_P2P: cuabi_nvml_field = cuabi_nvml_field(536870912);
+    pub const CUABI_NVML_FIELD_NVLINK_P2P: cuabi_nvml_field = cuabi_nvml_field(268435456);
     /// topology.common_ancestor
-    pub const CUABI_NVML_FIELD_TOPOLOGY: cuabi_nvml_field = cuabi_nvml_field(1073741824);
+    pub const CUABI_NVML_FIELD_TOPOLOGY: cuabi_nvml_field = cuabi_nvml_field(536870912);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -4035,14 +4033,13 @@ impl cuabi_nvml_field {
             1048576 => Some("CUABI_NVML_FIELD_ECC_AGGREGATE"),
             2097152 => Some("CUABI_NVML_FIELD_THROTTLE_REASONS"),
             4194304 => Some("CUABI_NVML_FIELD_PCIE_LINK"),
-            8388608 => Some("CUABI_NVML_FIELD_PCIE_THROUGHPUT"),
-            16777216 => Some("CUABI_NVML_FIELD_PERFORMANCE_STATE"),
-            33554432 => Some("CUABI_NVML_FIELD_FAN_SPEED"),
-            67108864 => Some("CUABI_NVML_FIELD_NVLINK_STATE"),
-            134217728 => Some("CUABI_NVML_FIELD_NVLINK_VERSION"),
-            268435456 => Some("CUABI_NVML_FIELD_NVLINK_REMOTE"),
-            536870912 => Some("CUABI_NVML_FIELD_NVLINK_P2P"),
-            1073741824 => Some("CUABI_NVML_FIELD_TOPOLOGY"),
+            8388608 => Some("CUABI_NVML_FIELD_PERFORMANCE_STATE"),
+            16777216 => Some("CUABI_NVML_FIELD_FAN_SPEED"),
+            33554432 => Some("CUABI_NVML_FIELD_NVLINK_STATE"),
+            67108864 => Some("CUABI_NVML_FIELD_NVLINK_VERSION"),
+            134217728 => Some("CUABI_NVML_FIELD_NVLINK_REMOTE"),
+            268435456 => Some("CUABI_NVML_FIELD_NVLINK_P2P"),
+            536870912 => Some("CUABI_NVML_FIELD_TOPOLOGY"),
             _ => None,
         }
     }
@@ -4080,7 +4077,6 @@ pub const CUABI_NVML_FIELD_ECC_VOLATILE: cuabi_nvml_field = cuabi_nvml_field::CU
 pub const CUABI_NVML_FIELD_ECC_AGGREGATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_ECC_AGGREGATE;
 pub const CUABI_NVML_FIELD_THROTTLE_REASONS: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_THROTTLE_REASONS;
 pub const CUABI_NVML_FIELD_PCIE_LINK: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PCIE_LINK;
-pub const CUABI_NVML_FIELD_PCIE_THROUGHPUT: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PCIE_THROUGHPUT;
 pub const CUABI_NVML_FIELD_PERFORMANCE_STATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PERFORMANCE_STATE;
 pub const CUABI_NVML_FIELD_FAN_SPEED: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_FAN_SPEED;
 pub const CUABI_NVML_FIELD_NVLINK_STATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NVLINK_STATE;
@@ -4356,9 +4352,10 @@ impl Default for cuabi_nvml_device_info {
 /// Current version of cuabi_nvml_device_info.
 pub const CUABI_NVML_DEVICE_INFO_VERSION: c_uint = 1;
 
-/// How a GPU is doing now, filled by cuabi_nvml_device_health_get(). Reading
-/// the PCIe throughput makes NVML count bytes for 20 ms in each direction, so
-/// one call takes about 40 ms.
+/// How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few
+/// NVML queries, well under a millisecond on an H100). The PCIe throughput,
+/// which NVML counts over 20 ms per direction, is asked apart:
+/// cuabi_nvml_device_pcie_throughput().
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_nvml_health {
@@ -4403,10 +4400,6 @@ pub struct cuabi_nvml_health {
     pub pcie_generation: c_uint,
     /// Lanes of the link now.
     pub pcie_width: c_uint,
-    /// KiB/s sent over PCIe (counted over 20 ms).
-    pub pcie_tx_kib_per_s: c_uint,
-    /// KiB/s received over PCIe (counted over 20 ms).
-    pub pcie_rx_kib_per_s: c_uint,
     /// P-state: 0 (fastest) .. 15 (slowest).
     pub performance_state: c_int,
     /// Intended fan speed, percent of the maximum (may exceed 100).
@@ -4538,8 +4531,10 @@ unsafe extern "C" {
     pub fn cuabi_nvml_device_count(out: *mut c_int) -> cuabi_status;
     /// What GPU `index` is: name, UUID, PCI location, compute capability, memory, PCIe and clock maxima, ECC mode, NVLink count.
     pub fn cuabi_nvml_device_info_get(out: *mut cuabi_nvml_device_info, index: c_int) -> cuabi_status;
-    /// How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link and throughput, P-state, fan. Takes about 40 ms (the PCIe counters).
+    /// How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link, P-state, fan.
     pub fn cuabi_nvml_device_health_get(out: *mut cuabi_nvml_health, index: c_int) -> cuabi_status;
+    /// Bytes per second over GPU `index`'s PCIe link, in KiB/s, each direction counted by NVML over 20 ms (so the call takes about 40 ms). CUABI_ERROR_NOT_SUPPORTED when NVML does not count them here (a virtual GPU, no permission).
+    pub fn cuabi_nvml_device_pcie_throughput(tx_kib_per_s: *mut c_uint, rx_kib_per_s: *mut c_uint, index: c_int) -> cuabi_status;
     /// NVML's index of the GPU named by a UUID ("GPU-xxxxxxxx-...", or the same without "GPU-") or a PCI bus id ("0000:17:00.0" or "00000000:17:00.0", any case). CUABI_ERROR_NOT_FOUND when no GPU NVML lists has it; CUABI_ERROR_INVALID_ARGUMENT when `id` is neither form.
     pub fn cuabi_nvml_device_find(out: *mut c_int, id: *const c_char) -> cuabi_status;
     /// The CUDA ordinal of GPU `index` in this process (matched by UUID), or -1 when CUDA does not show it here (CUDA_VISIBLE_DEVICES hides it, or it is a MIG-enabled GPU). Loads and initialises the CUDA driver (cuInit) and reads device UUIDs; creates no context. Fails as cuabi_device_count() does without a driver.
@@ -4596,7 +4591,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_ipc_pool_options", core::mem::size_of::<cuabi_ipc_pool_options>(), &[("version", core::mem::offset_of!(cuabi_ipc_pool_options, version)), ("max_size", core::mem::offset_of!(cuabi_ipc_pool_options, max_size)), ("release_threshold", core::mem::offset_of!(cuabi_ipc_pool_options, release_threshold))]),
     ("cuabi_nvml_system_info", core::mem::size_of::<cuabi_nvml_system_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_system_info, version)), ("driver_version", core::mem::offset_of!(cuabi_nvml_system_info, driver_version)), ("nvml_version", core::mem::offset_of!(cuabi_nvml_system_info, nvml_version)), ("cuda_driver_version", core::mem::offset_of!(cuabi_nvml_system_info, cuda_driver_version)), ("device_count", core::mem::offset_of!(cuabi_nvml_system_info, device_count)), ("library_path", core::mem::offset_of!(cuabi_nvml_system_info, library_path))]),
     ("cuabi_nvml_device_info", core::mem::size_of::<cuabi_nvml_device_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_device_info, version)), ("index", core::mem::offset_of!(cuabi_nvml_device_info, index)), ("name", core::mem::offset_of!(cuabi_nvml_device_info, name)), ("uuid", core::mem::offset_of!(cuabi_nvml_device_info, uuid)), ("uuid_bytes", core::mem::offset_of!(cuabi_nvml_device_info, uuid_bytes)), ("pci_bus_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus_id)), ("pci_domain", core::mem::offset_of!(cuabi_nvml_device_info, pci_domain)), ("pci_bus", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus)), ("pci_device", core::mem::offset_of!(cuabi_nvml_device_info, pci_device)), ("pci_device_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_device_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_minor)), ("memory_total", core::mem::offset_of!(cuabi_nvml_device_info, memory_total)), ("pcie_max_generation", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_generation)), ("pcie_max_width", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_width)), ("max_clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_graphics_mhz)), ("max_clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_sm_mhz)), ("max_clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_memory_mhz)), ("ecc_enabled", core::mem::offset_of!(cuabi_nvml_device_info, ecc_enabled)), ("ecc_pending", core::mem::offset_of!(cuabi_nvml_device_info, ecc_pending)), ("minor_number", core::mem::offset_of!(cuabi_nvml_device_info, minor_number)), ("nvlink_count", core::mem::offset_of!(cuabi_nvml_device_info, nvlink_count)), ("unavailable", core::mem::offset_of!(cuabi_nvml_device_info, unavailable))]),
-    ("cuabi_nvml_health", core::mem::size_of::<cuabi_nvml_health>(), &[("version", core::mem::offset_of!(cuabi_nvml_health, version)), ("index", core::mem::offset_of!(cuabi_nvml_health, index)), ("memory_total", core::mem::offset_of!(cuabi_nvml_health, memory_total)), ("memory_free", core::mem::offset_of!(cuabi_nvml_health, memory_free)), ("memory_used", core::mem::offset_of!(cuabi_nvml_health, memory_used)), ("memory_reserved", core::mem::offset_of!(cuabi_nvml_health, memory_reserved)), ("utilization_gpu", core::mem::offset_of!(cuabi_nvml_health, utilization_gpu)), ("utilization_memory", core::mem::offset_of!(cuabi_nvml_health, utilization_memory)), ("temperature_gpu", core::mem::offset_of!(cuabi_nvml_health, temperature_gpu)), ("power_usage_mw", core::mem::offset_of!(cuabi_nvml_health, power_usage_mw)), ("power_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_limit_mw)), ("power_management_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_management_limit_mw)), ("clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_graphics_mhz)), ("clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_sm_mhz)), ("clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_memory_mhz)), ("ecc_corrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_volatile)), ("ecc_uncorrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_volatile)), ("ecc_corrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_aggregate)), ("ecc_uncorrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_aggregate)), ("throttle_reasons", core::mem::offset_of!(cuabi_nvml_health, throttle_reasons)), ("pcie_generation", core::mem::offset_of!(cuabi_nvml_health, pcie_generation)), ("pcie_width", core::mem::offset_of!(cuabi_nvml_health, pcie_width)), ("pcie_tx_kib_per_s", core::mem::offset_of!(cuabi_nvml_health, pcie_tx_kib_per_s)), ("pcie_rx_kib_per_s", core::mem::offset_of!(cuabi_nvml_health, pcie_rx_kib_per_s)), ("performance_state", core::mem::offset_of!(cuabi_nvml_health, performance_state)), ("fan_speed_percent", core::mem::offset_of!(cuabi_nvml_health, fan_speed_percent)), ("unavailable", core::mem::offset_of!(cuabi_nvml_health, unavailable))]),
+    ("cuabi_nvml_health", core::mem::size_of::<cuabi_nvml_health>(), &[("version", core::mem::offset_of!(cuabi_nvml_health, version)), ("index", core::mem::offset_of!(cuabi_nvml_health, index)), ("memory_total", core::mem::offset_of!(cuabi_nvml_health, memory_total)), ("memory_free", core::mem::offset_of!(cuabi_nvml_health, memory_free)), ("memory_used", core::mem::offset_of!(cuabi_nvml_health, memory_used)), ("memory_reserved", core::mem::offset_of!(cuabi_nvml_health, memory_reserved)), ("utilization_gpu", core::mem::offset_of!(cuabi_nvml_health, utilization_gpu)), ("utilization_memory", core::mem::offset_of!(cuabi_nvml_health, utilization_memory)), ("temperature_gpu", core::mem::offset_of!(cuabi_nvml_health, temperature_gpu)), ("power_usage_mw", core::mem::offset_of!(cuabi_nvml_health, power_usage_mw)), ("power_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_limit_mw)), ("power_management_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_management_limit_mw)), ("clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_graphics_mhz)), ("clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_sm_mhz)), ("clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_memory_mhz)), ("ecc_corrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_volatile)), ("ecc_uncorrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_volatile)), ("ecc_corrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_aggregate)), ("ecc_uncorrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_aggregate)), ("throttle_reasons", core::mem::offset_of!(cuabi_nvml_health, throttle_reasons)), ("pcie_generation", core::mem::offset_of!(cuabi_nvml_health, pcie_generation)), ("pcie_width", core::mem::offset_of!(cuabi_nvml_health, pcie_width)), ("performance_state", core::mem::offset_of!(cuabi_nvml_health, performance_state)), ("fan_speed_percent", core::mem::offset_of!(cuabi_nvml_health, fan_speed_percent)), ("unavailable", core::mem::offset_of!(cuabi_nvml_health, unavailable))]),
     ("cuabi_nvml_nvlink", core::mem::size_of::<cuabi_nvml_nvlink>(), &[("version", core::mem::offset_of!(cuabi_nvml_nvlink, version)), ("link", core::mem::offset_of!(cuabi_nvml_nvlink, link)), ("active", core::mem::offset_of!(cuabi_nvml_nvlink, active)), ("nvlink_version", core::mem::offset_of!(cuabi_nvml_nvlink, nvlink_version)), ("version_major", core::mem::offset_of!(cuabi_nvml_nvlink, version_major)), ("version_minor", core::mem::offset_of!(cuabi_nvml_nvlink, version_minor)), ("remote_pci_bus_id", core::mem::offset_of!(cuabi_nvml_nvlink, remote_pci_bus_id)), ("remote_index", core::mem::offset_of!(cuabi_nvml_nvlink, remote_index)), ("p2p_supported", core::mem::offset_of!(cuabi_nvml_nvlink, p2p_supported)), ("unavailable", core::mem::offset_of!(cuabi_nvml_nvlink, unavailable))]),
     ("cuabi_nvml_topology", core::mem::size_of::<cuabi_nvml_topology>(), &[("version", core::mem::offset_of!(cuabi_nvml_topology, version)), ("common_ancestor", core::mem::offset_of!(cuabi_nvml_topology, common_ancestor)), ("p2p_read", core::mem::offset_of!(cuabi_nvml_topology, p2p_read)), ("p2p_write", core::mem::offset_of!(cuabi_nvml_topology, p2p_write)), ("p2p_nvlink", core::mem::offset_of!(cuabi_nvml_topology, p2p_nvlink)), ("p2p_atomics", core::mem::offset_of!(cuabi_nvml_topology, p2p_atomics)), ("p2p_pci", core::mem::offset_of!(cuabi_nvml_topology, p2p_pci)), ("unavailable", core::mem::offset_of!(cuabi_nvml_topology, unavailable))]),
     ("cuabi_nvml_process", core::mem::size_of::<cuabi_nvml_process>(), &[("version", core::mem::offset_of!(cuabi_nvml_process, version)), ("pid", core::mem::offset_of!(cuabi_nvml_process, pid)), ("used_memory", core::mem::offset_of!(cuabi_nvml_process, used_memory)), ("kinds", core::mem::offset_of!(cuabi_nvml_process, kinds)), ("gpu_instance_id", core::mem::offset_of!(cuabi_nvml_process, gpu_instance_id)), ("compute_instance_id", core::mem::offset_of!(cuabi_nvml_process, compute_instance_id))]),
@@ -4923,6 +4918,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_nvml_device_count", cuabi_nvml_device_count as *const () as usize),
         ("cuabi_nvml_device_info_get", cuabi_nvml_device_info_get as *const () as usize),
         ("cuabi_nvml_device_health_get", cuabi_nvml_device_health_get as *const () as usize),
+        ("cuabi_nvml_device_pcie_throughput", cuabi_nvml_device_pcie_throughput as *const () as usize),
         ("cuabi_nvml_device_find", cuabi_nvml_device_find as *const () as usize),
         ("cuabi_nvml_device_cuda_ordinal", cuabi_nvml_device_cuda_ordinal as *const () as usize),
         ("cuabi_nvml_device_from_cuda_ordinal", cuabi_nvml_device_from_cuda_ordinal as *const () as usize),
