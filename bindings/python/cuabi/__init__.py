@@ -24,6 +24,7 @@ for _names, _module, _needs in (
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
         (("Buffer", "MemoryResource", "default_resource"), "_memory", "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
+        (("system",), "_system", "cuabi_nvml_device_count"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),
         (("Program", "ProgramOptions", "cache", "supported_archs"), "_compile",
