@@ -31,6 +31,11 @@ if [ -e "$builddir/tests/fixtures/.libs/fake_cuda_graph.so" ]; then
     CUABI_TEST_FAKE_CUDA="$builddir/tests/fixtures/.libs/fake_cuda_graph.so"
     export CUABI_TEST_FAKE_CUDA
 fi
+# The fake NVML (cuabi/tests/nvml.rs).
+if [ -e "$builddir/tests/fixtures/.libs/fake_nvml.so" ]; then
+    CUABI_TEST_FAKE_NVML="$builddir/tests/fixtures/.libs/fake_nvml.so"
+    export CUABI_TEST_FAKE_NVML
+fi
 
 # A sanitizer build of libcuabi needs its runtimes loaded first in programs
 # that were not built with them. Only the test binaries get them (through a

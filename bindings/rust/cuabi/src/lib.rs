@@ -116,6 +116,7 @@ pub use objcode::{CodeType, Kernel, KernelResources, ObjectCode, ParamType};
 pub use occupancy::{ArchLimits, BlockSize, OccupancyOptions, OccupancyResult};
 pub use program::{supported_archs, Program, ProgramOptions};
 pub use view::{DType, Element, ManagedTensor, ManagedTensorVersioned, View, ViewInfo, IS_COPIED, READ_ONLY};
+pub mod nvml;
 mod multigpu;
 pub use multigpu::{
     ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, IpcKind, IpcPoolHandle, IpcPoolRole, PeerAccess,
