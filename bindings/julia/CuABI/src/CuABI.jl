@@ -28,7 +28,10 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
        ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
        ipc_send_fd, ipc_receive_fd,
-       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
+       pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract,
+       nvml_system_info, nvml_device_count, nvml_device_info, nvml_health, nvml_pcie_throughput,
+       nvml_nvlink, nvml_topology, nvml_processes, nvml_find, nvml_cuda_ordinal,
+       nvml_from_cuda_ordinal
 
 # ------------------------------------------------------------------ errors
 
@@ -509,5 +512,6 @@ include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
+include("nvml.jl")
 
 end # module CuABI
