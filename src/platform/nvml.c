@@ -63,8 +63,16 @@ cuabi_status cuabi__nvq_open(cuabi__nvq *q, int index, const char *caller)
 }
 
 /* A string NVML writes into a buffer of `cap` bytes: always terminated
- * here, whatever the library wrote. */
-static void terminate(char *s, size_t cap) { s[cap - 1] = '\0'; }
+ * here, whatever the library wrote, and printable ASCII (names, UUIDs,
+ * versions and bus ids are; any other byte reads '?', so no answer puts a
+ * control sequence on a terminal or invalid UTF-8 in a binding's string). */
+void cuabi__nvml_text(char *s, size_t cap)
+{
+    s[cap - 1] = '\0';
+    for (size_t i = 0; s[i]; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+            s[i] = '?';
+}
 
 /* "GPU-5d2f8b2a-...", "MIG-...", or the 32 hex digits alone, dashes
  * anywhere between pairs: 0 and the 16 bytes, or -1. */
@@ -122,12 +130,12 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_system_info_get(cuabi_nvml_system_info *ou
     out->library_path = cuabi__nvml_info()->path;
     if (CUABI__NVQ_ASK(&q, 1, nvmlSystemGetDriverVersion, out->driver_version,
                        sizeof out->driver_version))
-        terminate(out->driver_version, sizeof out->driver_version);
+        cuabi__nvml_text(out->driver_version, sizeof out->driver_version);
     else
         out->driver_version[0] = '\0';
     if (CUABI__NVQ_ASK(&q, 1, nvmlSystemGetNVMLVersion, out->nvml_version,
                        sizeof out->nvml_version))
-        terminate(out->nvml_version, sizeof out->nvml_version);
+        cuabi__nvml_text(out->nvml_version, sizeof out->nvml_version);
     else
         out->nvml_version[0] = '\0';
     int cuda = 0;
@@ -158,7 +166,7 @@ static void ask_uuid(cuabi__nvq *q, char *text, size_t cap, uint8_t bytes[16])
 {
     char buf[96] = "";
     if (CUABI__NVQ_ASK(q, CUABI_NVML_FIELD_UUID, nvmlDeviceGetUUID, q->dev, buf, sizeof buf)) {
-        terminate(buf, sizeof buf);
+        cuabi__nvml_text(buf, sizeof buf);
         snprintf(text, cap, "%s", buf);
         if (parse_uuid(buf, bytes) != 0) {
             memset(bytes, 0, 16);
@@ -173,7 +181,7 @@ static void ask_pci(cuabi__nvq *q, cuabi_nvml_device_info *out)
     memset(&pci, 0, sizeof pci);
     if (!CUABI__NVQ_ASK(q, CUABI_NVML_FIELD_PCI, nvmlDeviceGetPciInfo_v3, q->dev, &pci))
         return;
-    terminate(pci.bus_id, sizeof pci.bus_id);
+    cuabi__nvml_text(pci.bus_id, sizeof pci.bus_id);
     snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%s", pci.bus_id);
     out->pci_domain = pci.domain;
     out->pci_bus = pci.bus;
@@ -198,6 +206,48 @@ int cuabi__nvq_nvlink_count(cuabi__nvq *q)
     return count;
 }
 
+/* A field and the bit that says NVML did not report it. */
+typedef struct field_bit {
+    uint64_t bit;
+    size_t offset, size;
+} field_bit;
+#define FB(type, bit, field) { bit, offsetof(type, field), sizeof(((type *)0)->field) }
+
+/* Every field whose bit is set reads 0, whatever NVML wrote there before it
+ * answered "not supported" (a pair NVML reported only in part included). */
+static void zero_unreported(void *s, uint64_t u, const field_bit *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (u & f[i].bit)
+            memset((char *)s + f[i].offset, 0, f[i].size);
+}
+
+#define H(bit, field) FB(cuabi_nvml_health, CUABI_NVML_FIELD_##bit, field)
+static const field_bit health_fields[] = {
+    H(MEMORY, memory_total), H(MEMORY, memory_free), H(MEMORY, memory_used),
+    H(MEMORY_RESERVED, memory_reserved), H(UTILIZATION, utilization_gpu),
+    H(UTILIZATION, utilization_memory), H(TEMPERATURE, temperature_gpu),
+    H(POWER_USAGE, power_usage_mw), H(POWER_LIMIT, power_limit_mw),
+    H(POWER_MANAGEMENT_LIMIT, power_management_limit_mw),
+    H(CLOCK_GRAPHICS, clock_graphics_mhz), H(CLOCK_SM, clock_sm_mhz),
+    H(CLOCK_MEMORY, clock_memory_mhz), H(ECC_VOLATILE, ecc_corrected_volatile),
+    H(ECC_VOLATILE, ecc_uncorrected_volatile), H(ECC_AGGREGATE, ecc_corrected_aggregate),
+    H(ECC_AGGREGATE, ecc_uncorrected_aggregate), H(THROTTLE_REASONS, throttle_reasons),
+    H(PCIE_LINK, pcie_generation), H(PCIE_LINK, pcie_width),
+    H(PERFORMANCE_STATE, performance_state), H(FAN_SPEED, fan_speed_percent),
+};
+#undef H
+#define I(bit, field) FB(cuabi_nvml_device_info, CUABI_NVML_FIELD_##bit, field)
+static const field_bit info_fields[] = {
+    I(COMPUTE_CAPABILITY, compute_capability_major),
+    I(COMPUTE_CAPABILITY, compute_capability_minor),
+    I(MEMORY_TOTAL, memory_total), I(PCIE_MAX_LINK, pcie_max_generation),
+    I(PCIE_MAX_LINK, pcie_max_width), I(MAX_CLOCKS, max_clock_graphics_mhz),
+    I(MAX_CLOCKS, max_clock_sm_mhz), I(MAX_CLOCKS, max_clock_memory_mhz),
+    I(ECC_MODE, ecc_enabled), I(ECC_MODE, ecc_pending), I(MINOR_NUMBER, minor_number),
+};
+#undef I
+
 CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_get(cuabi_nvml_device_info *out, int index)
 {
     CUABI__CHECK_OPTS(out, "cuabi_nvml_device_info", CUABI_NVML_DEVICE_INFO_VERSION, false);
@@ -207,7 +257,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_get(cuabi_nvml_device_info *ou
     CUABI__TRY(cuabi__nvq_open(&q, index, __func__));
     char name[96] = "";
     if (CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_NAME, nvmlDeviceGetName, q.dev, name, sizeof name)) {
-        terminate(name, sizeof name);
+        cuabi__nvml_text(name, sizeof name);
         snprintf(out->name, sizeof out->name, "%s", name);
     }
     ask_uuid(&q, out->uuid, sizeof out->uuid, out->uuid_bytes);
@@ -217,11 +267,10 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_get(cuabi_nvml_device_info *ou
     cuabi__nvml_memory m = { 0 };
     if (CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_MEMORY_TOTAL, nvmlDeviceGetMemoryInfo, q.dev, &m))
         out->memory_total = m.total;
-    if (!CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_MAX_LINK, nvmlDeviceGetMaxPcieLinkGeneration,
-                        q.dev, &out->pcie_max_generation) ||
-        !CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_MAX_LINK, nvmlDeviceGetMaxPcieLinkWidth, q.dev,
-                        &out->pcie_max_width))
-        out->pcie_max_generation = out->pcie_max_width = 0;
+    CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_MAX_LINK, nvmlDeviceGetMaxPcieLinkGeneration, q.dev,
+                   &out->pcie_max_generation);
+    CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_MAX_LINK, nvmlDeviceGetMaxPcieLinkWidth, q.dev,
+                   &out->pcie_max_width);
     CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_MAX_CLOCKS, nvmlDeviceGetMaxClockInfo, q.dev,
                    CUABI__NVML_CLOCK_GRAPHICS, &out->max_clock_graphics_mhz);
     CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_MAX_CLOCKS, nvmlDeviceGetMaxClockInfo, q.dev,
@@ -235,6 +284,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_get(cuabi_nvml_device_info *ou
                    &out->minor_number);
     out->nvlink_count = cuabi__nvq_nvlink_count(&q);
     out->unavailable = q.unavailable;
+    zero_unreported(out, q.unavailable, info_fields, sizeof info_fields / sizeof *info_fields);
+    if (q.st != CUABI_SUCCESS) /* nothing half-read is handed out */
+        *out = (cuabi_nvml_device_info){ .version = v, .index = index };
     return q.st;
 }
 
@@ -283,11 +335,6 @@ static void ask_ecc(cuabi__nvq *q, cuabi_nvml_health *out)
                            asks[i].counter, &n))
             memcpy((char *)out + asks[i].offset, &(uint64_t){ n }, sizeof(uint64_t));
     }
-    /* A pair is reported whole or not at all. */
-    if (q->unavailable & CUABI_NVML_FIELD_ECC_VOLATILE)
-        out->ecc_corrected_volatile = out->ecc_uncorrected_volatile = 0;
-    if (q->unavailable & CUABI_NVML_FIELD_ECC_AGGREGATE)
-        out->ecc_corrected_aggregate = out->ecc_uncorrected_aggregate = 0;
 }
 
 /* Power, clocks, throttle reasons, P-state, fan. */
@@ -325,15 +372,6 @@ static void ask_power_clocks(cuabi__nvq *q, cuabi_nvml_health *out)
                    &out->fan_speed_percent);
 }
 
-/* The fields of a group NVML reported only in part read 0. */
-static void clear_unavailable(cuabi_nvml_health *h, uint64_t u)
-{
-    if (u & CUABI_NVML_FIELD_UTILIZATION)
-        h->utilization_gpu = h->utilization_memory = 0;
-    if (u & CUABI_NVML_FIELD_PCIE_LINK)
-        h->pcie_generation = h->pcie_width = 0;
-}
-
 CUABI_EXTERN(cuabi_status) cuabi_nvml_device_health_get(cuabi_nvml_health *out, int index)
 {
     CUABI__CHECK_OPTS(out, "cuabi_nvml_health", CUABI_NVML_HEALTH_VERSION, false);
@@ -357,7 +395,10 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_device_health_get(cuabi_nvml_health *out, 
     CUABI__NVQ_ASK(&q, CUABI_NVML_FIELD_PCIE_LINK, nvmlDeviceGetCurrPcieLinkWidth, q.dev,
                    &out->pcie_width);
     out->unavailable = q.unavailable;
-    clear_unavailable(out, q.unavailable);
+    zero_unreported(out, q.unavailable, health_fields,
+                    sizeof health_fields / sizeof *health_fields);
+    if (q.st != CUABI_SUCCESS) /* nothing half-read is handed out */
+        *out = (cuabi_nvml_health){ .version = v, .index = index };
     return q.st;
 }
 

@@ -38,6 +38,10 @@ bool cuabi__nvq_answer(cuabi__nvq *q, cuabi__nvml_return r, uint64_t bit, const 
      ((q)->nv->fn ? cuabi__nvq_answer((q), (q)->nv->fn(__VA_ARGS__), (bit), #fn) \
                   : ((q)->unavailable |= (bit), false)))
 
+/* A string NVML wrote into `cap` bytes, made safe: terminated inside the
+ * buffer, every byte outside printable ASCII replaced by '?'. */
+void cuabi__nvml_text(char *s, size_t cap);
+
 /* Start a query: NVML loaded, GPU `index` (0 .. count-1) opened. */
 cuabi_status cuabi__nvq_open(cuabi__nvq *q, int index, const char *caller);
 /* How many GPUs NVML lists (refusing more than CUABI__NVML_MAX_DEVICES). */

@@ -30,7 +30,7 @@ static void nvlink_remote(cuabi__nvq *q, unsigned link, cuabi_nvml_nvlink *out)
     if (!CUABI__NVQ_ASK(q, CUABI_NVML_FIELD_NVLINK_REMOTE, nvmlDeviceGetNvLinkRemotePciInfo_v2,
                         q->dev, link, &pci))
         return;
-    pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+    cuabi__nvml_text(pci.bus_id, sizeof pci.bus_id);
     snprintf(out->remote_pci_bus_id, sizeof out->remote_pci_bus_id, "%s", pci.bus_id);
     cuabi_status st = cuabi__nvml_index_of_pci(q->nv, pci.domain, pci.bus, pci.device,
                                                &out->remote_index, q->caller);

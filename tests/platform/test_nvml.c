@@ -305,6 +305,24 @@ START_TEST(hostile_strings_are_bounded)
 }
 END_TEST
 
+/* Strings of control characters and bytes past ASCII (a terminal escape,
+ * invalid UTF-8): handed back as printable ASCII, '?' for each such byte. */
+START_TEST(hostile_strings_are_printable)
+{
+    fake.set("garbage.1", 2);
+    cuabi_nvml_device_info d = info(1);
+    const char *texts[] = { d.name, d.uuid, d.pci_bus_id };
+    for (int t = 0; t < 3; t++) {
+        ck_assert_uint_gt(strlen(texts[t]), 0);
+        for (const char *c = texts[t]; *c; c++)
+            ck_assert_msg(*c >= 0x20 && *c <= 0x7e, "byte 0x%02x in \"%s\"",
+                          (unsigned char)*c, texts[t]);
+    }
+    ck_assert_int_eq(strncmp(d.name, "?[2J?????????[2J????????", 24), 0);
+    ck_assert(d.unavailable & CUABI_NVML_FIELD_UUID);
+}
+END_TEST
+
 START_TEST(health_values)
 {
     cuabi_nvml_health h = health(1);
@@ -877,6 +895,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_info_bad_arguments);
     tcase_add_test(tc, device_info_unreported_fields);
     tcase_add_test(tc, hostile_strings_are_bounded);
+    tcase_add_test(tc, hostile_strings_are_printable);
     tcase_add_test(tc, health_values);
     tcase_add_test(tc, health_unreported_fields);
     tcase_add_test(tc, health_failure_stops_the_query);
