@@ -160,3 +160,20 @@ void cuabi__nvml_reset_for_test(void)
     atomic_store(&state, 0);
     pthread_mutex_unlock(&lock);
 }
+
+void cuabi__nvml_install_fake(const cuabi__nvml *fake)
+{
+    pthread_mutex_lock(&lock);
+    memset(&info, 0, sizeof info);
+    if (fake) {
+        nvml = *fake;
+        snprintf(info.path, sizeof info.path, "(fake NVML)");
+        info.loaded = 1;
+        atomic_store(&state, 1);
+    } else {
+        memset(&nvml, 0, sizeof nvml);
+        atomic_store(&state, 0);
+    }
+    dl = NULL;
+    pthread_mutex_unlock(&lock);
+}

@@ -189,5 +189,8 @@ cuabi_status cuabi__nvml_fail(cuabi__nvml_return r, const char *entry, const cha
  * initialised is shut down first, so a fake's count stays even). */
 cuabi__nvml *cuabi__nvml_for_test(void);
 void cuabi__nvml_reset_for_test(void);
+/* Testing: an in-process NVML (fuzz/fuzz_nvml.c) instead of a loaded one:
+ * marks NVML loaded without calling nvmlInit_v2; NULL forgets it. */
+void cuabi__nvml_install_fake(const cuabi__nvml *fake);
 
 #endif
