@@ -36,6 +36,7 @@
 #include "cuabi/nccl.h"
 #include "cuabi/green.h"
 #include "cuabi/checkpoint.h"
+#include "cuabi/nvml.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

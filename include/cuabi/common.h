@@ -135,6 +135,8 @@ typedef enum cuabi_status {
      * not allowed while a stream is being captured, or the capture was invalidated by such a call
      */
     CUABI_ERROR_STREAM_CAPTURE = 33,
+    /** an NVML call failed or gave an answer cuabi cannot use; see nvml_result in the last error */
+    CUABI_ERROR_NVML = 39,
     CUABI_STATUS_FORCE32 = 0x7fffffff
 } cuabi_status;
 
@@ -155,6 +157,8 @@ typedef enum cuabi_code_type {
 /**
  * The calling thread's last error, filled by the library. The pointers stay
  * valid until the next cuabi call on the same thread that fails or clears it.
+ * Version 2 adds nvml_result; the record the library hands out is always of
+ * its own (latest) version.
  */
 struct cuabi_error_info {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -173,9 +177,11 @@ struct cuabi_error_info {
     const char *log;
     /** strlen(log). */
     size_t log_size;
+    /** Version 2: the nvmlReturn_t of the failing NVML call (CUABI_ERROR_NVML), or 0. */
+    int nvml_result;
 };
 /** Current version of cuabi_error_info. */
-#define CUABI_ERROR_INFO_VERSION 1
+#define CUABI_ERROR_INFO_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_ERROR_INFO_INIT {                          \
         CUABI_ERROR_INFO_VERSION, /* version */          \
@@ -185,7 +191,8 @@ struct cuabi_error_info {
         0,                        /* nvrtc_result */     \
         0,                        /* nvjitlink_result */ \
         "",                       /* log */              \
-        0                         /* log_size */         \
+        0,                        /* log_size */         \
+        0                         /* nvml_result */      \
     }
 
 /**

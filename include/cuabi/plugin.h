@@ -36,6 +36,7 @@
 #include "cuabi/nccl.h"
 #include "cuabi/green.h"
 #include "cuabi/checkpoint.h"
+#include "cuabi/nvml.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1001,6 +1002,28 @@ typedef struct cuabi_api {
                                                const cuabi_checkpoint_gpu_pair *pairs,
                                                size_t count);
     cuabi_status (*checkpoint_process_unlock)(int pid);
+    cuabi_status (*nvml_system_info_init)(cuabi_nvml_system_info *opts, unsigned int version);
+    cuabi_status (*nvml_device_info_init)(cuabi_nvml_device_info *opts, unsigned int version);
+    cuabi_status (*nvml_health_init)(cuabi_nvml_health *opts, unsigned int version);
+    cuabi_status (*nvml_nvlink_init)(cuabi_nvml_nvlink *opts, unsigned int version);
+    cuabi_status (*nvml_topology_init)(cuabi_nvml_topology *opts, unsigned int version);
+    cuabi_status (*nvml_process_init)(cuabi_nvml_process *opts, unsigned int version);
+    cuabi_status (*nvml_system_info_get)(cuabi_nvml_system_info *out);
+    cuabi_status (*nvml_device_count)(int *out);
+    cuabi_status (*nvml_device_info_get)(cuabi_nvml_device_info *out, int index);
+    cuabi_status (*nvml_device_health_get)(cuabi_nvml_health *out, int index);
+    cuabi_status (*nvml_device_find)(int *out, const char *id);
+    cuabi_status (*nvml_device_cuda_ordinal)(int *out, int index);
+    cuabi_status (*nvml_device_from_cuda_ordinal)(int *out, int ordinal);
+    cuabi_status (*nvml_device_nvlink_get)(cuabi_nvml_nvlink *out, int index, int link);
+    cuabi_status (*nvml_topology_get)(cuabi_nvml_topology *out, int index1, int index2);
+    cuabi_status (*nvml_device_processes)(cuabi_nvml_process *out,
+                                          size_t capacity,
+                                          size_t *count,
+                                          int index);
+    cuabi_status (*nvml_device_pcie_throughput)(unsigned int *tx_kib_per_s,
+                                                unsigned int *rx_kib_per_s,
+                                                int index);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

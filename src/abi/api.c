@@ -15,7 +15,10 @@ CUABI_EXTERN(cuabi_status) cuabi_error_info_init(cuabi_error_info *opts, unsigne
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_error_info_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_error_info", version, CUABI_ERROR_INFO_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_error_info, nvml_result);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -565,6 +568,80 @@ CUABI_EXTERN(cuabi_status) cuabi_sm_split_options_init(cuabi_sm_split_options *o
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_nvml_system_info_init(cuabi_nvml_system_info *opts,
+                                                       unsigned int version)
+{
+    static const cuabi_nvml_system_info defaults = CUABI_NVML_SYSTEM_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_system_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_system_info", version, CUABI_NVML_SYSTEM_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_device_info_init(cuabi_nvml_device_info *opts,
+                                                       unsigned int version)
+{
+    static const cuabi_nvml_device_info defaults = CUABI_NVML_DEVICE_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_device_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_device_info", version, CUABI_NVML_DEVICE_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_health_init(cuabi_nvml_health *opts, unsigned int version)
+{
+    static const cuabi_nvml_health defaults = CUABI_NVML_HEALTH_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_health_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_health", version, CUABI_NVML_HEALTH_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_nvlink_init(cuabi_nvml_nvlink *opts, unsigned int version)
+{
+    static const cuabi_nvml_nvlink defaults = CUABI_NVML_NVLINK_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_nvlink_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_nvlink", version, CUABI_NVML_NVLINK_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_topology_init(cuabi_nvml_topology *opts, unsigned int version)
+{
+    static const cuabi_nvml_topology defaults = CUABI_NVML_TOPOLOGY_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_topology_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_topology", version, CUABI_NVML_TOPOLOGY_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_nvml_process_init(cuabi_nvml_process *opts, unsigned int version)
+{
+    static const cuabi_nvml_process defaults = CUABI_NVML_PROCESS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_nvml_process_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_nvml_process", version, CUABI_NVML_PROCESS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry {
     const char *type, *field;
     size_t value;
@@ -580,6 +657,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_error_info", "nvjitlink_result", offsetof(cuabi_error_info, nvjitlink_result) },
     { "cuabi_error_info", "log", offsetof(cuabi_error_info, log) },
     { "cuabi_error_info", "log_size", offsetof(cuabi_error_info, log_size) },
+    { "cuabi_error_info", "nvml_result", offsetof(cuabi_error_info, nvml_result) },
     { "cuabi_runtime_info", NULL, sizeof(cuabi_runtime_info) },
     { "cuabi_runtime_info", "version", offsetof(cuabi_runtime_info, version) },
     { "cuabi_runtime_info", "library_version", offsetof(cuabi_runtime_info, library_version) },
@@ -1118,6 +1196,105 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_checkpoint_gpu_pair", NULL, sizeof(cuabi_checkpoint_gpu_pair) },
     { "cuabi_checkpoint_gpu_pair", "old_uuid", offsetof(cuabi_checkpoint_gpu_pair, old_uuid) },
     { "cuabi_checkpoint_gpu_pair", "new_uuid", offsetof(cuabi_checkpoint_gpu_pair, new_uuid) },
+    { "cuabi_nvml_system_info", NULL, sizeof(cuabi_nvml_system_info) },
+    { "cuabi_nvml_system_info", "version", offsetof(cuabi_nvml_system_info, version) },
+    { "cuabi_nvml_system_info", "driver_version",
+      offsetof(cuabi_nvml_system_info, driver_version) },
+    { "cuabi_nvml_system_info", "nvml_version", offsetof(cuabi_nvml_system_info, nvml_version) },
+    { "cuabi_nvml_system_info", "cuda_driver_version",
+      offsetof(cuabi_nvml_system_info, cuda_driver_version) },
+    { "cuabi_nvml_system_info", "device_count", offsetof(cuabi_nvml_system_info, device_count) },
+    { "cuabi_nvml_system_info", "library_path", offsetof(cuabi_nvml_system_info, library_path) },
+    { "cuabi_nvml_device_info", NULL, sizeof(cuabi_nvml_device_info) },
+    { "cuabi_nvml_device_info", "version", offsetof(cuabi_nvml_device_info, version) },
+    { "cuabi_nvml_device_info", "index", offsetof(cuabi_nvml_device_info, index) },
+    { "cuabi_nvml_device_info", "name", offsetof(cuabi_nvml_device_info, name) },
+    { "cuabi_nvml_device_info", "uuid", offsetof(cuabi_nvml_device_info, uuid) },
+    { "cuabi_nvml_device_info", "uuid_bytes", offsetof(cuabi_nvml_device_info, uuid_bytes) },
+    { "cuabi_nvml_device_info", "pci_bus_id", offsetof(cuabi_nvml_device_info, pci_bus_id) },
+    { "cuabi_nvml_device_info", "pci_domain", offsetof(cuabi_nvml_device_info, pci_domain) },
+    { "cuabi_nvml_device_info", "pci_bus", offsetof(cuabi_nvml_device_info, pci_bus) },
+    { "cuabi_nvml_device_info", "pci_device", offsetof(cuabi_nvml_device_info, pci_device) },
+    { "cuabi_nvml_device_info", "pci_device_id", offsetof(cuabi_nvml_device_info, pci_device_id) },
+    { "cuabi_nvml_device_info", "compute_capability_major",
+      offsetof(cuabi_nvml_device_info, compute_capability_major) },
+    { "cuabi_nvml_device_info", "compute_capability_minor",
+      offsetof(cuabi_nvml_device_info, compute_capability_minor) },
+    { "cuabi_nvml_device_info", "memory_total", offsetof(cuabi_nvml_device_info, memory_total) },
+    { "cuabi_nvml_device_info", "pcie_max_generation",
+      offsetof(cuabi_nvml_device_info, pcie_max_generation) },
+    { "cuabi_nvml_device_info", "pcie_max_width",
+      offsetof(cuabi_nvml_device_info, pcie_max_width) },
+    { "cuabi_nvml_device_info", "max_clock_graphics_mhz",
+      offsetof(cuabi_nvml_device_info, max_clock_graphics_mhz) },
+    { "cuabi_nvml_device_info", "max_clock_sm_mhz",
+      offsetof(cuabi_nvml_device_info, max_clock_sm_mhz) },
+    { "cuabi_nvml_device_info", "max_clock_memory_mhz",
+      offsetof(cuabi_nvml_device_info, max_clock_memory_mhz) },
+    { "cuabi_nvml_device_info", "ecc_enabled", offsetof(cuabi_nvml_device_info, ecc_enabled) },
+    { "cuabi_nvml_device_info", "ecc_pending", offsetof(cuabi_nvml_device_info, ecc_pending) },
+    { "cuabi_nvml_device_info", "minor_number", offsetof(cuabi_nvml_device_info, minor_number) },
+    { "cuabi_nvml_device_info", "nvlink_count", offsetof(cuabi_nvml_device_info, nvlink_count) },
+    { "cuabi_nvml_device_info", "unavailable", offsetof(cuabi_nvml_device_info, unavailable) },
+    { "cuabi_nvml_health", NULL, sizeof(cuabi_nvml_health) },
+    { "cuabi_nvml_health", "version", offsetof(cuabi_nvml_health, version) },
+    { "cuabi_nvml_health", "index", offsetof(cuabi_nvml_health, index) },
+    { "cuabi_nvml_health", "memory_total", offsetof(cuabi_nvml_health, memory_total) },
+    { "cuabi_nvml_health", "memory_free", offsetof(cuabi_nvml_health, memory_free) },
+    { "cuabi_nvml_health", "memory_used", offsetof(cuabi_nvml_health, memory_used) },
+    { "cuabi_nvml_health", "memory_reserved", offsetof(cuabi_nvml_health, memory_reserved) },
+    { "cuabi_nvml_health", "utilization_gpu", offsetof(cuabi_nvml_health, utilization_gpu) },
+    { "cuabi_nvml_health", "utilization_memory", offsetof(cuabi_nvml_health, utilization_memory) },
+    { "cuabi_nvml_health", "temperature_gpu", offsetof(cuabi_nvml_health, temperature_gpu) },
+    { "cuabi_nvml_health", "power_usage_mw", offsetof(cuabi_nvml_health, power_usage_mw) },
+    { "cuabi_nvml_health", "power_limit_mw", offsetof(cuabi_nvml_health, power_limit_mw) },
+    { "cuabi_nvml_health", "power_management_limit_mw",
+      offsetof(cuabi_nvml_health, power_management_limit_mw) },
+    { "cuabi_nvml_health", "clock_graphics_mhz", offsetof(cuabi_nvml_health, clock_graphics_mhz) },
+    { "cuabi_nvml_health", "clock_sm_mhz", offsetof(cuabi_nvml_health, clock_sm_mhz) },
+    { "cuabi_nvml_health", "clock_memory_mhz", offsetof(cuabi_nvml_health, clock_memory_mhz) },
+    { "cuabi_nvml_health", "ecc_corrected_volatile",
+      offsetof(cuabi_nvml_health, ecc_corrected_volatile) },
+    { "cuabi_nvml_health", "ecc_uncorrected_volatile",
+      offsetof(cuabi_nvml_health, ecc_uncorrected_volatile) },
+    { "cuabi_nvml_health", "ecc_corrected_aggregate",
+      offsetof(cuabi_nvml_health, ecc_corrected_aggregate) },
+    { "cuabi_nvml_health", "ecc_uncorrected_aggregate",
+      offsetof(cuabi_nvml_health, ecc_uncorrected_aggregate) },
+    { "cuabi_nvml_health", "throttle_reasons", offsetof(cuabi_nvml_health, throttle_reasons) },
+    { "cuabi_nvml_health", "pcie_generation", offsetof(cuabi_nvml_health, pcie_generation) },
+    { "cuabi_nvml_health", "pcie_width", offsetof(cuabi_nvml_health, pcie_width) },
+    { "cuabi_nvml_health", "performance_state", offsetof(cuabi_nvml_health, performance_state) },
+    { "cuabi_nvml_health", "fan_speed_percent", offsetof(cuabi_nvml_health, fan_speed_percent) },
+    { "cuabi_nvml_health", "unavailable", offsetof(cuabi_nvml_health, unavailable) },
+    { "cuabi_nvml_nvlink", NULL, sizeof(cuabi_nvml_nvlink) },
+    { "cuabi_nvml_nvlink", "version", offsetof(cuabi_nvml_nvlink, version) },
+    { "cuabi_nvml_nvlink", "link", offsetof(cuabi_nvml_nvlink, link) },
+    { "cuabi_nvml_nvlink", "active", offsetof(cuabi_nvml_nvlink, active) },
+    { "cuabi_nvml_nvlink", "nvlink_version", offsetof(cuabi_nvml_nvlink, nvlink_version) },
+    { "cuabi_nvml_nvlink", "version_major", offsetof(cuabi_nvml_nvlink, version_major) },
+    { "cuabi_nvml_nvlink", "version_minor", offsetof(cuabi_nvml_nvlink, version_minor) },
+    { "cuabi_nvml_nvlink", "remote_pci_bus_id", offsetof(cuabi_nvml_nvlink, remote_pci_bus_id) },
+    { "cuabi_nvml_nvlink", "remote_index", offsetof(cuabi_nvml_nvlink, remote_index) },
+    { "cuabi_nvml_nvlink", "p2p_supported", offsetof(cuabi_nvml_nvlink, p2p_supported) },
+    { "cuabi_nvml_nvlink", "unavailable", offsetof(cuabi_nvml_nvlink, unavailable) },
+    { "cuabi_nvml_topology", NULL, sizeof(cuabi_nvml_topology) },
+    { "cuabi_nvml_topology", "version", offsetof(cuabi_nvml_topology, version) },
+    { "cuabi_nvml_topology", "common_ancestor", offsetof(cuabi_nvml_topology, common_ancestor) },
+    { "cuabi_nvml_topology", "p2p_read", offsetof(cuabi_nvml_topology, p2p_read) },
+    { "cuabi_nvml_topology", "p2p_write", offsetof(cuabi_nvml_topology, p2p_write) },
+    { "cuabi_nvml_topology", "p2p_nvlink", offsetof(cuabi_nvml_topology, p2p_nvlink) },
+    { "cuabi_nvml_topology", "p2p_atomics", offsetof(cuabi_nvml_topology, p2p_atomics) },
+    { "cuabi_nvml_topology", "p2p_pci", offsetof(cuabi_nvml_topology, p2p_pci) },
+    { "cuabi_nvml_topology", "unavailable", offsetof(cuabi_nvml_topology, unavailable) },
+    { "cuabi_nvml_process", NULL, sizeof(cuabi_nvml_process) },
+    { "cuabi_nvml_process", "version", offsetof(cuabi_nvml_process, version) },
+    { "cuabi_nvml_process", "pid", offsetof(cuabi_nvml_process, pid) },
+    { "cuabi_nvml_process", "used_memory", offsetof(cuabi_nvml_process, used_memory) },
+    { "cuabi_nvml_process", "kinds", offsetof(cuabi_nvml_process, kinds) },
+    { "cuabi_nvml_process", "gpu_instance_id", offsetof(cuabi_nvml_process, gpu_instance_id) },
+    { "cuabi_nvml_process", "compute_instance_id",
+      offsetof(cuabi_nvml_process, compute_instance_id) },
     { NULL, NULL, 0 }
 };
 

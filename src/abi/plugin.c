@@ -429,6 +429,23 @@ static const cuabi_api api_table = {
     cuabi_checkpoint_process_checkpoint,
     cuabi_checkpoint_process_restore,
     cuabi_checkpoint_process_unlock,
+    cuabi_nvml_system_info_init,
+    cuabi_nvml_device_info_init,
+    cuabi_nvml_health_init,
+    cuabi_nvml_nvlink_init,
+    cuabi_nvml_topology_init,
+    cuabi_nvml_process_init,
+    cuabi_nvml_system_info_get,
+    cuabi_nvml_device_count,
+    cuabi_nvml_device_info_get,
+    cuabi_nvml_device_health_get,
+    cuabi_nvml_device_find,
+    cuabi_nvml_device_cuda_ordinal,
+    cuabi_nvml_device_from_cuda_ordinal,
+    cuabi_nvml_device_nvlink_get,
+    cuabi_nvml_topology_get,
+    cuabi_nvml_device_processes,
+    cuabi_nvml_device_pcie_throughput,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

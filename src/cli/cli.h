@@ -165,6 +165,20 @@ void json_double(cli_json *j, const char *key, double value);
 void json_bool(cli_json *j, const char *key, bool value);
 void json_null(cli_json *j, const char *key);
 
+/* ---- GPU health from NVML (src/cli/health.c), for cuabi info ---- */
+
+/* The NVML line of the header (text), or the "nvml" member (JSON); fills
+ * *sys. Whether NVML is available. */
+bool health_nvml_header(cli_json *j, cuabi_nvml_system_info *sys);
+/* The health table and processes (text), or the "health" array (JSON),
+ * and with `topology` the topology between the GPUs; the first GPU that
+ * cannot be read goes into *failed / why. */
+void health_report(cli_json *j, bool topology, cuabi_status *failed, char *why, size_t len);
+/* cuabi info --watch SECONDS: the table every SECONDS (one JSON document a
+ * line with --json) until SIGINT/SIGTERM or `count` refreshes (0: no
+ * end); 0, or 1 when NVML is not available. */
+int health_watch(bool json, long long seconds, long long count);
+
 /* ---- Errors and files (src/cli/util.c) ---- */
 
 /* A library call failed with st: "cuabi COMMAND: <last error message>

@@ -179,42 +179,81 @@ static void list_devices(cli_json *j, int count, cuabi_status *failed, char *why
 
 static const char info_about[] =
     "Print cuabi's version, the CUDA driver, NVRTC, nvJitLink, libNVVM,\n"
-    "nvFatbin and NCCL it loaded (version and file, or why not), and one block\n"
-    "per GPU. Without a driver or GPU it says so and exits 0. libNVVM's version\n"
-    "is its own (2.0), not CUDA's; without nvFatbin, fatbins are packed by\n"
-    "the fatbinary tool; NCCL is found as docs/distributed.md says\n"
+    "nvFatbin, NCCL and NVML it loaded (version and file, or why not), one block per\n"
+    "GPU, and NVML's health table: temperature, power and limit, utilisation,\n"
+    "memory, clocks, PCIe link, NVLink links up, uncorrected ECC errors since\n"
+    "the driver loaded and throttle reasons per GPU (\"n/a\" where NVML does\n"
+    "not report a value), the processes on each GPU and the topology between\n"
+    "them. GPUs are NVML's indices, with the CUDA ordinal beside each. Without\n"
+    "a driver, GPU or NVML it says so and exits 0. --watch SECONDS refreshes\n"
+    "the health table until interrupted (Ctrl-C or SIGTERM: exit 0); with\n"
+    "--json each refresh is one JSON document on a line of its own. libNVVM's\n"
+    "version is its own (2.0), not CUDA's; without nvFatbin, fatbins are\n"
+    "packed by the fatbinary tool; NCCL is found as docs/distributed.md says\n"
     "(CUABI_NCCL_PATH, the nvidia-nccl wheel, the system's libnccl.so.2).\n";
+
+/* After the devices: NVML's health, and the document's end. */
+static int finish(cli_json *j, bool nvml, cuabi_status failed, char *failure, size_t len)
+{
+    cuabi_status health = CUABI_SUCCESS;
+    char why[1024] = "";
+    if (nvml)
+        health_report(j, true, &health, why, sizeof why);
+    if (health != CUABI_SUCCESS) {
+        if (!json_on(j))
+            fprintf(stderr, "cuabi info: %s (%s)\n", why, cuabi_status_name(health));
+        if (failed == CUABI_SUCCESS)
+            failed = health, snprintf(failure, len, "%s", why);
+    }
+    if (failed != CUABI_SUCCESS)
+        return json_fail(j, failed, failure, 1);
+    return json_finish(j, 0);
+}
 
 int cli_info(int argc, char **argv)
 {
     bool json = false;
+    long long watch = 0, count = 0;
     const cli_option table[] = {
         CLI_OPT_FLAG("json", 0, &json, "one JSON object: library_version, abi_version, driver, "
-                     "nvrtc, nvjitlink, nvvm, nvfatbin, nccl, devices, gpu_unavailable_reason"),
+                     "nvrtc, nvjitlink, nvvm, nvfatbin, nccl, devices, gpu_unavailable_reason, nvml, "
+                     "health, topology"),
+        CLI_OPT_INT("watch", 'w', "SECONDS", &watch, 1, 86400, "refresh NVML's health table "
+                    "every SECONDS until interrupted (Ctrl-C: exit 0)"),
+        CLI_OPT_INT("count", 0, "N", &count, 1, 1000000000, "with --watch: stop after N "
+                    "refreshes"),
     };
     const cli_spec spec = { "info", info_about, table, sizeof table / sizeof table[0] };
     int rc = cli_parse(&spec, argc, argv);
     cli_json j = { 0 };
+    if (rc == CLI_GO_ON && count && !watch) {
+        rc = cli_error(json && json_start(&j) ? &j : NULL, "info", CUABI_ERROR_INVALID_ARGUMENT,
+                       2, "--count needs --watch");
+        cli_print_usage(&spec, NULL, stderr);
+        return rc;
+    }
+    if (rc == CLI_GO_ON && watch)
+        return health_watch(json, watch, count);
     if (rc != CLI_GO_ON || (json && !json_start(&j)))
         return rc != CLI_GO_ON ? rc : 1;
     cuabi_runtime_info rt = CUABI_RUNTIME_INFO_INIT;
     cuabi_status st = cuabi_runtime_info_get(&rt);
     if (st != CUABI_SUCCESS)
         return cli_fail("info", st, &j);
-    int count = 0;
+    int gpus = 0;
     const char *why = "";
-    cuabi_status dst = gpu_count(&rt, &count, &why);
+    cuabi_status dst = gpu_count(&rt, &gpus, &why);
     if (json)
         json_header(&j, &rt);
     else
         text_header(&rt);
-    if (!json && (dst != CUABI_SUCCESS || count == 0))
+    cuabi_nvml_system_info sys;
+    bool nvml = health_nvml_header(&j, &sys);
+    if (!json && (dst != CUABI_SUCCESS || gpus == 0))
         printf("\nNo GPU available: %s\n", why);
     cuabi_status failed = CUABI_SUCCESS;
     char failure[1024] = "";
-    list_devices(&j, count, &failed, failure, sizeof failure);
+    list_devices(&j, gpus, &failed, failure, sizeof failure);
     json_string(&j, "gpu_unavailable_reason", why);
-    if (failed != CUABI_SUCCESS)
-        return json_fail(&j, failed, failure, 1);
-    return json_finish(&j, 0);
+    return finish(&j, nvml, failed, failure, sizeof failure);
 }

@@ -78,12 +78,14 @@ cuabi_status cuabi__error(cuabi_status status, const char *fmt, ...)
     rec->pub.cu_result = 0;
     rec->pub.nvrtc_result = 0;
     rec->pub.nvjitlink_result = 0;
+    rec->pub.nvml_result = 0;
     return status;
 }
 
 void cuabi__error_set_cu(int cu_result) { tls_error.pub.cu_result = cu_result; }
 void cuabi__error_set_nvrtc(int r) { tls_error.pub.nvrtc_result = r; }
 void cuabi__error_set_nvjitlink(int r) { tls_error.pub.nvjitlink_result = r; }
+void cuabi__error_set_nvml(int r) { tls_error.pub.nvml_result = r; }
 
 int cuabi__error_set_log(const char *log, size_t len)
 {
@@ -118,6 +120,7 @@ CUABI_EXTERN(void) cuabi_error_clear(void)
     rec->pub.status = CUABI_SUCCESS;
     rec->pub.message = "no error";
     rec->pub.cu_result = rec->pub.nvrtc_result = rec->pub.nvjitlink_result = 0;
+    rec->pub.nvml_result = 0;
 }
 
 static const cuabi__status_info *status_info(cuabi_status status)

@@ -18,13 +18,14 @@
 
 /* Record an error in the calling thread's last-error record and return
  * `status`. The message is prefixed by nothing: callers name themselves
- * (usually with __func__). Clears the CUDA/NVRTC/nvJitLink codes and log. */
+ * (usually with __func__). Clears the CUDA/NVRTC/nvJitLink/NVML codes and log. */
 cuabi_status cuabi__error(cuabi_status status, const char *fmt, ...)
     CUABI__PRINTF(2, 3);
 /* Attach the underlying library codes to the current record. */
 void cuabi__error_set_cu(int cu_result);
 void cuabi__error_set_nvrtc(int nvrtc_result);
 void cuabi__error_set_nvjitlink(int nvjitlink_result);
+void cuabi__error_set_nvml(int nvml_result);
 /* Attach a compiler/linker log (copied) to the current record. Returns 0,
  * or -1 if the copy could not be allocated (the log is then dropped). */
 int cuabi__error_set_log(const char *log, size_t len);

@@ -70,6 +70,8 @@ const cuabi__status_info cuabi__status_table[] = {
     { CUABI_ERROR_STREAM_CAPTURE, "CUABI_ERROR_STREAM_CAPTURE",
       "not allowed while a stream is being captured, or the capture was invalidated by such a "
       "call" },
+    { CUABI_ERROR_NVML, "CUABI_ERROR_NVML",
+      "an NVML call failed or gave an answer cuabi cannot use; see nvml_result in the last error" },
     { 0, NULL, NULL }
 };
 

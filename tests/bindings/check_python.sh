@@ -16,6 +16,10 @@ export CUABI_LIBRARY
 fake=$(ls "$builddir"/tests/fixtures/.libs/fake_cuda_graph.so 2>/dev/null)
 [ -n "$fake" ] && CUABI_TEST_FAKE_CUDA=$(cd "$(dirname "$fake")" && pwd)/fake_cuda_graph.so &&
     export CUABI_TEST_FAKE_CUDA
+# The fake NVML (cuabi.system without a GPU: bindings/python/tests/test_system.py).
+fake=$(ls "$builddir"/tests/fixtures/.libs/fake_nvml.so 2>/dev/null)
+[ -n "$fake" ] && CUABI_TEST_FAKE_NVML=$(cd "$(dirname "$fake")" && pwd)/fake_nvml.so &&
+    export CUABI_TEST_FAKE_NVML
 # A sanitizer build: the ASan runtime must be loaded first, and Python's own
 # allocations at exit are not ours to report.
 if command -v ldd >/dev/null 2>&1 && ldd "$lib" 2>/dev/null | grep -q libasan; then

@@ -36,6 +36,11 @@ if [ -e "$builddir/tests/fixtures/.libs/fake_nccl.so" ]; then
     CUABI_TEST_FAKE_NCCL="$builddir/tests/fixtures/.libs/fake_nccl.so"
     export CUABI_TEST_FAKE_NCCL
 fi
+# The fake NVML (cuabi/tests/nvml.rs).
+if [ -e "$builddir/tests/fixtures/.libs/fake_nvml.so" ]; then
+    CUABI_TEST_FAKE_NVML="$builddir/tests/fixtures/.libs/fake_nvml.so"
+    export CUABI_TEST_FAKE_NVML
+fi
 
 # A sanitizer build of libcuabi needs its runtimes loaded first in programs
 # that were not built with them. Only the test binaries get them (through a

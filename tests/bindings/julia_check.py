@@ -80,7 +80,7 @@ def parse_julia_type(text: str) -> Type:
 
 # Modules whose every function the safe wrapper (CuABI.jl and the files it
 # includes) must expose, not only LibCuABI.jl.
-SAFE_MODULES = ("occupancy", "nccl", "green", "checkpoint")
+SAFE_MODULES = ("occupancy", "nccl", "green", "checkpoint", "nvml")
 
 
 class Checker:

@@ -47,6 +47,12 @@ CU
 # ---- info
 json_run 0 ok -- info --json
 json_run 2 error -- info --json --bogus
+json_run 2 error -- info --json --count 2
+(   # without NVML: info says so and succeeds; there is nothing to watch
+    CUABI_NVML_PATH=/nonexistent/libnvidia-ml.so.1 && export CUABI_NVML_PATH
+    json_run 0 ok -- info --json
+    json_run 1 error -- info --json --watch 1
+) || exit 1
 
 # ---- compile
 json_run 0 ok -- compile "$tmp/z.cu" --json -o "$tmp/z.cubin"

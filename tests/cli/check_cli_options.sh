@@ -31,7 +31,7 @@ expect_options() {   # expect_options "SUBCOMMAND" OPTION...
         echo "$usage" | grep -q -- "$o" || fail "cuabi $sub usage line lacks $o: $usage"
     done
 }
-expect_options info --json
+expect_options info --json --watch -w --count
 expect_options compile --arch -D -I --name-expr --ptx --cubin --ltoir --fatbin --libdevice -o --json
 expect_options occupancy --kernel --name-expr --arch --smem --sms --grid --json --svg
 expect_options demo --json

@@ -1483,6 +1483,53 @@ ABI_TYPE(&cuabi_checkpoint_process_restore,
 ABI_TYPE(&cuabi_checkpoint_process_unlock,
          cuabi_status (*)(int),
          "cuabi_checkpoint_process_unlock");
+ABI_TYPE(&cuabi_nvml_system_info_init,
+         cuabi_status (*)(cuabi_nvml_system_info *, unsigned int),
+         "cuabi_nvml_system_info_init");
+ABI_TYPE(&cuabi_nvml_device_info_init,
+         cuabi_status (*)(cuabi_nvml_device_info *, unsigned int),
+         "cuabi_nvml_device_info_init");
+ABI_TYPE(&cuabi_nvml_health_init,
+         cuabi_status (*)(cuabi_nvml_health *, unsigned int),
+         "cuabi_nvml_health_init");
+ABI_TYPE(&cuabi_nvml_nvlink_init,
+         cuabi_status (*)(cuabi_nvml_nvlink *, unsigned int),
+         "cuabi_nvml_nvlink_init");
+ABI_TYPE(&cuabi_nvml_topology_init,
+         cuabi_status (*)(cuabi_nvml_topology *, unsigned int),
+         "cuabi_nvml_topology_init");
+ABI_TYPE(&cuabi_nvml_process_init,
+         cuabi_status (*)(cuabi_nvml_process *, unsigned int),
+         "cuabi_nvml_process_init");
+ABI_TYPE(&cuabi_nvml_system_info_get,
+         cuabi_status (*)(cuabi_nvml_system_info *),
+         "cuabi_nvml_system_info_get");
+ABI_TYPE(&cuabi_nvml_device_count, cuabi_status (*)(int *), "cuabi_nvml_device_count");
+ABI_TYPE(&cuabi_nvml_device_info_get,
+         cuabi_status (*)(cuabi_nvml_device_info *, int),
+         "cuabi_nvml_device_info_get");
+ABI_TYPE(&cuabi_nvml_device_health_get,
+         cuabi_status (*)(cuabi_nvml_health *, int),
+         "cuabi_nvml_device_health_get");
+ABI_TYPE(&cuabi_nvml_device_pcie_throughput,
+         cuabi_status (*)(unsigned int *, unsigned int *, int),
+         "cuabi_nvml_device_pcie_throughput");
+ABI_TYPE(&cuabi_nvml_device_find, cuabi_status (*)(int *, const char *), "cuabi_nvml_device_find");
+ABI_TYPE(&cuabi_nvml_device_cuda_ordinal,
+         cuabi_status (*)(int *, int),
+         "cuabi_nvml_device_cuda_ordinal");
+ABI_TYPE(&cuabi_nvml_device_from_cuda_ordinal,
+         cuabi_status (*)(int *, int),
+         "cuabi_nvml_device_from_cuda_ordinal");
+ABI_TYPE(&cuabi_nvml_device_nvlink_get,
+         cuabi_status (*)(cuabi_nvml_nvlink *, int, int),
+         "cuabi_nvml_device_nvlink_get");
+ABI_TYPE(&cuabi_nvml_topology_get,
+         cuabi_status (*)(cuabi_nvml_topology *, int, int),
+         "cuabi_nvml_topology_get");
+ABI_TYPE(&cuabi_nvml_device_processes,
+         cuabi_status (*)(cuabi_nvml_process *, size_t, size_t *, int),
+         "cuabi_nvml_device_processes");
 ABI_TYPE((cuabi_memory_allocate_fn)0,
          int (*)(uintptr_t *, size_t, size_t, uintptr_t, void *),
          "cuabi_memory_allocate_fn");
@@ -3039,6 +3086,57 @@ ABI_TYPE(((cuabi_api *)0)->checkpoint_process_restore,
 ABI_TYPE(((cuabi_api *)0)->checkpoint_process_unlock,
          cuabi_status (*)(int),
          "cuabi_api.checkpoint_process_unlock");
+ABI_TYPE(((cuabi_api *)0)->nvml_system_info_init,
+         cuabi_status (*)(cuabi_nvml_system_info *, unsigned int),
+         "cuabi_api.nvml_system_info_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_info_init,
+         cuabi_status (*)(cuabi_nvml_device_info *, unsigned int),
+         "cuabi_api.nvml_device_info_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_health_init,
+         cuabi_status (*)(cuabi_nvml_health *, unsigned int),
+         "cuabi_api.nvml_health_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_nvlink_init,
+         cuabi_status (*)(cuabi_nvml_nvlink *, unsigned int),
+         "cuabi_api.nvml_nvlink_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_topology_init,
+         cuabi_status (*)(cuabi_nvml_topology *, unsigned int),
+         "cuabi_api.nvml_topology_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_process_init,
+         cuabi_status (*)(cuabi_nvml_process *, unsigned int),
+         "cuabi_api.nvml_process_init");
+ABI_TYPE(((cuabi_api *)0)->nvml_system_info_get,
+         cuabi_status (*)(cuabi_nvml_system_info *),
+         "cuabi_api.nvml_system_info_get");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_count,
+         cuabi_status (*)(int *),
+         "cuabi_api.nvml_device_count");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_info_get,
+         cuabi_status (*)(cuabi_nvml_device_info *, int),
+         "cuabi_api.nvml_device_info_get");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_health_get,
+         cuabi_status (*)(cuabi_nvml_health *, int),
+         "cuabi_api.nvml_device_health_get");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_find,
+         cuabi_status (*)(int *, const char *),
+         "cuabi_api.nvml_device_find");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_cuda_ordinal,
+         cuabi_status (*)(int *, int),
+         "cuabi_api.nvml_device_cuda_ordinal");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_from_cuda_ordinal,
+         cuabi_status (*)(int *, int),
+         "cuabi_api.nvml_device_from_cuda_ordinal");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_nvlink_get,
+         cuabi_status (*)(cuabi_nvml_nvlink *, int, int),
+         "cuabi_api.nvml_device_nvlink_get");
+ABI_TYPE(((cuabi_api *)0)->nvml_topology_get,
+         cuabi_status (*)(cuabi_nvml_topology *, int, int),
+         "cuabi_api.nvml_topology_get");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_processes,
+         cuabi_status (*)(cuabi_nvml_process *, size_t, size_t *, int),
+         "cuabi_api.nvml_device_processes");
+ABI_TYPE(((cuabi_api *)0)->nvml_device_pcie_throughput,
+         cuabi_status (*)(unsigned int *, unsigned int *, int),
+         "cuabi_api.nvml_device_pcie_throughput");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -3053,6 +3151,7 @@ static void print_cuabi_error_info(const cuabi_error_info *p,
     ABI_BYTES(nvjitlink_result);
     ABI_STR(log);
     ABI_BYTES(log_size);
+    ABI_BYTES(nvml_result);
 }
 
 static void print_cuabi_runtime_info(const cuabi_runtime_info *p,
@@ -3733,6 +3832,120 @@ static void print_cuabi_sm_split_options(const cuabi_sm_split_options *p,
     ABI_BYTES(flags);
 }
 
+static void print_cuabi_nvml_system_info(const cuabi_nvml_system_info *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(driver_version);
+    ABI_BYTES(nvml_version);
+    ABI_BYTES(cuda_driver_version);
+    ABI_BYTES(device_count);
+    ABI_STR(library_path);
+}
+
+static void print_cuabi_nvml_device_info(const cuabi_nvml_device_info *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(index);
+    ABI_BYTES(name);
+    ABI_BYTES(uuid);
+    ABI_BYTES(uuid_bytes);
+    ABI_BYTES(pci_bus_id);
+    ABI_BYTES(pci_domain);
+    ABI_BYTES(pci_bus);
+    ABI_BYTES(pci_device);
+    ABI_BYTES(pci_device_id);
+    ABI_BYTES(compute_capability_major);
+    ABI_BYTES(compute_capability_minor);
+    ABI_BYTES(memory_total);
+    ABI_BYTES(pcie_max_generation);
+    ABI_BYTES(pcie_max_width);
+    ABI_BYTES(max_clock_graphics_mhz);
+    ABI_BYTES(max_clock_sm_mhz);
+    ABI_BYTES(max_clock_memory_mhz);
+    ABI_BYTES(ecc_enabled);
+    ABI_BYTES(ecc_pending);
+    ABI_BYTES(minor_number);
+    ABI_BYTES(nvlink_count);
+    ABI_BYTES(unavailable);
+}
+
+static void print_cuabi_nvml_health(const cuabi_nvml_health *p,
+                                    unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(index);
+    ABI_BYTES(memory_total);
+    ABI_BYTES(memory_free);
+    ABI_BYTES(memory_used);
+    ABI_BYTES(memory_reserved);
+    ABI_BYTES(utilization_gpu);
+    ABI_BYTES(utilization_memory);
+    ABI_BYTES(temperature_gpu);
+    ABI_BYTES(power_usage_mw);
+    ABI_BYTES(power_limit_mw);
+    ABI_BYTES(power_management_limit_mw);
+    ABI_BYTES(clock_graphics_mhz);
+    ABI_BYTES(clock_sm_mhz);
+    ABI_BYTES(clock_memory_mhz);
+    ABI_BYTES(ecc_corrected_volatile);
+    ABI_BYTES(ecc_uncorrected_volatile);
+    ABI_BYTES(ecc_corrected_aggregate);
+    ABI_BYTES(ecc_uncorrected_aggregate);
+    ABI_BYTES(throttle_reasons);
+    ABI_BYTES(pcie_generation);
+    ABI_BYTES(pcie_width);
+    ABI_BYTES(performance_state);
+    ABI_BYTES(fan_speed_percent);
+    ABI_BYTES(unavailable);
+}
+
+static void print_cuabi_nvml_nvlink(const cuabi_nvml_nvlink *p,
+                                    unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(link);
+    ABI_BYTES(active);
+    ABI_BYTES(nvlink_version);
+    ABI_BYTES(version_major);
+    ABI_BYTES(version_minor);
+    ABI_BYTES(remote_pci_bus_id);
+    ABI_BYTES(remote_index);
+    ABI_BYTES(p2p_supported);
+    ABI_BYTES(unavailable);
+}
+
+static void print_cuabi_nvml_topology(const cuabi_nvml_topology *p,
+                                      unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(common_ancestor);
+    ABI_BYTES(p2p_read);
+    ABI_BYTES(p2p_write);
+    ABI_BYTES(p2p_nvlink);
+    ABI_BYTES(p2p_atomics);
+    ABI_BYTES(p2p_pci);
+    ABI_BYTES(unavailable);
+}
+
+static void print_cuabi_nvml_process(const cuabi_nvml_process *p,
+                                     unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(pid);
+    ABI_BYTES(used_memory);
+    ABI_BYTES(kinds);
+    ABI_BYTES(gpu_instance_id);
+    ABI_BYTES(compute_instance_id);
+}
+
 static void print_layouts(void)
 {
     ABI_STRUCT(cuabi_error_info);
@@ -3744,6 +3957,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_error_info, nvjitlink_result);
     ABI_FIELD(cuabi_error_info, log);
     ABI_FIELD(cuabi_error_info, log_size);
+    ABI_FIELD(cuabi_error_info, nvml_result);
     ABI_STRUCT(cuabi_runtime_info);
     ABI_FIELD(cuabi_runtime_info, version);
     ABI_FIELD(cuabi_runtime_info, library_version);
@@ -4198,6 +4412,90 @@ static void print_layouts(void)
     ABI_STRUCT(cuabi_checkpoint_gpu_pair);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, old_uuid);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, new_uuid);
+    ABI_STRUCT(cuabi_nvml_system_info);
+    ABI_FIELD(cuabi_nvml_system_info, version);
+    ABI_FIELD(cuabi_nvml_system_info, driver_version);
+    ABI_FIELD(cuabi_nvml_system_info, nvml_version);
+    ABI_FIELD(cuabi_nvml_system_info, cuda_driver_version);
+    ABI_FIELD(cuabi_nvml_system_info, device_count);
+    ABI_FIELD(cuabi_nvml_system_info, library_path);
+    ABI_STRUCT(cuabi_nvml_device_info);
+    ABI_FIELD(cuabi_nvml_device_info, version);
+    ABI_FIELD(cuabi_nvml_device_info, index);
+    ABI_FIELD(cuabi_nvml_device_info, name);
+    ABI_FIELD(cuabi_nvml_device_info, uuid);
+    ABI_FIELD(cuabi_nvml_device_info, uuid_bytes);
+    ABI_FIELD(cuabi_nvml_device_info, pci_bus_id);
+    ABI_FIELD(cuabi_nvml_device_info, pci_domain);
+    ABI_FIELD(cuabi_nvml_device_info, pci_bus);
+    ABI_FIELD(cuabi_nvml_device_info, pci_device);
+    ABI_FIELD(cuabi_nvml_device_info, pci_device_id);
+    ABI_FIELD(cuabi_nvml_device_info, compute_capability_major);
+    ABI_FIELD(cuabi_nvml_device_info, compute_capability_minor);
+    ABI_FIELD(cuabi_nvml_device_info, memory_total);
+    ABI_FIELD(cuabi_nvml_device_info, pcie_max_generation);
+    ABI_FIELD(cuabi_nvml_device_info, pcie_max_width);
+    ABI_FIELD(cuabi_nvml_device_info, max_clock_graphics_mhz);
+    ABI_FIELD(cuabi_nvml_device_info, max_clock_sm_mhz);
+    ABI_FIELD(cuabi_nvml_device_info, max_clock_memory_mhz);
+    ABI_FIELD(cuabi_nvml_device_info, ecc_enabled);
+    ABI_FIELD(cuabi_nvml_device_info, ecc_pending);
+    ABI_FIELD(cuabi_nvml_device_info, minor_number);
+    ABI_FIELD(cuabi_nvml_device_info, nvlink_count);
+    ABI_FIELD(cuabi_nvml_device_info, unavailable);
+    ABI_STRUCT(cuabi_nvml_health);
+    ABI_FIELD(cuabi_nvml_health, version);
+    ABI_FIELD(cuabi_nvml_health, index);
+    ABI_FIELD(cuabi_nvml_health, memory_total);
+    ABI_FIELD(cuabi_nvml_health, memory_free);
+    ABI_FIELD(cuabi_nvml_health, memory_used);
+    ABI_FIELD(cuabi_nvml_health, memory_reserved);
+    ABI_FIELD(cuabi_nvml_health, utilization_gpu);
+    ABI_FIELD(cuabi_nvml_health, utilization_memory);
+    ABI_FIELD(cuabi_nvml_health, temperature_gpu);
+    ABI_FIELD(cuabi_nvml_health, power_usage_mw);
+    ABI_FIELD(cuabi_nvml_health, power_limit_mw);
+    ABI_FIELD(cuabi_nvml_health, power_management_limit_mw);
+    ABI_FIELD(cuabi_nvml_health, clock_graphics_mhz);
+    ABI_FIELD(cuabi_nvml_health, clock_sm_mhz);
+    ABI_FIELD(cuabi_nvml_health, clock_memory_mhz);
+    ABI_FIELD(cuabi_nvml_health, ecc_corrected_volatile);
+    ABI_FIELD(cuabi_nvml_health, ecc_uncorrected_volatile);
+    ABI_FIELD(cuabi_nvml_health, ecc_corrected_aggregate);
+    ABI_FIELD(cuabi_nvml_health, ecc_uncorrected_aggregate);
+    ABI_FIELD(cuabi_nvml_health, throttle_reasons);
+    ABI_FIELD(cuabi_nvml_health, pcie_generation);
+    ABI_FIELD(cuabi_nvml_health, pcie_width);
+    ABI_FIELD(cuabi_nvml_health, performance_state);
+    ABI_FIELD(cuabi_nvml_health, fan_speed_percent);
+    ABI_FIELD(cuabi_nvml_health, unavailable);
+    ABI_STRUCT(cuabi_nvml_nvlink);
+    ABI_FIELD(cuabi_nvml_nvlink, version);
+    ABI_FIELD(cuabi_nvml_nvlink, link);
+    ABI_FIELD(cuabi_nvml_nvlink, active);
+    ABI_FIELD(cuabi_nvml_nvlink, nvlink_version);
+    ABI_FIELD(cuabi_nvml_nvlink, version_major);
+    ABI_FIELD(cuabi_nvml_nvlink, version_minor);
+    ABI_FIELD(cuabi_nvml_nvlink, remote_pci_bus_id);
+    ABI_FIELD(cuabi_nvml_nvlink, remote_index);
+    ABI_FIELD(cuabi_nvml_nvlink, p2p_supported);
+    ABI_FIELD(cuabi_nvml_nvlink, unavailable);
+    ABI_STRUCT(cuabi_nvml_topology);
+    ABI_FIELD(cuabi_nvml_topology, version);
+    ABI_FIELD(cuabi_nvml_topology, common_ancestor);
+    ABI_FIELD(cuabi_nvml_topology, p2p_read);
+    ABI_FIELD(cuabi_nvml_topology, p2p_write);
+    ABI_FIELD(cuabi_nvml_topology, p2p_nvlink);
+    ABI_FIELD(cuabi_nvml_topology, p2p_atomics);
+    ABI_FIELD(cuabi_nvml_topology, p2p_pci);
+    ABI_FIELD(cuabi_nvml_topology, unavailable);
+    ABI_STRUCT(cuabi_nvml_process);
+    ABI_FIELD(cuabi_nvml_process, version);
+    ABI_FIELD(cuabi_nvml_process, pid);
+    ABI_FIELD(cuabi_nvml_process, used_memory);
+    ABI_FIELD(cuabi_nvml_process, kinds);
+    ABI_FIELD(cuabi_nvml_process, gpu_instance_id);
+    ABI_FIELD(cuabi_nvml_process, compute_instance_id);
     ABI_STRUCT(cuabi_api);
     ABI_FIELD(cuabi_api, version);
     ABI_FIELD(cuabi_api, size);
@@ -4621,6 +4919,23 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, checkpoint_process_checkpoint);
     ABI_FIELD(cuabi_api, checkpoint_process_restore);
     ABI_FIELD(cuabi_api, checkpoint_process_unlock);
+    ABI_FIELD(cuabi_api, nvml_system_info_init);
+    ABI_FIELD(cuabi_api, nvml_device_info_init);
+    ABI_FIELD(cuabi_api, nvml_health_init);
+    ABI_FIELD(cuabi_api, nvml_nvlink_init);
+    ABI_FIELD(cuabi_api, nvml_topology_init);
+    ABI_FIELD(cuabi_api, nvml_process_init);
+    ABI_FIELD(cuabi_api, nvml_system_info_get);
+    ABI_FIELD(cuabi_api, nvml_device_count);
+    ABI_FIELD(cuabi_api, nvml_device_info_get);
+    ABI_FIELD(cuabi_api, nvml_device_health_get);
+    ABI_FIELD(cuabi_api, nvml_device_find);
+    ABI_FIELD(cuabi_api, nvml_device_cuda_ordinal);
+    ABI_FIELD(cuabi_api, nvml_device_from_cuda_ordinal);
+    ABI_FIELD(cuabi_api, nvml_device_nvlink_get);
+    ABI_FIELD(cuabi_api, nvml_topology_get);
+    ABI_FIELD(cuabi_api, nvml_device_processes);
+    ABI_FIELD(cuabi_api, nvml_device_pcie_throughput);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -4692,6 +5007,7 @@ static void print_constants(void)
     ABI_ENUM(CUABI_ERROR_NCCL);
     ABI_ENUM(CUABI_ERROR_TIMEOUT);
     ABI_ENUM(CUABI_ERROR_STREAM_CAPTURE);
+    ABI_ENUM(CUABI_ERROR_NVML);
     ABI_ENUM(CUABI_STATUS_FORCE32);
     ABI_ENUM_TYPE(cuabi_code_type);
     ABI_ENUM(CUABI_CODE_NONE);
@@ -5075,6 +5391,70 @@ static void print_constants(void)
     ABI_ENUM(CUABI_PROCESS_STATE_CHECKPOINTING);
     ABI_ENUM(CUABI_PROCESS_STATE_RESTORING);
     ABI_ENUM(CUABI_PROCESS_STATE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nvml_field);
+    ABI_ENUM(CUABI_NVML_FIELD_NAME);
+    ABI_ENUM(CUABI_NVML_FIELD_UUID);
+    ABI_ENUM(CUABI_NVML_FIELD_PCI);
+    ABI_ENUM(CUABI_NVML_FIELD_COMPUTE_CAPABILITY);
+    ABI_ENUM(CUABI_NVML_FIELD_MEMORY_TOTAL);
+    ABI_ENUM(CUABI_NVML_FIELD_PCIE_MAX_LINK);
+    ABI_ENUM(CUABI_NVML_FIELD_MAX_CLOCKS);
+    ABI_ENUM(CUABI_NVML_FIELD_ECC_MODE);
+    ABI_ENUM(CUABI_NVML_FIELD_MINOR_NUMBER);
+    ABI_ENUM(CUABI_NVML_FIELD_MEMORY);
+    ABI_ENUM(CUABI_NVML_FIELD_MEMORY_RESERVED);
+    ABI_ENUM(CUABI_NVML_FIELD_UTILIZATION);
+    ABI_ENUM(CUABI_NVML_FIELD_TEMPERATURE);
+    ABI_ENUM(CUABI_NVML_FIELD_POWER_USAGE);
+    ABI_ENUM(CUABI_NVML_FIELD_POWER_LIMIT);
+    ABI_ENUM(CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT);
+    ABI_ENUM(CUABI_NVML_FIELD_CLOCK_GRAPHICS);
+    ABI_ENUM(CUABI_NVML_FIELD_CLOCK_SM);
+    ABI_ENUM(CUABI_NVML_FIELD_CLOCK_MEMORY);
+    ABI_ENUM(CUABI_NVML_FIELD_ECC_VOLATILE);
+    ABI_ENUM(CUABI_NVML_FIELD_ECC_AGGREGATE);
+    ABI_ENUM(CUABI_NVML_FIELD_THROTTLE_REASONS);
+    ABI_ENUM(CUABI_NVML_FIELD_PCIE_LINK);
+    ABI_ENUM(CUABI_NVML_FIELD_PERFORMANCE_STATE);
+    ABI_ENUM(CUABI_NVML_FIELD_FAN_SPEED);
+    ABI_ENUM(CUABI_NVML_FIELD_NVLINK_STATE);
+    ABI_ENUM(CUABI_NVML_FIELD_NVLINK_VERSION);
+    ABI_ENUM(CUABI_NVML_FIELD_NVLINK_REMOTE);
+    ABI_ENUM(CUABI_NVML_FIELD_NVLINK_P2P);
+    ABI_ENUM(CUABI_NVML_FIELD_TOPOLOGY);
+    ABI_ENUM(CUABI_NVML_FIELD_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nvml_topology_level);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_INTERNAL);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_SINGLE);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_MULTIPLE);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_HOSTBRIDGE);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_NODE);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_SYSTEM);
+    ABI_ENUM(CUABI_NVML_TOPOLOGY_LEVEL_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nvml_p2p_status);
+    ABI_ENUM(CUABI_NVML_P2P_OK);
+    ABI_ENUM(CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED);
+    ABI_ENUM(CUABI_NVML_P2P_GPU_NOT_SUPPORTED);
+    ABI_ENUM(CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED);
+    ABI_ENUM(CUABI_NVML_P2P_DISABLED_BY_REGKEY);
+    ABI_ENUM(CUABI_NVML_P2P_NOT_SUPPORTED);
+    ABI_ENUM(CUABI_NVML_P2P_UNKNOWN);
+    ABI_ENUM(CUABI_NVML_P2P_STATUS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nvml_throttle_reason);
+    ABI_ENUM(CUABI_NVML_THROTTLE_GPU_IDLE);
+    ABI_ENUM(CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING);
+    ABI_ENUM(CUABI_NVML_THROTTLE_SW_POWER_CAP);
+    ABI_ENUM(CUABI_NVML_THROTTLE_HW_SLOWDOWN);
+    ABI_ENUM(CUABI_NVML_THROTTLE_SYNC_BOOST);
+    ABI_ENUM(CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN);
+    ABI_ENUM(CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN);
+    ABI_ENUM(CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN);
+    ABI_ENUM(CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING);
+    ABI_ENUM(CUABI_NVML_THROTTLE_REASON_FORCE32);
+    ABI_ENUM_TYPE(cuabi_nvml_process_kind);
+    ABI_ENUM(CUABI_NVML_PROCESS_COMPUTE);
+    ABI_ENUM(CUABI_NVML_PROCESS_GRAPHICS);
+    ABI_ENUM(CUABI_NVML_PROCESS_KIND_FORCE32);
     ABI_CONST(CUABI_VIEW_MAX_NDIM);
     ABI_CONST(CUABI_LAUNCH_UNSET);
     ABI_CONST(CUABI_TENSORMAP_MAX_RANK);
@@ -5128,6 +5508,12 @@ static void print_constants(void)
     ABI_CONST(CUABI_NCCL_COMM_OPTIONS_VERSION);
     ABI_CONST(CUABI_SM_RESOURCE_INFO_VERSION);
     ABI_CONST(CUABI_SM_SPLIT_OPTIONS_VERSION);
+    ABI_CONST(CUABI_NVML_SYSTEM_INFO_VERSION);
+    ABI_CONST(CUABI_NVML_DEVICE_INFO_VERSION);
+    ABI_CONST(CUABI_NVML_HEALTH_VERSION);
+    ABI_CONST(CUABI_NVML_NVLINK_VERSION);
+    ABI_CONST(CUABI_NVML_TOPOLOGY_VERSION);
+    ABI_CONST(CUABI_NVML_PROCESS_VERSION);
     ABI_CONST(CUABI_API_TABLE_VERSION);
     ABI_CONST(CUABI_ABI_VERSION);
     ABI_CONST(DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -5681,6 +6067,84 @@ static void print_defaults(void)
             printf("cuabi_sm_split_options_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_sm_split_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_system_info init = CUABI_NVML_SYSTEM_INFO_INIT;
+        printf("CUABI_NVML_SYSTEM_INFO_INIT\n");
+        print_cuabi_nvml_system_info(&init, CUABI_NVML_SYSTEM_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_SYSTEM_INFO_VERSION + 1; v++) {
+            cuabi_nvml_system_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_system_info_init(&x, v);
+            printf("cuabi_nvml_system_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_system_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_device_info init = CUABI_NVML_DEVICE_INFO_INIT;
+        printf("CUABI_NVML_DEVICE_INFO_INIT\n");
+        print_cuabi_nvml_device_info(&init, CUABI_NVML_DEVICE_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_DEVICE_INFO_VERSION + 1; v++) {
+            cuabi_nvml_device_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_device_info_init(&x, v);
+            printf("cuabi_nvml_device_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_device_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_health init = CUABI_NVML_HEALTH_INIT;
+        printf("CUABI_NVML_HEALTH_INIT\n");
+        print_cuabi_nvml_health(&init, CUABI_NVML_HEALTH_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_HEALTH_VERSION + 1; v++) {
+            cuabi_nvml_health x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_health_init(&x, v);
+            printf("cuabi_nvml_health_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_health(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_nvlink init = CUABI_NVML_NVLINK_INIT;
+        printf("CUABI_NVML_NVLINK_INIT\n");
+        print_cuabi_nvml_nvlink(&init, CUABI_NVML_NVLINK_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_NVLINK_VERSION + 1; v++) {
+            cuabi_nvml_nvlink x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_nvlink_init(&x, v);
+            printf("cuabi_nvml_nvlink_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_nvlink(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_topology init = CUABI_NVML_TOPOLOGY_INIT;
+        printf("CUABI_NVML_TOPOLOGY_INIT\n");
+        print_cuabi_nvml_topology(&init, CUABI_NVML_TOPOLOGY_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_TOPOLOGY_VERSION + 1; v++) {
+            cuabi_nvml_topology x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_topology_init(&x, v);
+            printf("cuabi_nvml_topology_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_topology(&x, v);
+        }
+    }
+    {
+        static const cuabi_nvml_process init = CUABI_NVML_PROCESS_INIT;
+        printf("CUABI_NVML_PROCESS_INIT\n");
+        print_cuabi_nvml_process(&init, CUABI_NVML_PROCESS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_NVML_PROCESS_VERSION + 1; v++) {
+            cuabi_nvml_process x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_nvml_process_init(&x, v);
+            printf("cuabi_nvml_process_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_nvml_process(&x, v);
         }
     }
 }
@@ -6307,6 +6771,27 @@ int main(void)
     puts("  cuabi_status cuabi_checkpoint_process_restore(int, "
          "const cuabi_checkpoint_gpu_pair *, size_t)");
     puts("  cuabi_status cuabi_checkpoint_process_unlock(int)");
+    puts("  cuabi_status cuabi_nvml_system_info_init(cuabi_nvml_system_info *, "
+         "unsigned int)");
+    puts("  cuabi_status cuabi_nvml_device_info_init(cuabi_nvml_device_info *, "
+         "unsigned int)");
+    puts("  cuabi_status cuabi_nvml_health_init(cuabi_nvml_health *, unsigned int)");
+    puts("  cuabi_status cuabi_nvml_nvlink_init(cuabi_nvml_nvlink *, unsigned int)");
+    puts("  cuabi_status cuabi_nvml_topology_init(cuabi_nvml_topology *, unsigned int)");
+    puts("  cuabi_status cuabi_nvml_process_init(cuabi_nvml_process *, unsigned int)");
+    puts("  cuabi_status cuabi_nvml_system_info_get(cuabi_nvml_system_info *)");
+    puts("  cuabi_status cuabi_nvml_device_count(int *)");
+    puts("  cuabi_status cuabi_nvml_device_info_get(cuabi_nvml_device_info *, int)");
+    puts("  cuabi_status cuabi_nvml_device_health_get(cuabi_nvml_health *, int)");
+    puts("  cuabi_status cuabi_nvml_device_pcie_throughput(unsigned int *, "
+         "unsigned int *, int)");
+    puts("  cuabi_status cuabi_nvml_device_find(int *, const char *)");
+    puts("  cuabi_status cuabi_nvml_device_cuda_ordinal(int *, int)");
+    puts("  cuabi_status cuabi_nvml_device_from_cuda_ordinal(int *, int)");
+    puts("  cuabi_status cuabi_nvml_device_nvlink_get(cuabi_nvml_nvlink *, int, int)");
+    puts("  cuabi_status cuabi_nvml_topology_get(cuabi_nvml_topology *, int, int)");
+    puts("  cuabi_status cuabi_nvml_device_processes(cuabi_nvml_process *, size_t, "
+         "size_t *, int)");
     printf("callbacks\n");
     puts("  int (*cuabi_memory_allocate_fn)(uintptr_t *, size_t, size_t, uintptr_t, "
          "void *)");

@@ -2,9 +2,10 @@
  * whole piece of work through the public API — devices/streams/events,
  * memory/buffers/views/DLPack, objcode/kernels, programs through the cache,
  * PTX through nvJitLink, NVVM IR through libNVVM, the linker, fatbins through
- * the fatbinary tool and nvFatbin — that cleans up after itself. For
- * N = 1, 2, ... the Nth allocation, or the Nth call of any loaded entry
- * point (driver, NVRTC, nvJitLink, libNVVM, nvFatbin), or the Nth call of one named entry
+ * the fatbinary tool and nvFatbin, NVML through the fake NVML — that cleans
+ * up after itself. For N = 1, 2, ... the Nth allocation, or the Nth call of
+ * any loaded entry point (driver, NVRTC, nvJitLink, libNVVM, nvFatbin,
+ * NVML), or the Nth call of one named entry
  * point, is made to fail, once or for ever; the scenario must then return
  * an error status with a message (or succeed where the failed call is one
  * the library may do without, such as fetching a log), leak no handle and
@@ -1110,6 +1111,41 @@ static cuabi_status sc_checkpoint(void)
         STEP(cuabi_checkpoint_process_unlock(PID));
     }
     if (d) cuabi_device_release(d);
+/* NVML (issue 26): the machine, every GPU's facts and health, its NVLink
+ * links, the topology, its processes, finding it by UUID and PCI bus id,
+ * and the mapping to CUDA ordinals (the fake NVML beside the fake driver). */
+static cuabi_status sc_nvml(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_nvml_system_info sys = CUABI_NVML_SYSTEM_INFO_INIT;
+    cuabi_nvml_process procs[4];
+    int count = 0;
+    for (int k = 0; k < 4; k++)
+        cuabi_nvml_process_init(&procs[k], CUABI_NVML_PROCESS_VERSION);
+    STEP(cuabi_nvml_system_info_get(&sys));
+    STEP(cuabi_nvml_device_count(&count));
+    for (int i = 0; i < count && st == CUABI_SUCCESS; i++) {
+        cuabi_nvml_device_info d = CUABI_NVML_DEVICE_INFO_INIT;
+        cuabi_nvml_health h = CUABI_NVML_HEALTH_INIT;
+        cuabi_nvml_topology t = CUABI_NVML_TOPOLOGY_INIT;
+        size_t n;
+        int idx, ord = -1;
+        unsigned tx, rx;
+        STEP(cuabi_nvml_device_info_get(&d, i));
+        STEP(cuabi_nvml_device_health_get(&h, i));
+        STEP(cuabi_nvml_device_pcie_throughput(&tx, &rx, i));
+        for (int link = 0; link < d.nvlink_count && st == CUABI_SUCCESS; link++) {
+            cuabi_nvml_nvlink l = CUABI_NVML_NVLINK_INIT;
+            STEP(cuabi_nvml_device_nvlink_get(&l, i, link));
+        }
+        STEP(cuabi_nvml_topology_get(&t, i, (i + 1) % count));
+        STEP(cuabi_nvml_device_processes(procs, 4, &n, i));
+        STEP(cuabi_nvml_device_find(&idx, d.uuid));
+        STEP(cuabi_nvml_device_find(&idx, d.pci_bus_id));
+        STEP(cuabi_nvml_device_cuda_ordinal(&ord, i));
+        if (ord >= 0)
+            STEP(cuabi_nvml_device_from_cuda_ordinal(&idx, ord));
+    }
     return st;
 }
 
@@ -1122,6 +1158,7 @@ static const scenario scenarios[] = {
     { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },
     { "texture", sc_texture }, { "memop", sc_memop }, { "nccl", sc_nccl },
     { "green", sc_green }, { "checkpoint", sc_checkpoint },
+    { "nvml", sc_nvml },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -1176,6 +1213,8 @@ static void setup(void)
                   cuabi_last_error()->message);
     fault_wrap_install_nvfatbin();
     nccl_fake_load();
+    ck_assert_msg(fault_wrap_install_nvml(), "the fake NVML (%s) is needed: %s",
+                  fake_nvml_path(), cuabi_last_error()->message);
     strcpy(tmpdir, "/tmp/cuabi-test-faults-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     setenv("CUABI_CACHE_DIR", tmpdir, 1);
@@ -1306,6 +1345,12 @@ static long loop(const scenario *sc, fault_kind kind, const char *entry, bool st
                                   cuabi_last_error()->cu_result == CUDA_ERROR_LAUNCH_FAILED,
                               "%s: %s failed, got %s: %s", sc->name, entry,
                               cuabi_status_name(st), cuabi_last_error()->message);
+            else if (kind == F_CALL && entry && strncmp(entry, "nvml", 4) == 0)
+                ck_assert_msg(st == CUABI_ERROR_NVML &&
+                                  cuabi_last_error()->nvml_result == CUABI__NVML_ERROR_UNKNOWN &&
+                                  strstr(cuabi_last_error()->message, entry),
+                              "%s: %s failed, got %s: %s", sc->name, entry,
+                              cuabi_status_name(st), cuabi_last_error()->message);
             else if (kind == F_CALL && entry && strncmp(entry, "nvFatbin", 8) == 0)
                 ck_assert_msg(strstr(cuabi_last_error()->message, entry),
                               "%s: %s failed, but the error does not name it: %s", sc->name,
@@ -1374,11 +1419,15 @@ START_TEST(entry_point_failures_by_name)
         const char *entry = fault_wrap_entries[e];
         long faults = 0, tolerated = 0;
         for (size_t i = 0; i < NUM_SCENARIOS; i++)
-            for (int sticky = 0; sticky < 2; sticky++)
+            for (int sticky = 0; sticky < 2; sticky++) {
+                /* Only the NVML scenario calls NVML. */
+                if (strncmp(entry, "nvml", 4) == 0 && scenarios[i].fn != sc_nvml)
+                    continue;
                 /* Once at every N; for ever from the first call (the
                  * 'any call' loop already did for ever from every N). */
                 faults += loop(&scenarios[i], F_CALL, entry, sticky, sticky ? 1 : LONG_MAX,
                                &tolerated);
+            }
         if (report() && faults)
             printf("faults: entry %-40s runs-with-fault=%ld tolerated=%ld\n", entry, faults,
                    tolerated);

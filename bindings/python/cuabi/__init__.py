@@ -31,6 +31,7 @@ for _names, _module, _needs in (
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
         (("Context", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions"),
          "_green", "cuabi_green_ctx_create"),
+        (("system",), "_system", "cuabi_nvml_device_count"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
          "cuabi_objcode_from_memory"),
         (("Program", "ProgramOptions", "cache", "supported_archs"), "_compile",

@@ -85,6 +85,7 @@ CUABI_ERROR_IPC = 38
 CUABI_ERROR_NCCL = 40
 CUABI_ERROR_TIMEOUT = 41
 CUABI_ERROR_STREAM_CAPTURE = 33
+CUABI_ERROR_NVML = 39
 CUABI_CODE_NONE = 0
 CUABI_CODE_CUDA_CXX = 1
 CUABI_CODE_PTX = 2
@@ -107,8 +108,9 @@ class cuabi_error_info(C.Structure):
         ('nvjitlink_result', C.c_int),
         ('log', C.c_char_p),
         ('log_size', C.c_size_t),
+        ('nvml_result', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- library
@@ -1225,6 +1227,184 @@ class cuabi_checkpoint_gpu_pair(C.Structure):
     _cuabi_version_ = None
 
 
+# ---- nvml
+
+CUABI_NVML_FIELD_NAME = 1
+CUABI_NVML_FIELD_UUID = 2
+CUABI_NVML_FIELD_PCI = 4
+CUABI_NVML_FIELD_COMPUTE_CAPABILITY = 8
+CUABI_NVML_FIELD_MEMORY_TOTAL = 16
+CUABI_NVML_FIELD_PCIE_MAX_LINK = 32
+CUABI_NVML_FIELD_MAX_CLOCKS = 64
+CUABI_NVML_FIELD_ECC_MODE = 128
+CUABI_NVML_FIELD_MINOR_NUMBER = 256
+CUABI_NVML_FIELD_MEMORY = 512
+CUABI_NVML_FIELD_MEMORY_RESERVED = 1024
+CUABI_NVML_FIELD_UTILIZATION = 2048
+CUABI_NVML_FIELD_TEMPERATURE = 4096
+CUABI_NVML_FIELD_POWER_USAGE = 8192
+CUABI_NVML_FIELD_POWER_LIMIT = 16384
+CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT = 32768
+CUABI_NVML_FIELD_CLOCK_GRAPHICS = 65536
+CUABI_NVML_FIELD_CLOCK_SM = 131072
+CUABI_NVML_FIELD_CLOCK_MEMORY = 262144
+CUABI_NVML_FIELD_ECC_VOLATILE = 524288
+CUABI_NVML_FIELD_ECC_AGGREGATE = 1048576
+CUABI_NVML_FIELD_THROTTLE_REASONS = 2097152
+CUABI_NVML_FIELD_PCIE_LINK = 4194304
+CUABI_NVML_FIELD_PERFORMANCE_STATE = 8388608
+CUABI_NVML_FIELD_FAN_SPEED = 16777216
+CUABI_NVML_FIELD_NVLINK_STATE = 33554432
+CUABI_NVML_FIELD_NVLINK_VERSION = 67108864
+CUABI_NVML_FIELD_NVLINK_REMOTE = 134217728
+CUABI_NVML_FIELD_NVLINK_P2P = 268435456
+CUABI_NVML_FIELD_TOPOLOGY = 536870912
+CUABI_NVML_TOPOLOGY_INTERNAL = 0
+CUABI_NVML_TOPOLOGY_SINGLE = 10
+CUABI_NVML_TOPOLOGY_MULTIPLE = 20
+CUABI_NVML_TOPOLOGY_HOSTBRIDGE = 30
+CUABI_NVML_TOPOLOGY_NODE = 40
+CUABI_NVML_TOPOLOGY_SYSTEM = 50
+CUABI_NVML_P2P_OK = 0
+CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED = 1
+CUABI_NVML_P2P_GPU_NOT_SUPPORTED = 2
+CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED = 3
+CUABI_NVML_P2P_DISABLED_BY_REGKEY = 4
+CUABI_NVML_P2P_NOT_SUPPORTED = 5
+CUABI_NVML_P2P_UNKNOWN = 6
+CUABI_NVML_THROTTLE_GPU_IDLE = 1
+CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING = 2
+CUABI_NVML_THROTTLE_SW_POWER_CAP = 4
+CUABI_NVML_THROTTLE_HW_SLOWDOWN = 8
+CUABI_NVML_THROTTLE_SYNC_BOOST = 16
+CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN = 32
+CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN = 64
+CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN = 128
+CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING = 256
+CUABI_NVML_PROCESS_COMPUTE = 1
+CUABI_NVML_PROCESS_GRAPHICS = 2
+
+
+class cuabi_nvml_system_info(C.Structure):
+    """The machine as NVML sees it, filled by cuabi_nvml_system_info_get()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('driver_version', (C.c_char * 80)),
+        ('nvml_version', (C.c_char * 80)),
+        ('cuda_driver_version', C.c_int),
+        ('device_count', C.c_int),
+        ('library_path', C.c_char_p),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_nvml_device_info(C.Structure):
+    """What a GPU is (facts that do not change while it runs), filled by cuabi_nvml_device_info_get()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('index', C.c_int),
+        ('name', (C.c_char * 96)),
+        ('uuid', (C.c_char * 96)),
+        ('uuid_bytes', (C.c_uint8 * 16)),
+        ('pci_bus_id', (C.c_char * 32)),
+        ('pci_domain', C.c_uint),
+        ('pci_bus', C.c_uint),
+        ('pci_device', C.c_uint),
+        ('pci_device_id', C.c_uint),
+        ('compute_capability_major', C.c_int),
+        ('compute_capability_minor', C.c_int),
+        ('memory_total', C.c_uint64),
+        ('pcie_max_generation', C.c_uint),
+        ('pcie_max_width', C.c_uint),
+        ('max_clock_graphics_mhz', C.c_uint),
+        ('max_clock_sm_mhz', C.c_uint),
+        ('max_clock_memory_mhz', C.c_uint),
+        ('ecc_enabled', C.c_int),
+        ('ecc_pending', C.c_int),
+        ('minor_number', C.c_uint),
+        ('nvlink_count', C.c_int),
+        ('unavailable', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_nvml_health(C.Structure):
+    """How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few"""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('index', C.c_int),
+        ('memory_total', C.c_uint64),
+        ('memory_free', C.c_uint64),
+        ('memory_used', C.c_uint64),
+        ('memory_reserved', C.c_uint64),
+        ('utilization_gpu', C.c_uint),
+        ('utilization_memory', C.c_uint),
+        ('temperature_gpu', C.c_int),
+        ('power_usage_mw', C.c_uint),
+        ('power_limit_mw', C.c_uint),
+        ('power_management_limit_mw', C.c_uint),
+        ('clock_graphics_mhz', C.c_uint),
+        ('clock_sm_mhz', C.c_uint),
+        ('clock_memory_mhz', C.c_uint),
+        ('ecc_corrected_volatile', C.c_uint64),
+        ('ecc_uncorrected_volatile', C.c_uint64),
+        ('ecc_corrected_aggregate', C.c_uint64),
+        ('ecc_uncorrected_aggregate', C.c_uint64),
+        ('throttle_reasons', C.c_uint64),
+        ('pcie_generation', C.c_uint),
+        ('pcie_width', C.c_uint),
+        ('performance_state', C.c_int),
+        ('fan_speed_percent', C.c_uint),
+        ('unavailable', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_nvml_nvlink(C.Structure):
+    """One NVLink link of a GPU, filled by cuabi_nvml_device_nvlink_get()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('link', C.c_int),
+        ('active', C.c_int),
+        ('nvlink_version', C.c_uint),
+        ('version_major', C.c_int),
+        ('version_minor', C.c_int),
+        ('remote_pci_bus_id', (C.c_char * 32)),
+        ('remote_index', C.c_int),
+        ('p2p_supported', C.c_int),
+        ('unavailable', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_nvml_topology(C.Structure):
+    """How two GPUs are connected, filled by cuabi_nvml_topology_get()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('common_ancestor', C.c_int),
+        ('p2p_read', C.c_int),
+        ('p2p_write', C.c_int),
+        ('p2p_nvlink', C.c_int),
+        ('p2p_atomics', C.c_int),
+        ('p2p_pci', C.c_int),
+        ('unavailable', C.c_uint64),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_nvml_process(C.Structure):
+    """A process with a context on a GPU, filled by cuabi_nvml_device_processes()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('pid', C.c_uint),
+        ('used_memory', C.c_uint64),
+        ('kinds', C.c_uint),
+        ('gpu_instance_id', C.c_uint),
+        ('compute_instance_id', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
 # ---- tables
 
 STRUCTS = {
@@ -1272,9 +1452,15 @@ STRUCTS = {
     'cuabi_sm_resource_info': cuabi_sm_resource_info,
     'cuabi_sm_split_options': cuabi_sm_split_options,
     'cuabi_checkpoint_gpu_pair': cuabi_checkpoint_gpu_pair,
+    'cuabi_nvml_system_info': cuabi_nvml_system_info,
+    'cuabi_nvml_device_info': cuabi_nvml_device_info,
+    'cuabi_nvml_health': cuabi_nvml_health,
+    'cuabi_nvml_nvlink': cuabi_nvml_nvlink,
+    'cuabi_nvml_topology': cuabi_nvml_topology,
+    'cuabi_nvml_process': cuabi_nvml_process,
 }
 VERSIONED = {
-    'cuabi_error_info': 1,
+    'cuabi_error_info': 2,
     'cuabi_runtime_info': 3,
     'cuabi_device_properties': 1,
     'cuabi_stream_options': 1,
@@ -1316,6 +1502,12 @@ VERSIONED = {
     'cuabi_nccl_comm_options': 1,
     'cuabi_sm_resource_info': 1,
     'cuabi_sm_split_options': 1,
+    'cuabi_nvml_system_info': 1,
+    'cuabi_nvml_device_info': 1,
+    'cuabi_nvml_health': 1,
+    'cuabi_nvml_nvlink': 1,
+    'cuabi_nvml_topology': 1,
+    'cuabi_nvml_process': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -1380,6 +1572,7 @@ ENUMS = {
         'CUABI_ERROR_NCCL': 40,
         'CUABI_ERROR_TIMEOUT': 41,
         'CUABI_ERROR_STREAM_CAPTURE': 33,
+        'CUABI_ERROR_NVML': 39,
     },
     'cuabi_code_type': {
         'CUABI_CODE_NONE': 0,
@@ -1763,6 +1956,70 @@ ENUMS = {
         'CUABI_PROCESS_STATE_CHECKPOINTING': 4,
         'CUABI_PROCESS_STATE_RESTORING': 5,
     },
+    'cuabi_nvml_field': {
+        'CUABI_NVML_FIELD_NAME': 1,
+        'CUABI_NVML_FIELD_UUID': 2,
+        'CUABI_NVML_FIELD_PCI': 4,
+        'CUABI_NVML_FIELD_COMPUTE_CAPABILITY': 8,
+        'CUABI_NVML_FIELD_MEMORY_TOTAL': 16,
+        'CUABI_NVML_FIELD_PCIE_MAX_LINK': 32,
+        'CUABI_NVML_FIELD_MAX_CLOCKS': 64,
+        'CUABI_NVML_FIELD_ECC_MODE': 128,
+        'CUABI_NVML_FIELD_MINOR_NUMBER': 256,
+        'CUABI_NVML_FIELD_MEMORY': 512,
+        'CUABI_NVML_FIELD_MEMORY_RESERVED': 1024,
+        'CUABI_NVML_FIELD_UTILIZATION': 2048,
+        'CUABI_NVML_FIELD_TEMPERATURE': 4096,
+        'CUABI_NVML_FIELD_POWER_USAGE': 8192,
+        'CUABI_NVML_FIELD_POWER_LIMIT': 16384,
+        'CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT': 32768,
+        'CUABI_NVML_FIELD_CLOCK_GRAPHICS': 65536,
+        'CUABI_NVML_FIELD_CLOCK_SM': 131072,
+        'CUABI_NVML_FIELD_CLOCK_MEMORY': 262144,
+        'CUABI_NVML_FIELD_ECC_VOLATILE': 524288,
+        'CUABI_NVML_FIELD_ECC_AGGREGATE': 1048576,
+        'CUABI_NVML_FIELD_THROTTLE_REASONS': 2097152,
+        'CUABI_NVML_FIELD_PCIE_LINK': 4194304,
+        'CUABI_NVML_FIELD_PERFORMANCE_STATE': 8388608,
+        'CUABI_NVML_FIELD_FAN_SPEED': 16777216,
+        'CUABI_NVML_FIELD_NVLINK_STATE': 33554432,
+        'CUABI_NVML_FIELD_NVLINK_VERSION': 67108864,
+        'CUABI_NVML_FIELD_NVLINK_REMOTE': 134217728,
+        'CUABI_NVML_FIELD_NVLINK_P2P': 268435456,
+        'CUABI_NVML_FIELD_TOPOLOGY': 536870912,
+    },
+    'cuabi_nvml_topology_level': {
+        'CUABI_NVML_TOPOLOGY_INTERNAL': 0,
+        'CUABI_NVML_TOPOLOGY_SINGLE': 10,
+        'CUABI_NVML_TOPOLOGY_MULTIPLE': 20,
+        'CUABI_NVML_TOPOLOGY_HOSTBRIDGE': 30,
+        'CUABI_NVML_TOPOLOGY_NODE': 40,
+        'CUABI_NVML_TOPOLOGY_SYSTEM': 50,
+    },
+    'cuabi_nvml_p2p_status': {
+        'CUABI_NVML_P2P_OK': 0,
+        'CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED': 1,
+        'CUABI_NVML_P2P_GPU_NOT_SUPPORTED': 2,
+        'CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED': 3,
+        'CUABI_NVML_P2P_DISABLED_BY_REGKEY': 4,
+        'CUABI_NVML_P2P_NOT_SUPPORTED': 5,
+        'CUABI_NVML_P2P_UNKNOWN': 6,
+    },
+    'cuabi_nvml_throttle_reason': {
+        'CUABI_NVML_THROTTLE_GPU_IDLE': 1,
+        'CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING': 2,
+        'CUABI_NVML_THROTTLE_SW_POWER_CAP': 4,
+        'CUABI_NVML_THROTTLE_HW_SLOWDOWN': 8,
+        'CUABI_NVML_THROTTLE_SYNC_BOOST': 16,
+        'CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN': 32,
+        'CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN': 64,
+        'CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN': 128,
+        'CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING': 256,
+    },
+    'cuabi_nvml_process_kind': {
+        'CUABI_NVML_PROCESS_COMPUTE': 1,
+        'CUABI_NVML_PROCESS_GRAPHICS': 2,
+    },
 }
 STATUS_NAMES = {
     0: 'CUABI_SUCCESS',
@@ -1800,6 +2057,7 @@ STATUS_NAMES = {
     40: 'CUABI_ERROR_NCCL',
     41: 'CUABI_ERROR_TIMEOUT',
     33: 'CUABI_ERROR_STREAM_CAPTURE',
+    39: 'CUABI_ERROR_NVML',
 }
 
 # name: (restype, argtypes, params), params = ((name, C type, dir,
@@ -2225,6 +2483,23 @@ FUNCTIONS = {
     'cuabi_checkpoint_process_checkpoint': (C.c_int, (C.c_int, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_checkpoint_process_restore': (C.c_int, (C.c_int, C.POINTER(cuabi_checkpoint_gpu_pair), C.c_size_t, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), ('pairs', 'const cuabi_checkpoint_gpu_pair *', 'in', 'host', True, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), )),
     'cuabi_checkpoint_process_unlock': (C.c_int, (C.c_int, ), (('pid', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_system_info_init': (C.c_int, (C.POINTER(cuabi_nvml_system_info), C.c_uint, ), (('opts', 'cuabi_nvml_system_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_info_init': (C.c_int, (C.POINTER(cuabi_nvml_device_info), C.c_uint, ), (('opts', 'cuabi_nvml_device_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_health_init': (C.c_int, (C.POINTER(cuabi_nvml_health), C.c_uint, ), (('opts', 'cuabi_nvml_health *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_nvlink_init': (C.c_int, (C.POINTER(cuabi_nvml_nvlink), C.c_uint, ), (('opts', 'cuabi_nvml_nvlink *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_topology_init': (C.c_int, (C.POINTER(cuabi_nvml_topology), C.c_uint, ), (('opts', 'cuabi_nvml_topology *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_process_init': (C.c_int, (C.POINTER(cuabi_nvml_process), C.c_uint, ), (('opts', 'cuabi_nvml_process *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_system_info_get': (C.c_int, (C.POINTER(cuabi_nvml_system_info), ), (('out', 'cuabi_nvml_system_info *', 'inout', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_count': (C.c_int, (C.POINTER(C.c_int), ), (('out', 'int *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_info_get': (C.c_int, (C.POINTER(cuabi_nvml_device_info), C.c_int, ), (('out', 'cuabi_nvml_device_info *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_health_get': (C.c_int, (C.POINTER(cuabi_nvml_health), C.c_int, ), (('out', 'cuabi_nvml_health *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_pcie_throughput': (C.c_int, (C.POINTER(C.c_uint), C.POINTER(C.c_uint), C.c_int, ), (('tx_kib_per_s', 'unsigned int *', 'out', 'host', False, 'borrow', None), ('rx_kib_per_s', 'unsigned int *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_find': (C.c_int, (C.POINTER(C.c_int), C.c_char_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('id', 'const char *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_cuda_ordinal': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_from_cuda_ordinal': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('ordinal', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_nvlink_get': (C.c_int, (C.POINTER(cuabi_nvml_nvlink), C.c_int, C.c_int, ), (('out', 'cuabi_nvml_nvlink *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), ('link', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_topology_get': (C.c_int, (C.POINTER(cuabi_nvml_topology), C.c_int, C.c_int, ), (('out', 'cuabi_nvml_topology *', 'inout', 'host', False, 'borrow', None), ('index1', 'int', 'in', 'host', False, 'borrow', None), ('index2', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_nvml_device_processes': (C.c_int, (C.POINTER(cuabi_nvml_process), C.c_size_t, C.POINTER(C.c_size_t), C.c_int, ), (('out', 'cuabi_nvml_process *', 'inout', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -2385,6 +2660,8 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_checkpoint_process_checkpoint',
     'cuabi_checkpoint_process_restore',
     'cuabi_checkpoint_process_unlock',
+    'cuabi_nvml_device_cuda_ordinal',
+    'cuabi_nvml_device_from_cuda_ordinal',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -2811,4 +3088,21 @@ TABLE_FUNCTIONS = (
     'cuabi_checkpoint_process_checkpoint',
     'cuabi_checkpoint_process_restore',
     'cuabi_checkpoint_process_unlock',
+    'cuabi_nvml_system_info_init',
+    'cuabi_nvml_device_info_init',
+    'cuabi_nvml_health_init',
+    'cuabi_nvml_nvlink_init',
+    'cuabi_nvml_topology_init',
+    'cuabi_nvml_process_init',
+    'cuabi_nvml_system_info_get',
+    'cuabi_nvml_device_count',
+    'cuabi_nvml_device_info_get',
+    'cuabi_nvml_device_health_get',
+    'cuabi_nvml_device_find',
+    'cuabi_nvml_device_cuda_ordinal',
+    'cuabi_nvml_device_from_cuda_ordinal',
+    'cuabi_nvml_device_nvlink_get',
+    'cuabi_nvml_topology_get',
+    'cuabi_nvml_device_processes',
+    'cuabi_nvml_device_pcie_throughput',
 )

@@ -159,7 +159,8 @@ def raise_last(status: int, where: str = ""):
         msg = _str(info.message)
         log = info.log[:info.log_size].decode("utf-8", "replace") if info.log else ""
         codes = dict(cu_result=info.cu_result, nvrtc_result=info.nvrtc_result,
-                     nvjitlink_result=info.nvjitlink_result)
+                     nvjitlink_result=info.nvjitlink_result,
+                     nvml_result=info.nvml_result if info.version >= 2 else 0)
     else:  # no record for this status (should not happen): say what we know
         msg, log, codes = f"{where} failed", "", {}
     if where and not msg.startswith(where):

@@ -16,13 +16,14 @@ class CuabiError(Exception):
 
     Attributes: status (int), status_name ("CUABI_ERROR_..."), message (the
     library's message, naming the function), log (compiler/linker log or ""),
-    cu_result / nvrtc_result / nvjitlink_result (underlying codes or 0)."""
+    cu_result / nvrtc_result / nvjitlink_result / nvml_result (underlying codes or 0)."""
 
     status = -1
     status_name = "CUABI_ERROR_UNKNOWN"
 
     def __init__(self, message: str, *, status: int | None = None, log: str = "",
-                 cu_result: int = 0, nvrtc_result: int = 0, nvjitlink_result: int = 0):
+                 cu_result: int = 0, nvrtc_result: int = 0, nvjitlink_result: int = 0,
+                 nvml_result: int = 0):
         if status is not None:
             self.status = status
             self.status_name = _capi.STATUS_NAMES.get(status, f"status {status}")
@@ -31,6 +32,7 @@ class CuabiError(Exception):
         self.cu_result = cu_result
         self.nvrtc_result = nvrtc_result
         self.nvjitlink_result = nvjitlink_result
+        self.nvml_result = nvml_result
         text = f"{self.status_name}: {message}"
         if log:
             text += "\n--- log ---\n" + log.rstrip()
@@ -61,7 +63,7 @@ _MIXINS = {
 def _class_name(status_name: str) -> str:
     words = status_name.removeprefix("CUABI_ERROR_").split("_")
     special = {"NVRTC": "Nvrtc", "NVJITLINK": "NvJitLink", "IO": "IO", "DLPACK": "DLPack",
-               "CUDA": "Cuda", "IPC": "IPC", "NCCL": "NCCL"}
+               "CUDA": "Cuda", "IPC": "IPC", "NCCL": "NCCL", "NVML": "NVML"}
     name = "".join(special.get(w, w.capitalize()) for w in words)
     return name if name.endswith("Error") else name + "Error"
 

@@ -587,5 +587,6 @@ include("multigpu.jl")
 include("texture.jl")
 include("nccl.jl")
 include("green.jl")
+include("nvml.jl")
 
 end # module CuABI

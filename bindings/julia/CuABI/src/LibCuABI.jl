@@ -135,6 +135,7 @@ const CUABI_ERROR_IPC = cuabi_status(38)
 const CUABI_ERROR_NCCL = cuabi_status(40)
 const CUABI_ERROR_TIMEOUT = cuabi_status(41)
 const CUABI_ERROR_STREAM_CAPTURE = cuabi_status(33)
+const CUABI_ERROR_NVML = cuabi_status(39)
 
 """
 Kinds of code cuabi compiles, links and loads.
@@ -153,6 +154,8 @@ const CUABI_CODE_NVVM = cuabi_code_type(8)
 """
 The calling thread's last error, filled by the library. The pointers stay
 valid until the next cuabi call on the same thread that fails or clears it.
+Version 2 adds nvml_result; the record the library hands out is always of
+its own (latest) version.
 """
 struct cuabi_error_info
     version::Cuint
@@ -163,8 +166,9 @@ struct cuabi_error_info
     nvjitlink_result::Cint
     log::Ptr{Cchar}
     log_size::Csize_t
+    nvml_result::Cint
 end
-const CUABI_ERROR_INFO_VERSION = Cuint(1)
+const CUABI_ERROR_INFO_VERSION = Cuint(2)
 
 """
 cuabi_error_info_init(opts, version)
@@ -8829,10 +8833,415 @@ function cuabi_checkpoint_process_unlock(pid)
     ccall((:cuabi_checkpoint_process_unlock, libcuabi), cuabi_status, (Cint,), pid)
 end
 
+
+# ---- module nvml (api/nvml.toml)
+
+"""
+Bits of the `unavailable` masks: the values NVML did not report for this GPU (not supported, no permission, or an entry point this NVML lacks); such fields read 0.
+"""
+const cuabi_nvml_field = Cint
+const CUABI_NVML_FIELD_NAME = cuabi_nvml_field(1)
+const CUABI_NVML_FIELD_UUID = cuabi_nvml_field(2)
+const CUABI_NVML_FIELD_PCI = cuabi_nvml_field(4)
+const CUABI_NVML_FIELD_COMPUTE_CAPABILITY = cuabi_nvml_field(8)
+const CUABI_NVML_FIELD_MEMORY_TOTAL = cuabi_nvml_field(16)
+const CUABI_NVML_FIELD_PCIE_MAX_LINK = cuabi_nvml_field(32)
+const CUABI_NVML_FIELD_MAX_CLOCKS = cuabi_nvml_field(64)
+const CUABI_NVML_FIELD_ECC_MODE = cuabi_nvml_field(128)
+const CUABI_NVML_FIELD_MINOR_NUMBER = cuabi_nvml_field(256)
+const CUABI_NVML_FIELD_MEMORY = cuabi_nvml_field(512)
+const CUABI_NVML_FIELD_MEMORY_RESERVED = cuabi_nvml_field(1024)
+const CUABI_NVML_FIELD_UTILIZATION = cuabi_nvml_field(2048)
+const CUABI_NVML_FIELD_TEMPERATURE = cuabi_nvml_field(4096)
+const CUABI_NVML_FIELD_POWER_USAGE = cuabi_nvml_field(8192)
+const CUABI_NVML_FIELD_POWER_LIMIT = cuabi_nvml_field(16384)
+const CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT = cuabi_nvml_field(32768)
+const CUABI_NVML_FIELD_CLOCK_GRAPHICS = cuabi_nvml_field(65536)
+const CUABI_NVML_FIELD_CLOCK_SM = cuabi_nvml_field(131072)
+const CUABI_NVML_FIELD_CLOCK_MEMORY = cuabi_nvml_field(262144)
+const CUABI_NVML_FIELD_ECC_VOLATILE = cuabi_nvml_field(524288)
+const CUABI_NVML_FIELD_ECC_AGGREGATE = cuabi_nvml_field(1048576)
+const CUABI_NVML_FIELD_THROTTLE_REASONS = cuabi_nvml_field(2097152)
+const CUABI_NVML_FIELD_PCIE_LINK = cuabi_nvml_field(4194304)
+const CUABI_NVML_FIELD_PERFORMANCE_STATE = cuabi_nvml_field(8388608)
+const CUABI_NVML_FIELD_FAN_SPEED = cuabi_nvml_field(16777216)
+const CUABI_NVML_FIELD_NVLINK_STATE = cuabi_nvml_field(33554432)
+const CUABI_NVML_FIELD_NVLINK_VERSION = cuabi_nvml_field(67108864)
+const CUABI_NVML_FIELD_NVLINK_REMOTE = cuabi_nvml_field(134217728)
+const CUABI_NVML_FIELD_NVLINK_P2P = cuabi_nvml_field(268435456)
+const CUABI_NVML_FIELD_TOPOLOGY = cuabi_nvml_field(536870912)
+
+"""
+How far apart two GPUs sit (nvmlGpuTopologyLevel_t, same values): the closest common ancestor of their PCIe paths. nvidia-smi topo -m names them PIX, PXB, PHB, NODE, SYS.
+"""
+const cuabi_nvml_topology_level = Cint
+const CUABI_NVML_TOPOLOGY_INTERNAL = cuabi_nvml_topology_level(0)
+const CUABI_NVML_TOPOLOGY_SINGLE = cuabi_nvml_topology_level(10)
+const CUABI_NVML_TOPOLOGY_MULTIPLE = cuabi_nvml_topology_level(20)
+const CUABI_NVML_TOPOLOGY_HOSTBRIDGE = cuabi_nvml_topology_level(30)
+const CUABI_NVML_TOPOLOGY_NODE = cuabi_nvml_topology_level(40)
+const CUABI_NVML_TOPOLOGY_SYSTEM = cuabi_nvml_topology_level(50)
+
+"""
+Whether one kind of peer-to-peer access works between two GPUs (nvmlGpuP2PStatus_t, same values).
+"""
+const cuabi_nvml_p2p_status = Cint
+const CUABI_NVML_P2P_OK = cuabi_nvml_p2p_status(0)
+const CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED = cuabi_nvml_p2p_status(1)
+const CUABI_NVML_P2P_GPU_NOT_SUPPORTED = cuabi_nvml_p2p_status(2)
+const CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED = cuabi_nvml_p2p_status(3)
+const CUABI_NVML_P2P_DISABLED_BY_REGKEY = cuabi_nvml_p2p_status(4)
+const CUABI_NVML_P2P_NOT_SUPPORTED = cuabi_nvml_p2p_status(5)
+const CUABI_NVML_P2P_UNKNOWN = cuabi_nvml_p2p_status(6)
+
+"""
+Bits of health.throttle_reasons: why the clocks are below their maximum (NVML's nvmlClocksEventReason* / nvmlClocksThrottleReason* values). 0: nothing holds them back.
+"""
+const cuabi_nvml_throttle_reason = Cint
+const CUABI_NVML_THROTTLE_GPU_IDLE = cuabi_nvml_throttle_reason(1)
+const CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING = cuabi_nvml_throttle_reason(2)
+const CUABI_NVML_THROTTLE_SW_POWER_CAP = cuabi_nvml_throttle_reason(4)
+const CUABI_NVML_THROTTLE_HW_SLOWDOWN = cuabi_nvml_throttle_reason(8)
+const CUABI_NVML_THROTTLE_SYNC_BOOST = cuabi_nvml_throttle_reason(16)
+const CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN = cuabi_nvml_throttle_reason(32)
+const CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN = cuabi_nvml_throttle_reason(64)
+const CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN = cuabi_nvml_throttle_reason(128)
+const CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING = cuabi_nvml_throttle_reason(256)
+
+"""
+Bits of process.kinds: which contexts a process holds on the GPU.
+"""
+const cuabi_nvml_process_kind = Cint
+const CUABI_NVML_PROCESS_COMPUTE = cuabi_nvml_process_kind(1)
+const CUABI_NVML_PROCESS_GRAPHICS = cuabi_nvml_process_kind(2)
+
+"""
+The machine as NVML sees it, filled by cuabi_nvml_system_info_get().
+"""
+struct cuabi_nvml_system_info
+    version::Cuint
+    driver_version::NTuple{80, Cchar}
+    nvml_version::NTuple{80, Cchar}
+    cuda_driver_version::Cint
+    device_count::Cint
+    library_path::Ptr{Cchar}
+end
+const CUABI_NVML_SYSTEM_INFO_VERSION = Cuint(1)
+
+"""
+What a GPU is (facts that do not change while it runs), filled by cuabi_nvml_device_info_get().
+"""
+struct cuabi_nvml_device_info
+    version::Cuint
+    index::Cint
+    name::NTuple{96, Cchar}
+    uuid::NTuple{96, Cchar}
+    uuid_bytes::NTuple{16, UInt8}
+    pci_bus_id::NTuple{32, Cchar}
+    pci_domain::Cuint
+    pci_bus::Cuint
+    pci_device::Cuint
+    pci_device_id::Cuint
+    compute_capability_major::Cint
+    compute_capability_minor::Cint
+    memory_total::UInt64
+    pcie_max_generation::Cuint
+    pcie_max_width::Cuint
+    max_clock_graphics_mhz::Cuint
+    max_clock_sm_mhz::Cuint
+    max_clock_memory_mhz::Cuint
+    ecc_enabled::Cint
+    ecc_pending::Cint
+    minor_number::Cuint
+    nvlink_count::Cint
+    unavailable::UInt64
+end
+const CUABI_NVML_DEVICE_INFO_VERSION = Cuint(1)
+
+"""
+How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few
+NVML queries, well under a millisecond on an H100). The PCIe throughput,
+which NVML counts over 20 ms per direction, is asked apart:
+cuabi_nvml_device_pcie_throughput().
+"""
+struct cuabi_nvml_health
+    version::Cuint
+    index::Cint
+    memory_total::UInt64
+    memory_free::UInt64
+    memory_used::UInt64
+    memory_reserved::UInt64
+    utilization_gpu::Cuint
+    utilization_memory::Cuint
+    temperature_gpu::Cint
+    power_usage_mw::Cuint
+    power_limit_mw::Cuint
+    power_management_limit_mw::Cuint
+    clock_graphics_mhz::Cuint
+    clock_sm_mhz::Cuint
+    clock_memory_mhz::Cuint
+    ecc_corrected_volatile::UInt64
+    ecc_uncorrected_volatile::UInt64
+    ecc_corrected_aggregate::UInt64
+    ecc_uncorrected_aggregate::UInt64
+    throttle_reasons::UInt64
+    pcie_generation::Cuint
+    pcie_width::Cuint
+    performance_state::Cint
+    fan_speed_percent::Cuint
+    unavailable::UInt64
+end
+const CUABI_NVML_HEALTH_VERSION = Cuint(1)
+
+"""
+One NVLink link of a GPU, filled by cuabi_nvml_device_nvlink_get().
+"""
+struct cuabi_nvml_nvlink
+    version::Cuint
+    link::Cint
+    active::Cint
+    nvlink_version::Cuint
+    version_major::Cint
+    version_minor::Cint
+    remote_pci_bus_id::NTuple{32, Cchar}
+    remote_index::Cint
+    p2p_supported::Cint
+    unavailable::UInt64
+end
+const CUABI_NVML_NVLINK_VERSION = Cuint(1)
+
+"""
+How two GPUs are connected, filled by cuabi_nvml_topology_get().
+"""
+struct cuabi_nvml_topology
+    version::Cuint
+    common_ancestor::cuabi_nvml_topology_level
+    p2p_read::cuabi_nvml_p2p_status
+    p2p_write::cuabi_nvml_p2p_status
+    p2p_nvlink::cuabi_nvml_p2p_status
+    p2p_atomics::cuabi_nvml_p2p_status
+    p2p_pci::cuabi_nvml_p2p_status
+    unavailable::UInt64
+end
+const CUABI_NVML_TOPOLOGY_VERSION = Cuint(1)
+
+"""
+A process with a context on a GPU, filled by cuabi_nvml_device_processes().
+"""
+struct cuabi_nvml_process
+    version::Cuint
+    pid::Cuint
+    used_memory::UInt64
+    kinds::Cuint
+    gpu_instance_id::Cuint
+    compute_instance_id::Cuint
+end
+const CUABI_NVML_PROCESS_VERSION = Cuint(1)
+
+"""
+cuabi_nvml_system_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_SYSTEM_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_system_info_init(opts, version)
+    ccall((:cuabi_nvml_system_info_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_system_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_device_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_DEVICE_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_device_info_init(opts, version)
+    ccall((:cuabi_nvml_device_info_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_device_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_health_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_HEALTH_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_health_init(opts, version)
+    ccall((:cuabi_nvml_health_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_health}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_nvlink_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_NVLINK_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_nvlink_init(opts, version)
+    ccall((:cuabi_nvml_nvlink_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_nvlink}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_topology_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_TOPOLOGY_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_topology_init(opts, version)
+    ccall((:cuabi_nvml_topology_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_topology}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_process_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_PROCESS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_nvml_process_init(opts, version)
+    ccall((:cuabi_nvml_process_init, libcuabi), cuabi_status, (Ptr{cuabi_nvml_process}, Cuint), opts, version)
+end
+
+"""
+cuabi_nvml_system_info_get(out)
+
+Load and initialise NVML (once per process) and report the driver, NVML and CUDA versions, the GPU count and the file loaded. CUABI_ERROR_NOT_SUPPORTED ("NVML not available: ...") without NVML.
+
+- `out` [inout] Its version field must be set (CUABI_NVML_SYSTEM_INFO_INIT).
+"""
+function cuabi_nvml_system_info_get(out)
+    ccall((:cuabi_nvml_system_info_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_system_info},), out)
+end
+
+"""
+cuabi_nvml_device_count(out)
+
+How many GPUs NVML lists (all of the machine's that this process may open, whatever CUDA_VISIBLE_DEVICES says).
+
+- `out` [out]
+"""
+function cuabi_nvml_device_count(out)
+    ccall((:cuabi_nvml_device_count, libcuabi), cuabi_status, (Ptr{Cint},), out)
+end
+
+"""
+cuabi_nvml_device_info_get(out, index)
+
+What GPU `index` is: name, UUID, PCI location, compute capability, memory, PCIe and clock maxima, ECC mode, NVLink count.
+
+- `out` [inout] Its version field must be set (CUABI_NVML_DEVICE_INFO_INIT).
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_info_get(out, index)
+    ccall((:cuabi_nvml_device_info_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_device_info}, Cint), out, index)
+end
+
+"""
+cuabi_nvml_device_health_get(out, index)
+
+How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link, P-state, fan.
+
+- `out` [inout] Its version field must be set (CUABI_NVML_HEALTH_INIT).
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_health_get(out, index)
+    ccall((:cuabi_nvml_device_health_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_health}, Cint), out, index)
+end
+
+"""
+cuabi_nvml_device_pcie_throughput(tx_kib_per_s, rx_kib_per_s, index)
+
+Bytes per second over GPU `index`'s PCIe link, in KiB/s, each direction counted by NVML over 20 ms (so the call takes about 40 ms). CUABI_ERROR_NOT_SUPPORTED when NVML does not count them here (a virtual GPU, no permission).
+
+- `tx_kib_per_s` [out] Sent by the GPU.
+- `rx_kib_per_s` [out] Received by the GPU.
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_pcie_throughput(tx_kib_per_s, rx_kib_per_s, index)
+    ccall((:cuabi_nvml_device_pcie_throughput, libcuabi), cuabi_status, (Ptr{Cuint}, Ptr{Cuint}, Cint), tx_kib_per_s, rx_kib_per_s, index)
+end
+
+"""
+cuabi_nvml_device_find(out, id)
+
+NVML's index of the GPU named by a UUID ("GPU-xxxxxxxx-...", or the same without "GPU-") or a PCI bus id ("0000:17:00.0" or "00000000:17:00.0", any case). CUABI_ERROR_NOT_FOUND when no GPU NVML lists has it; CUABI_ERROR_INVALID_ARGUMENT when `id` is neither form.
+
+- `out` [out]
+"""
+function cuabi_nvml_device_find(out, id)
+    ccall((:cuabi_nvml_device_find, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{Cchar}), out, id)
+end
+
+"""
+cuabi_nvml_device_cuda_ordinal(out, index)
+
+The CUDA ordinal of GPU `index` in this process (matched by UUID), or -1 when CUDA does not show it here (CUDA_VISIBLE_DEVICES hides it, or it is a MIG-enabled GPU). Loads and initialises the CUDA driver (cuInit) and reads device UUIDs; creates no context. Fails as cuabi_device_count() does without a driver.
+
+- `out` [out]
+- `index` NVML's index, 0 .. count-1.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nvml_device_cuda_ordinal(out, index)
+    ccall((:cuabi_nvml_device_cuda_ordinal, libcuabi), cuabi_status, (Ptr{Cint}, Cint), out, index)
+end
+
+"""
+cuabi_nvml_device_from_cuda_ordinal(out, ordinal)
+
+NVML's index of the GPU that is CUDA device `ordinal` in this process (matched by UUID); CUABI_ERROR_NOT_FOUND when NVML does not list it. Loads and initialises the CUDA driver (cuInit); creates no context.
+
+- `out` [out]
+- `ordinal` A CUDA ordinal, 0 .. cuabi_device_count()-1.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_nvml_device_from_cuda_ordinal(out, ordinal)
+    ccall((:cuabi_nvml_device_from_cuda_ordinal, libcuabi), cuabi_status, (Ptr{Cint}, Cint), out, ordinal)
+end
+
+"""
+cuabi_nvml_device_nvlink_get(out, index, link)
+
+NVLink link `link` of GPU `index`: state, version, what is at the other end, whether P2P over it is supported. CUABI_ERROR_INVALID_ARGUMENT unless 0 <= link < device_info.nvlink_count.
+
+- `out` [inout] Its version field must be set (CUABI_NVML_NVLINK_INIT).
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_nvlink_get(out, index, link)
+    ccall((:cuabi_nvml_device_nvlink_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_nvlink}, Cint, Cint), out, index, link)
+end
+
+"""
+cuabi_nvml_topology_get(out, index1, index2)
+
+How GPUs `index1` and `index2` are connected: their closest common PCIe ancestor and the peer-to-peer status for reads, writes, NVLink, atomics and PCIe.
+
+- `out` [inout] Its version field must be set (CUABI_NVML_TOPOLOGY_INIT).
+"""
+function cuabi_nvml_topology_get(out, index1, index2)
+    ccall((:cuabi_nvml_topology_get, libcuabi), cuabi_status, (Ptr{cuabi_nvml_topology}, Cint, Cint), out, index1, index2)
+end
+
+"""
+cuabi_nvml_device_processes(out, capacity, count, index)
+
+The processes with a compute or graphics context on GPU `index`, one entry per process (its kinds ORed), by ascending pid. CUABI_ERROR_NOT_SUPPORTED when NVML lists neither kind for this GPU. Fills up to `capacity` entries and sets *count to how many there are, also when that is more than capacity (call again with a larger array; the list changes as processes come and go).
+
+- `out` [inout, may be C_NULL] Each entry's version field must be set (CUABI_NVML_PROCESS_INIT); NULL when capacity is 0.
+- `count` [out]
+- `index` NVML's index, 0 .. count-1.
+"""
+function cuabi_nvml_device_processes(out, capacity, count, index)
+    ccall((:cuabi_nvml_device_processes, libcuabi), cuabi_status, (Ptr{cuabi_nvml_process}, Csize_t, Ptr{Csize_t}, Cint), out, capacity, count, index)
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
-    ("cuabi_error_info", cuabi_error_info, ["version", "status", "message", "cu_result", "nvrtc_result", "nvjitlink_result", "log", "log_size"]),
+    ("cuabi_error_info", cuabi_error_info, ["version", "status", "message", "cu_result", "nvrtc_result", "nvjitlink_result", "log", "log_size", "nvml_result"]),
     ("cuabi_runtime_info", cuabi_runtime_info, ["version", "library_version", "abi_version", "driver_status", "driver_version", "driver_path", "driver_error", "nvrtc_status", "nvrtc_version", "nvrtc_path", "nvrtc_error", "nvjitlink_status", "nvjitlink_version", "nvjitlink_path", "nvjitlink_error", "nvvm_status", "nvvm_version", "nvvm_path", "nvvm_error", "nvfatbin_status", "nvfatbin_version", "nvfatbin_path", "nvfatbin_error", "nccl_status", "nccl_version", "nccl_path", "nccl_error"]),
     ("cuabi_device_properties", cuabi_device_properties, ["version", "ordinal", "name", "uuid", "pci_bus_id", "compute_capability_major", "compute_capability_minor", "total_memory", "multiprocessor_count", "warp_size", "max_threads_per_block", "max_block_dim", "max_grid_dim", "max_threads_per_multiprocessor", "max_blocks_per_multiprocessor", "max_registers_per_block", "max_registers_per_multiprocessor", "max_shared_memory_per_block", "max_shared_memory_per_block_optin", "max_shared_memory_per_multiprocessor", "reserved_shared_memory_per_block", "l2_cache_size", "clock_rate_khz", "memory_clock_rate_khz", "memory_bus_width", "cooperative_launch", "cluster_launch", "memory_pools_supported", "managed_memory", "concurrent_managed_access", "unified_addressing", "integrated", "ecc_enabled"]),
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
@@ -8876,6 +9285,12 @@ const STRUCT_LAYOUTS = [
     ("cuabi_sm_resource_info", cuabi_sm_resource_info, ["version", "sm_count", "min_partition_size", "coscheduled_alignment", "kind", "ordinal", "split_id", "index"]),
     ("cuabi_sm_split_options", cuabi_sm_split_options, ["version", "min_count", "flags"]),
     ("cuabi_checkpoint_gpu_pair", cuabi_checkpoint_gpu_pair, ["old_uuid", "new_uuid"]),
+    ("cuabi_nvml_system_info", cuabi_nvml_system_info, ["version", "driver_version", "nvml_version", "cuda_driver_version", "device_count", "library_path"]),
+    ("cuabi_nvml_device_info", cuabi_nvml_device_info, ["version", "index", "name", "uuid", "uuid_bytes", "pci_bus_id", "pci_domain", "pci_bus", "pci_device", "pci_device_id", "compute_capability_major", "compute_capability_minor", "memory_total", "pcie_max_generation", "pcie_max_width", "max_clock_graphics_mhz", "max_clock_sm_mhz", "max_clock_memory_mhz", "ecc_enabled", "ecc_pending", "minor_number", "nvlink_count", "unavailable"]),
+    ("cuabi_nvml_health", cuabi_nvml_health, ["version", "index", "memory_total", "memory_free", "memory_used", "memory_reserved", "utilization_gpu", "utilization_memory", "temperature_gpu", "power_usage_mw", "power_limit_mw", "power_management_limit_mw", "clock_graphics_mhz", "clock_sm_mhz", "clock_memory_mhz", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate", "throttle_reasons", "pcie_generation", "pcie_width", "performance_state", "fan_speed_percent", "unavailable"]),
+    ("cuabi_nvml_nvlink", cuabi_nvml_nvlink, ["version", "link", "active", "nvlink_version", "version_major", "version_minor", "remote_pci_bus_id", "remote_index", "p2p_supported", "unavailable"]),
+    ("cuabi_nvml_topology", cuabi_nvml_topology, ["version", "common_ancestor", "p2p_read", "p2p_write", "p2p_nvlink", "p2p_atomics", "p2p_pci", "unavailable"]),
+    ("cuabi_nvml_process", cuabi_nvml_process, ["version", "pid", "used_memory", "kinds", "gpu_instance_id", "compute_instance_id"]),
 ]
 
 # Every C function this module wraps.
@@ -9300,6 +9715,23 @@ const FUNCTIONS = [
     :cuabi_checkpoint_process_checkpoint,
     :cuabi_checkpoint_process_restore,
     :cuabi_checkpoint_process_unlock,
+    :cuabi_nvml_system_info_init,
+    :cuabi_nvml_device_info_init,
+    :cuabi_nvml_health_init,
+    :cuabi_nvml_nvlink_init,
+    :cuabi_nvml_topology_init,
+    :cuabi_nvml_process_init,
+    :cuabi_nvml_system_info_get,
+    :cuabi_nvml_device_count,
+    :cuabi_nvml_device_info_get,
+    :cuabi_nvml_device_health_get,
+    :cuabi_nvml_device_pcie_throughput,
+    :cuabi_nvml_device_find,
+    :cuabi_nvml_device_cuda_ordinal,
+    :cuabi_nvml_device_from_cuda_ordinal,
+    :cuabi_nvml_device_nvlink_get,
+    :cuabi_nvml_topology_get,
+    :cuabi_nvml_device_processes,
 ]
 
 end # module LibCuABI

@@ -711,4 +711,35 @@ end
             @test words[2] == 7 && words[4] == 256
         end
     end
+    @testset "NVML (without NVML a clear error)" begin
+        n = try
+            nvml_device_count()
+        catch e
+            e isa CuABIError || rethrow()
+            @test e.status == L.CUABI_ERROR_NOT_SUPPORTED
+            @test occursin("NVML not available", e.message)
+            nothing
+        end
+        if n !== nothing && n > 0
+            s = nvml_system_info()
+            @test s.device_count == n && !isempty(s.driver_version)
+            for i in 0:n-1
+                d = nvml_device_info(i)
+                @test startswith(d.uuid, "GPU-") && nvml_find(d.uuid) == i
+                h = nvml_health(i)
+                @test h.memory_total === nothing || h.memory_total > 0
+                @test h.temperature_c === nothing || 0 < h.temperature_c < 120
+                @test all(p -> p.pid > 0, nvml_processes(i))
+                for l in 0:d.nvlink_count-1
+                    @test nvml_nvlink(i, l).link == l
+                end
+                @test nvml_topology(i, i).p2p_read isa L.cuabi_nvml_p2p_status
+            end
+            if gpu_available()
+                o = nvml_from_cuda_ordinal(0)
+                @test nvml_cuda_ordinal(o) == 0
+                @test nvml_device_info(o).uuid_bytes == collect(CuABI.properties(Device(0)).uuid)
+            end
+        end
+    end
 end

@@ -86,6 +86,8 @@ impl cuabi_status {
     pub const CUABI_ERROR_TIMEOUT: cuabi_status = cuabi_status(41);
     /// not allowed while a stream is being captured, or the capture was invalidated by such a call
     pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status(33);
+    /// an NVML call failed or gave an answer cuabi cannot use; see nvml_result in the last error
+    pub const CUABI_ERROR_NVML: cuabi_status = cuabi_status(39);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -124,6 +126,7 @@ impl cuabi_status {
             40 => Some("CUABI_ERROR_NCCL"),
             41 => Some("CUABI_ERROR_TIMEOUT"),
             33 => Some("CUABI_ERROR_STREAM_CAPTURE"),
+            39 => Some("CUABI_ERROR_NVML"),
             _ => None,
         }
     }
@@ -173,6 +176,7 @@ pub const CUABI_ERROR_IPC: cuabi_status = cuabi_status::CUABI_ERROR_IPC;
 pub const CUABI_ERROR_NCCL: cuabi_status = cuabi_status::CUABI_ERROR_NCCL;
 pub const CUABI_ERROR_TIMEOUT: cuabi_status = cuabi_status::CUABI_ERROR_TIMEOUT;
 pub const CUABI_ERROR_STREAM_CAPTURE: cuabi_status = cuabi_status::CUABI_ERROR_STREAM_CAPTURE;
+pub const CUABI_ERROR_NVML: cuabi_status = cuabi_status::CUABI_ERROR_NVML;
 
 /// Kinds of code cuabi compiles, links and loads.
 #[repr(transparent)]
@@ -236,6 +240,8 @@ pub const CUABI_CODE_NVVM: cuabi_code_type = cuabi_code_type::CUABI_CODE_NVVM;
 
 /// The calling thread's last error, filled by the library. The pointers stay
 /// valid until the next cuabi call on the same thread that fails or clears it.
+/// Version 2 adds nvml_result; the record the library hands out is always of
+/// its own (latest) version.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_error_info {
@@ -255,6 +261,8 @@ pub struct cuabi_error_info {
     pub log: *const c_char,
     /// strlen(log).
     pub log_size: usize,
+    /// Version 2: the nvmlReturn_t of the failing NVML call (CUABI_ERROR_NVML), or 0.
+    pub nvml_result: c_int,
 }
 
 impl Default for cuabi_error_info {
@@ -265,7 +273,7 @@ impl Default for cuabi_error_info {
 }
 
 /// Current version of cuabi_error_info.
-pub const CUABI_ERROR_INFO_VERSION: c_uint = 1;
+pub const CUABI_ERROR_INFO_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -5612,11 +5620,625 @@ unsafe extern "C" {
     pub fn cuabi_checkpoint_process_unlock(pid: c_int) -> cuabi_status;
 }
 
+// ---- module nvml (api/nvml.toml)
+
+/// Bits of the `unavailable` masks: the values NVML did not report for this GPU (not supported, no permission, or an entry point this NVML lacks); such fields read 0.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nvml_field(pub i32);
+
+impl cuabi_nvml_field {
+    /// device_info.name
+    pub const CUABI_NVML_FIELD_NAME: cuabi_nvml_field = cuabi_nvml_field(1);
+    /// device_info.uuid_bytes (and uuid, unless NVML gave a text that is no UUID)
+    pub const CUABI_NVML_FIELD_UUID: cuabi_nvml_field = cuabi_nvml_field(2);
+    /// device_info.pci_* (bus id, domain, bus, device, device id)
+    pub const CUABI_NVML_FIELD_PCI: cuabi_nvml_field = cuabi_nvml_field(4);
+    /// device_info.compute_capability_major/minor
+    pub const CUABI_NVML_FIELD_COMPUTE_CAPABILITY: cuabi_nvml_field = cuabi_nvml_field(8);
+    /// device_info.memory_total
+    pub const CUABI_NVML_FIELD_MEMORY_TOTAL: cuabi_nvml_field = cuabi_nvml_field(16);
+    /// device_info.pcie_max_generation/width
+    pub const CUABI_NVML_FIELD_PCIE_MAX_LINK: cuabi_nvml_field = cuabi_nvml_field(32);
+    /// device_info.max_clock_*_mhz (any of them)
+    pub const CUABI_NVML_FIELD_MAX_CLOCKS: cuabi_nvml_field = cuabi_nvml_field(64);
+    /// device_info.ecc_enabled/ecc_pending
+    pub const CUABI_NVML_FIELD_ECC_MODE: cuabi_nvml_field = cuabi_nvml_field(128);
+    /// device_info.minor_number
+    pub const CUABI_NVML_FIELD_MINOR_NUMBER: cuabi_nvml_field = cuabi_nvml_field(256);
+    /// health.memory_total/free/used
+    pub const CUABI_NVML_FIELD_MEMORY: cuabi_nvml_field = cuabi_nvml_field(512);
+    /// health.memory_reserved (nvmlDeviceGetMemoryInfo_v2 only)
+    pub const CUABI_NVML_FIELD_MEMORY_RESERVED: cuabi_nvml_field = cuabi_nvml_field(1024);
+    /// health.utilization_gpu/memory
+    pub const CUABI_NVML_FIELD_UTILIZATION: cuabi_nvml_field = cuabi_nvml_field(2048);
+    /// health.temperature_gpu
+    pub const CUABI_NVML_FIELD_TEMPERATURE: cuabi_nvml_field = cuabi_nvml_field(4096);
+    /// health.power_usage_mw
+    pub const CUABI_NVML_FIELD_POWER_USAGE: cuabi_nvml_field = cuabi_nvml_field(8192);
+    /// health.power_limit_mw
+    pub const CUABI_NVML_FIELD_POWER_LIMIT: cuabi_nvml_field = cuabi_nvml_field(16384);
+    /// health.power_management_limit_mw
+    pub const CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT: cuabi_nvml_field = cuabi_nvml_field(32768);
+    /// health.clock_graphics_mhz
+    pub const CUABI_NVML_FIELD_CLOCK_GRAPHICS: cuabi_nvml_field = cuabi_nvml_field(65536);
+    /// health.clock_sm_mhz
+    pub const CUABI_NVML_FIELD_CLOCK_SM: cuabi_nvml_field = cuabi_nvml_field(131072);
+    /// health.clock_memory_mhz
+    pub const CUABI_NVML_FIELD_CLOCK_MEMORY: cuabi_nvml_field = cuabi_nvml_field(262144);
+    /// health.ecc_*_volatile (not counted while ECC is off)
+    pub const CUABI_NVML_FIELD_ECC_VOLATILE: cuabi_nvml_field = cuabi_nvml_field(524288);
+    /// health.ecc_*_aggregate
+    pub const CUABI_NVML_FIELD_ECC_AGGREGATE: cuabi_nvml_field = cuabi_nvml_field(1048576);
+    /// health.throttle_reasons
+    pub const CUABI_NVML_FIELD_THROTTLE_REASONS: cuabi_nvml_field = cuabi_nvml_field(2097152);
+    /// health.pcie_generation/width
+    pub const CUABI_NVML_FIELD_PCIE_LINK: cuabi_nvml_field = cuabi_nvml_field(4194304);
+    /// health.performance_state
+    pub const CUABI_NVML_FIELD_PERFORMANCE_STATE: cuabi_nvml_field = cuabi_nvml_field(8388608);
+    /// health.fan_speed_percent (GPUs without a fan of their own)
+    pub const CUABI_NVML_FIELD_FAN_SPEED: cuabi_nvml_field = cuabi_nvml_field(16777216);
+    /// nvlink.active
+    pub const CUABI_NVML_FIELD_NVLINK_STATE: cuabi_nvml_field = cuabi_nvml_field(33554432);
+    /// nvlink.nvlink_version and version_major/minor
+    pub const CUABI_NVML_FIELD_NVLINK_VERSION: cuabi_nvml_field = cuabi_nvml_field(67108864);
+    /// nvlink.remote_pci_bus_id/remote_index
+    pub const CUABI_NVML_FIELD_NVLINK_REMOTE: cuabi_nvml_field = cuabi_nvml_field(134217728);
+    /// nvlink.p2p_supported
+    pub const CUABI_NVML_FIELD_NVLINK_P2P: cuabi_nvml_field = cuabi_nvml_field(268435456);
+    /// topology.common_ancestor
+    pub const CUABI_NVML_FIELD_TOPOLOGY: cuabi_nvml_field = cuabi_nvml_field(536870912);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_NVML_FIELD_NAME"),
+            2 => Some("CUABI_NVML_FIELD_UUID"),
+            4 => Some("CUABI_NVML_FIELD_PCI"),
+            8 => Some("CUABI_NVML_FIELD_COMPUTE_CAPABILITY"),
+            16 => Some("CUABI_NVML_FIELD_MEMORY_TOTAL"),
+            32 => Some("CUABI_NVML_FIELD_PCIE_MAX_LINK"),
+            64 => Some("CUABI_NVML_FIELD_MAX_CLOCKS"),
+            128 => Some("CUABI_NVML_FIELD_ECC_MODE"),
+            256 => Some("CUABI_NVML_FIELD_MINOR_NUMBER"),
+            512 => Some("CUABI_NVML_FIELD_MEMORY"),
+            1024 => Some("CUABI_NVML_FIELD_MEMORY_RESERVED"),
+            2048 => Some("CUABI_NVML_FIELD_UTILIZATION"),
+            4096 => Some("CUABI_NVML_FIELD_TEMPERATURE"),
+            8192 => Some("CUABI_NVML_FIELD_POWER_USAGE"),
+            16384 => Some("CUABI_NVML_FIELD_POWER_LIMIT"),
+            32768 => Some("CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT"),
+            65536 => Some("CUABI_NVML_FIELD_CLOCK_GRAPHICS"),
+            131072 => Some("CUABI_NVML_FIELD_CLOCK_SM"),
+            262144 => Some("CUABI_NVML_FIELD_CLOCK_MEMORY"),
+            524288 => Some("CUABI_NVML_FIELD_ECC_VOLATILE"),
+            1048576 => Some("CUABI_NVML_FIELD_ECC_AGGREGATE"),
+            2097152 => Some("CUABI_NVML_FIELD_THROTTLE_REASONS"),
+            4194304 => Some("CUABI_NVML_FIELD_PCIE_LINK"),
+            8388608 => Some("CUABI_NVML_FIELD_PERFORMANCE_STATE"),
+            16777216 => Some("CUABI_NVML_FIELD_FAN_SPEED"),
+            33554432 => Some("CUABI_NVML_FIELD_NVLINK_STATE"),
+            67108864 => Some("CUABI_NVML_FIELD_NVLINK_VERSION"),
+            134217728 => Some("CUABI_NVML_FIELD_NVLINK_REMOTE"),
+            268435456 => Some("CUABI_NVML_FIELD_NVLINK_P2P"),
+            536870912 => Some("CUABI_NVML_FIELD_TOPOLOGY"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nvml_field {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nvml_field({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NVML_FIELD_NAME: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NAME;
+pub const CUABI_NVML_FIELD_UUID: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_UUID;
+pub const CUABI_NVML_FIELD_PCI: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PCI;
+pub const CUABI_NVML_FIELD_COMPUTE_CAPABILITY: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_COMPUTE_CAPABILITY;
+pub const CUABI_NVML_FIELD_MEMORY_TOTAL: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_MEMORY_TOTAL;
+pub const CUABI_NVML_FIELD_PCIE_MAX_LINK: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PCIE_MAX_LINK;
+pub const CUABI_NVML_FIELD_MAX_CLOCKS: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_MAX_CLOCKS;
+pub const CUABI_NVML_FIELD_ECC_MODE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_ECC_MODE;
+pub const CUABI_NVML_FIELD_MINOR_NUMBER: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_MINOR_NUMBER;
+pub const CUABI_NVML_FIELD_MEMORY: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_MEMORY;
+pub const CUABI_NVML_FIELD_MEMORY_RESERVED: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_MEMORY_RESERVED;
+pub const CUABI_NVML_FIELD_UTILIZATION: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_UTILIZATION;
+pub const CUABI_NVML_FIELD_TEMPERATURE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_TEMPERATURE;
+pub const CUABI_NVML_FIELD_POWER_USAGE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_POWER_USAGE;
+pub const CUABI_NVML_FIELD_POWER_LIMIT: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_POWER_LIMIT;
+pub const CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_POWER_MANAGEMENT_LIMIT;
+pub const CUABI_NVML_FIELD_CLOCK_GRAPHICS: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_CLOCK_GRAPHICS;
+pub const CUABI_NVML_FIELD_CLOCK_SM: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_CLOCK_SM;
+pub const CUABI_NVML_FIELD_CLOCK_MEMORY: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_CLOCK_MEMORY;
+pub const CUABI_NVML_FIELD_ECC_VOLATILE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_ECC_VOLATILE;
+pub const CUABI_NVML_FIELD_ECC_AGGREGATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_ECC_AGGREGATE;
+pub const CUABI_NVML_FIELD_THROTTLE_REASONS: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_THROTTLE_REASONS;
+pub const CUABI_NVML_FIELD_PCIE_LINK: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PCIE_LINK;
+pub const CUABI_NVML_FIELD_PERFORMANCE_STATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_PERFORMANCE_STATE;
+pub const CUABI_NVML_FIELD_FAN_SPEED: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_FAN_SPEED;
+pub const CUABI_NVML_FIELD_NVLINK_STATE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NVLINK_STATE;
+pub const CUABI_NVML_FIELD_NVLINK_VERSION: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NVLINK_VERSION;
+pub const CUABI_NVML_FIELD_NVLINK_REMOTE: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NVLINK_REMOTE;
+pub const CUABI_NVML_FIELD_NVLINK_P2P: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_NVLINK_P2P;
+pub const CUABI_NVML_FIELD_TOPOLOGY: cuabi_nvml_field = cuabi_nvml_field::CUABI_NVML_FIELD_TOPOLOGY;
+
+/// How far apart two GPUs sit (nvmlGpuTopologyLevel_t, same values): the closest common ancestor of their PCIe paths. nvidia-smi topo -m names them PIX, PXB, PHB, NODE, SYS.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nvml_topology_level(pub i32);
+
+impl cuabi_nvml_topology_level {
+    /// The same board (two GPUs of one card), or the same GPU.
+    pub const CUABI_NVML_TOPOLOGY_INTERNAL: cuabi_nvml_topology_level = cuabi_nvml_topology_level(0);
+    /// A single PCIe switch between them (PIX).
+    pub const CUABI_NVML_TOPOLOGY_SINGLE: cuabi_nvml_topology_level = cuabi_nvml_topology_level(10);
+    /// Several PCIe switches, no host bridge (PXB).
+    pub const CUABI_NVML_TOPOLOGY_MULTIPLE: cuabi_nvml_topology_level = cuabi_nvml_topology_level(20);
+    /// The same PCIe host bridge (PHB).
+    pub const CUABI_NVML_TOPOLOGY_HOSTBRIDGE: cuabi_nvml_topology_level = cuabi_nvml_topology_level(30);
+    /// The same NUMA node, across host bridges (NODE).
+    pub const CUABI_NVML_TOPOLOGY_NODE: cuabi_nvml_topology_level = cuabi_nvml_topology_level(40);
+    /// Across NUMA nodes (SYS).
+    pub const CUABI_NVML_TOPOLOGY_SYSTEM: cuabi_nvml_topology_level = cuabi_nvml_topology_level(50);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_NVML_TOPOLOGY_INTERNAL"),
+            10 => Some("CUABI_NVML_TOPOLOGY_SINGLE"),
+            20 => Some("CUABI_NVML_TOPOLOGY_MULTIPLE"),
+            30 => Some("CUABI_NVML_TOPOLOGY_HOSTBRIDGE"),
+            40 => Some("CUABI_NVML_TOPOLOGY_NODE"),
+            50 => Some("CUABI_NVML_TOPOLOGY_SYSTEM"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nvml_topology_level {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nvml_topology_level({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NVML_TOPOLOGY_INTERNAL: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_INTERNAL;
+pub const CUABI_NVML_TOPOLOGY_SINGLE: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_SINGLE;
+pub const CUABI_NVML_TOPOLOGY_MULTIPLE: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_MULTIPLE;
+pub const CUABI_NVML_TOPOLOGY_HOSTBRIDGE: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_HOSTBRIDGE;
+pub const CUABI_NVML_TOPOLOGY_NODE: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_NODE;
+pub const CUABI_NVML_TOPOLOGY_SYSTEM: cuabi_nvml_topology_level = cuabi_nvml_topology_level::CUABI_NVML_TOPOLOGY_SYSTEM;
+
+/// Whether one kind of peer-to-peer access works between two GPUs (nvmlGpuP2PStatus_t, same values).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nvml_p2p_status(pub i32);
+
+impl cuabi_nvml_p2p_status {
+    pub const CUABI_NVML_P2P_OK: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(0);
+    pub const CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(1);
+    pub const CUABI_NVML_P2P_GPU_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(2);
+    pub const CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(3);
+    pub const CUABI_NVML_P2P_DISABLED_BY_REGKEY: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(4);
+    pub const CUABI_NVML_P2P_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(5);
+    pub const CUABI_NVML_P2P_UNKNOWN: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status(6);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_NVML_P2P_OK"),
+            1 => Some("CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED"),
+            2 => Some("CUABI_NVML_P2P_GPU_NOT_SUPPORTED"),
+            3 => Some("CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED"),
+            4 => Some("CUABI_NVML_P2P_DISABLED_BY_REGKEY"),
+            5 => Some("CUABI_NVML_P2P_NOT_SUPPORTED"),
+            6 => Some("CUABI_NVML_P2P_UNKNOWN"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nvml_p2p_status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nvml_p2p_status({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NVML_P2P_OK: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_OK;
+pub const CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_CHIPSET_NOT_SUPPORTED;
+pub const CUABI_NVML_P2P_GPU_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_GPU_NOT_SUPPORTED;
+pub const CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_IOH_TOPOLOGY_NOT_SUPPORTED;
+pub const CUABI_NVML_P2P_DISABLED_BY_REGKEY: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_DISABLED_BY_REGKEY;
+pub const CUABI_NVML_P2P_NOT_SUPPORTED: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_NOT_SUPPORTED;
+pub const CUABI_NVML_P2P_UNKNOWN: cuabi_nvml_p2p_status = cuabi_nvml_p2p_status::CUABI_NVML_P2P_UNKNOWN;
+
+/// Bits of health.throttle_reasons: why the clocks are below their maximum (NVML's nvmlClocksEventReason* / nvmlClocksThrottleReason* values). 0: nothing holds them back.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nvml_throttle_reason(pub i32);
+
+impl cuabi_nvml_throttle_reason {
+    /// Nothing runs: the clocks rest.
+    pub const CUABI_NVML_THROTTLE_GPU_IDLE: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(1);
+    /// Application clocks were set below the maximum.
+    pub const CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(2);
+    /// The power limit holds the clocks back.
+    pub const CUABI_NVML_THROTTLE_SW_POWER_CAP: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(4);
+    /// Hardware slowdown (temperature, power brake or supply) by half or more.
+    pub const CUABI_NVML_THROTTLE_HW_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(8);
+    /// Held back to stay in step with other GPUs of a sync-boost group.
+    pub const CUABI_NVML_THROTTLE_SYNC_BOOST: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(16);
+    /// Temperature: the driver keeps the GPU below its maximum operating temperature.
+    pub const CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(32);
+    /// Temperature: the hardware slows the GPU down.
+    pub const CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(64);
+    /// An external power brake assertion (the system's power supply).
+    pub const CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(128);
+    /// The display clocks were set below the maximum.
+    pub const CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason(256);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_NVML_THROTTLE_GPU_IDLE"),
+            2 => Some("CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING"),
+            4 => Some("CUABI_NVML_THROTTLE_SW_POWER_CAP"),
+            8 => Some("CUABI_NVML_THROTTLE_HW_SLOWDOWN"),
+            16 => Some("CUABI_NVML_THROTTLE_SYNC_BOOST"),
+            32 => Some("CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN"),
+            64 => Some("CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN"),
+            128 => Some("CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN"),
+            256 => Some("CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nvml_throttle_reason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nvml_throttle_reason({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NVML_THROTTLE_GPU_IDLE: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_GPU_IDLE;
+pub const CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_APPLICATIONS_CLOCKS_SETTING;
+pub const CUABI_NVML_THROTTLE_SW_POWER_CAP: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_SW_POWER_CAP;
+pub const CUABI_NVML_THROTTLE_HW_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_HW_SLOWDOWN;
+pub const CUABI_NVML_THROTTLE_SYNC_BOOST: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_SYNC_BOOST;
+pub const CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_SW_THERMAL_SLOWDOWN;
+pub const CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_HW_THERMAL_SLOWDOWN;
+pub const CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_HW_POWER_BRAKE_SLOWDOWN;
+pub const CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING: cuabi_nvml_throttle_reason = cuabi_nvml_throttle_reason::CUABI_NVML_THROTTLE_DISPLAY_CLOCK_SETTING;
+
+/// Bits of process.kinds: which contexts a process holds on the GPU.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_nvml_process_kind(pub i32);
+
+impl cuabi_nvml_process_kind {
+    /// A compute context (CUDA).
+    pub const CUABI_NVML_PROCESS_COMPUTE: cuabi_nvml_process_kind = cuabi_nvml_process_kind(1);
+    /// A graphics context (OpenGL, Vulkan, ...).
+    pub const CUABI_NVML_PROCESS_GRAPHICS: cuabi_nvml_process_kind = cuabi_nvml_process_kind(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_NVML_PROCESS_COMPUTE"),
+            2 => Some("CUABI_NVML_PROCESS_GRAPHICS"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_nvml_process_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_nvml_process_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_NVML_PROCESS_COMPUTE: cuabi_nvml_process_kind = cuabi_nvml_process_kind::CUABI_NVML_PROCESS_COMPUTE;
+pub const CUABI_NVML_PROCESS_GRAPHICS: cuabi_nvml_process_kind = cuabi_nvml_process_kind::CUABI_NVML_PROCESS_GRAPHICS;
+
+/// The machine as NVML sees it, filled by cuabi_nvml_system_info_get().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_system_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The NVIDIA (kernel-mode) driver's version, "580.65.06"; "" when unavailable.
+    pub driver_version: [c_char; 80],
+    /// NVML's version, "13.580.65.06"; "" when unavailable.
+    pub nvml_version: [c_char; 80],
+    /// The CUDA version the driver supports (13000 = 13.0), read without loading the CUDA driver; 0 when unavailable.
+    pub cuda_driver_version: c_int,
+    /// GPUs NVML lists (cuabi_nvml_device_count()).
+    pub device_count: c_int,
+    /// The file NVML was loaded from. Owned by the library.
+    pub library_path: *const c_char,
+}
+
+impl Default for cuabi_nvml_system_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_system_info.
+pub const CUABI_NVML_SYSTEM_INFO_VERSION: c_uint = 1;
+
+/// What a GPU is (facts that do not change while it runs), filled by cuabi_nvml_device_info_get().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_device_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// NVML's index of the GPU.
+    pub index: c_int,
+    /// Product name, NUL-terminated.
+    pub name: [c_char; 96],
+    /// NVML's UUID text, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+    pub uuid: [c_char; 96],
+    /// The same UUID as 16 bytes: equal to cuabi_device_properties.uuid of the CUDA device that is this GPU.
+    pub uuid_bytes: [u8; 16],
+    /// NVML's PCI bus id, "00000000:17:00.0" (CUDA writes the domain with 4 digits).
+    pub pci_bus_id: [c_char; 32],
+    pub pci_domain: c_uint,
+    pub pci_bus: c_uint,
+    pub pci_device: c_uint,
+    /// PCI device id (high 16 bits) and vendor id (low 16 bits, 0x10de).
+    pub pci_device_id: c_uint,
+    pub compute_capability_major: c_int,
+    pub compute_capability_minor: c_int,
+    /// Bytes of device memory.
+    pub memory_total: u64,
+    /// Highest PCIe generation this GPU and this system allow.
+    pub pcie_max_generation: c_uint,
+    /// Widest PCIe link (lanes) this GPU and this system allow.
+    pub pcie_max_width: c_uint,
+    pub max_clock_graphics_mhz: c_uint,
+    pub max_clock_sm_mhz: c_uint,
+    pub max_clock_memory_mhz: c_uint,
+    /// 1 when ECC is on now.
+    pub ecc_enabled: c_int,
+    /// 1 when ECC will be on after the next reboot.
+    pub ecc_pending: c_int,
+    /// N of /dev/nvidiaN.
+    pub minor_number: c_uint,
+    /// NVLink links NVML reports for this GPU (cuabi_nvml_device_nvlink_get() takes 0 .. nvlink_count-1); 0 without NVLink.
+    pub nvlink_count: c_int,
+    /// cuabi_nvml_field bits of the fields above that NVML did not report.
+    pub unavailable: u64,
+}
+
+impl Default for cuabi_nvml_device_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_device_info.
+pub const CUABI_NVML_DEVICE_INFO_VERSION: c_uint = 1;
+
+/// How a GPU is doing now, filled by cuabi_nvml_device_health_get() (a few
+/// NVML queries, well under a millisecond on an H100). The PCIe throughput,
+/// which NVML counts over 20 ms per direction, is asked apart:
+/// cuabi_nvml_device_pcie_throughput().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_health {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// NVML's index of the GPU.
+    pub index: c_int,
+    /// Bytes of device memory.
+    pub memory_total: u64,
+    /// Bytes no one has allocated.
+    pub memory_free: u64,
+    /// Bytes allocated by processes (with the v1 query, where reserved is unavailable: also what the driver keeps).
+    pub memory_used: u64,
+    /// Bytes the driver and firmware keep for themselves.
+    pub memory_reserved: u64,
+    /// Percent of the last sample period in which a kernel ran.
+    pub utilization_gpu: c_uint,
+    /// Percent of the last sample period in which device memory was read or written.
+    pub utilization_memory: c_uint,
+    /// Degrees Celsius of the GPU die.
+    pub temperature_gpu: c_int,
+    /// Milliwatts drawn now (the board, or the GPU where the board does not tell).
+    pub power_usage_mw: c_uint,
+    /// The power limit in force, in milliwatts (the lowest of every limit set).
+    pub power_limit_mw: c_uint,
+    /// The limit set by power management (nvidia-smi -pl), in milliwatts.
+    pub power_management_limit_mw: c_uint,
+    pub clock_graphics_mhz: c_uint,
+    pub clock_sm_mhz: c_uint,
+    pub clock_memory_mhz: c_uint,
+    /// Corrected (single-bit) ECC errors since the driver loaded.
+    pub ecc_corrected_volatile: u64,
+    /// Uncorrected (double-bit) ECC errors since the driver loaded.
+    pub ecc_uncorrected_volatile: u64,
+    /// Corrected ECC errors over the GPU's life.
+    pub ecc_corrected_aggregate: u64,
+    /// Uncorrected ECC errors over the GPU's life.
+    pub ecc_uncorrected_aggregate: u64,
+    /// cuabi_nvml_throttle_reason bits (NVML's values; bits NVML adds later pass through).
+    pub throttle_reasons: u64,
+    /// PCIe generation of the link now (it drops while idle).
+    pub pcie_generation: c_uint,
+    /// Lanes of the link now.
+    pub pcie_width: c_uint,
+    /// P-state: 0 (fastest) .. 15 (slowest).
+    pub performance_state: c_int,
+    /// Intended fan speed, percent of the maximum (may exceed 100).
+    pub fan_speed_percent: c_uint,
+    /// cuabi_nvml_field bits of the fields above that NVML did not report.
+    pub unavailable: u64,
+}
+
+impl Default for cuabi_nvml_health {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_health.
+pub const CUABI_NVML_HEALTH_VERSION: c_uint = 1;
+
+/// One NVLink link of a GPU, filled by cuabi_nvml_device_nvlink_get().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_nvlink {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The link's number on its GPU.
+    pub link: c_int,
+    /// 1 when the link is up.
+    pub active: c_int,
+    /// NVML's nvmlNvlinkVersion_t value as NVML gives it.
+    pub nvlink_version: c_uint,
+    /// The NVLink version that value stands for (4 for NVLink 4.0); 0 when unknown.
+    pub version_major: c_int,
+    pub version_minor: c_int,
+    /// PCI bus id of what is at the other end (a GPU, an NVSwitch, a CPU).
+    pub remote_pci_bus_id: [c_char; 32],
+    /// NVML's index of the GPU at the other end, or -1 when it is no GPU NVML lists (an NVSwitch, a CPU, a GPU hidden from this process).
+    pub remote_index: c_int,
+    /// 1 when peer-to-peer over this link is supported (NVML_NVLINK_CAP_P2P_SUPPORTED).
+    pub p2p_supported: c_int,
+    /// cuabi_nvml_field bits of the fields above that NVML did not report.
+    pub unavailable: u64,
+}
+
+impl Default for cuabi_nvml_nvlink {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_nvlink.
+pub const CUABI_NVML_NVLINK_VERSION: c_uint = 1;
+
+/// How two GPUs are connected, filled by cuabi_nvml_topology_get().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_topology {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Their closest common ancestor (nvmlDeviceGetTopologyCommonAncestor).
+    pub common_ancestor: cuabi_nvml_topology_level,
+    /// Whether peer reads work (nvmlDeviceGetP2PStatus, NVML_P2P_CAPS_INDEX_READ).
+    pub p2p_read: cuabi_nvml_p2p_status,
+    pub p2p_write: cuabi_nvml_p2p_status,
+    /// Whether peer access goes over NVLink.
+    pub p2p_nvlink: cuabi_nvml_p2p_status,
+    pub p2p_atomics: cuabi_nvml_p2p_status,
+    /// Whether peer access goes over PCIe.
+    pub p2p_pci: cuabi_nvml_p2p_status,
+    /// CUABI_NVML_FIELD_TOPOLOGY when NVML did not tell the common ancestor (it then reads CUABI_NVML_TOPOLOGY_SYSTEM); a p2p status NVML did not tell reads CUABI_NVML_P2P_UNKNOWN.
+    pub unavailable: u64,
+}
+
+impl Default for cuabi_nvml_topology {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_topology.
+pub const CUABI_NVML_TOPOLOGY_VERSION: c_uint = 1;
+
+/// A process with a context on a GPU, filled by cuabi_nvml_device_processes().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_nvml_process {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Its process id, as the host sees it (in a container with a PID namespace of its own this is not the id the container sees).
+    pub pid: c_uint,
+    /// Bytes of device memory it uses; UINT64_MAX when NVML cannot tell (no permission).
+    pub used_memory: u64,
+    /// cuabi_nvml_process_kind bits.
+    pub kinds: c_uint,
+    /// MIG GPU instance, or 0xFFFFFFFF outside MIG.
+    pub gpu_instance_id: c_uint,
+    /// MIG compute instance, or 0xFFFFFFFF outside MIG.
+    pub compute_instance_id: c_uint,
+}
+
+impl Default for cuabi_nvml_process {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_nvml_process.
+pub const CUABI_NVML_PROCESS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_SYSTEM_INFO_VERSION).
+    pub fn cuabi_nvml_system_info_init(opts: *mut cuabi_nvml_system_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_DEVICE_INFO_VERSION).
+    pub fn cuabi_nvml_device_info_init(opts: *mut cuabi_nvml_device_info, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_HEALTH_VERSION).
+    pub fn cuabi_nvml_health_init(opts: *mut cuabi_nvml_health, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_NVLINK_VERSION).
+    pub fn cuabi_nvml_nvlink_init(opts: *mut cuabi_nvml_nvlink, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_TOPOLOGY_VERSION).
+    pub fn cuabi_nvml_topology_init(opts: *mut cuabi_nvml_topology, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_NVML_PROCESS_VERSION).
+    pub fn cuabi_nvml_process_init(opts: *mut cuabi_nvml_process, version: c_uint) -> cuabi_status;
+    /// Load and initialise NVML (once per process) and report the driver, NVML and CUDA versions, the GPU count and the file loaded. CUABI_ERROR_NOT_SUPPORTED ("NVML not available: ...") without NVML.
+    pub fn cuabi_nvml_system_info_get(out: *mut cuabi_nvml_system_info) -> cuabi_status;
+    /// How many GPUs NVML lists (all of the machine's that this process may open, whatever CUDA_VISIBLE_DEVICES says).
+    pub fn cuabi_nvml_device_count(out: *mut c_int) -> cuabi_status;
+    /// What GPU `index` is: name, UUID, PCI location, compute capability, memory, PCIe and clock maxima, ECC mode, NVLink count.
+    pub fn cuabi_nvml_device_info_get(out: *mut cuabi_nvml_device_info, index: c_int) -> cuabi_status;
+    /// How GPU `index` is doing now: memory, utilisation, temperature, power and limits, clocks, ECC error counts, throttle reasons, PCIe link, P-state, fan.
+    pub fn cuabi_nvml_device_health_get(out: *mut cuabi_nvml_health, index: c_int) -> cuabi_status;
+    /// Bytes per second over GPU `index`'s PCIe link, in KiB/s, each direction counted by NVML over 20 ms (so the call takes about 40 ms). CUABI_ERROR_NOT_SUPPORTED when NVML does not count them here (a virtual GPU, no permission).
+    pub fn cuabi_nvml_device_pcie_throughput(tx_kib_per_s: *mut c_uint, rx_kib_per_s: *mut c_uint, index: c_int) -> cuabi_status;
+    /// NVML's index of the GPU named by a UUID ("GPU-xxxxxxxx-...", or the same without "GPU-") or a PCI bus id ("0000:17:00.0" or "00000000:17:00.0", any case). CUABI_ERROR_NOT_FOUND when no GPU NVML lists has it; CUABI_ERROR_INVALID_ARGUMENT when `id` is neither form.
+    pub fn cuabi_nvml_device_find(out: *mut c_int, id: *const c_char) -> cuabi_status;
+    /// The CUDA ordinal of GPU `index` in this process (matched by UUID), or -1 when CUDA does not show it here (CUDA_VISIBLE_DEVICES hides it, or it is a MIG-enabled GPU). Loads and initialises the CUDA driver (cuInit) and reads device UUIDs; creates no context. Fails as cuabi_device_count() does without a driver.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nvml_device_cuda_ordinal(out: *mut c_int, index: c_int) -> cuabi_status;
+    /// NVML's index of the GPU that is CUDA device `ordinal` in this process (matched by UUID); CUABI_ERROR_NOT_FOUND when NVML does not list it. Loads and initialises the CUDA driver (cuInit); creates no context.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_nvml_device_from_cuda_ordinal(out: *mut c_int, ordinal: c_int) -> cuabi_status;
+    /// NVLink link `link` of GPU `index`: state, version, what is at the other end, whether P2P over it is supported. CUABI_ERROR_INVALID_ARGUMENT unless 0 <= link < device_info.nvlink_count.
+    pub fn cuabi_nvml_device_nvlink_get(out: *mut cuabi_nvml_nvlink, index: c_int, link: c_int) -> cuabi_status;
+    /// How GPUs `index1` and `index2` are connected: their closest common PCIe ancestor and the peer-to-peer status for reads, writes, NVLink, atomics and PCIe.
+    pub fn cuabi_nvml_topology_get(out: *mut cuabi_nvml_topology, index1: c_int, index2: c_int) -> cuabi_status;
+    /// The processes with a compute or graphics context on GPU `index`, one entry per process (its kinds ORed), by ascending pid. CUABI_ERROR_NOT_SUPPORTED when NVML lists neither kind for this GPU. Fills up to `capacity` entries and sets *count to how many there are, also when that is more than capacity (call again with a larger array; the list changes as processes come and go).
+    pub fn cuabi_nvml_device_processes(out: *mut cuabi_nvml_process, capacity: usize, count: *mut usize, index: c_int) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
 pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
-    ("cuabi_error_info", core::mem::size_of::<cuabi_error_info>(), &[("version", core::mem::offset_of!(cuabi_error_info, version)), ("status", core::mem::offset_of!(cuabi_error_info, status)), ("message", core::mem::offset_of!(cuabi_error_info, message)), ("cu_result", core::mem::offset_of!(cuabi_error_info, cu_result)), ("nvrtc_result", core::mem::offset_of!(cuabi_error_info, nvrtc_result)), ("nvjitlink_result", core::mem::offset_of!(cuabi_error_info, nvjitlink_result)), ("log", core::mem::offset_of!(cuabi_error_info, log)), ("log_size", core::mem::offset_of!(cuabi_error_info, log_size))]),
+    ("cuabi_error_info", core::mem::size_of::<cuabi_error_info>(), &[("version", core::mem::offset_of!(cuabi_error_info, version)), ("status", core::mem::offset_of!(cuabi_error_info, status)), ("message", core::mem::offset_of!(cuabi_error_info, message)), ("cu_result", core::mem::offset_of!(cuabi_error_info, cu_result)), ("nvrtc_result", core::mem::offset_of!(cuabi_error_info, nvrtc_result)), ("nvjitlink_result", core::mem::offset_of!(cuabi_error_info, nvjitlink_result)), ("log", core::mem::offset_of!(cuabi_error_info, log)), ("log_size", core::mem::offset_of!(cuabi_error_info, log_size)), ("nvml_result", core::mem::offset_of!(cuabi_error_info, nvml_result))]),
     ("cuabi_runtime_info", core::mem::size_of::<cuabi_runtime_info>(), &[("version", core::mem::offset_of!(cuabi_runtime_info, version)), ("library_version", core::mem::offset_of!(cuabi_runtime_info, library_version)), ("abi_version", core::mem::offset_of!(cuabi_runtime_info, abi_version)), ("driver_status", core::mem::offset_of!(cuabi_runtime_info, driver_status)), ("driver_version", core::mem::offset_of!(cuabi_runtime_info, driver_version)), ("driver_path", core::mem::offset_of!(cuabi_runtime_info, driver_path)), ("driver_error", core::mem::offset_of!(cuabi_runtime_info, driver_error)), ("nvrtc_status", core::mem::offset_of!(cuabi_runtime_info, nvrtc_status)), ("nvrtc_version", core::mem::offset_of!(cuabi_runtime_info, nvrtc_version)), ("nvrtc_path", core::mem::offset_of!(cuabi_runtime_info, nvrtc_path)), ("nvrtc_error", core::mem::offset_of!(cuabi_runtime_info, nvrtc_error)), ("nvjitlink_status", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_status)), ("nvjitlink_version", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_version)), ("nvjitlink_path", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_path)), ("nvjitlink_error", core::mem::offset_of!(cuabi_runtime_info, nvjitlink_error)), ("nvvm_status", core::mem::offset_of!(cuabi_runtime_info, nvvm_status)), ("nvvm_version", core::mem::offset_of!(cuabi_runtime_info, nvvm_version)), ("nvvm_path", core::mem::offset_of!(cuabi_runtime_info, nvvm_path)), ("nvvm_error", core::mem::offset_of!(cuabi_runtime_info, nvvm_error)), ("nvfatbin_status", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_status)), ("nvfatbin_version", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_version)), ("nvfatbin_path", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_path)), ("nvfatbin_error", core::mem::offset_of!(cuabi_runtime_info, nvfatbin_error)), ("nccl_status", core::mem::offset_of!(cuabi_runtime_info, nccl_status)), ("nccl_version", core::mem::offset_of!(cuabi_runtime_info, nccl_version)), ("nccl_path", core::mem::offset_of!(cuabi_runtime_info, nccl_path)), ("nccl_error", core::mem::offset_of!(cuabi_runtime_info, nccl_error))]),
     ("cuabi_device_properties", core::mem::size_of::<cuabi_device_properties>(), &[("version", core::mem::offset_of!(cuabi_device_properties, version)), ("ordinal", core::mem::offset_of!(cuabi_device_properties, ordinal)), ("name", core::mem::offset_of!(cuabi_device_properties, name)), ("uuid", core::mem::offset_of!(cuabi_device_properties, uuid)), ("pci_bus_id", core::mem::offset_of!(cuabi_device_properties, pci_bus_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_device_properties, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_device_properties, compute_capability_minor)), ("total_memory", core::mem::offset_of!(cuabi_device_properties, total_memory)), ("multiprocessor_count", core::mem::offset_of!(cuabi_device_properties, multiprocessor_count)), ("warp_size", core::mem::offset_of!(cuabi_device_properties, warp_size)), ("max_threads_per_block", core::mem::offset_of!(cuabi_device_properties, max_threads_per_block)), ("max_block_dim", core::mem::offset_of!(cuabi_device_properties, max_block_dim)), ("max_grid_dim", core::mem::offset_of!(cuabi_device_properties, max_grid_dim)), ("max_threads_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_threads_per_multiprocessor)), ("max_blocks_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_blocks_per_multiprocessor)), ("max_registers_per_block", core::mem::offset_of!(cuabi_device_properties, max_registers_per_block)), ("max_registers_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_registers_per_multiprocessor)), ("max_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block)), ("max_shared_memory_per_block_optin", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_block_optin)), ("max_shared_memory_per_multiprocessor", core::mem::offset_of!(cuabi_device_properties, max_shared_memory_per_multiprocessor)), ("reserved_shared_memory_per_block", core::mem::offset_of!(cuabi_device_properties, reserved_shared_memory_per_block)), ("l2_cache_size", core::mem::offset_of!(cuabi_device_properties, l2_cache_size)), ("clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, clock_rate_khz)), ("memory_clock_rate_khz", core::mem::offset_of!(cuabi_device_properties, memory_clock_rate_khz)), ("memory_bus_width", core::mem::offset_of!(cuabi_device_properties, memory_bus_width)), ("cooperative_launch", core::mem::offset_of!(cuabi_device_properties, cooperative_launch)), ("cluster_launch", core::mem::offset_of!(cuabi_device_properties, cluster_launch)), ("memory_pools_supported", core::mem::offset_of!(cuabi_device_properties, memory_pools_supported)), ("managed_memory", core::mem::offset_of!(cuabi_device_properties, managed_memory)), ("concurrent_managed_access", core::mem::offset_of!(cuabi_device_properties, concurrent_managed_access)), ("unified_addressing", core::mem::offset_of!(cuabi_device_properties, unified_addressing)), ("integrated", core::mem::offset_of!(cuabi_device_properties, integrated)), ("ecc_enabled", core::mem::offset_of!(cuabi_device_properties, ecc_enabled))]),
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
@@ -5660,6 +6282,12 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_sm_resource_info", core::mem::size_of::<cuabi_sm_resource_info>(), &[("version", core::mem::offset_of!(cuabi_sm_resource_info, version)), ("sm_count", core::mem::offset_of!(cuabi_sm_resource_info, sm_count)), ("min_partition_size", core::mem::offset_of!(cuabi_sm_resource_info, min_partition_size)), ("coscheduled_alignment", core::mem::offset_of!(cuabi_sm_resource_info, coscheduled_alignment)), ("kind", core::mem::offset_of!(cuabi_sm_resource_info, kind)), ("ordinal", core::mem::offset_of!(cuabi_sm_resource_info, ordinal)), ("split_id", core::mem::offset_of!(cuabi_sm_resource_info, split_id)), ("index", core::mem::offset_of!(cuabi_sm_resource_info, index))]),
     ("cuabi_sm_split_options", core::mem::size_of::<cuabi_sm_split_options>(), &[("version", core::mem::offset_of!(cuabi_sm_split_options, version)), ("min_count", core::mem::offset_of!(cuabi_sm_split_options, min_count)), ("flags", core::mem::offset_of!(cuabi_sm_split_options, flags))]),
     ("cuabi_checkpoint_gpu_pair", core::mem::size_of::<cuabi_checkpoint_gpu_pair>(), &[("old_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, old_uuid)), ("new_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, new_uuid))]),
+    ("cuabi_nvml_system_info", core::mem::size_of::<cuabi_nvml_system_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_system_info, version)), ("driver_version", core::mem::offset_of!(cuabi_nvml_system_info, driver_version)), ("nvml_version", core::mem::offset_of!(cuabi_nvml_system_info, nvml_version)), ("cuda_driver_version", core::mem::offset_of!(cuabi_nvml_system_info, cuda_driver_version)), ("device_count", core::mem::offset_of!(cuabi_nvml_system_info, device_count)), ("library_path", core::mem::offset_of!(cuabi_nvml_system_info, library_path))]),
+    ("cuabi_nvml_device_info", core::mem::size_of::<cuabi_nvml_device_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_device_info, version)), ("index", core::mem::offset_of!(cuabi_nvml_device_info, index)), ("name", core::mem::offset_of!(cuabi_nvml_device_info, name)), ("uuid", core::mem::offset_of!(cuabi_nvml_device_info, uuid)), ("uuid_bytes", core::mem::offset_of!(cuabi_nvml_device_info, uuid_bytes)), ("pci_bus_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus_id)), ("pci_domain", core::mem::offset_of!(cuabi_nvml_device_info, pci_domain)), ("pci_bus", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus)), ("pci_device", core::mem::offset_of!(cuabi_nvml_device_info, pci_device)), ("pci_device_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_device_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_minor)), ("memory_total", core::mem::offset_of!(cuabi_nvml_device_info, memory_total)), ("pcie_max_generation", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_generation)), ("pcie_max_width", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_width)), ("max_clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_graphics_mhz)), ("max_clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_sm_mhz)), ("max_clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_memory_mhz)), ("ecc_enabled", core::mem::offset_of!(cuabi_nvml_device_info, ecc_enabled)), ("ecc_pending", core::mem::offset_of!(cuabi_nvml_device_info, ecc_pending)), ("minor_number", core::mem::offset_of!(cuabi_nvml_device_info, minor_number)), ("nvlink_count", core::mem::offset_of!(cuabi_nvml_device_info, nvlink_count)), ("unavailable", core::mem::offset_of!(cuabi_nvml_device_info, unavailable))]),
+    ("cuabi_nvml_health", core::mem::size_of::<cuabi_nvml_health>(), &[("version", core::mem::offset_of!(cuabi_nvml_health, version)), ("index", core::mem::offset_of!(cuabi_nvml_health, index)), ("memory_total", core::mem::offset_of!(cuabi_nvml_health, memory_total)), ("memory_free", core::mem::offset_of!(cuabi_nvml_health, memory_free)), ("memory_used", core::mem::offset_of!(cuabi_nvml_health, memory_used)), ("memory_reserved", core::mem::offset_of!(cuabi_nvml_health, memory_reserved)), ("utilization_gpu", core::mem::offset_of!(cuabi_nvml_health, utilization_gpu)), ("utilization_memory", core::mem::offset_of!(cuabi_nvml_health, utilization_memory)), ("temperature_gpu", core::mem::offset_of!(cuabi_nvml_health, temperature_gpu)), ("power_usage_mw", core::mem::offset_of!(cuabi_nvml_health, power_usage_mw)), ("power_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_limit_mw)), ("power_management_limit_mw", core::mem::offset_of!(cuabi_nvml_health, power_management_limit_mw)), ("clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_graphics_mhz)), ("clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_sm_mhz)), ("clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_health, clock_memory_mhz)), ("ecc_corrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_volatile)), ("ecc_uncorrected_volatile", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_volatile)), ("ecc_corrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_corrected_aggregate)), ("ecc_uncorrected_aggregate", core::mem::offset_of!(cuabi_nvml_health, ecc_uncorrected_aggregate)), ("throttle_reasons", core::mem::offset_of!(cuabi_nvml_health, throttle_reasons)), ("pcie_generation", core::mem::offset_of!(cuabi_nvml_health, pcie_generation)), ("pcie_width", core::mem::offset_of!(cuabi_nvml_health, pcie_width)), ("performance_state", core::mem::offset_of!(cuabi_nvml_health, performance_state)), ("fan_speed_percent", core::mem::offset_of!(cuabi_nvml_health, fan_speed_percent)), ("unavailable", core::mem::offset_of!(cuabi_nvml_health, unavailable))]),
+    ("cuabi_nvml_nvlink", core::mem::size_of::<cuabi_nvml_nvlink>(), &[("version", core::mem::offset_of!(cuabi_nvml_nvlink, version)), ("link", core::mem::offset_of!(cuabi_nvml_nvlink, link)), ("active", core::mem::offset_of!(cuabi_nvml_nvlink, active)), ("nvlink_version", core::mem::offset_of!(cuabi_nvml_nvlink, nvlink_version)), ("version_major", core::mem::offset_of!(cuabi_nvml_nvlink, version_major)), ("version_minor", core::mem::offset_of!(cuabi_nvml_nvlink, version_minor)), ("remote_pci_bus_id", core::mem::offset_of!(cuabi_nvml_nvlink, remote_pci_bus_id)), ("remote_index", core::mem::offset_of!(cuabi_nvml_nvlink, remote_index)), ("p2p_supported", core::mem::offset_of!(cuabi_nvml_nvlink, p2p_supported)), ("unavailable", core::mem::offset_of!(cuabi_nvml_nvlink, unavailable))]),
+    ("cuabi_nvml_topology", core::mem::size_of::<cuabi_nvml_topology>(), &[("version", core::mem::offset_of!(cuabi_nvml_topology, version)), ("common_ancestor", core::mem::offset_of!(cuabi_nvml_topology, common_ancestor)), ("p2p_read", core::mem::offset_of!(cuabi_nvml_topology, p2p_read)), ("p2p_write", core::mem::offset_of!(cuabi_nvml_topology, p2p_write)), ("p2p_nvlink", core::mem::offset_of!(cuabi_nvml_topology, p2p_nvlink)), ("p2p_atomics", core::mem::offset_of!(cuabi_nvml_topology, p2p_atomics)), ("p2p_pci", core::mem::offset_of!(cuabi_nvml_topology, p2p_pci)), ("unavailable", core::mem::offset_of!(cuabi_nvml_topology, unavailable))]),
+    ("cuabi_nvml_process", core::mem::size_of::<cuabi_nvml_process>(), &[("version", core::mem::offset_of!(cuabi_nvml_process, version)), ("pid", core::mem::offset_of!(cuabi_nvml_process, pid)), ("used_memory", core::mem::offset_of!(cuabi_nvml_process, used_memory)), ("kinds", core::mem::offset_of!(cuabi_nvml_process, kinds)), ("gpu_instance_id", core::mem::offset_of!(cuabi_nvml_process, gpu_instance_id)), ("compute_instance_id", core::mem::offset_of!(cuabi_nvml_process, compute_instance_id))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -6086,5 +6714,22 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_checkpoint_process_checkpoint", cuabi_checkpoint_process_checkpoint as *const () as usize),
         ("cuabi_checkpoint_process_restore", cuabi_checkpoint_process_restore as *const () as usize),
         ("cuabi_checkpoint_process_unlock", cuabi_checkpoint_process_unlock as *const () as usize),
+        ("cuabi_nvml_system_info_init", cuabi_nvml_system_info_init as *const () as usize),
+        ("cuabi_nvml_device_info_init", cuabi_nvml_device_info_init as *const () as usize),
+        ("cuabi_nvml_health_init", cuabi_nvml_health_init as *const () as usize),
+        ("cuabi_nvml_nvlink_init", cuabi_nvml_nvlink_init as *const () as usize),
+        ("cuabi_nvml_topology_init", cuabi_nvml_topology_init as *const () as usize),
+        ("cuabi_nvml_process_init", cuabi_nvml_process_init as *const () as usize),
+        ("cuabi_nvml_system_info_get", cuabi_nvml_system_info_get as *const () as usize),
+        ("cuabi_nvml_device_count", cuabi_nvml_device_count as *const () as usize),
+        ("cuabi_nvml_device_info_get", cuabi_nvml_device_info_get as *const () as usize),
+        ("cuabi_nvml_device_health_get", cuabi_nvml_device_health_get as *const () as usize),
+        ("cuabi_nvml_device_pcie_throughput", cuabi_nvml_device_pcie_throughput as *const () as usize),
+        ("cuabi_nvml_device_find", cuabi_nvml_device_find as *const () as usize),
+        ("cuabi_nvml_device_cuda_ordinal", cuabi_nvml_device_cuda_ordinal as *const () as usize),
+        ("cuabi_nvml_device_from_cuda_ordinal", cuabi_nvml_device_from_cuda_ordinal as *const () as usize),
+        ("cuabi_nvml_device_nvlink_get", cuabi_nvml_device_nvlink_get as *const () as usize),
+        ("cuabi_nvml_topology_get", cuabi_nvml_topology_get as *const () as usize),
+        ("cuabi_nvml_device_processes", cuabi_nvml_device_processes as *const () as usize),
     ]
 }

@@ -274,6 +274,7 @@ pub use texture::{
 };
 pub mod green;
 pub mod checkpoint;
+pub mod nvml;
 mod multigpu;
 pub mod nccl;
 pub use multigpu::{
