@@ -971,6 +971,10 @@ static cuabi_status sc_texture(void)
     if (b) cuabi_buffer_destroy(b);
     if (pool) cuabi_memory_resource_release(pool);
     if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* Green contexts (issue 26): the device's SMs, a dry run and a split, a
  * green context of two groups, its resource and a stream on it, a launch
  * and a prepared launch there, events, live occupancy in it (min grid,
@@ -1084,6 +1088,10 @@ static cuabi_status sc_memop(void)
     if (w) cuabi_buffer_destroy(w);
     if (pool) cuabi_memory_resource_release(pool);
     if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* Checkpoint and restore (issue 26): a fresh fake process each run, its
  * state and restore thread, two cycles (the second onto device 0 named by
  * its UUID). */
@@ -1111,6 +1119,9 @@ static cuabi_status sc_checkpoint(void)
         STEP(cuabi_checkpoint_process_unlock(PID));
     }
     if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* NVML (issue 26): the machine, every GPU's facts and health, its NVLink
  * links, the topology, its processes, finding it by UUID and PCI bus id,
  * and the mapping to CUDA ordinals (the fake NVML beside the fake driver). */
