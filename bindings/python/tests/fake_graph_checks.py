@@ -677,7 +677,11 @@ def test_making_graphs_builds_no_host_callback_and_no_update_names():
         assert _graph._UPDATE_RESULTS
         print("ok")
     """)
-    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120)
+    import os
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cuabi.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg] + sys.path))
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120,
+                       env=env)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
