@@ -748,6 +748,7 @@ def test_instantiate_with_defaults_and_with_options_agree(code, stream):
         g.instantiate()
     s2 = cuabi.Stream()
     s2.close()
-    with pytest.raises(cuabi.ClosedHandleError, match="cuabi_graph_capture_begin: Stream is closed"):
+    with pytest.raises(cuabi.ClosedHandleError,
+                       match="cuabi_graph_capture_begin: Stream is closed"):
         with s2.capture():
             pass
