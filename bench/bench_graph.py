@@ -4,7 +4,7 @@ k(float*, int, float), replayed as one graph, beside cuda.core's
 GraphBuilder graph of the same launches and 100 cuabi.launch() calls.
 
     CUABI_LIBRARY=.libs/libcuabi.so PYTHONPATH=bindings/python python3 bench/bench_graph.py \
-        [--raw-us US] [--replays 20] [--rounds 9]
+        [--raw-us US] [--replays 20] [--rounds 9] [--processes 5] [--again 5]
 
 Host time of the calls per kernel (each round submits REPLAYS x 100 kernels,
 then waits; best round), and the cost of making each graph (capture,
@@ -21,11 +21,24 @@ do the same): without it the first capture timed compiling cuabi/_graph.py
 does. --raw-us: bench_graph's (or bench_launch's) "raw cuLaunchKernel"
 per-launch figure from the same machine, for ratios. Target: cuabi's replay
 from Python <= cuda.core's.
+
+Issue 24 (item 3): each library runs in processes of its own, --processes
+of each (default 5, alternating), so that each one's first capture and
+instantiate are its process's first, as in a program; each process then
+makes --again more graphs the same way (the median of those is "again").
+Printed: every process's figures, the medians over processes, and cuabi /
+cuda.core for capture and instantiate, first and again, with the targets
+(<= 1). The first capture is given with and without importing
+cuabi._graph (cuda.core imports its graph modules with the package).
+--processes 1 runs both in this process, as before.
 """
 import argparse
 import compileall
 import contextlib
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -136,9 +149,14 @@ def cuabi_rows(args, rows):
             for _ in range(KERNELS):
                 cuabi.launch(s, cfg, k, buf, a, b)
         return g3
-    g3, t_cap2 = timed(capture_again)
-    _, t_inst2 = timed(g3.instantiate)
-    return t_cap, t_inst, t_first, t_cap2, t_inst2
+    caps, insts = [], []
+    for _ in range(args.again):
+        g3, t_cap2 = timed(capture_again)
+        _, t_inst2 = timed(g3.instantiate)
+        caps.append(t_cap2)
+        insts.append(t_inst2)
+    return dict(capture=t_cap, instantiate=t_inst, first_launch=t_first, capture_again=_med(caps),
+                instantiate_again=_med(insts), capture_import=parts["import"])
 
 
 def cuda_core_rows(args, rows):
@@ -169,9 +187,94 @@ def cuda_core_rows(args, rows):
     _, t_first = timed(lambda: (graph.launch(s), s.sync()))
     rows.append(("cuda.core GraphBuilder graph replay",
                  best_round(lambda: graph.launch(s), s.sync, args.replays, args.rounds)))
-    gb2, t_cap2 = timed(build)
-    _, t_inst2 = timed(gb2.complete)
-    return t_cap, t_inst, t_first, t_cap2, t_inst2
+    caps, insts = [], []
+    for _ in range(args.again):
+        gb2, t_cap2 = timed(build)
+        _, t_inst2 = timed(gb2.complete)
+        caps.append(t_cap2)
+        insts.append(t_inst2)
+    return dict(capture=t_cap, instantiate=t_inst, first_launch=t_first, capture_again=_med(caps),
+                instantiate_again=_med(insts), capture_import=0.0)
+
+
+def _med(v):
+    v = sorted(v)
+    n = len(v)
+    return (v[n // 2] + v[(n - 1) // 2]) / 2 if n else float("nan")
+
+
+FIGURES = ("capture", "capture_import", "instantiate", "first_launch", "capture_again",
+           "instantiate_again")
+
+
+def child(name, args):
+    """One library in this process; its figures as one JSON line."""
+    rows = []
+    try:
+        with cuabi_bytecode() if name == "cuabi" else contextlib.nullcontext():
+            making = (cuabi_rows if name == "cuabi" else cuda_core_rows)(args, rows)
+    except Exception as e:  # a missing peer (or GPU) is reported, not a crash
+        print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {str(e)[:90]}"}))
+        return
+    print("RESULT " + json.dumps({"rows": rows, "making": making, "notes": NOTES}))
+
+
+def processes(args):
+    """--processes N of each library, alternating; medians and ratios."""
+    res = {"cuabi": [], "cuda.core": []}
+    errors = {}
+    for i in range(args.processes):
+        for name in (("cuabi", "cuda.core") if i % 2 == 0 else ("cuda.core", "cuabi")):
+            if name in errors:
+                continue
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", name,
+                   "--replays", str(args.replays), "--rounds", str(args.rounds),
+                   "--again", str(args.again)]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+            out = json.loads(line[-1][7:]) if line else {
+                "error": f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-200:]}"}
+            if "error" in out:
+                errors[name] = out["error"]
+            else:
+                res[name].append(out)
+    print(f"graphs from Python: {args.processes} processes per library (alternating), "
+          f"empty kernel k(float*, int, float), 100 launches per graph, host us")
+    for name, err in errors.items():
+        print(f"  {name}: n/a ({err})")
+    med = {}
+    for name, outs in res.items():
+        if not outs:
+            continue
+        tag = outs[0]["rows"][0][0].split("[")[-1].rstrip("]") if name == "cuabi" else "peer"
+        print(f"  {name} [{tag}]:")
+        for f in FIGURES:
+            vals = [o["making"][f] for o in outs]
+            med[(name, f)] = _med(vals)
+            print(f"    {f:18s} " + " ".join(f"{v:8.1f}" for v in vals)
+                  + f"  -> median {med[(name, f)]:8.1f}")
+        reps = {}
+        for o in outs:
+            for rname, v in o["rows"]:
+                if isinstance(v, float):
+                    reps.setdefault(rname, []).append(v)
+        for rname, vals in reps.items():
+            print(f"    {rname:44s} median {_med(vals):7.3f} us per kernel (best round of each)")
+        if name == "cuabi" and outs[0]["notes"]:
+            print(f"    process 1: {outs[0]['notes'][0]}")
+    if res["cuabi"] and res["cuda.core"]:
+        def ratio(f, g=None):
+            a = med[("cuabi", f)] - (med[("cuabi", g)] if g else 0)
+            return a / med[("cuda.core", f)]
+        print("  cuabi / cuda.core (medians over processes; target <= 1):")
+        for label, f, g in (("first capture", "capture", None),
+                            ("first capture without importing cuabi._graph", "capture",
+                             "capture_import"),
+                            ("first instantiate", "instantiate", None),
+                            ("capture again", "capture_again", None),
+                            ("instantiate again", "instantiate_again", None)):
+            r = ratio(f, g)
+            print(f"    {label:48s} {r:6.3f}x  {'met' if r <= 1 else 'NOT MET'}")
 
 
 def main():
@@ -179,7 +282,15 @@ def main():
     ap.add_argument("--raw-us", type=float, help="raw cuLaunchKernel microseconds per launch")
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--processes", type=int, default=5,
+                    help="processes per library (1: both in this process, as before)")
+    ap.add_argument("--again", type=int, default=5, help="graphs made after the first, per process")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return child(args.child, args)
+    if args.processes > 1:
+        return processes(args)
     rows, making = [], {}
     for name, fn in (("cuabi", cuabi_rows), ("cuda.core", cuda_core_rows)):
         try:
@@ -201,7 +312,9 @@ def main():
     # The first graph instantiated in the process pays the driver's own
     # first-use cost (cuabi's runs first here); "again" is a second graph
     # made the same way, for the comparison of like with like.
-    for name, (cap, inst, first, cap2, inst2) in making.items():
+    for name, m in making.items():
+        cap, inst, first, cap2, inst2 = (m[f] for f in ("capture", "instantiate", "first_launch",
+                                                        "capture_again", "instantiate_again"))
         print(f"  making the {KERNELS}-node graph with {name}: capture {cap:.0f} us, "
               f"instantiate {inst:.0f} us, first launch to completion {first:.0f} us; "
               f"again: capture {cap2:.0f} us, instantiate {inst2:.0f} us")

@@ -15,6 +15,9 @@
    buffers), cuabi pool IPC (MemoryResource.ipc_pool buffers: the pool's fd
    travels once per message, the pool is mapped once per child) and
    cuda.core (IPC-enabled DeviceMemoryResource) when importable.
+   Each row runs in --ipc-processes fresh children (default 5, the rows
+   alternating), 5 rounds each: every child's median, the median over
+   children, and cuabi pool IPC / cuda.core against issue 24's target (<= 1).
 Peers that are not installed are reported as skipped.
 """
 import argparse
@@ -158,7 +161,8 @@ def _cuda_core_child(q, out):
 
 
 def _latency(child, payload):
-    """Median over ROUNDS of the per-buffer time, in one warm child."""
+    """Median over ROUNDS of the per-buffer time, in one warm child (a new
+    process each call)."""
     ctx = mp.get_context("spawn")
     q, out = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=child, args=(q, out))
@@ -181,40 +185,64 @@ def _latency(child, payload):
         p.join(60)
 
 
-def ipc_latency(count=32):
+def ipc_latency(count=32, processes=5):
     res = {}
     dev = cuabi.Device(0)
+    payloads = {}                       # made once per row, sent to each of its children
 
     def legacy():
-        mr = cuabi.MemoryResource.ipc(dev)
-        return _latency(_cuabi_child, [cuabi.Buffer(MiB, mr) for _ in range(count)])
+        if "legacy" not in payloads:
+            mr = cuabi.MemoryResource.ipc(dev)
+            payloads["legacy"] = [cuabi.Buffer(MiB, mr) for _ in range(count)]
+        return _latency(_cuabi_child, payloads["legacy"])
 
     def pool():
-        mr = cuabi.MemoryResource.ipc_pool(dev, max_size=256 * MiB)
-        s = dev.create_stream()
-        pbufs = [cuabi.Buffer(MiB, mr, stream=s) for _ in range(count)]
-        s.synchronize()                 # allocated before the child imports
-        return _latency(_cuabi_child, pbufs)
+        if "pool" not in payloads:
+            mr = cuabi.MemoryResource.ipc_pool(dev, max_size=256 * MiB)
+            s = dev.create_stream()
+            payloads["pool"] = [cuabi.Buffer(MiB, mr, stream=s) for _ in range(count)]
+            s.synchronize()             # allocated before the child imports
+        return _latency(_cuabi_child, payloads["pool"])
 
-    for name, fn in (("cuabi legacy IPC", legacy), ("cuabi pool IPC", pool)):
-        try:                            # a failing row is reported, the others still run
-            res[name] = fn()
-        except Exception as e:  # noqa: BLE001
-            print(f"{name}: failed ({type(e).__name__}: {e})")
-    try:
-        from cuda.core import Device, DeviceMemoryResource, DeviceMemoryResourceOptions
-        d = Device(0)
-        d.set_current()
-        cmr = DeviceMemoryResource(d, DeviceMemoryResourceOptions(ipc_enabled=True,
-                                                                  max_size=256 * MiB))
-        cs = d.create_stream()
-        cbufs = [cmr.allocate(MiB, stream=cs) for _ in range(count)]   # cuda.core 1.2: keyword
-        cs.sync()
-        res["cuda.core"] = _latency(_cuda_core_child, (cmr, cbufs))
-    except Exception as e:  # noqa: BLE001
-        print(f"cuda.core IPC: skipped ({type(e).__name__}: {e})")
+    def core():
+        if "core" not in payloads:
+            from cuda.core import Device, DeviceMemoryResource, DeviceMemoryResourceOptions
+            d = Device(0)
+            d.set_current()
+            cmr = DeviceMemoryResource(d, DeviceMemoryResourceOptions(ipc_enabled=True,
+                                                                      max_size=256 * MiB))
+            cs = d.create_stream()
+            cbufs = [cmr.allocate(MiB, stream=cs) for _ in range(count)]  # 1.2: keyword
+            cs.sync()
+            payloads["core"] = (cmr, cbufs)
+        return _latency(_cuda_core_child, payloads["core"])
+
+    rows = [("cuabi legacy IPC", legacy), ("cuabi pool IPC", pool), ("cuda.core", core)]
+    per = {name: [] for name, _ in rows}
+    failed = set()
+    for i in range(processes):
+        order = rows if i % 2 == 0 else rows[::-1]
+        for name, fn in order:
+            if name in failed:
+                continue
+            try:                        # a failing row is reported, the others still run
+                per[name].append(fn())
+            except Exception as e:  # noqa: BLE001
+                failed.add(name)
+                print(f"{name}: {'skipped' if name == 'cuda.core' else 'failed'} "
+                      f"({type(e).__name__}: {e})")
+    for name, vals in per.items():
+        if vals:
+            res[name] = _median(vals)
+            print(f"  {name}: per buffer, median of each child: "
+                  + " ".join(f"{v:.1f}" for v in vals) + f" -> median {res[name]:.1f} us")
     print(f"IPC: export + send + import per 1 MiB buffer, {count} in one message, warm child, "
-          f"median of {ROUNDS} rounds (us): " + ", ".join(f"{k} {v:.1f}" for k, v in res.items()))
+          f"median of {ROUNDS} rounds per child, median of {processes} children (us): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in res.items()))
+    if "cuabi pool IPC" in res and "cuda.core" in res:
+        r = res["cuabi pool IPC"] / res["cuda.core"]
+        print(f"  cuabi pool IPC / cuda.core: {r:.3f}x (issue 24 target <= 1: "
+              f"{'met' if r <= 1 else 'NOT MET'})")
     return res
 
 
@@ -222,6 +250,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="sizes up to 64 MiB")
     ap.add_argument("--json")
+    ap.add_argument("--ipc-processes", type=int, default=5,
+                    help="fresh children per IPC row (medians over them)")
     a = ap.parse_args()
     try:
         n = cuabi.device_count()
@@ -235,7 +265,7 @@ def main():
     else:
         print(f"peer copy bandwidth: skipped ({n} GPU; needs 2)")
     if n >= 1:
-        report["ipc_us_per_buffer"] = ipc_latency()
+        report["ipc_us_per_buffer"] = ipc_latency(processes=a.ipc_processes)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)

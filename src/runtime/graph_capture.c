@@ -41,13 +41,34 @@ static void capture_free(capture *c)
 
 /* The cuabi capture that stream `s` takes part in: on success with one,
  * captures_lock is held (release it with capture_done). Errors of the
- * status query are returned (the work on `s` would fail the same way). */
+ * status query are returned (the work on `s` would fail the same way).
+ *
+ * The stream a capture began on is found in the list without asking the
+ * driver: between cuabi_graph_capture_begin and _end it is in that capture
+ * (active, or invalidated: then the capture fails at its end and releases
+ * what it kept). That saves a cuStreamGetCaptureInfo per captured launch,
+ * copy and memset on the capturing stream (the common case). Streams that
+ * joined a capture through an event are found by the driver's capture id.
+ * The per-thread default stream is one handle value for as many streams as
+ * threads: it is always asked about. A capture ended behind cuabi's back
+ * (cuStreamEndCapture on the raw CUstream) leaves its record here, as it
+ * did before; work on that stream then goes on being kept by it until a
+ * new cuabi capture begins on the stream (docs/graphs.md). */
 static cuabi_status capture_of(capture **out, CUstream s, const cuabi__driver *drv,
                                const char *caller)
 {
     *out = NULL;
     if (!s || s == CU_STREAM_LEGACY) /* never captured */
         return CUABI_SUCCESS;
+    if (s != CU_STREAM_PER_THREAD) {
+        pthread_mutex_lock(&captures_lock);
+        for (capture *c = captures; c; c = c->next) /* newest first */
+            if (c->stream->cu_stream == s) {
+                *out = c;
+                return CUABI_SUCCESS;
+            }
+        pthread_mutex_unlock(&captures_lock);
+    }
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s, &status, &id, NULL, NULL,

@@ -22,7 +22,7 @@ import weakref
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
 from ._handle import Handle
-from ._lib import call, done, holding, hot, lib, new_struct, raise_last, use
+from ._lib import call, done, holding, hot, lib, new_struct, raise_last, raw, use
 from .errors import ClosedHandleError, CuabiError, U32_MAX, index_arg
 
 _KIND_NAMES = {
@@ -40,9 +40,16 @@ _KIND_NAMES = {
 _MODES = {"global": _capi.CUABI_CAPTURE_MODE_GLOBAL,
           "thread_local": _capi.CUABI_CAPTURE_MODE_THREAD_LOCAL,
           "relaxed": _capi.CUABI_CAPTURE_MODE_RELAXED}
-_UPDATE_RESULTS = {getattr(_capi, n): n.removeprefix("CUABI_GRAPH_UPDATE_").lower()
-                   for n in dir(_capi) if n.startswith("CUABI_GRAPH_UPDATE_")
-                   and n != "CUABI_GRAPH_UPDATE_INFO_VERSION"}
+_UPDATE_RESULTS: dict = {}      # filled by _update_result (only a failed update needs it)
+
+
+def _update_result(code: int):
+    """"topology_changed", ... for a cuabi_graph_update_result (its name)."""
+    if not _UPDATE_RESULTS:     # lazy: walking _capi's names cost the first capture ~70 us
+        _UPDATE_RESULTS.update({getattr(_capi, n): n.removeprefix("CUABI_GRAPH_UPDATE_").lower()
+                                for n in dir(_capi) if n.startswith("CUABI_GRAPH_UPDATE_")
+                                and n != "CUABI_GRAPH_UPDATE_INFO_VERSION"})
+    return _UPDATE_RESULTS.get(code, code)
 
 
 def _mode(mode) -> int:
@@ -62,6 +69,55 @@ def _stream(stream) -> Stream:
     return Stream.wrap(stream)
 
 
+# ------------------------------------------------------------------ making graphs, fast
+#
+# Capture begin and end and instantiate are called for every graph a program
+# makes: straight through unchecked function pointers (bound on first use),
+# not through `call`/`lib`, whose generic argument handling cost a graph
+# about 10 us of host time (docs/PERFORMANCE.md). Same errors: a closed
+# handle raises ClosedHandleError naming the function, a failure the
+# exception of its status.
+
+_direct: dict = {}
+
+
+def _direct_call(name: str, obj, *args) -> int:
+    """name(obj, *args) with obj (a Handle) in use during the call; raises on failure."""
+    fn = _direct.get(name)
+    if fn is None:
+        fn = _direct[name] = raw(name)
+    try:
+        h = use(obj)
+    except ClosedHandleError:
+        raise ClosedHandleError(f"{name}: {type(obj).__name__} is closed") from None
+    try:
+        st = fn(C.c_void_p(h), *args)
+    finally:
+        done(obj)
+    if st:
+        raise_last(st, name)
+    return st
+
+
+def _direct_out(name: str, obj, *args) -> int:
+    """The handle name(&out, obj, *args) makes, with obj in use during the call."""
+    fn = _direct.get(name)
+    if fn is None:
+        fn = _direct[name] = raw(name)
+    out = C.c_void_p()
+    try:
+        h = use(obj)
+    except ClosedHandleError:
+        raise ClosedHandleError(f"{name}: {type(obj).__name__} is closed") from None
+    try:
+        st = fn(C.byref(out), C.c_void_p(h), *args)
+    finally:
+        done(obj)
+    if st:
+        raise_last(st, name)
+    return out.value
+
+
 # ------------------------------------------------------------------ host nodes
 
 def _run_host(payload):
@@ -73,7 +129,16 @@ def _run_host(payload):
         fn(*args)
 
 
-_HOST_FN = _capi.cuabi_graph_host_fn(_run_host)
+_HOST_FN = None     # the ctypes callback of host nodes: made by the first add_host
+
+
+def _host_fn():
+    # Lazy: making a ctypes callback took ~200 us of the import of this
+    # module, which the process's first capture pays.
+    global _HOST_FN
+    if _HOST_FN is None:
+        _HOST_FN = _capi.cuabi_graph_host_fn(_run_host)
+    return _HOST_FN
 
 
 def _drop_keys(keys):
@@ -212,8 +277,15 @@ class Graph(Handle):
         return Device._borrowed_of("cuabi_graph_device", self)
 
     def _kernel_device(self) -> Device:
-        if self._device_arg is not None:
-            return _as_device(self._device_arg)
+        arg = self._device_arg
+        if isinstance(arg, Stream):
+            # A captured graph: the capture's stream stands for its device,
+            # read now rather than when the capture began (the first
+            # Stream.device cost that capture ~45 us); the graph's own device
+            # is that device unless its nodes name several.
+            return self.device or arg.device
+        if arg is not None:
+            return _as_device(arg)
         return self.device or Device(0)
 
     def __len__(self) -> int:
@@ -329,7 +401,7 @@ class Graph(Handle):
         goes to sys.unraisablehook."""
         key = _callbacks.keep((fn, args))
         try:
-            node = self._node("cuabi_graph_add_host", depends_on, _HOST_FN, C.c_void_p(key))
+            node = self._node("cuabi_graph_add_host", depends_on, _host_fn(), C.c_void_p(key))
         except BaseException:
             _callbacks.drop(key)
             raise
@@ -418,6 +490,12 @@ class Graph(Handle):
             upload_stream = options.upload_stream
             device_launch = options.device_launch
             use_node_priority = options.use_node_priority
+        if not (auto_free_on_launch or device_launch or use_node_priority) \
+                and upload_stream is None:
+            # The defaults: no options struct to make (NULL means them).
+            exe = GraphExec._wrap(_direct_out("cuabi_graph_instantiate", self, None))
+            exe._graphs = [self]
+            return exe
         o = new_struct(_capi.cuabi_graph_instantiate_options)
         o.flags = ((_capi.CUABI_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH if auto_free_on_launch else 0)
                    | (_capi.CUABI_GRAPH_INSTANTIATE_UPLOAD if upload_stream is not None else 0)
@@ -562,7 +640,7 @@ class GraphExec(Handle):
         try:
             lib.cuabi_graph_exec_update(self, graph, C.byref(info))
         except CuabiError as e:
-            e.update_result = _UPDATE_RESULTS.get(info.result, info.result)
+            e.update_result = _update_result(info.result)
             e.node_index = None if info.node_index < 0 else info.node_index
             e.from_node_index = None if info.from_node_index < 0 else info.from_node_index
             e.node_kind = _KIND_NAMES.get(info.node_type) if info.node_type >= 0 else None
@@ -665,15 +743,15 @@ class _Capture:
         self.graph = None
 
     def __enter__(self) -> Graph:
-        lib.cuabi_graph_capture_begin(self._stream, self._mode)
-        self.graph = Graph._placeholder(self._stream.device)
+        _direct_call("cuabi_graph_capture_begin", self._stream, C.c_int(self._mode))
+        self.graph = Graph._placeholder(self._stream)     # its device: read when needed
         _launch_captures().append(self.graph._keep)
         return self.graph
 
     def __exit__(self, exc_type, exc, tb):
         _forget_capture(self.graph._keep)
         try:
-            value = call("cuabi_graph_capture_end", self._stream)
+            value = _direct_out("cuabi_graph_capture_end", self._stream)
         except CuabiError:
             if exc_type is None:
                 raise
@@ -750,7 +828,7 @@ class GraphBuilder:
         "global" or "thread_local")."""
         if self._graph is not None:
             raise RuntimeError("cannot resume building after building has ended")
-        lib.cuabi_graph_capture_begin(self.stream, _mode(mode))
+        _direct_call("cuabi_graph_capture_begin", self.stream, C.c_int(_mode(mode)))
         self._building = True
         self._keep = []
         _launch_captures().append(self._keep)
@@ -765,7 +843,7 @@ class GraphBuilder:
             raise RuntimeError("the graph builder is not building")
         self._building = False
         _forget_capture(self._keep)
-        self._graph = Graph._adopt_new(call("cuabi_graph_capture_end", self.stream))
+        self._graph = Graph._adopt_new(_direct_out("cuabi_graph_capture_end", self.stream))
         self._graph._keep.extend(self._keep)
         return self
 

@@ -33,8 +33,8 @@ import time
 import weakref
 
 from . import _capi
-from ._lib import call, holding, hooks, new_struct, raise_last, raw
-from .errors import IPCError, bytes_arg, index_arg
+from ._lib import call, done, holding, hooks, new_struct, raise_last, raw, use
+from .errors import ClosedHandleError, IPCError, bytes_arg, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -60,10 +60,22 @@ def _forget_after_fork():
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-# The per-buffer calls, unconverted (the benchmark's path).
+# The per-buffer calls, unconverted (the benchmark's path): a message of 32
+# buffers runs them 32 times, so each buffer's Python work is kept to these
+# calls and the object (issue 24 item 4; docs/PERFORMANCE.md).
 _export = raw("cuabi_ipc_buffer_export")
 _import = raw("cuabi_ipc_pool_buffer_import")
+_pointer = raw("cuabi_buffer_pointer")
 _SIZE = C.c_size_t(DESCRIPTOR_SIZE)
+
+
+def _use(obj, fn: str):
+    """obj's handle, counted in use (done(obj) after the call), as `holding`
+    does, without its object per call."""
+    try:
+        return use(obj)
+    except ClosedHandleError:
+        raise ClosedHandleError(f"{fn}: {type(obj).__name__} is closed") from None
 
 
 class IPCAllocationHandle:
@@ -373,8 +385,11 @@ def from_descriptor(fd, descriptor):
 
 def descriptor_of(buf) -> bytes:
     out = C.create_string_buffer(DESCRIPTOR_SIZE)
-    with holding(buf) as (h,):      # in use during the call
+    h = _use(buf, "cuabi_ipc_buffer_export")      # in use during the call
+    try:
         st = _export(out, _SIZE, C.c_void_p(h))
+    finally:
+        done(buf)
     if st:
         raise_last(st, "cuabi_ipc_buffer_export")
     return out.raw
@@ -394,11 +409,21 @@ def reduce_buffer(buf):
 def import_buffer(cls, mr, descriptor):
     out = C.c_void_p()
     d = bytes_arg(descriptor, "Buffer.from_ipc_descriptor: descriptor")
-    with holding(mr) as (h,):       # in use during the call
+    h = _use(mr, "cuabi_ipc_pool_buffer_import")  # in use during the call
+    try:
         st = _import(C.byref(out), C.c_void_p(h), d or None, C.c_size_t(len(d)))
+    finally:
+        done(mr)
     if st:
         raise_last(st, "cuabi_ipc_pool_buffer_import")
-    return cls._wrap(out.value)
+    buf = cls._wrap(out.value)
+    # Its address now, by the direct call (Buffer.ptr would make the generic
+    # call: half of an import's Python time). Nobody else holds the new
+    # buffer yet, so it cannot be closed meanwhile.
+    p = C.c_size_t()
+    if _pointer(C.byref(p), C.c_void_p(out.value)) == 0:
+        buf._ptr = p.value
+    return buf
 
 
 def _rebuild_buffer(mr, descriptor):

@@ -16,6 +16,19 @@ _KINDS = {"host": HOST, "device": DEVICE, "pinned": PINNED, "managed": MANAGED}
 _KIND_NAMES = {v: k for k, v in _KINDS.items()}
 
 
+_ipc_module = None
+
+
+def _ipc():
+    """cuabi._ipc_pool, imported on first use (lazy: import time) and kept:
+    a pickled list of buffers asks for it once per buffer."""
+    global _ipc_module
+    if _ipc_module is None:
+        from . import _ipc_pool          # lazy: import time
+        _ipc_module = _ipc_pool
+    return _ipc_module
+
+
 def _kind(kind) -> int:
     return _KINDS[kind] if isinstance(kind, str) else int(kind)
 
@@ -515,7 +528,8 @@ class Buffer(Handle):
 
     @property
     def ptr(self) -> int:
-        """The buffer's address (device pointer for device memory)."""
+        """The buffer's address (device pointer for device memory; an
+        imported pool buffer has it from its import)."""
         p = self._ptr
         if p is None:
             p = call("cuabi_buffer_pointer", self)
@@ -795,8 +809,7 @@ class Buffer(Handle):
         """Pickling (multiprocessing) sends the IPC descriptor: the receiving
         process maps the same memory (a pool buffer sends its pool too, once
         per message)."""
-        from . import _ipc_pool          # lazy: import time
-        return _ipc_pool.reduce_buffer(self)
+        return _ipc().reduce_buffer(self)
 
     @property
     def __cuda_array_interface__(self):

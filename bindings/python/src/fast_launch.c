@@ -278,19 +278,49 @@ static int plain_of(PyObject *kernel, PlainLaunch **out)
     return 0;
 }
 
+/* Whether a launch argument needs no keeping by a graph: its value went
+ * into the pack (Python numbers, None). Everything else -- Buffers and
+ * arrays passed by address, numpy scalars alike -- is kept. */
+static int plain_value(PyObject *a)
+{
+    PyTypeObject *tp = Py_TYPE(a);
+    return tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || a == Py_None;
+}
+
 /* Hand a captured launch's arguments to the captures in progress (the
- * tuple launch_py's *args would be). */
+ * tuple launch_py's *args would be), as keep_for_captures does: appended
+ * here to each keep-list (plain lists; anything else goes through
+ * keep_for_captures) without a Python call per launch, which cost a
+ * captured launch about 1,600 instructions (a third of it). Nothing is
+ * kept for a launch whose arguments are all plain numbers. */
 static int keep_arguments(PyObject *const *args, Py_ssize_t n)
 {
+    Py_ssize_t i = 0;
+    while (i < n && plain_value(args[i]))
+        i++;
+    if (i == n)
+        return 0;
     PyObject *t = PyTuple_New(n);
     if (!t)
         return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
+    for (i = 0; i < n; i++)
         PyTuple_SET_ITEM(t, i, Py_NewRef(args[i]));
-    PyObject *r = PyObject_CallOneArg(keep_for_captures, t);
+    Py_ssize_t ncap = PyList_GET_SIZE(captures);
+    for (i = 0; i < ncap && PyList_CheckExact(PyList_GET_ITEM(captures, i)); i++)
+        ;
+    int st = 0;
+    if (i < ncap) {                            /* not all ours: the Python way */
+        PyObject *r = PyObject_CallOneArg(keep_for_captures, t);
+        st = r ? 0 : -1;
+        Py_XDECREF(r);
+    } else {
+        /* PyList_Append runs no Python code: the captures cannot change
+         * during the loop. */
+        for (i = 0; st == 0 && i < ncap; i++)
+            st = PyList_Append(PyList_GET_ITEM(captures, i), t);
+    }
     Py_DECREF(t);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
+    return st;
 }
 
 /* The cuabi Stream that `obj` stands for (its _cuabi_stream_: a

@@ -633,3 +633,122 @@ def test_finalizers_of_another_thread_inside_a_capture(code, stream):
             c.join()
         assert len(g) == 1
         g.close()
+
+
+# ---- issue 24: what making a graph no longer does up front (each made lazy
+# or moved), and that the results are the same.
+
+def test_making_graphs_builds_no_host_callback_and_no_update_names():
+    """Importing cuabi._graph and capturing, instantiating and launching a
+    graph make neither the host nodes' ctypes callback nor the table of
+    update-result names (both cost the first capture ~270 us); a host node
+    and a failed update make them when needed, and work."""
+    import subprocess
+    import textwrap
+    prog = textwrap.dedent(f"""
+        import numpy as np
+        import cuabi
+        from cuabi import _graph
+        SRC = {SRC!r}
+        k = cuabi.Program(SRC).compile(arch="sm_90").get_kernel("add_i64")
+        s = cuabi.Stream()
+        out = cuabi.Buffer.from_host(np.zeros(1, np.int64), stream=None)
+        inp = cuabi.Buffer.from_host(np.arange(1, 4, dtype=np.int64), stream=None)
+        cfg = cuabi.LaunchConfig(grid=1, block=32)
+        with s.capture() as g:
+            cuabi.launch(s, cfg, k, out, inp, np.uint64(3))
+        e = g.instantiate()
+        e.launch(s)
+        s.sync()
+        assert np.frombuffer(out.copy_to(), np.int64)[0] == 6
+        assert _graph._HOST_FN is None and not _graph._UPDATE_RESULTS
+        calls = []
+        h = cuabi.Graph()
+        h.add_host(calls.append, "ran")
+        h.instantiate().launch(s)
+        s.sync()
+        assert calls == ["ran"] and _graph._HOST_FN is not None
+        try:
+            e.update(h)
+        except cuabi.GraphUpdateError as err:
+            assert isinstance(err.update_result, str), err.update_result
+        else:
+            raise AssertionError("an update across topologies succeeded")
+        assert _graph._UPDATE_RESULTS
+        print("ok")
+    """)
+    import os
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cuabi.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg] + sys.path))
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+@CAPTURES
+def test_captured_graph_kernel_nodes_go_to_the_capture_streams_device(code, stream, how):
+    """The device of a captured graph's explicit kernel nodes is read when a
+    node is added (it was read at the capture's start): still the capture
+    stream's, also once that stream is closed."""
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([2, 3], stream)
+    s = cuabi.Stream()
+    with recording(s, how) as (on, graph):
+        cuabi.launch(on, CFG, k, out, inp, N(2))
+    g = graph[0]
+    assert g._kernel_device() == s.device == cuabi.Device(0)
+    s.close()
+    assert g._kernel_device() == cuabi.Device(0)
+    g.add_kernel(k, CFG, out, inp, N(1), depends_on=g.node(0))
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 7
+
+
+def test_captured_plain_numbers_are_not_kept(code, stream):
+    """A captured launch keeps its arguments for the graph (arrays passed by
+    address); one whose arguments are all Python numbers keeps nothing in
+    the compiled backend (its values are in the graph), and both backends
+    run the same graph."""
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([4, 5], stream)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out.ptr, inp.ptr, 2)
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    kept = [t for t in g._keep if isinstance(t, tuple)]
+    if cuabi.backend == "compiled":
+        assert kept == [(out, inp, N(2))]
+    else:
+        assert (out, inp, N(2)) in kept
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 18
+
+
+def test_instantiate_with_defaults_and_with_options_agree(code, stream):
+    """instantiate() with no options passes none to C (its defaults); with
+    options, the struct; both make working executables, and a closed or
+    still capturing graph is refused the same way."""
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([1, 2], stream)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(2))
+    for exe in (g.instantiate(), g.instantiate(cuabi.CompleteOptions()),
+                g.instantiate(auto_free_on_launch=True), g.complete()):
+        exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 12
+    with stream.capture() as pending:
+        with pytest.raises(RuntimeError, match="capture ends"):
+            pending.instantiate()
+    g.close()
+    with pytest.raises(cuabi.ClosedHandleError, match="cuabi_graph_instantiate: Graph is closed"):
+        g.instantiate()
+    s2 = cuabi.Stream()
+    s2.close()
+    with pytest.raises(cuabi.ClosedHandleError,
+                       match="cuabi_graph_capture_begin: Stream is closed"):
+        with s2.capture():
+            pass
