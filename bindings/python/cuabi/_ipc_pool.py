@@ -33,7 +33,7 @@ import time
 import weakref
 
 from . import _capi
-from ._lib import call, done, holding, hooks, new_struct, raise_last, raw, use
+from ._lib import call, done, hooks, new_struct, raise_last, raw, use
 from .errors import ClosedHandleError, IPCError, bytes_arg, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
