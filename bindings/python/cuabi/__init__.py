@@ -20,7 +20,7 @@ from ._lib import hooks as _hooks
 _LAZY = {}
 for _names, _module, _needs in (
         (("Device", "Event", "Stream", "abi_version", "device_count", "raw_stream_of",
-          "runtime_info", "version", "ComputeCapability", "DeviceProperties",
+          "runtime_info", "version", "ComputeCapability", "DeviceProperties", "Context",
           "StreamOptions", "EventOptions", "LEGACY_DEFAULT_STREAM",
           "PER_THREAD_DEFAULT_STREAM"), "_core", "cuabi_version_string"),
         (("ArgPack", "Packer", "device_pointer"), "_argpack", "cuabi_argpack_create"),
@@ -29,7 +29,7 @@ for _names, _module, _needs in (
           "PinnedMemoryResourceOptions", "GraphMemoryResource"), "_memory",
          "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
-        (("Context", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions"),
+        (("GreenContext", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions"),
          "_green", "cuabi_green_ctx_create"),
         (("system",), "_system", "cuabi_nvml_device_count"),
         (("ObjectCode", "Kernel", "Linker", "LinkerOptions"), "_compile",
@@ -87,8 +87,8 @@ def _set_hooks():
         return Buffer
 
     def green_context_class():
-        from ._green import Context                      # lazy: import time
-        return Context
+        from ._green import GreenContext                 # lazy: import time
+        return GreenContext
 
     def device_resources_class():
         from ._green import DeviceResources              # lazy: import time

@@ -263,17 +263,23 @@ class EventOptions:
 
 
 class Context:
-    """cuda.core's Context, for a device's primary context: `handle` is the
-    CUcontext (an int)."""
+    """cuda.core's Context: what Device.context (the primary context,
+    PrimaryContext) and Device.create_context (a green context,
+    cuabi._green.GreenContext) give; `handle` is the CUcontext (an int) and
+    `is_green` tells them apart. A base without state, so that both are
+    instances of cuabi.Context as in cuda.core."""
+
+    __slots__ = ()
+    is_green = False
+
+
+class PrimaryContext(Context):
+    """A device's primary context: `handle` is the CUcontext (an int)."""
 
     __slots__ = ("_device", "handle")
 
     def __init__(self, device: "Device", raw: int):
         self._device, self.handle = device, raw
-
-    @property
-    def is_green(self) -> bool:
-        return False
 
     @property
     def is_closed(self) -> bool:
@@ -402,7 +408,7 @@ class Device(Handle):
     def context(self) -> Context:
         """cuda.core's Context of the primary context (its `handle` is the
         CUcontext; cuabi's former int is context_handle)."""
-        return Context(self, self.context_handle)
+        return PrimaryContext(self, self.context_handle)
 
     @property
     def context_handle(self) -> int:

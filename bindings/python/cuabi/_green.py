@@ -13,9 +13,9 @@ counts of 13.1 are refused (NotSupportedError), as are workqueue resources.
 
 As in cuda.core, a green Context's `.handle` is its CUcontext (the driver's
 cuCtxFromGreenCtx, also `.context`); `.raw` is the CUgreenCtx and
-`.cuabi_handle` the cuabi handle. `cuabi.Context` is this class; a device's
-primary context (Device.context) is a plain context object with the same
-`handle` / `is_green` / `create_stream` / `close` shape."""
+`.cuabi_handle` the cuabi handle. Both this GreenContext and a device's
+primary context (Device.context, cuabi._core.PrimaryContext) are instances
+of cuabi.Context, as in cuda.core."""
 from __future__ import annotations
 
 import ctypes as C
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from . import _capi
+from ._core import Context as _CoreContext
 from ._core import Device, Event, Stream, _as_device
 from ._handle import Handle
 from ._lib import call, holding, lib, new_struct
@@ -175,7 +176,7 @@ class DeviceResources:
 
     @property
     def sm(self) -> SMResource:
-        if isinstance(self._of, Context):
+        if isinstance(self._of, GreenContext):
             return SMResource._wrap(call("cuabi_green_ctx_sm_resource", self._of))
         return SMResource._wrap(call("cuabi_device_sm_resource", self._of))
 
@@ -192,7 +193,7 @@ class ContextOptions:
     resources: Sequence[SMResource]
 
 
-class Context(Handle):
+class GreenContext(Handle, _CoreContext):
     """A green context: a context limited to a partition of a device's SMs
     (Device.create_context). Its streams (create_stream) run there; each
     keeps it alive."""

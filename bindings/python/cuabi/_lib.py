@@ -558,7 +558,7 @@ def status_message(status: int) -> str:
 #                                                         mapped, or unpickled
 #   buffer_class           cuabi._memory.Buffer           cuabi._ipc_pool: a pool's
 #                                                         buffer unpickled
-#   green_context_class    cuabi._green.Context           Device.create_context,
+#   green_context_class    cuabi._green.GreenContext      Device.create_context,
 #                                                         Stream.green_context
 #   device_resources_class cuabi._green.DeviceResources   Device.resources
 HOOKS = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",

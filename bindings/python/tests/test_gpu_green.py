@@ -15,7 +15,7 @@ import pytest
 import cuabi
 from occupancy_kernels import KERNELS, compile_source
 
-pytestmark = pytest.mark.skipif(not hasattr(cuabi, "Context"), reason="no green contexts")
+pytestmark = pytest.mark.skipif(not hasattr(cuabi, "GreenContext"), reason="no green contexts")
 
 SMID = r'''
 extern "C" __global__ void smid(unsigned *out, long long spin) {

@@ -9,7 +9,7 @@ import pytest
 
 import cuabi
 
-pytestmark = pytest.mark.skipif(not hasattr(cuabi, "Context"), reason="no green contexts")
+pytestmark = pytest.mark.skipif(not hasattr(cuabi, "GreenContext"), reason="no green contexts")
 
 
 def test_names_are_cuda_cores():
