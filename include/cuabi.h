@@ -30,6 +30,11 @@
 #include "cuabi/peer.h"
 #include "cuabi/ipc.h"
 #include "cuabi/fatbin.h"
+#include "cuabi/vmm.h"
+#include "cuabi/pool.h"
+#include "cuabi/managed.h"
+#include "cuabi/copy_batch.h"
+#include "cuabi/multicast.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -26,7 +26,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_GRAPH = 14,
     CUABI__T_GRAPH_NODE = 15,
     CUABI__T_GRAPH_EXEC = 16,
-    CUABI__T_COUNT = 17
+    CUABI__T_MULTICAST = 17,
+    CUABI__T_COUNT = 18
 } cuabi__handle_type;
 
 #endif

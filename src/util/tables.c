@@ -86,4 +86,5 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_graph",
     "cuabi_graph_node",
     "cuabi_graph_exec",
+    "cuabi_multicast",
 };
