@@ -178,7 +178,8 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_resource_create(cuabi_memory_resource *
 /**
  * Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location
  * goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an
- * ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice.
+ * ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice and may be
+ * CUABI_LOCATION_NONE for UNSET_PREFERRED_LOCATION (the driver ignores it there).
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer,

@@ -111,7 +111,11 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer, size_t off
     CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_INVALID, .id = 0 };
     bool read_mostly = advice == CUABI_MANAGED_SET_READ_MOSTLY ||
                        advice == CUABI_MANAGED_UNSET_READ_MOSTLY;
-    if (!read_mostly)
+    /* the driver ignores the location of an unset of the preferred one:
+     * CUABI_LOCATION_NONE is fine there */
+    bool any_location = advice == CUABI_MANAGED_UNSET_PREFERRED_LOCATION &&
+                        location_type == CUABI_LOCATION_NONE;
+    if (!read_mostly && !any_location)
         CUABI__TRY(location_of(&loc, location_type, location_id, __func__));
     if (size == 0)
         return CUABI_SUCCESS;

@@ -154,6 +154,11 @@ START_TEST(advice_and_range_attributes)
                                       (cuabi_location_type)77, 0));   /* ignored there */
     ck_assert_ok(cuabi_managed_advise(b, 0, 1 << 20, CUABI_MANAGED_UNSET_PREFERRED_LOCATION,
                                       CUABI_LOCATION_HOST, 0));
+    /* the driver ignores an unset's location: none is fine there, not elsewhere */
+    ck_assert_ok(cuabi_managed_advise(b, 0, 1 << 20, CUABI_MANAGED_UNSET_PREFERRED_LOCATION,
+                                      CUABI_LOCATION_NONE, 0));
+    ck_assert_status(cuabi_managed_advise(b, 0, 1 << 20, CUABI_MANAGED_SET_PREFERRED_LOCATION,
+                                          CUABI_LOCATION_NONE, 0), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_ok(cuabi_managed_range_info(&mr, b, 0, 4096));
     ck_assert_int_eq(mr.read_mostly, 0);
     ck_assert_int_eq(mr.preferred_location_type, CUABI_LOCATION_NONE);

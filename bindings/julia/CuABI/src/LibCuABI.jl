@@ -6762,7 +6762,7 @@ end
 """
 cuabi_managed_advise(buffer, offset, size, advice, location_type, location_id)
 
-Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice.
+Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice and may be CUABI_LOCATION_NONE for UNSET_PREFERRED_LOCATION (the driver ignores it there).
 
 Needs the CUDA driver and a GPU.
 """

@@ -4531,7 +4531,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_managed_resource_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_managed_options) -> cuabi_status;
-    /// Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice.
+    /// Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice and may be CUABI_LOCATION_NONE for UNSET_PREFERRED_LOCATION (the driver ignores it there).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_managed_advise(buffer: *mut cuabi_buffer, offset: usize, size: usize, advice: cuabi_managed_advice, location_type: cuabi_location_type, location_id: c_int) -> cuabi_status;
