@@ -6,8 +6,8 @@ import ctypes as C
 from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
-from ._lib import call, done, hooks, lib, new_struct, raw, swap_release, use
-from .errors import ClosedHandleError, U32_MAX, index_arg
+from ._lib import call, done, hooks, lib, new_struct, raw, struct_to_namespace, swap_release, use
+from .errors import ClosedHandleError, U32_MAX, error_class, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -141,6 +141,34 @@ class MemoryResource(Handle):
     def trim(self, keep_bytes: int = 0) -> None:
         lib.cuabi_memory_resource_trim(self, index_arg(keep_bytes, "trim: keep_bytes"))
 
+    # ---- pool statistics (issue 25; cuda.core's mr.attributes)
+    @property
+    def attributes(self) -> "PoolAttributes":
+        """The pool's statistics and attributes as properties (cuda.core's
+        names): used_mem_current / _high, reserved_mem_current / _high,
+        release_threshold, reuse_*; NotSupportedError for non-pools."""
+        return PoolAttributes(self)
+
+    def pool_stats(self):
+        """Every statistic in one call (cuabi's extra), as a namespace."""
+        return struct_to_namespace(call("cuabi_pool_stats_get", self))
+
+    def pool_summary(self) -> str:
+        """One line for logs: "pool device 0: reserved 64.0 MiB (high ..."."""
+        st = call("cuabi_pool_stats_get", self)
+        n = C.c_size_t(0)
+        try:
+            lib.cuabi_pool_stats_format(None, C.byref(n), C.byref(st))
+        except error_class(_capi.CUABI_ERROR_BUFFER_TOO_SMALL):
+            pass
+        out = C.create_string_buffer(n.value)
+        lib.cuabi_pool_stats_format(out, C.byref(n), C.byref(st))
+        return out.value.decode()
+
+    def reset_high_water(self) -> None:
+        """Both high-water marks back to the current figures."""
+        lib.cuabi_pool_reset_high_water(self)
+
     # ---- several GPUs and processes (issue 15)
     @classmethod
     def ipc(cls, device=None) -> "MemoryResource":
@@ -226,6 +254,45 @@ class MemoryResource(Handle):
         for i in range(device_count()):
             if i != own:
                 self.set_peer_access(i, "rw" if i in want else "none")
+
+
+class PoolAttributes:
+    """A pool's attributes (cuda.core's _MemPoolAttributes): reads go to the
+    driver each time; release_threshold and the reuse_* flags can be set,
+    used_mem_high / reserved_mem_high only to 0 (a reset)."""
+    __slots__ = ("_mr",)
+    _NAMES = {"reuse_follow_event_dependencies": _capi.CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+              "reuse_allow_opportunistic": _capi.CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC,
+              "reuse_allow_internal_dependencies":
+                  _capi.CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+              "release_threshold": _capi.CUABI_POOL_RELEASE_THRESHOLD,
+              "reserved_mem_current": _capi.CUABI_POOL_RESERVED_MEM_CURRENT,
+              "reserved_mem_high": _capi.CUABI_POOL_RESERVED_MEM_HIGH,
+              "used_mem_current": _capi.CUABI_POOL_USED_MEM_CURRENT,
+              "used_mem_high": _capi.CUABI_POOL_USED_MEM_HIGH}
+
+    def __init__(self, mr):
+        object.__setattr__(self, "_mr", mr)
+
+    def __getattr__(self, name):
+        a = PoolAttributes._NAMES.get(name)
+        if a is None:
+            raise AttributeError(name)
+        v = call("cuabi_pool_get_attribute", self._mr, a)
+        return bool(v) if name.startswith("reuse_") else v
+
+    def __setattr__(self, name, value):
+        a = PoolAttributes._NAMES.get(name)
+        if a is None:
+            raise AttributeError(name)
+        lib.cuabi_pool_set_attribute(self._mr, a, int(value))
+
+    def __dir__(self):
+        return sorted(PoolAttributes._NAMES)
+
+    def __repr__(self):
+        return "PoolAttributes(" + ", ".join(f"{k}={getattr(self, k)}"
+                                             for k in PoolAttributes._NAMES) + ")"
 
 
 _ACCESS = {"none": _capi.CUABI_PEER_ACCESS_NONE, "r": _capi.CUABI_PEER_ACCESS_READ,
