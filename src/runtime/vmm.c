@@ -953,9 +953,12 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
     cuabi_device *hdev = NULL;
     cuabi__device *edev;
     const cuabi__driver *drv;
-    CUABI__TRY(cuabi__ipc_open_begin(&hdev, &edev, descriptors, CUABI_IPC_DESCRIPTOR_SIZE, kind,
-                                     &drv, __func__));
-    cuabi__handle_release(hdev, CUABI__T_DEVICE);
+    /* the device handle comes back on a late failure too (activating it) */
+    cuabi_status opened = cuabi__ipc_open_begin(&hdev, &edev, descriptors,
+                                                CUABI_IPC_DESCRIPTOR_SIZE, kind, &drv, __func__);
+    if (hdev)
+        cuabi__handle_release(hdev, CUABI__T_DEVICE);
+    CUABI__TRY(opened);
     CUABI__TRY(cuabi__device_activate(r->device, drv));
     vmm_block *k = block_new(drv, r->device);
     if (!k)
