@@ -159,3 +159,33 @@ def test_copy_batch_mixed_ends(dev):
         cuabi.copy_batch(s, [src], [dst], options=cuabi.CopyOptions(src_access_order="later"))
     assert cuabi.MemcpySrcAccessOrder.ANY == "any"
     assert cuabi.copy_batch(s, [], []).path == "none"
+
+
+def _vmm_child(conn):
+    import cuabi as c
+    b = conn.recv()                                  # unpickling maps the chunks
+    info = c.VirtualMemoryResource.info(b)
+    conn.send((bytes(b.copy_to(size=8)), b.size, info.imported, info.chunks))
+    b.fill(0x11, count=4)
+    conn.send("done")
+    b.close()
+
+
+def test_vmm_buffer_pickles_to_another_process(dev):
+    import multiprocessing as mp
+    vmr = cuabi.VirtualMemoryResource(dev, cuabi.VirtualMemoryResourceOptions(reserve_size=512 * KiB))
+    b = cuabi.Buffer(128 * KiB, vmr)
+    vmr.modify_allocation(b, 384 * KiB)
+    b.copy_from(b"\x5a" * b.size)
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_vmm_child, args=(child,))
+    p.start()
+    parent.send(b)
+    first, size, imported, chunks = parent.recv()
+    assert parent.recv() == "done"
+    p.join(30)
+    assert p.exitcode == 0
+    assert first == b"\x5a" * 8 and size == b.size and imported == 1 and chunks == 2
+    assert bytes(b.copy_to(size=5)) == b"\x11" * 4 + b"\x5a"
+    b.close()

@@ -86,6 +86,35 @@ def test_vmm_buffer_in_another_process(gpu):
     b.close()
 
 
+def _pickled_child(conn):
+    import cuabi as c
+    b = conn.recv()                                  # unpickling imports every chunk
+    conn.send((bytes(b.copy_to(size=4)), b.size, c.VirtualMemoryResource.info(b).imported))
+    b.fill(0x22, count=8)
+    c.Device(0).synchronize()
+    b.close()
+    conn.send("done")
+
+
+def test_vmm_buffer_pickles_like_an_ipc_pool_buffer(gpu):
+    vmr = cuabi.VirtualMemoryResource(gpu, cuabi.VirtualMemoryResourceOptions(reserve_size=64 * MiB))
+    b = cuabi.Buffer(vmr.granularity, vmr)
+    vmr.modify_allocation(b, 2 * vmr.granularity)
+    b.fill(0x6b)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_pickled_child, args=(child,))
+    proc.start()
+    parent.send(b)
+    first, size, imported = parent.recv()
+    assert parent.recv() == "done"
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert first == b"\x6b" * 4 and size == b.size and imported == 1
+    assert bytes(b.copy_to(size=9)) == b"\x22" * 8 + b"\x6b"
+    b.close()
+
+
 def test_managed_memory_host_and_device(gpu):
     mr = cuabi.ManagedMemoryResource(device=gpu)
     b = cuabi.ManagedBuffer(4 * MiB, mr)
