@@ -274,7 +274,9 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_result_init(cuabi_copy_result *opts, unsig
 /**
  * Queue `count` copies on `stream` in one cuMemcpyBatchAsync call (one cuMemcpyAsync per copy on
  * drivers without it). Every copy is checked before anything is queued; on an error nothing is. The
- * driver's own refusal names the batch (it does not say which copy).
+ * driver's own refusal names the batch (it does not say which copy). CUABI_ERROR_INVALID_ARGUMENT
+ * on the legacy default stream, which the driver refuses for batches (the per-thread default stream
+ * is fine); so for cuabi_copy_batch_3d.
  * @param result [out, may be NULL] version must be set (CUABI_COPY_RESULT_INIT); NULL when not
  *     wanted.
  * @param items [array of count elements]

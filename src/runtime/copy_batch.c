@@ -129,6 +129,11 @@ static cuabi_status batch_stream(cuabi__stream **s, const cuabi__driver **drv,
     void *obj;
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
     *s = obj;
+    if (!(*s)->cu_stream || (*s)->cu_stream == CU_STREAM_LEGACY)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: batched copies cannot go on the legacy default stream "
+                            "(cuMemcpyBatchAsync refuses it): use a created stream or the "
+                            "per-thread default stream", caller);
     CUABI__TRY(cuabi__driver_get(drv));
     CUABI__TRY(cuabi__stream_prepare(*s, *drv));
     if (CUABI__UNLIKELY(cuabi__capturing()) && (*drv)->cuStreamIsCapturing) {

@@ -230,10 +230,17 @@ START_TEST(refused_before_anything_is_queued)
     ck_assert_status(cuabi_copy_batch(&r, it, 1, s0), CUABI_ERROR_CUDA);
     ck_assert_error_mentions("cuMemcpyBatchAsync");
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
-    /* the legacy default stream: the driver refuses it */
+    /* the legacy default stream: the driver refuses batches there, so cuabi
+     * does first, saying so, and queues nothing */
     cuabi_stream *legacy;
     ck_assert_ok(cuabi_stream_legacy_default(&legacy, dev0));
-    ck_assert_status(cuabi_copy_batch(&r, it, 1, legacy), CUABI_ERROR_CUDA);
+    int before = fake_batches;
+    ck_assert_status(cuabi_copy_batch(&r, it, 1, legacy), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("legacy default stream");
+    ck_assert_int_eq(fake_batches, before);
+    cuabi_copy_3d_item it3 = CUABI_COPY_3D_ITEM_INIT;
+    it3.src_buffer = a, it3.dst_buffer = b, it3.width = 4;
+    ck_assert_status(cuabi_copy_batch_3d(&r, &it3, 1, legacy), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_ok(cuabi_stream_release(legacy));
     ck_assert_ok(cuabi_buffer_free_async(a, s0));
     ck_assert_ok(cuabi_buffer_free_async(b, s0));

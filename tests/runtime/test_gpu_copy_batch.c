@@ -322,6 +322,17 @@ START_TEST(a_refused_batch_queues_nothing)
     ck_assert_ok(cuabi_stream_synchronize(s));
     expect(b, 0, 4 * KiB, 0, 0);                       /* copies 0 and 1 did not run */
     ck_assert_status(cuabi_copy_batch(&r, it, 3, NULL), CUABI_ERROR_INVALID_HANDLE);
+    cuabi_stream *legacy;
+    ck_assert_ok(cuabi_stream_legacy_default(&legacy, dev));
+    ck_assert_status(cuabi_copy_batch(&r, it, 2, legacy), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("legacy default stream");
+    ck_assert_ok(cuabi_stream_release(legacy));
+    cuabi_stream *per_thread;   /* a real stream to the driver: accepted */
+    ck_assert_ok(cuabi_stream_per_thread_default(&per_thread, dev));
+    ck_assert_ok(cuabi_copy_batch(&r, it, 2, per_thread));
+    ck_assert_ok(cuabi_stream_synchronize(per_thread));
+    ck_assert_ok(cuabi_stream_release(per_thread));
+    expect(b, 0, KiB, 1, 0);
     ck_assert_ok(cuabi_copy_batch(&r, it, 0, s));      /* nothing */
     ck_assert_int_eq(r.path, CUABI_COPY_PATH_NONE);
     ck_assert_ok(cuabi_buffer_destroy(a));

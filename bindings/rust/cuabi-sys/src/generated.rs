@@ -4791,7 +4791,7 @@ unsafe extern "C" {
     pub fn cuabi_copy_3d_item_init(opts: *mut cuabi_copy_3d_item, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_RESULT_VERSION).
     pub fn cuabi_copy_result_init(opts: *mut cuabi_copy_result, version: c_uint) -> cuabi_status;
-    /// Queue `count` copies on `stream` in one cuMemcpyBatchAsync call (one cuMemcpyAsync per copy on drivers without it). Every copy is checked before anything is queued; on an error nothing is. The driver's own refusal names the batch (it does not say which copy).
+    /// Queue `count` copies on `stream` in one cuMemcpyBatchAsync call (one cuMemcpyAsync per copy on drivers without it). Every copy is checked before anything is queued; on an error nothing is. The driver's own refusal names the batch (it does not say which copy). CUABI_ERROR_INVALID_ARGUMENT on the legacy default stream, which the driver refuses for batches (the per-thread default stream is fine); so for cuabi_copy_batch_3d.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_copy_batch(result: *mut cuabi_copy_result, items: *const cuabi_copy_item, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
