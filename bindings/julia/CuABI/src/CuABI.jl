@@ -28,6 +28,9 @@ export CuABIError, Device, Stream, Event, ArgPack, DevicePtr, device_count, runt
        copy_peer!, ipc_resource, ipc_export, ipc_import_buffer, ipc_event, ipc_import_event,
        ipc_descriptor_kind, ipc_pool, ipc_pool_export, ipc_pool_import, ipc_pool_info,
        ipc_send_fd, ipc_receive_fd,
+       vmm_resource, vmm_granularity, vmm_buffer, vmm_resize!, vmm_info, vmm_set_access!,
+       pool_attribute, set_pool_attribute!, reset_high_water!, pool_summary, managed_prefetch!,
+       managed_advise!, copy_batch!,
        pack_fatbin, fatbin_archs, fatbin_images, fatbin_packer, extract
 
 # ------------------------------------------------------------------ errors
@@ -509,5 +512,6 @@ include("compute.jl")
 include("tensormap.jl")
 include("graph.jl")
 include("multigpu.jl")
+include("memory_ext.jl")
 
 end # module CuABI
