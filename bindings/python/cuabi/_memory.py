@@ -6,7 +6,8 @@ import ctypes as C
 from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
-from ._lib import call, done, hooks, lib, new_struct, raw, struct_to_namespace, swap_release, use
+from ._lib import (call, done, hooks, lib, new_struct, raise_last, raw, struct_to_namespace,
+                   swap_release, use)
 from .errors import ClosedHandleError, U32_MAX, error_class, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
@@ -256,6 +257,9 @@ class MemoryResource(Handle):
                 self.set_peer_access(i, "rw" if i in want else "none")
 
 
+_pool_get = raw("cuabi_pool_get_attribute")
+
+
 class PoolAttributes:
     """A pool's attributes (cuda.core's _MemPoolAttributes): reads go to the
     driver each time; release_threshold and the reuse_* flags can be set,
@@ -272,20 +276,7 @@ class PoolAttributes:
               "used_mem_high": _capi.CUABI_POOL_USED_MEM_HIGH}
 
     def __init__(self, mr):
-        object.__setattr__(self, "_mr", mr)
-
-    def __getattr__(self, name):
-        a = PoolAttributes._NAMES.get(name)
-        if a is None:
-            raise AttributeError(name)
-        v = call("cuabi_pool_get_attribute", self._mr, a)
-        return bool(v) if name.startswith("reuse_") else v
-
-    def __setattr__(self, name, value):
-        a = PoolAttributes._NAMES.get(name)
-        if a is None:
-            raise AttributeError(name)
-        lib.cuabi_pool_set_attribute(self._mr, a, int(value))
+        self._mr = mr
 
     def __dir__(self):
         return sorted(PoolAttributes._NAMES)
@@ -293,6 +284,29 @@ class PoolAttributes:
     def __repr__(self):
         return "PoolAttributes(" + ", ".join(f"{k}={getattr(self, k)}"
                                              for k in PoolAttributes._NAMES) + ")"
+
+
+def _pool_property(name, a):
+    is_bool = a <= _capi.CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+
+    def get(self):
+        # The unchecked entry point (a statistic is read in hot loops): the
+        # library validates the handle value, so a resource closed meanwhile
+        # gives an error, never a stale read.
+        v = C.c_uint64()
+        st = _pool_get(C.byref(v), C.c_void_p(self._mr.handle), a)
+        if st:
+            raise_last(st, "cuabi_pool_get_attribute")
+        return bool(v.value) if is_bool else v.value
+
+    def put(self, value):
+        lib.cuabi_pool_set_attribute(self._mr, a, int(value))
+    return property(get, put, doc=f"The pool's {name} (cuMemPoolGetAttribute).")
+
+
+for _name, _a in PoolAttributes._NAMES.items():
+    setattr(PoolAttributes, _name, _pool_property(_name, _a))
+del _name, _a
 
 
 _ACCESS = {"none": _capi.CUABI_PEER_ACCESS_NONE, "r": _capi.CUABI_PEER_ACCESS_READ,
