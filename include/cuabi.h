@@ -37,6 +37,11 @@
 #include "cuabi/green.h"
 #include "cuabi/checkpoint.h"
 #include "cuabi/nvml.h"
+#include "cuabi/vmm.h"
+#include "cuabi/pool.h"
+#include "cuabi/managed.h"
+#include "cuabi/copy_batch.h"
+#include "cuabi/multicast.h"
 #include "cuabi/plugin.h"
 
 #endif /* CUABI_H */

@@ -43,7 +43,7 @@ for arg in "$@"; do [ "$arg" = --skip-check ] && skip_check=1; done
 if [ $skip_check = 1 ]; then
     make -j"$(nproc)" bench/bench_launch bench/bench_memory bench/bench_compile bench/cold_driver \
         bench/bench_graph bench/bench_peer bench/bench_pool_parts bench/bench_launch_cxx \
-        bench/bench_texture bench/bench_green \
+        bench/bench_texture bench/bench_green bench/bench_vmm \
         >>"$out/build.log" 2>&1
 else
     make -j4 check >"$out/check.log" 2>&1
@@ -71,7 +71,7 @@ for arg in "$@"; do
         # host's processes differ by 10-40%).
         repeat=${BENCH_REPEAT:-1}
         for b in bench/bench_launch bench/bench_memory bench/bench_pool_parts bench/bench_compile \
-                 bench/bench_graph bench/bench_texture bench/bench_green; do
+                 bench/bench_graph bench/bench_texture bench/bench_green bench/bench_vmm; do
             n=1
             case $b in bench/bench_launch | bench/bench_memory | bench/bench_pool_parts) n=$repeat ;; esac
             for _ in $(seq "$n"); do
@@ -112,6 +112,10 @@ for arg in "$@"; do
         [ -f bench/bench_graph.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
             PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore::DeprecationWarning \
             bench/bench_graph.py ${raw:+--raw-us $raw} 2>&1 | tee -a "$out/bench.txt"
+        # Python VMM / managed memory beside cuda.core (issue 25).
+        [ -f bench/bench_memory_ext.py ] && CUABI_LIBRARY=$src/.libs/libcuabi.so \
+            PYTHONPATH=$src/bindings/python:${PYTHONPATH:-} python3 -W ignore \
+            bench/bench_memory_ext.py --json "$out/bench_memory_ext.json" 2>&1 | tee -a "$out/bench.txt"
         ;;
     --multigpu)
         # Peer copy bandwidth (1 MiB .. 1 GiB) and IPC latency (issue 15), C

@@ -101,6 +101,16 @@ typedef enum cuabi_ipc_kind {
      * mapped pool.
      */
     CUABI_IPC_POOL_MEMORY = 4,
+    /**
+     * A physical chunk of a VMM buffer (cuabi_vmm_export_chunk()); it travels with the chunk's file
+     * descriptor.
+     */
+    CUABI_IPC_VMM_CHUNK = 5,
+    /**
+     * A physical chunk of a VMM buffer whose fabric handle the descriptor carries
+     * (cuabi_vmm_export_chunk() with CUABI_VMM_HANDLE_FABRIC).
+     */
+    CUABI_IPC_VMM_FABRIC_CHUNK = 6,
     CUABI_IPC_KIND_FORCE32 = 0x7fffffff
 } cuabi_ipc_kind;
 

@@ -55,6 +55,25 @@ typedef enum cuabi_memory_kind {
 } cuabi_memory_kind;
 
 /**
+ * Where memory is, or should go (values of CUmemLocationType): the location of virtual memory, of a
+ * pool, the target of a managed-memory prefetch or advice, a batched copy's location hint. Each use
+ * names the id that goes with it.
+ */
+typedef enum cuabi_location_type {
+    /** No location (no hint, no preference). */
+    CUABI_LOCATION_NONE = 0,
+    /** A device; the id is its ordinal. */
+    CUABI_LOCATION_DEVICE = 1,
+    /** Host memory; the id is ignored. */
+    CUABI_LOCATION_HOST = 2,
+    /** Host memory of a NUMA node; the id is the node. */
+    CUABI_LOCATION_HOST_NUMA = 3,
+    /** Host memory of the calling thread's NUMA node; the id is ignored. */
+    CUABI_LOCATION_HOST_NUMA_CURRENT = 4,
+    CUABI_LOCATION_TYPE_FORCE32 = 0x7fffffff
+} cuabi_location_type;
+
+/**
  * Allocate `size` bytes aligned to `alignment` (a power of two), ordered on the CUstream `stream`
  * (0 = the default stream); store the address in *out and return 0, or return non-zero on failure.
  * Never called with size 0.
@@ -116,13 +135,19 @@ struct cuabi_memory_pool_options {
      * memory.
      */
     uint64_t release_threshold;
+    /**
+     * Most bytes the pool may reserve (CUmemPoolProps.maxSize; reported by cuabi_pool_stats_get); 0
+     * for the driver's default.
+     */
+    uint64_t max_size;
 };
 /** Current version of cuabi_memory_pool_options. */
-#define CUABI_MEMORY_POOL_OPTIONS_VERSION 1
+#define CUABI_MEMORY_POOL_OPTIONS_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_MEMORY_POOL_OPTIONS_INIT {                           \
         CUABI_MEMORY_POOL_OPTIONS_VERSION, /* version */           \
-        UINT64_MAX                         /* release_threshold */ \
+        UINT64_MAX,                        /* release_threshold */ \
+        0                                  /* max_size */          \
     }
 
 /** Add a reference to a cuabi_memory_resource. */

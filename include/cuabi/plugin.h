@@ -37,6 +37,11 @@
 #include "cuabi/green.h"
 #include "cuabi/checkpoint.h"
 #include "cuabi/nvml.h"
+#include "cuabi/vmm.h"
+#include "cuabi/pool.h"
+#include "cuabi/managed.h"
+#include "cuabi/copy_batch.h"
+#include "cuabi/multicast.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -1024,6 +1029,135 @@ typedef struct cuabi_api {
     cuabi_status (*nvml_device_pcie_throughput)(unsigned int *tx_kib_per_s,
                                                 unsigned int *rx_kib_per_s,
                                                 int index);
+    cuabi_status (*vmm_options_init)(cuabi_vmm_options *opts, unsigned int version);
+    cuabi_status (*vmm_info_init)(cuabi_vmm_info *opts, unsigned int version);
+    cuabi_status (*vmm_supported)(int *out, cuabi_device *device);
+    cuabi_status (*vmm_granularity)(size_t *out,
+                                    cuabi_device *device,
+                                    const cuabi_vmm_options *options);
+    cuabi_status (*vmm_resource_create)(cuabi_memory_resource **out,
+                                        cuabi_device *device,
+                                        const cuabi_vmm_options *options);
+    cuabi_status (*vmm_resource_set_peer_access)(cuabi_memory_resource *resource,
+                                                 cuabi_device *device,
+                                                 cuabi_peer_access access);
+    cuabi_status (*vmm_buffer_allocate)(cuabi_buffer **out,
+                                        cuabi_memory_resource *resource,
+                                        size_t size,
+                                        size_t reserve);
+    cuabi_status (*vmm_buffer_resize)(cuabi_buffer *buffer, size_t size, cuabi_stream *stream);
+    cuabi_status (*vmm_buffer_info)(cuabi_vmm_info *out, cuabi_buffer *buffer);
+    cuabi_status (*vmm_set_access)(cuabi_buffer *buffer,
+                                   cuabi_device *device,
+                                   cuabi_peer_access access);
+    cuabi_status (*vmm_get_access)(cuabi_peer_access *out,
+                                   cuabi_buffer *buffer,
+                                   cuabi_device *device);
+    cuabi_status (*vmm_export_chunk)(int *fd,
+                                     uint8_t *out,
+                                     size_t out_size,
+                                     cuabi_buffer *buffer,
+                                     size_t index);
+    cuabi_status (*vmm_descriptor_chunks)(size_t *index,
+                                          size_t *count,
+                                          const uint8_t *descriptor,
+                                          size_t size);
+    cuabi_status (*vmm_import)(cuabi_buffer **out,
+                               cuabi_memory_resource *resource,
+                               const int *fds,
+                               size_t count,
+                               const uint8_t *descriptors,
+                               size_t size);
+    cuabi_status (*pool_stats_init)(cuabi_pool_stats *opts, unsigned int version);
+    cuabi_status (*pool_get_attribute)(uint64_t *out,
+                                       cuabi_memory_resource *resource,
+                                       cuabi_pool_attribute attribute);
+    cuabi_status (*pool_set_attribute)(cuabi_memory_resource *resource,
+                                       cuabi_pool_attribute attribute,
+                                       uint64_t value);
+    cuabi_status (*pool_reset_high_water)(cuabi_memory_resource *resource);
+    cuabi_status (*pool_stats_get)(cuabi_pool_stats *out, cuabi_memory_resource *resource);
+    cuabi_status (*pool_stats_format)(char *out, size_t *size, const cuabi_pool_stats *stats);
+    cuabi_status (*pool_at_location)(cuabi_memory_resource **out,
+                                     cuabi_device *device,
+                                     cuabi_location_type location_type,
+                                     int location_id,
+                                     cuabi_pool_which which);
+    cuabi_status (*managed_options_init)(cuabi_managed_options *opts, unsigned int version);
+    cuabi_status (*managed_range_init)(cuabi_managed_range *opts, unsigned int version);
+    cuabi_status (*managed_resource_create)(cuabi_memory_resource **out,
+                                            cuabi_device *device,
+                                            const cuabi_managed_options *options);
+    cuabi_status (*managed_advise)(cuabi_buffer *buffer,
+                                   size_t offset,
+                                   size_t size,
+                                   cuabi_managed_advice advice,
+                                   cuabi_location_type location_type,
+                                   int location_id);
+    cuabi_status (*managed_prefetch)(cuabi_buffer *buffer,
+                                     size_t offset,
+                                     size_t size,
+                                     cuabi_location_type location_type,
+                                     int location_id,
+                                     cuabi_stream *stream);
+    cuabi_status (*managed_discard)(cuabi_buffer *buffer,
+                                    size_t offset,
+                                    size_t size,
+                                    cuabi_stream *stream);
+    cuabi_status (*managed_discard_prefetch)(cuabi_buffer *buffer,
+                                             size_t offset,
+                                             size_t size,
+                                             cuabi_location_type location_type,
+                                             int location_id,
+                                             cuabi_stream *stream);
+    cuabi_status (*managed_range_get)(int32_t *out,
+                                      size_t count,
+                                      cuabi_buffer *buffer,
+                                      size_t offset,
+                                      size_t size,
+                                      cuabi_managed_range_attribute attribute);
+    cuabi_status (*managed_range_info)(cuabi_managed_range *out,
+                                       cuabi_buffer *buffer,
+                                       size_t offset,
+                                       size_t size);
+    cuabi_status (*copy_item_init)(cuabi_copy_item *opts, unsigned int version);
+    cuabi_status (*copy_3d_item_init)(cuabi_copy_3d_item *opts, unsigned int version);
+    cuabi_status (*copy_result_init)(cuabi_copy_result *opts, unsigned int version);
+    cuabi_status (*copy_batch)(cuabi_copy_result *result,
+                               const cuabi_copy_item *items,
+                               size_t count,
+                               cuabi_stream *stream);
+    cuabi_status (*copy_batch_3d)(cuabi_copy_result *result,
+                                  const cuabi_copy_3d_item *items,
+                                  size_t count,
+                                  cuabi_stream *stream);
+    cuabi_status (*multicast_retain)(cuabi_multicast *handle);
+    cuabi_status (*multicast_release)(cuabi_multicast *handle);
+    cuabi_status (*multicast_supported)(int *out, cuabi_device *device);
+    cuabi_status (*multicast_granularity)(size_t *out,
+                                          size_t num_devices,
+                                          size_t size,
+                                          int recommended);
+    cuabi_status (*multicast_create)(cuabi_multicast **out,
+                                     cuabi_device **devices,
+                                     size_t count,
+                                     size_t size,
+                                     cuabi_vmm_handle_type handle_type);
+    cuabi_status (*multicast_size)(size_t *out, cuabi_multicast *multicast);
+    cuabi_status (*multicast_bind_memory)(cuabi_multicast *multicast,
+                                          size_t mc_offset,
+                                          cuabi_buffer *buffer,
+                                          size_t offset,
+                                          size_t size);
+    cuabi_status (*multicast_bind_buffer)(cuabi_multicast *multicast,
+                                          size_t mc_offset,
+                                          cuabi_buffer *buffer,
+                                          size_t offset,
+                                          size_t size);
+    cuabi_status (*multicast_unbind)(cuabi_multicast *multicast,
+                                     cuabi_device *device,
+                                     size_t mc_offset);
+    cuabi_status (*multicast_map)(cuabi_buffer **out, cuabi_multicast *multicast);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

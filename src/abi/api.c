@@ -102,7 +102,10 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_pool_options_init(cuabi_memory_pool_opti
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_memory_pool_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_memory_pool_options", version, CUABI_MEMORY_POOL_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_memory_pool_options, max_size);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -642,6 +645,103 @@ CUABI_EXTERN(cuabi_status) cuabi_nvml_process_init(cuabi_nvml_process *opts, uns
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_vmm_options_init(cuabi_vmm_options *opts, unsigned int version)
+{
+    static const cuabi_vmm_options defaults = CUABI_VMM_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_vmm_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_vmm_options", version, CUABI_VMM_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_vmm_info_init(cuabi_vmm_info *opts, unsigned int version)
+{
+    static const cuabi_vmm_info defaults = CUABI_VMM_INFO_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_vmm_info_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_vmm_info", version, CUABI_VMM_INFO_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_pool_stats_init(cuabi_pool_stats *opts, unsigned int version)
+{
+    static const cuabi_pool_stats defaults = CUABI_POOL_STATS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_pool_stats_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_pool_stats", version, CUABI_POOL_STATS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_managed_options_init(cuabi_managed_options *opts,
+                                                      unsigned int version)
+{
+    static const cuabi_managed_options defaults = CUABI_MANAGED_OPTIONS_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_managed_options_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_managed_options", version, CUABI_MANAGED_OPTIONS_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_managed_range_init(cuabi_managed_range *opts, unsigned int version)
+{
+    static const cuabi_managed_range defaults = CUABI_MANAGED_RANGE_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_managed_range_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_managed_range", version, CUABI_MANAGED_RANGE_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_copy_item_init(cuabi_copy_item *opts, unsigned int version)
+{
+    static const cuabi_copy_item defaults = CUABI_COPY_ITEM_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_copy_item_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_copy_item", version, CUABI_COPY_ITEM_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_copy_3d_item_init(cuabi_copy_3d_item *opts, unsigned int version)
+{
+    static const cuabi_copy_3d_item defaults = CUABI_COPY_3D_ITEM_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_copy_3d_item_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_copy_3d_item", version, CUABI_COPY_3D_ITEM_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_copy_result_init(cuabi_copy_result *opts, unsigned int version)
+{
+    static const cuabi_copy_result defaults = CUABI_COPY_RESULT_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_copy_result_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_copy_result", version, CUABI_COPY_RESULT_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 typedef struct layout_entry {
     const char *type, *field;
     size_t value;
@@ -766,6 +866,7 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_memory_pool_options", "version", offsetof(cuabi_memory_pool_options, version) },
     { "cuabi_memory_pool_options", "release_threshold",
       offsetof(cuabi_memory_pool_options, release_threshold) },
+    { "cuabi_memory_pool_options", "max_size", offsetof(cuabi_memory_pool_options, max_size) },
     { "cuabi_view_info", NULL, sizeof(cuabi_view_info) },
     { "cuabi_view_info", "version", offsetof(cuabi_view_info, version) },
     { "cuabi_view_info", "data", offsetof(cuabi_view_info, data) },
@@ -1295,6 +1396,112 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_nvml_process", "gpu_instance_id", offsetof(cuabi_nvml_process, gpu_instance_id) },
     { "cuabi_nvml_process", "compute_instance_id",
       offsetof(cuabi_nvml_process, compute_instance_id) },
+    { "cuabi_vmm_options", NULL, sizeof(cuabi_vmm_options) },
+    { "cuabi_vmm_options", "version", offsetof(cuabi_vmm_options, version) },
+    { "cuabi_vmm_options", "location_type", offsetof(cuabi_vmm_options, location_type) },
+    { "cuabi_vmm_options", "location_id", offsetof(cuabi_vmm_options, location_id) },
+    { "cuabi_vmm_options", "handle_type", offsetof(cuabi_vmm_options, handle_type) },
+    { "cuabi_vmm_options", "granularity", offsetof(cuabi_vmm_options, granularity) },
+    { "cuabi_vmm_options", "gpu_direct_rdma", offsetof(cuabi_vmm_options, gpu_direct_rdma) },
+    { "cuabi_vmm_options", "reserve_size", offsetof(cuabi_vmm_options, reserve_size) },
+    { "cuabi_vmm_options", "addr_align", offsetof(cuabi_vmm_options, addr_align) },
+    { "cuabi_vmm_options", "self_access", offsetof(cuabi_vmm_options, self_access) },
+    { "cuabi_vmm_info", NULL, sizeof(cuabi_vmm_info) },
+    { "cuabi_vmm_info", "version", offsetof(cuabi_vmm_info, version) },
+    { "cuabi_vmm_info", "address", offsetof(cuabi_vmm_info, address) },
+    { "cuabi_vmm_info", "requested", offsetof(cuabi_vmm_info, requested) },
+    { "cuabi_vmm_info", "size", offsetof(cuabi_vmm_info, size) },
+    { "cuabi_vmm_info", "mapped", offsetof(cuabi_vmm_info, mapped) },
+    { "cuabi_vmm_info", "reserved", offsetof(cuabi_vmm_info, reserved) },
+    { "cuabi_vmm_info", "granularity", offsetof(cuabi_vmm_info, granularity) },
+    { "cuabi_vmm_info", "chunks", offsetof(cuabi_vmm_info, chunks) },
+    { "cuabi_vmm_info", "handle_type", offsetof(cuabi_vmm_info, handle_type) },
+    { "cuabi_vmm_info", "imported", offsetof(cuabi_vmm_info, imported) },
+    { "cuabi_pool_stats", NULL, sizeof(cuabi_pool_stats) },
+    { "cuabi_pool_stats", "version", offsetof(cuabi_pool_stats, version) },
+    { "cuabi_pool_stats", "reserved_current", offsetof(cuabi_pool_stats, reserved_current) },
+    { "cuabi_pool_stats", "reserved_high", offsetof(cuabi_pool_stats, reserved_high) },
+    { "cuabi_pool_stats", "used_current", offsetof(cuabi_pool_stats, used_current) },
+    { "cuabi_pool_stats", "used_high", offsetof(cuabi_pool_stats, used_high) },
+    { "cuabi_pool_stats", "release_threshold", offsetof(cuabi_pool_stats, release_threshold) },
+    { "cuabi_pool_stats", "reuse_follow_event_dependencies",
+      offsetof(cuabi_pool_stats, reuse_follow_event_dependencies) },
+    { "cuabi_pool_stats", "reuse_allow_opportunistic",
+      offsetof(cuabi_pool_stats, reuse_allow_opportunistic) },
+    { "cuabi_pool_stats", "reuse_allow_internal_dependencies",
+      offsetof(cuabi_pool_stats, reuse_allow_internal_dependencies) },
+    { "cuabi_pool_stats", "max_size", offsetof(cuabi_pool_stats, max_size) },
+    { "cuabi_pool_stats", "location_type", offsetof(cuabi_pool_stats, location_type) },
+    { "cuabi_pool_stats", "location_id", offsetof(cuabi_pool_stats, location_id) },
+    { "cuabi_pool_stats", "owned", offsetof(cuabi_pool_stats, owned) },
+    { "cuabi_pool_stats", "ipc", offsetof(cuabi_pool_stats, ipc) },
+    { "cuabi_managed_options", NULL, sizeof(cuabi_managed_options) },
+    { "cuabi_managed_options", "version", offsetof(cuabi_managed_options, version) },
+    { "cuabi_managed_options", "attach", offsetof(cuabi_managed_options, attach) },
+    { "cuabi_managed_options", "preferred_location_type",
+      offsetof(cuabi_managed_options, preferred_location_type) },
+    { "cuabi_managed_options", "preferred_location_id",
+      offsetof(cuabi_managed_options, preferred_location_id) },
+    { "cuabi_managed_range", NULL, sizeof(cuabi_managed_range) },
+    { "cuabi_managed_range", "version", offsetof(cuabi_managed_range, version) },
+    { "cuabi_managed_range", "read_mostly", offsetof(cuabi_managed_range, read_mostly) },
+    { "cuabi_managed_range", "preferred_location_type",
+      offsetof(cuabi_managed_range, preferred_location_type) },
+    { "cuabi_managed_range", "preferred_location_id",
+      offsetof(cuabi_managed_range, preferred_location_id) },
+    { "cuabi_managed_range", "last_prefetch_location_type",
+      offsetof(cuabi_managed_range, last_prefetch_location_type) },
+    { "cuabi_managed_range", "last_prefetch_location_id",
+      offsetof(cuabi_managed_range, last_prefetch_location_id) },
+    { "cuabi_copy_item", NULL, sizeof(cuabi_copy_item) },
+    { "cuabi_copy_item", "version", offsetof(cuabi_copy_item, version) },
+    { "cuabi_copy_item", "dst_buffer", offsetof(cuabi_copy_item, dst_buffer) },
+    { "cuabi_copy_item", "dst_view", offsetof(cuabi_copy_item, dst_view) },
+    { "cuabi_copy_item", "dst_address", offsetof(cuabi_copy_item, dst_address) },
+    { "cuabi_copy_item", "dst_offset", offsetof(cuabi_copy_item, dst_offset) },
+    { "cuabi_copy_item", "src_buffer", offsetof(cuabi_copy_item, src_buffer) },
+    { "cuabi_copy_item", "src_view", offsetof(cuabi_copy_item, src_view) },
+    { "cuabi_copy_item", "src_address", offsetof(cuabi_copy_item, src_address) },
+    { "cuabi_copy_item", "src_offset", offsetof(cuabi_copy_item, src_offset) },
+    { "cuabi_copy_item", "size", offsetof(cuabi_copy_item, size) },
+    { "cuabi_copy_item", "src_access_order", offsetof(cuabi_copy_item, src_access_order) },
+    { "cuabi_copy_item", "src_hint_type", offsetof(cuabi_copy_item, src_hint_type) },
+    { "cuabi_copy_item", "src_hint_id", offsetof(cuabi_copy_item, src_hint_id) },
+    { "cuabi_copy_item", "dst_hint_type", offsetof(cuabi_copy_item, dst_hint_type) },
+    { "cuabi_copy_item", "dst_hint_id", offsetof(cuabi_copy_item, dst_hint_id) },
+    { "cuabi_copy_item", "flags", offsetof(cuabi_copy_item, flags) },
+    { "cuabi_copy_3d_item", NULL, sizeof(cuabi_copy_3d_item) },
+    { "cuabi_copy_3d_item", "version", offsetof(cuabi_copy_3d_item, version) },
+    { "cuabi_copy_3d_item", "dst_buffer", offsetof(cuabi_copy_3d_item, dst_buffer) },
+    { "cuabi_copy_3d_item", "dst_view", offsetof(cuabi_copy_3d_item, dst_view) },
+    { "cuabi_copy_3d_item", "dst_address", offsetof(cuabi_copy_3d_item, dst_address) },
+    { "cuabi_copy_3d_item", "dst_offset", offsetof(cuabi_copy_3d_item, dst_offset) },
+    { "cuabi_copy_3d_item", "dst_row_length", offsetof(cuabi_copy_3d_item, dst_row_length) },
+    { "cuabi_copy_3d_item", "dst_layer_height", offsetof(cuabi_copy_3d_item, dst_layer_height) },
+    { "cuabi_copy_3d_item", "src_buffer", offsetof(cuabi_copy_3d_item, src_buffer) },
+    { "cuabi_copy_3d_item", "src_view", offsetof(cuabi_copy_3d_item, src_view) },
+    { "cuabi_copy_3d_item", "src_address", offsetof(cuabi_copy_3d_item, src_address) },
+    { "cuabi_copy_3d_item", "src_offset", offsetof(cuabi_copy_3d_item, src_offset) },
+    { "cuabi_copy_3d_item", "src_row_length", offsetof(cuabi_copy_3d_item, src_row_length) },
+    { "cuabi_copy_3d_item", "src_layer_height", offsetof(cuabi_copy_3d_item, src_layer_height) },
+    { "cuabi_copy_3d_item", "width", offsetof(cuabi_copy_3d_item, width) },
+    { "cuabi_copy_3d_item", "height", offsetof(cuabi_copy_3d_item, height) },
+    { "cuabi_copy_3d_item", "depth", offsetof(cuabi_copy_3d_item, depth) },
+    { "cuabi_copy_3d_item", "src_access_order", offsetof(cuabi_copy_3d_item, src_access_order) },
+    { "cuabi_copy_3d_item", "src_hint_type", offsetof(cuabi_copy_3d_item, src_hint_type) },
+    { "cuabi_copy_3d_item", "src_hint_id", offsetof(cuabi_copy_3d_item, src_hint_id) },
+    { "cuabi_copy_3d_item", "dst_hint_type", offsetof(cuabi_copy_3d_item, dst_hint_type) },
+    { "cuabi_copy_3d_item", "dst_hint_id", offsetof(cuabi_copy_3d_item, dst_hint_id) },
+    { "cuabi_copy_3d_item", "flags", offsetof(cuabi_copy_3d_item, flags) },
+    { "cuabi_copy_result", NULL, sizeof(cuabi_copy_result) },
+    { "cuabi_copy_result", "version", offsetof(cuabi_copy_result, version) },
+    { "cuabi_copy_result", "path", offsetof(cuabi_copy_result, path) },
+    { "cuabi_copy_result", "copies", offsetof(cuabi_copy_result, copies) },
+    { "cuabi_copy_result", "bytes", offsetof(cuabi_copy_result, bytes) },
+    { "cuabi_copy_result", "driver_calls", offsetof(cuabi_copy_result, driver_calls) },
+    { "cuabi_copy_result", "attribute_sets", offsetof(cuabi_copy_result, attribute_sets) },
+    { "cuabi_copy_result", "synchronized", offsetof(cuabi_copy_result, synchronized) },
+    { "cuabi_copy_result", "reason", offsetof(cuabi_copy_result, reason) },
     { NULL, NULL, 0 }
 };
 
@@ -1556,5 +1763,15 @@ CUABI_EXTERN(cuabi_status) cuabi_green_ctx_retain(cuabi_green_ctx *handle)
 CUABI_EXTERN(cuabi_status) cuabi_green_ctx_release(cuabi_green_ctx *handle)
 {
     return cuabi__handle_release(handle, CUABI__T_GREEN_CTX);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_multicast_retain(cuabi_multicast *handle)
+{
+    return cuabi__handle_retain(handle, CUABI__T_MULTICAST);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_multicast_release(cuabi_multicast *handle)
+{
+    return cuabi__handle_release(handle, CUABI__T_MULTICAST);
 }
 

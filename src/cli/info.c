@@ -140,7 +140,22 @@ static void text_header(const cuabi_runtime_info *rt)
                rt->nccl_version / 100 % 100, rt->nccl_version % 100, rt->nccl_path);
 }
 
-static cuabi_status device_properties(int ordinal, cuabi_device_properties *p, uint64_t *free_mem)
+/* The device's default pool as one line (cuabi_pool_stats_format), or "". */
+static void default_pool_line(char *out, size_t len, cuabi_device *d)
+{
+    cuabi_memory_resource *r;
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    out[0] = '\0';
+    if (cuabi_memory_resource_device_default(&r, d) != CUABI_SUCCESS)
+        return;
+    if (cuabi_pool_stats_get(&st, r) == CUABI_SUCCESS &&
+        cuabi_pool_stats_format(out, &len, &st) != CUABI_SUCCESS)
+        out[0] = '\0';
+    cuabi_memory_resource_release(r);
+}
+
+static cuabi_status device_properties(int ordinal, cuabi_device_properties *p, uint64_t *free_mem,
+                                      char *pool, size_t pool_len)
 {
     cuabi_device *d;
     uint64_t total = 0;
@@ -148,8 +163,10 @@ static cuabi_status device_properties(int ordinal, cuabi_device_properties *p, u
     if (st != CUABI_SUCCESS)
         return st;
     st = cuabi_device_get_properties(p, d);
-    if (st == CUABI_SUCCESS)
+    if (st == CUABI_SUCCESS) {
         cuabi_device_memory_info(free_mem, &total, d);
+        default_pool_line(pool, pool_len, d);
+    }
     cuabi_device_release(d);
     return st;
 }
@@ -162,7 +179,8 @@ static void list_devices(cli_json *j, int count, cuabi_status *failed, char *why
     for (int i = 0; i < count; i++) {
         cuabi_device_properties p = CUABI_DEVICE_PROPERTIES_INIT;
         uint64_t free_mem = 0;
-        cuabi_status st = device_properties(i, &p, &free_mem);
+        char pool[512];
+        cuabi_status st = device_properties(i, &p, &free_mem, pool, sizeof pool);
         if (st != CUABI_SUCCESS) {
             if (*failed == CUABI_SUCCESS)
                 snprintf(why, len, "GPU %d: %s", i, cuabi_last_error()->message);
@@ -172,6 +190,8 @@ static void list_devices(cli_json *j, int count, cuabi_status *failed, char *why
             json_device(j, &p, free_mem);
         } else {
             text_device(&p, free_mem);
+            if (pool[0])
+                printf("  default pool         %s\n", pool);
         }
     }
     json_end_array(j);

@@ -127,7 +127,25 @@
     /* checkpoint and restore (issue 26) */ \
     X(cuCheckpointProcessGetState, 12080) X(cuCheckpointProcessGetRestoreThreadId, 12080) \
     X(cuCheckpointProcessLock, 12080) X(cuCheckpointProcessCheckpoint, 12080) \
-    X(cuCheckpointProcessRestore, 12080) X(cuCheckpointProcessUnlock, 12080)
+    X(cuCheckpointProcessRestore, 12080) X(cuCheckpointProcessUnlock, 12080) \
+    /* memory (issue 25): virtual memory, pools at a location, managed \
+     * memory, batched copies (the CUDA 13.0 signatures: a 12.8/12.9 \
+     * driver's v1 is not resolved, and copies fall back), multicast */ \
+    X(cuMemGetAllocationGranularity, 10020) \
+    X(cuMemAddressReserve, 10020) X(cuMemAddressFree, 10020) \
+    X(cuMemCreate, 10020) X(cuMemRelease, 10020) \
+    X(cuMemMap, 10020) X(cuMemUnmap, 10020) \
+    X(cuMemSetAccess, 10020) X(cuMemGetAccess, 10020) \
+    X(cuMemExportToShareableHandle, 10020) X(cuMemImportFromShareableHandle, 10020) \
+    X(cuDeviceGetMemPool, 11020) \
+    X(cuMemGetMemPool, 13000) X(cuMemGetDefaultMemPool, 13000) \
+    X(cuMemAdvise, 12020) \
+    X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000) \
+    X(cuMemDiscardBatchAsync, 13000) X(cuMemDiscardAndPrefetchBatchAsync, 13000) \
+    X(cuMemcpyBatchAsync, 13000) X(cuMemcpy3DBatchAsync, 13000) \
+    X(cuMulticastCreate, 12010) X(cuMulticastAddDevice, 12010) \
+    X(cuMulticastBindMem, 12010) X(cuMulticastBindAddr, 12010) \
+    X(cuMulticastUnbind, 12010) X(cuMulticastGetGranularity, 12010)
 
 #define CUABI__DRV_FIELD(name, ver) PFN_##name##_v##ver name;
 typedef struct cuabi__driver {

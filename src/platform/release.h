@@ -22,7 +22,10 @@
  * cuEventDestroy, cuStreamDestroy, cuGraphDestroy and a primary context
  * release that is not the last were safe in either mode (not listed). The
  * probe could not reach cuGraphDestroyNode, a last primary context release
- * or cuIpcCloseMemHandle: listed to be safe. Every release-path driver call goes through
+ * or cuIpcCloseMemHandle: listed to be safe. The virtual-memory releases
+ * (issue 25: cuMemUnmap, cuMemRelease, cuMemAddressFree, cuMulticastUnbind)
+ * are listed as frees are, unprobed: an H100 probe like the one above should
+ * confirm that a GLOBAL-mode thread has them refused. Every release-path driver call goes through
  * CUABI__CU_RELEASE / CUABI__CU_RELEASE_IN, and only the entries listed
  * here pay for the mode exchange (two cheap driver calls, thread-local
  * state); the others cost nothing (the test folds at compile time). The hot
@@ -46,7 +49,8 @@
     X(cuMemFree) X(cuMemFreeHost) X(cuMemHostUnregister) X(cuLibraryUnload)    \
     X(cuGraphExecDestroy) X(cuGraphDestroyNode) X(cuMemPoolDestroy)            \
     X(cuDevicePrimaryCtxRelease) X(cuIpcCloseMemHandle)                      \
-    X(cuArrayDestroy) X(cuMipmappedArrayDestroy)
+    X(cuArrayDestroy) X(cuMipmappedArrayDestroy)                              \
+    X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree) X(cuMulticastUnbind)
 
 /* Unsafe too, but on the hot path: the pool free. Relaxed only while the
  * process is in CUABI_RELEASE_CAPTURE_SAFE mode (the default;

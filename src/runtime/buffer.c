@@ -192,8 +192,13 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_allocate(cuabi_buffer **out,
         return st;
     }
     s = b->stream;
-    if (!b->res->stream_ordered)
+    if (!b->res->stream_ordered) {
         b->stream = NULL;
+        /* Virtual memory maps whole granules: the buffer is what was mapped
+         * (vmm.c checked that the rounding fits). Pools never get here. */
+        if (b->res->granularity)
+            b->size = cuabi__size_round_up_sat(b->size, b->res->granularity);
+    }
     st = buffer_publish(out, b, p);
     if (CUABI__UNLIKELY(st != CUABI_SUCCESS)) {
         (void)cuabi__resource_deallocate(b->res, b->ptr, b->size, b->alignment, s, __func__);

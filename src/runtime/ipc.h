@@ -11,6 +11,8 @@ enum {
     CUABI__IPC_KIND = 10,       /* u16: cuabi_ipc_kind */
     CUABI__IPC_LENGTH = 12,     /* u32: CUABI_IPC_DESCRIPTOR_SIZE */
     CUABI__IPC_PID = 16,        /* u32: exporting process */
+    CUABI__IPC_CHUNK = 20,      /* u16, VMM chunk kinds: the chunk's index (0 otherwise) */
+    CUABI__IPC_CHUNKS = 22,     /* u16, VMM chunk kinds: the buffer's number of chunks */
     CUABI__IPC_HOST = 24,       /* u64: hash of boot id and host name */
     CUABI__IPC_UUID = 32,       /* 16 bytes: device UUID */
     CUABI__IPC_SIZE = 48,       /* u64: bytes described */

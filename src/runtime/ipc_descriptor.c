@@ -101,6 +101,8 @@ const char *cuabi__ipc_kind_name(cuabi_ipc_kind kind)
     case CUABI_IPC_EVENT: return "an event";
     case CUABI_IPC_POOL: return "a memory pool";
     case CUABI_IPC_POOL_MEMORY: return "memory of an IPC pool";
+    case CUABI_IPC_VMM_CHUNK: return "a chunk of a VMM buffer";
+    case CUABI_IPC_VMM_FABRIC_CHUNK: return "a chunk of a VMM buffer (fabric handle)";
     default: return "an unknown kind";
     }
 }
@@ -131,7 +133,7 @@ cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size
         cuabi__ipc_get(d + CUABI__IPC_CHECKSUM, 8) != sum)
         return IPC_FAIL(caller, "%s: the descriptor is corrupt (checksum mismatch)", caller);
     unsigned k = (unsigned)cuabi__ipc_get(d + CUABI__IPC_KIND, 2);
-    if (k < CUABI_IPC_MEMORY || k > CUABI_IPC_POOL_MEMORY)
+    if (k < CUABI_IPC_MEMORY || k > CUABI_IPC_VMM_FABRIC_CHUNK)
         return IPC_FAIL(caller, "%s: unknown descriptor kind %u", caller, k);
     if (cuabi__ipc_get(d + CUABI__IPC_HOST, 8) != cuabi__ipc_host_hash())
         return IPC_FAIL(caller, "%s: the descriptor comes from another host (or an earlier "

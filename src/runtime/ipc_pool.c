@@ -106,6 +106,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
         return st;
     }
     memcpy(r->ipc_uuid, uuid.bytes, 16);
+    r->max_size = options->max_size;
     return CUABI_SUCCESS;
 }
 

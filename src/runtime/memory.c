@@ -185,14 +185,21 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
                       true);
     if (!options)
         options = &defaults;
+    /* Version 1 callers pass a shorter struct: max_size only from version 2. */
+    uint64_t max_size = options->version >= 2 ? options->max_size : 0;
+    CUABI__CHECK_ARG(max_size <= SIZE_MAX, "%s: max_size %llu does not fit a size_t", __func__,
+                     (unsigned long long)max_size);
     CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
-    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, 0,
-                                       options->release_threshold, __func__));
-    cuabi_status st = cuabi__resource_pool_publish(out, NULL, dev, drv, pool, CUABI__RES_POOL,
+    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE,
+                                       (size_t)max_size, options->release_threshold, __func__));
+    cuabi__memory_resource *r;
+    cuabi_status st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL,
                                                    true, 0);
     if (st != CUABI_SUCCESS)
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
+    else
+        r->max_size = max_size;
     return st;
 }
 
@@ -347,6 +354,8 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     }
     if (r->impl == CUABI__RES_IPC_MAPPED)
         return mapped_refuses(caller);
+    if (r->impl == CUABI__RES_VMM)     /* synchronous: the stream plays no part */
+        return r->vmm_allocate(out, r, size, caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));
@@ -361,7 +370,19 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
         d = (CUdeviceptr)(uintptr_t)h;
         break;
     case CUABI__RES_MANAGED:
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size, CU_MEM_ATTACH_GLOBAL));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemAllocManaged, &d, size,
+                                r->managed_attach ? r->managed_attach : CU_MEM_ATTACH_GLOBAL));
+        if (r->location_type != CUABI_LOCATION_NONE) {
+            /* cuabi_managed_resource_create's preferred location */
+            CUmemLocation loc = { .type = (CUmemLocationType)r->location_type,
+                                  .id = r->location_id };
+            cuabi_status st = CUABI__CU_IN(caller, drv, cuMemAdvise, d, size,
+                                           CU_MEM_ADVISE_SET_PREFERRED_LOCATION, loc);
+            if (st != CUABI_SUCCESS) {
+                (void)CUABI__CU_RELEASE(drv, cuMemFree, d);
+                return st;
+            }
+        }
         break;
     case CUABI__RES_IPC: {
         /* A whole number of 2 MiB pages: the driver suballocates smaller
@@ -507,6 +528,8 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
     }
     if (r->impl == CUABI__RES_IPC_MAPPED)
         return mapped_refuses(caller);
+    if (r->impl == CUABI__RES_VMM)
+        return r->vmm_free(r, ptr, caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
     CUABI__TRY(prepare_stream(&raw, r, s, drv));

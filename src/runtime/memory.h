@@ -16,6 +16,8 @@ typedef enum cuabi__resource_impl {
     CUABI__RES_IPC,          /* cuMemAlloc / cuMemFree: legacy IPC can export it */
     CUABI__RES_IPC_MAPPED,   /* a pool imported from another process (ipc_pool.c):
                                 receives buffers, allocates nothing */
+    CUABI__RES_VMM,          /* virtual memory (vmm.c): allocation and free through
+                                the resource's hooks (vmm_allocate / vmm_free) */
 } cuabi__resource_impl;
 
 /* How many streams a stream-ordered resource keeps for its buffers. */
@@ -51,6 +53,26 @@ typedef struct cuabi__memory_resource {
     void (*before_destroy)(struct cuabi__memory_resource *self);
     cuabi_memory_resource_callbacks user;
     void *payload;
+    /* Pools: the maximum size asked for at creation (0: the driver's
+     * default; unknown for pools cuabi did not create). */
+    uint64_t max_size;
+    /* Pools of a location (pool.c): where (NONE: the resource's device).
+     * CUABI__RES_MANAGED: the preferred location advised for every
+     * allocation (NONE: none), and the attach flag (0: global). */
+    cuabi_location_type location_type;
+    int location_id;
+    unsigned managed_attach;
+    /* CUABI__RES_VMM: a buffer's size is rounded up to this many bytes
+     * (cuabi_buffer_allocate reports the rounded size); 0 elsewhere. */
+    size_t granularity;
+    /* CUABI__RES_VMM: the module's allocate and free (memory.c calls them
+     * from its general path only; never NULL for that kind) and its state,
+     * which the module's before_destroy frees. */
+    cuabi_status (*vmm_allocate)(uintptr_t *out, struct cuabi__memory_resource *self,
+                                 size_t size, const char *caller);
+    cuabi_status (*vmm_free)(struct cuabi__memory_resource *self, uintptr_t ptr,
+                             const char *caller);
+    void *module_state;
 } cuabi__memory_resource;
 
 /* Every CUDA allocation is at least this aligned (and more is refused). */

@@ -62,4 +62,13 @@ static inline size_t cuabi__size_round_up_sat(size_t x, size_t unit)
     return r / unit * unit;
 }
 
+/* x rounded up to a multiple of `unit` (> 0); false when that does not fit. */
+static inline bool cuabi__size_round_up(size_t *out, size_t x, size_t unit)
+{
+    if (__builtin_add_overflow(x, unit - 1, out))
+        return false;
+    *out = *out / unit * unit;
+    return true;
+}
+
 #endif

@@ -34,7 +34,8 @@ typedef enum cuabi__handle_type {
     CUABI__T_NCCL_REGISTRATION = 22,
     CUABI__T_SM_RESOURCE = 23,
     CUABI__T_GREEN_CTX = 24,
-    CUABI__T_COUNT = 25
+    CUABI__T_MULTICAST = 25,
+    CUABI__T_COUNT = 26
 } cuabi__handle_type;
 
 #endif

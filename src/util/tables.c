@@ -101,4 +101,5 @@ const char *const cuabi__handle_type_names[] = {
     "cuabi_nccl_registration",
     "cuabi_sm_resource",
     "cuabi_green_ctx",
+    "cuabi_multicast",
 };

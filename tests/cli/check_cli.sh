@@ -11,6 +11,13 @@ echo "$out"
 echo "$out" | grep -q "^cuabi " || fail "info prints the library version"
 echo "$out" | grep -q "^NVRTC " || fail "info prints NVRTC"
 echo "$out" | grep -Eq "^GPU 0:|^No GPU available: " || fail "info names GPUs or says there is none"
+# Each GPU's default pool as one line (issue 25's pool summary); the C tests'
+# fake driver stands in for a GPU where there is none.
+fake="$builddir/tests/fixtures/.libs/fake_cuda_graph.so"
+pools=$(if echo "$out" | grep -q "^GPU 0:"; then echo "$out"
+        elif [ -e "$fake" ]; then CUABI_DRIVER_PATH="$fake" "$cuabi" info; fi)
+[ -z "$pools" ] || echo "$pools" | grep -Eq "^  default pool +pool device 0: reserved " ||
+    fail "info prints each GPU's default pool"
 json=$("$cuabi" info --json) || fail "info --json exits 0"
 echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "devices" in d and "nvrtc" in d' \
     || fail "info --json is JSON with devices and nvrtc"

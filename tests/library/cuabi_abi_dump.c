@@ -1530,6 +1530,158 @@ ABI_TYPE(&cuabi_nvml_topology_get,
 ABI_TYPE(&cuabi_nvml_device_processes,
          cuabi_status (*)(cuabi_nvml_process *, size_t, size_t *, int),
          "cuabi_nvml_device_processes");
+ABI_TYPE(&cuabi_vmm_options_init,
+         cuabi_status (*)(cuabi_vmm_options *, unsigned int),
+         "cuabi_vmm_options_init");
+ABI_TYPE(&cuabi_vmm_info_init,
+         cuabi_status (*)(cuabi_vmm_info *, unsigned int),
+         "cuabi_vmm_info_init");
+ABI_TYPE(&cuabi_vmm_supported, cuabi_status (*)(int *, cuabi_device *), "cuabi_vmm_supported");
+ABI_TYPE(&cuabi_vmm_granularity,
+         cuabi_status (*)(size_t *, cuabi_device *, const cuabi_vmm_options *),
+         "cuabi_vmm_granularity");
+ABI_TYPE(&cuabi_vmm_resource_create,
+         cuabi_status (*)(cuabi_memory_resource **, cuabi_device *, const cuabi_vmm_options *),
+         "cuabi_vmm_resource_create");
+ABI_TYPE(&cuabi_vmm_resource_set_peer_access,
+         cuabi_status (*)(cuabi_memory_resource *, cuabi_device *, cuabi_peer_access),
+         "cuabi_vmm_resource_set_peer_access");
+ABI_TYPE(&cuabi_vmm_buffer_allocate,
+         cuabi_status (*)(cuabi_buffer **, cuabi_memory_resource *, size_t, size_t),
+         "cuabi_vmm_buffer_allocate");
+ABI_TYPE(&cuabi_vmm_buffer_resize,
+         cuabi_status (*)(cuabi_buffer *, size_t, cuabi_stream *),
+         "cuabi_vmm_buffer_resize");
+ABI_TYPE(&cuabi_vmm_buffer_info,
+         cuabi_status (*)(cuabi_vmm_info *, cuabi_buffer *),
+         "cuabi_vmm_buffer_info");
+ABI_TYPE(&cuabi_vmm_set_access,
+         cuabi_status (*)(cuabi_buffer *, cuabi_device *, cuabi_peer_access),
+         "cuabi_vmm_set_access");
+ABI_TYPE(&cuabi_vmm_get_access,
+         cuabi_status (*)(cuabi_peer_access *, cuabi_buffer *, cuabi_device *),
+         "cuabi_vmm_get_access");
+ABI_TYPE(&cuabi_vmm_export_chunk,
+         cuabi_status (*)(int *, uint8_t *, size_t, cuabi_buffer *, size_t),
+         "cuabi_vmm_export_chunk");
+ABI_TYPE(&cuabi_vmm_descriptor_chunks,
+         cuabi_status (*)(size_t *, size_t *, const uint8_t *, size_t),
+         "cuabi_vmm_descriptor_chunks");
+ABI_TYPE(&cuabi_vmm_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          cuabi_memory_resource *,
+                          const int *,
+                          size_t,
+                          const uint8_t *,
+                          size_t),
+         "cuabi_vmm_import");
+ABI_TYPE(&cuabi_pool_stats_init,
+         cuabi_status (*)(cuabi_pool_stats *, unsigned int),
+         "cuabi_pool_stats_init");
+ABI_TYPE(&cuabi_pool_get_attribute,
+         cuabi_status (*)(uint64_t *, cuabi_memory_resource *, cuabi_pool_attribute),
+         "cuabi_pool_get_attribute");
+ABI_TYPE(&cuabi_pool_set_attribute,
+         cuabi_status (*)(cuabi_memory_resource *, cuabi_pool_attribute, uint64_t),
+         "cuabi_pool_set_attribute");
+ABI_TYPE(&cuabi_pool_reset_high_water,
+         cuabi_status (*)(cuabi_memory_resource *),
+         "cuabi_pool_reset_high_water");
+ABI_TYPE(&cuabi_pool_stats_get,
+         cuabi_status (*)(cuabi_pool_stats *, cuabi_memory_resource *),
+         "cuabi_pool_stats_get");
+ABI_TYPE(&cuabi_pool_stats_format,
+         cuabi_status (*)(char *, size_t *, const cuabi_pool_stats *),
+         "cuabi_pool_stats_format");
+ABI_TYPE(&cuabi_pool_at_location,
+         cuabi_status (*)(cuabi_memory_resource **,
+                          cuabi_device *,
+                          cuabi_location_type,
+                          int,
+                          cuabi_pool_which),
+         "cuabi_pool_at_location");
+ABI_TYPE(&cuabi_managed_options_init,
+         cuabi_status (*)(cuabi_managed_options *, unsigned int),
+         "cuabi_managed_options_init");
+ABI_TYPE(&cuabi_managed_range_init,
+         cuabi_status (*)(cuabi_managed_range *, unsigned int),
+         "cuabi_managed_range_init");
+ABI_TYPE(&cuabi_managed_resource_create,
+         cuabi_status (*)(cuabi_memory_resource **, cuabi_device *, const cuabi_managed_options *),
+         "cuabi_managed_resource_create");
+ABI_TYPE(&cuabi_managed_advise,
+         cuabi_status (*)(cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_managed_advice,
+                          cuabi_location_type,
+                          int),
+         "cuabi_managed_advise");
+ABI_TYPE(&cuabi_managed_prefetch,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_location_type, int, cuabi_stream *),
+         "cuabi_managed_prefetch");
+ABI_TYPE(&cuabi_managed_discard,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_stream *),
+         "cuabi_managed_discard");
+ABI_TYPE(&cuabi_managed_discard_prefetch,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_location_type, int, cuabi_stream *),
+         "cuabi_managed_discard_prefetch");
+ABI_TYPE(&cuabi_managed_range_get,
+         cuabi_status (*)(int32_t *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_managed_range_attribute),
+         "cuabi_managed_range_get");
+ABI_TYPE(&cuabi_managed_range_info,
+         cuabi_status (*)(cuabi_managed_range *, cuabi_buffer *, size_t, size_t),
+         "cuabi_managed_range_info");
+ABI_TYPE(&cuabi_copy_item_init,
+         cuabi_status (*)(cuabi_copy_item *, unsigned int),
+         "cuabi_copy_item_init");
+ABI_TYPE(&cuabi_copy_3d_item_init,
+         cuabi_status (*)(cuabi_copy_3d_item *, unsigned int),
+         "cuabi_copy_3d_item_init");
+ABI_TYPE(&cuabi_copy_result_init,
+         cuabi_status (*)(cuabi_copy_result *, unsigned int),
+         "cuabi_copy_result_init");
+ABI_TYPE(&cuabi_copy_batch,
+         cuabi_status (*)(cuabi_copy_result *, const cuabi_copy_item *, size_t, cuabi_stream *),
+         "cuabi_copy_batch");
+ABI_TYPE(&cuabi_copy_batch_3d,
+         cuabi_status (*)(cuabi_copy_result *, const cuabi_copy_3d_item *, size_t, cuabi_stream *),
+         "cuabi_copy_batch_3d");
+ABI_TYPE(&cuabi_multicast_retain, cuabi_status (*)(cuabi_multicast *), "cuabi_multicast_retain");
+ABI_TYPE(&cuabi_multicast_release, cuabi_status (*)(cuabi_multicast *), "cuabi_multicast_release");
+ABI_TYPE(&cuabi_multicast_supported,
+         cuabi_status (*)(int *, cuabi_device *),
+         "cuabi_multicast_supported");
+ABI_TYPE(&cuabi_multicast_granularity,
+         cuabi_status (*)(size_t *, size_t, size_t, int),
+         "cuabi_multicast_granularity");
+ABI_TYPE(&cuabi_multicast_create,
+         cuabi_status (*)(cuabi_multicast **,
+                          cuabi_device **,
+                          size_t,
+                          size_t,
+                          cuabi_vmm_handle_type),
+         "cuabi_multicast_create");
+ABI_TYPE(&cuabi_multicast_size,
+         cuabi_status (*)(size_t *, cuabi_multicast *),
+         "cuabi_multicast_size");
+ABI_TYPE(&cuabi_multicast_bind_memory,
+         cuabi_status (*)(cuabi_multicast *, size_t, cuabi_buffer *, size_t, size_t),
+         "cuabi_multicast_bind_memory");
+ABI_TYPE(&cuabi_multicast_bind_buffer,
+         cuabi_status (*)(cuabi_multicast *, size_t, cuabi_buffer *, size_t, size_t),
+         "cuabi_multicast_bind_buffer");
+ABI_TYPE(&cuabi_multicast_unbind,
+         cuabi_status (*)(cuabi_multicast *, cuabi_device *, size_t),
+         "cuabi_multicast_unbind");
+ABI_TYPE(&cuabi_multicast_map,
+         cuabi_status (*)(cuabi_buffer **, cuabi_multicast *),
+         "cuabi_multicast_map");
 ABI_TYPE((cuabi_memory_allocate_fn)0,
          int (*)(uintptr_t *, size_t, size_t, uintptr_t, void *),
          "cuabi_memory_allocate_fn");
@@ -3137,6 +3289,164 @@ ABI_TYPE(((cuabi_api *)0)->nvml_device_processes,
 ABI_TYPE(((cuabi_api *)0)->nvml_device_pcie_throughput,
          cuabi_status (*)(unsigned int *, unsigned int *, int),
          "cuabi_api.nvml_device_pcie_throughput");
+ABI_TYPE(((cuabi_api *)0)->vmm_options_init,
+         cuabi_status (*)(cuabi_vmm_options *, unsigned int),
+         "cuabi_api.vmm_options_init");
+ABI_TYPE(((cuabi_api *)0)->vmm_info_init,
+         cuabi_status (*)(cuabi_vmm_info *, unsigned int),
+         "cuabi_api.vmm_info_init");
+ABI_TYPE(((cuabi_api *)0)->vmm_supported,
+         cuabi_status (*)(int *, cuabi_device *),
+         "cuabi_api.vmm_supported");
+ABI_TYPE(((cuabi_api *)0)->vmm_granularity,
+         cuabi_status (*)(size_t *, cuabi_device *, const cuabi_vmm_options *),
+         "cuabi_api.vmm_granularity");
+ABI_TYPE(((cuabi_api *)0)->vmm_resource_create,
+         cuabi_status (*)(cuabi_memory_resource **, cuabi_device *, const cuabi_vmm_options *),
+         "cuabi_api.vmm_resource_create");
+ABI_TYPE(((cuabi_api *)0)->vmm_resource_set_peer_access,
+         cuabi_status (*)(cuabi_memory_resource *, cuabi_device *, cuabi_peer_access),
+         "cuabi_api.vmm_resource_set_peer_access");
+ABI_TYPE(((cuabi_api *)0)->vmm_buffer_allocate,
+         cuabi_status (*)(cuabi_buffer **, cuabi_memory_resource *, size_t, size_t),
+         "cuabi_api.vmm_buffer_allocate");
+ABI_TYPE(((cuabi_api *)0)->vmm_buffer_resize,
+         cuabi_status (*)(cuabi_buffer *, size_t, cuabi_stream *),
+         "cuabi_api.vmm_buffer_resize");
+ABI_TYPE(((cuabi_api *)0)->vmm_buffer_info,
+         cuabi_status (*)(cuabi_vmm_info *, cuabi_buffer *),
+         "cuabi_api.vmm_buffer_info");
+ABI_TYPE(((cuabi_api *)0)->vmm_set_access,
+         cuabi_status (*)(cuabi_buffer *, cuabi_device *, cuabi_peer_access),
+         "cuabi_api.vmm_set_access");
+ABI_TYPE(((cuabi_api *)0)->vmm_get_access,
+         cuabi_status (*)(cuabi_peer_access *, cuabi_buffer *, cuabi_device *),
+         "cuabi_api.vmm_get_access");
+ABI_TYPE(((cuabi_api *)0)->vmm_export_chunk,
+         cuabi_status (*)(int *, uint8_t *, size_t, cuabi_buffer *, size_t),
+         "cuabi_api.vmm_export_chunk");
+ABI_TYPE(((cuabi_api *)0)->vmm_descriptor_chunks,
+         cuabi_status (*)(size_t *, size_t *, const uint8_t *, size_t),
+         "cuabi_api.vmm_descriptor_chunks");
+ABI_TYPE(((cuabi_api *)0)->vmm_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          cuabi_memory_resource *,
+                          const int *,
+                          size_t,
+                          const uint8_t *,
+                          size_t),
+         "cuabi_api.vmm_import");
+ABI_TYPE(((cuabi_api *)0)->pool_stats_init,
+         cuabi_status (*)(cuabi_pool_stats *, unsigned int),
+         "cuabi_api.pool_stats_init");
+ABI_TYPE(((cuabi_api *)0)->pool_get_attribute,
+         cuabi_status (*)(uint64_t *, cuabi_memory_resource *, cuabi_pool_attribute),
+         "cuabi_api.pool_get_attribute");
+ABI_TYPE(((cuabi_api *)0)->pool_set_attribute,
+         cuabi_status (*)(cuabi_memory_resource *, cuabi_pool_attribute, uint64_t),
+         "cuabi_api.pool_set_attribute");
+ABI_TYPE(((cuabi_api *)0)->pool_reset_high_water,
+         cuabi_status (*)(cuabi_memory_resource *),
+         "cuabi_api.pool_reset_high_water");
+ABI_TYPE(((cuabi_api *)0)->pool_stats_get,
+         cuabi_status (*)(cuabi_pool_stats *, cuabi_memory_resource *),
+         "cuabi_api.pool_stats_get");
+ABI_TYPE(((cuabi_api *)0)->pool_stats_format,
+         cuabi_status (*)(char *, size_t *, const cuabi_pool_stats *),
+         "cuabi_api.pool_stats_format");
+ABI_TYPE(((cuabi_api *)0)->pool_at_location,
+         cuabi_status (*)(cuabi_memory_resource **,
+                          cuabi_device *,
+                          cuabi_location_type,
+                          int,
+                          cuabi_pool_which),
+         "cuabi_api.pool_at_location");
+ABI_TYPE(((cuabi_api *)0)->managed_options_init,
+         cuabi_status (*)(cuabi_managed_options *, unsigned int),
+         "cuabi_api.managed_options_init");
+ABI_TYPE(((cuabi_api *)0)->managed_range_init,
+         cuabi_status (*)(cuabi_managed_range *, unsigned int),
+         "cuabi_api.managed_range_init");
+ABI_TYPE(((cuabi_api *)0)->managed_resource_create,
+         cuabi_status (*)(cuabi_memory_resource **, cuabi_device *, const cuabi_managed_options *),
+         "cuabi_api.managed_resource_create");
+ABI_TYPE(((cuabi_api *)0)->managed_advise,
+         cuabi_status (*)(cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_managed_advice,
+                          cuabi_location_type,
+                          int),
+         "cuabi_api.managed_advise");
+ABI_TYPE(((cuabi_api *)0)->managed_prefetch,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_location_type, int, cuabi_stream *),
+         "cuabi_api.managed_prefetch");
+ABI_TYPE(((cuabi_api *)0)->managed_discard,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_stream *),
+         "cuabi_api.managed_discard");
+ABI_TYPE(((cuabi_api *)0)->managed_discard_prefetch,
+         cuabi_status (*)(cuabi_buffer *, size_t, size_t, cuabi_location_type, int, cuabi_stream *),
+         "cuabi_api.managed_discard_prefetch");
+ABI_TYPE(((cuabi_api *)0)->managed_range_get,
+         cuabi_status (*)(int32_t *,
+                          size_t,
+                          cuabi_buffer *,
+                          size_t,
+                          size_t,
+                          cuabi_managed_range_attribute),
+         "cuabi_api.managed_range_get");
+ABI_TYPE(((cuabi_api *)0)->managed_range_info,
+         cuabi_status (*)(cuabi_managed_range *, cuabi_buffer *, size_t, size_t),
+         "cuabi_api.managed_range_info");
+ABI_TYPE(((cuabi_api *)0)->copy_item_init,
+         cuabi_status (*)(cuabi_copy_item *, unsigned int),
+         "cuabi_api.copy_item_init");
+ABI_TYPE(((cuabi_api *)0)->copy_3d_item_init,
+         cuabi_status (*)(cuabi_copy_3d_item *, unsigned int),
+         "cuabi_api.copy_3d_item_init");
+ABI_TYPE(((cuabi_api *)0)->copy_result_init,
+         cuabi_status (*)(cuabi_copy_result *, unsigned int),
+         "cuabi_api.copy_result_init");
+ABI_TYPE(((cuabi_api *)0)->copy_batch,
+         cuabi_status (*)(cuabi_copy_result *, const cuabi_copy_item *, size_t, cuabi_stream *),
+         "cuabi_api.copy_batch");
+ABI_TYPE(((cuabi_api *)0)->copy_batch_3d,
+         cuabi_status (*)(cuabi_copy_result *, const cuabi_copy_3d_item *, size_t, cuabi_stream *),
+         "cuabi_api.copy_batch_3d");
+ABI_TYPE(((cuabi_api *)0)->multicast_retain,
+         cuabi_status (*)(cuabi_multicast *),
+         "cuabi_api.multicast_retain");
+ABI_TYPE(((cuabi_api *)0)->multicast_release,
+         cuabi_status (*)(cuabi_multicast *),
+         "cuabi_api.multicast_release");
+ABI_TYPE(((cuabi_api *)0)->multicast_supported,
+         cuabi_status (*)(int *, cuabi_device *),
+         "cuabi_api.multicast_supported");
+ABI_TYPE(((cuabi_api *)0)->multicast_granularity,
+         cuabi_status (*)(size_t *, size_t, size_t, int),
+         "cuabi_api.multicast_granularity");
+ABI_TYPE(((cuabi_api *)0)->multicast_create,
+         cuabi_status (*)(cuabi_multicast **,
+                          cuabi_device **,
+                          size_t,
+                          size_t,
+                          cuabi_vmm_handle_type),
+         "cuabi_api.multicast_create");
+ABI_TYPE(((cuabi_api *)0)->multicast_size,
+         cuabi_status (*)(size_t *, cuabi_multicast *),
+         "cuabi_api.multicast_size");
+ABI_TYPE(((cuabi_api *)0)->multicast_bind_memory,
+         cuabi_status (*)(cuabi_multicast *, size_t, cuabi_buffer *, size_t, size_t),
+         "cuabi_api.multicast_bind_memory");
+ABI_TYPE(((cuabi_api *)0)->multicast_bind_buffer,
+         cuabi_status (*)(cuabi_multicast *, size_t, cuabi_buffer *, size_t, size_t),
+         "cuabi_api.multicast_bind_buffer");
+ABI_TYPE(((cuabi_api *)0)->multicast_unbind,
+         cuabi_status (*)(cuabi_multicast *, cuabi_device *, size_t),
+         "cuabi_api.multicast_unbind");
+ABI_TYPE(((cuabi_api *)0)->multicast_map,
+         cuabi_status (*)(cuabi_buffer **, cuabi_multicast *),
+         "cuabi_api.multicast_map");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -3279,6 +3589,7 @@ static void print_cuabi_memory_pool_options(const cuabi_memory_pool_options *p,
     (void)version;
     ABI_BYTES(version);
     ABI_BYTES(release_threshold);
+    ABI_BYTES(max_size);
 }
 
 static void print_cuabi_view_info(const cuabi_view_info *p,
@@ -3946,6 +4257,143 @@ static void print_cuabi_nvml_process(const cuabi_nvml_process *p,
     ABI_BYTES(compute_instance_id);
 }
 
+static void print_cuabi_vmm_options(const cuabi_vmm_options *p,
+                                    unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(location_type);
+    ABI_BYTES(location_id);
+    ABI_BYTES(handle_type);
+    ABI_BYTES(granularity);
+    ABI_BYTES(gpu_direct_rdma);
+    ABI_BYTES(reserve_size);
+    ABI_BYTES(addr_align);
+    ABI_BYTES(self_access);
+}
+
+static void print_cuabi_vmm_info(const cuabi_vmm_info *p,
+                                 unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(address);
+    ABI_BYTES(requested);
+    ABI_BYTES(size);
+    ABI_BYTES(mapped);
+    ABI_BYTES(reserved);
+    ABI_BYTES(granularity);
+    ABI_BYTES(chunks);
+    ABI_BYTES(handle_type);
+    ABI_BYTES(imported);
+}
+
+static void print_cuabi_pool_stats(const cuabi_pool_stats *p,
+                                   unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(reserved_current);
+    ABI_BYTES(reserved_high);
+    ABI_BYTES(used_current);
+    ABI_BYTES(used_high);
+    ABI_BYTES(release_threshold);
+    ABI_BYTES(reuse_follow_event_dependencies);
+    ABI_BYTES(reuse_allow_opportunistic);
+    ABI_BYTES(reuse_allow_internal_dependencies);
+    ABI_BYTES(max_size);
+    ABI_BYTES(location_type);
+    ABI_BYTES(location_id);
+    ABI_BYTES(owned);
+    ABI_BYTES(ipc);
+}
+
+static void print_cuabi_managed_options(const cuabi_managed_options *p,
+                                        unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(attach);
+    ABI_BYTES(preferred_location_type);
+    ABI_BYTES(preferred_location_id);
+}
+
+static void print_cuabi_managed_range(const cuabi_managed_range *p,
+                                      unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(read_mostly);
+    ABI_BYTES(preferred_location_type);
+    ABI_BYTES(preferred_location_id);
+    ABI_BYTES(last_prefetch_location_type);
+    ABI_BYTES(last_prefetch_location_id);
+}
+
+static void print_cuabi_copy_item(const cuabi_copy_item *p,
+                                  unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_PTR(dst_buffer);
+    ABI_PTR(dst_view);
+    ABI_BYTES(dst_address);
+    ABI_BYTES(dst_offset);
+    ABI_PTR(src_buffer);
+    ABI_PTR(src_view);
+    ABI_BYTES(src_address);
+    ABI_BYTES(src_offset);
+    ABI_BYTES(size);
+    ABI_BYTES(src_access_order);
+    ABI_BYTES(src_hint_type);
+    ABI_BYTES(src_hint_id);
+    ABI_BYTES(dst_hint_type);
+    ABI_BYTES(dst_hint_id);
+    ABI_BYTES(flags);
+}
+
+static void print_cuabi_copy_3d_item(const cuabi_copy_3d_item *p,
+                                     unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_PTR(dst_buffer);
+    ABI_PTR(dst_view);
+    ABI_BYTES(dst_address);
+    ABI_BYTES(dst_offset);
+    ABI_BYTES(dst_row_length);
+    ABI_BYTES(dst_layer_height);
+    ABI_PTR(src_buffer);
+    ABI_PTR(src_view);
+    ABI_BYTES(src_address);
+    ABI_BYTES(src_offset);
+    ABI_BYTES(src_row_length);
+    ABI_BYTES(src_layer_height);
+    ABI_BYTES(width);
+    ABI_BYTES(height);
+    ABI_BYTES(depth);
+    ABI_BYTES(src_access_order);
+    ABI_BYTES(src_hint_type);
+    ABI_BYTES(src_hint_id);
+    ABI_BYTES(dst_hint_type);
+    ABI_BYTES(dst_hint_id);
+    ABI_BYTES(flags);
+}
+
+static void print_cuabi_copy_result(const cuabi_copy_result *p,
+                                    unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(path);
+    ABI_BYTES(copies);
+    ABI_BYTES(bytes);
+    ABI_BYTES(driver_calls);
+    ABI_BYTES(attribute_sets);
+    ABI_BYTES(synchronized);
+    ABI_STR(reason);
+}
+
 static void print_layouts(void)
 {
     ABI_STRUCT(cuabi_error_info);
@@ -4037,6 +4485,7 @@ static void print_layouts(void)
     ABI_STRUCT(cuabi_memory_pool_options);
     ABI_FIELD(cuabi_memory_pool_options, version);
     ABI_FIELD(cuabi_memory_pool_options, release_threshold);
+    ABI_FIELD(cuabi_memory_pool_options, max_size);
     ABI_STRUCT(cuabi_view_info);
     ABI_FIELD(cuabi_view_info, version);
     ABI_FIELD(cuabi_view_info, data);
@@ -4496,6 +4945,103 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_nvml_process, kinds);
     ABI_FIELD(cuabi_nvml_process, gpu_instance_id);
     ABI_FIELD(cuabi_nvml_process, compute_instance_id);
+    ABI_STRUCT(cuabi_vmm_options);
+    ABI_FIELD(cuabi_vmm_options, version);
+    ABI_FIELD(cuabi_vmm_options, location_type);
+    ABI_FIELD(cuabi_vmm_options, location_id);
+    ABI_FIELD(cuabi_vmm_options, handle_type);
+    ABI_FIELD(cuabi_vmm_options, granularity);
+    ABI_FIELD(cuabi_vmm_options, gpu_direct_rdma);
+    ABI_FIELD(cuabi_vmm_options, reserve_size);
+    ABI_FIELD(cuabi_vmm_options, addr_align);
+    ABI_FIELD(cuabi_vmm_options, self_access);
+    ABI_STRUCT(cuabi_vmm_info);
+    ABI_FIELD(cuabi_vmm_info, version);
+    ABI_FIELD(cuabi_vmm_info, address);
+    ABI_FIELD(cuabi_vmm_info, requested);
+    ABI_FIELD(cuabi_vmm_info, size);
+    ABI_FIELD(cuabi_vmm_info, mapped);
+    ABI_FIELD(cuabi_vmm_info, reserved);
+    ABI_FIELD(cuabi_vmm_info, granularity);
+    ABI_FIELD(cuabi_vmm_info, chunks);
+    ABI_FIELD(cuabi_vmm_info, handle_type);
+    ABI_FIELD(cuabi_vmm_info, imported);
+    ABI_STRUCT(cuabi_pool_stats);
+    ABI_FIELD(cuabi_pool_stats, version);
+    ABI_FIELD(cuabi_pool_stats, reserved_current);
+    ABI_FIELD(cuabi_pool_stats, reserved_high);
+    ABI_FIELD(cuabi_pool_stats, used_current);
+    ABI_FIELD(cuabi_pool_stats, used_high);
+    ABI_FIELD(cuabi_pool_stats, release_threshold);
+    ABI_FIELD(cuabi_pool_stats, reuse_follow_event_dependencies);
+    ABI_FIELD(cuabi_pool_stats, reuse_allow_opportunistic);
+    ABI_FIELD(cuabi_pool_stats, reuse_allow_internal_dependencies);
+    ABI_FIELD(cuabi_pool_stats, max_size);
+    ABI_FIELD(cuabi_pool_stats, location_type);
+    ABI_FIELD(cuabi_pool_stats, location_id);
+    ABI_FIELD(cuabi_pool_stats, owned);
+    ABI_FIELD(cuabi_pool_stats, ipc);
+    ABI_STRUCT(cuabi_managed_options);
+    ABI_FIELD(cuabi_managed_options, version);
+    ABI_FIELD(cuabi_managed_options, attach);
+    ABI_FIELD(cuabi_managed_options, preferred_location_type);
+    ABI_FIELD(cuabi_managed_options, preferred_location_id);
+    ABI_STRUCT(cuabi_managed_range);
+    ABI_FIELD(cuabi_managed_range, version);
+    ABI_FIELD(cuabi_managed_range, read_mostly);
+    ABI_FIELD(cuabi_managed_range, preferred_location_type);
+    ABI_FIELD(cuabi_managed_range, preferred_location_id);
+    ABI_FIELD(cuabi_managed_range, last_prefetch_location_type);
+    ABI_FIELD(cuabi_managed_range, last_prefetch_location_id);
+    ABI_STRUCT(cuabi_copy_item);
+    ABI_FIELD(cuabi_copy_item, version);
+    ABI_FIELD(cuabi_copy_item, dst_buffer);
+    ABI_FIELD(cuabi_copy_item, dst_view);
+    ABI_FIELD(cuabi_copy_item, dst_address);
+    ABI_FIELD(cuabi_copy_item, dst_offset);
+    ABI_FIELD(cuabi_copy_item, src_buffer);
+    ABI_FIELD(cuabi_copy_item, src_view);
+    ABI_FIELD(cuabi_copy_item, src_address);
+    ABI_FIELD(cuabi_copy_item, src_offset);
+    ABI_FIELD(cuabi_copy_item, size);
+    ABI_FIELD(cuabi_copy_item, src_access_order);
+    ABI_FIELD(cuabi_copy_item, src_hint_type);
+    ABI_FIELD(cuabi_copy_item, src_hint_id);
+    ABI_FIELD(cuabi_copy_item, dst_hint_type);
+    ABI_FIELD(cuabi_copy_item, dst_hint_id);
+    ABI_FIELD(cuabi_copy_item, flags);
+    ABI_STRUCT(cuabi_copy_3d_item);
+    ABI_FIELD(cuabi_copy_3d_item, version);
+    ABI_FIELD(cuabi_copy_3d_item, dst_buffer);
+    ABI_FIELD(cuabi_copy_3d_item, dst_view);
+    ABI_FIELD(cuabi_copy_3d_item, dst_address);
+    ABI_FIELD(cuabi_copy_3d_item, dst_offset);
+    ABI_FIELD(cuabi_copy_3d_item, dst_row_length);
+    ABI_FIELD(cuabi_copy_3d_item, dst_layer_height);
+    ABI_FIELD(cuabi_copy_3d_item, src_buffer);
+    ABI_FIELD(cuabi_copy_3d_item, src_view);
+    ABI_FIELD(cuabi_copy_3d_item, src_address);
+    ABI_FIELD(cuabi_copy_3d_item, src_offset);
+    ABI_FIELD(cuabi_copy_3d_item, src_row_length);
+    ABI_FIELD(cuabi_copy_3d_item, src_layer_height);
+    ABI_FIELD(cuabi_copy_3d_item, width);
+    ABI_FIELD(cuabi_copy_3d_item, height);
+    ABI_FIELD(cuabi_copy_3d_item, depth);
+    ABI_FIELD(cuabi_copy_3d_item, src_access_order);
+    ABI_FIELD(cuabi_copy_3d_item, src_hint_type);
+    ABI_FIELD(cuabi_copy_3d_item, src_hint_id);
+    ABI_FIELD(cuabi_copy_3d_item, dst_hint_type);
+    ABI_FIELD(cuabi_copy_3d_item, dst_hint_id);
+    ABI_FIELD(cuabi_copy_3d_item, flags);
+    ABI_STRUCT(cuabi_copy_result);
+    ABI_FIELD(cuabi_copy_result, version);
+    ABI_FIELD(cuabi_copy_result, path);
+    ABI_FIELD(cuabi_copy_result, copies);
+    ABI_FIELD(cuabi_copy_result, bytes);
+    ABI_FIELD(cuabi_copy_result, driver_calls);
+    ABI_FIELD(cuabi_copy_result, attribute_sets);
+    ABI_FIELD(cuabi_copy_result, synchronized);
+    ABI_FIELD(cuabi_copy_result, reason);
     ABI_STRUCT(cuabi_api);
     ABI_FIELD(cuabi_api, version);
     ABI_FIELD(cuabi_api, size);
@@ -4936,6 +5482,51 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, nvml_topology_get);
     ABI_FIELD(cuabi_api, nvml_device_processes);
     ABI_FIELD(cuabi_api, nvml_device_pcie_throughput);
+    ABI_FIELD(cuabi_api, vmm_options_init);
+    ABI_FIELD(cuabi_api, vmm_info_init);
+    ABI_FIELD(cuabi_api, vmm_supported);
+    ABI_FIELD(cuabi_api, vmm_granularity);
+    ABI_FIELD(cuabi_api, vmm_resource_create);
+    ABI_FIELD(cuabi_api, vmm_resource_set_peer_access);
+    ABI_FIELD(cuabi_api, vmm_buffer_allocate);
+    ABI_FIELD(cuabi_api, vmm_buffer_resize);
+    ABI_FIELD(cuabi_api, vmm_buffer_info);
+    ABI_FIELD(cuabi_api, vmm_set_access);
+    ABI_FIELD(cuabi_api, vmm_get_access);
+    ABI_FIELD(cuabi_api, vmm_export_chunk);
+    ABI_FIELD(cuabi_api, vmm_descriptor_chunks);
+    ABI_FIELD(cuabi_api, vmm_import);
+    ABI_FIELD(cuabi_api, pool_stats_init);
+    ABI_FIELD(cuabi_api, pool_get_attribute);
+    ABI_FIELD(cuabi_api, pool_set_attribute);
+    ABI_FIELD(cuabi_api, pool_reset_high_water);
+    ABI_FIELD(cuabi_api, pool_stats_get);
+    ABI_FIELD(cuabi_api, pool_stats_format);
+    ABI_FIELD(cuabi_api, pool_at_location);
+    ABI_FIELD(cuabi_api, managed_options_init);
+    ABI_FIELD(cuabi_api, managed_range_init);
+    ABI_FIELD(cuabi_api, managed_resource_create);
+    ABI_FIELD(cuabi_api, managed_advise);
+    ABI_FIELD(cuabi_api, managed_prefetch);
+    ABI_FIELD(cuabi_api, managed_discard);
+    ABI_FIELD(cuabi_api, managed_discard_prefetch);
+    ABI_FIELD(cuabi_api, managed_range_get);
+    ABI_FIELD(cuabi_api, managed_range_info);
+    ABI_FIELD(cuabi_api, copy_item_init);
+    ABI_FIELD(cuabi_api, copy_3d_item_init);
+    ABI_FIELD(cuabi_api, copy_result_init);
+    ABI_FIELD(cuabi_api, copy_batch);
+    ABI_FIELD(cuabi_api, copy_batch_3d);
+    ABI_FIELD(cuabi_api, multicast_retain);
+    ABI_FIELD(cuabi_api, multicast_release);
+    ABI_FIELD(cuabi_api, multicast_supported);
+    ABI_FIELD(cuabi_api, multicast_granularity);
+    ABI_FIELD(cuabi_api, multicast_create);
+    ABI_FIELD(cuabi_api, multicast_size);
+    ABI_FIELD(cuabi_api, multicast_bind_memory);
+    ABI_FIELD(cuabi_api, multicast_bind_buffer);
+    ABI_FIELD(cuabi_api, multicast_unbind);
+    ABI_FIELD(cuabi_api, multicast_map);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -5039,6 +5630,13 @@ static void print_constants(void)
     ABI_ENUM(CUABI_MEMORY_PINNED);
     ABI_ENUM(CUABI_MEMORY_MANAGED);
     ABI_ENUM(CUABI_MEMORY_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_location_type);
+    ABI_ENUM(CUABI_LOCATION_NONE);
+    ABI_ENUM(CUABI_LOCATION_DEVICE);
+    ABI_ENUM(CUABI_LOCATION_HOST);
+    ABI_ENUM(CUABI_LOCATION_HOST_NUMA);
+    ABI_ENUM(CUABI_LOCATION_HOST_NUMA_CURRENT);
+    ABI_ENUM(CUABI_LOCATION_TYPE_FORCE32);
     ABI_ENUM_TYPE(cuabi_dtype_code);
     ABI_ENUM(CUABI_DTYPE_INT);
     ABI_ENUM(CUABI_DTYPE_UINT);
@@ -5240,6 +5838,8 @@ static void print_constants(void)
     ABI_ENUM(CUABI_IPC_EVENT);
     ABI_ENUM(CUABI_IPC_POOL);
     ABI_ENUM(CUABI_IPC_POOL_MEMORY);
+    ABI_ENUM(CUABI_IPC_VMM_CHUNK);
+    ABI_ENUM(CUABI_IPC_VMM_FABRIC_CHUNK);
     ABI_ENUM(CUABI_IPC_KIND_FORCE32);
     ABI_ENUM_TYPE(cuabi_ipc_pool_role);
     ABI_ENUM(CUABI_IPC_POOL_NONE);
@@ -5455,6 +6055,65 @@ static void print_constants(void)
     ABI_ENUM(CUABI_NVML_PROCESS_COMPUTE);
     ABI_ENUM(CUABI_NVML_PROCESS_GRAPHICS);
     ABI_ENUM(CUABI_NVML_PROCESS_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_vmm_handle_type);
+    ABI_ENUM(CUABI_VMM_HANDLE_NONE);
+    ABI_ENUM(CUABI_VMM_HANDLE_POSIX_FD);
+    ABI_ENUM(CUABI_VMM_HANDLE_FABRIC);
+    ABI_ENUM(CUABI_VMM_HANDLE_TYPE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_vmm_granularity_kind);
+    ABI_ENUM(CUABI_VMM_GRANULARITY_MINIMUM);
+    ABI_ENUM(CUABI_VMM_GRANULARITY_RECOMMENDED);
+    ABI_ENUM(CUABI_VMM_GRANULARITY_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_pool_attribute);
+    ABI_ENUM(CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES);
+    ABI_ENUM(CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC);
+    ABI_ENUM(CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES);
+    ABI_ENUM(CUABI_POOL_RELEASE_THRESHOLD);
+    ABI_ENUM(CUABI_POOL_RESERVED_MEM_CURRENT);
+    ABI_ENUM(CUABI_POOL_RESERVED_MEM_HIGH);
+    ABI_ENUM(CUABI_POOL_USED_MEM_CURRENT);
+    ABI_ENUM(CUABI_POOL_USED_MEM_HIGH);
+    ABI_ENUM(CUABI_POOL_ATTRIBUTE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_pool_which);
+    ABI_ENUM(CUABI_POOL_CURRENT);
+    ABI_ENUM(CUABI_POOL_DEFAULT);
+    ABI_ENUM(CUABI_POOL_WHICH_FORCE32);
+    ABI_ENUM_TYPE(cuabi_managed_attach);
+    ABI_ENUM(CUABI_MANAGED_ATTACH_GLOBAL);
+    ABI_ENUM(CUABI_MANAGED_ATTACH_HOST);
+    ABI_ENUM(CUABI_MANAGED_ATTACH_FORCE32);
+    ABI_ENUM_TYPE(cuabi_managed_advice);
+    ABI_ENUM(CUABI_MANAGED_SET_READ_MOSTLY);
+    ABI_ENUM(CUABI_MANAGED_UNSET_READ_MOSTLY);
+    ABI_ENUM(CUABI_MANAGED_SET_PREFERRED_LOCATION);
+    ABI_ENUM(CUABI_MANAGED_UNSET_PREFERRED_LOCATION);
+    ABI_ENUM(CUABI_MANAGED_SET_ACCESSED_BY);
+    ABI_ENUM(CUABI_MANAGED_UNSET_ACCESSED_BY);
+    ABI_ENUM(CUABI_MANAGED_ADVICE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_managed_range_attribute);
+    ABI_ENUM(CUABI_MANAGED_RANGE_READ_MOSTLY);
+    ABI_ENUM(CUABI_MANAGED_RANGE_PREFERRED_LOCATION);
+    ABI_ENUM(CUABI_MANAGED_RANGE_ACCESSED_BY);
+    ABI_ENUM(CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION);
+    ABI_ENUM(CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE);
+    ABI_ENUM(CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID);
+    ABI_ENUM(CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE);
+    ABI_ENUM(CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID);
+    ABI_ENUM(CUABI_MANAGED_RANGE_ATTRIBUTE_FORCE32);
+    ABI_ENUM_TYPE(cuabi_copy_src_order);
+    ABI_ENUM(CUABI_COPY_SRC_STREAM);
+    ABI_ENUM(CUABI_COPY_SRC_DURING_API_CALL);
+    ABI_ENUM(CUABI_COPY_SRC_ANY);
+    ABI_ENUM(CUABI_COPY_SRC_ORDER_FORCE32);
+    ABI_ENUM_TYPE(cuabi_copy_flags);
+    ABI_ENUM(CUABI_COPY_DEFAULT);
+    ABI_ENUM(CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE);
+    ABI_ENUM(CUABI_COPY_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_copy_path);
+    ABI_ENUM(CUABI_COPY_PATH_NONE);
+    ABI_ENUM(CUABI_COPY_PATH_BATCHED);
+    ABI_ENUM(CUABI_COPY_PATH_SINGLE);
+    ABI_ENUM(CUABI_COPY_PATH_FORCE32);
     ABI_CONST(CUABI_VIEW_MAX_NDIM);
     ABI_CONST(CUABI_LAUNCH_UNSET);
     ABI_CONST(CUABI_TENSORMAP_MAX_RANK);
@@ -5514,6 +6173,14 @@ static void print_constants(void)
     ABI_CONST(CUABI_NVML_NVLINK_VERSION);
     ABI_CONST(CUABI_NVML_TOPOLOGY_VERSION);
     ABI_CONST(CUABI_NVML_PROCESS_VERSION);
+    ABI_CONST(CUABI_VMM_OPTIONS_VERSION);
+    ABI_CONST(CUABI_VMM_INFO_VERSION);
+    ABI_CONST(CUABI_POOL_STATS_VERSION);
+    ABI_CONST(CUABI_MANAGED_OPTIONS_VERSION);
+    ABI_CONST(CUABI_MANAGED_RANGE_VERSION);
+    ABI_CONST(CUABI_COPY_ITEM_VERSION);
+    ABI_CONST(CUABI_COPY_3D_ITEM_VERSION);
+    ABI_CONST(CUABI_COPY_RESULT_VERSION);
     ABI_CONST(CUABI_API_TABLE_VERSION);
     ABI_CONST(CUABI_ABI_VERSION);
     ABI_CONST(DLPACK_FLAG_BITMASK_READ_ONLY);
@@ -6145,6 +6812,110 @@ static void print_defaults(void)
             printf("cuabi_nvml_process_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_nvml_process(&x, v);
+        }
+    }
+    {
+        static const cuabi_vmm_options init = CUABI_VMM_OPTIONS_INIT;
+        printf("CUABI_VMM_OPTIONS_INIT\n");
+        print_cuabi_vmm_options(&init, CUABI_VMM_OPTIONS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_VMM_OPTIONS_VERSION + 1; v++) {
+            cuabi_vmm_options x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_vmm_options_init(&x, v);
+            printf("cuabi_vmm_options_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_vmm_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_vmm_info init = CUABI_VMM_INFO_INIT;
+        printf("CUABI_VMM_INFO_INIT\n");
+        print_cuabi_vmm_info(&init, CUABI_VMM_INFO_VERSION);
+        for (unsigned int v = 0; v <= CUABI_VMM_INFO_VERSION + 1; v++) {
+            cuabi_vmm_info x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_vmm_info_init(&x, v);
+            printf("cuabi_vmm_info_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_vmm_info(&x, v);
+        }
+    }
+    {
+        static const cuabi_pool_stats init = CUABI_POOL_STATS_INIT;
+        printf("CUABI_POOL_STATS_INIT\n");
+        print_cuabi_pool_stats(&init, CUABI_POOL_STATS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_POOL_STATS_VERSION + 1; v++) {
+            cuabi_pool_stats x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_pool_stats_init(&x, v);
+            printf("cuabi_pool_stats_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_pool_stats(&x, v);
+        }
+    }
+    {
+        static const cuabi_managed_options init = CUABI_MANAGED_OPTIONS_INIT;
+        printf("CUABI_MANAGED_OPTIONS_INIT\n");
+        print_cuabi_managed_options(&init, CUABI_MANAGED_OPTIONS_VERSION);
+        for (unsigned int v = 0; v <= CUABI_MANAGED_OPTIONS_VERSION + 1; v++) {
+            cuabi_managed_options x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_managed_options_init(&x, v);
+            printf("cuabi_managed_options_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_managed_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_managed_range init = CUABI_MANAGED_RANGE_INIT;
+        printf("CUABI_MANAGED_RANGE_INIT\n");
+        print_cuabi_managed_range(&init, CUABI_MANAGED_RANGE_VERSION);
+        for (unsigned int v = 0; v <= CUABI_MANAGED_RANGE_VERSION + 1; v++) {
+            cuabi_managed_range x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_managed_range_init(&x, v);
+            printf("cuabi_managed_range_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_managed_range(&x, v);
+        }
+    }
+    {
+        static const cuabi_copy_item init = CUABI_COPY_ITEM_INIT;
+        printf("CUABI_COPY_ITEM_INIT\n");
+        print_cuabi_copy_item(&init, CUABI_COPY_ITEM_VERSION);
+        for (unsigned int v = 0; v <= CUABI_COPY_ITEM_VERSION + 1; v++) {
+            cuabi_copy_item x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_copy_item_init(&x, v);
+            printf("cuabi_copy_item_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_copy_item(&x, v);
+        }
+    }
+    {
+        static const cuabi_copy_3d_item init = CUABI_COPY_3D_ITEM_INIT;
+        printf("CUABI_COPY_3D_ITEM_INIT\n");
+        print_cuabi_copy_3d_item(&init, CUABI_COPY_3D_ITEM_VERSION);
+        for (unsigned int v = 0; v <= CUABI_COPY_3D_ITEM_VERSION + 1; v++) {
+            cuabi_copy_3d_item x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_copy_3d_item_init(&x, v);
+            printf("cuabi_copy_3d_item_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_copy_3d_item(&x, v);
+        }
+    }
+    {
+        static const cuabi_copy_result init = CUABI_COPY_RESULT_INIT;
+        printf("CUABI_COPY_RESULT_INIT\n");
+        print_cuabi_copy_result(&init, CUABI_COPY_RESULT_VERSION);
+        for (unsigned int v = 0; v <= CUABI_COPY_RESULT_VERSION + 1; v++) {
+            cuabi_copy_result x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_copy_result_init(&x, v);
+            printf("cuabi_copy_result_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_copy_result(&x, v);
         }
     }
 }
@@ -6792,6 +7563,76 @@ int main(void)
     puts("  cuabi_status cuabi_nvml_topology_get(cuabi_nvml_topology *, int, int)");
     puts("  cuabi_status cuabi_nvml_device_processes(cuabi_nvml_process *, size_t, "
          "size_t *, int)");
+    puts("  cuabi_status cuabi_vmm_options_init(cuabi_vmm_options *, unsigned int)");
+    puts("  cuabi_status cuabi_vmm_info_init(cuabi_vmm_info *, unsigned int)");
+    puts("  cuabi_status cuabi_vmm_supported(int *, cuabi_device *)");
+    puts("  cuabi_status cuabi_vmm_granularity(size_t *, cuabi_device *, "
+         "const cuabi_vmm_options *)");
+    puts("  cuabi_status cuabi_vmm_resource_create(cuabi_memory_resource **, "
+         "cuabi_device *, const cuabi_vmm_options *)");
+    puts("  cuabi_status cuabi_vmm_resource_set_peer_access(cuabi_memory_resource *, "
+         "cuabi_device *, cuabi_peer_access)");
+    puts("  cuabi_status cuabi_vmm_buffer_allocate(cuabi_buffer **, "
+         "cuabi_memory_resource *, size_t, size_t)");
+    puts("  cuabi_status cuabi_vmm_buffer_resize(cuabi_buffer *, size_t, cuabi_stream *)");
+    puts("  cuabi_status cuabi_vmm_buffer_info(cuabi_vmm_info *, cuabi_buffer *)");
+    puts("  cuabi_status cuabi_vmm_set_access(cuabi_buffer *, cuabi_device *, "
+         "cuabi_peer_access)");
+    puts("  cuabi_status cuabi_vmm_get_access(cuabi_peer_access *, cuabi_buffer *, "
+         "cuabi_device *)");
+    puts("  cuabi_status cuabi_vmm_export_chunk(int *, uint8_t *, size_t, cuabi_buffer *, "
+         "size_t)");
+    puts("  cuabi_status cuabi_vmm_descriptor_chunks(size_t *, size_t *, const uint8_t *, "
+         "size_t)");
+    puts("  cuabi_status cuabi_vmm_import(cuabi_buffer **, cuabi_memory_resource *, "
+         "const int *, size_t, const uint8_t *, size_t)");
+    puts("  cuabi_status cuabi_pool_stats_init(cuabi_pool_stats *, unsigned int)");
+    puts("  cuabi_status cuabi_pool_get_attribute(uint64_t *, cuabi_memory_resource *, "
+         "cuabi_pool_attribute)");
+    puts("  cuabi_status cuabi_pool_set_attribute(cuabi_memory_resource *, "
+         "cuabi_pool_attribute, uint64_t)");
+    puts("  cuabi_status cuabi_pool_reset_high_water(cuabi_memory_resource *)");
+    puts("  cuabi_status cuabi_pool_stats_get(cuabi_pool_stats *, cuabi_memory_resource *)");
+    puts("  cuabi_status cuabi_pool_stats_format(char *, size_t *, "
+         "const cuabi_pool_stats *)");
+    puts("  cuabi_status cuabi_pool_at_location(cuabi_memory_resource **, cuabi_device *, "
+         "cuabi_location_type, int, cuabi_pool_which)");
+    puts("  cuabi_status cuabi_managed_options_init(cuabi_managed_options *, unsigned int)");
+    puts("  cuabi_status cuabi_managed_range_init(cuabi_managed_range *, unsigned int)");
+    puts("  cuabi_status cuabi_managed_resource_create(cuabi_memory_resource **, "
+         "cuabi_device *, const cuabi_managed_options *)");
+    puts("  cuabi_status cuabi_managed_advise(cuabi_buffer *, size_t, size_t, "
+         "cuabi_managed_advice, cuabi_location_type, int)");
+    puts("  cuabi_status cuabi_managed_prefetch(cuabi_buffer *, size_t, size_t, "
+         "cuabi_location_type, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard(cuabi_buffer *, size_t, size_t, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard_prefetch(cuabi_buffer *, size_t, size_t, "
+         "cuabi_location_type, int, cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_range_get(int32_t *, size_t, cuabi_buffer *, "
+         "size_t, size_t, cuabi_managed_range_attribute)");
+    puts("  cuabi_status cuabi_managed_range_info(cuabi_managed_range *, cuabi_buffer *, "
+         "size_t, size_t)");
+    puts("  cuabi_status cuabi_copy_item_init(cuabi_copy_item *, unsigned int)");
+    puts("  cuabi_status cuabi_copy_3d_item_init(cuabi_copy_3d_item *, unsigned int)");
+    puts("  cuabi_status cuabi_copy_result_init(cuabi_copy_result *, unsigned int)");
+    puts("  cuabi_status cuabi_copy_batch(cuabi_copy_result *, const cuabi_copy_item *, "
+         "size_t, cuabi_stream *)");
+    puts("  cuabi_status cuabi_copy_batch_3d(cuabi_copy_result *, "
+         "const cuabi_copy_3d_item *, size_t, cuabi_stream *)");
+    puts("  cuabi_status cuabi_multicast_retain(cuabi_multicast *)");
+    puts("  cuabi_status cuabi_multicast_release(cuabi_multicast *)");
+    puts("  cuabi_status cuabi_multicast_supported(int *, cuabi_device *)");
+    puts("  cuabi_status cuabi_multicast_granularity(size_t *, size_t, size_t, int)");
+    puts("  cuabi_status cuabi_multicast_create(cuabi_multicast **, cuabi_device **, "
+         "size_t, size_t, cuabi_vmm_handle_type)");
+    puts("  cuabi_status cuabi_multicast_size(size_t *, cuabi_multicast *)");
+    puts("  cuabi_status cuabi_multicast_bind_memory(cuabi_multicast *, size_t, "
+         "cuabi_buffer *, size_t, size_t)");
+    puts("  cuabi_status cuabi_multicast_bind_buffer(cuabi_multicast *, size_t, "
+         "cuabi_buffer *, size_t, size_t)");
+    puts("  cuabi_status cuabi_multicast_unbind(cuabi_multicast *, cuabi_device *, size_t)");
+    puts("  cuabi_status cuabi_multicast_map(cuabi_buffer **, cuabi_multicast *)");
     printf("callbacks\n");
     puts("  int (*cuabi_memory_allocate_fn)(uintptr_t *, size_t, size_t, uintptr_t, "
          "void *)");

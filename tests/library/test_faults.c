@@ -27,6 +27,7 @@
 #include "fake_texture.h"
 #include "fake_green.h"
 #include "fake_checkpoint.h"
+#include "fake_vmm.h"
 #include "fault_wrap.h"
 #include "compile/cache.h"
 #include "compile/fatbin.h"
@@ -975,6 +976,124 @@ static cuabi_status sc_texture(void)
     return st;
 }
 
+/* Virtual memory and multicast (issue 25): a VMM resource with a peer's
+ * access, a buffer grown and shrunk in place, access set and read, its
+ * chunks exported (fds) and imported under another device's resource (as if
+ * from the parent process), a multicast object for both devices with a
+ * chunk bound, mapped and unbound. */
+static cuabi_status sc_vmm(void)
+{
+    enum { G = 128 << 10, D = CUABI_IPC_DESCRIPTOR_SIZE };
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d0 = NULL, *d1 = NULL;
+    cuabi_memory_resource *r = NULL, *ri = NULL;
+    cuabi_buffer *b = NULL, *imp = NULL, *mcb = NULL;
+    cuabi_multicast *mc = NULL;
+    cuabi_vmm_options o = CUABI_VMM_OPTIONS_INIT;
+    cuabi_vmm_info info = CUABI_VMM_INFO_INIT;
+    cuabi_peer_access acc;
+    uint8_t desc[2 * D];
+    int fds[2] = { -1, -1 };
+    size_t g = 0;
+    o.reserve_size = 4 * G;
+    STEP(cuabi_device_get(&d0, 0));
+    STEP(cuabi_device_get(&d1, 1));
+    STEP(cuabi_vmm_granularity(&g, d0, &o));
+    STEP(cuabi_vmm_resource_create(&r, d0, &o));
+    STEP(cuabi_vmm_resource_set_peer_access(r, d1, CUABI_PEER_ACCESS_READ));
+    STEP(cuabi_vmm_buffer_allocate(&b, r, G, 0));
+    STEP(cuabi_vmm_buffer_resize(b, 3 * G, NULL));
+    STEP(cuabi_vmm_set_access(b, d1, CUABI_PEER_ACCESS_READ_WRITE));
+    STEP(cuabi_vmm_get_access(&acc, b, d1));
+    STEP(cuabi_buffer_memset(b, 0, 7, 1, 3 * G, NULL));
+    STEP(cuabi_vmm_buffer_info(&info, b));
+    for (size_t i = 0; i < 2; i++)
+        STEP(cuabi_vmm_export_chunk(&fds[i], desc + i * D, D, b, i));
+    if (st == CUABI_SUCCESS)
+        for (size_t i = 0; i < 2; i++) {
+            cuabi__ipc_put(desc + i * D + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+            cuabi__ipc_reseal(desc + i * D);
+        }
+    STEP(cuabi_vmm_resource_create(&ri, d1, NULL));
+    STEP(cuabi_vmm_import(&imp, ri, fds, 2, desc, sizeof desc));
+    STEP(cuabi_buffer_copy(imp, 0, b, G, 64, NULL));
+    /* a shrink unmaps and releases chunks: a release path (its failure leaves
+     * the driver's objects to the driver), so its status is not a step's */
+    if (st == CUABI_SUCCESS)
+        (void)cuabi_vmm_buffer_resize(b, G, NULL);
+    cuabi_device *team[2] = { d0, d1 };
+    STEP(cuabi_multicast_create(&mc, team, 2, G, CUABI_VMM_HANDLE_NONE));
+    STEP(cuabi_multicast_bind_memory(mc, 0, b, 0, G));
+    STEP(cuabi_multicast_map(&mcb, mc));
+    STEP(cuabi_multicast_unbind(mc, d0, 0));
+    for (size_t i = 0; i < 2; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    if (mcb) cuabi_buffer_destroy(mcb);
+    if (mc) cuabi_multicast_release(mc);
+    if (imp) cuabi_buffer_destroy(imp);
+    if (b) cuabi_buffer_destroy(b);
+    if (ri) cuabi_memory_resource_release(ri);
+    if (r) cuabi_memory_resource_release(r);
+    if (d1) cuabi_device_release(d1);
+    if (d0) cuabi_device_release(d0);
+    return st;
+}
+
+/* Pool statistics, managed memory and batched copies (issue 25): a pool's
+ * summary and its text, attributes set, the marks reset, a host NUMA pool;
+ * a managed resource with a preferred location, advice, prefetch, the
+ * range attributes, discard; a 1-D batch of mixed ends and a 3-D batch. */
+static cuabi_status sc_memory_ext(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_memory_resource *pool = NULL, *numa = NULL, *man = NULL;
+    cuabi_buffer *a = NULL, *m = NULL, *h = NULL;
+    cuabi_pool_stats stats = CUABI_POOL_STATS_INIT;
+    cuabi_managed_options mo = CUABI_MANAGED_OPTIONS_INIT;
+    cuabi_managed_range range = CUABI_MANAGED_RANGE_INIT;
+    cuabi_copy_result res = CUABI_COPY_RESULT_INIT;
+    cuabi_copy_item it[2] = { CUABI_COPY_ITEM_INIT, CUABI_COPY_ITEM_INIT };
+    cuabi_copy_3d_item it3 = CUABI_COPY_3D_ITEM_INIT;
+    char text[512];
+    size_t n = sizeof text;
+    uint8_t raw[64] = { 1 };
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_memory_resource_pool_create(&pool, d, NULL));
+    STEP(cuabi_buffer_allocate(&a, pool, 4096, 0, s));
+    STEP(cuabi_pool_stats_get(&stats, pool));
+    STEP(cuabi_pool_stats_format(text, &n, &stats));
+    STEP(cuabi_pool_set_attribute(pool, CUABI_POOL_RELEASE_THRESHOLD, 1 << 20));
+    STEP(cuabi_pool_reset_high_water(pool));
+    STEP(cuabi_pool_at_location(&numa, d, CUABI_LOCATION_HOST_NUMA, 0, CUABI_POOL_DEFAULT));
+    STEP(cuabi_buffer_allocate(&h, numa, 256, 0, s));
+    mo.preferred_location_type = CUABI_LOCATION_DEVICE;
+    STEP(cuabi_managed_resource_create(&man, d, &mo));
+    STEP(cuabi_buffer_allocate(&m, man, 4096, 0, NULL));
+    STEP(cuabi_managed_advise(m, 0, 4096, CUABI_MANAGED_SET_READ_MOSTLY, CUABI_LOCATION_NONE, 0));
+    STEP(cuabi_managed_prefetch(m, 0, 4096, CUABI_LOCATION_DEVICE, 0, s));
+    STEP(cuabi_managed_range_info(&range, m, 0, 4096));
+    STEP(cuabi_managed_discard(m, 0, 4096, s));
+    it[0].dst_buffer = m, it[0].src_buffer = a, it[0].size = 1024;
+    it[1].dst_buffer = a, it[1].src_address = (uintptr_t)raw, it[1].size = sizeof raw;
+    STEP(cuabi_copy_batch(&res, it, 2, s));
+    it3.dst_buffer = h, it3.src_buffer = a, it3.src_row_length = 64;
+    it3.width = 16, it3.height = 4, it3.depth = 1;
+    STEP(cuabi_copy_batch_3d(&res, &it3, 1, s));
+    STEP(cuabi_stream_synchronize(s));
+    if (h) cuabi_buffer_free_async(h, s);
+    if (a) cuabi_buffer_free_async(a, s);
+    if (m) cuabi_buffer_destroy(m);
+    if (man) cuabi_memory_resource_release(man);
+    if (numa) cuabi_memory_resource_release(numa);
+    if (pool) cuabi_memory_resource_release(pool);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* Green contexts (issue 26): the device's SMs, a dry run and a split, a
  * green context of two groups, its resource and a stream on it, a launch
  * and a prepared launch there, events, live occupancy in it (min grid,
@@ -1170,6 +1289,7 @@ static const scenario scenarios[] = {
     { "texture", sc_texture }, { "memop", sc_memop }, { "nccl", sc_nccl },
     { "green", sc_green }, { "checkpoint", sc_checkpoint },
     { "nvml", sc_nvml },
+    { "vmm", sc_vmm }, { "memory_ext", sc_memory_ext },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 
@@ -1220,6 +1340,8 @@ static void setup(void)
     fake_texture_install();
     fake_green_install();
     fake_checkpoint_install();
+    fake_vmm_install();
+    (void)fake_attr_override;   /* fake_vmm.h's; the VMM suites use it */
     ck_assert_msg(fault_wrap_install(), "NVRTC and nvJitLink are needed: %s",
                   cuabi_last_error()->message);
     fault_wrap_install_nvfatbin();
@@ -1264,7 +1386,7 @@ static long total_runs, total_faults;
  * driver refuses leaves the driver's object behind, which is the driver's
  * word, not a leak of ours (the handle and our host memory still go). */
 static int base_streams, base_events, base_allocs, base_pools, base_libraries, base_graphs,
-    base_execs, base_arrays, base_mipmaps, base_texobjs, base_surfobjs, base_greens;
+    base_execs, base_arrays, base_mipmaps, base_texobjs, base_surfobjs, base_greens, base_vmm;
 
 static void rebase(void)
 {
@@ -1275,14 +1397,16 @@ static void rebase(void)
     base_arrays = fake_live_arrays, base_mipmaps = fake_live_mipmaps;
     base_texobjs = fake_live_texobjs, base_surfobjs = fake_live_surfobjs;
     base_greens = fake_live_greens;
+    base_vmm = fake_vmm_live_handles + fake_vmm_live_reservations + fake_vmm_live_maps +
+               fake_mc_live;
 }
 
 /* After a run: no handle is left, and (unless a release call was made to
  * fail) no driver object either. */
 static void check_clean(const scenario *sc, const char *what, long n, bool driver)
 {
-    ck_assert_msg(cuabi__handle_live_count() == 0, "%s %s n=%ld: %zu handles leaked",
-                  sc->name, what, n, cuabi__handle_live_count());
+    ck_assert_msg(cuabi__handle_live_count() == 0, "%s %s n=%ld: %zu handles leaked (%s)",
+                  sc->name, what, n, cuabi__handle_live_count(), cuabi_last_error()->message);
     if (driver)
         ck_assert_msg(fake_live_streams == base_streams && fake_live_events == base_events &&
                           fake_live_allocs == base_allocs && fake_live_pools == base_pools &&
@@ -1290,17 +1414,22 @@ static void check_clean(const scenario *sc, const char *what, long n, bool drive
                           fake_live_graphs == base_graphs && fake_live_execs == base_execs &&
                           fake_live_arrays == base_arrays && fake_live_mipmaps == base_mipmaps &&
                           fake_live_texobjs == base_texobjs && fake_live_surfobjs == base_surfobjs &&
-                          fake_live_greens == base_greens,
+                          fake_live_greens == base_greens &&
+                          fake_vmm_live_handles + fake_vmm_live_reservations +
+                                  fake_vmm_live_maps + fake_mc_live == base_vmm,
                       "%s %s n=%ld: driver objects leaked: %d streams, %d events, "
                       "%d allocations, %d pools, %d libraries, %d graphs, %d executables, "
-                      "%d arrays, %d mipmapped arrays, %d textures, %d surfaces, %d green contexts",
+                      "%d arrays, %d mipmapped arrays, %d textures, %d surfaces, %d green contexts, "
+                      "%d VMM/multicast objects",
                       sc->name, what, n, fake_live_streams - base_streams,
                       fake_live_events - base_events, fake_live_allocs - base_allocs,
                       fake_live_pools - base_pools, fake_live_libraries - base_libraries,
                       fake_live_graphs - base_graphs, fake_live_execs - base_execs,
                       fake_live_arrays - base_arrays, fake_live_mipmaps - base_mipmaps,
                       fake_live_texobjs - base_texobjs, fake_live_surfobjs - base_surfobjs,
-                      fake_live_greens - base_greens);
+                      fake_live_greens - base_greens,
+                      fake_vmm_live_handles + fake_vmm_live_reservations + fake_vmm_live_maps +
+                          fake_mc_live - base_vmm);
     rebase();
 }
 

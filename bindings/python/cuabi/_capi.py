@@ -234,6 +234,11 @@ CUABI_MEMORY_HOST = 1
 CUABI_MEMORY_DEVICE = 2
 CUABI_MEMORY_PINNED = 3
 CUABI_MEMORY_MANAGED = 4
+CUABI_LOCATION_NONE = 0
+CUABI_LOCATION_DEVICE = 1
+CUABI_LOCATION_HOST = 2
+CUABI_LOCATION_HOST_NUMA = 3
+CUABI_LOCATION_HOST_NUMA_CURRENT = 4
 cuabi_memory_allocate_fn = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p)
 cuabi_memory_deallocate_fn = C.CFUNCTYPE(C.c_int, C.c_size_t, C.c_size_t, C.c_size_t, C.c_size_t, C.c_void_p)
 cuabi_memory_payload_release_fn = C.CFUNCTYPE(None, C.c_void_p)
@@ -257,8 +262,9 @@ class cuabi_memory_pool_options(C.Structure):
     _fields_ = [
         ('version', C.c_uint),
         ('release_threshold', C.c_uint64),
+        ('max_size', C.c_uint64),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 # ---- buffer
@@ -903,6 +909,8 @@ CUABI_IPC_MEMORY = 1
 CUABI_IPC_EVENT = 2
 CUABI_IPC_POOL = 3
 CUABI_IPC_POOL_MEMORY = 4
+CUABI_IPC_VMM_CHUNK = 5
+CUABI_IPC_VMM_FABRIC_CHUNK = 6
 CUABI_IPC_POOL_NONE = 0
 CUABI_IPC_POOL_EXPORTER = 1
 CUABI_IPC_POOL_MAPPED = 2
@@ -1405,6 +1413,210 @@ class cuabi_nvml_process(C.Structure):
     _cuabi_version_ = 1
 
 
+# ---- vmm
+
+CUABI_VMM_HANDLE_NONE = 0
+CUABI_VMM_HANDLE_POSIX_FD = 1
+CUABI_VMM_HANDLE_FABRIC = 8
+CUABI_VMM_GRANULARITY_MINIMUM = 0
+CUABI_VMM_GRANULARITY_RECOMMENDED = 1
+
+
+class cuabi_vmm_options(C.Structure):
+    """How a VMM resource allocates (cuda.core's VirtualMemoryResourceOptions)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('location_type', C.c_int),
+        ('location_id', C.c_int),
+        ('handle_type', C.c_int),
+        ('granularity', C.c_int),
+        ('gpu_direct_rdma', C.c_int),
+        ('reserve_size', C.c_uint64),
+        ('addr_align', C.c_uint64),
+        ('self_access', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_vmm_info(C.Structure):
+    """What a VMM buffer is now, filled by cuabi_vmm_buffer_info()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('address', C.c_size_t),
+        ('requested', C.c_uint64),
+        ('size', C.c_uint64),
+        ('mapped', C.c_uint64),
+        ('reserved', C.c_uint64),
+        ('granularity', C.c_uint64),
+        ('chunks', C.c_uint64),
+        ('handle_type', C.c_int),
+        ('imported', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- pool
+
+CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1
+CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC = 2
+CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3
+CUABI_POOL_RELEASE_THRESHOLD = 4
+CUABI_POOL_RESERVED_MEM_CURRENT = 5
+CUABI_POOL_RESERVED_MEM_HIGH = 6
+CUABI_POOL_USED_MEM_CURRENT = 7
+CUABI_POOL_USED_MEM_HIGH = 8
+CUABI_POOL_CURRENT = 0
+CUABI_POOL_DEFAULT = 1
+
+
+class cuabi_pool_stats(C.Structure):
+    """One pool's statistics and attributes, filled by cuabi_pool_stats_get()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('reserved_current', C.c_uint64),
+        ('reserved_high', C.c_uint64),
+        ('used_current', C.c_uint64),
+        ('used_high', C.c_uint64),
+        ('release_threshold', C.c_uint64),
+        ('reuse_follow_event_dependencies', C.c_int),
+        ('reuse_allow_opportunistic', C.c_int),
+        ('reuse_allow_internal_dependencies', C.c_int),
+        ('max_size', C.c_uint64),
+        ('location_type', C.c_int),
+        ('location_id', C.c_int),
+        ('owned', C.c_int),
+        ('ipc', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- managed
+
+CUABI_MANAGED_ATTACH_GLOBAL = 1
+CUABI_MANAGED_ATTACH_HOST = 2
+CUABI_MANAGED_SET_READ_MOSTLY = 1
+CUABI_MANAGED_UNSET_READ_MOSTLY = 2
+CUABI_MANAGED_SET_PREFERRED_LOCATION = 3
+CUABI_MANAGED_UNSET_PREFERRED_LOCATION = 4
+CUABI_MANAGED_SET_ACCESSED_BY = 5
+CUABI_MANAGED_UNSET_ACCESSED_BY = 6
+CUABI_MANAGED_RANGE_READ_MOSTLY = 1
+CUABI_MANAGED_RANGE_PREFERRED_LOCATION = 2
+CUABI_MANAGED_RANGE_ACCESSED_BY = 3
+CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION = 4
+CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE = 5
+CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID = 6
+CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE = 7
+CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID = 8
+
+
+class cuabi_managed_options(C.Structure):
+    """How a managed resource allocates (cuda.core's ManagedMemoryResourceOptions, with the attach flag)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('attach', C.c_int),
+        ('preferred_location_type', C.c_int),
+        ('preferred_location_id', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_managed_range(C.Structure):
+    """A managed range's attributes, filled by cuabi_managed_range_info()."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('read_mostly', C.c_int),
+        ('preferred_location_type', C.c_int),
+        ('preferred_location_id', C.c_int),
+        ('last_prefetch_location_type', C.c_int),
+        ('last_prefetch_location_id', C.c_int),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- copy_batch
+
+CUABI_COPY_SRC_STREAM = 1
+CUABI_COPY_SRC_DURING_API_CALL = 2
+CUABI_COPY_SRC_ANY = 3
+CUABI_COPY_DEFAULT = 0
+CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE = 1
+CUABI_COPY_PATH_NONE = 0
+CUABI_COPY_PATH_BATCHED = 1
+CUABI_COPY_PATH_SINGLE = 2
+
+
+class cuabi_copy_item(C.Structure):
+    """One copy of cuabi_copy_batch(): `size` bytes from the source to the destination. Each end is exactly one of a buffer, a view or an address (the others NULL / 0), plus a byte offset into it."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('dst_buffer', C.c_void_p),
+        ('dst_view', C.c_void_p),
+        ('dst_address', C.c_size_t),
+        ('dst_offset', C.c_uint64),
+        ('src_buffer', C.c_void_p),
+        ('src_view', C.c_void_p),
+        ('src_address', C.c_size_t),
+        ('src_offset', C.c_uint64),
+        ('size', C.c_size_t),
+        ('src_access_order', C.c_int),
+        ('src_hint_type', C.c_int),
+        ('src_hint_id', C.c_int),
+        ('dst_hint_type', C.c_int),
+        ('dst_hint_id', C.c_int),
+        ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_copy_3d_item(C.Structure):
+    """One pitched copy of cuabi_copy_batch_3d(): `depth` layers of `height` rows of `width` bytes. Each end is a buffer, a view or an address plus a byte offset, with its row length in bytes and its layer height in rows (0: packed by the extent)."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('dst_buffer', C.c_void_p),
+        ('dst_view', C.c_void_p),
+        ('dst_address', C.c_size_t),
+        ('dst_offset', C.c_uint64),
+        ('dst_row_length', C.c_size_t),
+        ('dst_layer_height', C.c_size_t),
+        ('src_buffer', C.c_void_p),
+        ('src_view', C.c_void_p),
+        ('src_address', C.c_size_t),
+        ('src_offset', C.c_uint64),
+        ('src_row_length', C.c_size_t),
+        ('src_layer_height', C.c_size_t),
+        ('width', C.c_size_t),
+        ('height', C.c_size_t),
+        ('depth', C.c_size_t),
+        ('src_access_order', C.c_int),
+        ('src_hint_type', C.c_int),
+        ('src_hint_id', C.c_int),
+        ('dst_hint_type', C.c_int),
+        ('dst_hint_id', C.c_int),
+        ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_copy_result(C.Structure):
+    """What cuabi_copy_batch() / cuabi_copy_batch_3d() did."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('path', C.c_int),
+        ('copies', C.c_uint64),
+        ('bytes', C.c_uint64),
+        ('driver_calls', C.c_uint64),
+        ('attribute_sets', C.c_uint64),
+        ('synchronized', C.c_int),
+        ('reason', C.c_char_p),
+    ]
+    _cuabi_version_ = 1
+
+
+# ---- multicast
+
+
+
 # ---- tables
 
 STRUCTS = {
@@ -1458,6 +1670,14 @@ STRUCTS = {
     'cuabi_nvml_nvlink': cuabi_nvml_nvlink,
     'cuabi_nvml_topology': cuabi_nvml_topology,
     'cuabi_nvml_process': cuabi_nvml_process,
+    'cuabi_vmm_options': cuabi_vmm_options,
+    'cuabi_vmm_info': cuabi_vmm_info,
+    'cuabi_pool_stats': cuabi_pool_stats,
+    'cuabi_managed_options': cuabi_managed_options,
+    'cuabi_managed_range': cuabi_managed_range,
+    'cuabi_copy_item': cuabi_copy_item,
+    'cuabi_copy_3d_item': cuabi_copy_3d_item,
+    'cuabi_copy_result': cuabi_copy_result,
 }
 VERSIONED = {
     'cuabi_error_info': 2,
@@ -1466,7 +1686,7 @@ VERSIONED = {
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
     'cuabi_memory_resource_callbacks': 1,
-    'cuabi_memory_pool_options': 1,
+    'cuabi_memory_pool_options': 2,
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 2,
@@ -1508,6 +1728,14 @@ VERSIONED = {
     'cuabi_nvml_nvlink': 1,
     'cuabi_nvml_topology': 1,
     'cuabi_nvml_process': 1,
+    'cuabi_vmm_options': 1,
+    'cuabi_vmm_info': 1,
+    'cuabi_pool_stats': 1,
+    'cuabi_managed_options': 1,
+    'cuabi_managed_range': 1,
+    'cuabi_copy_item': 1,
+    'cuabi_copy_3d_item': 1,
+    'cuabi_copy_result': 1,
 }
 HANDLES = {
     'cuabi_device': 'shared',
@@ -1534,6 +1762,7 @@ HANDLES = {
     'cuabi_nccl_registration': 'unique',
     'cuabi_sm_resource': 'shared',
     'cuabi_green_ctx': 'shared',
+    'cuabi_multicast': 'shared',
 }
 ENUMS = {
     'cuabi_status': {
@@ -1603,6 +1832,13 @@ ENUMS = {
         'CUABI_MEMORY_DEVICE': 2,
         'CUABI_MEMORY_PINNED': 3,
         'CUABI_MEMORY_MANAGED': 4,
+    },
+    'cuabi_location_type': {
+        'CUABI_LOCATION_NONE': 0,
+        'CUABI_LOCATION_DEVICE': 1,
+        'CUABI_LOCATION_HOST': 2,
+        'CUABI_LOCATION_HOST_NUMA': 3,
+        'CUABI_LOCATION_HOST_NUMA_CURRENT': 4,
     },
     'cuabi_dtype_code': {
         'CUABI_DTYPE_INT': 0,
@@ -1805,6 +2041,8 @@ ENUMS = {
         'CUABI_IPC_EVENT': 2,
         'CUABI_IPC_POOL': 3,
         'CUABI_IPC_POOL_MEMORY': 4,
+        'CUABI_IPC_VMM_CHUNK': 5,
+        'CUABI_IPC_VMM_FABRIC_CHUNK': 6,
     },
     'cuabi_ipc_pool_role': {
         'CUABI_IPC_POOL_NONE': 0,
@@ -2019,6 +2257,65 @@ ENUMS = {
     'cuabi_nvml_process_kind': {
         'CUABI_NVML_PROCESS_COMPUTE': 1,
         'CUABI_NVML_PROCESS_GRAPHICS': 2,
+    },
+    'cuabi_vmm_handle_type': {
+        'CUABI_VMM_HANDLE_NONE': 0,
+        'CUABI_VMM_HANDLE_POSIX_FD': 1,
+        'CUABI_VMM_HANDLE_FABRIC': 8,
+    },
+    'cuabi_vmm_granularity_kind': {
+        'CUABI_VMM_GRANULARITY_MINIMUM': 0,
+        'CUABI_VMM_GRANULARITY_RECOMMENDED': 1,
+    },
+    'cuabi_pool_attribute': {
+        'CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES': 1,
+        'CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC': 2,
+        'CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES': 3,
+        'CUABI_POOL_RELEASE_THRESHOLD': 4,
+        'CUABI_POOL_RESERVED_MEM_CURRENT': 5,
+        'CUABI_POOL_RESERVED_MEM_HIGH': 6,
+        'CUABI_POOL_USED_MEM_CURRENT': 7,
+        'CUABI_POOL_USED_MEM_HIGH': 8,
+    },
+    'cuabi_pool_which': {
+        'CUABI_POOL_CURRENT': 0,
+        'CUABI_POOL_DEFAULT': 1,
+    },
+    'cuabi_managed_attach': {
+        'CUABI_MANAGED_ATTACH_GLOBAL': 1,
+        'CUABI_MANAGED_ATTACH_HOST': 2,
+    },
+    'cuabi_managed_advice': {
+        'CUABI_MANAGED_SET_READ_MOSTLY': 1,
+        'CUABI_MANAGED_UNSET_READ_MOSTLY': 2,
+        'CUABI_MANAGED_SET_PREFERRED_LOCATION': 3,
+        'CUABI_MANAGED_UNSET_PREFERRED_LOCATION': 4,
+        'CUABI_MANAGED_SET_ACCESSED_BY': 5,
+        'CUABI_MANAGED_UNSET_ACCESSED_BY': 6,
+    },
+    'cuabi_managed_range_attribute': {
+        'CUABI_MANAGED_RANGE_READ_MOSTLY': 1,
+        'CUABI_MANAGED_RANGE_PREFERRED_LOCATION': 2,
+        'CUABI_MANAGED_RANGE_ACCESSED_BY': 3,
+        'CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION': 4,
+        'CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE': 5,
+        'CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID': 6,
+        'CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE': 7,
+        'CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID': 8,
+    },
+    'cuabi_copy_src_order': {
+        'CUABI_COPY_SRC_STREAM': 1,
+        'CUABI_COPY_SRC_DURING_API_CALL': 2,
+        'CUABI_COPY_SRC_ANY': 3,
+    },
+    'cuabi_copy_flags': {
+        'CUABI_COPY_DEFAULT': 0,
+        'CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE': 1,
+    },
+    'cuabi_copy_path': {
+        'CUABI_COPY_PATH_NONE': 0,
+        'CUABI_COPY_PATH_BATCHED': 1,
+        'CUABI_COPY_PATH_SINGLE': 2,
     },
 }
 STATUS_NAMES = {
@@ -2500,6 +2797,51 @@ FUNCTIONS = {
     'cuabi_nvml_device_nvlink_get': (C.c_int, (C.POINTER(cuabi_nvml_nvlink), C.c_int, C.c_int, ), (('out', 'cuabi_nvml_nvlink *', 'inout', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), ('link', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_topology_get': (C.c_int, (C.POINTER(cuabi_nvml_topology), C.c_int, C.c_int, ), (('out', 'cuabi_nvml_topology *', 'inout', 'host', False, 'borrow', None), ('index1', 'int', 'in', 'host', False, 'borrow', None), ('index2', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_nvml_device_processes': (C.c_int, (C.POINTER(cuabi_nvml_process), C.c_size_t, C.POINTER(C.c_size_t), C.c_int, ), (('out', 'cuabi_nvml_process *', 'inout', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('index', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_options_init': (C.c_int, (C.POINTER(cuabi_vmm_options), C.c_uint, ), (('opts', 'cuabi_vmm_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_info_init': (C.c_int, (C.POINTER(cuabi_vmm_info), C.c_uint, ), (('opts', 'cuabi_vmm_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_supported': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_granularity': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.POINTER(cuabi_vmm_options), ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_vmm_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_vmm_resource_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_vmm_options), ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_vmm_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_vmm_resource_set_peer_access': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('access', 'cuabi_peer_access', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_buffer_allocate': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_size_t, C.c_size_t, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('reserve', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_buffer_resize': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_vmm_buffer_info': (C.c_int, (C.POINTER(cuabi_vmm_info), C.c_void_p, ), (('out', 'cuabi_vmm_info *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_set_access': (C.c_int, (C.c_void_p, C.c_void_p, C.c_int, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('access', 'cuabi_peer_access', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_get_access': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_peer_access *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_export_chunk': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, ), (('fd', 'int *', 'out', 'host', False, 'borrow', None), ('out', 'uint8_t *', 'out', 'host', False, 'borrow', 'out_size'), ('out_size', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('index', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_descriptor_chunks': (C.c_int, (C.POINTER(C.c_size_t), C.POINTER(C.c_size_t), C.c_void_p, C.c_size_t, ), (('index', 'size_t *', 'out', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), ('descriptor', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_vmm_import': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_int), C.c_size_t, C.c_void_p, C.c_size_t, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('fds', 'const int *', 'in', 'host', True, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('descriptors', 'const uint8_t *', 'in', 'host', False, 'borrow', 'size'), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_stats_init': (C.c_int, (C.POINTER(cuabi_pool_stats), C.c_uint, ), (('opts', 'cuabi_pool_stats *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_get_attribute': (C.c_int, (C.POINTER(C.c_uint64), C.c_void_p, C.c_int, ), (('out', 'uint64_t *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('attribute', 'cuabi_pool_attribute', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_set_attribute': (C.c_int, (C.c_void_p, C.c_int, C.c_uint64, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), ('attribute', 'cuabi_pool_attribute', 'in', 'host', False, 'borrow', None), ('value', 'uint64_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_reset_high_water': (C.c_int, (C.c_void_p, ), (('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_stats_get': (C.c_int, (C.POINTER(cuabi_pool_stats), C.c_void_p, ), (('out', 'cuabi_pool_stats *', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_memory_resource *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_stats_format': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), C.POINTER(cuabi_pool_stats), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), ('stats', 'const cuabi_pool_stats *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_pool_at_location': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_int, C.c_int, C.c_int, ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('location_type', 'cuabi_location_type', 'in', 'host', False, 'borrow', None), ('location_id', 'int', 'in', 'host', False, 'borrow', None), ('which', 'cuabi_pool_which', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_managed_options_init': (C.c_int, (C.POINTER(cuabi_managed_options), C.c_uint, ), (('opts', 'cuabi_managed_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_managed_range_init': (C.c_int, (C.POINTER(cuabi_managed_range), C.c_uint, ), (('opts', 'cuabi_managed_range *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_managed_resource_create': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(cuabi_managed_options), ), (('out', 'cuabi_memory_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_managed_options *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_managed_advise': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_int, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('advice', 'cuabi_managed_advice', 'in', 'host', False, 'borrow', None), ('location_type', 'cuabi_location_type', 'in', 'host', False, 'borrow', None), ('location_id', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_managed_prefetch': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('location_type', 'cuabi_location_type', 'in', 'host', False, 'borrow', None), ('location_id', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_managed_discard': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_managed_discard_prefetch': (C.c_int, (C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, C.c_int, C.c_void_p, ), (('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('location_type', 'cuabi_location_type', 'in', 'host', False, 'borrow', None), ('location_id', 'int', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', True, 'borrow', None), )),
+    'cuabi_managed_range_get': (C.c_int, (C.POINTER(C.c_int32), C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, C.c_int, ), (('out', 'int32_t *', 'out', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('attribute', 'cuabi_managed_range_attribute', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_managed_range_info': (C.c_int, (C.POINTER(cuabi_managed_range), C.c_void_p, C.c_size_t, C.c_size_t, ), (('out', 'cuabi_managed_range *', 'out', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_copy_item_init': (C.c_int, (C.POINTER(cuabi_copy_item), C.c_uint, ), (('opts', 'cuabi_copy_item *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_copy_3d_item_init': (C.c_int, (C.POINTER(cuabi_copy_3d_item), C.c_uint, ), (('opts', 'cuabi_copy_3d_item *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_copy_result_init': (C.c_int, (C.POINTER(cuabi_copy_result), C.c_uint, ), (('opts', 'cuabi_copy_result *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_copy_batch': (C.c_int, (C.POINTER(cuabi_copy_result), C.POINTER(cuabi_copy_item), C.c_size_t, C.c_void_p, ), (('result', 'cuabi_copy_result *', 'out', 'host', True, 'borrow', None), ('items', 'const cuabi_copy_item *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_copy_batch_3d': (C.c_int, (C.POINTER(cuabi_copy_result), C.POINTER(cuabi_copy_3d_item), C.c_size_t, C.c_void_p, ), (('result', 'cuabi_copy_result *', 'out', 'host', True, 'borrow', None), ('items', 'const cuabi_copy_3d_item *', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_supported': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_granularity': (C.c_int, (C.POINTER(C.c_size_t), C.c_size_t, C.c_size_t, C.c_int, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('num_devices', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('recommended', 'int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_create': (C.c_int, (C.POINTER(C.c_void_p), C.POINTER(C.c_void_p), C.c_size_t, C.c_size_t, C.c_int, ), (('out', 'cuabi_multicast **', 'out', 'host', False, 'transfer', None), ('devices', 'cuabi_device **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), ('handle_type', 'cuabi_vmm_handle_type', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_size': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'size_t *', 'out', 'host', False, 'borrow', None), ('multicast', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_bind_memory': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, ), (('multicast', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), ('mc_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_bind_buffer': (C.c_int, (C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t, C.c_size_t, ), (('multicast', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), ('mc_offset', 'size_t', 'in', 'host', False, 'borrow', None), ('buffer', 'cuabi_buffer *', 'in', 'host', False, 'borrow', None), ('offset', 'size_t', 'in', 'host', False, 'borrow', None), ('size', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_unbind': (C.c_int, (C.c_void_p, C.c_void_p, C.c_size_t, ), (('multicast', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('mc_offset', 'size_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_multicast_map': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_buffer **', 'out', 'host', False, 'transfer', None), ('multicast', 'cuabi_multicast *', 'in', 'host', False, 'borrow', None), )),
 }
 GPU_FUNCTIONS = frozenset({
     'cuabi_device_count',
@@ -2662,6 +3004,37 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_checkpoint_process_unlock',
     'cuabi_nvml_device_cuda_ordinal',
     'cuabi_nvml_device_from_cuda_ordinal',
+    'cuabi_vmm_supported',
+    'cuabi_vmm_granularity',
+    'cuabi_vmm_resource_create',
+    'cuabi_vmm_resource_set_peer_access',
+    'cuabi_vmm_buffer_allocate',
+    'cuabi_vmm_buffer_resize',
+    'cuabi_vmm_set_access',
+    'cuabi_vmm_get_access',
+    'cuabi_vmm_export_chunk',
+    'cuabi_vmm_import',
+    'cuabi_pool_get_attribute',
+    'cuabi_pool_set_attribute',
+    'cuabi_pool_reset_high_water',
+    'cuabi_pool_stats_get',
+    'cuabi_pool_at_location',
+    'cuabi_managed_resource_create',
+    'cuabi_managed_advise',
+    'cuabi_managed_prefetch',
+    'cuabi_managed_discard',
+    'cuabi_managed_discard_prefetch',
+    'cuabi_managed_range_get',
+    'cuabi_managed_range_info',
+    'cuabi_copy_batch',
+    'cuabi_copy_batch_3d',
+    'cuabi_multicast_supported',
+    'cuabi_multicast_granularity',
+    'cuabi_multicast_create',
+    'cuabi_multicast_bind_memory',
+    'cuabi_multicast_bind_buffer',
+    'cuabi_multicast_unbind',
+    'cuabi_multicast_map',
 })
 
 # The plugin table (cuabi_get_api) in its order: a library whose table
@@ -3105,4 +3478,49 @@ TABLE_FUNCTIONS = (
     'cuabi_nvml_topology_get',
     'cuabi_nvml_device_processes',
     'cuabi_nvml_device_pcie_throughput',
+    'cuabi_vmm_options_init',
+    'cuabi_vmm_info_init',
+    'cuabi_vmm_supported',
+    'cuabi_vmm_granularity',
+    'cuabi_vmm_resource_create',
+    'cuabi_vmm_resource_set_peer_access',
+    'cuabi_vmm_buffer_allocate',
+    'cuabi_vmm_buffer_resize',
+    'cuabi_vmm_buffer_info',
+    'cuabi_vmm_set_access',
+    'cuabi_vmm_get_access',
+    'cuabi_vmm_export_chunk',
+    'cuabi_vmm_descriptor_chunks',
+    'cuabi_vmm_import',
+    'cuabi_pool_stats_init',
+    'cuabi_pool_get_attribute',
+    'cuabi_pool_set_attribute',
+    'cuabi_pool_reset_high_water',
+    'cuabi_pool_stats_get',
+    'cuabi_pool_stats_format',
+    'cuabi_pool_at_location',
+    'cuabi_managed_options_init',
+    'cuabi_managed_range_init',
+    'cuabi_managed_resource_create',
+    'cuabi_managed_advise',
+    'cuabi_managed_prefetch',
+    'cuabi_managed_discard',
+    'cuabi_managed_discard_prefetch',
+    'cuabi_managed_range_get',
+    'cuabi_managed_range_info',
+    'cuabi_copy_item_init',
+    'cuabi_copy_3d_item_init',
+    'cuabi_copy_result_init',
+    'cuabi_copy_batch',
+    'cuabi_copy_batch_3d',
+    'cuabi_multicast_retain',
+    'cuabi_multicast_release',
+    'cuabi_multicast_supported',
+    'cuabi_multicast_granularity',
+    'cuabi_multicast_create',
+    'cuabi_multicast_size',
+    'cuabi_multicast_bind_memory',
+    'cuabi_multicast_bind_buffer',
+    'cuabi_multicast_unbind',
+    'cuabi_multicast_map',
 )

@@ -33,8 +33,8 @@ import time
 import weakref
 
 from . import _capi
-from ._lib import call, done, hooks, new_struct, raise_last, raw, use
-from .errors import ClosedHandleError, IPCError, bytes_arg, index_arg
+from ._lib import call, done, holding, hooks, new_struct, raise_last, raw, use
+from .errors import ClosedHandleError, IPCError, bytes_arg, error_class, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -395,7 +395,70 @@ def descriptor_of(buf) -> bytes:
     return out.raw
 
 
+def _vmm_chunks(buf):
+    """[(fd, descriptor)] of every chunk of a VMM buffer of this process (new
+    fds), or None for a buffer that is not one (issue 25)."""
+    try:
+        n = call("cuabi_vmm_buffer_info", buf).chunks
+    except (error_class(_capi.CUABI_ERROR_NOT_SUPPORTED), KeyError):
+        return None
+    out = []
+    try:
+        for i in range(n):
+            d = (C.c_uint8 * DESCRIPTOR_SIZE)()
+            fd = call("cuabi_vmm_export_chunk", d, DESCRIPTOR_SIZE, buf, i)
+            out.append((fd, bytes(d)))
+    except BaseException:
+        for fd, _ in out:
+            if fd >= 0:
+                os.close(fd)
+        raise
+    return out
+
+
+def _close_shared(keys, fds):
+    for k, fd in zip(keys, fds):
+        if _server is not None and k is not None:
+            _server.unshare(k, fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _reduce_vmm(buf, chunks):
+    """A VMM buffer pickles as its chunk descriptors and the fd server's
+    address; the chunk fds stay shared (and open) until the buffer is gone."""
+    server = _fd_server()
+    # fabric chunks carry their handle in the descriptor: no fd, no key
+    keys = tuple(None if fd < 0 else b"vmm:" + os.urandom(12) for fd, _ in chunks)
+    for k, (fd, _) in zip(keys, chunks):
+        if k is not None:
+            server.share(k, fd)
+    weakref.finalize(buf, _close_shared, keys, [fd for fd, _ in chunks])
+    return _rebuild_vmm, (tuple(d for _, d in chunks), keys, server.address)
+
+
+def _rebuild_vmm(descriptors, keys, address):
+    fds = [_fetch_fd(address, k) for k in keys if k is not None]
+    try:
+        from ._core import _as_device            # lazy: import time
+        res = call("cuabi_vmm_resource_create", _as_device(None), None)
+        try:
+            blob = b"".join(descriptors)
+            arr = (C.c_int * len(fds))(*fds) if fds else None
+            h = call("cuabi_vmm_import", res, arr, len(descriptors),
+                     (C.c_uint8 * len(blob)).from_buffer_copy(blob), len(blob))
+        finally:
+            raw("cuabi_memory_resource_release")(C.c_void_p(res))   # the buffer keeps its own
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return hooks.buffer_class()._wrap(h)
+
+
 def reduce_buffer(buf):
+    chunks = _vmm_chunks(buf)
+    if chunks is not None:
+        return _reduce_vmm(buf, chunks)
     d = descriptor_of(buf)
     if d[_KIND_AT] != _POOL_MEMORY:
         return buf.from_ipc_descriptor, (d,)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from . import _callbacks, _capi
 from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
-from ._lib import call, done, hooks, lib, new_struct, raw, swap_release, use
-from .errors import ClosedHandleError, U32_MAX, bytes_arg, index_arg
+from ._lib import (call, done, hooks, lib, new_struct, raise_last, raw, struct_to_namespace,
+                   swap_release, use)
+from .errors import ClosedHandleError, U32_MAX, bytes_arg, error_class, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -211,6 +212,34 @@ class MemoryResource(Handle):
     def trim(self, keep_bytes: int = 0) -> None:
         lib.cuabi_memory_resource_trim(self, index_arg(keep_bytes, "trim: keep_bytes"))
 
+    # ---- pool statistics (issue 25; cuda.core's mr.attributes)
+    @property
+    def attributes(self) -> "PoolAttributes":
+        """The pool's statistics and attributes as properties (cuda.core's
+        names): used_mem_current / _high, reserved_mem_current / _high,
+        release_threshold, reuse_*; NotSupportedError for non-pools."""
+        return PoolAttributes(self)
+
+    def pool_stats(self):
+        """Every statistic in one call (cuabi's extra), as a namespace."""
+        return struct_to_namespace(call("cuabi_pool_stats_get", self))
+
+    def pool_summary(self) -> str:
+        """One line for logs: "pool device 0: reserved 64.0 MiB (high ..."."""
+        st = call("cuabi_pool_stats_get", self)
+        n = C.c_size_t(0)
+        try:
+            lib.cuabi_pool_stats_format(None, C.byref(n), C.byref(st))
+        except error_class(_capi.CUABI_ERROR_BUFFER_TOO_SMALL):
+            pass
+        out = C.create_string_buffer(n.value)
+        lib.cuabi_pool_stats_format(out, C.byref(n), C.byref(st))
+        return out.value.decode()
+
+    def reset_high_water(self) -> None:
+        """Both high-water marks back to the current figures."""
+        lib.cuabi_pool_reset_high_water(self)
+
     # ---- several GPUs and processes (issue 15)
     @classmethod
     def ipc(cls, device=None) -> "MemoryResource":
@@ -296,6 +325,58 @@ class MemoryResource(Handle):
         for i in range(device_count()):
             if i != own:
                 self.set_peer_access(i, "rw" if i in want else "none")
+
+
+_pool_get = raw("cuabi_pool_get_attribute")
+
+
+class PoolAttributes:
+    """A pool's attributes (cuda.core's _MemPoolAttributes): reads go to the
+    driver each time; release_threshold and the reuse_* flags can be set,
+    used_mem_high / reserved_mem_high only to 0 (a reset)."""
+    __slots__ = ("_mr",)
+    _NAMES = {"reuse_follow_event_dependencies": _capi.CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+              "reuse_allow_opportunistic": _capi.CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC,
+              "reuse_allow_internal_dependencies":
+                  _capi.CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+              "release_threshold": _capi.CUABI_POOL_RELEASE_THRESHOLD,
+              "reserved_mem_current": _capi.CUABI_POOL_RESERVED_MEM_CURRENT,
+              "reserved_mem_high": _capi.CUABI_POOL_RESERVED_MEM_HIGH,
+              "used_mem_current": _capi.CUABI_POOL_USED_MEM_CURRENT,
+              "used_mem_high": _capi.CUABI_POOL_USED_MEM_HIGH}
+
+    def __init__(self, mr):
+        self._mr = mr
+
+    def __dir__(self):
+        return sorted(PoolAttributes._NAMES)
+
+    def __repr__(self):
+        return "PoolAttributes(" + ", ".join(f"{k}={getattr(self, k)}"
+                                             for k in PoolAttributes._NAMES) + ")"
+
+
+def _pool_property(name, a):
+    is_bool = a <= _capi.CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+
+    def get(self):
+        # The unchecked entry point (a statistic is read in hot loops): the
+        # library validates the handle value, so a resource closed meanwhile
+        # gives an error, never a stale read.
+        v = C.c_uint64()
+        st = _pool_get(C.byref(v), C.c_void_p(self._mr.handle), a)
+        if st:
+            raise_last(st, "cuabi_pool_get_attribute")
+        return bool(v.value) if is_bool else v.value
+
+    def put(self, value):
+        lib.cuabi_pool_set_attribute(self._mr, a, int(value))
+    return property(get, put, doc=f"The pool's {name} (cuMemPoolGetAttribute).")
+
+
+for _name, _a in PoolAttributes._NAMES.items():
+    setattr(PoolAttributes, _name, _pool_property(_name, _a))
+del _name, _a
 
 
 _ACCESS = {"none": _capi.CUABI_PEER_ACCESS_NONE, "r": _capi.CUABI_PEER_ACCESS_READ,

@@ -588,5 +588,6 @@ include("texture.jl")
 include("nccl.jl")
 include("green.jl")
 include("nvml.jl")
+include("memory_ext.jl")
 
 end # module CuABI

@@ -1073,6 +1073,16 @@ const CUABI_MEMORY_DEVICE = cuabi_memory_kind(2)
 const CUABI_MEMORY_PINNED = cuabi_memory_kind(3)
 const CUABI_MEMORY_MANAGED = cuabi_memory_kind(4)
 
+"""
+Where memory is, or should go (values of CUmemLocationType): the location of virtual memory, of a pool, the target of a managed-memory prefetch or advice, a batched copy's location hint. Each use names the id that goes with it.
+"""
+const cuabi_location_type = Cint
+const CUABI_LOCATION_NONE = cuabi_location_type(0)
+const CUABI_LOCATION_DEVICE = cuabi_location_type(1)
+const CUABI_LOCATION_HOST = cuabi_location_type(2)
+const CUABI_LOCATION_HOST_NUMA = cuabi_location_type(3)
+const CUABI_LOCATION_HOST_NUMA_CURRENT = cuabi_location_type(4)
+
 # Callback cuabi_memory_allocate_fn: a C function pointer (see @cfunction).
 const cuabi_memory_allocate_fn = Ptr{Cvoid}
 
@@ -1101,8 +1111,9 @@ How to create a device memory pool.
 struct cuabi_memory_pool_options
     version::Cuint
     release_threshold::UInt64
+    max_size::UInt64
 end
-const CUABI_MEMORY_POOL_OPTIONS_VERSION = Cuint(1)
+const CUABI_MEMORY_POOL_OPTIONS_VERSION = Cuint(2)
 
 """
 cuabi_memory_resource_retain(handle)
@@ -6004,6 +6015,8 @@ const CUABI_IPC_MEMORY = cuabi_ipc_kind(1)
 const CUABI_IPC_EVENT = cuabi_ipc_kind(2)
 const CUABI_IPC_POOL = cuabi_ipc_kind(3)
 const CUABI_IPC_POOL_MEMORY = cuabi_ipc_kind(4)
+const CUABI_IPC_VMM_CHUNK = cuabi_ipc_kind(5)
+const CUABI_IPC_VMM_FABRIC_CHUNK = cuabi_ipc_kind(6)
 
 """
 What a memory resource is to pool IPC (cuabi_ipc_pool_info()).
@@ -9238,6 +9251,1018 @@ function cuabi_nvml_device_processes(out, capacity, count, index)
     ccall((:cuabi_nvml_device_processes, libcuabi), cuabi_status, (Ptr{cuabi_nvml_process}, Csize_t, Ptr{Csize_t}, Cint), out, capacity, count, index)
 end
 
+
+# ---- module vmm (api/vmm.toml)
+
+"""
+How a VMM buffer's physical chunks can be shared with other processes (values of CUmemAllocationHandleType).
+"""
+const cuabi_vmm_handle_type = Cint
+const CUABI_VMM_HANDLE_NONE = cuabi_vmm_handle_type(0)
+const CUABI_VMM_HANDLE_POSIX_FD = cuabi_vmm_handle_type(1)
+const CUABI_VMM_HANDLE_FABRIC = cuabi_vmm_handle_type(8)
+
+"""
+Which allocation granularity sizes are rounded to (values of CUmemAllocationGranularity_flags).
+"""
+const cuabi_vmm_granularity_kind = Cint
+const CUABI_VMM_GRANULARITY_MINIMUM = cuabi_vmm_granularity_kind(0)
+const CUABI_VMM_GRANULARITY_RECOMMENDED = cuabi_vmm_granularity_kind(1)
+
+"""
+How a VMM resource allocates (cuda.core's VirtualMemoryResourceOptions).
+"""
+struct cuabi_vmm_options
+    version::Cuint
+    location_type::cuabi_location_type
+    location_id::Cint
+    handle_type::cuabi_vmm_handle_type
+    granularity::cuabi_vmm_granularity_kind
+    gpu_direct_rdma::Cint
+    reserve_size::UInt64
+    addr_align::UInt64
+    self_access::cuabi_peer_access
+end
+const CUABI_VMM_OPTIONS_VERSION = Cuint(1)
+
+"""
+What a VMM buffer is now, filled by cuabi_vmm_buffer_info().
+"""
+struct cuabi_vmm_info
+    version::Cuint
+    address::Cuintptr_t
+    requested::UInt64
+    size::UInt64
+    mapped::UInt64
+    reserved::UInt64
+    granularity::UInt64
+    chunks::UInt64
+    handle_type::cuabi_vmm_handle_type
+    imported::Cint
+end
+const CUABI_VMM_INFO_VERSION = Cuint(1)
+
+"""
+cuabi_vmm_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_VMM_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_vmm_options_init(opts, version)
+    ccall((:cuabi_vmm_options_init, libcuabi), cuabi_status, (Ptr{cuabi_vmm_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_vmm_info_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_VMM_INFO_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_vmm_info_init(opts, version)
+    ccall((:cuabi_vmm_info_init, libcuabi), cuabi_status, (Ptr{cuabi_vmm_info}, Cuint), opts, version)
+end
+
+"""
+cuabi_vmm_supported(out, device)
+
+1 when the device supports virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), else 0.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_supported(out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_vmm_supported, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_vmm_granularity(out, device, options)
+
+The allocation granularity for memory made as `options` say on `device` (cuMemGetAllocationGranularity with options->granularity): every VMM size is a multiple of it.
+
+- `out` [out]
+- `options` [may be C_NULL] NULL for the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_granularity(out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_vmm_granularity, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_device}, Ptr{cuabi_vmm_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_vmm_resource_create(out, device, options)
+
+A memory resource of virtual memory on `device` (cuda.core's VirtualMemoryResource): cuabi_buffer_allocate() reserves, creates and maps (synchronously; the stream is not used), the free synchronises the device and unmaps. CUABI_ERROR_NOT_SUPPORTED naming the device attribute when the device lacks VMM, the handle type asked for, or GPUDirect RDMA with VMM.
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL] NULL for the defaults.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_resource_create(out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_vmm_resource_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_vmm_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_vmm_resource_set_peer_access(resource, device, access)
+
+The access `device` gets to the buffers the VMM resource allocates from now on (cuda.core's peers / peer_access options): CUABI_PEER_ACCESS_READ, _READ_WRITE, or _NONE to stop granting it. Buffers already allocated keep theirs (cuabi_vmm_set_access() changes those).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_resource_set_peer_access(resource, device, access)
+    t0 = _enter(resource)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_vmm_resource_set_peer_access, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, Ptr{cuabi_device}, cuabi_peer_access), resource, device, access)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_vmm_buffer_allocate(out, resource, size, reserve)
+
+Allocate a VMM buffer of `size` bytes (rounded up to the granularity) that can grow in place up to `reserve` bytes (0: the resource's reserve_size; at least the size).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_buffer_allocate(out, resource, size, reserve)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_vmm_buffer_allocate, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Csize_t, Csize_t), out, resource, size, reserve)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_vmm_buffer_resize(buffer, size, stream)
+
+Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was. CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_buffer_resize(buffer, size, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_vmm_buffer_resize, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Ptr{cuabi_stream}), buffer, size, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_vmm_buffer_info(out, buffer)
+
+What a VMM buffer is now: sizes asked for and mapped, the reservation, the granularity, its chunks. CUABI_ERROR_NOT_SUPPORTED for other buffers.
+
+- `out` [out] version must be set (CUABI_VMM_INFO_INIT).
+"""
+function cuabi_vmm_buffer_info(out, buffer)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_vmm_buffer_info, libcuabi), cuabi_status, (Ptr{cuabi_vmm_info}, Ptr{cuabi_buffer}), out, buffer)
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_vmm_set_access(buffer, device, access)
+
+Give `device` this access to the whole mapped VMM buffer (cuMemSetAccess), and to the chunks it grows by. CUABI_PEER_ACCESS_NONE takes a peer's access away (not the owning device's: the driver refuses).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_set_access(buffer, device, access)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_vmm_set_access, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Ptr{cuabi_device}, cuabi_peer_access), buffer, device, access)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_vmm_get_access(out, buffer, device)
+
+The access `device` has to the VMM buffer's memory (cuMemGetAccess at its address).
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_get_access(out, buffer, device)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_vmm_get_access, libcuabi), cuabi_status, (Ptr{cuabi_peer_access}, Ptr{cuabi_buffer}, Ptr{cuabi_device}), out, buffer, device)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_vmm_export_chunk(fd, out, out_size, buffer, index)
+
+Export chunk `index` (0 .. cuabi_vmm_info.chunks - 1) of a VMM buffer: its descriptor (CUABI_IPC_VMM_CHUNK, or CUABI_IPC_VMM_FABRIC_CHUNK holding the fabric handle: the buffer's id, the chunk's index, the number of chunks and its size) in `out`, and for CUABI_VMM_HANDLE_POSIX_FD a new file descriptor in *fd (the caller's to close once sent; -1 for fabric handles, which the descriptor carries). CUABI_ERROR_IPC when the resource's handle type is CUABI_VMM_HANDLE_NONE or the buffer was imported; CUABI_ERROR_INVALID_ARGUMENT for an index past the last chunk.
+
+- `fd` [out]
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_export_chunk(fd, out, out_size, buffer, index)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_vmm_export_chunk, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{UInt8}, Csize_t, Ptr{cuabi_buffer}, Csize_t), fd, out, out_size, buffer, index)
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_vmm_descriptor_chunks(index, count, descriptor, size)
+
+The chunk index and the number of chunks a VMM chunk descriptor carries (after the checks cuabi_ipc_descriptor_kind() makes), so that an importer knows how many to receive. Needs no driver.
+
+- `index` [out]
+- `count` [out]
+"""
+function cuabi_vmm_descriptor_chunks(index, count, descriptor, size)
+    ccall((:cuabi_vmm_descriptor_chunks, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{Csize_t}, Ptr{UInt8}, Csize_t), index, count, descriptor, size)
+end
+
+"""
+cuabi_vmm_import(out, resource, fds, count, descriptors, size)
+
+Map a VMM buffer another process exported: `count` chunk descriptors (CUABI_IPC_DESCRIPTOR_SIZE bytes each, in `descriptors`, in chunk order) and, for file-descriptor handles, the `count` file descriptors received with them (not closed, not kept; NULL for fabric handles). Every chunk is imported (cuMemImportFromShareableHandle) and mapped, in order, into one new reserved range, with `resource`'s access for its device and peers; the buffer (of `resource`'s device and memory kind) unmaps and releases them when it and its views are gone. CUABI_ERROR_IPC with the reason for a bad, stale, same-process, incomplete or inconsistent set of descriptors (another buffer's chunk, a missing or repeated index), a handle type `resource` does not use, or a handle the driver refuses; nothing stays mapped then.
+
+- `out` [out, ownership transferred]
+- `fds` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_vmm_import(out, resource, fds, count, descriptors, size)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_vmm_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_memory_resource}, Ptr{Cint}, Csize_t, Ptr{UInt8}, Csize_t), out, resource, fds, count, descriptors, size)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+
+# ---- module pool (api/pool.toml)
+
+"""
+A pool attribute (values of CUmemPool_attribute). The reuse policies are 0 or 1; the others are bytes.
+"""
+const cuabi_pool_attribute = Cint
+const CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES = cuabi_pool_attribute(1)
+const CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC = cuabi_pool_attribute(2)
+const CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES = cuabi_pool_attribute(3)
+const CUABI_POOL_RELEASE_THRESHOLD = cuabi_pool_attribute(4)
+const CUABI_POOL_RESERVED_MEM_CURRENT = cuabi_pool_attribute(5)
+const CUABI_POOL_RESERVED_MEM_HIGH = cuabi_pool_attribute(6)
+const CUABI_POOL_USED_MEM_CURRENT = cuabi_pool_attribute(7)
+const CUABI_POOL_USED_MEM_HIGH = cuabi_pool_attribute(8)
+
+"""
+Which pool of a location cuabi_pool_at_location() gives.
+"""
+const cuabi_pool_which = Cint
+const CUABI_POOL_CURRENT = cuabi_pool_which(0)
+const CUABI_POOL_DEFAULT = cuabi_pool_which(1)
+
+"""
+One pool's statistics and attributes, filled by cuabi_pool_stats_get().
+"""
+struct cuabi_pool_stats
+    version::Cuint
+    reserved_current::UInt64
+    reserved_high::UInt64
+    used_current::UInt64
+    used_high::UInt64
+    release_threshold::UInt64
+    reuse_follow_event_dependencies::Cint
+    reuse_allow_opportunistic::Cint
+    reuse_allow_internal_dependencies::Cint
+    max_size::UInt64
+    location_type::cuabi_location_type
+    location_id::Cint
+    owned::Cint
+    ipc::Cint
+end
+const CUABI_POOL_STATS_VERSION = Cuint(1)
+
+"""
+cuabi_pool_stats_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_POOL_STATS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_pool_stats_init(opts, version)
+    ccall((:cuabi_pool_stats_init, libcuabi), cuabi_status, (Ptr{cuabi_pool_stats}, Cuint), opts, version)
+end
+
+"""
+cuabi_pool_get_attribute(out, resource, attribute)
+
+One attribute of a pool resource (cuMemPoolGetAttribute). CUABI_ERROR_NOT_SUPPORTED for resources that are not pools.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_pool_get_attribute(out, resource, attribute)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_pool_get_attribute, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_memory_resource}, cuabi_pool_attribute), out, resource, attribute)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_pool_set_attribute(resource, attribute, value)
+
+Set one attribute of a pool resource (cuMemPoolSetAttribute): a reuse policy to 0 or 1, the release threshold, or a high-water mark to 0 (which resets it). CUABI_ERROR_INVALID_ARGUMENT for other values and for the current figures (read only).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_pool_set_attribute(resource, attribute, value)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_pool_set_attribute, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource}, cuabi_pool_attribute, UInt64), resource, attribute, value)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_pool_reset_high_water(resource)
+
+Reset both high-water marks (reserved and used) of a pool resource to the current figures.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_pool_reset_high_water(resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_pool_reset_high_water, libcuabi), cuabi_status, (Ptr{cuabi_memory_resource},), resource)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_pool_stats_get(out, resource)
+
+Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls).
+
+- `out` [out] version must be set (CUABI_POOL_STATS_INIT).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_pool_stats_get(out, resource)
+    t0 = _enter(resource)
+    try
+        ccall((:cuabi_pool_stats_get, libcuabi), cuabi_status, (Ptr{cuabi_pool_stats}, Ptr{cuabi_memory_resource}), out, resource)
+    finally
+        _leave(resource, t0)
+    end
+end
+
+"""
+cuabi_pool_stats_format(out, size, stats)
+
+Write `stats` as one line of text for logs ("pool device 0: reserved 64.0 MiB (high 128.0 MiB), used ..."), NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit. Needs no driver.
+
+- `out` [out, may be C_NULL]
+- `size` [inout]
+"""
+function cuabi_pool_stats_format(out, size, stats)
+    ccall((:cuabi_pool_stats_format, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, Ptr{cuabi_pool_stats}), out, size, stats)
+end
+
+"""
+cuabi_pool_at_location(out, device, location_type, location_id, which)
+
+A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_pool_at_location(out, device, location_type, location_id, which)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_pool_at_location, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, cuabi_location_type, Cint, cuabi_pool_which), out, device, location_type, location_id, which)
+    finally
+        _leave(device, t0)
+    end
+end
+
+
+# ---- module managed (api/managed.toml)
+
+"""
+Who may access a managed allocation at first (cuMemAllocManaged flags).
+"""
+const cuabi_managed_attach = Cint
+const CUABI_MANAGED_ATTACH_GLOBAL = cuabi_managed_attach(1)
+const CUABI_MANAGED_ATTACH_HOST = cuabi_managed_attach(2)
+
+"""
+Advice about a managed range (values of CUmem_advise).
+"""
+const cuabi_managed_advice = Cint
+const CUABI_MANAGED_SET_READ_MOSTLY = cuabi_managed_advice(1)
+const CUABI_MANAGED_UNSET_READ_MOSTLY = cuabi_managed_advice(2)
+const CUABI_MANAGED_SET_PREFERRED_LOCATION = cuabi_managed_advice(3)
+const CUABI_MANAGED_UNSET_PREFERRED_LOCATION = cuabi_managed_advice(4)
+const CUABI_MANAGED_SET_ACCESSED_BY = cuabi_managed_advice(5)
+const CUABI_MANAGED_UNSET_ACCESSED_BY = cuabi_managed_advice(6)
+
+"""
+An attribute of a managed range (values of CUmem_range_attribute), for cuabi_managed_range_get().
+"""
+const cuabi_managed_range_attribute = Cint
+const CUABI_MANAGED_RANGE_READ_MOSTLY = cuabi_managed_range_attribute(1)
+const CUABI_MANAGED_RANGE_PREFERRED_LOCATION = cuabi_managed_range_attribute(2)
+const CUABI_MANAGED_RANGE_ACCESSED_BY = cuabi_managed_range_attribute(3)
+const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION = cuabi_managed_range_attribute(4)
+const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE = cuabi_managed_range_attribute(5)
+const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID = cuabi_managed_range_attribute(6)
+const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE = cuabi_managed_range_attribute(7)
+const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID = cuabi_managed_range_attribute(8)
+
+"""
+How a managed resource allocates (cuda.core's ManagedMemoryResourceOptions, with the attach flag).
+"""
+struct cuabi_managed_options
+    version::Cuint
+    attach::cuabi_managed_attach
+    preferred_location_type::cuabi_location_type
+    preferred_location_id::Cint
+end
+const CUABI_MANAGED_OPTIONS_VERSION = Cuint(1)
+
+"""
+A managed range's attributes, filled by cuabi_managed_range_info().
+"""
+struct cuabi_managed_range
+    version::Cuint
+    read_mostly::Cint
+    preferred_location_type::cuabi_location_type
+    preferred_location_id::Cint
+    last_prefetch_location_type::cuabi_location_type
+    last_prefetch_location_id::Cint
+end
+const CUABI_MANAGED_RANGE_VERSION = Cuint(1)
+
+"""
+cuabi_managed_options_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_MANAGED_OPTIONS_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_managed_options_init(opts, version)
+    ccall((:cuabi_managed_options_init, libcuabi), cuabi_status, (Ptr{cuabi_managed_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_managed_range_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_MANAGED_RANGE_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_managed_range_init(opts, version)
+    ccall((:cuabi_managed_range_init, libcuabi), cuabi_status, (Ptr{cuabi_managed_range}, Cuint), opts, version)
+end
+
+"""
+cuabi_managed_resource_create(out, device, options)
+
+A managed-memory resource (cuMemAllocManaged with the options' attach flag / cuMemFree; not stream-ordered) whose allocations get the options' preferred location as advice. NULL options: as cuabi_memory_resource_managed().
+
+- `out` [out, ownership transferred]
+- `options` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_resource_create(out, device, options)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_managed_resource_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_memory_resource}}, Ptr{cuabi_device}, Ptr{cuabi_managed_options}), out, device, options)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_managed_advise(buffer, offset, size, advice, location_type, location_id)
+
+Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice and may be CUABI_LOCATION_NONE for UNSET_PREFERRED_LOCATION (the driver ignores it there).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_advise(buffer, offset, size, advice, location_type, location_id)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_managed_advise, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_managed_advice, cuabi_location_type, Cint), buffer, offset, size, advice, location_type, location_id)
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_managed_prefetch(buffer, offset, size, location_type, location_id, stream)
+
+Migrate `size` bytes at `offset` of a managed buffer to a location (a device ordinal, CUABI_LOCATION_HOST, a host NUMA node), ordered on `stream` (cuMemPrefetchAsync; NULL: the legacy default stream).
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_prefetch(buffer, offset, size, location_type, location_id, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_managed_prefetch, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_location_type, Cint, Ptr{cuabi_stream}), buffer, offset, size, location_type, location_id, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_managed_discard(buffer, offset, size, stream)
+
+Discard the contents of `size` bytes at `offset` of a managed buffer, ordered on `stream` (cuMemDiscardBatchAsync): their pages are freed without being migrated, and read back as anything until written. Offset and size must be whole pages of the device's page size for managed memory. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard(buffer, offset, size, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_managed_discard, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Csize_t, Ptr{cuabi_stream}), buffer, offset, size, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_managed_discard_prefetch(buffer, offset, size, location_type, location_id, stream)
+
+Discard the contents of a managed range and prefetch its (now undefined) pages to a location, ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; CUDA 13 drivers).
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard_prefetch(buffer, offset, size, location_type, location_id, stream)
+    t0 = _enter(buffer)
+    try
+        t1 = _enter(stream)
+        try
+            ccall((:cuabi_managed_discard_prefetch, libcuabi), cuabi_status, (Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_location_type, Cint, Ptr{cuabi_stream}), buffer, offset, size, location_type, location_id, stream)
+        finally
+            _leave(stream, t1)
+        end
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_managed_range_get(out, count, buffer, offset, size, attribute)
+
+One attribute of `size` bytes at `offset` of a managed buffer (cuMemRangeGetAttribute) into `count` ints: 1 for every attribute but CUABI_MANAGED_RANGE_ACCESSED_BY, which fills as many as there are devices and the host with -2 past the last.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_range_get(out, count, buffer, offset, size, attribute)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_managed_range_get, libcuabi), cuabi_status, (Ptr{Int32}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t, cuabi_managed_range_attribute), out, count, buffer, offset, size, attribute)
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+"""
+cuabi_managed_range_info(out, buffer, offset, size)
+
+A managed range's read-mostly flag, preferred location and last prefetch location in one call (cuMemRangeGetAttributes). On drivers before CUDA 13 the locations come from the older attributes (a device ordinal or the host).
+
+- `out` [out] version must be set (CUABI_MANAGED_RANGE_INIT).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_range_info(out, buffer, offset, size)
+    t0 = _enter(buffer)
+    try
+        ccall((:cuabi_managed_range_info, libcuabi), cuabi_status, (Ptr{cuabi_managed_range}, Ptr{cuabi_buffer}, Csize_t, Csize_t), out, buffer, offset, size)
+    finally
+        _leave(buffer, t0)
+    end
+end
+
+
+# ---- module copy_batch (api/copy_batch.toml)
+
+"""
+When a batched copy may read its source (values of CUmemcpySrcAccessOrder; cuda.core's MemcpySrcAccessOrder).
+"""
+const cuabi_copy_src_order = Cint
+const CUABI_COPY_SRC_STREAM = cuabi_copy_src_order(1)
+const CUABI_COPY_SRC_DURING_API_CALL = cuabi_copy_src_order(2)
+const CUABI_COPY_SRC_ANY = cuabi_copy_src_order(3)
+
+"""
+Hints for a batched copy (values of CUmemcpyFlags; cuda.core's MemcpyOverlapMode).
+"""
+const cuabi_copy_flags = Cint
+const CUABI_COPY_DEFAULT = cuabi_copy_flags(0)
+const CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE = cuabi_copy_flags(1)
+
+"""
+How a batch was made (cuabi_copy_result.path).
+"""
+const cuabi_copy_path = Cint
+const CUABI_COPY_PATH_NONE = cuabi_copy_path(0)
+const CUABI_COPY_PATH_BATCHED = cuabi_copy_path(1)
+const CUABI_COPY_PATH_SINGLE = cuabi_copy_path(2)
+
+"""
+One copy of cuabi_copy_batch(): `size` bytes from the source to the destination. Each end is exactly one of a buffer, a view or an address (the others NULL / 0), plus a byte offset into it.
+"""
+struct cuabi_copy_item
+    version::Cuint
+    dst_buffer::Ptr{cuabi_buffer}
+    dst_view::Ptr{cuabi_view}
+    dst_address::Cuintptr_t
+    dst_offset::UInt64
+    src_buffer::Ptr{cuabi_buffer}
+    src_view::Ptr{cuabi_view}
+    src_address::Cuintptr_t
+    src_offset::UInt64
+    size::Csize_t
+    src_access_order::cuabi_copy_src_order
+    src_hint_type::cuabi_location_type
+    src_hint_id::Cint
+    dst_hint_type::cuabi_location_type
+    dst_hint_id::Cint
+    flags::Cuint
+end
+const CUABI_COPY_ITEM_VERSION = Cuint(1)
+
+"""
+One pitched copy of cuabi_copy_batch_3d(): `depth` layers of `height` rows of `width` bytes. Each end is a buffer, a view or an address plus a byte offset, with its row length in bytes and its layer height in rows (0: packed by the extent).
+"""
+struct cuabi_copy_3d_item
+    version::Cuint
+    dst_buffer::Ptr{cuabi_buffer}
+    dst_view::Ptr{cuabi_view}
+    dst_address::Cuintptr_t
+    dst_offset::UInt64
+    dst_row_length::Csize_t
+    dst_layer_height::Csize_t
+    src_buffer::Ptr{cuabi_buffer}
+    src_view::Ptr{cuabi_view}
+    src_address::Cuintptr_t
+    src_offset::UInt64
+    src_row_length::Csize_t
+    src_layer_height::Csize_t
+    width::Csize_t
+    height::Csize_t
+    depth::Csize_t
+    src_access_order::cuabi_copy_src_order
+    src_hint_type::cuabi_location_type
+    src_hint_id::Cint
+    dst_hint_type::cuabi_location_type
+    dst_hint_id::Cint
+    flags::Cuint
+end
+const CUABI_COPY_3D_ITEM_VERSION = Cuint(1)
+
+"""
+What cuabi_copy_batch() / cuabi_copy_batch_3d() did.
+"""
+struct cuabi_copy_result
+    version::Cuint
+    path::cuabi_copy_path
+    copies::UInt64
+    bytes::UInt64
+    driver_calls::UInt64
+    attribute_sets::UInt64
+    synchronized::Cint
+    reason::Ptr{Cchar}
+end
+const CUABI_COPY_RESULT_VERSION = Cuint(1)
+
+"""
+cuabi_copy_item_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_ITEM_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_copy_item_init(opts, version)
+    ccall((:cuabi_copy_item_init, libcuabi), cuabi_status, (Ptr{cuabi_copy_item}, Cuint), opts, version)
+end
+
+"""
+cuabi_copy_3d_item_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_3D_ITEM_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_copy_3d_item_init(opts, version)
+    ccall((:cuabi_copy_3d_item_init, libcuabi), cuabi_status, (Ptr{cuabi_copy_3d_item}, Cuint), opts, version)
+end
+
+"""
+cuabi_copy_result_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_RESULT_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_copy_result_init(opts, version)
+    ccall((:cuabi_copy_result_init, libcuabi), cuabi_status, (Ptr{cuabi_copy_result}, Cuint), opts, version)
+end
+
+"""
+cuabi_copy_batch(result, items, count, stream)
+
+Queue `count` copies on `stream` in one cuMemcpyBatchAsync call (one cuMemcpyAsync per copy on drivers without it). Every copy is checked before anything is queued; on an error nothing is. The driver's own refusal names the batch (it does not say which copy). CUABI_ERROR_INVALID_ARGUMENT on the legacy default stream, which the driver refuses for batches (the per-thread default stream is fine); so for cuabi_copy_batch_3d.
+
+- `result` [out, may be C_NULL] version must be set (CUABI_COPY_RESULT_INIT); NULL when not wanted.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_copy_batch(result, items, count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_copy_batch, libcuabi), cuabi_status, (Ptr{cuabi_copy_result}, Ptr{cuabi_copy_item}, Csize_t, Ptr{cuabi_stream}), result, items, count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_copy_batch_3d(result, items, count, stream)
+
+Queue `count` pitched copies on `stream` in one cuMemcpy3DBatchAsync call (one cuMemcpy3DPeerAsync per copy on drivers without it). A copy with a 0 extent copies nothing; each end's pitched range is checked as cuabi_copy_batch() checks ranges.
+
+- `result` [out, may be C_NULL] version must be set (CUABI_COPY_RESULT_INIT); NULL when not wanted.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_copy_batch_3d(result, items, count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_copy_batch_3d, libcuabi), cuabi_status, (Ptr{cuabi_copy_result}, Ptr{cuabi_copy_3d_item}, Csize_t, Ptr{cuabi_stream}), result, items, count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+
+# ---- module multicast (api/multicast.toml)
+
+# A multicast object over a team of devices.
+# Opaque handle: used as Ptr{cuabi_multicast} == Ptr{Cvoid}.
+const cuabi_multicast = Cvoid
+
+"""
+cuabi_multicast_retain(handle)
+
+Add a reference to a cuabi_multicast.
+"""
+function cuabi_multicast_retain(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_multicast_retain, libcuabi), cuabi_status, (Ptr{cuabi_multicast},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_multicast_release(handle)
+
+Drop a reference to a cuabi_multicast; the last one frees it and invalidates the handle.
+"""
+function cuabi_multicast_release(handle)
+    t0 = _enter(handle)
+    try
+        ccall((:cuabi_multicast_release, libcuabi), cuabi_status, (Ptr{cuabi_multicast},), handle)
+    finally
+        _leave(handle, t0)
+    end
+end
+
+"""
+cuabi_multicast_supported(out, device)
+
+1 when the device supports multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), else 0.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_supported(out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_multicast_supported, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_multicast_granularity(out, num_devices, size, recommended)
+
+The multicast granularity for a team of `num_devices` devices and `size` bytes (cuMulticastGetGranularity): the minimum (recommended = 0) or the recommended one; sizes and offsets of bindings are multiples of the minimum.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_granularity(out, num_devices, size, recommended)
+    ccall((:cuabi_multicast_granularity, libcuabi), cuabi_status, (Ptr{Csize_t}, Csize_t, Csize_t, Cint), out, num_devices, size, recommended)
+end
+
+"""
+cuabi_multicast_create(out, devices, count, size, handle_type)
+
+A multicast object of `size` bytes per device (rounded up to the minimum granularity) for the `count` devices given (all different), each added with cuMulticastAddDevice. `handle_type` as for VMM (CUABI_VMM_HANDLE_NONE unless the object is to be shared; shareable objects bind only shareable memory).
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_create(out, devices, count, size, handle_type)
+    ccall((:cuabi_multicast_create, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_multicast}}, Ptr{Ptr{cuabi_device}}, Csize_t, Csize_t, cuabi_vmm_handle_type), out, devices, count, size, handle_type)
+end
+
+"""
+cuabi_multicast_size(out, multicast)
+
+The object's size per device (the size asked for, rounded up to the granularity).
+
+- `out` [out]
+"""
+function cuabi_multicast_size(out, multicast)
+    t0 = _enter(multicast)
+    try
+        ccall((:cuabi_multicast_size, libcuabi), cuabi_status, (Ptr{Csize_t}, Ptr{cuabi_multicast}), out, multicast)
+    finally
+        _leave(multicast, t0)
+    end
+end
+
+"""
+cuabi_multicast_bind_memory(multicast, mc_offset, buffer, offset, size)
+
+Bind `size` bytes at `offset` of a VMM buffer to the object at `mc_offset` (cuMulticastBindMem with the buffer's physical chunk: the range must lie within one chunk). The buffer's device must be in the team; it binds for that device. The buffer's memory stays alive while bound.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_bind_memory(multicast, mc_offset, buffer, offset, size)
+    t0 = _enter(multicast)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_multicast_bind_memory, libcuabi), cuabi_status, (Ptr{cuabi_multicast}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t), multicast, mc_offset, buffer, offset, size)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(multicast, t0)
+    end
+end
+
+"""
+cuabi_multicast_bind_buffer(multicast, mc_offset, buffer, offset, size)
+
+Bind `size` bytes at `offset` of a buffer (memory of cuMemCreate -- a VMM buffer -- or of a pool) to the object at `mc_offset`, by address (cuMulticastBindAddr), for the buffer's device (which must be in the team). The buffer's memory stays alive while bound.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_bind_buffer(multicast, mc_offset, buffer, offset, size)
+    t0 = _enter(multicast)
+    try
+        t1 = _enter(buffer)
+        try
+            ccall((:cuabi_multicast_bind_buffer, libcuabi), cuabi_status, (Ptr{cuabi_multicast}, Csize_t, Ptr{cuabi_buffer}, Csize_t, Csize_t), multicast, mc_offset, buffer, offset, size)
+        finally
+            _leave(buffer, t1)
+        end
+    finally
+        _leave(multicast, t0)
+    end
+end
+
+"""
+cuabi_multicast_unbind(multicast, device, mc_offset)
+
+Undo the binding of `device` at `mc_offset` (cuMulticastUnbind of the size it was bound with) and let go of its buffer. CUABI_ERROR_NOT_FOUND when nothing of that device is bound there.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_unbind(multicast, device, mc_offset)
+    t0 = _enter(multicast)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_multicast_unbind, libcuabi), cuabi_status, (Ptr{cuabi_multicast}, Ptr{cuabi_device}, Csize_t), multicast, device, mc_offset)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(multicast, t0)
+    end
+end
+
+"""
+cuabi_multicast_map(out, multicast)
+
+Map the object into this process (reserve a range, cuMemMap the object, read-write access for every device of the team) and give the range as a buffer of kind CUABI_MEMORY_DEVICE on the team's first device: its pointer is the multicast address kernels use with multimem instructions. Every device must have bound memory before kernels use it. The buffer keeps the object alive; the range is unmapped when it and its views are gone.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_multicast_map(out, multicast)
+    t0 = _enter(multicast)
+    try
+        ccall((:cuabi_multicast_map, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{cuabi_multicast}), out, multicast)
+    finally
+        _leave(multicast, t0)
+    end
+end
+
 # Every struct with its C field names in declaration order, for the
 # layout check against cuabi_struct_size / cuabi_struct_field_offset.
 const STRUCT_LAYOUTS = [
@@ -9247,7 +10272,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
     ("cuabi_memory_resource_callbacks", cuabi_memory_resource_callbacks, ["version", "allocate", "deallocate", "release_payload", "kind", "stream_ordered"]),
-    ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold"]),
+    ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold", "max_size"]),
     ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
@@ -9291,6 +10316,14 @@ const STRUCT_LAYOUTS = [
     ("cuabi_nvml_nvlink", cuabi_nvml_nvlink, ["version", "link", "active", "nvlink_version", "version_major", "version_minor", "remote_pci_bus_id", "remote_index", "p2p_supported", "unavailable"]),
     ("cuabi_nvml_topology", cuabi_nvml_topology, ["version", "common_ancestor", "p2p_read", "p2p_write", "p2p_nvlink", "p2p_atomics", "p2p_pci", "unavailable"]),
     ("cuabi_nvml_process", cuabi_nvml_process, ["version", "pid", "used_memory", "kinds", "gpu_instance_id", "compute_instance_id"]),
+    ("cuabi_vmm_options", cuabi_vmm_options, ["version", "location_type", "location_id", "handle_type", "granularity", "gpu_direct_rdma", "reserve_size", "addr_align", "self_access"]),
+    ("cuabi_vmm_info", cuabi_vmm_info, ["version", "address", "requested", "size", "mapped", "reserved", "granularity", "chunks", "handle_type", "imported"]),
+    ("cuabi_pool_stats", cuabi_pool_stats, ["version", "reserved_current", "reserved_high", "used_current", "used_high", "release_threshold", "reuse_follow_event_dependencies", "reuse_allow_opportunistic", "reuse_allow_internal_dependencies", "max_size", "location_type", "location_id", "owned", "ipc"]),
+    ("cuabi_managed_options", cuabi_managed_options, ["version", "attach", "preferred_location_type", "preferred_location_id"]),
+    ("cuabi_managed_range", cuabi_managed_range, ["version", "read_mostly", "preferred_location_type", "preferred_location_id", "last_prefetch_location_type", "last_prefetch_location_id"]),
+    ("cuabi_copy_item", cuabi_copy_item, ["version", "dst_buffer", "dst_view", "dst_address", "dst_offset", "src_buffer", "src_view", "src_address", "src_offset", "size", "src_access_order", "src_hint_type", "src_hint_id", "dst_hint_type", "dst_hint_id", "flags"]),
+    ("cuabi_copy_3d_item", cuabi_copy_3d_item, ["version", "dst_buffer", "dst_view", "dst_address", "dst_offset", "dst_row_length", "dst_layer_height", "src_buffer", "src_view", "src_address", "src_offset", "src_row_length", "src_layer_height", "width", "height", "depth", "src_access_order", "src_hint_type", "src_hint_id", "dst_hint_type", "dst_hint_id", "flags"]),
+    ("cuabi_copy_result", cuabi_copy_result, ["version", "path", "copies", "bytes", "driver_calls", "attribute_sets", "synchronized", "reason"]),
 ]
 
 # Every C function this module wraps.
@@ -9732,6 +10765,51 @@ const FUNCTIONS = [
     :cuabi_nvml_device_nvlink_get,
     :cuabi_nvml_topology_get,
     :cuabi_nvml_device_processes,
+    :cuabi_vmm_options_init,
+    :cuabi_vmm_info_init,
+    :cuabi_vmm_supported,
+    :cuabi_vmm_granularity,
+    :cuabi_vmm_resource_create,
+    :cuabi_vmm_resource_set_peer_access,
+    :cuabi_vmm_buffer_allocate,
+    :cuabi_vmm_buffer_resize,
+    :cuabi_vmm_buffer_info,
+    :cuabi_vmm_set_access,
+    :cuabi_vmm_get_access,
+    :cuabi_vmm_export_chunk,
+    :cuabi_vmm_descriptor_chunks,
+    :cuabi_vmm_import,
+    :cuabi_pool_stats_init,
+    :cuabi_pool_get_attribute,
+    :cuabi_pool_set_attribute,
+    :cuabi_pool_reset_high_water,
+    :cuabi_pool_stats_get,
+    :cuabi_pool_stats_format,
+    :cuabi_pool_at_location,
+    :cuabi_managed_options_init,
+    :cuabi_managed_range_init,
+    :cuabi_managed_resource_create,
+    :cuabi_managed_advise,
+    :cuabi_managed_prefetch,
+    :cuabi_managed_discard,
+    :cuabi_managed_discard_prefetch,
+    :cuabi_managed_range_get,
+    :cuabi_managed_range_info,
+    :cuabi_copy_item_init,
+    :cuabi_copy_3d_item_init,
+    :cuabi_copy_result_init,
+    :cuabi_copy_batch,
+    :cuabi_copy_batch_3d,
+    :cuabi_multicast_retain,
+    :cuabi_multicast_release,
+    :cuabi_multicast_supported,
+    :cuabi_multicast_granularity,
+    :cuabi_multicast_create,
+    :cuabi_multicast_size,
+    :cuabi_multicast_bind_memory,
+    :cuabi_multicast_bind_buffer,
+    :cuabi_multicast_unbind,
+    :cuabi_multicast_map,
 ]
 
 end # module LibCuABI

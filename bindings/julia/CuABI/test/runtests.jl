@@ -742,4 +742,34 @@ end
             end
         end
     end
+    @testset "GPU: virtual memory, pool statistics, managed memory, batched copies (issue 25)" begin
+        if !gpu_available()
+            @test_skip "no GPU"
+        else
+            d = Device(0)
+            g = vmm_granularity(d)
+            r = vmm_resource(d; reserve_size = 8g)
+            b = vmm_buffer(r, g + 1)
+            @test sizeof(b) == 2g && vmm_info(b).requested == g + 1
+            CuABI.copyto_buffer!(b, fill(0x5a, 2g))
+            p = vmm_info(b).address
+            vmm_resize!(b, 5g)
+            @test vmm_info(b).address == p && vmm_info(b).chunks == 2 && sizeof(b) == 5g
+            @test Vector{UInt8}(b)[1:2g] == fill(0x5a, 2g)
+            @test_throws CuABIError vmm_resize!(b, 8g + 1)
+            s = Stream(d)
+            pool = MemoryResource(:pool, d)
+            a = Buffer(pool, 1 << 20; stream = s)
+            synchronize(s)
+            @test pool_attribute(pool, :used_mem_current) == 1 << 20
+            set_pool_attribute!(pool, :release_threshold, 0)
+            @test startswith(pool_summary(pool), "pool device 0 (owned): reserved")
+            m = Buffer(MemoryResource(:managed, d), 1 << 20)
+            managed_advise!(m, :read_mostly)
+            managed_prefetch!(m, :device, 0; stream = s)
+            res = copy_batch!([(m, a)], s)
+            synchronize(s)
+            @test res.copies == 1 && res.bytes == 1 << 20 && res.path in (:batched, :single)
+        end
+    end
 end

@@ -798,6 +798,50 @@ pub const CUABI_MEMORY_DEVICE: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMO
 pub const CUABI_MEMORY_PINNED: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_PINNED;
 pub const CUABI_MEMORY_MANAGED: cuabi_memory_kind = cuabi_memory_kind::CUABI_MEMORY_MANAGED;
 
+/// Where memory is, or should go (values of CUmemLocationType): the location of virtual memory, of a pool, the target of a managed-memory prefetch or advice, a batched copy's location hint. Each use names the id that goes with it.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_location_type(pub i32);
+
+impl cuabi_location_type {
+    /// No location (no hint, no preference).
+    pub const CUABI_LOCATION_NONE: cuabi_location_type = cuabi_location_type(0);
+    /// A device; the id is its ordinal.
+    pub const CUABI_LOCATION_DEVICE: cuabi_location_type = cuabi_location_type(1);
+    /// Host memory; the id is ignored.
+    pub const CUABI_LOCATION_HOST: cuabi_location_type = cuabi_location_type(2);
+    /// Host memory of a NUMA node; the id is the node.
+    pub const CUABI_LOCATION_HOST_NUMA: cuabi_location_type = cuabi_location_type(3);
+    /// Host memory of the calling thread's NUMA node; the id is ignored.
+    pub const CUABI_LOCATION_HOST_NUMA_CURRENT: cuabi_location_type = cuabi_location_type(4);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_LOCATION_NONE"),
+            1 => Some("CUABI_LOCATION_DEVICE"),
+            2 => Some("CUABI_LOCATION_HOST"),
+            3 => Some("CUABI_LOCATION_HOST_NUMA"),
+            4 => Some("CUABI_LOCATION_HOST_NUMA_CURRENT"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_location_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_location_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_LOCATION_NONE: cuabi_location_type = cuabi_location_type::CUABI_LOCATION_NONE;
+pub const CUABI_LOCATION_DEVICE: cuabi_location_type = cuabi_location_type::CUABI_LOCATION_DEVICE;
+pub const CUABI_LOCATION_HOST: cuabi_location_type = cuabi_location_type::CUABI_LOCATION_HOST;
+pub const CUABI_LOCATION_HOST_NUMA: cuabi_location_type = cuabi_location_type::CUABI_LOCATION_HOST_NUMA;
+pub const CUABI_LOCATION_HOST_NUMA_CURRENT: cuabi_location_type = cuabi_location_type::CUABI_LOCATION_HOST_NUMA_CURRENT;
+
 /// Allocate `size` bytes aligned to `alignment` (a power of two), ordered on the CUstream `stream` (0 = the default stream); store the address in *out and return 0, or return non-zero on failure. Never called with size 0.
 pub type cuabi_memory_allocate_fn = Option<unsafe extern "C" fn(out: *mut usize, size: usize, alignment: usize, stream: usize, payload: *mut c_void) -> c_int>;
 
@@ -843,6 +887,8 @@ pub struct cuabi_memory_pool_options {
     pub version: c_uint,
     /// Bytes of reserved memory the pool keeps at a synchronisation before returning memory to the system (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); UINT64_MAX keeps everything, 0 returns all unused memory.
     pub release_threshold: u64,
+    /// Most bytes the pool may reserve (CUmemPoolProps.maxSize; reported by cuabi_pool_stats_get); 0 for the driver's default.
+    pub max_size: u64,
 }
 
 impl Default for cuabi_memory_pool_options {
@@ -853,7 +899,7 @@ impl Default for cuabi_memory_pool_options {
 }
 
 /// Current version of cuabi_memory_pool_options.
-pub const CUABI_MEMORY_POOL_OPTIONS_VERSION: c_uint = 1;
+pub const CUABI_MEMORY_POOL_OPTIONS_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -3856,6 +3902,10 @@ impl cuabi_ipc_kind {
     pub const CUABI_IPC_POOL: cuabi_ipc_kind = cuabi_ipc_kind(3);
     /// A buffer of an IPC-enabled pool (cuabi_ipc_buffer_export() of its buffer), imported into the mapped pool.
     pub const CUABI_IPC_POOL_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind(4);
+    /// A physical chunk of a VMM buffer (cuabi_vmm_export_chunk()); it travels with the chunk's file descriptor.
+    pub const CUABI_IPC_VMM_CHUNK: cuabi_ipc_kind = cuabi_ipc_kind(5);
+    /// A physical chunk of a VMM buffer whose fabric handle the descriptor carries (cuabi_vmm_export_chunk() with CUABI_VMM_HANDLE_FABRIC).
+    pub const CUABI_IPC_VMM_FABRIC_CHUNK: cuabi_ipc_kind = cuabi_ipc_kind(6);
     /// The enumerator's name, or None for a value this binding does not know.
     pub fn name(self) -> Option<&'static str> {
         match self.0 {
@@ -3863,6 +3913,8 @@ impl cuabi_ipc_kind {
             2 => Some("CUABI_IPC_EVENT"),
             3 => Some("CUABI_IPC_POOL"),
             4 => Some("CUABI_IPC_POOL_MEMORY"),
+            5 => Some("CUABI_IPC_VMM_CHUNK"),
+            6 => Some("CUABI_IPC_VMM_FABRIC_CHUNK"),
             _ => None,
         }
     }
@@ -3881,6 +3933,8 @@ pub const CUABI_IPC_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_MEMORY;
 pub const CUABI_IPC_EVENT: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_EVENT;
 pub const CUABI_IPC_POOL: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_POOL;
 pub const CUABI_IPC_POOL_MEMORY: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_POOL_MEMORY;
+pub const CUABI_IPC_VMM_CHUNK: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_VMM_CHUNK;
+pub const CUABI_IPC_VMM_FABRIC_CHUNK: cuabi_ipc_kind = cuabi_ipc_kind::CUABI_IPC_VMM_FABRIC_CHUNK;
 
 /// What a memory resource is to pool IPC (cuabi_ipc_pool_info()).
 #[repr(transparent)]
@@ -6234,6 +6288,871 @@ unsafe extern "C" {
     pub fn cuabi_nvml_device_processes(out: *mut cuabi_nvml_process, capacity: usize, count: *mut usize, index: c_int) -> cuabi_status;
 }
 
+// ---- module vmm (api/vmm.toml)
+
+/// How a VMM buffer's physical chunks can be shared with other processes (values of CUmemAllocationHandleType).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_vmm_handle_type(pub i32);
+
+impl cuabi_vmm_handle_type {
+    /// Not shareable.
+    pub const CUABI_VMM_HANDLE_NONE: cuabi_vmm_handle_type = cuabi_vmm_handle_type(0);
+    /// A file descriptor per chunk (sent with cuabi_ipc_fd_send()).
+    pub const CUABI_VMM_HANDLE_POSIX_FD: cuabi_vmm_handle_type = cuabi_vmm_handle_type(1);
+    /// A 64-byte fabric handle per chunk, carried in its descriptor (needs CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED).
+    pub const CUABI_VMM_HANDLE_FABRIC: cuabi_vmm_handle_type = cuabi_vmm_handle_type(8);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_VMM_HANDLE_NONE"),
+            1 => Some("CUABI_VMM_HANDLE_POSIX_FD"),
+            8 => Some("CUABI_VMM_HANDLE_FABRIC"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_vmm_handle_type {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_vmm_handle_type({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_VMM_HANDLE_NONE: cuabi_vmm_handle_type = cuabi_vmm_handle_type::CUABI_VMM_HANDLE_NONE;
+pub const CUABI_VMM_HANDLE_POSIX_FD: cuabi_vmm_handle_type = cuabi_vmm_handle_type::CUABI_VMM_HANDLE_POSIX_FD;
+pub const CUABI_VMM_HANDLE_FABRIC: cuabi_vmm_handle_type = cuabi_vmm_handle_type::CUABI_VMM_HANDLE_FABRIC;
+
+/// Which allocation granularity sizes are rounded to (values of CUmemAllocationGranularity_flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_vmm_granularity_kind(pub i32);
+
+impl cuabi_vmm_granularity_kind {
+    /// The smallest the device supports.
+    pub const CUABI_VMM_GRANULARITY_MINIMUM: cuabi_vmm_granularity_kind = cuabi_vmm_granularity_kind(0);
+    /// The one that performs best.
+    pub const CUABI_VMM_GRANULARITY_RECOMMENDED: cuabi_vmm_granularity_kind = cuabi_vmm_granularity_kind(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_VMM_GRANULARITY_MINIMUM"),
+            1 => Some("CUABI_VMM_GRANULARITY_RECOMMENDED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_vmm_granularity_kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_vmm_granularity_kind({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_VMM_GRANULARITY_MINIMUM: cuabi_vmm_granularity_kind = cuabi_vmm_granularity_kind::CUABI_VMM_GRANULARITY_MINIMUM;
+pub const CUABI_VMM_GRANULARITY_RECOMMENDED: cuabi_vmm_granularity_kind = cuabi_vmm_granularity_kind::CUABI_VMM_GRANULARITY_RECOMMENDED;
+
+/// How a VMM resource allocates (cuda.core's VirtualMemoryResourceOptions).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_vmm_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Where the physical memory lives: CUABI_LOCATION_DEVICE (the resource's device), CUABI_LOCATION_HOST, CUABI_LOCATION_HOST_NUMA (node `location_id`) or CUABI_LOCATION_HOST_NUMA_CURRENT; host memory gives buffers of kind CUABI_MEMORY_PINNED.
+    pub location_type: cuabi_location_type,
+    /// The NUMA node for CUABI_LOCATION_HOST_NUMA; ignored otherwise.
+    pub location_id: c_int,
+    /// What the chunks can be exported as.
+    pub handle_type: cuabi_vmm_handle_type,
+    /// The granule sizes are rounded up to.
+    pub granularity: cuabi_vmm_granularity_kind,
+    /// Non-zero: ask for GPUDirect RDMA capable memory (needs CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED).
+    pub gpu_direct_rdma: c_int,
+    /// Bytes of address space each buffer reserves, so that it can grow in place up to them (rounded up to the granularity); 0 or less than a buffer's size: just its size.
+    pub reserve_size: u64,
+    /// Alignment of each reserved range: 0 for the granularity, else a power of two.
+    pub addr_align: u64,
+    /// The resource's own device's access to its buffers (CUABI_PEER_ACCESS_READ or _READ_WRITE).
+    pub self_access: cuabi_peer_access,
+}
+
+impl Default for cuabi_vmm_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_vmm_options.
+pub const CUABI_VMM_OPTIONS_VERSION: c_uint = 1;
+
+/// What a VMM buffer is now, filled by cuabi_vmm_buffer_info().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_vmm_info {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The buffer's address: the start of its reserved range, which never changes.
+    pub address: usize,
+    /// The size last asked for (allocation or resize).
+    pub requested: u64,
+    /// The buffer's size: `requested` rounded up to the granularity (what cuabi_buffer_size() says).
+    pub size: u64,
+    /// Bytes backed by physical chunks: `size`, or more after a shrink that kept a chunk reaching past the new size.
+    pub mapped: u64,
+    /// Bytes of the reserved address range: the buffer grows in place up to them.
+    pub reserved: u64,
+    /// The granule sizes are rounded to.
+    pub granularity: u64,
+    /// Physical chunks mapped (one per allocation or growth).
+    pub chunks: u64,
+    /// What the chunks can be exported as.
+    pub handle_type: cuabi_vmm_handle_type,
+    /// 1 for a buffer imported from another process (cuabi_vmm_import()).
+    pub imported: c_int,
+}
+
+impl Default for cuabi_vmm_info {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_vmm_info.
+pub const CUABI_VMM_INFO_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_VMM_OPTIONS_VERSION).
+    pub fn cuabi_vmm_options_init(opts: *mut cuabi_vmm_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_VMM_INFO_VERSION).
+    pub fn cuabi_vmm_info_init(opts: *mut cuabi_vmm_info, version: c_uint) -> cuabi_status;
+    /// 1 when the device supports virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), else 0.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_supported(out: *mut c_int, device: *mut cuabi_device) -> cuabi_status;
+    /// The allocation granularity for memory made as `options` say on `device` (cuMemGetAllocationGranularity with options->granularity): every VMM size is a multiple of it.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_granularity(out: *mut usize, device: *mut cuabi_device, options: *const cuabi_vmm_options) -> cuabi_status;
+    /// A memory resource of virtual memory on `device` (cuda.core's VirtualMemoryResource): cuabi_buffer_allocate() reserves, creates and maps (synchronously; the stream is not used), the free synchronises the device and unmaps. CUABI_ERROR_NOT_SUPPORTED naming the device attribute when the device lacks VMM, the handle type asked for, or GPUDirect RDMA with VMM.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_resource_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_vmm_options) -> cuabi_status;
+    /// The access `device` gets to the buffers the VMM resource allocates from now on (cuda.core's peers / peer_access options): CUABI_PEER_ACCESS_READ, _READ_WRITE, or _NONE to stop granting it. Buffers already allocated keep theirs (cuabi_vmm_set_access() changes those).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_resource_set_peer_access(resource: *mut cuabi_memory_resource, device: *mut cuabi_device, access: cuabi_peer_access) -> cuabi_status;
+    /// Allocate a VMM buffer of `size` bytes (rounded up to the granularity) that can grow in place up to `reserve` bytes (0: the resource's reserve_size; at least the size).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_buffer_allocate(out: *mut *mut cuabi_buffer, resource: *mut cuabi_memory_resource, size: usize, reserve: usize) -> cuabi_status;
+    /// Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was. CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_buffer_resize(buffer: *mut cuabi_buffer, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// What a VMM buffer is now: sizes asked for and mapped, the reservation, the granularity, its chunks. CUABI_ERROR_NOT_SUPPORTED for other buffers.
+    pub fn cuabi_vmm_buffer_info(out: *mut cuabi_vmm_info, buffer: *mut cuabi_buffer) -> cuabi_status;
+    /// Give `device` this access to the whole mapped VMM buffer (cuMemSetAccess), and to the chunks it grows by. CUABI_PEER_ACCESS_NONE takes a peer's access away (not the owning device's: the driver refuses).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_set_access(buffer: *mut cuabi_buffer, device: *mut cuabi_device, access: cuabi_peer_access) -> cuabi_status;
+    /// The access `device` has to the VMM buffer's memory (cuMemGetAccess at its address).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_get_access(out: *mut cuabi_peer_access, buffer: *mut cuabi_buffer, device: *mut cuabi_device) -> cuabi_status;
+    /// Export chunk `index` (0 .. cuabi_vmm_info.chunks - 1) of a VMM buffer: its descriptor (CUABI_IPC_VMM_CHUNK, or CUABI_IPC_VMM_FABRIC_CHUNK holding the fabric handle: the buffer's id, the chunk's index, the number of chunks and its size) in `out`, and for CUABI_VMM_HANDLE_POSIX_FD a new file descriptor in *fd (the caller's to close once sent; -1 for fabric handles, which the descriptor carries). CUABI_ERROR_IPC when the resource's handle type is CUABI_VMM_HANDLE_NONE or the buffer was imported; CUABI_ERROR_INVALID_ARGUMENT for an index past the last chunk.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_export_chunk(fd: *mut c_int, out: *mut u8, out_size: usize, buffer: *mut cuabi_buffer, index: usize) -> cuabi_status;
+    /// The chunk index and the number of chunks a VMM chunk descriptor carries (after the checks cuabi_ipc_descriptor_kind() makes), so that an importer knows how many to receive. Needs no driver.
+    pub fn cuabi_vmm_descriptor_chunks(index: *mut usize, count: *mut usize, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// Map a VMM buffer another process exported: `count` chunk descriptors (CUABI_IPC_DESCRIPTOR_SIZE bytes each, in `descriptors`, in chunk order) and, for file-descriptor handles, the `count` file descriptors received with them (not closed, not kept; NULL for fabric handles). Every chunk is imported (cuMemImportFromShareableHandle) and mapped, in order, into one new reserved range, with `resource`'s access for its device and peers; the buffer (of `resource`'s device and memory kind) unmaps and releases them when it and its views are gone. CUABI_ERROR_IPC with the reason for a bad, stale, same-process, incomplete or inconsistent set of descriptors (another buffer's chunk, a missing or repeated index), a handle type `resource` does not use, or a handle the driver refuses; nothing stays mapped then.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_vmm_import(out: *mut *mut cuabi_buffer, resource: *mut cuabi_memory_resource, fds: *const c_int, count: usize, descriptors: *const u8, size: usize) -> cuabi_status;
+}
+
+// ---- module pool (api/pool.toml)
+
+/// A pool attribute (values of CUmemPool_attribute). The reuse policies are 0 or 1; the others are bytes.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_pool_attribute(pub i32);
+
+impl cuabi_pool_attribute {
+    /// Reuse memory freed on another stream when an event dependency orders it (default 1).
+    pub const CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES: cuabi_pool_attribute = cuabi_pool_attribute(1);
+    /// Reuse frees that have completed without a dependency (default 1).
+    pub const CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC: cuabi_pool_attribute = cuabi_pool_attribute(2);
+    /// Insert stream dependencies to reuse memory (default 1).
+    pub const CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES: cuabi_pool_attribute = cuabi_pool_attribute(3);
+    /// Reserved bytes the pool keeps at a synchronisation (UINT64_MAX: everything).
+    pub const CUABI_POOL_RELEASE_THRESHOLD: cuabi_pool_attribute = cuabi_pool_attribute(4);
+    /// Bytes of backing memory the pool holds now (read only).
+    pub const CUABI_POOL_RESERVED_MEM_CURRENT: cuabi_pool_attribute = cuabi_pool_attribute(5);
+    /// Most bytes of backing memory held since the last reset; only 0 may be set (a reset).
+    pub const CUABI_POOL_RESERVED_MEM_HIGH: cuabi_pool_attribute = cuabi_pool_attribute(6);
+    /// Bytes of the pool live allocations use now (read only).
+    pub const CUABI_POOL_USED_MEM_CURRENT: cuabi_pool_attribute = cuabi_pool_attribute(7);
+    /// Most bytes in use since the last reset; only 0 may be set (a reset).
+    pub const CUABI_POOL_USED_MEM_HIGH: cuabi_pool_attribute = cuabi_pool_attribute(8);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES"),
+            2 => Some("CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC"),
+            3 => Some("CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES"),
+            4 => Some("CUABI_POOL_RELEASE_THRESHOLD"),
+            5 => Some("CUABI_POOL_RESERVED_MEM_CURRENT"),
+            6 => Some("CUABI_POOL_RESERVED_MEM_HIGH"),
+            7 => Some("CUABI_POOL_USED_MEM_CURRENT"),
+            8 => Some("CUABI_POOL_USED_MEM_HIGH"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_pool_attribute {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_pool_attribute({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES;
+pub const CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC;
+pub const CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+pub const CUABI_POOL_RELEASE_THRESHOLD: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_RELEASE_THRESHOLD;
+pub const CUABI_POOL_RESERVED_MEM_CURRENT: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_RESERVED_MEM_CURRENT;
+pub const CUABI_POOL_RESERVED_MEM_HIGH: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_RESERVED_MEM_HIGH;
+pub const CUABI_POOL_USED_MEM_CURRENT: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_USED_MEM_CURRENT;
+pub const CUABI_POOL_USED_MEM_HIGH: cuabi_pool_attribute = cuabi_pool_attribute::CUABI_POOL_USED_MEM_HIGH;
+
+/// Which pool of a location cuabi_pool_at_location() gives.
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_pool_which(pub i32);
+
+impl cuabi_pool_which {
+    /// The location's current pool (cuMemGetMemPool / cuDeviceGetMemPool): the default unless a program set another.
+    pub const CUABI_POOL_CURRENT: cuabi_pool_which = cuabi_pool_which(0);
+    /// The location's default pool (cuMemGetDefaultMemPool / cuDeviceGetDefaultMemPool).
+    pub const CUABI_POOL_DEFAULT: cuabi_pool_which = cuabi_pool_which(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_POOL_CURRENT"),
+            1 => Some("CUABI_POOL_DEFAULT"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_pool_which {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_pool_which({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_POOL_CURRENT: cuabi_pool_which = cuabi_pool_which::CUABI_POOL_CURRENT;
+pub const CUABI_POOL_DEFAULT: cuabi_pool_which = cuabi_pool_which::CUABI_POOL_DEFAULT;
+
+/// One pool's statistics and attributes, filled by cuabi_pool_stats_get().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_pool_stats {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Bytes of backing memory held now.
+    pub reserved_current: u64,
+    /// Most bytes held since the last reset.
+    pub reserved_high: u64,
+    /// Bytes live allocations use now.
+    pub used_current: u64,
+    /// Most bytes in use since the last reset.
+    pub used_high: u64,
+    /// Reserved bytes kept at a synchronisation (UINT64_MAX: everything).
+    pub release_threshold: u64,
+    pub reuse_follow_event_dependencies: c_int,
+    pub reuse_allow_opportunistic: c_int,
+    pub reuse_allow_internal_dependencies: c_int,
+    /// The maximum size asked for at creation; 0: the driver's default (or not known: a pool cuabi did not create).
+    pub max_size: u64,
+    /// Where the pool's memory lives.
+    pub location_type: cuabi_location_type,
+    /// The device ordinal or NUMA node (0 for CUABI_LOCATION_HOST).
+    pub location_id: c_int,
+    /// 1 when the resource destroys the pool (cuabi created it), 0 for a device's or a location's pool and mapped pools.
+    pub owned: c_int,
+    /// 0, or 1 for an IPC pool of this process, 2 for a pool mapped from another process.
+    pub ipc: c_int,
+}
+
+impl Default for cuabi_pool_stats {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_pool_stats.
+pub const CUABI_POOL_STATS_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_POOL_STATS_VERSION).
+    pub fn cuabi_pool_stats_init(opts: *mut cuabi_pool_stats, version: c_uint) -> cuabi_status;
+    /// One attribute of a pool resource (cuMemPoolGetAttribute). CUABI_ERROR_NOT_SUPPORTED for resources that are not pools.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_pool_get_attribute(out: *mut u64, resource: *mut cuabi_memory_resource, attribute: cuabi_pool_attribute) -> cuabi_status;
+    /// Set one attribute of a pool resource (cuMemPoolSetAttribute): a reuse policy to 0 or 1, the release threshold, or a high-water mark to 0 (which resets it). CUABI_ERROR_INVALID_ARGUMENT for other values and for the current figures (read only).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_pool_set_attribute(resource: *mut cuabi_memory_resource, attribute: cuabi_pool_attribute, value: u64) -> cuabi_status;
+    /// Reset both high-water marks (reserved and used) of a pool resource to the current figures.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_pool_reset_high_water(resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_pool_stats_get(out: *mut cuabi_pool_stats, resource: *mut cuabi_memory_resource) -> cuabi_status;
+    /// Write `stats` as one line of text for logs ("pool device 0: reserved 64.0 MiB (high 128.0 MiB), used ..."), NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit. Needs no driver.
+    pub fn cuabi_pool_stats_format(out: *mut c_char, size: *mut usize, stats: *const cuabi_pool_stats) -> cuabi_status;
+    /// A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_pool_at_location(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, location_type: cuabi_location_type, location_id: c_int, which: cuabi_pool_which) -> cuabi_status;
+}
+
+// ---- module managed (api/managed.toml)
+
+/// Who may access a managed allocation at first (cuMemAllocManaged flags).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_managed_attach(pub i32);
+
+impl cuabi_managed_attach {
+    /// Any stream of any device (CU_MEM_ATTACH_GLOBAL).
+    pub const CUABI_MANAGED_ATTACH_GLOBAL: cuabi_managed_attach = cuabi_managed_attach(1);
+    /// The host, until a stream attaches it (CU_MEM_ATTACH_HOST).
+    pub const CUABI_MANAGED_ATTACH_HOST: cuabi_managed_attach = cuabi_managed_attach(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_MANAGED_ATTACH_GLOBAL"),
+            2 => Some("CUABI_MANAGED_ATTACH_HOST"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_managed_attach {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_managed_attach({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MANAGED_ATTACH_GLOBAL: cuabi_managed_attach = cuabi_managed_attach::CUABI_MANAGED_ATTACH_GLOBAL;
+pub const CUABI_MANAGED_ATTACH_HOST: cuabi_managed_attach = cuabi_managed_attach::CUABI_MANAGED_ATTACH_HOST;
+
+/// Advice about a managed range (values of CUmem_advise).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_managed_advice(pub i32);
+
+impl cuabi_managed_advice {
+    /// Mostly read: every processor that reads gets a copy.
+    pub const CUABI_MANAGED_SET_READ_MOSTLY: cuabi_managed_advice = cuabi_managed_advice(1);
+    pub const CUABI_MANAGED_UNSET_READ_MOSTLY: cuabi_managed_advice = cuabi_managed_advice(2);
+    /// Keep the pages at the location given.
+    pub const CUABI_MANAGED_SET_PREFERRED_LOCATION: cuabi_managed_advice = cuabi_managed_advice(3);
+    pub const CUABI_MANAGED_UNSET_PREFERRED_LOCATION: cuabi_managed_advice = cuabi_managed_advice(4);
+    /// The location given accesses the range: keep it mapped there.
+    pub const CUABI_MANAGED_SET_ACCESSED_BY: cuabi_managed_advice = cuabi_managed_advice(5);
+    pub const CUABI_MANAGED_UNSET_ACCESSED_BY: cuabi_managed_advice = cuabi_managed_advice(6);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_MANAGED_SET_READ_MOSTLY"),
+            2 => Some("CUABI_MANAGED_UNSET_READ_MOSTLY"),
+            3 => Some("CUABI_MANAGED_SET_PREFERRED_LOCATION"),
+            4 => Some("CUABI_MANAGED_UNSET_PREFERRED_LOCATION"),
+            5 => Some("CUABI_MANAGED_SET_ACCESSED_BY"),
+            6 => Some("CUABI_MANAGED_UNSET_ACCESSED_BY"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_managed_advice {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_managed_advice({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MANAGED_SET_READ_MOSTLY: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_SET_READ_MOSTLY;
+pub const CUABI_MANAGED_UNSET_READ_MOSTLY: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_UNSET_READ_MOSTLY;
+pub const CUABI_MANAGED_SET_PREFERRED_LOCATION: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_SET_PREFERRED_LOCATION;
+pub const CUABI_MANAGED_UNSET_PREFERRED_LOCATION: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_UNSET_PREFERRED_LOCATION;
+pub const CUABI_MANAGED_SET_ACCESSED_BY: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_SET_ACCESSED_BY;
+pub const CUABI_MANAGED_UNSET_ACCESSED_BY: cuabi_managed_advice = cuabi_managed_advice::CUABI_MANAGED_UNSET_ACCESSED_BY;
+
+/// An attribute of a managed range (values of CUmem_range_attribute), for cuabi_managed_range_get().
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_managed_range_attribute(pub i32);
+
+impl cuabi_managed_range_attribute {
+    /// 1 when the whole range is read-mostly (one int).
+    pub const CUABI_MANAGED_RANGE_READ_MOSTLY: cuabi_managed_range_attribute = cuabi_managed_range_attribute(1);
+    /// A device ordinal, -1 for the host, -2 when none or mixed (one int).
+    pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION: cuabi_managed_range_attribute = cuabi_managed_range_attribute(2);
+    /// The devices (-1: the host) with accessed-by advice, the rest of the ints filled with -2.
+    pub const CUABI_MANAGED_RANGE_ACCESSED_BY: cuabi_managed_range_attribute = cuabi_managed_range_attribute(3);
+    /// Where the range was last prefetched: as PREFERRED_LOCATION (one int).
+    pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION: cuabi_managed_range_attribute = cuabi_managed_range_attribute(4);
+    /// A cuabi_location_type (one int; CUDA 13 drivers).
+    pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE: cuabi_managed_range_attribute = cuabi_managed_range_attribute(5);
+    /// The id going with it (one int; CUDA 13 drivers).
+    pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID: cuabi_managed_range_attribute = cuabi_managed_range_attribute(6);
+    /// A cuabi_location_type (one int; CUDA 13 drivers).
+    pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE: cuabi_managed_range_attribute = cuabi_managed_range_attribute(7);
+    /// The id going with it (one int; CUDA 13 drivers).
+    pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID: cuabi_managed_range_attribute = cuabi_managed_range_attribute(8);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_MANAGED_RANGE_READ_MOSTLY"),
+            2 => Some("CUABI_MANAGED_RANGE_PREFERRED_LOCATION"),
+            3 => Some("CUABI_MANAGED_RANGE_ACCESSED_BY"),
+            4 => Some("CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION"),
+            5 => Some("CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE"),
+            6 => Some("CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID"),
+            7 => Some("CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE"),
+            8 => Some("CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_managed_range_attribute {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_managed_range_attribute({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_MANAGED_RANGE_READ_MOSTLY: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_READ_MOSTLY;
+pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_PREFERRED_LOCATION;
+pub const CUABI_MANAGED_RANGE_ACCESSED_BY: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_ACCESSED_BY;
+pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION;
+pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_PREFERRED_LOCATION_TYPE;
+pub const CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_PREFERRED_LOCATION_ID;
+pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_TYPE;
+pub const CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID: cuabi_managed_range_attribute = cuabi_managed_range_attribute::CUABI_MANAGED_RANGE_LAST_PREFETCH_LOCATION_ID;
+
+/// How a managed resource allocates (cuda.core's ManagedMemoryResourceOptions, with the attach flag).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_managed_options {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// cuMemAllocManaged's flag.
+    pub attach: cuabi_managed_attach,
+    /// A preferred location set on every allocation (cuMemAdvise SET_PREFERRED_LOCATION); NONE: none.
+    pub preferred_location_type: cuabi_location_type,
+    /// Its id: a device ordinal for CUABI_LOCATION_DEVICE, a NUMA node for CUABI_LOCATION_HOST_NUMA.
+    pub preferred_location_id: c_int,
+}
+
+impl Default for cuabi_managed_options {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_managed_options.
+pub const CUABI_MANAGED_OPTIONS_VERSION: c_uint = 1;
+
+/// A managed range's attributes, filled by cuabi_managed_range_info().
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_managed_range {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// 1 when the whole range is read-mostly.
+    pub read_mostly: c_int,
+    /// CUABI_LOCATION_NONE when none (or the range's pages disagree).
+    pub preferred_location_type: cuabi_location_type,
+    pub preferred_location_id: c_int,
+    /// Where the range was last prefetched; CUABI_LOCATION_NONE when never (or not all of it).
+    pub last_prefetch_location_type: cuabi_location_type,
+    pub last_prefetch_location_id: c_int,
+}
+
+impl Default for cuabi_managed_range {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_managed_range.
+pub const CUABI_MANAGED_RANGE_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_MANAGED_OPTIONS_VERSION).
+    pub fn cuabi_managed_options_init(opts: *mut cuabi_managed_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_MANAGED_RANGE_VERSION).
+    pub fn cuabi_managed_range_init(opts: *mut cuabi_managed_range, version: c_uint) -> cuabi_status;
+    /// A managed-memory resource (cuMemAllocManaged with the options' attach flag / cuMemFree; not stream-ordered) whose allocations get the options' preferred location as advice. NULL options: as cuabi_memory_resource_managed().
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_resource_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_managed_options) -> cuabi_status;
+    /// Advise the driver about `size` bytes at `offset` of a managed buffer (cuMemAdvise): the location goes with SET/UNSET_PREFERRED_LOCATION and SET/UNSET_ACCESSED_BY (CUABI_LOCATION_DEVICE and an ordinal, or CUABI_LOCATION_HOST), and is ignored by the read-mostly advice and may be CUABI_LOCATION_NONE for UNSET_PREFERRED_LOCATION (the driver ignores it there).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_advise(buffer: *mut cuabi_buffer, offset: usize, size: usize, advice: cuabi_managed_advice, location_type: cuabi_location_type, location_id: c_int) -> cuabi_status;
+    /// Migrate `size` bytes at `offset` of a managed buffer to a location (a device ordinal, CUABI_LOCATION_HOST, a host NUMA node), ordered on `stream` (cuMemPrefetchAsync; NULL: the legacy default stream).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_prefetch(buffer: *mut cuabi_buffer, offset: usize, size: usize, location_type: cuabi_location_type, location_id: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard the contents of `size` bytes at `offset` of a managed buffer, ordered on `stream` (cuMemDiscardBatchAsync): their pages are freed without being migrated, and read back as anything until written. Offset and size must be whole pages of the device's page size for managed memory. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard(buffer: *mut cuabi_buffer, offset: usize, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard the contents of a managed range and prefetch its (now undefined) pages to a location, ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; CUDA 13 drivers).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard_prefetch(buffer: *mut cuabi_buffer, offset: usize, size: usize, location_type: cuabi_location_type, location_id: c_int, stream: *mut cuabi_stream) -> cuabi_status;
+    /// One attribute of `size` bytes at `offset` of a managed buffer (cuMemRangeGetAttribute) into `count` ints: 1 for every attribute but CUABI_MANAGED_RANGE_ACCESSED_BY, which fills as many as there are devices and the host with -2 past the last.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_range_get(out: *mut i32, count: usize, buffer: *mut cuabi_buffer, offset: usize, size: usize, attribute: cuabi_managed_range_attribute) -> cuabi_status;
+    /// A managed range's read-mostly flag, preferred location and last prefetch location in one call (cuMemRangeGetAttributes). On drivers before CUDA 13 the locations come from the older attributes (a device ordinal or the host).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_range_info(out: *mut cuabi_managed_range, buffer: *mut cuabi_buffer, offset: usize, size: usize) -> cuabi_status;
+}
+
+// ---- module copy_batch (api/copy_batch.toml)
+
+/// When a batched copy may read its source (values of CUmemcpySrcAccessOrder; cuda.core's MemcpySrcAccessOrder).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_copy_src_order(pub i32);
+
+impl cuabi_copy_src_order {
+    /// In stream order (the default).
+    pub const CUABI_COPY_SRC_STREAM: cuabi_copy_src_order = cuabi_copy_src_order(1);
+    /// Out of stream order, but every read is done when the call returns (a source on the caller's stack).
+    pub const CUABI_COPY_SRC_DURING_API_CALL: cuabi_copy_src_order = cuabi_copy_src_order(2);
+    /// Out of stream order, possibly after the call returns: no earlier work of the stream may use the source, and it must stay unchanged until the copy is done.
+    pub const CUABI_COPY_SRC_ANY: cuabi_copy_src_order = cuabi_copy_src_order(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            1 => Some("CUABI_COPY_SRC_STREAM"),
+            2 => Some("CUABI_COPY_SRC_DURING_API_CALL"),
+            3 => Some("CUABI_COPY_SRC_ANY"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_copy_src_order {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_copy_src_order({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_COPY_SRC_STREAM: cuabi_copy_src_order = cuabi_copy_src_order::CUABI_COPY_SRC_STREAM;
+pub const CUABI_COPY_SRC_DURING_API_CALL: cuabi_copy_src_order = cuabi_copy_src_order::CUABI_COPY_SRC_DURING_API_CALL;
+pub const CUABI_COPY_SRC_ANY: cuabi_copy_src_order = cuabi_copy_src_order::CUABI_COPY_SRC_ANY;
+
+/// Hints for a batched copy (values of CUmemcpyFlags; cuda.core's MemcpyOverlapMode).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_copy_flags(pub i32);
+
+impl cuabi_copy_flags {
+    pub const CUABI_COPY_DEFAULT: cuabi_copy_flags = cuabi_copy_flags(0);
+    /// Prefer overlapping the copy with compute work (a hint).
+    pub const CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE: cuabi_copy_flags = cuabi_copy_flags(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_COPY_DEFAULT"),
+            1 => Some("CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_copy_flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_copy_flags({})", self.0),
+        }
+    }
+}
+
+impl core::ops::BitOr for cuabi_copy_flags {
+    type Output = cuabi_copy_flags;
+    fn bitor(self, o: cuabi_copy_flags) -> cuabi_copy_flags { cuabi_copy_flags(self.0 | o.0) }
+}
+
+pub const CUABI_COPY_DEFAULT: cuabi_copy_flags = cuabi_copy_flags::CUABI_COPY_DEFAULT;
+pub const CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE: cuabi_copy_flags = cuabi_copy_flags::CUABI_COPY_PREFER_OVERLAP_WITH_COMPUTE;
+
+/// How a batch was made (cuabi_copy_result.path).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_copy_path(pub i32);
+
+impl cuabi_copy_path {
+    /// Nothing to copy (no copies, or every size 0).
+    pub const CUABI_COPY_PATH_NONE: cuabi_copy_path = cuabi_copy_path(0);
+    /// One batched driver call (cuMemcpyBatchAsync / cuMemcpy3DBatchAsync).
+    pub const CUABI_COPY_PATH_BATCHED: cuabi_copy_path = cuabi_copy_path(1);
+    /// One driver call per copy: the driver has no batched entry point (`reason` says which).
+    pub const CUABI_COPY_PATH_SINGLE: cuabi_copy_path = cuabi_copy_path(2);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_COPY_PATH_NONE"),
+            1 => Some("CUABI_COPY_PATH_BATCHED"),
+            2 => Some("CUABI_COPY_PATH_SINGLE"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_copy_path {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_copy_path({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_COPY_PATH_NONE: cuabi_copy_path = cuabi_copy_path::CUABI_COPY_PATH_NONE;
+pub const CUABI_COPY_PATH_BATCHED: cuabi_copy_path = cuabi_copy_path::CUABI_COPY_PATH_BATCHED;
+pub const CUABI_COPY_PATH_SINGLE: cuabi_copy_path = cuabi_copy_path::CUABI_COPY_PATH_SINGLE;
+
+/// One copy of cuabi_copy_batch(): `size` bytes from the source to the destination. Each end is exactly one of a buffer, a view or an address (the others NULL / 0), plus a byte offset into it.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_copy_item {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub dst_buffer: *mut cuabi_buffer,
+    /// A contiguous view: its bytes from its data pointer.
+    pub dst_view: *mut cuabi_view,
+    /// A raw address (host or device); the caller vouches for the range.
+    pub dst_address: usize,
+    /// Bytes from the start of the buffer, view or address.
+    pub dst_offset: u64,
+    pub src_buffer: *mut cuabi_buffer,
+    pub src_view: *mut cuabi_view,
+    pub src_address: usize,
+    pub src_offset: u64,
+    /// Bytes to copy; 0 copies nothing.
+    pub size: usize,
+    pub src_access_order: cuabi_copy_src_order,
+    /// Where the source should be read from (managed or pageable memory only; a hint).
+    pub src_hint_type: cuabi_location_type,
+    pub src_hint_id: c_int,
+    /// Where the destination should be written (as src_hint_type).
+    pub dst_hint_type: cuabi_location_type,
+    pub dst_hint_id: c_int,
+    /// cuabi_copy_flags.
+    pub flags: c_uint,
+}
+
+impl Default for cuabi_copy_item {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_copy_item.
+pub const CUABI_COPY_ITEM_VERSION: c_uint = 1;
+
+/// One pitched copy of cuabi_copy_batch_3d(): `depth` layers of `height` rows of `width` bytes. Each end is a buffer, a view or an address plus a byte offset, with its row length in bytes and its layer height in rows (0: packed by the extent).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_copy_3d_item {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    pub dst_buffer: *mut cuabi_buffer,
+    pub dst_view: *mut cuabi_view,
+    pub dst_address: usize,
+    pub dst_offset: u64,
+    /// Bytes from one row to the next; 0: width.
+    pub dst_row_length: usize,
+    /// Rows from one layer to the next; 0: height.
+    pub dst_layer_height: usize,
+    pub src_buffer: *mut cuabi_buffer,
+    pub src_view: *mut cuabi_view,
+    pub src_address: usize,
+    pub src_offset: u64,
+    pub src_row_length: usize,
+    pub src_layer_height: usize,
+    /// Bytes per row.
+    pub width: usize,
+    /// Rows per layer.
+    pub height: usize,
+    /// Layers.
+    pub depth: usize,
+    pub src_access_order: cuabi_copy_src_order,
+    pub src_hint_type: cuabi_location_type,
+    pub src_hint_id: c_int,
+    pub dst_hint_type: cuabi_location_type,
+    pub dst_hint_id: c_int,
+    pub flags: c_uint,
+}
+
+impl Default for cuabi_copy_3d_item {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_copy_3d_item.
+pub const CUABI_COPY_3D_ITEM_VERSION: c_uint = 1;
+
+/// What cuabi_copy_batch() / cuabi_copy_batch_3d() did.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_copy_result {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// Batched, single copies, or nothing.
+    pub path: cuabi_copy_path,
+    /// Copies made (those of size 0 are skipped).
+    pub copies: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Driver copy calls made: 1 batched, one per copy otherwise.
+    pub driver_calls: u64,
+    /// Attribute sets passed to the batched call (runs of equal attributes).
+    pub attribute_sets: u64,
+    /// 1 when the stream was synchronised before returning (single copies with CUABI_COPY_SRC_DURING_API_CALL).
+    pub synchronized: c_int,
+    /// Why the copies were single ("the driver has no cuMemcpyBatchAsync (CUDA 13.0+)"); "" otherwise. A static string.
+    pub reason: *const c_char,
+}
+
+impl Default for cuabi_copy_result {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_copy_result.
+pub const CUABI_COPY_RESULT_VERSION: c_uint = 1;
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_ITEM_VERSION).
+    pub fn cuabi_copy_item_init(opts: *mut cuabi_copy_item, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_3D_ITEM_VERSION).
+    pub fn cuabi_copy_3d_item_init(opts: *mut cuabi_copy_3d_item, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_COPY_RESULT_VERSION).
+    pub fn cuabi_copy_result_init(opts: *mut cuabi_copy_result, version: c_uint) -> cuabi_status;
+    /// Queue `count` copies on `stream` in one cuMemcpyBatchAsync call (one cuMemcpyAsync per copy on drivers without it). Every copy is checked before anything is queued; on an error nothing is. The driver's own refusal names the batch (it does not say which copy). CUABI_ERROR_INVALID_ARGUMENT on the legacy default stream, which the driver refuses for batches (the per-thread default stream is fine); so for cuabi_copy_batch_3d.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_copy_batch(result: *mut cuabi_copy_result, items: *const cuabi_copy_item, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Queue `count` pitched copies on `stream` in one cuMemcpy3DBatchAsync call (one cuMemcpy3DPeerAsync per copy on drivers without it). A copy with a 0 extent copies nothing; each end's pitched range is checked as cuabi_copy_batch() checks ranges.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_copy_batch_3d(result: *mut cuabi_copy_result, items: *const cuabi_copy_3d_item, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+}
+
+// ---- module multicast (api/multicast.toml)
+
+/// A multicast object over a team of devices.
+///
+/// Shared: released with `cuabi_multicast_release`.
+#[repr(C)]
+pub struct cuabi_multicast {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[link(name = "cuabi")]
+unsafe extern "C" {
+    /// Add a reference to a cuabi_multicast.
+    pub fn cuabi_multicast_retain(handle: *mut cuabi_multicast) -> cuabi_status;
+    /// Drop a reference to a cuabi_multicast; the last one frees it and invalidates the handle.
+    pub fn cuabi_multicast_release(handle: *mut cuabi_multicast) -> cuabi_status;
+    /// 1 when the device supports multicast objects (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), else 0.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_supported(out: *mut c_int, device: *mut cuabi_device) -> cuabi_status;
+    /// The multicast granularity for a team of `num_devices` devices and `size` bytes (cuMulticastGetGranularity): the minimum (recommended = 0) or the recommended one; sizes and offsets of bindings are multiples of the minimum.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_granularity(out: *mut usize, num_devices: usize, size: usize, recommended: c_int) -> cuabi_status;
+    /// A multicast object of `size` bytes per device (rounded up to the minimum granularity) for the `count` devices given (all different), each added with cuMulticastAddDevice. `handle_type` as for VMM (CUABI_VMM_HANDLE_NONE unless the object is to be shared; shareable objects bind only shareable memory).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_create(out: *mut *mut cuabi_multicast, devices: *mut *mut cuabi_device, count: usize, size: usize, handle_type: cuabi_vmm_handle_type) -> cuabi_status;
+    /// The object's size per device (the size asked for, rounded up to the granularity).
+    pub fn cuabi_multicast_size(out: *mut usize, multicast: *mut cuabi_multicast) -> cuabi_status;
+    /// Bind `size` bytes at `offset` of a VMM buffer to the object at `mc_offset` (cuMulticastBindMem with the buffer's physical chunk: the range must lie within one chunk). The buffer's device must be in the team; it binds for that device. The buffer's memory stays alive while bound.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_bind_memory(multicast: *mut cuabi_multicast, mc_offset: usize, buffer: *mut cuabi_buffer, offset: usize, size: usize) -> cuabi_status;
+    /// Bind `size` bytes at `offset` of a buffer (memory of cuMemCreate -- a VMM buffer -- or of a pool) to the object at `mc_offset`, by address (cuMulticastBindAddr), for the buffer's device (which must be in the team). The buffer's memory stays alive while bound.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_bind_buffer(multicast: *mut cuabi_multicast, mc_offset: usize, buffer: *mut cuabi_buffer, offset: usize, size: usize) -> cuabi_status;
+    /// Undo the binding of `device` at `mc_offset` (cuMulticastUnbind of the size it was bound with) and let go of its buffer. CUABI_ERROR_NOT_FOUND when nothing of that device is bound there.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_unbind(multicast: *mut cuabi_multicast, device: *mut cuabi_device, mc_offset: usize) -> cuabi_status;
+    /// Map the object into this process (reserve a range, cuMemMap the object, read-write access for every device of the team) and give the range as a buffer of kind CUABI_MEMORY_DEVICE on the team's first device: its pointer is the multicast address kernels use with multimem instructions. Every device must have bound memory before kernels use it. The buffer keeps the object alive; the range is unmapped when it and its views are gone.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_multicast_map(out: *mut *mut cuabi_buffer, multicast: *mut cuabi_multicast) -> cuabi_status;
+}
+
 /// Each public struct's size and field offsets as this crate lays them out:
 /// (struct name, size, [(field name, offset)]). Compare with the library's
 /// cuabi_struct_size / cuabi_struct_field_offset (see tests/layout.rs).
@@ -6244,7 +7163,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
     ("cuabi_memory_resource_callbacks", core::mem::size_of::<cuabi_memory_resource_callbacks>(), &[("version", core::mem::offset_of!(cuabi_memory_resource_callbacks, version)), ("allocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, allocate)), ("deallocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, deallocate)), ("release_payload", core::mem::offset_of!(cuabi_memory_resource_callbacks, release_payload)), ("kind", core::mem::offset_of!(cuabi_memory_resource_callbacks, kind)), ("stream_ordered", core::mem::offset_of!(cuabi_memory_resource_callbacks, stream_ordered))]),
-    ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold))]),
+    ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold)), ("max_size", core::mem::offset_of!(cuabi_memory_pool_options, max_size))]),
     ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count)), ("cache", core::mem::offset_of!(cuabi_linker_options, cache))]),
@@ -6288,6 +7207,14 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_nvml_nvlink", core::mem::size_of::<cuabi_nvml_nvlink>(), &[("version", core::mem::offset_of!(cuabi_nvml_nvlink, version)), ("link", core::mem::offset_of!(cuabi_nvml_nvlink, link)), ("active", core::mem::offset_of!(cuabi_nvml_nvlink, active)), ("nvlink_version", core::mem::offset_of!(cuabi_nvml_nvlink, nvlink_version)), ("version_major", core::mem::offset_of!(cuabi_nvml_nvlink, version_major)), ("version_minor", core::mem::offset_of!(cuabi_nvml_nvlink, version_minor)), ("remote_pci_bus_id", core::mem::offset_of!(cuabi_nvml_nvlink, remote_pci_bus_id)), ("remote_index", core::mem::offset_of!(cuabi_nvml_nvlink, remote_index)), ("p2p_supported", core::mem::offset_of!(cuabi_nvml_nvlink, p2p_supported)), ("unavailable", core::mem::offset_of!(cuabi_nvml_nvlink, unavailable))]),
     ("cuabi_nvml_topology", core::mem::size_of::<cuabi_nvml_topology>(), &[("version", core::mem::offset_of!(cuabi_nvml_topology, version)), ("common_ancestor", core::mem::offset_of!(cuabi_nvml_topology, common_ancestor)), ("p2p_read", core::mem::offset_of!(cuabi_nvml_topology, p2p_read)), ("p2p_write", core::mem::offset_of!(cuabi_nvml_topology, p2p_write)), ("p2p_nvlink", core::mem::offset_of!(cuabi_nvml_topology, p2p_nvlink)), ("p2p_atomics", core::mem::offset_of!(cuabi_nvml_topology, p2p_atomics)), ("p2p_pci", core::mem::offset_of!(cuabi_nvml_topology, p2p_pci)), ("unavailable", core::mem::offset_of!(cuabi_nvml_topology, unavailable))]),
     ("cuabi_nvml_process", core::mem::size_of::<cuabi_nvml_process>(), &[("version", core::mem::offset_of!(cuabi_nvml_process, version)), ("pid", core::mem::offset_of!(cuabi_nvml_process, pid)), ("used_memory", core::mem::offset_of!(cuabi_nvml_process, used_memory)), ("kinds", core::mem::offset_of!(cuabi_nvml_process, kinds)), ("gpu_instance_id", core::mem::offset_of!(cuabi_nvml_process, gpu_instance_id)), ("compute_instance_id", core::mem::offset_of!(cuabi_nvml_process, compute_instance_id))]),
+    ("cuabi_vmm_options", core::mem::size_of::<cuabi_vmm_options>(), &[("version", core::mem::offset_of!(cuabi_vmm_options, version)), ("location_type", core::mem::offset_of!(cuabi_vmm_options, location_type)), ("location_id", core::mem::offset_of!(cuabi_vmm_options, location_id)), ("handle_type", core::mem::offset_of!(cuabi_vmm_options, handle_type)), ("granularity", core::mem::offset_of!(cuabi_vmm_options, granularity)), ("gpu_direct_rdma", core::mem::offset_of!(cuabi_vmm_options, gpu_direct_rdma)), ("reserve_size", core::mem::offset_of!(cuabi_vmm_options, reserve_size)), ("addr_align", core::mem::offset_of!(cuabi_vmm_options, addr_align)), ("self_access", core::mem::offset_of!(cuabi_vmm_options, self_access))]),
+    ("cuabi_vmm_info", core::mem::size_of::<cuabi_vmm_info>(), &[("version", core::mem::offset_of!(cuabi_vmm_info, version)), ("address", core::mem::offset_of!(cuabi_vmm_info, address)), ("requested", core::mem::offset_of!(cuabi_vmm_info, requested)), ("size", core::mem::offset_of!(cuabi_vmm_info, size)), ("mapped", core::mem::offset_of!(cuabi_vmm_info, mapped)), ("reserved", core::mem::offset_of!(cuabi_vmm_info, reserved)), ("granularity", core::mem::offset_of!(cuabi_vmm_info, granularity)), ("chunks", core::mem::offset_of!(cuabi_vmm_info, chunks)), ("handle_type", core::mem::offset_of!(cuabi_vmm_info, handle_type)), ("imported", core::mem::offset_of!(cuabi_vmm_info, imported))]),
+    ("cuabi_pool_stats", core::mem::size_of::<cuabi_pool_stats>(), &[("version", core::mem::offset_of!(cuabi_pool_stats, version)), ("reserved_current", core::mem::offset_of!(cuabi_pool_stats, reserved_current)), ("reserved_high", core::mem::offset_of!(cuabi_pool_stats, reserved_high)), ("used_current", core::mem::offset_of!(cuabi_pool_stats, used_current)), ("used_high", core::mem::offset_of!(cuabi_pool_stats, used_high)), ("release_threshold", core::mem::offset_of!(cuabi_pool_stats, release_threshold)), ("reuse_follow_event_dependencies", core::mem::offset_of!(cuabi_pool_stats, reuse_follow_event_dependencies)), ("reuse_allow_opportunistic", core::mem::offset_of!(cuabi_pool_stats, reuse_allow_opportunistic)), ("reuse_allow_internal_dependencies", core::mem::offset_of!(cuabi_pool_stats, reuse_allow_internal_dependencies)), ("max_size", core::mem::offset_of!(cuabi_pool_stats, max_size)), ("location_type", core::mem::offset_of!(cuabi_pool_stats, location_type)), ("location_id", core::mem::offset_of!(cuabi_pool_stats, location_id)), ("owned", core::mem::offset_of!(cuabi_pool_stats, owned)), ("ipc", core::mem::offset_of!(cuabi_pool_stats, ipc))]),
+    ("cuabi_managed_options", core::mem::size_of::<cuabi_managed_options>(), &[("version", core::mem::offset_of!(cuabi_managed_options, version)), ("attach", core::mem::offset_of!(cuabi_managed_options, attach)), ("preferred_location_type", core::mem::offset_of!(cuabi_managed_options, preferred_location_type)), ("preferred_location_id", core::mem::offset_of!(cuabi_managed_options, preferred_location_id))]),
+    ("cuabi_managed_range", core::mem::size_of::<cuabi_managed_range>(), &[("version", core::mem::offset_of!(cuabi_managed_range, version)), ("read_mostly", core::mem::offset_of!(cuabi_managed_range, read_mostly)), ("preferred_location_type", core::mem::offset_of!(cuabi_managed_range, preferred_location_type)), ("preferred_location_id", core::mem::offset_of!(cuabi_managed_range, preferred_location_id)), ("last_prefetch_location_type", core::mem::offset_of!(cuabi_managed_range, last_prefetch_location_type)), ("last_prefetch_location_id", core::mem::offset_of!(cuabi_managed_range, last_prefetch_location_id))]),
+    ("cuabi_copy_item", core::mem::size_of::<cuabi_copy_item>(), &[("version", core::mem::offset_of!(cuabi_copy_item, version)), ("dst_buffer", core::mem::offset_of!(cuabi_copy_item, dst_buffer)), ("dst_view", core::mem::offset_of!(cuabi_copy_item, dst_view)), ("dst_address", core::mem::offset_of!(cuabi_copy_item, dst_address)), ("dst_offset", core::mem::offset_of!(cuabi_copy_item, dst_offset)), ("src_buffer", core::mem::offset_of!(cuabi_copy_item, src_buffer)), ("src_view", core::mem::offset_of!(cuabi_copy_item, src_view)), ("src_address", core::mem::offset_of!(cuabi_copy_item, src_address)), ("src_offset", core::mem::offset_of!(cuabi_copy_item, src_offset)), ("size", core::mem::offset_of!(cuabi_copy_item, size)), ("src_access_order", core::mem::offset_of!(cuabi_copy_item, src_access_order)), ("src_hint_type", core::mem::offset_of!(cuabi_copy_item, src_hint_type)), ("src_hint_id", core::mem::offset_of!(cuabi_copy_item, src_hint_id)), ("dst_hint_type", core::mem::offset_of!(cuabi_copy_item, dst_hint_type)), ("dst_hint_id", core::mem::offset_of!(cuabi_copy_item, dst_hint_id)), ("flags", core::mem::offset_of!(cuabi_copy_item, flags))]),
+    ("cuabi_copy_3d_item", core::mem::size_of::<cuabi_copy_3d_item>(), &[("version", core::mem::offset_of!(cuabi_copy_3d_item, version)), ("dst_buffer", core::mem::offset_of!(cuabi_copy_3d_item, dst_buffer)), ("dst_view", core::mem::offset_of!(cuabi_copy_3d_item, dst_view)), ("dst_address", core::mem::offset_of!(cuabi_copy_3d_item, dst_address)), ("dst_offset", core::mem::offset_of!(cuabi_copy_3d_item, dst_offset)), ("dst_row_length", core::mem::offset_of!(cuabi_copy_3d_item, dst_row_length)), ("dst_layer_height", core::mem::offset_of!(cuabi_copy_3d_item, dst_layer_height)), ("src_buffer", core::mem::offset_of!(cuabi_copy_3d_item, src_buffer)), ("src_view", core::mem::offset_of!(cuabi_copy_3d_item, src_view)), ("src_address", core::mem::offset_of!(cuabi_copy_3d_item, src_address)), ("src_offset", core::mem::offset_of!(cuabi_copy_3d_item, src_offset)), ("src_row_length", core::mem::offset_of!(cuabi_copy_3d_item, src_row_length)), ("src_layer_height", core::mem::offset_of!(cuabi_copy_3d_item, src_layer_height)), ("width", core::mem::offset_of!(cuabi_copy_3d_item, width)), ("height", core::mem::offset_of!(cuabi_copy_3d_item, height)), ("depth", core::mem::offset_of!(cuabi_copy_3d_item, depth)), ("src_access_order", core::mem::offset_of!(cuabi_copy_3d_item, src_access_order)), ("src_hint_type", core::mem::offset_of!(cuabi_copy_3d_item, src_hint_type)), ("src_hint_id", core::mem::offset_of!(cuabi_copy_3d_item, src_hint_id)), ("dst_hint_type", core::mem::offset_of!(cuabi_copy_3d_item, dst_hint_type)), ("dst_hint_id", core::mem::offset_of!(cuabi_copy_3d_item, dst_hint_id)), ("flags", core::mem::offset_of!(cuabi_copy_3d_item, flags))]),
+    ("cuabi_copy_result", core::mem::size_of::<cuabi_copy_result>(), &[("version", core::mem::offset_of!(cuabi_copy_result, version)), ("path", core::mem::offset_of!(cuabi_copy_result, path)), ("copies", core::mem::offset_of!(cuabi_copy_result, copies)), ("bytes", core::mem::offset_of!(cuabi_copy_result, bytes)), ("driver_calls", core::mem::offset_of!(cuabi_copy_result, driver_calls)), ("attribute_sets", core::mem::offset_of!(cuabi_copy_result, attribute_sets)), ("synchronized", core::mem::offset_of!(cuabi_copy_result, synchronized)), ("reason", core::mem::offset_of!(cuabi_copy_result, reason))]),
 ];
 
 /// Every entry point of the description with its address; taking them
@@ -6731,5 +7658,50 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_nvml_device_nvlink_get", cuabi_nvml_device_nvlink_get as *const () as usize),
         ("cuabi_nvml_topology_get", cuabi_nvml_topology_get as *const () as usize),
         ("cuabi_nvml_device_processes", cuabi_nvml_device_processes as *const () as usize),
+        ("cuabi_vmm_options_init", cuabi_vmm_options_init as *const () as usize),
+        ("cuabi_vmm_info_init", cuabi_vmm_info_init as *const () as usize),
+        ("cuabi_vmm_supported", cuabi_vmm_supported as *const () as usize),
+        ("cuabi_vmm_granularity", cuabi_vmm_granularity as *const () as usize),
+        ("cuabi_vmm_resource_create", cuabi_vmm_resource_create as *const () as usize),
+        ("cuabi_vmm_resource_set_peer_access", cuabi_vmm_resource_set_peer_access as *const () as usize),
+        ("cuabi_vmm_buffer_allocate", cuabi_vmm_buffer_allocate as *const () as usize),
+        ("cuabi_vmm_buffer_resize", cuabi_vmm_buffer_resize as *const () as usize),
+        ("cuabi_vmm_buffer_info", cuabi_vmm_buffer_info as *const () as usize),
+        ("cuabi_vmm_set_access", cuabi_vmm_set_access as *const () as usize),
+        ("cuabi_vmm_get_access", cuabi_vmm_get_access as *const () as usize),
+        ("cuabi_vmm_export_chunk", cuabi_vmm_export_chunk as *const () as usize),
+        ("cuabi_vmm_descriptor_chunks", cuabi_vmm_descriptor_chunks as *const () as usize),
+        ("cuabi_vmm_import", cuabi_vmm_import as *const () as usize),
+        ("cuabi_pool_stats_init", cuabi_pool_stats_init as *const () as usize),
+        ("cuabi_pool_get_attribute", cuabi_pool_get_attribute as *const () as usize),
+        ("cuabi_pool_set_attribute", cuabi_pool_set_attribute as *const () as usize),
+        ("cuabi_pool_reset_high_water", cuabi_pool_reset_high_water as *const () as usize),
+        ("cuabi_pool_stats_get", cuabi_pool_stats_get as *const () as usize),
+        ("cuabi_pool_stats_format", cuabi_pool_stats_format as *const () as usize),
+        ("cuabi_pool_at_location", cuabi_pool_at_location as *const () as usize),
+        ("cuabi_managed_options_init", cuabi_managed_options_init as *const () as usize),
+        ("cuabi_managed_range_init", cuabi_managed_range_init as *const () as usize),
+        ("cuabi_managed_resource_create", cuabi_managed_resource_create as *const () as usize),
+        ("cuabi_managed_advise", cuabi_managed_advise as *const () as usize),
+        ("cuabi_managed_prefetch", cuabi_managed_prefetch as *const () as usize),
+        ("cuabi_managed_discard", cuabi_managed_discard as *const () as usize),
+        ("cuabi_managed_discard_prefetch", cuabi_managed_discard_prefetch as *const () as usize),
+        ("cuabi_managed_range_get", cuabi_managed_range_get as *const () as usize),
+        ("cuabi_managed_range_info", cuabi_managed_range_info as *const () as usize),
+        ("cuabi_copy_item_init", cuabi_copy_item_init as *const () as usize),
+        ("cuabi_copy_3d_item_init", cuabi_copy_3d_item_init as *const () as usize),
+        ("cuabi_copy_result_init", cuabi_copy_result_init as *const () as usize),
+        ("cuabi_copy_batch", cuabi_copy_batch as *const () as usize),
+        ("cuabi_copy_batch_3d", cuabi_copy_batch_3d as *const () as usize),
+        ("cuabi_multicast_retain", cuabi_multicast_retain as *const () as usize),
+        ("cuabi_multicast_release", cuabi_multicast_release as *const () as usize),
+        ("cuabi_multicast_supported", cuabi_multicast_supported as *const () as usize),
+        ("cuabi_multicast_granularity", cuabi_multicast_granularity as *const () as usize),
+        ("cuabi_multicast_create", cuabi_multicast_create as *const () as usize),
+        ("cuabi_multicast_size", cuabi_multicast_size as *const () as usize),
+        ("cuabi_multicast_bind_memory", cuabi_multicast_bind_memory as *const () as usize),
+        ("cuabi_multicast_bind_buffer", cuabi_multicast_bind_buffer as *const () as usize),
+        ("cuabi_multicast_unbind", cuabi_multicast_unbind as *const () as usize),
+        ("cuabi_multicast_map", cuabi_multicast_map as *const () as usize),
     ]
 }

@@ -277,6 +277,12 @@ pub mod checkpoint;
 pub mod nvml;
 mod multigpu;
 pub mod nccl;
+mod memory_ext;
+pub use memory_ext::{
+    copy_batch, copy_between, copy_item, copy_reason, managed_options, vmm_granularity, vmm_options,
+    vmm_supported, CopyItem, CopyResult, LocationType, ManagedAdvice, ManagedOptions, ManagedRange,
+    PoolAttribute, PoolStats, VmmInfo, VmmOptions,
+};
 pub use multigpu::{
     ipc_descriptor_kind, ipc_receive_fd, ipc_send_fd, IpcKind, IpcPoolHandle, IpcPoolRole, PeerAccess,
     PeerAttribute, IPC_DESCRIPTOR_SIZE,

@@ -1,0 +1,191 @@
+"""Virtual memory, managed memory, pool statistics and batched copies from
+Python against the C tests' fake driver (no GPU): run by test_memory_ext.py in
+a process whose CUABI_DRIVER_PATH names tests/fixtures/.libs/fake_cuda_graph.so
+(fake "device" memory is host memory; VMM chunks are memfds; granularity
+64 KiB minimum, 128 KiB recommended)."""
+import pickle
+
+import pytest
+
+import cuabi
+
+KiB = 1024
+
+
+@pytest.fixture
+def dev():
+    assert cuabi.device_count() > 0, "the fake driver is not loaded"
+    return cuabi.Device(0)
+
+
+def test_virtual_memory_grows_in_place(dev):
+    opts = cuabi.VirtualMemoryResourceOptions(reserve_size=1024 * KiB)
+    vmr = cuabi.VirtualMemoryResource(dev, opts)
+    g = vmr.granularity
+    assert g == 128 * KiB
+    assert cuabi.VirtualMemoryResourceOptions(granularity="minimum").granularity == "minimum"
+    b = cuabi.Buffer(g + 1, vmr)                   # rounded up, and said
+    assert b.size == 2 * g
+    info = vmr.info(b)
+    assert (info.requested, info.size, info.reserved, info.chunks) == (g + 1, 2 * g, 1024 * KiB, 1)
+    p = b.ptr
+    b.copy_from(bytes(range(256)) * (2 * g // 256))
+    assert vmr.modify_allocation(b, 5 * g) is b
+    assert b.ptr == p and b.size == 5 * g          # the address never changes
+    assert vmr.info(b).chunks == 2
+    assert bytes(b.copy_to(size=256)) == bytes(range(256))
+    with pytest.raises(cuabi.InvalidArgumentError, match="reserved range"):
+        vmr.modify_allocation(b, 1024 * KiB + 1)
+    assert b.size == 5 * g
+    vmr.modify_allocation(b, g)                    # shrink: whole chunks go
+    assert b.size == g and vmr.info(b).chunks == 1
+    assert vmr.get_access(b, dev) == "rw"
+    vmr.set_access(b, 1, "r")
+    assert vmr.get_access(b, 1) == "r"
+    with pytest.raises(ValueError, match="not one of"):
+        cuabi.VirtualMemoryResource(dev, cuabi.VirtualMemoryResourceOptions(handle_type="win32"))
+    b2 = vmr.allocate_buffer(g, reserve=4 * g)
+    assert vmr.info(b2).reserved == 4 * g
+    b2.close()
+    b.close()
+
+
+def test_vmm_chunks_export_and_import(dev):
+    vmr = cuabi.VirtualMemoryResource(dev, cuabi.VirtualMemoryResourceOptions(reserve_size=512 * KiB))
+    b = cuabi.Buffer(128 * KiB, vmr)
+    vmr.modify_allocation(b, 384 * KiB)
+    b.copy_from(b"\x5a" * b.size)
+    chunks = vmr.export_chunks(b)
+    assert len(chunks) == 2
+    assert all(fd >= 0 and len(d) == 136 for fd, d in chunks)
+    # the same process cannot import its own export: refused, nothing leaks
+    with pytest.raises(cuabi.IPCError):
+        cuabi.VirtualMemoryResource(1).import_chunks(chunks)
+    import os
+    for fd, _ in chunks:
+        os.close(fd)
+    with pytest.raises(ValueError):
+        vmr.import_chunks([])
+    b.close()
+
+
+def test_managed_buffer_advice(dev):
+    mr = cuabi.ManagedMemoryResource(
+        cuabi.ManagedMemoryResourceOptions(preferred_location=1, preferred_location_type="device"))
+    assert mr.kind == "managed" and mr.is_managed and mr.preferred_location == ("device", 1)
+    b = cuabi.ManagedBuffer(64 * KiB, mr)
+    assert isinstance(b, cuabi.Buffer)
+    assert b.preferred_location == cuabi.Device(1)
+    assert not b.read_mostly
+    b.read_mostly = True
+    assert b.read_mostly
+    b.preferred_location = cuabi.Host()
+    assert b.preferred_location == cuabi.Host()
+    b.preferred_location = None
+    assert b.preferred_location is None
+    s = dev.create_stream()
+    b.prefetch(cuabi.Device(0), stream=s)
+    assert b.last_prefetch_location == cuabi.Device(0)
+    b.prefetch(cuabi.Host(numa_id=0), stream=s, offset=4096, size=4096)
+    b.discard(stream=s)
+    b.discard_prefetch(dev, stream=s)
+    with pytest.raises(ValueError, match="managed resource"):
+        cuabi.ManagedBuffer(64, cuabi.MemoryResource.host())
+    with pytest.raises(TypeError):
+        b.prefetch("gpu", stream=s)
+    # DLPack: managed memory
+    v = b.view("uint8")
+    assert v.__dlpack_device__()[0] == 13
+    b.close()
+    with pytest.raises(ValueError):
+        cuabi.ManagedMemoryResourceOptions(preferred_location=None,
+                                           preferred_location_type="device")._struct()
+    assert repr(cuabi.Host.numa_current()) == "Host.numa_current()"
+    assert cuabi.Host(numa_id=2) == cuabi.Host(numa_id=2) != cuabi.Host()
+
+
+def test_pool_attributes(dev):
+    mr = cuabi.MemoryResource.pool(dev)
+    s = dev.create_stream()
+    b = cuabi.Buffer(1 << 20, mr, stream=s)
+    a = mr.attributes
+    assert a.used_mem_current == 1 << 20 and a.used_mem_high == 1 << 20
+    assert a.reserved_mem_current >= 1 << 20
+    assert a.reuse_allow_opportunistic is True
+    a.release_threshold = 4096
+    assert a.release_threshold == 4096
+    a.reuse_allow_opportunistic = False
+    assert a.reuse_allow_opportunistic is False
+    with pytest.raises(AttributeError):
+        a.nonsense
+    b.free_async(s)
+    s.synchronize()
+    assert a.used_mem_current == 0 and a.used_mem_high == 1 << 20
+    mr.reset_high_water()
+    assert a.used_mem_high == 0
+    st = mr.pool_stats()
+    assert st.release_threshold == 4096 and st.owned == 1
+    assert mr.pool_summary().startswith("pool device 0 (owned): reserved")
+    with pytest.raises(cuabi.NotSupportedError):
+        cuabi.MemoryResource.host().attributes.used_mem_current
+
+
+def test_copy_batch_mixed_ends(dev):
+    s = dev.create_stream()
+    src = cuabi.Buffer.from_host(bytes(range(200)) * 10, stream=s)
+    dst = cuabi.Buffer(2000, stream=s)
+    host = bytearray(100)
+    man = cuabi.ManagedBuffer(2000)
+    r = cuabi.copy_batch(s, [src, b"\x07" * 100, src], [dst, host, man],
+                         options=[cuabi.CopyOptions(),
+                                  cuabi.CopyOptions(src_access_order="during_api_call"),
+                                  cuabi.CopyOptions(dst_location_hint=cuabi.Host(),
+                                                    overlap_mode="prefer_overlap_with_compute")])
+    s.synchronize()
+    assert r.path == "batched" and r.copies == 3 and r.bytes == 4100 and r.driver_calls == 1
+    assert r.attribute_sets == 3 and r.reason == ""
+    assert bytes(dst.copy_to()) == bytes(range(200)) * 10
+    assert host == b"\x07" * 100
+    assert bytes(man.copy_to(size=5)) == bytes(range(5))
+    with pytest.raises(ValueError, match="sources but"):
+        cuabi.copy_batch(s, [src], [])
+    with pytest.raises(ValueError, match="bytes, the destination"):
+        cuabi.copy_batch(s, [src], [host])
+    with pytest.raises(TypeError):
+        cuabi.copy_batch(s, src, dst)
+    with pytest.raises(ValueError, match="read-only"):
+        cuabi.copy_batch(s, [src], [bytes(2000)])
+    with pytest.raises(ValueError, match="not one of"):
+        cuabi.copy_batch(s, [src], [dst], options=cuabi.CopyOptions(src_access_order="later"))
+    assert cuabi.MemcpySrcAccessOrder.ANY == "any"
+    assert cuabi.copy_batch(s, [], []).path == "none"
+
+
+def _vmm_child(conn):
+    import cuabi as c
+    b = conn.recv()                                  # unpickling maps the chunks
+    info = c.VirtualMemoryResource.info(b)
+    conn.send((bytes(b.copy_to(size=8)), b.size, info.imported, info.chunks))
+    b.fill(0x11, count=4)
+    conn.send("done")
+    b.close()
+
+
+def test_vmm_buffer_pickles_to_another_process(dev):
+    import multiprocessing as mp
+    vmr = cuabi.VirtualMemoryResource(dev, cuabi.VirtualMemoryResourceOptions(reserve_size=512 * KiB))
+    b = cuabi.Buffer(128 * KiB, vmr)
+    vmr.modify_allocation(b, 384 * KiB)
+    b.copy_from(b"\x5a" * b.size)
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_vmm_child, args=(child,))
+    p.start()
+    parent.send(b)
+    first, size, imported, chunks = parent.recv()
+    assert parent.recv() == "done"
+    p.join(30)
+    assert p.exitcode == 0
+    assert first == b"\x5a" * 8 and size == b.size and imported == 1 and chunks == 2
+    assert bytes(b.copy_to(size=5)) == b"\x11" * 4 + b"\x5a"
+    b.close()

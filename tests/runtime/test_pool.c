@@ -1,0 +1,283 @@
+/* Pool statistics and attributes against the fake driver (fake_memory.h
+ * keeps per-pool figures that follow its allocations): attributes read and
+ * set, the high-water marks and their reset, the one-call summary and its
+ * text, the pools of a location (device, host, NUMA node; a driver without
+ * host pools), the maximum size of created pools, and every refusal. */
+#include "testutil.h"
+#include "fake_multigpu.h"
+#include "runtime/memory.h"
+
+static cuabi_device *dev0, *dev1;
+static cuabi_stream *s0;
+
+static void setup(void)
+{
+    fake_driver_install();
+    fake_memory_install();
+    fake_multigpu_install();
+    ck_assert_ok(cuabi_device_get(&dev0, 0));
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    ck_assert_ok(cuabi_stream_create(&s0, dev0, NULL));
+}
+static void teardown(void)
+{
+    cuabi_stream_release(s0);
+    cuabi_device_release(dev0);
+    cuabi_device_release(dev1);
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+static uint64_t attr(cuabi_memory_resource *r, cuabi_pool_attribute a)
+{
+    uint64_t v = 12345;
+    ck_assert_ok(cuabi_pool_get_attribute(&v, r, a));
+    return v;
+}
+
+START_TEST(statistics_follow_allocations)
+{
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev0, NULL));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_CURRENT), 0);
+    cuabi_buffer *a, *b;
+    ck_assert_ok(cuabi_buffer_allocate(&a, r, 1 << 20, 0, s0));
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 3 << 20, 0, s0));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_CURRENT), 4u << 20);
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_HIGH), 4u << 20);
+    ck_assert_uint_ge(attr(r, CUABI_POOL_RESERVED_MEM_CURRENT), 4u << 20);
+    ck_assert_ok(cuabi_buffer_free_async(b, s0));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_CURRENT), 1u << 20);
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_HIGH), 4u << 20);   /* the mark stays */
+    ck_assert_ok(cuabi_pool_reset_high_water(r));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_USED_MEM_HIGH), 1u << 20);   /* back to current */
+    ck_assert_uint_ge(attr(r, CUABI_POOL_RESERVED_MEM_HIGH), 1u << 20);
+    /* a trim lowers what the pool holds, not below what is used */
+    ck_assert_ok(cuabi_memory_resource_trim(r, 0));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_RESERVED_MEM_CURRENT), 1u << 20);
+    ck_assert_ok(cuabi_buffer_free_async(a, s0));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(attributes_set_and_refused)
+{
+    cuabi_memory_resource *r;
+    cuabi_memory_pool_options o = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    o.release_threshold = 1 << 30;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev0, &o));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_RELEASE_THRESHOLD), 1u << 30);
+    ck_assert_uint_eq(attr(r, CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC), 1);
+    ck_assert_ok(cuabi_pool_set_attribute(r, CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC, 0));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC), 0);
+    ck_assert_ok(cuabi_pool_set_attribute(r, CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES, 0));
+    ck_assert_ok(cuabi_pool_set_attribute(r, CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 0));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES), 0);
+    ck_assert_ok(cuabi_pool_set_attribute(r, CUABI_POOL_RELEASE_THRESHOLD, UINT64_MAX));
+    ck_assert_uint_eq(attr(r, CUABI_POOL_RELEASE_THRESHOLD), UINT64_MAX);
+    ck_assert_ok(cuabi_pool_set_attribute(r, CUABI_POOL_USED_MEM_HIGH, 0));
+    ck_assert_status(cuabi_pool_set_attribute(r, CUABI_POOL_REUSE_ALLOW_OPPORTUNISTIC, 2),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("0 or 1");
+    ck_assert_status(cuabi_pool_set_attribute(r, CUABI_POOL_USED_MEM_HIGH, 5),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("high-water");
+    ck_assert_status(cuabi_pool_set_attribute(r, CUABI_POOL_USED_MEM_CURRENT, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("read only");
+    ck_assert_status(cuabi_pool_set_attribute(r, (cuabi_pool_attribute)0, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    uint64_t v = 7;
+    ck_assert_status(cuabi_pool_get_attribute(&v, r, (cuabi_pool_attribute)9),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_status(cuabi_pool_get_attribute(NULL, r, CUABI_POOL_USED_MEM_HIGH),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_pool_get_attribute(&v, NULL, CUABI_POOL_USED_MEM_HIGH),
+                     CUABI_ERROR_INVALID_HANDLE);
+    /* resources that are not pools */
+    cuabi_memory_resource *h, *m;
+    ck_assert_ok(cuabi_memory_resource_host(&h));
+    ck_assert_ok(cuabi_memory_resource_managed(&m, dev0));
+    ck_assert_status(cuabi_pool_get_attribute(&v, h, CUABI_POOL_USED_MEM_HIGH),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("not a memory pool");
+    ck_assert_status(cuabi_pool_reset_high_water(m), CUABI_ERROR_NOT_SUPPORTED);
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    ck_assert_status(cuabi_pool_stats_get(&st, h), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ok(cuabi_memory_resource_release(h));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    /* the driver refusing */
+    cuabi__fault_arm("cuMemPoolGetAttribute", 1, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_pool_get_attribute(&v, r, CUABI_POOL_USED_MEM_HIGH), CUABI_ERROR_CUDA);
+    ck_assert_error_mentions("cuMemPoolGetAttribute");
+    cuabi__fault_arm("cuMemPoolGetAttribute", 5, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_pool_stats_get(&st, r), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(summary_and_text)
+{
+    cuabi_memory_resource *r, *dflt;
+    cuabi_memory_pool_options o = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    o.max_size = 1ull << 32;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev1, &o));
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 3 << 20, 0, NULL));
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_uint_eq(st.used_current, 3u << 20);
+    ck_assert_uint_eq(st.used_high, 3u << 20);
+    ck_assert_uint_eq(st.reserved_current, 3u << 20);
+    ck_assert_uint_eq(st.release_threshold, UINT64_MAX);
+    ck_assert_int_eq(st.reuse_follow_event_dependencies, 1);
+    ck_assert_int_eq(st.reuse_allow_opportunistic, 1);
+    ck_assert_int_eq(st.reuse_allow_internal_dependencies, 1);
+    ck_assert_uint_eq(st.max_size, 1ull << 32);
+    ck_assert_int_eq(st.location_type, CUABI_LOCATION_DEVICE);
+    ck_assert_int_eq(st.location_id, 1);
+    ck_assert_int_eq(st.owned, 1);
+    ck_assert_int_eq(st.ipc, 0);
+    char text[512];
+    size_t n = sizeof text;
+    ck_assert_ok(cuabi_pool_stats_format(text, &n, &st));
+    ck_assert_uint_eq(n, strlen(text) + 1);
+    ck_assert_msg(strstr(text, "pool device 1 (owned): reserved 3.0 MiB (high 3.0 MiB), used "
+                               "3.0 MiB (high 3.0 MiB), release threshold keep all, max size "
+                               "4.0 GiB, reuse: follow-events on") != NULL, "%s", text);
+    /* the size asked first */
+    size_t need = 0;
+    ck_assert_status(cuabi_pool_stats_format(NULL, &need, &st), CUABI_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_uint_eq(need, n);
+    size_t small = 10;
+    ck_assert_status(cuabi_pool_stats_format(text, &small, &st), CUABI_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_uint_eq(small, n);
+    ck_assert_status(cuabi_pool_stats_format(NULL, &small, &st), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_pool_stats_format(text, NULL, &st), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_pool_stats bad = st;
+    bad.version = 0;
+    ck_assert_status(cuabi_pool_stats_format(text, &n, &bad), CUABI_ERROR_INVALID_VERSION);
+    /* the default pool: not owned, the driver's maximum; small figures */
+    ck_assert_ok(cuabi_memory_resource_device_default(&dflt, dev0));
+    ck_assert_ok(cuabi_pool_set_attribute(dflt, CUABI_POOL_RELEASE_THRESHOLD, 1536));
+    ck_assert_ok(cuabi_pool_stats_get(&st, dflt));
+    ck_assert_int_eq(st.owned, 0);
+    ck_assert_uint_eq(st.max_size, 0);
+    n = sizeof text;
+    ck_assert_ok(cuabi_pool_stats_format(text, &n, &st));
+    ck_assert_msg(strstr(text, "pool device 0: reserved 0 B") && strstr(text, "threshold 1.5 KiB") &&
+                  strstr(text, "max size driver default"), "%s", text);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(dflt));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    /* an IPC pool says so, and its maximum */
+    cuabi_ipc_pool_options io = CUABI_IPC_POOL_OPTIONS_INIT;
+    io.max_size = 1 << 30;
+    ck_assert_ok(cuabi_ipc_pool_create(&r, dev0, &io));
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_int_eq(st.ipc, 1);
+    ck_assert_uint_eq(st.max_size, 1u << 30);
+    n = sizeof text;
+    ck_assert_ok(cuabi_pool_stats_format(text, &n, &st));
+    ck_assert_msg(strstr(text, "(IPC) (owned)") != NULL, "%s", text);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    /* pool options of version 1 (no max_size) still work */
+    cuabi_memory_pool_options o1;
+    ck_assert_ok(cuabi_memory_pool_options_init(&o1, 1));
+    o1.max_size = 99;    /* not read: version 1 has no such field */
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev0, &o1));
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_uint_eq(st.max_size, 0);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+START_TEST(pools_of_a_location)
+{
+    cuabi_memory_resource *r, *d0;
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 1, CUABI_POOL_CURRENT));
+    uintptr_t raw;
+    ck_assert_ok(cuabi_memory_resource_pool(&raw, r));
+    ck_assert_uint_eq(raw, (uintptr_t)&fake_default_pool_token[1]);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 0, CUABI_POOL_DEFAULT));
+    ck_assert_ok(cuabi_memory_resource_device_default(&d0, dev0));
+    uintptr_t raw0;
+    ck_assert_ok(cuabi_memory_resource_pool(&raw0, d0));
+    ck_assert_ok(cuabi_memory_resource_pool(&raw, r));
+    ck_assert_uint_eq(raw, raw0);
+    ck_assert_ok(cuabi_memory_resource_release(d0));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    /* host pools: pinned memory, stream-ordered */
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST_NUMA, 1, CUABI_POOL_DEFAULT));
+    cuabi_memory_kind k;
+    ck_assert_ok(cuabi_memory_resource_kind(&k, r));
+    ck_assert_int_eq(k, CUABI_MEMORY_PINNED);
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 4096, 0, s0));
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST_NUMA);
+    ck_assert_int_eq(st.location_id, 1);
+    ck_assert_uint_eq(st.used_current, 4096);
+    ck_assert_int_eq(st.owned, 0);
+    char text[512];
+    size_t n = sizeof text;
+    ck_assert_ok(cuabi_pool_stats_format(text, &n, &st));
+    ck_assert_msg(strstr(text, "pool host NUMA node 1:") != NULL, "%s", text);
+    ck_assert_ok(cuabi_buffer_free_async(b, s0));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST, 7, CUABI_POOL_CURRENT));
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST);
+    ck_assert_int_eq(st.location_id, 0);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    /* refusals */
+    r = (void *)1;
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST_NUMA_CURRENT, 0,
+                                            CUABI_POOL_CURRENT), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(r);
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, -1,
+                                            CUABI_POOL_CURRENT), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 0,
+                                            (cuabi_pool_which)3), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 9,
+                                            CUABI_POOL_CURRENT), CUABI_ERROR_CUDA);
+    ck_assert_status(cuabi_pool_at_location(&r, NULL, CUABI_LOCATION_DEVICE, 0,
+                                            CUABI_POOL_CURRENT), CUABI_ERROR_INVALID_HANDLE);
+    /* a driver before CUDA 13: device pools through the older calls, no host pools */
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuMemGetMemPool = NULL;
+    d->cuMemGetDefaultMemPool = NULL;
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 1, CUABI_POOL_CURRENT));
+    ck_assert_ok(cuabi_memory_resource_pool(&raw, r));
+    ck_assert_uint_eq(raw, (uintptr_t)&fake_default_pool_token[1]);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 1, CUABI_POOL_DEFAULT));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST, 0, CUABI_POOL_CURRENT),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("cuMemGetMemPool");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("pool");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, statistics_follow_allocations);
+    tcase_add_test(tc, attributes_set_and_refused);
+    tcase_add_test(tc, summary_and_text);
+    tcase_add_test(tc, pools_of_a_location);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}
