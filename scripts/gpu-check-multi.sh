@@ -10,12 +10,14 @@
 #   C:      tests/runtime/test_gpu_nccl (init-all, every collective x 6 types
 #           x 3 sizes, views, a captured all-reduce, two processes by rank,
 #           the socket transport over loopback, a rank that never arrives),
-#           tests/runtime/test_nccl (the fake NCCL), test_gpu_peer, test_multigpu;
+#           tests/runtime/test_nccl (the fake NCCL), test_gpu_peer, test_multigpu,
+#           test_gpu_multicast, test_gpu_vmm, test_gpu_copy_batch (issue 25's
+#           two-GPU parts), test_gpu_launch_attrs;
 #   Python: test_gpu_nccl.py (init-all, torch tensors, a captured all-reduce,
 #           two processes through a TCPStore, a FileStore, mpirun + mpi4py,
 #           the socket transport; the timeout; examples/python/
 #           distributed_segred.py spawned and under Dask), test_nccl.py,
-#           test_dask.py, test_gpu_peer.py, test_multigpu.py;
+#           test_dask.py, test_gpu_peer.py, test_multigpu.py, test_gpu_memory_ext.py;
 #   Rust:   .gpu/rust/bin/test-gpu_nccl (when scripts/rust-gpu-prep.sh carried it);
 # and with --bench: bench/bench_nccl (host us per 8-byte all-reduce, cuabi
 # beside raw ncclAllReduce) and bench/bench_nccl.py (bus bandwidth 8 B..1 GiB
@@ -64,7 +66,11 @@ make -j"$(nproc)" >"$out/build.log" 2>&1 ||
 export CUDA_CACHE_DISABLE=1
 
 # C suites through make (their .trs files say PASS / SKIP / FAIL).
-ctests="tests/runtime/test_gpu_nccl tests/runtime/test_nccl tests/runtime/test_gpu_peer tests/runtime/test_multigpu"
+# ... and the two-GPU parts of issue 25 (multicast, VMM peer access, copies
+# between GPUs) and the PDL test issue 29 saw fail on this host.
+ctests="tests/runtime/test_gpu_nccl tests/runtime/test_nccl tests/runtime/test_gpu_peer"
+ctests="$ctests tests/runtime/test_multigpu tests/runtime/test_gpu_multicast tests/runtime/test_gpu_vmm"
+ctests="$ctests tests/runtime/test_gpu_copy_batch tests/runtime/test_gpu_launch_attrs"
 make -j4 check TESTS="$ctests" >"$out/check-c.log" 2>&1
 result() { sed -n 's/^:test-result: //p' "$1.trs" 2>/dev/null | head -n 1; }
 cpass=0 cskip=0 ctotal=0
@@ -84,7 +90,8 @@ export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 fake=$src/tests/fixtures/.libs/fake_cuda_graph.so
 [ -f "$fake" ] && export CUABI_TEST_FAKE_CUDA=$fake
 pytests=""
-for f in test_gpu_nccl.py test_nccl.py test_dask.py test_gpu_peer.py test_multigpu.py; do
+for f in test_gpu_nccl.py test_nccl.py test_dask.py test_gpu_peer.py test_multigpu.py \
+         test_gpu_memory_ext.py; do
     [ -f "$pkg/tests/$f" ] && pytests="$pytests $pkg/tests/$f"
 done
 python3 -m pytest -p no:cacheprovider -rs -q $pytests >"$out/check-python.log" 2>&1

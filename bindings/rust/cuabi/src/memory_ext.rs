@@ -81,7 +81,7 @@ impl MemoryResource {
     }
     /// The access `device` gets to this VMM resource's future buffers.
     pub fn vmm_set_peer_access(&self, device: &Device, access: PeerAccess) -> Result<()> {
-        check(unsafe { sys::cuabi_vmm_resource_set_peer_access(self.as_raw(), device.as_raw(), access) })
+        check(unsafe { sys::cuabi_vmm_resource_set_peer_access(self.as_raw(), device.as_raw(), access.to_raw()) })
     }
     /// A VMM buffer of `size` bytes that can grow in place up to `reserve` (0: the options').
     pub fn vmm_allocate(&self, size: usize, reserve: usize) -> Result<Buffer> {
@@ -153,13 +153,13 @@ impl Buffer {
     }
     /// Give `device` this access to the VMM buffer (and the chunks it grows by).
     pub fn vmm_set_access(&self, device: &Device, access: PeerAccess) -> Result<()> {
-        check(unsafe { sys::cuabi_vmm_set_access(self.as_raw(), device.as_raw(), access) })
+        check(unsafe { sys::cuabi_vmm_set_access(self.as_raw(), device.as_raw(), access.to_raw()) })
     }
     /// The access `device` has to the VMM buffer.
     pub fn vmm_access(&self, device: &Device) -> Result<PeerAccess> {
-        let mut a = PeerAccess::default();
+        let mut a = sys::CUABI_PEER_ACCESS_NONE;
         check(unsafe { sys::cuabi_vmm_get_access(&mut a, self.as_raw(), device.as_raw()) })?;
-        Ok(a)
+        Ok(a.into())
     }
     /// Export chunk `index`: (a new fd, yours to close; -1 for fabric handles) and its descriptor.
     pub fn vmm_export_chunk(&self, index: usize) -> Result<(i32, [u8; 136])> {
