@@ -279,8 +279,8 @@ mod multigpu;
 pub mod nccl;
 mod memory_ext;
 pub use memory_ext::{
-    copy_batch, copy_between, copy_item, copy_reason, managed_options, vmm_granularity, vmm_options,
-    vmm_supported, CopyItem, CopyResult, LocationType, ManagedAdvice, ManagedOptions, ManagedRange,
+    copy_batch, copy_batch_raw, copy_between, copy_item, copy_reason, managed_options, vmm_granularity, vmm_options,
+    vmm_supported, CopyBatch, CopyItem, CopyResult, LocationType, ManagedAdvice, ManagedOptions, ManagedRange,
     PoolAttribute, PoolStats, VmmInfo, VmmOptions,
 };
 pub use multigpu::{

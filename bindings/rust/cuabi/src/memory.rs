@@ -434,4 +434,15 @@ impl Buffer {
     pub(crate) fn wait_pending(&self) -> Result<()> {
         self.pending.wait_host()
     }
+    /// How many views made from this buffer are alive.
+    pub(crate) fn live_views(&self) -> usize {
+        Arc::strong_count(&self.views) - 1
+    }
+    /// Read the size again after the library changed it (a VMM resize).
+    pub(crate) fn reread_size(&mut self) {
+        let mut size = 0usize;
+        // SAFETY: `self` owns the live handle; `size` is a local written during the call.
+        infallible(unsafe { sys::cuabi_buffer_size(&mut size, self.as_raw()) }, "cuabi_buffer_size");
+        self.size = size;
+    }
 }
