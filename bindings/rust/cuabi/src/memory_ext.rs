@@ -68,6 +68,7 @@
 //! }
 //! ```
 use core::marker::PhantomData;
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::device::Device;
 use crate::error::{check, Error, Result};
@@ -162,8 +163,10 @@ impl MemoryResource {
         Buffer::create(|o| unsafe { sys::cuabi_vmm_buffer_allocate(o, self.as_raw(), size, reserve) })
     }
     /// Map another process's VMM buffer from its chunk descriptors (136 bytes
-    /// each, in order) and their file descriptors (None for fabric handles).
-    pub fn vmm_import(&self, fds: Option<&[i32]>, descriptors: &[u8]) -> Result<Buffer> {
+    /// each, in order) and the file descriptors received with them (None for
+    /// fabric handles; read, "not closed, not kept"). A same-process set is
+    /// refused (vmm.h), so no two buffers of this process alias.
+    pub fn vmm_import(&self, fds: Option<&[BorrowedFd<'_>]>, descriptors: &[u8]) -> Result<Buffer> {
         let d = sys::CUABI_IPC_DESCRIPTOR_SIZE as usize;
         if descriptors.is_empty() || descriptors.len() % d != 0 {
             return Err(Error::invalid_argument("descriptors: a whole number of 136-byte descriptors"));
@@ -172,11 +175,14 @@ impl MemoryResource {
         if fds.is_some_and(|f| f.len() != count) {
             return Err(Error::invalid_argument("one fd per chunk descriptor"));
         }
-        let fp = fds.map_or(core::ptr::null(), |f| f.as_ptr());
-        // SAFETY: `self` is live; `fp` is NULL or `count` ints and
-        // `descriptors` `size` bytes, both read during the call (the
-        // descriptors are "checked the same way" as other IPC descriptors);
-        // `o` is the out-pointer.
+        // BorrowedFd is repr(transparent) over the raw descriptor (std: "can
+        // be used in FFI in places where a file descriptor is passed").
+        let fp = fds.map_or(core::ptr::null(), |f| f.as_ptr().cast::<core::ffi::c_int>());
+        // SAFETY: `self` is live; `fp` is NULL or `count` open descriptors
+        // borrowed for the call ("not closed, not kept") and `descriptors`
+        // `size` bytes, both read during the call (the descriptors are
+        // "checked the same way" as other IPC descriptors); `o` is the
+        // out-pointer (ownership transferred).
         Buffer::create(|o| unsafe {
             sys::cuabi_vmm_import(o, self.as_raw(), fp, count, descriptors.as_ptr(), descriptors.len())
         })
@@ -285,13 +291,17 @@ impl Buffer {
         check(unsafe { sys::cuabi_vmm_get_access(&mut a, self.as_raw(), device.as_raw()) })?;
         Ok(a.into())
     }
-    /// Export chunk `index`: (a new fd, yours to close; -1 for fabric handles) and its descriptor.
-    pub fn vmm_export_chunk(&self, index: usize) -> Result<(i32, [u8; 136])> {
+    /// Export chunk `index`: a new file descriptor to send with the
+    /// descriptor (None for fabric handles, which the descriptor carries).
+    pub fn vmm_export_chunk(&self, index: usize) -> Result<(Option<OwnedFd>, [u8; 136])> {
         let mut fd = -1;
         let mut d = [0u8; sys::CUABI_IPC_DESCRIPTOR_SIZE as usize];
         // SAFETY: `self` is live; `d` is `out_size` bytes ("[out, array of
         // out_size elements]") and `fd` a local, written during the call.
         check(unsafe { sys::cuabi_vmm_export_chunk(&mut fd, d.as_mut_ptr(), d.len(), self.as_raw(), index) })?;
+        // SAFETY: vmm.h: "a new file descriptor in *fd (the caller's to close
+        // once sent; -1 for fabric handles)": ours alone, owned from here.
+        let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
         Ok((fd, d))
     }
     /// Advice about `size` bytes at `offset` of a managed buffer (synchronous;

@@ -5,6 +5,7 @@
 //! soundness rules of issue 28 applied to them (a shrink refused under live
 //! views, queued work recorded on every buffer it touches, host slices
 //! waited for). Each test prints SKIP and returns without the fake.
+use std::os::fd::AsFd;
 use std::sync::{Mutex, MutexGuard, Once};
 
 use cuabi::{sys, CopyBatch, Device, MemoryResource, PeerAccess, Stream, View};
@@ -50,18 +51,18 @@ fn vmm_buffer_grows_in_place() {
     assert_eq!(b.size(), 5 * g, "a refused resize leaves the buffer as it was");
     assert_eq!(b.vmm_access(&dev).unwrap(), PeerAccess::ReadWrite);
     let (fd, d) = b.vmm_export_chunk(0).unwrap();
-    assert!(fd >= 0 && d[10] == sys::CUABI_IPC_VMM_CHUNK.0 as u8);
-    // SAFETY: `fd` is a new descriptor ours to close (vmm.h).
-    unsafe { libc_close(fd) };
+    assert!(fd.is_some() && d[10] == sys::CUABI_IPC_VMM_CHUNK.0 as u8);
+    // this process's own chunks are refused (no two buffers alias)
+    let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
+    let e = r.vmm_import(Some(&fds), &d).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_IPC, "{e}");
+    assert!(r.vmm_import(Some(&[]), &d).is_err(), "one fd per descriptor");
+    assert!(r.vmm_import(None, &d[..100]).is_err(), "whole descriptors only");
+    drop(fd); // an OwnedFd: closed here
     // a pool buffer is not a VMM buffer
     let pool = MemoryResource::device_default(&dev).unwrap();
     let pb = pool.allocate(4096, 0, None).unwrap();
     assert_eq!(pb.vmm_info().unwrap_err().status, sys::CUABI_ERROR_NOT_SUPPORTED);
-}
-
-unsafe extern "C" {
-    #[link_name = "close"]
-    fn libc_close(fd: i32) -> i32;
 }
 
 #[test]
