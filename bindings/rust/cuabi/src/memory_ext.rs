@@ -240,7 +240,9 @@ impl Buffer {
     ///
     /// Takes `&mut self`: a shrink unmaps the memory past the new size. A
     /// shrink (any size below the current one) is refused while views made
-    /// from this buffer live, and first waits for the work this buffer
+    /// from this buffer live (and by the library while anything else holds
+    /// its memory: a DLPack export, a graph's copy or memset node, a
+    /// multicast binding), and first waits for the work this buffer
     /// queued on other streams; the library then synchronises `stream`
     /// (None: the whole device) before unmapping (vmm.h). Work queued through
     /// raw pointers or `unsafe` launches is the caller's to finish first

@@ -107,6 +107,14 @@ fn vmm_shrink_refused_under_views_and_waits_for_queued_work() {
     let s = Stream::new(&dev).unwrap();
     let pool = MemoryResource::device_default(&dev).unwrap();
     let mut other = pool.allocate(256, 0, None).unwrap();
+    {
+        // a graph's copy node keeps the memory too: the library refuses the shrink
+        let graph = cuabi::Graph::new().unwrap();
+        graph.add_memcpy(&[], &other, 0, &b, 0, 256).unwrap();
+        let e = b.vmm_resize(g, None).unwrap_err();
+        assert!(e.to_string().contains("views or DLPack exports hold"), "{e}");
+        assert_eq!(b.size(), 4 * g);
+    }
     other.copy_from(0, &b, 0, 256, Some(&s)).unwrap();
     assert_eq!(b.pending_uses(), 1);
     b.vmm_resize(g, Some(&s)).unwrap();
