@@ -68,13 +68,13 @@ def worker(rank, nranks, uid, kernel):
     cfg = c.LaunchConfig(grid=SEGS, block=128)
     for i in range(len(rows)):
         c.launch(s, cfg, kernel, dx.ptr + 4 * i * SEGS * SEG_LEN, per_row.ptr + 4 * i * SEGS, doff)
-    sums = np.frombuffer(per_row.copy_to(stream=s), np.float32).reshape(len(rows), SEGS)
+    sums = np.frombuffer(per_row.to_bytes(stream=s), np.float32).reshape(len(rows), SEGS)
     s.sync()
     partial = c.Buffer.from_host(sums.sum(axis=0, dtype=np.float32), mr, stream=s)
     total = c.View.of_buffer(partial, "float32", (SEGS,))
     comm.all_reduce(total, stream=s)       # in place: the sum over every worker
     comm.synchronize(s)                    # a dead peer: an error, not a hang
-    out = np.frombuffer(partial.copy_to(stream=s), np.float32).copy()
+    out = np.frombuffer(partial.to_bytes(stream=s), np.float32).copy()
     s.sync()
     comm.close()
     return rank, out.tolist()

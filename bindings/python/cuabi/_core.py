@@ -272,6 +272,21 @@ class Context:
     __slots__ = ()
     is_green = False
 
+    # What every context has (cuda.core's Context); the two kinds define them.
+    @property
+    def handle(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def is_closed(self) -> bool:
+        raise NotImplementedError
+
+    def create_stream(self, options: StreamOptions | None = None) -> "Stream":
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
 
 class PrimaryContext(Context):
     """A device's primary context: `handle` is the CUcontext (an int)."""

@@ -428,8 +428,10 @@ def _reduce_vmm(buf, chunks):
     """A VMM buffer pickles as its chunk descriptors and the fd server's
     address; the chunk fds stay shared (and open) until the buffer is gone."""
     server = _fd_server()
-    # fabric chunks carry their handle in the descriptor: no fd, no key
-    keys = tuple(None if fd < 0 else b"vmm:" + os.urandom(12) for fd, _ in chunks)
+    # fabric chunks carry their handle in the descriptor: no fd, no key. A key
+    # is 8 bytes like a pool's id (the fd server reads exactly that many);
+    # random, so it names nothing another process could guess.
+    keys = tuple(None if fd < 0 else os.urandom(8) for fd, _ in chunks)
     for k, (fd, _) in zip(keys, chunks):
         if k is not None:
             server.share(k, fd)

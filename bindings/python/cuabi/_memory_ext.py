@@ -471,9 +471,9 @@ def _end(obj, what: str, keep: list):
     a Buffer, a View (contiguous), a host object with the buffer protocol,
     or an (address, size) pair."""
     if isinstance(obj, Buffer):
-        return obj.handle, None, 0, obj.size
+        return obj.cuabi_handle, None, 0, obj.size
     if getattr(obj, "_ctype", None) == "cuabi_view":
-        return None, obj.handle, 0, obj.nbytes
+        return None, obj.cuabi_handle, 0, obj.nbytes
     if isinstance(obj, tuple) and len(obj) == 2:
         return None, None, index_arg(obj[0], what + " address"), index_arg(obj[1], what + " size")
     try:

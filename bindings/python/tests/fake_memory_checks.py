@@ -33,7 +33,7 @@ def test_virtual_memory_grows_in_place(dev):
     assert vmr.modify_allocation(b, 5 * g) is b
     assert b.ptr == p and b.size == 5 * g          # the address never changes
     assert vmr.info(b).chunks == 2
-    assert bytes(b.copy_to(size=256)) == bytes(range(256))
+    assert bytes(b.to_bytes(size=256)) == bytes(range(256))
     with pytest.raises(cuabi.InvalidArgumentError, match="reserved range"):
         vmr.modify_allocation(b, 1024 * KiB + 1)
     assert b.size == 5 * g
@@ -144,9 +144,9 @@ def test_copy_batch_mixed_ends(dev):
     s.synchronize()
     assert r.path == "batched" and r.copies == 3 and r.bytes == 4100 and r.driver_calls == 1
     assert r.attribute_sets == 3 and r.reason == ""
-    assert bytes(dst.copy_to()) == bytes(range(200)) * 10
+    assert bytes(dst.to_bytes()) == bytes(range(200)) * 10
     assert host == b"\x07" * 100
-    assert bytes(man.copy_to(size=5)) == bytes(range(5))
+    assert bytes(man.to_bytes(size=5)) == bytes(range(5))
     with pytest.raises(ValueError, match="sources but"):
         cuabi.copy_batch(s, [src], [])
     with pytest.raises(ValueError, match="bytes, the destination"):
@@ -165,7 +165,7 @@ def _vmm_child(conn):
     import cuabi as c
     b = conn.recv()                                  # unpickling maps the chunks
     info = c.VirtualMemoryResource.info(b)
-    conn.send((bytes(b.copy_to(size=8)), b.size, info.imported, info.chunks))
+    conn.send((bytes(b.to_bytes(size=8)), b.size, info.imported, info.chunks))
     b.fill(0x11, count=4)
     conn.send("done")
     b.close()
@@ -182,10 +182,11 @@ def test_vmm_buffer_pickles_to_another_process(dev):
     p = ctx.Process(target=_vmm_child, args=(child,))
     p.start()
     parent.send(b)
+    assert parent.poll(60), "the child answered nothing (it died: see its traceback)"
     first, size, imported, chunks = parent.recv()
-    assert parent.recv() == "done"
+    assert parent.poll(60) and parent.recv() == "done"
     p.join(30)
     assert p.exitcode == 0
     assert first == b"\x5a" * 8 and size == b.size and imported == 1 and chunks == 2
-    assert bytes(b.copy_to(size=5)) == b"\x11" * 4 + b"\x5a"
+    assert bytes(b.to_bytes(size=5)) == b"\x11" * 4 + b"\x5a"
     b.close()

@@ -29,16 +29,16 @@ def test_vmm_grows_in_place(gpu):
     b.copy_from(data)
     vmr.modify_allocation(b, 6 * g)
     assert b.ptr == p and b.size == 6 * g and vmr.info(b).chunks == 2
-    back = np.frombuffer(b.copy_to(), dtype=np.uint32)
+    back = np.frombuffer(b.to_bytes(), dtype=np.uint32)
     assert (back[:data.size] == data).all()
     b.fill(0xabcd, width=4, offset=2 * g)
-    tail = np.frombuffer(b.copy_to(offset=2 * g), dtype=np.uint32)
+    tail = np.frombuffer(b.to_bytes(offset=2 * g), dtype=np.uint32)
     assert (tail == 0xabcd).all()
     with pytest.raises(cuabi.InvalidArgumentError, match="reserved range"):
         vmr.modify_allocation(b, 64 * MiB + 1)
     vmr.modify_allocation(b, g)
     assert b.size == g and vmr.info(b).chunks == 1
-    assert (np.frombuffer(b.copy_to(), dtype=np.uint32) == data[:g // 4]).all()
+    assert (np.frombuffer(b.to_bytes(), dtype=np.uint32) == data[:g // 4]).all()
     assert vmr.get_access(b, gpu) == "rw"
     b.close()
 
@@ -55,7 +55,7 @@ def _vmm_child(conn):
     b = vmr.import_chunks(chunks)
     for fd, _ in chunks:
         os.close(fd)
-    first = bytes(b.copy_to(size=4))
+    first = bytes(b.to_bytes(size=4))
     b.fill(0x11, offset=0, count=16)
     c.Device(0).synchronize()
     conn.send((first, b.size, c.VirtualMemoryResource.info(b).imported))
@@ -78,18 +78,19 @@ def test_vmm_buffer_in_another_process(gpu):
         reduction.send_handle(parent, fd, proc.pid)
         parent.send_bytes(d)
         os.close(fd)
+    assert parent.poll(120), "the child answered nothing (it died: see its traceback)"
     first, size, imported = parent.recv()
     proc.join(60)
     assert proc.exitcode == 0
     assert first == b"\x5a" * 4 and size == b.size and imported == 1
-    assert bytes(b.copy_to(size=17)) == b"\x11" * 16 + b"\x5a"
+    assert bytes(b.to_bytes(size=17)) == b"\x11" * 16 + b"\x5a"
     b.close()
 
 
 def _pickled_child(conn):
     import cuabi as c
     b = conn.recv()                                  # unpickling imports every chunk
-    conn.send((bytes(b.copy_to(size=4)), b.size, c.VirtualMemoryResource.info(b).imported))
+    conn.send((bytes(b.to_bytes(size=4)), b.size, c.VirtualMemoryResource.info(b).imported))
     b.fill(0x22, count=8)
     c.Device(0).synchronize()
     b.close()
@@ -106,12 +107,13 @@ def test_vmm_buffer_pickles_like_an_ipc_pool_buffer(gpu):
     proc = ctx.Process(target=_pickled_child, args=(child,))
     proc.start()
     parent.send(b)
+    assert parent.poll(120), "the child answered nothing (it died: see its traceback)"
     first, size, imported = parent.recv()
-    assert parent.recv() == "done"
+    assert parent.poll(60) and parent.recv() == "done"
     proc.join(60)
     assert proc.exitcode == 0
     assert first == b"\x6b" * 4 and size == b.size and imported == 1
-    assert bytes(b.copy_to(size=9)) == b"\x22" * 8 + b"\x6b"
+    assert bytes(b.to_bytes(size=9)) == b"\x22" * 8 + b"\x6b"
     b.close()
 
 
@@ -188,8 +190,8 @@ def test_copy_batch_mixed(gpu):
     print(r)
     assert r.copies == 3 and r.bytes == 9192
     assert r.path in ("batched", "single") and (r.path == "batched" or r.reason)
-    assert bytes(dst.copy_to()) == bytes(np.arange(4096, dtype=np.uint8))
-    assert bytes(man.copy_to()) == b"\x03" * 4096
+    assert bytes(dst.to_bytes()) == bytes(np.arange(4096, dtype=np.uint8))
+    assert bytes(man.to_bytes()) == b"\x03" * 4096
     assert (host == np.arange(1000) % 256).all()
 
 
