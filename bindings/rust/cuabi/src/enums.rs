@@ -87,6 +87,7 @@ rust_enum!(
         Nccl = CUABI_ERROR_NCCL,
         Timeout = CUABI_ERROR_TIMEOUT,
         StreamCapture = CUABI_ERROR_STREAM_CAPTURE,
+        Nvml = CUABI_ERROR_NVML,
     }
 );
 

@@ -52,6 +52,9 @@ pub struct SystemInfo {
 /// Load and initialise NVML (once) and describe the machine.
 pub fn system_info() -> Result<SystemInfo> {
     let mut raw = sys::cuabi_nvml_system_info::default();
+    // SAFETY: `raw` is a local the calls fill; nvml.h: `library_path` is
+    // "Owned by the library" (NULL or NUL-terminated, never freed: NVML is
+    // "never shut down"), and `cstr` copies it inside this block.
     unsafe {
         check(sys::cuabi_nvml_system_info_init(
             &mut raw,
@@ -71,6 +74,7 @@ pub fn system_info() -> Result<SystemInfo> {
 /// How many GPUs NVML lists (whatever CUDA_VISIBLE_DEVICES says).
 pub fn device_count() -> Result<usize> {
     let mut n = 0;
+    // SAFETY: `n` is a local written during the call (nvml.h: any thread).
     check(unsafe { sys::cuabi_nvml_device_count(&mut n) })?;
     Ok(n.max(0) as usize)
 }
@@ -198,6 +202,7 @@ impl NvmlDevice {
     pub fn find(id: &str) -> Result<NvmlDevice> {
         let c = c_string("id", id)?;
         let mut index = -1;
+        // SAFETY: `c` is NUL-terminated and read during the call; `index` a local.
         check(unsafe { sys::cuabi_nvml_device_find(&mut index, c.as_ptr()) })?;
         Ok(NvmlDevice { index })
     }
@@ -207,6 +212,7 @@ impl NvmlDevice {
         let ordinal = i32::try_from(ordinal)
             .map_err(|_| Error::invalid_argument("from_cuda_ordinal: ordinal too large"))?;
         let mut index = -1;
+        // SAFETY: `index` is a local written during the call.
         check(unsafe { sys::cuabi_nvml_device_from_cuda_ordinal(&mut index, ordinal) })?;
         Ok(NvmlDevice { index })
     }
@@ -219,12 +225,15 @@ impl NvmlDevice {
     /// (initialises the driver; no context).
     pub fn cuda_ordinal(&self) -> Result<Option<usize>> {
         let mut ordinal = -1;
+        // SAFETY: `ordinal` is a local written during the call.
         check(unsafe { sys::cuabi_nvml_device_cuda_ordinal(&mut ordinal, self.index) })?;
         Ok((ordinal >= 0).then_some(ordinal as usize))
     }
 
     pub fn info(&self) -> Result<DeviceInfo> {
         let mut r = sys::cuabi_nvml_device_info::default();
+        // SAFETY: `r` is a local the calls fill; its strings are inline arrays,
+        // copied by `text` (bounded by the array).
         unsafe {
             check(sys::cuabi_nvml_device_info_init(
                 &mut r,
@@ -268,6 +277,7 @@ impl NvmlDevice {
 
     pub fn health(&self) -> Result<Health> {
         let mut r = sys::cuabi_nvml_health::default();
+        // SAFETY: `r` is a local the calls fill during them.
         unsafe {
             check(sys::cuabi_nvml_health_init(
                 &mut r,
@@ -335,6 +345,7 @@ impl NvmlDevice {
     /// KiB/s (sent, received) over PCIe, each counted by NVML over 20 ms.
     pub fn pcie_throughput(&self) -> Result<(u32, u32)> {
         let (mut tx, mut rx) = (0, 0);
+        // SAFETY: `tx` and `rx` are locals written during the call.
         check(unsafe { sys::cuabi_nvml_device_pcie_throughput(&mut tx, &mut rx, self.index) })?;
         Ok((tx, rx))
     }
@@ -344,6 +355,8 @@ impl NvmlDevice {
         let link =
             i32::try_from(link).map_err(|_| Error::invalid_argument("nvlink: link too large"))?;
         let mut r = sys::cuabi_nvml_nvlink::default();
+        // SAFETY: `r` is a local the calls fill; `remote_pci_bus_id` is an
+        // inline array copied by `text`.
         unsafe {
             check(sys::cuabi_nvml_nvlink_init(
                 &mut r,
@@ -375,6 +388,7 @@ impl NvmlDevice {
     /// How this GPU and `other` are connected.
     pub fn topology(&self, other: &NvmlDevice) -> Result<Topology> {
         let mut r = sys::cuabi_nvml_topology::default();
+        // SAFETY: `r` is a local the calls fill during them.
         unsafe {
             check(sys::cuabi_nvml_topology_init(
                 &mut r,
@@ -406,6 +420,8 @@ impl NvmlDevice {
         loop {
             let mut raw = vec![sys::cuabi_nvml_process::default(); capacity];
             let mut count = 0usize;
+            // SAFETY: `raw` holds `capacity` initialised structs the call may
+            // write; `count` a local.
             unsafe {
                 for p in raw.iter_mut() {
                     check(sys::cuabi_nvml_process_init(
