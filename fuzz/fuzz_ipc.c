@@ -294,7 +294,7 @@ static void descriptor_calls(const uint8_t *d, size_t n, unsigned what, int fd)
     if (!frame_ok)
         refused(st, "cuabi_ipc_descriptor_kind");
     else
-        CHECK(kind >= CUABI_IPC_MEMORY && kind <= CUABI_IPC_POOL_MEMORY && n == D);
+        CHECK(kind >= CUABI_IPC_MEMORY && kind <= CUABI_IPC_VMM_FABRIC_CHUNK && n == D);
     if (what & DO_KIND)
         CHECK(cuabi_ipc_descriptor_kind(NULL, d, n) == CUABI_ERROR_INVALID_ARGUMENT);
 

@@ -108,7 +108,10 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer, size_t off
                          advice <= CUABI_MANAGED_UNSET_ACCESSED_BY,
                      "%s: %d is not a cuabi_managed_advice", __func__, (int)advice);
     CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_INVALID, .id = 0 };
+    /* Where the driver ignores the location (read-mostly, unsetting the
+     * preferred one) it still refuses CU_MEM_LOCATION_TYPE_INVALID (an H100,
+     * driver 580: CUDA_ERROR_INVALID_VALUE): the host stands in. */
+    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_HOST, .id = 0 };
     bool read_mostly = advice == CUABI_MANAGED_SET_READ_MOSTLY ||
                        advice == CUABI_MANAGED_UNSET_READ_MOSTLY;
     /* the driver ignores the location of an unset of the preferred one:
