@@ -478,6 +478,8 @@ def _arch_text(arch) -> str:
     if not isinstance(arch, str):
         raise TypeError(f"Kernel.occupancy_for: arch must be a str like 'sm_90' or an int, "
                         f"not {type(arch).__name__}")
+    if arch[:1].isdigit() and "." not in arch:     # cuda.core's Device.arch: "90", "90a"
+        return "sm_" + arch
     return arch
 
 

@@ -103,8 +103,13 @@ CHILD = textwrap.dedent('''
 
 def test_checkpoint_a_child(gpu):
     from cuabi import checkpoint
+    # the child imports the cuabi under test (the runner puts it on sys.path,
+    # not in the environment)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cuabi.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (pkg, os.environ.get("PYTHONPATH")) if p))
     child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+                             stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout.readline().strip() == "R"
         p = checkpoint.Process(child.pid)

@@ -74,7 +74,9 @@ def test_facts_agree_with_cuda(nvml):
                                              p.compute_capability_minor)
         assert d.cuda_ordinal == ordinal and d.to_cuda_device().ordinal == ordinal
         assert system.Device(uuid=d.uuid) == d
-        assert system.Device(pci_bus_id=p.pci_bus_id) == d   # CUDA's 4-digit domain
+        # CUDA's 4-digit-domain bus id (Device.pci_bus_id; properties.pci_bus_id is
+        # cuda.core's bus number)
+        assert system.Device(pci_bus_id=cuabi.Device(ordinal).pci_bus_id) == d
         assert d.pci_info.vendor_id == 0x10de
     assert len(seen) == cuabi.device_count() <= nvml
 

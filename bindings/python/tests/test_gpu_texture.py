@@ -136,8 +136,10 @@ def test_surface_read_and_write(code, stream):
 
 
 def test_layered_texture(code, stream):
-    stack = (np.arange(5 * 6 * 12, dtype=np.float32) + 1000 * np.repeat(np.arange(5), 72)) \
-        .reshape(5, 6, 12)
+    # float32 throughout (an int64 term would promote the sum to float64,
+    # which no array format holds)
+    stack = (np.arange(5 * 6 * 12, dtype=np.float32)
+             + np.float32(1000) * np.repeat(np.arange(5, dtype=np.float32), 72)).reshape(5, 6, 12)
     tex = TextureObject.from_image(stack, layered=True)
     out = cuabi.Buffer(stack.nbytes, stream=stream)
     cuabi.launch(stream, cuabi.LaunchConfig(grid=(6, 5), block=32), code.get_kernel("layered"),
