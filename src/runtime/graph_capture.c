@@ -329,6 +329,17 @@ static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool 
         atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
         break;
     }
+    /* Not found by the driver's id (an invalidated capture's id need not be
+     * the one it began with): the record cuabi made on this stream is the
+     * one ending. Left behind, it would keep alive what later work on the
+     * stream names (an H100 run of test_gpu_graph's bad_input_on_a_gpu). */
+    for (capture **p = &captures; !found && !*elsewhere && have_id && *p; p = &(*p)->next) {
+        if ((*p)->stream->cu_stream != origin)
+            continue;
+        found = *p;
+        *p = found->next;
+        atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&captures_lock);
     return found;
 }

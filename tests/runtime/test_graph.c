@@ -1001,6 +1001,17 @@ START_TEST(capture_refusals_and_invalidation)
     ck_assert_int_eq(atomic_load(&cuabi__captures_active), 0);
     ck_assert_ok(cuabi_launch(kern, p, &c));
     ck_assert_int_eq(at(out, 0), 1);
+    /* The same where the invalidated capture reports another id: the end
+     * still finds the record it began with and lets go of what it kept. */
+    fake_invalidated_id_changes = 1;
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_status(cuabi_stream_synchronize(stream), CUABI_ERROR_STREAM_CAPTURE);
+    ck_assert_status(cuabi_graph_capture_end(&g, stream), CUABI_ERROR_STREAM_CAPTURE);
+    fake_invalidated_id_changes = 0;
+    ck_assert_int_eq(atomic_load(&cuabi__captures_active), 0);
+    ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_int_eq(at(out, 0), 2);
     /* Synchronous copies in global mode break a capture on another stream. */
     cuabi_stream *s2;
     ck_assert_ok(cuabi_stream_create(&s2, dev, NULL));
