@@ -314,30 +314,26 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
 static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool *elsewhere)
 {
     pthread_mutex_lock(&captures_lock);
-    capture *found = NULL;
+    capture **at = NULL;
     *elsewhere = false;
-    for (capture **p = &captures; *p; p = &(*p)->next) {
-        bool match = have_id ? (*p)->id == id : (*p)->stream->cu_stream == origin;
-        if (!match)
-            continue;
-        if ((*p)->stream->cu_stream != origin) {
-            *elsewhere = true;
-            break;
-        }
-        found = *p;
-        *p = found->next;
-        atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
-        break;
+    for (capture **p = &captures; *p && !at; p = &(*p)->next)
+        if (have_id ? (*p)->id == id : (*p)->stream->cu_stream == origin)
+            at = p;
+    if (at && (*at)->stream->cu_stream != origin) {
+        *elsewhere = true;
+        at = NULL;
+    } else if (!at && have_id) {
+        /* Not found by the driver's id (an invalidated capture's id need not
+         * be the one it began with): the record cuabi made on this stream is
+         * the one ending. Left behind, it would keep alive what later work on
+         * the stream names (an H100 run of test_gpu_graph's bad_input_on_a_gpu). */
+        for (capture **p = &captures; *p && !at; p = &(*p)->next)
+            if ((*p)->stream->cu_stream == origin)
+                at = p;
     }
-    /* Not found by the driver's id (an invalidated capture's id need not be
-     * the one it began with): the record cuabi made on this stream is the
-     * one ending. Left behind, it would keep alive what later work on the
-     * stream names (an H100 run of test_gpu_graph's bad_input_on_a_gpu). */
-    for (capture **p = &captures; !found && !*elsewhere && have_id && *p; p = &(*p)->next) {
-        if ((*p)->stream->cu_stream != origin)
-            continue;
-        found = *p;
-        *p = found->next;
+    capture *found = at ? *at : NULL;
+    if (found) {
+        *at = found->next;
         atomic_fetch_sub_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&captures_lock);

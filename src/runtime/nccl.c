@@ -1029,23 +1029,33 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce_scatter(cuabi_nccl_comm *comm, cuab
     return coll_end(&c, r, "ncclReduceScatter", __func__);
 }
 
+/* ncclSend or ncclRecv of `count` elements at `offset` of `buffer`: the two
+ * differ only in the direction. */
+static cuabi_status p2p(cuabi_nccl_comm *comm, cuabi_buffer *buffer, size_t offset, size_t count,
+                        cuabi_nccl_datatype datatype, int peer, cuabi_stream *stream, bool send,
+                        const char *caller)
+{
+    coll c;
+    CUABI__TRY(coll_begin(&c, comm, stream, caller));
+    CUABI__TRY(check_dtype_op((int)datatype, 0, false, caller));
+    CUABI__TRY(check_rank(peer, c.o, "peer", caller));
+    void *p;
+    cuabi__buffer *b;
+    CUABI__TRY(buffer_range(&p, &b, buffer, offset, count, dtype_size[datatype], c.o,
+                            send ? "send" : "receive", caller));
+    CUABI__TRY(coll_keep(&c, b, NULL, caller));
+    cuabi__nccl_result r =
+        send ? NCALL(c.o->nccl, ncclSend, p, count, (int)datatype, peer, c.o->comm, c.raw)
+             : NCALL(c.o->nccl, ncclRecv, p, count, (int)datatype, peer, c.o->comm, c.raw);
+    return coll_end(&c, r, send ? "ncclSend" : "ncclRecv", caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_nccl_send(cuabi_nccl_comm *comm, cuabi_buffer *buffer,
                                            size_t offset, size_t count,
                                            cuabi_nccl_datatype datatype, int peer,
                                            cuabi_stream *stream)
 {
-    coll c;
-    CUABI__TRY(coll_begin(&c, comm, stream, __func__));
-    CUABI__TRY(check_dtype_op((int)datatype, 0, false, __func__));
-    CUABI__TRY(check_rank(peer, c.o, "peer", __func__));
-    void *p;
-    cuabi__buffer *b;
-    CUABI__TRY(buffer_range(&p, &b, buffer, offset, count, dtype_size[datatype], c.o, "send",
-                            __func__));
-    CUABI__TRY(coll_keep(&c, b, NULL, __func__));
-    cuabi__nccl_result r = NCALL(c.o->nccl, ncclSend, p, count, (int)datatype, peer, c.o->comm,
-                                 c.raw);
-    return coll_end(&c, r, "ncclSend", __func__);
+    return p2p(comm, buffer, offset, count, datatype, peer, stream, true, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_recv(cuabi_nccl_comm *comm, cuabi_buffer *buffer,
@@ -1053,18 +1063,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_recv(cuabi_nccl_comm *comm, cuabi_buffer *
                                            cuabi_nccl_datatype datatype, int peer,
                                            cuabi_stream *stream)
 {
-    coll c;
-    CUABI__TRY(coll_begin(&c, comm, stream, __func__));
-    CUABI__TRY(check_dtype_op((int)datatype, 0, false, __func__));
-    CUABI__TRY(check_rank(peer, c.o, "peer", __func__));
-    void *p;
-    cuabi__buffer *b;
-    CUABI__TRY(buffer_range(&p, &b, buffer, offset, count, dtype_size[datatype], c.o, "receive",
-                            __func__));
-    CUABI__TRY(coll_keep(&c, b, NULL, __func__));
-    cuabi__nccl_result r = NCALL(c.o->nccl, ncclRecv, p, count, (int)datatype, peer, c.o->comm,
-                                 c.raw);
-    return coll_end(&c, r, "ncclRecv", __func__);
+    return p2p(comm, buffer, offset, count, datatype, peer, stream, false, __func__);
 }
 
 /* ---------------------------------------------------------------- views */
@@ -1281,32 +1280,32 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce_scatter_view(cuabi_nccl_comm *comm,
     return coll_end(&c, res, "ncclReduceScatter", __func__);
 }
 
+/* ncclSend or ncclRecv of a dense view (a receive's view must be writable). */
+static cuabi_status p2p_view(cuabi_nccl_comm *comm, cuabi_view *view, int peer,
+                             cuabi_stream *stream, bool send, const char *caller)
+{
+    coll c;
+    CUABI__TRY(coll_begin(&c, comm, stream, caller));
+    CUABI__TRY(check_rank(peer, c.o, "peer", caller));
+    vspan s;
+    CUABI__TRY(view_span(&s, view, c.o, true, !send, send ? "send" : "receive", caller));
+    CUABI__TRY(coll_keep_views(&c, s.v, NULL, caller));
+    cuabi__nccl_result res =
+        send ? NCALL(c.o->nccl, ncclSend, s.ptr, s.count, s.dtype, peer, c.o->comm, c.raw)
+             : NCALL(c.o->nccl, ncclRecv, s.ptr, s.count, s.dtype, peer, c.o->comm, c.raw);
+    return coll_end(&c, res, send ? "ncclSend" : "ncclRecv", caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_nccl_send_view(cuabi_nccl_comm *comm, cuabi_view *view, int peer,
                                                 cuabi_stream *stream)
 {
-    coll c;
-    CUABI__TRY(coll_begin(&c, comm, stream, __func__));
-    CUABI__TRY(check_rank(peer, c.o, "peer", __func__));
-    vspan s;
-    CUABI__TRY(view_span(&s, view, c.o, true, false, "send", __func__));
-    CUABI__TRY(coll_keep_views(&c, s.v, NULL, __func__));
-    cuabi__nccl_result res = NCALL(c.o->nccl, ncclSend, s.ptr, s.count, s.dtype, peer,
-                                   c.o->comm, c.raw);
-    return coll_end(&c, res, "ncclSend", __func__);
+    return p2p_view(comm, view, peer, stream, true, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_recv_view(cuabi_nccl_comm *comm, cuabi_view *view, int peer,
                                                 cuabi_stream *stream)
 {
-    coll c;
-    CUABI__TRY(coll_begin(&c, comm, stream, __func__));
-    CUABI__TRY(check_rank(peer, c.o, "peer", __func__));
-    vspan r;
-    CUABI__TRY(view_span(&r, view, c.o, true, true, "receive", __func__));
-    CUABI__TRY(coll_keep_views(&c, r.v, NULL, __func__));
-    cuabi__nccl_result res = NCALL(c.o->nccl, ncclRecv, r.ptr, r.count, r.dtype, peer,
-                                   c.o->comm, c.raw);
-    return coll_end(&c, res, "ncclRecv", __func__);
+    return p2p_view(comm, view, peer, stream, false, __func__);
 }
 
 /* --------------------------------------------------------- registration */
