@@ -26,9 +26,12 @@ extern "C" {
  * the word itself; another GPU or a NIC does the same.
  *
  * The word is given as a buffer and a byte offset (4-byte aligned for 32-bit
- * operations, 8-byte for 64-bit), checked against the buffer: device memory,
- * pinned host memory (which the host can write while a stream waits) or
- * managed memory; plain host memory (CUABI_MEMORY_HOST) is refused. A NULL
+ * operations, 8-byte for 64-bit), checked against the buffer: device memory or
+ * pinned host memory (which the host can write while a stream waits); plain
+ * host memory (CUABI_MEMORY_HOST) and managed memory (which the driver's
+ * documentation excludes) are refused. When the driver refuses a word's
+ * address anyway (CUDA_ERROR_INVALID_VALUE) the error names where its memory
+ * came from (a pool, cuMemAlloc, pinned, virtual memory, wrapped). A NULL
  * stream is the legacy default stream of the buffer's device. On a stream
  * being captured the operations become nodes of the graph (a batch one node),
  * which keeps the buffers alive.

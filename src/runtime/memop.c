@@ -3,9 +3,12 @@
  * or batched (cuStreamBatchMemOp).
  *
  * The word is a buffer and an offset: the range and alignment are checked
- * here, and the kind of memory (the driver takes device, pinned and managed
- * memory; plain host memory would be a wild address to it). Flags are
- * checked against the driver's enums. On a stream being captured the graph
+ * here, and the kind of memory: the driver takes device and pinned memory;
+ * plain host memory would be a wild address to it, and its documentation
+ * excludes managed memory (cuMemAllocManaged) from every stream memory
+ * operation. When the driver refuses a word anyway (CUDA_ERROR_INVALID_VALUE)
+ * the error names where the word's memory came from, since the driver's
+ * code alone does not say. Flags are checked against the driver's enums. On a stream being captured the graph
  * keeps every buffer named (runtime/capture.h). Entries of a batch are all
  * checked before anything is queued. */
 #include "runtime/capture.h"
@@ -72,8 +75,13 @@ static cuabi_status check_op(CUstreamBatchMemOpParams *out, cuabi__buffer **buf,
     CUABI__TRY(cuabi__buffer_check_range(b, offset, width, "word's", caller));
     if (b->kind == CUABI_MEMORY_HOST)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %sthe buffer is plain host memory, "
-                            "which a stream cannot reach; use device, pinned or managed memory",
+                            "which a stream cannot reach; use device or pinned memory",
                             caller, what);
+    if (b->kind == CUABI_MEMORY_MANAGED)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %sthe buffer is managed memory, "
+                            "which the driver's stream memory operations do not take "
+                            "(cuStreamWaitValue32 and the rest: \"cannot be used with managed "
+                            "memory\"); use device or pinned memory", caller, what);
     uintptr_t addr = b->ptr + offset;
     if (addr % width)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %sthe %zu-byte word at 0x%llx (offset "
@@ -96,6 +104,41 @@ static cuabi_status check_op(CUstreamBatchMemOpParams *out, cuabi__buffer **buf,
     }
     *buf = b;
     return CUABI_SUCCESS;
+}
+
+/* Where a word's memory came from, for the driver's refusals. */
+static const char *memory_origin(const cuabi__buffer *b)
+{
+    if (!b->res)
+        return "wrapped memory (cuabi_buffer_wrap or an import)";
+    switch (b->res->impl) {
+    case CUABI__RES_POOL: return "a stream-ordered memory pool's memory (cuMemAllocFromPoolAsync)";
+    case CUABI__RES_PINNED: return "pinned host memory (cuMemAllocHost)";
+    case CUABI__RES_IPC: return "device memory from cuMemAlloc";
+    case CUABI__RES_IPC_MAPPED: return "memory of a pool imported from another process";
+    case CUABI__RES_VMM: return "virtual memory (cuMemCreate + cuMemMap)";
+    case CUABI__RES_USER: return "memory from a user memory resource";
+    default: return "memory of another kind";
+    }
+}
+
+/* The driver's status for operations on the word of `b` (NULL: none);
+ * a refusal of the address (CUDA_ERROR_INVALID_VALUE, whose code alone
+ * does not say why) gains where the memory came from. `batch`: the driver
+ * does not say which entry it refused, so the first word is named. */
+static cuabi_status driver_verdict(cuabi_status st, const cuabi__buffer *b, bool batch)
+{
+    if (st != CUABI_ERROR_CUDA || !b || cuabi_last_error()->cu_result != CUDA_ERROR_INVALID_VALUE)
+        return st;
+    char driver_said[512];
+    snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
+    cuabi__error(st, "%s; the %sword lies in %s on device %d: the driver may not take stream "
+                 "memory operations there (device memory from cuMemAlloc, e.g. "
+                 "cuabi_ipc_memory_resource, and pinned memory are what its documentation "
+                 "names)", driver_said, batch ? "batch's first " : "", memory_origin(b),
+                 b->device ? b->device->ordinal : -1);
+    cuabi__error_set_cu(CUDA_ERROR_INVALID_VALUE);
+    return st;
 }
 
 /* The stream to queue on (made ready for the driver): `stream`, or the
@@ -139,16 +182,22 @@ static cuabi_status single(int kind, cuabi_stream *stream, cuabi_buffer *buffer,
         CUABI__TRY(cuabi__capture_keep_buffers(s, b, NULL, caller));
     CUdeviceptr a = kind == CUABI_STREAM_MEM_OP_WAIT_VALUE_32 || kind == CUABI_STREAM_MEM_OP_WAIT_VALUE_64
                         ? op.waitValue.address : op.writeValue.address;
+    cuabi_status st;
     switch (kind) {
     case CUABI_STREAM_MEM_OP_WAIT_VALUE_32:
-        return CUABI__CU_IN(caller, drv, cuStreamWaitValue32, raw, a, (cuuint32_t)value, flags);
+        st = CUABI__CU_IN(caller, drv, cuStreamWaitValue32, raw, a, (cuuint32_t)value, flags);
+        break;
     case CUABI_STREAM_MEM_OP_WAIT_VALUE_64:
-        return CUABI__CU_IN(caller, drv, cuStreamWaitValue64, raw, a, value, flags);
+        st = CUABI__CU_IN(caller, drv, cuStreamWaitValue64, raw, a, value, flags);
+        break;
     case CUABI_STREAM_MEM_OP_WRITE_VALUE_32:
-        return CUABI__CU_IN(caller, drv, cuStreamWriteValue32, raw, a, (cuuint32_t)value, flags);
+        st = CUABI__CU_IN(caller, drv, cuStreamWriteValue32, raw, a, (cuuint32_t)value, flags);
+        break;
     default:
-        return CUABI__CU_IN(caller, drv, cuStreamWriteValue64, raw, a, value, flags);
+        st = CUABI__CU_IN(caller, drv, cuStreamWriteValue64, raw, a, value, flags);
+        break;
     }
+    return CUABI__LIKELY(st == CUABI_SUCCESS) ? st : driver_verdict(st, b, false);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_wait_value32(cuabi_stream *stream, cuabi_buffer *buffer,
@@ -220,5 +269,11 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_batch_mem_op(cuabi_stream *stream,
         for (size_t i = 0; i < count; i++)
             if (bufs[i])
                 CUABI__TRY(cuabi__capture_keep_buffers(s, bufs[i], NULL, __func__));
-    return CUABI__CU(drv, cuStreamBatchMemOp, raw, (unsigned)count, params, 0);
+    cuabi_status st = CUABI__CU(drv, cuStreamBatchMemOp, raw, (unsigned)count, params, 0);
+    if (CUABI__LIKELY(st == CUABI_SUCCESS))
+        return st;
+    const cuabi__buffer *first = NULL;   /* the driver does not say which entry: name the first word */
+    for (size_t i = 0; i < count && !first; i++)
+        first = bufs[i];
+    return driver_verdict(st, first, count > 1);
 }

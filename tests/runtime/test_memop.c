@@ -83,6 +83,18 @@ static CUstream raw(cuabi_stream *s)
     return (CUstream)r;
 }
 
+static cuabi_stream_mem_op op(cuabi_stream_mem_op_kind k, cuabi_buffer *b, size_t off,
+                              uint64_t v, unsigned flags)
+{
+    cuabi_stream_mem_op o = CUABI_STREAM_MEM_OP_INIT;
+    o.kind = k;
+    o.buffer = b;
+    o.offset = off;
+    o.value = v;
+    o.flags = flags;
+    return o;
+}
+
 START_TEST(writes_land_and_waits_see_the_word)
 {
     ck_assert_ok(cuabi_stream_write_value32(stream, word, 4, 0xdeadbeefu,
@@ -113,7 +125,7 @@ START_TEST(writes_land_and_waits_see_the_word)
 }
 END_TEST
 
-START_TEST(pinned_and_managed_memory_too)
+START_TEST(pinned_memory_too_and_managed_memory_refused)
 {
     cuabi_buffer *p;
     ck_assert_ok(cuabi_buffer_allocate(&p, pinned, 16, 0, NULL));
@@ -125,8 +137,16 @@ START_TEST(pinned_and_managed_memory_too)
     cuabi_memory_resource *managed;
     ck_assert_ok(cuabi_memory_resource_managed(&managed, dev));
     ck_assert_ok(cuabi_buffer_allocate(&p, managed, 16, 0, NULL));
-    ck_assert_ok(cuabi_stream_write_value64(stream, p, 8, 9, 0));
-    ck_assert_uint_eq(u64_at(p, 8), 9);
+    /* The driver's documentation excludes managed memory: refused first,
+     * in a batch too, and nothing reaches the driver. */
+    int before = fake_memops;
+    ck_assert_status(cuabi_stream_write_value64(stream, p, 8, 9, 0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("managed memory");
+    cuabi_stream_mem_op o = op(CUABI_STREAM_MEM_OP_WAIT_VALUE_32, p, 0, 1, 0);
+    ck_assert_status(cuabi_stream_batch_mem_op(stream, &o, 1), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("ops[0]: the buffer is managed memory");
+    ck_assert_int_eq(fake_memops, before);
+    ck_assert_uint_eq(u64_at(p, 8), 0);
     cuabi_buffer_destroy(p);
     cuabi_memory_resource_release(managed);
 }
@@ -162,17 +182,6 @@ START_TEST(words_that_break_a_rule)
 }
 END_TEST
 
-static cuabi_stream_mem_op op(cuabi_stream_mem_op_kind k, cuabi_buffer *b, size_t off,
-                              uint64_t v, unsigned flags)
-{
-    cuabi_stream_mem_op o = CUABI_STREAM_MEM_OP_INIT;
-    o.kind = k;
-    o.buffer = b;
-    o.offset = off;
-    o.value = v;
-    o.flags = flags;
-    return o;
-}
 
 START_TEST(batches)
 {
@@ -277,9 +286,28 @@ START_TEST(driver_failures)
     ck_assert_status(cuabi_stream_write_value32(stream, word, 0, 1, 0), CUABI_ERROR_CUDA);
     ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_NOT_SUPPORTED);
     ck_assert_error_mentions("cuStreamWriteValue32");
+    /* A refused address names where the word's memory came from. */
+    cuabi__fault_arm("cuStreamWaitValue32_v2", 1, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_stream_wait_value32(stream, word, 4, 1, 0), CUABI_ERROR_CUDA);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_error_mentions("cuStreamWaitValue32");
+    ck_assert_error_mentions("a stream-ordered memory pool's memory (cuMemAllocFromPoolAsync) on "
+                             "device 0");
     cuabi__fault_arm("cuStreamBatchMemOp_v2", 1, false, CUDA_ERROR_INVALID_VALUE);
+    cuabi_buffer *p;
+    ck_assert_ok(cuabi_buffer_allocate(&p, pinned, 16, 0, NULL));
+    cuabi_stream_mem_op two[2] = { op(CUABI_STREAM_MEM_OP_BARRIER, NULL, 0, 0, 0),
+                                   op(CUABI_STREAM_MEM_OP_WRITE_VALUE_32, p, 0, 1, 0) };
+    ck_assert_status(cuabi_stream_batch_mem_op(stream, two, 2), CUABI_ERROR_CUDA);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_error_mentions("batch's first word lies in pinned host memory (cuMemAllocHost)");
+    cuabi_buffer_destroy(p);
+    /* Other codes are the driver's alone. */
+    cuabi__fault_arm("cuStreamBatchMemOp_v2", 1, false, CUDA_ERROR_NOT_SUPPORTED);
     cuabi_stream_mem_op o = op(CUABI_STREAM_MEM_OP_WRITE_VALUE_32, word, 0, 1, 0);
     ck_assert_status(cuabi_stream_batch_mem_op(stream, &o, 1), CUABI_ERROR_CUDA);
+    ck_assert_msg(!strstr(cuabi_last_error()->message, "lies in"), "%s",
+                  cuabi_last_error()->message);
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
     cuabi__driver *drv = cuabi__driver_for_test();
     PFN_cuStreamWaitValue64_v11070 w = drv->cuStreamWaitValue64;
@@ -298,7 +326,7 @@ int main(void)
     TCase *tc = tcase_create("fake");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, writes_land_and_waits_see_the_word);
-    tcase_add_test(tc, pinned_and_managed_memory_too);
+    tcase_add_test(tc, pinned_memory_too_and_managed_memory_refused);
     tcase_add_test(tc, words_that_break_a_rule);
     tcase_add_test(tc, batches);
     tcase_add_test(tc, captured_operations_run_with_the_graph_and_keep_their_buffers);

@@ -281,6 +281,9 @@ def test_stream_memory_operations(stream):
     stream.write_value32(pinned, 5)
     stream.synchronize()
     assert np.frombuffer(pinned.to_bytes(), np.uint32)[0] == 5
+    managed = cuabi.Buffer(16, cuabi.MemoryResource.managed())
+    with pytest.raises(ValueError, match="managed memory"):
+        stream.write_value32(managed, 5)
 
 
 def test_captured_copies_and_operations_replay(stream):

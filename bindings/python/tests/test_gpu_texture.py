@@ -190,10 +190,40 @@ def test_torch_images_become_textures(code, stream):
     assert got[0] == image()[2, 3] and got[1] == image()[7, 15]
 
 
-def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, code):
+def _word(where, size):
+    """A zeroed word in cuMemAlloc memory, pinned memory or the device's pool."""
+    mr = {"cumemalloc": cuabi.MemoryResource.ipc, "pinned": cuabi.MemoryResource.pinned,
+          "pool": lambda: None}[where]()
+    w = cuabi.Buffer(size, mr)
+    w.fill(0)
+    return w
+
+
+def test_a_word_in_pool_memory_works_or_the_error_names_the_pool(stream):
+    """An H100 run (2026-11-27) saw CUDA_ERROR_INVALID_VALUE for words in
+    pool memory: either the driver takes them, or cuabi's error says where
+    the word lies."""
+    word = _word("pool", 8)
+    try:
+        stream.write_value32(word, 5)
+    except cuabi.CudaError as e:
+        assert "lies in a stream-ordered memory pool" in str(e), str(e)
+        return
+    stream.synchronize()
+    assert np.frombuffer(word.to_bytes(), np.uint32)[0] == 5
+
+
+def test_a_word_in_managed_memory_is_refused(stream):
+    managed = cuabi.ManagedMemoryResource()
+    word = cuabi.Buffer(8, managed)
+    with pytest.raises(ValueError, match="managed memory"):
+        stream.write_value32(word, 5)
+
+
+@pytest.mark.parametrize("where", ["cumemalloc", "pinned"])
+def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, code, where):
     n, spin = 4096, gpu.attribute(13) * 50       # CLOCK_RATE (kHz): ~50 ms of work first
-    flag = cuabi.Buffer(16)
-    flag.fill(0)
+    flag = _word(where, 16)
     with gpu.create_stream(non_blocking=False) as producer, gpu.create_stream(non_blocking=False) as consumer:
         data, out = cuabi.Buffer(4 * n), cuabi.Buffer(4 * n)
         consumer.wait_value32(flag, 1, condition="eq")
@@ -222,7 +252,7 @@ def test_a_captured_graph_copies_samples_and_signals(code, stream):
     arr = OpaqueArray.from_descriptor(shape=(16, 8), format="float32")
     tex = TextureObject.from_descriptor(resource=ResourceDescriptor.from_opaque_array(arr))
     pts = cuabi.Buffer.from_host(np.array([[3.5, 2.5], [15.5, 7.5]], np.float32))
-    out, flag = cuabi.Buffer(8), cuabi.Buffer(8)
+    out, flag = cuabi.Buffer(8), _word("cumemalloc", 8)
     with stream.capture() as g:
         arr.copy_from(staging, stream=stream)
         cuabi.launch(stream, cuabi.LaunchConfig(grid=1, block=32), code.get_kernel("sample2d"),
