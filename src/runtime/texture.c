@@ -12,7 +12,7 @@
  * and pitch alignment of the rows, contiguous elements within a row.
  *
  * Each object retains what it reads (array, mipmapped array or view) and
- * its device, and destroys its CUtexObject / CUsurfObject with its last
+ * so its device (a view's texture retains the device itself), and destroys its CUtexObject / CUsurfObject with its last
  * reference. Neither destroy frees memory, so neither is on the release
  * list of platform/release.h. */
 #include "runtime/argpack.h"
@@ -24,7 +24,9 @@
 typedef struct cuabi__texture {
     cuabi__object base;
     uint64_t tex;                         /* the CUtexObject (cuabi__valued_object) */
-    cuabi__device *device;                /* retained */
+    cuabi__device *device;                /* retained for a view; an array or
+                                             mipmapped array holds it already */
+    const cuabi__driver *drv;             /* the table it was made with */
     cuabi_texture_resource_kind kind;
     cuabi__array *array;                  /* retained; or */
     cuabi__mipmapped_array *mipmapped;    /* retained; or */
@@ -116,25 +118,25 @@ static cuabi_status check_tex_desc(const cuabi_texture_desc *t, const tex_target
     return CUABI_SUCCESS;
 }
 
-static CUDA_TEXTURE_DESC driver_tex_desc(const cuabi_texture_desc *t)
+/* Filled in place (returned by value, the zeroed struct was copied back
+ * through the stack: a store-forwarding stall on every texture made). */
+static void driver_tex_desc(CUDA_TEXTURE_DESC *c, const cuabi_texture_desc *t)
 {
-    CUDA_TEXTURE_DESC c;
-    memset(&c, 0, sizeof c);
+    memset(c, 0, sizeof *c);
     for (int i = 0; i < 3; i++)
-        c.addressMode[i] = (CUaddress_mode)t->address_mode[i];
-    c.filterMode = (CUfilter_mode)t->filter_mode;
-    c.flags = (t->read_mode == CUABI_TEXTURE_READ_ELEMENT_TYPE ? CU_TRSF_READ_AS_INTEGER : 0) |
-              (t->normalized_coords ? CU_TRSF_NORMALIZED_COORDINATES : 0) |
-              (t->srgb ? CU_TRSF_SRGB : 0) |
-              (t->disable_trilinear_optimization ? CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION : 0) |
-              (t->seamless_cubemap ? CU_TRSF_SEAMLESS_CUBEMAP : 0);
-    c.maxAnisotropy = t->max_anisotropy;
-    c.mipmapFilterMode = (CUfilter_mode)t->mipmap_filter_mode;
-    c.mipmapLevelBias = t->mipmap_level_bias;
-    c.minMipmapLevelClamp = t->min_mipmap_level_clamp;
-    c.maxMipmapLevelClamp = t->max_mipmap_level_clamp;
-    memcpy(c.borderColor, t->border_color, sizeof c.borderColor);
-    return c;
+        c->addressMode[i] = (CUaddress_mode)t->address_mode[i];
+    c->filterMode = (CUfilter_mode)t->filter_mode;
+    c->flags = (t->read_mode == CUABI_TEXTURE_READ_ELEMENT_TYPE ? CU_TRSF_READ_AS_INTEGER : 0) |
+               (t->normalized_coords ? CU_TRSF_NORMALIZED_COORDINATES : 0) |
+               (t->srgb ? CU_TRSF_SRGB : 0) |
+               (t->disable_trilinear_optimization ? CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION : 0) |
+               (t->seamless_cubemap ? CU_TRSF_SEAMLESS_CUBEMAP : 0);
+    c->maxAnisotropy = t->max_anisotropy;
+    c->mipmapFilterMode = (CUfilter_mode)t->mipmap_filter_mode;
+    c->mipmapLevelBias = t->mipmap_level_bias;
+    c->minMipmapLevelClamp = t->min_mipmap_level_clamp;
+    c->maxMipmapLevelClamp = t->max_mipmap_level_clamp;
+    memcpy(c->borderColor, t->border_color, sizeof c->borderColor);
 }
 
 /* The caller's description at this library's version (a shorter, older
@@ -153,20 +155,28 @@ static cuabi_status read_tex_desc(cuabi_texture_desc *out, const cuabi_texture_d
 
 /* ------------------------------------------------------------ textures */
 
+/* Whether the texture holds its own reference to its device: an array or
+ * mipmapped array it keeps alive holds the device already (one atomic pair
+ * less per texture: creating and destroying one is the benchmarked pair). */
+static bool owns_device_ref(const cuabi__texture *t)
+{
+    return !t->array && !t->mipmapped;
+}
+
 static void texture_destroy(cuabi__object *o)
 {
     cuabi__texture *t = (cuabi__texture *)o;
-    const cuabi__driver *drv;
-    if (cuabi__driver_get_for(&drv, "cuabi_texture_release") == CUABI_SUCCESS &&
-        drv->cuTexObjectDestroy && cuabi__device_activate(t->device, drv) == CUABI_SUCCESS)
+    const cuabi__driver *drv = t->drv;    /* made with it: cuTexObjectDestroy is there */
+    if (cuabi__device_activate(t->device, drv) == CUABI_SUCCESS)
         CUABI__CU_RELEASE(drv, cuTexObjectDestroy, (CUtexObject)t->tex);
+    if (owns_device_ref(t))
+        cuabi__object_release(&t->device->base);
     if (t->array)
         cuabi__object_release(&t->array->base);
     if (t->mipmapped)
         cuabi__object_release(&t->mipmapped->base);
     if (t->view)
         cuabi__object_release(&t->view->base);
-    cuabi__object_release(&t->device->base);
     cuabi__free(t);
 }
 
@@ -181,11 +191,13 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
         st = cuabi__missing_entry("cuTexObjectDestroy", caller);
     if (st == CUABI_SUCCESS)
         st = cuabi__device_activate(t->device, drv);
-    CUDA_TEXTURE_DESC td = driver_tex_desc(&t->desc);
+    CUDA_TEXTURE_DESC td;
+    driver_tex_desc(&td, &t->desc);
     CUtexObject tex = 0;
     if (st == CUABI_SUCCESS)
         st = CUABI__CU_IN(caller, drv, cuTexObjectCreate, &tex, res, &td, NULL);
     t->tex = (uint64_t)tex;
+    t->drv = drv;
     if (st == CUABI_SUCCESS) {
         st = cuabi__handle_register(&t->base, CUABI__T_TEXTURE, texture_destroy);
         if (st != CUABI_SUCCESS)
@@ -195,7 +207,8 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
         cuabi__free(t);
         return st;
     }
-    cuabi__object_retain(&t->device->base);
+    if (owns_device_ref(t))
+        cuabi__object_retain(&t->device->base);
     if (t->array)
         cuabi__object_retain(&t->array->base);
     if (t->mipmapped)
