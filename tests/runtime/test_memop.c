@@ -137,6 +137,7 @@ START_TEST(pinned_memory_too_and_managed_memory_refused)
     cuabi_memory_resource *managed;
     ck_assert_ok(cuabi_memory_resource_managed(&managed, dev));
     ck_assert_ok(cuabi_buffer_allocate(&p, managed, 16, 0, NULL));
+    ck_assert_ok(cuabi_buffer_memset(p, 0, 0, 1, 16, NULL));
     /* The driver's documentation excludes managed memory: refused first,
      * in a batch too, and nothing reaches the driver. */
     int before = fake_memops;
