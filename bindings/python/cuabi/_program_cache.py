@@ -208,7 +208,8 @@ class InMemoryProgramCache(ProgramCacheResource):
 def _default_directory() -> Path:
     """$XDG_CACHE_HOME/cuabi-python/program-cache (~/.cache/... without it):
     not cuda.core's cuda-python/program-cache, whose entries are headerless
-    (docs/python.md, "Program caches"), nor cuabi's C cache directory."""
+    (docs/compile-cache.md, "cuda.core's program caches"), nor cuabi's C
+    cache directory."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     root = Path(xdg) if xdg else Path.home() / ".cache"
     return root / "cuabi-python" / "program-cache"
@@ -273,7 +274,7 @@ class FileStreamProgramCache(ProgramCacheResource):
     miss (and removed). An entry is a 80-byte header (magic, size, the
     key's and the payload's SHA-256) then the compiled bytes: cuda.core's
     headerless entries are not read, and cuda.core does not read these
-    (docs/python.md says why). A payload over 1 GiB is refused
+    (docs/compile-cache.md says why). A payload over 1 GiB is refused
     (ValueError)."""
 
     def __init__(self, path: str | os.PathLike | None = None, *,
