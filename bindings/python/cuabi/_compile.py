@@ -633,7 +633,11 @@ class Program(Handle):
         target: a hit returns a new ObjectCode of the stored bytes, compiling
         nothing (logs gets nothing); a miss compiles and stores the bytes.
         With cache, name_expressions raise ValueError (the mapping is not
-        stored), as do options make_program_cache_key refuses."""
+        stored), as do options make_program_cache_key refuses. cache=True or
+        False is cuabi's ProgramOptions.cache (the C compile cache on or off),
+        as before."""
+        if isinstance(cache, bool):     # cuabi's ProgramOptions.cache (the C cache) as before
+            kw["cache"], cache = cache, None
         if isinstance(target_type, ProgramOptions):  # compile(options) as before
             if options is not None:
                 raise TypeError("compile: options given twice")
@@ -657,7 +661,7 @@ class Program(Handle):
                 base is None or base.output == "cubin"):
             kw["output"] = "ptx"  # libNVVM makes PTX or LTO-IR, never a CUBIN
         options = ProgramOptions(**kw) if base is None else dataclasses.replace(base, **kw)
-        if cache is not None:
+        if cache is not None and not isinstance(cache, bool):
             return self._compile_cached(options, cache, logs)
         return self._compile(options, logs)
 
@@ -746,6 +750,10 @@ _SIDE_EFFECT_FLAGS = {"--create-pch", "-create-pch", "--time", "-time",
                       "--fdevice-time-trace", "-fdevice-time-trace"}
 
 
+# compiler -> (cuabi's version, label, the compiler's version), once it loaded
+_KEY_PROBES: dict = {}
+
+
 def _default_arch() -> str:
     """The architecture a compile without one uses: the current device's,
     else sm_90 (as the library chooses: src/compile/program.c)."""
@@ -824,14 +832,20 @@ def _cache_key(code: bytes, kind: str, options: ProgramOptions, target: str, nam
         h.update(label.encode("ascii") + b"\0" + len(payload).to_bytes(8, "big"))
         h.update(payload)
 
-    info = runtime_info()
     lib_name = _KEY_COMPILER[kind]
+    probe = _KEY_PROBES.get(lib_name)
+    if probe is None:
+        info = runtime_info()
+        if info.get(f"{lib_name}_status", 1) == 0:
+            probe = (str(info.get("library_version", "")).encode(), lib_name,
+                     str(info.get(f"{lib_name}_version", 0)).encode())
+            _KEY_PROBES[lib_name] = probe   # a loaded library stays: asked once
+        else:                # a stable key for a broken setup, never a working one's
+            probe = (str(info.get("library_version", "")).encode(), f"{lib_name}_probe_failed",
+                     str(info.get(f"{lib_name}_status")).encode())
     put("schema", _KEY_SCHEMA)
-    put("cuabi", str(info.get("library_version", "")).encode())
-    if info.get(f"{lib_name}_status", 1) == 0:
-        put(lib_name, str(info.get(f"{lib_name}_version", 0)).encode())
-    else:                    # a stable key for a broken setup, never a working one's
-        put(f"{lib_name}_probe_failed", str(info.get(f"{lib_name}_status")).encode())
+    put("cuabi", probe[0])
+    put(probe[1], probe[2])
     put("code_type", kind.encode())
     put("target_type", target.encode())
     put("code", code)

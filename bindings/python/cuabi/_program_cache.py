@@ -349,6 +349,8 @@ class FileStreamProgramCache(ProgramCacheResource):
     def _entry_dir(self, hexd: str, create: bool):
         """(descriptor of entries/<2 hex>, descriptor of tmp/ or None)."""
         fds = []
+        if create:      # removed by hand since: made again, as cuda.core does
+            self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             fds.append(self._open_root())
             fds.append(self._open_dir(fds[0], _ENTRIES, create))
