@@ -407,6 +407,51 @@ def test_damaged_entries_are_misses(tmp_path, damage):
     assert c["k"] == b"again"
 
 
+def test_mutated_entries_are_the_payload_or_a_miss(tmp_path):
+    """The entry parser under seeded random damage (bit flips, cuts,
+    appended bytes, overwritten runs, headers of other sizes): each read is
+    exactly the payload or a miss, never an exception or other bytes."""
+    import random
+    rng = random.Random(2024)
+    root = tmp_path / "pc"
+    c = FileStreamProgramCache(root)
+    payload = bytes(rng.getrandbits(8) for _ in range(300))
+    c["k"] = payload
+    path = _entry_path(root, "k")
+    good = open(path, "rb").read()
+    hits = misses = 0
+    for i in range(600):
+        b = bytearray(good)
+        how = i % 5
+        if how == 0:
+            for _ in range(rng.randint(1, 4)):
+                j = rng.randrange(len(b))
+                b[j] ^= 1 << rng.randrange(8)
+        elif how == 1:
+            del b[rng.randrange(len(b)):]
+        elif how == 2:
+            b += bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64)))
+        elif how == 3:
+            j = rng.randrange(len(b))
+            b[j:j + 16] = bytes(rng.getrandbits(8) for _ in range(16))
+        else:
+            b[8:16] = rng.choice([0, 1, 299, 301, 1 << 30, (1 << 30) + 1, (1 << 64) - 1]) \
+                .to_bytes(8, "little")
+        if not os.path.exists(os.path.dirname(path)):
+            os.makedirs(os.path.dirname(path), mode=0o700)
+        with open(path, "wb") as f:
+            f.write(b)
+        os.chmod(path, 0o600)
+        got = c.get("k")
+        if got is None:
+            misses += 1
+            assert not os.path.exists(path)
+        else:
+            hits += 1
+            assert got == payload and bytes(b) == good
+    assert misses > 500
+
+
 def test_huge_sparse_entry_is_refused_unread(tmp_path):
     root = tmp_path / "pc"
     c = FileStreamProgramCache(root)
