@@ -12,10 +12,11 @@ from collections import namedtuple
 from types import SimpleNamespace
 
 from . import _callbacks, _capi
-from ._core import Device, _as_device
+from ._core import Device, _as_device, runtime_info
 from ._handle import Handle
 from ._lib import call, holding, lib, new_struct, struct_to_dict, struct_to_namespace
-from .errors import INT_MAX, INT_MIN, index_arg
+from ._program_cache import ProgramCacheResource
+from .errors import INT_MAX, INT_MIN, CuabiError, index_arg
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
          "fatbin": 5, "object": 6, "library": 7, "nvvm": 8}
@@ -618,7 +619,7 @@ class Program(Handle):
         self._name = name
 
     def compile(self, target_type=None, name_expressions=None, logs=None, *,
-                options: ProgramOptions | None = None, **kw) -> ObjectCode:
+                options: ProgramOptions | None = None, cache=None, **kw) -> ObjectCode:
         """Compile (or fetch from the cache). Keywords are ProgramOptions
         fields, e.g. compile(arch="sm_90", name_expressions=["k<float>"]).
         cuda.core's form works too: compile("cubin", name_expressions=[...],
@@ -626,7 +627,17 @@ class Program(Handle):
         "ltoir", "fatbin": compile("fatbin", arch=["sm_80", "sm_90"]); an NVVM
         IR program's default is "ptx"), logs an object with write() that gets
         the compile log.
-        A compile error raises CompileError whose .log holds NVRTC's messages."""
+        A compile error raises CompileError whose .log holds NVRTC's messages.
+        cache (cuda.core's): a ProgramCacheResource (cuabi.utils) looked up
+        under make_program_cache_key(...) of this program, its options and
+        target: a hit returns a new ObjectCode of the stored bytes, compiling
+        nothing (logs gets nothing); a miss compiles and stores the bytes.
+        With cache, name_expressions raise ValueError (the mapping is not
+        stored), as do options make_program_cache_key refuses. cache=True or
+        False is cuabi's ProgramOptions.cache (the C compile cache on or off),
+        as before."""
+        if isinstance(cache, bool):     # cuabi's ProgramOptions.cache (the C cache) as before
+            kw["cache"], cache = cache, None
         if isinstance(target_type, ProgramOptions):  # compile(options) as before
             if options is not None:
                 raise TypeError("compile: options given twice")
@@ -650,6 +661,11 @@ class Program(Handle):
                 base is None or base.output == "cubin"):
             kw["output"] = "ptx"  # libNVVM makes PTX or LTO-IR, never a CUBIN
         options = ProgramOptions(**kw) if base is None else dataclasses.replace(base, **kw)
+        if cache is not None and not isinstance(cache, bool):
+            return self._compile_cached(options, cache, logs)
+        return self._compile(options, logs)
+
+    def _compile(self, options: ProgramOptions, logs) -> ObjectCode:
         done = getattr(self, "_compiled", None)
         key = repr(options)
         if done is not None and key in done:      # compiled where it was pickled
@@ -665,6 +681,31 @@ class Program(Handle):
         if done is None:
             done = self._compiled = {}
         done[key] = code
+        return code
+
+    def _compile_cached(self, options: ProgramOptions, cache, logs) -> ObjectCode:
+        """compile(cache=...): cuda.core's Program.compile with a cache."""
+        if not isinstance(cache, ProgramCacheResource):
+            raise TypeError(f"compile: cache must be a ProgramCacheResource (cuabi.utils), not "
+                            f"{type(cache).__name__}")
+        if options.name_expressions:
+            raise ValueError("compile: name_expressions with cache= is refused: the cache stores "
+                             "the code, not the name-expression mapping, so a hit could not "
+                             "answer get_kernel(name_expression); compile without cache=, or "
+                             "key the cache by hand (make_program_cache_key)")
+        if not options.arch:     # the key names the architecture the compile uses
+            options = dataclasses.replace(options, arch=_default_arch())
+        kind = _CODE_NAMES.get(self._kind, "?")
+        key = _cache_key(self._source, kind, options, options.output, (), None, self._name)
+        data = cache.get(key)
+        if data is not None:
+            try:
+                return ObjectCode.from_bytes(data, options.output,
+                                             name=self._name or f"<{options.output}>")
+            except CuabiError:
+                pass            # bytes the library refuses: a miss, compiled and stored again
+        code = self._compile(options, logs)
+        cache[key] = code
         return code
 
     def __reduce__(self):
@@ -689,6 +730,189 @@ class Program(Handle):
     def cache_hit(self) -> int:
         """0 compiled, 1 in-memory cache, 2 on-disk cache (last compile)."""
         return call("cuabi_program_cache_hit", self)
+
+
+# ---- cuda.core.utils.make_program_cache_key (issue 24)
+
+# Bumped when what a key is made of changes: old entries are then never hit.
+_KEY_SCHEMA = b"cuabi-program-cache-1"
+_KEY_TARGETS = {"c++": ("ptx", "cubin", "ltoir"), "ptx": ("cubin", "ptx"),
+                "nvvm": ("ptx", "ltoir")}
+# The library each code type is compiled by (runtime_info's prefix).
+_KEY_COMPILER = {"c++": "nvrtc", "ptx": "nvjitlink", "nvvm": "nvvm"}
+# ProgramOptions fields that are not compile inputs (or are keyed apart).
+_KEY_SKIP = {"output", "cache", "name_expressions"}
+# NVRTC flags whose files the key cannot see (the caller hashes them into
+# extra_digest), and flags whose effect is a file a hit would not write.
+_EXTERNAL_FLAGS = {"--pre-include", "-include", "--include-path", "--pch", "-pch",
+                   "--use-pch", "-use-pch", "--pch-dir", "-pch-dir"}
+_SIDE_EFFECT_FLAGS = {"--create-pch", "-create-pch", "--time", "-time",
+                      "--fdevice-time-trace", "-fdevice-time-trace"}
+
+
+# compiler -> (cuabi's version, label, the compiler's version), once it loaded
+_KEY_PROBES: dict = {}
+
+
+def _default_arch() -> str:
+    """The architecture a compile without one uses: the current device's,
+    else sm_90 (as the library chooses: src/compile/program.c)."""
+    try:
+        return Device().sm_arch
+    except Exception:       # no driver, no GPU: the library's default
+        return "sm_90"
+
+
+def _flag(opt) -> str:
+    opt = str(opt)
+    return "-I" if opt.startswith("-I") else opt.split("=", 1)[0]
+
+
+def _key_options(options: ProgramOptions, kind: str) -> list:
+    """The options as the compile sees them, one (field, value) a field."""
+    out = []
+    for f in dataclasses.fields(options):
+        if f.name in _KEY_SKIP:
+            continue
+        v = getattr(options, f.name)
+        if f.name == "arch":
+            v = _arch_list(v)
+        elif f.name == "defines" and isinstance(v, dict):
+            v = [k if x is None else f"{k}={x}" for k, x in v.items()]
+        elif f.name == "headers":
+            v = sorted((str(k), str(x)) for k, x in dict(v).items())
+        elif f.name == "extra_options":
+            v = [str(x) for x in v]
+            if kind == "nvvm":
+                v = [x for x in map(_nvvm_option, v) if x is not None]
+        elif isinstance(v, (list, tuple)):
+            v = list(v)
+        out.append((f.name, v))
+    return out
+
+
+def _cache_key(code: bytes, kind: str, options: ProgramOptions, target: str, names,
+               extra_digest, name) -> bytes:
+    if kind not in _KEY_TARGETS:
+        raise ValueError(f"code_type={kind!r} is not supported by the program cache "
+                         f"(must be 'c++', 'nvvm' or 'ptx')")
+    if not isinstance(target, str) or target.lower() not in _KEY_TARGETS[kind]:
+        if isinstance(target, str) and target.lower() in ("ptx", "cubin", "ltoir"):
+            raise ValueError(f"target_type={target!r} is not valid for code_type={kind!r} "
+                             f"(supported: {sorted(_KEY_TARGETS[kind])})")
+        raise ValueError(f"target_type={target!r} is not supported by the program cache "
+                         f"(must be 'cubin', 'ltoir' or 'ptx')")
+    target = target.lower()
+    flags = [_flag(x) for x in options.extra_options]
+    if kind == "c++":
+        side = sorted({f for f in flags if f in _SIDE_EFFECT_FLAGS})
+        if side:
+            raise ValueError(f"make_program_cache_key() refuses options with compile-time side "
+                             f"effects ({', '.join(side)}): a cache hit skips the compile, so "
+                             f"their files would not be written")
+        if extra_digest is None:
+            ext = (["include_path"] if options.include_paths else []) + sorted(
+                {f for f in flags if f in _EXTERNAL_FLAGS or f == "-I"})
+            if ext:
+                raise ValueError(f"make_program_cache_key() refuses options that read files "
+                                 f"the key cannot see ({', '.join(ext)}) without an "
+                                 f"extra_digest: hash the headers/PCH the compile reads and "
+                                 f"pass extra_digest=...")
+            if isinstance(name, str) and ("/" in name or "\\" in name):
+                raise ValueError(f"make_program_cache_key() refuses name={name!r} (a source "
+                                 f"name with a directory: NVRTC finds quoted #includes there) "
+                                 f"without an extra_digest")
+    if kind == "nvvm" and options.libdevice and extra_digest is None:
+        raise ValueError("make_program_cache_key() refuses an NVVM key with use_libdevice=True "
+                         "and no extra_digest: the libdevice linked in can change under a "
+                         "cached entry; pass an extra_digest of the libdevice file")
+    h = hashlib.sha256()
+
+    def put(label: str, payload: bytes):
+        h.update(label.encode("ascii") + b"\0" + len(payload).to_bytes(8, "big"))
+        h.update(payload)
+
+    lib_name = _KEY_COMPILER[kind]
+    probe = _KEY_PROBES.get(lib_name)
+    if probe is None:
+        info = runtime_info()
+        if info.get(f"{lib_name}_status", 1) == 0:
+            probe = (str(info.get("library_version", "")).encode(), lib_name,
+                     str(info.get(f"{lib_name}_version", 0)).encode())
+            _KEY_PROBES[lib_name] = probe   # a loaded library stays: asked once
+        else:                # a stable key for a broken setup, never a working one's
+            probe = (str(info.get("library_version", "")).encode(), f"{lib_name}_probe_failed",
+                     str(info.get(f"{lib_name}_status")).encode())
+    put("schema", _KEY_SCHEMA)
+    put("cuabi", probe[0])
+    put(probe[1], probe[2])
+    put("code_type", kind.encode())
+    put("target_type", target.encode())
+    put("code", code)
+    opts = _key_options(options, kind)
+    put("option_count", str(len(opts)).encode())
+    for field, value in opts:
+        put("option", f"{field}={value!r}".encode())
+    if kind == "c++":
+        put("names_count", str(len(names)).encode())
+        for n in names:
+            put("name", n)
+    if name is not None:
+        put("name_of_source", str(name).encode())
+    if extra_digest is not None:
+        put("extra_digest", bytes(extra_digest))
+    return h.digest()
+
+
+def make_program_cache_key(*, code, code_type: str, options, target_type: str,
+                           name_expressions=(), extra_digest: bytes | None = None) -> bytes:
+    """A key (32 bytes, SHA-256) for a program cache, from what a compile
+    reads (cuda.core.utils.make_program_cache_key): the code (str; bytes
+    too for "nvvm"), code_type ("c++", "ptx", "nvvm"), options (a
+    ProgramOptions, or a dict of its fields; the architecture None is the
+    current device's, as a compile resolves it), target_type ("ptx",
+    "cubin", "ltoir", as code_type allows), name_expressions (order does not
+    matter; "k" and b"k" differ; bytearray is refused) and extra_digest
+    (bytes the caller mixes in). The compiler's version, cuabi's version and
+    the key's schema are in it too, so an upgrade misses.
+
+    ValueError for options whose files the key cannot see (include paths,
+    pre-includes, PCH use, a name with a directory; NVVM's libdevice)
+    without an extra_digest, and for options with compile-time side effects
+    (create_pch, time, fdevice_time_trace)."""
+    if isinstance(options, dict):
+        options = ProgramOptions(**options)
+    if not isinstance(options, ProgramOptions):
+        raise TypeError(f"options must be a ProgramOptions, not {type(options).__name__}")
+    kind = code_type.lower() if isinstance(code_type, str) else code_type
+    if kind not in _KEY_TARGETS:
+        raise ValueError(f"code_type={code_type!r} is not supported by the program cache "
+                         f"(must be 'c++', 'nvvm' or 'ptx')")
+    if isinstance(code, str):
+        code = code.encode("utf-8")
+    elif isinstance(code, (bytes, bytearray)):
+        if kind != "nvvm":
+            raise TypeError(f"code must be str for code_type={kind!r}; bytes/bytearray are "
+                            f"only accepted for code_type='nvvm'")
+        code = bytes(code)
+    else:
+        raise TypeError(f"code must be str or bytes, got {type(code).__name__}")
+    if extra_digest is not None and not isinstance(extra_digest, (bytes, bytearray, memoryview)):
+        raise TypeError(f"extra_digest must be bytes or None, not {type(extra_digest).__name__}")
+    tags = []
+    for n in name_expressions:
+        if isinstance(n, bytes):
+            tags.append(b"b:" + n)
+        elif isinstance(n, str):
+            tags.append(b"s:" + n.encode("utf-8"))
+        else:
+            raise TypeError(f"name_expressions elements must be str or bytes; got "
+                            f"{type(n).__name__}")
+    if not options.arch:
+        options = dataclasses.replace(options, arch=_default_arch())
+    # the name a Program(code, code_type, options=options) compiles under
+    name = options.name or {"c++": "program.cu", "ptx": "program.ptx"}.get(kind)
+    return _cache_key(code, kind, options, target_type, sorted(tags), extra_digest, name)
 
 
 # ---- unpickling (issue 23)

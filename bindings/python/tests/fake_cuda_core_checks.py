@@ -279,6 +279,39 @@ def test_launch_on_the_default_stream_property(dev, add):
     assert np.frombuffer(out.to_bytes(), np.int64)[0] == 10
 
 
+def test_a_kernel_from_the_program_cache_runs(dev, tmp_path):
+    """cuda.core.utils.FileStreamProgramCache: the second Program.compile is
+    a hit (nothing compiled), its ObjectCode loads and its kernel runs."""
+    from cuabi import _compile
+    from cuabi.utils import FileStreamProgramCache, make_program_cache_key
+    compiles = []
+    real = _compile.Program._compile
+
+    def counted(*a):
+        compiles.append(1)
+        return real(*a)
+    _compile.Program._compile = counted
+    try:
+        with FileStreamProgramCache(tmp_path / "pc") as cache:
+            first = cuabi.Program(SRC, "c++").compile("cubin", cache=cache)
+            hit = cuabi.Program(SRC, "c++").compile("cubin", cache=cache)
+            # arch None is the current device's (the fake's sm_90), in the key too
+            key = make_program_cache_key(code=SRC, code_type="c++",
+                                         options=cuabi.ProgramOptions(arch="sm_90"),
+                                         target_type="cubin")
+            assert cache[key] == bytes(first)
+    finally:
+        _compile.Program._compile = real
+    assert len(compiles) == 1 and bytes(hit) == bytes(first) and hit.arch == 90
+    k = hit.get_kernel("add_i64")
+    out = cuabi.Buffer.from_host(np.zeros(1, np.int64))
+    inp = cuabi.Buffer.from_host(np.arange(6, dtype=np.int64))
+    cuabi.launch(dev.default_stream, cuabi.LaunchConfig(grid=1, block=1), k, out, inp,
+                 np.uint64(6))
+    dev.sync()
+    assert np.frombuffer(out.to_bytes(), np.int64)[0] == 15
+
+
 def test_cluster_grid_counts_clusters():
     c = cuabi.LaunchConfig(grid=4, cluster=2, block=32)
     assert c.grid == (4, 1, 1) and c.grid_blocks == (8, 1, 1)

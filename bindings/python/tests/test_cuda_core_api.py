@@ -63,6 +63,32 @@ def test_submodules_import_as_cuda_core_writes_them():
     assert core.utils.StridedMemoryView is StridedMemoryView and core.graph.Graph is Graph
 
 
+def test_program_caches_take_cuda_cores_arguments():
+    """cuda.core.utils's program caches: the names, and the signatures of
+    cuda.core 1.2 (their behaviour: test_program_cache.py)."""
+    import inspect
+    from cuabi.utils import (FileStreamProgramCache, InMemoryProgramCache, ProgramCacheResource,
+                             make_program_cache_key)
+
+    def params(f):
+        return [(p.name, p.kind.name, p.default) for p in inspect.signature(f).parameters.values()]
+    E = inspect.Parameter.empty
+    assert params(FileStreamProgramCache) == [("path", "POSITIONAL_OR_KEYWORD", None),
+                                              ("max_size_bytes", "KEYWORD_ONLY", None)]
+    assert params(InMemoryProgramCache) == [("max_size_bytes", "KEYWORD_ONLY", None)]
+    assert params(make_program_cache_key) == [
+        ("code", "KEYWORD_ONLY", E), ("code_type", "KEYWORD_ONLY", E),
+        ("options", "KEYWORD_ONLY", E), ("target_type", "KEYWORD_ONLY", E),
+        ("name_expressions", "KEYWORD_ONLY", ()), ("extra_digest", "KEYWORD_ONLY", None)]
+    assert ProgramCacheResource.__abstractmethods__ == {
+        "__getitem__", "__setitem__", "__delitem__", "__len__", "clear"}
+    for m in ("get", "update", "close", "__enter__", "__exit__"):
+        assert callable(getattr(ProgramCacheResource, m))
+    assert not hasattr(ProgramCacheResource, "__contains__")
+    cache = inspect.signature(cuabi.Program.compile).parameters["cache"]
+    assert cache.kind is inspect.Parameter.KEYWORD_ONLY and cache.default is None
+
+
 def test_the_renamed_meanings_are_there():
     """Every cuabi meaning that moved (docs/CHANGELOG.md) has its new name."""
     assert isinstance(cuabi.Device.sm_arch, property)
