@@ -925,7 +925,11 @@ def _reap_host_launches():
     """Drop the callables whose one call has run (never on the driver's
     thread: their arguments' finalizers may call CUDA)."""
     while _released:
-        _callbacks.drop(_released.pop())
+        try:
+            key = _released.pop()
+        except IndexError:              # another thread reaped the last one
+            break
+        _callbacks.drop(key)
 
 
 def host_launch(stream, fn, *args) -> None:
