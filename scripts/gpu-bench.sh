@@ -4,7 +4,7 @@
 # tarball in /tmp/cuabi-gpu on the same warm machine:
 #   scripts/gpu-bench.sh            (every step)
 #   STEPS="graph graphpy" scripts/gpu-bench.sh
-# Steps: tex texpy green graph graphpy peerpy rust memory memorypy examples
+# Steps: tex texpy green graph graphpy hostpy peerpy rust memory memorypy examples
 # cudacore parity. Each logs to $OUT/<name>.txt (or .gpu/out) and goes on
 # after a failure; steps.txt lists rc and seconds per step, then the card and
 # the peers' versions. cudacore needs .gpu/cuda_core_examples/ (NVIDIA's
@@ -34,6 +34,7 @@ want texpy    && step bench_texture_py 90 python3 -W ignore bench/bench_texture.
 want green    && step bench_green 90 bench/bench_green
 want graph    && step bench_graph 120 bench/bench_graph
 want graphpy  && step bench_graph_py 150 python3 -W ignore bench/bench_graph.py
+want hostpy   && step bench_host_launch_py 120 python3 -W ignore bench/bench_host_launch.py
 want peerpy   && step bench_peer_py 150 python3 -W ignore bench/bench_peer.py --quick
 want rust     && [ -x "$root/.gpu/rust/bin/example-bench_launch" ] &&
     step bench_rust_launch 120 sh bench/bench_rust_launch.sh "$root/.gpu/rust/bin/example-bench_launch" bench/bench_launch_cxx 5

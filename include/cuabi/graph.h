@@ -221,6 +221,15 @@ typedef enum cuabi_graph_dot_flags {
  */
 typedef void (*cuabi_graph_host_fn)(void *payload);
 
+/**
+ * Releases the payload of cuabi_stream_launch_host_func(): called exactly once, when no execution
+ * can call the host function any more. On an ordinary stream it runs on the driver's thread right
+ * after the host function (so, like it, it must not call CUDA or cuabi functions that do); for a
+ * capture, on the thread that releases the last graph or executable holding it (or that ends a
+ * failed capture).
+ */
+typedef void (*cuabi_graph_host_release_fn)(void *payload);
+
 /** How to instantiate a graph. */
 struct cuabi_graph_instantiate_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
@@ -328,6 +337,28 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
  */
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
                                                       cuabi_stream *stream);
+
+/**
+ * Queue fn(payload) on `stream` (cuLaunchHostFunc): it runs on a driver thread once the work queued
+ * before it has finished, and later work waits for it. fn must not call CUDA (or cuabi functions
+ * that do). release(payload), if given, runs exactly once, when no execution can call fn any more:
+ * on an ordinary stream right after fn, on the driver's thread (it must not call CUDA either: a
+ * binding whose release may run finalizers hands it to a thread of its own). On a stream captured
+ * by cuabi (cuabi_graph_capture_begin), fn becomes a host node of the graph and may run at every
+ * launch of every executable made from it; the graph keeps the payload, and release runs on the
+ * thread that releases the last of the graph, its executables and the graphs that hold it as a
+ * child (release them after their launches have finished, as for any graph), or that ends the
+ * capture when it failed. A stream captured by another library is refused
+ * (CUABI_ERROR_STREAM_CAPTURE: cuabi cannot know when that graph is gone). On any error release is
+ * not called and the payload stays the caller's.
+ * @param payload [may be NULL]
+ * @param release [may be NULL] NULL: nothing to release.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_stream_launch_host_func(cuabi_stream *stream,
+                                                         cuabi_graph_host_fn fn,
+                                                         void *payload,
+                                                         cuabi_graph_host_release_fn release);
 
 /**
  * An empty graph. Its device is the device of the first node that names one.

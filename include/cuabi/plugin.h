@@ -1158,6 +1158,10 @@ typedef struct cuabi_api {
                                      cuabi_device *device,
                                      size_t mc_offset);
     cuabi_status (*multicast_map)(cuabi_buffer **out, cuabi_multicast *multicast);
+    cuabi_status (*stream_launch_host_func)(cuabi_stream *stream,
+                                            cuabi_graph_host_fn fn,
+                                            void *payload,
+                                            cuabi_graph_host_release_fn release);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

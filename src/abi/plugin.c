@@ -491,6 +491,7 @@ static const cuabi_api api_table = {
     cuabi_multicast_bind_buffer,
     cuabi_multicast_unbind,
     cuabi_multicast_map,
+    cuabi_stream_launch_host_func,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

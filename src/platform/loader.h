@@ -97,6 +97,7 @@
     X(cuGraphInstantiateWithParams, 12000) X(cuGraphExecDestroy, 10000) \
     X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010) \
     X(cuGraphExecUpdate, 12000) X(cuGraphExecKernelNodeSetParams, 12000) \
+    X(cuLaunchHostFunc, 10000) \
     /* multigpu (issue 15): peers and IPC */ \
     X(cuCtxEnablePeerAccess, 4000) X(cuCtxDisablePeerAccess, 4000) \
     X(cuDeviceGetP2PAttribute, 8000) \

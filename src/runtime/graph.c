@@ -28,7 +28,8 @@ static cuabi_status keep_push(cuabi__keep *k, unsigned char kind, void *ptr, con
 {
     size_t from = k->count > KEEP_DEDUP_WINDOW ? k->count - KEEP_DEDUP_WINDOW : 0;
     for (size_t i = from; i < k->count; i++)
-        if (k->items[i].ptr == ptr && k->items[i].kind == kind && kind != CUABI__KEEP_DEFERRED_FREE)
+        if (k->items[i].ptr == ptr && k->items[i].kind == kind && kind != CUABI__KEEP_DEFERRED_FREE &&
+            kind != CUABI__KEEP_HOST_CALL)
             return CUABI_SUCCESS;
     if (k->count == k->cap) {
         size_t cap = k->cap ? 2 * k->cap : 8;
@@ -94,6 +95,11 @@ cuabi_status cuabi__keep_deferred_free(cuabi__keep *k, cuabi__buffer *b, const c
     return keep_push(k, CUABI__KEEP_DEFERRED_FREE, b, caller);
 }
 
+cuabi_status cuabi__keep_host_call(cuabi__keep *k, cuabi__host_call *h, const char *caller)
+{
+    return keep_push(k, CUABI__KEEP_HOST_CALL, h, caller);
+}
+
 size_t cuabi__keep_mark(const cuabi__keep *k)
 {
     return k->count;
@@ -113,6 +119,15 @@ static void keep_drop(cuabi__keep_item *it)
         if (!(cuabi__capturing() && cuabi__capture_defer_free(it->ptr)))
             (void)cuabi__buffer_mem_free(it->ptr, "cuabi_graph_release");
         break;
+    case CUABI__KEEP_HOST_CALL: {
+        /* No execution can call it any more: the payload goes, on this
+         * (releasing) thread, never the driver's callback thread. */
+        cuabi__host_call *h = it->ptr;
+        if (h->release)
+            h->release(h->payload);
+        cuabi__free(h);
+        break;
+    }
     }
 }
 

@@ -30,7 +30,8 @@ static inline bool cuabi__object_try_retain(cuabi__object *o)
  * holds: objects (kernels, views, events, graphs) with a reference, buffer
  * memory with a memory reference, and buffers whose free a capture put off
  * until the graph is gone. Not synchronised: the owner's lock guards it. */
-enum { CUABI__KEEP_OBJECT = 1, CUABI__KEEP_BUFFER_MEM, CUABI__KEEP_DEFERRED_FREE };
+enum { CUABI__KEEP_OBJECT = 1, CUABI__KEEP_BUFFER_MEM, CUABI__KEEP_DEFERRED_FREE,
+       CUABI__KEEP_HOST_CALL };
 typedef struct cuabi__keep_item {
     unsigned char kind;
     void *ptr;
@@ -47,6 +48,17 @@ cuabi_status cuabi__keep_buffer(cuabi__keep *k, cuabi__buffer *b, const char *ca
 /* Take over the memory of a buffer whose last reference is gone; it is
  * freed (cuabi__buffer_mem_free) when the keep list is released. */
 cuabi_status cuabi__keep_deferred_free(cuabi__keep *k, cuabi__buffer *b, const char *caller);
+/* A host function queued by cuabi_stream_launch_host_func: on an ordinary
+ * stream it frees itself after its one run; captured, a keep list owns it
+ * (CUABI__KEEP_HOST_CALL) and dropping it calls release(payload) once. */
+typedef struct cuabi__host_call {
+    cuabi_graph_host_fn fn;
+    void *payload;
+    cuabi_graph_host_release_fn release;
+} cuabi__host_call;
+/* Take over a host call (never deduplicated); on failure it stays the
+ * caller's. */
+cuabi_status cuabi__keep_host_call(cuabi__keep *k, cuabi__host_call *h, const char *caller);
 /* Keep the live buffers and views of a pack's slots; a released or unset
  * one is an error naming `what` (the node) and the slot. */
 cuabi_status cuabi__keep_pack(cuabi__keep *k, const cuabi__argpack *p, const char *what,

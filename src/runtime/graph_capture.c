@@ -430,3 +430,81 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
     *out = (cuabi_capture_status)status;
     return CUABI_SUCCESS;
 }
+
+/* ------------------------------------------------- host functions */
+
+/* On an ordinary stream: one run, then the payload goes (on the driver's
+ * thread, as documented: release must not call CUDA). */
+static void CUDA_CB host_call_once(void *p)
+{
+    cuabi__host_call *h = p;
+    h->fn(h->payload);
+    if (h->release)
+        h->release(h->payload);
+    cuabi__free(h);
+}
+
+/* Captured: a host node that may run at every launch of every executable;
+ * the graph's keep list owns h and releases the payload with the graph. */
+static void CUDA_CB host_call_captured(void *p)
+{
+    cuabi__host_call *h = p;
+    h->fn(h->payload);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_stream_launch_host_func(cuabi_stream *stream,
+                                                         cuabi_graph_host_fn fn, void *payload,
+                                                         cuabi_graph_host_release_fn release)
+{
+    void *obj;
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, __func__));
+    cuabi__stream *s = obj;
+    CUABI__CHECK_ARG(fn, "%s: fn is NULL", __func__);
+    CUABI__TRY(cuabi__driver_get_for(&drv, __func__));
+    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    cuabi__host_call *h = cuabi__malloc(sizeof *h);
+    if (!h)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    h->fn = fn;
+    h->payload = payload;
+    h->release = release;
+    /* The legacy default stream is never captured (work on it while a
+     * blocking stream is captured is the driver's to refuse). Other streams:
+     * one cheap query, and the capture's record only when there is one. */
+    capture *c = NULL;
+    cuabi_status st = CUABI_SUCCESS;
+    if (s->cu_stream && s->cu_stream != CU_STREAM_LEGACY) {
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        st = CUABI__CU(drv, cuStreamIsCapturing, s->cu_stream, &status);
+        if (st == CUABI_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+            st = capture_of(&c, s->cu_stream, drv, __func__);
+            if (st == CUABI_SUCCESS && !c)
+                st = cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream is being "
+                                  "captured%s, but not by cuabi_graph_capture_begin: cuabi "
+                                  "cannot know when that graph and its executables are gone, "
+                                  "so the payload would have no owner (capture with "
+                                  "cuabi_graph_capture_begin, or add a host node to a graph: "
+                                  "cuabi_graph_add_host)", __func__,
+                                  status == CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                      ? " (and the capture is invalid)" : "");
+        }
+    }
+    if (st == CUABI_SUCCESS && c) {
+        /* Kept first, launched second, with the capture's lock held
+         * throughout: a failed launch takes back the entry it just added
+         * (the last one) without releasing the caller's payload. */
+        st = cuabi__keep_host_call(&c->keep, h, __func__);
+        if (st == CUABI_SUCCESS) {
+            st = CUABI__CU(drv, cuLaunchHostFunc, s->cu_stream, host_call_captured, h);
+            if (st != CUABI_SUCCESS)
+                c->keep.count--;
+        }
+        capture_done();
+    } else if (st == CUABI_SUCCESS) {
+        st = CUABI__CU(drv, cuLaunchHostFunc, s->cu_stream, host_call_once, h);
+    }
+    if (st != CUABI_SUCCESS)
+        cuabi__free(h);
+    return st;
+}

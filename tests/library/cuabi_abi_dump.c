@@ -796,6 +796,9 @@ ABI_TYPE(&cuabi_graph_capture_end,
 ABI_TYPE(&cuabi_graph_capture_status,
          cuabi_status (*)(cuabi_capture_status *, cuabi_stream *),
          "cuabi_graph_capture_status");
+ABI_TYPE(&cuabi_stream_launch_host_func,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph_host_fn, void *, cuabi_graph_host_release_fn),
+         "cuabi_stream_launch_host_func");
 ABI_TYPE(&cuabi_graph_create, cuabi_status (*)(cuabi_graph **), "cuabi_graph_create");
 ABI_TYPE(&cuabi_graph_raw, cuabi_status (*)(uintptr_t *, cuabi_graph *), "cuabi_graph_raw");
 ABI_TYPE(&cuabi_graph_device,
@@ -1709,6 +1712,7 @@ ABI_TYPE((cuabi_cache_verify_each_fn)0,
          "cuabi_cache_verify_each_fn");
 ABI_TYPE((cuabi_block_smem_fn)0, size_t (*)(int, void *), "cuabi_block_smem_fn");
 ABI_TYPE((cuabi_graph_host_fn)0, void (*)(void *), "cuabi_graph_host_fn");
+ABI_TYPE((cuabi_graph_host_release_fn)0, void (*)(void *), "cuabi_graph_host_release_fn");
 ABI_TYPE(((cuabi_api *)0)->error_info_init,
          cuabi_status (*)(cuabi_error_info *, unsigned int),
          "cuabi_api.error_info_init");
@@ -3447,6 +3451,9 @@ ABI_TYPE(((cuabi_api *)0)->multicast_unbind,
 ABI_TYPE(((cuabi_api *)0)->multicast_map,
          cuabi_status (*)(cuabi_buffer **, cuabi_multicast *),
          "cuabi_api.multicast_map");
+ABI_TYPE(((cuabi_api *)0)->stream_launch_host_func,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph_host_fn, void *, cuabi_graph_host_release_fn),
+         "cuabi_api.stream_launch_host_func");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5527,6 +5534,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, multicast_bind_buffer);
     ABI_FIELD(cuabi_api, multicast_unbind);
     ABI_FIELD(cuabi_api, multicast_map);
+    ABI_FIELD(cuabi_api, stream_launch_host_func);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7265,6 +7273,8 @@ int main(void)
     puts("  cuabi_status cuabi_graph_capture_end(cuabi_graph **, cuabi_stream *)");
     puts("  cuabi_status cuabi_graph_capture_status(cuabi_capture_status *, "
          "cuabi_stream *)");
+    puts("  cuabi_status cuabi_stream_launch_host_func(cuabi_stream *, "
+         "cuabi_graph_host_fn, void *, cuabi_graph_host_release_fn)");
     puts("  cuabi_status cuabi_graph_create(cuabi_graph **)");
     puts("  cuabi_status cuabi_graph_raw(uintptr_t *, cuabi_graph *)");
     puts("  cuabi_status cuabi_graph_device(cuabi_device **, cuabi_graph *)");
@@ -7648,5 +7658,6 @@ int main(void)
     puts("  int (*cuabi_cache_verify_each_fn)(const cuabi_cache_verify_finding *, void *)");
     puts("  size_t (*cuabi_block_smem_fn)(int, void *)");
     puts("  void (*cuabi_graph_host_fn)(void *)");
+    puts("  void (*cuabi_graph_host_release_fn)(void *)");
     return 0;
 }

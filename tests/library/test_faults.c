@@ -571,9 +571,28 @@ static void sc_graph_host(void *payload)
     ++*(int *)payload;
 }
 
+/* cuabi_stream_launch_host_func's payload: freed by its release, once (a
+ * leak or a double free under any fault shows in LeakSanitizer / ASan). */
+static void sc_host_free(void *payload)
+{
+    free(payload);
+}
+
+static void sc_host_func(cuabi_stream *s, cuabi_status *st)
+{
+    if (*st != CUABI_SUCCESS)
+        return;
+    int *payload = calloc(1, sizeof *payload);
+    *st = payload ? cuabi_stream_launch_host_func(s, sc_graph_host, payload, sc_host_free)
+                  : CUABI_ERROR_OUT_OF_MEMORY;
+    if (*st != CUABI_SUCCESS)
+        free(payload);      /* on an error the payload stays the caller's */
+}
+
 /* Graphs: explicit nodes of every kind and edges, a conditional body, instantiate,
  * upload, launch, both updates, Graphviz text, then a capture of a launch,
- * a copy and a temporary allocation, instantiated and launched. */
+ * a copy, a host function and a temporary allocation, instantiated and
+ * launched; a host function on the stream before the capture. */
 static cuabi_status sc_graph(void)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -644,10 +663,12 @@ static cuabi_status sc_graph(void)
     STEP(cuabi_graph_exec_update_kernel(e, n2, p, NULL));
     STEP(cuabi_graph_exec_update(e, g, NULL));
     c.stream = s;
+    sc_host_func(s, &st);           /* an ordinary stream: run and released */
     STEP(cuabi_graph_capture_begin(s, CUABI_CAPTURE_MODE_GLOBAL));
     bool capturing = st == CUABI_SUCCESS;
     STEP(cuabi_launch(k, p, &c));
     STEP(cuabi_buffer_copy(b, 0, a, 0, 64, s));
+    sc_host_func(s, &st);           /* captured: the graph keeps the payload */
     STEP(cuabi_buffer_allocate(&tmp, pool, 64, 0, s));
     if (tmp) /* a release: a refused free is the driver's word, as elsewhere */
         (void)cuabi_buffer_free_async(tmp, s);

@@ -3,8 +3,12 @@
  * without re-instantiation, a conditional while loop set from device code,
  * a capture of every cuabi path in global mode (no call of cuabi breaks
  * it), what a graph keeps alive, 8 threads each replaying their own
- * executable, and every bad input that needs a GPU. Exits 77 without one. */
+ * executable, host functions on a stream and in a capture
+ * (cuabi_stream_launch_host_func), and every bad input that needs a GPU.
+ * Exits 77 without one. */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "testutil.h"
 #include "graph_kernels.h"
@@ -706,6 +710,136 @@ END_TEST
 
 /* Instantiate flags: upload at instantiation, and auto-free on launch for
  * a graph whose allocation outlives one launch. */
+/* cuabi_stream_launch_host_func on a GPU: in stream order after kernels
+ * writing pinned memory; released on the driver's thread right after its
+ * one run on an ordinary stream; in a GLOBAL capture, a host node run at
+ * every launch of two executables and released once, on this thread, when
+ * the last of the graph and the executables goes; a capture begun behind
+ * cuabi's back refused. */
+typedef struct gpu_host_payload {
+    volatile int *x;
+    int seen[8];
+    _Atomic int calls, releases;
+    pthread_t fn_thread, release_thread;
+} gpu_host_payload;
+
+static void gpu_host_fn(void *p)
+{
+    gpu_host_payload *h = p;
+    int i = atomic_load(&h->calls);
+    if (i < 8)
+        h->seen[i] = *h->x;
+    h->fn_thread = pthread_self();
+    atomic_fetch_add(&h->calls, 1);
+}
+
+static void gpu_host_release(void *p)
+{
+    gpu_host_payload *h = p;
+    h->release_thread = pthread_self();
+    atomic_fetch_add(&h->releases, 1);
+}
+
+START_TEST(host_functions_in_stream_order_and_in_captures)
+{
+    size_t handles = cuabi__handle_live_count();
+    cuabi_memory_resource *pinned;
+    cuabi_buffer *xb;
+    uintptr_t xa;
+    ck_assert_ok(cuabi_memory_resource_pinned(&pinned, dev));
+    ck_assert_ok(cuabi_buffer_allocate(&xb, pinned, sizeof(int), 0, NULL));
+    ck_assert_ok(cuabi_buffer_pointer(&xa, xb));
+    volatile int *x = (volatile int *)xa;
+    *x = 0;
+    cuabi_argpack *p;
+    ck_assert_ok(cuabi_argpack_create(&p, "buffer, i32"));
+    ck_assert_ok(cuabi_argpack_set_buffer(p, 0, xb));
+    ck_assert_ok(cuabi_argpack_set_int(p, 1, 1));
+    cuabi_launch_config c = on_stream(1, 32);
+    /* An ordinary stream: each call sees every kernel queued before it. */
+    static gpu_host_payload once[8];
+    for (int i = 0; i < 8; i++) {
+        once[i] = (gpu_host_payload){ .x = x };
+        ck_assert_ok(cuabi_launch(add_one, p, &c));
+        ck_assert_ok(cuabi_stream_launch_host_func(stream, gpu_host_fn, &once[i],
+                                                   gpu_host_release));
+    }
+    stream_sync();
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(atomic_load(&once[i].calls), 1);
+        ck_assert_int_eq(atomic_load(&once[i].releases), 1);
+        ck_assert_int_eq(once[i].seen[0], i + 1);
+        ck_assert(pthread_equal(once[i].fn_thread, once[i].release_thread));
+        ck_assert(!pthread_equal(once[i].fn_thread, pthread_self()));
+    }
+    /* A GLOBAL capture: a host node after the kernel. */
+    *x = 0;
+    static gpu_host_payload cap;
+    cap = (gpu_host_payload){ .x = x };
+    cuabi_graph *g;
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_launch(add_one, p, &c));
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, gpu_host_fn, &cap, gpu_host_release));
+    ck_assert_ok(cuabi_graph_capture_end(&g, stream));
+    ck_assert_int_eq(atomic_load(&cap.calls), 0);
+    cuabi_graph_exec *e1, *e2;
+    ck_assert_ok(cuabi_graph_instantiate(&e1, g, NULL));
+    ck_assert_ok(cuabi_graph_instantiate(&e2, g, NULL));
+    ck_assert_ok(cuabi_graph_exec_launch(e1, stream));
+    ck_assert_ok(cuabi_graph_exec_launch(e1, stream));
+    ck_assert_ok(cuabi_graph_exec_launch(e2, stream));
+    stream_sync();
+    ck_assert_int_eq(atomic_load(&cap.calls), 3);
+    ck_assert_int_eq(cap.seen[0], 1);
+    ck_assert_int_eq(cap.seen[1], 2);
+    ck_assert_int_eq(cap.seen[2], 3);
+    cuabi_graph_release(g);
+    cuabi_graph_exec_release(e1);
+    ck_assert_int_eq(atomic_load(&cap.releases), 0);
+    ck_assert_ok(cuabi_graph_exec_launch(e2, stream));
+    stream_sync();
+    ck_assert_int_eq(atomic_load(&cap.calls), 4);
+    cuabi_graph_exec_release(e2);
+    ck_assert_int_eq(atomic_load(&cap.releases), 1);
+    ck_assert(pthread_equal(cap.release_thread, pthread_self()));
+    /* Bad input, and a capture cuabi did not begin (as torch's). */
+    ck_assert_status(cuabi_stream_launch_host_func(stream, NULL, &cap, gpu_host_release),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_ptr_nonnull(cuda);
+    CUresult (*begin)(CUstream, CUstreamCaptureMode) =
+        (CUresult (*)(CUstream, CUstreamCaptureMode))dlsym(cuda, "cuStreamBeginCapture_v2");
+    CUresult (*end)(CUstream, CUgraph *) =
+        (CUresult (*)(CUstream, CUgraph *))dlsym(cuda, "cuStreamEndCapture");
+    CUresult (*destroy)(CUgraph) = (CUresult (*)(CUgraph))dlsym(cuda, "cuGraphDestroy");
+    ck_assert(begin && end && destroy);
+    uintptr_t raw;
+    ck_assert_ok(cuabi_stream_raw(&raw, stream));
+    ck_assert_int_eq(begin((CUstream)raw, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    gpu_host_payload foreign = { .x = x };
+    ck_assert_status(cuabi_stream_launch_host_func(stream, gpu_host_fn, &foreign,
+                                                   gpu_host_release),
+                     CUABI_ERROR_STREAM_CAPTURE);
+    CUgraph fg = NULL;
+    ck_assert_int_eq(end((CUstream)raw, &fg), CUDA_SUCCESS);
+    size_t nodes = 1;
+    CUresult (*get_nodes)(CUgraph, CUgraphNode *, size_t *) =
+        (CUresult (*)(CUgraph, CUgraphNode *, size_t *))dlsym(cuda, "cuGraphGetNodes");
+    if (get_nodes && fg) {
+        ck_assert_int_eq(get_nodes(fg, NULL, &nodes), CUDA_SUCCESS);
+        ck_assert_uint_eq(nodes, 0);        /* nothing was recorded */
+    }
+    if (fg)
+        ck_assert_int_eq(destroy(fg), CUDA_SUCCESS);
+    dlclose(cuda);
+    ck_assert_int_eq(atomic_load(&foreign.calls) + atomic_load(&foreign.releases), 0);
+    cuabi_argpack_release(p);
+    cuabi_buffer_destroy(xb);
+    cuabi_memory_resource_release(pinned);
+    ck_assert_uint_eq(cuabi__handle_live_count(), handles);
+}
+END_TEST
+
 START_TEST(instantiate_flags)
 {
     cuabi_buffer *keep;
@@ -751,6 +885,7 @@ int main(void)
     tcase_add_test(tc, eight_threads_replay_their_own);
     tcase_add_test(tc, bad_input_on_a_gpu);
     tcase_add_test(tc, instantiate_flags);
+    tcase_add_test(tc, host_functions_in_stream_order_and_in_captures);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -362,6 +362,178 @@ START_TEST(host_event_child_nodes)
 }
 END_TEST
 
+/* cuabi_stream_launch_host_func: a payload counted by its host calls and
+ * released exactly once, when no execution can call it any more. */
+typedef struct hpayload {
+    int calls, releases;
+} hpayload;
+static void hcall(void *p)
+{
+    ((hpayload *)p)->calls++;
+}
+static void hrelease(void *p)
+{
+    ((hpayload *)p)->releases++;
+}
+
+START_TEST(stream_host_func_on_a_stream)
+{
+    hpayload a = { 0, 0 };
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease));
+    /* The fake stream is synchronous: run once, released right after. */
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(a.releases, 1);
+    ck_assert_int_eq(fake_host_funcs, 1);
+    /* No release function: the payload stays the caller's. */
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &a, NULL));
+    ck_assert_int_eq(a.calls, 2);
+    ck_assert_int_eq(a.releases, 1);
+    /* The legacy and per-thread default streams take host functions too. */
+    cuabi_stream *legacy, *pt;
+    ck_assert_ok(cuabi_stream_legacy_default(&legacy, dev));
+    ck_assert_ok(cuabi_stream_per_thread_default(&pt, dev));
+    ck_assert_ok(cuabi_stream_launch_host_func(legacy, hcall, &a, hrelease));
+    ck_assert_ok(cuabi_stream_launch_host_func(pt, hcall, &a, hrelease));
+    ck_assert_int_eq(a.calls, 4);
+    ck_assert_int_eq(a.releases, 3);
+    /* Bad input: nothing runs, nothing is released. */
+    ck_assert_status(cuabi_stream_launch_host_func(stream, NULL, &a, hrelease),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("fn is NULL");
+    ck_assert_status(cuabi_stream_launch_host_func(NULL, hcall, &a, hrelease),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_launch_host_func((cuabi_stream *)dev, hcall, &a, hrelease),
+                     CUABI_ERROR_INVALID_HANDLE);
+    cuabi_stream *gone;
+    ck_assert_ok(cuabi_stream_create(&gone, dev, NULL));
+    cuabi_stream_release(gone);
+    ck_assert_status(cuabi_stream_launch_host_func(gone, hcall, &a, hrelease),
+                     CUABI_ERROR_INVALID_HANDLE);
+    /* A driver failure: the payload stays the caller's. */
+    cuabi__driver *d = cuabi__driver_for_test();
+    PFN_cuLaunchHostFunc_v10000 saved = d->cuLaunchHostFunc;
+    d->cuLaunchHostFunc = NULL;
+    ck_assert_status(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease),
+                     CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_error_mentions("cuLaunchHostFunc");
+    d->cuLaunchHostFunc = saved;
+    ck_assert_int_eq(a.calls, 4);
+    ck_assert_int_eq(a.releases, 3);
+    cuabi_stream_release(pt);
+    cuabi_stream_release(legacy);
+}
+END_TEST
+
+START_TEST(stream_host_func_in_a_capture)
+{
+    hpayload a = { 0, 0 }, b = { 0, 0 };
+    cuabi_graph *g;
+    cuabi_graph_exec *e1, *e2;
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease));
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &b, NULL));
+    /* Recorded, not run. */
+    ck_assert_int_eq(a.calls + b.calls, 0);
+    ck_assert_int_eq(fake_host_funcs, 0);
+    ck_assert_ok(cuabi_graph_capture_end(&g, stream));
+    ck_assert_uint_eq(node_count(g), 2);
+    cuabi_graph_node *n;
+    cuabi_graph_node_kind kind;
+    ck_assert_ok(cuabi_graph_node_at(&n, g, 0));
+    ck_assert_ok(cuabi_graph_node_type(&kind, n));
+    ck_assert_int_eq(kind, CUABI_GRAPH_NODE_HOST);
+    cuabi_graph_node_release(n);
+    /* Two executables, three launches: three calls, no release yet. */
+    ck_assert_ok(cuabi_graph_instantiate(&e1, g, NULL));
+    ck_assert_ok(cuabi_graph_instantiate(&e2, g, NULL));
+    ck_assert_ok(cuabi_graph_exec_launch(e1, stream));
+    ck_assert_ok(cuabi_graph_exec_launch(e1, stream));
+    ck_assert_ok(cuabi_graph_exec_launch(e2, stream));
+    ck_assert_int_eq(a.calls, 3);
+    ck_assert_int_eq(b.calls, 3);
+    /* The graph goes first: the executables keep it, and the payload. */
+    cuabi_graph_release(g);
+    ck_assert_int_eq(a.releases, 0);
+    ck_assert_ok(cuabi_graph_exec_launch(e2, stream));
+    ck_assert_int_eq(a.calls, 4);
+    cuabi_graph_exec_release(e1);
+    ck_assert_int_eq(a.releases, 0);
+    cuabi_graph_exec_release(e2);
+    ck_assert_int_eq(a.releases, 1);
+    ck_assert_int_eq(b.releases, 0);
+    ck_assert_int_eq(a.calls, 4);
+}
+END_TEST
+
+START_TEST(stream_host_func_captures_that_fail_or_are_not_ours)
+{
+    hpayload a = { 0, 0 };
+    cuabi_graph *g = NULL, *parent;
+    /* A child-graph node holds the captured graph (and so the payload). */
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_RELAXED));
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease));
+    ck_assert_ok(cuabi_graph_capture_end(&g, stream));
+    cuabi_graph_node *ch;
+    ck_assert_ok(cuabi_graph_create(&parent));
+    ck_assert_ok(cuabi_graph_add_child(&ch, parent, NULL, 0, g));
+    cuabi_graph_release(g);
+    ck_assert_int_eq(a.releases, 0);
+    run(parent);
+    ck_assert_int_eq(a.calls, 1);
+    cuabi_graph_node_release(ch);
+    cuabi_graph_release(parent);
+    ck_assert_int_eq(a.releases, 1);
+    /* An invalidated capture: the launch is refused and the payload stays
+     * the caller's; one recorded before goes when the capture ends. */
+    a.calls = a.releases = 0;
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease));
+    ck_assert_status(cuabi_stream_synchronize(stream), CUABI_ERROR_STREAM_CAPTURE);
+    ck_assert_int_ne(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease), CUABI_SUCCESS);
+    ck_assert_error_mentions("cuLaunchHostFunc");
+    ck_assert_int_eq(a.releases, 0);
+    g = NULL;
+    ck_assert_status(cuabi_graph_capture_end(&g, stream), CUABI_ERROR_STREAM_CAPTURE);
+    ck_assert_ptr_null(g);
+    ck_assert_int_eq(a.calls, 0);
+    ck_assert_int_eq(a.releases, 1);
+    /* A capture begun behind cuabi's back: refused, nothing recorded. */
+    a.calls = a.releases = 0;
+    uintptr_t raw;
+    ck_assert_ok(cuabi_stream_raw(&raw, stream));
+    const cuabi__driver *d = cuabi__driver_for_test();
+    ck_assert_int_eq(d->cuStreamBeginCapture((CUstream)raw, CU_STREAM_CAPTURE_MODE_RELAXED),
+                     CUDA_SUCCESS);
+    ck_assert_status(cuabi_stream_launch_host_func(stream, hcall, &a, hrelease),
+                     CUABI_ERROR_STREAM_CAPTURE);
+    ck_assert_error_mentions("not by cuabi_graph_capture_begin");
+    CUgraph cg = NULL;
+    ck_assert_int_eq(d->cuStreamEndCapture((CUstream)raw, &cg), CUDA_SUCCESS);
+    ck_assert_ptr_nonnull(cg);
+    ck_assert_int_eq(d->cuGraphDestroy(cg), CUDA_SUCCESS);
+    ck_assert_int_eq(a.calls + a.releases, 0);
+    /* Out of memory: nothing kept, nothing released. */
+    for (int at = 1;; at++) {
+        ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+        cuabi__alloc_fail_at(at, false);
+        cuabi_status st = cuabi_stream_launch_host_func(stream, hcall, &a, hrelease);
+        bool fired = cuabi__alloc_fail_count() > 0;
+        cuabi__alloc_fail_at(0, false);
+        if (st != CUABI_SUCCESS) {
+            ck_assert_int_eq(st, CUABI_ERROR_OUT_OF_MEMORY);
+            ck_assert_int_eq(a.releases, 0);
+        }
+        ck_assert_ok(cuabi_graph_capture_end(&g, stream));
+        cuabi_graph_release(g);
+        ck_assert_int_eq(a.releases, st == CUABI_SUCCESS ? 1 : 0);
+        a.releases = 0;
+        if (!fired)
+            break;
+    }
+    ck_assert_int_eq(a.calls, 0);
+}
+END_TEST
+
 START_TEST(copies_and_memsets_checked)
 {
     cuabi_graph *g;
@@ -1694,6 +1866,9 @@ static Suite *suite(void)
     tcase_add_test(tc, conditional_needs_the_driver);
     tcase_add_test(tc, debug_dot);
     tcase_add_test(tc, wrong_handles_everywhere);
+    tcase_add_test(tc, stream_host_func_on_a_stream);
+    tcase_add_test(tc, stream_host_func_in_a_capture);
+    tcase_add_test(tc, stream_host_func_captures_that_fail_or_are_not_ours);
     tcase_add_test(tc, threads_add_and_query);
     tcase_add_test(tc, allocation_failures_leave_nothing);
     tcase_add_test(tc, conditional_kernel_compiles_with_nvrtc);

@@ -866,6 +866,7 @@ CUABI_GRAPH_CONDITIONAL_SWITCH = 2
 CUABI_GRAPH_DOT_DEFAULT = 0
 CUABI_GRAPH_DOT_VERBOSE = 1
 cuabi_graph_host_fn = C.CFUNCTYPE(None, C.c_void_p)
+cuabi_graph_host_release_fn = C.CFUNCTYPE(None, C.c_void_p)
 
 
 class cuabi_graph_instantiate_options(C.Structure):
@@ -2604,6 +2605,7 @@ FUNCTIONS = {
     'cuabi_graph_capture_begin': (C.c_int, (C.c_void_p, C.c_int, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('mode', 'cuabi_capture_mode', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_capture_end': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'transfer', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_capture_status': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_capture_status *', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_launch_host_func': (C.c_int, (C.c_void_p, cuabi_graph_host_fn, C.c_void_p, cuabi_graph_host_release_fn, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('fn', 'cuabi_graph_host_fn', 'in', 'host', False, 'borrow', None), ('payload', 'void *', 'in', 'host', True, 'borrow', None), ('release', 'cuabi_graph_host_release_fn', 'in', 'host', True, 'borrow', None), )),
     'cuabi_graph_create': (C.c_int, (C.POINTER(C.c_void_p), ), (('out', 'cuabi_graph **', 'out', 'host', False, 'transfer', None), )),
     'cuabi_graph_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('graph', 'cuabi_graph *', 'in', 'host', False, 'borrow', None), )),
@@ -2897,6 +2899,7 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_graph_capture_begin',
     'cuabi_graph_capture_end',
     'cuabi_graph_capture_status',
+    'cuabi_stream_launch_host_func',
     'cuabi_graph_create',
     'cuabi_graph_node_count',
     'cuabi_graph_node_at',
@@ -3523,4 +3526,5 @@ TABLE_FUNCTIONS = (
     'cuabi_multicast_bind_buffer',
     'cuabi_multicast_unbind',
     'cuabi_multicast_map',
+    'cuabi_stream_launch_host_func',
 )

@@ -877,57 +877,81 @@ class GraphBuilder:
 
 
 # ---- host_launch (cuda.core's name): a host function in stream order
+#
+# One C call, cuabi_stream_launch_host_func, on any stream: on an ordinary
+# stream one cuLaunchHostFunc (the one-node graph of before took a graph, an
+# executable, a launch and their later release); on a stream cuabi captures,
+# a host node whose payload the graph keeps until it and its executables are
+# gone. The payload is a _callbacks key of (fn, args). C releases it once:
+# on the driver's thread right after the call (ordinary stream) -- where
+# dropping the last reference to an argument could run a finalizer calling
+# CUDA, so the key waits in _released for the next host_launch -- or on the
+# thread releasing the graph (capture), where it is dropped at once.
 
-_host_launches = []             # [(exec, graph, done flag list)] until the call has run
-_host_launches_lock = threading.Lock()
+_in_host_call = threading.local()   # set on a driver thread while fn runs
+_released = []                      # keys released on a driver thread (append: atomic)
+_HOST_LAUNCH_FNS = None
+
+
+def _run_host_launch(payload):
+    # On a driver thread. An exception goes to sys.unraisablehook (ctypes).
+    entry = _callbacks.get(payload or 0)
+    _in_host_call.key = payload
+    if entry is not None:
+        fn, args = entry
+        fn(*args)
+
+
+def _release_host_launch(payload):
+    if getattr(_in_host_call, "key", None) == payload:
+        # Right after fn, on its driver thread. (A captured call run on this
+        # thread before -- the fake driver runs graphs on the launching
+        # thread -- only defers the drop to the next host_launch.)
+        _in_host_call.key = None
+        _released.append(payload)
+    else:
+        _callbacks.drop(payload)        # a graph's release: a thread of the program
+
+
+def _host_launch_fns():
+    global _HOST_LAUNCH_FNS
+    if _HOST_LAUNCH_FNS is None:        # lazy: ctypes callbacks cost import time
+        _HOST_LAUNCH_FNS = (_capi.cuabi_graph_host_fn(_run_host_launch),
+                            _capi.cuabi_graph_host_release_fn(_release_host_launch))
+    return _HOST_LAUNCH_FNS
 
 
 def _reap_host_launches():
-    """Release the one-node executables whose host call has run (never
-    from the host call itself: it must not call CUDA)."""
-    with _host_launches_lock:
-        done = [h for h in _host_launches if h[2]]
-        _host_launches[:] = [h for h in _host_launches if not h[2]]
-    for exe, g, _ in done:
-        exe.close()
-        g.close()
+    """Drop the callables whose one call has run (never on the driver's
+    thread: their arguments' finalizers may call CUDA)."""
+    while _released:
+        try:
+            key = _released.pop()
+        except IndexError:              # another thread reaped the last one
+            break
+        _callbacks.drop(key)
 
 
 def host_launch(stream, fn, *args) -> None:
     """cuda.core's host_launch: call fn(*args) on a driver thread once the
     work queued on `stream` before it has finished; later work on the
-    stream waits for it. fn must not call CUDA. Made of a one-node graph
-    (a host node) launched on the stream; not on a capturing stream (add
-    a host node: Graph.add_host). An exception fn raises goes to
-    sys.unraisablehook."""
+    stream waits for it. fn must not call CUDA. On a stream being captured
+    (a GraphBuilder, Stream.capture), the call becomes a host node of the
+    graph, run at every launch of its executables; the graph keeps fn and
+    args until it and its executables are closed. A stream captured by
+    another library is refused (StreamCaptureError). An exception fn raises
+    goes to sys.unraisablehook."""
     if not callable(fn):
         raise TypeError(f"host_launch: {type(fn).__name__} is not callable")
     _reap_host_launches()
-    flag = []
-
-    def call_then_mark():
-        try:
-            fn(*args)
-        finally:
-            flag.append(True)
-
     s = _stream(stream)
-    if s.capture_status != "none":
-        raise NotImplementedError("host_launch on a capturing stream: not yet (a graph's "
-                                  "host node is Graph.add_host)")
-    g = Graph(s.device)
+    run, release = _host_launch_fns()
+    key = _callbacks.keep((fn, args))
     try:
-        g.add_host(call_then_mark)
-        exe = g.instantiate()
+        call("cuabi_stream_launch_host_func", s, run, C.c_void_p(key), release)
     except BaseException:
-        g.close()
+        _callbacks.drop(key)            # on an error C released nothing
         raise
-    try:
-        exe.launch(s)
-    except BaseException:
-        exe.close()
-        g.close()
-        raise
-    with _host_launches_lock:
-        _host_launches.append((exe, g, flag))
+
+
 GraphCompleteOptions = CompleteOptions     # cuda.core's name

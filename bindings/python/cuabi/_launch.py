@@ -15,11 +15,12 @@ from ._lib import call, done, fast, holding, hot, lib, new_struct, raise_last, u
 from .errors import ClosedHandleError, INT_MAX, INT_MIN, U32_MAX, dims_arg, index_arg
 
 
-def _dim3(v, name="dims"):
-    """Up to three unsigned ints (the C fields are unsigned int), the rest 1."""
+def _dim3(v, name="dims", lo=0):
+    """Up to three unsigned ints (the C fields are unsigned int) from `lo`
+    up, the rest 1."""
     if not hasattr(v, "__len__"):
-        return (index_arg(v, name, 0, U32_MAX), 1, 1)
-    v = dims_arg(v, name, 0, U32_MAX, max_length=3)
+        return (index_arg(v, name, lo, U32_MAX), 1, 1)
+    v = dims_arg(v, name, lo, U32_MAX, max_length=3)
     return v + (1,) * (3 - len(v))
 
 
@@ -68,20 +69,23 @@ class AccessPolicyWindow:
 
 
 class LaunchConfig:
-    """grid, block (ints or up to 3-tuples), cluster, shared_mem (dynamic
-    bytes), cooperative, and the other cuLaunchKernelEx attributes as
-    keywords (cuda.core's names where it has them; docs/python.md):
+    """cuda.core's LaunchConfig(grid, cluster, block, shmem_size,
+    cooperative_launch), in cuda.core's order: grid, cluster and block are
+    ints or up to 3-tuples (each value at least 1), exposed as 3-tuples
+    (cluster None when not given); with a cluster, `grid` counts clusters
+    (the kernel runs grid*cluster blocks). grid and block default to 1
+    (cuda.core requires them). cuabi's extras are keywords only:
+    shared_mem= (= shmem_size), cooperative= and is_cooperative= (=
+    cooperative_launch), grid_blocks= (the grid in blocks with a cluster:
+    cuabi's former meaning of grid), and the other cuLaunchKernelEx
+    attributes (cuda.core's names where it has them; docs/python.md):
     programmatic_stream_serialization (PDL), programmatic_event (+
     programmatic_event_trigger_at_block_start), launch_completion_event,
     priority, access_policy_window, preferred_cluster,
     cluster_scheduling_policy, mem_sync_domain, mem_sync_domain_map,
     preferred_shared_memory_carveout, nvlink_util_centric_scheduling.
-    cuda.core's keywords shmem_size=, is_cooperative= and
-    cooperative_launch= are accepted too. As in cuda.core, with a cluster
-    `grid` counts clusters (the kernel runs grid*cluster blocks);
-    grid_blocks= gives the grid in blocks instead (cuabi's former meaning
-    of grid with a cluster). The C structs are built once and reused; the
-    config keeps its events alive."""
+    The C structs are built once and reused; the config keeps its events
+    alive."""
 
     __slots__ = ("grid", "block", "cluster", "shared_mem", "cooperative", "_c", "_p",
                  "programmatic_stream_serialization", "programmatic_event",
@@ -96,9 +100,9 @@ class LaunchConfig:
     # use during every launch with the config (a tuple; the compiled launch
     # reads it too).
 
-    def __init__(self, grid=None, block=1, cluster=None, shared_mem: int = 0,
-                 cooperative: bool = False, *, shmem_size: int | None = None,
-                 cooperative_launch: bool | None = None,
+    def __init__(self, grid=None, cluster=None, block=None, shmem_size: int | None = None,
+                 cooperative_launch: bool = False, *, shared_mem: int | None = None,
+                 cooperative: bool | None = None,
                  is_cooperative: bool | None = None,
                  grid_blocks=None,
                  programmatic_stream_serialization: bool = False,
@@ -113,24 +117,28 @@ class LaunchConfig:
                  mem_sync_domain_map=None,
                  preferred_shared_memory_carveout: int | None = None,
                  nvlink_util_centric_scheduling: bool = False):
-        if shmem_size is not None:
-            if shared_mem:
-                raise ValueError("LaunchConfig: give shared_mem or shmem_size, not both")
-            shared_mem = shmem_size
-        for alias in (cooperative_launch, is_cooperative):
-            if alias is not None:
-                if cooperative and not alias:
-                    raise ValueError("LaunchConfig: give cooperative or is_cooperative, "
-                                     "not both")
-                cooperative = alias
-        self.block = _dim3(block, "LaunchConfig: block")
-        self.cluster = _dim3(cluster, "LaunchConfig: cluster") if cluster else (0, 0, 0)
+        if shmem_size is not None and shared_mem is not None:
+            raise ValueError("LaunchConfig: give shmem_size or shared_mem (its cuabi alias), "
+                             "not both")
+        shared_mem = shmem_size if shmem_size is not None else shared_mem or 0
+        # cooperative_launch (cuda.core's), is_cooperative (cuda.core's older
+        # name) and cooperative (cuabi's): one switch, said once or alike.
+        said = {n: bool(v) for n, v in (("cooperative_launch", cooperative_launch),
+                                        ("is_cooperative", is_cooperative),
+                                        ("cooperative", cooperative))
+                if v is not None and (v or n != "cooperative_launch")}
+        if len(set(said.values())) > 1:
+            raise ValueError(f"LaunchConfig: {' and '.join(said)} disagree; give one of them")
+        cooperative = any(said.values())
+        self.block = _dim3(1 if block is None else block, "LaunchConfig.block", 1)
+        self.cluster = _dim3(cluster, "LaunchConfig.cluster", 1) if cluster is not None else None
+        cl = self.cluster or (0, 0, 0)
         if grid_blocks is not None:
             if grid is not None:
                 raise ValueError("LaunchConfig: give grid (clusters with a cluster) or "
                                  "grid_blocks, not both")
-            blocks = _dim3(grid_blocks, "LaunchConfig: grid_blocks")
-            if cluster:
+            blocks = _dim3(grid_blocks, "LaunchConfig.grid_blocks", 1)
+            if self.cluster:
                 if any(b % c for b, c in zip(blocks, self.cluster)):
                     raise ValueError(f"LaunchConfig: grid_blocks {blocks} is not a multiple "
                                      f"of the cluster {self.cluster}")
@@ -138,17 +146,18 @@ class LaunchConfig:
             else:
                 self.grid = blocks
         else:
-            self.grid = _dim3(1 if grid is None else grid, "LaunchConfig: grid")
+            self.grid = _dim3(1 if grid is None else grid, "LaunchConfig.grid", 1)
             blocks = self.grid
-            if cluster:             # cuda.core: the grid counts clusters
+            if self.cluster:        # cuda.core: the grid counts clusters
                 blocks = tuple(g * c for g, c in zip(self.grid, self.cluster))
                 index_arg(max(blocks), "LaunchConfig: grid blocks (grid * cluster)", 0,
                           0xFFFFFFFF)
         self.grid_blocks = blocks
-        shared_mem = index_arg(shared_mem, "LaunchConfig: shared_mem")
+        shared_mem = index_arg(shared_mem, "LaunchConfig.shmem_size" if shmem_size is not None
+                               else "LaunchConfig: shared_mem")
         self.shared_mem, self.cooperative = shared_mem, cooperative
         c = new_struct(_capi.cuabi_launch_config)
-        c.grid[:], c.block[:], c.cluster[:] = blocks, self.block, self.cluster
+        c.grid[:], c.block[:], c.cluster[:] = blocks, self.block, cl
         c.dynamic_shared_bytes, c.cooperative = shared_mem, int(cooperative)
         self._c = c
         self._addr = C.addressof(c)
@@ -160,7 +169,7 @@ class LaunchConfig:
         self.launch_completion_event = launch_completion_event
         self.priority = priority
         self.access_policy_window = access_policy_window
-        self.preferred_cluster = (_dim3(preferred_cluster, "LaunchConfig: preferred_cluster")
+        self.preferred_cluster = (_dim3(preferred_cluster, "LaunchConfig.preferred_cluster")
                                   if preferred_cluster else None)
         self.cluster_scheduling_policy = cluster_scheduling_policy
         self.mem_sync_domain = mem_sync_domain
@@ -240,13 +249,35 @@ class LaunchConfig:
         """cuda.core's name of cooperative."""
         return self.cooperative
 
+    is_cooperative = cooperative_launch     # cuda.core's older name
+
+    # cuda.core's identity: the five attributes it has (grid, cluster, block,
+    # shmem_size, cooperative_launch); cuabi's launch attributes join them.
+    _IDENTITY = ("grid", "cluster", "block", "shmem_size", "cooperative_launch")
+    _EXTRAS = ("programmatic_stream_serialization", "programmatic_event",
+               "programmatic_event_trigger_at_block_start", "launch_completion_event",
+               "priority", "access_policy_window", "preferred_cluster",
+               "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",
+               "preferred_shared_memory_carveout", "nvlink_util_centric_scheduling")
+
+    def _identity(self):
+        return tuple(getattr(self, n) for n in self._IDENTITY) + tuple(
+            id(v) if n.endswith("event") or n == "access_policy_window" else v
+            for n in self._EXTRAS for v in (getattr(self, n),))
+
+    def __eq__(self, other):
+        if not isinstance(other, LaunchConfig):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self):
+        return hash(self._identity())
+
     def __repr__(self):
-        extra = "".join(f", {n}={getattr(self, n)!r}" for n in (
-            "programmatic_stream_serialization", "priority", "access_policy_window",
-            "preferred_cluster") if getattr(self, n) not in (None, False))
-        return (f"LaunchConfig(grid={self.grid}, block={self.block}, "
-                f"{'cluster=%s, ' % (self.cluster,) if any(self.cluster) else ''}"
-                f"shared_mem={self.shared_mem}{extra})")
+        extra = "".join(f", {n}={getattr(self, n)!r}" for n in self._EXTRAS
+                        if getattr(self, n) not in (None, False, "default"))
+        core = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._IDENTITY)
+        return f"LaunchConfig({core}{extra})"
 
 
 _launch, _ptr = hot("cuabi_launch")

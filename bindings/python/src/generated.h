@@ -1133,4 +1133,5 @@ static const char *const fast_table_functions[] = {
     "cuabi_multicast_bind_buffer",
     "cuabi_multicast_unbind",
     "cuabi_multicast_map",
+    "cuabi_stream_launch_host_func",
 };

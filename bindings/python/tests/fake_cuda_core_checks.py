@@ -3,6 +3,7 @@ tests' fake driver (no GPU): run by test_cuda_core_api.py in a process whose
 CUABI_DRIVER_PATH names tests/fixtures/.libs/fake_cuda_graph.so. The fake is
 an sm_90 GPU whose "device" memory is host memory; its kernel add_i64(out,
 in, n) runs on the host (adds in[0..n) to out[0])."""
+import ctypes as C
 import os
 import subprocess
 import sys
@@ -362,11 +363,99 @@ def test_host_launch_runs_in_stream_order(dev, add):
     assert seen == [("after", 6)]
     with pytest.raises(TypeError):
         cuabi.host_launch(s, 3)
-    gb = dev.create_graph_builder().begin_building()
-    with pytest.raises(NotImplementedError):
-        cuabi.host_launch(gb, lambda: None)
-    gb.end_building()
-    gb.close()
+    # the callable and its arguments go at the next host_launch (never on the
+    # driver's thread, where a finalizer could call CUDA)
+    import gc
+    import weakref
+    from cuabi import _callbacks, _graph
+
+    class Arg:
+        pass
+    arg = Arg()
+    gone = weakref.ref(arg)
+    cuabi.host_launch(s, lambda a: seen.append(a), arg)
+    s.sync()
+    del arg
+    gc.collect()
+    assert seen[-1] is gone() and gone() is not None
+    seen.clear()
+    cuabi.host_launch(s, lambda: None)
+    gc.collect()
+    assert gone() is None
+
+
+def test_host_launch_on_a_capturing_stream_records_a_host_node(dev):
+    import gc
+    import weakref
+    calls = []
+
+    class Arg:
+        pass
+    arg = Arg()
+    gone = weakref.ref(arg)
+    for builder in (True, False):
+        if builder:     # cuda.core's way: the builder is the stream
+            gb = dev.create_graph_builder().begin_building()
+            cuabi.host_launch(gb, lambda a, tag: calls.append((a, tag)), arg, "node")
+            graph = gb.end_building().graph
+        else:
+            s = dev.create_stream()
+            with s.capture() as graph:
+                cuabi.host_launch(s, lambda a, tag: calls.append((a, tag)), arg, "node")
+        assert calls == []                       # recorded, not run
+        assert [n.kind for n in graph.nodes] == ["host"]
+        e1, e2 = graph.instantiate(), graph.instantiate()
+        run_on = dev.create_stream()
+        e1.launch(run_on)
+        e1.launch(run_on)
+        e2.launch(run_on)
+        run_on.sync()
+        assert calls == [(arg, "node")] * 3
+        calls.clear()
+        # the graph, then each executable: the callable lives until the last
+        graph.close()
+        if builder:
+            gb.close()
+        e1.close()
+        e2.launch(run_on)
+        run_on.sync()
+        assert len(calls) == 1
+        calls.clear()
+        e2.close()
+        if not builder:
+            s.close()
+        run_on.close()
+    del arg
+    cuabi.host_launch(dev.create_stream(), lambda: None)     # reaps what waited
+    gc.collect()
+    assert gone() is None
+
+
+def test_host_launch_refuses_a_foreign_capture(dev):
+    from cuabi import _callbacks
+    from cuabi.errors import error_class
+    s = dev.create_stream()
+    drv = C.CDLL(os.environ["CUABI_DRIVER_PATH"])
+
+    def entry(name, *types):        # the fake's table, which the library uses too
+        p = C.c_void_p()
+        assert drv.cuGetProcAddress_v2(name.encode(), C.byref(p), 12030, C.c_uint64(0),
+                                       None) == 0
+        return C.CFUNCTYPE(C.c_int, *types)(p.value)
+    begin = entry("cuStreamBeginCapture", C.c_void_p, C.c_int)
+    end = entry("cuStreamEndCapture", C.c_void_p, C.POINTER(C.c_void_p))
+    destroy = entry("cuGraphDestroy", C.c_void_p)
+    assert begin(s.raw, 2) == 0     # relaxed, behind cuabi's back (as torch would)
+    cuabi._graph._reap_host_launches()      # what earlier tests left for the next call
+    before = len(_callbacks._registry)
+    with pytest.raises(error_class(cuabi._capi.CUABI_ERROR_STREAM_CAPTURE),
+                       match="not by cuabi_graph_capture_begin"):
+        cuabi.host_launch(s, lambda: None)
+    assert len(_callbacks._registry) == before          # nothing left behind
+    g = C.c_void_p()
+    assert end(s.raw, C.byref(g)) == 0 and g.value
+    assert destroy(g) == 0
+    s.close()
 
 
 def test_per_thread_env_in_a_fresh_process():

@@ -231,6 +231,77 @@ def test_launch_config_cluster_meaning_needs_no_driver():
     assert "cluster=(2, 1, 1)" in repr(c)
 
 
+def test_launch_config_positional_order_is_cuda_cores():
+    """cuda.core: LaunchConfig(grid=None, cluster=None, block=None,
+    shmem_size=None, cooperative_launch=False)."""
+    import inspect
+    params = list(inspect.signature(cuabi.LaunchConfig).parameters.values())
+    assert [p.name for p in params[:5]] == ["grid", "cluster", "block", "shmem_size",
+                                            "cooperative_launch"]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[:5])
+    assert [p.default for p in params[:5]] == [None, None, None, None, False]
+    # everything after them is a keyword (cuabi's aliases and attributes)
+    assert all(p.kind is p.KEYWORD_ONLY for p in params[5:])
+    c = cuabi.LaunchConfig(4, 2, 64, 256, True)
+    assert (c.grid, c.cluster, c.block) == ((4, 1, 1), (2, 1, 1), (64, 1, 1))
+    assert c.shmem_size == 256 and c.cooperative_launch is True
+    assert c.grid_blocks == (8, 1, 1)           # the grid counts clusters
+    assert tuple(c._c.grid) == (8, 1, 1) and tuple(c._c.cluster) == (2, 1, 1)
+    assert tuple(c._c.block) == (64, 1, 1) and c._c.dynamic_shared_bytes == 256
+    assert c._c.cooperative == 1
+    # cuda.core programs often pass the cluster as None positionally
+    d = cuabi.LaunchConfig((8, 2), None, (32, 4))
+    assert (d.grid, d.cluster, d.block) == ((8, 2, 1), None, (32, 4, 1))
+    assert d.shmem_size == 0 and d.cooperative_launch is False
+    assert tuple(d._c.cluster) == (0, 0, 0)
+    assert cuabi.LaunchConfig(grid=1, block=1).cluster is None
+    # the same keywords mean the same in either order
+    assert cuabi.LaunchConfig(block=64, cluster=2, grid=4) == c.__class__(4, 2, 64)
+    assert repr(d) == ("LaunchConfig(grid=(8, 2, 1), cluster=None, block=(32, 4, 1), "
+                       "shmem_size=0, cooperative_launch=False)")
+
+
+def test_launch_config_keyword_aliases_still_work():
+    a = cuabi.LaunchConfig(grid=2, block=64, shared_mem=128, cooperative=True)
+    b = cuabi.LaunchConfig(2, None, 64, shmem_size=128, cooperative_launch=True)
+    c = cuabi.LaunchConfig(grid=2, block=64, shmem_size=128, is_cooperative=True)
+    assert a == b == c and hash(a) == hash(b) == hash(c)
+    for x in (a, b, c):
+        assert x.shared_mem == x.shmem_size == 128
+        assert x.cooperative is x.cooperative_launch is x.is_cooperative is True
+    # alike aliases are fine; no cluster, grid_blocks is the grid
+    assert cuabi.LaunchConfig(1, cooperative_launch=True, cooperative=True).cooperative
+    assert cuabi.LaunchConfig(grid_blocks=6, block=32).grid == (6, 1, 1)
+    # the defaults cuabi keeps (cuda.core requires grid and block)
+    e = cuabi.LaunchConfig()
+    assert (e.grid, e.cluster, e.block, e.shmem_size) == ((1, 1, 1), None, (1, 1, 1), 0)
+    assert cuabi.LaunchConfig(4, priority=-1) != cuabi.LaunchConfig(4)
+
+
+def test_launch_config_bad_combinations_are_cuda_core_like():
+    # cuda.core: ValueError("LaunchConfig.grid value must be >= 1 (got 0)")
+    for kw in ("grid", "cluster", "block"):
+        for bad in (0, (1, 0), (2, 2, 0)):
+            with pytest.raises(ValueError, match=f"LaunchConfig.{kw}"):
+                cuabi.LaunchConfig(**{kw: bad})
+        with pytest.raises(ValueError, match=f"LaunchConfig.{kw}"):
+            cuabi.LaunchConfig(**{kw: (1, 1, 1, 1)})        # more than 3
+    with pytest.raises(ValueError, match="shmem_size or shared_mem"):
+        cuabi.LaunchConfig(1, None, 1, 16, shared_mem=16)
+    with pytest.raises(ValueError, match="disagree"):
+        cuabi.LaunchConfig(1, None, 1, 0, True, cooperative=False)
+    with pytest.raises(ValueError, match="disagree"):
+        cuabi.LaunchConfig(is_cooperative=True, cooperative=False)
+    with pytest.raises(ValueError, match="LaunchConfig.shmem_size"):
+        cuabi.LaunchConfig(1, None, 1, -1)
+    with pytest.raises(ValueError, match="not both"):
+        cuabi.LaunchConfig(4, 2, 32, grid_blocks=8)
+    with pytest.raises(TypeError):              # a sixth positional: attributes are keywords
+        cuabi.LaunchConfig(1, None, 1, 0, False, True)
+    with pytest.raises(TypeError):              # given twice
+        cuabi.LaunchConfig(1, 2, 3, block=4)
+
+
 def test_user_resources_override_allocate_ptr():
     class Host(cuabi.MemoryResource):
         def __init__(self):

@@ -112,7 +112,7 @@ def test_launch_config_aliases():
     c = cuabi.LaunchConfig(grid=2, block=64, shmem_size=128, cooperative_launch=True)
     assert c.shared_mem == 128 and c.shmem_size == 128 and c.cooperative_launch
     assert c._c.dynamic_shared_bytes == 128 and c._c.cooperative == 1
-    with pytest.raises(ValueError, match="shared_mem or shmem_size"):
+    with pytest.raises(ValueError, match="shmem_size or shared_mem"):
         cuabi.LaunchConfig(shared_mem=1, shmem_size=2)
 
 

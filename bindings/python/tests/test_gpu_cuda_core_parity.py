@@ -222,6 +222,35 @@ def test_cluster_grid_counts_clusters(libs, gpu):
     assert both(libs, facts) == [6, 1, 32]          # 3 clusters of 2 blocks
 
 
+def test_launch_config_positional_order(libs, gpu):
+    """LaunchConfig(grid, cluster, block, shmem_size, cooperative_launch):
+    the same positional call means the same launch in both libraries."""
+    has_clusters = gpu.compute_capability[0] >= 9
+
+    def facts(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        k = _compile(core, dev).get_kernel("grid_facts")
+        hb, h = _host_array(core, 12, np.uint32)
+        d = dev.allocate(12, stream=s)
+        got = []
+        configs = [core.LaunchConfig(5, None, 64), core.LaunchConfig((5, 2), None, (64, 2), 0)]
+        if has_clusters:
+            configs.append(core.LaunchConfig(3, 2, 32, 0, False))
+        for cfg in configs:
+            core.launch(s, cfg, k, d)
+            d.copy_to(hb, stream=s)
+            s.sync()
+            got.append((cfg.grid, cfg.cluster, cfg.block, cfg.shmem_size,
+                        bool(cfg.cooperative_launch), h.tolist()))
+        return got
+    got = both(libs, facts)
+    assert got[0] == ((5, 1, 1), None, (64, 1, 1), 0, False, [5, 1, 64])
+    assert got[1][5] == [5, 2, 64]
+    if has_clusters:
+        assert got[2][:3] == ((3, 1, 1), (2, 1, 1), (32, 1, 1)) and got[2][5] == [6, 1, 32]
+
+
 # ---- graphs
 
 def test_graph_build_complete_launch_update(libs):
@@ -275,6 +304,35 @@ def test_stream_graph_builder_with_cupy_style_pointers(libs):
         s.sync()
         return int(h[0])
     assert both(libs, capture) == 6
+
+
+def test_host_launch_in_order_and_in_a_graph_builder(libs):
+    """host_launch(stream, fn, *args): after the work before it; on a
+    GraphBuilder a host node run at every launch of the graph."""
+    def host(core):
+        if not hasattr(core, "host_launch"):
+            pytest.skip("this cuda.core has no host_launch")
+        dev = core.Device()
+        s = dev.create_stream()
+        k = _compile(core, dev).get_kernel("add_one")
+        hb, h = _host_array(core, 4, np.int32)
+        h[:] = 0
+        seen = []
+        for i in range(3):
+            core.launch(s, core.LaunchConfig(grid=1, block=1), k, h.ctypes.data)
+            core.host_launch(s, lambda i: seen.append((i, int(h[0]))), i)
+        s.sync()
+        gb = dev.create_graph_builder().begin_building()
+        core.launch(gb, core.LaunchConfig(grid=1, block=1), k, h.ctypes.data)
+        core.host_launch(gb, lambda: seen.append(("node", int(h[0]))))
+        g = gb.end_building().complete()
+        g.launch(s)
+        g.launch(s)
+        s.sync()
+        g.close()
+        gb.close()
+        return seen
+    assert both(libs, host) == [(0, 1), (1, 2), (2, 3), ("node", 4), ("node", 5)]
 
 
 # ---- views and DLPack

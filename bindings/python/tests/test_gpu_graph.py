@@ -2,7 +2,8 @@
 batches captured and built node by node, updates in place, a conditional
 while loop, a graph outliving the Python objects that built it, 8 threads
 replaying their own executables, torch and CuPy work captured with cuabi's,
-cuda.core's spellings, and bad input."""
+cuda.core's spellings, host_launch in stream order and inside captures (and
+refused inside torch's), and bad input."""
 import gc
 import threading
 
@@ -258,3 +259,71 @@ def test_bad_input(gpu, k):
     with pytest.raises(cuabi.InvalidArgumentError, match="cycle"):
         g.add_dependency(b, a)
     assert "digraph" in g.to_dot()
+
+
+def test_host_launch_in_stream_order_and_in_captures(gpu, k):
+    """cuda.core's host_launch: in stream order after the kernels before it;
+    on a GraphBuilder, a host node run at every launch of every executable,
+    its callable kept until the last of them is closed (cuabi_stream_launch_
+    host_func; issue 24)."""
+    import ctypes
+    import weakref
+    s = gpu.create_stream(non_blocking=False)
+    xb = cuabi.LegacyPinnedMemoryResource().allocate(4, s)
+    x = ctypes.c_int.from_address(int(xb.handle))
+    x.value = 0
+    cfg = cuabi.LaunchConfig(1, None, 32)            # cuda.core's order: grid, cluster, block
+    seen = []
+    for i in range(8):
+        cuabi.launch(s, cfg, k["add_one"], xb, np.int32(1))
+        cuabi.host_launch(s, lambda i: seen.append((i, x.value)), i)
+    s.sync()
+    assert seen == [(i, i + 1) for i in range(8)]
+
+    class Tag:
+        pass
+    tag, x.value = Tag(), 0
+    gone = weakref.ref(tag)
+    got = []
+    gb = gpu.create_graph_builder().begin_building()
+    cuabi.launch(gb, cfg, k["add_one"], xb, np.int32(1))
+    cuabi.host_launch(gb, lambda t: got.append((t is gone(), x.value)), tag)
+    gb.end_building()
+    e1, e2 = gb.complete(), gb.complete()
+    assert got == []                                   # recorded, not run
+    e1.launch(s)
+    e1.launch(s)
+    e2.launch(s)
+    s.sync()
+    assert got == [(True, 1), (True, 2), (True, 3)]
+    del tag
+    gb.close()
+    e1.close()
+    gc.collect()
+    assert gone() is not None                          # e2 still runs it
+    e2.launch(s)
+    s.sync()
+    assert got[-1] == (True, 4)
+    e2.close()                                         # the last holder: dropped at once
+    gc.collect()
+    assert gone() is None
+    xb.close()
+    s.close()
+
+
+def test_host_launch_refuses_a_torch_capture(gpu):
+    torch = pytest.importorskip("torch")
+    ts = torch.cuda.Stream()
+    cs = cuabi.Stream.wrap(ts.cuda_stream)          # before the capture
+    x = torch.zeros(4, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=ts):
+        x += 1
+        with pytest.raises(cuabi.errors.error_class(cuabi._capi.CUABI_ERROR_STREAM_CAPTURE),
+                           match="not by cuabi_graph_capture_begin"):
+            cuabi.host_launch(cs, lambda: None)
+        x += 1                                      # torch's capture is still valid
+    g.replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0] * 4
+    cs.close()

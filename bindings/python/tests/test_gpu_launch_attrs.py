@@ -130,9 +130,9 @@ def test_programmatic_dependent_launch(hopper, attrs):
         for pdl in (False, True):
             stamps = np.array([0, 0, 0, 2**64 - 1], np.uint64)
             t = cuabi.Buffer.from_host(stamps, stream=s)
-            cuabi.launch(s, cuabi.LaunchConfig(max(sms // 2, 1), 128), primary,
+            cuabi.launch(s, cuabi.LaunchConfig(max(sms // 2, 1), block=128), primary,
                          t, x, np.int32(N), np.int32(7), np.uint64(2_000_000), np.int32(1))
-            cfg = cuabi.LaunchConfig(8, 256, programmatic_stream_serialization=pdl)
+            cfg = cuabi.LaunchConfig(8, block=256, programmatic_stream_serialization=pdl)
             cuabi.launch(s, cfg, secondary, t, x, y, np.int32(N))
             t.copy_to(stamps, stream=s)
             out = np.empty(N, np.int32)
@@ -156,11 +156,11 @@ def test_launch_completion_event(hopper, attrs):
     t = cuabi.Buffer.from_host(stamps, stream=a)
     x, probe = cuabi.Buffer(4 * N, stream=a), cuabi.Buffer(8, stream=a)
     a.synchronize()
-    cfg = cuabi.LaunchConfig(sms, 128, launch_completion_event=ev)
+    cfg = cuabi.LaunchConfig(sms, block=128, launch_completion_event=ev)
     cuabi.launch(a, cfg, primary, t, x, np.int32(N), np.int32(1), np.uint64(1_000_000),
                  np.int32(0))
     b.wait(ev)
-    cuabi.launch(b, cuabi.LaunchConfig(1, 32), starts, probe, np.uint64(0))
+    cuabi.launch(b, cuabi.LaunchConfig(1, block=32), starts, probe, np.uint64(0))
     b.synchronize()
     a.synchronize()
     got = np.zeros(1, np.uint64)
@@ -176,7 +176,7 @@ def test_access_policy_window(gpu, attrs):
     with gpu.create_stream(non_blocking=False) as s:
         x, y = cuabi.Buffer.from_host(xs, stream=s), cuabi.Buffer(4 * 4096, stream=s)
         w = cuabi.AccessPolicyWindow(x, min(x.size, window) if window else x.size, hit_ratio=0.6)
-        cfg = cuabi.LaunchConfig(16, 256, access_policy_window=w)
+        cfg = cuabi.LaunchConfig(16, block=256, access_policy_window=w)
         if window == 0:
             with pytest.raises(cuabi.CuabiError):
                 cuabi.launch(s, cfg, add_one, x, y, np.int32(4096))

@@ -30,7 +30,7 @@ class DeviceArray:
 # ---------------------------------------------------------------- LaunchConfig
 
 def test_plain_config_has_no_attributes():
-    cfg = cuabi.LaunchConfig(4, 128)
+    cfg = cuabi.LaunchConfig(4, block=128)
     assert not cfg._c.attributes            # NULL: the launch keeps its fast path
     assert cfg._c.version == _capi.cuabi_launch_config._cuabi_version_ == 2
 
@@ -61,7 +61,7 @@ def test_each_keyword_fills_its_field():
 
 
 def test_unset_keywords_stay_unset():
-    a = cuabi.LaunchConfig(1, 1, priority=0)._c.attributes.contents
+    a = cuabi.LaunchConfig(1, block=1, priority=0)._c.attributes.contents
     assert a.priority == 0                       # 0 is a priority, not "unset"
     assert a.mem_sync_domain == _capi.CUABI_LAUNCH_UNSET
     assert tuple(a.mem_sync_domain_map) == (_capi.CUABI_LAUNCH_UNSET,) * 2
@@ -71,15 +71,15 @@ def test_unset_keywords_stay_unset():
 
 def test_bad_keyword_values():
     with pytest.raises(ValueError, match="cluster_scheduling_policy must be one of"):
-        cuabi.LaunchConfig(1, 1, cluster_scheduling_policy="round_robin")
+        cuabi.LaunchConfig(1, block=1, cluster_scheduling_policy="round_robin")
     with pytest.raises(ValueError, match="mem_sync_domain must be one of"):
-        cuabi.LaunchConfig(1, 1, mem_sync_domain="far")
+        cuabi.LaunchConfig(1, block=1, mem_sync_domain="far")
     with pytest.raises(ValueError, match="mem_sync_domain_map is"):
-        cuabi.LaunchConfig(1, 1, mem_sync_domain_map=(0,))
+        cuabi.LaunchConfig(1, block=1, mem_sync_domain_map=(0,))
     with pytest.raises(ValueError, match="miss_prop must be one of"):
         cuabi.AccessPolicyWindow(0x1000, 64, miss_prop="sticky")
     with pytest.raises(TypeError):
-        cuabi.LaunchConfig(1, 1, False, 0, False, True)     # attributes are keywords only
+        cuabi.LaunchConfig(1, None, 1, 0, False, True)     # attributes are keywords only
 
 
 # ---------------------------------------------------------------- tensor maps
@@ -192,7 +192,7 @@ CHILD = textwrap.dedent(r'''
     assert bytes(got) == tm.tobytes()
     # events in a launch configuration: their handles, kept alive by the config
     ev = cuabi.Event(timing=False)
-    cfg = cuabi.LaunchConfig(1, 32, programmatic_event=ev, launch_completion_event=ev,
+    cfg = cuabi.LaunchConfig(1, block=32, programmatic_event=ev, launch_completion_event=ev,
                              programmatic_event_trigger_at_block_start=True)
     at = cfg._c.attributes.contents
     assert at.programmatic_event == ev.cuabi_handle == at.launch_completion_event

@@ -235,6 +235,11 @@ def test_offline_clusters(capi, compiled):
     c = _as_config(Foreign(), "test")
     assert (c.grid, c.grid_blocks, c.block, c.cluster) == ((32, 1, 1), (64, 1, 1), (128, 1, 1), (2, 1, 1))
 
+    class Core12:           # cuda.core 1.2's spelling of the switch
+        grid, block, cluster, shmem_size, cooperative_launch = 4, 64, None, 0, True
+    c = _as_config(Core12(), "test")
+    assert c.cooperative and c.cluster is None and c.grid_blocks == (4, 1, 1)
+
 
 def test_ptx_for_two_archs():
     """A PTX image answers for every architecture (each compiled apart)."""

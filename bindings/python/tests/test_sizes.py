@@ -217,14 +217,14 @@ def test_lazy_and_c_imports_agree():
 
 def test_launch_config_dimensions():
     for grid in (2**32, -1, (1, 2**32), (1, 1, 1, 1)):
-        with pytest.raises(ValueError, match="LaunchConfig: grid"):
+        with pytest.raises(ValueError, match="LaunchConfig.grid"):
             cuabi.LaunchConfig(grid=grid, block=32)
     for block in (1.5, "32", True):
-        with pytest.raises(TypeError, match="LaunchConfig: block"):
+        with pytest.raises(TypeError, match="LaunchConfig.block"):
             cuabi.LaunchConfig(grid=1, block=block)
     with pytest.raises(ValueError, match="LaunchConfig: shared_mem is -1"):
         cuabi.LaunchConfig(grid=1, block=32, shared_mem=-1)
-    with pytest.raises(ValueError, match="LaunchConfig: cluster"):
+    with pytest.raises(ValueError, match="LaunchConfig.cluster"):
         cuabi.LaunchConfig(grid=2, block=32, cluster=(2, -1))
     c = cuabi.LaunchConfig(grid=np.int32(4), block=(np.uint16(32), 2))
     assert c.grid == (4, 1, 1) and c.block == (32, 2, 1)

@@ -4789,6 +4789,9 @@ const CUABI_GRAPH_DOT_VERBOSE = cuabi_graph_dot_flags(1)
 # Callback cuabi_graph_host_fn: a C function pointer (see @cfunction).
 const cuabi_graph_host_fn = Ptr{Cvoid}
 
+# Callback cuabi_graph_host_release_fn: a C function pointer (see @cfunction).
+const cuabi_graph_host_release_fn = Ptr{Cvoid}
+
 """
 How to instantiate a graph.
 """
@@ -4964,6 +4967,25 @@ function cuabi_graph_capture_status(out, stream)
     t0 = _enter(stream)
     try
         ccall((:cuabi_graph_capture_status, libcuabi), cuabi_status, (Ptr{cuabi_capture_status}, Ptr{cuabi_stream}), out, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_stream_launch_host_func(stream, fn, payload, release)
+
+Queue fn(payload) on `stream` (cuLaunchHostFunc): it runs on a driver thread once the work queued before it has finished, and later work waits for it. fn must not call CUDA (or cuabi functions that do). release(payload), if given, runs exactly once, when no execution can call fn any more: on an ordinary stream right after fn, on the driver's thread (it must not call CUDA either: a binding whose release may run finalizers hands it to a thread of its own). On a stream captured by cuabi (cuabi_graph_capture_begin), fn becomes a host node of the graph and may run at every launch of every executable made from it; the graph keeps the payload, and release runs on the thread that releases the last of the graph, its executables and the graphs that hold it as a child (release them after their launches have finished, as for any graph), or that ends the capture when it failed. A stream captured by another library is refused (CUABI_ERROR_STREAM_CAPTURE: cuabi cannot know when that graph is gone). On any error release is not called and the payload stays the caller's.
+
+- `payload` [may be C_NULL]
+- `release` [may be C_NULL] NULL: nothing to release.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_launch_host_func(stream, fn, payload, release)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_launch_host_func, libcuabi), cuabi_status, (Ptr{cuabi_stream}, cuabi_graph_host_fn, Ptr{Cvoid}, cuabi_graph_host_release_fn), stream, fn, payload, release)
     finally
         _leave(stream, t0)
     end
@@ -10572,6 +10594,7 @@ const FUNCTIONS = [
     :cuabi_graph_capture_begin,
     :cuabi_graph_capture_end,
     :cuabi_graph_capture_status,
+    :cuabi_stream_launch_host_func,
     :cuabi_graph_create,
     :cuabi_graph_raw,
     :cuabi_graph_device,

@@ -3519,6 +3519,9 @@ pub const CUABI_GRAPH_DOT_VERBOSE: cuabi_graph_dot_flags = cuabi_graph_dot_flags
 /// A host node's function: runs on a driver thread when the graph reaches the node. It must not call CUDA (or cuabi functions that do).
 pub type cuabi_graph_host_fn = Option<unsafe extern "C" fn(payload: *mut c_void)>;
 
+/// Releases the payload of cuabi_stream_launch_host_func(): called exactly once, when no execution can call the host function any more. On an ordinary stream it runs on the driver's thread right after the host function (so, like it, it must not call CUDA or cuabi functions that do); for a capture, on the thread that releases the last graph or executable holding it (or that ends a failed capture).
+pub type cuabi_graph_host_release_fn = Option<unsafe extern "C" fn(payload: *mut c_void)>;
+
 /// How to instantiate a graph.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -3597,6 +3600,10 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_capture_status(out: *mut cuabi_capture_status, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Queue fn(payload) on `stream` (cuLaunchHostFunc): it runs on a driver thread once the work queued before it has finished, and later work waits for it. fn must not call CUDA (or cuabi functions that do). release(payload), if given, runs exactly once, when no execution can call fn any more: on an ordinary stream right after fn, on the driver's thread (it must not call CUDA either: a binding whose release may run finalizers hands it to a thread of its own). On a stream captured by cuabi (cuabi_graph_capture_begin), fn becomes a host node of the graph and may run at every launch of every executable made from it; the graph keeps the payload, and release runs on the thread that releases the last of the graph, its executables and the graphs that hold it as a child (release them after their launches have finished, as for any graph), or that ends the capture when it failed. A stream captured by another library is refused (CUABI_ERROR_STREAM_CAPTURE: cuabi cannot know when that graph is gone). On any error release is not called and the payload stays the caller's.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_launch_host_func(stream: *mut cuabi_stream, r#fn: cuabi_graph_host_fn, payload: *mut c_void, release: cuabi_graph_host_release_fn) -> cuabi_status;
     /// An empty graph. Its device is the device of the first node that names one.
     ///
     /// Needs the CUDA driver and a GPU.
@@ -7465,6 +7472,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_capture_begin", cuabi_graph_capture_begin as *const () as usize),
         ("cuabi_graph_capture_end", cuabi_graph_capture_end as *const () as usize),
         ("cuabi_graph_capture_status", cuabi_graph_capture_status as *const () as usize),
+        ("cuabi_stream_launch_host_func", cuabi_stream_launch_host_func as *const () as usize),
         ("cuabi_graph_create", cuabi_graph_create as *const () as usize),
         ("cuabi_graph_raw", cuabi_graph_raw as *const () as usize),
         ("cuabi_graph_device", cuabi_graph_device as *const () as usize),
