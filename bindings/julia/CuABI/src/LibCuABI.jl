@@ -9690,7 +9690,7 @@ end
 """
 cuabi_pool_at_location(out, device, location_type, location_id, which)
 
-A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location).
+A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location). A host pool gives no device access of its own, so `device` is given read-write access to it (asked first with cuMemPoolGetAccess, granted with cuMemPoolSetAccess only where missing; a refusal is an error naming the call and the pool's location, and no resource is made); the driver's pool of a location is shared by the whole process, so the access stays with the pool, for every user of it in the process, after the resource is released. Other devices get access with cuabi_peer_set_pool_access() or a resource of their own.
 
 - `out` [out, ownership transferred]
 
