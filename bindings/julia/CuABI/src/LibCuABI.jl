@@ -8802,7 +8802,7 @@ end
 """
 cuabi_checkpoint_process_lock(pid, timeout_ms)
 
-Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """
@@ -8813,7 +8813,7 @@ end
 """
 cuabi_checkpoint_process_checkpoint(pid)
 
-Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """
@@ -8824,7 +8824,7 @@ end
 """
 cuabi_checkpoint_process_restore(pid, pairs, count)
 
-Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 - `pairs` [may be C_NULL]
 - `count` 0 .. 64.
@@ -8838,7 +8838,7 @@ end
 """
 cuabi_checkpoint_process_unlock(pid)
 
-Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """

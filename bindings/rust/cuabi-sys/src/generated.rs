@@ -5656,19 +5656,19 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_restore_thread_id(out: *mut c_int, pid: c_int) -> cuabi_status;
-    /// Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+    /// Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_lock(pid: c_int, timeout_ms: c_uint) -> cuabi_status;
-    /// Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+    /// Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_checkpoint(pid: c_int) -> cuabi_status;
-    /// Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+    /// Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_restore(pid: c_int, pairs: *const cuabi_checkpoint_gpu_pair, count: usize) -> cuabi_status;
-    /// Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+    /// Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_unlock(pid: c_int) -> cuabi_status;
