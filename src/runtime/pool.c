@@ -239,7 +239,7 @@ static cuabi_status grant_device_access(const cuabi__driver *drv, CUmemoryPool p
     }
     /* The driver's words, then what was being done and why it matters. */
     cuabi_status st = cuabi__cu_check(res, entry, caller);
-    char driver_said[256];
+    char driver_said[512];
     snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
     cuabi__error(st, "%s (giving device %d read-write access to the %s pool, which the process "
                  "shares; without it the device cannot use the pool's memory)", driver_said,

@@ -11,10 +11,10 @@
  * lie wholly past the new size (a chunk straddling it stays, and `mapped`
  * stays above the size). A failed shrink leaves the buffer as it was: its
  * size, mapped size and chunks (the chunks it had unmapped are mapped back;
- * see unmap_for_shrink for the one case where that fails too). The buffer struct's size changes with it
- * (buffer.c's copies, views and exports read it: growth only adds memory,
- * so what they saw stays valid; a shrink is refused while views hold the
- * memory).
+ * see unmap_for_shrink for the one case where that fails too). The buffer
+ * struct's size changes with it (buffer.c's copies, views and exports read
+ * it: growth only adds memory, so what they saw stays valid; a shrink is
+ * refused while views hold the memory).
  *
  * The state of each buffer (a "block") is found from its buffer: buffers a
  * VMM resource allocated through memory.c's hooks are in a registry keyed
@@ -652,6 +652,8 @@ static cuabi_status unmap_for_shrink(vmm_block *k, size_t keep, size_t old_size,
                                      const char *caller)
 {
     size_t n = k->nchunks, at = n;
+    if (n > keep && !k->drv->cuMemUnmap)
+        return cuabi__missing_entry("cuMemUnmap", caller);
     CUresult r = CUDA_SUCCESS;
     while (at > keep) {
         const vmm_chunk *c = &k->chunks[at - 1];
@@ -661,7 +663,7 @@ static cuabi_status unmap_for_shrink(vmm_block *k, size_t keep, size_t old_size,
         at--;
     }
     if (r == CUDA_SUCCESS) {
-        for (size_t i = keep; i < n; i++)
+        for (size_t i = keep; i < n && k->drv->cuMemRelease; i++)
             (void)CUABI__CU_RELEASE(k->drv, cuMemRelease, k->chunks[i].handle);
         k->nchunks = keep;
         k->mapped = keep ? k->chunks[keep - 1].offset + k->chunks[keep - 1].size : 0;
@@ -674,14 +676,14 @@ static cuabi_status unmap_for_shrink(vmm_block *k, size_t keep, size_t old_size,
         back++;
     if (back == n) {
         cuabi_status st = cuabi__cu_check(r, "cuMemUnmap", caller);
-        char driver_said[256];
+        char driver_said[512];
         snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
         cuabi__error(st, "%s (the shrink was undone: the buffer is as it was, %zu bytes in %zu "
                      "chunks)", driver_said, old_size, k->nchunks);
         cuabi__error_set_cu((int)r);
         return st;
     }
-    for (size_t i = back; i < n; i++)
+    for (size_t i = back; i < n && k->drv->cuMemRelease; i++)
         (void)CUABI__CU_RELEASE(k->drv, cuMemRelease, k->chunks[i].handle);
     k->nchunks = back;
     k->mapped = k->chunks[back - 1].offset + k->chunks[back - 1].size;
