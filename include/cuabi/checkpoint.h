@@ -89,14 +89,18 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_restore_thread_id(int *out, 
 /**
  * Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its
  * work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process
- * stays running and CUABI_ERROR_NOT_READY is returned.
+ * stays running and CUABI_ERROR_NOT_READY is returned. `pid` must be another process: this
+ * process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own
+ * CUDA calls, the call itself among them, and never return).
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_lock(int pid, unsigned int timeout_ms);
 
 /**
  * Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host
- * memory and its GPU resources are released.
+ * memory and its GPU resources are released. `pid` must be another process: this process's own pid
+ * is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the
+ * call itself among them, and never return).
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_checkpoint(int pid);
@@ -105,7 +109,9 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_checkpoint(int pid);
  * Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps
  * GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores
  * onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling
- * process: this call makes it).
+ * process: this call makes it). `pid` must be another process: this process's own pid is
+ * CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call
+ * itself among them, and never return).
  * @param pairs [may be NULL, array of count elements]
  * @param count 0 .. 64.
  * Needs the CUDA driver and a GPU.
@@ -115,7 +121,9 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_restore(int pid,
                                                             size_t count);
 
 /**
- * Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+ * Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock). `pid` must be
+ * another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait
+ * for this process's own CUDA calls, the call itself among them, and never return).
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_unlock(int pid);

@@ -190,7 +190,13 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_stats_format(char *out,
  * ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need
  * a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give
  * buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the
- * context stream-less calls use (the device itself for a device location).
+ * context stream-less calls use (the device itself for a device location). A host pool gives no
+ * device access of its own, so `device` is given read-write access to it (asked first with
+ * cuMemPoolGetAccess, granted with cuMemPoolSetAccess only where missing; a refusal is an error
+ * naming the call and the pool's location, and no resource is made); the driver's pool of a
+ * location is shared by the whole process, so the access stays with the pool, for every user of it
+ * in the process, after the resource is released. Other devices get access with
+ * cuabi_peer_set_pool_access() or a resource of their own.
  * @param out [out, ownership transferred]
  * Needs the CUDA driver and a GPU.
  */

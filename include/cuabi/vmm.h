@@ -260,8 +260,10 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_allocate(cuabi_buffer **out,
  * stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the
  * reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and
  * releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack
- * export holds the buffer's memory. On failure the buffer is as it was. CUABI_ERROR_NOT_SUPPORTED
- * for buffers that are not VMM buffers of this process.
+ * export holds the buffer's memory. On failure the buffer is as it was (a shrink whose cuMemUnmap
+ * fails maps the chunks it had unmapped back; only if that fails too is the buffer left smaller,
+ * its size and mapped size saying what is still mapped and the error giving the new size).
+ * CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
  * @param stream [may be NULL]
  * Needs the CUDA driver and a GPU.
  */

@@ -9,6 +9,7 @@
  * data intact; locking a locked process and unlocking a running one gave
  * CUDA_ERROR_ILLEGAL_STATE, an unknown pid CUDA_ERROR_OPERATING_SYSTEM. */
 #include <string.h>
+#include <unistd.h>
 
 #include "platform/loader.h"
 
@@ -86,6 +87,20 @@ static inline cuabi_status ckpt_result(CUresult r, const char *entry, int pid,
 #define CHECK_PID(pid)                                                        \
     CUABI__CHECK_ARG((pid) > 0, "%s: pid %d is not a process id", __func__, (pid))
 
+/* Lock, checkpoint, restore and unlock act on another process. On its own
+ * pid the driver waits for this process's CUDA calls to drain -- the call
+ * itself among them -- and never returns (the H100 run of 2026-11-27 hung in
+ * a lock of getpid()): refused before the driver sees it. The state and the
+ * restore thread of one's own pid are fine to ask. */
+#define CHECK_NOT_SELF(pid)                                                   \
+    CUABI__CHECK_ARG((pid) != (int)getpid(),                                  \
+                     "%s: pid %d is this process: a process cannot checkpoint itself (the "   \
+                     "driver would wait for this process's own CUDA calls, this one among "  \
+                     "them, and never return); run it from another process: a controller "   \
+                     "calling cuabi_checkpoint_process_* or cuabi.checkpoint.Process(pid) "  \
+                     "in Python, or NVIDIA's cuda-checkpoint tool (cuda-checkpoint --toggle " \
+                     "--pid %d)", __func__, (pid), (pid))
+
 CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_state(cuabi_process_state *out, int pid)
 {
     const cuabi__driver *drv;
@@ -114,6 +129,7 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_lock(int pid, unsigned int t
 {
     const cuabi__driver *drv;
     CHECK_PID(pid);
+    CHECK_NOT_SELF(pid);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUcheckpointLockArgs args;
     memset(&args, 0, sizeof args);
@@ -125,6 +141,7 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_checkpoint(int pid)
 {
     const cuabi__driver *drv;
     CHECK_PID(pid);
+    CHECK_NOT_SELF(pid);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUcheckpointCheckpointArgs args;
     memset(&args, 0, sizeof args);
@@ -140,6 +157,7 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_restore(int pid,
 {
     const cuabi__driver *drv;
     CHECK_PID(pid);
+    CHECK_NOT_SELF(pid);
     CUABI__CHECK_ARG(count <= MAX_PAIRS, "%s: count = %zu GPU pairs; at most %d", __func__,
                      count, MAX_PAIRS);
     CUABI__CHECK_ARG(pairs || count == 0, "%s: pairs is NULL with count %zu", __func__, count);
@@ -165,6 +183,7 @@ CUABI_EXTERN(cuabi_status) cuabi_checkpoint_process_unlock(int pid)
 {
     const cuabi__driver *drv;
     CHECK_PID(pid);
+    CHECK_NOT_SELF(pid);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUcheckpointUnlockArgs args;
     memset(&args, 0, sizeof args);

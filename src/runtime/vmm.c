@@ -9,10 +9,12 @@
  * Its size is a multiple of the granularity: growing maps one new chunk of
  * the difference after the mapped part; shrinking unmaps the chunks that
  * lie wholly past the new size (a chunk straddling it stays, and `mapped`
- * stays above the size). The buffer struct's size changes with it
- * (buffer.c's copies, views and exports read it: growth only adds memory,
- * so what they saw stays valid; a shrink is refused while views hold the
- * memory).
+ * stays above the size). A failed shrink leaves the buffer as it was: its
+ * size, mapped size and chunks (the chunks it had unmapped are mapped back;
+ * see unmap_for_shrink for the one case where that fails too). The buffer
+ * struct's size changes with it (buffer.c's copies, views and exports read
+ * it: growth only adds memory, so what they saw stays valid; a shrink is
+ * refused while views hold the memory).
  *
  * The state of each buffer (a "block") is found from its buffer: buffers a
  * VMM resource allocated through memory.c's hooks are in a registry keyed
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -622,6 +625,81 @@ cuabi_status cuabi__vmm_chunk_at(CUmemGenericAllocationHandle *handle, size_t *c
                         "VMM buffer (%zu chunks)", caller, size, offset, chunks);
 }
 
+/* Map chunk `c` back at its place with the block's access (a shrink
+ * undoing its unmaps). */
+static CUresult remap_chunk(vmm_block *k, const vmm_chunk *c)
+{
+    CUdeviceptr at = (CUdeviceptr)(k->base + c->offset);
+    CUresult r = CUABI__CU_RAW(k->drv, cuMemMap, at, c->size, 0, c->handle, 0);
+    if (r == CUDA_SUCCESS && k->access.count) {
+        r = CUABI__CU_RAW(k->drv, cuMemSetAccess, at, c->size, k->access.desc, k->access.count);
+        if (r != CUDA_SUCCESS)
+            (void)CUABI__CU_RELEASE(k->drv, cuMemUnmap, at, c->size);
+    }
+    return r;
+}
+
+/* Unmap chunks [keep, nchunks) for a shrink, last first, keeping their
+ * handles. When an unmap fails, the chunks already unmapped are mapped back
+ * (same handles, same offsets, same access: same bytes), so the buffer is
+ * as it was. Only when that remap fails too does the buffer end smaller:
+ * the chunks from the first one not mapped back on are released, and `size`
+ * and `mapped` say what is really mapped (the error says so). With every
+ * unmap done, the handles are released (release path: a refused release is
+ * the driver's object left behind; the memory is unmapped, the shrink is
+ * done). */
+static cuabi_status unmap_for_shrink(vmm_block *k, size_t keep, size_t old_size,
+                                     const char *caller)
+{
+    size_t n = k->nchunks, at = n;
+    if (n > keep && !k->drv->cuMemUnmap)
+        return cuabi__missing_entry("cuMemUnmap", caller);
+    CUresult r = CUDA_SUCCESS;
+    while (at > keep) {
+        const vmm_chunk *c = &k->chunks[at - 1];
+        r = CUABI__CU_RELEASE(k->drv, cuMemUnmap, (CUdeviceptr)(k->base + c->offset), c->size);
+        if (r != CUDA_SUCCESS)
+            break;
+        at--;
+    }
+    if (r == CUDA_SUCCESS) {
+        for (size_t i = keep; i < n && k->drv->cuMemRelease; i++)
+            (void)CUABI__CU_RELEASE(k->drv, cuMemRelease, k->chunks[i].handle);
+        k->nchunks = keep;
+        k->mapped = keep ? k->chunks[keep - 1].offset + k->chunks[keep - 1].size : 0;
+        return CUABI_SUCCESS;
+    }
+    /* chunk at-1 is still mapped; [at, n) are not: map them back in order */
+    size_t back = at;
+    CUresult remap = CUDA_SUCCESS;
+    while (back < n && (remap = remap_chunk(k, &k->chunks[back])) == CUDA_SUCCESS)
+        back++;
+    if (back == n) {
+        cuabi_status st = cuabi__cu_check(r, "cuMemUnmap", caller);
+        char driver_said[512];
+        snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
+        cuabi__error(st, "%s (the shrink was undone: the buffer is as it was, %zu bytes in %zu "
+                     "chunks)", driver_said, old_size, k->nchunks);
+        cuabi__error_set_cu((int)r);
+        return st;
+    }
+    for (size_t i = back; i < n && k->drv->cuMemRelease; i++)
+        (void)CUABI__CU_RELEASE(k->drv, cuMemRelease, k->chunks[i].handle);
+    k->nchunks = back;
+    k->mapped = k->chunks[back - 1].offset + k->chunks[back - 1].size;
+    if (k->size > k->mapped)
+        k->size = k->mapped;
+    if (k->size > old_size)
+        k->size = old_size;
+    cuabi_status st = cuabi__cu_check(r, "cuMemUnmap", caller);
+    cuabi__error(st, "%s: the shrink failed (cuMemUnmap, CUresult %d) and mapping the chunks "
+                 "already unmapped back failed too (cuMemMap/cuMemSetAccess, CUresult %d): the "
+                 "buffer is now %zu bytes, %zu chunks", caller, (int)r, (int)remap, k->size,
+                 k->nchunks);
+    cuabi__error_set_cu((int)r);
+    return st;
+}
+
 static cuabi_status shrink(vmm_block *k, cuabi__buffer *b, size_t rounded, cuabi_stream *stream,
                            const char *caller)
 {
@@ -643,10 +721,17 @@ static cuabi_status shrink(vmm_block *k, cuabi__buffer *b, size_t rounded, cuabi
     size_t keep = 0;   /* chunks that hold bytes below the new size */
     while (keep < k->nchunks && k->chunks[keep].offset < rounded)
         keep++;
+    /* The smaller size shows first, so that work checked against the
+     * buffer's size from now on stays below it while the chunks go; a
+     * failed shrink puts the old size back (unmap_for_shrink: the chunks
+     * are mapped back too). */
+    size_t old_size = k->size;
     __atomic_store_n(&b->size, rounded, __ATOMIC_RELEASE);
-    k->size = rounded;
-    CUresult r = unmap_from(k, keep);
-    return r == CUDA_SUCCESS ? CUABI_SUCCESS : cuabi__cu_check(r, "cuMemUnmap", caller);
+    cuabi_status st = unmap_for_shrink(k, keep, old_size, caller);
+    if (st == CUABI_SUCCESS)
+        k->size = rounded;
+    __atomic_store_n(&b->size, k->size, __ATOMIC_RELEASE);
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_resize(cuabi_buffer *buffer, size_t size,

@@ -1115,6 +1115,36 @@ static cuabi_status sc_memory_ext(void)
     return st;
 }
 
+/* Host pools opened to the device (CUDA 13 host locations give devices no
+ * access until cuMemPoolSetAccess): the fake's grants are taken back first,
+ * so every run asks (cuMemPoolGetAccess) and grants (cuMemPoolSetAccess);
+ * then the device's memset and a copy back on the pool's memory, which the
+ * fake refuses without the grant. */
+static cuabi_status sc_host_pool(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_memory_resource *host = NULL;
+    cuabi_buffer *b = NULL;
+    uint8_t back[64];
+    memset(fake_host_pool_access, 0, sizeof fake_host_pool_access);
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_pool_at_location(&host, d, CUABI_LOCATION_HOST, 0, CUABI_POOL_DEFAULT));
+    STEP(cuabi_buffer_allocate(&b, host, sizeof back, 0, s));
+    STEP(cuabi_buffer_memset(b, 0, 0x42, 1, sizeof back, s));
+    STEP(cuabi_buffer_copy_to_host(back, b, 0, sizeof back, s));
+    STEP(cuabi_stream_synchronize(s));
+    if (st == CUABI_SUCCESS && back[63] != 0x42)
+        st = cuabi__error(CUABI_ERROR_INTERNAL, "sc_host_pool: the memset did not land");
+    if (b) cuabi_buffer_free_async(b, s);
+    if (host) cuabi_memory_resource_release(host);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* Green contexts (issue 26): the device's SMs, a dry run and a split, a
  * green context of two groups, its resource and a stream on it, a launch
  * and a prepared launch there, events, live occupancy in it (min grid,
@@ -1311,6 +1341,7 @@ static const scenario scenarios[] = {
     { "green", sc_green }, { "checkpoint", sc_checkpoint },
     { "nvml", sc_nvml },
     { "vmm", sc_vmm }, { "memory_ext", sc_memory_ext },
+    { "host_pool", sc_host_pool },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 

@@ -2,9 +2,12 @@
  * (tests/fixtures/fake_checkpoint.h): the whole cycle, what reaches the
  * driver (timeouts, GPU pairs, zeroed reserved fields), each refusal in
  * cuabi's words (no such process, the wrong state named, a lock that timed
- * out, no support, no entry point) and every bad argument. */
+ * out, no support, no entry point), every bad argument, and one's own pid
+ * refused where the driver would wait for this process forever. */
 #include "testutil.h"
 #include "fake_checkpoint.h"
+
+#include <unistd.h>
 
 enum { PID = 4242, OTHER = 4343 };
 
@@ -160,6 +163,44 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* A process cannot lock, checkpoint, restore or unlock itself: the driver
+ * waits for the process's own calls and the call never returns (an H100
+ * hung in a lock of getpid()). Refused before the driver; asking one's own
+ * state and restore thread is fine. */
+START_TEST(own_process_is_refused)
+{
+    int me = (int)getpid();
+    fake_checkpoint_add(me);
+    ck_assert_int_eq(state_of(me), CUABI_PROCESS_STATE_RUNNING);
+    int tid = 0;
+    ck_assert_ok(cuabi_checkpoint_process_restore_thread_id(&tid, me));
+    ck_assert_int_eq(tid, me + 1000);
+    const char *names[4] = { "cuabi_checkpoint_process_lock",
+                             "cuabi_checkpoint_process_checkpoint",
+                             "cuabi_checkpoint_process_restore",
+                             "cuabi_checkpoint_process_unlock" };
+    for (int i = 0; i < 4; i++) {
+        cuabi_status st = i == 0   ? cuabi_checkpoint_process_lock(me, 1000)
+                          : i == 1 ? cuabi_checkpoint_process_checkpoint(me)
+                          : i == 2 ? cuabi_checkpoint_process_restore(me, NULL, 0)
+                                   : cuabi_checkpoint_process_unlock(me);
+        ck_assert_msg(st == CUABI_ERROR_INVALID_ARGUMENT, "%s: %s (%s)", names[i],
+                      cuabi_status_name(st), cuabi_last_error()->message);
+        ck_assert_error_mentions(names[i]);
+        ck_assert_error_mentions("a process cannot checkpoint itself");
+        ck_assert_error_mentions("another process");
+        ck_assert_error_mentions("cuda-checkpoint --toggle --pid");
+        ck_assert_int_eq(cuabi_last_error()->cu_result, 0);
+    }
+    /* nothing reached the driver: no call the H100 would hang in */
+    ck_assert_int_eq(fake_checkpoint_self_calls, 0);
+    ck_assert_int_eq(state_of(me), CUABI_PROCESS_STATE_RUNNING);
+    /* another process is still fine */
+    ck_assert_ok(cuabi_checkpoint_process_lock(PID, 0));
+    ck_assert_ok(cuabi_checkpoint_process_unlock(PID));
+}
+END_TEST
+
 START_TEST(no_driver)
 {
     cuabi__driver_install_fake(NULL);
@@ -179,6 +220,7 @@ int main(void)
     tcase_add_test(tc, restore_onto_other_gpus);
     tcase_add_test(tc, refusals_in_cuabis_words);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, own_process_is_refused);
     tcase_add_test(tc, no_driver);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);

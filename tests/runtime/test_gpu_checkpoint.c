@@ -4,7 +4,8 @@
  * parent locks it, checkpoints it (the device's free memory rises: the
  * child's memory is released), restores it (then onto the same GPU named
  * by UUID, a second cycle), unlocks it, and the child checks every word of
- * its buffer. Also the refusals: the wrong state, an unknown pid.
+ * its buffer. Also the refusals: the wrong state, an unknown pid, this
+ * process's own pid (refused at once instead of the driver's hang).
  *
  * Exits 77 without a GPU, and skips with the reason when the driver refuses
  * checkpointing here (CUDA_ERROR_NOT_SUPPORTED, no entry points, or no
@@ -161,6 +162,24 @@ START_TEST(checkpoint_restore_keeps_the_data)
     int tid = 0;
     ck_assert_ok(cuabi_checkpoint_process_restore_thread_id(&tid, k.pid));
     ck_assert_int_gt(tid, 0);
+    /* this process itself (it has a context on the device): its state is
+     * fine to ask; a lock, checkpoint, restore or unlock of it returns
+     * at once refused -- before the fix the lock never returned (H100,
+     * 2026-11-27), so a hang here is Check's timeout */
+    cuabi_process_state mine;
+    ck_assert_ok(cuabi_checkpoint_process_state(&mine, (int)getpid()));
+    ck_assert_int_eq(mine, CUABI_PROCESS_STATE_RUNNING);
+    ck_assert_status(cuabi_checkpoint_process_lock((int)getpid(), 1000),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("a process cannot checkpoint itself");
+    ck_assert_status(cuabi_checkpoint_process_checkpoint((int)getpid()),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_checkpoint_process_restore((int)getpid(), NULL, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_checkpoint_process_unlock((int)getpid()),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_checkpoint_process_state(&mine, (int)getpid()));
+    ck_assert_int_eq(mine, CUABI_PROCESS_STATE_RUNNING);
     /* refusals in the running state */
     ck_assert_status(cuabi_checkpoint_process_unlock(k.pid), CUABI_ERROR_CUDA);
     ck_assert_error_mentions("is running");

@@ -6,7 +6,8 @@
  * back, a maximum pool size the driver enforces, the one-call summary and
  * its log line (printed), pools of a location (the device's current and
  * default pool; the host's and NUMA node 0's where the driver has them --
- * CUDA 13 -- else the refusal naming cuMemGetMemPool), an IPC pool's
+ * CUDA 13 -- else the refusal naming cuMemGetMemPool; a host pool open to
+ * the device: memset, copies, a kernel on its memory), an IPC pool's
  * summary, and the cost of one statistics query (printed; bench/bench_pool
  * asserts nothing either, it prints the ratio). Exits 77 without a GPU. */
 #include "testutil.h"
@@ -159,6 +160,81 @@ START_TEST(reuse_policies_and_maximum_size)
 }
 END_TEST
 
+/* The device's own work on host-pool memory (a host pool gives devices no
+ * access until cuabi_pool_at_location grants it; before that fix the
+ * memset failed with CUDA_ERROR_INVALID_VALUE on an H100): copies both
+ * ways on the stream and synchronously, a kernel adding one to 1 Mi ints
+ * (checked from the host pointer and through a copy back), a device
+ * buffer to host pool and back, and a second resource over the same pool
+ * still finding the access. `b` holds 4 MiB, `p` its address. */
+static void host_pool_device_work(cuabi_memory_resource *h, cuabi_buffer *b, uintptr_t p)
+{
+    enum { N = MiB / 4 };   /* ints in the 1 MiB at offset 2 MiB */
+    static int in[N], out[N];
+    for (int i = 0; i < N; i++)
+        in[i] = i * 3 - 7;
+    ck_assert_ok(cuabi_buffer_copy_from_host(b, 2 * MiB, in, sizeof in, s));
+    static const char *const src =
+        "extern \"C\" __global__ void add_one(int *x, int n)\n"
+        "{\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) x[i] += 1;\n"
+        "}\n";
+    cuabi_program *prog;
+    cuabi_objcode *code;
+    cuabi_kernel *kern;
+    ck_assert_ok(cuabi_program_create(&prog, CUABI_CODE_CUDA_CXX, src, 0, "add_one.cu"));
+    ck_assert_ok(cuabi_program_compile(&code, prog, NULL));
+    ck_assert_ok(cuabi_objcode_get_kernel(&kern, code, "add_one"));
+    cuabi_argpack *pack;
+    ck_assert_ok(cuabi_argpack_create(&pack, "ptr, i32"));
+    ck_assert_ok(cuabi_argpack_set_pointer(pack, 0, p + 2 * MiB));
+    ck_assert_ok(cuabi_argpack_set_int(pack, 1, N));
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = N / 256;
+    c.block[0] = 256;
+    c.stream = s;
+    ck_assert_ok(cuabi_launch(kern, pack, &c));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 2 * MiB, sizeof out, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    const int *seen = (const int *)(p + 2 * MiB);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(out[i], in[i] + 1);
+        ck_assert_int_eq(seen[i], in[i] + 1);
+    }
+    /* synchronous copies, and device memory <-> host pool memory */
+    cuabi_memory_resource *dm;
+    cuabi_buffer *d;
+    ck_assert_ok(cuabi_memory_resource_device_default(&dm, dev));
+    ck_assert_ok(cuabi_buffer_allocate(&d, dm, MiB, 0, s));
+    ck_assert_ok(cuabi_buffer_copy(d, 0, b, 2 * MiB, MiB, s));
+    ck_assert_ok(cuabi_buffer_memset(b, 2 * MiB, 0, 4, N, s));
+    ck_assert_ok(cuabi_buffer_copy(b, 3 * MiB, d, 0, MiB, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_int_eq(((const int *)(p + 3 * MiB))[N - 1], in[N - 1] + 1);
+    ck_assert_int_eq(seen[N - 1], 0);
+    ck_assert_ok(cuabi_buffer_copy_from_host(b, 2 * MiB, in, 64, NULL));
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 2 * MiB, 64, NULL));
+    ck_assert_int_eq(memcmp(out, in, 64), 0);
+    ck_assert_ok(cuabi_buffer_free_async(d, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_ok(cuabi_memory_resource_release(dm));
+    /* another resource over the pool: the access is the pool's, still there */
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    ck_assert_ok(cuabi_pool_stats_get(&st, h));
+    cuabi_memory_resource *again;
+    ck_assert_ok(cuabi_pool_at_location(&again, dev, st.location_type, st.location_id,
+                                        CUABI_POOL_DEFAULT));
+    cuabi_peer_access acc = CUABI_PEER_ACCESS_NONE;
+    ck_assert_ok(cuabi_peer_get_pool_access(&acc, again, dev));
+    ck_assert_int_eq(acc, CUABI_PEER_ACCESS_READ_WRITE);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    cuabi_argpack_release(pack);
+    cuabi_kernel_release(kern);
+    cuabi_objcode_release(code);
+    cuabi_program_release(prog);
+}
+
 START_TEST(pools_of_a_location)
 {
     int ord;
@@ -196,6 +272,10 @@ START_TEST(pools_of_a_location)
         cuabi_memory_kind k;
         ck_assert_ok(cuabi_memory_resource_kind(&k, h));
         ck_assert_int_eq(k, CUABI_MEMORY_PINNED);
+        /* the pool is open to the resource's device (cuMemPoolGetAccess) */
+        cuabi_peer_access acc = CUABI_PEER_ACCESS_NONE;
+        ck_assert_ok(cuabi_peer_get_pool_access(&acc, h, dev));
+        ck_assert_int_eq(acc, CUABI_PEER_ACCESS_READ_WRITE);
         uint64_t used0 = attr(h, CUABI_POOL_USED_MEM_CURRENT);
         cuabi_buffer *b;
         ck_assert_ok(cuabi_buffer_allocate(&b, h, 4 * MiB, 0, s));
@@ -209,6 +289,7 @@ START_TEST(pools_of_a_location)
         ck_assert_ok(cuabi_stream_synchronize(s));
         ck_assert_uint_eq(((uint8_t *)p)[MiB + 15], 0x11);
         ck_assert_uint_eq(((uint8_t *)p)[MiB + 16], 0x3c);
+        host_pool_device_work(h, b, p);
         ck_assert_ok(cuabi_pool_stats_get(&st, h));
         ck_assert_int_eq(st.location_type, hosts[i]);
         print_stats(i ? "host NUMA node 0 pool" : "host pool", h);

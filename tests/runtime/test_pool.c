@@ -2,7 +2,9 @@
  * keeps per-pool figures that follow its allocations): attributes read and
  * set, the high-water marks and their reset, the one-call summary and its
  * text, the pools of a location (device, host, NUMA node; a driver without
- * host pools), the maximum size of created pools, and every refusal. */
+ * host pools; host pools opened to the resource's device, which the fake
+ * requires of a device memset or copy there), the maximum size of created
+ * pools, and every refusal. */
 #include "testutil.h"
 #include "fake_multigpu.h"
 #include "runtime/memory.h"
@@ -217,6 +219,7 @@ START_TEST(pools_of_a_location)
     ck_assert_int_eq(k, CUABI_MEMORY_PINNED);
     cuabi_buffer *b;
     ck_assert_ok(cuabi_buffer_allocate(&b, r, 4096, 0, s0));
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 0x7e, 1, 4096, s0));   /* the device may use it */
     cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
     ck_assert_ok(cuabi_pool_stats_get(&st, r));
     ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST_NUMA);
@@ -263,6 +266,105 @@ START_TEST(pools_of_a_location)
 }
 END_TEST
 
+/* Host pools give the devices no access of their own (CUDA 13; an H100
+ * refused a memset on such memory): cuabi_pool_at_location grants the
+ * resource's device read-write access when it lacks it, asking first, and
+ * a refused grant is a clear error that leaves nothing behind. */
+static CUresult CUDAAPI refuse_set_access(CUmemoryPool p, const CUmemAccessDesc *m, size_t n)
+{
+    (void)p, (void)m, (void)n;
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+static CUresult CUDAAPI refuse_get_access(CUmemAccess_flags *f, CUmemoryPool p,
+                                          CUmemLocation *loc)
+{
+    (void)f, (void)p, (void)loc;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+START_TEST(host_pools_open_to_the_device)
+{
+    const cuabi_location_type types[2] = { CUABI_LOCATION_HOST_NUMA, CUABI_LOCATION_HOST };
+    const int slot[2] = { 2, 0 };   /* fake_host_pool_token: NUMA node 1, the host */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(fake_host_pool_access[slot[i]][0], CU_MEM_ACCESS_FLAGS_PROT_NONE);
+        int grants = fake_host_pool_set_calls;
+        cuabi_memory_resource *r;
+        ck_assert_ok(cuabi_pool_at_location(&r, dev0, types[i], 1, CUABI_POOL_DEFAULT));
+        ck_assert_int_eq(fake_host_pool_set_calls, grants + 1);
+        ck_assert_int_eq(fake_host_pool_access[slot[i]][0], CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        cuabi_peer_access acc = CUABI_PEER_ACCESS_NONE;
+        ck_assert_ok(cuabi_peer_get_pool_access(&acc, r, dev0));
+        ck_assert_int_eq(acc, CUABI_PEER_ACCESS_READ_WRITE);
+        /* only the resource's device: device 1 was not asked for */
+        ck_assert_ok(cuabi_peer_get_pool_access(&acc, r, dev1));
+        ck_assert_int_eq(acc, CUABI_PEER_ACCESS_NONE);
+        /* the device's work on the pool's memory: memset, copies both ways */
+        cuabi_buffer *b;
+        ck_assert_ok(cuabi_buffer_allocate(&b, r, 4096, 0, s0));
+        ck_assert_ok(cuabi_buffer_memset(b, 0, 0x5a, 1, 4096, s0));
+        ck_assert_ok(cuabi_buffer_memset(b, 64, 0x01020304u, 4, 4, s0));
+        uint8_t in[32], out[4096];
+        for (int k = 0; k < 32; k++)
+            in[k] = (uint8_t)(k * 7 + 1);
+        ck_assert_ok(cuabi_buffer_copy_from_host(b, 1024, in, sizeof in, s0));
+        ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 0, sizeof out, s0));
+        ck_assert_ok(cuabi_stream_synchronize(s0));
+        ck_assert_uint_eq(out[0], 0x5a);
+        ck_assert_uint_eq(out[4095], 0x5a);
+        ck_assert_uint_eq(out[64], 0x04);
+        ck_assert_uint_eq(out[79], 0x01);
+        ck_assert_uint_eq(out[80], 0x5a);
+        ck_assert_int_eq(memcmp(out + 1024, in, sizeof in), 0);
+        /* a second resource over the same pool asks, finds it, sets nothing */
+        cuabi_memory_resource *again;
+        ck_assert_ok(cuabi_pool_at_location(&again, dev0, types[i], 1, CUABI_POOL_CURRENT));
+        ck_assert_int_eq(fake_host_pool_set_calls, grants + 1);
+        ck_assert_ok(cuabi_memory_resource_release(again));
+        /* the fake refuses device work where the access is missing (what
+         * the H100 did before the fix) */
+        fake_host_pool_access[slot[i]][0] = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        ck_assert_status(cuabi_buffer_memset(b, 0, 0, 1, 16, s0), CUABI_ERROR_CUDA);
+        ck_assert_status(cuabi_buffer_copy_to_host(out, b, 0, 16, s0), CUABI_ERROR_CUDA);
+        /* a resource for device 1 opens the pool to device 1 as well */
+        cuabi_memory_resource *r1;
+        ck_assert_ok(cuabi_pool_at_location(&r1, dev1, types[i], 1, CUABI_POOL_DEFAULT));
+        ck_assert_int_eq(fake_host_pool_access[slot[i]][1], CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        ck_assert_ok(cuabi_memory_resource_release(r1));
+        ck_assert_ok(cuabi_buffer_free_async(b, s0));
+        ck_assert_ok(cuabi_memory_resource_release(r));
+    }
+    /* refusals name the call and the pool; no resource is made */
+    ck_assert_uint_eq(cuabi__handle_live_count(), 3);   /* dev0, dev1, s0 */
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuMemPoolSetAccess = refuse_set_access;
+    cuabi_memory_resource *r = (void *)1;
+    ck_assert_status(cuabi_pool_at_location(&r, dev1, CUABI_LOCATION_HOST_NUMA, 2,
+                                            CUABI_POOL_DEFAULT), CUABI_ERROR_CUDA);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_NOT_PERMITTED);
+    ck_assert_error_mentions("cuabi_pool_at_location");
+    ck_assert_error_mentions("cuMemPoolSetAccess");
+    ck_assert_error_mentions("host NUMA node 2 pool");
+    ck_assert_error_mentions("device 1");
+    ck_assert_uint_eq(cuabi__handle_live_count(), 3);
+    d->cuMemPoolGetAccess = refuse_get_access;
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST, 0,
+                                            CUABI_POOL_CURRENT), CUABI_ERROR_CUDA);
+    ck_assert_error_mentions("cuMemPoolGetAccess");
+    ck_assert_error_mentions("the host pool");
+    /* device pools are the device's own: no access call at all */
+    ck_assert_ok(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 0, CUABI_POOL_CURRENT));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    d->cuMemPoolGetAccess = NULL;
+    ck_assert_status(cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_HOST, 0,
+                                            CUABI_POOL_CURRENT),
+                     CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_error_mentions("cuMemPoolGetAccess");
+    ck_assert_uint_eq(cuabi__handle_live_count(), 3);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool");
@@ -272,6 +374,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attributes_set_and_refused);
     tcase_add_test(tc, summary_and_text);
     tcase_add_test(tc, pools_of_a_location);
+    tcase_add_test(tc, host_pools_open_to_the_device);
     suite_add_tcase(s, tc);
     return s;
 }

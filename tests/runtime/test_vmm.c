@@ -3,7 +3,8 @@
  * bytes behave as on a GPU and an unmapped page faults): granularity and
  * rounding, allocation, growth in place (address kept, old bytes kept, new
  * chunk with the same access), growing past the reservation, shrinking
- * (chunks released, a straddling chunk kept, refused under a view),
+ * (chunks released, a straddling chunk kept, refused under a view; a
+ * failed unmap leaves the buffer as it was),
  * access per device, devices without VMM or a handle type, chunk export and
  * import (fds through SCM_RIGHTS to a child process, fabric handles), every
  * refusal of a descriptor set, and no leaks (handles, reservations,
@@ -705,6 +706,97 @@ START_TEST(driver_failures_leave_nothing)
 }
 END_TEST
 
+/* A shrink whose cuMemUnmap fails leaves the buffer as it was: size,
+ * mapped size, chunks, bytes and access (the chunks it had unmapped are
+ * mapped back). Before, the smaller size was stored first and the other
+ * chunks still went, so the buffer reported less than it had mapped. */
+static int unmap_calls, unmap_fail_at;
+static CUresult CUDAAPI unmap_failing(CUdeviceptr p, size_t size)
+{
+    if (++unmap_calls == unmap_fail_at) return CUDA_ERROR_INVALID_VALUE;
+    return fake_cuMemUnmap(p, size);
+}
+static CUresult CUDAAPI map_refused(CUdeviceptr p, size_t size, size_t offset,
+                                    CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    (void)p, (void)size, (void)offset, (void)h, (void)flags;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void assert_shape(cuabi_buffer *b, size_t size, size_t mapped, size_t chunks)
+{
+    cuabi_vmm_info i = info_of(b);
+    ck_assert_uint_eq(i.size, size);
+    ck_assert_uint_eq(i.mapped, mapped);
+    ck_assert_uint_eq(i.chunks, chunks);
+    size_t n = 0;
+    ck_assert_ok(cuabi_buffer_size(&n, b));
+    ck_assert_uint_eq(n, size);
+    ck_assert_int_eq(fake_vmm_live_maps, (int)chunks);
+    ck_assert_int_eq(fake_vmm_live_handles, (int)chunks);
+}
+
+START_TEST(failed_shrink_leaves_the_buffer_as_it_was)
+{
+    cuabi_memory_resource *r = vmm(dev0, 8 * R, CUABI_VMM_HANDLE_NONE);
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, R, 0, NULL));
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, 2 * R, NULL));    /* chunk 2: R..2R */
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, 4 * R, NULL));    /* chunk 3: 2R..4R */
+    fill(b, 0, 4 * R, 7);
+    uintptr_t base = info_of(b).address;
+    cuabi__driver *d = cuabi__driver_for_test();
+    /* the first unmap (chunk 3) refused; then the second (chunk 2), after
+     * chunk 3 went: chunk 3 is mapped back */
+    for (int n = 1; n <= 2; n++) {
+        cuabi__fault_arm("cuMemUnmap", n, false, CUDA_ERROR_INVALID_VALUE);
+        ck_assert_status(cuabi_vmm_buffer_resize(b, R, NULL), CUABI_ERROR_CUDA);
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        ck_assert_error_mentions("cuMemUnmap");
+        ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+        assert_shape(b, 4 * R, 4 * R, 3);
+        ck_assert_error_mentions("the buffer is as it was");
+        check(b, 0, 4 * R, 7);
+        unsigned long long flags = 0;
+        CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+        ck_assert_int_eq(d->cuMemGetAccess(&flags, &loc, (CUdeviceptr)(base + 3 * R)),
+                         CUDA_SUCCESS);
+        ck_assert_uint_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        uint8_t x[4];   /* copies still reach the end */
+        ck_assert_ok(cuabi_buffer_copy_to_host(x, b, 4 * R - 4, 4, NULL));
+    }
+    /* a later shrink and growth work */
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, 2 * R, NULL));
+    assert_shape(b, 2 * R, 2 * R, 2);
+    check(b, 0, 2 * R, 7);
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, 4 * R, NULL));
+    assert_shape(b, 4 * R, 4 * R, 3);
+    fill(b, 0, 4 * R, 3);
+    /* the unmap of chunk 2 refused and chunk 3 cannot be mapped back: the
+     * buffer says what it really has, and the error says so too */
+    PFN_cuMemUnmap_v10020 keep_unmap = d->cuMemUnmap;
+    PFN_cuMemMap_v10020 keep_map = d->cuMemMap;
+    unmap_calls = 0, unmap_fail_at = 2;
+    d->cuMemUnmap = unmap_failing;
+    d->cuMemMap = map_refused;
+    ck_assert_status(cuabi_vmm_buffer_resize(b, R, NULL), CUABI_ERROR_CUDA);
+    d->cuMemUnmap = keep_unmap;
+    d->cuMemMap = keep_map;
+    ck_assert_error_mentions("the buffer is now 262144 bytes, 2 chunks");
+    assert_shape(b, 2 * R, 2 * R, 2);
+    check(b, 0, 2 * R, 3);
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, R, NULL));
+    assert_shape(b, R, R, 1);
+    ck_assert_ok(cuabi_vmm_buffer_resize(b, 3 * R, NULL));
+    fill(b, 0, 3 * R, 4);
+    check(b, 0, 3 * R, 4);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_vmm_live_maps, 0);
+    ck_assert_int_eq(fake_vmm_live_handles, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("vmm");
@@ -720,6 +812,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, grows_in_place);
     tcase_add_test(tc, shrinks_by_whole_chunks);
+    tcase_add_test(tc, failed_shrink_leaves_the_buffer_as_it_was);
     tcase_add_test(tc, access_per_device);
     suite_add_tcase(s, tc);
     tc = tcase_create("processes");

@@ -7,7 +7,10 @@ it (its device memory goes to host memory and is released), restores it
 (optionally onto other GPUs of the same kind: gpu_mapping) and unlocks it.
 Needs a CUDA 12.8+ driver on Linux and the permissions the driver asks for
 (the same user, or root): NotSupportedError / EntryPointNotFoundError when
-the driver cannot, NotFoundError for a process it may not act on."""
+the driver cannot, NotFoundError for a process it may not act on.
+A process cannot lock, checkpoint, restore or unlock itself (the driver
+would wait for its own calls forever): on os.getpid() those raise
+InvalidArgumentError; state and restore_thread_id are fine."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -177,6 +177,15 @@ def test_checkpoint_process():
     p.restore()
     p.unlock()
     assert checkpoint.Process(os.getpid()).state == "running"
+    # a process cannot lock, checkpoint, restore or unlock itself (the
+    # driver would wait for its own calls: an H100 hung); asked first
+    me = checkpoint.Process(os.getpid())
+    assert me.restore_thread_id == os.getpid() + 1000
+    for step in (me.lock, me.checkpoint, me.restore, me.unlock):
+        with pytest.raises(cuabi.InvalidArgumentError,
+                           match="a process cannot checkpoint itself.*another process"):
+            step()
+    assert me.state == "running"
     assert checkpoint.Process(4242) == p and len({p, checkpoint.Process(4242)}) == 1
     with pytest.raises(cuabi.NotFoundError, match="no CUDA process 999999"):
         checkpoint.Process(999999).state

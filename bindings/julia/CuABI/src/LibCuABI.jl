@@ -8824,7 +8824,7 @@ end
 """
 cuabi_checkpoint_process_lock(pid, timeout_ms)
 
-Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """
@@ -8835,7 +8835,7 @@ end
 """
 cuabi_checkpoint_process_checkpoint(pid)
 
-Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """
@@ -8846,7 +8846,7 @@ end
 """
 cuabi_checkpoint_process_restore(pid, pairs, count)
 
-Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 - `pairs` [may be C_NULL]
 - `count` 0 .. 64.
@@ -8860,7 +8860,7 @@ end
 """
 cuabi_checkpoint_process_unlock(pid)
 
-Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
 
 Needs the CUDA driver and a GPU.
 """
@@ -9444,7 +9444,7 @@ end
 """
 cuabi_vmm_buffer_resize(buffer, size, stream)
 
-Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was. CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
+Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was (a shrink whose cuMemUnmap fails maps the chunks it had unmapped back; only if that fails too is the buffer left smaller, its size and mapped size saying what is still mapped and the error giving the new size). CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
 
 - `stream` [may be C_NULL]
 
@@ -9712,7 +9712,7 @@ end
 """
 cuabi_pool_at_location(out, device, location_type, location_id, which)
 
-A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location).
+A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location). A host pool gives no device access of its own, so `device` is given read-write access to it (asked first with cuMemPoolGetAccess, granted with cuMemPoolSetAccess only where missing; a refusal is an error naming the call and the pool's location, and no resource is made); the driver's pool of a location is shared by the whole process, so the access stays with the pool, for every user of it in the process, after the resource is released. Other devices get access with cuabi_peer_set_pool_access() or a resource of their own.
 
 - `out` [out, ownership transferred]
 

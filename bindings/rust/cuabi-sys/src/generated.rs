@@ -5663,19 +5663,19 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_restore_thread_id(out: *mut c_int, pid: c_int) -> cuabi_status;
-    /// Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned.
+    /// Lock a running process: its CUDA calls block from now on (cuCheckpointProcessLock). Waits for its work in flight to finish, at most timeout_ms milliseconds (0: no limit); on a timeout the process stays running and CUABI_ERROR_NOT_READY is returned. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_lock(pid: c_int, timeout_ms: c_uint) -> cuabi_status;
-    /// Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released.
+    /// Checkpoint a locked process (cuCheckpointProcessCheckpoint): its device memory moves to host memory and its GPU resources are released. `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_checkpoint(pid: c_int) -> cuabi_status;
-    /// Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it).
+    /// Restore a checkpointed process (cuCheckpointProcessRestore); it is then locked. `pairs` remaps GPUs by UUID (every GPU of the checkpoint must be named when any is); NULL with count 0 restores onto the same GPUs. Needs the driver initialised (persistence mode, or cuInit in the calling process: this call makes it). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_restore(pid: c_int, pairs: *const cuabi_checkpoint_gpu_pair, count: usize) -> cuabi_status;
-    /// Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock).
+    /// Unlock a locked process: its CUDA calls proceed (cuCheckpointProcessUnlock). `pid` must be another process: this process's own pid is CUABI_ERROR_INVALID_ARGUMENT (the driver would wait for this process's own CUDA calls, the call itself among them, and never return).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_checkpoint_process_unlock(pid: c_int) -> cuabi_status;
@@ -6461,7 +6461,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_vmm_buffer_allocate(out: *mut *mut cuabi_buffer, resource: *mut cuabi_memory_resource, size: usize, reserve: usize) -> cuabi_status;
-    /// Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was. CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
+    /// Grow or shrink a VMM buffer in place to `size` bytes (rounded up to the granularity); its address stays. Growing maps a new chunk after the mapped part (CUABI_ERROR_INVALID_ARGUMENT past the reservation, naming it). Shrinking synchronises `stream` (NULL: the device), then unmaps and releases the chunks wholly past the new size; CUABI_ERROR_INVALID_ARGUMENT while a view or DLPack export holds the buffer's memory. On failure the buffer is as it was (a shrink whose cuMemUnmap fails maps the chunks it had unmapped back; only if that fails too is the buffer left smaller, its size and mapped size saying what is still mapped and the error giving the new size). CUABI_ERROR_NOT_SUPPORTED for buffers that are not VMM buffers of this process.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_vmm_buffer_resize(buffer: *mut cuabi_buffer, size: usize, stream: *mut cuabi_stream) -> cuabi_status;
@@ -6640,7 +6640,7 @@ unsafe extern "C" {
     pub fn cuabi_pool_stats_get(out: *mut cuabi_pool_stats, resource: *mut cuabi_memory_resource) -> cuabi_status;
     /// Write `stats` as one line of text for logs ("pool device 0: reserved 64.0 MiB (high 128.0 MiB), used ..."), NUL-terminated. *size: in, the capacity of out; out, the bytes needed (with the NUL). CUABI_ERROR_BUFFER_TOO_SMALL when it does not fit. Needs no driver.
     pub fn cuabi_pool_stats_format(out: *mut c_char, size: *mut usize, stats: *const cuabi_pool_stats) -> cuabi_status;
-    /// A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location).
+    /// A resource over the current or default pool of a location: CUABI_LOCATION_DEVICE (id: a device ordinal), CUABI_LOCATION_HOST or CUABI_LOCATION_HOST_NUMA (id: the NUMA node) -- host pools need a CUDA 13 driver (cuMemGetMemPool; CUABI_ERROR_NOT_SUPPORTED naming it otherwise) and give buffers of kind CUABI_MEMORY_PINNED. The pool is not destroyed with the resource. `device` is the context stream-less calls use (the device itself for a device location). A host pool gives no device access of its own, so `device` is given read-write access to it (asked first with cuMemPoolGetAccess, granted with cuMemPoolSetAccess only where missing; a refusal is an error naming the call and the pool's location, and no resource is made); the driver's pool of a location is shared by the whole process, so the access stays with the pool, for every user of it in the process, after the resource is released. Other devices get access with cuabi_peer_set_pool_access() or a resource of their own.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_pool_at_location(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, location_type: cuabi_location_type, location_id: c_int, which: cuabi_pool_which) -> cuabi_status;
