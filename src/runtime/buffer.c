@@ -446,8 +446,9 @@ static void host_fill(void *p, uint32_t value, unsigned width, size_t count)
         memcpy((char *)p + i * width, v, width);
 }
 
+/* `caller` names the public function in a driver error. */
 static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, size_t count,
-                                cuabi__device *dev, cuabi__stream *s)
+                                cuabi__device *dev, cuabi__stream *s, const char *caller)
 {
     const cuabi__driver *drv;
     CUstream raw;
@@ -455,17 +456,17 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
     CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL));
     if (s) {
         if (width == 1)
-            return CUABI__CU(drv, cuMemsetD8Async, d, (unsigned char)value, count, raw);
+            return CUABI__CU_IN(caller, drv, cuMemsetD8Async, d, (unsigned char)value, count, raw);
         if (width == 2)
-            return CUABI__CU(drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
-        return CUABI__CU(drv, cuMemsetD32Async, d, value, count, raw);
+            return CUABI__CU_IN(caller, drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
+        return CUABI__CU_IN(caller, drv, cuMemsetD32Async, d, value, count, raw);
     }
     if (width == 1)
-        CUABI__TRY(CUABI__CU(drv, cuMemsetD8, d, (unsigned char)value, count));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD8, d, (unsigned char)value, count));
     else if (width == 2)
-        CUABI__TRY(CUABI__CU(drv, cuMemsetD16, d, (unsigned short)value, count));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD16, d, (unsigned short)value, count));
     else
-        CUABI__TRY(CUABI__CU(drv, cuMemsetD32, d, value, count));
+        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD32, d, value, count));
     return driver_end(drv, s);
 }
 
@@ -493,5 +494,5 @@ CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offs
         host_fill((void *)(b->ptr + offset), value, width, count);
         return CUABI_SUCCESS;
     }
-    return driver_fill(b->ptr + offset, value, width, count, b->device, s);
+    return driver_fill(b->ptr + offset, value, width, count, b->device, s, __func__);
 }

@@ -368,6 +368,21 @@ START_TEST(failures_leak_nothing)
         ck_assert_ptr_null(b);
         ck_assert_uint_eq(cuabi__handle_live_count(), live);
     }
+    /* a failing memset names the public function too (it named an
+     * internal helper, driver_fill), on a stream and synchronously */
+    ck_assert_ok(cuabi_buffer_allocate(&b, pool, 100, 0, s));
+    const char *fills[2] = {"cuMemsetD8Async", "cuMemsetD8_v2"};
+    for (int i = 0; i < 2; i++) {
+        cuabi__error(CUABI_SUCCESS, "(cleared)");
+        cuabi__fault_arm(fills[i], 1, false, CUDA_ERROR_INVALID_VALUE);
+        ck_assert_status(cuabi_buffer_memset(b, 0, 7, 1, 100, on[i]), CUABI_ERROR_CUDA);
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        ck_assert_error_mentions("cuabi_buffer_memset");
+        ck_assert_error_mentions(fills[i]);
+        ck_assert_msg(!strstr(cuabi_last_error()->message, "driver_fill"), "%s",
+                      cuabi_last_error()->message);
+    }
+    ck_assert_ok(cuabi_buffer_destroy(b));
     cuabi__driver_for_test()->cuMemcpy = NULL;
     ck_assert_ok(cuabi_buffer_allocate(&b, pool, 100, 0, s));
     char host[4];
