@@ -349,6 +349,29 @@ def _table_rows():
     return rows
 
 
+def test_the_tables_counts_are_the_tables():
+    """The paragraph above the table counts its rows (kept true by hand
+    after every branch that turns rows into "same")."""
+    import re
+    rows = _table_rows()
+    def count(rs):
+        return tuple(sum(1 for _, st in rs if st.startswith(k)) for k in ("same", "alias", "not yet"))
+    top = [r for r in rows if r[0].startswith("cuda.core")]
+    members = [r for r in rows if not r[0].startswith("cuda.core")]
+    path = os.path.join(HERE, "..", "..", "..", "docs", "python.md")
+    with open(path, encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    m = re.search(r"(\d+) names: (\d+) same, (\d+) alias, (\d+) not yet; (\d+) class members: "
+                  r"(\d+) same, (\d+) alias, (\d+) not yet \((\d+) in all: (\d+) same[;)]", text)
+    assert m, "docs/python.md: the counts paragraph is not where it was"
+    said = tuple(int(x) for x in m.groups())
+    same_top, alias_top, ny_top = count(top)
+    same_m, alias_m, ny_m = count(members)
+    real = (len(top), same_top, alias_top, ny_top, len(members), same_m, alias_m, ny_m,
+            len(rows), same_top + same_m)
+    assert said == real, f"docs/python.md says {said}, the table has {real}"
+
+
 _CLASS = {"Graph": "GraphExec", "GraphDefinition": "Graph",
           "GraphCompleteOptions": "CompleteOptions"}
 
