@@ -344,3 +344,57 @@ def test_per_thread_env_in_a_fresh_process():
                         "import cuabi; print(cuabi.Device().default_stream.handle)"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr
+
+
+# ---- Device.create_* (cuda.core's texture factories)
+
+def test_device_creates_arrays_textures_and_surfaces(dev):
+    import ctypes as C
+    from cuabi import _capi
+    from cuabi._lib import lib, new_struct
+    from cuabi.texture import (MipmappedArray, MipmappedArrayOptions, OpaqueArray,
+                               OpaqueArrayOptions, ResourceDescriptor, SurfaceObject,
+                               TextureObject, TextureObjectOptions)
+    from cuabi.typing import AddressModeType, FilterModeType
+    a = dev.create_opaque_array(OpaqueArrayOptions(shape=(8, 4), format="float32",
+                                                   num_channels=2, is_surface_load_store=True))
+    assert isinstance(a, OpaqueArray) and a.shape == (8, 4) and a.num_channels == 2
+    assert a.is_surface_load_store and a.element_bytes == 8 and a.device == dev
+    a.copy_from(np.arange(64, dtype=np.float32).reshape(4, 8, 2))
+    assert np.asarray(a.copy_to()).view(np.float32).ravel().tolist() == list(range(64))
+    b = dev.create_opaque_array({"shape": (5,), "format": np.uint8, "num_channels": 1})
+    assert b.shape == (5,) and not b.is_surface_load_store
+    m = dev.create_mipmapped_array(MipmappedArrayOptions(shape=(16, 16), format="uint8",
+                                                         num_channels=4, num_levels=3))
+    assert isinstance(m, MipmappedArray) and m.num_levels == 3 and m.shape == (16, 16)
+    assert m.get_level(1).shape == (8, 8)
+    with pytest.raises(TypeError):
+        dev.create_opaque_array((8, 4))
+    r = ResourceDescriptor.from_opaque_array(a)
+    opts = TextureObjectOptions(address_mode=("wrap", "border"), filter_mode="linear",
+                                normalized_coords=True, border_color=(1, 2, 3, 4))
+    t = dev.create_texture_object(resource=r, options=opts)
+    assert isinstance(t, TextureObject) and t.options is opts and t.resource is r
+    desc = new_struct(_capi.cuabi_texture_desc)
+    lib.cuabi_texture_get_desc(C.byref(desc), t)       # what the library was given
+    assert desc.address_mode[:] == [_capi.CUABI_TEXTURE_ADDRESS_WRAP,
+                                    _capi.CUABI_TEXTURE_ADDRESS_BORDER,
+                                    _capi.CUABI_TEXTURE_ADDRESS_CLAMP]
+    assert desc.filter_mode == _capi.CUABI_TEXTURE_FILTER_LINEAR and desc.normalized_coords
+    assert desc.border_color[:] == [1.0, 2.0, 3.0, 4.0]
+    d = dev.create_texture_object(resource=r)          # options=None: the defaults
+    assert d.options == TextureObjectOptions() and d.options.address_mode is AddressModeType.CLAMP
+    tm = dev.create_texture_object(resource=ResourceDescriptor.from_mipmapped_array(m),
+                                   options={"mipmap_filter_mode": "linear", "read_mode": "normalized_float",
+                                            "normalized_coords": True})
+    assert tm.options.mipmap_filter_mode is FilterModeType.LINEAR
+    with pytest.raises(TypeError):
+        dev.create_texture_object(resource=a)
+    with pytest.raises(TypeError):
+        dev.create_texture_object(r)                   # keywords only, as cuda.core
+    s = dev.create_surface_object(resource=r)
+    assert isinstance(s, SurfaceObject) and s.resource is r and s.handle
+    with pytest.raises(cuabi.CuabiError):              # no is_surface_load_store
+        dev.create_surface_object(resource=ResourceDescriptor.from_opaque_array(b))
+    for o in (s, t, d, tm, m, a, b):
+        o.close()

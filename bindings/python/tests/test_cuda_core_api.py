@@ -301,3 +301,67 @@ def test_event_and_stream_facts_are_cuda_cores():
                  "is_done", "handle"):
         assert isinstance(getattr(cuabi.Event, name), property)
     assert callable(cuabi.Linker.get_error_log) and callable(cuabi.Linker.get_info_log)
+
+
+# ---- cuda.core.typing and the texture options (no driver)
+
+def test_typing_has_cuda_cores_names_and_values():
+    from cuabi import typing as t
+    assert cuabi.typing is t
+    names = ("AddressModeType ArrayFormatType CompilerBackendType DevicePointerType "
+             "DeviceResourcesType FilterModeType GraphConditionalType GraphMemoryType "
+             "IsStreamType ManagedMemoryLocationType ObjectCodeFormatType PCHStatusType "
+             "ProcessStateType ReadModeType SourceCodeType VirtualMemoryAccessType "
+             "VirtualMemoryAllocationType VirtualMemoryGranularityType VirtualMemoryHandleType "
+             "VirtualMemoryLocationType WorkqueueSharingScopeType").split()
+    assert sorted(t.__all__) == sorted(names)
+    assert [m.value for m in t.ArrayFormatType] == ["uint8", "uint16", "uint32", "int8",
+                                                    "int16", "int32", "float16", "float32"]
+    assert t.CompilerBackendType.NVJITLINK == "nvJitLink" and t.SourceCodeType.CXX == "c++"
+    assert t.VirtualMemoryAccessType.READ_WRITE == "rw" and t.AddressModeType("border")
+    assert str(t.FilterModeType.LINEAR) == "linear" and isinstance(t.ReadModeType.ELEMENT_TYPE, str)
+    assert t.ObjectCodeFormatType.LIBRARY == "library" and t.PCHStatusType.FAILED == "failed"
+    assert isinstance(cuabi.Stream.__new__(cuabi.Stream), t.IsStreamType)
+    assert not isinstance(object(), t.IsStreamType)
+    # cuabi takes the members where it takes cuda.core's strings
+    from cuabi import _compile
+    assert _compile.code_type(t.ObjectCodeFormatType.FATBIN) == _compile.code_type("fatbin")
+
+
+def test_texture_options_check_and_normalize_like_cuda_core():
+    from cuabi.texture import MipmappedArrayOptions, OpaqueArrayOptions, TextureObjectOptions
+    from cuabi.typing import AddressModeType, ArrayFormatType, FilterModeType, ReadModeType
+    o = OpaqueArrayOptions(shape=[8, 4], format=np.float16, num_channels=2)
+    assert o.shape == (8, 4) and o.format is ArrayFormatType.FLOAT16
+    assert o.num_channels == 2 and o.is_surface_load_store is False
+    assert OpaqueArrayOptions((3,), "uint8", 4, True).format is ArrayFormatType.UINT8
+    assert OpaqueArrayOptions((3,), np.dtype("int32"), 1).format is ArrayFormatType.INT32
+    for bad in (dict(shape=(), format="uint8", num_channels=1),
+                dict(shape=(1, 2, 3, 4), format="uint8", num_channels=1),
+                dict(shape=(0, 2), format="uint8", num_channels=1),
+                dict(shape=(2,), format="float64", num_channels=1),
+                dict(shape=(2,), format="uint8", num_channels=3)):
+        with pytest.raises(ValueError):
+            OpaqueArrayOptions(**bad)
+    with pytest.raises(TypeError):
+        OpaqueArrayOptions(shape=5, format="uint8", num_channels=1)
+    m = MipmappedArrayOptions(shape=(16, 16), format=ArrayFormatType.FLOAT32, num_channels=1,
+                              num_levels=5)
+    assert m.num_levels == 5 and m.shape == (16, 16)
+    with pytest.raises(ValueError):
+        MipmappedArrayOptions(shape=(16,), format="float32", num_channels=1, num_levels=0)
+    t = TextureObjectOptions()
+    assert t.address_mode is AddressModeType.CLAMP and t.filter_mode is FilterModeType.POINT
+    assert t.read_mode is ReadModeType.ELEMENT_TYPE and t.border_color is None
+    t = TextureObjectOptions(address_mode=("wrap", AddressModeType.MIRROR), filter_mode="linear",
+                             read_mode="normalized_float", border_color=[0, 0, 0, 1])
+    assert t.address_mode == (AddressModeType.WRAP, AddressModeType.MIRROR)
+    assert t.filter_mode is FilterModeType.LINEAR and t.border_color == (0.0, 0.0, 0.0, 1.0)
+    d = t._descriptor()
+    assert d.address_mode == (cuabi.AddressMode.WRAP, cuabi.AddressMode.MIRROR)
+    assert d.read_mode == cuabi.ReadMode.NORMALIZED_FLOAT
+    for bad in (dict(address_mode="sideways"), dict(address_mode=("wrap",) * 4),
+                dict(filter_mode="cubic"), dict(border_color=(1, 2)),
+                dict(max_anisotropy=-1)):
+        with pytest.raises(ValueError):
+            TextureObjectOptions(**bad)
