@@ -1158,6 +1158,21 @@ typedef struct cuabi_api {
                                      cuabi_device *device,
                                      size_t mc_offset);
     cuabi_status (*multicast_map)(cuabi_buffer **out, cuabi_multicast *multicast);
+    cuabi_status (*managed_prefetch_batch)(cuabi_buffer **buffers,
+                                           size_t count,
+                                           const int32_t *location_types,
+                                           const int32_t *location_ids,
+                                           size_t location_count,
+                                           cuabi_stream *stream);
+    cuabi_status (*managed_discard_batch)(cuabi_buffer **buffers,
+                                          size_t count,
+                                          cuabi_stream *stream);
+    cuabi_status (*managed_discard_prefetch_batch)(cuabi_buffer **buffers,
+                                                   size_t count,
+                                                   const int32_t *location_types,
+                                                   const int32_t *location_ids,
+                                                   size_t location_count,
+                                                   cuabi_stream *stream);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -491,6 +491,9 @@ static const cuabi_api api_table = {
     cuabi_multicast_bind_buffer,
     cuabi_multicast_unbind,
     cuabi_multicast_map,
+    cuabi_managed_prefetch_batch,
+    cuabi_managed_discard_batch,
+    cuabi_managed_discard_prefetch_batch,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -1637,6 +1637,25 @@ ABI_TYPE(&cuabi_managed_range_get,
 ABI_TYPE(&cuabi_managed_range_info,
          cuabi_status (*)(cuabi_managed_range *, cuabi_buffer *, size_t, size_t),
          "cuabi_managed_range_info");
+ABI_TYPE(&cuabi_managed_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_managed_prefetch_batch");
+ABI_TYPE(&cuabi_managed_discard_batch,
+         cuabi_status (*)(cuabi_buffer **, size_t, cuabi_stream *),
+         "cuabi_managed_discard_batch");
+ABI_TYPE(&cuabi_managed_discard_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_managed_discard_prefetch_batch");
 ABI_TYPE(&cuabi_copy_item_init,
          cuabi_status (*)(cuabi_copy_item *, unsigned int),
          "cuabi_copy_item_init");
@@ -3447,6 +3466,25 @@ ABI_TYPE(((cuabi_api *)0)->multicast_unbind,
 ABI_TYPE(((cuabi_api *)0)->multicast_map,
          cuabi_status (*)(cuabi_buffer **, cuabi_multicast *),
          "cuabi_api.multicast_map");
+ABI_TYPE(((cuabi_api *)0)->managed_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.managed_prefetch_batch");
+ABI_TYPE(((cuabi_api *)0)->managed_discard_batch,
+         cuabi_status (*)(cuabi_buffer **, size_t, cuabi_stream *),
+         "cuabi_api.managed_discard_batch");
+ABI_TYPE(((cuabi_api *)0)->managed_discard_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.managed_discard_prefetch_batch");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5527,6 +5565,9 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, multicast_bind_buffer);
     ABI_FIELD(cuabi_api, multicast_unbind);
     ABI_FIELD(cuabi_api, multicast_map);
+    ABI_FIELD(cuabi_api, managed_prefetch_batch);
+    ABI_FIELD(cuabi_api, managed_discard_batch);
+    ABI_FIELD(cuabi_api, managed_discard_prefetch_batch);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7613,6 +7654,12 @@ int main(void)
          "size_t, size_t, cuabi_managed_range_attribute)");
     puts("  cuabi_status cuabi_managed_range_info(cuabi_managed_range *, cuabi_buffer *, "
          "size_t, size_t)");
+    puts("  cuabi_status cuabi_managed_prefetch_batch(cuabi_buffer **, size_t, "
+         "const int32_t *, const int32_t *, size_t, cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard_batch(cuabi_buffer **, size_t, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard_prefetch_batch(cuabi_buffer **, size_t, "
+         "const int32_t *, const int32_t *, size_t, cuabi_stream *)");
     puts("  cuabi_status cuabi_copy_item_init(cuabi_copy_item *, unsigned int)");
     puts("  cuabi_status cuabi_copy_3d_item_init(cuabi_copy_3d_item *, unsigned int)");
     puts("  cuabi_status cuabi_copy_result_init(cuabi_copy_result *, unsigned int)");

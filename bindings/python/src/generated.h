@@ -1133,4 +1133,7 @@ static const char *const fast_table_functions[] = {
     "cuabi_multicast_bind_buffer",
     "cuabi_multicast_unbind",
     "cuabi_multicast_map",
+    "cuabi_managed_prefetch_batch",
+    "cuabi_managed_discard_batch",
+    "cuabi_managed_discard_prefetch_batch",
 };

@@ -9925,6 +9925,62 @@ function cuabi_managed_range_info(out, buffer, offset, size)
     end
 end
 
+"""
+cuabi_managed_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+
+Migrate whole managed buffers to locations in one call ordered on `stream` (cuMemPrefetchBatchAsync; cuda.core's prefetch_batch): location_count is 1 (every buffer to location 0) or `count` (buffer i to location i); a location is a cuabi_location_type and an id as for cuabi_managed_prefetch(). Empty buffers are skipped. Drivers before CUDA 13 get one cuMemPrefetchAsync per buffer. Any buffer that is not managed memory is CUABI_ERROR_NOT_SUPPORTED naming its index, before the driver is called.
+
+- `location_types` cuabi_location_type values.
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_prefetch_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{Int32}, Ptr{Int32}, Csize_t, Ptr{cuabi_stream}), buffers, count, location_types, location_ids, location_count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_managed_discard_batch(buffers, count, stream)
+
+Discard the contents of whole managed buffers in one call ordered on `stream` (cuMemDiscardBatchAsync; cuda.core's discard_batch): their pages are freed without being migrated, and read back as anything until written. Empty buffers are skipped. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard_batch(buffers, count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_discard_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{cuabi_stream}), buffers, count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_managed_discard_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+
+Discard whole managed buffers and prefetch their (now undefined) pages to locations in one call ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; cuda.core's discard_prefetch_batch); the locations as for cuabi_managed_prefetch_batch(). CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+
+- `location_types` cuabi_location_type values.
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_discard_prefetch_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{Int32}, Ptr{Int32}, Csize_t, Ptr{cuabi_stream}), buffers, count, location_types, location_ids, location_count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
 
 # ---- module copy_batch (api/copy_batch.toml)
 
@@ -10795,6 +10851,9 @@ const FUNCTIONS = [
     :cuabi_managed_discard_prefetch,
     :cuabi_managed_range_get,
     :cuabi_managed_range_info,
+    :cuabi_managed_prefetch_batch,
+    :cuabi_managed_discard_batch,
+    :cuabi_managed_discard_prefetch_batch,
     :cuabi_copy_item_init,
     :cuabi_copy_3d_item_init,
     :cuabi_copy_result_init,

@@ -6858,6 +6858,18 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_managed_range_info(out: *mut cuabi_managed_range, buffer: *mut cuabi_buffer, offset: usize, size: usize) -> cuabi_status;
+    /// Migrate whole managed buffers to locations in one call ordered on `stream` (cuMemPrefetchBatchAsync; cuda.core's prefetch_batch): location_count is 1 (every buffer to location 0) or `count` (buffer i to location i); a location is a cuabi_location_type and an id as for cuabi_managed_prefetch(). Empty buffers are skipped. Drivers before CUDA 13 get one cuMemPrefetchAsync per buffer. Any buffer that is not managed memory is CUABI_ERROR_NOT_SUPPORTED naming its index, before the driver is called.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_prefetch_batch(buffers: *mut *mut cuabi_buffer, count: usize, location_types: *const i32, location_ids: *const i32, location_count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard the contents of whole managed buffers in one call ordered on `stream` (cuMemDiscardBatchAsync; cuda.core's discard_batch): their pages are freed without being migrated, and read back as anything until written. Empty buffers are skipped. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard_batch(buffers: *mut *mut cuabi_buffer, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard whole managed buffers and prefetch their (now undefined) pages to locations in one call ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; cuda.core's discard_prefetch_batch); the locations as for cuabi_managed_prefetch_batch(). CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard_prefetch_batch(buffers: *mut *mut cuabi_buffer, count: usize, location_types: *const i32, location_ids: *const i32, location_count: usize, stream: *mut cuabi_stream) -> cuabi_status;
 }
 
 // ---- module copy_batch (api/copy_batch.toml)
@@ -7688,6 +7700,9 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_managed_discard_prefetch", cuabi_managed_discard_prefetch as *const () as usize),
         ("cuabi_managed_range_get", cuabi_managed_range_get as *const () as usize),
         ("cuabi_managed_range_info", cuabi_managed_range_info as *const () as usize),
+        ("cuabi_managed_prefetch_batch", cuabi_managed_prefetch_batch as *const () as usize),
+        ("cuabi_managed_discard_batch", cuabi_managed_discard_batch as *const () as usize),
+        ("cuabi_managed_discard_prefetch_batch", cuabi_managed_discard_prefetch_batch as *const () as usize),
         ("cuabi_copy_item_init", cuabi_copy_item_init as *const () as usize),
         ("cuabi_copy_3d_item_init", cuabi_copy_3d_item_init as *const () as usize),
         ("cuabi_copy_result_init", cuabi_copy_result_init as *const () as usize),
