@@ -398,3 +398,47 @@ def test_device_creates_arrays_textures_and_surfaces(dev):
         dev.create_surface_object(resource=ResourceDescriptor.from_opaque_array(b))
     for o in (s, t, d, tm, m, a, b):
         o.close()
+
+
+# ---- cuda.core.utils's managed-memory batches
+
+def test_prefetch_and_discard_batches(dev):
+    from cuabi.utils import discard_batch, discard_prefetch_batch, prefetch_batch
+    mr = cuabi.ManagedMemoryResource()
+    bufs = [cuabi.ManagedBuffer(n, mr) for n in (4096, 8192, 65536)]
+    s = dev.create_stream()
+    prefetch_batch(s, bufs, cuabi.Device(1))                     # one location for all
+    assert [b.last_prefetch_location for b in bufs] == [cuabi.Device(1)] * 3
+    prefetch_batch(s, bufs, [cuabi.Host(), cuabi.Device(0), cuabi.Host()])   # one each
+    assert [b.last_prefetch_location for b in bufs] == [cuabi.Host(), cuabi.Device(0),
+                                                        cuabi.Host()]
+    for b in bufs:
+        b.fill(7, stream=s)
+    s.sync()
+    discard_batch(s, bufs[:2])                   # the fake writes 0xdd over discarded pages
+    s.sync()
+    assert set(bufs[0].to_bytes()) == {0xdd} and set(bufs[1].to_bytes()) == {0xdd}
+    assert set(bufs[2].to_bytes()) == {7}
+    discard_prefetch_batch(s, bufs[1:], [dev, cuabi.Host()])
+    assert bufs[1].last_prefetch_location == dev and bufs[2].last_prefetch_location == cuabi.Host()
+    assert set(bufs[2].to_bytes()) == {0xdd}
+    gb = dev.create_graph_builder()              # cuda.core: a Stream or a GraphBuilder
+    prefetch_batch(gb, bufs, dev)
+    gb.close()
+    # refusals, as cuda.core's
+    with pytest.raises(TypeError, match="ManagedBuffer"):
+        prefetch_batch(s, bufs[0], dev)                          # one buffer, not a sequence
+    with pytest.raises(ValueError):
+        prefetch_batch(s, [], dev)
+    with pytest.raises(ValueError, match="2 locations for 3 buffers"):
+        prefetch_batch(s, bufs, [dev, dev])
+    with pytest.raises(TypeError):
+        discard_prefetch_batch(s, bufs, None)
+    with pytest.raises(TypeError):
+        discard_batch(s, [bufs[0], "not a buffer"])
+    plain = cuabi.Buffer(4096, cuabi.MemoryResource.host())
+    with pytest.raises(NotImplementedError, match=r"buffers\[1\] is not managed"):
+        prefetch_batch(s, [bufs[0], plain], dev)
+    plain.close()
+    for b in bufs:
+        b.close()
