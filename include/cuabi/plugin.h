@@ -1173,6 +1173,7 @@ typedef struct cuabi_api {
                                                    const int32_t *location_ids,
                                                    size_t location_count,
                                                    cuabi_stream *stream);
+    cuabi_status (*objcode_module)(uintptr_t *out, cuabi_objcode *objcode, cuabi_device *device);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

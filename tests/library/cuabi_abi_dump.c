@@ -360,6 +360,9 @@ ABI_TYPE(&cuabi_objcode_kernel_resources,
          cuabi_status (*)(cuabi_kernel_resources *, cuabi_objcode *, const char *, const char *),
          "cuabi_objcode_kernel_resources");
 ABI_TYPE(&cuabi_objcode_arch, cuabi_status (*)(int *, cuabi_objcode *), "cuabi_objcode_arch");
+ABI_TYPE(&cuabi_objcode_module,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
+         "cuabi_objcode_module");
 ABI_TYPE(&cuabi_kernel_retain, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_retain");
 ABI_TYPE(&cuabi_kernel_release, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_release");
 ABI_TYPE(&cuabi_kernel_resources_init,
@@ -3485,6 +3488,9 @@ ABI_TYPE(((cuabi_api *)0)->managed_discard_prefetch_batch,
                           size_t,
                           cuabi_stream *),
          "cuabi_api.managed_discard_prefetch_batch");
+ABI_TYPE(((cuabi_api *)0)->objcode_module,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
+         "cuabi_api.objcode_module");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5568,6 +5574,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, managed_prefetch_batch);
     ABI_FIELD(cuabi_api, managed_discard_batch);
     ABI_FIELD(cuabi_api, managed_discard_prefetch_batch);
+    ABI_FIELD(cuabi_api, objcode_module);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7109,6 +7116,8 @@ int main(void)
     puts("  cuabi_status cuabi_objcode_kernel_resources(cuabi_kernel_resources *, "
          "cuabi_objcode *, const char *, const char *)");
     puts("  cuabi_status cuabi_objcode_arch(int *, cuabi_objcode *)");
+    puts("  cuabi_status cuabi_objcode_module(uintptr_t *, cuabi_objcode *, "
+         "cuabi_device *)");
     puts("  cuabi_status cuabi_kernel_retain(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_release(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_resources_init(cuabi_kernel_resources *, "

@@ -202,6 +202,7 @@ static cuabi_status sc_objcode(void)
     const char *name;
     int attr;
     cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    uintptr_t module = 0;
     STEP(cuabi_device_get(&d, 0));
     STEP(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, cubin_sm90, cubin_sm90_size, "k.cubin"));
     STEP(cuabi_objcode_kernel_count(&count, o));
@@ -209,6 +210,7 @@ static cuabi_status sc_objcode(void)
         st = cuabi_objcode_kernel_name(&name, o, i);
     STEP(cuabi_objcode_kernel_resources(&r, o, "add", "sm_90"));
     STEP(cuabi_objcode_load(o));
+    STEP(cuabi_objcode_module(&module, o, d));
     STEP(cuabi_objcode_get_kernel(&k, o, "add"));
     STEP(cuabi_kernel_attribute(&attr, k, d, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
     STEP(cuabi_kernel_param_count(&params, k));

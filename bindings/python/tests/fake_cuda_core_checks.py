@@ -442,3 +442,80 @@ def test_prefetch_and_discard_batches(dev):
     plain.close()
     for b in bufs:
         b.close()
+
+
+# ---- Kernel.from_handle
+
+def test_kernel_from_handle(dev, add):
+    code = add.objcode
+    k = cuabi.Kernel.from_handle(add.raw, code)              # the CUkernel, with its code
+    assert isinstance(k, cuabi.Kernel) and k.name == "add_i64" and k.raw == add.raw
+    assert cuabi.Kernel.from_handle(add.raw).name == "add_i64"    # without: the process's code
+    assert cuabi.Kernel.from_handle(add.handle, code).raw == add.raw   # cuabi's Kernel.handle
+    a = np.zeros(1, np.int64)
+    b = cuabi.Buffer(8, dev.memory_resource)
+    b.copy_from(a)
+    src = np.arange(4, dtype=np.int64)
+    s = dev.create_stream()
+    dsrc = cuabi.Buffer(32, dev.memory_resource)
+    dsrc.copy_from(src)
+    cuabi.launch(s, cuabi.LaunchConfig(grid=1, block=1), k, b, dsrc, np.uint64(4))
+    s.sync()
+    assert np.frombuffer(b.to_bytes(), np.int64)[0] == 6      # the kernel from_handle gave ran
+    other = cuabi.Program(SRC.replace("add_i64", "other"), "c++",
+                          {"arch": f"sm_{dev.arch}"}).compile("cubin")
+    with pytest.raises(ValueError, match="no kernel"):
+        cuabi.Kernel.from_handle(add.raw, other)             # not in that code
+    with pytest.raises(ValueError):
+        cuabi.Kernel.from_handle(12345)
+    with pytest.raises(TypeError):
+        cuabi.Kernel.from_handle("k")
+    with pytest.raises(TypeError):
+        cuabi.Kernel.from_handle(add.raw, mod="code")
+    for x in (b, dsrc):
+        x.close()
+
+
+def test_object_code_get_module(dev, add):
+    code = add.objcode
+    m = code.get_module()
+    assert isinstance(m, int) and m != 0
+    assert code.get_module() == m == code.get_module(dev)       # per context, the same
+    other = cuabi.Program(SRC, "c++", {"arch": f"sm_{dev.arch}"}).compile("cubin")
+    assert other.get_module() != m                                # per library
+    obj = cuabi.ObjectCode.from_object(bytes(code), name="dev.o")
+    with pytest.raises(NotImplementedError, match="linked"):
+        obj.get_module()
+
+
+# ---- cuda.core.graph.GraphDebugPrintOptions
+
+def test_graph_debug_print_options(dev, add, tmp_path):
+    from cuabi.graph import GraphDebugPrintOptions
+    o = GraphDebugPrintOptions()
+    assert o._to_flags() == 0 and not o.verbose
+    assert GraphDebugPrintOptions(verbose=True)._to_flags() == 1
+    assert GraphDebugPrintOptions(kernel_node_params=True, handles=True,
+                                  conditional_node_params=True)._to_flags() == (1 << 2) | (1 << 10) | (1 << 15)
+    s = dev.create_stream()
+    a = cuabi.Buffer(8, dev.memory_resource)
+    a.copy_from(np.zeros(1, np.int64))
+    gb = s.create_graph_builder()
+    gb.begin_building()
+    cuabi.launch(gb, cuabi.LaunchConfig(grid=1, block=1), add, a, a, np.uint64(1))
+    gb.end_building()
+    for opts, flags in ((None, 0), (GraphDebugPrintOptions(), 0),
+                        (GraphDebugPrintOptions(verbose=True), 1),
+                        (GraphDebugPrintOptions(memcpy_node_params=True, extra_topo_info=True),
+                         (1 << 3) | (1 << 14))):
+        path = tmp_path / f"g{flags}.dot"
+        gb.debug_dot_print(str(path), opts)                  # the fake writes the flags it got
+        text = path.read_text()
+        assert text.startswith("digraph") and f"// flags {flags:#x}" in text.replace(
+            "// flags 0\n", "// flags 0x0\n"), text
+    gb.graph.debug_dot_print(tmp_path / "pathlike.dot", GraphDebugPrintOptions(handles=True))
+    assert f"// flags {1 << 10:#x}" in (tmp_path / "pathlike.dot").read_text()
+    with pytest.raises(TypeError):
+        gb.debug_dot_print(str(tmp_path / "x.dot"), {"verbose": True})
+    gb.close()
+    a.close()

@@ -365,3 +365,67 @@ def test_texture_options_check_and_normalize_like_cuda_core():
                 dict(max_anisotropy=-1)):
         with pytest.raises(ValueError):
             TextureObjectOptions(**bad)
+
+
+# ---- ObjectCode / Program members (NVRTC, nvJitLink, nvcc for host objects: no driver)
+
+def test_object_code_name_and_symbol_mapping(_cache):
+    _needs("nvrtc")
+    src = ('template <typename T> __global__ void t(T *p) { *p = T(1); }\n'
+           'extern "C" __global__ void k(int *p) { *p = 2; }\n')
+    prog = cuabi.Program(src, "c++", {"arch": "sm_90"})
+    code = prog.compile("cubin", name_expressions=["t<float>", "t<int>"])
+    assert code.name == "default_program"                       # ProgramOptions.name's default
+    m = code.symbol_mapping
+    assert m == {"t<float>": "_Z1tIfEvPT_", "t<int>": "_Z1tIiEvPT_"}
+    m["x"] = "y"
+    assert "x" not in code.symbol_mapping                        # a copy
+    named = cuabi.Program(src, "c++", {"arch": "sm_90", "name": "mine"}).compile("cubin")
+    assert named.name == "mine" and named.symbol_mapping == {}
+    raw = bytes(code)
+    o = cuabi.ObjectCode.from_cubin(raw, name="loaded", symbol_mapping={"t<float>": "_Z1tIfEvPT_"})
+    assert o.name == "loaded" and o.symbol_mapping == {"t<float>": "_Z1tIfEvPT_"}
+    assert cuabi.ObjectCode.from_cubin(raw).name == ""
+    with pytest.raises(TypeError):
+        cuabi.ObjectCode.from_cubin(raw, symbol_mapping=[("a", "b")])
+
+
+def test_program_backend():
+    from cuabi.typing import CompilerBackendType
+    assert cuabi.Program("__global__ void k() {}", "c++").backend is CompilerBackendType.NVRTC
+    assert cuabi.Program(".version 8.0\n.target sm_90\n.address_size 64\n", "ptx").backend == \
+        "nvJitLink"
+    _needs("nvvm")
+    assert cuabi.Program(b"BC\xc0\xde", "nvvm").backend is CompilerBackendType.NVVM
+
+
+def test_object_code_from_object_and_library(tmp_path, _cache):
+    """A host object and a host library made by nvcc -rdc (device code
+    inside) link with nvJitLink into a CUBIN; neither loads."""
+    _needs("nvjitlink")
+    import shutil
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None or shutil.which("ar") is None:
+        pytest.skip("nvcc / ar not found")
+    (tmp_path / "a.cu").write_text('extern __device__ int twice(int);\n'
+                                   'extern "C" __global__ void k(int *p) { *p = twice(*p); }\n')
+    (tmp_path / "b.cu").write_text('__device__ int twice(int x) { return 2 * x; }\n')
+    for n in ("a", "b"):
+        subprocess.run([nvcc, "-c", "-rdc=true", "-arch=sm_90", str(tmp_path / f"{n}.cu"),
+                        "-o", str(tmp_path / f"{n}.o")], check=True, timeout=300)
+    subprocess.run(["ar", "rcs", str(tmp_path / "libb.a"), str(tmp_path / "b.o")], check=True)
+    a = cuabi.ObjectCode.from_object(str(tmp_path / "a.o"), name="a")
+    b = cuabi.ObjectCode.from_library((tmp_path / "libb.a").read_bytes(), name="b",
+                                      symbol_mapping={"tw": "twice"})
+    assert (a.code_type, a.name, b.code_type, b.name) == ("object", "a", "library", "b")
+    assert b.symbol_mapping == {"tw": "twice"}
+    assert bytes(b) == (tmp_path / "libb.a").read_bytes()
+    out = cuabi.Linker(a, b, options=cuabi.LinkerOptions(arch="sm_90", name="linked")).link("cubin")
+    assert out.code_type == "cubin" and out.name == "linked" and out.kernel_names == ["k"]
+    with pytest.raises(NotImplementedError, match="linked"):
+        a.get_kernel("k")                                     # objects are linked, not loaded
+    with pytest.raises(cuabi.CuabiError):
+        cuabi.ObjectCode.from_library(b"not an archive")
+    with pytest.raises(cuabi.CuabiError):
+        cuabi.ObjectCode.from_object(b".version 8.0\n.target sm_90\n")
