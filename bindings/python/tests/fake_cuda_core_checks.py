@@ -519,3 +519,106 @@ def test_graph_debug_print_options(dev, add, tmp_path):
         gb.debug_dot_print(str(tmp_path / "x.dot"), {"verbose": True})
     gb.close()
     a.close()
+
+
+# ---- StridedMemoryView.view / copy_from / copy_to
+
+class _Layout:
+    """What cuda.core's _StridedLayout offers view() (duck-typed)."""
+
+    def __init__(self, shape, strides=None, itemsize=None, slice_offset_in_bytes=0):
+        self.shape, self.strides, self.itemsize = shape, strides, itemsize
+        self.slice_offset_in_bytes = slice_offset_in_bytes
+
+
+def test_strided_memory_view_view(dev):
+    from cuabi.utils import StridedMemoryView
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    v = StridedMemoryView(a, -1)
+    same = v.view()
+    assert isinstance(same, StridedMemoryView) and same.ptr == v.ptr
+    assert same.shape == (4, 6) and same.dtype == np.int32 and same.exporting_obj is a
+    f = v.view(dtype=np.float32)                             # same itemsize: reinterpreted
+    assert f.dtype == np.float32 and np.from_dlpack(f).view(np.int32).tolist() == a.tolist()
+    t = v.view(_Layout((6, 4), (1, 6)))                      # transposed
+    assert t.shape == (6, 4) and t.strides == (1, 6)
+    assert np.from_dlpack(t).tolist() == a.T.tolist()
+    col = v.view(_Layout((4,), (6,), slice_offset_in_bytes=8))   # column 2
+    assert np.from_dlpack(col).tolist() == a[:, 2].tolist()
+    b16 = v.view(_Layout((48,), None, itemsize=2))           # uint16 by the itemsize
+    assert b16.dtype == np.uint16 and b16.shape == (48,)
+    with pytest.raises(ValueError):
+        v.view(dtype=np.int64)                               # another itemsize needs a layout
+    with pytest.raises(ValueError, match="spans"):
+        v.view(_Layout((25,), None))                         # past the end
+    with pytest.raises(ValueError, match="spans"):
+        col.view(_Layout((4,), (6,), slice_offset_in_bytes=4))   # outside the column's span
+    with pytest.raises(TypeError):
+        v.view((4, 6))
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert StridedMemoryView(ro, -1).view().readonly
+    # device memory: the view keeps the buffer's memory
+    buf = cuabi.Buffer(96, dev.memory_resource)
+    buf.copy_from(a)
+    dv = StridedMemoryView.from_buffer(buf, (4, 6), dtype=np.int32)
+    dt = dv.view(_Layout((6, 4), (1, 6)))
+    assert dt.__dlpack_device__() == dv.__dlpack_device__() and dt.ptr == buf.ptr
+
+
+def test_strided_memory_view_copies(dev):
+    from cuabi.utils import StridedMemoryView
+    s = dev.create_stream()
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    buf = cuabi.Buffer(96, dev.memory_resource)
+    dv = StridedMemoryView.from_buffer(buf, (4, 6), dtype=np.float32)
+    dv.copy_from(StridedMemoryView(a, -1), s)                # host to device, contiguous
+    assert np.frombuffer(buf.to_bytes(), np.float32).tolist() == a.ravel().tolist()
+    out = np.zeros((4, 6), np.float32)
+    dv.copy_to(StridedMemoryView(out, -1), s)                # device to host
+    assert out.tolist() == a.tolist()
+    # strided host ends (through a contiguous temporary)
+    at = np.ascontiguousarray(a.T)                           # (6, 4)
+    host_t = StridedMemoryView(at, -1).view(_Layout((4, 6), (1, 4)))   # a again, strided
+    buf.fill(0, stream=s)
+    s.sync()
+    dv.copy_from(host_t, s)
+    assert np.frombuffer(buf.to_bytes(), np.float32).reshape(4, 6).tolist() == a.tolist()
+    out_t = np.zeros((6, 4), np.float32)
+    dv.copy_to(StridedMemoryView(out_t, -1).view(_Layout((4, 6), (1, 4))), s)
+    assert out_t.T.tolist() == a.tolist()
+    # strided device ends (a device temporary, cuMemcpy3DPeer)
+    dview_t = dv.view(_Layout((6, 4), (1, 6)))               # a.T on the device
+    out6 = np.zeros((6, 4), np.float32)
+    dview_t.copy_to(StridedMemoryView(out6, -1), s)
+    assert out6.tolist() == a.T.tolist()
+    dview_t.copy_from(StridedMemoryView(np.ascontiguousarray(a.T) + 100, -1), s)
+    assert np.frombuffer(buf.to_bytes(), np.float32).reshape(4, 6).tolist() == (a + 100).tolist()
+    dv.copy_from(StridedMemoryView(a, -1), s)
+    bt = cuabi.Buffer(96, dev.memory_resource)              # device to device, transposing
+    StridedMemoryView.from_buffer(bt, (6, 4), dtype=np.float32).copy_from(dview_t, s)
+    assert np.frombuffer(bt.to_bytes(), np.float32).reshape(6, 4).tolist() == a.T.tolist()
+    bt.close()
+    # device to device, and host to host
+    buf2 = cuabi.Buffer(96, dev.memory_resource)
+    dv2 = StridedMemoryView.from_buffer(buf2, (4, 6), dtype=np.float32)
+    dv2.copy_from(dv, s, blocking=True)
+    assert buf2.to_bytes() == buf.to_bytes()
+    h = np.zeros((4, 6), np.float32)
+    StridedMemoryView(h, -1).copy_from(StridedMemoryView(a, -1), None)
+    assert h.tolist() == a.tolist()
+    # refusals
+    with pytest.raises(ValueError, match="shapes"):
+        dv.copy_from(StridedMemoryView(np.zeros(24, np.float32), -1), s)
+    with pytest.raises(ValueError, match="dtypes"):
+        dv.copy_from(StridedMemoryView(np.zeros((4, 6), np.int32), -1), s)
+    ro = a.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dv.copy_to(StridedMemoryView(ro, -1), s)
+    with pytest.raises(TypeError):
+        dv.copy_from(a, s)
+    with pytest.raises(TypeError):
+        dv.copy_from(StridedMemoryView(a, -1), s, allocator="pool")
+    for b in (buf, buf2):
+        b.close()
