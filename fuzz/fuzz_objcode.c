@@ -5,7 +5,9 @@
  * on garbage would not be ours), so only the paths that need no GPU run.
  *
  * Input: byte 0 picks the declared type (0 detect, 2 PTX, 3 CUBIN,
- * 4 LTO-IR, 5 fatbin, else detect); the rest is the image. */
+ * 4 LTO-IR, 5 fatbin, 6 object, 7 library, else detect); the rest is the
+ * image. Objects and libraries are never loaded: taking a kernel from one
+ * must fail, offline queries must not crash. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const cuabi_code_type types[8] = { CUABI_CODE_NONE, CUABI_CODE_NONE, CUABI_CODE_PTX,
                                           CUABI_CODE_CUBIN, CUABI_CODE_LTOIR, CUABI_CODE_FATBIN,
-                                          CUABI_CODE_NONE, CUABI_CODE_NONE };
+                                          CUABI_CODE_OBJECT, CUABI_CODE_LIBRARY };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -34,6 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cuabi_objcode_bytes(&bytes, &n, o) != CUABI_SUCCESS || n != size - 1)
         __builtin_trap();
     (void)cuabi_objcode_arch(&arch, o);
+    if (got == CUABI_CODE_OBJECT || got == CUABI_CODE_LIBRARY) {
+        size_t count = 0;
+        cuabi_kernel *k = NULL;
+        (void)cuabi_objcode_kernel_count(&count, o);
+        if (cuabi_objcode_get_kernel(&k, o, "add") != CUABI_ERROR_NOT_SUPPORTED || k)
+            __builtin_trap();
+    }
     if (got == CUABI_CODE_CUBIN) {
         size_t count = 0;
         if (cuabi_objcode_kernel_count(&count, o) == CUABI_SUCCESS) {

@@ -255,6 +255,57 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_info(cuabi_managed_range *out,
                                                     size_t offset,
                                                     size_t size);
 
+/**
+ * Migrate whole managed buffers to locations in one call ordered on `stream`
+ * (cuMemPrefetchBatchAsync; cuda.core's prefetch_batch): location_count is 1 (every buffer to
+ * location 0) or `count` (buffer i to location i); a location is a cuabi_location_type and an id as
+ * for cuabi_managed_prefetch(). Empty buffers are skipped. Drivers before CUDA 13 get one
+ * cuMemPrefetchAsync per buffer. Any buffer that is not managed memory is CUABI_ERROR_NOT_SUPPORTED
+ * naming its index, before the driver is called.
+ * @param buffers [array of count elements]
+ * @param location_types [array of location_count elements] cuabi_location_type values.
+ * @param location_ids [array of location_count elements]
+ * @param stream [may be NULL]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_managed_prefetch_batch(cuabi_buffer **buffers,
+                                                        size_t count,
+                                                        const int32_t *location_types,
+                                                        const int32_t *location_ids,
+                                                        size_t location_count,
+                                                        cuabi_stream *stream);
+
+/**
+ * Discard the contents of whole managed buffers in one call ordered on `stream`
+ * (cuMemDiscardBatchAsync; cuda.core's discard_batch): their pages are freed without being
+ * migrated, and read back as anything until written. Empty buffers are skipped.
+ * CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+ * @param buffers [array of count elements]
+ * @param stream [may be NULL]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_managed_discard_batch(cuabi_buffer **buffers,
+                                                       size_t count,
+                                                       cuabi_stream *stream);
+
+/**
+ * Discard whole managed buffers and prefetch their (now undefined) pages to locations in one call
+ * ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; cuda.core's discard_prefetch_batch); the
+ * locations as for cuabi_managed_prefetch_batch(). CUABI_ERROR_NOT_SUPPORTED naming the entry point
+ * on drivers before CUDA 13.
+ * @param buffers [array of count elements]
+ * @param location_types [array of location_count elements] cuabi_location_type values.
+ * @param location_ids [array of location_count elements]
+ * @param stream [may be NULL]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch_batch(cuabi_buffer **buffers,
+                                                                size_t count,
+                                                                const int32_t *location_types,
+                                                                const int32_t *location_ids,
+                                                                size_t location_count,
+                                                                cuabi_stream *stream);
+
 #ifdef __cplusplus
 }
 #endif

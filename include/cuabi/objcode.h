@@ -23,6 +23,7 @@ extern "C" {
  * from several threads at once.
  */
 
+typedef struct cuabi_device cuabi_device;
 typedef struct cuabi_kernel cuabi_kernel;
 
 /**
@@ -41,9 +42,12 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_release(cuabi_objcode *handle);
  * Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type
  * from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a
  * .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a
- * well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+ * well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE. CUABI_CODE_OBJECT (an ELF
+ * object) and CUABI_CODE_LIBRARY (an ar archive) make objcodes that are linked
+ * (cuabi_linker_add_objcode), never loaded: loading one, or taking a kernel from it, is
+ * CUABI_ERROR_NOT_SUPPORTED.
  * @param out [out, ownership transferred]
- * @param type CUBIN, PTX, FATBIN, LTOIR, or NONE to detect.
+ * @param type CUBIN, PTX, FATBIN, LTOIR, OBJECT, LIBRARY, or NONE to detect.
  * @param data [array of size elements]
  * @param size Bytes at data; for PTX a terminating NUL is optional.
  * @param name [may be NULL] A name for messages (e.g. the source file); NULL for "<memory>".
@@ -143,6 +147,18 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_kernel_resources(cuabi_kernel_resources
  * @param out [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_objcode_arch(int *out, cuabi_objcode *objcode);
+
+/**
+ * The CUmodule of the objcode's CUlibrary in the device's primary context (cuLibraryGetModule;
+ * cuda.core's ObjectCode.get_module), for legacy driver APIs that take a CUmodule. It belongs to
+ * the objcode: valid while the objcode lives. Loads the image if needed; an object or a library is
+ * CUABI_ERROR_NOT_SUPPORTED.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out,
+                                                cuabi_objcode *objcode,
+                                                cuabi_device *device);
 
 #ifdef __cplusplus
 }

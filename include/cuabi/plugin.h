@@ -1162,6 +1162,22 @@ typedef struct cuabi_api {
                                             cuabi_graph_host_fn fn,
                                             void *payload,
                                             cuabi_graph_host_release_fn release);
+    cuabi_status (*managed_prefetch_batch)(cuabi_buffer **buffers,
+                                           size_t count,
+                                           const int32_t *location_types,
+                                           const int32_t *location_ids,
+                                           size_t location_count,
+                                           cuabi_stream *stream);
+    cuabi_status (*managed_discard_batch)(cuabi_buffer **buffers,
+                                          size_t count,
+                                          cuabi_stream *stream);
+    cuabi_status (*managed_discard_prefetch_batch)(cuabi_buffer **buffers,
+                                                   size_t count,
+                                                   const int32_t *location_types,
+                                                   const int32_t *location_ids,
+                                                   size_t location_count,
+                                                   cuabi_stream *stream);
+    cuabi_status (*objcode_module)(uintptr_t *out, cuabi_objcode *objcode, cuabi_device *device);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

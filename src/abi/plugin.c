@@ -492,6 +492,10 @@ static const cuabi_api api_table = {
     cuabi_multicast_unbind,
     cuabi_multicast_map,
     cuabi_stream_launch_host_func,
+    cuabi_managed_prefetch_batch,
+    cuabi_managed_discard_batch,
+    cuabi_managed_discard_prefetch_batch,
+    cuabi_objcode_module,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

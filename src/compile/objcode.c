@@ -102,9 +102,23 @@ static cuabi_status check_type(cuabi_code_type *type, const void *data, size_t s
                                 "%s: PTX %s has a NUL byte before its end (wrong size?)",
                                 caller, what);
         return CUABI_SUCCESS;
+    case CUABI_CODE_OBJECT:      /* nvJitLink's inputs: an ELF object, an archive */
+        if (found != CUABI_CODE_OBJECT && found != CUABI_CODE_CUBIN)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                "%s: %s is not an ELF object (its first bytes are %s)", caller,
+                                what, found == CUABI_CODE_NONE ? "unrecognised"
+                                                               : cuabi__code_type_name(found));
+        return CUABI_SUCCESS;
+    case CUABI_CODE_LIBRARY:
+        if (found != CUABI_CODE_LIBRARY)
+            return cuabi__error(CUABI_ERROR_INVALID_IMAGE,
+                                "%s: %s is not a library archive (no \"!<arch>\" header)",
+                                caller, what);
+        return CUABI_SUCCESS;
     default:
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
-                            "%s: an objcode holds CUBIN, PTX, fatbin or LTO-IR, not %s (type %d)",
+                            "%s: an objcode holds CUBIN, PTX, fatbin, LTO-IR, an object or a "
+                            "library, not %s (type %d)",
                             caller, cuabi__code_type_name(*type), (int)*type);
     }
 }
@@ -419,8 +433,19 @@ cuabi_status cuabi__objcode_cu_check(cuabi__objcode *o, const cuabi__driver *drv
     return cuabi__cu_check(r, api, caller);
 }
 
+cuabi_status cuabi__objcode_loadable(const cuabi__objcode *o, const char *caller)
+{
+    if (o->type == CUABI_CODE_OBJECT || o->type == CUABI_CODE_LIBRARY)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: %s is %s: it is linked (cuabi_linker_add_objcode), not loaded",
+                            caller, o->name,
+                            o->type == CUABI_CODE_OBJECT ? "an object" : "a library");
+    return CUABI_SUCCESS;
+}
+
 static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, const char *caller)
 {
+    CUABI__TRY(cuabi__objcode_loadable(o, caller));
     if (!drv->cuLibraryLoadData)
         return cuabi__missing_entry("cuLibraryLoadData", caller);
     if (!o->jit_log && !(o->jit_log = cuabi__calloc(1, JIT_LOG_SIZE)))
@@ -675,6 +700,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_load(cuabi_objcode *objcode)
     const cuabi__driver *drv;
     CUlibrary lib;
     CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(cuabi__objcode_loadable(o, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
     return cuabi__objcode_library(o, drv, &lib, __func__);
 }

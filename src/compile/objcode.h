@@ -87,6 +87,9 @@ cuabi_status cuabi__objcode_signatures(cuabi__objcode *o, const char **out);
  * result kept in the error; others as cuabi__cu_check. */
 cuabi_status cuabi__objcode_cu_check(cuabi__objcode *o, const cuabi__driver *drv, CUresult r,
                                      const char *api, const char *caller);
+/* CUABI_ERROR_NOT_SUPPORTED for an object or a library (linked, never
+ * loaded), before the driver is asked; success for every other type. */
+cuabi_status cuabi__objcode_loadable(const cuabi__objcode *o, const char *caller);
 cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
                                     CUlibrary *out, const char *caller);
 /* The offline (ELF) view; PTX/LTO-IR is compiled with nvJitLink for `arch`

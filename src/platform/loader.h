@@ -143,6 +143,7 @@
     X(cuMemAdvise, 12020) \
     X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000) \
     X(cuMemDiscardBatchAsync, 13000) X(cuMemDiscardAndPrefetchBatchAsync, 13000) \
+    X(cuMemPrefetchBatchAsync, 13000) \
     X(cuMemcpyBatchAsync, 13000) X(cuMemcpy3DBatchAsync, 13000) \
     X(cuMulticastCreate, 12010) X(cuMulticastAddDevice, 12010) \
     X(cuMulticastBindMem, 12010) X(cuMulticastBindAddr, 12010) \

@@ -360,6 +360,30 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_function(uintptr_t *out, cuabi_kernel *k
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out, cuabi_objcode *objcode,
+                                                cuabi_device *device)
+{
+    cuabi__objcode *o;
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUlibrary lib;
+    CUmodule m = NULL;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__objcode_loadable(o, __func__));
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
+    CUABI__TRY(cuabi__device_activate(dev, drv));   /* the module is per context */
+    if (!drv->cuLibraryGetModule)
+        return cuabi__missing_entry("cuLibraryGetModule", __func__);
+    CUABI__TRY(cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetModule, &m, lib),
+                                       "cuLibraryGetModule", __func__));
+    *out = (uintptr_t)m;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_kernel_param_type(cuabi_param_type *out, cuabi_kernel *kernel,
                                                    size_t index)
 {
@@ -401,6 +425,7 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_get_kernel(cuabi_kernel **out, cuabi_ob
     *out = NULL;
     CUABI__CHECK_ARG(name && *name, "%s: name is NULL or empty", __func__);
     CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(cuabi__objcode_loadable(o, __func__));
     const char *lowered = cuabi__objcode_resolve_name(o, name);
     const cuabi__driver *drv;
     CUkernel ck = NULL;

@@ -1,8 +1,10 @@
 /* Managed memory: a resource with attach flags and a preferred location,
  * and advice, prefetch, discard and range attributes for ranges of managed
  * buffers (cuMemAdvise, cuMemPrefetchAsync, cuMemDiscardBatchAsync,
- * cuMemDiscardAndPrefetchBatchAsync, cuMemRangeGetAttribute(s)). */
+ * cuMemDiscardAndPrefetchBatchAsync, cuMemRangeGetAttribute(s)), and the
+ * same for batches of whole buffers (cuMemPrefetchBatchAsync, ...). */
 #include "runtime/memory.h"
+#include "util/alloc.h"
 #include "util/checked.h"
 
 #include <string.h>
@@ -257,4 +259,168 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_info(cuabi_managed_range *out,
     legacy_location(&out->preferred_location_type, &out->preferred_location_id, v[1]);
     legacy_location(&out->last_prefetch_location_type, &out->last_prefetch_location_id, v[2]);
     return CUABI_SUCCESS;
+}
+
+/* ---- batches of whole managed buffers (cuda.core's prefetch_batch,
+ * discard_batch and discard_prefetch_batch) */
+
+/* What one batch call hands the driver: the non-empty buffers' addresses
+ * and sizes, and (with locations) the distinct runs of locations with the
+ * index of each run's first range -- all in one allocation. */
+typedef struct batch {
+    void *mem;
+    CUdeviceptr *ptrs;
+    size_t *sizes;
+    CUmemLocation *locs;
+    size_t *idx;
+    size_t n, nlocs;
+    const cuabi__driver *drv;
+    CUstream stream;
+} batch;
+
+static cuabi_status batch_make(batch *bt, cuabi_buffer *const *buffers, size_t count,
+                               const int32_t *location_types, const int32_t *location_ids,
+                               size_t location_count, bool with_locations, cuabi_stream *stream,
+                               const char *caller)
+{
+    memset(bt, 0, sizeof *bt);
+    CUABI__CHECK_ARG(buffers && count > 0, "%s: buffers is NULL or count is 0", caller);
+    if (with_locations) {
+        CUABI__CHECK_ARG(location_types && location_ids,
+                         "%s: location_types or location_ids is NULL", caller);
+        CUABI__CHECK_ARG(location_count == 1 || location_count == count,
+                         "%s: %zu locations for %zu buffers (1 for all of them, or one each)",
+                         caller, location_count, count);
+    }
+    size_t each = sizeof(CUdeviceptr) + sizeof(size_t) + sizeof(CUmemLocation) + sizeof(size_t);
+    size_t bytes;
+    CUABI__CHECK_ARG(cuabi__size_mul(&bytes, count, each), "%s: count %zu overflows", caller,
+                     count);
+    cuabi__buffer *first = NULL;
+    for (size_t i = 0; i < count; i++) {
+        void *obj;
+        cuabi_status st = cuabi__handle_get(buffers[i], CUABI__T_BUFFER, &obj, caller);
+        if (st != CUABI_SUCCESS)
+            return cuabi__error(st, "%s: buffers[%zu] is not a live buffer", caller, i);
+        cuabi__buffer *b = obj;
+        if (b->kind != CUABI_MEMORY_MANAGED)
+            return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                                "%s: buffers[%zu] is not managed memory (kind %d): batches of "
+                                "prefetches and discards take buffers of a managed resource",
+                                caller, i, (int)b->kind);
+        if (with_locations) {
+            CUmemLocation loc;
+            size_t k = location_count == 1 ? 0 : i;
+            st = location_of(&loc, (cuabi_location_type)location_types[k], location_ids[k],
+                             caller);
+            if (st != CUABI_SUCCESS)
+                return cuabi__error(st, "%s: location %zu: type %d id %d is not a device or "
+                                    "host location", caller, k, (int)location_types[k],
+                                    (int)location_ids[k]);
+        }
+        if (!first)
+            first = b;
+    }
+    CUABI__TRY(cuabi__driver_get(&bt->drv));
+    CUABI__TRY(cuabi__device_activate(first->device, bt->drv));
+    CUABI__TRY(optional_stream(&bt->stream, stream, bt->drv, caller));
+    bt->mem = cuabi__malloc(bytes);
+    if (!bt->mem)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    bt->ptrs = bt->mem;
+    bt->sizes = (size_t *)(bt->ptrs + count);
+    bt->idx = bt->sizes + count;
+    bt->locs = (CUmemLocation *)(bt->idx + count);
+    for (size_t i = 0; i < count; i++) {
+        void *obj;
+        (void)cuabi__handle_get(buffers[i], CUABI__T_BUFFER, &obj, caller);
+        cuabi__buffer *b = obj;
+        if (b->size == 0)
+            continue;                     /* an empty buffer: nothing to do */
+        if (with_locations) {
+            size_t k = location_count == 1 ? 0 : i;
+            CUmemLocation loc;
+            (void)location_of(&loc, (cuabi_location_type)location_types[k], location_ids[k],
+                              caller);
+            if (bt->nlocs == 0 || bt->locs[bt->nlocs - 1].type != loc.type ||
+                bt->locs[bt->nlocs - 1].id != loc.id) {
+                bt->locs[bt->nlocs] = loc;
+                bt->idx[bt->nlocs++] = bt->n;
+            }
+        }
+        bt->ptrs[bt->n] = (CUdeviceptr)b->ptr;
+        bt->sizes[bt->n++] = b->size;
+    }
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_managed_prefetch_batch(cuabi_buffer **buffers,
+                                                        size_t count,
+                                                        const int32_t *location_types,
+                                                        const int32_t *location_ids,
+                                                        size_t location_count,
+                                                        cuabi_stream *stream)
+{
+    batch bt;
+    cuabi_status st = batch_make(&bt, buffers, count, location_types, location_ids,
+                                 location_count, true, stream, __func__);
+    if (st == CUABI_SUCCESS && bt.n > 0) {
+        if (bt.drv->cuMemPrefetchBatchAsync) {
+            st = CUABI__CU(bt.drv, cuMemPrefetchBatchAsync, bt.ptrs, bt.sizes, bt.n, bt.locs,
+                           bt.idx, bt.nlocs, 0, bt.stream);
+        } else {
+            /* drivers before CUDA 13: one cuMemPrefetchAsync per buffer, as
+             * cuda.core does on CUDA 12 */
+            size_t run = 0;
+            for (size_t i = 0; i < bt.n && st == CUABI_SUCCESS; i++) {
+                if (run + 1 < bt.nlocs && bt.idx[run + 1] == i)
+                    run++;
+                st = CUABI__CU(bt.drv, cuMemPrefetchAsync, bt.ptrs[i], bt.sizes[i],
+                               bt.locs[run], 0, bt.stream);
+            }
+        }
+    }
+    cuabi__free(bt.mem);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_managed_discard_batch(cuabi_buffer **buffers,
+                                                       size_t count, cuabi_stream *stream)
+{
+    batch bt;
+    cuabi_status st = batch_make(&bt, buffers, count, NULL, NULL, 0, false, stream, __func__);
+    if (st == CUABI_SUCCESS && bt.n > 0) {
+        if (!bt.drv->cuMemDiscardBatchAsync)
+            st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                              "%s: the driver has no cuMemDiscardBatchAsync (CUDA 13.0+)",
+                              __func__);
+        else
+            st = CUABI__CU(bt.drv, cuMemDiscardBatchAsync, bt.ptrs, bt.sizes, bt.n, 0,
+                           bt.stream);
+    }
+    cuabi__free(bt.mem);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch_batch(cuabi_buffer **buffers,
+                                                                size_t count,
+                                                                const int32_t *location_types,
+                                                                const int32_t *location_ids,
+                                                                size_t location_count,
+                                                                cuabi_stream *stream)
+{
+    batch bt;
+    cuabi_status st = batch_make(&bt, buffers, count, location_types, location_ids,
+                                 location_count, true, stream, __func__);
+    if (st == CUABI_SUCCESS && bt.n > 0) {
+        if (!bt.drv->cuMemDiscardAndPrefetchBatchAsync)
+            st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                              "%s: the driver has no cuMemDiscardAndPrefetchBatchAsync (CUDA "
+                              "13.0+)", __func__);
+        else
+            st = CUABI__CU(bt.drv, cuMemDiscardAndPrefetchBatchAsync, bt.ptrs, bt.sizes, bt.n,
+                           bt.locs, bt.idx, bt.nlocs, 0, bt.stream);
+    }
+    cuabi__free(bt.mem);
+    return st;
 }

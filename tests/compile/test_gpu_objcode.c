@@ -165,6 +165,43 @@ START_TEST(bad_images_give_driver_messages)
 }
 END_TEST
 
+/* cuda.core's ObjectCode.get_module: the CUmodule cuabi_objcode_module gives
+ * is the library's in the device's context -- the driver's own
+ * cuModuleGetFunction on it finds each kernel's CUfunction -- the same on
+ * every call; and an object is refused before anything loads. */
+START_TEST(module_is_the_drivers)
+{
+    cuabi_objcode *o = cubin_for_device();
+    uintptr_t m = 0, again = 0;
+    ck_assert_ok(cuabi_objcode_module(&m, o, dev));
+    ck_assert_uint_ne(m, 0);
+    ck_assert_ok(cuabi_objcode_module(&again, o, dev));
+    ck_assert_uint_eq(m, again);
+    const cuabi__driver *drv;
+    ck_assert_ok(cuabi__driver_get(&drv));
+    ck_assert_ptr_nonnull(drv->cuModuleGetFunction);
+    static const char *const names[] = { "add", "dyn", "spill", "empty" };
+    for (size_t i = 0; i < 4; i++) {
+        CUfunction f = NULL;
+        ck_assert_int_eq(drv->cuModuleGetFunction(&f, (CUmodule)m, names[i]), CUDA_SUCCESS);
+        cuabi_kernel *k;
+        uintptr_t kf;
+        ck_assert_ok(cuabi_objcode_get_kernel(&k, o, names[i]));
+        ck_assert_ok(cuabi_kernel_function(&kf, k, dev));
+        ck_assert_uint_eq((uintptr_t)f, kf);       /* one module: the same functions */
+        ck_assert_ok(cuabi_kernel_release(k));
+    }
+    const void *bytes;
+    size_t n;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &n, o));
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_objcode_from_memory(&obj, CUABI_CODE_OBJECT, bytes, n, "dev.o"));
+    ck_assert_status(cuabi_objcode_module(&again, obj, dev), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_objcode_release(o));
+}
+END_TEST
+
 int main(void)
 {
     cuabi_test_require_gpu();
@@ -175,6 +212,7 @@ int main(void)
     tcase_add_test(tc, resources_equal_driver_attributes);
     tcase_add_test(tc, ptx_loads_and_enumerates);
     tcase_add_test(tc, bad_images_give_driver_messages);
+    tcase_add_test(tc, module_is_the_drivers);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

@@ -244,8 +244,6 @@ START_TEST(bad_images)
     /* Types an objcode can't hold, unknown types, bad arguments. */
     ck_assert_status(cuabi_objcode_from_memory(&o, CUABI_CODE_CUDA_CXX, ptx, sizeof ptx, "x"),
                      CUABI_ERROR_INVALID_ARGUMENT);
-    ck_assert_status(cuabi_objcode_from_memory(&o, CUABI_CODE_OBJECT, d, n, "x"),
-                     CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_objcode_from_memory(&o, (cuabi_code_type)99, d, n, "x"),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_objcode_from_memory(&o, CUABI_CODE_CUBIN, NULL, n, "x"),
@@ -254,6 +252,53 @@ START_TEST(bad_images)
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_objcode_from_memory(NULL, CUABI_CODE_CUBIN, d, n, "x"),
                      CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi__free(d);
+}
+END_TEST
+
+/* Objects and libraries (cuda.core's ObjectCode.from_object / from_library):
+ * held for the linker, checked for an ELF / an ar archive, never loaded. */
+START_TEST(objects_and_libraries)
+{
+    size_t n;
+    void *d = slurp("objcode_kernels_sm90.cubin", &n);
+    cuabi_objcode *o;
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_OBJECT, d, n, "dev.o"));
+    cuabi_code_type t;
+    ck_assert_ok(cuabi_objcode_code_type(&t, o));
+    ck_assert_int_eq(t, CUABI_CODE_OBJECT);
+    const void *bytes;
+    size_t size;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &size, o));
+    ck_assert_uint_eq(size, n);
+    ck_assert_int_eq(memcmp(bytes, d, n), 0);
+    ck_assert_status(cuabi_objcode_load(o), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("dev.o is an object: it is linked");
+    cuabi_kernel *k = NULL;
+    ck_assert_status(cuabi_objcode_get_kernel(&k, o, "scale"), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_null(k);
+    ck_assert_ok(cuabi_objcode_release(o));
+    static const char archive[] = "!<arch>\n/               0           0     0     0       4"
+                                  "         `\n\0\0\0\0";
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_LIBRARY, archive, sizeof archive - 1,
+                                           "libdev.a"));
+    ck_assert_ok(cuabi_objcode_code_type(&t, o));
+    ck_assert_int_eq(t, CUABI_CODE_LIBRARY);
+    ck_assert_status(cuabi_objcode_load(o), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("a library");
+    ck_assert_ok(cuabi_objcode_release(o));
+    ck_assert_ok(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, archive, sizeof archive - 1, NULL));
+    ck_assert_ok(cuabi_objcode_code_type(&t, o));
+    ck_assert_int_eq(t, CUABI_CODE_LIBRARY);                  /* detected */
+    ck_assert_ok(cuabi_objcode_release(o));
+    /* the wrong bytes for the type */
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n";
+    ck_assert_status(cuabi_objcode_from_memory(&o, CUABI_CODE_OBJECT, ptx, sizeof ptx, "x"),
+                     CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_error_mentions("not an ELF object");
+    ck_assert_status(cuabi_objcode_from_memory(&o, CUABI_CODE_LIBRARY, d, n, "x"),
+                     CUABI_ERROR_INVALID_IMAGE);
+    ck_assert_error_mentions("not a library archive");
     cuabi__free(d);
 }
 END_TEST
@@ -427,6 +472,7 @@ int main(void)
     tcase_add_test(tc, unknown_kernel_names);
     tcase_add_test(tc, from_files);
     tcase_add_test(tc, bad_images);
+    tcase_add_test(tc, objects_and_libraries);
     tcase_add_test(tc, ptx_offline);
     tcase_add_test(tc, ptx_with_syntax_errors);
     tcase_add_test(tc, ltoir_offline);

@@ -360,6 +360,9 @@ ABI_TYPE(&cuabi_objcode_kernel_resources,
          cuabi_status (*)(cuabi_kernel_resources *, cuabi_objcode *, const char *, const char *),
          "cuabi_objcode_kernel_resources");
 ABI_TYPE(&cuabi_objcode_arch, cuabi_status (*)(int *, cuabi_objcode *), "cuabi_objcode_arch");
+ABI_TYPE(&cuabi_objcode_module,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
+         "cuabi_objcode_module");
 ABI_TYPE(&cuabi_kernel_retain, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_retain");
 ABI_TYPE(&cuabi_kernel_release, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_release");
 ABI_TYPE(&cuabi_kernel_resources_init,
@@ -1640,6 +1643,25 @@ ABI_TYPE(&cuabi_managed_range_get,
 ABI_TYPE(&cuabi_managed_range_info,
          cuabi_status (*)(cuabi_managed_range *, cuabi_buffer *, size_t, size_t),
          "cuabi_managed_range_info");
+ABI_TYPE(&cuabi_managed_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_managed_prefetch_batch");
+ABI_TYPE(&cuabi_managed_discard_batch,
+         cuabi_status (*)(cuabi_buffer **, size_t, cuabi_stream *),
+         "cuabi_managed_discard_batch");
+ABI_TYPE(&cuabi_managed_discard_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_managed_discard_prefetch_batch");
 ABI_TYPE(&cuabi_copy_item_init,
          cuabi_status (*)(cuabi_copy_item *, unsigned int),
          "cuabi_copy_item_init");
@@ -3454,6 +3476,28 @@ ABI_TYPE(((cuabi_api *)0)->multicast_map,
 ABI_TYPE(((cuabi_api *)0)->stream_launch_host_func,
          cuabi_status (*)(cuabi_stream *, cuabi_graph_host_fn, void *, cuabi_graph_host_release_fn),
          "cuabi_api.stream_launch_host_func");
+ABI_TYPE(((cuabi_api *)0)->managed_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.managed_prefetch_batch");
+ABI_TYPE(((cuabi_api *)0)->managed_discard_batch,
+         cuabi_status (*)(cuabi_buffer **, size_t, cuabi_stream *),
+         "cuabi_api.managed_discard_batch");
+ABI_TYPE(((cuabi_api *)0)->managed_discard_prefetch_batch,
+         cuabi_status (*)(cuabi_buffer **,
+                          size_t,
+                          const int32_t *,
+                          const int32_t *,
+                          size_t,
+                          cuabi_stream *),
+         "cuabi_api.managed_discard_prefetch_batch");
+ABI_TYPE(((cuabi_api *)0)->objcode_module,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
+         "cuabi_api.objcode_module");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5535,6 +5579,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, multicast_unbind);
     ABI_FIELD(cuabi_api, multicast_map);
     ABI_FIELD(cuabi_api, stream_launch_host_func);
+    ABI_FIELD(cuabi_api, managed_prefetch_batch);
+    ABI_FIELD(cuabi_api, managed_discard_batch);
+    ABI_FIELD(cuabi_api, managed_discard_prefetch_batch);
+    ABI_FIELD(cuabi_api, objcode_module);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7076,6 +7124,8 @@ int main(void)
     puts("  cuabi_status cuabi_objcode_kernel_resources(cuabi_kernel_resources *, "
          "cuabi_objcode *, const char *, const char *)");
     puts("  cuabi_status cuabi_objcode_arch(int *, cuabi_objcode *)");
+    puts("  cuabi_status cuabi_objcode_module(uintptr_t *, cuabi_objcode *, "
+         "cuabi_device *)");
     puts("  cuabi_status cuabi_kernel_retain(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_release(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_resources_init(cuabi_kernel_resources *, "
@@ -7623,6 +7673,12 @@ int main(void)
          "size_t, size_t, cuabi_managed_range_attribute)");
     puts("  cuabi_status cuabi_managed_range_info(cuabi_managed_range *, cuabi_buffer *, "
          "size_t, size_t)");
+    puts("  cuabi_status cuabi_managed_prefetch_batch(cuabi_buffer **, size_t, "
+         "const int32_t *, const int32_t *, size_t, cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard_batch(cuabi_buffer **, size_t, "
+         "cuabi_stream *)");
+    puts("  cuabi_status cuabi_managed_discard_prefetch_batch(cuabi_buffer **, size_t, "
+         "const int32_t *, const int32_t *, size_t, cuabi_stream *)");
     puts("  cuabi_status cuabi_copy_item_init(cuabi_copy_item *, unsigned int)");
     puts("  cuabi_status cuabi_copy_3d_item_init(cuabi_copy_3d_item *, unsigned int)");
     puts("  cuabi_status cuabi_copy_result_init(cuabi_copy_result *, unsigned int)");

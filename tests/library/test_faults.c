@@ -202,6 +202,7 @@ static cuabi_status sc_objcode(void)
     const char *name;
     int attr;
     cuabi_kernel_resources r = CUABI_KERNEL_RESOURCES_INIT;
+    uintptr_t module = 0;
     STEP(cuabi_device_get(&d, 0));
     STEP(cuabi_objcode_from_memory(&o, CUABI_CODE_NONE, cubin_sm90, cubin_sm90_size, "k.cubin"));
     STEP(cuabi_objcode_kernel_count(&count, o));
@@ -209,6 +210,7 @@ static cuabi_status sc_objcode(void)
         st = cuabi_objcode_kernel_name(&name, o, i);
     STEP(cuabi_objcode_kernel_resources(&r, o, "add", "sm_90"));
     STEP(cuabi_objcode_load(o));
+    STEP(cuabi_objcode_module(&module, o, d));
     STEP(cuabi_objcode_get_kernel(&k, o, "add"));
     STEP(cuabi_kernel_attribute(&attr, k, d, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
     STEP(cuabi_kernel_param_count(&params, k));
@@ -1063,7 +1065,7 @@ static cuabi_status sc_vmm(void)
 /* Pool statistics, managed memory and batched copies (issue 25): a pool's
  * summary and its text, attributes set, the marks reset, a host NUMA pool;
  * a managed resource with a preferred location, advice, prefetch, the
- * range attributes, discard; a 1-D batch of mixed ends and a 3-D batch. */
+ * range attributes, discard, the batches of whole buffers; a 1-D batch of mixed ends and a 3-D batch. */
 static cuabi_status sc_memory_ext(void)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -1097,6 +1099,13 @@ static cuabi_status sc_memory_ext(void)
     STEP(cuabi_managed_prefetch(m, 0, 4096, CUABI_LOCATION_DEVICE, 0, s));
     STEP(cuabi_managed_range_info(&range, m, 0, 4096));
     STEP(cuabi_managed_discard(m, 0, 4096, s));
+    {
+        cuabi_buffer *ms[1] = { m };
+        int32_t lt = CUABI_LOCATION_DEVICE, li = 0;
+        STEP(cuabi_managed_prefetch_batch(ms, 1, &lt, &li, 1, s));
+        STEP(cuabi_managed_discard_batch(ms, 1, s));
+        STEP(cuabi_managed_discard_prefetch_batch(ms, 1, &lt, &li, 1, s));
+    }
     it[0].dst_buffer = m, it[0].src_buffer = a, it[0].size = 1024;
     it[1].dst_buffer = a, it[1].src_address = (uintptr_t)raw, it[1].size = sizeof raw;
     STEP(cuabi_copy_batch(&res, it, 2, s));

@@ -6,7 +6,9 @@
  * advice: read-mostly, preferred location, accessed-by (read back through
  * the range attributes, then unset); discard and discard-and-prefetch
  * where the driver has them (CUDA 13; else the refusal naming the entry
- * point); the DLPack device type of a managed view (kDLCUDAManaged, 13);
+ * point); batches of whole buffers (prefetch with one location for all and
+ * one each, discard, discard-and-prefetch; batched vs per-buffer timing,
+ * printed); the DLPack device type of a managed view (kDLCUDAManaged, 13);
  * pool and host buffers refused by the managed calls; prefetch time for
  * 256 MiB each way (printed). Exits 77 without a GPU, and without
  * concurrent managed access (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
@@ -325,6 +327,122 @@ START_TEST(prefetch_bandwidth_report)
 }
 END_TEST
 
+START_TEST(batches_of_whole_buffers)
+{
+    /* four buffers: the host writes them, one batched prefetch sends them to
+     * the device, a kernel adds, a batch with one location each sends two
+     * back to the host (read there) and two stay; a discard batch, and a
+     * discard-and-prefetch batch, where the driver has them; and the
+     * batched timing beside one prefetch per buffer (printed) */
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_managed_resource_create(&r, dev, NULL));
+    enum { NB = 4 };
+    size_t n = 4 * MiB, words = n / 4;
+    cuabi_buffer *b[NB];
+    uint32_t *h[NB];
+    for (int k = 0; k < NB; k++) {
+        ck_assert_ok(cuabi_buffer_allocate(&b[k], r, n, 0, NULL));
+        uintptr_t p;
+        ck_assert_ok(cuabi_buffer_pointer(&p, b[k]));
+        h[k] = (uint32_t *)p;
+        for (size_t i = 0; i < words; i++)
+            h[k][i] = (uint32_t)(i + (size_t)k * 1000);
+    }
+    int32_t dt = CUABI_LOCATION_DEVICE, di = ord;
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, NB, &dt, &di, 1, s));
+    for (int k = 0; k < NB; k++)
+        add_on_device((uintptr_t)h[k], words, (unsigned)k + 1);
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    for (int k = 0; k < NB; k++) {
+        cuabi_managed_range mr = range(b[k], 0, n);
+        ck_assert_int_eq(mr.last_prefetch_location_type, CUABI_LOCATION_DEVICE);
+        ck_assert_int_eq(mr.last_prefetch_location_id, ord);
+    }
+    int32_t ts[NB] = { CUABI_LOCATION_HOST, CUABI_LOCATION_DEVICE, CUABI_LOCATION_HOST,
+                       CUABI_LOCATION_DEVICE };
+    int32_t is[NB] = { 0, ord, 0, ord };
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, NB, ts, is, NB, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    for (int k = 0; k < NB; k++) {
+        cuabi_managed_range mr = range(b[k], 0, n);
+        if (ts[k] == CUABI_LOCATION_DEVICE)
+            ck_assert_int_eq(mr.last_prefetch_location_type, CUABI_LOCATION_DEVICE);
+        else
+            ck_assert_msg(mr.last_prefetch_location_type == CUABI_LOCATION_HOST ||
+                          mr.last_prefetch_location_type == CUABI_LOCATION_HOST_NUMA,
+                          "buffer %d: last prefetch location type %d", k,
+                          mr.last_prefetch_location_type);
+        for (size_t i = 0; i < words; i += 4093)
+            ck_assert_uint_eq(h[k][i], (uint32_t)(i + (size_t)k * 1000 + (size_t)k + 1));
+    }
+    cuabi_status st = cuabi_managed_discard_batch(b, 2, s);
+    if (st == CUABI_ERROR_NOT_SUPPORTED) {
+        ck_assert_error_mentions("cuMemDiscardBatchAsync");
+        printf("SKIP part: %s\n", cuabi_last_error()->message);
+    } else {
+        ck_assert_ok(st);
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        ck_assert_uint_eq(h[2][5], (uint32_t)(5 + 2000 + 3));   /* not in the batch */
+        h[0][0] = 9;                                           /* usable after it */
+        ck_assert_uint_eq(h[0][0], 9);
+    }
+    st = cuabi_managed_discard_prefetch_batch(&b[2], 2, &dt, &di, 1, s);
+    if (st == CUABI_ERROR_NOT_SUPPORTED) {
+        ck_assert_error_mentions("cuMemDiscardAndPrefetchBatchAsync");
+        printf("SKIP part: %s\n", cuabi_last_error()->message);
+    } else {
+        ck_assert_ok(st);
+        add_on_device((uintptr_t)h[2], words, 1);
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        ck_assert_int_eq(range(b[3], 0, n).last_prefetch_location_type, CUABI_LOCATION_DEVICE);
+    }
+    /* refusals before the driver: a pool buffer in the batch */
+    cuabi_memory_resource *pool;
+    ck_assert_ok(cuabi_memory_resource_device_default(&pool, dev));
+    cuabi_buffer *d;
+    ck_assert_ok(cuabi_buffer_allocate(&d, pool, 4096, 0, s));
+    cuabi_buffer *mixed[2] = { b[0], d };
+    ck_assert_status(cuabi_managed_prefetch_batch(mixed, 2, &dt, &di, 1, s),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("buffers[1] is not managed memory");
+    ck_assert_ok(cuabi_buffer_free_async(d, s));
+    /* timing: 64 buffers of 64 KiB, batched vs one call each (printed) */
+    enum { NT = 64 };
+    cuabi_buffer *t[NT];
+    for (int k = 0; k < NT; k++)
+        ck_assert_ok(cuabi_buffer_allocate(&t[k], r, 65536, 0, NULL));
+    int32_t ht = CUABI_LOCATION_HOST, hi = 0;
+    double best_batch = 1e9, best_single = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        ck_assert_ok(cuabi_managed_prefetch_batch(t, NT, &dt, &di, 1, s));
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        double t1 = now();
+        ck_assert_ok(cuabi_managed_prefetch_batch(t, NT, &ht, &hi, 1, s));
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        double t2 = now();
+        for (int k = 0; k < NT; k++)
+            ck_assert_ok(cuabi_managed_prefetch(t[k], 0, 65536, CUABI_LOCATION_DEVICE, ord, s));
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        double t3 = now();
+        ck_assert_ok(cuabi_managed_prefetch_batch(t, NT, &ht, &hi, 1, s));
+        ck_assert_ok(cuabi_stream_synchronize(s));
+        if (t1 - t0 < best_batch) best_batch = t1 - t0;
+        if (t3 - t2 < best_single) best_single = t3 - t2;
+        (void)t2;
+    }
+    printf("prefetch 64 x 64 KiB to the device: one batch %.1f us, one call each %.1f us\n",
+           best_batch * 1e6, best_single * 1e6);
+    for (int k = 0; k < NT; k++)
+        ck_assert_ok(cuabi_buffer_destroy(t[k]));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    for (int k = 0; k < NB; k++)
+        ck_assert_ok(cuabi_buffer_destroy(b[k]));
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *su = suite_create("gpu_managed");
@@ -337,6 +455,7 @@ static Suite *suite(void)
     tcase_add_test(tc, discard_where_the_driver_has_it);
     tcase_add_test(tc, only_managed_buffers);
     tcase_add_test(tc, prefetch_bandwidth_report);
+    tcase_add_test(tc, batches_of_whole_buffers);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -52,6 +52,46 @@ START_TEST(lazy_load_once_and_lookup)
 }
 END_TEST
 
+/* cuda.core's ObjectCode.get_module: the library's CUmodule in a device's
+ * context (cuLibraryGetModule), loading the image once; objects refused. */
+START_TEST(module_of_the_library)
+{
+    cuabi_objcode *o = load_sm90();
+    cuabi_device *d;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    uintptr_t m1 = 0, m2 = 0;
+    ck_assert_ok(cuabi_objcode_module(&m1, o, d));
+    ck_assert_int_eq(fake_library_loads, 1);
+    ck_assert_ok(cuabi_objcode_module(&m2, o, d));
+    ck_assert_int_eq(fake_library_loads, 1);              /* loaded once */
+    ck_assert_uint_ne(m1, 0);
+    ck_assert_uint_eq(m1, m2);
+    ck_assert_ptr_nonnull(fake_current);                  /* made the device's context current */
+    cuabi_objcode *p = load_sm90();                       /* another library, another module */
+    ck_assert_ok(cuabi_objcode_module(&m2, p, d));
+    ck_assert_uint_ne(m1, m2);
+    /* refusals */
+    ck_assert_status(cuabi_objcode_module(NULL, o, d), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_objcode_module(&m2, o, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_objcode_module(&m2, (cuabi_objcode *)8, d), CUABI_ERROR_INVALID_HANDLE);
+    size_t n;
+    const void *bytes;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &n, o));
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_objcode_from_memory(&obj, CUABI_CODE_OBJECT, bytes, n, "dev.o"));
+    ck_assert_status(cuabi_objcode_module(&m2, obj, d), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_int_eq(fake_library_loads, 2);              /* nothing loaded for it */
+    cuabi__driver *drv = cuabi__driver_for_test();
+    drv->cuLibraryGetModule = NULL;
+    ck_assert_status(cuabi_objcode_module(&m2, o, d), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_error_mentions("cuLibraryGetModule");
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_objcode_release(p));
+    ck_assert_ok(cuabi_objcode_release(o));
+    ck_assert_ok(cuabi_device_release(d));
+}
+END_TEST
+
 START_TEST(driver_rejects_image)
 {
     /* Text the objcode accepts as PTX but the (fake) driver refuses. */
@@ -321,6 +361,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, lazy_load_once_and_lookup);
     tcase_add_test(tc, driver_rejects_image);
+    tcase_add_test(tc, module_of_the_library);
     tcase_add_test(tc, lazy_jit_errors_are_image_errors);
     tcase_add_test(tc, attributes_and_functions);
     tcase_add_test(tc, params_from_driver);

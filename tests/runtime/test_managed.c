@@ -2,8 +2,9 @@
  * managed allocation's attach flag, advice and last prefetch): the
  * resource's options, advice, prefetch to a device or the host, discard
  * (and a driver without it), range attributes (one call and the summary,
- * CUDA 13 and older drivers), the DLPack device type of managed views, and
- * the refusals: other kinds of buffers, ranges past the end, bad enums. */
+ * CUDA 13 and older drivers), batches of whole buffers, the DLPack device
+ * type of managed views, and the refusals: other kinds of buffers, ranges
+ * past the end, bad enums. */
 #include "testutil.h"
 #include "fake_multigpu.h"
 #include "runtime/memory.h"
@@ -260,6 +261,131 @@ START_TEST(prefetch_and_discard)
 }
 END_TEST
 
+/* Batches of whole buffers (cuda.core's prefetch_batch, discard_batch,
+ * discard_prefetch_batch): one driver call with the locations grouped in
+ * runs, one location for all or one each, empty buffers skipped, the
+ * per-buffer fallback of older drivers, and the refusals. */
+START_TEST(batches)
+{
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_memory_resource_managed(&r, dev0));
+    cuabi_buffer *b[4];
+    size_t sizes[4] = { 8192, 4096, 0, 65536 };
+    for (int k = 0; k < 4; k++)
+        ck_assert_ok(cuabi_buffer_allocate(&b[k], r, sizes[k], 0, NULL));
+    int slot[4] = { slot_of(b[0]), slot_of(b[1]), -1, slot_of(b[3]) };
+    cuabi__stream *so;
+    void *obj;
+    ck_assert_ok(cuabi__handle_get(s0, CUABI__T_STREAM, &obj, "test"));
+    so = obj;
+    /* one location for all: one batched call, every non-empty buffer there */
+    int32_t t1 = CUABI_LOCATION_DEVICE, i1 = 1;
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, 4, &t1, &i1, 1, s0));
+    ck_assert_int_eq(fake_prefetch_batches, 1);
+    ck_assert_int_eq(fake_prefetches, 3);              /* the empty one is skipped */
+    ck_assert_ptr_eq(fake_last_stream, so->cu_stream);
+    for (int k = 0; k < 4; k++) {
+        if (slot[k] < 0) continue;
+        ck_assert_int_eq(fake_managed[slot[k]].last_type, CU_MEM_LOCATION_TYPE_DEVICE);
+        ck_assert_int_eq(fake_managed[slot[k]].last_id, 1);
+    }
+    /* one location each: runs of equal ones (the fake checks the runs) */
+    int32_t ts[4] = { CUABI_LOCATION_HOST, CUABI_LOCATION_HOST, CUABI_LOCATION_DEVICE,
+                      CUABI_LOCATION_DEVICE };
+    int32_t is[4] = { 0, 0, 1, 0 };
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, 4, ts, is, 4, NULL));
+    ck_assert_ptr_null(fake_last_stream);
+    ck_assert_int_eq(fake_managed[slot[0]].last_type, CU_MEM_LOCATION_TYPE_HOST);
+    ck_assert_int_eq(fake_managed[slot[1]].last_type, CU_MEM_LOCATION_TYPE_HOST);
+    ck_assert_int_eq(fake_managed[slot[3]].last_type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_managed[slot[3]].last_id, 0);
+    cuabi_managed_range mr = CUABI_MANAGED_RANGE_INIT;
+    ck_assert_ok(cuabi_managed_range_info(&mr, b[0], 0, 8192));
+    ck_assert_int_eq(mr.last_prefetch_location_type, CUABI_LOCATION_HOST);
+    /* discard: every byte of every buffer is gone (the fake writes 0xdd) */
+    ck_assert_ok(cuabi_buffer_memset(b[0], 0, 7, 1, 8192, NULL));
+    ck_assert_ok(cuabi_buffer_memset(b[3], 0, 7, 1, 65536, NULL));
+    cuabi_buffer *pair[2] = { b[0], b[3] };
+    ck_assert_ok(cuabi_managed_discard_batch(pair, 2, s0));
+    ck_assert_int_eq(fake_discards, 1);
+    uint8_t h[2];
+    ck_assert_ok(cuabi_buffer_copy_to_host(h, b[0], 8190, 2, NULL));
+    ck_assert_uint_eq(h[0], 0xdd);
+    ck_assert_uint_eq(h[1], 0xdd);
+    ck_assert_ok(cuabi_buffer_copy_to_host(h, b[3], 0, 1, NULL));
+    ck_assert_uint_eq(h[0], 0xdd);
+    /* discard and prefetch, one location each */
+    int32_t t2[2] = { CUABI_LOCATION_DEVICE, CUABI_LOCATION_HOST }, i2[2] = { 1, 0 };
+    ck_assert_ok(cuabi_managed_discard_prefetch_batch(pair, 2, t2, i2, 2, s0));
+    ck_assert_int_eq(fake_discards, 2);
+    ck_assert_int_eq(fake_managed[slot[0]].last_type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_managed[slot[0]].last_id, 1);
+    ck_assert_int_eq(fake_managed[slot[3]].last_type, CU_MEM_LOCATION_TYPE_HOST);
+    /* only empty buffers: nothing to do, no driver call */
+    int before = fake_prefetches;
+    ck_assert_ok(cuabi_managed_prefetch_batch(&b[2], 1, &t1, &i1, 1, s0));
+    ck_assert_ok(cuabi_managed_discard_batch(&b[2], 1, s0));
+    ck_assert_int_eq(fake_prefetches, before);
+    /* refusals, before the driver */
+    ck_assert_status(cuabi_managed_prefetch_batch(NULL, 2, &t1, &i1, 1, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 0, &t1, &i1, 1, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, ts, is, 3, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("3 locations for 4 buffers");
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, NULL, is, 4, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_managed_discard_batch(b, SIZE_MAX, s0), CUABI_ERROR_INVALID_ARGUMENT);
+    int32_t bad = CUABI_LOCATION_NONE;
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, &bad, &i1, 1, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    int32_t neg = -1;
+    ck_assert_status(cuabi_managed_discard_prefetch_batch(b, 4, &t1, &neg, 1, s0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_buffer *dead[2] = { b[0], (cuabi_buffer *)8 };
+    ck_assert_status(cuabi_managed_discard_batch(dead, 2, s0), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("buffers[1]");
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, &t1, &i1, 1, (void *)8),
+                     CUABI_ERROR_INVALID_HANDLE);
+    cuabi__fault_arm("cuMemPrefetchBatchAsync", 1, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, &t1, &i1, 1, s0), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    /* an older driver: one cuMemPrefetchAsync per buffer, each to its location */
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuMemPrefetchBatchAsync = NULL;
+    int batches = fake_prefetch_batches;
+    before = fake_prefetches;
+    int32_t t3[4] = { CUABI_LOCATION_DEVICE, CUABI_LOCATION_HOST, CUABI_LOCATION_HOST,
+                      CUABI_LOCATION_DEVICE };
+    int32_t i3[4] = { 1, 0, 0, 1 };
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, 4, t3, i3, 4, s0));
+    ck_assert_int_eq(fake_prefetch_batches, batches);
+    ck_assert_int_eq(fake_prefetches, before + 3);
+    ck_assert_int_eq(fake_managed[slot[0]].last_type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_managed[slot[1]].last_type, CU_MEM_LOCATION_TYPE_HOST);
+    ck_assert_int_eq(fake_managed[slot[3]].last_type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_managed[slot[3]].last_id, 1);
+    d->cuMemDiscardBatchAsync = NULL;
+    d->cuMemDiscardAndPrefetchBatchAsync = NULL;
+    ck_assert_status(cuabi_managed_discard_batch(pair, 2, s0), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("cuMemDiscardBatchAsync");
+    ck_assert_status(cuabi_managed_discard_prefetch_batch(pair, 2, &t1, &i1, 1, s0),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("cuMemDiscardAndPrefetchBatchAsync");
+    /* allocation failure: out of memory, nothing lost */
+    d->cuMemPrefetchBatchAsync = fake_cuMemPrefetchBatchAsync;
+    cuabi__alloc_fail_at(1, false);
+    ck_assert_status(cuabi_managed_prefetch_batch(b, 4, &t1, &i1, 1, s0),
+                     CUABI_ERROR_OUT_OF_MEMORY);
+    cuabi__alloc_fail_at(0, false);
+    ck_assert_ok(cuabi_managed_prefetch_batch(b, 4, &t1, &i1, 1, s0));
+    for (int k = 0; k < 4; k++)
+        ck_assert_ok(cuabi_buffer_destroy(b[k]));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
 START_TEST(only_managed_buffers)
 {
     cuabi_memory_resource *pool, *host;
@@ -276,6 +402,8 @@ START_TEST(only_managed_buffers)
         ck_assert_status(cuabi_managed_advise(bs[k], 0, 64, CUABI_MANAGED_SET_READ_MOSTLY,
                                               CUABI_LOCATION_NONE, 0), CUABI_ERROR_NOT_SUPPORTED);
         ck_assert_status(cuabi_managed_discard(bs[k], 0, 64, s0), CUABI_ERROR_NOT_SUPPORTED);
+        ck_assert_status(cuabi_managed_discard_batch(bs, 2, s0), CUABI_ERROR_NOT_SUPPORTED);
+        ck_assert_error_mentions("buffers[0] is not managed memory");
         cuabi_managed_range mr = CUABI_MANAGED_RANGE_INIT;
         ck_assert_status(cuabi_managed_range_info(&mr, bs[k], 0, 64), CUABI_ERROR_NOT_SUPPORTED);
     }
@@ -315,6 +443,7 @@ static Suite *suite(void)
     tcase_add_test(tc, resource_options);
     tcase_add_test(tc, advice_and_range_attributes);
     tcase_add_test(tc, prefetch_and_discard);
+    tcase_add_test(tc, batches);
     tcase_add_test(tc, only_managed_buffers);
     tcase_add_test(tc, managed_views_export_as_cuda_managed);
     suite_add_tcase(s, tc);

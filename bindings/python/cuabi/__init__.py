@@ -98,9 +98,13 @@ def _set_hooks():
         from ._green import DeviceResources              # lazy: import time
         return DeviceResources
 
+    def texture_factories_class():
+        from ._texture import _Factories                 # lazy: import time
+        return _Factories
+
     for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
                  memory_resource_class, buffer_class, green_context_class,
-                 device_resources_class):
+                 device_resources_class, texture_factories_class):
         setattr(_hooks, hook.__name__, hook)
 
 
@@ -121,7 +125,7 @@ def __getattr__(name):
         globals()[name] = value
         return value
     if module is None:
-        if name in ("utils", "graph", "texture"):        # cuda.core's submodules
+        if name in ("utils", "graph", "texture", "typing"):   # cuda.core's submodules
             import importlib                             # lazy: import time
             return importlib.import_module(f"{__name__}.{name}")
         if name == "__version__":

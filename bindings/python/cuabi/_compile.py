@@ -17,6 +17,7 @@ from ._handle import Handle
 from ._lib import call, holding, lib, new_struct, struct_to_dict, struct_to_namespace
 from ._program_cache import ProgramCacheResource
 from .errors import INT_MAX, INT_MIN, CuabiError, index_arg
+from .typing import CompilerBackendType
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
          "fatbin": 5, "object": 6, "library": 7, "nvvm": 8}
@@ -305,11 +306,16 @@ class ObjectCode(Handle):
     def _from_module(cls, module, kind, name, symbol_mapping):
         """cuda.core's from_cubin/from_ptx/...: bytes, or a path (str or
         PathLike); symbol_mapping maps name expressions to lowered names."""
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if symbol_mapping is not None and not isinstance(symbol_mapping, dict):
+            raise TypeError(f"symbol_mapping must be a dict, not {type(symbol_mapping).__name__}")
         if isinstance(module, (str, os.PathLike)):
             obj = cls.from_file(module, kind)
         else:
             obj = cls.from_bytes(module, kind, name=name or f"<{kind}>")
         obj._symbols = dict(symbol_mapping or {})
+        obj._name = name or ""
         return obj
 
     @classmethod
@@ -327,6 +333,50 @@ class ObjectCode(Handle):
     @classmethod
     def from_fatbin(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
         return cls._from_module(module, "fatbin", name, symbol_mapping)
+
+    @classmethod
+    def from_object(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        """cuda.core's from_object: a relocatable device object (bytes, or a
+        path), an input of Linker."""
+        return cls._from_module(module, "object", name, symbol_mapping)
+
+    @classmethod
+    def from_library(cls, module, *, name: str = "", symbol_mapping=None) -> "ObjectCode":
+        """cuda.core's from_library: a device code library (an archive of
+        device objects; bytes, or a path), an input of Linker."""
+        return cls._from_module(module, "library", name, symbol_mapping)
+
+    def get_module(self, device=None) -> int:
+        """cuda.core's ObjectCode.get_module: the CUmodule of this code's
+        CUlibrary in the current device's context (cuLibraryGetModule), an
+        int, for legacy driver APIs that take a CUmodule; `device` (cuabi's
+        extra) another device's. Valid while this ObjectCode lives. Loads
+        the code if needed; an object or a library (linked, never loaded)
+        raises NotSupportedError."""
+        dev = Device() if device is None else _as_device(device)
+        return call("cuabi_objcode_module", self, dev)
+
+    @property
+    def name(self) -> str:
+        """cuda.core's ObjectCode.name: the name it was made with (from_*'s
+        name=, ProgramOptions.name / LinkerOptions.name for compiled or linked
+        code), "" when none was given."""
+        return getattr(self, "_name", "")
+
+    @property
+    def symbol_mapping(self) -> dict:
+        """cuda.core's ObjectCode.symbol_mapping: a copy of the mapping from
+        name expressions to lowered (mangled) names -- the one given to
+        from_*, and for code Program.compile made, each name expression
+        given to it with NVRTC's lowered name."""
+        out = {}
+        for expr in getattr(self, "_name_expressions", ()):
+            try:
+                out[expr] = self.lowered_name(expr)
+            except Exception:                          # noqa: BLE001 (not registered)
+                pass
+        out.update(getattr(self, "_symbols", {}))
+        return out
 
     @property
     def code_type(self) -> str:
@@ -371,7 +421,9 @@ class ObjectCode(Handle):
         inside template arguments do not matter: "t<float,4>" finds
         "t<float, 4>")."""
         name = getattr(self, "_symbols", {}).get(name, name)
-        return Kernel._wrap(call("cuabi_objcode_get_kernel", self, name.encode()))
+        k = Kernel._wrap(call("cuabi_objcode_get_kernel", self, name.encode()))
+        _KERNEL_SOURCES.add(self)              # Kernel.from_handle without mod
+        return k
 
     __getitem__ = get_kernel
 
@@ -432,6 +484,9 @@ class ObjectCode(Handle):
         obj._symbols = dict(getattr(self, "_symbols", {}))
         return obj
 
+
+# ObjectCodes a kernel was taken from (Kernel.from_handle without mod looks there).
+_KERNEL_SOURCES: "weakref.WeakSet[ObjectCode]" = weakref.WeakSet()
 
 ParamInfo = namedtuple("ParamInfo", "offset size")
 ParamType = namedtuple("ParamType", "kind size offset source type_name")
@@ -588,6 +643,43 @@ class Kernel(Handle):
     def raw(self) -> int:
         return call("cuabi_kernel_raw", self)
 
+    @staticmethod
+    def from_handle(handle, mod: "ObjectCode | None" = None) -> "Kernel":
+        """cuda.core's Kernel.from_handle: the Kernel whose CUkernel is
+        `handle` (an int, or an object int() takes; cuabi's Kernel.handle /
+        cuabi_handle is found too). cuabi's kernels belong to an ObjectCode:
+        with `mod`, its kernels are searched; without, those of every
+        ObjectCode of this process a kernel was taken from. A CUkernel of
+        code cuabi did not load is ValueError (load it with
+        ObjectCode.from_cubin and pass it as mod)."""
+        if isinstance(handle, bool):
+            raise TypeError("handle must be a CUkernel (an int), not a bool")
+        try:
+            value = int(handle)
+        except (TypeError, ValueError):
+            raise TypeError(f"handle must be a CUkernel (an int), not "
+                            f"{type(handle).__name__}") from None
+        if mod is not None and not isinstance(mod, ObjectCode):
+            raise TypeError(f"mod must be an ObjectCode, not {type(mod).__name__}")
+        try:                                        # cuabi's own handle (Kernel.handle)?
+            k = Kernel._borrowed(value) if 0 < value < 1 << 64 else None
+        except CuabiError:                          # no: the library refuses other values
+            k = None
+        if k is not None and (mod is None or k.objcode.cuabi_handle == mod.cuabi_handle):
+            return k
+        codes = [mod] if mod is not None else list(_KERNEL_SOURCES)
+        for code in codes:
+            if code.closed:
+                continue
+            for name in code.kernel_names:
+                k = code.get_kernel(name)
+                if value in (k.raw, k.cuabi_handle):
+                    return k
+                k.close()
+        where = "in mod" if mod is not None else "among the kernels of this process's ObjectCodes"
+        raise ValueError(f"Kernel.from_handle: no kernel with handle {value:#x} {where} (cuabi "
+                         "knows the kernels of code it loaded: pass its ObjectCode as mod)")
+
 
 class Program(Handle):
     """Source code to compile: Program(source, code_type="c++", name), or as
@@ -678,6 +770,9 @@ class Program(Handle):
             if logs is not None:
                 logs.write(self.log)
         code = ObjectCode._wrap(out)
+        code._name = options.name or "default_program"      # cuda.core's ProgramOptions.name
+        if options.name_expressions:
+            code._name_expressions = tuple(options.name_expressions)
         if done is None:
             done = self._compiled = {}
         done[key] = code
@@ -718,6 +813,15 @@ class Program(Handle):
             raise TypeError("this Program was made before pickling was possible")
         return (_program_from_pickle, (src, self._kind, self._name, self._options,
                                        dict(getattr(self, "_compiled", None) or {})))
+
+    @property
+    def backend(self) -> "CompilerBackendType":
+        """cuda.core's Program.backend: the compiler of the program's code
+        type -- NVRTC for C++, nvJitLink for PTX, NVVM (libNVVM) for NVVM IR
+        (a cuabi.typing.CompilerBackendType, a str)."""
+        return {_CODE["nvvm"]: CompilerBackendType.NVVM,
+                _CODE["ptx"]: CompilerBackendType.NVJITLINK}.get(self._kind,
+                                                                CompilerBackendType.NVRTC)
 
     @property
     def log(self) -> str:
@@ -1056,6 +1160,7 @@ class Linker(Handle):
         opts, keep = options._to_c()
         Handle.__init__(self, call("cuabi_linker_create", C.byref(opts)))
         del keep
+        self._name = options.name or "<default linker>"      # cuda.core's LinkerOptions.name
         for x in inputs:
             self.add(x)
 
@@ -1072,7 +1177,9 @@ class Linker(Handle):
         return self
 
     def link(self, output="cubin") -> ObjectCode:
-        return ObjectCode._wrap(call("cuabi_linker_complete", self, code_type(output)))
+        code = ObjectCode._wrap(call("cuabi_linker_complete", self, code_type(output)))
+        code._name = getattr(self, "_name", "")                # ObjectCode.name
+        return code
 
     @property
     def info_log(self) -> str:

@@ -550,6 +550,28 @@ class Device(Handle):
         on a new stream of this device (closed with the builder)."""
         return hooks.graph_builder_class()(self.create_stream(), owns_stream=True)
 
+    # cuda.core's texture factories (cuabi.texture: the classes make them too)
+    def create_opaque_array(self, options) -> "OpaqueArray":
+        """cuda.core's Device.create_opaque_array: an OpaqueArray on this
+        device as an OpaqueArrayOptions (or a dict of its fields) says."""
+        return hooks.texture_factories_class().opaque_array(self, options)
+
+    def create_mipmapped_array(self, options) -> "MipmappedArray":
+        """cuda.core's Device.create_mipmapped_array: a MipmappedArray on this
+        device as a MipmappedArrayOptions (or a dict of its fields) says."""
+        return hooks.texture_factories_class().mipmapped_array(self, options)
+
+    def create_texture_object(self, *, resource, options=None) -> "TextureObject":
+        """cuda.core's Device.create_texture_object: a TextureObject over a
+        ResourceDescriptor, sampling as a TextureObjectOptions (None: the
+        defaults) says."""
+        return hooks.texture_factories_class().texture_object(self, resource, options)
+
+    def create_surface_object(self, *, resource) -> "SurfaceObject":
+        """cuda.core's Device.create_surface_object: a SurfaceObject over a
+        ResourceDescriptor of an OpaqueArray made with is_surface_load_store."""
+        return hooks.texture_factories_class().surface_object(self, resource)
+
 
 # Device.memory_resource: ordinal -> the resource set (or made) for it.
 _memory_resources: dict = {}

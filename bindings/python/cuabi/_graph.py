@@ -16,8 +16,10 @@ launch(stream), upload(stream) and update(builder) match cuda.core's Graph.
 from __future__ import annotations
 
 import ctypes as C
+import os
 import threading
 import weakref
+from dataclasses import dataclass
 
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
@@ -529,9 +531,53 @@ class Graph(Handle):
         flags = _capi.CUABI_GRAPH_DOT_VERBOSE if verbose else 0
         lib.cuabi_graph_debug_dot(self, str(path).encode(), flags)
 
-    def debug_dot_print(self, path, options=None) -> None:
-        """cuda.core's spelling: options.verbose selects the verbose output."""
-        self.debug_dot(path, verbose=bool(getattr(options, "verbose", False)))
+    def debug_dot_print(self, path, options: "GraphDebugPrintOptions | None" = None) -> None:
+        """cuda.core's debug_dot_print: the Graphviz text in a file, with what
+        a GraphDebugPrintOptions asks for (None: the node kinds and edges)."""
+        if options is None:
+            flags = 0
+        elif isinstance(options, GraphDebugPrintOptions):
+            flags = options._to_flags()
+        else:
+            raise TypeError(f"debug_dot_print: options must be a GraphDebugPrintOptions, not "
+                            f"{type(options).__name__}")
+        lib.cuabi_graph_debug_dot(self, os.fsencode(path), flags)
+
+
+# CUgraphDebugDot_flags, in GraphDebugPrintOptions's field order (1 << i).
+_DOT_FIELDS = ("verbose", "runtime_types", "kernel_node_params", "memcpy_node_params",
+               "memset_node_params", "host_node_params", "event_node_params",
+               "ext_semas_signal_node_params", "ext_semas_wait_node_params",
+               "kernel_node_attributes", "handles", "mem_alloc_node_params",
+               "mem_free_node_params", "batch_mem_op_node_params", "extra_topo_info",
+               "conditional_node_params")
+
+
+@dataclass
+class GraphDebugPrintOptions:
+    """cuda.core's GraphDebugPrintOptions: what debug_dot_print writes
+    beside the node kinds and edges (each field a CUgraphDebugDot_flags
+    bit; verbose: everything)."""
+    verbose: bool = False
+    runtime_types: bool = False
+    kernel_node_params: bool = False
+    memcpy_node_params: bool = False
+    memset_node_params: bool = False
+    host_node_params: bool = False
+    event_node_params: bool = False
+    ext_semas_signal_node_params: bool = False
+    ext_semas_wait_node_params: bool = False
+    kernel_node_attributes: bool = False
+    handles: bool = False
+    mem_alloc_node_params: bool = False
+    mem_free_node_params: bool = False
+    batch_mem_op_node_params: bool = False
+    extra_topo_info: bool = False
+    conditional_node_params: bool = False
+
+    def _to_flags(self) -> int:
+        """The CUgraphDebugDot_flags these options ask for."""
+        return sum(1 << i for i, f in enumerate(_DOT_FIELDS) if getattr(self, f))
 
 
 def _host_range(nbytes, offset, size, side) -> int:

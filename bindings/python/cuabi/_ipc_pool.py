@@ -454,7 +454,9 @@ def _rebuild_vmm(descriptors, keys, address):
     finally:
         for fd in fds:
             os.close(fd)
-    return hooks.buffer_class()._wrap(h)
+    buf = hooks.buffer_class()._wrap(h)
+    buf._mapped = True                           # Buffer.is_mapped
+    return buf
 
 
 def reduce_buffer(buf):
@@ -482,6 +484,7 @@ def import_buffer(cls, mr, descriptor):
     if st:
         raise_last(st, "cuabi_ipc_pool_buffer_import")
     buf = cls._wrap(out.value)
+    buf._mapped = True                           # Buffer.is_mapped
     # Its address now, by the direct call (Buffer.ptr would make the generic
     # call: half of an import's Python time). Nobody else holds the new
     # buffer yet, so it cannot be closed meanwhile.

@@ -685,6 +685,13 @@ class Buffer(Handle):
         return self.kind == "managed"
 
     @property
+    def is_mapped(self) -> bool:
+        """cuda.core's Buffer.is_mapped: memory of another process mapped
+        into this one through IPC (from_ipc_descriptor, an unpickled pool,
+        legacy or VMM buffer); False for memory allocated here."""
+        return getattr(self, "_mapped", False)
+
+    @property
     def owner(self):
         return getattr(self, "_owner", None)
 
@@ -884,7 +891,9 @@ class Buffer(Handle):
             from . import _ipc_pool          # lazy: import time
             return _ipc_pool.import_buffer(cls, mr_or_descriptor, descriptor)
         d = bytes_arg(mr_or_descriptor, "Buffer.from_ipc_descriptor: descriptor")
-        return cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
+        buf = cls._wrap(call("cuabi_ipc_buffer_import", d or None, len(d)))
+        buf._mapped = True
+        return buf
 
     def __reduce__(self):
         """Pickling (multiprocessing) sends the IPC descriptor: the receiving

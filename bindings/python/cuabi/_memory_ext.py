@@ -18,14 +18,14 @@ from types import SimpleNamespace
 from . import _capi
 from ._core import Device, _as_device
 from ._handle import Handle
-from ._lib import call, lib, new_struct, struct_to_namespace
+from ._lib import call, holding, lib, new_struct, struct_to_namespace
 from ._memory import Buffer, MemoryResource, _host_bytes, _stream_arg
 from .errors import index_arg
 
 __all__ = ["Host", "VirtualMemoryResource", "VirtualMemoryResourceOptions",
            "ManagedMemoryResource", "ManagedMemoryResourceOptions", "ManagedBuffer",
            "copy_batch", "CopyOptions", "MemcpySrcAccessOrder", "MemcpyOverlapMode",
-           "CopyBatchResult"]
+           "CopyBatchResult", "prefetch_batch", "discard_batch", "discard_prefetch_batch"]
 
 
 # ---------------------------------------------------------------- locations
@@ -422,6 +422,86 @@ class ManagedBuffer(Buffer):
         offset = index_arg(offset, "offset")
         size = self.size - offset if size is None else index_arg(size, "size")
         lib.cuabi_managed_discard_prefetch(self, offset, size, t, i, _stream_arg(stream))
+
+
+# --------------------------------------------- batches of managed buffers
+
+def _managed_batch(buffers, what: str):
+    """The buffers of a batch as a ctypes array (and the list keeping them)."""
+    if isinstance(buffers, Buffer):
+        raise TypeError(f"{what}: buffers must be a sequence of Buffers (for one buffer, use "
+                        f"the ManagedBuffer method)")
+    try:
+        bufs = list(buffers)
+    except TypeError:
+        raise TypeError(f"{what}: buffers must be a sequence of Buffers, not "
+                        f"{type(buffers).__name__}") from None
+    if not bufs:
+        raise ValueError(f"{what}: buffers is empty")
+    for i, b in enumerate(bufs):
+        if not isinstance(b, Buffer):
+            raise TypeError(f"{what}: buffers[{i}] is a {type(b).__name__}, not a Buffer")
+    return bufs
+
+
+def _batch_locations(locations, n: int, what: str):
+    """(types, ids, count) of a Device / Host or a sequence of n of them."""
+    if isinstance(locations, (Device, Host)) or locations is None or (
+            isinstance(locations, int) and not isinstance(locations, bool)):
+        locs = [locations]
+    else:
+        try:
+            locs = list(locations)
+        except TypeError:
+            raise TypeError(f"{what}: locations must be a Device, a Host or a sequence of them, "
+                            f"not {type(locations).__name__}") from None
+        if len(locs) != n:
+            raise ValueError(f"{what}: {len(locs)} locations for {n} buffers (one for all, or "
+                             "one each)")
+    if any(loc is None for loc in locs):
+        raise TypeError(f"{what}: a location is a Device or a Host, not None")
+    pairs = [_location(loc, f"{what}: location") for loc in locs]
+    types = (C.c_int32 * len(pairs))(*(t for t, _ in pairs))
+    ids = (C.c_int32 * len(pairs))(*(i for _, i in pairs))
+    return types, ids, len(pairs)
+
+
+def prefetch_batch(stream, buffers, locations) -> None:
+    """Prefetch whole managed buffers to locations in one driver call on
+    `stream` (cuda.core's prefetch_batch; cuMemPrefetchBatchAsync, one
+    cuMemPrefetchAsync per buffer before CUDA 13). locations: one Device or
+    Host for all, or a sequence of one per buffer. For one buffer,
+    ManagedBuffer.prefetch."""
+    bufs = _managed_batch(buffers, "prefetch_batch")
+    types, ids, nloc = _batch_locations(locations, len(bufs), "prefetch_batch")
+    s = _stream_arg(stream)
+    with holding(*bufs) as hs:
+        arr = (C.c_void_p * len(hs))(*hs)
+        lib.cuabi_managed_prefetch_batch(arr, len(hs), types, ids, nloc, s)
+
+
+def discard_batch(stream, buffers) -> None:
+    """Discard whole managed buffers in one driver call on `stream`
+    (cuda.core's discard_batch; cuMemDiscardBatchAsync, CUDA 13 drivers:
+    NotSupportedError naming it before). For one buffer, ManagedBuffer.discard."""
+    bufs = _managed_batch(buffers, "discard_batch")
+    s = _stream_arg(stream)
+    with holding(*bufs) as hs:
+        arr = (C.c_void_p * len(hs))(*hs)
+        lib.cuabi_managed_discard_batch(arr, len(hs), s)
+
+
+def discard_prefetch_batch(stream, buffers, locations) -> None:
+    """Discard whole managed buffers and prefetch them to locations in one
+    driver call on `stream` (cuda.core's discard_prefetch_batch;
+    cuMemDiscardAndPrefetchBatchAsync, CUDA 13 drivers). locations as for
+    prefetch_batch. For one buffer, ManagedBuffer.discard_prefetch."""
+    bufs = _managed_batch(buffers, "discard_prefetch_batch")
+    types, ids, nloc = _batch_locations(locations, len(bufs), "discard_prefetch_batch")
+    s = _stream_arg(stream)
+    with holding(*bufs) as hs:
+        arr = (C.c_void_p * len(hs))(*hs)
+        lib.cuabi_managed_discard_prefetch_batch(arr, len(hs), types, ids, nloc, s)
 
 
 # ------------------------------------------------------------ batched copies

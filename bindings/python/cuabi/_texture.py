@@ -29,10 +29,11 @@ from ._handle import Handle
 from ._lib import call, fast, holding, hooks, lib, new_struct, raw
 from ._memory import Buffer, _host_bytes, _stream_arg
 from .errors import ClosedHandleError, U32_MAX, U64_MAX, dims_arg, index_arg
+from .typing import AddressModeType, ArrayFormatType, FilterModeType, ReadModeType
 
-__all__ = ["AddressMode", "ArrayFormat", "FilterMode", "MipmappedArray", "OpaqueArray",
-           "ReadMode", "ResourceDescriptor", "SurfaceObject", "TextureDescriptor",
-           "TextureObject"]
+__all__ = ["AddressMode", "ArrayFormat", "FilterMode", "MipmappedArray", "MipmappedArrayOptions",
+           "OpaqueArray", "OpaqueArrayOptions", "ReadMode", "ResourceDescriptor",
+           "SurfaceObject", "TextureDescriptor", "TextureObject", "TextureObjectOptions"]
 
 _FORMATS = {k[len("CUABI_ARRAY_FORMAT_"):]: v
             for k, v in _capi.ENUMS["cuabi_array_format"].items()}
@@ -724,7 +725,7 @@ class TextureObject(_NativeHandle):
     _ctype = "cuabi_texture"
     _cuabi_object_value_ = "texture"      # packs as `handle` (cuabi._argpack)
     _native_fn = "cuabi_texture_object"
-    __slots__ = ("_resource", "_tex_desc")
+    __slots__ = ("_resource", "_tex_desc", "_options")
     _release_fn = raw("cuabi_texture_release")
 
     @classmethod
@@ -732,6 +733,7 @@ class TextureObject(_NativeHandle):
         obj = _light(cls, h, cls._release_fn)
         obj._native = None                  # asked on first use (`handle`)
         obj._resource, obj._tex_desc = resource, desc
+        obj._options = None
         return obj
 
     @classmethod
@@ -787,6 +789,15 @@ class TextureObject(_NativeHandle):
         return self._tex_desc
 
     @property
+    def options(self) -> "TextureObjectOptions":
+        """cuda.core's TextureObject.options: the TextureObjectOptions it was
+        made with (Device.create_texture_object), or the same fields read
+        from its texture_descriptor."""
+        if self._options is None:
+            self._options = TextureObjectOptions._of(self._tex_desc)
+        return self._options
+
+    @property
     def device(self) -> Device:
         return Device(self.info.device)
 
@@ -827,3 +838,246 @@ class SurfaceObject(_NativeHandle):
     def device(self) -> Device:
         return self._resource.source.device
 
+
+
+# ------------------------------------------------------------ cuda.core's options
+
+def _array_format_type(v) -> ArrayFormatType:
+    """cuda.core's format coercion: an ArrayFormatType, its string
+    ("float32") or a numpy dtype (or what numpy.dtype() takes) of one of the
+    eight formats; ValueError for anything else."""
+    if isinstance(v, ArrayFormatType):
+        return v
+    if isinstance(v, str):
+        try:
+            return ArrayFormatType(v)
+        except ValueError:
+            pass
+    elif not isinstance(v, (bool, int, float)):
+        name = getattr(v, "name", None)
+        if name is None and isinstance(v, type):
+            try:
+                import numpy                                 # lazy: import time
+                name = numpy.dtype(v).name
+            except Exception:                                # noqa: BLE001 (not a dtype)
+                name = None
+        if isinstance(name, str) and name in ArrayFormatType._value2member_map_:
+            return ArrayFormatType(name)
+    raise ValueError(f"format {v!r}: an ArrayFormatType, one of "
+                     f"{', '.join(repr(m.value) for m in ArrayFormatType)}, or a numpy dtype of one")
+
+
+def _shape_tuple(shape) -> tuple:
+    if isinstance(shape, (int, str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"shape must be a tuple of 1 to 3 ints, not {type(shape).__name__}")
+    out = tuple(shape)
+    if not 1 <= len(out) <= 3:
+        raise ValueError(f"shape {out}: (width,), (width, height) or (width, height, depth)")
+    for e in out:
+        if isinstance(e, bool) or not isinstance(e, int):
+            raise TypeError(f"shape {out}: every extent must be an int")
+        if e < 1:
+            raise ValueError(f"shape {out}: every extent must be >= 1")
+    return out
+
+
+def _channels(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"num_channels must be an int, not {type(n).__name__}")
+    if n not in (1, 2, 4):
+        raise ValueError(f"num_channels {n}: 1, 2 or 4")
+    return n
+
+
+@dataclass
+class OpaqueArrayOptions:
+    """cuda.core's OpaqueArrayOptions (Device.create_opaque_array): shape
+    (width[, height[, depth]]) in elements, format (an ArrayFormatType, its
+    string or a numpy dtype), num_channels (1, 2 or 4),
+    is_surface_load_store. Checked when made: shape becomes a tuple, format
+    an ArrayFormatType."""
+    shape: tuple
+    format: object
+    num_channels: int
+    is_surface_load_store: bool = False
+
+    def __post_init__(self):
+        self.shape = _shape_tuple(self.shape)
+        self.format = _array_format_type(self.format)
+        self.num_channels = _channels(self.num_channels)
+        self.is_surface_load_store = bool(self.is_surface_load_store)
+
+
+@dataclass
+class MipmappedArrayOptions:
+    """cuda.core's MipmappedArrayOptions (Device.create_mipmapped_array):
+    OpaqueArrayOptions's fields for level 0, and num_levels (>= 1; more
+    than the largest extent allows is the driver's error)."""
+    shape: tuple
+    format: object
+    num_channels: int
+    num_levels: int
+    is_surface_load_store: bool = False
+
+    def __post_init__(self):
+        self.shape = _shape_tuple(self.shape)
+        self.format = _array_format_type(self.format)
+        self.num_channels = _channels(self.num_channels)
+        if isinstance(self.num_levels, bool) or not isinstance(self.num_levels, int):
+            raise TypeError(f"num_levels must be an int, not {type(self.num_levels).__name__}")
+        if self.num_levels < 1:
+            raise ValueError(f"num_levels {self.num_levels}: at least 1")
+        self.is_surface_load_store = bool(self.is_surface_load_store)
+
+
+def _str_enum(name, value, enum_type):
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_type(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{name} {value!r}: one of "
+                     f"{', '.join(repr(m.value) for m in enum_type)} ({enum_type.__name__})")
+
+
+@dataclass
+class TextureObjectOptions:
+    """cuda.core's TextureObjectOptions (Device.create_texture_object): how a
+    texture samples (CUDA_TEXTURE_DESC). The modes are cuabi.typing's
+    AddressModeType / FilterModeType / ReadModeType or their strings;
+    address_mode one mode for every axis or a tuple of 1 to 3; border_color
+    4 floats or None (zero). cuabi's TextureDescriptor holds the same fields
+    with cuabi's IntEnum modes."""
+    address_mode: object = AddressModeType.CLAMP
+    filter_mode: object = FilterModeType.POINT
+    read_mode: object = ReadModeType.ELEMENT_TYPE
+    normalized_coords: bool = False
+    srgb: bool = False
+    disable_trilinear_optimization: bool = False
+    seamless_cubemap: bool = False
+    max_anisotropy: int = 0
+    mipmap_filter_mode: object = FilterModeType.POINT
+    mipmap_level_bias: float = 0.0
+    min_mipmap_level_clamp: float = 0.0
+    max_mipmap_level_clamp: float = 0.0
+    border_color: tuple | None = None
+
+    def __post_init__(self):
+        m = self.address_mode
+        if isinstance(m, (str, AddressModeType)):
+            self.address_mode = _str_enum("address_mode", m, AddressModeType)
+        else:
+            if not isinstance(m, (tuple, list)) or not 1 <= len(m) <= 3:
+                raise ValueError(f"address_mode {m!r}: one AddressModeType, or a tuple of 1 "
+                                 "to 3 of them")
+            self.address_mode = tuple(_str_enum("address_mode", x, AddressModeType) for x in m)
+        self.filter_mode = _str_enum("filter_mode", self.filter_mode, FilterModeType)
+        self.read_mode = _str_enum("read_mode", self.read_mode, ReadModeType)
+        self.mipmap_filter_mode = _str_enum("mipmap_filter_mode", self.mipmap_filter_mode,
+                                            FilterModeType)
+        if isinstance(self.max_anisotropy, bool) or not isinstance(self.max_anisotropy, int):
+            raise TypeError("max_anisotropy must be an int")
+        if self.max_anisotropy < 0:
+            raise ValueError(f"max_anisotropy {self.max_anisotropy}: 0 (off) or more")
+        if self.border_color is not None:
+            bc = tuple(float(x) for x in self.border_color)
+            if len(bc) != 4:
+                raise ValueError(f"border_color {self.border_color!r}: 4 floats (r, g, b, a)")
+            self.border_color = bc
+
+    def _descriptor(self) -> TextureDescriptor:
+        """The same sampling as cuabi's TextureDescriptor."""
+        m = self.address_mode
+        modes = (AddressMode[m.name] if isinstance(m, AddressModeType)
+                 else tuple(AddressMode[x.name] for x in m))
+        return TextureDescriptor(
+            address_mode=modes, filter_mode=FilterMode[self.filter_mode.name],
+            read_mode=ReadMode[self.read_mode.name], normalized_coords=self.normalized_coords,
+            srgb=self.srgb, disable_trilinear_optimization=self.disable_trilinear_optimization,
+            seamless_cubemap=self.seamless_cubemap, max_anisotropy=self.max_anisotropy,
+            mipmap_filter_mode=FilterMode[self.mipmap_filter_mode.name],
+            mipmap_level_bias=self.mipmap_level_bias,
+            min_mipmap_level_clamp=self.min_mipmap_level_clamp,
+            max_mipmap_level_clamp=self.max_mipmap_level_clamp, border_color=self.border_color)
+
+    @classmethod
+    def _of(cls, d: TextureDescriptor) -> "TextureObjectOptions":
+        """The options of a TextureDescriptor (TextureObject.options of a
+        texture made by cuabi's constructors)."""
+        m = d.address_mode
+        modes = (AddressModeType[AddressMode(m).name] if isinstance(m, int)
+                 else tuple(AddressModeType[AddressMode(x).name] for x in m))
+        return cls(address_mode=modes, filter_mode=FilterModeType[FilterMode(d.filter_mode).name],
+                   read_mode=ReadModeType[ReadMode(d.read_mode).name],
+                   normalized_coords=bool(d.normalized_coords), srgb=bool(d.srgb),
+                   disable_trilinear_optimization=bool(d.disable_trilinear_optimization),
+                   seamless_cubemap=bool(d.seamless_cubemap), max_anisotropy=d.max_anisotropy,
+                   mipmap_filter_mode=FilterModeType[FilterMode(d.mipmap_filter_mode).name],
+                   mipmap_level_bias=d.mipmap_level_bias,
+                   min_mipmap_level_clamp=d.min_mipmap_level_clamp,
+                   max_mipmap_level_clamp=d.max_mipmap_level_clamp,
+                   border_color=d.border_color)
+
+
+def _options_of(cls, options, what):
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, dict):
+        return cls(**options)
+    raise TypeError(f"{what}: options must be a {cls.__name__} (or a dict of its fields), not "
+                    f"{type(options).__name__}")
+
+
+class _Factories:
+    """Device.create_opaque_array, create_mipmapped_array,
+    create_texture_object and create_surface_object (cuda.core's factories;
+    Device, a lower layer, reaches them by _lib.hooks.texture_factories_class)."""
+
+    @staticmethod
+    def opaque_array(device, options) -> OpaqueArray:
+        return _create_opaque_array(device, options)
+
+    @staticmethod
+    def mipmapped_array(device, options) -> MipmappedArray:
+        return _create_mipmapped_array(device, options)
+
+    @staticmethod
+    def texture_object(device, resource, options) -> TextureObject:
+        return _create_texture_object(device, resource, options)
+
+    @staticmethod
+    def surface_object(device, resource) -> SurfaceObject:
+        return _create_surface_object(device, resource)
+
+
+def _create_opaque_array(device, options) -> OpaqueArray:
+    o = _options_of(OpaqueArrayOptions, options, "create_opaque_array")
+    return OpaqueArray.from_descriptor(shape=o.shape, format=o.format.value,
+                                       num_channels=o.num_channels,
+                                       is_surface_load_store=o.is_surface_load_store,
+                                       device=device)
+
+
+def _create_mipmapped_array(device, options) -> MipmappedArray:
+    o = _options_of(MipmappedArrayOptions, options, "create_mipmapped_array")
+    return MipmappedArray.from_descriptor(shape=o.shape, format=o.format.value,
+                                          num_channels=o.num_channels, num_levels=o.num_levels,
+                                          is_surface_load_store=o.is_surface_load_store,
+                                          device=device)
+
+
+def _create_texture_object(device, resource, options) -> TextureObject:
+    if not isinstance(resource, ResourceDescriptor):
+        raise TypeError("create_texture_object: resource must be a ResourceDescriptor "
+                        f"(ResourceDescriptor.from_*), not {type(resource).__name__}")
+    o = TextureObjectOptions() if options is None else _options_of(
+        TextureObjectOptions, options, "create_texture_object")
+    tex = TextureObject.from_descriptor(resource=resource, texture_descriptor=o._descriptor())
+    tex._options = o
+    return tex
+
+
+def _create_surface_object(device, resource) -> SurfaceObject:
+    return SurfaceObject.from_descriptor(resource=resource)

@@ -1420,6 +1420,32 @@ class StridedMemoryView(View):
                            None if strides is None else tuple(strides), 0, is_readonly)
         return cls._of(v, buffer)
 
+    def view(self, layout=None, dtype=None) -> "StridedMemoryView":
+        """cuda.core's StridedMemoryView.view: a new view of the same memory
+        with another layout and/or dtype. layout: an object with `shape`,
+        `strides` (in elements; None: C order) and optionally `itemsize` and
+        `slice_offset_in_bytes` (cuda.core's _StridedLayout; None: this
+        view's); dtype: a numpy dtype or name (None: this view's, or for a
+        layout of another itemsize, unsigned ints of that size). Every
+        element of the new view must lie in the memory this view spans."""
+        return _relayout(self, layout, dtype)
+
+    def copy_from(self, other: "StridedMemoryView", stream=None, allocator=None,
+                  blocking: bool | None = None) -> None:
+        """cuda.core's copy_from: every element of `other` (same shape and
+        dtype, any layouts) into this view, host to device, device to host
+        or device to device, ordered on `stream` (None: the legacy default
+        stream, synchronous). Strided host-device copies go through a
+        contiguous temporary from `allocator` (a MemoryResource; default:
+        the device's memory_resource). blocking: True waits for the copy;
+        None waits for host-device copies only; host memory always waits."""
+        _copy_views(self, other, stream, allocator, blocking, "copy_from")
+
+    def copy_to(self, other: "StridedMemoryView", stream=None, allocator=None,
+                blocking: bool | None = None) -> None:
+        """cuda.core's copy_to: this view into `other`; see copy_from."""
+        _copy_views(other, self, stream, allocator, blocking, "copy_to")
+
 
 class _InterfaceOnly:
     """An object offering one array interface of another (from_dlpack then
@@ -1468,3 +1494,220 @@ def args_viewable_as_strided_memory(arg_indices):
             return fn(*args, **kwargs)
         return inner
     return wrap
+
+
+# ---- StridedMemoryView.view / copy_from / copy_to (cuda.core's)
+
+_WRAP_KINDS = {_capi.CUABI_DLPACK_CPU: "host", _capi.CUABI_DLPACK_CUDA: "device",
+               _capi.CUABI_DLPACK_CUDA_HOST: "pinned", _capi.CUABI_DLPACK_CUDA_MANAGED: "managed"}
+
+
+def _span(shape, strides, itemsize) -> tuple[int, int]:
+    """(first, end) byte offsets, from the first element's address, of the
+    memory a layout touches ((0, 0) when it has no element)."""
+    if not shape or all(shape):
+        lo = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0) * itemsize
+        hi = (sum((n - 1) * st for n, st in zip(shape, strides) if st > 0) + 1) * itemsize
+        return lo, hi
+    return 0, 0
+
+
+def _c_strides(shape) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _wrapped(view, lo: int, size: int):
+    """A Buffer over `size` bytes of a view's memory from byte `lo` (relative
+    to its first element), keeping the view (and so its owner) alive."""
+    from ._memory import Buffer          # lazy: import time (from_dlpack needs no buffers)
+    dev_type, dev_id = view.__dlpack_device__()
+    kind = _WRAP_KINDS.get(dev_type)
+    if kind is None:
+        raise BufferError(f"the view's memory (DLPack device type {dev_type}) is not host or "
+                          "CUDA memory")
+    return Buffer.wrap(view.ptr + lo, size, kind, None if kind == "host" else dev_id,
+                       owner=view)
+
+
+def _relayout(view, layout, dtype):
+    item = view.itemsize
+    if layout is None:
+        shape, strides, off = view.shape, view.strides, 0
+        new_item = item if dtype is None else dtype_code(dtype)[1] // 8
+        if new_item != item:
+            raise ValueError(f"view: dtype {dtype!r} has {new_item}-byte elements, this view "
+                             f"{item}-byte ones: give a layout for them")
+    else:
+        shape = getattr(layout, "shape", None)
+        if shape is None or not hasattr(layout, "strides"):
+            raise TypeError(f"view: layout must have shape and strides (cuda.core's "
+                            f"_StridedLayout), not {type(layout).__name__}")
+        shape = tuple(dims_arg(shape, "view: layout.shape", 0, I64_MAX))
+        strides = layout.strides
+        strides = _c_strides(shape) if strides is None else tuple(
+            dims_arg(strides, "view: layout.strides", I64_MIN, I64_MAX, length=len(shape)))
+        off = index_arg(getattr(layout, "slice_offset_in_bytes", 0) or 0,
+                        "view: layout.slice_offset_in_bytes")
+        new_item = getattr(layout, "itemsize", None)
+        if dtype is not None:
+            dsize = dtype_code(dtype)[1] // 8
+            if new_item is not None and new_item != dsize:
+                raise ValueError(f"view: the layout's itemsize {new_item} is not dtype "
+                                 f"{dtype!r}'s {dsize}")
+            new_item = dsize
+        elif new_item is None:
+            new_item = item
+    if dtype is None:
+        dtype = view.dtype_name if new_item == item else \
+            {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}.get(new_item)
+        if dtype is None:
+            raise ValueError(f"view: itemsize {new_item} has no dtype: give one")
+    lo, hi = _span(view.shape, view.strides, item)
+    nlo, nhi = _span(shape, strides, new_item)
+    if nhi > nlo and (off + nlo < lo or off + nhi > hi):
+        raise ValueError(f"view: the layout reaches bytes [{off + nlo}, {off + nhi}) from the "
+                         f"first element; this view spans [{lo}, {hi})")
+    base = min(lo, off + nlo) if nhi > nlo else 0
+    with _wrapped(view, base, max(hi - base, 1) if hi > lo else 1) as b:
+        v = View.of_buffer(b, dtype, shape, strides, off - base, view.readonly)
+    return StridedMemoryView._of(v, view.exporting_obj if isinstance(view, StridedMemoryView)
+                                 else view)
+
+
+def _host_array(view):
+    """A numpy array over a host view's memory (writable as the view is)."""
+    import numpy as np                   # lazy: import time (numpy only for strided host copies)
+    item = view.itemsize
+    lo, hi = _span(view.shape, view.strides, item)
+    raw_bytes = (C.c_char * max(hi - lo, 1)).from_address(view.ptr + lo)
+    a = np.ndarray(view.shape, dtype=np.dtype(view.dtype_name), buffer=raw_bytes,
+                   offset=-lo, strides=tuple(st * item for st in view.strides))
+    a.flags.writeable = not view.readonly
+    return a, raw_bytes
+
+
+def _span_bytes(view, s):
+    """The bytes a device view spans, copied into host memory (a numpy
+    uint8 array), and the numpy array of the view's elements over them."""
+    import numpy as np                   # lazy: import time (numpy only for strided host copies)
+    lo, hi = _span(view.shape, view.strides, view.itemsize)
+    raw_bytes = np.empty(max(hi - lo, 1), np.uint8)
+    from ._memory import Buffer          # lazy: import time
+    with _wrapped(view, lo, hi - lo) as db, \
+            Buffer.wrap(raw_bytes.ctypes.data, hi - lo, "host", owner=raw_bytes) as hb:
+        lib.cuabi_buffer_copy(hb, 0, db, 0, hi - lo, s)
+    if s is not None:
+        s.sync()
+    arr = np.ndarray(view.shape, dtype=np.dtype(view.dtype_name), buffer=raw_bytes, offset=-lo,
+                     strides=tuple(st * view.itemsize for st in view.strides))
+    return raw_bytes, arr
+
+
+def _copy_views(dst, src, stream, allocator, blocking, what):
+    other = src if what == "copy_from" else dst
+    if not isinstance(other, View):
+        raise TypeError(f"{what}: other must be a StridedMemoryView, not "
+                        f"{type(other).__name__}")
+    if dst.readonly:
+        raise ValueError(f"{what}: the destination view is read-only")
+    if tuple(src.shape) != tuple(dst.shape):
+        raise ValueError(f"{what}: shapes differ ({tuple(src.shape)} and {tuple(dst.shape)})")
+    if src.dtype_name != dst.dtype_name:
+        raise ValueError(f"{what}: dtypes differ ({src.dtype_name} and {dst.dtype_name})")
+    if blocking is not None and not isinstance(blocking, bool):
+        raise TypeError(f"{what}: blocking must be True, False or None")
+    from ._memory import Buffer, MemoryResource, _stream_arg   # lazy: import time
+    from .errors import NotSupportedError                     # lazy: import time
+    if allocator is not None and not isinstance(allocator, MemoryResource):
+        raise TypeError(f"{what}: allocator must be a MemoryResource, not "
+                        f"{type(allocator).__name__}")
+    s = _stream_arg(stream)
+    if not src.size:
+        return
+    cpu = _capi.CUABI_DLPACK_CPU
+    src_host = src.__dlpack_device__()[0] == cpu
+    dst_host = dst.__dlpack_device__()[0] == cpu
+    nbytes = src.nbytes
+
+    def wait():
+        if s is not None:
+            s.sync()
+
+    c_src, c_dst = src.is_c_contiguous, dst.is_c_contiguous
+    if c_src and c_dst and not (src_host and dst_host):   # one copy, any memory
+        with _wrapped(dst, 0, nbytes) as db, _wrapped(src, 0, nbytes) as sb:
+            lib.cuabi_buffer_copy(db, 0, sb, 0, nbytes, s)
+        if blocking or src_host or dst_host:         # host memory: done before returning
+            wait()
+        return
+    if not src_host and not dst_host:                # device to device, strided
+        try:
+            lib.cuabi_peer_copy_view(dst, src, s)
+            if blocking:
+                wait()
+            return
+        except NotSupportedError:                    # layouts cuMemcpy3D cannot do
+            pass
+
+    def scratch(device_view):
+        """A contiguous device buffer (and its C-order view) near a device end."""
+        mr = allocator
+        if mr is None:
+            from ._core import Device    # lazy: import time
+            mr = Device(device_view.__dlpack_device__()[1]).memory_resource
+        b = mr.allocate(nbytes, stream=s)
+        return b, View.of_buffer(b, src.dtype_name, tuple(src.shape), None, 0, False)
+
+    import numpy as np                   # lazy: import time (numpy only for strided host copies)
+    # the source's elements in host memory, C order
+    if src_host:
+        tmp = np.ascontiguousarray(_host_array(src)[0])
+    else:
+        tmp = np.empty(tuple(src.shape), dtype=np.dtype(src.dtype_name))
+        with Buffer.wrap(tmp.ctypes.data, nbytes, "host", owner=tmp) as hb:
+            if c_src:
+                with _wrapped(src, 0, nbytes) as sb:
+                    lib.cuabi_buffer_copy(hb, 0, sb, 0, nbytes, s)
+                wait()
+            else:
+                b, bv = scratch(src)
+                try:
+                    lib.cuabi_peer_copy_view(bv, src, s)
+                    lib.cuabi_buffer_copy(hb, 0, b, 0, nbytes, s)
+                    wait()
+                except NotSupportedError:            # gather on the host
+                    keep, arr = _span_bytes(src, s)
+                    tmp[...] = arr
+                finally:
+                    bv.close()
+                    b.close(s)
+    # ... into the destination
+    if dst_host:
+        _host_array(dst)[0][...] = tmp
+        return
+    with Buffer.wrap(tmp.ctypes.data, nbytes, "host", owner=tmp) as hb:
+        if c_dst:
+            with _wrapped(dst, 0, nbytes) as db:
+                lib.cuabi_buffer_copy(db, 0, hb, 0, nbytes, s)
+            wait()                                   # the host copy must outlive the copy
+            return
+        b, bv = scratch(dst)
+        try:
+            lib.cuabi_buffer_copy(b, 0, hb, 0, nbytes, s)
+            lib.cuabi_peer_copy_view(dst, bv, s)
+            wait()
+        except NotSupportedError:                    # scatter on the host: read the span,
+            keep, arr = _span_bytes(dst, s)          # write the elements, write it back
+            arr[...] = tmp
+            lo, hi = _span(dst.shape, dst.strides, dst.itemsize)
+            with _wrapped(dst, lo, hi - lo) as db, \
+                    Buffer.wrap(keep.ctypes.data, hi - lo, "host", owner=keep) as kb:
+                lib.cuabi_buffer_copy(db, 0, kb, 0, hi - lo, s)
+            wait()
+        finally:
+            bv.close()
+            b.close(s)

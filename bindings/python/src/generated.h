@@ -1134,4 +1134,8 @@ static const char *const fast_table_functions[] = {
     "cuabi_multicast_unbind",
     "cuabi_multicast_map",
     "cuabi_stream_launch_host_func",
+    "cuabi_managed_prefetch_batch",
+    "cuabi_managed_discard_batch",
+    "cuabi_managed_discard_prefetch_batch",
+    "cuabi_objcode_module",
 };

@@ -466,3 +466,281 @@ def test_per_thread_env_in_a_fresh_process():
                         "import cuabi; print(cuabi.Device().default_stream.handle)"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr
+
+
+# ---- Device.create_* (cuda.core's texture factories)
+
+def test_device_creates_arrays_textures_and_surfaces(dev):
+    import ctypes as C
+    from cuabi import _capi
+    from cuabi._lib import lib, new_struct
+    from cuabi.texture import (MipmappedArray, MipmappedArrayOptions, OpaqueArray,
+                               OpaqueArrayOptions, ResourceDescriptor, SurfaceObject,
+                               TextureObject, TextureObjectOptions)
+    from cuabi.typing import AddressModeType, FilterModeType
+    a = dev.create_opaque_array(OpaqueArrayOptions(shape=(8, 4), format="float32",
+                                                   num_channels=2, is_surface_load_store=True))
+    assert isinstance(a, OpaqueArray) and a.shape == (8, 4) and a.num_channels == 2
+    assert a.is_surface_load_store and a.element_bytes == 8 and a.device == dev
+    a.copy_from(np.arange(64, dtype=np.float32).reshape(4, 8, 2))
+    assert np.asarray(a.copy_to()).view(np.float32).ravel().tolist() == list(range(64))
+    b = dev.create_opaque_array({"shape": (5,), "format": np.uint8, "num_channels": 1})
+    assert b.shape == (5,) and not b.is_surface_load_store
+    m = dev.create_mipmapped_array(MipmappedArrayOptions(shape=(16, 16), format="uint8",
+                                                         num_channels=4, num_levels=3))
+    assert isinstance(m, MipmappedArray) and m.num_levels == 3 and m.shape == (16, 16)
+    assert m.get_level(1).shape == (8, 8)
+    with pytest.raises(TypeError):
+        dev.create_opaque_array((8, 4))
+    r = ResourceDescriptor.from_opaque_array(a)
+    opts = TextureObjectOptions(address_mode=("wrap", "border"), filter_mode="linear",
+                                normalized_coords=True, border_color=(1, 2, 3, 4))
+    t = dev.create_texture_object(resource=r, options=opts)
+    assert isinstance(t, TextureObject) and t.options is opts and t.resource is r
+    desc = new_struct(_capi.cuabi_texture_desc)
+    lib.cuabi_texture_get_desc(C.byref(desc), t)       # what the library was given
+    assert desc.address_mode[:] == [_capi.CUABI_TEXTURE_ADDRESS_WRAP,
+                                    _capi.CUABI_TEXTURE_ADDRESS_BORDER,
+                                    _capi.CUABI_TEXTURE_ADDRESS_CLAMP]
+    assert desc.filter_mode == _capi.CUABI_TEXTURE_FILTER_LINEAR and desc.normalized_coords
+    assert desc.border_color[:] == [1.0, 2.0, 3.0, 4.0]
+    d = dev.create_texture_object(resource=r)          # options=None: the defaults
+    assert d.options == TextureObjectOptions() and d.options.address_mode is AddressModeType.CLAMP
+    tm = dev.create_texture_object(resource=ResourceDescriptor.from_mipmapped_array(m),
+                                   options={"mipmap_filter_mode": "linear", "read_mode": "normalized_float",
+                                            "normalized_coords": True})
+    assert tm.options.mipmap_filter_mode is FilterModeType.LINEAR
+    with pytest.raises(TypeError):
+        dev.create_texture_object(resource=a)
+    with pytest.raises(TypeError):
+        dev.create_texture_object(r)                   # keywords only, as cuda.core
+    s = dev.create_surface_object(resource=r)
+    assert isinstance(s, SurfaceObject) and s.resource is r and s.handle
+    with pytest.raises(cuabi.CuabiError):              # no is_surface_load_store
+        dev.create_surface_object(resource=ResourceDescriptor.from_opaque_array(b))
+    for o in (s, t, d, tm, m, a, b):
+        o.close()
+
+
+# ---- cuda.core.utils's managed-memory batches
+
+def test_prefetch_and_discard_batches(dev):
+    from cuabi.utils import discard_batch, discard_prefetch_batch, prefetch_batch
+    mr = cuabi.ManagedMemoryResource()
+    bufs = [cuabi.ManagedBuffer(n, mr) for n in (4096, 8192, 65536)]
+    s = dev.create_stream()
+    prefetch_batch(s, bufs, cuabi.Device(1))                     # one location for all
+    assert [b.last_prefetch_location for b in bufs] == [cuabi.Device(1)] * 3
+    prefetch_batch(s, bufs, [cuabi.Host(), cuabi.Device(0), cuabi.Host()])   # one each
+    assert [b.last_prefetch_location for b in bufs] == [cuabi.Host(), cuabi.Device(0),
+                                                        cuabi.Host()]
+    for b in bufs:
+        b.fill(7, stream=s)
+    s.sync()
+    discard_batch(s, bufs[:2])                   # the fake writes 0xdd over discarded pages
+    s.sync()
+    assert set(bufs[0].to_bytes()) == {0xdd} and set(bufs[1].to_bytes()) == {0xdd}
+    assert set(bufs[2].to_bytes()) == {7}
+    discard_prefetch_batch(s, bufs[1:], [dev, cuabi.Host()])
+    assert bufs[1].last_prefetch_location == dev and bufs[2].last_prefetch_location == cuabi.Host()
+    assert set(bufs[2].to_bytes()) == {0xdd}
+    gb = dev.create_graph_builder()              # cuda.core: a Stream or a GraphBuilder
+    prefetch_batch(gb, bufs, dev)
+    gb.close()
+    # refusals, as cuda.core's
+    with pytest.raises(TypeError, match="ManagedBuffer"):
+        prefetch_batch(s, bufs[0], dev)                          # one buffer, not a sequence
+    with pytest.raises(ValueError):
+        prefetch_batch(s, [], dev)
+    with pytest.raises(ValueError, match="2 locations for 3 buffers"):
+        prefetch_batch(s, bufs, [dev, dev])
+    with pytest.raises(TypeError):
+        discard_prefetch_batch(s, bufs, None)
+    with pytest.raises(TypeError):
+        discard_batch(s, [bufs[0], "not a buffer"])
+    plain = cuabi.Buffer(4096, cuabi.MemoryResource.host())
+    with pytest.raises(NotImplementedError, match=r"buffers\[1\] is not managed"):
+        prefetch_batch(s, [bufs[0], plain], dev)
+    plain.close()
+    for b in bufs:
+        b.close()
+
+
+# ---- Kernel.from_handle
+
+def test_kernel_from_handle(dev, add):
+    code = add.objcode
+    k = cuabi.Kernel.from_handle(add.raw, code)              # the CUkernel, with its code
+    assert isinstance(k, cuabi.Kernel) and k.name == "add_i64" and k.raw == add.raw
+    assert cuabi.Kernel.from_handle(add.raw).name == "add_i64"    # without: the process's code
+    assert cuabi.Kernel.from_handle(add.handle, code).raw == add.raw   # cuabi's Kernel.handle
+    a = np.zeros(1, np.int64)
+    b = cuabi.Buffer(8, dev.memory_resource)
+    b.copy_from(a)
+    src = np.arange(4, dtype=np.int64)
+    s = dev.create_stream()
+    dsrc = cuabi.Buffer(32, dev.memory_resource)
+    dsrc.copy_from(src)
+    cuabi.launch(s, cuabi.LaunchConfig(grid=1, block=1), k, b, dsrc, np.uint64(4))
+    s.sync()
+    assert np.frombuffer(b.to_bytes(), np.int64)[0] == 6      # the kernel from_handle gave ran
+    other = cuabi.Program(SRC.replace("add_i64", "other"), "c++",
+                          {"arch": f"sm_{dev.arch}"}).compile("cubin")
+    with pytest.raises(ValueError, match="no kernel"):
+        cuabi.Kernel.from_handle(add.raw, other)             # not in that code
+    with pytest.raises(ValueError):
+        cuabi.Kernel.from_handle(12345)
+    with pytest.raises(TypeError):
+        cuabi.Kernel.from_handle("k")
+    with pytest.raises(TypeError):
+        cuabi.Kernel.from_handle(add.raw, mod="code")
+    for x in (b, dsrc):
+        x.close()
+
+
+def test_object_code_get_module(dev, add):
+    code = add.objcode
+    m = code.get_module()
+    assert isinstance(m, int) and m != 0
+    assert code.get_module() == m == code.get_module(dev)       # per context, the same
+    other = cuabi.Program(SRC, "c++", {"arch": f"sm_{dev.arch}"}).compile("cubin")
+    assert other.get_module() != m                                # per library
+    obj = cuabi.ObjectCode.from_object(bytes(code), name="dev.o")
+    with pytest.raises(NotImplementedError, match="linked"):
+        obj.get_module()
+
+
+# ---- cuda.core.graph.GraphDebugPrintOptions
+
+def test_graph_debug_print_options(dev, add, tmp_path):
+    from cuabi.graph import GraphDebugPrintOptions
+    o = GraphDebugPrintOptions()
+    assert o._to_flags() == 0 and not o.verbose
+    assert GraphDebugPrintOptions(verbose=True)._to_flags() == 1
+    assert GraphDebugPrintOptions(kernel_node_params=True, handles=True,
+                                  conditional_node_params=True)._to_flags() == (1 << 2) | (1 << 10) | (1 << 15)
+    s = dev.create_stream()
+    a = cuabi.Buffer(8, dev.memory_resource)
+    a.copy_from(np.zeros(1, np.int64))
+    gb = s.create_graph_builder()
+    gb.begin_building()
+    cuabi.launch(gb, cuabi.LaunchConfig(grid=1, block=1), add, a, a, np.uint64(1))
+    gb.end_building()
+    for opts, flags in ((None, 0), (GraphDebugPrintOptions(), 0),
+                        (GraphDebugPrintOptions(verbose=True), 1),
+                        (GraphDebugPrintOptions(memcpy_node_params=True, extra_topo_info=True),
+                         (1 << 3) | (1 << 14))):
+        path = tmp_path / f"g{flags}.dot"
+        gb.debug_dot_print(str(path), opts)                  # the fake writes the flags it got
+        text = path.read_text()
+        assert text.startswith("digraph") and f"// flags {flags:#x}" in text.replace(
+            "// flags 0\n", "// flags 0x0\n"), text
+    gb.graph.debug_dot_print(tmp_path / "pathlike.dot", GraphDebugPrintOptions(handles=True))
+    assert f"// flags {1 << 10:#x}" in (tmp_path / "pathlike.dot").read_text()
+    with pytest.raises(TypeError):
+        gb.debug_dot_print(str(tmp_path / "x.dot"), {"verbose": True})
+    gb.close()
+    a.close()
+
+
+# ---- StridedMemoryView.view / copy_from / copy_to
+
+class _Layout:
+    """What cuda.core's _StridedLayout offers view() (duck-typed)."""
+
+    def __init__(self, shape, strides=None, itemsize=None, slice_offset_in_bytes=0):
+        self.shape, self.strides, self.itemsize = shape, strides, itemsize
+        self.slice_offset_in_bytes = slice_offset_in_bytes
+
+
+def test_strided_memory_view_view(dev):
+    from cuabi.utils import StridedMemoryView
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    v = StridedMemoryView(a, -1)
+    same = v.view()
+    assert isinstance(same, StridedMemoryView) and same.ptr == v.ptr
+    assert same.shape == (4, 6) and same.dtype == np.int32 and same.exporting_obj is a
+    f = v.view(dtype=np.float32)                             # same itemsize: reinterpreted
+    assert f.dtype == np.float32 and np.from_dlpack(f).view(np.int32).tolist() == a.tolist()
+    t = v.view(_Layout((6, 4), (1, 6)))                      # transposed
+    assert t.shape == (6, 4) and t.strides == (1, 6)
+    assert np.from_dlpack(t).tolist() == a.T.tolist()
+    col = v.view(_Layout((4,), (6,), slice_offset_in_bytes=8))   # column 2
+    assert np.from_dlpack(col).tolist() == a[:, 2].tolist()
+    b16 = v.view(_Layout((48,), None, itemsize=2))           # uint16 by the itemsize
+    assert b16.dtype == np.uint16 and b16.shape == (48,)
+    with pytest.raises(ValueError):
+        v.view(dtype=np.int64)                               # another itemsize needs a layout
+    with pytest.raises(ValueError, match="spans"):
+        v.view(_Layout((25,), None))                         # past the end
+    with pytest.raises(ValueError, match="spans"):
+        col.view(_Layout((4,), (6,), slice_offset_in_bytes=4))   # outside the column's span
+    with pytest.raises(TypeError):
+        v.view((4, 6))
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert StridedMemoryView(ro, -1).view().readonly
+    # device memory: the view keeps the buffer's memory
+    buf = cuabi.Buffer(96, dev.memory_resource)
+    buf.copy_from(a)
+    dv = StridedMemoryView.from_buffer(buf, (4, 6), dtype=np.int32)
+    dt = dv.view(_Layout((6, 4), (1, 6)))
+    assert dt.__dlpack_device__() == dv.__dlpack_device__() and dt.ptr == buf.ptr
+
+
+def test_strided_memory_view_copies(dev):
+    from cuabi.utils import StridedMemoryView
+    s = dev.create_stream()
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    buf = cuabi.Buffer(96, dev.memory_resource)
+    dv = StridedMemoryView.from_buffer(buf, (4, 6), dtype=np.float32)
+    dv.copy_from(StridedMemoryView(a, -1), s)                # host to device, contiguous
+    assert np.frombuffer(buf.to_bytes(), np.float32).tolist() == a.ravel().tolist()
+    out = np.zeros((4, 6), np.float32)
+    dv.copy_to(StridedMemoryView(out, -1), s)                # device to host
+    assert out.tolist() == a.tolist()
+    # strided host ends (through a contiguous temporary)
+    at = np.ascontiguousarray(a.T)                           # (6, 4)
+    host_t = StridedMemoryView(at, -1).view(_Layout((4, 6), (1, 4)))   # a again, strided
+    buf.fill(0, stream=s)
+    s.sync()
+    dv.copy_from(host_t, s)
+    assert np.frombuffer(buf.to_bytes(), np.float32).reshape(4, 6).tolist() == a.tolist()
+    out_t = np.zeros((6, 4), np.float32)
+    dv.copy_to(StridedMemoryView(out_t, -1).view(_Layout((4, 6), (1, 4))), s)
+    assert out_t.T.tolist() == a.tolist()
+    # strided device ends (a device temporary, cuMemcpy3DPeer)
+    dview_t = dv.view(_Layout((6, 4), (1, 6)))               # a.T on the device
+    out6 = np.zeros((6, 4), np.float32)
+    dview_t.copy_to(StridedMemoryView(out6, -1), s)
+    assert out6.tolist() == a.T.tolist()
+    dview_t.copy_from(StridedMemoryView(np.ascontiguousarray(a.T) + 100, -1), s)
+    assert np.frombuffer(buf.to_bytes(), np.float32).reshape(4, 6).tolist() == (a + 100).tolist()
+    dv.copy_from(StridedMemoryView(a, -1), s)
+    bt = cuabi.Buffer(96, dev.memory_resource)              # device to device, transposing
+    StridedMemoryView.from_buffer(bt, (6, 4), dtype=np.float32).copy_from(dview_t, s)
+    assert np.frombuffer(bt.to_bytes(), np.float32).reshape(6, 4).tolist() == a.T.tolist()
+    bt.close()
+    # device to device, and host to host
+    buf2 = cuabi.Buffer(96, dev.memory_resource)
+    dv2 = StridedMemoryView.from_buffer(buf2, (4, 6), dtype=np.float32)
+    dv2.copy_from(dv, s, blocking=True)
+    assert buf2.to_bytes() == buf.to_bytes()
+    h = np.zeros((4, 6), np.float32)
+    StridedMemoryView(h, -1).copy_from(StridedMemoryView(a, -1), None)
+    assert h.tolist() == a.tolist()
+    # refusals
+    with pytest.raises(ValueError, match="shapes"):
+        dv.copy_from(StridedMemoryView(np.zeros(24, np.float32), -1), s)
+    with pytest.raises(ValueError, match="dtypes"):
+        dv.copy_from(StridedMemoryView(np.zeros((4, 6), np.int32), -1), s)
+    ro = a.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dv.copy_to(StridedMemoryView(ro, -1), s)
+    with pytest.raises(TypeError):
+        dv.copy_from(a, s)
+    with pytest.raises(TypeError):
+        dv.copy_from(StridedMemoryView(a, -1), s, allocator="pool")
+    for b in (buf, buf2):
+        b.close()

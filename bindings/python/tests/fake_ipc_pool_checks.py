@@ -138,7 +138,7 @@ def _child_handle(conn):
     sizes = []
     for d in descs:
         with c.Buffer.from_ipc_descriptor(mr, d) as b:
-            sizes.append(b.size)
+            sizes.append((b.size, b.is_mapped))          # cuda.core's Buffer.is_mapped
     conn.send((ok, sizes))
 
 
@@ -153,5 +153,6 @@ def test_allocation_handle_to_a_child(dev):
         a.send((h, [x.get_ipc_descriptor() for x in bufs]))
     ok, sizes = a.recv()
     p.join(60)
-    assert ok and sizes == [64, 128]
+    assert ok and sizes == [(64, True), (128, True)]
+    assert not any(x.is_mapped for x in bufs)             # allocated here
     assert p.exitcode == 0

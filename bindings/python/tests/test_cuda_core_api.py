@@ -421,3 +421,134 @@ def test_event_and_stream_facts_are_cuda_cores():
                  "is_done", "handle"):
         assert isinstance(getattr(cuabi.Event, name), property)
     assert callable(cuabi.Linker.get_error_log) and callable(cuabi.Linker.get_info_log)
+
+
+# ---- cuda.core.typing and the texture options (no driver)
+
+def test_typing_has_cuda_cores_names_and_values():
+    from cuabi import typing as t
+    assert cuabi.typing is t
+    names = ("AddressModeType ArrayFormatType CompilerBackendType DevicePointerType "
+             "DeviceResourcesType FilterModeType GraphConditionalType GraphMemoryType "
+             "IsStreamType ManagedMemoryLocationType ObjectCodeFormatType PCHStatusType "
+             "ProcessStateType ReadModeType SourceCodeType VirtualMemoryAccessType "
+             "VirtualMemoryAllocationType VirtualMemoryGranularityType VirtualMemoryHandleType "
+             "VirtualMemoryLocationType WorkqueueSharingScopeType").split()
+    assert sorted(t.__all__) == sorted(names)
+    assert [m.value for m in t.ArrayFormatType] == ["uint8", "uint16", "uint32", "int8",
+                                                    "int16", "int32", "float16", "float32"]
+    assert t.CompilerBackendType.NVJITLINK == "nvJitLink" and t.SourceCodeType.CXX == "c++"
+    assert t.VirtualMemoryAccessType.READ_WRITE == "rw" and t.AddressModeType("border")
+    assert str(t.FilterModeType.LINEAR) == "linear" and isinstance(t.ReadModeType.ELEMENT_TYPE, str)
+    assert t.ObjectCodeFormatType.LIBRARY == "library" and t.PCHStatusType.FAILED == "failed"
+    assert isinstance(cuabi.Stream.__new__(cuabi.Stream), t.IsStreamType)
+    assert not isinstance(object(), t.IsStreamType)
+    # cuabi takes the members where it takes cuda.core's strings
+    from cuabi import _compile
+    assert _compile.code_type(t.ObjectCodeFormatType.FATBIN) == _compile.code_type("fatbin")
+
+
+def test_texture_options_check_and_normalize_like_cuda_core():
+    from cuabi.texture import MipmappedArrayOptions, OpaqueArrayOptions, TextureObjectOptions
+    from cuabi.typing import AddressModeType, ArrayFormatType, FilterModeType, ReadModeType
+    o = OpaqueArrayOptions(shape=[8, 4], format=np.float16, num_channels=2)
+    assert o.shape == (8, 4) and o.format is ArrayFormatType.FLOAT16
+    assert o.num_channels == 2 and o.is_surface_load_store is False
+    assert OpaqueArrayOptions((3,), "uint8", 4, True).format is ArrayFormatType.UINT8
+    assert OpaqueArrayOptions((3,), np.dtype("int32"), 1).format is ArrayFormatType.INT32
+    for bad in (dict(shape=(), format="uint8", num_channels=1),
+                dict(shape=(1, 2, 3, 4), format="uint8", num_channels=1),
+                dict(shape=(0, 2), format="uint8", num_channels=1),
+                dict(shape=(2,), format="float64", num_channels=1),
+                dict(shape=(2,), format="uint8", num_channels=3)):
+        with pytest.raises(ValueError):
+            OpaqueArrayOptions(**bad)
+    with pytest.raises(TypeError):
+        OpaqueArrayOptions(shape=5, format="uint8", num_channels=1)
+    m = MipmappedArrayOptions(shape=(16, 16), format=ArrayFormatType.FLOAT32, num_channels=1,
+                              num_levels=5)
+    assert m.num_levels == 5 and m.shape == (16, 16)
+    with pytest.raises(ValueError):
+        MipmappedArrayOptions(shape=(16,), format="float32", num_channels=1, num_levels=0)
+    t = TextureObjectOptions()
+    assert t.address_mode is AddressModeType.CLAMP and t.filter_mode is FilterModeType.POINT
+    assert t.read_mode is ReadModeType.ELEMENT_TYPE and t.border_color is None
+    t = TextureObjectOptions(address_mode=("wrap", AddressModeType.MIRROR), filter_mode="linear",
+                             read_mode="normalized_float", border_color=[0, 0, 0, 1])
+    assert t.address_mode == (AddressModeType.WRAP, AddressModeType.MIRROR)
+    assert t.filter_mode is FilterModeType.LINEAR and t.border_color == (0.0, 0.0, 0.0, 1.0)
+    d = t._descriptor()
+    assert d.address_mode == (cuabi.AddressMode.WRAP, cuabi.AddressMode.MIRROR)
+    assert d.read_mode == cuabi.ReadMode.NORMALIZED_FLOAT
+    for bad in (dict(address_mode="sideways"), dict(address_mode=("wrap",) * 4),
+                dict(filter_mode="cubic"), dict(border_color=(1, 2)),
+                dict(max_anisotropy=-1)):
+        with pytest.raises(ValueError):
+            TextureObjectOptions(**bad)
+
+
+# ---- ObjectCode / Program members (NVRTC, nvJitLink, nvcc for host objects: no driver)
+
+def test_object_code_name_and_symbol_mapping(_cache):
+    _needs("nvrtc")
+    src = ('template <typename T> __global__ void t(T *p) { *p = T(1); }\n'
+           'extern "C" __global__ void k(int *p) { *p = 2; }\n')
+    prog = cuabi.Program(src, "c++", {"arch": "sm_90"})
+    code = prog.compile("cubin", name_expressions=["t<float>", "t<int>"])
+    assert code.name == "default_program"                       # ProgramOptions.name's default
+    m = code.symbol_mapping
+    assert m == {"t<float>": "_Z1tIfEvPT_", "t<int>": "_Z1tIiEvPT_"}
+    m["x"] = "y"
+    assert "x" not in code.symbol_mapping                        # a copy
+    named = cuabi.Program(src, "c++", {"arch": "sm_90", "name": "mine"}).compile("cubin")
+    assert named.name == "mine" and named.symbol_mapping == {}
+    raw = bytes(code)
+    o = cuabi.ObjectCode.from_cubin(raw, name="loaded", symbol_mapping={"t<float>": "_Z1tIfEvPT_"})
+    assert o.name == "loaded" and o.symbol_mapping == {"t<float>": "_Z1tIfEvPT_"}
+    assert cuabi.ObjectCode.from_cubin(raw).name == ""
+    with pytest.raises(TypeError):
+        cuabi.ObjectCode.from_cubin(raw, symbol_mapping=[("a", "b")])
+
+
+def test_program_backend():
+    from cuabi.typing import CompilerBackendType
+    assert cuabi.Program("__global__ void k() {}", "c++").backend is CompilerBackendType.NVRTC
+    assert cuabi.Program(".version 8.0\n.target sm_90\n.address_size 64\n", "ptx").backend == \
+        "nvJitLink"
+    _needs("nvvm")
+    assert cuabi.Program(b"BC\xc0\xde", "nvvm").backend is CompilerBackendType.NVVM
+
+
+def test_object_code_from_object_and_library(tmp_path, _cache):
+    """A host object and a host library made by nvcc -rdc (device code
+    inside) link with nvJitLink into a CUBIN; neither loads."""
+    _needs("nvjitlink")
+    import shutil
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None or shutil.which("ar") is None:
+        pytest.skip("nvcc / ar not found")
+    (tmp_path / "a.cu").write_text('extern __device__ int twice(int);\n'
+                                   'extern "C" __global__ void k(int *p) { *p = twice(*p); }\n')
+    (tmp_path / "b.cu").write_text('__device__ int twice(int x) { return 2 * x; }\n')
+    # the tools run without a sanitizer build's preloaded runtime (nvcc crashes under it)
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    for n in ("a", "b"):
+        subprocess.run([nvcc, "-c", "-rdc=true", "-arch=sm_90", str(tmp_path / f"{n}.cu"),
+                        "-o", str(tmp_path / f"{n}.o")], check=True, timeout=300, env=env)
+    subprocess.run(["ar", "rcs", str(tmp_path / "libb.a"), str(tmp_path / "b.o")], check=True,
+                   env=env)
+    a = cuabi.ObjectCode.from_object(str(tmp_path / "a.o"), name="a")
+    b = cuabi.ObjectCode.from_library((tmp_path / "libb.a").read_bytes(), name="b",
+                                      symbol_mapping={"tw": "twice"})
+    assert (a.code_type, a.name, b.code_type, b.name) == ("object", "a", "library", "b")
+    assert b.symbol_mapping == {"tw": "twice"}
+    assert bytes(b) == (tmp_path / "libb.a").read_bytes()
+    out = cuabi.Linker(a, b, options=cuabi.LinkerOptions(arch="sm_90", name="linked")).link("cubin")
+    assert out.code_type == "cubin" and out.name == "linked" and out.kernel_names == ["k"]
+    with pytest.raises(NotImplementedError, match="linked"):
+        a.get_kernel("k")                                     # objects are linked, not loaded
+    with pytest.raises(cuabi.CuabiError):
+        cuabi.ObjectCode.from_library(b"not an archive")
+    with pytest.raises(cuabi.CuabiError):
+        cuabi.ObjectCode.from_object(b".version 8.0\n.target sm_90\n")

@@ -97,6 +97,7 @@ def _handle_child(conn):
     sums = []
     for d in descriptors:
         with c.Buffer.from_ipc_descriptor(mr, d) as b:
+            assert b.is_mapped                      # cuda.core's Buffer.is_mapped
             sums.append(sum(b.to_bytes()))
     conn.send((allocated, sums))
 
@@ -122,6 +123,7 @@ def test_cuda_core_names_in_a_child(gpu):
     assert p.exitcode == 0
     assert not allocated
     assert sums == [4096 * (j + 1) for j in range(3)]
+    assert not any(x.is_mapped for x in bufs)
 
 
 def test_same_process_misuse(gpu):

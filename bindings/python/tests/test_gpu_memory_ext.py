@@ -208,3 +208,58 @@ def test_beside_cuda_core(gpu):
     assert ob.size == tb.size                    # both round to the same granularity
     tb.close()
     ob.close()
+
+
+def test_managed_batches(gpu):
+    """cuda.core.utils's batches on cuabi: four managed buffers written on
+    the host, one prefetch_batch to the GPU, a fill there, a prefetch_batch
+    with one location each (two back to the host, read there), a
+    discard_batch and a discard_prefetch_batch where the driver has them;
+    and, where cuda.core is installed, the same batch through cuda.core."""
+    from cuabi.utils import discard_batch, discard_prefetch_batch, prefetch_batch
+    mr = cuabi.ManagedMemoryResource(device=gpu)
+    bufs = [cuabi.ManagedBuffer(2 * MiB, mr) for _ in range(4)]
+    hosts = [np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint32 * (b.size // 4))
+                                   .from_address(b.ptr)) for b in bufs]
+    for k, h in enumerate(hosts):
+        h[:] = k
+    s = gpu.create_stream()
+    prefetch_batch(s, bufs, gpu)
+    s.synchronize()
+    assert all(b.last_prefetch_location == gpu for b in bufs)
+    for k, b in enumerate(bufs):
+        b.fill(100 + k, width=4, count=16, stream=s)
+    prefetch_batch(s, bufs, [cuabi.Host(), gpu, cuabi.Host(), gpu])
+    s.synchronize()
+    assert isinstance(bufs[0].last_prefetch_location, cuabi.Host)     # the host or a NUMA node
+    assert bufs[1].last_prefetch_location == gpu
+    for k, h in enumerate(hosts):
+        assert (h[:16] == 100 + k).all() and h[16] == k
+    try:
+        discard_batch(s, bufs[:2])
+        discard_prefetch_batch(s, bufs[2:], gpu)
+        s.synchronize()
+        assert bufs[3].last_prefetch_location == gpu
+        bufs[0].fill(5, width=4, count=4, stream=s)      # usable after the discard
+        s.synchronize()
+        assert (hosts[0][:4] == 5).all()
+    except cuabi.NotSupportedError as e:                  # before CUDA 13
+        assert "BatchAsync" in str(e)
+    with pytest.raises(cuabi.NotSupportedError):
+        prefetch_batch(s, [bufs[0], cuabi.Buffer(4096, cuabi.MemoryResource.pool(gpu), stream=s)],
+                       gpu)
+    for b in bufs:
+        b.close()
+    cc = pytest.importorskip("cuda.core")
+    utils = getattr(cc, "utils", None)
+    if utils is None or not hasattr(utils, "prefetch_batch"):
+        pytest.skip("this cuda.core has no utils.prefetch_batch")
+    dev = cc.Device(gpu.ordinal)
+    dev.set_current()
+    theirs = cc.ManagedMemoryResource()
+    tb = [theirs.allocate(MiB) for _ in range(2)]
+    ts = dev.create_stream()
+    utils.prefetch_batch(ts, tb, dev)
+    ts.sync()
+    for b in tb:
+        b.close()

@@ -2025,10 +2025,10 @@ end
 """
 cuabi_objcode_from_memory(out, var"type", data, size, name)
 
-Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE. CUABI_CODE_OBJECT (an ELF object) and CUABI_CODE_LIBRARY (an ar archive) make objcodes that are linked (cuabi_linker_add_objcode), never loaded: loading one, or taking a kernel from it, is CUABI_ERROR_NOT_SUPPORTED.
 
 - `out` [out, ownership transferred]
-- `type` CUBIN, PTX, FATBIN, LTOIR, or NONE to detect.
+- `type` CUBIN, PTX, FATBIN, LTOIR, OBJECT, LIBRARY, or NONE to detect.
 - `size` Bytes at data; for PTX a terminating NUL is optional.
 - `name` [may be C_NULL] A name for messages (e.g. the source file); NULL for "<memory>".
 """
@@ -2188,6 +2188,29 @@ function cuabi_objcode_arch(out, objcode)
     t0 = _enter(objcode)
     try
         ccall((:cuabi_objcode_arch, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
+end
+
+"""
+cuabi_objcode_module(out, objcode, device)
+
+The CUmodule of the objcode's CUlibrary in the device's primary context (cuLibraryGetModule; cuda.core's ObjectCode.get_module), for legacy driver APIs that take a CUmodule. It belongs to the objcode: valid while the objcode lives. Loads the image if needed; an object or a library is CUABI_ERROR_NOT_SUPPORTED.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_objcode_module(out, objcode, device)
+    t0 = _enter(objcode)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_objcode_module, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_objcode}, Ptr{cuabi_device}), out, objcode, device)
+        finally
+            _leave(device, t1)
+        end
     finally
         _leave(objcode, t0)
     end
@@ -9947,6 +9970,62 @@ function cuabi_managed_range_info(out, buffer, offset, size)
     end
 end
 
+"""
+cuabi_managed_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+
+Migrate whole managed buffers to locations in one call ordered on `stream` (cuMemPrefetchBatchAsync; cuda.core's prefetch_batch): location_count is 1 (every buffer to location 0) or `count` (buffer i to location i); a location is a cuabi_location_type and an id as for cuabi_managed_prefetch(). Empty buffers are skipped. Drivers before CUDA 13 get one cuMemPrefetchAsync per buffer. Any buffer that is not managed memory is CUABI_ERROR_NOT_SUPPORTED naming its index, before the driver is called.
+
+- `location_types` cuabi_location_type values.
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_prefetch_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{Int32}, Ptr{Int32}, Csize_t, Ptr{cuabi_stream}), buffers, count, location_types, location_ids, location_count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_managed_discard_batch(buffers, count, stream)
+
+Discard the contents of whole managed buffers in one call ordered on `stream` (cuMemDiscardBatchAsync; cuda.core's discard_batch): their pages are freed without being migrated, and read back as anything until written. Empty buffers are skipped. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard_batch(buffers, count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_discard_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{cuabi_stream}), buffers, count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_managed_discard_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+
+Discard whole managed buffers and prefetch their (now undefined) pages to locations in one call ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; cuda.core's discard_prefetch_batch); the locations as for cuabi_managed_prefetch_batch(). CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+
+- `location_types` cuabi_location_type values.
+- `stream` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_managed_discard_prefetch_batch(buffers, count, location_types, location_ids, location_count, stream)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_managed_discard_prefetch_batch, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Csize_t, Ptr{Int32}, Ptr{Int32}, Csize_t, Ptr{cuabi_stream}), buffers, count, location_types, location_ids, location_count, stream)
+    finally
+        _leave(stream, t0)
+    end
+end
+
 
 # ---- module copy_batch (api/copy_batch.toml)
 
@@ -10460,6 +10539,7 @@ const FUNCTIONS = [
     :cuabi_objcode_lowered_name,
     :cuabi_objcode_kernel_resources,
     :cuabi_objcode_arch,
+    :cuabi_objcode_module,
     :cuabi_kernel_retain,
     :cuabi_kernel_release,
     :cuabi_kernel_resources_init,
@@ -10818,6 +10898,9 @@ const FUNCTIONS = [
     :cuabi_managed_discard_prefetch,
     :cuabi_managed_range_get,
     :cuabi_managed_range_info,
+    :cuabi_managed_prefetch_batch,
+    :cuabi_managed_discard_batch,
+    :cuabi_managed_discard_prefetch_batch,
     :cuabi_copy_item_init,
     :cuabi_copy_3d_item_init,
     :cuabi_copy_result_init,

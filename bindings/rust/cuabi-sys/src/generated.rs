@@ -1276,7 +1276,7 @@ unsafe extern "C" {
     pub fn cuabi_objcode_retain(handle: *mut cuabi_objcode) -> cuabi_status;
     /// Drop a reference to a cuabi_objcode; the last one frees it and invalidates the handle.
     pub fn cuabi_objcode_release(handle: *mut cuabi_objcode) -> cuabi_status;
-    /// Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE.
+    /// Copy `size` bytes of code of the given type into a new objcode. CUABI_CODE_NONE detects the type from the bytes (ELF magic: CUBIN, fatbin magic, LTO-IR/NVVM bitcode magic, else PTX text with a .version/.target directive). The image is checked for the type's magic and, for a CUBIN, for a well-formed ELF: a malformed image gives CUABI_ERROR_INVALID_IMAGE. CUABI_CODE_OBJECT (an ELF object) and CUABI_CODE_LIBRARY (an ar archive) make objcodes that are linked (cuabi_linker_add_objcode), never loaded: loading one, or taking a kernel from it, is CUABI_ERROR_NOT_SUPPORTED.
     pub fn cuabi_objcode_from_memory(out: *mut *mut cuabi_objcode, r#type: cuabi_code_type, data: *const c_void, size: usize, name: *const c_char) -> cuabi_status;
     /// Read a code file into a new objcode. CUABI_CODE_NONE detects the type from the contents, then the extension (.cubin, .ptx, .fatbin, .ltoir). A missing or unreadable file gives CUABI_ERROR_IO naming the path and the OS error.
     pub fn cuabi_objcode_from_file(out: *mut *mut cuabi_objcode, r#type: cuabi_code_type, path: *const c_char) -> cuabi_status;
@@ -1299,6 +1299,10 @@ unsafe extern "C" {
     pub fn cuabi_objcode_kernel_resources(out: *mut cuabi_kernel_resources, objcode: *mut cuabi_objcode, name: *const c_char, arch: *const c_char) -> cuabi_status;
     /// The SM architecture of a CUBIN image as a number (90 for sm_90); 0 for other types.
     pub fn cuabi_objcode_arch(out: *mut c_int, objcode: *mut cuabi_objcode) -> cuabi_status;
+    /// The CUmodule of the objcode's CUlibrary in the device's primary context (cuLibraryGetModule; cuda.core's ObjectCode.get_module), for legacy driver APIs that take a CUmodule. It belongs to the objcode: valid while the objcode lives. Loads the image if needed; an object or a library is CUABI_ERROR_NOT_SUPPORTED.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_objcode_module(out: *mut usize, objcode: *mut cuabi_objcode, device: *mut cuabi_device) -> cuabi_status;
 }
 
 // ---- module kernel (api/kernel.toml)
@@ -6865,6 +6869,18 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_managed_range_info(out: *mut cuabi_managed_range, buffer: *mut cuabi_buffer, offset: usize, size: usize) -> cuabi_status;
+    /// Migrate whole managed buffers to locations in one call ordered on `stream` (cuMemPrefetchBatchAsync; cuda.core's prefetch_batch): location_count is 1 (every buffer to location 0) or `count` (buffer i to location i); a location is a cuabi_location_type and an id as for cuabi_managed_prefetch(). Empty buffers are skipped. Drivers before CUDA 13 get one cuMemPrefetchAsync per buffer. Any buffer that is not managed memory is CUABI_ERROR_NOT_SUPPORTED naming its index, before the driver is called.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_prefetch_batch(buffers: *mut *mut cuabi_buffer, count: usize, location_types: *const i32, location_ids: *const i32, location_count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard the contents of whole managed buffers in one call ordered on `stream` (cuMemDiscardBatchAsync; cuda.core's discard_batch): their pages are freed without being migrated, and read back as anything until written. Empty buffers are skipped. CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard_batch(buffers: *mut *mut cuabi_buffer, count: usize, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Discard whole managed buffers and prefetch their (now undefined) pages to locations in one call ordered on `stream` (cuMemDiscardAndPrefetchBatchAsync; cuda.core's discard_prefetch_batch); the locations as for cuabi_managed_prefetch_batch(). CUABI_ERROR_NOT_SUPPORTED naming the entry point on drivers before CUDA 13.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_managed_discard_prefetch_batch(buffers: *mut *mut cuabi_buffer, count: usize, location_types: *const i32, location_ids: *const i32, location_count: usize, stream: *mut cuabi_stream) -> cuabi_status;
 }
 
 // ---- module copy_batch (api/copy_batch.toml)
@@ -7338,6 +7354,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_objcode_lowered_name", cuabi_objcode_lowered_name as *const () as usize),
         ("cuabi_objcode_kernel_resources", cuabi_objcode_kernel_resources as *const () as usize),
         ("cuabi_objcode_arch", cuabi_objcode_arch as *const () as usize),
+        ("cuabi_objcode_module", cuabi_objcode_module as *const () as usize),
         ("cuabi_kernel_retain", cuabi_kernel_retain as *const () as usize),
         ("cuabi_kernel_release", cuabi_kernel_release as *const () as usize),
         ("cuabi_kernel_resources_init", cuabi_kernel_resources_init as *const () as usize),
@@ -7696,6 +7713,9 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_managed_discard_prefetch", cuabi_managed_discard_prefetch as *const () as usize),
         ("cuabi_managed_range_get", cuabi_managed_range_get as *const () as usize),
         ("cuabi_managed_range_info", cuabi_managed_range_info as *const () as usize),
+        ("cuabi_managed_prefetch_batch", cuabi_managed_prefetch_batch as *const () as usize),
+        ("cuabi_managed_discard_batch", cuabi_managed_discard_batch as *const () as usize),
+        ("cuabi_managed_discard_prefetch_batch", cuabi_managed_discard_prefetch_batch as *const () as usize),
         ("cuabi_copy_item_init", cuabi_copy_item_init as *const () as usize),
         ("cuabi_copy_3d_item_init", cuabi_copy_3d_item_init as *const () as usize),
         ("cuabi_copy_result_init", cuabi_copy_result_init as *const () as usize),
