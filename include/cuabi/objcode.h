@@ -160,6 +160,15 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out,
                                                 cuabi_objcode *objcode,
                                                 cuabi_device *device);
 
+/**
+ * The objcode's CUlibrary (context-independent; cuda.core's ObjectCode.handle). It belongs to the
+ * objcode: valid while the objcode lives; do not unload it. Loads the image if needed; an object or
+ * a library is CUABI_ERROR_NOT_SUPPORTED.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_objcode_library(uintptr_t *out, cuabi_objcode *objcode);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1178,6 +1178,7 @@ typedef struct cuabi_api {
                                                    size_t location_count,
                                                    cuabi_stream *stream);
     cuabi_status (*objcode_module)(uintptr_t *out, cuabi_objcode *objcode, cuabi_device *device);
+    cuabi_status (*objcode_library)(uintptr_t *out, cuabi_objcode *objcode);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -496,6 +496,7 @@ static const cuabi_api api_table = {
     cuabi_managed_discard_batch,
     cuabi_managed_discard_prefetch_batch,
     cuabi_objcode_module,
+    cuabi_objcode_library,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

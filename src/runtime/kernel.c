@@ -384,6 +384,21 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out, cuabi_objcode *o
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_objcode_library(uintptr_t *out, cuabi_objcode *objcode)
+{
+    cuabi__objcode *o;
+    const cuabi__driver *drv;
+    CUlibrary lib;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(o, objcode, OBJCODE);
+    CUABI__TRY(cuabi__objcode_loadable(o, __func__));
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
+    *out = (uintptr_t)lib;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_kernel_param_type(cuabi_param_type *out, cuabi_kernel *kernel,
                                                    size_t index)
 {

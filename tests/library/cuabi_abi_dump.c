@@ -363,6 +363,9 @@ ABI_TYPE(&cuabi_objcode_arch, cuabi_status (*)(int *, cuabi_objcode *), "cuabi_o
 ABI_TYPE(&cuabi_objcode_module,
          cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
          "cuabi_objcode_module");
+ABI_TYPE(&cuabi_objcode_library,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *),
+         "cuabi_objcode_library");
 ABI_TYPE(&cuabi_kernel_retain, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_retain");
 ABI_TYPE(&cuabi_kernel_release, cuabi_status (*)(cuabi_kernel *), "cuabi_kernel_release");
 ABI_TYPE(&cuabi_kernel_resources_init,
@@ -3498,6 +3501,9 @@ ABI_TYPE(((cuabi_api *)0)->managed_discard_prefetch_batch,
 ABI_TYPE(((cuabi_api *)0)->objcode_module,
          cuabi_status (*)(uintptr_t *, cuabi_objcode *, cuabi_device *),
          "cuabi_api.objcode_module");
+ABI_TYPE(((cuabi_api *)0)->objcode_library,
+         cuabi_status (*)(uintptr_t *, cuabi_objcode *),
+         "cuabi_api.objcode_library");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5583,6 +5589,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, managed_discard_batch);
     ABI_FIELD(cuabi_api, managed_discard_prefetch_batch);
     ABI_FIELD(cuabi_api, objcode_module);
+    ABI_FIELD(cuabi_api, objcode_library);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7126,6 +7133,7 @@ int main(void)
     puts("  cuabi_status cuabi_objcode_arch(int *, cuabi_objcode *)");
     puts("  cuabi_status cuabi_objcode_module(uintptr_t *, cuabi_objcode *, "
          "cuabi_device *)");
+    puts("  cuabi_status cuabi_objcode_library(uintptr_t *, cuabi_objcode *)");
     puts("  cuabi_status cuabi_kernel_retain(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_release(cuabi_kernel *)");
     puts("  cuabi_status cuabi_kernel_resources_init(cuabi_kernel_resources *, "

@@ -92,6 +92,38 @@ START_TEST(module_of_the_library)
 }
 END_TEST
 
+START_TEST(library_handle_and_kernel_handle)
+{
+    cuabi_objcode *o = load_sm90();
+    uintptr_t lib = 0, again = 0, ck = 0;
+    ck_assert_ok(cuabi_objcode_library(&lib, o));
+    ck_assert_int_eq(fake_library_loads, 1);              /* loads the image */
+    ck_assert_uint_ne(lib, 0);
+    ck_assert_ok(cuabi_objcode_library(&again, o));
+    ck_assert_int_eq(fake_library_loads, 1);              /* once */
+    ck_assert_uint_eq(lib, again);
+    cuabi_kernel *k;
+    ck_assert_ok(cuabi_objcode_get_kernel(&k, o, "add"));
+    ck_assert_ok(cuabi_kernel_raw(&ck, k));
+    ck_assert_uint_ne(ck, 0);
+    ck_assert_uint_ne(ck, lib);
+    ck_assert_status(cuabi_objcode_library(NULL, o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_objcode_library(&again, (cuabi_objcode *)8), CUABI_ERROR_INVALID_HANDLE);
+    size_t n;
+    const void *bytes;
+    ck_assert_ok(cuabi_objcode_bytes(&bytes, &n, o));
+    cuabi_objcode *obj;
+    ck_assert_ok(cuabi_objcode_from_memory(&obj, CUABI_CODE_OBJECT, bytes, n, "dev.o"));
+    again = 7;
+    ck_assert_status(cuabi_objcode_library(&again, obj), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_uint_eq(again, 0);
+    ck_assert_int_eq(fake_library_loads, 1);              /* nothing loaded for it */
+    ck_assert_ok(cuabi_objcode_release(obj));
+    ck_assert_ok(cuabi_kernel_release(k));
+    ck_assert_ok(cuabi_objcode_release(o));
+}
+END_TEST
+
 START_TEST(driver_rejects_image)
 {
     /* Text the objcode accepts as PTX but the (fake) driver refuses. */
@@ -362,6 +394,7 @@ int main(void)
     tcase_add_test(tc, lazy_load_once_and_lookup);
     tcase_add_test(tc, driver_rejects_image);
     tcase_add_test(tc, module_of_the_library);
+    tcase_add_test(tc, library_handle_and_kernel_handle);
     tcase_add_test(tc, lazy_jit_errors_are_image_errors);
     tcase_add_test(tc, attributes_and_functions);
     tcase_add_test(tc, params_from_driver);

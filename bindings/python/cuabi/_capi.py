@@ -2472,6 +2472,7 @@ FUNCTIONS = {
     'cuabi_objcode_kernel_resources': (C.c_int, (C.POINTER(cuabi_kernel_resources), C.c_void_p, C.c_char_p, C.c_char_p, ), (('out', 'cuabi_kernel_resources *', 'inout', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('name', 'const char *', 'in', 'host', False, 'borrow', None), ('arch', 'const char *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_objcode_arch': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_objcode_module': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_objcode_library': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('objcode', 'cuabi_objcode *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_kernel_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_kernel_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_kernel *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_kernel_resources_init': (C.c_int, (C.POINTER(cuabi_kernel_resources), C.c_uint, ), (('opts', 'cuabi_kernel_resources *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -2880,6 +2881,7 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_memory_resource_trim',
     'cuabi_objcode_load',
     'cuabi_objcode_module',
+    'cuabi_objcode_library',
     'cuabi_kernel_attribute',
     'cuabi_kernel_set_attribute',
     'cuabi_kernel_raw',
@@ -3539,4 +3541,5 @@ TABLE_FUNCTIONS = (
     'cuabi_managed_discard_batch',
     'cuabi_managed_discard_prefetch_batch',
     'cuabi_objcode_module',
+    'cuabi_objcode_library',
 )

@@ -291,6 +291,13 @@ class ObjectCode(Handle):
 
     _ctype = "cuabi_objcode"
 
+    @property
+    def handle(self) -> int:
+        """cuda.core's: the CUlibrary (context-independent; an int), loading
+        the code if needed; valid while this ObjectCode lives. cuabi's own
+        handle is cuabi_handle."""
+        return call("cuabi_objcode_library", self)
+
     @classmethod
     def from_bytes(cls, data, code_type=None, name: str = "code") -> "ObjectCode":
         data = _s(data)
@@ -533,6 +540,12 @@ class Kernel(Handle):
     """One kernel of an ObjectCode (which it keeps alive)."""
 
     _ctype = "cuabi_kernel"
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's: the CUkernel (an int; the same as raw), loading the
+        code if needed. cuabi's own handle is cuabi_handle."""
+        return call("cuabi_kernel_raw", self)
 
     def __reduce__(self):
         """Pickles as its ObjectCode and its name: the receiving process

@@ -1138,4 +1138,5 @@ static const char *const fast_table_functions[] = {
     "cuabi_managed_discard_batch",
     "cuabi_managed_discard_prefetch_batch",
     "cuabi_objcode_module",
+    "cuabi_objcode_library",
 };

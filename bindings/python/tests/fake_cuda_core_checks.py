@@ -573,7 +573,12 @@ def test_kernel_from_handle(dev, add):
     k = cuabi.Kernel.from_handle(add.raw, code)              # the CUkernel, with its code
     assert isinstance(k, cuabi.Kernel) and k.name == "add_i64" and k.raw == add.raw
     assert cuabi.Kernel.from_handle(add.raw).name == "add_i64"    # without: the process's code
-    assert cuabi.Kernel.from_handle(add.handle, code).raw == add.raw   # cuabi's Kernel.handle
+    assert cuabi.Kernel.from_handle(add.cuabi_handle, code).raw == add.raw   # cuabi's handle too
+    # cuda.core's meanings: Kernel.handle is the CUkernel, ObjectCode.handle the CUlibrary
+    assert add.handle == add.raw and add.handle != add.cuabi_handle
+    lib = code.handle
+    assert isinstance(lib, int) and lib not in (0, code.cuabi_handle, add.raw)
+    assert code.handle == lib                                 # loaded once
     a = np.zeros(1, np.int64)
     b = cuabi.Buffer(8, dev.memory_resource)
     b.copy_from(a)

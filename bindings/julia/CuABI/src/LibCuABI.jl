@@ -2216,6 +2216,24 @@ function cuabi_objcode_module(out, objcode, device)
     end
 end
 
+"""
+cuabi_objcode_library(out, objcode)
+
+The objcode's CUlibrary (context-independent; cuda.core's ObjectCode.handle). It belongs to the objcode: valid while the objcode lives; do not unload it. Loads the image if needed; an object or a library is CUABI_ERROR_NOT_SUPPORTED.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_objcode_library(out, objcode)
+    t0 = _enter(objcode)
+    try
+        ccall((:cuabi_objcode_library, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_objcode}), out, objcode)
+    finally
+        _leave(objcode, t0)
+    end
+end
+
 
 # ---- module kernel (api/kernel.toml)
 
@@ -10540,6 +10558,7 @@ const FUNCTIONS = [
     :cuabi_objcode_kernel_resources,
     :cuabi_objcode_arch,
     :cuabi_objcode_module,
+    :cuabi_objcode_library,
     :cuabi_kernel_retain,
     :cuabi_kernel_release,
     :cuabi_kernel_resources_init,

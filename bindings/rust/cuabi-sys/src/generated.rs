@@ -1303,6 +1303,10 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_objcode_module(out: *mut usize, objcode: *mut cuabi_objcode, device: *mut cuabi_device) -> cuabi_status;
+    /// The objcode's CUlibrary (context-independent; cuda.core's ObjectCode.handle). It belongs to the objcode: valid while the objcode lives; do not unload it. Loads the image if needed; an object or a library is CUABI_ERROR_NOT_SUPPORTED.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_objcode_library(out: *mut usize, objcode: *mut cuabi_objcode) -> cuabi_status;
 }
 
 // ---- module kernel (api/kernel.toml)
@@ -7355,6 +7359,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_objcode_kernel_resources", cuabi_objcode_kernel_resources as *const () as usize),
         ("cuabi_objcode_arch", cuabi_objcode_arch as *const () as usize),
         ("cuabi_objcode_module", cuabi_objcode_module as *const () as usize),
+        ("cuabi_objcode_library", cuabi_objcode_library as *const () as usize),
         ("cuabi_kernel_retain", cuabi_kernel_retain as *const () as usize),
         ("cuabi_kernel_release", cuabi_kernel_release as *const () as usize),
         ("cuabi_kernel_resources_init", cuabi_kernel_resources_init as *const () as usize),
