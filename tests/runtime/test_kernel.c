@@ -109,6 +109,10 @@ START_TEST(library_handle_and_kernel_handle)
     ck_assert_uint_ne(ck, lib);
     ck_assert_status(cuabi_objcode_library(NULL, o), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_status(cuabi_objcode_library(&again, (cuabi_objcode *)8), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_objcode_library(&again, (cuabi_objcode *)k), CUABI_ERROR_INVALID_HANDLE);
+    cuabi_objcode *gone = load_sm90();
+    ck_assert_ok(cuabi_objcode_release(gone));
+    ck_assert_status(cuabi_objcode_library(&again, gone), CUABI_ERROR_INVALID_HANDLE);
     size_t n;
     const void *bytes;
     ck_assert_ok(cuabi_objcode_bytes(&bytes, &n, o));

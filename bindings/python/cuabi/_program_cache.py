@@ -509,36 +509,15 @@ class FileStreamProgramCache(ProgramCacheResource):
         """Remove every entry of this user's (and links or FIFOs planted
         among them); another user's file in a shared sticky directory stays.
         Temporary files of writers still at work stay too."""
-        try:
-            root = self._open_root()
-        except (OSError, _Untrusted):
-            return
-        try:
-            try:
-                ent = self._open_dir(root, _ENTRIES)
-            except (OSError, _Untrusted):
-                return
-            try:
-                for sub_name in self._subdirs(ent):
-                    try:
-                        sub = self._open_dir(ent, sub_name)
-                    except (OSError, _Untrusted):
-                        continue
-                    try:
-                        with os.scandir(sub) as it:
-                            names = [e.name for e in it]
-                        for name in names:
-                            with contextlib.suppress(OSError):
-                                st = os.stat(name, dir_fd=sub, follow_symlinks=False)
-                                self._discard(sub, name, st)
-                    finally:
-                        _close(sub)
-                    with contextlib.suppress(OSError):
-                        os.rmdir(sub_name, dir_fd=ent)
-            finally:
-                _close(ent)
-        finally:
-            _close(root)
+        for ent, sub_name, sub in self._entry_dirs():
+            with os.scandir(sub) as it:
+                names = [e.name for e in it]
+            for name in names:
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=sub, follow_symlinks=False)
+                    self._discard(sub, name, st)
+            with contextlib.suppress(OSError):
+                os.rmdir(sub_name, dir_fd=ent)
         self._sweep_stale_tmp()
         if self._max_size_bytes is not None:
             total = self._total_size()
@@ -552,9 +531,9 @@ class FileStreamProgramCache(ProgramCacheResource):
         with os.scandir(ent) as it:
             return [e.name for e in it if e.is_dir(follow_symlinks=False)]
 
-    def _scan(self):
-        """(entries/<sub> name, file name, stat) of each regular file of this
-        user's under entries/."""
+    def _entry_dirs(self):
+        """(entries/ fd, name, fd) of each directory under entries/ that
+        opens safely; each fd is closed once the consumer moves on."""
         try:
             root = self._open_root()
         except (OSError, _Untrusted):
@@ -571,23 +550,28 @@ class FileStreamProgramCache(ProgramCacheResource):
                     except (OSError, _Untrusted):
                         continue
                     try:
-                        with os.scandir(sub) as it:
-                            found = []
-                            for e in it:
-                                try:
-                                    st = e.stat(follow_symlinks=False)
-                                except OSError:
-                                    continue
-                                if stat.S_ISREG(st.st_mode) and not _file_refusal(st, self._uid):
-                                    found.append((e.name, st))
+                        yield ent, sub_name, sub
                     finally:
                         _close(sub)
-                    for name, st in found:
-                        yield sub_name, name, st
             finally:
                 _close(ent)
         finally:
             _close(root)
+
+    def _scan(self):
+        """(entries/<sub> name, file name, stat) of each regular file of this
+        user's under entries/."""
+        for _, sub_name, sub in self._entry_dirs():
+            found = []
+            with os.scandir(sub) as it:
+                for e in it:
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode) and not _file_refusal(st, self._uid):
+                        found.append((e.name, st))
+            yield from ((sub_name, name, st) for name, st in found)
 
     def _tmp_files(self):
         """(name, stat) of each regular file of this user's in tmp/."""
