@@ -1162,6 +1162,23 @@ typedef struct cuabi_api {
                                             cuabi_graph_host_fn fn,
                                             void *payload,
                                             cuabi_graph_host_release_fn release);
+    cuabi_status (*graph_add_mem_alloc)(cuabi_graph_node **out,
+                                        cuabi_graph *graph,
+                                        cuabi_graph_node **dependencies,
+                                        size_t num_dependencies,
+                                        cuabi_device *device,
+                                        cuabi_memory_kind kind,
+                                        size_t size,
+                                        cuabi_device **peers,
+                                        size_t num_peers);
+    cuabi_status (*graph_add_mem_free)(cuabi_graph_node **out,
+                                       cuabi_graph *graph,
+                                       cuabi_graph_node **dependencies,
+                                       size_t num_dependencies,
+                                       uintptr_t pointer);
+    cuabi_status (*graph_node_destroy)(cuabi_graph_node *node);
+    cuabi_status (*graph_node_is_valid)(int *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_mem_info)(uintptr_t *pointer, size_t *size, cuabi_graph_node *node);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -492,6 +492,11 @@ static const cuabi_api api_table = {
     cuabi_multicast_unbind,
     cuabi_multicast_map,
     cuabi_stream_launch_host_func,
+    cuabi_graph_add_mem_alloc,
+    cuabi_graph_add_mem_free,
+    cuabi_graph_node_destroy,
+    cuabi_graph_node_is_valid,
+    cuabi_graph_node_mem_info,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

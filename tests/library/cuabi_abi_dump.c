@@ -918,6 +918,24 @@ ABI_TYPE(&cuabi_graph_add_child,
                           size_t,
                           cuabi_graph *),
          "cuabi_graph_add_child");
+ABI_TYPE(&cuabi_graph_add_mem_alloc,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          cuabi_memory_kind,
+                          size_t,
+                          cuabi_device **,
+                          size_t),
+         "cuabi_graph_add_mem_alloc");
+ABI_TYPE(&cuabi_graph_add_mem_free,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          uintptr_t),
+         "cuabi_graph_add_mem_free");
 ABI_TYPE(&cuabi_graph_conditional_handle_create,
          cuabi_status (*)(uint64_t *, cuabi_graph *, cuabi_device *, unsigned int, unsigned int),
          "cuabi_graph_conditional_handle_create");
@@ -960,6 +978,15 @@ ABI_TYPE(&cuabi_graph_node_dependent_count,
 ABI_TYPE(&cuabi_graph_node_dependent,
          cuabi_status (*)(cuabi_graph_node **, cuabi_graph_node *, size_t),
          "cuabi_graph_node_dependent");
+ABI_TYPE(&cuabi_graph_node_destroy,
+         cuabi_status (*)(cuabi_graph_node *),
+         "cuabi_graph_node_destroy");
+ABI_TYPE(&cuabi_graph_node_is_valid,
+         cuabi_status (*)(int *, cuabi_graph_node *),
+         "cuabi_graph_node_is_valid");
+ABI_TYPE(&cuabi_graph_node_mem_info,
+         cuabi_status (*)(uintptr_t *, size_t *, cuabi_graph_node *),
+         "cuabi_graph_node_mem_info");
 ABI_TYPE(&cuabi_graph_exec_launch,
          cuabi_status (*)(cuabi_graph_exec *, cuabi_stream *),
          "cuabi_graph_exec_launch");
@@ -3454,6 +3481,33 @@ ABI_TYPE(((cuabi_api *)0)->multicast_map,
 ABI_TYPE(((cuabi_api *)0)->stream_launch_host_func,
          cuabi_status (*)(cuabi_stream *, cuabi_graph_host_fn, void *, cuabi_graph_host_release_fn),
          "cuabi_api.stream_launch_host_func");
+ABI_TYPE(((cuabi_api *)0)->graph_add_mem_alloc,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          cuabi_memory_kind,
+                          size_t,
+                          cuabi_device **,
+                          size_t),
+         "cuabi_api.graph_add_mem_alloc");
+ABI_TYPE(((cuabi_api *)0)->graph_add_mem_free,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          uintptr_t),
+         "cuabi_api.graph_add_mem_free");
+ABI_TYPE(((cuabi_api *)0)->graph_node_destroy,
+         cuabi_status (*)(cuabi_graph_node *),
+         "cuabi_api.graph_node_destroy");
+ABI_TYPE(((cuabi_api *)0)->graph_node_is_valid,
+         cuabi_status (*)(int *, cuabi_graph_node *),
+         "cuabi_api.graph_node_is_valid");
+ABI_TYPE(((cuabi_api *)0)->graph_node_mem_info,
+         cuabi_status (*)(uintptr_t *, size_t *, cuabi_graph_node *),
+         "cuabi_api.graph_node_mem_info");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5535,6 +5589,11 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, multicast_unbind);
     ABI_FIELD(cuabi_api, multicast_map);
     ABI_FIELD(cuabi_api, stream_launch_host_func);
+    ABI_FIELD(cuabi_api, graph_add_mem_alloc);
+    ABI_FIELD(cuabi_api, graph_add_mem_free);
+    ABI_FIELD(cuabi_api, graph_node_destroy);
+    ABI_FIELD(cuabi_api, graph_node_is_valid);
+    ABI_FIELD(cuabi_api, graph_node_mem_info);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7316,6 +7375,11 @@ int main(void)
          "cuabi_graph_node **, size_t, cuabi_event *)");
     puts("  cuabi_status cuabi_graph_add_child(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_graph *)");
+    puts("  cuabi_status cuabi_graph_add_mem_alloc(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, cuabi_memory_kind, size_t, "
+         "cuabi_device **, size_t)");
+    puts("  cuabi_status cuabi_graph_add_mem_free(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, uintptr_t)");
     puts("  cuabi_status cuabi_graph_conditional_handle_create(uint64_t *, cuabi_graph *, "
          "cuabi_device *, unsigned int, unsigned int)");
     puts("  cuabi_status cuabi_graph_add_conditional(cuabi_graph_node **, cuabi_graph *, "
@@ -7336,6 +7400,10 @@ int main(void)
     puts("  cuabi_status cuabi_graph_node_dependent_count(size_t *, cuabi_graph_node *)");
     puts("  cuabi_status cuabi_graph_node_dependent(cuabi_graph_node **, "
          "cuabi_graph_node *, size_t)");
+    puts("  cuabi_status cuabi_graph_node_destroy(cuabi_graph_node *)");
+    puts("  cuabi_status cuabi_graph_node_is_valid(int *, cuabi_graph_node *)");
+    puts("  cuabi_status cuabi_graph_node_mem_info(uintptr_t *, size_t *, "
+         "cuabi_graph_node *)");
     puts("  cuabi_status cuabi_graph_exec_launch(cuabi_graph_exec *, cuabi_stream *)");
     puts("  cuabi_status cuabi_graph_exec_upload(cuabi_graph_exec *, cuabi_stream *)");
     puts("  cuabi_status cuabi_graph_exec_update(cuabi_graph_exec *, cuabi_graph *, "

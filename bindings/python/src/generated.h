@@ -1134,4 +1134,9 @@ static const char *const fast_table_functions[] = {
     "cuabi_multicast_unbind",
     "cuabi_multicast_map",
     "cuabi_stream_launch_host_func",
+    "cuabi_graph_add_mem_alloc",
+    "cuabi_graph_add_mem_free",
+    "cuabi_graph_node_destroy",
+    "cuabi_graph_node_is_valid",
+    "cuabi_graph_node_mem_info",
 };
