@@ -624,6 +624,53 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_child(cuabi_graph_node **out,
                                                  cuabi_graph *child);
 
 /**
+ * Add a copy of `size` bytes between two addresses in the unified address space
+ * (device, pinned, managed memory, or host memory the driver can reach), the
+ * kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
+ * The graph keeps nothing alive for it: keep both ranges valid while the graph
+ * or an executable of it may run (the bindings keep the objects the addresses
+ * came from). Buffers are better given to cuabi_graph_add_memcpy, which keeps
+ * them.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * @param device The device whose context runs the copy.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out,
+                                                      cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device,
+                                                      uintptr_t dst,
+                                                      uintptr_t src,
+                                                      size_t size);
+
+/**
+ * Add a memset of `height` rows of `width` elements of `element_size` bytes
+ * (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
+ * at an address of CUDA memory, run by `device`'s context. As
+ * cuabi_graph_add_memcpy_ptr, the graph keeps nothing alive for it.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * @param device The device whose context runs the memset.
+ * @param width Elements a row.
+ * @param height Rows (at least 1).
+ * @param pitch Bytes from one row to the next (at least width * element_size when height > 1).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out,
+                                                      cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device,
+                                                      uintptr_t dst,
+                                                      uint32_t value,
+                                                      unsigned int element_size,
+                                                      size_t width,
+                                                      size_t height,
+                                                      size_t pitch);
+
+/**
  * Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
  * `kind` memory owned by the graph, at an address fixed now (read it with
  * cuabi_graph_node_mem_info) and usable by the nodes that run after this one.

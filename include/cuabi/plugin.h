@@ -1179,6 +1179,25 @@ typedef struct cuabi_api {
     cuabi_status (*graph_node_destroy)(cuabi_graph_node *node);
     cuabi_status (*graph_node_is_valid)(int *out, cuabi_graph_node *node);
     cuabi_status (*graph_node_mem_info)(uintptr_t *pointer, size_t *size, cuabi_graph_node *node);
+    cuabi_status (*graph_add_memcpy_ptr)(cuabi_graph_node **out,
+                                         cuabi_graph *graph,
+                                         cuabi_graph_node **dependencies,
+                                         size_t num_dependencies,
+                                         cuabi_device *device,
+                                         uintptr_t dst,
+                                         uintptr_t src,
+                                         size_t size);
+    cuabi_status (*graph_add_memset_ptr)(cuabi_graph_node **out,
+                                         cuabi_graph *graph,
+                                         cuabi_graph_node **dependencies,
+                                         size_t num_dependencies,
+                                         cuabi_device *device,
+                                         uintptr_t dst,
+                                         uint32_t value,
+                                         unsigned int element_size,
+                                         size_t width,
+                                         size_t height,
+                                         size_t pitch);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

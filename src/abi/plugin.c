@@ -497,6 +497,8 @@ static const cuabi_api api_table = {
     cuabi_graph_node_destroy,
     cuabi_graph_node_is_valid,
     cuabi_graph_node_mem_info,
+    cuabi_graph_add_memcpy_ptr,
+    cuabi_graph_add_memset_ptr,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -652,6 +652,112 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset(cuabi_graph_node **out, cuabi_
     return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMSET, NULL));
 }
 
+/* ----------------------------------------- copies and memsets by address */
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out, cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device, uintptr_t dst,
+                                                      uintptr_t src, size_t size)
+{
+    add_ctx a;
+    void *obj;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
+    cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS && (!dst || !src))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the %s address is 0", __func__,
+                          dst ? "source" : "destination");
+    if (st == CUABI_SUCCESS && !size)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: size is 0 (a copy node must copy "
+                          "something)", __func__);
+    if (st == CUABI_SUCCESS && (dst > UINTPTR_MAX - size || src > UINTPTR_MAX - size))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %zu bytes from the %s address wrap "
+                          "around the address space", __func__, size,
+                          dst > UINTPTR_MAX - size ? "destination" : "source");
+    if (st == CUABI_SUCCESS)
+        st = body_device_ok(&a, dev);
+    CUcontext ctx = NULL;
+    if (st == CUABI_SUCCESS)
+        st = device_context(&ctx, dev, &a);
+    if (st == CUABI_SUCCESS) {
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof p);
+        p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+        p.srcDevice = (CUdeviceptr)src;
+        p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+        p.dstDevice = (CUdeviceptr)dst;
+        p.WidthInBytes = size;
+        p.Height = 1;
+        p.Depth = 1;
+        st = CUABI__CU(a.drv, cuGraphAddMemcpyNode, &n, a.g->cu_graph, a.deps, a.ndeps, &p, ctx);
+    }
+    if (st == CUABI_SUCCESS)
+        cuabi__graph_use_device(a.g, dev);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out, cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device, uintptr_t dst,
+                                                      uint32_t value, unsigned int element_size,
+                                                      size_t width, size_t height, size_t pitch)
+{
+    add_ctx a;
+    void *obj;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    size_t row = 0, span = 0;
+    cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
+    cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS && element_size != 1 && element_size != 2 && element_size != 4)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: element_size must be 1, 2 or 4 "
+                          "bytes, not %u", __func__, element_size);
+    else if (st == CUABI_SUCCESS && element_size != 4 &&
+             value >= (UINT32_C(1) << (8 * element_size)))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: value 0x%x does not fit in %u "
+                          "byte%s", __func__, value, element_size, element_size == 1 ? "" : "s");
+    else if (st == CUABI_SUCCESS && !dst)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the destination address is 0",
+                          __func__);
+    else if (st == CUABI_SUCCESS && (!width || !height))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is 0 (a memset node must set "
+                          "something)", __func__, width ? "height" : "width");
+    else if (st == CUABI_SUCCESS && !cuabi__size_mul(&row, width, element_size))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: width %zu is too large", __func__,
+                          width);
+    if (st == CUABI_SUCCESS && height == 1)
+        pitch = row;
+    if (st == CUABI_SUCCESS && pitch < row)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: pitch %zu is less than a row "
+                          "(%zu elements of %u bytes)", __func__, pitch, width, element_size);
+    if (st == CUABI_SUCCESS && (!cuabi__size_mul(&span, pitch, height - 1) ||
+                                !cuabi__size_add(&span, span, row) || dst > UINTPTR_MAX - span))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %zu rows of pitch %zu are too "
+                          "large", __func__, height, pitch);
+    if (st == CUABI_SUCCESS)
+        st = body_device_ok(&a, dev);
+    CUcontext ctx = NULL;
+    if (st == CUABI_SUCCESS)
+        st = device_context(&ctx, dev, &a);
+    if (st == CUABI_SUCCESS) {
+        CUDA_MEMSET_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.dst = (CUdeviceptr)dst;
+        p.value = value;
+        p.elementSize = element_size;
+        p.width = width;
+        p.height = height;
+        p.pitch = pitch;
+        st = CUABI__CU(a.drv, cuGraphAddMemsetNode, &n, a.g->cu_graph, a.deps, a.ndeps, &p, ctx);
+    }
+    if (st == CUABI_SUCCESS)
+        cuabi__graph_use_device(a.g, dev);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMSET, NULL));
+}
+
 /* ------------------------------------------------------- memory nodes */
 
 static cuabi_status get_device(cuabi__device **out, cuabi_device *device, const char *what,

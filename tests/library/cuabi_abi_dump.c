@@ -918,6 +918,29 @@ ABI_TYPE(&cuabi_graph_add_child,
                           size_t,
                           cuabi_graph *),
          "cuabi_graph_add_child");
+ABI_TYPE(&cuabi_graph_add_memcpy_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          uintptr_t,
+                          size_t),
+         "cuabi_graph_add_memcpy_ptr");
+ABI_TYPE(&cuabi_graph_add_memset_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          uint32_t,
+                          unsigned int,
+                          size_t,
+                          size_t,
+                          size_t),
+         "cuabi_graph_add_memset_ptr");
 ABI_TYPE(&cuabi_graph_add_mem_alloc,
          cuabi_status (*)(cuabi_graph_node **,
                           cuabi_graph *,
@@ -3508,6 +3531,29 @@ ABI_TYPE(((cuabi_api *)0)->graph_node_is_valid,
 ABI_TYPE(((cuabi_api *)0)->graph_node_mem_info,
          cuabi_status (*)(uintptr_t *, size_t *, cuabi_graph_node *),
          "cuabi_api.graph_node_mem_info");
+ABI_TYPE(((cuabi_api *)0)->graph_add_memcpy_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          uintptr_t,
+                          size_t),
+         "cuabi_api.graph_add_memcpy_ptr");
+ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          uint32_t,
+                          unsigned int,
+                          size_t,
+                          size_t,
+                          size_t),
+         "cuabi_api.graph_add_memset_ptr");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5594,6 +5640,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_node_destroy);
     ABI_FIELD(cuabi_api, graph_node_is_valid);
     ABI_FIELD(cuabi_api, graph_node_mem_info);
+    ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
+    ABI_FIELD(cuabi_api, graph_add_memset_ptr);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7375,6 +7423,11 @@ int main(void)
          "cuabi_graph_node **, size_t, cuabi_event *)");
     puts("  cuabi_status cuabi_graph_add_child(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_graph *)");
+    puts("  cuabi_status cuabi_graph_add_memcpy_ptr(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, uintptr_t, size_t)");
+    puts("  cuabi_status cuabi_graph_add_memset_ptr(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, uint32_t, unsigned int, "
+         "size_t, size_t, size_t)");
     puts("  cuabi_status cuabi_graph_add_mem_alloc(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_device *, cuabi_memory_kind, size_t, "
          "cuabi_device **, size_t)");

@@ -433,6 +433,77 @@ START_TEST(memory_nodes_refuse_bad_input)
 }
 END_TEST
 
+/* ------------------------------------------------ copies and memsets by address */
+
+START_TEST(copies_and_memsets_by_address)
+{
+    cuabi_graph *g;
+    cuabi_graph_node *set, *copy, *up, *n = NULL;
+    cuabi_buffer *a = ints(8, 0), *b = ints(8, 100);
+    uintptr_t pa, pb;
+    ck_assert_ok(cuabi_buffer_pointer(&pa, a));
+    ck_assert_ok(cuabi_buffer_pointer(&pb, b));
+    static int64_t host[2] = { 41, 42 };
+    ck_assert_ok(cuabi_graph_create(&g));
+    /* 3 rows of 2 u32 elements, 16 bytes apart: words 0,1 4,5 8,9 of a set. */
+    ck_assert_ok(cuabi_graph_add_memset_ptr(&set, g, NULL, 0, dev, pa, 7, 4, 2, 3, 16));
+    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&copy, g, &set, 1, dev, pb, pa, 64));
+    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&up, g, &copy, 1, dev, pb + 56, (uintptr_t)host, 8));
+    run(g);
+    const uint32_t *w = (const uint32_t *)pb;
+    for (int i = 0; i < 14; i++)   /* words 14, 15: the host copy */
+        ck_assert_uint_eq(w[i], ((const uint32_t *)pa)[i]);
+    for (int i = 0; i < 12; i++)
+        ck_assert_uint_eq(w[i] == 7u, (i % 4) < 2);
+    ck_assert_int_eq(at(b, 7), 41);
+    ck_assert_int_eq(at(a, 7), 7); /* untouched by the memset: ints(8, 0)[7] */
+    /* Refusals, each naming the problem; nothing is added. */
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 7, 3, 2, 1, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("1, 2 or 4");
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 256, 1, 2, 1, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("does not fit");
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, 0, 1, 1, 2, 1, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 1, 0, 1, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("width is 0");
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, 4, 2, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("pitch 8 is less than a row");
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, 4, SIZE_MAX,
+                                                SIZE_MAX / 2), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("too large");
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, SIZE_MAX, 1, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, NULL, pa, 1, 1, 1, 1, 0),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, pa, pb, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("size is 0");
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, 0, pb, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("destination address is 0");
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, UINTPTR_MAX - 3, pb, 8),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("wrap");
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, (cuabi_device *)a, pa, pb, 8),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ptr_null(n);
+    ck_assert_uint_eq(node_count(g), 3);
+    cuabi_graph_node_kind kind;
+    ck_assert_ok(cuabi_graph_node_type(&kind, set));
+    ck_assert_int_eq(kind, CUABI_GRAPH_NODE_MEMSET);
+    cuabi_graph_node_release(set);
+    cuabi_graph_node_release(copy);
+    cuabi_graph_node_release(up);
+    cuabi_graph_release(g);
+    cuabi_buffer_destroy(a);
+    cuabi_buffer_destroy(b);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- threads */
 
 struct race {
@@ -493,6 +564,7 @@ static Suite *suite(void)
     tcase_add_test(tc, destroy_renumbers_body_graphs_of_later_conditionals);
     tcase_add_test(tc, memory_nodes_allocate_and_free);
     tcase_add_test(tc, memory_nodes_refuse_bad_input);
+    tcase_add_test(tc, copies_and_memsets_by_address);
     tcase_add_test(tc, destroy_races_queries);
     suite_add_tcase(s, tc);
     return s;

@@ -1139,4 +1139,6 @@ static const char *const fast_table_functions[] = {
     "cuabi_graph_node_destroy",
     "cuabi_graph_node_is_valid",
     "cuabi_graph_node_mem_info",
+    "cuabi_graph_add_memcpy_ptr",
+    "cuabi_graph_add_memset_ptr",
 };

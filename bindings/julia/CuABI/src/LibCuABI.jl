@@ -5438,6 +5438,68 @@ function cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child
 end
 
 """
+cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, src, size)
+
+Add a copy of `size` bytes between two addresses in the unified address space
+(device, pinned, managed memory, or host memory the driver can reach), the
+kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
+The graph keeps nothing alive for it: keep both ranges valid while the graph
+or an executable of it may run (the bindings keep the objects the addresses
+came from). Buffers are better given to cuabi_graph_add_memcpy, which keeps
+them.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `device` The device whose context runs the copy.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, src, size)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_graph_add_memcpy_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Cuintptr_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, src, size)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
+cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+
+Add a memset of `height` rows of `width` elements of `element_size` bytes
+(1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
+at an address of CUDA memory, run by `device`'s context. As
+cuabi_graph_add_memcpy_ptr, the graph keeps nothing alive for it.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `device` The device whose context runs the memset.
+- `width` Elements a row.
+- `height` Rows (at least 1).
+- `pitch` Bytes from one row to the next (at least width * element_size when height > 1).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_graph_add_memset_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, UInt32, Cuint, Csize_t, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
 cuabi_graph_add_mem_alloc(out, graph, dependencies, num_dependencies, device, kind, size, peers, num_peers)
 
 Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
@@ -10732,6 +10794,8 @@ const FUNCTIONS = [
     :cuabi_graph_add_event_record,
     :cuabi_graph_add_event_wait,
     :cuabi_graph_add_child,
+    :cuabi_graph_add_memcpy_ptr,
+    :cuabi_graph_add_memset_ptr,
     :cuabi_graph_add_mem_alloc,
     :cuabi_graph_add_mem_free,
     :cuabi_graph_conditional_handle_create,
