@@ -627,13 +627,15 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_child(cuabi_graph_node **out,
  * Add a copy of `size` bytes between two addresses in the unified address space
  * (device, pinned, managed memory, or host memory the driver can reach), the
  * kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
- * The graph keeps nothing alive for it: keep both ranges valid while the graph
- * or an executable of it may run (the bindings keep the objects the addresses
- * came from). Buffers are better given to cuabi_graph_add_memcpy, which keeps
- * them.
+ * The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+ * addresses lie in, or any buffers whose memory must outlive the node; may be
+ * NULL) alive; nothing else: keep other ranges valid while the graph or an
+ * executable of it may run.
  * @param out [out, ownership transferred]
  * @param dependencies [may be NULL, array of num_dependencies elements]
  * @param device The device whose context runs the copy.
+ * @param dst_keep [may be NULL]
+ * @param src_keep [may be NULL]
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out,
@@ -642,17 +644,20 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out,
                                                       size_t num_dependencies,
                                                       cuabi_device *device,
                                                       uintptr_t dst,
+                                                      cuabi_buffer *dst_keep,
                                                       uintptr_t src,
+                                                      cuabi_buffer *src_keep,
                                                       size_t size);
 
 /**
  * Add a memset of `height` rows of `width` elements of `element_size` bytes
  * (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
- * at an address of CUDA memory, run by `device`'s context. As
- * cuabi_graph_add_memcpy_ptr, the graph keeps nothing alive for it.
+ * at an address of CUDA memory, run by `device`'s context. The graph keeps the
+ * memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
  * @param out [out, ownership transferred]
  * @param dependencies [may be NULL, array of num_dependencies elements]
  * @param device The device whose context runs the memset.
+ * @param dst_keep [may be NULL]
  * @param width Elements a row.
  * @param height Rows (at least 1).
  * @param pitch Bytes from one row to the next (at least width * element_size when height > 1).
@@ -664,6 +669,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out,
                                                       size_t num_dependencies,
                                                       cuabi_device *device,
                                                       uintptr_t dst,
+                                                      cuabi_buffer *dst_keep,
                                                       uint32_t value,
                                                       unsigned int element_size,
                                                       size_t width,

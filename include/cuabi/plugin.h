@@ -1185,7 +1185,9 @@ typedef struct cuabi_api {
                                          size_t num_dependencies,
                                          cuabi_device *device,
                                          uintptr_t dst,
+                                         cuabi_buffer *dst_keep,
                                          uintptr_t src,
+                                         cuabi_buffer *src_keep,
                                          size_t size);
     cuabi_status (*graph_add_memset_ptr)(cuabi_graph_node **out,
                                          cuabi_graph *graph,
@@ -1193,6 +1195,7 @@ typedef struct cuabi_api {
                                          size_t num_dependencies,
                                          cuabi_device *device,
                                          uintptr_t dst,
+                                         cuabi_buffer *dst_keep,
                                          uint32_t value,
                                          unsigned int element_size,
                                          size_t width,

@@ -654,11 +654,22 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset(cuabi_graph_node **out, cuabi_
 
 /* ----------------------------------------- copies and memsets by address */
 
+/* A buffer whose memory the graph keeps for a node made by address (NULL: none). */
+static cuabi_status keep_optional(add_ctx *a, cuabi_buffer *buffer, const char *what)
+{
+    if (!buffer)
+        return CUABI_SUCCESS;
+    cuabi__buffer *b = NULL;
+    CUABI__TRY(get_buffer(&b, buffer, what, a->caller));
+    return cuabi__keep_buffer(&a->g->shared->keep, b, a->caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out, cuabi_graph *graph,
                                                       cuabi_graph_node **dependencies,
                                                       size_t num_dependencies,
                                                       cuabi_device *device, uintptr_t dst,
-                                                      uintptr_t src, size_t size)
+                                                      cuabi_buffer *dst_keep, uintptr_t src,
+                                                      cuabi_buffer *src_keep, size_t size)
 {
     add_ctx a;
     void *obj;
@@ -666,6 +677,10 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out, cu
     CUgraphNode n = NULL;
     cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
     cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, dst_keep, "dst_keep");
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, src_keep, "src_keep");
     if (st == CUABI_SUCCESS && (!dst || !src))
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the %s address is 0", __func__,
                           dst ? "source" : "destination");
@@ -702,8 +717,9 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out, cu
                                                       cuabi_graph_node **dependencies,
                                                       size_t num_dependencies,
                                                       cuabi_device *device, uintptr_t dst,
-                                                      uint32_t value, unsigned int element_size,
-                                                      size_t width, size_t height, size_t pitch)
+                                                      cuabi_buffer *dst_keep, uint32_t value,
+                                                      unsigned int element_size, size_t width,
+                                                      size_t height, size_t pitch)
 {
     add_ctx a;
     void *obj;
@@ -712,6 +728,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out, cu
     size_t row = 0, span = 0;
     cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
     cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, dst_keep, "dst_keep");
     if (st == CUABI_SUCCESS && element_size != 1 && element_size != 2 && element_size != 4)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: element_size must be 1, 2 or 4 "
                           "bytes, not %u", __func__, element_size);

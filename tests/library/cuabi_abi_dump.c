@@ -925,7 +925,9 @@ ABI_TYPE(&cuabi_graph_add_memcpy_ptr,
                           size_t,
                           cuabi_device *,
                           uintptr_t,
+                          cuabi_buffer *,
                           uintptr_t,
+                          cuabi_buffer *,
                           size_t),
          "cuabi_graph_add_memcpy_ptr");
 ABI_TYPE(&cuabi_graph_add_memset_ptr,
@@ -935,6 +937,7 @@ ABI_TYPE(&cuabi_graph_add_memset_ptr,
                           size_t,
                           cuabi_device *,
                           uintptr_t,
+                          cuabi_buffer *,
                           uint32_t,
                           unsigned int,
                           size_t,
@@ -3538,7 +3541,9 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memcpy_ptr,
                           size_t,
                           cuabi_device *,
                           uintptr_t,
+                          cuabi_buffer *,
                           uintptr_t,
+                          cuabi_buffer *,
                           size_t),
          "cuabi_api.graph_add_memcpy_ptr");
 ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
@@ -3548,6 +3553,7 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
                           size_t,
                           cuabi_device *,
                           uintptr_t,
+                          cuabi_buffer *,
                           uint32_t,
                           unsigned int,
                           size_t,
@@ -7424,10 +7430,11 @@ int main(void)
     puts("  cuabi_status cuabi_graph_add_child(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_graph *)");
     puts("  cuabi_status cuabi_graph_add_memcpy_ptr(cuabi_graph_node **, cuabi_graph *, "
-         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, uintptr_t, size_t)");
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, cuabi_buffer *, "
+         "uintptr_t, cuabi_buffer *, size_t)");
     puts("  cuabi_status cuabi_graph_add_memset_ptr(cuabi_graph_node **, cuabi_graph *, "
-         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, uint32_t, unsigned int, "
-         "size_t, size_t, size_t)");
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, cuabi_buffer *, "
+         "uint32_t, unsigned int, size_t, size_t, size_t)");
     puts("  cuabi_status cuabi_graph_add_mem_alloc(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_device *, cuabi_memory_kind, size_t, "
          "cuabi_device **, size_t)");

@@ -662,8 +662,8 @@ static cuabi_status sc_graph(void)
     STEP(cuabi_graph_node_body(&body, cond, 0));
     STEP(cuabi_graph_add_kernel(&bk, body, NULL, 0, k, p, &c));
     STEP(cuabi_buffer_pointer(&bptr, b));
-    STEP(cuabi_graph_add_memset_ptr(&ps, g, &n4, 1, d, bptr, 0, 4, 4, 2, 32));
-    STEP(cuabi_graph_add_memcpy_ptr(&pc, g, &ps, 1, d, bptr, bptr + 32, 16));
+    STEP(cuabi_graph_add_memset_ptr(&ps, g, &n4, 1, d, bptr, b, 0, 4, 4, 2, 32));
+    STEP(cuabi_graph_add_memcpy_ptr(&pc, g, &ps, 1, d, bptr, b, bptr + 32, b, 16));
     STEP(cuabi_graph_add_empty(&gone, g, &n4, 1));
     STEP(cuabi_graph_node_destroy(gone));   /* before memory nodes: CUDA keeps their graph's */
     STEP(cuabi_graph_add_mem_alloc(&ma, g, &n4, 1, d, CUABI_MEMORY_DEVICE, 64, NULL, 0));

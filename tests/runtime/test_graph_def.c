@@ -446,9 +446,13 @@ START_TEST(copies_and_memsets_by_address)
     static int64_t host[2] = { 41, 42 };
     ck_assert_ok(cuabi_graph_create(&g));
     /* 3 rows of 2 u32 elements, 16 bytes apart: words 0,1 4,5 8,9 of a set. */
-    ck_assert_ok(cuabi_graph_add_memset_ptr(&set, g, NULL, 0, dev, pa, 7, 4, 2, 3, 16));
-    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&copy, g, &set, 1, dev, pb, pa, 64));
-    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&up, g, &copy, 1, dev, pb + 56, (uintptr_t)host, 8));
+    ck_assert_ok(cuabi_graph_add_memset_ptr(&set, g, NULL, 0, dev, pa, a, 7, 4, 2, 3, 16));
+    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&copy, g, &set, 1, dev, pb, b, pa, a, 64));
+    ck_assert_ok(cuabi_graph_add_memcpy_ptr(&up, g, &copy, 1, dev, pb + 56, NULL,
+                                            (uintptr_t)host, NULL, 8));
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, pb, (cuabi_buffer *)g, pa,
+                                                NULL, 8), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("dst_keep");
     run(g);
     const uint32_t *w = (const uint32_t *)pb;
     for (int i = 0; i < 14; i++)   /* words 14, 15: the host copy */
@@ -458,37 +462,40 @@ START_TEST(copies_and_memsets_by_address)
     ck_assert_int_eq(at(b, 7), 41);
     ck_assert_int_eq(at(a, 7), 7); /* untouched by the memset: ints(8, 0)[7] */
     /* Refusals, each naming the problem; nothing is added. */
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 7, 3, 2, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 7, 3, 2, 1, 0),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("1, 2 or 4");
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 256, 1, 2, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 256, 1, 2, 1, 0),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("does not fit");
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, 0, 1, 1, 2, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, 0, NULL, 1, 1, 2, 1, 0),
                      CUABI_ERROR_INVALID_ARGUMENT);
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 1, 0, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 1, 1, 0, 1, 0),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("width is 0");
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, 4, 2, 8),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 1, 4, 4, 2, 8),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("pitch 8 is less than a row");
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, 4, SIZE_MAX,
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 1, 4, 4, SIZE_MAX,
                                                 SIZE_MAX / 2), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("too large");
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, 1, 4, SIZE_MAX, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, dev, pa, NULL, 1, 4, SIZE_MAX, 1,
+                                                0),
                      CUABI_ERROR_INVALID_ARGUMENT);
-    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, NULL, pa, 1, 1, 1, 1, 0),
+    ck_assert_status(cuabi_graph_add_memset_ptr(&n, g, NULL, 0, NULL, pa, NULL, 1, 1, 1, 1, 0),
                      CUABI_ERROR_INVALID_HANDLE);
-    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, pa, pb, 0),
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, pa, NULL, pb, NULL, 0),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("size is 0");
-    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, 0, pb, 8),
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, 0, NULL, pb, NULL, 8),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("destination address is 0");
-    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, UINTPTR_MAX - 3, pb, 8),
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, dev, UINTPTR_MAX - 3, NULL, pb,
+                                                NULL, 8),
                      CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("wrap");
-    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, (cuabi_device *)a, pa, pb, 8),
+    ck_assert_status(cuabi_graph_add_memcpy_ptr(&n, g, NULL, 0, (cuabi_device *)a, pa, NULL, pb,
+                                                NULL, 8),
                      CUABI_ERROR_INVALID_HANDLE);
     ck_assert_ptr_null(n);
     ck_assert_uint_eq(node_count(g), 3);

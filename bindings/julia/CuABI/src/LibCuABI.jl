@@ -5438,28 +5438,40 @@ function cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child
 end
 
 """
-cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, src, size)
+cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
 
 Add a copy of `size` bytes between two addresses in the unified address space
 (device, pinned, managed memory, or host memory the driver can reach), the
 kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
-The graph keeps nothing alive for it: keep both ranges valid while the graph
-or an executable of it may run (the bindings keep the objects the addresses
-came from). Buffers are better given to cuabi_graph_add_memcpy, which keeps
-them.
+The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+addresses lie in, or any buffers whose memory must outlive the node; may be
+NULL) alive; nothing else: keep other ranges valid while the graph or an
+executable of it may run.
 
 - `out` [out, ownership transferred]
 - `dependencies` [may be C_NULL]
 - `device` The device whose context runs the copy.
+- `dst_keep` [may be C_NULL]
+- `src_keep` [may be C_NULL]
 
 Needs the CUDA driver and a GPU.
 """
-function cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, src, size)
+function cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
     t0 = _enter(graph)
     try
         t1 = _enter(device)
         try
-            ccall((:cuabi_graph_add_memcpy_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Cuintptr_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, src, size)
+            t2 = _enter(dst_keep)
+            try
+                t3 = _enter(src_keep)
+                try
+                    ccall((:cuabi_graph_add_memcpy_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Ptr{cuabi_buffer}, Cuintptr_t, Ptr{cuabi_buffer}, Csize_t), out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
+                finally
+                    _leave(src_keep, t3)
+                end
+            finally
+                _leave(dst_keep, t2)
+            end
         finally
             _leave(device, t1)
         end
@@ -5469,28 +5481,34 @@ function cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, 
 end
 
 """
-cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
 
 Add a memset of `height` rows of `width` elements of `element_size` bytes
 (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
-at an address of CUDA memory, run by `device`'s context. As
-cuabi_graph_add_memcpy_ptr, the graph keeps nothing alive for it.
+at an address of CUDA memory, run by `device`'s context. The graph keeps the
+memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
 
 - `out` [out, ownership transferred]
 - `dependencies` [may be C_NULL]
 - `device` The device whose context runs the memset.
+- `dst_keep` [may be C_NULL]
 - `width` Elements a row.
 - `height` Rows (at least 1).
 - `pitch` Bytes from one row to the next (at least width * element_size when height > 1).
 
 Needs the CUDA driver and a GPU.
 """
-function cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+function cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
     t0 = _enter(graph)
     try
         t1 = _enter(device)
         try
-            ccall((:cuabi_graph_add_memset_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, UInt32, Cuint, Csize_t, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, value, element_size, width, height, pitch)
+            t2 = _enter(dst_keep)
+            try
+                ccall((:cuabi_graph_add_memset_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Ptr{cuabi_buffer}, UInt32, Cuint, Csize_t, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
+            finally
+                _leave(dst_keep, t2)
+            end
         finally
             _leave(device, t1)
         end

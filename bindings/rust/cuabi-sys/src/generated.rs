@@ -3693,20 +3693,20 @@ unsafe extern "C" {
     /// Add a copy of `size` bytes between two addresses in the unified address space
     /// (device, pinned, managed memory, or host memory the driver can reach), the
     /// kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
-    /// The graph keeps nothing alive for it: keep both ranges valid while the graph
-    /// or an executable of it may run (the bindings keep the objects the addresses
-    /// came from). Buffers are better given to cuabi_graph_add_memcpy, which keeps
-    /// them.
+    /// The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+    /// addresses lie in, or any buffers whose memory must outlive the node; may be
+    /// NULL) alive; nothing else: keep other ranges valid while the graph or an
+    /// executable of it may run.
     ///
     /// Needs the CUDA driver and a GPU.
-    pub fn cuabi_graph_add_memcpy_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, src: usize, size: usize) -> cuabi_status;
+    pub fn cuabi_graph_add_memcpy_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, dst_keep: *mut cuabi_buffer, src: usize, src_keep: *mut cuabi_buffer, size: usize) -> cuabi_status;
     /// Add a memset of `height` rows of `width` elements of `element_size` bytes
     /// (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
-    /// at an address of CUDA memory, run by `device`'s context. As
-    /// cuabi_graph_add_memcpy_ptr, the graph keeps nothing alive for it.
+    /// at an address of CUDA memory, run by `device`'s context. The graph keeps the
+    /// memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
     ///
     /// Needs the CUDA driver and a GPU.
-    pub fn cuabi_graph_add_memset_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, value: u32, element_size: c_uint, width: usize, height: usize, pitch: usize) -> cuabi_status;
+    pub fn cuabi_graph_add_memset_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, dst_keep: *mut cuabi_buffer, value: u32, element_size: c_uint, width: usize, height: usize, pitch: usize) -> cuabi_status;
     /// Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
     /// `kind` memory owned by the graph, at an address fixed now (read it with
     /// cuabi_graph_node_mem_info) and usable by the nodes that run after this one.
