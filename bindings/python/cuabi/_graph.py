@@ -449,13 +449,11 @@ class GraphCondition(int):
         return int(self)
 
     def __eq__(self, other):
-        if not isinstance(other, GraphCondition):
-            return NotImplemented
-        return int(self) == int(other)
+        # Equal to conditions only, as cuda.core's (not to the bare number).
+        return isinstance(other, GraphCondition) and int(self) == int(other)
 
     def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
+        return not self.__eq__(other)
 
     __hash__ = int.__hash__
 
@@ -623,6 +621,12 @@ class GraphNode(Handle, _Builder):
     def raw(self) -> int:
         """The CUgraphNode."""
         return call("cuabi_graph_node_raw", self)
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's GraphNode.handle: the CUgraphNode (an int; cuabi_handle
+        is the cuabi handle). A destroyed node keeps the value it had."""
+        return self._key if self._key is not None else self.raw
 
     @property
     def bodies(self) -> tuple["Graph", ...]:
