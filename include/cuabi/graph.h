@@ -11,6 +11,7 @@
 #include "cuabi/device.h"
 #include "cuabi/stream.h"
 #include "cuabi/event.h"
+#include "cuabi/memory.h"
 #include "cuabi/buffer.h"
 #include "cuabi/view.h"
 #include "cuabi/kernel.h"
@@ -623,6 +624,102 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_child(cuabi_graph_node **out,
                                                  cuabi_graph *child);
 
 /**
+ * Add a copy of `size` bytes between two addresses in the unified address space
+ * (device, pinned, managed memory, or host memory the driver can reach), the
+ * kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
+ * The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+ * addresses lie in, or any buffers whose memory must outlive the node; may be
+ * NULL) alive; nothing else: keep other ranges valid while the graph or an
+ * executable of it may run.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * @param device The device whose context runs the copy.
+ * @param dst_keep [may be NULL]
+ * @param src_keep [may be NULL]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out,
+                                                      cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device,
+                                                      uintptr_t dst,
+                                                      cuabi_buffer *dst_keep,
+                                                      uintptr_t src,
+                                                      cuabi_buffer *src_keep,
+                                                      size_t size);
+
+/**
+ * Add a memset of `height` rows of `width` elements of `element_size` bytes
+ * (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
+ * at an address of CUDA memory, run by `device`'s context. The graph keeps the
+ * memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * @param device The device whose context runs the memset.
+ * @param dst_keep [may be NULL]
+ * @param width Elements a row.
+ * @param height Rows (at least 1).
+ * @param pitch Bytes from one row to the next (at least width * element_size when height > 1).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out,
+                                                      cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device,
+                                                      uintptr_t dst,
+                                                      cuabi_buffer *dst_keep,
+                                                      uint32_t value,
+                                                      unsigned int element_size,
+                                                      size_t width,
+                                                      size_t height,
+                                                      size_t pitch);
+
+/**
+ * Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
+ * `kind` memory owned by the graph, at an address fixed now (read it with
+ * cuabi_graph_node_mem_info) and usable by the nodes that run after this one.
+ * CUABI_MEMORY_DEVICE allocates on `device`, CUABI_MEMORY_PINNED page-locked
+ * host memory (CUDA 12.2), CUABI_MEMORY_MANAGED managed memory (CUDA 13.0);
+ * plain host memory is refused. `peers` are further devices given read-write
+ * access. The memory is the graph's, not cuabi's: free it with a free node (in
+ * this graph or a later one) or it stays allocated after each launch until
+ * freed in stream order. CUDA's rules for a graph holding memory nodes: no
+ * node or edge of it can be removed, it cannot be a child graph (nor cloned),
+ * only one executable of it may exist at a time, and memory nodes are not
+ * allowed in conditional bodies.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * @param device The allocating device (for pinned memory: the device whose context makes it).
+ * @param peers [may be NULL, array of num_peers elements]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_mem_alloc(cuabi_graph_node **out,
+                                                     cuabi_graph *graph,
+                                                     cuabi_graph_node **dependencies,
+                                                     size_t num_dependencies,
+                                                     cuabi_device *device,
+                                                     cuabi_memory_kind kind,
+                                                     size_t size,
+                                                     cuabi_device **peers,
+                                                     size_t num_peers);
+
+/**
+ * Add a memory free node (cuGraphAddMemFreeNode) for `pointer`, the address of a graph allocation
+ * (an allocation node of this graph or of a graph launched earlier). The driver refuses other
+ * addresses. Not allowed in conditional bodies.
+ * @param out [out, ownership transferred]
+ * @param dependencies [may be NULL, array of num_dependencies elements]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_mem_free(cuabi_graph_node **out,
+                                                    cuabi_graph *graph,
+                                                    cuabi_graph_node **dependencies,
+                                                    size_t num_dependencies,
+                                                    uintptr_t pointer);
+
+/**
  * A conditional handle for `graph` on `device` (cuGraphConditionalHandleCreate):
  * a 64-bit value passed to kernels (as unsigned long long) that set it with
  * cudaGraphSetConditional(handle, value). In NVRTC code declare
@@ -735,6 +832,39 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_dependent_count(size_t *out, cuabi_g
 CUABI_EXTERN(cuabi_status) cuabi_graph_node_dependent(cuabi_graph_node **out,
                                                       cuabi_graph_node *node,
                                                       size_t index);
+
+/**
+ * Remove the node and its edges from its graph (cuGraphDestroyNode). The
+ * handle stays a handle (release it as usual) but names no node any more:
+ * every other call on it gives CUABI_ERROR_INVALID_ARGUMENT, and
+ * cuabi_graph_node_is_valid() gives 0. The nodes after it move down one index.
+ * What the node referenced stays kept until the graph is released (an
+ * executable made earlier may still run it). A conditional node whose body
+ * graphs still have live handles is refused (release them first: their
+ * CUgraphs go with the node), and so is any node of a graph holding memory
+ * allocation or free nodes (CUABI_ERROR_NOT_SUPPORTED: CUDA keeps every node
+ * and edge of such a graph). Destroying a destroyed node is a no-op.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_destroy(cuabi_graph_node *node);
+
+/**
+ * 1 while the node is in its graph, 0 once cuabi_graph_node_destroy() removed it.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_is_valid(int *out, cuabi_graph_node *node);
+
+/**
+ * The address of a memory allocation node's memory and its size (cuGraphMemAllocNodeGetParams), or
+ * the address a memory free node frees (size 0); captured memory nodes too. Other kinds:
+ * CUABI_ERROR_INVALID_ARGUMENT.
+ * @param pointer [out]
+ * @param size [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_mem_info(uintptr_t *pointer,
+                                                     size_t *size,
+                                                     cuabi_graph_node *node);
 
 /**
  * Launch the executable on `stream` (after the stream's earlier work and the executable's earlier

@@ -1179,6 +1179,45 @@ typedef struct cuabi_api {
                                                    cuabi_stream *stream);
     cuabi_status (*objcode_module)(uintptr_t *out, cuabi_objcode *objcode, cuabi_device *device);
     cuabi_status (*objcode_library)(uintptr_t *out, cuabi_objcode *objcode);
+    cuabi_status (*graph_add_mem_alloc)(cuabi_graph_node **out,
+                                        cuabi_graph *graph,
+                                        cuabi_graph_node **dependencies,
+                                        size_t num_dependencies,
+                                        cuabi_device *device,
+                                        cuabi_memory_kind kind,
+                                        size_t size,
+                                        cuabi_device **peers,
+                                        size_t num_peers);
+    cuabi_status (*graph_add_mem_free)(cuabi_graph_node **out,
+                                       cuabi_graph *graph,
+                                       cuabi_graph_node **dependencies,
+                                       size_t num_dependencies,
+                                       uintptr_t pointer);
+    cuabi_status (*graph_node_destroy)(cuabi_graph_node *node);
+    cuabi_status (*graph_node_is_valid)(int *out, cuabi_graph_node *node);
+    cuabi_status (*graph_node_mem_info)(uintptr_t *pointer, size_t *size, cuabi_graph_node *node);
+    cuabi_status (*graph_add_memcpy_ptr)(cuabi_graph_node **out,
+                                         cuabi_graph *graph,
+                                         cuabi_graph_node **dependencies,
+                                         size_t num_dependencies,
+                                         cuabi_device *device,
+                                         uintptr_t dst,
+                                         cuabi_buffer *dst_keep,
+                                         uintptr_t src,
+                                         cuabi_buffer *src_keep,
+                                         size_t size);
+    cuabi_status (*graph_add_memset_ptr)(cuabi_graph_node **out,
+                                         cuabi_graph *graph,
+                                         cuabi_graph_node **dependencies,
+                                         size_t num_dependencies,
+                                         cuabi_device *device,
+                                         uintptr_t dst,
+                                         cuabi_buffer *dst_keep,
+                                         uint32_t value,
+                                         unsigned int element_size,
+                                         size_t width,
+                                         size_t height,
+                                         size_t pitch);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

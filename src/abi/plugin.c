@@ -497,6 +497,13 @@ static const cuabi_api api_table = {
     cuabi_managed_discard_prefetch_batch,
     cuabi_objcode_module,
     cuabi_objcode_library,
+    cuabi_graph_add_mem_alloc,
+    cuabi_graph_add_mem_free,
+    cuabi_graph_node_destroy,
+    cuabi_graph_node_is_valid,
+    cuabi_graph_node_mem_info,
+    cuabi_graph_add_memcpy_ptr,
+    cuabi_graph_add_memset_ptr,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -93,6 +93,9 @@
     X(cuGraphAddEventRecordNode, 11010) X(cuGraphAddEventWaitNode, 11010) \
     X(cuGraphAddChildGraphNode, 10000) X(cuGraphAddNode, 12030) \
     X(cuGraphConditionalHandleCreate, 12030) \
+    /* explicit graph memory nodes (cuda.core's GraphDefinition.allocate / deallocate) */ \
+    X(cuGraphAddMemAllocNode, 11040) X(cuGraphAddMemFreeNode, 11040) \
+    X(cuGraphMemAllocNodeGetParams, 11040) X(cuGraphMemFreeNodeGetParams, 11040) \
     X(cuGraphDebugDotPrint, 11030) \
     X(cuGraphInstantiateWithParams, 12000) X(cuGraphExecDestroy, 10000) \
     X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010) \

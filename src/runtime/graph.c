@@ -490,7 +490,7 @@ void cuabi__graph_node_destroy(cuabi__object *o)
     cuabi__graph_node *n = (cuabi__graph_node *)o;
     cuabi__graph *g = n->graph;
     cuabi__graph_lock(g);
-    if (g->nodes[n->index].handle == n)
+    if (n->index < g->nnodes && g->nodes[n->index].handle == n)
         g->nodes[n->index].handle = NULL;
     cuabi__graph_unlock(g);
     cuabi__free(n);
@@ -566,8 +566,11 @@ static cuabi_status node_of(cuabi__graph_node **out, cuabi__graph *g, cuabi_grap
                             "another type)", caller, what, i);
     cuabi__graph_node *n = obj;
     if (n->graph != g)
-        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] (node %zu) belongs to "
-                            "another graph", caller, what, i, n->index);
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] belongs to another graph",
+                            caller, what, i);
+    if (n->index == CUABI__NODE_GONE)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] was destroyed "
+                            "(cuabi_graph_node_destroy)", caller, what, i);
     *out = n;
     return CUABI_SUCCESS;
 }
@@ -650,9 +653,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_type(cuabi_graph_node_kind *out, cua
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(n, node, GRAPH_NODE);
     cuabi__graph_lock(n->graph);
-    *out = (cuabi_graph_node_kind)n->graph->nodes[n->index].type;
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st == CUABI_SUCCESS)
+        *out = (cuabi_graph_node_kind)n->graph->nodes[n->index].type;
     cuabi__graph_unlock(n->graph);
-    return CUABI_SUCCESS;
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_node_index(size_t *out, cuabi_graph_node *node)
@@ -660,8 +665,12 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_index(size_t *out, cuabi_graph_node 
     cuabi__graph_node *n;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(n, node, GRAPH_NODE);
-    *out = n->index;
-    return CUABI_SUCCESS;
+    cuabi__graph_lock(n->graph);
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st == CUABI_SUCCESS)
+        *out = n->index;
+    cuabi__graph_unlock(n->graph);
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_node_graph(cuabi_graph **out, cuabi_graph_node *node)
@@ -680,9 +689,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_raw(uintptr_t *out, cuabi_graph_node
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(n, node, GRAPH_NODE);
     cuabi__graph_lock(n->graph);
-    *out = (uintptr_t)n->graph->nodes[n->index].cu_node;
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st == CUABI_SUCCESS)
+        *out = (uintptr_t)n->graph->nodes[n->index].cu_node;
     cuabi__graph_unlock(n->graph);
-    return CUABI_SUCCESS;
+    return st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_node_body(cuabi_graph **out, cuabi_graph_node *node,
@@ -694,8 +705,12 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_body(cuabi_graph **out, cuabi_graph_
     CUABI__GET(n, node, GRAPH_NODE);
     cuabi__graph *g = n->graph;
     cuabi__graph_lock(g);
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st != CUABI_SUCCESS) {
+        cuabi__graph_unlock(g);
+        return st;
+    }
     cuabi__node_rec *r = &g->nodes[n->index];
-    cuabi_status st;
     if (!r->nbodies)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: node %zu is a %s node, not a "
                           "conditional node made by cuabi_graph_add_conditional", __func__,
@@ -705,6 +720,87 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_node_body(cuabi_graph **out, cuabi_graph_
                           "conditional node has %u)", __func__, index, r->nbodies);
     else
         st = body_handle(out, g, n->index, index, __func__);
+    cuabi__graph_unlock(g);
+    return st;
+}
+
+cuabi_status cuabi__graph_node_live(const cuabi__graph_node *n, const char *caller)
+{
+    if (CUABI__UNLIKELY(n->index == CUABI__NODE_GONE))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the node was destroyed "
+                            "(cuabi_graph_node_destroy); its handle names no node", caller);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_is_valid(int *out, cuabi_graph_node *node)
+{
+    cuabi__graph_node *n;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(n, node, GRAPH_NODE);
+    cuabi__graph_lock(n->graph);
+    *out = n->index != CUABI__NODE_GONE;
+    cuabi__graph_unlock(n->graph);
+    return CUABI_SUCCESS;
+}
+
+/* With the lock held: drop record `at` (its node is gone from the driver's
+ * graph) and renumber the records after it, their live node handles and
+ * the body graphs of conditional ones. Cannot fail. */
+static void record_remove(cuabi__graph *g, size_t at)
+{
+    cuabi__free(g->nodes[at].bodies);
+    cuabi__free(g->nodes[at].body_handles);
+    memmove(&g->nodes[at], &g->nodes[at + 1], (g->nnodes - at - 1) * sizeof *g->nodes);
+    g->nnodes--;
+    for (size_t i = at; i < g->nnodes; i++) {
+        cuabi__node_rec *r = &g->nodes[i];
+        if (r->handle)
+            r->handle->index = i;
+        for (unsigned b = 0; b < r->nbodies; b++)
+            if (r->body_handles && r->body_handles[b])
+                r->body_handles[b]->parent_rec = i;
+    }
+    /* The map in place: cleared and refilled (its capacity stays enough). */
+    memset(g->map_vals, 0, g->map_cap * sizeof *g->map_vals);
+    for (size_t i = 0; i < g->nnodes; i++)
+        map_put(g->map_keys, g->map_vals, g->map_cap, g->nodes[i].cu_node, i);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_destroy(cuabi_graph_node *node)
+{
+    cuabi__graph_node *n;
+    const cuabi__driver *drv;
+    CUABI__GET(n, node, GRAPH_NODE);
+    CUABI__TRY(cuabi__graph_driver(&drv, __func__));
+    cuabi__graph *g = n->graph;
+    cuabi__graph_lock(g);
+    if (n->index == CUABI__NODE_GONE) {
+        cuabi__graph_unlock(g);
+        return CUABI_SUCCESS;
+    }
+    size_t at = n->index;
+    cuabi__node_rec *r = &g->nodes[at];
+    cuabi_status st = CUABI_SUCCESS;
+    for (unsigned b = 0; b < r->nbodies && st == CUABI_SUCCESS; b++)
+        if (r->body_handles && r->body_handles[b])
+            st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: conditional node %zu still has "
+                              "a live handle of its body graph %u (or of a node in it); release "
+                              "those first (the bodies go with the node)", __func__, at, b);
+    /* CUDA's rule: a graph holding memory nodes keeps all its nodes and edges. */
+    for (size_t i = 0; i < g->nnodes && st == CUABI_SUCCESS; i++)
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+            g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+            st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the graph holds a memory %s node "
+                              "(node %zu); CUDA does not delete nodes or edges of such a graph",
+                              __func__, g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC
+                                            ? "allocation" : "free", i);
+    if (st == CUABI_SUCCESS)
+        st = CUABI__CU_RELEASE_IN(__func__, drv, cuGraphDestroyNode, r->cu_node);
+    if (st == CUABI_SUCCESS) {
+        record_remove(g, at);
+        n->index = CUABI__NODE_GONE;
+    }
     cuabi__graph_unlock(g);
     return st;
 }
@@ -758,13 +854,15 @@ static cuabi_status edge_count(size_t *out, cuabi_graph_node *node, bool incomin
     CUABI__TRY(cuabi__handle_get(node, CUABI__T_GRAPH_NODE, &obj, caller));
     n = obj;
     CUABI__TRY(cuabi__graph_driver(&drv, caller));
+    /* Under the lock: a destroy on another thread cannot free the node meanwhile. */
     cuabi__graph_lock(n->graph);
-    CUgraphNode cn = n->graph->nodes[n->index].cu_node;
+    CUgraphNode *arr = NULL;
+    cuabi_status st = cuabi__graph_node_live(n, caller);
+    if (st == CUABI_SUCCESS)
+        st = node_edges(&arr, out, n->graph->nodes[n->index].cu_node, incoming, drv, caller);
     cuabi__graph_unlock(n->graph);
-    CUgraphNode *arr;
-    CUABI__TRY(node_edges(&arr, out, cn, incoming, drv, caller));
     cuabi__free(arr);
-    return CUABI_SUCCESS;
+    return st;
 }
 
 static cuabi_status edge_at(cuabi_graph_node **out, cuabi_graph_node *node, size_t index,
@@ -781,9 +879,11 @@ static cuabi_status edge_at(cuabi_graph_node **out, cuabi_graph_node *node, size
     CUABI__TRY(cuabi__graph_driver(&drv, caller));
     cuabi__graph *g = n->graph;
     cuabi__graph_lock(g);
-    CUgraphNode *arr;
-    size_t count;
-    cuabi_status st = node_edges(&arr, &count, g->nodes[n->index].cu_node, incoming, drv, caller);
+    CUgraphNode *arr = NULL;
+    size_t count = 0;
+    cuabi_status st = cuabi__graph_node_live(n, caller);
+    if (st == CUABI_SUCCESS)
+        st = node_edges(&arr, &count, g->nodes[n->index].cu_node, incoming, drv, caller);
     if (st == CUABI_SUCCESS && index >= count)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: index %zu is out of range (node %zu "
                           "has %zu %s)", caller, index, n->index, count,

@@ -78,7 +78,9 @@ typedef struct cuabi__graph_node cuabi__graph_node;
 
 /* What cuabi knows of one node. Records are made when cuabi adds a node, or
  * for nodes found in the driver's graph (captured ones) when the node list
- * is next read; their index never changes. */
+ * is next read; their index changes only when cuabi_graph_node_destroy
+ * removes a record before them (the live handles and body graphs are
+ * renumbered then, under the lock). */
 typedef struct cuabi__node_rec {
     CUgraphNode cu_node;
     int type;                      /* CUgraphNodeType */
@@ -123,8 +125,13 @@ struct cuabi__graph {
 struct cuabi__graph_node {
     cuabi__object base;
     cuabi__graph *graph;           /* retained */
-    size_t index;                  /* of its record */
+    size_t index;                  /* of its record (graph lock); CUABI__NODE_GONE once destroyed */
 };
+
+/* The index of a node handle whose node cuabi_graph_node_destroy removed. */
+#define CUABI__NODE_GONE SIZE_MAX
+/* With the lock held: an error naming `caller` when the node was destroyed. */
+cuabi_status cuabi__graph_node_live(const cuabi__graph_node *n, const char *caller);
 
 /* The driver, checked to be new enough for graphs (CUDA 12.3). */
 cuabi_status cuabi__graph_driver(const cuabi__driver **drv, const char *caller);

@@ -351,8 +351,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update_kernel(cuabi_graph_exec *exec
     CUABI__TRY(cuabi__graph_driver(&drv, __func__));
     /* What the graph knows of the node, read under its lock. */
     cuabi__graph_lock(n->graph);
-    cuabi__node_rec r = n->graph->nodes[n->index];
+    cuabi_status live = cuabi__graph_node_live(n, __func__);
+    cuabi__node_rec r;
+    memset(&r, 0, sizeof r);
+    if (live == CUABI_SUCCESS)
+        r = n->graph->nodes[n->index];
     cuabi__graph_unlock(n->graph);
+    CUABI__TRY(live);
     CUABI__CHECK_ARG(r.kernel, "%s: node %zu was not made by cuabi_graph_add_kernel (only those "
                      "can be updated here; update captured nodes with cuabi_graph_exec_update)",
                      __func__, n->index);

@@ -314,8 +314,12 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_kernel_node_set(cuabi_graph_node *node, c
     CUABI__TRY(cuabi__graph_driver(&drv, __func__));
     cuabi__graph *g = n->graph;
     cuabi__graph_lock(g);
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st != CUABI_SUCCESS) {
+        cuabi__graph_unlock(g);
+        return st;
+    }
     cuabi__node_rec *r = &g->nodes[n->index];
-    cuabi_status st = CUABI_SUCCESS;
     if (!r->kernel)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: node %zu was not made by "
                           "cuabi_graph_add_kernel (only those can be changed here)", __func__,
@@ -646,6 +650,267 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset(cuabi_graph_node **out, cuabi_
     if (st == CUABI_SUCCESS)
         cuabi__graph_use_device(a.g, b->device);
     return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMSET, NULL));
+}
+
+/* ----------------------------------------- copies and memsets by address */
+
+/* A buffer whose memory the graph keeps for a node made by address (NULL: none). */
+static cuabi_status keep_optional(add_ctx *a, cuabi_buffer *buffer, const char *what)
+{
+    if (!buffer)
+        return CUABI_SUCCESS;
+    cuabi__buffer *b = NULL;
+    CUABI__TRY(get_buffer(&b, buffer, what, a->caller));
+    return cuabi__keep_buffer(&a->g->shared->keep, b, a->caller);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memcpy_ptr(cuabi_graph_node **out, cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device, uintptr_t dst,
+                                                      cuabi_buffer *dst_keep, uintptr_t src,
+                                                      cuabi_buffer *src_keep, size_t size)
+{
+    add_ctx a;
+    void *obj;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
+    cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, dst_keep, "dst_keep");
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, src_keep, "src_keep");
+    if (st == CUABI_SUCCESS && (!dst || !src))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the %s address is 0", __func__,
+                          dst ? "source" : "destination");
+    if (st == CUABI_SUCCESS && !size)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: size is 0 (a copy node must copy "
+                          "something)", __func__);
+    if (st == CUABI_SUCCESS && (dst > UINTPTR_MAX - size || src > UINTPTR_MAX - size))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %zu bytes from the %s address wrap "
+                          "around the address space", __func__, size,
+                          dst > UINTPTR_MAX - size ? "destination" : "source");
+    if (st == CUABI_SUCCESS)
+        st = body_device_ok(&a, dev);
+    CUcontext ctx = NULL;
+    if (st == CUABI_SUCCESS)
+        st = device_context(&ctx, dev, &a);
+    if (st == CUABI_SUCCESS) {
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof p);
+        p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+        p.srcDevice = (CUdeviceptr)src;
+        p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+        p.dstDevice = (CUdeviceptr)dst;
+        p.WidthInBytes = size;
+        p.Height = 1;
+        p.Depth = 1;
+        st = CUABI__CU(a.drv, cuGraphAddMemcpyNode, &n, a.g->cu_graph, a.deps, a.ndeps, &p, ctx);
+    }
+    if (st == CUABI_SUCCESS)
+        cuabi__graph_use_device(a.g, dev);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMCPY, NULL));
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_memset_ptr(cuabi_graph_node **out, cuabi_graph *graph,
+                                                      cuabi_graph_node **dependencies,
+                                                      size_t num_dependencies,
+                                                      cuabi_device *device, uintptr_t dst,
+                                                      cuabi_buffer *dst_keep, uint32_t value,
+                                                      unsigned int element_size, size_t width,
+                                                      size_t height, size_t pitch)
+{
+    add_ctx a;
+    void *obj;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    size_t row = 0, span = 0;
+    cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, __func__);
+    cuabi__device *dev = st == CUABI_SUCCESS ? obj : NULL;
+    if (st == CUABI_SUCCESS)
+        st = keep_optional(&a, dst_keep, "dst_keep");
+    if (st == CUABI_SUCCESS && element_size != 1 && element_size != 2 && element_size != 4)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: element_size must be 1, 2 or 4 "
+                          "bytes, not %u", __func__, element_size);
+    else if (st == CUABI_SUCCESS && element_size != 4 &&
+             value >= (UINT32_C(1) << (8 * element_size)))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: value 0x%x does not fit in %u "
+                          "byte%s", __func__, value, element_size, element_size == 1 ? "" : "s");
+    else if (st == CUABI_SUCCESS && !dst)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the destination address is 0",
+                          __func__);
+    else if (st == CUABI_SUCCESS && (!width || !height))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is 0 (a memset node must set "
+                          "something)", __func__, width ? "height" : "width");
+    else if (st == CUABI_SUCCESS && !cuabi__size_mul(&row, width, element_size))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: width %zu is too large", __func__,
+                          width);
+    if (st == CUABI_SUCCESS && height == 1)
+        pitch = row;
+    if (st == CUABI_SUCCESS && pitch < row)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: pitch %zu is less than a row "
+                          "(%zu elements of %u bytes)", __func__, pitch, width, element_size);
+    if (st == CUABI_SUCCESS && (!cuabi__size_mul(&span, pitch, height - 1) ||
+                                !cuabi__size_add(&span, span, row) || dst > UINTPTR_MAX - span))
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %zu rows of pitch %zu are too "
+                          "large", __func__, height, pitch);
+    if (st == CUABI_SUCCESS)
+        st = body_device_ok(&a, dev);
+    CUcontext ctx = NULL;
+    if (st == CUABI_SUCCESS)
+        st = device_context(&ctx, dev, &a);
+    if (st == CUABI_SUCCESS) {
+        CUDA_MEMSET_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.dst = (CUdeviceptr)dst;
+        p.value = value;
+        p.elementSize = element_size;
+        p.width = width;
+        p.height = height;
+        p.pitch = pitch;
+        st = CUABI__CU(a.drv, cuGraphAddMemsetNode, &n, a.g->cu_graph, a.deps, a.ndeps, &p, ctx);
+    }
+    if (st == CUABI_SUCCESS)
+        cuabi__graph_use_device(a.g, dev);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEMSET, NULL));
+}
+
+/* ------------------------------------------------------- memory nodes */
+
+static cuabi_status get_device(cuabi__device **out, cuabi_device *device, const char *what,
+                               size_t i, const char *caller)
+{
+    void *obj;
+    cuabi_status st = cuabi__handle_get(device, CUABI__T_DEVICE, &obj, caller);
+    if (st != CUABI_SUCCESS)
+        return i == SIZE_MAX
+                   ? cuabi__error(st, "%s: %s is not a live cuabi_device", caller, what)
+                   : cuabi__error(st, "%s: %s[%zu] is not a live cuabi_device", caller, what, i);
+    *out = obj;
+    return CUABI_SUCCESS;
+}
+
+/* Most peers one allocation node names: a device appears once. */
+#define MEM_ALLOC_MAX_PEERS 64
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_mem_alloc(cuabi_graph_node **out, cuabi_graph *graph,
+                                                     cuabi_graph_node **dependencies,
+                                                     size_t num_dependencies, cuabi_device *device,
+                                                     cuabi_memory_kind kind, size_t size,
+                                                     cuabi_device **peers, size_t num_peers)
+{
+    add_ctx a;
+    cuabi__device *dev = NULL;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    CUmemAccessDesc desc[MEM_ALLOC_MAX_PEERS];
+    size_t ndesc = 0;
+    cuabi_status st = body_allows(&a, "a memory allocation node");
+    if (st == CUABI_SUCCESS)
+        st = get_device(&dev, device, "device", SIZE_MAX, __func__);
+    if (st == CUABI_SUCCESS && kind != CUABI_MEMORY_DEVICE && kind != CUABI_MEMORY_PINNED &&
+        kind != CUABI_MEMORY_MANAGED)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: kind %d is not device, pinned or "
+                          "managed memory (a graph cannot allocate plain host memory)", __func__,
+                          (int)kind);
+    if (st == CUABI_SUCCESS && !size)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: size is 0 (an allocation node must "
+                          "allocate something)", __func__);
+    if (st == CUABI_SUCCESS && num_peers && !peers)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: peers is NULL but num_peers is %zu",
+                          __func__, num_peers);
+    if (st == CUABI_SUCCESS && num_peers > MEM_ALLOC_MAX_PEERS)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: num_peers %zu is more than %d "
+                          "devices", __func__, num_peers, MEM_ALLOC_MAX_PEERS);
+    for (size_t i = 0; st == CUABI_SUCCESS && i < num_peers; i++) {
+        cuabi__device *p = NULL;
+        st = get_device(&p, peers[i], "peers", i, __func__);
+        for (size_t j = 0; st == CUABI_SUCCESS && j < ndesc; j++)
+            if (desc[j].location.id == p->ordinal)
+                st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: peers[%zu] (device %d) is "
+                                  "given twice", __func__, i, p->ordinal);
+        if (st != CUABI_SUCCESS || p == dev)
+            continue;  /* the allocating device has access anyway */
+        memset(&desc[ndesc], 0, sizeof desc[ndesc]);
+        desc[ndesc].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        desc[ndesc].location.id = p->ordinal;
+        desc[ndesc].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        ndesc++;
+    }
+    CUcontext ctx = NULL;
+    if (st == CUABI_SUCCESS)
+        st = device_context(&ctx, dev, &a);
+    if (st == CUABI_SUCCESS) {
+        CUDA_MEM_ALLOC_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.poolProps.allocType = kind == CUABI_MEMORY_MANAGED ? CU_MEM_ALLOCATION_TYPE_MANAGED
+                                                             : CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        p.poolProps.location.type = kind == CUABI_MEMORY_PINNED ? CU_MEM_LOCATION_TYPE_HOST
+                                                                : CU_MEM_LOCATION_TYPE_DEVICE;
+        p.poolProps.location.id = kind == CUABI_MEMORY_PINNED ? 0 : dev->ordinal;
+        p.accessDescs = ndesc ? desc : NULL;
+        p.accessDescCount = ndesc;
+        p.bytesize = size;
+        st = CUABI__CU(a.drv, cuGraphAddMemAllocNode, &n, a.g->cu_graph, a.deps, a.ndeps, &p);
+    }
+    if (st == CUABI_SUCCESS)
+        cuabi__graph_use_device(a.g, dev);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, NULL));
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_mem_free(cuabi_graph_node **out, cuabi_graph *graph,
+                                                    cuabi_graph_node **dependencies,
+                                                    size_t num_dependencies, uintptr_t pointer)
+{
+    add_ctx a;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    CUgraphNode n = NULL;
+    cuabi_status st = body_allows(&a, "a memory free node");
+    if (st == CUABI_SUCCESS && !pointer)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: pointer is 0", __func__);
+    if (st == CUABI_SUCCESS)
+        st = CUABI__CU(a.drv, cuGraphAddMemFreeNode, &n, a.g->cu_graph, a.deps, a.ndeps,
+                       (CUdeviceptr)pointer);
+    return add_close(&a, add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_MEM_FREE, NULL));
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_node_mem_info(uintptr_t *pointer, size_t *size,
+                                                     cuabi_graph_node *node)
+{
+    cuabi__graph_node *n;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(pointer && size, "%s: %s is NULL", __func__, pointer ? "size" : "pointer");
+    *pointer = 0;
+    *size = 0;
+    CUABI__GET(n, node, GRAPH_NODE);
+    CUABI__TRY(cuabi__graph_driver(&drv, __func__));
+    cuabi__graph *g = n->graph;
+    cuabi__graph_lock(g);
+    cuabi_status st = cuabi__graph_node_live(n, __func__);
+    if (st == CUABI_SUCCESS) {
+        const cuabi__node_rec *r = &g->nodes[n->index];
+        if (r->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+            CUDA_MEM_ALLOC_NODE_PARAMS p;
+            memset(&p, 0, sizeof p);
+            st = CUABI__CU(drv, cuGraphMemAllocNodeGetParams, r->cu_node, &p);
+            if (st == CUABI_SUCCESS) {
+                *pointer = (uintptr_t)p.dptr;
+                *size = p.bytesize;
+            }
+        } else if (r->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            CUdeviceptr d = 0;
+            st = CUABI__CU(drv, cuGraphMemFreeNodeGetParams, r->cu_node, &d);
+            if (st == CUABI_SUCCESS)
+                *pointer = (uintptr_t)d;
+        } else {
+            st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: node %zu is not a memory "
+                              "allocation or free node", __func__, n->index);
+        }
+    }
+    cuabi__graph_unlock(g);
+    return st;
 }
 
 /* ----------------------------------------- host, empty, events, children */

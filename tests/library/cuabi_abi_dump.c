@@ -924,6 +924,50 @@ ABI_TYPE(&cuabi_graph_add_child,
                           size_t,
                           cuabi_graph *),
          "cuabi_graph_add_child");
+ABI_TYPE(&cuabi_graph_add_memcpy_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          size_t),
+         "cuabi_graph_add_memcpy_ptr");
+ABI_TYPE(&cuabi_graph_add_memset_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          uint32_t,
+                          unsigned int,
+                          size_t,
+                          size_t,
+                          size_t),
+         "cuabi_graph_add_memset_ptr");
+ABI_TYPE(&cuabi_graph_add_mem_alloc,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          cuabi_memory_kind,
+                          size_t,
+                          cuabi_device **,
+                          size_t),
+         "cuabi_graph_add_mem_alloc");
+ABI_TYPE(&cuabi_graph_add_mem_free,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          uintptr_t),
+         "cuabi_graph_add_mem_free");
 ABI_TYPE(&cuabi_graph_conditional_handle_create,
          cuabi_status (*)(uint64_t *, cuabi_graph *, cuabi_device *, unsigned int, unsigned int),
          "cuabi_graph_conditional_handle_create");
@@ -966,6 +1010,15 @@ ABI_TYPE(&cuabi_graph_node_dependent_count,
 ABI_TYPE(&cuabi_graph_node_dependent,
          cuabi_status (*)(cuabi_graph_node **, cuabi_graph_node *, size_t),
          "cuabi_graph_node_dependent");
+ABI_TYPE(&cuabi_graph_node_destroy,
+         cuabi_status (*)(cuabi_graph_node *),
+         "cuabi_graph_node_destroy");
+ABI_TYPE(&cuabi_graph_node_is_valid,
+         cuabi_status (*)(int *, cuabi_graph_node *),
+         "cuabi_graph_node_is_valid");
+ABI_TYPE(&cuabi_graph_node_mem_info,
+         cuabi_status (*)(uintptr_t *, size_t *, cuabi_graph_node *),
+         "cuabi_graph_node_mem_info");
 ABI_TYPE(&cuabi_graph_exec_launch,
          cuabi_status (*)(cuabi_graph_exec *, cuabi_stream *),
          "cuabi_graph_exec_launch");
@@ -3504,6 +3557,59 @@ ABI_TYPE(((cuabi_api *)0)->objcode_module,
 ABI_TYPE(((cuabi_api *)0)->objcode_library,
          cuabi_status (*)(uintptr_t *, cuabi_objcode *),
          "cuabi_api.objcode_library");
+ABI_TYPE(((cuabi_api *)0)->graph_add_mem_alloc,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          cuabi_memory_kind,
+                          size_t,
+                          cuabi_device **,
+                          size_t),
+         "cuabi_api.graph_add_mem_alloc");
+ABI_TYPE(((cuabi_api *)0)->graph_add_mem_free,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          uintptr_t),
+         "cuabi_api.graph_add_mem_free");
+ABI_TYPE(((cuabi_api *)0)->graph_node_destroy,
+         cuabi_status (*)(cuabi_graph_node *),
+         "cuabi_api.graph_node_destroy");
+ABI_TYPE(((cuabi_api *)0)->graph_node_is_valid,
+         cuabi_status (*)(int *, cuabi_graph_node *),
+         "cuabi_api.graph_node_is_valid");
+ABI_TYPE(((cuabi_api *)0)->graph_node_mem_info,
+         cuabi_status (*)(uintptr_t *, size_t *, cuabi_graph_node *),
+         "cuabi_api.graph_node_mem_info");
+ABI_TYPE(((cuabi_api *)0)->graph_add_memcpy_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          size_t),
+         "cuabi_api.graph_add_memcpy_ptr");
+ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_graph *,
+                          cuabi_graph_node **,
+                          size_t,
+                          cuabi_device *,
+                          uintptr_t,
+                          cuabi_buffer *,
+                          uint32_t,
+                          unsigned int,
+                          size_t,
+                          size_t,
+                          size_t),
+         "cuabi_api.graph_add_memset_ptr");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5590,6 +5696,13 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, managed_discard_prefetch_batch);
     ABI_FIELD(cuabi_api, objcode_module);
     ABI_FIELD(cuabi_api, objcode_library);
+    ABI_FIELD(cuabi_api, graph_add_mem_alloc);
+    ABI_FIELD(cuabi_api, graph_add_mem_free);
+    ABI_FIELD(cuabi_api, graph_node_destroy);
+    ABI_FIELD(cuabi_api, graph_node_is_valid);
+    ABI_FIELD(cuabi_api, graph_node_mem_info);
+    ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
+    ABI_FIELD(cuabi_api, graph_add_memset_ptr);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7374,6 +7487,17 @@ int main(void)
          "cuabi_graph_node **, size_t, cuabi_event *)");
     puts("  cuabi_status cuabi_graph_add_child(cuabi_graph_node **, cuabi_graph *, "
          "cuabi_graph_node **, size_t, cuabi_graph *)");
+    puts("  cuabi_status cuabi_graph_add_memcpy_ptr(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, cuabi_buffer *, "
+         "uintptr_t, cuabi_buffer *, size_t)");
+    puts("  cuabi_status cuabi_graph_add_memset_ptr(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, uintptr_t, cuabi_buffer *, "
+         "uint32_t, unsigned int, size_t, size_t, size_t)");
+    puts("  cuabi_status cuabi_graph_add_mem_alloc(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, cuabi_device *, cuabi_memory_kind, size_t, "
+         "cuabi_device **, size_t)");
+    puts("  cuabi_status cuabi_graph_add_mem_free(cuabi_graph_node **, cuabi_graph *, "
+         "cuabi_graph_node **, size_t, uintptr_t)");
     puts("  cuabi_status cuabi_graph_conditional_handle_create(uint64_t *, cuabi_graph *, "
          "cuabi_device *, unsigned int, unsigned int)");
     puts("  cuabi_status cuabi_graph_add_conditional(cuabi_graph_node **, cuabi_graph *, "
@@ -7394,6 +7518,10 @@ int main(void)
     puts("  cuabi_status cuabi_graph_node_dependent_count(size_t *, cuabi_graph_node *)");
     puts("  cuabi_status cuabi_graph_node_dependent(cuabi_graph_node **, "
          "cuabi_graph_node *, size_t)");
+    puts("  cuabi_status cuabi_graph_node_destroy(cuabi_graph_node *)");
+    puts("  cuabi_status cuabi_graph_node_is_valid(int *, cuabi_graph_node *)");
+    puts("  cuabi_status cuabi_graph_node_mem_info(uintptr_t *, size_t *, "
+         "cuabi_graph_node *)");
     puts("  cuabi_status cuabi_graph_exec_launch(cuabi_graph_exec *, cuabi_stream *)");
     puts("  cuabi_status cuabi_graph_exec_upload(cuabi_graph_exec *, cuabi_stream *)");
     puts("  cuabi_status cuabi_graph_exec_update(cuabi_graph_exec *, cuabi_graph *, "

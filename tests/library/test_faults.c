@@ -608,6 +608,10 @@ static cuabi_status sc_graph(void)
     cuabi_graph *g = NULL, *cap = NULL, *body = NULL, *child = NULL;
     cuabi_graph_node *n1 = NULL, *n2 = NULL, *n3 = NULL, *n4 = NULL, *cond = NULL, *bk = NULL,
                      *q = NULL, *hn = NULL, *ch = NULL, *er = NULL, *ew = NULL, *cl = NULL;
+    cuabi_graph_node *ma = NULL, *mf = NULL, *gone = NULL;   /* memory nodes, a destroyed one */
+    cuabi_graph_node *ps = NULL, *pc = NULL;                  /* by address */
+    uintptr_t mptr = 0, bptr = 0;
+    size_t msize = 0;
     cuabi_event *ev = NULL;
     int calls = 0;
     cuabi_graph_exec *e = NULL, *e2 = NULL;
@@ -659,6 +663,14 @@ static cuabi_status sc_graph(void)
     STEP(cuabi_graph_add_conditional(&cond, g, &n4, 1, h, CUABI_GRAPH_CONDITIONAL_WHILE, 1));
     STEP(cuabi_graph_node_body(&body, cond, 0));
     STEP(cuabi_graph_add_kernel(&bk, body, NULL, 0, k, p, &c));
+    STEP(cuabi_buffer_pointer(&bptr, b));
+    STEP(cuabi_graph_add_memset_ptr(&ps, g, &n4, 1, d, bptr, b, 0, 4, 4, 2, 32));
+    STEP(cuabi_graph_add_memcpy_ptr(&pc, g, &ps, 1, d, bptr, b, bptr + 32, b, 16));
+    STEP(cuabi_graph_add_empty(&gone, g, &n4, 1));
+    STEP(cuabi_graph_node_destroy(gone));   /* before memory nodes: CUDA keeps their graph's */
+    STEP(cuabi_graph_add_mem_alloc(&ma, g, &n4, 1, d, CUABI_MEMORY_DEVICE, 64, NULL, 0));
+    STEP(cuabi_graph_node_mem_info(&mptr, &msize, ma));
+    STEP(cuabi_graph_add_mem_free(&mf, g, &ma, 1, mptr));
     STEP(cuabi_graph_instantiate(&e, g, NULL));
     STEP(cuabi_graph_exec_upload(e, s));
     STEP(cuabi_graph_exec_launch(e, s));
@@ -690,7 +702,7 @@ static cuabi_status sc_graph(void)
     if (e2) cuabi_graph_exec_release(e2);
     if (cap) cuabi_graph_release(cap);
     if (e) cuabi_graph_exec_release(e);
-    cuabi_graph_node *nodes[] = { n1, n2, n3, n4, cond, bk, q, hn, ch, er, ew, cl };
+    cuabi_graph_node *nodes[] = { n1, n2, n3, n4, cond, bk, q, hn, ch, er, ew, cl, ma, mf, gone, ps, pc };
     for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++)
         if (nodes[i]) cuabi_graph_node_release(nodes[i]);
     if (body) cuabi_graph_release(body);

@@ -1139,4 +1139,11 @@ static const char *const fast_table_functions[] = {
     "cuabi_managed_discard_prefetch_batch",
     "cuabi_objcode_module",
     "cuabi_objcode_library",
+    "cuabi_graph_add_mem_alloc",
+    "cuabi_graph_add_mem_free",
+    "cuabi_graph_node_destroy",
+    "cuabi_graph_node_is_valid",
+    "cuabi_graph_node_mem_info",
+    "cuabi_graph_add_memcpy_ptr",
+    "cuabi_graph_add_memset_ptr",
 };

@@ -403,7 +403,7 @@ def test_host_launch_on_a_capturing_stream_records_a_host_node(dev):
             with s.capture() as graph:
                 cuabi.host_launch(s, lambda a, tag: calls.append((a, tag)), arg, "node")
         assert calls == []                       # recorded, not run
-        assert [n.kind for n in graph.nodes] == ["host"]
+        assert [n.kind for n in graph.node_list] == ["host"]
         e1, e2 = graph.instantiate(), graph.instantiate()
         run_on = dev.create_stream()
         e1.launch(run_on)

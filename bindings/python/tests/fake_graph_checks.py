@@ -53,7 +53,7 @@ def test_capture_records_and_replays(code, stream):
         cuabi.launch(stream, CFG, k, out, inp, N(10))
         cuabi.launch(stream, CFG, k, out, inp, N(10))
     assert stream.capture_status == "none"
-    assert [n.kind for n in g.nodes] == ["memset", "kernel", "kernel"]
+    assert [n.kind for n in g.node_list] == ["memset", "kernel", "kernel"]
     assert read(out)[0] == 0          # recorded, not run
     exe = g.instantiate()
     for _ in range(3):
@@ -235,7 +235,7 @@ def test_capture_keeps_host_memory_of_copies(stream):
     with stream.capture() as g:
         buf.copy_from(src, stream=stream)
         buf.copy_to(dst, stream=stream)
-    assert [n.kind for n in g.nodes] == ["memcpy", "memcpy"]
+    assert [n.kind for n in g.node_list] == ["memcpy", "memcpy"]
     del src
     gc.collect()
     g.instantiate().launch(stream)

@@ -295,7 +295,7 @@ def test_captured_copies_and_operations_replay(stream):
         a.copy_from(src, stream=stream)
         stream.write_value32(flag, 11)
         stream.batch_mem_op([("wait32", flag, 11, 0, "eq"), ("write32", flag, 12, 4)])
-    assert [n.kind for n in g.nodes] == ["memcpy", "batch_mem_op", "batch_mem_op"]
+    assert [n.kind for n in g.node_list] == ["memcpy", "batch_mem_op", "batch_mem_op"]
     assert np.frombuffer(flag.to_bytes(), np.uint32)[0] == 0      # recorded, not run
     src.close()
     a_handle = a.handle

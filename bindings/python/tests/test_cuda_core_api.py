@@ -35,6 +35,57 @@ def test_meanings_against_the_fake_driver():
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
 
 
+def test_explicit_graphs_against_the_fake_driver():
+    """cuda.core 1.2's GraphDefinition / GraphNode / GraphCondition and
+    GraphBuilder's split / join / callback (fake_graphdef_checks.py)."""
+    fake = _fake_driver()
+    if fake is None:
+        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
+    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(HERE, "fake_graphdef_checks.py")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+def test_explicit_graph_signatures_are_cuda_cores():
+    """The builders take cuda.core 1.2's parameters (graph/_graph_node.pyi)."""
+    import inspect
+    from cuabi.graph import GraphBuilder, GraphDefinition, GraphNode
+
+    def params(f):
+        return [(p.name, p.kind.name, p.default) for p in inspect.signature(f).parameters.values()]
+    E = inspect.Parameter.empty
+    assert params(GraphNode.allocate)[1:] == [
+        ("size", "POSITIONAL_OR_KEYWORD", E), ("device", "KEYWORD_ONLY", None),
+        ("memory_type", "KEYWORD_ONLY", "device"), ("peer_access", "KEYWORD_ONLY", None)]
+    assert params(GraphNode.memset)[1:] == [
+        ("dst", "POSITIONAL_OR_KEYWORD", E), ("value", "POSITIONAL_OR_KEYWORD", E),
+        ("width", "POSITIONAL_OR_KEYWORD", E), ("height", "POSITIONAL_OR_KEYWORD", 1),
+        ("pitch", "POSITIONAL_OR_KEYWORD", 0), ("dst_owner", "KEYWORD_ONLY", None)]
+    assert params(GraphNode.memcpy)[1:] == [
+        ("dst", "POSITIONAL_OR_KEYWORD", E), ("src", "POSITIONAL_OR_KEYWORD", E),
+        ("size", "POSITIONAL_OR_KEYWORD", E), ("dst_owner", "KEYWORD_ONLY", None),
+        ("src_owner", "KEYWORD_ONLY", None)]
+    assert params(GraphNode.callback)[1:] == [("fn", "POSITIONAL_OR_KEYWORD", E),
+                                              ("user_data", "KEYWORD_ONLY", None)]
+    assert params(GraphNode.switch)[1:] == [("condition", "POSITIONAL_OR_KEYWORD", E),
+                                            ("count", "POSITIONAL_OR_KEYWORD", E)]
+    assert params(GraphDefinition.create_condition)[1:] == [
+        ("default_value", "POSITIONAL_OR_KEYWORD", None)]
+    assert params(GraphNode.launch)[1:] == [("config", "POSITIONAL_OR_KEYWORD", E),
+                                            ("kernel", "POSITIONAL_OR_KEYWORD", E),
+                                            ("args", "VAR_POSITIONAL", E)]
+    assert params(GraphNode.join)[1:] == [("nodes", "VAR_POSITIONAL", E)]
+    assert isinstance(inspect.getattr_static(GraphBuilder, "join"), staticmethod)
+    assert params(GraphBuilder.split)[1:] == [("count", "POSITIONAL_OR_KEYWORD", E)]
+    for name in ("is_valid", "pred", "succ", "type", "graph", "handle"):
+        assert isinstance(inspect.getattr_static(GraphNode, name), property), name
+    assert isinstance(GraphBuilder.is_join_required, property)
+    assert callable(GraphDefinition.nodes) and callable(GraphDefinition.edges)
+
+
 # ---- the names (cuda.core 1.2's top level and submodules)
 
 TOP = ("Buffer", "ComputeCapability", "Context", "Device", "DeviceMemoryResource",
@@ -59,6 +110,13 @@ def test_submodules_import_as_cuda_core_writes_them():
     assert args_viewable_as_strided_memory is cuabi.args_viewable_as_strided_memory
     assert Graph is cuabi.GraphExec and GraphDefinition is cuabi.Graph
     assert GraphBuilder is cuabi.GraphBuilder and GraphCompleteOptions is cuabi.CompleteOptions
+    import cuabi.graph as cg
+    for name in ("GraphCondition", "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode",
+                 "EventRecordNode", "EventWaitNode", "FreeNode", "HostCallbackNode",
+                 "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode",
+                 "WhileNode"):
+        assert name in cg.__all__ and getattr(cg, name) is not None
+    assert issubclass(cg.KernelNode, cg.GraphNode) and issubclass(cg.IfNode, cg.ConditionalNode)
     import cuabi as core
     assert core.utils.StridedMemoryView is StridedMemoryView and core.graph.Graph is Graph
 

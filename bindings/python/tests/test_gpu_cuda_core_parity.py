@@ -335,6 +335,187 @@ def test_host_launch_in_order_and_in_a_graph_builder(libs):
     assert both(libs, host) == [(0, 1), (1, 2), (2, 3), ("node", 4), ("node", 5)]
 
 
+# ---- explicit graphs (cuda.core 1.2's GraphDefinition, GraphNode, GraphCondition)
+
+GRAPH_KERNELS = r"""
+extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
+extern "C" __global__ void bump(int *v, int by) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) *v += by;
+}
+extern "C" __global__ void loop_step(unsigned long long cond, int *count, int limit) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        *count += 1;
+        cudaGraphSetConditional(cond, *count < limit ? 1u : 0u);
+    }
+}
+"""
+
+
+def _graph_mod(core):
+    import importlib
+    g = importlib.import_module(core.__name__ + ".graph")
+    if not hasattr(g, "GraphDefinition") or not hasattr(g, "GraphCondition"):
+        pytest.skip(f"{core.__name__} has no explicit-graph API")
+    return g
+
+
+def _graph_kernels(core, dev):
+    opts = core.ProgramOptions(std="c++17", arch=f"sm_{dev.arch}")
+    return core.Program(GRAPH_KERNELS, code_type="c++", options=opts).compile("cubin")
+
+
+def test_explicit_graph_alloc_memset_launch_copy_free(libs):
+    """GraphDefinition: allocate -> memset -> launch -> memcpy to pinned host
+    -> deallocate, launched twice; what the nodes and edges are."""
+    def explicit(core):
+        G = _graph_mod(core)
+        dev = core.Device()
+        s = dev.create_stream()
+        bump = _graph_kernels(core, dev).get_kernel("bump")
+        hb, h = _host_array(core, 16, np.int32)
+        h[:] = -1
+        g = G.GraphDefinition()
+        a = g.allocate(16)
+        m = a.memset(a.dptr, 0, 16)
+        k = m.launch(core.LaunchConfig(grid=1, block=32), bump, a.dptr, np.int32(7))
+        c = k.memcpy(h.ctypes.data, a.dptr, 16, dst_owner=hb)
+        f = c.deallocate(a.dptr)
+        kinds = [type(n).__name__ for n in (a, m, k, c, f)]
+        facts = (len(g.nodes()), len(g.edges()), a.bytesize >= 16, f.dptr == a.dptr,
+                 k.grid, k.block, m.element_size, m.width, c.size,
+                 {int(p.handle) for p in k.pred} == {int(m.handle)}, len(a.succ))
+        exe = g.instantiate()
+        out = []
+        for _ in range(2):
+            exe.launch(s)
+            s.sync()
+            out.append(h.tolist())
+        exe.close()
+        return kinds, facts, out
+    kinds, facts, out = both(libs, explicit)
+    assert kinds == ["AllocNode", "MemsetNode", "KernelNode", "MemcpyNode", "FreeNode"]
+    assert facts[:2] == (5, 4) and out == [[7, 0, 0, 0], [7, 0, 0, 0]]
+
+
+def test_explicit_graph_edges_as_sets_and_destroy(libs):
+    def edges(core):
+        G = _graph_mod(core)
+        dev = core.Device()
+        s = dev.create_stream()
+        bump = _graph_kernels(core, dev).get_kernel("bump")
+        hb, h = _host_array(core, 4, np.int32)
+        h[:] = 0
+        cfg = core.LaunchConfig(grid=1, block=1)
+        g = G.GraphDefinition()
+        a = g.launch(cfg, bump, h.ctypes.data, np.int32(1))
+        b = a.launch(cfg, bump, h.ctypes.data, np.int32(10))
+        c = b.launch(cfg, bump, h.ctypes.data, np.int32(100))
+        j = g.join(a, c)
+        before = (len(j.pred), len(a.succ), len(g.edges()))
+        b.destroy()
+        after = (b.is_valid, len(g.nodes()), len(c.pred), len(a.succ))
+        c.pred.add(a)
+        c.succ.clear()
+        j.pred = [c]
+        final = (len(g.edges()), len(j.pred), len(a.succ))
+        exe = g.instantiate()
+        exe.launch(s)
+        s.sync()
+        return before, after, final, int(h[0])
+    assert both(libs, edges) == ((2, 2, 4), (False, 3, 0, 1), (2, 1, 1), 101)
+
+
+def test_explicit_graph_conditionals(libs):
+    """create_condition, while_loop set from device code, if_else on a
+    default, switch picking a branch; bodies built through the explicit API."""
+    def conds(core):
+        G = _graph_mod(core)
+        dev = core.Device()
+        s = dev.create_stream()
+        ks = _graph_kernels(core, dev)
+        bump, step = ks.get_kernel("bump"), ks.get_kernel("loop_step")
+        hb, h = _host_array(core, 16, np.int32)
+        h[:] = 0
+        p = h.ctypes.data
+        cfg = core.LaunchConfig(grid=1, block=1)
+        g = G.GraphDefinition()
+        loop = g.create_condition(default_value=1)
+        w = g.while_loop(loop)
+        w.body.launch(cfg, step, loop, p, np.int32(5))
+        pick = g.create_condition(default_value=0)
+        ie = w.if_else(pick)
+        ie.then.launch(cfg, bump, p + 4, np.int32(1))
+        ie.else_.launch(cfg, bump, p + 4, np.int32(100))
+        sw_cond = g.create_condition(default_value=2)
+        sw = ie.switch(sw_cond, 3)
+        for i, branch in enumerate(sw.branches):
+            branch.launch(cfg, bump, p + 8, np.int32(10 ** i))
+        never = g.create_condition(default_value=0)
+        nested = sw.branches[2].if_then(never)
+        nested.then.launch(cfg, bump, p + 12, np.int32(1))
+        facts = (type(w).__name__, type(ie).__name__, type(sw).__name__, len(sw.branches),
+                 isinstance(loop, G.GraphCondition), loop == loop, loop != pick)
+        exe = g.instantiate()
+        exe.launch(s)
+        s.sync()
+        return facts, h.tolist()
+    facts, values = both(libs, conds)
+    # loop ran 5 times; else ran; switch ran branch 2; the nested if_then did not.
+    assert values == [5, 100, 100, 0]
+    assert facts[:4] == ("WhileNode", "IfElseNode", "SwitchNode", 3)
+
+
+def test_explicit_graph_callbacks_and_embed(libs):
+    def calls(core):
+        G = _graph_mod(core)
+        dev = core.Device()
+        s = dev.create_stream()
+        bump = _graph_kernels(core, dev).get_kernel("bump")
+        hb, h = _host_array(core, 4, np.int32)
+        h[:] = 0
+        cfg = core.LaunchConfig(grid=1, block=1)
+        child = G.GraphDefinition()
+        child.launch(cfg, bump, h.ctypes.data, np.int32(3))
+        g = G.GraphDefinition()
+        e = g.embed(child)
+        seen = []
+        cb = e.callback(lambda: seen.append(int(h[0])))
+        exe = g.instantiate()
+        for _ in range(2):
+            exe.launch(s)
+        s.sync()
+        return type(e).__name__, type(cb).__name__, seen
+    assert both(libs, calls) == ("ChildGraphNode", "HostCallbackNode", [3, 6])
+
+
+def test_graph_builder_split_join_callback(libs):
+    def fork(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        bump = _graph_kernels(core, dev).get_kernel("bump")
+        hb, h = _host_array(core, 8, np.int32)
+        h[:] = 0
+        cfg = core.LaunchConfig(grid=1, block=1)
+        gb = dev.create_graph_builder().begin_building()
+        if not hasattr(gb, "split"):
+            pytest.skip(f"{core.__name__}'s GraphBuilder has no split")
+        b1, b2 = gb.split(2)
+        core.launch(b1, cfg, bump, h.ctypes.data, np.int32(1))
+        core.launch(b2, cfg, bump, h[1:].ctypes.data, np.int32(2))
+        required = gb.is_join_required
+        gb = type(gb).join(b1, b2)
+        seen = []
+        gb.callback(lambda: seen.append(h.tolist()))
+        g = gb.end_building().complete()
+        g.launch(s)
+        g.launch(s)
+        s.sync()
+        g.close()
+        gb.close()
+        return required, seen
+    assert both(libs, fork) == (True, [[1, 2], [2, 4]])
+
+
 # ---- views and DLPack
 
 def test_strided_memory_view_of_host_and_device(libs):

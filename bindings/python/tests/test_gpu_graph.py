@@ -327,3 +327,75 @@ def test_host_launch_refuses_a_torch_capture(gpu):
     torch.cuda.synchronize()
     assert x.tolist() == [2.0] * 4
     cs.close()
+
+
+# ---- cuda.core 1.2's explicit-graph API (issue 24): what cuabi adds beyond
+# the parity scenarios of test_gpu_cuda_core_parity.py
+
+def test_explicit_memory_kinds_pitched_memsets_and_ctypes_callbacks(gpu, k):
+    from cuabi.graph import GraphDefinition
+    import ctypes
+    s = gpu.create_stream(non_blocking=False)
+    out = cuabi.Buffer(4 * 64, stream=s)
+    out.fill(0, width=4, stream=s)
+    s.sync()
+    results = {}
+    for kind in ("device", "host", "managed"):
+        g = GraphDefinition()
+        try:
+            a = g.allocate(4 * 64, memory_type=kind)
+        except cuabi.CuabiError as e:            # older drivers: a clean refusal
+            results[kind] = f"refused: {e}"
+            continue
+        # 4 rows of 8 int32 (7), 64 bytes apart, then add_one over 64 ints.
+        m = a.memset(a.dptr, np.uint32(7), 8, height=4, pitch=64)
+        kn = m.launch(cuabi.LaunchConfig(grid=1, block=64), k["add_one"], a.dptr, np.int32(64))
+        c = kn.memcpy(out, a.dptr, 4 * 64)
+        c.deallocate(a.dptr)
+        with pytest.raises(cuabi.CuabiError, match="memory allocation node"):
+            m.destroy()
+        exe = g.instantiate()
+        exe.launch(s)
+        s.sync()
+        v = np.frombuffer(out.to_bytes(), np.int32).reshape(4, 16)
+        results[kind] = bool((v[:, :8] == 8).all())   # the rest: uninitialized + 1
+    assert results["device"] is True, results
+    for kind in ("host", "managed"):
+        assert results[kind] is True or str(results[kind]).startswith("refused"), results
+    # A ctypes CUhostFn with bytes copied into the graph, and a Python callable.
+    got, calls = [], []
+    cb = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: got.append(ctypes.string_at(p, 4)))
+    g = GraphDefinition()
+    h = g.callback(cb, user_data=b"cuab")
+    h.join().callback(lambda: calls.append(len(got)))
+    exe = g.instantiate()
+    for _ in range(3):
+        exe.launch(s)
+    s.sync()
+    assert got == [b"cuab"] * 3 and calls == [1, 2, 3]
+
+
+def test_explicit_graph_outlives_its_python_builders(gpu, k):
+    """A node's graph and its bodies share what the definition keeps: the
+    definition object may go; the executable still runs what it was given."""
+    from cuabi.graph import GraphDefinition
+    s = gpu.create_stream(non_blocking=False)
+    x = cuabi.Buffer(4 * 32, stream=s)
+    x.fill(0, width=4, stream=s)
+    g = GraphDefinition()
+    cond = g.create_condition(1)
+    w = g.while_loop(cond)
+    counter = cuabi.Buffer(4, stream=s)
+    counter.fill(0, width=4, stream=s)
+    w.body.launch(cuabi.LaunchConfig(grid=1, block=1), k["loop_body"], cond, counter,
+                  np.int32(4))
+    node = w.launch(cuabi.LaunchConfig(grid=1, block=32), k["add_one"], x, np.int32(32))
+    del g, w
+    gc.collect()
+    exe = node.graph.instantiate()
+    del node
+    gc.collect()
+    exe.launch(s)
+    s.sync()
+    assert np.frombuffer(counter.to_bytes(), np.int32)[0] == 4
+    assert (np.frombuffer(x.to_bytes(), np.int32) == 1).all()

@@ -5479,6 +5479,142 @@ function cuabi_graph_add_child(out, graph, dependencies, num_dependencies, child
 end
 
 """
+cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
+
+Add a copy of `size` bytes between two addresses in the unified address space
+(device, pinned, managed memory, or host memory the driver can reach), the
+kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
+The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+addresses lie in, or any buffers whose memory must outlive the node; may be
+NULL) alive; nothing else: keep other ranges valid while the graph or an
+executable of it may run.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `device` The device whose context runs the copy.
+- `dst_keep` [may be C_NULL]
+- `src_keep` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memcpy_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            t2 = _enter(dst_keep)
+            try
+                t3 = _enter(src_keep)
+                try
+                    ccall((:cuabi_graph_add_memcpy_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Ptr{cuabi_buffer}, Cuintptr_t, Ptr{cuabi_buffer}, Csize_t), out, graph, dependencies, num_dependencies, device, dst, dst_keep, src, src_keep, size)
+                finally
+                    _leave(src_keep, t3)
+                end
+            finally
+                _leave(dst_keep, t2)
+            end
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
+cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
+
+Add a memset of `height` rows of `width` elements of `element_size` bytes
+(1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
+at an address of CUDA memory, run by `device`'s context. The graph keeps the
+memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `device` The device whose context runs the memset.
+- `dst_keep` [may be C_NULL]
+- `width` Elements a row.
+- `height` Rows (at least 1).
+- `pitch` Bytes from one row to the next (at least width * element_size when height > 1).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_memset_ptr(out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            t2 = _enter(dst_keep)
+            try
+                ccall((:cuabi_graph_add_memset_ptr, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, Cuintptr_t, Ptr{cuabi_buffer}, UInt32, Cuint, Csize_t, Csize_t, Csize_t), out, graph, dependencies, num_dependencies, device, dst, dst_keep, value, element_size, width, height, pitch)
+            finally
+                _leave(dst_keep, t2)
+            end
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
+cuabi_graph_add_mem_alloc(out, graph, dependencies, num_dependencies, device, kind, size, peers, num_peers)
+
+Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
+`kind` memory owned by the graph, at an address fixed now (read it with
+cuabi_graph_node_mem_info) and usable by the nodes that run after this one.
+CUABI_MEMORY_DEVICE allocates on `device`, CUABI_MEMORY_PINNED page-locked
+host memory (CUDA 12.2), CUABI_MEMORY_MANAGED managed memory (CUDA 13.0);
+plain host memory is refused. `peers` are further devices given read-write
+access. The memory is the graph's, not cuabi's: free it with a free node (in
+this graph or a later one) or it stays allocated after each launch until
+freed in stream order. CUDA's rules for a graph holding memory nodes: no
+node or edge of it can be removed, it cannot be a child graph (nor cloned),
+only one executable of it may exist at a time, and memory nodes are not
+allowed in conditional bodies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+- `device` The allocating device (for pinned memory: the device whose context makes it).
+- `peers` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_mem_alloc(out, graph, dependencies, num_dependencies, device, kind, size, peers, num_peers)
+    t0 = _enter(graph)
+    try
+        t1 = _enter(device)
+        try
+            ccall((:cuabi_graph_add_mem_alloc, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Ptr{cuabi_device}, cuabi_memory_kind, Csize_t, Ptr{Ptr{cuabi_device}}, Csize_t), out, graph, dependencies, num_dependencies, device, kind, size, peers, num_peers)
+        finally
+            _leave(device, t1)
+        end
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
+cuabi_graph_add_mem_free(out, graph, dependencies, num_dependencies, pointer)
+
+Add a memory free node (cuGraphAddMemFreeNode) for `pointer`, the address of a graph allocation (an allocation node of this graph or of a graph launched earlier). The driver refuses other addresses. Not allowed in conditional bodies.
+
+- `out` [out, ownership transferred]
+- `dependencies` [may be C_NULL]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_add_mem_free(out, graph, dependencies, num_dependencies, pointer)
+    t0 = _enter(graph)
+    try
+        ccall((:cuabi_graph_add_mem_free, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph}, Ptr{Ptr{cuabi_graph_node}}, Csize_t, Cuintptr_t), out, graph, dependencies, num_dependencies, pointer)
+    finally
+        _leave(graph, t0)
+    end
+end
+
+"""
 cuabi_graph_conditional_handle_create(out, graph, device, default_value, flags)
 
 A conditional handle for `graph` on `device` (cuGraphConditionalHandleCreate):
@@ -5702,6 +5838,66 @@ function cuabi_graph_node_dependent(out, node, index)
     t0 = _enter(node)
     try
         ccall((:cuabi_graph_node_dependent, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_graph_node}, Csize_t), out, node, index)
+    finally
+        _leave(node, t0)
+    end
+end
+
+"""
+cuabi_graph_node_destroy(node)
+
+Remove the node and its edges from its graph (cuGraphDestroyNode). The
+handle stays a handle (release it as usual) but names no node any more:
+every other call on it gives CUABI_ERROR_INVALID_ARGUMENT, and
+cuabi_graph_node_is_valid() gives 0. The nodes after it move down one index.
+What the node referenced stays kept until the graph is released (an
+executable made earlier may still run it). A conditional node whose body
+graphs still have live handles is refused (release them first: their
+CUgraphs go with the node), and so is any node of a graph holding memory
+allocation or free nodes (CUABI_ERROR_NOT_SUPPORTED: CUDA keeps every node
+and edge of such a graph). Destroying a destroyed node is a no-op.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_destroy(node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_destroy, libcuabi), cuabi_status, (Ptr{cuabi_graph_node},), node)
+    finally
+        _leave(node, t0)
+    end
+end
+
+"""
+cuabi_graph_node_is_valid(out, node)
+
+1 while the node is in its graph, 0 once cuabi_graph_node_destroy() removed it.
+
+- `out` [out]
+"""
+function cuabi_graph_node_is_valid(out, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_is_valid, libcuabi), cuabi_status, (Ptr{Cint}, Ptr{cuabi_graph_node}), out, node)
+    finally
+        _leave(node, t0)
+    end
+end
+
+"""
+cuabi_graph_node_mem_info(pointer, size, node)
+
+The address of a memory allocation node's memory and its size (cuGraphMemAllocNodeGetParams), or the address a memory free node frees (size 0); captured memory nodes too. Other kinds: CUABI_ERROR_INVALID_ARGUMENT.
+
+- `pointer` [out]
+- `size` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_node_mem_info(pointer, size, node)
+    t0 = _enter(node)
+    try
+        ccall((:cuabi_graph_node_mem_info, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{Csize_t}, Ptr{cuabi_graph_node}), pointer, size, node)
     finally
         _leave(node, t0)
     end
@@ -10715,6 +10911,10 @@ const FUNCTIONS = [
     :cuabi_graph_add_event_record,
     :cuabi_graph_add_event_wait,
     :cuabi_graph_add_child,
+    :cuabi_graph_add_memcpy_ptr,
+    :cuabi_graph_add_memset_ptr,
+    :cuabi_graph_add_mem_alloc,
+    :cuabi_graph_add_mem_free,
     :cuabi_graph_conditional_handle_create,
     :cuabi_graph_add_conditional,
     :cuabi_graph_node_body,
@@ -10727,6 +10927,9 @@ const FUNCTIONS = [
     :cuabi_graph_node_dependency,
     :cuabi_graph_node_dependent_count,
     :cuabi_graph_node_dependent,
+    :cuabi_graph_node_destroy,
+    :cuabi_graph_node_is_valid,
+    :cuabi_graph_node_mem_info,
     :cuabi_graph_exec_launch,
     :cuabi_graph_exec_upload,
     :cuabi_graph_exec_update,

@@ -3698,6 +3698,42 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_add_child(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, child: *mut cuabi_graph) -> cuabi_status;
+    /// Add a copy of `size` bytes between two addresses in the unified address space
+    /// (device, pinned, managed memory, or host memory the driver can reach), the
+    /// kinds told by the driver (CU_MEMORYTYPE_UNIFIED), run by `device`'s context.
+    /// The graph keeps the memory of `dst_keep` and `src_keep` (buffers the
+    /// addresses lie in, or any buffers whose memory must outlive the node; may be
+    /// NULL) alive; nothing else: keep other ranges valid while the graph or an
+    /// executable of it may run.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memcpy_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, dst_keep: *mut cuabi_buffer, src: usize, src_keep: *mut cuabi_buffer, size: usize) -> cuabi_status;
+    /// Add a memset of `height` rows of `width` elements of `element_size` bytes
+    /// (1, 2 or 4) to `value`, rows `pitch` bytes apart (ignored when height is 1),
+    /// at an address of CUDA memory, run by `device`'s context. The graph keeps the
+    /// memory of `dst_keep` (may be NULL) alive, as cuabi_graph_add_memcpy_ptr.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_memset_ptr(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, dst: usize, dst_keep: *mut cuabi_buffer, value: u32, element_size: c_uint, width: usize, height: usize, pitch: usize) -> cuabi_status;
+    /// Add a memory allocation node (cuGraphAddMemAllocNode): `size` bytes of
+    /// `kind` memory owned by the graph, at an address fixed now (read it with
+    /// cuabi_graph_node_mem_info) and usable by the nodes that run after this one.
+    /// CUABI_MEMORY_DEVICE allocates on `device`, CUABI_MEMORY_PINNED page-locked
+    /// host memory (CUDA 12.2), CUABI_MEMORY_MANAGED managed memory (CUDA 13.0);
+    /// plain host memory is refused. `peers` are further devices given read-write
+    /// access. The memory is the graph's, not cuabi's: free it with a free node (in
+    /// this graph or a later one) or it stays allocated after each launch until
+    /// freed in stream order. CUDA's rules for a graph holding memory nodes: no
+    /// node or edge of it can be removed, it cannot be a child graph (nor cloned),
+    /// only one executable of it may exist at a time, and memory nodes are not
+    /// allowed in conditional bodies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_mem_alloc(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, device: *mut cuabi_device, kind: cuabi_memory_kind, size: usize, peers: *mut *mut cuabi_device, num_peers: usize) -> cuabi_status;
+    /// Add a memory free node (cuGraphAddMemFreeNode) for `pointer`, the address of a graph allocation (an allocation node of this graph or of a graph launched earlier). The driver refuses other addresses. Not allowed in conditional bodies.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_add_mem_free(out: *mut *mut cuabi_graph_node, graph: *mut cuabi_graph, dependencies: *mut *mut cuabi_graph_node, num_dependencies: usize, pointer: usize) -> cuabi_status;
     /// A conditional handle for `graph` on `device` (cuGraphConditionalHandleCreate):
     /// a 64-bit value passed to kernels (as unsigned long long) that set it with
     /// cudaGraphSetConditional(handle, value). In NVRTC code declare
@@ -3743,6 +3779,25 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_node_dependent(out: *mut *mut cuabi_graph_node, node: *mut cuabi_graph_node, index: usize) -> cuabi_status;
+    /// Remove the node and its edges from its graph (cuGraphDestroyNode). The
+    /// handle stays a handle (release it as usual) but names no node any more:
+    /// every other call on it gives CUABI_ERROR_INVALID_ARGUMENT, and
+    /// cuabi_graph_node_is_valid() gives 0. The nodes after it move down one index.
+    /// What the node referenced stays kept until the graph is released (an
+    /// executable made earlier may still run it). A conditional node whose body
+    /// graphs still have live handles is refused (release them first: their
+    /// CUgraphs go with the node), and so is any node of a graph holding memory
+    /// allocation or free nodes (CUABI_ERROR_NOT_SUPPORTED: CUDA keeps every node
+    /// and edge of such a graph). Destroying a destroyed node is a no-op.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_destroy(node: *mut cuabi_graph_node) -> cuabi_status;
+    /// 1 while the node is in its graph, 0 once cuabi_graph_node_destroy() removed it.
+    pub fn cuabi_graph_node_is_valid(out: *mut c_int, node: *mut cuabi_graph_node) -> cuabi_status;
+    /// The address of a memory allocation node's memory and its size (cuGraphMemAllocNodeGetParams), or the address a memory free node frees (size 0); captured memory nodes too. Other kinds: CUABI_ERROR_INVALID_ARGUMENT.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_node_mem_info(pointer: *mut usize, size: *mut usize, node: *mut cuabi_graph_node) -> cuabi_status;
     /// Launch the executable on `stream` (after the stream's earlier work and the executable's earlier launches). A stream of another device than the graph's is refused.
     ///
     /// Needs the CUDA driver and a GPU.
@@ -7516,6 +7571,10 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_add_event_record", cuabi_graph_add_event_record as *const () as usize),
         ("cuabi_graph_add_event_wait", cuabi_graph_add_event_wait as *const () as usize),
         ("cuabi_graph_add_child", cuabi_graph_add_child as *const () as usize),
+        ("cuabi_graph_add_memcpy_ptr", cuabi_graph_add_memcpy_ptr as *const () as usize),
+        ("cuabi_graph_add_memset_ptr", cuabi_graph_add_memset_ptr as *const () as usize),
+        ("cuabi_graph_add_mem_alloc", cuabi_graph_add_mem_alloc as *const () as usize),
+        ("cuabi_graph_add_mem_free", cuabi_graph_add_mem_free as *const () as usize),
         ("cuabi_graph_conditional_handle_create", cuabi_graph_conditional_handle_create as *const () as usize),
         ("cuabi_graph_add_conditional", cuabi_graph_add_conditional as *const () as usize),
         ("cuabi_graph_node_body", cuabi_graph_node_body as *const () as usize),
@@ -7528,6 +7587,9 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_node_dependency", cuabi_graph_node_dependency as *const () as usize),
         ("cuabi_graph_node_dependent_count", cuabi_graph_node_dependent_count as *const () as usize),
         ("cuabi_graph_node_dependent", cuabi_graph_node_dependent as *const () as usize),
+        ("cuabi_graph_node_destroy", cuabi_graph_node_destroy as *const () as usize),
+        ("cuabi_graph_node_is_valid", cuabi_graph_node_is_valid as *const () as usize),
+        ("cuabi_graph_node_mem_info", cuabi_graph_node_mem_info as *const () as usize),
         ("cuabi_graph_exec_launch", cuabi_graph_exec_launch as *const () as usize),
         ("cuabi_graph_exec_upload", cuabi_graph_exec_upload as *const () as usize),
         ("cuabi_graph_exec_update", cuabi_graph_exec_update as *const () as usize),

@@ -289,6 +289,35 @@ impl<'h> Graph<'h> {
         Ok(node)
     }
 
+    /// A memory allocation node: `size` bytes of device, pinned or managed
+    /// memory owned by the graph, on `device`, with read-write access for
+    /// `peers`. Its address is fixed now: [`GraphNode::mem_info`]. CUDA keeps
+    /// every node and edge of a graph with memory nodes, and it cannot be a
+    /// child graph.
+    pub fn add_mem_alloc(&self, deps: &[&GraphNode], device: &Device, kind: impl Into<MemoryKind>,
+                         size: usize, peers: &[&Device]) -> Result<GraphNode> {
+        let kind: MemoryKind = kind.into();
+        let mut d = deps_of(deps);
+        let mut p: Vec<*mut sys::cuabi_device> = peers.iter().map(|x| x.as_raw()).collect();
+        // SAFETY: handles live for the call; the library checks the rest.
+        node_from(|o| unsafe {
+            sys::cuabi_graph_add_mem_alloc(o, self.as_raw(), d.as_mut_ptr(), d.len(), device.as_raw(),
+                                           kind.to_raw(), size, p.as_mut_ptr(), p.len())
+        })
+    }
+
+    /// A memory free node for `pointer`, an address an allocation node returned.
+    ///
+    /// # Safety
+    /// Every node using the memory must run before this one (its
+    /// dependencies), in this graph and in those launched with it.
+    pub unsafe fn add_mem_free(&self, deps: &[&GraphNode], pointer: usize) -> Result<GraphNode> {
+        let mut d = deps_of(deps);
+        // SAFETY: handles live for the call; the driver refuses an address no
+        // allocation node returned; the caller vouches for the order.
+        node_from(|o| unsafe { sys::cuabi_graph_add_mem_free(o, self.as_raw(), d.as_mut_ptr(), d.len(), pointer) })
+    }
+
     /// An empty node (a join point).
     pub fn add_empty(&self, deps: &[&GraphNode]) -> Result<GraphNode> {
         let mut d = deps_of(deps);
@@ -462,6 +491,15 @@ impl GraphNode {
         // SAFETY: the node is live; `i` a local.
         infallible(unsafe { sys::cuabi_graph_node_index(&mut i, self.as_raw()) }, "cuabi_graph_node_index");
         i
+    }
+
+    /// A memory allocation node's address and size, or a free node's address
+    /// and 0; an error for other kinds.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        let (mut p, mut n) = (0usize, 0usize);
+        // SAFETY: the node is live; `p` and `n` locals.
+        check(unsafe { sys::cuabi_graph_node_mem_info(&mut p, &mut n, self.as_raw()) })?;
+        Ok((p, n))
     }
 
     /// The nodes it depends on.

@@ -157,3 +157,27 @@ fn conditional_while_loop() {
     s.synchronize().unwrap();
     assert_eq!(counter.to_vec::<i64>().unwrap(), vec![6]);
 }
+
+#[test]
+fn memory_nodes_allocate_and_free() {
+    let Some(dev) = fake() else { return };
+    let dev1 = Device::get(1).unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let g = Graph::new().unwrap();
+    let a = g.add_mem_alloc(&[], &dev, cuabi::MemoryKind::Device, 64, &[&dev1]).unwrap();
+    let (ptr, size) = a.mem_info().unwrap();
+    assert!(ptr != 0);
+    assert_eq!(size, 64);
+    // SAFETY: nothing uses the memory after the free (it is the last node).
+    let f = unsafe { g.add_mem_free(&[&a], ptr) }.unwrap();
+    assert_eq!(f.mem_info().unwrap(), (ptr, 0));
+    // A second free of it, plain host memory, and another node's info are refused.
+    // SAFETY: refused before anything runs.
+    assert!(unsafe { g.add_mem_free(&[], ptr) }.is_err());
+    assert!(g.add_mem_alloc(&[], &dev, cuabi::MemoryKind::Host, 64, &[]).is_err());
+    let e = g.add_empty(&[&f]).unwrap();
+    assert!(e.mem_info().is_err());
+    let exe = g.instantiate().unwrap();
+    exe.launch(&s).unwrap();
+    s.synchronize().unwrap();
+}
