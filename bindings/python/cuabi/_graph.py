@@ -20,7 +20,6 @@ import ctypes as C
 import os
 import threading
 import weakref
-from dataclasses import dataclass
 
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
@@ -1351,27 +1350,42 @@ _DOT_FIELDS = ("verbose", "runtime_types", "kernel_node_params", "memcpy_node_pa
                "conditional_node_params")
 
 
-@dataclass
 class GraphDebugPrintOptions:
     """cuda.core's GraphDebugPrintOptions: what debug_dot_print writes
     beside the node kinds and edges (each field a CUgraphDebugDot_flags
-    bit; verbose: everything)."""
-    verbose: bool = False
-    runtime_types: bool = False
-    kernel_node_params: bool = False
-    memcpy_node_params: bool = False
-    memset_node_params: bool = False
-    host_node_params: bool = False
-    event_node_params: bool = False
-    ext_semas_signal_node_params: bool = False
-    ext_semas_wait_node_params: bool = False
-    kernel_node_attributes: bool = False
-    handles: bool = False
-    mem_alloc_node_params: bool = False
-    mem_free_node_params: bool = False
-    batch_mem_op_node_params: bool = False
-    extra_topo_info: bool = False
-    conditional_node_params: bool = False
+    bit; verbose: everything). Fields in cuda.core's order, positional or
+    keywords, all False by default. A plain class: making a dataclass costs
+    about a millisecond at import (its methods are made by exec), and this
+    module is imported by the process's first capture."""
+    __slots__ = _DOT_FIELDS
+    __match_args__ = _DOT_FIELDS
+    __hash__ = None     # mutable, as cuda.core's
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(_DOT_FIELDS):
+            raise TypeError(f"GraphDebugPrintOptions takes at most {len(_DOT_FIELDS)} "
+                            f"positional arguments ({len(args)} given)")
+        values = dict(zip(_DOT_FIELDS, args))
+        for k, v in kwargs.items():
+            if k not in _DOT_FIELDS:
+                raise TypeError(f"GraphDebugPrintOptions got an unexpected keyword argument {k!r}")
+            if k in values:
+                raise TypeError(f"GraphDebugPrintOptions got multiple values for argument {k!r}")
+            values[k] = v
+        for f in _DOT_FIELDS:
+            setattr(self, f, values.get(f, False))
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, f) for f in _DOT_FIELDS)
+
+    def __eq__(self, other):
+        if type(other) is not GraphDebugPrintOptions:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __repr__(self):
+        return "GraphDebugPrintOptions(" + ", ".join(
+            f"{f}={getattr(self, f)!r}" for f in _DOT_FIELDS) + ")"
 
     def _to_flags(self) -> int:
         """The CUgraphDebugDot_flags these options ask for."""
@@ -1701,11 +1715,10 @@ class GraphBuilder:
 
     @property
     def is_join_required(self) -> bool:
-        """True while builders split from this one (or this forked builder
-        itself) must be joined before building ends."""
-        if self._primary is not None:
-            return not self._closed
-        return any(not f._closed for f in self._forks)
+        """True for a forked builder (split's second and later ones) until it
+        is joined, as cuda.core's: the builder that was split is never "required"
+        to join (end_building on it still refuses while forks are open)."""
+        return self._primary is not None and not self._closed
 
     def split(self, count: int) -> tuple:
         """`count` builders whose work follows the work already on this one:

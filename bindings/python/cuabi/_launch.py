@@ -70,16 +70,16 @@ class AccessPolicyWindow:
 
 class LaunchConfig:
     """cuda.core's LaunchConfig(grid, cluster, block, shmem_size,
-    cooperative_launch), in cuda.core's order: grid, cluster and block are
+    is_cooperative, programmatic_stream_serialization), in cuda.core's order: grid, cluster and block are
     ints or up to 3-tuples (each value at least 1), exposed as 3-tuples
     (cluster None when not given); with a cluster, `grid` counts clusters
     (the kernel runs grid*cluster blocks). grid and block default to 1
     (cuda.core requires them). cuabi's extras are keywords only:
-    shared_mem= (= shmem_size), cooperative= and is_cooperative= (=
-    cooperative_launch), grid_blocks= (the grid in blocks with a cluster:
+    shared_mem= (= shmem_size), cooperative= and cooperative_launch= (=
+    is_cooperative), grid_blocks= (the grid in blocks with a cluster:
     cuabi's former meaning of grid), and the other cuLaunchKernelEx
     attributes (cuda.core's names where it has them; docs/python.md):
-    programmatic_stream_serialization (PDL), programmatic_event (+
+    programmatic_event (+
     programmatic_event_trigger_at_block_start), launch_completion_event,
     priority, access_policy_window, preferred_cluster,
     cluster_scheduling_policy, mem_sync_domain, mem_sync_domain_map,
@@ -101,11 +101,12 @@ class LaunchConfig:
     # reads it too).
 
     def __init__(self, grid=None, cluster=None, block=None, shmem_size: int | None = None,
-                 cooperative_launch: bool = False, *, shared_mem: int | None = None,
+                 is_cooperative: bool = False,
+                 programmatic_stream_serialization: bool = False, *,
+                 shared_mem: int | None = None,
                  cooperative: bool | None = None,
-                 is_cooperative: bool | None = None,
+                 cooperative_launch: bool | None = None,
                  grid_blocks=None,
-                 programmatic_stream_serialization: bool = False,
                  programmatic_event=None,
                  programmatic_event_trigger_at_block_start: bool = False,
                  launch_completion_event=None,
@@ -121,12 +122,12 @@ class LaunchConfig:
             raise ValueError("LaunchConfig: give shmem_size or shared_mem (its cuabi alias), "
                              "not both")
         shared_mem = shmem_size if shmem_size is not None else shared_mem or 0
-        # cooperative_launch (cuda.core's), is_cooperative (cuda.core's older
-        # name) and cooperative (cuabi's): one switch, said once or alike.
-        said = {n: bool(v) for n, v in (("cooperative_launch", cooperative_launch),
-                                        ("is_cooperative", is_cooperative),
+        # is_cooperative (cuda.core's), cooperative and cooperative_launch
+        # (cuabi's): one switch, said once or alike.
+        said = {n: bool(v) for n, v in (("is_cooperative", is_cooperative),
+                                        ("cooperative_launch", cooperative_launch),
                                         ("cooperative", cooperative))
-                if v is not None and (v or n != "cooperative_launch")}
+                if v is not None and (v or n != "is_cooperative")}
         if len(set(said.values())) > 1:
             raise ValueError(f"LaunchConfig: {' and '.join(said)} disagree; give one of them")
         cooperative = any(said.values())
@@ -245,16 +246,18 @@ class LaunchConfig:
         return self.shared_mem
 
     @property
-    def cooperative_launch(self) -> bool:
+    def is_cooperative(self) -> bool:
         """cuda.core's name of cooperative."""
         return self.cooperative
 
-    is_cooperative = cooperative_launch     # cuda.core's older name
+    cooperative_launch = is_cooperative     # cuabi's other spelling
 
-    # cuda.core's identity: the five attributes it has (grid, cluster, block,
-    # shmem_size, cooperative_launch); cuabi's launch attributes join them.
-    _IDENTITY = ("grid", "cluster", "block", "shmem_size", "cooperative_launch")
-    _EXTRAS = ("programmatic_stream_serialization", "programmatic_event",
+    # cuda.core's identity: the attributes it has (grid, cluster, block,
+    # shmem_size, is_cooperative, programmatic_stream_serialization);
+    # cuabi's launch attributes join them.
+    _IDENTITY = ("grid", "cluster", "block", "shmem_size", "is_cooperative",
+                 "programmatic_stream_serialization")
+    _EXTRAS = ("programmatic_event",
                "programmatic_event_trigger_at_block_start", "launch_completion_event",
                "priority", "access_policy_window", "preferred_cluster",
                "cluster_scheduling_policy", "mem_sync_domain", "mem_sync_domain_map",

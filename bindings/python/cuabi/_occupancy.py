@@ -132,7 +132,7 @@ def _with_callback(cb, fn, *args):
 def _as_config(config, where):
     """A cuabi LaunchConfig for `config`: a cuabi LaunchConfig, or an object
     with cuda.core's LaunchConfig attributes (grid, block, cluster,
-    shmem_size, cooperative_launch or the older is_cooperative); with a
+    shmem_size, is_cooperative); with a
     cluster, both count the grid in clusters."""
     from ._launch import LaunchConfig, _dim3     # lazy: import time (offline use needs no launch)
     if isinstance(config, LaunchConfig):
@@ -142,8 +142,9 @@ def _as_config(config, where):
         cluster = getattr(config, "cluster", None)
         return LaunchConfig(grid=grid, block=block, cluster=cluster,
                             shared_mem=getattr(config, "shmem_size", 0) or 0,
-                            cooperative=bool(getattr(config, "cooperative_launch",
-                                                     getattr(config, "is_cooperative", False))))
+                            cooperative=bool(getattr(config, "is_cooperative",
+                                                     getattr(config, "cooperative_launch",
+                                                             False))))
     except AttributeError:
         raise TypeError(f"{where}: config must be a cuabi.LaunchConfig, not "
                         f"{type(config).__name__}") from None

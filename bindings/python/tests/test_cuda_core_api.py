@@ -290,19 +290,22 @@ def test_launch_config_cluster_meaning_needs_no_driver():
 
 
 def test_launch_config_positional_order_is_cuda_cores():
-    """cuda.core: LaunchConfig(grid=None, cluster=None, block=None,
-    shmem_size=None, cooperative_launch=False)."""
+    """cuda.core 1.2.2: LaunchConfig(grid=None, cluster=None, block=None,
+    shmem_size=None, is_cooperative=False, programmatic_stream_serialization=False)."""
     import inspect
     params = list(inspect.signature(cuabi.LaunchConfig).parameters.values())
-    assert [p.name for p in params[:5]] == ["grid", "cluster", "block", "shmem_size",
-                                            "cooperative_launch"]
-    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[:5])
-    assert [p.default for p in params[:5]] == [None, None, None, None, False]
+    assert [p.name for p in params[:6]] == ["grid", "cluster", "block", "shmem_size",
+                                            "is_cooperative",
+                                            "programmatic_stream_serialization"]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[:6])
+    assert [p.default for p in params[:6]] == [None, None, None, None, False, False]
     # everything after them is a keyword (cuabi's aliases and attributes)
-    assert all(p.kind is p.KEYWORD_ONLY for p in params[5:])
+    assert all(p.kind is p.KEYWORD_ONLY for p in params[6:])
     c = cuabi.LaunchConfig(4, 2, 64, 256, True)
     assert (c.grid, c.cluster, c.block) == ((4, 1, 1), (2, 1, 1), (64, 1, 1))
-    assert c.shmem_size == 256 and c.cooperative_launch is True
+    assert c.shmem_size == 256 and c.is_cooperative is True
+    assert not c.programmatic_stream_serialization
+    assert cuabi.LaunchConfig(4, None, 64, 0, False, True).programmatic_stream_serialization
     assert c.grid_blocks == (8, 1, 1)           # the grid counts clusters
     assert tuple(c._c.grid) == (8, 1, 1) and tuple(c._c.cluster) == (2, 1, 1)
     assert tuple(c._c.block) == (64, 1, 1) and c._c.dynamic_shared_bytes == 256
@@ -310,13 +313,14 @@ def test_launch_config_positional_order_is_cuda_cores():
     # cuda.core programs often pass the cluster as None positionally
     d = cuabi.LaunchConfig((8, 2), None, (32, 4))
     assert (d.grid, d.cluster, d.block) == ((8, 2, 1), None, (32, 4, 1))
-    assert d.shmem_size == 0 and d.cooperative_launch is False
+    assert d.shmem_size == 0 and d.is_cooperative is False
     assert tuple(d._c.cluster) == (0, 0, 0)
     assert cuabi.LaunchConfig(grid=1, block=1).cluster is None
     # the same keywords mean the same in either order
     assert cuabi.LaunchConfig(block=64, cluster=2, grid=4) == c.__class__(4, 2, 64)
     assert repr(d) == ("LaunchConfig(grid=(8, 2, 1), cluster=None, block=(32, 4, 1), "
-                       "shmem_size=0, cooperative_launch=False)")
+                       "shmem_size=0, is_cooperative=False, "
+                       "programmatic_stream_serialization=False)")
 
 
 def test_launch_config_keyword_aliases_still_work():
@@ -354,8 +358,8 @@ def test_launch_config_bad_combinations_are_cuda_core_like():
         cuabi.LaunchConfig(1, None, 1, -1)
     with pytest.raises(ValueError, match="not both"):
         cuabi.LaunchConfig(4, 2, 32, grid_blocks=8)
-    with pytest.raises(TypeError):              # a sixth positional: attributes are keywords
-        cuabi.LaunchConfig(1, None, 1, 0, False, True)
+    with pytest.raises(TypeError):              # a seventh positional: extras are keywords
+        cuabi.LaunchConfig(1, None, 1, 0, False, True, 0)
     with pytest.raises(TypeError):              # given twice
         cuabi.LaunchConfig(1, 2, 3, block=4)
 

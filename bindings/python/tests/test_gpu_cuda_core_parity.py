@@ -223,7 +223,7 @@ def test_cluster_grid_counts_clusters(libs, gpu):
 
 
 def test_launch_config_positional_order(libs, gpu):
-    """LaunchConfig(grid, cluster, block, shmem_size, cooperative_launch):
+    """LaunchConfig(grid, cluster, block, shmem_size, is_cooperative):
     the same positional call means the same launch in both libraries."""
     has_clusters = gpu.compute_capability[0] >= 9
 
@@ -242,7 +242,7 @@ def test_launch_config_positional_order(libs, gpu):
             d.copy_to(hb, stream=s)
             s.sync()
             got.append((cfg.grid, cfg.cluster, cfg.block, cfg.shmem_size,
-                        bool(cfg.cooperative_launch), h.tolist()))
+                        bool(cfg.is_cooperative), h.tolist()))
         return got
     got = both(libs, facts)
     assert got[0] == ((5, 1, 1), None, (64, 1, 1), 0, False, [5, 1, 64])

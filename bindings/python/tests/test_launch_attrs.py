@@ -79,7 +79,7 @@ def test_bad_keyword_values():
     with pytest.raises(ValueError, match="miss_prop must be one of"):
         cuabi.AccessPolicyWindow(0x1000, 64, miss_prop="sticky")
     with pytest.raises(TypeError):
-        cuabi.LaunchConfig(1, None, 1, 0, False, True)     # attributes are keywords only
+        cuabi.LaunchConfig(1, None, 1, 0, False, True, 0)  # extras are keywords only
 
 
 # ---------------------------------------------------------------- tensor maps
