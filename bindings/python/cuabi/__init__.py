@@ -102,9 +102,13 @@ def _set_hooks():
         from ._texture import _Factories                 # lazy: import time
         return _Factories
 
+    def graph_def_module():
+        from . import _graph_def                         # lazy: import time
+        return _graph_def
+
     for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
                  memory_resource_class, buffer_class, green_context_class,
-                 device_resources_class, texture_factories_class):
+                 device_resources_class, texture_factories_class, graph_def_module):
         setattr(_hooks, hook.__name__, hook)
 
 

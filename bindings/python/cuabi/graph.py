@@ -8,10 +8,10 @@ from ._graph import GraphBuilder, GraphDebugPrintOptions, GraphNode
 from ._graph import GraphExec as Graph
 # cuda.core 1.2's explicit-graph names (issue 24): the condition, the node
 # classes GraphDefinition's builders return, the pred / succ set view.
-from ._graph import (AdjacencySetProxy, AllocNode, ChildGraphNode, ConditionalNode, EmptyNode,
-                     EventRecordNode, EventWaitNode, FreeNode, GraphCondition, HostCallbackNode,
-                     IfElseNode, IfNode, KernelNode, MemcpyNode, MemsetNode, SwitchNode,
-                     WhileNode)
+from ._graph_def import (AdjacencySetProxy, AllocNode, ChildGraphNode, ConditionalNode,
+                         EmptyNode, EventRecordNode, EventWaitNode, FreeNode, GraphCondition,
+                         HostCallbackNode, IfElseNode, IfNode, KernelNode, MemcpyNode,
+                         MemsetNode, SwitchNode, WhileNode)
 
 __all__ = ["Graph", "GraphBuilder", "GraphCompleteOptions", "GraphDebugPrintOptions",
            "GraphDefinition", "GraphNode", "GraphCondition", "AllocNode", "ChildGraphNode",
