@@ -4,7 +4,8 @@
 #   .gpu/cuabi-*.tar.gz   `make dist` tarball (configure already generated,
 #                         so no autotools or libtool are needed there)
 #   .gpu/debs/*.deb       libffi, Check, subunit, DLPack and xxHash headers, libiberty
-#   .gpu/wheels/*.whl     pytest for the Python tests (Python 3.12 there); dask and
+#   .gpu/wheels/*.whl     pytest for the Python tests (Python 3.12 there); cffi (an
+#                         example of cuda.core needs it); dask and
 #                         distributed with what they need, and nccl4py (issue 23:
 #                         tests/test_dask.py, bench/bench_nccl.py). Ray's wheel
 #                         (~70 MB) does not fit the 64 MiB a call carries: not carried
@@ -25,6 +26,10 @@ cp build/cuabi-*.tar.gz .gpu/
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 --platform any -d .gpu/wheels \
     pytest pluggy iniconfig packaging >/dev/null
+# cffi: NVIDIA's strided_memory_view_cpu example (issue 24's outside-in run) needs it.
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
+    -d .gpu/wheels cffi pycparser >/dev/null 2>&1 || echo "cffi: no wheel for the GPU host (left out)"
 # Dask (distributed) for the collectives' tests and benchmark, pure Python
 # except msgpack, psutil, pyyaml and markupsafe; nccl4py where PyPI has it
 # for this platform (a failure here leaves it out: bench_nccl.py skips it).

@@ -193,6 +193,18 @@ static void produce_consume(cuabi_buffer *flag, bool wide, long long spin)
     ck_assert_ok(cuabi_argpack_set_buffer(pc, 0, data));
     ck_assert_ok(cuabi_argpack_set_buffer(pc, 1, out));
     ck_assert_ok(cuabi_argpack_set_int(pc, 2, PN));
+    /* Both kernels run once first: with lazy loading (CUDA's default) a
+     * kernel's first launch loads it, which may wait for the context's other
+     * streams -- here the consumer, blocked on the flag (the Python twin of
+     * this test hung on an H100, 2026-11-28). */
+    launch(kp, pp, s1);
+    launch(kc, pc, s2);
+    ck_assert_ok(cuabi_stream_synchronize(s1));
+    ck_assert_ok(cuabi_stream_synchronize(s2));
+    /* ... and the real run must see the producer's data, not the warm-up's. */
+    ck_assert_ok(cuabi_buffer_memset(data, 0, 0, 1, PN * sizeof(float), NULL));
+    ck_assert_ok(cuabi_buffer_memset(out, 0, 0, 1, PN * sizeof(float), NULL));
+    ck_assert_ok(cuabi_device_synchronize(dev));
     /* The consumer is queued first and waits only on the flag. */
     if (wide) {
         cuabi_stream_mem_op w = CUABI_STREAM_MEM_OP_INIT;

@@ -571,7 +571,9 @@ def copy_batch(stream, srcs, dsts, *, options=None) -> CopyBatchResult:
     which the result says). Each end: a Buffer, a View, a host object with the
     buffer protocol (sources may be read-only), or an (address, size) pair;
     sizes must match. options: one CopyOptions for all, a sequence of them,
-    or None. The copies of one batch run in any order."""
+    or None. The copies of one batch run in any order. When an end is a host
+    object, copy_batch waits for the batch before returning (the object may
+    be a temporary); (address, size) pairs stay asynchronous."""
     if isinstance(srcs, Buffer) or isinstance(dsts, Buffer):
         raise TypeError("copy_batch takes sequences of buffers (use Buffer.copy_to for one)")
     srcs, dsts = list(srcs), list(dsts)
@@ -604,7 +606,15 @@ def copy_batch(stream, srcs, dsts, *, options=None) -> CopyBatchResult:
         it.flags = _pick(_OVERLAP, o.overlap_mode, "overlap_mode")
         it.src_hint_type, it.src_hint_id = _location(o.src_location_hint, "src_location_hint")
         it.dst_hint_type, it.dst_hint_id = _location(o.dst_location_hint, "dst_location_hint")
-    r = call("cuabi_copy_batch", items, n, _stream_arg(stream))
+    st = _stream_arg(stream)
+    r = call("cuabi_copy_batch", items, n, st)
+    if keep:
+        # Host objects are read or written by the time copy_batch returns:
+        # their owners (often temporaries) may go right after. An H100
+        # (2026-11-28, driver 580) read a temporary numpy source after it was
+        # freed even with DURING_API_CALL; pass (address, size) pairs for host
+        # memory you keep alive yourself to stay asynchronous.
+        st.synchronize()
     del keep
     reason = r.reason.decode() if isinstance(r.reason, bytes) else (r.reason or "")
     return CopyBatchResult(_PATHS.get(r.path, "?"), r.copies, r.bytes, r.driver_calls,

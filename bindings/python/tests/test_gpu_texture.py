@@ -226,6 +226,18 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
     flag = _word(where, 16)
     with gpu.create_stream(non_blocking=False) as producer, gpu.create_stream(non_blocking=False) as consumer:
         data, out = cuabi.Buffer(4 * n), cuabi.Buffer(4 * n)
+        # Both kernels run once first: with lazy loading (CUDA's default) a
+        # kernel's first launch loads it, which may wait for the context's
+        # other streams -- the consumer, blocked on the flag (an H100 run of
+        # 2026-11-28 hung here).
+        cuabi.launch(producer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("produce"),
+                     data, np.int32(n), np.int64(0))
+        cuabi.launch(consumer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("consume"),
+                     data, out, np.int32(n))
+        data.fill(0, stream=producer)      # the real run must see the producer's data
+        out.fill(0, stream=producer)
+        producer.synchronize()
+        consumer.synchronize()
         consumer.wait_value32(flag, 1, condition="eq")
         cuabi.launch(consumer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("consume"),
                      data, out, np.int32(n))
