@@ -59,7 +59,10 @@ impl Stream {
     }
 
     /// Block until all work queued on the stream is done.
+    /// Host functions that have run and wait to be dropped go first
+    /// ([`drop_finished_host_funcs`](crate::drop_finished_host_funcs)).
     pub fn synchronize(&self) -> Result<()> {
+        crate::host::drop_finished_host_funcs();
         // SAFETY: the stream is live (stream.h: usable from several threads at once).
         check(unsafe { sys::cuabi_stream_synchronize(self.as_raw()) })
     }
