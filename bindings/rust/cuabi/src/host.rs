@@ -141,9 +141,10 @@ thread_local! {
 
 /// Drop the closures of host functions that have run and were released on
 /// the driver's thread (where dropping them could call CUDA). The crate
-/// does this at the start of [`Stream::launch_host_func`],
-/// [`Stream::launch_host_func_repeated`] and [`Stream::synchronize`]; call it
-/// to drop them sooner. When it returns, every closure released before the
+/// does this at the start of [`Stream::launch_host_func`] and
+/// [`Stream::launch_host_func_repeated`] and at the end of
+/// [`Stream::synchronize`] (so a synchronize drops the closures of the host
+/// functions it waited for); call it to drop them at another time. When it returns, every closure released before the
 /// call is dropped (unless this thread is already inside such a drop).
 /// A panic in a drop is recorded ([`take_host_panics`]), not propagated.
 pub fn drop_finished_host_funcs() {
