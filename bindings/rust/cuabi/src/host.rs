@@ -14,9 +14,9 @@
 //!   errors or a hang, not undefined behaviour.
 //! * *How often*: once on an ordinary stream; on a stream captured by cuabi
 //!   it "becomes a host node of the graph and may run at every launch of
-//!   every executable made from it" -- several executables' launches at the
-//!   same time, on several driver threads. So the closure is `FnMut` called
-//!   under a lock (never twice at once), not `FnOnce`.
+//!   every executable made from it (launches of different executables may
+//!   run it at the same time, on different driver threads)". So the closure
+//!   is `FnMut` called under a lock (never twice at once).
 //! * *When it goes*: "release(payload) ... runs exactly once, when no
 //!   execution can call fn any more: on an ordinary stream right after fn,
 //!   on the driver's thread (it must not call CUDA either: a binding whose
@@ -200,8 +200,9 @@ unsafe extern "C" fn run_host_call<F: FnMut() + Send + 'static>(payload: *mut c_
     // SAFETY: `payload` is the `HostCall<F>` queue_host leaked; graph.h:
     // "release(payload) ... runs exactly once, when no execution can call fn
     // any more", and only release frees it, so it is alive during this call.
-    // Shared access only (`&`): several executables may run it at once; the
-    // closure itself is reached through the mutex.
+    // Shared access only (`&`): graph.h: "launches of different executables
+    // may run it at the same time, on different driver threads"; the closure
+    // itself is reached through the mutex.
     let call = unsafe { &*payload.cast::<HostCall<F>>() };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let mut slot = call.slot.lock().unwrap_or_else(PoisonError::into_inner);
