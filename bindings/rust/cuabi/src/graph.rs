@@ -109,9 +109,7 @@ unsafe extern "C" fn run_host(payload: *mut c_void) {
     // executable's drop waits for its launches, so the box outlives every run.
     let f = unsafe { &*(payload as *const Box<dyn Fn() + Send + Sync>) };
     // A panic must not cross into the driver: record it and go on.
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        crate::host::record_panic("Graph::add_host", p);
-    }
+    crate::host::run_guarded("Graph::add_host", f);
 }
 
 impl<'h> Graph<'h> {

@@ -134,9 +134,11 @@ thread_local! {
     /// release that follows its own run on the same thread is the driver's
     /// "right after fn, on the driver's thread".
     static JUST_RAN: Cell<usize> = const { Cell::new(0) };
-    /// This thread is dropping released closures (one of them may queue or
-    /// synchronize again: it must not wait for itself).
-    static REAPING_HERE: Cell<bool> = const { Cell::new(false) };
+    /// No released closures are dropped on this thread now: it is dropping
+    /// them already (one of them may queue or synchronize again: it must not
+    /// wait for itself), or it is running a host function (a driver thread:
+    /// one that calls cuabi despite graph.h must not drop closures there).
+    static NO_DROPS_HERE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Drop the closures of host functions that have run and were released on
@@ -148,11 +150,11 @@ thread_local! {
 /// call is dropped (unless this thread is already inside such a drop).
 /// A panic in a drop is recorded ([`take_host_panics`]), not propagated.
 pub fn drop_finished_host_funcs() {
-    if OUTSTANDING.load(Ordering::Acquire) == 0 || REAPING_HERE.with(Cell::get) {
+    if OUTSTANDING.load(Ordering::Acquire) == 0 || NO_DROPS_HERE.with(Cell::get) {
         return;
     }
     let _g = REAPING.lock().unwrap_or_else(PoisonError::into_inner);
-    REAPING_HERE.with(|r| r.set(true));
+    NO_DROPS_HERE.with(|r| r.set(true));
     loop {
         let batch = std::mem::take(&mut *RELEASED.lock().unwrap_or_else(PoisonError::into_inner));
         if batch.is_empty() {
@@ -164,12 +166,29 @@ pub fn drop_finished_host_funcs() {
         }
         OUTSTANDING.fetch_sub(n, Ordering::AcqRel);
     }
-    REAPING_HERE.with(|r| r.set(false));
+    NO_DROPS_HERE.with(|r| r.set(false));
 }
 
 fn drop_caught(item: Box<dyn Send>, source: &'static str) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(item))) {
         record_panic(source, p);
+    }
+}
+
+/// Run a host function's body: caught (a panic is recorded under `source`,
+/// never unwound into the driver), and with no closure drops on this thread
+/// meanwhile. Returns whether it finished without a panic.
+pub(crate) fn run_guarded(source: &'static str, f: impl FnOnce()) -> bool {
+    let before = NO_DROPS_HERE.try_with(|c| c.replace(true)).unwrap_or(true);
+    let r = catch_unwind(AssertUnwindSafe(f));
+    let _ = NO_DROPS_HERE.try_with(|c| c.set(before));
+    match r {
+        Ok(()) => true,
+        Err(p) => {
+            // Reporting must not unwind into the driver either.
+            let _ = catch_unwind(AssertUnwindSafe(|| record_panic(source, p)));
+            false
+        }
     }
 }
 
@@ -204,23 +223,20 @@ unsafe extern "C" fn run_host_call<F: FnMut() + Send + 'static>(payload: *mut c_
     // may run it at the same time, on different driver threads"; the closure
     // itself is reached through the mutex.
     let call = unsafe { &*payload.cast::<HostCall<F>>() };
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
+    let mut again = false;
+    run_guarded(call.source, || {
         let mut slot = call.slot.lock().unwrap_or_else(PoisonError::into_inner);
         slot.runs += 1;
         if call.once && slot.runs > 1 {
-            return false;
+            again = true;
+            return;
         }
         (slot.f)();
-        true
-    }));
-    // Reporting must not unwind into the driver either.
-    let _ = catch_unwind(AssertUnwindSafe(|| match outcome {
-        Ok(true) => {}
-        Ok(false) => record(call.source, "queued to run once, it ran again and was skipped: its stream was being \
-                                          captured, so it became a graph node (use launch_host_func_repeated)"
-            .to_string()),
-        Err(p) => record_panic(call.source, p),
-    }));
+    });
+    if again {
+        let _ = catch_unwind(AssertUnwindSafe(|| record(call.source, "queued to run once, it ran again and was skipped: its \
+            stream was being captured, so it became a graph node (use launch_host_func_repeated)".to_string())));
+    }
 }
 
 /// `cuabi_graph_host_release_fn` for a `HostCall<F>`.

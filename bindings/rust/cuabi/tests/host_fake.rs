@@ -275,3 +275,32 @@ fn a_graph_host_node_panic_is_recorded() {
     assert_eq!(p.len(), 2, "{p:?}");
     assert!(p.iter().all(|p| p.source == "Graph::add_host" && p.message == "node failed on purpose"));
 }
+
+#[test]
+fn nothing_is_dropped_on_a_thread_running_a_host_function() {
+    let Some((dev, _turn)) = fake() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let (runs, drops) = counters();
+    let g = Guard { drops: drops.clone() };
+    s.launch_host_func(move || {
+        let _ = &g;
+    })
+    .unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    // A host node that (against graph.h) makes cuabi calls: run by the fake
+    // on this thread, as a driver thread would run it, it drops nothing.
+    let graph = Graph::new().unwrap();
+    let r = runs.clone();
+    graph
+        .add_host(&[], move || {
+            cuabi::drop_finished_host_funcs();
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let exe = graph.instantiate().unwrap();
+    exe.launch(&s).unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "dropped inside a host function");
+    cuabi::drop_finished_host_funcs();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
