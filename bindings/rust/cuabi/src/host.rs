@@ -146,8 +146,10 @@ thread_local! {
 /// does this at the start of [`Stream::launch_host_func`] and
 /// [`Stream::launch_host_func_repeated`] and at the end of
 /// [`Stream::synchronize`] (so a synchronize drops the closures of the host
-/// functions it waited for); call it to drop them at another time. When it returns, every closure released before the
-/// call is dropped (unless this thread is already inside such a drop).
+/// functions it waited for); call it to drop them at another time. When it
+/// returns, every closure released before the call is dropped (unless this
+/// thread is inside such a drop, or running a host function: then it does
+/// nothing).
 /// A panic in a drop is recorded ([`take_host_panics`]), not propagated.
 pub fn drop_finished_host_funcs() {
     if OUTSTANDING.load(Ordering::Acquire) == 0 || NO_DROPS_HERE.with(Cell::get) {
@@ -245,8 +247,11 @@ unsafe extern "C" fn release_host_call<F: FnMut() + Send + 'static>(payload: *mu
     // call fn any more": the box queue_host leaked is ours again.
     let call: Box<HostCall<F>> = unsafe { Box::from_raw(payload.cast::<HostCall<F>>()) };
     // graph.h: "on an ordinary stream right after fn, on the driver's thread";
-    // otherwise on the thread releasing the graph (or ending the capture).
-    let on_driver = JUST_RAN.try_with(|c| c.replace(0) == payload as usize).unwrap_or(true);
+    // otherwise on the thread releasing the graph (or ending the capture) --
+    // unless that thread is itself in a host function (one that dropped a
+    // graph), or dropping closures (then the reaper's next round takes it).
+    let on_driver = JUST_RAN.try_with(|c| c.replace(0) == payload as usize).unwrap_or(true)
+        || NO_DROPS_HERE.try_with(Cell::get).unwrap_or(true);
     let _ = catch_unwind(AssertUnwindSafe(move || {
         if on_driver {
             // Counted before it is visible, so that a reaper never subtracts

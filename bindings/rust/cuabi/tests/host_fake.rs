@@ -304,3 +304,30 @@ fn nothing_is_dropped_on_a_thread_running_a_host_function() {
     cuabi::drop_finished_host_funcs();
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_graph_released_inside_a_host_function_drops_its_closure_later() {
+    let Some((dev, _turn)) = fake() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let (_runs, drops) = counters();
+    let g = Guard { drops: drops.clone() };
+    // SAFETY: the captured work is the host function alone.
+    let inner: Graph<'static> = unsafe {
+        s.capture(sys::CUABI_CAPTURE_MODE_GLOBAL, |s| s.launch_host_func_repeated(move || {
+            let _ = &g;
+        }))
+    }
+    .unwrap();
+    // A host node that releases the last reference to `inner` (and so its
+    // closure) while it runs: on a driver thread, that drop must wait.
+    let slot = Arc::new(Mutex::new(Some(inner)));
+    let outer = Graph::new().unwrap();
+    let sl = slot.clone();
+    outer.add_host(&[], move || drop(sl.lock().unwrap().take())).unwrap();
+    let exe = outer.instantiate().unwrap();
+    exe.launch(&s).unwrap();
+    assert!(slot.lock().unwrap().is_none());
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "dropped inside a host function");
+    s.synchronize().unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
