@@ -4,7 +4,9 @@
  * name expression "k"), launched with cuabi_launch(kernel, pack, config) on a
  * created stream, the pack "ptr, i32, f32" made once and pointing at one
  * float of the device's pool. Blocks of launches with the stream drained
- * before each, as the Rust program times them; prints the best and median
+ * before each, as the Rust program times them (`bench_launch --only safe` and
+ * `--only c` run exactly this structure, one path per process, for the
+ * cross-process comparison of bench/bench_rust_launch.sh); prints the best and median
  * block in microseconds per launch and, last, `c median us: X`, which
  * bench/bench_rust_launch.sh collects over processes.
  * Usage: bench_launch_cxx [launches per block (2000)] [blocks (101)].

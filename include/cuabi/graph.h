@@ -346,12 +346,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
  * on an ordinary stream right after fn, on the driver's thread (it must not call CUDA either: a
  * binding whose release may run finalizers hands it to a thread of its own). On a stream captured
  * by cuabi (cuabi_graph_capture_begin), fn becomes a host node of the graph and may run at every
- * launch of every executable made from it; the graph keeps the payload, and release runs on the
- * thread that releases the last of the graph, its executables and the graphs that hold it as a
- * child (release them after their launches have finished, as for any graph), or that ends the
- * capture when it failed. A stream captured by another library is refused
- * (CUABI_ERROR_STREAM_CAPTURE: cuabi cannot know when that graph is gone). On any error release is
- * not called and the payload stays the caller's.
+ * launch of every executable made from it (launches of different executables may run it at the same
+ * time, on different driver threads); the graph keeps the payload, and release runs on the thread
+ * that releases the last of the graph, its executables and the graphs that hold it as a child
+ * (release them after their launches have finished, as for any graph), or that ends the capture
+ * when it failed. A stream captured by another library is refused (CUABI_ERROR_STREAM_CAPTURE:
+ * cuabi cannot know when that graph is gone). On any error release is not called and the payload
+ * stays the caller's.
  * @param payload [may be NULL]
  * @param release [may be NULL] NULL: nothing to release.
  * Needs the CUDA driver and a GPU.

@@ -20,7 +20,13 @@
 //! `c` in the same block (docs/PERFORMANCE.md's method). The last line,
 //! `safe/c median ratio: R`, is what bench/bench_rust_launch.sh collects.
 //!
-//!   bench_launch [launches per block (2000)] [blocks (101)]
+//! With `--only MODE` (c, safe or unsafe) the process times that one mode
+//! alone, in the C twin's exact structure (warm-up launch of that mode;
+//! per block: drain the stream, time `launches` launches; nothing else in
+//! the process), and prints `MODE median us: X`: the figure to set beside
+//! the C twin's `c median us` across processes.
+//!
+//!   bench_launch [launches per block (2000)] [blocks (101)] [--only MODE]
 //!
 //! Without a GPU it says so and exits 0.
 use std::time::Instant;
@@ -33,6 +39,16 @@ fn main() -> cuabi::Result<()> {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000).max(1);
     let blocks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(101).max(1);
+    let only = match (args.next().as_deref(), args.next().as_deref()) {
+        (None, _) => None,
+        (Some("--only"), Some("c")) => Some(0),
+        (Some("--only"), Some("safe")) => Some(1),
+        (Some("--only"), Some("unsafe")) => Some(2),
+        _ => {
+            eprintln!("usage: bench_launch [launches per block] [blocks] [--only c|safe|unsafe]");
+            std::process::exit(2);
+        }
+    };
     match cuabi::device_count() {
         Ok(d) if d > 0 => {}
         Ok(_) => {
@@ -53,58 +69,83 @@ fn main() -> cuabi::Result<()> {
     let (count, scale) = (1000i32, 2.0f32);
     let cfg = LaunchConfig::new(1, 32).on_stream(&stream);
 
+    // The C twin's pack: "ptr, i32, f32", the pointer at the same one float.
     let mut pack = ArgPack::new("ptr, i32, f32")?;
-    pack.set(0, &cuabi::DevicePtr(0))?;
+    pack.set(0, &cuabi::DevicePtr(p.device_ptr()))?;
     pack.set(1, &count)?;
     pack.set(2, &scale)?;
     let ccfg = cfg.to_c()?;
 
-    // Warm up every path (and the safe path's per-kernel pack).
-    stream.launch_builder(&k).arg(&mut p).arg(&count).arg(&scale).launch(cfg)?;
-    stream.synchronize()?;
-
+    // One block of `n` launches of mode `m` (the stream drained first), in
+    // microseconds per launch.
+    let mut block = |m: usize, n: usize| -> cuabi::Result<f64> {
+        stream.synchronize()?;
+        let t0 = Instant::now();
+        match m {
+            0 => {
+                for _ in 0..n {
+                    // SAFETY: the pack holds the address of one float and two
+                    // values for an empty kernel that reads nothing.
+                    let st = unsafe { sys::cuabi_launch(k.as_raw(), pack.as_raw(), &ccfg) };
+                    if st != sys::CUABI_SUCCESS {
+                        return Err(cuabi::Error::from_status(st));
+                    }
+                }
+            }
+            1 => {
+                for _ in 0..n {
+                    stream.launch_builder(&k).arg(&mut p).arg(&count).arg(&scale).launch(cfg)?;
+                }
+            }
+            _ => {
+                for _ in 0..n {
+                    // SAFETY: as mode 0.
+                    unsafe { cuabi::launch(&k, &pack, &cfg) }?;
+                }
+            }
+        }
+        Ok(t0.elapsed().as_secs_f64() / n as f64 * 1e6)
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
     const MODES: usize = 3;
     let names = ["c: sys::cuabi_launch", "safe: launch_builder", "unsafe: cuabi::launch"];
+    let keys = ["c", "safe", "unsafe"];
+
+    if let Some(m) = only {
+        // The C twin's structure: one warm-up launch of this mode, drained,
+        // then blocks of this mode alone.
+        block(m, 1)?;
+        let mut times = Vec::with_capacity(blocks);
+        for _ in 0..blocks {
+            times.push(block(m, n)?);
+        }
+        stream.synchronize()?;
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        println!("launch overhead, empty kernel k(float*, int, float) (C++), created stream, \
+                  {blocks} blocks of {n} launches, {} only", keys[m]);
+        println!("  {:<28} {best:>9.3} best us {:>9.3} median us", names[m], median(times.clone()));
+        println!("{} median us: {:.4}", keys[m], median(times));
+        return Ok(());
+    }
+
+    // Warm up every path (and the safe path's per-kernel pack).
+    for m in 0..MODES {
+        block(m, 1)?;
+    }
     let mut times = vec![[0f64; MODES]; blocks];
     for (b, row) in times.iter_mut().enumerate() {
         for j in 0..MODES {
             let m = (j + b) % MODES;
-            stream.synchronize()?;
-            let t0 = Instant::now();
-            match m {
-                0 => {
-                    for _ in 0..n {
-                        // SAFETY: the pack holds a null pointer and two values
-                        // for an empty kernel that reads nothing.
-                        let st = unsafe { sys::cuabi_launch(k.as_raw(), pack.as_raw(), &ccfg) };
-                        if st != sys::CUABI_SUCCESS {
-                            return Err(cuabi::Error::from_status(st));
-                        }
-                    }
-                }
-                1 => {
-                    for _ in 0..n {
-                        stream.launch_builder(&k).arg(&mut p).arg(&count).arg(&scale).launch(cfg)?;
-                    }
-                }
-                _ => {
-                    for _ in 0..n {
-                        // SAFETY: as mode 0.
-                        unsafe { cuabi::launch(&k, &pack, &cfg) }?;
-                    }
-                }
-            }
-            row[m] = t0.elapsed().as_secs_f64() / n as f64 * 1e6;
+            row[m] = block(m, n)?;
         }
     }
     stream.synchronize()?;
     println!("launch overhead, empty kernel k(float*, int, float) (C++), created stream, \
               {blocks} interleaved blocks of {n} launches");
     println!("  {:<28} {:>9} {:>9} {:>12}", "", "best us", "median us", "median ratio");
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     let mut safe_ratio = 0.0;
     for m in 0..MODES {
         let best = times.iter().map(|r| r[m]).fold(f64::INFINITY, f64::min);

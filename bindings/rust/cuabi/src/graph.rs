@@ -108,10 +108,8 @@ unsafe extern "C" fn run_host(payload: *mut c_void) {
     // graph's `owned` list, which the graph and its executables keep -- and an
     // executable's drop waits for its launches, so the box outlives every run.
     let f = unsafe { &*(payload as *const Box<dyn Fn() + Send + Sync>) };
-    // A panic must not cross into the driver: report it and go on.
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-        eprintln!("cuabi: a graph host node panicked");
-    }
+    // A panic must not cross into the driver: record it and go on.
+    crate::host::run_guarded("Graph::add_host", f);
 }
 
 impl<'h> Graph<'h> {
@@ -274,7 +272,10 @@ impl<'h> Graph<'h> {
     }
 
     /// A host node running `f` on a driver thread (it must not call CUDA).
-    /// The graph and its executables own the closure.
+    /// The graph and its executables own the closure. A panic in it is
+    /// caught and recorded ([`take_host_panics`](crate::take_host_panics)).
+    /// (A host function queued on a stream being captured:
+    /// [`Stream::launch_host_func_repeated`].)
     pub fn add_host<F: Fn() + Send + Sync + 'static>(&self, deps: &[&GraphNode], f: F) -> Result<GraphNode> {
         let boxed: Box<Box<dyn Fn() + Send + Sync>> = Box::new(Box::new(f));
         let payload = &*boxed as *const Box<dyn Fn() + Send + Sync> as *mut c_void;
@@ -567,7 +568,9 @@ impl<'h> GraphExec<'h> {
         // SAFETY: handles live for the call; what the nodes touch stays alive
         // until the run is done: the C side keeps handles' memory, the
         // borrow 'h and the owned closures last until `runs` is waited for.
-        check(unsafe { sys::cuabi_graph_exec_launch(self.as_raw(), stream.as_raw()) })?;
+        let st = unsafe { sys::cuabi_graph_exec_launch(self.as_raw(), stream.as_raw()) };
+        crate::host::forget_last_run();
+        check(st)?;
         self.runs.launched(stream)
     }
 

@@ -273,6 +273,8 @@ pub use texture::{
     StreamMemOp, Surface, Texture, TextureDesc, TextureInfo,
 };
 pub mod green;
+pub mod host;
+pub use host::{drop_finished_host_funcs, take_host_panics, HostPanic};
 pub mod checkpoint;
 pub mod nvml;
 mod multigpu;

@@ -59,9 +59,14 @@ impl Stream {
     }
 
     /// Block until all work queued on the stream is done.
+    /// Then host functions that have run are dropped, on this thread
+    /// ([`drop_finished_host_funcs`](crate::drop_finished_host_funcs)).
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: the stream is live (stream.h: usable from several threads at once).
-        check(unsafe { sys::cuabi_stream_synchronize(self.as_raw()) })
+        let st = unsafe { sys::cuabi_stream_synchronize(self.as_raw()) };
+        let r = check(st); // before a drop's own calls overwrite the error record
+        crate::host::drop_finished_host_funcs();
+        r
     }
 
     /// True when all work on the stream has finished.
