@@ -85,10 +85,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.name_expressions = exprs;
     o.extra_options = extra;
     o.cache = 0;
+    /* Version 3: PCH options, bundled headers, numba_debug, NVVM modules
+     * (never compiled for real below: they write files). */
+    const char *xnames[2], *xsrcs[2];
+    if (c[3] & 0x40) {
+        o.pch = c[0] >> 5 & 1;
+        o.create_pch = c[0] >> 6 & 1 ? next(&st) : NULL;
+        o.use_pch = c[0] >> 7 ? next(&st) : NULL;
+        o.pch_dir = c[1] & 1 ? next(&st) : NULL;
+        o.pch_verbose = (int)(c[1] >> 1 & 3) - 1;   /* 2: refused */
+        o.pch_messages = (int)(c[6] >> 1 & 3) - 1;
+        o.instantiate_templates_in_pch = (int)(c[6] >> 3 & 3) - 1;
+        o.use_bundled_headers = c[6] >> 5 & 1;
+        o.numba_debug = c[6] >> 6 & 1;
+        o.num_extra_sources = c[3] >> 7 ? 2 : 0;
+        for (size_t i = 0; i < 2; i++) {
+            xnames[i] = next(&st);
+            xsrcs[i] = next(&st);
+        }
+        o.extra_source_names = xnames;
+        o.extra_sources = xsrcs;
+    }
     if (c[3] & 0x20)
         o.version = c[4];
+    bool writes = o.pch || o.create_pch || o.use_bundled_headers;
 
-    cuabi_code_type type = c[4] & 1 ? CUABI_CODE_PTX : CUABI_CODE_CUDA_CXX;
+    cuabi_code_type type = c[4] & 1 ? CUABI_CODE_PTX
+                         : c[4] & 2 && c[3] & 0x40 ? CUABI_CODE_NVVM : CUABI_CODE_CUDA_CXX;
+    /* The rendered list, into a buffer of a fuzzed size (too small: the size needed). */
+    char rendered[512];
+    size_t rsize = c[7] & 1 ? sizeof rendered : c[5] % sizeof rendered;
+    (void)cuabi_program_options_render(rsize ? rendered : NULL, &rsize, type, &o);
     cuabi__compile_args a;
     cuabi_status st_args = cuabi__compile_args_build(&a, type, &o, "fuzz");
     if (st_args == CUABI_SUCCESS) {
@@ -99,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (cuabi__handle_get(p, CUABI__T_PROGRAM, (void **)&obj, "fuzz") == CUABI_SUCCESS)
                 (void)cuabi__program_key(&key, obj, &a);
             /* Rarely, compile for real (bounded NVRTC use). */
-            if (type == CUABI_CODE_CUDA_CXX && c[5] == 0x5a && (c[6] & 1)) {
+            if (type == CUABI_CODE_CUDA_CXX && !writes && c[5] == 0x5a && (c[6] & 1)) {
                 cuabi_objcode *out = NULL;
                 const char *log;
                 if (cuabi_program_compile(&out, p, &o) == CUABI_SUCCESS)
@@ -126,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     l.extra_options = extra;
     l.extra_option_count = c[7] >> 7 ? 2 : 0;
     l.cache = 0; /* through the cache nvJitLink would see the options only at completion */
+    rsize = c[7] & 2 ? sizeof rendered : c[6] % sizeof rendered;
+    (void)cuabi_linker_options_render(rsize ? rendered : NULL, &rsize, &l);
     cuabi_linker *lk = NULL;
     if (cuabi_linker_create(&lk, &l) == CUABI_SUCCESS) {
         const char *log;

@@ -169,6 +169,32 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_error_log(const char **out, cuabi_linker
  */
 CUABI_EXTERN(cuabi_status) cuabi_linker_cache_hit(int *out, cuabi_linker *linker);
 
+/**
+ * The linker's nvJitLinkHandle (cuabi links with nvJitLink only). A linker
+ * that goes through the compile cache opens its nvJitLink session here, with
+ * the options and inputs so far, and from then on links without the cache
+ * (the caller may work on the session). Valid until the linker's release; a
+ * PTX or fatbin completion links in new sessions, and the handle is then the
+ * last one's. CUABI_ERROR_NOT_FOUND after a completion answered by the cache
+ * (no session ran). cuabi owns it: never destroy it.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_backend_handle(void **out, cuabi_linker *linker);
+
+/**
+ * The options nvJitLink receives (nvJitLinkCreate) for a linker created with
+ * `options` (NULL: the defaults), as cuabi_linker_create builds them: each
+ * NUL-terminated, one after the other. The options are checked as
+ * cuabi_linker_create checks them. *size: in, the capacity of out; out, the
+ * bytes needed. CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit.
+ * @param out [out, may be NULL, array of size elements]
+ * @param size [inout]
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_linker_options_render(char *out,
+                                                       size_t *size,
+                                                       const cuabi_linker_options *options);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1218,6 +1218,16 @@ typedef struct cuabi_api {
                                          size_t width,
                                          size_t height,
                                          size_t pitch);
+    cuabi_status (*program_pch_status)(cuabi_pch_status *out, cuabi_program *program);
+    cuabi_status (*program_backend_handle)(void **out, cuabi_program *program);
+    cuabi_status (*program_options_render)(char *out,
+                                           size_t *size,
+                                           cuabi_code_type type,
+                                           const cuabi_program_options *options);
+    cuabi_status (*linker_backend_handle)(void **out, cuabi_linker *linker);
+    cuabi_status (*linker_options_render)(char *out,
+                                          size_t *size,
+                                          const cuabi_linker_options *options);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -37,6 +37,28 @@ typedef struct cuabi_program cuabi_program;
 typedef struct cuabi_program_options cuabi_program_options;
 
 /**
+ * What became of a precompiled header the last compile was asked to create (cuda.core's
+ * PCHStatusType).
+ */
+typedef enum cuabi_pch_status {
+    /**
+     * None asked for (neither pch nor create_pch), no compile yet, not CUDA C++, or an NVRTC
+     * without the PCH entry points.
+     */
+    CUABI_PCH_NONE = 0,
+    /** The precompiled header was written. */
+    CUABI_PCH_CREATED = 1,
+    /**
+     * NVRTC did not try to create one (automatic PCH found nothing to precompile, or used an
+     * existing one).
+     */
+    CUABI_PCH_NOT_ATTEMPTED = 2,
+    /** An error kept NVRTC from creating it (the compile itself may still have succeeded). */
+    CUABI_PCH_FAILED = 3,
+    CUABI_PCH_STATUS_FORCE32 = 0x7fffffff
+} cuabi_pch_status;
+
+/**
  * How to compile a program. Arrays are given as pointer + count; NULL with a
  * count of 0 means none. Strings are copied during the call.
  */
@@ -101,34 +123,106 @@ struct cuabi_program_options {
      * __nv_expf and the other math functions) lazily into the program; 0: not.
      */
     int libdevice;
+    /**
+     * Version 3, CUDA C++ only (NVRTC 12.8+): 1 uses automatic precompiled headers (--pch): NVRTC
+     * creates a PCH for the program's leading #includes, or uses one made earlier, in pch_dir. It
+     * writes files, so such a compile does not use the compile cache. cuabi_program_pch_status()
+     * tells whether one was created.
+     */
+    int pch;
+    /**
+     * Version 3, CUDA C++ only: create a precompiled header in this file (--create-pch=); conflicts
+     * with pch. The compile does not use the compile cache (the file must be written). If NVRTC's
+     * PCH heap is too small, the compile is retried once with the heap NVRTC asks for
+     * (nvrtcSetPCHHeapSize), as cuda.core does.
+     */
+    const char *create_pch;
+    /**
+     * Version 3, CUDA C++ only: use the precompiled header in this file (--use-pch=). The file's
+     * identity (path, size, modification time) enters the cache key; an unreadable file compiles
+     * without the cache.
+     */
+    const char *use_pch;
+    /** Version 3, CUDA C++ only: where automatic PCH (pch = 1) keeps its files (--pch-dir=). */
+    const char *pch_dir;
+    /** Version 3, CUDA C++ only: --pch-verbose=true (1) or false (0); -1: NVRTC's default. */
+    int pch_verbose;
+    /** Version 3, CUDA C++ only: --pch-messages=true (1) or false (0); -1: NVRTC's default. */
+    int pch_messages;
+    /**
+     * Version 3, CUDA C++ only: --instantiate-templates-in-pch=true (1) or false (0); -1: NVRTC's
+     * default.
+     */
+    int instantiate_templates_in_pch;
+    /**
+     * Version 3, CUDA C++ only: 1 compiles against the CUDA and CCCL headers bundled with NVRTC
+     * (NVRTC 13.3+: --use-bundled-headers=<dir>, which installs them, once per NVRTC version, into
+     * a per-user directory: $CUABI_NVRTC_HEADERS_DIR, else $XDG_CACHE_HOME/cuabi/nvrtc-headers,
+     * else ~/.cache/cuabi/nvrtc-headers, and searches it). An older NVRTC:
+     * CUABI_ERROR_NOT_SUPPORTED at compile time.
+     */
+    int use_bundled_headers;
+    /**
+     * Version 3: 1 emits the debug information layout Numba expects (--numba-debug), for CUDA C++
+     * (NVRTC) and NVVM IR (libNVVM); compilers that do not know it reject it
+     * (CUABI_ERROR_INVALID_ARGUMENT). PTX programs ignore it (nvJitLink cannot honor it), as
+     * cuda.core does.
+     */
+    int numba_debug;
+    /**
+     * Version 3, NVVM IR programs only: further modules compiled together with the program
+     * (nvvmAddModuleToProgram, in this order, after the program's own), named for messages.
+     */
+    const char **extra_source_names;
+    /** Version 3: the modules' contents, same order: NVVM IR text or bitcode. */
+    const char **extra_sources;
+    /**
+     * Version 3: each module's size in bytes (bitcode needs it); NULL, or an entry of 0:
+     * NUL-terminated text.
+     */
+    const size_t *extra_source_sizes;
+    size_t num_extra_sources;
 };
 /** Current version of cuabi_program_options. */
-#define CUABI_PROGRAM_OPTIONS_VERSION 2
+#define CUABI_PROGRAM_OPTIONS_VERSION 3
 /** Static initialiser with the defaults: one value a field, in order. */
-#define CUABI_PROGRAM_OPTIONS_INIT {                              \
-        CUABI_PROGRAM_OPTIONS_VERSION, /* version */              \
-        NULL,                          /* arch */                 \
-        CUABI_CODE_CUBIN,              /* output */               \
-        NULL,                          /* std */                  \
-        -1,                            /* opt_level */            \
-        0,                             /* debug */                \
-        0,                             /* line_info */            \
-        0,                             /* fast_math */            \
-        0,                             /* relocatable */          \
-        0,                             /* lto */                  \
-        NULL,                          /* defines */              \
-        0,                             /* num_defines */          \
-        NULL,                          /* include_paths */        \
-        0,                             /* num_include_paths */    \
-        NULL,                          /* header_names */         \
-        NULL,                          /* header_contents */      \
-        0,                             /* num_headers */          \
-        NULL,                          /* name_expressions */     \
-        0,                             /* num_name_expressions */ \
-        NULL,                          /* extra_options */        \
-        0,                             /* num_extra_options */    \
-        1,                             /* cache */                \
-        0                              /* libdevice */            \
+#define CUABI_PROGRAM_OPTIONS_INIT {                                      \
+        CUABI_PROGRAM_OPTIONS_VERSION, /* version */                      \
+        NULL,                          /* arch */                         \
+        CUABI_CODE_CUBIN,              /* output */                       \
+        NULL,                          /* std */                          \
+        -1,                            /* opt_level */                    \
+        0,                             /* debug */                        \
+        0,                             /* line_info */                    \
+        0,                             /* fast_math */                    \
+        0,                             /* relocatable */                  \
+        0,                             /* lto */                          \
+        NULL,                          /* defines */                      \
+        0,                             /* num_defines */                  \
+        NULL,                          /* include_paths */                \
+        0,                             /* num_include_paths */            \
+        NULL,                          /* header_names */                 \
+        NULL,                          /* header_contents */              \
+        0,                             /* num_headers */                  \
+        NULL,                          /* name_expressions */             \
+        0,                             /* num_name_expressions */         \
+        NULL,                          /* extra_options */                \
+        0,                             /* num_extra_options */            \
+        1,                             /* cache */                        \
+        0,                             /* libdevice */                    \
+        0,                             /* pch */                          \
+        NULL,                          /* create_pch */                   \
+        NULL,                          /* use_pch */                      \
+        NULL,                          /* pch_dir */                      \
+        -1,                            /* pch_verbose */                  \
+        -1,                            /* pch_messages */                 \
+        -1,                            /* instantiate_templates_in_pch */ \
+        0,                             /* use_bundled_headers */          \
+        0,                             /* numba_debug */                  \
+        NULL,                          /* extra_source_names */           \
+        NULL,                          /* extra_sources */                \
+        NULL,                          /* extra_source_sizes */           \
+        0                              /* num_extra_sources */            \
     }
 
 /** Add a reference to a cuabi_program. */
@@ -202,6 +296,46 @@ CUABI_EXTERN(cuabi_status) cuabi_program_cache_hit(int *out, cuabi_program *prog
  * @param count [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_program_supported_archs(int *out, size_t capacity, size_t *count);
+
+/**
+ * What became of the precompiled header of the program's last compile (see cuabi_pch_status).
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_pch_status(cuabi_pch_status *out, cuabi_program *program);
+
+/**
+ * The compiler's own program object: an nvrtcProgram for CUDA C++, an
+ * nvvmProgram for NVVM IR (PTX programs have none: CUABI_ERROR_NOT_SUPPORTED).
+ * Asked before any compile, or after compiles that ran no compiler (cache hits, fatbins), it is one
+ * created
+ * from the program's source (NVRTC: with cuabi's built-in header; libNVVM: the
+ * source added as a module), so it exists from the start as cuda.core's does.
+ * From the first call on, the program keeps the compiler's program of each
+ * compile that runs the compiler (for NVRTC: nvrtcGetPTX, nvrtcGetProgramLog...
+ * work on it): the handle is valid until the program's next compile that runs
+ * the compiler, or its last release. A program never asked keeps none (its
+ * compiles free the compiler's program at once). cuabi owns it: never destroy it.
+ * @param out [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_backend_handle(void **out, cuabi_program *program);
+
+/**
+ * The argument list the compiler receives for a program of `type` compiled
+ * with `options` (NULL: the defaults), as cuabi_program_compile builds it
+ * (NVRTC for CUDA C++, nvJitLink for PTX, libNVVM for NVVM IR): each argument
+ * NUL-terminated, one after the other. The options are checked as a compile
+ * checks them. *size: in, the capacity of out; out, the bytes needed.
+ * CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit. A fatbin's list starts
+ * with -arch=<the list>: each architecture's compile gets its own -arch= there.
+ * @param out [out, may be NULL, array of size elements]
+ * @param size [inout]
+ * @param type CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX or CUABI_CODE_NVVM.
+ * @param options [may be NULL]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_program_options_render(char *out,
+                                                        size_t *size,
+                                                        cuabi_code_type type,
+                                                        const cuabi_program_options *options);
 
 #ifdef __cplusplus
 }

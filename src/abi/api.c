@@ -160,6 +160,8 @@ CUABI_EXTERN(cuabi_status) cuabi_program_options_init(cuabi_program_options *opt
                             "cuabi_program_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_program_options", version, CUABI_PROGRAM_OPTIONS_VERSION);
     size_t size = sizeof *opts;
+    if (version <= 2)
+        size = offsetof(cuabi_program_options, pch);
     if (version <= 1)
         size = offsetof(cuabi_program_options, libdevice);
     memcpy(opts, &defaults, size);
@@ -950,6 +952,24 @@ static const layout_entry struct_layouts[] = {
       offsetof(cuabi_program_options, num_extra_options) },
     { "cuabi_program_options", "cache", offsetof(cuabi_program_options, cache) },
     { "cuabi_program_options", "libdevice", offsetof(cuabi_program_options, libdevice) },
+    { "cuabi_program_options", "pch", offsetof(cuabi_program_options, pch) },
+    { "cuabi_program_options", "create_pch", offsetof(cuabi_program_options, create_pch) },
+    { "cuabi_program_options", "use_pch", offsetof(cuabi_program_options, use_pch) },
+    { "cuabi_program_options", "pch_dir", offsetof(cuabi_program_options, pch_dir) },
+    { "cuabi_program_options", "pch_verbose", offsetof(cuabi_program_options, pch_verbose) },
+    { "cuabi_program_options", "pch_messages", offsetof(cuabi_program_options, pch_messages) },
+    { "cuabi_program_options", "instantiate_templates_in_pch",
+      offsetof(cuabi_program_options, instantiate_templates_in_pch) },
+    { "cuabi_program_options", "use_bundled_headers",
+      offsetof(cuabi_program_options, use_bundled_headers) },
+    { "cuabi_program_options", "numba_debug", offsetof(cuabi_program_options, numba_debug) },
+    { "cuabi_program_options", "extra_source_names",
+      offsetof(cuabi_program_options, extra_source_names) },
+    { "cuabi_program_options", "extra_sources", offsetof(cuabi_program_options, extra_sources) },
+    { "cuabi_program_options", "extra_source_sizes",
+      offsetof(cuabi_program_options, extra_source_sizes) },
+    { "cuabi_program_options", "num_extra_sources",
+      offsetof(cuabi_program_options, num_extra_sources) },
     { "cuabi_cache_stats", NULL, sizeof(cuabi_cache_stats) },
     { "cuabi_cache_stats", "version", offsetof(cuabi_cache_stats, version) },
     { "cuabi_cache_stats", "enabled", offsetof(cuabi_cache_stats, enabled) },

@@ -504,6 +504,11 @@ static const cuabi_api api_table = {
     cuabi_graph_node_mem_info,
     cuabi_graph_add_memcpy_ptr,
     cuabi_graph_add_memset_ptr,
+    cuabi_program_pch_status,
+    cuabi_program_backend_handle,
+    cuabi_program_options_render,
+    cuabi_linker_backend_handle,
+    cuabi_linker_options_render,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

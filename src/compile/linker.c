@@ -228,6 +228,29 @@ static bool arch_list_ok(const char *list, char *first, size_t first_len)
     return true;
 }
 
+/* The first (or only) architecture of options->arch, checked; the
+ * default one when it is NULL. */
+static cuabi_status linker_arch(char arch[16], const cuabi_linker_options *options,
+                                const char *caller)
+{
+    bool list = options->arch && strchr(options->arch, ',');
+    if (list) {
+        CUABI__CHECK_ARG(strlen(options->arch) < 128 &&
+                             arch_list_ok(options->arch, arch, 16),
+                         "%s: options->arch '%s' is not a list of up to 32 architectures of the "
+                         "form sm_XY (e.g. \"sm_80,sm_90\", for a fatbin)", caller,
+                         options->arch);
+    } else if (options->arch) {
+        CUABI__CHECK_ARG(arch_form_ok(options->arch),
+                         "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", caller,
+                         options->arch);
+        snprintf(arch, 16, "%s", options->arch);
+    } else {
+        cuabi__default_arch(arch, 16);
+    }
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
                                                const cuabi_linker_options *options)
 {
@@ -255,20 +278,7 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_create(cuabi_linker **out,
     }
     char arch[16];
     bool list = options->arch && strchr(options->arch, ',');
-    if (list) {
-        CUABI__CHECK_ARG(strlen(options->arch) < 128 &&
-                             arch_list_ok(options->arch, arch, sizeof arch),
-                         "%s: options->arch '%s' is not a list of up to 32 architectures of the "
-                         "form sm_XY (e.g. \"sm_80,sm_90\", for a fatbin)", __func__,
-                         options->arch);
-    } else if (options->arch) {
-        CUABI__CHECK_ARG(arch_form_ok(options->arch),
-                         "%s: options->arch '%s' is not of the form sm_XY (e.g. sm_90)", __func__,
-                         options->arch);
-        snprintf(arch, sizeof arch, "%s", options->arch);
-    } else {
-        cuabi__default_arch(arch, sizeof arch);
-    }
+    CUABI__TRY(linker_arch(arch, options, __func__));
     optlist o = { .n = 0 };
     cuabi_status st = build_opts(&o, options, arch, __func__);
     size_t nopt = o.n + options->extra_option_count;
@@ -769,5 +779,62 @@ CUABI_EXTERN(cuabi_status) cuabi_linker_cache_hit(int *out, cuabi_linker *linker
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(l, linker, LINKER);
     *out = l->hit;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_backend_handle(void **out, cuabi_linker *linker)
+{
+    cuabi__linker *l;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(l, linker, LINKER);
+    if (!l->h && l->completed)
+        return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: the link was answered by the compile "
+                            "cache: no nvJitLink session ran", __func__);
+    if (!l->h) {
+        /* Through the cache: open the session now, on the options and inputs so
+         * far; from here on the link is the caller's to see, so it no longer
+         * goes through the cache (inputs reach the session as they come). */
+        CUABI__TRY(open_session(l, NULL, false, __func__));
+        l->cached = false;
+    }
+    *out = l->h;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_linker_options_render(char *out, size_t *size,
+                                                       const cuabi_linker_options *options)
+{
+    static const cuabi_linker_options defaults = CUABI_LINKER_OPTIONS_INIT;
+    CUABI__CHECK_ARG(size, "%s: size is NULL", __func__);
+    CUABI__CHECK_ARG(out || *size == 0, "%s: out is NULL but *size is %zu", __func__, *size);
+    CUABI__CHECK_OPTS(options, "cuabi_linker_options", CUABI_LINKER_OPTIONS_VERSION, true);
+    if (!options)
+        options = &defaults;
+    int use_cache = options->version >= 2 ? options->cache : 1;
+    CUABI__CHECK_ARG(use_cache == 0 || use_cache == 1, "%s: options->cache is %d; use 0 or 1",
+                     __func__, use_cache);
+    char arch[16];
+    CUABI__TRY(linker_arch(arch, options, __func__));
+    optlist o = { .n = 0 };
+    cuabi_status st = build_opts(&o, options, arch, __func__);
+    for (size_t i = 0; st == CUABI_SUCCESS && i < options->extra_option_count; i++)
+        if (!options->extra_options[i])
+            st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                              "%s: options->extra_options[%zu] is NULL", __func__, i);
+    size_t need = 0, had = *size;
+    for (size_t i = 0; st == CUABI_SUCCESS && i < o.n + options->extra_option_count; i++) {
+        const char *a = i < o.n ? o.v[i] : options->extra_options[i - o.n];
+        size_t n = strlen(a) + 1;
+        if (need + n <= had)
+            memcpy(out + need, a, n);
+        need += n;
+    }
+    free_opts(&o);
+    CUABI__TRY(st);
+    *size = need;
+    if (need > had)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL, "%s: the options need %zu bytes, "
+                            "the buffer has %zu", __func__, need, had);
     return CUABI_SUCCESS;
 }

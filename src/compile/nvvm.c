@@ -68,6 +68,8 @@ void cuabi__nvvm_each_arg(const cuabi__compile_args *a, cuabi__arg_fn fn, void *
     }
     if (a->output == CUABI_CODE_LTOIR)
         fn("-gen-lto", "", ctx);
+    if (a->v3.numba_debug)
+        fn("--numba-debug", "", ctx);
     for (size_t i = 0; i < o->num_extra_options; i++)
         fn(o->extra_options[i], "", ctx);
 }
@@ -193,6 +195,11 @@ cuabi_status cuabi__nvvm_compile(const cuabi__program *p, const cuabi__compile_a
         entry = "nvvmAddModuleToProgram";
         r = nv->nvvmAddModuleToProgram(prog, p->source, p->size, p->name);
     }
+    /* The extra modules (options.extra_sources), in order, after the program's. */
+    for (size_t i = 0; r == CUABI__NVVM_SUCCESS && i < a->v3.num_extra_sources; i++)
+        r = nv->nvvmAddModuleToProgram(prog, a->v3.extra_sources[i],
+                                       cuabi__extra_source_size(a, i),
+                                       a->v3.extra_source_names[i]);
     if (r == CUABI__NVVM_SUCCESS && lib) {
         entry = "nvvmLazyAddModuleToProgram";
         r = nv->nvvmLazyAddModuleToProgram(prog, lib, lib_size, "libdevice.10.bc");
@@ -209,7 +216,9 @@ cuabi_status cuabi__nvvm_compile(const cuabi__program *p, const cuabi__compile_a
         st = nvvm_failed(r, entry, *log, p, caller);
     else if ((st = nvvm_output(nv, prog, a->output, e, caller)) == CUABI_SUCCESS)
         st = nvvm_names_map(p, a->opts, e, caller);
-    if (prog)
+    if (prog && a->keep) /* cuabi_program_backend_handle was asked: the program keeps it */
+        *a->keep = prog;
+    else if (prog)
         nv->nvvmDestroyProgram(&prog);
     cuabi__free(lib);
     return st;

@@ -25,9 +25,36 @@
 
 /* ---------------------------------------------------------- lifetime */
 
+void cuabi__program_backend_free(cuabi_code_type type, void *backend)
+{
+    if (!backend)
+        return;
+    if (type == CUABI_CODE_NVVM) {
+        const cuabi__nvvm *nv;
+        cuabi__nvvm_program prog = backend;
+        if (cuabi__nvvm_get_for(&nv, "cuabi_program") == CUABI_SUCCESS)
+            nv->nvvmDestroyProgram(&prog);
+    } else {
+        const cuabi__nvrtc *nv;
+        nvrtcProgram prog = backend;
+        if (cuabi__nvrtc_get(&nv) == CUABI_SUCCESS) /* loaded: it made the program */
+            nv->nvrtcDestroyProgram(&prog);
+    }
+    /* No cuabi_error_clear(): a failed compile's error record must stay. The
+     * library that made the program is loaded, so the lookups succeed. */
+}
+
+void cuabi__program_keep_backend(cuabi__program *p, void *prog)
+{
+    if (p->backend != prog)
+        cuabi__program_backend_free(p->type, p->backend);
+    p->backend = prog;
+}
+
 static void program_destroy(cuabi__object *o)
 {
     cuabi__program *p = (cuabi__program *)o;
+    cuabi__program_backend_free(p->type, p->backend);
     cuabi__codeblob_release(p->result);
     cuabi__free(p->log);
     cuabi__free(p->source);
@@ -228,7 +255,10 @@ void cuabi__compile_args_free(cuabi__compile_args *a)
 {
     cuabi__free(a->argv);
     a->argv = NULL;
+    cuabi__free(a->bundled_dir);
+    a->bundled_dir = NULL;
 }
+
 
 /* An array field: count > 0 needs a pointer, and no element may be NULL/empty. */
 static cuabi_status check_strings(const char **v, size_t n, const char *what, bool allow_empty,
@@ -321,6 +351,97 @@ static cuabi_status check_output(const cuabi_program_options *o, cuabi_code_type
             return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s applies to CUDA "
                                 "C++ only, and this program is PTX", caller, cxx_only);
     }
+    return CUABI_SUCCESS;
+}
+
+/* Version 3's fields: copied out of a version-3 struct (a shorter one has
+ * none), and checked against the program's type. */
+static cuabi_status read_v3(cuabi__compile_args *a, const cuabi_program_options *o,
+                            cuabi_code_type type, const char *caller)
+{
+    a->v3.pch_verbose = a->v3.pch_messages = a->v3.instantiate_templates_in_pch = -1;
+    if (o->version < 3)
+        return CUABI_SUCCESS;
+    a->v3.pch = o->pch;
+    a->v3.pch_verbose = o->pch_verbose;
+    a->v3.pch_messages = o->pch_messages;
+    a->v3.instantiate_templates_in_pch = o->instantiate_templates_in_pch;
+    a->v3.use_bundled_headers = o->use_bundled_headers;
+    a->v3.numba_debug = o->numba_debug;
+    a->v3.create_pch = o->create_pch;
+    a->v3.use_pch = o->use_pch;
+    a->v3.pch_dir = o->pch_dir;
+    a->v3.extra_source_names = o->extra_source_names;
+    a->v3.extra_sources = o->extra_sources;
+    a->v3.extra_source_sizes = o->extra_source_sizes;
+    a->v3.num_extra_sources = o->num_extra_sources;
+    const struct { const char *name; int v, lo; } flags[] = {
+        { "pch", o->pch, 0 }, { "use_bundled_headers", o->use_bundled_headers, 0 },
+        { "numba_debug", o->numba_debug, 0 }, { "pch_verbose", o->pch_verbose, -1 },
+        { "pch_messages", o->pch_messages, -1 },
+        { "instantiate_templates_in_pch", o->instantiate_templates_in_pch, -1 },
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (flags[i].v < flags[i].lo || flags[i].v > 1)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s must be %s, "
+                                "not %d", caller, flags[i].name,
+                                flags[i].lo ? "-1 (default), 0 or 1" : "0 or 1", flags[i].v);
+    const struct { const char *name; const char *v; } paths[] = {
+        { "create_pch", o->create_pch }, { "use_pch", o->use_pch }, { "pch_dir", o->pch_dir },
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (paths[i].v && !*paths[i].v)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s is empty (NULL "
+                                "for none)", caller, paths[i].name);
+    if (o->pch && o->create_pch)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.pch (automatic PCH) and "
+                            "options.create_pch cannot be given together", caller);
+    if (type != CUABI_CODE_CUDA_CXX) {
+        const char *cxx_only = o->pch ? "pch" : o->create_pch ? "create_pch"
+            : o->use_pch ? "use_pch" : o->pch_dir ? "pch_dir"
+            : o->pch_verbose >= 0 ? "pch_verbose" : o->pch_messages >= 0 ? "pch_messages"
+            : o->instantiate_templates_in_pch >= 0 ? "instantiate_templates_in_pch"
+            : o->use_bundled_headers ? "use_bundled_headers" : NULL;
+        if (cxx_only)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.%s applies to CUDA "
+                                "C++ (NVRTC) only, and this program is %s", caller, cxx_only,
+                                type == CUABI_CODE_PTX ? "PTX" : "NVVM IR");
+    }
+    if (type == CUABI_CODE_PTX)
+        a->v3.numba_debug = 0; /* nvJitLink cannot honor it: ignored, as cuda.core does */
+    size_t n = o->num_extra_sources;
+    if (n && type != CUABI_CODE_NVVM)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.extra_sources are NVVM "
+                            "IR modules (libNVVM only), and this program is %s", caller,
+                            type == CUABI_CODE_PTX ? "PTX" : "CUDA C++");
+    CUABI__TRY(check_strings(o->extra_source_names, n, "extra_source_names", false, caller));
+    CUABI__TRY(check_strings(o->extra_sources, n, "extra_sources", true, caller));
+    for (size_t i = 0; i < n; i++)
+        if (cuabi__extra_source_size(a, i) == 0)
+            return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.extra_sources[%zu] "
+                                "(\"%s\") is empty", caller, i, o->extra_source_names[i]);
+    return CUABI_SUCCESS;
+}
+
+/* Where NVRTC installs its bundled headers: $CUABI_NVRTC_HEADERS_DIR, else
+ * $XDG_CACHE_HOME/cuabi/nvrtc-headers, else ~/.cache/cuabi/nvrtc-headers. */
+static cuabi_status bundled_dir(char **out, const char *caller)
+{
+    const char *d = getenv("CUABI_NVRTC_HEADERS_DIR");
+    cuabi__str s = { 0 };
+    if (d && *d == '/')
+        cuabi__str_add(&s, "%s", d);
+    else if ((d = getenv("XDG_CACHE_HOME")) && *d == '/')
+        cuabi__str_add(&s, "%s/cuabi/nvrtc-headers", d);
+    else if ((d = getenv("HOME")) && *d == '/')
+        cuabi__str_add(&s, "%s/.cache/cuabi/nvrtc-headers", d);
+    else
+        return cuabi__error(CUABI_ERROR_NOT_FOUND, "%s: options.use_bundled_headers = 1 needs "
+                            "a directory: set CUABI_NVRTC_HEADERS_DIR, XDG_CACHE_HOME or HOME "
+                            "(absolute)", caller);
+    if (!s.s)
+        return CUABI_ERROR_OUT_OF_MEMORY;
+    *out = s.s;
     return CUABI_SUCCESS;
 }
 
@@ -440,6 +561,25 @@ static void each_cxx_arg(const cuabi__compile_args *a, const char *level, cuabi_
         fn("-D", o->defines[i], ctx);
     for (size_t i = 0; i < o->num_include_paths; i++)
         fn("-I", o->include_paths[i], ctx);
+    if (a->bundled_dir)
+        fn("--use-bundled-headers=", a->bundled_dir, ctx);
+    static const char *const tf[] = { "false", "true" };
+    if (a->v3.pch)
+        fn("--pch", "", ctx);
+    if (a->v3.create_pch)
+        fn("--create-pch=", a->v3.create_pch, ctx);
+    if (a->v3.use_pch)
+        fn("--use-pch=", a->v3.use_pch, ctx);
+    if (a->v3.pch_dir)
+        fn("--pch-dir=", a->v3.pch_dir, ctx);
+    if (a->v3.pch_verbose >= 0)
+        fn("--pch-verbose=", tf[a->v3.pch_verbose], ctx);
+    if (a->v3.pch_messages >= 0)
+        fn("--pch-messages=", tf[a->v3.pch_messages], ctx);
+    if (a->v3.instantiate_templates_in_pch >= 0)
+        fn("--instantiate-templates-in-pch=", tf[a->v3.instantiate_templates_in_pch], ctx);
+    if (a->v3.numba_debug)
+        fn("--numba-debug", "", ctx);
 }
 
 /* The argument list NVRTC (or nvJitLink, for PTX; libNVVM for NVVM IR)
@@ -521,6 +661,7 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
     else
         CUABI__TRY(cuabi__check_arch(a->arch, &virt, caller));
     CUABI__TRY(check_output(opts, type, virt, a->arch, caller));
+    CUABI__TRY(read_v3(a, opts, type, caller));
     a->libdevice = opts->version >= 2 ? opts->libdevice : 0;
     if (a->libdevice != 0 && (a->libdevice != 1 || type != CUABI_CODE_NVVM))
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: options.libdevice %s", caller,
@@ -530,6 +671,8 @@ cuabi_status cuabi__compile_args_build(cuabi__compile_args *a, cuabi_code_type t
     a->output = opts->output;
     a->use_cache = opts->cache;
     a->opts = opts;
+    if (a->v3.use_bundled_headers) /* last: nothing fails after it */
+        CUABI__TRY(bundled_dir(&a->bundled_dir, caller));
     cuabi__compile_args_each(a, measure_arg, a);
     return CUABI_SUCCESS;
 }
@@ -544,7 +687,22 @@ typedef struct key_parts {
     int includes;               /* CUABI__INCLUDES_NONE or _HASHED */
     uint8_t digest[16];
     cuabi__ident_text libdevice; /* NVVM with libdevice: the file linked (len 0: none) */
+    cuabi__ident_text pch;       /* options.use_pch: the file read (len 0: none) */
 } key_parts;
+
+/* options.use_pch's file, as a key names it (path, size, modification
+ * time); CUABI_ERROR_CACHE when it cannot be read (NVRTC then reports it). */
+static cuabi_status use_pch_ident(cuabi__ident_text *t, const char *path, const char *caller)
+{
+    cuabi__file_id id;
+    if (cuabi__file_id_read(&id, path) != 0)
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: options.use_pch %s cannot be read (%s)",
+                            caller, path, strerror(errno));
+    int n = snprintf(t->s, sizeof t->s, "use-pch %s %" PRIu64 " %" PRId64, id.path, id.size,
+                     id.mtime_ns);
+    t->len = n < 0 ? 0 : (size_t)n < sizeof t->s ? (size_t)n : sizeof t->s - 1;
+    return CUABI_SUCCESS;
+}
 
 /* The libdevice file a compile links, as a key names it: its path, size,
  * modification time (libident.h's file identity, without reading it). */
@@ -583,6 +741,11 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
     k->includes = 0;
     memset(k->digest, 0, sizeof k->digest);
     k->libdevice.len = 0;
+    k->pch.len = 0;
+    /* Automatic or created PCH writes files a cache hit would not. */
+    if (a->v3.pch || a->v3.create_pch)
+        return cuabi__error(CUABI_ERROR_CACHE, "%s: options.%s writes a precompiled header",
+                            caller, a->v3.pch ? "pch" : "create_pch");
     /* CUDA C++ is NVRTC's work (to any output); PTX to CUBIN is nvJitLink's;
      * PTX kept as PTX needs no compiler. */
     cuabi__compiler *c = p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compiler()
@@ -598,6 +761,8 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
         return libdevice_ident(&k->libdevice, caller);
     if (p->type != CUABI_CODE_CUDA_CXX)
         return CUABI_SUCCESS;
+    if (a->v3.use_pch)
+        CUABI__TRY(use_pch_ident(&k->pch, a->v3.use_pch, caller));
     char why[1024];
     CUABI__TRY(cuabi__includes_digest(&k->includes, k->digest, p->name, p->source, p->size,
                                       a->opts, why, sizeof why));
@@ -608,7 +773,8 @@ static cuabi_status get_key_parts(key_parts *k, const cuabi__program *p,
 
 static bool same_includes(const key_parts *x, const key_parts *y)
 {
-    return x->includes == y->includes && !memcmp(x->digest, y->digest, sizeof x->digest);
+    return x->includes == y->includes && !memcmp(x->digest, y->digest, sizeof x->digest) &&
+           x->pch.len == y->pch.len && !memcmp(x->pch.s, y->pch.s, x->pch.len);
 }
 
 static void hash_arg(const char *head, const char *tail, void *ctx)
@@ -647,6 +813,19 @@ static void key_from_parts(cuabi__cache_key *out, const cuabi__program *p,
         cuabi__key_add(&ks, parts->digest, sizeof parts->digest);
     if (parts->libdevice.len) /* NVVM only: other keys stay as they were */
         cuabi__key_add(&ks, parts->libdevice.s, parts->libdevice.len);
+    /* Version 3: present only when used, so other keys stay as they were. */
+    if (parts->pch.len)
+        cuabi__key_add(&ks, parts->pch.s, parts->pch.len);
+    if (a->v3.num_extra_sources) {
+        uint64_t nx = a->v3.num_extra_sources;
+        cuabi__key_add(&ks, "extra-sources", 13);
+        cuabi__key_add(&ks, &nx, sizeof nx);
+        for (size_t i = 0; i < a->v3.num_extra_sources; i++) {
+            cuabi__key_add(&ks, a->v3.extra_source_names[i],
+                           strlen(a->v3.extra_source_names[i]));
+            cuabi__key_add(&ks, a->v3.extra_sources[i], cuabi__extra_source_size(a, i));
+        }
+    }
     cuabi__key_add(&ks, "end", 3);
     cuabi__key_end(&ks, out);
 }
@@ -814,18 +993,15 @@ static cuabi_status with_builtins(const char ***names, const char ***texts,
     return CUABI_SUCCESS;
 }
 
-/* Compile CUDA C++ with NVRTC into `e` (cleared on failure by the caller);
- * `*log` gets the compiler's log either way. */
-static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_args *a,
-                                cuabi__cache_entry *e, char **log, const char *caller)
+/* A fresh NVRTC program of p's source with the caller's in-memory headers
+ * and the built-in one. */
+static cuabi_status nvrtc_create(const cuabi__nvrtc *nv, const cuabi__program *p,
+                                 const cuabi_program_options *o, nvrtcProgram *prog,
+                                 const char *caller)
 {
-    const cuabi__nvrtc *nv;
-    const cuabi_program_options *o = a->opts;
-    CUABI__TRY(cuabi__nvrtc_get(&nv));
-    nvrtcProgram prog;
     const char **names, **texts;
     CUABI__TRY(with_builtins(&names, &texts, o));
-    nvrtcResult r = nv->nvrtcCreateProgram(&prog, p->source, p->name, (int)o->num_headers + 1,
+    nvrtcResult r = nv->nvrtcCreateProgram(prog, p->source, p->name, (int)o->num_headers + 1,
                                            texts, names);
     cuabi__free(names);
     if (r != NVRTC_SUCCESS) {
@@ -835,20 +1011,81 @@ static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_ar
         cuabi__error_set_nvrtc((int)r);
         return st;
     }
-    cuabi_status st = CUABI_SUCCESS;
-    for (size_t i = 0; i < o->num_name_expressions && r == NVRTC_SUCCESS; i++)
-        r = nv->nvrtcAddNameExpression(prog, o->name_expressions[i]);
-    if (r != NVRTC_SUCCESS) {
-        st = cuabi__error(CUABI_ERROR_NVRTC, "%s: nvrtcAddNameExpression failed (error %d)",
-                          caller, (int)r);
-        goto out;
-    }
-    r = nv->nvrtcCompileProgram(prog, (int)a->argc, (const char *const *)a->argv);
+    return CUABI_SUCCESS;
+}
+
+/* Add the name expressions and compile; `*log` gets the log (replacing one
+ * of an earlier try). *r is NVRTC's answer to the compile. */
+static cuabi_status nvrtc_run(const cuabi__nvrtc *nv, nvrtcProgram prog,
+                              const cuabi__compile_args *a, nvrtcResult *r, char **log,
+                              const char *caller)
+{
+    const cuabi_program_options *o = a->opts;
+    *r = NVRTC_SUCCESS;
+    for (size_t i = 0; i < o->num_name_expressions && *r == NVRTC_SUCCESS; i++)
+        *r = nv->nvrtcAddNameExpression(prog, o->name_expressions[i]);
+    if (*r != NVRTC_SUCCESS)
+        return cuabi__error(CUABI_ERROR_NVRTC, "%s: nvrtcAddNameExpression failed (error %d)",
+                            caller, (int)*r);
+    *r = nv->nvrtcCompileProgram(prog, (int)a->argc, (const char *const *)a->argv);
+    cuabi__free(*log);
     *log = nvrtc_log(nv, prog);
-    if (!*log) {
-        st = CUABI_ERROR_OUT_OF_MEMORY;
-        goto out;
+    return *log ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
+}
+
+/* What became of the PCH a compile was asked to create; -1: NVRTC's PCH
+ * heap was too small (worth a retry with a larger one). */
+static int pch_outcome(const cuabi__nvrtc *nv, nvrtcProgram prog)
+{
+    nvrtcResult r = nv->nvrtcGetPCHCreateStatus(prog);
+    return r == NVRTC_SUCCESS ? CUABI_PCH_CREATED
+         : r == NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED ? CUABI_PCH_NOT_ATTEMPTED
+         : r == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED ? -1 : CUABI_PCH_FAILED;
+}
+
+/* The PCH outcome of a successful compile that asked for one. A heap too
+ * small is grown to what NVRTC says it needs and the compile retried once
+ * on a fresh program (*prog replaced), as cuda.core does. */
+static cuabi_status pch_check(const cuabi__nvrtc *nv, const cuabi__program *p,
+                              const cuabi__compile_args *a, nvrtcProgram *prog, nvrtcResult *r,
+                              char **log, const char *caller)
+{
+    if (!a->pch_status || !(a->v3.pch || a->v3.create_pch) || !nv->nvrtcGetPCHCreateStatus)
+        return CUABI_SUCCESS; /* not asked, or an NVRTC without PCH: CUABI_PCH_NONE */
+    int outcome = pch_outcome(nv, *prog);
+    size_t need = 0;
+    if (outcome < 0 && nv->nvrtcGetPCHHeapSizeRequired && nv->nvrtcSetPCHHeapSize &&
+        nv->nvrtcGetPCHHeapSizeRequired(*prog, &need) == NVRTC_SUCCESS && need &&
+        nv->nvrtcSetPCHHeapSize(need) == NVRTC_SUCCESS) {
+        nvrtcProgram again;
+        CUABI__TRY(nvrtc_create(nv, p, a->opts, &again, caller));
+        nv->nvrtcDestroyProgram(prog);
+        *prog = again;
+        CUABI__TRY(nvrtc_run(nv, again, a, r, log, caller));
+        if (*r != NVRTC_SUCCESS)
+            return CUABI_SUCCESS; /* reported by the caller */
+        outcome = pch_outcome(nv, again);
     }
+    *a->pch_status = outcome < 0 ? CUABI_PCH_FAILED : outcome;
+    return CUABI_SUCCESS;
+}
+
+/* Compile CUDA C++ with NVRTC into `e` (cleared on failure by the caller);
+ * `*log` gets the compiler's log either way. */
+static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_args *a,
+                                cuabi__cache_entry *e, char **log, const char *caller)
+{
+    const cuabi__nvrtc *nv;
+    const cuabi_program_options *o = a->opts;
+    CUABI__TRY(cuabi__nvrtc_get(&nv));
+    nvrtcProgram prog;
+    CUABI__TRY(nvrtc_create(nv, p, o, &prog, caller));
+    nvrtcResult r;
+    cuabi_status st = nvrtc_run(nv, prog, a, &r, log, caller);
+    if (st == CUABI_SUCCESS && r == NVRTC_SUCCESS)
+        st = pch_check(nv, p, a, &prog, &r, log, caller);
+    if (st != CUABI_SUCCESS)
+        goto out;
     if (r != NVRTC_SUCCESS) {
         st = compile_failed(r, *log, p, o, caller);
         goto out;
@@ -859,7 +1096,10 @@ static cuabi_status compile_cxx(const cuabi__program *p, const cuabi__compile_ar
     if (st == CUABI_SUCCESS)
         st = keep_signatures(nv, prog, e);
 out:
-    nv->nvrtcDestroyProgram(&prog);
+    if (a->keep) /* cuabi_program_backend_handle was asked: the program keeps it */
+        *a->keep = prog;
+    else
+        nv->nvrtcDestroyProgram(&prog);
     return st;
 }
 
@@ -951,6 +1191,8 @@ static cuabi_status compile_one_arch(const char *arch, void *ctx)
     memcpy(one.argv, j->a->argv, j->a->argc * sizeof *one.argv);
     snprintf(flag, sizeof flag, "-arch=%s", arch);
     one.argv[0] = flag; /* build_argv puts the architecture first */
+    one.keep = NULL;    /* several compiler programs: none is kept */
+    one.pch_status = NULL;
     one.output = virt ? CUABI_CODE_PTX : CUABI_CODE_CUBIN;
     snprintf(one.arch, sizeof one.arch, "%s", arch);
     cuabi__cache_entry *part = &j->parts[j->n];
@@ -1060,6 +1302,21 @@ static cuabi_status remember_failure(cuabi__program *p, const char *log, const c
     return CUABI_SUCCESS;
 }
 
+/* NVRTC installs and uses its bundled headers from CUDA 13.3 on. */
+static cuabi_status check_bundled_headers(const char *caller)
+{
+    const cuabi__nvrtc *nv;
+    int major = 0, minor = 0;
+    CUABI__TRY(cuabi__nvrtc_get(&nv));
+    if (nv->nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+        major = minor = 0;
+    if (major * 100 + minor < 1303)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: options.use_bundled_headers needs "
+                            "NVRTC 13.3 or newer (--use-bundled-headers); the loaded NVRTC is "
+                            "%d.%d", caller, major, minor);
+    return CUABI_SUCCESS;
+}
+
 /* Compile `p` (a miss, or no cache) into a shared result; `*log` gets the
  * compiler's log either way (the caller frees it). */
 static cuabi_status compile_result(cuabi__program *p, cuabi__compile_args *a,
@@ -1070,12 +1327,20 @@ static cuabi_status compile_result(cuabi__program *p, cuabi__compile_args *a,
     if (p->type != CUABI_CODE_NVVM)
         CUABI__TRY(fat ? each_arch(a->arch, check_supported_cb, (void *)caller)
                        : check_arch_supported(a->arch, caller));
+    if (a->bundled_dir)
+        CUABI__TRY(check_bundled_headers(caller));
     CUABI__TRY(cuabi__compile_args_argv(a));
+    void *kept = NULL;
+    a->keep = p->keep_backend && !fat ? &kept : NULL;
+    a->pch_status = &p->pch_status;
     cuabi__cache_entry e = { 0 };
     cuabi_status st = fat ? compile_fatbin(p, a, &e, log, caller)
                     : p->type == CUABI_CODE_PTX ? compile_ptx(p, a, &e, log, caller)
                     : p->type == CUABI_CODE_NVVM ? cuabi__nvvm_compile(p, a, &e, log, caller)
                                                  : compile_cxx(p, a, &e, log, caller);
+    if (kept) /* cuabi_program_backend_handle hands it out until the next one */
+        cuabi__program_keep_backend(p, kept);
+    a->keep = NULL;
     if (st == CUABI_SUCCESS) {
         e.log = *log; /* borrowed for the copy */
         st = cuabi__codeblob_make(out, &e);
@@ -1093,6 +1358,7 @@ static cuabi_status obtain(cuabi__program *p, cuabi__compile_args *a, cuabi__cod
     key_parts before, after;
     bool cached = a->use_cache && cuabi__cache_enabled();
     p->hit = 0;
+    p->pch_status = CUABI_PCH_NONE;
     if (cached) {
         cuabi_status st = get_key_parts(&before, p, a);
         if (st == CUABI_ERROR_CACHE) { /* reads files the key cannot cover */
@@ -1203,5 +1469,110 @@ CUABI_EXTERN(cuabi_status) cuabi_program_cache_hit(int *out, cuabi_program *prog
     pthread_mutex_lock(&p->lock);
     *out = p->hit;
     pthread_mutex_unlock(&p->lock);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_pch_status(cuabi_pch_status *out,
+                                                    cuabi_program *program)
+{
+    cuabi__program *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__GET(p, program, PROGRAM);
+    pthread_mutex_lock(&p->lock);
+    *out = (cuabi_pch_status)p->pch_status;
+    pthread_mutex_unlock(&p->lock);
+    return CUABI_SUCCESS;
+}
+
+/* A compiler program of p's source alone (no options yet): NVRTC's with the
+ * built-in header, libNVVM's with the source as its module. */
+static cuabi_status backend_from_source(void **out, const cuabi__program *p, const char *caller)
+{
+    if (p->type == CUABI_CODE_NVVM) {
+        const cuabi__nvvm *nv;
+        CUABI__TRY(cuabi__nvvm_get_for(&nv, caller));
+        cuabi__nvvm_program prog = NULL;
+        cuabi__nvvm_result r = nv->nvvmCreateProgram(&prog);
+        if (r == CUABI__NVVM_SUCCESS)
+            r = nv->nvvmAddModuleToProgram(prog, p->source, p->size, p->name);
+        if (r != CUABI__NVVM_SUCCESS) {
+            if (prog)
+                nv->nvvmDestroyProgram(&prog);
+            return cuabi__error(r == CUABI__NVVM_ERROR_OUT_OF_MEMORY ? CUABI_ERROR_OUT_OF_MEMORY
+                                                                     : CUABI_ERROR_COMPILE,
+                                "%s: libNVVM refused NVVM IR %s (error %d)", caller, p->name,
+                                (int)r);
+        }
+        *out = prog;
+        return CUABI_SUCCESS;
+    }
+    static const cuabi_program_options defaults = CUABI_PROGRAM_OPTIONS_INIT;
+    const cuabi__nvrtc *nv;
+    CUABI__TRY(cuabi__nvrtc_get_for(&nv, caller));
+    nvrtcProgram prog;
+    CUABI__TRY(nvrtc_create(nv, p, &defaults, &prog, caller));
+    *out = prog;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_backend_handle(void **out, cuabi_program *program)
+{
+    cuabi__program *p;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(p, program, PROGRAM);
+    if (p->type == CUABI_CODE_PTX)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: a PTX program has no compiler "
+                            "program (nvJitLink assembles it in a session of its own: use a "
+                            "cuabi_linker and cuabi_linker_backend_handle)", __func__);
+    pthread_mutex_lock(&p->lock);
+    cuabi_status st = CUABI_SUCCESS;
+    if (!p->backend)
+        st = backend_from_source(&p->backend, p, __func__);
+    if (st == CUABI_SUCCESS) {
+        p->keep_backend = true;
+        *out = p->backend;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+typedef struct render {
+    char *out;
+    size_t cap, need;
+} render;
+
+static void render_arg(const char *head, const char *tail, void *ctx)
+{
+    render *r = ctx;
+    size_t h = strlen(head), t = strlen(tail);
+    if (r->need + h + t + 1 <= r->cap) {
+        memcpy(r->out + r->need, head, h);
+        memcpy(r->out + r->need + h, tail, t);
+        r->out[r->need + h + t] = '\0';
+    }
+    r->need += h + t + 1;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_program_options_render(char *out, size_t *size,
+                                                        cuabi_code_type type,
+                                                        const cuabi_program_options *options)
+{
+    CUABI__CHECK_ARG(size, "%s: size is NULL", __func__);
+    CUABI__CHECK_ARG(out || *size == 0, "%s: out is NULL but *size is %zu", __func__, *size);
+    CUABI__CHECK_ARG(type == CUABI_CODE_CUDA_CXX || type == CUABI_CODE_PTX ||
+                     type == CUABI_CODE_NVVM,
+                     "%s: type %d is not a source type: use CUABI_CODE_CUDA_CXX, "
+                     "CUABI_CODE_PTX or CUABI_CODE_NVVM", __func__, (int)type);
+    cuabi__compile_args a;
+    CUABI__TRY(cuabi__compile_args_build(&a, type, options, __func__));
+    render r = { out, *size, 0 };
+    cuabi__compile_args_each(&a, render_arg, &r);
+    cuabi__compile_args_free(&a);
+    size_t had = *size;
+    *size = r.need;
+    if (r.need > had)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL, "%s: the arguments need %zu bytes, "
+                            "the buffer has %zu", __func__, r.need, had);
     return CUABI_SUCCESS;
 }

@@ -3,6 +3,8 @@
 #define CUABI_PROGRAM_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "compile/cache.h"
 
@@ -20,6 +22,12 @@ typedef struct cuabi__program {
      * compile's, or one with the cache's notes); NULL otherwise. */
     char *log;
     int hit;                   /* 0 compiled, 1 memory, 2 disk */
+    int pch_status;            /* cuabi_pch_status of the last compile */
+    /* The compiler's program (nvrtcProgram / nvvmProgram) handed out by
+     * cuabi_program_backend_handle; once asked (keep_backend), each compile
+     * that runs the compiler keeps its own here, freeing the previous. */
+    void *backend;
+    bool keep_backend;
 } cuabi__program;
 
 /* The options of one compile, checked, and the argument list the
@@ -35,6 +43,19 @@ typedef struct cuabi__compile_args {
     char **argv;               /* NULL until cuabi__compile_args_argv; one block */
     int use_cache;
     int libdevice;             /* options.libdevice (version 2), NVVM IR only */
+    /* Version 3's fields, read only from a version-3 struct (defaults
+     * otherwise): never read them through opts. */
+    struct {
+        int pch, pch_verbose, pch_messages, instantiate_templates_in_pch;
+        int use_bundled_headers, numba_debug;
+        const char *create_pch, *use_pch, *pch_dir;
+        const char **extra_source_names, **extra_sources;
+        const size_t *extra_source_sizes;
+        size_t num_extra_sources;
+    } v3;
+    char *bundled_dir;         /* use_bundled_headers: the directory (owned) */
+    void **keep;               /* non-NULL: the compile leaves its compiler program there */
+    int *pch_status;           /* non-NULL: where a CUDA C++ compile says what became of its PCH */
     const cuabi_program_options *opts; /* borrowed: headers, name expressions */
 } cuabi__compile_args;
 
@@ -53,6 +74,17 @@ cuabi_status cuabi__compile_args_argv(cuabi__compile_args *a);
 /* The cache key of compiling `p` with `a`. */
 cuabi_status cuabi__program_key(cuabi__cache_key *out, const cuabi__program *p,
                                 const cuabi__compile_args *a);
+/* The size of extra source `i` (v3.extra_source_sizes, or its strlen). */
+static inline size_t cuabi__extra_source_size(const cuabi__compile_args *a, size_t i)
+{
+    size_t n = a->v3.extra_source_sizes ? a->v3.extra_source_sizes[i] : 0;
+    return n ? n : strlen(a->v3.extra_sources[i]);
+}
+/* Free a compiler program kept by a compile (nvrtcProgram or nvvmProgram). */
+void cuabi__program_backend_free(cuabi_code_type type, void *backend);
+/* Keep `prog` as p's backend program, freeing the previous one. */
+void cuabi__program_keep_backend(cuabi__program *p, void *prog);
+
 /* Check the form of an architecture ("sm_90", "sm_90a", "compute_100f";
  * *virt tells compute_), naming `caller` in the error. Whether the loaded
  * NVRTC supports it is checked only before compiling. */

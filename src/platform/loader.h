@@ -168,7 +168,9 @@ typedef struct cuabi__driver {
     X(nvrtcGetLTOIRSize, 0) X(nvrtcGetLTOIR, 0) \
     X(nvrtcGetProgramLogSize, 1) X(nvrtcGetProgramLog, 1) \
     X(nvrtcAddNameExpression, 1) X(nvrtcGetLoweredName, 1) \
-    X(nvrtcGetNumSupportedArchs, 0) X(nvrtcGetSupportedArchs, 0)
+    X(nvrtcGetNumSupportedArchs, 0) X(nvrtcGetSupportedArchs, 0) \
+    X(nvrtcGetPCHCreateStatus, 0) X(nvrtcGetPCHHeapSizeRequired, 0) \
+    X(nvrtcSetPCHHeapSize, 0)
 
 #define CUABI__NVRTC_FIELD(name, req) __typeof__(&name) name;
 typedef struct cuabi__nvrtc {

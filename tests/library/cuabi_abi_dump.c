@@ -422,6 +422,12 @@ ABI_TYPE(&cuabi_linker_error_log,
 ABI_TYPE(&cuabi_linker_cache_hit,
          cuabi_status (*)(int *, cuabi_linker *),
          "cuabi_linker_cache_hit");
+ABI_TYPE(&cuabi_linker_backend_handle,
+         cuabi_status (*)(void **, cuabi_linker *),
+         "cuabi_linker_backend_handle");
+ABI_TYPE(&cuabi_linker_options_render,
+         cuabi_status (*)(char *, size_t *, const cuabi_linker_options *),
+         "cuabi_linker_options_render");
 ABI_TYPE(&cuabi_program_retain, cuabi_status (*)(cuabi_program *), "cuabi_program_retain");
 ABI_TYPE(&cuabi_program_release, cuabi_status (*)(cuabi_program *), "cuabi_program_release");
 ABI_TYPE(&cuabi_program_options_init,
@@ -445,6 +451,15 @@ ABI_TYPE(&cuabi_program_cache_hit,
 ABI_TYPE(&cuabi_program_supported_archs,
          cuabi_status (*)(int *, size_t, size_t *),
          "cuabi_program_supported_archs");
+ABI_TYPE(&cuabi_program_pch_status,
+         cuabi_status (*)(cuabi_pch_status *, cuabi_program *),
+         "cuabi_program_pch_status");
+ABI_TYPE(&cuabi_program_backend_handle,
+         cuabi_status (*)(void **, cuabi_program *),
+         "cuabi_program_backend_handle");
+ABI_TYPE(&cuabi_program_options_render,
+         cuabi_status (*)(char *, size_t *, cuabi_code_type, const cuabi_program_options *),
+         "cuabi_program_options_render");
 ABI_TYPE(&cuabi_cache_stats_init,
          cuabi_status (*)(cuabi_cache_stats *, unsigned int),
          "cuabi_cache_stats_init");
@@ -3610,6 +3625,21 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
                           size_t,
                           size_t),
          "cuabi_api.graph_add_memset_ptr");
+ABI_TYPE(((cuabi_api *)0)->program_pch_status,
+         cuabi_status (*)(cuabi_pch_status *, cuabi_program *),
+         "cuabi_api.program_pch_status");
+ABI_TYPE(((cuabi_api *)0)->program_backend_handle,
+         cuabi_status (*)(void **, cuabi_program *),
+         "cuabi_api.program_backend_handle");
+ABI_TYPE(((cuabi_api *)0)->program_options_render,
+         cuabi_status (*)(char *, size_t *, cuabi_code_type, const cuabi_program_options *),
+         "cuabi_api.program_options_render");
+ABI_TYPE(((cuabi_api *)0)->linker_backend_handle,
+         cuabi_status (*)(void **, cuabi_linker *),
+         "cuabi_api.linker_backend_handle");
+ABI_TYPE(((cuabi_api *)0)->linker_options_render,
+         cuabi_status (*)(char *, size_t *, const cuabi_linker_options *),
+         "cuabi_api.linker_options_render");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -3846,6 +3876,37 @@ static void print_cuabi_program_options(const cuabi_program_options *p,
     ABI_BYTES(num_extra_options);
     ABI_BYTES(cache);
     ABI_BYTES(libdevice);
+    ABI_BYTES(pch);
+    if (version >= 3)
+        ABI_STR(create_pch);
+    else
+        ABI_BYTES(create_pch);
+    if (version >= 3)
+        ABI_STR(use_pch);
+    else
+        ABI_BYTES(use_pch);
+    if (version >= 3)
+        ABI_STR(pch_dir);
+    else
+        ABI_BYTES(pch_dir);
+    ABI_BYTES(pch_verbose);
+    ABI_BYTES(pch_messages);
+    ABI_BYTES(instantiate_templates_in_pch);
+    ABI_BYTES(use_bundled_headers);
+    ABI_BYTES(numba_debug);
+    if (version >= 3)
+        ABI_PTR(extra_source_names);
+    else
+        ABI_BYTES(extra_source_names);
+    if (version >= 3)
+        ABI_PTR(extra_sources);
+    else
+        ABI_BYTES(extra_sources);
+    if (version >= 3)
+        ABI_PTR(extra_source_sizes);
+    else
+        ABI_BYTES(extra_source_sizes);
+    ABI_BYTES(num_extra_sources);
 }
 
 static void print_cuabi_cache_stats(const cuabi_cache_stats *p,
@@ -4722,6 +4783,19 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_program_options, num_extra_options);
     ABI_FIELD(cuabi_program_options, cache);
     ABI_FIELD(cuabi_program_options, libdevice);
+    ABI_FIELD(cuabi_program_options, pch);
+    ABI_FIELD(cuabi_program_options, create_pch);
+    ABI_FIELD(cuabi_program_options, use_pch);
+    ABI_FIELD(cuabi_program_options, pch_dir);
+    ABI_FIELD(cuabi_program_options, pch_verbose);
+    ABI_FIELD(cuabi_program_options, pch_messages);
+    ABI_FIELD(cuabi_program_options, instantiate_templates_in_pch);
+    ABI_FIELD(cuabi_program_options, use_bundled_headers);
+    ABI_FIELD(cuabi_program_options, numba_debug);
+    ABI_FIELD(cuabi_program_options, extra_source_names);
+    ABI_FIELD(cuabi_program_options, extra_sources);
+    ABI_FIELD(cuabi_program_options, extra_source_sizes);
+    ABI_FIELD(cuabi_program_options, num_extra_sources);
     ABI_STRUCT(cuabi_cache_stats);
     ABI_FIELD(cuabi_cache_stats, version);
     ABI_FIELD(cuabi_cache_stats, enabled);
@@ -5703,6 +5777,11 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_node_mem_info);
     ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
     ABI_FIELD(cuabi_api, graph_add_memset_ptr);
+    ABI_FIELD(cuabi_api, program_pch_status);
+    ABI_FIELD(cuabi_api, program_backend_handle);
+    ABI_FIELD(cuabi_api, program_options_render);
+    ABI_FIELD(cuabi_api, linker_backend_handle);
+    ABI_FIELD(cuabi_api, linker_options_render);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -5843,6 +5922,12 @@ static void print_constants(void)
     ABI_ENUM(CUABI_VIEW_READ_ONLY);
     ABI_ENUM(CUABI_VIEW_IS_COPIED);
     ABI_ENUM(CUABI_VIEW_FLAGS_FORCE32);
+    ABI_ENUM_TYPE(cuabi_pch_status);
+    ABI_ENUM(CUABI_PCH_NONE);
+    ABI_ENUM(CUABI_PCH_CREATED);
+    ABI_ENUM(CUABI_PCH_NOT_ATTEMPTED);
+    ABI_ENUM(CUABI_PCH_FAILED);
+    ABI_ENUM(CUABI_PCH_STATUS_FORCE32);
     ABI_ENUM_TYPE(cuabi_cache_clear_flags);
     ABI_ENUM(CUABI_CACHE_CLEAR_MEMORY);
     ABI_ENUM(CUABI_CACHE_CLEAR_DISK);
@@ -7279,6 +7364,9 @@ int main(void)
     puts("  cuabi_status cuabi_linker_info_log(const char **, cuabi_linker *)");
     puts("  cuabi_status cuabi_linker_error_log(const char **, cuabi_linker *)");
     puts("  cuabi_status cuabi_linker_cache_hit(int *, cuabi_linker *)");
+    puts("  cuabi_status cuabi_linker_backend_handle(void **, cuabi_linker *)");
+    puts("  cuabi_status cuabi_linker_options_render(char *, size_t *, "
+         "const cuabi_linker_options *)");
     puts("  cuabi_status cuabi_program_retain(cuabi_program *)");
     puts("  cuabi_status cuabi_program_release(cuabi_program *)");
     puts("  cuabi_status cuabi_program_options_init(cuabi_program_options *, unsigned int)");
@@ -7291,6 +7379,10 @@ int main(void)
          "const char *)");
     puts("  cuabi_status cuabi_program_cache_hit(int *, cuabi_program *)");
     puts("  cuabi_status cuabi_program_supported_archs(int *, size_t, size_t *)");
+    puts("  cuabi_status cuabi_program_pch_status(cuabi_pch_status *, cuabi_program *)");
+    puts("  cuabi_status cuabi_program_backend_handle(void **, cuabi_program *)");
+    puts("  cuabi_status cuabi_program_options_render(char *, size_t *, cuabi_code_type, "
+         "const cuabi_program_options *)");
     puts("  cuabi_status cuabi_cache_stats_init(cuabi_cache_stats *, unsigned int)");
     puts("  cuabi_status cuabi_cache_entry_info_init(cuabi_cache_entry_info *, "
          "unsigned int)");

@@ -359,6 +359,62 @@ static cuabi_status sc_nvvm(void)
     return st;
 }
 
+/* cuda.core's compile-side names: the compiler's program kept by a program
+ * that handed it out, the rendered argument lists, an NVVM extra module,
+ * PCH options and a linker's session opened on demand (cache off and on). */
+static cuabi_status sc_backend(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_program *p = NULL, *v = NULL;
+    cuabi_linker *l = NULL;
+    cuabi_objcode *o = NULL, *out = NULL;
+    void *h;
+    char buf[2048];
+    size_t size = sizeof buf;
+    cuabi_pch_status pch;
+    cuabi_program_options opts = CUABI_PROGRAM_OPTIONS_INIT;
+    opts.arch = "sm_90";
+    opts.output = CUABI_CODE_PTX;
+    opts.cache = 0;
+    opts.pch_verbose = 0;
+    STEP(cuabi_program_options_render(buf, &size, CUABI_CODE_CUDA_CXX, &opts));
+    STEP(cuabi_program_create(&p, CUABI_CODE_CUDA_CXX, kernel_src, 0, "k.cu"));
+    STEP(cuabi_program_backend_handle(&h, p));
+    STEP(cuabi_program_compile(&o, p, &opts));
+    STEP(cuabi_program_backend_handle(&h, p));
+    STEP(cuabi_program_pch_status(&pch, p));
+    const char *names[] = { "more.ll" }, *srcs[] = { nvvm_src };
+    cuabi_program_options nv = CUABI_PROGRAM_OPTIONS_INIT;
+    nv.arch = "sm_90";
+    nv.output = CUABI_CODE_PTX;
+    nv.libdevice = 1;
+    nv.extra_source_names = names;
+    nv.extra_sources = srcs;
+    nv.num_extra_sources = 1;
+    static const char empty_ir[] =
+        "target datalayout = \"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-"
+        "i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"
+        "target triple = \"nvptx64-nvidia-cuda\"\n"
+        "!nvvmir.version = !{!0}\n!0 = !{i32 2, i32 0, i32 3, i32 1}\n";
+    STEP(cuabi_program_create(&v, CUABI_CODE_NVVM, empty_ir, 0, NULL));
+    STEP(cuabi_program_backend_handle(&h, v));
+    STEP(cuabi_program_compile(NULL, v, &nv));
+    cuabi_linker_options lo = CUABI_LINKER_OPTIONS_INIT;
+    lo.arch = "sm_90";
+    size = sizeof buf;
+    STEP(cuabi_linker_options_render(buf, &size, &lo));
+    STEP(cuabi_linker_create(&l, &lo));
+    STEP(cuabi_linker_add_objcode(l, o));
+    STEP(cuabi_linker_backend_handle(&h, l));
+    STEP(cuabi_linker_complete(&out, l, CUABI_CODE_CUBIN));
+    if (out) cuabi_objcode_release(out);
+    if (l) cuabi_linker_destroy(l);
+    if (o) cuabi_objcode_release(o);
+    if (v) cuabi_program_release(v);
+    if (p) cuabi_program_release(p);
+    return st;
+}
+
 static void *lto_a, *lto_b;
 static size_t lto_a_size, lto_b_size;
 
@@ -1355,6 +1411,7 @@ static const scenario scenarios[] = {
     { "device", sc_device }, { "memory", sc_memory }, { "objcode", sc_objcode },
     { "compile", sc_compile }, { "ltoir", sc_ltoir }, { "cache", sc_cache }, { "ptx", sc_ptx },
     { "nvvm", sc_nvvm }, { "linker", sc_linker }, { "linkcache", sc_link_cache },
+    { "backend", sc_backend },
     { "tensormap", sc_tensormap }, { "launchattrs", sc_launch_attrs },
     { "graph", sc_graph }, { "multigpu", sc_multigpu }, { "fatbin", sc_fatbin },
     { "nvfatbin", sc_nvfatbin }, { "ipc_pool", sc_ipc_pool },

@@ -382,6 +382,10 @@ class cuabi_linker_options(C.Structure):
 
 # ---- program
 
+CUABI_PCH_NONE = 0
+CUABI_PCH_CREATED = 1
+CUABI_PCH_NOT_ATTEMPTED = 2
+CUABI_PCH_FAILED = 3
 
 
 class cuabi_program_options(C.Structure):
@@ -410,8 +414,21 @@ class cuabi_program_options(C.Structure):
         ('num_extra_options', C.c_size_t),
         ('cache', C.c_int),
         ('libdevice', C.c_int),
+        ('pch', C.c_int),
+        ('create_pch', C.c_char_p),
+        ('use_pch', C.c_char_p),
+        ('pch_dir', C.c_char_p),
+        ('pch_verbose', C.c_int),
+        ('pch_messages', C.c_int),
+        ('instantiate_templates_in_pch', C.c_int),
+        ('use_bundled_headers', C.c_int),
+        ('numba_debug', C.c_int),
+        ('extra_source_names', C.POINTER(C.c_char_p)),
+        ('extra_sources', C.POINTER(C.c_char_p)),
+        ('extra_source_sizes', C.POINTER(C.c_size_t)),
+        ('num_extra_sources', C.c_size_t),
     ]
-    _cuabi_version_ = 2
+    _cuabi_version_ = 3
 
 
 # ---- cache
@@ -1691,7 +1708,7 @@ VERSIONED = {
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 2,
-    'cuabi_program_options': 2,
+    'cuabi_program_options': 3,
     'cuabi_cache_stats': 1,
     'cuabi_cache_entry_info': 3,
     'cuabi_precompile_item': 1,
@@ -1870,6 +1887,12 @@ ENUMS = {
     'cuabi_view_flags': {
         'CUABI_VIEW_READ_ONLY': 1,
         'CUABI_VIEW_IS_COPIED': 2,
+    },
+    'cuabi_pch_status': {
+        'CUABI_PCH_NONE': 0,
+        'CUABI_PCH_CREATED': 1,
+        'CUABI_PCH_NOT_ATTEMPTED': 2,
+        'CUABI_PCH_FAILED': 3,
     },
     'cuabi_cache_clear_flags': {
         'CUABI_CACHE_CLEAR_MEMORY': 1,
@@ -2495,6 +2518,8 @@ FUNCTIONS = {
     'cuabi_linker_info_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_error_log': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_linker_cache_hit': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_backend_handle': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'void **', 'out', 'host', False, 'borrow', None), ('linker', 'cuabi_linker *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_linker_options_render': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), C.POINTER(cuabi_linker_options), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), ('options', 'const cuabi_linker_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_program_retain': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_options_init': (C.c_int, (C.POINTER(cuabi_program_options), C.c_uint, ), (('opts', 'cuabi_program_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -2504,6 +2529,9 @@ FUNCTIONS = {
     'cuabi_program_lowered_name': (C.c_int, (C.POINTER(C.c_char_p), C.c_void_p, C.c_char_p, ), (('out', 'const char **', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), ('name_expression', 'const char *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_cache_hit': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_program_supported_archs': (C.c_int, (C.POINTER(C.c_int), C.c_size_t, C.POINTER(C.c_size_t), ), (('out', 'int *', 'out', 'host', True, 'borrow', 'capacity'), ('capacity', 'size_t', 'in', 'host', False, 'borrow', None), ('count', 'size_t *', 'out', 'host', False, 'borrow', None), )),
+    'cuabi_program_pch_status': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'cuabi_pch_status *', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_backend_handle': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'void **', 'out', 'host', False, 'borrow', None), ('program', 'cuabi_program *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_program_options_render': (C.c_int, (C.c_void_p, C.POINTER(C.c_size_t), C.c_int, C.POINTER(cuabi_program_options), ), (('out', 'char *', 'out', 'host', True, 'borrow', 'size'), ('size', 'size_t *', 'inout', 'host', False, 'borrow', None), ('type', 'cuabi_code_type', 'in', 'host', False, 'borrow', None), ('options', 'const cuabi_program_options *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_cache_stats_init': (C.c_int, (C.POINTER(cuabi_cache_stats), C.c_uint, ), (('opts', 'cuabi_cache_stats *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_cache_entry_info_init': (C.c_int, (C.POINTER(cuabi_cache_entry_info), C.c_uint, ), (('opts', 'cuabi_cache_entry_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_precompile_item_init': (C.c_int, (C.POINTER(cuabi_precompile_item), C.c_uint, ), (('opts', 'cuabi_precompile_item *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
@@ -3562,4 +3590,9 @@ TABLE_FUNCTIONS = (
     'cuabi_graph_node_mem_info',
     'cuabi_graph_add_memcpy_ptr',
     'cuabi_graph_add_memset_ptr',
+    'cuabi_program_pch_status',
+    'cuabi_program_backend_handle',
+    'cuabi_program_options_render',
+    'cuabi_linker_backend_handle',
+    'cuabi_linker_options_render',
 )

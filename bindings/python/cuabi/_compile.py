@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import os
 import threading
+import warnings
 import weakref
 from collections import namedtuple
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from ._handle import Handle
 from ._lib import call, holding, lib, new_struct, struct_to_dict, struct_to_namespace
 from ._program_cache import ProgramCacheResource
 from .errors import INT_MAX, INT_MIN, CuabiError, index_arg
-from .typing import CompilerBackendType
+from .typing import CompilerBackendType, PCHStatusType
 
 _CODE = {"none": 0, "c++": 1, "cuda": 1, "cu": 1, "ptx": 2, "cubin": 3, "ltoir": 4,
          "fatbin": 5, "object": 6, "library": 7, "nvvm": 8}
@@ -68,7 +69,7 @@ def _text(ptr) -> str:
 # cuda.core's ProgramOptions spellings accepted beside cuabi's own: alias ->
 # (cuabi field, how the value becomes that field's value).
 def _as_list(v):
-    return [] if v is None else [v] if isinstance(v, (str, tuple)) else list(v)
+    return [] if v is None else [v] if isinstance(v, (str, tuple, int)) else list(v)
 
 
 def _macros(v):
@@ -125,15 +126,12 @@ _FLAG_OPTIONS = {
     "device_float128": lambda v: ["--device-float128"] if v else [],
     "frandom_seed": lambda v: [f"--frandom-seed={v}"],
     "ofast_compile": lambda v: [f"--Ofast-compile={v}"],
-    "pch": lambda v: ["--pch"] if v else [],
-    "create_pch": lambda v: [f"--create-pch={v}"],
-    "use_pch": lambda v: [f"--use-pch={v}"],
-    "pch_dir": lambda v: [f"--pch-dir={v}"],
-    "pch_verbose": lambda v: [f"--pch-verbose={'true' if v else 'false'}"],
-    "pch_messages": lambda v: [f"--pch-messages={'true' if v else 'false'}"],
-    "instantiate_templates_in_pch": lambda v: [
-        f"--instantiate-templates-in-pch={'true' if v else 'false'}"],
 }
+# The NVRTC flags of the PCH options, which the C options struct carries
+# (version 3): for make_program_cache_key's refusals only -- the compile
+# gets them from the C library (ProgramOptions.as_bytes shows them).
+_PCH_FLAGS = {"pch": "--pch", "create_pch": "--create-pch", "use_pch": "--use-pch",
+              "pch_dir": "--pch-dir"}
 # The same options as libNVVM spells them (NVVM IR programs); NVRTC-only
 # ones (--dopt) have no libNVVM counterpart and are dropped.
 _NVVM_FLAGS = {
@@ -233,8 +231,13 @@ class ProgramOptions:
     pch_verbose: bool | None = None
     pch_messages: bool | None = None
     instantiate_templates_in_pch: bool | None = None
+    use_bundled_headers: bool | None = None
+    extra_sources: object = None
+    numba_debug: bool | None = None
 
     def __post_init__(self):
+        if self.extra_sources is not None:
+            _check_extra_sources(self.extra_sources)
         defaults = {f.name: (f.default if f.default is not dataclasses.MISSING
                              else f.default_factory()) for f in dataclasses.fields(self)}
         for alias, (field, conv) in _ALIASES.items():
@@ -283,7 +286,89 @@ class ProgramOptions:
         o.extra_options, o.num_extra_options = _str_array(extra, keep)
         o.cache = int(self.cache)
         o.libdevice = int(self.libdevice)
+        # version 3: precompiled headers, bundled headers, numba_debug, NVVM modules
+        o.pch = int(bool(self.pch))
+        o.create_pch, o.use_pch = _s(self.create_pch), _s(self.use_pch)
+        o.pch_dir = _s(self.pch_dir)
+        for f in ("pch_verbose", "pch_messages", "instantiate_templates_in_pch"):
+            v = getattr(self, f)
+            setattr(o, f, -1 if v is None else int(bool(v)))
+        o.use_bundled_headers = int(bool(self.use_bundled_headers))
+        if self.numba_debug and kind == _CODE["ptx"]:
+            warnings.warn("ProgramOptions.numba_debug is ignored for code_type='ptx': the "
+                          "linker (nvJitLink) cannot honor it", UserWarning, stacklevel=3)
+        o.numba_debug = int(bool(self.numba_debug)) and kind != _CODE["ptx"]
+        if self.extra_sources:
+            names, srcs = [], []
+            for name, src in self.extra_sources:
+                names.append(name.encode("utf-8"))
+                srcs.append(src.encode("utf-8") if isinstance(src, str) else bytes(src))
+            keep += [names, srcs]
+            o.extra_source_names, o.num_extra_sources = _str_array(names, keep)
+            o.extra_sources, _ = _str_array(srcs, keep)
+            sizes = (C.c_size_t * len(srcs))(*map(len, srcs))
+            keep.append(sizes)
+            o.extra_source_sizes = C.cast(sizes, C.POINTER(C.c_size_t))
         return o, keep
+
+    def as_bytes(self, backend, target_type=None) -> list:
+        """cuda.core's ProgramOptions.as_bytes: the options as the compiler
+        receives them, each a bytes -- rendered by the C library
+        (cuabi_program_options_render), the very list a compile passes.
+        backend "nvrtc" (CUDA C++) or "nvvm" (NVVM IR); target_type ("ptx",
+        "cubin", "ltoir") is the output when given. cuabi's lists start with
+        -arch= and, for NVRTC, its built-in pre-include. ValueError for
+        another backend, or an option the backend does not take."""
+        b = str(backend).lower()
+        kind = {"nvrtc": _CODE["c++"], "nvvm": _CODE["nvvm"]}.get(b)
+        if kind is None:
+            raise ValueError(f"Unknown backend '{backend}'. Must be one of: 'nvrtc', 'nvvm'")
+        opts = self
+        if target_type is not None:
+            opts = dataclasses.replace(self, output=str(target_type))
+        elif kind == _CODE["nvvm"] and opts.output == "cubin":
+            opts = dataclasses.replace(self, output="ptx")   # libNVVM makes no CUBIN
+        o, keep = opts._to_c(kind)
+        try:
+            return _rendered(lib.cuabi_program_options_render, kind, C.byref(o))
+        finally:
+            del keep
+
+
+def _rendered(fn, *args) -> list:
+    """The NUL-separated list a cuabi_*_options_render call writes, as bytes
+    strings: asked for its size first (CUABI_ERROR_BUFFER_TOO_SMALL tells it)."""
+    size = C.c_size_t(0)
+    try:
+        fn(None, C.byref(size), *args)
+    except CuabiError as e:
+        if e.status != _capi.CUABI_ERROR_BUFFER_TOO_SMALL:
+            raise
+    buf = C.create_string_buffer(max(size.value, 1))
+    size = C.c_size_t(len(buf))
+    fn(buf, C.byref(size), *args)
+    return buf.raw[:size.value].split(b"\0")[:-1]
+
+
+def _check_extra_sources(v):
+    """cuda.core's checks of ProgramOptions.extra_sources."""
+    if isinstance(v, (str, bytes, bytearray)) or not isinstance(v, (list, tuple)):
+        raise TypeError("extra_sources must be a sequence of 2-tuples: "
+                        "((name1, source1), (name2, source2), ...)")
+    for i, module in enumerate(v):
+        if not isinstance(module, tuple) or len(module) != 2:
+            raise TypeError(f"Each extra module must be a 2-tuple (name, source), got "
+                            f"{type(module).__name__} at index {i}")
+        name, src = module
+        if not isinstance(name, str):
+            raise TypeError(f"Module name at index {i} must be a string, got "
+                            f"{type(name).__name__}")
+        if not isinstance(src, (str, bytes, bytearray)):
+            raise TypeError(f"Module source at index {i} must be str (textual LLVM IR), bytes "
+                            f"(textual LLVM IR or bitcode), or bytearray, got "
+                            f"{type(src).__name__}")
+        if len(src) == 0:
+            raise ValueError(f"Module source for '{name}' (index {i}) cannot be empty")
 
 
 class ObjectCode(Handle):
@@ -848,6 +933,38 @@ class Program(Handle):
         """0 compiled, 1 in-memory cache, 2 on-disk cache (last compile)."""
         return call("cuabi_program_cache_hit", self)
 
+    @property
+    def handle(self) -> int:
+        """cuda.core's Program.handle: the compiler's own program, as an int
+        (cuda.core: int(Program.handle)) -- the nvrtcProgram of a "c++"
+        program, the nvvmProgram of an "nvvm" one, and for "ptx" the
+        nvJitLinkHandle of a Linker holding the PTX, as cuda.core's PTX
+        programs have. Before any compile it is one made from the source;
+        from the first ask on, each compile that runs the compiler keeps its
+        own, so the handle is valid until the next such compile or close()
+        (a cache hit keeps the last one). cuabi_handle is the cuabi handle."""
+        if self._kind == _CODE["ptx"]:
+            lk = getattr(self, "_ptx_linker", None)
+            if lk is None or lk.is_closed:
+                lk = self._ptx_linker = Linker(
+                    ObjectCode.from_bytes(self._source, "ptx", name=self._name or "program.ptx"),
+                    arch=_arch_list((self._options.arch if self._options else None)) or None,
+                    cache=False)
+            return lk.handle
+        return call("cuabi_program_backend_handle", self) or 0
+
+    @property
+    def pch_status(self):
+        """cuda.core's Program.pch_status: what became of the precompiled
+        header the last compile was asked to create (ProgramOptions
+        create_pch or pch) -- a cuabi.typing.PCHStatusType ("created",
+        "not_attempted", "failed"), or None when none was asked for, before
+        any compile, for PTX and NVVM IR programs, or with an NVRTC older
+        than 12.8."""
+        st = call("cuabi_program_pch_status", self)
+        return {1: PCHStatusType.CREATED, 2: PCHStatusType.NOT_ATTEMPTED,
+                3: PCHStatusType.FAILED}.get(int(st))
+
 
 # ---- cuda.core.utils.make_program_cache_key (issue 24)
 
@@ -920,7 +1037,8 @@ def _cache_key(code: bytes, kind: str, options: ProgramOptions, target: str, nam
         raise ValueError(f"target_type={target!r} is not supported by the program cache "
                          f"(must be 'cubin', 'ltoir' or 'ptx')")
     target = target.lower()
-    flags = [_flag(x) for x in options.extra_options]
+    flags = [_flag(x) for x in options.extra_options] + [
+        f for k, f in _PCH_FLAGS.items() if getattr(options, k)]
     if kind == "c++":
         side = sorted({f for f in flags if f in _SIDE_EFFECT_FLAGS})
         if side:
@@ -1108,8 +1226,14 @@ class LinkerOptions:
     split_compile: int | None = None
     split_compile_extended: int | None = None
     no_cache: bool | None = None
+    numba_debug: bool | None = None
 
     def __post_init__(self):
+        if self.numba_debug is not None:
+            warnings.warn("LinkerOptions.numba_debug is deprecated and has no effect: no "
+                          "linking backend recognizes it; use ProgramOptions.numba_debug on an "
+                          "NVVM or NVRTC compile (cuda.core 1.2 deprecates it too)",
+                          DeprecationWarning, stacklevel=3)
         for alias, field in (("link_time_optimization", "lto"),
                              ("optimization_level", "optimization"),
                              ("lineinfo", "line_info"), ("max_register_count", "max_registers")):
@@ -1160,6 +1284,20 @@ class LinkerOptions:
                 setattr(o, f, int(v))
         o.extra_options, o.extra_option_count = _str_array(self.extra_options, keep)
         return o, keep
+
+    def as_bytes(self, backend: str = "nvjitlink") -> list:
+        """cuda.core's LinkerOptions.as_bytes: the options nvJitLink
+        receives (nvJitLinkCreate), each a bytes, as the C library builds
+        them for cuabi_linker_create (cuabi_linker_options_render).
+        ValueError for a backend other than "nvjitlink"."""
+        b = str(backend).lower()
+        if b != "nvjitlink":
+            raise ValueError(f"as_bytes() only supports 'nvjitlink' backend, got '{backend}'")
+        o, keep = self._to_c()
+        try:
+            return _rendered(lib.cuabi_linker_options_render, C.byref(o))
+        finally:
+            del keep
 
 
 class Linker(Handle):
@@ -1214,6 +1352,25 @@ class Linker(Handle):
     def cache_hit(self) -> int:
         """0 linked by nvJitLink (or not linked yet), 1 in-memory cache, 2 on-disk cache."""
         return call("cuabi_linker_cache_hit", self)
+
+    @property
+    def handle(self) -> int:
+        """cuda.core's Linker.handle: the nvJitLinkHandle, as an int. A linker
+        going through the compile cache opens its nvJitLink session on the
+        first ask (with the inputs so far) and then links without the cache.
+        Valid while the linker lives; after link("ptx") or link("fatbin") it
+        is the last session's. A link answered by the cache ran no session:
+        NotFoundError. cuabi_handle is the cuabi handle."""
+        return call("cuabi_linker_backend_handle", self) or 0
+
+    @classmethod
+    def which_backend(cls) -> "CompilerBackendType":
+        """cuda.core's Linker.which_backend: the linking backend, which for
+        cuabi is always nvJitLink (CompilerBackendType.NVJITLINK,
+        "nvJitLink"): cuabi has no cuLink (driver) fallback, so without
+        nvJitLink a Linker cannot be made at all (cuda.core would answer
+        "driver" there)."""
+        return CompilerBackendType.NVJITLINK
 
 
 # ---- the compile cache

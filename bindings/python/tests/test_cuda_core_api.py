@@ -471,9 +471,12 @@ def test_more_program_options_become_nvrtc_flags():
     o = cuabi.ProgramOptions(diag_suppress=[177, 550], split_compile=0, pch=True,
                              no_cache=True, device_float128=True, time="t.csv")
     assert "--diag-suppress=177" in o.extra_options and "--diag-suppress=550" in o.extra_options
-    assert "--split-compile=0" in o.extra_options and "--pch" in o.extra_options
+    assert "--split-compile=0" in o.extra_options
     assert "--device-float128" in o.extra_options and "--time=t.csv" in o.extra_options
     assert not o.cache
+    # the PCH options are fields of the C options struct (version 3), rendered there
+    assert "--pch" not in o.extra_options and o.pch
+    assert b"--pch" in o.as_bytes("nvrtc")
 
 
 def test_event_and_stream_facts_are_cuda_cores():
@@ -614,3 +617,206 @@ def test_object_code_from_object_and_library(tmp_path, _cache):
         cuabi.ObjectCode.from_library(b"not an archive")
     with pytest.raises(cuabi.CuabiError):
         cuabi.ObjectCode.from_object(b".version 8.0\n.target sm_90\n")
+
+
+# ---- compile-side names over the C library: handles, as_bytes, PCH,
+# extra_sources, numba_debug, bundled headers (NVRTC, libNVVM and nvJitLink
+# work without a GPU)
+
+def _loaded(stem):
+    """The path of an already-loaded library (the one cuabi loaded)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith(stem + ".so"):
+                return path
+    pytest.skip(f"{stem} is not loaded")
+
+
+def test_program_options_as_bytes_is_what_the_compiler_gets():
+    _needs("nvrtc")
+    o = cuabi.ProgramOptions(arch="sm_80", std="c++17", define_macro=("N", "4"),
+                             pch_verbose=False, use_pch="/x/a.pch", numba_debug=True,
+                             diag_suppress=177)
+    got = o.as_bytes("nvrtc")
+    assert all(isinstance(x, bytes) for x in got)
+    assert got[0] == b"-arch=sm_80" and got[1].startswith(b"--pre-include=")
+    for want in (b"-std=c++17", b"-DN=4", b"--pch-verbose=false", b"--use-pch=/x/a.pch",
+                 b"--numba-debug"):
+        assert want in got, (want, got)
+    assert got[-1] == b"--diag-suppress=177"              # raw options last
+    assert b"-dlto" in o.as_bytes("nvrtc", "ltoir")
+    assert b"-dlto" not in got
+    n = cuabi.ProgramOptions(arch="sm_90a", ftz=True, debug=True, numba_debug=True)
+    assert n.as_bytes("NVVM") == [b"-arch=compute_90a", b"-g", b"--numba-debug", b"-ftz=1"]
+    assert b"-gen-lto" in n.as_bytes("nvvm", "ltoir")
+    with pytest.raises(ValueError, match="Must be one of: 'nvrtc', 'nvvm'"):
+        o.as_bytes("nvjitlink")
+    with pytest.raises(ValueError, match="cannot be given together"):
+        cuabi.ProgramOptions(pch=True, create_pch="a.pch").as_bytes("nvrtc")
+    with pytest.raises(ValueError, match="applies to CUDA C"):
+        cuabi.ProgramOptions(arch="sm_90", create_pch="a.pch").as_bytes("nvvm")
+
+
+def test_as_bytes_is_what_a_compile_passes(_cache):
+    """A compile with the rendered list as raw options and nothing else makes
+    the same PTX as the options themselves."""
+    _needs("nvrtc")
+    src = 'extern "C" __global__ void k(float *p) { p[0] = N * p[0]; }'
+    o = cuabi.ProgramOptions(arch="sm_90", define_macro="N=3", lineinfo=True, cache=False)
+    a = bytes(cuabi.Program(src, "c++").compile("ptx", options=o))
+    argv = [x.decode() for x in o.as_bytes("nvrtc", "ptx")]
+    raw = cuabi.ProgramOptions(arch="sm_90", cache=False,
+                               extra_options=[x for x in argv[2:]])   # past -arch, pre-include
+    b = bytes(cuabi.Program(src, "c++").compile("ptx", options=raw))
+    assert a == b
+
+
+def test_linker_options_as_bytes_and_numba_debug():
+    _needs("nvjitlink")
+    o = cuabi.LinkerOptions(arch="sm_80", link_time_optimization=True, optimization_level=3,
+                            max_register_count=64, ftz=False, kernels_used="k", ptx=True)
+    assert o.as_bytes() == o.as_bytes("nvJitLink") == [
+        b"-arch=sm_80", b"-lto", b"-O3", b"-ftz=0", b"-maxrregcount=64", b"-ptx",
+        b"-kernels-used=k"]
+    with pytest.raises(ValueError, match="only supports 'nvjitlink'"):
+        o.as_bytes("driver")
+    with pytest.warns(DeprecationWarning, match="numba_debug"):
+        d = cuabi.LinkerOptions(arch="sm_90", numba_debug=True)
+    assert d.as_bytes() == [b"-arch=sm_90"]                  # no effect, as cuda.core
+    with pytest.raises(ValueError):
+        cuabi.LinkerOptions(arch="sm_9").as_bytes()
+    from cuabi.typing import CompilerBackendType
+    assert cuabi.Linker.which_backend() is CompilerBackendType.NVJITLINK
+    assert cuabi.Linker.which_backend() == "nvJitLink"
+
+
+def test_program_handle_is_the_nvrtc_program(_cache):
+    _needs("nvrtc")
+    p = cuabi.Program('extern "C" __global__ void k(int *p) { *p = 1; }', "c++",
+                      {"arch": "sm_90"})
+    h = p.handle
+    assert isinstance(h, int) and h and h != p.cuabi_handle and p.handle == h
+    code = p.compile("ptx", options=cuabi.ProgramOptions(arch="sm_90", cache=False))
+    h2 = p.handle
+    assert h2 and h2 != h                    # the compile's own program is kept
+    nvrtc = C.CDLL(_loaded("libnvrtc"))
+    n = C.c_size_t()
+    assert nvrtc.nvrtcGetPTXSize(C.c_void_p(h2), C.byref(n)) == 0
+    assert n.value == len(bytes(code)) + 1
+    buf = C.create_string_buffer(n.value)
+    assert nvrtc.nvrtcGetPTX(C.c_void_p(h2), buf) == 0
+    assert buf.value == bytes(code)
+    p.close()
+    with pytest.raises(cuabi.ClosedHandleError):
+        p.handle
+
+
+def test_nvvm_extra_sources_and_handle(_cache):
+    _needs("nvvm")
+    head = ('target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-'
+            'i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-'
+            'n16:32:64"\ntarget triple = "nvptx64-nvidia-cuda"\n')
+    ver = '!nvvmir.version = !{!9}\n!9 = !{i32 2, i32 0, i32 3, i32 1}\n'
+    main = (head + "declare float @f(float)\n"
+            "define void @k(float* %x) {\n  %v = load float, float* %x\n"
+            "  %e = call float @f(float %v)\n  store float %e, float* %x\n  ret void\n}\n"
+            '!nvvm.annotations = !{!0}\n!0 = !{void (float*)* @k, !"kernel", i32 1}\n' + ver)
+    helper = head + "define float @f(float %v) {\n  %r = fmul float %v, 5.0\n  ret float %r\n}\n" + ver
+    p = cuabi.Program(main, "nvvm")
+    assert p.handle
+    alone = bytes(p.compile("ptx", arch="sm_90"))
+    assert b".extern .func" in alone
+    both = p.compile("ptx", arch="sm_90", extra_sources=[("helper.ll", helper)])
+    assert b".extern .func" not in bytes(both) and b"0f40A00000" in bytes(both)
+    assert p.cache_hit == 0
+    p.compile("ptx", arch="sm_90", extra_sources=(("helper.ll", helper.encode()),))
+    assert p.cache_hit == 1                        # same bytes, as str or bytes: same key
+    p.compile("ptx", arch="sm_90", extra_sources=[("helper.ll", helper.replace("5.0", "7.0"))])
+    assert p.cache_hit == 0                        # another module: another key
+    assert p.pch_status is None
+    # cuda.core's checks
+    with pytest.raises(TypeError, match="2-tuples"):
+        cuabi.ProgramOptions(extra_sources="x")
+    with pytest.raises(TypeError, match="Module name at index 0"):
+        cuabi.ProgramOptions(extra_sources=[(1, "x")])
+    with pytest.raises(TypeError, match="Module source at index 0"):
+        cuabi.ProgramOptions(extra_sources=[("a", 3)])
+    with pytest.raises(ValueError, match="cannot be empty"):
+        cuabi.ProgramOptions(extra_sources=[("a", b"")])
+    with pytest.raises(ValueError, match="NVVM IR modules"):
+        cuabi.Program("__global__ void k() {}", "c++").compile(
+            "ptx", arch="sm_90", extra_sources=[("a", "x")])
+
+
+def test_pch_status_and_the_cache(tmp_path, _cache):
+    _needs("nvrtc")
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "big.h").write_text("#pragma once\ntemplate <typename T> __device__ T sq(T x) "
+                               "{ return x * x; }\n")
+    pch = str(tmp_path / "big.pch")
+    src = '#include "big.h"\nextern "C" __global__ void k(float *x) { x[0] = sq(x[0]); }\n'
+    p = cuabi.Program(src, "c++", {"arch": "sm_90", "include_path": str(inc)})
+    assert p.pch_status is None                       # not compiled yet
+    p.compile("ptx", create_pch=pch)
+    from cuabi.typing import PCHStatusType
+    if p.pch_status is None:
+        pytest.skip("NVRTC older than 12.8 (no PCH status)")
+    assert p.pch_status is PCHStatusType.CREATED and p.pch_status == "created"
+    assert os.path.getsize(pch) > 0 and p.cache_hit == 0
+    assert "writes a precompiled header" in p.log     # never a cache hit
+    p.compile("ptx", use_pch=pch)
+    assert p.pch_status is None and p.cache_hit == 0
+    q = cuabi.Program(src, "c++", {"arch": "sm_90", "include_path": str(inc)})
+    q.compile("ptx", use_pch=pch)
+    assert q.cache_hit == 1                           # keyed by the PCH file's identity
+    auto = tmp_path / "auto"
+    auto.mkdir()
+    p.compile("ptx", pch=True, pch_dir=str(auto))
+    assert p.pch_status in ("created", "not_attempted") and p.cache_hit == 0
+    with pytest.raises(ValueError, match="side effects"):
+        cuabi.utils.make_program_cache_key(code=src, code_type="c++", target_type="ptx",
+                                     options=cuabi.ProgramOptions(arch="sm_90", create_pch=pch))
+    with pytest.raises(ValueError, match="extra_digest"):
+        cuabi.utils.make_program_cache_key(code=src, code_type="c++", target_type="ptx",
+                                     options=cuabi.ProgramOptions(arch="sm_90", use_pch=pch))
+
+
+def test_numba_debug_and_bundled_headers(tmp_path, monkeypatch, _cache):
+    _needs("nvrtc")
+    ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n"
+    with pytest.warns(UserWarning, match="numba_debug is ignored"):
+        cuabi.Program(ptx, "ptx").compile("cubin", arch="sm_90", numba_debug=True)
+    monkeypatch.setenv("CUABI_NVRTC_HEADERS_DIR", str(tmp_path / "hdrs"))
+    o = cuabi.ProgramOptions(arch="sm_90", use_bundled_headers=True)
+    assert f"--use-bundled-headers={tmp_path / 'hdrs'}".encode() in o.as_bytes("nvrtc")
+    p = cuabi.Program('#include <cuda/std/cstdint>\nextern "C" __global__ void k('
+                      'cuda::std::uint32_t *x) { x[0] = 1; }', "c++")
+    nvrtc = C.CDLL(_loaded("libnvrtc")) if cuabi.runtime_info()["nvrtc_status"] == 0 else None
+    major, minor = C.c_int(), C.c_int()
+    nvrtc.nvrtcVersion(C.byref(major), C.byref(minor))
+    if (major.value, minor.value) < (13, 3):
+        with pytest.raises(cuabi.CuabiError, match="NVRTC 13.3 or newer"):
+            p.compile("ptx", options=o)
+    else:
+        assert p.compile("ptx", options=o).code_type == "ptx"
+        assert (tmp_path / "hdrs").is_dir()
+
+
+def test_linker_handle_is_the_nvjitlink_session(_cache):
+    _needs("nvrtc")
+    _needs("nvjitlink")
+    ptx = cuabi.Program('extern "C" __global__ void k(int *p) { *p = 1; }', "c++").compile(
+        "ptx", arch="sm_90")
+    lk = cuabi.Linker(ptx, arch="sm_90")
+    h = lk.handle
+    assert isinstance(h, int) and h and h != lk.cuabi_handle and lk.handle == h
+    out = lk.link("cubin")
+    jl = C.CDLL(_loaded("libnvJitLink"))
+    n = C.c_size_t()
+    assert jl.nvJitLinkGetLinkedCubinSize(C.c_void_p(h), C.byref(n)) == 0
+    assert n.value == len(bytes(out))
+    # PTX programs: cuda.core's handle is the Linker's (nvJitLink)
+    prog = cuabi.Program(".version 8.0\n.target sm_90\n.address_size 64\n", "ptx")
+    assert prog.handle and prog.handle == prog.handle

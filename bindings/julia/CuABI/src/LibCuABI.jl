@@ -2655,12 +2655,60 @@ function cuabi_linker_cache_hit(out, linker)
     end
 end
 
+"""
+cuabi_linker_backend_handle(out, linker)
+
+The linker's nvJitLinkHandle (cuabi links with nvJitLink only). A linker
+that goes through the compile cache opens its nvJitLink session here, with
+the options and inputs so far, and from then on links without the cache
+(the caller may work on the session). Valid until the linker's release; a
+PTX or fatbin completion links in new sessions, and the handle is then the
+last one's. CUABI_ERROR_NOT_FOUND after a completion answered by the cache
+(no session ran). cuabi owns it: never destroy it.
+
+- `out` [out]
+"""
+function cuabi_linker_backend_handle(out, linker)
+    t0 = _enter(linker)
+    try
+        ccall((:cuabi_linker_backend_handle, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{cuabi_linker}), out, linker)
+    finally
+        _leave(linker, t0)
+    end
+end
+
+"""
+cuabi_linker_options_render(out, size, options)
+
+The options nvJitLink receives (nvJitLinkCreate) for a linker created with
+`options` (NULL: the defaults), as cuabi_linker_create builds them: each
+NUL-terminated, one after the other. The options are checked as
+cuabi_linker_create checks them. *size: in, the capacity of out; out, the
+bytes needed. CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit.
+
+- `out` [out, may be C_NULL]
+- `size` [inout]
+- `options` [may be C_NULL]
+"""
+function cuabi_linker_options_render(out, size, options)
+    ccall((:cuabi_linker_options_render, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, Ptr{cuabi_linker_options}), out, size, options)
+end
+
 
 # ---- module program (api/program.toml)
 
 # Source code (CUDA C++, PTX or NVVM IR) and the results of its last compile.
 # Opaque handle: used as Ptr{cuabi_program} == Ptr{Cvoid}.
 const cuabi_program = Cvoid
+
+"""
+What became of a precompiled header the last compile was asked to create (cuda.core's PCHStatusType).
+"""
+const cuabi_pch_status = Cint
+const CUABI_PCH_NONE = cuabi_pch_status(0)
+const CUABI_PCH_CREATED = cuabi_pch_status(1)
+const CUABI_PCH_NOT_ATTEMPTED = cuabi_pch_status(2)
+const CUABI_PCH_FAILED = cuabi_pch_status(3)
 
 """
 How to compile a program. Arrays are given as pointer + count; NULL with a
@@ -2690,8 +2738,21 @@ struct cuabi_program_options
     num_extra_options::Csize_t
     cache::Cint
     libdevice::Cint
+    pch::Cint
+    create_pch::Ptr{Cchar}
+    use_pch::Ptr{Cchar}
+    pch_dir::Ptr{Cchar}
+    pch_verbose::Cint
+    pch_messages::Cint
+    instantiate_templates_in_pch::Cint
+    use_bundled_headers::Cint
+    numba_debug::Cint
+    extra_source_names::Ptr{Ptr{Cchar}}
+    extra_sources::Ptr{Ptr{Cchar}}
+    extra_source_sizes::Ptr{Csize_t}
+    num_extra_sources::Csize_t
 end
-const CUABI_PROGRAM_OPTIONS_VERSION = Cuint(2)
+const CUABI_PROGRAM_OPTIONS_VERSION = Cuint(3)
 
 """
 cuabi_program_retain(handle)
@@ -2824,6 +2885,67 @@ The architectures the loaded NVRTC can target, as numbers (90 for sm_90). Fills 
 """
 function cuabi_program_supported_archs(out, capacity, count)
     ccall((:cuabi_program_supported_archs, libcuabi), cuabi_status, (Ptr{Cint}, Csize_t, Ptr{Csize_t}), out, capacity, count)
+end
+
+"""
+cuabi_program_pch_status(out, program)
+
+What became of the precompiled header of the program's last compile (see cuabi_pch_status).
+
+- `out` [out]
+"""
+function cuabi_program_pch_status(out, program)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_pch_status, libcuabi), cuabi_status, (Ptr{cuabi_pch_status}, Ptr{cuabi_program}), out, program)
+    finally
+        _leave(program, t0)
+    end
+end
+
+"""
+cuabi_program_backend_handle(out, program)
+
+The compiler's own program object: an nvrtcProgram for CUDA C++, an
+nvvmProgram for NVVM IR (PTX programs have none: CUABI_ERROR_NOT_SUPPORTED).
+Asked before any compile, or after compiles that ran no compiler (cache hits, fatbins), it is one created
+from the program's source (NVRTC: with cuabi's built-in header; libNVVM: the
+source added as a module), so it exists from the start as cuda.core's does.
+From the first call on, the program keeps the compiler's program of each
+compile that runs the compiler (for NVRTC: nvrtcGetPTX, nvrtcGetProgramLog...
+work on it): the handle is valid until the program's next compile that runs
+the compiler, or its last release. A program never asked keeps none (its
+compiles free the compiler's program at once). cuabi owns it: never destroy it.
+
+- `out` [out]
+"""
+function cuabi_program_backend_handle(out, program)
+    t0 = _enter(program)
+    try
+        ccall((:cuabi_program_backend_handle, libcuabi), cuabi_status, (Ptr{Ptr{Cvoid}}, Ptr{cuabi_program}), out, program)
+    finally
+        _leave(program, t0)
+    end
+end
+
+"""
+cuabi_program_options_render(out, size, var"type", options)
+
+The argument list the compiler receives for a program of `type` compiled
+with `options` (NULL: the defaults), as cuabi_program_compile builds it
+(NVRTC for CUDA C++, nvJitLink for PTX, libNVVM for NVVM IR): each argument
+NUL-terminated, one after the other. The options are checked as a compile
+checks them. *size: in, the capacity of out; out, the bytes needed.
+CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit. A fatbin's list starts
+with -arch=<the list>: each architecture's compile gets its own -arch= there.
+
+- `out` [out, may be C_NULL]
+- `size` [inout]
+- `type` CUABI_CODE_CUDA_CXX, CUABI_CODE_PTX or CUABI_CODE_NVVM.
+- `options` [may be C_NULL]
+"""
+function cuabi_program_options_render(out, size, var"type", options)
+    ccall((:cuabi_program_options_render, libcuabi), cuabi_status, (Ptr{Cchar}, Ptr{Csize_t}, cuabi_code_type, Ptr{cuabi_program_options}), out, size, var"type", options)
 end
 
 
@@ -10591,7 +10713,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
-    ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache", "libdevice"]),
+    ("cuabi_program_options", cuabi_program_options, ["version", "arch", "output", "std", "opt_level", "debug", "line_info", "fast_math", "relocatable", "lto", "defines", "num_defines", "include_paths", "num_include_paths", "header_names", "header_contents", "num_headers", "name_expressions", "num_name_expressions", "extra_options", "num_extra_options", "cache", "libdevice", "pch", "create_pch", "use_pch", "pch_dir", "pch_verbose", "pch_messages", "instantiate_templates_in_pch", "use_bundled_headers", "numba_debug", "extra_source_names", "extra_sources", "extra_source_sizes", "num_extra_sources"]),
     ("cuabi_cache_stats", cuabi_cache_stats, ["version", "enabled", "memory_hits", "disk_hits", "misses", "stores", "store_failures", "corrupt", "evictions", "entries", "bytes", "memory_entries", "memory_bytes", "size_limit"]),
     ("cuabi_cache_entry_info", cuabi_cache_entry_info, ["version", "key", "code_type", "size", "last_used", "num_names", "path", "linked", "problem"]),
     ("cuabi_precompile_item", cuabi_precompile_item, ["version", "type", "source", "size", "name", "options"]),
@@ -10777,6 +10899,8 @@ const FUNCTIONS = [
     :cuabi_linker_info_log,
     :cuabi_linker_error_log,
     :cuabi_linker_cache_hit,
+    :cuabi_linker_backend_handle,
+    :cuabi_linker_options_render,
     :cuabi_program_retain,
     :cuabi_program_release,
     :cuabi_program_options_init,
@@ -10786,6 +10910,9 @@ const FUNCTIONS = [
     :cuabi_program_lowered_name,
     :cuabi_program_cache_hit,
     :cuabi_program_supported_archs,
+    :cuabi_program_pch_status,
+    :cuabi_program_backend_handle,
+    :cuabi_program_options_render,
     :cuabi_cache_stats_init,
     :cuabi_cache_entry_info_init,
     :cuabi_precompile_item_init,

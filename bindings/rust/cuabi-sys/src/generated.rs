@@ -1486,6 +1486,20 @@ unsafe extern "C" {
     pub fn cuabi_linker_error_log(out: *mut *const c_char, linker: *mut cuabi_linker) -> cuabi_status;
     /// Where the completed link's output came from: 0 linked by nvJitLink (or not completed), 1 in-memory cache, 2 on-disk cache.
     pub fn cuabi_linker_cache_hit(out: *mut c_int, linker: *mut cuabi_linker) -> cuabi_status;
+    /// The linker's nvJitLinkHandle (cuabi links with nvJitLink only). A linker
+    /// that goes through the compile cache opens its nvJitLink session here, with
+    /// the options and inputs so far, and from then on links without the cache
+    /// (the caller may work on the session). Valid until the linker's release; a
+    /// PTX or fatbin completion links in new sessions, and the handle is then the
+    /// last one's. CUABI_ERROR_NOT_FOUND after a completion answered by the cache
+    /// (no session ran). cuabi owns it: never destroy it.
+    pub fn cuabi_linker_backend_handle(out: *mut *mut c_void, linker: *mut cuabi_linker) -> cuabi_status;
+    /// The options nvJitLink receives (nvJitLinkCreate) for a linker created with
+    /// `options` (NULL: the defaults), as cuabi_linker_create builds them: each
+    /// NUL-terminated, one after the other. The options are checked as
+    /// cuabi_linker_create checks them. *size: in, the capacity of out; out, the
+    /// bytes needed. CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit.
+    pub fn cuabi_linker_options_render(out: *mut c_char, size: *mut usize, options: *const cuabi_linker_options) -> cuabi_status;
 }
 
 // ---- module program (api/program.toml)
@@ -1498,6 +1512,46 @@ pub struct cuabi_program {
     _private: [u8; 0],
     _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
+
+/// What became of a precompiled header the last compile was asked to create (cuda.core's PCHStatusType).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_pch_status(pub i32);
+
+impl cuabi_pch_status {
+    /// None asked for (neither pch nor create_pch), no compile yet, not CUDA C++, or an NVRTC without the PCH entry points.
+    pub const CUABI_PCH_NONE: cuabi_pch_status = cuabi_pch_status(0);
+    /// The precompiled header was written.
+    pub const CUABI_PCH_CREATED: cuabi_pch_status = cuabi_pch_status(1);
+    /// NVRTC did not try to create one (automatic PCH found nothing to precompile, or used an existing one).
+    pub const CUABI_PCH_NOT_ATTEMPTED: cuabi_pch_status = cuabi_pch_status(2);
+    /// An error kept NVRTC from creating it (the compile itself may still have succeeded).
+    pub const CUABI_PCH_FAILED: cuabi_pch_status = cuabi_pch_status(3);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_PCH_NONE"),
+            1 => Some("CUABI_PCH_CREATED"),
+            2 => Some("CUABI_PCH_NOT_ATTEMPTED"),
+            3 => Some("CUABI_PCH_FAILED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_pch_status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_pch_status({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_PCH_NONE: cuabi_pch_status = cuabi_pch_status::CUABI_PCH_NONE;
+pub const CUABI_PCH_CREATED: cuabi_pch_status = cuabi_pch_status::CUABI_PCH_CREATED;
+pub const CUABI_PCH_NOT_ATTEMPTED: cuabi_pch_status = cuabi_pch_status::CUABI_PCH_NOT_ATTEMPTED;
+pub const CUABI_PCH_FAILED: cuabi_pch_status = cuabi_pch_status::CUABI_PCH_FAILED;
 
 /// How to compile a program. Arrays are given as pointer + count; NULL with a
 /// count of 0 means none. Strings are copied during the call.
@@ -1545,6 +1599,31 @@ pub struct cuabi_program_options {
     pub cache: c_int,
     /// Version 2, NVVM IR programs only: 1 links libdevice (nvvm/libdevice/libdevice.10.bc: __nv_expf and the other math functions) lazily into the program; 0: not.
     pub libdevice: c_int,
+    /// Version 3, CUDA C++ only (NVRTC 12.8+): 1 uses automatic precompiled headers (--pch): NVRTC creates a PCH for the program's leading #includes, or uses one made earlier, in pch_dir. It writes files, so such a compile does not use the compile cache. cuabi_program_pch_status() tells whether one was created.
+    pub pch: c_int,
+    /// Version 3, CUDA C++ only: create a precompiled header in this file (--create-pch=); conflicts with pch. The compile does not use the compile cache (the file must be written). If NVRTC's PCH heap is too small, the compile is retried once with the heap NVRTC asks for (nvrtcSetPCHHeapSize), as cuda.core does.
+    pub create_pch: *const c_char,
+    /// Version 3, CUDA C++ only: use the precompiled header in this file (--use-pch=). The file's identity (path, size, modification time) enters the cache key; an unreadable file compiles without the cache.
+    pub use_pch: *const c_char,
+    /// Version 3, CUDA C++ only: where automatic PCH (pch = 1) keeps its files (--pch-dir=).
+    pub pch_dir: *const c_char,
+    /// Version 3, CUDA C++ only: --pch-verbose=true (1) or false (0); -1: NVRTC's default.
+    pub pch_verbose: c_int,
+    /// Version 3, CUDA C++ only: --pch-messages=true (1) or false (0); -1: NVRTC's default.
+    pub pch_messages: c_int,
+    /// Version 3, CUDA C++ only: --instantiate-templates-in-pch=true (1) or false (0); -1: NVRTC's default.
+    pub instantiate_templates_in_pch: c_int,
+    /// Version 3, CUDA C++ only: 1 compiles against the CUDA and CCCL headers bundled with NVRTC (NVRTC 13.3+: --use-bundled-headers=<dir>, which installs them, once per NVRTC version, into a per-user directory: $CUABI_NVRTC_HEADERS_DIR, else $XDG_CACHE_HOME/cuabi/nvrtc-headers, else ~/.cache/cuabi/nvrtc-headers, and searches it). An older NVRTC: CUABI_ERROR_NOT_SUPPORTED at compile time.
+    pub use_bundled_headers: c_int,
+    /// Version 3: 1 emits the debug information layout Numba expects (--numba-debug), for CUDA C++ (NVRTC) and NVVM IR (libNVVM); compilers that do not know it reject it (CUABI_ERROR_INVALID_ARGUMENT). PTX programs ignore it (nvJitLink cannot honor it), as cuda.core does.
+    pub numba_debug: c_int,
+    /// Version 3, NVVM IR programs only: further modules compiled together with the program (nvvmAddModuleToProgram, in this order, after the program's own), named for messages.
+    pub extra_source_names: *mut *const c_char,
+    /// Version 3: the modules' contents, same order: NVVM IR text or bitcode.
+    pub extra_sources: *mut *const c_char,
+    /// Version 3: each module's size in bytes (bitcode needs it); NULL, or an entry of 0: NUL-terminated text.
+    pub extra_source_sizes: *const usize,
+    pub num_extra_sources: usize,
 }
 
 impl Default for cuabi_program_options {
@@ -1555,7 +1634,7 @@ impl Default for cuabi_program_options {
 }
 
 /// Current version of cuabi_program_options.
-pub const CUABI_PROGRAM_OPTIONS_VERSION: c_uint = 2;
+pub const CUABI_PROGRAM_OPTIONS_VERSION: c_uint = 3;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -1581,6 +1660,27 @@ unsafe extern "C" {
     pub fn cuabi_program_cache_hit(out: *mut c_int, program: *mut cuabi_program) -> cuabi_status;
     /// The architectures the loaded NVRTC can target, as numbers (90 for sm_90). Fills up to `capacity` entries; *count receives the total.
     pub fn cuabi_program_supported_archs(out: *mut c_int, capacity: usize, count: *mut usize) -> cuabi_status;
+    /// What became of the precompiled header of the program's last compile (see cuabi_pch_status).
+    pub fn cuabi_program_pch_status(out: *mut cuabi_pch_status, program: *mut cuabi_program) -> cuabi_status;
+    /// The compiler's own program object: an nvrtcProgram for CUDA C++, an
+    /// nvvmProgram for NVVM IR (PTX programs have none: CUABI_ERROR_NOT_SUPPORTED).
+    /// Asked before any compile, or after compiles that ran no compiler (cache hits, fatbins), it is one created
+    /// from the program's source (NVRTC: with cuabi's built-in header; libNVVM: the
+    /// source added as a module), so it exists from the start as cuda.core's does.
+    /// From the first call on, the program keeps the compiler's program of each
+    /// compile that runs the compiler (for NVRTC: nvrtcGetPTX, nvrtcGetProgramLog...
+    /// work on it): the handle is valid until the program's next compile that runs
+    /// the compiler, or its last release. A program never asked keeps none (its
+    /// compiles free the compiler's program at once). cuabi owns it: never destroy it.
+    pub fn cuabi_program_backend_handle(out: *mut *mut c_void, program: *mut cuabi_program) -> cuabi_status;
+    /// The argument list the compiler receives for a program of `type` compiled
+    /// with `options` (NULL: the defaults), as cuabi_program_compile builds it
+    /// (NVRTC for CUDA C++, nvJitLink for PTX, libNVVM for NVVM IR): each argument
+    /// NUL-terminated, one after the other. The options are checked as a compile
+    /// checks them. *size: in, the capacity of out; out, the bytes needed.
+    /// CUABI_ERROR_BUFFER_TOO_SMALL when they do not fit. A fatbin's list starts
+    /// with -arch=<the list>: each architecture's compile gets its own -arch= there.
+    pub fn cuabi_program_options_render(out: *mut c_char, size: *mut usize, r#type: cuabi_code_type, options: *const cuabi_program_options) -> cuabi_status;
 }
 
 // ---- module cache (api/cache.toml)
@@ -7249,7 +7349,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count)), ("cache", core::mem::offset_of!(cuabi_linker_options, cache))]),
-    ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache)), ("libdevice", core::mem::offset_of!(cuabi_program_options, libdevice))]),
+    ("cuabi_program_options", core::mem::size_of::<cuabi_program_options>(), &[("version", core::mem::offset_of!(cuabi_program_options, version)), ("arch", core::mem::offset_of!(cuabi_program_options, arch)), ("output", core::mem::offset_of!(cuabi_program_options, output)), ("std", core::mem::offset_of!(cuabi_program_options, std)), ("opt_level", core::mem::offset_of!(cuabi_program_options, opt_level)), ("debug", core::mem::offset_of!(cuabi_program_options, debug)), ("line_info", core::mem::offset_of!(cuabi_program_options, line_info)), ("fast_math", core::mem::offset_of!(cuabi_program_options, fast_math)), ("relocatable", core::mem::offset_of!(cuabi_program_options, relocatable)), ("lto", core::mem::offset_of!(cuabi_program_options, lto)), ("defines", core::mem::offset_of!(cuabi_program_options, defines)), ("num_defines", core::mem::offset_of!(cuabi_program_options, num_defines)), ("include_paths", core::mem::offset_of!(cuabi_program_options, include_paths)), ("num_include_paths", core::mem::offset_of!(cuabi_program_options, num_include_paths)), ("header_names", core::mem::offset_of!(cuabi_program_options, header_names)), ("header_contents", core::mem::offset_of!(cuabi_program_options, header_contents)), ("num_headers", core::mem::offset_of!(cuabi_program_options, num_headers)), ("name_expressions", core::mem::offset_of!(cuabi_program_options, name_expressions)), ("num_name_expressions", core::mem::offset_of!(cuabi_program_options, num_name_expressions)), ("extra_options", core::mem::offset_of!(cuabi_program_options, extra_options)), ("num_extra_options", core::mem::offset_of!(cuabi_program_options, num_extra_options)), ("cache", core::mem::offset_of!(cuabi_program_options, cache)), ("libdevice", core::mem::offset_of!(cuabi_program_options, libdevice)), ("pch", core::mem::offset_of!(cuabi_program_options, pch)), ("create_pch", core::mem::offset_of!(cuabi_program_options, create_pch)), ("use_pch", core::mem::offset_of!(cuabi_program_options, use_pch)), ("pch_dir", core::mem::offset_of!(cuabi_program_options, pch_dir)), ("pch_verbose", core::mem::offset_of!(cuabi_program_options, pch_verbose)), ("pch_messages", core::mem::offset_of!(cuabi_program_options, pch_messages)), ("instantiate_templates_in_pch", core::mem::offset_of!(cuabi_program_options, instantiate_templates_in_pch)), ("use_bundled_headers", core::mem::offset_of!(cuabi_program_options, use_bundled_headers)), ("numba_debug", core::mem::offset_of!(cuabi_program_options, numba_debug)), ("extra_source_names", core::mem::offset_of!(cuabi_program_options, extra_source_names)), ("extra_sources", core::mem::offset_of!(cuabi_program_options, extra_sources)), ("extra_source_sizes", core::mem::offset_of!(cuabi_program_options, extra_source_sizes)), ("num_extra_sources", core::mem::offset_of!(cuabi_program_options, num_extra_sources))]),
     ("cuabi_cache_stats", core::mem::size_of::<cuabi_cache_stats>(), &[("version", core::mem::offset_of!(cuabi_cache_stats, version)), ("enabled", core::mem::offset_of!(cuabi_cache_stats, enabled)), ("memory_hits", core::mem::offset_of!(cuabi_cache_stats, memory_hits)), ("disk_hits", core::mem::offset_of!(cuabi_cache_stats, disk_hits)), ("misses", core::mem::offset_of!(cuabi_cache_stats, misses)), ("stores", core::mem::offset_of!(cuabi_cache_stats, stores)), ("store_failures", core::mem::offset_of!(cuabi_cache_stats, store_failures)), ("corrupt", core::mem::offset_of!(cuabi_cache_stats, corrupt)), ("evictions", core::mem::offset_of!(cuabi_cache_stats, evictions)), ("entries", core::mem::offset_of!(cuabi_cache_stats, entries)), ("bytes", core::mem::offset_of!(cuabi_cache_stats, bytes)), ("memory_entries", core::mem::offset_of!(cuabi_cache_stats, memory_entries)), ("memory_bytes", core::mem::offset_of!(cuabi_cache_stats, memory_bytes)), ("size_limit", core::mem::offset_of!(cuabi_cache_stats, size_limit))]),
     ("cuabi_cache_entry_info", core::mem::size_of::<cuabi_cache_entry_info>(), &[("version", core::mem::offset_of!(cuabi_cache_entry_info, version)), ("key", core::mem::offset_of!(cuabi_cache_entry_info, key)), ("code_type", core::mem::offset_of!(cuabi_cache_entry_info, code_type)), ("size", core::mem::offset_of!(cuabi_cache_entry_info, size)), ("last_used", core::mem::offset_of!(cuabi_cache_entry_info, last_used)), ("num_names", core::mem::offset_of!(cuabi_cache_entry_info, num_names)), ("path", core::mem::offset_of!(cuabi_cache_entry_info, path)), ("linked", core::mem::offset_of!(cuabi_cache_entry_info, linked)), ("problem", core::mem::offset_of!(cuabi_cache_entry_info, problem))]),
     ("cuabi_precompile_item", core::mem::size_of::<cuabi_precompile_item>(), &[("version", core::mem::offset_of!(cuabi_precompile_item, version)), ("type", core::mem::offset_of!(cuabi_precompile_item, r#type)), ("source", core::mem::offset_of!(cuabi_precompile_item, source)), ("size", core::mem::offset_of!(cuabi_precompile_item, size)), ("name", core::mem::offset_of!(cuabi_precompile_item, name)), ("options", core::mem::offset_of!(cuabi_precompile_item, options))]),
@@ -7437,6 +7537,8 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_linker_info_log", cuabi_linker_info_log as *const () as usize),
         ("cuabi_linker_error_log", cuabi_linker_error_log as *const () as usize),
         ("cuabi_linker_cache_hit", cuabi_linker_cache_hit as *const () as usize),
+        ("cuabi_linker_backend_handle", cuabi_linker_backend_handle as *const () as usize),
+        ("cuabi_linker_options_render", cuabi_linker_options_render as *const () as usize),
         ("cuabi_program_retain", cuabi_program_retain as *const () as usize),
         ("cuabi_program_release", cuabi_program_release as *const () as usize),
         ("cuabi_program_options_init", cuabi_program_options_init as *const () as usize),
@@ -7446,6 +7548,9 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_program_lowered_name", cuabi_program_lowered_name as *const () as usize),
         ("cuabi_program_cache_hit", cuabi_program_cache_hit as *const () as usize),
         ("cuabi_program_supported_archs", cuabi_program_supported_archs as *const () as usize),
+        ("cuabi_program_pch_status", cuabi_program_pch_status as *const () as usize),
+        ("cuabi_program_backend_handle", cuabi_program_backend_handle as *const () as usize),
+        ("cuabi_program_options_render", cuabi_program_options_render as *const () as usize),
         ("cuabi_cache_stats_init", cuabi_cache_stats_init as *const () as usize),
         ("cuabi_cache_entry_info_init", cuabi_cache_entry_info_init as *const () as usize),
         ("cuabi_precompile_item_init", cuabi_precompile_item_init as *const () as usize),
