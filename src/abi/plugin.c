@@ -504,6 +504,8 @@ static const cuabi_api api_table = {
     cuabi_graph_node_mem_info,
     cuabi_graph_add_memcpy_ptr,
     cuabi_graph_add_memset_ptr,
+    cuabi_ipc_buffers_export,
+    cuabi_ipc_pool_buffers_import,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -1103,6 +1103,17 @@ ABI_TYPE(&cuabi_ipc_pool_import,
 ABI_TYPE(&cuabi_ipc_pool_buffer_import,
          cuabi_status (*)(cuabi_buffer **, cuabi_memory_resource *, const uint8_t *, size_t),
          "cuabi_ipc_pool_buffer_import");
+ABI_TYPE(&cuabi_ipc_buffers_export,
+         cuabi_status (*)(uint8_t *, size_t, cuabi_buffer **, size_t),
+         "cuabi_ipc_buffers_export");
+ABI_TYPE(&cuabi_ipc_pool_buffers_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          uint64_t *,
+                          cuabi_memory_resource *,
+                          const uint8_t *,
+                          size_t,
+                          size_t),
+         "cuabi_ipc_pool_buffers_import");
 ABI_TYPE(&cuabi_ipc_pool_info,
          cuabi_status (*)(cuabi_ipc_pool_role *, uint64_t *, cuabi_memory_resource *),
          "cuabi_ipc_pool_info");
@@ -3610,6 +3621,17 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
                           size_t,
                           size_t),
          "cuabi_api.graph_add_memset_ptr");
+ABI_TYPE(((cuabi_api *)0)->ipc_buffers_export,
+         cuabi_status (*)(uint8_t *, size_t, cuabi_buffer **, size_t),
+         "cuabi_api.ipc_buffers_export");
+ABI_TYPE(((cuabi_api *)0)->ipc_pool_buffers_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          uint64_t *,
+                          cuabi_memory_resource *,
+                          const uint8_t *,
+                          size_t,
+                          size_t),
+         "cuabi_api.ipc_pool_buffers_import");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5703,6 +5725,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_node_mem_info);
     ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
     ABI_FIELD(cuabi_api, graph_add_memset_ptr);
+    ABI_FIELD(cuabi_api, ipc_buffers_export);
+    ABI_FIELD(cuabi_api, ipc_pool_buffers_import);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7563,6 +7587,10 @@ int main(void)
          "const uint8_t *, size_t)");
     puts("  cuabi_status cuabi_ipc_pool_buffer_import(cuabi_buffer **, "
          "cuabi_memory_resource *, const uint8_t *, size_t)");
+    puts("  cuabi_status cuabi_ipc_buffers_export(uint8_t *, size_t, cuabi_buffer **, "
+         "size_t)");
+    puts("  cuabi_status cuabi_ipc_pool_buffers_import(cuabi_buffer **, uint64_t *, "
+         "cuabi_memory_resource *, const uint8_t *, size_t, size_t)");
     puts("  cuabi_status cuabi_ipc_pool_info(cuabi_ipc_pool_role *, uint64_t *, "
          "cuabi_memory_resource *)");
     puts("  cuabi_status cuabi_ipc_fd_send(int, int, const uint8_t *, size_t)");

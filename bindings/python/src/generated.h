@@ -1146,4 +1146,6 @@ static const char *const fast_table_functions[] = {
     "cuabi_graph_node_mem_info",
     "cuabi_graph_add_memcpy_ptr",
     "cuabi_graph_add_memset_ptr",
+    "cuabi_ipc_buffers_export",
+    "cuabi_ipc_pool_buffers_import",
 };
