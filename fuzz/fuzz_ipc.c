@@ -13,7 +13,8 @@
  *    another pool's, -1, a closed number, a regular file, /dev/null, a pipe,
  *    a socket), cuabi_ipc_pool_buffer_import (into the right mapped pool,
  *    the wrong one, resources that are no mapped pool, the result of the
- *    import above) and cuabi_ipc_pool_info;
+ *    import above), cuabi_ipc_pool_buffers_import (the descriptor among two
+ *    real ones of pool A, or alone at another length) and cuabi_ipc_pool_info;
  *  - messages: payloads with 0 to 7 file descriptors of every kind over
  *    SEQPACKET, STREAM and DGRAM socket pairs (sent raw or by
  *    cuabi_ipc_fd_send, the sender closed or not) to cuabi_ipc_fd_receive.
@@ -259,6 +260,49 @@ static void pool_buffer_import(cuabi_memory_resource *pool, const uint8_t *d, si
     CHECK(cuabi_buffer_destroy(b) == CUABI_SUCCESS);
 }
 
+/* The batch import (cuabi_ipc_pool_buffers_import) of the input's
+ * descriptor among real buffers of pool A, at position `at` of three; a
+ * descriptor of another length alone. All or nothing: refused, every out[]
+ * is NULL and address 0 (the leak checks after the input see any import
+ * left behind); accepted, every buffer is its descriptor's. */
+static void pool_buffers_import(cuabi_memory_resource *pool, const uint8_t *d, size_t n, int at)
+{
+    uint8_t blk[3 * D];
+    cuabi_buffer *out[3] = { (cuabi_buffer *)1, (cuabi_buffer *)1, (cuabi_buffer *)1 };
+    uint64_t addr[3] = { 7, 7, 7 };
+    size_t count = 3, size = sizeof blk;
+    const uint8_t *descs = blk;
+    if (n == D) {
+        memcpy(blk, src[SRC_POOL_A_BUF1], D);
+        memcpy(blk + D, src[SRC_POOL_A_BUF2], D);
+        memcpy(blk + 2 * D, src[SRC_POOL_A_BUF1], D);
+        memcpy(blk + at * D, d, D);
+    } else {
+        count = 1;
+        size = n;
+        descs = d;
+    }
+    cuabi_status st = cuabi_ipc_pool_buffers_import(out, addr, pool, descs, size, count);
+    if (st != CUABI_SUCCESS) {
+        for (size_t i = 0; i < count; i++)
+            CHECK(out[i] == NULL && addr[i] == 0);
+        if (st == CUABI_ERROR_INVALID_HANDLE)
+            CHECK(pool == NULL);
+        else if (st == CUABI_ERROR_BUFFER_TOO_SMALL)
+            CHECK(strstr(cuabi_last_error()->message, "cuabi_ipc_pool_buffers_import"));
+        else
+            refused(st, "cuabi_ipc_pool_buffers_import");
+        return;
+    }
+    CHECK(n == D);
+    for (size_t i = 0; i < count; i++) {
+        uintptr_t p;
+        CHECK(cuabi_buffer_pointer(&p, out[i]) == CUABI_SUCCESS && p == addr[i]);
+        check_buffer(out[i], cuabi__ipc_get(blk + i * D + CUABI__IPC_SIZE, 8), true);
+        CHECK(cuabi_buffer_destroy(out[i]) == CUABI_SUCCESS);
+    }
+}
+
 /* A mapped pool of `which` from its own fd and descriptor; refused (NULL)
  * only while a forged descriptor's mapping of the same id is alive. */
 static cuabi_memory_resource *mapped(int which, bool forged_alive)
@@ -374,6 +418,7 @@ static void descriptor_calls(const uint8_t *d, size_t n, unsigned what, int fd)
     if (res) {
         if (what & DO_INTO_RESULT) {
             pool_buffer_import(res, d, n, frame_ok, kind);
+            pool_buffers_import(res, d, n, n ? d[n - 1] % 3 : 0);
             for (int i = SRC_POOL_A_BUF1; i <= SRC_POOL_B_BUF; i++)
                 if (i != SRC_POOL_B)
                     pool_buffer_import(res, src[i], D, true, CUABI_IPC_POOL_MEMORY);

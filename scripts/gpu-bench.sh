@@ -37,6 +37,7 @@ want graph    && step bench_graph 120 bench/bench_graph
 want graphpy  && step bench_graph_py 150 python3 -W ignore bench/bench_graph.py
 want hostpy   && step bench_host_launch_py 120 python3 -W ignore bench/bench_host_launch.py
 want peerpy   && step bench_peer_py 150 python3 -W ignore bench/bench_peer.py --quick
+want peerpy   && step bench_ipc_py 90 python3 -W ignore bench/bench_ipc_python.py
 want rust     && [ -x "$root/.gpu/rust/bin/example-bench_launch" ] &&
     step bench_rust_launch 120 sh bench/bench_rust_launch.sh "$root/.gpu/rust/bin/example-bench_launch" bench/bench_launch_cxx 5
 want memory   && [ -x bench/bench_vmm ] && step bench_vmm 90 bench/bench_vmm

@@ -293,6 +293,44 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
                                                         size_t size);
 
 /**
+ * cuabi_ipc_buffer_export() of `count` buffers in one call: descriptor i is written at out + i *
+ * CUABI_IPC_DESCRIPTOR_SIZE (so that a message carries them as one block; issue 24). Any buffer
+ * cuabi_ipc_buffer_export() takes, pool or legacy, in any mix. CUABI_ERROR_BUFFER_TOO_SMALL when
+ * out_size < count * CUABI_IPC_DESCRIPTOR_SIZE; the first buffer that cannot be exported gives its
+ * error, naming its index ("buffers[i]: ..."), and what was written before it is to be ignored.
+ * @param out [out, array of out_size elements]
+ * @param buffers [array of count elements]
+ * @param count 1 to 65536.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_buffers_export(uint8_t *out,
+                                                    size_t out_size,
+                                                    cuabi_buffer **buffers,
+                                                    size_t count);
+
+/**
+ * cuabi_ipc_pool_buffer_import() of `count` buffers of one mapped pool in one call, from `count`
+ * descriptors laid end to end (as cuabi_ipc_buffers_export() writes them): out[i] is the buffer of
+ * descriptor i and, when `addresses` is not NULL, addresses[i] its device address (what
+ * cuabi_buffer_pointer() would say). All or nothing: `size` must be exactly count *
+ * CUABI_IPC_DESCRIPTOR_SIZE (else CUABI_ERROR_BUFFER_TOO_SMALL or CUABI_ERROR_IPC), every
+ * descriptor is checked as cuabi_ipc_pool_buffer_import() checks one, and when descriptor i is
+ * refused (CUABI_ERROR_IPC naming "descriptors[i]") the buffers imported before it are freed again
+ * and every out[] and addresses[] is NULL / 0.
+ * @param out [out, ownership transferred, array of count elements] count handles.
+ * @param addresses [out, may be NULL, array of count elements] NULL, or room for count addresses.
+ * @param descriptors [array of size elements]
+ * @param count 1 to 65536.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out,
+                                                         uint64_t *addresses,
+                                                         cuabi_memory_resource *pool,
+                                                         const uint8_t *descriptors,
+                                                         size_t size,
+                                                         size_t count);
+
+/**
  * What a memory resource is to pool IPC, and the pool's id (0 when the role is
  * CUABI_IPC_POOL_NONE). Needs no driver.
  * @param role [out]

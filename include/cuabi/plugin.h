@@ -1228,6 +1228,16 @@ typedef struct cuabi_api {
     cuabi_status (*linker_options_render)(char *out,
                                           size_t *size,
                                           const cuabi_linker_options *options);
+    cuabi_status (*ipc_buffers_export)(uint8_t *out,
+                                       size_t out_size,
+                                       cuabi_buffer **buffers,
+                                       size_t count);
+    cuabi_status (*ipc_pool_buffers_import)(cuabi_buffer **out,
+                                            uint64_t *addresses,
+                                            cuabi_memory_resource *pool,
+                                            const uint8_t *descriptors,
+                                            size_t size,
+                                            size_t count);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -509,6 +509,8 @@ static const cuabi_api api_table = {
     cuabi_program_options_render,
     cuabi_linker_backend_handle,
     cuabi_linker_options_render,
+    cuabi_ipc_buffers_export,
+    cuabi_ipc_pool_buffers_import,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

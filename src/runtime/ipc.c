@@ -141,6 +141,26 @@ static cuabi_status open_memory(cuabi_buffer **out, cuabi_device *hdev, cuabi__d
     return st;
 }
 
+/* cuabi_ipc_buffer_export of many buffers, descriptors end to end (issue 24). */
+CUABI_EXTERN(cuabi_status) cuabi_ipc_buffers_export(uint8_t *out, size_t out_size,
+                                                    cuabi_buffer **buffers, size_t count)
+{
+    CUABI__CHECK_ARG(out && buffers, "%s: out or buffers is NULL", __func__);
+    CUABI__CHECK_ARG(count >= 1 && count <= CUABI__IPC_BATCH_MAX,
+                     "%s: count must be 1 to %d (got %zu)", __func__, CUABI__IPC_BATCH_MAX, count);
+    if (out_size / CUABI_IPC_DESCRIPTOR_SIZE < count)     /* room to spare is fine */
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL, "%s: %zu descriptors need %zu bytes "
+                            "(CUABI_IPC_DESCRIPTOR_SIZE each), out has %zu", __func__, count,
+                            count * CUABI_IPC_DESCRIPTOR_SIZE, out_size);
+    for (size_t i = 0; i < count; i++) {
+        cuabi_status st = cuabi_ipc_buffer_export(out + i * CUABI_IPC_DESCRIPTOR_SIZE,
+                                                  CUABI_IPC_DESCRIPTOR_SIZE, buffers[i]);
+        if (st != CUABI_SUCCESS)
+            return cuabi__ipc_batch_error(st, "buffers", i, __func__);
+    }
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uint8_t *descriptor,
                                                    size_t size)
 {

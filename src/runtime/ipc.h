@@ -22,6 +22,9 @@ enum {
                                    CUmemPoolPtrExportData (zero for a pool) */
     CUABI__IPC_CHECKSUM = 128,  /* u64: FNV-1a of bytes 0..127 */
     CUABI__IPC_FORMAT = 1,
+    /* The most buffers one cuabi_ipc_buffers_export / cuabi_ipc_pool_buffers_import
+     * call takes (api/ipc.toml says so). */
+    CUABI__IPC_BATCH_MAX = 65536,
 };
 
 /* This host's identity as descriptors carry it. */
@@ -62,5 +65,9 @@ cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, struct cuabi__buffer *b
                                            const char *caller);
 /* "memory", "an event", ... for messages. */
 const char *cuabi__ipc_kind_name(cuabi_ipc_kind kind);
+/* The last error again, saying which element of a batch call it is about
+ * ("caller: array[i]: why"; the CUresult kept). Returns st. */
+cuabi_status cuabi__ipc_batch_error(cuabi_status st, const char *array, size_t i,
+                                    const char *caller);
 
 #endif

@@ -214,3 +214,18 @@ cuabi_status cuabi__ipc_driver_refused(CUresult r, const char *entry, const char
     cuabi__error_set_cu((int)r);
     return st;
 }
+
+cuabi_status cuabi__ipc_batch_error(cuabi_status st, const char *array, size_t i,
+                                    const char *caller)
+{
+    const cuabi_error_info *e = cuabi_last_error();
+    int cu = e->cu_result;
+    const char *why = e->message;
+    size_t n = strlen(caller);
+    if (strncmp(why, caller, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
+        why += n + 2;                   /* the caller is named once */
+    cuabi__error(st, "%s: %s[%zu]: %s", caller, array, i, why);
+    if (cu)
+        cuabi__error_set_cu(cu);
+    return st;
+}

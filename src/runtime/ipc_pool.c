@@ -23,6 +23,7 @@
 #include "platform/release.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
+#include "util/checked.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -412,42 +413,127 @@ static cuabi_status check_range(const cuabi__driver *drv, CUdeviceptr ptr, uint6
     return CUABI_SUCCESS;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
-                                                        cuabi_memory_resource *pool,
-                                                        const uint8_t *descriptor, size_t size)
+/* A mapped pool (the resource of `pool`), its device current, ready to
+ * import buffers into. */
+static cuabi_status mapped_of(cuabi__memory_resource **out, cuabi_memory_resource *pool,
+                              const char *caller)
 {
-    cuabi__memory_resource *r;
-    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
-    *out = NULL;
-    CUABI__GET(r, pool, MEMORY_RESOURCE);
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(pool, CUABI__T_MEMORY_RESOURCE, &obj, caller));
+    cuabi__memory_resource *r = obj;
     if (r->impl != CUABI__RES_IPC_MAPPED)
         return IPC_FAIL("%s: the resource is not a pool mapped from another process "
-                        "(cuabi_ipc_pool_import)%s", __func__,
+                        "(cuabi_ipc_pool_import)%s", caller,
                         r->ipc_pool_id ? "; this process exported the pool: use its buffers "
                                          "themselves" : "");
-    CUABI__TRY(check_pool_buffer(r, descriptor, size, __func__));
+    if (!r->drv->cuMemPoolImportPointer || !r->drv->cuMemFree)
+        return cuabi__missing_entry("cuMemPoolImportPointer", caller);
+    *out = r;
+    return CUABI_SUCCESS;
+}
+
+/* One buffer of the mapped pool `r` (whose device is current) from its
+ * descriptor of `size` bytes: checked, imported, range-checked, wrapped. */
+static cuabi_status import_one(cuabi_buffer **out, uintptr_t *address, cuabi__memory_resource *r,
+                               const uint8_t *descriptor, size_t size, const char *caller)
+{
+    CUABI__TRY(check_pool_buffer(r, descriptor, size, caller));
     const cuabi__driver *drv = r->drv;
-    if (!drv->cuMemPoolImportPointer || !drv->cuMemFree)
-        return cuabi__missing_entry("cuMemPoolImportPointer", __func__);
-    CUABI__TRY(cuabi__device_activate(r->device, drv));
     CUmemPoolPtrExportData data;
     memcpy(data.reserved, descriptor + CUABI__IPC_HANDLE, sizeof data.reserved);
     CUdeviceptr ptr;
     CUresult res = CUABI__CU_RAW(drv, cuMemPoolImportPointer, &ptr, r->pool, &data);
     if (res != CUDA_SUCCESS)
-        return cuabi__ipc_driver_refused(res, "cuMemPoolImportPointer", __func__);
+        return cuabi__ipc_driver_refused(res, "cuMemPoolImportPointer", caller);
     uint64_t n = cuabi__ipc_get(descriptor + CUABI__IPC_SIZE, 8);
-    cuabi_status st = check_range(drv, ptr, n, __func__);
+    cuabi_status st = check_range(drv, ptr, n, caller);
     if (st == CUABI_SUCCESS) {
         cuabi__object_retain(&r->base);
         st = cuabi_buffer_wrap(out, CUABI__HANDLE(r->device, cuabi_device), CUABI_MEMORY_DEVICE,
                                (uintptr_t)ptr, (size_t)n, import_free, r);
-        if (st == CUABI_SUCCESS)
+        if (st == CUABI_SUCCESS) {
+            *address = (uintptr_t)ptr;
             return CUABI_SUCCESS;
+        }
         cuabi__object_release(&r->base);
     }
     CUABI__CU_RELEASE(drv, cuMemFree, ptr);
     return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
+                                                        cuabi_memory_resource *pool,
+                                                        const uint8_t *descriptor, size_t size)
+{
+    cuabi__memory_resource *r;
+    uintptr_t address;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__TRY(mapped_of(&r, pool, __func__));
+    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    return import_one(out, &address, r, descriptor, size, __func__);
+}
+
+/* ------------------------------------------------------------- batches */
+
+/* The descriptors of `count` buffers, `count` times CUABI_IPC_DESCRIPTOR_SIZE
+ * bytes: checked against `size` before anything is written or read. */
+static cuabi_status batch_size(size_t count, size_t size, const char *what, const char *caller)
+{
+    size_t need;
+    CUABI__CHECK_ARG(count >= 1 && count <= CUABI__IPC_BATCH_MAX,
+                     "%s: count must be 1 to %d (got %zu)", caller, CUABI__IPC_BATCH_MAX, count);
+    if (!cuabi__size_mul(&need, count, CUABI_IPC_DESCRIPTOR_SIZE))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: count %zu overflows", caller,
+                            count);
+    if (size < need)
+        return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL, "%s: %zu descriptors need %zu bytes "
+                            "(CUABI_IPC_DESCRIPTOR_SIZE each), %s has %zu", caller, count, need,
+                            what, size);
+    if (size != need)
+        return IPC_FAIL("%s: %zu descriptors are %zu bytes, %s has %zu: truncated, padded or "
+                        "forged", caller, count, need, what, size);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uint64_t *addresses,
+                                                         cuabi_memory_resource *pool,
+                                                         const uint8_t *descriptors, size_t size,
+                                                         size_t count)
+{
+    cuabi__memory_resource *r;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__CHECK_ARG(count >= 1 && count <= CUABI__IPC_BATCH_MAX,
+                     "%s: count must be 1 to %d (got %zu)", __func__, CUABI__IPC_BATCH_MAX, count);
+    memset(out, 0, count * sizeof *out);
+    if (addresses)
+        memset(addresses, 0, count * sizeof *addresses);
+    CUABI__CHECK_ARG(descriptors, "%s: descriptors is NULL", __func__);
+    CUABI__TRY(batch_size(count, size, "descriptors", __func__));
+    CUABI__TRY(mapped_of(&r, pool, __func__));
+    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    for (size_t i = 0; i < count; i++) {
+        uintptr_t address;
+        cuabi_status st = import_one(&out[i], &address, r,
+                                     descriptors + i * CUABI_IPC_DESCRIPTOR_SIZE,
+                                     CUABI_IPC_DESCRIPTOR_SIZE, __func__);
+        if (st != CUABI_SUCCESS) {
+            cuabi__ipc_batch_error(st, "descriptors", i, __func__);
+            /* All or nothing: the buffers imported so far are freed again
+             * (their imports unmapped, the pool's references dropped). The
+             * error record is the failure's, not the releases'. */
+            for (size_t j = 0; j < i; j++) {
+                cuabi__handle_release(out[j], CUABI__T_BUFFER);
+                out[j] = NULL;
+                if (addresses)
+                    addresses[j] = 0;
+            }
+            return st;
+        }
+        if (addresses)
+            addresses[i] = address;
+    }
+    return CUABI_SUCCESS;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_info(cuabi_ipc_pool_role *role, uint64_t *pool_id,

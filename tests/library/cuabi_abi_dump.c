@@ -1118,6 +1118,17 @@ ABI_TYPE(&cuabi_ipc_pool_import,
 ABI_TYPE(&cuabi_ipc_pool_buffer_import,
          cuabi_status (*)(cuabi_buffer **, cuabi_memory_resource *, const uint8_t *, size_t),
          "cuabi_ipc_pool_buffer_import");
+ABI_TYPE(&cuabi_ipc_buffers_export,
+         cuabi_status (*)(uint8_t *, size_t, cuabi_buffer **, size_t),
+         "cuabi_ipc_buffers_export");
+ABI_TYPE(&cuabi_ipc_pool_buffers_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          uint64_t *,
+                          cuabi_memory_resource *,
+                          const uint8_t *,
+                          size_t,
+                          size_t),
+         "cuabi_ipc_pool_buffers_import");
 ABI_TYPE(&cuabi_ipc_pool_info,
          cuabi_status (*)(cuabi_ipc_pool_role *, uint64_t *, cuabi_memory_resource *),
          "cuabi_ipc_pool_info");
@@ -3640,6 +3651,17 @@ ABI_TYPE(((cuabi_api *)0)->linker_backend_handle,
 ABI_TYPE(((cuabi_api *)0)->linker_options_render,
          cuabi_status (*)(char *, size_t *, const cuabi_linker_options *),
          "cuabi_api.linker_options_render");
+ABI_TYPE(((cuabi_api *)0)->ipc_buffers_export,
+         cuabi_status (*)(uint8_t *, size_t, cuabi_buffer **, size_t),
+         "cuabi_api.ipc_buffers_export");
+ABI_TYPE(((cuabi_api *)0)->ipc_pool_buffers_import,
+         cuabi_status (*)(cuabi_buffer **,
+                          uint64_t *,
+                          cuabi_memory_resource *,
+                          const uint8_t *,
+                          size_t,
+                          size_t),
+         "cuabi_api.ipc_pool_buffers_import");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5782,6 +5804,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, program_options_render);
     ABI_FIELD(cuabi_api, linker_backend_handle);
     ABI_FIELD(cuabi_api, linker_options_render);
+    ABI_FIELD(cuabi_api, ipc_buffers_export);
+    ABI_FIELD(cuabi_api, ipc_pool_buffers_import);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7655,6 +7679,10 @@ int main(void)
          "const uint8_t *, size_t)");
     puts("  cuabi_status cuabi_ipc_pool_buffer_import(cuabi_buffer **, "
          "cuabi_memory_resource *, const uint8_t *, size_t)");
+    puts("  cuabi_status cuabi_ipc_buffers_export(uint8_t *, size_t, cuabi_buffer **, "
+         "size_t)");
+    puts("  cuabi_status cuabi_ipc_pool_buffers_import(cuabi_buffer **, uint64_t *, "
+         "cuabi_memory_resource *, const uint8_t *, size_t, size_t)");
     puts("  cuabi_status cuabi_ipc_pool_info(cuabi_ipc_pool_role *, uint64_t *, "
          "cuabi_memory_resource *)");
     puts("  cuabi_status cuabi_ipc_fd_send(int, int, const uint8_t *, size_t)");

@@ -940,6 +940,19 @@ static cuabi_status sc_ipc_pool(void)
     STEP(cuabi_ipc_pool_import(&mapped, fd, pd, sizeof pd));
     STEP(cuabi_ipc_pool_buffer_import(&imp, mapped, bd, sizeof bd));
     STEP(cuabi_buffer_copy(imp, 0, b, 0, 64, s));
+    /* The batch calls (issue 24): two buffers out and in, all or nothing. */
+    cuabi_buffer *two[2] = { b, NULL }, *imps[2] = { NULL, NULL };
+    uint8_t bds[2 * CUABI_IPC_DESCRIPTOR_SIZE];
+    STEP(cuabi_buffer_allocate(&two[1], pool, 256, 0, s));
+    STEP(cuabi_ipc_buffers_export(bds, sizeof bds, two, 2));
+    for (int i = 0; st == CUABI_SUCCESS && i < 2; i++) {
+        cuabi__ipc_put(bds + i * CUABI_IPC_DESCRIPTOR_SIZE + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(bds + i * CUABI_IPC_DESCRIPTOR_SIZE);
+    }
+    STEP(cuabi_ipc_pool_buffers_import(imps, NULL, mapped, bds, sizeof bds, 2));
+    for (int i = 0; i < 2; i++)
+        if (imps[i]) cuabi_buffer_destroy(imps[i]);
+    if (two[1]) cuabi_buffer_destroy(two[1]);
     if (fd >= 0) close(fd);
     if (imp) cuabi_buffer_destroy(imp);
     if (mapped) cuabi_memory_resource_release(mapped);

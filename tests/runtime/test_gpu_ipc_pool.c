@@ -4,10 +4,12 @@
  * an IPC event's. Each of ROUNDS rounds: the parent runs a kernel that spins
  * and then fills buffer 0, memsets the others, records the event and tells
  * the child at once; the child imports every buffer afresh into its mapped
- * pool, waits on the event on its stream, checks the values, writes its
+ * pool (odd rounds: all in one cuabi_ipc_pool_buffers_import, with their
+ * addresses), waits on the event on its stream, checks the values, writes its
  * own, frees its imports and answers; the parent checks the child's values. Misuse on the
  * real driver: a buffer of another pool, the pool in its own process, a
- * legacy import of a pool buffer, allocating from a mapped pool. Device
+ * legacy import of a pool buffer, allocating from a mapped pool, a batch
+ * with another pool's buffer in it (refused whole, naming it). Device
  * memory before and after is printed (not asserted: the whole device's).
  * Exits 77 without a GPU. */
 #include "testutil.h"
@@ -69,9 +71,21 @@ static int child_rounds(int sock, cuabi_memory_resource *mr, cuabi_device *dev,
         uint32_t msg;
         CHILD_CHECK(recv(sock, &msg, 4, 0) == 4 && msg == r, "round %u: message", r);
         cuabi_buffer *b[NBUF];
-        for (int i = 0; i < NBUF; i++)
-            CHILD_CHECK(cuabi_ipc_pool_buffer_import(&b[i], mr, desc[i], D) == CUABI_SUCCESS,
-                        "round %u: import %d", r, i);
+        if (r % 2) {     /* odd rounds: all of them in one call, with their addresses */
+            uint64_t addr[NBUF];
+            CHILD_CHECK(cuabi_ipc_pool_buffers_import(b, addr, mr, &desc[0][0], sizeof(uint8_t)
+                                                      * NBUF * D, NBUF) == CUABI_SUCCESS,
+                        "round %u: batch import", r);
+            for (int i = 0; i < NBUF; i++) {
+                uintptr_t p;
+                CHILD_CHECK(cuabi_buffer_pointer(&p, b[i]) == CUABI_SUCCESS && p == addr[i] &&
+                            driver_maps(p) == 1, "round %u: batch address %d", r, i);
+            }
+        } else {
+            for (int i = 0; i < NBUF; i++)
+                CHILD_CHECK(cuabi_ipc_pool_buffer_import(&b[i], mr, desc[i], D) == CUABI_SUCCESS,
+                            "round %u: import %d", r, i);
+        }
         CHILD_CHECK(cuabi_stream_wait_event(s, ev) == CUABI_SUCCESS, "wait");
         for (int i = 0; i < NBUF; i++) {
             CHILD_CHECK(cuabi_buffer_copy_to_host(host, b[i], 0, N * 4, s) == CUABI_SUCCESS, "copy");
@@ -132,6 +146,31 @@ static int child_main(char **argv)
                 "the legacy import refuses a pool buffer");
     CHILD_CHECK(cuabi_buffer_allocate(&no, mr, 64, 0, NULL) == CUABI_ERROR_NOT_SUPPORTED,
                 "a mapped pool does not allocate");
+    /* A batch with another pool's buffer at 3: refused, nothing left imported
+     * (the driver would keep imports of 0..2 otherwise: the address checks). */
+    {
+        uint8_t mixed[NBUF][D];
+        cuabi_buffer *out[NBUF];
+        uint64_t addr[NBUF];
+        memcpy(mixed, desc, sizeof mixed);
+        memcpy(mixed[3], other, D);
+        cuabi_buffer *probe;
+        uintptr_t p0;
+        CHILD_CHECK(cuabi_ipc_pool_buffer_import(&probe, mr, desc[0], D) == CUABI_SUCCESS &&
+                    cuabi_buffer_pointer(&p0, probe) == CUABI_SUCCESS, "probe import");
+        cuabi_buffer_destroy(probe);
+        CHILD_CHECK(cuabi_ipc_pool_buffers_import(out, addr, mr, &mixed[0][0], sizeof mixed,
+                                                  NBUF) == CUABI_ERROR_IPC &&
+                    strstr(cuabi_last_error()->message, "descriptors[3]"),
+                    "a batch with another pool's buffer is refused, naming it");
+        for (int i = 0; i < NBUF; i++)
+            CHILD_CHECK(!out[i] && !addr[i], "a refused batch leaves no buffer (%d)", i);
+        CHILD_CHECK(cuabi_ipc_pool_buffers_import(out, addr, mr, &mixed[0][0], sizeof mixed - 1,
+                                                  NBUF) == CUABI_ERROR_BUFFER_TOO_SMALL,
+                    "a short batch is refused");
+        printf("child: after a refused batch, cuMemGetAddressRange %s buffer 0's address\n",
+               driver_maps(p0) ? "still knows" : "no longer knows");
+    }
     uint64_t free0, free1, total;
     cuabi_device_memory_info(&free0, &total, dev);
     int rc = child_rounds(sock, mr, dev, desc, ev);
@@ -181,8 +220,11 @@ static void send_all(int sock, cuabi_memory_resource *r, cuabi_buffer **b, cuabi
     ck_assert_ok(cuabi_ipc_pool_export(&fd, d, D, r));
     ck_assert_ok(cuabi_ipc_fd_send(sock, fd, d, D));
     close(fd);
+    uint8_t all[NBUF * D];
+    ck_assert_ok(cuabi_ipc_buffers_export(all, sizeof all, b, NBUF));   /* the same bytes */
     for (int i = 0; i < NBUF; i++) {
         ck_assert_ok(cuabi_ipc_buffer_export(d, D, b[i]));
+        ck_assert_int_eq(memcmp(d, all + i * D, D), 0);
         ck_assert_int_eq(send(sock, d, D, 0), D);
     }
     ck_assert_ok(cuabi_ipc_event_export(d, D, ev));

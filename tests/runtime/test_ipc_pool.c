@@ -1019,6 +1019,233 @@ START_TEST(fd_to_child_process)
 }
 END_TEST
 
+/* ------------------------------------------------------------- batches */
+
+enum { BATCH = 6 };
+
+/* BATCH buffers of `r` (sizes 1000 + 100 i, filled with 40 + i) and their
+ * descriptors end to end, as if from our parent. */
+static void batch_of(cuabi_buffer **bufs, uint8_t *descs, cuabi_memory_resource *r)
+{
+    for (int i = 0; i < BATCH; i++) {
+        ck_assert_ok(cuabi_buffer_allocate(&bufs[i], r, 1000 + 100 * (size_t)i, 0, NULL));
+        memset(host_of(bufs[i]), 40 + i, 1000 + 100 * (size_t)i);
+    }
+    memset(descs, 0xee, BATCH * D);
+    ck_assert_ok(cuabi_ipc_buffers_export(descs, BATCH * D, bufs, BATCH));
+    for (int i = 0; i < BATCH; i++) {
+        uint8_t one[D];
+        ck_assert_ok(cuabi_ipc_buffer_export(one, D, bufs[i]));   /* the same bytes */
+        ck_assert_int_eq(memcmp(one, descs + i * D, D), 0);
+        from_parent(descs + i * D);
+    }
+}
+
+START_TEST(batch_round_trip)
+{
+    size_t live = cuabi__handle_live_count();
+    cuabi_memory_resource *r = ipc_pool(dev0), *m = mapped_of(r);
+    cuabi_buffer *bufs[BATCH], *imp[BATCH];
+    uint8_t descs[BATCH * D];
+    uint64_t addr[BATCH];
+    int imports = fake_pool_imports;
+    batch_of(bufs, descs, r);
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(imp, addr, m, descs, sizeof descs, BATCH));
+    ck_assert_int_eq(fake_pool_imports, imports + BATCH);
+    for (int i = 0; i < BATCH; i++) {
+        uintptr_t p;
+        size_t size;
+        ck_assert_ok(cuabi_buffer_pointer(&p, imp[i]));
+        ck_assert_uint_eq(p, addr[i]);
+        ck_assert_ok(cuabi_buffer_size(&size, imp[i]));
+        ck_assert_uint_eq(size, 1000 + 100 * (size_t)i);
+        ck_assert_uint_eq(host_of(imp[i])[size - 1], 40 + i);
+    }
+    for (int i = 0; i < BATCH; i++)
+        ck_assert_ok(cuabi_buffer_destroy(imp[i]));
+    ck_assert_int_eq(fake_pool_imports, imports);
+    /* Without addresses, and a single one through the batch. */
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(imp, NULL, m, descs, sizeof descs, BATCH));
+    for (int i = 0; i < BATCH; i++)
+        ck_assert_ok(cuabi_buffer_destroy(imp[i]));
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(imp, addr, m, descs + 2 * D, D, 1));
+    ck_assert_uint_eq(host_of(imp[0])[0], 42);
+    ck_assert_ok(cuabi_buffer_destroy(imp[0]));
+    ck_assert_int_eq(fake_pool_imports, imports);
+    /* Export: room to spare is fine; mixed kinds are fine. */
+    uint8_t more[(BATCH + 1) * D];
+    ck_assert_ok(cuabi_ipc_buffers_export(more, sizeof more, bufs, BATCH));
+    cuabi_memory_resource *legacy;
+    cuabi_buffer *mix[2];
+    ck_assert_ok(cuabi_ipc_memory_resource(&legacy, dev0));
+    ck_assert_ok(cuabi_buffer_allocate(&mix[0], legacy, 256, 0, NULL));
+    mix[1] = bufs[0];
+    ck_assert_ok(cuabi_ipc_buffers_export(more, 2 * D, mix, 2));
+    cuabi_ipc_kind kind;
+    ck_assert_ok(cuabi_ipc_descriptor_kind(&kind, more, D));
+    ck_assert_int_eq(kind, CUABI_IPC_MEMORY);
+    ck_assert_ok(cuabi_ipc_descriptor_kind(&kind, more + D, D));
+    ck_assert_int_eq(kind, CUABI_IPC_POOL_MEMORY);
+    ck_assert_ok(cuabi_buffer_destroy(mix[0]));
+    ck_assert_ok(cuabi_memory_resource_release(legacy));
+    for (int i = 0; i < BATCH; i++)
+        ck_assert_ok(cuabi_buffer_destroy(bufs[i]));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
+START_TEST(batch_export_refusals)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0), *host;
+    cuabi_buffer *bufs[3], *hb;
+    uint8_t descs[3 * D];
+    ck_assert_ok(cuabi_buffer_allocate(&bufs[0], r, 64, 0, NULL));
+    ck_assert_ok(cuabi_memory_resource_host(&host));
+    ck_assert_ok(cuabi_buffer_allocate(&hb, host, 64, 0, NULL));
+    bufs[1] = hb;
+    bufs[2] = bufs[0];
+    ck_assert_status(cuabi_ipc_buffers_export(NULL, sizeof descs, bufs, 3),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, NULL, 3),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, bufs, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("1 to 65536");
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, bufs, 65537),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_ipc_buffers_export(descs, 3 * D - 1, bufs, 3),
+                     CUABI_ERROR_BUFFER_TOO_SMALL);
+    /* The host buffer, element 1, is named. */
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, bufs, 3), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("buffers[1]");
+    ck_assert_error_mentions("only non-empty device memory");
+    /* A closed handle. */
+    cuabi_buffer *gone;
+    ck_assert_ok(cuabi_buffer_allocate(&gone, r, 64, 0, NULL));
+    ck_assert_ok(cuabi_buffer_destroy(gone));
+    bufs[1] = gone;
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, bufs, 3),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_error_mentions("buffers[1]");
+    /* The driver refuses element 2: its CUresult is kept. */
+    bufs[1] = bufs[0];
+    cuabi__fault_arm("cuMemPoolExportPointer", 3, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_ipc_buffers_export(descs, sizeof descs, bufs, 3), CUABI_ERROR_IPC);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_error_mentions("buffers[2]");
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_ok(cuabi_buffer_destroy(hb));
+    ck_assert_ok(cuabi_buffer_destroy(bufs[0]));
+    ck_assert_ok(cuabi_memory_resource_release(host));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+END_TEST
+
+/* A refused batch import: the status, the message, nothing imported, every
+ * out[] NULL and address 0. */
+static void batch_refused(cuabi_memory_resource *m, const uint8_t *descs, size_t size,
+                          size_t count, cuabi_status status, const char *needle)
+{
+    cuabi_buffer *out[BATCH + 1];
+    uint64_t addr[BATCH + 1];
+    size_t live = cuabi__handle_live_count();
+    int imports = fake_pool_imports;
+    for (size_t i = 0; i < BATCH + 1; i++) {
+        out[i] = (cuabi_buffer *)1;
+        addr[i] = 7;
+    }
+    ck_assert_status(cuabi_ipc_pool_buffers_import(out, addr, m, descs, size, count), status);
+    ck_assert_error_mentions(needle);
+    for (size_t i = 0; i < count && i < BATCH + 1; i++) {
+        ck_assert_ptr_null(out[i]);
+        ck_assert_uint_eq(addr[i], 0);
+    }
+    ck_assert_int_eq(fake_pool_imports, imports);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+
+START_TEST(batch_import_refusals)
+{
+    cuabi_memory_resource *r = ipc_pool(dev0), *other = ipc_pool(dev0);
+    cuabi_memory_resource *m = mapped_of(r);
+    cuabi_buffer *bufs[BATCH], *ob, *out[BATCH];
+    uint8_t descs[BATCH * D], bad[BATCH * D];
+    batch_of(bufs, descs, r);
+    ck_assert_ok(cuabi_buffer_allocate(&ob, other, 64, 0, NULL));
+    ck_assert_status(cuabi_ipc_pool_buffers_import(NULL, NULL, m, descs, sizeof descs, BATCH),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    batch_refused(m, NULL, sizeof descs, BATCH, CUABI_ERROR_INVALID_ARGUMENT, "NULL");
+    batch_refused(m, descs, sizeof descs, 0, CUABI_ERROR_INVALID_ARGUMENT, "1 to 65536");
+    ck_assert_status(cuabi_ipc_pool_buffers_import(out, NULL, m, descs, sizeof descs, 65537),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    batch_refused(NULL, descs, sizeof descs, BATCH, CUABI_ERROR_INVALID_HANDLE,
+                  "cuabi_ipc_pool_buffers_import");
+    batch_refused(r, descs, sizeof descs, BATCH, CUABI_ERROR_IPC, "this process exported");
+    /* Sizes that do not match the count: short, long, a count that says more. */
+    batch_refused(m, descs, sizeof descs - 1, BATCH, CUABI_ERROR_BUFFER_TOO_SMALL, "need");
+    batch_refused(m, descs, sizeof descs, BATCH - 1, CUABI_ERROR_IPC, "padded");
+    batch_refused(m, descs, 5 * D, BATCH, CUABI_ERROR_BUFFER_TOO_SMALL, "need");
+    /* One bad descriptor in the middle: those before it are freed again. */
+    for (int at = 0; at < BATCH; at += 2) {
+        memcpy(bad, descs, sizeof bad);
+        bad[at * D + 40] ^= 1;
+        char needle[64];
+        snprintf(needle, sizeof needle, "descriptors[%d]: the descriptor is corrupt", at);
+        batch_refused(m, bad, sizeof bad, BATCH, CUABI_ERROR_IPC, needle);
+    }
+    memcpy(bad, descs, sizeof bad);
+    ck_assert_ok(cuabi_ipc_buffer_export(bad + 3 * D, D, ob));      /* another pool's */
+    from_parent(bad + 3 * D);
+    batch_refused(m, bad, sizeof bad, BATCH, CUABI_ERROR_IPC, "descriptors[3]: the buffer "
+                  "belongs to pool");
+    memcpy(bad, descs, sizeof bad);
+    memcpy(bad + 4 * D, descs, D);          /* a duplicate: the fake imports it twice, fine */
+    cuabi_buffer *dup[BATCH];
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(dup, NULL, m, bad, sizeof bad, BATCH));
+    for (int i = 0; i < BATCH; i++)
+        ck_assert_ok(cuabi_buffer_destroy(dup[i]));
+    /* The driver refuses the k-th import, or its range check fails: the
+     * CUresult is kept, nothing stays imported. */
+    for (long k = 1; k <= BATCH; k++) {
+        cuabi__fault_arm("cuMemPoolImportPointer", k, false, CUDA_ERROR_INVALID_VALUE);
+        batch_refused(m, descs, sizeof descs, BATCH, CUABI_ERROR_IPC, "descriptors[");
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        cuabi__fault_arm("cuMemGetAddressRange_v2", k, false, CUDA_ERROR_INVALID_VALUE);
+        cuabi_status st = cuabi_ipc_pool_buffers_import(out, NULL, m, descs, sizeof descs, BATCH);
+        cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+        ck_assert_int_ne(st, CUABI_SUCCESS);
+        for (int i = 0; i < BATCH; i++)
+            ck_assert_ptr_null(out[i]);
+    }
+    /* Allocation failures anywhere in the batch leak nothing. */
+    int imports = fake_pool_imports;
+    size_t live = cuabi__handle_live_count();
+    for (long n = 1; n < 40; n++) {
+        cuabi__alloc_fail_at(n, false);
+        cuabi_status st = cuabi_ipc_pool_buffers_import(out, NULL, m, descs, sizeof descs, BATCH);
+        cuabi__alloc_fail_at(0, false);
+        if (st == CUABI_SUCCESS)
+            for (int i = 0; i < BATCH; i++)
+                ck_assert_ok(cuabi_buffer_destroy(out[i]));
+        else
+            for (int i = 0; i < BATCH; i++)
+                ck_assert_ptr_null(out[i]);
+        ck_assert_int_eq(fake_pool_imports, imports);
+        ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    }
+    ck_assert_ok(cuabi_buffer_destroy(ob));
+    for (int i = 0; i < BATCH; i++)
+        ck_assert_ok(cuabi_buffer_destroy(bufs[i]));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_memory_resource_release(other));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ipc_pool");
@@ -1032,6 +1259,9 @@ static Suite *suite(void)
     tcase_add_test(tc, buffer_export_refusals);
     tcase_add_test(tc, reimport_shares_the_driver_pool);
     tcase_add_test(tc, mapped_pool_id_is_bound_to_its_exporter);
+    tcase_add_test(tc, batch_round_trip);
+    tcase_add_test(tc, batch_export_refusals);
+    tcase_add_test(tc, batch_import_refusals);
     suite_add_tcase(s, tc);
     tc = tcase_create("fds");
     tcase_add_checked_fixture(tc, setup, teardown);

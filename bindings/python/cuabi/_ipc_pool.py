@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+import re
 import socket
 import struct
 import threading
@@ -33,8 +34,9 @@ import time
 import weakref
 
 from . import _capi
+from ._handle import Handle
 from ._lib import call, done, holding, hooks, new_struct, raise_last, raw, use
-from .errors import ClosedHandleError, IPCError, bytes_arg, error_class, index_arg
+from .errors import ClosedHandleError, CuabiError, IPCError, bytes_arg, error_class, index_arg
 
 DESCRIPTOR_SIZE = _capi.CUABI_IPC_DESCRIPTOR_SIZE
 _KIND_AT, _ID_AT = 10, 56          # src/runtime/ipc.h: CUABI__IPC_KIND, CUABI__IPC_POOL_ID
@@ -64,9 +66,13 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 # buffers runs them 32 times, so each buffer's Python work is kept to these
 # calls and the object (issue 24 item 4; docs/PERFORMANCE.md).
 _export = raw("cuabi_ipc_buffer_export")
+_export_n = raw("cuabi_ipc_buffers_export")
 _import = raw("cuabi_ipc_pool_buffer_import")
-_pointer = raw("cuabi_buffer_pointer")
+_import_n = raw("cuabi_ipc_pool_buffers_import")
+_vmm_info = raw("cuabi_vmm_buffer_info")
 _SIZE = C.c_size_t(DESCRIPTOR_SIZE)
+_ONE = C.c_size_t(1)
+BATCH_MAX = 65536           # cuabi_ipc_buffers_export / _pool_buffers_import: count
 
 
 def _use(obj, fn: str):
@@ -217,6 +223,14 @@ class _FdServer:
                 del self._fds[key]
 
     def _serve(self):
+        # What answering needs, imported here while the pickling thread goes
+        # on: the first child's request would otherwise wait for it (hmac
+        # loads OpenSSL: 5 to 25 ms on a loaded machine).
+        try:
+            import hmac  # noqa: F401 (lazy: import time)
+            import multiprocessing.connection  # noqa: F401 (lazy: import time)
+        except ImportError:
+            pass
         while True:
             try:
                 s, _ = self._sock.accept()
@@ -382,8 +396,20 @@ def from_descriptor(fd, descriptor):
 
 
 # ----------------------------------------------------------------- buffers
+#
+# The per-buffer work of a pickled list (issue 24 item 4). Sending: a
+# buffer's descriptor never changes while it lives, so its first pickle
+# keeps the whole reduce value on the buffer (cuda.core keeps the
+# descriptor too) and every later pickle returns it: no C call, no object.
+# Receiving: one C call per buffer (cuabi_ipc_pool_buffers_import with a
+# count of 1 gives the handle and its address together) and the Buffer
+# object. Buffer.get_ipc_descriptors / from_ipc_descriptors do many buffers
+# of a pool in one C call each.
 
 def descriptor_of(buf) -> bytes:
+    r = buf.__dict__.get("_ipc_reduce")         # kept by the first pickle
+    if r is not None and buf._h is not None:
+        return r[1][-1]
     out = C.create_string_buffer(DESCRIPTOR_SIZE)
     h = _use(buf, "cuabi_ipc_buffer_export")      # in use during the call
     try:
@@ -395,9 +421,22 @@ def descriptor_of(buf) -> bytes:
     return out.raw
 
 
+def _is_vmm(buf) -> bool:
+    """Whether buf is a VMM buffer (issue 25), without an exception for the
+    common answer (no)."""
+    info = new_struct(_capi.cuabi_vmm_info)
+    h = _use(buf, "cuabi_vmm_buffer_info")
+    try:
+        return _vmm_info(C.byref(info), C.c_void_p(h)) == 0
+    finally:
+        done(buf)
+
+
 def _vmm_chunks(buf):
     """[(fd, descriptor)] of every chunk of a VMM buffer of this process (new
     fds), or None for a buffer that is not one (issue 25)."""
+    if not _is_vmm(buf):
+        return None
     try:
         n = call("cuabi_vmm_buffer_info", buf).chunks
     except (error_class(_capi.CUABI_ERROR_NOT_SUPPORTED), KeyError):
@@ -459,48 +498,184 @@ def _rebuild_vmm(descriptors, keys, address):
     return buf
 
 
-def reduce_buffer(buf):
-    chunks = _vmm_chunks(buf)
-    if chunks is not None:
-        return _reduce_vmm(buf, chunks)
-    d = descriptor_of(buf)
+def _reduce_of(buf, d):
+    """The reduce value of a buffer whose descriptor is d (kept on the
+    buffer by the callers: it is the same for every pickle)."""
     if d[_KIND_AT] != _POOL_MEMORY:
-        return buf.from_ipc_descriptor, (d,)
-    mr = _exported.get(d[_ID_AT:_ID_AT + 8])
+        return _rebuild_legacy, (d,)
+    key = d[_ID_AT:_ID_AT + 8]
+    mr = _exported.get(key)
     if mr is None or mr.closed:     # a pool made outside Python: adopt its resource
         mr = buf.resource
-        _exported[d[_ID_AT:_ID_AT + 8]] = mr
+        _exported[key] = mr
     return _rebuild_buffer, (mr, d)
 
 
+def reduce_buffer(buf):
+    # Buffer.__reduce__ returns the kept value itself; here: the first pickle.
+    # A pool buffer's export answers at once (no VMM buffer is one); a
+    # legacy export, or a refused one, may be a VMM buffer's (issue 25).
+    try:
+        d = descriptor_of(buf)
+    except CuabiError:
+        if not _is_vmm(buf):
+            raise
+        d = None
+    if d is None or (d[_KIND_AT] != _POOL_MEMORY and _is_vmm(buf)):
+        chunks = _vmm_chunks(buf)
+        if chunks is not None:
+            return _reduce_vmm(buf, chunks)
+        if d is None:
+            d = descriptor_of(buf)      # no VMM buffer after all: the export's error
+    r = buf._ipc_reduce = _reduce_of(buf, d)
+    return r
+
+
+def _renumber(e, array, at):
+    """The error `e` of a batch that began at element `at` of the caller's
+    list: its message names the caller's index."""
+    if not at:
+        return e
+    msg = re.sub(rf"\b{array}\[(\d+)\]", lambda m: f"{array}[{int(m.group(1)) + at}]",
+                 e.message, count=1)
+    return type(e)(msg, status=e.status, log=e.log, cu_result=e.cu_result,
+                   nvrtc_result=e.nvrtc_result, nvjitlink_result=e.nvjitlink_result,
+                   nvml_result=e.nvml_result)
+
+
+def descriptors_of(buffers) -> list:
+    """The IPC descriptors of many buffers, in one cuabi_ipc_buffers_export
+    call per BATCH_MAX (each kept on its buffer, as a pickle keeps it)."""
+    bufs = list(buffers)
+    cls = hooks.buffer_class()
+    for i, b in enumerate(bufs):
+        if not isinstance(b, cls):
+            raise TypeError(f"get_ipc_descriptors: buffers[{i}] is a {type(b).__name__}, "
+                            "not a Buffer")
+    out = []
+    for at in range(0, len(bufs), BATCH_MAX):
+        part = bufs[at:at + BATCH_MAX]
+        n = len(part)
+        arr = (C.c_void_p * n)()
+        blob = C.create_string_buffer(n * DESCRIPTOR_SIZE)
+        held = []
+        try:
+            for k, b in enumerate(part):
+                arr[k] = _use(b, f"get_ipc_descriptors: buffers[{at + k}]")
+                held.append(b)
+            st = _export_n(blob, C.c_size_t(n * DESCRIPTOR_SIZE), arr, C.c_size_t(n))
+        finally:
+            for b in held:
+                done(b)
+        if st:
+            try:
+                raise_last(st, "cuabi_ipc_buffers_export")
+            except CuabiError as e:
+                raise _renumber(e, "buffers", at) from None
+        raw_blob = blob.raw
+        for k, b in enumerate(part):
+            d = raw_blob[k * DESCRIPTOR_SIZE:(k + 1) * DESCRIPTOR_SIZE]
+            if d[_KIND_AT] == _POOL_MEMORY:     # what a pickle sends (a VMM buffer is none)
+                b._ipc_reduce = _reduce_of(b, d)
+            out.append(d)
+    return out
+
+
+def import_buffers(cls, mr, descriptors, what="Buffer.from_ipc_descriptors"):
+    """Buffers of the mapped pool `mr` from descriptors (one bytes object of
+    n descriptors end to end, or a sequence of descriptors): one
+    cuabi_ipc_pool_buffers_import call per BATCH_MAX, all or nothing."""
+    if isinstance(descriptors, (bytes, bytearray, memoryview)):
+        blob = bytes(descriptors)
+    else:
+        try:
+            blob = b"".join(bytes_arg(d, f"{what}: descriptors[{i}]")
+                            for i, d in enumerate(descriptors))
+        except TypeError as e:
+            raise _ipc_error(str(e)) from None
+    if not blob or len(blob) % DESCRIPTOR_SIZE:
+        raise _ipc_error(f"{what}: {len(blob)} bytes of descriptors are not a whole number "
+                         f"of {DESCRIPTOR_SIZE}-byte descriptors")
+    count = len(blob) // DESCRIPTOR_SIZE
+    bufs = []
+    try:
+        for at in range(0, count, BATCH_MAX):
+            n = min(BATCH_MAX, count - at)
+            part = blob[at * DESCRIPTOR_SIZE:(at + n) * DESCRIPTOR_SIZE]
+            hs = (C.c_void_p * n)()
+            addrs = (C.c_uint64 * n)()
+            h = _use(mr, "cuabi_ipc_pool_buffers_import")
+            try:
+                st = _import_n(hs, addrs, C.c_void_p(h), part, C.c_size_t(len(part)),
+                               C.c_size_t(n))
+            finally:
+                done(mr)
+            if st:
+                try:
+                    raise_last(st, "cuabi_ipc_pool_buffers_import")
+                except CuabiError as e:
+                    raise _renumber(e, "descriptors", at) from None
+            bufs.extend(_imported(cls, hs[k], addrs[k]) for k in range(n))
+    except BaseException:
+        for b in bufs:                  # all or nothing, across parts too
+            b.close()
+        raise
+    return bufs
+
+
 def import_buffer(cls, mr, descriptor):
-    out = C.c_void_p()
     d = bytes_arg(descriptor, "Buffer.from_ipc_descriptor: descriptor")
+    return _import_one(cls, mr, d)
+
+
+def _imported(cls, h, address):
+    """The Buffer object of an imported handle: Buffer._wrap's fields, set
+    directly (one object and its finalizer per buffer, nothing else)."""
+    buf = cls.__new__(cls)
+    Handle.__init__(buf, h)
+    buf._ptr = address
+    buf._stream = False         # no stream known (Buffer._wrap's)
+    buf._mapped = True          # Buffer.is_mapped
+    return buf
+
+
+def _import_one(cls, mr, d):
+    out = C.c_void_p()
+    addr = C.c_uint64()
     h = _use(mr, "cuabi_ipc_pool_buffer_import")  # in use during the call
     try:
-        st = _import(C.byref(out), C.c_void_p(h), d or None, C.c_size_t(len(d)))
+        if len(d) == DESCRIPTOR_SIZE:
+            # The batch call with a count of 1: the handle and its address
+            # in one call (Buffer.ptr would be a second).
+            st = _import_n(C.byref(out), C.byref(addr), C.c_void_p(h), d, _SIZE, _ONE)
+        else:                           # refused: the single import says why
+            st = _import(C.byref(out), C.c_void_p(h), d or None, C.c_size_t(len(d)))
     finally:
         done(mr)
     if st:
         raise_last(st, "cuabi_ipc_pool_buffer_import")
-    buf = cls._wrap(out.value)
-    buf._mapped = True                           # Buffer.is_mapped
-    # Its address now, by the direct call (Buffer.ptr would make the generic
-    # call: half of an import's Python time). Nobody else holds the new
-    # buffer yet, so it cannot be closed meanwhile.
-    p = C.c_size_t()
-    if _pointer(C.byref(p), C.c_void_p(out.value)) == 0:
-        buf._ptr = p.value
-    return buf
+    return _imported(cls, out.value, addr.value or None)
+
+
+_resource_class = _buffer_class = None
 
 
 def _rebuild_buffer(mr, descriptor):
-    # MemoryResource, Buffer: cuabi._memory, the layer above (through cuabi._lib.hooks).
-    if not isinstance(mr, hooks.memory_resource_class()):
+    # MemoryResource, Buffer: cuabi._memory, the layer above (through
+    # cuabi._lib.hooks), looked up once.
+    global _resource_class, _buffer_class
+    if _buffer_class is None:
+        _resource_class, _buffer_class = hooks.memory_resource_class(), hooks.buffer_class()
+    if not isinstance(mr, _resource_class):
         raise _ipc_error(f"unpickling a pool buffer: its pool is a {type(mr).__name__}, "
                          "not a MemoryResource")
-    try:
-        d = bytes_arg(descriptor, "unpickling a pool buffer: the descriptor")
-    except TypeError as e:
-        raise _ipc_error(str(e)) from None
-    return import_buffer(hooks.buffer_class(), mr, d)
+    if type(descriptor) is not bytes:
+        try:
+            descriptor = bytes_arg(descriptor, "unpickling a pool buffer: the descriptor")
+        except TypeError as e:
+            raise _ipc_error(str(e)) from None
+    return _import_one(_buffer_class, mr, descriptor)
+
+
+def _rebuild_legacy(descriptor):
+    return hooks.buffer_class().from_ipc_descriptor(descriptor)

@@ -876,8 +876,7 @@ class Buffer(Handle):
         wrapped cudaMalloc memory) a legacy descriptor; for a buffer of
         MemoryResource.ipc_pool() a pool buffer's, which imports into the
         mapped pool. Keep this buffer alive while importers use it."""
-        from . import _ipc_pool          # lazy: import time
-        return _ipc_pool.descriptor_of(self)
+        return _ipc().descriptor_of(self)
 
     @classmethod
     def from_ipc_descriptor(cls, mr_or_descriptor, descriptor: bytes | None = None) -> "Buffer":
@@ -895,10 +894,32 @@ class Buffer(Handle):
         buf._mapped = True
         return buf
 
+    @staticmethod
+    def get_ipc_descriptors(buffers) -> list:
+        """The IPC descriptors (bytes) of many buffers, those not exported
+        yet in one C call (cuabi_ipc_buffers_export): get_ipc_descriptor()
+        of each, faster. A cuabi extra (cuda.core exports one at a time)."""
+        return _ipc().descriptors_of(buffers)
+
+    @classmethod
+    def from_ipc_descriptors(cls, mr: "MemoryResource", descriptors) -> list:
+        """Buffers of the mapped pool `mr` from many descriptors (a sequence
+        of them, or one bytes object of them end to end) in one C call
+        (cuabi_ipc_pool_buffers_import), each with its address: all or
+        nothing (IPCError naming the refused descriptor; the buffers imported
+        before it are freed again). A cuabi extra."""
+        return _ipc().import_buffers(cls, mr, descriptors)
+
     def __reduce__(self):
         """Pickling (multiprocessing) sends the IPC descriptor: the receiving
         process maps the same memory (a pool buffer sends its pool too, once
-        per message)."""
+        per message). The first pickle keeps its value on the buffer; later
+        ones return it (a descriptor does not change while the buffer lives)."""
+        r = self.__dict__.get("_ipc_reduce")
+        if r is not None and self._h is not None:
+            a = r[1]            # (descriptor,) legacy; (resource, descriptor) a pool's
+            if len(a) == 1 or a[0]._h is not None:
+                return r
         return _ipc().reduce_buffer(self)
 
     @property

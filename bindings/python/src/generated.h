@@ -1164,4 +1164,6 @@ static const char *const fast_table_functions[] = {
     "cuabi_program_options_render",
     "cuabi_linker_backend_handle",
     "cuabi_linker_options_render",
+    "cuabi_ipc_buffers_export",
+    "cuabi_ipc_pool_buffers_import",
 };

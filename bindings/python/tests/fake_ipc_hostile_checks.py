@@ -184,6 +184,8 @@ def test_hostile_pickles_raise_ipc_error(pool, dev):
         (_Crafted(_ipc_pool._rebuild_buffer, "not a resource", bd), "not a MemoryResource"),
         (_Crafted(_ipc_pool._rebuild_buffer, mr, bd), "this process exported the pool"),
         (_Crafted(_ipc_pool._rebuild_buffer, mr, 10**12), "must be bytes"),
+        (_Crafted(_ipc_pool._rebuild_legacy, b"junk"), "not a cuabi IPC descriptor"),
+        (_Crafted(_ipc_pool._rebuild_legacy, bd), "cuabi_ipc_pool_buffer_import"),
     ]
     for crafted, needle in messages:
         with pytest.raises(cuabi.IPCError, match=needle):

@@ -136,3 +136,139 @@ def test_same_process_misuse(gpu):
     with pytest.raises(TypeError):
         pickle.dumps(cuabi.MemoryResource.device_default(gpu))
     mr.close()
+
+
+# ---- the batch path (issue 24 item 4): many buffers of a pool in one C call
+# each way, and a pickled list whose descriptors the parent keeps
+
+def _answer(conn, p, seconds=120):
+    """The child's answer, or a failure once it died or went quiet (never a
+    wait without end)."""
+    assert conn.poll(seconds), f"no answer from the child (exit code {p.exitcode})"
+    return conn.recv()
+
+
+def _batch_child(conn):
+    import cuabi as c
+    h, blob, count, other = conn.recv()
+    mr = c.MemoryResource.from_allocation_handle(0, h)
+    h.close()
+    out = {}
+    bufs = c.Buffer.from_ipc_descriptors(mr, blob)          # one C call
+    out["count"] = len(bufs)
+    out["mapped"] = all(b.is_mapped for b in bufs)
+    # the address came with the import: the library's own answer agrees
+    out["addresses"] = all(b.ptr == c._lib.call("cuabi_buffer_pointer", b) for b in bufs)
+    out["sizes"] = [b.size for b in bufs]
+    out["firsts"] = [bytes(b.to_bytes(size=4)) for b in bufs]
+    for j, b in enumerate(bufs):
+        b.fill(200 + j)
+    c.Device(0).synchronize()
+    for b in bufs:
+        b.close()
+    # all or nothing: a corrupt descriptor at 5, another pool's at 2
+    D = c._capi.CUABI_IPC_DESCRIPTOR_SIZE
+    bad = bytearray(blob)
+    bad[5 * D + 40] ^= 1
+    try:
+        c.Buffer.from_ipc_descriptors(mr, bytes(bad))
+        out["corrupt"] = "imported"
+    except c.IPCError as e:
+        out["corrupt"] = str(e)
+    try:
+        c.Buffer.from_ipc_descriptors(mr, blob[:2 * D] + other + blob[3 * D:])
+        out["other"] = "imported"
+    except c.IPCError as e:
+        out["other"] = str(e)
+    # and every buffer imports again afterwards (nothing was left imported)
+    again = c.Buffer.from_ipc_descriptors(mr, [blob[i * D:(i + 1) * D] for i in range(count)])
+    out["again"] = [bytes(b.to_bytes(size=4)) for b in again]
+    for b in again:
+        b.close()
+    conn.send(out)
+
+
+def test_batch_descriptors_to_a_child(gpu):
+    mr = cuabi.MemoryResource.ipc_pool(gpu, max_size=256 << 20)
+    other = cuabi.MemoryResource.ipc_pool(gpu)
+    count = 32
+    bufs = [cuabi.Buffer((1 << 20) + 256 * j, mr) for j in range(count)]
+    for j, b in enumerate(bufs):
+        b.fill(j + 1)
+    ob = cuabi.Buffer(4096, other)
+    gpu.synchronize()
+    descs = cuabi.Buffer.get_ipc_descriptors(bufs)          # one C call
+    assert descs == [b.get_ipc_descriptor() for b in bufs]
+    ctx = mp.get_context("spawn")
+    a, b = ctx.Pipe()
+    p = ctx.Process(target=_batch_child, args=(b,))
+    p.start()
+    try:
+        with mr.get_allocation_handle() as h:
+            a.send((h, b"".join(descs), count, ob.get_ipc_descriptor()))
+        out = _answer(a, p)
+        p.join(60)
+    finally:
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+    assert out["count"] == count and out["mapped"] and out["addresses"]
+    assert out["sizes"] == [(1 << 20) + 256 * j for j in range(count)]
+    assert out["firsts"] == [bytes([j + 1]) * 4 for j in range(count)]
+    assert "descriptors[5]" in out["corrupt"] and "corrupt" in out["corrupt"]
+    assert "descriptors[2]" in out["other"] and "belongs to pool" in out["other"]
+    assert out["again"] == [bytes([200 + j]) * 4 for j in range(count)]
+    for j, x in enumerate(bufs):                            # the child's writes
+        assert bytes(x.to_bytes(size=4)) == bytes([200 + j]) * 4
+    for x in bufs + [ob]:
+        x.close()
+    mr.close()
+    other.close()
+
+
+def _list_child(conn):
+    import cuabi as c
+    while True:
+        msg = conn.recv()                       # a plain list of Buffers
+        if msg is None:
+            break
+        seen = [bytes(b.to_bytes(size=4)) + bytes(b.to_bytes(offset=b.size - 4)) for b in msg]
+        for b in msg:                           # importers free first
+            b.close()
+        conn.send(seen)
+
+
+def test_pickled_lists_kept_and_fresh(gpu):
+    """The same list pickled again (its kept descriptors), then lists of new
+    buffers (new descriptors) at addresses the pool reuses."""
+    mr = cuabi.MemoryResource.ipc_pool(gpu, max_size=256 << 20)
+    ctx = mp.get_context("spawn")
+    a, b = ctx.Pipe()
+    p = ctx.Process(target=_list_child, args=(b,))
+    p.start()
+    try:
+        bufs = [cuabi.Buffer(1 << 20, mr) for _ in range(32)]
+        for r in range(3):
+            for j, x in enumerate(bufs):
+                x.fill((r * 32 + j) % 251)
+            gpu.synchronize()
+            a.send(bufs)
+            assert _answer(a, p) == [bytes([(r * 32 + j) % 251]) * 8 for j in range(32)]
+        for r in range(3):
+            for x in bufs:
+                x.close()
+            bufs = [cuabi.Buffer(1 << 20, mr) for _ in range(32)]
+            for j, x in enumerate(bufs):
+                x.fill((r + 7 * j) % 251)
+            gpu.synchronize()
+            a.send(bufs)
+            assert _answer(a, p) == [bytes([(r + 7 * j) % 251]) * 8 for j in range(32)]
+        a.send(None)
+        p.join(60)
+        assert p.exitcode == 0
+    finally:
+        if p.is_alive():
+            p.kill()
+    for x in bufs:
+        x.close()
+    mr.close()

@@ -6607,6 +6607,40 @@ function cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
 end
 
 """
+cuabi_ipc_buffers_export(out, out_size, buffers, count)
+
+cuabi_ipc_buffer_export() of `count` buffers in one call: descriptor i is written at out + i * CUABI_IPC_DESCRIPTOR_SIZE (so that a message carries them as one block; issue 24). Any buffer cuabi_ipc_buffer_export() takes, pool or legacy, in any mix. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < count * CUABI_IPC_DESCRIPTOR_SIZE; the first buffer that cannot be exported gives its error, naming its index ("buffers[i]: ..."), and what was written before it is to be ignored.
+
+- `out` [out]
+- `count` 1 to 65536.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_buffers_export(out, out_size, buffers, count)
+    ccall((:cuabi_ipc_buffers_export, libcuabi), cuabi_status, (Ptr{UInt8}, Csize_t, Ptr{Ptr{cuabi_buffer}}, Csize_t), out, out_size, buffers, count)
+end
+
+"""
+cuabi_ipc_pool_buffers_import(out, addresses, pool, descriptors, size, count)
+
+cuabi_ipc_pool_buffer_import() of `count` buffers of one mapped pool in one call, from `count` descriptors laid end to end (as cuabi_ipc_buffers_export() writes them): out[i] is the buffer of descriptor i and, when `addresses` is not NULL, addresses[i] its device address (what cuabi_buffer_pointer() would say). All or nothing: `size` must be exactly count * CUABI_IPC_DESCRIPTOR_SIZE (else CUABI_ERROR_BUFFER_TOO_SMALL or CUABI_ERROR_IPC), every descriptor is checked as cuabi_ipc_pool_buffer_import() checks one, and when descriptor i is refused (CUABI_ERROR_IPC naming "descriptors[i]") the buffers imported before it are freed again and every out[] and addresses[] is NULL / 0.
+
+- `out` [out, ownership transferred] count handles.
+- `addresses` [out, may be C_NULL] NULL, or room for count addresses.
+- `count` 1 to 65536.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_ipc_pool_buffers_import(out, addresses, pool, descriptors, size, count)
+    t0 = _enter(pool)
+    try
+        ccall((:cuabi_ipc_pool_buffers_import, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_buffer}}, Ptr{UInt64}, Ptr{cuabi_memory_resource}, Ptr{UInt8}, Csize_t, Csize_t), out, addresses, pool, descriptors, size, count)
+    finally
+        _leave(pool, t0)
+    end
+end
+
+"""
 cuabi_ipc_pool_info(role, pool_id, resource)
 
 What a memory resource is to pool IPC, and the pool's id (0 when the role is CUABI_IPC_POOL_NONE). Needs no driver.
@@ -11084,6 +11118,8 @@ const FUNCTIONS = [
     :cuabi_ipc_pool_export,
     :cuabi_ipc_pool_import,
     :cuabi_ipc_pool_buffer_import,
+    :cuabi_ipc_buffers_export,
+    :cuabi_ipc_pool_buffers_import,
     :cuabi_ipc_pool_info,
     :cuabi_ipc_fd_send,
     :cuabi_ipc_fd_receive,

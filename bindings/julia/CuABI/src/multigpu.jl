@@ -112,6 +112,28 @@ ipc_pool_import(fd::Integer, d::Vector{UInt8}) =
 ipc_import_buffer(r::MemoryResource, d::Vector{UInt8}) =
     _own(Buffer, _create(out -> L.cuabi_ipc_pool_buffer_import(out, r, d, length(d))), nothing)
 
+"The IPC descriptors of many buffers in one call, end to end (`ipc_export` of each); 1 to 65536 buffers."
+function ipc_export_buffers(bufs::AbstractVector{Buffer})
+    out = zeros(UInt8, length(bufs) * L.CUABI_IPC_DESCRIPTOR_SIZE)
+    _inuse(bufs...) do
+        ptrs = Ptr{L.cuabi_buffer}[Ptr{L.cuabi_buffer}(Base.unsafe_convert(Ptr{Cvoid}, b)) for b in bufs]
+        GC.@preserve bufs ptrs out check(L.cuabi_ipc_buffers_export(out, length(out), ptrs, length(ptrs)))
+    end
+    out
+end
+
+"""
+Import many buffers of the pool `r` maps from descriptors laid end to end, in
+one call, all or nothing (an error names the refused descriptor; then no
+buffer stays imported).
+"""
+function ipc_import_buffers(r::MemoryResource, d::Vector{UInt8})
+    n = div(length(d), L.CUABI_IPC_DESCRIPTOR_SIZE)
+    out = fill(Ptr{L.cuabi_buffer}(C_NULL), max(n, 1))
+    GC.@preserve d out check(L.cuabi_ipc_pool_buffers_import(out, Ptr{UInt64}(C_NULL), r, d, length(d), n))
+    [_own(Buffer, Ptr{Cvoid}(p), nothing) for p in out]
+end
+
 const _IPC_POOL_ROLES = Dict(L.CUABI_IPC_POOL_NONE => :none, L.CUABI_IPC_POOL_EXPORTER => :exporter,
                              L.CUABI_IPC_POOL_MAPPED => :mapped)
 

@@ -4210,6 +4210,14 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_buffer_import(out: *mut *mut cuabi_buffer, pool: *mut cuabi_memory_resource, descriptor: *const u8, size: usize) -> cuabi_status;
+    /// cuabi_ipc_buffer_export() of `count` buffers in one call: descriptor i is written at out + i * CUABI_IPC_DESCRIPTOR_SIZE (so that a message carries them as one block; issue 24). Any buffer cuabi_ipc_buffer_export() takes, pool or legacy, in any mix. CUABI_ERROR_BUFFER_TOO_SMALL when out_size < count * CUABI_IPC_DESCRIPTOR_SIZE; the first buffer that cannot be exported gives its error, naming its index ("buffers[i]: ..."), and what was written before it is to be ignored.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_buffers_export(out: *mut u8, out_size: usize, buffers: *mut *mut cuabi_buffer, count: usize) -> cuabi_status;
+    /// cuabi_ipc_pool_buffer_import() of `count` buffers of one mapped pool in one call, from `count` descriptors laid end to end (as cuabi_ipc_buffers_export() writes them): out[i] is the buffer of descriptor i and, when `addresses` is not NULL, addresses[i] its device address (what cuabi_buffer_pointer() would say). All or nothing: `size` must be exactly count * CUABI_IPC_DESCRIPTOR_SIZE (else CUABI_ERROR_BUFFER_TOO_SMALL or CUABI_ERROR_IPC), every descriptor is checked as cuabi_ipc_pool_buffer_import() checks one, and when descriptor i is refused (CUABI_ERROR_IPC naming "descriptors[i]") the buffers imported before it are freed again and every out[] and addresses[] is NULL / 0.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_ipc_pool_buffers_import(out: *mut *mut cuabi_buffer, addresses: *mut u64, pool: *mut cuabi_memory_resource, descriptors: *const u8, size: usize, count: usize) -> cuabi_status;
     /// What a memory resource is to pool IPC, and the pool's id (0 when the role is CUABI_IPC_POOL_NONE). Needs no driver.
     pub fn cuabi_ipc_pool_info(role: *mut cuabi_ipc_pool_role, pool_id: *mut u64, resource: *mut cuabi_memory_resource) -> cuabi_status;
     /// Send a file descriptor and `size` bytes (1 to 4096: a pool descriptor, say) in one message over a connected unix socket (sendmsg with SCM_RIGHTS). The descriptor stays the caller's. CUABI_ERROR_IO with errno's text when the socket refuses. Needs no driver.
@@ -7722,6 +7730,8 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_ipc_pool_export", cuabi_ipc_pool_export as *const () as usize),
         ("cuabi_ipc_pool_import", cuabi_ipc_pool_import as *const () as usize),
         ("cuabi_ipc_pool_buffer_import", cuabi_ipc_pool_buffer_import as *const () as usize),
+        ("cuabi_ipc_buffers_export", cuabi_ipc_buffers_export as *const () as usize),
+        ("cuabi_ipc_pool_buffers_import", cuabi_ipc_pool_buffers_import as *const () as usize),
         ("cuabi_ipc_pool_info", cuabi_ipc_pool_info as *const () as usize),
         ("cuabi_ipc_fd_send", cuabi_ipc_fd_send as *const () as usize),
         ("cuabi_ipc_fd_receive", cuabi_ipc_fd_receive as *const () as usize),

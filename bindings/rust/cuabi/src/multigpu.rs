@@ -201,6 +201,45 @@ impl Buffer {
             sys::cuabi_ipc_pool_buffer_import(o, pool.as_raw(), descriptor.as_ptr(), descriptor.len())
         })
     }
+
+    /// The IPC descriptors of many buffers in one call, end to end
+    /// (`IPC_DESCRIPTOR_SIZE` bytes each; cuabi_ipc_buffers_export): what
+    /// [`Buffer::ipc_export`] gives for each. 1 to 65536 buffers.
+    pub fn ipc_export_many(buffers: &[&Buffer]) -> Result<Vec<u8>> {
+        let mut raw: Vec<*mut sys::cuabi_buffer> = buffers.iter().map(|b| b.as_raw()).collect();
+        let mut out = vec![0u8; buffers.len().saturating_mul(IPC_DESCRIPTOR_SIZE)];
+        // SAFETY: `raw` holds `buffers.len()` live handles (borrowed for the call), `out` has room
+        // for that many descriptors; both are read or written during the call only.
+        check(unsafe {
+            sys::cuabi_ipc_buffers_export(out.as_mut_ptr(), out.len(), raw.as_mut_ptr(), raw.len())
+        })?;
+        Ok(out)
+    }
+
+    /// Import many buffers of the pool `pool` maps from their descriptors
+    /// laid end to end (cuabi_ipc_pool_buffers_import), all or nothing:
+    /// `Status::IPC` naming the refused descriptor, and then no buffer stays
+    /// imported.
+    pub fn ipc_pool_import_many(pool: &MemoryResource, descriptors: &[u8]) -> Result<Vec<Buffer>> {
+        let n = descriptors.len() / IPC_DESCRIPTOR_SIZE;
+        if n == 0 || descriptors.len() % IPC_DESCRIPTOR_SIZE != 0 {
+            return Err(Error::invalid_argument(
+                "Buffer::ipc_pool_import_many: not a whole, nonzero number of descriptors"));
+        }
+        let mut out = vec![core::ptr::null_mut(); n];
+        // SAFETY: `out` has room for `n` handles; `descriptors` is read during the call only.
+        check(unsafe {
+            sys::cuabi_ipc_pool_buffers_import(out.as_mut_ptr(), core::ptr::null_mut(), pool.as_raw(),
+                                               descriptors.as_ptr(), descriptors.len(), n)
+        })?;
+        out.into_iter()
+            .map(|p| {
+                // SAFETY: on success every entry is a new buffer we own.
+                unsafe { Buffer::from_raw(p) }
+                    .ok_or_else(|| Error::internal("cuabi_ipc_pool_buffers_import returned NULL"))
+            })
+            .collect()
+    }
 }
 
 impl View {

@@ -47,3 +47,23 @@ fn pool_descriptors_and_fds_without_a_gpu() {
     drop(a);
     assert_eq!(ipc_receive_fd(b.as_fd(), 4).unwrap_err().status, sys::CUABI_ERROR_IO);
 }
+
+#[test]
+fn batch_ipc_without_a_gpu() {
+    // Host memory is not exportable: the batch names the element.
+    let host = MemoryResource::host().unwrap();
+    let a = host.allocate(64, 0, None).unwrap();
+    let b = host.allocate(64, 0, None).unwrap();
+    let e = Buffer::ipc_export_many(&[&a, &b]).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_IPC, "{e}");
+    assert!(e.message.contains("buffers[0]"), "{e}");
+    assert_eq!(Buffer::ipc_export_many(&[]).unwrap_err().status, sys::CUABI_ERROR_INVALID_ARGUMENT);
+    // Imports: whole descriptors only, into a mapped pool only.
+    assert_eq!(Buffer::ipc_pool_import_many(&host, &[]).unwrap_err().status,
+               sys::CUABI_ERROR_INVALID_ARGUMENT);
+    assert_eq!(Buffer::ipc_pool_import_many(&host, &[0u8; IPC_DESCRIPTOR_SIZE + 1]).unwrap_err().status,
+               sys::CUABI_ERROR_INVALID_ARGUMENT);
+    let e = Buffer::ipc_pool_import_many(&host, &vec![0x41u8; 2 * IPC_DESCRIPTOR_SIZE]).unwrap_err();
+    assert_eq!(e.status, sys::CUABI_ERROR_IPC, "{e}");
+    assert!(e.message.contains("not a pool mapped"), "{e}");
+}
