@@ -5,7 +5,7 @@
 //! the handle while counter < limit. Each test prints SKIP and returns
 //! without the fake.
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use cuabi::{sys, ArgPack, Device, Graph, GraphNode, LaunchConfig, MemoryResource, Program, ProgramOptions, Stream};
 
@@ -15,6 +15,15 @@ extern "C" __global__ void count_loop(unsigned long long h, long long *c, unsign
 "#;
 
 static INIT: Once = Once::new();
+
+/// One test at a time: a capture in global mode makes another thread's
+/// synchronising call fail (the driver's rule, which the fake keeps), so the
+/// tests of this file must not overlap (they did once a fifth test came).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The fake driver's first device, or None (skip) when it was not built.
 fn fake() -> Option<Device> {
@@ -41,6 +50,7 @@ fn ints(res: &MemoryResource, values: &[i64]) -> cuabi::Buffer {
 
 #[test]
 fn capture_keeps_what_it_runs_and_replays() {
+    let _serial = serial();
     let Some(dev) = fake() else { return };
     let res = MemoryResource::device_default(&dev).unwrap();
     let s = Stream::new(&dev).unwrap();
@@ -72,6 +82,7 @@ fn capture_keeps_what_it_runs_and_replays() {
 
 #[test]
 fn capture_error_ends_the_capture() {
+    let _serial = serial();
     let Some(dev) = fake() else { return };
     let s = Stream::new(&dev).unwrap();
     // SAFETY: nothing is captured (the synchronize is refused).
@@ -88,6 +99,7 @@ fn capture_error_ends_the_capture() {
 
 #[test]
 fn explicit_nodes_edges_host_closures_and_updates() {
+    let _serial = serial();
     let Some(dev) = fake() else { return };
     let res = MemoryResource::device_default(&dev).unwrap();
     let s = Stream::new(&dev).unwrap();
@@ -139,6 +151,7 @@ fn explicit_nodes_edges_host_closures_and_updates() {
 
 #[test]
 fn conditional_while_loop() {
+    let _serial = serial();
     let Some(dev) = fake() else { return };
     let res = MemoryResource::device_default(&dev).unwrap();
     let s = Stream::new(&dev).unwrap();
@@ -160,6 +173,7 @@ fn conditional_while_loop() {
 
 #[test]
 fn memory_nodes_allocate_and_free() {
+    let _serial = serial();
     let Some(dev) = fake() else { return };
     let dev1 = Device::get(1).unwrap();
     let s = Stream::new(&dev).unwrap();
