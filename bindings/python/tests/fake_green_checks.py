@@ -195,3 +195,57 @@ def test_checkpoint_process():
         p.restore({b"short": dev})
     with pytest.raises(TypeError):
         p.restore({1.5: dev})
+
+
+def test_checkpoint_refusals_are_cuda_cores():
+    """cuda.core's checkpoint.Process checks and errors (its checkpoint.py)."""
+    for bad in (True, "1", 1.0, None):
+        with pytest.raises(TypeError, match="pid must be an int"):
+            checkpoint.Process(bad)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="pid must be a positive int"):
+            checkpoint.Process(bad)
+    p = checkpoint.Process(4242)
+    for bad in (1.5, "10", True):
+        with pytest.raises(TypeError, match="timeout_ms must be an int"):
+            p.lock(bad)
+    with pytest.raises(ValueError, match="timeout_ms must be >= 0"):
+        p.lock(-1)
+    for bad in ([("a", "b")], "GPU-00", 7):
+        with pytest.raises(TypeError, match="gpu_mapping must be a mapping"):
+            p.restore(bad)
+    assert p.state == "running"                  # nothing reached the driver
+    # cuda.core: the driver's CUDA_ERROR_NOT_FOUND is "not supported", a RuntimeError
+    with pytest.raises(RuntimeError, match="CUDA checkpointing is not supported") as ei:
+        checkpoint.Process(999999).state
+    assert isinstance(ei.value, cuabi.NotFoundError)       # cuabi's class stays
+    assert isinstance(ei.value, cuabi.NotSupportedError)
+    assert "no CUDA process 999999" in str(ei.value)
+    import typing
+    from cuabi.typing import ProcessStateType
+    assert set(typing.get_args(ProcessStateType)) <= set(typing.get_args(checkpoint.ProcessStateT))
+    assert checkpoint.__all__[0] == "Process" and cuabi.checkpoint is checkpoint
+
+
+def test_context_and_stream_resources_are_cuda_cores():
+    """cuda.core's Context.resources / Stream.resources: a green context's
+    (and its streams') are its partition, a primary context's (and its
+    streams') the whole device's."""
+    dev = cuabi.Device(0)
+    dev.set_current()
+    assert dev.context.resources.sm.sm_count == 132
+    s = dev.create_stream()
+    assert s.resources.sm.sm_count == 132
+    groups, _rem = dev.resources.sm.split(cuabi.SMResourceOptions(count=[16]))
+    ctx = dev.create_context(cuabi.ContextOptions(resources=groups))
+    assert ctx.resources.sm.sm_count == 16
+    gs = ctx.create_stream()
+    assert gs.resources.sm.sm_count == 16
+    assert gs.resources.sm.info.kind == "green_context"
+    c = dev.context
+    c.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        c.resources
+    gs.close()
+    s.close()
+    ctx.close()
