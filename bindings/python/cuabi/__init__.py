@@ -102,9 +102,13 @@ def _set_hooks():
         from ._texture import _Factories                 # lazy: import time
         return _Factories
 
+    def system_device_class():
+        from ._system import Device                      # lazy: import time
+        return Device
+
     for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
                  memory_resource_class, buffer_class, green_context_class,
-                 device_resources_class, texture_factories_class):
+                 device_resources_class, texture_factories_class, system_device_class):
         setattr(_hooks, hook.__name__, hook)
 
 

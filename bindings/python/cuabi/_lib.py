@@ -563,7 +563,7 @@ def status_message(status: int) -> str:
 #   device_resources_class cuabi._green.DeviceResources   Device.resources
 HOOKS = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
          "memory_resource_class", "buffer_class", "green_context_class",
-         "device_resources_class", "texture_factories_class")
+         "device_resources_class", "texture_factories_class", "system_device_class")
 
 
 def _hook_unset():
