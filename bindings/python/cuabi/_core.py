@@ -284,6 +284,10 @@ class Context:
     def create_stream(self, options: StreamOptions | None = None) -> "Stream":
         raise NotImplementedError
 
+    @property
+    def resources(self):
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
