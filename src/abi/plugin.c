@@ -504,6 +504,10 @@ static const cuabi_api api_table = {
     cuabi_graph_node_mem_info,
     cuabi_graph_add_memcpy_ptr,
     cuabi_graph_add_memset_ptr,
+    cuabi_device_workqueue_config,
+    cuabi_green_ctx_workqueue_config,
+    cuabi_green_ctx_create_with_workqueue,
+    cuabi_workqueue_config_init,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

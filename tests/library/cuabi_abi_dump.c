@@ -1475,6 +1475,9 @@ ABI_TYPE(&cuabi_sm_resource_info_init,
 ABI_TYPE(&cuabi_sm_split_options_init,
          cuabi_status (*)(cuabi_sm_split_options *, unsigned int),
          "cuabi_sm_split_options_init");
+ABI_TYPE(&cuabi_workqueue_config_init,
+         cuabi_status (*)(cuabi_workqueue_config *, unsigned int),
+         "cuabi_workqueue_config_init");
 ABI_TYPE(&cuabi_device_sm_resource,
          cuabi_status (*)(cuabi_sm_resource **, cuabi_device *),
          "cuabi_device_sm_resource");
@@ -1524,6 +1527,19 @@ ABI_TYPE(&cuabi_green_ctx_raw,
 ABI_TYPE(&cuabi_green_ctx_context,
          cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
          "cuabi_green_ctx_context");
+ABI_TYPE(&cuabi_device_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_device *),
+         "cuabi_device_workqueue_config");
+ABI_TYPE(&cuabi_green_ctx_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_green_ctx *),
+         "cuabi_green_ctx_workqueue_config");
+ABI_TYPE(&cuabi_green_ctx_create_with_workqueue,
+         cuabi_status (*)(cuabi_green_ctx **,
+                          cuabi_device *,
+                          cuabi_sm_resource **,
+                          size_t,
+                          const cuabi_workqueue_config *),
+         "cuabi_green_ctx_create_with_workqueue");
 ABI_TYPE(&cuabi_process_state_name,
          const char * (*)(cuabi_process_state),
          "cuabi_process_state_name");
@@ -3610,6 +3626,22 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
                           size_t,
                           size_t),
          "cuabi_api.graph_add_memset_ptr");
+ABI_TYPE(((cuabi_api *)0)->device_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_device *),
+         "cuabi_api.device_workqueue_config");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_workqueue_config");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_create_with_workqueue,
+         cuabi_status (*)(cuabi_green_ctx **,
+                          cuabi_device *,
+                          cuabi_sm_resource **,
+                          size_t,
+                          const cuabi_workqueue_config *),
+         "cuabi_api.green_ctx_create_with_workqueue");
+ABI_TYPE(((cuabi_api *)0)->workqueue_config_init,
+         cuabi_status (*)(cuabi_workqueue_config *, unsigned int),
+         "cuabi_api.workqueue_config_init");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -4304,6 +4336,16 @@ static void print_cuabi_sm_split_options(const cuabi_sm_split_options *p,
     ABI_BYTES(version);
     ABI_BYTES(min_count);
     ABI_BYTES(flags);
+}
+
+static void print_cuabi_workqueue_config(const cuabi_workqueue_config *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(concurrency_limit);
+    ABI_BYTES(sharing_scope);
+    ABI_BYTES(ordinal);
 }
 
 static void print_cuabi_nvml_system_info(const cuabi_nvml_system_info *p,
@@ -5021,6 +5063,11 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_sm_split_options, version);
     ABI_FIELD(cuabi_sm_split_options, min_count);
     ABI_FIELD(cuabi_sm_split_options, flags);
+    ABI_STRUCT(cuabi_workqueue_config);
+    ABI_FIELD(cuabi_workqueue_config, version);
+    ABI_FIELD(cuabi_workqueue_config, concurrency_limit);
+    ABI_FIELD(cuabi_workqueue_config, sharing_scope);
+    ABI_FIELD(cuabi_workqueue_config, ordinal);
     ABI_STRUCT(cuabi_checkpoint_gpu_pair);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, old_uuid);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, new_uuid);
@@ -5703,6 +5750,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_node_mem_info);
     ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
     ABI_FIELD(cuabi_api, graph_add_memset_ptr);
+    ABI_FIELD(cuabi_api, device_workqueue_config);
+    ABI_FIELD(cuabi_api, green_ctx_workqueue_config);
+    ABI_FIELD(cuabi_api, green_ctx_create_with_workqueue);
+    ABI_FIELD(cuabi_api, workqueue_config_init);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -6159,6 +6210,10 @@ static void print_constants(void)
     ABI_ENUM(CUABI_SM_RESOURCE_REMAINDER);
     ABI_ENUM(CUABI_SM_RESOURCE_GREEN_CTX);
     ABI_ENUM(CUABI_SM_RESOURCE_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_workqueue_scope);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_DEVICE_CTX);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_FORCE32);
     ABI_ENUM_TYPE(cuabi_process_state);
     ABI_ENUM(CUABI_PROCESS_STATE_RUNNING);
     ABI_ENUM(CUABI_PROCESS_STATE_LOCKED);
@@ -6343,6 +6398,7 @@ static void print_constants(void)
     ABI_CONST(CUABI_NCCL_COMM_OPTIONS_VERSION);
     ABI_CONST(CUABI_SM_RESOURCE_INFO_VERSION);
     ABI_CONST(CUABI_SM_SPLIT_OPTIONS_VERSION);
+    ABI_CONST(CUABI_WORKQUEUE_CONFIG_VERSION);
     ABI_CONST(CUABI_NVML_SYSTEM_INFO_VERSION);
     ABI_CONST(CUABI_NVML_DEVICE_INFO_VERSION);
     ABI_CONST(CUABI_NVML_HEALTH_VERSION);
@@ -6910,6 +6966,19 @@ static void print_defaults(void)
             printf("cuabi_sm_split_options_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_sm_split_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_workqueue_config init = CUABI_WORKQUEUE_CONFIG_INIT;
+        printf("CUABI_WORKQUEUE_CONFIG_INIT\n");
+        print_cuabi_workqueue_config(&init, CUABI_WORKQUEUE_CONFIG_VERSION);
+        for (unsigned int v = 0; v <= CUABI_WORKQUEUE_CONFIG_VERSION + 1; v++) {
+            cuabi_workqueue_config x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_workqueue_config_init(&x, v);
+            printf("cuabi_workqueue_config_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_workqueue_config(&x, v);
         }
     }
     {
@@ -7710,6 +7779,8 @@ int main(void)
          "unsigned int)");
     puts("  cuabi_status cuabi_sm_split_options_init(cuabi_sm_split_options *, "
          "unsigned int)");
+    puts("  cuabi_status cuabi_workqueue_config_init(cuabi_workqueue_config *, "
+         "unsigned int)");
     puts("  cuabi_status cuabi_device_sm_resource(cuabi_sm_resource **, cuabi_device *)");
     puts("  cuabi_status cuabi_sm_resource_get_info(cuabi_sm_resource_info *, "
          "cuabi_sm_resource *)");
@@ -7730,6 +7801,12 @@ int main(void)
     puts("  cuabi_status cuabi_green_ctx_wait_event(cuabi_green_ctx *, cuabi_event *)");
     puts("  cuabi_status cuabi_green_ctx_raw(uintptr_t *, cuabi_green_ctx *)");
     puts("  cuabi_status cuabi_green_ctx_context(uintptr_t *, cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_device_workqueue_config(cuabi_workqueue_config *, "
+         "cuabi_device *)");
+    puts("  cuabi_status cuabi_green_ctx_workqueue_config(cuabi_workqueue_config *, "
+         "cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_create_with_workqueue(cuabi_green_ctx **, "
+         "cuabi_device *, cuabi_sm_resource **, size_t, const cuabi_workqueue_config *)");
     puts("  const char * cuabi_process_state_name(cuabi_process_state)");
     puts("  cuabi_status cuabi_checkpoint_process_state(cuabi_process_state *, int)");
     puts("  cuabi_status cuabi_checkpoint_process_restore_thread_id(int *, int)");
