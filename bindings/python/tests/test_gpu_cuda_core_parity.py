@@ -662,3 +662,24 @@ def test_opaque_array_format_is_an_array_format_type(libs):
         a.close()
         return out
     assert both(libs, fmt) == ("ArrayFormatType", True, "float32")
+
+
+def test_workqueue_resource(libs):
+    def workqueue(core):
+        dev = core.Device()
+        if not hasattr(core, "WorkqueueResourceOptions"):
+            pytest.skip(f"{core.__name__} has no WorkqueueResource")
+        try:
+            wq = dev.resources.workqueue
+        except RuntimeError as e:            # a driver before CUDA 13.1
+            return ("refused", "13.1" in str(e))
+        limit = wq.concurrency_limit
+        wq.configure(core.WorkqueueResourceOptions(sharing_scope="green_ctx_balanced",
+                                                   concurrency_limit=2))
+        groups, _ = dev.resources.sm.split(core.SMResourceOptions(count=16))
+        ctx = dev.create_context(core.ContextOptions(resources=[groups[0], wq]))
+        got = ctx.resources.workqueue
+        out = (limit, got.concurrency_limit, str(got.sharing_scope))
+        ctx.close()
+        return out
+    print(both(libs, workqueue))
