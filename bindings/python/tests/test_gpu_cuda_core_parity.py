@@ -557,8 +557,11 @@ def test_memory_resource_registry(libs):
         dev = core.Device()
         if not hasattr(core.DeviceMemoryResource, "from_registry"):
             pytest.skip(f"{core.__name__} has no DeviceMemoryResource.from_registry")
-        u = uuidlib.uuid4()
-        mr = core.DeviceMemoryResource(dev.device_id)
+        # cuda.core registers IPC-enabled pools (their uuid; its register of
+        # a pool without IPC fails)
+        mr = core.DeviceMemoryResource(dev.device_id, core.DeviceMemoryResourceOptions(
+            ipc_enabled=True, max_size=1 << 21))
+        u = getattr(mr, "uuid", None) or uuidlib.uuid4()
         first = mr.register(u) is mr
         again = core.DeviceMemoryResource.from_registry(u) is mr
         try:
