@@ -63,6 +63,7 @@ typedef struct cuabi_green_ctx cuabi_green_ctx;
 
 typedef struct cuabi_sm_resource_info cuabi_sm_resource_info;
 typedef struct cuabi_sm_split_options cuabi_sm_split_options;
+typedef struct cuabi_workqueue_config cuabi_workqueue_config;
 
 /** Flags of cuabi_sm_split_options.flags (values of CUdevSmResourceSplit_flags). */
 typedef enum cuabi_sm_split_flags {
@@ -85,6 +86,15 @@ typedef enum cuabi_sm_resource_kind {
     CUABI_SM_RESOURCE_GREEN_CTX = 3, /**< A green context's (cuabi_green_ctx_sm_resource). */
     CUABI_SM_RESOURCE_KIND_FORCE32 = 0x7fffffff
 } cuabi_sm_resource_kind;
+
+/** How a green context shares the device's workqueues (CUdevWorkqueueConfigScope, CUDA 13.1). */
+typedef enum cuabi_workqueue_scope {
+    /** Use all the workqueues shared across contexts (the driver's default). */
+    CUABI_WORKQUEUE_SCOPE_DEVICE_CTX = 0,
+    /** Where possible, workqueues not shared with other balanced green contexts. */
+    CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED = 1,
+    CUABI_WORKQUEUE_SCOPE_FORCE32 = 0x7fffffff
+} cuabi_workqueue_scope;
 
 /**
  * What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version`
@@ -152,6 +162,36 @@ struct cuabi_sm_split_options {
         CUABI_SM_SPLIT_DEFAULT          /* flags */     \
     }
 
+/**
+ * A workqueue configuration (a CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG resource, CUDA 13.1 drivers):
+ * filled by cuabi_device_workqueue_config and cuabi_green_ctx_workqueue_config, given to
+ * cuabi_green_ctx_create_with_workqueue. Set `version` first.
+ */
+struct cuabi_workqueue_config {
+    /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
+    unsigned int version;
+    /**
+     * The expected most concurrent stream-ordered workloads (wqConcurrencyLimit). A device's is the
+     * driver's cap (CUDA_DEVICE_MAX_CONNECTIONS, typically 8 of at most 32); more may be asked for,
+     * without the driver's promise that submissions stay apart. Given to a green context: 1 or
+     * more.
+     */
+    unsigned int concurrency_limit;
+    /** cuabi_workqueue_scope. */
+    cuabi_workqueue_scope sharing_scope;
+    /** Out: the device's ordinal (ignored when given). */
+    int ordinal;
+};
+/** Current version of cuabi_workqueue_config. */
+#define CUABI_WORKQUEUE_CONFIG_VERSION 1
+/** Static initialiser with the defaults: one value a field, in order. */
+#define CUABI_WORKQUEUE_CONFIG_INIT {                             \
+        CUABI_WORKQUEUE_CONFIG_VERSION,   /* version */           \
+        0,                                /* concurrency_limit */ \
+        CUABI_WORKQUEUE_SCOPE_DEVICE_CTX, /* sharing_scope */     \
+        -1                                /* ordinal */           \
+    }
+
 /** Add a reference to a cuabi_sm_resource. */
 CUABI_EXTERN(cuabi_status) cuabi_sm_resource_retain(cuabi_sm_resource *handle);
 
@@ -178,6 +218,14 @@ CUABI_EXTERN(cuabi_status) cuabi_sm_resource_info_init(cuabi_sm_resource_info *o
  * @param opts [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_sm_split_options_init(cuabi_sm_split_options *opts,
+                                                       unsigned int version);
+
+/**
+ * Fill *opts with the defaults of struct version `version` (normally
+ * CUABI_WORKQUEUE_CONFIG_VERSION).
+ * @param opts [out]
+ */
+CUABI_EXTERN(cuabi_status) cuabi_workqueue_config_init(cuabi_workqueue_config *opts,
                                                        unsigned int version);
 
 /**
@@ -312,6 +360,45 @@ CUABI_EXTERN(cuabi_status) cuabi_green_ctx_raw(uintptr_t *out, cuabi_green_ctx *
  * @param out [out]
  */
 CUABI_EXTERN(cuabi_status) cuabi_green_ctx_context(uintptr_t *out, cuabi_green_ctx *green);
+
+/**
+ * The device's workqueue configuration (cuDeviceGetDevResource,
+ * CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG): its concurrency limit is the driver's cap.
+ * CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+ * @param out [inout] Its version field must be set.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_device_workqueue_config(cuabi_workqueue_config *out,
+                                                         cuabi_device *device);
+
+/**
+ * The workqueue configuration a green context was provisioned with (cuGreenCtxGetDevResource,
+ * CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+ * @param out [inout] Its version field must be set.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_workqueue_config(cuabi_workqueue_config *out,
+                                                            cuabi_green_ctx *green);
+
+/**
+ * cuabi_green_ctx_create with a workqueue configuration as well: the device's
+ * (cuDeviceGetDevResource) with workqueue's concurrency_limit and sharing_scope put in, given to
+ * cuDevResourceGenerateDesc after the SM resources. workqueue NULL: exactly cuabi_green_ctx_create.
+ * CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+ * @param out [out, ownership transferred]
+ * @param device The resources' device.
+ * @param resources [array of count elements]
+ * @param count 1 .. 1024.
+ * @param workqueue [may be NULL] concurrency_limit 1 or more, sharing_scope a
+ *     cuabi_workqueue_scope; NULL: none (the driver's default).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create_with_workqueue(
+    cuabi_green_ctx **out,
+    cuabi_device *device,
+    cuabi_sm_resource **resources,
+    size_t count,
+    const cuabi_workqueue_config *workqueue);
 
 #ifdef __cplusplus
 }

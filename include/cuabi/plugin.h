@@ -1238,6 +1238,14 @@ typedef struct cuabi_api {
                                             const uint8_t *descriptors,
                                             size_t size,
                                             size_t count);
+    cuabi_status (*device_workqueue_config)(cuabi_workqueue_config *out, cuabi_device *device);
+    cuabi_status (*green_ctx_workqueue_config)(cuabi_workqueue_config *out, cuabi_green_ctx *green);
+    cuabi_status (*green_ctx_create_with_workqueue)(cuabi_green_ctx **out,
+                                                    cuabi_device *device,
+                                                    cuabi_sm_resource **resources,
+                                                    size_t count,
+                                                    const cuabi_workqueue_config *workqueue);
+    cuabi_status (*workqueue_config_init)(cuabi_workqueue_config *opts, unsigned int version);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -573,6 +573,19 @@ CUABI_EXTERN(cuabi_status) cuabi_sm_split_options_init(cuabi_sm_split_options *o
     return CUABI_SUCCESS;
 }
 
+CUABI_EXTERN(cuabi_status) cuabi_workqueue_config_init(cuabi_workqueue_config *opts,
+                                                       unsigned int version)
+{
+    static const cuabi_workqueue_config defaults = CUABI_WORKQUEUE_CONFIG_INIT;
+    if (!opts)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "cuabi_workqueue_config_init: opts is NULL");
+    CUABI__CHECK_VERSION("cuabi_workqueue_config", version, CUABI_WORKQUEUE_CONFIG_VERSION);
+    *opts = defaults;
+    opts->version = version;
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_nvml_system_info_init(cuabi_nvml_system_info *opts,
                                                        unsigned int version)
 {
@@ -1314,6 +1327,12 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_sm_split_options", "version", offsetof(cuabi_sm_split_options, version) },
     { "cuabi_sm_split_options", "min_count", offsetof(cuabi_sm_split_options, min_count) },
     { "cuabi_sm_split_options", "flags", offsetof(cuabi_sm_split_options, flags) },
+    { "cuabi_workqueue_config", NULL, sizeof(cuabi_workqueue_config) },
+    { "cuabi_workqueue_config", "version", offsetof(cuabi_workqueue_config, version) },
+    { "cuabi_workqueue_config", "concurrency_limit",
+      offsetof(cuabi_workqueue_config, concurrency_limit) },
+    { "cuabi_workqueue_config", "sharing_scope", offsetof(cuabi_workqueue_config, sharing_scope) },
+    { "cuabi_workqueue_config", "ordinal", offsetof(cuabi_workqueue_config, ordinal) },
     { "cuabi_checkpoint_gpu_pair", NULL, sizeof(cuabi_checkpoint_gpu_pair) },
     { "cuabi_checkpoint_gpu_pair", "old_uuid", offsetof(cuabi_checkpoint_gpu_pair, old_uuid) },
     { "cuabi_checkpoint_gpu_pair", "new_uuid", offsetof(cuabi_checkpoint_gpu_pair, new_uuid) },

@@ -511,6 +511,10 @@ static const cuabi_api api_table = {
     cuabi_linker_options_render,
     cuabi_ipc_buffers_export,
     cuabi_ipc_pool_buffers_import,
+    cuabi_device_workqueue_config,
+    cuabi_green_ctx_workqueue_config,
+    cuabi_green_ctx_create_with_workqueue,
+    cuabi_workqueue_config_init,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

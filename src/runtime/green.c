@@ -297,33 +297,142 @@ static cuabi_status green_make(cuabi__green_ctx *g, CUdevResource *res, unsigned
     return CUABI_SUCCESS;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create(cuabi_green_ctx **out, cuabi_device *device,
-                                                  cuabi_sm_resource **resources,
-                                                  size_t count)
+/* ------------------------------------------------------------- workqueues
+ *
+ * CUDA 13.1's workqueue configuration resource, which the CUDA 13.0 cuda.h
+ * this library builds against lacks: the type value and the wqConfig member
+ * of CUdevResource's union (at the union's offset, where .sm is), as CUDA
+ * 13.1's cuda.h and the driver's documentation give them. A 13.0 driver
+ * refuses the type (CUDA_ERROR_INVALID_VALUE or _INVALID_RESOURCE_TYPE):
+ * CUABI_ERROR_NOT_SUPPORTED saying so. */
+#define WQ_CONFIG_TYPE ((CUdevResourceType)1000)   /* CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG */
+
+typedef struct wq_config {
+    CUdevice device;
+    unsigned int wqConcurrencyLimit;
+    int sharingScope;                               /* CUdevWorkqueueConfigScope */
+} wq_config;
+
+_Static_assert(sizeof(wq_config) <= sizeof(((CUdevResource *)0)->_oversize),
+               "CUDA 13.1's wqConfig fits CUdevResource's union");
+
+static wq_config *wq_of(CUdevResource *r)
+{
+    return (wq_config *)(void *)&r->sm;
+}
+
+/* The workqueue configuration of a device (g NULL) or a green context. */
+static cuabi_status wq_query(CUdevResource *res, const cuabi__driver *drv, CUdevice dev,
+                             CUgreenCtx g, const char *caller)
+{
+    const char *entry = g ? "cuGreenCtxGetDevResource" : "cuDeviceGetDevResource";
+    if (g ? !drv->cuGreenCtxGetDevResource : !drv->cuDeviceGetDevResource)
+        return cuabi__missing_entry(entry, caller);
+    memset(res, 0, sizeof *res);
+    CUresult r = g ? CUABI__CU_RAW(drv, cuGreenCtxGetDevResource, g, res, WQ_CONFIG_TYPE)
+                   : CUABI__CU_RAW(drv, cuDeviceGetDevResource, dev, res, WQ_CONFIG_TYPE);
+    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_RESOURCE_TYPE ||
+        r == CUDA_ERROR_NOT_SUPPORTED) {
+        cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                     "%s: %s refused CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG (CUresult %d): "
+                     "workqueue resources need a CUDA 13.1+ driver", caller, entry, (int)r);
+        cuabi__error_set_cu((int)r);
+        return CUABI_ERROR_NOT_SUPPORTED;
+    }
+    CUABI__TRY(green_result(r, entry, caller));
+    if (res->type != WQ_CONFIG_TYPE)
+        return cuabi__error(CUABI_ERROR_CUDA, "%s: %s handed back a resource of type %d, not a "
+                            "workqueue configuration (%d)", caller, entry, (int)res->type,
+                            (int)WQ_CONFIG_TYPE);
+    return CUABI_SUCCESS;
+}
+
+static void wq_fill(cuabi_workqueue_config *out, CUdevResource *res, int ordinal)
+{
+    const wq_config *c = wq_of(res);
+    out->concurrency_limit = c->wqConcurrencyLimit;
+    out->sharing_scope = (cuabi_workqueue_scope)c->sharingScope;
+    out->ordinal = ordinal;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_workqueue_config(cuabi_workqueue_config *out,
+                                                         cuabi_device *device)
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    CUABI__CHECK_OPTS(out, "cuabi_workqueue_config", CUABI_WORKQUEUE_CONFIG_VERSION, false);
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUdevResource res;
+    CUABI__TRY(wq_query(&res, drv, dev->cu_device, NULL, __func__));
+    wq_fill(out, &res, dev->ordinal);
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_workqueue_config(cuabi_workqueue_config *out,
+                                                            cuabi_green_ctx *green)
+{
+    cuabi__green_ctx *g;
+    const cuabi__driver *drv;
+    CUABI__CHECK_OPTS(out, "cuabi_workqueue_config", CUABI_WORKQUEUE_CONFIG_VERSION, false);
+    CUABI__GET(g, green, GREEN_CTX);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUdevResource res;
+    CUABI__TRY(wq_query(&res, drv, 0, g->cu_green, __func__));
+    wq_fill(out, &res, g->device->ordinal);
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status green_create(cuabi_green_ctx **out, cuabi_device *device,
+                                 cuabi_sm_resource **resources, size_t count,
+                                 const cuabi_workqueue_config *wq, const char *caller)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", caller);
     *out = NULL;
     CUABI__GET(dev, device, DEVICE);
-    CUABI__CHECK_ARG(resources, "%s: resources is NULL", __func__);
+    CUABI__CHECK_ARG(resources, "%s: resources is NULL", caller);
     CUABI__CHECK_ARG(count >= 1 && count <= MAX_GROUPS, "%s: count = %zu; give 1 to %d resources",
-                     __func__, count, MAX_GROUPS);
-    CUdevResource *res = cuabi__calloc(count, sizeof *res);
+                     caller, count, MAX_GROUPS);
+    if (wq) {
+        if (wq->version == 0 || wq->version > CUABI_WORKQUEUE_CONFIG_VERSION)
+            return cuabi__error(CUABI_ERROR_INVALID_VERSION, "%s: cuabi_workqueue_config "
+                                "version %u is not supported (this library knows 1..%u; use "
+                                "CUABI_WORKQUEUE_CONFIG_INIT)", caller, (unsigned)wq->version,
+                                (unsigned)CUABI_WORKQUEUE_CONFIG_VERSION);
+        CUABI__CHECK_ARG(wq->concurrency_limit >= 1, "%s: workqueue->concurrency_limit is 0; "
+                         "give 1 or more", caller);
+        CUABI__CHECK_ARG(wq->sharing_scope == CUABI_WORKQUEUE_SCOPE_DEVICE_CTX ||
+                         wq->sharing_scope == CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED,
+                         "%s: workqueue->sharing_scope is %d, not a cuabi_workqueue_scope",
+                         caller, (int)wq->sharing_scope);
+    }
+    size_t total = count + (wq ? 1 : 0);
+    CUdevResource *res = cuabi__calloc(total, sizeof *res);
     cuabi__sm_resource **objs = res ? cuabi__calloc(count, sizeof *objs) : NULL;
     cuabi__green_ctx *g = objs ? cuabi__calloc(1, sizeof *g) : NULL;
     cuabi_status st = g ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
     if (st == CUABI_SUCCESS)
-        st = gather(res, objs, dev, resources, count, __func__);
+        st = gather(res, objs, dev, resources, count, caller);
     if (st == CUABI_SUCCESS)
         st = cuabi__driver_get(&drv);
+    /* The workqueue configuration: the device's, as the driver hands it
+     * (its internal part included), with the caller's limit and scope. */
+    if (st == CUABI_SUCCESS && wq) {
+        st = wq_query(&res[count], drv, dev->cu_device, NULL, caller);
+        if (st == CUABI_SUCCESS) {
+            wq_of(&res[count])->wqConcurrencyLimit = wq->concurrency_limit;
+            wq_of(&res[count])->sharingScope = (int)wq->sharing_scope;
+        }
+    }
     /* The driver retains the primary context for the green one; having it
      * active first spares a second initialisation (cuGreenCtxCreate). */
     if (st == CUABI_SUCCESS)
         st = cuabi__device_activate(dev, drv);
     if (st == CUABI_SUCCESS) {
         g->device = dev;
-        st = green_make(g, res, (unsigned)count, drv, __func__);
+        st = green_make(g, res, (unsigned)total, drv, caller);
     }
     cuabi__free(res);
     cuabi__free(objs);
@@ -343,6 +452,20 @@ CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create(cuabi_green_ctx **out, cuabi_d
     cuabi__object_retain(&dev->base);
     *out = CUABI__HANDLE(g, cuabi_green_ctx);
     return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create(cuabi_green_ctx **out, cuabi_device *device,
+                                                  cuabi_sm_resource **resources,
+                                                  size_t count)
+{
+    return green_create(out, device, resources, count, NULL, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create_with_workqueue(
+    cuabi_green_ctx **out, cuabi_device *device, cuabi_sm_resource **resources, size_t count,
+    const cuabi_workqueue_config *workqueue)
+{
+    return green_create(out, device, resources, count, workqueue, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_green_ctx_sm_resource(cuabi_sm_resource **out,

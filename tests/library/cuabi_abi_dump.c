@@ -1501,6 +1501,9 @@ ABI_TYPE(&cuabi_sm_resource_info_init,
 ABI_TYPE(&cuabi_sm_split_options_init,
          cuabi_status (*)(cuabi_sm_split_options *, unsigned int),
          "cuabi_sm_split_options_init");
+ABI_TYPE(&cuabi_workqueue_config_init,
+         cuabi_status (*)(cuabi_workqueue_config *, unsigned int),
+         "cuabi_workqueue_config_init");
 ABI_TYPE(&cuabi_device_sm_resource,
          cuabi_status (*)(cuabi_sm_resource **, cuabi_device *),
          "cuabi_device_sm_resource");
@@ -1550,6 +1553,19 @@ ABI_TYPE(&cuabi_green_ctx_raw,
 ABI_TYPE(&cuabi_green_ctx_context,
          cuabi_status (*)(uintptr_t *, cuabi_green_ctx *),
          "cuabi_green_ctx_context");
+ABI_TYPE(&cuabi_device_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_device *),
+         "cuabi_device_workqueue_config");
+ABI_TYPE(&cuabi_green_ctx_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_green_ctx *),
+         "cuabi_green_ctx_workqueue_config");
+ABI_TYPE(&cuabi_green_ctx_create_with_workqueue,
+         cuabi_status (*)(cuabi_green_ctx **,
+                          cuabi_device *,
+                          cuabi_sm_resource **,
+                          size_t,
+                          const cuabi_workqueue_config *),
+         "cuabi_green_ctx_create_with_workqueue");
 ABI_TYPE(&cuabi_process_state_name,
          const char * (*)(cuabi_process_state),
          "cuabi_process_state_name");
@@ -3662,6 +3678,22 @@ ABI_TYPE(((cuabi_api *)0)->ipc_pool_buffers_import,
                           size_t,
                           size_t),
          "cuabi_api.ipc_pool_buffers_import");
+ABI_TYPE(((cuabi_api *)0)->device_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_device *),
+         "cuabi_api.device_workqueue_config");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_workqueue_config,
+         cuabi_status (*)(cuabi_workqueue_config *, cuabi_green_ctx *),
+         "cuabi_api.green_ctx_workqueue_config");
+ABI_TYPE(((cuabi_api *)0)->green_ctx_create_with_workqueue,
+         cuabi_status (*)(cuabi_green_ctx **,
+                          cuabi_device *,
+                          cuabi_sm_resource **,
+                          size_t,
+                          const cuabi_workqueue_config *),
+         "cuabi_api.green_ctx_create_with_workqueue");
+ABI_TYPE(((cuabi_api *)0)->workqueue_config_init,
+         cuabi_status (*)(cuabi_workqueue_config *, unsigned int),
+         "cuabi_api.workqueue_config_init");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -4387,6 +4419,16 @@ static void print_cuabi_sm_split_options(const cuabi_sm_split_options *p,
     ABI_BYTES(version);
     ABI_BYTES(min_count);
     ABI_BYTES(flags);
+}
+
+static void print_cuabi_workqueue_config(const cuabi_workqueue_config *p,
+                                         unsigned int version)
+{
+    (void)version;
+    ABI_BYTES(version);
+    ABI_BYTES(concurrency_limit);
+    ABI_BYTES(sharing_scope);
+    ABI_BYTES(ordinal);
 }
 
 static void print_cuabi_nvml_system_info(const cuabi_nvml_system_info *p,
@@ -5117,6 +5159,11 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_sm_split_options, version);
     ABI_FIELD(cuabi_sm_split_options, min_count);
     ABI_FIELD(cuabi_sm_split_options, flags);
+    ABI_STRUCT(cuabi_workqueue_config);
+    ABI_FIELD(cuabi_workqueue_config, version);
+    ABI_FIELD(cuabi_workqueue_config, concurrency_limit);
+    ABI_FIELD(cuabi_workqueue_config, sharing_scope);
+    ABI_FIELD(cuabi_workqueue_config, ordinal);
     ABI_STRUCT(cuabi_checkpoint_gpu_pair);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, old_uuid);
     ABI_FIELD(cuabi_checkpoint_gpu_pair, new_uuid);
@@ -5806,6 +5853,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, linker_options_render);
     ABI_FIELD(cuabi_api, ipc_buffers_export);
     ABI_FIELD(cuabi_api, ipc_pool_buffers_import);
+    ABI_FIELD(cuabi_api, device_workqueue_config);
+    ABI_FIELD(cuabi_api, green_ctx_workqueue_config);
+    ABI_FIELD(cuabi_api, green_ctx_create_with_workqueue);
+    ABI_FIELD(cuabi_api, workqueue_config_init);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -6268,6 +6319,10 @@ static void print_constants(void)
     ABI_ENUM(CUABI_SM_RESOURCE_REMAINDER);
     ABI_ENUM(CUABI_SM_RESOURCE_GREEN_CTX);
     ABI_ENUM(CUABI_SM_RESOURCE_KIND_FORCE32);
+    ABI_ENUM_TYPE(cuabi_workqueue_scope);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_DEVICE_CTX);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
+    ABI_ENUM(CUABI_WORKQUEUE_SCOPE_FORCE32);
     ABI_ENUM_TYPE(cuabi_process_state);
     ABI_ENUM(CUABI_PROCESS_STATE_RUNNING);
     ABI_ENUM(CUABI_PROCESS_STATE_LOCKED);
@@ -6452,6 +6507,7 @@ static void print_constants(void)
     ABI_CONST(CUABI_NCCL_COMM_OPTIONS_VERSION);
     ABI_CONST(CUABI_SM_RESOURCE_INFO_VERSION);
     ABI_CONST(CUABI_SM_SPLIT_OPTIONS_VERSION);
+    ABI_CONST(CUABI_WORKQUEUE_CONFIG_VERSION);
     ABI_CONST(CUABI_NVML_SYSTEM_INFO_VERSION);
     ABI_CONST(CUABI_NVML_DEVICE_INFO_VERSION);
     ABI_CONST(CUABI_NVML_HEALTH_VERSION);
@@ -7019,6 +7075,19 @@ static void print_defaults(void)
             printf("cuabi_sm_split_options_init(version %u) = %d\n", v, (int)st);
             if (st == CUABI_SUCCESS)
                 print_cuabi_sm_split_options(&x, v);
+        }
+    }
+    {
+        static const cuabi_workqueue_config init = CUABI_WORKQUEUE_CONFIG_INIT;
+        printf("CUABI_WORKQUEUE_CONFIG_INIT\n");
+        print_cuabi_workqueue_config(&init, CUABI_WORKQUEUE_CONFIG_VERSION);
+        for (unsigned int v = 0; v <= CUABI_WORKQUEUE_CONFIG_VERSION + 1; v++) {
+            cuabi_workqueue_config x;
+            memset(&x, 0xa5, sizeof x);
+            cuabi_status st = cuabi_workqueue_config_init(&x, v);
+            printf("cuabi_workqueue_config_init(version %u) = %d\n", v, (int)st);
+            if (st == CUABI_SUCCESS)
+                print_cuabi_workqueue_config(&x, v);
         }
     }
     {
@@ -7830,6 +7899,8 @@ int main(void)
          "unsigned int)");
     puts("  cuabi_status cuabi_sm_split_options_init(cuabi_sm_split_options *, "
          "unsigned int)");
+    puts("  cuabi_status cuabi_workqueue_config_init(cuabi_workqueue_config *, "
+         "unsigned int)");
     puts("  cuabi_status cuabi_device_sm_resource(cuabi_sm_resource **, cuabi_device *)");
     puts("  cuabi_status cuabi_sm_resource_get_info(cuabi_sm_resource_info *, "
          "cuabi_sm_resource *)");
@@ -7850,6 +7921,12 @@ int main(void)
     puts("  cuabi_status cuabi_green_ctx_wait_event(cuabi_green_ctx *, cuabi_event *)");
     puts("  cuabi_status cuabi_green_ctx_raw(uintptr_t *, cuabi_green_ctx *)");
     puts("  cuabi_status cuabi_green_ctx_context(uintptr_t *, cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_device_workqueue_config(cuabi_workqueue_config *, "
+         "cuabi_device *)");
+    puts("  cuabi_status cuabi_green_ctx_workqueue_config(cuabi_workqueue_config *, "
+         "cuabi_green_ctx *)");
+    puts("  cuabi_status cuabi_green_ctx_create_with_workqueue(cuabi_green_ctx **, "
+         "cuabi_device *, cuabi_sm_resource **, size_t, const cuabi_workqueue_config *)");
     puts("  const char * cuabi_process_state_name(cuabi_process_state)");
     puts("  cuabi_status cuabi_checkpoint_process_state(cuabi_process_state *, int)");
     puts("  cuabi_status cuabi_checkpoint_process_restore_thread_id(int *, int)");

@@ -1236,7 +1236,8 @@ static cuabi_status sc_host_pool(void)
 }
 
 /* Green contexts (issue 26): the device's SMs, a dry run and a split, a
- * green context of two groups, its resource and a stream on it, a launch
+ * green context of two groups, workqueue configurations (a device's, a
+ * green context made with one), its resource and a stream on it, a launch
  * and a prepared launch there, events, live occupancy in it (min grid,
  * waves) and a synchronize. */
 static cuabi_status sc_green(void)
@@ -1264,6 +1265,15 @@ static cuabi_status sc_green(void)
     STEP(cuabi_sm_resource_split(g, &n, &rem, all, &so));
     STEP(cuabi_sm_resource_get_info(&info, g[0]));
     STEP(cuabi_green_ctx_create(&gc, d, g, 2));
+    /* CUDA 13.1's workqueue configurations: the device's, a green context
+     * made with one, and its own read back */
+    cuabi_workqueue_config wq = CUABI_WORKQUEUE_CONFIG_INIT;
+    cuabi_green_ctx *gwq = NULL;
+    STEP(cuabi_device_workqueue_config(&wq, d));
+    wq.concurrency_limit = 2;
+    STEP(cuabi_green_ctx_create_with_workqueue(&gwq, d, g, 1, &wq));
+    STEP(cuabi_green_ctx_workqueue_config(&wq, gwq));
+    if (gwq) cuabi_green_ctx_release(gwq);
     STEP(cuabi_green_ctx_sm_resource(&mine, gc));
     STEP(cuabi_green_ctx_stream_create(&s, gc, NULL));
     STEP(cuabi_event_create(&e, d, NULL));

@@ -362,6 +362,80 @@ START_TEST(work_runs_on_the_partition_through_every_path)
 }
 END_TEST
 
+/* CUDA 13.1's workqueue configurations: on an older driver every call says
+ * NOT_SUPPORTED naming 13.1 (and nothing is made); on 13.1+ the device's
+ * limit is the driver's cap (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), a
+ * green context made with limit 2 and the balanced scope reads them back,
+ * and its stream runs work on the partition. */
+START_TEST(workqueue_configurations)
+{
+    int drv = 0;
+    cuabi_runtime_info ri = CUABI_RUNTIME_INFO_INIT;
+    if (cuabi_runtime_info_get(&ri) == CUABI_SUCCESS)
+        drv = ri.driver_version;
+    cuabi_workqueue_config wq = CUABI_WORKQUEUE_CONFIG_INIT;
+    cuabi_status st = cuabi_device_workqueue_config(&wq, dev);
+    cuabi_sm_resource *g[1];
+    ck_assert_uint_eq(split(g, 1, NULL, 16, 0), 1);
+    cuabi_workqueue_config want = CUABI_WORKQUEUE_CONFIG_INIT;
+    want.concurrency_limit = 2;
+    want.sharing_scope = CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED;
+    cuabi_green_ctx *green = NULL;
+    if (st == CUABI_ERROR_NOT_SUPPORTED) {
+        printf("driver %d: no workqueue resources: %s\n", drv, cuabi_last_error()->message);
+        ck_assert_msg(drv == 0 || drv < 13010, "driver %d (13.1+) refused: %s", drv,
+                      cuabi_last_error()->message);
+        ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "CUDA 13.1"));
+        ck_assert_status(cuabi_green_ctx_create_with_workqueue(&green, dev, g, 1, &want),
+                         CUABI_ERROR_NOT_SUPPORTED);
+        ck_assert_ptr_null(green);
+        cuabi_sm_resource_release(g[0]);
+        return;
+    }
+    ck_assert_ok(st);
+    printf("driver %d: device workqueue limit %u, scope %d\n", drv, wq.concurrency_limit,
+           (int)wq.sharing_scope);
+    ck_assert_uint_ge(wq.concurrency_limit, 1);
+    ck_assert_uint_le(wq.concurrency_limit, 128);
+    ck_assert_int_eq(wq.ordinal, cuabi_test_device_ordinal());
+    ck_assert_ok(cuabi_green_ctx_create_with_workqueue(&green, dev, g, 1, &want));
+    cuabi_workqueue_config got = CUABI_WORKQUEUE_CONFIG_INIT;
+    ck_assert_ok(cuabi_green_ctx_workqueue_config(&got, green));
+    printf("green context: workqueue limit %u, scope %d\n", got.concurrency_limit,
+           (int)got.sharing_scope);
+    ck_assert_uint_eq(got.concurrency_limit, 2);
+    ck_assert_int_eq(got.sharing_scope, CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
+    int part = 0;
+    ck_assert_ok(cuabi_green_ctx_sm_count(&part, green));
+    ck_assert_int_eq(part, info_of(g[0]).sm_count);
+    /* its stream runs work on the partition */
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_green_ctx_stream_create(&s, green, NULL));
+    unsigned blocks = 8u * (unsigned)sms;
+    cuabi_buffer *out;
+    ck_assert_ok(cuabi_buffer_allocate(&out, pool, blocks * 4, 0, NULL));
+    cuabi_argpack *pack;
+    ck_assert_ok(cuabi_argpack_create(&pack, "buffer, i64"));
+    ck_assert_ok(cuabi_argpack_set_buffer(pack, 0, out));
+    ck_assert_ok(cuabi_argpack_set_int(pack, 1, 20000));
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = blocks;
+    c.block[0] = 128;
+    c.stream = s;
+    zero(out, blocks * 4);
+    ck_assert_ok(cuabi_launch(k_smid, pack, &c));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    int n = distinct_sms(out, blocks, NULL);
+    printf("green context with a workqueue configuration: %d SMs of %d\n", n, part);
+    ck_assert_int_le(n, part);
+    cuabi_argpack_release(pack);
+    cuabi_buffer_destroy(out);
+    cuabi_stream_release(s);
+    cuabi_green_ctx_release(green);
+    cuabi_sm_resource_release(g[0]);
+}
+END_TEST
+
 START_TEST(events_and_synchronize)
 {
     cuabi_sm_resource *g[1];
@@ -529,6 +603,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, partition_rules_as_the_driver_reports_them);
     tcase_add_test(tc, work_runs_on_the_partition_through_every_path);
+    tcase_add_test(tc, workqueue_configurations);
     tcase_add_test(tc, events_and_synchronize);
     tcase_add_test(tc, offline_equals_live_per_partition);
     tcase_add_test(tc, from_several_threads);

@@ -376,6 +376,85 @@ START_TEST(green_contexts_of_groups)
 }
 END_TEST
 
+/* CUDA 13.1's workqueue configurations: the device's (the driver's cap), a
+ * green context made with one (limit and scope reach the driver's
+ * descriptor, and read back), without one (the device's), every refusal,
+ * and a 13.0 driver's refusal of the type as NOT_SUPPORTED. */
+START_TEST(workqueue_configurations)
+{
+    cuabi_workqueue_config wq = CUABI_WORKQUEUE_CONFIG_INIT;
+    ck_assert_int_eq(wq.ordinal, -1);
+    ck_assert_ok(cuabi_device_workqueue_config(&wq, dev1));
+    ck_assert_uint_eq(wq.concurrency_limit, FAKE_GREEN_WQ_LIMIT);
+    ck_assert_int_eq(wq.sharing_scope, CUABI_WORKQUEUE_SCOPE_DEVICE_CTX);
+    ck_assert_int_eq(wq.ordinal, 1);
+    cuabi_sm_resource *g[2], *rem;
+    ck_assert_uint_eq(split(g, 2, &rem, 16, 0), 2);
+    cuabi_green_ctx *a, *b;
+    cuabi_workqueue_config want = CUABI_WORKQUEUE_CONFIG_INIT;
+    want.concurrency_limit = 3;
+    want.sharing_scope = CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED;
+    ck_assert_ok(cuabi_green_ctx_create_with_workqueue(&a, dev, g, 2, &want));
+    ck_assert_int_eq(fake_green_last_wq_count, 1);
+    ck_assert_uint_eq(fake_green_last_wq_limit, 3);
+    ck_assert_int_eq(fake_green_last_wq_scope, 1);
+    int sms = 0;
+    ck_assert_ok(cuabi_green_ctx_sm_count(&sms, a));
+    ck_assert_int_eq(sms, 32);          /* the configuration adds no SMs */
+    cuabi_workqueue_config got = CUABI_WORKQUEUE_CONFIG_INIT;
+    ck_assert_ok(cuabi_green_ctx_workqueue_config(&got, a));
+    ck_assert_uint_eq(got.concurrency_limit, 3);
+    ck_assert_int_eq(got.sharing_scope, CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
+    ck_assert_int_eq(got.ordinal, 0);
+    /* NULL: exactly cuabi_green_ctx_create (no configuration given) */
+    ck_assert_ok(cuabi_green_ctx_create_with_workqueue(&b, dev, g, 1, NULL));
+    ck_assert_int_eq(fake_green_last_wq_count, 0);
+    ck_assert_ok(cuabi_green_ctx_workqueue_config(&got, b));
+    ck_assert_uint_eq(got.concurrency_limit, FAKE_GREEN_WQ_LIMIT);
+    ck_assert_int_eq(got.sharing_scope, CUABI_WORKQUEUE_SCOPE_DEVICE_CTX);
+    cuabi_green_ctx_release(b);
+    /* refusals, before the driver is asked */
+    cuabi_green_ctx *none = (cuabi_green_ctx *)1;
+    int descs = fake_green_descs;
+    cuabi_workqueue_config bad = want;
+    bad.concurrency_limit = 0;
+    ck_assert_status(cuabi_green_ctx_create_with_workqueue(&none, dev, g, 2, &bad),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(none);
+    ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "concurrency_limit is 0"));
+    bad = want;
+    bad.sharing_scope = (cuabi_workqueue_scope)7;
+    ck_assert_status(cuabi_green_ctx_create_with_workqueue(&none, dev, g, 2, &bad),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "sharing_scope is 7"));
+    bad = want;
+    bad.version = 99;
+    ck_assert_status(cuabi_green_ctx_create_with_workqueue(&none, dev, g, 2, &bad),
+                     CUABI_ERROR_INVALID_VERSION);
+    ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "cuabi_green_ctx_create_with_workqueue"));
+    ck_assert_status(cuabi_green_ctx_create_with_workqueue(&none, dev1, g, 2, &want),
+                     CUABI_ERROR_INVALID_ARGUMENT);          /* resources of another device */
+    ck_assert_int_eq(fake_green_descs, descs);
+    ck_assert_status(cuabi_device_workqueue_config(NULL, dev), CUABI_ERROR_INVALID_ARGUMENT);
+    bad.version = 0;
+    ck_assert_status(cuabi_device_workqueue_config(&bad, dev), CUABI_ERROR_INVALID_VERSION);
+    ck_assert_status(cuabi_green_ctx_workqueue_config(&got, NULL), CUABI_ERROR_INVALID_HANDLE);
+    /* a CUDA 13.0 driver refuses the type: NOT_SUPPORTED, naming 13.1 */
+    fake_green_no_workqueue = true;
+    ck_assert_status(cuabi_device_workqueue_config(&got, dev), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_nonnull(strstr(cuabi_last_error()->message, "CUDA 13.1"));
+    ck_assert_status(cuabi_green_ctx_workqueue_config(&got, a), CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_status(cuabi_green_ctx_create_with_workqueue(&none, dev, g, 2, &want),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_ptr_null(none);
+    ck_assert_int_eq(fake_live_greens, 1);
+    fake_green_no_workqueue = false;
+    cuabi_green_ctx_release(a);
+    release_all(g, 2);
+    cuabi_sm_resource_release(rem);
+}
+END_TEST
+
 START_TEST(green_context_refusals)
 {
     cuabi_sm_resource *a[2], *b[2], *all = device_sms(dev), *other = device_sms(dev1);
@@ -753,6 +832,7 @@ int main(void)
     tcase_add_test(tc, split_refusals);
     tcase_add_test(tc, green_contexts_of_groups);
     tcase_add_test(tc, green_context_refusals);
+    tcase_add_test(tc, workqueue_configurations);
     tcase_add_test(tc, green_streams);
     tcase_add_test(tc, every_launch_path_takes_a_green_stream);
     tcase_add_test(tc, synchronize_pushes_and_pops);

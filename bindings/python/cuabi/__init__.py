@@ -29,7 +29,8 @@ for _names, _module, _needs in (
           "PinnedMemoryResourceOptions", "GraphMemoryResource"), "_memory",
          "cuabi_buffer_allocate"),
         (("IPCAllocationHandle",), "_ipc_pool", "cuabi_ipc_pool_create"),
-        (("GreenContext", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions"),
+        (("GreenContext", "ContextOptions", "DeviceResources", "SMResource", "SMResourceOptions",
+          "WorkqueueResource", "WorkqueueResourceOptions"),
          "_green", "cuabi_green_ctx_create"),
         (("system",), "_system", "cuabi_nvml_device_count"),
         (("Host", "VirtualMemoryResource", "VirtualMemoryResourceOptions",
@@ -106,9 +107,14 @@ def _set_hooks():
         from . import _graph_def                         # lazy: import time
         return _graph_def
 
+    def system_device_class():
+        from ._system import Device                      # lazy: import time
+        return Device
+
     for hook in (capture_class, graph_builder_class, view_class, tensor_map_class,
                  memory_resource_class, buffer_class, green_context_class,
-                 device_resources_class, texture_factories_class, graph_def_module):
+                 device_resources_class, texture_factories_class, graph_def_module,
+                 system_device_class):
         setattr(_hooks, hook.__name__, hook)
 
 

@@ -1207,6 +1207,8 @@ CUABI_SM_RESOURCE_DEVICE = 0
 CUABI_SM_RESOURCE_GROUP = 1
 CUABI_SM_RESOURCE_REMAINDER = 2
 CUABI_SM_RESOURCE_GREEN_CTX = 3
+CUABI_WORKQUEUE_SCOPE_DEVICE_CTX = 0
+CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED = 1
 
 
 class cuabi_sm_resource_info(C.Structure):
@@ -1230,6 +1232,17 @@ class cuabi_sm_split_options(C.Structure):
         ('version', C.c_uint),
         ('min_count', C.c_uint),
         ('flags', C.c_uint),
+    ]
+    _cuabi_version_ = 1
+
+
+class cuabi_workqueue_config(C.Structure):
+    """A workqueue configuration (a CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG resource, CUDA 13.1 drivers): filled by cuabi_device_workqueue_config and cuabi_green_ctx_workqueue_config, given to cuabi_green_ctx_create_with_workqueue. Set `version` first."""
+    _fields_ = [
+        ('version', C.c_uint),
+        ('concurrency_limit', C.c_uint),
+        ('sharing_scope', C.c_int),
+        ('ordinal', C.c_int),
     ]
     _cuabi_version_ = 1
 
@@ -1681,6 +1694,7 @@ STRUCTS = {
     'cuabi_nccl_comm_options': cuabi_nccl_comm_options,
     'cuabi_sm_resource_info': cuabi_sm_resource_info,
     'cuabi_sm_split_options': cuabi_sm_split_options,
+    'cuabi_workqueue_config': cuabi_workqueue_config,
     'cuabi_checkpoint_gpu_pair': cuabi_checkpoint_gpu_pair,
     'cuabi_nvml_system_info': cuabi_nvml_system_info,
     'cuabi_nvml_device_info': cuabi_nvml_device_info,
@@ -1740,6 +1754,7 @@ VERSIONED = {
     'cuabi_nccl_comm_options': 1,
     'cuabi_sm_resource_info': 1,
     'cuabi_sm_split_options': 1,
+    'cuabi_workqueue_config': 1,
     'cuabi_nvml_system_info': 1,
     'cuabi_nvml_device_info': 1,
     'cuabi_nvml_health': 1,
@@ -2209,6 +2224,10 @@ ENUMS = {
         'CUABI_SM_RESOURCE_GROUP': 1,
         'CUABI_SM_RESOURCE_REMAINDER': 2,
         'CUABI_SM_RESOURCE_GREEN_CTX': 3,
+    },
+    'cuabi_workqueue_scope': {
+        'CUABI_WORKQUEUE_SCOPE_DEVICE_CTX': 0,
+        'CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED': 1,
     },
     'cuabi_process_state': {
         'CUABI_PROCESS_STATE_RUNNING': 0,
@@ -2799,6 +2818,7 @@ FUNCTIONS = {
     'cuabi_green_ctx_release': (C.c_int, (C.c_void_p, ), (('handle', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_sm_resource_info_init': (C.c_int, (C.POINTER(cuabi_sm_resource_info), C.c_uint, ), (('opts', 'cuabi_sm_resource_info *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_sm_split_options_init': (C.c_int, (C.POINTER(cuabi_sm_split_options), C.c_uint, ), (('opts', 'cuabi_sm_split_options *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_workqueue_config_init': (C.c_int, (C.POINTER(cuabi_workqueue_config), C.c_uint, ), (('opts', 'cuabi_workqueue_config *', 'out', 'host', False, 'borrow', None), ('version', 'unsigned int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_device_sm_resource': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_sm_resource **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_sm_resource_get_info': (C.c_int, (C.POINTER(cuabi_sm_resource_info), C.c_void_p, ), (('out', 'cuabi_sm_resource_info *', 'inout', 'host', False, 'borrow', None), ('resource', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_sm_resource_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('resource', 'cuabi_sm_resource *', 'in', 'host', False, 'borrow', None), )),
@@ -2814,6 +2834,9 @@ FUNCTIONS = {
     'cuabi_green_ctx_wait_event': (C.c_int, (C.c_void_p, C.c_void_p, ), (('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_green_ctx_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_green_ctx_context': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_device_workqueue_config': (C.c_int, (C.POINTER(cuabi_workqueue_config), C.c_void_p, ), (('out', 'cuabi_workqueue_config *', 'inout', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_workqueue_config': (C.c_int, (C.POINTER(cuabi_workqueue_config), C.c_void_p, ), (('out', 'cuabi_workqueue_config *', 'inout', 'host', False, 'borrow', None), ('green', 'cuabi_green_ctx *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_green_ctx_create_with_workqueue': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.POINTER(C.c_void_p), C.c_size_t, C.POINTER(cuabi_workqueue_config), ), (('out', 'cuabi_green_ctx **', 'out', 'host', False, 'transfer', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('resources', 'cuabi_sm_resource **', 'in', 'host', False, 'borrow', 'count'), ('count', 'size_t', 'in', 'host', False, 'borrow', None), ('workqueue', 'const cuabi_workqueue_config *', 'in', 'host', True, 'borrow', None), )),
     'cuabi_process_state_name': (C.c_char_p, (C.c_int, ), (('state', 'cuabi_process_state', 'in', 'host', False, 'borrow', None), )),
     'cuabi_checkpoint_process_state': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'cuabi_process_state *', 'out', 'host', False, 'borrow', None), ('pid', 'int', 'in', 'host', False, 'borrow', None), )),
     'cuabi_checkpoint_process_restore_thread_id': (C.c_int, (C.POINTER(C.c_int), C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('pid', 'int', 'in', 'host', False, 'borrow', None), )),
@@ -3051,6 +3074,9 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_green_ctx_synchronize',
     'cuabi_green_ctx_record_event',
     'cuabi_green_ctx_wait_event',
+    'cuabi_device_workqueue_config',
+    'cuabi_green_ctx_workqueue_config',
+    'cuabi_green_ctx_create_with_workqueue',
     'cuabi_checkpoint_process_state',
     'cuabi_checkpoint_process_restore_thread_id',
     'cuabi_checkpoint_process_lock',
@@ -3601,4 +3627,8 @@ TABLE_FUNCTIONS = (
     'cuabi_linker_options_render',
     'cuabi_ipc_buffers_export',
     'cuabi_ipc_pool_buffers_import',
+    'cuabi_device_workqueue_config',
+    'cuabi_green_ctx_workqueue_config',
+    'cuabi_green_ctx_create_with_workqueue',
+    'cuabi_workqueue_config_init',
 )

@@ -284,6 +284,10 @@ class Context:
     def create_stream(self, options: StreamOptions | None = None) -> "Stream":
         raise NotImplementedError
 
+    @property
+    def resources(self):
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -306,6 +310,15 @@ class PrimaryContext(Context):
 
     def create_stream(self, options: StreamOptions | None = None) -> "Stream":
         return self._device.create_stream(options=options)
+
+    @property
+    def resources(self):
+        """cuda.core's Context.resources: a primary context has the whole
+        device's (DeviceResources: .sm, .workqueue). RuntimeError once
+        closed, as cuda.core's."""
+        if self.handle is None:
+            raise RuntimeError("Context.resources: the context is closed")
+        return hooks.device_resources_class()(self._device)
 
     def __eq__(self, other):
         return isinstance(other, Context) and other.handle == self.handle
@@ -486,6 +499,11 @@ class Device(Handle):
         """The device's resources (cuda.core's DeviceResources): .sm, all its
         SMs, to split into partitions for green contexts."""
         return hooks.device_resources_class()(self)
+
+    def to_system_device(self):
+        """cuda.core's Device.to_system_device: the cuabi.system.Device (NVML)
+        of this GPU, found by its UUID (NVML's and CUDA's are the same)."""
+        return hooks.system_device_class()(uuid=self.uuid)
 
     def create_context(self, options=None):
         """A green context of the SM resources in `options`
@@ -682,6 +700,14 @@ class Stream(Handle):
     @property
     def priority(self) -> int:
         return call("cuabi_stream_priority", self)
+
+    @property
+    def resources(self):
+        """cuda.core's Stream.resources: the resources of the stream's
+        context -- a green context's (its partition, its workqueue
+        configuration) for a stream made on one, else the whole device's."""
+        g = self.green_context
+        return g.resources if g is not None else self.device.resources
 
     @property
     def green_context(self):

@@ -9,7 +9,9 @@ cuda.core's SMResourceOptions follow the CUDA 13.1 split
 the fewest SMs a group may have (the driver rounds it up to its partition
 size and alignment; a sequence asks for that many groups, all of one size),
 `backfill=True` relaxes co-scheduling (finer groups). The co-scheduled SM
-counts of 13.1 are refused (NotSupportedError), as are workqueue resources.
+counts of 13.1 are refused (NotSupportedError). Workqueue configurations
+(DeviceResources.workqueue, WorkqueueResource, CUDA 13.1 drivers) are
+cuda.core's.
 
 As in cuda.core, a green Context's `.handle` is its CUcontext (the driver's
 cuCtxFromGreenCtx, also `.context`); `.raw` is the CUgreenCtx and
@@ -28,7 +30,8 @@ from ._core import Context as _CoreContext
 from ._core import Device, Event, Stream, _as_device
 from ._handle import Handle
 from ._lib import call, holding, lib, new_struct
-from .errors import INT_MAX, INT_MIN, NotSupportedError, index_arg
+from .errors import INT_MAX, INT_MIN, U32_MAX, NotSupportedError, index_arg
+from .typing import WorkqueueSharingScopeType
 
 _KINDS = {_capi.CUABI_SM_RESOURCE_DEVICE: "device", _capi.CUABI_SM_RESOURCE_GROUP: "group",
           _capi.CUABI_SM_RESOURCE_REMAINDER: "remainder",
@@ -165,9 +168,106 @@ class SMResource(Handle):
         return f"<cuabi.SMResource {i.kind} of device {i.ordinal}: {i.sm_count} SMs>"
 
 
+@dataclass
+class WorkqueueResourceOptions:
+    """cuda.core's WorkqueueResource.configure options: sharing_scope
+    ("device_ctx" or "green_ctx_balanced", a WorkqueueSharingScopeType) and
+    concurrency_limit (the expected most concurrent stream-ordered
+    workloads, 1 or more; the driver's cap is CUDA_DEVICE_MAX_CONNECTIONS,
+    more may be asked for without its promise). None leaves a field as it
+    is."""
+    sharing_scope: WorkqueueSharingScopeType | str | None = None
+    concurrency_limit: int | None = None
+
+    def __post_init__(self):
+        if self.sharing_scope is not None:
+            if not isinstance(self.sharing_scope, str) or \
+                    self.sharing_scope not in WorkqueueSharingScopeType._value2member_map_:
+                raise ValueError(f"sharing_scope {self.sharing_scope!r}: one of "
+                                 f"{', '.join(repr(m.value) for m in WorkqueueSharingScopeType)}")
+        if self.concurrency_limit is not None:
+            if isinstance(self.concurrency_limit, bool) or \
+                    not isinstance(self.concurrency_limit, int):
+                raise TypeError(f"concurrency_limit must be an int, not "
+                                f"{type(self.concurrency_limit).__name__}")
+            if self.concurrency_limit < 1:
+                raise ValueError(f"concurrency_limit must be >= 1, got {self.concurrency_limit}")
+            index_arg(self.concurrency_limit, "concurrency_limit", 1, U32_MAX)
+
+
+_SCOPES = {_capi.CUABI_WORKQUEUE_SCOPE_DEVICE_CTX: WorkqueueSharingScopeType.DEVICE_CTX,
+           _capi.CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED:
+               WorkqueueSharingScopeType.GREEN_CTX_BALANCED}
+
+
+class WorkqueueResource:
+    """cuda.core's WorkqueueResource: a workqueue configuration (CUDA 13.1's
+    CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG) of a device or a green context,
+    from DeviceResources.workqueue. configure() changes it here (in place);
+    given in ContextOptions.resources with SM resources, the green context
+    is made with it (cuabi_green_ctx_create_with_workqueue). cuda.core's
+    pre-existing workqueue (CU_DEV_RESOURCE_TYPE_WORKQUEUE) it also holds
+    is used by nothing in cuda.core: cuabi does not query it."""
+
+    __slots__ = ("_cfg", "_device")
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("WorkqueueResource cannot be instantiated directly. "
+                           "Use dev.resources.workqueue.")
+
+    @classmethod
+    def _of(cls, cfg, device):
+        self = cls.__new__(cls)
+        self._cfg, self._device = cfg, device
+        return self
+
+    @property
+    def handle(self) -> int:
+        """The address of the configuration (a cuabi_workqueue_config here;
+        cuda.core's is the CUdevResource)."""
+        return C.addressof(self._cfg)
+
+    @property
+    def sharing_scope(self) -> WorkqueueSharingScopeType:
+        try:
+            return _SCOPES[self._cfg.sharing_scope]
+        except KeyError:
+            raise RuntimeError(f"Unknown sharing scope enum value: {self._cfg.sharing_scope}") \
+                from None
+
+    @property
+    def concurrency_limit(self) -> int:
+        return self._cfg.concurrency_limit
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def configure(self, options: WorkqueueResourceOptions | dict) -> None:
+        """Set the sharing scope and / or concurrency limit (None leaves one
+        as it is), in place."""
+        if isinstance(options, dict):
+            options = WorkqueueResourceOptions(**options)
+        if not isinstance(options, WorkqueueResourceOptions):
+            raise TypeError("configure: options must be a WorkqueueResourceOptions (or a dict "
+                            f"of its fields), not {type(options).__name__}")
+        if options.concurrency_limit is not None:
+            self._cfg.concurrency_limit = options.concurrency_limit
+        if options.sharing_scope is not None:
+            self._cfg.sharing_scope = (
+                _capi.CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED
+                if options.sharing_scope == "green_ctx_balanced"
+                else _capi.CUABI_WORKQUEUE_SCOPE_DEVICE_CTX)
+
+    def __repr__(self):
+        return (f"<cuabi.WorkqueueResource of device {self._device.device_id}: "
+                f"{self.sharing_scope.value}, concurrency_limit {self.concurrency_limit}>")
+
+
 class DeviceResources:
     """What a device or a green context has (cuda.core's namespace):
-    .sm, its SMs as an SMResource."""
+    .sm, its SMs as an SMResource; .workqueue, its workqueue configuration
+    (CUDA 13.1 drivers: NotSupportedError, a RuntimeError, before)."""
 
     __slots__ = ("_of",)
 
@@ -181,16 +281,21 @@ class DeviceResources:
         return SMResource._wrap(call("cuabi_device_sm_resource", self._of))
 
     @property
-    def workqueue(self):
-        raise NotSupportedError("DeviceResources.workqueue: workqueue resources need the CUDA "
-                                "13.1 driver API; cuabi is built against CUDA 13.0")
+    def workqueue(self) -> WorkqueueResource:
+        cfg = new_struct(_capi.cuabi_workqueue_config)
+        if isinstance(self._of, GreenContext):
+            lib.cuabi_green_ctx_workqueue_config(C.byref(cfg), self._of)
+            return WorkqueueResource._of(cfg, self._of.device)
+        lib.cuabi_device_workqueue_config(C.byref(cfg), self._of)
+        return WorkqueueResource._of(cfg, self._of)
 
 
 @dataclass
 class ContextOptions:
     """Device.create_context's options: the SM resources of the green
-    context (groups of one split, or one resource)."""
-    resources: Sequence[SMResource]
+    context (groups of one split, or one resource) and at most one
+    WorkqueueResource (its configuration)."""
+    resources: Sequence[SMResource | WorkqueueResource]
 
 
 class GreenContext(Handle, _CoreContext):
@@ -206,16 +311,33 @@ class GreenContext(Handle, _CoreContext):
         if options is None or not hasattr(options, "resources"):
             raise TypeError("Device.create_context: cuabi makes green contexts: give "
                             "ContextOptions(resources=[...]) (Device.resources.sm.split())")
-        res = list(options.resources)
-        if not res:
+        everything = list(options.resources)
+        if not everything:
             raise ValueError("Device.create_context: options.resources is empty")
-        for r in res:
-            if not isinstance(r, SMResource):
-                raise TypeError(f"Device.create_context: resources hold SMResource objects, "
-                                f"not {type(r).__name__}")
+        res, wqs = [], []
+        for r in everything:
+            if isinstance(r, SMResource):
+                res.append(r)
+            elif isinstance(r, WorkqueueResource):
+                wqs.append(r)
+            else:
+                raise TypeError(f"Unsupported context resource type: {type(r)} (give "
+                                "SMResource and WorkqueueResource objects)")
+        if len(wqs) > 1:
+            raise ValueError("Device.create_context: at most one WorkqueueResource (a green "
+                             "context has one workqueue configuration)")
+        if not res:
+            raise ValueError("Device.create_context: give SM resources too (Device.resources."
+                             "sm.split()); a workqueue configuration alone makes no partition")
         dev = _as_device(device)
         with holding(*res) as hs:
             arr = (C.c_void_p * len(hs))(*hs)
+            if wqs:
+                if wqs[0].device.device_id != dev.device_id:
+                    raise ValueError(f"Device.create_context: the WorkqueueResource is of device "
+                                     f"{wqs[0].device.device_id}, not {dev.device_id}")
+                return cls._wrap(call("cuabi_green_ctx_create_with_workqueue", dev, arr,
+                                      len(hs), C.byref(wqs[0]._cfg)))
             return cls._wrap(call("cuabi_green_ctx_create", dev, arr, len(hs)))
 
     @property

@@ -563,9 +563,11 @@ def status_message(status: int) -> str:
 #   device_resources_class cuabi._green.DeviceResources   Device.resources
 #   graph_def_module       cuabi._graph_def (the module)  cuabi._graph: the explicit-graph
 #                                                         API, out of a capture's import
+#   system_device_class    cuabi._system.Device           Device.to_system_device
 HOOKS = ("capture_class", "graph_builder_class", "view_class", "tensor_map_class",
          "memory_resource_class", "buffer_class", "green_context_class",
-         "device_resources_class", "texture_factories_class", "graph_def_module")
+         "device_resources_class", "texture_factories_class", "graph_def_module",
+         "system_device_class")
 
 
 def _hook_unset():

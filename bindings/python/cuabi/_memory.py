@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ctypes as C
+import threading
+import weakref
 from dataclasses import dataclass
 
 from . import _callbacks, _capi
@@ -399,6 +401,59 @@ def default_resource(device=None) -> MemoryResource:
 
 # ---- cuda.core's resource classes, over cuabi's resources
 
+# cuda.core's process-wide registry of memory resources by uuid (its
+# DeviceMemoryResource / PinnedMemoryResource .register and .from_registry):
+# weak, so a registered resource goes away with its last other reference.
+_registry = weakref.WeakValueDictionary()
+_registry_lock = threading.Lock()
+
+
+def _register(mr, uuid):
+    """cuda.core's register: the resource registered under `uuid` (the one
+    registered before, if any, else `mr`)."""
+    if uuid is None:
+        raise TypeError("register: uuid is None (give a uuid.UUID)")
+    try:
+        hash(uuid)
+    except TypeError:
+        raise TypeError(f"register: a uuid is hashable (a uuid.UUID), not "
+                        f"{type(uuid).__name__}") from None
+    with _registry_lock:
+        existing = _registry.get(uuid)
+        if existing is not None:
+            return existing
+        _registry[uuid] = mr
+        return mr
+
+
+def _from_registry(uuid):
+    """cuda.core's from_registry: RuntimeError when nothing is registered
+    under `uuid` (or what was is gone)."""
+    try:
+        with _registry_lock:
+            return _registry[uuid]
+    except (KeyError, TypeError):
+        raise RuntimeError(f"Memory resource {uuid} was not found") from None
+
+
+class _Registered:
+    """register / from_registry, as cuda.core's DeviceMemoryResource and
+    PinnedMemoryResource have them (one registry for both, as cuda.core's)."""
+
+    __slots__ = ()
+
+    def register(self, uuid):
+        """Register this resource under `uuid` (a uuid.UUID) in the
+        process-wide registry; returns the resource registered under it
+        (one registered earlier wins, as in cuda.core)."""
+        return _register(self, uuid)
+
+    @staticmethod
+    def from_registry(uuid):
+        """The resource registered under `uuid`; RuntimeError if none is."""
+        return _from_registry(uuid)
+
+
 @dataclass
 class DeviceMemoryResourceOptions:
     """cuda.core's DeviceMemoryResourceOptions: ipc_enabled makes an
@@ -408,7 +463,7 @@ class DeviceMemoryResourceOptions:
     max_size: int = 0
 
 
-class DeviceMemoryResource(MemoryResource):
+class DeviceMemoryResource(_Registered, MemoryResource):
     """cuda.core's DeviceMemoryResource: DeviceMemoryResource(dev) is the
     device's default (current) stream-ordered pool;
     DeviceMemoryResource(dev, options) creates a new pool (IPC-enabled with
@@ -456,7 +511,7 @@ class LegacyPinnedMemoryResource(MemoryResource):
         return -1                   # cuda.core: host memory, no device
 
 
-class PinnedMemoryResource(LegacyPinnedMemoryResource):
+class PinnedMemoryResource(_Registered, LegacyPinnedMemoryResource):
     """cuda.core's PinnedMemoryResource, as cuabi has it: page-locked host
     memory (cuMemAllocHost, not a stream-ordered pool: frees are
     synchronous). IPC-enabled pinned pools are not yet (issue 25)."""

@@ -13,6 +13,7 @@ import dataclasses
 import enum
 import os
 from collections import namedtuple
+from collections.abc import MutableSet
 from types import SimpleNamespace
 
 from . import _capi
@@ -20,7 +21,7 @@ from ._core import Device, _as_device
 from ._handle import Handle
 from ._lib import call, holding, lib, new_struct, struct_to_namespace
 from ._memory import Buffer, MemoryResource, _host_bytes, _stream_arg
-from .errors import index_arg
+from .errors import ClosedHandleError, index_arg
 
 __all__ = ["Host", "VirtualMemoryResource", "VirtualMemoryResourceOptions",
            "ManagedMemoryResource", "ManagedMemoryResourceOptions", "ManagedBuffer",
@@ -311,6 +312,16 @@ class ManagedMemoryResource(MemoryResource):
                                    C.byref(options._struct())))
         self.options = options
 
+    def allocate(self, size: int, stream=None) -> "ManagedBuffer":
+        """cuda.core's allocate: a ManagedBuffer (the advice API: read_mostly,
+        preferred_location, accessed_by, prefetch, ...) of `size` bytes."""
+        size = index_arg(size, "allocate: size")
+        b = ManagedBuffer(size, self, stream)
+        b._mr = self                # memory_resource: this object, as cuda.core's
+        if stream is not None:      # cuda.core: close() frees on the allocation stream
+            b._dealloc_stream = _stream_arg(stream)
+        return b
+
     @property
     def is_managed(self) -> bool:
         return True
@@ -331,6 +342,65 @@ class ManagedMemoryResource(MemoryResource):
             return None
         return (t or ("host" if self.options.preferred_location == -1 else "device"),
                 self.options.preferred_location)
+
+
+def _accessed_by_list(buf) -> list:
+    """The live CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY list of a managed buffer."""
+    from ._core import device_count   # lazy: import time (a cheap call, once)
+    n = max(device_count(), 1) + 1
+    arr = (C.c_int32 * n)()
+    lib.cuabi_managed_range_get(arr, n, buf, 0, buf.size, _capi.CUABI_MANAGED_RANGE_ACCESSED_BY)
+    return [Host() if v == -1 else Device(v) for v in arr if v != -2]
+
+
+class AccessedBySetProxy(MutableSet):
+    """cuda.core's live view of a managed buffer's accessed-by advice: reads
+    ask the driver (cuMemRangeGetAttribute), add / discard advise
+    (cuMemAdvise); nothing is kept here. A Host with a NUMA node reads back
+    as Host()."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self, buf):
+        self._buf = buf
+
+    @classmethod
+    def _from_iterable(cls, it):
+        return set(it)              # &, |, ^ make a plain set, as cuda.core's
+
+    def __contains__(self, location) -> bool:
+        if not isinstance(location, (Device, Host)):
+            return False
+        return location in _accessed_by_list(self._buf)
+
+    def __iter__(self):
+        return iter(_accessed_by_list(self._buf))
+
+    def __len__(self) -> int:
+        return len(_accessed_by_list(self._buf))
+
+    def add(self, location) -> None:
+        """Advise that `location` (a Device or Host()) accesses the buffer."""
+        if not isinstance(location, (Device, Host)):
+            raise TypeError(f"expected Device or Host, got {type(location).__name__}")
+        t, i = _location(location, "accessed_by")
+        lib.cuabi_managed_advise(self._buf, 0, self._buf.size,
+                                 _capi.CUABI_MANAGED_SET_ACCESSED_BY, t, i)
+
+    def discard(self, location) -> None:
+        """Undo add(location); nothing for a location that is no Device or
+        plain Host (those never enter the set), as cuda.core's."""
+        if not isinstance(location, (Device, Host)):
+            return
+        if isinstance(location, Host) and (getattr(location, "numa_id", None) is not None or
+                                           getattr(location, "is_numa_current", False)):
+            return
+        t, i = _location(location, "accessed_by")
+        lib.cuabi_managed_advise(self._buf, 0, self._buf.size,
+                                 _capi.CUABI_MANAGED_UNSET_ACCESSED_BY, t, i)
+
+    def __repr__(self):
+        return f"AccessedBySetProxy({set(_accessed_by_list(self._buf))!r})"
 
 
 class ManagedBuffer(Buffer):
@@ -385,21 +455,40 @@ class ManagedBuffer(Buffer):
         r = self.range_info()
         return _from_location(r.last_prefetch_location_type, r.last_prefetch_location_id)
 
+    @classmethod
+    def from_handle(cls, ptr, size: int, mr: MemoryResource | None = None, owner=None, *,
+                    stream=None) -> "ManagedBuffer":
+        """cuda.core's ManagedBuffer.from_handle: a ManagedBuffer over a
+        managed address made elsewhere (Buffer.from_handle's mr / owner
+        rules: with mr, closing it calls mr.deallocate)."""
+        if mr is not None:
+            b = Buffer.from_handle(ptr, size, mr, owner, stream=stream)
+            b.__class__ = cls
+            return b
+        from ._core import _current   # lazy: import time
+        cur = getattr(_current, "device", None)
+        dev = 0 if cur is None or cur.closed else cur.ordinal
+        b = cls.wrap(int(ptr), size, kind="managed", device=dev, owner=owner)
+        b._owner = owner
+        return b
+
     @property
-    def accessed_by(self) -> frozenset:
-        from ._core import device_count   # lazy: import time (a cheap call, once)
-        n = max(device_count(), 1) + 1
-        arr = (C.c_int32 * n)()
-        lib.cuabi_managed_range_get(arr, n, self, 0, self.size,
-                                    _capi.CUABI_MANAGED_RANGE_ACCESSED_BY)
-        return frozenset(Host() if v == -1 else Device(v) for v in arr if v != -2)
+    def accessed_by(self) -> AccessedBySetProxy:
+        """cuda.core's live set of the locations advised to access the
+        buffer (add / discard advise; assign an iterable to replace it)."""
+        if self.closed:
+            raise ClosedHandleError("ManagedBuffer is closed")
+        return AccessedBySetProxy(self)
 
     @accessed_by.setter
     def accessed_by(self, locations) -> None:
         want = set()
         for loc in locations:
+            if not isinstance(loc, (Device, Host)):
+                raise TypeError(f"accessed_by entries must be Device or Host, got "
+                                f"{type(loc).__name__}")
             want.add(_location(loc, "accessed_by"))
-        have = {_location(loc, "accessed_by") for loc in self.accessed_by}
+        have = {_location(loc, "accessed_by") for loc in _accessed_by_list(self)}
         for t, i in have - want:
             lib.cuabi_managed_advise(self, 0, self.size, _capi.CUABI_MANAGED_UNSET_ACCESSED_BY, t, i)
         for t, i in want - have:

@@ -73,6 +73,16 @@ _DTYPE_OF = {ArrayFormat.UINT8: "uint8", ArrayFormat.INT8: "int8", ArrayFormat.U
              ArrayFormat.INT16: "int16", ArrayFormat.UINT32: "uint32",
              ArrayFormat.INT32: "int32", ArrayFormat.FLOAT16: "float16",
              ArrayFormat.FLOAT32: "float32"}
+
+
+def _format_type(fmt):
+    """cuda.core's ArrayFormatType of a CUarray_format, or cuabi's
+    ArrayFormat for one cuda.core does not name."""
+    f = ArrayFormat(fmt)
+    name = _DTYPE_OF.get(f)
+    return f if name is None else ArrayFormatType(name)
+
+
 _FLAGS = {"layered": _capi.CUABI_ARRAY_LAYERED, "cubemap": _capi.CUABI_ARRAY_CUBEMAP,
           "is_surface_load_store": _capi.CUABI_ARRAY_SURFACE_LDST,
           "texture_gather": _capi.CUABI_ARRAY_TEXTURE_GATHER}
@@ -313,7 +323,15 @@ class OpaqueArray(_NativeHandle):
         return _shape_of(self._info)
 
     @property
-    def format(self) -> ArrayFormat:
+    def format(self):
+        """cuda.core's format: the element ArrayFormatType (cuabi.typing); a
+        format cuda.core has no name for (block-compressed, NV12, ...) is
+        cuabi's ArrayFormat. array_format is always cuabi's ArrayFormat."""
+        return _format_type(self._info.format)
+
+    @property
+    def array_format(self) -> ArrayFormat:
+        """cuabi's: the CUarray_format as an ArrayFormat."""
         return ArrayFormat(self._info.format)
 
     @property
@@ -479,7 +497,15 @@ class MipmappedArray(_NativeHandle):
         return _shape_of(self._info)
 
     @property
-    def format(self) -> ArrayFormat:
+    def format(self):
+        """cuda.core's format: the element ArrayFormatType (cuabi's
+        ArrayFormat for a format cuda.core has no name for); array_format
+        is always cuabi's ArrayFormat."""
+        return _format_type(self._info.format)
+
+    @property
+    def array_format(self) -> ArrayFormat:
+        """cuabi's: the CUarray_format as an ArrayFormat."""
         return ArrayFormat(self._info.format)
 
     @property
@@ -602,7 +628,13 @@ class ResourceDescriptor:
 
     @property
     def format(self):
-        """The element ArrayFormat (None for array-backed)."""
+        """cuda.core's format: the element ArrayFormatType (None for
+        array-backed); array_format is cuabi's ArrayFormat."""
+        return None if self._format is None else _format_type(self._format)
+
+    @property
+    def array_format(self):
+        """cuabi's: the element ArrayFormat (None for array-backed)."""
         return self._format
 
     @property

@@ -35,8 +35,7 @@ def test_device_resources():
     assert i.kind == "device" and i.ordinal == 0 and i.split_id == 0 and i.index == -1
     assert sm.device == dev
     assert "132 SMs" in repr(sm)
-    with pytest.raises(cuabi.NotSupportedError, match="13.1"):
-        dev.resources.workqueue
+    assert dev.resources.workqueue.concurrency_limit == 8    # the fake is a 13.1 driver
 
 
 def test_split_as_the_driver_rounds():
@@ -195,3 +194,128 @@ def test_checkpoint_process():
         p.restore({b"short": dev})
     with pytest.raises(TypeError):
         p.restore({1.5: dev})
+
+
+def test_checkpoint_refusals_are_cuda_cores():
+    """cuda.core's checkpoint.Process checks and errors (its checkpoint.py)."""
+    for bad in (True, "1", 1.0, None):
+        with pytest.raises(TypeError, match="pid must be an int"):
+            checkpoint.Process(bad)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="pid must be a positive int"):
+            checkpoint.Process(bad)
+    p = checkpoint.Process(4242)
+    for bad in (1.5, "10", True):
+        with pytest.raises(TypeError, match="timeout_ms must be an int"):
+            p.lock(bad)
+    with pytest.raises(ValueError, match="timeout_ms must be >= 0"):
+        p.lock(-1)
+    for bad in ([("a", "b")], "GPU-00", 7):
+        with pytest.raises(TypeError, match="gpu_mapping must be a mapping"):
+            p.restore(bad)
+    assert p.state == "running"                  # nothing reached the driver
+    # cuda.core: the driver's CUDA_ERROR_NOT_FOUND is "not supported", a RuntimeError
+    with pytest.raises(RuntimeError, match="CUDA checkpointing is not supported") as ei:
+        checkpoint.Process(999999).state
+    assert isinstance(ei.value, cuabi.NotFoundError)       # cuabi's class stays
+    assert isinstance(ei.value, cuabi.NotSupportedError)
+    assert "no CUDA process 999999" in str(ei.value)
+    import typing
+    from cuabi.typing import ProcessStateType
+    assert set(typing.get_args(ProcessStateType)) <= set(typing.get_args(checkpoint.ProcessStateT))
+    assert checkpoint.__all__[0] == "Process" and cuabi.checkpoint is checkpoint
+
+
+def test_context_and_stream_resources_are_cuda_cores():
+    """cuda.core's Context.resources / Stream.resources: a green context's
+    (and its streams') are its partition, a primary context's (and its
+    streams') the whole device's."""
+    dev = cuabi.Device(0)
+    dev.set_current()
+    assert dev.context.resources.sm.sm_count == 132
+    s = dev.create_stream()
+    assert s.resources.sm.sm_count == 132
+    groups, _rem = dev.resources.sm.split(cuabi.SMResourceOptions(count=[16]))
+    ctx = dev.create_context(cuabi.ContextOptions(resources=groups))
+    assert ctx.resources.sm.sm_count == 16
+    gs = ctx.create_stream()
+    assert gs.resources.sm.sm_count == 16
+    assert gs.resources.sm.info.kind == "green_context"
+    c = dev.context
+    c.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        c.resources
+    gs.close()
+    s.close()
+    ctx.close()
+
+
+def test_workqueue_resources_are_cuda_cores():
+    """cuda.core's WorkqueueResource(+Options): the device's configuration
+    (the fake's cap: 8), configure() in place, a green context made with it
+    reads it back; cuda.core's checks."""
+    dev = cuabi.Device(0)
+    wq = dev.resources.workqueue
+    assert isinstance(wq, cuabi.WorkqueueResource)
+    assert wq.concurrency_limit == 8 and wq.sharing_scope == "device_ctx"
+    assert wq.sharing_scope is cuabi.typing.WorkqueueSharingScopeType.DEVICE_CTX
+    assert wq.device == dev and isinstance(wq.handle, int) and wq.handle != 0
+    assert dev.context.resources.workqueue.concurrency_limit == 8
+    with pytest.raises(RuntimeError, match="cannot be instantiated directly"):
+        cuabi.WorkqueueResource()
+    wq.configure(cuabi.WorkqueueResourceOptions(sharing_scope="green_ctx_balanced",
+                                                concurrency_limit=3))
+    assert wq.concurrency_limit == 3 and wq.sharing_scope == "green_ctx_balanced"
+    wq.configure(cuabi.WorkqueueResourceOptions())              # None: left as they are
+    assert wq.concurrency_limit == 3
+    wq.configure({"concurrency_limit": 4})
+    assert wq.concurrency_limit == 4 and wq.sharing_scope == "green_ctx_balanced"
+    assert dev.resources.workqueue.concurrency_limit == 8       # the device's is untouched
+    groups, _rem = dev.resources.sm.split(cuabi.SMResourceOptions(count=[16]))
+    ctx = dev.create_context(cuabi.ContextOptions(resources=[groups[0], wq]))
+    got = ctx.resources.workqueue
+    assert (got.concurrency_limit, got.sharing_scope) == (4, "green_ctx_balanced")
+    assert ctx.resources.sm.sm_count == 16
+    s = ctx.create_stream()
+    assert s.resources.workqueue.concurrency_limit == 4
+    s.close()
+    ctx.close()
+    plain = dev.create_context(cuabi.ContextOptions(resources=groups))
+    assert plain.resources.workqueue.concurrency_limit == 8
+    plain.close()
+    # cuda.core's refusals
+    with pytest.raises(ValueError, match="concurrency_limit must be >= 1, got 0"):
+        cuabi.WorkqueueResourceOptions(concurrency_limit=0)
+    with pytest.raises(ValueError, match="sharing_scope"):
+        cuabi.WorkqueueResourceOptions(sharing_scope="everyone")
+    with pytest.raises(TypeError):
+        cuabi.WorkqueueResourceOptions(concurrency_limit=1.5)
+    with pytest.raises(TypeError):
+        wq.configure(3)
+    with pytest.raises(ValueError, match="at most one WorkqueueResource"):
+        dev.create_context(cuabi.ContextOptions(resources=[groups[0], wq, wq]))
+    with pytest.raises(ValueError, match="SM resources too"):
+        dev.create_context(cuabi.ContextOptions(resources=[wq]))
+    with pytest.raises(TypeError, match="Unsupported context resource type"):
+        dev.create_context(cuabi.ContextOptions(resources=[groups[0], "wq"]))
+
+
+def test_workqueue_on_a_cuda_13_0_driver():
+    """A driver without workqueue resources: NotSupportedError (a
+    RuntimeError, as cuda.core's) naming CUDA 13.1, in a process whose fake
+    is a 13.0 driver (CUABI_FAKE_NO_WORKQUEUE=1)."""
+    import subprocess
+    import sys
+    code = ("import cuabi, pytest\n"
+            "d = cuabi.Device(0)\n"
+            "try:\n"
+            "    d.resources.workqueue\n"
+            "except RuntimeError as e:\n"
+            "    assert isinstance(e, cuabi.NotSupportedError) and 'CUDA 13.1' in str(e), e\n"
+            "    print('refused')\n")
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cuabi.__file__)))
+    env = dict(os.environ, CUABI_FAKE_NO_WORKQUEUE="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [pkg, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "refused" in r.stdout, r.stdout + r.stderr

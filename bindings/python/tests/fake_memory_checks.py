@@ -104,6 +104,76 @@ def test_managed_buffer_advice(dev):
     assert cuabi.Host(numa_id=2) == cuabi.Host(numa_id=2) != cuabi.Host()
 
 
+def test_managed_resource_allocates_managed_buffers(dev):
+    """cuda.core: ManagedMemoryResource.allocate gives a ManagedBuffer, whose
+    accessed_by is a live set (add / discard advise) and from_handle wraps
+    a managed address made elsewhere."""
+    from collections.abc import MutableSet
+    mr = cuabi.ManagedMemoryResource()
+    s = dev.create_stream()
+    b = mr.allocate(8 * KiB, stream=s)
+    assert type(b) is cuabi.ManagedBuffer and b.memory_resource is mr and b.size == 8 * KiB
+    ab = b.accessed_by
+    assert isinstance(ab, MutableSet) and len(ab) == 0 and set(ab) == set()
+    ab.add(cuabi.Device(1))
+    assert cuabi.Device(1) in b.accessed_by and len(ab) == 1      # live: the driver's
+    ab.add(cuabi.Host())
+    assert set(b.accessed_by) == {cuabi.Device(1), cuabi.Host()}
+    assert (ab & {cuabi.Host()}) == {cuabi.Host()} and type(ab | set()) is set
+    ab.discard(cuabi.Device(1))
+    ab.discard(cuabi.Host(numa_id=3))          # never in the set: nothing (cuda.core)
+    ab.discard("gpu")
+    assert set(ab) == {cuabi.Host()} and "gpu" not in ab
+    with pytest.raises(TypeError, match="Device or Host"):
+        ab.add(1)
+    b.accessed_by = [cuabi.Device(0)]
+    assert set(b.accessed_by) == {cuabi.Device(0)}
+    with pytest.raises(TypeError, match="Device or Host"):
+        b.accessed_by = [0]
+    assert set(b.accessed_by) == {cuabi.Device(0)}                # nothing changed
+    # from_handle: a ManagedBuffer over another buffer's address
+    w = cuabi.ManagedBuffer.from_handle(b.handle, 4 * KiB, owner=b)
+    assert type(w) is cuabi.ManagedBuffer and w.owner is b and w.handle == b.handle
+    w.read_mostly = True
+    assert w.read_mostly
+    w.close()
+    b.close()
+    with pytest.raises(cuabi.ClosedHandleError):
+        b.accessed_by
+    # other resources still give Buffers
+    assert type(cuabi.MemoryResource.host().allocate(64)) is cuabi.Buffer
+    s.close()
+
+
+def test_memory_resource_registry_is_cuda_cores(dev):
+    """cuda.core's register / from_registry: one process-wide, weak registry
+    by uuid for DeviceMemoryResource and PinnedMemoryResource."""
+    import gc
+    import uuid as uuidlib
+    u1, u2 = uuidlib.uuid4(), uuidlib.uuid4()
+    dmr = cuabi.DeviceMemoryResource(dev)
+    assert dmr.register(u1) is dmr
+    assert cuabi.DeviceMemoryResource.from_registry(u1) is dmr
+    other = cuabi.DeviceMemoryResource(dev, cuabi.DeviceMemoryResourceOptions())
+    assert other.register(u1) is dmr                 # the first one registered wins
+    pmr = cuabi.PinnedMemoryResource()
+    assert pmr.register(u2) is pmr
+    assert cuabi.PinnedMemoryResource.from_registry(u2) is pmr
+    assert cuabi.DeviceMemoryResource.from_registry(u2) is pmr     # one registry, as cuda.core's
+    with pytest.raises(RuntimeError, match=f"Memory resource {u1.hex[:8]}.* was not found|"
+                                           "was not found"):
+        cuabi.DeviceMemoryResource.from_registry(uuidlib.uuid4())
+    with pytest.raises(RuntimeError, match="was not found"):
+        cuabi.PinnedMemoryResource.from_registry([1])   # unhashable: not found either
+    with pytest.raises(TypeError):
+        pmr.register(None)
+    del pmr
+    gc.collect()
+    with pytest.raises(RuntimeError, match="was not found"):        # weak: gone with it
+        cuabi.PinnedMemoryResource.from_registry(u2)
+    other.close()
+
+
 def test_pool_attributes(dev):
     mr = cuabi.MemoryResource.pool(dev)
     s = dev.create_stream()

@@ -186,3 +186,17 @@ def test_threads():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_device_to_system_device_maps_by_uuid():
+    """cuda.core's Device.to_system_device: the system.Device of the same
+    UUID (NVML's index need not be the CUDA ordinal)."""
+    if not os.environ.get("CUABI_DRIVER_PATH"):
+        pytest.skip("the fake driver is not built")
+    for k in range(min(cuabi.device_count(), system.get_num_devices())):
+        d = cuabi.Device(k)
+        sd = d.to_system_device()
+        assert isinstance(sd, system.Device)
+        assert sd.uuid == "GPU-" + d.uuid and sd.uuid_without_prefix == d.uuid
+        assert sd == system.Device(uuid=d.uuid)
+        assert sd.pci_info.bus_id.lower().endswith(d.pci_bus_id.lower()[-7:])

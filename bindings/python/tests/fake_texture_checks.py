@@ -39,7 +39,7 @@ def f32_array(w=8, h=4, **kw):
 def test_an_array_says_what_it_is():
     a = f32_array(8, 4, num_channels=2, is_surface_load_store=True)
     assert a.shape == (8, 4)
-    assert a.format == ArrayFormat.FLOAT32 and a.num_channels == 2
+    assert a.array_format == ArrayFormat.FLOAT32 and a.format is cuabi.typing.ArrayFormatType.FLOAT32 and a.num_channels == 2
     assert a.element_bytes == a.element_size == 8
     assert a.size_bytes == 8 * 4 * 8
     assert a.is_surface_load_store and not a.is_layered and not a.is_cubemap
@@ -55,7 +55,7 @@ def test_kinds_and_formats_by_name():
     one = OpaqueArray.from_descriptor(shape=(100,), format="uint8")
     assert one.shape == (100,) and one.info.dims == 1
     vol = OpaqueArray.from_descriptor(shape=(8, 8, 8), format=np.dtype(np.int16))
-    assert vol.shape == (8, 8, 8) and vol.format == ArrayFormat.INT16
+    assert vol.shape == (8, 8, 8) and vol.array_format == ArrayFormat.INT16
     layers = OpaqueArray.from_descriptor(shape=(16, 16, 3), format="FLOAT16", layered=True)
     assert layers.is_layered and layers.info.layers == 3
     rows = OpaqueArray.from_descriptor(shape=(64, 5), format="float32", layered=True)
@@ -115,7 +115,7 @@ def test_copies_round_trip_host_buffer_views_and_arrays(stream):
 def test_an_rgba_image_becomes_an_array_in_one_call():
     rgba = (np.arange(3 * 5 * 4) * 7 % 256).astype(np.uint8).reshape(3, 5, 4)
     a = OpaqueArray.from_dlpack(rgba)
-    assert a.shape == (5, 3) and a.num_channels == 4 and a.format == ArrayFormat.UINT8
+    assert a.shape == (5, 3) and a.num_channels == 4 and a.array_format == ArrayFormat.UINT8
     back = np.zeros_like(rgba)
     a.copy_to(back)
     assert (back == rgba).all()

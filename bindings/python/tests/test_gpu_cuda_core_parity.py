@@ -546,3 +546,152 @@ def test_buffer_dlpack_into_numpy(libs):
         again = np.from_dlpack(buf)
         return again.dtype.itemsize, again.shape, again.view(np.int32).tolist()
     assert both(libs, dl) == (1, (16,), [1, 2, 3, 4])
+
+
+# ---- issue 24 item 1, later names: registry, managed buffers, resources,
+# system devices, checkpoint checks, array formats
+
+def test_memory_resource_registry(libs):
+    import uuid as uuidlib
+
+    def registry(core):
+        dev = core.Device()
+        if not hasattr(core.DeviceMemoryResource, "from_registry"):
+            pytest.skip(f"{core.__name__} has no DeviceMemoryResource.from_registry")
+        # cuda.core registers IPC-enabled pools (their uuid; its register of
+        # a pool without IPC fails)
+        mr = core.DeviceMemoryResource(dev.device_id, core.DeviceMemoryResourceOptions(
+            ipc_enabled=True, max_size=1 << 21))
+        u = getattr(mr, "uuid", None) or uuidlib.uuid4()
+        first = mr.register(u) is mr
+        again = core.DeviceMemoryResource.from_registry(u) is mr
+        try:
+            core.DeviceMemoryResource.from_registry(uuidlib.uuid4())
+            missing = None
+        except RuntimeError as e:
+            missing = "was not found" in str(e)
+        return first, again, missing
+    assert both(libs, registry) == (True, True, True)
+
+
+def test_managed_memory_resource_allocates_a_managed_buffer(libs):
+    def managed(core):
+        dev = core.Device()
+        if not hasattr(core, "ManagedBuffer"):
+            pytest.skip(f"{core.__name__} has no ManagedBuffer")
+        if not dev.properties.concurrent_managed_access:
+            pytest.skip("no concurrent managed access")
+        s = dev.create_stream()
+        mr = core.ManagedMemoryResource()
+        buf = mr.allocate(1 << 20, stream=s)
+        facts = [type(buf).__name__, isinstance(buf, core.Buffer), buf.is_managed]
+        buf.read_mostly = True
+        facts.append(buf.read_mostly)
+        buf.preferred_location = dev
+        facts.append(buf.preferred_location == dev)
+        buf.accessed_by.add(dev)
+        facts.append(dev in buf.accessed_by)
+        facts.append(len(buf.accessed_by))
+        buf.accessed_by.discard(dev)
+        facts.append(len(buf.accessed_by))
+        buf.prefetch(dev, stream=s)
+        s.sync()
+        buf.close(s)
+        s.sync()
+        return facts
+    assert both(libs, managed) == ["ManagedBuffer", True, True, True, True, True, 1, 0]
+
+
+def test_context_and_stream_resources(libs):
+    def resources(core):
+        dev = core.Device()
+        if not hasattr(core.Stream, "resources") or not hasattr(core.Context, "resources"):
+            pytest.skip(f"{core.__name__} has no Stream/Context.resources")
+        n = dev.resources.sm.sm_count
+        ctx_n = dev.context.resources.sm.sm_count
+        s = dev.create_stream()
+        s_n = s.resources.sm.sm_count
+        s.close()
+        return n == ctx_n == s_n, n > 0
+    assert both(libs, resources) == (True, True)
+
+
+def test_to_system_device(libs):
+    def system(core):
+        dev = core.Device()
+        if not hasattr(dev, "to_system_device"):
+            pytest.skip(f"{core.__name__} has no Device.to_system_device")
+        try:
+            sd = dev.to_system_device()
+        except (RuntimeError, ImportError) as e:
+            pytest.skip(f"no NVML here: {e}")
+        return sd.uuid.removeprefix("GPU-") == dev.uuid, sd.pci_info.bus_id[-7:].lower()
+    facts = both(libs, system)
+    assert facts[0]
+
+
+def test_checkpoint_argument_checks(libs):
+    def checks(core):
+        from importlib import import_module
+        cp = import_module(core.__name__ + ".checkpoint")
+        out = []
+        for bad in (True, "1", 0, -3):
+            try:
+                cp.Process(bad)
+                out.append(None)
+            except (TypeError, ValueError) as e:
+                out.append((type(e).__mro__[0] is TypeError or isinstance(e, TypeError), str(e)
+                            .split(": ")[-1]))
+        p = cp.Process(2**20)
+        for bad in (1.5, -1):
+            try:
+                p.lock(bad)
+                out.append(None)
+            except (TypeError, ValueError) as e:
+                out.append((isinstance(e, TypeError), str(e).split(": ")[-1]))
+            except RuntimeError as e:       # cuda.core checks its bindings first
+                pytest.skip(f"{core.__name__}: no checkpoint support here: {e}")
+        try:
+            p.restore([("a", "b")])
+        except TypeError as e:
+            out.append(str(e).split(": ")[-1][:30])
+        except RuntimeError as e:
+            pytest.skip(f"{core.__name__}: no checkpoint support here: {e}")
+        return out
+    both(libs, checks)
+
+
+def test_opaque_array_format_is_an_array_format_type(libs):
+    def fmt(core):
+        from importlib import import_module
+        tex = import_module(core.__name__ + ".texture")
+        typing = import_module(core.__name__ + ".typing")
+        dev = core.Device()
+        a = dev.create_opaque_array(tex.OpaqueArrayOptions(shape=(16, 8), format="float32",
+                                                           num_channels=2))
+        f = a.format
+        out = (type(f).__name__, f == typing.ArrayFormatType.FLOAT32, str(f.value))
+        a.close()
+        return out
+    assert both(libs, fmt) == ("ArrayFormatType", True, "float32")
+
+
+def test_workqueue_resource(libs):
+    def workqueue(core):
+        dev = core.Device()
+        if not hasattr(core, "WorkqueueResourceOptions"):
+            pytest.skip(f"{core.__name__} has no WorkqueueResource")
+        try:
+            wq = dev.resources.workqueue
+        except RuntimeError as e:            # a driver before CUDA 13.1
+            return ("refused", "13.1" in str(e))
+        limit = wq.concurrency_limit
+        wq.configure(core.WorkqueueResourceOptions(sharing_scope="green_ctx_balanced",
+                                                   concurrency_limit=2))
+        groups, _ = dev.resources.sm.split(core.SMResourceOptions(count=16))
+        ctx = dev.create_context(core.ContextOptions(resources=[groups[0], wq]))
+        got = ctx.resources.workqueue
+        out = (limit, got.concurrency_limit, str(got.sharing_scope))
+        ctx.close()
+        return out
+    print(both(libs, workqueue))

@@ -134,3 +134,35 @@ def test_checkpoint_a_child(gpu):
     finally:
         child.kill()
         child.wait()
+
+
+def test_workqueue_configuration(gpu, resources):
+    """cuda.core's WorkqueueResource on the GPU: the device's limit is the
+    driver's cap; a green context made with limit 2 and the balanced scope
+    reads them back, and its stream runs kernels on its partition. A driver
+    before CUDA 13.1 refuses (NotSupportedError naming 13.1)."""
+    try:
+        wq = gpu.resources.workqueue
+    except cuabi.NotSupportedError as e:
+        assert "13.1" in str(e)
+        pytest.skip(f"no workqueue resources here: {e}")
+    print(f"device workqueue: {wq.concurrency_limit}, {wq.sharing_scope}")
+    assert 1 <= wq.concurrency_limit <= 128 and wq.device == gpu
+    wq.configure(cuabi.WorkqueueResourceOptions(sharing_scope="green_ctx_balanced",
+                                                concurrency_limit=2))
+    groups, _ = resources.split(cuabi.SMResourceOptions(count=[16]))
+    ctx = gpu.create_context(cuabi.ContextOptions(resources=[groups[0], wq]))
+    got = ctx.resources.workqueue
+    assert (got.concurrency_limit, str(got.sharing_scope)) == (2, "green_ctx_balanced")
+    s = ctx.create_stream()
+    assert s.resources.workqueue.concurrency_limit == 2
+    k = cuabi.Program(SMID).compile(arch=gpu.sm_arch).get_kernel("smid")
+    blocks = 8 * resources.sm_count
+    out = cuabi.Buffer.from_host(np.zeros(blocks, np.uint32), stream=None)
+    cuabi.launch(s, cuabi.LaunchConfig(grid=blocks, block=128), k, out, np.int64(20000))
+    s.synchronize()
+    ids = np.frombuffer(out.to_bytes(), np.uint32)
+    assert (ids > 0).all()
+    assert len(set((ids - 1).tolist())) <= ctx.sm_count
+    s.close()
+    ctx.close()

@@ -8788,6 +8788,13 @@ const CUABI_SM_RESOURCE_REMAINDER = cuabi_sm_resource_kind(2)
 const CUABI_SM_RESOURCE_GREEN_CTX = cuabi_sm_resource_kind(3)
 
 """
+How a green context shares the device's workqueues (CUdevWorkqueueConfigScope, CUDA 13.1).
+"""
+const cuabi_workqueue_scope = Cint
+const CUABI_WORKQUEUE_SCOPE_DEVICE_CTX = cuabi_workqueue_scope(0)
+const CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED = cuabi_workqueue_scope(1)
+
+"""
 What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version` first.
 """
 struct cuabi_sm_resource_info
@@ -8811,6 +8818,17 @@ struct cuabi_sm_split_options
     flags::Cuint
 end
 const CUABI_SM_SPLIT_OPTIONS_VERSION = Cuint(1)
+
+"""
+A workqueue configuration (a CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG resource, CUDA 13.1 drivers): filled by cuabi_device_workqueue_config and cuabi_green_ctx_workqueue_config, given to cuabi_green_ctx_create_with_workqueue. Set `version` first.
+"""
+struct cuabi_workqueue_config
+    version::Cuint
+    concurrency_limit::Cuint
+    sharing_scope::cuabi_workqueue_scope
+    ordinal::Cint
+end
+const CUABI_WORKQUEUE_CONFIG_VERSION = Cuint(1)
 
 """
 cuabi_sm_resource_retain(handle)
@@ -8888,6 +8906,17 @@ Fill *opts with the defaults of struct version `version` (normally CUABI_SM_SPLI
 """
 function cuabi_sm_split_options_init(opts, version)
     ccall((:cuabi_sm_split_options_init, libcuabi), cuabi_status, (Ptr{cuabi_sm_split_options}, Cuint), opts, version)
+end
+
+"""
+cuabi_workqueue_config_init(opts, version)
+
+Fill *opts with the defaults of struct version `version` (normally CUABI_WORKQUEUE_CONFIG_VERSION).
+
+- `opts` [out]
+"""
+function cuabi_workqueue_config_init(opts, version)
+    ccall((:cuabi_workqueue_config_init, libcuabi), cuabi_status, (Ptr{cuabi_workqueue_config}, Cuint), opts, version)
 end
 
 """
@@ -9154,6 +9183,63 @@ function cuabi_green_ctx_context(out, green)
         ccall((:cuabi_green_ctx_context, libcuabi), cuabi_status, (Ptr{Cuintptr_t}, Ptr{cuabi_green_ctx}), out, green)
     finally
         _leave(green, t0)
+    end
+end
+
+"""
+cuabi_device_workqueue_config(out, device)
+
+The device's workqueue configuration (cuDeviceGetDevResource, CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG): its concurrency limit is the driver's cap. CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+
+- `out` [inout] Its version field must be set.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_device_workqueue_config(out, device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_workqueue_config, libcuabi), cuabi_status, (Ptr{cuabi_workqueue_config}, Ptr{cuabi_device}), out, device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_workqueue_config(out, green)
+
+The workqueue configuration a green context was provisioned with (cuGreenCtxGetDevResource, CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+
+- `out` [inout] Its version field must be set.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_workqueue_config(out, green)
+    t0 = _enter(green)
+    try
+        ccall((:cuabi_green_ctx_workqueue_config, libcuabi), cuabi_status, (Ptr{cuabi_workqueue_config}, Ptr{cuabi_green_ctx}), out, green)
+    finally
+        _leave(green, t0)
+    end
+end
+
+"""
+cuabi_green_ctx_create_with_workqueue(out, device, resources, count, workqueue)
+
+cuabi_green_ctx_create with a workqueue configuration as well: the device's (cuDeviceGetDevResource) with workqueue's concurrency_limit and sharing_scope put in, given to cuDevResourceGenerateDesc after the SM resources. workqueue NULL: exactly cuabi_green_ctx_create. CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+
+- `out` [out, ownership transferred]
+- `device` The resources' device.
+- `count` 1 .. 1024.
+- `workqueue` [may be C_NULL] concurrency_limit 1 or more, sharing_scope a cuabi_workqueue_scope; NULL: none (the driver's default).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_green_ctx_create_with_workqueue(out, device, resources, count, workqueue)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_green_ctx_create_with_workqueue, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_green_ctx}}, Ptr{cuabi_device}, Ptr{Ptr{cuabi_sm_resource}}, Csize_t, Ptr{cuabi_workqueue_config}), out, device, resources, count, workqueue)
+    finally
+        _leave(device, t0)
     end
 end
 
@@ -10780,6 +10866,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_nccl_comm_options", cuabi_nccl_comm_options, ["version", "timeout_ms", "nonblocking", "cga_cluster_size", "min_ctas", "max_ctas", "split_share", "net_name", "comm_name"]),
     ("cuabi_sm_resource_info", cuabi_sm_resource_info, ["version", "sm_count", "min_partition_size", "coscheduled_alignment", "kind", "ordinal", "split_id", "index"]),
     ("cuabi_sm_split_options", cuabi_sm_split_options, ["version", "min_count", "flags"]),
+    ("cuabi_workqueue_config", cuabi_workqueue_config, ["version", "concurrency_limit", "sharing_scope", "ordinal"]),
     ("cuabi_checkpoint_gpu_pair", cuabi_checkpoint_gpu_pair, ["old_uuid", "new_uuid"]),
     ("cuabi_nvml_system_info", cuabi_nvml_system_info, ["version", "driver_version", "nvml_version", "cuda_driver_version", "device_count", "library_path"]),
     ("cuabi_nvml_device_info", cuabi_nvml_device_info, ["version", "index", "name", "uuid", "uuid_bytes", "pci_bus_id", "pci_domain", "pci_bus", "pci_device", "pci_device_id", "compute_capability_major", "compute_capability_minor", "memory_total", "pcie_max_generation", "pcie_max_width", "max_clock_graphics_mhz", "max_clock_sm_mhz", "max_clock_memory_mhz", "ecc_enabled", "ecc_pending", "minor_number", "nvlink_count", "unavailable"]),
@@ -11214,6 +11301,7 @@ const FUNCTIONS = [
     :cuabi_green_ctx_release,
     :cuabi_sm_resource_info_init,
     :cuabi_sm_split_options_init,
+    :cuabi_workqueue_config_init,
     :cuabi_device_sm_resource,
     :cuabi_sm_resource_get_info,
     :cuabi_sm_resource_device,
@@ -11229,6 +11317,9 @@ const FUNCTIONS = [
     :cuabi_green_ctx_wait_event,
     :cuabi_green_ctx_raw,
     :cuabi_green_ctx_context,
+    :cuabi_device_workqueue_config,
+    :cuabi_green_ctx_workqueue_config,
+    :cuabi_green_ctx_create_with_workqueue,
     :cuabi_process_state_name,
     :cuabi_checkpoint_process_state,
     :cuabi_checkpoint_process_restore_thread_id,

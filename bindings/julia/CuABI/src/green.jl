@@ -92,6 +92,46 @@ function GreenContext(d::Device, resources::Vector{SMResource})
     end
 end
 
+"""
+    workqueue_config(; concurrency_limit, balanced = false)
+
+A workqueue configuration (CUDA 13.1 drivers) to give
+`GreenContext(device, resources, config)`: the expected most concurrent
+stream-ordered workloads (1 or more) and, with `balanced`, workqueues kept
+apart from other balanced green contexts where the driver can.
+"""
+function workqueue_config(; concurrency_limit::Integer, balanced::Bool = false)
+    o = _init(L.cuabi_workqueue_config, L.cuabi_workqueue_config_init, L.CUABI_WORKQUEUE_CONFIG_VERSION)
+    _with(o; concurrency_limit = concurrency_limit,
+          sharing_scope = balanced ? L.CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED :
+                                     L.CUABI_WORKQUEUE_SCOPE_DEVICE_CTX)
+end
+
+"The device's workqueue configuration (its concurrency_limit is the driver's cap; CUDA 13.1 drivers)."
+function workqueue_config(d::Device)
+    c = Ref(_init(L.cuabi_workqueue_config, L.cuabi_workqueue_config_init, L.CUABI_WORKQUEUE_CONFIG_VERSION))
+    check(L.cuabi_device_workqueue_config(c, d))
+    c[]
+end
+
+"The workqueue configuration the green context was made with (CUDA 13.1 drivers)."
+function workqueue_config(g::GreenContext)
+    c = Ref(_init(L.cuabi_workqueue_config, L.cuabi_workqueue_config_init, L.CUABI_WORKQUEUE_CONFIG_VERSION))
+    check(L.cuabi_green_ctx_workqueue_config(c, g))
+    c[]
+end
+
+"A green context of `resources` with a workqueue configuration (`workqueue_config(...)`)."
+function GreenContext(d::Device, resources::Vector{SMResource}, workqueue::L.cuabi_workqueue_config)
+    _inuse(resources...) do
+        ptrs = Ptr{L.cuabi_sm_resource}[Ptr{L.cuabi_sm_resource}(Base.unsafe_convert(Ptr{Cvoid}, r))
+                                       for r in resources]
+        GC.@preserve resources ptrs _own(GreenContext,
+                                         _create(out -> L.cuabi_green_ctx_create_with_workqueue(
+                                             out, d, ptrs, length(ptrs), Ref(workqueue))), d)
+    end
+end
+
 "SMs of the green context's partition."
 sm_count(g::GreenContext) = _bq(L.cuabi_green_ctx_sm_count, g, Cint)
 

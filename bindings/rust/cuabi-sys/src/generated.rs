@@ -5642,6 +5642,38 @@ pub const CUABI_SM_RESOURCE_GROUP: cuabi_sm_resource_kind = cuabi_sm_resource_ki
 pub const CUABI_SM_RESOURCE_REMAINDER: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_REMAINDER;
 pub const CUABI_SM_RESOURCE_GREEN_CTX: cuabi_sm_resource_kind = cuabi_sm_resource_kind::CUABI_SM_RESOURCE_GREEN_CTX;
 
+/// How a green context shares the device's workqueues (CUdevWorkqueueConfigScope, CUDA 13.1).
+#[repr(transparent)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Default)]
+pub struct cuabi_workqueue_scope(pub i32);
+
+impl cuabi_workqueue_scope {
+    /// Use all the workqueues shared across contexts (the driver's default).
+    pub const CUABI_WORKQUEUE_SCOPE_DEVICE_CTX: cuabi_workqueue_scope = cuabi_workqueue_scope(0);
+    /// Where possible, workqueues not shared with other balanced green contexts.
+    pub const CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED: cuabi_workqueue_scope = cuabi_workqueue_scope(1);
+    /// The enumerator's name, or None for a value this binding does not know.
+    pub fn name(self) -> Option<&'static str> {
+        match self.0 {
+            0 => Some("CUABI_WORKQUEUE_SCOPE_DEVICE_CTX"),
+            1 => Some("CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED"),
+            _ => None,
+        }
+    }
+}
+
+impl core::fmt::Debug for cuabi_workqueue_scope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "cuabi_workqueue_scope({})", self.0),
+        }
+    }
+}
+
+pub const CUABI_WORKQUEUE_SCOPE_DEVICE_CTX: cuabi_workqueue_scope = cuabi_workqueue_scope::CUABI_WORKQUEUE_SCOPE_DEVICE_CTX;
+pub const CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED: cuabi_workqueue_scope = cuabi_workqueue_scope::CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED;
+
 /// What the driver says of an SM resource. Filled by cuabi_sm_resource_get_info; set `version` first.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -5695,6 +5727,30 @@ impl Default for cuabi_sm_split_options {
 /// Current version of cuabi_sm_split_options.
 pub const CUABI_SM_SPLIT_OPTIONS_VERSION: c_uint = 1;
 
+/// A workqueue configuration (a CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG resource, CUDA 13.1 drivers): filled by cuabi_device_workqueue_config and cuabi_green_ctx_workqueue_config, given to cuabi_green_ctx_create_with_workqueue. Set `version` first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct cuabi_workqueue_config {
+    /// Set by the *_INIT macro or *_init(); the library rejects unknown versions.
+    pub version: c_uint,
+    /// The expected most concurrent stream-ordered workloads (wqConcurrencyLimit). A device's is the driver's cap (CUDA_DEVICE_MAX_CONNECTIONS, typically 8 of at most 32); more may be asked for, without the driver's promise that submissions stay apart. Given to a green context: 1 or more.
+    pub concurrency_limit: c_uint,
+    /// cuabi_workqueue_scope.
+    pub sharing_scope: cuabi_workqueue_scope,
+    /// Out: the device's ordinal (ignored when given).
+    pub ordinal: c_int,
+}
+
+impl Default for cuabi_workqueue_config {
+    fn default() -> Self {
+        // SAFETY: every field type is valid when all-zero.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Current version of cuabi_workqueue_config.
+pub const CUABI_WORKQUEUE_CONFIG_VERSION: c_uint = 1;
+
 #[link(name = "cuabi")]
 unsafe extern "C" {
     /// Add a reference to a cuabi_sm_resource.
@@ -5709,6 +5765,8 @@ unsafe extern "C" {
     pub fn cuabi_sm_resource_info_init(opts: *mut cuabi_sm_resource_info, version: c_uint) -> cuabi_status;
     /// Fill *opts with the defaults of struct version `version` (normally CUABI_SM_SPLIT_OPTIONS_VERSION).
     pub fn cuabi_sm_split_options_init(opts: *mut cuabi_sm_split_options, version: c_uint) -> cuabi_status;
+    /// Fill *opts with the defaults of struct version `version` (normally CUABI_WORKQUEUE_CONFIG_VERSION).
+    pub fn cuabi_workqueue_config_init(opts: *mut cuabi_workqueue_config, version: c_uint) -> cuabi_status;
     /// All of a device's SMs, as a resource to split (cuDeviceGetDevResource).
     ///
     /// Needs the CUDA driver and a GPU.
@@ -5755,6 +5813,18 @@ unsafe extern "C" {
     pub fn cuabi_green_ctx_raw(out: *mut usize, green: *mut cuabi_green_ctx) -> cuabi_status;
     /// The CUcontext the driver makes of the green context (cuCtxFromGreenCtx), for libraries that work on the current context: made current with cuCtxSetCurrent, their work runs on the partition. The driver lets it be current on one thread at a time.
     pub fn cuabi_green_ctx_context(out: *mut usize, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// The device's workqueue configuration (cuDeviceGetDevResource, CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG): its concurrency limit is the driver's cap. CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_device_workqueue_config(out: *mut cuabi_workqueue_config, device: *mut cuabi_device) -> cuabi_status;
+    /// The workqueue configuration a green context was provisioned with (cuGreenCtxGetDevResource, CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG). CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_workqueue_config(out: *mut cuabi_workqueue_config, green: *mut cuabi_green_ctx) -> cuabi_status;
+    /// cuabi_green_ctx_create with a workqueue configuration as well: the device's (cuDeviceGetDevResource) with workqueue's concurrency_limit and sharing_scope put in, given to cuDevResourceGenerateDesc after the SM resources. workqueue NULL: exactly cuabi_green_ctx_create. CUABI_ERROR_NOT_SUPPORTED before a CUDA 13.1 driver.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_green_ctx_create_with_workqueue(out: *mut *mut cuabi_green_ctx, device: *mut cuabi_device, resources: *mut *mut cuabi_sm_resource, count: usize, workqueue: *const cuabi_workqueue_config) -> cuabi_status;
 }
 
 // ---- module checkpoint (api/checkpoint.toml)
@@ -7390,6 +7460,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_nccl_comm_options", core::mem::size_of::<cuabi_nccl_comm_options>(), &[("version", core::mem::offset_of!(cuabi_nccl_comm_options, version)), ("timeout_ms", core::mem::offset_of!(cuabi_nccl_comm_options, timeout_ms)), ("nonblocking", core::mem::offset_of!(cuabi_nccl_comm_options, nonblocking)), ("cga_cluster_size", core::mem::offset_of!(cuabi_nccl_comm_options, cga_cluster_size)), ("min_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, min_ctas)), ("max_ctas", core::mem::offset_of!(cuabi_nccl_comm_options, max_ctas)), ("split_share", core::mem::offset_of!(cuabi_nccl_comm_options, split_share)), ("net_name", core::mem::offset_of!(cuabi_nccl_comm_options, net_name)), ("comm_name", core::mem::offset_of!(cuabi_nccl_comm_options, comm_name))]),
     ("cuabi_sm_resource_info", core::mem::size_of::<cuabi_sm_resource_info>(), &[("version", core::mem::offset_of!(cuabi_sm_resource_info, version)), ("sm_count", core::mem::offset_of!(cuabi_sm_resource_info, sm_count)), ("min_partition_size", core::mem::offset_of!(cuabi_sm_resource_info, min_partition_size)), ("coscheduled_alignment", core::mem::offset_of!(cuabi_sm_resource_info, coscheduled_alignment)), ("kind", core::mem::offset_of!(cuabi_sm_resource_info, kind)), ("ordinal", core::mem::offset_of!(cuabi_sm_resource_info, ordinal)), ("split_id", core::mem::offset_of!(cuabi_sm_resource_info, split_id)), ("index", core::mem::offset_of!(cuabi_sm_resource_info, index))]),
     ("cuabi_sm_split_options", core::mem::size_of::<cuabi_sm_split_options>(), &[("version", core::mem::offset_of!(cuabi_sm_split_options, version)), ("min_count", core::mem::offset_of!(cuabi_sm_split_options, min_count)), ("flags", core::mem::offset_of!(cuabi_sm_split_options, flags))]),
+    ("cuabi_workqueue_config", core::mem::size_of::<cuabi_workqueue_config>(), &[("version", core::mem::offset_of!(cuabi_workqueue_config, version)), ("concurrency_limit", core::mem::offset_of!(cuabi_workqueue_config, concurrency_limit)), ("sharing_scope", core::mem::offset_of!(cuabi_workqueue_config, sharing_scope)), ("ordinal", core::mem::offset_of!(cuabi_workqueue_config, ordinal))]),
     ("cuabi_checkpoint_gpu_pair", core::mem::size_of::<cuabi_checkpoint_gpu_pair>(), &[("old_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, old_uuid)), ("new_uuid", core::mem::offset_of!(cuabi_checkpoint_gpu_pair, new_uuid))]),
     ("cuabi_nvml_system_info", core::mem::size_of::<cuabi_nvml_system_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_system_info, version)), ("driver_version", core::mem::offset_of!(cuabi_nvml_system_info, driver_version)), ("nvml_version", core::mem::offset_of!(cuabi_nvml_system_info, nvml_version)), ("cuda_driver_version", core::mem::offset_of!(cuabi_nvml_system_info, cuda_driver_version)), ("device_count", core::mem::offset_of!(cuabi_nvml_system_info, device_count)), ("library_path", core::mem::offset_of!(cuabi_nvml_system_info, library_path))]),
     ("cuabi_nvml_device_info", core::mem::size_of::<cuabi_nvml_device_info>(), &[("version", core::mem::offset_of!(cuabi_nvml_device_info, version)), ("index", core::mem::offset_of!(cuabi_nvml_device_info, index)), ("name", core::mem::offset_of!(cuabi_nvml_device_info, name)), ("uuid", core::mem::offset_of!(cuabi_nvml_device_info, uuid)), ("uuid_bytes", core::mem::offset_of!(cuabi_nvml_device_info, uuid_bytes)), ("pci_bus_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus_id)), ("pci_domain", core::mem::offset_of!(cuabi_nvml_device_info, pci_domain)), ("pci_bus", core::mem::offset_of!(cuabi_nvml_device_info, pci_bus)), ("pci_device", core::mem::offset_of!(cuabi_nvml_device_info, pci_device)), ("pci_device_id", core::mem::offset_of!(cuabi_nvml_device_info, pci_device_id)), ("compute_capability_major", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_major)), ("compute_capability_minor", core::mem::offset_of!(cuabi_nvml_device_info, compute_capability_minor)), ("memory_total", core::mem::offset_of!(cuabi_nvml_device_info, memory_total)), ("pcie_max_generation", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_generation)), ("pcie_max_width", core::mem::offset_of!(cuabi_nvml_device_info, pcie_max_width)), ("max_clock_graphics_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_graphics_mhz)), ("max_clock_sm_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_sm_mhz)), ("max_clock_memory_mhz", core::mem::offset_of!(cuabi_nvml_device_info, max_clock_memory_mhz)), ("ecc_enabled", core::mem::offset_of!(cuabi_nvml_device_info, ecc_enabled)), ("ecc_pending", core::mem::offset_of!(cuabi_nvml_device_info, ecc_pending)), ("minor_number", core::mem::offset_of!(cuabi_nvml_device_info, minor_number)), ("nvlink_count", core::mem::offset_of!(cuabi_nvml_device_info, nvlink_count)), ("unavailable", core::mem::offset_of!(cuabi_nvml_device_info, unavailable))]),
@@ -7826,6 +7897,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_green_ctx_release", cuabi_green_ctx_release as *const () as usize),
         ("cuabi_sm_resource_info_init", cuabi_sm_resource_info_init as *const () as usize),
         ("cuabi_sm_split_options_init", cuabi_sm_split_options_init as *const () as usize),
+        ("cuabi_workqueue_config_init", cuabi_workqueue_config_init as *const () as usize),
         ("cuabi_device_sm_resource", cuabi_device_sm_resource as *const () as usize),
         ("cuabi_sm_resource_get_info", cuabi_sm_resource_get_info as *const () as usize),
         ("cuabi_sm_resource_device", cuabi_sm_resource_device as *const () as usize),
@@ -7841,6 +7913,9 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_green_ctx_wait_event", cuabi_green_ctx_wait_event as *const () as usize),
         ("cuabi_green_ctx_raw", cuabi_green_ctx_raw as *const () as usize),
         ("cuabi_green_ctx_context", cuabi_green_ctx_context as *const () as usize),
+        ("cuabi_device_workqueue_config", cuabi_device_workqueue_config as *const () as usize),
+        ("cuabi_green_ctx_workqueue_config", cuabi_green_ctx_workqueue_config as *const () as usize),
+        ("cuabi_green_ctx_create_with_workqueue", cuabi_green_ctx_create_with_workqueue as *const () as usize),
         ("cuabi_process_state_name", cuabi_process_state_name as *const () as usize),
         ("cuabi_checkpoint_process_state", cuabi_checkpoint_process_state as *const () as usize),
         ("cuabi_checkpoint_process_restore_thread_id", cuabi_checkpoint_process_restore_thread_id as *const () as usize),

@@ -37,6 +37,36 @@ unsafe impl Sync for GreenContext {}
 
 /// What the driver says of an SM resource (`cuabi_sm_resource_info`).
 pub type SmResourceInfo = sys::cuabi_sm_resource_info;
+
+/// A workqueue configuration (CUDA 13.1 drivers): `concurrency_limit`,
+/// `sharing_scope` (a `sys::CUABI_WORKQUEUE_SCOPE_*`), `ordinal`.
+pub type WorkqueueConfig = sys::cuabi_workqueue_config;
+
+/// A workqueue configuration to give [`GreenContext::with_workqueue`]: the
+/// expected most concurrent stream-ordered workloads (1 or more) and, with
+/// `balanced`, workqueues kept apart from other balanced green contexts
+/// where the driver can.
+pub fn workqueue_config(concurrency_limit: u32, balanced: bool) -> Result<WorkqueueConfig> {
+    let mut c = WorkqueueConfig::default();
+    // SAFETY: `c` is a local the init function fills during the call.
+    check(unsafe { sys::cuabi_workqueue_config_init(&mut c, sys::CUABI_WORKQUEUE_CONFIG_VERSION) })?;
+    c.concurrency_limit = concurrency_limit;
+    c.sharing_scope = if balanced {
+        sys::CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED
+    } else {
+        sys::CUABI_WORKQUEUE_SCOPE_DEVICE_CTX
+    };
+    Ok(c)
+}
+
+/// The device's workqueue configuration (its limit is the driver's cap;
+/// CUDA 13.1 drivers, `NotSupported` before).
+pub fn device_workqueue_config(device: &Device) -> Result<WorkqueueConfig> {
+    let mut c = workqueue_config(1, false)?;
+    // SAFETY: `device` is live; `c` an initialised local written during the call.
+    check(unsafe { sys::cuabi_device_workqueue_config(&mut c, device.as_raw()) })?;
+    Ok(c)
+}
 /// Split flags (`cuabi_sm_split_flags`).
 pub type SmSplitFlags = sys::cuabi_sm_split_flags;
 /// How a grid runs on a number of SMs (`cuabi_grid_waves`).
@@ -116,6 +146,26 @@ impl GreenContext {
         GreenContext::create(|out| unsafe {
             sys::cuabi_green_ctx_create(out, device.as_raw(), raw.as_mut_ptr(), raw.len())
         })
+    }
+
+    /// A green context of `resources` with a workqueue configuration
+    /// ([`workqueue_config`]; CUDA 13.1 drivers).
+    pub fn with_workqueue(device: &Device, resources: &[&SmResource], workqueue: &WorkqueueConfig)
+                          -> Result<GreenContext> {
+        let mut raw: Vec<*mut sys::cuabi_sm_resource> = resources.iter().map(|r| r.as_raw()).collect();
+        // SAFETY: as for `new`; `workqueue` is read during the call.
+        GreenContext::create(|out| unsafe {
+            sys::cuabi_green_ctx_create_with_workqueue(out, device.as_raw(), raw.as_mut_ptr(),
+                                                       raw.len(), workqueue)
+        })
+    }
+
+    /// The workqueue configuration it was made with (CUDA 13.1 drivers).
+    pub fn workqueue_config(&self) -> Result<WorkqueueConfig> {
+        let mut c = workqueue_config(1, false)?;
+        // SAFETY: `self` is live; `c` an initialised local written during the call.
+        check(unsafe { sys::cuabi_green_ctx_workqueue_config(&mut c, self.as_raw()) })?;
+        Ok(c)
     }
 
     /// SMs of its partition.

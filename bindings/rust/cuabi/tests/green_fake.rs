@@ -76,3 +76,20 @@ fn checkpoint_cycle() {
     assert_eq!(p.state().unwrap(), sys::CUABI_PROCESS_STATE_RUNNING);
     assert!(Process::new(999_999).state().is_err());
 }
+
+
+#[test]
+fn workqueue_configurations() {
+    let Some(dev) = fake() else { return };
+    let d = green::device_workqueue_config(&dev).unwrap();
+    assert_eq!((d.concurrency_limit, d.sharing_scope, d.ordinal), (8, sys::CUABI_WORKQUEUE_SCOPE_DEVICE_CTX, 0));
+    let all = SmResource::of_device(&dev).unwrap();
+    let (groups, _rem) = all.split(1, 16, sys::CUABI_SM_SPLIT_DEFAULT).unwrap();
+    let want = green::workqueue_config(3, true).unwrap();
+    let g = GreenContext::with_workqueue(&dev, &[&groups[0]], &want).unwrap();
+    let got = g.workqueue_config().unwrap();
+    assert_eq!((got.concurrency_limit, got.sharing_scope), (3, sys::CUABI_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED));
+    assert_eq!(g.sm_count().unwrap(), 16);
+    let zero = green::workqueue_config(0, false).unwrap();
+    assert!(GreenContext::with_workqueue(&dev, &[&groups[0]], &zero).is_err());
+}
