@@ -504,6 +504,10 @@ static const cuabi_api api_table = {
     cuabi_graph_node_mem_info,
     cuabi_graph_add_memcpy_ptr,
     cuabi_graph_add_memset_ptr,
+    cuabi_graph_capture_begin_to_graph,
+    cuabi_graph_capture_conditional_handle,
+    cuabi_graph_capture_add_conditional,
+    cuabi_graph_capture_add_child,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -799,6 +799,22 @@ ABI_TYPE(&cuabi_graph_capture_begin,
 ABI_TYPE(&cuabi_graph_capture_end,
          cuabi_status (*)(cuabi_graph **, cuabi_stream *),
          "cuabi_graph_capture_end");
+ABI_TYPE(&cuabi_graph_capture_begin_to_graph,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph *, cuabi_capture_mode),
+         "cuabi_graph_capture_begin_to_graph");
+ABI_TYPE(&cuabi_graph_capture_conditional_handle,
+         cuabi_status (*)(uint64_t *, cuabi_stream *, unsigned int, unsigned int),
+         "cuabi_graph_capture_conditional_handle");
+ABI_TYPE(&cuabi_graph_capture_add_conditional,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_stream *,
+                          uint64_t,
+                          cuabi_graph_conditional_type,
+                          unsigned int),
+         "cuabi_graph_capture_add_conditional");
+ABI_TYPE(&cuabi_graph_capture_add_child,
+         cuabi_status (*)(cuabi_graph_node **, cuabi_stream *, cuabi_graph *),
+         "cuabi_graph_capture_add_child");
 ABI_TYPE(&cuabi_graph_capture_status,
          cuabi_status (*)(cuabi_capture_status *, cuabi_stream *),
          "cuabi_graph_capture_status");
@@ -3610,6 +3626,22 @@ ABI_TYPE(((cuabi_api *)0)->graph_add_memset_ptr,
                           size_t,
                           size_t),
          "cuabi_api.graph_add_memset_ptr");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_begin_to_graph,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph *, cuabi_capture_mode),
+         "cuabi_api.graph_capture_begin_to_graph");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_conditional_handle,
+         cuabi_status (*)(uint64_t *, cuabi_stream *, unsigned int, unsigned int),
+         "cuabi_api.graph_capture_conditional_handle");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_add_conditional,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_stream *,
+                          uint64_t,
+                          cuabi_graph_conditional_type,
+                          unsigned int),
+         "cuabi_api.graph_capture_add_conditional");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_add_child,
+         cuabi_status (*)(cuabi_graph_node **, cuabi_stream *, cuabi_graph *),
+         "cuabi_api.graph_capture_add_child");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5703,6 +5735,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_node_mem_info);
     ABI_FIELD(cuabi_api, graph_add_memcpy_ptr);
     ABI_FIELD(cuabi_api, graph_add_memset_ptr);
+    ABI_FIELD(cuabi_api, graph_capture_begin_to_graph);
+    ABI_FIELD(cuabi_api, graph_capture_conditional_handle);
+    ABI_FIELD(cuabi_api, graph_capture_add_conditional);
+    ABI_FIELD(cuabi_api, graph_capture_add_child);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7442,6 +7478,14 @@ int main(void)
          "unsigned int)");
     puts("  cuabi_status cuabi_graph_capture_begin(cuabi_stream *, cuabi_capture_mode)");
     puts("  cuabi_status cuabi_graph_capture_end(cuabi_graph **, cuabi_stream *)");
+    puts("  cuabi_status cuabi_graph_capture_begin_to_graph(cuabi_stream *, "
+         "cuabi_graph *, cuabi_capture_mode)");
+    puts("  cuabi_status cuabi_graph_capture_conditional_handle(uint64_t *, "
+         "cuabi_stream *, unsigned int, unsigned int)");
+    puts("  cuabi_status cuabi_graph_capture_add_conditional(cuabi_graph_node **, "
+         "cuabi_stream *, uint64_t, cuabi_graph_conditional_type, unsigned int)");
+    puts("  cuabi_status cuabi_graph_capture_add_child(cuabi_graph_node **, "
+         "cuabi_stream *, cuabi_graph *)");
     puts("  cuabi_status cuabi_graph_capture_status(cuabi_capture_status *, "
          "cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_launch_host_func(cuabi_stream *, "

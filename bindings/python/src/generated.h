@@ -1146,4 +1146,8 @@ static const char *const fast_table_functions[] = {
     "cuabi_graph_node_mem_info",
     "cuabi_graph_add_memcpy_ptr",
     "cuabi_graph_add_memset_ptr",
+    "cuabi_graph_capture_begin_to_graph",
+    "cuabi_graph_capture_conditional_handle",
+    "cuabi_graph_capture_add_conditional",
+    "cuabi_graph_capture_add_child",
 };
