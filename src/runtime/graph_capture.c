@@ -427,7 +427,14 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
             cu = cuabi_last_error()->cu_result;
         }
         /* A graph given to cuabi_graph_capture_begin_to_graph stays its
-         * owner's (capture_free moves what the capture kept to it). */
+         * owner's (capture_free moves what the capture kept to it). When the
+         * driver's end itself failed, its capture may live on: end it now,
+         * or a later end (cuabi's record gone) would hand out that graph as
+         * a new one of its own, destroyed twice. */
+        if (st != CUABI_SUCCESS && c && c->into && drv->cuStreamEndCapture) {
+            CUgraph again = NULL;
+            (void)CUABI__CU_RAW(drv, cuStreamEndCapture, s->cu_stream, &again);
+        }
         if (cg && !(c && c->into) && drv->cuGraphDestroy)
             CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         if (c)
