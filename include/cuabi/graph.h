@@ -362,9 +362,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
  * Add a conditional node to the graph `stream` captures into (a capture of
  * cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on
  * the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for
- * that graph (or one of its body graphs' root); type and body_count as cuabi_graph_add_conditional.
- * Fill the bodies through cuabi_graph_node_body(), by node or by capturing another stream into them
- * (cuabi_graph_capture_begin_to_graph). On failure nothing is added.
+ * that graph or a graph of its hierarchy (its bodies; cuabi_graph_capture_conditional_handle or
+ * cuabi_graph_conditional_handle_create): a handle of another graph is refused. type and body_count
+ * as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by
+ * capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is
+ * added.
  * @param out [out, ownership transferred]
  * @param body_count 1 for while; 1 or 2 for if; 1 to 65536 for switch.
  * Needs the CUDA driver and a GPU.

@@ -3612,7 +3612,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_capture_conditional_handle(out: *mut u64, stream: *mut cuabi_stream, default_value: c_uint, flags: c_uint) -> cuabi_status;
-    /// Add a conditional node to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for that graph (or one of its body graphs' root); type and body_count as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is added.
+    /// Add a conditional node to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for that graph or a graph of its hierarchy (its bodies; cuabi_graph_capture_conditional_handle or cuabi_graph_conditional_handle_create): a handle of another graph is refused. type and body_count as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is added.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_capture_add_conditional(out: *mut *mut cuabi_graph_node, stream: *mut cuabi_stream, handle: u64, r#type: cuabi_graph_conditional_type, body_count: c_uint) -> cuabi_status;
