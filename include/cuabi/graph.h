@@ -332,6 +332,64 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stream *stream);
 
 /**
+ * Start recording the work queued on `stream` into `graph` (cuStreamBeginCaptureToGraph): a graph
+ * of cuabi_graph_create or a body graph of a conditional node (cuabi_graph_node_body), which gains
+ * the captured nodes after its own. cuabi_graph_capture_end returns `graph` itself (a new
+ * reference); a failed capture leaves in it whatever the driver recorded, and the graph keeps what
+ * those nodes use. Only such a capture takes conditional and child graph nodes at the stream's
+ * place in it (cuabi_graph_capture_add_conditional, cuabi_graph_capture_add_child). One capture at
+ * a time into a graph. Needs a CUDA 12.3 driver.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin_to_graph(cuabi_stream *stream,
+                                                              cuabi_graph *graph,
+                                                              cuabi_capture_mode mode);
+
+/**
+ * A conditional handle (see cuabi_graph_conditional_handle_create) for the graph `stream` captures
+ * into, on the stream's device: the capture must have been begun by
+ * cuabi_graph_capture_begin_to_graph (on this stream, or on one that `stream` joined through an
+ * event). flags: 0 or CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
+ * @param out [out]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
+                                                                  cuabi_stream *stream,
+                                                                  unsigned int default_value,
+                                                                  unsigned int flags);
+
+/**
+ * Add a conditional node to the graph `stream` captures into (a capture of
+ * cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on
+ * the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for
+ * that graph or a graph of its hierarchy (its bodies; cuabi_graph_capture_conditional_handle or
+ * cuabi_graph_conditional_handle_create): a handle of another graph is refused. type and body_count
+ * as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by
+ * capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is
+ * added.
+ * @param out [out, ownership transferred]
+ * @param body_count 1 for while; 1 or 2 for if; 1 to 65536 for switch.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node **out,
+                                                               cuabi_stream *stream,
+                                                               uint64_t handle,
+                                                               cuabi_graph_conditional_type type,
+                                                               unsigned int body_count);
+
+/**
+ * Add a child graph node running a copy of `child` to the graph `stream` captures into (a capture
+ * of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work
+ * on the stream runs after it. The graph keeps `child` alive. A child still being captured into, or
+ * part of the capturing graph itself, is refused.
+ * @param out [out, ownership transferred]
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
+                                                         cuabi_stream *stream,
+                                                         cuabi_graph *child);
+
+/**
  * Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone else.
  * @param out [out]
  * Needs the CUDA driver and a GPU.

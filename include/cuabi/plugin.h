@@ -1246,6 +1246,21 @@ typedef struct cuabi_api {
                                                     size_t count,
                                                     const cuabi_workqueue_config *workqueue);
     cuabi_status (*workqueue_config_init)(cuabi_workqueue_config *opts, unsigned int version);
+    cuabi_status (*graph_capture_begin_to_graph)(cuabi_stream *stream,
+                                                 cuabi_graph *graph,
+                                                 cuabi_capture_mode mode);
+    cuabi_status (*graph_capture_conditional_handle)(uint64_t *out,
+                                                     cuabi_stream *stream,
+                                                     unsigned int default_value,
+                                                     unsigned int flags);
+    cuabi_status (*graph_capture_add_conditional)(cuabi_graph_node **out,
+                                                  cuabi_stream *stream,
+                                                  uint64_t handle,
+                                                  cuabi_graph_conditional_type type,
+                                                  unsigned int body_count);
+    cuabi_status (*graph_capture_add_child)(cuabi_graph_node **out,
+                                            cuabi_stream *stream,
+                                            cuabi_graph *child);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -515,6 +515,10 @@ static const cuabi_api api_table = {
     cuabi_green_ctx_workqueue_config,
     cuabi_green_ctx_create_with_workqueue,
     cuabi_workqueue_config_init,
+    cuabi_graph_capture_begin_to_graph,
+    cuabi_graph_capture_conditional_handle,
+    cuabi_graph_capture_add_conditional,
+    cuabi_graph_capture_add_child,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

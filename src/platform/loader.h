@@ -81,6 +81,9 @@
     /* graphs (issue 14): capture, nodes, edges, executables */ \
     X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000) \
     X(cuStreamGetCaptureInfo, 12030) X(cuStreamIsCapturing, 10000) \
+    /* captures into a given graph, and nodes added at a capture's dependencies \
+       (GraphBuilder's conditionals and embed): the 12.3 signatures with edge data */ \
+    X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamUpdateCaptureDependencies, 12030) \
     X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuGraphCreate, 10000) X(cuGraphDestroy, 10000) \
     X(cuGraphGetNodes, 10000) X(cuGraphNodeGetType, 10000) X(cuGraphDestroyNode, 10000) \

@@ -148,6 +148,8 @@ void cuabi__keep_release(cuabi__keep *k)
 
 cuabi_status cuabi__keep_move(cuabi__keep *dst, cuabi__keep *src, const char *caller)
 {
+    if (!src->count)
+        return CUABI_SUCCESS;
     if (!dst->count) {
         cuabi__keep tmp = *dst;
         *dst = *src;

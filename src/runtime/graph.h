@@ -169,6 +169,23 @@ cuabi_status cuabi__graph_deps(CUgraphNode **out, cuabi__graph *g, cuabi_graph_n
 /* The device of a conditional handle made for g's root graph, or NULL. */
 cuabi__device *cuabi__graph_cond_device(cuabi__graph *g, uint64_t handle);
 
+/* Nodes added into a capture's graph `g` (graph_capture.c) at the capture's
+ * dependencies `deps` (the driver's, copied), after which the capturing
+ * stream `follow` depends on the new node alone; on failure nothing stays. */
+cuabi_status cuabi__graph_capture_add_conditional(cuabi_graph_node **out, cuabi__graph *g,
+                                                  const CUgraphNode *deps, size_t ndeps,
+                                                  CUstream follow, uint64_t handle,
+                                                  cuabi_graph_conditional_type type,
+                                                  unsigned int body_count, const char *caller);
+cuabi_status cuabi__graph_capture_add_child(cuabi_graph_node **out, cuabi__graph *g,
+                                            const CUgraphNode *deps, size_t ndeps,
+                                            CUstream follow, cuabi__graph *child,
+                                            const char *caller);
+/* With g's lock not held: make a conditional handle for g on `dev`. */
+cuabi_status cuabi__graph_cond_create(uint64_t *out, cuabi__graph *g, cuabi__device *dev,
+                                      unsigned int default_value, unsigned int flags,
+                                      const char *caller);
+
 /* Kernel node parameters from a kernel, a pack (its current values; buffer
  * and view slots resolved) and a configuration, checked as
  * cuabi_launch_check; the node attributes the configuration asks for

@@ -22,6 +22,7 @@ typedef struct alloc_rec {
 typedef struct capture {
     cuuint64_t id;
     cuabi__stream *stream;       /* where it began; retained */
+    cuabi__graph *into;          /* cuabi_graph_capture_begin_to_graph's graph; retained */
     cuabi__keep keep;            /* moves to the graph at the end */
     alloc_rec *allocs;           /* buffers allocated inside the capture */
     size_t nallocs, cap_allocs;
@@ -33,6 +34,15 @@ static capture *captures;        /* guarded by captures_lock */
 
 static void capture_free(capture *c)
 {
+    if (c->into) {
+        /* The graph may hold nodes the capture recorded (a failed capture
+         * into a graph leaves them): it keeps what they use. */
+        cuabi__graph_lock(c->into);
+        cuabi_status st = cuabi__keep_move(&c->into->shared->keep, &c->keep, "cuabi_graph_capture_end");
+        cuabi__graph_unlock(c->into);
+        (void)st; /* out of memory: released below, as a plain capture's */
+        cuabi__object_release(&c->into->base);
+    }
     cuabi__keep_release(&c->keep);
     cuabi__free(c->allocs);
     cuabi__object_release(&c->stream->base);
@@ -255,49 +265,72 @@ static cuabi_status capture_stream(cuabi__stream **s, const cuabi__driver **drv,
     return cuabi__stream_prepare(*s, *drv);
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi_capture_mode mode)
+static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
+                                   cuabi_capture_mode mode, const char *caller)
 {
     cuabi__stream *s;
     const cuabi__driver *drv;
     void *obj;
-    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, __func__));
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
     s = obj;
     CUABI__CHECK_ARG((unsigned)mode <= CUABI_CAPTURE_MODE_RELAXED,
-                     "%s: %d is not a cuabi_capture_mode", __func__, (int)mode);
+                     "%s: %d is not a cuabi_capture_mode", caller, (int)mode);
     CUABI__CHECK_ARG(s->cu_stream && s->cu_stream != CU_STREAM_LEGACY,
                      "%s: the legacy default stream cannot be captured (it synchronises with "
                      "every blocking stream); capture a stream made by cuabi_stream_create, or "
-                     "the per-thread default stream", __func__);
-    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+                     "the per-thread default stream", caller);
+    CUABI__TRY(capture_stream(&s, &drv, stream, caller));
+    if (into && !drv->cuStreamBeginCaptureToGraph)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the driver lacks "
+                            "cuStreamBeginCaptureToGraph (CUDA 12.3)", caller);
     CUstreamCaptureStatus now = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL, NULL, NULL,
-                         NULL));
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL,
+                            NULL, NULL, NULL));
     CUABI__CHECK_ARG(now == CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is already being "
-                     "captured%s; end that capture first (cuabi_graph_capture_end)", __func__,
+                     "captured%s; end that capture first (cuabi_graph_capture_end)", caller,
                      now == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (and the capture is invalid)"
                                                                  : "");
-    capture *c = cuabi__calloc(1, sizeof *c);
+    if (into) {
+        /* One capture at a time into a graph: two would interleave their
+         * nodes with no order between them. */
+        bool busy = false;
+        pthread_mutex_lock(&captures_lock);
+        for (capture *c = captures; c && !busy; c = c->next)
+            busy = c->into == into;
+        pthread_mutex_unlock(&captures_lock);
+        CUABI__CHECK_ARG(!busy, "%s: another stream is capturing into this graph; end that "
+                         "capture first", caller);
+    }
+    capture *c = cuabi__calloc_in(1, sizeof *c, caller);
     if (!c)
         return CUABI_ERROR_OUT_OF_MEMORY;
-    cuabi_status st = CUABI__CU(drv, cuStreamBeginCapture, s->cu_stream, (CUstreamCaptureMode)mode);
+    cuabi_status st = into ? CUABI__CU_IN(caller, drv, cuStreamBeginCaptureToGraph, s->cu_stream,
+                                          into->cu_graph, NULL, NULL, 0,
+                                          (CUstreamCaptureMode)mode)
+                           : CUABI__CU_IN(caller, drv, cuStreamBeginCapture, s->cu_stream,
+                                          (CUstreamCaptureMode)mode);
     if (st != CUABI_SUCCESS) {
         cuabi__free(c);
         return st;
     }
     CUstreamCaptureStatus status;
-    st = CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &c->id, NULL, NULL, NULL,
-                   NULL);
+    st = CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &c->id, NULL,
+                      NULL, NULL, NULL);
     if (st != CUABI_SUCCESS) {
         /* Undo the capture: nothing was recorded yet. */
         CUgraph g = NULL;
         if (drv->cuStreamEndCapture && CUABI__CU_RAW(drv, cuStreamEndCapture, s->cu_stream, &g) ==
-                                           CUDA_SUCCESS && g && drv->cuGraphDestroy)
+                                           CUDA_SUCCESS && g && !into && drv->cuGraphDestroy)
             CUABI__CU_RELEASE(drv, cuGraphDestroy, g);
         cuabi__free(c);
         return st;
     }
     c->stream = s;
     cuabi__object_retain(&s->base);
+    if (into) {
+        c->into = into;
+        cuabi__object_retain(&into->base);
+    }
     pthread_mutex_lock(&captures_lock);
     c->next = captures;
     captures = c;
@@ -306,6 +339,20 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi
     atomic_fetch_add_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
     pthread_mutex_unlock(&captures_lock);
     return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi_capture_mode mode)
+{
+    return capture_begin(stream, NULL, mode, __func__);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin_to_graph(cuabi_stream *stream,
+                                                              cuabi_graph *graph,
+                                                              cuabi_capture_mode mode)
+{
+    cuabi__graph *g;
+    CUABI__GET(g, graph, GRAPH);
+    return capture_begin(stream, g, mode, __func__);
 }
 
 /* Take the record of capture `id` out of the list (NULL if not ours); with
@@ -379,7 +426,16 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
             snprintf(why, sizeof why, "%s", m);
             cu = cuabi_last_error()->cu_result;
         }
-        if (cg && drv->cuGraphDestroy)
+        /* A graph given to cuabi_graph_capture_begin_to_graph stays its
+         * owner's (capture_free moves what the capture kept to it). When the
+         * driver's end itself failed, its capture may live on: end it now,
+         * or a later end (cuabi's record gone) would hand out that graph as
+         * a new one of its own, destroyed twice. */
+        if (st != CUABI_SUCCESS && c && c->into && drv->cuStreamEndCapture) {
+            CUgraph again = NULL;
+            (void)CUABI__CU_RAW(drv, cuStreamEndCapture, s->cu_stream, &again);
+        }
+        if (cg && !(c && c->into) && drv->cuGraphDestroy)
             CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         if (c)
             capture_free(c);
@@ -397,6 +453,17 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
         return st;
     }
     cuabi__graph *g;
+    if (c && c->into) {
+        /* Captured into a graph: that graph, with what the capture kept. */
+        g = c->into;
+        cuabi__object_retain(&g->base);
+        cuabi__graph_lock(g);
+        cuabi__graph_use_device(g, s->device);
+        cuabi__graph_unlock(g);
+        capture_free(c);
+        *out = CUABI__HANDLE(g, cuabi_graph);
+        return CUABI_SUCCESS;
+    }
     st = cuabi__graph_wrap(&g, cg, __func__);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
@@ -429,6 +496,131 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
                          NULL, NULL));
     *out = (cuabi_capture_status)status;
     return CUABI_SUCCESS;
+}
+
+/* ------------------------------- conditionals and child graphs in a capture */
+
+/* The graph that `s` captures into (a capture of
+ * cuabi_graph_capture_begin_to_graph, joined by `s`), retained, and the
+ * capture's current dependencies (the driver's array: read it before the
+ * next call on the stream). */
+static cuabi_status capture_into(cuabi__graph **out, const CUgraphNode **deps, size_t *ndeps,
+                                 cuabi__stream *s, const cuabi__driver *drv, const char *caller)
+{
+    *out = NULL;
+    CUABI__CHECK_ARG(s->cu_stream && s->cu_stream != CU_STREAM_LEGACY, "%s: the legacy default "
+                     "stream is never captured", caller);
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph cg = NULL;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL,
+                            &cg, deps, NULL, ndeps));
+    CUABI__CHECK_ARG(status != CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is not being "
+                     "captured (begin with cuabi_graph_capture_begin_to_graph; a builder whose "
+                     "building ended takes no more work)", caller);
+    if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream's capture was "
+                            "invalidated (a call not allowed during a capture); end it "
+                            "(cuabi_graph_capture_end) and begin again", caller);
+    capture *c;
+    CUABI__TRY(capture_of(&c, s->cu_stream, drv, caller));
+    if (!c)
+        return cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream is captured by another "
+                            "library, not by cuabi: cuabi cannot keep what the node uses alive "
+                            "with that graph", caller);
+    cuabi_status st = CUABI_SUCCESS;
+    if (!c->into)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the capture was begun by "
+                          "cuabi_graph_capture_begin, whose graph is the driver's until the "
+                          "capture ends; begin it with cuabi_graph_capture_begin_to_graph into a "
+                          "graph of cuabi_graph_create to add conditional or child graph nodes",
+                          caller);
+    else if (c->into->cu_graph != cg)
+        st = cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the driver reports another graph for "
+                          "the capture than the one cuabi began it into", caller);
+    else {
+        *out = c->into;
+        cuabi__object_retain(&c->into->base);
+    }
+    capture_done();
+    return st;
+}
+
+static cuabi_status capture_stream_any(cuabi__stream **s, const cuabi__driver **drv,
+                                       cuabi_stream *stream, const char *caller)
+{
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
+    *s = obj;
+    CUABI__TRY(cuabi__graph_driver(drv, caller));
+    return cuabi__stream_prepare(*s, *drv);
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
+                                                                  cuabi_stream *stream,
+                                                                  unsigned int default_value,
+                                                                  unsigned int flags)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    cuabi__graph *g;
+    const CUgraphNode *deps;
+    size_t ndeps;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
+    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    cuabi_status st = cuabi__graph_cond_create(out, g, s->device, default_value, flags, __func__);
+    cuabi__object_release(&g->base);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node **out,
+                                                               cuabi_stream *stream,
+                                                               uint64_t handle,
+                                                               cuabi_graph_conditional_type type,
+                                                               unsigned int body_count)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    cuabi__graph *g;
+    const CUgraphNode *deps;
+    size_t ndeps;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
+    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    cuabi_status st = cuabi__graph_capture_add_conditional(out, g, deps, ndeps, s->cu_stream,
+                                                           handle, type, body_count, __func__);
+    cuabi__object_release(&g->base);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
+                                                         cuabi_stream *stream,
+                                                         cuabi_graph *child)
+{
+    cuabi__stream *s;
+    const cuabi__driver *drv;
+    cuabi__graph *g, *ch;
+    const CUgraphNode *deps;
+    size_t ndeps;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    CUABI__GET(ch, child, GRAPH);
+    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
+    /* A graph still being captured into has no end yet to copy. */
+    bool busy = false;
+    pthread_mutex_lock(&captures_lock);
+    for (capture *c = captures; c && !busy; c = c->next)
+        busy = c->into == ch;
+    pthread_mutex_unlock(&captures_lock);
+    CUABI__CHECK_ARG(!busy, "%s: the child graph is still being captured into; end its capture "
+                     "(cuabi_graph_capture_end) first", __func__);
+    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    cuabi_status st = cuabi__graph_capture_add_child(out, g, deps, ndeps, s->cu_stream, ch,
+                                                     __func__);
+    cuabi__object_release(&g->base);
+    return st;
 }
 
 /* ------------------------------------------------- host functions */

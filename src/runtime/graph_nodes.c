@@ -26,24 +26,31 @@ typedef struct add_ctx {
     const char *caller;
 } add_ctx;
 
-/* Check out and the graph, lock it, make room, resolve the dependencies. */
-static cuabi_status add_begin(add_ctx *a, cuabi_graph_node **out, cuabi_graph *graph,
-                              cuabi_graph_node *const *deps, size_t ndeps, const char *caller)
+/* Lock graph `g`, make room, take the dependencies: node handles (each a
+ * live node of g), or with `raw` the driver's nodes as they are (a capture's
+ * current dependencies, copied). */
+static cuabi_status add_begin_g(add_ctx *a, cuabi__graph *g, cuabi_graph_node *const *deps,
+                                const CUgraphNode *raw, size_t ndeps, const char *caller)
 {
-    void *obj;
-    memset(a, 0, sizeof *a);
-    a->caller = caller;
-    if (!out)
-        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
-    *out = NULL;
-    CUABI__TRY(cuabi__handle_get(graph, CUABI__T_GRAPH, &obj, caller));
-    a->g = obj;
+    a->g = g;
     CUABI__TRY(cuabi__graph_driver(&a->drv, caller));
     cuabi__graph_lock(a->g);
     cuabi_status st = cuabi__graph_reserve(a->g, caller);
-    if (st == CUABI_SUCCESS)
+    if (st == CUABI_SUCCESS && raw) {
+        size_t bytes;
+        a->deps = a->local;
+        if (ndeps > sizeof a->local / sizeof *a->local) {
+            a->deps = cuabi__size_mul(&bytes, ndeps, sizeof *a->deps)
+                          ? cuabi__malloc_in(bytes, caller) : NULL;
+            if (!a->deps)
+                st = CUABI_ERROR_OUT_OF_MEMORY;
+        }
+        if (st == CUABI_SUCCESS && ndeps)
+            memcpy(a->deps, raw, ndeps * sizeof *a->deps);
+    } else if (st == CUABI_SUCCESS) {
         st = cuabi__graph_deps(&a->deps, a->g, deps, ndeps, a->local,
                                sizeof a->local / sizeof *a->local, caller);
+    }
     if (st == CUABI_SUCCESS) {
         a->ndeps = ndeps;
         a->node = cuabi__calloc_in(1, sizeof *a->node, caller);
@@ -55,13 +62,28 @@ static cuabi_status add_begin(add_ctx *a, cuabi_graph_node **out, cuabi_graph *g
         }
     }
     if (st != CUABI_SUCCESS) {
-        if (a->deps != a->local)
+        if (a->deps && a->deps != a->local)
             cuabi__free(a->deps);
+        a->deps = NULL;
         cuabi__graph_unlock(a->g);
         return st;
     }
     a->keep_mark = cuabi__keep_mark(&a->g->shared->keep);
     return CUABI_SUCCESS;
+}
+
+/* Check out and the graph, lock it, make room, resolve the dependencies. */
+static cuabi_status add_begin(add_ctx *a, cuabi_graph_node **out, cuabi_graph *graph,
+                              cuabi_graph_node *const *deps, size_t ndeps, const char *caller)
+{
+    void *obj;
+    memset(a, 0, sizeof *a);
+    a->caller = caller;
+    if (!out)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
+    *out = NULL;
+    CUABI__TRY(cuabi__handle_get(graph, CUABI__T_GRAPH, &obj, caller));
+    return add_begin_g(a, obj, deps, NULL, ndeps, caller);
 }
 
 /* After the driver call: record the node and hand out its handle, or undo
@@ -96,7 +118,7 @@ static cuabi_status add_close(add_ctx *a, cuabi_status st)
 {
     if (a->node && cuabi__object_drop(&a->node->base))
         cuabi__free(a->node);
-    if (a->deps != a->local)
+    if (a->deps && a->deps != a->local)
         cuabi__free(a->deps);
     cuabi__graph_unlock(a->g);
     return st;
@@ -987,45 +1009,80 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_event_wait(cuabi_graph_node **out, cu
     return add_event_node(out, graph, dependencies, num_dependencies, event, false, __func__);
 }
 
+/* A capture's node was added: later work on the stream `follow` depends on
+ * it alone (cuStreamUpdateCaptureDependencies). On failure the node goes
+ * again, so the caller's add_done undoes the rest. */
+static cuabi_status follow_node(add_ctx *a, cuabi_status st, CUstream follow, CUgraphNode n)
+{
+    if (st != CUABI_SUCCESS || !follow)
+        return st;
+    if (!a->drv->cuStreamUpdateCaptureDependencies) {
+        st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the driver lacks "
+                          "cuStreamUpdateCaptureDependencies (CUDA 12.3)", a->caller);
+    } else {
+        CUgraphNode one[1] = { n };
+        st = CUABI__CU_IN(a->caller, a->drv, cuStreamUpdateCaptureDependencies, follow, one, NULL,
+                          1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    }
+    if (st != CUABI_SUCCESS)
+        (void)CUABI__CU_RELEASE_IN(a->caller, a->drv, cuGraphDestroyNode, n);
+    return st;
+}
+
+/* A child graph node of a copy of `c` (after add_begin*). */
+static cuabi_status add_child(add_ctx *a, cuabi_graph_node **out, cuabi__graph *c,
+                              cuabi__device *cdev, CUstream follow)
+{
+    CUgraphNode n = NULL;
+    cuabi_status st = cuabi__keep_object(&a->g->shared->keep, &c->base, a->caller);
+    if (st == CUABI_SUCCESS && cdev)
+        st = body_device_ok(a, cdev);
+    if (st == CUABI_SUCCESS)
+        st = CUABI__CU_IN(a->caller, a->drv, cuGraphAddChildGraphNode, &n, a->g->cu_graph,
+                          a->deps, a->ndeps, c->cu_graph);
+    st = follow_node(a, st, follow, n);
+    if (st == CUABI_SUCCESS && cdev)
+        cuabi__graph_use_device(a->g, cdev);
+    return add_done(a, out, st, n, CU_GRAPH_NODE_TYPE_GRAPH, NULL);
+}
+
+/* The child's device, retained (NULL when none or several), after the
+ * checks every child graph addition makes. */
+static cuabi_status child_check(cuabi__device **cdev, cuabi__graph *g, cuabi__graph *c,
+                                const char *caller)
+{
+    *cdev = NULL;
+    /* Read the child's device before taking the graph's lock (never two
+     * graph locks at once). */
+    CUABI__CHECK_ARG(c->shared != g->shared, "%s: the child is %s; a graph cannot contain itself "
+                     "or its own body graphs", caller, c == g ? "the graph itself"
+                                                              : "part of the same graph");
+    cuabi__graph_lock(c);
+    *cdev = c->shared->mixed ? NULL : c->shared->device;
+    if (*cdev)
+        cuabi__object_retain(&(*cdev)->base);
+    cuabi__graph_unlock(c);
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_graph_add_child(cuabi_graph_node **out, cuabi_graph *graph,
                                                  cuabi_graph_node **dependencies,
                                                  size_t num_dependencies, cuabi_graph *child)
 {
     cuabi__graph *c, *g;
+    cuabi__device *cdev;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(g, graph, GRAPH);
     CUABI__GET(c, child, GRAPH);
-    /* Read the child's device before taking the graph's lock (never two
-     * graph locks at once). */
-    CUABI__CHECK_ARG(c->shared != g->shared, "%s: the child is %s; a graph cannot contain itself "
-                     "or its own body graphs", __func__, c == g ? "the graph itself"
-                                                                : "part of the same graph");
-    cuabi__graph_lock(c);
-    cuabi__device *cdev = c->shared->mixed ? NULL : c->shared->device;
-    if (cdev)
-        cuabi__object_retain(&cdev->base);
-    cuabi__graph_unlock(c);
+    CUABI__TRY(child_check(&cdev, g, c, __func__));
     add_ctx a;
     cuabi_status st = add_begin(&a, out, graph, dependencies, num_dependencies, __func__);
-    if (st != CUABI_SUCCESS) {
-        if (cdev)
-            cuabi__object_release(&cdev->base);
-        return st;
-    }
-    CUgraphNode n = NULL;
-    st = cuabi__keep_object(&a.g->shared->keep, &c->base, __func__);
-    if (st == CUABI_SUCCESS && cdev)
-        st = body_device_ok(&a, cdev);
     if (st == CUABI_SUCCESS)
-        st = CUABI__CU(a.drv, cuGraphAddChildGraphNode, &n, a.g->cu_graph, a.deps, a.ndeps,
-                       c->cu_graph);
-    if (st == CUABI_SUCCESS && cdev)
-        cuabi__graph_use_device(a.g, cdev);
-    st = add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_GRAPH, NULL);
+        st = add_close(&a, add_child(&a, out, c, cdev, NULL));
     if (cdev)
         cuabi__object_release(&cdev->base);
-    return add_close(&a, st);
+    return st;
 }
 
 /* --------------------------------------------------------- conditionals */
@@ -1042,23 +1099,16 @@ static cuabi_status conditionals_supported(const cuabi__driver *drv, int need_ve
     return CUABI_SUCCESS;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, cuabi_graph *graph,
-                                                                 cuabi_device *device,
-                                                                 unsigned int default_value,
-                                                                 unsigned int flags)
+cuabi_status cuabi__graph_cond_create(uint64_t *out, cuabi__graph *g, cuabi__device *dev,
+                                      unsigned int default_value, unsigned int flags,
+                                      const char *caller)
 {
-    cuabi__graph *g;
-    cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
-    *out = 0;
-    CUABI__GET(g, graph, GRAPH);
-    CUABI__GET(dev, device, DEVICE);
     CUABI__CHECK_ARG((flags & ~(unsigned)CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT) == 0,
                      "%s: unknown flags 0x%x (only CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT)",
-                     __func__, flags);
-    CUABI__TRY(cuabi__graph_driver(&drv, __func__));
-    CUABI__TRY(conditionals_supported(drv, 12030, "conditional nodes", __func__));
+                     caller, flags);
+    CUABI__TRY(cuabi__graph_driver(&drv, caller));
+    CUABI__TRY(conditionals_supported(drv, 12030, "conditional nodes", caller));
     CUABI__TRY(cuabi__device_activate(dev, drv));
     CUcontext ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
     cuabi__graph_lock(g);
@@ -1066,7 +1116,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, 
     cuabi_status st = CUABI_SUCCESS;
     if (sh->nconds == sh->cap_conds) {
         size_t cap = sh->cap_conds ? 2 * sh->cap_conds : 4;
-        void *p = cuabi__realloc(sh->conds, cap * sizeof *sh->conds);
+        void *p = cuabi__realloc_in(sh->conds, cap * sizeof *sh->conds, caller);
         if (p) {
             sh->conds = p;
             sh->cap_conds = cap;
@@ -1076,11 +1126,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, 
     }
     size_t mark = cuabi__keep_mark(&sh->keep);
     if (st == CUABI_SUCCESS)
-        st = cuabi__keep_object(&sh->keep, &dev->base, __func__);
+        st = cuabi__keep_object(&sh->keep, &dev->base, caller);
     CUgraphConditionalHandle h = 0;
     if (st == CUABI_SUCCESS)
-        st = CUABI__CU(drv, cuGraphConditionalHandleCreate, &h, g->cu_graph, ctx, default_value,
-                       flags);
+        st = CUABI__CU_IN(caller, drv, cuGraphConditionalHandleCreate, &h, g->cu_graph, ctx,
+                          default_value, flags);
     if (st == CUABI_SUCCESS) {
         sh->conds[sh->nconds].handle = h;
         sh->conds[sh->nconds].device = dev;
@@ -1093,41 +1143,61 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, 
     return st;
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_graph_add_conditional(cuabi_graph_node **out, cuabi_graph *graph,
-                                                       cuabi_graph_node **dependencies,
-                                                       size_t num_dependencies, uint64_t handle,
-                                                       cuabi_graph_conditional_type type,
-                                                       unsigned int body_count)
+CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, cuabi_graph *graph,
+                                                                 cuabi_device *device,
+                                                                 unsigned int default_value,
+                                                                 unsigned int flags)
 {
-    add_ctx a;
-    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    cuabi__graph *g;
+    cuabi__device *dev;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = 0;
+    CUABI__GET(g, graph, GRAPH);
+    CUABI__GET(dev, device, DEVICE);
+    return cuabi__graph_cond_create(out, g, dev, default_value, flags, __func__);
+}
+
+/* The most bodies cuabi asks the driver for in one conditional node (a
+ * switch of more cases is refused before any allocation). */
+#define CUABI__MAX_BODIES 65536u
+
+/* A conditional node (after add_begin*); with `follow`, later work on that
+ * capturing stream depends on it. */
+static cuabi_status add_conditional(add_ctx *a, cuabi_graph_node **out, uint64_t handle,
+                                    cuabi_graph_conditional_type type, unsigned int body_count,
+                                    CUstream follow)
+{
     CUgraphNode n = NULL;
-    cuabi__device *dev = cuabi__graph_cond_device(a.g, handle);
+    cuabi__device *dev = cuabi__graph_cond_device(a->g, handle);
     bool extended = type == CUABI_GRAPH_CONDITIONAL_SWITCH ||
                     (type == CUABI_GRAPH_CONDITIONAL_IF && body_count == 2);
-    cuabi_status st = conditionals_supported(a.drv, 12030, "conditional nodes", __func__);
+    const char *caller = a->caller;
+    cuabi_status st = conditionals_supported(a->drv, 12030, "conditional nodes", caller);
     if (st == CUABI_SUCCESS && !dev)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: handle 0x%llx was not made by "
-                          "cuabi_graph_conditional_handle_create for this graph", __func__,
+                          "cuabi_graph_conditional_handle_create for this graph", caller,
                           (unsigned long long)handle);
     else if (st == CUABI_SUCCESS && (unsigned)type > CUABI_GRAPH_CONDITIONAL_SWITCH)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %d is not a "
-                          "cuabi_graph_conditional_type", __func__, (int)type);
+                          "cuabi_graph_conditional_type", caller, (int)type);
     else if (st == CUABI_SUCCESS &&
              (body_count == 0 || (type == CUABI_GRAPH_CONDITIONAL_WHILE && body_count != 1) ||
               (type == CUABI_GRAPH_CONDITIONAL_IF && body_count > 2)))
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: a %s node takes %s bodies, not %u",
-                          __func__, type == CUABI_GRAPH_CONDITIONAL_WHILE ? "while"
-                                    : type == CUABI_GRAPH_CONDITIONAL_IF ? "if" : "switch",
+                          caller, type == CUABI_GRAPH_CONDITIONAL_WHILE ? "while"
+                                  : type == CUABI_GRAPH_CONDITIONAL_IF ? "if" : "switch",
                           type == CUABI_GRAPH_CONDITIONAL_WHILE ? "exactly 1"
                           : type == CUABI_GRAPH_CONDITIONAL_IF ? "1 or 2" : "at least 1",
                           body_count);
+    else if (st == CUABI_SUCCESS && body_count > CUABI__MAX_BODIES)
+        st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: a switch of %u cases is more than "
+                          "cuabi makes (at most %u)", caller, body_count, CUABI__MAX_BODIES);
     else if (st == CUABI_SUCCESS && extended)
-        st = conditionals_supported(a.drv, 12080, type == CUABI_GRAPH_CONDITIONAL_SWITCH
-                                                      ? "switch nodes" : "if/else nodes",
-                                    __func__);
+        st = conditionals_supported(a->drv, 12080, type == CUABI_GRAPH_CONDITIONAL_SWITCH
+                                                       ? "switch nodes" : "if/else nodes",
+                                    caller);
     if (st == CUABI_SUCCESS)
-        st = body_device_ok(&a, dev);
+        st = body_device_ok(a, dev);
     CUgraph *bodies = NULL;
     cuabi__graph **handles = NULL;
     if (st == CUABI_SUCCESS) {
@@ -1138,7 +1208,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_conditional(cuabi_graph_node **out, c
     }
     CUcontext ctx = NULL;
     if (st == CUABI_SUCCESS)
-        st = device_context(&ctx, dev, &a);
+        st = device_context(&ctx, dev, a);
     if (st == CUABI_SUCCESS) {
         CUgraphNodeParams p;
         memset(&p, 0, sizeof p);
@@ -1147,21 +1217,67 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_conditional(cuabi_graph_node **out, c
         p.conditional.type = (CUgraphConditionalNodeType)type;
         p.conditional.size = body_count;
         p.conditional.ctx = ctx;
-        st = CUABI__CU(a.drv, cuGraphAddNode, &n, a.g->cu_graph, a.deps, NULL, a.ndeps, &p);
+        st = CUABI__CU_IN(caller, a->drv, cuGraphAddNode, &n, a->g->cu_graph, a->deps, NULL,
+                          a->ndeps, &p);
         if (st == CUABI_SUCCESS)
             memcpy(bodies, p.conditional.phGraph_out, body_count * sizeof *bodies);
     }
+    st = follow_node(a, st, follow, n);
     cuabi__node_rec *r;
-    st = add_done(&a, out, st, n, CU_GRAPH_NODE_TYPE_CONDITIONAL, &r);
+    st = add_done(a, out, st, n, CU_GRAPH_NODE_TYPE_CONDITIONAL, &r);
     if (st == CUABI_SUCCESS) {
         r->device = dev;
         r->nbodies = body_count;
         r->bodies = bodies;
         r->body_handles = handles;
-        cuabi__graph_use_device(a.g, dev);
+        cuabi__graph_use_device(a->g, dev);
     } else {
         cuabi__free(bodies);
         cuabi__free(handles);
     }
-    return add_close(&a, st);
+    return st;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_graph_add_conditional(cuabi_graph_node **out, cuabi_graph *graph,
+                                                       cuabi_graph_node **dependencies,
+                                                       size_t num_dependencies, uint64_t handle,
+                                                       cuabi_graph_conditional_type type,
+                                                       unsigned int body_count)
+{
+    add_ctx a;
+    CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
+    return add_close(&a, add_conditional(&a, out, handle, type, body_count, NULL));
+}
+
+/* ------------------------------------------- into a capture (graph_capture.c) */
+
+cuabi_status cuabi__graph_capture_add_conditional(cuabi_graph_node **out, cuabi__graph *g,
+                                                  const CUgraphNode *deps, size_t ndeps,
+                                                  CUstream follow, uint64_t handle,
+                                                  cuabi_graph_conditional_type type,
+                                                  unsigned int body_count, const char *caller)
+{
+    add_ctx a;
+    memset(&a, 0, sizeof a);
+    a.caller = caller;
+    CUABI__TRY(add_begin_g(&a, g, NULL, deps, ndeps, caller));
+    return add_close(&a, add_conditional(&a, out, handle, type, body_count, follow));
+}
+
+cuabi_status cuabi__graph_capture_add_child(cuabi_graph_node **out, cuabi__graph *g,
+                                            const CUgraphNode *deps, size_t ndeps,
+                                            CUstream follow, cuabi__graph *child,
+                                            const char *caller)
+{
+    cuabi__device *cdev;
+    CUABI__TRY(child_check(&cdev, g, child, caller));
+    add_ctx a;
+    memset(&a, 0, sizeof a);
+    a.caller = caller;
+    cuabi_status st = add_begin_g(&a, g, NULL, deps, ndeps, caller);
+    if (st == CUABI_SUCCESS)
+        st = add_close(&a, add_child(&a, out, child, cdev, follow));
+    if (cdev)
+        cuabi__object_release(&cdev->base);
+    return st;
 }

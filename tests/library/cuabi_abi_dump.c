@@ -814,6 +814,22 @@ ABI_TYPE(&cuabi_graph_capture_begin,
 ABI_TYPE(&cuabi_graph_capture_end,
          cuabi_status (*)(cuabi_graph **, cuabi_stream *),
          "cuabi_graph_capture_end");
+ABI_TYPE(&cuabi_graph_capture_begin_to_graph,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph *, cuabi_capture_mode),
+         "cuabi_graph_capture_begin_to_graph");
+ABI_TYPE(&cuabi_graph_capture_conditional_handle,
+         cuabi_status (*)(uint64_t *, cuabi_stream *, unsigned int, unsigned int),
+         "cuabi_graph_capture_conditional_handle");
+ABI_TYPE(&cuabi_graph_capture_add_conditional,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_stream *,
+                          uint64_t,
+                          cuabi_graph_conditional_type,
+                          unsigned int),
+         "cuabi_graph_capture_add_conditional");
+ABI_TYPE(&cuabi_graph_capture_add_child,
+         cuabi_status (*)(cuabi_graph_node **, cuabi_stream *, cuabi_graph *),
+         "cuabi_graph_capture_add_child");
 ABI_TYPE(&cuabi_graph_capture_status,
          cuabi_status (*)(cuabi_capture_status *, cuabi_stream *),
          "cuabi_graph_capture_status");
@@ -3694,6 +3710,22 @@ ABI_TYPE(((cuabi_api *)0)->green_ctx_create_with_workqueue,
 ABI_TYPE(((cuabi_api *)0)->workqueue_config_init,
          cuabi_status (*)(cuabi_workqueue_config *, unsigned int),
          "cuabi_api.workqueue_config_init");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_begin_to_graph,
+         cuabi_status (*)(cuabi_stream *, cuabi_graph *, cuabi_capture_mode),
+         "cuabi_api.graph_capture_begin_to_graph");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_conditional_handle,
+         cuabi_status (*)(uint64_t *, cuabi_stream *, unsigned int, unsigned int),
+         "cuabi_api.graph_capture_conditional_handle");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_add_conditional,
+         cuabi_status (*)(cuabi_graph_node **,
+                          cuabi_stream *,
+                          uint64_t,
+                          cuabi_graph_conditional_type,
+                          unsigned int),
+         "cuabi_api.graph_capture_add_conditional");
+ABI_TYPE(((cuabi_api *)0)->graph_capture_add_child,
+         cuabi_status (*)(cuabi_graph_node **, cuabi_stream *, cuabi_graph *),
+         "cuabi_api.graph_capture_add_child");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5857,6 +5889,10 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, green_ctx_workqueue_config);
     ABI_FIELD(cuabi_api, green_ctx_create_with_workqueue);
     ABI_FIELD(cuabi_api, workqueue_config_init);
+    ABI_FIELD(cuabi_api, graph_capture_begin_to_graph);
+    ABI_FIELD(cuabi_api, graph_capture_conditional_handle);
+    ABI_FIELD(cuabi_api, graph_capture_add_conditional);
+    ABI_FIELD(cuabi_api, graph_capture_add_child);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7627,6 +7663,14 @@ int main(void)
          "unsigned int)");
     puts("  cuabi_status cuabi_graph_capture_begin(cuabi_stream *, cuabi_capture_mode)");
     puts("  cuabi_status cuabi_graph_capture_end(cuabi_graph **, cuabi_stream *)");
+    puts("  cuabi_status cuabi_graph_capture_begin_to_graph(cuabi_stream *, "
+         "cuabi_graph *, cuabi_capture_mode)");
+    puts("  cuabi_status cuabi_graph_capture_conditional_handle(uint64_t *, "
+         "cuabi_stream *, unsigned int, unsigned int)");
+    puts("  cuabi_status cuabi_graph_capture_add_conditional(cuabi_graph_node **, "
+         "cuabi_stream *, uint64_t, cuabi_graph_conditional_type, unsigned int)");
+    puts("  cuabi_status cuabi_graph_capture_add_child(cuabi_graph_node **, "
+         "cuabi_stream *, cuabi_graph *)");
     puts("  cuabi_status cuabi_graph_capture_status(cuabi_capture_status *, "
          "cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_launch_host_func(cuabi_stream *, "

@@ -756,7 +756,65 @@ static cuabi_status sc_graph(void)
     STEP(cuabi_graph_instantiate(&e2, cap, NULL));
     STEP(cuabi_graph_exec_launch(e2, s));
     if (e2) cuabi_graph_exec_release(e2);
+    e2 = NULL;
     if (cap) cuabi_graph_release(cap);
+    /* GraphBuilder's way (issue 24): a capture into a graph, a while node
+     * at its place whose body another stream captures, a child graph. */
+    cuabi_stream *s2 = NULL;
+    cuabi_graph *into = NULL, *loop_body = NULL, *ended = NULL;
+    cuabi_graph_node *cw = NULL, *cc = NULL;
+    uint64_t hw = 0;
+    STEP(cuabi_stream_create(&s2, d, NULL));
+    STEP(cuabi_graph_create(&into));
+    STEP(cuabi_graph_capture_begin_to_graph(s, into, CUABI_CAPTURE_MODE_GLOBAL));
+    bool outer = st == CUABI_SUCCESS;
+    STEP(cuabi_buffer_memset(a, 0, 0, 4, 16, s));
+    STEP(cuabi_graph_capture_conditional_handle(&hw, s, 0, CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT));
+    STEP(cuabi_graph_capture_add_conditional(&cw, s, hw, CUABI_GRAPH_CONDITIONAL_WHILE, 1));
+    STEP(cuabi_graph_node_body(&loop_body, cw, 0));
+    STEP(cuabi_graph_capture_begin_to_graph(s2, loop_body, CUABI_CAPTURE_MODE_GLOBAL));
+    bool inner = st == CUABI_SUCCESS;
+    c.stream = s2;
+    STEP(cuabi_launch(k, p, &c));
+    c.stream = s;
+    if (inner) {
+        cuabi_status es = cuabi_graph_capture_end(&ended, s2);
+        cuabi_capture_status cs = CUABI_CAPTURE_STATUS_NONE;
+        /* A failed end ends the driver's capture into a graph too; if it
+         * could not, end it here. */
+        if (es != CUABI_SUCCESS && cuabi_graph_capture_status(&cs, s2) == CUABI_SUCCESS &&
+            cs != CUABI_CAPTURE_STATUS_NONE) {
+            if (cuabi_graph_capture_end(&ended, s2) == CUABI_SUCCESS)
+                cuabi_graph_release(ended);
+        } else if (es == CUABI_SUCCESS) {
+            cuabi_graph_release(ended);
+        }
+        ended = NULL;
+        STEP(es);
+    }
+    if (child)
+        STEP(cuabi_graph_capture_add_child(&cc, s, child));
+    STEP(cuabi_buffer_copy(b, 0, a, 0, 64, s));
+    if (outer) {
+        cuabi_status es = cuabi_graph_capture_end(&ended, s);
+        cuabi_capture_status cs = CUABI_CAPTURE_STATUS_NONE;
+        if (es != CUABI_SUCCESS && cuabi_graph_capture_status(&cs, s) == CUABI_SUCCESS &&
+            cs != CUABI_CAPTURE_STATUS_NONE) {
+            if (cuabi_graph_capture_end(&ended, s) == CUABI_SUCCESS)
+                cuabi_graph_release(ended);
+        } else if (es == CUABI_SUCCESS) {
+            cuabi_graph_release(ended);
+        }
+        STEP(es);
+    }
+    STEP(cuabi_graph_instantiate(&e2, into, NULL));
+    STEP(cuabi_graph_exec_launch(e2, s));
+    if (e2) cuabi_graph_exec_release(e2);
+    if (cw) cuabi_graph_node_release(cw);
+    if (cc) cuabi_graph_node_release(cc);
+    if (loop_body) cuabi_graph_release(loop_body);
+    if (into) cuabi_graph_release(into);
+    if (s2) cuabi_stream_release(s2);
     if (e) cuabi_graph_exec_release(e);
     cuabi_graph_node *nodes[] = { n1, n2, n3, n4, cond, bk, q, hn, ch, er, ew, cl, ma, mf, gone, ps, pc };
     for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++)

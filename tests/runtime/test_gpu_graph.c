@@ -8,6 +8,7 @@
  * Exits 77 without one. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 
 #include "testutil.h"
@@ -332,6 +333,137 @@ START_TEST(conditional_while_loop_runs_n_times)
     cuabi_graph_release(body);
     cuabi_graph_release(g);
     cuabi_argpack_release(p);
+    cuabi_buffer_destroy(counter);
+}
+END_TEST
+
+/* GraphBuilder's way (issue 24): a capture into a graph, a while node at
+ * the capture's place whose body a second stream captures, an if/else whose
+ * else runs, a child graph, and a copy after them all; launched three times.
+ * Then the hostile cases on a real driver: a handle of another graph, a
+ * switch of 0 cases, a body stream used after its end, a capture not begun
+ * into a graph. */
+START_TEST(conditionals_added_into_a_capture)
+{
+    enum { N = 23 };
+    cuabi_graph *g, *same, *child, *body, *other;
+    cuabi_graph_node *loop, *ife, *ch, *none;
+    cuabi_stream *bs;
+    uint64_t hloop, hif, hother;
+    cuabi_buffer *counter = alloc(sizeof(int)), *x[4];
+    for (int i = 0; i < 4; i++) {
+        x[i] = alloc(sizeof(int));
+        ck_assert_ok(cuabi_buffer_memset(x[i], 0, 0, 4, 1, stream));
+    }
+    stream_sync();
+    ck_assert_ok(cuabi_stream_create(&bs, dev, NULL));
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.block[0] = 32;
+    /* The child: x[3] += 1. */
+    ck_assert_ok(cuabi_graph_create(&child));
+    ck_assert_ok(cuabi_graph_capture_begin_to_graph(bs, child, CUABI_CAPTURE_MODE_GLOBAL));
+    cuabi_argpack *inc3;
+    ck_assert_ok(cuabi_argpack_create(&inc3, "buffer, i32"));
+    ck_assert_ok(cuabi_argpack_set_buffer(inc3, 0, x[3]));
+    ck_assert_ok(cuabi_argpack_set_int(inc3, 1, 1));
+    c.stream = bs;
+    ck_assert_ok(cuabi_launch(add_one, inc3, &c));
+    ck_assert_ok(cuabi_graph_capture_end(&same, bs));
+    cuabi_graph_release(same);
+    ck_assert_ok(cuabi_graph_create(&g));
+    ck_assert_ok(cuabi_graph_capture_begin_to_graph(stream, g, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_ok(cuabi_buffer_memset(counter, 0, 0, 4, 1, stream));
+    cuabi_status st = cuabi_graph_capture_conditional_handle(&hloop, stream, 1,
+                                                            CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT);
+    if (st == CUABI_ERROR_NOT_SUPPORTED) {
+        printf("conditional nodes not supported here: %s\n", cuabi_last_error()->message);
+        ck_assert_ok(cuabi_graph_capture_end(&same, stream));
+        cuabi_graph_release(same);
+    } else {
+        ck_assert_ok(st);
+        ck_assert_ok(cuabi_graph_capture_add_conditional(&loop, stream, hloop,
+                                                         CUABI_GRAPH_CONDITIONAL_WHILE, 1));
+        ck_assert_ok(cuabi_graph_node_body(&body, loop, 0));
+        ck_assert_ok(cuabi_graph_capture_begin_to_graph(bs, body, CUABI_CAPTURE_MODE_GLOBAL));
+        cuabi_argpack *p;
+        ck_assert_ok(cuabi_argpack_create(&p, "u64, buffer, i32"));
+        ck_assert_ok(cuabi_argpack_set_uint(p, 0, hloop));
+        ck_assert_ok(cuabi_argpack_set_buffer(p, 1, counter));
+        ck_assert_ok(cuabi_argpack_set_int(p, 2, N));
+        ck_assert_ok(cuabi_launch(loop_body, p, &c));
+        ck_assert_ok(cuabi_graph_capture_end(&same, bs));
+        ck_assert_ptr_eq(same, body);
+        cuabi_graph_release(same);
+        cuabi_graph_release(body);
+        /* A body stream used after its end. */
+        ck_assert_status(cuabi_graph_capture_add_conditional(&none, bs, hloop,
+                                                             CUABI_GRAPH_CONDITIONAL_IF, 1),
+                         CUABI_ERROR_INVALID_ARGUMENT);
+        /* Hostile: a handle of another graph, a switch of 0. */
+        ck_assert_ok(cuabi_graph_create(&other));
+        ck_assert_ok(cuabi_graph_conditional_handle_create(&hother, other, dev, 0, 0));
+        ck_assert_status(cuabi_graph_capture_add_conditional(&none, stream, hother,
+                                                             CUABI_GRAPH_CONDITIONAL_IF, 1),
+                         CUABI_ERROR_INVALID_ARGUMENT);
+        ck_assert_status(cuabi_graph_capture_add_conditional(&none, stream, hloop,
+                                                             CUABI_GRAPH_CONDITIONAL_SWITCH, 0),
+                         CUABI_ERROR_INVALID_ARGUMENT);
+        cuabi_graph_release(other);
+        /* if/else on 0: the else body (x[1] += 1) runs. */
+        ck_assert_ok(cuabi_graph_capture_conditional_handle(&hif, stream, 0,
+                                                            CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT));
+        st = cuabi_graph_capture_add_conditional(&ife, stream, hif, CUABI_GRAPH_CONDITIONAL_IF, 2);
+        bool ifelse = st == CUABI_SUCCESS;
+        if (!ifelse)
+            ck_assert_int_eq(st, CUABI_ERROR_NOT_SUPPORTED);   /* a 12.3 - 12.7 driver */
+        for (unsigned b = 0; ifelse && b < 2; b++) {
+            ck_assert_ok(cuabi_graph_node_body(&body, ife, b));
+            ck_assert_ok(cuabi_graph_capture_begin_to_graph(bs, body, CUABI_CAPTURE_MODE_GLOBAL));
+            ck_assert_ok(cuabi_argpack_set_buffer(inc3, 0, x[b]));
+            ck_assert_ok(cuabi_launch(add_one, inc3, &c));
+            ck_assert_ok(cuabi_graph_capture_end(&same, bs));
+            cuabi_graph_release(same);
+            cuabi_graph_release(body);
+        }
+        ck_assert_ok(cuabi_graph_capture_add_child(&ch, stream, child));
+        ck_assert_ok(cuabi_buffer_copy(x[2], 0, counter, 0, sizeof(int), stream));
+        ck_assert_ok(cuabi_graph_capture_end(&same, stream));
+        ck_assert_ptr_eq(same, g);
+        cuabi_graph_release(same);
+        cuabi_graph_release(child);
+        child = NULL;
+        cuabi_graph_exec *e;
+        ck_assert_ok(cuabi_graph_instantiate(&e, g, NULL));
+        for (int rep = 0; rep < 3; rep++)
+            ck_assert_ok(cuabi_graph_exec_launch(e, stream));
+        stream_sync();
+        int got[4];
+        for (int i = 0; i < 4; i++)
+            ck_assert_ok(cuabi_buffer_copy_to_host(&got[i], x[i], 0, sizeof(int), NULL));
+        ck_assert_int_eq(got[0], 0);
+        ck_assert_int_eq(got[1], ifelse ? 3 : 0);
+        ck_assert_int_eq(got[2], N);
+        ck_assert_int_eq(got[3], 3);
+        cuabi_graph_exec_release(e);
+        if (ifelse)
+            cuabi_graph_node_release(ife);
+        cuabi_graph_node_release(ch);
+        cuabi_graph_node_release(loop);
+        cuabi_argpack_release(p);
+    }
+    /* A capture not begun into a graph takes no conditional. */
+    ck_assert_ok(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
+    ck_assert_status(cuabi_graph_capture_conditional_handle(&hif, stream, 0, 0),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_graph_capture_end(&same, stream));
+    cuabi_graph_release(same);
+    if (child)
+        cuabi_graph_release(child);
+    cuabi_graph_release(g);
+    cuabi_argpack_release(inc3);
+    cuabi_stream_release(bs);
+    for (int i = 0; i < 4; i++)
+        cuabi_buffer_destroy(x[i]);
     cuabi_buffer_destroy(counter);
 }
 END_TEST
@@ -1046,6 +1178,7 @@ int main(void)
     tcase_add_test(tc, instantiate_flags);
     tcase_add_test(tc, host_functions_in_stream_order_and_in_captures);
     tcase_add_test(tc, memory_nodes_and_destroyed_nodes);
+    tcase_add_test(tc, conditionals_added_into_a_capture);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);
 }

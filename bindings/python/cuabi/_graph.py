@@ -1142,6 +1142,8 @@ class GraphBuilder:
         self._closed = False
         self._primary = None     # a forked builder (split): the builder it came from
         self._forks = []         # a primary: its forked builders (their streams closed with it)
+        self._target = None      # a primary while building: the Graph captured into
+        self._body = None        # a conditional's body builder: its body Graph (_graph_cond)
 
     def __cuda_stream__(self):
         return self.stream.__cuda_stream__()
@@ -1161,7 +1163,22 @@ class GraphBuilder:
         "global" or "thread_local")."""
         if self._graph is not None:
             raise RuntimeError("cannot resume building after building has ended")
-        _direct_call("cuabi_graph_capture_begin", self.stream, C.c_int(_mode(mode)))
+        if self._closed:
+            raise RuntimeError("the graph builder has been closed")
+        # Into a graph cuabi made (a body builder: its body), so conditionals
+        # and embed can add nodes at the capture's place (_graph_cond).
+        target = self._body
+        if target is None:
+            target = Graph._adopt_new(call("cuabi_graph_create"))
+        try:
+            _direct_call("cuabi_graph_capture_begin_to_graph", self.stream,
+                         C.c_void_p(target._h), C.c_int(_mode(mode)))
+        except BaseException:
+            if target is not self._body:
+                target.close()
+            raise
+        if target is not self._body:
+            self._target = target
         self._building = True
         self._keep = []
         _launch_captures().append(self._keep)
@@ -1179,10 +1196,19 @@ class GraphBuilder:
             raise RuntimeError("the graph builder is not building")
         self._building = False
         _forget_capture(self._keep)
+        target = self._body if self._body is not None else self._target
+        self._target = None
         try:
-            self._graph = Graph._adopt_new(_direct_out("cuabi_graph_capture_end", self.stream))
+            # The graph captured into, a new reference: the target holds one.
+            lib.cuabi_graph_release(C.c_void_p(_direct_out("cuabi_graph_capture_end",
+                                                           self.stream)))
+        except BaseException:
+            if target is not self._body:
+                target.close()
+            raise
         finally:
             self._close_forks()
+        self._graph = target
         self._graph._keep.extend(self._keep)
         return self
 
@@ -1244,6 +1270,42 @@ class GraphBuilder:
                 b.close()
         return root
 
+    def create_condition(self, default_value: int | None = None) -> GraphCondition:
+        """cuda.core's: a condition of the graph being built (default_value:
+        set at every launch; None: none). Device code sets it."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        return _graph_cond.create_condition(self, default_value, GraphCondition)
+
+    def if_then(self, condition: GraphCondition) -> "GraphBuilder":
+        """cuda.core's: an if node after the work so far; returns the body's builder."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_IF, 1,
+                                           "if_then", GraphCondition)[0]
+
+    def if_else(self, condition: GraphCondition) -> tuple:
+        """cuda.core's: an if-else node; returns the (then, else) builders (CUDA 12.8)."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_IF, 2,
+                                           "if_else", GraphCondition)
+
+    def switch(self, condition: GraphCondition, count: int) -> tuple:
+        """cuda.core's: a switch node; returns a builder per case (CUDA 12.8)."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        count = index_arg(count, "switch: count", 1, U32_MAX)
+        return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_SWITCH,
+                                           count, "switch", GraphCondition)
+
+    def while_loop(self, condition: GraphCondition) -> "GraphBuilder":
+        """cuda.core's: a while node; returns the body's builder."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_WHILE,
+                                           1, "while_loop", GraphCondition)[0]
+
+    def embed(self, child: "GraphBuilder") -> None:
+        """cuda.core's: a child graph node of `child` (a builder whose building ended)."""
+        from . import _graph_cond    # lazy: import time (the first capture imports _graph)
+        _graph_cond.embed(self, child, GraphBuilder)
+
     def callback(self, fn, *, user_data=None) -> None:
         """cuda.core's GraphBuilder.callback: a host node calling fn, kept
         with the graph (a Python callable, no arguments; or a ctypes function
@@ -1269,6 +1331,8 @@ class GraphBuilder:
             raise RuntimeError("a forked graph builder (from split) has no graph of its own: "
                                "use the builder it was split from")
         if self._graph is None:
+            if self._body is not None and not self._building and not self._closed:
+                return self._body   # cuda.core: a body's graph, before its building too
             raise RuntimeError("the graph has not finished building (end_building())")
         return self._graph
 
@@ -1296,6 +1360,10 @@ class GraphBuilder:
         if self._graph is not None:
             self._graph.close()
             self._graph = None
+        for g in (self._target, self._body):
+            if g is not None:
+                g.close()
+        self._target = self._body = None
         self._close_forks()
         if self._owns_stream and not self._closed:
             self.stream.close()

@@ -1175,4 +1175,8 @@ static const char *const fast_table_functions[] = {
     "cuabi_green_ctx_workqueue_config",
     "cuabi_green_ctx_create_with_workqueue",
     "cuabi_workqueue_config_init",
+    "cuabi_graph_capture_begin_to_graph",
+    "cuabi_graph_capture_conditional_handle",
+    "cuabi_graph_capture_add_conditional",
+    "cuabi_graph_capture_add_child",
 };

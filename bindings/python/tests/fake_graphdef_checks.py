@@ -358,3 +358,205 @@ def test_builder_callback_ctypes(stream):
     stream.sync()
     assert got == [b"hi", b"hi"]
     gb.close()
+
+
+# ---- GraphBuilder: create_condition, if_then, if_else, switch, while_loop, embed
+#
+# cuda.core 1.2's way (graph/_graph_builder.pyi): each returns builder(s) of the
+# body/bodies; the caller begins and ends building each; the node comes after
+# the work captured so far and later work follows it.
+
+def _count_loop():
+    return cuabi.Program('extern "C" __global__ void count_loop(unsigned long long h, '
+                         'long long *c, unsigned long long n) {}\n'
+                         ).compile(arch="sm_90").get_kernel("count_loop")
+
+
+def test_builder_while_loop_between_work(kern, stream):
+    loop = _count_loop()
+    counter, back, hundred = ints([42]), ints([0]), ints([100])
+    gb = stream.create_graph_builder().begin_building()
+    counter.fill(0, stream=gb)          # counter = 0 at every launch
+    cond = gb.create_condition(1)
+    assert isinstance(cond, GraphCondition)
+    body = gb.while_loop(cond)
+    assert isinstance(body, GraphBuilder) and body is not gb and not body.is_building
+    assert body.stream is not gb.stream and not body.is_join_required
+    body.begin_building()
+    assert body.is_building
+    cuabi.launch(body, CFG, loop, cond, counter, np.uint64(5))
+    assert body.end_building() is body and not body.is_building
+    back.copy_from(counter, stream=gb)
+    cuabi.launch(gb, CFG, kern, back, hundred, np.uint64(1))
+    gb.end_building()
+    kinds = sorted(n.kind for n in gb.graph.nodes())
+    assert kinds == ["conditional", "kernel", "memcpy", "memset"]
+    del hundred
+    gc.collect()
+    exe = gb.complete()
+    for _ in range(2):
+        exe.launch(stream)
+        stream.sync()
+        assert (read(counter)[0], read(back)[0]) == (5, 105)
+    with pytest.raises(RuntimeError, match="resume"):
+        body.begin_building()
+    body.close()
+    gb.close()
+
+
+def test_builder_if_else_and_switch(kern, stream):
+    out, one, ten, hundred = ints([0]), ints([1]), ints([10]), ints([100])
+    gb = stream.create_graph_builder().begin_building()
+    c_if = gb.create_condition(0)
+    c_sw = gb.create_condition(2)
+    then, else_ = gb.if_else(c_if)
+    for b, inp in ((then, one), (else_, ten)):
+        b.begin_building()
+        cuabi.launch(b, CFG, kern, out, inp, np.uint64(1))
+        b.end_building()
+    cases = gb.switch(c_sw, 3)
+    assert len(cases) == 3 and all(isinstance(c, GraphBuilder) for c in cases)
+    for i, b in enumerate(cases):
+        b.begin_building()
+        cuabi.launch(b, CFG, kern, out, hundred if i == 2 else one, np.uint64(1))
+        b.end_building()
+    only = gb.if_then(gb.create_condition(1))
+    only.begin_building()
+    cuabi.launch(only, CFG, kern, out, one, np.uint64(1))
+    only.end_building()
+    gb.end_building()
+    exe = gb.complete()
+    exe.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 10 + 100 + 1        # else, case 2, then
+    for b in (then, else_, only) + cases:
+        b.close()
+    gb.close()
+
+
+def test_builder_nested_conditionals(stream):
+    loop = _count_loop()
+    counter = ints([0])
+    gb = stream.create_graph_builder().begin_building()
+    outer = gb.if_then(gb.create_condition(1)).begin_building()
+    c = outer.create_condition(1)          # a condition of the body's capture
+    inner = outer.while_loop(c).begin_building()
+    cuabi.launch(inner, CFG, loop, c, counter, np.uint64(3))
+    inner.end_building()
+    outer.end_building()
+    gb.end_building()
+    gb.complete().launch(stream)
+    stream.sync()
+    assert read(counter)[0] == 3
+    gb.close()
+    inner.close()
+    outer.close()
+
+
+def test_builder_embed(kern, stream):
+    out, inp = ints([0]), ints([1, 2])
+    child = stream.create_graph_builder().begin_building()
+    cuabi.launch(child, CFG, kern, out, inp, np.uint64(2))
+    with pytest.raises(ValueError, match="finished"):
+        stream.create_graph_builder().embed(child)
+    child.end_building()
+    gb = cuabi.Stream().create_graph_builder()
+    with pytest.raises(ValueError, match="not being built"):
+        gb.embed(child)
+    gb.begin_building()
+    assert gb.embed(child) is None
+    gb.embed(child)
+    with pytest.raises(TypeError):
+        gb.embed(child.graph)
+    gb.end_building()
+    child.close()                      # the graph keeps the child's copy and what it uses
+    del inp
+    gc.collect()
+    gb.complete().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 6
+    assert [n.kind for n in gb.graph.nodes()] == ["graph", "graph"]
+    closed = stream.create_graph_builder().begin_building()
+    closed.end_building()
+    closed.close()
+    g2 = stream.create_graph_builder().begin_building()
+    with pytest.raises(ValueError, match="closed"):
+        g2.embed(closed)
+    g2.end_building()
+    g2.close()
+    gb.close()
+
+
+def test_builder_conditionals_hostile(stream):
+    gb = stream.create_graph_builder()
+    with pytest.raises(RuntimeError, match="not building"):
+        gb.create_condition()
+    gb.begin_building()
+    c = gb.create_condition()
+    with pytest.raises(TypeError, match="GraphCondition"):
+        gb.if_then(int(c))
+    # A condition of another graph: the C library refuses it.
+    other = GraphDefinition().create_condition()
+    with pytest.raises(cuabi.CuabiError, match="was not made"):
+        gb.while_loop(other)
+    with pytest.raises(ValueError):
+        gb.switch(c, 0)
+    with pytest.raises(ValueError):
+        gb.switch(c, 2 ** 32)
+    with pytest.raises(cuabi.CuabiError, match="65536"):
+        gb.switch(c, 2 ** 31)
+    with pytest.raises(ValueError):
+        gb.create_condition(-1)
+    body = gb.if_then(c)
+    body.begin_building()
+    body.end_building()
+    # A body builder used after its end.
+    with pytest.raises(RuntimeError, match="not building"):
+        body.if_then(c)
+    with pytest.raises(RuntimeError, match="not building"):
+        body.create_condition()
+    body.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        body.begin_building()
+    with pytest.raises(RuntimeError, match="closed"):
+        body.while_loop(c)
+    # A body builder closed while building ends its capture.
+    b2 = gb.if_then(c).begin_building()
+    b2.close()
+    assert not b2.is_closed or b2.is_closed   # closed without error
+    gb.end_building()
+    gb.complete()
+    gb.close()
+
+
+def test_builder_conditional_on_a_forked_builder(kern, stream):
+    out, inp = ints([0]), ints([4])
+    gb = stream.create_graph_builder().begin_building()
+    _, fork = gb.split(2)
+    body = fork.if_then(fork.create_condition(1)).begin_building()
+    cuabi.launch(body, CFG, kern, out, inp, np.uint64(1))
+    body.end_building()
+    GraphBuilder.join(gb, fork)
+    gb.end_building()
+    gb.complete().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 4
+    body.close()
+    gb.close()
+
+
+def test_builder_body_filled_through_its_graph(stream):
+    """cuda.core: a body builder's graph is there before begin_building; the
+    body may be built with the explicit API without capturing."""
+    loop = _count_loop()
+    counter = ints([0])
+    gb = stream.create_graph_builder().begin_building()
+    c = gb.create_condition(1)
+    body = gb.while_loop(c)
+    body.graph.launch(CFG, loop, c, counter, np.uint64(4))
+    gb.end_building()
+    gb.complete().launch(stream)
+    stream.sync()
+    assert read(counter)[0] == 4
+    body.close()
+    gb.close()

@@ -695,3 +695,55 @@ def test_workqueue_resource(libs):
         ctx.close()
         return out
     print(both(libs, workqueue))
+
+
+def test_graph_builder_conditionals_and_embed(libs):
+    """GraphBuilder (issue 24): create_condition, while_loop, if_else, switch,
+    if_then nested in a body, embed -- each body built by its own builder --
+    with cuda.core and with cuabi, launched twice: the same counts."""
+    def build(core):
+        dev = core.Device()
+        s = dev.create_stream()
+        ks = _graph_kernels(core, dev)
+        bump, step = ks.get_kernel("bump"), ks.get_kernel("loop_step")
+        hb, h = _host_array(core, 32, np.int32)
+        h[:] = 0
+        p = h.ctypes.data
+        cfg = core.LaunchConfig(grid=1, block=32)
+        child = s.create_graph_builder().begin_building()
+        core.launch(child, cfg, bump, p + 20, np.int32(1000))
+        child.end_building()
+        gb = s.create_graph_builder().begin_building()
+        core.launch(gb, cfg, bump, p + 16, np.int32(1))               # h[4]: before
+        c_loop = gb.create_condition(1)
+        body = gb.while_loop(c_loop).begin_building()
+        core.launch(body, cfg, step, c_loop, p, np.int32(5))           # h[0] counts to 5
+        inner = body.if_then(body.create_condition(1)).begin_building()
+        core.launch(inner, cfg, bump, p + 24, np.int32(1))             # h[6]: 5 a launch
+        inner.end_building()
+        body.end_building()
+        then, else_ = gb.if_else(gb.create_condition(0))
+        for b, by in ((then, 1), (else_, 10)):
+            b.begin_building()
+            core.launch(b, cfg, bump, p + 4, np.int32(by))             # h[1]: else
+            b.end_building()
+        cases = gb.switch(gb.create_condition(2), 3)
+        for i, b in enumerate(cases):
+            b.begin_building()
+            core.launch(b, cfg, bump, p + 8, np.int32(10 ** i))        # h[2]: case 2
+            b.end_building()
+        gb.embed(child)                                                # h[5]: +1000
+        core.launch(gb, cfg, bump, p + 12, np.int32(1))                # h[3]: after
+        gb.end_building()
+        exe = gb.complete()
+        out = []
+        for _ in range(2):
+            h[0] = 0                                                   # the loop counter
+            exe.launch(s)
+            s.sync()
+            out.append(h[:7].tolist())
+        for b in (body, inner, then, else_, child, gb) + tuple(cases):
+            b.close()
+        return out
+    out = both(libs, build)
+    assert out == [[5, 10, 100, 1, 1, 1000, 5], [5, 20, 200, 2, 2, 2000, 10]]

@@ -399,3 +399,47 @@ def test_explicit_graph_outlives_its_python_builders(gpu, k):
     s.sync()
     assert np.frombuffer(counter.to_bytes(), np.int32)[0] == 4
     assert (np.frombuffer(x.to_bytes(), np.int32) == 1).all()
+
+
+def test_graph_builder_while_loop_if_else_switch_embed(gpu, k):
+    """cuda.core's GraphBuilder conditionals on the GPU (issue 24): a while
+    loop between work, if/else and switch picked by their defaults, a child
+    graph embedded; launched three times."""
+    from cuabi.graph import GraphBuilder, GraphCondition
+    s = cuabi.Stream()
+    x = [cuabi.Buffer.from_host(np.zeros(1, np.int32), stream=None) for _ in range(4)]
+    counter = cuabi.Buffer.from_host(np.zeros(1, np.int32), stream=None)
+    cfg = cuabi.LaunchConfig(grid=1, block=32)
+    child = s.create_graph_builder().begin_building()
+    cuabi.launch(child, cfg, k["add_one"], x[3], np.int32(1))
+    child.end_building()
+    gb = s.create_graph_builder().begin_building()
+    counter.fill(0, width=4, stream=gb)
+    c = gb.create_condition(1)
+    assert isinstance(c, GraphCondition)
+    body = gb.while_loop(c)
+    assert isinstance(body, GraphBuilder)
+    body.begin_building()
+    cuabi.launch(body, cfg, k["loop_body"], c, counter, np.int32(6))
+    body.end_building()
+    then, else_ = gb.if_else(gb.create_condition(1))
+    for b, i in ((then, 0), (else_, 1)):
+        b.begin_building()
+        cuabi.launch(b, cfg, k["add_one"], x[i], np.int32(1))
+        b.end_building()
+    cases = gb.switch(gb.create_condition(5), 2)       # out of range: no case runs
+    for b in cases:
+        b.begin_building()
+        cuabi.launch(b, cfg, k["add_one"], x[2], np.int32(1))
+        b.end_building()
+    gb.embed(child)
+    gb.end_building()
+    exe = gb.complete()
+    for _ in range(3):
+        exe.launch(s)
+    s.sync()
+    got = [int(np.frombuffer(b.to_bytes(), np.int32)[0]) for b in x]
+    assert got == [3, 0, 0, 3]
+    assert np.frombuffer(counter.to_bytes(), np.int32)[0] == 6
+    for b in (body, then, else_, child, gb) + cases:
+        b.close()

@@ -5118,6 +5118,87 @@ function cuabi_graph_capture_end(out, stream)
 end
 
 """
+cuabi_graph_capture_begin_to_graph(stream, graph, mode)
+
+Start recording the work queued on `stream` into `graph` (cuStreamBeginCaptureToGraph): a graph of cuabi_graph_create or a body graph of a conditional node (cuabi_graph_node_body), which gains the captured nodes after its own. cuabi_graph_capture_end returns `graph` itself (a new reference); a failed capture leaves in it whatever the driver recorded, and the graph keeps what those nodes use. Only such a capture takes conditional and child graph nodes at the stream's place in it (cuabi_graph_capture_add_conditional, cuabi_graph_capture_add_child). One capture at a time into a graph. Needs a CUDA 12.3 driver.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_begin_to_graph(stream, graph, mode)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(graph)
+        try
+            ccall((:cuabi_graph_capture_begin_to_graph, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_graph}, cuabi_capture_mode), stream, graph, mode)
+        finally
+            _leave(graph, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_graph_capture_conditional_handle(out, stream, default_value, flags)
+
+A conditional handle (see cuabi_graph_conditional_handle_create) for the graph `stream` captures into, on the stream's device: the capture must have been begun by cuabi_graph_capture_begin_to_graph (on this stream, or on one that `stream` joined through an event). flags: 0 or CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
+
+- `out` [out]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_conditional_handle(out, stream, default_value, flags)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_graph_capture_conditional_handle, libcuabi), cuabi_status, (Ptr{UInt64}, Ptr{cuabi_stream}, Cuint, Cuint), out, stream, default_value, flags)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_graph_capture_add_conditional(out, stream, handle, var"type", body_count)
+
+Add a conditional node to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for that graph or a graph of its hierarchy (its bodies; cuabi_graph_capture_conditional_handle or cuabi_graph_conditional_handle_create): a handle of another graph is refused. type and body_count as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is added.
+
+- `out` [out, ownership transferred]
+- `body_count` 1 for while; 1 or 2 for if; 1 to 65536 for switch.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_add_conditional(out, stream, handle, var"type", body_count)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_graph_capture_add_conditional, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_stream}, UInt64, cuabi_graph_conditional_type, Cuint), out, stream, handle, var"type", body_count)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
+cuabi_graph_capture_add_child(out, stream, child)
+
+Add a child graph node running a copy of `child` to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it. The graph keeps `child` alive. A child still being captured into, or part of the capturing graph itself, is refused.
+
+- `out` [out, ownership transferred]
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_graph_capture_add_child(out, stream, child)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(child)
+        try
+            ccall((:cuabi_graph_capture_add_child, libcuabi), cuabi_status, (Ptr{Ptr{cuabi_graph_node}}, Ptr{cuabi_stream}, Ptr{cuabi_graph}), out, stream, child)
+        finally
+            _leave(child, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
 cuabi_graph_capture_status(out, stream)
 
 Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone else.
@@ -11136,6 +11217,10 @@ const FUNCTIONS = [
     :cuabi_graph_update_info_init,
     :cuabi_graph_capture_begin,
     :cuabi_graph_capture_end,
+    :cuabi_graph_capture_begin_to_graph,
+    :cuabi_graph_capture_conditional_handle,
+    :cuabi_graph_capture_add_conditional,
+    :cuabi_graph_capture_add_child,
     :cuabi_graph_capture_status,
     :cuabi_stream_launch_host_func,
     :cuabi_graph_create,

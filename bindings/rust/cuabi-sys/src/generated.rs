@@ -3704,6 +3704,22 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_capture_end(out: *mut *mut cuabi_graph, stream: *mut cuabi_stream) -> cuabi_status;
+    /// Start recording the work queued on `stream` into `graph` (cuStreamBeginCaptureToGraph): a graph of cuabi_graph_create or a body graph of a conditional node (cuabi_graph_node_body), which gains the captured nodes after its own. cuabi_graph_capture_end returns `graph` itself (a new reference); a failed capture leaves in it whatever the driver recorded, and the graph keeps what those nodes use. Only such a capture takes conditional and child graph nodes at the stream's place in it (cuabi_graph_capture_add_conditional, cuabi_graph_capture_add_child). One capture at a time into a graph. Needs a CUDA 12.3 driver.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_begin_to_graph(stream: *mut cuabi_stream, graph: *mut cuabi_graph, mode: cuabi_capture_mode) -> cuabi_status;
+    /// A conditional handle (see cuabi_graph_conditional_handle_create) for the graph `stream` captures into, on the stream's device: the capture must have been begun by cuabi_graph_capture_begin_to_graph (on this stream, or on one that `stream` joined through an event). flags: 0 or CUABI_GRAPH_CONDITIONAL_ASSIGN_DEFAULT.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_conditional_handle(out: *mut u64, stream: *mut cuabi_stream, default_value: c_uint, flags: c_uint) -> cuabi_status;
+    /// Add a conditional node to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it (cuStreamUpdateCaptureDependencies). `handle` must have been made for that graph or a graph of its hierarchy (its bodies; cuabi_graph_capture_conditional_handle or cuabi_graph_conditional_handle_create): a handle of another graph is refused. type and body_count as cuabi_graph_add_conditional. Fill the bodies through cuabi_graph_node_body(), by node or by capturing another stream into them (cuabi_graph_capture_begin_to_graph). On failure nothing is added.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_add_conditional(out: *mut *mut cuabi_graph_node, stream: *mut cuabi_stream, handle: u64, r#type: cuabi_graph_conditional_type, body_count: c_uint) -> cuabi_status;
+    /// Add a child graph node running a copy of `child` to the graph `stream` captures into (a capture of cuabi_graph_capture_begin_to_graph), after the work captured on the stream so far; later work on the stream runs after it. The graph keeps `child` alive. A child still being captured into, or part of the capturing graph itself, is refused.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_graph_capture_add_child(out: *mut *mut cuabi_graph_node, stream: *mut cuabi_stream, child: *mut cuabi_graph) -> cuabi_status;
     /// Whether `stream` is being captured (cuabi_capture_status), by cuabi or anyone else.
     ///
     /// Needs the CUDA driver and a GPU.
@@ -7732,6 +7748,10 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_graph_update_info_init", cuabi_graph_update_info_init as *const () as usize),
         ("cuabi_graph_capture_begin", cuabi_graph_capture_begin as *const () as usize),
         ("cuabi_graph_capture_end", cuabi_graph_capture_end as *const () as usize),
+        ("cuabi_graph_capture_begin_to_graph", cuabi_graph_capture_begin_to_graph as *const () as usize),
+        ("cuabi_graph_capture_conditional_handle", cuabi_graph_capture_conditional_handle as *const () as usize),
+        ("cuabi_graph_capture_add_conditional", cuabi_graph_capture_add_conditional as *const () as usize),
+        ("cuabi_graph_capture_add_child", cuabi_graph_capture_add_child as *const () as usize),
         ("cuabi_graph_capture_status", cuabi_graph_capture_status as *const () as usize),
         ("cuabi_stream_launch_host_func", cuabi_stream_launch_host_func as *const () as usize),
         ("cuabi_graph_create", cuabi_graph_create as *const () as usize),
