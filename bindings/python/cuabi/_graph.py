@@ -213,7 +213,8 @@ class _Builder:
         (default), "host" (pinned) or "managed" on `device` (default: the
         current device), with read-write access for the devices of
         `peer_access`. The address is fixed now: AllocNode.dptr."""
-        return _def()._BuilderOps.allocate(self, size, device=device, memory_type=memory_type, peer_access=peer_access)
+        return _def()._BuilderOps.allocate(self, size, device=device, memory_type=memory_type,
+                                           peer_access=peer_access)
 
     def deallocate(self, dptr: int) -> "FreeNode":
         """A memory free node for dptr (an AllocNode's dptr)."""
@@ -226,13 +227,15 @@ class _Builder:
         rows `pitch` bytes apart. dst: a Buffer (its memory is kept for the
         graph) or an address (keep it valid, or pass dst_owner to have the
         graph keep that object)."""
-        return _def()._BuilderOps.memset(self, dst, value, width, height, pitch, dst_owner=dst_owner)
+        return _def()._BuilderOps.memset(self, dst, value, width, height, pitch,
+                                         dst_owner=dst_owner)
 
     def memcpy(self, dst, src, size: int, *, dst_owner=None, src_owner=None) -> "MemcpyNode":
         """A copy node of `size` bytes from src to dst (Buffers, kept for the
         graph, or addresses of device, pinned or managed memory: the driver
         tells the kinds)."""
-        return _def()._BuilderOps.memcpy(self, dst, src, size, dst_owner=dst_owner, src_owner=src_owner)
+        return _def()._BuilderOps.memcpy(self, dst, src, size, dst_owner=dst_owner,
+                                         src_owner=src_owner)
 
     def embed(self, child: "Graph") -> "ChildGraphNode":
         """A child graph node running a copy of `child` (taken now)."""
@@ -1274,32 +1277,32 @@ class GraphBuilder:
         """cuda.core's: a condition of the graph being built (default_value:
         set at every launch; None: none). Device code sets it."""
         from . import _graph_cond    # lazy: import time (the first capture imports _graph)
-        return _graph_cond.create_condition(self, default_value, GraphCondition)
+        return _graph_cond.create_condition(self, default_value, _def().GraphCondition)
 
     def if_then(self, condition: GraphCondition) -> "GraphBuilder":
         """cuda.core's: an if node after the work so far; returns the body's builder."""
         from . import _graph_cond    # lazy: import time (the first capture imports _graph)
         return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_IF, 1,
-                                           "if_then", GraphCondition)[0]
+                                           "if_then", _def().GraphCondition)[0]
 
     def if_else(self, condition: GraphCondition) -> tuple:
         """cuda.core's: an if-else node; returns the (then, else) builders (CUDA 12.8)."""
         from . import _graph_cond    # lazy: import time (the first capture imports _graph)
         return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_IF, 2,
-                                           "if_else", GraphCondition)
+                                           "if_else", _def().GraphCondition)
 
     def switch(self, condition: GraphCondition, count: int) -> tuple:
         """cuda.core's: a switch node; returns a builder per case (CUDA 12.8)."""
         from . import _graph_cond    # lazy: import time (the first capture imports _graph)
         count = index_arg(count, "switch: count", 1, U32_MAX)
         return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_SWITCH,
-                                           count, "switch", GraphCondition)
+                                           count, "switch", _def().GraphCondition)
 
     def while_loop(self, condition: GraphCondition) -> "GraphBuilder":
         """cuda.core's: a while node; returns the body's builder."""
         from . import _graph_cond    # lazy: import time (the first capture imports _graph)
         return _graph_cond.add_conditional(self, condition, _capi.CUABI_GRAPH_CONDITIONAL_WHILE,
-                                           1, "while_loop", GraphCondition)[0]
+                                           1, "while_loop", _def().GraphCondition)[0]
 
     def embed(self, child: "GraphBuilder") -> None:
         """cuda.core's: a child graph node of `child` (a builder whose building ended)."""

@@ -210,6 +210,9 @@ class _FdServer:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(self.address)
         self._sock.listen(64)
+        # Set once _serve's start-up imports are done (they open files for a
+        # moment: whoever counts this process's fds waits for it).
+        self.warm = threading.Event()
         threading.Thread(target=self._serve, name="cuabi-ipc-pool-fds", daemon=True).start()
 
     def share(self, key, fd):
@@ -231,6 +234,7 @@ class _FdServer:
             import multiprocessing.connection  # noqa: F401 (lazy: import time)
         except ImportError:
             pass
+        self.warm.set()
         while True:
             try:
                 s, _ = self._sock.accept()
