@@ -1161,6 +1161,24 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, 
  * switch of more cases is refused before any allocation). */
 #define CUABI__MAX_BODIES 65536u
 
+/* The driver refused a conditional node's parameters (CUDA_ERROR_INVALID_VALUE):
+ * cuabi checked everything but the handle's graph, which it knows only by the
+ * handle's number -- and the numbers are per graph (an H100 gave a handle of
+ * another graph the number of one of this graph's), so this is the likely
+ * cause: an argument error, not a driver failure. */
+static cuabi_status cond_refused(uint64_t handle, const char *caller)
+{
+    int cu = cuabi_last_error()->cu_result;
+    cuabi_status st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                                   "%s: the driver refused the conditional node "
+                                   "(CUDA_ERROR_INVALID_VALUE): handle 0x%llx is not a condition "
+                                   "of this graph (handle numbers are per graph: another graph's "
+                                   "can equal one of this graph's)", caller,
+                                   (unsigned long long)handle);
+    cuabi__error_set_cu(cu);
+    return st;
+}
+
 /* A conditional node (after add_begin*); with `follow`, later work on that
  * capturing stream depends on it. */
 static cuabi_status add_conditional(add_ctx *a, cuabi_graph_node **out, uint64_t handle,
@@ -1221,6 +1239,8 @@ static cuabi_status add_conditional(add_ctx *a, cuabi_graph_node **out, uint64_t
                           a->ndeps, &p);
         if (st == CUABI_SUCCESS)
             memcpy(bodies, p.conditional.phGraph_out, body_count * sizeof *bodies);
+        else if (cuabi_last_error()->cu_result == CUDA_ERROR_INVALID_VALUE)
+            st = cond_refused(handle, caller);
     }
     st = follow_node(a, st, follow, n);
     cuabi__node_rec *r;

@@ -220,12 +220,19 @@ static void send_all(int sock, cuabi_memory_resource *r, cuabi_buffer **b, cuabi
     ck_assert_ok(cuabi_ipc_pool_export(&fd, d, D, r));
     ck_assert_ok(cuabi_ipc_fd_send(sock, fd, d, D));
     close(fd);
+    /* Even buffers go as the batch export wrote them, odd ones exported one
+     * by one: the child imports both kinds. (The bytes differ between two
+     * exports of one buffer on an H100 -- the driver's export data is not
+     * deterministic -- so they are not compared.) */
     uint8_t all[NBUF * D];
-    ck_assert_ok(cuabi_ipc_buffers_export(all, sizeof all, b, NBUF));   /* the same bytes */
+    ck_assert_ok(cuabi_ipc_buffers_export(all, sizeof all, b, NBUF));
     for (int i = 0; i < NBUF; i++) {
-        ck_assert_ok(cuabi_ipc_buffer_export(d, D, b[i]));
-        ck_assert_int_eq(memcmp(d, all + i * D, D), 0);
-        ck_assert_int_eq(send(sock, d, D, 0), D);
+        if (i % 2) {
+            ck_assert_ok(cuabi_ipc_buffer_export(d, D, b[i]));
+            ck_assert_int_eq(send(sock, d, D, 0), D);
+        } else {
+            ck_assert_int_eq(send(sock, all + i * D, D, 0), D);
+        }
     }
     ck_assert_ok(cuabi_ipc_event_export(d, D, ev));
     ck_assert_int_eq(send(sock, d, D, 0), D);

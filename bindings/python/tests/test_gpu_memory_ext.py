@@ -257,8 +257,8 @@ def test_managed_batches(gpu):
     dev = cc.Device(gpu.ordinal)
     dev.set_current()
     theirs = cc.ManagedMemoryResource()
-    tb = [theirs.allocate(MiB) for _ in range(2)]
     ts = dev.create_stream()
+    tb = [theirs.allocate(MiB, stream=ts) for _ in range(2)]     # cuda.core: stream= needed
     utils.prefetch_batch(ts, tb, dev)
     ts.sync()
     for b in tb:

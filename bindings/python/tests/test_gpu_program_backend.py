@@ -88,12 +88,14 @@ def test_nvvm_extra_sources_run(gpu, tmp_path):
         p = cuabi.Program(MAIN, "nvvm")
         obj = p.compile("ptx", arch=gpu.arch, extra_sources=[("op.ll", OP)])
         x = np.linspace(-4, 4, 1000, dtype=np.float32)
-        np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), 3 * x + 1, rtol=1e-6)
+        np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), 3 * x + 1,
+                                   rtol=1e-6, atol=1e-6)  # fma on the GPU
         # bitcode-sized bytes work the same (sizes passed), and hit the cache
         q = cuabi.Program(MAIN, "nvvm")
         obj2 = q.compile("ptx", arch=gpu.arch, extra_sources=(("op.ll", OP.encode()),))
         assert q.cache_hit == 1
-        np.testing.assert_allclose(_run(gpu, obj2.get_kernel("k"), x), 3 * x + 1, rtol=1e-6)
+        np.testing.assert_allclose(_run(gpu, obj2.get_kernel("k"), x), 3 * x + 1,
+                                   rtol=1e-6, atol=1e-6)  # fma on the GPU
     finally:
         cuabi.cache.set_directory(None)
 
@@ -111,16 +113,17 @@ def test_precompiled_header_kernels_run(gpu, tmp_path):
     if made.pch_status is None:
         pytest.skip("NVRTC without PCH status (older than 12.8)")
     assert made.pch_status == "created" and os.path.getsize(pch) > 0
-    np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), want, rtol=1e-6)
+    np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), want,
+                                   rtol=1e-6, atol=1e-6)  # fma on the GPU
     used = cuabi.Program(CXX, "c++", dict(opts, use_pch=pch))
     np.testing.assert_allclose(_run(gpu, used.compile("cubin").get_kernel("k"), x), want,
-                               rtol=1e-6)
+                               rtol=1e-6, atol=1e-6)  # fma on the GPU
     assert used.pch_status is None
     auto = tmp_path / "auto"
     auto.mkdir()
     a = cuabi.Program(CXX, "c++", dict(opts, pch=True, pch_dir=str(auto)))
     np.testing.assert_allclose(_run(gpu, a.compile("cubin").get_kernel("k"), x), want,
-                               rtol=1e-6)
+                               rtol=1e-6, atol=1e-6)  # fma on the GPU
     assert a.pch_status in ("created", "not_attempted")
 
 
@@ -140,7 +143,8 @@ def test_handles_hold_the_code_that_runs(gpu, tmp_path):
         assert nvrtc.nvrtcGetCUBIN(C.c_void_p(p.handle), buf) == 0
         assert buf.raw == bytes(obj)
         x = np.linspace(-4, 4, 1000, dtype=np.float32)
-        np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), 3 * x + 1, rtol=1e-6)
+        np.testing.assert_allclose(_run(gpu, obj.get_kernel("k"), x), 3 * x + 1,
+                                   rtol=1e-6, atol=1e-6)  # fma on the GPU
 
         ptx = cuabi.Program(CXX, "c++", {"arch": gpu.arch, "include_path": str(inc)}).compile(
             "ptx")
@@ -153,6 +157,7 @@ def test_handles_hold_the_code_that_runs(gpu, tmp_path):
         buf = C.create_string_buffer(n.value)
         assert jl.nvJitLinkGetLinkedCubin(C.c_void_p(h), buf) == 0
         assert buf.raw == bytes(linked) and lk.cache_hit == 0
-        np.testing.assert_allclose(_run(gpu, linked.get_kernel("k"), x), 3 * x + 1, rtol=1e-6)
+        np.testing.assert_allclose(_run(gpu, linked.get_kernel("k"), x), 3 * x + 1,
+                                   rtol=1e-6, atol=1e-6)  # fma on the GPU
     finally:
         cuabi.cache.set_directory(None)

@@ -9,6 +9,7 @@ texture_kernel_args.py run here too."""
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -220,11 +221,32 @@ def test_a_word_in_managed_memory_is_refused(stream):
         stream.write_value32(word, 5)
 
 
+def _done_or_fail(gpu, stream, release, what, seconds=30.0):
+    """Wait for `stream` at most `seconds`; if it is still blocked, release
+    its wait from a stream of its own (the memory operations `release`) and fail (a hang is a failure, not a
+    stuck test run)."""
+    ev = stream.record()
+    end = time.monotonic() + seconds
+    while not ev.is_done and time.monotonic() < end:
+        time.sleep(0.005)
+    if not ev.is_done:
+        with gpu.create_stream(non_blocking=True) as rescue:
+            rescue.batch_mem_op(release)
+            rescue.synchronize()
+        stream.synchronize()
+        pytest.fail(f"{what}: the consumer was still waiting after {seconds} s")
+    stream.synchronize()
+
+
 @pytest.mark.parametrize("where", ["cumemalloc", "pinned"])
 def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, code, where):
     n, spin = 4096, gpu.attribute(13) * 50       # CLOCK_RATE (kHz): ~50 ms of work first
     flag = _word(where, 16)
-    with gpu.create_stream(non_blocking=False) as producer, gpu.create_stream(non_blocking=False) as consumer:
+    # Non-blocking streams: work on the legacy default stream (a free of an
+    # earlier test's garbage) would otherwise wait for the blocked consumer and
+    # hold the producer back (the H100 run of 2026-11-28 hung here).
+    with gpu.create_stream(non_blocking=True) as producer, \
+            gpu.create_stream(non_blocking=True) as consumer:
         data, out = cuabi.Buffer(4 * n), cuabi.Buffer(4 * n)
         # Both kernels run once first: with lazy loading (CUDA's default) a
         # kernel's first launch loads it, which may wait for the context's
@@ -244,7 +266,7 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
         cuabi.launch(producer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("produce"),
                      data, np.int32(n), np.int64(spin))
         producer.write_value32(flag, 1)
-        consumer.synchronize()
+        _done_or_fail(gpu, consumer, [("write32", flag, 1)], "wait_value32 / write_value32")
         producer.synchronize()
         got = np.frombuffer(out.to_bytes(), np.float32)
         np.testing.assert_array_equal(got, 3 * np.arange(n, dtype=np.float32) + 1)
@@ -254,7 +276,8 @@ def test_producer_and_consumer_streams_synchronised_by_memory_operations(gpu, co
         cuabi.launch(consumer, cuabi.LaunchConfig(grid=1, block=256), code.get_kernel("consume"),
                      data, out, np.int32(n))
         producer.batch_mem_op([("barrier", "gpu"), ("write64", flag, 2**32 + 7, 8)])
-        consumer.synchronize()
+        _done_or_fail(gpu, consumer, [("write64", flag, 2**32 + 7, 8)],
+                      "batched wait64 / write64")
         np.testing.assert_array_equal(np.frombuffer(out.to_bytes(), np.float32), got)
 
 
