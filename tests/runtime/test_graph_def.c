@@ -9,6 +9,7 @@
 
 #include "testutil.h"
 #include "fake_graph.h"
+#include "graph_testutil.h"
 #include "runtime/graph.h"
 
 static cuabi_device *dev, *dev1;
@@ -43,33 +44,17 @@ static void teardown(void)
     cuabi_device_release(dev);
     cuabi_kernel_release(kern);
     cuabi_objcode_release(code);
-    ck_assert_msg(cuabi__handle_live_count() == 0, "%zu handles leaked",
-                  cuabi__handle_live_count());
-    ck_assert_int_eq(fake_live_graphs, 0);
-    ck_assert_int_eq(fake_live_execs, 0);
-    ck_assert_int_eq(fake_live_allocs, 0);
-    ck_assert_int_eq(fake_live_libraries, 0);
-    ck_assert_int_eq(fake_live_streams, 0);
-    cuabi__driver_install_fake(NULL);
-    fake_current = NULL;
+    graph_test_no_leaks();
 }
 
 static cuabi_buffer *ints(size_t n, int64_t first)
 {
-    cuabi_buffer *b;
-    ck_assert_ok(cuabi_buffer_allocate(&b, pool, n * 8, 0, stream));
-    uintptr_t p;
-    ck_assert_ok(cuabi_buffer_pointer(&p, b));
-    for (size_t i = 0; i < n; i++)
-        ((int64_t *)p)[i] = first + (int64_t)i;
-    return b;
+    return graph_test_ints(pool, stream, n, first);
 }
 
 static int64_t at(cuabi_buffer *b, size_t i)
 {
-    uintptr_t p;
-    ck_assert_ok(cuabi_buffer_pointer(&p, b));
-    return ((int64_t *)p)[i];
+    return *graph_test_slot(b, i);
 }
 
 static size_t node_count(cuabi_graph *g)
