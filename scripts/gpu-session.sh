@@ -40,5 +40,7 @@ wait
   gcc -O2 -Iinclude -I"$P/usr/include" "$root/scripts/probe_instantiate_cuabi.c" -L.libs -lcuabi \
       -L/usr/local/cuda/lib64/stubs -lcuda -I/usr/local/cuda/include -o "$T/pc" &&
       for _ in 1 2 3; do for m in cuabi rawinst raw; do LD_LIBRARY_PATH=.libs "$T/pc" $m; done; done
+  # EXTRA: more commands for this call, run last in the source tree (their output here).
+  [ -n "${EXTRA:-}" ] && { echo "##### EXTRA: $EXTRA"; bash -c "$EXTRA"; }
 } > "$R/bench.txt" 2>&1
 head -n 60 "$R/c.txt"; head -n 40 "$R/py.txt"; head -n 5 "$R/rust.txt" 2>/dev/null; tail -n 3 "$R/examples.txt" 2>/dev/null

@@ -146,6 +146,11 @@ def __getattr__(name):
     import importlib                                     # lazy: import time
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value            # later uses are plain attribute reads
+    if module == "_core" and "_graph" in _LAZY.values():
+        # The graph module loads with the core (devices and streams), as
+        # cuda.core's graph modules load with its package: a process's first
+        # stream capture pays no import (issue 24; docs/PERFORMANCE.md).
+        importlib.import_module(f"{__name__}._graph")
     return value
 
 

@@ -80,6 +80,11 @@ def _stream(stream) -> Stream:
 # exception of its status.
 
 _direct: dict = {}
+# Resolved with the module rather than at a process's first capture: the
+# first `with stream.capture()` then costs what the later ones do (issue 24).
+for _name in ("cuabi_graph_capture_begin", "cuabi_graph_capture_end", "cuabi_graph_instantiate"):
+    _direct[_name] = raw(_name)
+del _name
 
 
 def _direct_call(name: str, obj, *args) -> int:
