@@ -1,7 +1,7 @@
 """First and later graph capture / instantiate from Python, per capture mode and spelling,
 one fresh process per run (ON THE GPU MACHINE, issue 24 item 3; docs/PERFORMANCE.md):
 
-    python3 scripts/diag_graph_modes.py [--processes 5]
+    python3 scripts/diag_graph_modes.py [--processes 5] [--causes]
 
 Variants (each a process of its own, alternating): cuabi `s.capture()` (global mode),
 `s.capture("relaxed")`, cuabi's GraphBuilder (cuda.core's spelling, relaxed), cuda.core's
@@ -10,6 +10,7 @@ GraphBuilder relaxed (its default) and global. Each process: compile, one launch
 instantiate, and three more graphs (capture, instantiate). Prints the medians over processes.
 cuabi's modules are read from bytecode compiled first (as installed)."""
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -17,14 +18,26 @@ import time
 
 VARIANTS = ["cuabi:global", "cuabi:relaxed", "cuabi:builder", "cuda.core:relaxed",
             "cuda.core:global"]
+# What the first instantiate depends on (issue 24 item 3): the same cuabi process
+# after importing cuda.core, after growing and freeing the Python heap, with
+# NVRTC run in the process (the compile cache off), after a one-launch graph was
+# captured and instantiated first; and the first capture's C calls timed alone.
+CAUSES = ["cuabi:global", "cuabi:global:nocache", "cuabi:global:imp", "cuabi:global:heap",
+          "cuabi:global:warm", "cuabi:global:cparts", "cuda.core:relaxed"]
 SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
 
 
 def child(variant):
     import numpy as np
     T = time.perf_counter
-    lib, mode = variant.split(":")
+    lib, mode, extra = (variant + ":").split(":")[:3]
     out = {}
+    if extra == "imp":
+        import cuda.core  # noqa: F401
+    if extra == "heap":
+        junk = [bytearray(4096) for _ in range(20000)]
+        big = bytearray(64 << 20)
+        del junk, big
     if lib == "cuabi":
         import compileall, importlib.util, tempfile
         sys.pycache_prefix = tempfile.mkdtemp()
@@ -50,6 +63,13 @@ def child(variant):
     a, b = np.int32(5), np.float32(1.0)
     launch(s, cfg, k, buf, a, b)
     s.sync()
+    if extra == "warm":
+        with s.capture() as g0:
+            launch(s, cfg, k, buf, a, b)
+        g0.instantiate().close()
+        g0.close()
+    if extra == "cparts":
+        return cparts(s, cfg, k, buf, a, b)
 
     def make(record):
         t0 = T()
@@ -98,13 +118,43 @@ def child(variant):
     print("RESULT " + json.dumps({k2: v * 1e6 for k2, v in out.items()}))
 
 
+def cparts(s, cfg, k, buf, a, b):
+    """The first capture through the C functions alone (resolved first), each timed."""
+    import ctypes as C
+    import cuabi
+    from cuabi._lib import raw
+    T = time.perf_counter
+    begin, end = raw("cuabi_graph_capture_begin"), raw("cuabi_graph_capture_end")
+    inst = raw("cuabi_graph_instantiate")
+    sh = C.c_void_p(s.cuabi_handle)
+    g, e = C.c_void_p(), C.c_void_p()
+    t0 = T()
+    assert begin(sh, C.c_int(0)) == 0
+    t1 = T()
+    cuabi.launch(s, cfg, k, buf, a, b)
+    t2 = T()
+    for _ in range(99):
+        cuabi.launch(s, cfg, k, buf, a, b)
+    t3 = T()
+    assert end(C.byref(g), sh) == 0
+    t4 = T()
+    assert inst(C.byref(e), g, None) == 0
+    t5 = T()
+    out = dict(prepare=0.0, enter=t1 - t0, launch1=t2 - t1, launches99=t3 - t2, exit=t4 - t3,
+               capture=t4 - t0, instantiate=t5 - t4, first_launch=0.0, capture_again=0.0,
+               instantiate_again=0.0)
+    print("RESULT " + json.dumps({k2: v * 1e6 for k2, v in out.items()}))
+
+
 def main():
     n = int(sys.argv[sys.argv.index("--processes") + 1]) if "--processes" in sys.argv else 5
-    res = {v: [] for v in VARIANTS}
+    variants = CAUSES if "--causes" in sys.argv else VARIANTS
+    res = {v: [] for v in variants}
     for _ in range(n):
-        for v in VARIANTS:
+        for v in variants:
+            env = dict(os.environ, CUABI_CACHE="0") if v.endswith(":nocache") else None
             r = subprocess.run([sys.executable, __file__, "--child", v], capture_output=True,
-                               text=True, timeout=120)
+                               text=True, timeout=120, env=env)
             line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
             if not line:
                 print(f"{v}: failed rc={r.returncode}: {r.stderr[-800:]}")

@@ -599,7 +599,18 @@ def test_managed_memory_resource_allocates_a_managed_buffer(libs):
         buf.close(s)
         s.sync()
         return facts
-    assert both(libs, managed) == ["ManagedBuffer", True, True, True, True, True, 1, 0]
+    expected = ["ManagedBuffer", True, True, True, True, True, 1, 0]
+    assert managed(libs["cuabi"]) == expected
+    # cuda.core 1.2.0's read_mostly setter raised CUDA_ERROR_NOT_SUPPORTED on an
+    # H100 with the 580 driver (2026-11-28) where cuMemAdvise(SET_READ_MOSTLY)
+    # itself works (cuabi's call above): compared only where cuda.core gets through.
+    try:
+        theirs = managed(libs["cuda.core"])
+    except Exception as e:          # cuda.core's CUDAError
+        if "CUDA_ERROR_NOT_SUPPORTED" not in str(e):
+            raise
+    else:
+        assert theirs == expected
 
 
 def test_context_and_stream_resources(libs):
