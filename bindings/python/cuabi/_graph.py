@@ -82,8 +82,10 @@ def _stream(stream) -> Stream:
 _direct: dict = {}
 # Resolved with the module rather than at a process's first capture: the
 # first `with stream.capture()` then costs what the later ones do (issue 24).
-for _name in ("cuabi_graph_capture_begin", "cuabi_graph_capture_end", "cuabi_graph_instantiate"):
-    _direct[_name] = raw(_name)
+for _name in ("cuabi_graph_capture_begin", "cuabi_graph_capture_end", "cuabi_graph_instantiate",
+              "cuabi_graph_create", "cuabi_graph_capture_begin_to_graph"):
+    if _name in _capi.FUNCTIONS:     # an older library lacks the newest: bound on use
+        _direct[_name] = raw(_name)
 del _name
 
 
@@ -124,6 +126,17 @@ def _direct_out(name: str, obj, *args) -> int:
     return out.value
 
 
+def _new_graph() -> int:
+    """A new empty cuabi graph (cuabi_graph_create), straight through as above:
+    every GraphBuilder's begin_building makes one."""
+    fn = _direct.get("cuabi_graph_create") or raw("cuabi_graph_create")
+    out = C.c_void_p()
+    st = fn(C.byref(out))
+    if st:
+        raise_last(st, "cuabi_graph_create")
+    return out.value
+
+
 # ------------------------------------------------------------------ host nodes
 
 def _run_host(payload):
@@ -160,11 +173,17 @@ class _GraphState:
     callbacks, its kernel nodes' arguments, and what each node was made from
     (meta: raw CUgraphNode -> dict). Held by every wrapper of a graph or
     node of the hierarchy; its host callbacks go when the last one does."""
-    __slots__ = ("keep", "keys", "kernels", "meta", "__weakref__")
+    __slots__ = ("keep", "keys", "kernels", "meta", "_fin", "__weakref__")
 
     def __init__(self):
         self.keep, self.keys, self.kernels, self.meta = [], [], {}, {}
-        weakref.finalize(self, _drop_keys, self.keys)
+        self._fin = None    # made with the first host callback: most graphs have none
+
+    def add_keys(self, keys) -> None:
+        """Own these host-node callback keys: dropped when the last wrapper goes."""
+        self.keys.extend(keys)
+        if self._fin is None and self.keys:
+            self._fin = weakref.finalize(self, _drop_keys, self.keys)
 
 
 # cuabi graph handle value (root or body) -> its hierarchy's state
@@ -433,7 +452,7 @@ class Graph(Handle, _Builder):
 
     def __init__(self, device=None):
         self._setup(device)
-        Handle.__init__(self, call("cuabi_graph_create"))
+        Handle.__init__(self, _new_graph())
         self._attach()
 
     def _setup(self, device):
@@ -456,7 +475,7 @@ class Graph(Handle, _Builder):
             _STATES[h] = self._state
         elif st is not self._state:
             st.keep.extend(self._keep)
-            st.keys.extend(self._keys)
+            st.add_keys(self._keys)
             del self._keys[:]            # moved: not dropped with this wrapper's state
             st.kernels.update(self._kernels)
             self._use_state(st)
@@ -678,7 +697,7 @@ class Graph(Handle, _Builder):
         except BaseException:
             _callbacks.drop(key)
             raise
-        self._keys.append(key)
+        self._state.add_keys((key,))
         return node
 
     def add_empty(self, depends_on=None) -> GraphNode:
@@ -1177,7 +1196,7 @@ class GraphBuilder:
         # and embed can add nodes at the capture's place (_graph_cond).
         target = self._body
         if target is None:
-            target = Graph._adopt_new(call("cuabi_graph_create"))
+            target = Graph._adopt_new(_new_graph())
         try:
             _direct_call("cuabi_graph_capture_begin_to_graph", self.stream,
                          C.c_void_p(target._h), C.c_int(_mode(mode)))
@@ -1463,3 +1482,8 @@ def host_launch(stream, fn, *args) -> None:
 
 
 GraphCompleteOptions = CompleteOptions     # cuda.core's name
+
+
+# Bound with the module, not by the process's first captured graph and executable.
+Graph._releaser()
+GraphExec._releaser()
