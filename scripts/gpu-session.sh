@@ -28,7 +28,7 @@ make -j16 $CT >/dev/null 2>&1
   for f in "$T"/py_*.log; do grep -q -E "failed|error" "$f" && { echo "=== $f"; tail -n 40 "$f"; }; done >> "$R/py.txt" ) &
 ( if [ -x "$root/.gpu/rust/run-rust-gpu.sh" ]; then
       timeout 300 "$root/.gpu/rust/run-rust-gpu.sh" "$src/.libs" > "$T/rust.log" 2>&1
-      echo "rust rc=$?" > "$R/rust.txt"; grep -E "^=== |test result|FAILED|panicked" "$T/rust.log" >> "$R/rust.txt"
+      echo "rust rc=$?" > "$R/rust.txt"; grep -E -A3 "^=== |test result|FAILED|panicked" "$T/rust.log" | grep -v "^--$" >> "$R/rust.txt"
   fi ) &
 ( [ -d "$root/.gpu/cuda_core_examples" ] && timeout 200 python3 "$root/scripts/run-cuda-core-examples.py" \
       "$root/.gpu/cuda_core_examples" --timeout 60 2>&1 | tail -n 25 > "$R/examples.txt" ) &
