@@ -11,6 +11,7 @@ instantiate, and three more graphs (capture, instantiate). Prints the medians ov
 cuabi's modules are read from bytecode compiled first (as installed)."""
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -96,11 +97,17 @@ def child(variant):
             gb.end_building()
             inst = gb.complete
         t5 = T()
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         e = inst()
         t6 = T()
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
         if record is not None:
             record.update(prepare=t1 - t0, enter=t2 - t1, launch1=t3 - t2, launches99=t4 - t3,
                           exit=t5 - t4, capture=t5 - t0, instantiate=t6 - t5)
+            # Page faults and context switches of the first instantiate (x 1e-6: printed as counts)
+            record.update(inst_minflt=(r1.ru_minflt - r0.ru_minflt) * 1e-6,
+                          inst_csw=(r1.ru_nvcsw - r0.ru_nvcsw + r1.ru_nivcsw - r0.ru_nivcsw) * 1e-6,
+                          inst_cpu=(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime))
         return e, t5 - t0, t6 - t5
 
     e, _, _ = make(out)
@@ -161,11 +168,15 @@ def main():
                 continue
             res[v].append(json.loads(line[0][7:]))
     keys = ["prepare", "enter", "launch1", "launches99", "exit", "capture", "instantiate",
-            "first_launch", "capture_again", "instantiate_again"]
+            "first_launch", "capture_again", "instantiate_again", "inst_minflt", "inst_csw",
+            "inst_cpu"]
     print(f"{'variant (median us of ' + str(n) + ' processes)':34}" + "".join(f"{k:>12}" for k in keys))
+    print("(inst_minflt, inst_csw: page faults and context switches of the first instantiate; "
+          "inst_cpu: its CPU time, us)")
     for v, rows in res.items():
         if rows:
-            print(f"{v:34}" + "".join(f"{statistics.median(r[k] for r in rows):12.1f}" for k in keys))
+            print(f"{v:34}" + "".join(f"{statistics.median(r.get(k, 0) for r in rows):12.1f}"
+                                      for k in keys))
     for v, rows in res.items():
         print(v, "first capture per process:", [round(r["capture"]) for r in rows],
               "first instantiate:", [round(r["instantiate"]) for r in rows])
