@@ -17,6 +17,8 @@
  *                    calls each part's *_init
  *   fast_exchange.c  the DLPackExchangeAPI table cuabi.View exports
  *                    (uses fast_view.c)
+ *   fast_graph.c     graph capture begin and end, a new graph, the default
+ *                    instantiate (what every captured graph calls)
  *   fast_launch.c    launch(stream, config, kernel, *args) and prepared
  *                    launches: one crossing into C, packing in C (uses
  *                    fast_pack.c)
@@ -34,6 +36,7 @@
  * exceptions. */
 #include "fast_common.h"
 #include "fast_exchange.h"
+#include "fast_graph.h"
 #include "fast_launch.h"
 #include "fast_pack.h"
 #include "fast_view.h"
@@ -176,7 +179,7 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddIntConstant(m, "ABI_VERSION", CUABI_ABI_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "API_TABLE_VERSION", CUABI_API_TABLE_VERSION) < 0 ||
         fast_handles_init(m) < 0 || fast_pack_init(m) < 0 || fast_launch_init(m) < 0 || fast_view_init(m) < 0 ||
-        fast_exchange_init(m) < 0) {
+        fast_exchange_init(m) < 0 || fast_graph_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -752,3 +752,38 @@ def test_instantiate_with_defaults_and_with_options_agree(code, stream):
                        match="cuabi_graph_capture_begin: Stream is closed"):
         with s2.capture():
             pass
+    gb = cuabi.GraphBuilder(s2)
+    with pytest.raises(cuabi.ClosedHandleError,
+                       match="cuabi_graph_capture_begin_to_graph: Stream is closed"):
+        gb.begin_building()
+
+
+def test_the_compiled_graph_calls_check_their_arguments():
+    """cuabi._fast's graph calls (the compiled backend's capture, end, new
+    graph and instantiate) refuse what is not a handle object and a bad mode,
+    and report a failure as the ctypes path does."""
+    from cuabi._lib import fast
+    if fast is None or not hasattr(fast, "graph_capture_begin"):
+        pytest.skip("the ctypes backend")
+    with pytest.raises(TypeError, match="stream must be a cuabi handle object"):
+        fast.graph_capture_begin(object(), 0)
+    with pytest.raises(TypeError, match="graph must be a cuabi handle object"):
+        fast.graph_instantiate(5)
+    s = cuabi.Stream()
+    with pytest.raises(ValueError, match="7 is not a capture mode"):
+        fast.graph_capture_begin(s, 7)
+    with pytest.raises(cuabi.CuabiError, match="not being captured"):
+        fast.graph_capture_end(s)
+    assert s.capture_status == "none"
+    h = fast.graph_create()
+    g = cuabi.Graph._adopt_new(h)
+    fast.graph_capture_begin_to_graph(s, g, 2)
+    assert s.capture_status == "active"
+    with pytest.raises(cuabi.CuabiError, match="already being captured"):
+        fast.graph_capture_begin(s, 0)
+    end = fast.graph_capture_end(s)
+    cuabi.Graph._adopt_new(end).close()      # the reference capture_end handed out
+    exe = cuabi.GraphExec._wrap(fast.graph_instantiate(g))
+    exe.close()
+    g.close()
+    s.close()
