@@ -140,7 +140,10 @@ fn eight_threads_replay_their_own() {
         for _ in 0..8 {
             sc.spawn(|| {
                 let res = MemoryResource::device_default(&dev).unwrap();
-                let s = Stream::new(&dev).unwrap();
+                // Non-blocking: `to_vec` copies on the legacy stream, which would
+                // synchronise with another thread's capturing blocking stream and
+                // invalidate that capture (an H100 run under load hit it).
+                let s = Stream::with_options(&dev, sys::CUABI_STREAM_NON_BLOCKING, 0).unwrap();
                 let mut x = res.allocate(4 * 1024, 0, Some(&s)).unwrap();
                 x.memset(0, 0, 4, 1024, Some(&s)).unwrap();
                 let pack = ArgPack::builder().arg(x.arg()).arg(1024i32).build().unwrap();
