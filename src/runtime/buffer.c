@@ -332,13 +332,56 @@ cuabi_status cuabi__buffer_check_range(const cuabi__buffer *b, size_t offset, si
 
 /* Make a context current for a driver copy/memset and pick the stream:
  * the stream's device when one is given, else the first buffer device. */
-static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
-                                 cuabi__device *a, cuabi__device *b)
+/* The caller's current context while a copy or fill runs in its stream's. */
+typedef struct ctx_scope {
+    CUcontext restore;
+    bool set;
+} ctx_scope;
+
+/* Copies and fills on a stream run with the stream's context current, and the
+ * caller's back after: the driver does them in the current context, so with
+ * another device's context current (left by NCCL, torch or the caller) a copy
+ * into pool memory of the stream's device was refused with
+ * CUDA_ERROR_INVALID_VALUE (2 x H100, 2026-11-28). */
+static cuabi_status enter_stream_context(cuabi__stream *s, const cuabi__driver *drv,
+                                         ctx_scope *scope)
 {
+    CUcontext want = s->green ? NULL : atomic_load_explicit(&s->device->primary,
+                                                            memory_order_acquire);
+    if (!want && drv->cuStreamGetCtx)
+        CUABI__TRY(CUABI__CU(drv, cuStreamGetCtx, s->cu_stream, &want));
+    if (!want)
+        return CUABI_SUCCESS;
+    CUcontext current = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
+    if (current == want)
+        return CUABI_SUCCESS;
+    CUABI__TRY(CUABI__CU(drv, cuCtxSetCurrent, want));
+    scope->restore = current;
+    scope->set = true;
+    return CUABI_SUCCESS;
+}
+
+static cuabi_status leave_stream_context(const cuabi__driver *drv, const ctx_scope *scope,
+                                         cuabi_status st)
+{
+    if (scope->set && drv->cuCtxSetCurrent(scope->restore) != CUDA_SUCCESS &&
+        st == CUABI_SUCCESS)
+        st = cuabi__error(CUABI_ERROR_CUDA, "cuCtxSetCurrent: the caller's context could not "
+                          "be made current again after the stream's work was queued");
+    return st;
+}
+
+static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
+                                 cuabi__device *a, cuabi__device *b, ctx_scope *scope)
+{
+    scope->set = false;
     CUABI__TRY(cuabi__driver_get(drv));
     if (s) {
         *raw = s->cu_stream;
-        return cuabi__stream_prepare(s, *drv);
+        if ((uintptr_t)s->cu_stream <= 2)
+            return cuabi__stream_prepare(s, *drv);
+        return enter_stream_context(s, *drv, scope);
     }
     *raw = NULL;
     return cuabi__device_activate(a ? a : b, *drv);
@@ -375,9 +418,11 @@ static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_hos
     }
     const cuabi__driver *drv;
     CUstream raw;
-    CUABI__TRY(driver_begin(&drv, &raw, s, dst_dev, src_dev));
+    ctx_scope scope;
+    CUABI__TRY(driver_begin(&drv, &raw, s, dst_dev, src_dev, &scope));
     if (s)
-        return CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, size, raw);
+        return leave_stream_context(drv, &scope, CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst,
+                                                           (CUdeviceptr)src, size, raw));
     CUABI__TRY(CUABI__CU(drv, cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, size));
     return driver_end(drv, s);
 }
@@ -453,13 +498,17 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
     const cuabi__driver *drv;
     CUstream raw;
     CUdeviceptr d = (CUdeviceptr)p;
-    CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL));
+    ctx_scope scope;
+    CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL, &scope));
     if (s) {
+        cuabi_status st;
         if (width == 1)
-            return CUABI__CU_IN(caller, drv, cuMemsetD8Async, d, (unsigned char)value, count, raw);
-        if (width == 2)
-            return CUABI__CU_IN(caller, drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
-        return CUABI__CU_IN(caller, drv, cuMemsetD32Async, d, value, count, raw);
+            st = CUABI__CU_IN(caller, drv, cuMemsetD8Async, d, (unsigned char)value, count, raw);
+        else if (width == 2)
+            st = CUABI__CU_IN(caller, drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
+        else
+            st = CUABI__CU_IN(caller, drv, cuMemsetD32Async, d, value, count, raw);
+        return leave_stream_context(drv, &scope, st);
     }
     if (width == 1)
         CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD8, d, (unsigned char)value, count));

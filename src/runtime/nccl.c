@@ -464,6 +464,11 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
      * communicators are blocking from the start (no setup, no split). */
     if (st == CUABI_SUCCESS && (r = NCALL(n, ncclGroupStart)) != CUABI__NCCL_SUCCESS)
         st = nccl_error(n, r, NULL, "ncclGroupStart", __func__);
+    /* Each rank's device is made current in turn: the caller's context comes
+     * back after (the last device's left current moved torch's current device
+     * and later work of the caller's, 2 x H100, 2026-11-28). */
+    CUcontext caller_ctx = NULL;
+    bool restore = st == CUABI_SUCCESS && drv->cuCtxGetCurrent(&caller_ctx) == CUDA_SUCCESS;
     if (st == CUABI_SUCCESS) {
         cuabi_status inner = CUABI_SUCCESS;
         for (int i = 0; i < ndev && inner == CUABI_SUCCESS; i++) {
@@ -480,6 +485,8 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
         if (st == CUABI_SUCCESS && r != CUABI__NCCL_SUCCESS)
             st = nccl_error(n, r, NULL, "ncclGroupEnd", __func__);
     }
+    if (restore)
+        (void)drv->cuCtxSetCurrent(caller_ctx);
     for (int i = 0; objs && i < ndev; i++) {
         if (!objs[i])
             continue;

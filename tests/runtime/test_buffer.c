@@ -313,6 +313,44 @@ START_TEST(device_buffers_on_the_fake_driver)
 }
 END_TEST
 
+/* A stream's copy and fill run in its context whatever context is current,
+ * and the caller's current context is the same after (2 x H100: with device
+ * 1's context left current by NCCL, a copy on device 0's stream was refused). */
+START_TEST(stream_work_runs_in_the_streams_context)
+{
+    cuabi_device *d0, *d1;
+    cuabi_stream *s0;
+    cuabi_memory_resource *pool;
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_device_get(&d0, 0));
+    ck_assert_ok(cuabi_device_get(&d1, 1));
+    ck_assert_ok(cuabi_stream_create(&s0, d0, NULL));
+    ck_assert_ok(cuabi_memory_resource_pool_create(&pool, d0, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&b, pool, 64, 0, s0));
+    ck_assert_ok(cuabi_device_set_current(d1));
+    CUcontext other = fake_current;
+    uint32_t in[16], out[16];
+    for (int i = 0; i < 16; i++) in[i] = 7u * (uint32_t)i;
+    ck_assert_ok(cuabi_buffer_copy_from_host(b, 0, in, 64, s0));
+    ck_assert_ptr_eq(fake_current, other);
+    ck_assert_ok(cuabi_buffer_memset(b, 60, 0xab, 1, 4, s0));
+    ck_assert_ptr_eq(fake_current, other);
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 0, 64, s0));
+    ck_assert_ptr_eq(fake_current, other);
+    in[15] = 0xabababab;
+    ck_assert_int_eq(memcmp(in, out, 64), 0);
+    /* No context current at all: the same, and none after. */
+    fake_current = NULL;
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 1, 4, 1, s0));
+    ck_assert_ptr_null(fake_current);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(pool));
+    ck_assert_ok(cuabi_stream_release(s0));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_ok(cuabi_device_release(d0));
+}
+END_TEST
+
 static CUresult CUDAAPI failing_free_async(CUdeviceptr d, CUstream s)
 {
     fake_cuMemFreeAsync(d, s);
@@ -925,6 +963,7 @@ static Suite *suite(void)
     tcase_add_test(tc, host_copies_and_bounds);
     tcase_add_test(tc, host_memsets_of_each_width);
     tcase_add_test(tc, device_buffers_on_the_fake_driver);
+    tcase_add_test(tc, stream_work_runs_in_the_streams_context);
     tcase_add_test(tc, failures_leak_nothing);
     tcase_add_test(tc, pool_pair_makes_only_the_two_driver_calls);
     tcase_add_test(tc, buffers_across_threads);

@@ -441,7 +441,12 @@ END_TEST
 static void init_all(cuabi_nccl_comm *c[2])
 {
     cuabi_device *devs[2] = { dev0, dev1 };
+    /* The caller's current context is the same after (each rank's device was
+     * made current in turn, the last one left: 2 x H100, 2026-11-28). */
+    ck_assert_ok(cuabi_device_set_current(dev0));
+    CUcontext before = fake_current;
     ck_assert_ok(cuabi_nccl_comm_init_all(c, devs, 2, NULL));
+    ck_assert_ptr_eq(fake_current, before);
     int r;
     ck_assert_ok(cuabi_nccl_comm_rank(&r, c[1]));
     ck_assert_int_eq(r, 1);
