@@ -11,6 +11,10 @@
  * object that is not a cuabi handle object. */
 static void *use_handle(PyObject *obj, const char *what)
 {
+    if (!fast_handle_type) {            /* set_handle_class not called yet */
+        fast_not_attached();
+        return NULL;
+    }
     if (!PyObject_TypeCheck(obj, fast_handle_type)) {
         PyErr_Format(PyExc_TypeError, "%s must be a cuabi handle object, not %.100s", what,
                      Py_TYPE(obj)->tp_name);
