@@ -1,7 +1,7 @@
 """First and later graph capture / instantiate from Python, per capture mode and spelling,
 one fresh process per run (ON THE GPU MACHINE, issue 24 item 3; docs/PERFORMANCE.md):
 
-    python3 scripts/diag_graph_modes.py [--processes 5] [--causes]
+    python3 scripts/diag_graph_modes.py [--processes 5] [--causes | --cc]
 
 Variants (each a process of its own, alternating): cuabi `s.capture()` (global mode),
 `s.capture("relaxed")`, cuabi's GraphBuilder (cuda.core's spelling, relaxed), cuda.core's
@@ -25,6 +25,10 @@ VARIANTS = ["cuabi:global", "cuabi:relaxed", "cuabi:builder", "cuda.core:relaxed
 # captured and instantiated first; and the first capture's C calls timed alone.
 CAUSES = ["cuabi:global", "cuabi:global:nocache", "cuabi:global:imp", "cuabi:global:heap",
           "cuabi:global:warm", "cuabi:global:cparts", "cuda.core:relaxed"]
+# Which of cuda.core's setup steps, done first in a cuabi process, changes cuabi's first
+# instantiate: its device and stream, + a pool allocation, + a compiled kernel launched.
+CC_STEPS = ["cuabi:global", "cuabi:global:ccdev", "cuabi:global:ccalloc", "cuabi:global:cckernel",
+            "cuda.core:relaxed"]
 SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
 
 
@@ -35,6 +39,19 @@ def child(variant):
     out = {}
     if extra == "imp":
         import cuda.core  # noqa: F401
+    if extra.startswith("cc"):
+        import cuda.core as cc0
+        d0 = cc0.Device(0)
+        d0.set_current()
+        s0 = d0.create_stream()
+        if extra in ("ccalloc", "cckernel"):
+            b0 = d0.memory_resource.allocate(4096, stream=s0)
+        if extra == "cckernel":
+            k0 = cc0.Program(SRC, code_type="c++", options=cc0.ProgramOptions(
+                arch=f"sm_{d0.arch}")).compile("cubin").get_kernel("k")
+            cc0.launch(s0, cc0.LaunchConfig(grid=1, block=32), k0, b0, np.int32(5),
+                       np.float32(1.0))
+        s0.sync()
     if extra == "heap":
         junk = [bytearray(4096) for _ in range(20000)]
         big = bytearray(64 << 20)
@@ -155,7 +172,7 @@ def cparts(s, cfg, k, buf, a, b):
 
 def main():
     n = int(sys.argv[sys.argv.index("--processes") + 1]) if "--processes" in sys.argv else 5
-    variants = CAUSES if "--causes" in sys.argv else VARIANTS
+    variants = CAUSES if "--causes" in sys.argv else CC_STEPS if "--cc" in sys.argv else VARIANTS
     res = {v: [] for v in variants}
     for _ in range(n):
         for v in variants:
