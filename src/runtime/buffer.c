@@ -339,7 +339,8 @@ typedef struct ctx_scope {
 } ctx_scope;
 
 /* Copies and fills on a stream run with the stream's context current, and the
- * caller's back after: the driver does them in the current context, so with
+ * caller's back after (cuabi's copies and fills leave the thread's current
+ * context as they found it): the driver does them in the current context, so with
  * another device's context current (left by NCCL, torch or the caller) a copy
  * into pool memory of the stream's device was refused with
  * CUDA_ERROR_INVALID_VALUE (2 x H100, 2026-11-28). */
@@ -372,6 +373,23 @@ static cuabi_status leave_stream_context(const cuabi__driver *drv, const ctx_sco
     return st;
 }
 
+/* A device's primary context current for work that needs it (a default
+ * stream's, a synchronous copy's), the caller's back after as above: a
+ * synchronous copy used to leave the buffer's device current, which moved
+ * torch's current device under a program (2 x H100, 2026-11-28). */
+static cuabi_status enter_device_context(cuabi__device *dev, const cuabi__driver *drv,
+                                         ctx_scope *scope)
+{
+    CUcontext before = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &before));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    if (before != atomic_load_explicit(&dev->primary, memory_order_acquire)) {
+        scope->restore = before;
+        scope->set = true;
+    }
+    return CUABI_SUCCESS;
+}
+
 static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
                                  cuabi__device *a, cuabi__device *b, ctx_scope *scope)
 {
@@ -380,11 +398,11 @@ static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi
     if (s) {
         *raw = s->cu_stream;
         if ((uintptr_t)s->cu_stream <= 2)
-            return cuabi__stream_prepare(s, *drv);
+            return enter_device_context(s->device, *drv, scope);
         return enter_stream_context(s, *drv, scope);
     }
     *raw = NULL;
-    return cuabi__device_activate(a ? a : b, *drv);
+    return enter_device_context(a ? a : b, *drv, scope);
 }
 
 /* Without a stream the operation is synchronous: wait for the legacy
@@ -423,8 +441,10 @@ static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_hos
     if (s)
         return leave_stream_context(drv, &scope, CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst,
                                                            (CUdeviceptr)src, size, raw));
-    CUABI__TRY(CUABI__CU(drv, cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, size));
-    return driver_end(drv, s);
+    cuabi_status st = CUABI__CU(drv, cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, size);
+    if (st == CUABI_SUCCESS)
+        st = driver_end(drv, s);
+    return leave_stream_context(drv, &scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offset,
@@ -510,13 +530,16 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
             st = CUABI__CU_IN(caller, drv, cuMemsetD32Async, d, value, count, raw);
         return leave_stream_context(drv, &scope, st);
     }
+    cuabi_status st;
     if (width == 1)
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD8, d, (unsigned char)value, count));
+        st = CUABI__CU_IN(caller, drv, cuMemsetD8, d, (unsigned char)value, count);
     else if (width == 2)
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD16, d, (unsigned short)value, count));
+        st = CUABI__CU_IN(caller, drv, cuMemsetD16, d, (unsigned short)value, count);
     else
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemsetD32, d, value, count));
-    return driver_end(drv, s);
+        st = CUABI__CU_IN(caller, drv, cuMemsetD32, d, value, count);
+    if (st == CUABI_SUCCESS)
+        st = driver_end(drv, s);
+    return leave_stream_context(drv, &scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offset,

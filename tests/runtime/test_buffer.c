@@ -339,6 +339,13 @@ START_TEST(stream_work_runs_in_the_streams_context)
     ck_assert_ptr_eq(fake_current, other);
     in[15] = 0xabababab;
     ck_assert_int_eq(memcmp(in, out, 64), 0);
+    /* Synchronous copies and fills too (they used to leave device 0 current). */
+    memset(out, 0, sizeof out);
+    ck_assert_ok(cuabi_buffer_copy_to_host(out, b, 0, 64, NULL));
+    ck_assert_ptr_eq(fake_current, other);
+    ck_assert_int_eq(memcmp(in, out, 64), 0);
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 9, 4, 1, NULL));
+    ck_assert_ptr_eq(fake_current, other);
     /* No context current at all: the same, and none after. */
     fake_current = NULL;
     ck_assert_ok(cuabi_buffer_memset(b, 0, 1, 4, 1, s0));
