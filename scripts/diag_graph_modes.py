@@ -28,7 +28,7 @@ CAUSES = ["cuabi:global", "cuabi:global:nocache", "cuabi:global:imp", "cuabi:glo
 # Which of cuda.core's setup steps, done first in a cuabi process, changes cuabi's first
 # instantiate: its device and stream, + a pool allocation, + a compiled kernel launched.
 CC_STEPS = ["cuabi:global", "cuabi:global:ccdev", "cuabi:global:ccalloc", "cuabi:global:cckernel",
-            "cuda.core:relaxed"]
+            "cuabi:global:stream2", "cuabi:global:ccimpdev", "cuda.core:relaxed"]
 SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
 
 
@@ -43,7 +43,7 @@ def child(variant):
         import cuda.core as cc0
         d0 = cc0.Device(0)
         d0.set_current()
-        s0 = d0.create_stream()
+        s0 = d0.create_stream() if extra != "ccimpdev" else None
         if extra in ("ccalloc", "cckernel"):
             b0 = d0.memory_resource.allocate(4096, stream=s0)
         if extra == "cckernel":
@@ -51,7 +51,8 @@ def child(variant):
                 arch=f"sm_{d0.arch}")).compile("cubin").get_kernel("k")
             cc0.launch(s0, cc0.LaunchConfig(grid=1, block=32), k0, b0, np.int32(5),
                        np.float32(1.0))
-        s0.sync()
+        if s0 is not None:
+            s0.sync()
     if extra == "heap":
         junk = [bytearray(4096) for _ in range(20000)]
         big = bytearray(64 << 20)
@@ -81,6 +82,8 @@ def child(variant):
     a, b = np.int32(5), np.float32(1.0)
     launch(s, cfg, k, buf, a, b)
     s.sync()
+    if extra == "stream2":      # a second stream of the process, idle
+        s_extra = dev.create_stream()  # noqa: F841
     if extra == "warm":
         with s.capture() as g0:
             launch(s, cfg, k, buf, a, b)
