@@ -15,6 +15,9 @@
  *    the wrong one, resources that are no mapped pool, the result of the
  *    import above), cuabi_ipc_pool_buffers_import (the descriptor among two
  *    real ones of pool A, or alone at another length) and cuabi_ipc_pool_info;
+ *    a pool in host memory (a NUMA node, issue 24) and its buffer are among
+ *    the real descriptors: its descriptor is format 2 and carries the
+ *    location the import range-checks;
  *  - messages: payloads with 0 to 7 file descriptors of every kind over
  *    SEQPACKET, STREAM and DGRAM socket pairs (sent raw or by
  *    cuabi_ipc_fd_send, the sender closed or not) to cuabi_ipc_fd_receive.
@@ -31,7 +34,7 @@
  *
  * Input: byte 0 is the mode (bits 0-1: 0 raw descriptor, 1 and 3 patched
  * descriptor, 2 message; bit 2: reseal / adopt; bits 3-5: the fd for the
- * pool import), byte 1 the calls to make; then the mode's fields (see
+ * pool import, with bit 6: (bits 3-6) % NFD), byte 1 the calls to make; then the mode's fields (see
  * below). CUABI_FUZZ_WRITE_SEEDS=DIR writes the seed corpus (real
  * descriptors of every kind and mutations of them) into DIR and exits. */
 #include <dirent.h>
@@ -77,19 +80,23 @@ enum {
     SRC_POOL_A_FREED,   /* a buffer of pool A the exporter freed */
     SRC_POOL_B,
     SRC_POOL_B_BUF,
+    SRC_POOL_H,         /* a pool in host memory: NUMA node 1, exported from device 0 */
+    SRC_POOL_H_BUF,     /* 300 bytes of it */
     NSRC
 };
 static const char *src_names[NSRC] = { "mem0",  "mem1_inside", "mem_freed", "event0",
                                        "event1", "pool_a",     "pool_a_buf1", "pool_a_buf2",
-                                       "pool_a_freed", "pool_b", "pool_b_buf" };
+                                       "pool_a_freed", "pool_b", "pool_b_buf", "pool_h",
+                                       "pool_h_buf" };
 static uint8_t src[NSRC][D];
 
 /* File descriptors a pool import may be given. */
-enum { FD_POOL_A, FD_POOL_B, FD_MINUS_ONE, FD_CLOSED, FD_FILE, FD_DEVNULL, FD_PIPE, FD_SOCKET, NFD };
+enum { FD_POOL_A, FD_POOL_B, FD_MINUS_ONE, FD_CLOSED, FD_FILE, FD_DEVNULL, FD_PIPE, FD_SOCKET,
+       FD_POOL_H, NFD };
 static int fds[NFD];
 
 static cuabi_device *dev[2];
-static cuabi_memory_resource *pool_a, *pool_b, *plain, *host;
+static cuabi_memory_resource *pool_a, *pool_b, *pool_h, *plain, *host;
 static uint64_t pool_a_id, pool_b_id;
 static pid_t dead_pid;
 static uint8_t uuid[2][16];
@@ -180,6 +187,18 @@ static void setup(void)
     CHECK(cuabi_buffer_destroy(b) == CUABI_SUCCESS);
     CHECK(cuabi_buffer_allocate(&b, pool_b, 256, 0, NULL) == CUABI_SUCCESS);
     CHECK(cuabi_ipc_buffer_export(src[SRC_POOL_B_BUF], D, b) == CUABI_SUCCESS);
+    /* Pool H, in host memory (NUMA node 1), opened to both devices: a
+     * forged UUID may map it on either (the fake's one process checks the
+     * exporter's pool's access). */
+    cuabi_ipc_pool_options ho = CUABI_IPC_POOL_OPTIONS_INIT;
+    ho.location_type = CUABI_LOCATION_HOST_NUMA;
+    ho.location_id = 1;
+    CHECK(cuabi_ipc_pool_create(&pool_h, dev[0], &ho) == CUABI_SUCCESS);
+    CHECK(cuabi_peer_set_pool_access(pool_h, dev[1], CUABI_PEER_ACCESS_READ_WRITE) ==
+          CUABI_SUCCESS);
+    CHECK(cuabi_ipc_pool_export(&fds[FD_POOL_H], src[SRC_POOL_H], D, pool_h) == CUABI_SUCCESS);
+    CHECK(cuabi_buffer_allocate(&b, pool_h, 300, 0, NULL) == CUABI_SUCCESS);
+    CHECK(cuabi_ipc_buffer_export(src[SRC_POOL_H_BUF], D, b) == CUABI_SUCCESS);
     for (int i = 0; i < NSRC; i++)
         from_parent(src[i]);
     /* Resources that are no mapped pool. */
@@ -419,8 +438,8 @@ static void descriptor_calls(const uint8_t *d, size_t n, unsigned what, int fd)
         if (what & DO_INTO_RESULT) {
             pool_buffer_import(res, d, n, frame_ok, kind);
             pool_buffers_import(res, d, n, n ? d[n - 1] % 3 : 0);
-            for (int i = SRC_POOL_A_BUF1; i <= SRC_POOL_B_BUF; i++)
-                if (i != SRC_POOL_B)
+            for (int i = SRC_POOL_A_BUF1; i <= SRC_POOL_H_BUF; i++)
+                if (i != SRC_POOL_B && i != SRC_POOL_H)
                     pool_buffer_import(res, src[i], D, true, CUABI_IPC_POOL_MEMORY);
         }
         CHECK(cuabi_memory_resource_release(res) == CUABI_SUCCESS);
@@ -472,6 +491,7 @@ static void patch(uint8_t *d, unsigned field, uint64_t v)
         cuabi__ipc_put(d + CUABI__IPC_POOL_ID, ids[v % 3], 8);
         break;
     }
+    /* case 12 also writes a pool descriptor's location (the handle bytes) */
     case 12: d[CUABI__IPC_HANDLE + (v & 63)] = (uint8_t)(v >> 8); break;
     case 13: memcpy(d + CUABI__IPC_HANDLE, src[v % NSRC] + CUABI__IPC_HANDLE, 64); break;
     case 14: d[v % D] = (uint8_t)(v >> 8); break;
@@ -583,7 +603,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     reader r = { data, data + size };
     unsigned mode = (unsigned)take(&r, 1), what = (unsigned)take(&r, 1);
-    int fd = fds[(mode >> 3) & 7];
+    int fd = fds[((mode >> 3) & 15) % NFD];
     uint8_t d[MAXD + 64];
     size_t n;
     memset(d, 0, sizeof d);
@@ -662,6 +682,13 @@ static size_t one_patch(uint8_t *p, unsigned field, uint64_t v)
     return 9;
 }
 
+/* The fd that goes with source `s`'s pool. */
+static int own_fd(int s)
+{
+    return s == SRC_POOL_B ? FD_POOL_B : s == SRC_POOL_H || s == SRC_POOL_H_BUF ? FD_POOL_H
+                                                                               : FD_POOL_A;
+}
+
 static void write_seeds(const char *dir)
 {
     char name[128];
@@ -674,17 +701,17 @@ static void write_seeds(const char *dir)
         memcpy(in + 2, src[s], D);
         snprintf(name, sizeof name, "raw_%s", src_names[s]);
         seed(dir, name, in, sizeof in);
-        in[0] = 4 | (s == SRC_POOL_B ? FD_POOL_B : FD_POOL_A) << 3;
+        in[0] = (uint8_t)(4 | own_fd(s) << 3);
         snprintf(name, sizeof name, "adopted_%s", src_names[s]);
         seed(dir, name, in, sizeof in);
     }
     /* Each one unpatched to every call with its own fd, and the pool with every fd. */
     for (int s = 0; s < NSRC; s++) {
         snprintf(name, sizeof name, "real_%s", src_names[s]);
-        seed_patched(dir, name, s, 0xff, s == SRC_POOL_B ? FD_POOL_B : FD_POOL_A, true, 0, NULL, 0);
+        seed_patched(dir, name, s, 0xff, own_fd(s), true, 0, NULL, 0);
     }
     static const char *fd_names[NFD] = { "pool_a", "pool_b", "minus_one", "closed",
-                                         "file", "devnull", "pipe", "socket" };
+                                         "file", "devnull", "pipe", "socket", "pool_h" };
     for (int f = 0; f < NFD; f++) {
         snprintf(name, sizeof name, "pool_fd_%s", fd_names[f]);
         seed_patched(dir, name, SRC_POOL_A, DO_POOL | DO_INTO_RESULT, f, true, 0, NULL, 0);
@@ -721,10 +748,23 @@ static void write_seeds(const char *dir)
         { "handle_of_freed", SRC_POOL_A_BUF1, 13, SRC_POOL_A_FREED },
         { "handle_of_other_pool", SRC_POOL_A_BUF1, 13, SRC_POOL_B_BUF },
         { "byte_in_pad", SRC_MEM0, 14, 0x7714 },
+        /* a pool in host memory (issue 24): its location, its format */
+        { "host_pool_location_host", SRC_POOL_H, 12, 0x0200 },
+        { "host_pool_location_device", SRC_POOL_H, 12, 0x0100 },
+        { "host_pool_node_huge", SRC_POOL_H, 12, 0xff07 },
+        { "host_pool_node_other", SRC_POOL_H, 12, 0x0004 },
+        { "host_pool_byte_after_location", SRC_POOL_H, 12, 0x0108 },
+        { "host_pool_as_format_1", SRC_POOL_H, 1, 1 },
+        { "host_pool_format_3", SRC_POOL_H, 1, 3 },
+        { "device_pool_as_format_2", SRC_POOL_A, 1, 2 },
+        { "host_pool_buf_as_format_2", SRC_POOL_H_BUF, 1, 2 },
+        { "host_pool_uuid_none", SRC_POOL_H, 6, 2 },
+        { "host_pool_uuid_other_device", SRC_POOL_H, 6, 1 },
+        { "host_pool_buf_size_one_more", SRC_POOL_H_BUF, 8, 1 },
     };
     for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
         size_t np = one_patch(p, m[i].field, m[i].v);
-        int fd = m[i].s == SRC_POOL_B ? FD_POOL_B : FD_POOL_A;
+        int fd = own_fd(m[i].s);
         snprintf(name, sizeof name, "mut_%s", m[i].name);
         seed_patched(dir, name, m[i].s, 0xff, fd, true, 0, p, np);
     }

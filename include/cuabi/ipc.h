@@ -37,12 +37,17 @@ extern "C" {
  * which maps the pool once (cuabi_ipc_pool_import()). After that every buffer
  * is a descriptor of bytes (cuabi_ipc_buffer_export() of a buffer of the pool)
  * imported into the mapped pool (cuabi_ipc_pool_buffer_import()) in a few
- * microseconds.
+ * microseconds. An IPC pool may live in host memory (a host NUMA node:
+ * cuabi_ipc_pool_options version 2), as cuda.core's PinnedMemoryResource with
+ * ipc_enabled: its buffers are page-locked host memory, CUABI_MEMORY_PINNED on
+ * both sides, and the pool's descriptor carries the node.
  *
  * A descriptor holds a magic, a format version, its kind, the exporting process
  * id, a hash of the host's boot id (so a descriptor from another host is
  * refused), the device UUID, the size and offset inside the exported
- * allocation, the 64-byte driver handle and a checksum. Nothing secret: the
+ * allocation, the 64-byte driver handle (a pool's descriptor: its location instead; format 2
+ * marks a pool in host memory, which a release reading format 1 only refuses)
+ * and a checksum. Nothing secret: the
  * handle only works for processes of the same host that the driver lets open it.
  * A malformed, truncated, corrupt, other-host, other-version, stale (exporter
  * gone or memory freed) or same-process descriptor gives CUABI_ERROR_IPC with a
@@ -128,7 +133,10 @@ typedef enum cuabi_ipc_pool_role {
     CUABI_IPC_POOL_ROLE_FORCE32 = 0x7fffffff
 } cuabi_ipc_pool_role;
 
-/** How to create an IPC-enabled memory pool. */
+/**
+ * How to create an IPC-enabled memory pool: on the device (the default) or, from version 2, in the
+ * memory of a host NUMA node.
+ */
 struct cuabi_ipc_pool_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
     unsigned int version;
@@ -136,14 +144,27 @@ struct cuabi_ipc_pool_options {
     uint64_t max_size;
     /** As in cuabi_memory_pool_options: bytes the pool keeps reserved at a synchronisation. */
     uint64_t release_threshold;
+    /**
+     * Where the pool's memory lives: CUABI_LOCATION_DEVICE (the default: the device given;
+     * location_id is ignored) or CUABI_LOCATION_HOST_NUMA (page-locked memory of host NUMA node
+     * location_id; its buffers are CUABI_MEMORY_PINNED in the exporter and in every importer).
+     * CUABI_LOCATION_HOST is refused (CUABI_ERROR_INVALID_ARGUMENT): the driver makes no
+     * IPC-capable pool without a NUMA node (cuMemPoolCreate: HOST pools take no handle type); the
+     * device's nearest node is its CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID.
+     */
+    cuabi_location_type location_type;
+    /** The NUMA node (0 or more) for CUABI_LOCATION_HOST_NUMA; ignored otherwise. */
+    int location_id;
 };
 /** Current version of cuabi_ipc_pool_options. */
-#define CUABI_IPC_POOL_OPTIONS_VERSION 1
+#define CUABI_IPC_POOL_OPTIONS_VERSION 2
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_IPC_POOL_OPTIONS_INIT {                           \
         CUABI_IPC_POOL_OPTIONS_VERSION, /* version */           \
         0,                              /* max_size */          \
-        UINT64_MAX                      /* release_threshold */ \
+        UINT64_MAX,                     /* release_threshold */ \
+        CUABI_LOCATION_DEVICE,          /* location_type */     \
+        0                               /* location_id */       \
     }
 
 /**
@@ -231,11 +252,12 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_descriptor_kind(cuabi_ipc_kind *out,
                                                      size_t size);
 
 /**
- * An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with
- * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from
- * any pool, export it once with cuabi_ipc_pool_export(), and its buffers with
- * cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed
- * with the resource's last reference (after its last buffer).
+ * An IPC-enabled stream-ordered memory pool on the device, or in a host NUMA node's page-locked
+ * memory (options->location_type CUABI_LOCATION_HOST_NUMA, version 2; the device gets read-write
+ * access to it) (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it
+ * with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its
+ * buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors
+ * carry. Destroyed with the resource's last reference (after its last buffer).
  * @param out [out, ownership transferred]
  * @param options [may be NULL] NULL for the defaults.
  * Needs the CUDA driver and a GPU.
@@ -260,14 +282,16 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd,
 
 /**
  * Map a pool another process of this host exported, from its file descriptor (received from the
- * exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the
- * device with the descriptor's UUID that receives the exporter's buffers
- * (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already
- * mapped in this process gives its live resource (a new reference; the fd is then not used), for a
- * descriptor of the same exporting process and device only (another one is refused as forged).
- * CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a
- * descriptor of another kind, a file descriptor that is not open or that the driver refuses;
- * nothing is left mapped then.
+ * exporter; not closed, not kept) and its descriptor: a resource on the device with the
+ * descriptor's UUID (of kind CUABI_MEMORY_DEVICE; for a pool in host memory, whose descriptor
+ * carries its NUMA node, of kind CUABI_MEMORY_PINNED, on the first device of this process when the
+ * exporter's device is not visible here, with read-write access granted to that device) that
+ * receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate
+ * (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new
+ * reference; the fd is then not used), for a descriptor of the same exporting process and device
+ * only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host,
+ * same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not
+ * open or that the driver refuses; nothing is left mapped then.
  * @param out [out, ownership transferred]
  * @param descriptor [array of size elements]
  * Needs the CUDA driver and a GPU.
@@ -279,10 +303,10 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out,
 
 /**
  * Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor
- * (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree)
- * when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another
- * pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a
- * mapped pool.
+ * (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or
+ * CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its
+ * views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the
+ * driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
  * @param out [out, ownership transferred]
  * @param descriptor [array of size elements]
  * Needs the CUDA driver and a GPU.

@@ -125,7 +125,7 @@ struct cuabi_memory_resource_callbacks {
         1                                        /* stream_ordered */  \
     }
 
-/** How to create a device memory pool. */
+/** How to create a memory pool: on the device (the default) or, from version 3, in host memory. */
 struct cuabi_memory_pool_options {
     /** Set by the *_INIT macro or *_init(); the library rejects unknown versions. */
     unsigned int version;
@@ -140,14 +140,29 @@ struct cuabi_memory_pool_options {
      * for the driver's default.
      */
     uint64_t max_size;
+    /**
+     * Where the pool's memory lives (CUmemPoolProps.location): CUABI_LOCATION_DEVICE (the default:
+     * the device given; location_id is ignored), CUABI_LOCATION_HOST (page-locked host memory,
+     * OS-managed placement; location_id is ignored) or CUABI_LOCATION_HOST_NUMA (page-locked memory
+     * of host NUMA node location_id). A host pool's buffers are of kind CUABI_MEMORY_PINNED (DLPack
+     * kDLCUDAHost): host- and device-accessible, and the device given gets read-write access to the
+     * pool. Host pools need a CUDA 13 driver and a device with
+     * CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED (HOST) or
+     * CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED (HOST_NUMA).
+     */
+    cuabi_location_type location_type;
+    /** The NUMA node (0 or more) for CUABI_LOCATION_HOST_NUMA; ignored otherwise. */
+    int location_id;
 };
 /** Current version of cuabi_memory_pool_options. */
-#define CUABI_MEMORY_POOL_OPTIONS_VERSION 2
+#define CUABI_MEMORY_POOL_OPTIONS_VERSION 3
 /** Static initialiser with the defaults: one value a field, in order. */
 #define CUABI_MEMORY_POOL_OPTIONS_INIT {                           \
         CUABI_MEMORY_POOL_OPTIONS_VERSION, /* version */           \
         UINT64_MAX,                        /* release_threshold */ \
-        0                                  /* max_size */          \
+        0,                                 /* max_size */          \
+        CUABI_LOCATION_DEVICE,             /* location_type */     \
+        0                                  /* location_id */       \
     }
 
 /** Add a reference to a cuabi_memory_resource. */
@@ -191,8 +206,11 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
                                                                 cuabi_device *device);
 
 /**
- * A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last
- * reference (after its last buffer).
+ * A new stream-ordered memory pool (cuMemPoolCreate) on the device, or in host memory
+ * (options->location_type CUABI_LOCATION_HOST / CUABI_LOCATION_HOST_NUMA, version 3: a pool of
+ * page-locked host memory whose buffers are CUABI_MEMORY_PINNED, with read-write access granted to
+ * `device`, which orders stream-less calls), destroyed with the resource's last reference (after
+ * its last buffer). CUABI_ERROR_INVALID_ARGUMENT for another location type or a negative NUMA node.
  * @param out [out, ownership transferred]
  * @param options [may be NULL] NULL for the defaults.
  * Needs the CUDA driver and a GPU.

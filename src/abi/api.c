@@ -103,6 +103,8 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_pool_options_init(cuabi_memory_pool_opti
                             "cuabi_memory_pool_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_memory_pool_options", version, CUABI_MEMORY_POOL_OPTIONS_VERSION);
     size_t size = sizeof *opts;
+    if (version <= 2)
+        size = offsetof(cuabi_memory_pool_options, location_type);
     if (version <= 1)
         size = offsetof(cuabi_memory_pool_options, max_size);
     memcpy(opts, &defaults, size);
@@ -457,7 +459,10 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_options_init(cuabi_ipc_pool_options *o
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
                             "cuabi_ipc_pool_options_init: opts is NULL");
     CUABI__CHECK_VERSION("cuabi_ipc_pool_options", version, CUABI_IPC_POOL_OPTIONS_VERSION);
-    *opts = defaults;
+    size_t size = sizeof *opts;
+    if (version <= 1)
+        size = offsetof(cuabi_ipc_pool_options, location_type);
+    memcpy(opts, &defaults, size);
     opts->version = version;
     return CUABI_SUCCESS;
 }
@@ -882,6 +887,10 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_memory_pool_options", "release_threshold",
       offsetof(cuabi_memory_pool_options, release_threshold) },
     { "cuabi_memory_pool_options", "max_size", offsetof(cuabi_memory_pool_options, max_size) },
+    { "cuabi_memory_pool_options", "location_type",
+      offsetof(cuabi_memory_pool_options, location_type) },
+    { "cuabi_memory_pool_options", "location_id",
+      offsetof(cuabi_memory_pool_options, location_id) },
     { "cuabi_view_info", NULL, sizeof(cuabi_view_info) },
     { "cuabi_view_info", "version", offsetof(cuabi_view_info, version) },
     { "cuabi_view_info", "data", offsetof(cuabi_view_info, data) },
@@ -1225,6 +1234,8 @@ static const layout_entry struct_layouts[] = {
     { "cuabi_ipc_pool_options", "max_size", offsetof(cuabi_ipc_pool_options, max_size) },
     { "cuabi_ipc_pool_options", "release_threshold",
       offsetof(cuabi_ipc_pool_options, release_threshold) },
+    { "cuabi_ipc_pool_options", "location_type", offsetof(cuabi_ipc_pool_options, location_type) },
+    { "cuabi_ipc_pool_options", "location_id", offsetof(cuabi_ipc_pool_options, location_id) },
     { "cuabi_array_desc", NULL, sizeof(cuabi_array_desc) },
     { "cuabi_array_desc", "version", offsetof(cuabi_array_desc, version) },
     { "cuabi_array_desc", "width", offsetof(cuabi_array_desc, width) },

@@ -43,11 +43,15 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
         return cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
                             "%s: a descriptor needs CUABI_IPC_DESCRIPTOR_SIZE (%d) bytes, got %zu",
                             __func__, CUABI_IPC_DESCRIPTOR_SIZE, out_size);
-    if (b->kind != CUABI_MEMORY_DEVICE || !b->device || b->size == 0)
-        return IPC_FAIL(__func__, "%s: only non-empty device memory can be exported (the buffer "
-                        "is of kind %d, %zu bytes)", __func__, (int)b->kind, b->size);
-    if (b->res && b->res->ipc_pool_id && b->res->impl == CUABI__RES_POOL)
+    /* A buffer of an IPC pool: device memory, or pinned host memory of a
+     * pool on a host NUMA node (cuabi_ipc_pool_options version 2). */
+    if (b->res && b->res->ipc_pool_id && b->res->impl == CUABI__RES_POOL && b->device &&
+        b->size != 0)
         return cuabi__ipc_pool_buffer_export(out, b, __func__);
+    if (b->kind != CUABI_MEMORY_DEVICE || !b->device || b->size == 0)
+        return IPC_FAIL(__func__, "%s: only non-empty device memory, or memory of an IPC pool, "
+                        "can be exported (the buffer is of kind %d, %zu bytes)", __func__,
+                        (int)b->kind, b->size);
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__device_activate(b->device, drv));
     CUdeviceptr base;

@@ -19,9 +19,21 @@ enum {
     CUABI__IPC_OFFSET = 56,     /* u64: offset inside the exported allocation */
     CUABI__IPC_POOL_ID = 56,    /* u64, pool kinds: the pool's random id (no offset) */
     CUABI__IPC_HANDLE = 64,     /* 64 bytes: CUipcMemHandle / CUipcEventHandle /
-                                   CUmemPoolPtrExportData (zero for a pool) */
+                                   CUmemPoolPtrExportData (a pool: zero, or its
+                                   location, below) */
+    CUABI__IPC_POOL_LOCATION = 64, /* u32, a pool of format 2: cuabi_location_type
+                                      (CUABI_LOCATION_HOST_NUMA) */
+    CUABI__IPC_POOL_NODE = 68,  /* u32, a pool of format 2: its NUMA node */
     CUABI__IPC_CHECKSUM = 128,  /* u64: FNV-1a of bytes 0..127 */
     CUABI__IPC_FORMAT = 1,
+    /* Format 2: a pool descriptor (CUABI_IPC_POOL) of a pool in host memory,
+     * whose location follows the frame; a release reading format 1 only
+     * refuses it rather than mapping host memory as device memory. Every
+     * other descriptor is format 1. */
+    CUABI__IPC_FORMAT_HOST_POOL = 2,
+    /* The highest NUMA node a descriptor may name (Linux numbers nodes
+     * below MAX_NUMNODES, 1024 at most today). */
+    CUABI__IPC_NUMA_MAX = 65535,
     /* The most buffers one cuabi_ipc_buffers_export / cuabi_ipc_pool_buffers_import
      * call takes (api/ipc.toml says so). */
     CUABI__IPC_BATCH_MAX = 65536,
@@ -45,12 +57,30 @@ void cuabi__ipc_seal(uint8_t *out, cuabi_ipc_kind kind, const uint8_t uuid[16], 
  * a known kind, this host. */
 cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size_t size,
                                     const char *caller);
-/* The frame, kind `want`, an exporter that is another live process, and
- * the device the descriptor names (a new reference in *hdev, whose object is
- * *dev, made current). */
+/* The frame, kind `want`, an exporter that is another live process. */
+cuabi_status cuabi__ipc_open_check(const uint8_t *d, size_t size, cuabi_ipc_kind want,
+                                   const char *caller);
+/* The device with UUID `uuid` (a new reference in *hdev, whose object is
+ * *dev, made current); with `first_else` the first device of this process
+ * when none has it (memory that is not a device's), else CUABI_ERROR_IPC. */
+cuabi_status cuabi__ipc_open_device(cuabi_device **hdev, cuabi__device **dev,
+                                    const uint8_t *uuid, bool first_else,
+                                    const cuabi__driver **drv, const char *caller);
+/* cuabi__ipc_open_check, then the device the descriptor names. */
 cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
                                    size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
                                    const char *caller);
+/* Where the pool of a CUABI_IPC_POOL descriptor (its frame checked) lives:
+ * CUABI_LOCATION_NONE (the device of its UUID: format 1) or
+ * CUABI_LOCATION_HOST_NUMA and the node (format 2). Anything else in the
+ * descriptor's handle bytes is CUABI_ERROR_IPC (forged or corrupt). */
+cuabi_status cuabi__ipc_pool_location(cuabi_location_type *type, int *id, const uint8_t *d,
+                                      const char *caller);
+/* Seal a pool's descriptor (CUABI_IPC_POOL): format 1 for a pool on its
+ * device (type CUABI_LOCATION_NONE or _DEVICE), format 2 with the location
+ * for one in host memory. */
+void cuabi__ipc_seal_pool(uint8_t *out, const uint8_t uuid[16], uint64_t pool_id,
+                          cuabi_location_type type, int id);
 /* Whether a driver result means "this handle or this memory cannot be
  * shared" (the rest, out of memory or a sticky context error, stay CUDA
  * errors). */

@@ -121,10 +121,10 @@ cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size
         return IPC_FAIL(caller, "%s: the descriptor is truncated (%zu of %d bytes)", caller,
                         size, CUABI_IPC_DESCRIPTOR_SIZE);
     unsigned version = (unsigned)cuabi__ipc_get(d + CUABI__IPC_VERSION, 2);
-    if (version != CUABI__IPC_FORMAT)
-        return IPC_FAIL(caller, "%s: descriptor format version %u; this library reads version "
-                        "%d (exporter and importer must use compatible cuabi releases)", caller,
-                        version, CUABI__IPC_FORMAT);
+    if (version != CUABI__IPC_FORMAT && version != CUABI__IPC_FORMAT_HOST_POOL)
+        return IPC_FAIL(caller, "%s: descriptor format version %u; this library reads versions "
+                        "%d and %d (exporter and importer must use compatible cuabi releases)",
+                        caller, version, CUABI__IPC_FORMAT, CUABI__IPC_FORMAT_HOST_POOL);
     if (size != CUABI_IPC_DESCRIPTOR_SIZE)
         return IPC_FAIL(caller, "%s: the descriptor is %zu bytes, not %d (truncated or with "
                         "trailing bytes)", caller, size, CUABI_IPC_DESCRIPTOR_SIZE);
@@ -135,6 +135,10 @@ cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size
     unsigned k = (unsigned)cuabi__ipc_get(d + CUABI__IPC_KIND, 2);
     if (k < CUABI_IPC_MEMORY || k > CUABI_IPC_VMM_FABRIC_CHUNK)
         return IPC_FAIL(caller, "%s: unknown descriptor kind %u", caller, k);
+    if (version == CUABI__IPC_FORMAT_HOST_POOL && k != CUABI_IPC_POOL)
+        return IPC_FAIL(caller, "%s: a descriptor of format %d describes a pool in host memory, "
+                        "not %s: forged or corrupt", caller, CUABI__IPC_FORMAT_HOST_POOL,
+                        cuabi__ipc_kind_name((cuabi_ipc_kind)k));
     if (cuabi__ipc_get(d + CUABI__IPC_HOST, 8) != cuabi__ipc_host_hash())
         return IPC_FAIL(caller, "%s: the descriptor comes from another host (or an earlier "
                         "boot of this one); IPC only works between processes of one host",
@@ -150,10 +154,9 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_descriptor_kind(cuabi_ipc_kind *out,
     return cuabi__ipc_check_frame(out, descriptor, size, __func__);
 }
 
-/* The frame, the kind, the exporting process (another one, still alive)
- * and the device the descriptor names, as a new device reference. */
-cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
-                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+/* The frame, the kind and the exporting process (another one, still
+ * alive). */
+cuabi_status cuabi__ipc_open_check(const uint8_t *d, size_t size, cuabi_ipc_kind want,
                                    const char *caller)
 {
     cuabi_ipc_kind kind;
@@ -172,24 +175,96 @@ cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, con
     if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))
         return IPC_FAIL(caller, "%s: the exporting process %d is gone; its memory and events "
                         "went with it (stale descriptor)", caller, (int)pid);
+    return CUABI_SUCCESS;
+}
+
+/* The device whose UUID the descriptor names, as a new device reference. */
+cuabi_status cuabi__ipc_open_device(cuabi_device **hdev, cuabi__device **dev,
+                                    const uint8_t *uuid, bool first_else,
+                                    const cuabi__driver **drv, const char *caller)
+{
     CUABI__TRY(cuabi__driver_get(drv));
     int count;
     CUABI__TRY(cuabi_device_count(&count));
-    for (int i = 0; i < count; i++) {
+    int found = -1;
+    for (int i = 0; i < count && found < 0; i++) {
         CUuuid u;
         CUdevice cu;
         CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGet, &cu, i));
         CUABI__TRY(CUABI__CU_IN(caller, *drv, cuDeviceGetUuid, &u, cu));
-        if (memcmp(u.bytes, d + CUABI__IPC_UUID, 16) != 0)
-            continue;
-        CUABI__TRY(cuabi_device_get(hdev, i));
-        void *o;
-        CUABI__TRY(cuabi__handle_get(*hdev, CUABI__T_DEVICE, &o, caller));
-        *dev = o;
-        return cuabi__device_activate(*dev, *drv);
+        if (memcmp(u.bytes, uuid, 16) == 0)
+            found = i;
     }
-    return IPC_FAIL(caller, "%s: the descriptor's device is not visible in this process "
-                    "(check CUDA_VISIBLE_DEVICES)", caller);
+    if (found < 0 && first_else && count > 0)
+        found = 0;
+    if (found < 0)
+        return IPC_FAIL(caller, "%s: the descriptor's device is not visible in this process "
+                        "(check CUDA_VISIBLE_DEVICES)", caller);
+    CUABI__TRY(cuabi_device_get(hdev, found));
+    void *o;
+    CUABI__TRY(cuabi__handle_get(*hdev, CUABI__T_DEVICE, &o, caller));
+    *dev = o;
+    return cuabi__device_activate(*dev, *drv);
+}
+
+cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
+                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+                                   const char *caller)
+{
+    CUABI__TRY(cuabi__ipc_open_check(d, size, want, caller));
+    return cuabi__ipc_open_device(hdev, dev, d + CUABI__IPC_UUID, false, drv, caller);
+}
+
+/* Nothing but zeros in [from, to) of a descriptor. */
+static bool zero_bytes(const uint8_t *d, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        if (d[i])
+            return false;
+    return true;
+}
+
+cuabi_status cuabi__ipc_pool_location(cuabi_location_type *type, int *id, const uint8_t *d,
+                                      const char *caller)
+{
+    unsigned version = (unsigned)cuabi__ipc_get(d + CUABI__IPC_VERSION, 2);
+    *type = CUABI_LOCATION_NONE;
+    *id = 0;
+    if (version == CUABI__IPC_FORMAT) {
+        if (!zero_bytes(d, CUABI__IPC_HANDLE, CUABI__IPC_CHECKSUM))
+            return IPC_FAIL(caller, "%s: the pool descriptor carries handle bytes (a pool's "
+                            "handle is its file descriptor): forged or corrupt", caller);
+        return CUABI_SUCCESS;
+    }
+    uint64_t t = cuabi__ipc_get(d + CUABI__IPC_POOL_LOCATION, 4);
+    uint64_t node = cuabi__ipc_get(d + CUABI__IPC_POOL_NODE, 4);
+    if (t != CUABI_LOCATION_HOST_NUMA)
+        return IPC_FAIL(caller, "%s: the pool descriptor names location type %llu; an IPC pool "
+                        "in host memory is on a NUMA node (CUABI_LOCATION_HOST_NUMA, %d): "
+                        "forged or corrupt", caller, (unsigned long long)t,
+                        (int)CUABI_LOCATION_HOST_NUMA);
+    if (node > CUABI__IPC_NUMA_MAX)
+        return IPC_FAIL(caller, "%s: the pool descriptor names NUMA node %llu (at most %d): "
+                        "forged or corrupt", caller, (unsigned long long)node,
+                        CUABI__IPC_NUMA_MAX);
+    if (!zero_bytes(d, CUABI__IPC_POOL_NODE + 4, CUABI__IPC_CHECKSUM))
+        return IPC_FAIL(caller, "%s: the pool descriptor carries bytes after its location: "
+                        "forged or corrupt", caller);
+    *type = CUABI_LOCATION_HOST_NUMA;
+    *id = (int)node;
+    return CUABI_SUCCESS;
+}
+
+void cuabi__ipc_seal_pool(uint8_t *out, const uint8_t uuid[16], uint64_t pool_id,
+                          cuabi_location_type type, int id)
+{
+    cuabi__ipc_seal(out, CUABI_IPC_POOL, uuid, 0, pool_id, NULL);
+    if (type != CUABI_LOCATION_HOST_NUMA)
+        return;
+    cuabi__ipc_put(out + CUABI__IPC_VERSION, CUABI__IPC_FORMAT_HOST_POOL, 2);
+    cuabi__ipc_put(out + CUABI__IPC_POOL_LOCATION, (uint64_t)type, 4);
+    cuabi__ipc_put(out + CUABI__IPC_POOL_NODE, (uint64_t)(uint32_t)id, 4);
+    cuabi__ipc_reseal(out);
 }
 
 /* Results that mean "this handle or this memory cannot be shared": the rest

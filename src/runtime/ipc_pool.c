@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -90,18 +91,26 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
         options = &defaults;
     CUABI__CHECK_ARG(options->max_size <= SIZE_MAX, "%s: max_size %llu does not fit a size_t",
                      __func__, (unsigned long long)options->max_size);
+    /* Version 1 callers pass a shorter struct: the location from version 2. */
+    cuabi_location_type loc_type = options->version >= 2 ? options->location_type
+                                                         : CUABI_LOCATION_DEVICE;
+    int loc_id = options->version >= 2 ? options->location_id : 0;
+    CUABI__TRY(cuabi__pool_location_check(loc_type, loc_id, true, __func__));
     CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
     CUuuid uuid;
     CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, dev->cu_device));
     CUmemoryPool pool;
     CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                       (size_t)options->max_size, options->release_threshold,
-                                       __func__));
+                                       loc_type, loc_id, (size_t)options->max_size,
+                                       options->release_threshold, __func__));
     cuabi__memory_resource *r;
     cuabi_status st = share_once(drv, pool, __func__);
     if (st == CUABI_SUCCESS)
         st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true,
-                                          random_pool_id());
+                                          random_pool_id(),
+                                          loc_type == CUABI_LOCATION_HOST_NUMA
+                                              ? CUABI_LOCATION_HOST_NUMA : CUABI_LOCATION_NONE,
+                                          loc_id);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         return st;
@@ -141,7 +150,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t o
     int handle = -1;
     CUABI__TRY(CUABI__CU(r->drv, cuMemPoolExportToShareableHandle, &handle, r->pool,
                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    cuabi__ipc_seal(out, CUABI_IPC_POOL, r->ipc_uuid, 0, r->ipc_pool_id, NULL);
+    cuabi__ipc_seal_pool(out, r->ipc_uuid, r->ipc_pool_id, r->location_type, r->location_id);
     *fd = handle;
     return CUABI_SUCCESS;
 }
@@ -170,8 +179,9 @@ cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, cuabi__buffer *b, const
  * next import may share (NULL, or dying, once its last reference went);
  * `users` counts the resources over the pool, which is destroyed with the
  * last. `pid` and `uuid` are the exporter and device of the descriptor it
- * was mapped from: a later descriptor with the same id must name them too.
- * Guarded by `registry_lock`, as is every import of a pool. */
+ * was mapped from, and the pool's location (NONE: on that device): a later
+ * descriptor with the same id must name them too. Guarded by
+ * `registry_lock`, as is every import of a pool. */
 typedef struct mapped_pool {
     struct mapped_pool *next;
     uint64_t id;
@@ -180,6 +190,8 @@ typedef struct mapped_pool {
     cuabi__memory_resource *res;
     uint32_t pid;
     uint8_t uuid[16];
+    cuabi_location_type loc_type;
+    int loc_id;
 } mapped_pool;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -233,15 +245,15 @@ static void pool_unmap(cuabi__memory_resource *r)
  * its device; the driver may grant it with the import already (the pool's
  * own device), so ask first. */
 static cuabi_status grant_access(const cuabi__driver *drv, CUmemoryPool pool,
-                                 const cuabi__device *dev, const char *caller)
+                                 const cuabi__device *dev, cuabi_location_type loc_type,
+                                 int loc_id, const char *caller)
 {
-    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev->cu_device };
-    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolGetAccess, &flags, pool, &loc));
-    if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-        return CUABI_SUCCESS;
-    CUmemAccessDesc want = { .location = loc, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    return CUABI__CU_IN(caller, drv, cuMemPoolSetAccess, pool, &want, 1);
+    char where[48];
+    if (loc_type == CUABI_LOCATION_NONE)
+        snprintf(where, sizeof where, "imported device");
+    else
+        cuabi__pool_location_text(where, sizeof where, loc_type, loc_id);
+    return cuabi__pool_grant_device_access(drv, pool, dev, where, caller);
 }
 
 /* What an fd is, for messages. */
@@ -266,7 +278,8 @@ static const char *fd_kind(int fd)
  * directory; H100, driver 580.159.04), which is a refusal here. */
 static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
                             const cuabi__driver *drv, int fd, uint64_t id, uint32_t pid,
-                            const uint8_t *uuid, const char *caller)
+                            const uint8_t *uuid, cuabi_location_type loc_type, int loc_id,
+                            const char *caller)
 {
     if (!drv->cuMemPoolImportFromShareableHandle)
         return cuabi__missing_entry("cuMemPoolImportFromShareableHandle", caller);
@@ -289,10 +302,10 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
         return st;
     }
     cuabi__memory_resource *r;
-    cuabi_status st = grant_access(drv, pool, dev, caller);
+    cuabi_status st = grant_access(drv, pool, dev, loc_type, loc_id, caller);
     if (st == CUABI_SUCCESS)
         st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_IPC_MAPPED, false,
-                                          id);
+                                          id, loc_type, loc_id);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         cuabi__free(m);
@@ -301,7 +314,7 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
     memcpy(r->ipc_uuid, uuid, 16);
     r->before_destroy = pool_unmap;
     *m = (mapped_pool){ .next = registry, .id = id, .pool = pool, .users = 1, .res = r,
-                        .pid = pid };
+                        .pid = pid, .loc_type = loc_type, .loc_id = loc_id };
     memcpy(m->uuid, uuid, 16);
     registry = m;
     return CUABI_SUCCESS;
@@ -314,7 +327,7 @@ static cuabi_status map_new(cuabi_memory_resource **out, cuabi__device *dev,
  * carries it), and the fd that comes with a second descriptor is not used. */
 static cuabi_status map_again(cuabi_memory_resource **out, mapped_pool *m, cuabi__device *dev,
                               const cuabi__driver *drv, uint32_t pid, const uint8_t *uuid,
-                              const char *caller)
+                              cuabi_location_type loc_type, int loc_id, const char *caller)
 {
     if (pid != m->pid)
         return IPC_FAIL("%s: pool %016llx is mapped here already, from process %u; this "
@@ -324,13 +337,17 @@ static cuabi_status map_again(cuabi_memory_resource **out, mapped_pool *m, cuabi
     if (memcmp(uuid, m->uuid, 16) != 0)
         return IPC_FAIL("%s: pool %016llx is mapped here already, on another device than this "
                         "descriptor names: forged or corrupt", caller, (unsigned long long)m->id);
+    if (loc_type != m->loc_type || loc_id != m->loc_id)
+        return IPC_FAIL("%s: pool %016llx is mapped here already, at another location than "
+                        "this descriptor names: forged or corrupt", caller,
+                        (unsigned long long)m->id);
     if (m->res && retain_live(m->res)) {
         *out = CUABI__HANDLE(m->res, cuabi_memory_resource);
         return CUABI_SUCCESS;
     }
     cuabi__memory_resource *r;
     CUABI__TRY(cuabi__resource_pool_publish(out, &r, dev, drv, m->pool, CUABI__RES_IPC_MAPPED,
-                                            false, m->id));
+                                            false, m->id, m->loc_type, m->loc_id));
     memcpy(r->ipc_uuid, uuid, 16);
     r->before_destroy = pool_unmap;
     m->res = r;
@@ -346,8 +363,16 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
     cuabi_device *hdev = NULL;
     cuabi__device *dev;
     const cuabi__driver *drv;
-    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_POOL, &drv,
-                                            __func__);
+    cuabi_location_type loc_type = CUABI_LOCATION_NONE;
+    int loc_id = 0;
+    cuabi_status st = cuabi__ipc_open_check(descriptor, size, CUABI_IPC_POOL, __func__);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__ipc_pool_location(&loc_type, &loc_id, descriptor, __func__);
+    /* A pool in host memory is no device's: the exporter's device, if this
+     * process sees it, else this process's first. */
+    if (st == CUABI_SUCCESS)
+        st = cuabi__ipc_open_device(&hdev, &dev, descriptor + CUABI__IPC_UUID,
+                                    loc_type != CUABI_LOCATION_NONE, &drv, __func__);
     if (st == CUABI_SUCCESS && (fd < 0 || fcntl(fd, F_GETFD) == -1))
         st = IPC_FAIL("%s: %d is not an open file descriptor (the pool's descriptor must come "
                       "with the fd cuabi_ipc_pool_export gave, received in this process)",
@@ -358,8 +383,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
         const uint8_t *uuid = descriptor + CUABI__IPC_UUID;
         pthread_mutex_lock(&registry_lock);
         mapped_pool *m = registry_find(id);
-        st = m ? map_again(out, m, dev, drv, pid, uuid, __func__)
-               : map_new(out, dev, drv, fd, id, pid, uuid, __func__);
+        st = m ? map_again(out, m, dev, drv, pid, uuid, loc_type, loc_id, __func__)
+               : map_new(out, dev, drv, fd, id, pid, uuid, loc_type, loc_id, __func__);
         pthread_mutex_unlock(&registry_lock);
     }
     if (hdev)
@@ -449,7 +474,7 @@ static cuabi_status import_one(cuabi_buffer **out, uintptr_t *address, cuabi__me
     cuabi_status st = check_range(drv, ptr, n, caller);
     if (st == CUABI_SUCCESS) {
         cuabi__object_retain(&r->base);
-        st = cuabi_buffer_wrap(out, CUABI__HANDLE(r->device, cuabi_device), CUABI_MEMORY_DEVICE,
+        st = cuabi_buffer_wrap(out, CUABI__HANDLE(r->device, cuabi_device), r->kind,
                                (uintptr_t)ptr, (size_t)n, import_free, r);
         if (st == CUABI_SUCCESS) {
             *address = (uintptr_t)ptr;

@@ -5,6 +5,7 @@
 #include "runtime/memory.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,23 +130,112 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
     return resource_publish(out, r);
 }
 
+static bool location_is_host(cuabi_location_type t)
+{
+    return t == CUABI_LOCATION_HOST || t == CUABI_LOCATION_HOST_NUMA;
+}
+
+cuabi_status cuabi__pool_location_check(cuabi_location_type type, int id, bool ipc,
+                                        const char *caller)
+{
+    if (type != CUABI_LOCATION_DEVICE && type != CUABI_LOCATION_HOST &&
+        type != CUABI_LOCATION_HOST_NUMA)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: a pool's location_type is CUABI_LOCATION_DEVICE, _HOST or "
+                            "_HOST_NUMA, not %d", caller, (int)type);
+    if (type == CUABI_LOCATION_HOST_NUMA && id < 0)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: location_id %d is not a NUMA node (0 or more)", caller, id);
+    if (ipc && type == CUABI_LOCATION_HOST)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
+                            "%s: an IPC pool in host memory needs a NUMA node: the driver makes "
+                            "no IPC-capable pool at CU_MEM_LOCATION_TYPE_HOST (its handle types "
+                            "must be 0); use CUABI_LOCATION_HOST_NUMA with the node (the "
+                            "device's nearest is its CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID)", caller);
+    return CUABI_SUCCESS;
+}
+
+void cuabi__pool_location_text(char *out, size_t size, cuabi_location_type type, int id)
+{
+    if (type == CUABI_LOCATION_HOST_NUMA)
+        snprintf(out, size, "host NUMA node %d", id);
+    else
+        snprintf(out, size, "host");
+}
+
+/* The driver's words for a failed call, then what was being done. */
+static cuabi_status explain(CUresult res, const char *entry, const char *caller, const char *what)
+{
+    cuabi_status st = cuabi__cu_check(res, entry, caller);
+    char driver_said[512];
+    snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
+    cuabi__error(st, "%s (%s)", driver_said, what);
+    cuabi__error_set_cu((int)res);
+    return st;
+}
+
+cuabi_status cuabi__pool_grant_device_access(const cuabi__driver *drv, CUmemoryPool pool,
+                                             const cuabi__device *dev, const char *where,
+                                             const char *caller)
+{
+    if (!drv->cuMemPoolGetAccess)
+        return cuabi__missing_entry("cuMemPoolGetAccess", caller);
+    if (!drv->cuMemPoolSetAccess)
+        return cuabi__missing_entry("cuMemPoolSetAccess", caller);
+    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev->cu_device };
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    const char *entry = "cuMemPoolGetAccess";
+    CUresult res = CUABI__CU_RAW(drv, cuMemPoolGetAccess, &flags, pool, &loc);
+    if (res == CUDA_SUCCESS) {
+        if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUABI_SUCCESS;
+        CUmemAccessDesc want = { .location = loc, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        entry = "cuMemPoolSetAccess";
+        res = CUABI__CU_RAW(drv, cuMemPoolSetAccess, pool, &want, 1);
+        if (res == CUDA_SUCCESS)
+            return CUABI_SUCCESS;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "giving device %d read-write access to the %s pool; without "
+             "it the device cannot use the pool's memory", dev->ordinal, where);
+    return explain(res, entry, caller, what);
+}
+
 cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
                                      const cuabi__driver *drv, CUmemAllocationHandleType types,
-                                     size_t max_size, uint64_t release_threshold,
-                                     const char *caller)
+                                     cuabi_location_type loc_type, int loc_id, size_t max_size,
+                                     uint64_t release_threshold, const char *caller)
 {
     CUmemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = types;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = dev->cu_device;
+    bool host = location_is_host(loc_type);
+    props.location.type = host ? (CUmemLocationType)loc_type : CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = !host ? dev->cu_device : loc_type == CUABI_LOCATION_HOST_NUMA ? loc_id : 0;
     props.maxSize = max_size;
     CUmemoryPool pool;
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemPoolCreate, &pool, &props));
+    char where[48];
+    cuabi__pool_location_text(where, sizeof where, loc_type, loc_id);
+    if (!drv->cuMemPoolCreate)
+        return cuabi__missing_entry("cuMemPoolCreate", caller);
+    CUresult res = CUABI__CU_RAW(drv, cuMemPoolCreate, &pool, &props);
+    if (res != CUDA_SUCCESS && !host)
+        return cuabi__cu_check(res, "cuMemPoolCreate", caller);
+    if (res != CUDA_SUCCESS) {
+        char what[256];
+        snprintf(what, sizeof what, "a pool in %s memory needs a CUDA 13 driver and a device "
+                 "with CU_DEVICE_ATTRIBUTE_%s_MEMORY_POOLS_SUPPORTED%s", where,
+                 loc_type == CUABI_LOCATION_HOST ? "HOST" : "HOST_NUMA",
+                 types != CU_MEM_HANDLE_TYPE_NONE ? "; an IPC pool there, a driver that shares "
+                                                    "host pools as file descriptors" : "");
+        return explain(res, "cuMemPoolCreate", caller, what);
+    }
     cuuint64_t threshold = release_threshold;
     cuabi_status st = CUABI__CU_IN(caller, drv, cuMemPoolSetAttribute, pool,
                                    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    if (st == CUABI_SUCCESS && host)
+        st = cuabi__pool_grant_device_access(drv, pool, dev, where, caller);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
         return st;
@@ -158,9 +248,12 @@ cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
                                           cuabi__memory_resource **res, cuabi__device *dev,
                                           const cuabi__driver *drv, CUmemoryPool pool,
                                           cuabi__resource_impl impl, bool owns_pool,
-                                          uint64_t ipc_pool_id)
+                                          uint64_t ipc_pool_id, cuabi_location_type loc_type,
+                                          int loc_id)
 {
-    cuabi__memory_resource *r = resource_alloc(impl, CUABI_MEMORY_DEVICE, dev);
+    bool host = location_is_host(loc_type);
+    cuabi__memory_resource *r = resource_alloc(impl, host ? CUABI_MEMORY_PINNED
+                                                          : CUABI_MEMORY_DEVICE, dev);
     if (!r)
         return CUABI_ERROR_OUT_OF_MEMORY;
     r->drv = drv;
@@ -168,6 +261,8 @@ cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
     r->owns_pool = owns_pool;
     r->stream_ordered = impl == CUABI__RES_POOL;
     r->ipc_pool_id = ipc_pool_id;
+    r->location_type = loc_type;
+    r->location_id = loc_type == CUABI_LOCATION_HOST ? 0 : loc_id;
     if (res)
         *res = r;
     return resource_publish(out, r);
@@ -185,17 +280,25 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
                       true);
     if (!options)
         options = &defaults;
-    /* Version 1 callers pass a shorter struct: max_size only from version 2. */
+    /* Older callers pass a shorter struct: max_size only from version 2,
+     * the location from version 3. */
     uint64_t max_size = options->version >= 2 ? options->max_size : 0;
+    cuabi_location_type loc_type = options->version >= 3 ? options->location_type
+                                                         : CUABI_LOCATION_DEVICE;
+    int loc_id = options->version >= 3 ? options->location_id : 0;
     CUABI__CHECK_ARG(max_size <= SIZE_MAX, "%s: max_size %llu does not fit a size_t", __func__,
                      (unsigned long long)max_size);
+    CUABI__TRY(cuabi__pool_location_check(loc_type, loc_id, false, __func__));
     CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
-    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE,
-                                       (size_t)max_size, options->release_threshold, __func__));
+    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, loc_type,
+                                       loc_id, (size_t)max_size, options->release_threshold,
+                                       __func__));
     cuabi__memory_resource *r;
+    bool host = location_is_host(loc_type);
     cuabi_status st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL,
-                                                   true, 0);
+                                                   true, 0,
+                                                   host ? loc_type : CUABI_LOCATION_NONE, loc_id);
     if (st != CUABI_SUCCESS)
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
     else

@@ -158,22 +158,44 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
 cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
                                        cuabi__device **dev, const cuabi__driver **drv,
                                        const char *caller);
-/* cuMemPoolCreate on `dev` with the given handle types and maximum size
- * (0: the driver's default), then its release threshold; nothing is left
- * behind on failure. */
+/* Whether a pool may be made at this location (options of
+ * cuabi_memory_resource_pool_create, cuabi_ipc_pool_create): DEVICE, HOST
+ * (not with `ipc`: the driver makes no IPC-capable pool there) or HOST_NUMA
+ * with a node >= 0; else CUABI_ERROR_INVALID_ARGUMENT naming `caller`. */
+cuabi_status cuabi__pool_location_check(cuabi_location_type type, int id, bool ipc,
+                                        const char *caller);
+/* cuMemPoolCreate on `dev` (loc_type CUABI_LOCATION_DEVICE) or in host
+ * memory (CUABI_LOCATION_HOST, or CUABI_LOCATION_HOST_NUMA node loc_id),
+ * with the given handle types and maximum size (0: the driver's default),
+ * then its release threshold; a host pool then gives `dev` read-write
+ * access (cuabi__pool_grant_device_access). Nothing is left behind on
+ * failure. */
 cuabi_status cuabi__memory_pool_make(CUmemoryPool *out, cuabi__device *dev,
                                      const cuabi__driver *drv, CUmemAllocationHandleType types,
-                                     size_t max_size, uint64_t release_threshold,
-                                     const char *caller);
+                                     cuabi_location_type loc_type, int loc_id, size_t max_size,
+                                     uint64_t release_threshold, const char *caller);
+/* A pool in host memory gives the devices no access of their own (CUDA 13;
+ * cuMemPoolCreate: "their default accessibility will be from the host
+ * CPU"): give `dev` read-write access, asked first (cuMemPoolGetAccess) so
+ * that a pool open to it already is left alone. `where` names the pool's
+ * location in the error ("host", "host NUMA node 1"). */
+cuabi_status cuabi__pool_grant_device_access(const cuabi__driver *drv, CUmemoryPool pool,
+                                             const cuabi__device *dev, const char *where,
+                                             const char *caller);
+/* "host" or "host NUMA node N" into `out`, for messages. */
+void cuabi__pool_location_text(char *out, size_t size, cuabi_location_type type, int id);
 /* Publish a resource over `pool` (impl CUABI__RES_POOL: stream-ordered;
  * CUABI__RES_IPC_MAPPED: receives buffers only). `owns_pool`: destroy the
- * pool with the resource. On failure nothing is published and the pool is
+ * pool with the resource. `loc_type` / `loc_id`: where the pool lives
+ * (CUABI_LOCATION_NONE: on `dev`); a host location makes the resource's
+ * kind CUABI_MEMORY_PINNED. On failure nothing is published and the pool is
  * left to the caller; on success *res is the new object. */
 cuabi_status cuabi__resource_pool_publish(cuabi_memory_resource **out,
                                           cuabi__memory_resource **res, cuabi__device *dev,
                                           const cuabi__driver *drv, CUmemoryPool pool,
                                           cuabi__resource_impl impl, bool owns_pool,
-                                          uint64_t ipc_pool_id);
+                                          uint64_t ipc_pool_id, cuabi_location_type loc_type,
+                                          int loc_id);
 
 /* Whether `res` holds a reference to `stream` (which the caller keeps alive
  * during the call), taking one into a free place of its stream set if it

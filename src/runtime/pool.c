@@ -212,41 +212,9 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_stats_format(char *out, size_t *size,
 /* A host location's pool (CUDA 13) gives the devices no access of their
  * own: without read-write access granted by cuMemPoolSetAccess, a device
  * memset, copy or kernel on its memory fails (CUDA_ERROR_INVALID_VALUE on
- * an H100). The resource's device gets it here, asked first
- * (cuMemPoolGetAccess) so that a pool already open to it is left alone.
+ * an H100). The resource's device gets it (cuabi__pool_grant_device_access).
  * The driver's pool is one per location and process, so the grant holds for
  * every user of that pool in the process, and outlives the resource. */
-static cuabi_status grant_device_access(const cuabi__driver *drv, CUmemoryPool pool,
-                                        const cuabi__device *dev, const char *where,
-                                        const char *caller)
-{
-    if (!drv->cuMemPoolGetAccess)
-        return cuabi__missing_entry("cuMemPoolGetAccess", caller);
-    if (!drv->cuMemPoolSetAccess)
-        return cuabi__missing_entry("cuMemPoolSetAccess", caller);
-    CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev->cu_device };
-    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
-    const char *entry = "cuMemPoolGetAccess";
-    CUresult res = CUABI__CU_RAW(drv, cuMemPoolGetAccess, &flags, pool, &loc);
-    if (res == CUDA_SUCCESS) {
-        if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            return CUABI_SUCCESS;
-        CUmemAccessDesc want = { .location = loc, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-        entry = "cuMemPoolSetAccess";
-        res = CUABI__CU_RAW(drv, cuMemPoolSetAccess, pool, &want, 1);
-        if (res == CUDA_SUCCESS)
-            return CUABI_SUCCESS;
-    }
-    /* The driver's words, then what was being done and why it matters. */
-    cuabi_status st = cuabi__cu_check(res, entry, caller);
-    char driver_said[512];
-    snprintf(driver_said, sizeof driver_said, "%s", cuabi_last_error()->message);
-    cuabi__error(st, "%s (giving device %d read-write access to the %s pool, which the process "
-                 "shares; without it the device cannot use the pool's memory)", driver_said,
-                 dev->ordinal, where);
-    cuabi__error_set_cu((int)res);
-    return st;
-}
 
 CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
                                                   cuabi_device *device,
@@ -293,17 +261,10 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
     }
     if (location_type != CUABI_LOCATION_DEVICE) {
         char where[48];
-        if (location_type == CUABI_LOCATION_HOST)
-            snprintf(where, sizeof where, "host");
-        else
-            snprintf(where, sizeof where, "host NUMA node %d", location_id);
-        CUABI__TRY(grant_device_access(drv, pool, dev, where, __func__));
+        cuabi__pool_location_text(where, sizeof where, location_type, location_id);
+        CUABI__TRY(cuabi__pool_grant_device_access(drv, pool, dev, where, __func__));
     }
     cuabi__memory_resource *r;
-    CUABI__TRY(cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, false, 0));
-    r->location_type = location_type;
-    r->location_id = loc.id;
-    if (location_type != CUABI_LOCATION_DEVICE)
-        r->kind = CUABI_MEMORY_PINNED;
-    return CUABI_SUCCESS;
+    return cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, false, 0,
+                                        location_type, loc.id);
 }

@@ -3869,6 +3869,8 @@ static void print_cuabi_memory_pool_options(const cuabi_memory_pool_options *p,
     ABI_BYTES(version);
     ABI_BYTES(release_threshold);
     ABI_BYTES(max_size);
+    ABI_BYTES(location_type);
+    ABI_BYTES(location_id);
 }
 
 static void print_cuabi_view_info(const cuabi_view_info *p,
@@ -4313,6 +4315,8 @@ static void print_cuabi_ipc_pool_options(const cuabi_ipc_pool_options *p,
     ABI_BYTES(version);
     ABI_BYTES(max_size);
     ABI_BYTES(release_threshold);
+    ABI_BYTES(location_type);
+    ABI_BYTES(location_id);
 }
 
 static void print_cuabi_array_desc(const cuabi_array_desc *p,
@@ -4806,6 +4810,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_memory_pool_options, version);
     ABI_FIELD(cuabi_memory_pool_options, release_threshold);
     ABI_FIELD(cuabi_memory_pool_options, max_size);
+    ABI_FIELD(cuabi_memory_pool_options, location_type);
+    ABI_FIELD(cuabi_memory_pool_options, location_id);
     ABI_STRUCT(cuabi_view_info);
     ABI_FIELD(cuabi_view_info, version);
     ABI_FIELD(cuabi_view_info, data);
@@ -5096,6 +5102,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_ipc_pool_options, version);
     ABI_FIELD(cuabi_ipc_pool_options, max_size);
     ABI_FIELD(cuabi_ipc_pool_options, release_threshold);
+    ABI_FIELD(cuabi_ipc_pool_options, location_type);
+    ABI_FIELD(cuabi_ipc_pool_options, location_id);
     ABI_STRUCT(cuabi_array_desc);
     ABI_FIELD(cuabi_array_desc, version);
     ABI_FIELD(cuabi_array_desc, width);

@@ -1293,6 +1293,63 @@ static cuabi_status sc_host_pool(void)
     return st;
 }
 
+/* Pools created in host memory (issue 24: cuda.core's PinnedMemoryResource):
+ * a HOST pool (cuabi_memory_pool_options version 3) and an IPC pool on a
+ * host NUMA node, each opened to the device at creation (the fake refuses
+ * device work without that grant); a buffer of each written by the device;
+ * the IPC pool exported with its location (format 2) and mapped (as if
+ * from the parent process), opened to the importer's device, a buffer
+ * imported and copied from. */
+static cuabi_status sc_pinned_pool(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    cuabi_device *d = NULL;
+    cuabi_stream *s = NULL;
+    cuabi_memory_resource *host = NULL, *numa = NULL, *mapped = NULL;
+    cuabi_buffer *a = NULL, *b = NULL, *imp = NULL;
+    uint8_t pd[CUABI_IPC_DESCRIPTOR_SIZE], bd[CUABI_IPC_DESCRIPTOR_SIZE], back[64];
+    int fd = -1;
+    cuabi_memory_pool_options po = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    po.location_type = CUABI_LOCATION_HOST;
+    po.max_size = 1 << 20;
+    cuabi_ipc_pool_options io = CUABI_IPC_POOL_OPTIONS_INIT;
+    io.location_type = CUABI_LOCATION_HOST_NUMA;
+    io.location_id = 1;
+    STEP(cuabi_device_get(&d, 0));
+    STEP(cuabi_stream_create(&s, d, NULL));
+    STEP(cuabi_memory_resource_pool_create(&host, d, &po));
+    STEP(cuabi_buffer_allocate(&a, host, sizeof back, 0, s));
+    STEP(cuabi_buffer_memset(a, 0, 0x33, 1, sizeof back, s));
+    STEP(cuabi_ipc_pool_create(&numa, d, &io));
+    STEP(cuabi_buffer_allocate(&b, numa, sizeof back, 0, s));
+    STEP(cuabi_buffer_copy(b, 0, a, 0, sizeof back, s));
+    STEP(cuabi_stream_synchronize(s));
+    STEP(cuabi_ipc_pool_export(&fd, pd, sizeof pd, numa));
+    STEP(cuabi_ipc_buffer_export(bd, sizeof bd, b));
+    if (st == CUABI_SUCCESS) {
+        cuabi__ipc_put(pd + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(pd);
+        cuabi__ipc_put(bd + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+        cuabi__ipc_reseal(bd);
+    }
+    STEP(cuabi_ipc_pool_import(&mapped, fd, pd, sizeof pd));
+    STEP(cuabi_ipc_pool_buffer_import(&imp, mapped, bd, sizeof bd));
+    STEP(cuabi_buffer_copy_to_host(back, imp, 0, sizeof back, s));
+    STEP(cuabi_stream_synchronize(s));
+    if (st == CUABI_SUCCESS && back[63] != 0x33)
+        st = cuabi__error(CUABI_ERROR_INTERNAL, "sc_pinned_pool: the bytes did not arrive");
+    if (fd >= 0) close(fd);
+    if (imp) cuabi_buffer_destroy(imp);
+    if (mapped) cuabi_memory_resource_release(mapped);
+    if (b) cuabi_buffer_destroy(b);
+    if (a) cuabi_buffer_destroy(a);
+    if (numa) cuabi_memory_resource_release(numa);
+    if (host) cuabi_memory_resource_release(host);
+    if (s) cuabi_stream_release(s);
+    if (d) cuabi_device_release(d);
+    return st;
+}
+
 /* Green contexts (issue 26): the device's SMs, a dry run and a split, a
  * green context of two groups, workqueue configurations (a device's, a
  * green context made with one), its resource and a stream on it, a launch
@@ -1501,6 +1558,7 @@ static const scenario scenarios[] = {
     { "nvml", sc_nvml },
     { "vmm", sc_vmm }, { "memory_ext", sc_memory_ext },
     { "host_pool", sc_host_pool },
+    { "pinned_pool", sc_pinned_pool },
 };
 #define NUM_SCENARIOS (sizeof scenarios / sizeof *scenarios)
 

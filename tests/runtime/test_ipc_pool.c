@@ -3,7 +3,8 @@
  * through them, the SCM_RIGHTS helpers, and every refusal: NULLs, wrong
  * kinds, truncated / corrupt / other-host / same-process / stale
  * descriptors, the wrong pool, closed and foreign fds, allocation from a
- * mapped pool, driver failures; nothing leaks (handles, fake pools, imports,
+ * mapped pool, driver failures; pools in host memory (a NUMA node: their
+ * descriptors carry it, format 2) and forged locations; nothing leaks (handles, fake pools, imports,
  * fds). "Another process" is faked by rewriting the exporter pid to our
  * parent's and resealing, as test_multigpu does. */
 #include "testutil.h"
@@ -1246,6 +1247,312 @@ START_TEST(batch_import_refusals)
 }
 END_TEST
 
+/* ------------------------------------------- pools in host memory (pinned) */
+
+/* The access the fake driver gives `dev` to a pool in host memory that
+ * `r` (an exporter or a mapped pool) is over. */
+static CUmemAccess_flags host_access(cuabi_memory_resource *r, int dev)
+{
+    void *obj;
+    ck_assert_ok(cuabi__handle_get(r, CUABI__T_MEMORY_RESOURCE, &obj, "test"));
+    int row = fake_host_pool_index(((cuabi__memory_resource *)obj)->pool);
+    ck_assert_int_ge(row, 4);
+    return fake_host_pool_access[row][dev];
+}
+
+static cuabi_memory_resource *host_ipc_pool(cuabi_device *d, int node, uint64_t max_size)
+{
+    cuabi_ipc_pool_options o = CUABI_IPC_POOL_OPTIONS_INIT;
+    ck_assert_uint_eq(o.version, 2);
+    ck_assert_int_eq(o.location_type, CUABI_LOCATION_DEVICE);
+    o.location_type = CUABI_LOCATION_HOST_NUMA;
+    o.location_id = node;
+    o.max_size = max_size;
+    cuabi_memory_resource *r;
+    ck_assert_ok(cuabi_ipc_pool_create(&r, d, &o));
+    return r;
+}
+
+/* cuda.core's PinnedMemoryResource with ipc_enabled: an IPC pool on a host
+ * NUMA node. The exporter's buffers and the importer's are pinned memory,
+ * the descriptor carries the node (format 2), the importer's device gets
+ * read-write access to the imported pool, and the bytes go both ways. */
+START_TEST(host_pool_round_trip)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    cuabi_memory_resource *r = host_ipc_pool(dev1, 1, 8 << 20);
+    ck_assert_int_eq(fake_last_pool_props.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+    ck_assert_int_eq(fake_last_pool_props.location.id, 1);
+    ck_assert_int_eq(fake_last_pool_props.handleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    ck_assert_uint_eq(fake_last_pool_props.maxSize, 8 << 20);
+    cuabi_memory_kind kind;
+    ck_assert_ok(cuabi_memory_resource_kind(&kind, r));
+    ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+    ck_assert_ok(cuabi_pool_stats_get(&st, r));
+    ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST_NUMA);
+    ck_assert_int_eq(st.location_id, 1);
+    ck_assert_int_eq(st.ipc, 1);
+    ck_assert_int_eq(st.owned, 1);
+    ck_assert_uint_eq(st.max_size, 8 << 20);
+    cuabi_peer_access acc = CUABI_PEER_ACCESS_NONE;
+    ck_assert_ok(cuabi_peer_get_pool_access(&acc, r, dev1));
+    ck_assert_int_eq(acc, CUABI_PEER_ACCESS_READ_WRITE);
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_stream_create(&s, dev1, NULL));
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 3000, 0, s));
+    ck_assert_ok(cuabi_buffer_kind(&kind, b));
+    ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    ck_assert_ok(cuabi_buffer_memset(b, 0, 'p', 1, 3000, s));   /* the device writes */
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_int_eq(host_of(b)[2999], 'p');                      /* the host reads */
+    /* the pool's descriptor: format 2, the location after the frame */
+    int fd;
+    uint8_t pd[D], bd[D];
+    ck_assert_ok(cuabi_ipc_pool_export(&fd, pd, D, r));
+    ck_assert_uint_eq(cuabi__ipc_get(pd + CUABI__IPC_VERSION, 2), CUABI__IPC_FORMAT_HOST_POOL);
+    ck_assert_uint_eq(cuabi__ipc_get(pd + CUABI__IPC_POOL_LOCATION, 4), CUABI_LOCATION_HOST_NUMA);
+    ck_assert_uint_eq(cuabi__ipc_get(pd + CUABI__IPC_POOL_NODE, 4), 1);
+    cuabi_ipc_kind ik;
+    ck_assert_ok(cuabi_ipc_descriptor_kind(&ik, pd, D));
+    ck_assert_int_eq(ik, CUABI_IPC_POOL);
+    from_parent(pd);
+    /* buffer descriptors stay format 1 */
+    export_buffer(bd, b);
+    ck_assert_uint_eq(cuabi__ipc_get(bd + CUABI__IPC_VERSION, 2), CUABI__IPC_FORMAT);
+    /* the importer: a pinned mapped pool, opened to its device */
+    int grants = fake_host_pool_set_calls;
+    cuabi_memory_resource *m;
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, pd, D));
+    ck_assert_int_eq(fake_live_pools, pools + 2);
+    ck_assert_int_eq(fake_host_pool_set_calls, grants + 1);
+    ck_assert_ok(cuabi_memory_resource_kind(&kind, m));
+    ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    ck_assert_ok(cuabi_pool_stats_get(&st, m));
+    ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST_NUMA);
+    ck_assert_int_eq(st.location_id, 1);
+    ck_assert_int_eq(st.ipc, 2);
+    ck_assert_int_eq(st.owned, 0);
+    ck_assert_int_eq(host_access(m, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    ck_assert_int_eq(host_access(m, 0), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    cuabi_device *d;
+    ck_assert_ok(cuabi_memory_resource_device(&d, m));
+    ck_assert_ptr_eq(d, dev1);               /* the exporter's device, visible here */
+    cuabi_buffer *imp, *imps[1];
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp, m, bd, D));
+    ck_assert_ok(cuabi_buffer_kind(&kind, imp));
+    ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    ck_assert_ptr_eq(host_of(imp), host_of(b));
+    ck_assert_int_eq(host_of(imp)[1234], 'p');
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(imps, NULL, m, bd, D, 1));
+    ck_assert_ok(cuabi_buffer_kind(&kind, imps[0]));
+    ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    /* the importer writes (the device, then the host), the exporter reads */
+    ck_assert_ok(cuabi_buffer_memset(imp, 10, 'q', 1, 5, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    host_of(imp)[20] = 'r';
+    uint8_t back[32];
+    ck_assert_ok(cuabi_buffer_copy_to_host(back, b, 0, sizeof back, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    ck_assert_int_eq(back[9], 'p');
+    ck_assert_int_eq(back[10], 'q');
+    ck_assert_int_eq(back[14], 'q');
+    ck_assert_int_eq(back[20], 'r');
+    /* DLPack: host memory the device reaches */
+    cuabi_view *v;
+    int64_t shape[1] = { 3000 };
+    ck_assert_ok(cuabi_view_create(&v, imp, 0, CUABI_DTYPE_UINT, 8, 1, shape, NULL, 0));
+    DLManagedTensorVersioned *t;
+    ck_assert_ok(cuabi_view_to_dlpack_versioned(&t, v));
+    ck_assert_int_eq(t->dl_tensor.device.device_type, kDLCUDAHost);
+    t->deleter(t);
+    ck_assert_ok(cuabi_view_release(v));
+    /* a second import gives the live mapping */
+    cuabi_memory_resource *again;
+    ck_assert_ok(cuabi_ipc_pool_import(&again, fd, pd, D));
+    ck_assert_ptr_eq(again, m);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    ck_assert_ok(cuabi_buffer_destroy(imps[0]));
+    ck_assert_ok(cuabi_buffer_destroy(imp));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_int_eq(fake_pool_imports, 0);
+    ck_assert_int_eq(fake_live_pools, pools + 1);
+    ck_assert_ok(cuabi_buffer_free_async(b, s));
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+    close(fd);
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* A host pool's importer need not see the exporter's device: the pool is
+ * no device's, so it maps on this process's first device (device pools
+ * are refused, as before). */
+START_TEST(host_pool_import_without_the_exporters_device)
+{
+    cuabi_memory_resource *r = host_ipc_pool(dev1, 0, 0), *m;
+    int fd;
+    uint8_t pd[D], dd[D];
+    export_pool(&fd, pd, r);
+    memset(pd + CUABI__IPC_UUID, 0xee, 16);           /* a device not here */
+    cuabi__ipc_reseal(pd);
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, pd, D));
+    cuabi_device *d;
+    ck_assert_ok(cuabi_memory_resource_device(&d, m));
+    ck_assert_ptr_eq(d, dev0);
+    ck_assert_int_eq(host_access(m, 0), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    cuabi_buffer *b, *imp;
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 64, 0, NULL));
+    memset(host_of(b), 7, 64);
+    export_buffer(dd, b);
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&imp, m, dd, D));
+    ck_assert_int_eq(host_of(imp)[63], 7);   /* one process: the fake's exporter pool is
+                                                device 1's, so device 0 reads by the host */
+    ck_assert_ok(cuabi_buffer_destroy(imp));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    close(fd);
+    /* a device pool's descriptor with that UUID is still refused */
+    cuabi_memory_resource *dp = ipc_pool(dev0);
+    export_pool(&fd, pd, dp);
+    memset(pd + CUABI__IPC_UUID, 0xee, 16);
+    cuabi__ipc_reseal(pd);
+    pool_refused(fd, pd, D, CUABI_ERROR_IPC, "not visible");
+    close(fd);
+    ck_assert_ok(cuabi_memory_resource_release(dp));
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+/* Descriptors are hostile input: the location of a pool descriptor is
+ * range-checked (type, node, the bytes after it), format 2 belongs to pool
+ * descriptors only, a format 1 pool descriptor carries no handle bytes,
+ * and a mapped pool's id is bound to its location; the options refuse
+ * what the driver cannot do. Nothing is left behind. */
+START_TEST(host_pool_refusals)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    cuabi_memory_resource *r = (void *)1;
+    cuabi_ipc_pool_options o = CUABI_IPC_POOL_OPTIONS_INIT;
+    o.location_type = CUABI_LOCATION_HOST;
+    ck_assert_status(cuabi_ipc_pool_create(&r, dev0, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(r);
+    ck_assert_error_mentions("cuabi_ipc_pool_create");
+    ck_assert_error_mentions("CUABI_LOCATION_HOST_NUMA");
+    ck_assert_error_mentions("HOST_NUMA_ID");
+    const int bad_types[3] = { CUABI_LOCATION_NONE, CUABI_LOCATION_HOST_NUMA_CURRENT, 42 };
+    for (int i = 0; i < 3; i++) {
+        o.location_type = (cuabi_location_type)bad_types[i];
+        ck_assert_status(cuabi_ipc_pool_create(&r, dev0, &o), CUABI_ERROR_INVALID_ARGUMENT);
+        ck_assert_error_mentions("location_type");
+    }
+    o.location_type = CUABI_LOCATION_HOST_NUMA;
+    o.location_id = -3;
+    ck_assert_status(cuabi_ipc_pool_create(&r, dev0, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("not a NUMA node");
+    o.location_id = FAKE_NUMA_NODES;                  /* the driver refuses the node */
+    ck_assert_status(cuabi_ipc_pool_create(&r, dev0, &o), CUABI_ERROR_CUDA);
+    ck_assert_error_mentions("cuMemPoolCreate");
+    ck_assert_error_mentions("host NUMA node 2");
+    ck_assert_int_eq(fake_live_pools, pools);
+    /* a version 1 caller's struct ends before the location: a device pool */
+    cuabi_ipc_pool_options old;
+    ck_assert_ok(cuabi_ipc_pool_options_init(&old, 1));
+    old.location_type = (cuabi_location_type)77;
+    ck_assert_ok(cuabi_ipc_pool_create(&r, dev1, &old));
+    ck_assert_int_eq(fake_last_pool_props.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_last_pool_props.location.id, 1);
+    cuabi_memory_kind kind;
+    ck_assert_ok(cuabi_memory_resource_kind(&kind, r));
+    ck_assert_int_eq(kind, CUABI_MEMORY_DEVICE);
+    int dfd;
+    uint8_t dev_pd[D];
+    export_pool(&dfd, dev_pd, r);
+    ck_assert_uint_eq(cuabi__ipc_get(dev_pd + CUABI__IPC_VERSION, 2), CUABI__IPC_FORMAT);
+
+    cuabi_memory_resource *h = host_ipc_pool(dev0, 1, 0);
+    int fd;
+    uint8_t good[D], d[D];
+    export_pool(&fd, good, h);
+    struct { int at, bytes; uint64_t value; const char *needle; } forged[] = {
+        { CUABI__IPC_POOL_LOCATION, 4, CUABI_LOCATION_HOST, "location type 2" },
+        { CUABI__IPC_POOL_LOCATION, 4, CUABI_LOCATION_DEVICE, "location type 1" },
+        { CUABI__IPC_POOL_LOCATION, 4, 0, "location type 0" },
+        { CUABI__IPC_POOL_LOCATION, 4, 0xffffffffu, "location type 4294967295" },
+        { CUABI__IPC_POOL_NODE, 4, CUABI__IPC_NUMA_MAX + 1, "NUMA node 65536" },
+        { CUABI__IPC_POOL_NODE, 4, 0x80000000u, "NUMA node 2147483648" },
+        { CUABI__IPC_POOL_NODE + 4, 1, 1, "after its location" },
+        { CUABI__IPC_CHECKSUM - 1, 1, 0x80, "after its location" },
+        { CUABI__IPC_VERSION, 2, 3, "format version 3" },
+        { CUABI__IPC_VERSION, 2, 0, "format version 0" },
+    };
+    for (size_t i = 0; i < sizeof forged / sizeof *forged; i++) {
+        memcpy(d, good, D);
+        cuabi__ipc_put(d + forged[i].at, forged[i].value, forged[i].bytes);
+        cuabi__ipc_reseal(d);
+        pool_refused(fd, d, D, CUABI_ERROR_IPC, forged[i].needle);
+    }
+    /* the host pool's location written into a format 1 descriptor: handle
+     * bytes a pool descriptor of format 1 never has */
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_VERSION, CUABI__IPC_FORMAT, 2);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "handle bytes");
+    memcpy(d, dev_pd, D);
+    d[CUABI__IPC_HANDLE + 40] = 1;
+    cuabi__ipc_reseal(d);
+    pool_refused(dfd, d, D, CUABI_ERROR_IPC, "handle bytes");
+    /* format 2 on any other kind is forged: a buffer's descriptor */
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_allocate(&b, h, 64, 0, NULL));
+    export_buffer(d, b);
+    cuabi__ipc_put(d + CUABI__IPC_VERSION, CUABI__IPC_FORMAT_HOST_POOL, 2);
+    cuabi__ipc_reseal(d);
+    cuabi_ipc_kind ik;
+    ck_assert_status(cuabi_ipc_descriptor_kind(&ik, d, D), CUABI_ERROR_IPC);
+    ck_assert_error_mentions("format 2");
+    ck_assert_error_mentions("memory of an IPC pool");
+    /* the mapped pool's id is bound to its location */
+    cuabi_memory_resource *m;
+    ck_assert_ok(cuabi_ipc_pool_import(&m, fd, good, D));
+    memcpy(d, good, D);
+    cuabi__ipc_put(d + CUABI__IPC_POOL_NODE, 0, 4);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another location");
+    memcpy(d, good, D);           /* the same id as a device pool (format 1) */
+    cuabi__ipc_put(d + CUABI__IPC_VERSION, CUABI__IPC_FORMAT, 2);
+    memset(d + CUABI__IPC_HANDLE, 0, 64);
+    cuabi__ipc_reseal(d);
+    pool_refused(fd, d, D, CUABI_ERROR_IPC, "another location");
+    cuabi_memory_resource *again;
+    ck_assert_ok(cuabi_ipc_pool_import(&again, fd, good, D));
+    ck_assert_ptr_eq(again, m);
+    ck_assert_ok(cuabi_memory_resource_release(again));
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    /* a refused access grant in the importer leaves nothing mapped */
+    cuabi__fault_arm("cuMemPoolSetAccess", 1, false, CUDA_ERROR_NOT_PERMITTED);
+    pool_refused(fd, good, D, CUABI_ERROR_CUDA, "cuMemPoolSetAccess");
+    ck_assert_error_mentions("host NUMA node 1 pool");
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    close(fd);
+    close(dfd);
+    ck_assert_ok(cuabi_memory_resource_release(h));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ipc_pool");
@@ -1262,6 +1569,9 @@ static Suite *suite(void)
     tcase_add_test(tc, batch_round_trip);
     tcase_add_test(tc, batch_export_refusals);
     tcase_add_test(tc, batch_import_refusals);
+    tcase_add_test(tc, host_pool_round_trip);
+    tcase_add_test(tc, host_pool_import_without_the_exporters_device);
+    tcase_add_test(tc, host_pool_refusals);
     suite_add_tcase(s, tc);
     tc = tcase_create("fds");
     tcase_add_checked_fixture(tc, setup, teardown);

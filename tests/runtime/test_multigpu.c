@@ -441,11 +441,16 @@ START_TEST(ipc_bad_descriptors)
         d[i] ^= 0x10;
         refused(d, sizeof good, "corrupt");
     }
-    /* Another format version (even with a valid checksum). */
+    /* Another format version (even with a valid checksum); format 2 is a
+     * host pool's descriptor only (issue 24), forged on memory. */
+    memcpy(d, good, sizeof good);
+    cuabi__ipc_put(d + CUABI__IPC_VERSION, 3, 2);
+    cuabi__ipc_reseal(d);
+    refused(d, sizeof good, "version 3");
     memcpy(d, good, sizeof good);
     cuabi__ipc_put(d + CUABI__IPC_VERSION, 2, 2);
     cuabi__ipc_reseal(d);
-    refused(d, sizeof good, "version 2");
+    refused(d, sizeof good, "format 2");
     /* Another host. */
     memcpy(d, good, sizeof good);
     cuabi__ipc_put(d + CUABI__IPC_HOST, cuabi__ipc_host_hash() ^ 1, 8);

@@ -4,7 +4,8 @@
  * text, the pools of a location (device, host, NUMA node; a driver without
  * host pools; host pools opened to the resource's device, which the fake
  * requires of a device memset or copy there), the maximum size of created
- * pools, and every refusal. */
+ * pools, pools created in host memory (HOST, HOST_NUMA), and every
+ * refusal. */
 #include "testutil.h"
 #include "fake_multigpu.h"
 #include "runtime/memory.h"
@@ -365,6 +366,177 @@ START_TEST(host_pools_open_to_the_device)
 }
 END_TEST
 
+/* Pools created in host memory (cuabi_memory_pool_options version 3):
+ * HOST and HOST_NUMA, what the driver was asked for, the kind of the
+ * resource and its buffers, the device's access (granted at creation: the
+ * fake refuses device work on host-pool memory without it), stream-ordered
+ * allocation read through the host pointer, statistics, max_size, the
+ * refusals, and older struct versions that know no location. */
+START_TEST(created_host_pools)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    const cuabi_location_type types[2] = { CUABI_LOCATION_HOST, CUABI_LOCATION_HOST_NUMA };
+    for (int i = 0; i < 2; i++) {
+        cuabi_memory_pool_options o = CUABI_MEMORY_POOL_OPTIONS_INIT;
+        ck_assert_uint_eq(o.version, 3);
+        ck_assert_int_eq(o.location_type, CUABI_LOCATION_DEVICE);
+        o.location_type = types[i];
+        o.location_id = 1;              /* the node; ignored for HOST */
+        o.max_size = 32 << 20;
+        o.release_threshold = 4096;
+        int grants = fake_host_pool_set_calls;
+        cuabi_memory_resource *r;
+        ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev1, &o));
+        ck_assert_int_eq(fake_live_pools, pools + 1);
+        ck_assert_int_eq(fake_last_pool_props.location.type, (CUmemLocationType)types[i]);
+        ck_assert_int_eq(fake_last_pool_props.location.id, i == 0 ? 0 : 1);
+        ck_assert_int_eq(fake_last_pool_props.handleTypes, CU_MEM_HANDLE_TYPE_NONE);
+        ck_assert_int_eq(fake_last_pool_props.allocType, CU_MEM_ALLOCATION_TYPE_PINNED);
+        ck_assert_uint_eq(fake_last_pool_props.maxSize, 32 << 20);
+        ck_assert_uint_eq(fake_last_threshold, 4096);
+        /* device 1 was given read-write access (asked, then granted once) */
+        ck_assert_int_eq(fake_host_pool_set_calls, grants + 1);
+        cuabi_peer_access acc = CUABI_PEER_ACCESS_NONE;
+        ck_assert_ok(cuabi_peer_get_pool_access(&acc, r, dev1));
+        ck_assert_int_eq(acc, CUABI_PEER_ACCESS_READ_WRITE);
+        ck_assert_ok(cuabi_peer_get_pool_access(&acc, r, dev0));
+        ck_assert_int_eq(acc, CUABI_PEER_ACCESS_NONE);
+        cuabi_memory_kind kind;
+        ck_assert_ok(cuabi_memory_resource_kind(&kind, r));
+        ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+        cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+        ck_assert_ok(cuabi_pool_stats_get(&st, r));
+        ck_assert_int_eq(st.location_type, types[i]);
+        ck_assert_int_eq(st.location_id, i == 0 ? 0 : 1);
+        ck_assert_int_eq(st.owned, 1);
+        ck_assert_int_eq(st.ipc, 0);
+        ck_assert_uint_eq(st.max_size, 32 << 20);
+        uintptr_t raw;
+        ck_assert_ok(cuabi_memory_resource_pool(&raw, r));
+        ck_assert_uint_ne(raw, 0);
+        /* stream-ordered buffers of pinned memory; the device writes, the
+         * host reads the pointer itself */
+        cuabi_stream *s1;
+        ck_assert_ok(cuabi_stream_create(&s1, dev1, NULL));
+        cuabi_buffer *b;
+        ck_assert_ok(cuabi_buffer_allocate(&b, r, 1000, 0, s1));
+        ck_assert_ok(cuabi_buffer_kind(&kind, b));
+        ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+        ck_assert_ok(cuabi_buffer_memset(b, 0, 0x77, 1, 1000, s1));
+        ck_assert_ok(cuabi_stream_synchronize(s1));
+        uintptr_t p;
+        ck_assert_ok(cuabi_buffer_pointer(&p, b));
+        ck_assert_uint_eq(((uint8_t *)p)[0], 0x77);
+        ck_assert_uint_eq(((uint8_t *)p)[999], 0x77);
+        ((uint8_t *)p)[5] = 9;             /* and the host writes, the device reads */
+        uint8_t back[8];
+        ck_assert_ok(cuabi_buffer_copy_to_host(back, b, 0, sizeof back, s1));
+        ck_assert_ok(cuabi_stream_synchronize(s1));
+        ck_assert_uint_eq(back[5], 9);
+        ck_assert_ok(cuabi_pool_stats_get(&st, r));
+        ck_assert_uint_eq(st.used_current, 1000);
+        /* DLPack sees host memory the device can reach (kDLCUDAHost) */
+        cuabi_view *v;
+        int64_t shape[1] = { 1000 };
+        ck_assert_ok(cuabi_view_create(&v, b, 0, CUABI_DTYPE_UINT, 8, 1, shape, NULL, 0));
+        DLManagedTensorVersioned *t;
+        ck_assert_ok(cuabi_view_to_dlpack_versioned(&t, v));
+        ck_assert_int_eq(t->dl_tensor.device.device_type, kDLCUDAHost);
+        t->deleter(t);
+        ck_assert_ok(cuabi_view_release(v));
+        /* without the grant the fake refuses device work, as an H100 does */
+        fake_host_pool_access[fake_host_pool_index((CUmemoryPool)raw)][1] =
+            CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        ck_assert_status(cuabi_buffer_memset(b, 0, 0, 1, 16, s1), CUABI_ERROR_CUDA);
+        ck_assert_ok(cuabi_buffer_free_async(b, s1));
+        ck_assert_ok(cuabi_stream_release(s1));
+        ck_assert_ok(cuabi_memory_resource_release(r));
+        ck_assert_int_eq(fake_live_pools, pools);   /* owned: destroyed with it */
+    }
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
+START_TEST(created_host_pool_refusals)
+{
+    size_t live = cuabi__handle_live_count();
+    int pools = fake_live_pools;
+    cuabi_memory_resource *r = (void *)1;
+    cuabi_memory_pool_options o = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    const int bad_types[4] = { CUABI_LOCATION_NONE, CUABI_LOCATION_HOST_NUMA_CURRENT, 99, -1 };
+    for (int i = 0; i < 4; i++) {
+        o.location_type = (cuabi_location_type)bad_types[i];
+        ck_assert_status(cuabi_memory_resource_pool_create(&r, dev0, &o),
+                         CUABI_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_null(r);
+        ck_assert_error_mentions("cuabi_memory_resource_pool_create");
+        ck_assert_error_mentions("location_type");
+    }
+    o.location_type = CUABI_LOCATION_HOST_NUMA;
+    o.location_id = -1;
+    ck_assert_status(cuabi_memory_resource_pool_create(&r, dev0, &o), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("not a NUMA node");
+    /* a node the host does not have: the driver's refusal, explained */
+    o.location_id = FAKE_NUMA_NODES;
+    ck_assert_status(cuabi_memory_resource_pool_create(&r, dev0, &o), CUABI_ERROR_CUDA);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(cuabi_last_error()->cu_result, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_error_mentions("cuMemPoolCreate");
+    ck_assert_error_mentions("host NUMA node 2");
+    ck_assert_error_mentions("HOST_NUMA_MEMORY_POOLS_SUPPORTED");
+    /* a refused grant destroys the pool again and names the call */
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuMemPoolSetAccess = refuse_set_access;
+    o.location_id = 0;
+    ck_assert_status(cuabi_memory_resource_pool_create(&r, dev1, &o), CUABI_ERROR_CUDA);
+    ck_assert_ptr_null(r);
+    ck_assert_error_mentions("cuMemPoolSetAccess");
+    ck_assert_error_mentions("device 1");
+    ck_assert_error_mentions("host NUMA node 0 pool");
+    ck_assert_int_eq(fake_live_pools, pools);
+    d->cuMemPoolSetAccess = fake_cuMemPoolSetAccess;
+    /* a driver without cuMemPoolGetAccess: nothing is made */
+    d->cuMemPoolGetAccess = NULL;
+    o.location_type = CUABI_LOCATION_HOST;
+    ck_assert_status(cuabi_memory_resource_pool_create(&r, dev1, &o),
+                     CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
+    ck_assert_int_eq(fake_live_pools, pools);
+    d->cuMemPoolGetAccess = fake_cuMemPoolGetAccess;
+    /* older callers pass shorter structs: what lies past them is not read
+     * (here: a location that would be refused), so the pool is the device's */
+    for (unsigned v = 1; v <= 2; v++) {
+        cuabi_memory_pool_options old;
+        ck_assert_ok(cuabi_memory_pool_options_init(&old, v));
+        ck_assert_uint_eq(old.version, v);
+        old.location_type = (cuabi_location_type)99;
+        old.location_id = -5;
+        old.max_size = 1 << 20;            /* read from version 2 only */
+        ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev0, &old));
+        ck_assert_int_eq(fake_last_pool_props.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+        ck_assert_int_eq(fake_last_pool_props.location.id, 0);
+        ck_assert_uint_eq(fake_last_pool_props.maxSize, v >= 2 ? 1 << 20 : 0);
+        cuabi_memory_kind kind;
+        ck_assert_ok(cuabi_memory_resource_kind(&kind, r));
+        ck_assert_int_eq(kind, CUABI_MEMORY_DEVICE);
+        cuabi_pool_stats st = CUABI_POOL_STATS_INIT;
+        ck_assert_ok(cuabi_pool_stats_get(&st, r));
+        ck_assert_int_eq(st.location_type, CUABI_LOCATION_DEVICE);
+        ck_assert_ok(cuabi_memory_resource_release(r));
+    }
+    /* version 3 with the default location: the device, location_id ignored */
+    cuabi_memory_pool_options dflt = CUABI_MEMORY_POOL_OPTIONS_INIT;
+    dflt.location_id = 7;
+    ck_assert_ok(cuabi_memory_resource_pool_create(&r, dev1, &dflt));
+    ck_assert_int_eq(fake_last_pool_props.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    ck_assert_int_eq(fake_last_pool_props.location.id, 1);
+    ck_assert_ok(cuabi_memory_resource_release(r));
+    ck_assert_int_eq(fake_live_pools, pools);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pool");
@@ -375,6 +547,8 @@ static Suite *suite(void)
     tcase_add_test(tc, summary_and_text);
     tcase_add_test(tc, pools_of_a_location);
     tcase_add_test(tc, host_pools_open_to_the_device);
+    tcase_add_test(tc, created_host_pools);
+    tcase_add_test(tc, created_host_pool_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

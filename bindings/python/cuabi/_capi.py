@@ -258,13 +258,15 @@ class cuabi_memory_resource_callbacks(C.Structure):
 
 
 class cuabi_memory_pool_options(C.Structure):
-    """How to create a device memory pool."""
+    """How to create a memory pool: on the device (the default) or, from version 3, in host memory."""
     _fields_ = [
         ('version', C.c_uint),
         ('release_threshold', C.c_uint64),
         ('max_size', C.c_uint64),
+        ('location_type', C.c_int),
+        ('location_id', C.c_int),
     ]
-    _cuabi_version_ = 2
+    _cuabi_version_ = 3
 
 
 # ---- buffer
@@ -935,13 +937,15 @@ CUABI_IPC_POOL_MAPPED = 2
 
 
 class cuabi_ipc_pool_options(C.Structure):
-    """How to create an IPC-enabled memory pool."""
+    """How to create an IPC-enabled memory pool: on the device (the default) or, from version 2, in the memory of a host NUMA node."""
     _fields_ = [
         ('version', C.c_uint),
         ('max_size', C.c_uint64),
         ('release_threshold', C.c_uint64),
+        ('location_type', C.c_int),
+        ('location_id', C.c_int),
     ]
-    _cuabi_version_ = 1
+    _cuabi_version_ = 2
 
 
 
@@ -1718,7 +1722,7 @@ VERSIONED = {
     'cuabi_stream_options': 1,
     'cuabi_event_options': 1,
     'cuabi_memory_resource_callbacks': 1,
-    'cuabi_memory_pool_options': 2,
+    'cuabi_memory_pool_options': 3,
     'cuabi_view_info': 1,
     'cuabi_kernel_resources': 1,
     'cuabi_linker_options': 2,
@@ -1744,7 +1748,7 @@ VERSIONED = {
     'cuabi_tensormap_info': 1,
     'cuabi_graph_instantiate_options': 1,
     'cuabi_graph_update_info': 1,
-    'cuabi_ipc_pool_options': 1,
+    'cuabi_ipc_pool_options': 2,
     'cuabi_array_desc': 1,
     'cuabi_array_info': 1,
     'cuabi_array_region': 1,

@@ -147,9 +147,14 @@ def _rebuild_handle(dup, descriptor):
 
 # --------------------------------------------------------------- exporter
 
-def create(cls, device, max_size, release_threshold):
+def create(cls, device, max_size, release_threshold, location_type=None, location_id=0):
+    """An IPC pool of class `cls` on the device, or (location_type
+    CUABI_LOCATION_HOST_NUMA) in host NUMA node location_id's memory."""
     from ._core import _as_device    # lazy: import time (cuabi.IPCAllocationHandle alone)
     opts = new_struct(_capi.cuabi_ipc_pool_options)
+    if location_type is not None:
+        opts.location_type = location_type
+        opts.location_id = location_id
     if max_size:
         opts.max_size = index_arg(max_size, "ipc_pool: max_size")
     if release_threshold is not None:
@@ -393,8 +398,9 @@ def from_descriptor(fd, descriptor):
         return mr
     mr = _mapped.get(key)
     if mr is None or mr.closed:
-        # MemoryResource: cuabi._memory, the layer above (through cuabi._lib.hooks).
-        mr = _mapped[key] = hooks.memory_resource_class()._wrap(
+        # MemoryResource: cuabi._memory, the layer above (through cuabi._lib.hooks);
+        # a pool in host memory is its PinnedMemoryResource.
+        mr = _mapped[key] = hooks.memory_resource_class()._of_mapped(
             call("cuabi_ipc_pool_import", int(fd), d or None, len(d)))
     return mr
 
@@ -619,7 +625,7 @@ def import_buffers(cls, mr, descriptors, what="Buffer.from_ipc_descriptors"):
                     raise_last(st, "cuabi_ipc_pool_buffers_import")
                 except CuabiError as e:
                     raise _renumber(e, "descriptors", at) from None
-            bufs.extend(_imported(cls, hs[k], addrs[k]) for k in range(n))
+            bufs.extend(_imported(cls, hs[k], addrs[k], mr) for k in range(n))
     except BaseException:
         for b in bufs:                  # all or nothing, across parts too
             b.close()
@@ -632,7 +638,7 @@ def import_buffer(cls, mr, descriptor):
     return _import_one(cls, mr, d)
 
 
-def _imported(cls, h, address):
+def _imported(cls, h, address, mr):
     """The Buffer object of an imported handle: Buffer._wrap's fields, set
     directly (one object and its finalizer per buffer, nothing else)."""
     buf = cls.__new__(cls)
@@ -640,6 +646,7 @@ def _imported(cls, h, address):
     buf._ptr = address
     buf._stream = False         # no stream known (Buffer._wrap's)
     buf._mapped = True          # Buffer.is_mapped
+    buf._mr = mr                # Buffer.memory_resource: the mapped pool's object, as cuda.core
     return buf
 
 
@@ -658,7 +665,7 @@ def _import_one(cls, mr, d):
         done(mr)
     if st:
         raise_last(st, "cuabi_ipc_pool_buffer_import")
-    return _imported(cls, out.value, addr.value or None)
+    return _imported(cls, out.value, addr.value or None, mr)
 
 
 _resource_class = _buffer_class = None

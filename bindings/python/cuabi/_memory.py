@@ -11,7 +11,7 @@ from ._core import Device, Stream, _as_device, device_count
 from ._handle import Handle
 from ._lib import (call, done, hooks, lib, new_struct, raise_last, raw, struct_to_namespace,
                    swap_release, use)
-from .errors import ClosedHandleError, U32_MAX, bytes_arg, error_class, index_arg
+from .errors import ClosedHandleError, INT_MAX, U32_MAX, bytes_arg, error_class, index_arg
 
 HOST, DEVICE, PINNED, MANAGED = (_capi.CUABI_MEMORY_HOST, _capi.CUABI_MEMORY_DEVICE,
                                  _capi.CUABI_MEMORY_PINNED, _capi.CUABI_MEMORY_MANAGED)
@@ -268,6 +268,18 @@ class MemoryResource(Handle):
         return _ipc_pool.allocation_handle(self)
 
     @classmethod
+    def _of_mapped(cls, h) -> "MemoryResource":
+        """The object of a pool mapped from another process (cuabi._ipc_pool):
+        a PinnedMemoryResource for a pool in host memory, else a
+        MemoryResource."""
+        mr = MemoryResource._wrap(h)
+        if mr.kind != "pinned":
+            return mr
+        pinned = PinnedMemoryResource._shared(mr)
+        mr.close()
+        return pinned
+
+    @classmethod
     def from_allocation_handle(cls, device, handle) -> "MemoryResource":
         """Map a pool another process exported, from its IPCAllocationHandle
         (or a (fd, descriptor) pair): a resource that receives its buffers
@@ -480,10 +492,8 @@ class DeviceMemoryResource(_Registered, MemoryResource):
         if options.ipc_enabled:
             from . import _ipc_pool          # lazy: import time
             return _ipc_pool.create(cls, dev, options.max_size, None)
-        if options.max_size:
-            raise NotImplementedError("DeviceMemoryResourceOptions(max_size=) of a pool "
-                                      "without IPC: not yet in cuabi (issue 25)")
         opts = new_struct(_capi.cuabi_memory_pool_options)
+        opts.max_size = index_arg(options.max_size, "DeviceMemoryResourceOptions: max_size")
         return cls._wrap(call("cuabi_memory_resource_pool_create", dev, C.byref(opts)))
 
     def __init__(self, device_id=..., options=None):
@@ -492,8 +502,11 @@ class DeviceMemoryResource(_Registered, MemoryResource):
 
 @dataclass
 class PinnedMemoryResourceOptions:
-    """cuda.core's PinnedMemoryResourceOptions. cuabi's pinned memory is
-    cuMemAllocHost (not a pool): ipc_enabled and max_size are not yet."""
+    """cuda.core's PinnedMemoryResourceOptions: ipc_enabled makes an
+    IPC-enabled pool (on a host NUMA node: `numa_id`, else the current
+    device's host_numa_id); max_size the pool's size limit (0: the
+    driver's default); numa_id the host NUMA node (None: OS-managed
+    placement, CU_MEM_LOCATION_TYPE_HOST, unless ipc_enabled)."""
     ipc_enabled: bool = False
     max_size: int = 0
     numa_id: int | None = None
@@ -511,25 +524,121 @@ class LegacyPinnedMemoryResource(MemoryResource):
         return -1                   # cuda.core: host memory, no device
 
 
-class PinnedMemoryResource(_Registered, LegacyPinnedMemoryResource):
-    """cuda.core's PinnedMemoryResource, as cuabi has it: page-locked host
-    memory (cuMemAllocHost, not a stream-ordered pool: frees are
-    synchronous). IPC-enabled pinned pools are not yet (issue 25)."""
+_LOC_HOST, _LOC_HOST_NUMA = _capi.CUABI_LOCATION_HOST, _capi.CUABI_LOCATION_HOST_NUMA
 
-    def __init__(self, options: PinnedMemoryResourceOptions | dict | None = None):
+
+def _pinned_numa_id(options) -> int:
+    """The NUMA node of a new pinned pool (-1: OS-managed placement), as
+    cuda.core derives it."""
+    if options.numa_id is not None:
+        if isinstance(options.numa_id, int) and not isinstance(options.numa_id, bool) \
+                and options.numa_id < 0:
+            raise ValueError(f"numa_id must be >= 0, got {options.numa_id}")
+        return index_arg(options.numa_id, "PinnedMemoryResourceOptions: numa_id", 0, INT_MAX)
+    if not options.ipc_enabled:
+        return -1
+    node = _as_device(None).properties.host_numa_id
+    if node < 0:
+        raise RuntimeError("Cannot determine host NUMA ID for IPC-enabled pinned memory pool. "
+                           "The system may not support NUMA, or no CUDA context is active. Set "
+                           "numa_id explicitly or call Device.set_current() first.")
+    return node
+
+
+class PinnedMemoryResource(_Registered, MemoryResource):
+    """cuda.core's PinnedMemoryResource: a stream-ordered pool of page-locked
+    host memory, reachable from the device. PinnedMemoryResource() is the
+    driver's current pool of the host (cuabi_pool_at_location: not owned,
+    close() leaves it); PinnedMemoryResource(options) creates a pool, owned
+    by the resource: at CU_MEM_LOCATION_TYPE_HOST, or on a host NUMA node
+    (options.numa_id; with options.ipc_enabled the current device's
+    host_numa_id unless numa_id says), IPC-enabled with ipc_enabled (its
+    allocation_handle, from_allocation_handle(handle), pickling through
+    multiprocessing as DeviceMemoryResource's IPC pools). Buffers are
+    "pinned": host- and device-accessible (DLPack kDLCUDAHost). The
+    current device orders stream-less calls and gets read-write access.
+    cuMemAllocHost memory is LegacyPinnedMemoryResource."""
+
+    def __new__(cls, options: PinnedMemoryResourceOptions | dict | None = None):
         if isinstance(options, dict):
             options = PinnedMemoryResourceOptions(**options)
-        o = options or PinnedMemoryResourceOptions()
-        if o.ipc_enabled or o.max_size:
-            raise NotImplementedError("PinnedMemoryResourceOptions(ipc_enabled=, max_size=): "
-                                      "cuabi has no pinned pool yet (issue 25)")
-        self._numa_id = o.numa_id
-        LegacyPinnedMemoryResource.__init__(self)
+        dev = _as_device(None)
+        if options is None:
+            return cls._wrap(call("cuabi_pool_at_location", dev, _LOC_HOST, 0,
+                                  _capi.CUABI_POOL_CURRENT))
+        if not isinstance(options, PinnedMemoryResourceOptions):
+            raise TypeError(f"PinnedMemoryResource: options must be a "
+                            f"PinnedMemoryResourceOptions, a dict or None, not "
+                            f"{type(options).__name__}")
+        numa = _pinned_numa_id(options)
+        max_size = index_arg(options.max_size, "PinnedMemoryResourceOptions: max_size")
+        if options.ipc_enabled:
+            from . import _ipc_pool          # lazy: import time
+            return _ipc_pool.create(cls, dev, max_size, None, _LOC_HOST_NUMA, numa)
+        opts = new_struct(_capi.cuabi_memory_pool_options)
+        opts.max_size = max_size
+        opts.location_type = _LOC_HOST if numa < 0 else _LOC_HOST_NUMA
+        opts.location_id = max(numa, 0)
+        return cls._wrap(call("cuabi_memory_resource_pool_create", dev, C.byref(opts)))
+
+    def __init__(self, options=None):
+        pass                                # made by __new__
+
+    @classmethod
+    def _wrap(cls, value: int):
+        obj = object.__new__(cls)           # not __new__: PinnedMemoryResource() makes a pool
+        Handle.__init__(obj, value)
+        return obj
+
+    @classmethod
+    def from_allocation_handle(cls, alloc_handle) -> "PinnedMemoryResource":
+        """cuda.core's from_allocation_handle: map the pinned pool another
+        process exported, from its IPCAllocationHandle (or an (fd,
+        descriptor) pair; cuabi needs the descriptor, so a bare fd is a
+        TypeError). A resource that receives the exporter's buffers and
+        cannot allocate; a pool is mapped once per process. The fd is not
+        closed: close the handle."""
+        if isinstance(alloc_handle, int):
+            raise TypeError("PinnedMemoryResource.from_allocation_handle: cuabi maps a pool from "
+                            "its IPCAllocationHandle (the fd and the pool's descriptor), not a "
+                            "bare file descriptor")
+        from . import _ipc_pool              # lazy: import time
+        fd, desc = (alloc_handle.handle, alloc_handle.descriptor) \
+            if hasattr(alloc_handle, "descriptor") else alloc_handle
+        mr = _ipc_pool.from_descriptor(fd, desc)
+        if not isinstance(mr, PinnedMemoryResource):
+            raise TypeError("PinnedMemoryResource.from_allocation_handle: the handle is a device "
+                            "pool's (DeviceMemoryResource.from_allocation_handle maps it)")
+        return mr
+
+    @property
+    def allocation_handle(self):
+        """The pool's shareable handle (an IPCAllocationHandle: a new fd,
+        yours to close, and the pool's descriptor); RuntimeError when the
+        pool is not IPC-enabled, as cuda.core."""
+        if not self.is_ipc_enabled:
+            raise RuntimeError("Memory resource is not IPC-enabled")
+        return self.get_allocation_handle()
+
+    @property
+    def device_id(self) -> int:
+        """-1: pinned memory is host memory, no device's (cuda.core)."""
+        return -1
 
     @property
     def numa_id(self) -> int:
-        n = getattr(self, "_numa_id", None)
-        return -1 if n is None else n
+        """The host NUMA node of the pool, or -1 for OS-managed placement
+        (CU_MEM_LOCATION_TYPE_HOST)."""
+        st = call("cuabi_pool_stats_get", self)
+        return st.location_id if st.location_type == _LOC_HOST_NUMA else -1
+
+    @property
+    def is_device_accessible(self) -> bool:
+        return True
+
+    @property
+    def is_host_accessible(self) -> bool:
+        return True
 
 
 class GraphMemoryResource(MemoryResource):

@@ -212,8 +212,10 @@ def test_pinned_resources_and_dlpack(dev):
         assert b.__dlpack_device__()[0] == 3             # kDLCUDAHost
         b.close()
     assert cuabi.PinnedMemoryResource().numa_id == -1
-    with pytest.raises(NotImplementedError, match="issue 25"):
-        cuabi.PinnedMemoryResource(cuabi.PinnedMemoryResourceOptions(ipc_enabled=True))
+    # a pool since issue 24 (fake_pinned_pool_checks.py has the rest)
+    ipc = cuabi.PinnedMemoryResource(cuabi.PinnedMemoryResourceOptions(ipc_enabled=True))
+    assert ipc.is_ipc_enabled and ipc.numa_id == dev.properties.host_numa_id
+    ipc.close()
 
 
 def test_graph_memory_resource_needs_a_capture(dev):

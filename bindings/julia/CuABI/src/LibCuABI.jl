@@ -1106,14 +1106,16 @@ end
 const CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION = Cuint(1)
 
 """
-How to create a device memory pool.
+How to create a memory pool: on the device (the default) or, from version 3, in host memory.
 """
 struct cuabi_memory_pool_options
     version::Cuint
     release_threshold::UInt64
     max_size::UInt64
+    location_type::cuabi_location_type
+    location_id::Cint
 end
-const CUABI_MEMORY_POOL_OPTIONS_VERSION = Cuint(2)
+const CUABI_MEMORY_POOL_OPTIONS_VERSION = Cuint(3)
 
 """
 cuabi_memory_resource_retain(handle)
@@ -1197,7 +1199,7 @@ end
 """
 cuabi_memory_resource_pool_create(out, device, options)
 
-A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last reference (after its last buffer).
+A new stream-ordered memory pool (cuMemPoolCreate) on the device, or in host memory (options->location_type CUABI_LOCATION_HOST / CUABI_LOCATION_HOST_NUMA, version 3: a pool of page-locked host memory whose buffers are CUABI_MEMORY_PINNED, with read-write access granted to `device`, which orders stream-less calls), destroyed with the resource's last reference (after its last buffer). CUABI_ERROR_INVALID_ARGUMENT for another location type or a negative NUMA node.
 
 - `out` [out, ownership transferred]
 - `options` [may be C_NULL] NULL for the defaults.
@@ -6489,14 +6491,16 @@ const CUABI_IPC_POOL_EXPORTER = cuabi_ipc_pool_role(1)
 const CUABI_IPC_POOL_MAPPED = cuabi_ipc_pool_role(2)
 
 """
-How to create an IPC-enabled memory pool.
+How to create an IPC-enabled memory pool: on the device (the default) or, from version 2, in the memory of a host NUMA node.
 """
 struct cuabi_ipc_pool_options
     version::Cuint
     max_size::UInt64
     release_threshold::UInt64
+    location_type::cuabi_location_type
+    location_id::Cint
 end
-const CUABI_IPC_POOL_OPTIONS_VERSION = Cuint(1)
+const CUABI_IPC_POOL_OPTIONS_VERSION = Cuint(2)
 
 """
 cuabi_ipc_pool_options_init(opts, version)
@@ -6621,7 +6625,7 @@ end
 """
 cuabi_ipc_pool_create(out, device, options)
 
-An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
+An IPC-enabled stream-ordered memory pool on the device, or in a host NUMA node's page-locked memory (options->location_type CUABI_LOCATION_HOST_NUMA, version 2; the device gets read-write access to it) (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
 
 - `out` [out, ownership transferred]
 - `options` [may be C_NULL] NULL for the defaults.
@@ -6659,7 +6663,7 @@ end
 """
 cuabi_ipc_pool_import(out, fd, descriptor, size)
 
-Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource on the device with the descriptor's UUID (of kind CUABI_MEMORY_DEVICE; for a pool in host memory, whose descriptor carries its NUMA node, of kind CUABI_MEMORY_PINNED, on the first device of this process when the exporter's device is not visible here, with read-write access granted to that device) that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
 
 - `out` [out, ownership transferred]
 
@@ -6672,7 +6676,7 @@ end
 """
 cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
 
-Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
 
 - `out` [out, ownership transferred]
 
@@ -10910,7 +10914,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_stream_options", cuabi_stream_options, ["version", "flags", "priority"]),
     ("cuabi_event_options", cuabi_event_options, ["version", "flags"]),
     ("cuabi_memory_resource_callbacks", cuabi_memory_resource_callbacks, ["version", "allocate", "deallocate", "release_payload", "kind", "stream_ordered"]),
-    ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold", "max_size"]),
+    ("cuabi_memory_pool_options", cuabi_memory_pool_options, ["version", "release_threshold", "max_size", "location_type", "location_id"]),
     ("cuabi_view_info", cuabi_view_info, ["version", "data", "byte_offset", "device_type", "device_id", "dtype_code", "dtype_bits", "dtype_lanes", "ndim", "shape", "strides", "flags", "itemsize", "size"]),
     ("cuabi_kernel_resources", cuabi_kernel_resources, ["version", "arch", "registers", "shared_static_bytes", "const_bytes", "local_bytes", "stack_bytes", "max_threads_per_block", "max_threads", "required_threads", "max_registers", "barriers", "param_bytes", "param_count", "cluster_dim", "max_cluster_rank", "code_bytes"]),
     ("cuabi_linker_options", cuabi_linker_options, ["version", "arch", "lto", "optimization", "debug", "line_info", "ftz", "prec_div", "prec_sqrt", "fma", "max_registers", "verbose", "extra_options", "extra_option_count", "cache"]),
@@ -10936,7 +10940,7 @@ const STRUCT_LAYOUTS = [
     ("cuabi_tensormap_info", cuabi_tensormap_info, ["version", "kind", "data_type", "rank", "address", "shape", "byte_strides", "box", "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "device"]),
     ("cuabi_graph_instantiate_options", cuabi_graph_instantiate_options, ["version", "flags", "upload_stream"]),
     ("cuabi_graph_update_info", cuabi_graph_update_info, ["version", "result", "node_index", "from_node_index", "node_type"]),
-    ("cuabi_ipc_pool_options", cuabi_ipc_pool_options, ["version", "max_size", "release_threshold"]),
+    ("cuabi_ipc_pool_options", cuabi_ipc_pool_options, ["version", "max_size", "release_threshold", "location_type", "location_id"]),
     ("cuabi_array_desc", cuabi_array_desc, ["version", "width", "height", "depth", "format", "num_channels", "flags"]),
     ("cuabi_array_info", cuabi_array_info, ["version", "width", "height", "depth", "format", "num_channels", "flags", "dims", "layers", "element_size", "block", "size_bytes", "level", "num_levels", "device", "native"]),
     ("cuabi_array_region", cuabi_array_region, ["version", "x", "y", "z", "width", "height", "depth"]),

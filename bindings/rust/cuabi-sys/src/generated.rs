@@ -879,7 +879,7 @@ impl Default for cuabi_memory_resource_callbacks {
 /// Current version of cuabi_memory_resource_callbacks.
 pub const CUABI_MEMORY_RESOURCE_CALLBACKS_VERSION: c_uint = 1;
 
-/// How to create a device memory pool.
+/// How to create a memory pool: on the device (the default) or, from version 3, in host memory.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_memory_pool_options {
@@ -889,6 +889,10 @@ pub struct cuabi_memory_pool_options {
     pub release_threshold: u64,
     /// Most bytes the pool may reserve (CUmemPoolProps.maxSize; reported by cuabi_pool_stats_get); 0 for the driver's default.
     pub max_size: u64,
+    /// Where the pool's memory lives (CUmemPoolProps.location): CUABI_LOCATION_DEVICE (the default: the device given; location_id is ignored), CUABI_LOCATION_HOST (page-locked host memory, OS-managed placement; location_id is ignored) or CUABI_LOCATION_HOST_NUMA (page-locked memory of host NUMA node location_id). A host pool's buffers are of kind CUABI_MEMORY_PINNED (DLPack kDLCUDAHost): host- and device-accessible, and the device given gets read-write access to the pool. Host pools need a CUDA 13 driver and a device with CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED (HOST) or CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED (HOST_NUMA).
+    pub location_type: cuabi_location_type,
+    /// The NUMA node (0 or more) for CUABI_LOCATION_HOST_NUMA; ignored otherwise.
+    pub location_id: c_int,
 }
 
 impl Default for cuabi_memory_pool_options {
@@ -899,7 +903,7 @@ impl Default for cuabi_memory_pool_options {
 }
 
 /// Current version of cuabi_memory_pool_options.
-pub const CUABI_MEMORY_POOL_OPTIONS_VERSION: c_uint = 2;
+pub const CUABI_MEMORY_POOL_OPTIONS_VERSION: c_uint = 3;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -917,7 +921,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_memory_resource_device_default(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device) -> cuabi_status;
-    /// A new stream-ordered device memory pool (cuMemPoolCreate), destroyed with the resource's last reference (after its last buffer).
+    /// A new stream-ordered memory pool (cuMemPoolCreate) on the device, or in host memory (options->location_type CUABI_LOCATION_HOST / CUABI_LOCATION_HOST_NUMA, version 3: a pool of page-locked host memory whose buffers are CUABI_MEMORY_PINNED, with read-write access granted to `device`, which orders stream-less calls), destroyed with the resource's last reference (after its last buffer). CUABI_ERROR_INVALID_ARGUMENT for another location type or a negative NUMA node.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_memory_resource_pool_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_memory_pool_options) -> cuabi_status;
@@ -4158,7 +4162,7 @@ pub const CUABI_IPC_POOL_NONE: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_
 pub const CUABI_IPC_POOL_EXPORTER: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_IPC_POOL_EXPORTER;
 pub const CUABI_IPC_POOL_MAPPED: cuabi_ipc_pool_role = cuabi_ipc_pool_role::CUABI_IPC_POOL_MAPPED;
 
-/// How to create an IPC-enabled memory pool.
+/// How to create an IPC-enabled memory pool: on the device (the default) or, from version 2, in the memory of a host NUMA node.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct cuabi_ipc_pool_options {
@@ -4168,6 +4172,10 @@ pub struct cuabi_ipc_pool_options {
     pub max_size: u64,
     /// As in cuabi_memory_pool_options: bytes the pool keeps reserved at a synchronisation.
     pub release_threshold: u64,
+    /// Where the pool's memory lives: CUABI_LOCATION_DEVICE (the default: the device given; location_id is ignored) or CUABI_LOCATION_HOST_NUMA (page-locked memory of host NUMA node location_id; its buffers are CUABI_MEMORY_PINNED in the exporter and in every importer). CUABI_LOCATION_HOST is refused (CUABI_ERROR_INVALID_ARGUMENT): the driver makes no IPC-capable pool without a NUMA node (cuMemPoolCreate: HOST pools take no handle type); the device's nearest node is its CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID.
+    pub location_type: cuabi_location_type,
+    /// The NUMA node (0 or more) for CUABI_LOCATION_HOST_NUMA; ignored otherwise.
+    pub location_id: c_int,
 }
 
 impl Default for cuabi_ipc_pool_options {
@@ -4178,7 +4186,7 @@ impl Default for cuabi_ipc_pool_options {
 }
 
 /// Current version of cuabi_ipc_pool_options.
-pub const CUABI_IPC_POOL_OPTIONS_VERSION: c_uint = 1;
+pub const CUABI_IPC_POOL_OPTIONS_VERSION: c_uint = 2;
 
 #[link(name = "cuabi")]
 unsafe extern "C" {
@@ -4210,7 +4218,7 @@ unsafe extern "C" {
     pub fn cuabi_ipc_event_import(out: *mut *mut cuabi_event, descriptor: *const u8, size: usize) -> cuabi_status;
     /// Check a descriptor's framing (magic, version, size, checksum, host) without the driver and say what it describes. CUABI_ERROR_IPC with the reason when it is not importable here.
     pub fn cuabi_ipc_descriptor_kind(out: *mut cuabi_ipc_kind, descriptor: *const u8, size: usize) -> cuabi_status;
-    /// An IPC-enabled stream-ordered memory pool on the device (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
+    /// An IPC-enabled stream-ordered memory pool on the device, or in a host NUMA node's page-locked memory (options->location_type CUABI_LOCATION_HOST_NUMA, version 2; the device gets read-write access to it) (cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR): allocate from it with cuabi_buffer_allocate as from any pool, export it once with cuabi_ipc_pool_export(), and its buffers with cuabi_ipc_buffer_export(). The pool gets a random 64-bit id that its descriptors carry. Destroyed with the resource's last reference (after its last buffer).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_create(out: *mut *mut cuabi_memory_resource, device: *mut cuabi_device, options: *const cuabi_ipc_pool_options) -> cuabi_status;
@@ -4218,11 +4226,11 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_export(fd: *mut c_int, out: *mut u8, out_size: usize, pool: *mut cuabi_memory_resource) -> cuabi_status;
-    /// Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource of kind CUABI_MEMORY_DEVICE on the device with the descriptor's UUID that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
+    /// Map a pool another process of this host exported, from its file descriptor (received from the exporter; not closed, not kept) and its descriptor: a resource on the device with the descriptor's UUID (of kind CUABI_MEMORY_DEVICE; for a pool in host memory, whose descriptor carries its NUMA node, of kind CUABI_MEMORY_PINNED, on the first device of this process when the exporter's device is not visible here, with read-write access granted to that device) that receives the exporter's buffers (cuabi_ipc_pool_buffer_import()) and cannot allocate (CUABI_ERROR_NOT_SUPPORTED). A pool already mapped in this process gives its live resource (a new reference; the fd is then not used), for a descriptor of the same exporting process and device only (another one is refused as forged). CUABI_ERROR_IPC with the reason for a bad, other-host, same-process or stale descriptor, a descriptor of another kind, a file descriptor that is not open or that the driver refuses; nothing is left mapped then.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_import(out: *mut *mut cuabi_memory_resource, fd: c_int, descriptor: *const u8, size: usize) -> cuabi_status;
-    /// Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of kind CUABI_MEMORY_DEVICE whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+    /// Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_buffer_import(out: *mut *mut cuabi_buffer, pool: *mut cuabi_memory_resource, descriptor: *const u8, size: usize) -> cuabi_status;
@@ -7439,7 +7447,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_stream_options", core::mem::size_of::<cuabi_stream_options>(), &[("version", core::mem::offset_of!(cuabi_stream_options, version)), ("flags", core::mem::offset_of!(cuabi_stream_options, flags)), ("priority", core::mem::offset_of!(cuabi_stream_options, priority))]),
     ("cuabi_event_options", core::mem::size_of::<cuabi_event_options>(), &[("version", core::mem::offset_of!(cuabi_event_options, version)), ("flags", core::mem::offset_of!(cuabi_event_options, flags))]),
     ("cuabi_memory_resource_callbacks", core::mem::size_of::<cuabi_memory_resource_callbacks>(), &[("version", core::mem::offset_of!(cuabi_memory_resource_callbacks, version)), ("allocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, allocate)), ("deallocate", core::mem::offset_of!(cuabi_memory_resource_callbacks, deallocate)), ("release_payload", core::mem::offset_of!(cuabi_memory_resource_callbacks, release_payload)), ("kind", core::mem::offset_of!(cuabi_memory_resource_callbacks, kind)), ("stream_ordered", core::mem::offset_of!(cuabi_memory_resource_callbacks, stream_ordered))]),
-    ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold)), ("max_size", core::mem::offset_of!(cuabi_memory_pool_options, max_size))]),
+    ("cuabi_memory_pool_options", core::mem::size_of::<cuabi_memory_pool_options>(), &[("version", core::mem::offset_of!(cuabi_memory_pool_options, version)), ("release_threshold", core::mem::offset_of!(cuabi_memory_pool_options, release_threshold)), ("max_size", core::mem::offset_of!(cuabi_memory_pool_options, max_size)), ("location_type", core::mem::offset_of!(cuabi_memory_pool_options, location_type)), ("location_id", core::mem::offset_of!(cuabi_memory_pool_options, location_id))]),
     ("cuabi_view_info", core::mem::size_of::<cuabi_view_info>(), &[("version", core::mem::offset_of!(cuabi_view_info, version)), ("data", core::mem::offset_of!(cuabi_view_info, data)), ("byte_offset", core::mem::offset_of!(cuabi_view_info, byte_offset)), ("device_type", core::mem::offset_of!(cuabi_view_info, device_type)), ("device_id", core::mem::offset_of!(cuabi_view_info, device_id)), ("dtype_code", core::mem::offset_of!(cuabi_view_info, dtype_code)), ("dtype_bits", core::mem::offset_of!(cuabi_view_info, dtype_bits)), ("dtype_lanes", core::mem::offset_of!(cuabi_view_info, dtype_lanes)), ("ndim", core::mem::offset_of!(cuabi_view_info, ndim)), ("shape", core::mem::offset_of!(cuabi_view_info, shape)), ("strides", core::mem::offset_of!(cuabi_view_info, strides)), ("flags", core::mem::offset_of!(cuabi_view_info, flags)), ("itemsize", core::mem::offset_of!(cuabi_view_info, itemsize)), ("size", core::mem::offset_of!(cuabi_view_info, size))]),
     ("cuabi_kernel_resources", core::mem::size_of::<cuabi_kernel_resources>(), &[("version", core::mem::offset_of!(cuabi_kernel_resources, version)), ("arch", core::mem::offset_of!(cuabi_kernel_resources, arch)), ("registers", core::mem::offset_of!(cuabi_kernel_resources, registers)), ("shared_static_bytes", core::mem::offset_of!(cuabi_kernel_resources, shared_static_bytes)), ("const_bytes", core::mem::offset_of!(cuabi_kernel_resources, const_bytes)), ("local_bytes", core::mem::offset_of!(cuabi_kernel_resources, local_bytes)), ("stack_bytes", core::mem::offset_of!(cuabi_kernel_resources, stack_bytes)), ("max_threads_per_block", core::mem::offset_of!(cuabi_kernel_resources, max_threads_per_block)), ("max_threads", core::mem::offset_of!(cuabi_kernel_resources, max_threads)), ("required_threads", core::mem::offset_of!(cuabi_kernel_resources, required_threads)), ("max_registers", core::mem::offset_of!(cuabi_kernel_resources, max_registers)), ("barriers", core::mem::offset_of!(cuabi_kernel_resources, barriers)), ("param_bytes", core::mem::offset_of!(cuabi_kernel_resources, param_bytes)), ("param_count", core::mem::offset_of!(cuabi_kernel_resources, param_count)), ("cluster_dim", core::mem::offset_of!(cuabi_kernel_resources, cluster_dim)), ("max_cluster_rank", core::mem::offset_of!(cuabi_kernel_resources, max_cluster_rank)), ("code_bytes", core::mem::offset_of!(cuabi_kernel_resources, code_bytes))]),
     ("cuabi_linker_options", core::mem::size_of::<cuabi_linker_options>(), &[("version", core::mem::offset_of!(cuabi_linker_options, version)), ("arch", core::mem::offset_of!(cuabi_linker_options, arch)), ("lto", core::mem::offset_of!(cuabi_linker_options, lto)), ("optimization", core::mem::offset_of!(cuabi_linker_options, optimization)), ("debug", core::mem::offset_of!(cuabi_linker_options, debug)), ("line_info", core::mem::offset_of!(cuabi_linker_options, line_info)), ("ftz", core::mem::offset_of!(cuabi_linker_options, ftz)), ("prec_div", core::mem::offset_of!(cuabi_linker_options, prec_div)), ("prec_sqrt", core::mem::offset_of!(cuabi_linker_options, prec_sqrt)), ("fma", core::mem::offset_of!(cuabi_linker_options, fma)), ("max_registers", core::mem::offset_of!(cuabi_linker_options, max_registers)), ("verbose", core::mem::offset_of!(cuabi_linker_options, verbose)), ("extra_options", core::mem::offset_of!(cuabi_linker_options, extra_options)), ("extra_option_count", core::mem::offset_of!(cuabi_linker_options, extra_option_count)), ("cache", core::mem::offset_of!(cuabi_linker_options, cache))]),
@@ -7465,7 +7473,7 @@ pub const LAYOUTS: &[(&str, usize, &[(&str, usize)])] = &[
     ("cuabi_tensormap_info", core::mem::size_of::<cuabi_tensormap_info>(), &[("version", core::mem::offset_of!(cuabi_tensormap_info, version)), ("kind", core::mem::offset_of!(cuabi_tensormap_info, kind)), ("data_type", core::mem::offset_of!(cuabi_tensormap_info, data_type)), ("rank", core::mem::offset_of!(cuabi_tensormap_info, rank)), ("address", core::mem::offset_of!(cuabi_tensormap_info, address)), ("shape", core::mem::offset_of!(cuabi_tensormap_info, shape)), ("byte_strides", core::mem::offset_of!(cuabi_tensormap_info, byte_strides)), ("box", core::mem::offset_of!(cuabi_tensormap_info, r#box)), ("element_strides", core::mem::offset_of!(cuabi_tensormap_info, element_strides)), ("interleave", core::mem::offset_of!(cuabi_tensormap_info, interleave)), ("swizzle", core::mem::offset_of!(cuabi_tensormap_info, swizzle)), ("l2_promotion", core::mem::offset_of!(cuabi_tensormap_info, l2_promotion)), ("oob_fill", core::mem::offset_of!(cuabi_tensormap_info, oob_fill)), ("device", core::mem::offset_of!(cuabi_tensormap_info, device))]),
     ("cuabi_graph_instantiate_options", core::mem::size_of::<cuabi_graph_instantiate_options>(), &[("version", core::mem::offset_of!(cuabi_graph_instantiate_options, version)), ("flags", core::mem::offset_of!(cuabi_graph_instantiate_options, flags)), ("upload_stream", core::mem::offset_of!(cuabi_graph_instantiate_options, upload_stream))]),
     ("cuabi_graph_update_info", core::mem::size_of::<cuabi_graph_update_info>(), &[("version", core::mem::offset_of!(cuabi_graph_update_info, version)), ("result", core::mem::offset_of!(cuabi_graph_update_info, result)), ("node_index", core::mem::offset_of!(cuabi_graph_update_info, node_index)), ("from_node_index", core::mem::offset_of!(cuabi_graph_update_info, from_node_index)), ("node_type", core::mem::offset_of!(cuabi_graph_update_info, node_type))]),
-    ("cuabi_ipc_pool_options", core::mem::size_of::<cuabi_ipc_pool_options>(), &[("version", core::mem::offset_of!(cuabi_ipc_pool_options, version)), ("max_size", core::mem::offset_of!(cuabi_ipc_pool_options, max_size)), ("release_threshold", core::mem::offset_of!(cuabi_ipc_pool_options, release_threshold))]),
+    ("cuabi_ipc_pool_options", core::mem::size_of::<cuabi_ipc_pool_options>(), &[("version", core::mem::offset_of!(cuabi_ipc_pool_options, version)), ("max_size", core::mem::offset_of!(cuabi_ipc_pool_options, max_size)), ("release_threshold", core::mem::offset_of!(cuabi_ipc_pool_options, release_threshold)), ("location_type", core::mem::offset_of!(cuabi_ipc_pool_options, location_type)), ("location_id", core::mem::offset_of!(cuabi_ipc_pool_options, location_id))]),
     ("cuabi_array_desc", core::mem::size_of::<cuabi_array_desc>(), &[("version", core::mem::offset_of!(cuabi_array_desc, version)), ("width", core::mem::offset_of!(cuabi_array_desc, width)), ("height", core::mem::offset_of!(cuabi_array_desc, height)), ("depth", core::mem::offset_of!(cuabi_array_desc, depth)), ("format", core::mem::offset_of!(cuabi_array_desc, format)), ("num_channels", core::mem::offset_of!(cuabi_array_desc, num_channels)), ("flags", core::mem::offset_of!(cuabi_array_desc, flags))]),
     ("cuabi_array_info", core::mem::size_of::<cuabi_array_info>(), &[("version", core::mem::offset_of!(cuabi_array_info, version)), ("width", core::mem::offset_of!(cuabi_array_info, width)), ("height", core::mem::offset_of!(cuabi_array_info, height)), ("depth", core::mem::offset_of!(cuabi_array_info, depth)), ("format", core::mem::offset_of!(cuabi_array_info, format)), ("num_channels", core::mem::offset_of!(cuabi_array_info, num_channels)), ("flags", core::mem::offset_of!(cuabi_array_info, flags)), ("dims", core::mem::offset_of!(cuabi_array_info, dims)), ("layers", core::mem::offset_of!(cuabi_array_info, layers)), ("element_size", core::mem::offset_of!(cuabi_array_info, element_size)), ("block", core::mem::offset_of!(cuabi_array_info, block)), ("size_bytes", core::mem::offset_of!(cuabi_array_info, size_bytes)), ("level", core::mem::offset_of!(cuabi_array_info, level)), ("num_levels", core::mem::offset_of!(cuabi_array_info, num_levels)), ("device", core::mem::offset_of!(cuabi_array_info, device)), ("native", core::mem::offset_of!(cuabi_array_info, native))]),
     ("cuabi_array_region", core::mem::size_of::<cuabi_array_region>(), &[("version", core::mem::offset_of!(cuabi_array_region, version)), ("x", core::mem::offset_of!(cuabi_array_region, x)), ("y", core::mem::offset_of!(cuabi_array_region, y)), ("z", core::mem::offset_of!(cuabi_array_region, z)), ("width", core::mem::offset_of!(cuabi_array_region, width)), ("height", core::mem::offset_of!(cuabi_array_region, height)), ("depth", core::mem::offset_of!(cuabi_array_region, depth))]),
