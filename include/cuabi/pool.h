@@ -168,6 +168,9 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_reset_high_water(cuabi_memory_resource *re
 
 /**
  * Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls).
+ * A pool mapped from another process whose attribute queries the driver refuses (an imported host
+ * pool, CUDA_ERROR_INVALID_VALUE) reads 0 for the counters and flags; its location, owner, IPC role
+ * and size limit are given.
  * @param out [out] version must be set (CUABI_POOL_STATS_INIT).
  * Needs the CUDA driver and a GPU.
  */

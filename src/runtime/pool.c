@@ -110,8 +110,20 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_stats_get(cuabi_pool_stats *out,
     CUABI__CHECK_OPTS(out, "cuabi_pool_stats", CUABI_POOL_STATS_VERSION, false);
     CUABI__TRY(pool_of(&r, resource, __func__));
     uint64_t v[CUABI_POOL_USED_MEM_HIGH + 1];
-    for (int a = CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES; a <= CUABI_POOL_USED_MEM_HIGH; a++)
-        CUABI__TRY(get_attribute(&v[a], r, (cuabi_pool_attribute)a, __func__));
+    for (int a = CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES; a <= CUABI_POOL_USED_MEM_HIGH; a++) {
+        cuabi_status st = get_attribute(&v[a], r, (cuabi_pool_attribute)a, __func__);
+        /* A mapped host pool answers no attribute query (INVALID_VALUE on an
+         * H100, 2026-11-28): its counters read 0; what cuabi knows of it
+         * (location, owner, IPC role, size limit) is still given. */
+        if (st != CUABI_SUCCESS && r->impl == CUABI__RES_IPC_MAPPED &&
+            cuabi_last_error()->cu_result == CUDA_ERROR_INVALID_VALUE) {
+            v[a] = 0;
+            cuabi_error_clear();
+            continue;
+        }
+        if (st != CUABI_SUCCESS)
+            return st;
+    }
     out->reserved_current = v[CUABI_POOL_RESERVED_MEM_CURRENT];
     out->reserved_high = v[CUABI_POOL_RESERVED_MEM_HIGH];
     out->used_current = v[CUABI_POOL_USED_MEM_CURRENT];

@@ -1330,11 +1330,18 @@ START_TEST(host_pool_round_trip)
     ck_assert_int_eq(fake_host_pool_set_calls, grants + 1);
     ck_assert_ok(cuabi_memory_resource_kind(&kind, m));
     ck_assert_int_eq(kind, CUABI_MEMORY_PINNED);
+    /* The driver answers no attribute query of an imported host pool (H100):
+     * the stats still come, with the counters 0; one attribute is refused. */
     ck_assert_ok(cuabi_pool_stats_get(&st, m));
     ck_assert_int_eq(st.location_type, CUABI_LOCATION_HOST_NUMA);
     ck_assert_int_eq(st.location_id, 1);
     ck_assert_int_eq(st.ipc, 2);
     ck_assert_int_eq(st.owned, 0);
+    ck_assert_uint_eq(st.reserved_current, 0);
+    ck_assert_int_eq(st.reuse_allow_opportunistic, 0);
+    uint64_t attr;
+    ck_assert_status(cuabi_pool_get_attribute(&attr, m, CUABI_POOL_USED_MEM_CURRENT),
+                     CUABI_ERROR_CUDA);
     ck_assert_int_eq(host_access(m, 1), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     ck_assert_int_eq(host_access(m, 0), CU_MEM_ACCESS_FLAGS_PROT_NONE);
     cuabi_device *d;

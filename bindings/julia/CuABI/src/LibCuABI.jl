@@ -10246,7 +10246,7 @@ end
 """
 cuabi_pool_stats_get(out, resource)
 
-Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls).
+Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls). A pool mapped from another process whose attribute queries the driver refuses (an imported host pool, CUDA_ERROR_INVALID_VALUE) reads 0 for the counters and flags; its location, owner, IPC role and size limit are given.
 
 - `out` [out] version must be set (CUABI_POOL_STATS_INIT).
 

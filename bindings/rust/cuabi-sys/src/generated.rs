@@ -6899,7 +6899,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_pool_reset_high_water(resource: *mut cuabi_memory_resource) -> cuabi_status;
-    /// Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls).
+    /// Every statistic and attribute of a pool resource in one call (eight cuMemPoolGetAttribute calls). A pool mapped from another process whose attribute queries the driver refuses (an imported host pool, CUDA_ERROR_INVALID_VALUE) reads 0 for the counters and flags; its location, owner, IPC role and size limit are given.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_pool_stats_get(out: *mut cuabi_pool_stats, resource: *mut cuabi_memory_resource) -> cuabi_status;
