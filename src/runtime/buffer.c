@@ -330,79 +330,39 @@ cuabi_status cuabi__buffer_check_range(const cuabi__buffer *b, size_t offset, si
     return CUABI_SUCCESS;
 }
 
-/* Make a context current for a driver copy/memset and pick the stream:
- * the stream's device when one is given, else the first buffer device. */
-/* The caller's current context while a copy or fill runs in its stream's. */
-typedef struct ctx_scope {
-    CUcontext restore;
-    bool set;
-} ctx_scope;
-
-/* Copies and fills on a stream run with the stream's context current, and the
- * caller's back after (cuabi's copies and fills leave the thread's current
- * context as they found it): the driver does them in the current context, so with
- * another device's context current (left by NCCL, torch or the caller) a copy
- * into pool memory of the stream's device was refused with
- * CUDA_ERROR_INVALID_VALUE (2 x H100, 2026-11-28). */
+/* Copies and fills run with the right context current -- the stream's for a
+ * created or wrapped stream, the device's for a default stream or a
+ * synchronous call -- and give the caller's back after: the driver does them
+ * in the current context, so with another device's context current (left by
+ * NCCL, torch or the caller) a copy into pool memory of the stream's device
+ * was refused with CUDA_ERROR_INVALID_VALUE, and a synchronous copy used to
+ * leave the buffer's device current, which moved torch's current device
+ * (2 x H100, 2026-11-28). */
 static cuabi_status enter_stream_context(cuabi__stream *s, const cuabi__driver *drv,
-                                         ctx_scope *scope)
+                                         cuabi__context_scope *scope)
 {
+    scope->set = false;
     CUcontext want = s->green ? NULL : atomic_load_explicit(&s->device->primary,
                                                             memory_order_acquire);
     if (!want && drv->cuStreamGetCtx)
         CUABI__TRY(CUABI__CU(drv, cuStreamGetCtx, s->cu_stream, &want));
-    if (!want)
-        return CUABI_SUCCESS;
-    CUcontext current = NULL;
-    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
-    if (current == want)
-        return CUABI_SUCCESS;
-    CUABI__TRY(CUABI__CU(drv, cuCtxSetCurrent, want));
-    scope->restore = current;
-    scope->set = true;
-    return CUABI_SUCCESS;
+    return want ? cuabi__context_enter(scope, want, drv) : CUABI_SUCCESS;
 }
 
-static cuabi_status leave_stream_context(const cuabi__driver *drv, const ctx_scope *scope,
-                                         cuabi_status st)
-{
-    if (scope->set && drv->cuCtxSetCurrent(scope->restore) != CUDA_SUCCESS &&
-        st == CUABI_SUCCESS)
-        st = cuabi__error(CUABI_ERROR_CUDA, "cuCtxSetCurrent: the caller's context could not "
-                          "be made current again after the stream's work was queued");
-    return st;
-}
-
-/* A device's primary context current for work that needs it (a default
- * stream's, a synchronous copy's), the caller's back after as above: a
- * synchronous copy used to leave the buffer's device current, which moved
- * torch's current device under a program (2 x H100, 2026-11-28). */
-static cuabi_status enter_device_context(cuabi__device *dev, const cuabi__driver *drv,
-                                         ctx_scope *scope)
-{
-    CUcontext before = NULL;
-    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &before));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    if (before != atomic_load_explicit(&dev->primary, memory_order_acquire)) {
-        scope->restore = before;
-        scope->set = true;
-    }
-    return CUABI_SUCCESS;
-}
-
+/* The driver, the raw stream and the right context current (above). */
 static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
-                                 cuabi__device *a, cuabi__device *b, ctx_scope *scope)
+                                 cuabi__device *a, cuabi__device *b, cuabi__context_scope *scope)
 {
     scope->set = false;
     CUABI__TRY(cuabi__driver_get(drv));
     if (s) {
         *raw = s->cu_stream;
         if ((uintptr_t)s->cu_stream <= 2)
-            return enter_device_context(s->device, *drv, scope);
+            return cuabi__device_enter(scope, s->device, *drv);
         return enter_stream_context(s, *drv, scope);
     }
     *raw = NULL;
-    return enter_device_context(a ? a : b, *drv, scope);
+    return cuabi__device_enter(scope, a ? a : b, *drv);
 }
 
 /* Without a stream the operation is synchronous: wait for the legacy
@@ -436,15 +396,15 @@ static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_hos
     }
     const cuabi__driver *drv;
     CUstream raw;
-    ctx_scope scope;
+    cuabi__context_scope scope;
     CUABI__TRY(driver_begin(&drv, &raw, s, dst_dev, src_dev, &scope));
     if (s)
-        return leave_stream_context(drv, &scope, CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst,
+        return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst,
                                                            (CUdeviceptr)src, size, raw));
     cuabi_status st = CUABI__CU(drv, cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, size);
     if (st == CUABI_SUCCESS)
         st = driver_end(drv, s);
-    return leave_stream_context(drv, &scope, st);
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_copy(cuabi_buffer *dst, size_t dst_offset,
@@ -518,7 +478,7 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
     const cuabi__driver *drv;
     CUstream raw;
     CUdeviceptr d = (CUdeviceptr)p;
-    ctx_scope scope;
+    cuabi__context_scope scope;
     CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL, &scope));
     if (s) {
         cuabi_status st;
@@ -528,7 +488,7 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
             st = CUABI__CU_IN(caller, drv, cuMemsetD16Async, d, (unsigned short)value, count, raw);
         else
             st = CUABI__CU_IN(caller, drv, cuMemsetD32Async, d, value, count, raw);
-        return leave_stream_context(drv, &scope, st);
+        return cuabi__context_leave(&scope, drv, st);
     }
     cuabi_status st;
     if (width == 1)
@@ -539,7 +499,7 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
         st = CUABI__CU_IN(caller, drv, cuMemsetD32, d, value, count);
     if (st == CUABI_SUCCESS)
         st = driver_end(drv, s);
-    return leave_stream_context(drv, &scope, st);
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_buffer_memset(cuabi_buffer *buffer, size_t offset,

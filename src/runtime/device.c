@@ -128,6 +128,53 @@ cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv
     return CUABI__CU(drv, cuCtxSetCurrent, ctx);
 }
 
+cuabi_status cuabi__context_save(cuabi__context_scope *scope, const cuabi__driver *drv)
+{
+    scope->set = false;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &scope->restore));
+    scope->set = true;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
+                                  const cuabi__driver *drv)
+{
+    scope->set = false;
+    CUcontext current = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
+    if (current == want)
+        return CUABI_SUCCESS;
+    CUABI__TRY(CUABI__CU(drv, cuCtxSetCurrent, want));
+    scope->restore = current;
+    scope->set = true;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__device_enter(cuabi__context_scope *scope, cuabi__device *dev,
+                                 const cuabi__driver *drv)
+{
+    scope->set = false;
+    CUcontext before = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &before));
+    CUABI__TRY(cuabi__device_activate(dev, drv));
+    if (before != atomic_load_explicit(&dev->primary, memory_order_acquire)) {
+        scope->restore = before;
+        scope->set = true;
+    }
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi__driver *drv,
+                                  cuabi_status st)
+{
+    /* Raw: a failure `st` keeps its own last-error record. */
+    if (scope->set && drv->cuCtxSetCurrent(scope->restore) != CUDA_SUCCESS &&
+        st == CUABI_SUCCESS)
+        st = cuabi__error(CUABI_ERROR_CUDA, "cuCtxSetCurrent: the caller's context could not "
+                          "be made current again");
+    return st;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_device_ordinal(int *out, cuabi_device *device)
 {
     cuabi__device *dev;

@@ -467,8 +467,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
     /* Each rank's device is made current in turn: the caller's context comes
      * back after (the last device's left current moved torch's current device
      * and later work of the caller's, 2 x H100, 2026-11-28). */
-    CUcontext caller_ctx = NULL;
-    bool restore = st == CUABI_SUCCESS && drv->cuCtxGetCurrent(&caller_ctx) == CUDA_SUCCESS;
+    cuabi__context_scope caller = { 0 };
+    if (st == CUABI_SUCCESS)
+        st = cuabi__context_save(&caller, drv);
     if (st == CUABI_SUCCESS) {
         cuabi_status inner = CUABI_SUCCESS;
         for (int i = 0; i < ndev && inner == CUABI_SUCCESS; i++) {
@@ -485,8 +486,8 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
         if (st == CUABI_SUCCESS && r != CUABI__NCCL_SUCCESS)
             st = nccl_error(n, r, NULL, "ncclGroupEnd", __func__);
     }
-    if (restore)
-        (void)drv->cuCtxSetCurrent(caller_ctx);
+    if (drv)
+        st = cuabi__context_leave(&caller, drv, st);
     for (int i = 0; objs && i < ndev; i++) {
         if (!objs[i])
             continue;
