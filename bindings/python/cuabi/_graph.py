@@ -126,17 +126,6 @@ def _direct_out(name: str, obj, *args) -> int:
     return out.value
 
 
-def _new_graph() -> int:
-    """A new empty cuabi graph (cuabi_graph_create), straight through as above:
-    every GraphBuilder's begin_building makes one."""
-    fn = _direct.get("cuabi_graph_create") or raw("cuabi_graph_create")
-    out = C.c_void_p()
-    st = fn(C.byref(out))
-    if st:
-        raise_last(st, "cuabi_graph_create")
-    return out.value
-
-
 def _closed(name, obj):
     return ClosedHandleError(f"{name}: {type(obj).__name__} is closed")
 
@@ -170,8 +159,16 @@ if fast is not None and hasattr(fast, "graph_capture_begin"):
         except ClosedHandleError:
             raise _closed("cuabi_graph_instantiate", graph) from None
 
-    _new_graph = fast.graph_create      # noqa: F811 (the compiled twin)
+    _new_graph = fast.graph_create      # a new empty graph: every begin_building makes one
 else:
+    def _new_graph() -> int:
+        fn = _direct.get("cuabi_graph_create") or raw("cuabi_graph_create")
+        out = C.c_void_p()
+        st = fn(C.byref(out))
+        if st:
+            raise_last(st, "cuabi_graph_create")
+        return out.value
+
     def _capture_begin(stream, mode: int) -> None:
         _direct_call("cuabi_graph_capture_begin", stream, C.c_int(mode))
 

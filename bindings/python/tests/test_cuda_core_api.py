@@ -5,48 +5,25 @@ meanings on a GPU, side by side with cuda.core: test_gpu_cuda_core_parity.py."""
 import ctypes as C
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from fake_driver_run import run_checks
 
 import cuabi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _fake_driver():
-    path = os.environ.get("CUABI_TEST_FAKE_CUDA")
-    if not path:
-        build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
-        path = os.path.join(build, "tests", "fixtures", ".libs", "fake_cuda_graph.so")
-    return path if os.path.exists(path) else None
-
-
 def test_meanings_against_the_fake_driver():
-    fake = _fake_driver()
-    if fake is None:
-        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
-    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", None)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        os.path.join(HERE, "fake_cuda_core_checks.py")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    run_checks("fake_cuda_core_checks.py", unset=("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",))
 
 
 def test_explicit_graphs_against_the_fake_driver():
     """cuda.core 1.2's GraphDefinition / GraphNode / GraphCondition and
     GraphBuilder's split / join / callback (fake_graphdef_checks.py)."""
-    fake = _fake_driver()
-    if fake is None:
-        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
-    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
-    env.pop("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", None)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        os.path.join(HERE, "fake_graphdef_checks.py")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    run_checks("fake_graphdef_checks.py", unset=("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",))
 
 
 def test_explicit_graph_signatures_are_cuda_cores():

@@ -1,36 +1,18 @@
 """Graphs without a GPU: the API's shape and errors here, and the whole
 Python layer against the C tests' fake driver in a separate process
 (fake_graph_checks.py; the fake is tests/fixtures/.libs/fake_cuda_graph.so)."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from fake_driver_run import run_checks
+
 import cuabi
 from cuabi import _graph
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _fake_driver():
-    path = os.environ.get("CUABI_TEST_FAKE_CUDA")
-    if not path:
-        build = os.environ.get("CUABI_TEST_BUILDDIR", "build")
-        path = os.path.join(build, "tests", "fixtures", ".libs", "fake_cuda_graph.so")
-    return path if os.path.exists(path) else None
-
 
 def test_graph_layer_against_the_fake_driver():
-    fake = _fake_driver()
-    if fake is None:
-        pytest.skip("tests/fixtures/.libs/fake_cuda_graph.so is not built (make check builds it)")
-    env = dict(os.environ, CUABI_DRIVER_PATH=os.path.abspath(fake), PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        os.path.join(HERE, "fake_graph_checks.py")],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    run_checks("fake_graph_checks.py")
 
 
 def test_names():
