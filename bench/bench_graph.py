@@ -88,16 +88,18 @@ def timed(fn):
 
 
 def cuabi_rows(args, rows):
+    t_start = time.perf_counter()
     import cuabi
     dev = cuabi.Device(0)
     s = dev.create_stream(non_blocking=True)
     k = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")
-    never = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")   # first used in a capture
     buf = cuabi.Buffer(4096, stream=s)
     cfg = cuabi.LaunchConfig(grid=1, block=32)
     a, b = np.int32(5), np.float32(1.0)
     cuabi.launch(s, cfg, k, buf, a, b)
     s.sync()
+    t_setup = (time.perf_counter() - t_start) * 1e6
+    never = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")   # first used in a capture
     parts = {}
 
     def capture():
@@ -155,11 +157,14 @@ def cuabi_rows(args, rows):
         _, t_inst2 = timed(g3.instantiate)
         caps.append(t_cap2)
         insts.append(t_inst2)
-    return dict(capture=t_cap, instantiate=t_inst, first_launch=t_first, capture_again=_med(caps),
-                instantiate_again=_med(insts), capture_import=parts["import"])
+    return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
+                capture_again=_med(caps), instantiate_again=_med(insts),
+                capture_import=parts["import"],
+                to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
 def cuda_core_rows(args, rows):
+    t_start = time.perf_counter()
     try:
         from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
     except ImportError:
@@ -174,6 +179,7 @@ def cuda_core_rows(args, rows):
     a, b = np.int32(5), np.float32(1.0)
     launch(s, cfg, ker, buf, a, b)
     s.sync()
+    t_setup = (time.perf_counter() - t_start) * 1e6
 
     def build():
         gb = s.create_graph_builder().begin_building()
@@ -193,8 +199,9 @@ def cuda_core_rows(args, rows):
         _, t_inst2 = timed(gb2.complete)
         caps.append(t_cap2)
         insts.append(t_inst2)
-    return dict(capture=t_cap, instantiate=t_inst, first_launch=t_first, capture_again=_med(caps),
-                instantiate_again=_med(insts), capture_import=0.0)
+    return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
+                capture_again=_med(caps), instantiate_again=_med(insts), capture_import=0.0,
+                to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
 def _med(v):
@@ -203,16 +210,22 @@ def _med(v):
     return (v[n // 2] + v[(n - 1) // 2]) / 2 if n else float("nan")
 
 
-FIGURES = ("capture", "capture_import", "instantiate", "first_launch", "capture_again",
-           "instantiate_again")
+FIGURES = ("setup", "capture", "capture_import", "instantiate", "first_launch", "capture_again",
+           "instantiate_again", "to_first_graph")
+# Process kinds: cuabi as a program meets it (its compile cache hit: no NVRTC in the
+# process), cuabi with the cache off (NVRTC runs in the process, as cuda.core's compile
+# does: the driver's first capture and instantiate then find the heap pages NVRTC used
+# and freed, docs/PERFORMANCE.md), cuda.core.
+KINDS = {"cuabi": {}, "cuabi-nvrtc": {"CUABI_CACHE": "0"}, "cuda.core": {}}
 
 
 def child(name, args):
     """One library in this process; its figures as one JSON line."""
     rows = []
     try:
-        with cuabi_bytecode() if name == "cuabi" else contextlib.nullcontext():
-            making = (cuabi_rows if name == "cuabi" else cuda_core_rows)(args, rows)
+        ours = name.startswith("cuabi")
+        with cuabi_bytecode() if ours else contextlib.nullcontext():
+            making = (cuabi_rows if ours else cuda_core_rows)(args, rows)
     except Exception as e:  # a missing peer (or GPU) is reported, not a crash
         print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {str(e)[:90]}"}))
         return
@@ -221,16 +234,18 @@ def child(name, args):
 
 def processes(args):
     """--processes N of each library, alternating; medians and ratios."""
-    res = {"cuabi": [], "cuda.core": []}
+    res = {name: [] for name in KINDS}
     errors = {}
     for i in range(args.processes):
-        for name in (("cuabi", "cuda.core") if i % 2 == 0 else ("cuda.core", "cuabi")):
+        order = list(KINDS) if i % 2 == 0 else list(KINDS)[::-1]
+        for name in order:
             if name in errors:
                 continue
             cmd = [sys.executable, os.path.abspath(__file__), "--child", name,
                    "--replays", str(args.replays), "--rounds", str(args.rounds),
                    "--again", str(args.again)]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                               env=dict(os.environ, **KINDS[name]))
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             out = json.loads(line[-1][7:]) if line else {
                 "error": f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-200:]}"}
@@ -246,7 +261,8 @@ def processes(args):
     for name, outs in res.items():
         if not outs:
             continue
-        tag = outs[0]["rows"][0][0].split("[")[-1].rstrip("]") if name == "cuabi" else "peer"
+        tag = (outs[0]["rows"][0][0].split("[")[-1].rstrip("]") if name.startswith("cuabi")
+               else "peer")
         print(f"  {name} [{tag}]:")
         for f in FIGURES:
             vals = [o["making"][f] for o in outs]
@@ -260,19 +276,24 @@ def processes(args):
                     reps.setdefault(rname, []).append(v)
         for rname, vals in reps.items():
             print(f"    {rname:44s} median {_med(vals):7.3f} us per kernel (best round of each)")
-        if name == "cuabi" and outs[0]["notes"]:
+        if name.startswith("cuabi") and outs[0]["notes"]:
             print(f"    process 1: {outs[0]['notes'][0]}")
-    if res["cuabi"] and res["cuda.core"]:
+    for ours in ("cuabi", "cuabi-nvrtc"):
+        if not (res[ours] and res["cuda.core"]):
+            continue
+
         def ratio(f, g=None):
-            a = med[("cuabi", f)] - (med[("cuabi", g)] if g else 0)
+            a = med[(ours, f)] - (med[(ours, g)] if g else 0)
             return a / med[("cuda.core", f)]
-        print("  cuabi / cuda.core (medians over processes; target <= 1):")
+        print(f"  {ours} / cuda.core (medians over processes; target <= 1):")
         for label, f, g in (("first capture", "capture", None),
                             ("first capture without importing cuabi._graph", "capture",
                              "capture_import"),
                             ("first instantiate", "instantiate", None),
                             ("capture again", "capture_again", None),
-                            ("instantiate again", "instantiate_again", None)):
+                            ("instantiate again", "instantiate_again", None),
+                            ("import to first graph done (setup..first launch)",
+                             "to_first_graph", None)):
             r = ratio(f, g)
             print(f"    {label:48s} {r:6.3f}x  {'met' if r <= 1 else 'NOT MET'}")
 

@@ -1,7 +1,7 @@
 """First and later graph capture / instantiate from Python, per capture mode and spelling,
 one fresh process per run (ON THE GPU MACHINE, issue 24 item 3; docs/PERFORMANCE.md):
 
-    python3 scripts/diag_graph_modes.py [--processes 5] [--causes | --cc]
+    python3 scripts/diag_graph_modes.py [--processes 5] [--causes | --cc | --init]
 
 Variants (each a process of its own, alternating): cuabi `s.capture()` (global mode),
 `s.capture("relaxed")`, cuabi's GraphBuilder (cuda.core's spelling, relaxed), cuda.core's
@@ -29,6 +29,15 @@ CAUSES = ["cuabi:global", "cuabi:global:nocache", "cuabi:global:imp", "cuabi:glo
 # instantiate: its device and stream, + a pool allocation, + a compiled kernel launched.
 CC_STEPS = ["cuabi:global", "cuabi:global:ccdev", "cuabi:global:ccalloc", "cuabi:global:cckernel",
             "cuabi:global:stream2", "cuabi:global:ccimpdev", "cuda.core:relaxed"]
+# Which part of cuda.core's `Device(0).set_current()` it is (--init): the driver loaded and
+# initialised through ctypes, the primary context retained and made current through ctypes,
+# cuda.bindings' cuInit alone, cuabi's own device made current before anything else, and
+# cuda.core's set_current as the control; `smaps` adds which mappings the first instantiate grows.
+STAGE_STEPS = ["cuabi:global:+stages", "cuabi:global:early+stages", "cuabi:global:ctctx+stages",
+               "cuabi:global:ctctxlate+stages", "cuabi:global:ccimpdev+stages"]
+INIT_STEPS = ["cuabi:global", "cuabi:global:ctinit", "cuabi:global:ctctx", "cuabi:global:cbinit",
+              "cuabi:global:early", "cuabi:global:ccimpdev", "cuabi:global:smaps",
+              "cuabi:global:ccimpdev+smaps"]
 SRC = 'extern "C" __global__ void k(float* p, int n, float a) { if (n < 0) p[0] = a; }\n'
 
 
@@ -37,6 +46,28 @@ def child(variant):
     T = time.perf_counter
     lib, mode, extra = (variant + ":").split(":")[:3]
     out = {}
+    extra, _, watch = extra.partition("+")
+    watch = watch or extra
+    global STAGES
+    STAGES = [] if watch == "stages" else None
+    mark("start")
+    if extra == "ctctxlate":   # cuabi imported first, then ctypes' context
+        import cuabi  # noqa: F401
+    if extra in ("ctinit", "ctctx", "ctctxlate"):
+        import ctypes
+        cu = ctypes.CDLL("libcuda.so.1")
+        assert cu.cuInit(0) == 0
+        if extra in ("ctctx", "ctctxlate"):
+            ctx = ctypes.c_void_p()
+            assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+            assert cu.cuCtxSetCurrent(ctx) == 0
+    if extra == "cbinit":
+        from cuda.bindings import driver
+        assert driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS
+    if extra == "early":
+        import cuabi
+        cuabi.Device(0).set_current()
+    mark("extra")
     if extra == "imp":
         import cuda.core  # noqa: F401
     if extra.startswith("cc"):
@@ -63,9 +94,13 @@ def child(variant):
         for d in importlib.util.find_spec("cuabi").submodule_search_locations:
             compileall.compile_dir(d, quiet=1)
         import cuabi
+        mark("import")
         dev = cuabi.Device(0)
+        mark("device")
         s = dev.create_stream(non_blocking=True)
+        mark("stream")
         k = cuabi.Program(SRC).compile(arch=dev.arch).get_kernel("k")
+        mark("kernel")
         buf = cuabi.Buffer(4096, stream=s)
         cfg = cuabi.LaunchConfig(grid=1, block=32)
         launch = cuabi.launch
@@ -80,8 +115,10 @@ def child(variant):
         cfg = cc.LaunchConfig(grid=1, block=32)
         launch = cc.launch
     a, b = np.int32(5), np.float32(1.0)
+    mark("setup")
     launch(s, cfg, k, buf, a, b)
     s.sync()
+    mark("launched")
     if extra == "stream2":      # a second stream of the process, idle
         s_extra = dev.create_stream()  # noqa: F841
     if extra == "warm":
@@ -117,10 +154,25 @@ def child(variant):
             gb.end_building()
             inst = gb.complete
         t5 = T()
+        if record is not None:
+            mark("captured")
+        m0 = mallinfo() if record is not None else None
+        before = smaps() if record is not None and watch == "smaps" else None
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         e = inst()
         t6 = T()
         r1 = resource.getrusage(resource.RUSAGE_SELF)
+        if before is not None:
+            grown = smaps_growth(before, smaps())
+            print("SMAPS " + json.dumps(grown))
+        if m0 is not None:
+            mark("instantiated")
+            if STAGES:
+                print("STAGES " + json.dumps(STAGES))
+            m1 = mallinfo()
+            # malloc's heap (arena) and mmapped (hblkhd) bytes the instantiate added (x 1e-6: KiB)
+            record.update(inst_arena_kib=(m1[0] - m0[0]) / 1024 * 1e-6,
+                          inst_mmap_kib=(m1[1] - m0[1]) / 1024 * 1e-6)
         if record is not None:
             record.update(prepare=t1 - t0, enter=t2 - t1, launch1=t3 - t2, launches99=t4 - t3,
                           exit=t5 - t4, capture=t5 - t0, instantiate=t6 - t5)
@@ -143,6 +195,52 @@ def child(variant):
     out["capture_again"] = statistics.median(caps)
     out["instantiate_again"] = statistics.median(insts)
     print("RESULT " + json.dumps({k2: v * 1e6 for k2, v in out.items()}))
+
+
+def mallinfo():
+    """glibc's malloc totals: (arena bytes, mmapped bytes, in-use bytes, free bytes)."""
+    import ctypes
+
+    class MI2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]
+    f = ctypes.CDLL(None).mallinfo2
+    f.restype = MI2
+    m = f()
+    return (m.arena, m.hblkhd, m.uordblks, m.fordblks, m.keepcost)
+
+
+STAGES = []
+
+
+def mark(name):
+    """With `+stages`: malloc's state (KiB: heap, free in it, releasable top, mmapped) and
+    the thread count at this point of the child."""
+    if STAGES is not None:
+        a, h, _, f, k = mallinfo()
+        with open("/proc/self/status") as st:
+            th = [ln.split()[1] for ln in st if ln.startswith("Threads:")][0]
+        STAGES.append((name, a >> 10, f >> 10, k >> 10, h >> 10, int(th)))
+
+
+def smaps():
+    """Resident KiB per mapping of this process (key: address range and name)."""
+    out, key = {}, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                key = head[0] + " " + (head[5] if len(head) > 5 else "[anon]")
+            elif head[0] == "Rss:":
+                out[key] = int(head[1])
+    return out
+
+
+def smaps_growth(before, after):
+    """The mappings whose resident size grew (KiB), new ones included, largest first."""
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
+    return dict(sorted(grown.items(), key=lambda kv: -kv[1])[:12])
 
 
 def cparts(s, cfg, k, buf, a, b):
@@ -175,7 +273,9 @@ def cparts(s, cfg, k, buf, a, b):
 
 def main():
     n = int(sys.argv[sys.argv.index("--processes") + 1]) if "--processes" in sys.argv else 5
-    variants = CAUSES if "--causes" in sys.argv else CC_STEPS if "--cc" in sys.argv else VARIANTS
+    variants = (CAUSES if "--causes" in sys.argv else CC_STEPS if "--cc" in sys.argv
+                else INIT_STEPS if "--init" in sys.argv
+                else STAGE_STEPS if "--stages" in sys.argv else VARIANTS)
     res = {v: [] for v in variants}
     for _ in range(n):
         for v in variants:
@@ -183,13 +283,20 @@ def main():
             r = subprocess.run([sys.executable, __file__, "--child", v], capture_output=True,
                                text=True, timeout=120, env=env)
             line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+            for x in r.stdout.splitlines():
+                if x.startswith("SMAPS ") and len(res[v]) < 2:
+                    print(f"{v}: first instantiate grew (KiB): {x[6:]}")
+                if x.startswith("STAGES ") and len(res[v]) < 2:
+                    print(f"{v}: (stage, heap, free, top, mmapped KiB, threads):")
+                    for st in json.loads(x[7:]):
+                        print("   ", st)
             if not line:
                 print(f"{v}: failed rc={r.returncode}: {r.stderr[-800:]}")
                 continue
             res[v].append(json.loads(line[0][7:]))
     keys = ["prepare", "enter", "launch1", "launches99", "exit", "capture", "instantiate",
             "first_launch", "capture_again", "instantiate_again", "inst_minflt", "inst_csw",
-            "inst_cpu"]
+            "inst_cpu", "inst_arena_kib", "inst_mmap_kib"]
     print(f"{'variant (median us of ' + str(n) + ' processes)':34}" + "".join(f"{k:>12}" for k in keys))
     print("(inst_minflt, inst_csw: page faults and context switches of the first instantiate; "
           "inst_cpu: its CPU time, us)")

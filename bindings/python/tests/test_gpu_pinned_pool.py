@@ -138,32 +138,43 @@ def test_data_round_trip(libs):
     assert each(libs, round_trip) == [(n, True, True, 0, 255, 255, True, True)] * 3
 
 
-def _child(lib, q, out):
-    if lib == "cuabi":
-        import cuabi as core
-    else:
-        import cuda.core as core
-    core.Device(0).set_current()
-    try:
-        while True:
-            msg = q.get()               # unpickling maps the pool and imports the buffers
-            if msg is None:
-                break
-            mr, bufs, value = msg
-            seen = []
-            for b in bufs:
-                host = np.from_dlpack(b).view(np.uint8)
-                seen.append((b.size, b.is_mapped, b.is_host_accessible, b.is_device_accessible,
-                             int(host[0]), int(host[-1])))
-                host[:16] = value + 1          # the child writes through its host pointer
-            for b in bufs:                     # importers free first
-                b.close()
-            out.put((type(mr).__name__, mr.is_ipc_enabled, seen))
-    except BaseException as e:
-        out.put(("error", repr(e), []))
+def _child(lib, q, out, log):
+    """The child's steps go to `log` too: a child that does not answer is explained
+    by how far it got (its stderr may not reach the test's output)."""
+    import faulthandler
+    with open(log, "a", buffering=1) as f:
+        faulthandler.enable(f)
+        f.write(f"start {lib} pid {os.getpid()}\n")
+        try:
+            if lib == "cuabi":
+                import cuabi as core
+            else:
+                import cuda.core as core
+            core.Device(0).set_current()
+            f.write("current\n")
+            while True:
+                msg = q.get()           # unpickling maps the pool and imports the buffers
+                f.write(f"message {type(msg).__name__}\n")
+                if msg is None:
+                    break
+                mr, bufs, value = msg
+                seen = []
+                for b in bufs:
+                    host = np.from_dlpack(b).view(np.uint8)
+                    seen.append((b.size, b.is_mapped, b.is_host_accessible,
+                                 b.is_device_accessible, int(host[0]), int(host[-1])))
+                    host[:16] = value + 1      # the child writes through its host pointer
+                for b in bufs:                 # importers free first
+                    b.close()
+                out.put((type(mr).__name__, mr.is_ipc_enabled, seen))
+                f.write(f"answered {seen}\n")
+        except BaseException as e:
+            f.write(f"error {e!r}\n")
+            out.put(("error", repr(e), []))
+        f.write("done\n")
 
 
-def test_buffers_pickle_to_a_child(libs):
+def test_buffers_pickle_to_a_child(libs, tmp_path):
     def share(core):
         name = "cuabi" if core is cuabi else "cuda.core"
         dev = core.Device(0)
@@ -175,7 +186,8 @@ def test_buffers_pickle_to_a_child(libs):
         s.sync()
         ctx = mp.get_context("spawn")
         q, out = ctx.Queue(), ctx.Queue()
-        p = ctx.Process(target=_child, args=(name, q, out))
+        log = tmp_path / f"{name}-child.log"
+        p = ctx.Process(target=_child, args=(name, q, out, str(log)))
         p.start()
         rounds = []
         try:
@@ -186,8 +198,13 @@ def test_buffers_pickle_to_a_child(libs):
                 try:
                     kind, ipc, seen = out.get(timeout=60)
                 except queue.Empty:
-                    raise AssertionError(f"{name}'s child did not answer (alive: "
-                                         f"{p.is_alive()}, exit code {p.exitcode})") from None
+                    steps = log.read_text() if log.exists() else "(no log: it never started)"
+                    raise AssertionError(f"{name}'s child did not answer in round {r} (alive: "
+                                         f"{p.is_alive()}, exit code {p.exitcode}); its "
+                                         f"steps:\n{steps}") from None
+                if kind == "error":         # the child stops at an error: say it now
+                    raise AssertionError(f"{name}'s child failed in round {r}: {ipc}; its "
+                                         f"steps:\n{log.read_text()}")
                 parent_sees = [int(np.from_dlpack(b).view(np.uint8)[0]) for b in bufs]
                 rounds.append((kind, ipc, seen, parent_sees))
         finally:
