@@ -1,7 +1,7 @@
 """First and later graph capture / instantiate from Python, per capture mode and spelling,
 one fresh process per run (ON THE GPU MACHINE, issue 24 item 3; docs/PERFORMANCE.md):
 
-    python3 scripts/diag_graph_modes.py [--processes 5] [--causes | --cc | --init]
+    python3 scripts/diag_graph_modes.py [--processes 5] [--causes | --cc | --init | --stages | --first]
 
 Variants (each a process of its own, alternating): cuabi `s.capture()` (global mode),
 `s.capture("relaxed")`, cuabi's GraphBuilder (cuda.core's spelling, relaxed), cuda.core's
@@ -35,6 +35,10 @@ CC_STEPS = ["cuabi:global", "cuabi:global:ccdev", "cuabi:global:ccalloc", "cuabi
 # cuda.core's set_current as the control; `smaps` adds which mappings the first instantiate grows.
 STAGE_STEPS = ["cuabi:global:+stages", "cuabi:global:early+stages", "cuabi:global:ctctx+stages",
                "cuabi:global:ctctxlate+stages", "cuabi:global:ccimpdev+stages"]
+# Like with like (--first): cuabi with its compile cache off, so NVRTC runs in the process
+# as cuda.core's compile does; its first capture split at the C calls (cparts).
+FIRST_STEPS = ["cuabi:global:nocache", "cuabi:global:cparts+nocache", "cuabi:builder:nocache",
+               "cuda.core:relaxed", "cuda.core:global"]
 INIT_STEPS = ["cuabi:global", "cuabi:global:ctinit", "cuabi:global:ctctx", "cuabi:global:cbinit",
               "cuabi:global:early", "cuabi:global:ccimpdev", "cuabi:global:smaps",
               "cuabi:global:ccimpdev+smaps"]
@@ -275,11 +279,12 @@ def main():
     n = int(sys.argv[sys.argv.index("--processes") + 1]) if "--processes" in sys.argv else 5
     variants = (CAUSES if "--causes" in sys.argv else CC_STEPS if "--cc" in sys.argv
                 else INIT_STEPS if "--init" in sys.argv
-                else STAGE_STEPS if "--stages" in sys.argv else VARIANTS)
+                else STAGE_STEPS if "--stages" in sys.argv
+                else FIRST_STEPS if "--first" in sys.argv else VARIANTS)
     res = {v: [] for v in variants}
     for _ in range(n):
         for v in variants:
-            env = dict(os.environ, CUABI_CACHE="0") if v.endswith(":nocache") else None
+            env = dict(os.environ, CUABI_CACHE="0") if "nocache" in v else None
             r = subprocess.run([sys.executable, __file__, "--child", v], capture_output=True,
                                text=True, timeout=120, env=env)
             line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]

@@ -4,6 +4,9 @@
  *   rawinst   cuabi capture, raw cuGraphInstantiateWithParams of its CUgraph
  *   raw       raw capture (cuLaunchKernel of cuabi's CUfunction on cuabi's
  *             stream), raw instantiate
+ *   rawinfo   raw, with the cuStreamGetCaptureInfo cuabi's begin makes first
+ * Each round prints the capture's parts too: begin, the first launch, the
+ * other 99, end (where a process's first capture goes: issue 24 item 3).
  * Against scripts/probe_instantiate_first.c (no cuabi at all): whether cuabi's
  * slower first instantiate comes from its graph or from the process cuabi set
  * up (docs/PERFORMANCE.md, 2026-11-28). Build in a built tree:
@@ -14,10 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define OK(x) do { if ((x) != CUABI_SUCCESS) { printf("%s: %s\n", #x, cuabi_last_error()->message); exit(1); } } while (0)
 #define CK(x) do { CUresult r_ = (x); if (r_) { printf("%s = %d\n", #x, r_); exit(1); } } while (0)
+
+static long minflt(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
 
 static double now(void)
 {
@@ -60,20 +71,37 @@ int main(int argc, char **argv)
         CUgraphExec e = NULL;
         cuabi_graph *graph = NULL;
         cuabi_graph_exec *exec = NULL;
-        double t0 = now(), t1, t2;
-        if (!strcmp(mode, "raw")) {
+        long f0 = minflt(), fb;
+        double t0 = now(), tb, tl1, tl, t1, t2;
+        if (!strncmp(mode, "raw", 3)) {
             CUdeviceptr p = 0;
             int n = 5;
             float a = 1;
             void *args[] = { &p, &n, &a };
+            if (!strcmp(mode, "rawinfo")) {
+                CUstreamCaptureStatus st;
+                CK(cuStreamGetCaptureInfo((CUstream)rs, &st, NULL, NULL, NULL, NULL, NULL));
+            }
             CK(cuStreamBeginCapture((CUstream)rs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-            for (int i = 0; i < 100; i++)
+            tb = now();
+            fb = minflt();
+            for (int i = 0; i < 100; i++) {
                 CK(cuLaunchKernel((CUfunction)fn, 1, 1, 1, 32, 1, 1, 0, (CUstream)rs, args, NULL));
+                if (!i)
+                    tl1 = now();
+            }
+            tl = now();
             CK(cuStreamEndCapture((CUstream)rs, &g));
         } else {
             OK(cuabi_graph_capture_begin(stream, CUABI_CAPTURE_MODE_GLOBAL));
-            for (int i = 0; i < 100; i++)
+            tb = now();
+            fb = minflt();
+            for (int i = 0; i < 100; i++) {
                 OK(cuabi_launch(kern, pack, &cfg));
+                if (!i)
+                    tl1 = now();
+            }
+            tl = now();
             OK(cuabi_graph_capture_end(&graph, stream));
             uintptr_t raw;
             OK(cuabi_graph_raw(&raw, graph));
@@ -88,7 +116,9 @@ int main(int argc, char **argv)
             CK(cuGraphInstantiateWithParams(&e, g, &ip));
         }
         t2 = now();
-        printf("%s round %d: capture %.1f us instantiate %.1f us\n", mode, round, t1 - t0, t2 - t1);
+        printf("%s round %d: capture %.1f us (begin %.1f, first launch %.1f, 99 launches %.1f, "
+               "end %.1f; page faults in begin %ld) instantiate %.1f us\n", mode, round, t1 - t0,
+               tb - t0, tl1 - tb, tl - tl1, t1 - tl, fb - f0, t2 - t1);
         if (exec)
             cuabi_graph_exec_release(exec);
         if (e)

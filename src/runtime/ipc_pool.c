@@ -392,16 +392,110 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
     return st;
 }
 
-/* An imported buffer's release: free the import (cuMemFree returns once the
- * free is done, which CUDA requires before the exporter's free), then let
- * the mapped pool go. */
+/* ------------------------------------------- one import per export, shared
+ *
+ * The driver maps a pool pointer once per process. A second
+ * cuMemPoolImportPointer of the same export while the first lives is
+ * refused for a pinned (host) pool with CUDA_ERROR_ALREADY_MAPPED, and for a
+ * device pool gives the same address, whose first cuMemFree unmaps it for
+ * both (the second free: CUDA_ERROR_INVALID_VALUE) -- H200, driver
+ * 580.159.04, 2026-11-28, scripts/probe_pool_reimport.c; cuda.core keeps a
+ * cache for the same reason. A process may well import a buffer again while
+ * its first import lives (a pickle received twice, a NumPy view that outlives
+ * Buffer.close()), so buffers of one export share one import: the record
+ * below, freed with its last buffer. After the free the export imports anew
+ * (the driver allows it: the same probe). */
+typedef struct shared_import {
+    struct shared_import *next;
+    cuabi__memory_resource *r;       /* a reference, dropped with the record */
+    CUmemPoolPtrExportData key;
+    CUdeviceptr ptr;
+    size_t users;                    /* buffers on the import; imports_lock */
+} shared_import;
+
+enum { IMPORT_BUCKETS = 64 };
+static shared_import *imports[IMPORT_BUCKETS];
+/* Held across the driver's import and free of a shared pointer: a lookup
+ * never finds a record whose import is being undone (the export would then be
+ * imported anew while still mapped). Only IPC imports and their frees take it. */
+static pthread_mutex_t imports_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static shared_import **import_slot(const cuabi__memory_resource *r,
+                                   const CUmemPoolPtrExportData *key)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)r;     /* FNV-1a */
+    for (size_t i = 0; i < sizeof key->reserved; i++)
+        h = (h ^ key->reserved[i]) * 1099511628211ull;
+    shared_import **at = &imports[h % IMPORT_BUCKETS];
+    while (*at && ((*at)->r != r || memcmp(&(*at)->key, key, sizeof *key) != 0))
+        at = &(*at)->next;
+    return at;
+}
+
+/* The import of `key` in the mapped pool `r` (whose device is current), one
+ * more buffer on it: the live one, or a new one from the driver. */
+static cuabi_status import_acquire(shared_import **out, cuabi__memory_resource *r,
+                                   const CUmemPoolPtrExportData *key, const char *caller)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&imports_lock);
+    shared_import **at = import_slot(r, key);
+    shared_import *si = *at;
+    if (si) {
+        si->users++;
+    } else {
+        CUmemPoolPtrExportData data = *key;
+        CUdeviceptr ptr;
+        CUresult res = CUABI__CU_RAW(r->drv, cuMemPoolImportPointer, &ptr, r->pool, &data);
+        if (res != CUDA_SUCCESS) {
+            st = cuabi__ipc_driver_refused(res, "cuMemPoolImportPointer", caller);
+        } else if (!(si = cuabi__calloc_in(1, sizeof *si, caller))) {
+            CUABI__CU_RELEASE(r->drv, cuMemFree, ptr);
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        } else {
+            cuabi__object_retain(&r->base);
+            si->r = r;
+            si->key = *key;
+            si->ptr = ptr;
+            si->users = 1;
+            *at = si;
+        }
+    }
+    pthread_mutex_unlock(&imports_lock);
+    *out = si;
+    return st;
+}
+
+/* One buffer fewer on the import; the last frees it (cuMemFree returns once
+ * the free is done, which CUDA requires before the exporter's free), with
+ * the device's context current for the call and the caller's given back,
+ * then lets the mapped pool go. */
+static void import_drop(shared_import *si)
+{
+    cuabi__memory_resource *r = si->r;
+    pthread_mutex_lock(&imports_lock);
+    bool last = --si->users == 0;
+    if (last) {
+        *import_slot(r, &si->key) = si->next;
+        cuabi__context_scope scope;
+        if (r->drv->cuMemFree && cuabi__device_enter(&scope, r->device, r->drv) == CUABI_SUCCESS) {
+            CUABI__CU_RELEASE(r->drv, cuMemFree, si->ptr);
+            (void)cuabi__context_leave(&scope, r->drv, CUABI_SUCCESS);
+        }
+    }
+    pthread_mutex_unlock(&imports_lock);
+    if (last) {
+        cuabi__free(si);
+        cuabi__object_release(&r->base);
+    }
+}
+
+/* An imported buffer's release. */
 static void import_free(uintptr_t ptr, size_t size, void *payload)
 {
+    (void)ptr;
     (void)size;
-    cuabi__memory_resource *r = payload;
-    if (r->drv->cuMemFree && cuabi__device_activate(r->device, r->drv) == CUABI_SUCCESS)
-        CUABI__CU_RELEASE(r->drv, cuMemFree, (CUdeviceptr)ptr);
-    cuabi__object_release(&r->base);
+    import_drop(payload);
 }
 
 /* The descriptor is a buffer of exactly this mapped pool. */
@@ -463,26 +557,22 @@ static cuabi_status import_one(cuabi_buffer **out, uintptr_t *address, cuabi__me
                                const uint8_t *descriptor, size_t size, const char *caller)
 {
     CUABI__TRY(check_pool_buffer(r, descriptor, size, caller));
-    const cuabi__driver *drv = r->drv;
-    CUmemPoolPtrExportData data;
-    memcpy(data.reserved, descriptor + CUABI__IPC_HANDLE, sizeof data.reserved);
-    CUdeviceptr ptr;
-    CUresult res = CUABI__CU_RAW(drv, cuMemPoolImportPointer, &ptr, r->pool, &data);
-    if (res != CUDA_SUCCESS)
-        return cuabi__ipc_driver_refused(res, "cuMemPoolImportPointer", caller);
+    CUmemPoolPtrExportData key;
+    memcpy(key.reserved, descriptor + CUABI__IPC_HANDLE, sizeof key.reserved);
+    shared_import *si;
+    CUABI__TRY(import_acquire(&si, r, &key, caller));
+    /* Each buffer's size is its descriptor's, checked against the mapping. */
     uint64_t n = cuabi__ipc_get(descriptor + CUABI__IPC_SIZE, 8);
-    cuabi_status st = check_range(drv, ptr, n, caller);
+    cuabi_status st = check_range(r->drv, si->ptr, n, caller);
     if (st == CUABI_SUCCESS) {
-        cuabi__object_retain(&r->base);
         st = cuabi_buffer_wrap(out, CUABI__HANDLE(r->device, cuabi_device), r->kind,
-                               (uintptr_t)ptr, (size_t)n, import_free, r);
+                               (uintptr_t)si->ptr, (size_t)n, import_free, si);
         if (st == CUABI_SUCCESS) {
-            *address = (uintptr_t)ptr;
+            *address = (uintptr_t)si->ptr;
             return CUABI_SUCCESS;
         }
-        cuabi__object_release(&r->base);
     }
-    CUABI__CU_RELEASE(drv, cuMemFree, ptr);
+    import_drop(si);
     return st;
 }
 

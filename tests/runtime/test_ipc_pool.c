@@ -1401,6 +1401,76 @@ END_TEST
 /* A host pool's importer need not see the exporter's device: the pool is
  * no device's, so it maps on this process's first device (device pools
  * are refused, as before). */
+/* The same buffer imported again while its first import lives (a pickle
+ * received twice, a view that outlives its buffer): one driver import,
+ * shared by every buffer on it, singly and in a batch -- a pinned pool's
+ * driver refuses a second import, a device pool's gives the same address,
+ * whose first free unmaps both (the fake does as the H200 did). The import
+ * goes with its last buffer; then the buffer imports anew. */
+static void duplicate_imports_share_one(cuabi_memory_resource *r)
+{
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_stream_create(&s, dev1, NULL));
+    cuabi_buffer *b, *x, *y, *z, *pair[2];
+    ck_assert_ok(cuabi_buffer_allocate(&b, r, 4096, 0, s));
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    uint8_t bd[D], two[2 * D];
+    export_buffer(bd, b);
+    cuabi_memory_resource *m = mapped_of(r);
+    int imports = fake_pool_imports, dups = fake_duplicate_imports;
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&x, m, bd, D));
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&y, m, bd, D));
+    ck_assert_ptr_ne(x, y);
+    ck_assert_ptr_eq(host_of(x), host_of(y));
+    ck_assert_int_eq(fake_pool_imports, imports + 1);
+    memcpy(two, bd, D);
+    memcpy(two + D, bd, D);
+    uint64_t addr[2];
+    ck_assert_ok(cuabi_ipc_pool_buffers_import(pair, addr, m, two, 2 * D, 2));
+    ck_assert_uint_eq(addr[0], addr[1]);
+    ck_assert_uint_eq(addr[0], (uintptr_t)host_of(x));
+    ck_assert_int_eq(fake_pool_imports, imports + 1);
+    ck_assert_ok(cuabi_buffer_destroy(x));
+    ck_assert_ok(cuabi_buffer_destroy(pair[0]));
+    ck_assert_ok(cuabi_buffer_destroy(pair[1]));
+    ck_assert_int_eq(fake_pool_imports, imports + 1);      /* y maps it still */
+    host_of(y)[7] = 'y';
+    ck_assert_int_eq(host_of(b)[7], 'y');
+    ck_assert_ok(cuabi_memory_resource_release(m));       /* y keeps the mapped pool */
+    ck_assert_ok(cuabi_buffer_destroy(y));
+    ck_assert_int_eq(fake_pool_imports, imports);
+    m = mapped_of(r);
+    ck_assert_ok(cuabi_ipc_pool_buffer_import(&z, m, bd, D));   /* anew */
+    ck_assert_int_eq(fake_pool_imports, imports + 1);
+    ck_assert_ok(cuabi_buffer_destroy(z));
+    ck_assert_int_eq(fake_pool_imports, imports);
+    ck_assert_int_eq(fake_duplicate_imports, dups);        /* never a second driver import */
+    ck_assert_ok(cuabi_memory_resource_release(m));
+    ck_assert_ok(cuabi_buffer_free_async(b, s));
+    ck_assert_int_eq(fake_pool_order_errors, 0);
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_memory_resource_release(r));
+}
+
+START_TEST(duplicate_imports_share_one_device_pool)
+{
+    size_t live = cuabi__handle_live_count();
+    duplicate_imports_share_one(ipc_pool(dev1));
+    ck_assert_int_eq(fake_live_allocs, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
+START_TEST(duplicate_imports_share_one_pinned_pool)
+{
+    size_t live = cuabi__handle_live_count();
+    duplicate_imports_share_one(host_ipc_pool(dev1, 1, 8 << 20));
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    ck_assert_int_eq(open_fds(), fds_at_start);
+}
+END_TEST
+
 START_TEST(host_pool_import_without_the_exporters_device)
 {
     cuabi_memory_resource *r = host_ipc_pool(dev1, 0, 0), *m;
@@ -1579,6 +1649,8 @@ static Suite *suite(void)
     tcase_add_test(tc, host_pool_round_trip);
     tcase_add_test(tc, host_pool_import_without_the_exporters_device);
     tcase_add_test(tc, host_pool_refusals);
+    tcase_add_test(tc, duplicate_imports_share_one_device_pool);
+    tcase_add_test(tc, duplicate_imports_share_one_pinned_pool);
     suite_add_tcase(s, tc);
     tc = tcase_create("fds");
     tcase_add_checked_fixture(tc, setup, teardown);

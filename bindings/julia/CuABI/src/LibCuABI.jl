@@ -6676,7 +6676,7 @@ end
 """
 cuabi_ipc_pool_buffer_import(out, pool, descriptor, size)
 
-Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. The same descriptor imported again while an import of it lives in this process gives another buffer on that one import (the driver maps a pool pointer once per process: it refuses a pinned pool's second import, and a device pool's second import would be unmapped by the first free); the import is freed with its last buffer. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
 
 - `out` [out, ownership transferred]
 

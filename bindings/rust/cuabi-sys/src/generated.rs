@@ -4230,7 +4230,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_import(out: *mut *mut cuabi_memory_resource, fd: c_int, descriptor: *const u8, size: usize) -> cuabi_status;
-    /// Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
+    /// Import a buffer of a mapped pool from its CUABI_IPC_POOL_MEMORY descriptor (cuMemPoolImportPointer): a buffer of the mapped pool's kind (CUABI_MEMORY_DEVICE, or CUABI_MEMORY_PINNED for a pool in host memory) whose import is freed (cuMemFree) when it and its views are gone. The same descriptor imported again while an import of it lives in this process gives another buffer on that one import (the driver maps a pool pointer once per process: it refuses a pinned pool's second import, and a device pool's second import would be unmapped by the first free); the import is freed with its last buffer. CUABI_ERROR_IPC when the descriptor is bad or belongs to another pool, or the driver refuses it (the exporter freed it); CUABI_ERROR_IPC also when `pool` is not a mapped pool.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_ipc_pool_buffer_import(out: *mut *mut cuabi_buffer, pool: *mut cuabi_memory_resource, descriptor: *const u8, size: usize) -> cuabi_status;
