@@ -825,7 +825,12 @@ class Buffer(Handle):
 
     @property
     def device_id(self) -> int:
-        """The device ordinal (-1 for plain host memory)."""
+        """cuda.core's: its memory resource's device_id when it has one (-1 for
+        a PinnedMemoryResource's or LegacyPinnedMemoryResource's buffer: host
+        memory), else the ordinal of its memory's device (-1 for host memory)."""
+        mr = getattr(self, "_mr", None)
+        if mr is not None:
+            return mr.device_id
         d = self.device
         return -1 if d is None else d.ordinal
 

@@ -55,6 +55,11 @@ def test_options_none_is_the_current_host_pool(dev):
     st = mr.pool_stats()
     assert (st.location_type, st.owned, st.ipc) == (HOST, 0, 0)
     b = _pinned_buffer_works(mr, s)
+    # cuda.core's Buffer.device_id is its resource's: -1 for pinned memory
+    # (it was the device's ordinal here before), the device's for device memory
+    assert b.device_id == -1 and b.memory_resource is mr
+    assert cuabi.LegacyPinnedMemoryResource().allocate(64).device_id == -1
+    assert dev.memory_resource.allocate(64, stream=s).device_id == dev.ordinal
     used = mr.attributes.used_mem_current
     assert used >= 4096
     b.close(s)
