@@ -123,11 +123,18 @@ def attrs(gpu):
 
 
 def test_programmatic_dependent_launch(hopper, attrs):
+    """With programmatic_stream_serialization the secondary starts before the
+    primary ends (and waits for its trigger); without, after. The overlap is
+    a scheduling fact: other work on the GPU (the GPU session runs test files
+    side by side) can hold the SMs it needs, so PDL gets three tries to show
+    it (it failed once, 2026-11-28, with four other files on the GPU); the
+    results and the serialised order are checked every time."""
     primary, secondary = attrs.get_kernel("primary"), attrs.get_kernel("secondary")
     sms = hopper.properties.multiprocessor_count
     with hopper.create_stream(non_blocking=True) as s:
         x, y = cuabi.Buffer(4 * N, stream=s), cuabi.Buffer(4 * N, stream=s)
-        for pdl in (False, True):
+
+        def run(pdl):
             stamps = np.array([0, 0, 0, 2**64 - 1], np.uint64)
             t = cuabi.Buffer.from_host(stamps, stream=s)
             cuabi.launch(s, cuabi.LaunchConfig(max(sms // 2, 1), block=128), primary,
@@ -140,11 +147,19 @@ def test_programmatic_dependent_launch(hopper, attrs):
             s.synchronize()
             np.testing.assert_array_equal(out, 2 * (np.arange(N, dtype=np.int32) + 7))
             end, start, waited = int(stamps[0]), int(stamps[1]), int(stamps[2])
-            if pdl:
-                assert start < end, f"no overlap: started {start - end} ns after the primary ended"
-                assert waited >= end
-            else:
-                assert start >= end
+            return end, start, waited
+
+        end, start, _ = run(False)
+        assert start >= end
+        tries = []
+        for _ in range(3):
+            end, start, waited = run(True)
+            assert waited >= end            # the dependent part waited for the trigger
+            tries.append(start - end)
+            if start < end:
+                break
+        assert tries[-1] < 0, f"no overlap in {len(tries)} tries: the secondary started " \
+                              f"{tries} ns after the primary ended"
 
 
 def test_launch_completion_event(hopper, attrs):
