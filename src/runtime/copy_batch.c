@@ -243,6 +243,30 @@ static cuabi_status plan_items(plan *p, const cuabi_copy_item *items, size_t cou
     return CUABI_SUCCESS;
 }
 
+/* The planned copies on the stream (its device's context current): one
+ * batch, or one cuMemcpyAsync each where the driver has no batch. */
+static cuabi_status run_plan(cuabi_copy_result *result, const plan *p, cuabi__stream *s,
+                             const cuabi__driver *drv)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    if (drv->cuMemcpyBatchAsync) {
+        st = CUABI__CU(drv, cuMemcpyBatchAsync, p->dst, p->src, p->size, p->n, p->attr,
+                       p->idx, p->nattr, s->cu_stream);
+        if (st == CUABI_SUCCESS)
+            result_fill(result, CUABI_COPY_PATH_BATCHED, p->n, p->bytes, 1, p->nattr, 0, "");
+        return st;
+    }
+    size_t calls = 0;
+    for (size_t i = 0; st == CUABI_SUCCESS && i < p->n; i++, calls++)
+        st = CUABI__CU(drv, cuMemcpyAsync, p->dst[i], p->src[i], p->size[i], s->cu_stream);
+    bool sync = st == CUABI_SUCCESS && p->during_call;
+    if (sync)   /* the source was to be read before returning: make it so */
+        st = CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
+    if (st == CUABI_SUCCESS)
+        result_fill(result, CUABI_COPY_PATH_SINGLE, p->n, p->bytes, calls, 0, sync, no_batch);
+    return st;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
                                             const cuabi_copy_item *items, size_t count,
                                             cuabi_stream *stream)
@@ -260,22 +284,13 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
         plan_free(&p);
         return st;
     }
-    if (drv->cuMemcpyBatchAsync) {
-        st = CUABI__CU(drv, cuMemcpyBatchAsync, p.dst, p.src, p.size, p.n, p.attr, p.idx,
-                       p.nattr, s->cu_stream);
-        if (st == CUABI_SUCCESS)
-            result_fill(result, CUABI_COPY_PATH_BATCHED, p.n, p.bytes, 1, p.nattr, 0, "");
-        plan_free(&p);
-        return st;
-    }
-    size_t calls = 0;
-    for (size_t i = 0; st == CUABI_SUCCESS && i < p.n; i++, calls++)
-        st = CUABI__CU(drv, cuMemcpyAsync, p.dst[i], p.src[i], p.size[i], s->cu_stream);
-    bool sync = st == CUABI_SUCCESS && p.during_call;
-    if (sync)   /* the source was to be read before returning: make it so */
-        st = CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
+    /* The driver runs a stream's copies in the current context: the stream's
+     * device's is made current for the call and the caller's given back (two
+     * H200s refused a batch on GPU 0's stream with GPU 1's context current). */
+    cuabi__context_scope scope;
+    st = cuabi__device_enter(&scope, s->device, drv);
     if (st == CUABI_SUCCESS)
-        result_fill(result, CUABI_COPY_PATH_SINGLE, p.n, p.bytes, calls, 0, sync, no_batch);
+        st = cuabi__context_leave(&scope, drv, run_plan(result, &p, s, drv));
     plan_free(&p);
     return st;
 }
@@ -349,7 +364,7 @@ static cuabi_status op_of(CUDA_MEMCPY3D_BATCH_OP *op, const cuabi_copy_3d_item *
 static cuabi_status single_3d(const CUDA_MEMCPY3D_BATCH_OP *op, cuabi__stream *s,
                               const cuabi__driver *drv, const char *caller)
 {
-    CUABI__TRY(cuabi__device_activate(s->device, drv));
+    /* the caller made the stream's device's context current */
     CUcontext ctx = atomic_load_explicit(&s->device->primary, memory_order_acquire);
     CUDA_MEMCPY3D_PEER c;
     memset(&c, 0, sizeof c);
@@ -407,7 +422,9 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
             n++;
         }
     }
-    if (st == CUABI_SUCCESS && n > 0) {
+    cuabi__context_scope scope;
+    if (st == CUABI_SUCCESS && n > 0 &&
+        (st = cuabi__device_enter(&scope, s->device, drv)) == CUABI_SUCCESS) {
         if (drv->cuMemcpy3DBatchAsync) {
             st = CUABI__CU(drv, cuMemcpy3DBatchAsync, n, ops, 0, s->cu_stream);
             if (st == CUABI_SUCCESS)
@@ -423,6 +440,7 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
                 result_fill(result, CUABI_COPY_PATH_SINGLE, n, total, calls, 0, sync,
                             no_batch_3d);
         }
+        st = cuabi__context_leave(&scope, drv, st);
     }
     cuabi__free(ops);
     return st;

@@ -283,6 +283,65 @@ START_TEST(older_driver_copies_one_by_one)
 }
 END_TEST
 
+/* The driver runs a stream's copies in the current context: a batch on GPU
+ * 0's stream with GPU 1's context current was refused (two H200s, 2026-11-28;
+ * the fake refuses it too). cuabi makes the stream's device's context current
+ * for the batch -- 1-D, 3-D, batched or one by one, failing or not -- and
+ * gives the caller's back. */
+static void expect_current(CUcontext want)
+{
+    CUcontext now = NULL;
+    ck_assert_int_eq(cuabi__driver_for_test()->cuCtxGetCurrent(&now), CUDA_SUCCESS);
+    ck_assert_ptr_eq(now, want);
+}
+
+START_TEST(another_devices_context_current)
+{
+    cuabi_device *dev1;
+    cuabi_stream *s1;
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    ck_assert_ok(cuabi_stream_create(&s1, dev1, NULL));    /* makes GPU 1's context current */
+    CUcontext ctx1 = NULL;
+    ck_assert_int_eq(cuabi__driver_for_test()->cuCtxGetCurrent(&ctx1), CUDA_SUCCESS);
+    cuabi_buffer *a = buf(pool, 1024, 7), *b = buf(pool, 1024, 0);
+    cuabi__driver *d = cuabi__driver_for_test();
+    ck_assert_int_eq(d->cuCtxSetCurrent(ctx1), CUDA_SUCCESS);
+    cuabi_copy_item it = item();
+    it.dst_buffer = b, it.src_buffer = a, it.size = 1024;
+    cuabi_copy_result r = CUABI_COPY_RESULT_INIT;
+    ck_assert_ok(cuabi_copy_batch(&r, &it, 1, s0));
+    ck_assert_int_eq(r.path, CUABI_COPY_PATH_BATCHED);
+    expect_current(ctx1);
+    cuabi_copy_3d_item i3 = CUABI_COPY_3D_ITEM_INIT;
+    i3.src_buffer = a, i3.dst_buffer = b, i3.width = 16, i3.height = 4;
+    ck_assert_ok(cuabi_copy_batch_3d(&r, &i3, 1, s0));
+    expect_current(ctx1);
+    /* a failing batch gives the context back too */
+    cuabi__fault_arm("cuMemcpyBatchAsync_v2", 1, false, CUDA_ERROR_INVALID_VALUE);
+    ck_assert_status(cuabi_copy_batch(&r, &it, 1, s0), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    expect_current(ctx1);
+    /* without the batched entry points: one copy at a time, the same */
+    d->cuMemcpyBatchAsync = NULL;
+    d->cuMemcpy3DBatchAsync = NULL;
+    ck_assert_ok(cuabi_copy_batch(&r, &it, 1, s0));
+    ck_assert_int_eq(r.path, CUABI_COPY_PATH_SINGLE);
+    expect_current(ctx1);
+    ck_assert_ok(cuabi_copy_batch_3d(&r, &i3, 1, s0));
+    ck_assert_int_eq(r.path, CUABI_COPY_PATH_SINGLE);
+    expect_current(ctx1);
+    /* with no context current, none after */
+    ck_assert_int_eq(d->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    ck_assert_ok(cuabi_copy_batch(&r, &it, 1, s0));
+    expect_current(NULL);
+    ck_assert_uint_eq(at(b, 1023), at(a, 1023));
+    ck_assert_ok(cuabi_buffer_free_async(a, s0));
+    ck_assert_ok(cuabi_buffer_free_async(b, s0));
+    ck_assert_ok(cuabi_stream_release(s1));
+    cuabi_device_release(dev1);
+}
+END_TEST
+
 START_TEST(pitched_3d)
 {
     /* src: 2 layers of 3 rows of 10 bytes, rows 16 apart, layers 4 rows apart;
@@ -361,6 +420,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refused_before_anything_is_queued);
     tcase_add_test(tc, older_driver_copies_one_by_one);
     tcase_add_test(tc, pitched_3d);
+    tcase_add_test(tc, another_devices_context_current);
     tcase_add_test(tc, refused_during_a_capture);
     suite_add_tcase(s, tc);
     return s;

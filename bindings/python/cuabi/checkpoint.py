@@ -150,7 +150,8 @@ class Process:
         """Restore the checkpointed process (it is then locked). gpu_mapping
         maps each GPU it was checkpointed on to the GPU to restore it onto
         (cuabi.Device, UUID bytes or UUID strings; same chip, enough
-        memory; every checkpointed GPU when any)."""
+        memory; every checkpointed GPU when any -- on a host of two H200s the
+        driver refused a map that named one of the two GPUs)."""
         if gpu_mapping is None:
             gpu_mapping = {}
         if not isinstance(gpu_mapping, Mapping):
