@@ -121,9 +121,11 @@ static bool attributes_equal(const CUmemcpyAttributes *a, const CUmemcpyAttribut
            a->dstLocHint.type == b->dstLocHint.type && a->dstLocHint.id == b->dstLocHint.id;
 }
 
-/* The stream, its context current, and not under a cuabi capture (the
- * driver has no graph node for a batch). */
-static cuabi_status batch_stream(cuabi__stream **s, const cuabi__driver **drv,
+/* The stream, its context current in *scope (the per-thread default
+ * stream's device), and not under a cuabi capture (the driver has no graph
+ * node for a batch). */
+static cuabi_status batch_stream(cuabi__context_scope *scope, cuabi__stream **s,
+                                 const cuabi__driver **drv,
                                  cuabi_stream *stream, const char *caller)
 {
     void *obj;
@@ -135,7 +137,7 @@ static cuabi_status batch_stream(cuabi__stream **s, const cuabi__driver **drv,
                             "(cuMemcpyBatchAsync refuses it): use a created stream or the "
                             "per-thread default stream", caller);
     CUABI__TRY(cuabi__driver_get(drv));
-    CUABI__TRY(cuabi__stream_prepare(*s, *drv));
+    CUABI__TRY(cuabi__stream_enter(scope, *s, *drv));
     if (CUABI__UNLIKELY(cuabi__capturing()) && (*drv)->cuStreamIsCapturing) {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if ((*drv)->cuStreamIsCapturing((*s)->cu_stream, &cs) == CUDA_SUCCESS &&
@@ -247,18 +249,20 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
                                             const cuabi_copy_item *items, size_t count,
                                             cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_OPTS(result, "cuabi_copy_result", CUABI_COPY_RESULT_VERSION, true);
     result_fill(result, CUABI_COPY_PATH_NONE, 0, 0, 0, 0, 0, "");
     CUABI__CHECK_ARG(items || count == 0, "%s: items is NULL", __func__);
     cuabi__stream *s;
     const cuabi__driver *drv;
-    CUABI__TRY(batch_stream(&s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(batch_stream(&scope, &s, &drv, stream, __func__));
     plan p;
-    CUABI__TRY(plan_alloc(&p, count, __func__));
+    CUABI__TRY_SCOPE(plan_alloc(&p, count, __func__));
     cuabi_status st = plan_items(&p, items, count, __func__);
     if (st != CUABI_SUCCESS || p.n == 0) {
         plan_free(&p);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     if (drv->cuMemcpyBatchAsync) {
         st = CUABI__CU(drv, cuMemcpyBatchAsync, p.dst, p.src, p.size, p.n, p.attr, p.idx,
@@ -266,9 +270,13 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
         if (st == CUABI_SUCCESS)
             result_fill(result, CUABI_COPY_PATH_BATCHED, p.n, p.bytes, 1, p.nattr, 0, "");
         plan_free(&p);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
+    /* One by one: cuMemcpyAsync works in the current context, even on a
+     * created stream (the stream's is entered; the batch call above takes
+     * the stream alone). */
     size_t calls = 0;
+    st = cuabi__stream_context_enter(&scope, s, drv);
     for (size_t i = 0; st == CUABI_SUCCESS && i < p.n; i++, calls++)
         st = CUABI__CU(drv, cuMemcpyAsync, p.dst[i], p.src[i], p.size[i], s->cu_stream);
     bool sync = st == CUABI_SUCCESS && p.during_call;
@@ -277,7 +285,9 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
     if (st == CUABI_SUCCESS)
         result_fill(result, CUABI_COPY_PATH_SINGLE, p.n, p.bytes, calls, 0, sync, no_batch);
     plan_free(&p);
-    return st;
+    CUABI__SCOPE_RETURN(st);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* --------------------------------------------------------------- 3-D */
@@ -346,10 +356,10 @@ static cuabi_status op_of(CUDA_MEMCPY3D_BATCH_OP *op, const cuabi_copy_3d_item *
 
 /* One 3-D copy without the batch: cuMemcpy3DPeerAsync between unified
  * addresses, in the stream's context. */
-static cuabi_status single_3d(const CUDA_MEMCPY3D_BATCH_OP *op, cuabi__stream *s,
-                              const cuabi__driver *drv, const char *caller)
+static cuabi_status single_3d(cuabi__context_scope *scope, const CUDA_MEMCPY3D_BATCH_OP *op,
+                              cuabi__stream *s, const cuabi__driver *drv, const char *caller)
 {
-    CUABI__TRY(cuabi__device_activate(s->device, drv));
+    CUABI__TRY(cuabi__device_enter(scope, s->device, drv));
     CUcontext ctx = atomic_load_explicit(&s->device->primary, memory_order_acquire);
     CUDA_MEMCPY3D_PEER c;
     memset(&c, 0, sizeof c);
@@ -371,18 +381,20 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
                                                const cuabi_copy_3d_item *items, size_t count,
                                                cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_OPTS(result, "cuabi_copy_result", CUABI_COPY_RESULT_VERSION, true);
     result_fill(result, CUABI_COPY_PATH_NONE, 0, 0, 0, 0, 0, "");
     CUABI__CHECK_ARG(items || count == 0, "%s: items is NULL", __func__);
     cuabi__stream *s;
     const cuabi__driver *drv;
-    CUABI__TRY(batch_stream(&s, &drv, stream, __func__));
     size_t bytes;
     CUABI__CHECK_ARG(cuabi__size_mul(&bytes, count, sizeof(CUDA_MEMCPY3D_BATCH_OP)),
                      "%s: %zu copies overflow", __func__, count);
+    CUABI__TRY_SCOPE(batch_stream(&scope, &s, &drv, stream, __func__));
     CUDA_MEMCPY3D_BATCH_OP *ops = cuabi__malloc(bytes ? bytes : 1);
     if (!ops)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     size_t n = 0;
     uint64_t total = 0;
     bool during_call = false;
@@ -415,7 +427,7 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
         } else {
             size_t calls = 0;
             for (size_t i = 0; st == CUABI_SUCCESS && i < n; i++, calls++)
-                st = single_3d(&ops[i], s, drv, __func__);
+                st = single_3d(&scope, &ops[i], s, drv, __func__);
             bool sync = st == CUABI_SUCCESS && during_call;
             if (sync)
                 st = CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
@@ -425,5 +437,7 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
         }
     }
     cuabi__free(ops);
-    return st;
+    CUABI__SCOPE_RETURN(st);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
