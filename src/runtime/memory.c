@@ -664,8 +664,11 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
         return r->vmm_free(r, ptr, caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
+    /* A release: freed even when the switch is refused (a skipped free
+     * would lose the memory; the driver says whether the free went). */
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
-    CUABI__TRY(enter_stream(&scope, &raw, r, s, drv));
+    if (enter_stream(&scope, &raw, r, s, drv) != CUABI_SUCCESS)
+        cuabi_error_clear();   /* the free's own result is the answer */
     return cuabi__context_leave(&scope, drv, driver_free(r, ptr, raw, caller));
 }
 
