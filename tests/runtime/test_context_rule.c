@@ -279,6 +279,7 @@ static cuabi_status c_pinned_with_stream(void)
 /* The free of a buffer without a stream, alone: allocated with device 0
  * current (the caller's choice), freed from a thread where it is not. */
 static cuabi_buffer *to_free;
+static uintptr_t lost_ptr;   /* memory whose injected free failure lost it: the test frees it */
 static cuabi_status c_free(void)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -292,8 +293,11 @@ static cuabi_status c_free(void)
         if (st != CUABI_SUCCESS)
             return st;
     }
+    uintptr_t p = 0;
+    cuabi_buffer_pointer(&p, to_free);
     st = cuabi_buffer_destroy(to_free);
     to_free = NULL;   /* a failed free is given up: the handle is gone */
+    lost_ptr = cuabi__fault_count() > 0 ? p : 0;
     return st;
 }
 
@@ -620,6 +624,10 @@ START_TEST(failure_gives_the_context_back)
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
     launch_result = CUDA_SUCCESS;
     nccl_fail("", 0, 0);
+    if (lost_ptr) {   /* the fake's memory of the failed free (ASan's leak check) */
+        cuabi__driver_for_test()->cuMemFreeAsync((CUdeviceptr)lost_ptr, NULL);
+        lost_ptr = 0;
+    }
     ck_assert_msg(fired > 0, "%s: %s was never called", c->name, c->fault);
     ck_assert_msg(fake_current == CTX1, "%s failing in %s: device %d's context is current "
                   "after the call, not the caller's", c->name,
