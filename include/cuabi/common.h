@@ -19,11 +19,13 @@ extern "C" {
  * Every fallible function returns a cuabi_status; CUABI_SUCCESS is 0.
  *
  * Threads. Every handle may be used from any thread: the library makes the
- * right CUDA context current itself. Which objects may also be used from
- * several threads at once is said by each module (devices, streams, events,
- * resources, buffers, views, objcodes, kernels, graphs: yes; a linker: one
- * thread at a time; an argument pack or tensor map: reads yes, a write racing
- * a read no). Releasing a handle's last reference while another thread still
+ * right CUDA context current itself, and gives the thread's current context
+ * back as it found it before returning (only cuabi_device_set_current sets
+ * it). Which objects may also be used from several threads at once is said
+ * by each module (devices, streams, events, resources, buffers, views,
+ * objcodes, kernels, graphs: yes; a linker: one thread at a time; an argument
+ * pack or tensor map: reads yes, a write racing a read no). Releasing a handle's last reference
+ * while another thread still
  * uses it is the caller's race; a handle released before a call is refused
  * cleanly (CUABI_ERROR_INVALID_HANDLE), never followed. The last-error record
  * is thread-local: a call on one thread never changes another's.

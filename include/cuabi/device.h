@@ -16,8 +16,10 @@ extern "C" {
 /**
  * CUDA devices. A cuabi_device stands for one GPU and its primary context; the
  * same handle value is returned for the same ordinal while any reference lives.
- * The library makes the right context current on the calling thread before any
- * driver call that needs one. A device may be used from several threads at once:
+ * The library makes the right context current on the calling thread for any
+ * driver call that needs one, and makes the caller's current again before it
+ * returns (success or failure): only cuabi_device_set_current changes the
+ * thread's current context. A device may be used from several threads at once:
  * its functions may run concurrently on one handle.
  */
 
@@ -173,7 +175,8 @@ CUABI_EXTERN(cuabi_status) cuabi_device_memory_info(uint64_t *free_bytes,
 
 /**
  * Retain the device's primary context (once) and make it current on the calling thread, as the CUDA
- * runtime does.
+ * runtime does. The one cuabi call that changes the thread's current context: every other gives the
+ * caller's back.
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device);
@@ -185,7 +188,8 @@ CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device);
 CUABI_EXTERN(cuabi_status) cuabi_device_synchronize(cuabi_device *device);
 
 /**
- * The raw CUcontext (primary context) of the device, retained by the device handle.
+ * The raw CUcontext (primary context) of the device, retained by the device handle (not made
+ * current).
  * @param out [out]
  * Needs the CUDA driver and a GPU.
  */

@@ -35,7 +35,8 @@ extern "C" {
  * launches with the cuabi_argpack_set_* functions on the bound pack (the
  * layout is fixed, so nothing needs checking again). No launch allocates
  * memory. Launches may come from any thread; the right context is made
- * current.
+ * current for a default stream's launch, and the caller's is current again
+ * after it.
  */
 
 /**

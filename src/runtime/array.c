@@ -196,10 +196,13 @@ static void array_destroy(cuabi__object *o)
         cuabi__object_release(&a->parent->base);
     } else {
         const cuabi__driver *drv;
+        cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the caller's back */
         if (cuabi__driver_get_for(&drv, "cuabi_array_release") == CUABI_SUCCESS &&
-            drv->cuArrayDestroy &&
-            cuabi__device_activate(a->device, drv) == CUABI_SUCCESS)
+            drv->cuArrayDestroy) {
+            (void)cuabi__device_enter(&scope, a->device, drv);   /* destroyed even if refused */
             CUABI__CU_RELEASE(drv, cuArrayDestroy, a->cu);
+        }
+        (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     }
     cuabi__object_release(&a->device->base);
     cuabi__free(a);
@@ -255,6 +258,8 @@ static CUDA_ARRAY3D_DESCRIPTOR driver_desc(const cuabi_array_desc *d)
 static cuabi_status array_make(cuabi_array **out, cuabi__device *dev, const cuabi_array_desc *desc,
                                const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     long elem;
     unsigned block;
     uint64_t bytes;
@@ -267,11 +272,13 @@ static cuabi_status array_make(cuabi_array **out, cuabi__device *dev, const cuab
     CUABI__TRY(cuabi__driver_get_for(&drv, caller));
     if (!drv->cuArrayDestroy)
         return cuabi__missing_entry("cuArrayDestroy", caller);
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUDA_ARRAY3D_DESCRIPTOR c = driver_desc(desc);
     CUarray cu;
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuArray3DCreate, &cu, &c));
-    return array_publish(out, dev, cu, desc, NULL, -1, drv, caller);
+    CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuArray3DCreate, &cu, &c));
+    scope_st = array_publish(out, dev, cu, desc, NULL, -1, drv, caller);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_array_create(cuabi_array **out, cuabi_device *device,
@@ -350,9 +357,13 @@ static void mipmapped_destroy(cuabi__object *o)
 {
     cuabi__mipmapped_array *m = (cuabi__mipmapped_array *)o;
     const cuabi__driver *drv;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
     if (cuabi__driver_get_for(&drv, "cuabi_mipmapped_array_release") == CUABI_SUCCESS &&
-        drv->cuMipmappedArrayDestroy && cuabi__device_activate(m->device, drv) == CUABI_SUCCESS)
+        drv->cuMipmappedArrayDestroy) {
+        (void)cuabi__device_enter(&scope, m->device, drv);   /* destroyed even if refused */
         CUABI__CU_RELEASE(drv, cuMipmappedArrayDestroy, m->cu);
+    }
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     cuabi__object_release(&m->device->base);
     cuabi__free(m);
 }
@@ -362,6 +373,8 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_create(cuabi_mipmapped_array **
                                                         const cuabi_array_desc *desc,
                                                         unsigned int num_levels)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
@@ -387,10 +400,10 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_create(cuabi_mipmapped_array **
     CUABI__TRY(cuabi__driver_get(&drv));
     if (!drv->cuMipmappedArrayDestroy)
         return cuabi__missing_entry("cuMipmappedArrayDestroy", __func__);
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUDA_ARRAY3D_DESCRIPTOR c = driver_desc(desc);
     CUmipmappedArray cu;
-    CUABI__TRY(CUABI__CU(drv, cuMipmappedArrayCreate, &cu, &c, num_levels));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuMipmappedArrayCreate, &cu, &c, num_levels));
     cuabi__mipmapped_array *m = cuabi__calloc(1, sizeof *m);
     cuabi_status st = m ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
     if (m) {
@@ -404,17 +417,21 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_create(cuabi_mipmapped_array **
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuMipmappedArrayDestroy, cu);
         cuabi__free(m);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__object_retain(&dev->base);
     *out = CUABI__HANDLE(m, cuabi_mipmapped_array);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_level(cuabi_array **out,
                                                            cuabi_mipmapped_array *mipmapped_array,
                                                            unsigned int level)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__mipmapped_array *m;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
@@ -423,19 +440,23 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_level(cuabi_array **out,
                      level, m->num_levels);
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(m->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, m->device, drv));
     CUarray cu;
-    CUABI__TRY(CUABI__CU(drv, cuMipmappedArrayGetLevel, &cu, m->cu, level));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuMipmappedArrayGetLevel, &cu, m->cu, level));
     CUDA_ARRAY3D_DESCRIPTOR c;
-    CUABI__TRY(CUABI__CU(drv, cuArray3DGetDescriptor, &c, cu));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuArray3DGetDescriptor, &c, cu));
     cuabi_array_desc d = m->desc;
     d.width = c.Width;
     d.height = c.Height;
     d.depth = c.Depth;
-    CUABI__CHECK_ARG(c.Width >= 1 && c.Width <= m->desc.width && c.Height <= m->desc.height &&
-                     c.Depth <= m->desc.depth, "%s: the driver describes level %u as %zu x %zu "
-                     "x %zu, larger than level 0", __func__, level, c.Width, c.Height, c.Depth);
-    return array_publish(out, m->device, cu, &d, m, (int)level, drv, __func__);
+    if (!(c.Width >= 1 && c.Width <= m->desc.width && c.Height <= m->desc.height &&
+          c.Depth <= m->desc.depth))
+        CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the driver describes level %u as "
+                            "%zu x %zu x %zu, larger than level 0", __func__, level, c.Width,
+                            c.Height, c.Depth));
+    CUABI__SCOPE_RETURN(array_publish(out, m->device, cu, &d, m, (int)level, drv, __func__));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_info(cuabi_array_info *out,
@@ -756,15 +777,17 @@ static cuabi_status run_copy(const cuabi__array *a, const box *b, bool into_arra
                              const linear *l, const cuabi__array *other, const box *ob,
                              cuabi__stream *s, const keep_list *k, const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get_for(&drv, caller));
     CUABI__TRY(keep_for_capture(s, k, caller));
     CUstream raw = CU_STREAM_LEGACY;
-    if (s) {
+    if (s) {   /* cuMemcpy3DAsync works in the current context, as cuMemcpyAsync */
         raw = s->cu_stream;
-        CUABI__TRY(cuabi__stream_prepare(s, drv));
+        CUABI__TRY_SCOPE(cuabi__stream_context_enter(&scope, s, drv));
     } else {
-        CUABI__TRY(cuabi__device_activate(a->device, drv));
+        CUABI__TRY_SCOPE(cuabi__device_enter(&scope, a->device, drv));
     }
     size_t copies = l && l->slice ? b->d : 1;
     for (size_t z = 0; z < copies; z++) {
@@ -783,9 +806,11 @@ static cuabi_status run_copy(const cuabi__array *a, const box *b, bool into_arra
         c.WidthInBytes = b->w * a->elem;
         c.Height = b->h;
         c.Depth = one.d;
-        CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemcpy3DAsync, &c, raw));
+        CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuMemcpy3DAsync, &c, raw));
     }
-    return s ? CUABI_SUCCESS : CUABI__CU_IN(caller, drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+    scope_st = s ? CUABI_SUCCESS : CUABI__CU_IN(caller, drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------ the copies */

@@ -337,29 +337,15 @@ cuabi_status cuabi__buffer_check_range(const cuabi__buffer *b, size_t offset, si
  * NCCL, torch or the caller) a copy into pool memory of the stream's device
  * was refused with CUDA_ERROR_INVALID_VALUE, and a synchronous copy used to
  * leave the buffer's device current, which moved torch's current device
- * (2 x H100, 2026-11-28). */
-static cuabi_status enter_stream_context(cuabi__stream *s, const cuabi__driver *drv,
-                                         cuabi__context_scope *scope)
-{
-    scope->set = false;
-    CUcontext want = s->green ? NULL : atomic_load_explicit(&s->device->primary,
-                                                            memory_order_acquire);
-    if (!want && drv->cuStreamGetCtx)
-        CUABI__TRY(CUABI__CU(drv, cuStreamGetCtx, s->cu_stream, &want));
-    return want ? cuabi__context_enter(scope, want, drv) : CUABI_SUCCESS;
-}
-
-/* The driver, the raw stream and the right context current (above). */
+ * (2 x H100, 2026-11-28). The driver, the raw stream and that context
+ * current in *scope. */
 static cuabi_status driver_begin(const cuabi__driver **drv, CUstream *raw, cuabi__stream *s,
                                  cuabi__device *a, cuabi__device *b, cuabi__context_scope *scope)
 {
-    scope->set = false;
     CUABI__TRY(cuabi__driver_get(drv));
     if (s) {
         *raw = s->cu_stream;
-        if ((uintptr_t)s->cu_stream <= 2)
-            return cuabi__device_enter(scope, s->device, *drv);
-        return enter_stream_context(s, *drv, scope);
+        return cuabi__stream_context_enter(scope, s, *drv);   /* runtime/stream.h */
     }
     *raw = NULL;
     return cuabi__device_enter(scope, a ? a : b, *drv);
@@ -396,7 +382,7 @@ static cuabi_status copy_raw(uintptr_t dst, cuabi__device *dst_dev, bool dst_hos
     }
     const cuabi__driver *drv;
     CUstream raw;
-    cuabi__context_scope scope;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     CUABI__TRY(driver_begin(&drv, &raw, s, dst_dev, src_dev, &scope));
     if (s)
         return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuMemcpyAsync, (CUdeviceptr)dst,
@@ -478,7 +464,7 @@ static cuabi_status driver_fill(uintptr_t p, uint32_t value, unsigned width, siz
     const cuabi__driver *drv;
     CUstream raw;
     CUdeviceptr d = (CUdeviceptr)p;
-    cuabi__context_scope scope;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     CUABI__TRY(driver_begin(&drv, &raw, s, dev, NULL, &scope));
     if (s) {
         cuabi_status st;

@@ -121,8 +121,7 @@ static bool attributes_equal(const CUmemcpyAttributes *a, const CUmemcpyAttribut
            a->dstLocHint.type == b->dstLocHint.type && a->dstLocHint.id == b->dstLocHint.id;
 }
 
-/* The stream, its context current, and not under a cuabi capture (the
- * driver has no graph node for a batch). */
+/* The stream, not the legacy default stream, and the driver. */
 static cuabi_status batch_stream(cuabi__stream **s, const cuabi__driver **drv,
                                  cuabi_stream *stream, const char *caller)
 {
@@ -134,11 +133,22 @@ static cuabi_status batch_stream(cuabi__stream **s, const cuabi__driver **drv,
                             "%s: batched copies cannot go on the legacy default stream "
                             "(cuMemcpyBatchAsync refuses it): use a created stream or the "
                             "per-thread default stream", caller);
-    CUABI__TRY(cuabi__driver_get(drv));
-    CUABI__TRY(cuabi__stream_prepare(*s, *drv));
-    if (CUABI__UNLIKELY(cuabi__capturing()) && (*drv)->cuStreamIsCapturing) {
+    return cuabi__driver_get(drv);
+}
+
+/* The driver runs a stream's copies in the current context: the stream's
+ * device's is made current in *scope for the batch and the caller's given
+ * back (two H200s refused a batch on GPU 0's stream with GPU 1's context
+ * current). Then the stream must not be under a cuabi capture (the driver
+ * has no graph node for a batch; the per-thread default stream is the
+ * current context's, hence the order). */
+static cuabi_status batch_enter(cuabi__context_scope *scope, cuabi__stream *s,
+                                const cuabi__driver *drv, const char *caller)
+{
+    CUABI__TRY(cuabi__device_enter(scope, s->device, drv));
+    if (CUABI__UNLIKELY(cuabi__capturing()) && drv->cuStreamIsCapturing) {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        if ((*drv)->cuStreamIsCapturing((*s)->cu_stream, &cs) == CUDA_SUCCESS &&
+        if (drv->cuStreamIsCapturing(s->cu_stream, &cs) == CUDA_SUCCESS &&
             cs != CU_STREAM_CAPTURE_STATUS_NONE)
             return cuabi__error(CUABI_ERROR_STREAM_CAPTURE,
                                 "%s: the stream is being captured, and a batched copy cannot be "
@@ -284,15 +294,12 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch(cuabi_copy_result *result,
         plan_free(&p);
         return st;
     }
-    /* The driver runs a stream's copies in the current context: the stream's
-     * device's is made current for the call and the caller's given back (two
-     * H200s refused a batch on GPU 0's stream with GPU 1's context current). */
-    cuabi__context_scope scope;
-    st = cuabi__device_enter(&scope, s->device, drv);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    st = batch_enter(&scope, s, drv, __func__);
     if (st == CUABI_SUCCESS)
-        st = cuabi__context_leave(&scope, drv, run_plan(result, &p, s, drv));
+        st = run_plan(result, &p, s, drv);
     plan_free(&p);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* --------------------------------------------------------------- 3-D */
@@ -422,9 +429,9 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
             n++;
         }
     }
-    cuabi__context_scope scope;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS && n > 0 &&
-        (st = cuabi__device_enter(&scope, s->device, drv)) == CUABI_SUCCESS) {
+        (st = batch_enter(&scope, s, drv, __func__)) == CUABI_SUCCESS) {
         if (drv->cuMemcpy3DBatchAsync) {
             st = CUABI__CU(drv, cuMemcpy3DBatchAsync, n, ops, 0, s->cu_stream);
             if (st == CUABI_SUCCESS)
@@ -440,8 +447,7 @@ CUABI_EXTERN(cuabi_status) cuabi_copy_batch_3d(cuabi_copy_result *result,
                 result_fill(result, CUABI_COPY_PATH_SINGLE, n, total, calls, 0, sync,
                             no_batch_3d);
         }
-        st = cuabi__context_leave(&scope, drv, st);
     }
     cuabi__free(ops);
-    return st;
+    return cuabi__context_end(&scope, st);
 }

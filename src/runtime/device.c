@@ -107,7 +107,8 @@ CUABI_EXTERN(cuabi_status) cuabi_device_get(cuabi_device **out, int ordinal)
     return st;
 }
 
-cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv)
+/* The device's primary context, retained on first use. */
+cuabi_status cuabi__device_primary(CUcontext *out, cuabi__device *dev, const cuabi__driver *drv)
 {
     CUcontext ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
     if (CUABI__UNLIKELY(!ctx)) {
@@ -121,6 +122,14 @@ cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv
             ctx = expected;
         }
     }
+    *out = ctx;
+    return CUABI_SUCCESS;
+}
+
+cuabi_status cuabi__device_make_current(cuabi__device *dev, const cuabi__driver *drv)
+{
+    CUcontext ctx;
+    CUABI__TRY(cuabi__device_primary(&ctx, dev, drv));
     CUcontext current = NULL;
     CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
     if (current == ctx)
@@ -130,8 +139,10 @@ cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv
 
 cuabi_status cuabi__context_save(cuabi__context_scope *scope, const cuabi__driver *drv)
 {
-    scope->set = false;
+    if (scope->set)
+        return CUABI_SUCCESS;   /* the caller's is remembered already */
     CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &scope->restore));
+    scope->drv = drv;
     scope->set = true;
     return CUABI_SUCCESS;
 }
@@ -139,29 +150,25 @@ cuabi_status cuabi__context_save(cuabi__context_scope *scope, const cuabi__drive
 cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
                                   const cuabi__driver *drv)
 {
-    scope->set = false;
     CUcontext current = NULL;
     CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
     if (current == want)
-        return CUABI_SUCCESS;
+        return CUABI_SUCCESS;   /* the one-GPU case: one cuCtxGetCurrent, as activate */
     CUABI__TRY(CUABI__CU(drv, cuCtxSetCurrent, want));
-    scope->restore = current;
-    scope->set = true;
+    if (!scope->set) {          /* entered again: the first caller's stays remembered */
+        scope->restore = current;
+        scope->drv = drv;
+        scope->set = true;
+    }
     return CUABI_SUCCESS;
 }
 
 cuabi_status cuabi__device_enter(cuabi__context_scope *scope, cuabi__device *dev,
                                  const cuabi__driver *drv)
 {
-    scope->set = false;
-    CUcontext before = NULL;
-    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &before));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    if (before != atomic_load_explicit(&dev->primary, memory_order_acquire)) {
-        scope->restore = before;
-        scope->set = true;
-    }
-    return CUABI_SUCCESS;
+    CUcontext ctx;
+    CUABI__TRY(cuabi__device_primary(&ctx, dev, drv));
+    return cuabi__context_enter(scope, ctx, drv);
 }
 
 cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi__driver *drv,
@@ -173,6 +180,11 @@ cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi
         st = cuabi__error(CUABI_ERROR_CUDA, "cuCtxSetCurrent: the caller's context could not "
                           "be made current again");
     return st;
+}
+
+cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cuabi_status st)
+{
+    return scope->set ? cuabi__context_leave(scope, scope->drv, st) : st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_device_ordinal(int *out, cuabi_device *device)
@@ -264,12 +276,15 @@ CUABI_EXTERN(cuabi_status) cuabi_device_memory_info(uint64_t *free_bytes, uint64
                      __func__);
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
     size_t f, t;
-    CUABI__TRY(CUABI__CU(drv, cuMemGetInfo, &f, &t));
-    *free_bytes = f;
-    *total_bytes = t;
-    return CUABI_SUCCESS;
+    cuabi_status st = CUABI__CU(drv, cuMemGetInfo, &f, &t);
+    if (st == CUABI_SUCCESS) {
+        *free_bytes = f;
+        *total_bytes = t;
+    }
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device)
@@ -278,7 +293,7 @@ CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device)
     const cuabi__driver *drv;
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    return cuabi__device_activate(dev, drv);
+    return cuabi__device_make_current(dev, drv);   /* the one call that sets it, on purpose */
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_device_synchronize(cuabi_device *device)
@@ -287,8 +302,9 @@ CUABI_EXTERN(cuabi_status) cuabi_device_synchronize(cuabi_device *device)
     const cuabi__driver *drv;
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    return CUABI__CU(drv, cuCtxSynchronize);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
+    return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuCtxSynchronize));
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_device_context(uintptr_t *out, cuabi_device *device)
@@ -298,8 +314,9 @@ CUABI_EXTERN(cuabi_status) cuabi_device_context(uintptr_t *out, cuabi_device *de
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    *out = (uintptr_t)atomic_load(&dev->primary);
+    CUcontext ctx;   /* retained, not made current */
+    CUABI__TRY(cuabi__device_primary(&ctx, dev, drv));
+    *out = (uintptr_t)ctx;
     return CUABI_SUCCESS;
 }
 
@@ -311,8 +328,10 @@ CUABI_EXTERN(cuabi_status) cuabi_device_stream_priority_range(int *least, int *g
     CUABI__CHECK_ARG(least && greatest, "%s: least and greatest must not be NULL", __func__);
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    return CUABI__CU(drv, cuCtxGetStreamPriorityRange, least, greatest);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
+    return cuabi__context_leave(&scope, drv,
+                                CUABI__CU(drv, cuCtxGetStreamPriorityRange, least, greatest));
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_device_can_access_peer(int *out, cuabi_device *device,

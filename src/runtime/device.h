@@ -15,28 +15,76 @@ typedef struct cuabi__device {
 } cuabi__device;
 
 /* Make the device's primary context current on this thread (retaining it
- * on first use). Cheap when it already is. */
-cuabi_status cuabi__device_activate(cuabi__device *dev, const cuabi__driver *drv);
+ * on first use) and leave it so. Cheap when it already is. Only the calls
+ * whose job is to make a context current use it (cuabi_device_set_current);
+ * every other call works in a scope (below). */
+/* The device's primary context, retained on first use (not made current). */
+cuabi_status cuabi__device_primary(CUcontext *out, cuabi__device *dev, const cuabi__driver *drv);
+
+cuabi_status cuabi__device_make_current(cuabi__device *dev, const cuabi__driver *drv);
 
 /* The calling thread's current context, given back after work cuabi does in
- * another: cuabi's calls leave the thread's current context as they found it
- * (torch's and the runtime's "current device" is that context's device). */
+ * another: cuabi's calls leave the thread's current context as they found it,
+ * success or failure (torch's and the runtime's "current device" is that
+ * context's device). A scope starts as CUABI__CONTEXT_SCOPE_NONE; it may be
+ * entered several times (the first caller's context is the one remembered)
+ * and is left once, on the one exit path:
+ *
+ *     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+ *     CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
+ *     cuabi_status st = ...work, no return...;
+ *     return cuabi__context_leave(&scope, drv, st);
+ *
+ * or, for a body with many early returns, a public function that calls a
+ * static body taking the scope and returns cuabi__context_end(&scope, st).
+ * When the wanted context is current already, entering costs one
+ * cuCtxGetCurrent and leaving nothing. A failed enter switched nothing. */
 typedef struct cuabi__context_scope {
     CUcontext restore;
-    bool set;            /* restore is to be made current again */
+    bool set;                  /* restore is to be made current again */
+    const cuabi__driver *drv;  /* set with `set` */
 } cuabi__context_scope;
+
+#define CUABI__CONTEXT_SCOPE_NONE { NULL, false, NULL }
+
+/* The one exit path of a function that declared `cuabi__context_scope scope`
+ * and `cuabi_status scope_st` and ends with
+ *     scope_leave: return cuabi__context_end(&scope, scope_st);
+ * every failure after its first enter goes there (CUABI__TRY_SCOPE), and
+ * every return (CUABI__SCOPE_RETURN). */
+#define CUABI__TRY_SCOPE(expr)                                                \
+    do {                                                                       \
+        scope_st = (expr);                                                     \
+        if (scope_st != CUABI_SUCCESS) goto scope_leave;                       \
+    } while (0)
+
+#define CUABI__SCOPE_RETURN(expr)                                             \
+    do {                                                                       \
+        scope_st = (expr);                                                     \
+        goto scope_leave;                                                      \
+    } while (0)
+
+#define CUABI__CHECK_ARG_SCOPE(cond, ...)                                     \
+    do {                                                                       \
+        if (CUABI__UNLIKELY(!(cond)))                                          \
+            CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, __VA_ARGS__)); \
+    } while (0)
 
 /* Remember the current context in *scope (given back whatever happens next). */
 cuabi_status cuabi__context_save(cuabi__context_scope *scope, const cuabi__driver *drv);
 /* Make `want` current; *scope remembers the caller's when it differed. */
 cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
                                   const cuabi__driver *drv);
-/* cuabi__device_activate, with the caller's context remembered in *scope. */
+/* The device's primary context made current in *scope (one cuCtxGetCurrent;
+ * cuCtxSetCurrent only when it differs). */
 cuabi_status cuabi__device_enter(cuabi__context_scope *scope, cuabi__device *dev,
                                  const cuabi__driver *drv);
 /* Give the caller's context back. Returns `st`, or an error if that failed
  * where `st` was success (the last-error record of a failure `st` stays). */
 cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi__driver *drv,
                                   cuabi_status st);
+/* The same with the scope's own driver table (nothing to do when nothing
+ * was switched). */
+cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cuabi_status st);
 
 #endif

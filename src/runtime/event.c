@@ -29,10 +29,13 @@ CUABI_EXTERN(cuabi_status) cuabi_event_create(cuabi_event **out, cuabi_device *d
     CUABI__CHECK_ARG((options->flags & ~known) == 0, "%s: unknown event flags 0x%x", __func__,
                      options->flags);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the event is made in the current context */
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
     CUevent raw;
-    CUABI__TRY(CUABI__CU(drv, cuEventCreate, &raw, options->flags));
-    return cuabi__event_adopt(out, dev, raw, options->flags);
+    cuabi_status st = CUABI__CU(drv, cuEventCreate, &raw, options->flags);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__event_adopt(out, dev, raw, options->flags);
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 cuabi_status cuabi__event_adopt(cuabi_event **out, cuabi__device *dev, CUevent raw,
@@ -71,8 +74,9 @@ CUABI_EXTERN(cuabi_status) cuabi_event_record(cuabi_event *event, cuabi_stream *
                      "%s: the event is on device %d but the stream on device %d", __func__,
                      e->device->ordinal, s->device->ordinal);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
-    return CUABI__CU(drv, cuEventRecord, e->cu_event, s->cu_stream);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__stream_enter(&scope, s, drv));
+    return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuEventRecord, e->cu_event, s->cu_stream));
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_event_synchronize(cuabi_event *event)

@@ -161,45 +161,57 @@ static cuabi_status capture_keep_object(CUstream s, cuabi__object *o, const char
 static cuabi_status capture_keep_buffers(cuabi__stream *s, cuabi__buffer *a, cuabi__buffer *b,
                                          const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     const cuabi__driver *drv;
     capture *c;
     CUABI__TRY(cuabi__driver_get_for(&drv, caller));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
-    CUABI__TRY(capture_of(&c, s->cu_stream, drv, caller));
+    CUABI__TRY_SCOPE(cuabi__stream_enter(&scope, s, drv));
+    CUABI__TRY_SCOPE(capture_of(&c, s->cu_stream, drv, caller));
     if (!c)
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     cuabi_status st = keep_buffer(c, a, caller);
     if (st == CUABI_SUCCESS && b != a)
         st = keep_buffer(c, b, caller);
     capture_done();
-    return st;
+    CUABI__SCOPE_RETURN(st);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 static cuabi_status capture_refuse_host_work(cuabi__stream *s, const char *what,
                                              const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get_for(&drv, caller));
     if (!s->cu_stream || s->cu_stream == CU_STREAM_LEGACY)
         return CUABI_SUCCESS;
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    CUABI__TRY_SCOPE(cuabi__stream_enter(&scope, s, drv));
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL,
+    CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL,
                             NULL, NULL, NULL, NULL));
     if (status == CU_STREAM_CAPTURE_STATUS_NONE)
-        return CUABI_SUCCESS;
-    return cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream is being captured, and %s "
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+    CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_STREAM_CAPTURE, "%s: the stream is being captured, and %s "
                         "runs on the host at once, so it cannot be recorded into a graph (add a "
-                        "host node, or use CUDA memory on one side)", caller, what);
+                        "host node, or use CUDA memory on one side)", caller, what));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 static void capture_note_alloc(cuabi__buffer *b)
 {
     const cuabi__driver *drv;
     capture *c;
-    if (cuabi__driver_get_for(&drv, "cuabi_buffer_allocate") != CUABI_SUCCESS ||
-        cuabi__stream_prepare(b->stream, drv) != CUABI_SUCCESS ||
-        capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_allocate") != CUABI_SUCCESS || !c)
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    bool found = cuabi__driver_get_for(&drv, "cuabi_buffer_allocate") == CUABI_SUCCESS &&
+                 cuabi__stream_enter(&scope, b->stream, drv) == CUABI_SUCCESS &&
+                 capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_allocate") ==
+                     CUABI_SUCCESS && c;
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);   /* the record needs no context */
+    if (!found)
         return;
     if (c->nallocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 8;
@@ -225,9 +237,13 @@ static bool capture_defer_free(cuabi__buffer *b)
     capture *c;
     if (!b->res || !b->res->stream_ordered || !b->stream || !b->ptr)
         return false;
-    if (cuabi__driver_get_for(&drv, "cuabi_buffer_destroy") != CUABI_SUCCESS ||
-        cuabi__stream_prepare(b->stream, drv) != CUABI_SUCCESS ||
-        capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_destroy") != CUABI_SUCCESS || !c)
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    bool found = cuabi__driver_get_for(&drv, "cuabi_buffer_destroy") == CUABI_SUCCESS &&
+                 cuabi__stream_enter(&scope, b->stream, drv) == CUABI_SUCCESS &&
+                 capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_destroy") ==
+                     CUABI_SUCCESS && c;
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);   /* the record needs no context */
+    if (!found)
         return false;
     bool deferred = false;
     for (size_t i = c->nallocs; i-- > 0;)
@@ -255,19 +271,23 @@ static const cuabi__capture_ops capture_ops = {
 
 /* ------------------------------------------------------- begin and end */
 
-static cuabi_status capture_stream(cuabi__stream **s, const cuabi__driver **drv,
-                                   cuabi_stream *stream, const char *caller)
+/* The stream, a default stream's device current in *scope. */
+static cuabi_status capture_stream(cuabi__context_scope *scope, cuabi__stream **s,
+                                   const cuabi__driver **drv, cuabi_stream *stream,
+                                   const char *caller)
 {
     void *obj;
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
     *s = obj;
     CUABI__TRY(cuabi__graph_driver(drv, caller));
-    return cuabi__stream_prepare(*s, *drv);
+    return cuabi__stream_enter(scope, *s, *drv);
 }
 
 static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
                                    cuabi_capture_mode mode, const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     void *obj;
@@ -279,14 +299,14 @@ static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
                      "%s: the legacy default stream cannot be captured (it synchronises with "
                      "every blocking stream); capture a stream made by cuabi_stream_create, or "
                      "the per-thread default stream", caller);
-    CUABI__TRY(capture_stream(&s, &drv, stream, caller));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, caller));
     if (into && !drv->cuStreamBeginCaptureToGraph)
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the driver lacks "
-                            "cuStreamBeginCaptureToGraph (CUDA 12.3)", caller);
+        CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: the driver lacks "
+                            "cuStreamBeginCaptureToGraph (CUDA 12.3)", caller));
     CUstreamCaptureStatus now = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL,
+    CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &now, NULL, NULL,
                             NULL, NULL, NULL));
-    CUABI__CHECK_ARG(now == CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is already being "
+    CUABI__CHECK_ARG_SCOPE(now == CU_STREAM_CAPTURE_STATUS_NONE, "%s: the stream is already being "
                      "captured%s; end that capture first (cuabi_graph_capture_end)", caller,
                      now == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? " (and the capture is invalid)"
                                                                  : "");
@@ -298,12 +318,12 @@ static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
         for (capture *c = captures; c && !busy; c = c->next)
             busy = c->into == into;
         pthread_mutex_unlock(&captures_lock);
-        CUABI__CHECK_ARG(!busy, "%s: another stream is capturing into this graph; end that "
+        CUABI__CHECK_ARG_SCOPE(!busy, "%s: another stream is capturing into this graph; end that "
                          "capture first", caller);
     }
     capture *c = cuabi__calloc_in(1, sizeof *c, caller);
     if (!c)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     cuabi_status st = into ? CUABI__CU_IN(caller, drv, cuStreamBeginCaptureToGraph, s->cu_stream,
                                           into->cu_graph, NULL, NULL, 0,
                                           (CUstreamCaptureMode)mode)
@@ -311,7 +331,7 @@ static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
                                           (CUstreamCaptureMode)mode);
     if (st != CUABI_SUCCESS) {
         cuabi__free(c);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     CUstreamCaptureStatus status;
     st = CUABI__CU_IN(caller, drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &c->id, NULL,
@@ -323,7 +343,7 @@ static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
                                            CUDA_SUCCESS && g && !into && drv->cuGraphDestroy)
             CUABI__CU_RELEASE(drv, cuGraphDestroy, g);
         cuabi__free(c);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     c->stream = s;
     cuabi__object_retain(&s->base);
@@ -338,7 +358,9 @@ static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
     cuabi__capture_register(&capture_ops);
     atomic_fetch_add_explicit(&cuabi__captures_active, 1, memory_order_relaxed);
     pthread_mutex_unlock(&captures_lock);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi_capture_mode mode)
@@ -389,23 +411,25 @@ static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool 
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
-    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, __func__));
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     /* If even the status query fails, end what cuabi began on this stream:
      * a capture must not outlive a failed end (it keeps objects alive). */
     bool known = CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, &id, NULL, NULL,
                            NULL, NULL) == CUABI_SUCCESS;
-    CUABI__CHECK_ARG(!known || status != CU_STREAM_CAPTURE_STATUS_NONE,
+    CUABI__CHECK_ARG_SCOPE(!known || status != CU_STREAM_CAPTURE_STATUS_NONE,
                      "%s: the stream is not being captured (begin with "
                      "cuabi_graph_capture_begin)", __func__);
     bool elsewhere;
     capture *c = capture_take(known, id, s->cu_stream, &elsewhere);
-    CUABI__CHECK_ARG(!elsewhere, "%s: the capture began on another stream; end it there (this "
+    CUABI__CHECK_ARG_SCOPE(!elsewhere, "%s: the capture began on another stream; end it there (this "
                      "stream joined it through an event)", __func__);
     CUgraph cg = NULL;
     cuabi_status st = CUABI__CU(drv, cuStreamEndCapture, s->cu_stream, &cg);
@@ -450,7 +474,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
             st = cuabi__error(st, "%s: ending the capture failed, so no graph was made: %s",
                               __func__, why);
         cuabi__error_set_cu(cu);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__graph *g;
     if (c && c->into) {
@@ -462,14 +486,14 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
         cuabi__graph_unlock(g);
         capture_free(c);
         *out = CUABI__HANDLE(g, cuabi_graph);
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     }
     st = cuabi__graph_wrap(&g, cg, __func__);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuGraphDestroy, cg);
         if (c)
             capture_free(c);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__graph_use_device(g, s->device);
     if (c) {
@@ -478,24 +502,30 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
         capture_free(c);
     }
     *out = CUABI__HANDLE(g, cuabi_graph);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
                                                       cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = CUABI_CAPTURE_STATUS_NONE;
-    CUABI__TRY(capture_stream(&s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, __func__));
     if (!s->cu_stream || s->cu_stream == CU_STREAM_LEGACY)
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUABI__TRY(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL, NULL, NULL,
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuStreamGetCaptureInfo, s->cu_stream, &status, NULL, NULL, NULL,
                          NULL, NULL));
     *out = (cuabi_capture_status)status;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------- conditionals and child graphs in a capture */
@@ -545,14 +575,15 @@ static cuabi_status capture_into(cuabi__graph **out, const CUgraphNode **deps, s
     return st;
 }
 
-static cuabi_status capture_stream_any(cuabi__stream **s, const cuabi__driver **drv,
-                                       cuabi_stream *stream, const char *caller)
+static cuabi_status capture_stream_any(cuabi__context_scope *scope, cuabi__stream **s,
+                                       const cuabi__driver **drv, cuabi_stream *stream,
+                                       const char *caller)
 {
     void *obj;
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
     *s = obj;
     CUABI__TRY(cuabi__graph_driver(drv, caller));
-    return cuabi__stream_prepare(*s, *drv);
+    return cuabi__stream_enter(scope, *s, *drv);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
@@ -560,6 +591,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
                                                                   unsigned int default_value,
                                                                   unsigned int flags)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     cuabi__graph *g;
@@ -567,11 +600,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
     size_t ndeps;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = 0;
-    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
-    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_into(&g, &deps, &ndeps, s, drv, __func__));
     cuabi_status st = cuabi__graph_cond_create(out, g, s->device, default_value, flags, __func__);
     cuabi__object_release(&g->base);
-    return st;
+    scope_st = st;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node **out,
@@ -580,6 +615,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node 
                                                                cuabi_graph_conditional_type type,
                                                                unsigned int body_count)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     cuabi__graph *g;
@@ -587,18 +624,22 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node 
     size_t ndeps;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
-    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
-    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_into(&g, &deps, &ndeps, s, drv, __func__));
     cuabi_status st = cuabi__graph_capture_add_conditional(out, g, deps, ndeps, s->cu_stream,
                                                            handle, type, body_count, __func__);
     cuabi__object_release(&g->base);
-    return st;
+    scope_st = st;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
                                                          cuabi_stream *stream,
                                                          cuabi_graph *child)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__stream *s;
     const cuabi__driver *drv;
     cuabi__graph *g, *ch;
@@ -607,20 +648,22 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(ch, child, GRAPH);
-    CUABI__TRY(capture_stream_any(&s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
     /* A graph still being captured into has no end yet to copy. */
     bool busy = false;
     pthread_mutex_lock(&captures_lock);
     for (capture *c = captures; c && !busy; c = c->next)
         busy = c->into == ch;
     pthread_mutex_unlock(&captures_lock);
-    CUABI__CHECK_ARG(!busy, "%s: the child graph is still being captured into; end its capture "
+    CUABI__CHECK_ARG_SCOPE(!busy, "%s: the child graph is still being captured into; end its capture "
                      "(cuabi_graph_capture_end) first", __func__);
-    CUABI__TRY(capture_into(&g, &deps, &ndeps, s, drv, __func__));
+    CUABI__TRY_SCOPE(capture_into(&g, &deps, &ndeps, s, drv, __func__));
     cuabi_status st = cuabi__graph_capture_add_child(out, g, deps, ndeps, s->cu_stream, ch,
                                                      __func__);
     cuabi__object_release(&g->base);
-    return st;
+    scope_st = st;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------- host functions */
@@ -648,16 +691,18 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_launch_host_func(cuabi_stream *stream,
                                                          cuabi_graph_host_fn fn, void *payload,
                                                          cuabi_graph_host_release_fn release)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     void *obj;
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, __func__));
     cuabi__stream *s = obj;
     CUABI__CHECK_ARG(fn, "%s: fn is NULL", __func__);
     CUABI__TRY(cuabi__driver_get_for(&drv, __func__));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    CUABI__TRY_SCOPE(cuabi__stream_enter(&scope, s, drv));
     cuabi__host_call *h = cuabi__malloc(sizeof *h);
     if (!h)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     h->fn = fn;
     h->payload = payload;
     h->release = release;
@@ -698,5 +743,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_launch_host_func(cuabi_stream *stream,
     }
     if (st != CUABI_SUCCESS)
         cuabi__free(h);
-    return st;
+    CUABI__SCOPE_RETURN(st);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

@@ -120,13 +120,14 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
     cuabi__graph_lock(g);
     cuabi__device *dev = g->shared->mixed ? NULL : g->shared->device;
     cuabi_status st = CUABI_SUCCESS;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the caller's comes back */
     if (us && dev && us->device != dev)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the upload stream is on device %d, "
                           "the graph on device %d", __func__, us->device->ordinal, dev->ordinal);
     if (st == CUABI_SUCCESS && (dev || us))
-        st = us ? cuabi__stream_prepare(us, drv) : cuabi__device_activate(dev, drv);
+        st = us ? cuabi__stream_enter(&scope, us, drv) : cuabi__device_enter(&scope, dev, drv);
     if (st == CUABI_SUCCESS && us && !dev)
-        st = cuabi__device_activate(us->device, drv);
+        st = cuabi__device_enter(&scope, us->device, drv);
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     memset(&ip, 0, sizeof ip);
     ip.flags = options->flags;
@@ -158,7 +159,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
         if (ce)
             CUABI__CU_RELEASE(drv, cuGraphExecDestroy, ce);
         cuabi__graph_unlock(g);
-        return st;
+        return cuabi__context_end(&scope, st);
     }
     e->cu_exec = ce;
     e->graph = g;
@@ -168,12 +169,13 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
         cuabi__object_retain(&dev->base);
     cuabi__graph_unlock(g);
     *out = CUABI__HANDLE(e, cuabi_graph_exec);
-    return CUABI_SUCCESS;
+    return cuabi__context_end(&scope, CUABI_SUCCESS);
 }
 
 /* -------------------------------------------------------- launch, upload */
 
-static cuabi_status exec_target(cuabi__graph_exec **e, cuabi__stream **s, const cuabi__driver **drv,
+/* The executable and stream, a default stream's device current in *scope. */
+static cuabi_status exec_target(cuabi__context_scope *scope, cuabi__graph_exec **e, cuabi__stream **s, const cuabi__driver **drv,
                                 cuabi_graph_exec *exec, cuabi_stream *stream, const char *caller)
 {
     void *obj;
@@ -186,27 +188,35 @@ static cuabi_status exec_target(cuabi__graph_exec **e, cuabi__stream **s, const 
                             "device %d; the stream is on device %d", caller,
                             (*e)->device->ordinal, (*s)->device->ordinal);
     CUABI__TRY(cuabi__driver_get_for(drv, caller));
-    return cuabi__stream_prepare(*s, *drv);
+    return cuabi__stream_enter(scope, *s, *drv);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_exec_launch(cuabi_graph_exec *exec, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__graph_exec *e;
     cuabi__stream *s;
     const cuabi__driver *drv;
-    CUABI__TRY(exec_target(&e, &s, &drv, exec, stream, __func__));
+    CUABI__TRY_SCOPE(exec_target(&scope, &e, &s, &drv, exec, stream, __func__));
     if (CUABI__UNLIKELY(cuabi__capturing())) /* launched into a capture: a child graph */
-        CUABI__TRY(cuabi__capture_keep_object(s->cu_stream, &e->base, __func__));
-    return CUABI__CU(drv, cuGraphLaunch, e->cu_exec, s->cu_stream);
+        CUABI__TRY_SCOPE(cuabi__capture_keep_object(s->cu_stream, &e->base, __func__));
+    scope_st = CUABI__CU(drv, cuGraphLaunch, e->cu_exec, s->cu_stream);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_exec_upload(cuabi_graph_exec *exec, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__graph_exec *e;
     cuabi__stream *s;
     const cuabi__driver *drv;
-    CUABI__TRY(exec_target(&e, &s, &drv, exec, stream, __func__));
-    return CUABI__CU(drv, cuGraphUpload, e->cu_exec, s->cu_stream);
+    CUABI__TRY_SCOPE(exec_target(&scope, &e, &s, &drv, exec, stream, __func__));
+    scope_st = CUABI__CU(drv, cuGraphUpload, e->cu_exec, s->cu_stream);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* -------------------------------------------------------------- updates */
@@ -253,6 +263,8 @@ static int64_t update_node(char *buf, size_t size, cuabi__graph *g, CUgraphNode 
 CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update(cuabi_graph_exec *exec, cuabi_graph *graph,
                                                    cuabi_graph_update_info *info)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__graph_exec *e;
     cuabi__graph *g;
     const cuabi__driver *drv;
@@ -268,7 +280,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update(cuabi_graph_exec *exec, cuabi
                      "the graph that holds that node", __func__, g->parent_rec);
     CUABI__TRY(cuabi__graph_driver(&drv, __func__));
     if (e->device)
-        CUABI__TRY(cuabi__device_activate(e->device, drv));
+        CUABI__TRY_SCOPE(cuabi__device_enter(&scope, e->device, drv));
     cuabi__graph_lock(g);
     CUgraphExecUpdateResultInfo ri;
     memset(&ri, 0, sizeof ri);
@@ -298,7 +310,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update(cuabi_graph_exec *exec, cuabi
     }
     cuabi__graph_unlock(g);
     if (st != CUABI_SUCCESS)
-        return st;
+        CUABI__SCOPE_RETURN(st);
     pthread_mutex_lock(&e->lock);
     cuabi__graph *old = e->current;
     cuabi__object_retain(&g->base);
@@ -310,7 +322,9 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update(cuabi_graph_exec *exec, cuabi
     pthread_mutex_unlock(&e->lock);
     if (old)
         cuabi__object_release(&old->base);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* The override entry of a node (made when missing); lock held. */

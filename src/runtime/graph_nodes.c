@@ -24,6 +24,7 @@ typedef struct add_ctx {
     cuabi__graph_node *node;     /* registered handle, not yet linked */
     size_t keep_mark;
     const char *caller;
+    cuabi__context_scope scope;  /* the caller's context, given back by add_close */
 } add_ctx;
 
 /* Lock graph `g`, make room, take the dependencies: node handles (each a
@@ -33,6 +34,7 @@ static cuabi_status add_begin_g(add_ctx *a, cuabi__graph *g, cuabi_graph_node *c
                                 const CUgraphNode *raw, size_t ndeps, const char *caller)
 {
     a->g = g;
+    a->scope = (cuabi__context_scope)CUABI__CONTEXT_SCOPE_NONE;
     CUABI__TRY(cuabi__graph_driver(&a->drv, caller));
     cuabi__graph_lock(a->g);
     cuabi_status st = cuabi__graph_reserve(a->g, caller);
@@ -121,7 +123,7 @@ static cuabi_status add_close(add_ctx *a, cuabi_status st)
     if (a->deps && a->deps != a->local)
         cuabi__free(a->deps);
     cuabi__graph_unlock(a->g);
-    return st;
+    return cuabi__context_end(&a->scope, st);
 }
 
 /* Nodes a conditional body may not hold (CUDA's rule: kernel, empty, child
@@ -136,10 +138,11 @@ static cuabi_status body_allows(const add_ctx *a, const char *what)
                         what);
 }
 
-/* The primary context of `dev`, retained lazily and made current. */
-static cuabi_status device_context(CUcontext *ctx, cuabi__device *dev, const add_ctx *a)
+/* The primary context of `dev`, retained lazily and made current in the
+ * addition's scope (add_close gives the caller's back). */
+static cuabi_status device_context(CUcontext *ctx, cuabi__device *dev, add_ctx *a)
 {
-    CUABI__TRY(cuabi__device_activate(dev, a->drv));
+    CUABI__TRY(cuabi__device_enter(&a->scope, dev, a->drv));
     *ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
     return CUABI_SUCCESS;
 }
@@ -1109,7 +1112,8 @@ cuabi_status cuabi__graph_cond_create(uint64_t *out, cuabi__graph *g, cuabi__dev
                      caller, flags);
     CUABI__TRY(cuabi__graph_driver(&drv, caller));
     CUABI__TRY(conditionals_supported(drv, 12030, "conditional nodes", caller));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
     CUcontext ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
     cuabi__graph_lock(g);
     cuabi__graph_shared *sh = g->shared;
@@ -1140,7 +1144,7 @@ cuabi_status cuabi__graph_cond_create(uint64_t *out, cuabi__graph *g, cuabi__dev
         cuabi__keep_rollback(&sh->keep, mark);
     }
     cuabi__graph_unlock(g);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_conditional_handle_create(uint64_t *out, cuabi_graph *graph,

@@ -428,12 +428,14 @@ static cuabi_status green_create(cuabi_green_ctx **out, cuabi_device *device,
     }
     /* The driver retains the primary context for the green one; having it
      * active first spares a second initialisation (cuGreenCtxCreate). */
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the caller's comes back */
     if (st == CUABI_SUCCESS)
-        st = cuabi__device_activate(dev, drv);
+        st = cuabi__device_enter(&scope, dev, drv);
     if (st == CUABI_SUCCESS) {
         g->device = dev;
         st = green_make(g, res, (unsigned)total, drv, caller);
     }
+    st = cuabi__context_end(&scope, st);
     cuabi__free(res);
     cuabi__free(objs);
     if (st != CUABI_SUCCESS) {

@@ -35,6 +35,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_memory_resource(cuabi_memory_resource **out
 CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size,
                                                    cuabi_buffer *buffer)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
@@ -47,18 +49,18 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
      * pool on a host NUMA node (cuabi_ipc_pool_options version 2). */
     if (b->res && b->res->ipc_pool_id && b->res->impl == CUABI__RES_POOL && b->device &&
         b->size != 0)
-        return cuabi__ipc_pool_buffer_export(out, b, __func__);
+        CUABI__SCOPE_RETURN(cuabi__ipc_pool_buffer_export(&scope, out, b, __func__));
     if (b->kind != CUABI_MEMORY_DEVICE || !b->device || b->size == 0)
-        return IPC_FAIL(__func__, "%s: only non-empty device memory, or memory of an IPC pool, "
+        CUABI__SCOPE_RETURN(IPC_FAIL(__func__, "%s: only non-empty device memory, or memory of an IPC pool, "
                         "can be exported (the buffer is of kind %d, %zu bytes)", __func__,
-                        (int)b->kind, b->size);
-    CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(b->device, drv));
+                        (int)b->kind, b->size));
+    CUABI__TRY_SCOPE(cuabi__driver_get(&drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, b->device, drv));
     CUdeviceptr base;
     size_t range;
     CUipcMemHandle h;
     if (!drv->cuIpcGetMemHandle || !drv->cuMemGetAddressRange)
-        return cuabi__missing_entry("cuIpcGetMemHandle", __func__);
+        CUABI__SCOPE_RETURN(cuabi__missing_entry("cuIpcGetMemHandle", __func__));
     const char *entry = "cuMemGetAddressRange";
     CUresult r = CUABI__CU_RAW(drv, cuMemGetAddressRange, &base, &range, (CUdeviceptr)b->ptr);
     if (r == CUDA_SUCCESS) {
@@ -66,7 +68,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
         r = CUABI__CU_RAW(drv, cuIpcGetMemHandle, &h, base);
     }
     if (r != CUDA_SUCCESS && !cuabi__ipc_refusal(r))
-        return cuabi__cu_check(r, entry, __func__);
+        CUABI__SCOPE_RETURN(cuabi__cu_check(r, entry, __func__));
     if (r != CUDA_SUCCESS) {
         cuabi_status st = IPC_FAIL(__func__, "%s: the driver cannot export this memory "
                                    "(cuMemGetAddressRange/cuIpcGetMemHandle: CUresult %d); memory of a pool "
@@ -74,13 +76,15 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_export(uint8_t *out, size_t out_size
                                    "cuabi_ipc_memory_resource() or cuabi_ipc_pool_create()",
                                    __func__, (int)r);
         cuabi__error_set_cu((int)r);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     CUuuid uuid;
-    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, b->device->cu_device));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGetUuid, &uuid, b->device->cu_device));
     cuabi__ipc_seal(out, CUABI_IPC_MEMORY, (const uint8_t *)uuid.bytes, b->size,
                     (uint64_t)(b->ptr - (uintptr_t)base), h.reserved);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* What an imported buffer's release closes. */
@@ -95,9 +99,14 @@ static void mapping_close(uintptr_t ptr, size_t size, void *payload)
     (void)size;
     ipc_mapping *m = payload;
     const cuabi__driver *drv;
-    if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuIpcCloseMemHandle &&
-        cuabi__device_activate(m->device, drv) == CUABI_SUCCESS)
+    /* A release: in the device's context, the caller's back after; closed
+     * even when the switch is refused (a skipped close would leak it). */
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    if (cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuIpcCloseMemHandle) {
+        (void)cuabi__device_enter(&scope, m->device, drv);
         CUABI__CU_RELEASE(drv, cuIpcCloseMemHandle, m->base);
+    }
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     cuabi__object_release(&m->device->base);
     cuabi__free(m);
 }
@@ -173,13 +182,14 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uin
     cuabi_device *hdev = NULL;
     cuabi__device *dev;
     const cuabi__driver *drv;
-    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_MEMORY,
-                                            &drv, __func__);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = cuabi__ipc_open_begin(&scope, &hdev, &dev, descriptor, size,
+                                            CUABI_IPC_MEMORY, &drv, __func__);
     if (st == CUABI_SUCCESS)
         st = open_memory(out, hdev, dev, descriptor, drv, __func__);
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* --------------------------------------------------------------- events */
@@ -188,21 +198,27 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uin
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_event_create(cuabi_event **out, cuabi_device *device)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUevent raw;
-    CUABI__TRY(CUABI__CU(drv, cuEventCreate, &raw, IPC_EVENT_FLAGS));
-    return cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS);
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuEventCreate, &raw, IPC_EVENT_FLAGS));
+    scope_st = cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_event_export(uint8_t *out, size_t out_size,
                                                   cuabi_event *event)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__event *e;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
@@ -216,13 +232,15 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_export(uint8_t *out, size_t out_size,
                         "(interprocess events need CU_EVENT_INTERPROCESS and "
                         "CU_EVENT_DISABLE_TIMING)", __func__);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(e->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, e->device, drv));
     CUipcEventHandle h;
-    CUABI__TRY(CUABI__CU(drv, cuIpcGetEventHandle, &h, e->cu_event));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuIpcGetEventHandle, &h, e->cu_event));
     CUuuid uuid;
-    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, e->device->cu_device));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGetUuid, &uuid, e->device->cu_device));
     cuabi__ipc_seal(out, CUABI_IPC_EVENT, (const uint8_t *)uuid.bytes, 0, 0, h.reserved);
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8_t *descriptor,
@@ -233,8 +251,9 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
     cuabi_device *hdev = NULL;
     cuabi__device *dev;
     const cuabi__driver *drv;
-    cuabi_status st = cuabi__ipc_open_begin(&hdev, &dev, descriptor, size, CUABI_IPC_EVENT,
-                                            &drv, __func__);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = cuabi__ipc_open_begin(&scope, &hdev, &dev, descriptor, size,
+                                            CUABI_IPC_EVENT, &drv, __func__);
     if (st == CUABI_SUCCESS && !drv->cuIpcOpenEventHandle)
         st = cuabi__missing_entry("cuIpcOpenEventHandle", __func__);
     if (st == CUABI_SUCCESS) {
@@ -247,5 +266,5 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
     }
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return st;
+    return cuabi__context_end(&scope, st);
 }

@@ -61,14 +61,14 @@ cuabi_status cuabi__ipc_check_frame(cuabi_ipc_kind *kind, const uint8_t *d, size
 cuabi_status cuabi__ipc_open_check(const uint8_t *d, size_t size, cuabi_ipc_kind want,
                                    const char *caller);
 /* The device with UUID `uuid` (a new reference in *hdev, whose object is
- * *dev, made current); with `first_else` the first device of this process
+ * *dev, made current in *scope); with `first_else` the first device of this process
  * when none has it (memory that is not a device's), else CUABI_ERROR_IPC. */
-cuabi_status cuabi__ipc_open_device(cuabi_device **hdev, cuabi__device **dev,
-                                    const uint8_t *uuid, bool first_else,
+cuabi_status cuabi__ipc_open_device(cuabi__context_scope *scope, cuabi_device **hdev,
+                                    cuabi__device **dev, const uint8_t *uuid, bool first_else,
                                     const cuabi__driver **drv, const char *caller);
 /* cuabi__ipc_open_check, then the device the descriptor names. */
-cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
-                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+cuabi_status cuabi__ipc_open_begin(cuabi__context_scope *scope, cuabi_device **hdev,
+                                   cuabi__device **dev, const uint8_t *d, size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
                                    const char *caller);
 /* Where the pool of a CUABI_IPC_POOL descriptor (its frame checked) lives:
  * CUABI_LOCATION_NONE (the device of its UUID: format 1) or
@@ -91,8 +91,8 @@ cuabi_status cuabi__ipc_driver_refused(CUresult r, const char *entry, const char
 struct cuabi__buffer;
 /* cuabi_ipc_buffer_export for a buffer of an IPC pool (ipc_pool.c);
  * `out` has room for a descriptor. */
-cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, struct cuabi__buffer *b,
-                                           const char *caller);
+cuabi_status cuabi__ipc_pool_buffer_export(cuabi__context_scope *scope, uint8_t *out,
+                                          struct cuabi__buffer *b, const char *caller);
 /* "memory", "an event", ... for messages. */
 const char *cuabi__ipc_kind_name(cuabi_ipc_kind kind);
 /* The last error again, saying which element of a batch call it is about

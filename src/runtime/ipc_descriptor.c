@@ -179,8 +179,8 @@ cuabi_status cuabi__ipc_open_check(const uint8_t *d, size_t size, cuabi_ipc_kind
 }
 
 /* The device whose UUID the descriptor names, as a new device reference. */
-cuabi_status cuabi__ipc_open_device(cuabi_device **hdev, cuabi__device **dev,
-                                    const uint8_t *uuid, bool first_else,
+cuabi_status cuabi__ipc_open_device(cuabi__context_scope *scope, cuabi_device **hdev,
+                                    cuabi__device **dev, const uint8_t *uuid, bool first_else,
                                     const cuabi__driver **drv, const char *caller)
 {
     CUABI__TRY(cuabi__driver_get(drv));
@@ -204,15 +204,15 @@ cuabi_status cuabi__ipc_open_device(cuabi_device **hdev, cuabi__device **dev,
     void *o;
     CUABI__TRY(cuabi__handle_get(*hdev, CUABI__T_DEVICE, &o, caller));
     *dev = o;
-    return cuabi__device_activate(*dev, *drv);
+    return cuabi__device_enter(scope, *dev, *drv);
 }
 
-cuabi_status cuabi__ipc_open_begin(cuabi_device **hdev, cuabi__device **dev, const uint8_t *d,
-                                   size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
+cuabi_status cuabi__ipc_open_begin(cuabi__context_scope *scope, cuabi_device **hdev,
+                                   cuabi__device **dev, const uint8_t *d, size_t size, cuabi_ipc_kind want, const cuabi__driver **drv,
                                    const char *caller)
 {
     CUABI__TRY(cuabi__ipc_open_check(d, size, want, caller));
-    return cuabi__ipc_open_device(hdev, dev, d + CUABI__IPC_UUID, false, drv, caller);
+    return cuabi__ipc_open_device(scope, hdev, dev, d + CUABI__IPC_UUID, false, drv, caller);
 }
 
 /* Nothing but zeros in [from, to) of a descriptor. */

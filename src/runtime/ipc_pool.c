@@ -81,6 +81,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
                                                  cuabi_device *device,
                                                  const cuabi_ipc_pool_options *options)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     static const cuabi_ipc_pool_options defaults = CUABI_IPC_POOL_OPTIONS_INIT;
     cuabi__device *dev;
     const cuabi__driver *drv;
@@ -96,11 +98,11 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
                                                          : CUABI_LOCATION_DEVICE;
     int loc_id = options->version >= 2 ? options->location_id : 0;
     CUABI__TRY(cuabi__pool_location_check(loc_type, loc_id, true, __func__));
-    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUABI__TRY_SCOPE(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, __func__));
     CUuuid uuid;
-    CUABI__TRY(CUABI__CU(drv, cuDeviceGetUuid, &uuid, dev->cu_device));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGetUuid, &uuid, dev->cu_device));
     CUmemoryPool pool;
-    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+    CUABI__TRY_SCOPE(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                        loc_type, loc_id, (size_t)options->max_size,
                                        options->release_threshold, __func__));
     cuabi__memory_resource *r;
@@ -113,11 +115,13 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
                                           loc_id);
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     memcpy(r->ipc_uuid, uuid.bytes, 16);
     r->max_size = options->max_size;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* An IPC pool of this process, else CUABI_ERROR_IPC saying what it is. */
@@ -139,6 +143,8 @@ static cuabi_status exporter_of(cuabi__memory_resource **r, cuabi_memory_resourc
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t out_size,
                                                  cuabi_memory_resource *pool)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_ARG(fd, "%s: fd is NULL", __func__);
     *fd = -1;
@@ -146,22 +152,25 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t o
     CUABI__TRY(exporter_of(&r, pool, __func__));
     if (out_size < CUABI_IPC_DESCRIPTOR_SIZE)
         return too_small(out_size, __func__);
-    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, r->drv));
     int handle = -1;
-    CUABI__TRY(CUABI__CU(r->drv, cuMemPoolExportToShareableHandle, &handle, r->pool,
+    CUABI__TRY_SCOPE(CUABI__CU(r->drv, cuMemPoolExportToShareableHandle, &handle, r->pool,
                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     cuabi__ipc_seal_pool(out, r->ipc_uuid, r->ipc_pool_id, r->location_type, r->location_id);
     *fd = handle;
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* cuabi_ipc_buffer_export of a buffer allocated from an IPC pool. The
  * pool's resource knows its device UUID: the export is the one driver call.
  * The whole allocation is exported (a pool buffer is one). */
-cuabi_status cuabi__ipc_pool_buffer_export(uint8_t *out, cuabi__buffer *b, const char *caller)
+cuabi_status cuabi__ipc_pool_buffer_export(cuabi__context_scope *scope, uint8_t *out,
+                                          cuabi__buffer *b, const char *caller)
 {
     cuabi__memory_resource *r = b->res;
-    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    CUABI__TRY(cuabi__device_enter(scope, r->device, r->drv));
     CUmemPoolPtrExportData data;
     if (!r->drv->cuMemPoolExportPointer)
         return cuabi__missing_entry("cuMemPoolExportPointer", caller);
@@ -370,8 +379,9 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
         st = cuabi__ipc_pool_location(&loc_type, &loc_id, descriptor, __func__);
     /* A pool in host memory is no device's: the exporter's device, if this
      * process sees it, else this process's first. */
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS)
-        st = cuabi__ipc_open_device(&hdev, &dev, descriptor + CUABI__IPC_UUID,
+        st = cuabi__ipc_open_device(&scope, &hdev, &dev, descriptor + CUABI__IPC_UUID,
                                     loc_type != CUABI_LOCATION_NONE, &drv, __func__);
     if (st == CUABI_SUCCESS && (fd < 0 || fcntl(fd, F_GETFD) == -1))
         st = IPC_FAIL("%s: %d is not an open file descriptor (the pool's descriptor must come "
@@ -389,7 +399,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
     }
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* ------------------------------------------- one import per export, shared
@@ -477,11 +487,13 @@ static void import_drop(shared_import *si)
     bool last = --si->users == 0;
     if (last) {
         *import_slot(r, &si->key) = si->next;
-        cuabi__context_scope scope;
-        if (r->drv->cuMemFree && cuabi__device_enter(&scope, r->device, r->drv) == CUABI_SUCCESS) {
+        /* freed even when the switch is refused (a skipped free would leak it) */
+        cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+        if (r->drv->cuMemFree) {
+            (void)cuabi__device_enter(&scope, r->device, r->drv);
             CUABI__CU_RELEASE(r->drv, cuMemFree, si->ptr);
-            (void)cuabi__context_leave(&scope, r->drv, CUABI_SUCCESS);
         }
+        (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     }
     pthread_mutex_unlock(&imports_lock);
     if (last) {
@@ -580,13 +592,17 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
                                                         cuabi_memory_resource *pool,
                                                         const uint8_t *descriptor, size_t size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     uintptr_t address;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__TRY(mapped_of(&r, pool, __func__));
-    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
-    return import_one(out, &address, r, descriptor, size, __func__);
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, r->drv));
+    scope_st = import_one(out, &address, r, descriptor, size, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------- batches */
@@ -616,6 +632,8 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uin
                                                          const uint8_t *descriptors, size_t size,
                                                          size_t count)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__CHECK_ARG(count >= 1 && count <= CUABI__IPC_BATCH_MAX,
@@ -626,7 +644,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uin
     CUABI__CHECK_ARG(descriptors, "%s: descriptors is NULL", __func__);
     CUABI__TRY(batch_size(count, size, "descriptors", __func__));
     CUABI__TRY(mapped_of(&r, pool, __func__));
-    CUABI__TRY(cuabi__device_activate(r->device, r->drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, r->drv));
     for (size_t i = 0; i < count; i++) {
         uintptr_t address;
         cuabi_status st = import_one(&out[i], &address, r,
@@ -643,12 +661,14 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uin
                 if (addresses)
                     addresses[j] = 0;
             }
-            return st;
+            CUABI__SCOPE_RETURN(st);
         }
         if (addresses)
             addresses[i] = address;
     }
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_info(cuabi_ipc_pool_role *role, uint64_t *pool_id,

@@ -79,12 +79,17 @@ cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
     }
     CUkernel ck;
     CUABI__TRY(cuabi__kernel_cukernel(k, drv, &ck, caller));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    /* Lazy loading compiles for this device now: image errors show here. */
+    /* Lazy loading compiles for this device now: image errors show here.
+     * The function is the current context's: the device's, made current
+     * for the call only. */
     if (!drv->cuKernelGetFunction)
         return cuabi__missing_entry("cuKernelGetFunction", caller);
-    CUABI__TRY(cuabi__objcode_cu_check(k->objcode, drv, CUABI__CU_RAW(drv, cuKernelGetFunction, &f, ck),
-                                       "cuKernelGetFunction", caller));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
+    cuabi_status st = cuabi__objcode_cu_check(k->objcode, drv,
+                                              CUABI__CU_RAW(drv, cuKernelGetFunction, &f, ck),
+                                              "cuKernelGetFunction", caller);
+    CUABI__TRY(cuabi__context_end(&scope, st));
     if (cached)
         atomic_store_explicit(&k->functions[dev->ordinal], f, memory_order_release);
     *out = f;
@@ -249,19 +254,22 @@ static bool settable(int attribute)
     }
 }
 
-/* Resolve kernel + device and make the device current: the per-device
- * attribute calls act on the library as loaded in its primary context. */
-static cuabi_status prepare(cuabi__kernel *k, cuabi__device *dev, const cuabi__driver **drv,
-                            CUkernel *ck, const char *caller)
+/* Resolve kernel + device and make the device current in *scope: the
+ * per-device attribute calls act on the library as loaded in its primary
+ * context. */
+static cuabi_status prepare(cuabi__context_scope *scope, cuabi__kernel *k, cuabi__device *dev,
+                            const cuabi__driver **drv, CUkernel *ck, const char *caller)
 {
     CUABI__TRY(cuabi__driver_get(drv));
     CUABI__TRY(cuabi__kernel_cukernel(k, *drv, ck, caller));
-    return cuabi__device_activate(dev, *drv);
+    return cuabi__device_enter(scope, dev, *drv);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_kernel_attribute(int *out, cuabi_kernel *kernel,
                                                   cuabi_device *device, int attribute)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__kernel *k;
     cuabi__device *dev;
     const cuabi__driver *drv;
@@ -272,14 +280,18 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_attribute(int *out, cuabi_kernel *kernel
     CUABI__CHECK_ARG(attribute >= 0 && attribute < CU_FUNC_ATTRIBUTE_MAX,
                      "%s: %d is not a CUfunction_attribute (0..%d)", __func__, attribute,
                      CU_FUNC_ATTRIBUTE_MAX - 1);
-    CUABI__TRY(prepare(k, dev, &drv, &ck, __func__));
-    return CUABI__CU(drv, cuKernelGetAttribute, out, (CUfunction_attribute)attribute, ck,
+    CUABI__TRY_SCOPE(prepare(&scope, k, dev, &drv, &ck, __func__));
+    scope_st = CUABI__CU(drv, cuKernelGetAttribute, out, (CUfunction_attribute)attribute, ck,
                      dev->cu_device);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_kernel_set_attribute(cuabi_kernel *kernel, cuabi_device *device,
                                                       int attribute, int value)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__kernel *k;
     cuabi__device *dev;
     const cuabi__driver *drv;
@@ -290,9 +302,11 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_set_attribute(cuabi_kernel *kernel, cuab
                      "%s: CUfunction_attribute %d is not settable (settable: max dynamic shared "
                      "size, preferred carveout, required cluster width/height/depth, non-portable "
                      "cluster size, cluster scheduling policy)", __func__, attribute);
-    CUABI__TRY(prepare(k, dev, &drv, &ck, __func__));
-    return CUABI__CU(drv, cuKernelSetAttribute, (CUfunction_attribute)attribute, value, ck,
+    CUABI__TRY_SCOPE(prepare(&scope, k, dev, &drv, &ck, __func__));
+    scope_st = CUABI__CU(drv, cuKernelSetAttribute, (CUfunction_attribute)attribute, value, ck,
                      dev->cu_device);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_kernel_param_count(size_t *out, cuabi_kernel *kernel)
@@ -363,6 +377,8 @@ CUABI_EXTERN(cuabi_status) cuabi_kernel_function(uintptr_t *out, cuabi_kernel *k
 CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out, cuabi_objcode *objcode,
                                                 cuabi_device *device)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__objcode *o;
     cuabi__device *dev;
     const cuabi__driver *drv;
@@ -375,13 +391,15 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out, cuabi_objcode *o
     CUABI__TRY(cuabi__objcode_loadable(o, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__objcode_library(o, drv, &lib, __func__));
-    CUABI__TRY(cuabi__device_activate(dev, drv));   /* the module is per context */
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));   /* the module is per context */
     if (!drv->cuLibraryGetModule)
-        return cuabi__missing_entry("cuLibraryGetModule", __func__);
-    CUABI__TRY(cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetModule, &m, lib),
+        CUABI__SCOPE_RETURN(cuabi__missing_entry("cuLibraryGetModule", __func__));
+    CUABI__TRY_SCOPE(cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetModule, &m, lib),
                                        "cuLibraryGetModule", __func__));
     *out = (uintptr_t)m;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_objcode_library(uintptr_t *out, cuabi_objcode *objcode)

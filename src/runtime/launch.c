@@ -372,21 +372,24 @@ static inline bool context_refused(CUresult r)
     return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
-/* drive(), and once more in the device's context when the driver refused
- * a launch made without it (see context_refused). */
-static inline CUresult drive_in_context(const cuabi__driver *drv, const CUlaunchConfig *lc,
-                                        CUfunction f, void **params, const char **entry,
-                                        const target *t)
+/* drive(), and once more in the device's context (entered in *scope) when
+ * the driver refused a launch made without it (see context_refused). */
+static inline CUresult drive_in_context(cuabi__context_scope *scope, const cuabi__driver *drv,
+                                        const CUlaunchConfig *lc, CUfunction f, void **params,
+                                        const char **entry, const target *t)
 {
     CUresult r = drive(drv, lc, f, params, entry);
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS) && context_refused(r) && !needs_current_context(t) &&
-        cuabi__device_activate(t->dev, drv) == CUABI_SUCCESS)
+        cuabi__device_enter(scope, t->dev, drv) == CUABI_SUCCESS)
         r = drive(drv, lc, f, params, entry);
     return r;
 }
 
-/* Everything a launch needs, resolved: function, device, stream. */
-static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
+/* Everything a launch needs, resolved: function, device, stream; a default
+ * stream's device made current in *scope (the launch gives the caller's
+ * context back). */
+static cuabi_status prepare_common(cuabi__context_scope *scope, CUfunction *f, target *t,
+                                   cuabi__kernel **k,
                                    cuabi__argpack **p, cuabi_kernel *kernel, cuabi_argpack *pack,
                                    const cuabi_launch_config *config, const cuabi__driver **drv,
                                    const char *caller)
@@ -407,7 +410,7 @@ static cuabi_status prepare_common(CUfunction *f, target *t, cuabi__kernel **k,
     CUABI__TRY(resolve_target(t, config, *k, caller));
     CUABI__TRY(cuabi__driver_get(drv));
     CUABI__TRY(cuabi__kernel_function(*k, t->dev, *drv, f, caller));
-    return needs_current_context(t) ? cuabi__device_activate(t->dev, *drv) : CUABI_SUCCESS;
+    return needs_current_context(t) ? cuabi__device_enter(scope, t->dev, *drv) : CUABI_SUCCESS;
 }
 
 /* The driver refused a launch: say why in our words when a check can tell. */
@@ -425,7 +428,7 @@ static cuabi_status launch_refused(CUresult r, const char *entry, CUfunction f, 
  * cuabi_launch's common path. The attributes' own checks run first (they
  * need no driver), then the launch; a refusal names the attributes. */
 static __attribute__((noinline)) cuabi_status
-launch_with_attributes(CUfunction f, const target *t, cuabi__argpack *p,
+launch_with_attributes(cuabi__context_scope *scope, CUfunction f, const target *t, cuabi__argpack *p,
                                            const cuabi_launch_config *config,
                                            const cuabi__driver *drv, const char *caller)
 {
@@ -437,7 +440,7 @@ launch_with_attributes(CUfunction f, const target *t, cuabi__argpack *p,
     cuabi__launch_fill(&lc, attrs, config, t->cu_stream);
     lc.numAttrs = cuabi__launch_attrs_fill(attrs, lc.numAttrs, a, &ev);
     const char *entry;
-    CUresult r = drive_in_context(drv, &lc, f, p->params, &entry, t);
+    CUresult r = drive_in_context(scope, drv, &lc, f, p->params, &entry, t);
     if (r == CUDA_SUCCESS)
         return CUABI_SUCCESS;
     if (r == CUDA_ERROR_NOT_SUPPORTED && !drv->cuLaunchKernelEx)
@@ -450,41 +453,49 @@ launch_with_attributes(CUfunction f, const target *t, cuabi__argpack *p,
 CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack,
                                         const cuabi_launch_config *config)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUfunction f;
     target t;
     cuabi__kernel *k;
     cuabi__argpack *p;
     const cuabi__driver *drv;
-    CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
-    CUABI__TRY(cuabi__argpack_resolve(p, __func__));
+    CUABI__TRY_SCOPE(prepare_common(&scope, &f, &t, &k, &p, kernel, pack, config, &drv, __func__));
+    CUABI__TRY_SCOPE(cuabi__argpack_resolve(p, __func__));
     if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
-        CUABI__TRY(cuabi__capture_keep_launch(t.cu_stream, k, p, __func__));
+        CUABI__TRY_SCOPE(cuabi__capture_keep_launch(t.cu_stream, k, p, __func__));
     if (CUABI__UNLIKELY(cuabi__launch_attributes(config) != NULL))
-        return launch_with_attributes(f, &t, p, config, drv, __func__);
+        CUABI__SCOPE_RETURN(launch_with_attributes(&scope, f, &t, p, config, drv, __func__));
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
     cuabi__launch_fill(&lc, attrs, config, t.cu_stream);
     const char *entry;
-    CUresult r = drive_in_context(drv, &lc, f, p->params, &entry, &t);
+    CUresult r = drive_in_context(&scope, drv, &lc, f, p->params, &entry, &t);
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
-        return launch_refused(r, entry, f, &t, config, drv, __func__);
-    return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(launch_refused(r, entry, f, &t, config, drv, __func__));
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_launch_check(cuabi_kernel *kernel, cuabi_argpack *pack,
                                               const cuabi_launch_config *config)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUfunction f;
     target t;
     cuabi__kernel *k;
     cuabi__argpack *p;
     const cuabi__driver *drv;
-    CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
+    CUABI__TRY_SCOPE(prepare_common(&scope, &f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     const cuabi_launch_attributes *a = cuabi__launch_attributes(config);
     cuabi__launch_events ev;
     if (a)
-        CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
-    return check_full(f, t.dev, target_sms(&t), config, drv, __func__);
+        CUABI__TRY_SCOPE(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
+    scope_st = check_full(f, t.dev, target_sms(&t), config, drv, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* Every check of cuabi_launch_check with errors naming `caller`, handing
@@ -493,14 +504,18 @@ cuabi_status cuabi__launch_check_for(CUfunction *f, cuabi__device **dev, cuabi_k
                                      cuabi_argpack *pack, const cuabi_launch_config *config,
                                      const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     target t;
     cuabi__kernel *k;
     cuabi__argpack *p;
     const cuabi__driver *drv;
-    CUABI__TRY(prepare_common(f, &t, &k, &p, kernel, pack, config, &drv, caller));
-    CUABI__TRY(check_full(*f, t.dev, target_sms(&t), config, drv, caller));
+    CUABI__TRY_SCOPE(prepare_common(&scope, f, &t, &k, &p, kernel, pack, config, &drv, caller));
+    CUABI__TRY_SCOPE(check_full(*f, t.dev, target_sms(&t), config, drv, caller));
     *dev = t.dev;
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------ prepared launches */
@@ -560,6 +575,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
                                                  cuabi_argpack *pack,
                                                  const cuabi_launch_config *config)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUfunction f;
     target t;
     cuabi__kernel *k;
@@ -567,15 +584,15 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
-    CUABI__TRY(prepare_common(&f, &t, &k, &p, kernel, pack, config, &drv, __func__));
+    CUABI__TRY_SCOPE(prepare_common(&scope, &f, &t, &k, &p, kernel, pack, config, &drv, __func__));
     const cuabi_launch_attributes *a = cuabi__launch_attributes(config);
     cuabi__launch_events ev = { NULL, NULL };
     if (a)
-        CUABI__TRY(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
-    CUABI__TRY(check_full(f, t.dev, target_sms(&t), config, drv, __func__));
+        CUABI__TRY_SCOPE(cuabi__launch_attrs_check(&ev, a, config, t.dev, __func__));
+    CUABI__TRY_SCOPE(check_full(f, t.dev, target_sms(&t), config, drv, __func__));
     cuabi__prepared *pl = cuabi__calloc(1, sizeof *pl);
     if (!pl)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     pl->kernel = k;
     pl->pack = p;
     pl->stream = t.stream;
@@ -593,7 +610,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     cuabi_status st = cuabi__handle_register(&pl->base, CUABI__T_PREPARED, prepared_destroy);
     if (st != CUABI_SUCCESS) {
         cuabi__free(pl);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__object_retain(&k->base);
     cuabi__object_retain(&p->base);
@@ -602,17 +619,20 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     cuabi__object_retain(&t.dev->base);
     events_retain(&ev);
     *out = CUABI__HANDLE(pl, cuabi_prepared);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* Out of line: the prepared launch's failure path (a refusal for want of a
  * current context is retried once in it: see context_refused). */
 static __attribute__((noinline, cold)) cuabi_status
-prepared_refused(cuabi__prepared *pl, const cuabi__driver *drv, CUresult r, const char *entry)
+prepared_refused(cuabi__context_scope *scope, cuabi__prepared *pl, const cuabi__driver *drv,
+                 CUresult r, const char *entry)
 {
     const char *caller = "cuabi_prepared_launch";
     if (context_refused(r) && !pl->activate &&
-        cuabi__device_activate(pl->device, drv) == CUABI_SUCCESS)
+        cuabi__device_enter(scope, pl->device, drv) == CUABI_SUCCESS)
         r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
     if (r == CUDA_SUCCESS)
         return CUABI_SUCCESS;
@@ -630,15 +650,16 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_launch(cuabi_prepared *prepared)
     CUABI__GET(pl, prepared, PREPARED);
     CUABI__TRY(cuabi__argpack_resolve(pl->pack, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
-    if (pl->activate)
-        CUABI__TRY(cuabi__device_activate(pl->device, drv));
     if (CUABI__UNLIKELY(cuabi__capturing())) /* a graph must keep what it runs */
         CUABI__TRY(cuabi__capture_keep_launch(pl->lc.hStream, pl->kernel, pl->pack, __func__));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    if (pl->activate)
+        CUABI__TRY(cuabi__device_enter(&scope, pl->device, drv));
     const char *entry;
     CUresult r = drive(drv, &pl->lc, pl->func, pl->pack->params, &entry);
-    if (CUABI__UNLIKELY(r != CUDA_SUCCESS))
-        return prepared_refused(pl, drv, r, entry);
-    return CUABI_SUCCESS;
+    cuabi_status st = CUABI__LIKELY(r == CUDA_SUCCESS) ? CUABI_SUCCESS
+                                                       : prepared_refused(&scope, pl, drv, r, entry);
+    return cuabi__context_end(&scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_prepared_pack(cuabi_argpack **out, cuabi_prepared *prepared)
@@ -653,6 +674,8 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_pack(cuabi_argpack **out, cuabi_prepar
 CUABI_EXTERN(cuabi_status) cuabi_prepared_set_grid(cuabi_prepared *prepared, unsigned int x,
                                                    unsigned int y, unsigned int z)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__prepared *pl;
     const cuabi__driver *drv;
     CUABI__GET(pl, prepared, PREPARED);
@@ -665,15 +688,17 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_set_grid(cuabi_prepared *prepared, uns
         CUABI__TRY(cuabi__launch_attrs_check_grid(c.attributes, c.grid, c.cluster, __func__));
     if (c.cooperative) {
         CUABI__TRY(cuabi__driver_get(&drv));
-        CUABI__TRY(cuabi__device_activate(pl->device, drv));
-        CUABI__TRY(check_full(pl->func, pl->device, pl->stream ? pl->stream->partition_sms : 0,
+        CUABI__TRY_SCOPE(cuabi__device_enter(&scope, pl->device, drv));
+        CUABI__TRY_SCOPE(check_full(pl->func, pl->device, pl->stream ? pl->stream->partition_sms : 0,
                               &c, drv, __func__));
     }
     pl->config = c;
     pl->lc.gridDimX = x;
     pl->lc.gridDimY = y;
     pl->lc.gridDimZ = z;
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------ packs and kernels */

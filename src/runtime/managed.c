@@ -54,7 +54,7 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_resource_create(cuabi_memory_resource *
 }
 
 /* The managed buffer, a range of it, the driver and its device current. */
-static cuabi_status managed_range(cuabi__buffer **b, const cuabi__driver **drv,
+static cuabi_status managed_range(cuabi__context_scope *scope, cuabi__buffer **b, const cuabi__driver **drv,
                                   cuabi_buffer *buffer, size_t offset, size_t size,
                                   const char *caller)
 {
@@ -68,7 +68,7 @@ static cuabi_status managed_range(cuabi__buffer **b, const cuabi__driver **drv,
                             (int)(*b)->kind);
     CUABI__TRY(cuabi__buffer_check_range(*b, offset, size, "managed", caller));
     CUABI__TRY(cuabi__driver_get(drv));
-    return cuabi__device_activate((*b)->device, *drv);
+    return cuabi__device_enter(scope, (*b)->device, *drv);
 }
 
 static cuabi_status location_of(CUmemLocation *loc, cuabi_location_type t, int id,
@@ -86,7 +86,7 @@ static cuabi_status location_of(CUmemLocation *loc, cuabi_location_type t, int i
     return CUABI_SUCCESS;
 }
 
-static cuabi_status optional_stream(CUstream *raw, cuabi_stream *stream, const cuabi__driver *drv,
+static cuabi_status optional_stream(cuabi__context_scope *scope, CUstream *raw, cuabi_stream *stream, const cuabi__driver *drv,
                                     const char *caller)
 {
     *raw = NULL;
@@ -96,7 +96,7 @@ static cuabi_status optional_stream(CUstream *raw, cuabi_stream *stream, const c
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
     cuabi__stream *s = obj;
     *raw = s->cu_stream;
-    return cuabi__stream_prepare(s, drv);
+    return cuabi__stream_enter(scope, s, drv);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer, size_t offset, size_t size,
@@ -104,12 +104,14 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer, size_t off
                                                 cuabi_location_type location_type,
                                                 int location_id)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(advice >= CUABI_MANAGED_SET_READ_MOSTLY &&
                          advice <= CUABI_MANAGED_UNSET_ACCESSED_BY,
                      "%s: %d is not a cuabi_managed_advice", __func__, (int)advice);
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
     /* Where the driver ignores the location (read-mostly, unsetting the
      * preferred one) it still refuses CU_MEM_LOCATION_TYPE_INVALID (an H100,
      * driver 580: CUDA_ERROR_INVALID_VALUE): the host stands in. */
@@ -121,45 +123,55 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_advise(cuabi_buffer *buffer, size_t off
     bool any_location = advice == CUABI_MANAGED_UNSET_PREFERRED_LOCATION &&
                         location_type == CUABI_LOCATION_NONE;
     if (!read_mostly && !any_location)
-        CUABI__TRY(location_of(&loc, location_type, location_id, __func__));
+        CUABI__TRY_SCOPE(location_of(&loc, location_type, location_id, __func__));
     if (size == 0)
-        return CUABI_SUCCESS;
-    return CUABI__CU(drv, cuMemAdvise, (CUdeviceptr)(b->ptr + offset), size,
-                     (CUmem_advise)advice, loc);
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuMemAdvise, (CUdeviceptr)(b->ptr + offset), size,
+                     (CUmem_advise)advice, loc));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_prefetch(cuabi_buffer *buffer, size_t offset,
                                                   size_t size, cuabi_location_type location_type,
                                                   int location_id, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUmemLocation loc;
     CUstream raw;
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUABI__TRY(location_of(&loc, location_type, location_id, __func__));
-    CUABI__TRY(optional_stream(&raw, stream, drv, __func__));
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(location_of(&loc, location_type, location_id, __func__));
+    CUABI__TRY_SCOPE(optional_stream(&scope, &raw, stream, drv, __func__));
     if (size == 0)
-        return CUABI_SUCCESS;
-    return CUABI__CU(drv, cuMemPrefetchAsync, (CUdeviceptr)(b->ptr + offset), size, loc, 0, raw);
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuMemPrefetchAsync, (CUdeviceptr)(b->ptr + offset), size, loc, 0, raw));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_discard(cuabi_buffer *buffer, size_t offset,
                                                  size_t size, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUstream raw;
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUABI__TRY(optional_stream(&raw, stream, drv, __func__));
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(optional_stream(&scope, &raw, stream, drv, __func__));
     if (size == 0)
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     if (!drv->cuMemDiscardBatchAsync)
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+        CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: the driver has no cuMemDiscardBatchAsync (CUDA 13.0+)",
-                            __func__);
+                            __func__));
     CUdeviceptr p = (CUdeviceptr)(b->ptr + offset);
-    return CUABI__CU(drv, cuMemDiscardBatchAsync, &p, &size, 1, 0, raw);
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuMemDiscardBatchAsync, &p, &size, 1, 0, raw));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch(cuabi_buffer *buffer, size_t offset,
@@ -167,23 +179,27 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch(cuabi_buffer *buffer, 
                                                           cuabi_location_type location_type,
                                                           int location_id, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUmemLocation loc;
     CUstream raw;
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUABI__TRY(location_of(&loc, location_type, location_id, __func__));
-    CUABI__TRY(optional_stream(&raw, stream, drv, __func__));
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(location_of(&loc, location_type, location_id, __func__));
+    CUABI__TRY_SCOPE(optional_stream(&scope, &raw, stream, drv, __func__));
     if (size == 0)
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     if (!drv->cuMemDiscardAndPrefetchBatchAsync)
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+        CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: the driver has no cuMemDiscardAndPrefetchBatchAsync (CUDA "
-                            "13.0+)", __func__);
+                            "13.0+)", __func__));
     CUdeviceptr p = (CUdeviceptr)(b->ptr + offset);
     size_t index = 0;
-    return CUABI__CU(drv, cuMemDiscardAndPrefetchBatchAsync, &p, &size, 1, &loc, &index, 1, 0,
-                     raw);
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuMemDiscardAndPrefetchBatchAsync, &p, &size, 1, &loc, &index, 1, 0,
+                     raw));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_range_get(int32_t *out, size_t count,
@@ -191,6 +207,8 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_get(int32_t *out, size_t count,
                                                    size_t size,
                                                    cuabi_managed_range_attribute attribute)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out && count > 0, "%s: out is NULL or count is 0", __func__);
@@ -202,10 +220,12 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_get(int32_t *out, size_t count,
     size_t bytes;
     CUABI__CHECK_ARG(cuabi__size_mul(&bytes, count, sizeof *out), "%s: count %zu overflows",
                      __func__, count);
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUABI__CHECK_ARG(size > 0, "%s: the range is empty", __func__);
-    return CUABI__CU(drv, cuMemRangeGetAttribute, out, bytes, (CUmem_range_attribute)attribute,
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
+    CUABI__CHECK_ARG_SCOPE(size > 0, "%s: the range is empty", __func__);
+    scope_st = CUABI__CU(drv, cuMemRangeGetAttribute, out, bytes, (CUmem_range_attribute)attribute,
                      (CUdeviceptr)(b->ptr + offset), size);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* A pre-13 location attribute (device ordinal, -1 host, -2 none). */
@@ -225,11 +245,13 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_info(cuabi_managed_range *out,
                                                     cuabi_buffer *buffer, size_t offset,
                                                     size_t size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *b;
     const cuabi__driver *drv;
     CUABI__CHECK_OPTS(out, "cuabi_managed_range", CUABI_MANAGED_RANGE_VERSION, false);
-    CUABI__TRY(managed_range(&b, &drv, buffer, offset, size, __func__));
-    CUABI__CHECK_ARG(size > 0, "%s: the range is empty", __func__);
+    CUABI__TRY_SCOPE(managed_range(&scope, &b, &drv, buffer, offset, size, __func__));
+    CUABI__CHECK_ARG_SCOPE(size > 0, "%s: the range is empty", __func__);
     CUdeviceptr p = (CUdeviceptr)(b->ptr + offset);
     int v[5] = { 0, 0, 0, 0, 0 };
     void *data[5] = { &v[0], &v[1], &v[2], &v[3], &v[4] };
@@ -244,21 +266,23 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_range_info(cuabi_managed_range *out,
     if (drv->cuDriverGetVersion)
         (void)drv->cuDriverGetVersion(&drv_version);
     if (drv_version >= 13000) {
-        CUABI__TRY(CUABI__CU(drv, cuMemRangeGetAttributes, data, sizes, attrs, 5, p, size));
+        CUABI__TRY_SCOPE(CUABI__CU(drv, cuMemRangeGetAttributes, data, sizes, attrs, 5, p, size));
         out->read_mostly = v[0] != 0;
         out->preferred_location_type = location_type_of(v[1]);
         out->preferred_location_id = out->preferred_location_type ? v[2] : 0;
         out->last_prefetch_location_type = location_type_of(v[3]);
         out->last_prefetch_location_id = out->last_prefetch_location_type ? v[4] : 0;
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     }
     attrs[1] = CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
     attrs[2] = CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
-    CUABI__TRY(CUABI__CU(drv, cuMemRangeGetAttributes, data, sizes, attrs, 3, p, size));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuMemRangeGetAttributes, data, sizes, attrs, 3, p, size));
     out->read_mostly = v[0] != 0;
     legacy_location(&out->preferred_location_type, &out->preferred_location_id, v[1]);
     legacy_location(&out->last_prefetch_location_type, &out->last_prefetch_location_id, v[2]);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ---- batches of whole managed buffers (cuda.core's prefetch_batch,
@@ -276,6 +300,7 @@ typedef struct batch {
     size_t n, nlocs;
     const cuabi__driver *drv;
     CUstream stream;
+    cuabi__context_scope scope;   /* the caller's context (memset: none entered) */
 } batch;
 
 static cuabi_status batch_make(batch *bt, cuabi_buffer *const *buffers, size_t count,
@@ -322,8 +347,8 @@ static cuabi_status batch_make(batch *bt, cuabi_buffer *const *buffers, size_t c
             first = b;
     }
     CUABI__TRY(cuabi__driver_get(&bt->drv));
-    CUABI__TRY(cuabi__device_activate(first->device, bt->drv));
-    CUABI__TRY(optional_stream(&bt->stream, stream, bt->drv, caller));
+    CUABI__TRY(cuabi__device_enter(&bt->scope, first->device, bt->drv));
+    CUABI__TRY(optional_stream(&bt->scope, &bt->stream, stream, bt->drv, caller));
     bt->mem = cuabi__malloc(bytes);
     if (!bt->mem)
         return CUABI_ERROR_OUT_OF_MEMORY;
@@ -381,7 +406,7 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_prefetch_batch(cuabi_buffer **buffers,
         }
     }
     cuabi__free(bt.mem);
-    return st;
+    return cuabi__context_end(&bt.scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_discard_batch(cuabi_buffer **buffers,
@@ -399,7 +424,7 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_discard_batch(cuabi_buffer **buffers,
                            bt.stream);
     }
     cuabi__free(bt.mem);
-    return st;
+    return cuabi__context_end(&bt.scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch_batch(cuabi_buffer **buffers,
@@ -422,5 +447,5 @@ CUABI_EXTERN(cuabi_status) cuabi_managed_discard_prefetch_batch(cuabi_buffer **b
                            bt.locs, bt.idx, bt.nlocs, 0, bt.stream);
     }
     cuabi__free(bt.mem);
-    return st;
+    return cuabi__context_end(&bt.scope, st);
 }

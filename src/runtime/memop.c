@@ -141,10 +141,10 @@ static cuabi_status driver_verdict(cuabi_status st, const cuabi__buffer *b, bool
     return st;
 }
 
-/* The stream to queue on (made ready for the driver): `stream`, or the
- * legacy default stream of `dev` (NULL: none known). *s is NULL for the
- * legacy stream. */
-static cuabi_status op_stream(CUstream *raw, cuabi__stream **s, cuabi_stream *stream,
+/* The stream to queue on (made ready for the driver: a default stream's
+ * device current in *scope): `stream`, or the legacy default stream of
+ * `dev` (NULL: none known). *s is NULL for the legacy stream. */
+static cuabi_status op_stream(cuabi__context_scope *scope, CUstream *raw, cuabi__stream **s, cuabi_stream *stream,
                               cuabi__device *dev, const cuabi__driver *drv, const char *caller)
 {
     *s = NULL;
@@ -157,19 +157,21 @@ static cuabi_status op_stream(CUstream *raw, cuabi__stream **s, cuabi_stream *st
                                 "the memory on device %d", caller, (*s)->device->ordinal,
                                 dev->ordinal);
         *raw = (*s)->cu_stream;
-        return cuabi__stream_prepare(*s, drv);
+        return cuabi__stream_enter(scope, *s, drv);
     }
     if (!dev)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: without a stream the operations "
                             "go to the legacy default stream of their buffers' device, and none "
                             "is named: give a stream", caller);
     *raw = CU_STREAM_LEGACY;
-    return cuabi__device_activate(dev, drv);
+    return cuabi__device_enter(scope, dev, drv);
 }
 
 static cuabi_status single(int kind, cuabi_stream *stream, cuabi_buffer *buffer, size_t offset,
                            uint64_t value, unsigned flags, const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUstreamBatchMemOpParams op;
     cuabi__buffer *b;
     CUABI__TRY(check_op(&op, &b, kind, buffer, offset, value, flags, "", caller));
@@ -177,9 +179,9 @@ static cuabi_status single(int kind, cuabi_stream *stream, cuabi_buffer *buffer,
     CUABI__TRY(cuabi__driver_get_for(&drv, caller));
     CUstream raw;
     cuabi__stream *s;
-    CUABI__TRY(op_stream(&raw, &s, stream, b->device, drv, caller));
+    CUABI__TRY_SCOPE(op_stream(&scope, &raw, &s, stream, b->device, drv, caller));
     if (s && cuabi__capturing())
-        CUABI__TRY(cuabi__capture_keep_buffers(s, b, NULL, caller));
+        CUABI__TRY_SCOPE(cuabi__capture_keep_buffers(s, b, NULL, caller));
     CUdeviceptr a = kind == CUABI_STREAM_MEM_OP_WAIT_VALUE_32 || kind == CUABI_STREAM_MEM_OP_WAIT_VALUE_64
                         ? op.waitValue.address : op.writeValue.address;
     cuabi_status st;
@@ -197,7 +199,9 @@ static cuabi_status single(int kind, cuabi_stream *stream, cuabi_buffer *buffer,
         st = CUABI__CU_IN(caller, drv, cuStreamWriteValue64, raw, a, value, flags);
         break;
     }
-    return CUABI__LIKELY(st == CUABI_SUCCESS) ? st : driver_verdict(st, b, false);
+    scope_st = CUABI__LIKELY(st == CUABI_SUCCESS) ? st : driver_verdict(st, b, false);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_wait_value32(cuabi_stream *stream, cuabi_buffer *buffer,
@@ -235,6 +239,8 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_write_value64(cuabi_stream *stream, cuab
 CUABI_EXTERN(cuabi_status) cuabi_stream_batch_mem_op(cuabi_stream *stream,
                                                      const cuabi_stream_mem_op *ops, size_t count)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_ARG(count >= 1 && count <= CUABI_STREAM_MEM_OP_MAX_BATCH, "%s: count = %zu; a "
                      "batch has 1 to %d operations", __func__, count,
                      CUABI_STREAM_MEM_OP_MAX_BATCH);
@@ -264,16 +270,18 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_batch_mem_op(cuabi_stream *stream,
     CUABI__TRY(cuabi__driver_get(&drv));
     CUstream raw;
     cuabi__stream *s;
-    CUABI__TRY(op_stream(&raw, &s, stream, dev, drv, __func__));
+    CUABI__TRY_SCOPE(op_stream(&scope, &raw, &s, stream, dev, drv, __func__));
     if (s && cuabi__capturing())
         for (size_t i = 0; i < count; i++)
             if (bufs[i])
-                CUABI__TRY(cuabi__capture_keep_buffers(s, bufs[i], NULL, __func__));
+                CUABI__TRY_SCOPE(cuabi__capture_keep_buffers(s, bufs[i], NULL, __func__));
     cuabi_status st = CUABI__CU(drv, cuStreamBatchMemOp, raw, (unsigned)count, params, 0);
     if (CUABI__LIKELY(st == CUABI_SUCCESS))
-        return st;
+        CUABI__SCOPE_RETURN(st);
     const cuabi__buffer *first = NULL;   /* the driver does not say which entry: name the first word */
     for (size_t i = 0; i < count && !first; i++)
         first = bufs[i];
-    return driver_verdict(st, first, count > 1);
+    CUABI__SCOPE_RETURN(driver_verdict(st, first, count > 1));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

@@ -99,9 +99,9 @@ bool cuabi__resource_keep_stream(cuabi__memory_resource *r, cuabi__stream *s)
     return false;
 }
 
-cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
-                                       cuabi__device **dev, const cuabi__driver **drv,
-                                       const char *caller)
+cuabi_status cuabi__gpu_resource_begin(cuabi__context_scope *scope, cuabi_memory_resource **out,
+                                       cuabi_device *device, cuabi__device **dev,
+                                       const cuabi__driver **drv, const char *caller)
 {
     if (!out)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
@@ -110,7 +110,7 @@ cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device
     CUABI__TRY(cuabi__handle_get(device, CUABI__T_DEVICE, &obj, caller));
     *dev = obj;
     CUABI__TRY(cuabi__driver_get(drv));
-    return cuabi__device_activate(*dev, *drv);
+    return cuabi__device_enter(scope, *dev, *drv);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_resource **out,
@@ -118,16 +118,22 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
-    CUABI__TRY(CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, dev->cu_device));
-    cuabi__memory_resource *r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
-    if (!r)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    r->drv = drv;
-    r->pool = pool;
-    r->stream_ordered = true;
-    return resource_publish(out, r);
+    cuabi_status st = CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, dev->cu_device);
+    if (st == CUABI_SUCCESS) {
+        cuabi__memory_resource *r = resource_alloc(CUABI__RES_POOL, CUABI_MEMORY_DEVICE, dev);
+        if (r) {
+            r->drv = drv;
+            r->pool = pool;
+            r->stream_ordered = true;
+            st = resource_publish(out, r);
+        } else {
+            st = CUABI_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 static bool location_is_host(cuabi_location_type t)
@@ -289,21 +295,23 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
     CUABI__CHECK_ARG(max_size <= SIZE_MAX, "%s: max_size %llu does not fit a size_t", __func__,
                      (unsigned long long)max_size);
     CUABI__TRY(cuabi__pool_location_check(loc_type, loc_id, false, __func__));
-    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, __func__));
     CUmemoryPool pool;
-    CUABI__TRY(cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, loc_type,
-                                       loc_id, (size_t)max_size, options->release_threshold,
-                                       __func__));
-    cuabi__memory_resource *r;
-    bool host = location_is_host(loc_type);
-    cuabi_status st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL,
-                                                   true, 0,
-                                                   host ? loc_type : CUABI_LOCATION_NONE, loc_id);
-    if (st != CUABI_SUCCESS)
-        CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
-    else
-        r->max_size = max_size;
-    return st;
+    cuabi_status st = cuabi__memory_pool_make(&pool, dev, drv, CU_MEM_HANDLE_TYPE_NONE, loc_type,
+                                              loc_id, (size_t)max_size,
+                                              options->release_threshold, __func__);
+    if (st == CUABI_SUCCESS) {
+        cuabi__memory_resource *r;
+        bool host = location_is_host(loc_type);
+        st = cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, true, 0,
+                                          host ? loc_type : CUABI_LOCATION_NONE, loc_id);
+        if (st != CUABI_SUCCESS)
+            CUABI__CU_RELEASE(drv, cuMemPoolDestroy, pool);
+        else
+            r->max_size = max_size;
+    }
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
@@ -312,12 +320,11 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
 {
     cuabi__device *dev;
     const cuabi__driver *drv;
-    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, caller));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, caller));
     cuabi__memory_resource *r = resource_alloc(impl, kind, dev);
-    if (!r)
-        return CUABI_ERROR_OUT_OF_MEMORY;
-    r->drv = drv;
-    return resource_publish(out, r);
+    return cuabi__context_leave(&scope, drv, r ? (r->drv = drv, resource_publish(out, r))
+                                              : CUABI_ERROR_OUT_OF_MEMORY);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out,
@@ -386,17 +393,21 @@ static cuabi_status check_alignment(size_t *alignment, const cuabi__memory_resou
     return CUABI_SUCCESS;
 }
 
-/* The raw stream to order on, with its context current when the driver
- * needs one (default streams act on the current context). */
-static cuabi_status prepare_stream(CUstream *raw, cuabi__memory_resource *r, cuabi__stream *s,
-                                   const cuabi__driver *drv)
+/* The raw stream to order on, with the right context current in *scope:
+ * a pool's stream-ordered call on a created or wrapped stream works in the
+ * stream's context (none needed); a default stream, a stream-less call and
+ * the synchronous allocators (cuMemAllocHost, cuMemAllocManaged, cuMemAlloc
+ * and their frees, which ignore the stream) act on the current context:
+ * the resource's device's. They used to find it current only because an
+ * earlier cuabi call had left it so. */
+static cuabi_status enter_stream(cuabi__context_scope *scope, CUstream *raw,
+                                 cuabi__memory_resource *r, cuabi__stream *s,
+                                 const cuabi__driver *drv)
 {
-    if (s) {
-        *raw = s->cu_stream;
-        return cuabi__stream_prepare(s, drv);
-    }
-    *raw = NULL;
-    return cuabi__device_activate(r->device, drv);
+    *raw = s ? s->cu_stream : NULL;
+    if (s && r->impl == CUABI__RES_POOL)
+        return cuabi__stream_enter(scope, s, drv);
+    return cuabi__device_enter(scope, r->device, drv);
 }
 
 static cuabi_status host_allocate(uintptr_t *out, size_t size, size_t alignment,
@@ -415,6 +426,8 @@ static cuabi_status host_allocate(uintptr_t *out, size_t size, size_t alignment,
 static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resource *r,
                                            size_t size, size_t alignment, cuabi__stream *s,
                                            const char *caller);
+static cuabi_status driver_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
+                                    CUstream raw, const char *caller);
 
 /* The driver cannot allocate from an imported pool, and its memory is only
  * what the exporter shares: buffers come from cuabi_ipc_pool_buffer_import. */
@@ -461,7 +474,16 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
         return r->vmm_allocate(out, r, size, caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
-    CUABI__TRY(prepare_stream(&raw, r, s, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(enter_stream(&scope, &raw, r, s, drv));
+    return cuabi__context_leave(&scope, drv, driver_allocate(out, r, size, raw, caller));
+}
+
+/* The driver's allocation, its context current. */
+static cuabi_status driver_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
+                                    CUstream raw, const char *caller)
+{
+    const cuabi__driver *drv = r->drv;
     CUdeviceptr d = 0;
     void *h = NULL;
     switch (r->impl) {
@@ -567,11 +589,14 @@ void cuabi__memory_flush_deferred_slow(void)
     legacy_frees = NULL;
     pthread_mutex_unlock(&legacy_lock);
     legacy_free *keep = NULL;
+    /* Each free in its resource's context; the caller's comes back after. */
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     while (list) {
         legacy_free *f = list;
         list = f->next;
         cuabi__memory_resource *r = f->res;
-        if (cuabi__device_activate(r->device, r->drv) != CUABI_SUCCESS ||
+        if (cuabi__context_save(&scope, r->drv) != CUABI_SUCCESS ||
+            cuabi__device_enter(&scope, r->device, r->drv) != CUABI_SUCCESS ||
             legacy_conflicts(r->drv)) {
             f->next = keep;                 /* still captured: later */
             keep = f;
@@ -591,6 +616,7 @@ void cuabi__memory_flush_deferred_slow(void)
         legacy_frees = keep;
         pthread_mutex_unlock(&legacy_lock);
     }
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
 }
 
 /* A leaf (nothing releases inside it): the mode exchange is made here,
@@ -609,6 +635,9 @@ cuabi_status cuabi__pool_free_relaxed(cuabi__memory_resource *res, uintptr_t ptr
         drv->cuThreadExchangeStreamCaptureMode(&mode);
     return cuabi__cu_result(r, "cuMemFreeAsync", caller);
 }
+
+static cuabi_status driver_free(cuabi__memory_resource *r, uintptr_t ptr, CUstream raw,
+                                const char *caller);
 
 /* Everything but a pool on a created stream (memory.h inlines that). */
 cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintptr_t ptr,
@@ -635,7 +664,19 @@ cuabi_status cuabi__resource_deallocate_general(cuabi__memory_resource *r, uintp
         return r->vmm_free(r, ptr, caller);
     const cuabi__driver *drv = r->drv;
     CUstream raw;
-    CUABI__TRY(prepare_stream(&raw, r, s, drv));
+    /* A release: freed even when the switch is refused (a skipped free
+     * would lose the memory; the driver says whether the free went). */
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    if (enter_stream(&scope, &raw, r, s, drv) != CUABI_SUCCESS)
+        cuabi_error_clear();   /* the free's own result is the answer */
+    return cuabi__context_leave(&scope, drv, driver_free(r, ptr, raw, caller));
+}
+
+/* The driver's free, its context current. */
+static cuabi_status driver_free(cuabi__memory_resource *r, uintptr_t ptr, CUstream raw,
+                                const char *caller)
+{
+    const cuabi__driver *drv = r->drv;
     switch (r->impl) {
     case CUABI__RES_POOL:
         if (is_legacy(raw)) {
@@ -746,6 +787,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_trim(cuabi_memory_resource *res
     CUABI__TRY(pool_of(&r, resource, __func__));
     CUABI__TRY(cuabi__driver_get(&drv));
     cuabi__memory_flush_deferred();
-    CUABI__TRY(cuabi__device_activate(r->device, drv));
-    return CUABI__CU(drv, cuMemPoolTrimTo, r->pool, keep_bytes);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__device_enter(&scope, r->device, drv));
+    return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuMemPoolTrimTo, r->pool, keep_bytes));
 }

@@ -154,10 +154,11 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
                                     const char *caller);
 
 /* The start of every GPU resource constructor: check `out` (set to NULL),
- * resolve `device`, load the driver and make the device current. */
-cuabi_status cuabi__gpu_resource_begin(cuabi_memory_resource **out, cuabi_device *device,
-                                       cuabi__device **dev, const cuabi__driver **drv,
-                                       const char *caller);
+ * resolve `device`, load the driver and make the device current in *scope
+ * (the constructor gives the caller's back: cuabi__context_leave). */
+cuabi_status cuabi__gpu_resource_begin(cuabi__context_scope *scope, cuabi_memory_resource **out,
+                                       cuabi_device *device, cuabi__device **dev,
+                                       const cuabi__driver **drv, const char *caller);
 /* Whether a pool may be made at this location (options of
  * cuabi_memory_resource_pool_create, cuabi_ipc_pool_create): DEVICE, HOST
  * (not with `ipc`: the driver makes no IPC-capable pool there) or HOST_NUMA

@@ -36,8 +36,9 @@ static void multicast_destroy(cuabi__object *o)
 {
     cuabi__multicast *m = (cuabi__multicast *)o;
     const cuabi__driver *drv = m->drv;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
     if (m->ndevices)
-        (void)cuabi__device_activate(m->devices[0], drv);
+        (void)cuabi__device_enter(&scope, m->devices[0], drv);
     while (m->bindings) {
         binding *b = m->bindings;
         m->bindings = b->next;
@@ -49,6 +50,7 @@ static void multicast_destroy(cuabi__object *o)
     }
     if (drv->cuMemRelease)
         (void)CUABI__CU_RELEASE(drv, cuMemRelease, m->handle);
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     for (size_t i = 0; i < m->ndevices; i++)
         cuabi__object_release(&m->devices[i]->base);
     cuabi__free(m->devices);
@@ -134,8 +136,9 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_create(cuabi_multicast **out,
                                         "multicast objects", __func__);
     }
     size_t gran = 0, rounded = 0;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS)
-        st = cuabi__device_activate(team[0], drv);
+        st = cuabi__device_enter(&scope, team[0], drv);
     if (st == CUABI_SUCCESS)
         st = granularity_of(&gran, drv, count, size, CU_MULTICAST_GRANULARITY_MINIMUM, __func__);
     if (st == CUABI_SUCCESS && !cuabi__size_round_up(&rounded, size, gran))
@@ -147,7 +150,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_create(cuabi_multicast **out,
         st = CUABI_ERROR_OUT_OF_MEMORY;
     if (st != CUABI_SUCCESS) {
         cuabi__free(team);
-        return st;
+        return cuabi__context_end(&scope, st);
     }
     CUmulticastObjectProp prop;
     memset(&prop, 0, sizeof prop);
@@ -170,7 +173,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_create(cuabi_multicast **out,
             for (size_t i = 0; i < count; i++)
                 cuabi__object_retain(&team[i]->base);
             *out = CUABI__HANDLE(m, cuabi_multicast);
-            return CUABI_SUCCESS;
+            return cuabi__context_end(&scope, CUABI_SUCCESS);
         }
         pthread_mutex_destroy(&m->lock);
     }
@@ -178,7 +181,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_create(cuabi_multicast **out,
         (void)CUABI__CU_RELEASE(drv, cuMemRelease, m->handle);
     cuabi__free(m);
     cuabi__free(team);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_multicast_size(size_t *out, cuabi_multicast *multicast)
@@ -193,7 +196,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_size(size_t *out, cuabi_multicast *mu
 
 /* The buffer, its device in the team, the ranges on both sides inside
  * their objects and multiples of the granularity. */
-static cuabi_status bind_begin(cuabi__multicast **m, cuabi__buffer **b,
+static cuabi_status bind_begin(cuabi__context_scope *scope, cuabi__multicast **m, cuabi__buffer **b,
                                cuabi_multicast *multicast, size_t mc_offset, cuabi_buffer *buffer,
                                size_t offset, size_t size, const char *caller)
 {
@@ -224,7 +227,7 @@ static cuabi_status bind_begin(cuabi__multicast **m, cuabi__buffer **b,
                             "%s: %zu bytes at %zu run past the multicast object (%zu bytes)",
                             caller, size, mc_offset, mc->size);
     CUABI__TRY(cuabi__buffer_check_range(*b, offset, size, "bound", caller));
-    return cuabi__device_activate((*b)->device, mc->drv);
+    return cuabi__device_enter(scope, (*b)->device, mc->drv);
 }
 
 /* Remember a binding made (the buffer's memory stays while bound). */
@@ -253,26 +256,34 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_bind_memory(cuabi_multicast *multicas
                                                        size_t mc_offset, cuabi_buffer *buffer,
                                                        size_t offset, size_t size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__multicast *m;
     cuabi__buffer *b;
-    CUABI__TRY(bind_begin(&m, &b, multicast, mc_offset, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(bind_begin(&scope, &m, &b, multicast, mc_offset, buffer, offset, size, __func__));
     CUmemGenericAllocationHandle h;
     size_t in_chunk;
-    CUABI__TRY(cuabi__vmm_chunk_at(&h, &in_chunk, b, offset, size, __func__));
-    CUABI__TRY(CUABI__CU(m->drv, cuMulticastBindMem, m->handle, mc_offset, h, in_chunk, size, 0));
-    return bind_note(m, b, mc_offset, size, __func__);
+    CUABI__TRY_SCOPE(cuabi__vmm_chunk_at(&h, &in_chunk, b, offset, size, __func__));
+    CUABI__TRY_SCOPE(CUABI__CU(m->drv, cuMulticastBindMem, m->handle, mc_offset, h, in_chunk, size, 0));
+    scope_st = bind_note(m, b, mc_offset, size, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_multicast_bind_buffer(cuabi_multicast *multicast,
                                                        size_t mc_offset, cuabi_buffer *buffer,
                                                        size_t offset, size_t size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__multicast *m;
     cuabi__buffer *b;
-    CUABI__TRY(bind_begin(&m, &b, multicast, mc_offset, buffer, offset, size, __func__));
-    CUABI__TRY(CUABI__CU(m->drv, cuMulticastBindAddr, m->handle, mc_offset,
+    CUABI__TRY_SCOPE(bind_begin(&scope, &m, &b, multicast, mc_offset, buffer, offset, size, __func__));
+    CUABI__TRY_SCOPE(CUABI__CU(m->drv, cuMulticastBindAddr, m->handle, mc_offset,
                          (CUdeviceptr)(b->ptr + offset), size, 0));
-    return bind_note(m, b, mc_offset, size, __func__);
+    scope_st = bind_note(m, b, mc_offset, size, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_multicast_unbind(cuabi_multicast *multicast,
@@ -294,10 +305,12 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_unbind(cuabi_multicast *multicast,
         return cuabi__error(CUABI_ERROR_NOT_FOUND,
                             "%s: nothing of device %d is bound at offset %zu", __func__,
                             dev->ordinal, mc_offset);
-    cuabi_status st = cuabi__device_activate(dev, m->drv);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = cuabi__device_enter(&scope, dev, m->drv);
     if (st == CUABI_SUCCESS)
         st = CUABI__CU_RELEASE_IN(__func__, m->drv, cuMulticastUnbind, m->handle, b->device,
                                   b->mc_offset, b->size);
+    st = cuabi__context_end(&scope, st);
     if (st != CUABI_SUCCESS) {   /* still bound: keep the record */
         pthread_mutex_lock(&m->lock);
         b->next = m->bindings;
@@ -321,30 +334,35 @@ static void mapping_release(uintptr_t ptr, size_t size, void *payload)
     (void)ptr;
     mapping *p = payload;
     const cuabi__driver *drv = p->m->drv;
-    if (cuabi__device_activate(p->m->devices[0], drv) == CUABI_SUCCESS && drv->cuCtxSynchronize)
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
+    if (cuabi__device_enter(&scope, p->m->devices[0], drv) == CUABI_SUCCESS &&
+        drv->cuCtxSynchronize)
         (void)drv->cuCtxSynchronize();
     if (drv->cuMemUnmap)
         (void)CUABI__CU_RELEASE(drv, cuMemUnmap, p->base, size);
     if (drv->cuMemAddressFree)
         (void)CUABI__CU_RELEASE(drv, cuMemAddressFree, p->base, size);
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     cuabi__object_release(&p->m->base);
     cuabi__free(p);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_multicast_map(cuabi_buffer **out, cuabi_multicast *multicast)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__multicast *m;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(m, multicast, MULTICAST);
     const cuabi__driver *drv = m->drv;
-    CUABI__TRY(cuabi__device_activate(m->devices[0], drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, m->devices[0], drv));
     mapping *p = cuabi__calloc(1, sizeof *p);
     CUmemAccessDesc *access = cuabi__calloc(m->ndevices, sizeof *access);
     if (!p || !access) {
         cuabi__free(p);
         cuabi__free(access);
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     }
     for (size_t i = 0; i < m->ndevices; i++) {
         access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -368,7 +386,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_map(cuabi_buffer **out, cuabi_multica
         st = cuabi_buffer_wrap(out, CUABI__HANDLE(m->devices[0], cuabi_device),
                                CUABI_MEMORY_DEVICE, (uintptr_t)base, m->size, mapping_release, p);
         if (st == CUABI_SUCCESS)
-            return CUABI_SUCCESS;
+            CUABI__SCOPE_RETURN(CUABI_SUCCESS);
         cuabi__object_release(&m->base);
     }
     if (mapped)
@@ -376,5 +394,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_map(cuabi_buffer **out, cuabi_multica
     if (reserved)
         (void)CUABI__CU_RELEASE(drv, cuMemAddressFree, base, m->size);
     cuabi__free(p);
-    return st;
+    CUABI__SCOPE_RETURN(st);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

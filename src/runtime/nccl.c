@@ -366,6 +366,8 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_rank(cuabi_nccl_comm **out, cuab
                                                      int nranks, const cuabi_nccl_unique_id *id,
                                                      int rank, const cuabi_nccl_comm_options *options)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     cuabi__device *dev;
@@ -380,9 +382,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_rank(cuabi_nccl_comm **out, cuab
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__nccl_get(&n));
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     cuabi__ncomm *o;
-    CUABI__TRY(ncomm_new(&o, dev, n, options, NULL));
+    CUABI__TRY_SCOPE(ncomm_new(&o, dev, n, options, NULL));
     o->rank = rank;
     o->nranks = nranks;
     bool wait = o->timeout_ms >= 0;
@@ -409,9 +411,11 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_rank(cuabi_nccl_comm **out, cuab
             abort_raw(n, o->comm); /* the child, if it was made */
         abort_raw(n, raw);
         ncomm_free(o);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
-    return ncomm_publish(out, o);
+    CUABI__SCOPE_RETURN(ncomm_publish(out, o));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi_device **devices,
@@ -467,7 +471,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
     /* Each rank's device is made current in turn: the caller's context comes
      * back after (the last device's left current moved torch's current device
      * and later work of the caller's, 2 x H100, 2026-11-28). */
-    cuabi__context_scope caller = { 0 };
+    cuabi__context_scope caller = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS)
         st = cuabi__context_save(&caller, drv);
     if (st == CUABI_SUCCESS) {
@@ -475,7 +479,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi
         for (int i = 0; i < ndev && inner == CUABI_SUCCESS; i++) {
             cuabi__nccl_config cfg;
             fill_config(&cfg, objs[i], 1, objs[i]->split_share);
-            inner = cuabi__device_activate(devs[i], drv);
+            inner = cuabi__device_enter(&caller, devs[i], drv);   /* the saved one stays */
             if (inner == CUABI_SUCCESS &&
                 (r = NCALL(n, ncclCommInitRankConfig, &objs[i]->comm, ndev, id, i, &cfg)) !=
                     CUABI__NCCL_SUCCESS)
@@ -528,6 +532,8 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_split(cuabi_nccl_comm **out, cuabi_nc
                                                  int color, int key,
                                                  const cuabi_nccl_comm_options *options)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     cuabi__ncomm *p;
@@ -542,9 +548,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_split(cuabi_nccl_comm **out, cuabi_nc
                             "(2.18)", __func__);
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(p->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, p->device, drv));
     cuabi__ncomm *o;
-    CUABI__TRY(ncomm_new(&o, p->device, n, options, p));
+    CUABI__TRY_SCOPE(ncomm_new(&o, p->device, n, options, p));
     /* Split the nonblocking communicator when there is one (the wait is
      * then polled); a blocking parent splits blocking. */
     cuabi__nccl_comm parent = p->setup ? p->setup : p->comm;
@@ -563,7 +569,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_split(cuabi_nccl_comm **out, cuabi_nc
     }
     if (st == CUABI_SUCCESS && !raw) { /* CUABI_NCCL_SPLIT_NOCOLOR */
         ncomm_free(o);
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     }
     if (st == CUABI_SUCCESS && polled && !o->nonblocking) {
         o->setup = raw;
@@ -579,13 +585,17 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_split(cuabi_nccl_comm **out, cuabi_nc
             abort_raw(n, o->comm); /* the child, if it was made */
         abort_raw(n, raw);
         ncomm_free(o);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
-    return ncomm_publish(out, o);
+    CUABI__SCOPE_RETURN(ncomm_publish(out, o));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_finalize(cuabi_nccl_comm *comm)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__ncomm *o;
     CUABI__TRY(live_comm(&o, comm, __func__));
     CUABI__TRY(refuse_in_group(__func__));
@@ -596,7 +606,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_finalize(cuabi_nccl_comm *comm)
     const cuabi__nccl *n = o->nccl;
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(o->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, o->device, drv));
     cuabi__nccl_comm list[2] = { o->comm, o->setup };
     for (int i = 0; i < 2; i++) {
         if (!list[i])
@@ -612,10 +622,12 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_finalize(cuabi_nccl_comm *comm)
             atomic_store(&o->state, COMM_ABORTED);
             abort_raw(n, o->comm);
             abort_raw(n, o->setup);
-            return st;
+            CUABI__SCOPE_RETURN(st);
         }
     }
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* Abort both NCCL communicators once (the state says who did). */
@@ -632,9 +644,11 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_abort(cuabi_nccl_comm *comm)
     cuabi__ncomm *o;
     CUABI__GET(o, comm, NCCL_COMM);
     const cuabi__driver *drv;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (cuabi__driver_get(&drv) == CUABI_SUCCESS)
-        (void)cuabi__device_activate(o->device, drv);
+        (void)cuabi__device_enter(&scope, o->device, drv);
     ncomm_abort(o);
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     cuabi_error_clear();
     return CUABI_SUCCESS;
 }
@@ -682,7 +696,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_get_async_error(int *out, cuabi_nccl_
 }
 
 /* The stream of a collective: NULL is the legacy default stream of the
- * communicator's device (made current); a stream must be of that device. */
+ * communicator's device; a stream must be of that device. *drv is loaded
+ * (not NULL) exactly when the stream is a default one: the communicator's
+ * device is then to be made current around the call (a scope: coll_enter). */
 static inline cuabi_status comm_stream(cuabi__stream **s, CUstream *raw, cuabi__ncomm *o,
                                        cuabi_stream *stream, const cuabi__driver **drv,
                                        const char *caller)
@@ -701,9 +717,11 @@ static inline cuabi_status comm_stream(cuabi__stream **s, CUstream *raw, cuabi__
         if (CUABI__LIKELY((uintptr_t)*raw > 2))
             return CUABI_SUCCESS;
     }
-    CUABI__TRY(cuabi__driver_get_for(drv, caller));
-    return cuabi__device_activate(o->device, *drv);
+    return cuabi__driver_get_for(drv, caller);
 }
+
+static cuabi_status comm_wait(cuabi__ncomm *o, CUstream raw, const cuabi__driver *drv,
+                              int64_t timeout_ms);
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_synchronize(cuabi_nccl_comm *comm, cuabi_stream *stream,
                                                        int64_t timeout_ms)
@@ -714,31 +732,42 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_synchronize(cuabi_nccl_comm *comm, cu
     cuabi__stream *s;
     CUstream raw;
     CUABI__TRY(comm_stream(&s, &raw, o, stream, &drv, __func__));
+    bool default_stream = drv != NULL;   /* queried in the device's context */
     if (!drv)
         CUABI__TRY(cuabi__driver_get(&drv));
     if (!drv->cuStreamQuery)
         return cuabi__missing_entry("cuStreamQuery", __func__);
-    if (s)
-        CUABI__TRY(cuabi__stream_prepare(s, drv));
     if (!raw)
         raw = CU_STREAM_LEGACY;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    if (default_stream)
+        CUABI__TRY(cuabi__device_enter(&scope, o->device, drv));
+    return cuabi__context_end(&scope, comm_wait(o, raw, drv, timeout_ms));
+}
+
+/* cuabi_nccl_comm_synchronize's wait: the stream drained, or the
+ * communicator's error, or the time out. */
+static cuabi_status comm_wait(cuabi__ncomm *o, CUstream raw, const cuabi__driver *drv,
+                              int64_t timeout_ms)
+{
+    static const char *const caller = "cuabi_nccl_comm_synchronize";
     int64_t limit = timeout_ms != 0 ? timeout_ms : o->timeout_ms;
     int64_t start = now_ms();
     unsigned round = 0;
     for (;;) {
         CUresult q = CUABI__CU_RAW(drv, cuStreamQuery, raw);
         if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY)
-            return cuabi__cu_check(q, "cuStreamQuery", __func__);
+            return cuabi__cu_check(q, "cuStreamQuery", caller);
         cuabi__nccl_result e = CUABI__NCCL_SUCCESS;
         cuabi__nccl_result r = NCALL(o->nccl, ncclCommGetAsyncError, o->comm, &e);
         if (r != CUABI__NCCL_SUCCESS)
-            return nccl_error(o->nccl, r, o->comm, "ncclCommGetAsyncError", __func__);
+            return nccl_error(o->nccl, r, o->comm, "ncclCommGetAsyncError", caller);
         if (e != CUABI__NCCL_SUCCESS && e != CUABI__NCCL_IN_PROGRESS) {
             char text[1024];
             cuabi__nccl_describe(text, sizeof text, o->nccl, e, o->comm);
             ncomm_abort(o);
             return cuabi__error(CUABI_ERROR_NCCL, "%s: the communicator (rank %d of %d) reports "
-                                "%s; it was aborted", __func__, o->rank, o->nranks, text);
+                                "%s; it was aborted", caller, o->rank, o->nranks, text);
         }
         if (q == CUDA_SUCCESS)
             return CUABI_SUCCESS;
@@ -747,7 +776,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_synchronize(cuabi_nccl_comm *comm, cu
             return cuabi__error(CUABI_ERROR_TIMEOUT, "%s: the stream's work did not finish "
                                 "within %lld ms (rank %d of %d): a peer stopped answering or "
                                 "never posted the matching call; the communicator was aborted",
-                                __func__, (long long)limit, o->rank, o->nranks);
+                                caller, (long long)limit, o->rank, o->nranks);
         }
         backoff(&round);
     }
@@ -823,12 +852,14 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_group_end(void)
 
 static const unsigned char dtype_size[12] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
 
-/* A collective being prepared: the communicator, stream and driver. */
+/* A collective being prepared: the communicator, stream and driver (NULL
+ * unless the stream is a default one) and the caller's context. */
 typedef struct coll {
     cuabi__ncomm *o;
     cuabi__stream *s;
     CUstream raw;
     const cuabi__driver *drv;
+    cuabi__context_scope scope;
 } coll;
 
 static inline cuabi_status coll_begin(coll *c, cuabi_nccl_comm *comm, cuabi_stream *stream,
@@ -836,6 +867,7 @@ static inline cuabi_status coll_begin(coll *c, cuabi_nccl_comm *comm, cuabi_stre
 {
     CUABI__TRY(live_comm(&c->o, comm, caller));
     c->drv = NULL;
+    c->scope = (cuabi__context_scope)CUABI__CONTEXT_SCOPE_NONE;
     return comm_stream(&c->s, &c->raw, c->o, stream, &c->drv, caller);
 }
 
@@ -883,9 +915,29 @@ static inline cuabi_status buffer_range(void **ptr, cuabi__buffer **b, cuabi_buf
     return CUABI_SUCCESS;
 }
 
-/* After the call: errors, and the wait of a nonblocking communicator. */
+/* Right before the NCCL call: a default stream is the current context's, so
+ * the communicator's device is made current (coll_end gives the caller's
+ * context back); a created stream names its device: nothing to do. */
+static inline cuabi_status coll_enter(coll *c)
+{
+    if (CUABI__LIKELY(!c->drv))
+        return CUABI_SUCCESS;
+    return cuabi__device_enter(&c->scope, c->o->device, c->drv);
+}
+
+static inline cuabi_status coll_finish(coll *c, cuabi__nccl_result r, const char *entry,
+                                       const char *caller);
+
+/* After the call: errors, the wait of a nonblocking communicator, and the
+ * caller's context back. */
 static inline cuabi_status coll_end(coll *c, cuabi__nccl_result r, const char *entry,
                                     const char *caller)
+{
+    return cuabi__context_end(&c->scope, coll_finish(c, r, entry, caller));
+}
+
+static inline cuabi_status coll_finish(coll *c, cuabi__nccl_result r, const char *entry,
+                                       const char *caller)
 {
     if (CUABI__LIKELY(r == CUABI__NCCL_SUCCESS && !c->o->nonblocking))
         return CUABI_SUCCESS;
@@ -930,6 +982,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_all_reduce(cuabi_nccl_comm *comm, cuabi_bu
     if (send)
         CUABI__TRY(buffer_range(&sp, &sb, send, send_offset, count, es, c.o, "send", __func__));
     CUABI__TRY(coll_keep(&c, sb, rb, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r = NCALL(c.o->nccl, ncclAllReduce, sp, rp, count, (int)datatype, (int)op,
                                  c.o->comm, c.raw);
     return coll_end(&c, r, "ncclAllReduce", __func__);
@@ -953,6 +1006,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_broadcast(cuabi_nccl_comm *comm, cuabi_buf
     if (send && c.o->rank == root)
         CUABI__TRY(buffer_range(&sp, &sb, send, send_offset, count, es, c.o, "send", __func__));
     CUABI__TRY(coll_keep(&c, sb, rb, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r = NCALL(c.o->nccl, ncclBroadcast, sp, rp, count, (int)datatype, root,
                                  c.o->comm, c.raw);
     return coll_end(&c, r, "ncclBroadcast", __func__);
@@ -982,6 +1036,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce(cuabi_nccl_comm *comm, cuabi_buffer
     else
         sp = rp;
     CUABI__TRY(coll_keep(&c, sb, rb, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r = NCALL(c.o->nccl, ncclReduce, sp, rp, count, (int)datatype, (int)op,
                                  root, c.o->comm, c.raw);
     return coll_end(&c, r, "ncclReduce", __func__);
@@ -1008,6 +1063,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_all_gather(cuabi_nccl_comm *comm, cuabi_bu
         CUABI__TRY(buffer_range(&sp, &sb, send, send_offset, send_count, es, c.o, "send",
                                 __func__));
     CUABI__TRY(coll_keep(&c, sb, rb, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r = NCALL(c.o->nccl, ncclAllGather, sp, rp, send_count, (int)datatype,
                                  c.o->comm, c.raw);
     return coll_end(&c, r, "ncclAllGather", __func__);
@@ -1032,6 +1088,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce_scatter(cuabi_nccl_comm *comm, cuab
     CUABI__TRY(buffer_range(&rp, &rb, recv, recv_offset, recv_count, es, c.o, "receive",
                             __func__));
     CUABI__TRY(coll_keep(&c, sb, rb, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r = NCALL(c.o->nccl, ncclReduceScatter, sp, rp, recv_count, (int)datatype,
                                  (int)op, c.o->comm, c.raw);
     return coll_end(&c, r, "ncclReduceScatter", __func__);
@@ -1052,6 +1109,7 @@ static cuabi_status p2p(cuabi_nccl_comm *comm, cuabi_buffer *buffer, size_t offs
     CUABI__TRY(buffer_range(&p, &b, buffer, offset, count, dtype_size[datatype], c.o,
                             send ? "send" : "receive", caller));
     CUABI__TRY(coll_keep(&c, b, NULL, caller));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result r =
         send ? NCALL(c.o->nccl, ncclSend, p, count, (int)datatype, peer, c.o->comm, c.raw)
              : NCALL(c.o->nccl, ncclRecv, p, count, (int)datatype, peer, c.o->comm, c.raw);
@@ -1193,6 +1251,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_all_reduce_view(cuabi_nccl_comm *comm, cua
             return sizes_match(s.count, r.count, "an all-reduce needs the same size", __func__);
     }
     CUABI__TRY(coll_keep_views(&c, s.v, r.v, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res = NCALL(c.o->nccl, ncclAllReduce, s.ptr, r.ptr, r.count, r.dtype,
                                    (int)op, c.o->comm, c.raw);
     return coll_end(&c, res, "ncclAllReduce", __func__);
@@ -1215,6 +1274,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_broadcast_view(cuabi_nccl_comm *comm, cuab
             return sizes_match(s.count, r.count, "a broadcast needs the same size", __func__);
     }
     CUABI__TRY(coll_keep_views(&c, s.v, r.v, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res = NCALL(c.o->nccl, ncclBroadcast, s.ptr, r.ptr, r.count, r.dtype,
                                    root, c.o->comm, c.raw);
     return coll_end(&c, res, "ncclBroadcast", __func__);
@@ -1243,6 +1303,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce_view(cuabi_nccl_comm *comm, cuabi_v
         r.ptr = s.ptr;
     }
     CUABI__TRY(coll_keep_views(&c, s.v, recv ? r.v : NULL, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res = NCALL(c.o->nccl, ncclReduce, s.ptr, r.ptr, s.count, s.dtype, (int)op,
                                    root, c.o->comm, c.raw);
     return coll_end(&c, res, "ncclReduce", __func__);
@@ -1262,6 +1323,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_all_gather_view(cuabi_nccl_comm *comm, cua
         return sizes_match(s.count, r.count, "an all-gather's receive view holds nranks times "
                            "the send view's elements", __func__);
     CUABI__TRY(coll_keep_views(&c, s.v, r.v, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res = NCALL(c.o->nccl, ncclAllGather, s.ptr, r.ptr, s.count, s.dtype,
                                    c.o->comm, c.raw);
     return coll_end(&c, res, "ncclAllGather", __func__);
@@ -1283,6 +1345,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_reduce_scatter_view(cuabi_nccl_comm *comm,
         return sizes_match(s.count, r.count, "a reduce-scatter's send view holds nranks times "
                            "the receive view's elements", __func__);
     CUABI__TRY(coll_keep_views(&c, s.v, r.v, __func__));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res = NCALL(c.o->nccl, ncclReduceScatter, s.ptr, r.ptr, r.count, r.dtype,
                                    (int)op, c.o->comm, c.raw);
     return coll_end(&c, res, "ncclReduceScatter", __func__);
@@ -1298,6 +1361,7 @@ static cuabi_status p2p_view(cuabi_nccl_comm *comm, cuabi_view *view, int peer,
     vspan s;
     CUABI__TRY(view_span(&s, view, c.o, true, !send, send ? "send" : "receive", caller));
     CUABI__TRY(coll_keep_views(&c, s.v, NULL, caller));
+    CUABI__TRY(coll_enter(&c));
     cuabi__nccl_result res =
         send ? NCALL(c.o->nccl, ncclSend, s.ptr, s.count, s.dtype, peer, c.o->comm, c.raw)
              : NCALL(c.o->nccl, ncclRecv, s.ptr, s.count, s.dtype, peer, c.o->comm, c.raw);
@@ -1332,6 +1396,8 @@ static void nreg_destroy(cuabi__object *self)
 CUABI_EXTERN(cuabi_status) cuabi_nccl_register(cuabi_nccl_registration **out,
                                                cuabi_nccl_comm *comm, cuabi_buffer *buffer)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     cuabi__ncomm *o;
@@ -1345,15 +1411,15 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_register(cuabi_nccl_registration **out,
                             "ncclCommRegister (2.19)", __func__, cuabi__nccl_info()->version);
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(o->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, o->device, drv));
     cuabi__nreg *g = cuabi__calloc(1, sizeof *g);
     if (!g)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     cuabi__nccl_result r = NCALL(n, ncclCommRegister, o->comm, (void *)b->ptr, b->size,
                                  &g->handle);
     if (r != CUABI__NCCL_SUCCESS) {
         cuabi__free(g);
-        return nccl_error(n, r, o->comm, "ncclCommRegister", __func__);
+        CUABI__SCOPE_RETURN(nccl_error(n, r, o->comm, "ncclCommRegister", __func__));
     }
     cuabi__object_retain(&o->base);
     cuabi__buffer_mem_retain(b);
@@ -1362,8 +1428,10 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_register(cuabi_nccl_registration **out,
     cuabi_status st = cuabi__handle_register(&g->base, CUABI__T_NCCL_REGISTRATION, nreg_destroy);
     if (st != CUABI_SUCCESS) {
         nreg_destroy(&g->base);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     *out = CUABI__HANDLE(g, cuabi_nccl_registration);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

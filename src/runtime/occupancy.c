@@ -329,8 +329,10 @@ typedef struct live {
     CUfunction func;
 } live;
 
-static cuabi_status live_setup(live *l, cuabi_kernel *kernel, cuabi_device *device,
-                               const char *caller)
+/* The kernel's function on the device, whose context is made current in
+ * *scope (the occupancy calls answer for the current context). */
+static cuabi_status live_setup(cuabi__context_scope *scope, live *l, cuabi_kernel *kernel,
+                               cuabi_device *device, const char *caller)
 {
     void *obj;
     CUABI__TRY(cuabi__handle_get(kernel, CUABI__T_KERNEL, &obj, caller));
@@ -339,7 +341,7 @@ static cuabi_status live_setup(live *l, cuabi_kernel *kernel, cuabi_device *devi
     l->dev = obj;
     CUABI__TRY(cuabi__driver_get(&l->drv));
     CUABI__TRY(cuabi__kernel_function(l->kernel, l->dev, l->drv, &l->func, caller));
-    return cuabi__device_activate(l->dev, l->drv);
+    return cuabi__device_enter(scope, l->dev, l->drv);
 }
 
 /* A live query in a green context: the kernel's CUfunction (of the primary
@@ -405,21 +407,25 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_active_blocks(cuabi_occupancy_res
                                                              cuabi_device *device, int block_size,
                                                              size_t dynamic_shared_bytes)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     live l;
     CUABI__CHECK_OPTS(out, "cuabi_occupancy_result", CUABI_OCCUPANCY_RESULT_VERSION, false);
     CUABI__CHECK_ARG(block_size > 0, "%s: block_size %d must be positive", __func__, block_size);
-    CUABI__TRY(live_setup(&l, kernel, device, __func__));
+    CUABI__TRY_SCOPE(live_setup(&scope, &l, kernel, device, __func__));
     int blocks = 0;
-    CUABI__TRY(CUABI__CU(l.drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &blocks,
+    CUABI__TRY_SCOPE(CUABI__CU(l.drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &blocks,
                          l.func, block_size, dynamic_shared_bytes, CU_OCCUPANCY_DEFAULT));
     cuabi__arch_limits a;
     cuabi__occ_kernel k;
     int carveout = -1;
-    CUABI__TRY(live_limits(&a, &k, &carveout, &l));
+    CUABI__TRY_SCOPE(live_limits(&a, &k, &carveout, &l));
     cuabi__occ_result r;
     cuabi__occ_blocks(&r, &a, &k, block_size, dynamic_shared_bytes, carveout);
     result_out(out, &r, blocks, block_size, &a);
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_active_blocks(cuabi_occupancy_result *out,
@@ -462,10 +468,12 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_block_size(
     int *out, int *min_grid_size, cuabi_kernel *kernel, cuabi_device *device,
     cuabi_block_smem_fn smem_fn, void *payload, size_t dynamic_shared_bytes, int block_size_limit)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     live l;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__CHECK_ARG(block_size_limit >= 0, "%s: block_size_limit is negative", __func__);
-    CUABI__TRY(live_setup(&l, kernel, device, __func__));
+    CUABI__TRY_SCOPE(live_setup(&scope, &l, kernel, device, __func__));
     int grid = 0, block = 0;
     smem_cb.fn = smem_fn;
     smem_cb.payload = payload;
@@ -473,11 +481,13 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_block_size(
                                 l.func, smem_fn ? smem_trampoline : NULL, dynamic_shared_bytes,
                                 block_size_limit, CU_OCCUPANCY_DEFAULT);
     smem_cb.fn = NULL;
-    CUABI__TRY(st);
+    CUABI__TRY_SCOPE(st);
     *out = block;
     if (min_grid_size)
         *min_grid_size = grid;
-    return CUABI_SUCCESS;
+    scope_st = CUABI_SUCCESS;
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_occupancy_green_max_potential_block_size(
@@ -509,19 +519,25 @@ CUABI_EXTERN(cuabi_status) cuabi_occupancy_available_dynamic_smem(size_t *out, c
                                                                   cuabi_device *device,
                                                                   int num_blocks, int block_size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     live l;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__CHECK_ARG(num_blocks > 0 && block_size > 0,
                      "%s: num_blocks %d and block_size %d must be positive", __func__, num_blocks,
                      block_size);
-    CUABI__TRY(live_setup(&l, kernel, device, __func__));
-    return CUABI__CU(l.drv, cuOccupancyAvailableDynamicSMemPerBlock, out, l.func, num_blocks,
+    CUABI__TRY_SCOPE(live_setup(&scope, &l, kernel, device, __func__));
+    scope_st = CUABI__CU(l.drv, cuOccupancyAvailableDynamicSMemPerBlock, out, l.func, num_blocks,
                      block_size);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 static cuabi_status live_cluster(int *out, bool active, cuabi_kernel *kernel,
                                  const cuabi_launch_config *config, const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     void *obj;
     cuabi__device *dev;
     CUstream s;
@@ -533,13 +549,15 @@ static cuabi_status live_cluster(int *out, bool active, cuabi_kernel *kernel,
     CUABI__TRY(cuabi__launch_target(&dev, &s, config, caller));
     CUABI__TRY(cuabi__driver_get(&drv));
     CUABI__TRY(cuabi__kernel_function(obj, dev, drv, &f, caller));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUlaunchConfig lc;
     CUlaunchAttribute attrs[2];
     cuabi__launch_fill(&lc, attrs, config, s);
     if (active)
-        return CUABI__CU(drv, cuOccupancyMaxActiveClusters, out, f, &lc);
-    return CUABI__CU(drv, cuOccupancyMaxPotentialClusterSize, out, f, &lc);
+        CUABI__SCOPE_RETURN(CUABI__CU(drv, cuOccupancyMaxActiveClusters, out, f, &lc));
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuOccupancyMaxPotentialClusterSize, out, f, &lc));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_occupancy_max_potential_cluster_size(

@@ -29,13 +29,11 @@ static cuabi_status peer_error(CUresult r, const char *entry, const char *caller
     return st;
 }
 
-/* The primary context of `dev`, retained by the device (activating it
- * retains it on first use; the caller makes the right one current last). */
+/* The primary context of `dev`, retained by the device on first use (not
+ * made current: the caller enters the one its driver call works in). */
 static cuabi_status primary_context(CUcontext *ctx, cuabi__device *dev, const cuabi__driver *drv)
 {
-    CUABI__TRY(cuabi__device_activate(dev, drv));
-    *ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
-    return CUABI_SUCCESS;
+    return cuabi__device_primary(ctx, dev, drv);
 }
 
 static cuabi_status two_devices(cuabi__device **a, cuabi__device **b, cuabi_device *device,
@@ -51,6 +49,8 @@ static cuabi_status two_devices(cuabi__device **a, cuabi__device **b, cuabi_devi
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_enable(cuabi_device *device, cuabi_device *peer)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev, *other;
     const cuabi__driver *drv;
     CUABI__TRY(two_devices(&dev, &other, device, peer, __func__));
@@ -63,15 +63,19 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_enable(cuabi_device *device, cuabi_device 
         return cuabi__missing_entry("cuCtxEnablePeerAccess", __func__);
     CUcontext peer_ctx;
     CUABI__TRY(primary_context(&peer_ctx, other, drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUresult r = CUABI__CU_RAW(drv, cuCtxEnablePeerAccess, peer_ctx, 0);
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
-        return CUABI_SUCCESS;
-    return peer_error(r, "cuCtxEnablePeerAccess", __func__, "enabling peer access", dev, other);
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+    CUABI__SCOPE_RETURN(peer_error(r, "cuCtxEnablePeerAccess", __func__, "enabling peer access", dev, other));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_disable(cuabi_device *device, cuabi_device *peer)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev, *other;
     const cuabi__driver *drv;
     CUABI__TRY(two_devices(&dev, &other, device, peer, __func__));
@@ -83,18 +87,20 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_disable(cuabi_device *device, cuabi_device
         return cuabi__missing_entry("cuCtxDisablePeerAccess", __func__);
     CUcontext peer_ctx;
     CUABI__TRY(primary_context(&peer_ctx, other, drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUresult r = CUABI__CU_RAW(drv, cuCtxDisablePeerAccess, peer_ctx);
     if (r == CUDA_SUCCESS)
-        return CUABI_SUCCESS;
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
     if (r == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
         cuabi_status st = cuabi__error(CUABI_ERROR_PEER_ACCESS,
                                        "%s: peer access from device %d to device %d is not "
                                        "enabled", __func__, dev->ordinal, other->ordinal);
         cuabi__error_set_cu((int)r);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
-    return peer_error(r, "cuCtxDisablePeerAccess", __func__, "disabling peer access", dev, other);
+    CUABI__SCOPE_RETURN(peer_error(r, "cuCtxDisablePeerAccess", __func__, "disabling peer access", dev, other));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_get_attribute(int *out, cuabi_device *device,
@@ -128,21 +134,22 @@ static cuabi_status optional_stream(cuabi__stream **s, cuabi_stream *stream, con
     return CUABI_SUCCESS;
 }
 
-/* The contexts of both sides, then the stream's context (or the
- * destination's, whose legacy stream carries a copy without a stream)
- * current for the copy itself. */
-static cuabi_status copy_contexts(CUcontext *dst_ctx, CUcontext *src_ctx, CUstream *raw,
+/* The contexts of both sides, then, in *scope, the destination's current
+ * (whose legacy stream carries a copy without a stream), or a default
+ * stream's device's, for the copy itself. */
+static cuabi_status copy_contexts(cuabi__context_scope *scope, CUcontext *dst_ctx, CUcontext *src_ctx, CUstream *raw,
                                   cuabi__device *dst, cuabi__device *src, cuabi__stream *s,
                                   const cuabi__driver *drv)
 {
     CUABI__TRY(primary_context(src_ctx, src, drv));
     CUABI__TRY(primary_context(dst_ctx, dst, drv));
+    CUABI__TRY(cuabi__context_enter(scope, *dst_ctx, drv));
     if (!s) {
         *raw = NULL;
         return CUABI_SUCCESS;
     }
     *raw = s->cu_stream;
-    return cuabi__stream_prepare(s, drv);
+    return cuabi__stream_enter(scope, s, drv);
 }
 
 static cuabi_status device_buffer(const cuabi__buffer *b, const char *what, const char *caller)
@@ -158,6 +165,8 @@ static cuabi_status device_buffer(const cuabi__buffer *b, const char *what, cons
 CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset, cuabi_buffer *src,
                                            size_t src_offset, size_t size, cuabi_stream *stream)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__buffer *d, *sb;
     cuabi__stream *s;
     const cuabi__driver *drv;
@@ -180,14 +189,16 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_copy(cuabi_buffer *dst, size_t dst_offset,
     CUABI__TRY(cuabi__driver_get(&drv));
     CUcontext dctx, sctx;
     CUstream raw;
-    CUABI__TRY(copy_contexts(&dctx, &sctx, &raw, d->device, sb->device, s, drv));
+    CUABI__TRY_SCOPE(copy_contexts(&scope, &dctx, &sctx, &raw, d->device, sb->device, s, drv));
     CUdeviceptr dp = (CUdeviceptr)(d->ptr + dst_offset), sp = (CUdeviceptr)(sb->ptr + src_offset);
     if (s)
-        return CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, raw);
-    /* cuMemcpyPeer may return before a device-to-device copy is done;
+        CUABI__SCOPE_RETURN(CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, raw));
+    /* cuMemcpyPeer may CUABI__SCOPE_RETURN(before a device-to-device copy is done);
      * "synchronous" here means done, as for cuabi_buffer_copy. */
-    CUABI__TRY(CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, CU_STREAM_LEGACY));
-    return CUABI__CU(drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuMemcpyPeerAsync, dp, dctx, sp, sctx, size, CU_STREAM_LEGACY));
+    CUABI__SCOPE_RETURN(CUABI__CU(drv, cuStreamSynchronize, CU_STREAM_LEGACY));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* A strided copy of at most 3 dimensions in bytes, as cuMemcpy3DPeer takes
@@ -316,11 +327,13 @@ static cuabi_status copy_planned(const copy_plan *p, const cuabi__view *const v[
                                  cuabi__device *const dev[2], cuabi__stream *s,
                                  const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     const cuabi__driver *drv;
     CUABI__TRY(cuabi__driver_get(&drv));
     CUcontext ctx[2];
     CUstream raw;
-    CUABI__TRY(copy_contexts(&ctx[0], &ctx[1], &raw, dev[0], dev[1], s, drv));
+    CUABI__TRY_SCOPE(copy_contexts(&scope, &ctx[0], &ctx[1], &raw, dev[0], dev[1], s, drv));
     CUDA_MEMCPY3D_PEER c;
     memset(&c, 0, sizeof c);
     c.dstMemoryType = c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -336,9 +349,11 @@ static cuabi_status copy_planned(const copy_plan *p, const cuabi__view *const v[
     c.Height = p->height;
     c.Depth = p->depth;
     if (s)
-        return CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, raw);
-    CUABI__TRY(CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, CU_STREAM_LEGACY));
-    return CUABI__CU_IN(caller, drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+        CUABI__SCOPE_RETURN(CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, raw));
+    CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuMemcpy3DPeerAsync, &c, CU_STREAM_LEGACY));
+    CUABI__SCOPE_RETURN(CUABI__CU_IN(caller, drv, cuStreamSynchronize, CU_STREAM_LEGACY));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_copy_view(cuabi_view *dst, cuabi_view *src,
@@ -394,6 +409,8 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_set_pool_access(cuabi_memory_resource *res
                                                       cuabi_device *device,
                                                       cuabi_peer_access access)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     cuabi__device *dev;
     CUABI__TRY(pool_of(&r, &dev, resource, device, __func__));
@@ -406,7 +423,7 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_set_pool_access(cuabi_memory_resource *res
     const cuabi__driver *drv = r->drv;
     if (!drv->cuMemPoolSetAccess)
         return cuabi__missing_entry("cuMemPoolSetAccess", __func__);
-    CUABI__TRY(cuabi__device_activate(r->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, drv));
     CUmemAccessDesc desc;
     memset(&desc, 0, sizeof desc);
     desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -414,8 +431,10 @@ CUABI_EXTERN(cuabi_status) cuabi_peer_set_pool_access(cuabi_memory_resource *res
     desc.flags = (CUmemAccess_flags)access;
     CUresult res = CUABI__CU_RAW(drv, cuMemPoolSetAccess, r->pool, &desc, 1);
     if (res == CUDA_SUCCESS)
-        return CUABI_SUCCESS;
-    return peer_error(res, "cuMemPoolSetAccess", __func__, "pool access", dev, r->device);
+        CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+    CUABI__SCOPE_RETURN(peer_error(res, "cuMemPoolSetAccess", __func__, "pool access", dev, r->device));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_peer_get_pool_access(cuabi_peer_access *out,

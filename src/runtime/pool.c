@@ -9,9 +9,9 @@
 #include <string.h>
 
 /* A resource over a driver pool (made here or elsewhere, or mapped from
- * another process), with its device current. */
-static cuabi_status pool_of(cuabi__memory_resource **r, cuabi_memory_resource *resource,
-                            const char *caller)
+ * another process), with its device current in *scope. */
+static cuabi_status pool_of(cuabi__context_scope *scope, cuabi__memory_resource **r,
+                            cuabi_memory_resource *resource, const char *caller)
 {
     void *obj;
     CUABI__TRY(cuabi__handle_get(resource, CUABI__T_MEMORY_RESOURCE, &obj, caller));
@@ -20,7 +20,7 @@ static cuabi_status pool_of(cuabi__memory_resource **r, cuabi_memory_resource *r
         return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: the resource is not a memory pool (a device's or location's "
                             "pool, cuabi_memory_resource_pool_create, an IPC pool)", caller);
-    return cuabi__device_activate((*r)->device, (*r)->drv);
+    return cuabi__device_enter(scope, (*r)->device, (*r)->drv);
 }
 
 static bool attribute_valid(cuabi_pool_attribute a)
@@ -55,19 +55,25 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_get_attribute(uint64_t *out,
                                                     cuabi_memory_resource *resource,
                                                     cuabi_pool_attribute attribute)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = 0;
     CUABI__CHECK_ARG(attribute_valid(attribute), "%s: %d is not a cuabi_pool_attribute",
                      __func__, (int)attribute);
-    CUABI__TRY(pool_of(&r, resource, __func__));
-    return get_attribute(out, r, attribute, __func__);
+    CUABI__TRY_SCOPE(pool_of(&scope, &r, resource, __func__));
+    scope_st = get_attribute(out, r, attribute, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_pool_set_attribute(cuabi_memory_resource *resource,
                                                     cuabi_pool_attribute attribute,
                                                     uint64_t value)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_ARG(attribute_valid(attribute), "%s: %d is not a cuabi_pool_attribute",
                      __func__, (int)attribute);
@@ -81,34 +87,42 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_set_attribute(cuabi_memory_resource *resou
                       attribute != CUABI_POOL_USED_MEM_HIGH) || value == 0,
                      "%s: a high-water mark can only be set to 0 (a reset), not %llu", __func__,
                      (unsigned long long)value);
-    CUABI__TRY(pool_of(&r, resource, __func__));
+    CUABI__TRY_SCOPE(pool_of(&scope, &r, resource, __func__));
     if (attribute_is_flag(attribute)) {
         int v = (int)value;
-        return CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, (CUmemPool_attribute)attribute,
-                         &v);
+        CUABI__SCOPE_RETURN(CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, (CUmemPool_attribute)attribute,
+                         &v));
     }
     cuuint64_t v = value;
-    return CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, (CUmemPool_attribute)attribute, &v);
+    CUABI__SCOPE_RETURN(CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, (CUmemPool_attribute)attribute, &v));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_pool_reset_high_water(cuabi_memory_resource *resource)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
-    CUABI__TRY(pool_of(&r, resource, __func__));
+    CUABI__TRY_SCOPE(pool_of(&scope, &r, resource, __func__));
     cuuint64_t zero = 0;
-    CUABI__TRY(CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool,
+    CUABI__TRY_SCOPE(CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool,
                          CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
     zero = 0;
-    return CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+    scope_st = CUABI__CU(r->drv, cuMemPoolSetAttribute, r->pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH,
                      &zero);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_pool_stats_get(cuabi_pool_stats *out,
                                                 cuabi_memory_resource *resource)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_OPTS(out, "cuabi_pool_stats", CUABI_POOL_STATS_VERSION, false);
-    CUABI__TRY(pool_of(&r, resource, __func__));
+    CUABI__TRY_SCOPE(pool_of(&scope, &r, resource, __func__));
     uint64_t v[CUABI_POOL_USED_MEM_HIGH + 1];
     for (int a = CUABI_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES; a <= CUABI_POOL_USED_MEM_HIGH; a++) {
         cuabi_status st = get_attribute(&v[a], r, (cuabi_pool_attribute)a, __func__);
@@ -122,7 +136,7 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_stats_get(cuabi_pool_stats *out,
             continue;
         }
         if (st != CUABI_SUCCESS)
-            return st;
+            CUABI__SCOPE_RETURN(st);
     }
     out->reserved_current = v[CUABI_POOL_RESERVED_MEM_CURRENT];
     out->reserved_high = v[CUABI_POOL_RESERVED_MEM_HIGH];
@@ -142,7 +156,9 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_stats_get(cuabi_pool_stats *out,
     }
     out->owned = r->owns_pool;
     out->ipc = r->impl == CUABI__RES_IPC_MAPPED ? 2 : r->ipc_pool_id ? 1 : 0;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------- the text */
@@ -233,6 +249,8 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
                                                   cuabi_location_type location_type,
                                                   int location_id, cuabi_pool_which which)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
@@ -246,7 +264,7 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
                      "%s: %d is not a cuabi_pool_which", __func__, (int)which);
     CUABI__CHECK_ARG(location_type == CUABI_LOCATION_HOST || location_id >= 0,
                      "%s: location id %d is negative", __func__, location_id);
-    CUABI__TRY(cuabi__gpu_resource_begin(out, device, &dev, &drv, __func__));
+    CUABI__TRY_SCOPE(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, __func__));
     CUmemLocation loc = { .type = (CUmemLocationType)location_type,
                           .id = location_type == CUABI_LOCATION_HOST ? 0 : location_id };
     CUmemoryPool pool = NULL;
@@ -254,29 +272,31 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
     if (drv->cuMemGetMemPool && drv->cuMemGetDefaultMemPool) {
         /* CUDA 13: any location. */
         if (current)
-            CUABI__TRY(CUABI__CU(drv, cuMemGetMemPool, &pool, &loc,
+            CUABI__TRY_SCOPE(CUABI__CU(drv, cuMemGetMemPool, &pool, &loc,
                                  CU_MEM_ALLOCATION_TYPE_PINNED));
         else
-            CUABI__TRY(CUABI__CU(drv, cuMemGetDefaultMemPool, &pool, &loc,
+            CUABI__TRY_SCOPE(CUABI__CU(drv, cuMemGetDefaultMemPool, &pool, &loc,
                                  CU_MEM_ALLOCATION_TYPE_PINNED));
     } else if (location_type == CUABI_LOCATION_DEVICE) {
         CUdevice cu;
-        CUABI__TRY(CUABI__CU(drv, cuDeviceGet, &cu, location_id));
+        CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGet, &cu, location_id));
         if (current)
-            CUABI__TRY(CUABI__CU(drv, cuDeviceGetMemPool, &pool, cu));
+            CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGetMemPool, &pool, cu));
         else
-            CUABI__TRY(CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, cu));
+            CUABI__TRY_SCOPE(CUABI__CU(drv, cuDeviceGetDefaultMemPool, &pool, cu));
     } else {
-        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+        CUABI__SCOPE_RETURN(cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
                             "%s: the driver has no host memory pools (cuMemGetMemPool, CUDA "
-                            "13.0+)", __func__);
+                            "13.0+)", __func__));
     }
     if (location_type != CUABI_LOCATION_DEVICE) {
         char where[48];
         cuabi__pool_location_text(where, sizeof where, location_type, location_id);
-        CUABI__TRY(cuabi__pool_grant_device_access(drv, pool, dev, where, __func__));
+        CUABI__TRY_SCOPE(cuabi__pool_grant_device_access(drv, pool, dev, where, __func__));
     }
     cuabi__memory_resource *r;
-    return cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, false, 0,
-                                        location_type, loc.id);
+    CUABI__SCOPE_RETURN(cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, false, 0,
+                                        location_type, loc.id));
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

@@ -38,6 +38,17 @@ cuabi_status cuabi__stream_new(cuabi_stream **out, cuabi__device *dev, CUstream 
     return CUABI_SUCCESS;
 }
 
+cuabi_status cuabi__stream_context_enter(cuabi__context_scope *scope, cuabi__stream *s,
+                                         const cuabi__driver *drv)
+{
+    if (cuabi__stream_is_default(s) || !s->green)
+        return cuabi__device_enter(scope, s->device, drv);
+    CUcontext want = NULL;
+    if (drv->cuStreamGetCtx)
+        CUABI__TRY(CUABI__CU(drv, cuStreamGetCtx, s->cu_stream, &want));
+    return want ? cuabi__context_enter(scope, want, drv) : CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device *device,
                                                const cuabi_stream_options *options)
 {
@@ -53,13 +64,17 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device 
     CUABI__CHECK_ARG((options->flags & ~(unsigned)CUABI_STREAM_NON_BLOCKING) == 0,
                      "%s: unknown stream flags 0x%x", __func__, options->flags);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the stream is made in the current context */
+    CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
     CUstream raw;
-    CUABI__TRY(CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags, options->priority));
-    cuabi_status st = cuabi__stream_new(out, dev, raw, true, NULL, 0);
-    if (st != CUABI_SUCCESS)
-        CUABI__CU_RELEASE(drv, cuStreamDestroy, raw);
-    return st;
+    cuabi_status st = CUABI__CU(drv, cuStreamCreateWithPriority, &raw, options->flags,
+                                options->priority);
+    if (st == CUABI_SUCCESS) {
+        st = cuabi__stream_new(out, dev, raw, true, NULL, 0);
+        if (st != CUABI_SUCCESS)
+            CUABI__CU_RELEASE(drv, cuStreamDestroy, raw);
+    }
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_wrap(cuabi_stream **out, cuabi_device *device,
@@ -89,8 +104,9 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_synchronize(cuabi_stream *stream)
     const cuabi__driver *drv;
     CUABI__GET(s, stream, STREAM);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
-    return CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__stream_enter(&scope, s, drv));
+    return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuStreamSynchronize, s->cu_stream));
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_query(int *out, cuabi_stream *stream)
@@ -100,15 +116,17 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_query(int *out, cuabi_stream *stream)
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(s, stream, STREAM);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__stream_enter(&scope, s, drv));
     cuabi_status st = CUABI__CU(drv, cuStreamQuery, s->cu_stream);
     if (st == CUABI_ERROR_NOT_READY) {
         cuabi_error_clear();
         *out = 0;
-        return CUABI_SUCCESS;
+        st = CUABI_SUCCESS;
+    } else {
+        *out = st == CUABI_SUCCESS;
     }
-    *out = st == CUABI_SUCCESS;
-    return st;
+    return cuabi__context_leave(&scope, drv, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_event *event)
@@ -119,8 +137,10 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_e
     CUABI__GET(s, stream, STREAM);
     CUABI__GET(e, event, EVENT);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
-    return CUABI__CU(drv, cuStreamWaitEvent, s->cu_stream, e->cu_event, 0);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__stream_enter(&scope, s, drv));
+    return cuabi__context_leave(&scope, drv,
+                                CUABI__CU(drv, cuStreamWaitEvent, s->cu_stream, e->cu_event, 0));
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_raw(uintptr_t *out, cuabi_stream *stream)
@@ -148,6 +168,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_priority(int *out, cuabi_stream *stream)
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     CUABI__GET(s, stream, STREAM);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__stream_prepare(s, drv));
-    return CUABI__CU(drv, cuStreamGetPriority, s->cu_stream, out);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__stream_enter(&scope, s, drv));
+    return cuabi__context_leave(&scope, drv, CUABI__CU(drv, cuStreamGetPriority, s->cu_stream, out));
 }

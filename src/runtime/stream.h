@@ -24,12 +24,27 @@ cuabi_status cuabi__stream_new(cuabi_stream **out, cuabi__device *dev, CUstream 
 
 /* Driver calls on the default streams (0, CU_STREAM_LEGACY,
  * CU_STREAM_PER_THREAD) act on the current context: make the stream's device
- * current first. Created and wrapped streams carry their context. */
-static inline cuabi_status cuabi__stream_prepare(cuabi__stream *s, const cuabi__driver *drv)
+ * current first, in *scope (cuabi__context_leave gives the caller's back).
+ * Created and wrapped streams carry their context: no driver call at all. */
+static inline bool cuabi__stream_is_default(const cuabi__stream *s)
 {
-    if ((uintptr_t)s->cu_stream > 2)
-        return CUABI_SUCCESS;
-    return cuabi__device_activate(s->device, drv);
+    return (uintptr_t)s->cu_stream <= 2;
 }
+
+static inline cuabi_status cuabi__stream_enter(cuabi__context_scope *scope, cuabi__stream *s,
+                                               const cuabi__driver *drv)
+{
+    if (!cuabi__stream_is_default(s))
+        return CUABI_SUCCESS;
+    return cuabi__device_enter(scope, s->device, drv);
+}
+
+/* The stream's own context current in *scope, whatever the stream: for the
+ * driver calls that work in the current context even on a created stream
+ * (cuMemcpyAsync, cuMemsetD*Async: the H100 refused a copy on device 0's
+ * stream with device 1's context current). A green context's stream: the
+ * driver's answer (cuStreamGetCtx). */
+cuabi_status cuabi__stream_context_enter(cuabi__context_scope *scope, cuabi__stream *s,
+                                         const cuabi__driver *drv);
 
 #endif

@@ -296,10 +296,11 @@ static cuabi_status check_im2col(tm_layout *l, const int *lower, const int *uppe
 
 /* ------------------------------------------------------------ the device */
 
-/* The GPU that will read the map: retained into *out, made current, with
- * tensor maps (compute capability 9.0). */
-static cuabi_status map_device(cuabi__device **out, const cuabi__view *v, int ordinal,
-                               const cuabi__driver **drv, const char *caller)
+/* The GPU that will read the map: retained into *out, made current in
+ * *scope, with tensor maps (compute capability 9.0). */
+static cuabi_status map_device(cuabi__context_scope *scope, cuabi__device **out,
+                               const cuabi__view *v, int ordinal, const cuabi__driver **drv,
+                               const char *caller)
 {
     if (ordinal < 0)
         ordinal = v->device_type == CUABI_DLPACK_CUDA ? v->device_id : 0;
@@ -328,7 +329,7 @@ static cuabi_status map_device(cuabi__device **out, const cuabi__view *v, int or
         st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED, "%s: tensor maps need a GPU of compute "
                           "capability 9.0 or newer; device %d is %d.x", caller, ordinal, major);
     if (st == CUABI_SUCCESS)
-        st = cuabi__device_activate(dev, *drv);
+        st = cuabi__device_enter(scope, dev, *drv);
     if (st != CUABI_SUCCESS) {
         cuabi__object_release(&dev->base);
         return st;
@@ -396,6 +397,8 @@ static cuabi_status make(cuabi_tensormap **out, cuabi_tensormap_kind kind, cuabi
                          const cuabi_tensormap_options *options, kind_check check,
                          const void *args, const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     static const cuabi_tensormap_options defaults = CUABI_TENSORMAP_OPTIONS_INIT;
     if (!out)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
@@ -421,7 +424,7 @@ static cuabi_status make(cuabi_tensormap **out, cuabi_tensormap_kind kind, cuabi
 
     cuabi__device *dev = NULL;
     const cuabi__driver *drv;
-    CUABI__TRY(map_device(&dev, v, o.device, &drv, caller));
+    CUABI__TRY_SCOPE(map_device(&scope, &dev, v, o.device, &drv, caller));
     CUtensorMap m;
     cuabi__tensormap *tm = NULL;
     cuabi_status st = encode(&m, kind, &l, &o, drv, caller);
@@ -442,11 +445,13 @@ static cuabi_status make(cuabi_tensormap **out, cuabi_tensormap_kind kind, cuabi
     if (st != CUABI_SUCCESS) {
         cuabi__free(tm);
         cuabi__object_release(&dev->base);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__object_retain(&v->base);
     *out = CUABI__HANDLE(tm, cuabi_tensormap);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 typedef struct tiled_args { const uint32_t *box; size_t rank; } tiled_args;
@@ -519,6 +524,8 @@ static cuabi_status same_layout(const cuabi__tensormap *tm, const cuabi__view *v
 CUABI_EXTERN(cuabi_status) cuabi_tensormap_replace_address(cuabi_tensormap *tensormap,
                                                            cuabi_view *view)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__tensormap *tm;
     cuabi__view *v;
     const cuabi__driver *drv;
@@ -529,19 +536,21 @@ CUABI_EXTERN(cuabi_status) cuabi_tensormap_replace_address(cuabi_tensormap *tens
     CUABI__TRY(cuabi__driver_get(&drv));
     if (!drv->cuTensorMapReplaceAddress)
         return cuabi__missing_entry("cuTensorMapReplaceAddress", __func__);
-    CUABI__TRY(cuabi__device_activate(tm->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, tm->device, drv));
     CUtensorMap m;
     memcpy(&m, tm->map, sizeof m);
     CUresult r = CUABI__CU_RAW(drv, cuTensorMapReplaceAddress, &m, (void *)nl.address);
     if (r != CUDA_SUCCESS)
-        return driver_refused(r, "cuTensorMapReplaceAddress", &nl, __func__);
+        CUABI__SCOPE_RETURN(driver_refused(r, "cuTensorMapReplaceAddress", &nl, __func__));
     memcpy(tm->map, &m, sizeof tm->map);
     tm->layout.address = nl.address;
     cuabi__object_retain(&v->base);
     cuabi__view *old = tm->view;
     tm->view = v;
     cuabi__object_release(&old->base);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 /* ------------------------------------------------------------ queries */

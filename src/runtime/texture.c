@@ -167,8 +167,10 @@ static void texture_destroy(cuabi__object *o)
 {
     cuabi__texture *t = (cuabi__texture *)o;
     const cuabi__driver *drv = t->drv;    /* made with it: cuTexObjectDestroy is there */
-    if (cuabi__device_activate(t->device, drv) == CUABI_SUCCESS)
-        CUABI__CU_RELEASE(drv, cuTexObjectDestroy, (CUtexObject)t->tex);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
+    (void)cuabi__device_enter(&scope, t->device, drv);   /* destroyed even if refused */
+    CUABI__CU_RELEASE(drv, cuTexObjectDestroy, (CUtexObject)t->tex);
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     if (owns_device_ref(t))
         cuabi__object_release(&t->device->base);
     if (t->array)
@@ -189,8 +191,9 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
     cuabi_status st = cuabi__driver_get_for(&drv, caller);
     if (st == CUABI_SUCCESS && !drv->cuTexObjectDestroy)
         st = cuabi__missing_entry("cuTexObjectDestroy", caller);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS)
-        st = cuabi__device_activate(t->device, drv);
+        st = cuabi__device_enter(&scope, t->device, drv);
     CUDA_TEXTURE_DESC td;
     driver_tex_desc(&td, &t->desc);
     CUtexObject tex = 0;
@@ -203,6 +206,7 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
         if (st != CUABI_SUCCESS)
             CUABI__CU_RELEASE(drv, cuTexObjectDestroy, (CUtexObject)t->tex);
     }
+    cuabi_status left = cuabi__context_end(&scope, CUABI_SUCCESS);   /* the caller's back */
     if (st != CUABI_SUCCESS) {
         cuabi__free(t);
         return st;
@@ -216,7 +220,7 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
     if (t->view)
         cuabi__object_retain(&t->view->base);
     *out = CUABI__HANDLE(t, cuabi_texture);
-    return CUABI_SUCCESS;
+    return left;
 }
 
 static cuabi__texture *texture_alloc(const cuabi_texture_desc *desc, const char *caller)
@@ -485,15 +489,21 @@ static void surface_destroy(cuabi__object *o)
 {
     cuabi__surface *s = (cuabi__surface *)o;
     const cuabi__driver *drv;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
     if (cuabi__driver_get_for(&drv, "cuabi_surface_release") == CUABI_SUCCESS &&
-        drv->cuSurfObjectDestroy && cuabi__device_activate(s->array->device, drv) == CUABI_SUCCESS)
+        drv->cuSurfObjectDestroy) {
+        (void)cuabi__device_enter(&scope, s->array->device, drv);   /* destroyed even if refused */
         CUABI__CU_RELEASE(drv, cuSurfObjectDestroy, (CUsurfObject)s->surf);
+    }
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     cuabi__object_release(&s->array->base);
     cuabi__free(s);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_surface_create(cuabi_surface **out, cuabi_array *array)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__array *a;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
@@ -505,13 +515,13 @@ CUABI_EXTERN(cuabi_status) cuabi_surface_create(cuabi_surface **out, cuabi_array
     CUABI__TRY(cuabi__driver_get(&drv));
     if (!drv->cuSurfObjectDestroy)
         return cuabi__missing_entry("cuSurfObjectDestroy", __func__);
-    CUABI__TRY(cuabi__device_activate(a->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, a->device, drv));
     CUDA_RESOURCE_DESC res;
     memset(&res, 0, sizeof res);
     res.resType = CU_RESOURCE_TYPE_ARRAY;
     res.res.array.hArray = a->cu;
     CUsurfObject so;
-    CUABI__TRY(CUABI__CU(drv, cuSurfObjectCreate, &so, &res));
+    CUABI__TRY_SCOPE(CUABI__CU(drv, cuSurfObjectCreate, &so, &res));
     cuabi__surface *s = cuabi__calloc(1, sizeof *s);
     cuabi_status st = s ? CUABI_SUCCESS : CUABI_ERROR_OUT_OF_MEMORY;
     if (s) {
@@ -522,11 +532,13 @@ CUABI_EXTERN(cuabi_status) cuabi_surface_create(cuabi_surface **out, cuabi_array
     if (st != CUABI_SUCCESS) {
         CUABI__CU_RELEASE(drv, cuSurfObjectDestroy, so);
         cuabi__free(s);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     cuabi__object_retain(&a->base);
     *out = CUABI__HANDLE(s, cuabi_surface);
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_surface_object(uint64_t *out, cuabi_surface *surface)

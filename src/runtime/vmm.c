@@ -216,7 +216,9 @@ static CUresult unmap_from(vmm_block *k, size_t from)
  * chunks and the reservation. */
 static CUresult block_release(vmm_block *k)
 {
-    if (cuabi__device_activate(k->device, k->drv) == CUABI_SUCCESS && k->drv->cuCtxSynchronize)
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* a release: the caller's back */
+    if (cuabi__device_enter(&scope, k->device, k->drv) == CUABI_SUCCESS &&
+        k->drv->cuCtxSynchronize)
         (void)k->drv->cuCtxSynchronize();
     CUresult r = unmap_from(k, 0);
     if (k->drv->cuMemAddressFree) {
@@ -225,6 +227,7 @@ static CUresult block_release(vmm_block *k)
         if (r == CUDA_SUCCESS)
             r = f;
     }
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
     return r;
 }
 
@@ -299,6 +302,8 @@ static _Thread_local size_t pending_reserve;   /* cuabi_vmm_buffer_allocate's `r
 static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
                                  const char *caller)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     vmm_resource *v = r->module_state;
     size_t rounded, reserve;
     if (!cuabi__size_round_up(&rounded, size, v->granularity))
@@ -313,10 +318,10 @@ static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size
     if (reserve < rounded)
         reserve = rounded;
     const cuabi__driver *drv = r->drv;
-    CUABI__TRY(cuabi__device_activate(r->device, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, drv));
     vmm_block *k = block_new(drv, r->device);
     if (!k)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     k->owner = r;
     k->prop = v->prop;
     k->granularity = v->granularity;
@@ -331,7 +336,7 @@ static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size
                           v->addr_align ? v->addr_align : v->granularity, 0, 0);
     if (st != CUABI_SUCCESS) {
         block_free(k);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     k->base = (uintptr_t)base;
     k->reserved = reserve;
@@ -339,13 +344,15 @@ static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size
     if (st != CUABI_SUCCESS) {
         (void)CUABI__CU_RELEASE(drv, cuMemAddressFree, base, reserve);
         block_free(k);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     k->size = rounded;
     k->requested = size;
     registry_add(k);
     *out = k->base;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 static cuabi_status vmm_free(cuabi__memory_resource *r, uintptr_t ptr, const char *caller)
@@ -453,6 +460,8 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_supported(int *out, cuabi_device *device)
 CUABI_EXTERN(cuabi_status) cuabi_vmm_granularity(size_t *out, cuabi_device *device,
                                                  const cuabi_vmm_options *options)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
@@ -462,15 +471,19 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_granularity(size_t *out, cuabi_device *devi
         options = &default_options;
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     CUmemAllocationProp prop;
-    return options_prop(&prop, out, options, dev, drv, __func__);
+    scope_st = options_prop(&prop, out, options, dev, drv, __func__);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_vmm_resource_create(cuabi_memory_resource **out,
                                                      cuabi_device *device,
                                                      const cuabi_vmm_options *options)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__device *dev;
     const cuabi__driver *drv;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
@@ -480,10 +493,10 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_resource_create(cuabi_memory_resource **out
         options = &default_options;
     CUABI__GET(dev, device, DEVICE);
     CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__device_activate(dev, drv));
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, dev, drv));
     vmm_resource *v = cuabi__calloc(1, sizeof *v);
     if (!v)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     pthread_mutex_init(&v->lock, NULL);
     cuabi_status st = options_prop(&v->prop, &v->granularity, options, dev, drv, __func__);
     CUuuid uuid;
@@ -507,7 +520,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_resource_create(cuabi_memory_resource **out
         pthread_mutex_destroy(&v->lock);
         cuabi__free(v->access.desc);
         cuabi__free(v);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     memcpy(v->uuid, uuid.bytes, 16);
     v->addr_align = (size_t)options->addr_align;
@@ -521,7 +534,9 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_resource_create(cuabi_memory_resource **out
     r->vmm_free = vmm_free;
     r->before_destroy = vmm_resource_destroy;
     *out = h;
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }
 
 static cuabi_status vmm_resource_of(cuabi__memory_resource **r, cuabi_memory_resource *res,
@@ -700,8 +715,8 @@ static cuabi_status unmap_for_shrink(vmm_block *k, size_t keep, size_t old_size,
     return st;
 }
 
-static cuabi_status shrink(vmm_block *k, cuabi__buffer *b, size_t rounded, cuabi_stream *stream,
-                           const char *caller)
+static cuabi_status shrink(cuabi__context_scope *scope, vmm_block *k, cuabi__buffer *b,
+                           size_t rounded, cuabi_stream *stream, const char *caller)
 {
     if (atomic_load_explicit(&b->mem_refs, memory_order_acquire) != 1)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT,
@@ -713,7 +728,7 @@ static cuabi_status shrink(vmm_block *k, cuabi__buffer *b, size_t rounded, cuabi
         CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
         s = obj;
     }
-    CUABI__TRY(cuabi__device_activate(k->device, k->drv));
+    CUABI__TRY(cuabi__device_enter(scope, k->device, k->drv));
     if (s)
         CUABI__TRY(CUABI__CU_IN(caller, k->drv, cuStreamSynchronize, s->cu_stream));
     else
@@ -741,6 +756,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_resize(cuabi_buffer *buffer, size_t 
     cuabi__buffer *b;
     CUABI__TRY(block_of(&k, &b, buffer, __func__));
     cuabi_status st = CUABI_SUCCESS;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     size_t rounded = 0;
     if (k->imported)
         st = cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
@@ -755,7 +771,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_resize(cuabi_buffer *buffer, size_t 
                           k->reserved);
     if (st == CUABI_SUCCESS) {
         if (rounded > k->mapped) {
-            st = cuabi__device_activate(k->device, k->drv);
+            st = cuabi__device_enter(&scope, k->device, k->drv);
             if (st == CUABI_SUCCESS)
                 st = grow_by(k, rounded - k->mapped, __func__);
             if (st == CUABI_SUCCESS) {
@@ -763,7 +779,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_resize(cuabi_buffer *buffer, size_t 
                 __atomic_store_n(&b->size, rounded, __ATOMIC_RELEASE);
             }
         } else if (rounded < k->size) {
-            st = shrink(k, b, rounded, stream, __func__);
+            st = shrink(&scope, k, b, rounded, stream, __func__);
         } else {
             k->size = rounded;      /* within the mapped part (after a shrink) */
             __atomic_store_n(&b->size, rounded, __ATOMIC_RELEASE);
@@ -772,7 +788,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_resize(cuabi_buffer *buffer, size_t 
     if (st == CUABI_SUCCESS)
         k->requested = size;
     pthread_mutex_unlock(&k->lock);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_vmm_buffer_info(cuabi_vmm_info *out, cuabi_buffer *buffer)
@@ -805,14 +821,15 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_set_access(cuabi_buffer *buffer, cuabi_devi
     CUmemAccessDesc d = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
                                         .id = dev->cu_device },
                           .flags = (CUmemAccess_flags)access };
-    cuabi_status st = cuabi__device_activate(k->device, k->drv);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = cuabi__device_enter(&scope, k->device, k->drv);
     for (size_t i = 0; st == CUABI_SUCCESS && i < k->nchunks; i++)
         st = CUABI__CU(k->drv, cuMemSetAccess, (CUdeviceptr)(k->base + k->chunks[i].offset),
                        k->chunks[i].size, &d, 1);
     if (st == CUABI_SUCCESS)
         st = access_put(&k->access, dev->cu_device, (CUmemAccess_flags)access);
     pthread_mutex_unlock(&k->lock);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_vmm_get_access(cuabi_peer_access *out, cuabi_buffer *buffer,
@@ -865,8 +882,9 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_export_chunk(int *fd, uint8_t *out, size_t 
         st = cuabi__error(CUABI_ERROR_BUFFER_TOO_SMALL,
                           "%s: a descriptor needs CUABI_IPC_DESCRIPTOR_SIZE (%d) bytes, got %zu",
                           __func__, CUABI_IPC_DESCRIPTOR_SIZE, out_size);
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     if (st == CUABI_SUCCESS)
-        st = cuabi__device_activate(k->device, k->drv);
+        st = cuabi__device_enter(&scope, k->device, k->drv);
     if (st == CUABI_SUCCESS) {
         vmm_chunk *c = &k->chunks[index];
         if (k->handle_type == CUABI_VMM_HANDLE_POSIX_FD) {
@@ -892,7 +910,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_export_chunk(int *fd, uint8_t *out, size_t 
         }
     }
     pthread_mutex_unlock(&k->lock);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* A chunk descriptor's own rules beyond the frame: a chunk kind, an index
@@ -1000,6 +1018,8 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
                                             const int *fds, size_t count,
                                             const uint8_t *descriptors, size_t size)
 {
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status scope_st = CUABI_SUCCESS;
     cuabi__memory_resource *r;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
@@ -1039,15 +1059,15 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
     cuabi__device *edev;
     const cuabi__driver *drv;
     /* the device handle comes back on a late failure too (activating it) */
-    cuabi_status opened = cuabi__ipc_open_begin(&hdev, &edev, descriptors,
+    cuabi_status opened = cuabi__ipc_open_begin(&scope, &hdev, &edev, descriptors,
                                                 CUABI_IPC_DESCRIPTOR_SIZE, kind, &drv, __func__);
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    CUABI__TRY(opened);
-    CUABI__TRY(cuabi__device_activate(r->device, drv));
+    CUABI__TRY_SCOPE(opened);
+    CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, drv));
     vmm_block *k = block_new(drv, r->device);
     if (!k)
-        return CUABI_ERROR_OUT_OF_MEMORY;
+        CUABI__SCOPE_RETURN(CUABI_ERROR_OUT_OF_MEMORY);
     k->imported = true;
     k->granularity = v->granularity;
     k->handle_type = ht;
@@ -1064,7 +1084,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
                        v->addr_align ? v->addr_align : v->granularity, 0, 0);
     if (st != CUABI_SUCCESS) {
         block_free(k);
-        return st;
+        CUABI__SCOPE_RETURN(st);
     }
     k->base = (uintptr_t)base;
     k->reserved = total;
@@ -1080,7 +1100,9 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
         (void)unmap_from(k, 0);
         (void)CUABI__CU_RELEASE(drv, cuMemAddressFree, base, total);
         block_free(k);
-        return keep;
+        CUABI__SCOPE_RETURN(keep);
     }
-    return CUABI_SUCCESS;
+    CUABI__SCOPE_RETURN(CUABI_SUCCESS);
+scope_leave:
+    return cuabi__context_end(&scope, scope_st);
 }

@@ -1716,6 +1716,7 @@ static long loop(const scenario *sc, fault_kind kind, const char *entry, bool st
         ck_assert_msg(n < 20000, "%s: fault loop does not end", sc->name);
         long fired;
         cuabi_status st;
+        fake_current = NULL;   /* the context rule: none before, none after */
         if (kind == F_ALLOC) {
             cuabi__alloc_fail_at(n, sticky);
             st = sc->fn();
@@ -1728,6 +1729,8 @@ static long loop(const scenario *sc, fault_kind kind, const char *entry, bool st
             cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
         }
         total_runs++;
+        ck_assert_msg(fake_current == NULL, "%s (%s n=%ld): %s, and left a context current "
+                      "(the caller had none)", sc->name, what, n, cuabi_status_name(st));
         /* A fault that fired once and failed the work hit a step, not a
          * release: every driver object must be gone. Sticky faults and
          * tolerated ones may have failed a release. */

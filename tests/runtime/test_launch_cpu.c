@@ -115,6 +115,7 @@ static CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunctio
     if (f != (CUfunction)(uintptr_t)0x6001) return CUDA_ERROR_INVALID_HANDLE;
     if (fake_launch_result != CUDA_SUCCESS) return fake_launch_result;
     fake_launches++;
+    fake_launch_ctx = fake_current;   /* the context the launch ran in */
     fake_last = *c;
     if (c->numAttrs) /* attrs may be NULL then (UBSan: memcpy from NULL) */
         memcpy(fake_last_attrs, c->attrs, c->numAttrs * sizeof *c->attrs);
@@ -229,11 +230,16 @@ START_TEST(launch_passes_values_and_config)
     ck_assert_uint_eq(b, 0xB000);
     ck_assert_int_eq(n, 1000);
     ck_assert(s == 2.5);
-    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
-    /* from a thread with another context current: made right again */
+    /* Run in the device's context, the caller's (none) given back. */
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_null(fake_current);
+    /* from a thread with another context current: made right for the
+     * launch, and the other one current again after it */
     fake_current = (CUcontext)(uintptr_t)0x1001;
+    fake_launch_ctx = NULL;
     ck_assert_ok(cuabi_launch(kern, p, &c));
-    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
     /* on a stream: the stream's device, the stream's handle */
     cuabi_stream *st;
     ck_assert_ok(cuabi_stream_create(&st, dev, NULL));
@@ -267,15 +273,18 @@ START_TEST(implicit_default_stream)
     fake_current = NULL;
     ck_assert_ok(cuabi_launch(kern, p, &c));
     ck_assert_ptr_eq(fake_last.hStream, NULL);   /* the legacy default stream */
-    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_null(fake_current);            /* nothing current after, as before */
     /* Device 1 current: there. */
     ck_assert_ok(cuabi_device_set_current(other));
     ck_assert_ok(cuabi_launch(kern, p, &c));
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1001);
     ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
     /* Nothing current again: the first device the kernel was loaded on. */
     fake_current = NULL;
     ck_assert_ok(cuabi_launch(kern, p, &c));
-    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_null(fake_current);
     /* Prepared launches resolve it once. */
     cuabi_prepared *pl;
     ck_assert_ok(cuabi_prepared_create(&pl, kern, p, &c));
@@ -636,7 +645,11 @@ START_TEST(created_streams_skip_the_context_check)
     ck_assert_ok(cuabi_prepared_create(&pl_legacy, kern, p, &legacy));
     ck_assert_ok(cuabi_prepared_create(&pl_created, kern, p, &created));
     ck_assert_ok(cuabi_launch(kern, p, &legacy)); /* resolves and caches everything */
+    ck_assert_ptr_null(fake_current);             /* the legacy launch gave "none" back */
 
+    /* The device current (this fake refuses launches without one): a
+     * launch on a created stream asks nothing. */
+    ck_assert_ok(cuabi_device_set_current(dev));
     ctx_get_calls = 0;
     ck_assert_ok(cuabi_launch(kern, p, &created));
     ck_assert_ok(cuabi_prepared_launch(pl_created));
@@ -649,12 +662,16 @@ START_TEST(created_streams_skip_the_context_check)
      * and launches again, once. */
     int before = fake_launches;
     fake_current = NULL;
+    fake_launch_ctx = NULL;
     ck_assert_ok(cuabi_launch(kern, p, &created));
-    ck_assert_ptr_nonnull(fake_current);
-    fake_current = NULL;
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_null(fake_current);             /* and none again after */
+    fake_launch_ctx = NULL;
     ck_assert_ok(cuabi_prepared_launch(pl_created));
-    ck_assert_ptr_nonnull(fake_current);
+    ck_assert_ptr_eq(fake_launch_ctx, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ptr_null(fake_current);
     ck_assert_int_eq(fake_launches, before + 2);
+    ck_assert_ok(cuabi_device_set_current(dev));
     /* Other failures are not retried. */
     fake_launch_result = CUDA_ERROR_LAUNCH_FAILED;
     ctx_get_calls = 0;

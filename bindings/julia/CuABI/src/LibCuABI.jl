@@ -552,7 +552,7 @@ end
 """
 cuabi_device_set_current(device)
 
-Retain the device's primary context (once) and make it current on the calling thread, as the CUDA runtime does.
+Retain the device's primary context (once) and make it current on the calling thread, as the CUDA runtime does. The one cuabi call that changes the thread's current context: every other gives the caller's back.
 
 Needs the CUDA driver and a GPU.
 """
@@ -584,7 +584,7 @@ end
 """
 cuabi_device_context(out, device)
 
-The raw CUcontext (primary context) of the device, retained by the device handle.
+The raw CUcontext (primary context) of the device, retained by the device handle (not made current).
 
 - `out` [out]
 

@@ -521,7 +521,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_device_memory_info(free_bytes: *mut u64, total_bytes: *mut u64, device: *mut cuabi_device) -> cuabi_status;
-    /// Retain the device's primary context (once) and make it current on the calling thread, as the CUDA runtime does.
+    /// Retain the device's primary context (once) and make it current on the calling thread, as the CUDA runtime does. The one cuabi call that changes the thread's current context: every other gives the caller's back.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_device_set_current(device: *mut cuabi_device) -> cuabi_status;
@@ -529,7 +529,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_device_synchronize(device: *mut cuabi_device) -> cuabi_status;
-    /// The raw CUcontext (primary context) of the device, retained by the device handle.
+    /// The raw CUcontext (primary context) of the device, retained by the device handle (not made current).
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_device_context(out: *mut usize, device: *mut cuabi_device) -> cuabi_status;

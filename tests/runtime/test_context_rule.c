@@ -1,0 +1,760 @@
+/* The context rule (docs/ARCHITECTURE.md, "Contexts"): a cuabi call gives
+ * the calling thread's current CUDA context back as it found it, success or
+ * failure; only cuabi_device_set_current sets it. Found on two H100s: init-all
+ * and copies left device 1 current, torch followed it, and a copy on device
+ * 0's stream was then refused.
+ *
+ * One table of calls on device 0 of the fake driver's two devices, each run
+ *   - with device 1's context current: still current after, and device 0's
+ *     was made current for the work when the call needs a context;
+ *   - with no context current: none after;
+ *   - with device 0's current (the one-GPU case): cuCtxSetCurrent never
+ *     called, and the hot calls ask cuCtxGetCurrent once;
+ *   - failing after the switch (an injected driver or NCCL failure): device
+ *     1's context current again, the failure reported.
+ * cuCtxSetCurrent and cuCtxGetCurrent are wrapped to see every switch. */
+#include "testutil.h"
+#include "fake_graph.h"
+#include "fake_multigpu.h"
+#include "platform/nccl_lib.h"
+#include "runtime/ipc.h"
+#include "runtime/launch.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CTX0 ((CUcontext)(uintptr_t)0x1000)
+#define CTX1 ((CUcontext)(uintptr_t)0x1001)
+
+/* ---------------------------------------------------- watching switches */
+
+enum { SEEN_MAX = 64 };
+static CUcontext seen[SEEN_MAX];
+static int nseen, get_calls;
+
+static CUresult CUDAAPI watch_set(CUcontext c)
+{
+    if (nseen < SEEN_MAX)
+        seen[nseen++] = c;
+    fake_current = c;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI watch_get(CUcontext *c)
+{
+    get_calls++;
+    *c = fake_current;
+    return CUDA_SUCCESS;
+}
+static bool was_current(CUcontext c)
+{
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == c)
+            return true;
+    return false;
+}
+static void watch_reset(CUcontext current)
+{
+    fake_current = current;
+    nseen = 0;
+    get_calls = 0;
+    fake_launch_ctx = NULL;
+}
+
+/* ------------------------------------------ the fake's kernels (launches) */
+
+static CUresult CUDAAPI lf_load(CUlibrary *l, const void *code, CUjit_option *o, void **ov,
+                                unsigned n, CUlibraryOption *lo, void **lov, unsigned ln)
+{
+    (void)code; (void)o; (void)ov; (void)n; (void)lo; (void)lov; (void)ln;
+    *l = (CUlibrary)(uintptr_t)0x5000;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI lf_unload(CUlibrary l) { (void)l; return CUDA_SUCCESS; }
+static CUresult CUDAAPI lf_get_kernel(CUkernel *k, CUlibrary l, const char *name)
+{
+    (void)l;
+    if (strcmp(name, "add") != 0) return CUDA_ERROR_NOT_FOUND;
+    *k = (CUkernel)(uintptr_t)0x6000;
+    return CUDA_SUCCESS;
+}
+/* The function is the current context's: a distinct one per device. */
+static CUresult CUDAAPI lf_get_function(CUfunction *f, CUkernel k)
+{
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    *f = (CUfunction)((uintptr_t)k + 1 + ((uintptr_t)fake_current & 0xf) * 0x10);
+    return CUDA_SUCCESS;
+}
+/* Launches go to the driver unwrapped (no fault injection): a knob. */
+#define LAUNCH_FAULT "cuLaunchKernel (refused by the fake)"
+static CUresult launch_result = CUDA_SUCCESS;
+static CUresult CUDAAPI lf_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                  unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                  CUstream s, void **params, void **extra)
+{
+    if (launch_result != CUDA_SUCCESS)
+        return launch_result;
+    return fake_la_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+static CUresult CUDAAPI lf_occupancy(int *n, CUfunction f, int block, size_t smem, unsigned fl)
+{
+    (void)f; (void)block; (void)smem; (void)fl;
+    if (!fake_current) return CUDA_ERROR_INVALID_CONTEXT;
+    *n = 2;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------ fixture */
+
+static cuabi_device *dev0, *dev1;
+static cuabi_stream *legacy0, *per_thread0, *s0, *s1;
+static cuabi_memory_resource *pool0, *pinned0;
+static cuabi_objcode *code;
+static cuabi_kernel *kern;
+static cuabi_argpack *pack;
+static cuabi_nccl_comm *comm[2];
+static void *nccl_dl;
+static char nccl_path[1024];
+static void (*nccl_fail)(const char *, int, int);
+
+static void load_nccl(void)
+{
+    snprintf(nccl_path, sizeof nccl_path, "%s/tests/fixtures/.libs/fake_nccl.so",
+             getenv("CUABI_TEST_BUILDDIR") ? getenv("CUABI_TEST_BUILDDIR") : ".");
+    nccl_dl = dlopen(nccl_path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(nccl_dl != NULL, "cannot load %s: %s", nccl_path, dlerror());
+    *(void **)&nccl_fail = dlsym(nccl_dl, "fake_nccl_fail");
+    ck_assert_ptr_nonnull(nccl_fail);
+}
+
+static void setup(void)
+{
+    fake_driver_install();
+    fake_memory_install();
+    fake_multigpu_install();
+    fake_driver_install_libraries();
+    fake_driver_install_launches();
+    fake_graph_install();
+    cuabi__driver *d = cuabi__driver_for_test();
+    d->cuLibraryLoadData = lf_load;
+    d->cuLibraryUnload = lf_unload;
+    d->cuLibraryGetKernel = lf_get_kernel;
+    d->cuKernelGetFunction = lf_get_function;
+    d->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags = lf_occupancy;
+    d->cuKernelGetParamInfo = NULL;   /* the CUBIN's own parameter table */
+    d->cuLaunchKernel = lf_launch;
+    launch_result = CUDA_SUCCESS;
+    d->cuCtxSetCurrent = watch_set;
+    d->cuCtxGetCurrent = watch_get;
+    if (!nccl_dl)
+        load_nccl();
+    setenv("CUABI_NCCL_PATH", nccl_path, 1);
+    unsetenv("CUABI_NCCL_TIMEOUT_MS");
+    cuabi__nccl_install_fake(NULL);
+    nccl_fail("", 0, 0);
+
+    ck_assert_ok(cuabi_device_get(&dev0, 0));
+    ck_assert_ok(cuabi_device_get(&dev1, 1));
+    ck_assert_ok(cuabi_stream_legacy_default(&legacy0, dev0));
+    ck_assert_ok(cuabi_stream_per_thread_default(&per_thread0, dev0));
+    ck_assert_ok(cuabi_stream_create(&s0, dev0, NULL));
+    ck_assert_ok(cuabi_stream_create(&s1, dev1, NULL));
+    ck_assert_ok(cuabi_memory_resource_device_default(&pool0, dev0));
+    ck_assert_ok(cuabi_memory_resource_pinned(&pinned0, dev0));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/data/objcode_kernels_sm90.cubin",
+             cuabi_test_srcdir());
+    ck_assert_ok(cuabi_objcode_from_file(&code, CUABI_CODE_CUBIN, path));
+    ck_assert_ok(cuabi_objcode_get_kernel(&kern, code, "add"));
+    ck_assert_ok(cuabi_argpack_create(&pack, "ptr, ptr, i32, f64"));
+    cuabi_device *devs[2] = { dev0, dev1 };
+    ck_assert_ok(cuabi_nccl_comm_init_all(comm, devs, 2, NULL));
+    watch_reset(NULL);
+}
+
+static void teardown(void)
+{
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    nccl_fail("", 0, 0);
+    cuabi_nccl_comm_release(comm[0]);
+    cuabi_nccl_comm_release(comm[1]);
+    cuabi_argpack_release(pack);
+    cuabi_kernel_release(kern);
+    cuabi_objcode_release(code);
+    cuabi_memory_resource_release(pinned0);
+    cuabi_memory_resource_release(pool0);
+    cuabi_stream_release(s1);
+    cuabi_stream_release(s0);
+    cuabi_stream_release(per_thread0);
+    cuabi_stream_release(legacy0);
+    cuabi_device_release(dev1);
+    cuabi_device_release(dev0);
+    cuabi__launch_forget_implicit_devices();
+    ck_assert_uint_eq(cuabi__handle_live_count(), 0);
+    cuabi__driver_install_fake(NULL);
+    fake_current = NULL;
+}
+
+/* ------------------------------------------------------------ the calls */
+
+static cuabi_status c_synchronize(void) { return cuabi_device_synchronize(dev0); }
+
+static cuabi_status c_memory_info(void)
+{
+    uint64_t f, t;
+    return cuabi_device_memory_info(&f, &t, dev0);
+}
+
+static cuabi_status c_priority_range(void)
+{
+    int least, greatest;
+    return cuabi_device_stream_priority_range(&least, &greatest, dev0);
+}
+
+static cuabi_status c_stream_create(void)
+{
+    cuabi_stream *s;
+    cuabi_status st = cuabi_stream_create(&s, dev0, NULL);
+    if (st == CUABI_SUCCESS)
+        cuabi_stream_release(s);
+    return st;
+}
+
+static cuabi_status c_event_create(void)
+{
+    cuabi_event *e;
+    cuabi_status st = cuabi_event_create(&e, dev0, NULL);
+    if (st == CUABI_SUCCESS)
+        cuabi_event_release(e);
+    return st;
+}
+
+static cuabi_status c_legacy_sync(void) { return cuabi_stream_synchronize(legacy0); }
+static cuabi_status c_per_thread_sync(void) { return cuabi_stream_synchronize(per_thread0); }
+static cuabi_status c_created_sync(void) { return cuabi_stream_synchronize(s0); }
+
+static cuabi_status c_event_record_legacy(void)
+{
+    cuabi_event *e;
+    cuabi_status st = cuabi_event_create(&e, dev0, NULL);
+    if (st != CUABI_SUCCESS)
+        return st;
+    st = cuabi_event_record(e, legacy0);
+    cuabi_event_release(e);
+    return st;
+}
+
+/* Allocation and free without a stream: the legacy stream, in the device's
+ * context. */
+static cuabi_status c_alloc_no_stream(void)
+{
+    uintptr_t p;
+    cuabi_status st = cuabi_memory_resource_allocate(&p, pool0, 256, 0, NULL);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_memory_resource_deallocate(pool0, p, 256, 0, NULL);
+    return st;
+}
+
+/* A pool on a created stream: the stream's context; nothing made current. */
+static cuabi_status c_alloc_created_stream(void)
+{
+    uintptr_t p;
+    cuabi_status st = cuabi_memory_resource_allocate(&p, pool0, 256, 0, s0);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_memory_resource_deallocate(pool0, p, 256, 0, s0);
+    return st;
+}
+
+/* Pinned memory ignores the stream: cuMemAllocHost needs the context. */
+static cuabi_status c_pinned_with_stream(void)
+{
+    cuabi_buffer *b;
+    cuabi_status st = cuabi_buffer_allocate(&b, pinned0, 64, 0, s0);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_buffer_destroy(b);
+    return st;
+}
+
+/* The free of a buffer without a stream, alone: allocated with device 0
+ * current (the caller's choice), freed from a thread where it is not. */
+static cuabi_buffer *to_free;
+static uintptr_t lost_ptr;   /* memory whose injected free failure lost it: the test frees it */
+static cuabi_status c_free(void)
+{
+    cuabi_status st = CUABI_SUCCESS;
+    if (!to_free) {
+        CUcontext keep = fake_current;
+        fake_current = CTX0;
+        st = cuabi_buffer_allocate(&to_free, pool0, 64, 0, NULL);
+        fake_current = keep;
+        nseen = 0;
+        get_calls = 0;
+        if (st != CUABI_SUCCESS)
+            return st;
+    }
+    uintptr_t p = 0;
+    cuabi_buffer_pointer(&p, to_free);
+    st = cuabi_buffer_destroy(to_free);
+    to_free = NULL;   /* a failed free is given up: the handle is gone */
+    lost_ptr = cuabi__fault_count() > 0 ? p : 0;
+    return st;
+}
+
+static cuabi_status c_trim(void) { return cuabi_memory_resource_trim(pool0, 0); }
+
+static cuabi_status c_pool_create(void)
+{
+    cuabi_memory_resource *r;
+    cuabi_status st = cuabi_memory_resource_pool_create(&r, dev0, NULL);
+    if (st == CUABI_SUCCESS)
+        cuabi_memory_resource_release(r);
+    return st;
+}
+
+static cuabi_status c_pool_stats(void)
+{
+    cuabi_pool_stats s = CUABI_POOL_STATS_INIT;
+    return cuabi_pool_stats_get(&s, pool0);
+}
+
+static cuabi_status c_launch_legacy(void)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.device = dev0;     /* no stream: device 0's legacy stream */
+    return cuabi_launch(kern, pack, &c);
+}
+
+static cuabi_status c_launch_created(void)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.stream = s0;
+    return cuabi_launch(kern, pack, &c);
+}
+
+static cuabi_status c_prepared_legacy(void)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.device = dev0;
+    cuabi_prepared *pl;
+    cuabi_status st = cuabi_prepared_create(&pl, kern, pack, &c);
+    if (st != CUABI_SUCCESS)
+        return st;
+    st = cuabi_prepared_launch(pl);
+    cuabi_prepared_release(pl);
+    return st;
+}
+
+static cuabi_status c_kernel_attribute(void)
+{
+    int v;
+    return cuabi_kernel_attribute(&v, kern, dev0, CU_FUNC_ATTRIBUTE_NUM_REGS);
+}
+
+static cuabi_status c_occupancy(void)
+{
+    cuabi_occupancy_result r = CUABI_OCCUPANCY_RESULT_INIT;
+    return cuabi_occupancy_max_active_blocks(&r, kern, dev0, 32, 0);
+}
+
+/* Rank 0's all-reduce on its device's legacy stream (NULL), then rank 1's
+ * on its created stream: the fake runs it when both have posted. */
+static cuabi_buffer *nccl_buf[2];
+static cuabi_status c_nccl_default_stream(void)
+{
+    for (int r = 0; r < 2; r++)
+        if (!nccl_buf[r]) {
+            void *p = calloc(1, 64);
+            ck_assert_ok(cuabi_buffer_wrap(&nccl_buf[r], r ? dev1 : dev0, CUABI_MEMORY_DEVICE,
+                                           (uintptr_t)p, 64, NULL, NULL));
+        }
+    cuabi_status st = cuabi_nccl_all_reduce(comm[0], NULL, 0, nccl_buf[0], 0, 16,
+                                            CUABI_NCCL_FLOAT32, CUABI_NCCL_SUM, NULL);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_nccl_all_reduce(comm[1], NULL, 0, nccl_buf[1], 0, 16, CUABI_NCCL_FLOAT32,
+                                   CUABI_NCCL_SUM, s1);
+    return st;
+}
+
+static cuabi_status c_nccl_synchronize(void)
+{
+    return cuabi_nccl_comm_synchronize(comm[0], NULL, 0);
+}
+
+/* An IPC buffer exported by "the parent process" (the descriptor's pid is
+ * made our parent's, as test_multigpu does) and imported here. */
+static cuabi_status c_ipc_import(void)
+{
+    cuabi_memory_resource *ipc;
+    cuabi_buffer *b, *imp;
+    CUcontext keep = fake_current;
+    fake_current = CTX0;
+    ck_assert_ok(cuabi_ipc_memory_resource(&ipc, dev0));
+    ck_assert_ok(cuabi_buffer_allocate(&b, ipc, 1000, 0, NULL));
+    uint8_t desc[CUABI_IPC_DESCRIPTOR_SIZE];
+    ck_assert_ok(cuabi_ipc_buffer_export(desc, sizeof desc, b));
+    cuabi__ipc_put(desc + CUABI__IPC_PID, (uint64_t)getppid(), 4);
+    cuabi__ipc_reseal(desc);
+    fake_current = keep;
+    nseen = 0;
+    get_calls = 0;
+    cuabi_status st = cuabi_ipc_buffer_import(&imp, desc, sizeof desc);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_buffer_destroy(imp);      /* cuIpcCloseMemHandle: a release */
+    CUcontext after = fake_current;
+    fake_current = CTX0;
+    ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_memory_resource_release(ipc));
+    fake_current = after;
+    return st;
+}
+
+static cuabi_status c_peer_enable(void)
+{
+    cuabi_status st = cuabi_peer_enable(dev0, dev1);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_peer_disable(dev0, dev1);
+    return st;
+}
+
+static cuabi_status c_peer_copy(void)
+{
+    cuabi_buffer *a, *b;
+    void *pa = calloc(1, 64), *pb = calloc(1, 64);
+    ck_assert_ok(cuabi_buffer_wrap(&a, dev0, CUABI_MEMORY_DEVICE, (uintptr_t)pa, 64, NULL, NULL));
+    ck_assert_ok(cuabi_buffer_wrap(&b, dev1, CUABI_MEMORY_DEVICE, (uintptr_t)pb, 64, NULL, NULL));
+    cuabi_status st = cuabi_peer_copy(a, 0, b, 0, 64, NULL);
+    cuabi_buffer_destroy(a);
+    cuabi_buffer_destroy(b);
+    free(pa);
+    free(pb);
+    return st;
+}
+
+/* A graph with a memset node of a device-0 buffer: the addition, the
+ * instantiation and the upload on device 0's legacy stream. */
+static cuabi_status c_graph(void)
+{
+    cuabi_buffer *b;
+    void *p = calloc(1, 256);
+    ck_assert_ok(cuabi_buffer_wrap(&b, dev0, CUABI_MEMORY_DEVICE, (uintptr_t)p, 256, NULL, NULL));
+    cuabi_graph *g;
+    cuabi_graph_node *n;
+    cuabi_graph_exec *e = NULL;
+    cuabi_status st = cuabi_graph_create(&g);
+    if (st == CUABI_SUCCESS) {
+        st = cuabi_graph_add_memset(&n, g, NULL, 0, b, 0, 7, 4, 16);
+        if (st == CUABI_SUCCESS)
+            cuabi_graph_node_release(n);
+        if (st == CUABI_SUCCESS)
+            st = cuabi_graph_instantiate(&e, g, NULL);
+        if (st == CUABI_SUCCESS)
+            st = cuabi_graph_exec_upload(e, legacy0);
+        if (st == CUABI_SUCCESS)
+            st = cuabi_graph_exec_launch(e, legacy0);
+        if (e)
+            cuabi_graph_exec_release(e);
+        cuabi_graph_release(g);
+    }
+    cuabi_buffer_destroy(b);
+    free(p);
+    return st;
+}
+
+static cuabi_status c_device_context(void)
+{
+    uintptr_t raw;
+    cuabi_status st = cuabi_device_context(&raw, dev0);
+    if (st == CUABI_SUCCESS && raw != (uintptr_t)CTX0)
+        return cuabi__error(CUABI_ERROR_INTERNAL, "cuabi_device_context gave %#lx",
+                            (unsigned long)raw);
+    return st;
+}
+
+/* ------------------------------------------------------------- the table */
+
+typedef struct rule_case {
+    const char *name;
+    cuabi_status (*fn)(void);
+    bool enters;        /* device 0's context made current for the work */
+    int hot_gets;       /* with device 0 current: cuCtxGetCurrent calls (-1: not checked) */
+    const char *fault;  /* a driver entry after the switch to fail; NULL: none */
+    const char *nccl_fault;
+} rule_case;
+
+static const rule_case cases[] = {
+    { "device synchronize", c_synchronize, true, 1, "cuCtxSynchronize", NULL },
+    { "memory info", c_memory_info, true, 1, "cuMemGetInfo_v2", NULL },
+    { "stream priority range", c_priority_range, true, 1, "cuCtxGetStreamPriorityRange", NULL },
+    { "stream create", c_stream_create, true, 1, "cuStreamCreateWithPriority", NULL },
+    { "event create", c_event_create, true, 1, "cuEventCreate", NULL },
+    { "legacy stream synchronize", c_legacy_sync, true, 1, "cuStreamSynchronize", NULL },
+    { "per-thread stream synchronize", c_per_thread_sync, true, 1, "cuStreamSynchronize", NULL },
+    { "created stream synchronize", c_created_sync, false, 0, "cuStreamSynchronize", NULL },
+    { "event record on the legacy stream", c_event_record_legacy, true, -1, "cuEventRecord", NULL },
+    { "allocate and free without a stream", c_alloc_no_stream, true, 2,
+      "cuMemAllocFromPoolAsync", NULL },
+    { "allocate and free on a created stream", c_alloc_created_stream, false, 0,
+      "cuMemAllocFromPoolAsync", NULL },
+    { "pinned allocate on a stream", c_pinned_with_stream, true, -1, "cuMemAllocHost_v2", NULL },
+    { "free without a stream", c_free, true, 1, "cuMemFreeAsync", NULL },
+    { "pool trim", c_trim, true, 1, "cuMemPoolTrimTo", NULL },
+    { "pool create", c_pool_create, true, -1, "cuMemPoolCreate", NULL },
+    { "pool stats", c_pool_stats, true, 1, "cuMemPoolGetAttribute", NULL },
+    { "launch on the legacy stream", c_launch_legacy, true, 1, LAUNCH_FAULT, NULL },
+    { "launch on a created stream", c_launch_created, false, 0, LAUNCH_FAULT, NULL },
+    { "prepared launch on the legacy stream", c_prepared_legacy, true, -1, LAUNCH_FAULT,
+      NULL },
+    { "kernel attribute", c_kernel_attribute, true, 1, "cuKernelGetAttribute", NULL },
+    { "occupancy", c_occupancy, true, 1, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+      NULL },
+    { "NCCL collective on a default stream", c_nccl_default_stream, true, -1, NULL,
+      "ncclAllReduce" },
+    { "NCCL synchronize on a default stream", c_nccl_synchronize, true, -1, "cuStreamQuery",
+      NULL },
+    { "IPC import", c_ipc_import, true, -1, "cuIpcOpenMemHandle_v2", NULL },
+    { "peer access", c_peer_enable, true, -1, "cuCtxEnablePeerAccess", NULL },
+    { "peer copy without a stream", c_peer_copy, true, -1, "cuMemcpyPeerAsync", NULL },
+    { "graph add, instantiate, upload, launch", c_graph, true, -1,
+      "cuGraphInstantiateWithParams", NULL },
+    { "device context (not made current)", c_device_context, false, 0, NULL, NULL },
+};
+enum { NCASES = sizeof cases / sizeof cases[0] };
+
+static void release_leftovers(void)
+{
+    for (int r = 0; r < 2; r++)
+        if (nccl_buf[r]) {
+            uintptr_t p;
+            cuabi_buffer_pointer(&p, nccl_buf[r]);
+            cuabi_buffer_destroy(nccl_buf[r]);
+            free((void *)p);
+            nccl_buf[r] = NULL;
+        }
+    if (to_free) {
+        fake_current = CTX0;
+        cuabi_buffer_destroy(to_free);
+        to_free = NULL;
+    }
+}
+
+/* Another device's context current: given back, the work done in device 0's. */
+START_TEST(other_context_comes_back)
+{
+    const rule_case *c = &cases[_i];
+    if (!c->enters) {   /* first use may need the context (a kernel's function lookup) */
+        watch_reset(CTX0);
+        (void)c->fn();
+        release_leftovers();
+    }
+    watch_reset(CTX1);
+    cuabi_status st = c->fn();
+    ck_assert_msg(st == CUABI_SUCCESS, "%s: %s", c->name, cuabi_last_error()->message);
+    ck_assert_msg(fake_current == CTX1, "%s: device %d's context is current after the call, "
+                  "not the caller's (device 1's)", c->name, (int)((uintptr_t)fake_current - 0x1000));
+    if (c->enters)
+        ck_assert_msg(was_current(CTX0), "%s: device 0's context was never made current", c->name);
+    else
+        ck_assert_msg(!was_current(CTX0), "%s: made device 0's context current (%d switches) "
+                      "where the driver needs none", c->name, nseen);
+    if (c->fn == c_launch_legacy || c->fn == c_prepared_legacy)
+        ck_assert_ptr_eq(fake_launch_ctx, CTX0);
+    if (c->fn == c_launch_created)
+        ck_assert_ptr_eq(fake_launch_ctx, CTX1);  /* the stream carries its context */
+    release_leftovers();
+}
+END_TEST
+
+/* No context current before: none after. */
+START_TEST(no_context_stays_none)
+{
+    const rule_case *c = &cases[_i];
+    if (c->fn == c_launch_created || c->fn == c_alloc_created_stream)
+        return;   /* the fake refuses these without a context; a retry path is covered below */
+    watch_reset(NULL);
+    cuabi_status st = c->fn();
+    ck_assert_msg(st == CUABI_SUCCESS, "%s: %s", c->name, cuabi_last_error()->message);
+    ck_assert_msg(fake_current == NULL, "%s: left device %d's context current", c->name,
+                  (int)((uintptr_t)fake_current - 0x1000));
+    release_leftovers();
+}
+END_TEST
+
+/* The one-GPU case: device 0 current already, no switch at all. */
+START_TEST(hot_path_switches_nothing)
+{
+    const rule_case *c = &cases[_i];
+    (void)c->fn();            /* first use: retains, loads, caches */
+    release_leftovers();
+    watch_reset(CTX0);
+    cuabi_status st = c->fn();
+    ck_assert_msg(st == CUABI_SUCCESS, "%s: %s", c->name, cuabi_last_error()->message);
+    ck_assert_msg(fake_current == CTX0, "%s: device 0 is no longer current", c->name);
+    ck_assert_msg(nseen == 0, "%s: %d cuCtxSetCurrent calls with the context current already",
+                  c->name, nseen);
+    if (c->hot_gets >= 0)
+        ck_assert_msg(get_calls == c->hot_gets, "%s: %d cuCtxGetCurrent calls, expected %d",
+                      c->name, get_calls, c->hot_gets);
+    release_leftovers();
+}
+END_TEST
+
+/* A failure after the switch: the caller's context back all the same. */
+START_TEST(failure_gives_the_context_back)
+{
+    const rule_case *c = &cases[_i];
+    if (!c->fault && !c->nccl_fault)
+        return;
+    watch_reset(CTX1);
+    bool launch = c->fault && strcmp(c->fault, LAUNCH_FAULT) == 0;
+    if (launch)
+        launch_result = CUDA_ERROR_LAUNCH_FAILED;
+    else if (c->fault)
+        cuabi__fault_arm(c->fault, 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    else
+        nccl_fail(c->nccl_fault, 2 /* ncclSystemError */, 1);
+    cuabi_status st = c->fn();
+    long fired = c->fault && !launch ? cuabi__fault_count() : 1;
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    launch_result = CUDA_SUCCESS;
+    nccl_fail("", 0, 0);
+    if (lost_ptr) {   /* the fake's memory of the failed free (ASan's leak check) */
+        cuabi__driver_for_test()->cuMemFreeAsync((CUdeviceptr)lost_ptr, NULL);
+        lost_ptr = 0;
+    }
+    ck_assert_msg(fired > 0, "%s: %s was never called", c->name, c->fault);
+    ck_assert_msg(fake_current == CTX1, "%s failing in %s: device %d's context is current "
+                  "after the call, not the caller's", c->name,
+                  c->fault ? c->fault : c->nccl_fault, (int)((uintptr_t)fake_current - 0x1000));
+    if (st == CUABI_SUCCESS)   /* a release the call survives (a free, a close) */
+        ck_assert_msg(c->fn == c_free || c->fn == c_ipc_import,
+                      "%s: the failure of %s was not reported", c->name, c->fault);
+    else
+        ck_assert_msg(cuabi_last_error()->message[0] != '\0', "%s: no message", c->name);
+    if (c->enters && c->fault)
+        ck_assert_msg(was_current(CTX0), "%s: failed before any switch (the fault is not "
+                      "after the enter)", c->name);
+    release_leftovers();
+}
+END_TEST
+
+/* A failure before any work: arguments refused, nothing switched. */
+START_TEST(refused_arguments_switch_nothing)
+{
+    watch_reset(CTX1);
+    uint64_t f;
+    ck_assert_status(cuabi_device_memory_info(&f, NULL, dev0), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_stream_options so = CUABI_STREAM_OPTIONS_INIT;
+    so.flags = 0x80;
+    cuabi_stream *s;
+    ck_assert_status(cuabi_stream_create(&s, dev0, &so), CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 0;                                      /* zero grid */
+    c.block[0] = 32;
+    c.device = dev0;
+    ck_assert_status(cuabi_launch(kern, pack, &c), CUABI_ERROR_LAUNCH_CONFIG);
+    uint8_t junk[CUABI_IPC_DESCRIPTOR_SIZE] = { 0 };
+    cuabi_buffer *b;
+    ck_assert_status(cuabi_ipc_buffer_import(&b, junk, sizeof junk), CUABI_ERROR_IPC);
+    ck_assert_ptr_eq(fake_current, CTX1);
+    ck_assert_int_eq(nseen, 0);
+}
+END_TEST
+
+/* The exceptions: cuabi_device_set_current sets it, and keeps it set. */
+START_TEST(set_current_sets_it)
+{
+    watch_reset(CTX1);
+    ck_assert_ok(cuabi_device_set_current(dev0));
+    ck_assert_ptr_eq(fake_current, CTX0);
+    ck_assert_ok(cuabi_device_synchronize(dev1));   /* other work: device 0 stays */
+    ck_assert_ptr_eq(fake_current, CTX0);
+    watch_reset(CTX0);
+    ck_assert_ok(cuabi_device_set_current(dev0));   /* already: one query, no switch */
+    ck_assert_int_eq(nseen, 0);
+    ck_assert_int_eq(get_calls, 1);
+    watch_reset(NULL);
+    ck_assert_ok(cuabi_device_set_current(dev1));
+    ck_assert_ptr_eq(fake_current, CTX1);
+}
+END_TEST
+
+/* Init-all makes each rank's device current in turn and gives the caller's
+ * back (the 2 x H100 finding), failing or not. */
+START_TEST(init_all_gives_it_back)
+{
+    cuabi_device *devs[2] = { dev0, dev1 };
+    cuabi_nccl_comm *c[2];
+    watch_reset(NULL);
+    ck_assert_ok(cuabi_nccl_comm_init_all(c, devs, 2, NULL));
+    ck_assert_ptr_null(fake_current);
+    ck_assert(was_current(CTX0) && was_current(CTX1));
+    cuabi_nccl_comm_release(c[0]);
+    cuabi_nccl_comm_release(c[1]);
+    watch_reset(CTX0);
+    nccl_fail("ncclCommInitRankConfig", 2, 1);
+    ck_assert_status(cuabi_nccl_comm_init_all(c, devs, 2, NULL), CUABI_ERROR_NCCL);
+    nccl_fail("", 0, 0);
+    ck_assert_ptr_eq(fake_current, CTX0);
+}
+END_TEST
+
+/* Every thread has its own current context: a call on one thread changes
+ * nothing on another, and each gets its own back. */
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    fake_current = CTX1;
+    for (int i = 0; i < 200; i++) {
+        if (cuabi_device_synchronize(dev0) != CUABI_SUCCESS || fake_current != CTX1)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(threads_keep_their_own)
+{
+    pthread_t t;
+    fake_current = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, other_thread, NULL), 0);
+    for (int i = 0; i < 200; i++) {
+        ck_assert_ok(cuabi_device_synchronize(dev1));
+        ck_assert_ptr_null(fake_current);
+    }
+    void *ret;
+    pthread_join(t, &ret);
+    ck_assert_ptr_null(ret);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("context_rule");
+    TCase *tc = tcase_create("table");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, other_context_comes_back, 0, NCASES);
+    tcase_add_loop_test(tc, no_context_stays_none, 0, NCASES);
+    tcase_add_loop_test(tc, hot_path_switches_nothing, 0, NCASES);
+    tcase_add_loop_test(tc, failure_gives_the_context_back, 0, NCASES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rules");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, refused_arguments_switch_nothing);
+    tcase_add_test(tc, set_current_sets_it);
+    tcase_add_test(tc, init_all_gives_it_back);
+    tcase_add_test(tc, threads_keep_their_own);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    cuabi_test_no_driver();
+    return cuabi_test_run(suite());
+}
