@@ -425,6 +425,7 @@ static cuabi_status image_error(cuabi__objcode *o, const cuabi__driver *drv, CUr
     return st;
 }
 
+CUABI__HOT
 cuabi_status cuabi__objcode_cu_check(cuabi__objcode *o, const cuabi__driver *drv, CUresult r,
                                      const char *api, const char *caller)
 {

@@ -152,7 +152,7 @@ static cuabi_status ensure(loaded_lib *lib, int (*load)(void), const char *what,
     return state == 1 ? CUABI_SUCCESS : fail_fast(lib, what, caller);
 }
 
-cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller)
+CUABI__HOT cuabi_status cuabi__driver_get_for(const cuabi__driver **out, const char *caller)
 {
     cuabi_status st = ensure(&driver_lib, load_driver, "CUDA driver", caller);
     *out = &drv;
@@ -390,7 +390,7 @@ cuabi_status cuabi__missing_entry(const char *entry, const char *caller)
                         caller, driver_lib.info.version, entry);
 }
 
-cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller)
+CUABI__HOT cuabi_status cuabi__cu_check(CUresult r, const char *entry, const char *caller)
 {
     if (CUABI__UNLIKELY(r != CUDA_SUCCESS)) {
         const char *name = NULL, *text = NULL;

@@ -1172,9 +1172,9 @@ static bool layout_from_some_base(const cuabi__argpack *p, const size_t *offsets
     return ok;
 }
 
-cuabi_status cuabi__argpack_check_layout(const cuabi__argpack *p, size_t count,
-                                         const size_t *offsets, const size_t *sizes,
-                                         const char *caller)
+CUABI__HOT cuabi_status cuabi__argpack_check_layout(const cuabi__argpack *p, size_t count,
+                                                    const size_t *offsets, const size_t *sizes,
+                                                    const char *caller)
 {
     if (p->nslots != count)
         return cuabi__error(CUABI_ERROR_ARGUMENT_MISMATCH,

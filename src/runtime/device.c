@@ -108,6 +108,7 @@ CUABI_EXTERN(cuabi_status) cuabi_device_get(cuabi_device **out, int ordinal)
 }
 
 /* The device's primary context, retained on first use. */
+CUABI__HOT
 cuabi_status cuabi__device_primary(CUcontext *out, cuabi__device *dev, const cuabi__driver *drv)
 {
     CUcontext ctx = atomic_load_explicit(&dev->primary, memory_order_acquire);
@@ -147,8 +148,8 @@ cuabi_status cuabi__context_save(cuabi__context_scope *scope, const cuabi__drive
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
-                                  const cuabi__driver *drv)
+CUABI__HOT cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
+                                             const cuabi__driver *drv)
 {
     CUcontext current = NULL;
     CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
@@ -163,14 +164,15 @@ cuabi_status cuabi__context_enter(cuabi__context_scope *scope, CUcontext want,
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__device_enter(cuabi__context_scope *scope, cuabi__device *dev,
-                                 const cuabi__driver *drv)
+CUABI__HOT cuabi_status cuabi__device_enter(cuabi__context_scope *scope, cuabi__device *dev,
+                                            const cuabi__driver *drv)
 {
     CUcontext ctx;
     CUABI__TRY(cuabi__device_primary(&ctx, dev, drv));
     return cuabi__context_enter(scope, ctx, drv);
 }
 
+CUABI__HOT
 cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi__driver *drv,
                                   cuabi_status st)
 {
@@ -182,7 +184,7 @@ cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi
     return st;
 }
 
-cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cuabi_status st)
+CUABI__HOT cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cuabi_status st)
 {
     return scope->set ? cuabi__context_leave(scope, scope->drv, st) : st;
 }

@@ -24,6 +24,7 @@
  * launches the same kernel on the same buffers 1000 times keeps each once. */
 #define KEEP_DEDUP_WINDOW 16
 
+CUABI__HOT
 static cuabi_status keep_push(cuabi__keep *k, unsigned char kind, void *ptr, const char *caller)
 {
     size_t from = k->count > KEEP_DEDUP_WINDOW ? k->count - KEEP_DEDUP_WINDOW : 0;
@@ -45,7 +46,7 @@ static cuabi_status keep_push(cuabi__keep *k, unsigned char kind, void *ptr, con
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__keep_object(cuabi__keep *k, cuabi__object *o, const char *caller)
+CUABI__HOT cuabi_status cuabi__keep_object(cuabi__keep *k, cuabi__object *o, const char *caller)
 {
     size_t before = k->count;
     CUABI__TRY(keep_push(k, CUABI__KEEP_OBJECT, o, caller));
@@ -131,13 +132,13 @@ static void keep_drop(cuabi__keep_item *it)
     }
 }
 
-void cuabi__keep_rollback(cuabi__keep *k, size_t mark)
+CUABI__HOT void cuabi__keep_rollback(cuabi__keep *k, size_t mark)
 {
     while (k->count > mark)
         keep_drop(&k->items[--k->count]);
 }
 
-void cuabi__keep_release(cuabi__keep *k)
+CUABI__HOT void cuabi__keep_release(cuabi__keep *k)
 {
     /* Newest first: a view goes before the buffer memory it was made on. */
     cuabi__keep_rollback(k, 0);
@@ -146,7 +147,7 @@ void cuabi__keep_release(cuabi__keep *k)
     k->cap = 0;
 }
 
-cuabi_status cuabi__keep_move(cuabi__keep *dst, cuabi__keep *src, const char *caller)
+CUABI__HOT cuabi_status cuabi__keep_move(cuabi__keep *dst, cuabi__keep *src, const char *caller)
 {
     if (!src->count)
         return CUABI_SUCCESS;
@@ -172,7 +173,7 @@ cuabi_status cuabi__keep_move(cuabi__keep *dst, cuabi__keep *src, const char *ca
 
 /* ---------------------------------------------------------- the driver */
 
-cuabi_status cuabi__graph_driver(const cuabi__driver **drv, const char *caller)
+CUABI__HOT cuabi_status cuabi__graph_driver(const cuabi__driver **drv, const char *caller)
 {
     CUABI__TRY(cuabi__driver_get_for(drv, caller));
     int v = cuabi__driver_info()->version;
@@ -185,12 +186,12 @@ cuabi_status cuabi__graph_driver(const cuabi__driver **drv, const char *caller)
 
 /* ------------------------------------------------------------ the handle */
 
-void cuabi__graph_lock(cuabi__graph *g)
+CUABI__HOT void cuabi__graph_lock(cuabi__graph *g)
 {
     pthread_mutex_lock(&g->shared->lock);
 }
 
-void cuabi__graph_unlock(cuabi__graph *g)
+CUABI__HOT void cuabi__graph_unlock(cuabi__graph *g)
 {
     pthread_mutex_unlock(&g->shared->lock);
 }
@@ -252,7 +253,7 @@ static cuabi__graph_shared *shared_new(const char *caller)
     return sh;
 }
 
-cuabi_status cuabi__graph_wrap(cuabi__graph **out, CUgraph cg, const char *caller)
+CUABI__HOT cuabi_status cuabi__graph_wrap(cuabi__graph **out, CUgraph cg, const char *caller)
 {
     cuabi__graph *g = cuabi__calloc_in(1, sizeof *g, caller);
     if (!g)
@@ -343,7 +344,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_device(cuabi_device **out, cuabi_graph *g
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__graph_use_device(cuabi__graph *g, cuabi__device *dev)
+CUABI__HOT cuabi_status cuabi__graph_use_device(cuabi__graph *g, cuabi__device *dev)
 {
     cuabi__graph_shared *sh = g->shared;
     if (!sh->device) {

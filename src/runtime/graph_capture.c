@@ -32,7 +32,7 @@ typedef struct capture {
 static pthread_mutex_t captures_lock = PTHREAD_MUTEX_INITIALIZER;
 static capture *captures;        /* guarded by captures_lock */
 
-static void capture_free(capture *c)
+CUABI__HOT static void capture_free(capture *c)
 {
     if (c->into) {
         /* The graph may hold nodes the capture recorded (a failed capture
@@ -64,8 +64,8 @@ static void capture_free(capture *c)
  * (cuStreamEndCapture on the raw CUstream) leaves its record here, as it
  * did before; work on that stream then goes on being kept by it until a
  * new cuabi capture begins on the stream (docs/graphs.md). */
-static cuabi_status capture_of(capture **out, CUstream s, const cuabi__driver *drv,
-                               const char *caller)
+CUABI__HOT static cuabi_status capture_of(capture **out, CUstream s, const cuabi__driver *drv,
+                                          const char *caller)
 {
     *out = NULL;
     if (!s || s == CU_STREAM_LEGACY) /* never captured */
@@ -95,7 +95,7 @@ static cuabi_status capture_of(capture **out, CUstream s, const cuabi__driver *d
     return CUABI_SUCCESS;
 }
 
-static void capture_done(void)
+CUABI__HOT static void capture_done(void)
 {
     pthread_mutex_unlock(&captures_lock);
 }
@@ -119,8 +119,8 @@ static cuabi_status keep_buffer(capture *c, cuabi__buffer *b, const char *caller
 
 /* ---------------------------------------------------------------- hooks */
 
-static cuabi_status capture_keep_launch(CUstream s, cuabi__kernel *k, const cuabi__argpack *p,
-                                        const char *caller)
+CUABI__HOT static cuabi_status capture_keep_launch(CUstream s, cuabi__kernel *k,
+                                                   const cuabi__argpack *p, const char *caller)
 {
     const cuabi__driver *drv;
     capture *c;
@@ -272,9 +272,9 @@ static const cuabi__capture_ops capture_ops = {
 /* ------------------------------------------------------- begin and end */
 
 /* The stream, a default stream's device current in *scope. */
-static cuabi_status capture_stream(cuabi__context_scope *scope, cuabi__stream **s,
-                                   const cuabi__driver **drv, cuabi_stream *stream,
-                                   const char *caller)
+CUABI__HOT static cuabi_status capture_stream(cuabi__context_scope *scope, cuabi__stream **s,
+                                              const cuabi__driver **drv, cuabi_stream *stream,
+                                              const char *caller)
 {
     void *obj;
     CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
@@ -283,8 +283,8 @@ static cuabi_status capture_stream(cuabi__context_scope *scope, cuabi__stream **
     return cuabi__stream_enter(scope, *s, *drv);
 }
 
-static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
-                                   cuabi_capture_mode mode, const char *caller)
+CUABI__HOT static cuabi_status capture_begin(cuabi_stream *stream, cuabi__graph *into,
+                                              cuabi_capture_mode mode, const char *caller)
 {
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     cuabi_status scope_st = CUABI_SUCCESS;
@@ -363,6 +363,7 @@ scope_leave:
     return cuabi__context_end(&scope, scope_st);
 }
 
+CUABI__HOT
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin(cuabi_stream *stream, cuabi_capture_mode mode)
 {
     return capture_begin(stream, NULL, mode, __func__);
@@ -380,6 +381,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_begin_to_graph(cuabi_stream *stre
 /* Take the record of capture `id` out of the list (NULL if not ours); with
  * no id (the status query failed), the capture begun on `origin`. A record
  * begun on another stream stays: *elsewhere then says so. */
+CUABI__HOT
 static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool *elsewhere)
 {
     pthread_mutex_lock(&captures_lock);
@@ -409,6 +411,7 @@ static capture *capture_take(bool have_id, cuuint64_t id, CUstream origin, bool 
     return found;
 }
 
+CUABI__HOT
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stream *stream)
 {
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
@@ -575,17 +578,6 @@ static cuabi_status capture_into(cuabi__graph **out, const CUgraphNode **deps, s
     return st;
 }
 
-static cuabi_status capture_stream_any(cuabi__context_scope *scope, cuabi__stream **s,
-                                       const cuabi__driver **drv, cuabi_stream *stream,
-                                       const char *caller)
-{
-    void *obj;
-    CUABI__TRY(cuabi__handle_get(stream, CUABI__T_STREAM, &obj, caller));
-    *s = obj;
-    CUABI__TRY(cuabi__graph_driver(drv, caller));
-    return cuabi__stream_enter(scope, *s, *drv);
-}
-
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
                                                                   cuabi_stream *stream,
                                                                   unsigned int default_value,
@@ -600,7 +592,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_conditional_handle(uint64_t *out,
     size_t ndeps;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = 0;
-    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, __func__));
     CUABI__TRY_SCOPE(capture_into(&g, &deps, &ndeps, s, drv, __func__));
     cuabi_status st = cuabi__graph_cond_create(out, g, s->device, default_value, flags, __func__);
     cuabi__object_release(&g->base);
@@ -624,7 +616,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node 
     size_t ndeps;
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
-    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, __func__));
     CUABI__TRY_SCOPE(capture_into(&g, &deps, &ndeps, s, drv, __func__));
     cuabi_status st = cuabi__graph_capture_add_conditional(out, g, deps, ndeps, s->cu_stream,
                                                            handle, type, body_count, __func__);
@@ -648,7 +640,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
     CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
     *out = NULL;
     CUABI__GET(ch, child, GRAPH);
-    CUABI__TRY_SCOPE(capture_stream_any(&scope, &s, &drv, stream, __func__));
+    CUABI__TRY_SCOPE(capture_stream(&scope, &s, &drv, stream, __func__));
     /* A graph still being captured into has no end yet to copy. */
     bool busy = false;
     pthread_mutex_lock(&captures_lock);

@@ -90,6 +90,7 @@ static cuabi_status instantiate_failed(cuabi_status st, const CUDA_GRAPH_INSTANT
     return st;
 }
 
+CUABI__HOT
 CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi_graph *graph,
                                                    const cuabi_graph_instantiate_options *options)
 {
@@ -175,6 +176,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
 /* -------------------------------------------------------- launch, upload */
 
 /* The executable and stream, a default stream's device current in *scope. */
+CUABI__HOT
 static cuabi_status exec_target(cuabi__context_scope *scope, cuabi__graph_exec **e, cuabi__stream **s, const cuabi__driver **drv,
                                 cuabi_graph_exec *exec, cuabi_stream *stream, const char *caller)
 {
@@ -191,6 +193,7 @@ static cuabi_status exec_target(cuabi__context_scope *scope, cuabi__graph_exec *
     return cuabi__stream_enter(scope, *s, *drv);
 }
 
+CUABI__HOT
 CUABI_EXTERN(cuabi_status) cuabi_graph_exec_launch(cuabi_graph_exec *exec, cuabi_stream *stream)
 {
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;

@@ -45,6 +45,7 @@ cuabi_status cuabi__kernel_new(cuabi__kernel **out, cuabi__objcode *o, const cha
     return CUABI_SUCCESS;
 }
 
+CUABI__HOT
 cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv, CUkernel *out,
                                     const char *caller)
 {
@@ -66,9 +67,9 @@ cuabi_status cuabi__kernel_cukernel(cuabi__kernel *k, const cuabi__driver *drv, 
     return CUABI_SUCCESS;
 }
 
-cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
-                                    const cuabi__driver *drv, CUfunction *out,
-                                    const char *caller)
+CUABI__HOT cuabi_status cuabi__kernel_function(cuabi__kernel *k, cuabi__device *dev,
+                                               const cuabi__driver *drv, CUfunction *out,
+                                               const char *caller)
 {
     bool cached = dev->ordinal >= 0 && dev->ordinal < CUABI__KERNEL_FUNCTION_CACHE;
     CUfunction f = cached ? atomic_load_explicit(&k->functions[dev->ordinal],
@@ -177,6 +178,7 @@ static cuabi_status params_from_elf(cuabi__kernel *k, const char *caller)
     return CUABI_SUCCESS;
 }
 
+CUABI__HOT
 cuabi_status cuabi__kernel_param_layout(cuabi__kernel *k, size_t *count, const size_t **offsets,
                                         const size_t **sizes)
 {

@@ -83,8 +83,8 @@ void cuabi__launch_forget_implicit_devices(void)
     }
 }
 
-static cuabi_status resolve_target(target *t, const cuabi_launch_config *c,
-                                   const cuabi__kernel *k, const char *caller)
+CUABI__HOT static cuabi_status resolve_target(target *t, const cuabi_launch_config *c,
+                                              const cuabi__kernel *k, const char *caller)
 {
     void *obj;
     t->stream = NULL;
@@ -159,7 +159,7 @@ static inline bool dims_plain(const cuabi_launch_config *c)
 }
 
 /* Checks that need neither kernel nor device. */
-static cuabi_status check_dims(const cuabi_launch_config *c, const char *caller)
+CUABI__HOT static cuabi_status check_dims(const cuabi_launch_config *c, const char *caller)
 {
     if (CUABI__LIKELY(dims_plain(c)))
         return CUABI_SUCCESS;
@@ -290,7 +290,7 @@ static cuabi_status check_full(CUfunction f, cuabi__device *dev, int sms_overrid
 /* The pack against the kernel's parameters, remembered per pack: a pack's
  * layout never changes, nor does a kernel's, and handle values are never
  * reused for another object. */
-static cuabi_status check_pack(cuabi__argpack *p, cuabi__kernel *k, const char *caller)
+CUABI__HOT static cuabi_status check_pack(cuabi__argpack *p, cuabi__kernel *k, const char *caller)
 {
     if (atomic_load_explicit(&p->checked_kernel, memory_order_relaxed) == k->base.handle)
         return CUABI_SUCCESS;
@@ -305,8 +305,8 @@ static cuabi_status check_pack(cuabi__argpack *p, cuabi__kernel *k, const char *
 /* ------------------------------------------------------------ the driver call */
 
 /* Fill `lc` (and its attributes) from a configuration. */
-void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
-                        const cuabi_launch_config *c, CUstream s)
+CUABI__HOT void cuabi__launch_fill(CUlaunchConfig *lc, CUlaunchAttribute attrs[2],
+                                   const cuabi_launch_config *c, CUstream s)
 {
     memset(lc, 0, sizeof *lc);
     lc->gridDimX = c->grid[0];
@@ -388,6 +388,7 @@ static inline CUresult drive_in_context(cuabi__context_scope *scope, const cuabi
 /* Everything a launch needs, resolved: function, device, stream; a default
  * stream's device made current in *scope (the launch gives the caller's
  * context back). */
+CUABI__HOT
 static cuabi_status prepare_common(cuabi__context_scope *scope, CUfunction *f, target *t,
                                    cuabi__kernel **k,
                                    cuabi__argpack **p, cuabi_kernel *kernel, cuabi_argpack *pack,
@@ -450,8 +451,8 @@ launch_with_attributes(cuabi__context_scope *scope, CUfunction f, const target *
                        : cuabi__cu_check(r, entry, caller);
 }
 
-CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack,
-                                        const cuabi_launch_config *config)
+CUABI__HOT CUABI_EXTERN(cuabi_status) cuabi_launch(cuabi_kernel *kernel, cuabi_argpack *pack,
+                                                   const cuabi_launch_config *config)
 {
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     cuabi_status scope_st = CUABI_SUCCESS;

@@ -36,7 +36,7 @@ long cuabi__alloc_counted(void) { return atomic_load(&counted); }
 
 /* Every wrapped allocation passes here: counted when asked, and failed
  * when a test armed the injection. */
-static bool should_fail(void)
+CUABI__HOT static bool should_fail(void)
 {
     if (CUABI__UNLIKELY(atomic_load_explicit(&counting, memory_order_relaxed)))
         atomic_fetch_add_explicit(&counted, 1, memory_order_relaxed);
@@ -66,13 +66,13 @@ void *cuabi__malloc_in(size_t size, const char *caller)
     return p ? p : oom(size, caller);
 }
 
-void *cuabi__calloc_in(size_t n, size_t size, const char *caller)
+CUABI__HOT void *cuabi__calloc_in(size_t n, size_t size, const char *caller)
 {
     void *p = should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
     return p ? p : oom(n * size, caller);
 }
 
-void *cuabi__realloc_in(void *old, size_t size, const char *caller)
+CUABI__HOT void *cuabi__realloc_in(void *old, size_t size, const char *caller)
 {
     void *p = should_fail() ? NULL : realloc(old, size ? size : 1);
     return p ? p : oom(size, caller);

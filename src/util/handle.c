@@ -154,6 +154,7 @@ static inline cuabi_status take_slot(uint32_t *out)
     return take_slot_locked(c, out);
 }
 
+CUABI__HOT
 static __attribute__((noinline)) cuabi_status take_slot_locked(slot_cache *c, uint32_t *out)
 {
     cuabi_status st = CUABI_SUCCESS;
@@ -185,8 +186,8 @@ static __attribute__((noinline)) cuabi_status take_slot_locked(slot_cache *c, ui
     return st;
 }
 
-cuabi_status cuabi__handle_register(cuabi__object *obj, cuabi__handle_type type,
-                                    void (*destroy)(cuabi__object *))
+CUABI__HOT cuabi_status cuabi__handle_register(cuabi__object *obj, cuabi__handle_type type,
+                                               void (*destroy)(cuabi__object *))
 {
     uint32_t idx = 0;
     CUABI__TRY(take_slot(&idx));
