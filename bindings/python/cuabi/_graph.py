@@ -22,7 +22,7 @@ import weakref
 
 from . import _callbacks, _capi
 from ._core import Device, Event, Stream, _as_device
-from ._handle import Handle
+from ._handle import Handle, _ReleaseOnDeath
 from ._lib import call, done, fast, holding, hooks, hot, lib, new_struct, raise_last, raw, use
 from .errors import ClosedHandleError, CuabiError, U32_MAX, index_arg
 
@@ -233,8 +233,44 @@ class _GraphState:
             self._fin = weakref.finalize(self, _drop_keys, self.keys)
 
 
-# cuabi graph handle value (root or body) -> its hierarchy's state
-_STATES: "weakref.WeakValueDictionary[int, _GraphState]" = weakref.WeakValueDictionary()
+class _StateTable:
+    """cuabi graph handle value (root or body) -> its hierarchy's state, held
+    weakly. A dict of weakref.ref: a WeakValueDictionary's insert runs Python
+    code (its KeyedRef), ~10 us of a process's first capture and ~3 of every
+    later one (issue 24). Dead entries are swept when the table has doubled
+    since the last sweep; writes take a lock (a sweep must not drop an entry
+    another thread has just made live), reads are one dict lookup."""
+    __slots__ = ("_d", "_lock", "_sweep_at")
+
+    def __init__(self):
+        self._d = {}
+        self._lock = threading.Lock()
+        self._sweep_at = 64
+
+    def get(self, h) -> "_GraphState | None":
+        r = self._d.get(h)
+        return None if r is None else r()
+
+    def __setitem__(self, h, state: "_GraphState") -> None:
+        if _fast_state_set is not None:     # the compiled capture writes it too
+            _fast_state_set(h, state)
+            return
+        r = weakref.ref(state)
+        with self._lock:
+            d = self._d
+            d[h] = r
+            if len(d) >= self._sweep_at:
+                for k in [k for k, v in d.items() if v() is None]:
+                    del d[k]
+                self._sweep_at = max(64, 2 * len(d))
+
+    def __len__(self) -> int:
+        """Live entries (tests)."""
+        return sum(1 for r in list(self._d.values()) if r() is not None)
+
+
+_STATES = _StateTable()
+_fast_state_set = getattr(fast, "graph_state_set", None)   # atomic under the GIL, sweep included
 
 
 # ------------------------------------------------------------------ nodes
@@ -496,6 +532,7 @@ class Graph(Handle, _Builder):
     other add_* methods; instantiate() makes the executable."""
 
     _ctype = "cuabi_graph"
+    _release_on_death = True    # one per capture: no weakref.finalize (cuabi._handle)
 
     def __init__(self, device=None):
         self._setup(device)
@@ -989,6 +1026,7 @@ class GraphExec(Handle):
     updated from (and what they keep)."""
 
     _ctype = "cuabi_graph_exec"
+    _release_on_death = True    # one per instantiate: no weakref.finalize (cuabi._handle)
 
     @classmethod
     def _wrap(cls, value):
@@ -1140,7 +1178,8 @@ def _forget_capture(keep) -> None:
 class _Capture:
     """`with stream.capture(mode) as graph:` -- the graph is filled when the
     block ends; an exception inside the block ends the capture and makes no
-    graph."""
+    graph. (The ctypes backend's; the compiled one is below.)"""
+    __slots__ = ("_stream", "_mode", "graph")
 
     def __init__(self, stream: Stream, mode="global"):
         self._stream = stream
@@ -1166,6 +1205,14 @@ class _Capture:
             return False
         self.graph._fill(value)
         return False
+
+
+if fast is not None and hasattr(fast, "Capture"):
+    # The compiled context manager (cuabi._fast's fast_graph.c): the same
+    # objects, none of the Python work a process's first capture paid for.
+    fast.set_capture_classes(Graph, _GraphState, _ReleaseOnDeath, Graph._releaser(),
+                             _callbacks.captures, _STATES._d)
+    _Capture = fast.Capture     # noqa: F811
 
 
 def capture_status(stream) -> str:
@@ -1532,3 +1579,10 @@ GraphCompleteOptions = CompleteOptions     # cuda.core's name
 # Bound with the module, not by the process's first captured graph and executable.
 Graph._releaser()
 GraphExec._releaser()
+
+
+# Stream.capture() and create_graph_builder() ask cuabi._lib.hooks for these
+# classes; loaded, the module answers without the hook's import statement
+# (3-8 us of a process's first capture).
+hooks.capture_class = lambda: _Capture
+hooks.graph_builder_class = lambda: GraphBuilder

@@ -17,6 +17,30 @@ def _release(fn, value):
         pass
 
 
+class _ReleaseOnDeath:
+    """A handle's release that runs when its owner is collected, or once when
+    called (close(): cuabi._lib takes it out of the owner's `_fin`). For the
+    objects every capture makes (Graph, GraphExec: `_release_on_death`), where
+    a weakref.finalize cost more than the rest of the object (issue 24: a
+    first capture as fast as cuda.core's). Unlike weakref.finalize it does
+    not run at interpreter exit for an owner still alive then: the process's
+    end frees a graph. The release is capture-safe in C, so this may run at
+    any moment, a stream capture included."""
+    __slots__ = ("fn", "value")
+
+    def __call__(self):
+        v = self.value
+        if v is not None:
+            self.value = None
+            _release(self.fn, v)
+
+    def __del__(self):
+        try:
+            self()
+        except BaseException:  # interpreter shutdown
+            pass
+
+
 class Handle:
     """Owns one reference to a cuabi handle.
 
@@ -31,6 +55,7 @@ class Handle:
 
     _ctype: str = ""
     _release_fn = None          # filled per subclass on first use
+    _release_on_death = False   # True: a _ReleaseOnDeath, not a weakref.finalize
     # _uses: C calls in flight on the handle (unset until the first one)
     __slots__ = ("_h", "_fin", "_uses", "__weakref__")
 
@@ -42,8 +67,13 @@ class Handle:
         if not value:
             raise ValueError(f"{type(self).__name__}: NULL handle")
         self._h = value
-        self._fin = weakref.finalize(self, _release, type(self)._releaser(), value) \
-            if owned else None
+        if not owned:
+            self._fin = None
+        elif type(self)._release_on_death:
+            r = self._fin = _ReleaseOnDeath.__new__(_ReleaseOnDeath)
+            r.fn, r.value = type(self)._releaser(), value
+        else:
+            self._fin = weakref.finalize(self, _release, type(self)._releaser(), value)
         if fast is None:
             self._uses = []     # the ctypes backend's count (cuabi._lib: handles in use)
 

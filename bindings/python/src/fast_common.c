@@ -203,6 +203,15 @@ void *fast_use_slow(PyObject *obj)
     return NULL;
 }
 
+int fast_closed_in(const char *fn, PyObject *obj)
+{
+    if (closed_error && PyErr_ExceptionMatches(closed_error)) {
+        PyErr_Clear();
+        PyErr_Format(closed_error, "%s: %s is closed", fn, Py_TYPE(obj)->tp_name);
+    }
+    return -1;
+}
+
 void fast_done_slow(PyObject *obj)
 {
     Py_ssize_t n = uses_of(obj) - 1;

@@ -101,6 +101,11 @@ int fast_handles_setup(PyObject *handle_class, PyObject *closed_error);
  * primitives cuabi._lib uses in the compiled backend. */
 int fast_handles_init(PyObject *module);
 
+/* After a fast_use of `obj` failed for the C function `fn`: a
+ * ClosedHandleError names the function ("fn: Stream is closed", as the
+ * ctypes path's); other errors stay. Returns -1. */
+int fast_closed_in(const char *fn, PyObject *obj);
+
 /* fast_use's and fast_done's other cases. */
 void *fast_use_slow(PyObject *obj);
 void fast_done_slow(PyObject *obj);

@@ -787,3 +787,91 @@ def test_the_compiled_graph_calls_check_their_arguments():
     exe.close()
     g.close()
     s.close()
+
+
+def test_the_compiled_capture_makes_what_the_python_one_made(code, stream):
+    """`with stream.capture()` through cuabi._fast.Capture: a Graph
+    placeholder with a state of its own, whose keep list is among the
+    captures in progress while the block runs and gets the launches' Python
+    arguments; filled at the end with the state in the table of graph
+    states; released by close() and when collected; an object that may be
+    entered again; the Python one's errors."""
+    import ctypes as C
+    import weakref
+    from cuabi import _callbacks, _graph
+    from cuabi._lib import fast, raw
+    if fast is None or not hasattr(fast, "Capture"):
+        pytest.skip("the ctypes backend")
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([3], stream)
+    cm = stream.capture("relaxed")
+    assert type(cm) is fast.Capture and cm.graph is None
+    before = list(_callbacks.captures)
+    with cm as g:
+        assert type(g) is cuabi.Graph and cm.graph is g
+        assert _callbacks.captures == before + [g._keep]
+        assert g._keep is g._state.keep and g._keys is g._state.keys
+        assert g._kernels is g._state.kernels and g._state.meta == {}
+        assert g._device_arg is stream and g._pending and g.closed
+        with pytest.raises(RuntimeError, match="capture ends"):
+            g.cuabi_handle
+        cuabi.launch(stream, CFG, k, out, inp, N(1))
+        assert g._keep == [(out, inp, N(1))]       # the launch's arguments, kept
+    assert _callbacks.captures == before
+    assert not g._pending and not g.closed
+    assert _graph._STATES.get(g.cuabi_handle) is g._state
+    g.instantiate().launch(stream)
+    stream.sync()
+    assert read(out)[0] == 3
+    retain = raw("cuabi_graph_retain")             # refuses a released handle
+    h = g.cuabi_handle
+    g.close()                                       # released now
+    assert retain(C.c_void_p(h)) != 0
+    with cm as g2:                                  # the same object again
+        pass
+    h2 = g2.cuabi_handle
+    assert cm.graph is g2 and len(g2) == 0
+    state = weakref.ref(g2._state)
+    del g2
+    cm = None
+    gc.collect()
+    assert state() is None and _graph._STATES.get(h2) is None
+    assert retain(C.c_void_p(h2)) != 0              # released when collected
+    # an exception in the block: the capture ends, no graph, the error stays
+    with pytest.raises(KeyError):
+        with stream.capture() as g3:
+            raise KeyError("mine")
+    assert g3.closed and stream.capture_status == "none"
+    assert _callbacks.captures == before
+    with pytest.raises(ValueError, match="capture mode must be one of"):
+        stream.capture("sometimes")
+    with pytest.raises(ValueError, match="7 is not a capture mode"):
+        stream.capture(7)
+    with pytest.raises(RuntimeError, match="not entered"):
+        stream.capture().__exit__(None, None, None)
+    with pytest.raises(TypeError, match="stream must be a cuabi handle object"):
+        with fast.Capture(object()):
+            pass
+    with stream.capture():
+        with pytest.raises(cuabi.CuabiError, match="already being captured"):
+            with stream.capture():
+                pass
+    assert stream.capture_status == "none"
+
+
+def test_the_table_of_graph_states_forgets_the_dead():
+    """cuabi._graph's table of graph states holds them weakly and sweeps the
+    dead entries as it grows: making many graphs leaves it small."""
+    from cuabi import _graph
+    s = cuabi.Stream()
+    for _ in range(300):
+        with s.capture() as g:
+            pass
+        g.close()
+        del g
+    gc.collect()
+    with s.capture() as g:
+        pass
+    assert len(_graph._STATES._d) < 140
+    assert _graph._STATES.get(g.cuabi_handle) is g._state
+    assert len(_graph._STATES) >= 1
