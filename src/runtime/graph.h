@@ -189,7 +189,11 @@ cuabi_status cuabi__graph_cond_create(uint64_t *out, cuabi__graph *g, cuabi__dev
 /* Kernel node parameters from a kernel, a pack (its current values; buffer
  * and view slots resolved) and a configuration, checked as
  * cuabi_launch_check; the node attributes the configuration asks for
- * (clusters, cooperative, ...) in attrs. kernelParams point into the pack. */
+ * (clusters, cooperative, ...) in attrs. kernelParams point into the pack.
+ * The kernel's device's context is left current in *scope: the driver's
+ * kernel-node calls (cuGraphAddKernelNode, cuGraph[Exec]KernelNodeSetParams)
+ * work in the current context, and an H200 crashed in cuGraphAddKernelNode
+ * with none current. The caller ends the scope after its driver call. */
 #define CUABI__GRAPH_MAX_ATTRS 16
 typedef struct cuabi__kernel_params {
     CUDA_KERNEL_NODE_PARAMS p;
@@ -199,9 +203,9 @@ typedef struct cuabi__kernel_params {
     cuabi__kernel *kernel;
     cuabi__argpack *pack;
 } cuabi__kernel_params;
-cuabi_status cuabi__graph_kernel_params(cuabi__kernel_params *kp, cuabi_kernel *kernel,
-                                        cuabi_argpack *pack, const cuabi_launch_config *config,
-                                        const char *caller);
+cuabi_status cuabi__graph_kernel_params(cuabi__context_scope *scope, cuabi__kernel_params *kp,
+                                        cuabi_kernel *kernel, cuabi_argpack *pack,
+                                        const cuabi_launch_config *config, const char *caller);
 /* A caller's launch configuration as a graph stores it: stream and device
  * cleared. The one place that copies a cuabi_launch_config given by a
  * caller: when the struct gains a version, copy only src->version's fields

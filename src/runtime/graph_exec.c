@@ -90,6 +90,27 @@ static cuabi_status instantiate_failed(cuabi_status st, const CUDA_GRAPH_INSTANT
     return st;
 }
 
+/* A graph with no device of its own (empty, host and event nodes only) is
+ * instantiated in the caller's current context; with none current, in
+ * device 0's, the CUDA runtime's default device: the driver refuses to
+ * instantiate with no context (CUDA_ERROR_INVALID_CONTEXT on an H200, a
+ * thread whose first cuabi call made such a graph). *d0: device 0 then
+ * (else NULL), whose reference *held the caller releases. */
+static cuabi_status context_or_device0(cuabi__device **d0, cuabi_device **held,
+                                       const cuabi__driver *drv, const char *caller)
+{
+    *d0 = NULL;
+    CUcontext current = NULL;
+    CUABI__TRY(CUABI__CU_IN(caller, drv, cuCtxGetCurrent, &current));
+    if (current)
+        return CUABI_SUCCESS;
+    CUABI__TRY(cuabi_device_get(held, 0));
+    void *obj;
+    CUABI__TRY(cuabi__handle_get(*held, CUABI__T_DEVICE, &obj, caller));
+    *d0 = obj;
+    return CUABI_SUCCESS;
+}
+
 CUABI__HOT
 CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi_graph *graph,
                                                    const cuabi_graph_instantiate_options *options)
@@ -125,10 +146,21 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
     if (us && dev && us->device != dev)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: the upload stream is on device %d, "
                           "the graph on device %d", __func__, us->device->ordinal, dev->ordinal);
+    /* The driver instantiates in the current context: the upload stream's
+     * (a created stream's too), else the graph's device's. */
     if (st == CUABI_SUCCESS && (dev || us))
-        st = us ? cuabi__stream_enter(&scope, us, drv) : cuabi__device_enter(&scope, dev, drv);
-    if (st == CUABI_SUCCESS && us && !dev)
-        st = cuabi__device_enter(&scope, us->device, drv);
+        st = us ? cuabi__stream_context_enter(&scope, us, drv)
+                : cuabi__device_enter(&scope, dev, drv);
+    cuabi_device *held = NULL;
+    if (st == CUABI_SUCCESS && !dev && !us) {
+        cuabi__device *d0;
+        st = context_or_device0(&d0, &held, drv, __func__);
+        if (st == CUABI_SUCCESS && d0) {
+            st = cuabi__device_enter(&scope, d0, drv);
+            if (!g->shared->mixed)
+                dev = d0;        /* the executable's device */
+        }
+    }
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     memset(&ip, 0, sizeof ip);
     ip.flags = options->flags;
@@ -160,6 +192,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
         if (ce)
             CUABI__CU_RELEASE(drv, cuGraphExecDestroy, ce);
         cuabi__graph_unlock(g);
+        if (held)
+            (void)cuabi_device_release(held);
         return cuabi__context_end(&scope, st);
     }
     e->cu_exec = ce;
@@ -169,6 +203,8 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
     if (dev)
         cuabi__object_retain(&dev->base);
     cuabi__graph_unlock(g);
+    if (held)
+        (void)cuabi_device_release(held);
     *out = CUABI__HANDLE(e, cuabi_graph_exec);
     return cuabi__context_end(&scope, CUABI_SUCCESS);
 }
@@ -395,9 +431,10 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update_kernel(cuabi_graph_exec *exec
                           "(cuabi_graph_kernel_node_set) and update the whole executable",
                           __func__, what);
     cuabi__kernel_params kp;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the caller's comes back */
     if (st == CUABI_SUCCESS)
-        st = cuabi__graph_kernel_params(&kp, CUABI__HANDLE(r.kernel, cuabi_kernel), pack, &c,
-                                        __func__);
+        st = cuabi__graph_kernel_params(&scope, &kp, CUABI__HANDLE(r.kernel, cuabi_kernel), pack,
+                                        &c, __func__);
     if (st == CUABI_SUCCESS && kp.device != r.device)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: %s is on device %d; the "
                           "configuration names device %d", __func__, what, r.device->ordinal,
@@ -422,7 +459,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_exec_update_kernel(cuabi_graph_exec *exec
             e->nover--; /* a new, unused entry (it is the last one) */
     }
     pthread_mutex_unlock(&e->lock);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* -------------------------------------------------------------- queries */

@@ -194,9 +194,9 @@ bool cuabi__graph_same_attrs(const cuabi_launch_config *a, const cuabi_launch_co
     return la.numAttrs == lb.numAttrs && memcmp(aa, ab, la.numAttrs * sizeof *aa) == 0;
 }
 
-cuabi_status cuabi__graph_kernel_params(cuabi__kernel_params *kp, cuabi_kernel *kernel,
-                                        cuabi_argpack *pack, const cuabi_launch_config *config,
-                                        const char *caller)
+cuabi_status cuabi__graph_kernel_params(cuabi__context_scope *scope, cuabi__kernel_params *kp,
+                                        cuabi_kernel *kernel, cuabi_argpack *pack,
+                                        const cuabi_launch_config *config, const char *caller)
 {
     CUfunction f;
     void *obj;
@@ -207,6 +207,9 @@ cuabi_status cuabi__graph_kernel_params(cuabi__kernel_params *kp, cuabi_kernel *
                             "the other launch attributes (config.attributes must be NULL): order "
                             "nodes with edges or event nodes instead", caller);
     CUABI__TRY(cuabi__launch_check_for(&f, &kp->device, kernel, pack, config, caller));
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get_for(&drv, caller));
+    CUABI__TRY(cuabi__device_enter(scope, kp->device, drv));
     CUABI__TRY(cuabi__handle_get(kernel, CUABI__T_KERNEL, &obj, caller));
     kp->kernel = obj;
     CUABI__TRY(cuabi__handle_get(pack, CUABI__T_ARGPACK, &obj, caller));
@@ -299,7 +302,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_add_kernel(cuabi_graph_node **out, cuabi_
     cuabi__kernel_params kp;
     CUABI__TRY(add_begin(&a, out, graph, dependencies, num_dependencies, __func__));
     cuabi__keep *keep = &a.g->shared->keep;
-    cuabi_status st = cuabi__graph_kernel_params(&kp, kernel, pack, config, __func__);
+    cuabi_status st = cuabi__graph_kernel_params(&a.scope, &kp, kernel, pack, config, __func__);
     if (st == CUABI_SUCCESS)
         st = check_node_attrs(&kp, __func__);
     if (st == CUABI_SUCCESS)
@@ -360,10 +363,11 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_kernel_node_set(cuabi_graph_node *node, c
                           "(clusters, cooperative, ...) cannot change; add a new node", __func__,
                           n->index);
     cuabi__kernel_params kp;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;   /* the caller's comes back */
     size_t mark = cuabi__keep_mark(&g->shared->keep);
     if (st == CUABI_SUCCESS)
-        st = cuabi__graph_kernel_params(&kp, CUABI__HANDLE(r->kernel, cuabi_kernel), pack, &c,
-                                        __func__);
+        st = cuabi__graph_kernel_params(&scope, &kp, CUABI__HANDLE(r->kernel, cuabi_kernel), pack,
+                                        &c, __func__);
     if (st == CUABI_SUCCESS && kp.device != r->device)
         st = cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: node %zu is on device %d; the "
                           "configuration names device %d", __func__, n->index, r->device->ordinal,
@@ -378,7 +382,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_kernel_node_set(cuabi_graph_node *node, c
         cuabi__keep_rollback(&g->shared->keep, mark);
     }
     cuabi__graph_unlock(g);
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* --------------------------------------------------------------- copies */

@@ -268,8 +268,14 @@ static cuabi_status check_full(CUfunction f, cuabi__device *dev, int sms_overrid
         if (!v)
             return config_error(caller, "this device does not support cooperative launches");
         int per_sm = 0, sms = 0;
-        CUABI__TRY(CUABI__CU(drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, &per_sm,
-                             f, (int)threads, c->dynamic_shared_bytes, 0));
+        /* The occupancy query works in the current context: the function's
+         * device's for the call (a launch on a created or green stream enters
+         * none; an H200 refused it with CUDA_ERROR_INVALID_CONTEXT). */
+        cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+        CUABI__TRY(cuabi__device_enter(&scope, dev, drv));
+        cuabi_status st = CUABI__CU(drv, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                                    &per_sm, f, (int)threads, c->dynamic_shared_bytes, 0);
+        CUABI__TRY(cuabi__context_leave(&scope, drv, st));
         if (sms_override > 0)
             sms = sms_override;
         else

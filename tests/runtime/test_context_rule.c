@@ -467,6 +467,48 @@ static cuabi_status c_graph(void)
     return st;
 }
 
+/* Explicit kernel nodes: the driver's kernel-node calls work in the current
+ * context (an H200 crashed in cuGraphAddKernelNode with none current). */
+static cuabi_status c_graph_kernel(void)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.device = dev0;
+    cuabi_graph *g;
+    cuabi_graph_node *n = NULL;
+    cuabi_graph_exec *e = NULL;
+    cuabi_status st = cuabi_graph_create(&g);
+    if (st != CUABI_SUCCESS)
+        return st;
+    st = cuabi_graph_add_kernel(&n, g, NULL, 0, kern, pack, &c);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_graph_kernel_node_set(n, pack, NULL);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_graph_instantiate(&e, g, NULL);
+    if (st == CUABI_SUCCESS)
+        st = cuabi_graph_exec_update_kernel(e, n, pack, NULL);
+    if (e)
+        cuabi_graph_exec_release(e);
+    if (n)
+        cuabi_graph_node_release(n);
+    cuabi_graph_release(g);
+    return st;
+}
+
+/* The check of a cooperative launch on a created stream asks the driver's
+ * occupancy, which works in the current context (an H200 refused it with a
+ * green context's stream: CUDA_ERROR_INVALID_CONTEXT). */
+static cuabi_status c_cooperative_check(void)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.stream = s0;
+    c.cooperative = 1;
+    return cuabi_launch_check(kern, pack, &c);
+}
+
 static cuabi_status c_device_context(void)
 {
     uintptr_t raw;
@@ -523,6 +565,10 @@ static const rule_case cases[] = {
     { "peer copy without a stream", c_peer_copy, true, -1, "cuMemcpyPeerAsync", NULL },
     { "graph add, instantiate, upload, launch", c_graph, true, -1,
       "cuGraphInstantiateWithParams", NULL },
+    { "graph kernel node: add, set, instantiate, update", c_graph_kernel, true, -1,
+      "cuGraphAddKernelNode_v2", NULL },
+    { "cooperative launch check on a created stream", c_cooperative_check, true, -1,
+      "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", NULL },
     { "device context (not made current)", c_device_context, false, 0, NULL, NULL },
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
@@ -685,6 +731,38 @@ START_TEST(set_current_sets_it)
 }
 END_TEST
 
+/* A graph with no device of its own (an empty node) is instantiated in the
+ * caller's context; with none current, in device 0's (the runtime's default
+ * device), and none is current after (an H200 refused the instantiate with no
+ * context: a thread whose first cuabi call made the graph). */
+START_TEST(device_less_graph_instantiates_in_device_0_without_a_context)
+{
+    cuabi_graph *g;
+    cuabi_graph_node *n;
+    cuabi_graph_exec *e;
+    cuabi_device *d;
+    ck_assert_ok(cuabi_graph_create(&g));
+    ck_assert_ok(cuabi_graph_add_empty(&n, g, NULL, 0));
+    cuabi_graph_node_release(n);
+    watch_reset(NULL);
+    ck_assert_ok(cuabi_graph_instantiate(&e, g, NULL));
+    ck_assert_ptr_null(fake_current);
+    ck_assert_msg(was_current(CTX0), "device 0's context was not made current");
+    ck_assert_ok(cuabi_graph_exec_device(&d, e));
+    ck_assert_ptr_eq(d, dev0);
+    ck_assert_ok(cuabi_graph_exec_launch(e, s0));
+    cuabi_graph_exec_release(e);
+    watch_reset(CTX1);                 /* the caller's context: used, kept */
+    ck_assert_ok(cuabi_graph_instantiate(&e, g, NULL));
+    ck_assert_ptr_eq(fake_current, CTX1);
+    ck_assert_int_eq(nseen, 0);
+    ck_assert_ok(cuabi_graph_exec_device(&d, e));
+    ck_assert_ptr_null(d);
+    cuabi_graph_exec_release(e);
+    cuabi_graph_release(g);
+}
+END_TEST
+
 /* Init-all makes each rank's device current in turn and gives the caller's
  * back (the 2 x H100 finding), failing or not. */
 START_TEST(init_all_gives_it_back)
@@ -747,6 +825,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, refused_arguments_switch_nothing);
     tcase_add_test(tc, set_current_sets_it);
+    tcase_add_test(tc, device_less_graph_instantiates_in_device_0_without_a_context);
     tcase_add_test(tc, init_all_gives_it_back);
     tcase_add_test(tc, threads_keep_their_own);
     suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
  * exporting process, exporting pool memory, a stale descriptor (memory freed
  * before the import), a forged handle. Exits 77 without a GPU. */
 #include "testutil.h"
+#include "ipc_testutil.h"
 #include "runtime/stream.h"
 #include "runtime/event.h"
 #include "runtime/ipc.h"
@@ -44,17 +45,6 @@ static void unhex(uint8_t *d, const char *s, size_t n)
         sscanf(s + 2 * i, "%2x", &v);
         d[i] = (uint8_t)v;
     }
-}
-
-/* Whether the driver still knows an address (a live mapping or allocation). */
-static int driver_maps(uintptr_t ptr)
-{
-    const cuabi__driver *drv;
-    CUdeviceptr base;
-    size_t range;
-    if (cuabi__driver_get(&drv) != CUABI_SUCCESS || !drv->cuMemGetAddressRange)
-        return -1;
-    return drv->cuMemGetAddressRange(&base, &range, (CUdeviceptr)ptr) == CUDA_SUCCESS;
 }
 
 #define CHILD_CHECK(cond, ...)                                                \
@@ -101,10 +91,10 @@ static int child_main(char **argv)
         CHILD_CHECK(cuabi_buffer_memset(b, 0, 5000 + i, 4, N, s) == CUABI_SUCCESS, "memset");
         CHILD_CHECK(cuabi_stream_synchronize(s) == CUABI_SUCCESS, "sync");
         uintptr_t mapped;
-        CHILD_CHECK(cuabi_buffer_pointer(&mapped, b) == CUABI_SUCCESS && driver_maps(mapped) == 1,
-                    "round %u: the import is mapped", i);
+        CHILD_CHECK(cuabi_buffer_pointer(&mapped, b) == CUABI_SUCCESS &&
+                    driver_maps(dev, mapped) == 1, "round %u: the import is mapped", i);
         CHILD_CHECK(cuabi_buffer_destroy(b) == CUABI_SUCCESS, "destroy");
-        CHILD_CHECK(driver_maps(mapped) == 0, "round %u: the mapping outlived the buffer "
+        CHILD_CHECK(driver_maps(dev, mapped) == 0, "round %u: the mapping outlived the buffer "
                     "(cuIpcCloseMemHandle not called)", i);
         if (i == 0)
             cuabi_device_memory_info(&free_start, &total, dev);
@@ -290,9 +280,9 @@ START_TEST(two_processes_share_a_buffer)
     cuabi_argpack_release(pack);
     uintptr_t shared;
     ck_assert_ok(cuabi_buffer_pointer(&shared, b));
-    ck_assert_int_eq(driver_maps(shared), 1);
+    ck_assert_int_eq(driver_maps(dev, shared), 1);
     ck_assert_ok(cuabi_buffer_destroy(b));
-    ck_assert_int_eq(driver_maps(shared), 0);   /* freed, not leaked */
+    ck_assert_int_eq(driver_maps(dev, shared), 0);   /* freed, not leaked */
     ck_assert_ok(cuabi_event_release(ev));
     ck_assert_ok(cuabi_memory_resource_release(r));
     ck_assert_ok(cuabi_device_synchronize(dev));

@@ -13,6 +13,7 @@
  * memory before and after is printed (not asserted: the whole device's).
  * Exits 77 without a GPU. */
 #include "testutil.h"
+#include "ipc_testutil.h"
 #include "runtime/stream.h"
 #include "runtime/event.h"
 #include "runtime/ipc.h"
@@ -34,17 +35,6 @@ static const char source[] =
     "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)\n"
     "    p[i] = v;\n"
     "}\n";
-
-/* Whether the driver still knows an address (a live mapping or allocation). */
-static int driver_maps(uintptr_t ptr)
-{
-    const cuabi__driver *drv;
-    CUdeviceptr base;
-    size_t range;
-    if (cuabi__driver_get(&drv) != CUABI_SUCCESS || !drv->cuMemGetAddressRange)
-        return -1;
-    return drv->cuMemGetAddressRange(&base, &range, (CUdeviceptr)ptr) == CUDA_SUCCESS;
-}
 
 #define CHILD_CHECK(cond, ...)                                                \
     do {                                                                       \
@@ -79,7 +69,7 @@ static int child_rounds(int sock, cuabi_memory_resource *mr, cuabi_device *dev,
             for (int i = 0; i < NBUF; i++) {
                 uintptr_t p;
                 CHILD_CHECK(cuabi_buffer_pointer(&p, b[i]) == CUABI_SUCCESS && p == addr[i] &&
-                            driver_maps(p) == 1, "round %u: batch address %d", r, i);
+                            driver_maps(dev, p) == 1, "round %u: batch address %d", r, i);
             }
         } else {
             for (int i = 0; i < NBUF; i++)
@@ -100,14 +90,14 @@ static int child_rounds(int sock, cuabi_memory_resource *mr, cuabi_device *dev,
         CHILD_CHECK(cuabi_stream_synchronize(s) == CUABI_SUCCESS, "sync");
         for (int i = 0; i < NBUF; i++) {
             uintptr_t p;
-            CHILD_CHECK(cuabi_buffer_pointer(&p, b[i]) == CUABI_SUCCESS && driver_maps(p) == 1,
-                        "round %u: the import is mapped", r);
+            CHILD_CHECK(cuabi_buffer_pointer(&p, b[i]) == CUABI_SUCCESS &&
+                        driver_maps(dev, p) == 1, "round %u: the import is mapped", r);
             CHILD_CHECK(cuabi_buffer_destroy(b[i]) == CUABI_SUCCESS, "destroy");
             /* CUDA documents no answer for a freed import's address (the
              * mapped pool may keep its range reserved): printed once. */
             if (r == 0 && i == 0)
                 printf("child: after the import's free, cuMemGetAddressRange %s its address\n",
-                       driver_maps(p) ? "still knows" : "no longer knows");
+                       driver_maps(dev, p) == 1 ? "still knows" : "no longer knows");
         }
         CHILD_CHECK(send(sock, &r, 4, 0) == 4, "reply");
     }
@@ -169,7 +159,7 @@ static int child_main(char **argv)
                                                   NBUF) == CUABI_ERROR_BUFFER_TOO_SMALL,
                     "a short batch is refused");
         printf("child: after a refused batch, cuMemGetAddressRange %s buffer 0's address\n",
-               driver_maps(p0) ? "still knows" : "no longer knows");
+               driver_maps(dev, p0) == 1 ? "still knows" : "no longer knows");
     }
     uint64_t free0, free1, total;
     cuabi_device_memory_info(&free0, &total, dev);
