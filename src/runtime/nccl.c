@@ -697,8 +697,8 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_get_async_error(int *out, cuabi_nccl_
 
 /* The stream of a collective: NULL is the legacy default stream of the
  * communicator's device; a stream must be of that device. *drv is loaded
- * (not NULL) exactly when the stream is a default one: the communicator's
- * device is then to be made current around the call (a scope: coll_enter). */
+ * (not NULL) when the stream is a default one (the queries of
+ * cuabi_nccl_comm_synchronize then run in the device's context). */
 static inline cuabi_status comm_stream(cuabi__stream **s, CUstream *raw, cuabi__ncomm *o,
                                        cuabi_stream *stream, const cuabi__driver **drv,
                                        const char *caller)
@@ -852,8 +852,9 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_group_end(void)
 
 static const unsigned char dtype_size[12] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1 };
 
-/* A collective being prepared: the communicator, stream and driver (NULL
- * unless the stream is a default one) and the caller's context. */
+/* A collective being prepared: the communicator, stream and driver (set by
+ * comm_stream for a default stream, by coll_enter otherwise) and the
+ * caller's context. */
 typedef struct coll {
     cuabi__ncomm *o;
     cuabi__stream *s;
@@ -915,13 +916,16 @@ static inline cuabi_status buffer_range(void **ptr, cuabi__buffer **b, cuabi_buf
     return CUABI_SUCCESS;
 }
 
-/* Right before the NCCL call: a default stream is the current context's, so
- * the communicator's device is made current (coll_end gives the caller's
- * context back); a created stream names its device: nothing to do. */
+/* Right before the NCCL call: the communicator's device is made current
+ * (coll_end gives the caller's context back; one cuCtxGetCurrent when it is
+ * already). A default stream is the current context's, and NCCL enqueues in
+ * the CUDA runtime's current device even on a created stream: on two H200s
+ * a rank on device 1 with no context current failed every collective with
+ * "Cuda failure 'invalid argument'". */
 static inline cuabi_status coll_enter(coll *c)
 {
-    if (CUABI__LIKELY(!c->drv))
-        return CUABI_SUCCESS;
+    if (!c->drv)
+        CUABI__TRY(cuabi__driver_get(&c->drv));
     return cuabi__device_enter(&c->scope, c->o->device, c->drv);
 }
 

@@ -376,9 +376,9 @@ static cuabi_status c_nccl_default_stream(void)
         }
     cuabi_status st = cuabi_nccl_all_reduce(comm[0], NULL, 0, nccl_buf[0], 0, 16,
                                             CUABI_NCCL_FLOAT32, CUABI_NCCL_SUM, NULL);
-    if (st == CUABI_SUCCESS)
-        st = cuabi_nccl_all_reduce(comm[1], NULL, 0, nccl_buf[1], 0, 16, CUABI_NCCL_FLOAT32,
-                                   CUABI_NCCL_SUM, s1);
+    if (st == CUABI_SUCCESS)   /* a created stream: the device's context all the same */
+        st = cuabi_nccl_all_reduce(comm[0], NULL, 0, nccl_buf[0], 0, 16, CUABI_NCCL_FLOAT32,
+                                   CUABI_NCCL_SUM, s0);
     return st;
 }
 
@@ -763,6 +763,31 @@ START_TEST(device_less_graph_instantiates_in_device_0_without_a_context)
 }
 END_TEST
 
+/* NCCL enqueues in the CUDA runtime's current device, whatever the stream:
+ * a collective on device 1's created stream makes device 1's context
+ * current for the call (two H200s: a rank on device 1 with no context
+ * current failed with "Cuda failure 'invalid argument'"), and gives the
+ * caller's back. */
+START_TEST(nccl_collective_on_a_created_stream_enters_its_device)
+{
+    void *p = calloc(1, 64);
+    cuabi_buffer *b;
+    ck_assert_ok(cuabi_buffer_wrap(&b, dev1, CUABI_MEMORY_DEVICE, (uintptr_t)p, 64, NULL, NULL));
+    watch_reset(NULL);
+    ck_assert_ok(cuabi_nccl_all_reduce(comm[1], NULL, 0, b, 0, 16, CUABI_NCCL_FLOAT32,
+                                       CUABI_NCCL_SUM, s1));
+    ck_assert_msg(was_current(CTX1), "device 1's context was not current for the call");
+    ck_assert_ptr_null(fake_current);
+    watch_reset(CTX0);
+    ck_assert_ok(cuabi_nccl_all_reduce(comm[1], NULL, 0, b, 0, 16, CUABI_NCCL_FLOAT32,
+                                       CUABI_NCCL_SUM, s1));
+    ck_assert_msg(was_current(CTX1), "device 1's context was not current for the call");
+    ck_assert_ptr_eq(fake_current, CTX0);
+    cuabi_buffer_destroy(b);
+    free(p);
+}
+END_TEST
+
 /* Init-all makes each rank's device current in turn and gives the caller's
  * back (the 2 x H100 finding), failing or not. */
 START_TEST(init_all_gives_it_back)
@@ -826,6 +851,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refused_arguments_switch_nothing);
     tcase_add_test(tc, set_current_sets_it);
     tcase_add_test(tc, device_less_graph_instantiates_in_device_0_without_a_context);
+    tcase_add_test(tc, nccl_collective_on_a_created_stream_enters_its_device);
     tcase_add_test(tc, init_all_gives_it_back);
     tcase_add_test(tc, threads_keep_their_own);
     suite_add_tcase(s, tc);
