@@ -301,7 +301,12 @@ START_TEST(this_process_and_its_work_show)
     if (p[mine].used_memory != UINT64_MAX)
         ck_assert_uint_ge(p[mine].used_memory, big);
     cuabi_nvml_health after = health(idx);
-    ck_assert_uint_ge(after.memory_used, before.memory_used + big - (big >> 3));
+    /* The device's used memory is every process's: another test process
+     * freeing memory meanwhile moved it (two H200s, the suites side by side:
+     * 155 MiB short). Asserted when this process is alone on the GPU; this
+     * process's own use, above, is asserted always. */
+    if (n == 1)
+        ck_assert_uint_ge(after.memory_used, before.memory_used + big - (big >> 3));
     printf("GPU %d: this process (pid %u) uses %llu MiB; NVML's used rose by %lld MiB\n", idx,
            p[mine].pid, (unsigned long long)(p[mine].used_memory >> 20),
            (long long)(after.memory_used - before.memory_used) / 1048576);
