@@ -46,10 +46,7 @@ extern "C" {
  * Older drivers: without the CUDA 13.0 entry point (a 12.x driver, whose 12.8
  * version of it is not used) the copies are made one by one (cuMemcpyAsync;
  * cuMemcpy3DPeerAsync for 3-D ones), and the result says so (path
- * CUABI_COPY_PATH_SINGLE, with the reason). So are the copies of a batch the
- * driver refuses with CUDA_ERROR_INVALID_VALUE (two H200s refuse copies between
- * the GPUs in a batch; cuMemcpyAsync makes them): a copy that is really wrong
- * then fails with cuMemcpyAsync's error. A copy asking for
+ * CUABI_COPY_PATH_SINGLE, with the reason). A copy asking for
  * CUABI_COPY_SRC_DURING_API_CALL then gets what it asked for by a
  * synchronisation of the stream before the call returns
  * (cuabi_copy_result.synchronized).
@@ -237,8 +234,8 @@ struct cuabi_copy_result {
      */
     int synchronized;
     /**
-     * Why the copies were single ("the driver has no cuMemcpyBatchAsync (CUDA 13.0+)", or that it
-     * refused the batch); "" otherwise. A static string.
+     * Why the copies were single ("the driver has no cuMemcpyBatchAsync (CUDA 13.0+)"); ""
+     * otherwise. A static string.
      */
     const char *reason;
 };

@@ -175,12 +175,6 @@ static void result_fill(cuabi_copy_result *r, cuabi_copy_path path, size_t copie
 
 static const char no_batch[] = "the driver has no cuMemcpyBatchAsync (CUDA 13.0+)";
 static const char no_batch_3d[] = "the driver has no cuMemcpy3DBatchAsync (CUDA 13.0+)";
-/* Two H200s refused a batch of copies between the GPUs (pool memory of each,
- * the stream's device's context current) with CUDA_ERROR_INVALID_VALUE,
- * which cuMemcpyAsync makes one by one: a refused batch is made so, and a
- * copy that is really wrong fails there with the driver's word for it. */
-static const char batch_refused[] = "the driver refused the batch (CUDA_ERROR_INVALID_VALUE, as "
-                                    "for copies between GPUs): one cuMemcpyAsync each";
 
 /* --------------------------------------------------------------- 1-D */
 
@@ -265,18 +259,12 @@ static cuabi_status run_plan(cuabi_copy_result *result, const plan *p, cuabi__st
                              const cuabi__driver *drv)
 {
     cuabi_status st = CUABI_SUCCESS;
-    const char *reason = no_batch;
     if (drv->cuMemcpyBatchAsync) {
         st = CUABI__CU(drv, cuMemcpyBatchAsync, p->dst, p->src, p->size, p->n, p->attr,
                        p->idx, p->nattr, s->cu_stream);
         if (st == CUABI_SUCCESS)
             result_fill(result, CUABI_COPY_PATH_BATCHED, p->n, p->bytes, 1, p->nattr, 0, "");
-        if (st == CUABI_SUCCESS || cuabi_last_error()->cu_result != CUDA_ERROR_INVALID_VALUE ||
-            !drv->cuMemcpyAsync)
-            return st;
-        cuabi_error_clear();
-        st = CUABI_SUCCESS;
-        reason = batch_refused;
+        return st;
     }
     size_t calls = 0;
     for (size_t i = 0; st == CUABI_SUCCESS && i < p->n; i++, calls++)
@@ -285,7 +273,7 @@ static cuabi_status run_plan(cuabi_copy_result *result, const plan *p, cuabi__st
     if (sync)   /* the source was to be read before returning: make it so */
         st = CUABI__CU(drv, cuStreamSynchronize, s->cu_stream);
     if (st == CUABI_SUCCESS)
-        result_fill(result, CUABI_COPY_PATH_SINGLE, p->n, p->bytes, calls, 0, sync, reason);
+        result_fill(result, CUABI_COPY_PATH_SINGLE, p->n, p->bytes, calls, 0, sync, no_batch);
     return st;
 }
 

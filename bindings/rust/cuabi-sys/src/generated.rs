@@ -7356,7 +7356,7 @@ pub struct cuabi_copy_result {
     pub attribute_sets: u64,
     /// 1 when the stream was synchronised before returning (single copies with CUABI_COPY_SRC_DURING_API_CALL).
     pub synchronized: c_int,
-    /// Why the copies were single ("the driver has no cuMemcpyBatchAsync (CUDA 13.0+)", or that it refused the batch); "" otherwise. A static string.
+    /// Why the copies were single ("the driver has no cuMemcpyBatchAsync (CUDA 13.0+)"); "" otherwise. A static string.
     pub reason: *const c_char,
 }
 
