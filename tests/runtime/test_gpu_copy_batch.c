@@ -346,6 +346,18 @@ START_TEST(between_two_gpus)
     ck_assert_ok(cuabi_device_get(&d1, ord == 0 ? 1 : 0));
     cuabi_memory_resource *p1;
     ck_assert_ok(cuabi_memory_resource_device_default(&p1, d1));
+    /* Pool memory is reachable from another GPU only with the pool's access
+     * (cuMemPoolSetAccess): without it two H200s refused the batch, and
+     * cuMemcpyAsync of the same copies, with CUDA_ERROR_INVALID_VALUE. */
+    cuabi_status acc = cuabi_peer_set_pool_access(p1, dev, CUABI_PEER_ACCESS_READ_WRITE);
+    if (acc == CUABI_ERROR_PEER_ACCESS) {
+        printf("GPU -> GPU: the GPUs cannot be peers; not tested\n");
+        ck_assert_ok(cuabi_memory_resource_release(p1));
+        cuabi_device_release(d1);
+        return;
+    }
+    ck_assert_ok(acc);
+    ck_assert_ok(cuabi_peer_set_pool_access(pool, d1, CUABI_PEER_ACCESS_READ_WRITE));
     cuabi_buffer *a = buf(pool, MiB, 21), *b;
     ck_assert_ok(cuabi_buffer_allocate(&b, p1, 2 * MiB, 0, NULL));
     ck_assert_ok(cuabi_buffer_memset(b, 0, 0, 1, 2 * MiB, NULL));
@@ -369,6 +381,8 @@ START_TEST(between_two_gpus)
     ck_assert(h[1] == 0 || h[1] == (uint8_t)(21 + 13));
     ck_assert_ok(cuabi_buffer_destroy(a));
     ck_assert_ok(cuabi_buffer_destroy(b));
+    ck_assert_ok(cuabi_peer_set_pool_access(pool, d1, CUABI_PEER_ACCESS_NONE));
+    ck_assert_ok(cuabi_peer_set_pool_access(p1, dev, CUABI_PEER_ACCESS_NONE));
     ck_assert_ok(cuabi_memory_resource_release(p1));
     cuabi_device_release(d1);
 }
