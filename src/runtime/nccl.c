@@ -831,13 +831,20 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_group_end(void)
                             "(cuabi_nccl_group_start)", __func__);
     const cuabi__nccl *n;
     CUABI__TRY(cuabi__nccl_get(&n));
+    /* NCCL makes each communicator's device current to launch a group's work
+     * and leaves the last one current (two H200s: torch's current device was
+     * 1 after a group over devices 0 and 1): the caller's context comes back. */
+    const cuabi__driver *drv;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUABI__TRY(cuabi__context_save(&scope, drv));
     cuabi__nccl_result r = NCALL(n, ncclGroupEnd);
     group_depth--;
     cuabi_status st = CUABI_SUCCESS;
     if (r != CUABI__NCCL_SUCCESS && r != CUABI__NCCL_IN_PROGRESS)
         st = nccl_error(n, r, NULL, "ncclGroupEnd", __func__);
     if (group_depth > 0)
-        return st;
+        return cuabi__context_end(&scope, st);
     for (size_t i = 0; st == CUABI_SUCCESS && i < group_len; i++) {
         cuabi__ncomm *o = group_comms[i];
         st = wait_ready(n, &o->comm, 1, o->timeout_ms, "the group", __func__);
@@ -845,7 +852,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_group_end(void)
             ncomm_abort(o);
     }
     group_forget();
-    return st;
+    return cuabi__context_end(&scope, st);
 }
 
 /* ----------------------------------------------------------- collectives */
