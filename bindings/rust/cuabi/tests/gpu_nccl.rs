@@ -9,6 +9,16 @@ use std::time::Duration;
 use cuabi::nccl::{self, CommOptions, Communicator, NcclElement, UniqueId};
 use cuabi::{sys, Buffer, DType, Device, MemoryResource, Stream, View};
 
+/// One test at a time: cargo runs a binary's tests on threads, and two
+/// cliques of communicators over the same GPUs launching at once can wait on
+/// each other for ever (NCCL's rule: one order of collectives per device;
+/// two H200s hung here after the first test).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn two() -> Option<[Device; 2]> {
     common::gpu()?;
     if cuabi::device_count().unwrap() < 2 {
@@ -46,6 +56,7 @@ fn views(bs: &[Buffer], n: usize) -> Vec<View> {
 
 #[test]
 fn init_all_every_collective() {
+    let _serial = serial();
     let Some(devs) = two() else { return };
     let cs = Communicator::init_all(&devs, &CommOptions::with_timeout(Duration::from_secs(120))).unwrap();
     let ss = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
@@ -101,6 +112,7 @@ fn init_all_every_collective() {
 
 #[test]
 fn a_rank_that_never_arrives_times_out() {
+    let _serial = serial();
     let Some(devs) = two() else { return };
     let t0 = std::time::Instant::now();
     let e = Communicator::init_rank(&devs[0], 2, &UniqueId::new().unwrap(), 0,
@@ -115,6 +127,7 @@ fn a_rank_that_never_arrives_times_out() {
 /// dropping it right after the call frees nothing the GPUs still use.
 #[test]
 fn buffers_wait_for_collectives_on_other_streams() {
+    let _serial = serial();
     let Some(devs) = two() else { return };
     let cs = Communicator::init_all(&devs, &CommOptions::with_timeout(Duration::from_secs(120))).unwrap();
     let ss = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
