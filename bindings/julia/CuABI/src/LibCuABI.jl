@@ -5391,7 +5391,7 @@ end
 """
 cuabi_graph_instantiate(out, graph, options)
 
-Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it.
+Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it. It is made in the graph's device's context (with an upload stream, the stream's); a graph with no device of its own (empty, host and event nodes only) in the caller's current context, or, with none current, in device 0's (the CUDA runtime's default device), whose executable it then is. The caller's context is current again on return.
 
 - `out` [out, ownership transferred]
 - `options` [may be C_NULL] NULL for the defaults.

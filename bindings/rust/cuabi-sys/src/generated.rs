@@ -3764,7 +3764,7 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_debug_dot_text(out: *mut c_char, size: *mut usize, graph: *mut cuabi_graph, flags: c_uint) -> cuabi_status;
-    /// Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it.
+    /// Make an executable from the graph (cuGraphInstantiateWithParams). A graph the driver refuses (a cycle, a conditional handle without its node, ...) gives an error naming the node. The graph may be changed or released afterwards; the executable keeps it. It is made in the graph's device's context (with an upload stream, the stream's); a graph with no device of its own (empty, host and event nodes only) in the caller's current context, or, with none current, in device 0's (the CUDA runtime's default device), whose executable it then is. The caller's context is current again on return.
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_graph_instantiate(out: *mut *mut cuabi_graph_exec, graph: *mut cuabi_graph, options: *const cuabi_graph_instantiate_options) -> cuabi_status;
