@@ -193,7 +193,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
             CUABI__CU_RELEASE(drv, cuGraphExecDestroy, ce);
         cuabi__graph_unlock(g);
         if (held)
-            (void)cuabi_device_release(held);
+            cuabi__handle_release(held, CUABI__T_DEVICE);
         return cuabi__context_end(&scope, st);
     }
     e->cu_exec = ce;
@@ -204,7 +204,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
         cuabi__object_retain(&dev->base);
     cuabi__graph_unlock(g);
     if (held)
-        (void)cuabi_device_release(held);
+        cuabi__handle_release(held, CUABI__T_DEVICE);
     *out = CUABI__HANDLE(e, cuabi_graph_exec);
     return cuabi__context_end(&scope, CUABI_SUCCESS);
 }

@@ -834,10 +834,15 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_group_end(void)
     /* NCCL makes each communicator's device current to launch a group's work
      * and leaves the last one current (two H200s: torch's current device was
      * 1 after a group over devices 0 and 1): the caller's context comes back. */
+    /* (A failure to remember it must not keep the group open: the group
+     * ends all the same, with no context to give back.) */
     const cuabi__driver *drv;
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
-    CUABI__TRY(cuabi__driver_get(&drv));
-    CUABI__TRY(cuabi__context_save(&scope, drv));
+    if (cuabi__driver_get(&drv) != CUABI_SUCCESS ||
+        cuabi__context_save(&scope, drv) != CUABI_SUCCESS) {
+        scope = (cuabi__context_scope)CUABI__CONTEXT_SCOPE_NONE;
+        cuabi_error_clear();
+    }
     cuabi__nccl_result r = NCALL(n, ncclGroupEnd);
     group_depth--;
     cuabi_status st = CUABI_SUCCESS;
