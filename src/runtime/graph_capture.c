@@ -201,17 +201,24 @@ scope_leave:
     return cuabi__context_end(&scope, scope_st);
 }
 
-static void capture_note_alloc(cuabi__buffer *b)
+/* The cuabi capture the stream of `b` belongs to (held: capture_done), found
+ * with a default stream's device current for the query and the caller's
+ * context back after (the record needs none). */
+static bool capture_of_buffer(capture **c, cuabi__buffer *b, const char *caller)
 {
     const cuabi__driver *drv;
-    capture *c;
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
-    bool found = cuabi__driver_get_for(&drv, "cuabi_buffer_allocate") == CUABI_SUCCESS &&
+    bool found = cuabi__driver_get_for(&drv, caller) == CUABI_SUCCESS &&
                  cuabi__stream_enter(&scope, b->stream, drv) == CUABI_SUCCESS &&
-                 capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_allocate") ==
-                     CUABI_SUCCESS && c;
-    (void)cuabi__context_end(&scope, CUABI_SUCCESS);   /* the record needs no context */
-    if (!found)
+                 capture_of(c, b->stream->cu_stream, drv, caller) == CUABI_SUCCESS && *c;
+    (void)cuabi__context_end(&scope, CUABI_SUCCESS);
+    return found;
+}
+
+static void capture_note_alloc(cuabi__buffer *b)
+{
+    capture *c;
+    if (!capture_of_buffer(&c, b, "cuabi_buffer_allocate"))
         return;
     if (c->nallocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 8;
@@ -233,17 +240,10 @@ static void capture_note_alloc(cuabi__buffer *b)
 
 static bool capture_defer_free(cuabi__buffer *b)
 {
-    const cuabi__driver *drv;
     capture *c;
     if (!b->res || !b->res->stream_ordered || !b->stream || !b->ptr)
         return false;
-    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
-    bool found = cuabi__driver_get_for(&drv, "cuabi_buffer_destroy") == CUABI_SUCCESS &&
-                 cuabi__stream_enter(&scope, b->stream, drv) == CUABI_SUCCESS &&
-                 capture_of(&c, b->stream->cu_stream, drv, "cuabi_buffer_destroy") ==
-                     CUABI_SUCCESS && c;
-    (void)cuabi__context_end(&scope, CUABI_SUCCESS);   /* the record needs no context */
-    if (!found)
+    if (!capture_of_buffer(&c, b, "cuabi_buffer_destroy"))
         return false;
     bool deferred = false;
     for (size_t i = c->nallocs; i-- > 0;)

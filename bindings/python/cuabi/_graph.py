@@ -126,39 +126,15 @@ def _direct_out(name: str, obj, *args) -> int:
     return out.value
 
 
-def _closed(name, obj):
-    return ClosedHandleError(f"{name}: {type(obj).__name__} is closed")
-
-
 # The compiled backend makes these calls without ctypes (cuabi._fast's
 # fast_graph.c): a few microseconds less per graph, tens less on a process's
 # first capture (issue 24). Same results and errors as the ctypes path.
 if fast is not None and hasattr(fast, "graph_capture_begin"):
-    def _capture_begin(stream, mode: int) -> None:
-        try:
-            fast.graph_capture_begin(stream, mode)
-        except ClosedHandleError:
-            raise _closed("cuabi_graph_capture_begin", stream) from None
-
-    def _capture_begin_to_graph(stream, graph, mode: int) -> None:
-        try:
-            fast.graph_capture_begin_to_graph(stream, graph, mode)
-        except ClosedHandleError:
-            raise _closed("cuabi_graph_capture_begin_to_graph",
-                          stream if stream.closed else graph) from None
-
-    def _capture_end(stream) -> int:
-        try:
-            return fast.graph_capture_end(stream)
-        except ClosedHandleError:
-            raise _closed("cuabi_graph_capture_end", stream) from None
-
-    def _instantiate(graph) -> int:
-        try:
-            return fast.graph_instantiate(graph)
-        except ClosedHandleError:
-            raise _closed("cuabi_graph_instantiate", graph) from None
-
+    # (Their errors name the C function, as the ctypes path's.)
+    _capture_begin = fast.graph_capture_begin
+    _capture_begin_to_graph = fast.graph_capture_begin_to_graph
+    _capture_end = fast.graph_capture_end
+    _instantiate = fast.graph_instantiate
     _new_graph = fast.graph_create      # a new empty graph: every begin_building makes one
 else:
     def _new_graph() -> int:

@@ -4,7 +4,9 @@
  * process's first capture paid tens of microseconds more for ctypes' first
  * calls (issue 24: a first capture as fast as cuda.core's). Same errors as
  * cuabi._graph's ctypes path: a closed object raises what its `handle`
- * property raises, a failure the exception of its status (fast_raise). */
+ * property raises, named by the C function ("cuabi_graph_instantiate: Graph
+ * is closed", as the ctypes path's), a failure the exception of its status
+ * (fast_raise). */
 #include "fast_graph.h"
 
 /* obj's handle value, counted in use (fast_use); NULL with TypeError for an
@@ -96,11 +98,11 @@ static PyObject *capture_begin_to_graph(PyObject *self, PyObject *const *args, P
         return NULL;
     void *s = use_handle(args[0], "stream");
     if (!s)
-        return NULL;
+        return fast_closed_in("cuabi_graph_capture_begin_to_graph", args[0]), NULL;
     void *g = use_handle(args[1], "graph");
     if (!g) {
         fast_done(args[0]);
-        return NULL;
+        return fast_closed_in("cuabi_graph_capture_begin_to_graph", args[1]), NULL;
     }
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -149,7 +151,7 @@ static PyObject *graph_instantiate(PyObject *self, PyObject *graph)
         return fast_not_attached(), NULL;
     void *g = use_handle(graph, "graph");
     if (!g)
-        return NULL;
+        return fast_closed_in("cuabi_graph_instantiate", graph), NULL;
     cuabi_graph_exec *e = NULL;
     cuabi_status st;
     Py_BEGIN_ALLOW_THREADS

@@ -809,6 +809,12 @@ def test_the_compiled_capture_makes_what_the_python_one_made(code, stream):
     before = list(_callbacks.captures)
     with cm as g:
         assert type(g) is cuabi.Graph and cm.graph is g
+        # The C code makes what Graph._placeholder and _GraphState() make: the
+        # same attributes (a field added in Python must be added there too).
+        py = cuabi.Graph._placeholder(stream)
+        assert set(vars(g)) == set(vars(py))
+        assert all(hasattr(g._state, a) for a in _graph._GraphState.__slots__
+                   if a != "__weakref__")
         assert _callbacks.captures == before + [g._keep]
         assert g._keep is g._state.keep and g._keys is g._state.keys
         assert g._kernels is g._state.kernels and g._state.meta == {}
