@@ -21,7 +21,8 @@ extern "C" {
  * Threads. Every handle may be used from any thread: the library makes the
  * right CUDA context current itself, and gives the thread's current context
  * back as it found it before returning (only cuabi_device_set_current sets
- * it). Which objects may also be used from several threads at once is said
+ * it, and cuabi_device_push_current / cuabi_device_pop_current for a while). Which objects may also
+ * be used from several threads at once is said
  * by each module (devices, streams, events, resources, buffers, views,
  * objcodes, kernels, graphs: yes; a linker: one thread at a time; an argument
  * pack or tensor map: reads yes, a write racing a read no). Releasing a handle's last reference

@@ -18,7 +18,8 @@ extern "C" {
  * same handle value is returned for the same ordinal while any reference lives.
  * The library makes the right context current on the calling thread for any
  * driver call that needs one, and makes the caller's current again before it
- * returns (success or failure): only cuabi_device_set_current changes the
+ * returns (success or failure): only cuabi_device_set_current (and the pair
+ * cuabi_device_push_current / cuabi_device_pop_current) changes the
  * thread's current context. A device may be used from several threads at once:
  * its functions may run concurrently on one handle.
  */
@@ -180,6 +181,24 @@ CUABI_EXTERN(cuabi_status) cuabi_device_memory_info(uint64_t *free_bytes,
  * Needs the CUDA driver and a GPU.
  */
 CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device);
+
+/**
+ * Make the device's primary context current on the calling thread for a while: pushed on the
+ * driver's context stack over the caller's (which cuabi_device_pop_current gives back). For code
+ * that asks the runtime's current device, as torch's __dlpack__(stream=...) does. The push holds a
+ * reference on the device until its pop; a thread pops what it pushed, in reverse order.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_device_push_current(cuabi_device *device);
+
+/**
+ * Give back the context that was current before this thread's last cuabi_device_push_current, which
+ * must have pushed `device`. Refused (CUABI_ERROR_INVALID_ARGUMENT, nothing popped) when the last
+ * push on this thread was of another device or none, or when the pushed context is no longer the
+ * current one (set or pushed over since).
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_device_pop_current(cuabi_device *device);
 
 /**
  * Wait for all work on the device's primary context.

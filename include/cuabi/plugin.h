@@ -1261,6 +1261,8 @@ typedef struct cuabi_api {
     cuabi_status (*graph_capture_add_child)(cuabi_graph_node **out,
                                             cuabi_stream *stream,
                                             cuabi_graph *child);
+    cuabi_status (*device_push_current)(cuabi_device *device);
+    cuabi_status (*device_pop_current)(cuabi_device *device);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -519,6 +519,8 @@ static const cuabi_api api_table = {
     cuabi_graph_capture_conditional_handle,
     cuabi_graph_capture_add_conditional,
     cuabi_graph_capture_add_child,
+    cuabi_device_push_current,
+    cuabi_device_pop_current,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -298,6 +298,73 @@ CUABI_EXTERN(cuabi_status) cuabi_device_set_current(cuabi_device *device)
     return cuabi__device_make_current(dev, drv);   /* the one call that sets it, on purpose */
 }
 
+/* The devices this thread pushed, last on top: a pop is refused unless it
+ * matches this thread's last push (popping a context someone else put there,
+ * or releasing a reference no push took, would break the stack or the
+ * device's count). Each push holds a reference on its device, so the primary
+ * context stays alive while it is on the stack whatever the caller releases. */
+typedef struct pushed_device {
+    cuabi__device *dev;
+    struct pushed_device *below;
+} pushed_device;
+
+static _Thread_local pushed_device *pushed_top;
+
+CUABI_EXTERN(cuabi_status) cuabi_device_push_current(cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__GET(dev, device, DEVICE);
+    CUABI__TRY(cuabi__driver_get(&drv));
+    if (!drv->cuCtxPushCurrent || !drv->cuCtxPopCurrent)
+        return cuabi__missing_entry(!drv->cuCtxPushCurrent ? "cuCtxPushCurrent"
+                                                           : "cuCtxPopCurrent", __func__);
+    CUcontext ctx;
+    CUABI__TRY(cuabi__device_primary(&ctx, dev, drv));
+    pushed_device *p = cuabi__calloc(1, sizeof *p);
+    if (!p)
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "%s: out of memory", __func__);
+    cuabi_status st = CUABI__CU(drv, cuCtxPushCurrent, ctx);
+    if (st != CUABI_SUCCESS) {
+        cuabi__free(p);
+        return st;
+    }
+    cuabi__object_retain(&dev->base);
+    p->dev = dev;
+    p->below = pushed_top;
+    pushed_top = p;
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_device_pop_current(cuabi_device *device)
+{
+    cuabi__device *dev;
+    const cuabi__driver *drv;
+    CUABI__GET(dev, device, DEVICE);
+    pushed_device *p = pushed_top;
+    if (!p || p->dev != dev)
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: device %d is not the last device "
+                            "cuabi_device_push_current pushed on this thread (%s)", __func__,
+                            dev->ordinal, p ? "pops go in the reverse order of pushes"
+                                            : "nothing was pushed");
+    CUABI__TRY(cuabi__driver_get(&drv));
+    CUcontext current = NULL;
+    CUABI__TRY(CUABI__CU(drv, cuCtxGetCurrent, &current));
+    /* Refused before anything is popped: the top of the stack is another
+     * context now (cuabi_device_set_current or cuCtxSetCurrent replaced it,
+     * or a push of someone else's is not popped yet). */
+    if (current != atomic_load_explicit(&dev->primary, memory_order_acquire))
+        return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: device %d's context is no longer "
+                            "the current one on this thread (set or pushed over since the push)",
+                            __func__, dev->ordinal);
+    CUcontext popped;
+    CUABI__TRY(CUABI__CU(drv, cuCtxPopCurrent, &popped));
+    pushed_top = p->below;
+    cuabi__free(p);
+    cuabi__object_release(&dev->base);   /* the push's reference */
+    return CUABI_SUCCESS;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_device_synchronize(cuabi_device *device)
 {
     cuabi__device *dev;

@@ -124,6 +124,10 @@ ABI_TYPE(&cuabi_device_memory_info,
          cuabi_status (*)(uint64_t *, uint64_t *, cuabi_device *),
          "cuabi_device_memory_info");
 ABI_TYPE(&cuabi_device_set_current, cuabi_status (*)(cuabi_device *), "cuabi_device_set_current");
+ABI_TYPE(&cuabi_device_push_current,
+         cuabi_status (*)(cuabi_device *),
+         "cuabi_device_push_current");
+ABI_TYPE(&cuabi_device_pop_current, cuabi_status (*)(cuabi_device *), "cuabi_device_pop_current");
 ABI_TYPE(&cuabi_device_synchronize, cuabi_status (*)(cuabi_device *), "cuabi_device_synchronize");
 ABI_TYPE(&cuabi_device_context,
          cuabi_status (*)(uintptr_t *, cuabi_device *),
@@ -3726,6 +3730,12 @@ ABI_TYPE(((cuabi_api *)0)->graph_capture_add_conditional,
 ABI_TYPE(((cuabi_api *)0)->graph_capture_add_child,
          cuabi_status (*)(cuabi_graph_node **, cuabi_stream *, cuabi_graph *),
          "cuabi_api.graph_capture_add_child");
+ABI_TYPE(((cuabi_api *)0)->device_push_current,
+         cuabi_status (*)(cuabi_device *),
+         "cuabi_api.device_push_current");
+ABI_TYPE(((cuabi_api *)0)->device_pop_current,
+         cuabi_status (*)(cuabi_device *),
+         "cuabi_api.device_pop_current");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5901,6 +5911,8 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_capture_conditional_handle);
     ABI_FIELD(cuabi_api, graph_capture_add_conditional);
     ABI_FIELD(cuabi_api, graph_capture_add_child);
+    ABI_FIELD(cuabi_api, device_push_current);
+    ABI_FIELD(cuabi_api, device_pop_current);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7350,6 +7362,8 @@ int main(void)
     puts("  cuabi_status cuabi_device_attribute(int *, cuabi_device *, int)");
     puts("  cuabi_status cuabi_device_memory_info(uint64_t *, uint64_t *, cuabi_device *)");
     puts("  cuabi_status cuabi_device_set_current(cuabi_device *)");
+    puts("  cuabi_status cuabi_device_push_current(cuabi_device *)");
+    puts("  cuabi_status cuabi_device_pop_current(cuabi_device *)");
     puts("  cuabi_status cuabi_device_synchronize(cuabi_device *)");
     puts("  cuabi_status cuabi_device_context(uintptr_t *, cuabi_device *)");
     puts("  cuabi_status cuabi_device_stream_priority_range(int *, int *, cuabi_device *)");

@@ -1,6 +1,8 @@
 /* Devices, streams and events against the fake driver: every code path and
  * error path without a GPU. */
 #include "testutil.h"
+
+#include <pthread.h>
 #include "fake_driver.h"
 
 static void setup(void) { fake_driver_install(); }
@@ -84,6 +86,60 @@ START_TEST(primary_context_retained_once_and_released)
     ck_assert_ok(cuabi_device_synchronize(d));
     ck_assert_ok(cuabi_device_release(d));
     ck_assert_int_eq(fake_ctx_refs[0], 0);
+}
+END_TEST
+
+static void *pop_on_another_thread(void *device)
+{
+    return (void *)(intptr_t)cuabi_device_pop_current(device);
+}
+
+START_TEST(push_and_pop_current_nest_and_refuse_mismatches)
+{
+    cuabi_device *d0, *d1, *again;
+    size_t live = cuabi__handle_live_count();
+    ck_assert_ok(cuabi_device_get(&d0, 0));
+    ck_assert_ok(cuabi_device_get(&d1, 1));
+    ck_assert_status(cuabi_device_pop_current(d0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("nothing was pushed");
+    ck_assert_ok(cuabi_device_push_current(d0));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    ck_assert_ok(cuabi_device_push_current(d1));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
+    /* out of order: refused, nothing popped */
+    ck_assert_status(cuabi_device_pop_current(d0), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("reverse order");
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1001);
+    /* another thread pushed nothing */
+    pthread_t t;
+    void *rc;
+    ck_assert_int_eq(pthread_create(&t, NULL, pop_on_another_thread, d1), 0);
+    ck_assert_int_eq(pthread_join(t, &rc), 0);
+    ck_assert_int_eq((int)(intptr_t)rc, CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_device_pop_current(d1));
+    ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
+    /* the push keeps the device and its context alive after the caller's release */
+    ck_assert_ok(cuabi_device_release(d0));
+    ck_assert_int_eq(fake_ctx_refs[0], 1);
+    ck_assert_ok(cuabi_device_get(&again, 0));
+    ck_assert_ptr_eq(again, d0);
+    /* set over since the push: refused, then popped once it is current again */
+    ck_assert_ok(cuabi_device_set_current(d1));
+    ck_assert_status(cuabi_device_pop_current(again), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("no longer");
+    ck_assert_ok(cuabi_device_set_current(again));
+    ck_assert_ok(cuabi_device_pop_current(again));
+    ck_assert_ptr_null(fake_current);
+    /* a refused push holds nothing */
+    cuabi__fault_arm("cuCtxPushCurrent_v2", 1, false, CUDA_ERROR_INVALID_CONTEXT);
+    ck_assert_status(cuabi_device_push_current(again), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_ptr_null(fake_current);
+    ck_assert_status(cuabi_device_pop_current(again), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_ok(cuabi_device_release(again));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_int_eq(fake_ctx_refs[0], 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
 }
 END_TEST
 
@@ -332,6 +388,7 @@ static Suite *suite(void)
     tcase_add_test(tc, device_count_and_get);
     tcase_add_test(tc, device_properties_and_attributes);
     tcase_add_test(tc, primary_context_retained_once_and_released);
+    tcase_add_test(tc, push_and_pop_current_nest_and_refuse_mismatches);
     tcase_add_test(tc, streams_keep_device_alive);
     tcase_add_test(tc, stream_options_and_misuse);
     tcase_add_test(tc, wrapped_and_default_streams_are_not_destroyed);

@@ -236,6 +236,36 @@ START_TEST(set_current_sets_it)
 }
 END_TEST
 
+/* The other exception: a push makes the device's context current until its
+ * pop gives the previous one (none, or device 0's) back; a pop that does not
+ * match is refused and pops nothing. */
+START_TEST(push_and_pop_current)
+{
+    cuabi_device *other = ndev > 1 ? dev1 : dev0;
+    uintptr_t raw0, raw_other;
+    ck_assert_ok(cuabi_device_context(&raw0, dev0));
+    ck_assert_ok(cuabi_device_context(&raw_other, other));
+    ck_assert_int_eq(drv->cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    ck_assert_ok(cuabi_device_push_current(other));
+    ck_assert_ptr_eq(current(), (CUcontext)raw_other);
+    ck_assert_ok(cuabi_device_synchronize(dev0));        /* other work: the push stays */
+    ck_assert_ptr_eq(current(), (CUcontext)raw_other);
+    ck_assert_ok(cuabi_device_pop_current(other));
+    ck_assert_ptr_null(current());
+    ck_assert_ok(cuabi_device_set_current(dev0));
+    ck_assert_ok(cuabi_device_push_current(other));
+    ck_assert_ok(cuabi_device_push_current(dev0));
+    if (other != dev0) {
+        ck_assert_status(cuabi_device_pop_current(other), CUABI_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_eq(current(), (CUcontext)raw0);
+    }
+    ck_assert_ok(cuabi_device_pop_current(dev0));
+    ck_assert_ptr_eq(current(), (CUcontext)raw_other);
+    ck_assert_ok(cuabi_device_pop_current(other));
+    ck_assert_ptr_eq(current(), (CUcontext)raw0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gpu_context_rule");
@@ -247,6 +277,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, other_device_comes_back, 0, NCASES);
     tcase_add_test(tc, failure_gives_it_back);
     tcase_add_test(tc, set_current_sets_it);
+    tcase_add_test(tc, push_and_pop_current);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -726,7 +726,7 @@ START_TEST(synchronize_pushes_and_pops)
     ck_assert_ok(cuabi_green_ctx_synchronize(green));
     cuabi__driver_for_test()->cuCtxPushCurrent = NULL;
     ck_assert_status(cuabi_green_ctx_synchronize(green), CUABI_ERROR_ENTRY_POINT_NOT_FOUND);
-    cuabi__driver_for_test()->cuCtxPushCurrent = fake_cuCtxPushCurrent;
+    cuabi__driver_for_test()->cuCtxPushCurrent = fake_green_cuCtxPushCurrent;
     cuabi_green_ctx_release(green);
 }
 END_TEST

@@ -1,6 +1,7 @@
 """Library information, devices, streams and events."""
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
 import os
 import threading
@@ -426,6 +427,24 @@ class Device(Handle):
         released at once, and the next call would pay for making it again."""
         lib.cuabi_device_set_current(self)
         _current.device = self
+
+    @contextlib.contextmanager
+    def as_current(self):
+        """This GPU's primary context current on this thread inside the
+        `with` block, the thread's previous context (or none) after it,
+        whatever happens inside (cuabi's extra: cuabi_device_push_current /
+        cuabi_device_pop_current). For code that asks the runtime's current
+        device: torch's tensor.__dlpack__(stream=...) refuses a tensor of
+        another device than the current one, so cuabi.from_dlpack(t,
+        stream=s) makes t's device current this way around it."""
+        lib.cuabi_device_push_current(self)
+        before = getattr(_current, "device", None)
+        _current.device = self
+        try:
+            yield self
+        finally:
+            _current.device = before
+            lib.cuabi_device_pop_current(self)
 
     def synchronize(self) -> None:
         lib.cuabi_device_synchronize(self)

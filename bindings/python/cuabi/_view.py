@@ -10,7 +10,7 @@ import sys
 import threading
 
 from . import _capi
-from ._core import Stream, raw_stream_of
+from ._core import Device, Stream, raw_stream_of
 from ._handle import Handle
 from ._lib import address, call, close_handle, fast, hooks, lib, new_struct, raise_last, raw
 from .errors import ClosedHandleError, I64_MAX, I64_MIN, dims_arg, index_arg
@@ -1208,6 +1208,14 @@ def _no_handler(obj):
     return _from_dlpack_stream(obj, None)
 
 
+def _export(dl, kw):
+    """The producer's capsule: versioned when it can."""
+    try:
+        return dl(max_version=(1, 0), **kw)
+    except TypeError:  # a producer older than DLPack 1.0
+        return dl(**kw)
+
+
 def _from_dlpack_stream(obj, stream) -> View:
     """The general path: what from_dlpack() does for any object and stream."""
     if type(obj) is View:
@@ -1215,16 +1223,23 @@ def _from_dlpack_stream(obj, stream) -> View:
     dl = getattr(obj, "__dlpack__", None)
     if dl is not None:
         kw = {}
+        gpu = None
         if stream is not None:
-            dev = obj.__dlpack_device__()[0]
+            dev, dev_id = obj.__dlpack_device__()[:2]
             if dev != CPU:
                 # DLPack: 0 is not a valid CUDA stream value; the legacy
                 # default stream is 1 (torch rejects 0 outright).
                 kw["stream"] = raw_stream_of(stream) or 1
-        try:
-            capsule = dl(max_version=(1, 0), **kw)
-        except TypeError:  # a producer older than DLPack 1.0
-            capsule = dl(**kw)
+            if dev in (CUDA, CUDA_MANAGED):
+                gpu = dev_id
+        if gpu is None:
+            capsule = _export(dl, kw)
+        else:
+            # The producer orders its work on the array's device, and may ask
+            # the runtime which device is current (torch refuses an array of
+            # another): the array's device is current while it exports.
+            with Device(gpu).as_current():
+                capsule = _export(dl, kw)
         return View._new(_import_capsule(capsule), _as_stream(stream))
     if type(obj).__name__ == "PyCapsule":
         return View._new(_import_capsule(obj))

@@ -1183,4 +1183,6 @@ static const char *const fast_table_functions[] = {
     "cuabi_graph_capture_conditional_handle",
     "cuabi_graph_capture_add_conditional",
     "cuabi_graph_capture_add_child",
+    "cuabi_device_push_current",
+    "cuabi_device_pop_current",
 };

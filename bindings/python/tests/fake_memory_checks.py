@@ -3,6 +3,8 @@ Python against the C tests' fake driver (no GPU): run by test_memory_ext.py in
 a process whose CUABI_DRIVER_PATH names tests/fixtures/.libs/fake_cuda_graph.so
 (fake "device" memory is host memory; VMM chunks are memfds; granularity
 64 KiB minimum, 128 KiB recommended)."""
+import ctypes
+import os
 import pickle
 
 import pytest
@@ -260,3 +262,95 @@ def test_vmm_buffer_pickles_to_another_process(dev):
     assert first == b"\x5a" * 8 and size == b.size and imported == 1 and chunks == 2
     assert bytes(b.to_bytes(size=5)) == b"\x11" * 4 + b"\x5a"
     b.close()
+
+
+# ---- DLPack with a stream: the producer exports with its array's device current
+
+def _fake_current_context():
+    """The fake driver's current context on this thread (its cuCtxGetCurrent)."""
+    drv = ctypes.CDLL(os.environ["CUABI_DRIVER_PATH"])
+    fn = ctypes.c_void_p()
+    found = ctypes.c_int()
+    assert drv.cuGetProcAddress_v2(b"cuCtxGetCurrent", ctypes.byref(fn), 13000,
+                                   ctypes.c_uint64(0), ctypes.byref(found)) == 0 and fn.value
+    get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))(fn.value)
+    ctx = ctypes.c_void_p()
+    assert get(ctypes.byref(ctx)) == 0
+    return ctx.value or 0
+
+
+class _Stop(Exception):
+    pass
+
+
+class _CudaProducer:
+    """A producer of an array on GPU `device` that records, when asked to
+    export, the stream it was given, the current context and cuabi's current
+    Device(); then stops (no capsule needed to see what it saw)."""
+
+    def __init__(self, device, kind=2):
+        self.device, self.kind, self.seen = device, kind, []
+
+    def __dlpack_device__(self):
+        return (self.kind, self.device)
+
+    def __dlpack__(self, stream=None, max_version=None, **kw):
+        self.seen.append((stream, _fake_current_context(), cuabi.Device().ordinal))
+        raise _Stop()
+
+
+def test_from_dlpack_with_a_stream_exports_with_the_arrays_device_current(dev):
+    """Regression (two H200s, torch): torch's __dlpack__(stream=...) refuses a
+    tensor of another device than the current one ("Can't export tensors on a
+    different CUDA device index"); an all-reduce over tensors on GPUs 0 and 1
+    passed them from one thread."""
+    d1 = cuabi.Device(1)
+    s1 = d1.create_stream()
+    dev.set_current()
+    before = _fake_current_context()
+    assert before == 0x1000
+    for kind in (2, 13):            # kDLCUDA, kDLCUDAManaged
+        p = _CudaProducer(1, kind)
+        with pytest.raises(_Stop):
+            cuabi.from_dlpack(p, stream=s1)
+        assert p.seen == [(s1.raw, 0x1001, 1)]
+        assert _fake_current_context() == before and cuabi.Device().ordinal == 0
+    p = _CudaProducer(0, 3)          # kDLCUDAHost: no device to make current
+    with pytest.raises(_Stop):
+        cuabi.from_dlpack(p, stream=s1)
+    assert p.seen == [(s1.raw, before, 0)]
+    s1.close()
+
+
+def test_from_dlpack_never_passes_stream_0_to_a_cuda_producer(dev):
+    """Regression (H200 run, torch): the legacy default stream is 1 in the
+    DLPack protocol; torch raises on stream=0."""
+    p = _CudaProducer(0)
+    for s in (0, 1, 2, 0x1234):
+        with pytest.raises(_Stop):
+            cuabi.from_dlpack(p, stream=s)
+    assert [seen[0] for seen in p.seen] == [1, 1, 2, 0x1234]
+
+
+def test_device_as_current_nests_and_gives_the_previous_back(dev):
+    d1 = cuabi.Device(1)
+    dev.set_current()
+    with d1.as_current() as got:
+        assert got is d1 and _fake_current_context() == 0x1001
+        assert cuabi.Device().ordinal == 1
+        with dev.as_current():
+            assert _fake_current_context() == 0x1000
+        assert _fake_current_context() == 0x1001
+        with pytest.raises(_Stop):
+            with dev.as_current():
+                raise _Stop()
+        assert _fake_current_context() == 0x1001
+    assert _fake_current_context() == 0x1000 and cuabi.Device().ordinal == 0
+    from cuabi._lib import lib
+    with pytest.raises(cuabi.InvalidArgumentError, match="nothing was pushed"):
+        lib.cuabi_device_pop_current(d1)
+    lib.cuabi_device_push_current(d1)
+    with pytest.raises(cuabi.InvalidArgumentError, match="reverse order"):
+        lib.cuabi_device_pop_current(dev)
+    lib.cuabi_device_pop_current(d1)
+    assert _fake_current_context() == 0x1000

@@ -268,23 +268,5 @@ def test_buffer_wrap_without_owner():
     b.close()
 
 
-def test_from_dlpack_never_passes_stream_0_to_a_cuda_producer():
-    """Regression (H200 run, torch): the legacy default stream is 1 in the
-    DLPack protocol; torch raises on stream=0."""
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    class FakeCudaProducer:
-        def __dlpack_device__(self):
-            return (2, 0)          # kDLCUDA, device 0
-
-        def __dlpack__(self, stream=None, max_version=None, **kw):
-            seen.append(stream)
-            raise Stop()
-
-    for s in (0, 1, 2, 0x1234):
-        with pytest.raises(Stop):
-            cuabi.from_dlpack(FakeCudaProducer(), stream=s)
-    assert seen == [1, 1, 2, 0x1234]
+# test_from_dlpack_never_passes_stream_0_to_a_cuda_producer: fake_memory_checks.py
+# (a CUDA producer's device is made current around its export: it needs a driver).

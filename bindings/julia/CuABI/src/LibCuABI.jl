@@ -566,6 +566,38 @@ function cuabi_device_set_current(device)
 end
 
 """
+cuabi_device_push_current(device)
+
+Make the device's primary context current on the calling thread for a while: pushed on the driver's context stack over the caller's (which cuabi_device_pop_current gives back). For code that asks the runtime's current device, as torch's __dlpack__(stream=...) does. The push holds a reference on the device until its pop; a thread pops what it pushed, in reverse order.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_device_push_current(device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_push_current, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
+cuabi_device_pop_current(device)
+
+Give back the context that was current before this thread's last cuabi_device_push_current, which must have pushed `device`. Refused (CUABI_ERROR_INVALID_ARGUMENT, nothing popped) when the last push on this thread was of another device or none, or when the pushed context is no longer the current one (set or pushed over since).
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_device_pop_current(device)
+    t0 = _enter(device)
+    try
+        ccall((:cuabi_device_pop_current, libcuabi), cuabi_status, (Ptr{cuabi_device},), device)
+    finally
+        _leave(device, t0)
+    end
+end
+
+"""
 cuabi_device_synchronize(device)
 
 Wait for all work on the device's primary context.
@@ -10995,6 +11027,8 @@ const FUNCTIONS = [
     :cuabi_device_attribute,
     :cuabi_device_memory_info,
     :cuabi_device_set_current,
+    :cuabi_device_push_current,
+    :cuabi_device_pop_current,
     :cuabi_device_synchronize,
     :cuabi_device_context,
     :cuabi_device_stream_priority_range,

@@ -525,6 +525,14 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_device_set_current(device: *mut cuabi_device) -> cuabi_status;
+    /// Make the device's primary context current on the calling thread for a while: pushed on the driver's context stack over the caller's (which cuabi_device_pop_current gives back). For code that asks the runtime's current device, as torch's __dlpack__(stream=...) does. The push holds a reference on the device until its pop; a thread pops what it pushed, in reverse order.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_device_push_current(device: *mut cuabi_device) -> cuabi_status;
+    /// Give back the context that was current before this thread's last cuabi_device_push_current, which must have pushed `device`. Refused (CUABI_ERROR_INVALID_ARGUMENT, nothing popped) when the last push on this thread was of another device or none, or when the pushed context is no longer the current one (set or pushed over since).
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_device_pop_current(device: *mut cuabi_device) -> cuabi_status;
     /// Wait for all work on the device's primary context.
     ///
     /// Needs the CUDA driver and a GPU.
@@ -7530,6 +7538,8 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_device_attribute", cuabi_device_attribute as *const () as usize),
         ("cuabi_device_memory_info", cuabi_device_memory_info as *const () as usize),
         ("cuabi_device_set_current", cuabi_device_set_current as *const () as usize),
+        ("cuabi_device_push_current", cuabi_device_push_current as *const () as usize),
+        ("cuabi_device_pop_current", cuabi_device_pop_current as *const () as usize),
         ("cuabi_device_synchronize", cuabi_device_synchronize as *const () as usize),
         ("cuabi_device_context", cuabi_device_context as *const () as usize),
         ("cuabi_device_stream_priority_range", cuabi_device_stream_priority_range as *const () as usize),

@@ -97,6 +97,34 @@ impl Device {
         check(unsafe { sys::cuabi_device_set_current(self.as_raw()) })
     }
 
+    /// Make the primary context current on this thread until the returned
+    /// guard drops, which gives the thread's previous context (or none)
+    /// back. For code that asks the runtime's current device. The guard
+    /// borrows the device and stays on its thread (a pop belongs to the
+    /// thread that pushed):
+    ///
+    /// ```compile_fail,E0277
+    /// fn f(d: &cuabi::Device) -> cuabi::Result<()> {
+    ///     let g = d.push_current()?;
+    ///     std::thread::scope(|s| { s.spawn(move || drop(g)); }); // error: `*const ()` cannot be sent
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0505
+    /// fn f(d: cuabi::Device) -> cuabi::Result<()> {
+    ///     let g = d.push_current()?;
+    ///     drop(d); // error: cannot move out of `d` because it is borrowed
+    ///     drop(g);
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn push_current(&self) -> Result<CurrentGuard<'_>> {
+        // SAFETY: the device is live.
+        check(unsafe { sys::cuabi_device_push_current(self.as_raw()) })?;
+        Ok(CurrentGuard { device: self, _not_send: core::marker::PhantomData })
+    }
+
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: the device is live.
         check(unsafe { sys::cuabi_device_synchronize(self.as_raw()) })
@@ -123,5 +151,23 @@ impl Device {
         // SAFETY: both devices are live; `v` a local.
         check(unsafe { sys::cuabi_device_can_access_peer(&mut v, self.as_raw(), peer.as_raw()) })?;
         Ok(v != 0)
+    }
+}
+
+/// The device's context current on this thread while it lives
+/// ([`Device::push_current`]); dropping it makes the previous one current.
+#[must_use = "dropping the guard at once gives the previous context back"]
+pub struct CurrentGuard<'a> {
+    device: &'a Device,
+    // The driver's context stack is per thread: the pop must run where the push ran.
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+impl Drop for CurrentGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the device is live (borrowed); this thread pushed it last
+        // unless the caller pushed or set another context since, which the
+        // library refuses cleanly (nothing popped; nothing to report from a drop).
+        let _ = unsafe { sys::cuabi_device_pop_current(self.device.as_raw()) };
     }
 }

@@ -221,7 +221,7 @@ mod argpack;
 mod track;
 
 pub use argpack::{ArgInfo, ArgPack, ArgPackBuilder, Bytes, DevicePtr, KernelArg};
-pub use device::{Device, DeviceProperties, device_count};
+pub use device::{CurrentGuard, Device, DeviceProperties, device_count};
 pub use enums::{
     ArgKind, CodeType, DeviceAttribute, FunctionAttribute, MemoryKind, OccupancyLimiter, ParamSource,
 };

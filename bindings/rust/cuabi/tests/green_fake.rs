@@ -93,3 +93,22 @@ fn workqueue_configurations() {
     let zero = green::workqueue_config(0, false).unwrap();
     assert!(GreenContext::with_workqueue(&dev, &[&groups[0]], &zero).is_err());
 }
+
+#[test]
+fn push_current_guards_pop_in_reverse_order() {
+    let Some(d0) = fake() else { return };
+    let d1 = Device::get(1).unwrap();
+    // SAFETY: the devices are live; a pop that does not match is refused.
+    let pop = |d: &Device| unsafe { sys::cuabi_device_pop_current(d.as_raw()) };
+    assert_eq!(pop(&d0), sys::CUABI_ERROR_INVALID_ARGUMENT); // nothing pushed
+    {
+        let _g0 = d0.push_current().unwrap();
+        {
+            let _g1 = d1.push_current().unwrap();
+            assert_eq!(pop(&d0), sys::CUABI_ERROR_INVALID_ARGUMENT); // not the last push
+        }
+        // _g1 popped d1: d0's is the last push again, and _g0 pops it.
+    }
+    assert_eq!(pop(&d0), sys::CUABI_ERROR_INVALID_ARGUMENT);
+    assert_eq!(pop(&d1), sys::CUABI_ERROR_INVALID_ARGUMENT);
+}
