@@ -12,7 +12,8 @@ Makes 100-kernel graphs five ways in the same context:
 prints what the driver says the first kernel node holds (function, kernel, context),
 then times, round-robin, the driver's cuGraphInstantiateWithParams (flags 0) of each
 graph and the two libraries' own instantiate calls (cuabi Graph.instantiate, cuda.core
-GraphBuilder.complete), each executable destroyed after it is timed. Medians in us."""
+GraphBuilder.complete) and cuabi_graph_instantiate called through plain ctypes, each
+executable destroyed after it is timed. Medians in us."""
 import argparse
 import ctypes as C
 import statistics
@@ -138,7 +139,8 @@ def main():
     g = cuabi_graph()
     gb = cc_builder()
     cc_raw = None
-    for get in (lambda: int(gb.handle), lambda: int(gb._mnff.graph),
+    for get in (lambda: int(gb.graph_definition.handle), lambda: int(gb.handle),
+                lambda: int(gb._mnff.graph),
                 lambda: int(gb._h_graph), lambda: int(gb.graph.handle)):
         try:
             cc_raw = get()
@@ -163,8 +165,12 @@ def main():
     for name, gr in graphs.items():
         describe(name, gr)
 
+    from cuabi._lib import raw as c_raw
+    c_inst, c_release = c_raw("cuabi_graph_instantiate"), c_raw("cuabi_graph_exec_release")
+    gh = C.c_void_p(g.cuabi_handle)
     times = {name: [] for name in graphs}
     times["cuabi Graph.instantiate"] = []
+    times["cuabi C call (ctypes)"] = []
     times["cuda.core complete"] = []
     for _ in range(args.rounds):
         for name, gr in graphs.items():
@@ -173,6 +179,12 @@ def main():
         e = g.instantiate()
         times["cuabi Graph.instantiate"].append((time.perf_counter() - t0) * 1e6)
         e.close()
+        out = C.c_void_p()
+        t0 = time.perf_counter()
+        st = c_inst(C.byref(out), gh, None)
+        times["cuabi C call (ctypes)"].append((time.perf_counter() - t0) * 1e6)
+        assert st == 0, st
+        c_release(out)
         t0 = time.perf_counter()
         ce = gb.complete()
         times["cuda.core complete"].append((time.perf_counter() - t0) * 1e6)

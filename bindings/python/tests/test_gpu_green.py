@@ -101,6 +101,18 @@ CHILD = textwrap.dedent('''
 ''')
 
 
+def _nvml_used_by(pid, gpu):
+    """GPU memory the process uses on `gpu` by NVML; None when NVML cannot tell."""
+    try:
+        d = cuabi.system.Device.from_cuda_ordinal(gpu.ordinal)
+        for proc in d.running_processes:
+            if proc.pid == pid:
+                return proc.used_gpu_memory
+        return 0
+    except cuabi.CuabiError:
+        return None
+
+
 def test_checkpoint_a_child(gpu):
     from cuabi import checkpoint
     # the child imports the cuabi under test (the runner puts it on sys.path,
@@ -117,13 +129,20 @@ def test_checkpoint_a_child(gpu):
             assert p.state == "running"
         except (cuabi.NotSupportedError, cuabi.EntryPointNotFoundError, cuabi.NotFoundError) as e:
             pytest.skip(f"checkpointing refused here: {e}")
-        before = gpu.memory_info()[0]
+        before, used_before = gpu.memory_info()[0], _nvml_used_by(child.pid, gpu)
         p.lock(timeout_ms=30000)
         assert p.state == "locked"
         p.checkpoint()
         assert p.state == "checkpointed"
-        freed = gpu.memory_info()[0] - before
-        assert freed >= (1 << 30) - (64 << 20), freed
+        # The child's own use, by NVML, where NVML sees it: free memory is every
+        # process's, and the GPU suites run side by side (two H200s, 2026-11-28:
+        # 383 MiB "freed" while the others allocated).
+        if used_before is not None and used_before >= 1 << 30:
+            used = _nvml_used_by(child.pid, gpu)
+            assert used is not None and used < 64 << 20, (used_before, used)
+        else:
+            freed = gpu.memory_info()[0] - before
+            assert freed >= (1 << 30) - (64 << 20), freed
         # by UUID onto the same GPUs. Two H200s refused a map of GPU 0 alone
         # (CUDA_ERROR_INVALID_VALUE, 2026-11-28): every visible GPU is named; a
         # refusal of that too restores plainly (as test_gpu_checkpoint.c does)
