@@ -182,6 +182,13 @@ def main():
         e.close()
         return t
 
+    def lib_call_after(fn, then):
+        t0 = time.perf_counter()
+        h = fn()
+        t = (time.perf_counter() - t0) * 1e6
+        then(h).close()
+        return t
+
     def c_call():
         out = C.c_void_p()
         t0 = time.perf_counter()
@@ -203,6 +210,9 @@ def main():
     ways["cuabi C call (ctypes)"] = c_call
     if fast_inst is not None:
         ways["cuabi _fast.graph_instantiate"] = fast_call
+        from cuabi._graph import GraphExec
+        ways["cuabi GraphExec._wrap(_fast...)"] = lambda: lib_call(lambda: GraphExec._wrap(fast_inst(g)))
+        ways["cuabi fast, wrap untimed"] = lambda: lib_call_after(lambda: fast_inst(g), GraphExec._wrap)
     ways["cuda.core complete"] = lambda: lib_call(gb.complete)
     names = list(ways)
     times = {name: [] for name in names}
