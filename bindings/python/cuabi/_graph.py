@@ -852,6 +852,8 @@ class Graph(Handle, _Builder):
         if not (auto_free_on_launch or device_launch or use_node_priority) \
                 and upload_stream is None:
             # The defaults: no options struct to make (NULL means them).
+            if _exec_new is not None:
+                return _exec_new(self)
             exe = GraphExec._wrap(_instantiate(self))
             exe._graphs = [self]
             return exe
@@ -1003,14 +1005,16 @@ class GraphExec(Handle):
 
     _ctype = "cuabi_graph_exec"
     _release_on_death = True    # one per instantiate: no weakref.finalize (cuabi._handle)
+    # Made on first use: an executable that is only launched on cuabi Streams
+    # needs none (the compiled Graph.instantiate sets only _graphs).
+    _node_args = None           # node handle -> (args, dims) of update_kernel
+    _streams = None             # id -> (foreign stream, its wrapped Stream)
+    _p = None                   # the handle as a c_void_p, for launch
 
     @classmethod
     def _wrap(cls, value):
         obj = super()._wrap(value)
         obj._graphs = []
-        obj._node_args = {}
-        obj._p = _ptr(value)
-        obj._streams = {}
         return obj
 
     def launch(self, stream) -> None:
@@ -1021,9 +1025,13 @@ class GraphExec(Handle):
         # Both in use until the launch returns (a close() elsewhere waits for it).
         h = use(stream)
         try:
-            use(self)
+            p = self._p
+            if p is None:
+                p = self._p = _ptr(use(self))
+            else:
+                use(self)
             try:
-                st = _exec_launch(self._p, _ptr(h))
+                st = _exec_launch(p, _ptr(h))
             finally:
                 done(self)
         finally:
@@ -1039,6 +1047,8 @@ class GraphExec(Handle):
         if isinstance(obj, GraphBuilder):
             return obj.stream
         key = id(obj)
+        if self._streams is None:
+            self._streams = {}
         cached = self._streams.get(key)
         if cached is not None and cached[0] is obj:
             return cached[1]
@@ -1065,7 +1075,7 @@ class GraphExec(Handle):
             e.node_kind = _KIND_NAMES.get(info.node_type) if info.node_type >= 0 else None
             raise
         self._graphs.append(graph)
-        self._node_args.clear()
+        self._node_args = None
 
     def update_kernel(self, node: GraphNode, *args, config=None, grid=None, block=None,
                       shared_mem=None) -> None:
@@ -1079,6 +1089,8 @@ class GraphExec(Handle):
             raise TypeError(f"update_kernel: node {node.index} is not a kernel node added with "
                             "Graph.add_kernel (update captured graphs with update(graph))")
         kernel = info[0]
+        if self._node_args is None:
+            self._node_args = {}
         old_args, (g, b, sh) = self._node_args.get(node.cuabi_handle, (info[1], info[2]))
         if not args:
             args = old_args
@@ -1555,6 +1567,14 @@ GraphCompleteOptions = CompleteOptions     # cuda.core's name
 # Bound with the module, not by the process's first captured graph and executable.
 Graph._releaser()
 GraphExec._releaser()
+
+# Graph.instantiate() with the default options: the executable made in C
+# (cuabi._fast's fast_graph.c), none of _wrap's Python run after the driver's
+# instantiate has left the caches cold (issue 24).
+_exec_new = None
+if fast is not None and hasattr(fast, "graph_exec_new"):
+    fast.set_exec_class(GraphExec, _ReleaseOnDeath, GraphExec._releaser())
+    _exec_new = fast.graph_exec_new
 
 
 # Stream.capture() and create_graph_builder() ask cuabi._lib.hooks for these

@@ -166,6 +166,78 @@ static PyObject *graph_instantiate(PyObject *self, PyObject *graph)
     return v;
 }
 
+/* What Graph.instantiate() makes (set_exec_class): a GraphExec as its _wrap
+ * does, built here rather than by Python code run after the driver's
+ * instantiate, which has left the caches cold (two H200s: the Python wrapper
+ * cost ~10 us after a 100-node instantiate, 1 us warm; issue 24). */
+static PyTypeObject *exec_type;         /* cuabi._graph.GraphExec */
+static PyObject *exec_releaser;         /* GraphExec._releaser(): cuabi_graph_exec_destroy */
+static PyTypeObject *exec_release_type; /* cuabi._handle._ReleaseOnDeath */
+static Py_ssize_t off_exec_rel_fn, off_exec_rel_value;
+static PyObject *str_graphs;
+static PyObject *empty_args;           /* () (made at module init, below) */
+
+/* graph_exec_new(graph) -> a GraphExec of the graph (default options) */
+static PyObject *graph_exec_new(PyObject *self, PyObject *graph)
+{
+    if (!exec_type)
+        return fast_not_attached(), NULL;
+    PyObject *h = graph_instantiate(self, graph);
+    if (!h)
+        return NULL;
+    PyObject *x = exec_type->tp_new(exec_type, empty_args, NULL);
+    PyObject *rel = x ? exec_release_type->tp_new(exec_release_type, empty_args, NULL)
+                      : NULL;
+    PyObject *graphs = rel ? PyList_New(1) : NULL;
+    if (!graphs) {
+        Py_XDECREF(rel);
+        Py_XDECREF(x);
+        fast_api->graph_exec_release(PyLong_AsVoidPtr(h));
+        Py_DECREF(h);
+        return NULL;
+    }
+    fast_slot_set(rel, off_exec_rel_fn, exec_releaser);
+    fast_slot_set(rel, off_exec_rel_value, h);
+    fast_slot_set(x, fast_handle_off, h);   /* from here the object owns the executable */
+    fast_slot_set(x, fast_fin_off, rel);
+    Py_DECREF(rel);
+    Py_DECREF(h);
+    Py_INCREF(graph);
+    PyList_SET_ITEM(graphs, 0, graph);
+    int r = PyObject_SetAttr(x, str_graphs, graphs);
+    Py_DECREF(graphs);
+    if (r < 0)
+        Py_CLEAR(x);          /* its _ReleaseOnDeath releases the executable */
+    return x;
+}
+
+/* set_exec_class(GraphExec, _ReleaseOnDeath, releaser) */
+static PyObject *set_exec_class(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    if (n != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_exec_class(GraphExec, _ReleaseOnDeath, releaser)");
+        return NULL;
+    }
+    if (!fast_handle_type)
+        return fast_not_attached(), NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)args[0], fast_handle_type)) {
+        PyErr_SetString(PyExc_TypeError, "set_exec_class: GraphExec must be a Handle class");
+        return NULL;
+    }
+    if (!str_graphs && !(str_graphs = PyUnicode_InternFromString("_graphs")))
+        return NULL;
+    if (fast_slot_offset(args[1], "fn", &off_exec_rel_fn) < 0 ||
+        fast_slot_offset(args[1], "value", &off_exec_rel_value) < 0)
+        return NULL;
+    Py_INCREF(args[0]);
+    Py_XSETREF(exec_type, (PyTypeObject *)args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(exec_release_type, (PyTypeObject *)args[1]);
+    Py_INCREF(args[2]);
+    Py_XSETREF(exec_releaser, args[2]);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------ `with stream.capture()`
  *
  * The context manager of cuabi._graph (its _Capture) compiled: a process's
@@ -550,6 +622,10 @@ static PyMethodDef methods[] = {
      "graph_create() -> a new empty graph's handle value."},
     {"graph_instantiate", graph_instantiate, METH_O,
      "graph_instantiate(graph) -> the executable's handle value (default options)."},
+    {"graph_exec_new", graph_exec_new, METH_O,
+     "graph_exec_new(graph) -> a GraphExec of the graph (default options; after set_exec_class)."},
+    {"set_exec_class", (PyCFunction)(void (*)(void))set_exec_class, METH_FASTCALL,
+     "set_exec_class(GraphExec, _ReleaseOnDeath, releaser): what graph_exec_new makes (once)."},
     {"graph_state_set", (PyCFunction)(void (*)(void))graph_state_set, METH_FASTCALL,
      "graph_state_set(handle value, state): cuabi._graph's table of graph states, written."},
     {"set_capture_classes", (PyCFunction)(void (*)(void))set_capture_classes, METH_FASTCALL,

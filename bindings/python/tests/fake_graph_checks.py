@@ -881,3 +881,42 @@ def test_the_table_of_graph_states_forgets_the_dead():
     assert len(_graph._STATES._d) < 140
     assert _graph._STATES.get(g.cuabi_handle) is g._state
     assert len(_graph._STATES) >= 1
+
+
+def test_the_compiled_instantiate_makes_what_wrap_made(code, stream):
+    """Graph.instantiate() with the default options through
+    cuabi._fast.graph_exec_new: a GraphExec with the attributes
+    GraphExec._wrap gives and the graph kept, released by close() and when
+    collected; launches, updates and foreign streams make what they need."""
+    import ctypes as C
+    import gc
+    from cuabi import _graph
+    from cuabi._lib import fast, raw
+    if fast is None or not hasattr(fast, "graph_exec_new"):
+        pytest.skip("the ctypes backend")
+    k = code.get_kernel("add_i64")
+    out, inp = ints([0], stream), ints([5], stream)
+    with stream.capture() as g:
+        cuabi.launch(stream, CFG, k, out, inp, N(1))
+    e = g.instantiate()
+    py = _graph.GraphExec._wrap(fast.graph_instantiate(g))
+    py._graphs = [g]
+    # The same attributes (one added to _wrap must be added to the C code too).
+    assert set(vars(e)) == set(vars(py)) == {"_graphs"} and e._graphs == [g]
+    assert type(e) is _graph.GraphExec and e.graph is g and not e.closed
+    py.close()
+    e.launch(stream)                      # makes its pointer
+    e.launch(stream)
+    stream.sync()
+    assert read(out)[0] == 10 and e._p is not None     # add_i64, twice
+    raw_of = raw("cuabi_graph_exec_raw")            # refuses a released handle
+    cu = C.c_size_t()
+    h = e.cuabi_handle
+    assert raw_of(C.byref(cu), C.c_void_p(h)) == 0
+    e.close()
+    assert e.closed and raw_of(C.byref(cu), C.c_void_p(h)) != 0
+    e2 = g.instantiate()
+    h2 = e2.cuabi_handle
+    del e2
+    gc.collect()
+    assert raw_of(C.byref(cu), C.c_void_p(h2)) != 0    # released when collected
