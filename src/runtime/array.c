@@ -278,7 +278,7 @@ static cuabi_status array_make(cuabi_array **out, cuabi__device *dev, const cuab
     CUABI__TRY_SCOPE(CUABI__CU_IN(caller, drv, cuArray3DCreate, &cu, &c));
     scope_st = array_publish(out, dev, cu, desc, NULL, -1, drv, caller);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, ARRAY, caller);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_array_create(cuabi_array **out, cuabi_device *device,
@@ -423,7 +423,7 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_create(cuabi_mipmapped_array **
     *out = CUABI__HANDLE(m, cuabi_mipmapped_array);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, MIPMAPPED_ARRAY, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_level(cuabi_array **out,
@@ -456,7 +456,7 @@ CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_level(cuabi_array **out,
                             c.Height, c.Depth));
     CUABI__SCOPE_RETURN(array_publish(out, m->device, cu, &d, m, (int)level, drv, __func__));
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, ARRAY, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_mipmapped_array_get_info(cuabi_array_info *out,

@@ -189,6 +189,25 @@ CUABI__HOT cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cu
     return scope->set ? cuabi__context_leave(scope, scope->drv, st) : st;
 }
 
+cuabi_status cuabi__context_end_made(const cuabi__context_scope *scope, cuabi_status st,
+                                     const void *made, cuabi__handle_type type,
+                                     const char *caller)
+{
+    cuabi_status end = cuabi__context_end(scope, st);
+    if (end == CUABI_SUCCESS || st != CUABI_SUCCESS || !made)
+        return end;
+    (void)cuabi__handle_release(made, type);
+    return cuabi__context_made_lost(caller);
+}
+
+cuabi_status cuabi__context_made_lost(const char *caller)
+{
+    /* Recorded after the releases, which may record their own. */
+    return cuabi__error(CUABI_ERROR_CUDA, "%s: the caller's context could not be made current "
+                        "again (cuCtxSetCurrent), so the call failed and what it made is "
+                        "released", caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_device_ordinal(int *out, cuabi_device *device)
 {
     cuabi__device *dev;

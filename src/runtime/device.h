@@ -87,4 +87,26 @@ cuabi_status cuabi__context_leave(const cuabi__context_scope *scope, const cuabi
  * was switched). */
 cuabi_status cuabi__context_end(const cuabi__context_scope *scope, cuabi_status st);
 
+/* The end of a call that made an object for its caller: all or nothing.
+ * `made` is the new object's handle (NULL: none), whose one reference is to
+ * become the caller's. Gives the caller's context back and returns `st`;
+ * when that fails where `st` was success the call fails, so the object is
+ * released here (its destroy gives back what it holds) and the error names
+ * `caller`: a caller that sees an error owns nothing and releases nothing. */
+cuabi_status cuabi__context_end_made(const cuabi__context_scope *scope, cuabi_status st,
+                                     const void *made, cuabi__handle_type type,
+                                     const char *caller);
+
+/* The error of a call whose restore failed after it made something (now
+ * released by the caller), naming `caller`. */
+cuabi_status cuabi__context_made_lost(const char *caller);
+
+/* cuabi__context_end_made for the handle in *out (of tag TAG), with *out
+ * cleared when the call fails; `st` is a status variable, assigned. */
+#define CUABI__CONTEXT_END_OUT(scope, st, out, TAG, caller)                                  \
+    (((st) = cuabi__context_end_made((scope), (st), *(out), CUABI__T_##TAG, (caller))) ==    \
+             CUABI_SUCCESS                                                                  \
+         ? (st)                                                                             \
+         : (*(out) = NULL, (st)))
+
 #endif

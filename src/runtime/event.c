@@ -35,7 +35,7 @@ CUABI_EXTERN(cuabi_status) cuabi_event_create(cuabi_event **out, cuabi_device *d
     cuabi_status st = CUABI__CU(drv, cuEventCreate, &raw, options->flags);
     if (st == CUABI_SUCCESS)
         st = cuabi__event_adopt(out, dev, raw, options->flags);
-    return cuabi__context_leave(&scope, drv, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, EVENT, __func__);
 }
 
 cuabi_status cuabi__event_adopt(cuabi_event **out, cuabi__device *dev, CUevent raw,

@@ -507,7 +507,10 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_end(cuabi_graph **out, cuabi_stre
     *out = CUABI__HANDLE(g, cuabi_graph);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    /* The capture is over either way; a failed restore fails the call, and
+     * the graph's reference goes back (a graph captured into stays its
+     * owner's). */
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, GRAPH, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_status(cuabi_capture_status *out,
@@ -623,7 +626,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_conditional(cuabi_graph_node 
     cuabi__object_release(&g->base);
     scope_st = st;
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, GRAPH_NODE, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
@@ -655,7 +658,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_capture_add_child(cuabi_graph_node **out,
     cuabi__object_release(&g->base);
     scope_st = st;
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, GRAPH_NODE, __func__);
 }
 
 /* ------------------------------------------------- host functions */

@@ -206,7 +206,7 @@ CUABI_EXTERN(cuabi_status) cuabi_graph_instantiate(cuabi_graph_exec **out, cuabi
     if (held)
         cuabi__handle_release(held, CUABI__T_DEVICE);
     *out = CUABI__HANDLE(e, cuabi_graph_exec);
-    return cuabi__context_end(&scope, CUABI_SUCCESS);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, GRAPH_EXEC, __func__);
 }
 
 /* -------------------------------------------------------- launch, upload */

@@ -25,6 +25,7 @@ typedef struct add_ctx {
     size_t keep_mark;
     const char *caller;
     cuabi__context_scope scope;  /* the caller's context, given back by add_close */
+    cuabi_graph_node **out;      /* the caller's out parameter */
 } add_ctx;
 
 /* Lock graph `g`, make room, take the dependencies: node handles (each a
@@ -84,6 +85,7 @@ static cuabi_status add_begin(add_ctx *a, cuabi_graph_node **out, cuabi_graph *g
     if (!out)
         return cuabi__error(CUABI_ERROR_INVALID_ARGUMENT, "%s: out is NULL", caller);
     *out = NULL;
+    a->out = out;
     CUABI__TRY(cuabi__handle_get(graph, CUABI__T_GRAPH, &obj, caller));
     return add_begin_g(a, obj, deps, NULL, ndeps, caller);
 }
@@ -123,7 +125,9 @@ static cuabi_status add_close(add_ctx *a, cuabi_status st)
     if (a->deps && a->deps != a->local)
         cuabi__free(a->deps);
     cuabi__graph_unlock(a->g);
-    return cuabi__context_end(&a->scope, st);
+    /* A failed restore fails the call: the new node's handle goes back (the
+     * node stays in the graph, where cuabi_graph_node_at finds it). */
+    return CUABI__CONTEXT_END_OUT(&a->scope, st, a->out, GRAPH_NODE, a->caller);
 }
 
 /* Nodes a conditional body may not hold (CUDA's rule: kernel, empty, child
@@ -1288,6 +1292,7 @@ cuabi_status cuabi__graph_capture_add_conditional(cuabi_graph_node **out, cuabi_
     add_ctx a;
     memset(&a, 0, sizeof a);
     a.caller = caller;
+    a.out = out;
     CUABI__TRY(add_begin_g(&a, g, NULL, deps, ndeps, caller));
     return add_close(&a, add_conditional(&a, out, handle, type, body_count, follow));
 }
@@ -1302,6 +1307,7 @@ cuabi_status cuabi__graph_capture_add_child(cuabi_graph_node **out, cuabi__graph
     add_ctx a;
     memset(&a, 0, sizeof a);
     a.caller = caller;
+    a.out = out;
     cuabi_status st = add_begin_g(&a, g, NULL, deps, ndeps, caller);
     if (st == CUABI_SUCCESS)
         st = add_close(&a, add_child(&a, out, child, cdev, follow));

@@ -435,13 +435,14 @@ static cuabi_status green_create(cuabi_green_ctx **out, cuabi_device *device,
         g->device = dev;
         st = green_make(g, res, (unsigned)total, drv, caller);
     }
-    st = cuabi__context_end(&scope, st);
     cuabi__free(res);
     cuabi__free(objs);
     if (st != CUABI_SUCCESS) {
         cuabi__free(g);
-        return st;
+        return cuabi__context_end(&scope, st);
     }
+    /* Published inside the scope: a failed restore releases it (all or
+     * nothing, CUABI__CONTEXT_END_OUT). */
     pthread_mutex_init(&g->lock, NULL);
     st = cuabi__handle_register(&g->base, CUABI__T_GREEN_CTX, green_destroy);
     if (st != CUABI_SUCCESS) {
@@ -449,11 +450,11 @@ static cuabi_status green_create(cuabi_green_ctx **out, cuabi_device *device,
             CUABI__CU_RELEASE(drv, cuGreenCtxDestroy, g->cu_green);
         pthread_mutex_destroy(&g->lock);
         cuabi__free(g);
-        return st;
+        return cuabi__context_end(&scope, st);
     }
     cuabi__object_retain(&dev->base);
     *out = CUABI__HANDLE(g, cuabi_green_ctx);
-    return CUABI_SUCCESS;
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, GREEN_CTX, caller);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_green_ctx_create(cuabi_green_ctx **out, cuabi_device *device,

@@ -189,7 +189,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_buffer_import(cuabi_buffer **out, const uin
         st = open_memory(out, hdev, dev, descriptor, drv, __func__);
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return cuabi__context_end(&scope, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, BUFFER, __func__);
 }
 
 /* --------------------------------------------------------------- events */
@@ -211,7 +211,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_create(cuabi_event **out, cuabi_devic
     CUABI__TRY_SCOPE(CUABI__CU(drv, cuEventCreate, &raw, IPC_EVENT_FLAGS));
     scope_st = cuabi__event_adopt(out, dev, raw, IPC_EVENT_FLAGS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, EVENT, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_event_export(uint8_t *out, size_t out_size,
@@ -266,5 +266,5 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_event_import(cuabi_event **out, const uint8
     }
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return cuabi__context_end(&scope, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, EVENT, __func__);
 }

@@ -121,7 +121,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_create(cuabi_memory_resource **out,
     r->max_size = options->max_size;
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, MEMORY_RESOURCE, __func__);
 }
 
 /* An IPC pool of this process, else CUABI_ERROR_IPC saying what it is. */
@@ -160,7 +160,13 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_export(int *fd, uint8_t *out, size_t o
     *fd = handle;
     scope_st = CUABI_SUCCESS;
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    if (cuabi__context_end(&scope, scope_st) == CUABI_SUCCESS || scope_st != CUABI_SUCCESS)
+        return scope_st;
+    /* The restore failed after the export: the call fails, and a caller
+     * that sees a failure has no fd to close. */
+    close(*fd);
+    *fd = -1;
+    return cuabi__context_made_lost(__func__);
 }
 
 /* cuabi_ipc_buffer_export of a buffer allocated from an IPC pool. The
@@ -399,7 +405,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_import(cuabi_memory_resource **out, in
     }
     if (hdev)
         cuabi__handle_release(hdev, CUABI__T_DEVICE);
-    return cuabi__context_end(&scope, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, MEMORY_RESOURCE, __func__);
 }
 
 /* ------------------------------------------- one import per export, shared
@@ -602,7 +608,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffer_import(cuabi_buffer **out,
     CUABI__TRY_SCOPE(cuabi__device_enter(&scope, r->device, r->drv));
     scope_st = import_one(out, &address, r, descriptor, size, __func__);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, BUFFER, __func__);
 }
 
 /* ------------------------------------------------------------- batches */
@@ -625,6 +631,17 @@ static cuabi_status batch_size(size_t count, size_t size, const char *what, cons
         return IPC_FAIL("%s: %zu descriptors are %zu bytes, %s has %zu: truncated, padded or "
                         "forged", caller, count, need, what, size);
     return CUABI_SUCCESS;
+}
+
+/* The first `n` buffers of a batch import released and cleared. */
+static void release_imports(cuabi_buffer **out, uint64_t *addresses, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        cuabi__handle_release(out[j], CUABI__T_BUFFER);
+        out[j] = NULL;
+        if (addresses)
+            addresses[j] = 0;
+    }
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uint64_t *addresses,
@@ -655,12 +672,7 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uin
             /* All or nothing: the buffers imported so far are freed again
              * (their imports unmapped, the pool's references dropped). The
              * error record is the failure's, not the releases'. */
-            for (size_t j = 0; j < i; j++) {
-                cuabi__handle_release(out[j], CUABI__T_BUFFER);
-                out[j] = NULL;
-                if (addresses)
-                    addresses[j] = 0;
-            }
+            release_imports(out, addresses, i);
             CUABI__SCOPE_RETURN(st);
         }
         if (addresses)
@@ -668,7 +680,11 @@ CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_buffers_import(cuabi_buffer **out, uin
     }
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    if (cuabi__context_end(&scope, scope_st) == CUABI_SUCCESS || scope_st != CUABI_SUCCESS)
+        return scope_st;
+    /* A failed restore fails the call: all or nothing, as above. */
+    release_imports(out, addresses, count);
+    return cuabi__context_made_lost(__func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_ipc_pool_info(cuabi_ipc_pool_role *role, uint64_t *pool_id,

@@ -628,7 +628,7 @@ CUABI_EXTERN(cuabi_status) cuabi_prepared_create(cuabi_prepared **out, cuabi_ker
     *out = CUABI__HANDLE(pl, cuabi_prepared);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, PREPARED, __func__);
 }
 
 /* Out of line: the prepared launch's failure path (a refusal for want of a

@@ -133,7 +133,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_device_default(cuabi_memory_res
             st = CUABI_ERROR_OUT_OF_MEMORY;
         }
     }
-    return cuabi__context_leave(&scope, drv, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, MEMORY_RESOURCE, __func__);
 }
 
 static bool location_is_host(cuabi_location_type t)
@@ -311,7 +311,7 @@ CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pool_create(
         else
             r->max_size = max_size;
     }
-    return cuabi__context_leave(&scope, drv, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, MEMORY_RESOURCE, __func__);
 }
 
 cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *device,
@@ -323,8 +323,8 @@ cuabi_status cuabi__resource_simple(cuabi_memory_resource **out, cuabi_device *d
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     CUABI__TRY(cuabi__gpu_resource_begin(&scope, out, device, &dev, &drv, caller));
     cuabi__memory_resource *r = resource_alloc(impl, kind, dev);
-    return cuabi__context_leave(&scope, drv, r ? (r->drv = drv, resource_publish(out, r))
-                                              : CUABI_ERROR_OUT_OF_MEMORY);
+    cuabi_status st = r ? (r->drv = drv, resource_publish(out, r)) : CUABI_ERROR_OUT_OF_MEMORY;
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, MEMORY_RESOURCE, caller);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_memory_resource_pinned(cuabi_memory_resource **out,
@@ -476,7 +476,18 @@ static cuabi_status resource_allocate_slow(uintptr_t *out, cuabi__memory_resourc
     CUstream raw;
     cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
     CUABI__TRY(enter_stream(&scope, &raw, r, s, drv));
-    return cuabi__context_leave(&scope, drv, driver_allocate(out, r, size, raw, caller));
+    cuabi_status st = driver_allocate(out, r, size, raw, caller);
+    if (cuabi__context_leave(&scope, drv, st) == CUABI_SUCCESS || st != CUABI_SUCCESS)
+        return st;
+    /* The caller's context could not be given back: the call fails, so the
+     * memory goes back. Not freed before the leave (whose failure cannot be
+     * known before it is tried), so the free makes its context current
+     * again in a scope of its own, as any deallocation does: the device's,
+     * or a pool's memory on the stream it was allocated on (ordered after
+     * the allocation). */
+    (void)cuabi__resource_deallocate_general(r, *out, size, alignment, s, caller);
+    *out = 0;
+    return cuabi__context_made_lost(caller);
 }
 
 /* The driver's allocation, its context current. */

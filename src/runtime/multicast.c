@@ -173,7 +173,7 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_create(cuabi_multicast **out,
             for (size_t i = 0; i < count; i++)
                 cuabi__object_retain(&team[i]->base);
             *out = CUABI__HANDLE(m, cuabi_multicast);
-            return cuabi__context_end(&scope, CUABI_SUCCESS);
+            return CUABI__CONTEXT_END_OUT(&scope, st, out, MULTICAST, __func__);
         }
         pthread_mutex_destroy(&m->lock);
     }
@@ -396,5 +396,5 @@ CUABI_EXTERN(cuabi_status) cuabi_multicast_map(cuabi_buffer **out, cuabi_multica
     cuabi__free(p);
     CUABI__SCOPE_RETURN(st);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, BUFFER, __func__);
 }

@@ -362,6 +362,32 @@ static cuabi_status read_rank(cuabi__ncomm *o, const char *caller)
                                     : nccl_error(o->nccl, r, o->comm, "ncclCommUserRank", caller);
 }
 
+static void ncomm_abort(cuabi__ncomm *o);
+
+/* The end of a call that made a communicator for *out (NULL: none, a
+ * split's CUABI_NCCL_SPLIT_NOCOLOR): a failed restore fails the call, so
+ * the new communicator is aborted, as every failure after its init is (a
+ * destroy could wait on peers), and released. */
+static cuabi_status comm_made_end(const cuabi__context_scope *scope, cuabi_status st,
+                                  cuabi_nccl_comm **out, const char *caller)
+{
+    if (cuabi__context_end(scope, st) == CUABI_SUCCESS || st != CUABI_SUCCESS || !*out)
+        return st;
+    void *obj;
+    if (cuabi__handle_get(*out, CUABI__T_NCCL_COMM, &obj, caller) == CUABI_SUCCESS) {
+        cuabi__ncomm *o = obj;
+        const cuabi__driver *drv;
+        cuabi__context_scope again = CUABI__CONTEXT_SCOPE_NONE;   /* as cuabi_nccl_comm_abort */
+        if (cuabi__driver_get(&drv) == CUABI_SUCCESS)
+            (void)cuabi__device_enter(&again, o->device, drv);
+        ncomm_abort(o);
+        (void)cuabi__context_end(&again, CUABI_SUCCESS);
+        cuabi__object_release(&o->base);
+    }
+    *out = NULL;
+    return cuabi__context_made_lost(caller);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_rank(cuabi_nccl_comm **out, cuabi_device *device,
                                                      int nranks, const cuabi_nccl_unique_id *id,
                                                      int rank, const cuabi_nccl_comm_options *options)
@@ -415,7 +441,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_rank(cuabi_nccl_comm **out, cuab
     }
     CUABI__SCOPE_RETURN(ncomm_publish(out, o));
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return comm_made_end(&scope, scope_st, out, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_init_all(cuabi_nccl_comm **out, cuabi_device **devices,
@@ -589,7 +615,7 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_split(cuabi_nccl_comm **out, cuabi_nc
     }
     CUABI__SCOPE_RETURN(ncomm_publish(out, o));
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return comm_made_end(&scope, scope_st, out, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_nccl_comm_finalize(cuabi_nccl_comm *comm)
@@ -1449,5 +1475,5 @@ CUABI_EXTERN(cuabi_status) cuabi_nccl_register(cuabi_nccl_registration **out,
     *out = CUABI__HANDLE(g, cuabi_nccl_registration);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, NCCL_REGISTRATION, __func__);
 }

@@ -298,5 +298,5 @@ CUABI_EXTERN(cuabi_status) cuabi_pool_at_location(cuabi_memory_resource **out,
     CUABI__SCOPE_RETURN(cuabi__resource_pool_publish(out, &r, dev, drv, pool, CUABI__RES_POOL, false, 0,
                                         location_type, loc.id));
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, MEMORY_RESOURCE, __func__);
 }

@@ -74,7 +74,7 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_create(cuabi_stream **out, cuabi_device 
         if (st != CUABI_SUCCESS)
             CUABI__CU_RELEASE(drv, cuStreamDestroy, raw);
     }
-    return cuabi__context_leave(&scope, drv, st);
+    return CUABI__CONTEXT_END_OUT(&scope, st, out, STREAM, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_stream_wrap(cuabi_stream **out, cuabi_device *device,

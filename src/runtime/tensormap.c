@@ -451,7 +451,7 @@ static cuabi_status make(cuabi_tensormap **out, cuabi_tensormap_kind kind, cuabi
     *out = CUABI__HANDLE(tm, cuabi_tensormap);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, TENSORMAP, caller);
 }
 
 typedef struct tiled_args { const uint32_t *box; size_t rank; } tiled_args;

@@ -220,7 +220,13 @@ static cuabi_status texture_make(cuabi_texture **out, cuabi__texture *t,
     if (t->view)
         cuabi__object_retain(&t->view->base);
     *out = CUABI__HANDLE(t, cuabi_texture);
-    return left;
+    if (left == CUABI_SUCCESS)
+        return CUABI_SUCCESS;
+    /* The caller's context could not be given back: the call fails, so the
+     * texture goes back (all or nothing). */
+    (void)cuabi__handle_release(*out, CUABI__T_TEXTURE);
+    *out = NULL;
+    return cuabi__context_made_lost(caller);
 }
 
 static cuabi__texture *texture_alloc(const cuabi_texture_desc *desc, const char *caller)
@@ -538,7 +544,7 @@ CUABI_EXTERN(cuabi_status) cuabi_surface_create(cuabi_surface **out, cuabi_array
     *out = CUABI__HANDLE(s, cuabi_surface);
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, SURFACE, __func__);
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_surface_object(uint64_t *out, cuabi_surface *surface)

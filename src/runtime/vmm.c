@@ -299,6 +299,8 @@ static vmm_block *block_new(const cuabi__driver *drv, cuabi__device *dev)
 
 static _Thread_local size_t pending_reserve;   /* cuabi_vmm_buffer_allocate's `reserve` */
 
+static cuabi_status vmm_free(cuabi__memory_resource *r, uintptr_t ptr, const char *caller);
+
 static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size_t size,
                                  const char *caller)
 {
@@ -352,7 +354,14 @@ static cuabi_status vmm_allocate(uintptr_t *out, cuabi__memory_resource *r, size
     *out = k->base;
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    if (cuabi__context_end(&scope, scope_st) == CUABI_SUCCESS || scope_st != CUABI_SUCCESS)
+        return scope_st;
+    /* The caller's context could not be given back: the call fails, so the
+     * block goes back (block_release makes the device current again for
+     * itself, in a scope of its own). */
+    (void)vmm_free(r, *out, caller);
+    *out = 0;
+    return cuabi__context_made_lost(caller);
 }
 
 static cuabi_status vmm_free(cuabi__memory_resource *r, uintptr_t ptr, const char *caller)
@@ -536,7 +545,7 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_resource_create(cuabi_memory_resource **out
     *out = h;
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, MEMORY_RESOURCE, __func__);
 }
 
 static cuabi_status vmm_resource_of(cuabi__memory_resource **r, cuabi_memory_resource *res,
@@ -910,7 +919,14 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_export_chunk(int *fd, uint8_t *out, size_t 
         }
     }
     pthread_mutex_unlock(&k->lock);
-    return cuabi__context_end(&scope, st);
+    if (cuabi__context_end(&scope, st) == CUABI_SUCCESS || st != CUABI_SUCCESS)
+        return st;
+    /* The restore failed after the export: the call fails, and a caller
+     * that sees a failure has no fd to close. */
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+    return cuabi__context_made_lost(__func__);
 }
 
 /* A chunk descriptor's own rules beyond the frame: a chunk kind, an index
@@ -1104,5 +1120,5 @@ CUABI_EXTERN(cuabi_status) cuabi_vmm_import(cuabi_buffer **out, cuabi_memory_res
     }
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    return CUABI__CONTEXT_END_OUT(&scope, scope_st, out, BUFFER, __func__);
 }

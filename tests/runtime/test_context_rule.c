@@ -34,10 +34,13 @@ enum { SEEN_MAX = 64 };
 static CUcontext seen[SEEN_MAX];
 static int nseen, get_calls;
 
+static bool refuse_ctx1;   /* giving device 1's context back fails (a failed restore) */
 static CUresult CUDAAPI watch_set(CUcontext c)
 {
     if (nseen < SEEN_MAX)
         seen[nseen++] = c;
+    if (refuse_ctx1 && c == CTX1)
+        return CUDA_ERROR_INVALID_CONTEXT;
     fake_current = c;
     return CUDA_SUCCESS;
 }
@@ -175,6 +178,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    refuse_ctx1 = false;
     cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
     nccl_fail("", 0, 0);
     cuabi_nccl_comm_release(comm[0]);
@@ -836,6 +840,261 @@ START_TEST(threads_keep_their_own)
 }
 END_TEST
 
+/* ------------------------------------- a failed restore after a creation
+ *
+ * The work succeeded, then giving the caller's context back failed: the call
+ * fails, so it must hand out nothing and keep nothing (a caller seeing an
+ * error releases nothing). Each creator below runs on device 0 with device
+ * 1's context current and the restore refused; *made is what it wrote to
+ * its out parameter (poisoned before, so an untouched one shows). */
+
+#define POISON ((void *)(uintptr_t)0xdead)
+
+static cuabi_status m_stream(void **made)
+{
+    cuabi_stream *s = POISON;
+    cuabi_status st = cuabi_stream_create(&s, dev0, NULL);
+    *made = s;
+    return st;
+}
+
+static cuabi_status m_event(void **made)
+{
+    cuabi_event *e = POISON;
+    cuabi_status st = cuabi_event_create(&e, dev0, NULL);
+    *made = e;
+    return st;
+}
+
+static cuabi_status m_ipc_event(void **made)
+{
+    cuabi_event *e = POISON;
+    cuabi_status st = cuabi_ipc_event_create(&e, dev0);
+    *made = e;
+    return st;
+}
+
+static cuabi_status m_pool(void **made)
+{
+    cuabi_memory_resource *r = POISON;
+    cuabi_status st = cuabi_memory_resource_pool_create(&r, dev0, NULL);
+    *made = r;
+    return st;
+}
+
+static cuabi_status m_device_default(void **made)
+{
+    cuabi_memory_resource *r = POISON;
+    cuabi_status st = cuabi_memory_resource_device_default(&r, dev0);
+    *made = r;
+    return st;
+}
+
+static cuabi_status m_pinned_resource(void **made)
+{
+    cuabi_memory_resource *r = POISON;
+    cuabi_status st = cuabi_memory_resource_pinned(&r, dev0);
+    *made = r;
+    return st;
+}
+
+static cuabi_status m_pool_at_location(void **made)
+{
+    cuabi_memory_resource *r = POISON;
+    cuabi_status st = cuabi_pool_at_location(&r, dev0, CUABI_LOCATION_DEVICE, 0,
+                                             CUABI_POOL_DEFAULT);
+    *made = r;
+    return st;
+}
+
+/* Memory from the pool on the legacy stream (the device's context). */
+static cuabi_status m_allocate(void **made)
+{
+    uintptr_t p = 0xdead;
+    cuabi_status st = cuabi_memory_resource_allocate(&p, pool0, 256, 0, NULL);
+    *made = (void *)p;
+    return st;
+}
+
+static cuabi_status m_buffer(void **made)
+{
+    cuabi_buffer *b = POISON;
+    cuabi_status st = cuabi_buffer_allocate(&b, pool0, 256, 0, NULL);
+    *made = b;
+    return st;
+}
+
+static cuabi_status m_pinned_buffer(void **made)
+{
+    cuabi_buffer *b = POISON;
+    cuabi_status st = cuabi_buffer_allocate(&b, pinned0, 64, 0, s0);
+    *made = b;
+    return st;
+}
+
+static cuabi_status m_prepared(void **made)
+{
+    cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
+    c.grid[0] = 1;
+    c.block[0] = 32;
+    c.device = dev0;
+    cuabi_prepared *pl = POISON;
+    cuabi_status st = cuabi_prepared_create(&pl, kern, pack, &c);
+    *made = pl;
+    return st;
+}
+
+/* A graph of device 0 (a memset node of its memory), made before the
+ * restore is refused; the creator's graph and buffer go with m_graph_done. */
+static cuabi_graph *mgraph;
+static cuabi_buffer *mbuf;
+static void *mmem;
+
+static void m_graph_setup(void)
+{
+    mmem = calloc(1, 256);
+    ck_assert_ok(cuabi_buffer_wrap(&mbuf, dev0, CUABI_MEMORY_DEVICE, (uintptr_t)mmem, 256, NULL,
+                                   NULL));
+    ck_assert_ok(cuabi_graph_create(&mgraph));
+    cuabi_graph_node *n;
+    ck_assert_ok(cuabi_graph_add_memset(&n, mgraph, NULL, 0, mbuf, 0, 7, 4, 16));
+    cuabi_graph_node_release(n);
+}
+
+static cuabi_status m_instantiate(void **made)
+{
+    cuabi_graph_exec *e = POISON;
+    cuabi_status st = cuabi_graph_instantiate(&e, mgraph, NULL);
+    *made = e;
+    return st;
+}
+
+static cuabi_status m_graph_node(void **made)
+{
+    cuabi_graph_node *n = POISON;
+    cuabi_status st = cuabi_graph_add_memset(&n, mgraph, NULL, 0, mbuf, 0, 1, 4, 16);
+    *made = n;
+    return st;
+}
+
+static cuabi_status m_nccl_init_rank(void **made)
+{
+    cuabi_nccl_unique_id id;
+    ck_assert_ok(cuabi_nccl_get_unique_id(&id));
+    cuabi_nccl_comm *c = POISON;
+    cuabi_status st = cuabi_nccl_comm_init_rank(&c, dev0, 1, &id, 0, NULL);
+    *made = c;
+    return st;
+}
+
+static cuabi_status m_nccl_register(void **made)
+{
+    cuabi_nccl_registration *r = POISON;
+    cuabi_status st = cuabi_nccl_register(&r, comm[0], mbuf);
+    *made = r;
+    return st;
+}
+
+typedef struct made_case {
+    const char *name;
+    cuabi_status (*fn)(void **made);
+    bool graph;   /* needs m_graph_setup */
+} made_case;
+
+static const made_case made_cases[] = {
+    { "cuabi_stream_create", m_stream, false },
+    { "cuabi_event_create", m_event, false },
+    { "cuabi_ipc_event_create", m_ipc_event, false },
+    { "cuabi_memory_resource_pool_create", m_pool, false },
+    { "cuabi_memory_resource_device_default", m_device_default, false },
+    { "cuabi_memory_resource_pinned", m_pinned_resource, false },
+    { "cuabi_pool_at_location", m_pool_at_location, false },
+    { "cuabi_memory_resource_allocate", m_allocate, false },
+    { "cuabi_buffer_allocate", m_buffer, false },
+    { "cuabi_buffer_allocate (pinned)", m_pinned_buffer, false },
+    { "cuabi_prepared_create", m_prepared, false },
+    { "cuabi_graph_instantiate", m_instantiate, true },
+    { "cuabi_graph_add_memset", m_graph_node, true },
+    { "cuabi_nccl_comm_init_rank", m_nccl_init_rank, false },
+    { "cuabi_nccl_register", m_nccl_register, true },
+};
+enum { NMADE = sizeof made_cases / sizeof made_cases[0] };
+
+/* What the fake driver holds. */
+typedef struct fake_census {
+    int streams, events, allocs, pools, execs, graphs;
+} fake_census;
+
+static fake_census census(void)
+{
+    return (fake_census){ fake_live_streams, fake_live_events, fake_live_allocs, fake_live_pools,
+                          fake_live_execs, fake_live_graphs };
+}
+
+START_TEST(failed_restore_hands_out_nothing)
+{
+    const made_case *c = &made_cases[_i];
+    if (c->graph)
+        m_graph_setup();
+    void *made = NULL;
+    watch_reset(CTX1);
+    (void)c->fn(&made);          /* first use: what is retained or cached once */
+    ck_assert_msg(made != NULL && made != POISON, "%s: %s", c->name,
+                  cuabi_last_error()->message);
+    uintptr_t first = (uintptr_t)made;
+    size_t live = cuabi__handle_live_count();
+    fake_census before = census();
+    watch_reset(CTX1);
+    refuse_ctx1 = true;
+    made = POISON;
+    cuabi_status st = c->fn(&made);
+    refuse_ctx1 = false;
+    ck_assert_msg(was_current(CTX0), "%s: device 0's context was never made current", c->name);
+    fake_current = CTX1;
+    ck_assert_msg(st != CUABI_SUCCESS, "%s: succeeded though the caller's context could not be "
+                  "given back", c->name);
+    ck_assert_msg(strstr(cuabi_last_error()->message, "could not be made current") != NULL,
+                  "%s: %s", c->name, cuabi_last_error()->message);
+    ck_assert_msg(made == NULL, "%s: failed, but its out parameter holds %p", c->name, made);
+    ck_assert_msg(cuabi__handle_live_count() == live, "%s: %zu live handles after the failure, "
+                  "%zu before", c->name, cuabi__handle_live_count(), live);
+    fake_census after = census();
+    ck_assert_msg(memcmp(&after, &before, sizeof after) == 0,
+                  "%s: the fake driver holds more after the failure: streams %d/%d, events "
+                  "%d/%d, allocations %d/%d, pools %d/%d, execs %d/%d, graphs %d/%d", c->name,
+                  after.streams, before.streams, after.events, before.events, after.allocs,
+                  before.allocs, after.pools, before.pools, after.execs, before.execs,
+                  after.graphs, before.graphs);
+    /* The first call's object, given back as its caller would. */
+    if (c->fn == m_allocate)
+        ck_assert_ok(cuabi_memory_resource_deallocate(pool0, first, 256, 0, NULL));
+    else if (c->fn == m_buffer || c->fn == m_pinned_buffer)
+        ck_assert_ok(cuabi_buffer_destroy((cuabi_buffer *)first));
+    else if (c->fn == m_stream)
+        ck_assert_ok(cuabi_stream_release((cuabi_stream *)first));
+    else if (c->fn == m_event || c->fn == m_ipc_event)
+        ck_assert_ok(cuabi_event_release((cuabi_event *)first));
+    else if (c->fn == m_pool || c->fn == m_device_default || c->fn == m_pinned_resource ||
+             c->fn == m_pool_at_location)
+        ck_assert_ok(cuabi_memory_resource_release((cuabi_memory_resource *)first));
+    else if (c->fn == m_prepared)
+        ck_assert_ok(cuabi_prepared_release((cuabi_prepared *)first));
+    else if (c->fn == m_instantiate)
+        ck_assert_ok(cuabi_graph_exec_release((cuabi_graph_exec *)first));
+    else if (c->fn == m_graph_node)
+        ck_assert_ok(cuabi_graph_node_release((cuabi_graph_node *)first));
+    else if (c->fn == m_nccl_init_rank)
+        ck_assert_ok(cuabi_nccl_comm_release((cuabi_nccl_comm *)first));
+    else if (c->fn == m_nccl_register)
+        ck_assert_ok(cuabi_nccl_registration_destroy((cuabi_nccl_registration *)first));
+    if (c->graph) {
+        cuabi_graph_release(mgraph);
+        cuabi_buffer_destroy(mbuf);
+        free(mmem);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("context_rule");
@@ -845,6 +1104,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, no_context_stays_none, 0, NCASES);
     tcase_add_loop_test(tc, hot_path_switches_nothing, 0, NCASES);
     tcase_add_loop_test(tc, failure_gives_the_context_back, 0, NCASES);
+    tcase_add_loop_test(tc, failed_restore_hands_out_nothing, 0, NMADE);
     suite_add_tcase(s, tc);
     tc = tcase_create("rules");
     tcase_add_checked_fixture(tc, setup, teardown);
