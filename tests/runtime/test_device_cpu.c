@@ -102,6 +102,21 @@ START_TEST(push_and_pop_current_nest_and_refuse_mismatches)
     ck_assert_ok(cuabi_device_get(&d1, 1));
     ck_assert_status(cuabi_device_pop_current(d0), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("nothing was pushed");
+    /* NULL, another type's handle, a released one: refused, nothing pushed */
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_stream_create(&s, d0, NULL));
+    ck_assert_status(cuabi_device_push_current(NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_device_pop_current(NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_device_push_current((cuabi_device *)s), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_device_pop_current((cuabi_device *)s), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_stream_release(s));
+    cuabi_device *gone;
+    ck_assert_ok(cuabi_device_get(&gone, 1));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_ok(cuabi_device_release(gone));   /* device 1's last reference */
+    ck_assert_status(cuabi_device_push_current(gone), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ptr_null(fake_current);
+    ck_assert_ok(cuabi_device_get(&d1, 1));
     ck_assert_ok(cuabi_device_push_current(d0));
     ck_assert_ptr_eq(fake_current, (CUcontext)(uintptr_t)0x1000);
     ck_assert_ok(cuabi_device_push_current(d1));

@@ -436,7 +436,7 @@ class Device(Handle):
         cuabi_device_pop_current). For code that asks the runtime's current
         device: torch's tensor.__dlpack__(stream=...) refuses a tensor of
         another device than the current one, so cuabi.from_dlpack(t,
-        stream=s) makes t's device current this way around it."""
+        stream=s) pushes t's device (the same C calls) around it."""
         lib.cuabi_device_push_current(self)
         before = getattr(_current, "device", None)
         _current.device = self

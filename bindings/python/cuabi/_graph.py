@@ -1573,7 +1573,7 @@ GraphExec._releaser()
 # instantiate has left the caches cold (issue 24).
 _exec_new = None
 if fast is not None and hasattr(fast, "graph_exec_new"):
-    fast.set_exec_class(GraphExec, _ReleaseOnDeath, GraphExec._releaser())
+    fast.set_exec_class(GraphExec, GraphExec._releaser())
     _exec_new = fast.graph_exec_new
 
 

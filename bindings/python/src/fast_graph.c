@@ -172,9 +172,10 @@ static PyObject *graph_instantiate(PyObject *self, PyObject *graph)
  * cost ~10 us after a 100-node instantiate, 1 us warm; issue 24). */
 static PyTypeObject *exec_type;         /* cuabi._graph.GraphExec */
 static PyObject *exec_releaser;         /* GraphExec._releaser(): cuabi_graph_exec_destroy */
-static PyTypeObject *exec_release_type; /* cuabi._handle._ReleaseOnDeath */
-static Py_ssize_t off_exec_rel_fn, off_exec_rel_value;
 static PyObject *str_graphs;
+/* _ReleaseOnDeath and its slots: set_capture_classes's (below), given first. */
+static PyTypeObject *release_type;
+static Py_ssize_t off_rel_fn, off_rel_value;
 static PyObject *empty_args;           /* () (made at module init, below) */
 
 /* graph_exec_new(graph) -> a GraphExec of the graph (default options) */
@@ -186,8 +187,7 @@ static PyObject *graph_exec_new(PyObject *self, PyObject *graph)
     if (!h)
         return NULL;
     PyObject *x = exec_type->tp_new(exec_type, empty_args, NULL);
-    PyObject *rel = x ? exec_release_type->tp_new(exec_release_type, empty_args, NULL)
-                      : NULL;
+    PyObject *rel = x ? release_type->tp_new(release_type, empty_args, NULL) : NULL;
     PyObject *graphs = rel ? PyList_New(1) : NULL;
     if (!graphs) {
         Py_XDECREF(rel);
@@ -196,8 +196,8 @@ static PyObject *graph_exec_new(PyObject *self, PyObject *graph)
         Py_DECREF(h);
         return NULL;
     }
-    fast_slot_set(rel, off_exec_rel_fn, exec_releaser);
-    fast_slot_set(rel, off_exec_rel_value, h);
+    fast_slot_set(rel, off_rel_fn, exec_releaser);
+    fast_slot_set(rel, off_rel_value, h);
     fast_slot_set(x, fast_handle_off, h);   /* from here the object owns the executable */
     fast_slot_set(x, fast_fin_off, rel);
     Py_DECREF(rel);
@@ -211,14 +211,14 @@ static PyObject *graph_exec_new(PyObject *self, PyObject *graph)
     return x;
 }
 
-/* set_exec_class(GraphExec, _ReleaseOnDeath, releaser) */
+/* set_exec_class(GraphExec, releaser), after set_capture_classes */
 static PyObject *set_exec_class(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
-    if (n != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "set_exec_class(GraphExec, _ReleaseOnDeath, releaser)");
+    if (n != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "set_exec_class(GraphExec, releaser)");
         return NULL;
     }
-    if (!fast_handle_type)
+    if (!fast_handle_type || !release_type)
         return fast_not_attached(), NULL;
     if (!PyType_IsSubtype((PyTypeObject *)args[0], fast_handle_type)) {
         PyErr_SetString(PyExc_TypeError, "set_exec_class: GraphExec must be a Handle class");
@@ -226,15 +226,10 @@ static PyObject *set_exec_class(PyObject *self, PyObject *const *args, Py_ssize_
     }
     if (!str_graphs && !(str_graphs = PyUnicode_InternFromString("_graphs")))
         return NULL;
-    if (fast_slot_offset(args[1], "fn", &off_exec_rel_fn) < 0 ||
-        fast_slot_offset(args[1], "value", &off_exec_rel_value) < 0)
-        return NULL;
     Py_INCREF(args[0]);
     Py_XSETREF(exec_type, (PyTypeObject *)args[0]);
     Py_INCREF(args[1]);
-    Py_XSETREF(exec_release_type, (PyTypeObject *)args[1]);
-    Py_INCREF(args[2]);
-    Py_XSETREF(exec_releaser, args[2]);
+    Py_XSETREF(exec_releaser, args[1]);
     Py_RETURN_NONE;
 }
 
@@ -252,14 +247,11 @@ static PyObject *set_exec_class(PyObject *self, PyObject *const *args, Py_ssize_
 /* What cuabi._graph gives once (set_capture_classes). */
 static PyTypeObject *graph_type;        /* cuabi._graph.Graph */
 static PyTypeObject *state_type;        /* cuabi._graph._GraphState */
-static PyTypeObject *release_type;      /* cuabi._handle._ReleaseOnDeath */
 static PyObject *graph_releaser;        /* Graph._releaser(): cuabi_graph_release */
 static PyObject *captures;              /* cuabi._callbacks.captures (a list) */
 static PyObject *states;                /* handle value -> weakref.ref to its _GraphState */
 static Py_ssize_t states_sweep_at = 64;
 static Py_ssize_t off_keep, off_keys, off_kernels, off_meta, off_state_fin;
-static Py_ssize_t off_rel_fn, off_rel_value;
-static PyObject *empty_args;
 static PyObject *str_device_arg, *str_state, *str_keep, *str_keys, *str_kernels, *str_pending;
 static PyObject *str_global, *str_thread_local, *str_relaxed;
 
@@ -625,7 +617,8 @@ static PyMethodDef methods[] = {
     {"graph_exec_new", graph_exec_new, METH_O,
      "graph_exec_new(graph) -> a GraphExec of the graph (default options; after set_exec_class)."},
     {"set_exec_class", (PyCFunction)(void (*)(void))set_exec_class, METH_FASTCALL,
-     "set_exec_class(GraphExec, _ReleaseOnDeath, releaser): what graph_exec_new makes (once)."},
+     "set_exec_class(GraphExec, releaser): what graph_exec_new makes (once, after "
+     "set_capture_classes)."},
     {"graph_state_set", (PyCFunction)(void (*)(void))graph_state_set, METH_FASTCALL,
      "graph_state_set(handle value, state): cuabi._graph's table of graph states, written."},
     {"set_capture_classes", (PyCFunction)(void (*)(void))set_capture_classes, METH_FASTCALL,

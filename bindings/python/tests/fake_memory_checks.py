@@ -313,7 +313,7 @@ def test_from_dlpack_with_a_stream_exports_with_the_arrays_device_current(dev):
         p = _CudaProducer(1, kind)
         with pytest.raises(_Stop):
             cuabi.from_dlpack(p, stream=s1)
-        assert p.seen == [(s1.raw, 0x1001, 1)]
+        assert p.seen == [(s1.raw, 0x1001, 0)]     # the driver's; cuabi.Device() unchanged
         assert _fake_current_context() == before and cuabi.Device().ordinal == 0
     p = _CudaProducer(0, 3)          # kDLCUDAHost: no device to make current
     with pytest.raises(_Stop):
