@@ -398,10 +398,14 @@ CUABI_EXTERN(cuabi_status) cuabi_objcode_module(uintptr_t *out, cuabi_objcode *o
         CUABI__SCOPE_RETURN(cuabi__missing_entry("cuLibraryGetModule", __func__));
     CUABI__TRY_SCOPE(cuabi__objcode_cu_check(o, drv, CUABI__CU_RAW(drv, cuLibraryGetModule, &m, lib),
                                        "cuLibraryGetModule", __func__));
-    *out = (uintptr_t)m;
     CUABI__SCOPE_RETURN(CUABI_SUCCESS);
 scope_leave:
-    return cuabi__context_end(&scope, scope_st);
+    /* The module is borrowed (the library owns it): nothing to release, but a
+     * call that fails -- its restore included -- hands nothing out. */
+    scope_st = cuabi__context_end(&scope, scope_st);
+    if (scope_st == CUABI_SUCCESS)
+        *out = (uintptr_t)m;
+    return scope_st;
 }
 
 CUABI_EXTERN(cuabi_status) cuabi_objcode_library(uintptr_t *out, cuabi_objcode *objcode)

@@ -995,6 +995,16 @@ static cuabi_status m_nccl_register(void **made)
     return st;
 }
 
+/* A borrowed CUmodule (the objcode's library owns it): a failed call must not
+ * hand it out either. */
+static cuabi_status m_objcode_module(void **made)
+{
+    uintptr_t m = (uintptr_t)POISON;
+    cuabi_status st = cuabi_objcode_module(&m, code, dev0);
+    *made = (void *)m;
+    return st;
+}
+
 typedef struct made_case {
     const char *name;
     cuabi_status (*fn)(void **made);
@@ -1017,6 +1027,7 @@ static const made_case made_cases[] = {
     { "cuabi_graph_add_memset", m_graph_node, true },
     { "cuabi_nccl_comm_init_rank", m_nccl_init_rank, false },
     { "cuabi_nccl_register", m_nccl_register, true },
+    { "cuabi_objcode_module", m_objcode_module, false },
 };
 enum { NMADE = sizeof made_cases / sizeof made_cases[0] };
 
