@@ -31,7 +31,13 @@ cuda.core for capture and instantiate, first and again, with the targets
 (<= 1), and the lower quartiles' ratios (on a VM whose processes run either
 fast or ~2x slow, the medians flip with how many land in each mode). The
 first capture is given with and without importing cuabi._graph (cuda.core imports its graph modules with the package).
---processes 1 runs both in this process, as before.
+--processes 1 runs both in this process, as before. Both libraries' processes do
+the same work in the same order (a graph of a kernel never launched captured and
+closed before the first instantiate; 100 launches timed before the graphs made
+again), so that "again" finds like processes; *_faults are the page faults
+the first capture and instantiate took, and the median of those the again
+instantiates took (the driver's host
+allocations: a process whose heap must grow pays them).
 """
 import argparse
 import compileall
@@ -39,6 +45,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -88,6 +95,13 @@ def timed(fn):
     return out, (time.perf_counter() - t0) * 1e6
 
 
+def faults():
+    """The process's page faults so far (minor + major): the driver's instantiate
+    allocates host memory, and a process whose heap must grow for it pays the faults."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_minflt + ru.ru_majflt
+
+
 def cuabi_rows(args, rows):
     t_start = time.perf_counter()
     import cuabi
@@ -116,7 +130,9 @@ def cuabi_rows(args, rows):
         parts["import"], parts["first"] = (t1 - t0) * 1e6, (t3 - t2) * 1e6
         return g
 
+    f0 = faults()
     g, t_cap = timed(capture)
+    f_cap = faults() - f0
 
     def capture_never_launched():
         times = []
@@ -135,7 +151,9 @@ def cuabi_rows(args, rows):
                  f"the kernel launched before, {times[0]:.1f} us of a kernel never launched "
                  f"(its first use); launches 2..{KERNELS} median "
                  f"{others[len(others) // 2]:.2f} us")
+    f0 = faults()
     exe, t_inst = timed(g.instantiate)
+    f_inst = faults() - f0
     _, t_first = timed(lambda: (exe.launch(s), s.sync()))
     rows.append((f"cuabi graph replay [{cuabi.backend}]",
                  best_round(lambda: exe.launch(s), s.sync, args.replays, args.rounds)))
@@ -152,15 +170,17 @@ def cuabi_rows(args, rows):
             for _ in range(KERNELS):
                 cuabi.launch(s, cfg, k, buf, a, b)
         return g3
-    caps, insts = [], []
+    caps, insts, flts = [], [], []
     for _ in range(args.again):
         g3, t_cap2 = timed(capture_again)
+        f0 = faults()
         _, t_inst2 = timed(g3.instantiate)
+        flts.append(faults() - f0)
         caps.append(t_cap2)
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
-                capture_import=parts["import"],
+                capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=parts["import"],
                 to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
@@ -189,19 +209,43 @@ def cuda_core_rows(args, rows):
         gb.end_building()
         return gb
 
+    never = Program(SRC, code_type="c++",
+                    options=ProgramOptions(arch="sm_" + dev.arch)).compile("cubin").get_kernel("k")
+    f0 = faults()
     gb, t_cap = timed(build)
+    f_cap = faults() - f0
+
+    def capture_never_launched():  # cuabi's process does the same between its graphs
+        gb2 = s.create_graph_builder().begin_building()
+        for _ in range(KERNELS):
+            launch(gb2, cfg, never, buf, a, b)
+        gb2.end_building()
+        gb2.close()
+
+    capture_never_launched()
+    f0 = faults()
     graph, t_inst = timed(gb.complete)
+    f_inst = faults() - f0
     _, t_first = timed(lambda: (graph.launch(s), s.sync()))
     rows.append(("cuda.core GraphBuilder graph replay",
                  best_round(lambda: graph.launch(s), s.sync, args.replays, args.rounds)))
-    caps, insts = [], []
+
+    def hundred():
+        for _ in range(KERNELS):
+            launch(s, cfg, ker, buf, a, b)
+
+    rows.append(("cuda.core launch() x100", best_round(hundred, s.sync, args.replays, args.rounds)))
+    caps, insts, flts = [], [], []
     for _ in range(args.again):
         gb2, t_cap2 = timed(build)
+        f0 = faults()
         _, t_inst2 = timed(gb2.complete)
+        flts.append(faults() - f0)
         caps.append(t_cap2)
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
-                capture_again=_med(caps), instantiate_again=_med(insts), capture_import=0.0,
+                capture_again=_med(caps), instantiate_again=_med(insts),
+                capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=0.0,
                 to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
@@ -221,7 +265,8 @@ def _med(v):
 
 
 FIGURES = ("setup", "capture", "capture_import", "instantiate", "first_launch", "capture_again",
-           "instantiate_again", "to_first_graph")
+           "instantiate_again", "capture_faults", "instantiate_faults", "instantiate_again_faults",
+           "to_first_graph")
 # Process kinds: cuabi as a program meets it (its compile cache hit: no NVRTC in the
 # process), cuabi with the cache off (NVRTC runs in the process, as cuda.core's compile
 # does: the driver's first capture and instantiate then find the heap pages NVRTC used
