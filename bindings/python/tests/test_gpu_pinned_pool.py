@@ -121,8 +121,8 @@ def test_data_round_trip(libs):
             host[:] = np.arange(n, dtype=np.uint64).astype(np.uint8)
             dbuf = dev.allocate(n, stream=s)              # device memory
             dbuf.copy_from(buf, stream=s)
+            s.sync()            # the copy reads `host`: only after it may it be cleared
             host[:] = 0
-            s.sync()
             buf.copy_from(dbuf, stream=s)
             s.sync()
             out.append((buf.size, buf.is_host_accessible, buf.is_device_accessible,
