@@ -14,6 +14,7 @@
 #include "compile/objcode.h"
 #include "compile/param_types.h"
 #include "util/file.h"
+#include "util/heap.h"
 
 /* The default target of offline compiles when no GPU says otherwise. */
 #define DEFAULT_OFFLINE_ARCH "sm_90"
@@ -473,6 +474,9 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
     }
     o->library = lib;
     o->loaded = true;
+    /* Code is on its way to the GPU: the driver's first graphs come next
+     * (util/heap.c says why this helps them). */
+    cuabi__heap_reserve();
     return CUABI_SUCCESS;
 }
 

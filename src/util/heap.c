@@ -1,0 +1,109 @@
+/* Why a library touches the process heap (docs/PERFORMANCE.md, "page faults of
+ * the first graph"): the driver allocates a graph's nodes with malloc, during
+ * the capture and again during cuGraphInstantiate. A process that compiled
+ * with NVRTC first finds NVRTC's freed (already resident) memory in the heap;
+ * a process the compile cache spared NVRTC has a small heap, and its first
+ * 100-node graph grows it by ~600 KB, one page fault per 4 KiB page (~150
+ * faults, ~1.6 us each on an H200 VM: a third of that process's first capture
+ * and instantiate, measured with getrusage in bench/bench_graph.py). This
+ * grows the heap once, up front, with its pages made resident in one call
+ * where the kernel can (MADV_POPULATE_WRITE, Linux 5.14), and frees it again
+ * below a small allocation kept for the process's life, so that free() does
+ * not give it back to the system: any later malloc, the driver's first,
+ * reuses it without faulting.
+ *
+ * Plain malloc/free, not cuabi__malloc: the memory is no object of cuabi's,
+ * its failure is nothing to report, and the allocation tests that count or
+ * fail cuabi's allocations must not see it. With another allocator
+ * (jemalloc, ASan's) the effect may be lost; nothing else changes. */
+#include "util/heap.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Blocks under glibc's smallest mmap threshold (128 KiB), so they come from
+ * the heap rather than from a mapping of their own that free() unmaps. */
+#define BLOCK_BYTES ((size_t)112 * 1024)
+#define MAX_BLOCKS 64
+
+/* Kept for the process's life: each call's blocks lie below its fence.
+ * Tests call more than once; past FENCES a call's fence is freed again (its
+ * blocks may then be trimmed: no harm). */
+#define FENCES 8
+static void *fences[FENCES];
+static size_t nfences;
+static pthread_mutex_t fences_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Make [p, p + len) resident: one madvise where the kernel has
+ * MADV_POPULATE_WRITE, else a write to each page. The memory is ours
+ * (allocated, not yet freed). */
+static void make_resident(void *p, size_t len)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)(page - 1);
+    if (e <= a)
+        return;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0)
+        return;
+#endif
+    for (uintptr_t q = a; q < e; q += page)
+        *(volatile char *)q = 0;
+}
+
+size_t cuabi__heap_reserve_now(size_t bytes)
+{
+    void *blocks[MAX_BLOCKS + 1];
+    size_t n = 0, want = bytes / BLOCK_BYTES;
+    if (want == 0)
+        return 0;
+    if (want > MAX_BLOCKS)
+        want = MAX_BLOCKS;
+    /* One block more than reserved: the last, from the heap's top above the
+     * others, is shrunk in place to the fence. (A small malloc would come
+     * from any free small chunk, below the blocks: freed, they would then be
+     * the top again, which free() trims.) */
+    while (n < want + 1 && (blocks[n] = malloc(BLOCK_BYTES)) != NULL)
+        n++;
+    if (n < 2) {
+        free(n ? blocks[0] : NULL);
+        return 0;
+    }
+    void *last = blocks[--n];
+    void *f = realloc(last, 64);
+    if (f == NULL)
+        f = last;   /* not shrunk: the whole block is the fence */
+    pthread_mutex_lock(&fences_lock);
+    if (f != NULL && nfences < FENCES) {
+        fences[nfences++] = f;
+        f = NULL;
+    }
+    pthread_mutex_unlock(&fences_lock);
+    free(f);
+    for (size_t i = 0; i < n; i++)
+        make_resident(blocks[i], BLOCK_BYTES);
+    for (size_t i = 0; i < n; i++)
+        free(blocks[i]);
+    return n * BLOCK_BYTES;
+}
+
+static pthread_once_t reserve_once = PTHREAD_ONCE_INIT;
+
+static void reserve_once_fn(void)
+{
+    const char *e = getenv("CUABI_HEAP_RESERVE");
+    if (e != NULL && strcmp(e, "0") == 0)
+        return;
+    (void)cuabi__heap_reserve_now(CUABI__HEAP_RESERVE_BYTES);
+}
+
+void cuabi__heap_reserve(void)
+{
+    pthread_once(&reserve_once, reserve_once_fn);
+}
