@@ -42,6 +42,7 @@ allocations: a process whose heap must grow pays them).
 import argparse
 import compileall
 import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -95,6 +96,23 @@ def timed(fn):
     return out, (time.perf_counter() - t0) * 1e6
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                               "usmblks", "fsmblks", "uordblks", "fordblks",
+                                               "keepcost")]
+
+
+def heap_free_kb():
+    """glibc's free bytes in the main heap, KiB (where a malloc finds memory
+    without growing the heap); nan where the C library has no mallinfo2."""
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return float("nan")
+    f.restype = _Mallinfo2
+    return f().fordblks / 1024
+
+
 def faults():
     """The process's page faults so far (minor + major): the driver's instantiate
     allocates host memory, and a process whose heap must grow for it pays the faults."""
@@ -130,6 +148,7 @@ def cuabi_rows(args, rows):
         parts["import"], parts["first"] = (t1 - t0) * 1e6, (t3 - t2) * 1e6
         return g
 
+    free_kb = heap_free_kb()
     f0 = faults()
     g, t_cap = timed(capture)
     f_cap = faults() - f0
@@ -180,7 +199,7 @@ def cuabi_rows(args, rows):
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
-                capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=parts["import"],
+                heap_free_kb=free_kb, capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=parts["import"],
                 to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
@@ -211,6 +230,7 @@ def cuda_core_rows(args, rows):
 
     never = Program(SRC, code_type="c++",
                     options=ProgramOptions(arch="sm_" + dev.arch)).compile("cubin").get_kernel("k")
+    free_kb = heap_free_kb()
     f0 = faults()
     gb, t_cap = timed(build)
     f_cap = faults() - f0
@@ -245,7 +265,7 @@ def cuda_core_rows(args, rows):
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
-                capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=0.0,
+                heap_free_kb=free_kb, capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=0.0,
                 to_first_graph=t_setup + t_cap + t_inst + t_first)
 
 
@@ -265,13 +285,15 @@ def _med(v):
 
 
 FIGURES = ("setup", "capture", "capture_import", "instantiate", "first_launch", "capture_again",
-           "instantiate_again", "capture_faults", "instantiate_faults", "instantiate_again_faults",
+           "instantiate_again", "heap_free_kb", "capture_faults", "instantiate_faults", "instantiate_again_faults",
            "to_first_graph")
 # Process kinds: cuabi as a program meets it (its compile cache hit: no NVRTC in the
 # process), cuabi with the cache off (NVRTC runs in the process, as cuda.core's compile
 # does: the driver's first capture and instantiate then find the heap pages NVRTC used
 # and freed, docs/PERFORMANCE.md), cuda.core.
 KINDS = {"cuabi": {}, "cuabi-nvrtc": {"CUABI_CACHE": "0"}, "cuda.core": {}}
+# --kinds may add: cuabi without its heap reserve (docs/graphs.md), for an A/B.
+EXTRA_KINDS = {"cuabi-noreserve": {"CUABI_HEAP_RESERVE": "0"}}
 
 
 def child(name, args):
@@ -289,10 +311,11 @@ def child(name, args):
 
 def processes(args):
     """--processes N of each library, alternating; medians and ratios."""
-    res = {name: [] for name in KINDS}
+    kinds = {k: dict(KINDS, **EXTRA_KINDS)[k] for k in args.kinds.split(",")}
+    res = {name: [] for name in kinds}
     errors = {}
     for i in range(args.processes):
-        order = list(KINDS) if i % 2 == 0 else list(KINDS)[::-1]
+        order = list(kinds) if i % 2 == 0 else list(kinds)[::-1]
         for name in order:
             if name in errors:
                 continue
@@ -300,7 +323,7 @@ def processes(args):
                    "--replays", str(args.replays), "--rounds", str(args.rounds),
                    "--again", str(args.again)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                               env=dict(os.environ, **KINDS[name]))
+                               env=dict(os.environ, **kinds[name]))
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             out = json.loads(line[-1][7:]) if line else {
                 "error": f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-200:]}"}
@@ -333,8 +356,8 @@ def processes(args):
             print(f"    {rname:44s} median {_med(vals):7.3f} us per kernel (best round of each)")
         if name.startswith("cuabi") and outs[0]["notes"]:
             print(f"    process 1: {outs[0]['notes'][0]}")
-    for ours in ("cuabi", "cuabi-nvrtc"):
-        if not (res[ours] and res["cuda.core"]):
+    for ours in [k for k in kinds if k.startswith("cuabi")]:
+        if not (res[ours] and res.get("cuda.core")):
             continue
 
         def ratio(f, g=None):
@@ -367,6 +390,8 @@ def main():
     ap.add_argument("--processes", type=int, default=5,
                     help="processes per library (1: both in this process, as before)")
     ap.add_argument("--again", type=int, default=5, help="graphs made after the first, per process")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="process kinds, of " + ", ".join(list(KINDS) + list(EXTRA_KINDS)))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -6,7 +6,8 @@
  * 100-node graph grows it by ~600 KB, one page fault per 4 KiB page (~150
  * faults, ~1.6 us each on an H200 VM: a third of that process's first capture
  * and instantiate, measured with getrusage in bench/bench_graph.py). This
- * grows the heap once, up front, with its pages made resident in one call
+ * raises glibc's mmap threshold as NVRTC's frees do (below), grows the heap
+ * once, up front, with its pages made resident in one call
  * where the kernel can (MADV_POPULATE_WRITE, Linux 5.14), and frees it again
  * below a small allocation kept for the process's life, so that free() does
  * not give it back to the system: any later malloc, the driver's first,
@@ -29,6 +30,8 @@
  * the heap rather than from a mapping of their own that free() unmaps. */
 #define BLOCK_BYTES ((size_t)112 * 1024)
 #define MAX_BLOCKS 64
+/* Freed, raises glibc's mmap threshold to about this. */
+#define THRESHOLD_BYTES ((size_t)1024 * 1024)
 
 /* Kept for the process's life: each call's blocks lie below its fence.
  * Tests call more than once; past FENCES a call's fence is freed again (its
@@ -65,6 +68,13 @@ size_t cuabi__heap_reserve_now(size_t bytes)
         return 0;
     if (want > MAX_BLOCKS)
         want = MAX_BLOCKS;
+    /* glibc maps each allocation over its mmap threshold (128 KiB at start)
+     * apart, faulted page by page and unmapped on free, every time; freeing
+     * such a mapping raises the threshold to its size (glibc's own dynamic
+     * rule, as NVRTC's large frees raise it in a process that compiles), so
+     * the driver's larger node arrays come from the heap, and the reserve. */
+    void *volatile big = malloc(THRESHOLD_BYTES);   /* volatile: not elided */
+    free(big);
     /* One block more than reserved: the last, from the heap's top above the
      * others, is shrunk in place to the fence. (A small malloc would come
      * from any free small chunk, below the blocks: freed, they would then be

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "util/heap.h"
@@ -31,13 +33,13 @@ static long faults(void)
  * the page faults that took; the blocks freed again. */
 static long faults_of_writing(size_t n, size_t size)
 {
-    void *b[16];
+    void *volatile b[16];   /* volatile: the compiler may not elide the allocations */
     ck_assert_uint_le(n, 16);
     long f0 = faults();
     for (size_t i = 0; i < n; i++) {
         b[i] = malloc(size);
         ck_assert_ptr_nonnull(b[i]);
-        memset(b[i], 0x5a, size);
+        memset((void *)b[i], 0x5a, size);
     }
     long f = faults() - f0;
     for (size_t i = 0; i < n; i++)
@@ -79,6 +81,56 @@ START_TEST(the_once_form_obeys_the_environment)
 }
 END_TEST
 
+/* In a new process (this binary, run with --threshold): glibc maps a 512 KiB
+ * array apart at first (its mmap threshold is 128 KiB); after the reserve a
+ * 960 KiB one comes from the heap (the threshold raised), and a 512 KiB one
+ * without faults (the reserve). Exit status: 0, or what failed. */
+static int threshold_child(void)
+{
+    size_t maps = mallinfo2().hblks;
+    void *volatile before = malloc(512 * 1024);
+    if (before == NULL || mallinfo2().hblks != maps + 1)
+        return 2;   /* not mapped apart to begin with: nothing to show */
+    free((void *)before);
+    if (cuabi__heap_reserve_now(CUABI__HEAP_RESERVE_BYTES) == 0)
+        return 3;
+    /* More than the reserve holds: under the raised threshold, so still the
+     * heap's (grown), not a mapping unmapped again on free. */
+    maps = mallinfo2().hblks;
+    void *volatile after = malloc(960 * 1024);
+    if (after == NULL || mallinfo2().hblks != maps)
+        return 4;   /* still mapped apart */
+    free((void *)after);
+    /* No ck_ calls here: this process runs no suite. */
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    char *volatile w = malloc(512 * 1024);
+    if (w == NULL)
+        return 5;
+    memset((char *)w, 0x5a, 512 * 1024);
+    getrusage(RUSAGE_SELF, &ru1);
+    free((char *)w);
+    return ru1.ru_minflt - ru0.ru_minflt < 20 ? 0 : 5;
+}
+
+START_TEST(larger_arrays_come_from_the_heap_too)
+{
+    if (UNDER_ASAN)
+        return;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_heap", "--threshold", (char *)NULL);
+        _exit(6);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the new process's check failed: status %d (2: not mapped at first, 3: no "
+                  "reserve, 4: still mapped after it, 5: faults, 6: no exec)", status);
+}
+END_TEST
+
 START_TEST(nothing_reserved_for_less_than_a_block)
 {
     ck_assert_uint_eq(cuabi__heap_reserve_now(0), 0);
@@ -93,12 +145,15 @@ static Suite *suite(void)
     /* First: the heap is still as the process began (no fork: one process). */
     tcase_add_test(tc, the_once_form_obeys_the_environment);
     tcase_add_test(tc, reserved_memory_is_resident_and_free);
+    tcase_add_test(tc, larger_arrays_come_from_the_heap_too);
     tcase_add_test(tc, nothing_reserved_for_less_than_a_block);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--threshold") == 0)
+        return threshold_child();
     return cuabi_test_run(suite());
 }
