@@ -5,7 +5,9 @@
  * a process the compile cache spared NVRTC has a small heap, and its first
  * 100-node graph grows it by ~600 KB, one page fault per 4 KiB page (~150
  * faults, ~1.6 us each on an H200 VM: a third of that process's first capture
- * and instantiate, measured with getrusage in bench/bench_graph.py). This
+ * and instantiate, measured with getrusage in bench/bench_graph.py; NVRTC
+ * leaves ~6 MB free in the heap, a cache hit's process ~360 KB, and the
+ * driver's lazy module loads take some before the first capture). This
  * raises glibc's mmap threshold as NVRTC's frees do (below), grows the heap
  * once, up front, with its pages made resident in one call
  * where the kernel can (MADV_POPULATE_WRITE, Linux 5.14), and frees it again
@@ -30,8 +32,9 @@
  * the heap rather than from a mapping of their own that free() unmaps. */
 #define BLOCK_BYTES ((size_t)112 * 1024)
 #define MAX_BLOCKS 64
-/* Freed, raises glibc's mmap threshold to about this. */
-#define THRESHOLD_BYTES ((size_t)1024 * 1024)
+/* Freed, raises glibc's mmap threshold to about this (and its trim threshold
+ * to twice it): a process that ran NVRTC has it raised by NVRTC's frees. */
+#define THRESHOLD_BYTES ((size_t)8 * 1024 * 1024)
 
 /* Kept for the process's life: each call's blocks lie below its fence.
  * Tests call more than once; past FENCES a call's fence is freed again (its

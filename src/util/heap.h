@@ -16,6 +16,7 @@ void cuabi__heap_reserve(void);
  * refused the first block). */
 size_t cuabi__heap_reserve_now(size_t bytes);
 
-#define CUABI__HEAP_RESERVE_BYTES ((size_t)896 * 1024)
+/* 36 blocks of 112 KiB: the driver's module loads take some of it first. */
+#define CUABI__HEAP_RESERVE_BYTES ((size_t)36 * 112 * 1024)
 
 #endif

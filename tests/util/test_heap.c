@@ -83,8 +83,8 @@ END_TEST
 
 /* In a new process (this binary, run with --threshold): glibc maps a 512 KiB
  * array apart at first (its mmap threshold is 128 KiB); after the reserve a
- * 960 KiB one comes from the heap (the threshold raised), and a 512 KiB one
- * without faults (the reserve). Exit status: 0, or what failed. */
+ * 6 MiB one comes from the heap (more than the reserve holds: the threshold
+ * was raised), and a 512 KiB one without faults (the reserve). Exit status: 0, or what failed. */
 static int threshold_child(void)
 {
     size_t maps = mallinfo2().hblks;
@@ -97,7 +97,7 @@ static int threshold_child(void)
     /* More than the reserve holds: under the raised threshold, so still the
      * heap's (grown), not a mapping unmapped again on free. */
     maps = mallinfo2().hblks;
-    void *volatile after = malloc(960 * 1024);
+    void *volatile after = malloc(6 * 1024 * 1024);
     if (after == NULL || mallinfo2().hblks != maps)
         return 4;   /* still mapped apart */
     free((void *)after);

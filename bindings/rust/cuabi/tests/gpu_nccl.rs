@@ -62,7 +62,11 @@ fn init_all_every_collective() {
     let ss = [Stream::new(&devs[0]).unwrap(), Stream::new(&devs[1]).unwrap()];
     for n in [1usize, 1000, (1 << 20) + 3] {
         let val = |r: usize| -> Vec<f32> { (0..n).map(|i| (i % 13 + 1 + r) as f32).collect() };
-        let sum: Vec<f32> = (0..n).map(|i| val(0)[i] + val(1)[i]).collect();
+        // Each value vector made once: indexing val(r) per element made this
+        // quadratic -- at n = 2^20 + 3 it ran for hours (the "hang" of the
+        // last three sessions; 2 x H200, 2026-11-28).
+        let (v0, v1) = (val(0), val(1));
+        let sum: Vec<f32> = v0.iter().zip(&v1).map(|(a, b)| a + b).collect();
         let b: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &val(r))).collect();
         let src: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &val(r))).collect();
         let o: Vec<Buffer> = (0..2).map(|r| up(&devs[r], &ss[r], &vec![0f32; n])).collect();
