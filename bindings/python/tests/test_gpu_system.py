@@ -117,7 +117,10 @@ def test_values_are_plausible(nvml):
 
 def test_this_process_shows_on_its_gpu(gpu, nvml):
     d = system.Device.from_cuda_ordinal(gpu.ordinal)
-    before = d.memory_info.used
+
+    def others():
+        return {p.pid for p in d.compute_running_processes} - {os.getpid()}
+    alone, before = not others(), d.memory_info.used
     buf = cuabi.Buffer(1 << 30, cuabi.MemoryResource.device_default(gpu))
     gpu.synchronize()
     try:
@@ -125,7 +128,11 @@ def test_this_process_shows_on_its_gpu(gpu, nvml):
         assert len(mine) == 1, [p.pid for p in d.compute_running_processes]
         if mine[0].used_gpu_memory is not None:
             assert mine[0].used_gpu_memory >= 1 << 30
-        assert d.memory_info.used >= before + (1 << 30) - (1 << 27)
+        # The device-wide figure moves with every process on the GPU (the GPU
+        # session runs five test files at once: one freed 1 GB here on 2 x
+        # H200): judged only when no other process used the GPU meanwhile.
+        if alone and not others():
+            assert d.memory_info.used >= before + (1 << 30) - (1 << 27)
     finally:
         buf.close()
 
