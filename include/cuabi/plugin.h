@@ -1263,6 +1263,10 @@ typedef struct cuabi_api {
                                             cuabi_graph *child);
     cuabi_status (*device_push_current)(cuabi_device *device);
     cuabi_status (*device_pop_current)(cuabi_device *device);
+    cuabi_status (*view_from_exchange_on)(cuabi_view **out,
+                                          const DLPackExchangeAPI *api,
+                                          void *py_object,
+                                          cuabi_stream *stream);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -521,6 +521,7 @@ static const cuabi_api api_table = {
     cuabi_graph_capture_add_child,
     cuabi_device_push_current,
     cuabi_device_pop_current,
+    cuabi_view_from_exchange_on,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

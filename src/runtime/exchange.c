@@ -8,6 +8,7 @@
  * (bindings/python/src/fast_exchange.c). */
 #include "runtime/stream.h"
 #include "runtime/event.h"
+#include "runtime/memory.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -53,5 +54,86 @@ CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange(cuabi_view **out,
         snprintf(msg, sizeof msg, "%s", cuabi_last_error()->message);
         return cuabi__error(st, "%s: the producer's tensor was refused: %s", __func__, msg);
     }
+    return CUABI_SUCCESS;
+}
+
+/* Record an event on the producer's stream `ps` of GPU `ordinal` (its
+ * context current: `ps` may be a default stream), then make `consumer` wait
+ * for it (in its own context where it is a default stream). */
+static cuabi_status order_after(CUstream ps, int32_t ordinal, cuabi__stream *consumer,
+                                const char *caller)
+{
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    cuabi_device *d;
+    CUABI__TRY(cuabi_device_get(&d, ordinal));
+    void *dev = NULL;
+    CUevent ev = NULL;
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = cuabi__handle_get(d, CUABI__T_DEVICE, &dev, caller);
+    if (st == CUABI_SUCCESS)
+        st = cuabi__device_enter(&scope, dev, drv);
+    if (st == CUABI_SUCCESS) {
+        st = CUABI__CU(drv, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+        if (st == CUABI_SUCCESS)
+            st = CUABI__CU(drv, cuEventRecord, ev, ps);
+        st = cuabi__context_leave(&scope, drv, st);
+    }
+    if (st == CUABI_SUCCESS) {
+        cuabi__context_scope cscope = CUABI__CONTEXT_SCOPE_NONE;
+        st = cuabi__stream_enter(&cscope, consumer, drv);
+        if (st == CUABI_SUCCESS)
+            st = cuabi__context_leave(&cscope, drv,
+                                      CUABI__CU(drv, cuStreamWaitEvent, consumer->cu_stream, ev, 0));
+    }
+    if (ev)   /* the driver destroys it once the wait no longer needs it */
+        CUABI__CU_RELEASE(drv, cuEventDestroy, ev);
+    (void)cuabi__handle_release(d, CUABI__T_DEVICE);
+    if (st != CUABI_SUCCESS) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", cuabi_last_error()->message);
+        return cuabi__error(st, "%s: ordering GPU %d's producer stream before the consumer's: %s",
+                            caller, (int)ordinal, msg);
+    }
+    return CUABI_SUCCESS;
+}
+
+CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange_on(cuabi_view **out,
+                                                       const DLPackExchangeAPI *api,
+                                                       void *py_object, cuabi_stream *stream)
+{
+    cuabi__stream *s = NULL;
+    CUABI__CHECK_ARG(out, "%s: out is NULL", __func__);
+    *out = NULL;
+    if (stream)
+        CUABI__GET(s, stream, STREAM);
+    CUABI__CHECK_ARG(api, "%s: api is NULL", __func__);
+    const DLPackExchangeAPI *t = major_one(api, __func__);
+    if (!t)
+        return cuabi_last_error()->status;
+    if (s && !t->current_work_stream)
+        return cuabi__error(CUABI_ERROR_NOT_SUPPORTED,
+                            "%s: the producer's table has no current_work_stream: its stream "
+                            "cannot be ordered before the consumer's (use its __dlpack__(stream=))",
+                            __func__);
+    cuabi_view *v;
+    CUABI__TRY(cuabi_view_from_exchange(&v, api, py_object));
+    void *obj = NULL;
+    cuabi_status st = cuabi__handle_get(v, CUABI__T_VIEW, &obj, __func__);
+    const cuabi__view *view = obj;
+    if (st == CUABI_SUCCESS && s && (view->device_type == kDLCUDA || view->device_type == kDLCUDAManaged)) {
+        void *ps = NULL;
+        if (t->current_work_stream((DLDeviceType)view->device_type, view->device_id, &ps) != 0)
+            st = cuabi__error(CUABI_ERROR_CALLBACK,
+                              "%s: the producer's current_work_stream failed for GPU %d (its "
+                              "Python exception, if any, is set)", __func__, (int)view->device_id);
+        else if ((CUstream)ps != s->cu_stream)
+            st = order_after((CUstream)ps, view->device_id, s, __func__);
+    }
+    if (st != CUABI_SUCCESS) {
+        (void)cuabi__handle_release(v, CUABI__T_VIEW);
+        return st;
+    }
+    *out = v;
     return CUABI_SUCCESS;
 }

@@ -1081,6 +1081,9 @@ ABI_TYPE(&cuabi_graph_exec_graph,
 ABI_TYPE(&cuabi_view_from_exchange,
          cuabi_status (*)(cuabi_view **, const DLPackExchangeAPI *, void *),
          "cuabi_view_from_exchange");
+ABI_TYPE(&cuabi_view_from_exchange_on,
+         cuabi_status (*)(cuabi_view **, const DLPackExchangeAPI *, void *, cuabi_stream *),
+         "cuabi_view_from_exchange_on");
 ABI_TYPE(&cuabi_peer_enable,
          cuabi_status (*)(cuabi_device *, cuabi_device *),
          "cuabi_peer_enable");
@@ -3736,6 +3739,9 @@ ABI_TYPE(((cuabi_api *)0)->device_push_current,
 ABI_TYPE(((cuabi_api *)0)->device_pop_current,
          cuabi_status (*)(cuabi_device *),
          "cuabi_api.device_pop_current");
+ABI_TYPE(((cuabi_api *)0)->view_from_exchange_on,
+         cuabi_status (*)(cuabi_view **, const DLPackExchangeAPI *, void *, cuabi_stream *),
+         "cuabi_api.view_from_exchange_on");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5913,6 +5919,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, graph_capture_add_child);
     ABI_FIELD(cuabi_api, device_push_current);
     ABI_FIELD(cuabi_api, device_pop_current);
+    ABI_FIELD(cuabi_api, view_from_exchange_on);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7784,6 +7791,8 @@ int main(void)
     puts("  cuabi_status cuabi_graph_exec_graph(cuabi_graph **, cuabi_graph_exec *)");
     puts("  cuabi_status cuabi_view_from_exchange(cuabi_view **, "
          "const DLPackExchangeAPI *, void *)");
+    puts("  cuabi_status cuabi_view_from_exchange_on(cuabi_view **, "
+         "const DLPackExchangeAPI *, void *, cuabi_stream *)");
     puts("  cuabi_status cuabi_peer_enable(cuabi_device *, cuabi_device *)");
     puts("  cuabi_status cuabi_peer_disable(cuabi_device *, cuabi_device *)");
     puts("  cuabi_status cuabi_peer_get_attribute(int *, cuabi_device *, cuabi_device *, "

@@ -2,6 +2,7 @@
  * 1.3), with C stand-ins for the producer's functions (no Python needed:
  * the object is only ever handed to them). */
 #include "testutil.h"
+#include "fake_driver.h"
 
 #include <stdatomic.h>
 
@@ -14,6 +15,9 @@ typedef struct producer {
 static atomic_int deletes, exports;
 static const char *seen_object;      /* what the export was given */
 static int bad_lanes;                /* export a tensor the import refuses */
+static int on_gpu;                   /* export a kDLCUDA tensor of GPU 0 */
+static int work_stream_calls, work_stream_fails;
+static void *work_stream;            /* what current_work_stream answers */
 
 static void producer_deleter(DLManagedTensorVersioned *self)
 {
@@ -35,7 +39,7 @@ static int export_ok(void *py_object, DLManagedTensorVersioned **out)
     p->shape[1] = 3;
     DLTensor *t = &p->mt.dl_tensor;
     t->data = p->data;
-    t->device.device_type = kDLCPU;
+    t->device.device_type = on_gpu ? kDLCUDA : kDLCPU;
     t->ndim = 2;
     t->dtype.code = kDLFloat;
     t->dtype.bits = 32;
@@ -62,13 +66,25 @@ static DLPackExchangeAPI table(unsigned major, DLPackManagedTensorFromPyObjectNo
     return t;
 }
 
+static int current_work_stream(DLDeviceType type, int32_t id, void **out)
+{
+    work_stream_calls++;
+    ck_assert_int_eq(type, kDLCUDA);
+    ck_assert_int_eq(id, 0);
+    *out = work_stream;
+    return work_stream_fails ? -1 : 0;
+}
+
 static const char object[] = "a PyObject stand-in";
 
 static void reset(void)
 {
     deletes = exports = 0;
     seen_object = NULL;
-    bad_lanes = 0;
+    bad_lanes = on_gpu = work_stream_calls = work_stream_fails = 0;
+    work_stream = NULL;
+    fake_event_records = fake_stream_waits = 0;
+    fake_last_record_stream = fake_last_wait_stream = NULL;
 }
 
 START_TEST(views_the_object_through_its_export)
@@ -169,6 +185,109 @@ START_TEST(layout_of_the_exchange_table)
 }
 END_TEST
 
+
+/* cuabi_view_from_exchange_on: the DLPack stream contract without
+ * __dlpack__ -- the producer's current work stream before the consumer's. */
+static cuabi_stream *consumer(void)
+{
+    cuabi_device *d;
+    cuabi_stream *s;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
+    cuabi_device_release(d);
+    return s;
+}
+
+static CUstream raw_of(cuabi_stream *s)
+{
+    uintptr_t r;
+    ck_assert_ok(cuabi_stream_raw(&r, s));
+    return (CUstream)r;
+}
+
+START_TEST(a_gpu_tensor_is_ordered_before_the_consumers_stream)
+{
+    fake_driver_install();
+    reset();
+    on_gpu = 1;
+    work_stream = (void *)(uintptr_t)0x5170;     /* the producer's (torch's current) stream */
+    cuabi_stream *s = consumer();
+    int events = fake_live_events;
+    DLPackExchangeAPI t = table(1, export_ok);
+    t.current_work_stream = current_work_stream;
+    cuabi_view *v = NULL;
+    ck_assert_ok(cuabi_view_from_exchange_on(&v, &t, (void *)object, s));
+    ck_assert_int_eq(work_stream_calls, 1);
+    ck_assert_int_eq(fake_event_records, 1);
+    ck_assert_ptr_eq(fake_last_record_stream, work_stream);
+    ck_assert_int_eq(fake_stream_waits, 1);
+    ck_assert_ptr_eq(fake_last_wait_stream, raw_of(s));
+    ck_assert_ptr_eq(fake_last_wait_event, fake_last_record_event);
+    ck_assert_int_eq(fake_live_events, events);          /* the event is not kept */
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_int_eq(deletes, 1);
+    /* The producer already works on the consumer's stream: nothing to order. */
+    work_stream = raw_of(s);
+    ck_assert_ok(cuabi_view_from_exchange_on(&v, &t, (void *)object, s));
+    ck_assert_int_eq(fake_event_records, 1);
+    ck_assert_int_eq(fake_stream_waits, 1);
+    ck_assert_ok(cuabi_view_release(v));
+    /* No stream: no ordering, not even the question. */
+    ck_assert_ok(cuabi_view_from_exchange_on(&v, &t, (void *)object, NULL));
+    ck_assert_int_eq(work_stream_calls, 2);
+    ck_assert_ok(cuabi_view_release(v));
+    /* A host tensor needs none either. */
+    on_gpu = 0;
+    ck_assert_ok(cuabi_view_from_exchange_on(&v, &t, (void *)object, s));
+    ck_assert_int_eq(work_stream_calls, 2);
+    ck_assert_int_eq(fake_event_records, 1);
+    ck_assert_ok(cuabi_view_release(v));
+    ck_assert_int_eq(deletes, 4);
+    cuabi_stream_release(s);
+    cuabi__driver_install_fake(NULL);
+}
+END_TEST
+
+START_TEST(ordering_refusals_make_nothing)
+{
+    fake_driver_install();
+    reset();
+    on_gpu = 1;
+    work_stream = (void *)(uintptr_t)0x5170;
+    cuabi_stream *s = consumer();
+    size_t live = cuabi__handle_live_count();
+    cuabi_view *v = (cuabi_view *)&v;
+    /* A table without current_work_stream: refused before the export. */
+    DLPackExchangeAPI t = table(1, export_ok);
+    ck_assert_status(cuabi_view_from_exchange_on(&v, &t, (void *)object, s),
+                     CUABI_ERROR_NOT_SUPPORTED);
+    ck_assert_error_mentions("current_work_stream");
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(exports, 0);
+    /* current_work_stream fails: the view goes, the tensor is deleted once. */
+    t.current_work_stream = current_work_stream;
+    work_stream_fails = 1;
+    v = (cuabi_view *)&v;
+    ck_assert_status(cuabi_view_from_exchange_on(&v, &t, (void *)object, s), CUABI_ERROR_CALLBACK);
+    ck_assert_error_mentions("current_work_stream failed for GPU 0");
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(deletes, 1);
+    ck_assert_int_eq(fake_event_records, 0);
+    ck_assert_uint_eq(cuabi__handle_live_count(), live);
+    /* A released stream is refused before anything is asked. */
+    work_stream_fails = 0;
+    cuabi_stream_release(s);
+    ck_assert_status(cuabi_view_from_exchange_on(&v, &t, (void *)object, s),
+                     CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_int_eq(exports, 1);
+    ck_assert_status(cuabi_view_from_exchange_on(NULL, &t, (void *)object, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_status(cuabi_view_from_exchange_on(&v, NULL, (void *)object, NULL),
+                     CUABI_ERROR_INVALID_ARGUMENT);
+    cuabi__driver_install_fake(NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("exchange");
@@ -178,6 +297,8 @@ static Suite *suite(void)
     tcase_add_test(tc, unknown_versions_are_refused);
     tcase_add_test(tc, producer_failure_and_refused_tensors);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, a_gpu_tensor_is_ordered_before_the_consumers_stream);
+    tcase_add_test(tc, ordering_refusals_make_nothing);
     tcase_add_test(tc, layout_of_the_exchange_table);
     suite_add_tcase(s, tc);
     return s;

@@ -2713,6 +2713,7 @@ FUNCTIONS = {
     'cuabi_graph_exec_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_graph_exec_graph': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_graph **', 'out', 'host', False, 'borrow', None), ('exec', 'cuabi_graph_exec *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_view_from_exchange': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('api', 'const DLPackExchangeAPI *', 'in', 'host', False, 'borrow', None), ('py_object', 'void *', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_view_from_exchange_on': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, C.c_void_p, C.c_void_p, ), (('out', 'cuabi_view **', 'out', 'host', False, 'transfer', None), ('api', 'const DLPackExchangeAPI *', 'in', 'host', False, 'borrow', None), ('py_object', 'void *', 'in', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_peer_enable': (C.c_int, (C.c_void_p, C.c_void_p, ), (('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_peer_disable': (C.c_int, (C.c_void_p, C.c_void_p, ), (('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_peer_get_attribute': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, C.c_void_p, C.c_int, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('device', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('peer', 'cuabi_device *', 'in', 'host', False, 'borrow', None), ('attribute', 'cuabi_peer_attribute', 'in', 'host', False, 'borrow', None), )),
@@ -3653,4 +3654,5 @@ TABLE_FUNCTIONS = (
     'cuabi_graph_capture_add_child',
     'cuabi_device_push_current',
     'cuabi_device_pop_current',
+    'cuabi_view_from_exchange_on',
 )

@@ -1185,4 +1185,5 @@ static const char *const fast_table_functions[] = {
     "cuabi_graph_capture_add_child",
     "cuabi_device_push_current",
     "cuabi_device_pop_current",
+    "cuabi_view_from_exchange_on",
 };

@@ -51,6 +51,7 @@ class _Table(C.Structure):
 
 
 _FROM_OBJECT = C.CFUNCTYPE(C.c_int, C.py_object, C.c_void_p)
+_WORK_STREAM = C.CFUNCTYPE(C.c_int, C.c_int, C.c_int32, C.c_void_p)
 _capsule_new = C.pythonapi.PyCapsule_New
 _capsule_new.restype, _capsule_new.argtypes = C.py_object, [C.c_void_p, C.c_char_p, C.c_void_p]
 _capsule_ptr = C.pythonapi.PyCapsule_GetPointer
@@ -66,11 +67,13 @@ class ExchangeTable:
     __dlpack_c_exchange_api__, `address` the table."""
 
     def __init__(self, export=None, major=1, minor=3, prev=None,
-                 name=b"dlpack_exchange_api", dltensor=None):
+                 name=b"dlpack_exchange_api", dltensor=None, work_stream=None):
         """dltensor(obj, DLTensor address) -> 0, or -1 to fail: the
         non-owning export (dltensor_from_py_object_no_sync), counted in
-        calls["dltensor"]."""
-        self.calls = {"export": 0, "dltensor": 0}
+        calls["dltensor"]. work_stream(device_type, device_id) -> the
+        producer's current stream (an int), or None to fail: the table's
+        current_work_stream, its calls' arguments in calls["work_stream"]."""
+        self.calls = {"export": 0, "dltensor": 0, "work_stream": []}
         self.prev = prev
         t = self.table = _Table()
         t.header.major, t.header.minor = major, minor
@@ -92,6 +95,17 @@ class ExchangeTable:
             f = _FROM_OBJECT(call_dltensor)
             self._fns.append(f)
             t.dltensor_from_py_object_no_sync = C.cast(f, C.c_void_p).value
+        if work_stream is not None:
+            def call_work_stream(kind, dev_id, out):
+                self.calls["work_stream"].append((kind, dev_id))
+                got = work_stream(kind, dev_id)
+                if got is None:
+                    return -1
+                C.c_void_p.from_address(out).value = got
+                return 0
+            f = _WORK_STREAM(call_work_stream)
+            self._fns.append(f)
+            t.current_work_stream = C.cast(f, C.c_void_p).value
         self.address = C.addressof(t)
         self._name = name
         self.capsule = _capsule_new(self.address, name, None)

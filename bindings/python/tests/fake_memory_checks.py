@@ -354,3 +354,71 @@ def test_device_as_current_nests_and_gives_the_previous_back(dev):
         lib.cuabi_device_pop_current(dev)
     lib.cuabi_device_pop_current(d1)
     assert _fake_current_context() == 0x1000
+
+
+def _gpu_export(arr, device_id=0):
+    """numpy's owning export of `arr`, relabelled a kDLCUDA tensor of GPU
+    `device_id` (fake device memory is host memory)."""
+    from fake_arrays import numpy_export
+    p = numpy_export(arr)
+    # DLManagedTensorVersioned: version (8), manager_ctx, deleter, flags, then
+    # dl_tensor {data, device {type, id}}: the device at byte 40.
+    ctypes.c_int32.from_address(p + 40).value = 2
+    ctypes.c_int32.from_address(p + 44).value = device_id
+    return p
+
+
+def _exchange_producer(table):
+    class Tensor:
+        dlpack_calls = []
+
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None, max_version=None, **kw):
+            type(self).dlpack_calls.append(stream)
+            raise _Stop()
+
+        def __dlpack_device__(self):
+            return (2, 0)
+    Tensor.__dlpack_c_exchange_api__ = table.capsule
+    Tensor.table = table
+    return Tensor
+
+
+def test_from_dlpack_with_a_stream_orders_through_the_exchange_table(dev):
+    """A producer whose exchange table has current_work_stream (torch >= 2.10)
+    is viewed without its __dlpack__(stream=) (torch's: ~17 us of Python on
+    an H200): its current stream of the array's GPU is asked and ordered
+    before the stream in C (tests/runtime/test_exchange.c checks the event)."""
+    import numpy as np
+    from fake_arrays import ExchangeTable
+    table = ExchangeTable(export=lambda o: _gpu_export(o.a), work_stream=lambda kind, i: 0x5170)
+    Tensor = _exchange_producer(table)
+    s = dev.create_stream()
+    a = np.arange(6, dtype=np.float32)
+    v = cuabi.from_dlpack(Tensor(a), stream=s)
+    assert Tensor.dlpack_calls == [] and table.calls["export"] == 1
+    assert table.calls["work_stream"] == [(2, 0)]
+    assert v.shape == (6,) and v.device_id == 0 and v.stream is s
+    assert v.ptr == a.ctypes.data
+    # Without a stream: the table's export, no ordering asked.
+    cuabi.from_dlpack(Tensor(a))
+    assert table.calls["work_stream"] == [(2, 0)]
+    # A raw CUstream int, and a producer's failing current_work_stream: its
+    # __dlpack__(stream=) decides (as it did before).
+    with pytest.raises(_Stop):
+        cuabi.from_dlpack(Tensor(a), stream=s.raw)
+    failing = ExchangeTable(export=lambda o: _gpu_export(o.a), work_stream=lambda kind, i: None)
+    Failing = _exchange_producer(failing)
+    with pytest.raises(_Stop):
+        cuabi.from_dlpack(Failing(a), stream=s)
+    assert Failing.dlpack_calls == [s.raw] and failing.calls["work_stream"] == [(2, 0)]
+    # A table without current_work_stream: never exported through it.
+    plain = ExchangeTable(export=lambda o: _gpu_export(o.a))
+    Plain = _exchange_producer(plain)
+    with pytest.raises(_Stop):
+        cuabi.from_dlpack(Plain(a), stream=s)
+    assert plain.calls["export"] == 0 and Plain.dlpack_calls == [s.raw]
+    del v
+    s.close()
