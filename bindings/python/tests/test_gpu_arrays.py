@@ -86,3 +86,37 @@ def test_cupy_handler_equals_its_interface(gpu):
     fast = cuabi.from_dlpack(base)
     assert fast._stream == V._cai_or_dlpack_handler(base)._stream
     assert np.array_equal(cp.asnumpy(cp.from_dlpack(fast)), cp.asnumpy(base))
+
+
+def test_torch_with_a_stream_goes_through_the_exchange_table_and_orders(gpu):
+    """from_dlpack(t, stream=s) for a torch tensor: the exchange table's export
+    and current_work_stream (cuabi_view_from_exchange_on), not torch's
+    __dlpack__(stream=); torch's pending work on its current stream comes
+    before what `s` does with the view (a copy queued on `s` behind a GPU
+    sleep on torch's stream would read the old zeros otherwise)."""
+    torch = pytest.importorskip("torch")
+    if not V._exchange_on_table(torch.Tensor):
+        pytest.skip("this torch's exchange table has no current_work_stream")
+    dev = cuabi.Device(0)
+    s = dev.create_stream()
+    n = 1 << 20
+    t = torch.zeros(n, device="cuda:0", dtype=torch.float32)
+    torch.cuda.synchronize()
+    dst = cuabi.Buffer(4 * n, cuabi.MemoryResource.device_default(dev), stream=s)
+    s.sync()
+    ts = torch.cuda.Stream(device=0)
+    dlpack = type(t).__dlpack__
+    try:
+        type(t).__dlpack__ = None                      # not to be called
+        with torch.cuda.stream(ts):
+            torch.cuda._sleep(100_000_000)             # tens of ms on torch's stream
+            t.fill_(7.0)
+            v = cuabi.from_dlpack(t, stream=s)
+    finally:
+        type(t).__dlpack__ = dlpack
+    assert v._h is not None and v._d is None           # the C view of the exchange path
+    assert v.shape == (n,) and v.ptr == t.data_ptr() and v.device_id == 0
+    cuabi.View.of_buffer(dst, "float32", (n,)).copy_peer(v, stream=s)
+    s.sync()
+    assert (np.frombuffer(dst.to_bytes(), np.float32) == 7.0).all()
+    s.close()
