@@ -474,9 +474,6 @@ static cuabi_status load_locked(cuabi__objcode *o, const cuabi__driver *drv, con
     }
     o->library = lib;
     o->loaded = true;
-    /* Code is on its way to the GPU: the driver's first graphs come next
-     * (util/heap.c says why this helps them). */
-    cuabi__heap_reserve();
     return CUABI_SUCCESS;
 }
 
@@ -487,6 +484,10 @@ cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
     cuabi_status st = o->loaded ? CUABI_SUCCESS : load_locked(o, drv, caller);
     *out = o->library;
     pthread_mutex_unlock(&o->lock);
+    /* Code is loaded: the driver's first graphs come next (util/heap.c says
+     * why this helps them; once per process, outside the objcode's lock). */
+    if (st == CUABI_SUCCESS)
+        cuabi__heap_reserve();
     return st;
 }
 

@@ -15,6 +15,14 @@
 
 #define CHAIN_LIMIT 16   /* prev_api links followed before giving up (a cycle) */
 
+/* `st` again, its recorded message prefixed with "caller: what: ". */
+static cuabi_status explained(cuabi_status st, const char *caller, const char *what)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", cuabi_last_error()->message);
+    return cuabi__error(st, "%s: %s: %s", caller, what, msg);
+}
+
 /* The major-1 table of `api`'s chain, or NULL with the error recorded. */
 static const DLPackExchangeAPI *major_one(const DLPackExchangeAPI *api, const char *caller)
 {
@@ -49,11 +57,8 @@ CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange(cuabi_view **out,
                             "%s: the producer's managed_tensor_from_py_object_no_sync failed "
                             "(its Python exception, if any, is set)", __func__);
     cuabi_status st = cuabi_view_from_dlpack_versioned(out, mt);   /* owns mt from here on */
-    if (st != CUABI_SUCCESS) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", cuabi_last_error()->message);
-        return cuabi__error(st, "%s: the producer's tensor was refused: %s", __func__, msg);
-    }
+    if (st != CUABI_SUCCESS)
+        return explained(st, __func__, "the producer's tensor was refused");
     return CUABI_SUCCESS;
 }
 
@@ -90,10 +95,10 @@ static cuabi_status order_after(CUstream ps, int32_t ordinal, cuabi__stream *con
         CUABI__CU_RELEASE(drv, cuEventDestroy, ev);
     (void)cuabi__handle_release(d, CUABI__T_DEVICE);
     if (st != CUABI_SUCCESS) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", cuabi_last_error()->message);
-        return cuabi__error(st, "%s: ordering GPU %d's producer stream before the consumer's: %s",
-                            caller, (int)ordinal, msg);
+        char what[96];
+        snprintf(what, sizeof what, "ordering GPU %d's producer stream before the consumer's",
+                 (int)ordinal);
+        return explained(st, caller, what);
     }
     return CUABI_SUCCESS;
 }
