@@ -21,17 +21,17 @@
  * (jemalloc, ASan's) the effect may be lost; nothing else changes. */
 #include "util/heap.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 /* Blocks under glibc's smallest mmap threshold (128 KiB), so they come from
  * the heap rather than from a mapping of their own that free() unmaps. */
 #define BLOCK_BYTES ((size_t)112 * 1024)
-#define MAX_BLOCKS 64
+#define MAX_BLOCKS 128   /* 14 MiB: the most CUABI_HEAP_RESERVE can ask */
 /* Freed, raises glibc's mmap threshold to about this (and its trim threshold
  * to twice it): a process that ran NVRTC has it raised by NVRTC's frees. */
 #define THRESHOLD_BYTES ((size_t)8 * 1024 * 1024)
@@ -108,12 +108,27 @@ size_t cuabi__heap_reserve_now(size_t bytes)
 
 static pthread_once_t reserve_once = PTHREAD_ONCE_INIT;
 
+size_t cuabi__heap_reserve_bytes(const char *setting)
+{
+    if (setting == NULL || *setting == '\0')
+        return CUABI__HEAP_RESERVE_BYTES;
+    char *end;
+    errno = 0;
+    unsigned long long kib = strtoull(setting, &end, 10);
+    /* Not a plain decimal (a sign, spaces, junk, overflow): the default, as
+     * for an unset variable; the setting is a tuning knob, not an input
+     * worth failing a load for. */
+    if (errno != 0 || *end != '\0' || setting[0] < '0' || setting[0] > '9')
+        return CUABI__HEAP_RESERVE_BYTES;
+    const unsigned long long most_kib = (unsigned long long)MAX_BLOCKS * BLOCK_BYTES / 1024;
+    return (size_t)(kib > most_kib ? most_kib : kib) * 1024;
+}
+
 static void reserve_once_fn(void)
 {
-    const char *e = getenv("CUABI_HEAP_RESERVE");
-    if (e != NULL && strcmp(e, "0") == 0)
-        return;
-    (void)cuabi__heap_reserve_now(CUABI__HEAP_RESERVE_BYTES);
+    size_t bytes = cuabi__heap_reserve_bytes(getenv("CUABI_HEAP_RESERVE"));
+    if (bytes != 0)
+        (void)cuabi__heap_reserve_now(bytes);
 }
 
 void cuabi__heap_reserve(void)

@@ -82,7 +82,7 @@ START_TEST(the_once_form_obeys_the_environment)
 END_TEST
 
 /* In a new process (this binary, run with --threshold): glibc maps a 512 KiB
- * array apart at first (its mmap threshold is 128 KiB); after the reserve a
+ * array apart at first (its mmap threshold is 128 KiB); after a 4 MB reserve a
  * 6 MiB one comes from the heap (more than the reserve holds: the threshold
  * was raised), and a 512 KiB one without faults (the reserve). Exit status: 0, or what failed. */
 static int threshold_child(void)
@@ -92,7 +92,9 @@ static int threshold_child(void)
     if (before == NULL || mallinfo2().hblks != maps + 1)
         return 2;   /* not mapped apart to begin with: nothing to show */
     free((void *)before);
-    if (cuabi__heap_reserve_now(CUABI__HEAP_RESERVE_BYTES) == 0)
+    /* A 4 MB reserve, not the default 8 MiB: the 6 MiB array below must be
+     * more than the reserve holds and less than the raised threshold. */
+    if (cuabi__heap_reserve_now((size_t)36 * 112 * 1024) == 0)
         return 3;
     /* More than the reserve holds: under the raised threshold, so still the
      * heap's (grown), not a mapping unmapped again on free. */
@@ -138,6 +140,24 @@ START_TEST(nothing_reserved_for_less_than_a_block)
 }
 END_TEST
 
+START_TEST(the_setting_is_kib_or_the_default)
+{
+    const size_t dflt = CUABI__HEAP_RESERVE_BYTES, most = (size_t)14 * 1024 * 1024;
+    ck_assert_uint_eq(cuabi__heap_reserve_bytes(NULL), dflt);
+    ck_assert_uint_eq(cuabi__heap_reserve_bytes(""), dflt);
+    ck_assert_uint_eq(cuabi__heap_reserve_bytes("0"), 0);
+    ck_assert_uint_eq(cuabi__heap_reserve_bytes("8192"), (size_t)8192 * 1024);
+    ck_assert_uint_eq(cuabi__heap_reserve_bytes("1000000"), most);   /* capped */
+    /* Not plain decimals: the default, never a huge or negative size. */
+    const char *odd[] = {"-5", " 5", "+5", "5x", "0x10", "5 ", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        ck_assert_msg(cuabi__heap_reserve_bytes(odd[i]) == dflt, "\"%s\"", odd[i]);
+    /* The cap is what the reserve can do: 14 MiB is 128 whole blocks. */
+    if (!UNDER_ASAN)
+        ck_assert_uint_eq(cuabi__heap_reserve_now(most), most);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("heap");
@@ -147,6 +167,7 @@ static Suite *suite(void)
     tcase_add_test(tc, reserved_memory_is_resident_and_free);
     tcase_add_test(tc, larger_arrays_come_from_the_heap_too);
     tcase_add_test(tc, nothing_reserved_for_less_than_a_block);
+    tcase_add_test(tc, the_setting_is_kib_or_the_default);
     suite_add_tcase(s, tc);
     return s;
 }
