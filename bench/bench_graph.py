@@ -37,7 +37,9 @@ closed before the first instantiate; 100 launches timed before the graphs made
 again), so that "again" finds like processes; *_faults are the page faults
 the first capture and instantiate took, and the median of those the again
 instantiates took (the driver's host
-allocations: a process whose heap must grow pays them).
+allocations: a process whose heap must grow pays them); *_heap_kb, *_mmap_kb
+and *_maps_kb what the heap grew, what glibc mapped apart (over its mmap
+threshold) and the new mappings' size in those steps (--maps lists them).
 """
 import argparse
 import compileall
@@ -102,15 +104,98 @@ class _Mallinfo2(ctypes.Structure):
                                                "keepcost")]
 
 
-def heap_free_kb():
-    """glibc's free bytes in the main heap, KiB (where a malloc finds memory
-    without growing the heap); nan where the C library has no mallinfo2."""
+def _mallinfo():
     try:
         f = ctypes.CDLL(None).mallinfo2
     except (AttributeError, OSError):
-        return float("nan")
+        return None
     f.restype = _Mallinfo2
-    return f().fordblks / 1024
+    return f()
+
+
+def heap_free_kb():
+    """glibc's free bytes in the main heap, KiB (where a malloc finds memory
+    without growing the heap); nan where the C library has no mallinfo2."""
+    m = _mallinfo()
+    return m.fordblks / 1024 if m else float("nan")
+
+
+def memory_state():
+    """What a step's page faults may come from: the heap's size (arena), the
+    bytes glibc mapped apart (hblkhd: allocations over its mmap threshold)
+    and the process's mappings (the driver's own mmaps)."""
+    m = _mallinfo()
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except OSError:
+        maps = []
+    return (m.arena if m else 0, m.hblkhd if m else 0, set(maps))
+
+
+def memory_growth(before, after):
+    """KiB the heap grew, KiB glibc mapped apart, and the new mappings
+    ('start-end perms path' lines) between two memory_state()s."""
+    new = sorted(after[2] - before[2])
+    return ((after[0] - before[0]) / 1024, (after[1] - before[1]) / 1024, new)
+
+
+def rollup_kb(field):
+    """A /proc/self/smaps_rollup figure (Rss, AnonHugePages), KiB; nan where absent."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for ln in f:
+                if ln.startswith(field + ":"):
+                    return float(ln.split()[1])
+    except OSError:
+        pass
+    return float("nan")
+
+
+def layout():
+    """Where the process's parts lie (ASLR places them anew in each process):
+    the first address of the heap, the stack, the python executable and some
+    libraries, from /proc/self/maps. With ASLR off (setarch -R) every process
+    of a library on the H200 VM ran in its slow mode: --dump keeps these to
+    find which placement decides the mode."""
+    want = {"[heap]": "heap", "[stack]": "stack", "libcuda.so": "libcuda",
+            "libc.so": "libc", "libpython": "libpython", "libcuabi.so": "libcuabi",
+            "python3": "python"}
+    out = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for ln in f:
+                parts = ln.split()
+                path = parts[5] if len(parts) > 5 else ""
+                for key, name in want.items():
+                    if name not in out and (path == key or key in os.path.basename(path)):
+                        out[name] = int(parts[0].split("-")[0], 16)
+        with open("/proc/self/stat") as f:    # field 28: the stack's start, to the byte
+            out["startstack"] = int(f.read().rsplit(")", 1)[1].split()[25])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+def mapping_kb(lines):
+    total = 0
+    for ln in lines:
+        a, b = ln.split()[0].split("-")
+        total += int(b, 16) - int(a, 16)
+    return total / 1024
+
+
+def measured(fn, label, into):
+    """fn() timed, with the page faults and memory growth it caused stored in
+    into as <label>_faults, _heap_kb, _mmap_kb, _maps_kb, _maps (new mapping lines)."""
+    before = memory_state()
+    f0 = faults()
+    out, us = timed(fn)
+    into[label + "_faults"] = faults() - f0
+    heap, mmapped, new = memory_growth(before, memory_state())
+    into[label + "_heap_kb"], into[label + "_mmap_kb"] = heap, mmapped
+    into[label + "_maps_kb"], into[label + "_maps"] = mapping_kb(new), new
+    return out, us
 
 
 def faults():
@@ -149,9 +234,8 @@ def cuabi_rows(args, rows):
         return g
 
     free_kb = heap_free_kb()
-    f0 = faults()
-    g, t_cap = timed(capture)
-    f_cap = faults() - f0
+    grown = {}
+    g, t_cap = measured(capture, "capture", grown)
 
     def capture_never_launched():
         times = []
@@ -170,9 +254,7 @@ def cuabi_rows(args, rows):
                  f"the kernel launched before, {times[0]:.1f} us of a kernel never launched "
                  f"(its first use); launches 2..{KERNELS} median "
                  f"{others[len(others) // 2]:.2f} us")
-    f0 = faults()
-    exe, t_inst = timed(g.instantiate)
-    f_inst = faults() - f0
+    exe, t_inst = measured(g.instantiate, "instantiate", grown)
     _, t_first = timed(lambda: (exe.launch(s), s.sync()))
     rows.append((f"cuabi graph replay [{cuabi.backend}]",
                  best_round(lambda: exe.launch(s), s.sync, args.replays, args.rounds)))
@@ -199,8 +281,9 @@ def cuabi_rows(args, rows):
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
-                heap_free_kb=free_kb, capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=parts["import"],
-                to_first_graph=t_setup + t_cap + t_inst + t_first)
+                heap_free_kb=free_kb, instantiate_again_faults=_med(flts),
+                capture_import=parts["import"],
+                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown)
 
 
 def cuda_core_rows(args, rows):
@@ -231,9 +314,8 @@ def cuda_core_rows(args, rows):
     never = Program(SRC, code_type="c++",
                     options=ProgramOptions(arch="sm_" + dev.arch)).compile("cubin").get_kernel("k")
     free_kb = heap_free_kb()
-    f0 = faults()
-    gb, t_cap = timed(build)
-    f_cap = faults() - f0
+    grown = {}
+    gb, t_cap = measured(build, "capture", grown)
 
     def capture_never_launched():  # cuabi's process does the same between its graphs
         gb2 = s.create_graph_builder().begin_building()
@@ -243,9 +325,7 @@ def cuda_core_rows(args, rows):
         gb2.close()
 
     capture_never_launched()
-    f0 = faults()
-    graph, t_inst = timed(gb.complete)
-    f_inst = faults() - f0
+    graph, t_inst = measured(gb.complete, "instantiate", grown)
     _, t_first = timed(lambda: (graph.launch(s), s.sync()))
     rows.append(("cuda.core GraphBuilder graph replay",
                  best_round(lambda: graph.launch(s), s.sync, args.replays, args.rounds)))
@@ -265,8 +345,8 @@ def cuda_core_rows(args, rows):
         insts.append(t_inst2)
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
-                heap_free_kb=free_kb, capture_faults=f_cap, instantiate_faults=f_inst, instantiate_again_faults=_med(flts), capture_import=0.0,
-                to_first_graph=t_setup + t_cap + t_inst + t_first)
+                heap_free_kb=free_kb, instantiate_again_faults=_med(flts), capture_import=0.0,
+                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown)
 
 
 def _q25(v):
@@ -285,15 +365,23 @@ def _med(v):
 
 
 FIGURES = ("setup", "capture", "capture_import", "instantiate", "first_launch", "capture_again",
-           "instantiate_again", "heap_free_kb", "capture_faults", "instantiate_faults", "instantiate_again_faults",
-           "to_first_graph")
+           "instantiate_again", "heap_free_kb", "capture_faults", "capture_heap_kb",
+           "capture_mmap_kb", "capture_maps_kb", "instantiate_faults", "instantiate_heap_kb",
+           "instantiate_mmap_kb", "instantiate_maps_kb", "instantiate_again_faults",
+           "to_first_graph", "rss_kb", "anon_huge_kb")
 # Process kinds: cuabi as a program meets it (its compile cache hit: no NVRTC in the
 # process), cuabi with the cache off (NVRTC runs in the process, as cuda.core's compile
 # does: the driver's first capture and instantiate then find the heap pages NVRTC used
 # and freed, docs/PERFORMANCE.md), cuda.core.
 KINDS = {"cuabi": {}, "cuabi-nvrtc": {"CUABI_CACHE": "0"}, "cuda.core": {}}
-# --kinds may add: cuabi without its heap reserve (docs/graphs.md), for an A/B.
-EXTRA_KINDS = {"cuabi-noreserve": {"CUABI_HEAP_RESERVE": "0"}}
+# --kinds may add: cuabi without its heap reserve or with a larger one (docs/graphs.md), for A/Bs.
+EXTRA_KINDS = {"cuabi-noreserve": {"CUABI_HEAP_RESERVE": "0"},
+               "cuabi-reserve8m": {"CUABI_HEAP_RESERVE": "8192"},
+               "cuabi-reserve14m": {"CUABI_HEAP_RESERVE": "14336"},
+               # glibc's thresholds raised as the reserve raises them, nothing made resident
+               "cuabi-threshold": {"CUABI_HEAP_RESERVE": "0", "GLIBC_TUNABLES":
+                                   "glibc.malloc.mmap_threshold=8388608:"
+                                   "glibc.malloc.trim_threshold=16777216"}}
 
 
 def child(name, args):
@@ -303,6 +391,8 @@ def child(name, args):
         ours = name.startswith("cuabi")
         with cuabi_bytecode() if ours else contextlib.nullcontext():
             making = (cuabi_rows if ours else cuda_core_rows)(args, rows)
+        making.update(rss_kb=rollup_kb("Rss"), anon_huge_kb=rollup_kb("AnonHugePages"),
+                      layout=layout())
     except Exception as e:  # a missing peer (or GPU) is reported, not a crash
         print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {str(e)[:90]}"}))
         return
@@ -319,7 +409,8 @@ def processes(args):
         for name in order:
             if name in errors:
                 continue
-            cmd = [sys.executable, os.path.abspath(__file__), "--child", name,
+            cpu = [] if not args.cpus else ["--cpu", args.cpus.split(",")[i % len(args.cpus.split(","))]]
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", name, *cpu,
                    "--replays", str(args.replays), "--rounds", str(args.rounds),
                    "--again", str(args.again)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -331,6 +422,9 @@ def processes(args):
                 errors[name] = out["error"]
             else:
                 res[name].append(out)
+    if args.dump:
+        with open(args.dump, "w") as f:
+            json.dump(res, f)
     print(f"graphs from Python: {args.processes} processes per library (alternating), "
           f"empty kernel k(float*, int, float), 100 launches per graph, host us")
     for name, err in errors.items():
@@ -356,6 +450,12 @@ def processes(args):
             print(f"    {rname:44s} median {_med(vals):7.3f} us per kernel (best round of each)")
         if name.startswith("cuabi") and outs[0]["notes"]:
             print(f"    process 1: {outs[0]['notes'][0]}")
+        if args.maps:
+            for step in ("capture", "instantiate"):
+                lines = outs[0]["making"].get(step + "_maps", [])
+                print(f"    process 1, mappings new in the first {step}: {len(lines)}")
+                for ln in lines:
+                    print(f"      {ln}")
     for ours in [k for k in kinds if k.startswith("cuabi")]:
         if not (res[ours] and res.get("cuda.core")):
             continue
@@ -367,8 +467,14 @@ def processes(args):
         def ratio_q25(f, g=None):
             a = _q25([o["making"][f] - (o["making"][g] if g else 0) for o in res[ours]])
             return a / _q25([o["making"][f] for o in res["cuda.core"]])
+        def ratio_paired(f, g=None):
+            pairs = zip(res[ours], res["cuda.core"])
+            return _med([(a["making"][f] - (a["making"][g] if g else 0)) / b["making"][f]
+                         for a, b in pairs])
         print(f"  {ours} / cuda.core (medians over processes; target <= 1; q25: the lower "
-              "quartiles' ratio, steadier where a VM's processes run fast or ~2x slow):")
+              "quartiles' ratio, steadier where a VM's processes run fast or ~2x slow; "
+              "paired: the median of each round's ratio, its processes run one after the "
+              "other, on the same CPUs with --cpus):")
         for label, f, g in (("first capture", "capture", None),
                             ("first capture without importing cuabi._graph", "capture",
                              "capture_import"),
@@ -379,7 +485,7 @@ def processes(args):
                              "to_first_graph", None)):
             r = ratio(f, g)
             print(f"    {label:48s} {r:6.3f}x  {'met' if r <= 1 else 'NOT MET'}"
-                  f"  (q25 {ratio_q25(f, g):6.3f}x)")
+                  f"  (q25 {ratio_q25(f, g):6.3f}x, paired {ratio_paired(f, g):6.3f}x)")
 
 
 def main():
@@ -392,9 +498,20 @@ def main():
     ap.add_argument("--again", type=int, default=5, help="graphs made after the first, per process")
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help="process kinds, of " + ", ".join(list(KINDS) + list(EXTRA_KINDS)))
+    ap.add_argument("--maps", action="store_true",
+                    help="print the mappings each library's first process made in its first "
+                         "capture and instantiate (/proc/self/maps)")
+    ap.add_argument("--cpus", help="comma-separated CPUs (a+b: a set): round i's processes (one of each "
+                    "library) all run on CPU i mod their number, so that a CPU's own speed "
+                    "(a VM's vCPUs differ) is the same for both")
+    ap.add_argument("--dump", help="write every process's figures (and its layout) to this "
+                    "JSON file")
+    ap.add_argument("--cpu", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
+        if args.cpu is not None:
+            os.sched_setaffinity(0, {int(c) for c in args.cpu.split("+")})
         return child(args.child, args)
     if args.processes > 1:
         return processes(args)
