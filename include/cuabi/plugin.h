@@ -1267,6 +1267,7 @@ typedef struct cuabi_api {
                                           const DLPackExchangeAPI *api,
                                           void *py_object,
                                           cuabi_stream *stream);
+    cuabi_status (*stream_wait_raw)(cuabi_stream *stream, int device, uintptr_t raw);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

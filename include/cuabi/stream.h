@@ -122,6 +122,23 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_query(int *out, cuabi_stream *stream);
 CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_event *event);
 
 /**
+ * Make future work on the stream wait for the work queued so far on a raw
+ * CUstream of GPU `device` -- another library's stream (torch's current
+ * stream, a `__cuda_stream__` object's): an event of that GPU's primary
+ * context is recorded on `raw` and waited for on the stream. `raw` must be a
+ * stream of that primary context, or 0, 1 (CU_STREAM_LEGACY) or 2
+ * (CU_STREAM_PER_THREAD) for its default streams. Nothing is queued when `raw`
+ * is the stream itself. The event is the device's own, made on first use and
+ * reused (a record and its wait are one step under a lock): no event per call.
+ * What cuabi_view_from_exchange_on() and from_dlpack(x, stream=s) order with.
+ * @param stream The stream that waits.
+ * @param device The ordinal of the GPU `raw` belongs to.
+ * @param raw The CUstream waited for.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_stream_wait_raw(cuabi_stream *stream, int device, uintptr_t raw);
+
+/**
  * The CUstream behind the handle (0/1/2 for the default streams).
  * @param out [out]
  */

@@ -24,8 +24,12 @@ static void device_destroy(cuabi__object *o)
     pthread_mutex_unlock(&devices_lock);
     CUcontext ctx = atomic_load(&dev->primary);
     const cuabi__driver *drv;
-    if (ctx && cuabi__driver_get(&drv) == CUABI_SUCCESS && drv->cuDevicePrimaryCtxRelease)
+    bool have_drv = cuabi__driver_get(&drv) == CUABI_SUCCESS;
+    if (dev->order_event && have_drv)   /* before the context it lives in is released */
+        CUABI__CU_RELEASE(drv, cuEventDestroy, dev->order_event);
+    if (ctx && have_drv && drv->cuDevicePrimaryCtxRelease)
         CUABI__CU_RELEASE(drv, cuDevicePrimaryCtxRelease, dev->cu_device);
+    pthread_mutex_destroy(&dev->order_lock);
     cuabi__free(dev);
 }
 
@@ -62,8 +66,13 @@ static cuabi_status device_new(cuabi__device **out, int ordinal, const cuabi__dr
         return CUABI_ERROR_OUT_OF_MEMORY;
     dev->ordinal = ordinal;
     dev->cu_device = cu;
+    if (pthread_mutex_init(&dev->order_lock, NULL) != 0) {
+        cuabi__free(dev);
+        return cuabi__error(CUABI_ERROR_OUT_OF_MEMORY, "cuabi_device_get: cannot create a mutex");
+    }
     cuabi_status st = cuabi__handle_register(&dev->base, CUABI__T_DEVICE, device_destroy);
     if (st != CUABI_SUCCESS) {
+        pthread_mutex_destroy(&dev->order_lock);
         cuabi__free(dev);
         return st;
     }

@@ -4,6 +4,8 @@
 #ifndef CUABI_RUNTIME_DEVICE_H
 #define CUABI_RUNTIME_DEVICE_H
 
+#include <pthread.h>
+
 #include "platform/loader.h"
 #include "util/common.h"
 
@@ -12,6 +14,12 @@ typedef struct cuabi__device {
     int ordinal;
     CUdevice cu_device;
     _Atomic(CUcontext) primary;  /* retained lazily, released on destroy */
+    /* cuabi_stream_wait_raw's event in the primary context: recorded on a
+     * raw stream of this GPU and waited for, under order_lock (a record of
+     * another thread between the two would be waited for instead). Made on
+     * first use, destroyed with the device. */
+    pthread_mutex_t order_lock;
+    CUevent order_event;
 } cuabi__device;
 
 /* Make the device's primary context current on this thread (retaining it

@@ -7,7 +7,6 @@
  * Python C API and lives in the Python package's extension
  * (bindings/python/src/fast_exchange.c). */
 #include "runtime/stream.h"
-#include "runtime/event.h"
 #include "runtime/memory.h"
 
 #include <stdio.h>
@@ -62,47 +61,6 @@ CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange(cuabi_view **out,
     return CUABI_SUCCESS;
 }
 
-/* Record an event on the producer's stream `ps` of GPU `ordinal` (its
- * context current: `ps` may be a default stream), then make `consumer` wait
- * for it (in its own context where it is a default stream). */
-static cuabi_status order_after(CUstream ps, int32_t ordinal, cuabi__stream *consumer,
-                                const char *caller)
-{
-    const cuabi__driver *drv;
-    CUABI__TRY(cuabi__driver_get(&drv));
-    cuabi_device *d;
-    CUABI__TRY(cuabi_device_get(&d, ordinal));
-    void *dev = NULL;
-    CUevent ev = NULL;
-    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
-    cuabi_status st = cuabi__handle_get(d, CUABI__T_DEVICE, &dev, caller);
-    if (st == CUABI_SUCCESS)
-        st = cuabi__device_enter(&scope, dev, drv);
-    if (st == CUABI_SUCCESS) {
-        st = CUABI__CU(drv, cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
-        if (st == CUABI_SUCCESS)
-            st = CUABI__CU(drv, cuEventRecord, ev, ps);
-        st = cuabi__context_leave(&scope, drv, st);
-    }
-    if (st == CUABI_SUCCESS) {
-        cuabi__context_scope cscope = CUABI__CONTEXT_SCOPE_NONE;
-        st = cuabi__stream_enter(&cscope, consumer, drv);
-        if (st == CUABI_SUCCESS)
-            st = cuabi__context_leave(&cscope, drv,
-                                      CUABI__CU(drv, cuStreamWaitEvent, consumer->cu_stream, ev, 0));
-    }
-    if (ev)   /* the driver destroys it once the wait no longer needs it */
-        CUABI__CU_RELEASE(drv, cuEventDestroy, ev);
-    (void)cuabi__handle_release(d, CUABI__T_DEVICE);
-    if (st != CUABI_SUCCESS) {
-        char what[96];
-        snprintf(what, sizeof what, "ordering GPU %d's producer stream before the consumer's",
-                 (int)ordinal);
-        return explained(st, caller, what);
-    }
-    return CUABI_SUCCESS;
-}
-
 CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange_on(cuabi_view **out,
                                                        const DLPackExchangeAPI *api,
                                                        void *py_object, cuabi_stream *stream)
@@ -132,8 +90,13 @@ CUABI_EXTERN(cuabi_status) cuabi_view_from_exchange_on(cuabi_view **out,
             st = cuabi__error(CUABI_ERROR_CALLBACK,
                               "%s: the producer's current_work_stream failed for GPU %d (its "
                               "Python exception, if any, is set)", __func__, (int)view->device_id);
-        else if ((CUstream)ps != s->cu_stream)
-            st = order_after((CUstream)ps, view->device_id, s, __func__);
+        else if ((st = cuabi_stream_wait_raw(stream, view->device_id, (uintptr_t)ps)) !=
+                 CUABI_SUCCESS) {
+            char what[96];
+            snprintf(what, sizeof what, "ordering GPU %d's producer stream before the "
+                     "consumer's", (int)view->device_id);
+            st = explained(st, __func__, what);
+        }
     }
     if (st != CUABI_SUCCESS) {
         (void)cuabi__handle_release(v, CUABI__T_VIEW);

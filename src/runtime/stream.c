@@ -143,6 +143,53 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_e
                                 CUABI__CU(drv, cuStreamWaitEvent, s->cu_stream, e->cu_event, 0));
 }
 
+/* Record GPU `pd`'s ordering event on `raw` and make `s` wait for it, under
+ * the device's order_lock (device.h). The primary context is made current
+ * only where the driver needs it: to create the event, and for a default
+ * stream (0/1/2), which means the current context's. */
+static cuabi_status wait_raw(cuabi__stream *s, cuabi__device *pd, CUstream raw,
+                             const cuabi__driver *drv)
+{
+    cuabi__context_scope scope = CUABI__CONTEXT_SCOPE_NONE;
+    cuabi_status st = CUABI_SUCCESS;
+    pthread_mutex_lock(&pd->order_lock);
+    if (!pd->order_event || (uintptr_t)raw <= 2)
+        st = cuabi__device_enter(&scope, pd, drv);
+    if (st == CUABI_SUCCESS && !pd->order_event)
+        st = CUABI__CU(drv, cuEventCreate, &pd->order_event, CU_EVENT_DISABLE_TIMING);
+    if (st == CUABI_SUCCESS)
+        st = CUABI__CU(drv, cuEventRecord, pd->order_event, raw);
+    /* The consumer's default stream acts in its device's context (the same
+     * scope: the caller's context is the one it gives back). */
+    if (st == CUABI_SUCCESS)
+        st = cuabi__stream_enter(&scope, s, drv);
+    if (st == CUABI_SUCCESS)
+        st = CUABI__CU(drv, cuStreamWaitEvent, s->cu_stream, pd->order_event, 0);
+    pthread_mutex_unlock(&pd->order_lock);
+    return cuabi__context_leave(&scope, drv, st);
+}
+
+CUABI__HOT
+CUABI_EXTERN(cuabi_status) cuabi_stream_wait_raw(cuabi_stream *stream, int device, uintptr_t raw)
+{
+    cuabi__stream *s;
+    CUABI__GET(s, stream, STREAM);
+    if (device == s->device->ordinal && (CUstream)raw == s->cu_stream)
+        return CUABI_SUCCESS;           /* in order already */
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    if (device == s->device->ordinal)
+        return wait_raw(s, s->device, (CUstream)raw, drv);
+    cuabi_device *held;                 /* another GPU's stream: checks the ordinal */
+    CUABI__TRY(cuabi_device_get(&held, device));
+    void *pd;
+    cuabi_status st = cuabi__handle_get(held, CUABI__T_DEVICE, &pd, __func__);
+    if (st == CUABI_SUCCESS)
+        st = wait_raw(s, pd, (CUstream)raw, drv);
+    (void)cuabi__handle_release(held, CUABI__T_DEVICE);
+    return st;
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_stream_raw(uintptr_t *out, cuabi_stream *stream)
 {
     cuabi__stream *s;

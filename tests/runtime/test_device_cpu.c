@@ -281,6 +281,88 @@ START_TEST(events_record_wait_time)
 }
 END_TEST
 
+/* cuEventRecord that notes the context current when it ran. */
+static CUcontext record_context;
+static CUresult CUDAAPI record_noting_context(CUevent e, CUstream st)
+{
+    record_context = fake_current;
+    return fake_cuEventRecord(e, st);
+}
+
+START_TEST(waiting_for_a_raw_stream)
+{
+    cuabi_device *d, *d1;
+    cuabi_stream *s, *other, *on1;
+    ck_assert_ok(cuabi_device_get(&d, 0));
+    ck_assert_ok(cuabi_device_get(&d1, 1));
+    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
+    ck_assert_ok(cuabi_stream_create(&other, d, NULL));
+    ck_assert_ok(cuabi_stream_create(&on1, d1, NULL));
+    uintptr_t r, ro, r1;
+    ck_assert_ok(cuabi_stream_raw(&r, s));
+    ck_assert_ok(cuabi_stream_raw(&ro, other));
+    ck_assert_ok(cuabi_stream_raw(&r1, on1));
+    int events = fake_live_events;
+    fake_event_records = fake_stream_waits = 0;
+    /* The event cannot be made: the error, nothing kept; the next call makes it. */
+    cuabi__fault_arm("cuEventCreate", 1, false, CUDA_ERROR_OUT_OF_MEMORY);
+    ck_assert_status(cuabi_stream_wait_raw(s, 0, ro), CUABI_ERROR_DEVICE_OUT_OF_MEMORY);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_int_eq(fake_live_events, events);
+    ck_assert_int_eq(fake_stream_waits, 0);
+    /* The stream itself: nothing queued. */
+    ck_assert_ok(cuabi_stream_wait_raw(s, 0, r));
+    ck_assert_int_eq(fake_event_records, 0);
+    ck_assert_int_eq(fake_stream_waits, 0);
+    /* Another stream of the GPU: recorded there, waited for on s. */
+    ck_assert_ok(cuabi_stream_wait_raw(s, 0, ro));
+    ck_assert_int_eq(fake_event_records, 1);
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)ro);
+    ck_assert_int_eq(fake_stream_waits, 1);
+    ck_assert_ptr_eq(fake_last_wait_stream, (CUstream)r);
+    ck_assert_ptr_eq(fake_last_wait_event, fake_last_record_event);
+    ck_assert_int_eq(fake_live_events, events + 1);      /* the device's event, kept */
+    CUevent first = fake_last_record_event;
+    ck_assert_ok(cuabi_stream_wait_raw(s, 0, ro));
+    ck_assert_ptr_eq(fake_last_record_event, first);     /* reused, not made again */
+    ck_assert_int_eq(fake_live_events, events + 1);
+    /* A default stream (CU_STREAM_LEGACY) means the current context's: the
+     * GPU's primary context is current for the record, the caller's after. */
+    CUcontext mine = fake_current;
+    cuabi__driver_for_test()->cuEventRecord = record_noting_context;
+    record_context = NULL;
+    ck_assert_ok(cuabi_stream_wait_raw(s, 0, 1));
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)1);
+    ck_assert_ptr_nonnull(record_context);
+    ck_assert_ptr_eq(fake_current, mine);
+    cuabi__driver_for_test()->cuEventRecord = fake_cuEventRecord;
+    /* Another GPU's stream: that GPU's own event. */
+    ck_assert_ok(cuabi_stream_wait_raw(s, 1, r1));
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)r1);
+    ck_assert_ptr_ne(fake_last_record_event, first);
+    ck_assert_ptr_eq(fake_last_wait_stream, (CUstream)r);
+    ck_assert_int_eq(fake_live_events, events + 2);
+    /* A failing record: its error, and the lock is free again. */
+    cuabi__fault_arm("cuEventRecord", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    ck_assert_status(cuabi_stream_wait_raw(s, 0, ro), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    int waits = fake_stream_waits;
+    ck_assert_ok(cuabi_stream_wait_raw(s, 0, ro));
+    ck_assert_int_eq(fake_stream_waits, waits + 1);
+    /* Refusals. */
+    ck_assert_status(cuabi_stream_wait_raw(s, 7, ro), CUABI_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_mentions("out of range");
+    ck_assert_status(cuabi_stream_wait_raw(NULL, 0, ro), CUABI_ERROR_INVALID_HANDLE);
+    /* The events go with their devices. */
+    ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_ok(cuabi_stream_release(other));
+    ck_assert_ok(cuabi_stream_release(on1));
+    ck_assert_ok(cuabi_device_release(d));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_int_eq(fake_live_events, events);
+}
+END_TEST
+
 static CUresult CUDAAPI failing_stream_create(CUstream *s, unsigned f, int p)
 {
     (void)s; (void)f; (void)p;
@@ -408,6 +490,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stream_options_and_misuse);
     tcase_add_test(tc, wrapped_and_default_streams_are_not_destroyed);
     tcase_add_test(tc, events_record_wait_time);
+    tcase_add_test(tc, waiting_for_a_raw_stream);
     tcase_add_test(tc, injected_driver_failure_gives_status_and_no_leak);
     tcase_add_test(tc, allocation_failures_at_every_step);
     tcase_add_test(tc, driver_failures_at_every_call);

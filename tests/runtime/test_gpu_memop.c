@@ -294,6 +294,44 @@ START_TEST(the_host_releases_a_waiting_stream)
 }
 END_TEST
 
+/* cuabi_stream_wait_raw: s1 stands for another library's stream, given
+ * raw. It is held by a wait on a pinned word the host releases later, then
+ * writes 99; s2 waits for s1's work so far and copies the result out: 99,
+ * where an unordered copy would read the 0 there before. */
+START_TEST(a_stream_waits_for_a_raw_streams_work)
+{
+    cuabi_buffer *word = word_in(PINNED, 8), *out = word_in(CUMEMALLOC, 8);
+    cuabi_buffer *seen = word_in(CUMEMALLOC, 8);
+    uintptr_t hp, r1;
+    ck_assert_ok(cuabi_buffer_pointer(&hp, word));
+    ck_assert_ok(cuabi_stream_raw(&r1, s1));
+    ck_assert_ok(cuabi_stream_wait_value32(s1, word, 0, 5, CUABI_STREAM_WAIT_VALUE_GEQ));
+    ck_assert_ok(cuabi_stream_write_value32(s1, out, 0, 99, 0));
+    ck_assert_ok(cuabi_stream_wait_raw(s2, cuabi_test_device_ordinal(), r1));
+    ck_assert_ok(cuabi_buffer_copy(seen, 0, out, 0, 4, s2));
+    int ready = 1;
+    ck_assert_ok(cuabi_stream_query(&ready, s2));
+    ck_assert_int_eq(ready, 0);            /* held behind s1's wait */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, release_later, (void *)hp), 0);
+    ck_assert_ok(cuabi_stream_synchronize(s2));
+    pthread_join(th, NULL);
+    uint32_t v = 0;
+    ck_assert_ok(cuabi_buffer_copy_to_host(&v, seen, 0, 4, NULL));
+    ck_assert_uint_eq(v, 99);
+    /* Again through the legacy default stream (1: the GPU's primary context
+     * made current for the record), and the stream itself (nothing queued). */
+    ck_assert_ok(cuabi_stream_wait_raw(s2, cuabi_test_device_ordinal(), 1));
+    uintptr_t r2;
+    ck_assert_ok(cuabi_stream_raw(&r2, s2));
+    ck_assert_ok(cuabi_stream_wait_raw(s2, cuabi_test_device_ordinal(), r2));
+    ck_assert_ok(cuabi_stream_synchronize(s2));
+    cuabi_buffer_destroy(seen);
+    cuabi_buffer_destroy(out);
+    cuabi_buffer_destroy(word);
+}
+END_TEST
+
 START_TEST(a_captured_write_runs_with_each_replay)
 {
     cuabi_buffer *flag = word_in(CUMEMALLOC, 8);
@@ -336,6 +374,7 @@ int main(void)
     tcase_add_test(tc, the_driver_and_cuabi_agree_on_where_a_word_may_lie);
     tcase_add_test(tc, producer_and_consumer_streams_synchronised_by_memory_operations);
     tcase_add_test(tc, the_host_releases_a_waiting_stream);
+    tcase_add_test(tc, a_stream_waits_for_a_raw_streams_work);
     tcase_add_test(tc, a_captured_write_runs_with_each_replay);
     suite_add_tcase(s, tc);
     return cuabi_test_run(s);

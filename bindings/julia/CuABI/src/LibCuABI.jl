@@ -867,6 +867,34 @@ function cuabi_stream_wait_event(stream, event)
 end
 
 """
+cuabi_stream_wait_raw(stream, device, raw)
+
+Make future work on the stream wait for the work queued so far on a raw
+CUstream of GPU `device` -- another library's stream (torch's current
+stream, a `__cuda_stream__` object's): an event of that GPU's primary
+context is recorded on `raw` and waited for on the stream. `raw` must be a
+stream of that primary context, or 0, 1 (CU_STREAM_LEGACY) or 2
+(CU_STREAM_PER_THREAD) for its default streams. Nothing is queued when `raw`
+is the stream itself. The event is the device's own, made on first use and
+reused (a record and its wait are one step under a lock): no event per call.
+What cuabi_view_from_exchange_on() and from_dlpack(x, stream=s) order with.
+
+- `stream` The stream that waits.
+- `device` The ordinal of the GPU `raw` belongs to.
+- `raw` The CUstream waited for.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_wait_raw(stream, device, raw)
+    t0 = _enter(stream)
+    try
+        ccall((:cuabi_stream_wait_raw, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Cint, Cuintptr_t), stream, device, raw)
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
 cuabi_stream_raw(out, stream)
 
 The CUstream behind the handle (0/1/2 for the default streams).
@@ -11071,6 +11099,7 @@ const FUNCTIONS = [
     :cuabi_stream_synchronize,
     :cuabi_stream_query,
     :cuabi_stream_wait_event,
+    :cuabi_stream_wait_raw,
     :cuabi_stream_raw,
     :cuabi_stream_device,
     :cuabi_stream_priority,

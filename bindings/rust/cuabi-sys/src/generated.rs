@@ -651,6 +651,18 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_stream_wait_event(stream: *mut cuabi_stream, event: *mut cuabi_event) -> cuabi_status;
+    /// Make future work on the stream wait for the work queued so far on a raw
+    /// CUstream of GPU `device` -- another library's stream (torch's current
+    /// stream, a `__cuda_stream__` object's): an event of that GPU's primary
+    /// context is recorded on `raw` and waited for on the stream. `raw` must be a
+    /// stream of that primary context, or 0, 1 (CU_STREAM_LEGACY) or 2
+    /// (CU_STREAM_PER_THREAD) for its default streams. Nothing is queued when `raw`
+    /// is the stream itself. The event is the device's own, made on first use and
+    /// reused (a record and its wait are one step under a lock): no event per call.
+    /// What cuabi_view_from_exchange_on() and from_dlpack(x, stream=s) order with.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_wait_raw(stream: *mut cuabi_stream, device: c_int, raw: usize) -> cuabi_status;
     /// The CUstream behind the handle (0/1/2 for the default streams).
     pub fn cuabi_stream_raw(out: *mut usize, stream: *mut cuabi_stream) -> cuabi_status;
     /// The stream's device, borrowed: valid while the stream lives; retain it to keep it longer.
@@ -7565,6 +7577,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_stream_synchronize", cuabi_stream_synchronize as *const () as usize),
         ("cuabi_stream_query", cuabi_stream_query as *const () as usize),
         ("cuabi_stream_wait_event", cuabi_stream_wait_event as *const () as usize),
+        ("cuabi_stream_wait_raw", cuabi_stream_wait_raw as *const () as usize),
         ("cuabi_stream_raw", cuabi_stream_raw as *const () as usize),
         ("cuabi_stream_device", cuabi_stream_device as *const () as usize),
         ("cuabi_stream_priority", cuabi_stream_priority as *const () as usize),
