@@ -15,7 +15,9 @@ median, which the targets are judged on:
   prepared launch           <= 1.15 x raw C cuLaunchKernel (bench_launch, run
                                once per process by --raw-cmd, or --raw-us)
   cuabi.from_dlpack(x)      <= cuda.core StridedMemoryView.from_dlpack(x) for
-                               a numpy array, a torch tensor and a CuPy array
+                               a numpy array, a torch tensor and a CuPy array,
+                               and for a torch tensor with a stream (s, not
+                               torch's: its work ordered before s)
   import cuabi              <= 40 ms over python -c pass (bench_import.py)
 
 The DLPack C exchange API is measured both ways against __dlpack__ (a
@@ -50,6 +52,8 @@ TARGETS = [
      "cuda.core SMV.from_dlpack(torch)", 1.0),
     ("from_dlpack(cupy) vs cuda.core", "cuabi.from_dlpack(cupy)",
      "cuda.core SMV.from_dlpack(cupy)", 1.0),
+    ("from_dlpack(torch, stream) vs cuda.core", "cuabi.from_dlpack(torch, stream=s)",
+     "cuda.core SMV.from_dlpack(torch, stream_ptr=s)", 1.0),
 ]
 
 
@@ -133,6 +137,10 @@ def torch_cases(c):
     c.info["torch"] = torch.__version__
     t = torch.zeros(16, device="cuda")
     c.add("cuabi.from_dlpack(torch)", lambda: cuabi.from_dlpack(t))
+    # With a stream of the consumer's (not torch's current one): torch's
+    # pending work ordered before it (an event on torch's stream, waited on s).
+    s = cuabi.Device(0).create_stream()
+    c.add("cuabi.from_dlpack(torch, stream=s)", lambda: cuabi.from_dlpack(t, stream=s))
     c.add("cuabi.from_dlpack(torch capsule: __dlpack__)",
           lambda: cuabi.from_dlpack(t.__dlpack__(max_version=(1, 0))))
     view = cuabi.from_dlpack(t)
@@ -153,12 +161,15 @@ def torch_cases(c):
             from cuda.core.experimental.utils import StridedMemoryView
         c.add("cuda.core SMV.from_dlpack(torch)",
               lambda: StridedMemoryView.from_dlpack(t, stream_ptr=-1))
+        sp = s.raw       # the same kind of stream, given as cuda.core takes it
+        c.add("cuda.core SMV.from_dlpack(torch, stream_ptr=s)",
+              lambda: StridedMemoryView.from_dlpack(t, stream_ptr=sp))
         smv = StridedMemoryView.from_dlpack(t, stream_ptr=-1)
         torch.from_dlpack(smv)
         c.add("torch.from_dlpack(cuda.core SMV)", lambda: torch.from_dlpack(smv))
     except Exception as e:
         c.notes["cuda.core with torch"] = f"{type(e).__name__}: {str(e)[:80]}"
-    c.keep_torch = (t, view)
+    c.keep_torch = (t, view, s)
 
 
 def cupy_cases(c):

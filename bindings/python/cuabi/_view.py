@@ -889,9 +889,10 @@ def _from_exchange_on(obj, stream):
         return None
     if tp.__module__ == "torch" and obj.is_conj():
         return None     # torch's __dlpack__ refuses the conjugate bit; its C export would not
+    sh = stream.cuabi_handle        # ClosedHandleError for a closed stream, not the producer's
     sc = _tls.__dict__.get("s") or _scratch()
     try:
-        st = _view_from_exchange_on(sc.out_addr, table, obj, stream.cuabi_handle)
+        st = _view_from_exchange_on(sc.out_addr, table, obj, sh)
     except Exception:   # the producer's exception: let __dlpack__ say it
         return None
     if st in (_capi.CUABI_ERROR_CALLBACK, _capi.CUABI_ERROR_NOT_SUPPORTED):
@@ -1286,6 +1287,14 @@ def _from_dlpack_stream(obj, stream) -> View:
         v = _from_exchange_on(obj, stream)
         if v is not None:
             return v
+    return _from_producer(obj, stream)
+
+
+def _from_producer(obj, stream) -> View:
+    """_from_dlpack_stream past the exchange table's route (not for this
+    object, or refused by the producer): its __dlpack__, a capsule, the
+    (CUDA) array interface. The compiled from_dlpack comes here when its
+    own exchange-table route is refused."""
     dl = getattr(obj, "__dlpack__", None)
     if dl is not None:
         kw = {}
@@ -1394,7 +1403,8 @@ def _numpy_c_setup(np) -> bool:
 
 
 if fast is not None:
-    fast.view_setup(View, from_dlpack_py, _fast_handler_for, View._new, list(_NAMES))
+    fast.view_setup(View, from_dlpack_py, _fast_handler_for, View._new, list(_NAMES), Stream,
+                    _from_producer)
     _lazy = fast.lazy_view          # the same object, made in C
     # The DLPack C exchange API, producer side (fast_exchange.c): torch and
     # C extensions take views through these functions instead of __dlpack__.

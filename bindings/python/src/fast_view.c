@@ -50,7 +50,9 @@ static PyObject *python_from_dlpack;    /* cuabi._view.from_dlpack_py */
 static PyObject *handler_for;           /* cuabi._view._fast_handler_for(type) */
 static PyObject *view_new;              /* View._new(handle) */
 static PyObject *handlers;              /* type -> Handler */
-static PyObject *str_stream, *str_dlpack_device;
+static PyObject *str_stream, *str_dlpack_device, *str_is_conj;
+static PyTypeObject *stream_type;       /* cuabi.Stream: stream= the C route takes */
+static PyObject *python_from_producer;  /* cuabi._view._from_producer(obj, stream) */
 static int supported[16][17];           /* [dtype code][bits / 8]: a view dtype */
 
 PyTypeObject *fast_view_type(void) { return view_type; }
@@ -299,8 +301,11 @@ static PyObject *numpy_setup(PyObject *module, PyObject *args)
 
 /* torch: a borrowed DLTensor (valid until we return) into a lazy View that
  * owns the tensor, as the attribute handler makes it. Complex dtypes (the
- * conjugate bit), other devices and unusual tensors: the Python handler. */
-static PyObject *dltensor_view(const Handler *h, PyObject *obj, int *handled)
+ * conjugate bit), other devices and unusual tensors: the Python handler.
+ * *gpu: the tensor's GPU, -1 for host memory. `stream`: the View's (may be
+ * NULL). */
+static PyObject *dltensor_view(const Handler *h, PyObject *obj, PyObject *stream, int *handled,
+                               int *gpu)
 {
     DLTensor t;
     memset(&t, 0, sizeof t);
@@ -319,13 +324,14 @@ static PyObject *dltensor_view(const Handler *h, PyObject *obj, int *handled)
     else if (dev_type != CUABI_DLPACK_CUDA)
         return NULL;
     *handled = 1;
+    *gpu = dev_type == CUABI_DLPACK_CUDA ? dev_id : -1;
     PyObject *strides = t.strides ? int64_tuple(t.ndim, t.strides) : Py_NewRef(Py_None);
     PyObject *d = description((uintptr_t)t.data + (uintptr_t)t.byte_offset, dev_type, dev_id,
                               t.dtype.code, t.dtype.bits, int64_tuple(t.ndim, t.shape), strides,
                               0, 1);
     if (!d)
         return NULL;
-    PyObject *v = fast_view_new_lazy(d, obj, NULL);
+    PyObject *v = fast_view_new_lazy(d, obj, stream);
     Py_DECREF(d);
     return v;
 }
@@ -385,15 +391,144 @@ static Handler *handler_of(PyObject *obj)
     return st < 0 ? NULL : h;
 }
 
-static int stream_is_none(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* The stream= keyword (borrowed; NULL when absent or None). Returns 0 when
+ * it is the only keyword given, -1 otherwise (the Python function decides:
+ * unknown keywords, a stream given twice). */
+static int stream_keyword(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                          PyObject **stream)
 {
+    *stream = NULL;
     if (!kwnames)
+        return 0;
+    if (PyTuple_GET_SIZE(kwnames) != 1 ||
+        PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_stream) != 0)
+        return -1;
+    if (args[nargs] != Py_None)
+        *stream = args[nargs];
+    return 0;
+}
+
+/* Whether the compiled route may take from_dlpack(obj, stream=s) for an
+ * object read by `h`: a producer whose exchange table can export and name
+ * its current work stream (cuabi._view._exchange_on_table's rule), and for
+ * torch (H_DLTENSOR) no conjugate bit, which torch's __dlpack__ refuses and
+ * its C export would not. -1 with an exception when is_conj() raised. */
+static int exchange_on_ok(const Handler *h, PyObject *obj)
+{
+    if ((h->kind != H_DLTENSOR && h->kind != H_MANAGED) || !h->table ||
+        !h->table->managed_tensor_from_py_object_no_sync || !h->table->current_work_stream)
+        return 0;
+    if (h->kind != H_DLTENSOR)
         return 1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++)
-        if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), str_stream) != 0 ||
-            args[nargs + i] != Py_None)
-            return 0;
-    return 1;
+    PyObject *conj = PyObject_CallMethodNoArgs(obj, str_is_conj);
+    if (!conj)
+        return -1;
+    int yes = PyObject_IsTrue(conj);
+    Py_DECREF(conj);
+    return yes < 0 ? -1 : !yes;
+}
+
+enum { ROUTE_DONE, ROUTE_OWNING, ROUTE_PRODUCER };
+
+/* torch with a stream: its borrowed DLTensor into a lazy View for `stream`
+ * (as without a stream), then its current work stream of the tensor's GPU
+ * ordered before the stream (sh, its handle: cuabi_stream_wait_raw). NULL
+ * without an exception: *route says where to go instead (ROUTE_OWNING: a
+ * tensor dltensor_view leaves to others; ROUTE_PRODUCER: the producer's
+ * current_work_stream failed). */
+static PyObject *dltensor_view_on(const Handler *h, PyObject *obj, PyObject *stream, void *sh,
+                                  int *route)
+{
+    int handled = 0, gpu = -1;
+    *route = ROUTE_DONE;
+    PyObject *v = dltensor_view(h, obj, stream, &handled, &gpu);
+    if (!handled) {
+        if (!PyErr_Occurred())
+            *route = ROUTE_OWNING;
+        return NULL;
+    }
+    if (!v || gpu < 0)
+        return v;
+    void *ps = NULL;
+    if (h->table->current_work_stream((DLDeviceType)CUABI_DLPACK_CUDA, gpu, &ps) != 0) {
+        Py_DECREF(v);
+        PyErr_Clear();
+        *route = ROUTE_PRODUCER;
+        return NULL;
+    }
+    cuabi_status st = fast_api->stream_wait_raw(sh, gpu, (uintptr_t)ps);
+    if (st != CUABI_SUCCESS) {
+        Py_DECREF(v);
+        return fast_raise(st, "cuabi_stream_wait_raw"), NULL;
+    }
+    return v;
+}
+
+/* Any other producer with a stream: cuabi_view_from_exchange_on (its owning
+ * export, then the ordering) and View._new(handle, stream). */
+static PyObject *owning_view_on(const Handler *h, PyObject *obj, PyObject *stream, void *sh,
+                                int *route)
+{
+    cuabi_view *view = NULL;
+    *route = ROUTE_DONE;
+    cuabi_status st = fast_api->view_from_exchange_on(&view, h->table, obj, sh);
+    if (st == CUABI_ERROR_CALLBACK || st == CUABI_ERROR_NOT_SUPPORTED) {
+        PyErr_Clear();                 /* the producer's exception: its __dlpack__ says it */
+        *route = ROUTE_PRODUCER;
+        return NULL;
+    }
+    if (st != CUABI_SUCCESS)
+        return fast_raise(st, "cuabi_view_from_exchange_on"), NULL;
+    PyObject *hv = PyLong_FromVoidPtr(view);
+    PyObject *v = hv ? PyObject_CallFunctionObjArgs(view_new, hv, stream, NULL) : NULL;
+    Py_XDECREF(hv);
+    if (!v)
+        fast_api->view_release(view);
+    return v;
+}
+
+/* from_dlpack(obj, stream=s) with s a cuabi Stream, as
+ * cuabi._view._from_exchange_on does it, the DLPack stream contract kept in
+ * C: the producer's current work stream ordered before s. Types read
+ * without a table, and a closed stream: the Python function with the call
+ * as given. A table without current_work_stream, torch's conjugate tensors,
+ * and the producer's refusal (its export or current_work_stream failing) or
+ * the table's: _from_producer, where the producer's __dlpack__(stream=)
+ * decides. */
+static PyObject *from_dlpack_on(PyObject *obj, PyObject *stream, PyObject *const *args,
+                                size_t nargsf, PyObject *kwnames)
+{
+    Handler *h = handler_of(obj);
+    if (!h)
+        return NULL;
+    Py_INCREF(h);                      /* the dict may drop it while Python code runs */
+    PyObject *v = NULL;
+    int route = ROUTE_PRODUCER, ok = exchange_on_ok(h, obj);
+    void *sh = fast_handle_value(fast_slot_get(stream, fast_handle_off));
+    if (ok < 0)
+        goto out;
+    if (!ok && h->kind != H_DLTENSOR && h->kind != H_MANAGED) {
+        v = PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
+        goto out;
+    }
+    if (ok && (!sh || fast_hold(stream) < 0)) {   /* closed: the Python function says so */
+        PyErr_Clear();
+        v = PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
+        goto out;
+    }
+    if (ok) {
+        route = ROUTE_OWNING;
+        if (h->kind == H_DLTENSOR)
+            v = dltensor_view_on(h, obj, stream, sh, &route);
+        if (route == ROUTE_OWNING)
+            v = owning_view_on(h, obj, stream, sh, &route);
+        fast_done(stream);
+    }
+    if (route == ROUTE_PRODUCER)
+        v = PyObject_CallFunctionObjArgs(python_from_producer, obj, stream, NULL);
+out:
+    Py_DECREF(h);
+    return v;
 }
 
 static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nargsf,
@@ -402,9 +537,15 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nar
     if (!fast_api || !view_type)
         return fast_not_attached(), NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || !stream_is_none(args, nargs, kwnames))
+    PyObject *stream;
+    if (nargs != 1 || stream_keyword(args, nargs, kwnames, &stream) < 0)
         return PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
     PyObject *obj = args[0];
+    if (stream) {
+        if (Py_TYPE(stream) == stream_type && stream_type && python_from_producer)
+            return from_dlpack_on(obj, stream, args, nargsf, kwnames);
+        return PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
+    }
     Handler *h = handler_of(obj);
     if (!h)
         return NULL;
@@ -415,9 +556,11 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nar
     case H_NUMPY:
         v = Py_TYPE(obj) == np.type ? numpy_view(obj, &handled) : NULL;
         break;
-    case H_DLTENSOR:
-        v = dltensor_view(h, obj, &handled);
+    case H_DLTENSOR: {
+        int gpu;
+        v = dltensor_view(h, obj, NULL, &handled, &gpu);
         break;
+    }
     case H_MANAGED:
         v = managed_view(h, obj, &handled);
         break;
@@ -428,11 +571,14 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nar
     return v;
 }
 
-/* view_setup(View, from_dlpack_py, handler_for, view_new, dtypes) */
+/* view_setup(View, from_dlpack_py, handler_for, view_new, dtypes[, Stream,
+ * from_producer]): without the last two, from_dlpack with a stream is all
+ * Python. */
 static PyObject *view_setup(PyObject *module, PyObject *args)
 {
-    PyObject *view, *py, *hf, *vn, *dtypes;
-    if (!PyArg_ParseTuple(args, "O!OOOO:view_setup", &PyType_Type, &view, &py, &hf, &vn, &dtypes))
+    PyObject *view, *py, *hf, *vn, *dtypes, *st = NULL, *fp = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOOO|O!O:view_setup", &PyType_Type, &view, &py, &hf, &vn,
+                          &dtypes, &PyType_Type, &st, &fp))
         return NULL;
     Py_ssize_t o[6];
     static const char *const names[] = {"_h", "_fin", "_info", "_stream", "_owner", "_d"};
@@ -464,6 +610,10 @@ static PyObject *view_setup(PyObject *module, PyObject *args)
     Py_XSETREF(handler_for, hf);
     Py_INCREF(vn);
     Py_XSETREF(view_new, vn);
+    Py_XINCREF(st);
+    Py_XSETREF(stream_type, (PyTypeObject *)st);
+    Py_XINCREF(fp);
+    Py_XSETREF(python_from_producer, fp);
     PyDict_Clear(handlers);
     Py_RETURN_NONE;
 }
@@ -689,6 +839,7 @@ int fast_view_init(PyObject *module)
 {
     handlers = PyDict_New();
     str_stream = PyUnicode_InternFromString("stream");
+    str_is_conj = PyUnicode_InternFromString("is_conj");
     str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     str_max_version = PyUnicode_InternFromString("max_version");
     str_dl_device = PyUnicode_InternFromString("dl_device");

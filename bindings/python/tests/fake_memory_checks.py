@@ -386,13 +386,19 @@ def _exchange_producer(table):
     return Tensor
 
 
-def test_from_dlpack_with_a_stream_orders_through_the_exchange_table(dev):
+def test_from_dlpack_with_a_stream_orders_through_the_exchange_table(dev, monkeypatch):
     """A producer whose exchange table has current_work_stream (torch >= 2.10)
     is viewed without its __dlpack__(stream=) (torch's: ~17 us of Python on
     an H200): its current stream of the array's GPU is asked and ordered
-    before the stream in C (tests/runtime/test_exchange.c checks the event)."""
+    before the stream in C (tests/runtime/test_exchange.c checks the event).
+    The compiled backend does it without the Python route."""
     import numpy as np
     from fake_arrays import ExchangeTable
+    from cuabi import _view
+    if cuabi.backend == "compiled":
+        def python_route(*a):
+            raise AssertionError("the compiled from_dlpack took the Python route")
+        monkeypatch.setattr(_view, "_from_exchange_on", python_route)
     table = ExchangeTable(export=lambda o: _gpu_export(o.a), work_stream=lambda kind, i: 0x5170)
     Tensor = _exchange_producer(table)
     s = dev.create_stream()
@@ -420,5 +426,71 @@ def test_from_dlpack_with_a_stream_orders_through_the_exchange_table(dev):
     with pytest.raises(_Stop):
         cuabi.from_dlpack(Plain(a), stream=s)
     assert plain.calls["export"] == 0 and Plain.dlpack_calls == [s.raw]
+    # A failing export: its __dlpack__(stream=) decides too, asked once.
+    refusing = ExchangeTable(export=lambda o: -1, work_stream=lambda kind, i: 0x5170)
+    Refusing = _exchange_producer(refusing)
+    with pytest.raises(_Stop):
+        cuabi.from_dlpack(Refusing(a), stream=s)
+    assert refusing.calls["export"] == 1 and Refusing.dlpack_calls == [s.raw]
+    assert refusing.calls["work_stream"] == []
     del v
+    s.close()
+    # A closed stream: refused as a closed handle (by the Python function in
+    # both backends), nothing exported.
+    monkeypatch.undo()
+    with pytest.raises(cuabi.ClosedHandleError):
+        cuabi.from_dlpack(Tensor(a), stream=s)
+    assert table.calls["export"] == 2
+
+
+def test_torch_with_a_stream_reads_its_dltensor_and_orders(dev, monkeypatch, request):
+    """A torch tensor with a stream: the compiled backend reads it as without
+    a stream (its borrowed DLTensor into a lazy view owning the tensor) and
+    orders torch's current stream before the stream in C
+    (cuabi_stream_wait_raw: tests/runtime/test_device_cpu.c checks the
+    event); the ctypes backend through the owning export
+    (cuabi_view_from_exchange_on). The views say the same; the conjugate bit
+    and a failing current_work_stream leave it to torch's __dlpack__."""
+    import sys
+    import numpy as np
+    from cuabi import _view as V
+    from fake_arrays import ExchangeTable, make_fake_torch, numpy_dltensor
+    torch = make_fake_torch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    keep, work = [], {"stream": 0x5170}
+    table = ExchangeTable(export=lambda o: _gpu_export(o._a),
+                          dltensor=lambda o, out: numpy_dltensor(o._a, out, (2, 0), keep),
+                          work_stream=lambda kind, i: work["stream"])
+    torch.Tensor.__dlpack_c_exchange_api__ = table.capsule
+    V._reset_handlers()
+    request.addfinalizer(V._reset_handlers)
+    compiled = cuabi.backend == "compiled"
+    if compiled:
+        def python_route(*a):
+            raise AssertionError("the compiled from_dlpack took the Python route")
+        monkeypatch.setattr(V, "_from_exchange_on", python_route)
+    s = dev.create_stream()
+    a = np.arange(6, dtype=np.float32)
+    t = torch.Tensor(a, device=("cuda", 0))
+    v = cuabi.from_dlpack(t, stream=s)
+    assert v.stream is s and v.shape == (6,) and v.ptr == a.ctypes.data and v.device_id == 0
+    assert v.dtype == "float32" and table.calls["work_stream"] == [(2, 0)]
+    if compiled:
+        assert v.lazy and v._owner is t
+        assert table.calls["dltensor"] == 1 and table.calls["export"] == 0
+    else:
+        assert table.calls["export"] == 1
+    # The conjugate bit: torch's __dlpack__ refuses it (its exports would not).
+    c = torch.Tensor(np.zeros(3, np.complex64), device=("cuda", 0), conj=True)
+    with pytest.raises(RuntimeError, match="conjugate"):
+        cuabi.from_dlpack(c, stream=s)
+    assert table.calls["work_stream"] == [(2, 0)]
+    # torch's current_work_stream fails: its __dlpack__(stream=) decides.
+    work["stream"] = None
+    exports = table.calls["export"]
+    w = cuabi.from_dlpack(t, stream=s)
+    assert table.calls["work_stream"] == [(2, 0), (2, 0)]
+    # (the owning route exported first: released again when the ordering failed)
+    assert w.ptr == a.ctypes.data and table.calls["export"] == exports + (0 if compiled else 1)
+    del v, w
     s.close()

@@ -88,9 +88,10 @@ def test_cupy_handler_equals_its_interface(gpu):
     assert np.array_equal(cp.asnumpy(cp.from_dlpack(fast)), cp.asnumpy(base))
 
 
-def test_torch_with_a_stream_goes_through_the_exchange_table_and_orders(gpu):
+def test_torch_with_a_stream_goes_through_the_exchange_table_and_orders(gpu, monkeypatch):
     """from_dlpack(t, stream=s) for a torch tensor: the exchange table's export
-    and current_work_stream (cuabi_view_from_exchange_on), not torch's
+    (the compiled backend: its borrowed DLTensor) and current_work_stream
+    (cuabi_view_from_exchange_on; compiled: cuabi_stream_wait_raw), not torch's
     __dlpack__(stream=); torch's pending work on its current stream comes
     before what `s` does with the view (a copy queued on `s` behind a GPU
     sleep on torch's stream would read the old zeros otherwise)."""
@@ -105,6 +106,10 @@ def test_torch_with_a_stream_goes_through_the_exchange_table_and_orders(gpu):
     dst = cuabi.Buffer(4 * n, cuabi.MemoryResource.device_default(dev), stream=s)
     s.sync()
     ts = torch.cuda.Stream(device=0)
+    if cuabi.backend == "compiled":                    # its own C route, not Python's
+        def python_route(*a):
+            raise AssertionError("the compiled from_dlpack took the Python route")
+        monkeypatch.setattr(V, "_from_exchange_on", python_route)
     dlpack = type(t).__dlpack__
     try:
         type(t).__dlpack__ = None                      # not to be called
@@ -114,9 +119,18 @@ def test_torch_with_a_stream_goes_through_the_exchange_table_and_orders(gpu):
             v = cuabi.from_dlpack(t, stream=s)
     finally:
         type(t).__dlpack__ = dlpack
-    assert v._h is not None and v._d is None           # the C view of the exchange path
+    if cuabi.backend == "compiled":                    # torch's DLTensor, as without a stream
+        assert v.lazy and v._owner is t
+    else:                                              # the C view of the owning export
+        assert v._h is not None and v._d is None
     assert v.shape == (n,) and v.ptr == t.data_ptr() and v.device_id == 0
     cuabi.View.of_buffer(dst, "float32", (n,)).copy_peer(v, stream=s)
     s.sync()
     assert (np.frombuffer(dst.to_bytes(), np.float32) == 7.0).all()
+    # A conjugate tensor: torch's __dlpack__(stream=) decides, which refuses
+    # the conjugate bit (its C export would not).
+    monkeypatch.undo()
+    c = torch.ones(4, dtype=torch.complex64, device="cuda:0").conj()
+    with pytest.raises(Exception, match="(?i)conj"):
+        cuabi.from_dlpack(c, stream=s)
     s.close()
