@@ -272,6 +272,23 @@ static void *release_later(void *p)
     return NULL;
 }
 
+/* Stream `s` is held (by a wait on the pinned word at host address `word`):
+ * checked, then the word released from another thread after 20 ms and `s`
+ * synchronized. Returns the first 32-bit word of `result` afterwards. */
+static uint32_t held_then_released(cuabi_stream *s, uintptr_t word, cuabi_buffer *result)
+{
+    int ready = 1;
+    ck_assert_ok(cuabi_stream_query(&ready, s));
+    ck_assert_int_eq(ready, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, release_later, (void *)word), 0);
+    ck_assert_ok(cuabi_stream_synchronize(s));
+    pthread_join(th, NULL);
+    uint32_t v = 0;
+    ck_assert_ok(cuabi_buffer_copy_to_host(&v, result, 0, 4, NULL));
+    return v;
+}
+
 START_TEST(the_host_releases_a_waiting_stream)
 {
     cuabi_buffer *word = word_in(PINNED, 8), *out = word_in(CUMEMALLOC, 8);
@@ -279,16 +296,7 @@ START_TEST(the_host_releases_a_waiting_stream)
     ck_assert_ok(cuabi_buffer_pointer(&hp, word));
     ck_assert_ok(cuabi_stream_wait_value32(s1, word, 0, 5, CUABI_STREAM_WAIT_VALUE_GEQ));
     ck_assert_ok(cuabi_stream_write_value32(s1, out, 0, 99, 0));
-    int ready = 1;
-    ck_assert_ok(cuabi_stream_query(&ready, s1));
-    ck_assert_int_eq(ready, 0);            /* held by the wait */
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, release_later, (void *)hp), 0);
-    ck_assert_ok(cuabi_stream_synchronize(s1));
-    pthread_join(th, NULL);
-    uint32_t v = 0;
-    ck_assert_ok(cuabi_buffer_copy_to_host(&v, out, 0, 4, NULL));
-    ck_assert_uint_eq(v, 99);
+    ck_assert_uint_eq(held_then_released(s1, hp, out), 99);
     cuabi_buffer_destroy(out);
     cuabi_buffer_destroy(word);
 }
@@ -309,16 +317,7 @@ START_TEST(a_stream_waits_for_a_raw_streams_work)
     ck_assert_ok(cuabi_stream_write_value32(s1, out, 0, 99, 0));
     ck_assert_ok(cuabi_stream_wait_raw(s2, cuabi_test_device_ordinal(), r1));
     ck_assert_ok(cuabi_buffer_copy(seen, 0, out, 0, 4, s2));
-    int ready = 1;
-    ck_assert_ok(cuabi_stream_query(&ready, s2));
-    ck_assert_int_eq(ready, 0);            /* held behind s1's wait */
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, release_later, (void *)hp), 0);
-    ck_assert_ok(cuabi_stream_synchronize(s2));
-    pthread_join(th, NULL);
-    uint32_t v = 0;
-    ck_assert_ok(cuabi_buffer_copy_to_host(&v, seen, 0, 4, NULL));
-    ck_assert_uint_eq(v, 99);
+    ck_assert_uint_eq(held_then_released(s2, hp, seen), 99);   /* behind s1's wait */
     /* Again through the legacy default stream (1: the GPU's primary context
      * made current for the record), and the stream itself (nothing queued). */
     ck_assert_ok(cuabi_stream_wait_raw(s2, cuabi_test_device_ordinal(), 1));
