@@ -481,12 +481,14 @@ cuabi_status cuabi__objcode_library(cuabi__objcode *o, const cuabi__driver *drv,
                                     CUlibrary *out, const char *caller)
 {
     pthread_mutex_lock(&o->lock);
-    cuabi_status st = o->loaded ? CUABI_SUCCESS : load_locked(o, drv, caller);
+    bool loading = !o->loaded;
+    cuabi_status st = loading ? load_locked(o, drv, caller) : CUABI_SUCCESS;
     *out = o->library;
     pthread_mutex_unlock(&o->lock);
-    /* Code is loaded: the driver's first graphs come next (util/heap.c says
-     * why this helps them; once per process, outside the objcode's lock). */
-    if (st == CUABI_SUCCESS)
+    /* This call loaded code: the driver's first graphs come next
+     * (util/heap.c says why this helps them; once per process, outside the
+     * objcode's lock, and not on the calls that find the code loaded). */
+    if (loading && st == CUABI_SUCCESS)
         cuabi__heap_reserve();
     return st;
 }

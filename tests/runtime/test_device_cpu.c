@@ -353,8 +353,11 @@ START_TEST(waiting_for_a_raw_stream)
     ck_assert_status(cuabi_stream_wait_raw(s, 7, ro), CUABI_ERROR_INVALID_ARGUMENT);
     ck_assert_error_mentions("out of range");
     ck_assert_status(cuabi_stream_wait_raw(NULL, 0, ro), CUABI_ERROR_INVALID_HANDLE);
-    /* The events go with their devices. */
+    ck_assert_status(cuabi_stream_wait_raw((cuabi_stream *)d, 0, ro), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_wait_raw(s, -1, ro), CUABI_ERROR_INVALID_ARGUMENT);
+    /* The events go with their devices; a released stream is refused. */
     ck_assert_ok(cuabi_stream_release(s));
+    ck_assert_status(cuabi_stream_wait_raw(s, 0, ro), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_ok(cuabi_stream_release(other));
     ck_assert_ok(cuabi_stream_release(on1));
     ck_assert_ok(cuabi_device_release(d));

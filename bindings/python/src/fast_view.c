@@ -18,6 +18,7 @@
 #include "fast_view.h"
 #include "fast_pack.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 enum { H_PYTHON = 0, H_NUMPY = 1, H_DLTENSOR = 2, H_MANAGED = 3 };
@@ -302,8 +303,8 @@ static PyObject *numpy_setup(PyObject *module, PyObject *args)
 /* torch: a borrowed DLTensor (valid until we return) into a lazy View that
  * owns the tensor, as the attribute handler makes it. Complex dtypes (the
  * conjugate bit), other devices and unusual tensors: the Python handler.
- * *gpu: the tensor's GPU, -1 for host memory. `stream`: the View's (may be
- * NULL). */
+ * *gpu (when not NULL): the tensor's GPU, -1 for host memory. `stream`: the
+ * View's (may be NULL). */
 static PyObject *dltensor_view(const Handler *h, PyObject *obj, PyObject *stream, int *handled,
                                int *gpu)
 {
@@ -324,7 +325,8 @@ static PyObject *dltensor_view(const Handler *h, PyObject *obj, PyObject *stream
     else if (dev_type != CUABI_DLPACK_CUDA)
         return NULL;
     *handled = 1;
-    *gpu = dev_type == CUABI_DLPACK_CUDA ? dev_id : -1;
+    if (gpu)
+        *gpu = dev_type == CUABI_DLPACK_CUDA ? dev_id : -1;
     PyObject *strides = t.strides ? int64_tuple(t.ndim, t.strides) : Py_NewRef(Py_None);
     PyObject *d = description((uintptr_t)t.data + (uintptr_t)t.byte_offset, dev_type, dev_id,
                               t.dtype.code, t.dtype.bits, int64_tuple(t.ndim, t.shape), strides,
@@ -504,19 +506,15 @@ static PyObject *from_dlpack_on(PyObject *obj, PyObject *stream, PyObject *const
     Py_INCREF(h);                      /* the dict may drop it while Python code runs */
     PyObject *v = NULL;
     int route = ROUTE_PRODUCER, ok = exchange_on_ok(h, obj);
+    bool table = h->kind == H_DLTENSOR || h->kind == H_MANAGED;
     void *sh = fast_handle_value(fast_slot_get(stream, fast_handle_off));
     if (ok < 0)
         goto out;
-    if (!ok && h->kind != H_DLTENSOR && h->kind != H_MANAGED) {
-        v = PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
-        goto out;
-    }
-    if (ok && (!sh || fast_hold(stream) < 0)) {   /* closed: the Python function says so */
-        PyErr_Clear();
-        v = PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
-        goto out;
-    }
+    if (!ok && !table)
+        goto python;
     if (ok) {
+        if (!sh || fast_hold(stream) < 0)   /* closed: the Python function says so */
+            goto python;
         route = ROUTE_OWNING;
         if (h->kind == H_DLTENSOR)
             v = dltensor_view_on(h, obj, stream, sh, &route);
@@ -526,6 +524,10 @@ static PyObject *from_dlpack_on(PyObject *obj, PyObject *stream, PyObject *const
     }
     if (route == ROUTE_PRODUCER)
         v = PyObject_CallFunctionObjArgs(python_from_producer, obj, stream, NULL);
+    goto out;
+python:
+    PyErr_Clear();
+    v = PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
 out:
     Py_DECREF(h);
     return v;
@@ -542,7 +544,7 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nar
         return PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
     PyObject *obj = args[0];
     if (stream) {
-        if (Py_TYPE(stream) == stream_type && stream_type && python_from_producer)
+        if (stream_type && python_from_producer && Py_TYPE(stream) == stream_type)
             return from_dlpack_on(obj, stream, args, nargsf, kwnames);
         return PyObject_Vectorcall(python_from_dlpack, args, nargsf, kwnames);
     }
@@ -556,11 +558,9 @@ static PyObject *from_dlpack(PyObject *module, PyObject *const *args, size_t nar
     case H_NUMPY:
         v = Py_TYPE(obj) == np.type ? numpy_view(obj, &handled) : NULL;
         break;
-    case H_DLTENSOR: {
-        int gpu;
-        v = dltensor_view(h, obj, NULL, &handled, &gpu);
+    case H_DLTENSOR:
+        v = dltensor_view(h, obj, NULL, &handled, NULL);
         break;
-    }
     case H_MANAGED:
         v = managed_view(h, obj, &handled);
         break;
