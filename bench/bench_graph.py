@@ -29,7 +29,11 @@ makes --again more graphs the same way (the median of those is "again").
 Printed: every process's figures, the medians over processes, and cuabi /
 cuda.core for capture and instantiate, first and again, with the targets
 (<= 1), and the lower quartiles' ratios (on a VM whose processes run either
-fast or ~2x slow, the medians flip with how many land in each mode). The
+fast or ~2x slow, the medians flip with how many land in each mode), the
+paired ratios and the machine-normalized ones: beside each graph made again,
+each process times the driver's own capture and instantiate of the same
+graph through ctypes (MachineYardstick); the library's figures over that
+yardstick divide out the stretch of time, fast or slow, they ran in. The
 first capture is given with and without importing cuabi._graph (cuda.core imports its graph modules with the package).
 --processes 1 runs both in this process, as before. Both libraries' processes do
 the same work in the same order (a graph of a kernel never launched captured and
@@ -155,9 +159,11 @@ def rollup_kb(field):
 def layout():
     """Where the process's parts lie (ASLR places them anew in each process):
     the first address of the heap, the stack, the python executable and some
-    libraries, from /proc/self/maps. With ASLR off (setarch -R) every process
-    of a library on the H200 VM ran in its slow mode: --dump keeps these to
-    find which placement decides the mode."""
+    libraries, from /proc/self/maps. Kept by --dump: the seventh session
+    suspected the placement of deciding the VM's fast and slow processes; the
+    eighth found the modes in stretches of time, in raw-driver C programs too,
+    with the same placement fast in one run and slow in the next
+    (scripts/probe_layout_mode.sh)."""
     want = {"[heap]": "heap", "[stack]": "stack", "libcuda.so": "libcuda",
             "libc.so": "libc", "libpython": "libpython", "libcuabi.so": "libcuabi",
             "python3": "python"}
@@ -203,6 +209,76 @@ def faults():
     allocates host memory, and a process whose heap must grow for it pays the faults."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_minflt + ru.ru_majflt
+
+
+class _InstParams(ctypes.Structure):     # CUDA_GRAPH_INSTANTIATE_PARAMS
+    _fields_ = [("flags", ctypes.c_uint64), ("hUploadStream", ctypes.c_void_p),
+                ("hErrNode_out", ctypes.c_void_p), ("result_out", ctypes.c_int)]
+
+
+class MachineYardstick:
+    """The driver's own capture and instantiate of the same 100-launch graph,
+    made through ctypes with nothing of either library, one round right after
+    each graph the library made again. The H200 VM runs in fast and ~2x slow
+    stretches of time (seconds), raw-driver C programs as much as Python ones
+    (scripts/probe_layout_mode.sh, docs/PERFORMANCE.md eighth session): a
+    library's figure over the yardstick taken beside it compares the libraries
+    with the machine's state divided out. function: the kernel's CUfunction
+    (the primary context of device 0 is made current here: cuabi keeps none
+    current)."""
+
+    def __init__(self, function, dptr):
+        self.cu = cu = ctypes.CDLL("libcuda.so.1")
+        ctx, self.st = ctypes.c_void_p(), ctypes.c_void_p()
+        self.ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "cuDevicePrimaryCtxRetain")
+        self.ok(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        self.ok(cu.cuStreamCreate(ctypes.byref(self.st), 1), "cuStreamCreate")
+        self.vals = (ctypes.c_void_p(dptr), ctypes.c_int(5), ctypes.c_float(1.0))
+        self.argv = (ctypes.c_void_p * 3)(*(ctypes.addressof(x) for x in self.vals))
+        self.fn = ctypes.c_void_p(function)
+        self.caps, self.insts = [], []
+
+    @staticmethod
+    def ok(r, what):
+        if r:
+            raise RuntimeError(f"{what}: CUresult {r}")
+
+    def once(self):
+        """One raw capture and instantiate (us each), kept for the medians."""
+        cu, ok, st = self.cu, self.ok, self.st
+        g, e, ip = ctypes.c_void_p(), ctypes.c_void_p(), _InstParams()
+        t0 = time.perf_counter()
+        ok(cu.cuStreamBeginCapture_v2(st, 0), "cuStreamBeginCapture")
+        for _ in range(KERNELS):
+            ok(cu.cuLaunchKernel(self.fn, 1, 1, 1, 32, 1, 1, 0, st, self.argv, None),
+               "cuLaunchKernel")
+        ok(cu.cuStreamEndCapture(st, ctypes.byref(g)), "cuStreamEndCapture")
+        t1 = time.perf_counter()
+        ok(cu.cuGraphInstantiateWithParams(ctypes.byref(e), g, ctypes.byref(ip)),
+           "cuGraphInstantiateWithParams")
+        t2 = time.perf_counter()
+        cu.cuGraphExecDestroy(e)
+        cu.cuGraphDestroy(g)
+        self.caps.append((t1 - t0) * 1e6)
+        self.insts.append((t2 - t1) * 1e6)
+        return self.caps[-1], self.insts[-1]
+
+    def figures(self, caps, insts):
+        """The yardstick's medians, and the library's again-figures over the
+        yardstick round taken right after each (medians of the ratios)."""
+        return dict(yard_capture=_med(self.caps), yard_instantiate=_med(self.insts),
+                    capture_again_machine=_med([a / b for a, b in zip(caps, self.caps)]),
+                    instantiate_again_machine=_med([a / b for a, b in zip(insts, self.insts)]))
+
+
+def cuda_core_function(kernel):
+    """cuda.core's Kernel's CUfunction in the current context (its handle is a CUkernel)."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    f = ctypes.c_void_p()
+    r = cu.cuKernelGetFunction(ctypes.byref(f), ctypes.c_void_p(int(kernel.handle)))
+    if r:
+        raise RuntimeError(f"cuKernelGetFunction: CUresult {r}")
+    return f.value
 
 
 def cuabi_rows(args, rows):
@@ -272,6 +348,7 @@ def cuabi_rows(args, rows):
                 cuabi.launch(s, cfg, k, buf, a, b)
         return g3
     caps, insts, flts = [], [], []
+    yard = MachineYardstick(k.function(dev), buf.ptr)
     for _ in range(args.again):
         g3, t_cap2 = timed(capture_again)
         f0 = faults()
@@ -279,11 +356,13 @@ def cuabi_rows(args, rows):
         flts.append(faults() - f0)
         caps.append(t_cap2)
         insts.append(t_inst2)
+        yard.once()
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
                 heap_free_kb=free_kb, instantiate_again_faults=_med(flts),
                 capture_import=parts["import"],
-                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown)
+                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown,
+                **yard.figures(caps, insts))
 
 
 def cuda_core_rows(args, rows):
@@ -336,6 +415,7 @@ def cuda_core_rows(args, rows):
 
     rows.append(("cuda.core launch() x100", best_round(hundred, s.sync, args.replays, args.rounds)))
     caps, insts, flts = [], [], []
+    yard = MachineYardstick(cuda_core_function(ker), int(buf.handle))
     for _ in range(args.again):
         gb2, t_cap2 = timed(build)
         f0 = faults()
@@ -343,10 +423,12 @@ def cuda_core_rows(args, rows):
         flts.append(faults() - f0)
         caps.append(t_cap2)
         insts.append(t_inst2)
+        yard.once()
     return dict(setup=t_setup, capture=t_cap, instantiate=t_inst, first_launch=t_first,
                 capture_again=_med(caps), instantiate_again=_med(insts),
                 heap_free_kb=free_kb, instantiate_again_faults=_med(flts), capture_import=0.0,
-                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown)
+                to_first_graph=t_setup + t_cap + t_inst + t_first, **grown,
+                **yard.figures(caps, insts))
 
 
 def _q25(v):
@@ -368,7 +450,8 @@ FIGURES = ("setup", "capture", "capture_import", "instantiate", "first_launch", 
            "instantiate_again", "heap_free_kb", "capture_faults", "capture_heap_kb",
            "capture_mmap_kb", "capture_maps_kb", "instantiate_faults", "instantiate_heap_kb",
            "instantiate_mmap_kb", "instantiate_maps_kb", "instantiate_again_faults",
-           "to_first_graph", "rss_kb", "anon_huge_kb")
+           "to_first_graph", "rss_kb", "anon_huge_kb", "yard_capture", "yard_instantiate",
+           "capture_again_machine", "instantiate_again_machine")
 # Process kinds: cuabi as a program meets it (its compile cache hit: no NVRTC in the
 # process), cuabi with the cache off (NVRTC runs in the process, as cuda.core's compile
 # does: the driver's first capture and instantiate then find the heap pages NVRTC used
@@ -439,8 +522,9 @@ def processes(args):
         for f in FIGURES:
             vals = [o["making"][f] for o in outs]
             med[(name, f)] = _med(vals)
-            print(f"    {f:18s} " + " ".join(f"{v:8.1f}" for v in vals)
-                  + f"  -> median {med[(name, f)]:8.1f}")
+            fmt = "8.3f" if f.endswith("_machine") else "8.1f"     # ratios
+            print(f"    {f:18s} " + " ".join(f"{v:{fmt}}" for v in vals)
+                  + f"  -> median {med[(name, f)]:{fmt}}")
         reps = {}
         for o in outs:
             for rname, v in o["rows"]:
@@ -467,6 +551,15 @@ def processes(args):
         def ratio_q25(f, g=None):
             a = _q25([o["making"][f] - (o["making"][g] if g else 0) for o in res[ours]])
             return a / _q25([o["making"][f] for o in res["cuda.core"]])
+        def ratio_machine(f, g=None):
+            def norm(outs, g):
+                if f + "_machine" in outs[0]["making"]:     # again: beside each graph
+                    return _med([o["making"][f + "_machine"] for o in outs])
+                yard = "yard_instantiate" if "instantiate" in f else "yard_capture"
+                return _med([(o["making"][f] - (o["making"][g] if g else 0))
+                             / o["making"][yard] for o in outs])
+            return norm(res[ours], g) / norm(res["cuda.core"], None)
+
         def ratio_paired(f, g=None):
             pairs = zip(res[ours], res["cuda.core"])
             return _med([(a["making"][f] - (a["making"][g] if g else 0)) / b["making"][f]
@@ -474,7 +567,9 @@ def processes(args):
         print(f"  {ours} / cuda.core (medians over processes; target <= 1; q25: the lower "
               "quartiles' ratio, steadier where a VM's processes run fast or ~2x slow; "
               "paired: the median of each round's ratio, its processes run one after the "
-              "other, on the same CPUs with --cpus):")
+              "other, on the same CPUs with --cpus; machine: the medians of each process's "
+              "figure over its raw-driver yardstick, the machine's fast or slow stretch "
+              "divided out):")
         for label, f, g in (("first capture", "capture", None),
                             ("first capture without importing cuabi._graph", "capture",
                              "capture_import"),
@@ -484,8 +579,10 @@ def processes(args):
                             ("import to first graph done (setup..first launch)",
                              "to_first_graph", None)):
             r = ratio(f, g)
+            machine = (f"  machine {ratio_machine(f, g):6.3f}x" if f != "to_first_graph"
+                       else "")
             print(f"    {label:48s} {r:6.3f}x  {'met' if r <= 1 else 'NOT MET'}"
-                  f"  (q25 {ratio_q25(f, g):6.3f}x, paired {ratio_paired(f, g):6.3f}x)")
+                  f"  (q25 {ratio_q25(f, g):6.3f}x, paired {ratio_paired(f, g):6.3f}x{machine})")
 
 
 def main():
