@@ -1268,6 +1268,7 @@ typedef struct cuabi_api {
                                           void *py_object,
                                           cuabi_stream *stream);
     cuabi_status (*stream_wait_raw)(cuabi_stream *stream, int device, uintptr_t raw);
+    cuabi_status (*stream_wait_stream)(cuabi_stream *stream, cuabi_stream *other);
 } cuabi_api;
 
 /** Signature of cuabi_get_api, for dlsym() users. */

@@ -139,6 +139,19 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_wait_event(cuabi_stream *stream, cuabi_e
 CUABI_EXTERN(cuabi_status) cuabi_stream_wait_raw(cuabi_stream *stream, int device, uintptr_t raw);
 
 /**
+ * Make future work on the stream wait for the work queued so far on `other`,
+ * a cuabi stream of any GPU (cuda.core's Stream.wait(stream)): `other`'s GPU's
+ * ordering event is recorded on it and waited for on the stream, as
+ * cuabi_stream_wait_raw() does -- no event made per call. A green context's
+ * stream is ordered the same way. Nothing is queued when `other` is the stream
+ * itself or the same CUstream.
+ * @param stream The stream that waits.
+ * @param other The stream waited for.
+ * Needs the CUDA driver and a GPU.
+ */
+CUABI_EXTERN(cuabi_status) cuabi_stream_wait_stream(cuabi_stream *stream, cuabi_stream *other);
+
+/**
  * The CUstream behind the handle (0/1/2 for the default streams).
  * @param out [out]
  */

@@ -523,6 +523,7 @@ static const cuabi_api api_table = {
     cuabi_device_pop_current,
     cuabi_view_from_exchange_on,
     cuabi_stream_wait_raw,
+    cuabi_stream_wait_stream,
 };
 
 CUABI_EXTERN(cuabi_status) cuabi_get_api(unsigned int version, const cuabi_api **out)

@@ -190,6 +190,24 @@ CUABI_EXTERN(cuabi_status) cuabi_stream_wait_raw(cuabi_stream *stream, int devic
     return st;
 }
 
+/* A green context's stream is ordered through the primary context's event as
+ * well: the driver records an event of the primary context on a stream of one
+ * of its green contexts (580.159.04 on the H200, 2026-11-29; cuda.core makes
+ * the event in the stream's context instead), as cuabi_event_record() on a
+ * green stream has always relied on -- test_gpu_green checks both. */
+CUABI__HOT
+CUABI_EXTERN(cuabi_status) cuabi_stream_wait_stream(cuabi_stream *stream, cuabi_stream *other)
+{
+    cuabi__stream *s, *o;
+    CUABI__GET(s, stream, STREAM);
+    CUABI__GET(o, other, STREAM);
+    if (o->device == s->device && o->cu_stream == s->cu_stream)
+        return CUABI_SUCCESS;           /* in order already */
+    const cuabi__driver *drv;
+    CUABI__TRY(cuabi__driver_get(&drv));
+    return wait_raw(s, o->device, o->cu_stream, drv);
+}
+
 CUABI_EXTERN(cuabi_status) cuabi_stream_raw(uintptr_t *out, cuabi_stream *stream)
 {
     cuabi__stream *s;

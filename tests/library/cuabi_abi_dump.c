@@ -163,6 +163,9 @@ ABI_TYPE(&cuabi_stream_wait_event,
 ABI_TYPE(&cuabi_stream_wait_raw,
          cuabi_status (*)(cuabi_stream *, int, uintptr_t),
          "cuabi_stream_wait_raw");
+ABI_TYPE(&cuabi_stream_wait_stream,
+         cuabi_status (*)(cuabi_stream *, cuabi_stream *),
+         "cuabi_stream_wait_stream");
 ABI_TYPE(&cuabi_stream_raw, cuabi_status (*)(uintptr_t *, cuabi_stream *), "cuabi_stream_raw");
 ABI_TYPE(&cuabi_stream_device,
          cuabi_status (*)(cuabi_device **, cuabi_stream *),
@@ -3748,6 +3751,9 @@ ABI_TYPE(((cuabi_api *)0)->view_from_exchange_on,
 ABI_TYPE(((cuabi_api *)0)->stream_wait_raw,
          cuabi_status (*)(cuabi_stream *, int, uintptr_t),
          "cuabi_api.stream_wait_raw");
+ABI_TYPE(((cuabi_api *)0)->stream_wait_stream,
+         cuabi_status (*)(cuabi_stream *, cuabi_stream *),
+         "cuabi_api.stream_wait_stream");
 ABI_TYPE(&cuabi_get_api, cuabi_status (*)(unsigned int, const cuabi_api **), "cuabi_get_api");
 
 static void print_cuabi_error_info(const cuabi_error_info *p,
@@ -5927,6 +5933,7 @@ static void print_layouts(void)
     ABI_FIELD(cuabi_api, device_pop_current);
     ABI_FIELD(cuabi_api, view_from_exchange_on);
     ABI_FIELD(cuabi_api, stream_wait_raw);
+    ABI_FIELD(cuabi_api, stream_wait_stream);
     ABI_STRUCT(DLTensor);
     ABI_FIELD(DLTensor, data);
     ABI_FIELD(DLTensor, device);
@@ -7395,6 +7402,7 @@ int main(void)
     puts("  cuabi_status cuabi_stream_query(int *, cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_wait_event(cuabi_stream *, cuabi_event *)");
     puts("  cuabi_status cuabi_stream_wait_raw(cuabi_stream *, int, uintptr_t)");
+    puts("  cuabi_status cuabi_stream_wait_stream(cuabi_stream *, cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_raw(uintptr_t *, cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_device(cuabi_device **, cuabi_stream *)");
     puts("  cuabi_status cuabi_stream_priority(int *, cuabi_stream *)");

@@ -289,19 +289,33 @@ static CUresult CUDAAPI record_noting_context(CUevent e, CUstream st)
     return fake_cuEventRecord(e, st);
 }
 
-START_TEST(waiting_for_a_raw_stream)
-{
+/* The streams the two wait tests use: s and other on GPU 0, on1 on GPU 1,
+ * and their CUstreams. */
+typedef struct {
     cuabi_device *d, *d1;
     cuabi_stream *s, *other, *on1;
-    ck_assert_ok(cuabi_device_get(&d, 0));
-    ck_assert_ok(cuabi_device_get(&d1, 1));
-    ck_assert_ok(cuabi_stream_create(&s, d, NULL));
-    ck_assert_ok(cuabi_stream_create(&other, d, NULL));
-    ck_assert_ok(cuabi_stream_create(&on1, d1, NULL));
     uintptr_t r, ro, r1;
-    ck_assert_ok(cuabi_stream_raw(&r, s));
-    ck_assert_ok(cuabi_stream_raw(&ro, other));
-    ck_assert_ok(cuabi_stream_raw(&r1, on1));
+} wait_streams;
+
+static void wait_streams_make(wait_streams *w)
+{
+    ck_assert_ok(cuabi_device_get(&w->d, 0));
+    ck_assert_ok(cuabi_device_get(&w->d1, 1));
+    ck_assert_ok(cuabi_stream_create(&w->s, w->d, NULL));
+    ck_assert_ok(cuabi_stream_create(&w->other, w->d, NULL));
+    ck_assert_ok(cuabi_stream_create(&w->on1, w->d1, NULL));
+    ck_assert_ok(cuabi_stream_raw(&w->r, w->s));
+    ck_assert_ok(cuabi_stream_raw(&w->ro, w->other));
+    ck_assert_ok(cuabi_stream_raw(&w->r1, w->on1));
+}
+
+START_TEST(waiting_for_a_raw_stream)
+{
+    wait_streams w;
+    wait_streams_make(&w);
+    cuabi_device *d = w.d, *d1 = w.d1;
+    cuabi_stream *s = w.s, *other = w.other, *on1 = w.on1;
+    uintptr_t r = w.r, ro = w.ro, r1 = w.r1;
     int events = fake_live_events;
     fake_event_records = fake_stream_waits = 0;
     /* The event cannot be made: the error, nothing kept; the next call makes it. */
@@ -359,6 +373,64 @@ START_TEST(waiting_for_a_raw_stream)
     ck_assert_ok(cuabi_stream_release(s));
     ck_assert_status(cuabi_stream_wait_raw(s, 0, ro), CUABI_ERROR_INVALID_HANDLE);
     ck_assert_ok(cuabi_stream_release(other));
+    ck_assert_ok(cuabi_stream_release(on1));
+    ck_assert_ok(cuabi_device_release(d));
+    ck_assert_ok(cuabi_device_release(d1));
+    ck_assert_int_eq(fake_live_events, events);
+}
+END_TEST
+
+/* cuabi_stream_wait_stream: the other stream's GPU's ordering event,
+ * recorded on the other stream and waited for on ours; nothing for the
+ * stream itself or a handle wrapping the same CUstream. */
+START_TEST(waiting_for_another_stream)
+{
+    wait_streams w;
+    wait_streams_make(&w);
+    cuabi_device *d = w.d, *d1 = w.d1;
+    cuabi_stream *s = w.s, *other = w.other, *on1 = w.on1;
+    uintptr_t r = w.r, ro = w.ro, r1 = w.r1;
+    cuabi_stream *same;
+    ck_assert_ok(cuabi_stream_wrap(&same, d, r));
+    int events = fake_live_events;
+    fake_event_records = fake_stream_waits = 0;
+    ck_assert_ok(cuabi_stream_wait_stream(s, s));
+    ck_assert_ok(cuabi_stream_wait_stream(s, same));
+    ck_assert_int_eq(fake_event_records, 0);
+    ck_assert_int_eq(fake_stream_waits, 0);
+    ck_assert_ok(cuabi_stream_wait_stream(s, other));
+    ck_assert_int_eq(fake_event_records, 1);
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)ro);
+    ck_assert_ptr_eq(fake_last_wait_stream, (CUstream)r);
+    ck_assert_ptr_eq(fake_last_wait_event, fake_last_record_event);
+    CUevent first = fake_last_record_event;
+    ck_assert_ok(cuabi_stream_wait_stream(other, s));      /* the same event, both ways */
+    ck_assert_ptr_eq(fake_last_record_event, first);
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)r);
+    ck_assert_ptr_eq(fake_last_wait_stream, (CUstream)ro);
+    ck_assert_int_eq(fake_live_events, events + 1);
+    ck_assert_ok(cuabi_stream_wait_stream(s, on1));       /* GPU 1's own event */
+    ck_assert_ptr_eq(fake_last_record_stream, (CUstream)r1);
+    ck_assert_ptr_ne(fake_last_record_event, first);
+    ck_assert_ptr_eq(fake_last_wait_stream, (CUstream)r);
+    ck_assert_int_eq(fake_live_events, events + 2);
+    /* A failing record: its error, nothing waited for, the lock free again. */
+    int waits = fake_stream_waits;
+    cuabi__fault_arm("cuEventRecord", 1, false, CUDA_ERROR_LAUNCH_FAILED);
+    ck_assert_status(cuabi_stream_wait_stream(s, other), CUABI_ERROR_CUDA);
+    cuabi__fault_arm(NULL, 0, false, CUDA_SUCCESS);
+    ck_assert_int_eq(fake_stream_waits, waits);
+    ck_assert_ok(cuabi_stream_wait_stream(s, other));
+    ck_assert_int_eq(fake_stream_waits, waits + 1);
+    /* Refusals: NULL, wrong types, a released stream on either side. */
+    ck_assert_status(cuabi_stream_wait_stream(NULL, other), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_wait_stream(s, NULL), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_wait_stream(s, (cuabi_stream *)d), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_stream_release(other));
+    ck_assert_status(cuabi_stream_wait_stream(s, other), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_status(cuabi_stream_wait_stream(other, s), CUABI_ERROR_INVALID_HANDLE);
+    ck_assert_ok(cuabi_stream_release(same));
+    ck_assert_ok(cuabi_stream_release(s));
     ck_assert_ok(cuabi_stream_release(on1));
     ck_assert_ok(cuabi_device_release(d));
     ck_assert_ok(cuabi_device_release(d1));
@@ -494,6 +566,7 @@ static Suite *suite(void)
     tcase_add_test(tc, wrapped_and_default_streams_are_not_destroyed);
     tcase_add_test(tc, events_record_wait_time);
     tcase_add_test(tc, waiting_for_a_raw_stream);
+    tcase_add_test(tc, waiting_for_another_stream);
     tcase_add_test(tc, injected_driver_failure_gives_status_and_no_leak);
     tcase_add_test(tc, allocation_failures_at_every_step);
     tcase_add_test(tc, driver_failures_at_every_call);

@@ -436,44 +436,110 @@ START_TEST(workqueue_configurations)
 }
 END_TEST
 
-START_TEST(events_and_synchronize)
+/* One green context of one group, a stream on it, a plain stream and a
+ * buffer for the spinning kernel: what the event tests share. */
+typedef struct {
+    cuabi_sm_resource *group;
+    cuabi_green_ctx *green;
+    cuabi_stream *gs, *plain;
+    cuabi_buffer *out;
+} green_pair;
+
+static void green_pair_make(green_pair *p)
 {
     cuabi_sm_resource *g[1];
     ck_assert_uint_eq(split(g, 1, NULL, 0, 0), 1);
-    cuabi_green_ctx *green = green_of(g[0]);
-    cuabi_stream *s, *plain;
-    ck_assert_ok(cuabi_green_ctx_stream_create(&s, green, NULL));
-    ck_assert_ok(cuabi_stream_create(&plain, dev, NULL));
-    cuabi_buffer *out;
-    ck_assert_ok(cuabi_buffer_allocate(&out, pool, 4096, 0, NULL));
+    p->group = g[0];
+    p->green = green_of(g[0]);
+    ck_assert_ok(cuabi_green_ctx_stream_create(&p->gs, p->green, NULL));
+    ck_assert_ok(cuabi_stream_create(&p->plain, dev, NULL));
+    ck_assert_ok(cuabi_buffer_allocate(&p->out, pool, 4096, 0, NULL));
+}
+
+static void green_pair_release(green_pair *p)
+{
+    cuabi_buffer_destroy(p->out);
+    cuabi_stream_release(p->plain);
+    cuabi_stream_release(p->gs);
+    cuabi_green_ctx_release(p->green);
+    cuabi_sm_resource_release(p->group);
+}
+
+/* k_smid spinning ~25 ms on `s` (8 blocks). */
+static void launch_spin(cuabi_stream *s, cuabi_buffer *out)
+{
     cuabi_argpack *pack;
     ck_assert_ok(cuabi_argpack_create(&pack, "buffer, i64"));
     ck_assert_ok(cuabi_argpack_set_buffer(pack, 0, out));
-    ck_assert_ok(cuabi_argpack_set_int(pack, 1, 50000000));   /* ~25 ms */
+    ck_assert_ok(cuabi_argpack_set_int(pack, 1, 50000000));
     cuabi_launch_config c = CUABI_LAUNCH_CONFIG_INIT;
     c.grid[0] = 8;
     c.block[0] = 32;
     c.stream = s;
     ck_assert_ok(cuabi_launch(k_smid, pack, &c));
+    cuabi_argpack_release(pack);     /* the launch copied the arguments */
+}
+
+START_TEST(events_and_synchronize)
+{
+    green_pair p;
+    green_pair_make(&p);
+    launch_spin(p.gs, p.out);
     cuabi_event *e;
     ck_assert_ok(cuabi_event_create(&e, dev, NULL));
-    ck_assert_ok(cuabi_green_ctx_record_event(green, e));
-    ck_assert_ok(cuabi_stream_wait_event(plain, e));
+    ck_assert_ok(cuabi_green_ctx_record_event(p.green, e));
+    ck_assert_ok(cuabi_stream_wait_event(p.plain, e));
     int done = 1;
     ck_assert_ok(cuabi_event_query(&done, e));
     ck_assert_int_eq(done, 0);   /* the kernel still spins */
-    ck_assert_ok(cuabi_green_ctx_synchronize(green));
+    ck_assert_ok(cuabi_green_ctx_synchronize(p.green));
     ck_assert_ok(cuabi_event_query(&done, e));
     ck_assert_int_eq(done, 1);
-    ck_assert_ok(cuabi_green_ctx_wait_event(green, e));
-    ck_assert_ok(cuabi_stream_synchronize(plain));
+    ck_assert_ok(cuabi_green_ctx_wait_event(p.green, e));
+    ck_assert_ok(cuabi_stream_synchronize(p.plain));
     cuabi_event_release(e);
-    cuabi_argpack_release(pack);
-    cuabi_buffer_destroy(out);
-    cuabi_stream_release(plain);
-    cuabi_stream_release(s);
-    cuabi_green_ctx_release(green);
-    cuabi_sm_resource_release(g[0]);
+    green_pair_release(&p);
+}
+END_TEST
+
+/* A plain stream and a green context's stream wait for each other through
+ * cuabi_stream_wait_stream (the primary context's ordering event recorded on
+ * the green stream) and through cuabi_event_record of a device event on the
+ * green stream: work queued after each wait does not end before the
+ * spinning kernel it waits for. */
+static void spin_then_wait(cuabi_stream *spinning, cuabi_stream *waiting, cuabi_buffer *out,
+                           bool through_event)
+{
+    launch_spin(spinning, out);
+    cuabi_event *e, *after;
+    ck_assert_ok(cuabi_event_create(&e, dev, NULL));
+    ck_assert_ok(cuabi_event_create(&after, dev, NULL));
+    if (through_event) {
+        ck_assert_ok(cuabi_event_record(e, spinning));
+        ck_assert_ok(cuabi_stream_wait_event(waiting, e));
+    } else {
+        ck_assert_ok(cuabi_stream_wait_stream(waiting, spinning));
+    }
+    ck_assert_ok(cuabi_event_record(after, waiting));
+    int done = 1;
+    ck_assert_ok(cuabi_event_query(&done, after));
+    ck_assert_int_eq(done, 0);   /* behind the kernel that still spins */
+    ck_assert_ok(cuabi_stream_synchronize(waiting));
+    ck_assert_ok(cuabi_stream_query(&done, spinning));
+    ck_assert_int_eq(done, 1);   /* the wait ended with the kernel */
+    cuabi_event_release(after);
+    cuabi_event_release(e);
+}
+
+START_TEST(plain_and_green_streams_wait_for_each_other)
+{
+    green_pair p;
+    green_pair_make(&p);
+    spin_then_wait(p.gs, p.plain, p.out, false);
+    spin_then_wait(p.plain, p.gs, p.out, false);
+    spin_then_wait(p.gs, p.plain, p.out, true);
+    spin_then_wait(p.plain, p.gs, p.out, true);
+    green_pair_release(&p);
 }
 END_TEST
 
@@ -605,6 +671,7 @@ int main(void)
     tcase_add_test(tc, work_runs_on_the_partition_through_every_path);
     tcase_add_test(tc, workqueue_configurations);
     tcase_add_test(tc, events_and_synchronize);
+    tcase_add_test(tc, plain_and_green_streams_wait_for_each_other);
     tcase_add_test(tc, offline_equals_live_per_partition);
     tcase_add_test(tc, from_several_threads);
     suite_add_tcase(s, tc);

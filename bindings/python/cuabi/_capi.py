@@ -2448,6 +2448,7 @@ FUNCTIONS = {
     'cuabi_stream_query': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_wait_event': (C.c_int, (C.c_void_p, C.c_void_p, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('event', 'cuabi_event *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_wait_raw': (C.c_int, (C.c_void_p, C.c_int, C.c_size_t, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('device', 'int', 'in', 'host', False, 'borrow', None), ('raw', 'uintptr_t', 'in', 'host', False, 'borrow', None), )),
+    'cuabi_stream_wait_stream': (C.c_int, (C.c_void_p, C.c_void_p, ), (('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), ('other', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_raw': (C.c_int, (C.POINTER(C.c_size_t), C.c_void_p, ), (('out', 'uintptr_t *', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_device': (C.c_int, (C.POINTER(C.c_void_p), C.c_void_p, ), (('out', 'cuabi_device **', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
     'cuabi_stream_priority': (C.c_int, (C.POINTER(C.c_int), C.c_void_p, ), (('out', 'int *', 'out', 'host', False, 'borrow', None), ('stream', 'cuabi_stream *', 'in', 'host', False, 'borrow', None), )),
@@ -2943,6 +2944,7 @@ GPU_FUNCTIONS = frozenset({
     'cuabi_stream_query',
     'cuabi_stream_wait_event',
     'cuabi_stream_wait_raw',
+    'cuabi_stream_wait_stream',
     'cuabi_stream_priority',
     'cuabi_event_create',
     'cuabi_event_record',
@@ -3658,4 +3660,5 @@ TABLE_FUNCTIONS = (
     'cuabi_device_pop_current',
     'cuabi_view_from_exchange_on',
     'cuabi_stream_wait_raw',
+    'cuabi_stream_wait_stream',
 )

@@ -745,13 +745,10 @@ class Stream(Handle):
 
     def wait(self, event_or_stream) -> None:
         """Make later work on this stream wait for an event (or for the work
-        queued so far on another stream)."""
+        queued so far on another stream: through its GPU's one ordering
+        event, no event made per call -- cuabi_stream_wait_stream)."""
         if isinstance(event_or_stream, Stream):
-            ev = event_or_stream.record()
-            try:
-                lib.cuabi_stream_wait_event(self, ev)
-            finally:
-                ev.close()
+            lib.cuabi_stream_wait_stream(self, event_or_stream)
             return
         lib.cuabi_stream_wait_event(self, event_or_stream)
 

@@ -1187,4 +1187,5 @@ static const char *const fast_table_functions[] = {
     "cuabi_device_pop_current",
     "cuabi_view_from_exchange_on",
     "cuabi_stream_wait_raw",
+    "cuabi_stream_wait_stream",
 };

@@ -116,6 +116,30 @@ def test_create_stream_options_and_handles(dev):
     assert s.is_closed
 
 
+def test_stream_waits_for_a_stream_without_an_event_per_call(dev, monkeypatch):
+    """cuda.core's Stream.wait(stream): ordered in C through the GPU's one
+    ordering event (cuabi_stream_wait_stream; test_device_cpu checks the
+    driver calls), no Event made; a closed stream on either side is refused."""
+    a, b = dev.create_stream(), dev.create_stream()
+
+    def no_event(*args, **kw):
+        raise AssertionError("Stream.wait(stream) made an event")
+    monkeypatch.setattr(cuabi.Stream, "record", no_event)
+    monkeypatch.setattr(cuabi, "Event", no_event)
+    a.wait(b)
+    b.wait(a)
+    a.wait(a)
+    a.wait(dev.default_stream)
+    monkeypatch.undo()
+    a.wait(b.record())              # an Event still works
+    b.close()
+    with pytest.raises(cuabi.ClosedHandleError):
+        a.wait(b)
+    with pytest.raises(cuabi.ClosedHandleError):
+        b.wait(a)
+    a.close()
+
+
 def test_create_stream_wraps_a_cuda_stream_object(dev):
     base = dev.create_stream()
 

@@ -424,6 +424,8 @@ end
 record(e::Event, s::Stream) = check(L.cuabi_event_record(e, s))
 synchronize(e::Event) = check(L.cuabi_event_synchronize(e))
 Base.wait(s::Stream, e::Event) = check(L.cuabi_stream_wait_event(s, e))
+# Waits for the work queued on `other` so far (its GPU's one ordering event: no event per call).
+Base.wait(s::Stream, other::Stream) = check(L.cuabi_stream_wait_stream(s, other))
 
 function Base.isready(e::Event)
     v = Ref{Cint}(0)

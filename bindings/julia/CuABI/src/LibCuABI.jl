@@ -895,6 +895,35 @@ function cuabi_stream_wait_raw(stream, device, raw)
 end
 
 """
+cuabi_stream_wait_stream(stream, other)
+
+Make future work on the stream wait for the work queued so far on `other`,
+a cuabi stream of any GPU (cuda.core's Stream.wait(stream)): `other`'s GPU's
+ordering event is recorded on it and waited for on the stream, as
+cuabi_stream_wait_raw() does -- no event made per call. A green context's
+stream is ordered the same way. Nothing is queued when `other` is the stream
+itself or the same CUstream.
+
+- `stream` The stream that waits.
+- `other` The stream waited for.
+
+Needs the CUDA driver and a GPU.
+"""
+function cuabi_stream_wait_stream(stream, other)
+    t0 = _enter(stream)
+    try
+        t1 = _enter(other)
+        try
+            ccall((:cuabi_stream_wait_stream, libcuabi), cuabi_status, (Ptr{cuabi_stream}, Ptr{cuabi_stream}), stream, other)
+        finally
+            _leave(other, t1)
+        end
+    finally
+        _leave(stream, t0)
+    end
+end
+
+"""
 cuabi_stream_raw(out, stream)
 
 The CUstream behind the handle (0/1/2 for the default streams).
@@ -11100,6 +11129,7 @@ const FUNCTIONS = [
     :cuabi_stream_query,
     :cuabi_stream_wait_event,
     :cuabi_stream_wait_raw,
+    :cuabi_stream_wait_stream,
     :cuabi_stream_raw,
     :cuabi_stream_device,
     :cuabi_stream_priority,

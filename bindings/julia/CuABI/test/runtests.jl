@@ -121,6 +121,7 @@ end
             @test isready(s)
             @test elapsed_ms(a, b) >= 0
             wait(Stream(d), b)
+            wait(Stream(d), s)     # a stream waits for another's work so far
             close(s)
             @test !isopen(s)
             @test_throws ArgumentError synchronize(s)

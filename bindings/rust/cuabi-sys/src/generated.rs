@@ -663,6 +663,15 @@ unsafe extern "C" {
     ///
     /// Needs the CUDA driver and a GPU.
     pub fn cuabi_stream_wait_raw(stream: *mut cuabi_stream, device: c_int, raw: usize) -> cuabi_status;
+    /// Make future work on the stream wait for the work queued so far on `other`,
+    /// a cuabi stream of any GPU (cuda.core's Stream.wait(stream)): `other`'s GPU's
+    /// ordering event is recorded on it and waited for on the stream, as
+    /// cuabi_stream_wait_raw() does -- no event made per call. A green context's
+    /// stream is ordered the same way. Nothing is queued when `other` is the stream
+    /// itself or the same CUstream.
+    ///
+    /// Needs the CUDA driver and a GPU.
+    pub fn cuabi_stream_wait_stream(stream: *mut cuabi_stream, other: *mut cuabi_stream) -> cuabi_status;
     /// The CUstream behind the handle (0/1/2 for the default streams).
     pub fn cuabi_stream_raw(out: *mut usize, stream: *mut cuabi_stream) -> cuabi_status;
     /// The stream's device, borrowed: valid while the stream lives; retain it to keep it longer.
@@ -7578,6 +7587,7 @@ pub fn function_addresses() -> Vec<(&'static str, usize)> {
         ("cuabi_stream_query", cuabi_stream_query as *const () as usize),
         ("cuabi_stream_wait_event", cuabi_stream_wait_event as *const () as usize),
         ("cuabi_stream_wait_raw", cuabi_stream_wait_raw as *const () as usize),
+        ("cuabi_stream_wait_stream", cuabi_stream_wait_stream as *const () as usize),
         ("cuabi_stream_raw", cuabi_stream_raw as *const () as usize),
         ("cuabi_stream_device", cuabi_stream_device as *const () as usize),
         ("cuabi_stream_priority", cuabi_stream_priority as *const () as usize),

@@ -89,8 +89,11 @@ impl Stream {
         Ok(e)
     }
 
-    /// Future work on `self` waits for the work queued on `other` so far.
+    /// Future work on `self` waits for the work queued on `other` so far
+    /// (through `other`'s GPU's one ordering event: no event per call).
     pub fn join(&self, other: &Stream) -> Result<()> {
-        self.wait_event(&other.record_event()?)
+        // SAFETY: both handles are live for the borrows; the call keeps
+        // neither (stream.h: cuabi_stream_wait_stream).
+        check(unsafe { sys::cuabi_stream_wait_stream(self.as_raw(), other.as_raw()) })
     }
 }

@@ -27,6 +27,9 @@ fn stream_and_event_timing() {
     assert_eq!(s.device().unwrap(), dev);
     let s2 = cuabi::Stream::with_options(&dev, cuabi::sys::CUABI_STREAM_NON_BLOCKING, 0).unwrap();
     s2.wait_event(&b).unwrap();
+    s2.join(&s).unwrap(); // the GPU's ordering event, both ways and itself
+    s.join(&s2).unwrap();
+    s2.join(&s2).unwrap();
     s2.synchronize().unwrap();
     assert_ne!(s2.raw(), 0);
 }
