@@ -54,6 +54,8 @@ TARGETS = [
      "cuda.core SMV.from_dlpack(cupy)", 1.0),
     ("from_dlpack(torch, stream) vs cuda.core", "cuabi.from_dlpack(torch, stream=s)",
      "cuda.core SMV.from_dlpack(torch, stream_ptr=s)", 1.0),
+    ("Stream.wait(stream) vs cuda.core", "cuabi Stream.wait(stream)",
+     "cuda.core Stream.wait(stream)", 1.0),
 ]
 
 
@@ -100,7 +102,9 @@ def cuabi_cases(c):
         c.add("cuabi launch() Python int/float", lambda: launch(s, cfg, k, buf, 5, 1.0), s.sync)
     except Exception as e:     # raw slots may refuse a Python float (docs/launch.md)
         c.notes["cuabi launch() Python int/float"] = f"{type(e).__name__}: {str(e)[:80]}"
-    c.keep = (s, k, buf, prep)
+    s2 = dev.create_stream(non_blocking=True)
+    c.add("cuabi Stream.wait(stream)", lambda: s.wait(s2), s.sync)
+    c.keep = (s, k, buf, prep, s2)
 
 
 def cuda_core_cases(c):
@@ -127,7 +131,9 @@ def cuda_core_cases(c):
     buf = dev.allocate(4096, stream=s)
     a, b = np.int32(5), np.float32(1.0)
     c.add("cuda.core launch()", lambda: launch(s, cfg, ker, buf, a, b), s.sync)
-    c.keep_cc = (s, ker, buf)
+    s2 = dev.create_stream()
+    c.add("cuda.core Stream.wait(stream)", lambda: s.wait(s2), s.sync)
+    c.keep_cc = (s, ker, buf, s2)
 
 
 def torch_cases(c):
