@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import _capi
 from ._handle import Handle
-from ._lib import call, holding, hooks, lib, new_struct, struct_to_dict
+from ._lib import call, fast, holding, hooks, lib, new_struct, struct_to_dict
 from .errors import INT_MAX, INT_MIN, U32_MAX, U64_MAX, bytes_arg, index_arg
 
 
@@ -641,6 +641,16 @@ def raw_stream_of(obj) -> int:
     return int(obj)
 
 
+# Stream.wait(stream): the compiled backend calls the library's table
+# (cuabi._fast's fast_stream.c; ctypes' conversions cost more than the two
+# driver calls). Same results and errors.
+if fast is not None and hasattr(fast, "stream_wait_stream"):
+    _wait_stream = fast.stream_wait_stream
+else:
+    def _wait_stream(stream, other):
+        lib.cuabi_stream_wait_stream(stream, other)
+
+
 class Stream(Handle):
     """A CUDA stream. Stream(device) creates one; Stream.wrap(x) adopts a
     stream created elsewhere (torch, CuPy, cuda.core, a raw CUstream)."""
@@ -748,7 +758,7 @@ class Stream(Handle):
         queued so far on another stream: through its GPU's one ordering
         event, no event made per call -- cuabi_stream_wait_stream)."""
         if isinstance(event_or_stream, Stream):
-            lib.cuabi_stream_wait_stream(self, event_or_stream)
+            _wait_stream(self, event_or_stream)
             return
         lib.cuabi_stream_wait_event(self, event_or_stream)
 

@@ -307,3 +307,17 @@ int fast_handles_init(PyObject *module)
 {
     return PyModule_AddFunctions(module, handle_methods);
 }
+
+void *fast_use_arg(PyObject *obj, const char *what)
+{
+    if (!fast_handle_type) {            /* set_handle_class not called yet */
+        fast_not_attached();
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(obj, fast_handle_type)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a cuabi handle object, not %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return fast_use(obj);
+}

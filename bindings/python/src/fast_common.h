@@ -148,6 +148,11 @@ static inline int fast_hold(PyObject *obj)
     return fast_use_slow(obj) ? 0 : -1;
 }
 
+/* An argument's handle value, counted in use (fast_use); NULL with
+ * TypeError for an object that is not a cuabi handle object (`what` names
+ * the argument), or the exception its `handle` property raises. */
+void *fast_use_arg(PyObject *obj, const char *what);
+
 /* The call fast_use counted is over. Runs the release close() left to it
  * when it is the last one (keeping any exception set). */
 static inline void fast_done(PyObject *obj)

@@ -9,22 +9,6 @@
  * (fast_raise). */
 #include "fast_graph.h"
 
-/* obj's handle value, counted in use (fast_use); NULL with TypeError for an
- * object that is not a cuabi handle object. */
-static void *use_handle(PyObject *obj, const char *what)
-{
-    if (!fast_handle_type) {            /* set_handle_class not called yet */
-        fast_not_attached();
-        return NULL;
-    }
-    if (!PyObject_TypeCheck(obj, fast_handle_type)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a cuabi handle object, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    return fast_use(obj);
-}
-
 static int mode_arg(PyObject *obj, int *mode)
 {
     long v = PyLong_AsLong(obj);
@@ -41,7 +25,7 @@ static int mode_arg(PyObject *obj, int *mode)
 /* cuabi_graph_capture_begin on the stream object: 0, or -1 with the error. */
 static int begin_on(PyObject *stream, int mode)
 {
-    void *s = use_handle(stream, "stream");
+    void *s = fast_use_arg(stream, "stream");
     if (!s)
         return fast_closed_in("cuabi_graph_capture_begin", stream);
     cuabi_status st;
@@ -56,7 +40,7 @@ static int begin_on(PyObject *stream, int mode)
  * reference in *g, or -1 with the error. */
 static int end_on(PyObject *stream, cuabi_graph **g)
 {
-    void *s = use_handle(stream, "stream");
+    void *s = fast_use_arg(stream, "stream");
     if (!s)
         return fast_closed_in("cuabi_graph_capture_end", stream);
     cuabi_status st;
@@ -96,10 +80,10 @@ static PyObject *capture_begin_to_graph(PyObject *self, PyObject *const *args, P
     }
     if (mode_arg(args[2], &mode) < 0)
         return NULL;
-    void *s = use_handle(args[0], "stream");
+    void *s = fast_use_arg(args[0], "stream");
     if (!s)
         return fast_closed_in("cuabi_graph_capture_begin_to_graph", args[0]), NULL;
-    void *g = use_handle(args[1], "graph");
+    void *g = fast_use_arg(args[1], "graph");
     if (!g) {
         fast_done(args[0]);
         return fast_closed_in("cuabi_graph_capture_begin_to_graph", args[1]), NULL;
@@ -149,7 +133,7 @@ static PyObject *graph_instantiate(PyObject *self, PyObject *graph)
 {
     if (!fast_api)
         return fast_not_attached(), NULL;
-    void *g = use_handle(graph, "graph");
+    void *g = fast_use_arg(graph, "graph");
     if (!g)
         return fast_closed_in("cuabi_graph_instantiate", graph), NULL;
     cuabi_graph_exec *e = NULL;

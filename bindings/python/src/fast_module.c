@@ -37,6 +37,7 @@
 #include "fast_common.h"
 #include "fast_exchange.h"
 #include "fast_graph.h"
+#include "fast_stream.h"
 #include "fast_launch.h"
 #include "fast_pack.h"
 #include "fast_view.h"
@@ -179,7 +180,7 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddIntConstant(m, "ABI_VERSION", CUABI_ABI_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "API_TABLE_VERSION", CUABI_API_TABLE_VERSION) < 0 ||
         fast_handles_init(m) < 0 || fast_pack_init(m) < 0 || fast_launch_init(m) < 0 || fast_view_init(m) < 0 ||
-        fast_exchange_init(m) < 0 || fast_graph_init(m) < 0) {
+        fast_exchange_init(m) < 0 || fast_graph_init(m) < 0 || fast_stream_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

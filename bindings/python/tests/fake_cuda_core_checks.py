@@ -120,6 +120,9 @@ def test_stream_waits_for_a_stream_without_an_event_per_call(dev, monkeypatch):
     """cuda.core's Stream.wait(stream): ordered in C through the GPU's one
     ordering event (cuabi_stream_wait_stream; test_device_cpu checks the
     driver calls), no Event made; a closed stream on either side is refused."""
+    from cuabi import _core, _lib
+    if cuabi.backend == "compiled":       # the library's table, not ctypes
+        assert _core._wait_stream is _lib.fast.stream_wait_stream
     a, b = dev.create_stream(), dev.create_stream()
 
     def no_event(*args, **kw):
