@@ -19,6 +19,7 @@
  *                    (uses fast_view.c)
  *   fast_graph.c     graph capture begin and end, a new graph, the default
  *                    instantiate (what every captured graph calls)
+ *   fast_stream.c    Stream.wait(stream)
  *   fast_launch.c    launch(stream, config, kernel, *args) and prepared
  *                    launches: one crossing into C, packing in C (uses
  *                    fast_pack.c)
@@ -28,7 +29,8 @@
  *   fast_pack.c      kernel arguments to slot bytes, per slot kind
  *   fast_common.c    what every file shares: the attached library table,
  *                    errors raised as cuabi._lib raises them, reading
- *                    __slots__ of the package's Python classes
+ *                    __slots__ of the package's Python classes, handle
+ *                    arguments counted in use
  *
  * The rule of every fast path: it handles the common, well-defined cases
  * itself and hands anything else to the Python code the ctypes backend
