@@ -754,13 +754,27 @@ class Stream(Handle):
         return bool(call("cuabi_stream_query", self))
 
     def wait(self, event_or_stream) -> None:
-        """Make later work on this stream wait for an event (or for the work
-        queued so far on another stream: through its GPU's one ordering
-        event, no event made per call -- cuabi_stream_wait_stream)."""
-        if isinstance(event_or_stream, Stream):
-            _wait_stream(self, event_or_stream)
+        """Make later work on this stream wait for an event, or for the work
+        queued so far on another stream: a cuabi Stream (or GraphBuilder),
+        or, as cuda.core takes, any object with __cuda_stream__ (a stream
+        of this stream's GPU). Streams are ordered through the GPU's one
+        ordering event: no event made per call (cuabi_stream_wait_stream,
+        cuabi_stream_wait_raw). ValueError for anything else."""
+        x = event_or_stream
+        if isinstance(x, Stream):
+            _wait_stream(self, x)
             return
-        lib.cuabi_stream_wait_event(self, event_or_stream)
+        own = getattr(x, "_cuabi_stream_", None)        # a GraphBuilder: its stream
+        if isinstance(own, Stream):
+            _wait_stream(self, own)
+            return
+        if not isinstance(x, Handle):
+            if getattr(x, "__cuda_stream__", None) is None:
+                raise ValueError("Stream.wait: only an Event, a Stream or an object with "
+                                 f"__cuda_stream__ can be waited for, not {type(x).__name__}")
+            lib.cuabi_stream_wait_raw(self, self.device.ordinal, raw_stream_of(x))
+            return
+        lib.cuabi_stream_wait_event(self, x)
 
     def record(self, event: "Event | None" = None) -> "Event":
         """Record an event (a new timing-disabled one by default) on the stream."""

@@ -133,6 +133,15 @@ def test_stream_waits_for_a_stream_without_an_event_per_call(dev, monkeypatch):
     b.wait(a)
     a.wait(a)
     a.wait(dev.default_stream)
+
+    class Foreign:                  # cuda.core waits for any __cuda_stream__ object
+        def __cuda_stream__(self):
+            return (0, b.raw)
+    a.wait(Foreign())
+    a.wait(b.create_graph_builder())
+    for bad in (5, object(), "stream"):
+        with pytest.raises(ValueError, match="only an Event, a Stream or an object"):
+            a.wait(bad)
     monkeypatch.undo()
     a.wait(b.record())              # an Event still works
     b.close()

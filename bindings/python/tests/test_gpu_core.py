@@ -1,4 +1,6 @@
 """Devices, streams, events on a real GPU (skipped without one)."""
+import pytest
+
 import cuabi
 
 
@@ -26,6 +28,13 @@ def test_stream_event(gpu):
         w.close()
         other = gpu.create_stream(non_blocking=False)
         other.wait(s)
+
+        class Foreign:                      # cuda.core's __cuda_stream__ protocol
+            def __cuda_stream__(self):
+                return (0, s.raw)
+        other.wait(Foreign())
+        with pytest.raises(ValueError):
+            other.wait(42)
         other.synchronize()
         other.close()
     assert s.closed
