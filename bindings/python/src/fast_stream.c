@@ -24,9 +24,13 @@ static PyObject *stream_wait_stream(PyObject *self, PyObject *const *args, Py_ss
         fast_done(args[0]);
         return fast_closed_in("cuabi_stream_wait_stream", args[1]), NULL;
     }
-    /* Two driver calls of ~0.5 us under the device's lock: the GIL is kept
-     * (releasing and taking it back costs as much). */
-    cuabi_status st = fast_api->stream_wait_stream(s, o);
+    /* GIL released, as around every fast path's driver calls: a record can
+     * wait for room in a full queue, which a Python host callback ahead in
+     * it (holding up the GPU) needs the GIL to drain. */
+    cuabi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fast_api->stream_wait_stream(s, o);
+    Py_END_ALLOW_THREADS
     fast_done(args[1]);
     fast_done(args[0]);
     if (st != CUABI_SUCCESS)
