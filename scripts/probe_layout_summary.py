@@ -15,11 +15,6 @@ def med(p, prefix, key):
     return statistics.median(vals) if vals else float("nan")
 
 
-def cpi(step):
-    c, i = step.get("cycles"), step.get("instructions")
-    return c / i if c and i else float("nan")
-
-
 rows = []
 for line in open(sys.argv[1]):
     try:
