@@ -88,12 +88,4 @@ impl Stream {
         e.record(self)?;
         Ok(e)
     }
-
-    /// Future work on `self` waits for the work queued on `other` so far
-    /// (through `other`'s GPU's one ordering event: no event per call).
-    pub fn join(&self, other: &Stream) -> Result<()> {
-        // SAFETY: both handles are live for the borrows; the call keeps
-        // neither (stream.h: cuabi_stream_wait_stream).
-        check(unsafe { sys::cuabi_stream_wait_stream(self.as_raw(), other.as_raw()) })
-    }
 }
